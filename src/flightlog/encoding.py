@@ -1,0 +1,127 @@
+"""The one canonical byte form of an event, and upcasters for old event shapes.
+
+Events are stored as RFC 8785 (JSON Canonicalization Scheme) bytes, via the ``rfc8785`` package: sorted
+keys, no insignificant white space, ECMAScript number formatting, UTF-8. Those stored bytes are what every
+hash covers (ARCHITECTURE.md invariant 3); verification never re-serializes.
+
+Values JCS cannot represent are refused with an :class:`~flightlog.errors.EncodingError` naming the
+offending field as a JSON path (``$.message.content[0].text``): NaN and ±Infinity, integers beyond
+±(2**53 - 1) (RFC 8785 §3.2.2.3, I-JSON RFC 7493 §2.2), and strings with lone surrogates (RFC 8785 §3.2.2.2).
+
+Upcasters (``register_upcaster``) rewrite a decoded stored dict of an old shape into the current one on
+read, after the hash check, never touching stored bytes (as eventsourcing's ``Mapper`` does).
+"""
+
+from __future__ import annotations
+
+import json
+import math
+from collections.abc import Callable, Iterator
+from typing import Any
+
+import rfc8785
+
+from .errors import EncodingError, EventDecodeError
+from .events import Event, SessionEvent, event_from_wire
+
+__all__ = [
+    "MAX_SAFE_INTEGER",
+    "canonical_bytes",
+    "canonical_json",
+    "decode_stored",
+    "register_upcaster",
+]
+
+MAX_SAFE_INTEGER = 2**53 - 1
+"""Largest integer magnitude JCS/I-JSON represents exactly."""
+
+Upcaster = Callable[[dict[str, Any]], dict[str, Any]]
+_UPCASTERS: dict[str, list[Upcaster]] = {}
+
+
+def canonical_json(value: Any) -> bytes:
+    """RFC 8785 bytes of a JSON-ready value (dicts, lists, str, int, float, bool, None).
+
+    Raises:
+        EncodingError: a value JCS cannot represent; ``field`` is its JSON path.
+    """
+    try:
+        return rfc8785.dumps(value)
+    except (rfc8785.CanonicalizationError, TypeError, UnicodeError) as exc:
+        path, reason = _find_unencodable(value, "$") or ("$", str(exc))
+        raise EncodingError(field=path, reason=reason) from exc
+
+
+def canonical_bytes(event: Event) -> bytes:
+    """RFC 8785 bytes of an event's wire form: the bytes stored and hashed.
+
+    Raises:
+        EncodingError: the event holds NaN/Infinity, an integer beyond ±(2**53-1) or a lone surrogate.
+    """
+    return canonical_json(event.to_wire())
+
+
+def _find_unencodable(value: Any, path: str) -> tuple[str, str] | None:
+    """Depth-first search for the first value JCS refuses; returns (json path, reason)."""
+    for sub_path, item in _walk(value, path):
+        reason = _scalar_problem(item)
+        if reason:
+            return sub_path, reason
+    return None
+
+
+def _walk(value: Any, path: str) -> Iterator[tuple[str, Any]]:
+    stack: list[tuple[str, Any]] = [(path, value)]
+    while stack:
+        here, item = stack.pop()
+        if isinstance(item, dict):
+            for key, child in reversed(list(item.items())):
+                yield f"{here}.{key}", key
+                stack.append((f"{here}.{key}", child))
+        elif isinstance(item, list | tuple):
+            stack.extend((f"{here}[{i}]", child) for i, child in reversed(list(enumerate(item))))
+        else:
+            yield here, item
+
+
+def _scalar_problem(item: Any) -> str | None:
+    if isinstance(item, bool) or item is None:
+        return None
+    if isinstance(item, float) and not math.isfinite(item):
+        return f"{item} is not representable in RFC 8785 JSON"
+    if isinstance(item, int) and abs(item) > MAX_SAFE_INTEGER:
+        return f"integer {item} is beyond ±(2**53-1)"
+    if isinstance(item, str):
+        try:
+            item.encode("utf-8")
+        except UnicodeEncodeError:
+            return "string contains a lone surrogate (not valid UTF-8)"
+        return None
+    if not isinstance(item, int | float):
+        return f"{type(item).__name__} is not a JSON value"
+    return None
+
+
+def register_upcaster(kind: str, upcaster: Upcaster) -> None:
+    """Register a function that rewrites a stored event dict of ``kind`` into the current shape.
+
+    Upcasters for one kind run in registration order on every read of that kind, after the hash check.
+    """
+    _UPCASTERS.setdefault(kind, []).append(upcaster)
+
+
+def decode_stored(data: bytes, *, seq: int | None = None) -> SessionEvent:
+    """Decode stored canonical bytes into an event, applying registered upcasters.
+
+    Raises:
+        EventDecodeError: the bytes are not JSON, not an object, or not a valid event (names ``seq``).
+    """
+    try:
+        raw = json.loads(data)
+    except (ValueError, UnicodeDecodeError) as exc:
+        raise EventDecodeError(reason=f"not JSON: {exc}", seq=seq) from exc
+    if not isinstance(raw, dict):
+        raise EventDecodeError(reason="not a JSON object", seq=seq)
+    for upcaster in _UPCASTERS.get(str(raw.get("kind")), ()):
+        raw = upcaster(raw)
+    return event_from_wire(raw, seq=seq)

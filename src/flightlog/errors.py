@@ -1,0 +1,247 @@
+"""The flightlog error tree.
+
+One base, with a builtin second base where callers expect one (``except ValueError`` keeps working)::
+
+    FlightlogError
+    +-- EncodingError(ValueError)            field
+    +-- EventDecodeError(ValueError)         seq, reason
+    +-- LedgerIntegrityError                 session_id, seq, reason, divergences
+    +-- StoreError
+    |   +-- SessionNotFound(LookupError)     session_id (or prefix), ambiguous matches
+    |   +-- AppendConflict                   session_id, seq
+    |   +-- StaleWriter                      session_id, epoch, current_epoch
+    |   +-- ReadOnlyStore                    url
+    |   `-- StoreUnavailable                 url (password removed), reason
+    +-- EffectConflict                       idempotency_key, stored_hash, new_hash
+    +-- RepairError                          path, reason
+    `-- ImportFormatError(ValueError)        path, line, reason
+
+Fields are keyword-only attributes; the one-line message is built from them. Every class pickles
+(``__reduce__`` rebuilds from the keyword fields). Only ``flightlog.cli`` catches the base.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Any
+
+__all__ = [
+    "AppendConflict",
+    "Divergence",
+    "EffectConflict",
+    "EncodingError",
+    "EventDecodeError",
+    "FlightlogError",
+    "ImportFormatError",
+    "LedgerIntegrityError",
+    "ReadOnlyStore",
+    "RepairError",
+    "SessionNotFound",
+    "StaleWriter",
+    "StoreError",
+    "StoreUnavailable",
+]
+
+
+class FlightlogError(Exception):
+    """Base of every error flightlog raises on purpose."""
+
+    def __init__(self, message: str, **fields: Any) -> None:
+        super().__init__(message)
+        self._fields = fields
+        for name, value in fields.items():
+            setattr(self, name, value)
+
+    def __reduce__(self) -> tuple[Any, ...]:
+        return (_rebuild, (type(self), str(self), self._fields))
+
+
+def _rebuild(cls: type[FlightlogError], message: str, fields: dict[str, Any]) -> FlightlogError:
+    error = cls.__new__(cls)
+    Exception.__init__(error, message)
+    error._fields = fields
+    for name, value in fields.items():
+        setattr(error, name, value)
+    return error
+
+
+class EncodingError(FlightlogError, ValueError):
+    """A value cannot be put in canonical (RFC 8785) form; ``field`` is its JSON path (``$.a.b[2]``)."""
+
+    field: str
+    reason: str
+
+    def __init__(self, *, field: str, reason: str) -> None:
+        super().__init__(f"cannot encode {field}: {reason}", field=field, reason=reason)
+
+
+class EventDecodeError(FlightlogError, ValueError):
+    """Stored or supplied bytes do not decode to a known event (``seq`` may be None outside a ledger)."""
+
+    seq: int | None
+    reason: str
+
+    def __init__(self, *, reason: str, seq: int | None = None) -> None:
+        where = f"event at seq {seq}" if seq is not None else "event"
+        super().__init__(f"undecodable {where}: {reason}", seq=seq, reason=reason)
+
+
+class Divergence(tuple[int, str, str]):
+    """One divergent sequence found by verification: ``(seq, reason, detail)``.
+
+    ``reason`` is one of ``gap``, ``broken_link``, ``hash_mismatch``, ``undecodable``,
+    ``head_mismatch``, ``truncated``.
+    """
+
+    __slots__ = ()
+
+    def __new__(cls, seq: int, reason: str, detail: str = "") -> Divergence:
+        return super().__new__(cls, (seq, reason, detail))
+
+    @property
+    def seq(self) -> int:
+        return self[0]
+
+    @property
+    def reason(self) -> str:
+        return self[1]
+
+    @property
+    def detail(self) -> str:
+        return self[2]
+
+    def __str__(self) -> str:
+        return f"seq {self.seq}: {self.reason}" + (f" ({self.detail})" if self.detail else "")
+
+
+class LedgerIntegrityError(FlightlogError):
+    """A session's stored chain does not verify; resume is refused. ``seq`` is the first divergent one."""
+
+    session_id: str
+    seq: int | None
+    reason: str
+    divergences: tuple[Divergence, ...]
+
+    def __init__(
+        self,
+        *,
+        session_id: str,
+        reason: str,
+        seq: int | None = None,
+        divergences: Sequence[Divergence] = (),
+    ) -> None:
+        where = f" at sequence {seq}" if seq is not None else ""
+        more = f" (+{len(divergences) - 1} more divergent)" if len(divergences) > 1 else ""
+        super().__init__(
+            f"ledger of session {session_id} diverges{where}: {reason}{more}; refusing to resume",
+            session_id=session_id,
+            seq=seq,
+            reason=reason,
+            divergences=tuple(Divergence(*d) for d in divergences),
+        )
+
+
+class StoreError(FlightlogError):
+    """A storage backend failed or refused an operation."""
+
+
+class SessionNotFound(StoreError, LookupError):
+    """No session has this id, or a prefix matches several (``matches`` lists them)."""
+
+    session_id: str
+    matches: tuple[str, ...]
+
+    def __init__(self, *, session_id: str, matches: Sequence[str] = ()) -> None:
+        if matches:
+            msg = f"session prefix {session_id!r} is ambiguous: matches {', '.join(matches[:5])}"
+        else:
+            msg = f"no session matches {session_id!r}"
+        super().__init__(msg, session_id=session_id, matches=tuple(matches))
+
+
+class AppendConflict(StoreError):
+    """Another writer already stored ``seq`` of this session; nothing was written."""
+
+    session_id: str
+    seq: int
+
+    def __init__(self, *, session_id: str, seq: int) -> None:
+        super().__init__(
+            f"session {session_id} already has an event at seq {seq} (another writer?); nothing written",
+            session_id=session_id,
+            seq=seq,
+        )
+
+
+class StaleWriter(StoreError):
+    """The writer's authority epoch (fencing token) is older than the session's; nothing was written."""
+
+    session_id: str
+    epoch: int
+    current_epoch: int
+
+    def __init__(self, *, session_id: str, epoch: int, current_epoch: int) -> None:
+        super().__init__(
+            f"session {session_id}: writer holds authority epoch {epoch}, current is {current_epoch}; "
+            "fenced off, nothing written",
+            session_id=session_id,
+            epoch=epoch,
+            current_epoch=current_epoch,
+        )
+
+
+class ReadOnlyStore(StoreError):
+    """A write was attempted on a store opened read-only."""
+
+    url: str
+
+    def __init__(self, *, url: str) -> None:
+        super().__init__(f"store {url} is open read-only", url=url)
+
+
+class StoreUnavailable(StoreError):
+    """The store cannot be opened or reached (``url`` never carries a password)."""
+
+    url: str
+    reason: str
+
+    def __init__(self, *, url: str, reason: str) -> None:
+        super().__init__(f"cannot open store {url}: {reason}", url=url, reason=reason)
+
+
+class EffectConflict(FlightlogError):
+    """An idempotency key was reused with different intent bytes (seed 003, external-effect intents)."""
+
+    idempotency_key: str
+    stored_hash: str
+    new_hash: str
+
+    def __init__(self, *, idempotency_key: str, stored_hash: str, new_hash: str) -> None:
+        super().__init__(
+            f"effect {idempotency_key!r} was recorded with intent {stored_hash[:12]}, not {new_hash[:12]}",
+            idempotency_key=idempotency_key,
+            stored_hash=stored_hash,
+            new_hash=new_hash,
+        )
+
+
+class RepairError(FlightlogError):
+    """``db repair`` refused or failed; the original files are restored and nothing is deleted."""
+
+    path: str
+    reason: str
+
+    def __init__(self, *, path: str, reason: str) -> None:
+        super().__init__(f"repair of {path}: {reason}", path=path, reason=reason)
+
+
+class ImportFormatError(FlightlogError, ValueError):
+    """A transcript cannot be imported at all (a bad line alone is skipped and reported, not raised)."""
+
+    path: str
+    line: int | None
+    reason: str
+
+    def __init__(self, *, path: str, reason: str, line: int | None = None) -> None:
+        where = f"{path}:{line}" if line is not None else path
+        super().__init__(f"{where}: {reason}", path=path, line=line, reason=reason)

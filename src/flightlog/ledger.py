@@ -1,0 +1,357 @@
+"""Pure integrity math: the hash chain, RFC 9162 Merkle hashing and proofs, and streaming verification.
+
+Two structures cover every session's stored event bytes:
+
+* **Chain** (seed 003, perspt ledger): ``hash_n = sha256(prev_hash_text ‖ u64_le(n) ‖ event_bytes)`` as
+  64 lowercase hex chars, with ``prev_hash_text = "GENESIS"`` at seq 0 and the previous hash's hex text
+  (ASCII) after that. It links every event to all before it.
+* **Merkle tree** (RFC 9162 §2.1.1): ``leaf = sha256(0x00 ‖ event_bytes)``,
+  ``node = sha256(0x01 ‖ left ‖ right)``, split at the largest power of two below the size. Its root (the
+  tree head) at any size, and inclusion (§2.1.3) and consistency (§2.1.4) proofs, let an outside party check
+  one entry or an append-only extension without the whole log.
+
+What a plain chain can and cannot detect: an edited event, a deleted or reordered row, a forged hash, or a
+missing middle row are all detected (hash mismatch, broken link, gap). A truncated tail is detected only
+against a head recorded elsewhere (the session row's ``head_seq``/``head_hash``, a retained tree head, or a
+signed checkpoint); an attacker who truncates the events *and* rewrites the session row yields a shorter chain
+that verifies. Sealing and witnessing (issue 5) close that gap.
+
+No I/O here: functions take bytes and iterables of rows, so they are testable against the RFC directly.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import struct
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass, field
+from typing import Protocol
+
+from .errors import Divergence, EventDecodeError
+
+__all__ = [
+    "EMPTY_ROOT",
+    "GENESIS",
+    "ChainRow",
+    "CompactRange",
+    "VerifyReport",
+    "chain_hash",
+    "consistency_proof",
+    "inclusion_proof",
+    "leaf_hash",
+    "merkle_root",
+    "node_hash",
+    "verify_consistency",
+    "verify_inclusion",
+    "verify_rows",
+]
+
+GENESIS = "GENESIS"
+"""``prev_hash`` text of seq 0 (seed 003)."""
+
+EMPTY_ROOT = hashlib.sha256(b"").hexdigest()
+"""RFC 9162 §2.1.1: the hash of an empty tree is sha256 of the empty string."""
+
+_U64 = struct.Struct("<Q")
+
+
+def chain_hash(prev_hash: str, seq: int, event_bytes: bytes) -> str:
+    """Link one event into its session's hash chain.
+
+    Args:
+        prev_hash: Previous hash, 64 lowercase hex chars (``"GENESIS"`` at seq 0), hashed as ASCII.
+        seq: 0-based position in the session, hashed as u64 little-endian (8 bytes).
+        event_bytes: The stored RFC 8785 bytes; never re-serialized.
+
+    Returns:
+        ``sha256(prev_hash ‖ u64_le(seq) ‖ event_bytes)``, 64 lowercase hex chars.
+
+    Raises:
+        ValueError: ``seq`` is negative or >= 2**64, or ``prev_hash`` is not ASCII.
+
+    Source: seed 003 (recorder chain rule); ARCHITECTURE.md invariant 4.
+    """
+    if not 0 <= seq < 2**64:
+        raise ValueError(f"seq {seq} is outside u64")
+    h = hashlib.sha256(prev_hash.encode("ascii"))
+    h.update(_U64.pack(seq))
+    h.update(event_bytes)
+    return h.hexdigest()
+
+
+def leaf_hash(event_bytes: bytes) -> bytes:
+    """RFC 9162 §2.1.1 leaf hash: ``sha256(0x00 ‖ event_bytes)``, 32 bytes."""
+    return hashlib.sha256(b"\x00" + event_bytes).digest()
+
+
+def node_hash(left: bytes, right: bytes) -> bytes:
+    """RFC 9162 §2.1.1 interior node hash: ``sha256(0x01 ‖ left ‖ right)``, 32 bytes."""
+    return hashlib.sha256(b"\x01" + left + right).digest()
+
+
+def _split(n: int) -> int:
+    """Largest power of two strictly less than ``n`` (n >= 2), RFC 9162 §2.1.1."""
+    return 1 << ((n - 1).bit_length() - 1)
+
+
+def merkle_root(leaves: Sequence[bytes]) -> bytes:
+    """RFC 9162 Merkle Tree Hash (MTH) of a list of leaf hashes (not entries), 32 bytes.
+
+    A direct, recursive transcription of the RFC; :class:`CompactRange` computes the same root
+    incrementally in O(log n) memory.
+    """
+    n = len(leaves)
+    if n == 0:
+        return bytes.fromhex(EMPTY_ROOT)
+    if n == 1:
+        return leaves[0]
+    k = _split(n)
+    return node_hash(merkle_root(leaves[:k]), merkle_root(leaves[k:]))
+
+
+@dataclass
+class CompactRange:
+    """Incremental RFC 9162 tree head: the roots of the perfect subtrees covering ``[0, size)``.
+
+    ``append`` is amortised O(1) hashes; ``root`` is O(log n). Memory is O(log n) whatever the size.
+    """
+
+    size: int = 0
+    hashes: list[bytes] = field(default_factory=list)
+
+    def append(self, leaf: bytes) -> None:
+        """Add one leaf hash (32 bytes) at index ``size``."""
+        self.hashes.append(leaf)
+        self.size += 1
+        n = self.size
+        while n & 1 == 0:
+            right = self.hashes.pop()
+            left = self.hashes.pop()
+            self.hashes.append(node_hash(left, right))
+            n >>= 1
+
+    def root(self) -> bytes:
+        """The tree head of the leaves appended so far (``EMPTY_ROOT`` bytes when none)."""
+        if not self.hashes:
+            return bytes.fromhex(EMPTY_ROOT)
+        acc = self.hashes[-1]
+        for left in reversed(self.hashes[:-1]):
+            acc = node_hash(left, acc)
+        return acc
+
+    def copy(self) -> CompactRange:
+        """An independent copy (for staging an append without touching this one)."""
+        return CompactRange(self.size, list(self.hashes))
+
+
+def inclusion_proof(leaves: Sequence[bytes], index: int) -> list[bytes]:
+    """RFC 9162 §2.1.3.1 audit path for leaf ``index`` in the tree of ``leaves`` (leaf hashes).
+
+    Raises:
+        ValueError: ``index`` is outside ``[0, len(leaves))``.
+    """
+    n = len(leaves)
+    if not 0 <= index < n:
+        raise ValueError(f"leaf index {index} is outside a tree of size {n}")
+    if n == 1:
+        return []
+    k = _split(n)
+    if index < k:
+        return [*inclusion_proof(leaves[:k], index), merkle_root(leaves[k:])]
+    return [*inclusion_proof(leaves[k:], index - k), merkle_root(leaves[:k])]
+
+
+def consistency_proof(leaves: Sequence[bytes], old_size: int) -> list[bytes]:
+    """RFC 9162 §2.1.4.1 consistency proof from ``old_size`` to ``len(leaves)``.
+
+    Raises:
+        ValueError: ``old_size`` is outside ``[0, len(leaves)]``.
+    """
+    n = len(leaves)
+    if not 0 <= old_size <= n:
+        raise ValueError(f"old size {old_size} is outside [0, {n}]")
+    if old_size in (0, n):
+        return []
+    return _subproof(old_size, leaves, True)
+
+
+def _subproof(m: int, leaves: Sequence[bytes], complete: bool) -> list[bytes]:
+    n = len(leaves)
+    if m == n:
+        return [] if complete else [merkle_root(leaves)]
+    k = _split(n)
+    if m <= k:
+        return [*_subproof(m, leaves[:k], complete), merkle_root(leaves[k:])]
+    return [*_subproof(m - k, leaves[k:], False), merkle_root(leaves[:k])]
+
+
+def verify_inclusion(leaf: bytes, index: int, size: int, proof: Sequence[bytes], root: bytes) -> bool:
+    """RFC 9162 §2.1.3.2: does ``proof`` show leaf hash ``leaf`` at ``index`` in the tree ``root``?"""
+    if not 0 <= index < size:
+        return False
+    fn, sn = index, size - 1
+    r = leaf
+    for p in proof:
+        if sn == 0:
+            return False
+        if fn & 1 or fn == sn:
+            r = node_hash(p, r)
+            if not fn & 1:
+                while fn and not fn & 1:
+                    fn >>= 1
+                    sn >>= 1
+        else:
+            r = node_hash(r, p)
+        fn >>= 1
+        sn >>= 1
+    return sn == 0 and r == root
+
+
+def verify_consistency(
+    old_size: int, new_size: int, old_root: bytes, new_root: bytes, proof: Sequence[bytes]
+) -> bool:
+    """RFC 9162 §2.1.4.2: does ``proof`` show tree ``new_root`` extends tree ``old_root``?"""
+    if not 0 <= old_size <= new_size:
+        return False
+    if old_size == new_size:
+        return not proof and old_root == new_root
+    if old_size == 0:
+        return not proof
+    path = list(proof)
+    if old_size & (old_size - 1) == 0:  # exact power of two: old root is the first node
+        path.insert(0, old_root)
+    if not path:
+        return False
+    fn, sn = old_size - 1, new_size - 1
+    while fn & 1:
+        fn >>= 1
+        sn >>= 1
+    fr = sr = path[0]
+    for c in path[1:]:
+        if sn == 0:
+            return False
+        if fn & 1 or fn == sn:
+            fr = node_hash(c, fr)
+            sr = node_hash(c, sr)
+            if not fn & 1:
+                while fn and not fn & 1:
+                    fn >>= 1
+                    sn >>= 1
+        else:
+            sr = node_hash(sr, c)
+        fn >>= 1
+        sn >>= 1
+    return sn == 0 and fr == old_root and sr == new_root
+
+
+class ChainRow(Protocol):
+    """What verification reads of a stored event row."""
+
+    @property
+    def seq(self) -> int: ...
+    @property
+    def prev_hash(self) -> str: ...
+    @property
+    def hash(self) -> str: ...
+    @property
+    def event_bytes(self) -> bytes: ...
+
+
+@dataclass
+class VerifyReport:
+    """Outcome of verifying one session's stored rows.
+
+    Attributes:
+        session_id: The session verified.
+        events: Rows read.
+        bytes: Total stored event bytes read.
+        head: Stored hash of the last row read (``"GENESIS"`` when none).
+        root: RFC 9162 tree head (hex) over every row read, in order.
+        divergences: Every divergent sequence found, ascending (empty when intact).
+    """
+
+    session_id: str
+    events: int = 0
+    bytes: int = 0
+    head: str = GENESIS
+    root: str = EMPTY_ROOT
+    divergences: list[Divergence] = field(default_factory=list)
+
+    @property
+    def ok(self) -> bool:
+        """True when no divergence was found."""
+        return not self.divergences
+
+
+def verify_rows(
+    session_id: str,
+    rows: Iterable[ChainRow],
+    *,
+    decode: bool = True,
+    expected_head: tuple[int, str] | None = None,
+) -> VerifyReport:
+    """Recompute a session's chain and tree head from its stored rows, reporting every divergence.
+
+    Streams: memory is O(log n) whatever the number of rows. Each row's hash is recomputed from its own
+    stored ``prev_hash`` and bytes, so one edited event yields one ``hash_mismatch`` at its seq, and a
+    rewritten hash shows as a ``broken_link`` at the next seq.
+
+    Args:
+        session_id: For the report.
+        rows: Stored rows in ascending ``seq`` order.
+        decode: Also decode each event (upcasters included) and report ``undecodable`` ones.
+        expected_head: ``(seq, hash)`` of the head recorded elsewhere (the session row, a checkpoint);
+            a missing or different head is reported as ``truncated`` or ``head_mismatch``.
+
+    Returns:
+        A :class:`VerifyReport`; ``report.ok`` is True when everything matched.
+
+    Source: seed 003 ``attach`` (recompute and compare every row); RFC 9162 §2.1.1.
+    """
+    from .encoding import decode_stored  # local: keeps the hashing core import-light
+
+    report = VerifyReport(session_id=session_id)
+    tree = CompactRange()
+    expected_seq = 0
+    prev = GENESIS
+    bad = report.divergences.append
+    for row in rows:
+        seq, data = row.seq, row.event_bytes
+        if seq != expected_seq:
+            if seq > expected_seq:
+                bad(Divergence(expected_seq, "gap", f"seqs {expected_seq}..{seq - 1} missing"))
+            else:
+                bad(Divergence(seq, "gap", f"seq {seq} out of order after {expected_seq - 1}"))
+        if row.prev_hash != prev:
+            bad(Divergence(seq, "broken_link", "prev_hash does not match the previous row's hash"))
+        if chain_hash(row.prev_hash, seq, data) != row.hash:
+            bad(Divergence(seq, "hash_mismatch", "stored hash does not match the stored bytes"))
+        if decode:
+            try:
+                decode_stored(data, seq=seq)
+            except EventDecodeError as exc:
+                bad(Divergence(seq, "undecodable", exc.reason))
+        tree.append(leaf_hash(data))
+        report.events += 1
+        report.bytes += len(data)
+        prev = row.hash
+        expected_seq = seq + 1
+    report.head = prev
+    report.root = tree.root().hex()
+    if expected_head is not None:
+        _check_head(report, expected_seq, expected_head)
+    return report
+
+
+def _check_head(report: VerifyReport, next_seq: int, expected_head: tuple[int, str]) -> None:
+    head_seq, head_hash = expected_head
+    if head_seq >= next_seq:
+        report.divergences.append(
+            Divergence(next_seq, "truncated", f"recorded head is seq {head_seq}, last stored is {next_seq - 1}")
+        )
+    elif head_seq == next_seq - 1 and head_hash != report.head:
+        report.divergences.append(Divergence(head_seq, "head_mismatch", "recorded head hash differs"))
+    elif head_seq < next_seq - 1:
+        report.divergences.append(
+            Divergence(head_seq + 1, "head_mismatch", f"rows past the recorded head seq {head_seq}")
+        )
