@@ -1,0 +1,137 @@
+"""What every importer produces, and the hostile-file-safe JSONL reader they share.
+
+An importer turns one transcript file into one or more :class:`ImportedSession` (a main session and, for
+Claude Code, a child session per sub-agent file). It never writes; :func:`flightlog.importers.import_path`
+records the sessions through the recorder.
+
+Hostile input is expected (shared/samples/PROVENANCE.md): a UTF-8 BOM, torn or malformed lines anywhere,
+U+2028 inside strings, lone surrogates, single lines of tens of megabytes, duplicated records. The reader
+skips a bad line and reports it with its 1-based line number; the import continues.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from collections.abc import Iterator
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from ..events import SessionEvent
+
+__all__ = [
+    "ImportWarning",
+    "ImportedSession",
+    "JsonLine",
+    "clean_surrogates",
+    "read_jsonl",
+]
+
+
+@dataclass(frozen=True)
+class ImportWarning:
+    """Something the importer skipped or changed: ``line`` is 1-based (None for file-level notes)."""
+
+    path: str
+    line: int | None
+    reason: str
+
+    def __str__(self) -> str:
+        where = f"{self.path}:{self.line}" if self.line is not None else self.path
+        return f"{where}: {self.reason}"
+
+
+@dataclass
+class ImportedSession:
+    """One session reconstructed from a transcript.
+
+    Attributes:
+        key: Stable id derived from the source (e.g. ``claude-code:<sessionId>``); the recorded session id.
+        task: Short human title (first user prompt, truncated to 200 chars).
+        source_format: ``claude-code`` or ``codex``.
+        events: Events in order.
+        parent_key: ``key`` of the parent session for sub-agents, else None.
+        metadata: JSON-ready facts about the source (native ids, versions, timestamps); no paths.
+        started_at_ms: Epoch ms of the first record, when the source has timestamps.
+        ended_at_ms: Epoch ms of the last record, when the source has timestamps.
+    """
+
+    key: str
+    task: str
+    source_format: str
+    events: list[SessionEvent] = field(default_factory=list)
+    parent_key: str | None = None
+    metadata: dict[str, Any] = field(default_factory=dict)
+    started_at_ms: int | None = None
+    ended_at_ms: int | None = None
+
+
+@dataclass(frozen=True)
+class JsonLine:
+    """A decoded JSONL record and its 1-based line number."""
+
+    line: int
+    value: Any
+
+
+_SURROGATE = re.compile("[\ud800-\udfff]")
+
+
+def clean_surrogates(value: Any) -> tuple[Any, int]:
+    """Replace lone surrogates in every string of ``value`` by their ``\\udXXX`` escape text.
+
+    RFC 8785 (and UTF-8) cannot carry a lone surrogate; the escape keeps the information visible and
+    lossless for a reader. Returns ``(cleaned value, number of surrogates replaced)``.
+    """
+    count = 0
+
+    def fix(item: Any) -> Any:
+        nonlocal count
+        if isinstance(item, str):
+            if _SURROGATE.search(item) is None:
+                return item
+            count += len(_SURROGATE.findall(item))
+            return _SURROGATE.sub(lambda m: f"\\u{ord(m.group()):04x}", item)
+        if isinstance(item, dict):
+            return {fix(k): fix(v) for k, v in item.items()}
+        if isinstance(item, list):
+            return [fix(v) for v in item]
+        return item
+
+    return fix(value), count
+
+
+def read_jsonl(path: Path, warnings: list[ImportWarning]) -> Iterator[JsonLine]:
+    """Stream JSON records from a JSONL file, one line at a time (bounded by the longest line).
+
+    Skips (and appends an :class:`ImportWarning` for) blank-free lines that are not JSON objects,
+    torn lines and invalid UTF-8. Strips a leading UTF-8 BOM. Lone surrogates are replaced by their
+    escape text and flagged. Splits only on ``\\n`` (U+2028 inside strings is content, not a line break).
+    """
+    name = path.name
+    with path.open("rb") as fh:
+        for number, raw in enumerate(fh, start=1):
+            if number == 1 and raw.startswith(b"\xef\xbb\xbf"):
+                raw = raw[3:]
+            if not raw.strip():
+                continue
+            try:
+                value = json.loads(raw)
+            except (ValueError, UnicodeDecodeError) as exc:
+                warnings.append(ImportWarning(name, number, f"skipped malformed line: {_short(exc)}"))
+                continue
+            if not isinstance(value, dict):
+                warnings.append(ImportWarning(name, number, "skipped line: not a JSON object"))
+                continue
+            value, replaced = clean_surrogates(value)
+            if replaced:
+                warnings.append(
+                    ImportWarning(name, number, f"{replaced} lone surrogate(s) kept as \\uXXXX escape text")
+                )
+            yield JsonLine(number, value)
+
+
+def _short(exc: Exception) -> str:
+    text = str(exc)
+    return text if len(text) <= 120 else text[:117] + "..."

@@ -1,0 +1,345 @@
+"""The durable recorder: one writer per session, write-ahead appends, refuse-to-resume on divergence.
+
+Modelled on seed 003 (``Psp9Recorder``):
+
+* ``create`` makes the session row and authority epoch 0.
+* ``attach`` rebuilds the in-memory head from the durable rows, recomputing every chain hash and the tree
+  head, and refuses (``LedgerIntegrityError`` naming the sequence) on an empty ledger or any divergence.
+  It then takes authority: the epoch is bumped, so a writer still holding the old epoch is fenced off.
+* ``append`` is write-ahead: stage (encode, hash) → persist durably in one transaction → only then advance
+  the in-memory head. A failed write leaves the head unchanged and nothing half-written behind.
+* Live subscribers hear of an event only after its durable commit; their exceptions are logged and isolated.
+
+Thread-safe: one lock serialises appends of a recorder.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import logging
+import threading
+import uuid
+from collections.abc import Callable, Iterable, Iterator, Sequence
+from contextlib import contextmanager
+from typing import Any
+
+from .encoding import canonical_bytes, canonical_json
+from .errors import LedgerIntegrityError
+from .events import Custom, Event, SessionEvent
+from .ledger import GENESIS, CompactRange, VerifyReport, chain_hash, leaf_hash, verify_rows
+from .store.base import (
+    ArtifactRecord,
+    EffectRecord,
+    NewEvent,
+    SessionHead,
+    SessionRecord,
+    Store,
+    StoredEvent,
+)
+
+__all__ = ["Recorder", "Subscriber", "intent_hash", "verify_session"]
+
+log = logging.getLogger("flightlog.recorder")
+
+Subscriber = Callable[[StoredEvent, SessionEvent], None]
+"""Called with each durable row and its event, after commit, in append order."""
+
+
+def intent_hash(intent: Any) -> str:
+    """sha256 hex of an effect intent's RFC 8785 bytes (seed 003 ``content_hash``)."""
+    return hashlib.sha256(canonical_json(intent)).hexdigest()
+
+
+def verify_session(store: Store, session_id: str, *, decode: bool = True) -> VerifyReport:
+    """Stream-verify a stored session against its chain rule, tree head and recorded head.
+
+    Returns a :class:`~flightlog.ledger.VerifyReport` listing every divergent sequence.
+
+    Raises:
+        SessionNotFound: no such session.
+    """
+    record = store.get_session(session_id)
+    report = verify_rows(
+        session_id,
+        store.read_events(session_id),
+        decode=decode,
+        expected_head=(record.head_seq, record.head_hash) if record.head_seq >= 0 else None,
+    )
+    if report.ok and record.merkle_root and report.events and record.merkle_root != report.root:
+        from .errors import Divergence
+
+        report.divergences.append(
+            Divergence(report.events - 1, "head_mismatch", "recorded tree head differs from the stored rows")
+        )
+    return report
+
+
+class Recorder:
+    """Durable, hash-chained writer for one session. Build with :meth:`create` or :meth:`attach`."""
+
+    def __init__(
+        self,
+        store: Store,
+        session_id: str,
+        *,
+        next_seq: int,
+        head: str,
+        tree: CompactRange,
+        epoch: int,
+    ) -> None:
+        self.store = store
+        self.session_id = session_id
+        self._next_seq = next_seq
+        self._head = head
+        self._tree = tree
+        self._epoch = epoch
+        self._lock = threading.RLock()
+        self._depth = 0
+        self._queued: list[tuple[StoredEvent, Event]] = []
+        self._subscribers: list[Subscriber] = []
+
+    # ─── construction ─────────────────────────────────────────────────────────────────────
+    @classmethod
+    def create(
+        cls,
+        store: Store,
+        *,
+        session_id: str | None = None,
+        task: str = "",
+        source: str = "api",
+        parent_session_id: str | None = None,
+        metadata: dict[str, Any] | None = None,
+        status: str = "running",
+        created_at_ms: int | None = None,
+    ) -> Recorder:
+        """Create a new, empty session and its recorder (authority epoch 0).
+
+        Raises:
+            AppendConflict: a session with this id exists already.
+        """
+        sid = session_id or uuid.uuid4().hex
+        store.create_session(
+            SessionRecord(
+                session_id=sid,
+                task=task,
+                status=status,
+                source=source,
+                parent_session_id=parent_session_id,
+                metadata=metadata or {},
+                created_at_ms=created_at_ms or 0,
+                merkle_root=CompactRange().root().hex(),
+            )
+        )
+        return cls(store, sid, next_seq=0, head=GENESIS, tree=CompactRange(), epoch=0)
+
+    @classmethod
+    def attach(cls, store: Store, session_id: str, *, take_authority: bool = True) -> Recorder:
+        """Resume writing an existing session after recomputing its whole chain.
+
+        Args:
+            store: The store holding the session.
+            session_id: Its id (exact).
+            take_authority: Bump the authority epoch so an older writer is fenced off (default).
+
+        Raises:
+            SessionNotFound: no such session.
+            LedgerIntegrityError: the ledger is empty, or any row diverges (gap, broken link, hash
+                mismatch, undecodable event, truncated or mismatched head); names the first sequence.
+        """
+        record = store.get_session(session_id)
+        tree = CompactRange()
+        rows = store.read_events(session_id)
+        report = verify_rows(
+            session_id,
+            _tee_leaves(rows, tree),
+            expected_head=(record.head_seq, record.head_hash),
+        )
+        if report.events == 0:
+            raise LedgerIntegrityError(session_id=session_id, reason="session has no durable ledger to resume")
+        if report.ok and record.merkle_root and record.merkle_root != report.root:
+            from .errors import Divergence
+
+            report.divergences.append(Divergence(report.events - 1, "head_mismatch", "tree head differs"))
+        if not report.ok:
+            first = report.divergences[0]
+            raise LedgerIntegrityError(
+                session_id=session_id,
+                seq=first.seq,
+                reason=f"{first.reason}: {first.detail}" if first.detail else first.reason,
+                divergences=report.divergences,
+            )
+        epoch = store.bump_authority_epoch(session_id) if take_authority else store.authority_epoch(session_id)
+        return cls(store, session_id, next_seq=report.events, head=report.head, tree=tree, epoch=epoch)
+
+    # ─── state ────────────────────────────────────────────────────────────────────────────
+    @property
+    def head(self) -> str:
+        """Chain hash of the last durable event (``"GENESIS"`` when empty)."""
+        return self._head
+
+    @property
+    def next_seq(self) -> int:
+        """The seq the next append will take (= number of durable events)."""
+        return self._next_seq
+
+    @property
+    def epoch(self) -> int:
+        """The authority epoch (fencing token) this recorder writes under."""
+        return self._epoch
+
+    @property
+    def root(self) -> str:
+        """RFC 9162 tree head over all durable events, hex."""
+        return self._tree.root().hex()
+
+    # ─── appends ──────────────────────────────────────────────────────────────────────────
+    def append(self, event: Event) -> StoredEvent:
+        """Durably append one event (write-ahead) and return its stored row.
+
+        Raises:
+            EncodingError: the event cannot be canonically encoded (names the field); nothing written.
+            AppendConflict: another writer took this seq; nothing written, head unchanged.
+            StaleWriter: the session's authority epoch moved on (``abort`` or another attach).
+        """
+        return self.append_many([event])[0]
+
+    def append_many(self, events: Sequence[Event]) -> list[StoredEvent]:
+        """Durably append several events in one transaction (all or none), e.g. one turn's events."""
+        if not events:
+            return []
+        with self.atomic():
+            staged, tree = self._stage(events)
+            head = SessionHead(staged[-1].seq, staged[-1].hash, tree.root().hex())
+            stamp = self.store.append_events(self.session_id, staged, head, epoch=self._epoch)
+            self._next_seq = head.seq + 1
+            self._head = head.hash
+            self._tree = tree
+            stored = [
+                StoredEvent(self.session_id, r.seq, r.kind, r.event_bytes, r.prev_hash, r.hash, stamp)
+                for r in staged
+            ]
+            self._queued.extend(zip(stored, events, strict=True))
+        return stored
+
+    @contextmanager
+    def atomic(self) -> Iterator[None]:
+        """Group appends and other store writes into one transaction.
+
+        On any exception the transaction rolls back and the in-memory head returns to where it was;
+        subscribers hear of the block's events only after the outermost block commits.
+        """
+        with self._lock:
+            saved = (self._next_seq, self._head, self._tree)
+            queued_before = len(self._queued)
+            self._depth += 1
+            try:
+                with self.store.transaction():
+                    yield
+            except BaseException:
+                self._next_seq, self._head, self._tree = saved
+                del self._queued[queued_before:]
+                raise
+            finally:
+                self._depth -= 1
+            if self._depth:
+                return
+            queued, self._queued = self._queued, []
+        self._notify(queued)
+
+    def _stage(self, events: Sequence[Event]) -> tuple[list[NewEvent], CompactRange]:
+        tree = self._tree.copy()
+        prev, seq = self._head, self._next_seq
+        staged: list[NewEvent] = []
+        for event in events:
+            data = canonical_bytes(event)
+            digest = chain_hash(prev, seq, data)
+            staged.append(NewEvent(seq, event.kind, data, prev, digest))
+            tree.append(leaf_hash(data))
+            prev, seq = digest, seq + 1
+        return staged, tree
+
+    def record_custom(self, kind: str, payload: Any) -> StoredEvent:
+        """Append a ``Custom`` event (seed 003 ``record_custom``)."""
+        return self.append(Custom(custom_kind=kind, payload=payload))
+
+    def finish(self, status: str) -> None:
+        """Set the session's status (``completed``, ``failed``, ``cancelled``...). Not a ledger row."""
+        self.store.set_session_status(self.session_id, status)
+
+    # ─── live subscribers ─────────────────────────────────────────────────────────────────
+    def subscribe(self, subscriber: Subscriber) -> Callable[[], None]:
+        """Call ``subscriber`` after each durable append; returns a function that unsubscribes."""
+        self._subscribers.append(subscriber)
+
+        def unsubscribe() -> None:
+            if subscriber in self._subscribers:
+                self._subscribers.remove(subscriber)
+
+        return unsubscribe
+
+    def _notify(self, queued: Iterable[tuple[StoredEvent, Event]]) -> None:
+        for row, event in queued:
+            for subscriber in list(self._subscribers):
+                try:
+                    subscriber(row, event)  # type: ignore[arg-type]
+                except Exception:
+                    log.exception("subscriber %r failed on %s seq %d", subscriber, self.session_id, row.seq)
+
+    # ─── artifacts ────────────────────────────────────────────────────────────────────────
+    def put_artifact(self, content: bytes, media_type: str = "application/octet-stream") -> str:
+        """Store bytes content-addressed; returns the handle ``sha256:<hex>`` to put in events."""
+        record: ArtifactRecord = self.store.put_artifact(content, media_type)
+        return record.handle
+
+    def get_artifact(self, handle: str) -> bytes | None:
+        """The bytes behind a handle (``sha256:<hex>`` or bare hex), or None."""
+        return self.store.get_artifact(handle)
+
+    # ─── external effects (seed 003) ──────────────────────────────────────────────────────
+    def record_intent(self, key: str, intent: Any) -> bool:
+        """Durably record an external-effect intent before the effect runs, then ledger it.
+
+        Returns True when new, False when this exact intent was already recorded (a no-op).
+
+        Raises:
+            EffectConflict: ``key`` was recorded with different intent bytes.
+        """
+        digest = intent_hash(intent)
+        with self.atomic():
+            created = self.store.record_intent(self.session_id, key, digest, canonical_json(intent).decode())
+            if created:
+                self.record_custom(
+                    "external_effect_intent", {"key": key, "intent_hash": digest, "intent": intent}
+                )
+        return created
+
+    def complete_effect(self, key: str, result: Any) -> bool:
+        """Record an effect's completion exactly once, then ledger it. False when already completed."""
+        text = canonical_json(result).decode()
+        with self.atomic():
+            done = self.store.complete_effect(self.session_id, key, text)
+            if done:
+                self.record_custom("external_effect_completed", {"key": key, "result": result})
+        return done
+
+    def effect(self, key: str) -> EffectRecord | None:
+        """The effect record for ``key`` in this session, or None."""
+        return self.store.get_effect(self.session_id, key)
+
+    def pending_effects(self) -> list[EffectRecord]:
+        """This session's intents without completion: *in doubt* after a crash, never silently re-run."""
+        return self.store.pending_effects(self.session_id)
+
+    def record_grant_policy(self, policy_id: str, policy: Any, *, signed: bool = False) -> None:
+        """Store a grant policy durably and ledger it as ``grant_policy`` (seed 003)."""
+        with self.atomic():
+            self.store.record_grant_policy(self.session_id, policy_id, json.dumps(policy, sort_keys=True))
+            self.record_custom("grant_policy", {"policy_id": policy_id, "policy": policy, "signed": signed})
+
+
+def _tee_leaves(rows: Iterable[StoredEvent], tree: CompactRange) -> Iterable[StoredEvent]:
+    """Pass rows through while folding their leaf hashes into ``tree`` (one read for verify + rebuild)."""
+    for row in rows:
+        tree.append(leaf_hash(row.event_bytes))
+        yield row

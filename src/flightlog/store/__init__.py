@@ -1,0 +1,75 @@
+"""Storage backends behind one contract, and ``open_store`` to pick one by URL or path.
+
+| URL or path                         | backend                                 |
+|-------------------------------------|-----------------------------------------|
+| ``path/to/file.db``, ``sqlite:///abs/path.db``, ``sqlite://rel.db`` | :class:`SqliteStore` (embedded default) |
+| ``:memory:``                        | :class:`SqliteStore` in memory (tests)  |
+| ``postgresql://...``                | not in this release: ``StoreUnavailable`` names it |
+"""
+
+from __future__ import annotations
+
+import re
+from pathlib import Path
+
+from ..errors import StoreUnavailable
+from .base import (
+    ArtifactRecord,
+    CheckpointRecord,
+    EffectRecord,
+    ImportRecord,
+    NewEvent,
+    SessionHead,
+    SessionRecord,
+    Store,
+    StoredEvent,
+)
+from .sqlite import SqliteStore
+
+__all__ = [
+    "ArtifactRecord",
+    "CheckpointRecord",
+    "EffectRecord",
+    "ImportRecord",
+    "NewEvent",
+    "SessionHead",
+    "SessionRecord",
+    "SqliteStore",
+    "Store",
+    "StoredEvent",
+    "open_store",
+    "redact_url",
+]
+
+
+def redact_url(url: str) -> str:
+    """``url`` with any password replaced by ``***`` (for error messages and logs)."""
+    return re.sub(r"(://[^:/@]+:)[^@]*@", r"\1***@", url)
+
+
+def open_store(
+    path_or_url: str | Path, *, read_only: bool = False, synchronous: str = "FULL"
+) -> Store:
+    """Open (creating and migrating when writable) the store at a path or URL.
+
+    Args:
+        path_or_url: A SQLite file path, ``sqlite:///abs/path``, ``sqlite://relative/path`` or ``:memory:``.
+        read_only: Open without write access; writes raise ``ReadOnlyStore``.
+        synchronous: SQLite durability: ``FULL`` (fsync each commit, default) or ``NORMAL``.
+
+    Raises:
+        StoreUnavailable: unknown scheme, an unsupported backend, or a file that cannot be opened.
+    """
+    text = str(path_or_url)
+    if text.startswith(("postgres://", "postgresql://")):
+        raise StoreUnavailable(
+            url=redact_url(text), reason="the PostgreSQL backend is not part of this release yet"
+        )
+    if text.startswith("sqlite://"):
+        text = text.removeprefix("sqlite://")
+        text = text[1:] if text.startswith("//") else text
+    elif "://" in text:
+        raise StoreUnavailable(url=redact_url(text), reason="unknown URL scheme (use a path or sqlite:///)")
+    if read_only and text != ":memory:" and not Path(text).exists():
+        raise StoreUnavailable(url=f"sqlite:///{text}", reason="no such database file")
+    return SqliteStore(text, read_only=read_only, synchronous=synchronous)
