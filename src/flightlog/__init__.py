@@ -1,1 +1,48 @@
-"""flightlog."""
+"""flightlog: a durable, verifiable session kernel for LLM agents.
+
+Every agent session is an append-only, hash-chained stream of typed events in a database; resume, replay,
+audit and run views are folds over that stream. See ARCHITECTURE.md.
+"""
+
+from __future__ import annotations
+
+from .errors import (
+    AppendConflict,
+    EffectConflict,
+    EncodingError,
+    EventDecodeError,
+    FlightlogError,
+    ImportFormatError,
+    LedgerIntegrityError,
+    ReadOnlyStore,
+    RepairError,
+    SessionNotFound,
+    StaleWriter,
+    StoreError,
+    StoreUnavailable,
+)
+from .recorder import Recorder, verify_session
+from .store import Store, open_store
+
+__version__ = "0.1.0"
+
+__all__ = [
+    "AppendConflict",
+    "EffectConflict",
+    "EncodingError",
+    "EventDecodeError",
+    "FlightlogError",
+    "ImportFormatError",
+    "LedgerIntegrityError",
+    "ReadOnlyStore",
+    "Recorder",
+    "RepairError",
+    "SessionNotFound",
+    "StaleWriter",
+    "Store",
+    "StoreError",
+    "StoreUnavailable",
+    "__version__",
+    "open_store",
+    "verify_session",
+]

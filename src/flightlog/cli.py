@@ -1,0 +1,377 @@
+"""The ``flightlog`` command: thin wrappers that parse, call one library function, and print.
+
+Exit codes: 0 done and intact; 1 it ran and found a problem (divergence, refused attach, store error);
+2 the command line was wrong (bad option, unknown or ambiguous session prefix, missing file).
+Every listing command takes ``--json`` (stdout then holds only JSON). Errors are one stderr line
+``flightlog: error: ...``; ``--debug`` shows the traceback.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import sys
+from collections.abc import Iterator
+from contextlib import contextmanager
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import Annotated, Any, NoReturn
+
+import click
+
+import typer
+from typer.core import TyperGroup
+from rich.console import Console
+from rich.table import Table
+
+from . import __version__
+from .errors import FlightlogError, ImportFormatError, RepairError, SessionNotFound
+from .importers import FORMATS, import_paths
+from .messages import Message
+from .narration import narrate, short
+from .recorder import verify_session
+from .sessions import export_jsonl, iter_events, replay_session
+from .store import Store, open_store
+
+class _Group(TyperGroup):
+    """Maps flightlog errors to one stderr line and an exit code, for the console and CliRunner alike."""
+
+    def invoke(self, ctx: click.Context) -> Any:
+        try:
+            return super().invoke(ctx)
+        except FlightlogError as exc:
+            handle_errors(exc)
+
+
+app = typer.Typer(
+    cls=_Group,
+    name="flightlog",
+    help="A durable, verifiable session ledger for LLM agents.",
+    no_args_is_help=True,
+    add_completion=False,
+    pretty_exceptions_enable=False,
+)
+db_app = typer.Typer(cls=_Group, help="Database maintenance.", no_args_is_help=True)
+app.add_typer(db_app, name="db")
+
+out = Console(highlight=False, markup=False, soft_wrap=True)
+err = Console(stderr=True, highlight=False, markup=False, soft_wrap=True)
+
+
+class _State:
+    db: str = ""
+    debug: bool = False
+
+
+state = _State()
+
+
+def default_db() -> str:
+    """``$FLIGHTLOG_DB``, else ``flightlog.db`` in the user data directory (platformdirs)."""
+    env = os.environ.get("FLIGHTLOG_DB")
+    if env:
+        return env
+    from platformdirs import user_data_dir
+
+    return str(Path(user_data_dir("flightlog", appauthor=False)) / "flightlog.db")
+
+
+def _version(value: bool) -> None:
+    if value:
+        out.print(f"flightlog {__version__}")
+        raise typer.Exit()
+
+
+@app.callback()
+def main_options(
+    db: Annotated[
+        str | None,
+        typer.Option("--db", help="Database path or URL [env FLIGHTLOG_DB; default: user data dir].",
+                     show_default=False),
+    ] = None,
+    debug: Annotated[bool, typer.Option("--debug", help="Show tracebacks on errors.")] = False,
+    version: Annotated[
+        bool, typer.Option("--version", callback=_version, is_eager=True, help="Print the version.")
+    ] = False,
+) -> None:
+    """flightlog: record, verify, replay and inspect agent sessions."""
+    state.db = db or default_db()
+    state.debug = debug
+
+
+@contextmanager
+def _store(read_only: bool = False) -> Iterator[Store]:
+    if read_only and not state.db.startswith(("postgres", "sqlite:")) and not Path(state.db).exists():
+        raise SessionNotFound(session_id=f"(no database at {state.db})")
+    store = open_store(state.db, read_only=read_only)
+    try:
+        yield store
+    finally:
+        store.close()
+
+
+def _iso(ms: int | None) -> str | None:
+    if not ms:
+        return None
+    return datetime.fromtimestamp(ms / 1000, tz=UTC).isoformat(timespec="milliseconds").replace("+00:00", "Z")
+
+
+def _print_json(value: Any) -> None:
+    sys.stdout.write(json.dumps(value, indent=2, ensure_ascii=False) + "\n")
+
+
+# ─── import / ls / show ───────────────────────────────────────────────────────────────────────
+
+
+@app.command("import")
+def import_cmd(
+    paths: Annotated[list[Path], typer.Argument(help="Transcript files or folders (*.jsonl, recursive).")],
+    format: Annotated[
+        str, typer.Option("--format", "-f", help=f"auto or one of: {', '.join(FORMATS)}.")
+    ] = "auto",
+    json_out: Annotated[bool, typer.Option("--json", help="Print results as JSON.")] = False,
+) -> None:
+    """Import Claude Code / Codex CLI transcripts into verified sessions (a line per session)."""
+    if format != "auto" and format not in FORMATS:
+        raise typer.BadParameter(f"unknown format {format!r}", param_hint="--format")
+    results = []
+    with _store() as store:
+        for result in import_paths(store, paths, format=format):
+            results.append(result)
+            if not json_out:
+                _print_import(result)
+    if json_out:
+        _print_json(
+            [
+                {
+                    "path": str(r.path),
+                    "format": r.format,
+                    "source_sha256": r.source_sha256,
+                    "session_ids": r.session_ids,
+                    "events": r.events,
+                    "duplicate": r.duplicate,
+                    "warnings": [str(w) for w in r.warnings],
+                }
+                for r in results
+            ]
+        )
+
+
+def _print_import(result: Any) -> None:
+    if result.duplicate:
+        out.print(f"{result.session_ids[0]}  already imported from {result.path.name}")
+        return
+    main, *children = result.session_ids
+    extra = f" (+{len(children)} sub-agent session(s))" if children else ""
+    out.print(f"{main}  {result.events} events from {result.path.name} [{result.format}]{extra}")
+    for warning in result.warnings:
+        err.print(f"  warning: {warning}")
+
+
+@app.command("ls")
+def ls_cmd(json_out: Annotated[bool, typer.Option("--json", help="Print a JSON array.")] = False) -> None:
+    """List sessions: id, task, status, events, head hash, creation time."""
+    with _store(read_only=True) as store:
+        rows = [
+            {
+                "session_id": s.session_id,
+                "task": s.task,
+                "status": s.status,
+                "events": s.events,
+                "head": s.head_hash,
+                "merkle_root": s.merkle_root,
+                "source": s.source,
+                "parent_session_id": s.parent_session_id,
+                "created_at": _iso(s.created_at_ms),
+            }
+            for s in store.list_sessions()
+        ]
+    if json_out:
+        _print_json(rows)
+        return
+    table = Table(box=None, pad_edge=False)
+    for column in ("session", "status", "events", "head", "created", "task"):
+        table.add_column(column, overflow="fold" if column == "task" else "ellipsis")
+    for row in rows:
+        table.add_row(
+            row["session_id"], row["status"], str(row["events"]), row["head"][:12],
+            (row["created_at"] or "")[:19], short(row["task"], 50),
+        )
+    out.print(table)
+
+
+@app.command("show")
+def show_cmd(
+    session: Annotated[str, typer.Argument(help="Session id or unique prefix.")],
+    json_out: Annotated[bool, typer.Option("--json", help="Print events as JSON lines.")] = False,
+) -> None:
+    """Print a session's timeline: seq, time, kind and a one-line narration per event."""
+    with _store(read_only=True) as store:
+        sid = store.resolve_session(session)
+        record = store.get_session(sid)
+        if not json_out:
+            out.print(f"session {sid}  [{record.status}]  {short(record.task, 70)}")
+        for row, event in iter_events(store, sid):
+            if json_out:
+                sys.stdout.write(json.dumps({"seq": row.seq, "kind": row.kind, "event": event.to_wire()}) + "\n")
+            else:
+                out.print(f"{row.seq:>6}  {(_iso(row.recorded_at_ms) or '')[11:19]}  {row.kind:<24} "
+                          f"{narrate(event)}")
+
+
+# ─── replay / verify / export ─────────────────────────────────────────────────────────────────
+
+
+@app.command("replay")
+def replay_cmd(
+    session: Annotated[str, typer.Argument(help="Session id or unique prefix.")],
+    at: Annotated[int | None, typer.Option("--at", help="Reconstruct as of this seq (inclusive).")] = None,
+    max_part_bytes: Annotated[
+        int | None, typer.Option("--max-part-bytes", help="Cap each text part at this many UTF-8 bytes.")
+    ] = None,
+    json_out: Annotated[bool, typer.Option("--json", help="Print the messages as a JSON array.")] = False,
+) -> None:
+    """Reconstruct the messages a model would see, at the head or at any sequence."""
+    if at is not None and at < 0:
+        raise typer.BadParameter("must be >= 0", param_hint="--at")
+    with _store(read_only=True) as store:
+        sid = store.resolve_session(session)
+        messages = replay_session(store, sid, at=at, max_part_bytes=max_part_bytes)
+    if json_out:
+        _print_json([m.to_wire() for m in messages])
+        return
+    for index, message in enumerate(messages):
+        _print_message(index, message)
+
+
+def _print_message(index: int, message: Message) -> None:
+    out.print(f"[{index}] {message.role}")
+    for part in message.content:
+        wire = part.to_wire()
+        kind = wire.pop("type")
+        body = wire.get("text") or wire.get("thinking") or wire.get("output") or wire.get("ref") or ""
+        label = "" if kind == "text" else f"({kind}) "
+        out.print(f"    {label}{short(str(body), 300)}")
+    for call in message.tool_calls:
+        out.print(f"    -> {call.name} [{call.id}] {short(call.arguments, 200)}")
+
+
+@app.command("verify")
+def verify_cmd(
+    session: Annotated[str | None, typer.Argument(help="Session id or unique prefix.")] = None,
+    all_sessions: Annotated[bool, typer.Option("--all", help="Verify every session.")] = False,
+    json_out: Annotated[bool, typer.Option("--json", help="Print results as JSON.")] = False,
+) -> None:
+    """Recompute chains and tree heads; exit 1 listing every divergent sequence, 0 when intact."""
+    if bool(session) == all_sessions:
+        raise typer.BadParameter("give a SESSION or --all (not both)")
+    results = []
+    with _store(read_only=True) as store:
+        ids = [s.session_id for s in store.list_sessions()] if all_sessions else [store.resolve_session(session or "")]
+        for sid in ids:
+            report = verify_session(store, sid)
+            results.append(report)
+            if not json_out:
+                status = "ok" if report.ok else "DIVERGES"
+                out.print(f"{status:<9} {sid}  {report.events} events  root {report.root[:16]}")
+                for d in report.divergences:
+                    out.print(f"          seq {d.seq}: {d.reason}" + (f" ({d.detail})" if d.detail else ""))
+    if json_out:
+        _print_json(
+            [
+                {
+                    "session_id": r.session_id, "ok": r.ok, "events": r.events, "bytes": r.bytes,
+                    "head": r.head, "root": r.root,
+                    "divergences": [{"seq": d.seq, "reason": d.reason, "detail": d.detail} for d in r.divergences],
+                }
+                for r in results
+            ]
+        )
+    if not all(r.ok for r in results):
+        raise typer.Exit(1)
+
+
+@app.command("export")
+def export_cmd(
+    session: Annotated[str, typer.Argument(help="Session id or unique prefix.")],
+    output: Annotated[Path | None, typer.Option("--output", "-o", help="Write here instead of stdout.")] = None,
+) -> None:
+    """Export a session as JSONL: seq, prev_hash, hash and the event (its RFC 8785 form = stored bytes)."""
+    with _store(read_only=True) as store:
+        sid = store.resolve_session(session)
+        if output is None:
+            export_jsonl(store, sid, sys.stdout)
+            return
+        tmp = output.with_name(output.name + ".partial")
+        with tmp.open("w", encoding="utf-8", newline="\n") as fh:
+            count = export_jsonl(store, sid, fh)
+        tmp.replace(output)
+    err.print(f"exported {count} events of {sid} to {output}")
+
+
+# ─── db ───────────────────────────────────────────────────────────────────────────────────────
+
+
+@db_app.command("repair")
+def repair_cmd(
+    discard_wal: Annotated[
+        bool, typer.Option("--discard-wal", help="Set the WAL aside (commits only in it are quarantined).")
+    ] = False,
+) -> None:
+    """Recover a database whose WAL is poisoned: backup, quarantine the WAL, verify read-only."""
+    from .repair import repair_discard_wal
+
+    if not discard_wal:
+        raise typer.BadParameter(
+            "refusing to repair without --discard-wal (commits only in the WAL would be set aside)"
+        )
+    report = repair_discard_wal(state.db, discard_wal=True)
+    if report.wal_present:
+        out.print(f"WAL {report.wal_size_bytes} bytes sha256 {report.wal_sha256} quarantined")
+    else:
+        out.print("no WAL present; nothing quarantined")
+    out.print(f"backups and repair.json in {report.backup_dir}")
+    out.print(f"verified read-only: integrity_check {report.integrity_check}, "
+              f"{report.sessions_verified} sessions, {report.events_verified} events")
+
+
+# ─── demo ─────────────────────────────────────────────────────────────────────────────────────
+
+
+@app.command("demo")
+def demo_cmd() -> None:
+    """Import the bundled example transcripts, verify, list, replay one, then show tamper detection."""
+    from .demo import run_demo
+
+    with _store() as store:
+        code = run_demo(store, out)
+    if code:
+        raise typer.Exit(code)
+
+
+# ─── entry point ──────────────────────────────────────────────────────────────────────────────
+
+_USAGE_ERRORS = (SessionNotFound, ImportFormatError)
+
+
+def _exit_code(exc: FlightlogError) -> int:
+    if isinstance(exc, _USAGE_ERRORS):
+        return 2
+    if isinstance(exc, RepairError) and exc.reason.startswith("refusing"):
+        return 2
+    return 1
+
+
+def handle_errors(exc: FlightlogError) -> NoReturn:
+    """Print one ``flightlog: error: ...`` line (traceback with ``--debug``) and exit 1 or 2."""
+    if state.debug:
+        import traceback
+
+        traceback.print_exception(exc)
+    err.print(f"flightlog: error: {exc}")
+    raise click.exceptions.Exit(_exit_code(exc))
+
+
+def main() -> None:
+    """Console entry point."""
+    app()

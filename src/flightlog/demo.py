@@ -1,0 +1,120 @@
+"""``flightlog demo``: the main job end to end on bundled real transcripts.
+
+1. Import the example transcripts shipped in ``flightlog/data/examples`` (a Claude Code session and a Codex
+   CLI rollout; attribution in ``PROVENANCE.md`` beside them). Re-running the demo does not import twice.
+2. Verify every imported session's chain and tree head.
+3. List the sessions.
+4. Replay the Claude Code session (the messages a model would see).
+5. Copy the database to a scratch file, flip one byte of one stored event there, and show that ``verify``
+   names that sequence and that ``attach`` refuses to resume. The user's database is never touched.
+"""
+
+from __future__ import annotations
+
+import random
+import sqlite3
+import tempfile
+from importlib import resources
+from pathlib import Path
+
+from rich.console import Console
+
+from .errors import LedgerIntegrityError
+from .importers import import_file
+from .narration import short
+from .recorder import Recorder, verify_session
+from .sessions import replay_session
+from .store import SqliteStore, Store
+
+__all__ = ["example_transcripts", "run_demo", "tamper_one_byte"]
+
+
+def example_transcripts() -> list[Path]:
+    """The bundled example transcript files (``*.jsonl``), sorted."""
+    root = resources.files("flightlog") / "data" / "examples"
+    return sorted(Path(str(p)) for p in root.iterdir() if p.name.endswith(".jsonl"))
+
+
+def tamper_one_byte(db: Path, session_id: str, seq: int) -> None:
+    """Flip one byte inside the stored bytes of event ``seq`` in ``db``, bypassing append-only triggers.
+
+    This is what an attacker with file access can do; it exists for demos and tests of detection.
+    """
+    conn = sqlite3.connect(db)
+    try:
+        data = conn.execute(
+            "SELECT event FROM events WHERE session_id = ? AND seq = ?", (session_id, seq)
+        ).fetchone()[0]
+        index = data.index(b'"kind"') + 2  # a byte inside the JSON, so the row stays plausible
+        flipped = data[:index] + bytes([data[index] ^ 0x01]) + data[index + 1 :]
+        conn.execute("DROP TRIGGER IF EXISTS events_no_update")
+        conn.execute("UPDATE events SET event = ? WHERE session_id = ? AND seq = ?", (flipped, session_id, seq))
+        conn.commit()
+    finally:
+        conn.close()
+
+
+def run_demo(store: Store, console: Console) -> int:
+    """Run the demo against ``store``, printing to ``console``; returns the exit code (0 when all as expected)."""
+    console.print(f"flightlog demo — database {store.url}\n")
+    console.print("1. import the bundled example transcripts")
+    session_ids: list[str] = []
+    for path in example_transcripts():
+        result = import_file(store, path)
+        session_ids.extend(result.session_ids)
+        note = "already imported" if result.duplicate else f"{result.events} events"
+        console.print(f"   {path.name}  ->  {result.session_ids[0]}  ({result.format}, {note})")
+    console.print("\n2. verify every chain (RFC 8785 bytes, sha256 chain, RFC 9162 tree head)")
+    for sid in session_ids:
+        report = verify_session(store, sid)
+        console.print(f"   {'ok' if report.ok else 'DIVERGES'}  {sid}  {report.events} events  root {report.root[:16]}")
+        if not report.ok:
+            return 1
+    console.print("\n3. list sessions")
+    for record in store.list_sessions():
+        if record.session_id in session_ids:
+            console.print(f"   {record.session_id}  {record.status:<10} {record.events:>4} events  "
+                          f"{short(record.task, 50)}")
+    claude = next((s for s in session_ids if s.startswith("claude-code:")), session_ids[0])
+    console.print(f"\n4. replay {claude} (the transcript a model would be given)")
+    for index, message in enumerate(replay_session(store, claude, max_part_bytes=400)):
+        text = message.text_content() or ", ".join(c.name for c in message.tool_calls) or (
+            message.content[0].type if message.content else "")
+        console.print(f"   [{index:>2}] {message.role:<9} {short(text, 90)}")
+    return _tamper_step(store, claude, console)
+
+
+def _tamper_step(store: Store, session_id: str, console: Console) -> int:
+    record = store.get_session(session_id)
+    seq = random.Random(session_id).randrange(1, record.events)
+    console.print(f"\n5. flip one byte of event {seq} in a scratch copy of the database")
+    if not isinstance(store, SqliteStore) or store.path == ":memory:":
+        console.print("   (skipped: the tamper demo needs a SQLite file database)")
+        return 0
+    with tempfile.TemporaryDirectory(prefix="flightlog-demo-") as folder:
+        scratch = Path(folder) / "scratch.db"
+        source = sqlite3.connect(store.path)
+        target = sqlite3.connect(scratch)
+        try:
+            source.backup(target)
+        finally:
+            source.close()
+            target.close()
+        tamper_one_byte(scratch, session_id, seq)
+        copy = SqliteStore(scratch)
+        try:
+            report = verify_session(copy, session_id)
+            for d in report.divergences:
+                console.print(f"   verify: seq {d.seq}: {d.reason}")
+            try:
+                Recorder.attach(copy, session_id)
+                console.print("   attach: accepted a tampered ledger (unexpected)")
+                return 1
+            except LedgerIntegrityError as exc:
+                console.print(f"   attach: {exc}")
+        finally:
+            copy.close()
+    caught = any(d.seq == seq for d in report.divergences)
+    console.print(f"\n{'tampering detected at seq ' + str(seq) if caught else 'tampering NOT detected'}; "
+                  "your database is untouched.")
+    return 0 if caught else 1

@@ -1,0 +1,82 @@
+"""Read-side operations over a stored session: typed event streams, replay, export.
+
+These glue the store (I/O) to the pure folds in :mod:`flightlog.replay`; the CLI and the Python API call
+them. Everything streams: memory is bounded by the output (the replayed messages), never by the session.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Callable, Iterator
+from typing import IO
+
+from .encoding import decode_stored
+from .events import SessionEvent
+from .messages import Message
+from .replay import reconstruct
+from .store.base import Store, StoredEvent
+
+__all__ = ["archive_loader", "export_jsonl", "export_line", "iter_events", "replay_session"]
+
+
+def iter_events(
+    store: Store, session_id: str, *, start: int = 0, stop: int | None = None
+) -> Iterator[tuple[StoredEvent, SessionEvent]]:
+    """Stream ``(row, decoded event)`` pairs in seq order.
+
+    Raises:
+        EventDecodeError: a stored event does not decode (names its seq); run ``verify`` for the full list.
+    """
+    for row in store.read_events(session_id, start=start, stop=stop):
+        yield row, decode_stored(row.event_bytes, seq=row.seq)
+
+
+def archive_loader(store: Store) -> Callable[[str], list[Message] | None]:
+    """A replay archive loader resolving ``sha256:<hex>`` refs to artifacts holding a JSON message list.
+
+    Returns None (so replay falls back to the summary) when the ref is unknown or not such an artifact.
+    """
+
+    def load(ref: str) -> list[Message] | None:
+        data = store.get_artifact(ref)
+        if data is None:
+            return None
+        try:
+            raw = json.loads(data)
+        except ValueError:
+            return None
+        if not isinstance(raw, list):
+            return None
+        return [Message.model_validate(item) for item in raw]
+
+    return load
+
+
+def replay_session(
+    store: Store, session_id: str, *, at: int | None = None, max_part_bytes: int | None = None
+) -> list[Message]:
+    """Reconstruct the provider-neutral transcript of a session as of seq ``at`` (inclusive; None = head).
+
+    Applies the seed 000 replay rules (see :func:`flightlog.replay.reconstruct`); page-out archives are
+    loaded from the artifact store.
+    """
+    pairs = ((row.seq, event) for row, event in iter_events(store, session_id))
+    return reconstruct(pairs, at=at, archive_loader=archive_loader(store), max_part_bytes=max_part_bytes)
+
+
+def export_line(row: StoredEvent) -> str:
+    """One export JSONL line: ``{"seq", "prev_hash", "hash", "event"}`` with the stored bytes embedded
+    verbatim as ``event`` (so RFC 8785 of the parsed ``event`` is exactly the stored bytes)."""
+    return (
+        f'{{"seq":{row.seq},"prev_hash":"{row.prev_hash}","hash":"{row.hash}","event":'
+        f"{row.event_bytes.decode('utf-8')}}}\n"
+    )
+
+
+def export_jsonl(store: Store, session_id: str, out: IO[str]) -> int:
+    """Write a session as JSONL (one line per event, see :func:`export_line`); returns the event count."""
+    count = 0
+    for row in store.read_events(session_id):
+        out.write(export_line(row))
+        count += 1
+    return count
