@@ -1,0 +1,890 @@
+"""Replay folds: message reconstruction rules, pending calls, OS snapshot, provider seeds, truncation."""
+
+from __future__ import annotations
+
+import ast
+from collections.abc import Iterator, Sequence
+from pathlib import Path
+
+import pytest
+from hypothesis import given
+from hypothesis import strategies as st
+
+import flightlog.replay as replay_module
+from flightlog.events import (
+    KERNEL_OS_KINDS,
+    SEED_KINDS,
+    AgentProcessChanged,
+    BudgetExceeded,
+    BudgetUsageReported,
+    CancellationReason,
+    CapabilityChanged,
+    CheckpointTaken,
+    Compressed,
+    ContextRenewed,
+    Custom,
+    EntropyAlert,
+    EntropySample,
+    LlmCompleted,
+    MemoryKind,
+    MemoryQueried,
+    MemoryRecall,
+    MemoryRecord,
+    MemoryRetrievalResult,
+    MemoryScope,
+    MemoryValidationFailed,
+    MemoryWritten,
+    MilestoneAdvanced,
+    MilestoneBlocked,
+    OperationCancelled,
+    PageIn,
+    PageOut,
+    PermissionRequested,
+    PermissionResolved,
+    ProviderReplay,
+    Resumed,
+    Rollbacked,
+    RunStarted,
+    RunTerminal,
+    SessionEvent,
+    SignalDeliveryDisposed,
+    Suspended,
+    ToolArgumentRepaired,
+    ToolCompleted,
+    ToolDenied,
+    ToolGated,
+    ToolRequested,
+)
+from flightlog.messages import (
+    ImagePart,
+    Message,
+    RedactedThinkingPart,
+    TextPart,
+    ThinkingPart,
+    ToolCall,
+    ToolCallPart,
+    ToolResult,
+    ToolResultPart,
+)
+from flightlog.replay import (
+    TRUNCATION_SUFFIX,
+    Cancellation,
+    Checkpoint,
+    OsSnapshot,
+    PendingApproval,
+    ProcessEntry,
+    os_snapshot,
+    pending_tool_calls,
+    provider_replay_seed,
+    reconstruct,
+    replay_is_native,
+    truncate_utf8,
+)
+
+SCOPE = MemoryScope(tenant_id="t", namespace="n")
+SUFFIX_BYTES = len(TRUNCATION_SUFFIX.encode())
+
+# One minimal valid event of every seed kind, plus custom.
+MINIMAL: dict[str, SessionEvent] = {
+    "run_started": RunStarted(run_id="r", goal="g"),
+    "llm_completed": LlmCompleted(turn=1, message=Message.text("assistant", "hi")),
+    "tool_requested": ToolRequested(turn=1, calls=[ToolCall(id="c", name="t")]),
+    "tool_completed": ToolCompleted(turn=1, results=[ToolResult(call_id="c")]),
+    "compressed": Compressed(turn=1, archived_seq_range=(0, 1)),
+    "page_out": PageOut(turn=1),
+    "page_in": PageIn(turn=1, entry_count=1),
+    "run_terminal": RunTerminal(reason="done", turns_used=1, total_tokens=1),
+    "tool_argument_repaired": ToolArgumentRepaired(
+        turn=1, tool="t", original_arguments="{", repaired_arguments="{}"
+    ),
+    "permission_requested": PermissionRequested(turn=1, tool="t", arguments="{}"),
+    "permission_resolved": PermissionResolved(turn=1, approved=True, responder="user"),
+    "tool_denied": ToolDenied(turn=1, call_id="c", tool_name="t", reason="no"),
+    "capability_changed": CapabilityChanged(turn=1),
+    "context_renewed": ContextRenewed(turn=1, sprint=1, handoff_ref="h"),
+    "suspended": Suspended(turn=1, reason="wait"),
+    "resumed": Resumed(turn=1),
+    "tool_gated": ToolGated(turn=1, call_id="c", tool="t", reason="r"),
+    "signal_delivery_disposed": SignalDeliveryDisposed(
+        turn=1, operation_id="o", delivery_id="d", attempt=1, signal_id="s", disposition="x", queue_depth=0
+    ),
+    "budget_exceeded": BudgetExceeded(turn=1, operation_id="o", budget="tokens"),
+    "budget_usage_reported": BudgetUsageReported(
+        turn=1, operation_id="o", reservation_id="r", tokens=1, subagents=0, rounds=1
+    ),
+    "operation_cancelled": OperationCancelled(turn=1, operation_id="o", reason=CancellationReason.USER),
+    "checkpoint_taken": CheckpointTaken(turn=1, history_len=0),
+    "entropy_sample": EntropySample(
+        turn=1,
+        score=0.1,
+        rho=0.0,
+        repeat_pressure=0.0,
+        failure_rate=0.0,
+        rollbacks_in_window=0,
+        window_turns=1,
+    ),
+    "entropy_alert": EntropyAlert(turn=1, score=0.9, threshold=0.5),
+    "rollbacked": Rollbacked(turn=1, checkpoint_history_len=99),
+    "agent_process_changed": AgentProcessChanged(
+        turn=1,
+        agent_id="a",
+        parent_session_id="p",
+        role="worker",
+        isolation="none",
+        context_inheritance="none",
+        state="running",
+    ),
+    "milestone_advanced": MilestoneAdvanced(turn=1, phase_id="p1"),
+    "milestone_blocked": MilestoneBlocked(turn=1, phase_id="p2", reason="tests fail"),
+    "memory_written": MemoryWritten(
+        turn=1, record_id="m", scope=SCOPE, memory_kind=MemoryKind.USER, name="n", size_bytes=1
+    ),
+    "memory_queried": MemoryQueried(
+        turn=1, scope=SCOPE, query="q", requested_k=1, requires_async_response=False
+    ),
+    "memory_validation_failed": MemoryValidationFailed(turn=1, record_id="m", error="bad"),
+    "memory_retrieval_result": MemoryRetrievalResult(hits=[]),
+    "custom": Custom(custom_kind="x", payload={"a": 1}),
+}
+
+RULE_KINDS = {"run_started", "llm_completed", "tool_completed", "compressed", "page_out", "rollbacked"}
+SILENT_KINDS = sorted(set(MINIMAL) - RULE_KINDS)
+
+
+def seqd(*events: SessionEvent, start: int = 0) -> list[tuple[int, SessionEvent]]:
+    """Number events from ``start``."""
+    return list(enumerate(events, start=start))
+
+
+def llm(turn: int, text: str, replay: ProviderReplay | None = None) -> LlmCompleted:
+    return LlmCompleted(turn=turn, message=Message.text("assistant", text), provider_replay=replay)
+
+
+def texts(messages: Sequence[Message]) -> list[str]:
+    """Each message's text, or its tool result output for tool messages."""
+    return [
+        "".join(p.output for p in m.content if isinstance(p, ToolResultPart))
+        if m.role == "tool"
+        else m.text_content()
+        for m in messages
+    ]
+
+
+def test_minimal_events_cover_every_kind() -> None:
+    assert set(MINIMAL) == set(SEED_KINDS) | {"custom"}
+    assert all(MINIMAL[k].kind == k for k in MINIMAL)
+    assert set(MINIMAL) >= KERNEL_OS_KINDS
+    assert len(KERNEL_OS_KINDS) == 22
+
+
+def test_module_is_pure() -> None:
+    tree = ast.parse(Path(replay_module.__file__).read_text(encoding="utf-8"))
+    imported = {alias.name for node in ast.walk(tree) if isinstance(node, ast.Import) for alias in node.names}
+    imported |= {node.module or "" for node in ast.walk(tree) if isinstance(node, ast.ImportFrom)}
+    forbidden = ("sqlite3", "store", "recorder", "cli", "os", "io")
+    assert not {name for name in imported for bad in forbidden if name.split(".")[-1] == bad}
+
+
+# ─── run_started ──────────────────────────────────────────────────────────────────────────────
+
+
+def test_run_started_goal_only() -> None:
+    assert reconstruct(seqd(RunStarted(run_id="r", goal="Fix the bug"))) == [
+        Message(role="user", content=[TextPart(text="Fix the bug")])
+    ]
+
+
+def test_run_started_with_criteria() -> None:
+    event = RunStarted(run_id="r", goal="Fix it", criteria=["tests pass", "no lint"])
+    assert reconstruct(seqd(event)) == [
+        Message.text("user", "Fix it\n\nCriteria:\n1. tests pass\n2. no lint"),
+    ]
+
+
+def test_run_started_attachments_follow_the_text_in_the_same_message() -> None:
+    image = ImagePart(ref="sha256:" + "0" * 64, media_type="image/png")
+    event = RunStarted(run_id="r", goal="Look", criteria=["c"], attachments=[image, TextPart(text="note")])
+    (message,) = reconstruct(seqd(event))
+    assert message.role == "user"
+    assert message.content == [TextPart(text="Look\n\nCriteria:\n1. c"), image, TextPart(text="note")]
+
+
+def test_run_started_system_prompt_is_not_a_message() -> None:
+    event = RunStarted(run_id="r", goal="g", system_prompt="You are terse.")
+    assert texts(reconstruct(seqd(event))) == ["g"]
+
+
+# ─── llm_completed, tool_completed ────────────────────────────────────────────────────────────
+
+
+def test_llm_completed_message_as_is() -> None:
+    message = Message(
+        role="assistant",
+        content=[ThinkingPart(thinking="hmm", signature="sig"), TextPart(text="ok")],
+        tool_calls=[ToolCall(id="c1", name="ls", arguments='{"a":1}')],
+    )
+    assert reconstruct(seqd(LlmCompleted(turn=1, message=message))) == [message]
+
+
+def test_tool_completed_one_tool_message_per_result() -> None:
+    event = ToolCompleted(
+        turn=1,
+        results=[
+            ToolResult(call_id="a", output="fine", token_count=3),
+            ToolResult(call_id="b", output="boom", is_error=True),
+        ],
+    )
+    assert reconstruct(seqd(event)) == [
+        Message(role="tool", content=[ToolResultPart(call_id="a", output="fine", is_error=None)]),
+        Message(role="tool", content=[ToolResultPart(call_id="b", output="boom", is_error=True)]),
+    ]
+
+
+# ─── compressed and page_out ──────────────────────────────────────────────────────────────────
+
+
+def compressed(turn: int, summary: str | None = "sum") -> Compressed:
+    return Compressed(turn=turn, archived_seq_range=(0, 1), summary=summary)
+
+
+def test_compressed_alone_is_a_system_summary() -> None:
+    assert reconstruct(seqd(compressed(2))) == [Message.text("system", "[compressed turn 2] sum")]
+
+
+def test_compressed_without_summary_gets_a_placeholder() -> None:
+    (message,) = reconstruct(seqd(compressed(2, None)))
+    assert message.role == "system"
+    assert message.text_content() == "[compressed turn 2] (no summary recorded)"
+
+
+def test_compressed_keeps_its_place_when_the_turn_moves_on() -> None:
+    events = seqd(llm(1, "a"), compressed(2), llm(2, "b"), MINIMAL["custom"], llm(3, "c"))
+    assert texts(reconstruct(events)) == ["a", "[compressed turn 2] sum", "b", "c"]
+
+
+def test_compressed_suppressed_by_later_same_turn_page_out_with_archive_ref() -> None:
+    archived = [Message.text("user", "old q"), Message.text("assistant", "old a")]
+    events = seqd(
+        llm(1, "a"),
+        compressed(2),
+        llm(2, "b"),
+        PageOut(turn=2, summary="paged", archive_ref="arc-1"),
+        llm(3, "c"),
+    )
+    result = reconstruct(events, archive_loader={"arc-1": archived}.get)
+    assert texts(result) == ["a", "b", "old q", "old a", "c"]
+
+
+def test_compressed_suppressed_even_when_the_loader_misses() -> None:
+    events = seqd(compressed(2), PageOut(turn=2, summary="paged", archive_ref="arc-1"))
+    assert texts(reconstruct(events)) == ["[paged out turn 2] paged"]
+
+
+def test_compressed_kept_when_same_turn_page_out_has_no_ref() -> None:
+    events = seqd(compressed(2), PageOut(turn=2, summary="paged"))
+    assert texts(reconstruct(events)) == ["[compressed turn 2] sum", "[paged out turn 2] paged"]
+
+
+def test_compressed_kept_when_the_page_out_is_of_another_turn() -> None:
+    events = seqd(compressed(2), PageOut(turn=3, summary="paged", archive_ref="x"))
+    assert texts(reconstruct(events)) == ["[compressed turn 2] sum", "[paged out turn 3] paged"]
+
+
+def test_look_ahead_ends_at_the_first_event_of_another_turn() -> None:
+    events = seqd(compressed(2), llm(3, "c"), PageOut(turn=2, summary="late", archive_ref="x"))
+    assert texts(reconstruct(events)) == ["[compressed turn 2] sum", "c", "[paged out turn 2] late"]
+
+
+def test_every_compressed_of_the_turn_before_the_page_out_is_suppressed() -> None:
+    events = seqd(
+        compressed(2, "one"),
+        compressed(2, "two"),
+        PageOut(turn=2, summary="p", archive_ref="x"),
+        compressed(2, "three"),
+    )
+    assert texts(reconstruct(events)) == ["[paged out turn 2] p", "[compressed turn 2] three"]
+
+
+def test_events_without_a_turn_do_not_end_the_look_ahead() -> None:
+    events = seqd(compressed(2), RunTerminal(reason="x", turns_used=2, total_tokens=1), llm(2, "b"))
+    events.append((3, PageOut(turn=2, archive_ref="x")))
+    assert texts(reconstruct(events)) == ["b", "[paged out turn 2] (no summary recorded)"]
+
+
+def test_rollback_held_behind_a_compressed_applies_in_order() -> None:
+    events = seqd(llm(1, "a"), compressed(2), Rollbacked(turn=2, checkpoint_history_len=1), llm(3, "c"))
+    assert texts(reconstruct(events)) == ["a", "c"]
+
+
+def test_page_out_loader_hit_inserts_the_archived_messages() -> None:
+    archived = [Message.text("user", "q"), Message.text("assistant", "a")]
+    calls: list[str] = []
+
+    def loader(ref: str) -> list[Message]:
+        calls.append(ref)
+        return archived
+
+    first = llm(1, "x")
+    events = seqd(first, PageOut(turn=1, summary="s", archive_ref="arc"))
+    assert reconstruct(events, archive_loader=loader) == [first.message, *archived]
+    assert calls == ["arc"]
+
+
+def raise_key_error(ref: str) -> list[Message]:
+    raise KeyError(ref)
+
+
+def raise_lookup_error(ref: str) -> list[Message]:
+    raise LookupError(ref)
+
+
+@pytest.mark.parametrize(
+    "loader",
+    [None, lambda ref: None, lambda ref: [], raise_key_error, raise_lookup_error],
+    ids=["no-loader", "returns-none", "returns-empty", "key-error", "lookup-error"],
+)
+def test_page_out_loader_miss_falls_back_to_the_summary(loader: object) -> None:
+    events = seqd(PageOut(turn=4, summary="s", archive_ref="arc"))
+    assert reconstruct(events, archive_loader=loader) == [  # type: ignore[arg-type]
+        Message.text("system", "[paged out turn 4] s")
+    ]
+
+
+def test_page_out_without_ref_does_not_call_the_loader() -> None:
+    def loader(ref: str) -> list[Message]:
+        raise AssertionError("called")
+
+    events = seqd(PageOut(turn=4, message_count=3))
+    assert texts(reconstruct(events, archive_loader=loader)) == ["[paged out turn 4] (no summary recorded)"]
+
+
+def test_page_out_other_loader_errors_propagate() -> None:
+    def loader(ref: str) -> list[Message]:
+        raise RuntimeError("archive down")
+
+    with pytest.raises(RuntimeError, match="archive down"):
+        reconstruct(seqd(PageOut(turn=1, archive_ref="arc")), archive_loader=loader)
+
+
+# ─── rollbacked, ignored kinds ────────────────────────────────────────────────────────────────
+
+
+def test_rollbacked_truncates_the_history() -> None:
+    events = seqd(
+        RunStarted(run_id="r", goal="g"),
+        llm(1, "a"),
+        ToolCompleted(turn=1, results=[ToolResult(call_id="c", output="o")]),
+        Rollbacked(turn=1, checkpoint_history_len=1),
+        llm(1, "retry"),
+    )
+    assert texts(reconstruct(events)) == ["g", "retry"]
+
+
+def test_rollbacked_to_a_longer_length_changes_nothing() -> None:
+    events = seqd(llm(1, "a"), Rollbacked(turn=1, checkpoint_history_len=5))
+    assert texts(reconstruct(events)) == ["a"]
+
+
+@pytest.mark.parametrize("kind", SILENT_KINDS)
+def test_other_kinds_contribute_nothing(kind: str) -> None:
+    base: list[SessionEvent] = [RunStarted(run_id="r", goal="g"), llm(1, "a")]
+    assert reconstruct(seqd(*base, MINIMAL[kind], llm(1, "b"))) == reconstruct(seqd(*base, llm(1, "b")))
+
+
+def test_all_kernel_os_kinds_but_the_rule_kinds_are_silent() -> None:
+    assert set(SILENT_KINDS) >= KERNEL_OS_KINDS - RULE_KINDS
+    assert {"compressed", "page_out", "rollbacked"} == KERNEL_OS_KINDS & RULE_KINDS
+
+
+# ─── at= and streaming ────────────────────────────────────────────────────────────────────────
+
+
+def session() -> list[tuple[int, SessionEvent]]:
+    """A small session touching every rule, seqs starting at 10."""
+    return seqd(
+        RunStarted(run_id="r", goal="g", criteria=["c"]),
+        CheckpointTaken(turn=1, history_len=1),
+        llm(1, "a"),
+        ToolRequested(turn=1, calls=[ToolCall(id="c1", name="t")]),
+        ToolCompleted(turn=1, results=[ToolResult(call_id="c1", output="o")]),
+        compressed(2),
+        llm(2, "b"),
+        PageOut(turn=2, summary="p", archive_ref="arc"),
+        compressed(3, "kept"),
+        llm(3, "c"),
+        Rollbacked(turn=3, checkpoint_history_len=4),
+        llm(4, "d"),
+        MINIMAL["custom"],
+        start=10,
+    )
+
+
+def loader(ref: str) -> list[Message] | None:
+    return [Message.text("user", "archived")] if ref == "arc" else None
+
+
+@pytest.mark.parametrize("at", range(8, 25))
+def test_at_equals_the_fold_of_the_prefix(at: int) -> None:
+    events = session()
+    prefix = [(seq, event) for seq, event in events if seq <= at]
+    assert reconstruct(events, at=at, archive_loader=loader) == reconstruct(prefix, archive_loader=loader)
+
+
+def test_full_session_reconstruction() -> None:
+    assert texts(reconstruct(session(), archive_loader=loader)) == [
+        "g\n\nCriteria:\n1. c",
+        "a",
+        "o",
+        "b",
+        "d",
+    ]
+
+
+def guarded(events: list[tuple[int, SessionEvent]], last: int) -> Iterator[tuple[int, SessionEvent]]:
+    """Yield events, failing if anything past seq ``last`` is pulled."""
+    for seq, event in events:
+        if seq > last:
+            raise AssertionError(f"pulled seq {seq} past {last}")
+        yield seq, event
+
+
+@pytest.mark.parametrize("at", [10, 15, 16, 22])
+def test_folds_never_pull_past_at(at: int) -> None:
+    events = session()
+    assert reconstruct(guarded(events, at), at=at) == reconstruct(events, at=at)
+    assert pending_tool_calls(guarded(events, at), at=at) == pending_tool_calls(events, at=at)
+    assert os_snapshot(guarded(events, at), at=at) == os_snapshot(events, at=at)
+    assert provider_replay_seed(guarded(events, at), "p", at=at) == []
+
+
+def test_at_between_seqs_stops_at_the_first_later_seq() -> None:
+    events = seqd(llm(1, "a"), llm(1, "b"), llm(1, "c"), start=0)
+    gappy = [(seq * 2, event) for seq, event in events]  # seqs 0, 2, 4
+    assert texts(reconstruct(guarded(gappy, 2), at=1)) == ["a"]
+
+
+def test_iterator_is_consumed_once_lazily() -> None:
+    pulled: list[int] = []
+
+    def source() -> Iterator[tuple[int, SessionEvent]]:
+        for seq, event in session():
+            pulled.append(seq)
+            yield seq, event
+
+    reconstruct(source(), at=12)
+    assert pulled == [10, 11, 12]
+
+
+POOL: list[SessionEvent] = [
+    RunStarted(run_id="r", goal="g"),
+    llm(1, "a"),
+    llm(2, "b"),
+    ToolCompleted(turn=2, results=[ToolResult(call_id="c", output="o")]),
+    compressed(1, "c1"),
+    compressed(2, "c2"),
+    PageOut(turn=1, summary="p1", archive_ref="arc"),
+    PageOut(turn=2, summary="p2", archive_ref="missing"),
+    PageOut(turn=2, summary="p2-noref"),
+    Rollbacked(turn=2, checkpoint_history_len=2),
+    MINIMAL["custom"],
+    MINIMAL["run_terminal"],
+    MINIMAL["checkpoint_taken"],
+]
+
+
+def reference_reconstruct(events: list[tuple[int, SessionEvent]]) -> list[str]:
+    """Non-streaming reference: full look-ahead over the list, same window rule, texts only."""
+    history: list[str] = []
+    for i, (_seq, event) in enumerate(events):
+        if isinstance(event, Compressed) and not suppressed(event.turn, [e for _, e in events[i + 1 :]]):
+            history.append(f"[compressed turn {event.turn}] {event.summary}")
+        elif isinstance(event, PageOut):
+            archived = loader(event.archive_ref) if event.archive_ref else None
+            history += texts(archived) if archived else [f"[paged out turn {event.turn}] {event.summary}"]
+        elif isinstance(event, Rollbacked):
+            del history[event.checkpoint_history_len :]
+        elif not isinstance(event, Compressed):
+            history += texts(reconstruct([(0, event)]))
+    return history
+
+
+def suppressed(turn: int, later: list[SessionEvent]) -> bool:
+    for event in later:
+        if isinstance(event, PageOut) and event.turn == turn and event.archive_ref:
+            return True
+        if getattr(event, "turn", turn) != turn:
+            return False
+    return False
+
+
+@given(st.lists(st.sampled_from(POOL), max_size=25), st.integers(min_value=0, max_value=25))
+def test_streaming_fold_matches_the_full_look_ahead_reference(events: list[SessionEvent], at: int) -> None:
+    numbered = seqd(*events)
+    prefix = [(seq, event) for seq, event in numbered if seq <= at]
+    result = reconstruct(guarded(numbered, at), at=at, archive_loader=loader)
+    assert result == reconstruct(prefix, archive_loader=loader)
+    assert texts(result) == reference_reconstruct(prefix)
+
+
+def test_seqs_must_ascend() -> None:
+    with pytest.raises(ValueError, match="ascending"):
+        reconstruct([(1, llm(1, "a")), (1, llm(1, "b"))])
+
+
+# ─── max_part_bytes ───────────────────────────────────────────────────────────────────────────
+
+
+def test_max_part_bytes_cuts_text_thinking_and_tool_output() -> None:
+    long = "é" * 100  # 200 bytes
+    message = Message(
+        role="assistant",
+        content=[
+            ThinkingPart(thinking=long, signature="s" * 100),
+            TextPart(text=long),
+            RedactedThinkingPart(data="d" * 100),
+            ToolCallPart(id="c", name="t", arguments="a" * 100),
+        ],
+        tool_calls=[ToolCall(id="c2", name="t", arguments="b" * 100)],
+    )
+    events = seqd(
+        LlmCompleted(turn=1, message=message),
+        ToolCompleted(turn=1, results=[ToolResult(call_id="c", output=long)]),
+    )
+    clipped_msg, clipped_tool = reconstruct(events, max_part_bytes=50)
+    cut = truncate_utf8(long, 50)
+    assert cut.endswith(TRUNCATION_SUFFIX) and len(cut.encode()) <= 50
+    assert clipped_msg.content == [
+        ThinkingPart(thinking=cut, signature="s" * 100),
+        TextPart(text=cut),
+        RedactedThinkingPart(data="d" * 100),
+        ToolCallPart(id="c", name="t", arguments="a" * 100),
+    ]
+    assert clipped_msg.tool_calls == message.tool_calls
+    assert clipped_tool.content == [ToolResultPart(call_id="c", output=cut)]
+
+
+def test_max_part_bytes_leaves_short_messages_identical() -> None:
+    event = llm(1, "short")
+    (message,) = reconstruct(seqd(event), max_part_bytes=100)
+    assert message is event.message
+
+
+def test_max_part_bytes_applies_to_archived_messages() -> None:
+    events = seqd(PageOut(turn=1, archive_ref="x"))
+    (message,) = reconstruct(
+        events, archive_loader=lambda ref: [Message.text("user", "x" * 100)], max_part_bytes=30
+    )
+    assert message.text_content() == "x" * (30 - SUFFIX_BYTES) + TRUNCATION_SUFFIX
+
+
+def test_negative_max_part_bytes_is_refused() -> None:
+    with pytest.raises(ValueError):
+        reconstruct([], max_part_bytes=-1)
+
+
+# ─── truncate_utf8 ────────────────────────────────────────────────────────────────────────────
+
+
+@pytest.mark.parametrize(
+    ("text", "max_bytes", "expected"),
+    [
+        ("abc", 3, "abc"),
+        ("", 0, ""),
+        ("abcd", 3, "abc"),
+        ("€€€", 5, "€"),  # 9 bytes; no room for the suffix, no half euro
+        ("😀" * 10, 3, ""),
+        ("x" * 30, SUFFIX_BYTES, TRUNCATION_SUFFIX),
+        ("x" * 30, SUFFIX_BYTES + 2, "xx" + TRUNCATION_SUFFIX),
+        ("€" * 30, SUFFIX_BYTES + 5, "€" + TRUNCATION_SUFFIX),
+    ],
+)
+def test_truncate_utf8_examples(text: str, max_bytes: int, expected: str) -> None:
+    assert truncate_utf8(text, max_bytes) == expected
+
+
+def test_truncate_utf8_refuses_negative() -> None:
+    with pytest.raises(ValueError):
+        truncate_utf8("x", -1)
+
+
+@given(st.text(), st.integers(min_value=0, max_value=200))
+def test_truncate_utf8_properties(text: str, max_bytes: int) -> None:
+    result = truncate_utf8(text, max_bytes)
+    size = len(result.encode("utf-8"))  # encodes: valid UTF-8, no split character
+    assert size <= max_bytes
+    if len(text.encode("utf-8")) <= max_bytes:
+        assert result == text
+        return
+    has_suffix = max_bytes >= SUFFIX_BYTES
+    prefix = result.removesuffix(TRUNCATION_SUFFIX) if has_suffix else result
+    assert result.endswith(TRUNCATION_SUFFIX) == has_suffix
+    assert text.startswith(prefix)
+    budget = max_bytes - (SUFFIX_BYTES if has_suffix else 0)
+    next_char = text[len(prefix)]
+    assert len((prefix + next_char).encode("utf-8")) > budget  # the longest prefix that fits
+
+
+# ─── pending_tool_calls ───────────────────────────────────────────────────────────────────────
+
+
+def call(call_id: str) -> ToolCall:
+    return ToolCall(id=call_id, name="t", arguments="{}")
+
+
+def test_pending_calls_from_requests_and_llm_messages_in_request_order() -> None:
+    message = Message(
+        role="assistant",
+        content=[ToolCallPart(id="c3", name="t", arguments="{}")],
+        tool_calls=[call("c1")],
+    )
+    events = seqd(
+        LlmCompleted(turn=1, message=message),
+        ToolRequested(turn=1, calls=[call("c1"), call("c2"), call("c3")]),
+    )
+    assert [c.id for c in pending_tool_calls(events)] == ["c1", "c3", "c2"]
+
+
+def test_completed_and_denied_calls_are_not_pending() -> None:
+    events = seqd(
+        ToolRequested(turn=1, calls=[call("a"), call("b"), call("c"), call("d")]),
+        ToolCompleted(turn=1, results=[ToolResult(call_id="a", output="ok")]),
+        ToolCompleted(turn=1, results=[ToolResult(call_id="b", output="err", is_error=True)]),
+        ToolDenied(turn=1, call_id="c", tool_name="t", reason="policy"),
+    )
+    assert pending_tool_calls(events) == [call("d")]
+
+
+def test_orphan_results_and_denials_are_ignored_and_settle_their_ids() -> None:
+    events = seqd(
+        ToolCompleted(turn=1, results=[ToolResult(call_id="ghost")]),
+        ToolDenied(turn=1, call_id="phantom", tool_name="t", reason="r"),
+        ToolRequested(turn=1, calls=[call("ghost"), call("live")]),
+    )
+    assert pending_tool_calls(events) == [call("live")]
+
+
+def test_rollback_neither_cancels_nor_resurrects_calls() -> None:
+    events = seqd(
+        ToolRequested(turn=1, calls=[call("a"), call("b")]),
+        ToolCompleted(turn=1, results=[ToolResult(call_id="a")]),
+        Rollbacked(turn=1, checkpoint_history_len=0),
+        ToolRequested(turn=1, calls=[call("a")]),
+    )
+    assert pending_tool_calls(events) == [call("b")]
+
+
+def test_pending_calls_at_a_seq() -> None:
+    events = seqd(
+        ToolRequested(turn=1, calls=[call("a")]),
+        ToolCompleted(turn=1, results=[ToolResult(call_id="a")]),
+    )
+    assert pending_tool_calls(events, at=0) == [call("a")]
+    assert pending_tool_calls(events, at=1) == []
+
+
+# ─── os_snapshot ──────────────────────────────────────────────────────────────────────────────
+
+
+def test_empty_snapshot_knows_nothing() -> None:
+    snapshot = os_snapshot([])
+    assert snapshot == OsSnapshot()
+    assert snapshot.status is None and snapshot.tokens_reported is None and snapshot.processes == {}
+
+
+def test_snapshot_folds_every_kernel_fact() -> None:
+    recall = MemoryRecall(
+        record=MemoryRecord(record_id="m", scope=SCOPE, memory_kind=MemoryKind.PROJECT, name="n"), score=0.5
+    )
+    events = seqd(
+        RunStarted(run_id="run-1", goal="goal", agent_id="agent"),
+        CheckpointTaken(turn=1, history_len=1),
+        CapabilityChanged(turn=1, added=["fs", "web", "git"]),
+        CapabilityChanged(turn=2, removed=["web"]),
+        ToolGated(turn=2, call_id="g1", tool="rm", reason="destructive"),
+        ToolGated(turn=2, call_id="g2", tool="curl", reason="network"),
+        PermissionRequested(turn=2, tool="sudo", arguments="{}", reason="root"),
+        Suspended(turn=2, reason="approval", pending_calls=["g1", "g2"]),
+        Resumed(turn=2, approved=["g1"]),
+        BudgetExceeded(turn=3, operation_id="o", budget="tokens"),
+        BudgetExceeded(turn=3, operation_id="o", budget="turns"),
+        BudgetExceeded(turn=3, operation_id="o", budget="tokens"),
+        BudgetUsageReported(turn=3, operation_id="o", reservation_id="r", tokens=100, subagents=1, rounds=2),
+        BudgetUsageReported(turn=3, operation_id="o", reservation_id="r2", tokens=50, subagents=0, rounds=1),
+        MINIMAL["agent_process_changed"],
+        AgentProcessChanged(
+            turn=3,
+            agent_id="a",
+            parent_session_id="p",
+            role="worker",
+            isolation="none",
+            context_inheritance="none",
+            state="exited",
+            result_termination="completed",
+        ),
+        MilestoneAdvanced(turn=3, phase_id="plan"),
+        MilestoneBlocked(turn=3, phase_id="build", reason="tests fail"),
+        MINIMAL["memory_written"],
+        MINIMAL["memory_written"],
+        MINIMAL["memory_queried"],
+        MINIMAL["memory_validation_failed"],
+        MemoryRetrievalResult(hits=[recall, recall]),
+        MINIMAL["entropy_sample"],
+        EntropyAlert(turn=3, score=0.95, threshold=0.9),
+        OperationCancelled(
+            turn=3, operation_id="op", reason=CancellationReason.DEADLINE, pending_call_ids=["g2"]
+        ),
+        Rollbacked(turn=3, checkpoint_history_len=1),
+        CheckpointTaken(turn=4, history_len=3),
+        ContextRenewed(turn=4, sprint=2, handoff_ref="h"),
+        MINIMAL["custom"],
+    )
+    snapshot = os_snapshot(events)
+    assert snapshot.last_seq == len(events) - 1
+    assert snapshot.last_turn == 4
+    assert (snapshot.status, snapshot.run_id, snapshot.goal, snapshot.agent_id) == (
+        "running",
+        "run-1",
+        "goal",
+        "agent",
+    )
+    assert (snapshot.terminal_reason, snapshot.turns_used, snapshot.total_tokens) == (None, None, None)
+    assert snapshot.suspend_reason is None and snapshot.suspended_pending_calls == ()
+    assert snapshot.pending_approvals == (
+        PendingApproval(seq=5, source="tool_gated", turn=2, tool="curl", call_id="g2", reason="network"),
+        PendingApproval(
+            seq=6, source="permission_requested", turn=2, tool="sudo", reason="root", arguments="{}"
+        ),
+    )
+    assert snapshot.last_checkpoint == Checkpoint(seq=27, turn=4, history_len=3)
+    assert snapshot.rollback_count == 1
+    assert snapshot.capabilities == ("fs", "git")
+    assert snapshot.budgets_exceeded == ("tokens", "turns")
+    assert snapshot.tokens_reported == 150
+    assert dict(snapshot.processes) == {
+        "a": ProcessEntry(
+            state="exited",
+            role="worker",
+            parent_session_id="p",
+            isolation="none",
+            result_termination="completed",
+            turn=3,
+        )
+    }
+    assert snapshot.milestones_advanced == ("plan",)
+    assert (snapshot.milestone_blocked_phase, snapshot.milestone_blocked_reason) == ("build", "tests fail")
+    assert (snapshot.memory_written, snapshot.memory_queried, snapshot.memory_validation_failures) == (
+        2,
+        1,
+        1,
+    )
+    assert snapshot.last_retrieval_hits == 2
+    assert snapshot.last_entropy_score == 0.95
+    assert snapshot.entropy_alerts == 1
+    assert snapshot.cancellations == (
+        Cancellation(operation_id="op", reason="deadline", pending_call_ids=("g2",), turn=3),
+    )
+    assert snapshot.sprint == 2
+
+
+def test_snapshot_status_transitions() -> None:
+    events = seqd(
+        RunStarted(run_id="r", goal="g"),
+        Suspended(turn=1, reason="approval", pending_calls=["c"]),
+        Resumed(turn=1),
+        Suspended(turn=2, reason="long task", pending_calls=["d"]),
+        RunTerminal(reason="completed", turns_used=2, total_tokens=1234),
+    )
+    states = [os_snapshot(events, at=seq) for seq in range(len(events))]
+    assert [s.status for s in states] == ["running", "suspended", "running", "suspended", "terminal"]
+    assert (states[1].suspend_reason, states[1].suspended_pending_calls) == ("approval", ("c",))
+    assert states[2].suspended_pending_calls == ()
+    assert (states[4].terminal_reason, states[4].turns_used, states[4].total_tokens) == ("completed", 2, 1234)
+    assert states[4].suspended_pending_calls == ()
+    rerun = os_snapshot([*events, (5, RunStarted(run_id="r2", goal="again"))])
+    assert (rerun.status, rerun.run_id, rerun.terminal_reason, rerun.turns_used) == (
+        "running",
+        "r2",
+        None,
+        None,
+    )
+
+
+def test_snapshot_does_not_infer_status_without_lifecycle_events() -> None:
+    assert os_snapshot(seqd(llm(1, "a"))).status is None
+
+
+def test_approvals_resolved_by_denial_result_and_permission_decision() -> None:
+    events = seqd(
+        ToolGated(turn=1, call_id="a", tool="t", reason="r"),
+        ToolGated(turn=1, call_id="b", tool="t", reason="r"),
+        ToolGated(turn=1, call_id="c", tool="t", reason="r"),
+        PermissionRequested(turn=1, tool="x", arguments="1"),
+        PermissionRequested(turn=1, tool="y", arguments="2"),
+        ToolDenied(turn=1, call_id="a", tool_name="t", reason="no"),
+        ToolCompleted(turn=1, results=[ToolResult(call_id="b")]),
+        Resumed(turn=1, denied=["c"]),
+        PermissionResolved(turn=1, approved=False, responder="policy_gate"),
+        PermissionResolved(turn=1, approved=True, responder="user"),
+        PermissionResolved(turn=1, approved=True, responder="user"),
+    )
+    assert [p.tool for p in os_snapshot(events, at=4).pending_approvals] == ["t", "t", "t", "x", "y"]
+    assert [p.tool for p in os_snapshot(events, at=8).pending_approvals] == ["y"]
+    assert os_snapshot(events).pending_approvals == ()
+
+
+def test_snapshot_is_frozen() -> None:
+    snapshot = os_snapshot(seqd(MINIMAL["agent_process_changed"]))
+    with pytest.raises(AttributeError):
+        snapshot.status = "running"  # type: ignore[misc]
+    with pytest.raises(TypeError):
+        snapshot.processes["x"] = snapshot.processes["a"]  # type: ignore[index]
+
+
+# ─── provider replay ──────────────────────────────────────────────────────────────────────────
+
+ANTHROPIC = "anthropic.messages"
+
+
+def native(text: str, protocol: str = ANTHROPIC) -> ProviderReplay:
+    return ProviderReplay(protocol=protocol, native_blocks=[{"type": "text", "text": text}])
+
+
+def test_provider_replay_seed_filters_by_protocol_with_seqs() -> None:
+    events = seqd(
+        RunStarted(run_id="r", goal="g"),
+        llm(1, "a", native("a")),
+        llm(2, "b", native("b", "openai.responses")),
+        llm(3, "c", native("c")),
+        llm(4, "d"),
+    )
+    assert provider_replay_seed(events, ANTHROPIC) == [(1, native("a")), (3, native("c"))]
+    assert provider_replay_seed(events, ANTHROPIC, at=2) == [(1, native("a"))]
+    assert provider_replay_seed(events, "openai.responses") == [(2, native("b", "openai.responses"))]
+
+
+def test_provider_replay_seed_drops_rolled_back_turns() -> None:
+    events = seqd(
+        RunStarted(run_id="r", goal="g"),
+        llm(1, "a", native("a")),
+        llm(2, "b", native("b")),
+        Rollbacked(turn=2, checkpoint_history_len=2),
+        llm(2, "b2", native("b2")),
+    )
+    assert provider_replay_seed(events, ANTHROPIC) == [(1, native("a")), (4, native("b2"))]
+
+
+def test_replay_is_native() -> None:
+    all_native = seqd(RunStarted(run_id="r", goal="g"), llm(1, "a", native("a")), llm(2, "b", native("b")))
+    assert replay_is_native(all_native, ANTHROPIC)
+    assert not replay_is_native(all_native, "openai.responses")
+    mixed = [*all_native, (3, llm(3, "c"))]
+    assert not replay_is_native(mixed, ANTHROPIC)
+    assert replay_is_native(mixed, ANTHROPIC, at=2)
+    rolled_back = [*mixed, (4, Rollbacked(turn=3, checkpoint_history_len=3))]
+    assert replay_is_native(rolled_back, ANTHROPIC)
+    assert replay_is_native(seqd(RunStarted(run_id="r", goal="g")), ANTHROPIC)  # nothing to seed
+
+
+def test_archived_messages_do_not_make_replay_neutral() -> None:
+    events = seqd(llm(1, "a", native("a")), PageOut(turn=2, archive_ref="arc"))
+    assert replay_is_native(events, ANTHROPIC, archive_loader=loader)
