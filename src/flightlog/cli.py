@@ -357,7 +357,7 @@ _USAGE_ERRORS = (SessionNotFound, ImportFormatError)
 def _exit_code(exc: FlightlogError) -> int:
     if isinstance(exc, _USAGE_ERRORS):
         return 2
-    if isinstance(exc, RepairError) and exc.reason.startswith("refusing"):
+    if isinstance(exc, RepairError) and exc.reason.startswith(("refusing", "no such")):
         return 2
     return 1
 

@@ -1,0 +1,275 @@
+"""The ``flightlog`` command end to end on the real sample transcripts: outputs and exit codes."""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import sqlite3
+from pathlib import Path
+
+import pytest
+import rfc8785
+from typer.testing import CliRunner
+
+from flightlog import LedgerIntegrityError, Recorder, open_store
+from flightlog.cli import app
+from flightlog.demo import tamper_one_byte
+from flightlog.ledger import GENESIS, chain_hash
+
+SAMPLES = Path(__file__).parent / "data" / "samples"
+
+runner = CliRunner()
+
+
+def run(db: Path, *args: str) -> tuple[int, str, str]:
+    result = runner.invoke(app, ["--db", str(db), *args])
+    return result.exit_code, result.stdout, result.stderr
+
+
+@pytest.fixture(scope="module")
+def imported(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    db = tmp_path_factory.mktemp("cli") / "ledger.db"
+    code, out, err = run(db, "import", str(SAMPLES / "claude-code"), str(SAMPLES / "codex"))
+    assert code == 0, err
+    return db
+
+
+@pytest.fixture
+def db_copy(imported: Path, tmp_path: Path) -> Path:
+    target = tmp_path / "copy.db"
+    src, dst = sqlite3.connect(imported), sqlite3.connect(target)
+    src.backup(dst)
+    src.close()
+    dst.close()
+    return target
+
+
+def _sessions(db: Path) -> list[dict[str, object]]:
+    code, out, _ = run(db, "ls", "--json")
+    assert code == 0
+    return json.loads(out)
+
+
+def test_import_prints_a_line_per_file_and_every_session_verifies(imported: Path) -> None:
+    rows = _sessions(imported)
+    files = list((SAMPLES / "claude-code").glob("*.jsonl")) + list((SAMPLES / "codex").glob("*.jsonl"))
+    top_level = [r for r in rows if not r["parent_session_id"]]
+    assert len(top_level) == len(files)
+    for row in rows:
+        assert {"session_id", "task", "status", "events", "head", "created_at"} <= set(row)
+        assert isinstance(row["events"], int) and row["events"] > 0
+        assert len(str(row["head"])) == 64
+    code, out, _ = run(imported, "verify", "--all")
+    assert code == 0, out
+    assert out.count("ok") >= len(rows)
+
+
+def test_reimport_records_nothing_new(imported: Path) -> None:
+    before = _sessions(imported)
+    code, out, _ = run(imported, "import", str(SAMPLES / "codex"))
+    assert code == 0
+    assert "already imported" in out
+    assert _sessions(imported) == before
+
+
+def test_import_json_reports_warnings_with_line_numbers(tmp_path: Path) -> None:
+    code, out, _ = run(
+        tmp_path / "x.db", "import", "--json", str(SAMPLES / "codex" / "claudecodelog_malformed_rollout-66666666.jsonl")
+    )
+    assert code == 0
+    [result] = json.loads(out)
+    assert result["format"] == "codex"
+    assert any(":" in w and "malformed" in w for w in result["warnings"])
+
+
+def test_tampered_event_makes_verify_exit_1_naming_the_seq(db_copy: Path) -> None:
+    sid = str(_sessions(db_copy)[0]["session_id"])
+    tamper_one_byte(db_copy, sid, 3)
+    code, out, _ = run(db_copy, "verify", sid)
+    assert code == 1
+    assert "seq 3: hash_mismatch" in out
+    code, out, _ = run(db_copy, "verify", "--all", "--json")
+    assert code == 1
+    bad = [r for r in json.loads(out) if not r["ok"]]
+    assert [r["session_id"] for r in bad] == [sid]
+    assert {d["seq"] for d in bad[0]["divergences"]} == {3}
+    store = open_store(db_copy)
+    try:
+        with pytest.raises(LedgerIntegrityError) as info:
+            Recorder.attach(store, sid)
+        assert info.value.seq == 3
+    finally:
+        store.close()
+
+
+def test_deleted_row_is_reported_as_a_gap(db_copy: Path) -> None:
+    sid = str(_sessions(db_copy)[0]["session_id"])
+    conn = sqlite3.connect(db_copy)
+    conn.execute("DROP TRIGGER events_no_delete")
+    conn.execute("DELETE FROM events WHERE session_id = ? AND seq = 2", (sid,))
+    conn.commit()
+    conn.close()
+    code, out, _ = run(db_copy, "verify", sid)
+    assert code == 1
+    assert "seq 2: gap" in out
+    assert "seq 3: broken_link" in out
+
+
+def test_export_lines_embed_the_stored_bytes_and_rebuild_the_chain(imported: Path, tmp_path: Path) -> None:
+    sid = str(_sessions(imported)[0]["session_id"])
+    target = tmp_path / "out.jsonl"
+    code, _, err = run(imported, "export", sid, "-o", str(target))
+    assert code == 0, err
+    store = open_store(imported, read_only=True)
+    try:
+        stored = {row.seq: row.event_bytes for row in store.read_events(sid)}
+    finally:
+        store.close()
+    prev = GENESIS
+    lines = target.read_text(encoding="utf-8").splitlines()
+    assert len(lines) == len(stored)
+    for line in lines:
+        record = json.loads(line)
+        assert set(record) == {"seq", "prev_hash", "hash", "event"}
+        data = rfc8785.dumps(record["event"])
+        assert data == stored[record["seq"]]
+        assert record["prev_hash"] == prev
+        assert chain_hash(prev, record["seq"], data) == record["hash"]
+        prev = record["hash"]
+
+
+def test_replay_at_and_json(imported: Path) -> None:
+    claude = next(r for r in _sessions(imported) if str(r["session_id"]).startswith("claude-code:"))
+    sid = str(claude["session_id"])
+    code, out, _ = run(imported, "replay", sid, "--json")
+    assert code == 0
+    full = json.loads(out)
+    assert full and full[0]["role"] == "user"
+    code, out, _ = run(imported, "replay", sid, "--at", "1", "--json")
+    assert code == 0
+    assert len(json.loads(out)) <= len(full)
+    code, out, _ = run(imported, "replay", sid)
+    assert code == 0 and "[0] user" in out
+
+
+def test_show_prints_a_narrated_timeline(imported: Path) -> None:
+    sid = str(_sessions(imported)[0]["session_id"])
+    code, out, _ = run(imported, "show", sid[:20])
+    assert code == 0
+    assert "import_source" in out
+    assert "run_started" in out
+
+
+def test_prefix_after_format_part_resolves(imported: Path) -> None:
+    sid = next(str(r["session_id"]) for r in _sessions(imported) if str(r["session_id"]).startswith("codex:"))
+    prefix = sid.split(":", 1)[1][:13]
+    code, out, _ = run(imported, "verify", prefix)
+    assert code == 0 and sid in out
+
+
+@pytest.mark.parametrize(
+    "args",
+    [
+        ("verify", "no-such-session"),
+        ("replay", "no-such-session"),
+        ("verify",),
+        ("verify", "x", "--all"),
+        ("import", "/no/such/file.jsonl"),
+        ("import", "--format", "bogus", str(SAMPLES / "codex")),
+        ("replay", "x", "--at", "-1"),
+        ("db", "repair"),
+        ("no-such-command",),
+    ],
+)
+def test_usage_mistakes_exit_2_with_one_line(imported: Path, args: tuple[str, ...]) -> None:
+    code, out, err = run(imported, *args)
+    assert code == 2, (out, err)
+    assert err.strip(), "an error message on stderr"
+
+
+def test_ambiguous_prefix_exits_2_listing_matches(imported: Path) -> None:
+    code, _, err = run(imported, "verify", "c")
+    assert code == 2
+    assert "ambiguous" in err
+    assert len(err.strip().splitlines()) == 1
+
+
+def test_reading_a_missing_database_is_a_usage_error(tmp_path: Path) -> None:
+    code, _, err = run(tmp_path / "nope.db", "ls")
+    assert code == 2
+    assert err.startswith("flightlog: error:")
+    assert not (tmp_path / "nope.db").exists()
+
+
+def test_demo_runs_end_to_end_twice(tmp_path: Path) -> None:
+    db = tmp_path / "demo.db"
+    for _ in range(2):
+        code, out, err = run(db, "demo")
+        assert code == 0, out + err
+        assert "tampering detected at seq" in out
+    assert "already imported" in out
+    code, _, _ = run(db, "verify", "--all")
+    assert code == 0, "the demo never touches the user's database"
+
+
+def test_every_command_has_help() -> None:
+    for args in (["--help"], ["demo", "--help"], ["import", "--help"], ["ls", "--help"], ["show", "--help"],
+                 ["replay", "--help"], ["verify", "--help"], ["export", "--help"], ["db", "repair", "--help"]):
+        result = runner.invoke(app, args)
+        assert result.exit_code == 0, args
+        assert "Usage" in result.stdout
+
+
+# ─── db repair ────────────────────────────────────────────────────────────────────────────────
+
+
+def _poison_wal(db: Path, tmp_path: Path) -> bytes:
+    """Give ``db`` a WAL holding valid frames from a different database: a real poisoned WAL."""
+    other = tmp_path / "other.db"
+    conn = sqlite3.connect(other)
+    conn.execute("PRAGMA journal_mode=WAL")
+    conn.execute("PRAGMA wal_autocheckpoint=0")
+    conn.execute("CREATE TABLE junk (x BLOB)")
+    conn.execute("INSERT INTO junk VALUES (randomblob(20000))")
+    conn.commit()
+    holder = sqlite3.connect(other)  # keeps the WAL from being checkpointed away on close
+    holder.execute("SELECT 1").fetchone()
+    wal = Path(f"{other}-wal").read_bytes()
+    holder.close()
+    conn.close()
+    Path(f"{db}-wal").write_bytes(wal)
+    return wal
+
+
+def test_db_repair_quarantines_a_poisoned_wal_and_keeps_the_ledger(db_copy: Path, tmp_path: Path) -> None:
+    wal = _poison_wal(db_copy, tmp_path)
+    code, out, err = run(db_copy, "db", "repair", "--discard-wal")
+    assert code == 0, out + err
+    assert hashlib.sha256(wal).hexdigest() in out
+    backups = list(db_copy.parent.glob("copy.db.repair-*"))
+    assert len(backups) == 1
+    report = json.loads((backups[0] / "repair.json").read_text())
+    assert report["wal_size_bytes"] == len(wal)
+    assert report["wal_sha256"] == hashlib.sha256(wal).hexdigest()
+    assert (backups[0] / "quarantine" / "copy.db-wal").read_bytes() == wal
+    assert (backups[0] / "copy.db-wal").read_bytes() == wal
+    code, _, _ = run(db_copy, "verify", "--all")
+    assert code == 0
+
+
+def test_db_repair_restores_originals_when_verification_fails(db_copy: Path, tmp_path: Path) -> None:
+    sid = str(_sessions(db_copy)[0]["session_id"])
+    tamper_one_byte(db_copy, sid, 1)
+    original = db_copy.read_bytes()
+    code, _, err = run(db_copy, "db", "repair", "--discard-wal")
+    assert code == 1
+    assert "restored" in err
+    assert db_copy.read_bytes() == original
+    assert list(db_copy.parent.glob("copy.db.repair-*"))  # backups kept, never deleted
+
+
+def test_db_repair_of_missing_file_fails_cleanly(tmp_path: Path) -> None:
+    code, _, err = run(tmp_path / "absent.db", "db", "repair", "--discard-wal")
+    assert code == 2
+    assert "no such database file" in err
+    assert not list(tmp_path.iterdir())
