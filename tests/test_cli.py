@@ -29,7 +29,7 @@ def run(db: Path, *args: str) -> tuple[int, str, str]:
 @pytest.fixture(scope="module")
 def imported(tmp_path_factory: pytest.TempPathFactory) -> Path:
     db = tmp_path_factory.mktemp("cli") / "ledger.db"
-    code, out, err = run(db, "import", str(SAMPLES / "claude-code"), str(SAMPLES / "codex"))
+    code, _, err = run(db, "import", str(SAMPLES / "claude-code"), str(SAMPLES / "codex"))
     assert code == 0, err
     return db
 
@@ -74,7 +74,10 @@ def test_reimport_records_nothing_new(imported: Path) -> None:
 
 def test_import_json_reports_warnings_with_line_numbers(tmp_path: Path) -> None:
     code, out, _ = run(
-        tmp_path / "x.db", "import", "--json", str(SAMPLES / "codex" / "claudecodelog_malformed_rollout-66666666.jsonl")
+        tmp_path / "x.db",
+        "import",
+        "--json",
+        str(SAMPLES / "codex" / "claudecodelog_malformed_rollout-66666666.jsonl"),
     )
     assert code == 0
     [result] = json.loads(out)
@@ -213,8 +216,17 @@ def test_demo_runs_end_to_end_twice(tmp_path: Path) -> None:
 
 
 def test_every_command_has_help() -> None:
-    for args in (["--help"], ["demo", "--help"], ["import", "--help"], ["ls", "--help"], ["show", "--help"],
-                 ["replay", "--help"], ["verify", "--help"], ["export", "--help"], ["db", "repair", "--help"]):
+    for args in (
+        ["--help"],
+        ["demo", "--help"],
+        ["import", "--help"],
+        ["ls", "--help"],
+        ["show", "--help"],
+        ["replay", "--help"],
+        ["verify", "--help"],
+        ["export", "--help"],
+        ["db", "repair", "--help"],
+    ):
         result = runner.invoke(app, args)
         assert result.exit_code == 0, args
         assert "Usage" in result.stdout

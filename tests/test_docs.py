@@ -45,8 +45,12 @@ def test_readme_documents_every_command() -> None:
 ERRORS = [
     errors.EncodingError(field="$.a", reason="nan"),
     errors.EventDecodeError(reason="bad", seq=3),
-    errors.LedgerIntegrityError(session_id="s", seq=2, reason="hash_mismatch",
-                                divergences=[errors.Divergence(2, "hash_mismatch", "x")]),
+    errors.LedgerIntegrityError(
+        session_id="s",
+        seq=2,
+        reason="hash_mismatch",
+        divergences=[errors.Divergence(2, "hash_mismatch", "x")],
+    ),
     errors.SessionNotFound(session_id="ab", matches=["abc", "abd"]),
     errors.AppendConflict(session_id="s", seq=4),
     errors.StaleWriter(session_id="s", epoch=1, current_epoch=2),

@@ -38,33 +38,60 @@ MINIMAL: dict[str, dict[str, Any]] = {
     "resumed": {"turn": 1},
     "tool_gated": {"turn": 1, "call_id": "c", "tool": "t", "reason": "ask"},
     "signal_delivery_disposed": {
-        "turn": 1, "operation_id": "o", "delivery_id": "d", "attempt": 1, "signal_id": "s",
-        "disposition": "deliver", "queue_depth": 0,
+        "turn": 1,
+        "operation_id": "o",
+        "delivery_id": "d",
+        "attempt": 1,
+        "signal_id": "s",
+        "disposition": "deliver",
+        "queue_depth": 0,
     },
     "budget_exceeded": {"turn": 1, "operation_id": "o", "budget": "tokens"},
     "budget_usage_reported": {
-        "turn": 1, "operation_id": "o", "reservation_id": "r", "tokens": 5, "subagents": 0, "rounds": 1,
+        "turn": 1,
+        "operation_id": "o",
+        "reservation_id": "r",
+        "tokens": 5,
+        "subagents": 0,
+        "rounds": 1,
     },
     "operation_cancelled": {"turn": 1, "operation_id": "o", "reason": "deadline"},
     "checkpoint_taken": {"turn": 1, "history_len": 3},
     "entropy_sample": {
-        "turn": 1, "score": 0.5, "rho": 0.1, "repeat_pressure": 0.2, "failure_rate": 0.0,
-        "rollbacks_in_window": 0, "window_turns": 8,
+        "turn": 1,
+        "score": 0.5,
+        "rho": 0.1,
+        "repeat_pressure": 0.2,
+        "failure_rate": 0.0,
+        "rollbacks_in_window": 0,
+        "window_turns": 8,
     },
     "entropy_alert": {"turn": 1, "score": 0.9, "threshold": 0.8},
     "rollbacked": {"turn": 1, "checkpoint_history_len": 2},
     "agent_process_changed": {
-        "turn": 1, "agent_id": "a", "parent_session_id": "p", "role": "worker", "isolation": "none",
-        "context_inheritance": "none", "state": "running",
+        "turn": 1,
+        "agent_id": "a",
+        "parent_session_id": "p",
+        "role": "worker",
+        "isolation": "none",
+        "context_inheritance": "none",
+        "state": "running",
     },
     "milestone_advanced": {"turn": 1, "phase_id": "p1"},
     "milestone_blocked": {"turn": 1, "phase_id": "p1", "reason": "tests fail"},
     "memory_written": {
-        "turn": 1, "record_id": "m", "scope": {"tenant_id": "t", "namespace": "n"}, "memory_kind": "user",
-        "name": "pref", "size_bytes": 12,
+        "turn": 1,
+        "record_id": "m",
+        "scope": {"tenant_id": "t", "namespace": "n"},
+        "memory_kind": "user",
+        "name": "pref",
+        "size_bytes": 12,
     },
     "memory_queried": {
-        "turn": 1, "scope": {"tenant_id": "t", "namespace": "n"}, "query": "q", "requested_k": 3,
+        "turn": 1,
+        "scope": {"tenant_id": "t", "namespace": "n"},
+        "query": "q",
+        "requested_k": 3,
         "requires_async_response": False,
     },
     "memory_validation_failed": {"turn": 1, "record_id": "m", "error": "too big"},
@@ -144,7 +171,9 @@ def test_absent_optionals_are_omitted_and_serde_default_lists_written() -> None:
 
 
 def test_defaults_are_applied_on_input() -> None:
-    event = ev.event_from_wire({"kind": "operation_cancelled", "turn": 1, "operation_id": "o", "reason": "user"})
+    event = ev.event_from_wire(
+        {"kind": "operation_cancelled", "turn": 1, "operation_id": "o", "reason": "user"}
+    )
     assert isinstance(event, ev.OperationCancelled)
     assert event.pending_call_ids == []
     page = ev.event_from_wire({"kind": "page_out", "turn": 3})
@@ -158,8 +187,12 @@ def test_provider_replay_is_strict_and_requires_protocol() -> None:
         ev.ProviderReplay.model_validate({"provider": "anthropic"})
     with pytest.raises(EventDecodeError, match="schema_version"):
         ev.event_from_wire(
-            {"kind": "llm_completed", "turn": 1, "message": {"role": "assistant"},
-             "provider_replay": {"protocol": "p", "schema_version": 1}}
+            {
+                "kind": "llm_completed",
+                "turn": 1,
+                "message": {"role": "assistant"},
+                "provider_replay": {"protocol": "p", "schema_version": 1},
+            }
         )
 
 
@@ -170,8 +203,13 @@ def test_provider_replay_round_trips_byte_for_byte() -> None:
         {"type": "tool_use", "id": "toolu_01", "name": "bash", "input": {"cmd": "ls -la", "n": 1.5}},
     ]
     replay = ev.ProviderReplay(
-        protocol="anthropic.messages", provider="anthropic", model="claude-x", native_blocks=native,
-        reasoning_details={"a": [1, None, True]}, native_message={"role": "assistant"}, tool_calls=[{"id": "x"}],
+        protocol="anthropic.messages",
+        provider="anthropic",
+        model="claude-x",
+        native_blocks=native,
+        reasoning_details={"a": [1, None, True]},
+        native_message={"role": "assistant"},
+        tool_calls=[{"id": "x"}],
     )
     event = ev.LlmCompleted(
         turn=3,
@@ -214,8 +252,11 @@ def test_memory_scope_is_strict_and_recall_has_record_score_why() -> None:
         ev.MemoryScope.model_validate({"tenant_id": "t"})
     hit = ev.MemoryRecall(
         record=ev.MemoryRecord(
-            record_id="m1", scope=ev.MemoryScope(tenant_id="t", namespace="n"),
-            memory_kind=ev.MemoryKind.FEEDBACK, name="style", content="short answers",
+            record_id="m1",
+            scope=ev.MemoryScope(tenant_id="t", namespace="n"),
+            memory_kind=ev.MemoryKind.FEEDBACK,
+            name="style",
+            content="short answers",
         ),
         score=0.75,
         why="matched 'style'",
@@ -241,8 +282,11 @@ def test_unknown_kind_is_a_decode_error_naming_the_seq() -> None:
 def test_custom_carries_any_json_payload() -> None:
     event = ev.Custom(custom_kind="provider_capability_evidence", payload={"model": "m", "route_position": 0})
     wire = json.loads(canonical_bytes(event))
-    assert wire == {"kind": "custom", "custom_kind": "provider_capability_evidence",
-                    "payload": {"model": "m", "route_position": 0}}
+    assert wire == {
+        "kind": "custom",
+        "custom_kind": "provider_capability_evidence",
+        "payload": {"model": "m", "route_position": 0},
+    }
 
 
 def test_messages_tool_call_and_result_shapes() -> None:

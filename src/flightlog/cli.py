@@ -18,11 +18,10 @@ from pathlib import Path
 from typing import Annotated, Any, NoReturn
 
 import click
-
 import typer
-from typer.core import TyperGroup
 from rich.console import Console
 from rich.table import Table
+from typer.core import TyperGroup
 
 from . import __version__
 from .errors import FlightlogError, ImportFormatError, RepairError, SessionNotFound
@@ -32,6 +31,7 @@ from .narration import narrate, short
 from .recorder import verify_session
 from .sessions import export_jsonl, iter_events, replay_session
 from .store import Store, open_store
+
 
 class _Group(TyperGroup):
     """Maps flightlog errors to one stderr line and an exit code, for the console and CliRunner alike."""
@@ -86,8 +86,11 @@ def _version(value: bool) -> None:
 def main_options(
     db: Annotated[
         str | None,
-        typer.Option("--db", help="Database path or URL [env FLIGHTLOG_DB; default: user data dir].",
-                     show_default=False),
+        typer.Option(
+            "--db",
+            help="Database path or URL [env FLIGHTLOG_DB; default: user data dir].",
+            show_default=False,
+        ),
     ] = None,
     debug: Annotated[bool, typer.Option("--debug", help="Show tracebacks on errors.")] = False,
     version: Annotated[
@@ -194,8 +197,12 @@ def ls_cmd(json_out: Annotated[bool, typer.Option("--json", help="Print a JSON a
         table.add_column(column, overflow="fold" if column == "task" else "ellipsis")
     for row in rows:
         table.add_row(
-            row["session_id"], row["status"], str(row["events"]), row["head"][:12],
-            (row["created_at"] or "")[:19], short(row["task"], 50),
+            row["session_id"],
+            row["status"],
+            str(row["events"]),
+            row["head"][:12],
+            (row["created_at"] or "")[:19],
+            short(row["task"], 50),
         )
     out.print(table)
 
@@ -213,10 +220,14 @@ def show_cmd(
             out.print(f"session {sid}  [{record.status}]  {short(record.task, 70)}")
         for row, event in iter_events(store, sid):
             if json_out:
-                sys.stdout.write(json.dumps({"seq": row.seq, "kind": row.kind, "event": event.to_wire()}) + "\n")
+                sys.stdout.write(
+                    json.dumps({"seq": row.seq, "kind": row.kind, "event": event.to_wire()}) + "\n"
+                )
             else:
-                out.print(f"{row.seq:>6}  {(_iso(row.recorded_at_ms) or '')[11:19]}  {row.kind:<24} "
-                          f"{narrate(event)}")
+                out.print(
+                    f"{row.seq:>6}  {(_iso(row.recorded_at_ms) or '')[11:19]}  {row.kind:<24} "
+                    f"{narrate(event)}"
+                )
 
 
 # ─── replay / verify / export ─────────────────────────────────────────────────────────────────
@@ -267,7 +278,11 @@ def verify_cmd(
         raise typer.BadParameter("give a SESSION or --all (not both)")
     results = []
     with _store(read_only=True) as store:
-        ids = [s.session_id for s in store.list_sessions()] if all_sessions else [store.resolve_session(session or "")]
+        ids = (
+            [s.session_id for s in store.list_sessions()]
+            if all_sessions
+            else [store.resolve_session(session or "")]
+        )
         for sid in ids:
             report = verify_session(store, sid)
             results.append(report)
@@ -280,9 +295,15 @@ def verify_cmd(
         _print_json(
             [
                 {
-                    "session_id": r.session_id, "ok": r.ok, "events": r.events, "bytes": r.bytes,
-                    "head": r.head, "root": r.root,
-                    "divergences": [{"seq": d.seq, "reason": d.reason, "detail": d.detail} for d in r.divergences],
+                    "session_id": r.session_id,
+                    "ok": r.ok,
+                    "events": r.events,
+                    "bytes": r.bytes,
+                    "head": r.head,
+                    "root": r.root,
+                    "divergences": [
+                        {"seq": d.seq, "reason": d.reason, "detail": d.detail} for d in r.divergences
+                    ],
                 }
                 for r in results
             ]
@@ -294,7 +315,9 @@ def verify_cmd(
 @app.command("export")
 def export_cmd(
     session: Annotated[str, typer.Argument(help="Session id or unique prefix.")],
-    output: Annotated[Path | None, typer.Option("--output", "-o", help="Write here instead of stdout.")] = None,
+    output: Annotated[
+        Path | None, typer.Option("--output", "-o", help="Write here instead of stdout.")
+    ] = None,
 ) -> None:
     """Export a session as JSONL: seq, prev_hash, hash and the event (its RFC 8785 form = stored bytes)."""
     with _store(read_only=True) as store:
@@ -331,8 +354,10 @@ def repair_cmd(
     else:
         out.print("no WAL present; nothing quarantined")
     out.print(f"backups and repair.json in {report.backup_dir}")
-    out.print(f"verified read-only: integrity_check {report.integrity_check}, "
-              f"{report.sessions_verified} sessions, {report.events_verified} events")
+    out.print(
+        f"verified read-only: integrity_check {report.integrity_check}, "
+        f"{report.sessions_verified} sessions, {report.events_verified} events"
+    )
 
 
 # ─── demo ─────────────────────────────────────────────────────────────────────────────────────

@@ -48,7 +48,9 @@ def tamper_one_byte(db: Path, session_id: str, seq: int) -> None:
         index = data.index(b'"kind"') + 2  # a byte inside the JSON, so the row stays plausible
         flipped = data[:index] + bytes([data[index] ^ 0x01]) + data[index + 1 :]
         conn.execute("DROP TRIGGER IF EXISTS events_no_update")
-        conn.execute("UPDATE events SET event = ? WHERE session_id = ? AND seq = ?", (flipped, session_id, seq))
+        conn.execute(
+            "UPDATE events SET event = ? WHERE session_id = ? AND seq = ?", (flipped, session_id, seq)
+        )
         conn.commit()
     finally:
         conn.close()
@@ -67,19 +69,26 @@ def run_demo(store: Store, console: Console) -> int:
     console.print("\n2. verify every chain (RFC 8785 bytes, sha256 chain, RFC 9162 tree head)")
     for sid in session_ids:
         report = verify_session(store, sid)
-        console.print(f"   {'ok' if report.ok else 'DIVERGES'}  {sid}  {report.events} events  root {report.root[:16]}")
+        console.print(
+            f"   {'ok' if report.ok else 'DIVERGES'}  {sid}  {report.events} events  root {report.root[:16]}"
+        )
         if not report.ok:
             return 1
     console.print("\n3. list sessions")
     for record in store.list_sessions():
         if record.session_id in session_ids:
-            console.print(f"   {record.session_id}  {record.status:<10} {record.events:>4} events  "
-                          f"{short(record.task, 50)}")
+            console.print(
+                f"   {record.session_id}  {record.status:<10} {record.events:>4} events  "
+                f"{short(record.task, 50)}"
+            )
     claude = next((s for s in session_ids if s.startswith("claude-code:")), session_ids[0])
     console.print(f"\n4. replay {claude} (the transcript a model would be given)")
     for index, message in enumerate(replay_session(store, claude, max_part_bytes=400)):
-        text = message.text_content() or ", ".join(c.name for c in message.tool_calls) or (
-            message.content[0].type if message.content else "")
+        text = (
+            message.text_content()
+            or ", ".join(c.name for c in message.tool_calls)
+            or (message.content[0].type if message.content else "")
+        )
         console.print(f"   [{index:>2}] {message.role:<9} {short(text, 90)}")
     return _tamper_step(store, claude, console)
 
@@ -115,6 +124,8 @@ def _tamper_step(store: Store, session_id: str, console: Console) -> int:
         finally:
             copy.close()
     caught = any(d.seq == seq for d in report.divergences)
-    console.print(f"\n{'tampering detected at seq ' + str(seq) if caught else 'tampering NOT detected'}; "
-                  "your database is untouched.")
+    console.print(
+        f"\n{'tampering detected at seq ' + str(seq) if caught else 'tampering NOT detected'}; "
+        "your database is untouched."
+    )
     return 0 if caught else 1

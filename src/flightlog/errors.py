@@ -98,7 +98,7 @@ class Divergence(tuple[int, str, str]):
     def __new__(cls, seq: int, reason: str, detail: str = "") -> Divergence:
         return super().__new__(cls, (seq, reason, detail))
 
-    def __getnewargs__(self) -> tuple[int, str, str]:  # type: ignore[override]
+    def __getnewargs__(self) -> tuple[int, str, str]:
         return (self[0], self[1], self[2])
 
     @property

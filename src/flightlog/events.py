@@ -21,7 +21,7 @@ Classification (``category``, ``primitive``) is flightlog's OS analogy for the s
 
 from __future__ import annotations
 
-from enum import Enum
+from enum import StrEnum
 from typing import Annotated, Any, Literal
 
 from pydantic import ConfigDict, Field, TypeAdapter, ValidationError
@@ -166,7 +166,7 @@ RollbackReasonT = Annotated[
 ]
 
 
-class CancellationReason(str, Enum):
+class CancellationReason(StrEnum):
     """Why host-owned I/O was cancelled (seed 000 ``kernel::wire::CancellationReason``)."""
 
     USER = "user"
@@ -175,7 +175,7 @@ class CancellationReason(str, Enum):
     HOST_SHUTDOWN = "host_shutdown"
 
 
-class MemoryKind(str, Enum):
+class MemoryKind(StrEnum):
     """What a long-term memory entry is about (seed 000 ``mm::memory::MemoryKind``)."""
 
     USER = "user"

@@ -347,7 +347,9 @@ def _check_head(report: VerifyReport, next_seq: int, expected_head: tuple[int, s
     head_seq, head_hash = expected_head
     if head_seq >= next_seq:
         report.divergences.append(
-            Divergence(next_seq, "truncated", f"recorded head is seq {head_seq}, last stored is {next_seq - 1}")
+            Divergence(
+                next_seq, "truncated", f"recorded head is seq {head_seq}, last stored is {next_seq - 1}"
+            )
         )
     elif head_seq == next_seq - 1 and head_hash != report.head:
         report.divergences.append(Divergence(head_seq, "head_mismatch", "recorded head hash differs"))

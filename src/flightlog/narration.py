@@ -60,37 +60,51 @@ _NARRATORS: dict[str, Callable[[Any], str]] = {
     "tool_completed": _tool_completed,
     "custom": _custom,
     "run_terminal": lambda e: f"run ended: {e.reason} after {e.turns_used} turn(s), {e.total_tokens} tokens",
-    "compressed": lambda e: f"turn {e.turn}: compressed seqs {e.archived_seq_range[0]}..{e.archived_seq_range[1]}"
-    + (f": {short(e.summary, 50)}" if e.summary else ""),
-    "page_out": lambda e: f"turn {e.turn}: paged out {e.message_count} message(s)"
-    + (f" to {e.archive_ref}" if e.archive_ref else ""),
+    "compressed": lambda e: (
+        f"turn {e.turn}: compressed seqs {e.archived_seq_range[0]}..{e.archived_seq_range[1]}"
+        + (f": {short(e.summary, 50)}" if e.summary else "")
+    ),
+    "page_out": lambda e: (
+        f"turn {e.turn}: paged out {e.message_count} message(s)"
+        + (f" to {e.archive_ref}" if e.archive_ref else "")
+    ),
     "page_in": lambda e: f"turn {e.turn}: paged in {e.entry_count} entr(ies)",
     "tool_argument_repaired": lambda e: f"turn {e.turn}: repaired arguments of {e.tool}",
-    "permission_requested": lambda e: f"turn {e.turn}: approval requested for {e.tool}"
-    + (f" ({short(e.reason, 40)})" if e.reason else ""),
-    "permission_resolved": lambda e: f"turn {e.turn}: {'approved' if e.approved else 'denied'} by {e.responder}",
+    "permission_requested": lambda e: (
+        f"turn {e.turn}: approval requested for {e.tool}" + (f" ({short(e.reason, 40)})" if e.reason else "")
+    ),
+    "permission_resolved": lambda e: (
+        f"turn {e.turn}: {'approved' if e.approved else 'denied'} by {e.responder}"
+    ),
     "tool_denied": lambda e: f"turn {e.turn}: {e.tool_name} {e.call_id} denied: {short(e.reason, 50)}",
     "tool_gated": lambda e: f"turn {e.turn}: {e.tool} {e.call_id} needs approval: {short(e.reason, 50)}",
     "capability_changed": lambda e: f"turn {e.turn}: capabilities +{len(e.added)} -{len(e.removed)}",
     "context_renewed": lambda e: f"turn {e.turn}: context renewed, sprint {e.sprint}",
-    "suspended": lambda e: f"turn {e.turn}: suspended ({short(e.reason, 40)}), {len(e.pending_calls)} pending",
+    "suspended": lambda e: (
+        f"turn {e.turn}: suspended ({short(e.reason, 40)}), {len(e.pending_calls)} pending"
+    ),
     "resumed": lambda e: f"turn {e.turn}: resumed, {len(e.approved)} approved, {len(e.denied)} denied",
     "signal_delivery_disposed": lambda e: f"turn {e.turn}: signal {e.signal_id} {e.disposition}",
     "budget_exceeded": lambda e: f"turn {e.turn}: budget exceeded: {e.budget}",
     "budget_usage_reported": lambda e: f"turn {e.turn}: usage {e.tokens} tokens, {e.rounds} round(s)",
-    "operation_cancelled": lambda e: f"turn {e.turn}: cancelled ({e.reason.value}), "
-    f"{len(e.pending_call_ids)} pending call(s)",
+    "operation_cancelled": lambda e: (
+        f"turn {e.turn}: cancelled ({e.reason.value}), {len(e.pending_call_ids)} pending call(s)"
+    ),
     "checkpoint_taken": lambda e: f"turn {e.turn}: checkpoint at {e.history_len} message(s)",
     "entropy_sample": lambda e: f"turn {e.turn}: entropy {e.score:.3f}",
     "entropy_alert": lambda e: f"turn {e.turn}: entropy alert {e.score:.3f} >= {e.threshold:.3f}",
-    "rollbacked": lambda e: f"turn {e.turn}: rolled back to {e.checkpoint_history_len} message(s)"
-    + (f" ({e.reason.kind})" if e.reason else ""),
+    "rollbacked": lambda e: (
+        f"turn {e.turn}: rolled back to {e.checkpoint_history_len} message(s)"
+        + (f" ({e.reason.kind})" if e.reason else "")
+    ),
     "agent_process_changed": lambda e: f"turn {e.turn}: sub-agent {short(e.agent_id, 40)} {e.state}",
     "milestone_advanced": lambda e: f"turn {e.turn}: milestone {e.phase_id} advanced",
     "milestone_blocked": lambda e: f"turn {e.turn}: milestone {e.phase_id} blocked: {short(e.reason, 40)}",
     "memory_written": lambda e: f"turn {e.turn}: memory {e.name} written ({e.size_bytes} bytes)",
     "memory_queried": lambda e: f"turn {e.turn}: memory queried: {short(e.query, 40)}",
-    "memory_validation_failed": lambda e: f"turn {e.turn}: memory {e.record_id} rejected: {short(e.error, 40)}",
+    "memory_validation_failed": lambda e: (
+        f"turn {e.turn}: memory {e.record_id} rejected: {short(e.error, 40)}"
+    ),
     "memory_retrieval_result": lambda e: f"memory recall: {len(e.hits)} hit(s)",
 }
 

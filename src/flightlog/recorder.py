@@ -156,7 +156,9 @@ class Recorder:
             expected_head=(record.head_seq, record.head_hash),
         )
         if report.events == 0:
-            raise LedgerIntegrityError(session_id=session_id, reason="session has no durable ledger to resume")
+            raise LedgerIntegrityError(
+                session_id=session_id, reason="session has no durable ledger to resume"
+            )
         if report.ok and record.merkle_root and record.merkle_root != report.root:
             from .errors import Divergence
 
@@ -169,7 +171,9 @@ class Recorder:
                 reason=f"{first.reason}: {first.detail}" if first.detail else first.reason,
                 divergences=report.divergences,
             )
-        epoch = store.bump_authority_epoch(session_id) if take_authority else store.authority_epoch(session_id)
+        epoch = (
+            store.bump_authority_epoch(session_id) if take_authority else store.authority_epoch(session_id)
+        )
         return cls(store, session_id, next_seq=report.events, head=report.head, tree=tree, epoch=epoch)
 
     # ─── state ────────────────────────────────────────────────────────────────────────────

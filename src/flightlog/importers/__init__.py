@@ -30,8 +30,8 @@ from .base import ImportedSession, ImportWarning, read_jsonl
 __all__ = [
     "FORMATS",
     "ImportResult",
-    "ImportedSession",
     "ImportWarning",
+    "ImportedSession",
     "detect_format",
     "import_file",
     "import_paths",
@@ -125,7 +125,9 @@ def import_file(store: Store, path: Path, *, format: str = "auto") -> ImportResu
     fmt = detect_format(path) if format == "auto" else format
     module = FORMATS.get(fmt)
     if module is None:
-        raise ImportFormatError(path=str(path), reason=f"unknown format {fmt!r} (choose {', '.join(FORMATS)})")
+        raise ImportFormatError(
+            path=str(path), reason=f"unknown format {fmt!r} (choose {', '.join(FORMATS)})"
+        )
     sha, size = file_sha256(path)
     result = ImportResult(path=path, format=fmt, source_sha256=sha)
     previous = store.find_import(sha)
@@ -148,9 +150,7 @@ def import_file(store: Store, path: Path, *, format: str = "auto") -> ImportResu
         for session in sessions:
             result.events += _record(store, session, ids, provenance, result.warnings)
             result.session_ids.append(ids[session.key])
-        store.record_import(
-            ImportRecord(sha, ids[sessions[0].key], fmt, module.VERSION, path.name, now_ms())
-        )
+        store.record_import(ImportRecord(sha, ids[sessions[0].key], fmt, module.VERSION, path.name, now_ms()))
     return result
 
 

@@ -47,9 +47,7 @@ def redact_url(url: str) -> str:
     return re.sub(r"(://[^:/@]+:)[^@]*@", r"\1***@", url)
 
 
-def open_store(
-    path_or_url: str | Path, *, read_only: bool = False, synchronous: str = "FULL"
-) -> Store:
+def open_store(path_or_url: str | Path, *, read_only: bool = False, synchronous: str = "FULL") -> Store:
     """Open (creating and migrating when writable) the store at a path or URL.
 
     Args:

@@ -304,9 +304,7 @@ class SqliteStore(Store):
                 )
             except sqlite3.IntegrityError as exc:
                 raise AppendConflict(session_id=record.session_id, seq=-1) from exc
-            self._execute(
-                "INSERT INTO authority_epochs VALUES (?, 0, ?)", (record.session_id, now_ms())
-            )
+            self._execute("INSERT INTO authority_epochs VALUES (?, 0, ?)", (record.session_id, now_ms()))
 
     def get_session(self, session_id: str) -> SessionRecord:
         row = self._one(f"SELECT {_SESSION_COLUMNS} FROM sessions WHERE session_id = ?", (session_id,))
@@ -421,7 +419,8 @@ class SqliteStore(Store):
                     )
                 return
             self._execute(
-                "INSERT INTO grant_policies VALUES (?, ?, ?, ?)", (session_id, policy_id, policy_json, now_ms())
+                "INSERT INTO grant_policies VALUES (?, ?, ?, ?)",
+                (session_id, policy_id, policy_json, now_ms()),
             )
 
     def grant_policies(self, session_id: str) -> list[tuple[str, str]]:
@@ -547,9 +546,7 @@ _SESSION_COLUMNS = (
     "session_id, task, status, source, created_at_ms, updated_at_ms, head_seq, head_hash, merkle_root, "
     "parent_session_id, metadata"
 )
-_EFFECT_COLUMNS = (
-    "session_id, idempotency_key, intent_hash, intent_json, status, result_json, created_at_ms, completed_at_ms"
-)
+_EFFECT_COLUMNS = "session_id, idempotency_key, intent_hash, intent_json, status, result_json, created_at_ms, completed_at_ms"
 
 
 def _session(row: Sequence[Any]) -> SessionRecord:
