@@ -21,7 +21,7 @@ from rich.console import Console
 
 from .errors import LedgerIntegrityError
 from .importers import import_file
-from .narration import short
+from .narration import short, summarize_message
 from .recorder import Recorder, verify_session
 from .sessions import replay_session
 from .store import SqliteStore, Store
@@ -84,12 +84,7 @@ def run_demo(store: Store, console: Console) -> int:
     claude = next((s for s in session_ids if s.startswith("claude-code:")), session_ids[0])
     console.print(f"\n4. replay {claude} (the transcript a model would be given)")
     for index, message in enumerate(replay_session(store, claude, max_part_bytes=400)):
-        text = (
-            message.text_content()
-            or ", ".join(c.name for c in message.tool_calls)
-            or (message.content[0].type if message.content else "")
-        )
-        console.print(f"   [{index:>2}] {message.role:<9} {short(text, 90)}")
+        console.print(f"   [{index:>2}] {message.role:<9} {summarize_message(message)}")
     return _tamper_step(store, claude, console)
 
 

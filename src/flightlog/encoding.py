@@ -47,6 +47,8 @@ def canonical_json(value: Any) -> bytes:
     """
     try:
         return rfc8785.dumps(value)
+    except RecursionError as exc:
+        raise EncodingError(field="$", reason="value is nested too deeply to encode") from exc
     except (rfc8785.CanonicalizationError, TypeError, UnicodeError) as exc:
         path, reason = _find_unencodable(value, "$") or ("$", str(exc))
         raise EncodingError(field=path, reason=reason) from exc

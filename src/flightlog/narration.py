@@ -10,9 +10,9 @@ from collections.abc import Callable
 from typing import Any
 
 from . import events as ev
-from .messages import TextPart, ThinkingPart
+from .messages import Message, TextPart, ThinkingPart, ToolResultPart
 
-__all__ = ["narrate", "short"]
+__all__ = ["narrate", "short", "summarize_message"]
 
 
 def short(text: str, limit: int = 80) -> str:
@@ -113,3 +113,18 @@ def narrate(event: ev.Event) -> str:
     """A one-line human description of ``event`` (at most a few hundred characters)."""
     narrator = _NARRATORS.get(event.kind)
     return narrator(event) if narrator else event.kind
+
+
+def summarize_message(message: Message, limit: int = 90) -> str:
+    """One line for a replayed message: its text, else its tool calls, else its tool result output."""
+    if text := message.text_content():
+        return short(text, limit)
+    if message.tool_calls:
+        return short("calls " + ", ".join(f"{c.name}({c.arguments})" for c in message.tool_calls), limit)
+    for part in message.content:
+        if isinstance(part, ToolResultPart):
+            flag = "error " if part.is_error else ""
+            return short(f"{flag}result {part.call_id}: {part.output}", limit)
+        if isinstance(part, ThinkingPart):
+            return short(f"(thinking) {part.thinking}", limit)
+    return "(no content)"

@@ -118,13 +118,17 @@ def read_jsonl(path: Path, warnings: list[ImportWarning]) -> Iterator[JsonLine]:
                 continue
             try:
                 value = json.loads(raw)
+                if isinstance(value, dict):
+                    value, replaced = clean_surrogates(value)
             except (ValueError, UnicodeDecodeError) as exc:
                 warnings.append(ImportWarning(name, number, f"skipped malformed line: {_short(exc)}"))
+                continue
+            except RecursionError:
+                warnings.append(ImportWarning(name, number, "skipped line: JSON nested too deeply"))
                 continue
             if not isinstance(value, dict):
                 warnings.append(ImportWarning(name, number, "skipped line: not a JSON object"))
                 continue
-            value, replaced = clean_surrogates(value)
             if replaced:
                 warnings.append(
                     ImportWarning(name, number, f"{replaced} lone surrogate(s) kept as \\uXXXX escape text")
