@@ -38,12 +38,24 @@ from .store.base import (
     StoredEvent,
 )
 
-__all__ = ["Recorder", "Subscriber", "intent_hash", "verify_session"]
+__all__ = ["Projector", "Recorder", "Subscriber", "intent_hash", "register_projector", "verify_session"]
 
 log = logging.getLogger("flightlog.recorder")
 
 Subscriber = Callable[[StoredEvent, SessionEvent], None]
 """Called with each durable row and its event, after commit, in append order."""
+
+Projector = Callable[["Recorder", list[tuple[StoredEvent, Event]]], None]
+"""Called inside the append transaction with the batch just staged; its store writes commit (or roll back)
+together with the events. Used to keep read models current (ARCHITECTURE.md: projections)."""
+
+_PROJECTORS: list[Projector] = []
+
+
+def register_projector(projector: Projector) -> None:
+    """Run ``projector`` in the transaction of every append of every recorder (idempotent per function)."""
+    if projector not in _PROJECTORS:
+        _PROJECTORS.append(projector)
 
 
 def intent_hash(intent: Any) -> str:
@@ -223,7 +235,10 @@ class Recorder:
                 StoredEvent(self.session_id, r.seq, r.kind, r.event_bytes, r.prev_hash, r.hash, stamp)
                 for r in staged
             ]
-            self._queued.extend(zip(stored, events, strict=True))
+            batch = list(zip(stored, events, strict=True))
+            for projector in _PROJECTORS:
+                projector(self, batch)
+            self._queued.extend(batch)
         return stored
 
     @contextmanager
