@@ -17,7 +17,6 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Annotated, Any, NoReturn
 
-import click
 import typer
 from rich.console import Console
 from rich.table import Table
@@ -36,7 +35,7 @@ from .store import Store, open_store
 class _Group(TyperGroup):
     """Maps flightlog errors to one stderr line and an exit code, for the console and CliRunner alike."""
 
-    def invoke(self, ctx: click.Context) -> Any:
+    def invoke(self, ctx: Any) -> Any:
         try:
             return super().invoke(ctx)
         except FlightlogError as exc:
@@ -175,7 +174,7 @@ def _print_import(result: Any) -> None:
 def ls_cmd(json_out: Annotated[bool, typer.Option("--json", help="Print a JSON array.")] = False) -> None:
     """List sessions: id, task, status, events, head hash, creation time."""
     with _store(read_only=True) as store:
-        rows = [
+        rows: list[dict[str, Any]] = [
             {
                 "session_id": s.session_id,
                 "task": s.task,
@@ -394,7 +393,7 @@ def handle_errors(exc: FlightlogError) -> NoReturn:
 
         traceback.print_exception(exc)
     err.print(f"flightlog: error: {exc}")
-    raise click.exceptions.Exit(_exit_code(exc))
+    raise typer.Exit(_exit_code(exc))
 
 
 def main() -> None:
