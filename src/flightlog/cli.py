@@ -19,7 +19,6 @@ from typing import Annotated, Any, NoReturn
 
 import typer
 from rich.console import Console
-from rich.table import Table
 from typer.core import TyperGroup
 
 from . import __version__
@@ -191,19 +190,13 @@ def ls_cmd(json_out: Annotated[bool, typer.Option("--json", help="Print a JSON a
     if json_out:
         _print_json(rows)
         return
-    table = Table(box=None, pad_edge=False)
-    for column in ("session", "status", "events", "head", "created", "task"):
-        table.add_column(column, overflow="fold" if column == "task" else "ellipsis")
+    width = max((len(r["session_id"]) for r in rows), default=7)
+    out.print(f"{'session':<{width}}  {'status':<10} {'events':>6}  {'head':<12}  {'created (UTC)':<19}  task")
     for row in rows:
-        table.add_row(
-            row["session_id"],
-            row["status"],
-            str(row["events"]),
-            row["head"][:12],
-            (row["created_at"] or "")[:19],
-            short(row["task"], 50),
+        out.print(
+            f"{row['session_id']:<{width}}  {row['status']:<10} {row['events']:>6}  {row['head'][:12]:<12}  "
+            f"{(row['created_at'] or '')[:19]:<19}  {short(row['task'], 60)}"
         )
-    out.print(table)
 
 
 @app.command("show")
