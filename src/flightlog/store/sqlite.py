@@ -318,6 +318,12 @@ class SqliteStore(Store):
         exact = self._one("SELECT session_id FROM sessions WHERE session_id = ?", (prefix,))
         if exact:
             return str(exact[0])
+        after_colon = self._all(
+            "SELECT session_id FROM sessions WHERE session_id LIKE ? ESCAPE '\\' LIMIT 2",
+            ("%:" + _like_escape(prefix),),
+        )
+        if len(after_colon) == 1:
+            return str(after_colon[0][0])
         pattern = _like_escape(prefix) + "%"
         rows = self._all(
             "SELECT session_id FROM sessions WHERE session_id LIKE ? ESCAPE '\\' "
