@@ -1,0 +1,540 @@
+"""The shared contract every :class:`~flightlog.store.base.Store` backend must pass.
+
+Subclass :class:`StoreContract` in a test module as ``TestXStore(StoreContract)`` and supply three
+fixtures (the class itself has no ``Test`` prefix, so pytest does not collect it on its own)::
+
+    class TestSqliteStore(StoreContract):
+        @pytest.fixture
+        def store(self, tmp_path):                      # a fresh, empty, writable store; closed after
+            with SqliteStore(tmp_path / "f.db") as s:
+                yield s
+
+        @pytest.fixture
+        def reopen(self):                               # callable: same database, new writable handle
+            ...
+
+        @pytest.fixture
+        def reopen_read_only(self):                     # callable: same database, new read-only handle
+            ...
+
+Handles returned by ``reopen``/``reopen_read_only`` are owned (and closed) by those fixtures.
+
+What it pins (STYLE.md section d, ARCHITECTURE.md invariants 1, 3, 6, 7): stored bytes come back
+identical; ``append_events`` is all-or-nothing and moves the head in the same transaction; a taken
+``(session_id, seq)`` raises ``AppendConflict`` and a stale authority epoch ``StaleWriter``, both writing
+nothing; reads stream in ascending seq over any range; effect intents are idempotent per key and bytes,
+completions happen once; artifacts are content-addressed and deduplicated; checkpoints, grants and imports
+are recorded; read-only handles refuse every write; reopening (migrating again) changes nothing; session
+prefixes resolve exactly, uniquely, after a ``format:`` part, and refuse ambiguity.
+
+Backend-specific checks (pragmas, triggers, URLs, driver error mapping) belong in the backend's own
+test module. Requires ``pytest`` (a test dependency).
+"""
+
+from __future__ import annotations
+
+import hashlib
+from collections.abc import Callable, Iterator, Sequence
+from typing import Any
+
+import pytest
+
+from ..encoding import canonical_json
+from ..errors import (
+    AppendConflict,
+    EffectConflict,
+    ReadOnlyStore,
+    SessionNotFound,
+    StaleWriter,
+    StoreError,
+)
+from ..ledger import GENESIS, CompactRange, chain_hash, leaf_hash, verify_rows
+from ..store.base import ImportRecord, NewEvent, SessionHead, SessionRecord, Store, StoredEvent
+
+__all__ = ["StoreContract", "chained_rows"]
+
+Reopen = Callable[[Store], Store]
+
+
+def chained_rows(
+    payloads: Sequence[Any],
+    *,
+    start: int = 0,
+    prev: str = GENESIS,
+    tree: CompactRange | None = None,
+) -> tuple[list[NewEvent], SessionHead]:
+    """Rows for ``append_events`` with a valid chain, and the head they move the session to.
+
+    Args:
+        payloads: One JSON value per row (``bytes`` are stored as given), wrapped as ``custom`` events.
+        start: Seq of the first row.
+        prev: Chain hash of ``start - 1`` (``"GENESIS"`` at 0).
+        tree: Tree over the rows before ``start``; extended in place (a fresh one when None).
+
+    Returns:
+        (rows in ascending seq, head after the last row).
+    """
+    tree = tree if tree is not None else CompactRange()
+    rows: list[NewEvent] = []
+    for offset, payload in enumerate(payloads):
+        seq = start + offset
+        data = payload if isinstance(payload, bytes) else _custom_bytes(payload)
+        digest = chain_hash(prev, seq, data)
+        rows.append(NewEvent(seq, "custom", data, prev, digest))
+        tree.append(leaf_hash(data))
+        prev = digest
+    last = rows[-1] if rows else None
+    head = SessionHead(last.seq if last else start - 1, last.hash if last else prev, tree.root().hex())
+    return rows, head
+
+
+def _custom_bytes(payload: Any) -> bytes:
+    return canonical_json({"kind": "custom", "custom_kind": "contract", "payload": payload})
+
+
+def _new_session(store: Store, session_id: str = "s-1", **fields: Any) -> str:
+    store.create_session(SessionRecord(session_id=session_id, **fields))
+    return session_id
+
+
+def _append(store: Store, session_id: str, payloads: Sequence[Any]) -> list[NewEvent]:
+    """Append ``payloads`` after whatever the session holds; returns the rows written."""
+    existing = list(store.read_events(session_id))
+    tree = CompactRange()
+    for row in existing:
+        tree.append(leaf_hash(row.event_bytes))
+    prev = existing[-1].hash if existing else GENESIS
+    rows, head = chained_rows(payloads, start=len(existing), prev=prev, tree=tree)
+    store.append_events(session_id, rows, head)
+    return rows
+
+
+def _snapshot(store: Store, session_id: str) -> tuple[SessionRecord, list[StoredEvent]]:
+    return store.get_session(session_id), list(store.read_events(session_id))
+
+
+# Every write a read-only handle must refuse (session "s-1" with one event and intent "k" exist).
+_WRITES: dict[str, Callable[[Store], object]] = {
+    "create_session": lambda s: s.create_session(SessionRecord("s-new")),
+    "set_session_status": lambda s: s.set_session_status("s-1", "failed"),
+    "append_events": lambda s: s.append_events("s-1", *chained_rows(["x"], start=1, prev="0" * 64)),
+    "bump_authority_epoch": lambda s: s.bump_authority_epoch("s-1"),
+    "record_grant_policy": lambda s: s.record_grant_policy("s-1", "p", "{}"),
+    "record_intent": lambda s: s.record_intent("s-1", "k2", "aa" * 32, "{}"),
+    "complete_effect": lambda s: s.complete_effect("s-1", "k", "{}"),
+    "put_artifact": lambda s: s.put_artifact(b"new", "text/plain"),
+    "record_checkpoint": lambda s: s.record_checkpoint("s-1", 1, "aa" * 32, "b"),
+    "record_import": lambda s: s.record_import(ImportRecord("cd" * 32, "s-1", "x", "1", "f", 1)),
+}
+
+
+class StoreContract:
+    """Backend-independent tests; subclass and supply ``store``, ``reopen`` and ``reopen_read_only``."""
+
+    @pytest.fixture
+    def store(self) -> Iterator[Store]:
+        raise NotImplementedError("the backend's test class must supply a `store` fixture")
+
+    @pytest.fixture
+    def reopen(self) -> Iterator[Reopen]:
+        raise NotImplementedError("the backend's test class must supply a `reopen` fixture")
+
+    @pytest.fixture
+    def reopen_read_only(self) -> Iterator[Reopen]:
+        raise NotImplementedError("the backend's test class must supply a `reopen_read_only` fixture")
+
+    # ─── sessions ─────────────────────────────────────────────────────────────────────────
+    def test_create_session_starts_empty_at_epoch_zero(self, store: Store) -> None:
+        _new_session(
+            store, "s-1", task="fix the bug", source="kernel", parent_session_id="p", metadata={"n": 1}
+        )
+        record = store.get_session("s-1")
+        assert (record.head_seq, record.head_hash, record.events) == (-1, GENESIS, 0)
+        assert (record.task, record.source, record.status) == ("fix the bug", "kernel", "running")
+        assert (record.parent_session_id, record.metadata) == ("p", {"n": 1})
+        assert record.created_at_ms > 0
+        assert store.authority_epoch("s-1") == 0
+        assert list(store.read_events("s-1")) == []
+
+    def test_creating_an_existing_session_conflicts_and_keeps_the_first(self, store: Store) -> None:
+        _new_session(store, "s-1", task="first")
+        with pytest.raises(AppendConflict) as info:
+            _new_session(store, "s-1", task="second")
+        assert info.value.session_id == "s-1"
+        assert store.get_session("s-1").task == "first"
+
+    def test_unknown_session_raises_session_not_found(self, store: Store) -> None:
+        with pytest.raises(SessionNotFound) as info:
+            store.get_session("nope")
+        assert isinstance(info.value, LookupError)
+        assert info.value.session_id == "nope"
+        with pytest.raises(SessionNotFound):
+            store.set_session_status("nope", "completed")
+        with pytest.raises(SessionNotFound):
+            store.authority_epoch("nope")
+        with pytest.raises(SessionNotFound):
+            store.bump_authority_epoch("nope")
+
+    def test_list_sessions_oldest_first(self, store: Store) -> None:
+        for sid, created in (("b", 3000), ("a", 1000), ("c", 2000)):
+            _new_session(store, sid, created_at_ms=created)
+        assert [r.session_id for r in store.list_sessions()] == ["a", "c", "b"]
+        assert [r.created_at_ms for r in store.list_sessions()] == [1000, 2000, 3000]
+
+    def test_set_session_status_is_not_a_ledger_row(self, store: Store) -> None:
+        _new_session(store)
+        _append(store, "s-1", [1])
+        store.set_session_status("s-1", "completed")
+        record = store.get_session("s-1")
+        assert record.status == "completed"
+        assert record.head_seq == 0
+        assert len(list(store.read_events("s-1"))) == 1
+
+    # ─── events: bytes, head, atomicity ───────────────────────────────────────────────────
+    def test_event_bytes_come_back_identical(self, store: Store) -> None:
+        _new_session(store)
+        payloads: list[Any] = [
+            {"text": 'line\u2028sep\u2029 emoji 🦜 zero-width \u200b tab\t quote" backslash\\'},
+            b"\x00\xff\xfe not json, not utf-8 \x80",
+            {"big": "x" * 300_000},
+            b"",
+        ]
+        rows, head = chained_rows(payloads)
+        stamp = store.append_events("s-1", rows, head)
+        stored = list(store.read_events("s-1"))
+        assert [type(s.event_bytes) for s in stored] == [bytes] * len(rows)
+        assert [s.event_bytes for s in stored] == [r.event_bytes for r in rows]
+        assert [(s.seq, s.kind, s.prev_hash, s.hash) for s in stored] == [
+            (r.seq, r.kind, r.prev_hash, r.hash) for r in rows
+        ]
+        assert {s.session_id for s in stored} == {"s-1"}
+        assert {s.recorded_at_ms for s in stored} == {stamp}
+        assert verify_rows("s-1", stored, decode=False).ok
+
+    def test_append_moves_the_session_head(self, store: Store) -> None:
+        _new_session(store)
+        rows, head = chained_rows([1, 2, 3])
+        store.append_events("s-1", rows, head)
+        record = store.get_session("s-1")
+        assert (record.head_seq, record.head_hash, record.merkle_root) == (2, rows[-1].hash, head.root)
+        assert record.events == 3
+
+    def test_batch_with_one_taken_seq_writes_nothing(self, store: Store) -> None:
+        _new_session(store)
+        _append(store, "s-1", [0, 1, 2])
+        before = _snapshot(store, "s-1")
+        good, _ = chained_rows([3, 4], start=3, prev=before[1][-1].hash)
+        taken = NewEvent(2, "custom", _custom_bytes("again"), before[1][1].hash, "0" * 64)
+        head = SessionHead(4, good[-1].hash, "f" * 64)
+        with pytest.raises(AppendConflict) as info:
+            store.append_events("s-1", [*good, taken], head)
+        assert info.value.session_id == "s-1"
+        assert _snapshot(store, "s-1") == before
+
+    def test_duplicate_seq_raises_append_conflict_and_keeps_the_first(self, store: Store) -> None:
+        _new_session(store)
+        first = _append(store, "s-1", ["a", "b", "c"])
+        before = _snapshot(store, "s-1")
+        rival, head = chained_rows(["rival"], start=2, prev=first[1].hash)
+        with pytest.raises(AppendConflict) as info:
+            store.append_events("s-1", rival, head)
+        assert (info.value.session_id, info.value.seq) == ("s-1", 2)
+        assert _snapshot(store, "s-1") == before
+
+    @pytest.mark.xfail(
+        strict=True,
+        reason="store/sqlite.py append_events: AppendConflict.seq is rows[0].seq, not the seq that is taken",
+    )
+    def test_append_conflict_names_the_taken_seq(self, store: Store) -> None:
+        _new_session(store)
+        existing = _append(store, "s-1", [0, 1, 2])
+        good, _ = chained_rows([3, 4], start=3, prev=existing[-1].hash)
+        taken = NewEvent(2, "custom", _custom_bytes("again"), existing[1].hash, "0" * 64)
+        with pytest.raises(AppendConflict) as info:
+            store.append_events("s-1", [*good, taken], SessionHead(4, good[-1].hash, "f" * 64))
+        assert info.value.seq == 2
+
+    def test_stale_epoch_raises_stale_writer_and_writes_nothing(self, store: Store) -> None:
+        _new_session(store)
+        _append(store, "s-1", ["a"])
+        assert store.bump_authority_epoch("s-1") == 1
+        before = _snapshot(store, "s-1")
+        rows, head = chained_rows(["late"], start=1, prev=before[1][-1].hash)
+        with pytest.raises(StaleWriter) as info:
+            store.append_events("s-1", rows, head, epoch=0)
+        assert (info.value.session_id, info.value.epoch, info.value.current_epoch) == ("s-1", 0, 1)
+        assert _snapshot(store, "s-1") == before
+        store.append_events("s-1", rows, head, epoch=1)
+        assert [e.seq for e in store.read_events("s-1")] == [0, 1]
+
+    def test_bump_authority_epoch_increments(self, store: Store) -> None:
+        _new_session(store)
+        assert [store.bump_authority_epoch("s-1") for _ in range(3)] == [1, 2, 3]
+        assert store.authority_epoch("s-1") == 3
+
+    # ─── streaming reads ──────────────────────────────────────────────────────────────────
+    def test_read_events_streams_many_rows_in_order(self, store: Store) -> None:
+        _new_session(store)
+        written: list[NewEvent] = []
+        for chunk in range(4):
+            written += _append(store, "s-1", [{"i": chunk * 300 + i} for i in range(300)])
+        stream = store.read_events("s-1")
+        assert isinstance(stream, Iterator)
+        first = next(stream)
+        rest = list(stream)
+        stored = [first, *rest]
+        assert [e.seq for e in stored] == list(range(1200))
+        assert [e.event_bytes for e in stored] == [r.event_bytes for r in written]
+        assert verify_rows("s-1", iter(stored)).ok
+
+    @pytest.mark.parametrize(
+        ("start", "stop", "expected"),
+        [
+            (0, None, range(0, 1100)),
+            (0, 1, range(0, 1)),
+            (10, 20, range(10, 20)),
+            (500, 1050, range(500, 1050)),
+            (1099, None, range(1099, 1100)),
+            (1099, 5000, range(1099, 1100)),
+            (500, 500, range(0)),
+            (20, 10, range(0)),
+            (1100, None, range(0)),
+        ],
+    )
+    def test_read_events_ranges(self, store: Store, start: int, stop: int | None, expected: range) -> None:
+        _new_session(store)
+        _append(store, "s-1", list(range(1100)))
+        assert [e.seq for e in store.read_events("s-1", start=start, stop=stop)] == list(expected)
+
+    def test_reads_do_not_mix_sessions(self, store: Store) -> None:
+        _new_session(store, "s-1")
+        _new_session(store, "s-2")
+        a = _append(store, "s-1", ["a0", "a1"])
+        b = _append(store, "s-2", ["b0"])
+        assert [e.event_bytes for e in store.read_events("s-1")] == [r.event_bytes for r in a]
+        assert [e.event_bytes for e in store.read_events("s-2")] == [r.event_bytes for r in b]
+        assert list(store.read_events("unknown")) == []
+
+    # ─── transactions ─────────────────────────────────────────────────────────────────────
+    def test_transaction_groups_writes_all_or_nothing(self, store: Store) -> None:
+        _new_session(store)
+        with pytest.raises(RuntimeError, match="boom"), store.transaction():
+            _append(store, "s-1", ["a"])
+            store.record_checkpoint("s-1", 1, "ab" * 32, "body")
+            raise RuntimeError("boom")
+        assert list(store.read_events("s-1")) == []
+        assert store.checkpoints("s-1") == []
+        assert store.get_session("s-1").head_seq == -1
+
+    def test_nested_transaction_rolls_back_alone(self, store: Store) -> None:
+        _new_session(store)
+        with store.transaction():
+            _append(store, "s-1", ["kept"])
+            with pytest.raises(RuntimeError), store.transaction():
+                store.record_checkpoint("s-1", 1, "ab" * 32, "dropped")
+                raise RuntimeError("inner")
+            store.record_checkpoint("s-1", 1, "cd" * 32, "kept")
+        assert [c.body for c in store.checkpoints("s-1")] == ["kept"]
+        assert [e.seq for e in store.read_events("s-1")] == [0]
+
+    # ─── external effects ─────────────────────────────────────────────────────────────────
+    def test_effect_intent_same_bytes_is_a_noop(self, store: Store) -> None:
+        _new_session(store)
+        assert store.record_intent("s-1", "k1", "aa" * 32, '{"op":"pay"}') is True
+        first = store.get_effect("s-1", "k1")
+        assert store.record_intent("s-1", "k1", "aa" * 32, '{"op":"pay"}') is False
+        assert store.get_effect("s-1", "k1") == first
+        assert first is not None
+        assert (first.intent_hash, first.intent_json, first.status) == ("aa" * 32, '{"op":"pay"}', "pending")
+        assert (first.result_json, first.completed_at_ms) == (None, None)
+
+    def test_effect_intent_other_bytes_raise_effect_conflict(self, store: Store) -> None:
+        _new_session(store)
+        store.record_intent("s-1", "k1", "aa" * 32, '{"op":"pay"}')
+        first = store.get_effect("s-1", "k1")
+        with pytest.raises(EffectConflict) as info:
+            store.record_intent("s-1", "k1", "bb" * 32, '{"op":"refund"}')
+        err = info.value
+        assert (err.idempotency_key, err.stored_hash, err.new_hash) == ("k1", "aa" * 32, "bb" * 32)
+        assert store.get_effect("s-1", "k1") == first
+
+    def test_effect_keys_are_per_session(self, store: Store) -> None:
+        _new_session(store, "s-1")
+        _new_session(store, "s-2")
+        assert store.record_intent("s-1", "k", "aa" * 32, "1") is True
+        assert store.record_intent("s-2", "k", "bb" * 32, "2") is True
+        assert store.get_effect("s-2", "k") is not None
+        assert store.get_effect("s-3", "k") is None
+
+    def test_effect_completes_once(self, store: Store) -> None:
+        _new_session(store)
+        store.record_intent("s-1", "k1", "aa" * 32, "{}")
+        assert store.complete_effect("s-1", "k1", '{"ok":true}') is True
+        done = store.get_effect("s-1", "k1")
+        assert done is not None
+        assert (done.status, done.result_json) == ("completed", '{"ok":true}')
+        assert done.completed_at_ms is not None
+        assert store.complete_effect("s-1", "k1", '{"ok":true}') is False
+        with pytest.raises(EffectConflict) as info:
+            store.complete_effect("s-1", "k1", '{"ok":false}')
+        assert info.value.idempotency_key == "k1"
+        assert info.value.stored_hash != info.value.new_hash
+        assert store.get_effect("s-1", "k1") == done
+
+    def test_completion_without_intent_raises_lookup_error(self, store: Store) -> None:
+        _new_session(store)
+        with pytest.raises(LookupError):
+            store.complete_effect("s-1", "never-intended", "{}")
+        assert store.get_effect("s-1", "never-intended") is None
+
+    def test_pending_effects_lists_in_doubt_intents(self, store: Store) -> None:
+        _new_session(store, "s-1")
+        _new_session(store, "s-2")
+        store.record_intent("s-1", "k1", "aa" * 32, "1")
+        store.record_intent("s-1", "k2", "bb" * 32, "2")
+        store.record_intent("s-2", "k3", "cc" * 32, "3")
+        store.complete_effect("s-1", "k1", "done")
+        assert [e.idempotency_key for e in store.pending_effects("s-1")] == ["k2"]
+        assert {(e.session_id, e.idempotency_key) for e in store.pending_effects()} == {
+            ("s-1", "k2"),
+            ("s-2", "k3"),
+        }
+        assert all(e.status == "pending" for e in store.pending_effects())
+
+    # ─── artifacts ────────────────────────────────────────────────────────────────────────
+    def test_artifacts_are_content_addressed_and_deduplicated(self, store: Store) -> None:
+        content = b"\x89PNG\r\n\x1a\n" + bytes(range(256)) * 10
+        digest = hashlib.sha256(content).hexdigest()
+        first = store.put_artifact(content, "image/png")
+        assert (first.sha256, first.media_type, first.size_bytes) == (digest, "image/png", len(content))
+        assert first.handle == f"sha256:{digest}"
+        again = store.put_artifact(content, "application/octet-stream")
+        assert again == first
+        assert store.artifact_info(digest) == first
+        assert store.get_artifact(digest) == content
+        assert store.get_artifact(first.handle) == content
+        assert store.artifact_info("0" * 64) is None
+        assert store.get_artifact("0" * 64) is None
+
+    def test_empty_artifact(self, store: Store) -> None:
+        record = store.put_artifact(b"", "text/plain")
+        assert record.sha256 == hashlib.sha256(b"").hexdigest()
+        assert record.size_bytes == 0
+        assert store.get_artifact(record.sha256) == b""
+
+    # ─── checkpoints, grants, imports ─────────────────────────────────────────────────────
+    def test_checkpoints_are_recorded_and_listed_oldest_first(self, store: Store) -> None:
+        _new_session(store, "s-1")
+        _new_session(store, "s-2")
+        first = store.record_checkpoint("s-1", 3, "aa" * 32, "body-3")
+        second = store.record_checkpoint("s-1", 7, "bb" * 32, "body-7")
+        store.record_checkpoint("s-2", 1, "cc" * 32, "other")
+        assert second > first
+        listed = store.checkpoints("s-1")
+        assert [(c.checkpoint_id, c.size, c.root, c.body) for c in listed] == [
+            (first, 3, "aa" * 32, "body-3"),
+            (second, 7, "bb" * 32, "body-7"),
+        ]
+        assert {c.session_id for c in listed} == {"s-1"}
+        assert store.checkpoints("unknown") == []
+
+    def test_grant_policy_same_bytes_noop_other_bytes_error(self, store: Store) -> None:
+        _new_session(store)
+        store.record_grant_policy("s-1", "p1", '{"allow":["read"]}')
+        store.record_grant_policy("s-1", "p1", '{"allow":["read"]}')
+        store.record_grant_policy("s-1", "p0", '{"allow":[]}')
+        with pytest.raises(StoreError):
+            store.record_grant_policy("s-1", "p1", '{"allow":["write"]}')
+        assert store.grant_policies("s-1") == [("p1", '{"allow":["read"]}'), ("p0", '{"allow":[]}')]
+        assert store.grant_policies("other") == []
+
+    def test_imports_are_remembered_by_source_sha256(self, store: Store) -> None:
+        _new_session(store)
+        record = ImportRecord("ab" * 32, "s-1", "claude-code", "1", "session.jsonl", 1234)
+        assert store.find_import("ab" * 32) is None
+        store.record_import(record)
+        assert store.find_import("ab" * 32) == record
+
+    # ─── read-only handles ────────────────────────────────────────────────────────────────
+    def test_read_only_handle_reads_everything(self, store: Store, reopen_read_only: Reopen) -> None:
+        _new_session(store)
+        rows = _append(store, "s-1", ["a", {"b": 2}])
+        art = store.put_artifact(b"bytes", "text/plain")
+        store.record_intent("s-1", "k", "aa" * 32, "{}")
+        ro = reopen_read_only(store)
+        assert ro.read_only is True
+        assert ro.get_session("s-1") == store.get_session("s-1")
+        assert [e.event_bytes for e in ro.read_events("s-1")] == [r.event_bytes for r in rows]
+        assert ro.get_artifact(art.sha256) == b"bytes"
+        assert ro.pending_effects("s-1") == store.pending_effects("s-1")
+        assert ro.schema_version() == store.schema_version()
+        assert ro.resolve_session("s-") == "s-1"
+
+    @pytest.mark.parametrize("write", sorted(_WRITES))
+    def test_read_only_handle_refuses_writes(
+        self, store: Store, reopen_read_only: Reopen, write: str
+    ) -> None:
+        _new_session(store)
+        _append(store, "s-1", ["a"])
+        store.record_intent("s-1", "k", "aa" * 32, "{}")
+        before = (_snapshot(store, "s-1"), store.authority_epoch("s-1"), store.get_effect("s-1", "k"))
+        ro = reopen_read_only(store)
+        with pytest.raises(ReadOnlyStore) as info:
+            _WRITES[write](ro)
+        assert isinstance(info.value, StoreError)
+        after = (_snapshot(store, "s-1"), store.authority_epoch("s-1"), store.get_effect("s-1", "k"))
+        assert after == before
+        assert store.get_artifact(hashlib.sha256(b"new").hexdigest()) is None
+        assert store.checkpoints("s-1") == []
+        assert store.grant_policies("s-1") == []
+        assert [r.session_id for r in store.list_sessions()] == ["s-1"]
+
+    def test_read_only_handle_refuses_a_transaction(self, store: Store, reopen_read_only: Reopen) -> None:
+        ro = reopen_read_only(store)
+        with pytest.raises(ReadOnlyStore), ro.transaction():
+            pass
+
+    # ─── migrations ───────────────────────────────────────────────────────────────────────
+    def test_migrating_again_changes_nothing(self, store: Store, reopen: Reopen) -> None:
+        version = store.schema_version()
+        assert version >= 1
+        _new_session(store)
+        rows = _append(store, "s-1", ["a", "b"])
+        store.put_artifact(b"kept", "text/plain")
+        store.record_intent("s-1", "k", "aa" * 32, "{}")
+        before = _snapshot(store, "s-1")
+        for _ in range(2):
+            again = reopen(store)
+            assert again.schema_version() == version
+            assert _snapshot(again, "s-1") == before
+            assert [e.event_bytes for e in again.read_events("s-1")] == [r.event_bytes for r in rows]
+            assert again.get_artifact(hashlib.sha256(b"kept").hexdigest()) == b"kept"
+            assert [e.idempotency_key for e in again.pending_effects()] == ["k"]
+        assert store.schema_version() == version
+
+    # ─── session ids ──────────────────────────────────────────────────────────────────────
+    def test_resolve_session(self, store: Store) -> None:
+        for sid in ("abc123", "abc1234", "abd999", "claude-code:f00dcafe", "codex:beef01", "a_x", "ayy"):
+            _new_session(store, sid)
+        assert store.resolve_session("abc123") == "abc123"  # exact wins over a longer match
+        assert store.resolve_session("abc1234") == "abc1234"
+        assert store.resolve_session("abd") == "abd999"
+        assert store.resolve_session("claude-code:f0") == "claude-code:f00dcafe"
+        assert store.resolve_session("f00d") == "claude-code:f00dcafe"  # after the format: part
+        assert store.resolve_session("beef") == "codex:beef01"
+        assert store.resolve_session("a_") == "a_x"  # LIKE wildcards are literal
+
+    def test_resolve_session_refuses_ambiguity_and_unknowns(self, store: Store) -> None:
+        for sid in ("abc123", "abc456", "codex:abc789"):
+            _new_session(store, sid)
+        with pytest.raises(SessionNotFound) as info:
+            store.resolve_session("abc")
+        assert info.value.session_id == "abc"
+        assert set(info.value.matches) == {"abc123", "abc456", "codex:abc789"}
+        with pytest.raises(SessionNotFound) as none:
+            store.resolve_session("zzz")
+        assert none.value.matches == ()
+        with pytest.raises(SessionNotFound):
+            store.resolve_session("")
+        with pytest.raises(SessionNotFound):
+            store.resolve_session("%")

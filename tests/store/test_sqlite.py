@@ -1,0 +1,311 @@
+"""The SQLite backend: the shared Store contract, plus what only SQLite has.
+
+SQLite-specific pins: WAL + ``synchronous=FULL`` by default and ``NORMAL`` selectable (read back with
+PRAGMA), the busy timeout, the ``schema_migrations`` rows, the append-only triggers on ``events``, the
+``open_store`` URL forms (and that a password never reaches an error), read-only opens of missing files,
+and two connections racing for the same seq.
+"""
+
+from __future__ import annotations
+
+import sqlite3
+import threading
+from collections.abc import Callable, Iterator
+from contextlib import closing
+from pathlib import Path
+
+import pytest
+
+from flightlog.errors import AppendConflict, ReadOnlyStore, StoreUnavailable
+from flightlog.events import Custom
+from flightlog.recorder import Recorder, verify_session
+from flightlog.store import SqliteStore, Store, open_store
+from flightlog.store.sqlite import MIGRATIONS
+from flightlog.testing.store_contract import StoreContract, chained_rows
+
+
+@pytest.fixture
+def db_path(tmp_path: Path) -> Path:
+    return tmp_path / "flightlog.db"
+
+
+@pytest.fixture
+def opened() -> Iterator[list[Store]]:
+    """Stores a test opens; all closed at teardown (unclosed sqlite handles must not leak)."""
+    stores: list[Store] = []
+    yield stores
+    for store in stores:
+        store.close()
+
+
+class TestSqliteStore(StoreContract):
+    @pytest.fixture
+    def store(self, db_path: Path) -> Iterator[Store]:
+        with closing(SqliteStore(db_path)) as store:
+            yield store
+
+    @pytest.fixture
+    def reopen(self, opened: list[Store]) -> Callable[[Store], Store]:
+        def _reopen(store: Store) -> Store:
+            assert isinstance(store, SqliteStore)
+            again = SqliteStore(store.path)
+            opened.append(again)
+            return again
+
+        return _reopen
+
+    @pytest.fixture
+    def reopen_read_only(self, opened: list[Store]) -> Callable[[Store], Store]:
+        def _reopen(store: Store) -> Store:
+            assert isinstance(store, SqliteStore)
+            again = SqliteStore(store.path, read_only=True)
+            opened.append(again)
+            return again
+
+        return _reopen
+
+
+def _pragma(store: SqliteStore, name: str) -> object:
+    return store._conn.execute(f"PRAGMA {name}").fetchone()[0]
+
+
+# ─── durability settings ──────────────────────────────────────────────────────────────────
+def test_wal_and_synchronous_full_by_default(db_path: Path) -> None:
+    with closing(SqliteStore(db_path)) as store:
+        assert _pragma(store, "journal_mode") == "wal"
+        assert _pragma(store, "synchronous") == 2  # FULL
+
+
+@pytest.mark.parametrize(("name", "value"), [("NORMAL", 1), ("normal", 1), ("FULL", 2), ("EXTRA", 3)])
+def test_synchronous_is_selectable(db_path: Path, name: str, value: int) -> None:
+    with closing(SqliteStore(db_path, synchronous=name)) as store:
+        assert _pragma(store, "synchronous") == value
+        assert _pragma(store, "journal_mode") == "wal"
+
+
+def test_open_store_passes_synchronous(db_path: Path) -> None:
+    with open_store(db_path, synchronous="NORMAL") as store:
+        assert isinstance(store, SqliteStore)
+        assert _pragma(store, "synchronous") == 1
+
+
+def test_unknown_synchronous_is_refused(db_path: Path) -> None:
+    with pytest.raises(ValueError, match="OFF"):
+        SqliteStore(db_path, synchronous="OFF")
+    assert not db_path.exists()
+
+
+def test_busy_timeout_is_set(db_path: Path) -> None:
+    with closing(SqliteStore(db_path)) as store:
+        assert _pragma(store, "busy_timeout") == 5000
+    with closing(SqliteStore(db_path, busy_timeout_ms=1234)) as store:
+        assert _pragma(store, "busy_timeout") == 1234
+    with closing(SqliteStore(db_path, read_only=True)) as store:
+        assert _pragma(store, "busy_timeout") == 5000
+        assert _pragma(store, "query_only") == 1
+
+
+# ─── schema ───────────────────────────────────────────────────────────────────────────────
+def test_schema_migrations_rows(db_path: Path) -> None:
+    with closing(SqliteStore(db_path)) as store:
+        rows = store._conn.execute("SELECT version, description FROM schema_migrations ORDER BY version")
+        expected = [(i, description) for i, (description, _) in enumerate(MIGRATIONS, start=1)]
+        assert rows.fetchall() == expected
+        assert store.schema_version() == len(MIGRATIONS)
+    with closing(SqliteStore(db_path)) as store:  # migrating again adds no row
+        count = store._conn.execute("SELECT COUNT(*) FROM schema_migrations").fetchone()[0]
+        assert count == len(MIGRATIONS)
+
+
+def _store_with_events(db_path: Path) -> SqliteStore:
+    store = SqliteStore(db_path)
+    recorder = Recorder.create(store, session_id="s")
+    recorder.append_many([_custom(i) for i in range(3)])
+    return store
+
+
+def _custom(i: int) -> Custom:
+    return Custom(custom_kind="t", payload={"i": i})
+
+
+@pytest.mark.parametrize(
+    "statement",
+    [
+        "UPDATE events SET event = x'00' WHERE seq = 1",
+        "UPDATE events SET hash = 'x'",
+        "DELETE FROM events WHERE seq = 2",
+        "DELETE FROM events",
+    ],
+)
+def test_events_are_append_only_at_the_database_level(db_path: Path, statement: str) -> None:
+    with closing(_store_with_events(db_path)) as store:
+        before = list(store.read_events("s"))
+        raw = sqlite3.connect(db_path)
+        try:
+            with pytest.raises(sqlite3.IntegrityError, match="append-only"):
+                raw.execute(statement)
+            raw.rollback()
+        finally:
+            raw.close()
+        with pytest.raises(sqlite3.IntegrityError, match="append-only"):
+            store._conn.execute(statement)  # the backend's own connection too
+        assert list(store.read_events("s")) == before
+        assert verify_session(store, "s").ok
+
+
+# ─── open_store URL forms ─────────────────────────────────────────────────────────────────
+def test_open_store_sqlite_url_with_absolute_path(db_path: Path) -> None:
+    with open_store(f"sqlite:///{db_path}") as store:
+        assert isinstance(store, SqliteStore)
+        assert Path(store.path) == db_path
+        assert store.url == f"sqlite:///{db_path}"
+    assert db_path.exists()
+
+
+def test_open_store_relative_sqlite_url(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.chdir(tmp_path)
+    with open_store("sqlite://sub/rel.db") as store:
+        assert isinstance(store, SqliteStore)
+        assert store.path == "sub/rel.db"
+    assert (tmp_path / "sub" / "rel.db").exists()
+
+
+def test_open_store_plain_path_creates_folders(tmp_path: Path) -> None:
+    path = tmp_path / "a" / "b" / "f.db"
+    with open_store(path) as store:
+        assert isinstance(store, SqliteStore)
+        assert store.read_only is False
+        assert store.schema_version() == len(MIGRATIONS)
+    assert path.exists()
+    with open_store(str(path), read_only=True) as again:
+        assert again.read_only is True
+
+
+def test_open_store_memory() -> None:
+    with open_store(":memory:") as store:
+        assert isinstance(store, SqliteStore)
+        recorder = Recorder.create(store, session_id="m")
+        recorder.record_custom("x", 1)
+        assert verify_session(store, "m").ok
+
+
+@pytest.mark.parametrize(
+    "url",
+    [
+        "postgresql://user:secret@db.example/flightlog",
+        "postgres://user:secret@db.example:5432/flightlog?sslmode=require",
+        "mysql://root:secret@localhost/x",
+    ],
+)
+def test_unsupported_urls_are_unavailable_without_the_password(url: str) -> None:
+    with pytest.raises(StoreUnavailable) as info:
+        open_store(url)
+    err = info.value
+    assert "secret" not in str(err)
+    assert "secret" not in err.url
+    assert "secret" not in repr(err.args)
+    assert "***" in err.url
+    assert err.reason
+
+
+def test_read_only_open_of_a_missing_file_is_unavailable(tmp_path: Path) -> None:
+    missing = tmp_path / "nope" / "missing.db"
+    with pytest.raises(StoreUnavailable) as info:
+        open_store(missing, read_only=True)
+    assert "missing.db" in info.value.url
+    with pytest.raises(StoreUnavailable):
+        SqliteStore(missing, read_only=True)
+    assert not missing.exists()
+    assert not missing.parent.exists()
+
+
+def test_read_only_open_of_a_database_without_schema_is_unavailable(tmp_path: Path) -> None:
+    path = tmp_path / "empty.db"
+    sqlite3.connect(path).close()
+    with pytest.raises(StoreUnavailable, match="no flightlog schema"):
+        SqliteStore(path, read_only=True)
+
+
+def test_opening_a_file_that_is_not_a_database_is_unavailable(tmp_path: Path) -> None:
+    path = tmp_path / "garbage.db"
+    path.write_bytes(b"this is not a sqlite database, just text" * 100)
+    with pytest.raises(StoreUnavailable):
+        SqliteStore(path)
+
+
+def test_read_only_store_refuses_writes_with_read_only_store(db_path: Path) -> None:
+    with _store_with_events(db_path), SqliteStore(db_path, read_only=True) as ro:
+        with pytest.raises(ReadOnlyStore):
+            ro.bump_authority_epoch("s")
+        assert ro.authority_epoch("s") == 0
+
+
+# ─── two connections, one file ────────────────────────────────────────────────────────────
+def test_two_connections_race_for_the_same_seq(db_path: Path) -> None:
+    with SqliteStore(db_path) as first_store, SqliteStore(db_path) as second_store:
+        Recorder.create(first_store, session_id="race").record_custom("start", 0)
+        a = Recorder.attach(first_store, "race")
+        b = Recorder.attach(second_store, "race", take_authority=False)  # same epoch: a real race
+        assert a.next_seq == b.next_seq == 1
+        assert a.epoch == b.epoch
+        barrier = threading.Barrier(2)
+        outcomes: dict[str, object] = {}
+
+        def write(name: str, recorder: Recorder) -> None:
+            barrier.wait()
+            try:
+                outcomes[name] = recorder.record_custom("writer", name)
+            except Exception as exc:  # collected and asserted below
+                outcomes[name] = exc
+
+        threads = [threading.Thread(target=write, args=(n, r)) for n, r in (("a", a), ("b", b))]
+        for t in threads:
+            t.start()
+        for t in threads:
+            t.join(timeout=30)
+        conflicts = [n for n, o in outcomes.items() if isinstance(o, AppendConflict)]
+        winners = [n for n, o in outcomes.items() if not isinstance(o, BaseException)]
+        assert len(conflicts) == 1, outcomes
+        assert len(winners) == 1, outcomes
+        loser = a if conflicts[0] == "a" else b
+        winner = b if loser is a else a
+        err = outcomes[conflicts[0]]
+        assert isinstance(err, AppendConflict)
+        assert (err.session_id, err.seq) == ("race", 1)
+        assert loser.next_seq == 1
+        assert winner.next_seq == 2
+        events = list(first_store.read_events("race"))
+        assert [e.seq for e in events] == [0, 1]
+        assert b'"payload":"' + winners[0].encode() + b'"' in events[1].event_bytes
+        assert verify_session(second_store, "race").ok
+        Recorder.attach(second_store, "race")
+
+
+def test_a_second_writer_of_a_taken_seq_fails_whole_batch(db_path: Path) -> None:
+    with SqliteStore(db_path) as one, SqliteStore(db_path) as two:
+        Recorder.create(one, session_id="s")
+        rows, head = chained_rows(["a", "b", "c"])
+        one.append_events("s", *chained_rows(["a"]))
+        with pytest.raises(AppendConflict):
+            two.append_events("s", rows, head)
+        assert [e.seq for e in two.read_events("s")] == [0]
+
+
+# ─── streaming reads ──────────────────────────────────────────────────────────────────────
+def test_read_events_pages_with_bounded_queries(db_path: Path) -> None:
+    with closing(SqliteStore(db_path)) as store:
+        Recorder.create(store, session_id="s").append_many([_custom(i) for i in range(95)])
+        everything = list(store.read_events("s"))
+        for batch in (1, 7, 10, 94, 95, 96, 512):
+            assert list(store.read_events("s", batch=batch)) == everything, batch
+        queries: list[str] = []
+        store._conn.set_trace_callback(queries.append)
+        try:
+            stream = store.read_events("s", start=3, batch=10)
+            first = [next(stream) for _ in range(25)]
+            selects = [q for q in queries if q.lstrip().upper().startswith("SELECT")]
+            assert len(selects) == 3  # 25 rows read in pages of 10: three queries, not the whole session
+            assert [e.seq for e in first] == list(range(3, 28))
+            stream.close()
+        finally:
+            store._conn.set_trace_callback(None)
