@@ -11,7 +11,6 @@
 from __future__ import annotations
 
 import hashlib
-import json
 import math
 from collections.abc import Callable, Sequence
 from typing import Any
@@ -20,7 +19,7 @@ import pytest
 from hypothesis import example, given, settings
 from hypothesis import strategies as st
 
-from flightlog.encoding import MAX_SAFE_INTEGER, canonical_bytes, canonical_json, decode_stored
+from flightlog.encoding import MAX_SAFE_INTEGER, canonical_bytes, canonical_json, decode_stored, parse_json
 from flightlog.errors import Divergence, EncodingError
 from flightlog.events import Custom, RunStarted, ToolRequested
 from flightlog.ledger import (
@@ -403,7 +402,7 @@ SAFE_INTS = st.integers(min_value=-MAX_SAFE_INTEGER, max_value=MAX_SAFE_INTEGER)
 
 def _not_integral_and_unsafe(x: float) -> bool:
     # Finite floats in [2**53, 1e21) print as integer literals in JCS and decode back as Python ints
-    # beyond the safe range; that case has its own xfail test below.
+    # beyond the safe range; that case has its own test below.
     return not (2**53 <= abs(x) < 1e21)
 
 
@@ -425,7 +424,7 @@ def _round_trips(event: Any) -> None:
     data = canonical_bytes(event)
     decoded = decode_stored(data)
     assert canonical_bytes(decoded) == data
-    assert canonical_json(json.loads(data)) == data
+    assert canonical_json(parse_json(data)) == data
 
 
 @settings(max_examples=300, database=None, deadline=None)
@@ -460,11 +459,6 @@ def test_tool_requested_canonical_round_trip(turn: int, calls: list[tuple[str, s
     assert decode_stored(canonical_bytes(event)) == event
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="encoding.decode_stored: json.loads turns an integral float >= 2**53 (JCS prints 1e16 as "
-    "10000000000000000) into a Python int, which canonical_json then refuses as beyond 2**53-1",
-)
 @pytest.mark.parametrize("value", [1e16, 2.0**53, -1e20])
 def test_large_integral_float_round_trips(value: float) -> None:
     _round_trips(Custom(custom_kind="k", payload={"x": value}))
@@ -472,16 +466,6 @@ def test_large_integral_float_round_trips(value: float) -> None:
 
 # ─── canonical encoding: refusals name the path ───────────────────────────────────────────
 
-_BUG_NAN = pytest.mark.xfail(
-    strict=True,
-    reason="messages.py WireModel.to_wire (model_dump mode='json') turns NaN/±inf into null, so "
-    "canonical_bytes stores null instead of raising EncodingError",
-)
-_BUG_KEY = pytest.mark.xfail(
-    strict=True,
-    reason="a lone surrogate in a payload dict *key* makes pydantic's serializer raise "
-    "PydanticSerializationError (not EncodingError) from WireModel.to_wire",
-)
 
 
 @pytest.mark.parametrize(
@@ -492,10 +476,10 @@ _BUG_KEY = pytest.mark.xfail(
         pytest.param([[[2**60]]], "$.payload[0][0][0]", id="2**60-deep"),
         pytest.param({"x": {"y": "ok\ud800"}}, "$.payload.x.y", id="lone-high-surrogate"),
         pytest.param({"x": ["fine", "\udfff"]}, "$.payload.x[1]", id="lone-low-surrogate"),
-        pytest.param({"a": [1, {"b": math.nan}]}, "$.payload.a[1].b", id="nan", marks=_BUG_NAN),
-        pytest.param({"a": {"b": math.inf}}, "$.payload.a.b", id="inf", marks=_BUG_NAN),
-        pytest.param({"a": [-math.inf]}, "$.payload.a[0]", id="-inf", marks=_BUG_NAN),
-        pytest.param({"ok": {"\ud800": 1}}, "$.payload.ok.\ud800", id="surrogate-key", marks=_BUG_KEY),
+        pytest.param({"a": [1, {"b": math.nan}]}, "$.payload.a[1].b", id="nan"),
+        pytest.param({"a": {"b": math.inf}}, "$.payload.a.b", id="inf"),
+        pytest.param({"a": [-math.inf]}, "$.payload.a[0]", id="-inf"),
+        pytest.param({"ok": {"\ud800": 1}}, "$.payload.ok.\ud800", id="surrogate-key"),
     ],
 )
 def test_encoding_error_names_the_path_in_a_custom_payload(payload: Any, path: str) -> None:

@@ -200,11 +200,6 @@ def test_encoding_error_writes_nothing_and_names_the_field(store: SqliteStore, r
     assert len(_events(store)) == 1
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="messages.py WireModel.to_wire uses model_dump(mode='json'), which turns NaN/inf floats into null; "
-    "encoding.canonical_bytes then stores score:null (undecodable) instead of raising EncodingError",
-)
 def test_nan_in_a_typed_float_field_is_refused(store: SqliteStore, recorder: Recorder) -> None:
     sample = EntropySample(
         turn=1,
@@ -313,12 +308,6 @@ def test_atomic_commits_and_notifies_once_at_the_end(store: SqliteStore, recorde
     assert verify_session(store, SID).ok
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="recorder.py atomic(): when the caller already holds store.transaction(), the recorder's block is "
-    "only a SAVEPOINT, yet it advances the head and notifies subscribers at its own exit; an outer rollback "
-    "then leaves the head past a row that never committed, and the next append writes a gap",
-)
 def test_append_inside_an_outer_store_transaction_that_rolls_back(
     store: SqliteStore, recorder: Recorder
 ) -> None:
@@ -468,11 +457,6 @@ def test_swapping_two_rows_bytes_is_detected_at_both(
         }
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="store/sqlite.py read_events: bytes(data) raises TypeError when a tampered row holds TEXT, "
-    "so attach/verify crash instead of reporting the divergence",
-)
 def test_a_text_value_in_the_event_column_is_a_divergence_not_a_crash(
     db_path: Path, store: SqliteStore, recorder: Recorder
 ) -> None:

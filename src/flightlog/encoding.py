@@ -20,6 +20,7 @@ from collections.abc import Callable, Iterator
 from typing import Any
 
 import rfc8785
+from pydantic_core import PydanticSerializationError
 
 from .errors import EncodingError, EventDecodeError
 from .events import Event, SessionEvent, event_from_wire
@@ -29,6 +30,7 @@ __all__ = [
     "canonical_bytes",
     "canonical_json",
     "decode_stored",
+    "parse_json",
     "register_upcaster",
 ]
 
@@ -60,7 +62,13 @@ def canonical_bytes(event: Event) -> bytes:
     Raises:
         EncodingError: the event holds NaN/Infinity, an integer beyond ±(2**53-1) or a lone surrogate.
     """
-    return canonical_json(event.to_wire())
+    try:
+        wire = event.to_wire()
+    except PydanticSerializationError as exc:
+        found = _find_unencodable(event.model_dump(mode="python"), "$")
+        path, reason = found or ("$", str(exc))
+        raise EncodingError(field=path, reason=reason) from exc
+    return canonical_json(wire)
 
 
 def _find_unencodable(value: Any, path: str) -> tuple[str, str] | None:
@@ -104,6 +112,25 @@ def _scalar_problem(item: Any) -> str | None:
     return None
 
 
+def parse_json(data: bytes | str) -> Any:
+    """Parse stored canonical JSON so that re-encoding it gives the same bytes (see ``_parse_int``).
+
+    Raises:
+        ValueError: not JSON.
+    """
+    return json.loads(data, parse_int=_parse_int)
+
+
+def _parse_int(text: str) -> int | float:
+    """JSON integer literal → int, or float beyond ±(2**53-1).
+
+    Only a float can have produced such a literal (RFC 8785 writes 1e16 as ``10000000000000000``; integers
+    that large are refused on encode), so reading it back as a float keeps re-encoding byte-identical.
+    """
+    value = int(text)
+    return value if -MAX_SAFE_INTEGER <= value <= MAX_SAFE_INTEGER else float(text)
+
+
 def register_upcaster(kind: str, upcaster: Upcaster) -> None:
     """Register a function that rewrites a stored event dict of ``kind`` into the current shape.
 
@@ -119,7 +146,7 @@ def decode_stored(data: bytes, *, seq: int | None = None) -> SessionEvent:
         EventDecodeError: the bytes are not JSON, not an object, or not a valid event (names ``seq``).
     """
     try:
-        raw = json.loads(data)
+        raw = parse_json(data)
     except (ValueError, UnicodeDecodeError) as exc:
         raise EventDecodeError(reason=f"not JSON: {exc}", seq=seq) from exc
     if not isinstance(raw, dict):

@@ -102,7 +102,7 @@ class ProviderReplay(WireModel):
         tool_calls: Provider-native tool call objects, verbatim.
     """
 
-    model_config = ConfigDict(frozen=True, extra="forbid")
+    model_config = ConfigDict(frozen=True, extra="forbid", ser_json_inf_nan="constants")
 
     protocol: str
     provider: str | None = None
@@ -187,7 +187,7 @@ class MemoryKind(StrEnum):
 class MemoryScope(WireModel):
     """Where a memory entry lives: strict (unknown keys rejected), both fields required."""
 
-    model_config = ConfigDict(frozen=True, extra="forbid")
+    model_config = ConfigDict(frozen=True, extra="forbid", ser_json_inf_nan="constants")
 
     tenant_id: str
     namespace: str

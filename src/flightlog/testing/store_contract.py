@@ -241,10 +241,6 @@ class StoreContract:
         assert (info.value.session_id, info.value.seq) == ("s-1", 2)
         assert _snapshot(store, "s-1") == before
 
-    @pytest.mark.xfail(
-        strict=True,
-        reason="store/sqlite.py append_events: AppendConflict.seq is rows[0].seq, not the seq that is taken",
-    )
     def test_append_conflict_names_the_taken_seq(self, store: Store) -> None:
         _new_session(store)
         existing = _append(store, "s-1", [0, 1, 2])
