@@ -48,12 +48,48 @@ def canonical_json(value: Any) -> bytes:
         EncodingError: a value JCS cannot represent; ``field`` is its JSON path.
     """
     try:
+        if _plain(value):
+            return _FAST.encode(value).encode("utf-8")
         return rfc8785.dumps(value)
     except RecursionError as exc:
         raise EncodingError(field="$", reason="value is nested too deeply to encode") from exc
     except (rfc8785.CanonicalizationError, TypeError, UnicodeError) as exc:
         path, reason = _find_unencodable(value, "$") or ("$", str(exc))
         raise EncodingError(field=path, reason=reason) from exc
+
+
+_FAST = json.JSONEncoder(sort_keys=True, separators=(",", ":"), ensure_ascii=False, allow_nan=False)
+"""Stdlib encoder that writes exactly RFC 8785 bytes for *plain* values (see :func:`_plain`)."""
+
+
+def _plain(value: Any) -> bool:
+    """True when the stdlib encoder's output equals RFC 8785's for ``value``.
+
+    That holds when the value has no floats (JCS formats numbers per ECMAScript), no integers beyond
+    ±(2**53-1), and no object key with a character at or above U+D800 (JCS sorts keys by UTF-16 code
+    units, Python by code points; the two orders agree below the surrogate range). Strings are escaped
+    identically by both (RFC 8785 §3.2.2.2: only ``"``, ``\\`` and U+0000..U+001F, with the short forms
+    and lowercase ``\\u00xx``). Lone surrogates make the UTF-8 step fail, falling back to rfc8785's error.
+    """
+    stack = [value]
+    while stack:
+        item = stack.pop()
+        kind = type(item)
+        if kind is str or kind is bool or item is None:
+            continue
+        if kind is int:
+            if not -MAX_SAFE_INTEGER <= item <= MAX_SAFE_INTEGER:
+                return False
+        elif kind is dict:
+            for key in item:
+                if type(key) is not str or (key and max(key) >= "\ud800"):
+                    return False
+            stack.extend(item.values())
+        elif kind is list:
+            stack.extend(item)
+        else:
+            return False
+    return True
 
 
 def canonical_bytes(event: Event) -> bytes:
@@ -118,7 +154,7 @@ def parse_json(data: bytes | str) -> Any:
     Raises:
         ValueError: not JSON.
     """
-    return json.loads(data, parse_int=_parse_int)
+    return _DECODER.decode(data if isinstance(data, str) else data.decode("utf-8"))
 
 
 def _parse_int(text: str) -> int | float:
@@ -129,6 +165,9 @@ def _parse_int(text: str) -> int | float:
     """
     value = int(text)
     return value if -MAX_SAFE_INTEGER <= value <= MAX_SAFE_INTEGER else float(text)
+
+
+_DECODER = json.JSONDecoder(parse_int=_parse_int)
 
 
 def register_upcaster(kind: str, upcaster: Upcaster) -> None:

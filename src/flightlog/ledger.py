@@ -185,9 +185,21 @@ def _subproof(m: int, leaves: Sequence[bytes], complete: bool) -> list[bytes]:
     return [*_subproof(m - k, leaves[k:], False), merkle_root(leaves[:k])]
 
 
+def _hashes(*values: bytes | Sequence[bytes]) -> bool:
+    """True when every value (or every element of a sequence of them) is a 32-byte SHA-256 hash."""
+    return all(
+        len(v) == 32 if isinstance(v, bytes) else all(isinstance(p, bytes) and len(p) == 32 for p in v)
+        for v in values
+    )
+
+
 def verify_inclusion(leaf: bytes, index: int, size: int, proof: Sequence[bytes], root: bytes) -> bool:
-    """RFC 9162 §2.1.3.2: does ``proof`` show leaf hash ``leaf`` at ``index`` in the tree ``root``?"""
-    if not 0 <= index < size:
+    """RFC 9162 §2.1.3.2: does ``proof`` show leaf hash ``leaf`` at ``index`` in the tree ``root``?
+
+    The leaf and every proof element must be 32 bytes: a short or empty "hash" is refused rather than
+    compared (transparency-dev/merkle ``testdata/inclusion/single-entry/empty-root-and-leaf.json``).
+    """
+    if not 0 <= index < size or not _hashes(leaf, proof):
         return False
     fn, sn = index, size - 1
     r = leaf
@@ -210,13 +222,22 @@ def verify_inclusion(leaf: bytes, index: int, size: int, proof: Sequence[bytes],
 def verify_consistency(
     old_size: int, new_size: int, old_root: bytes, new_root: bytes, proof: Sequence[bytes]
 ) -> bool:
-    """RFC 9162 §2.1.4.2: does ``proof`` show tree ``new_root`` extends tree ``old_root``?"""
-    if not 0 <= old_size <= new_size:
+    """RFC 9162 §2.1.4.2: does ``proof`` show tree ``new_root`` extends tree ``old_root``?
+
+    RFC 9162 defines proofs for ``0 < old_size < new_size`` (and an empty proof for equal sizes). The empty
+    tree is a prefix of every tree, so ``old_size == 0`` takes an empty proof, but only with ``old_root``
+    the empty-tree hash (§2.1.1) and a 32-byte ``new_root``: any other "root of size 0" is refused.
+    Proof elements must be 32 bytes. Checked against transparency-dev/merkle ``testdata/consistency``
+    (vendored in ``tests/data/merkle``).
+    """
+    if not 0 <= old_size <= new_size or not _hashes(proof):
         return False
+    if old_size == 0:
+        empty = bytes.fromhex(EMPTY_ROOT)
+        new_ok = new_root == empty if new_size == 0 else _hashes(new_root)
+        return not proof and old_root == empty and new_ok
     if old_size == new_size:
         return not proof and old_root == new_root
-    if old_size == 0:
-        return not proof
     path = list(proof)
     if old_size & (old_size - 1) == 0:  # exact power of two: old root is the first node
         path.insert(0, old_root)
@@ -315,27 +336,35 @@ def verify_rows(
     expected_seq = 0
     prev = GENESIS
     bad = report.divergences.append
+    sha256, pack, add_leaf = hashlib.sha256, _U64.pack, tree.append
+    count = total = 0
     for row in rows:
-        seq, data = row.seq, row.event_bytes
+        seq, data, stored_prev, stored_hash = row.seq, row.event_bytes, row.prev_hash, row.hash
         if seq != expected_seq:
             if seq > expected_seq:
                 bad(Divergence(expected_seq, "gap", f"seqs {expected_seq}..{seq - 1} missing"))
             else:
                 bad(Divergence(seq, "gap", f"seq {seq} out of order after {expected_seq - 1}"))
-        if row.prev_hash != prev:
+        if stored_prev != prev:
             bad(Divergence(seq, "broken_link", "prev_hash does not match the previous row's hash"))
-        if chain_hash(row.prev_hash, seq, data) != row.hash:
+        h = sha256(stored_prev.encode("ascii", "replace"))
+        h.update(pack(seq) if 0 <= seq < 2**64 else b"")
+        h.update(data)
+        if h.hexdigest() != stored_hash:
             bad(Divergence(seq, "hash_mismatch", "stored hash does not match the stored bytes"))
         if decode:
             try:
                 decode_stored(data, seq=seq)
             except EventDecodeError as exc:
                 bad(Divergence(seq, "undecodable", exc.reason))
-        tree.append(leaf_hash(data))
-        report.events += 1
-        report.bytes += len(data)
-        prev = row.hash
+        leaf = sha256(b"\x00")
+        leaf.update(data)
+        add_leaf(leaf.digest())
+        count += 1
+        total += len(data)
+        prev = stored_hash
         expected_seq = seq + 1
+    report.events, report.bytes = count, total
     report.head = prev
     report.root = tree.root().hex()
     if expected_head is not None:

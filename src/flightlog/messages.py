@@ -20,7 +20,7 @@ the field sets here are flightlog's.
 
 from __future__ import annotations
 
-from typing import Annotated, Any, Literal
+from typing import Annotated, Any, ClassVar, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, TypeAdapter, model_serializer
 
@@ -54,7 +54,7 @@ class WireModel(BaseModel):
     """
 
     model_config = ConfigDict(frozen=True, extra="ignore", populate_by_name=True, ser_json_inf_nan="constants")
-    _skip_empty: frozenset[str] = frozenset()
+    _skip_empty: ClassVar[frozenset[str]] = frozenset()
 
     @model_serializer(mode="wrap")
     def _omit_absent(self, handler: Any) -> Any:

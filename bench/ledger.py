@@ -1,0 +1,967 @@
+"""Ledger benchmarks: flightlog against raw floors measured in the same run, on the same machine.
+
+Run ``python bench/ledger.py [--turns 10000] [--appends 2000] [--quick] [--json] [--profile]``.
+
+Every flightlog number is printed next to a *floor*: the least work any correct implementation of the
+same guarantee must do, written directly against ``sqlite3``/``hashlib``/``json`` and measured in this
+process side by side with it (appends alternate 50-event blocks between flightlog and floor; verify and
+replay rotate the order every round and report the median), so both see the same disk, CPU and
+neighbours. Ratios are always ``flightlog throughput / floor throughput`` (1.0 = as fast as the floor;
+higher is better), so they carry over between machines far better than absolute numbers do.
+
+Workload: a synthetic but realistic agent session. One turn is four events: ``checkpoint_taken``,
+``llm_completed`` (1-2 KB of assistant text plus one tool call), ``tool_requested`` and ``tool_completed``
+(~2 KB of tool output with quotes, backslashes, newlines and some non-ASCII text, so JSON escaping is
+exercised). A session of N turns starts with ``run_started`` and holds 4N + 1 events (~1 KB each).
+
+1. **Durable appends/s.** flightlog: ``Recorder.append`` (one event per transaction, WAL,
+   ``synchronous=FULL``), which encodes the pydantic event to RFC 8785 bytes, chains and Merkle-hashes it,
+   checks the authority epoch, inserts the row and moves the session head. Floor: the same canonical bytes
+   (precomputed, so encoding is *not* in the floor), the same ``events`` table shape (``(session_id, seq)``
+   primary key, blob, ``prev_hash``, ``hash``), WAL, ``synchronous=FULL``, one sha256 per row and one
+   ``BEGIN IMMEDIATE``/``INSERT``/``COMMIT`` per event. This is the irreducible cost of "each event is
+   hash-chained and fsynced before append returns"; everything flightlog adds on top (encoding, the Merkle
+   leaf and tree head, the epoch check, the session-row update) shows up in the ratio. At FULL the fsync
+   dominates, so the ratio shows whether the overhead matters for durable writes; the same pair at
+   ``synchronous=NORMAL`` (no fsync per commit) exposes the pure CPU overhead, and ``append_many`` of 10
+   events per transaction against a raw ``executemany`` of 10 shows the batched path.
+2. **Verify MB/s.** ``verify_session(store, sid, decode=False)`` and ``decode=True`` over an N-turn
+   session, against ``hashlib.sha256`` throughput over the same payloads already in memory (one
+   ``sha256(payload)`` per event in a loop): the speed of the one primitive verification cannot avoid.
+   Note that flightlog's rules hash every byte *twice* (chain hash and RFC 9162 leaf hash), so 0.5x is
+   the ceiling even with free I/O. A second floor, "read rows + 1 sha256/row", streams the same rows out
+   of SQLite with one cursor and recomputes the chain hash only: the cost of the I/O plus one pass.
+3. **Replay.** ``flightlog.replay.reconstruct`` over ``decode_stored`` of every stored row, against
+   reading every row with one raw cursor and ``json.loads`` of each: the least work that turns the stored
+   bytes back into Python values. The gap is pydantic validation plus the fold.
+4. **Memory flat in session length.** ``tracemalloc`` peak of ``verify_session`` (both modes) and of an
+   export-style stream (iterate ``read_events`` and write each row's canonical bytes to ``/dev/null``) at
+   N/10 and N turns. Both stream with keyset-paginated reads and an O(log n) compact range, so the peak
+   should not grow with the session. (``reconstruct`` is left out: its output *is* the transcript, which
+   grows by nature.) tracemalloc sees Python allocations only, not SQLite's page cache, which is bounded
+   by ``cache_size`` anyway.
+
+Nothing here asserts on timings: it reports. Temporary databases live in a fresh directory under the
+system temp directory (``TMPDIR``) and are removed at exit.
+"""
+
+from __future__ import annotations
+
+import argparse
+import cProfile
+import gc
+import hashlib
+import json
+import os
+import platform
+import pstats
+import random
+import shutil
+import sqlite3
+import statistics
+import struct
+import sys
+import tempfile
+import time
+import tracemalloc
+from collections.abc import Callable, Iterable, Iterator, Sequence
+from dataclasses import asdict, dataclass, field
+from importlib import metadata
+from pathlib import Path
+from typing import Any
+
+_SRC = Path(__file__).resolve().parents[1] / "src"
+if _SRC.is_dir() and str(_SRC) not in sys.path:
+    sys.path.insert(0, str(_SRC))  # measure this checkout, installed or not
+
+from flightlog import recorder as recorder_module  # noqa: E402
+from flightlog.encoding import canonical_bytes, decode_stored  # noqa: E402
+from flightlog.events import (  # noqa: E402
+    CheckpointTaken,
+    Event,
+    LlmCompleted,
+    ProviderReplay,
+    RunStarted,
+    ToolCompleted,
+    ToolRequested,
+)
+from flightlog.messages import Message, TextPart, ToolCall, ToolResult  # noqa: E402
+from flightlog.recorder import Recorder, verify_session  # noqa: E402
+from flightlog.store.sqlite import SqliteStore  # noqa: E402
+
+MB = 1_000_000
+_U64 = struct.Struct("<Q")
+_INSERT = (
+    "INSERT INTO events (session_id, seq, kind, event, prev_hash, hash, recorded_at_ms) "
+    "VALUES (?, ?, ?, ?, ?, ?, ?)"
+)
+_RAW_DDL = """
+CREATE TABLE IF NOT EXISTS events (
+    session_id TEXT NOT NULL,
+    seq INTEGER NOT NULL,
+    kind TEXT NOT NULL,
+    event BLOB NOT NULL,
+    prev_hash TEXT NOT NULL,
+    hash TEXT NOT NULL,
+    recorded_at_ms INTEGER NOT NULL,
+    PRIMARY KEY (session_id, seq)
+)
+"""
+_WARMUP = 20  # appends made before the clock starts, on both sides
+_BLOCK = 50  # events per side before the paired append benchmarks switch sides
+
+
+def _log(message: str) -> None:
+    print(message, file=sys.stderr, flush=True)
+
+
+# ─── workload ─────────────────────────────────────────────────────────────────────────────────
+
+_PROSE = (
+    "The test suite fails because the fixture path is resolved relative to the working directory. "
+    "I will read the configuration first, then patch the loader so it resolves paths against the "
+    "project root, and re-run the failing tests to confirm. Naïve fixes — like chdir in conftest — "
+    "would hide the bug; the loader should not depend on the caller's cwd. "
+)
+_CODE = (
+    'def load(path: str) -> dict[str, "Any"]:\n'
+    '    """Read a JSON config; raise ConfigError with the offending key."""\n'
+    '    with open(path, encoding="utf-8") as fh:\n'
+    "        data = json.load(fh)\n"
+    "    if not isinstance(data, dict):\n"
+    '        raise ConfigError(f"{path}: expected an object, got {type(data).__name__}")\n'
+    '    return {k.replace("\\\\", "/"): v for k, v in data.items()}\n'
+    "tests/test_config.py::test_load_relative FAILED  — AssertionError: 'fixtures/a.json' != 'a.json'\n"
+)
+
+
+class Workload:
+    """Deterministic stream of realistic turns (4 events each), cheap to generate."""
+
+    def __init__(self, seed: int) -> None:
+        self.rng = random.Random(seed)
+        corpus: list[str] = []
+        while sum(map(len, corpus)) < 64_000:
+            corpus.append(self.rng.choice((_PROSE, _CODE)))
+        self.corpus = "".join(corpus)
+
+    def _text(self, low: int, high: int) -> str:
+        size = self.rng.randint(low, high)
+        start = self.rng.randrange(0, len(self.corpus) - size)
+        return self.corpus[start : start + size]
+
+    def run_started(self) -> RunStarted:
+        return RunStarted(run_id="bench-run", goal="Fix the failing config loader tests.", criteria=["green"])
+
+    def turn(self, t: int) -> list[Event]:
+        call = ToolCall(
+            id=f"toolu_{t:08d}",
+            name=self.rng.choice(("read_file", "bash", "edit_file", "grep")),
+            arguments=json.dumps({"path": f"src/pkg/module_{t % 97}.py", "limit": 200}),
+        )
+        return [
+            CheckpointTaken(turn=t, history_len=1 + 3 * t),
+            LlmCompleted(
+                turn=t,
+                message=Message(
+                    role="assistant", content=[TextPart(text=self._text(1000, 2000))], tool_calls=[call]
+                ),
+                provider_replay=ProviderReplay(
+                    protocol="anthropic.messages", provider="anthropic", model="m-1"
+                ),
+            ),
+            ToolRequested(turn=t, calls=[call]),
+            ToolCompleted(
+                turn=t,
+                results=[ToolResult(call_id=call.id, output=self._text(1800, 2200), token_count=550)],
+            ),
+        ]
+
+    def events(self, count: int, first_turn: int = 0) -> list[Event]:
+        out: list[Event] = []
+        t = first_turn
+        while len(out) < count:
+            out.extend(self.turn(t))
+            t += 1
+        return out[:count]
+
+
+# ─── results ──────────────────────────────────────────────────────────────────────────────────
+
+
+@dataclass
+class Result:
+    """One line of the table: flightlog vs its floor (ratio = flightlog throughput / floor throughput)."""
+
+    section: str
+    name: str
+    unit: str
+    flightlog: float
+    floor: float
+    floor_name: str
+    ratio: float
+    target: float | None = None
+    higher_is_better: bool = True
+    note: str = ""
+    rounds: list[float] = field(default_factory=list)  # per-round ratios, for the spread
+
+    @property
+    def met(self) -> bool | None:
+        return None if self.target is None else self.ratio >= self.target
+
+
+@dataclass
+class MemoryResult:
+    """tracemalloc peak of one streaming operation at a small and a large session size."""
+
+    name: str
+    small_turns: int
+    large_turns: int
+    small_peak_bytes: int
+    large_peak_bytes: int
+
+    @property
+    def growth(self) -> float:
+        return self.large_peak_bytes / max(self.small_peak_bytes, 1)
+
+    @property
+    def flat(self) -> bool:
+        # 10x the events; "flat" allows noise (batch contents vary in size), not proportional growth.
+        return self.large_peak_bytes <= 1.5 * self.small_peak_bytes + 64 * 1024
+
+
+@dataclass
+class Report:
+    environment: dict[str, Any]
+    config: dict[str, Any]
+    results: list[Result] = field(default_factory=list)
+    memory: list[MemoryResult] = field(default_factory=list)
+    skipped: list[str] = field(default_factory=list)
+    profiles: dict[str, list[dict[str, Any]]] = field(default_factory=dict)
+    breakdown: list[dict[str, Any]] = field(default_factory=list)
+
+
+def _environment() -> dict[str, Any]:
+    def version(name: str) -> str:
+        try:
+            return metadata.version(name)
+        except metadata.PackageNotFoundError:
+            return "?"
+
+    return {
+        "python": sys.version.split()[0],
+        "implementation": platform.python_implementation(),
+        "sqlite": sqlite3.sqlite_version,
+        "platform": platform.platform(),
+        "machine": platform.machine(),
+        "cpus": os.cpu_count(),
+        "pydantic": version("pydantic"),
+        "rfc8785": version("rfc8785"),
+        "tmpdir": tempfile.gettempdir(),
+        # Projectors run inside every append's transaction; the append numbers include any registered.
+        "projectors": len(getattr(recorder_module, "_PROJECTORS", ())),
+    }
+
+
+# ─── 1. durable appends ───────────────────────────────────────────────────────────────────────
+
+
+def _chunks(items: Sequence[Any], size: int) -> Iterator[Sequence[Any]]:
+    for i in range(0, len(items), size):
+        yield items[i : i + size]
+
+
+class FlightlogWriter:
+    """``Recorder.append`` (batch 1) or ``append_many`` (batch > 1) into a fresh store."""
+
+    def __init__(self, path: Path, synchronous: str) -> None:
+        self.store = SqliteStore(path, synchronous=synchronous)
+        self.recorder = Recorder.create(self.store, session_id="bench")
+
+    def write(self, chunk: Sequence[Event]) -> None:
+        if len(chunk) == 1:
+            self.recorder.append(chunk[0])
+        else:
+            self.recorder.append_many(chunk)
+
+    def close(self) -> None:
+        self.store.close()
+
+
+class FloorWriter:
+    """The raw floor: precomputed canonical bytes, one sha256 chain hash per row, one transaction per chunk."""
+
+    def __init__(self, path: Path, synchronous: str) -> None:
+        self.conn = sqlite3.connect(path, isolation_level=None)
+        self.conn.execute("PRAGMA journal_mode = WAL")
+        self.conn.execute(f"PRAGMA synchronous = {synchronous}")
+        self.conn.execute(_RAW_DDL)
+        self.prev, self.seq = "GENESIS", 0
+
+    def write(self, chunk: Sequence[tuple[str, bytes]]) -> None:
+        stamp = time.time_ns() // 1_000_000
+        params = []
+        prev, seq = self.prev, self.seq
+        for kind, data in chunk:
+            digest = hashlib.sha256(prev.encode("ascii") + _U64.pack(seq) + data).hexdigest()
+            params.append(("bench", seq, kind, data, prev, digest, stamp))
+            prev, seq = digest, seq + 1
+        self.conn.execute("BEGIN IMMEDIATE")
+        if len(params) == 1:
+            self.conn.execute(_INSERT, params[0])
+        else:
+            self.conn.executemany(_INSERT, params)
+        self.conn.execute("COMMIT")
+        self.prev, self.seq = prev, seq
+
+    def close(self) -> None:
+        self.conn.close()
+
+
+def interleave(sides: Sequence[tuple[Callable[[Any], Any], Sequence[Any]]], block: int) -> list[float]:
+    """Seconds each side spends calling its function on its items, run side by side in blocks.
+
+    All sides have the same number of items. Blocks of ``block`` items go to each side in turn, and the
+    order of the sides rotates every block, so every side sees the same fsync latency, page cache and CPU
+    contention even on a noisy machine (a sequential A-then-B run can differ by 2x on a shared VM for
+    reasons of its own).
+    """
+    elapsed = [0.0] * len(sides)
+    order = list(range(len(sides)))
+    for n, first in enumerate(range(0, len(sides[0][1]), block)):
+        for index in order[n % len(order) :] + order[: n % len(order)]:
+            fn, items = sides[index]
+            start = time.perf_counter()
+            for item in items[first : first + block]:
+                fn(item)
+            elapsed[index] += time.perf_counter() - start
+    return elapsed
+
+
+def paired_appends(
+    workdir: Path,
+    events: Sequence[Event],
+    rows: Sequence[tuple[str, bytes]],
+    *,
+    synchronous: str,
+    batch: int,
+    tag: str,
+) -> tuple[float, float]:
+    """(flightlog events/s, floor events/s), measured side by side (:func:`interleave`) on fresh files."""
+    paths = (workdir / f"{tag}-flightlog.db", workdir / f"{tag}-floor.db")
+    mine, floor = FlightlogWriter(paths[0], synchronous), FloorWriter(paths[1], synchronous)
+    try:
+        for i in range(_WARMUP):
+            mine.write(events[i : i + 1])
+            floor.write(rows[i : i + 1])
+        timed = len(events) - _WARMUP
+        elapsed = interleave(
+            [
+                (mine.write, list(_chunks(events[_WARMUP:], batch))),
+                (floor.write, list(_chunks(rows[_WARMUP:], batch))),
+            ],
+            max(_BLOCK // batch, 1),
+        )
+    finally:
+        mine.close()
+        floor.close()
+        for path in paths:
+            _remove_db(path)
+    return timed / elapsed[0], timed / elapsed[1]
+
+
+def bench_appends(report: Report, workdir: Path, workload: Workload, appends: int, rounds: int) -> None:
+    events = workload.events(appends + _WARMUP)
+    rows = [(e.kind, canonical_bytes(e)) for e in events]
+    variants = [
+        ("append FULL, 1 event/txn", "FULL", 1, 0.6),
+        ("append NORMAL, 1 event/txn", "NORMAL", 1, None),
+        ("append_many FULL, 10 events/txn", "FULL", 10, None),
+        ("append_many NORMAL, 10 events/txn", "NORMAL", 10, None),
+    ]
+    for name, synchronous, batch, target in variants:
+        samples = []
+        for r in range(rounds):
+            _log(f"appends: {name} (round {r + 1}/{rounds})")
+            samples.append(
+                paired_appends(
+                    workdir, events, rows, synchronous=synchronous, batch=batch, tag=f"a{batch}{r}"
+                )
+            )
+        # Every round times the same number of events on both sides: the harmonic mean is total/total.
+        mine = statistics.harmonic_mean([s[0] for s in samples])
+        floor = statistics.harmonic_mean([s[1] for s in samples])
+        report.results.append(
+            Result(
+                "appends",
+                name,
+                "events/s",
+                mine,
+                floor,
+                f"raw sqlite3 INSERT{'' if batch == 1 else ' x10'}+COMMIT, 1 sha256/row",
+                mine / floor,
+                target,
+                rounds=[round(s[0] / s[1], 3) for s in samples],
+            )
+        )
+
+
+def _remove_db(path: Path) -> None:
+    for suffix in ("", "-wal", "-shm", "-journal"):
+        Path(f"{path}{suffix}").unlink(missing_ok=True)
+
+
+# ─── session fixture ──────────────────────────────────────────────────────────────────────────
+
+
+def populate(
+    store: SqliteStore, session_id: str, turns: int, workload: Workload, turns_per_txn: int = 50
+) -> int:
+    """Record a session of ``turns`` turns (4 events each, after one ``run_started``); returns events."""
+    recorder = Recorder.create(store, session_id=session_id, task="bench")
+    recorder.append(workload.run_started())
+    for first in range(0, turns, turns_per_txn):
+        batch: list[Event] = []
+        for t in range(first, min(first + turns_per_txn, turns)):
+            batch.extend(workload.turn(t))
+        recorder.append_many(batch)
+    return recorder.next_seq
+
+
+def _raw_rows(path: Path, session_id: str) -> Iterator[tuple[int, bytes, str, str]]:
+    conn = sqlite3.connect(path, isolation_level=None)
+    try:
+        yield from conn.execute(
+            "SELECT seq, event, prev_hash, hash FROM events WHERE session_id = ? ORDER BY seq", (session_id,)
+        )
+    finally:
+        conn.close()
+
+
+def _paired_times(fns: dict[str, Callable[[], Any]], rounds: int) -> dict[str, float]:
+    """Median wall time of each function over ``rounds`` rounds; each round runs every function once.
+
+    The order rotates every round, so drift on a shared machine (page cache, CPU frequency, neighbours)
+    hits flightlog and its floors alike. Every function runs once untimed first (page cache, imports).
+    """
+    names = list(fns)
+    for name in names:
+        fns[name]()
+    times: dict[str, list[float]] = {name: [] for name in names}
+    for r in range(rounds):
+        for name in names[r % len(names) :] + names[: r % len(names)]:
+            start = time.perf_counter()
+            fns[name]()
+            times[name].append(time.perf_counter() - start)
+    return {name: statistics.median(t) for name, t in times.items()}
+
+
+# ─── 2. verify ────────────────────────────────────────────────────────────────────────────────
+
+
+def bench_verify(report: Report, path: Path, session_id: str, rounds: int) -> None:
+    payloads = [bytes(data) for _, data, _, _ in _raw_rows(path, session_id)]
+    total = sum(map(len, payloads))
+    label = f"{len(payloads):,} events, {total / MB:.1f} MB"
+
+    def sha_loop() -> None:
+        sha = hashlib.sha256
+        for p in payloads:
+            sha(p).digest()
+
+    def raw_read_verify() -> None:
+        prev = "GENESIS"
+        sha, pack = hashlib.sha256, _U64.pack
+        for seq, data, prev_hash, digest in _raw_rows(path, session_id):
+            if prev_hash != prev or sha(prev_hash.encode("ascii") + pack(seq) + data).hexdigest() != digest:
+                raise RuntimeError(f"raw floor found a divergence at seq {seq}")
+            prev = digest
+
+    store = SqliteStore(path)
+    try:
+
+        def verify(decode: bool) -> None:
+            outcome = verify_session(store, session_id, decode=decode)
+            if not outcome.ok:
+                raise RuntimeError(f"verify_session reported divergences: {outcome.divergences[:3]}")
+
+        _log(f"verify: sha256 floor, raw read floor, verify_session x2 ({rounds} rounds)")
+        times = _paired_times(
+            {
+                "sha": sha_loop,
+                "raw": raw_read_verify,
+                "False": lambda: verify(False),
+                "True": lambda: verify(True),
+            },
+            rounds,
+        )
+    finally:
+        store.close()
+    sha_mbs, raw_mbs = total / MB / times["sha"], total / MB / times["raw"]
+    for decode in (False, True):
+        mbs = total / MB / times[str(decode)]
+        name = f"verify_session decode={decode}"
+        sha_floor = "hashlib.sha256 over same payloads, in memory"
+        report.results.append(
+            Result(
+                "verify",
+                name,
+                "MB/s",
+                mbs,
+                sha_mbs,
+                sha_floor,
+                mbs / sha_mbs,
+                0.5 if not decode else None,
+                note=label,
+            )
+        )
+        raw_floor = "raw sqlite3 read + 1 sha256/row"
+        report.results.append(
+            Result("verify", name, "MB/s", mbs, raw_mbs, raw_floor, mbs / raw_mbs, note=label)
+        )
+
+
+# ─── 3. replay ────────────────────────────────────────────────────────────────────────────────
+
+
+def _load_reconstruct() -> Callable[..., list[Any]] | None:
+    try:
+        from flightlog.replay import reconstruct
+    except ImportError:
+        return None
+    return reconstruct
+
+
+def bench_replay(report: Report, path: Path, session_id: str, events: int, rounds: int) -> None:
+    reconstruct = _load_reconstruct()
+    if reconstruct is None:
+        report.skipped.append("replay: skipped (flightlog.replay not available)")
+        _log(report.skipped[-1])
+        return
+
+    def raw() -> None:
+        loads = json.loads
+        for _, data, _, _ in _raw_rows(path, session_id):
+            loads(data)
+
+    store = SqliteStore(path)
+    messages: list[int] = []
+    try:
+
+        def replay() -> None:
+            rows = store.read_events(session_id)
+            messages.append(len(reconstruct((e.seq, decode_stored(e.event_bytes, seq=e.seq)) for e in rows)))
+
+        _log(f"replay: raw floor and reconstruct ({rounds} rounds)")
+        times = _paired_times({"raw": raw, "replay": replay}, rounds)
+    finally:
+        store.close()
+    report.results.append(
+        Result(
+            "replay",
+            "reconstruct(decode_stored(row) ...)",
+            "s",
+            times["replay"],
+            times["raw"],
+            "raw sqlite3 read + json.loads/row",
+            times["raw"] / times["replay"],
+            higher_is_better=False,
+            note=f"{events:,} events -> {messages[-1]:,} messages",
+        )
+    )
+
+
+# ─── 4. memory ────────────────────────────────────────────────────────────────────────────────
+
+
+def _peak(fn: Callable[[], Any]) -> int:
+    gc.collect()
+    tracemalloc.start()
+    try:
+        tracemalloc.reset_peak()
+        base = tracemalloc.get_traced_memory()[0]
+        fn()
+        return tracemalloc.get_traced_memory()[1] - base
+    finally:
+        tracemalloc.stop()
+
+
+def bench_memory(report: Report, path: Path, sizes: tuple[tuple[str, int], tuple[str, int]]) -> None:
+    store = SqliteStore(path)
+    try:
+
+        def export(session_id: str) -> None:
+            with open(os.devnull, "wb") as sink:
+                for row in store.read_events(session_id):
+                    sink.write(row.event_bytes)
+
+        operations: list[tuple[str, Callable[[str], Any]]] = [
+            ("verify_session decode=False", lambda sid: verify_session(store, sid, decode=False)),
+            ("verify_session decode=True", lambda sid: verify_session(store, sid, decode=True)),
+            ("export stream (read_events -> /dev/null)", export),
+        ]
+        (small_sid, small_turns), (large_sid, large_turns) = sizes
+        for name, op in operations:
+            _log(f"memory: {name}")
+            small = _peak(lambda op=op: op(small_sid))  # type: ignore[misc]
+            large = _peak(lambda op=op: op(large_sid))  # type: ignore[misc]
+            report.memory.append(MemoryResult(name, small_turns, large_turns, small, large))
+    finally:
+        store.close()
+
+
+# ─── profiles (--profile) ─────────────────────────────────────────────────────────────────────
+
+
+def _top(profile: cProfile.Profile, limit: int = 14) -> list[dict[str, Any]]:
+    stats = pstats.Stats(profile)
+    rows = []
+    for (filename, line, func), (_, ncalls, tottime, cumtime, _) in stats.stats.items():  # type: ignore[attr-defined]
+        where = f"{Path(filename).name}:{line}" if line else filename
+        rows.append(
+            {"function": f"{func} ({where})", "ncalls": ncalls, "tottime": tottime, "cumtime": cumtime}
+        )
+    rows.sort(key=lambda r: r["tottime"], reverse=True)
+    return rows[:limit]
+
+
+def _per_item_us(fn: Callable[[Any], Any], items: Sequence[Any], rounds: int = 3) -> float:
+    """Median over ``rounds`` of the mean µs per call of ``fn`` over ``items`` (no profiler attached)."""
+    times = []
+    for _ in range(rounds):
+        start = time.perf_counter()
+        for item in items:
+            fn(item)
+        times.append(time.perf_counter() - start)
+    return statistics.median(times) / len(items) * 1e6
+
+
+def bench_breakdown(report: Report, workdir: Path, workload: Workload, count: int) -> None:
+    """Where one append's and one decode's time goes, component by component, without a profiler.
+
+    cProfile inflates pure-Python code (rfc8785 makes many small calls) against C code (sqlite, hashlib),
+    so the split is measured directly, at ``synchronous=NORMAL`` (the CPU cost; at FULL the fsync adds about
+    the same to flightlog and floor). Four writers run side by side (:func:`interleave`) over the same
+    events: ``Recorder.append``; ``Recorder.append`` with ``canonical_bytes`` swapped for a lookup of the
+    precomputed bytes (so the difference is encoding as it costs *in place*, caches and all);
+    ``Store.append_events`` alone, nested and epoch-checked as the Recorder calls it; and the raw floor.
+    Isolated micro-loops then split the encoding and the store call further.
+    """
+    import rfc8785
+
+    from flightlog.ledger import CompactRange, chain_hash, leaf_hash
+    from flightlog.store.base import NewEvent, SessionHead
+
+    events = workload.events(count, first_turn=20_000_000)
+    wires = [e.to_wire() for e in events]
+    data = [canonical_bytes(e) for e in events]
+    precomputed = {id(e): b for e, b in zip(events, data, strict=True)}
+    can_swap = getattr(recorder_module, "canonical_bytes", None) is canonical_bytes
+
+    paths = [workdir / f"breakdown-{i}.db" for i in range(4)]
+    stores = [SqliteStore(p, synchronous="NORMAL") for p in paths[:3]]
+    floor = FloorWriter(paths[3], "NORMAL")
+    try:
+        full, cached = (Recorder.create(s, session_id="b") for s in stores[:2])
+        store = stores[2]
+        Recorder.create(store, session_id="b")
+        prev, rows = "GENESIS", []
+        for seq, (event, blob) in enumerate(zip(events, data, strict=True)):
+            digest = chain_hash(prev, seq, blob)
+            rows.append(NewEvent(seq, event.kind, blob, prev, digest))
+            prev = digest
+
+        def append_cached(event: Event) -> None:
+            recorder_module.canonical_bytes = lambda e: precomputed[id(e)]  # type: ignore[attr-defined,assignment]
+            try:
+                cached.append(event)
+            finally:
+                recorder_module.canonical_bytes = canonical_bytes  # type: ignore[attr-defined]
+
+        def store_append(row: NewEvent) -> None:
+            with store.transaction():  # inside Recorder.atomic, epoch-checked, as Recorder.append does
+                store.append_events("b", [row], SessionHead(row.seq, row.hash, "0" * 64), epoch=0)
+
+        elapsed = interleave(
+            [
+                (full.append, events),
+                (append_cached, events),
+                (store_append, rows),
+                (floor.write, [[(r.kind, r.event_bytes)] for r in rows]),
+            ],
+            _BLOCK,
+        )
+        total_us, cached_us, store_us, floor_us = (e / count * 1e6 for e in elapsed)
+        epoch_us = _per_item_us(lambda _: store.authority_epoch("b"), range(count))
+
+        def nested_noop(_: int) -> None:
+            with store.transaction():
+                pass
+
+        with store.transaction():
+            savepoint_us = _per_item_us(nested_noop, range(count))
+    finally:
+        for s in stores:
+            s.close()
+        floor.close()
+        for path in paths:
+            _remove_db(path)
+
+    tree = CompactRange()
+    for blob in data:
+        tree.append(leaf_hash(blob))
+
+    def stage(blob: bytes) -> None:
+        staged = tree.copy()
+        chain_hash("0" * 64, staged.size, blob)
+        staged.append(leaf_hash(blob))
+        staged.root().hex()
+
+    stage_us = _per_item_us(stage, data)
+    lines: list[tuple[str, float]] = [
+        ("Recorder.append, total", total_us),
+        ("raw floor, total (BEGIN IMMEDIATE/INSERT/COMMIT + 1 sha256)", floor_us),
+    ]
+    if can_swap:
+        lines.append(("encoding in place (total - append with bytes precomputed)", total_us - cached_us))
+    lines += [
+        ("  canonical_bytes(event) alone, hot loop", _per_item_us(canonical_bytes, events)),
+        (
+            "    event.to_wire() alone (pydantic model_dump + _omit_absent)",
+            _per_item_us(lambda e: e.to_wire(), events),
+        ),
+        ("    rfc8785.dumps(wire dict) alone", _per_item_us(rfc8785.dumps, wires)),
+        ("store.append_events as the Recorder calls it", store_us),
+        ("  its excess over the raw floor", store_us - floor_us),
+        ("    authority-epoch SELECT alone", epoch_us),
+        ("    SAVEPOINT/RELEASE (nested transaction) alone", savepoint_us),
+        ("stage alone: chain_hash + leaf_hash + tree copy/append/root", stage_us),
+    ]
+    if can_swap:
+        lines.append(("rest of Recorder (atomic, lock, stage, StoredEvent, notify)", cached_us - store_us))
+    lines += [
+        ("decode: json.loads(bytes)", _per_item_us(json.loads, data)),
+        (
+            "decode: decode_stored(bytes) (json.loads + pydantic validation)",
+            _per_item_us(decode_stored, data),
+        ),
+    ]
+    report.breakdown = [{"component": name, "us_per_event": round(us, 2)} for name, us in lines]
+
+
+def bench_profiles(
+    report: Report, workdir: Path, workload: Workload, path: Path, sid: str, appends: int
+) -> None:
+    events = workload.events(appends + _WARMUP, first_turn=10_000_000)
+    for synchronous in ("FULL", "NORMAL"):
+        db = workdir / f"profile-{synchronous}.db"
+        store = SqliteStore(db, synchronous=synchronous)
+        recorder = Recorder.create(store, session_id="profile")
+        profile = cProfile.Profile()
+        profile.enable()
+        for event in events:
+            recorder.append(event)
+        profile.disable()
+        store.close()
+        _remove_db(db)
+        report.profiles[f"Recorder.append, synchronous={synchronous}"] = _top(profile)
+    store = SqliteStore(path)
+    try:
+        for decode in (False, True):
+            profile = cProfile.Profile()
+            profile.runcall(verify_session, store, sid, decode=decode)
+            report.profiles[f"verify_session decode={decode}"] = _top(profile)
+        reconstruct = _load_reconstruct()
+        if reconstruct is not None:
+            profile = cProfile.Profile()
+            profile.runcall(
+                lambda: reconstruct((e.seq, decode_stored(e.event_bytes)) for e in store.read_events(sid))
+            )
+            report.profiles["replay reconstruct"] = _top(profile)
+    finally:
+        store.close()
+
+
+# ─── output ───────────────────────────────────────────────────────────────────────────────────
+
+
+def _num(value: float, unit: str) -> str:
+    if unit == "s":
+        return f"{value:.3f}"
+    if value >= 100:
+        return f"{value:,.0f}"
+    return f"{value:.1f}"
+
+
+def _table(header: Sequence[str], rows: Iterable[Sequence[str]], right: Sequence[bool]) -> str:
+    body = [list(header), *[list(r) for r in rows]]
+    widths = [max(len(r[i]) for r in body) for i in range(len(header))]
+
+    def line(cells: Sequence[str]) -> str:
+        return "  ".join(
+            c.rjust(w) if right[i] else c.ljust(w) for i, (c, w) in enumerate(zip(cells, widths, strict=True))
+        ).rstrip()
+
+    rule = "  ".join("-" * w for w in widths)
+    return "\n".join([line(body[0]), rule, *(line(r) for r in body[1:])])
+
+
+def _spread(ratios: Sequence[float]) -> str:
+    return f"; rounds {min(ratios):.2f}-{max(ratios):.2f}x" if len(ratios) > 1 else ""
+
+
+def render(report: Report) -> str:
+    env = report.environment
+    out = [
+        "flightlog ledger benchmarks",
+        f"python {env['python']} ({env['implementation']}), sqlite {env['sqlite']}, {env['platform']}, "
+        f"{env['cpus']} cpus, pydantic {env['pydantic']}, rfc8785 {env['rfc8785']}, "
+        f"projectors registered {env['projectors']}",
+        "config: " + ", ".join(f"{k}={v}" for k, v in report.config.items()),
+        "",
+        "ratio = flightlog throughput / floor throughput (1.0 = as fast as the floor; higher is better)",
+        "",
+    ]
+    rows = []
+    for r in report.results:
+        met = "" if r.met is None else ("yes" if r.met else "NO")
+        rows.append(
+            [
+                r.name,
+                _num(r.flightlog, r.unit),
+                _num(r.floor, r.unit),
+                r.unit,
+                f"{r.ratio:.3f}x",
+                "" if r.target is None else f">={r.target:g}x",
+                met,
+                r.floor_name + (f"; {r.note}" if r.note else "") + _spread(r.rounds),
+            ]
+        )
+    out.append(
+        _table(
+            ["benchmark", "flightlog", "floor", "unit", "ratio", "target", "met", "floor (notes)"],
+            rows,
+            [False, True, True, False, True, True, False, False],
+        )
+    )
+    replay = [r for r in report.results if r.section == "replay"]
+    for r in replay:
+        out.append(f"\nreplay: {r.flightlog / r.floor:.1f}x the floor's time ({r.note})")
+    out.extend(report.skipped)
+    if report.memory:
+        out.append("")
+        mem_rows = [
+            [
+                m.name,
+                f"{m.small_peak_bytes / 1024:,.0f} KiB",
+                f"{m.large_peak_bytes / 1024:,.0f} KiB",
+                f"{m.growth:.2f}x",
+                "flat" if m.flat else "GROWS",
+            ]
+            for m in report.memory
+        ]
+        first = report.memory[0]
+        out.append(
+            _table(
+                [
+                    "tracemalloc peak",
+                    f"{first.small_turns:,} turns",
+                    f"{first.large_turns:,} turns",
+                    "growth",
+                    "verdict",
+                ],
+                mem_rows,
+                [False, True, True, True, False],
+            )
+        )
+    if report.breakdown:
+        out.append(
+            "\nwhere one append's time goes at synchronous=NORMAL (no profiler; µs per event, workload mix)"
+        )
+        out.append(
+            _table(
+                ["component", "µs/event"],
+                ([b["component"], f"{b['us_per_event']:.1f}"] for b in report.breakdown),
+                [False, True],
+            )
+        )
+    for title, top in report.profiles.items():
+        out.append(f"\nprofile: {title} (top by own time)")
+        out.append(
+            _table(
+                ["function", "calls", "tottime s", "cumtime s"],
+                (
+                    [t["function"], f"{t['ncalls']:,}", f"{t['tottime']:.3f}", f"{t['cumtime']:.3f}"]
+                    for t in top
+                ),
+                [False, True, True, True],
+            )
+        )
+    return "\n".join(out)
+
+
+def to_json(report: Report) -> str:
+    doc = asdict(report)
+    for row, result in zip(doc["results"], report.results, strict=True):
+        row["met"] = result.met
+    for row, mem in zip(doc["memory"], report.memory, strict=True):
+        row["growth"] = mem.growth
+        row["flat"] = mem.flat
+    return json.dumps(doc, indent=2)
+
+
+# ─── main ─────────────────────────────────────────────────────────────────────────────────────
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0] if __doc__ else None)
+    parser.add_argument("--turns", type=int, default=None, help="turns in the verify/replay session (10000)")
+    parser.add_argument("--appends", type=int, default=None, help="timed appends per append benchmark (2000)")
+    parser.add_argument("--rounds", type=int, default=None, help="repetitions; the median is reported (3)")
+    parser.add_argument("--quick", action="store_true", help="small sizes, one round (~20 s)")
+    parser.add_argument("--json", action="store_true", help="print results as JSON instead of a table")
+    parser.add_argument("--profile", action="store_true", help="also print cProfile top functions")
+    parser.add_argument("--seed", type=int, default=20240607)
+    args = parser.parse_args(argv)
+    turns = args.turns or (2000 if args.quick else 10_000)
+    appends = args.appends or (500 if args.quick else 2000)
+    rounds = args.rounds or (1 if args.quick else 3)
+    if turns < 10 or appends < 10 or rounds < 1:
+        parser.error("--turns and --appends must be >= 10, --rounds >= 1")
+
+    report = Report(
+        environment=_environment(),
+        config={"turns": turns, "appends": appends, "rounds": rounds, "seed": args.seed},
+    )
+    workload = Workload(args.seed)
+    workdir = Path(tempfile.mkdtemp(prefix="flightlog-bench-"))
+    started = time.perf_counter()
+    try:
+        bench_appends(report, workdir, workload, appends, rounds)
+
+        session_db = workdir / "session.db"
+        small_turns = min(turns, max(turns // 10, 256))  # >= 2 read batches of 512 rows
+        _log(f"fixture: recording sessions of {turns:,} and {small_turns:,} turns")
+        store = SqliteStore(session_db, synchronous="NORMAL")
+        try:
+            events = populate(store, "large", turns, workload)
+            populate(store, "small", small_turns, workload)
+        finally:
+            store.close()
+
+        bench_verify(report, session_db, "large", rounds)
+        bench_replay(report, session_db, "large", events, rounds)
+        bench_memory(report, session_db, (("small", small_turns), ("large", turns)))
+        if args.profile:
+            _log("profiling")
+            bench_breakdown(report, workdir, workload, min(appends, 2000))
+            bench_profiles(report, workdir, workload, session_db, "large", appends)
+    finally:
+        shutil.rmtree(workdir, ignore_errors=True)
+    report.config["elapsed_s"] = round(time.perf_counter() - started, 1)
+    print(to_json(report) if args.json else render(report))
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
