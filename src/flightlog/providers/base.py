@@ -144,6 +144,8 @@ class ModelProvider(Protocol):
         """Declared capabilities of this route position."""
         ...
 
-    async def complete(self, request: ModelRequest, *, on_token: TokenCallback | None = None) -> ModelResponse:
+    async def complete(
+        self, request: ModelRequest, *, on_token: TokenCallback | None = None
+    ) -> ModelResponse:
         """Call the model. Raises :class:`ProviderError` on failure."""
         ...
