@@ -1,0 +1,275 @@
+"""Kernel commands: ``run``, ``resume``, ``pending``, ``approve``, ``deny``, ``abort``.
+
+Mounting (the ``flightlog`` app adds them at top level, with its own ``--db`` handling)::
+
+    from .cli_kernel import register as register_kernel
+    register_kernel(app, _store)      # _store(read_only: bool) -> context manager yielding a Store
+
+``kernel_app`` is a standalone Typer app with the same commands and a ``--db`` option (env
+``FLIGHTLOG_DB``), for embedding or tests.
+
+Exit codes: **0** the run completed (or the command did its job); **1** the run failed, exhausted a budget
+or was cancelled (stdout says which); **2** usage (bad spec, unknown session or call); **3** the run is
+suspended, waiting for a human decision (``pending`` lists what waits; ``approve``/``deny`` then
+``resume``). Live progress (turns, tool calls, approvals awaited) goes to stderr; results to stdout
+(``--json`` for machine-readable output).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import sys
+from collections.abc import Callable, Iterator
+from contextlib import AbstractContextManager, contextmanager
+from typing import Annotated, Any
+
+import typer
+from rich.console import Console
+from typer.core import TyperGroup
+
+from .errors import FlightlogError, SessionNotFound
+from .events import Custom, SessionEvent
+from .kernel import Kernel, NotPending, RunResult, approve, deny, pending
+from .kernel.abort import abort
+from .kernel.errors import AgentSpecError
+from .kernel.spec import is_logical, load_agent
+from .narration import narrate, short
+from .store import Store, StoredEvent, open_store
+
+__all__ = ["EXIT_CODES", "OpenDb", "Progress", "kernel_app", "register"]
+
+OpenDb = Callable[[bool], AbstractContextManager[Store]]
+"""``open_db(read_only)``: a context manager yielding an open store (closed on exit)."""
+
+EXIT_CODES: dict[str, int] = {
+    "completed": 0,
+    "failed": 1,
+    "budget_exhausted": 1,
+    "cancelled": 1,
+    "suspended": 3,
+}
+"""Exit code per run status (usage errors exit 2)."""
+
+_QUIET_CUSTOM = frozenset(
+    {"model_usage", "tool_decisions", "budget_limits", "provider_capability_evidence", "approval_decision"}
+)
+
+
+class Progress:
+    """Live progress lines on stderr: one per interesting durable event (a recorder subscriber)."""
+
+    def __init__(self, console: Console, session_hint: Callable[[], str]) -> None:
+        self.console = console
+        self._session = session_hint
+
+    def __call__(self, row: StoredEvent, event: SessionEvent) -> None:
+        if isinstance(event, Custom) and event.custom_kind in _QUIET_CUSTOM:
+            return
+        if event.kind in ("permission_resolved", "tool_argument_repaired") and not self.console.is_terminal:
+            return
+        style = {"tool_gated": "bold yellow", "suspended": "bold yellow", "rollbacked": "red"}.get(event.kind)
+        self.console.print(f"[{row.seq:>4}] {narrate(event)}", style=style)
+        if event.kind == "tool_gated":
+            call_id = getattr(event, "call_id", "")
+            self.console.print(
+                f"       waiting for approval: flightlog approve {self._session()} {call_id}", style=style
+            )
+
+
+def _code(result: RunResult) -> int:
+    return EXIT_CODES.get(result.status, 1)
+
+
+def _report(console: Console, result: RunResult, json_out: bool) -> None:
+    if json_out:
+        sys.stdout.write(json.dumps(result.to_wire(), indent=2, ensure_ascii=False) + "\n")
+        return
+    detail = f" ({result.detail})" if result.detail else ""
+    console.print(
+        f"session {result.session_id}: {result.status}{detail} after {result.turns} turn(s), "
+        f"{result.tokens} tokens"
+    )
+    if result.final_message:
+        console.print(result.final_message)
+    if result.status == "suspended":
+        for call_id in result.pending_calls:
+            console.print(f"  waiting: {call_id}  (flightlog approve|deny {result.session_id} {call_id})")
+
+
+def _agent(spec: str) -> Any:
+    try:
+        return load_agent(spec)
+    except AgentSpecError as exc:
+        raise typer.BadParameter(str(exc), param_hint="SPEC") from None
+
+
+def register(app: typer.Typer, open_db: OpenDb) -> None:
+    """Add the kernel commands to ``app`` (see the module docs); ``open_db(read_only)`` opens the store."""
+    out = Console(highlight=False, markup=False, soft_wrap=True)
+    err = Console(stderr=True, highlight=False, markup=False, soft_wrap=True)
+
+    @app.command("run")
+    def run_cmd(
+        spec: Annotated[
+            str, typer.Argument(help="Agent: module:attribute, file.py:attribute or agent.toml.")
+        ],
+        goal: Annotated[str, typer.Option("--goal", help="The goal (first user message).")],
+        criteria: Annotated[
+            list[str] | None, typer.Option("--criteria", help="Acceptance criterion (repeatable).")
+        ] = None,
+        session: Annotated[str | None, typer.Option("--session", help="Session id to create.")] = None,
+        json_out: Annotated[bool, typer.Option("--json", help="Print the result as JSON.")] = False,
+        quiet: Annotated[bool, typer.Option("--quiet", "-q", help="No live progress on stderr.")] = False,
+    ) -> None:
+        """Run an agent on a goal; exit 0 completed, 3 waiting for approval, 1 otherwise."""
+        agent = _agent(spec)
+        metadata = {"agent_spec": spec} if is_logical(spec) else {}
+        sid: list[str] = [session or "SESSION"]
+        with open_db(False) as store:
+            progress = None if quiet else Progress(err, lambda: sid[0])
+            kernel = Kernel(store, agent, on_event=_capture_session(progress, sid))
+            result = kernel.run_sync(goal, criteria or (), session_id=session, metadata=metadata)
+        _report(out, result, json_out)
+        raise typer.Exit(_code(result))
+
+    @app.command("resume")
+    def resume_cmd(
+        session: Annotated[str, typer.Argument(help="Session id or unique prefix.")],
+        spec: Annotated[
+            str | None, typer.Option("--spec", help="Agent spec (default: the one recorded at run).")
+        ] = None,
+        json_out: Annotated[bool, typer.Option("--json", help="Print the result as JSON.")] = False,
+        quiet: Annotated[bool, typer.Option("--quiet", "-q", help="No live progress on stderr.")] = False,
+    ) -> None:
+        """Continue a session (after approvals, a crash or a cancel); exit codes as for ``run``."""
+        with open_db(False) as store:
+            sid = store.resolve_session(session)
+            spec = spec or store.get_session(sid).metadata.get("agent_spec")
+            if not spec:
+                raise typer.BadParameter("no agent spec recorded for this session; give --spec")
+            progress = None if quiet else Progress(err, lambda: sid)
+            result = Kernel(store, _agent(spec), on_event=progress).resume_sync(sid)
+        _report(out, result, json_out)
+        raise typer.Exit(_code(result))
+
+    @app.command("pending")
+    def pending_cmd(
+        json_out: Annotated[bool, typer.Option("--json", help="Print a JSON array.")] = False,
+    ) -> None:
+        """List tool calls waiting for a decision, across sessions."""
+        with open_db(True) as store:
+            rows = pending(store)
+        if json_out:
+            sys.stdout.write(json.dumps([r.to_wire() for r in rows], indent=2, ensure_ascii=False) + "\n")
+            return
+        if not rows:
+            out.print("nothing is waiting for a decision")
+        for row in rows:
+            out.print(
+                f"{row.session_id}  turn {row.turn}  {row.call_id}  {row.tool}({short(row.arguments, 60)})"
+                f"  [{row.kind}] {short(row.reason, 60)}"
+            )
+
+    @app.command("approve")
+    def approve_cmd(
+        session: Annotated[str, typer.Argument(help="Session id or unique prefix.")],
+        call: Annotated[str, typer.Argument(help="The call id (see `pending`).")],
+        responder: Annotated[str, typer.Option("--as", help="Who decides (recorded).")] = "user",
+    ) -> None:
+        """Approve a waiting call (an in-doubt effect: run it again). Then `resume` the session."""
+        with open_db(False) as store:
+            sid = store.resolve_session(session)
+            _decide(lambda: approve(store, sid, call, responder=responder))
+        out.print(f"approved {call} of {sid}; continue with: flightlog resume {sid}")
+
+    @app.command("deny")
+    def deny_cmd(
+        session: Annotated[str, typer.Argument(help="Session id or unique prefix.")],
+        call: Annotated[str, typer.Argument(help="The call id (see `pending`).")],
+        reason: Annotated[str | None, typer.Option("--reason", help="Told to the model.")] = None,
+        responder: Annotated[str, typer.Option("--as", help="Who decides (recorded).")] = "user",
+    ) -> None:
+        """Deny a waiting call (an in-doubt effect: mark it failed). Then `resume` the session."""
+        with open_db(False) as store:
+            sid = store.resolve_session(session)
+            _decide(lambda: deny(store, sid, call, responder=responder, reason=reason))
+        out.print(f"denied {call} of {sid}; continue with: flightlog resume {sid}")
+
+    @app.command("abort")
+    def abort_cmd(session: Annotated[str, typer.Argument(help="Session id or unique prefix.")]) -> None:
+        """Fence off a running writer of the session and mark it cancelled (resumable later)."""
+        with open_db(False) as store:
+            sid = store.resolve_session(session)
+            done = abort(store, sid)
+        out.print(f"aborted {sid}" if done else f"{sid} has already ended; nothing to abort")
+
+
+def _capture_session(
+    progress: Progress | None, holder: list[str]
+) -> Callable[[StoredEvent, SessionEvent], None]:
+    """Wrap ``progress`` so the first event tells it the session id (for the approve hint)."""
+
+    def on_event(row: StoredEvent, event: SessionEvent) -> None:
+        holder[0] = row.session_id
+        if progress is not None:
+            progress(row, event)
+
+    return on_event
+
+
+def _decide(action: Callable[[], object]) -> None:
+    try:
+        action()
+    except NotPending as exc:
+        raise typer.BadParameter(str(exc), param_hint="CALL") from None
+
+
+# ─── standalone app ───────────────────────────────────────────────────────────────────────────
+
+
+class _Group(TyperGroup):
+    """Standalone error mapping: one ``flightlog: error:`` line; exit 2 for an unknown session, else 1."""
+
+    def invoke(self, ctx: Any) -> Any:
+        try:
+            return super().invoke(ctx)
+        except FlightlogError as exc:
+            Console(stderr=True, highlight=False, markup=False).print(f"flightlog: error: {exc}")
+            raise typer.Exit(2 if isinstance(exc, SessionNotFound) else 1) from None
+
+
+kernel_app = typer.Typer(
+    cls=_Group,
+    name="flightlog-kernel",
+    help="Run agents durably: run, resume, pending, approve, deny, abort.",
+    no_args_is_help=True,
+    add_completion=False,
+    pretty_exceptions_enable=False,
+)
+
+
+class _Db:
+    path: str = ""
+
+
+_db = _Db()
+
+
+@kernel_app.callback()
+def _options(
+    db: Annotated[str | None, typer.Option("--db", help="Database path or URL [env FLIGHTLOG_DB].")] = None,
+) -> None:
+    _db.path = db or os.environ.get("FLIGHTLOG_DB", "flightlog.db")
+
+
+@contextmanager
+def _open_db(read_only: bool) -> Iterator[Store]:
+    store = open_store(_db.path, read_only=read_only)
+    try:
+        yield store
+    finally:
+        store.close()
+
+
+register(kernel_app, _open_db)

@@ -1,0 +1,62 @@
+"""flightlog's durable agent runtime: turn transactions over the hash-chained ledger.
+
+Define an :class:`Agent` (route of model providers, tools made with :func:`tool`, a :class:`Policy`,
+:class:`Budgets`), then ``Kernel(store, agent).run_sync(goal)``. Every step is an event in the session's
+ledger, and the ledger is the only state: ``resume`` continues after a crash, a cancellation or a human
+decision (:func:`approve` / :func:`deny`) from whatever the ledger says. Side-effect tools run exactly once
+(intent before, result after; in doubt after a crash until reconciled or decided).
+
+Modules: ``agent`` (definition), ``tools`` (``@tool``), ``policy`` (governance rules), ``repair``
+(argument repair), ``budgets`` (accounting), ``planning`` (repair + governance per turn), ``execution``
+(running a turn's calls), ``effects`` (exactly-once; :func:`current_effect_key` for tools and
+reconcilers), ``approvals`` (human decisions), ``abort`` (fencing a run from outside), ``state`` (the
+ledger fold), ``transcript`` (incremental ``reconstruct``), ``records`` (the kernel's ``Custom``
+records), ``operations`` (what a cancel or deadline interrupts), ``signals`` (sync wrappers,
+SIGINT/SIGTERM), ``loop`` (the ``Kernel``), ``result`` (``RunResult``), ``scripted`` (a fake provider),
+``spec`` (loading an agent from ``module:attr`` or TOML).
+"""
+
+from __future__ import annotations
+
+from .abort import abort
+from .agent import Agent
+from .approvals import PendingCall, approve, deny, pending
+from .budgets import Budgets, Prices
+from .effects import current_effect_key
+from .errors import AgentSpecError, FatalToolError, KernelError, NotPending
+from .loop import Kernel
+from .policy import Decision, Policy, Rule
+from .repair import repair_arguments
+from .result import RunResult, RunStatus
+from .scripted import ScriptedProvider
+from .spec import load_agent
+from .tools import Effect, Tool, ToolArgumentsError, tool
+
+__all__ = [
+    "Agent",
+    "AgentSpecError",
+    "Budgets",
+    "Decision",
+    "Effect",
+    "FatalToolError",
+    "Kernel",
+    "KernelError",
+    "NotPending",
+    "PendingCall",
+    "Policy",
+    "Prices",
+    "Rule",
+    "RunResult",
+    "RunStatus",
+    "ScriptedProvider",
+    "Tool",
+    "ToolArgumentsError",
+    "abort",
+    "approve",
+    "current_effect_key",
+    "deny",
+    "load_agent",
+    "pending",
+    "repair_arguments",
+    "tool",
+]

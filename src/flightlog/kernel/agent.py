@@ -1,0 +1,86 @@
+"""The agent definition: route, prompt, tools, policy, budgets and fault-handling knobs."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from typing import Literal
+
+from ..providers.base import ModelProvider, ToolSpec
+from .budgets import Budgets
+from .policy import Policy
+from .tools import Tool
+
+__all__ = ["Agent"]
+
+
+@dataclass(frozen=True)
+class Agent:
+    """Everything the kernel needs to run an agent (code, not data: resume takes the same definition).
+
+    Attributes:
+        name: Agent id, recorded as ``run_started.agent_id``.
+        route: Model route: the primary provider first, then fallbacks in failover order (non-empty).
+        system_prompt: System prompt, recorded in ``run_started`` (a resume uses the recorded one).
+        tools: Tools the model may call (unique names).
+        policy: Governance rules (see :mod:`flightlog.kernel.policy`); default allows everything.
+        budgets: Run limits (see :mod:`flightlog.kernel.budgets`); recorded at run start.
+        max_retries: Retries of a failed model call on one route position before failing over (so each
+            position gets ``max_retries + 1`` attempts); also the retries of a turn rolled back by a
+            ``FatalToolError``.
+        backoff_base_s: First retry delay in seconds; doubles per attempt.
+        backoff_max_s: Cap on any retry delay, ``retry_after_s`` hints included, in seconds.
+        model_timeout_s: Timeout of one model call in seconds (None: none); a timeout rolls the turn back
+            (``rollbacked(reason=Timeout)``) and counts as a failed attempt.
+        max_tokens: Output cap per model call, in tokens (the budget reservation estimate).
+        stream: Ask providers to stream; token deltas go to live subscribers only, never to the ledger.
+        on_fatal_tool_error: After a ``FatalToolError`` rollback: ``retry`` the turn (up to
+            ``max_retries`` times) or ``fail`` the run.
+        parallel_read_only: Run consecutive ``read_only`` calls of one turn concurrently.
+    """
+
+    name: str
+    route: Sequence[ModelProvider]
+    system_prompt: str | None = None
+    tools: Sequence[Tool] = field(default_factory=tuple)
+    policy: Policy = field(default_factory=Policy)
+    budgets: Budgets = field(default_factory=Budgets)
+    max_retries: int = 2
+    backoff_base_s: float = 0.5
+    backoff_max_s: float = 30.0
+    model_timeout_s: float | None = 300.0
+    max_tokens: int = 4096
+    stream: bool = False
+    on_fatal_tool_error: Literal["retry", "fail"] = "retry"
+    parallel_read_only: bool = True
+
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "route", tuple(self.route))
+        object.__setattr__(self, "tools", tuple(self.tools))
+        if not self.route:
+            raise ValueError("an agent needs at least one model provider in its route")
+        for item in self.tools:
+            if not isinstance(item, Tool):
+                raise TypeError(f"agent tools must be Tool objects (use @tool), not {type(item).__name__}")
+        names = [t.name for t in self.tools]
+        if len(set(names)) != len(names):
+            raise ValueError(f"tool names must be unique: {sorted(names)}")
+        if self.max_retries < 0 or self.max_tokens < 1:
+            raise ValueError("max_retries must be >= 0 and max_tokens >= 1")
+        if self.on_fatal_tool_error not in ("retry", "fail"):
+            raise ValueError("on_fatal_tool_error must be 'retry' or 'fail'")
+        if self.budgets.cost is not None:
+            unpriced = [p.model for p in self.route if self.budgets.price_for(p.model) is None]
+            if unpriced:
+                raise ValueError(f"a cost budget needs prices for every route model; missing: {unpriced}")
+
+    def tool(self, name: str) -> Tool | None:
+        """The tool called ``name``, or None."""
+        for item in self.tools:
+            if item.name == name:
+                return item
+        return None
+
+    def tool_specs(self) -> list[ToolSpec]:
+        """The tools as the model sees them."""
+        return [item.spec() for item in self.tools]

@@ -1,0 +1,56 @@
+"""Errors of the agent runtime.
+
+::
+
+    FlightlogError
+    `-- KernelError
+        +-- NotPending(LookupError)        session_id, call_id: no open gate for this call
+        `-- AgentSpecError(ValueError)     spec, reason: an agent spec cannot be loaded
+
+``FatalToolError`` is not a flightlog error: tools raise it to say "this turn cannot go on", and the
+kernel answers with a ``rollbacked(reason=FatalToolError)`` (see :mod:`flightlog.kernel.tools`).
+"""
+
+from __future__ import annotations
+
+from ..errors import FlightlogError
+
+__all__ = ["AgentSpecError", "FatalToolError", "KernelError", "NotPending"]
+
+
+class KernelError(FlightlogError):
+    """Base of the errors the kernel raises on purpose."""
+
+
+class NotPending(KernelError, LookupError):
+    """No gate of this session waits for a decision on ``call_id`` (never gated, or already decided)."""
+
+    session_id: str
+    call_id: str
+
+    def __init__(self, *, session_id: str, call_id: str) -> None:
+        super().__init__(
+            f"session {session_id}: no call {call_id!r} is waiting for a decision",
+            session_id=session_id,
+            call_id=call_id,
+        )
+
+
+class AgentSpecError(KernelError, ValueError):
+    """An agent spec (``module:attribute`` or a TOML file) cannot be loaded; ``reason`` says why."""
+
+    spec: str
+    reason: str
+
+    def __init__(self, *, spec: str, reason: str) -> None:
+        super().__init__(f"agent spec {spec!r}: {reason}", spec=spec, reason=reason)
+
+
+class FatalToolError(Exception):
+    """Raised by a tool when the turn cannot go on (corrupt state, lost invariant, broken environment).
+
+    The kernel stops executing the turn's remaining calls, records
+    ``rollbacked(reason=FatalToolError(tool_name, error))`` (history back to the turn's checkpoint) and
+    then retries the turn or ends the run, per ``Agent.on_fatal_tool_error``. Any other exception a tool
+    raises becomes an ``is_error`` tool result the model sees.
+    """

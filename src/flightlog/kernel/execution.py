@@ -1,0 +1,217 @@
+"""Executing a planned turn: in-doubt effects first, then the calls, then one ``tool_completed``.
+
+Order of work for a turn in phase ``tools``:
+
+1. Every ``side_effect`` call whose intent is recorded without completion (from an earlier activation:
+   crash, cancel) is *in doubt*. Its tool's ``reconcile`` settles it; if any has no reconciler (and no
+   human decision yet), the run suspends: ``tool_gated`` + ``permission_requested`` per call, then
+   ``suspended(reason="effect_in_doubt", pending_calls)``. Nothing runs.
+2. Calls run in call order; consecutive ``read_only`` calls run concurrently (``asyncio.gather``) when
+   the agent allows it. Denied and invalid calls get error results without running; ``side_effect`` calls
+   go through :class:`~flightlog.kernel.effects.Effects` (exactly once).
+3. ``tool_completed(turn, results)``, results in call order.
+
+A tool raising :class:`~flightlog.kernel.errors.FatalToolError` stops the turn: calls not started yet do
+not run, and the kernel records ``rollbacked(turn, checkpoint_history_len,
+reason=FatalToolError(tool_name, error))``, then retries the turn or fails the run (``run_terminal(reason=
+"failed")``) per ``Agent.on_fatal_tool_error`` and ``max_retries``. Any other exception is an error result.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Sequence
+from typing import Protocol
+
+from ..events import Event, Rollbacked, RollbackReason, RunTerminal, ToolCompleted
+from ..messages import ToolResult
+from .agent import Agent
+from .effects import Effects, Outcome, effect_key, intent_of
+from .errors import FatalToolError
+from .operations import Operation, deadline
+from .planning import gate_events
+from .records import CallPlan
+from .state import KernelState
+from .tools import Tool, ToolArgumentsError, render_output
+
+__all__ = ["TurnContext", "execute_turn"]
+
+
+class TurnContext(Protocol):
+    """What tool execution needs from the running activation."""
+
+    agent: Agent
+    state: KernelState
+    effects: Effects
+    session_id: str
+    operation: Operation | None
+
+    def append(self, *events: Event, status: str | None = None) -> None:
+        """Durably append events in one transaction (and set the session status with them)."""
+        ...
+
+    def deadline_left_s(self) -> float | None:
+        """Seconds left of the wall-clock budget, None when unlimited."""
+        ...
+
+
+class _Fatal(Exception):
+    def __init__(self, tool_name: str, error: FatalToolError) -> None:
+        super().__init__(tool_name)
+        self.tool_name = tool_name
+        self.error = error
+
+
+def _runs(plan: CallPlan, state: KernelState) -> bool:
+    """Whether a plan is cleared to run (allowed, or asked and approved)."""
+    if plan.decision == "allow":
+        return True
+    verdict = state.verdict("approval", plan.call_id)
+    return plan.decision == "ask" and verdict is not None and verdict.approved
+
+
+async def _invoke(tool: Tool, plan: CallPlan) -> Outcome:
+    try:
+        value = await tool.invoke(plan.arguments or {})
+    except FatalToolError as exc:
+        raise _Fatal(tool.name, exc) from exc
+    except ToolArgumentsError as exc:
+        return Outcome(str(exc), True)
+    except Exception as exc:
+        return Outcome(f"{type(exc).__name__}: {exc}", True)
+    return Outcome(render_output(value))
+
+
+async def _side_effect(ctx: TurnContext, tool: Tool, plan: CallPlan) -> Outcome:
+    key = effect_key(ctx.session_id, ctx.state.turn, plan.call_id)
+    verdict = ctx.state.verdict("effect_in_doubt", plan.call_id)
+    if verdict is not None and not verdict.approved and ctx.effects.state(key) == "pending":
+        outcome = Outcome(f"effect in doubt and not run again ({verdict.reason or 'denied'})", True)
+        ctx.effects.complete(key, outcome)
+        return outcome
+    fatal: list[_Fatal] = []
+
+    async def run() -> Outcome:
+        try:
+            return await _invoke(tool, plan)
+        except _Fatal as exc:
+            fatal.append(exc)
+            return Outcome(f"FatalToolError: {exc.error}", True)
+
+    outcome = await ctx.effects.run_once(key, intent_of(plan), run)
+    if fatal:
+        raise fatal[0]
+    return outcome
+
+
+async def _run_call(ctx: TurnContext, plan: CallPlan) -> ToolResult:
+    outcome = await _outcome(ctx, plan)
+    if ctx.operation is not None:
+        ctx.operation.done.add(plan.call_id)
+    return ToolResult(call_id=plan.call_id, output=outcome.output, is_error=outcome.is_error)
+
+
+async def _outcome(ctx: TurnContext, plan: CallPlan) -> Outcome:
+    if plan.decision == "invalid":
+        return Outcome(plan.reason, True)
+    if plan.decision == "deny":
+        return Outcome(f"denied by policy: {plan.reason}", True)
+    if not _runs(plan, ctx.state):
+        verdict = ctx.state.verdict("approval", plan.call_id)
+        who = verdict.responder if verdict else "user"
+        return Outcome(f"denied by {who}: {verdict.reason if verdict else 'not approved'}", True)
+    tool = ctx.agent.tool(plan.tool)
+    if tool is None:
+        return Outcome(f"unknown tool {plan.tool!r}", True)
+    if tool.effect == "side_effect":
+        return await _side_effect(ctx, tool, plan)
+    return await _invoke(tool, plan)
+
+
+def _groups(plans: Sequence[CallPlan], agent: Agent) -> list[list[CallPlan]]:
+    """Consecutive ``read_only`` plans grouped (run concurrently); every other plan alone."""
+    groups: list[list[CallPlan]] = []
+    open_group = False
+    for plan in plans:
+        concurrent = agent.parallel_read_only and plan.effect == "read_only"
+        if concurrent and open_group:
+            groups[-1].append(plan)
+        else:
+            groups.append([plan])
+        open_group = concurrent
+    return groups
+
+
+async def _run_group(ctx: TurnContext, group: list[CallPlan]) -> list[ToolResult]:
+    if len(group) == 1:
+        return [await _run_call(ctx, group[0])]
+    answers = await asyncio.gather(*(_run_call(ctx, p) for p in group), return_exceptions=True)
+    results: list[ToolResult] = []
+    for answer in answers:
+        if isinstance(answer, BaseException):
+            raise answer
+        results.append(answer)
+    return results
+
+
+async def _in_doubt(ctx: TurnContext, plans: Sequence[CallPlan]) -> list[CallPlan]:
+    """Settle in-doubt effects with their reconcilers; returns the ones a human must decide."""
+    undecided: list[CallPlan] = []
+    for plan in plans:
+        tool = ctx.agent.tool(plan.tool)
+        if tool is None or tool.effect != "side_effect" or not _runs(plan, ctx.state):
+            continue
+        key = effect_key(ctx.session_id, ctx.state.turn, plan.call_id)
+        if ctx.effects.state(key) != "pending" or ctx.state.verdict("effect_in_doubt", plan.call_id):
+            continue
+        if await ctx.effects.reconcile(tool, plan, key, ctx.state.turn) is None:
+            undecided.append(plan)
+    return undecided
+
+
+def _suspend_in_doubt(ctx: TurnContext, plans: Sequence[CallPlan]) -> None:
+    turn = ctx.state.turn
+    reasons = [
+        f"effect_in_doubt: intent {effect_key(ctx.session_id, turn, p.call_id)} recorded without completion; "
+        "approve to run it again, deny to mark it failed"
+        for p in plans
+    ]
+    ctx.append(*gate_events(turn, plans, "effect_in_doubt", reasons), status="suspended")
+
+
+def _on_fatal(ctx: TurnContext, fatal: _Fatal) -> None:
+    state = ctx.state
+    reason = RollbackReason.FatalToolError(tool_name=fatal.tool_name, error=str(fatal.error))
+    rollback = Rollbacked(turn=state.turn, checkpoint_history_len=state.checkpoint_len, reason=reason)
+    retry = ctx.agent.on_fatal_tool_error == "retry" and state.fatal_retries + 1 <= ctx.agent.max_retries
+    if retry:
+        ctx.append(rollback)
+        return
+    terminal = RunTerminal(reason="failed", turns_used=state.turn, total_tokens=state.tokens_used)
+    ctx.append(rollback, terminal, status="failed")
+
+
+async def execute_turn(ctx: TurnContext, run_id: str) -> None:
+    """Execute the planned calls of the current turn (see the module docs).
+
+    Raises:
+        DeadlineHit: the wall-clock budget ran out (the caller records it).
+        asyncio.CancelledError: the run was cancelled (the caller records it).
+    """
+    state = ctx.state
+    plans = list(state.plans)
+    undecided = await _in_doubt(ctx, plans)
+    if undecided:
+        _suspend_in_doubt(ctx, undecided)
+        return
+    ctx.operation = Operation.of(f"{run_id}:turn-{state.turn}:tools", (p.call_id for p in plans))
+    results: list[ToolResult] = []
+    try:
+        async with deadline(ctx.deadline_left_s()):
+            for group in _groups(plans, ctx.agent):
+                results.extend(await _run_group(ctx, group))
+    except _Fatal as fatal:
+        _on_fatal(ctx, fatal)
+        return
+    ctx.append(ToolCompleted(turn=state.turn, results=results))
+    ctx.operation = None

@@ -1,0 +1,630 @@
+"""The durable turn loop: ``Kernel.run`` / ``Kernel.resume`` and their sync wrappers.
+
+Every step reads the session's :class:`~flightlog.kernel.state.KernelState` (a fold over the ledger) and
+appends events; the state is updated from the recorder's after-commit notifications, so a live run and a
+resumed one take exactly the same decisions from exactly the same facts.
+
+Run start (one transaction)::
+
+    run_started(run_id, goal, criteria, agent_id, system_prompt, attachments)
+    Custom("provider_capability_evidence", {...})        per route position (seed 003)
+    Custom("budget_limits", {...})
+
+A turn transaction ``n``::
+
+    checkpoint_taken(n, history_len)                     before the model call
+    llm_completed(n, message, provider_replay), Custom("model_usage"), tool_requested(n, calls),
+        tool_argument_repaired..., Custom("tool_decisions"), permission_resolved/tool_denied...,
+        [tool_gated, permission_requested..., suspended(n, "approval")]        one transaction
+    [Custom("external_effect_intent"), Custom("external_effect_completed")]    per side effect
+    tool_completed(n, results)                           results in call order
+    ... until the model answers without tool calls: llm_completed, model_usage, run_terminal("completed")
+
+A failed model call records ``rollbacked(n, checkpoint_history_len, reason)`` (``ProviderFailure``,
+``Timeout`` or ``MalformedReplay``) with, in the same transaction, what happens next:
+``Custom("provider_retry")`` (then a backoff sleep and a new ``checkpoint_taken``),
+``Custom("route_failover")`` (next route position), or ``run_terminal("failed")`` (route exhausted).
+
+A budget axis running out records ``budget_exceeded(budget=axis)`` and ``run_terminal("budget_exhausted")``
+(the wall clock running out mid-operation first records ``operation_cancelled(reason="deadline")``). A
+signal or ``Kernel.cancel`` records ``operation_cancelled(reason=user|host_shutdown, pending_call_ids)``
+and leaves the run resumable. A ``StaleWriter`` (another process took authority, e.g. ``abort``) stops the
+loop at once without writing.
+
+Resume (``Kernel.resume``) folds the stored ledger, then records ``resumed(turn, approved, denied)`` and
+continues from the phase the ledger is in; a session still waiting for decisions stays suspended and
+nothing is written.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import time
+import uuid
+from collections.abc import Awaitable, Callable, Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+from ..errors import StaleWriter
+from ..events import (
+    BudgetExceeded,
+    CancellationReason,
+    CheckpointTaken,
+    Custom,
+    Event,
+    LlmCompleted,
+    OperationCancelled,
+    Resumed,
+    Rollbacked,
+    RollbackReason,
+    RollbackReasonT,
+    RunStarted,
+    RunTerminal,
+    SessionEvent,
+)
+from ..messages import ContentPart
+from ..providers.base import ModelProvider, ModelRequest, ModelResponse, ProviderError, TokenCallback
+from ..recorder import Recorder, Subscriber
+from ..store.base import Store, StoredEvent
+from .agent import Agent
+from .budgets import Axis, Budgets, Reservation, Spent, admit_turn, reserve
+from .effects import Effects
+from .errors import KernelError
+from .execution import execute_turn
+from .operations import DeadlineHit, Operation, deadline
+from .planning import calls_in, plan_calls
+from .records import (
+    BUDGET_LIMITS,
+    PROVIDER_RETRY,
+    GateKind,
+    capability_evidence,
+    model_usage,
+    route_failover,
+)
+from .result import RunResult, RunStatus
+from .signals import run_blocking
+from .state import KernelState, load_state
+
+__all__ = ["Kernel"]
+
+log = logging.getLogger("flightlog.kernel")
+
+Sleep = Callable[[float], Awaitable[None]]
+Clock = Callable[[], float]
+
+_TERMINAL_STATUS: dict[str, RunStatus] = {
+    "completed": "completed",
+    "budget_exhausted": "budget_exhausted",
+    "failed": "failed",
+}
+
+
+@dataclass(frozen=True)
+class _Failure:
+    """A failed model call: the rollback reason, a text for the ledger, and whether to retry it."""
+
+    reason: RollbackReasonT
+    error: str
+    retryable: bool
+    retry_after_s: float | None = None
+
+
+def _malformed(response: ModelResponse, provider: ModelProvider) -> str | None:
+    """Why a response cannot be recorded as the turn's ``llm_completed`` (None when it can)."""
+    if response.message.role != "assistant":
+        return f"response message has role {response.message.role!r}, not 'assistant'"
+    replay = response.provider_replay
+    if replay is not None and replay.protocol != provider.protocol:
+        return f"provider_replay protocol {replay.protocol!r} is not the provider's {provider.protocol!r}"
+    ids = [c.id for c in calls_in(response.message)]
+    if any(not i for i in ids) or len(set(ids)) != len(ids):
+        return f"tool call ids must be present and unique within a turn: {ids}"
+    return None
+
+
+class _Activation:
+    """One process's stretch of a run: the loop from a start or resume to a stop (any status)."""
+
+    def __init__(self, kernel: Kernel, recorder: Recorder, state: KernelState) -> None:
+        self.kernel = kernel
+        self.agent = kernel.agent
+        self.recorder = recorder
+        self.state = state
+        self.session_id = recorder.session_id
+        self.effects = Effects(recorder)
+        self.operation: Operation | None = None
+        self._wall_before = 0
+        self._t0 = kernel.clock()
+        self._unsubscribe = recorder.subscribe(self._on_event)
+        self._fenced: str | None = None
+
+    # ─── plumbing ─────────────────────────────────────────────────────────────────────────
+    def _on_event(self, row: StoredEvent, event: SessionEvent) -> None:
+        self.state.apply(row.seq, row.recorded_at_ms, event)
+        if self.kernel.on_event is not None:
+            self.kernel.on_event(row, event)
+
+    def append(self, *events: Event, status: str | None = None) -> None:
+        """Append ``events`` in one transaction; with ``status``, set the session status in it too.
+
+        Terminal statuses go through ``Recorder.finish`` (which may seal the session); the resumable ones
+        (``running``, ``suspended``, ``cancelled``) only change the status row.
+        """
+        if status is None:
+            self.recorder.append_many(events)  # one transaction already
+            return
+        with self.recorder.atomic():
+            self.recorder.append_many(events)
+            if status in _TERMINAL_STATUS:
+                self.recorder.finish(status)
+            else:
+                self.recorder.store.set_session_status(self.session_id, status)
+
+    def begin_clock(self) -> None:
+        """Start this activation's wall clock (after its ``run_started``/``resumed`` is durable)."""
+        self._wall_before = self.state.wall.closed_ms
+        self._t0 = self.kernel.clock()
+
+    def wall_ms(self) -> int:
+        """Active milliseconds: earlier activations (from the ledger) plus this one so far."""
+        return self._wall_before + int((self.kernel.clock() - self._t0) * 1000)
+
+    def deadline_left_s(self) -> float | None:
+        """Seconds of wall-clock budget left, None when unlimited."""
+        limit = self.limits.wall_clock_ms
+        return None if limit is None else max(0.0, (limit - self.wall_ms()) / 1000)
+
+    @property
+    def limits(self) -> Budgets:
+        """The recorded limits (the agent's when the ledger has none)."""
+        return self.state.limits or self.agent.budgets
+
+    def spent(self) -> Spent:
+        """Usage so far, from the ledger and this activation's clock."""
+        st = self.state
+        return Spent(tokens=st.tokens_used, cost=st.cost_used, turns=st.turn, wall_clock_ms=self.wall_ms())
+
+    def provider(self) -> ModelProvider:
+        """The current route position's provider."""
+        return self.agent.route[min(self.state.route_position, len(self.agent.route) - 1)]
+
+    # ─── the loop ─────────────────────────────────────────────────────────────────────────
+    async def drive(self) -> RunResult:
+        """Step until the run stops (terminal, suspended, cancelled, fenced off)."""
+        self.begin_clock()
+        try:
+            while self.state.phase not in ("terminal", "suspended"):
+                await self._step()
+        except DeadlineHit:
+            self._guarded(self._on_deadline)
+        except asyncio.CancelledError:
+            self._guarded(self._on_cancel)
+            task = asyncio.current_task()
+            if task is not None:
+                task.uncancel()
+        except StaleWriter as exc:
+            self._fenced = str(exc)
+        finally:
+            self.close()
+        return self.result()
+
+    def close(self) -> None:
+        """Stop listening to the recorder (the activation is over)."""
+        self._unsubscribe()
+
+    def _guarded(self, record: Callable[[], None]) -> None:
+        try:
+            record()
+        except StaleWriter as exc:
+            self._fenced = str(exc)
+
+    async def _step(self) -> None:
+        phase = self.state.phase
+        if phase == "final":
+            self._complete()
+        elif phase == "tools":
+            await execute_turn(self, self.state.run_id)
+        else:
+            await self._turn()
+
+    def _complete(self) -> None:
+        st = self.state
+        self.append(
+            RunTerminal(reason="completed", turns_used=st.turn, total_tokens=st.tokens_used),
+            status="completed",
+        )
+
+    def _exhausted(self, axis: Axis, turn: int, operation_id: str, reservation_id: str | None) -> None:
+        st = self.state
+        self.append(
+            BudgetExceeded(turn=turn, operation_id=operation_id, reservation_id=reservation_id, budget=axis),
+            RunTerminal(reason="budget_exhausted", turns_used=st.turn, total_tokens=st.tokens_used),
+            status="budget_exhausted",
+        )
+
+    def _on_deadline(self) -> None:
+        st = self.state
+        operation = self.operation or Operation.of(f"{st.run_id}:turn-{st.turn}")
+        cancelled = OperationCancelled(
+            turn=st.turn,
+            operation_id=operation.operation_id,
+            reason=CancellationReason.DEADLINE,
+            pending_call_ids=operation.pending(),
+        )
+        self.append(
+            cancelled,
+            BudgetExceeded(turn=st.turn, operation_id=operation.operation_id, budget="wall_clock"),
+            RunTerminal(reason="budget_exhausted", turns_used=st.turn, total_tokens=st.tokens_used),
+            status="budget_exhausted",
+        )
+
+    def _on_cancel(self) -> None:
+        st = self.state
+        operation = self.operation or Operation.of(f"{st.run_id}:turn-{st.turn}")
+        reason = self.kernel.cancel_reason or CancellationReason.USER
+        event = OperationCancelled(
+            turn=st.turn,
+            operation_id=operation.operation_id,
+            reason=reason,
+            pending_call_ids=operation.pending(),
+        )
+        self.append(event, status="cancelled")
+
+    # ─── one turn transaction: budgets, checkpoint, model call ────────────────────────────
+    async def _turn(self) -> None:
+        st = self.state
+        turn, is_new = st.next_turn()
+        operation_id = f"{st.run_id}:turn-{turn}:model"
+        if is_new and (axis := admit_turn(self.limits, self.spent())) is not None:
+            self._exhausted(axis, turn, operation_id, None)
+            return
+        provider = self.provider()
+        reservation = reserve(
+            self.limits,
+            self.spent(),
+            max_tokens=self.agent.max_tokens,
+            prices=self.limits.price_for(provider.model),
+            reservation_id=f"{st.run_id}:turn-{turn}:r{st.attempts}",
+        )
+        if not isinstance(reservation, Reservation):
+            self._exhausted(reservation, turn, operation_id, f"{st.run_id}:turn-{turn}:r{st.attempts}")
+            return
+        if st.phase == "ready":
+            self.append(CheckpointTaken(turn=turn, history_len=len(st.history())))
+        self.operation = Operation.of(operation_id)
+        outcome = await self._call(provider, self._request(provider, reservation))
+        self.operation = None
+        if isinstance(outcome, _Failure):
+            await self._on_failure(turn, provider, outcome)
+        else:
+            self._on_response(turn, provider, outcome, reservation)
+
+    def _request(self, provider: ModelProvider, reservation: Reservation) -> ModelRequest:
+        st = self.state
+        return ModelRequest(
+            system_prompt=st.run.system_prompt if st.run is not None else self.agent.system_prompt,
+            messages=st.history(),
+            tools=self.kernel.tool_specs,
+            native_seed=st.native_seed(provider.protocol),
+            max_tokens=reservation.max_tokens,
+            stream=self.agent.stream,
+        )
+
+    async def _call(self, provider: ModelProvider, request: ModelRequest) -> ModelResponse | _Failure:
+        on_token = self.kernel.emit_token if self.agent.stream else None
+        timeout = self.agent.model_timeout_s
+        async with deadline(self.deadline_left_s()):
+            scope = asyncio.timeout(timeout)
+            try:
+                async with scope:
+                    response = await provider.complete(request, on_token=on_token)
+            except TimeoutError as exc:
+                if scope.expired():
+                    return _Failure(RollbackReason.Timeout(), f"model call timed out after {timeout}s", True)
+                return _Failure(RollbackReason.ProviderFailure(error=f"TimeoutError: {exc}"), str(exc), True)
+            except ProviderError as exc:
+                error = str(exc)
+                return _Failure(
+                    RollbackReason.ProviderFailure(error=error), error, exc.retryable, exc.retry_after_s
+                )
+            except Exception as exc:  # an adapter bug or an unwrapped SDK error: not retried, fail over
+                error = f"{type(exc).__name__}: {exc}"
+                return _Failure(RollbackReason.ProviderFailure(error=error), error, False)
+        problem = _malformed(response, provider)
+        if problem is not None:
+            return _Failure(RollbackReason.MalformedReplay(reason=problem), problem, True)
+        return response
+
+    def _backoff(self, attempt: int, retry_after_s: float | None) -> float:
+        computed: float = self.agent.backoff_base_s * 2.0 ** max(0, attempt - 1)
+        wanted = max(computed, retry_after_s or 0.0)
+        return float(min(wanted, self.agent.backoff_max_s))
+
+    async def _on_failure(self, turn: int, provider: ModelProvider, failure: _Failure) -> None:
+        st = self.state
+        position, attempt = st.route_position, st.attempts + 1
+        rollback = Rollbacked(turn=turn, checkpoint_history_len=st.checkpoint_len, reason=failure.reason)
+        if failure.retryable and attempt <= self.agent.max_retries:
+            delay = self._backoff(attempt, failure.retry_after_s)
+            retry: dict[str, Any] = {
+                "turn": turn,
+                "model": provider.model,
+                "route_position": position,
+                "attempt": attempt,
+                "delay_s": delay,
+                "error": failure.error,
+            }
+            if failure.retry_after_s is not None:
+                retry["retry_after_s"] = failure.retry_after_s
+            self.append(rollback, Custom(custom_kind=PROVIDER_RETRY, payload=retry))
+            await self.kernel.sleep(delay)
+            return
+        if position + 1 < len(self.agent.route):
+            target = self.agent.route[position + 1]
+            self.append(rollback, route_failover(provider, target, failure.error, position, position + 1))
+            return
+        terminal = RunTerminal(reason="failed", turns_used=st.turn, total_tokens=st.tokens_used)
+        self.append(rollback, terminal, status="failed")
+
+    def _on_response(
+        self, turn: int, provider: ModelProvider, response: ModelResponse, reservation: Reservation
+    ) -> None:
+        st = self.state
+        prices = self.limits.price_for(provider.model)
+        cost = prices.cost(response.usage) if prices is not None else None
+        events: list[Event] = [
+            LlmCompleted(turn=turn, message=response.message, provider_replay=response.provider_replay),
+            model_usage(turn, provider, st.route_position, response.usage, cost, reservation.max_tokens),
+        ]
+        calls = list(calls_in(response.message))
+        if not calls:
+            tokens = st.tokens_used + response.usage.total_tokens
+            events.append(RunTerminal(reason="completed", turns_used=turn, total_tokens=tokens))
+            self.append(*events, status="completed")
+            return
+        plan = plan_calls(turn, calls, self.agent)
+        self.append(*events, *plan.events, status="suspended" if plan.asks else None)
+
+    # ─── result ───────────────────────────────────────────────────────────────────────────
+    def result(self) -> RunResult:
+        """The :class:`RunResult` the ledger (and a fence, if any) says."""
+        return result_of(self.state, fenced=self._fenced)
+
+
+def _idle(state: KernelState) -> bool:
+    """Nothing to do: terminal, or suspended with decisions still missing."""
+    return state.phase == "terminal" or (state.phase == "suspended" and bool(state.gates))
+
+
+def result_of(state: KernelState, *, fenced: str | None = None) -> RunResult:
+    """Describe a session's state as a :class:`RunResult`."""
+    status: RunStatus
+    pending: tuple[str, ...] = ()
+    detail: str | None = None
+    if state.terminal is not None:
+        status = _TERMINAL_STATUS.get(state.terminal.reason, "failed")
+        detail = None if status == "completed" else _terminal_detail(state)
+    elif state.phase == "suspended":
+        status, pending = "suspended", tuple(state.gates)
+        detail = state.suspension.reason if state.suspension is not None else None
+    else:
+        status = "cancelled"
+        detail = f"fenced off: {fenced}" if fenced else _cancel_detail(state)
+        pending = tuple(_cancel_pending(state))
+    return RunResult(
+        session_id=state.session_id,
+        status=status,
+        final_message=state.final_message(),
+        turns=state.turn,
+        tokens=state.tokens_used,
+        cost=state.cost_used if state.limits is not None and state.limits.cost is not None else None,
+        pending_calls=pending,
+        detail=detail,
+    )
+
+
+def _last(state: KernelState, kind: str) -> Any:
+    for _seq, event in reversed(state.events):
+        if event.kind == kind:
+            return event
+    return None
+
+
+def _terminal_detail(state: KernelState) -> str | None:
+    exceeded = _last(state, "budget_exceeded")
+    if state.terminal is not None and state.terminal.reason == "budget_exhausted" and exceeded is not None:
+        return f"budget exhausted: {exceeded.budget}"
+    rollback = _last(state, "rollbacked")
+    if rollback is not None and rollback.reason is not None:
+        wire = rollback.reason.to_wire()
+        extra = wire.get("error") or wire.get("reason") or ""
+        return f"{wire['kind']}: {extra}".rstrip(": ")
+    return state.terminal.reason if state.terminal is not None else None
+
+
+def _cancel_detail(state: KernelState) -> str | None:
+    cancelled = _last(state, "operation_cancelled")
+    return f"cancelled ({cancelled.reason.value})" if cancelled is not None else "interrupted"
+
+
+def _cancel_pending(state: KernelState) -> list[str]:
+    cancelled = _last(state, "operation_cancelled")
+    return list(cancelled.pending_call_ids) if cancelled is not None else []
+
+
+class Kernel:
+    """The durable agent runtime for one :class:`~flightlog.kernel.agent.Agent` over one store.
+
+    Args:
+        store: Where sessions live (the kernel never closes it).
+        agent: The agent definition (a resume needs the same tools; limits come from the ledger).
+        sleep: Awaitable sleep used for retry backoff (inject a fake in tests); seconds.
+        clock: Monotonic clock in seconds for the wall-clock budget (inject a fake in tests).
+        on_token: Live subscriber for streamed text deltas (never recorded).
+        on_event: Live subscriber for each durable event of the session, after commit.
+    """
+
+    def __init__(
+        self,
+        store: Store,
+        agent: Agent,
+        *,
+        sleep: Sleep = asyncio.sleep,
+        clock: Clock = time.monotonic,
+        on_token: TokenCallback | None = None,
+        on_event: Subscriber | None = None,
+    ) -> None:
+        self.store = store
+        self.agent = agent
+        self.sleep = sleep
+        self.clock = clock
+        self.on_event = on_event
+        self.tool_specs = agent.tool_specs()
+        self.cancel_reason: CancellationReason | None = None
+        self._token_subscribers: list[TokenCallback] = [on_token] if on_token is not None else []
+        self._task: asyncio.Task[Any] | None = None
+
+    # ─── streaming ────────────────────────────────────────────────────────────────────────
+    def subscribe_tokens(self, callback: TokenCallback) -> Callable[[], None]:
+        """Receive streamed text deltas (live only); returns a function that unsubscribes."""
+        self._token_subscribers.append(callback)
+
+        def unsubscribe() -> None:
+            if callback in self._token_subscribers:
+                self._token_subscribers.remove(callback)
+
+        return unsubscribe
+
+    def emit_token(self, delta: str) -> None:
+        """Fan a streamed delta out to the token subscribers (their errors are logged, not raised)."""
+        for callback in list(self._token_subscribers):
+            try:
+                callback(delta)
+            except Exception:
+                log.exception("token subscriber %r failed", callback)
+
+    # ─── cancellation ─────────────────────────────────────────────────────────────────────
+    def cancel(self, reason: CancellationReason = CancellationReason.USER) -> None:
+        """Stop the running activation: records ``operation_cancelled(reason)``; the run stays resumable.
+
+        Safe to call from a signal handler installed on the loop (the sync wrappers do).
+        """
+        self.cancel_reason = self.cancel_reason or reason
+        if self._task is not None and not self._task.done():
+            self._task.cancel()
+
+    # ─── entry points ─────────────────────────────────────────────────────────────────────
+    async def run(
+        self,
+        goal: str,
+        criteria: Sequence[str] = (),
+        attachments: Sequence[ContentPart] = (),
+        *,
+        session_id: str | None = None,
+        metadata: Mapping[str, Any] | None = None,
+    ) -> RunResult:
+        """Start a new run in a new session and drive it until it stops.
+
+        Args:
+            goal: The user's goal (the first user message).
+            criteria: Acceptance criteria (listed under the goal).
+            attachments: Extra content parts of the first user message (images by reference...).
+            session_id: The session id to create (default: a random hex id).
+            metadata: Extra session metadata (JSON-ready; no paths or secrets).
+
+        Returns:
+            The :class:`RunResult` (any status; ``suspended`` and ``cancelled`` runs are resumable).
+            Cancelling the task that awaits ``run`` (or :meth:`cancel`) records
+            ``operation_cancelled(reason="user")`` and returns ``cancelled`` instead of raising.
+            One activation at a time per ``Kernel``.
+
+        Raises:
+            AppendConflict: ``session_id`` exists already (nothing is written).
+        """
+        meta = {"agent": self.agent.name, **(metadata or {})}
+        started = RunStarted(
+            run_id=uuid.uuid4().hex,
+            goal=goal,
+            criteria=list(criteria),
+            agent_id=self.agent.name,
+            system_prompt=self.agent.system_prompt,
+            attachments=list(attachments),
+        )
+        evidence = [capability_evidence(p, i) for i, p in enumerate(self.agent.route)]
+        limits = Custom(custom_kind=BUDGET_LIMITS, payload=self.agent.budgets.to_wire())
+        with self.store.transaction():  # a session exists only with its run_started: crash-safe start
+            recorder = Recorder.create(
+                self.store, session_id=session_id, task=goal, source="kernel", metadata=meta
+            )
+            activation = _Activation(self, recorder, KernelState(recorder.session_id))
+            activation.append(started, *evidence, limits)
+        return await self._drive(activation)
+
+    async def resume(self, session_id: str) -> RunResult:
+        """Continue a session from its ledger: after a crash, a cancel, or human decisions.
+
+        A terminal session returns its result unchanged; a session still waiting for decisions returns
+        ``suspended`` without writing anything. Otherwise records ``resumed(turn, approved, denied)`` and
+        drives the run on.
+
+        Raises:
+            SessionNotFound: no such session.
+            LedgerIntegrityError: the ledger does not verify (refuse, don't guess).
+            KernelError: the session has no ``run_started`` (not a kernel run).
+        """
+        state = load_state(self.store, session_id)
+        if state.run is None:
+            raise KernelError(f"session {session_id} has no run_started: not a kernel run")
+        if _idle(state):
+            return result_of(state)
+        recorder = Recorder.attach(self.store, session_id)
+        if recorder.next_seq != len(state.events):  # it moved on before we took authority: refold
+            state = load_state(self.store, session_id)
+        activation = _Activation(self, recorder, state)
+        if _idle(state):
+            activation.close()
+            return result_of(state)
+        activation.append(self._resumed(state), status="running")
+        return await self._drive(activation)
+
+    @staticmethod
+    def _resumed(state: KernelState) -> Resumed:
+        approved: list[str] = []
+        denied: list[str] = []
+        if state.suspension is not None:
+            gate: GateKind = "effect_in_doubt" if state.suspension.reason == "effect_in_doubt" else "approval"
+            for call_id in state.suspension.pending_calls:
+                verdict = state.verdict(gate, call_id)
+                if verdict is not None:
+                    (approved if verdict.approved else denied).append(call_id)
+        return Resumed(turn=state.turn, approved=approved, denied=denied)
+
+    async def _drive(self, activation: _Activation) -> RunResult:
+        self._task = asyncio.current_task()
+        self.cancel_reason = None
+        try:
+            return await activation.drive()
+        finally:
+            self._task = None
+
+    # ─── sync wrappers ────────────────────────────────────────────────────────────────────
+    def run_sync(
+        self,
+        goal: str,
+        criteria: Sequence[str] = (),
+        attachments: Sequence[ContentPart] = (),
+        *,
+        session_id: str | None = None,
+        metadata: Mapping[str, Any] | None = None,
+        handle_signals: bool = True,
+    ) -> RunResult:
+        """:meth:`run` in a fresh event loop; SIGINT/SIGTERM cancel it cleanly (``user``/``host_shutdown``)."""
+        return run_blocking(
+            lambda: self.run(goal, criteria, attachments, session_id=session_id, metadata=metadata),
+            self.cancel if handle_signals else None,
+        )
+
+    def resume_sync(self, session_id: str, *, handle_signals: bool = True) -> RunResult:
+        """:meth:`resume` in a fresh event loop, with the same signal handling as :meth:`run_sync`."""
+        return run_blocking(lambda: self.resume(session_id), self.cancel if handle_signals else None)

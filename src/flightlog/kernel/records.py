@@ -1,0 +1,195 @@
+"""The kernel's ``Custom`` records: names, payload shapes and builders.
+
+The seed vocabulary (seed 000) has no field for some facts the kernel must find again on resume; those
+go into ``Custom(custom_kind, payload)`` events (seed 003 ``record_custom``), appended in the same
+transaction as the seed events they complete:
+
+========================================= ================================================================
+``provider_capability_evidence``           per route position at run start, exactly as seed 003:
+                                           ``{model, route_position, source: "declared", capabilities,
+                                           degradations}``
+``budget_limits``                          the run's limits (``Budgets.to_wire()``), at run start
+``model_usage``                            usage of one model call (see :mod:`flightlog.kernel.budgets`)
+``tool_decisions``                         ``{turn, calls: [CallPlan...]}``: each call's repaired arguments
+                                           and governance decision (seed ``permission_resolved`` has no
+                                           call id)
+``approval_decision``                      ``{turn, call_id, gate, approved, responder, reason?}``: a human
+                                           decision on a gated call (``gate``: ``approval`` or
+                                           ``effect_in_doubt``)
+``provider_retry``                         ``{turn, model, route_position, attempt, delay_s,
+                                           retry_after_s?}``: a failed call is retried after ``delay_s``
+``route_failover``                         ``{from_model, to_model, cause, from_position, to_position}``
+                                           (seed 003 ``RouteFailover`` plus positions)
+``effect_reconciled``                      ``{turn, call_id, key, outcome: "completed" | "not_done"}``
+``external_effect_intent`` / ``_completed`` written by :meth:`flightlog.recorder.Recorder.record_intent`
+                                           and ``complete_effect``
+========================================= ================================================================
+"""
+
+from __future__ import annotations
+
+from dataclasses import asdict, dataclass
+from typing import Any, Literal
+
+from ..events import Custom
+from ..providers.base import ModelProvider, Usage
+
+__all__ = [
+    "APPROVAL_DECISION",
+    "BUDGET_LIMITS",
+    "CAPABILITY_EVIDENCE",
+    "EFFECT_RECONCILED",
+    "MODEL_USAGE",
+    "PROVIDER_RETRY",
+    "ROUTE_FAILOVER",
+    "TOOL_DECISIONS",
+    "CallPlan",
+    "GateKind",
+    "Verdict",
+    "capability_evidence",
+    "model_usage",
+    "route_failover",
+]
+
+CAPABILITY_EVIDENCE = "provider_capability_evidence"
+BUDGET_LIMITS = "budget_limits"
+MODEL_USAGE = "model_usage"
+TOOL_DECISIONS = "tool_decisions"
+APPROVAL_DECISION = "approval_decision"
+PROVIDER_RETRY = "provider_retry"
+ROUTE_FAILOVER = "route_failover"
+EFFECT_RECONCILED = "effect_reconciled"
+
+GateKind = Literal["approval", "effect_in_doubt"]
+Disposition = Literal["allow", "deny", "ask", "invalid"]
+
+
+@dataclass(frozen=True)
+class CallPlan:
+    """One requested call after argument repair and governance, as recorded in ``tool_decisions``.
+
+    Attributes:
+        call_id: The model's call id.
+        tool: Tool name as requested.
+        effect: The tool's effect class (None for an unknown tool).
+        decision: ``allow``, ``deny``, ``ask``, or ``invalid`` (unknown tool, unusable arguments: the
+            call is answered with an error result and never runs).
+        reason: Why (policy rule or default, or the argument/tool error).
+        rule: Index of the policy rule that decided, None for the default or ``invalid``.
+        arguments: The repaired JSON arguments (None when they could not be parsed).
+    """
+
+    call_id: str
+    tool: str
+    effect: str | None
+    decision: Disposition
+    reason: str
+    rule: int | None = None
+    arguments: dict[str, Any] | None = None
+
+    def to_wire(self) -> dict[str, Any]:
+        """JSON-ready dict (None fields omitted)."""
+        return {key: value for key, value in asdict(self).items() if value is not None}
+
+    @classmethod
+    def from_wire(cls, data: dict[str, Any]) -> CallPlan:
+        """Inverse of :meth:`to_wire`."""
+        return cls(
+            call_id=data["call_id"],
+            tool=data["tool"],
+            effect=data.get("effect"),
+            decision=data["decision"],
+            reason=data.get("reason", ""),
+            rule=data.get("rule"),
+            arguments=data.get("arguments"),
+        )
+
+
+@dataclass(frozen=True)
+class Verdict:
+    """A human decision on a gated call (``approval_decision``)."""
+
+    call_id: str
+    gate: GateKind
+    approved: bool
+    responder: str
+    reason: str | None = None
+
+    def to_wire(self, turn: int) -> dict[str, Any]:
+        """The ``approval_decision`` payload."""
+        wire: dict[str, Any] = {
+            "turn": turn,
+            "call_id": self.call_id,
+            "gate": self.gate,
+            "approved": self.approved,
+            "responder": self.responder,
+        }
+        if self.reason is not None:
+            wire["reason"] = self.reason
+        return wire
+
+    @classmethod
+    def from_wire(cls, data: dict[str, Any]) -> Verdict:
+        """Inverse of :meth:`to_wire`."""
+        return cls(
+            data["call_id"], data["gate"], bool(data["approved"]), data["responder"], data.get("reason")
+        )
+
+
+def capability_evidence(provider: ModelProvider, position: int) -> Custom:
+    """Seed 003 ``provider_capability_evidence`` for one route position (declared capabilities)."""
+    declared = provider.capabilities()
+    return Custom(
+        custom_kind=CAPABILITY_EVIDENCE,
+        payload={
+            "model": provider.model,
+            "route_position": position,
+            "source": "declared",
+            "capabilities": asdict(declared),
+            "degradations": declared.degradations(),
+        },
+    )
+
+
+def route_failover(
+    source: ModelProvider, target: ModelProvider, cause: str, from_position: int, to_position: int
+) -> Custom:
+    """Seed 003 ``RouteFailover {from_model, to_model, cause}`` plus the route positions."""
+    return Custom(
+        custom_kind=ROUTE_FAILOVER,
+        payload={
+            "from_model": source.model,
+            "to_model": target.model,
+            "cause": cause,
+            "from_position": from_position,
+            "to_position": to_position,
+        },
+    )
+
+
+def model_usage(
+    turn: int,
+    provider: ModelProvider,
+    position: int,
+    usage: Usage,
+    cost: float | None,
+    reserved_tokens: int,
+) -> Custom:
+    """The durable usage record of one model call (tokens; ``cost`` in the price unit when priced)."""
+    payload: dict[str, Any] = {
+        "turn": turn,
+        "model": provider.model,
+        "protocol": provider.protocol,
+        "route_position": position,
+        "input_tokens": usage.input_tokens,
+        "output_tokens": usage.output_tokens,
+        "total_tokens": usage.total_tokens,
+        "reserved_tokens": reserved_tokens,
+    }
+    if usage.cache_read_tokens is not None:
+        payload["cache_read_tokens"] = usage.cache_read_tokens
+    if usage.cache_write_tokens is not None:
+        payload["cache_write_tokens"] = usage.cache_write_tokens
+    if cost is not None:
+        payload["cost"] = cost
+    return Custom(custom_kind=MODEL_USAGE, payload=payload)

@@ -1,0 +1,214 @@
+"""Loading an :class:`~flightlog.kernel.agent.Agent` from a spec: ``module:attribute`` or a TOML file.
+
+``module:attribute``
+    ``module`` is a dotted module name (imported) or a path to a ``.py`` file (loaded under a private
+    name); ``attribute`` may be dotted. It names an ``Agent``, or a zero-argument callable returning one.
+    A dotted module that is not importable but lives in the working directory is imported from there
+    (as ``python -m`` would: ``flightlog run examples.city_agent:agent`` works from a checkout).
+
+``path/to/agent.toml``
+    A table describing the agent; references are ``module:attribute`` strings (``.py`` paths in them are
+    relative to the TOML file)::
+
+        name = "coder"
+        system_prompt = "You are careful."
+        max_retries = 2                       # any scalar Agent field: backoff_base_s, backoff_max_s,
+                                              # model_timeout_s, max_tokens, stream, on_fatal_tool_error,
+                                              # parallel_read_only
+        tools = ["mypkg.tools:read_file",     # a Tool (made with @tool) ...
+                 {ref = "mypkg.tools:grep", effect = "read_only"}]   # ... or a plain function + effect
+        route = ["mypkg.models:primary",      # a ModelProvider, or a zero-argument factory of one ...
+                 {ref = "flightlog.kernel.scripted:ScriptedProvider", kwargs = {model = "m"}}]
+
+        [budgets]                             # Budgets fields; prices per 1k tokens
+        tokens = 200000
+        cost = 5.0
+        prices = {input_per_1k = 0.003, output_per_1k = 0.015}
+
+        [policy]
+        default = "allow"
+        [[policy.rules]]
+        action = "ask"
+        tool = "write_*"
+"""
+
+from __future__ import annotations
+
+import hashlib
+import importlib
+import importlib.util
+import os
+import sys
+import tomllib
+from collections.abc import Mapping
+from pathlib import Path
+from typing import Any
+
+from ..providers.base import ModelProvider
+from .agent import Agent
+from .budgets import Budgets
+from .errors import AgentSpecError
+from .policy import Policy
+from .tools import Tool, tool
+
+__all__ = ["agent_from_dict", "is_logical", "load_agent", "resolve"]
+
+_SCALARS = frozenset(
+    {
+        "system_prompt",
+        "max_retries",
+        "backoff_base_s",
+        "backoff_max_s",
+        "model_timeout_s",
+        "max_tokens",
+        "stream",
+        "on_fatal_tool_error",
+        "parallel_read_only",
+    }
+)
+_KEYS = _SCALARS | {"name", "tools", "route", "budgets", "policy"}
+
+
+def _import_module(name: str, base: Path | None) -> Any:
+    if name.endswith(".py"):
+        path = Path(name)
+        if not path.is_absolute() and base is not None:
+            path = base / path
+        if not path.is_file():
+            raise ImportError(f"no such file {path}")
+        digest = hashlib.sha256(str(path.resolve()).encode()).hexdigest()[:16]
+        module_name = f"_flightlog_spec_{digest}"
+        if module_name in sys.modules:
+            return sys.modules[module_name]
+        loaded = importlib.util.spec_from_file_location(module_name, path)
+        if loaded is None or loaded.loader is None:
+            raise ImportError(f"cannot load {path}")
+        module = importlib.util.module_from_spec(loaded)
+        sys.modules[module_name] = module
+        loaded.loader.exec_module(module)
+        return module
+    try:
+        return importlib.import_module(name)
+    except ModuleNotFoundError as exc:
+        if not _add_working_directory(name, exc):
+            raise
+    return importlib.import_module(name)
+
+
+def _add_working_directory(name: str, exc: ModuleNotFoundError) -> bool:
+    """Put the working directory on ``sys.path`` when the missing ``name`` lives there (as ``python -m``)."""
+    cwd = os.getcwd()
+    top = name.partition(".")[0]
+    missing = exc.name or ""
+    ours = name == missing or name.startswith(missing + ".")  # not a missing dependency of the module
+    here = Path(cwd, top).is_dir() or Path(cwd, top + ".py").is_file()
+    if not ours or not here or cwd in sys.path or "" in sys.path:
+        return False
+    sys.path.insert(0, cwd)
+    importlib.invalidate_caches()
+    return True
+
+
+def resolve(ref: str, *, base: Path | None = None) -> Any:
+    """The object a ``module:attribute`` reference names.
+
+    Raises:
+        AgentSpecError: malformed reference, module not importable, attribute missing.
+    """
+    module_name, sep, attribute = ref.rpartition(":")
+    if not sep or not module_name or not attribute:
+        raise AgentSpecError(spec=ref, reason="expected module:attribute")
+    try:
+        obj = _import_module(module_name, base)
+    except ImportError as exc:
+        raise AgentSpecError(spec=ref, reason=f"cannot import {module_name}: {exc}") from exc
+    for part in attribute.split("."):
+        if not hasattr(obj, part):
+            raise AgentSpecError(spec=ref, reason=f"{module_name} has no attribute {attribute!r}")
+        obj = getattr(obj, part)
+    return obj
+
+
+def _tool(item: Any, base: Path | None) -> Tool:
+    if isinstance(item, str):
+        item = {"ref": item}
+    if not isinstance(item, Mapping) or "ref" not in item:
+        raise AgentSpecError(spec=str(item), reason="a tool is 'module:attr' or {ref = ..., effect = ...}")
+    obj = resolve(str(item["ref"]), base=base)
+    if isinstance(obj, Tool):
+        return obj
+    if not callable(obj) or "effect" not in item:
+        raise AgentSpecError(spec=str(item["ref"]), reason="not a Tool; give effect = ... to wrap a function")
+    reconcile = resolve(str(item["reconcile"]), base=base) if "reconcile" in item else None
+    return tool(effect=item["effect"], name=item.get("name"), reconcile=reconcile)(obj)
+
+
+def _provider(item: Any, base: Path | None) -> ModelProvider:
+    if isinstance(item, str):
+        item = {"ref": item}
+    if not isinstance(item, Mapping) or "ref" not in item:
+        raise AgentSpecError(
+            spec=str(item), reason="a route entry is 'module:attr' or {ref = ..., kwargs = {}}"
+        )
+    obj = resolve(str(item["ref"]), base=base)
+    kwargs = dict(item.get("kwargs") or {})
+    if not isinstance(obj, ModelProvider) or kwargs:
+        if not callable(obj):
+            raise AgentSpecError(spec=str(item["ref"]), reason="not a ModelProvider or a factory of one")
+        obj = obj(**kwargs)
+    if not isinstance(obj, ModelProvider):
+        raise AgentSpecError(spec=str(item["ref"]), reason="does not produce a ModelProvider")
+    return obj
+
+
+def agent_from_dict(data: Mapping[str, Any], *, source: str = "<dict>", base: Path | None = None) -> Agent:
+    """Build an agent from plain data (the TOML schema in the module docs).
+
+    Raises:
+        AgentSpecError: unknown keys, missing ``name``/``route``, bad references or values.
+    """
+    unknown = set(data) - _KEYS
+    if unknown:
+        raise AgentSpecError(spec=source, reason=f"unknown keys: {', '.join(sorted(unknown))}")
+    if "name" not in data or not data.get("route"):
+        raise AgentSpecError(spec=source, reason="an agent needs a name and a non-empty route")
+    try:
+        return Agent(
+            name=str(data["name"]),
+            route=[_provider(item, base) for item in data["route"]],
+            tools=[_tool(item, base) for item in data.get("tools", ())],
+            policy=Policy.from_dict(data.get("policy", {})),
+            budgets=Budgets.from_wire(data.get("budgets", {})),
+            **{key: data[key] for key in _SCALARS if key in data},
+        )
+    except (TypeError, ValueError) as exc:
+        if isinstance(exc, AgentSpecError):
+            raise
+        raise AgentSpecError(spec=source, reason=str(exc)) from exc
+
+
+def load_agent(spec: str) -> Agent:
+    """Load an agent from ``module:attribute`` or a ``.toml`` file (see the module docs).
+
+    Raises:
+        AgentSpecError: the spec cannot be loaded or does not name an agent.
+    """
+    if spec.endswith(".toml"):
+        path = Path(spec)
+        try:
+            data = tomllib.loads(path.read_text(encoding="utf-8"))
+        except (OSError, tomllib.TOMLDecodeError) as exc:
+            raise AgentSpecError(spec=spec, reason=str(exc)) from exc
+        return agent_from_dict(data, source=spec, base=path.parent)
+    obj = resolve(spec)
+    if not isinstance(obj, Agent) and callable(obj):
+        obj = obj()
+    if not isinstance(obj, Agent):
+        raise AgentSpecError(spec=spec, reason=f"names a {type(obj).__name__}, not an Agent")
+    return obj
+
+
+def is_logical(spec: str) -> bool:
+    """Whether a spec is a dotted ``module:attribute`` (safe to record), not a file path."""
+    module_name = spec.rpartition(":")[0]
+    return not spec.endswith(".toml") and not module_name.endswith(".py") and "/" not in module_name

@@ -1,0 +1,322 @@
+"""The kernel's view of a session: one fold over its ledger, the single source of truth for resume.
+
+The kernel never keeps state the ledger does not hold. A live run applies each event it appends to a
+:class:`KernelState` (after the durable commit); a resume rebuilds the same state by folding the stored
+events (:func:`load_state`). The ``phase`` says what the next step is:
+
+============= ==================================================================================
+``ready``      start a turn: the next one after ``run_started``/``tool_completed``, the same one
+               again after a ``rollbacked``
+``calling``    a ``checkpoint_taken`` without outcome: (re)issue the model call of ``turn``
+``final``      the model answered without tool calls: close the run (``run_terminal``)
+``tools``      calls planned (``tool_decisions``) or released (``resumed``): execute them
+``suspended``  waiting for human decisions on ``gates``
+``terminal``   ``run_terminal`` recorded: nothing left to do
+============= ==================================================================================
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Callable, Iterable
+from dataclasses import dataclass, field
+from typing import Any, Literal
+
+from ..events import (
+    CheckpointTaken,
+    Custom,
+    LlmCompleted,
+    OperationCancelled,
+    ProviderReplay,
+    Resumed,
+    Rollbacked,
+    RunStarted,
+    RunTerminal,
+    SessionEvent,
+    Suspended,
+    ToolCompleted,
+    ToolGated,
+    ToolRequested,
+)
+from ..messages import Message, ToolCallPart
+from ..sessions import iter_events
+from ..store.base import Store
+from .budgets import Budgets
+from .records import (
+    APPROVAL_DECISION,
+    BUDGET_LIMITS,
+    MODEL_USAGE,
+    ROUTE_FAILOVER,
+    TOOL_DECISIONS,
+    CallPlan,
+    GateKind,
+    Verdict,
+)
+from .transcript import Transcript
+
+__all__ = ["Gate", "KernelState", "Phase", "WallClock", "has_tool_calls", "load_state"]
+
+Phase = Literal["new", "ready", "calling", "final", "tools", "suspended", "terminal"]
+
+
+def has_tool_calls(message: Message) -> bool:
+    """Whether an assistant message requests tool calls (``tool_calls`` or ``tool_call`` parts)."""
+    return bool(message.tool_calls) or any(isinstance(p, ToolCallPart) for p in message.content)
+
+
+@dataclass
+class Gate:
+    """A call waiting for a human decision.
+
+    Attributes:
+        call_id: The call.
+        tool: Its tool name.
+        turn: The turn it belongs to.
+        reason: Why it waits (policy rule, or the in-doubt effect's key).
+        kind: ``approval`` (policy said ask) or ``effect_in_doubt`` (a side effect may have happened).
+        arguments: The call's repaired arguments as JSON text.
+    """
+
+    call_id: str
+    tool: str
+    turn: int
+    reason: str
+    kind: GateKind = "approval"
+    arguments: str = ""
+
+
+@dataclass
+class WallClock:
+    """Active time from row timestamps (epoch ms): activations start at ``run_started``/``resumed`` and
+    end at ``suspended``/``operation_cancelled`` or at the last row before the next activation."""
+
+    closed_ms: int = 0
+    start_ms: int | None = None
+    last_ms: int | None = None
+
+    def begin(self, at_ms: int) -> None:
+        """A new activation starts at ``at_ms`` (closing any open one at its last row)."""
+        self.close()
+        self.start_ms = self.last_ms = at_ms
+
+    def touch(self, at_ms: int) -> None:
+        """A row of the open activation was recorded at ``at_ms``."""
+        if self.start_ms is not None:
+            self.last_ms = max(at_ms, self.last_ms or at_ms)
+
+    def close(self, at_ms: int | None = None) -> None:
+        """End the open activation (at ``at_ms`` when given, else at its last row)."""
+        if at_ms is not None:
+            self.touch(at_ms)
+        if self.start_ms is not None and self.last_ms is not None:
+            self.closed_ms += max(0, self.last_ms - self.start_ms)
+        self.start_ms = self.last_ms = None
+
+    @property
+    def used_ms(self) -> int:
+        """Closed activations plus the open one up to its last row, in ms."""
+        open_ms = (self.last_ms or 0) - self.start_ms if self.start_ms is not None else 0
+        return self.closed_ms + max(0, open_ms)
+
+
+@dataclass
+class KernelState:
+    """Everything the kernel knows about a session, folded from its events (see the module docs)."""
+
+    session_id: str
+    phase: Phase = "new"
+    run: RunStarted | None = None
+    limits: Budgets | None = None
+    turn: int = 0
+    retry_turn: bool = False
+    checkpoint_len: int = 0
+    route_position: int = 0
+    attempts: int = 0
+    fatal_retries: int = 0
+    tokens_used: int = 0
+    cost_used: float = 0.0
+    plans: list[CallPlan] = field(default_factory=list)
+    gates: dict[str, Gate] = field(default_factory=dict)
+    verdicts: dict[tuple[str, str], Verdict] = field(default_factory=dict)
+    suspension: Suspended | None = None
+    terminal: RunTerminal | None = None
+    wall: WallClock = field(default_factory=WallClock)
+    events: list[tuple[int, SessionEvent]] = field(default_factory=list)
+    transcript: Transcript = field(default_factory=Transcript)
+    _raw_arguments: dict[str, str] = field(default_factory=dict)
+    _released: set[str] = field(default_factory=set)
+
+    # ─── folding ──────────────────────────────────────────────────────────────────────────
+    def apply(self, seq: int, recorded_at_ms: int, event: SessionEvent) -> None:
+        """Fold one durable event (in seq order)."""
+        self.events.append((seq, event))
+        self.transcript.feed(seq, event)
+        handler = _HANDLERS.get(event.kind)
+        if handler is not None:
+            handler(self, recorded_at_ms, event)
+        self.wall.touch(recorded_at_ms)
+        if isinstance(event, Custom):
+            custom = _CUSTOM_HANDLERS.get(event.custom_kind)
+            if custom is not None:
+                custom(self, event.payload if isinstance(event.payload, dict) else {})
+
+    def _on_run_started(self, at_ms: int, event: RunStarted) -> None:
+        self.run, self.phase, self.turn = event, "ready", 0
+        self.wall.begin(at_ms)
+
+    def _on_checkpoint(self, at_ms: int, event: CheckpointTaken) -> None:
+        if event.turn != self.turn:
+            self.attempts = self.fatal_retries = 0
+        self.turn, self.checkpoint_len = event.turn, event.history_len
+        self.phase, self.retry_turn = "calling", False
+        self.plans, self.gates, self.verdicts, self._released = [], {}, {}, set()
+
+    def _on_llm_completed(self, at_ms: int, event: LlmCompleted) -> None:
+        self.phase = "tools" if has_tool_calls(event.message) else "final"
+
+    def _on_tool_requested(self, at_ms: int, event: ToolRequested) -> None:
+        self._raw_arguments = {c.id: c.arguments for c in event.calls}
+
+    def _on_tool_gated(self, at_ms: int, event: ToolGated) -> None:
+        plan = next((p for p in self.plans if p.call_id == event.call_id), None)
+        if plan is not None and plan.arguments is not None:
+            arguments = json.dumps(plan.arguments, sort_keys=True, ensure_ascii=False)
+        else:
+            arguments = self._raw_arguments.get(event.call_id, "")
+        self.gates[event.call_id] = Gate(
+            event.call_id, event.tool, event.turn, event.reason, arguments=arguments
+        )
+
+    def _on_suspended(self, at_ms: int, event: Suspended) -> None:
+        kind: GateKind = "effect_in_doubt" if event.reason == "effect_in_doubt" else "approval"
+        for call_id in event.pending_calls:
+            if call_id in self.gates:
+                self.gates[call_id].kind = kind
+            self.verdicts.pop((kind, call_id), None)
+        self.phase, self.suspension = "suspended", event
+        self.wall.close(at_ms)
+
+    def _on_resumed(self, at_ms: int, event: Resumed) -> None:
+        # An approval to re-run an in-doubt effect is good for the one activation that resumed with it:
+        # if that activation dies too, the effect is in doubt again and must be decided again.
+        for call_id in self._released:
+            self.verdicts.pop(("effect_in_doubt", call_id), None)
+        self._released = {c for c in event.approved if ("effect_in_doubt", c) in self.verdicts}
+        if self.phase == "suspended":
+            self.phase = "tools"
+        self.suspension = None
+        self.wall.begin(at_ms)
+
+    def _on_tool_completed(self, at_ms: int, event: ToolCompleted) -> None:
+        self.phase, self.plans, self.gates, self.verdicts = "ready", [], {}, {}
+
+    def _on_rollbacked(self, at_ms: int, event: Rollbacked) -> None:
+        if event.reason is not None and event.reason.kind == "fatal_tool_error":
+            self.fatal_retries += 1
+        else:
+            self.attempts += 1
+        self.phase, self.retry_turn = "ready", True
+        self.plans, self.gates, self.verdicts = [], {}, {}
+
+    def _on_operation_cancelled(self, at_ms: int, event: OperationCancelled) -> None:
+        self.wall.close(at_ms)
+
+    def _on_run_terminal(self, at_ms: int, event: RunTerminal) -> None:
+        self.phase, self.terminal = "terminal", event
+
+    def _on_budget_limits(self, payload: dict[str, Any]) -> None:
+        self.limits = Budgets.from_wire(payload)
+
+    def _on_model_usage(self, payload: dict[str, Any]) -> None:
+        self.tokens_used += int(payload.get("total_tokens", 0))
+        self.cost_used += float(payload.get("cost", 0.0))
+
+    def _on_tool_decisions(self, payload: dict[str, Any]) -> None:
+        self.plans = [CallPlan.from_wire(item) for item in payload.get("calls", [])]
+        self.phase = "tools"
+
+    def _on_approval_decision(self, payload: dict[str, Any]) -> None:
+        verdict = Verdict.from_wire(payload)
+        self.verdicts[(verdict.gate, verdict.call_id)] = verdict
+        self.gates.pop(verdict.call_id, None)
+
+    def _on_route_failover(self, payload: dict[str, Any]) -> None:
+        self.route_position = int(payload.get("to_position", self.route_position + 1))
+        self.attempts = 0
+
+    # ─── queries ──────────────────────────────────────────────────────────────────────────
+    def next_turn(self) -> tuple[int, bool]:
+        """``(turn, is_new)`` for the next turn transaction: the same turn again after a rollback."""
+        if self.retry_turn or self.phase == "calling":
+            return self.turn, False
+        return self.turn + 1, True
+
+    def history(self) -> list[Message]:
+        """The transcript as of now: :func:`flightlog.replay.reconstruct` of the folded events (kept
+        incrementally, see :mod:`flightlog.kernel.transcript`)."""
+        return self.transcript.messages(self.events)
+
+    def native_seed(self, protocol: str) -> list[ProviderReplay] | None:
+        """Recorded payloads of ``protocol`` when every surviving ``llm_completed`` has one, else None
+        (:func:`flightlog.replay.replay_is_native` / :func:`~flightlog.replay.provider_replay_seed`)."""
+        return self.transcript.native_seed(self.events, protocol)
+
+    def verdict(self, gate: GateKind, call_id: str) -> Verdict | None:
+        """The human decision on ``call_id`` for a gate of kind ``gate`` in this turn, if any."""
+        return self.verdicts.get((gate, call_id))
+
+    def final_message(self) -> str | None:
+        """Text of the last assistant message in the (rollback-aware) history; None when it has none."""
+        for message in reversed(self.history()):
+            if message.role == "assistant":
+                return message.text_content() or None
+        return None
+
+    @property
+    def run_id(self) -> str:
+        """The run id (the session id before ``run_started``)."""
+        return self.run.run_id if self.run is not None else self.session_id
+
+
+_Handler = Callable[[KernelState, int, Any], None]
+_HANDLERS: dict[str, _Handler] = {
+    "run_started": KernelState._on_run_started,
+    "checkpoint_taken": KernelState._on_checkpoint,
+    "llm_completed": KernelState._on_llm_completed,
+    "tool_requested": KernelState._on_tool_requested,
+    "tool_gated": KernelState._on_tool_gated,
+    "suspended": KernelState._on_suspended,
+    "resumed": KernelState._on_resumed,
+    "tool_completed": KernelState._on_tool_completed,
+    "rollbacked": KernelState._on_rollbacked,
+    "operation_cancelled": KernelState._on_operation_cancelled,
+    "run_terminal": KernelState._on_run_terminal,
+}
+_CUSTOM_HANDLERS: dict[str, Callable[[KernelState, dict[str, Any]], None]] = {
+    BUDGET_LIMITS: KernelState._on_budget_limits,
+    MODEL_USAGE: KernelState._on_model_usage,
+    TOOL_DECISIONS: KernelState._on_tool_decisions,
+    APPROVAL_DECISION: KernelState._on_approval_decision,
+    ROUTE_FAILOVER: KernelState._on_route_failover,
+}
+
+
+def fold(session_id: str, rows: Iterable[tuple[int, int, SessionEvent]]) -> KernelState:
+    """Fold ``(seq, recorded_at_ms, event)`` triples into a fresh :class:`KernelState`."""
+    state = KernelState(session_id)
+    for seq, at_ms, event in rows:
+        state.apply(seq, at_ms, event)
+    return state
+
+
+def load_state(store: Store, session_id: str) -> KernelState:
+    """Read and fold a stored session (decoding every event once).
+
+    Raises:
+        SessionNotFound: no such session.
+        EventDecodeError: a stored event does not decode (run ``flightlog verify``).
+    """
+    store.get_session(session_id)
+    return fold(
+        session_id, ((row.seq, row.recorded_at_ms, event) for row, event in iter_events(store, session_id))
+    )

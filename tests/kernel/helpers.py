@@ -1,0 +1,98 @@
+"""Shared helpers for the kernel tests: reading a session's events, tools, fake sleep and clock."""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Coroutine
+from pathlib import Path
+from typing import Any, TypeVar
+
+from flightlog.events import Custom, Event, SessionEvent
+from flightlog.kernel import Agent, Kernel, tool
+from flightlog.kernel.scripted import ScriptedProvider
+from flightlog.sessions import iter_events
+from flightlog.store import Store
+
+T = TypeVar("T")
+E = TypeVar("E", bound=Event)
+
+
+def run(coro: Coroutine[Any, Any, T]) -> T:
+    """Run a coroutine in a fresh event loop."""
+    return asyncio.run(coro)
+
+
+def events(store: Store, session_id: str) -> list[SessionEvent]:
+    """Every decoded event of a session, in seq order."""
+    return [event for _row, event in iter_events(store, session_id)]
+
+
+def kinds(store: Store, session_id: str) -> list[str]:
+    """Event kinds in seq order; ``Custom`` shown as ``custom:<custom_kind>``."""
+    return [f"custom:{e.custom_kind}" if isinstance(e, Custom) else e.kind for e in events(store, session_id)]
+
+
+def of(store: Store, session_id: str, cls: type[E]) -> list[E]:
+    """The events of one class, in order."""
+    return [e for e in events(store, session_id) if isinstance(e, cls)]
+
+
+def customs(store: Store, session_id: str, kind: str) -> list[Any]:
+    """Payloads of the ``Custom`` events of one ``custom_kind``, in order."""
+    return [e.payload for e in events(store, session_id) if isinstance(e, Custom) and e.custom_kind == kind]
+
+
+class Sleeps:
+    """A fake ``asyncio.sleep`` that records the delays and returns at once."""
+
+    def __init__(self) -> None:
+        self.delays: list[float] = []
+
+    async def __call__(self, delay: float) -> None:
+        self.delays.append(delay)
+
+
+class FakeClock:
+    """A monotonic clock (seconds) that moves only when told to."""
+
+    def __init__(self) -> None:
+        self.now = 1000.0
+
+    def __call__(self) -> float:
+        return self.now
+
+
+@tool(effect="read_only")
+def add(a: int, b: int) -> int:
+    """Add two integers.
+
+    Args:
+        a: First addend.
+        b: Second addend.
+    """
+    return a + b
+
+
+@tool(effect="read_only")
+def echo(text: str) -> str:
+    """Echo the text back."""
+    return text
+
+
+def agent(provider: ScriptedProvider, **fields: Any) -> Agent:
+    """An agent over ``provider`` with the ``add`` and ``echo`` tools unless ``tools`` is given."""
+    fields.setdefault("tools", [add, echo])
+    return Agent(name=fields.pop("name", "test-agent"), route=[provider], **fields)
+
+
+def kernel(store: Store, provider: ScriptedProvider, **fields: Any) -> Kernel:
+    """A kernel with an instant fake sleep."""
+    sleep = fields.pop("sleep", Sleeps())
+    return Kernel(store, agent(provider, **fields), sleep=sleep)
+
+
+def line_count(path: Path, text: str) -> int:
+    """How many lines of ``path`` equal ``text``."""
+    if not path.exists():
+        return 0
+    return sum(1 for line in path.read_text().splitlines() if line == text)

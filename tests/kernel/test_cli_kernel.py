@@ -1,0 +1,176 @@
+"""The kernel commands end to end (standalone ``kernel_app`` and mounted with ``register``)."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterator
+from contextlib import contextmanager
+from pathlib import Path
+
+import pytest
+import typer
+from typer.testing import CliRunner
+
+from flightlog.cli_kernel import EXIT_CODES, kernel_app, register
+from flightlog.store import Store, open_store
+
+from . import cli_agents
+
+AGENTS = Path(cli_agents.__file__)
+runner = CliRunner()
+
+
+def cli(db: Path, *args: str) -> tuple[int, str, str]:
+    result = runner.invoke(kernel_app, ["--db", str(db), *args])
+    return result.exit_code, result.stdout, result.stderr
+
+
+@pytest.fixture(autouse=True)
+def _notes() -> Iterator[None]:
+    cli_agents.NOTES.clear()
+    yield
+    cli_agents.NOTES.clear()
+
+
+def _session(out: str) -> str:
+    return json.loads(out)["session_id"]
+
+
+def test_exit_codes_are_documented() -> None:
+    assert EXIT_CODES == {"completed": 0, "failed": 1, "budget_exhausted": 1, "cancelled": 1, "suspended": 3}
+
+
+def test_run_approve_resume_with_a_dotted_spec(tmp_path: Path) -> None:
+    db = tmp_path / "k.db"
+    code, out, err = cli(db, "run", "kernel.cli_agents:approval_agent", "--goal", "take a note", "--json")
+    assert code == 3, err
+    result = json.loads(out)
+    sid = result["session_id"]
+    assert (result["status"], result["pending_calls"], result["detail"]) == ("suspended", ["n1"], "approval")
+    assert "needs approval" in err and f"flightlog approve {sid} n1" in err  # live progress on stderr
+
+    code, out, _ = cli(db, "pending", "--json")
+    assert code == 0
+    assert json.loads(out) == [
+        {
+            "session_id": sid,
+            "turn": 2,
+            "call_id": "n1",
+            "tool": "note",
+            "arguments": '{"text": "hello"}',
+            "reason": "notes need a human",
+            "kind": "approval",
+        }
+    ]
+    code, out, _ = cli(db, "pending")
+    assert code == 0 and "n1" in out and "note(" in out
+
+    code, out, _ = cli(db, "approve", sid[:8], "n1", "--as", "alice")
+    assert code == 0 and f"flightlog resume {sid}" in out
+    assert cli_agents.NOTES == []
+
+    code, out, err = cli(db, "resume", sid[:8])  # the spec was recorded at run
+    assert code == 0, err
+    assert f"session {sid}: completed after 3 turn(s)" in out and "noted and done" in out
+    assert cli_agents.NOTES == ["hello"]
+    code, out, _ = cli(db, "pending")
+    assert "nothing is waiting" in out
+
+
+def test_deny_and_resume_with_a_file_spec(tmp_path: Path) -> None:
+    db = tmp_path / "k.db"
+    spec = f"{AGENTS}:approval_agent"
+    code, out, _ = cli(db, "run", spec, "--goal", "note", "--criteria", "one note", "--json", "-q")
+    assert code == 3
+    sid = _session(out)
+    code, _, err = cli(db, "resume", sid)
+    assert code == 2 and "give --spec" in err  # file paths are not recorded
+    assert cli(db, "deny", sid, "n1", "--reason", "not today")[0] == 0
+    code, out, _ = cli(db, "resume", sid, "--spec", spec, "--json")
+    assert code == 0 and json.loads(out)["status"] == "completed"
+    assert cli_agents.NOTES == []
+
+
+def test_usage_errors_exit_2(tmp_path: Path) -> None:
+    db = tmp_path / "k.db"
+    assert cli(db, "run", "no_such_module:agent", "--goal", "x")[0] == 2
+    assert cli(db, "run", "kernel.cli_agents:not_an_agent", "--goal", "x")[0] == 2
+    assert cli(db, "run", "kernel.cli_agents:approval_agent")[0] == 2  # --goal missing
+    code, out, _ = cli(db, "run", "kernel.cli_agents:approval_agent", "--goal", "x", "--json", "-q")
+    sid = _session(out)
+    code, _, err = cli(db, "approve", sid, "nope")
+    assert code == 2 and "'nope'" in err and "waiting" in err
+    code, _, err = cli(db, "resume", "ffffffff")
+    assert code == 2 and "no session matches" in err
+
+
+def test_failed_runs_exit_1_and_abort(tmp_path: Path) -> None:
+    db = tmp_path / "k.db"
+    code, out, _ = cli(db, "run", "kernel.cli_agents:broken", "--goal", "x")
+    assert code == 1 and ": failed (provider_failure: down)" in out
+    code, out, _ = cli(db, "run", "kernel.cli_agents:approval_agent", "--goal", "x", "--json", "-q")
+    sid = _session(out)
+    code, out, _ = cli(db, "abort", sid)
+    assert code == 0 and f"aborted {sid}" in out
+    with open_store(db) as store:
+        assert store.get_session(sid).status == "cancelled"
+    code, out, _ = cli(db, "run", "kernel.cli_agents:broken", "--goal", "x", "--json")
+    code, out, _ = cli(db, "abort", _session(out))
+    assert code == 0 and "already ended" in out
+
+
+def test_toml_spec(tmp_path: Path) -> None:
+    (tmp_path / "agent.toml").write_text(
+        f"""
+name = "from-toml"
+system_prompt = "be careful"
+max_retries = 1
+tools = ["{AGENTS}:note", {{ref = "{AGENTS}:plain_lookup", effect = "read_only"}}]
+route = [{{ref = "{AGENTS}:make_provider"}}]
+
+[budgets]
+tokens = 1000
+prices = {{input_per_1k = 0.001, output_per_1k = 0.002}}
+
+[policy]
+default = "allow"
+[[policy.rules]]
+action = "deny"
+tool = "note"
+reason = "read-only day"
+"""
+    )
+    db = tmp_path / "k.db"
+    code, out, err = cli(db, "run", str(tmp_path / "agent.toml"), "--goal", "x", "--json")
+    assert code == 0, err
+    assert json.loads(out)["final_message"] == "noted and done" and cli_agents.NOTES == []
+    (tmp_path / "bad.toml").write_text('name = "x"\nroute = []\n')
+    assert cli(db, "run", str(tmp_path / "bad.toml"), "--goal", "x")[0] == 2
+
+
+def test_register_mounts_the_commands_on_another_app(tmp_path: Path) -> None:
+    db = tmp_path / "k.db"
+    opened: list[bool] = []
+
+    @contextmanager
+    def open_db(read_only: bool) -> Iterator[Store]:
+        opened.append(read_only)
+        store = open_store(db, read_only=read_only)
+        try:
+            yield store
+        finally:
+            store.close()
+
+    app = typer.Typer()
+
+    @app.callback()
+    def main() -> None:
+        """A host app."""
+
+    register(app, open_db)
+    result = runner.invoke(app, ["run", "kernel.cli_agents:approval_agent", "--goal", "x", "-q"])
+    assert result.exit_code == 3
+    assert runner.invoke(app, ["pending", "--json"]).exit_code == 0
+    assert opened == [False, True]
+    names = {c.name for c in app.registered_commands}
+    assert names == {"run", "resume", "pending", "approve", "deny", "abort"}

@@ -1,0 +1,227 @@
+"""Exactly-once side effects across crashes: intent before, completion after, in doubt in between."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from flightlog.events import (
+    Custom,
+    PermissionRequested,
+    Resumed,
+    SessionEvent,
+    Suspended,
+    ToolCompleted,
+    ToolGated,
+)
+from flightlog.kernel import Kernel, Tool, approve, deny, pending, tool
+from flightlog.kernel.scripted import ScriptedProvider, call, calls, reply
+from flightlog.messages import ToolResult
+from flightlog.recorder import verify_session
+from flightlog.store import SqliteStore, StoredEvent
+
+from .helpers import agent, customs, events, kinds, line_count, of
+
+
+class Appender:
+    """A side-effect tool appending a line to a file; can 'crash' (SystemExit) before or after writing."""
+
+    def __init__(self, path: Path, *, reconcile: bool, async_reconcile: bool = False) -> None:
+        self.path = path
+        self.crash: str | None = None
+        self.runs: list[str] = []
+        self.reconciled: list[dict[str, Any]] = []
+        check: Callable[[dict[str, Any]], Any] | None = None
+        if reconcile:
+            check = self._check_async if async_reconcile else self._check
+        self.tool: Tool = tool(effect="side_effect", name="append_line", reconcile=check, in_thread=False)(
+            self._append
+        )
+
+    def _append(self, line: str) -> str:
+        """Append one line to the file."""
+        self.runs.append(line)
+        if self.crash == "before":
+            self.crash = None
+            raise SystemExit("killed before the write")
+        with self.path.open("a") as fh:
+            fh.write(line + "\n")
+        if self.crash == "after":
+            self.crash = None
+            raise SystemExit("killed after the write")
+        return f"appended {line}"
+
+    def _check(self, intent: dict[str, Any]) -> str | None:
+        self.reconciled.append(intent)
+        line = intent["arguments"]["line"]
+        return f"appended {line}" if line_count(self.path, line) else None
+
+    async def _check_async(self, intent: dict[str, Any]) -> str | None:
+        return self._check(intent)
+
+
+def _kernel(store: SqliteStore, appender: Appender, **kw: Any) -> Kernel:
+    provider = ScriptedProvider(
+        [calls(call("append_line", {"line": "one"}, id="a1")), reply("done")], by_turn=True
+    )
+    return Kernel(store, agent(provider, tools=[appender.tool]), **kw)
+
+
+def _crash_run(store: SqliteStore, appender: Appender, when: str, **kw: Any) -> str:
+    appender.crash = when
+    with pytest.raises(SystemExit):
+        _kernel(store, appender, **kw).run_sync("append")
+    (session,) = store.list_sessions()
+    return session.session_id
+
+
+@pytest.mark.parametrize("async_reconcile", [False, True])
+def test_crash_after_the_write_reconciles_to_exactly_one_line(
+    tmp_path: Path, store: SqliteStore, other_store: SqliteStore, async_reconcile: bool
+) -> None:
+    appender = Appender(tmp_path / "out.txt", reconcile=True, async_reconcile=async_reconcile)
+    sid = _crash_run(store, appender, "after")
+    key = f"{sid}:1:a1"
+    assert [e.idempotency_key for e in other_store.pending_effects(sid)] == [key]  # in doubt
+    assert customs(other_store, sid, "external_effect_intent") == [
+        {
+            "key": key,
+            "intent_hash": other_store.get_effect(sid, key).intent_hash,  # type: ignore[union-attr]
+            "intent": {"tool": "append_line", "arguments": {"line": "one"}},
+        }
+    ]
+
+    result = _kernel(other_store, appender).resume_sync(sid)  # another "process"
+    assert result.status == "completed"
+    assert line_count(appender.path, "one") == 1 and appender.runs == ["one"]
+    assert appender.reconciled == [{"tool": "append_line", "arguments": {"line": "one"}}]
+    assert customs(other_store, sid, "effect_reconciled") == [
+        {"turn": 1, "call_id": "a1", "key": key, "outcome": "completed"}
+    ]
+    assert customs(other_store, sid, "external_effect_completed") == [
+        {"key": key, "result": {"output": "appended one", "is_error": False}}
+    ]
+    (completed,) = of(other_store, sid, ToolCompleted)
+    assert completed.results == [ToolResult(call_id="a1", output="appended one")]
+    assert of(other_store, sid, Resumed) == [Resumed(turn=1)]
+    assert other_store.pending_effects(sid) == []
+    assert verify_session(other_store, sid).ok
+
+
+def test_crash_before_the_write_reconciles_as_not_done_and_runs_it_once(
+    tmp_path: Path, store: SqliteStore, other_store: SqliteStore
+) -> None:
+    appender = Appender(tmp_path / "out.txt", reconcile=True)
+    sid = _crash_run(store, appender, "before")
+    assert line_count(appender.path, "one") == 0
+    result = _kernel(other_store, appender).resume_sync(sid)
+    assert result.status == "completed"
+    assert line_count(appender.path, "one") == 1 and appender.runs == ["one", "one"]
+    assert [p["outcome"] for p in customs(other_store, sid, "effect_reconciled")] == ["not_done"]
+    assert len(customs(other_store, sid, "external_effect_intent")) == 1  # the same intent, not a new one
+
+
+def test_a_completed_effect_returns_its_recorded_result_without_running_again(
+    tmp_path: Path, store: SqliteStore, other_store: SqliteStore
+) -> None:
+    appender = Appender(tmp_path / "out.txt", reconcile=False)
+
+    def die_after_completion(row: StoredEvent, event: SessionEvent) -> None:
+        if isinstance(event, Custom) and event.custom_kind == "external_effect_completed":
+            raise SystemExit("killed after the completion was durable")
+
+    sid = _crash_run(store, appender, "", on_event=die_after_completion)
+    assert of(store, sid, ToolCompleted) == []
+    result = _kernel(other_store, appender).resume_sync(sid)
+    assert result.status == "completed" and appender.runs == ["one"]
+    assert line_count(appender.path, "one") == 1
+    assert customs(other_store, sid, "effect_reconciled") == []  # nothing was in doubt
+    (completed,) = of(other_store, sid, ToolCompleted)
+    assert completed.results == [ToolResult(call_id="a1", output="appended one")]
+
+
+def test_without_reconcile_an_in_doubt_effect_suspends_for_a_human(
+    tmp_path: Path, store: SqliteStore, other_store: SqliteStore
+) -> None:
+    appender = Appender(tmp_path / "out.txt", reconcile=False)
+    sid = _crash_run(store, appender, "after")
+    result = _kernel(other_store, appender).resume_sync(sid)
+    key = f"{sid}:1:a1"
+    assert (result.status, result.pending_calls, result.detail) == ("suspended", ("a1",), "effect_in_doubt")
+    assert appender.runs == ["one"]  # never silently re-run
+    assert kinds(other_store, sid)[-4:] == ["resumed", "tool_gated", "permission_requested", "suspended"]
+    (gated,) = of(other_store, sid, ToolGated)
+    assert (gated.turn, gated.call_id, gated.tool) == (1, "a1", "append_line")
+    assert gated.reason.startswith(f"effect_in_doubt: intent {key} recorded without completion")
+    (asked,) = of(other_store, sid, PermissionRequested)
+    assert (asked.turn, asked.tool, asked.arguments, asked.reason) == (
+        1,
+        "append_line",
+        '{"line": "one"}',
+        gated.reason,
+    )
+    assert of(other_store, sid, Suspended) == [
+        Suspended(turn=1, reason="effect_in_doubt", pending_calls=["a1"])
+    ]
+    (waiting,) = pending(other_store)
+    assert (waiting.call_id, waiting.kind, waiting.arguments) == ("a1", "effect_in_doubt", '{"line": "one"}')
+    n = len(events(other_store, sid))
+    assert _kernel(other_store, appender).resume_sync(sid).status == "suspended"  # still undecided
+    assert len(events(other_store, sid)) == n
+
+
+def test_deny_marks_an_in_doubt_effect_failed(
+    tmp_path: Path, store: SqliteStore, other_store: SqliteStore
+) -> None:
+    appender = Appender(tmp_path / "out.txt", reconcile=False)
+    sid = _crash_run(store, appender, "after")
+    _kernel(other_store, appender).resume_sync(sid)
+    deny(other_store, sid, "a1", reason="it already happened")
+    assert customs(other_store, sid, "approval_decision")[-1]["gate"] == "effect_in_doubt"
+    result = _kernel(other_store, appender).resume_sync(sid)
+    assert result.status == "completed" and appender.runs == ["one"]
+    assert line_count(appender.path, "one") == 1
+    assert of(other_store, sid, Resumed)[-1] == Resumed(turn=1, denied=["a1"])
+    (completed,) = of(other_store, sid, ToolCompleted)
+    output = "effect in doubt and not run again (it already happened)"
+    assert completed.results == [ToolResult(call_id="a1", output=output, is_error=True)]
+    effect = other_store.get_effect(sid, f"{sid}:1:a1")
+    assert (
+        effect is not None
+        and effect.status == "completed"
+        and '"is_error":true' in (effect.result_json or "")
+    )
+
+
+def test_approve_runs_an_in_doubt_effect_again(
+    tmp_path: Path, store: SqliteStore, other_store: SqliteStore
+) -> None:
+    appender = Appender(tmp_path / "out.txt", reconcile=False)
+    sid = _crash_run(store, appender, "before")  # the human checks: the line is not there
+    _kernel(other_store, appender).resume_sync(sid)
+    approve(other_store, sid, "a1", responder="ops")
+    result = _kernel(other_store, appender).resume_sync(sid)
+    assert result.status == "completed"
+    assert line_count(appender.path, "one") == 1 and appender.runs == ["one", "one"]
+    assert of(other_store, sid, Resumed)[-1] == Resumed(turn=1, approved=["a1"])
+
+
+def test_an_approved_re_run_that_dies_too_is_in_doubt_again(
+    tmp_path: Path, store: SqliteStore, other_store: SqliteStore
+) -> None:
+    appender = Appender(tmp_path / "out.txt", reconcile=False)
+    sid = _crash_run(store, appender, "before")
+    _kernel(other_store, appender).resume_sync(sid)
+    approve(other_store, sid, "a1")
+    appender.crash = "after"  # the approved re-run writes the line, then the process dies again
+    with pytest.raises(SystemExit):
+        _kernel(other_store, appender).resume_sync(sid)
+    result = _kernel(other_store, appender).resume_sync(sid)
+    assert (result.status, result.detail) == ("suspended", "effect_in_doubt")  # the approval was used up
+    assert appender.runs == ["one", "one"] and line_count(appender.path, "one") == 1
+    deny(other_store, sid, "a1", reason="the line is there")
+    assert _kernel(other_store, appender).resume_sync(sid).status == "completed"
+    assert appender.runs == ["one", "one"] and line_count(appender.path, "one") == 1
