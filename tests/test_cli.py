@@ -5,6 +5,7 @@ from __future__ import annotations
 import hashlib
 import json
 import sqlite3
+from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
@@ -27,7 +28,24 @@ def run(db: Path, *args: str) -> tuple[int, str, str]:
 
 
 @pytest.fixture(scope="module")
-def imported(tmp_path_factory: pytest.TempPathFactory) -> Path:
+def user_dirs(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Path]:
+    """One key and head directory for the whole module: imports are signed with the user's log key, and
+    every later command must find that key (the module-scoped ``imported`` runs before per-test fixtures)."""
+    home = tmp_path_factory.mktemp("cli-user")
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setenv("FLIGHTLOG_KEY_DIR", str(home / "keys"))
+        patch.setenv("FLIGHTLOG_HEAD_DIR", str(home / "heads"))
+        yield home
+
+
+@pytest.fixture(autouse=True)
+def _same_user(user_dirs: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("FLIGHTLOG_KEY_DIR", str(user_dirs / "keys"))
+    monkeypatch.setenv("FLIGHTLOG_HEAD_DIR", str(user_dirs / "heads"))
+
+
+@pytest.fixture(scope="module")
+def imported(tmp_path_factory: pytest.TempPathFactory, user_dirs: Path) -> Path:
     db = tmp_path_factory.mktemp("cli") / "ledger.db"
     code, _, err = run(db, "import", str(SAMPLES / "claude-code"), str(SAMPLES / "codex"))
     assert code == 0, err
@@ -95,7 +113,11 @@ def test_tampered_event_makes_verify_exit_1_naming_the_seq(db_copy: Path) -> Non
     assert code == 1
     bad = [r for r in json.loads(out) if not r["ok"]]
     assert [r["session_id"] for r in bad] == [sid]
-    assert {d["seq"] for d in bad[0]["divergences"]} == {3}
+    divergences = bad[0]["divergences"]
+    assert {d["seq"] for d in divergences if d["reason"] == "hash_mismatch"} == {3}
+    # the imported session is signed and sealed: every signed head and the seal covering seq 3 disagree too
+    assert {d["reason"] for d in divergences if d["seq"] != 3} <= {"checkpoint_mismatch", "fork", "bad_seal"}
+    assert all(d["seq"] > 3 for d in divergences if d["seq"] != 3)
     store = open_store(db_copy)
     try:
         with pytest.raises(LedgerIntegrityError) as info:

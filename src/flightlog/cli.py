@@ -26,7 +26,6 @@ from .errors import FlightlogError, ImportFormatError, RepairError, SessionNotFo
 from .importers import FORMATS, import_paths
 from .messages import Message
 from .narration import narrate, short
-from .recorder import verify_session
 from .sessions import export_jsonl, iter_events, replay_session
 from .store import Store, open_store
 
@@ -135,9 +134,12 @@ def import_cmd(
     """Import Claude Code / Codex CLI transcripts into verified sessions (a line per session)."""
     if format != "auto" and format not in FORMATS:
         raise typer.BadParameter(f"unknown format {format!r}", param_hint="--format")
+    from .checkpoints import Notary
+
     results = []
     with _store() as store:
-        for result in import_paths(store, paths, format=format):
+        notary = Notary.from_env()  # the user's log key, created on first use; imports are signed and sealed
+        for result in import_paths(store, paths, format=format, notary=notary):
             results.append(result)
             if not json_out:
                 _print_import(result)
@@ -262,46 +264,21 @@ def _print_message(index: int, message: Message) -> None:
 @app.command("verify")
 def verify_cmd(
     session: Annotated[str | None, typer.Argument(help="Session id or unique prefix.")] = None,
-    all_sessions: Annotated[bool, typer.Option("--all", help="Verify every session.")] = False,
+    all_sessions: Annotated[
+        bool, typer.Option("--all", help="Verify every session and the index log.")
+    ] = False,
+    offline: Annotated[
+        bool, typer.Option("--offline", help="Do not ask witnesses (stored cosignatures only).")
+    ] = False,
     json_out: Annotated[bool, typer.Option("--json", help="Print results as JSON.")] = False,
 ) -> None:
-    """Recompute chains and tree heads; exit 1 listing every divergent sequence, 0 when intact."""
+    """Full check: chains, tree heads, signed checkpoints, seal, retained and witnessed heads; exit 1 listing
+    every divergent sequence, 0 when intact. Says sealed, or open with the unanchored tail seqs."""
+    from .cli_audit import check_sessions
+
     if bool(session) == all_sessions:
         raise typer.BadParameter("give a SESSION or --all (not both)")
-    results = []
-    with _store(read_only=True) as store:
-        ids = (
-            [s.session_id for s in store.list_sessions()]
-            if all_sessions
-            else [store.resolve_session(session or "")]
-        )
-        for sid in ids:
-            report = verify_session(store, sid)
-            results.append(report)
-            if not json_out:
-                status = "ok" if report.ok else "DIVERGES"
-                out.print(f"{status:<9} {sid}  {report.events} events  root {report.root[:16]}")
-                for d in report.divergences:
-                    out.print(f"          seq {d.seq}: {d.reason}" + (f" ({d.detail})" if d.detail else ""))
-    if json_out:
-        _print_json(
-            [
-                {
-                    "session_id": r.session_id,
-                    "ok": r.ok,
-                    "events": r.events,
-                    "bytes": r.bytes,
-                    "head": r.head,
-                    "root": r.root,
-                    "divergences": [
-                        {"seq": d.seq, "reason": d.reason, "detail": d.detail} for d in r.divergences
-                    ],
-                }
-                for r in results
-            ]
-        )
-    if not all(r.ok for r in results):
-        raise typer.Exit(1)
+    check_sessions(session, all_sessions=all_sessions, json_out=json_out, offline=offline)
 
 
 @app.command("export")
@@ -310,10 +287,27 @@ def export_cmd(
     output: Annotated[
         Path | None, typer.Option("--output", "-o", help="Write here instead of stdout.")
     ] = None,
+    bundle: Annotated[
+        Path | None,
+        typer.Option(
+            "--bundle", help="Write an offline audit bundle directory (signed manifest, proofs, keys)."
+        ),
+    ] = None,
 ) -> None:
-    """Export a session as JSONL: seq, prev_hash, hash and the event (its RFC 8785 form = stored bytes)."""
+    """Export a session as JSONL: seq, prev_hash, hash and the event (its RFC 8785 form = stored bytes).
+
+    With --bundle DIR: everything ``flightlog audit --bundle DIR`` needs to verify it offline.
+    """
+    if bundle is not None and output is not None:
+        raise typer.BadParameter("give --output or --bundle (not both)")
     with _store(read_only=True) as store:
         sid = store.resolve_session(session)
+        if bundle is not None:
+            from .bundle import export_bundle
+
+            manifest = export_bundle(store, sid, bundle)
+            err.print(f"wrote a bundle of {manifest['events']} events of {sid} to {bundle}")
+            return
         if output is None:
             export_jsonl(store, sid, sys.stdout)
             return
@@ -358,12 +352,29 @@ def repair_cmd(
 @app.command("demo")
 def demo_cmd() -> None:
     """Import the bundled example transcripts, verify, list, replay one, then show tamper detection."""
+    from .checkpoints import Notary
     from .demo import run_demo
 
     with _store() as store:
-        code = run_demo(store, out)
+        code = run_demo(store, out, notary=Notary.from_env())
     if code:
         raise typer.Exit(code)
+
+
+# ─── mounted command groups ───────────────────────────────────────────────────────────────────
+
+
+def _mount() -> None:
+    from .cli_audit import audit_app
+    from .cli_kernel import register as register_kernel
+    from .cli_runs import register as register_runs
+
+    register_kernel(app, _store)
+    register_runs(app, _store)
+    app.add_typer(audit_app)
+
+
+_mount()
 
 
 # ─── entry point ──────────────────────────────────────────────────────────────────────────────

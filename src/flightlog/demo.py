@@ -2,7 +2,9 @@
 
 1. Import the example transcripts shipped in ``flightlog/data/examples`` (a Claude Code session and a Codex
    CLI rollout; attribution in ``PROVENANCE.md`` beside them). Re-running the demo does not import twice.
-2. Verify every imported session's chain and tree head.
+2. Verify every imported session's chain and tree head; with the user's notary (``flightlog demo`` passes
+   it) the imports are signed and sealed, and verification also checks the signed checkpoints, the seal
+   and the retained head.
 3. List the sessions.
 4. Replay the Claude Code session (the messages a model would see).
 5. Copy the database to a scratch file, flip one byte of one stored event there, and show that ``verify``
@@ -19,8 +21,10 @@ from pathlib import Path
 
 from rich.console import Console
 
+from .checkpoints import AuditReport, Notary, audit_session
 from .errors import LedgerIntegrityError
 from .importers import import_file
+from .ledger import VerifyReport
 from .narration import short, summarize_message
 from .recorder import Recorder, verify_session
 from .sessions import replay_session
@@ -56,21 +60,33 @@ def tamper_one_byte(db: Path, session_id: str, seq: int) -> None:
         conn.close()
 
 
-def run_demo(store: Store, console: Console) -> int:
-    """Run the demo against ``store``, printing to ``console``; returns the exit code (0 when all as expected)."""
+def run_demo(store: Store, console: Console, *, notary: Notary | None = None) -> int:
+    """Run the demo against ``store``, printing to ``console``; returns the exit code (0 when all as expected).
+
+    Args:
+        store: The database to import into.
+        console: Where to print.
+        notary: Sign and seal the imports and check signatures (None: chains and tree heads only).
+    """
     console.print(f"flightlog demo — database {store.url}\n")
     console.print("1. import the bundled example transcripts")
     session_ids: list[str] = []
     for path in example_transcripts():
-        result = import_file(store, path)
+        result = import_file(store, path, notary=notary)
         session_ids.extend(result.session_ids)
         note = "already imported" if result.duplicate else f"{result.events} events"
         console.print(f"   {path.name}  ->  {result.session_ids[0]}  ({result.format}, {note})")
     console.print("\n2. verify every chain (RFC 8785 bytes, sha256 chain, RFC 9162 tree head)")
     for sid in session_ids:
-        report = verify_session(store, sid)
+        report: VerifyReport | AuditReport = (
+            verify_session(store, sid)
+            if notary is None
+            else audit_session(store, sid, keyring=notary.keyring, heads=notary.heads)
+        )
+        summary = f"\n      {report.summary()}" if isinstance(report, AuditReport) else ""
         console.print(
             f"   {'ok' if report.ok else 'DIVERGES'}  {sid}  {report.events} events  root {report.root[:16]}"
+            + summary
         )
         if not report.ok:
             return 1
@@ -85,10 +101,10 @@ def run_demo(store: Store, console: Console) -> int:
     console.print(f"\n4. replay {claude} (the transcript a model would be given)")
     for index, message in enumerate(replay_session(store, claude, max_part_bytes=400)):
         console.print(f"   [{index:>2}] {message.role:<9} {summarize_message(message)}")
-    return _tamper_step(store, claude, console)
+    return _tamper_step(store, claude, console, notary)
 
 
-def _tamper_step(store: Store, session_id: str, console: Console) -> int:
+def _tamper_step(store: Store, session_id: str, console: Console, notary: Notary | None) -> int:
     record = store.get_session(session_id)
     seq = random.Random(session_id).randrange(1, record.events)
     console.print(f"\n5. flip one byte of event {seq} in a scratch copy of the database")
@@ -107,18 +123,23 @@ def _tamper_step(store: Store, session_id: str, console: Console) -> int:
         tamper_one_byte(scratch, session_id, seq)
         copy = SqliteStore(scratch)
         try:
-            report = verify_session(copy, session_id)
-            for d in report.divergences:
+            if notary is None:
+                divergences = verify_session(copy, session_id).divergences
+            else:
+                divergences = audit_session(
+                    copy, session_id, keyring=notary.keyring, heads=notary.heads
+                ).divergences
+            for d in divergences:
                 console.print(f"   verify: seq {d.seq}: {d.reason}")
             try:
-                Recorder.attach(copy, session_id)
+                Recorder.attach(copy, session_id, notary=notary)
                 console.print("   attach: accepted a tampered ledger (unexpected)")
                 return 1
             except LedgerIntegrityError as exc:
                 console.print(f"   attach: {exc}")
         finally:
             copy.close()
-    caught = any(d.seq == seq for d in report.divergences)
+    caught = any(d.seq == seq and d.reason == "hash_mismatch" for d in divergences)
     console.print(
         f"\n{'tampering detected at seq ' + str(seq) if caught else 'tampering NOT detected'}; "
         "your database is untouched."

@@ -13,6 +13,7 @@ One base, with a builtin second base where callers expect one (``except ValueErr
     |   +-- ReadOnlyStore                    url
     |   `-- StoreUnavailable                 url (password removed), reason
     +-- EffectConflict                       idempotency_key, stored_hash, new_hash
+    +-- GrantError                           key_id, reason
     +-- RepairError                          path, reason
     `-- ImportFormatError(ValueError)        path, line, reason
 
@@ -32,6 +33,7 @@ __all__ = [
     "EncodingError",
     "EventDecodeError",
     "FlightlogError",
+    "GrantError",
     "ImportFormatError",
     "LedgerIntegrityError",
     "ReadOnlyStore",
@@ -226,6 +228,22 @@ class EffectConflict(FlightlogError):
             stored_hash=stored_hash,
             new_hash=new_hash,
         )
+
+
+class GrantError(FlightlogError):
+    """A signed grant policy does not verify or does not apply (``key_id`` names the signer when known).
+
+    Raised by :func:`flightlog.grants.verify_grant`: a malformed DSSE envelope, no signature by a trusted
+    policy key, a payload that is not a grant policy, a policy outside its validity window or for another
+    authority epoch.
+    """
+
+    key_id: str
+    reason: str
+
+    def __init__(self, *, reason: str, key_id: str = "") -> None:
+        who = f" (key {key_id})" if key_id else ""
+        super().__init__(f"grant policy{who}: {reason}", key_id=key_id, reason=reason)
 
 
 class RepairError(FlightlogError):

@@ -53,7 +53,9 @@ class WireModel(BaseModel):
     other list fields (serde ``default`` only) are always written.
     """
 
-    model_config = ConfigDict(frozen=True, extra="ignore", populate_by_name=True, ser_json_inf_nan="constants")
+    model_config = ConfigDict(
+        frozen=True, extra="ignore", populate_by_name=True, ser_json_inf_nan="constants"
+    )
     _skip_empty: ClassVar[frozenset[str]] = frozenset()
 
     @model_serializer(mode="wrap")

@@ -24,6 +24,7 @@ from collections.abc import Callable, Iterable, Iterator, Sequence
 from contextlib import contextmanager
 from typing import Any
 
+from .checkpoints import SEAL_KIND, Notary, SessionNotary, SessionSealed, SignedCheckpoint, resume
 from .encoding import canonical_bytes, canonical_json
 from .errors import LedgerIntegrityError
 from .events import Custom, Event, SessionEvent
@@ -99,8 +100,10 @@ class Recorder:
         head: str,
         tree: CompactRange,
         epoch: int,
+        notary: SessionNotary | None = None,
     ) -> None:
         self.store = store
+        self._notary = notary
         self.session_id = session_id
         self._next_seq = next_seq
         self._head = head
@@ -124,13 +127,21 @@ class Recorder:
         metadata: dict[str, Any] | None = None,
         status: str = "running",
         created_at_ms: int | None = None,
+        notary: Notary | None = None,
     ) -> Recorder:
         """Create a new, empty session and its recorder (authority epoch 0).
 
+        Args:
+            notary: Sign checkpoints (see :mod:`flightlog.checkpoints`), seal on ``finish`` and retain
+                heads outside the database; None (default) records without signatures.
+
         Raises:
             AppendConflict: a session with this id exists already.
+            LedgerIntegrityError: with a notary, a head of this session id is already retained (the
+                database was rolled back to before the session existed).
         """
         sid = session_id or uuid.uuid4().hex
+        state = SessionNotary.for_new_session(store, sid, notary) if notary is not None else None
         store.create_session(
             SessionRecord(
                 session_id=sid,
@@ -143,22 +154,52 @@ class Recorder:
                 merkle_root=CompactRange().root().hex(),
             )
         )
-        return cls(store, sid, next_seq=0, head=GENESIS, tree=CompactRange(), epoch=0)
+        return cls(store, sid, next_seq=0, head=GENESIS, tree=CompactRange(), epoch=0, notary=state)
 
     @classmethod
-    def attach(cls, store: Store, session_id: str, *, take_authority: bool = True) -> Recorder:
+    def attach(
+        cls,
+        store: Store,
+        session_id: str,
+        *,
+        take_authority: bool = True,
+        notary: Notary | None = None,
+        full: bool = True,
+    ) -> Recorder:
         """Resume writing an existing session after recomputing its whole chain.
 
         Args:
             store: The store holding the session.
             session_id: Its id (exact).
             take_authority: Bump the authority epoch so an older writer is fenced off (default).
+            notary: Also verify the signed checkpoints, the seal and the retained head (refusing a
+                database older than, or inconsistent with, it), and keep signing; see
+                :func:`flightlog.checkpoints.resume`.
+            full: With a notary, False resumes from the latest signed checkpoint in O(log n) + the rows
+                after it, without re-reading the rows it covers (a full verify still catches edits to
+                them). Default True: every row is recomputed.
 
         Raises:
             SessionNotFound: no such session.
             LedgerIntegrityError: the ledger is empty, or any row diverges (gap, broken link, hash
-                mismatch, undecodable event, truncated or mismatched head); names the first sequence.
+                mismatch, undecodable event, truncated or mismatched head); with a notary also a bad
+                checkpoint, rollback, stale or forked head; names the first sequence.
+            ValueError: ``full=False`` without a notary.
         """
+        if notary is not None:
+            anchor = resume(store, session_id, notary, full=full)
+            bump = store.bump_authority_epoch if take_authority else store.authority_epoch
+            return cls(
+                store,
+                session_id,
+                next_seq=anchor.size,
+                head=anchor.head,
+                tree=anchor.tree,
+                epoch=bump(session_id),
+                notary=anchor.state,
+            )
+        if not full:
+            raise ValueError("cheap resume (full=False) needs a notary to check signatures")
         record = store.get_session(session_id)
         tree = CompactRange()
         rows = store.read_events(session_id)
@@ -224,6 +265,8 @@ class Recorder:
         """Durably append several events in one transaction (all or none), e.g. one turn's events."""
         if not events:
             return []
+        if self._notary is not None and self._notary.sealed:
+            raise SessionSealed(session_id=self.session_id)
         with self.atomic():
             staged, tree = self._stage(events)
             head = SessionHead(staged[-1].seq, staged[-1].hash, tree.root().hex())
@@ -239,14 +282,17 @@ class Recorder:
             for projector in _PROJECTORS:
                 projector(self, batch)
             self._queued.extend(batch)
+            if self._notary is not None and self._notary.due(self._next_seq):
+                self._notary.checkpoint(self.store, self._tree, self._head)
         return stored
 
     @contextmanager
     def atomic(self) -> Iterator[None]:
         """Group appends and other store writes into one transaction.
 
-        On any exception the transaction rolls back and the in-memory head returns to where it was;
-        subscribers hear of the block's events only after the outermost block commits.
+        On any exception the block's writes roll back and the in-memory head returns to where it was.
+        Subscribers hear of events only after the outermost *store* transaction commits, and the head is
+        also restored if an enclosing transaction (``store.transaction()`` around this block) rolls back.
         """
         with self._lock:
             saved = (self._next_seq, self._head, self._tree)
@@ -254,6 +300,9 @@ class Recorder:
             self._depth += 1
             try:
                 with self.store.transaction():
+                    if self._depth == 1:
+                        self.store.call_after_commit(self._flush)
+                        self.store.call_after_rollback(lambda: self._restore(saved))
                     yield
             except BaseException:
                 self._next_seq, self._head, self._tree = saved
@@ -261,8 +310,14 @@ class Recorder:
                 raise
             finally:
                 self._depth -= 1
-            if self._depth:
-                return
+
+    def _restore(self, saved: tuple[int, str, CompactRange]) -> None:
+        with self._lock:
+            self._next_seq, self._head, self._tree = saved
+            self._queued.clear()
+
+    def _flush(self) -> None:
+        with self._lock:
             queued, self._queued = self._queued, []
         self._notify(queued)
 
@@ -282,9 +337,34 @@ class Recorder:
         """Append a ``Custom`` event (seed 003 ``record_custom``)."""
         return self.append(Custom(custom_kind=kind, payload=payload))
 
+    def checkpoint(self) -> SignedCheckpoint | None:
+        """Sign a checkpoint over every durable event now (the kernel calls this before side effects).
+
+        Returns the latest checkpoint unchanged when it already covers every event; None without a
+        notary or with no events. See :mod:`flightlog.checkpoints` for the format and cadence.
+        """
+        if self._notary is None:
+            return None
+        with self.atomic():
+            return self._notary.checkpoint(self.store, self._tree, self._head)
+
     def finish(self, status: str) -> None:
-        """Set the session's status (``completed``, ``failed``, ``cancelled``...). Not a ledger row."""
-        self.store.set_session_status(self.session_id, status)
+        """Set the session's status (``completed``, ``failed``, ``cancelled``...).
+
+        With a notary the session is also sealed, in the same transaction: a ``Custom`` event
+        ``session_sealed`` (payload: ``size`` = its seq, ``root`` over the events before it, ``status``)
+        and a signed checkpoint covering it; later appends raise ``SessionSealed``. Without a notary (or
+        when already sealed) only the status changes, which is not a ledger row.
+        """
+        if self._notary is None or self._notary.sealed:
+            self.store.set_session_status(self.session_id, status)
+            return
+        with self.atomic():
+            payload = {"size": self._next_seq, "root": self.root, "status": status}
+            self.append(Custom(custom_kind=SEAL_KIND, payload=payload))
+            self._notary.checkpoint(self.store, self._tree, self._head)
+            self._notary.seal(self.store)
+            self.store.set_session_status(self.session_id, status)
 
     # ─── live subscribers ─────────────────────────────────────────────────────────────────
     def subscribe(self, subscriber: Subscriber) -> Callable[[], None]:
@@ -350,11 +430,47 @@ class Recorder:
         """This session's intents without completion: *in doubt* after a crash, never silently re-run."""
         return self.store.pending_effects(self.session_id)
 
-    def record_grant_policy(self, policy_id: str, policy: Any, *, signed: bool = False) -> None:
-        """Store a grant policy durably and ledger it as ``grant_policy`` (seed 003)."""
+    def record_grant_policy(
+        self,
+        policy_id: str,
+        policy: Any,
+        *,
+        signed: bool = False,
+        digest: str | None = None,
+        durable: str | None = None,
+        key: str | None = None,
+    ) -> None:
+        """Store a grant policy durably and ledger it as ``grant_policy`` (seed 003).
+
+        Args:
+            policy_id: The policy's id.
+            policy: The policy (JSON-ready), as ledgered.
+            signed: Whether it came signed.
+            digest: ``sha256:<hex>`` of the policy's signed payload, ledgered when given
+                (:func:`flightlog.grants.record_grant` passes it).
+            durable: The text kept in ``grant_policies`` (default: the policy's JSON; a signed policy
+                keeps its DSSE envelope, as seed 003 keeps the ``SignedGrantPolicy``).
+            key: The verifier key that signed it, ledgered when given.
+        """
+        payload: dict[str, Any] = {"policy_id": policy_id, "policy": policy, "signed": signed}
+        if digest is not None:
+            payload["digest"] = digest
+        if key is not None:
+            payload["key"] = key
         with self.atomic():
-            self.store.record_grant_policy(self.session_id, policy_id, json.dumps(policy, sort_keys=True))
-            self.record_custom("grant_policy", {"policy_id": policy_id, "policy": policy, "signed": signed})
+            text = durable if durable is not None else json.dumps(policy, sort_keys=True)
+            self.store.record_grant_policy(self.session_id, policy_id, text)
+            self.record_custom("grant_policy", payload)
+
+    def put_personal_artifact(self, content: bytes, media_type: str = "application/octet-stream") -> str:
+        """Store personal data erasably for this session; returns ``salted:sha256:<hex>`` to put in events.
+
+        See :mod:`flightlog.erasure`: the content and its salt never enter the ledger, and
+        ``flightlog erase`` removes both without touching a ledger row.
+        """
+        from .erasure import put_personal_artifact  # local: erasure builds on this module
+
+        return put_personal_artifact(self.store, content, media_type, session_id=self.session_id)
 
 
 def _tee_leaves(rows: Iterable[StoredEvent], tree: CompactRange) -> Iterable[StoredEvent]:

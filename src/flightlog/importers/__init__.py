@@ -6,6 +6,10 @@ then records every resulting session (a main session and its sub-agent children)
 Each imported session starts with a ``custom`` event ``import_source`` carrying the file's sha256, size,
 importer name and version, and the warnings (skipped lines), so provenance is inside the hash chain.
 
+With a :class:`~flightlog.checkpoints.Notary` (the CLI passes the user's), every imported session is
+recorded with signed checkpoints and **sealed** at the end (it is the complete record of a finished file):
+a ``session_sealed`` event and a checkpoint over it, in the same transaction.
+
 Importing a file whose sha256 was imported before records nothing and reports the existing session. A
 session whose native id is already recorded from *another* file (a transcript that grew since) is recorded
 as a new session ``<key>@<sha256[:12]>``: the ledger never rewrites history.
@@ -18,6 +22,7 @@ from collections.abc import Iterable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 from types import ModuleType
+from typing import TYPE_CHECKING
 
 from ..errors import ImportFormatError, SessionNotFound
 from ..events import Custom, RunTerminal
@@ -26,6 +31,9 @@ from ..store.base import ImportRecord, Store
 from ..store.sqlite import now_ms
 from . import claude_code, codex
 from .base import ImportedSession, ImportWarning, read_jsonl
+
+if TYPE_CHECKING:
+    from ..checkpoints import Notary
 
 __all__ = [
     "FORMATS",
@@ -109,14 +117,24 @@ def iter_transcripts(paths: Iterable[Path]) -> Iterator[Path]:
             raise ImportFormatError(path=str(path), reason="no such file or folder")
 
 
-def import_paths(store: Store, paths: Iterable[Path], *, format: str = "auto") -> Iterator[ImportResult]:
+def import_paths(
+    store: Store, paths: Iterable[Path], *, format: str = "auto", notary: Notary | None = None
+) -> Iterator[ImportResult]:
     """Import every transcript under ``paths`` (see :func:`iter_transcripts`), one result per file."""
     for path in iter_transcripts(paths):
-        yield import_file(store, path, format=format)
+        yield import_file(store, path, format=format, notary=notary)
 
 
-def import_file(store: Store, path: Path, *, format: str = "auto") -> ImportResult:
+def import_file(
+    store: Store, path: Path, *, format: str = "auto", notary: Notary | None = None
+) -> ImportResult:
     """Import one transcript file; see the module docstring for the rules.
+
+    Args:
+        store: The store.
+        path: The transcript.
+        format: ``auto`` or a name of :data:`FORMATS`.
+        notary: Sign checkpoints and seal each imported session (None: unsigned, unsealed).
 
     Raises:
         ImportFormatError: unknown ``format``, undetectable format, or a file with no session in it.
@@ -148,7 +166,7 @@ def import_file(store: Store, path: Path, *, format: str = "auto") -> ImportResu
     with store.transaction():
         ids = _session_ids(store, sessions, sha)
         for session in sessions:
-            result.events += _record(store, session, ids, provenance, result.warnings)
+            result.events += _record(store, session, ids, provenance, result.warnings, notary)
             result.session_ids.append(ids[session.key])
         store.record_import(ImportRecord(sha, ids[sessions[0].key], fmt, module.VERSION, path.name, now_ms()))
     return result
@@ -171,6 +189,7 @@ def _record(
     ids: dict[str, str],
     provenance: dict[str, object],
     warnings: list[ImportWarning],
+    notary: Notary | None = None,
 ) -> int:
     parent = ids.get(session.parent_key, session.parent_key) if session.parent_key else None
     recorder = Recorder.create(
@@ -182,6 +201,7 @@ def _record(
         metadata={**session.metadata, **provenance},
         status=_status(session),
         created_at_ms=session.started_at_ms,
+        notary=notary,
     )
     header = Custom(
         custom_kind="import_source",
@@ -190,7 +210,10 @@ def _record(
     events = [header, *session.events]
     for start in range(0, len(events), _CHUNK):
         recorder.append_many(events[start : start + _CHUNK])
-    return len(events)
+    if notary is None:
+        return len(events)
+    recorder.finish(_status(session))  # seal: a session_sealed event and a checkpoint over it
+    return len(events) + 1
 
 
 def _status(session: ImportedSession) -> str:

@@ -7,7 +7,11 @@ session in memory). Every write is one transaction; ``Store.transaction()`` grou
 Tables (every backend): ``sessions``, ``events`` (append-only, primary key ``(session_id, seq)``),
 ``authority_epochs`` (fencing tokens), ``grant_policies``, ``external_effects`` (intent before,
 completion after), ``artifacts`` (content-addressed by sha256, deduplicated), ``checkpoints``, ``imports``
-(source file sha256 -> session), and ``schema_migrations``.
+(source file sha256 -> session), ``runs`` (the ``AgentRunSnapshot`` projection, seed 002, kept current in
+the append transaction; not a ledger: rows are upserted), ``live_runs`` (heartbeats of running kernels),
+``index_leaves`` + ``index_checkpoints`` (the ledger-wide index log of session checkpoints, append-only),
+``cosignatures`` (witness cosignatures beside checkpoints), ``salted_artifacts`` + ``artifact_refs`` +
+``artifact_erasures`` (erasable personal data, see :mod:`flightlog.erasure`) and ``schema_migrations``.
 
 Source: seed 003 (``SessionStore``: ``create_session``, ``record_psp9_event``, ``initialize_authority_epoch``,
 ``record_grant_policy``, ``record_external_effect_intent``, ``complete_external_effect``,
@@ -17,17 +21,25 @@ Source: seed 003 (``SessionStore``: ``create_session``, ``record_psp9_event``, `
 from __future__ import annotations
 
 import abc
-from collections.abc import Iterator, Sequence
+from collections.abc import Callable, Collection, Iterator, Mapping, Sequence
 from contextlib import AbstractContextManager
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, NamedTuple, Self
 
 __all__ = [
     "ArtifactRecord",
     "CheckpointRecord",
+    "CosignatureRecord",
     "EffectRecord",
+    "ErasureRecord",
     "ImportRecord",
+    "IndexCheckpointRecord",
+    "IndexLeaf",
+    "LiveRunRecord",
     "NewEvent",
+    "RunListing",
+    "RunRow",
+    "SaltedArtifactRecord",
     "SessionHead",
     "SessionRecord",
     "Store",
@@ -35,9 +47,8 @@ __all__ = [
 ]
 
 
-@dataclass(frozen=True, slots=True)
-class StoredEvent:
-    """One durable ledger row.
+class StoredEvent(NamedTuple):
+    """One durable ledger row (a named tuple: cheap to build while streaming millions of rows).
 
     Attributes:
         session_id: The session (stream) id.
@@ -170,6 +181,161 @@ class ImportRecord:
     imported_at_ms: int
 
 
+@dataclass(frozen=True, slots=True)
+class RunRow:
+    """One row of the ``runs`` projection: the read model of one run (seed 002 ``AgentRunSnapshot``).
+
+    The store keeps it and queries its indexed columns; :mod:`flightlog.runs` computes it.
+
+    Attributes:
+        run_id: The run id (primary key).
+        parent: The parent run id, or None.
+        source: The ``RunSource`` value.
+        state: The ``RunState`` value the events give (before the session status refines it).
+        outcome: The ``TerminalOutcome`` value when ``state`` is ``terminal``, else None.
+        updated_at_ms: Epoch ms of the latest event folded into the row.
+        last_seq: Seq of the last event of the run's own session folded into the row (-1: none).
+        session_status: The session row's status when the run has a recorded session with events, else
+            None; backends keep it equal to ``sessions.status`` when that changes.
+        snapshot: The snapshot as seed 002 wire JSON (events only, no status refinement).
+        fold: The fold state the projection resumes from on the next append (opaque JSON).
+    """
+
+    run_id: str
+    parent: str | None
+    source: str
+    state: str
+    outcome: str | None
+    updated_at_ms: int
+    last_seq: int
+    session_status: str | None
+    snapshot: str
+    fold: str
+
+
+class RunListing(NamedTuple):
+    """What a ``runs`` query returns per row (the fold state left out), newest first."""
+
+    run_id: str
+    parent: str | None
+    source: str
+    state: str
+    updated_at_ms: int
+    session_status: str | None
+    snapshot: str
+
+
+@dataclass(frozen=True, slots=True)
+class LiveRunRecord:
+    """The live (in-memory, not durable) state a running kernel publishes for one run.
+
+    Attributes:
+        run_id: The run (session) id.
+        state: A non-terminal ``RunState`` value.
+        heartbeat_at_ms: Epoch ms of the last heartbeat.
+        changed_at_ms: Epoch ms when ``state`` was last published.
+        tokens_used: Tokens spent so far as the kernel counts them, or None.
+        steps_taken: Steps (model turns) so far, or None.
+        pid: Process id of the publisher, or None.
+    """
+
+    run_id: str
+    state: str
+    heartbeat_at_ms: int
+    changed_at_ms: int
+    tokens_used: int | None = None
+    steps_taken: int | None = None
+    pid: int | None = None
+
+
+@dataclass(frozen=True)
+class IndexLeaf:
+    """One leaf of the ledger-wide index log (:mod:`flightlog.indexlog`).
+
+    Attributes:
+        idx: 0-based leaf index in the index log.
+        session_id: The session whose checkpoint this is.
+        checkpoint_id: That checkpoint's id in ``checkpoints``.
+        leaf: The leaf entry: the session checkpoint's signed note text (UTF-8), hashed as RFC 9162 leaf.
+        recorded_at_ms: Epoch ms the leaf was written (not covered by any hash).
+    """
+
+    idx: int
+    session_id: str
+    checkpoint_id: int
+    leaf: bytes
+    recorded_at_ms: int
+
+
+@dataclass(frozen=True)
+class IndexCheckpointRecord:
+    """A signed checkpoint of the index log over leaves ``[0, size)``; ``frontier`` is its compact range
+    (subtree roots, 32 bytes each, concatenated: a cache checked against ``root``, never evidence)."""
+
+    checkpoint_id: int
+    size: int
+    root: str
+    body: str
+    frontier: bytes | None
+    created_at_ms: int
+
+
+@dataclass(frozen=True)
+class CosignatureRecord:
+    """A witness cosignature kept beside a checkpoint (C2SP tlog-cosignature).
+
+    Attributes:
+        origin: The checkpoint's origin line (a session's, or the index log's).
+        size: Tree size cosigned.
+        root: Root hash cosigned, hex.
+        witness: The witness's verifier key text.
+        note: The checkpoint note with the log's signature and the witness's cosignature line(s).
+        created_at_ms: Epoch ms stored.
+    """
+
+    origin: str
+    size: int
+    root: str
+    witness: str
+    note: str
+    created_at_ms: int
+
+
+@dataclass(frozen=True)
+class SaltedArtifactRecord:
+    """Erasable personal data: content referenced by ``salted:sha256:<hex of sha256(salt || content)>``.
+
+    The salt is stored beside the content (never in the ledger) and erased with it.
+    """
+
+    digest: str
+    media_type: str
+    size_bytes: int
+    created_at_ms: int
+
+    @property
+    def handle(self) -> str:
+        """The logical reference used in events: ``salted:sha256:<hex>``."""
+        return f"salted:sha256:{self.digest}"
+
+
+@dataclass(frozen=True)
+class ErasureRecord:
+    """A salted artifact whose content and salt were erased, and where the erasure is ledgered.
+
+    Attributes:
+        digest: The salted digest (hex).
+        erased_at_ms: Epoch ms of the erasure.
+        log_session_id: The erasure log session holding the ``artifact_erased`` event.
+        log_seq: That event's seq.
+    """
+
+    digest: str
+    erased_at_ms: int
+    log_session_id: str
+    log_seq: int
+
+
 class Store(abc.ABC):
     """The storage contract every backend implements (sync; reads iterate).
 
@@ -191,10 +357,24 @@ class Store(abc.ABC):
         """Group writes into one atomic transaction (re-entrant; inner blocks join the outer)."""
 
     @abc.abstractmethod
+    def call_after_commit(self, callback: Callable[[], None]) -> None:
+        """Run ``callback`` once the outermost open transaction commits (dropped if it rolls back).
+
+        Raises ``RuntimeError`` outside a transaction.
+        """
+
+    @abc.abstractmethod
+    def call_after_rollback(self, callback: Callable[[], None]) -> None:
+        """Run ``callback`` if the outermost open transaction rolls back (callbacks run newest first).
+
+        Raises ``RuntimeError`` outside a transaction.
+        """
+
+    @abc.abstractmethod
     def schema_version(self) -> int:
         """The highest applied migration version."""
 
-    def __enter__(self) -> Store:
+    def __enter__(self) -> Self:
         return self
 
     def __exit__(self, *exc: object) -> None:
@@ -231,9 +411,13 @@ class Store(abc.ABC):
     ) -> int:
         """Durably append rows (all or none) and move the session head, in one transaction.
 
-        Returns the ``recorded_at_ms`` stamped on the rows. Raises ``AppendConflict`` when a seq is taken
-        (another writer), ``StaleWriter`` when ``epoch`` is not the session's current authority epoch,
-        ``ReadOnlyStore`` on a read-only store. Nothing is written on error.
+        The first row must extend the stored head: ``rows[0].seq == head_seq + 1`` and
+        ``rows[0].prev_hash == head_hash`` (checked in the transaction), so no writer can leave a gap or
+        fork, whatever its in-memory state.
+
+        Returns the ``recorded_at_ms`` stamped on the rows. Raises ``AppendConflict`` when a seq is taken or
+        the rows do not extend the stored head (another writer), ``StaleWriter`` when ``epoch`` is not the
+        session's current authority epoch, ``ReadOnlyStore`` on a read-only store. Nothing is written on error.
         """
 
     @abc.abstractmethod
@@ -305,6 +489,32 @@ class Store(abc.ABC):
     def checkpoints(self, session_id: str) -> list[CheckpointRecord]:
         """The session's checkpoints, oldest first."""
 
+    # ─── ledger id and checkpoint frontiers (signed checkpoints, cheap resume) ─────────────
+    # Not abstract: a backend without them still records and verifies; cheap resume then falls back to
+    # a full verification. SQLite implements all four.
+    def ledger_id(self) -> str:
+        """The random id given to this database when created; names the ledger in checkpoint origins.
+
+        Raises ``NotImplementedError`` on a backend without one, ``StoreError`` on a schema without one.
+        """
+        raise NotImplementedError(f"{type(self).__name__} has no ledger id")
+
+    def record_checkpoint_frontier(self, checkpoint_id: int, frontier: bytes) -> None:
+        """Keep a checkpoint's compact-range frontier (its subtree roots, 32 bytes each, concatenated).
+
+        Default: not kept (``checkpoint_frontier`` then returns None).
+        """
+        return None
+
+    def checkpoint_frontier(self, checkpoint_id: int) -> bytes | None:
+        """The frontier kept with a checkpoint, or None."""
+        return None
+
+    def latest_checkpoint(self, session_id: str, *, max_size: int | None = None) -> CheckpointRecord | None:
+        """The checkpoint covering the most events (at most ``max_size``), or None."""
+        candidates = [c for c in self.checkpoints(session_id) if max_size is None or c.size <= max_size]
+        return max(candidates, key=lambda c: (c.size, c.checkpoint_id), default=None)
+
     # ─── imports ───────────────────────────────────────────────────────────────────────────
     @abc.abstractmethod
     def find_import(self, source_sha256: str) -> ImportRecord | None:
@@ -313,3 +523,142 @@ class Store(abc.ABC):
     @abc.abstractmethod
     def record_import(self, record: ImportRecord) -> None:
         """Remember that a file was imported into a session."""
+
+    # ─── runs projection (seed 002 read model) ─────────────────────────────────────────────
+    @abc.abstractmethod
+    def run_projection_version(self) -> int | None:
+        """The fold version the ``runs`` projection was built with (0: needs a rebuild); None when this
+        database has no projection (an older schema opened read-only)."""
+
+    @abc.abstractmethod
+    def set_run_projection_version(self, version: int) -> None:
+        """Record the fold version the ``runs`` projection now matches (0 marks it stale)."""
+
+    @abc.abstractmethod
+    def get_run_rows(self, run_ids: Collection[str]) -> dict[str, RunRow]:
+        """The projection rows of these runs (absent ids are left out)."""
+
+    @abc.abstractmethod
+    def put_run_rows(self, rows: Sequence[RunRow]) -> None:
+        """Insert or replace projection rows (one transaction; joins an open one)."""
+
+    @abc.abstractmethod
+    def clear_run_rows(self) -> None:
+        """Delete every projection row (a rebuild starts here)."""
+
+    @abc.abstractmethod
+    def query_runs(
+        self,
+        *,
+        states: Collection[str] | None = None,
+        source: str | None = None,
+        parent: str | None = None,
+        refined_statuses: Mapping[str, str] | None = None,
+        limit: int | None = None,
+    ) -> list[RunListing]:
+        """Projection rows matching every filter given, newest ``updated_at_ms`` first (then ``run_id``).
+
+        Args:
+            states: Keep rows whose effective state is one of these: ``refined_statuses[session_status]``
+                when the row's ``state`` is not ``terminal`` and its ``session_status`` is a key there,
+                else its ``state``.
+            source: Keep rows of this source.
+            parent: Keep children of this run.
+            refined_statuses: Session status → the state it forces on a run whose events leave it in flight.
+            limit: Return at most this many rows (None: all).
+        """
+
+    # ─── live runs (heartbeats; not durable facts) ─────────────────────────────────────────
+    @abc.abstractmethod
+    def put_live_run(self, record: LiveRunRecord) -> None:
+        """Insert or replace the live record of a run."""
+
+    @abc.abstractmethod
+    def delete_live_run(self, run_id: str) -> None:
+        """Forget the live record of a run (no error when absent)."""
+
+    @abc.abstractmethod
+    def live_runs(self) -> list[LiveRunRecord]:
+        """Every live record (an empty list when the database has no live table, e.g. read-only old)."""
+
+    # ─── index log, cosignatures (flightlog.indexlog, flightlog.witness) ───────────────────
+    # Not abstract: a backend without them still records and verifies sessions; the index log is then
+    # not kept (``index_supported`` is False). SQLite implements all of them.
+    def index_supported(self) -> bool:
+        """Whether this backend keeps the index log (default False)."""
+        return False
+
+    def append_index_leaf(self, idx: int, session_id: str, checkpoint_id: int, leaf: bytes) -> None:
+        """Append leaf ``idx`` (must be the next index) of the index log.
+
+        Raises ``AppendConflict`` when ``idx`` is taken or not the next index.
+        """
+        raise NotImplementedError(f"{type(self).__name__} keeps no index log")
+
+    def index_size(self) -> int:
+        """Leaves in the index log."""
+        raise NotImplementedError(f"{type(self).__name__} keeps no index log")
+
+    def read_index_leaves(self, *, start: int = 0, stop: int | None = None) -> Iterator[IndexLeaf]:
+        """Stream index leaves with ``start <= idx < stop``, ascending (bounded memory)."""
+        raise NotImplementedError(f"{type(self).__name__} keeps no index log")
+
+    def index_leaves_of(self, session_id: str) -> list[IndexLeaf]:
+        """The index leaves of one session's checkpoints, ascending."""
+        raise NotImplementedError(f"{type(self).__name__} keeps no index log")
+
+    def record_index_checkpoint(self, size: int, root: str, body: str, frontier: bytes) -> int:
+        """Store a signed index checkpoint over leaves ``[0, size)``; returns its id."""
+        raise NotImplementedError(f"{type(self).__name__} keeps no index log")
+
+    def latest_index_checkpoint(self, *, max_size: int | None = None) -> IndexCheckpointRecord | None:
+        """The index checkpoint covering the most leaves (at most ``max_size``), or None."""
+        raise NotImplementedError(f"{type(self).__name__} keeps no index log")
+
+    def index_checkpoints(self) -> Iterator[IndexCheckpointRecord]:
+        """Every index checkpoint, oldest first."""
+        raise NotImplementedError(f"{type(self).__name__} keeps no index log")
+
+    def record_cosignature(self, record: CosignatureRecord) -> None:
+        """Keep a witness cosignature (same origin, size and witness twice: the newer note wins)."""
+        raise NotImplementedError(f"{type(self).__name__} keeps no cosignatures")
+
+    def cosignatures(self, origin: str) -> list[CosignatureRecord]:
+        """Cosignatures kept for checkpoints of ``origin``, by size."""
+        raise NotImplementedError(f"{type(self).__name__} keeps no cosignatures")
+
+    # ─── salted (erasable) artifacts (flightlog.erasure) ───────────────────────────────────
+    def put_salted_artifact(
+        self, digest: str, salt: bytes, content: bytes, media_type: str, *, session_id: str | None = None
+    ) -> SaltedArtifactRecord:
+        """Store personal data under its salted digest (hex), with its salt beside it; remember the
+        referencing session when given."""
+        raise NotImplementedError(f"{type(self).__name__} keeps no salted artifacts")
+
+    def get_salted_artifact(self, digest: str) -> tuple[bytes, bytes] | None:
+        """``(content, salt)`` of a salted artifact, or None (never stored, or erased)."""
+        raise NotImplementedError(f"{type(self).__name__} keeps no salted artifacts")
+
+    def salted_artifact_info(self, digest: str) -> SaltedArtifactRecord | None:
+        """Metadata of a salted artifact, or None."""
+        raise NotImplementedError(f"{type(self).__name__} keeps no salted artifacts")
+
+    def artifact_sessions(self, digest: str) -> list[str]:
+        """Sessions recorded as referencing a salted artifact, sorted."""
+        raise NotImplementedError(f"{type(self).__name__} keeps no salted artifacts")
+
+    def erase_salted_artifact(self, record: ErasureRecord) -> bool:
+        """Delete a salted artifact's content and salt (overwriting the freed pages) and keep ``record``.
+
+        Artifacts are not ledger rows: this is the one store-level deletion the ledger allows. Returns
+        False when there was nothing to delete. Joins an open transaction.
+        """
+        raise NotImplementedError(f"{type(self).__name__} keeps no salted artifacts")
+
+    def erasure(self, digest: str) -> ErasureRecord | None:
+        """The erasure record of a salted artifact, or None."""
+        raise NotImplementedError(f"{type(self).__name__} keeps no salted artifacts")
+
+    def purge_freed_pages(self) -> None:
+        """Best effort: make deleted content unrecoverable from journal files (default: nothing)."""
+        return None

@@ -15,7 +15,7 @@ import json
 import sqlite3
 import threading
 import time
-from collections.abc import Iterator, Sequence
+from collections.abc import Callable, Collection, Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
@@ -32,9 +32,17 @@ from ..errors import (
 from .base import (
     ArtifactRecord,
     CheckpointRecord,
+    CosignatureRecord,
     EffectRecord,
+    ErasureRecord,
     ImportRecord,
+    IndexCheckpointRecord,
+    IndexLeaf,
+    LiveRunRecord,
     NewEvent,
+    RunListing,
+    RunRow,
+    SaltedArtifactRecord,
     SessionHead,
     SessionRecord,
     Store,
@@ -132,6 +140,117 @@ MIGRATIONS: list[tuple[str, str]] = [
         );
         """,
     ),
+    (
+        "ledger id, checkpoint frontiers",
+        """
+        CREATE TABLE ledger_meta (
+            key TEXT PRIMARY KEY,
+            value TEXT NOT NULL
+        );
+        INSERT INTO ledger_meta (key, value) VALUES ('ledger_id', lower(hex(randomblob(16))));
+        CREATE TABLE checkpoint_frontiers (
+            checkpoint_id INTEGER PRIMARY KEY,
+            hashes BLOB NOT NULL
+        );
+        """,
+    ),
+    (
+        "runs projection (seed 002 AgentRunSnapshot read model), live run heartbeats",
+        """
+        CREATE TABLE runs (
+            run_id TEXT PRIMARY KEY,
+            parent TEXT,
+            source TEXT NOT NULL,
+            state TEXT NOT NULL,
+            outcome TEXT,
+            updated_at_ms INTEGER NOT NULL,
+            last_seq INTEGER NOT NULL,
+            session_status TEXT,
+            snapshot TEXT NOT NULL,
+            fold TEXT NOT NULL
+        );
+        CREATE INDEX runs_updated ON runs(updated_at_ms);
+        CREATE INDEX runs_state ON runs(state, updated_at_ms);
+        CREATE INDEX runs_source ON runs(source);
+        CREATE INDEX runs_parent ON runs(parent);
+        CREATE INDEX runs_outcome ON runs(outcome);
+        CREATE INDEX runs_session_status ON runs(session_status);
+        CREATE TABLE runs_meta (
+            key TEXT PRIMARY KEY,
+            value INTEGER NOT NULL
+        );
+        INSERT INTO runs_meta (key, value)
+            VALUES ('fold_version', CASE WHEN EXISTS (SELECT 1 FROM events) THEN 0 ELSE 1 END);
+        CREATE TRIGGER runs_follow_session_status AFTER UPDATE OF status ON sessions
+            BEGIN
+                UPDATE runs SET session_status = NEW.status
+                WHERE run_id = NEW.session_id AND session_status IS NOT NULL;
+            END;
+        CREATE TABLE live_runs (
+            run_id TEXT PRIMARY KEY,
+            state TEXT NOT NULL,
+            heartbeat_at_ms INTEGER NOT NULL,
+            changed_at_ms INTEGER NOT NULL,
+            tokens_used INTEGER,
+            steps_taken INTEGER,
+            pid INTEGER
+        );
+        """,
+    ),
+    (
+        "index log of session checkpoints, witness cosignatures, salted artifacts and erasures",
+        """
+        CREATE TABLE index_leaves (
+            idx INTEGER PRIMARY KEY,
+            session_id TEXT NOT NULL,
+            checkpoint_id INTEGER NOT NULL,
+            leaf BLOB NOT NULL,
+            recorded_at_ms INTEGER NOT NULL
+        );
+        CREATE INDEX index_leaves_session ON index_leaves(session_id, idx);
+        CREATE TRIGGER index_leaves_no_update BEFORE UPDATE ON index_leaves
+            BEGIN SELECT RAISE(ABORT, 'flightlog index leaves are append-only'); END;
+        CREATE TRIGGER index_leaves_no_delete BEFORE DELETE ON index_leaves
+            BEGIN SELECT RAISE(ABORT, 'flightlog index leaves are append-only'); END;
+        CREATE TABLE index_checkpoints (
+            checkpoint_id INTEGER PRIMARY KEY AUTOINCREMENT,
+            size INTEGER NOT NULL,
+            root TEXT NOT NULL,
+            body TEXT NOT NULL,
+            frontier BLOB,
+            created_at_ms INTEGER NOT NULL
+        );
+        CREATE INDEX index_checkpoints_size ON index_checkpoints(size);
+        CREATE TABLE cosignatures (
+            origin TEXT NOT NULL,
+            size INTEGER NOT NULL,
+            witness TEXT NOT NULL,
+            root TEXT NOT NULL,
+            note TEXT NOT NULL,
+            created_at_ms INTEGER NOT NULL,
+            PRIMARY KEY (origin, size, witness)
+        );
+        CREATE TABLE salted_artifacts (
+            digest TEXT PRIMARY KEY,
+            media_type TEXT NOT NULL,
+            size_bytes INTEGER NOT NULL,
+            content BLOB NOT NULL,
+            salt BLOB NOT NULL,
+            created_at_ms INTEGER NOT NULL
+        );
+        CREATE TABLE artifact_refs (
+            digest TEXT NOT NULL,
+            session_id TEXT NOT NULL,
+            PRIMARY KEY (digest, session_id)
+        );
+        CREATE TABLE artifact_erasures (
+            digest TEXT PRIMARY KEY,
+            erased_at_ms INTEGER NOT NULL,
+            log_session_id TEXT NOT NULL,
+            log_seq INTEGER NOT NULL
+        );
+        """,
+    ),
 ]
 """Ordered migrations: list index + 1 is the schema version. Never edit one that has shipped; append."""
 
@@ -164,15 +283,21 @@ class SqliteStore(Store):
         self.read_only = read_only
         self._lock = threading.RLock()
         self._depth = 0
+        self._after_commit: list[Callable[[], None]] = []
+        self._after_rollback: list[Callable[[], None]] = []
         self._conn = self._connect(synchronous.upper(), busy_timeout_ms)
-        if not read_only:
-            self._migrate()
-        elif self.schema_version() == 0:
+        try:
+            if not read_only:
+                self._migrate()
+            elif self.schema_version() == 0:
+                raise StoreUnavailable(url=self.url, reason="no flightlog schema in this database")
+        except BaseException:
             self._conn.close()
-            raise StoreUnavailable(url=self.url, reason="no flightlog schema in this database")
+            raise
 
     # ─── connection and transactions ──────────────────────────────────────────────────────
     def _connect(self, synchronous: str, busy_timeout_ms: int) -> sqlite3.Connection:
+        conn: sqlite3.Connection | None = None
         try:
             if self.path == ":memory:":
                 conn = sqlite3.connect(":memory:", isolation_level=None, check_same_thread=False)
@@ -191,9 +316,14 @@ class SqliteStore(Store):
                     raise StoreUnavailable(url=self.url, reason=f"cannot enable WAL (journal_mode={mode})")
             conn.execute(f"PRAGMA synchronous = {synchronous}")
             conn.execute("PRAGMA foreign_keys = ON")
+            conn.execute("PRAGMA secure_delete = ON")  # erased artifacts leave zeroed pages, not their bytes
             return conn
-        except sqlite3.Error as exc:
-            raise StoreUnavailable(url=self.url, reason=str(exc)) from exc
+        except BaseException as exc:
+            if conn is not None:
+                conn.close()
+            if isinstance(exc, sqlite3.Error):
+                raise StoreUnavailable(url=self.url, reason=str(exc)) from exc
+            raise
 
     def close(self) -> None:
         with self._lock:
@@ -223,19 +353,34 @@ class SqliteStore(Store):
             except sqlite3.Error as exc:
                 raise _translate(exc, self.url) from exc
             self._depth = 1
+            self._after_commit, self._after_rollback = [], []
             try:
                 yield
-            except BaseException:
-                self._depth = 0
-                self._conn.execute("ROLLBACK")
-                raise
-            self._depth = 0
-            try:
                 self._conn.execute("COMMIT")
-            except sqlite3.Error as exc:
+            except BaseException as exc:
+                self._depth = 0
                 if self._conn.in_transaction:
                     self._conn.execute("ROLLBACK")
-                raise _translate(exc, self.url) from exc
+                callbacks, self._after_rollback, self._after_commit = self._after_rollback, [], []
+                for callback in reversed(callbacks):
+                    callback()
+                if isinstance(exc, sqlite3.Error):
+                    raise _translate(exc, self.url) from exc
+                raise
+            self._depth = 0
+            callbacks, self._after_commit, self._after_rollback = self._after_commit, [], []
+        for callback in callbacks:
+            callback()
+
+    def call_after_commit(self, callback: Callable[[], None]) -> None:
+        if not self._depth:
+            raise RuntimeError("call_after_commit outside a transaction")
+        self._after_commit.append(callback)
+
+    def call_after_rollback(self, callback: Callable[[], None]) -> None:
+        if not self._depth:
+            raise RuntimeError("call_after_rollback outside a transaction")
+        self._after_rollback.append(callback)
 
     def _check_writable(self) -> None:
         if self.read_only:
@@ -353,10 +498,18 @@ class SqliteStore(Store):
     ) -> int:
         stamp = now_ms()
         with self.transaction():
-            if epoch is not None:
-                current = self.authority_epoch(session_id)
-                if current != epoch:
-                    raise StaleWriter(session_id=session_id, epoch=epoch, current_epoch=current)
+            row = self._execute(
+                "SELECT s.head_seq, s.head_hash, a.epoch FROM sessions s "
+                "JOIN authority_epochs a ON a.session_id = s.session_id WHERE s.session_id = ?",
+                (session_id,),
+            ).fetchone()
+            if row is None:
+                raise SessionNotFound(session_id=session_id)
+            head_seq, head_hash, current = row
+            if epoch is not None and current != epoch:
+                raise StaleWriter(session_id=session_id, epoch=epoch, current_epoch=current)
+            if rows and (rows[0].seq != head_seq + 1 or rows[0].prev_hash != head_hash):
+                raise AppendConflict(session_id=session_id, seq=min(rows[0].seq, head_seq + 1))
             try:
                 self._conn.executemany(
                     "INSERT INTO events (session_id, seq, kind, event, prev_hash, hash, recorded_at_ms) "
@@ -364,7 +517,7 @@ class SqliteStore(Store):
                     [(session_id, r.seq, r.kind, r.event_bytes, r.prev_hash, r.hash, stamp) for r in rows],
                 )
             except sqlite3.IntegrityError as exc:
-                raise AppendConflict(session_id=session_id, seq=rows[0].seq if rows else -1) from exc
+                raise AppendConflict(session_id=session_id, seq=self._first_taken(session_id, rows)) from exc
             except sqlite3.Error as exc:
                 raise _translate(exc, self.url) from exc
             cur = self._execute(
@@ -375,6 +528,15 @@ class SqliteStore(Store):
             if cur.rowcount == 0:
                 raise SessionNotFound(session_id=session_id)
         return stamp
+
+    def _first_taken(self, session_id: str, rows: Sequence[NewEvent]) -> int:
+        """The lowest seq of ``rows`` already stored (the one that conflicted)."""
+        seqs = [r.seq for r in rows]
+        marks = ",".join("?" * len(seqs))
+        found = self._execute(
+            f"SELECT MIN(seq) FROM events WHERE session_id = ? AND seq IN ({marks})", (session_id, *seqs)
+        ).fetchone()
+        return int(found[0]) if found and found[0] is not None else (seqs[0] if seqs else -1)
 
     def read_events(
         self, session_id: str, *, start: int = 0, stop: int | None = None, batch: int = 512
@@ -389,7 +551,7 @@ class SqliteStore(Store):
                 (session_id, position, upper, batch),
             )
             for seq, kind, data, prev_hash, hash_, at in rows:
-                yield StoredEvent(session_id, seq, kind, bytes(data), prev_hash, hash_, at)
+                yield StoredEvent(session_id, seq, kind, _as_bytes(data), prev_hash, hash_, at)
             if len(rows) < batch:
                 return
             position = rows[-1][0] + 1
@@ -528,6 +690,28 @@ class SqliteStore(Store):
         )
         return [CheckpointRecord(*r) for r in rows]
 
+    def ledger_id(self) -> str:
+        row = self._one("SELECT value FROM ledger_meta WHERE key = 'ledger_id'")
+        if row is None:
+            raise StoreError(f"{self.url}: no ledger id")
+        return str(row[0])
+
+    def record_checkpoint_frontier(self, checkpoint_id: int, frontier: bytes) -> None:
+        with self.transaction():
+            self._execute("INSERT INTO checkpoint_frontiers VALUES (?, ?)", (checkpoint_id, frontier))
+
+    def checkpoint_frontier(self, checkpoint_id: int) -> bytes | None:
+        row = self._one("SELECT hashes FROM checkpoint_frontiers WHERE checkpoint_id = ?", (checkpoint_id,))
+        return bytes(row[0]) if row and isinstance(row[0], bytes) else None
+
+    def latest_checkpoint(self, session_id: str, *, max_size: int | None = None) -> CheckpointRecord | None:
+        row = self._one(
+            "SELECT session_id, checkpoint_id, size, root, body, created_at_ms FROM checkpoints "
+            "WHERE session_id = ? AND size <= ? ORDER BY size DESC, checkpoint_id DESC LIMIT 1",
+            (session_id, 2**63 - 1 if max_size is None else max_size),
+        )
+        return CheckpointRecord(*row) if row else None
+
     # ─── imports ──────────────────────────────────────────────────────────────────────────
     def find_import(self, source_sha256: str) -> ImportRecord | None:
         row = self._one("SELECT * FROM imports WHERE source_sha256 = ?", (source_sha256,))
@@ -547,12 +731,327 @@ class SqliteStore(Store):
                 ),
             )
 
+    # ─── runs projection (seed 002 read model) ────────────────────────────────────────────
+    def _has_table(self, name: str) -> bool:
+        return self._one("SELECT 1 FROM sqlite_master WHERE type = 'table' AND name = ?", (name,)) is not None
+
+    def run_projection_version(self) -> int | None:
+        if not self._has_table("runs_meta"):
+            return None
+        row = self._one("SELECT value FROM runs_meta WHERE key = 'fold_version'")
+        return int(row[0]) if row else 0
+
+    def set_run_projection_version(self, version: int) -> None:
+        with self.transaction():
+            self._execute(
+                "INSERT OR REPLACE INTO runs_meta (key, value) VALUES ('fold_version', ?)", (version,)
+            )
+
+    def get_run_rows(self, run_ids: Collection[str]) -> dict[str, RunRow]:
+        ids = list(dict.fromkeys(run_ids))
+        found: dict[str, RunRow] = {}
+        for start in range(0, len(ids), 500):
+            chunk = ids[start : start + 500]
+            marks = ",".join("?" * len(chunk))
+            for row in self._all(f"SELECT {_RUN_COLUMNS} FROM runs WHERE run_id IN ({marks})", chunk):
+                found[row[0]] = RunRow(*row)
+        return found
+
+    def put_run_rows(self, rows: Sequence[RunRow]) -> None:
+        """Upsert rows. An existing row whose parent, source, outcome and status are unchanged (every
+        append but a few) is updated in place without touching the indexes on those columns."""
+        with self.transaction():
+            try:
+                for r in rows:
+                    changed = (r.state, r.updated_at_ms, r.last_seq, r.snapshot, r.fold)
+                    kept = (r.run_id, r.parent, r.source, r.outcome, r.session_status)
+                    if self._conn.execute(_RUN_UPDATE, changed + kept).rowcount == 0:
+                        self._conn.execute(_RUN_UPSERT, _run_values(r))
+            except sqlite3.Error as exc:
+                raise _translate(exc, self.url) from exc
+
+    def clear_run_rows(self) -> None:
+        with self.transaction():
+            self._execute("DELETE FROM runs")
+
+    def query_runs(
+        self,
+        *,
+        states: Collection[str] | None = None,
+        source: str | None = None,
+        parent: str | None = None,
+        refined_statuses: Mapping[str, str] | None = None,
+        limit: int | None = None,
+    ) -> list[RunListing]:
+        where: list[str] = []
+        params: list[Any] = []
+        if states is not None:
+            clause, values = _state_clause(list(states), dict(refined_statuses or {}))
+            where.append(clause)
+            params.extend(values)
+        for column, value in (("source", source), ("parent", parent)):
+            if value is not None:
+                where.append(f"{column} = ?")
+                params.append(value)
+        sql = (
+            "SELECT run_id, parent, source, state, updated_at_ms, session_status, snapshot FROM runs"
+            + (" WHERE " + " AND ".join(where) if where else "")
+            + " ORDER BY updated_at_ms DESC, run_id"
+            + (f" LIMIT {max(0, int(limit))}" if limit is not None else "")
+        )
+        if not self._has_table("runs"):
+            return []
+        return [RunListing(*row) for row in self._all(sql, params)]
+
+    # ─── live runs ────────────────────────────────────────────────────────────────────────
+    def put_live_run(self, record: LiveRunRecord) -> None:
+        with self.transaction():
+            self._execute(
+                "INSERT OR REPLACE INTO live_runs (run_id, state, heartbeat_at_ms, changed_at_ms, tokens_used,"
+                " steps_taken, pid) VALUES (?, ?, ?, ?, ?, ?, ?)",
+                (
+                    record.run_id,
+                    record.state,
+                    record.heartbeat_at_ms,
+                    record.changed_at_ms,
+                    record.tokens_used,
+                    record.steps_taken,
+                    record.pid,
+                ),
+            )
+
+    def delete_live_run(self, run_id: str) -> None:
+        with self.transaction():
+            self._execute("DELETE FROM live_runs WHERE run_id = ?", (run_id,))
+
+    def live_runs(self) -> list[LiveRunRecord]:
+        if not self._has_table("live_runs"):
+            return []
+        rows = self._all(
+            "SELECT run_id, state, heartbeat_at_ms, changed_at_ms, tokens_used, steps_taken, pid FROM live_runs"
+            " ORDER BY run_id"
+        )
+        return [LiveRunRecord(*row) for row in rows]
+
+    # ─── index log, cosignatures ──────────────────────────────────────────────────────────
+    def index_supported(self) -> bool:
+        return self._has_table("index_leaves")
+
+    def append_index_leaf(self, idx: int, session_id: str, checkpoint_id: int, leaf: bytes) -> None:
+        with self.transaction():
+            if idx != self.index_size():
+                raise AppendConflict(session_id="(index log)", seq=idx)
+            try:
+                self._conn.execute(
+                    "INSERT INTO index_leaves VALUES (?, ?, ?, ?, ?)",
+                    (idx, session_id, checkpoint_id, leaf, now_ms()),
+                )
+            except sqlite3.IntegrityError as exc:
+                raise AppendConflict(session_id="(index log)", seq=idx) from exc
+            except sqlite3.Error as exc:
+                raise _translate(exc, self.url) from exc
+
+    def index_size(self) -> int:
+        if not self._has_table("index_leaves"):
+            return 0
+        row = self._one("SELECT MAX(idx) FROM index_leaves")
+        return 0 if row is None or row[0] is None else int(row[0]) + 1
+
+    def read_index_leaves(
+        self, *, start: int = 0, stop: int | None = None, batch: int = 512
+    ) -> Iterator[IndexLeaf]:
+        if not self._has_table("index_leaves"):
+            return
+        upper = stop if stop is not None else 2**63 - 1
+        position = start
+        while True:
+            rows = self._all(
+                "SELECT idx, session_id, checkpoint_id, leaf, recorded_at_ms FROM index_leaves "
+                "WHERE idx >= ? AND idx < ? ORDER BY idx LIMIT ?",
+                (position, upper, batch),
+            )
+            for idx, sid, cid, leaf, at in rows:
+                yield IndexLeaf(idx, sid, cid, _as_bytes(leaf), at)
+            if len(rows) < batch:
+                return
+            position = rows[-1][0] + 1
+
+    def index_leaves_of(self, session_id: str) -> list[IndexLeaf]:
+        if not self._has_table("index_leaves"):
+            return []
+        rows = self._all(
+            "SELECT idx, session_id, checkpoint_id, leaf, recorded_at_ms FROM index_leaves "
+            "WHERE session_id = ? ORDER BY idx",
+            (session_id,),
+        )
+        return [IndexLeaf(idx, sid, cid, _as_bytes(leaf), at) for idx, sid, cid, leaf, at in rows]
+
+    def record_index_checkpoint(self, size: int, root: str, body: str, frontier: bytes) -> int:
+        with self.transaction():
+            cur = self._execute(
+                "INSERT INTO index_checkpoints (size, root, body, frontier, created_at_ms) VALUES (?, ?, ?, ?, ?)",
+                (size, root, body, frontier, now_ms()),
+            )
+            return int(cur.lastrowid or 0)
+
+    def latest_index_checkpoint(self, *, max_size: int | None = None) -> IndexCheckpointRecord | None:
+        if not self._has_table("index_checkpoints"):
+            return None
+        row = self._one(
+            f"SELECT {_INDEX_CHECKPOINT_COLUMNS} FROM index_checkpoints WHERE size <= ? "
+            "ORDER BY size DESC, checkpoint_id DESC LIMIT 1",
+            (2**63 - 1 if max_size is None else max_size,),
+        )
+        return _index_checkpoint(row) if row else None
+
+    def index_checkpoints(self) -> Iterator[IndexCheckpointRecord]:
+        if not self._has_table("index_checkpoints"):
+            return
+        for row in self._all(
+            f"SELECT {_INDEX_CHECKPOINT_COLUMNS} FROM index_checkpoints ORDER BY checkpoint_id"
+        ):
+            yield _index_checkpoint(row)
+
+    def record_cosignature(self, record: CosignatureRecord) -> None:
+        with self.transaction():
+            self._execute(
+                "INSERT OR REPLACE INTO cosignatures (origin, size, witness, root, note, created_at_ms) "
+                "VALUES (?, ?, ?, ?, ?, ?)",
+                (record.origin, record.size, record.witness, record.root, record.note, record.created_at_ms),
+            )
+
+    def cosignatures(self, origin: str) -> list[CosignatureRecord]:
+        if not self._has_table("cosignatures"):
+            return []
+        rows = self._all(
+            "SELECT origin, size, root, witness, note, created_at_ms FROM cosignatures WHERE origin = ? "
+            "ORDER BY size, witness",
+            (origin,),
+        )
+        return [CosignatureRecord(*row) for row in rows]
+
+    # ─── salted (erasable) artifacts ──────────────────────────────────────────────────────
+    def put_salted_artifact(
+        self, digest: str, salt: bytes, content: bytes, media_type: str, *, session_id: str | None = None
+    ) -> SaltedArtifactRecord:
+        stamp = now_ms()
+        with self.transaction():
+            self._execute(
+                "INSERT OR IGNORE INTO salted_artifacts VALUES (?, ?, ?, ?, ?, ?)",
+                (digest, media_type, len(content), content, salt, stamp),
+            )
+            if session_id is not None:
+                self._execute("INSERT OR IGNORE INTO artifact_refs VALUES (?, ?)", (digest, session_id))
+        return SaltedArtifactRecord(digest, media_type, len(content), stamp)
+
+    def get_salted_artifact(self, digest: str) -> tuple[bytes, bytes] | None:
+        if not self._has_table("salted_artifacts"):
+            return None
+        row = self._one("SELECT content, salt FROM salted_artifacts WHERE digest = ?", (digest,))
+        return (bytes(row[0]), bytes(row[1])) if row else None
+
+    def salted_artifact_info(self, digest: str) -> SaltedArtifactRecord | None:
+        if not self._has_table("salted_artifacts"):
+            return None
+        row = self._one(
+            "SELECT digest, media_type, size_bytes, created_at_ms FROM salted_artifacts WHERE digest = ?",
+            (digest,),
+        )
+        return SaltedArtifactRecord(*row) if row else None
+
+    def artifact_sessions(self, digest: str) -> list[str]:
+        if not self._has_table("artifact_refs"):
+            return []
+        rows = self._all(
+            "SELECT session_id FROM artifact_refs WHERE digest = ? ORDER BY session_id", (digest,)
+        )
+        return [str(r[0]) for r in rows]
+
+    def erase_salted_artifact(self, record: ErasureRecord) -> bool:
+        with self.transaction():  # secure_delete (set on connect) zeroes the freed pages
+            cur = self._execute("DELETE FROM salted_artifacts WHERE digest = ?", (record.digest,))
+            self._execute(
+                "INSERT OR IGNORE INTO artifact_erasures VALUES (?, ?, ?, ?)",
+                (record.digest, record.erased_at_ms, record.log_session_id, record.log_seq),
+            )
+            return cur.rowcount > 0
+
+    def erasure(self, digest: str) -> ErasureRecord | None:
+        if not self._has_table("artifact_erasures"):
+            return None
+        row = self._one(
+            "SELECT digest, erased_at_ms, log_session_id, log_seq FROM artifact_erasures WHERE digest = ?",
+            (digest,),
+        )
+        return ErasureRecord(*row) if row else None
+
+    def purge_freed_pages(self) -> None:
+        if self.read_only or self.path == ":memory:":
+            return
+        with self._lock:
+            if self._depth:
+                return
+            try:
+                self._conn.execute("PRAGMA wal_checkpoint(TRUNCATE)").fetchall()
+            except sqlite3.Error:
+                return  # best effort: a reader holding the WAL keeps it until the next checkpoint
+
 
 _SESSION_COLUMNS = (
     "session_id, task, status, source, created_at_ms, updated_at_ms, head_seq, head_hash, merkle_root, "
     "parent_session_id, metadata"
 )
 _EFFECT_COLUMNS = "session_id, idempotency_key, intent_hash, intent_json, status, result_json, created_at_ms, completed_at_ms"
+
+
+_RUN_COLUMNS = (
+    "run_id, parent, source, state, outcome, updated_at_ms, last_seq, session_status, snapshot, fold"
+)
+_RUN_UPDATE = (
+    "UPDATE runs SET state = ?, updated_at_ms = ?, last_seq = ?, snapshot = ?, fold = ? "
+    "WHERE run_id = ? AND parent IS ? AND source = ? AND outcome IS ? AND session_status IS ?"
+)
+_RUN_UPSERT = (
+    f"INSERT INTO runs ({_RUN_COLUMNS}) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?) ON CONFLICT (run_id) DO UPDATE SET "
+    + ", ".join(f"{c} = excluded.{c}" for c in _RUN_COLUMNS.split(", ")[1:])
+)
+
+
+def _run_values(r: RunRow) -> tuple[Any, ...]:
+    return tuple(getattr(r, column) for column in _RUN_COLUMNS.split(", "))
+
+
+_INDEX_CHECKPOINT_COLUMNS = "checkpoint_id, size, root, body, frontier, created_at_ms"
+
+
+def _index_checkpoint(row: Sequence[Any]) -> IndexCheckpointRecord:
+    frontier = bytes(row[4]) if isinstance(row[4], bytes | bytearray | memoryview) else None
+    return IndexCheckpointRecord(int(row[0]), int(row[1]), str(row[2]), str(row[3]), frontier, int(row[5]))
+
+
+def _state_clause(states: list[str], refined: dict[str, str]) -> tuple[str, list[Any]]:
+    """SQL for "the run's effective state is one of ``states``" (see ``Store.query_runs``).
+
+    Two OR'ed terms, each served by an index: rows the status does not override (``runs_state``), and
+    in-flight rows whose status forces a wanted state (``runs_session_status``).
+    """
+    if not states:
+        return "0", []
+    params: list[Any] = list(states)
+    clause = f"(state IN ({','.join('?' * len(states))})"
+    if refined:
+        clause += f" AND (state = 'terminal' OR session_status IS NULL OR session_status NOT IN ({_marks(refined)}))"
+        params.extend(refined)
+    clause += ")"
+    forcing = [status for status, state in refined.items() if state in states]
+    if forcing:
+        clause += f" OR (session_status IN ({_marks(forcing)}) AND state != 'terminal')"
+        params.extend(forcing)
+    return f"({clause})", params
+
+
+def _marks(values: Collection[Any]) -> str:
+    return ",".join("?" * len(values))
 
 
 def _session(row: Sequence[Any]) -> SessionRecord:
@@ -587,6 +1086,14 @@ def _statements(script: str) -> list[str]:
 
 def _like_escape(text: str) -> str:
     return text.replace("\\", "\\\\").replace("%", "\\%").replace("_", "\\_")
+
+
+def _as_bytes(data: object) -> bytes:
+    """A stored event value as bytes; a tampered TEXT/INTEGER value is kept as its UTF-8 text so
+    verification reports it as a hash mismatch instead of crashing."""
+    if isinstance(data, bytes | bytearray | memoryview):
+        return bytes(data)
+    return str(data).encode("utf-8", "surrogatepass")
 
 
 def _strip_handle(handle: str) -> str:

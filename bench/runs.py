@@ -1,0 +1,385 @@
+"""Run-view benchmarks: listing agent runs (seed 002 ``AgentRunSnapshot``) from the ``runs`` projection.
+
+Run ``python bench/runs.py [--runs 100000] [--quick] [--rounds 5] [--json]``.
+
+Setup: ``--runs`` sessions (100,000; ``--quick``: 10,000) recorded through the real write path
+(``Recorder.create`` + ``append_many``, the projector running in every append transaction), 500 sessions per
+outer transaction, ``synchronous=NORMAL`` for setup speed. Each session holds 3-6 events; the mix is ~70 %
+ended runs (completed / failed / cancelled), ~10 % waiting on a tool, ~8 % waiting on the model, ~11 %
+suspended for approval, ~1 % finished through ``Recorder.finish`` only (no ``run_terminal``, so the
+listing refines them by the session status); one session in ten is a sub-agent of a recent parent (which
+also records ``agent_process_changed`` for it), one in ten a fleet run.
+
+Each query is timed against a *floor*: the same rows fetched by a bare indexed SQLite query on a raw
+``sqlite3`` connection to the same file, the same columns, the same ``WHERE`` (the store's own state clause)
+and ``ORDER BY``, ``fetchall()`` and nothing else. ``ratio = flightlog time / floor time`` (1.0 = as fast as
+the floor; lower is better). Rounds interleave flightlog and floor, each timed on a collected heap with
+the cyclic GC paused (flightlog pauses it itself for bulk listings); the median is reported.
+
+* ``list_runs``: rows parsed into pydantic ``AgentRunSnapshot`` objects (one Rust-side parse per call).
+* ``list_runs_json``: the ``runs --json`` path: stored seed-wire JSON joined, status refinement applied.
+* ``runs --json (live merge)``: ``list_runs_json_live`` with a few live heartbeats in the table.
+
+Also reported: ``rebuild_projection`` over every ledger, and the projector's cost per append (``append`` of
+one event, ``synchronous=NORMAL`` and ``FULL``) against the same appends with no projector registered.
+Nothing here asserts on timings. Temporary files live under ``TMPDIR`` and are removed at exit.
+"""
+
+from __future__ import annotations
+
+import argparse
+import gc
+import json
+import random
+import shutil
+import sqlite3
+import statistics
+import sys
+import tempfile
+import time
+from collections.abc import Callable, Sequence
+from dataclasses import asdict, dataclass
+from pathlib import Path
+from typing import Any
+
+_SRC = Path(__file__).resolve().parents[1] / "src"
+if _SRC.is_dir() and str(_SRC) not in sys.path:
+    sys.path.insert(0, str(_SRC))  # measure this checkout, installed or not
+
+from flightlog import recorder as recorder_module  # noqa: E402
+from flightlog.events import (  # noqa: E402
+    AgentProcessChanged,
+    CheckpointTaken,
+    Custom,
+    Event,
+    LlmCompleted,
+    RunStarted,
+    RunTerminal,
+    Suspended,
+    ToolGated,
+    ToolRequested,
+)
+from flightlog.live import LiveRegistry, list_runs_json_live  # noqa: E402
+from flightlog.messages import Message, ToolCall  # noqa: E402
+from flightlog.recorder import Recorder  # noqa: E402
+from flightlog.runs import list_runs, list_runs_json, project, rebuild_projection  # noqa: E402
+from flightlog.runs.adapters import STATUS_STATES  # noqa: E402
+from flightlog.store.sqlite import SqliteStore, _state_clause  # noqa: E402
+
+_SELECT = "SELECT run_id, parent, source, state, updated_at_ms, session_status, snapshot FROM runs"
+_ORDER = " ORDER BY updated_at_ms DESC, run_id"
+_REFINED = {status: state.value for status, state in STATUS_STATES.items()}
+
+
+def _log(message: str) -> None:
+    print(message, file=sys.stderr, flush=True)
+
+
+# ─── workload ─────────────────────────────────────────────────────────────────────────────────
+
+
+def _session_events(rng: random.Random, index: int) -> tuple[list[Event], str | None]:
+    """A few events for one session, and the status to ``finish`` it with (or None)."""
+    call = ToolCall(id=f"call-{index}", name="bash", arguments='{"cmd": "make test"}')
+    base: list[Event] = [
+        RunStarted(run_id=f"run-{index}", goal="Fix the failing build."),
+        CheckpointTaken(turn=1, history_len=1),
+    ]
+    answer = LlmCompleted(turn=1, message=Message(role="assistant", content=[], tool_calls=[call]))
+    roll = rng.random()
+    if roll < 0.70:
+        reason = rng.choice(("completed", "completed", "completed", "failed", "cancelled"))
+        tokens = rng.randint(500, 50_000)
+        return [
+            *base,
+            answer,
+            RunTerminal(reason=reason, turns_used=rng.randint(1, 30), total_tokens=tokens),
+        ], None
+    if roll < 0.80:
+        return [*base, answer, ToolRequested(turn=1, calls=[call])], None
+    if roll < 0.88:
+        return [*base, Custom(custom_kind="budget_configured", payload={"token_budget": 100_000})], None
+    if roll < 0.99:
+        gate = ToolGated(turn=1, call_id=call.id, tool="bash", reason="writes outside the sandbox")
+        suspend = Suspended(turn=1, reason="awaiting approval", pending_calls=[call.id])
+        return [*base, answer, ToolRequested(turn=1, calls=[call]), gate, suspend], None
+    return [*base, answer], "completed"
+
+
+def _spawned(parent: str, child: str) -> AgentProcessChanged:
+    return AgentProcessChanged(
+        turn=1,
+        agent_id=child,
+        parent_session_id=parent,
+        role="worker",
+        isolation="worktree",
+        context_inheritance="summary",
+        state="spawned",
+    )
+
+
+def build(path: Path, runs: int, seed: int) -> dict[str, Any]:
+    """Record ``runs`` sessions through the real write path; returns facts about the data set."""
+    rng = random.Random(seed)
+    parents: dict[str, Recorder] = {}  # recent top-level runs, by id
+    started = time.perf_counter()
+    with SqliteStore(path, synchronous="NORMAL") as store:
+        index = 0
+        while index < runs:
+            with store.transaction():
+                for _ in range(min(500, runs - index)):
+                    session_id = f"s{index:07d}"
+                    parent = rng.choice(list(parents)) if parents and rng.random() < 0.10 else None
+                    fleet = rng.random() < 0.10
+                    recorder = Recorder.create(
+                        store,
+                        session_id=session_id,
+                        source="kernel",
+                        parent_session_id=parent,
+                        metadata={"run_source": "fleet"} if fleet else {},
+                    )
+                    events, status = _session_events(rng, index)
+                    recorder.append_many(events)
+                    if status is not None:
+                        recorder.finish(status)
+                    if parent is None:
+                        parents[session_id] = recorder
+                        if len(parents) > 50:
+                            del parents[next(iter(parents))]
+                    else:
+                        parents[parent].append(_spawned(parent, session_id))
+                    index += 1
+            _log(f"  recorded {index:,}/{runs:,} sessions ({time.perf_counter() - started:.0f} s)")
+        registry = LiveRegistry(store)
+        for listing in store.query_runs(states=["waiting_tool"], refined_statuses=_REFINED)[:20]:
+            registry.publish(listing.run_id, "waiting_model", tokens_used=1234)
+    return {**_facts(path), "setup_s": round(time.perf_counter() - started, 1)}
+
+
+def _facts(path: Path) -> dict[str, Any]:
+    """Size of a recorded data set and the parent with the most children."""
+    with sqlite3.connect(f"file:{path}?mode=ro", uri=True) as raw:
+        runs = raw.execute("SELECT COUNT(*) FROM sessions").fetchone()[0]
+        row = raw.execute(
+            "SELECT parent FROM runs WHERE parent IS NOT NULL GROUP BY parent ORDER BY COUNT(*) DESC LIMIT 1"
+        ).fetchone()
+    raw.close()
+    return {"runs": runs, "setup_s": None, "busy_parent": row[0] if row else "s0000000"}
+
+
+# ─── timing ───────────────────────────────────────────────────────────────────────────────────
+
+
+@dataclass
+class Result:
+    """One row: a query, rows returned, flightlog and floor medians (ms), ratio flightlog/floor."""
+
+    name: str
+    rows: int
+    flightlog_ms: float
+    floor_ms: float
+
+    @property
+    def ratio(self) -> float:
+        return self.flightlog_ms / self.floor_ms if self.floor_ms else float("nan")
+
+
+def _time(fn: Callable[[], Any]) -> tuple[float, Any]:
+    """Run ``fn`` once on a collected heap with the cyclic GC paused (both sides alike: flightlog pauses
+    it itself for bulk listings, and a bare ``fetchall`` of 100k rows would otherwise pay for rescans of
+    whatever the previous timing left behind)."""
+    gc.collect()
+    gc.disable()
+    try:
+        start = time.perf_counter()
+        value = fn()
+        return (time.perf_counter() - start) * 1000, value
+    finally:
+        gc.enable()
+
+
+def compare(
+    name: str,
+    ours: Callable[[], Any],
+    floor: Callable[[], list[Any]],
+    rounds: int,
+    count: Callable[[Any], int],
+) -> Result:
+    """Median of ``rounds`` interleaved timings of ``ours`` and ``floor`` (one warm-up each)."""
+    ours()
+    floor()
+    mine: list[float] = []
+    bare: list[float] = []
+    rows = 0
+    for _ in range(rounds):
+        elapsed, value = _time(ours)
+        mine.append(elapsed)
+        rows = count(value)
+        del value
+        elapsed, fetched = _time(floor)
+        bare.append(elapsed)
+        if len(fetched) != rows:
+            raise AssertionError(f"{name}: flightlog returned {rows} rows, the floor {len(fetched)}")
+        del fetched
+    return Result(name, rows, statistics.median(mine), statistics.median(bare))
+
+
+def queries(path: Path, facts: dict[str, Any], rounds: int) -> list[Result]:
+    raw = sqlite3.connect(f"file:{path}?mode=ro", uri=True)
+
+    def bare(states: list[str] | None = None, **eq: str) -> Callable[[], list[Any]]:
+        where: list[str] = []
+        params: list[Any] = []
+        if states is not None:
+            clause, values = _state_clause(states, _REFINED)
+            where.append(clause)
+            params.extend(values)
+        for column, value in eq.items():
+            where.append(f"{column} = ?")
+            params.append(value)
+        sql = _SELECT + (" WHERE " + " AND ".join(where) if where else "") + _ORDER
+        return lambda: raw.execute(sql, params).fetchall()
+
+    parent = facts["busy_parent"]
+    results: list[Result] = []
+    with SqliteStore(path, read_only=True) as store:
+        cases: list[tuple[str, Callable[[], Any], Callable[[], list[Any]], Callable[[Any], int]]] = [
+            ("list_runs() all", lambda: list_runs(store), bare(), len),
+            ("list_runs_json() all (runs --json)", lambda: list_runs_json(store), bare(), _json_len),
+            (
+                "runs --json with live merge",
+                lambda: list_runs_json_live(store),
+                bare(),
+                _json_len,
+            ),
+            (
+                "list_runs(state=terminal)",
+                lambda: list_runs(store, state="terminal"),
+                bare(["terminal"]),
+                len,
+            ),
+            (
+                "list_runs(state=waiting_tool)",
+                lambda: list_runs(store, state="waiting_tool"),
+                bare(["waiting_tool"]),
+                len,
+            ),
+            ("list_runs(source=fleet)", lambda: list_runs(store, source="fleet"), bare(source="fleet"), len),
+            ("list_runs(parent=P)", lambda: list_runs(store, parent=parent), bare(parent=parent), len),
+            (
+                "list_runs_json(state=terminal, source=fleet)",
+                lambda: list_runs_json(store, state="terminal", source="fleet"),
+                bare(["terminal"], source="fleet"),
+                _json_len,
+            ),
+        ]
+        for name, ours, floor, count in cases:
+            _log(f"  timing {name}")
+            results.append(compare(name, ours, floor, rounds, count))
+    raw.close()
+    return results
+
+
+def _json_len(text: str) -> int:
+    return len(json.loads(text))
+
+
+def rebuild_time(path: Path) -> float:
+    with SqliteStore(path, synchronous="NORMAL") as store:
+        elapsed, _ = _time(lambda: rebuild_projection(store))
+    return elapsed / 1000
+
+
+def append_overhead(directory: Path, appends: int) -> list[dict[str, Any]]:
+    """µs per one-event append with and without the projector registered (median of 3 alternations)."""
+    out: list[dict[str, Any]] = []
+    message = Message.text("assistant", "x" * 1000)
+    for sync in ("NORMAL", "FULL"):
+        count = appends if sync == "NORMAL" else max(50, appends // 10)
+        timings: dict[bool, list[float]] = {False: [], True: []}
+        for attempt in range(3):
+            for with_projector in (False, True):
+                recorder_module._PROJECTORS[:] = [project] if with_projector else []
+                path = directory / f"append-{sync}-{attempt}-{with_projector}.db"
+                with SqliteStore(path, synchronous=sync) as store:
+                    recorder = Recorder.create(store, session_id="s")
+                    recorder.append(RunStarted(run_id="r", goal="g"))
+                    start = time.perf_counter()
+                    for turn in range(count):
+                        recorder.append(LlmCompleted(turn=turn, message=message))
+                    timings[with_projector].append((time.perf_counter() - start) / count * 1e6)
+        recorder_module._PROJECTORS[:] = [project]
+        plain, projected = statistics.median(timings[False]), statistics.median(timings[True])
+        out.append(
+            {
+                "synchronous": sync,
+                "appends": count,
+                "plain_us": round(plain, 1),
+                "projected_us": round(projected, 1),
+            }
+        )
+    return out
+
+
+# ─── main ─────────────────────────────────────────────────────────────────────────────────────
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0] if __doc__ else None)
+    parser.add_argument("--runs", type=int, default=None, help="sessions to record (100000; --quick: 10000)")
+    parser.add_argument("--rounds", type=int, default=5, help="repetitions per query; the median is reported")
+    parser.add_argument("--appends", type=int, default=2000, help="appends per projector-overhead sample")
+    parser.add_argument("--quick", action="store_true", help="10,000 runs")
+    parser.add_argument("--json", action="store_true", help="print results as JSON instead of a table")
+    parser.add_argument("--seed", type=int, default=20240607)
+    parser.add_argument(
+        "--db", type=Path, default=None, help="keep the recorded database here; reuse it when it exists"
+    )
+    args = parser.parse_args(argv)
+    runs = args.runs if args.runs is not None else (10_000 if args.quick else 100_000)
+    directory = Path(tempfile.mkdtemp(prefix="flightlog-bench-runs-"))
+    try:
+        path = args.db or directory / "runs.db"
+        if path.exists():
+            _log(f"reusing {path}")
+            facts = _facts(path)
+        else:
+            _log(f"recording {runs:,} runs into {path}")
+            facts = build(path, runs, args.seed)
+        results = queries(path, facts, args.rounds)
+        _log("  timing rebuild_projection")
+        rebuild_s = rebuild_time(path)
+        _log("  timing the projector on appends")
+        overhead = append_overhead(directory, args.appends)
+    finally:
+        shutil.rmtree(directory, ignore_errors=True)
+    if args.json:
+        print(
+            json.dumps(
+                {
+                    "facts": facts,
+                    "queries": [{**asdict(r), "ratio": round(r.ratio, 2)} for r in results],
+                    "rebuild_s": round(rebuild_s, 2),
+                    "append_overhead": overhead,
+                },
+                indent=2,
+            )
+        )
+        return 0
+    setup = f"setup {facts['setup_s']} s, NORMAL" if facts["setup_s"] is not None else "reused database"
+    print(f"\nruns: {facts['runs']:,} ({setup})\n")
+    print(f"{'query':<46} {'rows':>8} {'flightlog ms':>13} {'floor ms':>9} {'ratio':>6}")
+    for r in results:
+        print(f"{r.name:<46} {r.rows:>8,} {r.flightlog_ms:>13.1f} {r.floor_ms:>9.1f} {r.ratio:>6.2f}")
+    print(f"\nrebuild_projection over {facts['runs']:,} ledgers: {rebuild_s:.1f} s")
+    print("\nprojector cost per one-event append (µs, median of 3):")
+    for row in overhead:
+        print(
+            f"  synchronous={row['synchronous']:<6} no projector {row['plain_us']:>8.1f}   "
+            f"with projector {row['projected_us']:>8.1f}   (+{row['projected_us'] - row['plain_us']:.1f})"
+        )
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,588 @@
+"""Audit commands: ``prove``, ``verify-proof``, ``audit``, ``keys``, ``witness``, ``grants`` and ``erase``,
+as the Typer app ``audit_app``.
+
+Mount at the top level of the ``flightlog`` command with ``app.add_typer(audit_app)`` (no name: Typer then
+adds the commands themselves, so they read ``flightlog prove ...``). The commands read the root
+command's ``--db`` (``flightlog.cli.state``), and raise :class:`~flightlog.errors.FlightlogError` for the
+root's one handler to print and map to an exit code. Exit codes follow the rest of the CLI: 0 intact or
+valid, 1 a problem found, 2 a usage mistake (bad option, unknown session, unreadable proof file).
+
+:func:`check_sessions` is the body of both ``flightlog audit`` and ``flightlog verify``: chain, tree, signed
+checkpoints, seal, retained head, witnessed heads (each trusted witness with a URL is asked, unless
+``--offline``), salted artifacts; with ``--all`` also the index log and the sessions it (or a retained
+head) knows but the database lost.
+"""
+
+from __future__ import annotations
+
+import json
+import sys
+from collections.abc import Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Annotated, Any
+
+import typer
+
+from .checkpoints import (
+    AuditReport,
+    HeadStore,
+    Notary,
+    WitnessedHead,
+    audit_session,
+    missing_sessions,
+    origin_for,
+)
+from .errors import FlightlogError
+from .indexlog import (
+    INDEX_PROOF_FORMAT,
+    IndexReport,
+    audit_index,
+    index_origin,
+    load_index_proof,
+    prove_index_inclusion,
+)
+from .keys import Keyring, TrustedKey, VerifierKey, key_dir, load_keyring, load_signer, rotate_key, trust_key
+from .proofs import load_proof, prove_consistency, prove_inclusion
+from .store import Store
+from .witness import TrustedWitness, load_witnesses, witnessed_heads
+
+__all__ = ["audit_app", "check_sessions", "grants_app", "keys_app", "witness_app"]
+
+audit_app = typer.Typer(no_args_is_help=True, help="Proofs, checkpoint audits and log keys.")
+keys_app = typer.Typer(no_args_is_help=True, help="The log signing key and the trusted-key manifest.")
+witness_app = typer.Typer(no_args_is_help=True, help="Run a witness, submit checkpoints to one, trust one.")
+grants_app = typer.Typer(no_args_is_help=True, help="Sign and verify grant policies (DSSE, policy key).")
+audit_app.add_typer(keys_app, name="keys")
+audit_app.add_typer(witness_app, name="witness")
+audit_app.add_typer(grants_app, name="grants")
+
+
+@contextmanager
+def _store(read_only: bool = True) -> Iterator[Store]:
+    from .cli import _store as open_root_store  # the root callback has parsed --db by now
+
+    with open_root_store(read_only=read_only) as store:
+        yield store
+
+
+def _emit(value: Any) -> None:
+    sys.stdout.write(json.dumps(value, indent=2, ensure_ascii=False) + "\n")
+
+
+def _say(text: str) -> None:
+    sys.stdout.write(text + "\n")
+
+
+# ─── prove / verify-proof ─────────────────────────────────────────────────────────────────────
+
+
+@audit_app.command("prove")
+def prove_cmd(
+    session: Annotated[str, typer.Argument(help="Session id or unique prefix.")],
+    seq: Annotated[int | None, typer.Option("--seq", help="Prove this event is in the tree head.")] = None,
+    from_size: Annotated[int | None, typer.Option("--from", help="Prove consistency from this size.")] = None,
+    to_size: Annotated[
+        int | None,
+        typer.Option("--to", help="Tree size to prove against [default: latest signed checkpoint]."),
+    ] = None,
+    index: Annotated[
+        bool, typer.Option("--index", help="Prove the latest session checkpoint is in the signed index log.")
+    ] = False,
+) -> None:
+    """Print an RFC 9162 inclusion (--seq N), consistency (--from A [--to B]) or index (--index) proof."""
+    if sum((seq is not None, from_size is not None, index)) != 1:
+        raise typer.BadParameter("give one of --seq N, --from SIZE or --index")
+    with _store() as store:
+        sid = store.resolve_session(session)
+        try:
+            if index:
+                proof: Any = prove_index_inclusion(store, sid)
+            elif seq is not None:
+                proof = prove_inclusion(store, sid, seq, tree_size=to_size)
+            else:
+                assert from_size is not None
+                proof = prove_consistency(store, sid, from_size, to_size)
+        except ValueError as exc:
+            raise typer.BadParameter(str(exc)) from exc
+    _emit(proof.to_json())
+
+
+@audit_app.command("verify-proof")
+def verify_proof_cmd(
+    path: Annotated[str, typer.Argument(help="Proof JSON file, or - for stdin.")] = "-",
+    json_out: Annotated[bool, typer.Option("--json", help="Print the result as JSON.")] = False,
+) -> None:
+    """Check a proof printed by `prove` (and its signed checkpoints, against the trusted keys)."""
+    try:
+        text = sys.stdin.read() if path == "-" else Path(path).read_text(encoding="utf-8")
+        doc = json.loads(text)
+        proof: Any = (
+            load_index_proof(doc)
+            if isinstance(doc, dict) and doc.get("format") == INDEX_PROOF_FORMAT
+            else load_proof(doc)
+        )
+    except (OSError, ValueError) as exc:
+        raise typer.BadParameter(f"cannot read a proof from {path}: {exc}") from exc
+    problems = proof.check(load_keyring())
+    if json_out:
+        _emit({"ok": not problems, "problems": problems})
+    else:
+        _say("ok: proof holds" if not problems else "\n".join(f"INVALID: {p}" for p in problems))
+    if problems:
+        raise typer.Exit(1)
+
+
+# ─── audit ────────────────────────────────────────────────────────────────────────────────────
+
+
+@audit_app.command("audit")
+def audit_cmd(
+    session: Annotated[str | None, typer.Argument(help="Session id or unique prefix.")] = None,
+    all_sessions: Annotated[
+        bool, typer.Option("--all", help="Audit every session and the index log.")
+    ] = False,
+    bundle: Annotated[
+        Path | None,
+        typer.Option("--bundle", help="Audit an offline bundle directory (no database, no network)."),
+    ] = None,
+    keys: Annotated[
+        list[str] | None,
+        typer.Option(
+            "--key", help="Trusted log verifier key for --bundle (repeatable) [default: the key manifest]."
+        ),
+    ] = None,
+    witness_keys: Annotated[
+        list[str] | None,
+        typer.Option(
+            "--witness-key", help="Trusted witness key for --bundle (repeatable) [default: witnesses.json]."
+        ),
+    ] = None,
+    offline: Annotated[
+        bool, typer.Option("--offline", help="Do not ask witnesses (stored cosignatures only).")
+    ] = False,
+    json_out: Annotated[bool, typer.Option("--json", help="Print results as JSON.")] = False,
+) -> None:
+    """Verify chains, signed checkpoints, seals, retained and witnessed heads: sealed vs open, unanchored tails.
+
+    With --all, the index log is checked too, and sessions it (or a retained head) knows but the database
+    no longer holds are listed. With --bundle, an exported bundle is checked offline.
+    """
+    if sum((bool(session), all_sessions, bundle is not None)) != 1:
+        raise typer.BadParameter("give a SESSION, --all or --bundle DIR")
+    if bundle is not None:
+        _audit_bundle(bundle, keys or [], witness_keys, json_out)
+        return
+    check_sessions(session, all_sessions=all_sessions, json_out=json_out, offline=offline)
+
+
+@dataclass
+class _Checker:
+    """What a full check needs: trusted log keys, retained heads, trusted witnesses (asked unless offline)."""
+
+    keyring: Keyring
+    heads: HeadStore
+    witnesses: list[TrustedWitness]
+    online: bool
+
+    @classmethod
+    def from_env(cls, *, online: bool) -> _Checker:
+        return cls(load_keyring(), HeadStore.default(), load_witnesses(), online)
+
+    def witnessed(self, store: Store, origin: str | None) -> tuple[list[WitnessedHead], list[str]]:
+        if not self.witnesses or origin is None:
+            return [], []
+        return witnessed_heads(
+            store, origin, keyring=self.keyring, witnesses=self.witnesses, online=self.online
+        )
+
+    def session(self, store: Store, session_id: str) -> AuditReport:
+        witnessed, notes = self.witnessed(store, _origin(store, session_id))
+        report = audit_session(store, session_id, keyring=self.keyring, heads=self.heads, witnessed=witnessed)
+        report.notes.extend(notes)
+        return report
+
+    def index(self, store: Store) -> IndexReport:
+        ledger_id = _ledger(store)
+        witnessed, notes = self.witnessed(store, index_origin(ledger_id) if ledger_id else None)
+        report = audit_index(store, keyring=self.keyring, heads=self.heads, witnessed=witnessed)
+        report.notes.extend(notes)
+        return report
+
+
+def _ledger(store: Store) -> str | None:
+    try:
+        return store.ledger_id()
+    except (NotImplementedError, FlightlogError):
+        return None
+
+
+def _origin(store: Store, session_id: str) -> str | None:
+    ledger_id = _ledger(store)
+    return origin_for(ledger_id, session_id) if ledger_id else None
+
+
+def check_sessions(session: str | None, *, all_sessions: bool, json_out: bool, offline: bool = False) -> None:
+    """The full check behind ``flightlog verify`` and ``flightlog audit``: print and exit 1 on any problem.
+
+    Args:
+        session: A session id or unique prefix (or None with ``all_sessions``).
+        all_sessions: Every session, the index log, and sessions missing from the database.
+        json_out: Print a JSON array (one row per session, then missing sessions, then the index log).
+        offline: Do not ask witnesses over the network.
+
+    Raises:
+        typer.Exit: code 1 when anything diverges or is missing.
+    """
+    checker = _Checker.from_env(online=not offline)
+    reports: list[AuditReport] = []
+    with _store() as store:
+        ids = (
+            [s.session_id for s in store.list_sessions()]
+            if all_sessions
+            else [store.resolve_session(session or "")]
+        )
+        for sid in ids:
+            report = checker.session(store, sid)
+            reports.append(report)
+            if not json_out:
+                _print_report(report)
+        index = checker.index(store) if all_sessions else None
+        retained = missing_sessions(store, checker.heads) if all_sessions else []
+    missing = _missing_rows(retained, index)
+    if json_out:
+        gone = [{k: v for k, v in row.items() if k != "why"} for row in missing]
+        _emit([r.to_json() for r in reports] + gone + ([index.to_json()] if index is not None else []))
+    else:
+        for row in missing:
+            _say(f"MISSING   {row['session_id']}  {row['why']}, but the database has no such session")
+        if index is not None:
+            _print_index(index)
+    if missing or not all(r.ok for r in reports) or (index is not None and index.divergences):
+        raise typer.Exit(1)
+
+
+def _missing_rows(retained: list[Any], index: IndexReport | None) -> list[dict[str, Any]]:
+    rows: dict[str, dict[str, Any]] = {}
+    for head in retained:
+        rows[head.session_id] = {
+            "session_id": head.session_id,
+            "ok": False,
+            "state": "missing",
+            "retained_file": str(head.path),
+            "index_leaf": None,
+            "why": f"a head is retained ({head.path})",
+        }
+    for gone in index.missing if index is not None else []:
+        why = f"its checkpoint at size {gone.size} is leaf {gone.leaf} of the signed index log"
+        row = rows.setdefault(
+            gone.session_id,
+            {
+                "session_id": gone.session_id,
+                "ok": False,
+                "state": "missing",
+                "retained_file": None,
+                "why": why,
+            },
+        )
+        row["index_leaf"] = gone.leaf
+        if row["why"] != why:
+            row["why"] += f" and {why}"
+    return list(rows.values())
+
+
+def _print_report(report: AuditReport) -> None:
+    status = "ok" if report.ok else "DIVERGES"
+    _say(f"{status:<9} {report.session_id}  {report.events} events  root {report.root[:16]}")
+    _say(f"          {report.summary()}")
+    for note in report.notes:
+        _say(f"          note: {note}")
+    for ref in report.artifacts:
+        _say(f"          artifact {ref.handle}: {ref.state}" + (f" ({ref.detail})" if ref.detail else ""))
+    for d in report.divergences:
+        _say(f"          seq {d.seq}: {d.reason}" + (f" ({d.detail})" if d.detail else ""))
+
+
+def _print_index(report: IndexReport) -> None:
+    status = "ok" if not report.divergences else "DIVERGES"
+    _say(f"{status:<9} index log  {report.leaves} leaves  root {report.root[:16]}")
+    _say(f"          {report.summary()}")
+    for d in report.divergences:
+        _say(f"          leaf {d.seq}: {d.reason}" + (f" ({d.detail})" if d.detail else ""))
+
+
+def _audit_bundle(directory: Path, keys: list[str], witness_keys: list[str] | None, json_out: bool) -> None:
+    from .bundle import audit_bundle
+    from .witness import CosignerKey
+
+    try:
+        keyring = (
+            Keyring([TrustedKey(VerifierKey.parse(k), pinned=True) for k in keys]) if keys else load_keyring()
+        )
+        witnesses = (
+            [CosignerKey.parse(k) for k in witness_keys]
+            if witness_keys
+            else [w.key for w in load_witnesses()]
+        )
+    except FlightlogError as exc:
+        raise typer.BadParameter(str(exc)) from exc
+    if not directory.is_dir():
+        raise typer.BadParameter(f"no bundle directory {directory}", param_hint="--bundle")
+    report = audit_bundle(directory, keyring=keyring, witness_keys=witnesses)
+    if json_out:
+        _emit(report.to_json())
+    else:
+        _say(f"{'ok' if report.ok else 'REJECTED':<9} bundle {directory}  session {report.session_id}")
+        signer = f"signed by {report.signer}" if report.signer else "NOT signed by a trusted key"
+        _say(f"          manifest {signer}")
+        for line in report.findings():
+            _say(f"          {line}")
+        for note in report.notes:
+            if not note.startswith(("witness:", "index:")):  # those are in the findings already
+                _say(f"          note: {note}")
+        for problem in report.problems:
+            _say(f"          PROBLEM: {problem}")
+        for d in report.audit.divergences if report.audit is not None else []:
+            _say(f"          seq {d.seq}: {d.reason}" + (f" ({d.detail})" if d.detail else ""))
+    if not report.ok:
+        raise typer.Exit(1)
+
+
+# ─── keys ─────────────────────────────────────────────────────────────────────────────────────
+
+
+@keys_app.command("show")
+def keys_show_cmd(json_out: Annotated[bool, typer.Option("--json", help="Print as JSON.")] = False) -> None:
+    """Print the signing key's verifier key (creating the key on first use) and the trusted keys."""
+    signer = load_signer()
+    keys = [k.to_json() for k in load_keyring()]
+    if json_out:
+        _emit({"key_dir": str(key_dir()), "signing": str(signer.verifier), "trusted": keys})
+        return
+    _say(f"signing key: {signer.verifier}")
+    _say(f"key dir:     {key_dir()}")
+    for k in keys:
+        window = f"[{k['not_before_ms']}, {k['not_after_ms'] or '...'})"
+        how = "pinned" if k["pinned"] else ("endorsed" if k["endorsement"] else "root")
+        _say(f"  trusted {window:<32} {how:<8} {k['vkey']}")
+
+
+@keys_app.command("rotate")
+def keys_rotate_cmd(
+    name: Annotated[str | None, typer.Option("--name", help="New key name [default: the old one].")] = None,
+) -> None:
+    """Retire the active key now; a new key, endorsed by the old one, signs from now on."""
+    signer = rotate_key(name=name)
+    _say(f"new signing key: {signer.verifier}")
+
+
+@keys_app.command("trust")
+def keys_trust_cmd(
+    vkey: Annotated[str, typer.Argument(help="Verifier key <name>+<hex id>+<base64 key>.")],
+    not_before: Annotated[int, typer.Option("--not-before", help="Valid from (epoch ms).")] = 0,
+    not_after: Annotated[int | None, typer.Option("--not-after", help="Valid until (epoch ms).")] = None,
+) -> None:
+    """Trust another log's verifier key (to audit sessions it signed)."""
+    entry = trust_key(vkey, not_before_ms=not_before, not_after_ms=not_after)
+    _say(f"trusted: {entry.verifier}")
+
+
+# ─── witness ──────────────────────────────────────────────────────────────────────────────────
+
+
+def _default_witness_dir() -> Path:
+    from platformdirs import user_state_dir
+
+    return Path(user_state_dir("flightlog", appauthor=False)) / "witness"
+
+
+@witness_app.command("serve")
+def witness_serve_cmd(
+    host: Annotated[str, typer.Option("--host", help="Address to listen on.")] = "127.0.0.1",
+    port: Annotated[int, typer.Option("--port", help="Port (0 picks a free one).")] = 7380,
+    store_dir: Annotated[
+        Path | None,
+        typer.Option("--store", help="The witness's own state directory [default: user state dir]."),
+    ] = None,
+    name: Annotated[str | None, typer.Option("--name", help="Name of a new witness key.")] = None,
+    log_keys: Annotated[
+        list[str] | None,
+        typer.Option("--log-key", help="Trust this log verifier key (repeatable; kept in the store)."),
+    ] = None,
+    origin_prefix: Annotated[
+        str, typer.Option("--origin-prefix", help="Origins the --log-key keys may sign.")
+    ] = "flightlog.local/",
+) -> None:
+    """Run a C2SP tlog-witness: verify, check consistency, persist and cosign checkpoints (Ctrl-C stops).
+
+    Without any trusted log key (given now or kept from before), the local key manifest's keys are trusted.
+    """
+    from .witness import Witness, WitnessServer
+
+    directory = store_dir or _default_witness_dir()
+    witness = Witness.open(directory, name=name, log_keys=log_keys or [], origin_prefix=origin_prefix)
+    if not witness.logs:
+        local = [str(k.verifier) for k in load_keyring()]
+        witness = Witness.open(directory, log_keys=local, origin_prefix=origin_prefix)
+    server = WitnessServer(witness, host, port)
+    _say(f"witness key: {witness.cosigner.verifier}")
+    _say(f"trusted log keys: {', '.join(str(log.verifier) for log in witness.logs) or 'none'}")
+    _say(f"listening on {server.url}")
+    sys.stdout.flush()
+    try:
+        server.serve_forever()
+    except KeyboardInterrupt:
+        pass
+    finally:
+        server.close()
+
+
+@witness_app.command("submit")
+def witness_submit_cmd(
+    session: Annotated[str | None, typer.Argument(help="Session id or unique prefix.")] = None,
+    url: Annotated[str, typer.Option("--url", help="The witness (http://host:port).")] = "",
+    index: Annotated[bool, typer.Option("--index", help="Submit the index log's latest checkpoint.")] = False,
+    witness_key: Annotated[
+        str | None, typer.Option("--witness-key", help="The witness's key [default: trusted for --url].")
+    ] = None,
+    json_out: Annotated[bool, typer.Option("--json", help="Print the result as JSON.")] = False,
+) -> None:
+    """Have a witness cosign a session's (and/or the index log's) latest checkpoint; keep the cosignature."""
+    from .witness import CosignerKey, submit_index, submit_session
+
+    if not url:
+        raise typer.BadParameter("give --url URL", param_hint="--url")
+    if not session and not index:
+        raise typer.BadParameter("give a SESSION and/or --index")
+    try:
+        key = CosignerKey.parse(witness_key) if witness_key else None
+    except FlightlogError as exc:
+        raise typer.BadParameter(str(exc), param_hint="--witness-key") from exc
+    done = []
+    with _store(read_only=False) as store:
+        if session:
+            done.append(submit_session(store, store.resolve_session(session), url, witness_key=key))
+        if index:
+            done.append(submit_index(store, url, witness_key=key))
+    if json_out:
+        _emit(
+            [
+                {
+                    "origin": d.origin,
+                    "size": d.size,
+                    "old_size": d.old_size,
+                    "witness": d.witness,
+                    "timestamp": d.timestamp,
+                }
+                for d in done
+            ]
+        )
+        return
+    for d in done:
+        _say(f"cosigned {d.origin} at size {d.size} by {d.witness} (it had cosigned size {d.old_size})")
+
+
+@witness_app.command("trust")
+def witness_trust_cmd(
+    vkey: Annotated[str, typer.Argument(help="Witness verifier key <name>+<hex id>+<base64(0x04 || key)>.")],
+    url: Annotated[
+        str | None, typer.Option("--url", help="Where verify/audit ask it for its latest heads.")
+    ] = None,
+) -> None:
+    """Trust a witness key: its cosignatures count, and verify/audit ask it (at --url) for the heads it saw."""
+    from .witness import trust_witness
+
+    entry = trust_witness(vkey, url)
+    _say(f"trusted witness: {entry.key}" + (f" at {entry.url}" if entry.url else ""))
+
+
+# ─── grants ───────────────────────────────────────────────────────────────────────────────────
+
+
+@grants_app.command("sign")
+def grants_sign_cmd(
+    policy: Annotated[Path, typer.Argument(help="Grant policy JSON file.")],
+    output: Annotated[Path, typer.Option("--output", "-o", help="Where to write the DSSE envelope.")],
+) -> None:
+    """Sign a grant policy with the policy key (created on first use, distinct from the log key)."""
+    from pydantic import ValidationError
+
+    from .grants import GrantPolicy, load_policy_signer, policy_digest, sign_grant
+
+    try:
+        parsed = GrantPolicy.model_validate_json(policy.read_bytes())
+    except (OSError, ValidationError) as exc:
+        raise typer.BadParameter(f"cannot read a grant policy from {policy}: {exc}") from exc
+    signer = load_policy_signer()
+    output.write_text(json.dumps(sign_grant(parsed, signer), indent=2) + "\n", encoding="utf-8")
+    _say(
+        f"signed {parsed.policy_id} ({policy_digest(parsed)}) with {signer.verifier.name}+{signer.key_id:08x}"
+    )
+
+
+@grants_app.command("verify")
+def grants_verify_cmd(
+    envelope: Annotated[Path, typer.Argument(help="DSSE envelope JSON file.")],
+    epoch: Annotated[int | None, typer.Option("--epoch", help="Check against this authority epoch.")] = None,
+    json_out: Annotated[bool, typer.Option("--json", help="Print the verified policy as JSON.")] = False,
+) -> None:
+    """Verify a signed grant policy against the trusted policy keys (exit 1 when it does not verify)."""
+    from .grants import load_policy_keys, verify_grant
+
+    try:
+        text = envelope.read_text(encoding="utf-8")
+    except OSError as exc:
+        raise typer.BadParameter(f"cannot read {envelope}: {exc}") from exc
+    verified = verify_grant(text, load_policy_keys(), epoch=epoch)
+    if json_out:
+        _emit(
+            {
+                "ok": True,
+                "digest": verified.digest,
+                "key": str(verified.key),
+                "policy": verified.policy.model_dump(mode="json"),
+            }
+        )
+        return
+    _say(
+        f"ok: {verified.policy.policy_id} signed by {verified.key.name}+{verified.key.key_id:08x}, {verified.digest}"
+    )
+
+
+@grants_app.command("key")
+def grants_key_cmd() -> None:
+    """Print the policy key's verifier key (creating the key on first use)."""
+    from .grants import load_policy_signer
+
+    _say(str(load_policy_signer().verifier))
+
+
+@grants_app.command("trust")
+def grants_trust_cmd(vkey: Annotated[str, typer.Argument(help="Policy verifier key.")]) -> None:
+    """Trust another policy key (never a log key)."""
+    from .grants import trust_policy_key
+
+    _say(f"trusted policy key: {trust_policy_key(vkey)}")
+
+
+# ─── erase ────────────────────────────────────────────────────────────────────────────────────
+
+
+@audit_app.command("erase")
+def erase_cmd(
+    artifact: Annotated[str, typer.Argument(help="Salted artifact handle salted:sha256:<hex>.")],
+    reason: Annotated[str, typer.Option("--reason", help="Why (ledgered: no personal data here).")] = "",
+) -> None:
+    """Erase a salted artifact's content and salt; ledger the erasure; every chain still verifies."""
+    from .erasure import ArtifactNotFound, erase_artifact
+
+    with _store(read_only=False) as store:
+        try:
+            record = erase_artifact(store, artifact, reason=reason, notary=Notary.from_env())
+        except (ValueError, ArtifactNotFound) as exc:
+            raise typer.BadParameter(str(exc), param_hint="ARTIFACT") from exc
+    _say(
+        f"erased salted:sha256:{record.digest} (content and salt deleted); "
+        f"ledgered at {record.log_session_id} seq {record.log_seq}"
+    )

@@ -1,0 +1,285 @@
+"""The ``runs`` and ``tail`` commands, mounted on the main app with :func:`register`.
+
+``runs`` lists agent runs (seed 002 ``AgentRunSnapshot``): durable state from the ``runs`` projection,
+refined by live heartbeats of running kernels (durable outranks live, see :mod:`flightlog.live`), as a
+table, a parent/child tree, or ``--json`` (a flat array in the seed wire format; parents are in each
+snapshot). ``tail`` prints a session's events as they become durable, one narrated line each, from any
+process. Thin: parse, call one library function, print.
+
+Mount it from ``cli.py``::
+
+    from .cli_runs import register as register_runs
+    register_runs(app, _store)   # _store(read_only: bool) -> ContextManager[Store]
+"""
+
+from __future__ import annotations
+
+import json
+import sys
+from collections.abc import Callable
+from contextlib import AbstractContextManager
+from datetime import UTC, datetime
+from typing import Annotated
+
+import typer
+from rich.console import Console
+
+from .errors import SessionNotFound
+from .live import DEFAULT_LEASE_MS, RunView, follow_events, list_run_views, list_runs_json_live, wall_ms
+from .narration import narrate, short
+from .runs import RunSource, RunState, build_tree, projection_ready, rebuild_projection
+from .runs.projection import RunNode
+from .store.base import Store, StoredEvent
+
+__all__ = ["register", "tail_line", "view_line"]
+
+OpenDb = Callable[[bool], AbstractContextManager[Store]]
+"""``open_db(read_only)``: a context manager yielding an open store, closed on exit."""
+
+_out = Console(highlight=False, markup=False, soft_wrap=True)
+_err = Console(stderr=True, highlight=False, markup=False, soft_wrap=True)
+
+_STATES = ", ".join(s.value for s in RunState)
+_SOURCES = ", ".join(s.value for s in RunSource)
+
+
+def register(app: typer.Typer, open_db: OpenDb) -> None:
+    """Add ``runs`` and ``tail`` to ``app``; they open the database through ``open_db(read_only)``."""
+    app.command("runs")(_runs_command(open_db))
+    app.command("tail")(_tail_command(open_db))
+
+
+# ─── runs ─────────────────────────────────────────────────────────────────────────────────────
+
+
+def _choice(value: str | None, allowed: type[RunState] | type[RunSource], hint: str) -> str | None:
+    if value is not None and value not in allowed._value2member_map_:
+        names = _STATES if allowed is RunState else _SOURCES
+        raise typer.BadParameter(f"{value!r} is not one of: {names}", param_hint=hint)
+    return value
+
+
+def _resolve_parent(store: Store, parent: str | None) -> str | None:
+    """A parent prefix resolved to a session id; an id matching no session (a process entry) as given."""
+    if parent is None:
+        return None
+    try:
+        return store.resolve_session(parent)
+    except SessionNotFound as exc:
+        if exc.matches:
+            raise
+        return parent
+
+
+def _runs_command(open_db: OpenDb) -> Callable[..., None]:
+    def runs_cmd(
+        state: Annotated[
+            str | None, typer.Option("--state", help=f"Keep runs in this state: {_STATES}.")
+        ] = None,
+        source: Annotated[
+            str | None, typer.Option("--source", help=f"Keep runs of this source: {_SOURCES}.")
+        ] = None,
+        parent: Annotated[
+            str | None, typer.Option("--parent", help="Keep the children of this run (id or unique prefix).")
+        ] = None,
+        tree: Annotated[bool, typer.Option("--tree", help="Show parent/child runs as a tree.")] = False,
+        json_out: Annotated[
+            bool, typer.Option("--json", help="Print a JSON array of seed 002 AgentRunSnapshot objects.")
+        ] = False,
+        rebuild: Annotated[
+            bool, typer.Option("--rebuild", help="Recompute the runs projection from the ledgers first.")
+        ] = False,
+        abandoned: Annotated[
+            bool,
+            typer.Option(
+                "--abandoned", help="Only in-flight runs with no heartbeat or event within the lease."
+            ),
+        ] = False,
+        limit: Annotated[
+            int | None,
+            typer.Option("--limit", help="Show at most this many runs (most recently updated).", min=0),
+        ] = None,
+        lease: Annotated[
+            float, typer.Option("--lease", help="Heartbeat lease in seconds.", min=0.0)
+        ] = DEFAULT_LEASE_MS / 1000,
+    ) -> None:
+        """List agent runs: state, outcome, budget and liveness (durable ledger, refined by live heartbeats)."""
+        _choice(state, RunState, "--state")
+        _choice(source, RunSource, "--source")
+        if rebuild:
+            with open_db(False) as store:
+                count = rebuild_projection(store)
+            _err.print(f"rebuilt the runs projection from {count} session ledger(s)")
+        lease_ms = int(lease * 1000)
+        with open_db(True) as store:
+            if not projection_ready(store):
+                _err.print(
+                    "flightlog: note: runs projection missing or stale; folding the ledgers (try --rebuild)"
+                )
+            parent_id = _resolve_parent(store, parent)
+            if json_out and not abandoned:
+                text = list_runs_json_live(
+                    store, state=state, source=source, parent=parent_id, lease_ms=lease_ms, limit=limit
+                )
+                sys.stdout.write(text + "\n")
+                return
+            views = list_run_views(
+                store,
+                state=state,
+                source=source,
+                parent=parent_id,
+                lease_ms=lease_ms,
+                abandoned_only=abandoned,
+                limit=limit,
+            )
+        if json_out:
+            sys.stdout.write("[" + ",".join(v.snapshot.model_dump_json() for v in views) + "]\n")
+        elif tree:
+            _print_tree(views)
+        else:
+            _print_table(views)
+
+    return runs_cmd
+
+
+def _ago(ms: int | None, now: int) -> str:
+    if ms is None:
+        return "never"
+    seconds = max(0, now - ms) // 1000
+    for unit, size in (("d", 86400), ("h", 3600), ("m", 60)):
+        if seconds >= size:
+            return f"{seconds // size}{unit} ago"
+    return f"{seconds}s ago"
+
+
+def _liveness(view: RunView, now: int) -> str:
+    if view.abandoned:
+        return f"abandoned (last seen {_ago(view.last_seen_ms, now)})"
+    if view.live is not None:
+        return f"live ({_ago(view.live.heartbeat_at_ms, now)})"
+    return ""
+
+
+def _duration(ms: int | None) -> str:
+    if ms is None:
+        return "-"
+    return f"{ms / 1000:.1f}s" if ms < 60_000 else f"{ms // 60_000}m{(ms % 60_000) // 1000:02d}s"
+
+
+def view_line(view: RunView, now: int) -> list[str]:
+    """The table cells of one run: id, state, outcome, tokens, steps, duration, parent, liveness, detail."""
+    s = view.snapshot
+    terminal = s.terminal
+    return [
+        s.run_id,
+        s.state.value,
+        terminal.outcome.value if terminal else "",
+        str(s.budget.tokens_used) if s.budget.tokens_used is not None else "-",
+        str(s.budget.steps_taken) if s.budget.steps_taken is not None else "-",
+        _duration(s.budget.duration_ms),
+        s.parent or "",
+        _liveness(view, now),
+        short(terminal.detail, 40) if terminal and terminal.detail else "",
+    ]
+
+
+_HEADERS = ("run", "state", "outcome", "tokens", "steps", "duration", "parent", "live", "detail")
+_RIGHT = frozenset({"tokens", "steps", "duration"})
+
+
+def _print_table(views: list[RunView]) -> None:
+    """Aligned columns, never truncated (ids are long; pipes and narrow terminals must keep them whole)."""
+    if not views:
+        _out.print("(no runs)")
+        return
+    now = wall_ms()
+    rows = [list(_HEADERS), *(view_line(view, now) for view in views)]
+    widths = [max(len(row[i]) for row in rows) for i in range(len(_HEADERS))]
+    for row in rows:
+        cells = [
+            cell.rjust(width) if name in _RIGHT else cell.ljust(width)
+            for name, cell, width in zip(_HEADERS, row, widths, strict=True)
+        ]
+        _out.print("  ".join(cells).rstrip())
+
+
+def _label(view: RunView, now: int) -> str:
+    cells = view_line(view, now)
+    parts = [
+        cells[0],
+        cells[1] + (f" ({cells[2]})" if cells[2] else ""),
+        f"tokens {cells[3]}",
+        f"steps {cells[4]}",
+    ]
+    if cells[7]:
+        parts.append(cells[7])
+    return "  ".join(parts)
+
+
+def _print_tree(views: list[RunView]) -> None:
+    """One line per run, children indented under their parent with tree guides."""
+    if not views:
+        _out.print("(no runs)")
+        return
+    now = wall_ms()
+    by_id = {v.snapshot.run_id: v for v in views}
+
+    def walk(node: RunNode, prefix: str, last: bool, root: bool) -> None:
+        guide = "" if root else ("└── " if last else "├── ")
+        _out.print(prefix + guide + _label(by_id[node.snapshot.run_id], now))
+        inner = prefix if root else prefix + ("    " if last else "│   ")
+        for index, child in enumerate(node.children):
+            walk(child, inner, index == len(node.children) - 1, False)
+
+    for node in build_tree([v.snapshot for v in views]):
+        walk(node, "", True, True)
+
+
+# ─── tail ─────────────────────────────────────────────────────────────────────────────────────
+
+
+def _clock(ms: int) -> str:
+    return datetime.fromtimestamp(ms / 1000, tz=UTC).strftime("%H:%M:%S")
+
+
+def tail_line(row: StoredEvent, text: str, *, as_json: bool) -> str:
+    """One ``tail`` output line (no newline): ``seq time kind narration``, or a JSON object with the
+    stored event embedded verbatim."""
+    if as_json:
+        head = json.dumps(
+            {"seq": row.seq, "kind": row.kind, "recorded_at_ms": row.recorded_at_ms, "text": text}
+        )
+        return head[:-1] + ',"event":' + row.event_bytes.decode("utf-8") + "}"
+    return f"{row.seq:>6}  {_clock(row.recorded_at_ms)}  {row.kind:<24} {text}"
+
+
+def _tail_command(open_db: OpenDb) -> Callable[..., None]:
+    def tail_cmd(
+        session: Annotated[str, typer.Argument(help="Session id or unique prefix.")],
+        follow: Annotated[
+            bool,
+            typer.Option("--follow", "-f", help="Keep printing new events until the run ends (or Ctrl-C)."),
+        ] = False,
+        json_out: Annotated[
+            bool,
+            typer.Option("--json", help="One JSON object a line: seq, kind, recorded_at_ms, text, event."),
+        ] = False,
+        interval: Annotated[
+            float, typer.Option("--interval", help="Seconds between polls with --follow.", min=0.01)
+        ] = 0.2,
+    ) -> None:
+        """Print a session's events as they become durable, one narrated line each (from any process)."""
+        with open_db(True) as store:
+            session_id = store.resolve_session(session)
+            try:
+                for row, event in follow_events(store, session_id, follow=follow, poll_s=interval):
+                    line = tail_line(row, narrate(event), as_json=json_out)
+                    if json_out:
+                        sys.stdout.write(line + "\n")
+                    else:
+                        _out.print(line)
+                    sys.stdout.flush()
+            except KeyboardInterrupt:
+                return
+
+    return tail_cmd

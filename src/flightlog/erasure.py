@@ -1,0 +1,243 @@
+"""Erasure without breaking the chain: personal data as salted artifacts, the ledger holding only digests.
+
+The ledger is append-only and every byte of it is hashed, so personal data must never be *in* it. Events
+reference such data by a salted digest instead::
+
+    salted:sha256:<hex of sha256(salt || content)>          salt: 32 random bytes
+
+The content and its salt are stored together in ``salted_artifacts``, outside the ledger (never in an
+event, a checkpoint, an index leaf, an export or an offline bundle). A plain ``sha256:`` handle of a short
+value (a name, an e-mail address) can be confirmed by guessing; a salted one cannot, and once the salt is
+erased the digest left in the ledger is unlinkable to anything. Each put draws a fresh salt, so the same
+value stored twice gets two unrelated handles (no deduplication, deliberately).
+
+**Erasure** (:func:`erase_artifact`, ``flightlog erase HANDLE``), in one transaction:
+
+1. the content and the salt are deleted (a store-level deletion: artifacts are not ledger rows; SQLite's
+   ``secure_delete`` zeroes the freed pages), and an erasure record kept (digest, time, where ledgered);
+2. a ``Custom`` event ``artifact_erased`` (payload: ``handle``, the ``sessions`` recorded as referencing it,
+   ``reason``, ``erased_at_ms``) is appended to the ledger-wide **erasure log**, the session
+   ``flightlog:erasures`` (hash-chained; signed, indexed and witnessable like any session when a notary is
+   given; never sealed);
+
+then the WAL is checkpointed (best effort) so the bytes leave the journal file too. The erasure log is one
+session rather than an event in every referencing session because sealed sessions refuse appends, and
+appending to a live session would take its authority epoch from the writer recording it. The events
+table is never touched: every chain, tree head and signed checkpoint still verifies.
+
+**Verification** (:func:`check_artifacts`, called by :func:`~flightlog.checkpoints.audit_session`): every
+salted handle a session's events mention is reported ``present``, ``erased`` (the erasure log event is
+read back and must name the handle) or ``missing``: gone without an erasure record, the divergence
+``artifact_missing`` at the first referencing seq.
+
+Source: ARCHITECTURE.md invariants 1 (append-only) and 8 (references are logical ids, never secrets).
+"""
+
+from __future__ import annotations
+
+import hashlib
+import re
+import secrets
+from typing import TYPE_CHECKING
+
+from .checkpoints import SALTED_PREFIX, AuditReport, Notary
+from .errors import Divergence, EventDecodeError, SessionNotFound, StoreError
+from .keys import now_ms
+from .store.base import ErasureRecord
+
+if TYPE_CHECKING:
+    from .recorder import Recorder
+    from .store.base import Store
+
+__all__ = [
+    "ERASED_KIND",
+    "ERASURE_LOG",
+    "SALT_BYTES",
+    "ArtifactNotFound",
+    "check_artifacts",
+    "erase_artifact",
+    "get_personal_artifact",
+    "parse_handle",
+    "put_personal_artifact",
+    "salted_digest",
+]
+
+ERASURE_LOG = "flightlog:erasures"
+"""Session id of the ledger-wide erasure log."""
+
+ERASED_KIND = "artifact_erased"
+"""``Custom.custom_kind`` of an erasure event."""
+
+SALT_BYTES = 32
+"""Salt length, bytes."""
+
+_HEX64 = re.compile(r"[0-9a-f]{64}")
+
+
+class ArtifactNotFound(StoreError, LookupError):
+    """No salted artifact (present or erased) has this handle."""
+
+    handle: str
+
+    def __init__(self, *, handle: str) -> None:
+        super().__init__(f"no salted artifact {handle!r}", handle=handle)
+
+
+def salted_digest(salt: bytes, content: bytes) -> str:
+    """``sha256(salt || content)``, 64 lowercase hex chars."""
+    return hashlib.sha256(salt + content).hexdigest()
+
+
+def parse_handle(handle: str) -> str:
+    """The digest (hex) of ``salted:sha256:<hex>`` (or of the bare hex).
+
+    Raises:
+        ValueError: not a salted handle.
+    """
+    digest = handle.removeprefix(SALTED_PREFIX)
+    if not _HEX64.fullmatch(digest):
+        raise ValueError(f"{handle!r} is not a salted artifact handle (salted:sha256:<64 hex>)")
+    return digest
+
+
+def put_personal_artifact(
+    store: Store,
+    content: bytes,
+    media_type: str = "application/octet-stream",
+    *,
+    session_id: str | None = None,
+) -> str:
+    """Store personal data erasably; returns the handle to put in events.
+
+    Args:
+        store: The store.
+        content: The bytes (never written to the ledger).
+        media_type: Their media type.
+        session_id: The session that will reference the handle (recorded so an erasure can name it).
+
+    Returns:
+        ``salted:sha256:<hex of sha256(salt || content)>``, with a fresh 32-byte salt.
+    """
+    salt = secrets.token_bytes(SALT_BYTES)
+    digest = salted_digest(salt, content)
+    return store.put_salted_artifact(digest, salt, content, media_type, session_id=session_id).handle
+
+
+def get_personal_artifact(store: Store, handle: str) -> bytes | None:
+    """The content behind a salted handle, or None when never stored or erased.
+
+    Raises:
+        ValueError: a malformed handle.
+        StoreError: the stored content and salt do not hash to the handle (tampered).
+    """
+    digest = parse_handle(handle)
+    found = store.get_salted_artifact(digest)
+    if found is None:
+        return None
+    content, salt = found
+    if salted_digest(salt, content) != digest:
+        raise StoreError(f"salted artifact {handle} does not match its digest")
+    return content
+
+
+def _erasure_log(store: Store, notary: Notary | None) -> Recorder:
+    from .recorder import Recorder
+
+    try:
+        store.get_session(ERASURE_LOG)
+    except SessionNotFound:
+        return Recorder.create(
+            store, session_id=ERASURE_LOG, task="erasure log", source="flightlog:erasure", notary=notary
+        )
+    return Recorder.attach(store, ERASURE_LOG, notary=notary)
+
+
+def erase_artifact(
+    store: Store, handle: str, *, reason: str = "", notary: Notary | None = None
+) -> ErasureRecord:
+    """Erase a salted artifact's content and salt, and ledger the erasure in the erasure log.
+
+    Idempotent: erasing an erased artifact returns its record and writes nothing.
+
+    Args:
+        store: The store.
+        handle: ``salted:sha256:<hex>``.
+        reason: Why (recorded in the ledger: never put personal data here).
+        notary: Sign the erasure log's checkpoints (the CLI passes the user's); None records unsigned.
+
+    Returns:
+        The erasure record (erasure log session and seq).
+
+    Raises:
+        ValueError: a malformed handle.
+        ArtifactNotFound: no such salted artifact.
+        LedgerIntegrityError: the erasure log does not verify (nothing is erased then).
+    """
+    digest = parse_handle(handle)
+    done = store.erasure(digest)
+    if done is not None:
+        return done
+    if store.salted_artifact_info(digest) is None:
+        raise ArtifactNotFound(handle=SALTED_PREFIX + digest)
+    at = now_ms()
+    payload = {
+        "handle": SALTED_PREFIX + digest,
+        "sessions": store.artifact_sessions(digest),
+        "reason": reason,
+        "erased_at_ms": at,
+    }
+    with store.transaction():
+        row = _erasure_log(store, notary).record_custom(ERASED_KIND, payload)
+        record = ErasureRecord(digest, at, ERASURE_LOG, row.seq)
+        store.erase_salted_artifact(record)
+    store.purge_freed_pages()
+    return record
+
+
+def check_artifacts(store: Store, report: AuditReport) -> None:
+    """Set the state of each salted artifact ``report`` lists; a missing one is a divergence.
+
+    ``present``: content stored. ``erased``: an erasure record whose erasure log event names the handle.
+    ``missing``: neither (``artifact_missing`` at the first referencing seq). ``unchecked``: the store
+    keeps no salted artifacts.
+    """
+    for ref in report.artifacts:
+        try:
+            present = store.salted_artifact_info(ref.digest) is not None
+        except NotImplementedError:
+            continue
+        if present:
+            ref.state = "present"
+            continue
+        erasure = store.erasure(ref.digest)
+        problem = _erasure_problem(store, ref.handle, erasure)
+        if problem is None and erasure is not None:
+            ref.state = "erased"
+            ref.detail = f"erased at {erasure.log_session_id} seq {erasure.log_seq}"
+            continue
+        ref.state, ref.detail = "missing", problem or "gone without an erasure record"
+        report.divergences.append(Divergence(ref.seq, "artifact_missing", f"{ref.handle}: {ref.detail}"))
+    report.divergences.sort(key=lambda d: d.seq)
+
+
+def _erasure_problem(store: Store, handle: str, erasure: ErasureRecord | None) -> str | None:
+    from .encoding import decode_stored
+    from .events import Custom
+
+    if erasure is None:
+        return "gone without an erasure record"
+    where = f"{erasure.log_session_id} seq {erasure.log_seq}"
+    rows = store.read_events(erasure.log_session_id, start=erasure.log_seq, stop=erasure.log_seq + 1)
+    row = next(iter(rows), None)
+    try:
+        event = decode_stored(row.event_bytes, seq=row.seq) if row is not None else None
+    except EventDecodeError:
+        event = None
+    if (
+        not isinstance(event, Custom)
+        or event.custom_kind != ERASED_KIND
+        or not isinstance(event.payload, dict)
+        or event.payload.get("handle") != handle
+    ):
+        return f"the erasure record points at {where}, which does not record this erasure"
+    return None

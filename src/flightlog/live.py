@@ -1,0 +1,435 @@
+"""Live run state on top of the durable read model: durable outranks live (seed 002).
+
+Running kernels publish what the ledger cannot know yet (waiting on the model, on a tool, on input; spend
+so far) with a heartbeat, through a :class:`LiveRegistry`: in the process (a dict) and across processes
+(the store's ``live_runs`` table, which the CLI and dashboard read from the same database). Live state is
+never a durable fact: it is not hashed, not in the ledger, and lost on restart by design.
+
+Merge rule (:func:`merge`, seed 002 "durable outranks live"):
+
+* a run whose durable snapshot is ``terminal`` stays exactly as the ledger says; a lagging live record
+  is ignored (and live never reports ``terminal`` itself: :meth:`LiveRegistry.publish` refuses);
+* a run the ledger still holds in flight takes the live ``state`` and the larger of the durable and live
+  ``tokens_used`` / ``steps_taken``, when the live heartbeat is fresh (younger than the lease);
+* everything else (ids, parent, source, refs, budgets configured, terminal summary) is durable only.
+
+Abandoned runs: a run is *abandoned* when the ledger holds it in a state that needs a process driving it
+(``initializing``, ``running``, ``waiting_model``, ``waiting_tool``, ``stopping``) and neither a live
+heartbeat nor a durable event is younger than the lease (default 30 s). ``queued``, ``waiting_input`` and
+``paused`` runs need no process (a suspended run is resumed later by attaching), so they are never
+abandoned. The snapshot keeps the ledger's state, because no owner recorded an end and a terminal outcome
+would be invented; the flag travels beside it in :class:`RunView` (``runs --abandoned`` lists them, the
+table shows ``abandoned``). ``runs --json`` stays the seed wire format.
+
+:func:`follow_events` is the read side of ``flightlog tail``: it polls the ``events`` table by seq from any
+process, so it sees events as soon as they are durable.
+"""
+
+from __future__ import annotations
+
+import os
+import threading
+import time
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass, replace
+
+from .encoding import decode_stored
+from .events import SessionEvent
+from .runs.adapters import STATUS_OUTCOMES
+from .runs.model import AgentRunSnapshot, RunSource, RunState
+from .runs.projection import RunEntry, parse_wires, run_entries
+from .store.base import LiveRunRecord, Store, StoredEvent
+
+__all__ = [
+    "DEFAULT_LEASE_MS",
+    "DRIVEN_STATES",
+    "LiveRegistry",
+    "LiveRunRecord",
+    "RunView",
+    "ends_session",
+    "follow_events",
+    "is_abandoned",
+    "list_run_views",
+    "list_runs_json_live",
+    "live_records",
+    "merge",
+    "wall_ms",
+]
+
+DEFAULT_LEASE_MS = 30_000
+"""How long (ms) a heartbeat or a durable event keeps an in-flight run from counting as abandoned."""
+
+DRIVEN_STATES: frozenset[RunState] = frozenset(
+    {
+        RunState.INITIALIZING,
+        RunState.RUNNING,
+        RunState.WAITING_MODEL,
+        RunState.WAITING_TOOL,
+        RunState.STOPPING,
+    }
+)
+"""States that need a live process; only these can be abandoned."""
+
+_END_CUSTOM_KINDS = frozenset({"seal", "session_sealed", "sealed"})
+
+
+def wall_ms() -> int:
+    """Current wall-clock time in epoch milliseconds."""
+    return time.time_ns() // 1_000_000
+
+
+# ─── publishing ───────────────────────────────────────────────────────────────────────────────
+
+
+class LiveRegistry:
+    """Where a running kernel publishes live state: this process's registry and (with a store) the
+    ``live_runs`` table other processes read.
+
+    Args:
+        store: A writable store shared with readers, or None for in-process only.
+        clock: Epoch-ms clock (tests inject one).
+
+    Thread-safe.
+    """
+
+    def __init__(self, store: Store | None = None, *, clock: Callable[[], int] = wall_ms) -> None:
+        self.store = store
+        self._clock = clock
+        self._lock = threading.Lock()
+        self._records: dict[str, LiveRunRecord] = {}
+
+    def publish(
+        self,
+        session_id: str,
+        state: RunState | str,
+        *,
+        tokens_used: int | None = None,
+        steps_taken: int | None = None,
+    ) -> LiveRunRecord:
+        """Publish a run's live state (and heartbeat).
+
+        Args:
+            session_id: The run (session) id.
+            state: A non-terminal :class:`RunState`.
+            tokens_used: Tokens spent so far (tokens), if counted; kept from the last publish when None.
+            steps_taken: Model turns so far, if counted; kept from the last publish when None.
+
+        Raises:
+            ValueError: ``state`` is ``terminal`` (only the ledger ends a run) or unknown, or a count is
+                negative.
+        """
+        value = RunState(state)
+        if value.is_terminal():
+            raise ValueError("live state cannot be terminal: record run_terminal in the ledger instead")
+        for name, count in (("tokens_used", tokens_used), ("steps_taken", steps_taken)):
+            if count is not None and count < 0:
+                raise ValueError(f"{name} must be >= 0, not {count}")
+        at = self._clock()
+        with self._lock:
+            previous = self._records.get(session_id)
+            record = LiveRunRecord(session_id, value.value, at, at, tokens_used, steps_taken, os.getpid())
+            if previous is not None:
+                record = replace(
+                    record,
+                    changed_at_ms=previous.changed_at_ms if previous.state == record.state else at,
+                    tokens_used=previous.tokens_used if tokens_used is None else tokens_used,
+                    steps_taken=previous.steps_taken if steps_taken is None else steps_taken,
+                )
+            self._records[session_id] = record
+        self._write(record)
+        return record
+
+    def heartbeat(self, session_id: str) -> LiveRunRecord | None:
+        """Refresh the heartbeat of a published run; None (nothing written) when it was never published."""
+        with self._lock:
+            previous = self._records.get(session_id)
+            if previous is None:
+                return None
+            record = replace(previous, heartbeat_at_ms=self._clock())
+            self._records[session_id] = record
+        self._write(record)
+        return record
+
+    def clear(self, session_id: str) -> None:
+        """Forget a run's live state (call when the run ends or the process leaves it)."""
+        with self._lock:
+            self._records.pop(session_id, None)
+        if self.store is not None:
+            self.store.delete_live_run(session_id)
+
+    def get(self, session_id: str) -> LiveRunRecord | None:
+        """This process's live record of a run, or None."""
+        with self._lock:
+            return self._records.get(session_id)
+
+    def records(self) -> dict[str, LiveRunRecord]:
+        """A copy of this process's live records, by run id."""
+        with self._lock:
+            return dict(self._records)
+
+    @contextmanager
+    def pulse(self, session_id: str, *, every_s: float = 5.0) -> Iterator[None]:
+        """Heartbeat ``session_id`` every ``every_s`` seconds from a daemon thread while the block runs,
+        then :meth:`clear` it. Publish a state first (a run never published is not heartbeated)."""
+        stop = threading.Event()
+
+        def beat() -> None:
+            while not stop.wait(every_s):
+                self.heartbeat(session_id)
+
+        thread = threading.Thread(target=beat, name=f"flightlog-pulse-{session_id}", daemon=True)
+        thread.start()
+        try:
+            yield
+        finally:
+            stop.set()
+            thread.join()
+            self.clear(session_id)
+
+    def _write(self, record: LiveRunRecord) -> None:
+        if self.store is not None:
+            self.store.put_live_run(record)
+
+
+def live_records(
+    store: Store | None = None, registry: LiveRegistry | None = None
+) -> dict[str, LiveRunRecord]:
+    """Live records by run id from the store's table and a registry; the newest heartbeat wins."""
+    merged: dict[str, LiveRunRecord] = {}
+    sources = [
+        *(store.live_runs() if store is not None else []),
+        *(registry.records().values() if registry else []),
+    ]
+    for record in sources:
+        current = merged.get(record.run_id)
+        if current is None or record.heartbeat_at_ms >= current.heartbeat_at_ms:
+            merged[record.run_id] = record
+    return merged
+
+
+# ─── merging ──────────────────────────────────────────────────────────────────────────────────
+
+
+@dataclass(frozen=True)
+class RunView:
+    """A run as a surface shows it: the merged snapshot plus liveness beside it.
+
+    Attributes:
+        snapshot: The durable snapshot, refined by fresh live state (seed 002 wire format).
+        durable_state: The state the ledger says.
+        live: The live record that refined it (fresh, run in flight), else None.
+        abandoned: The ledger holds the run in a driven state, but nothing was heard within the lease.
+        last_seen_ms: Latest of the live heartbeat and the last durable event (epoch ms), if any.
+    """
+
+    snapshot: AgentRunSnapshot
+    durable_state: RunState
+    live: LiveRunRecord | None
+    abandoned: bool
+    last_seen_ms: int | None
+
+
+def _max(a: int | None, b: int | None) -> int | None:
+    return b if a is None else a if b is None else max(a, b)
+
+
+def is_abandoned(state: RunState, last_seen_ms: int | None, *, now_ms: int, lease_ms: int) -> bool:
+    """True when ``state`` needs a driving process and nothing was heard within ``lease_ms`` of ``now_ms``."""
+    return state in DRIVEN_STATES and (last_seen_ms is None or now_ms - last_seen_ms > lease_ms)
+
+
+def _fresh_state(live: LiveRunRecord | None, *, now_ms: int, lease_ms: int) -> RunState | None:
+    """The state a live record may refine with: fresh, and a non-terminal ``RunState`` (else None)."""
+    if live is None or now_ms - live.heartbeat_at_ms > lease_ms:
+        return None
+    state = RunState._value2member_map_.get(live.state)
+    return state if isinstance(state, RunState) and not state.is_terminal() else None
+
+
+def merge(
+    durable: AgentRunSnapshot,
+    live: LiveRunRecord | None,
+    *,
+    now_ms: int,
+    lease_ms: int = DEFAULT_LEASE_MS,
+    last_durable_ms: int | None = None,
+) -> RunView:
+    """Apply the durable-outranks-live rule to one run (module docstring).
+
+    Args:
+        durable: The snapshot the ledger gives.
+        live: The run's live record, if any.
+        now_ms: The current epoch ms.
+        lease_ms: Heartbeat lease (ms).
+        last_durable_ms: ``recorded_at_ms`` of the run's last durable event, if known.
+
+    Source: seed 002 (adapters apply the durable-outranks-live rule).
+    """
+    heartbeat = live.heartbeat_at_ms if live is not None else None
+    last_seen = _max(heartbeat, last_durable_ms)
+    if durable.state.is_terminal():
+        return RunView(durable, durable.state, None, False, last_seen)
+    state = _fresh_state(live, now_ms=now_ms, lease_ms=lease_ms)
+    if live is None or state is None:
+        abandoned = is_abandoned(durable.state, last_seen, now_ms=now_ms, lease_ms=lease_ms)
+        return RunView(durable, durable.state, None, abandoned, last_seen)
+    budget = durable.budget.model_copy(
+        update={
+            "tokens_used": _max(durable.budget.tokens_used, live.tokens_used),
+            "steps_taken": _max(durable.budget.steps_taken, live.steps_taken),
+        }
+    )
+    merged = durable.model_copy(update={"state": state, "budget": budget})
+    return RunView(merged, durable.state, live, False, last_seen)
+
+
+def _entries_for(
+    store: Store,
+    wanted: RunState | None,
+    source: RunSource | str | None,
+    parent: str | None,
+    limit: int | None,
+) -> list[RunEntry]:
+    """Durable entries that may end up in ``wanted`` after merging (live never changes terminality).
+
+    ``limit`` is applied here only when merging cannot drop a row (no in-flight state wanted)."""
+    if wanted is None:
+        states = None
+    elif wanted.is_terminal():
+        states = [RunState.TERMINAL.value]
+    else:
+        states, limit = [s.value for s in RunState if not s.is_terminal()], None
+    source_value = None if source is None else RunSource(source).value
+    return run_entries(store, states=states, source=source_value, parent=parent, limit=limit)
+
+
+def list_run_views(
+    store: Store,
+    *,
+    state: RunState | str | None = None,
+    source: RunSource | str | None = None,
+    parent: str | None = None,
+    registry: LiveRegistry | None = None,
+    now_ms: int | None = None,
+    lease_ms: int = DEFAULT_LEASE_MS,
+    abandoned_only: bool = False,
+    limit: int | None = None,
+) -> list[RunView]:
+    """Durable snapshots merged with live state, most recently updated first.
+
+    Args:
+        store: Any store (read-only is fine).
+        state: Keep runs in this state after merging.
+        source: Keep runs of this source.
+        parent: Keep children of this run.
+        registry: An in-process :class:`LiveRegistry` to merge besides the store's ``live_runs`` table.
+        now_ms: Current epoch ms (default: the clock).
+        lease_ms: Heartbeat lease (ms).
+        abandoned_only: Keep abandoned runs only.
+        limit: At most this many views (the most recently updated); None for all.
+
+    Raises:
+        ValueError: ``state`` or ``source`` is not a seed 002 value.
+    """
+    wanted = RunState(state) if state is not None else None
+    entries = _entries_for(store, wanted, source, parent, None if abandoned_only else limit)
+    lives = live_records(store, registry)
+    now = wall_ms() if now_ms is None else now_ms
+    snapshots = parse_wires([entry.wire for entry in entries])
+    views = [
+        merge(
+            snapshot,
+            lives.get(entry.run_id),
+            now_ms=now,
+            lease_ms=lease_ms,
+            last_durable_ms=entry.updated_at_ms,
+        )
+        for snapshot, entry in zip(snapshots, entries, strict=True)
+    ]
+    kept = [
+        view
+        for view in views
+        if (wanted is None or view.snapshot.state is wanted) and (view.abandoned or not abandoned_only)
+    ]
+    return kept[:limit]
+
+
+def list_runs_json_live(
+    store: Store,
+    *,
+    state: RunState | str | None = None,
+    source: RunSource | str | None = None,
+    parent: str | None = None,
+    registry: LiveRegistry | None = None,
+    now_ms: int | None = None,
+    lease_ms: int = DEFAULT_LEASE_MS,
+    limit: int | None = None,
+) -> str:
+    """:func:`list_run_views` as a seed 002 JSON array; runs no live record touches pass through as stored.
+
+    Raises:
+        ValueError: ``state`` or ``source`` is not a seed 002 value.
+    """
+    wanted = RunState(state) if state is not None else None
+    lives = live_records(store, registry)
+    now = wall_ms() if now_ms is None else now_ms
+    out: list[str] = []
+    for entry in _entries_for(store, wanted, source, parent, limit):
+        if limit is not None and len(out) >= limit:
+            break
+        live = lives.get(entry.run_id)
+        if live is None or entry.state == RunState.TERMINAL.value:
+            if wanted is None or entry.state == wanted.value:
+                out.append(entry.wire)
+            continue
+        durable = AgentRunSnapshot.model_validate_json(entry.wire)
+        view = merge(durable, live, now_ms=now, lease_ms=lease_ms, last_durable_ms=entry.updated_at_ms)
+        if wanted is None or view.snapshot.state is wanted:
+            out.append(view.snapshot.model_dump_json())
+    return "[" + ",".join(out) + "]"
+
+
+# ─── tail ─────────────────────────────────────────────────────────────────────────────────────
+
+
+def ends_session(event: SessionEvent) -> bool:
+    """True for an event after which ``tail -f`` stops: ``run_terminal`` or a ``Custom`` seal."""
+    return event.kind == "run_terminal" or (
+        event.kind == "custom" and getattr(event, "custom_kind", "") in _END_CUSTOM_KINDS
+    )
+
+
+def follow_events(
+    store: Store,
+    session_id: str,
+    *,
+    start: int = 0,
+    follow: bool = False,
+    poll_s: float = 0.2,
+    sleep: Callable[[float], None] = time.sleep,
+) -> Iterator[tuple[StoredEvent, SessionEvent]]:
+    """Yield a session's durable events from ``start`` on; with ``follow``, keep polling for new ones.
+
+    Following stops after an event that ends the session (:func:`ends_session`) once nothing newer is
+    stored, or when the session's status says it ended (``Recorder.finish``) and nothing new arrived;
+    else it runs until the caller stops iterating (Ctrl-C). Works from any process: each poll is one
+    indexed read of ``events`` by ``(session_id, seq)``.
+
+    Raises:
+        SessionNotFound: no such session.
+        EventDecodeError: a stored event does not decode.
+    """
+    store.get_session(session_id)
+    position, last = start, None
+    while True:
+        for row in store.read_events(session_id, start=position):
+            event = decode_stored(row.event_bytes, seq=row.seq)
+            position, last = row.seq + 1, event
+            yield row, event
+        if not follow or (last is not None and ends_session(last)):
+            return
+        record = store.get_session(session_id)
+        if record.status in STATUS_OUTCOMES and record.head_seq < position:
+            return
+        sleep(poll_s)

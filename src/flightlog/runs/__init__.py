@@ -1,0 +1,84 @@
+"""Run views: the seed 002 ``AgentRunSnapshot`` read model over flightlog's ledgers.
+
+* :mod:`~flightlog.runs.model`: the wire model (``AgentRunSnapshot``, ``RunState``...), exactly seed 002's.
+* :mod:`~flightlog.runs.adapters`: pure owner adapters (recorded sessions, process-table entries) and
+  the state/outcome/budget mapping rules.
+* :mod:`~flightlog.runs.projection`: the ``runs`` table kept current in the append transaction, its
+  rebuild, and the queries.
+
+Importing this package registers :func:`~flightlog.runs.projection.project` with
+:func:`flightlog.recorder.register_projector` (idempotent), so every recorder in the process keeps the
+projection current. Live state (heartbeats of running kernels) is merged on top by :mod:`flightlog.live`.
+"""
+
+from __future__ import annotations
+
+from ..recorder import register_projector
+from .adapters import (
+    FOLD_VERSION,
+    ProcessEntry,
+    SessionFold,
+    SessionHeader,
+    combine,
+    outcome_for_reason,
+    process_snapshot,
+    refine_with_status,
+    session_snapshot,
+)
+from .model import (
+    AgentRunSnapshot,
+    BudgetSummary,
+    ReceiptKind,
+    ReceiptRef,
+    RunSource,
+    RunState,
+    TerminalOutcome,
+    TerminalSummary,
+)
+from .projection import (
+    RunNode,
+    build_tree,
+    compute_runs,
+    list_runs,
+    list_runs_json,
+    project,
+    projection_ready,
+    rebuild_projection,
+)
+
+__all__ = [
+    "FOLD_VERSION",
+    "AgentRunSnapshot",
+    "BudgetSummary",
+    "ProcessEntry",
+    "ReceiptKind",
+    "ReceiptRef",
+    "RunNode",
+    "RunSource",
+    "RunState",
+    "SessionFold",
+    "SessionHeader",
+    "TerminalOutcome",
+    "TerminalSummary",
+    "build_tree",
+    "combine",
+    "compute_runs",
+    "install_projector",
+    "list_runs",
+    "list_runs_json",
+    "outcome_for_reason",
+    "process_snapshot",
+    "project",
+    "projection_ready",
+    "rebuild_projection",
+    "refine_with_status",
+    "session_snapshot",
+]
+
+
+def install_projector() -> None:
+    """Register the ``runs`` projector with every recorder of this process (idempotent; done on import)."""
+    register_projector(project)
+
+
+install_projector()

@@ -1,0 +1,840 @@
+"""Owner adapters: recorded sessions and process-table entries → :class:`AgentRunSnapshot` (seed 002).
+
+Pure functions and folds, no I/O: they take a session's header (its ``SessionRecord``) and its stored events
+``(seq, recorded_at_ms, event)`` in seq order. Seed 002's ownership contract applies: adapters never
+fabricate (unknown budgets, timestamps and parents stay ``None``), references are logical ids (never paths,
+never secrets), ``detail`` is a short human string (never raw logs or reasoning), and every snapshot is
+coherent (``state == terminal`` exactly when ``terminal`` is present).
+
+Which run is which
+==================
+
+* **One session = one run.** ``run_id`` is the session id. A session may hold several ``run_started`` /
+  ``run_terminal`` cycles (an imported Claude Code session has one per prompt); ``state`` and ``terminal``
+  describe the latest, ``budget`` sums the whole session (the unit of work).
+* **Source.** A session's ``metadata["run_source"]`` when it names a :class:`RunSource` (issue 6 fleet runs
+  set ``fleet``), else its ``source`` when that is a :class:`RunSource` value, else ``direct``: top-level
+  kernel runs, API sessions, imported transcripts (``import:claude-code``, ``import:codex``) and every
+  sub-agent are directly spawned agent workers.
+* **Parent.** The session's ``parent_session_id`` (kernel sub-agents, imported sub-agents); for a run known
+  only from a parent's process table, the session whose ledger recorded that ``agent_process_changed``.
+* **Kernel sub-agents.** Each ``agent_process_changed`` is a process-table entry for ``agent_id`` (its run
+  id). A sub-agent with a recorded session of its own is described by that session, and the parent's entry
+  only decides what the child's ledger does not: the child's terminal outcome wins; else a terminal entry
+  ("exited") makes it terminal; else the child's own state. A sub-agent without a session of its own is
+  described by its latest entry alone (``source`` ``direct``, budget unknown).
+
+State mapping (latest run of a session)
+=======================================
+
+===================================================== ==========================================
+ledger                                                 state
+===================================================== ==========================================
+events, but no ``run_started`` yet                     ``initializing``
+``run_started`` and nothing pending                    ``running``
+``checkpoint_taken`` without a later ``llm_completed`` ``waiting_model``
+``tool_requested`` call ids without result/denial      ``waiting_tool``
+``tool_gated`` / ``permission_requested`` unresolved   ``waiting_input``
+``suspended`` for approval/input (pending calls, or    ``waiting_input``
+a reason naming approval/permission/input/user)
+``suspended`` for anything else                        ``paused``
+``operation_cancelled`` not followed by progress       ``stopping``
+``run_terminal``                                       ``terminal`` (outcome below)
+===================================================== ==========================================
+
+Precedence when several hold: stopping > suspended > approval pending > tool pending > model pending >
+running. ``resumed`` clears a suspension and the gates it lists; ``rollbacked`` drops pending calls and
+the pending model call (the turn is undone), and so does ``operation_cancelled`` for the model call and
+the calls it lists; ``checkpoint_taken``, ``llm_completed``, ``tool_requested`` and ``resumed`` are
+progress and clear ``stopping``. A process-table entry maps its ``state`` string:
+queued/pending → ``queued``; spawned/spawning/starting/created → ``initializing``; suspended/paused/
+blocked → ``paused``; stopping/terminating → ``stopping``; exited/terminated/completed/failed/killed/... →
+``terminal``; the seed's state names map to themselves; anything else → ``running`` (listed, not ended).
+
+Terminal outcome (``run_terminal.reason``, or an entry's ``result_termination``/``state``):
+``completed``/``end_turn``/``stop``/``done``/``success``... → completed; ``failed``/``error``/
+``provider_failure``/``timeout``... → failed; ``cancelled``/``aborted``/``rewound``/``killed``... →
+cancelled; ``interrupted``/``incomplete`` (an imported transcript that ended mid-run)/``host_shutdown``/
+``lease_lost`` → interrupted; ``budget_exhausted``/``max_turns``/``max_steps``/``token_limit``... →
+budget_exhausted. Any other reason: budget_exhausted when a ``budget_exceeded`` was recorded in that run,
+else failed; ``detail`` keeps the verbatim reason (cut to 120 chars) either way.
+
+``Recorder.finish(status)`` is not an event: the session's ``status`` refines the snapshot only when the
+events say nothing terminal (:func:`refine_with_status`): ``completed``, ``failed``/``error``, ``aborted``,
+``interrupted``/``incomplete``, ``budget_exhausted`` make an in-flight snapshot terminal with that outcome
+(``ended_at_ms`` unknown); ``cancelled`` (the kernel's status for an activation stopped by cancellation,
+resumable: no ``run_terminal``) makes it ``paused``; any other status (``running``, ``suspended``...)
+changes nothing.
+
+Budget
+======
+
+* ``tokens_used``: the sum of ``run_terminal.total_tokens`` over the session's ended runs, plus the open
+  run's ``Custom("token_usage" | "model_usage", {"total_tokens"} | {"input_tokens", "output_tokens"})``
+  records (``model_usage``: the kernel's per-call record); ``None`` when neither exists. (``budget_usage_reported`` reports a reservation's usage, possibly sub-agents'
+  included, and is not counted.)
+* ``steps_taken``: the sum of ``run_terminal.turns_used`` plus the open run's ``llm_completed`` count;
+  ``None`` before any ``run_started``.
+* ``token_budget`` / ``max_steps``: only from ``Custom("budget_configured", {"token_budget", "max_steps"})``
+  or the kernel's ``Custom("budget_limits", {"tokens", "turns"})`` (latest record wins; an axis it leaves
+  out is unlimited, so ``None``); otherwise ``None``.
+* ``duration_ms`` and ``ended_at_ms``: from the rows' ``recorded_at_ms`` (first event → the terminal
+  event) for sessions recorded live. An import's rows are stamped with the *import* time, not the
+  transcript's clock, so for ``import:*`` sessions both stay ``None``, except ``duration_ms`` when the
+  transcript itself recorded it (Claude Code sub-agents' ``metadata["totalDurationMs"]``). In-flight runs
+  have no duration.
+
+Refs (ordered by first appearance, at most :data:`MAX_REFS`, oldest dropped first)
+==================================================================================
+
+* ``approval:<session>:<call_id>`` (approval) per ``tool_gated``, labelled ``<tool>: pending``, then
+  ``approved``/``denied`` (``resumed``, ``tool_denied``) or ``resolved`` (a result arrived without a
+  recorded decision); ``approval:<session>:permission-<seq>`` per ``permission_requested``, decided by
+  the next ``permission_resolved``.
+* ``sha256:<hex>`` (artifact) from ``page_out.archive_ref``, ``context_renewed.handoff_ref`` and
+  ``compressed.preserved_refs`` when they are artifact handles (other strings are not references).
+* ``milestone:<session>:<phase_id>`` (gate), labelled ``passed`` or ``blocked``.
+* ``effect:<session>:<key>`` (receipt) per ``Custom("external_effect_completed")``.
+* ``Custom("run_ref", {"kind", "reference", "label"?})``: any owner (checkpoints, gates) attaches its
+  own logical id; one that looks like a path (``/``, ``\\``, ``~``, ``..``) or holds whitespace is dropped.
+
+Id components are percent-encoded (``/`` → ``%2F``), so a reference is never a path.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Iterable, Mapping
+from dataclasses import asdict, dataclass, field, fields
+from typing import Any, Protocol
+from urllib.parse import quote
+
+from ..events import (
+    AgentProcessChanged,
+    BudgetExceeded,
+    Compressed,
+    ContextRenewed,
+    Custom,
+    Event,
+    MilestoneAdvanced,
+    MilestoneBlocked,
+    OperationCancelled,
+    PageOut,
+    PermissionRequested,
+    PermissionResolved,
+    Resumed,
+    RunStarted,
+    RunTerminal,
+    Suspended,
+    ToolCompleted,
+    ToolDenied,
+    ToolGated,
+    ToolRequested,
+)
+from ..narration import short
+from .model import (
+    AgentRunSnapshot,
+    BudgetSummary,
+    ReceiptKind,
+    ReceiptRef,
+    RunSource,
+    RunState,
+    TerminalOutcome,
+    TerminalSummary,
+)
+
+
+class SessionRecordLike(Protocol):
+    """The fields of a stored session row (``flightlog.store.base.SessionRecord``) the adapters read."""
+
+    @property
+    def session_id(self) -> str: ...
+    @property
+    def source(self) -> str: ...
+    @property
+    def status(self) -> str: ...
+    @property
+    def parent_session_id(self) -> str | None: ...
+    @property
+    def metadata(self) -> dict[str, Any]: ...
+
+
+__all__ = [
+    "FOLD_VERSION",
+    "MAX_REFS",
+    "STATUS_OUTCOMES",
+    "STATUS_STATES",
+    "ProcessEntry",
+    "SessionFold",
+    "SessionHeader",
+    "SessionRecordLike",
+    "combine",
+    "is_logical_ref",
+    "outcome_for_reason",
+    "process_snapshot",
+    "process_state",
+    "refine_with_status",
+    "session_snapshot",
+]
+
+FOLD_VERSION = 1
+"""Version of the fold rules below; a stored projection built by another version is rebuilt."""
+
+MAX_REFS = 64
+"""Most refs one snapshot keeps (oldest dropped first), so a row stays small in a long session."""
+
+_DETAIL_CHARS = 120
+
+
+def _words(text: str) -> list[str]:
+    return text.split()
+
+
+_REASON_OUTCOMES: dict[str, TerminalOutcome] = {
+    **dict.fromkeys(
+        _words(
+            "completed complete end_turn stop stop_sequence done success succeeded finished goal_met ok exited reaped zombie"
+        ),
+        TerminalOutcome.COMPLETED,
+    ),
+    **dict.fromkeys(
+        _words(
+            "failed failure fail error errored provider_failure fatal_tool_error malformed_replay crashed timeout timed_out"
+        ),
+        TerminalOutcome.FAILED,
+    ),
+    **dict.fromkeys(
+        _words("cancelled canceled aborted abort user_cancel user_interrupt rewound killed terminated"),
+        TerminalOutcome.CANCELLED,
+    ),
+    **dict.fromkeys(
+        ("interrupted", "incomplete", "host_shutdown", "lease_lost", "restarted"),
+        TerminalOutcome.INTERRUPTED,
+    ),
+    **dict.fromkeys(
+        _words(
+            "budget_exhausted budget_exceeded max_turns max_steps turn_limit step_limit token_limit token_budget out_of_budget max_tokens_budget"
+        ),
+        TerminalOutcome.BUDGET_EXHAUSTED,
+    ),
+}
+
+STATUS_OUTCOMES: Mapping[str, TerminalOutcome] = {
+    "completed": TerminalOutcome.COMPLETED,
+    "failed": TerminalOutcome.FAILED,
+    "error": TerminalOutcome.FAILED,
+    "aborted": TerminalOutcome.CANCELLED,
+    "interrupted": TerminalOutcome.INTERRUPTED,
+    "incomplete": TerminalOutcome.INTERRUPTED,
+    "budget_exhausted": TerminalOutcome.BUDGET_EXHAUSTED,
+}
+"""Session statuses (``Recorder.finish``) that end a run the events leave in flight, and how."""
+
+STATUS_STATES: Mapping[str, RunState] = {
+    **dict.fromkeys(STATUS_OUTCOMES, RunState.TERMINAL),
+    "cancelled": RunState.PAUSED,
+    "canceled": RunState.PAUSED,
+}
+"""Session statuses that override the state of a run the events leave in flight: the terminal ones, and
+``cancelled``, which the kernel sets when an activation stops on cancellation and the run stays resumable
+(no ``run_terminal``): stopped, holding no process, continued by a resume → ``paused``."""
+
+_PROCESS_STATES: dict[str, RunState] = {
+    **{state.value: state for state in RunState},
+    **dict.fromkeys(("pending", "waiting_to_start"), RunState.QUEUED),
+    **dict.fromkeys(("spawned", "spawning", "starting", "created"), RunState.INITIALIZING),
+    **dict.fromkeys(("active", "started", "resumed"), RunState.RUNNING),
+    **dict.fromkeys(("suspended", "sleeping", "blocked"), RunState.PAUSED),
+    **dict.fromkeys(("terminating", "cancelling", "canceling"), RunState.STOPPING),
+    **dict.fromkeys(
+        _words(
+            "exited terminated completed done finished failed crashed killed cancelled canceled reaped zombie interrupted"
+        ),
+        RunState.TERMINAL,
+    ),
+}
+
+_INPUT_WORDS = ("approval", "approve", "permission", "consent", "confirm", "input", "human", "user")
+_HANDLE = re.compile(r"sha256:[0-9a-f]{64}")
+_LOGICAL = re.compile(r"[A-Za-z0-9][A-Za-z0-9._:@%+=#-]{0,255}")
+
+
+# ─── small pure helpers ───────────────────────────────────────────────────────────────────────
+
+
+def outcome_for_reason(reason: str, *, budget_exceeded: bool = False) -> TerminalOutcome:
+    """Map a terminal reason (``run_terminal.reason``, a process ``result_termination``) to an outcome.
+
+    Args:
+        reason: The owner's reason string, any case.
+        budget_exceeded: A ``budget_exceeded`` was recorded in the run (decides unknown reasons).
+
+    Returns:
+        The mapped outcome; an unknown reason is ``budget_exhausted`` after a ``budget_exceeded``, else
+        ``failed``.
+
+    Source: seed 002 ``TerminalOutcome``; module docstring table.
+    """
+    known = _REASON_OUTCOMES.get(reason.strip().lower())
+    if known is not None:
+        return known
+    return TerminalOutcome.BUDGET_EXHAUSTED if budget_exceeded else TerminalOutcome.FAILED
+
+
+def process_state(state: str) -> RunState:
+    """Map a process-table ``state`` string to a :class:`RunState` (unknown strings → ``running``)."""
+    return _PROCESS_STATES.get(state.strip().lower(), RunState.RUNNING)
+
+
+def is_logical_ref(reference: str) -> bool:
+    """True for a logical id: no path separators, ``~``, ``..`` or whitespace, at most 256 characters."""
+    return bool(_LOGICAL.fullmatch(reference)) and ".." not in reference
+
+
+def _id(text: str) -> str:
+    """An id component safe inside a logical reference: ``/``, ``\\``, whitespace... percent-encoded."""
+    return quote(text, safe=":@._+=-")
+
+
+def _detail(text: str) -> str:
+    return short(text, _DETAIL_CHARS)
+
+
+def _uint(value: Any) -> int | None:
+    """``value`` when it is a non-negative int (bool excluded) that fits u64, else None."""
+    if isinstance(value, int) and not isinstance(value, bool) and 0 <= value < 2**64:
+        return value
+    return None
+
+
+# ─── the session header ───────────────────────────────────────────────────────────────────────
+
+
+@dataclass(frozen=True)
+class SessionHeader:
+    """The immutable facts of a session row a snapshot needs (from its ``SessionRecord``).
+
+    Attributes:
+        session_id: The session (= run) id.
+        source: The :class:`RunSource` value (see the module docstring).
+        parent: ``parent_session_id``, or None.
+        imported: True for ``import:*`` sessions (row timestamps are import time, not run time).
+        duration_hint_ms: A duration (ms) the transcript itself recorded, else None.
+    """
+
+    session_id: str
+    source: str = RunSource.DIRECT.value
+    parent: str | None = None
+    imported: bool = False
+    duration_hint_ms: int | None = None
+
+    @classmethod
+    def of(cls, record: SessionRecordLike) -> SessionHeader:
+        """The header of a stored session row."""
+        metadata = record.metadata if isinstance(record.metadata, dict) else {}
+        imported = record.source.startswith("import:")
+        hint = _uint(metadata.get("totalDurationMs")) if imported else None
+        return cls(
+            record.session_id, _source_of(record.source, metadata), record.parent_session_id, imported, hint
+        )
+
+
+def _source_of(source: str, metadata: Mapping[str, Any]) -> str:
+    declared = metadata.get("run_source")
+    for candidate in (declared, source):
+        if isinstance(candidate, str) and candidate in RunSource._value2member_map_:
+            return candidate
+    return RunSource.DIRECT.value
+
+
+# ─── process-table entries ────────────────────────────────────────────────────────────────────
+
+
+@dataclass(frozen=True)
+class ProcessEntry:
+    """The latest ``agent_process_changed`` for one sub-agent, as the projection keeps it.
+
+    Attributes:
+        agent_id: The sub-agent's run id.
+        recorded_by: The session whose ledger holds the entry (the parent).
+        seq: Its seq in that session.
+        at_ms: Its ``recorded_at_ms`` (epoch ms).
+        state: The entry's ``state`` string.
+        result_termination: The entry's ``result_termination``, or None.
+        role: The sub-agent's role.
+    """
+
+    agent_id: str
+    recorded_by: str
+    seq: int
+    at_ms: int
+    state: str
+    result_termination: str | None = None
+    role: str = ""
+
+    def sort_key(self) -> tuple[int, str, int]:
+        """Total order deciding which entry is latest when two ledgers name one agent."""
+        return (self.at_ms, self.recorded_by, self.seq)
+
+    def to_json(self) -> dict[str, Any]:
+        """JSON-ready dict (the projection's stored form)."""
+        return asdict(self)
+
+    @classmethod
+    def from_json(cls, data: Mapping[str, Any]) -> ProcessEntry:
+        """Inverse of :meth:`to_json`."""
+        return cls(**{f.name: data[f.name] for f in fields(cls) if f.name in data})
+
+
+def process_snapshot(entry: ProcessEntry) -> AgentRunSnapshot:
+    """The snapshot of a sub-agent known only from its parent's process table (source ``direct``)."""
+    state = process_state(entry.state)
+    terminal = None
+    if state is RunState.TERMINAL:
+        reason = entry.result_termination or entry.state
+        detail = entry.state + (f": {entry.result_termination}" if entry.result_termination else "")
+        terminal = TerminalSummary(outcome=outcome_for_reason(reason), detail=_detail(detail))
+    return AgentRunSnapshot(
+        run_id=entry.agent_id,
+        parent=entry.recorded_by,
+        source=RunSource.DIRECT,
+        state=state,
+        terminal=terminal,
+    )
+
+
+# ─── the session fold ─────────────────────────────────────────────────────────────────────────
+
+
+@dataclass
+class SessionFold:
+    """Incremental fold of one session's events into the facts a snapshot needs.
+
+    Feed ``(seq, recorded_at_ms, event)`` in seq order with :meth:`feed`; :meth:`snapshot` renders the
+    current snapshot; :meth:`to_json` / :meth:`from_json` persist the state between batches, so folding a
+    session in any number of batches gives exactly the state of folding it at once. ``processes`` (the
+    ``agent_process_changed`` entries seen since the last :meth:`take_processes`) is not persisted.
+
+    Source: seed 002 adapter contract; module docstring for every rule.
+    """
+
+    header: SessionHeader
+    last_seq: int = -1
+    first_at_ms: int | None = None
+    last_at_ms: int | None = None
+    phase: str = "none"  # none | open | closed
+    terminal_reason: str | None = None
+    terminal_at_ms: int | None = None
+    terminal_budget: bool = False
+    closed_tokens: int | None = None
+    closed_turns: int = 0
+    open_tokens: int | None = None
+    open_steps: int = 0
+    budget_axis: str | None = None
+    token_budget: int | None = None
+    max_steps: int | None = None
+    awaiting_model: bool = False
+    stopping: bool = False
+    suspended: str | None = None  # input | paused
+    tools: list[str] = field(default_factory=list)
+    gates: dict[str, str] = field(default_factory=dict)  # call_id -> approval ref
+    permissions: list[str] = field(default_factory=list)  # approval refs, oldest first
+    refs: dict[str, list[Any]] = field(default_factory=dict)  # reference -> [kind, label]
+    processes: list[ProcessEntry] = field(default_factory=list, compare=False)
+
+    # ── persistence ──
+    def to_json(self) -> dict[str, Any]:
+        """The persisted state: a JSON-ready dict (copies of the containers; ``processes`` excluded)."""
+        state: dict[str, Any] = {name: getattr(self, name) for name in _SCALARS}
+        state["header"] = {name: getattr(self.header, name) for name in _HEADER_FIELDS}
+        state["tools"] = list(self.tools)
+        state["gates"] = dict(self.gates)
+        state["permissions"] = list(self.permissions)
+        state["refs"] = {reference: list(entry) for reference, entry in self.refs.items()}
+        return state
+
+    @classmethod
+    def from_json(cls, data: Mapping[str, Any]) -> SessionFold:
+        """Inverse of :meth:`to_json` (takes ownership of ``data``'s containers)."""
+        header = SessionHeader(**data["header"])
+        return cls(header=header, **{k: v for k, v in data.items() if k in _STATE_FIELDS})
+
+    def take_processes(self) -> list[ProcessEntry]:
+        """The process-table entries fed since the last call (then forgotten)."""
+        taken, self.processes = self.processes, []
+        return taken
+
+    # ── feeding ──
+    def feed(self, seq: int, at_ms: int, event: Event) -> None:
+        """Fold one stored event.
+
+        Raises:
+            ValueError: ``seq`` is not greater than the last one fed.
+        """
+        if seq <= self.last_seq:
+            raise ValueError(f"events must be fed in ascending seq order: seq {seq} after {self.last_seq}")
+        self.last_seq = seq
+        if self.first_at_ms is None:
+            self.first_at_ms = at_ms
+        self.last_at_ms = at_ms
+        handler = _HANDLERS.get(event.kind)
+        if handler is not None:
+            handler(self, seq, at_ms, event)
+
+    def feed_all(self, events: Iterable[tuple[int, int, Event]]) -> SessionFold:
+        """Fold ``(seq, recorded_at_ms, event)`` triples; returns self."""
+        for seq, at_ms, event in events:
+            self.feed(seq, at_ms, event)
+        return self
+
+    def _ref(self, kind: ReceiptKind, reference: str, label: str | None) -> None:
+        if reference not in self.refs and len(self.refs) >= MAX_REFS:
+            del self.refs[next(iter(self.refs))]
+        self.refs[reference] = [kind.value, label]
+
+    def _label(self, reference: str, label: str) -> None:
+        if reference in self.refs:
+            self.refs[reference][1] = label
+
+    def _approval(self, reference: str, decision: str) -> None:
+        current = self.refs.get(reference)
+        if current is not None and isinstance(current[1], str):
+            self._label(reference, current[1].rsplit(": ", 1)[0] + f": {decision}")
+
+    def _progress(self) -> None:
+        self.stopping = False
+
+    def _on_run_started(self, seq: int, at: int, e: RunStarted) -> None:
+        self.phase = "open"
+        self.terminal_reason = self.terminal_at_ms = None
+        self.terminal_budget = False
+        self.open_tokens, self.open_steps, self.budget_axis = None, 0, None
+        self._clear_pending()
+        self.suspended = None
+        self.stopping = False
+
+    def _clear_pending(self) -> None:
+        self.awaiting_model = False
+        self.tools = []
+        self.gates = {}
+        self.permissions = []
+
+    def _on_run_terminal(self, seq: int, at: int, e: RunTerminal) -> None:
+        self.closed_tokens = (self.closed_tokens or 0) + e.total_tokens
+        self.closed_turns += e.turns_used
+        self.phase = "closed"
+        self.terminal_reason, self.terminal_at_ms = e.reason, at
+        self.terminal_budget = self.budget_axis is not None
+        self.open_tokens, self.open_steps = None, 0
+        self._clear_pending()
+        self.suspended = None
+        self.stopping = False
+
+    def _on_checkpoint_taken(self, seq: int, at: int, e: Event) -> None:
+        self.awaiting_model = True
+        self._progress()
+
+    def _on_llm_completed(self, seq: int, at: int, e: Event) -> None:
+        self.awaiting_model = False
+        self.open_steps += 1
+        self._progress()
+
+    def _on_tool_requested(self, seq: int, at: int, e: ToolRequested) -> None:
+        self.awaiting_model = False
+        self.tools.extend(c.id for c in e.calls if c.id not in self.tools)
+        self._progress()
+
+    def _drop_call(self, call_id: str) -> None:
+        if call_id in self.tools:
+            self.tools.remove(call_id)
+        self.gates.pop(call_id, None)
+
+    def _on_tool_completed(self, seq: int, at: int, e: ToolCompleted) -> None:
+        for result in e.results:
+            reference = self.gates.get(result.call_id)
+            if reference is not None:
+                self._approval(reference, "resolved")
+            self._drop_call(result.call_id)
+
+    def _on_tool_denied(self, seq: int, at: int, e: ToolDenied) -> None:
+        reference = self.gates.get(e.call_id)
+        if reference is not None:
+            self._approval(reference, "denied")
+        self._drop_call(e.call_id)
+
+    def _on_tool_gated(self, seq: int, at: int, e: ToolGated) -> None:
+        reference = f"approval:{_id(self.header.session_id)}:{_id(e.call_id)}"
+        self.gates[e.call_id] = reference
+        self._ref(ReceiptKind.APPROVAL, reference, _detail(f"{e.tool}: pending"))
+
+    def _on_permission_requested(self, seq: int, at: int, e: PermissionRequested) -> None:
+        reference = f"approval:{_id(self.header.session_id)}:permission-{seq}"
+        self.permissions.append(reference)
+        self._ref(ReceiptKind.APPROVAL, reference, _detail(f"{e.tool}: pending"))
+
+    def _on_permission_resolved(self, seq: int, at: int, e: PermissionResolved) -> None:
+        if self.permissions:
+            self._approval(self.permissions.pop(0), "approved" if e.approved else "denied")
+
+    def _on_suspended(self, seq: int, at: int, e: Suspended) -> None:
+        wants_input = bool(e.pending_calls) or any(w in e.reason.lower() for w in _INPUT_WORDS)
+        self.suspended = "input" if wants_input else "paused"
+
+    def _on_resumed(self, seq: int, at: int, e: Resumed) -> None:
+        self.suspended = None
+        for decision, call_ids in (("approved", e.approved), ("denied", e.denied)):
+            for call_id in call_ids:
+                reference = self.gates.pop(call_id, None)
+                if reference is not None:
+                    self._approval(reference, decision)
+        self._progress()
+
+    def _on_operation_cancelled(self, seq: int, at: int, e: OperationCancelled) -> None:
+        self.stopping = self.phase == "open"
+        self.awaiting_model = False  # the cancelled operation (a model call, tool I/O) is not pending
+        for call_id in e.pending_call_ids:
+            self._drop_call(call_id)
+
+    def _on_rollbacked(self, seq: int, at: int, e: Event) -> None:
+        self.awaiting_model = False
+        self.tools = []
+        self.gates = {}
+
+    def _on_budget_exceeded(self, seq: int, at: int, e: BudgetExceeded) -> None:
+        self.budget_axis = e.budget
+
+    def _on_page_out(self, seq: int, at: int, e: PageOut) -> None:
+        self._artifact(e.archive_ref, "page-out archive")
+
+    def _on_context_renewed(self, seq: int, at: int, e: ContextRenewed) -> None:
+        self._artifact(e.handoff_ref, f"handoff, sprint {e.sprint}")
+
+    def _on_compressed(self, seq: int, at: int, e: Compressed) -> None:
+        for reference in e.preserved_refs:
+            self._artifact(reference, "preserved by compression")
+
+    def _artifact(self, reference: str | None, label: str) -> None:
+        if reference is not None and _HANDLE.fullmatch(reference):
+            self._ref(ReceiptKind.ARTIFACT, reference, label)
+
+    def _on_milestone(self, seq: int, at: int, e: MilestoneAdvanced | MilestoneBlocked) -> None:
+        reference = f"milestone:{_id(self.header.session_id)}:{_id(e.phase_id)}"
+        self._ref(ReceiptKind.GATE, reference, "passed" if isinstance(e, MilestoneAdvanced) else "blocked")
+
+    def _on_agent_process_changed(self, seq: int, at: int, e: AgentProcessChanged) -> None:
+        entry = ProcessEntry(
+            e.agent_id, self.header.session_id, seq, at, e.state, e.result_termination, e.role
+        )
+        self.processes.append(entry)
+
+    def _on_custom(self, seq: int, at: int, e: Custom) -> None:
+        payload = e.payload if isinstance(e.payload, dict) else {}
+        handler = _CUSTOM_HANDLERS.get(e.custom_kind)
+        if handler is not None:
+            handler(self, payload)
+
+    def _on_budget_configured(self, payload: dict[str, Any]) -> None:
+        if "token_budget" in payload:
+            self.token_budget = _uint(payload["token_budget"])
+        if "max_steps" in payload:
+            steps = _uint(payload["max_steps"])
+            self.max_steps = steps if steps is not None and steps < 2**32 else None
+
+    def _on_budget_limits(self, payload: dict[str, Any]) -> None:
+        """The kernel's ``budget_limits`` record: ``tokens`` and ``turns`` ceilings (absent = unlimited)."""
+        self._on_budget_configured({"token_budget": payload.get("tokens"), "max_steps": payload.get("turns")})
+
+    def _on_token_usage(self, payload: dict[str, Any]) -> None:
+        total = _uint(payload.get("total_tokens"))
+        if total is None:
+            parts = [_uint(payload.get("input_tokens")), _uint(payload.get("output_tokens"))]
+            total = sum(p for p in parts if p is not None) if any(p is not None for p in parts) else None
+        if total is not None and self.phase == "open":
+            self.open_tokens = (self.open_tokens or 0) + total
+
+    def _on_effect_completed(self, payload: dict[str, Any]) -> None:
+        key = payload.get("key")
+        if isinstance(key, str):
+            self._ref(
+                ReceiptKind.RECEIPT, f"effect:{_id(self.header.session_id)}:{_id(key)}", "effect completed"
+            )
+
+    def _on_run_ref(self, payload: dict[str, Any]) -> None:
+        kind, reference, label = payload.get("kind"), payload.get("reference"), payload.get("label")
+        if not isinstance(kind, str) or kind not in ReceiptKind._value2member_map_:
+            return
+        if not isinstance(reference, str):
+            return
+        if is_logical_ref(reference):
+            self._ref(ReceiptKind(kind), reference, _detail(label) if isinstance(label, str) else None)
+
+    # ── rendering ──
+    def state(self) -> RunState:
+        """The lifecycle state of the latest run (module docstring table)."""
+        if self.phase == "closed":
+            return RunState.TERMINAL
+        if self.phase == "none":
+            return RunState.INITIALIZING
+        if self.stopping:
+            return RunState.STOPPING
+        if self.suspended is not None:
+            return RunState.WAITING_INPUT if self.suspended == "input" else RunState.PAUSED
+        if self.gates or self.permissions:
+            return RunState.WAITING_INPUT
+        if self.tools:
+            return RunState.WAITING_TOOL
+        return RunState.WAITING_MODEL if self.awaiting_model else RunState.RUNNING
+
+    def budget(self) -> BudgetSummary:
+        """Budget facts recorded so far (module docstring: never invented)."""
+        tokens = self.closed_tokens
+        if self.open_tokens is not None:
+            tokens = (tokens or 0) + self.open_tokens
+        steps = None if self.phase == "none" else self.closed_turns + self.open_steps
+        return BudgetSummary(
+            token_budget=self.token_budget,
+            tokens_used=min(tokens, 2**64 - 1) if tokens is not None else None,
+            steps_taken=min(steps, 2**32 - 1) if steps is not None else None,
+            max_steps=self.max_steps,
+            duration_ms=self._duration(),
+        )
+
+    def _duration(self) -> int | None:
+        if self.phase != "closed":
+            return None
+        if self.header.imported:
+            return self.header.duration_hint_ms
+        if self.first_at_ms is None or self.terminal_at_ms is None:
+            return None
+        return max(0, self.terminal_at_ms - self.first_at_ms)
+
+    def terminal(self) -> TerminalSummary | None:
+        """The terminal summary of the latest run, when it ended."""
+        if self.phase != "closed" or self.terminal_reason is None:
+            return None
+        reason = self.terminal_reason
+        outcome = outcome_for_reason(reason, budget_exceeded=self.terminal_budget)
+        detail = reason if self.budget_axis is None else f"{reason} ({self.budget_axis} budget exceeded)"
+        ended = None if self.header.imported else self.terminal_at_ms
+        return TerminalSummary(outcome=outcome, ended_at_ms=ended, detail=_detail(detail))
+
+    def ref_list(self) -> list[ReceiptRef]:
+        """The refs, in first-appearance order."""
+        return [
+            ReceiptRef(kind=ReceiptKind(kind), reference=reference, label=label)
+            for reference, (kind, label) in self.refs.items()
+        ]
+
+    def snapshot(self) -> AgentRunSnapshot:
+        """The session's snapshot from its events alone (no status refinement, no process entry)."""
+        return AgentRunSnapshot(
+            run_id=self.header.session_id,
+            parent=self.header.parent,
+            source=RunSource(self.header.source),
+            state=self.state(),
+            budget=self.budget(),
+            terminal=self.terminal(),
+            refs=self.ref_list(),
+        )
+
+
+_HEADER_FIELDS = tuple(f.name for f in fields(SessionHeader))
+_STATE_FIELDS = frozenset(f.name for f in fields(SessionFold)) - {"header", "processes"}
+_SCALARS = tuple(sorted(_STATE_FIELDS - {"tools", "gates", "permissions", "refs"}))
+
+_HANDLERS: dict[str, Any] = {
+    "run_started": SessionFold._on_run_started,
+    "run_terminal": SessionFold._on_run_terminal,
+    "checkpoint_taken": SessionFold._on_checkpoint_taken,
+    "llm_completed": SessionFold._on_llm_completed,
+    "tool_requested": SessionFold._on_tool_requested,
+    "tool_completed": SessionFold._on_tool_completed,
+    "tool_denied": SessionFold._on_tool_denied,
+    "tool_gated": SessionFold._on_tool_gated,
+    "permission_requested": SessionFold._on_permission_requested,
+    "permission_resolved": SessionFold._on_permission_resolved,
+    "suspended": SessionFold._on_suspended,
+    "resumed": SessionFold._on_resumed,
+    "operation_cancelled": SessionFold._on_operation_cancelled,
+    "rollbacked": SessionFold._on_rollbacked,
+    "budget_exceeded": SessionFold._on_budget_exceeded,
+    "page_out": SessionFold._on_page_out,
+    "context_renewed": SessionFold._on_context_renewed,
+    "compressed": SessionFold._on_compressed,
+    "milestone_advanced": SessionFold._on_milestone,
+    "milestone_blocked": SessionFold._on_milestone,
+    "agent_process_changed": SessionFold._on_agent_process_changed,
+    "custom": SessionFold._on_custom,
+}
+
+_CUSTOM_HANDLERS: dict[str, Any] = {
+    "budget_configured": SessionFold._on_budget_configured,
+    "budget_limits": SessionFold._on_budget_limits,
+    "token_usage": SessionFold._on_token_usage,
+    "model_usage": SessionFold._on_token_usage,
+    "external_effect_completed": SessionFold._on_effect_completed,
+    "run_ref": SessionFold._on_run_ref,
+}
+
+
+# ─── whole-run adapters ───────────────────────────────────────────────────────────────────────
+
+
+def session_snapshot(record: SessionRecordLike, events: Iterable[tuple[int, int, Event]]) -> AgentRunSnapshot:
+    """The snapshot of a recorded session (kernel run or imported transcript), status refinement applied.
+
+    Args:
+        record: The session row.
+        events: ``(seq, recorded_at_ms, event)`` in ascending seq.
+
+    Source: seed 002 (owner adapter, durable record only).
+    """
+    fold = SessionFold(SessionHeader.of(record)).feed_all(events)
+    return refine_with_status(fold.snapshot(), record.status)
+
+
+def combine(session: AgentRunSnapshot | None, process: ProcessEntry | None) -> AgentRunSnapshot:
+    """One run's snapshot from its own session (if recorded) and its parent's process entry (if any).
+
+    The child's ledger decides when it says terminal; else a terminal process entry does; else the child's
+    own state. Budget and refs come from the child's session only.
+
+    Raises:
+        ValueError: both are None.
+    """
+    if process is None:
+        if session is None:
+            raise ValueError("combine needs a session snapshot or a process entry")
+        return session
+    from_process = process_snapshot(process)
+    if session is None:
+        return from_process
+    update: dict[str, Any] = {}
+    if session.parent is None:
+        update["parent"] = from_process.parent
+    if not session.state.is_terminal() and from_process.state.is_terminal():
+        update["state"], update["terminal"] = from_process.state, from_process.terminal
+    return session.model_copy(update=update) if update else session
+
+
+def refine_with_status(snapshot: AgentRunSnapshot, status: str | None) -> AgentRunSnapshot:
+    """Let a session's ``status`` settle a snapshot its events leave in flight (never a terminal one).
+
+    Args:
+        snapshot: The event-derived snapshot.
+        status: The session row's status (``Recorder.finish``, the kernel's status updates), or None.
+
+    Returns:
+        ``snapshot`` unchanged when it is terminal or the status is not in :data:`STATUS_STATES`; a
+        ``paused`` copy for ``cancelled`` (resumable); else a terminal copy with the
+        :data:`STATUS_OUTCOMES` outcome, ``detail`` ``session marked <status>``, ``ended_at_ms`` unknown.
+    """
+    state = STATUS_STATES.get(status or "")
+    if state is None or snapshot.state.is_terminal() or state is snapshot.state:
+        return snapshot
+    if state is not RunState.TERMINAL:
+        return snapshot.model_copy(update={"state": state})
+    summary = TerminalSummary(
+        outcome=STATUS_OUTCOMES[status or ""], detail=_detail(f"session marked {status}")
+    )
+    return snapshot.model_copy(update={"state": RunState.TERMINAL, "terminal": summary})

@@ -1,0 +1,490 @@
+"""The ``runs`` projection: :class:`AgentRunSnapshot` rows kept current in the append transaction (seed 002).
+
+* :func:`project` is registered with :func:`flightlog.recorder.register_projector`: every append folds its
+  batch into the session's row (and into the rows of the sub-agents its ``agent_process_changed`` events
+  name) inside the same transaction, so a listing is one indexed query and never sees an event the
+  projection missed. It resumes from the fold state stored in the row; when that is missing or behind
+  (a session recorded before the projection existed) it refolds the session from its ledger first.
+  A failure in the projection never loses an append: its writes roll back to a savepoint, the error is
+  logged and the projection is marked stale (``run_projection_version`` 0), so readers fold the ledgers
+  instead until :func:`rebuild_projection` runs.
+* :func:`rebuild_projection` recomputes every row from the ledgers and produces exactly the rows
+  incremental maintenance produces (the fold is deterministic and resumable; a hypothesis test pins it).
+  It works in chunks of sessions, each its own short transaction, so live writers are not blocked.
+* Queries: :func:`list_runs` (snapshots), :func:`list_runs_json` (the seed wire format, as stored),
+  :func:`build_tree`. When the projection is missing or stale they fold the ledgers in memory
+  (:func:`compute_runs`): slower, never wrong.
+
+The session's ``status`` (``Recorder.finish``, not an event) is kept in the row by the backend as it
+changes and refines the snapshot at read time (:func:`~flightlog.runs.adapters.refine_with_status`).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import gc
+import json
+import logging
+import weakref
+from collections.abc import Collection, Iterable, Iterator, Sequence
+from dataclasses import dataclass, field
+from typing import Any, NamedTuple
+
+from ..encoding import decode_stored
+from ..events import Event
+from ..store.base import RunListing, RunRow, SessionRecord, Store, StoredEvent
+from .adapters import (
+    FOLD_VERSION,
+    STATUS_STATES,
+    ProcessEntry,
+    SessionFold,
+    SessionHeader,
+    combine,
+    refine_with_status,
+)
+from .model import AgentRunSnapshot, RunSource, RunState, snapshot_list_adapter
+
+__all__ = [
+    "RunEntry",
+    "RunNode",
+    "build_tree",
+    "compute_runs",
+    "list_runs",
+    "list_runs_json",
+    "parse_wires",
+    "project",
+    "projection_ready",
+    "rebuild_projection",
+    "run_entries",
+]
+
+log = logging.getLogger("flightlog.runs")
+
+_REFINED = {status: state.value for status, state in STATUS_STATES.items()}
+_TERMINAL = RunState.TERMINAL.value
+_CHUNK = 256  # sessions per rebuild transaction
+
+
+# ─── row codec ────────────────────────────────────────────────────────────────────────────────
+
+
+@dataclass
+class _Parts:
+    """What a row is computed from: the run's own session fold, its parent's process entry, its status."""
+
+    fold: SessionFold | None = None
+    process: ProcessEntry | None = None
+    status: str | None = None
+
+
+def _parts(row: RunRow | None) -> _Parts:
+    if row is None:
+        return _Parts()
+    data = json.loads(row.fold)
+    fold = None
+    if data.get("v") == FOLD_VERSION and data.get("session") is not None:
+        fold = SessionFold.from_json(data["session"])
+    process = ProcessEntry.from_json(data["process"]) if data.get("process") else None
+    return _Parts(fold, process, row.session_status if fold is not None else None)
+
+
+def _snapshot(parts: _Parts) -> AgentRunSnapshot:
+    """The durable snapshot of a row's parts, before the status refinement."""
+    return combine(parts.fold.snapshot() if parts.fold is not None else None, parts.process)
+
+
+def _updated(parts: _Parts) -> int:
+    fold, process = parts.fold, parts.process
+    stamps = [t for t in (fold.last_at_ms if fold else None, process.at_ms if process else None) if t]
+    return max(stamps, default=0)
+
+
+def _row(run_id: str, parts: _Parts) -> RunRow:
+    fold, process = parts.fold, parts.process
+    snapshot = _snapshot(parts)
+    state = {
+        "v": FOLD_VERSION,
+        "session": fold.to_json() if fold is not None else None,
+        "process": process.to_json() if process is not None else None,
+    }
+    return RunRow(
+        run_id=run_id,
+        parent=snapshot.parent,
+        source=snapshot.source.value,
+        state=snapshot.state.value,
+        outcome=snapshot.terminal.outcome.value if snapshot.terminal else None,
+        updated_at_ms=_updated(parts),
+        last_seq=fold.last_seq if fold is not None else -1,
+        session_status=parts.status if fold is not None else None,
+        snapshot=snapshot.model_dump_json(),
+        fold=json.dumps(state, separators=(",", ":")),  # key order is fixed by construction
+    )
+
+
+def _later(current: ProcessEntry | None, entry: ProcessEntry) -> ProcessEntry:
+    return entry if current is None or entry.sort_key() >= current.sort_key() else current
+
+
+def _latest(entries: Iterable[ProcessEntry]) -> dict[str, ProcessEntry]:
+    latest: dict[str, ProcessEntry] = {}
+    for entry in entries:
+        latest[entry.agent_id] = _later(latest.get(entry.agent_id), entry)
+    return latest
+
+
+def _decoded(rows: Iterable[StoredEvent]) -> Iterator[tuple[int, int, Event]]:
+    for row in rows:
+        yield row.seq, row.recorded_at_ms, decode_stored(row.event_bytes, seq=row.seq)
+
+
+def _fold_session(store: Store, record: SessionRecord, *, stop: int | None = None) -> SessionFold:
+    fold = SessionFold(SessionHeader.of(record))
+    return fold.feed_all(_decoded(store.read_events(record.session_id, stop=stop)))
+
+
+# ─── incremental maintenance ──────────────────────────────────────────────────────────────────
+
+
+def project(recorder: Any, batch: list[tuple[StoredEvent, Event]]) -> None:
+    """The projector: fold an appended batch into the ``runs`` rows, in the append's transaction.
+
+    Args:
+        recorder: The :class:`~flightlog.recorder.Recorder` appending (its ``store`` and ``session_id``).
+        batch: ``(stored row, event)`` pairs just staged, ascending seq.
+
+    Never raises for a projection error (module docstring); the append goes on.
+
+    Source: seed 002 (durable record → snapshot), kept current as ARCHITECTURE.md's read path.
+    """
+    if not batch:
+        return
+    store: Store = recorder.store
+    try:
+        with store.transaction():
+            _apply(store, recorder, batch)
+    except Exception:
+        log.exception(
+            "runs projection failed for %s; marked stale (run `flightlog runs --rebuild`)",
+            recorder.session_id,
+        )
+        try:
+            store.set_run_projection_version(0)
+        except Exception:
+            log.exception("could not mark the runs projection stale")
+
+
+_CACHE: weakref.WeakKeyDictionary[Any, tuple[str, _Parts]] = weakref.WeakKeyDictionary()
+"""Per recorder: the fold text it last wrote and the parts behind it, reused while the stored text is
+unchanged (no parse per append). Popped before use, so a failed or rolled-back batch never leaves a
+fold that is ahead of the database."""
+
+
+def _cached_parts(recorder: Any, row: RunRow | None) -> _Parts:
+    try:
+        cached = _CACHE.pop(recorder, None)
+    except TypeError:  # not weak-referenceable: no cache
+        cached = None
+    if row is None or cached is None or cached[0] != row.fold:
+        return _parts(row)
+    parts = cached[1]
+    parts.status = row.session_status if parts.fold is not None else None  # the backend keeps it current
+    return parts
+
+
+def _remember(recorder: Any, row: RunRow, parts: _Parts) -> None:
+    with contextlib.suppress(TypeError):
+        _CACHE[recorder] = (row.fold, parts)
+
+
+def _apply(store: Store, recorder: Any, batch: Sequence[tuple[StoredEvent, Event]]) -> None:
+    session_id: str = recorder.session_id
+    first = batch[0][0].seq
+    parts = _cached_parts(recorder, store.get_run_rows([session_id]).get(session_id))
+    if parts.fold is None or parts.fold.last_seq != first - 1:
+        record = store.get_session(session_id)
+        parts.fold, parts.status = _fold_session(store, record, stop=first), record.status
+    fold = parts.fold
+    for stored, event in batch:
+        fold.feed(stored.seq, stored.recorded_at_ms, event)
+    latest = _latest(fold.take_processes())
+    if session_id in latest:
+        parts.process = _later(parts.process, latest.pop(session_id))
+    rows = [_row(session_id, parts)]
+    children = store.get_run_rows(list(latest)) if latest else {}
+    for agent_id, entry in latest.items():
+        child = _parts(children.get(agent_id))
+        child.process = _later(child.process, entry)
+        rows.append(_row(agent_id, child))
+    store.put_run_rows(rows)
+    _remember(recorder, rows[0], parts)
+
+
+def rebuild_projection(store: Store) -> int:
+    """Recompute every ``runs`` row from the ledgers (what incremental maintenance would have made).
+
+    Clears the projection and marks it stale, refolds sessions in chunks of short transactions (appends
+    that land meanwhile keep their rows current through :func:`project`), then marks it current.
+
+    Returns:
+        The number of sessions folded.
+
+    Raises:
+        ReadOnlyStore: the store is read-only.
+    """
+    with store.transaction():
+        store.clear_run_rows()
+        store.set_run_projection_version(0)
+    ids = [record.session_id for record in store.list_sessions() if record.head_seq >= 0]
+    for start in range(0, len(ids), _CHUNK):
+        with store.transaction():
+            _rebuild_chunk(store, ids[start : start + _CHUNK])
+    store.set_run_projection_version(FOLD_VERSION)
+    return len(ids)
+
+
+def _rebuild_chunk(store: Store, session_ids: Sequence[str]) -> None:
+    existing = store.get_run_rows(session_ids)
+    rows: list[RunRow] = []
+    entries: list[ProcessEntry] = []
+    for session_id in session_ids:
+        record = store.get_session(session_id)
+        fold = _fold_session(store, record)
+        if fold.last_seq < 0:
+            continue
+        entries.extend(fold.take_processes())
+        process = _parts(existing.get(session_id)).process
+        rows.append(_row(session_id, _Parts(fold, process, record.status)))
+    store.put_run_rows(rows)
+    latest = _latest(entries)
+    children = store.get_run_rows(list(latest))
+    updated = []
+    for agent_id, entry in latest.items():
+        child = _parts(children.get(agent_id))
+        child.process = _later(child.process, entry)
+        updated.append(_row(agent_id, child))
+    store.put_run_rows(updated)
+
+
+# ─── reads ────────────────────────────────────────────────────────────────────────────────────
+
+
+def projection_ready(store: Store) -> bool:
+    """True when the stored projection is current (built by this fold version, not marked stale)."""
+    return store.run_projection_version() == FOLD_VERSION
+
+
+def _states(state: RunState | str | None) -> list[str] | None:
+    return None if state is None else [RunState(state).value]
+
+
+def _source(source: RunSource | str | None) -> str | None:
+    return None if source is None else RunSource(source).value
+
+
+class RunEntry(NamedTuple):
+    """One listed run: id, effective durable state, last event time (epoch ms), seed 002 wire JSON."""
+
+    run_id: str
+    state: str
+    updated_at_ms: int
+    wire: str
+
+
+@contextlib.contextmanager
+def _bulk() -> Iterator[None]:
+    """Pause the cyclic GC while building many objects at once.
+
+    A listing creates a few container objects per run; with the collector on, every generation-2 pass
+    rescans all of them, so building 100,000 snapshots took ~6x longer than 10 × 10,000. Nothing built
+    here forms cycles; the collector is re-enabled (if it was on) on the way out.
+    """
+    enabled = gc.isenabled()
+    gc.disable()
+    try:
+        yield
+    finally:
+        if enabled:
+            gc.enable()
+
+
+def run_entries(
+    store: Store,
+    *,
+    states: Collection[str] | None = None,
+    source: str | None = None,
+    parent: str | None = None,
+    limit: int | None = None,
+) -> list[RunEntry]:
+    """Durable runs matching every filter given, most recently updated first, as wire JSON.
+
+    One indexed query of the projection; rows the session status ends are refined here
+    (:func:`~flightlog.runs.adapters.refine_with_status`). Folds the ledgers instead when the projection
+    is missing or stale (:func:`compute_runs`).
+
+    Args:
+        store: Any store (read-only is fine).
+        states: ``RunState`` values to keep (the status refinement included).
+        source: A ``RunSource`` value to keep.
+        parent: Keep the direct children of this run.
+        limit: At most this many (the most recently updated); None for all.
+    """
+    if not projection_ready(store):
+        runs = compute_runs(store, states=states, source=source, parent=parent)[:limit]
+        return [RunEntry(s.run_id, s.state.value, updated, s.model_dump_json()) for s, updated in runs]
+    with _bulk():
+        listings = store.query_runs(
+            states=states, source=source, parent=parent, refined_statuses=_REFINED, limit=limit
+        )
+        return [
+            RunEntry(x.run_id, _REFINED[x.session_status or ""], x.updated_at_ms, _refined(x))
+            if _settled_by_status(x)
+            else RunEntry(x.run_id, x.state, x.updated_at_ms, x.snapshot)
+            for x in listings
+        ]
+
+
+def _settled_by_status(listing: RunListing) -> bool:
+    """True for a row the events leave in flight and the session status settles (another state)."""
+    forced = _REFINED.get(listing.session_status or "")
+    return forced is not None and listing.state != _TERMINAL and forced != listing.state
+
+
+def _refined(listing: RunListing) -> str:
+    """The wire JSON of a row :func:`_settled_by_status` holds, refined by the status."""
+    snapshot = AgentRunSnapshot.model_validate_json(listing.snapshot)
+    return refine_with_status(snapshot, listing.session_status).model_dump_json()
+
+
+def parse_wires(wires: Sequence[str]) -> list[AgentRunSnapshot]:
+    """Parse many seed 002 JSON snapshots in one call (one Rust-side parse of a JSON array)."""
+    with _bulk():
+        return snapshot_list_adapter().validate_json("[" + ",".join(wires) + "]")
+
+
+def list_runs(
+    store: Store,
+    state: RunState | str | None = None,
+    source: RunSource | str | None = None,
+    parent: str | None = None,
+    *,
+    limit: int | None = None,
+) -> list[AgentRunSnapshot]:
+    """Durable run snapshots matching every filter given, most recently updated first.
+
+    Args:
+        store: Any store (read-only is fine).
+        state: Keep runs in this state (the session status refinement included).
+        source: Keep runs of this source.
+        parent: Keep the direct children of this run.
+        limit: At most this many (the most recently updated); None for all.
+
+    Raises:
+        ValueError: ``state`` or ``source`` is not a seed 002 value.
+
+    Source: seed 002 (durable record; live state is merged by :func:`flightlog.live.list_run_views`).
+    """
+    entries = run_entries(store, states=_states(state), source=_source(source), parent=parent, limit=limit)
+    return parse_wires([entry.wire for entry in entries])
+
+
+def list_runs_json(
+    store: Store,
+    state: RunState | str | None = None,
+    source: RunSource | str | None = None,
+    parent: str | None = None,
+    *,
+    limit: int | None = None,
+) -> str:
+    """:func:`list_runs` as a JSON array in the seed 002 wire format (stored rows joined, not re-encoded)."""
+    states, source_value = _states(state), _source(source)
+    if not projection_ready(store):
+        entries = run_entries(store, states=states, source=source_value, parent=parent, limit=limit)
+        return "[" + ",".join(entry.wire for entry in entries) + "]"
+    with _bulk():
+        listings = store.query_runs(
+            states=states, source=source_value, parent=parent, refined_statuses=_REFINED, limit=limit
+        )
+        return "[" + ",".join(_refined(x) if _settled_by_status(x) else x.snapshot for x in listings) + "]"
+
+
+def compute_runs(
+    store: Store,
+    *,
+    states: Collection[str] | None = None,
+    source: str | None = None,
+    parent: str | None = None,
+) -> list[tuple[AgentRunSnapshot, int]]:
+    """Fold every ledger in memory: ``(snapshot, updated_at_ms)`` pairs, filtered, newest first.
+
+    What the queries answer from when the projection is missing or stale (e.g. an older database opened
+    read-only): the rows a rebuild would store, refined by the session status.
+    """
+    parts: dict[str, _Parts] = {}
+    entries: list[ProcessEntry] = []
+    for record in store.list_sessions():
+        if record.head_seq < 0:
+            continue
+        fold = _fold_session(store, record)
+        entries.extend(fold.take_processes())
+        parts[record.session_id] = _Parts(fold, None, record.status)
+    for agent_id, entry in _latest(entries).items():
+        parts.setdefault(agent_id, _Parts()).process = entry
+    runs: list[tuple[AgentRunSnapshot, int, str]] = []
+    for run_id, part in parts.items():
+        snapshot = refine_with_status(_snapshot(part), part.status if part.fold is not None else None)
+        keep = (states is None or snapshot.state.value in states) and source in (None, snapshot.source.value)
+        if keep and parent in (None, snapshot.parent):
+            runs.append((snapshot, _updated(part), run_id))
+    runs.sort(key=lambda item: (-item[1], item[2]))
+    return [(snapshot, updated) for snapshot, updated, _ in runs]
+
+
+# ─── tree ─────────────────────────────────────────────────────────────────────────────────────
+
+
+@dataclass
+class RunNode:
+    """A run and its children (in listing order)."""
+
+    snapshot: AgentRunSnapshot
+    children: list[RunNode] = field(default_factory=list)
+
+
+def build_tree(snapshots: Sequence[AgentRunSnapshot]) -> list[RunNode]:
+    """Arrange snapshots by ``parent``: roots are runs whose parent is absent from ``snapshots``.
+
+    Keeps the given order among siblings. A run caught in a parent cycle becomes a root, so every snapshot
+    appears exactly once.
+    """
+    nodes = {s.run_id: RunNode(s) for s in snapshots}
+    roots: list[RunNode] = []
+    for snapshot in snapshots:
+        node = nodes[snapshot.run_id]
+        parent = nodes.get(snapshot.parent) if snapshot.parent is not None else None
+        if parent is None or parent is node:
+            roots.append(node)
+        else:
+            parent.children.append(node)
+    reached: set[str] = set()
+    stack = list(roots)
+    while stack:
+        node = stack.pop()
+        reached.add(node.snapshot.run_id)
+        stack.extend(node.children)
+    for snapshot in snapshots:
+        if snapshot.run_id not in reached:
+            node = nodes[snapshot.run_id]
+            _detach(nodes, node)
+            roots.append(node)
+            stack = [node]
+            while stack:
+                current = stack.pop()
+                reached.add(current.snapshot.run_id)
+                stack.extend(current.children)
+    return roots
+
+
+def _detach(nodes: dict[str, RunNode], node: RunNode) -> None:
+    parent = nodes.get(node.snapshot.parent or "")
+    if parent is not None and node in parent.children:
+        parent.children.remove(node)

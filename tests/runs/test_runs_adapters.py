@@ -1,0 +1,503 @@
+"""Owner adapters (seed 002 contract): every state mapping, outcomes, budgets never invented, logical refs."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Sequence
+
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from flightlog import events as ev
+from flightlog.events import Event
+from flightlog.runs import (
+    AgentRunSnapshot,
+    ProcessEntry,
+    ReceiptKind,
+    RunSource,
+    RunState,
+    SessionFold,
+    SessionHeader,
+    TerminalOutcome,
+    combine,
+    outcome_for_reason,
+    process_snapshot,
+    refine_with_status,
+    session_snapshot,
+)
+from flightlog.runs.adapters import MAX_REFS, is_logical_ref, process_state
+from flightlog.runs.adapters import SessionFold as Fold
+from flightlog.store import SessionRecord
+
+from .conftest import (
+    cancelled,
+    checkpoint,
+    completed,
+    custom,
+    denied,
+    gated,
+    llm,
+    process,
+    requested,
+    resumed,
+    started,
+    suspended,
+    terminal,
+)
+
+HANDLE = "sha256:" + "ab" * 32
+
+
+def fold(events: Sequence[Event], header: SessionHeader | None = None) -> SessionFold:
+    return Fold(header or SessionHeader("s1")).feed_all(
+        (seq, 1_000 + 10 * seq, event) for seq, event in enumerate(events)
+    )
+
+
+def snap(events: Sequence[Event], header: SessionHeader | None = None) -> AgentRunSnapshot:
+    snapshot = fold(events, header).snapshot()
+    assert snapshot.is_coherent()
+    return snapshot
+
+
+def wire(snapshot: AgentRunSnapshot) -> dict[str, object]:
+    return json.loads(snapshot.model_dump_json())
+
+
+# ─── state mapping (module docstring table) ───────────────────────────────────────────────────
+
+STATE_CASES: list[tuple[str, list[Event], RunState]] = [
+    ("events before run_started", [custom("import_source", {})], RunState.INITIALIZING),
+    ("run_started", [started()], RunState.RUNNING),
+    ("checkpoint before the model call", [started(), checkpoint()], RunState.WAITING_MODEL),
+    ("model answered", [started(), checkpoint(), llm()], RunState.RUNNING),
+    ("tool requested", [started(), llm(1, "c1"), requested("c1")], RunState.WAITING_TOOL),
+    ("tool completed", [started(), requested("c1"), completed("c1")], RunState.RUNNING),
+    ("one of two results", [started(), requested("c1", "c2"), completed("c1")], RunState.WAITING_TOOL),
+    ("tool denied", [started(), requested("c1"), denied("c1")], RunState.RUNNING),
+    ("tool gated", [started(), requested("c1"), gated("c1")], RunState.WAITING_INPUT),
+    (
+        "gate approved, tool runs",
+        [started(), requested("c1"), gated("c1"), resumed(["c1"])],
+        RunState.WAITING_TOOL,
+    ),
+    (
+        "permission requested",
+        [started(), ev.PermissionRequested(turn=1, tool="rm", arguments="{}")],
+        RunState.WAITING_INPUT,
+    ),
+    (
+        "permission resolved",
+        [
+            started(),
+            ev.PermissionRequested(turn=1, tool="rm", arguments="{}"),
+            ev.PermissionResolved(turn=1, approved=True, responder="user"),
+        ],
+        RunState.RUNNING,
+    ),
+    ("suspended for approval", [started(), suspended("awaiting approval", "c1")], RunState.WAITING_INPUT),
+    ("suspended asking the user", [started(), suspended("question for the user")], RunState.WAITING_INPUT),
+    ("suspended otherwise", [started(), suspended("rate limit backoff")], RunState.PAUSED),
+    ("resumed", [started(), suspended("rate limit backoff"), resumed()], RunState.RUNNING),
+    ("cancel requested", [started(), requested("c1"), cancelled("c1")], RunState.STOPPING),
+    ("cancel beats a suspension", [started(), suspended("backoff"), cancelled()], RunState.STOPPING),
+    ("progress after a cancel", [started(), cancelled(), checkpoint(2)], RunState.WAITING_MODEL),
+    (
+        "rollback drops the turn",
+        [
+            started(),
+            checkpoint(),
+            llm(1, "c1"),
+            requested("c1"),
+            ev.Rollbacked(turn=1, checkpoint_history_len=1),
+        ],
+        RunState.RUNNING,
+    ),
+    ("run_terminal", [started(), terminal()], RunState.TERMINAL),
+    ("terminal after a cancel", [started(), cancelled(), terminal("aborted")], RunState.TERMINAL),
+    ("events after the end", [started(), terminal(), custom("note", {})], RunState.TERMINAL),
+    ("a new run after the end", [started(), terminal(), started("r2")], RunState.RUNNING),
+    ("cancel after the end changes nothing", [started(), terminal(), cancelled()], RunState.TERMINAL),
+]
+
+
+@pytest.mark.parametrize(("name", "events", "expected"), STATE_CASES, ids=[c[0] for c in STATE_CASES])
+def test_state_mapping(name: str, events: list[Event], expected: RunState) -> None:
+    assert snap(events).state is expected
+
+
+@pytest.mark.parametrize(
+    ("reason", "outcome"),
+    [
+        ("completed", TerminalOutcome.COMPLETED),
+        ("end_turn", TerminalOutcome.COMPLETED),
+        ("failed", TerminalOutcome.FAILED),
+        ("provider_failure", TerminalOutcome.FAILED),
+        ("aborted", TerminalOutcome.CANCELLED),
+        ("rewound", TerminalOutcome.CANCELLED),
+        ("Cancelled", TerminalOutcome.CANCELLED),
+        ("incomplete", TerminalOutcome.INTERRUPTED),
+        ("interrupted", TerminalOutcome.INTERRUPTED),
+        ("budget_exhausted", TerminalOutcome.BUDGET_EXHAUSTED),
+        ("max_turns", TerminalOutcome.BUDGET_EXHAUSTED),
+        ("something new", TerminalOutcome.FAILED),
+    ],
+)
+def test_terminal_reason_maps_to_outcome_and_keeps_the_reason_as_detail(
+    reason: str, outcome: TerminalOutcome
+) -> None:
+    snapshot = snap([started(), terminal(reason)])
+    assert snapshot.terminal is not None
+    assert snapshot.terminal.outcome is outcome
+    assert snapshot.terminal.detail == reason
+
+
+def test_unknown_reason_after_budget_exceeded_is_budget_exhausted() -> None:
+    exceeded = ev.BudgetExceeded(turn=3, operation_id="op", budget="tokens")
+    snapshot = snap([started(), exceeded, terminal("stopped by scheduler")])
+    assert snapshot.terminal is not None
+    assert snapshot.terminal.outcome is TerminalOutcome.BUDGET_EXHAUSTED
+    assert snapshot.terminal.detail == "stopped by scheduler (tokens budget exceeded)"
+    assert outcome_for_reason("whatever", budget_exceeded=True) is TerminalOutcome.BUDGET_EXHAUSTED
+
+
+def test_detail_is_one_short_line() -> None:
+    snapshot = snap([started(), terminal("x" * 500 + "\n" + "secret-looking trace")])
+    assert snapshot.terminal is not None and snapshot.terminal.detail is not None
+    assert len(snapshot.terminal.detail) <= 120
+    assert "\n" not in snapshot.terminal.detail
+
+
+# ─── budgets: recorded facts only ─────────────────────────────────────────────────────────────
+
+
+def test_unknown_budget_and_timestamps_stay_off_the_wire() -> None:
+    data = wire(snap([started(), checkpoint()]))
+    assert data == {
+        "run_id": "s1",
+        "source": "direct",
+        "state": "waiting_model",
+        "budget": {"steps_taken": 0},
+    }
+    for key in ("parent", "terminal", "refs"):
+        assert key not in data
+    before_start = wire(snap([custom("import_source", {})]))
+    assert before_start["budget"] == {}
+
+
+def test_budget_configured_and_usage_customs() -> None:
+    events = [
+        custom("budget_configured", {"token_budget": 50_000, "max_steps": 40}),
+        started(),
+        llm(1),
+        custom("token_usage", {"input_tokens": 100, "output_tokens": 20}),
+        llm(2),
+        custom("token_usage", {"total_tokens": 30}),
+    ]
+    budget = snap(events).budget
+    assert (budget.token_budget, budget.max_steps, budget.tokens_used, budget.steps_taken) == (
+        50_000,
+        40,
+        150,
+        2,
+    )
+    assert budget.duration_ms is None  # in flight: no duration
+
+
+def test_kernel_budget_limits_and_model_usage_records() -> None:
+    events = [
+        started(),
+        custom("budget_limits", {"tokens": 20_000, "turns": 12, "wall_clock_ms": 60_000}),
+        llm(1),
+        custom("model_usage", {"turn": 1, "input_tokens": 900, "output_tokens": 100, "total_tokens": 1000}),
+    ]
+    budget = snap(events).budget
+    assert (budget.token_budget, budget.max_steps, budget.tokens_used) == (20_000, 12, 1000)
+    events.append(custom("budget_limits", {"cost": 5}))  # a later record without token/turn limits
+    assert snap(events).budget.token_budget is None and snap(events).budget.max_steps is None
+
+
+def test_bad_budget_payloads_are_not_invented_into_numbers() -> None:
+    events = [
+        custom("budget_configured", {"token_budget": -5, "max_steps": "forty"}),
+        started(),
+        custom("token_usage", {"total_tokens": True}),
+    ]
+    budget = snap(events).budget
+    assert budget.token_budget is None and budget.max_steps is None and budget.tokens_used is None
+
+
+def test_terminal_totals_sum_over_runs_and_replace_open_usage() -> None:
+    events = [
+        started(),
+        custom("token_usage", {"total_tokens": 40}),
+        terminal("completed", turns=2, tokens=50),
+        started("r2"),
+        llm(3),
+        custom("token_usage", {"total_tokens": 7}),
+    ]
+    budget = snap(events).budget
+    assert budget.tokens_used == 57
+    assert budget.steps_taken == 3
+    events.append(terminal("completed", turns=1, tokens=9))
+    assert snap(events).budget.tokens_used == 59
+
+
+def test_duration_and_end_time_come_from_the_recorded_rows() -> None:
+    snapshot = snap([custom("x", {}), started(), llm(), terminal()])
+    assert snapshot.budget.duration_ms == 30  # rows stamped 1000, 1010, 1020, 1030
+    assert snapshot.terminal is not None and snapshot.terminal.ended_at_ms == 1030
+
+
+def test_imports_have_no_row_clock_only_their_own_duration() -> None:
+    imported = SessionHeader("claude-code:x", imported=True)
+    snapshot = snap([started(), terminal()], imported)
+    assert snapshot.terminal is not None
+    data = wire(snapshot)
+    assert "duration_ms" not in data["budget"]  # type: ignore[operator]
+    assert "ended_at_ms" not in data["terminal"]  # type: ignore[operator]
+    hinted = snap([started(), terminal()], SessionHeader("c", imported=True, duration_hint_ms=38_799))
+    assert hinted.budget.duration_ms == 38_799
+
+
+# ─── refs: logical ids only ───────────────────────────────────────────────────────────────────
+
+
+def test_approval_refs_follow_their_decisions() -> None:
+    events = [
+        started(),
+        requested("c1", "c2", "c3", "c4"),
+        gated("c1"),
+        gated("c2"),
+        gated("c3"),
+        gated("c4"),
+        resumed(["c1"], ["c2"]),
+        denied("c3"),
+        completed("c4"),
+    ]
+    refs = {r.reference: (r.kind, r.label) for r in snap(events).refs}
+    assert refs == {
+        "approval:s1:c1": (ReceiptKind.APPROVAL, "shell: approved"),
+        "approval:s1:c2": (ReceiptKind.APPROVAL, "shell: denied"),
+        "approval:s1:c3": (ReceiptKind.APPROVAL, "shell: denied"),
+        "approval:s1:c4": (ReceiptKind.APPROVAL, "shell: resolved"),
+    }
+
+
+def test_permission_refs_are_decided_oldest_first() -> None:
+    events = [
+        started(),
+        ev.PermissionRequested(turn=1, tool="rm", arguments="{}"),
+        ev.PermissionRequested(turn=1, tool="mv", arguments="{}"),
+        ev.PermissionResolved(turn=1, approved=False, responder="user"),
+    ]
+    assert [(r.reference, r.label) for r in snap(events).refs] == [
+        ("approval:s1:permission-1", "rm: denied"),
+        ("approval:s1:permission-2", "mv: pending"),
+    ]
+
+
+def test_artifact_gate_and_receipt_refs() -> None:
+    events = [
+        started(),
+        ev.PageOut(turn=1, archive_ref=HANDLE, message_count=3),
+        ev.PageOut(turn=1, archive_ref="/home/me/archive.json", message_count=3),
+        ev.ContextRenewed(turn=2, sprint=2, handoff_ref="notes/handoff.md"),
+        ev.MilestoneAdvanced(turn=2, phase_id="build"),
+        ev.MilestoneBlocked(turn=3, phase_id="deploy", reason="tests red"),
+        custom("external_effect_completed", {"key": "email-1", "result": {}}),
+        custom("run_ref", {"kind": "receipt", "reference": "checkpoint:s1:7", "label": "signed checkpoint"}),
+    ]
+    refs = [(r.kind, r.reference, r.label) for r in snap(events).refs]
+    assert refs == [
+        (ReceiptKind.ARTIFACT, HANDLE, "page-out archive"),
+        (ReceiptKind.GATE, "milestone:s1:build", "passed"),
+        (ReceiptKind.GATE, "milestone:s1:deploy", "blocked"),
+        (ReceiptKind.RECEIPT, "effect:s1:email-1", "effect completed"),
+        (ReceiptKind.RECEIPT, "checkpoint:s1:7", "signed checkpoint"),
+    ]
+
+
+@pytest.mark.parametrize(
+    "reference",
+    ["/etc/passwd", "runs/a/result.md", "../up", "C:\\x", "~/.ssh/id", "has space", "", "a..b", "x" * 300],
+)
+def test_run_ref_that_looks_like_a_path_is_dropped(reference: str) -> None:
+    assert not is_logical_ref(reference)
+    events = [started(), custom("run_ref", {"kind": "artifact", "reference": reference})]
+    assert snap(events).refs == []
+
+
+def test_ids_with_separators_are_percent_encoded_never_paths() -> None:
+    events = [started(), requested("a/b"), gated("a/b"), ev.MilestoneAdvanced(turn=1, phase_id="x\\y z")]
+    refs = [r.reference for r in snap(events, SessionHeader("team/s 1")).refs]
+    assert refs == ["approval:team%2Fs%201:a%2Fb", "milestone:team%2Fs%201:x%5Cy%20z"]
+    assert all("/" not in r and "\\" not in r for r in refs)
+
+
+def test_refs_are_capped_oldest_first() -> None:
+    events: list[Event] = [started()]
+    events += [gated(f"c{i}") for i in range(MAX_REFS + 5)]
+    refs = snap(events).refs
+    assert len(refs) == MAX_REFS
+    assert refs[0].reference == "approval:s1:c5"
+
+
+# ─── process-table entries, combination, status refinement ────────────────────────────────────
+
+
+@pytest.mark.parametrize(
+    ("state", "expected"),
+    [
+        ("queued", RunState.QUEUED),
+        ("spawned", RunState.INITIALIZING),
+        ("running", RunState.RUNNING),
+        ("waiting_tool", RunState.WAITING_TOOL),
+        ("Suspended", RunState.PAUSED),
+        ("stopping", RunState.STOPPING),
+        ("exited", RunState.TERMINAL),
+        ("killed", RunState.TERMINAL),
+        ("something-else", RunState.RUNNING),
+    ],
+)
+def test_process_state_mapping(state: str, expected: RunState) -> None:
+    assert process_state(state) is expected
+
+
+def test_process_snapshot() -> None:
+    exited = process_snapshot(ProcessEntry("child", "parent", 4, 10, "exited", "completed"))
+    assert exited.parent == "parent" and exited.source is RunSource.DIRECT and exited.is_coherent()
+    assert exited.terminal is not None
+    assert (exited.terminal.outcome, exited.terminal.detail) == (
+        TerminalOutcome.COMPLETED,
+        "exited: completed",
+    )
+    killed = process_snapshot(ProcessEntry("child", "parent", 4, 10, "killed"))
+    assert killed.terminal is not None and killed.terminal.outcome is TerminalOutcome.CANCELLED
+    running = process_snapshot(ProcessEntry("child", "parent", 4, 10, "running"))
+    assert wire(running) == {
+        "run_id": "child",
+        "parent": "parent",
+        "source": "direct",
+        "state": "running",
+        "budget": {},
+    }
+
+
+def test_combine_child_ledger_decides_unless_the_parent_saw_it_end() -> None:
+    child_running = snap([started()], SessionHeader("child"))
+    child_done = snap([started(), terminal("failed")], SessionHeader("child", parent="p"))
+    entry_running = ProcessEntry("child", "p", 1, 5, "running")
+    entry_exited = ProcessEntry("child", "p", 2, 6, "exited", "completed")
+    assert combine(child_running, entry_running).state is RunState.RUNNING
+    assert combine(child_running, entry_running).parent == "p"
+    ended = combine(child_running, entry_exited)
+    assert ended.state is RunState.TERMINAL and ended.is_coherent()
+    assert ended.terminal is not None and ended.terminal.outcome is TerminalOutcome.COMPLETED
+    kept = combine(child_done, entry_exited)  # the child's own terminal outcome wins
+    assert kept.terminal is not None and kept.terminal.outcome is TerminalOutcome.FAILED
+    assert combine(None, entry_running).state is RunState.RUNNING
+    assert combine(child_running, None) is child_running
+    with pytest.raises(ValueError):
+        combine(None, None)
+
+
+@pytest.mark.parametrize(
+    ("status", "outcome"),
+    [
+        ("completed", TerminalOutcome.COMPLETED),
+        ("failed", TerminalOutcome.FAILED),
+        ("aborted", TerminalOutcome.CANCELLED),
+        ("incomplete", TerminalOutcome.INTERRUPTED),
+        ("budget_exhausted", TerminalOutcome.BUDGET_EXHAUSTED),
+        ("cancelled", None),
+        ("running", None),
+        ("suspended", None),
+    ],
+)
+def test_status_refines_only_what_the_events_leave_in_flight(
+    status: str, outcome: TerminalOutcome | None
+) -> None:
+    in_flight = snap([started(), requested("c1")])
+    refined = refine_with_status(in_flight, status)
+    assert refined.is_coherent()
+    if status == "cancelled":  # the kernel's resumable stop: no process, continued by a resume
+        assert refined.state is RunState.PAUSED and refined.terminal is None
+    elif outcome is None:
+        assert refined is in_flight
+    else:
+        assert refined.terminal is not None
+        assert (refined.state, refined.terminal.outcome) == (RunState.TERMINAL, outcome)
+        assert refined.terminal.ended_at_ms is None
+        assert refined.terminal.detail == f"session marked {status}"
+    ended = snap([started(), terminal("failed")])
+    assert refine_with_status(ended, "completed") is ended  # events said it: status never overrides
+
+
+def test_session_snapshot_from_a_record() -> None:
+    record = SessionRecord(
+        session_id="fleet-1",
+        source="kernel",
+        status="failed",
+        parent_session_id="boss",
+        metadata={"run_source": "fleet"},
+    )
+    snapshot = session_snapshot(record, [(0, 5, started()), (1, 6, llm())])
+    assert (snapshot.run_id, snapshot.parent, snapshot.source) == ("fleet-1", "boss", RunSource.FLEET)
+    assert snapshot.state is RunState.TERMINAL  # status refinement
+    imported = SessionRecord(session_id="codex:1", source="import:codex", metadata={"run_source": "bogus"})
+    assert SessionHeader.of(imported) == SessionHeader("codex:1", "direct", None, True, None)
+    assert SessionHeader.of(SessionRecord(session_id="t", source="task")).source == "task"
+
+
+# ─── the fold: resumable, ordered, always coherent ───────────────────────────────────────────
+
+EVENTS = st.sampled_from(
+    [
+        started(),
+        checkpoint(),
+        llm(1, "c1"),
+        requested("c1"),
+        requested("c2"),
+        completed("c1"),
+        completed("c2"),
+        denied("c2"),
+        gated("c1"),
+        resumed(["c1"]),
+        resumed([], ["c2"]),
+        suspended("approval", "c1"),
+        suspended("backoff"),
+        cancelled("c1"),
+        ev.Rollbacked(turn=1, checkpoint_history_len=0),
+        ev.BudgetExceeded(turn=1, operation_id="o", budget="turns"),
+        ev.PermissionRequested(turn=1, tool="rm", arguments="{}"),
+        ev.PermissionResolved(turn=1, approved=True, responder="policy_gate"),
+        ev.PageOut(turn=1, archive_ref=HANDLE),
+        custom("token_usage", {"total_tokens": 5}),
+        custom("budget_configured", {"max_steps": 9}),
+        process("kid", "exited", termination="completed"),
+        terminal("completed"),
+        terminal("weird"),
+    ]
+)
+
+
+@settings(max_examples=150, deadline=None)
+@given(st.lists(EVENTS, max_size=30), st.data())
+def test_fold_resumes_from_json_exactly_and_stays_coherent(events: list[Event], data: st.DataObject) -> None:
+    whole = fold(events)
+    cut = data.draw(st.integers(0, len(events)))
+    first = fold(events[:cut])
+    resumed_fold = SessionFold.from_json(json.loads(json.dumps(first.to_json())))
+    resumed_fold.feed_all((seq, 1_000 + 10 * seq, e) for seq, e in enumerate(events) if seq >= cut)
+    assert resumed_fold.to_json() == whole.to_json()
+    snapshot = whole.snapshot()
+    assert snapshot.is_coherent()
+    assert AgentRunSnapshot.model_validate_json(snapshot.model_dump_json()) == snapshot
+
+
+def test_fold_refuses_out_of_order_events() -> None:
+    f = fold([started()])
+    with pytest.raises(ValueError, match="ascending seq"):
+        f.feed(0, 1, llm())

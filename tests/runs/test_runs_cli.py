@@ -1,0 +1,223 @@
+"""``runs`` and ``tail`` through typer's CliRunner, and ``tail -f`` against a real writer process."""
+
+from __future__ import annotations
+
+import json
+import os
+import queue
+import subprocess
+import sys
+import threading
+from pathlib import Path
+
+import pytest
+from typer.testing import CliRunner
+
+from flightlog.errors import SessionNotFound
+from flightlog.importers import import_file
+from flightlog.live import LiveRegistry
+from flightlog.runs import AgentRunSnapshot, list_runs
+from flightlog.store import SqliteStore
+
+from .cli_app import make_app
+from .conftest import checkpoint, record, started
+
+HERE = Path(__file__).resolve().parent
+SAMPLES = HERE.parent / "data" / "samples"
+PARENT = "claude-code:491e126e-1e71-469c-ade2-fcc8af567c74"
+CHILD = PARENT + ":agent:afb92ff"
+
+runner = CliRunner()
+
+
+@pytest.fixture
+def imported(db_path: Path) -> Path:
+    with SqliteStore(db_path) as store:
+        for path in sorted(SAMPLES.glob("claude-code/*.jsonl")):
+            import_file(store, path)
+        record(store, "kernel-1", [started(), checkpoint()], source="kernel")
+    return db_path
+
+
+def run(db_path: Path, *args: str) -> tuple[int, str, str]:
+    result = runner.invoke(make_app(db_path), list(args))
+    if result.exception and not isinstance(result.exception, SystemExit):
+        raise result.exception
+    return result.exit_code, result.stdout, result.stderr
+
+
+def test_runs_json_is_the_seed_wire_format(imported: Path) -> None:
+    code, out, err = run(imported, "runs", "--json")
+    assert code == 0 and err == ""
+    items = json.loads(out)
+    with SqliteStore(imported, read_only=True) as store:
+        assert [AgentRunSnapshot.model_validate(item) for item in items] == list_runs(store)
+    assert {item["run_id"] for item in items} >= {PARENT, CHILD, "kernel-1"}
+    assert all("budget" in item for item in items)
+
+
+def test_runs_filters(imported: Path) -> None:
+    code, out, _ = run(imported, "runs", "--json", "--parent", PARENT)
+    assert code == 0 and [item["run_id"] for item in json.loads(out)] == [CHILD]
+    code, out, _ = run(imported, "runs", "--json", "--parent", PARENT.split(":")[1])  # id after the format
+    assert [item["run_id"] for item in json.loads(out)] == [CHILD]
+    code, out, _ = run(imported, "runs", "--json", "--state", "waiting_model")
+    assert [item["run_id"] for item in json.loads(out)] == ["kernel-1"]
+    code, out, _ = run(imported, "runs", "--json", "--source", "fleet")
+    assert json.loads(out) == []
+    code, out, _ = run(imported, "runs", "--json", "--limit", "2")
+    assert len(json.loads(out)) == 2
+    code, out, _ = run(imported, "runs", "--limit", "1")
+    assert len(out.splitlines()) == 2  # header + one run
+
+
+def test_runs_parent_prefix_must_be_unique(imported: Path) -> None:
+    with pytest.raises(SessionNotFound):
+        run(imported, "runs", "--parent", "claude-code:491e126e")  # the parent and its sub-agent
+    code, out, _ = run(imported, "runs", "--json", "--parent", "ghost-agent")  # not a session: kept as is
+    assert code == 0 and json.loads(out) == []
+
+
+@pytest.mark.parametrize(("option", "value"), [("--state", "sleeping"), ("--source", "cron")])
+def test_runs_rejects_unknown_values(imported: Path, option: str, value: str) -> None:
+    code, _, err = run(imported, "runs", option, value)
+    assert code == 2 and value in err
+
+
+def test_runs_table_and_tree(imported: Path) -> None:
+    code, out, _ = run(imported, "runs")
+    assert code == 0
+    assert "kernel-1" in out and "waiting_model" in out and "abandoned" not in out
+    assert "cancelled" in out and CHILD in out
+    code, out, _ = run(imported, "runs", "--tree")
+    assert code == 0
+    lines = out.splitlines()
+    parent_line = next(i for i, line in enumerate(lines) if PARENT in line and CHILD not in line)
+    child_line = next(i for i, line in enumerate(lines) if CHILD in line)
+    assert child_line == parent_line + 1
+    assert lines[child_line].index(CHILD) > lines[parent_line].index(PARENT)  # indented under it
+
+
+def test_runs_abandoned_and_live(imported: Path) -> None:
+    code, out, _ = run(imported, "runs", "--abandoned", "--lease", "0", "--json")
+    assert code == 0 and [item["run_id"] for item in json.loads(out)] == ["kernel-1"]
+    code, out, _ = run(imported, "runs", "--abandoned", "--lease", "0")
+    assert "abandoned" in out
+    with SqliteStore(imported) as store:
+        LiveRegistry(store).publish("kernel-1", "waiting_tool", tokens_used=7)
+    code, out, _ = run(imported, "runs", "--json", "--state", "waiting_tool")
+    assert [(i["run_id"], i["budget"]["tokens_used"]) for i in json.loads(out)] == [("kernel-1", 7)]
+    code, out, _ = run(imported, "runs")
+    assert "live (" in out
+
+
+def test_runs_rebuild_and_stale_note(imported: Path) -> None:
+    with SqliteStore(imported) as store:
+        store.set_run_projection_version(0)
+    code, out, err = run(imported, "runs", "--json")
+    assert code == 0 and "stale" in err and len(json.loads(out)) == 6
+    code, out, err = run(imported, "runs", "--rebuild", "--json")
+    assert code == 0 and "rebuilt the runs projection from 6 session ledger(s)" in err
+    assert "stale" not in err
+
+
+def test_runs_on_an_empty_database(db_path: Path) -> None:
+    SqliteStore(db_path).close()
+    assert run(db_path, "runs")[1].strip() == "(no runs)"
+    assert run(db_path, "runs", "--tree")[1].strip() == "(no runs)"
+    assert run(db_path, "runs", "--json")[1].strip() == "[]"
+
+
+def test_tail_prints_narrated_lines_and_json(imported: Path) -> None:
+    code, out, _ = run(imported, "tail", "kernel-1")
+    assert code == 0
+    lines = out.splitlines()
+    assert len(lines) == 2 and "run_started" in lines[0] and "run r1 started: do the thing" in lines[0]
+    code, out, _ = run(imported, "tail", "kernel-1", "--json")
+    first = json.loads(out.splitlines()[0])
+    assert first["seq"] == 0 and first["kind"] == "run_started" and first["event"]["goal"] == "do the thing"
+    assert first["text"].startswith("run r1 started")
+    code, out, _ = run(imported, "tail", PARENT, "-f")  # imported: already ended, -f returns
+    assert code == 0 and out.splitlines()[-1].split()[2] == "run_terminal"
+
+
+# ─── tail -f from another process than the writer ─────────────────────────────────────────────
+
+WRITER = """
+import sys, time
+from pathlib import Path
+import flightlog.runs
+from flightlog.events import LlmCompleted, RunTerminal, ToolCompleted, ToolRequested
+from flightlog.messages import Message, ToolCall, ToolResult
+from flightlog.recorder import Recorder
+from flightlog.store import SqliteStore
+
+db, go = Path(sys.argv[1]), Path(sys.argv[2])
+while not go.exists():
+    time.sleep(0.01)
+with SqliteStore(db) as store:
+    recorder = Recorder.attach(store, "live-1")
+    recorder.append(LlmCompleted(turn=1, message=Message.text("assistant", "looking")))
+    time.sleep(0.1)
+    recorder.append(ToolRequested(turn=1, calls=[ToolCall(id="c1", name="grep", arguments="{}")]))
+    time.sleep(0.1)
+    recorder.append(ToolCompleted(turn=1, results=[ToolResult(call_id="c1", output="3 matches")]))
+    time.sleep(0.1)
+    recorder.append(RunTerminal(reason="completed", turns_used=1, total_tokens=120))
+"""
+
+
+def _reader(stream: object, lines: queue.Queue[str]) -> None:
+    for line in stream:  # type: ignore[attr-defined]
+        lines.put(line)
+    lines.put("")
+
+
+def test_tail_follows_a_writer_in_another_process(db_path: Path, tmp_path: Path) -> None:
+    with SqliteStore(db_path) as store:
+        record(store, "live-1", [started()], source="kernel")
+    go = tmp_path / "go"
+    env = {**os.environ, "PYTHONUNBUFFERED": "1"}
+    tail = subprocess.Popen(
+        [
+            sys.executable,
+            str(HERE / "cli_app.py"),
+            str(db_path),
+            "tail",
+            "live-1",
+            "-f",
+            "--interval",
+            "0.02",
+        ],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+        env=env,
+    )
+    writer = None
+    try:
+        lines: queue.Queue[str] = queue.Queue()
+        threading.Thread(target=_reader, args=(tail.stdout, lines), daemon=True).start()
+        assert "run_started" in lines.get(timeout=30)  # tail is following before anything new exists
+        writer = subprocess.Popen([sys.executable, "-c", WRITER, str(db_path), str(go)], env=env)
+        go.touch()
+        seen = [lines.get(timeout=30) for _ in range(4)]
+        assert [line.split()[2] for line in seen] == [
+            "llm_completed",
+            "tool_requested",
+            "tool_completed",
+            "run_terminal",
+        ]
+        assert "model replied: looking" in seen[0] and "3 matches" in seen[2]
+        assert tail.wait(timeout=30) == 0  # stopped by itself at run_terminal
+        assert writer.wait(timeout=30) == 0
+        assert lines.get(timeout=5) == ""
+    finally:
+        for process in (tail, writer):
+            if process is not None and process.poll() is None:
+                process.kill()
+                process.wait()
+        if tail.stdout is not None:
+            tail.stdout.close()
+        if tail.stderr is not None:
+            tail.stderr.close()

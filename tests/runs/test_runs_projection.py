@@ -1,0 +1,421 @@
+"""The ``runs`` projection: kept current in the append transaction, equal to a rebuild, indexed queries."""
+
+from __future__ import annotations
+
+import json
+import logging
+import time
+from pathlib import Path
+from typing import Any
+
+import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+from flightlog import events as ev
+from flightlog.events import Event
+from flightlog.importers import import_file
+from flightlog.recorder import Recorder
+from flightlog.runs import (
+    FOLD_VERSION,
+    AgentRunSnapshot,
+    RunSource,
+    RunState,
+    TerminalOutcome,
+    build_tree,
+    compute_runs,
+    list_runs,
+    list_runs_json,
+    projection_ready,
+    rebuild_projection,
+)
+from flightlog.store import SqliteStore, Store
+from flightlog.store import sqlite as sqlite_backend
+from flightlog.store.base import RunRow
+
+from .conftest import (
+    cancelled,
+    checkpoint,
+    completed,
+    custom,
+    gated,
+    llm,
+    process,
+    record,
+    requested,
+    resumed,
+    started,
+    suspended,
+    terminal,
+)
+
+SAMPLES = Path(__file__).resolve().parents[1] / "data" / "samples"
+
+
+def all_rows(store: Store) -> dict[str, RunRow]:
+    return store.get_run_rows([listing.run_id for listing in store.query_runs()])
+
+
+def by_id(snapshots: list[AgentRunSnapshot]) -> dict[str, AgentRunSnapshot]:
+    return {s.run_id: s for s in snapshots}
+
+
+# ─── kept current ─────────────────────────────────────────────────────────────────────────────
+
+
+def test_every_append_updates_the_row_in_its_transaction(store: SqliteStore) -> None:
+    recorder = record(store, "s1", [started()], source="kernel")
+    assert [s.state for s in list_runs(store)] == [RunState.RUNNING]
+    recorder.append(checkpoint())
+    assert list_runs(store)[0].state is RunState.WAITING_MODEL
+    with pytest.raises(RuntimeError), recorder.atomic():
+        recorder.append_many([llm(1, "c1"), requested("c1")])
+        assert list_runs(store)[0].state is RunState.WAITING_TOOL  # same transaction sees it
+        raise RuntimeError("boom")
+    assert list_runs(store)[0].state is RunState.WAITING_MODEL  # rolled back with the events
+    recorder.append_many([llm(1, "c1"), requested("c1")])
+    assert list_runs(store)[0].state is RunState.WAITING_TOOL
+    assert projection_ready(store)
+
+
+def test_a_session_without_events_is_not_a_run_yet(store: SqliteStore) -> None:
+    Recorder.create(store, session_id="empty")
+    assert list_runs(store) == []
+    assert compute_runs(store) == []
+
+
+def test_finish_status_refines_only_in_flight_runs_and_filters_by_it(store: SqliteStore) -> None:
+    ended = record(store, "ended", [started(), terminal("failed")])
+    crashed = record(store, "crashed", [started(), requested("c1")])
+    ended.finish("completed")  # events already said failed: status does not override
+    crashed.finish("interrupted")  # not an event: the backend keeps the row's status in step
+    runs = by_id(list_runs(store))
+    assert runs["ended"].terminal is not None and runs["ended"].terminal.outcome is TerminalOutcome.FAILED
+    assert runs["crashed"].state is RunState.TERMINAL
+    assert runs["crashed"].terminal is not None
+    assert runs["crashed"].terminal.outcome is TerminalOutcome.INTERRUPTED
+    assert [s.run_id for s in list_runs(store, state="waiting_tool")] == []
+    assert {s.run_id for s in list_runs(store, state=RunState.TERMINAL)} == {"ended", "crashed"}
+    assert json.loads(list_runs_json(store, state="terminal"))[0]["terminal"]["detail"] in (
+        "session marked interrupted",
+        "failed",
+    )
+    before = all_rows(store)
+    rebuild_projection(store)
+    assert all_rows(store) == before
+
+
+def test_kernel_cancelled_status_is_a_resumable_pause(store: SqliteStore) -> None:
+    recorder = record(store, "k1", [started(), checkpoint(), cancelled()], source="kernel")
+    assert list_runs(store)[0].state is RunState.STOPPING
+    store.set_session_status("k1", "cancelled")  # the kernel stopped the activation; resumable
+    assert list_runs(store)[0].state is RunState.PAUSED
+    assert [s.run_id for s in list_runs(store, state="paused")] == ["k1"]
+    assert list_runs(store, state="stopping") == []
+    assert json.loads(list_runs_json(store))[0]["state"] == "paused"
+    recorder.append(resumed())
+    store.set_session_status("k1", "running")
+    assert list_runs(store)[0].state is RunState.RUNNING
+
+
+def test_filters_order_and_json_wire(store: SqliteStore) -> None:
+    record(store, "old", [started(), terminal()], source="kernel")
+    time.sleep(0.003)
+    record(store, "fleet-1", [started()], metadata={"run_source": "fleet"})
+    time.sleep(0.003)
+    record(store, "kid", [started(), suspended("backoff")], parent_session_id="old")
+    assert [s.run_id for s in list_runs(store)] == ["kid", "fleet-1", "old"]  # newest first
+    assert [s.run_id for s in list_runs(store, limit=2)] == ["kid", "fleet-1"]
+    assert [item["run_id"] for item in json.loads(list_runs_json(store, limit=1))] == ["kid"]
+    assert list_runs(store, limit=0) == []
+    assert [s.run_id for s in list_runs(store, source=RunSource.FLEET)] == ["fleet-1"]
+    assert [s.run_id for s in list_runs(store, parent="old")] == ["kid"]
+    assert [s.run_id for s in list_runs(store, state="paused", parent="old")] == ["kid"]
+    assert list_runs(store, state="paused", source="fleet") == []
+    array = json.loads(list_runs_json(store))
+    assert [AgentRunSnapshot.model_validate(item) for item in array] == list_runs(store)
+    with pytest.raises(ValueError):
+        list_runs(store, state="sleeping")
+    with pytest.raises(ValueError):
+        list_runs(store, source="cron")
+
+
+def test_kernel_sub_agents_from_the_process_table(store: SqliteStore) -> None:
+    parent = record(
+        store, "boss", [started(), process("w1", "spawned", "boss"), process("w2", "running", "boss")]
+    )
+    runs = by_id(list_runs(store))
+    assert runs["w1"].state is RunState.INITIALIZING and runs["w1"].parent == "boss"
+    assert runs["w2"].state is RunState.RUNNING
+    record(store, "w1", [started(), requested("c1")], parent_session_id="boss")
+    assert by_id(list_runs(store))["w1"].state is RunState.WAITING_TOOL  # its own ledger is richer
+    parent.append(process("w1", "exited", "boss", termination="completed"))
+    w1 = by_id(list_runs(store))["w1"]
+    assert w1.state is RunState.TERMINAL and w1.terminal is not None
+    assert w1.terminal.outcome is TerminalOutcome.COMPLETED
+    assert w1.budget.steps_taken == 0  # budget still from its own session
+    tree = build_tree(list_runs(store))
+    assert [n.snapshot.run_id for n in tree] == ["boss"]
+    assert sorted(c.snapshot.run_id for c in tree[0].children) == ["w1", "w2"]
+    before = all_rows(store)
+    rebuild_projection(store)
+    assert all_rows(store) == before
+
+
+# ─── imported transcripts ─────────────────────────────────────────────────────────────────────
+
+
+def test_imported_samples_form_the_parent_child_tree(store: SqliteStore) -> None:
+    for path in sorted(SAMPLES.glob("*/*.jsonl")):
+        import_file(store, path)
+    runs = list_runs(store)
+    assert len(runs) == len(list(store.list_sessions()))
+    assert all(s.is_coherent() and s.state is RunState.TERMINAL for s in runs)
+    parent_id = "claude-code:491e126e-1e71-469c-ade2-fcc8af567c74"
+    child_id = parent_id + ":agent:afb92ff"
+    children = list_runs(store, parent=parent_id)
+    assert [c.run_id for c in children] == [child_id]
+    child = children[0]
+    assert child.terminal is not None and child.terminal.outcome is TerminalOutcome.COMPLETED
+    assert child.budget.duration_ms == 38_799  # recorded by Claude Code itself
+    assert child.terminal.ended_at_ms is None  # import time is not the run's clock
+    tree = {n.snapshot.run_id: n for n in build_tree(runs)}
+    assert child_id not in tree and [c.snapshot.run_id for c in tree[parent_id].children] == [child_id]
+    unfinished = by_id(runs)["codex:019c8a70-dda7-7f33-98ea-f30553347322"]
+    assert unfinished.terminal is not None
+    assert unfinished.terminal.outcome is TerminalOutcome.INTERRUPTED  # the file ended mid-run
+    aborted = by_id(runs)["claude-code:55604662-cf2a-4331-851a-ec234028f8ca"]
+    assert aborted.terminal is not None and aborted.terminal.outcome is TerminalOutcome.CANCELLED
+    text = list_runs_json(store)
+    for item in json.loads(text):
+        assert "ended_at_ms" not in item.get("terminal", {})
+        for ref in item.get("refs", []):
+            assert "/" not in ref["reference"] and "\\" not in ref["reference"]
+    before = all_rows(store)
+    rebuild_projection(store)
+    assert all_rows(store) == before
+
+
+# ─── stale, missing, failing projections ──────────────────────────────────────────────────────
+
+
+def test_sessions_recorded_before_the_projection_are_refolded_on_their_next_append(
+    store: SqliteStore,
+) -> None:
+    recorder = record(store, "s1", [started(), requested("c1"), gated("c1")])
+    with store.transaction():
+        store.clear_run_rows()  # as if recorded by a version without the projection
+    recorder.append(resumed(["c1"]))
+    incremental = all_rows(store)
+    rebuild_projection(store)
+    assert all_rows(store) == incremental
+    assert list_runs(store)[0].refs[0].label == "shell: approved"
+
+
+def test_stale_projection_falls_back_to_folding_the_ledgers(store: SqliteStore) -> None:
+    record(store, "a", [started(), terminal()])
+    record(store, "b", [started(), checkpoint()], parent_session_id="a")
+    expected = list_runs(store)
+    store.set_run_projection_version(0)
+    assert not projection_ready(store)
+    assert list_runs(store) == expected
+    assert list_runs(store, limit=1) == expected[:1]
+    assert list_runs(store, state="waiting_model") == [expected[0]]
+    assert json.loads(list_runs_json(store, parent="a"))[0]["run_id"] == "b"
+    rebuild_projection(store)
+    assert projection_ready(store)
+    assert list_runs(store) == expected
+
+
+def test_a_failing_projector_never_loses_an_append(
+    store: SqliteStore, monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture
+) -> None:
+    recorder = record(store, "s1", [started()])
+
+    def broken(rows: Any) -> None:
+        raise RuntimeError("projection bug")
+
+    monkeypatch.setattr(store, "put_run_rows", broken)
+    with caplog.at_level(logging.ERROR, logger="flightlog.runs"):
+        recorder.append(checkpoint())
+    assert "projection failed" in caplog.text
+    assert store.get_session("s1").head_seq == 1  # the append is durable
+    assert not projection_ready(store)
+    assert list_runs(store)[0].state is RunState.WAITING_MODEL  # readers fold the ledgers
+    monkeypatch.undo()
+    rebuild_projection(store)
+    assert projection_ready(store) and list_runs(store)[0].state is RunState.WAITING_MODEL
+
+
+def test_migrating_a_database_with_events_marks_the_projection_for_rebuild(
+    db_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    mine = next(i for i, (d, _) in enumerate(sqlite_backend.MIGRATIONS) if d.startswith("runs projection"))
+    monkeypatch.setattr(sqlite_backend, "MIGRATIONS", sqlite_backend.MIGRATIONS[:mine])
+    logging.getLogger("flightlog.runs").disabled = True  # the projector has no table yet: it only logs
+    try:
+        with SqliteStore(db_path) as store:  # a database made by a version without the projection
+            record(store, "s1", [started()])
+            assert store.run_projection_version() is None
+    finally:
+        logging.getLogger("flightlog.runs").disabled = False
+    with SqliteStore(db_path, read_only=True) as old:  # an older schema, read-only: no projection at all
+        assert old.run_projection_version() is None and old.live_runs() == []
+        assert [s.state for s in list_runs(old)] == [RunState.RUNNING]
+    monkeypatch.undo()
+    with SqliteStore(db_path) as store:  # migrating with events present: rebuild needed
+        assert store.run_projection_version() == 0
+        assert [s.state for s in list_runs(store)] == [RunState.RUNNING]
+        rebuild_projection(store)
+        assert store.run_projection_version() == FOLD_VERSION
+        assert [s.state for s in list_runs(store)] == [RunState.RUNNING]
+
+
+def test_rebuild_refuses_a_read_only_store(db_path: Path) -> None:
+    from flightlog.errors import ReadOnlyStore
+
+    with SqliteStore(db_path) as store:
+        record(store, "s1", [started()])
+    with SqliteStore(db_path, read_only=True) as ro, pytest.raises(ReadOnlyStore):
+        rebuild_projection(ro)
+
+
+# ─── incremental == rebuild, for any history ──────────────────────────────────────────────────
+
+SESSIONS = ["a", "b", "c", "team/d"]
+AGENTS = [*SESSIONS, "ghost"]
+STATUSES = ["running", "completed", "failed", "interrupted", "suspended", "cancelled"]
+
+EVENT = st.one_of(
+    st.sampled_from(
+        [
+            started(),
+            checkpoint(),
+            llm(1, "c1"),
+            requested("c1"),
+            completed("c1"),
+            gated("c1"),
+            resumed(["c1"]),
+            suspended("approval", "c1"),
+            suspended("backoff"),
+            cancelled(),
+            ev.Rollbacked(turn=1, checkpoint_history_len=0),
+            ev.BudgetExceeded(turn=1, operation_id="o", budget="tokens"),
+            custom("token_usage", {"total_tokens": 3}),
+            custom("budget_configured", {"token_budget": 99}),
+            custom("run_ref", {"kind": "gate", "reference": "gate:x"}),
+            terminal("completed"),
+            terminal("aborted"),
+            terminal("odd"),
+        ]
+    ),
+    st.builds(
+        process,
+        st.sampled_from(AGENTS),
+        st.sampled_from(["spawned", "running", "exited", "killed", "paused"]),
+        st.just("p"),
+        st.sampled_from([None, "completed", "failed"]),
+    ),
+)
+
+OP = st.one_of(
+    st.tuples(st.just("append"), st.sampled_from(SESSIONS), st.lists(EVENT, min_size=1, max_size=4)),
+    st.tuples(st.just("rollback"), st.sampled_from(SESSIONS), st.lists(EVENT, min_size=1, max_size=3)),
+    st.tuples(st.just("finish"), st.sampled_from(SESSIONS), st.sampled_from(STATUSES)),
+    st.tuples(st.just("create"), st.sampled_from(SESSIONS), st.sampled_from([None, *SESSIONS])),
+)
+
+
+def _run(store: SqliteStore, ops: list[tuple[Any, ...]]) -> None:
+    recorders: dict[str, Recorder] = {}
+
+    def recorder(sid: str, parent: str | None = None) -> Recorder:
+        if sid not in recorders:
+            meta = {"run_source": "fleet"} if sid == "c" else {}
+            recorders[sid] = Recorder.create(store, session_id=sid, parent_session_id=parent, metadata=meta)
+        return recorders[sid]
+
+    for op in ops:
+        kind, sid, arg = op
+        if kind == "create":
+            recorder(sid, arg if arg != sid else None)
+        elif kind == "append":
+            recorder(sid).append_many(arg)
+        elif kind == "rollback":
+            with pytest.raises(KeyError), recorder(sid).atomic():
+                recorder(sid).append_many(arg)
+                raise KeyError("abort")
+        else:
+            recorder(sid).finish(arg)
+
+
+@settings(max_examples=120, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(st.lists(OP, max_size=25))
+def test_incremental_projection_equals_a_rebuild(ops: list[tuple[Any, ...]]) -> None:
+    with SqliteStore(":memory:") as store:
+        _run(store, ops)
+        assert projection_ready(store)
+        incremental = all_rows(store)
+        listed = list_runs(store)
+        assert all(s.is_coherent() for s in listed)
+        assert listed == [s for s, _ in compute_runs(store)]  # the in-memory fold agrees
+        for state in RunState:
+            assert list_runs(store, state=state) == [s for s in listed if s.state is state]
+        rebuild_projection(store)
+        assert all_rows(store) == incremental
+        assert list_runs(store) == listed
+
+
+# ─── tree ─────────────────────────────────────────────────────────────────────────────────────
+
+
+def _s(run_id: str, parent: str | None = None) -> AgentRunSnapshot:
+    return AgentRunSnapshot(run_id=run_id, parent=parent, source=RunSource.DIRECT, state=RunState.RUNNING)
+
+
+def test_tree_keeps_order_orphans_and_breaks_cycles() -> None:
+    snapshots = [
+        _s("root"),
+        _s("a", "root"),
+        _s("b", "root"),
+        _s("orphan", "gone"),
+        _s("x", "y"),
+        _s("y", "x"),
+    ]
+    roots = build_tree(snapshots)
+    assert [n.snapshot.run_id for n in roots] == ["root", "orphan", "x"]
+    assert [c.snapshot.run_id for c in roots[0].children] == ["a", "b"]
+    assert [c.snapshot.run_id for c in roots[2].children] == ["y"]
+    seen: list[str] = []
+    stack = list(roots)
+    while stack:
+        node = stack.pop()
+        seen.append(node.snapshot.run_id)
+        stack.extend(node.children)
+    assert sorted(seen) == sorted(s.run_id for s in snapshots)
+    assert build_tree([_s("self", "self")])[0].children == []
+
+
+def test_projection_rows_hold_only_logical_json(store: SqliteStore) -> None:
+    record(store, "s1", [started(), custom("run_ref", {"kind": "artifact", "reference": "/tmp/x"})])
+    row = all_rows(store)["s1"]
+    assert json.loads(row.snapshot)["run_id"] == "s1" and "/tmp/x" not in row.snapshot
+    assert json.loads(row.fold)["v"] == FOLD_VERSION
+
+
+def test_unused_event_kinds_do_not_disturb_state(store: SqliteStore) -> None:
+    extra: list[Event] = [
+        ev.EntropySample(
+            turn=1,
+            score=0.1,
+            rho=0.1,
+            repeat_pressure=0,
+            failure_rate=0,
+            rollbacks_in_window=0,
+            window_turns=1,
+        ),
+        ev.CapabilityChanged(turn=1, added=["x"]),
+        ev.MemoryRetrievalResult(hits=[]),
+    ]
+    record(store, "s1", [started(), *extra])
+    assert list_runs(store)[0].state is RunState.RUNNING
