@@ -6,6 +6,9 @@ audit and run views are folds over that stream. See ARCHITECTURE.md.
 
 from __future__ import annotations
 
+# Importing the read model registers its projector, so every process that appends keeps the ``runs``
+# projection current in the same transaction (flightlog.runs).
+from . import runs as _runs  # noqa: F401  (import for its side effect)
 from .errors import (
     AppendConflict,
     EffectConflict,
