@@ -22,6 +22,7 @@ from pathlib import Path
 from rich.console import Console
 
 from .checkpoints import AuditReport, Notary, audit_session
+from .demo_kernel import run_kernel_demo
 from .errors import LedgerIntegrityError
 from .importers import import_file
 from .ledger import VerifyReport
@@ -101,7 +102,11 @@ def run_demo(store: Store, console: Console, *, notary: Notary | None = None) ->
     console.print(f"\n4. replay {claude} (the transcript a model would be given)")
     for index, message in enumerate(replay_session(store, claude, max_part_bytes=400)):
         console.print(f"   [{index:>2}] {message.role:<9} {summarize_message(message)}")
-    return _tamper_step(store, claude, console, notary)
+    code = _tamper_step(store, claude, console, notary)
+    if code:
+        return code
+    console.print("\n6. ", end="")
+    return run_kernel_demo(store, console)
 
 
 def _tamper_step(store: Store, session_id: str, console: Console, notary: Notary | None) -> int:

@@ -116,8 +116,8 @@ def test_approval_in_one_process_and_resume_in_another(db_path: Path) -> None:
         i = tail.index("suspended")
         assert tail[i + 1 : i + 4] == ["permission_resolved", "custom:approval_decision", "resumed"]
         assert of(third, sid, PermissionResolved)[-1] == PermissionResolved(
-            turn=1, approved=True, responder="alice"
-        )
+            turn=1, approved=True, responder="user"
+        )  # seed 000: "user" | "policy_gate"; the operator's name is in approval_decision
         assert customs(third, sid, "approval_decision") == [
             {"turn": 1, "call_id": "w1", "gate": "approval", "approved": True, "responder": "alice"}
         ]
@@ -142,8 +142,9 @@ def test_deny_tells_the_model_and_never_runs_the_call(store: SqliteStore, other_
         turn=1, call_id="w1", tool_name="write_note", reason="too risky"
     )
     assert of(other_store, sid, PermissionResolved)[-1] == PermissionResolved(
-        turn=1, approved=False, responder="bob"
+        turn=1, approved=False, responder="user"
     )
+    assert customs(other_store, sid, "approval_decision")[-1]["responder"] == "bob"
     assert of(other_store, sid, Resumed) == [Resumed(turn=1, approved=[], denied=["w1"])]
     (completed,) = of(other_store, sid, ToolCompleted)
     assert completed.results[1] == ToolResult(call_id="w1", output="denied by bob: too risky", is_error=True)

@@ -4,9 +4,10 @@ A suspended run has exited; its gates live only in the ledger. ``approve``/``den
 (verifying the whole chain and taking authority, so a writer still holding the old epoch is fenced off)
 and append, in one transaction:
 
-* approve: ``permission_resolved(turn, approved=True, responder)`` and
-  ``Custom("approval_decision", {turn, call_id, gate, approved, responder})``;
-* deny: ``permission_resolved(turn, approved=False, responder)``, ``tool_denied(turn, call_id, tool_name,
+* approve: ``permission_resolved(turn, approved=True, responder="user")`` and
+  ``Custom("approval_decision", {turn, call_id, gate, approved, responder})`` where ``responder`` there is
+  the operator's name (``--as NAME``, default ``user``);
+* deny: ``permission_resolved(turn, approved=False, responder="user")``, ``tool_denied(turn, call_id, tool_name,
   reason)`` and the ``approval_decision``.
 
 Nothing runs here: a later ``Kernel.resume`` records ``resumed(approved=[...], denied=[...])`` and
@@ -84,6 +85,10 @@ def pending(store: Store, session_id: str | None = None) -> list[PendingCall]:
     return found
 
 
+HUMAN = "user"
+"""``permission_resolved.responder`` of every human decision (seed 000: ``"user" | "policy_gate"``)."""
+
+
 def approve(store: Store, session_id: str, call_id: str, *, responder: str = "user") -> Verdict:
     """Approve a gated call (for an in-doubt effect: allow running it again).
 
@@ -128,7 +133,9 @@ def _decide(
     if not approved and reason is None:
         reason = f"denied by {responder}"
     verdict = Verdict(call_id, gate.kind, approved, responder, reason)
-    events: list[Event] = [PermissionResolved(turn=gate.turn, approved=approved, responder=responder)]
+    # Seed 000: responder is "user" for a human decision ("policy_gate" for automatic ones); the operator's
+    # name goes into the approval_decision record beside it.
+    events: list[Event] = [PermissionResolved(turn=gate.turn, approved=approved, responder=HUMAN)]
     if not approved:
         events.append(ToolDenied(turn=gate.turn, call_id=call_id, tool_name=gate.tool, reason=reason or ""))
     events.append(Custom(custom_kind=APPROVAL_DECISION, payload=verdict.to_wire(gate.turn)))

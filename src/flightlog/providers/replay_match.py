@@ -13,8 +13,10 @@ difference the API would act on):
 3. **Empty tool descriptions are absent** (``""``, or ``null`` by rule 1).
 4. **Anthropic Messages** (path ending ``/messages``): a string ``system`` or ``content`` (message or
    ``tool_result``) is the documented shorthand for one text block, so it is expanded to
-   ``[{"type": "text", "text": ...}]``; ``cache_control`` breakpoints below the top level are ignored
-   (they are the recording client's caching policy: they change billing, not the conversation).
+   ``[{"type": "text", "text": ...}]``; ``"is_error": false`` on a ``tool_result`` is absent (the API
+   default: pydantic-ai sends it, the official examples and Mirascope omit it); ``cache_control``
+   breakpoints below the top level are ignored (they are the recording client's caching policy: they
+   change billing, not the conversation).
 5. **OpenAI Chat** (``/chat/completions``): an empty ``annotations`` list on an assistant message is
    absent (an output-only field some clients echo back).
 6. **OpenAI Responses** (``/responses``): on ``input`` items, ``status`` is ignored, and so are
@@ -158,6 +160,8 @@ def _anthropic_rules(body: dict[str, Any]) -> None:
         for block in _dicts(message.get("content")):
             if block.get("type") == "tool_result" and "content" in block:
                 block["content"] = _text_blocks(block["content"])
+            if block.get("type") == "tool_result" and block.get("is_error") is False:
+                del block["is_error"]
     for holder in (
         body.get("system"),
         body.get("tools"),

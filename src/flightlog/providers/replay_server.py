@@ -23,6 +23,22 @@ cassette (protocol, model, recorded request options; see :func:`cassette_profile
         await provider.aclose()
     server.assert_clean()
 
+**Resuming midway (``seek=True``).** A durable agent run spans processes: the run that stops to wait for
+an approval, and the ``resume`` that continues it (possibly after a crash), each build their own adapter
+and so their own loopback server, which starts at the cassette's first interaction. The resumed process's
+first request is the one the session has reached (interaction #1, #2...), not #0. With ``seek=True`` a
+request that does not match the next interaction is compared with the later ones, in order; the first
+that matches is served and the ones before it are *skipped* (listed in :attr:`ReplayServer.skipped`:
+another process served them). The position only moves forward, and a request that matches no remaining
+interaction is still a 599 mismatch. Each request of a recorded conversation carries its history (or the
+id of the previous response), so it matches the interaction recorded at that point and no other: the
+conversation, not a counter, says where a process continues.
+
+**Journal (``journal=path``).** Every answered request is also appended as one JSON line to ``journal``
+(``{"pid", "index", "matched", "skipped", "differences"}``; ``index`` is the interaction served, or the
+one expected on a mismatch), so the requests of every process of a run (crashed ones included) can be
+checked afterwards for mismatches.
+
 The server binds ``127.0.0.1`` on a free port (stdlib :class:`http.server.ThreadingHTTPServer`) and never
 opens an outbound connection.
 """
@@ -30,6 +46,7 @@ opens an outbound connection.
 from __future__ import annotations
 
 import json
+import os
 import threading
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
@@ -66,7 +83,7 @@ class Mismatch:
     """A request the cassette did not expect.
 
     Attributes:
-        index: The index of the interaction that was expected (== number of interactions served).
+        index: The index of the interaction that was expected (the one after the last served).
         method: The live method.
         path: The live path.
         differences: What differed (see :func:`~flightlog.providers.replay_match.request_differences`).
@@ -83,6 +100,8 @@ class _State:
     """Mutable replay position, guarded by ``lock`` (handler threads share it)."""
 
     served: int = 0
+    position: int = 0
+    skipped: list[int] = field(default_factory=list)
     mismatches: list[Mismatch] = field(default_factory=list)
     received: list[Any] = field(default_factory=list)
     lock: threading.Lock = field(default_factory=threading.Lock)
@@ -98,25 +117,41 @@ class ReplayServer:
         api_root: Path prefix of :attr:`base_url` (``/v1`` for OpenAI cassettes, "" otherwise).
     """
 
-    def __init__(self, interactions: Sequence[Interaction], *, api_root: str = "") -> None:
+    def __init__(
+        self,
+        interactions: Sequence[Interaction],
+        *,
+        api_root: str = "",
+        seek: bool = False,
+        journal: str | Path | None = None,
+    ) -> None:
         """Prepare (not start) a server for ``interactions``.
 
         Args:
             interactions: Recorded interactions, served in this order.
             api_root: Path prefix added to :attr:`base_url`.
+            seek: Let a request skip ahead to the first later interaction it matches (a process resuming
+                a recorded conversation midway; see the module docs).
+            journal: Append one JSON line per answered request to this file (see the module docs).
         """
         self.interactions = list(interactions)
         self.api_root = api_root
+        self.seek = seek
+        self.journal = Path(journal) if journal is not None else None
         self._state = _State()
         self._httpd: ThreadingHTTPServer | None = None
         self._thread: threading.Thread | None = None
 
     @classmethod
-    def from_cassette(cls, path: str | Path) -> ReplayServer:
+    def from_cassette(
+        cls, path: str | Path, *, seek: bool = False, journal: str | Path | None = None
+    ) -> ReplayServer:
         """A server for a cassette file, its :attr:`api_root` chosen from the recorded host.
 
         Args:
             path: A VCR cassette (either dialect).
+            seek: See :class:`ReplayServer` (skip ahead to the interaction a request matches).
+            journal: See :class:`ReplayServer` (one JSON line per answered request).
 
         Returns:
             The (not yet started) server; use it as a context manager.
@@ -128,7 +163,7 @@ class ReplayServer:
         """
         interactions = load_cassette(path)
         host = interactions[0].request.host if interactions else ""
-        return cls(interactions, api_root=_API_ROOTS.get(host, ""))
+        return cls(interactions, api_root=_API_ROOTS.get(host, ""), seek=seek, journal=journal)
 
     # ─── Lifecycle ───────────────────────────────────────────────────────────────────────────────
 
@@ -188,8 +223,15 @@ class ReplayServer:
 
     @property
     def remaining(self) -> int:
-        """Number of recorded interactions not served yet."""
-        return len(self.interactions) - self.served
+        """Number of recorded interactions after the last one served (skipped ones do not count)."""
+        with self._state.lock:
+            return len(self.interactions) - self._state.position
+
+    @property
+    def skipped(self) -> list[int]:
+        """Indices of the interactions a ``seek`` jumped over (served by another process), in order."""
+        with self._state.lock:
+            return list(self._state.skipped)
 
     @property
     def mismatches(self) -> list[Mismatch]:
@@ -204,7 +246,9 @@ class ReplayServer:
             return list(self._state.received)
 
     def assert_clean(self, *, all_served: bool = True) -> None:
-        """Raise unless no request mismatched (and, by default, every interaction was served).
+        """Raise unless no request mismatched (and, by default, no interaction is left after the last served).
+
+        Interactions a ``seek`` skipped are not held against the server: another process served them.
 
         Raises:
             AssertionError: With the mismatches' differences, or the number of unserved interactions.
@@ -220,27 +264,54 @@ class ReplayServer:
 
     def _answer(self, method: str, target: str, body: bytes) -> tuple[int, str, list[tuple[str, str]], bytes]:
         url = urlsplit(target)
-        with self._state.lock:
-            self._state.received.append(_decoded(body))
-            index = self._state.served
+        state = self._state
+        with state.lock:
+            state.received.append(_decoded(body))
+            index = state.position
             if index >= len(self.interactions):
                 problems = [f"no recorded interaction left ({len(self.interactions)} served)"]
             else:
-                expected = self.interactions[index]
-                problems = request_differences(
-                    expected.request,
-                    expected.dialect,
-                    method=method,
-                    path=url.path,
-                    query=url.query,
-                    body=body,
-                )
-            if problems:
-                self._state.mismatches.append(Mismatch(index, method, url.path, tuple(problems)))
+                problems = self._differences(index, method, url.path, url.query, body)
+            found = index if not problems else self._seek(index + 1, method, url.path, url.query, body)
+            if found is None:
+                state.mismatches.append(Mismatch(index, method, url.path, tuple(problems)))
+                self._log(index, matched=False, skipped=[], differences=problems)
                 return _mismatch_answer(index, problems)
-            self._state.served += 1
-        response = self.interactions[index].response
+            skipped = list(range(index, found))
+            state.skipped.extend(skipped)
+            state.position = found + 1
+            state.served += 1
+            self._log(found, matched=True, skipped=skipped, differences=[])
+        response = self.interactions[found].response
         return response.status, response.reason, list(response.headers), response.body
+
+    def _differences(self, index: int, method: str, path: str, query: str, body: bytes) -> list[str]:
+        expected = self.interactions[index]
+        return request_differences(
+            expected.request, expected.dialect, method=method, path=path, query=query, body=body
+        )
+
+    def _seek(self, start: int, method: str, path: str, query: str, body: bytes) -> int | None:
+        """With ``seek``: the first interaction from ``start`` on that the request matches, else None."""
+        if not self.seek:
+            return None
+        for index in range(start, len(self.interactions)):
+            if not self._differences(index, method, path, query, body):
+                return index
+        return None
+
+    def _log(self, index: int, *, matched: bool, skipped: list[int], differences: list[str]) -> None:
+        if self.journal is None:
+            return
+        entry = {
+            "pid": os.getpid(),
+            "index": index,
+            "matched": matched,
+            "skipped": skipped,
+            "differences": differences,
+        }
+        with self.journal.open("a", encoding="utf-8") as fh:  # one short O_APPEND write per line
+            fh.write(json.dumps(entry) + "\n")
 
 
 def _decoded(body: bytes) -> Any:
@@ -412,7 +483,13 @@ def _strict_flag(tools: Any) -> bool | None:
     return flags.pop() if len(flags) == 1 and None not in flags else None
 
 
-def replay_provider(cassette: str | Path, **adapter_kwargs: Any) -> tuple[ModelProvider, ReplayServer]:
+def replay_provider(
+    cassette: str | Path,
+    *,
+    seek: bool = False,
+    journal: str | Path | None = None,
+    **adapter_kwargs: Any,
+) -> tuple[ModelProvider, ReplayServer]:
     """A real SDK adapter wired to a started replay server of ``cassette``: the recorded-replay provider.
 
     The adapter class follows the cassette's endpoint, its model and ``request_options`` follow the first
@@ -422,8 +499,13 @@ def replay_provider(cassette: str | Path, **adapter_kwargs: Any) -> tuple[ModelP
     the server: close it (``with server: ...``) when done, and call ``server.assert_clean()`` to check that
     every request matched.
 
+    A durable run that resumes in another process builds its provider there again: pass ``seek=True`` so
+    that process's server continues at the interaction the session has reached (see the module docs).
+
     Args:
         cassette: A VCR cassette path.
+        seek: Let requests skip ahead to the interaction they match (see :class:`ReplayServer`).
+        journal: Append one JSON line per answered request to this file (see :class:`ReplayServer`).
         **adapter_kwargs: Overrides for the adapter constructor (e.g. ``capabilities``,
             ``chain_responses=True``).
 
@@ -434,7 +516,7 @@ def replay_provider(cassette: str | Path, **adapter_kwargs: Any) -> tuple[ModelP
         ImportError: The SDK or pyyaml is missing (``pip install 'flightlog[providers]'``).
         ValueError: The cassette is empty or not a provider cassette.
     """
-    server = ReplayServer.from_cassette(cassette)
+    server = ReplayServer.from_cassette(cassette, seek=seek, journal=journal)
     if not server.interactions:
         raise ValueError(f"{cassette}: cassette has no interactions")
     profile = cassette_profile(server.interactions[0])

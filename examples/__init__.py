@@ -1,0 +1,1 @@
+"""Runnable examples (a checkout's ``examples/`` folder; not part of the installed package)."""
