@@ -1,10 +1,26 @@
-"""Suite-wide isolation: no test reads or writes the user's real key, head or database locations."""
+"""Suite-wide isolation: no test reads or writes the user's real key, head or database locations.
+
+The variables are set when pytest loads this file, before any fixture of any scope runs (module-scoped
+fixtures run before function-scoped autouse ones), and are inherited by every subprocess a test starts.
+Each test then gets fresh directories of its own.
+"""
 
 from __future__ import annotations
 
+import os
+import tempfile
 from collections.abc import Iterator
 
 import pytest
+
+_SUITE_HOME = tempfile.mkdtemp(prefix="flightlog-tests-")
+for _name, _sub in (
+    ("FLIGHTLOG_KEY_DIR", "keys"),
+    ("FLIGHTLOG_HEAD_DIR", "heads"),
+    ("FLIGHTLOG_DB", "default.db"),
+):
+    os.environ[_name] = os.path.join(_SUITE_HOME, _sub)
+os.environ.pop("FLIGHTLOG_LOG_KEY", None)
 
 
 @pytest.fixture(autouse=True)

@@ -52,8 +52,9 @@ Heads cosigned by a witness (:mod:`flightlog.witness`) are passed to :func:`audi
 naming the witness): that catches a rollback even when the retained-head directory went with the database.
 
 **Erasable artifacts.** Events referencing personal data do so by salted digest
-(``salted:sha256:<hex>``, :mod:`flightlog.erasure`); verification lists each such reference as present,
-erased (with the erasure log seq) or missing (``artifact_missing``, a divergence).
+(``salted:sha256:<hex>``, :mod:`flightlog.erasure`); verification lists each such reference (a JSON string
+value that is exactly a handle, not a mention inside longer text) as present, erased (with the erasure
+log seq) or missing (``artifact_missing``, a divergence).
 
 **Limits.** The ledger id lives in the database: an attacker who rewrites it *and* deletes every
 checkpoint turns sessions into wholly unanchored ones (reported so, never as signed) with no retained
@@ -148,7 +149,7 @@ _SEAL_MARK = b'"custom_kind":"session_sealed"'
 SALTED_PREFIX = "salted:sha256:"
 """Prefix of a salted (erasable) artifact handle: ``salted:sha256:<hex of sha256(salt || content)>``."""
 
-_SALTED = re.compile(rb"salted:sha256:([0-9a-f]{64})")
+_SALTED = re.compile(rb'"salted:sha256:([0-9a-f]{64})"')  # a JSON string that is exactly a handle
 
 
 class NoteError(FlightlogError, ValueError):
@@ -625,18 +626,21 @@ class HeadStore:
                 "root": signed.root.hex(),
                 "checkpoint": signed.note,
             }
-            _write_atomic(path, doc)
+            # Not fsynced (one checkpoint in 64 events pays for it otherwise): a power failure can only
+            # leave this head lagging, which is safe; checks compare the database against it, never back.
+            _write_atomic(path, doc, fsync=False)
         return True
 
 
-def _write_atomic(path: Path, doc: dict[str, Any]) -> None:
-    """Write JSON to ``path`` atomically: a temporary file, fsync, rename."""
+def _write_atomic(path: Path, doc: dict[str, Any], *, fsync: bool = True) -> None:
+    """Write JSON to ``path`` atomically: a temporary file, fsync (unless told not to), rename."""
     path.parent.mkdir(parents=True, exist_ok=True, mode=0o700)
     tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
     with tmp.open("w", encoding="utf-8") as fh:
         fh.write(json.dumps(doc, indent=2, ensure_ascii=False) + "\n")
-        fh.flush()
-        os.fsync(fh.fileno())
+        if fsync:
+            fh.flush()
+            os.fsync(fh.fileno())
     os.replace(tmp, path)
 
 

@@ -419,6 +419,9 @@ class Witness:
                 return self._update(old, proof, note, cp, body)
         except _Refused as refused:
             return refused.response
+        except (OSError, FlightlogError) as exc:  # unreadable state, full disk: never cosign then
+            log.exception("witness state failure")
+            return _text(500, f"witness state failure: {exc}")
 
     def _verify_log_signature(self, note_text: str, cp: Checkpoint) -> None:
         keys = [TrustedKey(log.verifier) for log in self.logs if cp.origin.startswith(log.origin_prefix)]
@@ -459,7 +462,10 @@ class Witness:
         match = _ORIGIN_HASH.fullmatch(path)
         if match is None:
             return _text(404, "not found")
-        head = self._load(self.directory / "state" / f"{match.group(1)}.json")
+        try:
+            head = self._load(self.directory / "state" / f"{match.group(1)}.json")
+        except FlightlogError as exc:
+            return _text(500, str(exc))
         if head is None:
             return _text(404, "no checkpoint cosigned for this origin")
         return _Response(200, head.note.encode())
@@ -967,7 +973,11 @@ def witnessed_heads(
                 notes.append(
                     f"witness {witness.key.name} answered a checkpoint that does not verify: {exc.reason}"
                 )
-    for record in store.cosignatures(origin) if keys else []:
+    try:
+        stored = store.cosignatures(origin) if keys else []
+    except NotImplementedError:
+        stored, notes = [], [*notes, "this store keeps no cosignatures"]
+    for record in stored:
         try:
             heads += verify_cosigned(record.note, origin, keyring, keys)
         except NoteError as exc:

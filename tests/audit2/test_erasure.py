@@ -194,3 +194,14 @@ def test_artifact_not_found_pickles() -> None:
     error = ArtifactNotFound(handle="salted:sha256:00")
     back = pickle.loads(pickle.dumps(error))
     assert isinstance(back, LookupError) and str(back) == str(error)
+
+
+def test_only_exact_handle_strings_count_as_references(store: SqliteStore, notary: Notary) -> None:
+    rec = Recorder.create(store, session_id=SID, notary=notary)
+    handle = "salted:sha256:" + "ef" * 32
+    rec.append(Custom(custom_kind="note", payload={"text": f"the doc mentions {handle} in passing"}))
+    assert audit_session(store, SID, keyring=notary.keyring).artifacts == []
+    rec.append(Custom(custom_kind="ref", payload={"record": handle}))
+    report = audit_session(store, SID, keyring=notary.keyring)
+    assert [(a.seq, a.state) for a in report.artifacts] == [(1, "missing")]
+    assert [d.reason for d in report.divergences] == ["artifact_missing"]

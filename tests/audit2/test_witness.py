@@ -362,3 +362,14 @@ def test_cli_usage_mistakes(db_path: Path, store: SqliteStore) -> None:
         assert runner.invoke(app, ["--db", str(db_path), *args]).exit_code == 2, args
     result = runner.invoke(app, ["--db", str(db_path), "witness", "trust", "garbage"])
     assert result.exit_code == 1 and "flightlog: error:" in result.stderr
+
+
+def test_a_broken_state_file_is_a_500_never_a_cosignature(
+    witness: Witness, notes: list[str], store: SqliteStore
+) -> None:
+    assert witness.add_checkpoint(_body(notes[0], 0)).status == 200
+    origin = origin_for(store.ledger_id(), SID)
+    witness._state_path(origin).write_text("{broken")
+    assert witness.add_checkpoint(_body(notes[1], 4)).status == 500
+    assert witness.get_checkpoint(f"/{hashlib.sha256(origin.encode()).hexdigest()}/checkpoint").status == 500
+    assert witness.get_checkpoint("/nope").status == 404
