@@ -28,6 +28,7 @@ import typer
 from rich.console import Console
 from typer.core import TyperGroup
 
+from .checkpoints import Notary
 from .errors import FlightlogError, SessionNotFound
 from .events import Custom, SessionEvent
 from .kernel import Kernel, NotPending, RunResult, approve, deny, pending
@@ -128,7 +129,7 @@ def register(app: typer.Typer, open_db: OpenDb) -> None:
         sid: list[str] = [session or "SESSION"]
         with open_db(False) as store:
             progress = None if quiet else Progress(err, lambda: sid[0])
-            kernel = Kernel(store, agent, on_event=_capture_session(progress, sid))
+            kernel = Kernel(store, agent, on_event=_capture_session(progress, sid), notary=Notary.from_env())
             result = kernel.run_sync(goal, criteria or (), session_id=session, metadata=metadata)
         _report(out, result, json_out)
         raise typer.Exit(_code(result))
@@ -149,7 +150,7 @@ def register(app: typer.Typer, open_db: OpenDb) -> None:
             if not spec:
                 raise typer.BadParameter("no agent spec recorded for this session; give --spec")
             progress = None if quiet else Progress(err, lambda: sid)
-            result = Kernel(store, _agent(spec), on_event=progress).resume_sync(sid)
+            result = Kernel(store, _agent(spec), on_event=progress, notary=Notary.from_env()).resume_sync(sid)
         _report(out, result, json_out)
         raise typer.Exit(_code(result))
 

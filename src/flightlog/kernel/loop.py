@@ -46,6 +46,7 @@ from collections.abc import Awaitable, Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
+from ..checkpoints import Notary
 from ..errors import StaleWriter
 from ..events import (
     BudgetExceeded,
@@ -463,6 +464,9 @@ class Kernel:
         clock: Monotonic clock in seconds for the wall-clock budget (inject a fake in tests).
         on_token: Live subscriber for streamed text deltas (never recorded).
         on_event: Live subscriber for each durable event of the session, after commit.
+        notary: Sign checkpoints (on the recorder's cadence and always before a side-effecting tool call),
+            seal the session when the run ends, and check signatures and retained heads on resume
+            (:mod:`flightlog.checkpoints`); None records an unsigned chain.
     """
 
     def __init__(
@@ -474,9 +478,11 @@ class Kernel:
         clock: Clock = time.monotonic,
         on_token: TokenCallback | None = None,
         on_event: Subscriber | None = None,
+        notary: Notary | None = None,
     ) -> None:
         self.store = store
         self.agent = agent
+        self.notary = notary
         self.sleep = sleep
         self.clock = clock
         self.on_event = on_event
@@ -555,7 +561,12 @@ class Kernel:
         limits = Custom(custom_kind=BUDGET_LIMITS, payload=self.agent.budgets.to_wire())
         with self.store.transaction():  # a session exists only with its run_started: crash-safe start
             recorder = Recorder.create(
-                self.store, session_id=session_id, task=goal, source="kernel", metadata=meta
+                self.store,
+                session_id=session_id,
+                task=goal,
+                source="kernel",
+                metadata=meta,
+                notary=self.notary,
             )
             activation = _Activation(self, recorder, KernelState(recorder.session_id))
             activation.append(started, *evidence, limits)
@@ -578,7 +589,7 @@ class Kernel:
             raise KernelError(f"session {session_id} has no run_started: not a kernel run")
         if _idle(state):
             return result_of(state)
-        recorder = Recorder.attach(self.store, session_id)
+        recorder = Recorder.attach(self.store, session_id, notary=self.notary)
         if recorder.next_seq != len(state.events):  # it moved on before we took authority: refold
             state = load_state(self.store, session_id)
         activation = _Activation(self, recorder, state)
