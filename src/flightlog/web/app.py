@@ -1,0 +1,459 @@
+"""The dashboard application: FastAPI routes, server-rendered pages, server-sent events.
+
+Pages and endpoints (every one behind :class:`~flightlog.web.security.Guard`):
+
+=============================== ==========================================================================
+``GET /``                        runs: filters (``state``, ``source``), the parent/child tree, the approvals
+                                 queue and the runs waiting for a resume; live through ``/api/stream/runs``
+``GET /session?id=``             one session: header and run state, verification, its waiting calls,
+                                 replay at any seq (``at=``), the event timeline (``start=`` pages it),
+                                 tool calls, thinking, provider-native payloads, artifacts; live through
+                                 ``/api/stream/session``
+``GET /api/runs``                the runs page's data as JSON (what the stream sends)
+``GET /api/event?session=&seq=`` one stored event, pretty-printed JSON (the "show more" of a row)
+``GET /api/stream/runs``         SSE: ``runs`` messages (the whole tree and queue) whenever they change
+``GET /api/stream/session``      SSE: ``ev`` messages (new timeline rows, ``id`` = seq, so a reconnect
+                                 resumes after ``Last-Event-ID``) and ``status`` messages
+``POST /approvals/decide``       approve or deny a waiting call (form: ``session_id``, ``call_id``,
+                                 ``decision``, ``operator``, ``reason``, ``csrf``, ``next``)
+``GET /static/...``              ``app.js`` and ``app.css``
+=============================== ==========================================================================
+
+Approving records ``permission_resolved(responder="user")`` and ``Custom("approval_decision")`` naming the
+operator (:func:`flightlog.kernel.approve`); it runs nothing. The dashboard never resumes a run: it holds no
+agent definition (tools, model route, credentials) and will not load code named in a database from a
+browser request. A session whose every gate is decided is listed as *waiting for resume* with the command
+that continues it, ``flightlog resume SESSION``; a runner that stays up can instead poll
+:func:`flightlog.kernel.pending` for the session and call ``Kernel.resume`` itself.
+
+Reads share one read-only store opened at startup (thread-safe; SQLite in WAL mode sees each commit of
+other processes); each decision opens a writable store of its own and closes it.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import threading
+from collections.abc import AsyncIterator, Callable, Iterator
+from contextlib import AbstractContextManager, asynccontextmanager, contextmanager
+from pathlib import Path
+from typing import Any
+from urllib.parse import parse_qsl
+
+from fastapi import FastAPI, Request
+from fastapi.responses import HTMLResponse, JSONResponse, PlainTextResponse, RedirectResponse, Response
+from jinja2 import Environment, PackageLoader, StrictUndefined
+from markupsafe import Markup
+from starlette.concurrency import run_in_threadpool
+from starlette.responses import StreamingResponse
+from starlette.staticfiles import StaticFiles
+
+from ..errors import FlightlogError, SessionNotFound
+from ..kernel.approvals import approve, deny
+from ..kernel.errors import NotPending
+from ..sessions import replay_session
+from ..store.base import Store
+from . import views
+from .security import Auth, Guard
+
+__all__ = ["OpenDb", "create_app"]
+
+OpenDb = Callable[[bool], AbstractContextManager[Store]]
+"""``open_db(read_only)``: a context manager yielding an open store, closed on exit (the CLI's ``_store``)."""
+
+MAX_FORM_BYTES = 64 * 1024
+MAX_OPERATOR = 80
+MAX_REASON = 2000
+REPLAY_PART_BYTES = 8192
+
+_STATIC = Path(__file__).parent / "static"
+
+
+def _finalize(value: Any) -> Any:
+    """Every ``{{ value }}`` that is a plain string shows its invisible characters (escaping follows);
+    markup from macros and :class:`~flightlog.web.views.Exact` ids pass unchanged."""
+    if isinstance(value, str) and not isinstance(value, Markup | views.Exact):
+        return views.visible(value)
+    return value
+
+
+def _environment() -> Environment:
+    return Environment(
+        loader=PackageLoader("flightlog.web", "templates"),
+        autoescape=True,
+        undefined=StrictUndefined,
+        finalize=_finalize,
+        trim_blocks=True,
+        lstrip_blocks=True,
+    )
+
+
+class _Dashboard:
+    """Per-app state: secrets, the shared reader store, the gate cache, the stop flag, the templates."""
+
+    def __init__(self, open_db: OpenDb, auth: Auth, poll_s: float, ping_s: float) -> None:
+        self.open_db = open_db
+        self.auth = auth
+        self.poll_s = poll_s
+        self.ping_s = ping_s
+        self.pending = views.PendingCache()
+        self.stopping = threading.Event()
+        self.templates = _environment()
+        self._reader: Store | None = None
+
+    @property
+    def reader(self) -> Store:
+        if self._reader is None:
+            raise RuntimeError("the dashboard is not started (use it inside its lifespan)")
+        return self._reader
+
+    @contextmanager
+    def opened(self) -> Iterator[None]:
+        """Open the shared reader store for the app's lifetime; set the stop flag on the way out."""
+        self.stopping.clear()
+        with self.open_db(True) as store:
+            self._reader = store
+            try:
+                yield
+            finally:
+                self.stopping.set()
+                self._reader = None
+
+    def page(self, template: str, http_status: int = 200, **context: Any) -> HTMLResponse:
+        """Render ``template`` (autoescaped, every string made visible) with the CSRF token."""
+        html = self.templates.get_template(template).render(csrf=self.auth.csrf, **context)
+        return HTMLResponse(html, status_code=http_status)
+
+    def error(self, http_status: int, message: str) -> HTMLResponse:
+        """An error page."""
+        return self.page("error.html", http_status, title=str(http_status), message=message)
+
+
+def _choice(value: str | None, allowed: tuple[str, ...]) -> str | None:
+    if not value:
+        return None
+    if value not in allowed:
+        raise ValueError(value)
+    return value
+
+
+def _int(value: str | None) -> int | None:
+    """A sequence number from a query: None when absent; ValueError unless ``0 <= n < 2**53``."""
+    if value is None or value == "":
+        return None
+    if not value.isascii() or not value.isdigit() or len(value) > 16:
+        raise ValueError(value)
+    number = int(value)
+    if number >= 2**53:
+        raise ValueError(value)
+    return number
+
+
+def _local(path: str | None) -> str:
+    """A redirect target that stays on the dashboard (``/...``, never ``//host`` or a scheme)."""
+    if not path or not path.startswith("/") or path.startswith("//") or "\\" in path:
+        return "/"
+    return path
+
+
+def _sse(event: str, data: Any, event_id: int | None = None) -> str:
+    text = json.dumps(views.sanitize(data), ensure_ascii=False, separators=(",", ":"))
+    head = f"id: {event_id}\n" if event_id is not None else ""
+    return f"{head}event: {event}\ndata: {text}\n\n"
+
+
+def _stream(body: AsyncIterator[str]) -> StreamingResponse:
+    return StreamingResponse(
+        body, media_type="text/event-stream", headers={"X-Accel-Buffering": "no", "Cache-Control": "no-store"}
+    )
+
+
+def create_app(
+    open_db: OpenDb,
+    *,
+    token: str,
+    bind_host: str = "127.0.0.1",
+    poll_s: float = 0.4,
+    ping_s: float = 5.0,
+) -> FastAPI:
+    """Build the dashboard.
+
+    Args:
+        open_db: Opens the store: ``open_db(True)`` once for all reads (at startup), ``open_db(False)`` per
+            decision.
+        token: The access token (see :mod:`flightlog.web.security`).
+        bind_host: The address the server listens on (for the ``Host`` allow-list).
+        poll_s: How often the live streams look for changes, in seconds.
+        ping_s: Seconds between keep-alive comments on a quiet stream.
+
+    Raises:
+        ValueError: the token is shorter than 8 characters.
+    """
+    dash = _Dashboard(open_db, Auth(token), poll_s, ping_s)
+
+    @asynccontextmanager
+    async def lifespan(_app: FastAPI) -> AsyncIterator[None]:
+        with dash.opened():
+            yield
+
+    app = FastAPI(title="flightlog", docs_url=None, redoc_url=None, openapi_url=None, lifespan=lifespan)
+    app.state.dashboard = dash
+    app.add_middleware(Guard, auth=dash.auth, bind_host=bind_host)
+    app.mount("/static", StaticFiles(directory=_STATIC), name="static")
+    _routes(app, dash)
+    return app
+
+
+def stop_streams(app: FastAPI) -> None:
+    """Tell every live stream of ``app`` to end (before a server shuts down)."""
+    dash: _Dashboard = app.state.dashboard
+    dash.stopping.set()
+
+
+def _runs_data(dash: _Dashboard, state: str | None, source: str | None) -> dict[str, Any]:
+    store = dash.reader
+    suspended = dash.pending.suspended(store)
+    waiting = {sid for sid, calls in suspended.items() if not calls}
+    return {
+        "runs": views.run_tree(store, state=state, source=source, waiting=waiting),
+        "pending": views.pending_rows([c for calls in suspended.values() for c in calls]),
+        "waiting": views.waiting_rows(suspended),
+    }
+
+
+def _session_status(dash: _Dashboard, session_id: str) -> dict[str, Any]:
+    store = dash.reader
+    record = store.get_session(session_id)
+    suspended = dash.pending.suspended(store, session_id)
+    calls = suspended.get(session_id, [])
+    state, budget = views.session_status(store, session_id)
+    return {
+        "status": views.show(record.status, 60),
+        "state": state,
+        "budget": budget,
+        "head_seq": record.head_seq,
+        "pending": views.pending_rows(calls),
+        "waiting": views.waiting_rows(suspended),
+    }
+
+
+def _new_rows(dash: _Dashboard, session_id: str, start: int) -> list[dict[str, Any]]:
+    return list(views.new_events(dash.reader, session_id, start))
+
+
+def _routes(app: FastAPI, dash: _Dashboard) -> None:
+    @app.get("/", response_class=HTMLResponse)
+    def runs_page(state: str | None = None, source: str | None = None) -> Response:
+        """The runs tree with filters, the approvals queue and runs waiting for a resume."""
+        try:
+            state_v, source_v = _choice(state, views.STATES), _choice(source, views.SOURCES)
+        except ValueError:
+            return dash.error(400, "unknown state or source filter")
+        data = _runs_data(dash, state_v, source_v)
+        query = "&".join(f"{k}={v}" for k, v in (("state", state_v), ("source", source_v)) if v)
+        return dash.page(
+            "runs.html",
+            title="Runs",
+            states=views.STATES,
+            sources=views.SOURCES,
+            state=state_v or "",
+            source=source_v or "",
+            stream="/api/stream/runs" + (f"?{query}" if query else ""),
+            next="/" + (f"?{query}" if query else ""),
+            **data,
+        )
+
+    @app.get("/favicon.ico")
+    def favicon() -> Response:
+        """No icon (and no 404 in the browser console)."""
+        return Response(status_code=204)
+
+    @app.get("/api/runs")
+    def runs_json(state: str | None = None, source: str | None = None) -> Response:
+        """The runs page's data as JSON."""
+        try:
+            state_v, source_v = _choice(state, views.STATES), _choice(source, views.SOURCES)
+        except ValueError:
+            return JSONResponse({"error": "unknown state or source filter"}, status_code=400)
+        return JSONResponse(views.sanitize(_runs_data(dash, state_v, source_v)))
+
+    @app.get("/session", response_class=HTMLResponse)
+    def session_page(id: str = "", start: str | None = None, at: str | None = None) -> Response:
+        """One session: timeline, replay, tool calls, thinking, payloads, artifacts, verification."""
+        try:
+            start_v, at_v = _int(start), _int(at)
+        except ValueError:
+            return dash.error(400, "start and at must be integers >= 0")
+        store = dash.reader
+        try:
+            page = views.session_page(store, id, start=start_v)
+        except SessionNotFound:
+            return dash.error(404, "no recorded session has this id (a sub-agent entry may have none)")
+        replay, replay_error = None, ""
+        if at_v is not None:
+            try:
+                messages = replay_session(store, id, at=at_v, max_part_bytes=REPLAY_PART_BYTES)
+                replay = views.message_rows(messages)
+            except FlightlogError as exc:  # an undecodable event: say so, show the rest of the page
+                replay_error = views.show(f"cannot replay: {exc}")
+        earlier = views.session_href(id, start=max(0, page.start - views.EVENT_PAGE)) if page.start else ""
+        later = "" if page.at_tail else views.session_href(id, start=page.start + views.EVENT_PAGE)
+        status = _session_status(dash, id)
+        return dash.page(
+            "session.html",
+            title="Session",
+            page=page,
+            status=status,
+            verify=views.verification(store, id),
+            replay=replay,
+            replay_error=replay_error,
+            at="" if at_v is None else str(at_v),
+            earlier=earlier,
+            later=later,
+            latest=views.session_href(id) if not page.at_tail else "",
+            stream=(
+                "/api/stream/session?" + views.session_href(id, after=page.next_seq).split("?", 1)[1]
+                if page.at_tail
+                else ""
+            ),
+            next=views.session_href(id),
+            session_id=id,
+            command=views.resume_command(id),
+        )
+
+    @app.get("/api/event")
+    def event_json(session: str = "", seq: str = "") -> Response:
+        """One stored event, pretty-printed (served as JSON text, never as HTML)."""
+        try:
+            seq_v = _int(seq)
+        except ValueError:
+            seq_v = None
+        if seq_v is None:
+            return PlainTextResponse("seq must be an integer >= 0\n", status_code=400)
+        text = views.raw_event(dash.reader, session, seq_v)
+        if text is None:
+            return PlainTextResponse("no such event\n", status_code=404)
+        return Response(text, media_type="application/json; charset=utf-8")
+
+    @app.get("/api/stream/runs")
+    async def runs_stream(state: str | None = None, source: str | None = None) -> Response:
+        """Server-sent ``runs`` messages whenever the tree, the queue or the waiting list change."""
+        try:
+            state_v, source_v = _choice(state, views.STATES), _choice(source, views.SOURCES)
+        except ValueError:
+            return PlainTextResponse("unknown state or source filter\n", status_code=400)
+
+        async def body() -> AsyncIterator[str]:
+            last, quiet = "", 0.0
+            yield "retry: 2000\n\n"
+            while not dash.stopping.is_set():
+                data = await run_in_threadpool(_runs_data, dash, state_v, source_v)
+                message = _sse("runs", data)
+                if message != last:
+                    last, quiet = message, 0.0
+                    yield message
+                elif quiet >= dash.ping_s:
+                    quiet = 0.0
+                    yield ": ping\n\n"
+                await asyncio.sleep(dash.poll_s)
+                quiet += dash.poll_s
+
+        return _stream(body())
+
+    @app.get("/api/stream/session")
+    async def session_stream(request: Request, id: str = "", after: str | None = None) -> Response:
+        """Server-sent ``ev`` messages for new events (from ``after`` or ``Last-Event-ID`` + 1) and
+        ``status`` messages when the status, run state or waiting calls change."""
+        try:
+            position = _int(after) or 0
+            last_id = _int(request.headers.get("last-event-id"))
+        except ValueError:
+            return PlainTextResponse("after must be an integer >= 0\n", status_code=400)
+        if last_id is not None:
+            position = last_id + 1
+        try:
+            await run_in_threadpool(dash.reader.get_session, id)
+        except SessionNotFound:
+            return PlainTextResponse("no such session\n", status_code=404)
+
+        async def body() -> AsyncIterator[str]:
+            nonlocal position
+            last, quiet = "", 0.0
+            yield "retry: 2000\n\n"
+            while not dash.stopping.is_set():
+                rows = await run_in_threadpool(_new_rows, dash, id, position)
+                for row in rows:
+                    position = row["seq"] + 1
+                    yield _sse("ev", row, row["seq"])
+                status = _sse("status", await run_in_threadpool(_session_status, dash, id))
+                if status != last:
+                    last, quiet = status, 0.0
+                    yield status
+                elif not rows and quiet >= dash.ping_s:
+                    quiet = 0.0
+                    yield ": ping\n\n"
+                if not rows:
+                    await asyncio.sleep(dash.poll_s)
+                    quiet += dash.poll_s
+
+        return _stream(body())
+
+    @app.post("/approvals/decide")
+    async def decide(request: Request) -> Response:
+        """Approve or deny a waiting call; records the decision, runs nothing (see the module docs)."""
+        wants_json = "application/json" in request.headers.get("accept", "")
+
+        def fail(status: int, message: str) -> Response:
+            if wants_json:
+                return JSONResponse({"ok": False, "error": views.visible(message)}, status_code=status)
+            return dash.error(status, message)
+
+        body = await request.body()
+        if len(body) > MAX_FORM_BYTES:
+            return fail(413, "form too large")
+        content_type = request.headers.get("content-type", "").split(";")[0].strip()
+        if content_type != "application/x-www-form-urlencoded":
+            return fail(415, "send the form as application/x-www-form-urlencoded")
+        form = dict(parse_qsl(body.decode("utf-8", errors="replace"), keep_blank_values=True))
+        if request.state.auth != "bearer" and not dash.auth.csrf_ok(
+            form.get("csrf") or request.headers.get("x-csrf-token")
+        ):
+            return fail(403, "missing or wrong CSRF token: reload the page and try again")
+        session_id, call_id = form.get("session_id", ""), form.get("call_id", "")
+        decision = form.get("decision", "")
+        operator = form.get("operator", "").strip()
+        reason = form.get("reason", "").strip() or None
+        if decision not in ("approve", "deny") or not session_id or not call_id:
+            return fail(400, "give session_id, call_id and decision (approve or deny)")
+        if not operator or len(operator) > MAX_OPERATOR or views.visible(operator) != operator:
+            return fail(400, f"give your operator name (1 to {MAX_OPERATOR} printable characters)")
+        if reason is not None and (len(reason) > MAX_REASON or views.visible(reason) != reason):
+            return fail(400, f"the reason must be at most {MAX_REASON} printable characters")
+
+        def record() -> None:
+            with dash.open_db(False) as store:
+                if decision == "approve":
+                    approve(store, session_id, call_id, responder=operator)
+                else:
+                    deny(store, session_id, call_id, responder=operator, reason=reason)
+
+        try:
+            await run_in_threadpool(record)
+        except SessionNotFound:
+            return fail(404, "no such session")
+        except NotPending:
+            return fail(409, "that call is not waiting for a decision (already decided, or never gated)")
+        except FlightlogError as exc:
+            return fail(409, f"not recorded: {exc}")
+        verb = "approved" if decision == "approve" else "denied"
+        message = f"{verb} {call_id} as {operator}"
+        if wants_json:
+            return JSONResponse(
+                {
+                    "ok": True,
+                    "message": views.show(message, 300),
+                    "resume": views.show(views.resume_command(session_id), 300),
+                }
+            )
+        return RedirectResponse(_local(form.get("next")), status_code=303)

@@ -1,0 +1,315 @@
+// flightlog dashboard: live updates over server-sent events, approvals, "show more".
+// Everything from the server is data: nodes are built with createElement and filled with textContent,
+// never innerHTML, and links are only ever the dashboard's own paths.
+"use strict";
+
+(function () {
+  const doc = document;
+  doc.documentElement.classList.add("js");
+  const OPERATOR_KEY = "flightlog.operator";
+
+  function csrf() {
+    const meta = doc.querySelector('meta[name="csrf-token"]');
+    return meta ? meta.getAttribute("content") || "" : "";
+  }
+
+  function localPath(href) {
+    return typeof href === "string" && href.startsWith("/") && !href.startsWith("//") ? href : "#";
+  }
+
+  // el("span", {class: "badge", text: "x", href: "/..."}, child, ...): text goes in as a Text node.
+  function el(tag, attrs, ...children) {
+    const node = doc.createElement(tag);
+    for (const [key, value] of Object.entries(attrs || {})) {
+      if (value === null || value === undefined || value === false || value === "") continue;
+      if (key === "text") node.textContent = String(value);
+      else if (key === "class") node.className = String(value);
+      else if (key === "href") node.setAttribute("href", localPath(value));
+      else node.setAttribute(key, String(value));
+    }
+    for (const child of children) {
+      if (child !== null && child !== undefined && child !== "") node.append(child);
+    }
+    return node;
+  }
+
+  function notice(message, isError) {
+    const box = doc.getElementById("notice");
+    if (!box) return;
+    box.textContent = message;
+    box.classList.toggle("error", Boolean(isError));
+    box.hidden = false;
+  }
+
+  function setLive(up, text) {
+    const live = doc.getElementById("live");
+    if (!live) return;
+    live.textContent = text;
+    live.classList.toggle("down", !up);
+  }
+
+  // ─── operator name (remembered in localStorage) ──────────────────────────────────────────
+  function operatorInput() {
+    return doc.getElementById("operator");
+  }
+
+  function initOperator() {
+    const input = operatorInput();
+    if (!input) return;
+    try {
+      input.value = localStorage.getItem(OPERATOR_KEY) || "";
+    } catch (e) {
+      /* storage disabled: the field still works for this page */
+    }
+    input.addEventListener("input", function () {
+      try {
+        localStorage.setItem(OPERATOR_KEY, input.value.trim());
+      } catch (e) {
+        /* ignore */
+      }
+    });
+  }
+
+  // ─── approvals ────────────────────────────────────────────────────────────────────────────
+  function decideForm(row, next) {
+    return el(
+      "form",
+      { class: "decide", method: "post", action: "/approvals/decide" },
+      el("input", { type: "hidden", name: "csrf", value: csrf() }),
+      el("input", { type: "hidden", name: "session_id", value: row.session_id }),
+      el("input", { type: "hidden", name: "call_id", value: row.call_id }),
+      el("input", { type: "hidden", name: "next", value: localPath(next) }),
+      el("input", { class: "nojs", type: "text", name: "operator", maxlength: "80", placeholder: "operator name" }),
+      el("input", { type: "text", name: "reason", maxlength: "2000", placeholder: "reason (told to the model on deny)" }),
+      el("button", { type: "submit", name: "decision", value: "approve", class: "approve", text: "Approve" }),
+      el("button", { type: "submit", name: "decision", value: "deny", class: "deny", text: "Deny" })
+    );
+  }
+
+  function pendingItem(row, next) {
+    return el(
+      "li",
+      { class: "pending", "data-session": row.session_id, "data-call": row.call_id },
+      el(
+        "div",
+        { class: "pending-head" },
+        el("span", { class: "tool", text: row.tool }),
+        " ",
+        el("span", { class: "badge", text: row.kind }),
+        " ",
+        el("span", { class: "muted", text: "call" }),
+        " ",
+        el("code", { class: "call", text: row.call }),
+        " ",
+        el("span", { class: "muted", text: "turn " + row.turn + " of" }),
+        " ",
+        el("a", { class: "session", href: row.href, text: row.session })
+      ),
+      el("div", { class: "reason", text: row.reason }),
+      el("pre", { class: "args", text: row.arguments }),
+      decideForm(row, next)
+    );
+  }
+
+  const rendered = { pending: null, waiting: null };
+
+  function renderPending(rows, next) {
+    const box = doc.getElementById("pending");
+    if (!box) return;
+    const key = JSON.stringify(rows.map((r) => [r.session_id, r.call_id]));
+    if (key === rendered.pending) return; // keep what the operator is typing
+    rendered.pending = key;
+    const list = el("ul", { class: "pending-list" });
+    for (const row of rows) list.append(pendingItem(row, next));
+    if (!rows.length) list.append(el("li", { class: "empty", text: "Nothing is waiting for a decision." }));
+    box.replaceChildren(list);
+  }
+
+  function renderWaiting(rows) {
+    const box = doc.getElementById("waiting");
+    if (!box) return;
+    const key = JSON.stringify(rows);
+    if (key === rendered.waiting) return;
+    rendered.waiting = key;
+    const list = el("ul", { class: "waiting-list" });
+    for (const row of rows) {
+      list.append(
+        el(
+          "li",
+          { class: "waiting" },
+          el("a", { href: row.href, text: row.session }),
+          " decided, waiting for a resume: ",
+          el("code", { text: row.command })
+        )
+      );
+    }
+    box.replaceChildren(list);
+  }
+
+  doc.addEventListener("submit", async function (event) {
+    const form = event.target;
+    if (!(form instanceof HTMLFormElement) || !form.classList.contains("decide")) return;
+    event.preventDefault();
+    const input = operatorInput();
+    const operator = input ? input.value.trim() : "";
+    if (!operator) {
+      notice("Enter your operator name (top right) first: it is recorded with the decision.", true);
+      if (input) input.focus();
+      return;
+    }
+    const submitter = event.submitter;
+    const decision = submitter && submitter.value === "deny" ? "deny" : "approve";
+    const body = new URLSearchParams(new FormData(form));
+    body.set("decision", decision);
+    body.set("operator", operator);
+    body.set("csrf", csrf());
+    const buttons = form.querySelectorAll("button");
+    buttons.forEach((b) => (b.disabled = true));
+    try {
+      const response = await fetch("/approvals/decide", {
+        method: "POST",
+        body: body,
+        credentials: "same-origin",
+        headers: { Accept: "application/json" },
+      });
+      const data = await response.json().catch(() => ({ ok: false, error: "HTTP " + response.status }));
+      if (data.ok) {
+        notice(data.message + ". The run continues when it is resumed: " + data.resume, false);
+        const item = form.closest(".pending");
+        if (item) item.classList.add("decided");
+      } else {
+        notice(data.error || "not recorded", true);
+        buttons.forEach((b) => (b.disabled = false));
+      }
+    } catch (error) {
+      notice("not recorded: " + error, true);
+      buttons.forEach((b) => (b.disabled = false));
+    }
+  });
+
+  // ─── runs page ────────────────────────────────────────────────────────────────────────────
+  function runNode(node) {
+    const line = el(
+      "div",
+      { class: "run-line" },
+      node.href
+        ? el("a", { class: "run-id", href: node.href, text: node.id })
+        : el("span", { class: "run-id", text: node.id }),
+      " ",
+      el("span", { class: "badge state", text: node.state }),
+      node.outcome ? el("span", { class: "badge outcome outcome-" + node.outcome, text: node.outcome }) : null,
+      " ",
+      el("span", { class: "badge source", text: node.source }),
+      node.liveness ? el("span", { class: "badge liveness", text: node.liveness }) : null,
+      node.awaiting_resume ? el("span", { class: "badge resume", text: "decided, waiting for resume" }) : null,
+      " ",
+      el(
+        "span",
+        { class: "muted" },
+        (node.tokens ? node.tokens + " tokens " : "") + (node.steps ? node.steps + " steps " : "") + node.duration
+      ),
+      node.task ? el("span", { class: "task", text: node.task }) : null,
+      node.detail ? el("span", { class: "detail", text: node.detail }) : null
+    );
+    const item = el("li", { class: "run state-" + node.state, "data-run": node.id }, line);
+    if (node.children && node.children.length) item.append(runTree(node.children));
+    return item;
+  }
+
+  function runTree(nodes) {
+    const list = el("ul", { class: "tree" });
+    for (const node of nodes) list.append(runNode(node));
+    return list;
+  }
+
+  function initRuns() {
+    const box = doc.getElementById("runs");
+    if (!box || !box.dataset.stream) return;
+    const next = box.dataset.next || "/";
+    const source = new EventSource(localPath(box.dataset.stream));
+    source.onopen = () => setLive(true, "live");
+    source.onerror = () => setLive(false, "reconnecting…");
+    source.addEventListener("runs", function (message) {
+      const data = JSON.parse(message.data);
+      box.replaceChildren(data.runs.length ? runTree(data.runs) : el("p", { class: "empty", text: "No runs." }));
+      renderPending(data.pending, next);
+      renderWaiting(data.waiting);
+      box.dataset.updated = String(Date.now());
+    });
+  }
+
+  // ─── session page ─────────────────────────────────────────────────────────────────────────
+  function eventRow(ev) {
+    const details = el(
+      "details",
+      { class: "raw" },
+      el("summary", { text: "raw JSON (" + ev.raw_size + " bytes)" }),
+      el("pre", { class: "raw", text: ev.raw })
+    );
+    if (ev.more) details.append(el("a", { class: "more", href: ev.raw_href, text: "show more" }));
+    return el(
+      "div",
+      { class: "ev new", id: "seq-" + ev.seq },
+      el("span", { class: "seq" }, el("a", { href: ev.replay_href, text: String(ev.seq) })),
+      el("span", { class: "time", text: ev.time }),
+      el("span", { class: "kind", text: ev.kind }),
+      el("span", { class: "text", text: ev.text }),
+      details
+    );
+  }
+
+  function setText(id, text) {
+    const node = doc.getElementById(id);
+    if (node) node.textContent = text;
+  }
+
+  function initSession() {
+    const timeline = doc.getElementById("events");
+    if (!timeline || !timeline.dataset.stream) return;
+    const source = new EventSource(localPath(timeline.dataset.stream));
+    source.onopen = () => setLive(true, "live");
+    source.onerror = () => setLive(false, "reconnecting…");
+    source.addEventListener("ev", function (message) {
+      const ev = JSON.parse(message.data);
+      if (doc.getElementById("seq-" + ev.seq)) return;
+      timeline.append(eventRow(ev));
+    });
+    source.addEventListener("status", function (message) {
+      const st = JSON.parse(message.data);
+      setText("status", st.status);
+      setText("state", st.state || "unknown");
+      setText("head", String(st.head_seq + 1));
+      const b = st.budget || {};
+      setText("budget", (b.tokens ? b.tokens + " tokens " : "") + (b.steps ? b.steps + " steps " : "") + (b.duration || ""));
+      renderPending(st.pending, location.pathname + location.search);
+      renderWaiting(st.waiting);
+    });
+  }
+
+  // ─── "show more": the whole stored event, loaded on demand ───────────────────────────────
+  doc.addEventListener("click", async function (event) {
+    const target = event.target;
+    const link = target instanceof Element ? target.closest("a.more") : null;
+    if (!link) return;
+    event.preventDefault();
+    const pre = link.parentElement ? link.parentElement.querySelector("pre.raw") : null;
+    if (!pre) return;
+    link.textContent = "loading…";
+    try {
+      const response = await fetch(link.getAttribute("href"), { credentials: "same-origin" });
+      pre.textContent = await response.text();
+      link.remove();
+    } catch (error) {
+      link.textContent = "show more (failed: " + error + ")";
+    }
+  });
+
+  function start() {
+    initOperator();
+    initRuns();
+    initSession();
+  }
+
+  if (doc.readyState === "loading") doc.addEventListener("DOMContentLoaded", start);
+  else start();
+})();

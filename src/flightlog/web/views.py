@@ -1,0 +1,615 @@
+"""What the dashboard shows, as plain display-safe dicts built from a store.
+
+Everything here is independent of the web framework: the routes render these dicts with Jinja2 (autoescaped)
+and the server-sent events carry them as JSON to ``app.js`` (which only ever sets ``textContent``).
+
+Event content is untrusted. Every string taken from a ledger passes through :func:`show`: cut to a display
+limit (the full value stays one click away, as raw JSON), then :func:`visible`, which replaces control,
+bidirectional-override, zero-width and tag characters by a visible ``[U+XXXX]`` so text cannot pretend to
+be something else on screen. HTML escaping is the renderer's job (Jinja2 autoescape, ``textContent``).
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import re
+import threading
+from collections import OrderedDict
+from collections.abc import Iterator
+from dataclasses import dataclass, field
+from datetime import UTC, datetime
+from typing import Any
+from urllib.parse import quote, urlencode
+
+from ..encoding import decode_stored
+from ..errors import EventDecodeError, FlightlogError, SessionNotFound
+from ..events import Custom, LlmCompleted, SessionEvent, ToolCompleted, ToolDenied, ToolGated, ToolRequested
+from ..kernel.approvals import PendingCall
+from ..kernel.approvals import pending as kernel_pending
+from ..live import RunView, list_run_views, live_records, merge, wall_ms
+from ..messages import (
+    ImagePart,
+    Message,
+    RedactedThinkingPart,
+    TextPart,
+    ThinkingPart,
+    ToolCallPart,
+    ToolResultPart,
+)
+from ..narration import narrate
+from ..runs import AgentRunSnapshot, RunSource, RunState, build_tree, refine_with_status
+from ..runs.projection import RunNode, projection_ready
+from ..store.base import SessionRecord, Store, StoredEvent
+
+__all__ = [
+    "EVENT_PAGE",
+    "RAW_PREVIEW",
+    "Exact",
+    "PendingCache",
+    "SessionPage",
+    "clip",
+    "event_row",
+    "pending_rows",
+    "raw_event",
+    "resume_command",
+    "run_tree",
+    "sanitize",
+    "session_href",
+    "session_page",
+    "session_status",
+    "show",
+    "verification",
+    "visible",
+]
+
+log = logging.getLogger("flightlog.web")
+
+EVENT_PAGE = 300
+"""Timeline rows per page."""
+RAW_PREVIEW = 4000
+"""Characters of an event's pretty-printed JSON shown inline (the rest behind "show more")."""
+TEXT_LIMIT = 2000
+"""Characters of one argument, result, thinking block or message part shown inline."""
+LINE_LIMIT = 400
+"""Characters of a narrated line or any other one-line field."""
+KEEP_CALLS = 200
+KEEP_BLOCKS = 100
+MAX_RUNS = 500
+"""Runs listed at most (the most recently updated)."""
+
+_INVISIBLE = re.compile(
+    "[\x00-\x08\x0b-\x1f\x7f-\x9f\u00ad\u061c\u180e\u200b-\u200f\u2028-\u202e\u2060-\u206f"
+    "\ufe00-\ufe0f\ufeff\ufff9-\ufffb\U000e0000-\U000e007f]"
+)
+_HANDLE = re.compile(rb"(salted:)?sha256:([0-9a-f]{64})")
+
+
+# ─── text ─────────────────────────────────────────────────────────────────────────────────────
+
+
+class Exact(str):
+    """A string posted back verbatim (a session or call id in a form): rendered escaped but not rewritten
+    by :func:`visible`, so a decision names exactly the gate it was shown for."""
+
+    __slots__ = ()
+
+
+def visible(text: str) -> str:
+    """``text`` with control, bidi, zero-width, variation-selector and tag characters shown as ``[U+XXXX]``.
+
+    Tab and newline are kept. Idempotent.
+    """
+    return _INVISIBLE.sub(lambda m: f"[U+{ord(m.group()):04X}]", text)
+
+
+def clip(text: str, limit: int) -> str:
+    """``text`` cut to ``limit`` characters, saying how many more there were."""
+    if len(text) <= limit:
+        return text
+    return text[:limit] + f"… [{len(text) - limit:,} more characters]"
+
+
+def show(text: object, limit: int = LINE_LIMIT) -> str:
+    """Any value as display text: ``str()``, :func:`clip` to ``limit``, then :func:`visible`."""
+    return visible(clip(text if isinstance(text, str) else str(text), limit))
+
+
+def sanitize(value: Any) -> Any:
+    """``value`` (JSON-ready) with :func:`visible` applied to every string in it, keys included."""
+    if isinstance(value, Exact):
+        return str(value)
+    if isinstance(value, str):
+        return visible(value)
+    if isinstance(value, dict):
+        return {visible(str(k)): sanitize(v) for k, v in value.items()}
+    if isinstance(value, list | tuple):
+        return [sanitize(v) for v in value]
+    return value
+
+
+def session_href(session_id: str, **params: object) -> str:
+    """The dashboard URL of a session page (the id is query-encoded, never part of a path)."""
+    query = {"id": session_id, **{k: str(v) for k, v in params.items() if v is not None}}
+    return "/session?" + urlencode(query, quote_via=quote)
+
+
+def resume_command(session_id: str) -> str:
+    """The command that continues a session once its decisions are recorded."""
+    return f"flightlog resume {session_id}"
+
+
+def _clock(ms: int) -> str:
+    return datetime.fromtimestamp(ms / 1000, tz=UTC).strftime("%Y-%m-%d %H:%M:%S.%f")[:-3]
+
+
+def _json_escape(match: re.Match[str]) -> str:
+    code = ord(match.group())
+    if code <= 0xFFFF:
+        return f"\\u{code:04x}"
+    code -= 0x10000
+    return f"\\u{0xD800 + (code >> 10):04x}\\u{0xDC00 + (code & 0x3FF):04x}"
+
+
+def _pretty(data: bytes) -> str:
+    """Stored event JSON, indented, with every invisible character written as its JSON ``\\u`` escape
+    (the same JSON value, inert on screen)."""
+    try:
+        text = json.dumps(json.loads(data), indent=2, ensure_ascii=False)
+    except ValueError:
+        return visible(data.decode("utf-8", errors="replace"))
+    return _INVISIBLE.sub(_json_escape, text)
+
+
+# ─── runs ─────────────────────────────────────────────────────────────────────────────────────
+
+
+def _duration(ms: int | None) -> str:
+    if ms is None:
+        return ""
+    return f"{ms / 1000:.1f}s" if ms < 60_000 else f"{ms // 60_000}m{(ms % 60_000) // 1000:02d}s"
+
+
+def _task(store: Store, run_id: str) -> str | None:
+    """The task of the run's session, or None when the run has no recorded session (a process entry)."""
+    try:
+        return store.get_session(run_id).task
+    except SessionNotFound:
+        return None
+
+
+def _run_node(
+    node: RunNode, views: dict[str, RunView], waiting: set[str], tasks: dict[str, str | None]
+) -> dict[str, Any]:
+    view = views[node.snapshot.run_id]
+    s = view.snapshot
+    terminal = s.terminal
+    liveness = "abandoned" if view.abandoned else "live" if view.live is not None else ""
+    return {
+        "id": show(s.run_id, 160),
+        "href": session_href(s.run_id) if tasks.get(s.run_id) is not None else "",
+        "task": show(tasks.get(s.run_id) or "", 160),
+        "state": s.state.value,
+        "source": s.source.value,
+        "outcome": terminal.outcome.value if terminal else "",
+        "detail": show(terminal.detail, 200) if terminal and terminal.detail else "",
+        "tokens": "" if s.budget.tokens_used is None else str(s.budget.tokens_used),
+        "steps": "" if s.budget.steps_taken is None else str(s.budget.steps_taken),
+        "duration": _duration(s.budget.duration_ms),
+        "liveness": liveness,
+        "awaiting_resume": s.run_id in waiting,
+        "children": [_run_node(child, views, waiting, tasks) for child in node.children],
+    }
+
+
+def run_tree(
+    store: Store,
+    *,
+    state: str | None = None,
+    source: str | None = None,
+    waiting: set[str] | None = None,
+    limit: int = MAX_RUNS,
+) -> list[dict[str, Any]]:
+    """The parent/child tree of runs matching the filters (durable merged with live; newest first).
+
+    Args:
+        store: The store.
+        state: A ``RunState`` value to keep, or None.
+        source: A ``RunSource`` value to keep, or None.
+        waiting: Session ids whose decisions are recorded and that wait for a resume (flagged).
+        limit: At most this many runs.
+
+    Raises:
+        ValueError: ``state`` or ``source`` is not a seed 002 value.
+    """
+    views = list_run_views(store, state=state, source=source, limit=limit)
+    by_id = {v.snapshot.run_id: v for v in views}
+    tasks = {run_id: _task(store, run_id) for run_id in by_id}
+    nodes = build_tree([v.snapshot for v in views])
+    return [_run_node(node, by_id, waiting or set(), tasks) for node in nodes]
+
+
+STATES: tuple[str, ...] = tuple(s.value for s in RunState)
+SOURCES: tuple[str, ...] = tuple(s.value for s in RunSource)
+
+
+# ─── approvals ────────────────────────────────────────────────────────────────────────────────
+
+
+class PendingCache:
+    """Open gates per suspended session, refolded only when the session's head moves. Thread-safe."""
+
+    def __init__(self) -> None:
+        self._lock = threading.Lock()
+        self._cache: dict[str, tuple[int, str, list[PendingCall]]] = {}
+
+    def _of(self, store: Store, record: SessionRecord) -> list[PendingCall]:
+        key = (record.head_seq, record.head_hash)
+        with self._lock:
+            cached = self._cache.get(record.session_id)
+        if cached is not None and cached[:2] == key:
+            return cached[2]
+        try:
+            calls = kernel_pending(store, record.session_id)
+        except FlightlogError:
+            log.exception("cannot fold the gates of %s", record.session_id)
+            calls = []
+        with self._lock:
+            self._cache[record.session_id] = (*key, calls)
+        return calls
+
+    def suspended(self, store: Store, session_id: str | None = None) -> dict[str, list[PendingCall]]:
+        """Open gates by suspended session (a session with none left waits for a resume)."""
+        records = [store.get_session(session_id)] if session_id is not None else list(store.list_sessions())
+        return {r.session_id: self._of(store, r) for r in records if r.status == "suspended"}
+
+
+def pending_rows(calls: list[PendingCall]) -> list[dict[str, Any]]:
+    """Display rows of waiting calls; ``session_id``/``call_id`` stay exact (they are posted back)."""
+    return [
+        {
+            "session_id": Exact(c.session_id),
+            "session": show(c.session_id, 120),
+            "href": session_href(c.session_id),
+            "turn": c.turn,
+            "call_id": Exact(c.call_id),
+            "call": show(c.call_id, 120),
+            "tool": show(c.tool, 120),
+            "arguments": show(c.arguments, TEXT_LIMIT),
+            "reason": show(c.reason, LINE_LIMIT),
+            "kind": c.kind,
+        }
+        for c in calls
+    ]
+
+
+def waiting_rows(suspended: dict[str, list[PendingCall]]) -> list[dict[str, Any]]:
+    """Sessions whose every gate is decided, waiting for ``flightlog resume`` (or their runner)."""
+    return [
+        {"session": show(sid, 120), "href": session_href(sid), "command": show(resume_command(sid), 200)}
+        for sid, calls in suspended.items()
+        if not calls
+    ]
+
+
+# ─── one session ──────────────────────────────────────────────────────────────────────────────
+
+
+def _decoded(row: StoredEvent) -> tuple[SessionEvent | None, str]:
+    try:
+        return decode_stored(row.event_bytes, seq=row.seq), ""
+    except EventDecodeError as exc:
+        return None, str(exc)
+
+
+def _kind(row: StoredEvent, event: SessionEvent | None) -> str:
+    if isinstance(event, Custom):
+        return "custom:" + event.custom_kind
+    return row.kind
+
+
+def event_row(
+    session_id: str, row: StoredEvent, event: SessionEvent | None, error: str = ""
+) -> dict[str, Any]:
+    """One timeline row: seq, time, kind, narration, raw JSON preview (with the size of the whole)."""
+    pretty = _pretty(row.event_bytes)
+    text = narrate(event) if event is not None else f"undecodable: {error}"
+    return {
+        "seq": row.seq,
+        "time": _clock(row.recorded_at_ms),
+        "kind": show(_kind(row, event), 80),
+        "text": show(text, LINE_LIMIT),
+        "raw": show(pretty, RAW_PREVIEW),
+        "raw_size": len(row.event_bytes),
+        "more": len(pretty) > RAW_PREVIEW,
+        "raw_href": "/api/event?" + urlencode({"session": session_id, "seq": row.seq}, quote_via=quote),
+        "replay_href": session_href(session_id, at=row.seq) + "#replay",
+    }
+
+
+def raw_event(store: Store, session_id: str, seq: int) -> str | None:
+    """An event's stored JSON, pretty-printed (None when there is no such row)."""
+    for row in store.read_events(session_id, start=seq, stop=seq + 1):
+        return _pretty(row.event_bytes)
+    return None
+
+
+def _part(part: Any) -> dict[str, str]:
+    if isinstance(part, TextPart):
+        return {"type": "text", "text": show(part.text, TEXT_LIMIT)}
+    if isinstance(part, ThinkingPart):
+        return {"type": "thinking", "text": show(part.thinking, TEXT_LIMIT)}
+    if isinstance(part, RedactedThinkingPart):
+        return {"type": "redacted thinking", "text": f"(opaque, {len(part.data):,} characters)"}
+    if isinstance(part, ImagePart):
+        return {"type": "image", "text": show(part.ref, 200)}
+    if isinstance(part, ToolCallPart):
+        return {"type": "tool call", "text": show(f"{part.name} [{part.id}] {part.arguments}", TEXT_LIMIT)}
+    if isinstance(part, ToolResultPart):
+        flag = " (error)" if part.is_error else ""
+        return {"type": "tool result" + flag, "text": show(f"[{part.call_id}] {part.output}", TEXT_LIMIT)}
+    return {"type": "part", "text": show(part, TEXT_LIMIT)}
+
+
+def message_rows(messages: list[Message]) -> list[dict[str, Any]]:
+    """Replayed messages for display: role, parts and tool calls, every text cut and made visible."""
+    return [
+        {
+            "index": index,
+            "role": message.role,
+            "name": show(message.name, 120) if message.name else "",
+            "parts": [_part(p) for p in message.content],
+            "calls": [show(f"{c.name} [{c.id}] {c.arguments}", TEXT_LIMIT) for c in message.tool_calls],
+        }
+        for index, message in enumerate(messages)
+    ]
+
+
+@dataclass
+class _Call:
+    seq: int
+    turn: int
+    call_id: str
+    name: str
+    arguments: str
+    result: str | None = None
+    is_error: bool = False
+    note: str = ""
+
+
+@dataclass
+class SessionPage:
+    """Everything the session page shows besides replay and verification.
+
+    Attributes:
+        session_id: The exact id.
+        record: Header fields (display-safe).
+        head_seq: Last seq (-1 when empty).
+        start: First seq of the timeline window.
+        events: Timeline rows of the window.
+        tool_calls: The latest tool calls with arguments and results.
+        thinking: The latest thinking blocks.
+        providers: The latest provider-native payloads (``provider_replay``).
+        artifacts: Artifacts the events reference (handle, size, media type, first seq, state).
+        state: The run's state (durable refined by live), when the projection knows it.
+        budget: Tokens/steps/duration for the header.
+    """
+
+    session_id: str
+    record: dict[str, str]
+    head_seq: int
+    start: int
+    events: list[dict[str, Any]] = field(default_factory=list)
+    tool_calls: list[dict[str, Any]] = field(default_factory=list)
+    thinking: list[dict[str, Any]] = field(default_factory=list)
+    providers: list[dict[str, Any]] = field(default_factory=list)
+    artifacts: list[dict[str, Any]] = field(default_factory=list)
+    state: str = ""
+    budget: dict[str, str] = field(default_factory=dict)
+
+    @property
+    def at_tail(self) -> bool:
+        """True when the window ends at the head (the page then follows new events live)."""
+        return self.start + EVENT_PAGE > self.head_seq
+
+    @property
+    def next_seq(self) -> int:
+        """The seq after the last one shown."""
+        return self.events[-1]["seq"] + 1 if self.events else self.start
+
+
+def _header(record: SessionRecord) -> dict[str, str]:
+    return {
+        "task": show(record.task, 600),
+        "status": show(record.status, 60),
+        "source": show(record.source, 60),
+        "created": _clock(record.created_at_ms) if record.created_at_ms else "",
+        "head_hash": record.head_hash,
+        "parent": show(record.parent_session_id, 160) if record.parent_session_id else "",
+        "parent_href": session_href(record.parent_session_id) if record.parent_session_id else "",
+    }
+
+
+def session_status(store: Store, session_id: str) -> tuple[str, dict[str, str]]:
+    """The run's state (durable refined by live state; "" when unknown) and its budget cells."""
+    if not projection_ready(store):
+        return "", {}
+    row = store.get_run_rows([session_id]).get(session_id)
+    if row is None:
+        return "", {}
+    durable = refine_with_status(AgentRunSnapshot.model_validate_json(row.snapshot), row.session_status)
+    view = merge(
+        durable, live_records(store).get(session_id), now_ms=wall_ms(), last_durable_ms=row.updated_at_ms
+    )
+    b = view.snapshot.budget
+    state = view.snapshot.state.value + (" (abandoned)" if view.abandoned else "")
+    cells = {
+        "tokens": "" if b.tokens_used is None else str(b.tokens_used),
+        "steps": "" if b.steps_taken is None else str(b.steps_taken),
+        "duration": _duration(b.duration_ms),
+    }
+    return state, cells
+
+
+def _artifact(store: Store, salted: bool, digest: str, seq: int) -> dict[str, Any]:
+    handle = ("salted:" if salted else "") + "sha256:" + digest
+    row: dict[str, Any] = {"handle": handle, "seq": seq, "size": "", "media_type": "", "state": "missing"}
+    try:
+        if salted:
+            info = store.salted_artifact_info(digest)
+            if info is None and store.erasure(digest) is not None:
+                row["state"] = "erased"
+        else:
+            info = store.artifact_info(digest)  # type: ignore[assignment]
+    except NotImplementedError:
+        row["state"] = "unchecked"
+        return row
+    if info is not None:
+        row.update(size=f"{info.size_bytes:,}", media_type=show(info.media_type, 80), state="present")
+    return row
+
+
+def session_page(store: Store, session_id: str, *, start: int | None = None) -> SessionPage:
+    """Fold a session once for its page: the timeline window and the latest calls, thinking, payloads.
+
+    Args:
+        store: The store.
+        session_id: The exact session id.
+        start: First seq of the timeline window (None: the last :data:`EVENT_PAGE` events).
+
+    Raises:
+        SessionNotFound: no such session.
+    """
+    record = store.get_session(session_id)
+    head = record.head_seq
+    if start is None:
+        start = max(0, head - EVENT_PAGE + 1)
+    start = max(0, min(start, max(head, 0)))
+    page = SessionPage(session_id, _header(record), head, start)
+    page.state, page.budget = session_status(store, session_id)
+    calls: OrderedDict[str, _Call] = OrderedDict()
+    thinking: list[dict[str, Any]] = []
+    providers: list[dict[str, Any]] = []
+    handles: dict[tuple[bool, str], int] = {}
+    for row in store.read_events(session_id):
+        for match in _HANDLE.finditer(row.event_bytes):
+            handles.setdefault((bool(match.group(1)), match.group(2).decode("ascii")), row.seq)
+        event, error = _decoded(row)
+        if start <= row.seq < start + EVENT_PAGE:
+            page.events.append(event_row(session_id, row, event, error))
+        if event is not None:
+            _fold(row.seq, event, calls, thinking, providers)
+    page.tool_calls = [
+        {
+            "seq": c.seq,
+            "turn": c.turn,
+            "call_id": show(c.call_id, 120),
+            "name": show(c.name, 120),
+            "arguments": show(c.arguments, TEXT_LIMIT),
+            "result": None if c.result is None else show(c.result, TEXT_LIMIT),
+            "is_error": c.is_error,
+            "note": show(c.note, LINE_LIMIT),
+        }
+        for c in calls.values()
+    ]
+    page.thinking = thinking[-KEEP_BLOCKS:]
+    page.providers = providers[-KEEP_BLOCKS:]
+    page.artifacts = [_artifact(store, salted, digest, seq) for (salted, digest), seq in handles.items()]
+    return page
+
+
+def _fold(
+    seq: int,
+    event: SessionEvent,
+    calls: OrderedDict[str, _Call],
+    thinking: list[dict[str, Any]],
+    providers: list[dict[str, Any]],
+) -> None:
+    if isinstance(event, ToolRequested):
+        for c in event.calls:
+            calls[c.id] = _Call(seq, event.turn, c.id, c.name, c.arguments)
+            calls.move_to_end(c.id)
+        while len(calls) > KEEP_CALLS:
+            calls.popitem(last=False)
+    elif isinstance(event, ToolCompleted):
+        for result in event.results:
+            call = calls.get(result.call_id)
+            if call is not None:
+                call.result, call.is_error = result.output, result.is_error
+    elif isinstance(event, ToolDenied | ToolGated):
+        call = calls.get(event.call_id)
+        if call is not None:
+            call.note = (
+                f"denied: {event.reason}" if isinstance(event, ToolDenied) else f"gated: {event.reason}"
+            )
+    elif isinstance(event, LlmCompleted):
+        for part in event.message.content:
+            if isinstance(part, ThinkingPart | RedactedThinkingPart):
+                thinking.append({"seq": seq, "turn": event.turn, **_part(part)})
+        if event.provider_replay is not None:
+            replay = event.provider_replay
+            providers.append(
+                {
+                    "seq": seq,
+                    "turn": event.turn,
+                    "protocol": show(replay.protocol, 80),
+                    "provider": show(replay.provider or "", 80),
+                    "model": show(replay.model or "", 120),
+                    "json": show(json.dumps(replay.to_wire(), indent=2, ensure_ascii=False), RAW_PREVIEW),
+                }
+            )
+        for blocks in (thinking, providers):
+            if len(blocks) > 2 * KEEP_BLOCKS:
+                del blocks[:-KEEP_BLOCKS]
+
+
+def verification(store: Store, session_id: str) -> dict[str, Any]:
+    """The full check of a session (:func:`flightlog.checkpoints.audit_session`, offline: no witness is
+    asked), falling back to the chain and tree check (:func:`flightlog.recorder.verify_session`) when the
+    trusted keys cannot be loaded.
+
+    Returns:
+        ``ok``, ``summary``, ``events``, ``head``, ``root``, ``divergences`` (seq, reason, detail) and
+        ``notes``, display-safe.
+
+    Raises:
+        SessionNotFound: no such session.
+    """
+    from ..checkpoints import HeadStore, audit_session
+    from ..keys import load_keyring
+    from ..recorder import verify_session
+
+    notes: list[str] = []
+    try:
+        keyring = load_keyring()
+    except FlightlogError as exc:
+        keyring = None
+        notes.append(f"signed checkpoints not checked: {exc}")
+    if keyring is not None:
+        report = audit_session(store, session_id, keyring=keyring, heads=HeadStore.default())
+        summary, head, root = report.summary(), report.head, report.root
+        divergences, notes = list(report.divergences), [*notes, *report.notes]
+        events, ok = report.events, report.ok
+    else:
+        basic = verify_session(store, session_id)
+        summary, head, root = "chain and tree head checked", basic.head, basic.root
+        divergences, events, ok = list(basic.divergences), basic.events, basic.ok
+    return {
+        "ok": ok,
+        "summary": show(summary, 600),
+        "events": events,
+        "head": head,
+        "root": root,
+        "divergences": [
+            {"seq": d.seq, "reason": show(d.reason, 80), "detail": show(d.detail, LINE_LIMIT)}
+            for d in divergences
+        ],
+        "notes": [show(n, LINE_LIMIT) for n in notes],
+    }
+
+
+def new_events(store: Store, session_id: str, start: int, limit: int = 200) -> Iterator[dict[str, Any]]:
+    """Timeline rows from ``start`` on (at most ``limit``), for the live stream."""
+    for row in store.read_events(session_id, start=start, stop=start + limit):
+        event, error = _decoded(row)
+        yield event_row(session_id, row, event, error)
