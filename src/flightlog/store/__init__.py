@@ -4,7 +4,7 @@
 |-------------------------------------|-----------------------------------------|
 | ``path/to/file.db``, ``sqlite:///abs/path.db``, ``sqlite://rel.db`` | :class:`SqliteStore` (embedded default) |
 | ``:memory:``                        | :class:`SqliteStore` in memory (tests)  |
-| ``postgresql://...``                | not in this release: ``StoreUnavailable`` names it |
+| ``postgresql://...``, ``postgres://...`` (``?schema=NAME`` optional) | :class:`~flightlog.store.postgres.PostgresStore` (many workers; needs the ``postgres`` extra) |
 """
 
 from __future__ import annotations
@@ -51,18 +51,22 @@ def open_store(path_or_url: str | Path, *, read_only: bool = False, synchronous:
     """Open (creating and migrating when writable) the store at a path or URL.
 
     Args:
-        path_or_url: A SQLite file path, ``sqlite:///abs/path``, ``sqlite://relative/path`` or ``:memory:``.
+        path_or_url: A SQLite file path, ``sqlite:///abs/path``, ``sqlite://relative/path``, ``:memory:``,
+            or a ``postgresql://`` URL.
         read_only: Open without write access; writes raise ``ReadOnlyStore``.
-        synchronous: SQLite durability: ``FULL`` (fsync each commit, default) or ``NORMAL``.
+        synchronous: SQLite durability: ``FULL`` (fsync each commit, default) or ``NORMAL``; on
+            PostgreSQL ``NORMAL`` turns ``synchronous_commit`` off (durable against process crashes).
 
     Raises:
-        StoreUnavailable: unknown scheme, an unsupported backend, or a file that cannot be opened.
+        StoreUnavailable: unknown scheme, an unreachable server, or a file that cannot be opened.
+        ImportError: a PostgreSQL URL without the ``postgres`` extra installed (the message names it).
     """
     text = str(path_or_url)
     if text.startswith(("postgres://", "postgresql://")):
-        raise StoreUnavailable(
-            url=redact_url(text), reason="the PostgreSQL backend is not part of this release yet"
-        )
+        from .postgres import PostgresStore  # local: psycopg is an optional extra
+
+        commit = "off" if synchronous.upper() == "NORMAL" else "on"
+        return PostgresStore(text, read_only=read_only, synchronous_commit=commit)
     if text.startswith("sqlite://"):
         text = text.removeprefix("sqlite://")
         text = text[1:] if text.startswith("//") else text

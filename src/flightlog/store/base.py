@@ -21,6 +21,7 @@ Source: seed 003 (``SessionStore``: ``create_session``, ``record_psp9_event``, `
 from __future__ import annotations
 
 import abc
+import time
 from collections.abc import Callable, Collection, Iterator, Mapping, Sequence
 from contextlib import AbstractContextManager
 from dataclasses import dataclass, field
@@ -35,6 +36,8 @@ __all__ = [
     "ImportRecord",
     "IndexCheckpointRecord",
     "IndexLeaf",
+    "LeaseClaim",
+    "LeaseRecord",
     "LiveRunRecord",
     "NewEvent",
     "RunListing",
@@ -334,6 +337,38 @@ class ErasureRecord:
     erased_at_ms: int
     log_session_id: str
     log_seq: int
+
+
+@dataclass(frozen=True)
+class LeaseRecord:
+    """A fleet session's lease (issue 6): who may drive it, until when, under which authority epoch.
+
+    Attributes:
+        session_id: The session.
+        holder: The worker holding it (``host:pid:random``), None when free.
+        epoch: The authority epoch the claim bumped the session to (the fencing token granted).
+        expires_at_ms: Epoch ms the lease runs out (0 when free); an expired lease may be taken over.
+        acquired_at_ms: Epoch ms of the last claim (0: never claimed).
+        parked_seq: Head seq at which the session was parked (suspended, waiting for a human); it is
+            runnable again once its head moves past it (-2: not parked).
+    """
+
+    session_id: str
+    holder: str | None
+    epoch: int
+    expires_at_ms: int
+    acquired_at_ms: int
+    parked_seq: int
+
+
+class LeaseClaim(NamedTuple):
+    """A lease just claimed: the session, the epoch granted, the previous holder (None: it was free or
+    released) and the session status at the claim."""
+
+    session_id: str
+    epoch: int
+    previous_holder: str | None
+    status: str
 
 
 class Store(abc.ABC):
@@ -662,3 +697,65 @@ class Store(abc.ABC):
     def purge_freed_pages(self) -> None:
         """Best effort: make deleted content unrecoverable from journal files (default: nothing)."""
         return None
+
+    # ─── live wake-ups (tail -f, fleet workers) ────────────────────────────────────────────
+    def wait_for_events(self, timeout_s: float, *, session_id: str | None = None) -> bool:
+        """Block until a commit may have touched ``session_id`` (any session when None), or ``timeout_s``.
+
+        Default (SQLite): polls the session row (head, status, update time) every 50 ms; with no
+        ``session_id`` it sleeps ``timeout_s`` and returns True (re-read). PostgreSQL overrides this with
+        ``LISTEN``/``NOTIFY`` (no polling).
+
+        Returns:
+            True when something may have changed (callers re-read; spurious wake-ups are allowed), False
+            on timeout.
+        """
+        if session_id is None:
+            time.sleep(max(0.0, timeout_s))
+            return True
+        deadline = time.monotonic() + max(0.0, timeout_s)
+        before = self._wake_mark(session_id)
+        while (remaining := deadline - time.monotonic()) > 0:
+            time.sleep(min(0.05, remaining))
+            if self._wake_mark(session_id) != before:
+                return True
+        return False
+
+    def _wake_mark(self, session_id: str) -> tuple[int, str, int] | None:
+        from ..errors import SessionNotFound  # local: keep the seam's imports minimal
+
+        try:
+            record = self.get_session(session_id)
+        except SessionNotFound:
+            return None
+        return (record.head_seq, record.status, record.updated_at_ms)
+
+    # ─── fleet leases (flightlog.fleet) ────────────────────────────────────────────────────
+    # Not abstract: PostgreSQL keeps them natively; flightlog.fleet adapts SQLite until its schema has them.
+    def open_lease(self, session_id: str) -> None:
+        """Make a session claimable by fleet workers (a free lease; no-op when it has one)."""
+        raise NotImplementedError(f"{type(self).__name__} keeps no leases")
+
+    def get_lease(self, session_id: str) -> LeaseRecord | None:
+        """The session's lease, or None (not a fleet session)."""
+        raise NotImplementedError(f"{type(self).__name__} keeps no leases")
+
+    def claim_sessions(
+        self, holder: str, *, ttl_ms: int, limit: int = 1, session_id: str | None = None
+    ) -> list[LeaseClaim]:
+        """Claim up to ``limit`` runnable fleet sessions for ``holder`` for ``ttl_ms`` ms, atomically.
+
+        Runnable: a lease that is free or expired, a session status in ``queued``/``running``/
+        ``suspended``, and a head past the parked seq. Each claim bumps the session's authority epoch in
+        the same transaction (the fencing token: the previous holder's appends now fail ``StaleWriter``).
+        """
+        raise NotImplementedError(f"{type(self).__name__} keeps no leases")
+
+    def renew_lease(self, session_id: str, holder: str, *, ttl_ms: int) -> bool:
+        """Extend ``holder``'s lease to now + ``ttl_ms``; False when it no longer holds it."""
+        raise NotImplementedError(f"{type(self).__name__} keeps no leases")
+
+    def release_lease(self, session_id: str, holder: str, *, park: bool = False) -> bool:
+        """Free ``holder``'s lease (with ``park``: not runnable until the session's head moves); False when
+        it no longer holds it."""
+        raise NotImplementedError(f"{type(self).__name__} keeps no leases")

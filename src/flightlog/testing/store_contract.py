@@ -25,7 +25,10 @@ identical; ``append_events`` is all-or-nothing and moves the head in the same tr
 nothing; reads stream in ascending seq over any range; effect intents are idempotent per key and bytes,
 completions happen once; artifacts are content-addressed and deduplicated; checkpoints, grants and imports
 are recorded; read-only handles refuse every write; reopening (migrating again) changes nothing; session
-prefixes resolve exactly, uniquely, after a ``format:`` part, and refuse ambiguity.
+prefixes resolve exactly, uniquely, after a ``format:`` part, and refuse ambiguity. Also (issue 6, every
+backend the same): the ledger id, checkpoint frontiers and latest checkpoint; the ``runs`` projection rows,
+their queries and the status trigger; live-run heartbeats; the index log, cosignatures and salted
+artifacts; and ``wait_for_events`` (returns on a commit to the session, times out otherwise).
 
 Backend-specific checks (pragmas, triggers, URLs, driver error mapping) belong in the backend's own
 test module. Requires ``pytest`` (a test dependency).
@@ -49,7 +52,18 @@ from ..errors import (
     StoreError,
 )
 from ..ledger import GENESIS, CompactRange, chain_hash, leaf_hash, verify_rows
-from ..store.base import ImportRecord, NewEvent, SessionHead, SessionRecord, Store, StoredEvent
+from ..store.base import (
+    CosignatureRecord,
+    ErasureRecord,
+    ImportRecord,
+    LiveRunRecord,
+    NewEvent,
+    RunRow,
+    SessionHead,
+    SessionRecord,
+    Store,
+    StoredEvent,
+)
 
 __all__ = ["StoreContract", "chained_rows"]
 
@@ -534,3 +548,124 @@ class StoreContract:
             store.resolve_session("")
         with pytest.raises(SessionNotFound):
             store.resolve_session("%")
+
+    # ─── ledger id, frontiers, latest checkpoint ──────────────────────────────────────────
+    def test_ledger_id_frontiers_and_latest_checkpoint(self, store: Store, reopen: Reopen) -> None:
+        ledger = store.ledger_id()
+        assert len(ledger) == 32 and int(ledger, 16) >= 0
+        assert reopen(store).ledger_id() == ledger
+        _new_session(store)
+        assert store.latest_checkpoint("s-1") is None
+        ids = [store.record_checkpoint("s-1", n, f"{n:02x}" * 32, f"body-{n}") for n in (4, 8, 12)]
+        store.record_checkpoint_frontier(ids[1], b"\x01" * 64)
+        assert store.checkpoint_frontier(ids[1]) == b"\x01" * 64
+        assert store.checkpoint_frontier(ids[0]) is None
+        latest = store.latest_checkpoint("s-1")
+        assert latest is not None and (latest.size, latest.body) == (12, "body-12")
+        below = store.latest_checkpoint("s-1", max_size=11)
+        assert below is not None and below.size == 8
+        assert store.latest_checkpoint("s-1", max_size=3) is None
+
+    # ─── runs projection ──────────────────────────────────────────────────────────────────
+    def test_run_rows_upsert_query_and_follow_the_session_status(self, store: Store) -> None:
+        assert store.run_projection_version() == 1
+        _new_session(store, "r-1")
+        _new_session(store, "r-2")
+        rows = [
+            RunRow("r-1", None, "fleet", "running", None, 2000, 3, "running", '{"a":1}', "{}"),
+            RunRow("r-2", "r-1", "direct", "terminal", "completed", 1000, 5, "completed", '{"b":2}', "{}"),
+            RunRow("p-9", "r-1", "direct", "queued", None, 3000, -1, None, '{"c":3}', "{}"),
+        ]
+        store.put_run_rows(rows)
+        assert store.get_run_rows(["r-1", "nope", "r-1"]) == {"r-1": rows[0]}
+        assert [r.run_id for r in store.query_runs()] == ["p-9", "r-1", "r-2"]
+        assert [r.run_id for r in store.query_runs(source="fleet")] == ["r-1"]
+        assert [r.run_id for r in store.query_runs(parent="r-1", limit=1)] == ["p-9"]
+        assert [r.run_id for r in store.query_runs(states=["terminal"])] == ["r-2"]
+        assert store.query_runs(states=[]) == []
+        store.set_session_status("r-1", "cancelled")
+        assert store.get_run_rows(["r-1"])["r-1"].session_status == "cancelled"
+        refined = {"cancelled": "paused", "completed": "terminal"}
+        assert [r.run_id for r in store.query_runs(states=["paused"], refined_statuses=refined)] == ["r-1"]
+        assert [r.run_id for r in store.query_runs(states=["running"], refined_statuses=refined)] == []
+        moved = RunRow("r-1", None, "fleet", "waiting_tool", None, 4000, 4, "cancelled", "{}", '{"f":1}')
+        store.put_run_rows([moved])
+        assert store.get_run_rows(["r-1"])["r-1"] == moved
+        store.set_run_projection_version(0)
+        assert store.run_projection_version() == 0
+        store.clear_run_rows()
+        assert store.query_runs() == []
+
+    def test_live_runs_are_upserted_and_deleted(self, store: Store) -> None:
+        first = LiveRunRecord("r-1", "waiting_model", 1000, 900, tokens_used=5, steps_taken=1, pid=42)
+        store.put_live_run(first)
+        store.put_live_run(LiveRunRecord("r-0", "running", 1000, 1000))
+        later = LiveRunRecord("r-1", "waiting_tool", 2000, 1900, tokens_used=9, steps_taken=2, pid=42)
+        store.put_live_run(later)
+        assert store.live_runs() == [LiveRunRecord("r-0", "running", 1000, 1000), later]
+        store.delete_live_run("r-1")
+        store.delete_live_run("never")
+        assert [r.run_id for r in store.live_runs()] == ["r-0"]
+
+    # ─── index log, cosignatures, salted artifacts ────────────────────────────────────────
+    def test_index_log_is_dense_and_streams(self, store: Store) -> None:
+        if not store.index_supported():
+            pytest.skip("this backend keeps no index log")
+        for idx in range(5):
+            store.append_index_leaf(idx, f"s-{idx % 2}", idx + 10, f"leaf {idx}".encode())
+        with pytest.raises(AppendConflict):
+            store.append_index_leaf(3, "s-0", 99, b"again")
+        with pytest.raises(AppendConflict):
+            store.append_index_leaf(7, "s-0", 99, b"gap")
+        assert store.index_size() == 5
+        assert [leaf.leaf for leaf in store.read_index_leaves(start=1, stop=3)] == [b"leaf 1", b"leaf 2"]
+        assert [leaf.idx for leaf in store.index_leaves_of("s-1")] == [1, 3]
+        first = store.record_index_checkpoint(2, "aa" * 32, "two", b"\x02" * 32)
+        second = store.record_index_checkpoint(5, "bb" * 32, "five", b"\x05" * 32)
+        assert second > first
+        latest = store.latest_index_checkpoint()
+        assert latest is not None and (latest.size, latest.frontier) == (5, b"\x05" * 32)
+        below = store.latest_index_checkpoint(max_size=4)
+        assert below is not None and below.body == "two"
+        assert [c.size for c in store.index_checkpoints()] == [2, 5]
+
+    def test_cosignatures_newer_note_wins(self, store: Store) -> None:
+        if not store.index_supported():
+            pytest.skip("this backend keeps no cosignatures")
+        store.record_cosignature(CosignatureRecord("o", 3, "aa" * 32, "w1", "note-1", 1))
+        store.record_cosignature(CosignatureRecord("o", 3, "aa" * 32, "w1", "note-2", 2))
+        store.record_cosignature(CosignatureRecord("o", 2, "bb" * 32, "w2", "note-3", 3))
+        assert [(c.size, c.note) for c in store.cosignatures("o")] == [(2, "note-3"), (3, "note-2")]
+        assert store.cosignatures("other") == []
+
+    def test_salted_artifacts_are_erasable(self, store: Store) -> None:
+        if not store.index_supported():
+            pytest.skip("this backend keeps no salted artifacts")
+        record = store.put_salted_artifact("dd" * 32, b"salt", b"personal", "text/plain", session_id="s-1")
+        assert record.handle == f"salted:sha256:{'dd' * 32}"
+        assert store.get_salted_artifact("dd" * 32) == (b"personal", b"salt")
+        assert store.artifact_sessions("dd" * 32) == ["s-1"]
+        erasure = ErasureRecord("dd" * 32, 123, "log", 0)
+        assert store.erase_salted_artifact(erasure) is True
+        assert store.erase_salted_artifact(erasure) is False
+        assert store.get_salted_artifact("dd" * 32) is None
+        assert store.erasure("dd" * 32) == erasure
+
+    # ─── live wake-ups ────────────────────────────────────────────────────────────────────
+    def test_wait_for_events_times_out_then_sees_a_commit(self, store: Store, reopen: Reopen) -> None:
+        import threading
+        import time
+
+        _new_session(store)
+        store.wait_for_events(0.01, session_id="s-1")  # a backend may start listening on the first call
+        assert store.wait_for_events(0.1, session_id="s-1") is False
+        writer = reopen(store)
+        timer = threading.Timer(0.2, lambda: _append(writer, "s-1", ["woken"]))
+        timer.start()
+        started = time.monotonic()
+        try:
+            assert store.wait_for_events(10, session_id="s-1") is True
+        finally:
+            timer.join()
+        assert time.monotonic() - started < 5
+        assert [e.seq for e in store.read_events("s-1")] == [0]

@@ -1,0 +1,230 @@
+"""Append throughput with many concurrent sessions: SQLite vs PostgreSQL vs eventsourcing's PostgreSQL recorder.
+
+Run ``python bench/fleet.py [--pg URL] [--events 480] [--json]``.
+
+Workload: ``C`` sessions (C = 1, 8, 32), one thread each, each appending its share of ``--events`` custom
+events (~200 bytes) **one event per transaction** (a commit per event, as a live agent does). Reported:
+events/s (all threads, wall clock) and ratios.
+
+Configurations, each on a fresh database (SQLite file or PostgreSQL schema):
+
+* ``flightlog-recorder``: the full write path, ``Recorder.record_custom`` (RFC 8785 encoding, chain and
+  Merkle hashing, the session-row lock + epoch + head check, the runs projection in the same transaction,
+  LISTEN/NOTIFY on PostgreSQL). SQLite: one ``SqliteStore`` per thread (``synchronous=FULL``, WAL).
+  PostgreSQL: one shared ``PostgresStore`` (pool of C connections, ``synchronous_commit=on``).
+* ``flightlog-store``: ``Store.append_events`` with pre-hashed rows (the backend alone).
+* ``eventsourcing``: ``eventsourcing.postgres.PostgresApplicationRecorder.insert_events`` of the same bytes
+  (one stored event per call, per aggregate), when ``eventsourcing[postgres]`` is installed.
+
+PostgreSQL groups concurrent commits' WAL flushes on its own (``commit_delay``/``commit_siblings`` aside),
+so its throughput grows with C while SQLite's single writer does not: that is the point of the backend.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import sys
+import tempfile
+import threading
+import time
+import uuid
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT / "src"))
+
+from flightlog.ledger import CompactRange  # noqa: E402
+from flightlog.recorder import Recorder  # noqa: E402
+from flightlog.store import SqliteStore, Store  # noqa: E402
+from flightlog.store.postgres import PostgresStore  # noqa: E402
+from flightlog.testing.store_contract import chained_rows  # noqa: E402
+
+CONCURRENCY = (1, 8, 32)
+PAYLOAD = {"note": "x" * 160, "n": 0}
+
+
+def _threads(count: int, work: Callable[[int], None]) -> float:
+    """Run ``work(i)`` on ``count`` threads released together; wall seconds."""
+    barrier = threading.Barrier(count + 1)
+    errors: list[BaseException] = []
+
+    def run(i: int) -> None:
+        barrier.wait()
+        try:
+            work(i)
+        except BaseException as exc:
+            errors.append(exc)
+
+    threads = [threading.Thread(target=run, args=(i,)) for i in range(count)]
+    for t in threads:
+        t.start()
+    barrier.wait()
+    started = time.perf_counter()
+    for t in threads:
+        t.join()
+    if errors:
+        raise errors[0]
+    return time.perf_counter() - started
+
+
+def _recorder_work(stores: Callable[[int], Store], per: int) -> Callable[[int], None]:
+    def work(i: int) -> None:
+        store = stores(i)
+        recorder = Recorder.create(store, session_id=f"b{i}-{uuid.uuid4().hex[:6]}")
+        for n in range(per):
+            recorder.record_custom("bench", {**PAYLOAD, "n": n})
+
+    return work
+
+
+def _store_work(stores: Callable[[int], Store], per: int) -> Callable[[int], None]:
+    rows, _ = chained_rows([{**PAYLOAD, "n": n} for n in range(per)])
+
+    def work(i: int) -> None:
+        store = stores(i)
+        sid = f"s{i}-{uuid.uuid4().hex[:6]}"
+        from flightlog.store import SessionRecord
+
+        store.create_session(SessionRecord(sid))
+        tree = CompactRange()
+        from flightlog.ledger import leaf_hash
+        from flightlog.store import SessionHead
+
+        for row in rows:
+            tree.append(leaf_hash(row.event_bytes))
+            store.append_events(sid, [row], SessionHead(row.seq, row.hash, tree.root().hex()))
+
+    return work
+
+
+def bench_sqlite(kind: str, c: int, per: int) -> float:
+    with tempfile.TemporaryDirectory() as tmp:
+        path = Path(tmp) / "bench.db"
+        SqliteStore(path).close()
+        stores = [SqliteStore(path, busy_timeout_ms=60_000) for _ in range(c)]
+        try:
+            work = (_recorder_work if kind == "recorder" else _store_work)(lambda i: stores[i], per)
+            return _threads(c, work)
+        finally:
+            for store in stores:
+                store.close()
+
+
+def bench_postgres(url: str, kind: str, c: int, per: int) -> float:
+    schema = f"bench_{uuid.uuid4().hex[:10]}"
+    store = PostgresStore(url, schema=schema, max_size=max(4, c + 2))
+    try:
+        work = (_recorder_work if kind == "recorder" else _store_work)(lambda _i: store, per)
+        return _threads(c, work)
+    finally:
+        store.close()
+        _drop(url, schema)
+
+
+def _drop(url: str, schema: str) -> None:
+    import psycopg
+
+    with psycopg.connect(url, autocommit=True) as conn:
+        conn.execute(f"DROP SCHEMA IF EXISTS {schema} CASCADE")
+
+
+def bench_eventsourcing(url: str, c: int, per: int) -> float | None:
+    try:
+        from eventsourcing.persistence import StoredEvent
+        from eventsourcing.postgres import PostgresApplicationRecorder, PostgresDatastore
+    except ImportError:
+        return None
+    from psycopg.conninfo import conninfo_to_dict
+
+    info = conninfo_to_dict(url)
+    schema = f"bench_es_{uuid.uuid4().hex[:10]}"
+    _create_schema(url, schema)
+    datastore = PostgresDatastore(
+        dbname=str(info.get("dbname", "postgres")),
+        host=str(info.get("host", "127.0.0.1")),
+        port=str(info.get("port", 5432)),
+        user=str(info.get("user", "postgres")),
+        password=str(info.get("password", "")),
+        pool_size=max(4, c + 2),
+        schema=schema,
+    )
+    try:
+        recorder = PostgresApplicationRecorder(datastore)
+        recorder.create_table()
+        rows, _ = chained_rows([{**PAYLOAD, "n": n} for n in range(per)])
+
+        def work(_i: int) -> None:
+            originator = uuid.uuid4()
+            for n, row in enumerate(rows):
+                recorder.insert_events([StoredEvent(originator, n + 1, "bench.Custom", row.event_bytes)])
+
+        return _threads(c, work)
+    finally:
+        datastore.close()
+        _drop(url, schema)
+
+
+def _create_schema(url: str, schema: str) -> None:
+    import psycopg
+
+    with psycopg.connect(url, autocommit=True) as conn:
+        conn.execute(f"CREATE SCHEMA {schema}")
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument(
+        "--pg", default=os.environ.get("FLIGHTLOG_BENCH_PG", "postgresql://postgres@127.0.0.1:5432/postgres")
+    )
+    parser.add_argument(
+        "--events", type=int, default=480, help="events per configuration (split over sessions)"
+    )
+    parser.add_argument("--json", action="store_true")
+    args = parser.parse_args()
+    results: dict[str, dict[int, float | None]] = {}
+    for c in CONCURRENCY:
+        per = max(1, args.events // c)
+        total = per * c
+        runs: dict[str, float | None] = {
+            "sqlite-recorder": bench_sqlite("recorder", c, per),
+            "sqlite-store": bench_sqlite("store", c, per),
+            "postgres-recorder": bench_postgres(args.pg, "recorder", c, per),
+            "postgres-store": bench_postgres(args.pg, "store", c, per),
+            "eventsourcing-postgres": bench_eventsourcing(args.pg, c, per),
+        }
+        for name, seconds in runs.items():
+            results.setdefault(name, {})[c] = None if seconds is None else total / seconds
+    if args.json:
+        print(json.dumps(results, indent=2))
+        return 0
+    names = list(results)
+    print(f"{'events/s':<24}" + "".join(f"{f'C={c}':>12}" for c in CONCURRENCY))
+    for name in names:
+        cells = "".join(f"{(v and f'{v:,.0f}') or 'n/a':>12}" for v in results[name].values())
+        print(f"{name:<24}{cells}")
+    print("\nratios (same C):")
+    pairs = [
+        ("postgres-recorder", "sqlite-recorder"),
+        ("postgres-store", "sqlite-store"),
+        ("postgres-store", "eventsourcing-postgres"),
+        ("postgres-recorder", "eventsourcing-postgres"),
+        ("postgres-recorder", "postgres-store"),
+    ]
+    for a, b in pairs:
+        ratios = [_ratio(results[a][c], results[b][c]) for c in CONCURRENCY]
+        print(f"  {a} / {b}: " + ", ".join(f"C={c} {r}" for c, r in zip(CONCURRENCY, ratios, strict=True)))
+    if results["eventsourcing-postgres"][1] is None:
+        print("\neventsourcing not installed: pip install 'eventsourcing[postgres]' to compare")
+    return 0
+
+
+def _ratio(a: Any, b: Any) -> str:
+    return f"{a / b:.2f}x" if a and b else "n/a"
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

@@ -1,0 +1,171 @@
+"""Fleet commands: ``submit`` (queue a run), ``worker`` (drive queued runs), ``db copy`` (move a ledger).
+
+Mounting, from ``cli.py`` (``_mount``)::
+
+    from .cli_fleet import register as register_fleet
+    register_fleet(app, _store)      # adds `submit`, `worker`, and `copy` under the `db` group
+
+``register`` finds the ``db`` sub-app among ``app``'s groups and adds ``copy`` to it; to mount it
+explicitly instead, ``db_app.command("copy")(db_copy_command())``.
+
+Exit codes: 0 done; 1 a store or ledger problem (one ``flightlog: error:`` line from the app's handler);
+2 a usage error (bad spec, missing option).
+"""
+
+from __future__ import annotations
+
+import json
+import signal
+import sys
+from collections.abc import Callable, Iterator
+from contextlib import AbstractContextManager, contextmanager
+from typing import Annotated, Any
+
+import typer
+from rich.console import Console
+
+from .dbcopy import copy_store
+from .fleet import Worker, submit
+from .kernel.errors import AgentSpecError
+from .kernel.spec import is_logical
+from .store import Store, open_store
+
+__all__ = ["OpenDb", "db_copy_command", "register"]
+
+OpenDb = Callable[[bool], AbstractContextManager[Store]]
+"""``open_db(read_only)``: a context manager yielding an open store, closed on exit."""
+
+_out = Console(highlight=False, markup=False, soft_wrap=True)
+_err = Console(stderr=True, highlight=False, markup=False, soft_wrap=True)
+
+
+def register(app: typer.Typer, open_db: OpenDb) -> None:
+    """Add ``submit`` and ``worker`` to ``app``, and ``copy`` to its ``db`` group when it has one."""
+    app.command("submit")(_submit_command(open_db))
+    app.command("worker")(_worker_command(open_db))
+    for group in app.registered_groups:
+        if group.name == "db" and group.typer_instance is not None:
+            group.typer_instance.command("copy")(db_copy_command())
+
+
+@contextmanager
+def _opened(url: str | None, open_db: OpenDb, read_only: bool = False) -> Iterator[Store]:
+    if url is None:
+        with open_db(read_only) as store:
+            yield store
+        return
+    store = open_store(url, read_only=read_only)
+    try:
+        yield store
+    finally:
+        store.close()
+
+
+def _submit_command(open_db: OpenDb) -> Callable[..., None]:
+    def submit_cmd(
+        spec: Annotated[str, typer.Argument(help="Agent: module:attribute (every worker must import it).")],
+        goal: Annotated[str, typer.Option("--goal", help="The goal (first user message).")],
+        criteria: Annotated[
+            list[str] | None, typer.Option("--criteria", help="Acceptance criterion (repeatable).")
+        ] = None,
+        session: Annotated[str | None, typer.Option("--session", help="Session id to create.")] = None,
+        json_out: Annotated[bool, typer.Option("--json", help="Print {session_id, status} as JSON.")] = False,
+    ) -> None:
+        """Queue a run for the fleet (status queued); a `flightlog worker` picks it up."""
+        if not is_logical(spec):
+            raise typer.BadParameter(
+                "a fleet spec must be module:attribute (workers import it)", param_hint="SPEC"
+            )
+        with open_db(False) as store:
+            try:
+                sid = submit(store, spec, goal, criteria or (), session_id=session)
+            except AgentSpecError as exc:
+                raise typer.BadParameter(str(exc), param_hint="SPEC") from None
+        if json_out:
+            sys.stdout.write(json.dumps({"session_id": sid, "status": "queued"}) + "\n")
+        else:
+            _out.print(f"{sid}  queued")
+
+    return submit_cmd
+
+
+def _worker_command(open_db: OpenDb) -> Callable[..., None]:
+    def worker_cmd(
+        db: Annotated[
+            str | None, typer.Option("--db", help="Store URL or path (default: the global --db).")
+        ] = None,
+        concurrency: Annotated[int, typer.Option("--concurrency", "-c", help="Sessions at once.", min=1)] = 1,
+        lease: Annotated[float, typer.Option("--lease", help="Lease length in seconds.", min=0.1)] = 30.0,
+        poll: Annotated[float, typer.Option("--poll", help="Longest idle wait in seconds.", min=0.01)] = 1.0,
+        idle_exit: Annotated[
+            float | None, typer.Option("--idle-exit", help="Exit after this many idle seconds.", min=0.0)
+        ] = None,
+        max_sessions: Annotated[
+            int | None, typer.Option("--max-sessions", help="Exit after claiming this many.", min=1)
+        ] = None,
+    ) -> None:
+        """Claim queued and orphaned fleet runs and drive them; SIGTERM/Ctrl-C stop claiming and drain."""
+        with _opened(db, open_db) as store:
+            worker = Worker(store, concurrency=concurrency, lease_ttl_s=lease, poll_s=poll)
+            _err.print(f"worker {worker.holder}: {concurrency} slot(s) on {store.url}")
+            previous = _on_stop_signals(worker.stop)
+            try:
+                stats = worker.run(idle_exit_s=idle_exit, max_sessions=max_sessions)
+            finally:
+                _restore(previous)
+        _err.print(
+            f"worker {worker.holder}: claimed {stats.claimed}, took over {stats.takeovers}, "
+            f"results {stats.results}, errors {stats.errors}"
+        )
+
+    return worker_cmd
+
+
+def _on_stop_signals(stop: Callable[[], None]) -> dict[int, Any]:
+    previous: dict[int, Any] = {}
+    for sig in (signal.SIGINT, signal.SIGTERM):
+        try:
+            previous[sig] = signal.signal(sig, lambda *_: stop())
+        except ValueError:  # not the main thread (tests): no handlers
+            continue
+    return previous
+
+
+def _restore(previous: dict[int, Any]) -> None:
+    for sig, handler in previous.items():
+        signal.signal(sig, handler)
+
+
+def db_copy_command() -> Callable[..., None]:
+    """The ``db copy SRC DST`` command function (mount it on the ``db`` group)."""
+
+    def copy_cmd(
+        src: Annotated[str, typer.Argument(help="Source store: path or URL.")],
+        dst: Annotated[str, typer.Argument(help="Destination store: path or URL (created/migrated).")],
+        json_out: Annotated[bool, typer.Option("--json", help="Print the report as JSON.")] = False,
+    ) -> None:
+        """Copy every session (events verbatim, effects, artifacts, checkpoints, grants, imports) from SRC
+        to DST, verifying each chain on arrival; refuses if DST already has any of them."""
+        with open_store(src, read_only=True) as source, open_store(dst) as target:
+
+            def progress(sid: str, events: int) -> None:
+                if not json_out:
+                    _err.print(f"copied {sid} ({events} events)")
+
+            report = copy_store(source, target, on_session=progress)
+        if json_out:
+            wire = {
+                "sessions": len(report.sessions),
+                "events": report.events,
+                "artifacts": report.artifacts,
+                "effects": report.effects,
+                "checkpoints": report.checkpoints,
+            }
+            sys.stdout.write(json.dumps(wire) + "\n")
+        else:
+            _out.print(
+                f"copied {len(report.sessions)} session(s), {report.events} events, {report.artifacts} "
+                f"artifact(s), {report.effects} effect(s), {report.checkpoints} checkpoint(s); all verified"
+            )
+
+    return copy_cmd

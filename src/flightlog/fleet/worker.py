@@ -1,0 +1,255 @@
+"""A fleet worker: claims runnable sessions, drives them with the kernel, renews and releases leases.
+
+Loop (one dispatcher thread + ``concurrency`` slots)::
+
+    claim up to <free slots> runnable sessions    (epoch bumped per claim: the fencing token)
+    none? wait_for_events(poll)                   (LISTEN/NOTIFY on PostgreSQL, polling on SQLite)
+    each claim, in a slot:
+        expired lease of another holder, run still in flight  ->  operation_cancelled(reason=lease_lost)
+        Kernel(store, load_agent(metadata.agent_spec)).resume(session)
+        release: park when suspended or ended (runnable again once a human's decision lands)
+    a heartbeat thread renews every held lease every ttl/3
+
+A worker that dies keeps its leases until they expire; then another worker claims the sessions (bumping
+their epochs, so a writer that is only slow, not dead, fails its next append with ``StaleWriter`` and
+writes nothing), records ``operation_cancelled(reason=lease_lost)`` for the calls the old holder left
+unanswered, and resumes them (``Kernel.resume``: an in-doubt side effect is reconciled or suspended, never
+silently re-run). ``flightlog abort`` fences a fleet run the same way; the worker then lets it go.
+
+A residual risk, as with any lease: a holder paused longer than the lease (not dead) may still be inside a
+side-effecting tool when a new holder reconciles that effect. Keep the lease well above the longest
+tool call and stall (default 30 s), and let tools check :func:`~flightlog.kernel.current_effect_key`.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import socket
+import threading
+import time
+import uuid
+from collections.abc import Callable
+from concurrent.futures import Future, ThreadPoolExecutor
+from dataclasses import dataclass, field
+
+from ..events import CancellationReason, OperationCancelled
+from ..kernel import Kernel, RunResult, load_agent
+from ..kernel.state import load_state
+from ..recorder import Recorder
+from ..store.base import LeaseClaim, Store
+from .leases import Leases, leases_for
+
+__all__ = ["Worker", "WorkerStats", "holder_id", "record_takeover"]
+
+log = logging.getLogger("flightlog.fleet")
+
+
+def holder_id() -> str:
+    """A worker's holder name: ``host:pid:random`` (unique per worker process start)."""
+    return f"{socket.gethostname()}:{os.getpid()}:{uuid.uuid4().hex[:8]}"
+
+
+def record_takeover(store: Store, session_id: str) -> bool:
+    """Record that the previous holder's lease was lost: ``operation_cancelled(reason=lease_lost)`` listing
+    the calls of the current turn that have no result (the old holder's pending calls).
+
+    Attaching verifies the chain and bumps the epoch again (the old holder stays fenced off).
+
+    Returns:
+        True when recorded; False when the run has no start or has ended (nothing written).
+    """
+    state = load_state(store, session_id)
+    if state.run is None or state.phase in ("terminal", "new"):
+        return False
+    recorder = Recorder.attach(store, session_id)
+    event = OperationCancelled(
+        turn=state.turn,
+        operation_id=f"{state.run_id}:lease_lost",
+        reason=CancellationReason.LEASE_LOST,
+        pending_call_ids=[plan.call_id for plan in state.plans],
+    )
+    recorder.append(event)
+    return True
+
+
+@dataclass
+class WorkerStats:
+    """What a worker did: sessions claimed, taken over (from a lost lease), and their results."""
+
+    claimed: int = 0
+    takeovers: int = 0
+    results: dict[str, int] = field(default_factory=dict)
+    errors: int = 0
+
+
+class Worker:
+    """Claims and drives fleet sessions (see the module docs).
+
+    Args:
+        store: The fleet's store (shared by the worker's threads).
+        concurrency: Sessions driven at once (one thread each).
+        lease_ttl_s: Lease length in seconds; renewed every third of it.
+        poll_s: Longest wait between claim attempts when idle, in seconds (PostgreSQL wakes earlier on
+            a notification).
+        holder: Holder name (default :func:`holder_id`).
+        on_result: Called with each finished activation's result (from the slot's thread).
+    """
+
+    def __init__(
+        self,
+        store: Store,
+        *,
+        concurrency: int = 1,
+        lease_ttl_s: float = 30.0,
+        poll_s: float = 1.0,
+        holder: str | None = None,
+        on_result: Callable[[RunResult], None] | None = None,
+    ) -> None:
+        if concurrency < 1 or lease_ttl_s <= 0:
+            raise ValueError("concurrency must be >= 1 and lease_ttl_s > 0")
+        self.store = store
+        self.leases: Leases = leases_for(store)
+        self.concurrency = concurrency
+        self.ttl_ms = int(lease_ttl_s * 1000)
+        self.poll_s = poll_s
+        self.holder = holder or holder_id()
+        self.on_result = on_result
+        self.stats = WorkerStats()
+        self._held: set[str] = set()
+        self._lock = threading.Lock()
+        self._free = threading.Semaphore(concurrency)
+        self._stop = threading.Event()
+        self._freed = threading.Event()
+        self._drained = threading.Event()
+
+    # ─── control ──────────────────────────────────────────────────────────────────────────
+    def stop(self) -> None:
+        """Stop claiming; sessions being driven finish their activation (safe from a signal handler)."""
+        self._stop.set()
+
+    def run(self, *, idle_exit_s: float | None = None, max_sessions: int | None = None) -> WorkerStats:
+        """Claim and drive sessions until :meth:`stop` (or a limit), then wait for the slots to finish.
+
+        Args:
+            idle_exit_s: Return after this many seconds with nothing to claim and nothing running.
+            max_sessions: Stop claiming after this many sessions (tests, batch jobs).
+        """
+        self._drained.clear()
+        beat = threading.Thread(target=self._heartbeat, name="flightlog-lease-heartbeat", daemon=True)
+        beat.start()
+        idle_since: float | None = None
+        try:
+            with ThreadPoolExecutor(self.concurrency, thread_name_prefix="flightlog-slot") as pool:
+                while not self._stop.is_set():
+                    if max_sessions is not None and self.stats.claimed >= max_sessions:
+                        break
+                    if self._claim_into(pool, max_sessions):
+                        idle_since = None
+                        continue
+                    if self._busy():
+                        idle_since = None
+                    else:
+                        idle_since = idle_since if idle_since is not None else time.monotonic()
+                        if idle_exit_s is not None and time.monotonic() - idle_since >= idle_exit_s:
+                            break
+                    self._wait_for_work()
+        finally:
+            self._stop.set()
+            self._drained.set()
+            beat.join()
+        return self.stats
+
+    def _wait_for_work(self) -> None:
+        """Sleep until a slot frees (all busy) or the store may have something new (else ``poll_s``)."""
+        if self._free.acquire(blocking=False):
+            self._free.release()
+            self.store.wait_for_events(self.poll_s)
+        else:
+            self._freed.wait(self.poll_s)
+            self._freed.clear()
+
+    def _claim_into(self, pool: ThreadPoolExecutor, max_sessions: int | None) -> int:
+        slots = 0
+        while slots < self.concurrency and self._free.acquire(blocking=False):
+            slots += 1
+        if max_sessions is not None:
+            slots_left = max(0, max_sessions - self.stats.claimed)
+            for _ in range(max(0, slots - slots_left)):
+                self._free.release()
+            slots = min(slots, slots_left)
+        if not slots:
+            return 0
+        try:
+            claims = self.leases.claim_sessions(self.holder, ttl_ms=self.ttl_ms, limit=slots)
+        except Exception:
+            log.exception("claim failed")
+            claims = []
+        for _ in range(slots - len(claims)):
+            self._free.release()
+        for claim in claims:
+            with self._lock:
+                self._held.add(claim.session_id)
+                self.stats.claimed += 1
+            future = pool.submit(self._drive, claim)
+            future.add_done_callback(self._slot_done(claim.session_id))
+        return len(claims)
+
+    def _slot_done(self, session_id: str) -> Callable[[Future[None]], None]:
+        def done(_future: Future[None]) -> None:
+            with self._lock:
+                self._held.discard(session_id)
+            self._free.release()
+            self._freed.set()
+
+        return done
+
+    # ─── one session ──────────────────────────────────────────────────────────────────────
+    def _drive(self, claim: LeaseClaim) -> None:
+        sid = claim.session_id
+        park = True
+        try:
+            if (
+                claim.previous_holder is not None
+                and claim.status == "running"
+                and record_takeover(self.store, sid)
+            ):
+                self.stats.takeovers += 1
+                log.info("took over %s from %s (lease lost)", sid, claim.previous_holder)
+            spec = self.store.get_session(sid).metadata.get("agent_spec")
+            if not isinstance(spec, str) or not spec:
+                raise ValueError(f"session {sid} records no agent spec")
+            result = Kernel(self.store, load_agent(spec)).resume_sync(sid, handle_signals=False)
+            with self._lock:
+                self.stats.results[result.status] = self.stats.results.get(result.status, 0) + 1
+            if self.on_result is not None:
+                self.on_result(result)
+        except Exception:
+            log.exception("session %s failed in this worker; its lease will expire and be retried", sid)
+            self.stats.errors += 1
+            return  # keep the lease: it expires, and a worker (maybe this one) retries after it
+        self._release(sid, park)
+
+    def _release(self, session_id: str, park: bool) -> None:
+        try:
+            self.leases.release_lease(session_id, self.holder, park=park)
+        except Exception:
+            log.exception("could not release the lease of %s; it will expire", session_id)
+
+    def _heartbeat(self) -> None:
+        """Renew every held lease each third of the lease, until the slots have drained."""
+        while not self._drained.wait(self.ttl_ms / 3000):
+            with self._lock:
+                held = sorted(self._held)
+            for sid in held:
+                try:
+                    if not self.leases.renew_lease(sid, self.holder, ttl_ms=self.ttl_ms):
+                        log.warning(
+                            "lost the lease of %s; another worker takes over (we are fenced off)", sid
+                        )
+                except Exception:
+                    log.exception("lease renewal of %s failed", sid)
+
+    def _busy(self) -> bool:
+        with self._lock:
+            return bool(self._held)

@@ -1,0 +1,159 @@
+"""A PostgreSQL server for the tests: the machine's when it answers, else a throwaway one started here.
+
+Order of preference:
+
+1. ``$FLIGHTLOG_TEST_PG_URL`` (any libpq URL; must answer).
+2. The machine's server on ``127.0.0.1:5432`` (trust auth, user ``postgres``), when it answers.
+3. A private server: ``initdb`` + ``pg_ctl`` from ``/usr/lib/postgresql/*/bin`` in a temporary folder, on a
+   free loopback port, run as the ``postgres`` user when we are root (PostgreSQL refuses to run as root),
+   stopped when the test process exits.
+
+With none of these, tests skip with the reason, except in CI (``CI=true``), where they fail: the
+Postgres backend must be exercised there. Tests use a database ``flightlog_test`` (created once) and
+isolate each test in a fresh schema (:func:`fresh_schema`).
+"""
+
+from __future__ import annotations
+
+import atexit
+import contextlib
+import glob
+import os
+import shutil
+import socket
+import subprocess
+import tempfile
+import uuid
+from collections.abc import Iterator
+from pathlib import Path
+
+import psycopg
+import pytest
+
+__all__ = ["database_url", "fresh_schema", "schema_url", "server_url"]
+
+DATABASE = "flightlog_test"
+
+_cache: dict[str, str] = {}
+
+
+def _answers(url: str) -> bool:
+    try:
+        with psycopg.connect(url, connect_timeout=3, autocommit=True) as conn:
+            conn.execute("SELECT 1")
+        return True
+    except psycopg.Error:
+        return False
+
+
+def _free_port() -> int:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return int(sock.getsockname()[1])
+
+
+def _bindir() -> Path | None:
+    for candidate in sorted(glob.glob("/usr/lib/postgresql/*/bin"), reverse=True):
+        if Path(candidate, "pg_ctl").exists() and Path(candidate, "initdb").exists():
+            return Path(candidate)
+    found = shutil.which("pg_ctl")
+    return Path(found).parent if found and shutil.which("initdb") else None
+
+
+def _as_postgres(argv: list[str]) -> list[str]:
+    if os.geteuid() != 0:
+        return argv
+    return ["runuser", "-u", "postgres", "--", *argv]
+
+
+def _start_private() -> str:
+    bindir = _bindir()
+    if bindir is None:
+        raise RuntimeError("no PostgreSQL answers and no initdb/pg_ctl found (apt-get install postgresql)")
+    root = Path(tempfile.mkdtemp(prefix="flightlog-pg-"))
+    data = root / "data"
+    if os.geteuid() == 0:
+        shutil.chown(root, "postgres", "postgres")
+    port = _free_port()
+    env = {**os.environ, "LC_ALL": "C.UTF-8"}
+    subprocess.run(
+        _as_postgres(
+            [str(bindir / "initdb"), "-D", str(data), "-A", "trust", "-U", "postgres", "-E", "UTF8"]
+        ),
+        check=True,
+        capture_output=True,
+        env=env,
+    )
+    options = f"-p {port} -k {root} -c listen_addresses=127.0.0.1 -c fsync=off -c max_connections=200"
+    subprocess.run(
+        _as_postgres(
+            [str(bindir / "pg_ctl"), "-D", str(data), "-o", options, "-l", str(root / "log"), "-w", "start"]
+        ),
+        check=True,
+        capture_output=True,
+        env=env,
+    )
+
+    def stop() -> None:
+        subprocess.run(
+            _as_postgres([str(bindir / "pg_ctl"), "-D", str(data), "-m", "immediate", "stop"]),
+            capture_output=True,
+            check=False,
+        )
+        shutil.rmtree(root, ignore_errors=True)
+
+    atexit.register(stop)
+    return f"postgresql://postgres@127.0.0.1:{port}/postgres"
+
+
+def server_url() -> str:
+    """A libpq URL of a server that answers (cached per process); skips or fails (CI) when there is none."""
+    if "server" in _cache:
+        return _cache["server"]
+    candidates = [
+        os.environ.get("FLIGHTLOG_TEST_PG_URL", ""),
+        "postgresql://postgres@127.0.0.1:5432/postgres",
+    ]
+    url = next((c for c in candidates if c and _answers(c)), None)
+    if url is None:
+        try:
+            url = _start_private()
+        except (RuntimeError, OSError, subprocess.CalledProcessError) as exc:
+            detail = getattr(exc, "stderr", b"") or b""
+            reason = f"PostgreSQL tests need a server: {exc} {detail.decode(errors='replace')[-500:]}".strip()
+            if os.environ.get("CI", "").lower() == "true":
+                pytest.fail(reason, pytrace=False)
+            pytest.skip(reason)
+    _cache["server"] = url
+    return url
+
+
+def database_url() -> str:
+    """The URL of the ``flightlog_test`` database on :func:`server_url` (created on first use)."""
+    if "database" in _cache:
+        return _cache["database"]
+    server = server_url()
+    with psycopg.connect(server, autocommit=True) as conn:
+        exists = conn.execute("SELECT 1 FROM pg_database WHERE datname = %s", (DATABASE,)).fetchone()
+        if not exists:
+            with contextlib.suppress(psycopg.errors.DuplicateDatabase):
+                conn.execute(f"CREATE DATABASE {DATABASE}")
+    base, _, _ = server.rpartition("/")
+    _cache["database"] = f"{base}/{DATABASE}"
+    return _cache["database"]
+
+
+def schema_url(schema: str) -> str:
+    """The test database URL selecting ``schema`` (flightlog's ``?schema=`` parameter)."""
+    return f"{database_url()}?schema={schema}"
+
+
+@contextlib.contextmanager
+def fresh_schema(prefix: str = "t") -> Iterator[str]:
+    """A new, empty schema name in the test database; dropped (with everything in it) afterwards."""
+    name = f"{prefix}_{uuid.uuid4().hex[:12]}"
+    try:
+        yield name
+    finally:
+        with psycopg.connect(database_url(), autocommit=True) as conn:
+            conn.execute(f"DROP SCHEMA IF EXISTS {name} CASCADE")
