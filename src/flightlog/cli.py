@@ -193,7 +193,9 @@ def ls_cmd(json_out: Annotated[bool, typer.Option("--json", help="Print a JSON a
         _print_json(rows)
         return
     width = max((len(r["session_id"]) for r in rows), default=7)
-    out.print(f"{'session':<{width}}  {'status':<10} {'events':>6}  {'head':<12}  {'created (UTC)':<19}  task")
+    out.print(
+        f"{'session':<{width}}  {'status':<10} {'events':>6}  {'head':<12}  {'created (UTC)':<19}  task"
+    )
     for row in rows:
         out.print(
             f"{row['session_id']:<{width}}  {row['status']:<10} {row['events']:>6}  {row['head'][:12]:<12}  "
@@ -366,11 +368,15 @@ def demo_cmd() -> None:
 
 def _mount() -> None:
     from .cli_audit import audit_app
+    from .cli_fleet import register as register_fleet
     from .cli_kernel import register as register_kernel
     from .cli_runs import register as register_runs
+    from .web.cli import register as register_web
 
     register_kernel(app, _store)
     register_runs(app, _store)
+    register_fleet(app, _store)
+    register_web(app, _store)
     app.add_typer(audit_app)
 
 

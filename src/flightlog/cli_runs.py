@@ -272,7 +272,13 @@ def _tail_command(open_db: OpenDb) -> Callable[..., None]:
         with open_db(True) as store:
             session_id = store.resolve_session(session)
             try:
-                for row, event in follow_events(store, session_id, follow=follow, poll_s=interval):
+                # wait_for_events wakes on commit where the backend can (PostgreSQL LISTEN/NOTIFY) and polls
+                # elsewhere; either way the interval bounds the wait, and the caller re-reads after it.
+                def wait(seconds: float, sid: str = session_id) -> None:
+                    store.wait_for_events(seconds, session_id=sid)
+
+                events = follow_events(store, session_id, follow=follow, poll_s=interval, sleep=wait)
+                for row, event in events:
                     line = tail_line(row, narrate(event), as_json=json_out)
                     if json_out:
                         sys.stdout.write(line + "\n")

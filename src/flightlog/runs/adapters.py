@@ -234,6 +234,7 @@ STATUS_STATES: Mapping[str, RunState] = {
     **dict.fromkeys(STATUS_OUTCOMES, RunState.TERMINAL),
     "cancelled": RunState.PAUSED,
     "canceled": RunState.PAUSED,
+    "queued": RunState.QUEUED,  # a fleet run submitted and not yet claimed by a worker
 }
 """Session statuses that override the state of a run the events leave in flight: the terminal ones, and
 ``cancelled``, which the kernel sets when an activation stops on cancellation and the run stays resumable
