@@ -467,7 +467,6 @@ def test_large_integral_float_round_trips(value: float) -> None:
 # ─── canonical encoding: refusals name the path ───────────────────────────────────────────
 
 
-
 @pytest.mark.parametrize(
     ("payload", "path"),
     [

@@ -995,17 +995,26 @@ class _Tee:
             self.roots[0] = (self.tree.root(), GENESIS)
 
     def rows(self, rows: Iterable[StoredEvent]) -> Iterator[StoredEvent]:
+        """Pass rows to ``verify_rows(..., tree=self.tree)``, which folds each leaf into :attr:`tree` (one
+        leaf hash per row); when a row is asked for, the tree holds every row before it."""
+        last = GENESIS
         for row in rows:
+            self._snapshot(last)
             data = row.event_bytes
             if _SEAL_MARK in data:
                 self._seal(row)
             if b"salted:sha256:" in data:
                 for match in _SALTED.finditer(data):
                     self.salted.setdefault(match.group(1).decode("ascii"), row.seq)
-            self.tree.append(leaf_hash(data))
-            if self.tree.size in self.wanted:
-                self.roots[self.tree.size] = (self.tree.root(), row.hash)
+            last = row.hash
             yield row
+        self._snapshot(last)
+
+    def _snapshot(self, last_hash: str) -> None:
+        """Keep the root and chain hash when the tree has reached a wanted size."""
+        size = self.tree.size
+        if size in self.wanted and size not in self.roots:
+            self.roots[size] = (self.tree.root(), last_hash)
 
     def _seal(self, row: StoredEvent) -> None:
         payload = _seal_payload(row)
@@ -1141,7 +1150,9 @@ def audit_rows(
     signed = _open_stored(checkpoints, keyring, origin, report.divergences)
     wanted = {s.size for s in signed} | {h.size for h in witnessed}
     tee = _Tee(wanted | ({retained.size} if retained else set()))
-    result = verify_rows(session_id, tee.rows(rows), decode=decode, expected_head=expected_head)
+    result = verify_rows(
+        session_id, tee.rows(rows), decode=decode, expected_head=expected_head, tree=tee.tree
+    )
     report.events, report.bytes, report.head, report.root = (
         result.events,
         result.bytes,

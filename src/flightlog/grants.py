@@ -66,6 +66,7 @@ __all__ = [
     "POLICY_TRUST_FILE",
     "GrantPolicy",
     "VerifiedGrant",
+    "envelope_digest",
     "load_policy_keys",
     "load_policy_signer",
     "pae",
@@ -238,6 +239,16 @@ def _envelope(envelope: Mapping[str, Any] | str | bytes) -> dict[str, Any]:
     if not sigs or not all(isinstance(s, dict) and "sig" in s for s in sigs):
         raise GrantError(reason="every DSSE signature needs a sig")
     return doc
+
+
+def envelope_digest(envelope: Mapping[str, Any] | str | bytes) -> str:
+    """``sha256:<hex>`` of an envelope's payload bytes, *without verifying it* (to compare digests).
+
+    Raises:
+        GrantError: a malformed envelope or payload.
+    """
+    body = _b64(_envelope(envelope)["payload"], "payload")
+    return "sha256:" + hashlib.sha256(body).hexdigest()
 
 
 def verify_grant(

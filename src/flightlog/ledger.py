@@ -310,6 +310,7 @@ def verify_rows(
     *,
     decode: bool = True,
     expected_head: tuple[int, str] | None = None,
+    tree: CompactRange | None = None,
 ) -> VerifyReport:
     """Recompute a session's chain and tree head from its stored rows, reporting every divergence.
 
@@ -323,6 +324,11 @@ def verify_rows(
         decode: Also decode each event (upcasters included) and report ``undecodable`` ones.
         expected_head: ``(seq, hash)`` of the head recorded elsewhere (the session row, a checkpoint);
             a missing or different head is reported as ``truncated`` or ``head_mismatch``.
+        tree: Fold the leaf hashes into this tree (the caller's) instead of a private one, so a caller
+            that needs the tree (checkpoint roots, a frontier) does not hash every leaf again. Each row's
+            leaf is appended after the row is taken from ``rows``: a generator feeding ``rows`` sees, when
+            asked for the next row, the tree holding every row before it. ``report.root`` is this tree's
+            root at the end (pass an empty tree for the session's tree head).
 
     Returns:
         A :class:`VerifyReport`; ``report.ok`` is True when everything matched.
@@ -332,7 +338,7 @@ def verify_rows(
     from .encoding import decode_stored  # local: keeps the hashing core import-light
 
     report = VerifyReport(session_id=session_id)
-    tree = CompactRange()
+    tree = CompactRange() if tree is None else tree
     expected_seq = 0
     prev = GENESIS
     bad = report.divergences.append

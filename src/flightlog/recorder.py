@@ -203,11 +203,7 @@ class Recorder:
         record = store.get_session(session_id)
         tree = CompactRange()
         rows = store.read_events(session_id)
-        report = verify_rows(
-            session_id,
-            _tee_leaves(rows, tree),
-            expected_head=(record.head_seq, record.head_hash),
-        )
+        report = verify_rows(session_id, rows, expected_head=(record.head_seq, record.head_hash), tree=tree)
         if report.events == 0:
             raise LedgerIntegrityError(
                 session_id=session_id, reason="session has no durable ledger to resume"
@@ -471,10 +467,3 @@ class Recorder:
         from .erasure import put_personal_artifact  # local: erasure builds on this module
 
         return put_personal_artifact(self.store, content, media_type, session_id=self.session_id)
-
-
-def _tee_leaves(rows: Iterable[StoredEvent], tree: CompactRange) -> Iterable[StoredEvent]:
-    """Pass rows through while folding their leaf hashes into ``tree`` (one read for verify + rebuild)."""
-    for row in rows:
-        tree.append(leaf_hash(row.event_bytes))
-        yield row

@@ -61,6 +61,7 @@ def test_the_kernel_emits_the_expected_vocabulary() -> None:
         "provider_retry",
         "route_failover",
         "effect_reconciled",
+        "grant_policy",
         "external_effect_intent",
         "external_effect_completed",
     }

@@ -571,3 +571,26 @@ def _events(store: SqliteStore, session_id: str) -> list[tuple[object, object]]:
     from flightlog.sessions import iter_events
 
     return list(iter_events(store, session_id))
+
+
+def test_the_session_stream_wakes_on_a_commit_not_on_the_poll_interval(db_path: Path) -> None:
+    """Between reads the stream waits on ``Store.wait_for_events``: a commit wakes it long before
+    ``poll_s`` (SQLite polls the session row every 50 ms; PostgreSQL is woken by NOTIFY)."""
+    with SqliteStore(db_path) as store:
+        recorder = Recorder.create(store, session_id="live")
+        recorder.append(Custom(custom_kind="step", payload={"i": 0}))
+        app = create_app(opener(db_path), token=TOKEN, poll_s=30.0, ping_s=60.0)
+        headers = {"Authorization": f"Bearer {TOKEN}"}
+        with (
+            DashboardServer(app) as server,
+            httpx.Client(base_url=server.url, headers=headers) as http,
+            http.stream("GET", "/api/stream/session?id=live") as stream,
+        ):
+            lines = stream.iter_lines()
+            assert _sse(lines, "ev")["seq"] == 0
+            assert _sse(lines, "status")["status"] == "running"
+            time.sleep(0.2)  # the stream is waiting now
+            started = time.monotonic()
+            recorder.append(Custom(custom_kind="step", payload={"i": 1}))
+            assert _sse(lines, "ev")["seq"] == 1
+            assert time.monotonic() - started < 5.0  # not the 30 s poll interval

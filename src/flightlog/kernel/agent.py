@@ -2,10 +2,11 @@
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Literal
+from typing import Any, Literal
 
+from ..keys import VerifierKey
 from ..providers.base import ModelProvider, ToolSpec
 from .budgets import Budgets
 from .policy import Policy
@@ -37,6 +38,11 @@ class Agent:
         on_fatal_tool_error: After a ``FatalToolError`` rollback: ``retry`` the turn (up to
             ``max_retries`` times) or ``fail`` the run.
         parallel_read_only: Run consecutive ``read_only`` calls of one turn concurrently.
+        grant: A signed grant policy (DSSE envelope, as a mapping or its JSON text) the run is held to:
+            verified and ledgered at run start, a ceiling over ``policy`` (see
+            :mod:`flightlog.kernel.ceiling`). None: no grant.
+        grant_keys: The trusted policy keys ``grant`` must be signed by (default, when None:
+            :func:`flightlog.grants.load_policy_keys`, read at run start and resume).
     """
 
     name: str
@@ -53,10 +59,14 @@ class Agent:
     stream: bool = False
     on_fatal_tool_error: Literal["retry", "fail"] = "retry"
     parallel_read_only: bool = True
+    grant: Mapping[str, Any] | str | bytes | None = None
+    grant_keys: Sequence[VerifierKey] | None = None
 
     def __post_init__(self) -> None:
         object.__setattr__(self, "route", tuple(self.route))
         object.__setattr__(self, "tools", tuple(self.tools))
+        if self.grant_keys is not None:
+            object.__setattr__(self, "grant_keys", tuple(self.grant_keys))
         if not self.route:
             raise ValueError("an agent needs at least one model provider in its route")
         for item in self.tools:

@@ -5,8 +5,9 @@ A suspended run has exited; its gates live only in the ledger. ``approve``/``den
 and append, in one transaction:
 
 * approve: ``permission_resolved(turn, approved=True, responder="user")`` and
-  ``Custom("approval_decision", {turn, call_id, gate, approved, responder})`` where ``responder`` there is
-  the operator's name (``--as NAME``, default ``user``);
+  ``Custom("approval_decision", {turn, call_id, gate, approved, responder, policy_digest?})`` where
+  ``responder`` there is the operator's name (``--as NAME``, default ``user``) and ``policy_digest`` the
+  session's signed grant (:func:`flightlog.grants.session_policy_digest`), when it has one;
 * deny: ``permission_resolved(turn, approved=False, responder="user")``, ``tool_denied(turn, call_id, tool_name,
   reason)`` and the ``approval_decision``.
 
@@ -19,6 +20,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from ..events import Custom, Event, PermissionResolved, ToolDenied
+from ..grants import session_policy_digest
 from ..recorder import Recorder
 from ..store.base import Store
 from .errors import NotPending
@@ -138,6 +140,10 @@ def _decide(
     events: list[Event] = [PermissionResolved(turn=gate.turn, approved=approved, responder=HUMAN)]
     if not approved:
         events.append(ToolDenied(turn=gate.turn, call_id=call_id, tool_name=gate.tool, reason=reason or ""))
-    events.append(Custom(custom_kind=APPROVAL_DECISION, payload=verdict.to_wire(gate.turn)))
+    payload = verdict.to_wire(gate.turn)
+    digest = session_policy_digest(store, session_id)
+    if digest is not None:  # the session runs under a signed grant: name it in the decision
+        payload["policy_digest"] = digest
+    events.append(Custom(custom_kind=APPROVAL_DECISION, payload=payload))
     recorder.append_many(events)
     return verdict

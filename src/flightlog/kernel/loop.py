@@ -9,6 +9,7 @@ Run start (one transaction)::
     run_started(run_id, goal, criteria, agent_id, system_prompt, attachments)
     Custom("provider_capability_evidence", {...})        per route position (seed 003)
     Custom("budget_limits", {...})
+    Custom("grant_policy", {policy_id, policy, signed, digest, key})   with a signed grant (kernel.ceiling)
 
 A turn transaction ``n``::
 
@@ -64,12 +65,15 @@ from ..events import (
     RunTerminal,
     SessionEvent,
 )
+from ..grants import record_grant
+from ..keys import now_ms
 from ..messages import ContentPart
 from ..providers.base import ModelProvider, ModelRequest, ModelResponse, ProviderError, TokenCallback
 from ..recorder import Recorder, Subscriber
 from ..store.base import Store, StoredEvent
 from .agent import Agent
 from .budgets import Axis, Budgets, Reservation, Spent, admit_turn, reserve
+from .ceiling import Ceiling, resume_ceiling, start_grant
 from .effects import Effects
 from .errors import KernelError
 from .execution import execute_turn
@@ -127,8 +131,11 @@ def _malformed(response: ModelResponse, provider: ModelProvider) -> str | None:
 class _Activation:
     """One process's stretch of a run: the loop from a start or resume to a stop (any status)."""
 
-    def __init__(self, kernel: Kernel, recorder: Recorder, state: KernelState) -> None:
+    def __init__(
+        self, kernel: Kernel, recorder: Recorder, state: KernelState, ceiling: Ceiling | None = None
+    ) -> None:
         self.kernel = kernel
+        self.ceiling = ceiling
         self.agent = kernel.agent
         self.recorder = recorder
         self.state = state
@@ -384,7 +391,7 @@ class _Activation:
             events.append(RunTerminal(reason="completed", turns_used=turn, total_tokens=tokens))
             self.append(*events, status="completed")
             return
-        plan = plan_calls(turn, calls, self.agent)
+        plan = plan_calls(turn, calls, self.agent, self.ceiling)
         self.append(*events, *plan.events, status="suspended" if plan.asks else None)
 
     # ─── result ───────────────────────────────────────────────────────────────────────────
@@ -547,7 +554,11 @@ class Kernel:
 
         Raises:
             AppendConflict: ``session_id`` exists already (nothing is written).
+            GrantError: the agent's ``grant`` is not signed by a trusted policy key, is tampered, expired
+                or for another authority epoch (checked before the store is touched: nothing is written).
         """
+        at_ms = now_ms()
+        grant = start_grant(self.agent, at_ms=at_ms)
         meta = {"agent": self.agent.name, **(metadata or {})}
         started = RunStarted(
             run_id=uuid.uuid4().hex,
@@ -568,8 +579,11 @@ class Kernel:
                 metadata=meta,
                 notary=self.notary,
             )
-            activation = _Activation(self, recorder, KernelState(recorder.session_id))
+            ceiling = None if grant is None else Ceiling(grant.policy, grant.digest)
+            activation = _Activation(self, recorder, KernelState(recorder.session_id), ceiling)
             activation.append(started, *evidence, limits)
+            if grant is not None:
+                record_grant(recorder, grant.envelope, [grant.key], at_ms=at_ms)
         return await self._drive(activation)
 
     async def resume(self, session_id: str) -> RunResult:
@@ -582,17 +596,20 @@ class Kernel:
         Raises:
             SessionNotFound: no such session.
             LedgerIntegrityError: the ledger does not verify (refuse, don't guess).
-            KernelError: the session has no ``run_started`` (not a kernel run).
+            KernelError: the session has no ``run_started`` (not a kernel run); the agent brings a grant
+                other than the ledgered one, or the stored grant disagrees with the ledger.
+            GrantError: the session's grant no longer verifies (untrusted key, expired); nothing written.
         """
         state = load_state(self.store, session_id)
         if state.run is None:
             raise KernelError(f"session {session_id} has no run_started: not a kernel run")
         if _idle(state):
             return result_of(state)
+        ceiling = resume_ceiling(self.store, session_id, state.grant, self.agent)
         recorder = Recorder.attach(self.store, session_id, notary=self.notary)
         if recorder.next_seq != len(state.events):  # it moved on before we took authority: refold
             state = load_state(self.store, session_id)
-        activation = _Activation(self, recorder, state)
+        activation = _Activation(self, recorder, state, ceiling)
         if _idle(state):
             activation.close()
             return result_of(state)

@@ -8,7 +8,7 @@ Event order for one turn::
 
     tool_requested(turn, calls)                      the calls as the model produced them
     tool_argument_repaired(turn, tool, original, repaired)   one per repaired call
-    Custom("tool_decisions", {turn, calls: [CallPlan]})
+    Custom("tool_decisions", {turn, calls: [CallPlan], policy_digest?})   digest of the signed grant, if any
     per call, in call order, for automatic decisions:
         allow: permission_resolved(turn, approved=True,  responder="policy_gate")
         deny:  permission_resolved(turn, approved=False, responder="policy_gate"), tool_denied(...)
@@ -39,6 +39,7 @@ from ..events import (
 )
 from ..messages import Message, ToolCall, ToolCallPart
 from .agent import Agent
+from .ceiling import Ceiling
 from .records import TOOL_DECISIONS, CallPlan
 from .repair import repair_arguments
 from .tools import ToolArgumentsError
@@ -66,7 +67,9 @@ def calls_in(message: Message) -> Iterator[ToolCall]:
             yield ToolCall(id=part.id, name=part.name, arguments=part.arguments)
 
 
-def _plan_one(turn: int, call: ToolCall, agent: Agent, events: list[Event]) -> CallPlan:
+def _plan_one(
+    turn: int, call: ToolCall, agent: Agent, events: list[Event], ceiling: Ceiling | None
+) -> CallPlan:
     outcome = repair_arguments(call.arguments)
     if outcome.repaired_text is not None:
         events.append(
@@ -89,9 +92,10 @@ def _plan_one(turn: int, call: ToolCall, agent: Agent, events: list[Event]) -> C
     except ToolArgumentsError as exc:
         return CallPlan(call.id, call.name, tool.effect, "invalid", str(exc), arguments=outcome.arguments)
     decision = agent.policy.decide(tool.name, outcome.arguments, tool.effect)
-    return CallPlan(
+    plan = CallPlan(
         call.id, call.name, tool.effect, decision.action, decision.reason, decision.rule, outcome.arguments
     )
+    return plan if ceiling is None else ceiling.apply(plan)
 
 
 def arguments_text(plan: CallPlan) -> str:
@@ -128,23 +132,28 @@ def gate_events(
     return events
 
 
-def plan_calls(turn: int, calls: Sequence[ToolCall], agent: Agent) -> TurnPlan:
+def plan_calls(
+    turn: int, calls: Sequence[ToolCall], agent: Agent, ceiling: Ceiling | None = None
+) -> TurnPlan:
     """Repair, validate and govern a turn's calls.
 
     Args:
         turn: The turn number.
         calls: The calls in the model's order.
         agent: Tools and policy.
+        ceiling: The session's signed grant, applied over the agent's policy; its digest goes into
+            ``tool_decisions`` as ``policy_digest`` (see :mod:`flightlog.kernel.ceiling`).
 
     Returns:
         The plans (call order), every event to append after ``llm_completed`` (``tool_requested``
         first), and the ids of the calls that wait for approval.
     """
     events: list[Event] = [ToolRequested(turn=turn, calls=list(calls))]
-    plans = [_plan_one(turn, call, agent, events) for call in calls]
-    events.append(
-        Custom(custom_kind=TOOL_DECISIONS, payload={"turn": turn, "calls": [p.to_wire() for p in plans]})
-    )
+    plans = [_plan_one(turn, call, agent, events, ceiling) for call in calls]
+    payload: dict[str, object] = {"turn": turn, "calls": [p.to_wire() for p in plans]}
+    if ceiling is not None:
+        payload["policy_digest"] = ceiling.digest
+    events.append(Custom(custom_kind=TOOL_DECISIONS, payload=payload))
     events.extend(_governance(turn, plans))
     asks = [p for p in plans if p.decision == "ask"]
     if asks:

@@ -10,12 +10,15 @@ transaction as the seed events they complete:
                                            degradations}``
 ``budget_limits``                          the run's limits (``Budgets.to_wire()``), at run start
 ``model_usage``                            usage of one model call (see :mod:`flightlog.kernel.budgets`)
-``tool_decisions``                         ``{turn, calls: [CallPlan...]}``: each call's repaired arguments
-                                           and governance decision (seed ``permission_resolved`` has no
-                                           call id)
-``approval_decision``                      ``{turn, call_id, gate, approved, responder, reason?}``: a human
-                                           decision on a gated call (``gate``: ``approval`` or
-                                           ``effect_in_doubt``)
+``tool_decisions``                         ``{turn, calls: [CallPlan...], policy_digest?}``: each call's
+                                           repaired arguments and governance decision (seed
+                                           ``permission_resolved`` has no call id); ``policy_digest`` when
+                                           the session runs under a signed grant
+``approval_decision``                      ``{turn, call_id, gate, approved, responder, reason?,
+                                           policy_digest?}``: a human decision on a gated call (``gate``:
+                                           ``approval`` or ``effect_in_doubt``)
+``grant_policy``                           the signed grant at run start (:func:`flightlog.grants.record_grant`;
+                                           see :mod:`flightlog.kernel.ceiling`)
 ``provider_retry``                         ``{turn, model, route_position, attempt, delay_s,
                                            retry_after_s?}``: a failed call is retried after ``delay_s``
 ``route_failover``                         ``{from_model, to_model, cause, from_position, to_position}``
@@ -39,6 +42,7 @@ __all__ = [
     "BUDGET_LIMITS",
     "CAPABILITY_EVIDENCE",
     "EFFECT_RECONCILED",
+    "GRANT_POLICY",
     "MODEL_USAGE",
     "PROVIDER_RETRY",
     "ROUTE_FAILOVER",
@@ -59,6 +63,7 @@ APPROVAL_DECISION = "approval_decision"
 PROVIDER_RETRY = "provider_retry"
 ROUTE_FAILOVER = "route_failover"
 EFFECT_RECONCILED = "effect_reconciled"
+GRANT_POLICY = "grant_policy"
 
 GateKind = Literal["approval", "effect_in_doubt"]
 Disposition = Literal["allow", "deny", "ask", "invalid"]
@@ -77,6 +82,7 @@ class CallPlan:
         reason: Why (policy rule or default, or the argument/tool error).
         rule: Index of the policy rule that decided, None for the default or ``invalid``.
         arguments: The repaired JSON arguments (None when they could not be parsed).
+        ceiling: ``"grant"`` when the signed grant policy's ceiling changed the decision (None otherwise).
     """
 
     call_id: str
@@ -86,6 +92,7 @@ class CallPlan:
     reason: str
     rule: int | None = None
     arguments: dict[str, Any] | None = None
+    ceiling: str | None = None
 
     def to_wire(self) -> dict[str, Any]:
         """JSON-ready dict (None fields omitted)."""
@@ -102,6 +109,7 @@ class CallPlan:
             reason=data.get("reason", ""),
             rule=data.get("rule"),
             arguments=data.get("arguments"),
+            ceiling=data.get("ceiling"),
         )
 
 

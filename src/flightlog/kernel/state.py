@@ -45,6 +45,7 @@ from .budgets import Budgets
 from .records import (
     APPROVAL_DECISION,
     BUDGET_LIMITS,
+    GRANT_POLICY,
     MODEL_USAGE,
     ROUTE_FAILOVER,
     TOOL_DECISIONS,
@@ -138,6 +139,7 @@ class KernelState:
     plans: list[CallPlan] = field(default_factory=list)
     gates: dict[str, Gate] = field(default_factory=dict)
     verdicts: dict[tuple[str, str], Verdict] = field(default_factory=dict)
+    grant: dict[str, Any] | None = None
     suspension: Suspended | None = None
     terminal: RunTerminal | None = None
     wall: WallClock = field(default_factory=WallClock)
@@ -240,6 +242,9 @@ class KernelState:
         self.verdicts[(verdict.gate, verdict.call_id)] = verdict
         self.gates.pop(verdict.call_id, None)
 
+    def _on_grant_policy(self, payload: dict[str, Any]) -> None:
+        self.grant = payload
+
     def _on_route_failover(self, payload: dict[str, Any]) -> None:
         self.route_position = int(payload.get("to_position", self.route_position + 1))
         self.attempts = 0
@@ -298,6 +303,7 @@ _CUSTOM_HANDLERS: dict[str, Callable[[KernelState, dict[str, Any]], None]] = {
     TOOL_DECISIONS: KernelState._on_tool_decisions,
     APPROVAL_DECISION: KernelState._on_approval_decision,
     ROUTE_FAILOVER: KernelState._on_route_failover,
+    GRANT_POLICY: KernelState._on_grant_policy,
 }
 
 

@@ -27,13 +27,17 @@ that continues it, ``flightlog resume SESSION``; a runner that stays up can inst
 :func:`flightlog.kernel.pending` for the session and call ``Kernel.resume`` itself.
 
 Reads share one read-only store opened at startup (thread-safe; SQLite in WAL mode sees each commit of
-other processes); each decision opens a writable store of its own and closes it.
+other processes); each decision opens a writable store of its own and closes it. Between reads the live
+streams wait in a worker thread on ``Store.wait_for_events`` (at most ``poll_s``): PostgreSQL wakes them
+on ``NOTIFY``, SQLite polls the session row (every 50 ms for a session stream; the runs stream re-reads
+every ``poll_s``).
 """
 
 from __future__ import annotations
 
 import asyncio
 import json
+import logging
 import threading
 from collections.abc import AsyncIterator, Callable, Iterator
 from contextlib import AbstractContextManager, asynccontextmanager, contextmanager
@@ -58,6 +62,8 @@ from . import views
 from .security import Auth, Guard
 
 __all__ = ["OpenDb", "create_app"]
+
+log = logging.getLogger("flightlog.web")
 
 OpenDb = Callable[[bool], AbstractContextManager[Store]]
 """``open_db(read_only)``: a context manager yielding an open store, closed on exit (the CLI's ``_store``)."""
@@ -119,6 +125,24 @@ class _Dashboard:
             finally:
                 self.stopping.set()
                 self._reader = None
+
+    async def wait(self, store: Store, session_id: str | None = None) -> None:
+        """Wait up to ``poll_s`` for a commit that may touch ``session_id`` (any session when None).
+
+        ``Store.wait_for_events`` in a worker thread (``asyncio.to_thread``): PostgreSQL ``LISTEN``s,
+        SQLite polls the session row. The shared reader store is safe to use from worker threads
+        (``SqliteStore``: ``check_same_thread=False`` behind an ``RLock``; ``PostgresStore``: a pool and
+        its own listener connection). Once the dashboard is stopping (the store may be closing under the
+        thread) errors end the wait quietly; otherwise a failed wait is logged and falls back to a plain
+        sleep, so the next read reports the store's state.
+        """
+        try:
+            await asyncio.to_thread(store.wait_for_events, self.poll_s, session_id=session_id)
+        except Exception:
+            if self.stopping.is_set():
+                return
+            log.warning("waiting for events failed; polling instead", exc_info=True)
+            await asyncio.sleep(self.poll_s)
 
     def page(self, template: str, http_status: int = 200, **context: Any) -> HTMLResponse:
         """Render ``template`` (autoescaped, every string made visible) with the CSRF token."""
@@ -184,7 +208,8 @@ def create_app(
             decision.
         token: The access token (see :mod:`flightlog.web.security`).
         bind_host: The address the server listens on (for the ``Host`` allow-list).
-        poll_s: How often the live streams look for changes, in seconds.
+        poll_s: The longest a live stream waits for a change notification before reading again, in
+            seconds (``Store.wait_for_events``' timeout).
         ping_s: Seconds between keep-alive comments on a quiet stream.
 
     Raises:
@@ -345,19 +370,20 @@ def _routes(app: FastAPI, dash: _Dashboard) -> None:
             return PlainTextResponse("unknown state or source filter\n", status_code=400)
 
         async def body() -> AsyncIterator[str]:
-            last, quiet = "", 0.0
+            clock = asyncio.get_running_loop().time
+            last, since = "", clock()
+            store = dash.reader
             yield "retry: 2000\n\n"
             while not dash.stopping.is_set():
                 data = await run_in_threadpool(_runs_data, dash, state_v, source_v)
                 message = _sse("runs", data)
                 if message != last:
-                    last, quiet = message, 0.0
+                    last, since = message, clock()
                     yield message
-                elif quiet >= dash.ping_s:
-                    quiet = 0.0
+                elif clock() - since >= dash.ping_s:
+                    since = clock()
                     yield ": ping\n\n"
-                await asyncio.sleep(dash.poll_s)
-                quiet += dash.poll_s
+                await dash.wait(store)
 
         return _stream(body())
 
@@ -379,7 +405,9 @@ def _routes(app: FastAPI, dash: _Dashboard) -> None:
 
         async def body() -> AsyncIterator[str]:
             nonlocal position
-            last, quiet = "", 0.0
+            clock = asyncio.get_running_loop().time
+            last, since = "", clock()
+            store = dash.reader
             yield "retry: 2000\n\n"
             while not dash.stopping.is_set():
                 rows = await run_in_threadpool(_new_rows, dash, id, position)
@@ -387,15 +415,16 @@ def _routes(app: FastAPI, dash: _Dashboard) -> None:
                     position = row["seq"] + 1
                     yield _sse("ev", row, row["seq"])
                 status = _sse("status", await run_in_threadpool(_session_status, dash, id))
+                if status != last or rows:
+                    since = clock()
                 if status != last:
-                    last, quiet = status, 0.0
+                    last = status
                     yield status
-                elif not rows and quiet >= dash.ping_s:
-                    quiet = 0.0
+                elif not rows and clock() - since >= dash.ping_s:
+                    since = clock()
                     yield ": ping\n\n"
                 if not rows:
-                    await asyncio.sleep(dash.poll_s)
-                    quiet += dash.poll_s
+                    await dash.wait(store, id)
 
         return _stream(body())
 
