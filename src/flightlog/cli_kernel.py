@@ -34,7 +34,7 @@ from .events import Custom, SessionEvent
 from .kernel import Kernel, NotPending, RunResult, approve, deny, pending
 from .kernel.abort import abort
 from .kernel.errors import AgentSpecError
-from .kernel.spec import is_logical, load_agent
+from .kernel.spec import is_logical, load_agent, recorded_spec
 from .narration import narrate, short
 from .store import Store, StoredEvent, open_store
 
@@ -146,7 +146,7 @@ def register(app: typer.Typer, open_db: OpenDb) -> None:
         """Continue a session (after approvals, a crash or a cancel); exit codes as for ``run``."""
         with open_db(False) as store:
             sid = store.resolve_session(session)
-            spec = spec or store.get_session(sid).metadata.get("agent_spec")
+            spec = spec or recorded_spec(store, sid)
             if not spec:
                 raise typer.BadParameter("no agent spec recorded for this session; give --spec")
             progress = None if quiet else Progress(err, lambda: sid)

@@ -15,6 +15,7 @@ from collections.abc import Sequence
 from ..events import Custom, RunStarted
 from ..kernel import Agent, load_agent
 from ..kernel.records import BUDGET_LIMITS, capability_evidence
+from ..kernel.spec import AGENT_SPEC
 from ..recorder import Recorder
 from ..runs import RunSource
 from ..store.base import Store
@@ -66,6 +67,7 @@ def submit(
         recorder = Recorder.create(
             store, session_id=session_id, task=goal, source="kernel", metadata=metadata, status=QUEUED
         )
-        recorder.append_many([started, *evidence, limits])
+        named = Custom(custom_kind=AGENT_SPEC, payload={"spec": spec})  # resume reads it from the ledger
+        recorder.append_many([started, *evidence, limits, named])
         leases.open_lease(recorder.session_id)
     return recorder.session_id

@@ -35,6 +35,7 @@ from dataclasses import dataclass, field
 
 from ..events import CancellationReason, OperationCancelled
 from ..kernel import Kernel, RunResult, load_agent
+from ..kernel.spec import recorded_spec
 from ..kernel.state import load_state
 from ..recorder import Recorder
 from ..store.base import LeaseClaim, Store
@@ -216,8 +217,8 @@ class Worker:
             ):
                 self.stats.takeovers += 1
                 log.info("took over %s from %s (lease lost)", sid, claim.previous_holder)
-            spec = self.store.get_session(sid).metadata.get("agent_spec")
-            if not isinstance(spec, str) or not spec:
+            spec = recorded_spec(self.store, sid)  # from the verified ledger, never the session row
+            if not spec:
                 raise ValueError(f"session {sid} records no agent spec")
             result = Kernel(self.store, load_agent(spec)).resume_sync(sid, handle_signals=False)
             with self._lock:

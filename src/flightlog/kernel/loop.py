@@ -89,6 +89,7 @@ from .records import (
 )
 from .result import RunResult, RunStatus
 from .signals import run_blocking
+from .spec import AGENT_SPEC, refuse_unverified
 from .state import KernelState, load_state
 
 __all__ = ["Kernel"]
@@ -570,6 +571,10 @@ class Kernel:
         )
         evidence = [capability_evidence(p, i) for i, p in enumerate(self.agent.route)]
         limits = Custom(custom_kind=BUDGET_LIMITS, payload=self.agent.budgets.to_wire())
+        spec = meta.get("agent_spec")
+        # The spec `resume` will import is read back from the verified ledger, never from the session row
+        # (which no hash covers): a database writer must not be able to pick code for the operator to run.
+        named = [Custom(custom_kind=AGENT_SPEC, payload={"spec": spec})] if isinstance(spec, str) else []
         with self.store.transaction():  # a session exists only with its run_started: crash-safe start
             recorder = Recorder.create(
                 self.store,
@@ -581,7 +586,7 @@ class Kernel:
             )
             ceiling = None if grant is None else Ceiling(grant.policy, grant.digest)
             activation = _Activation(self, recorder, KernelState(recorder.session_id), ceiling)
-            activation.append(started, *evidence, limits)
+            activation.append(started, *evidence, limits, *named)
             if grant is not None:
                 record_grant(recorder, grant.envelope, [grant.key], at_ms=at_ms)
         return await self._drive(activation)
@@ -604,6 +609,9 @@ class Kernel:
         if state.run is None:
             raise KernelError(f"session {session_id} has no run_started: not a kernel run")
         if _idle(state):
+            # Nothing to write, but still refuse a ledger that does not verify (truncated, edited): the
+            # caller must not act on a suspension or result read from a diverging history.
+            refuse_unverified(self.store, session_id)
             return result_of(state)
         ceiling = resume_ceiling(self.store, session_id, state.grant, self.agent)
         recorder = Recorder.attach(self.store, session_id, notary=self.notary)

@@ -44,7 +44,12 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
+from ..encoding import decode_stored
+from ..errors import LedgerIntegrityError
+from ..events import Custom
 from ..providers.base import ModelProvider
+from ..recorder import verify_session
+from ..store.base import Store
 from .agent import Agent
 from .budgets import Budgets
 from .errors import AgentSpecError
@@ -212,3 +217,40 @@ def is_logical(spec: str) -> bool:
     """Whether a spec is a dotted ``module:attribute`` (safe to record), not a file path."""
     module_name = spec.rpartition(":")[0]
     return not spec.endswith(".toml") and not module_name.endswith(".py") and "/" not in module_name
+
+
+AGENT_SPEC = "agent_spec"
+"""``Custom`` kind recording the ``module:attr`` spec a run was started with (payload ``{"spec"}``)."""
+
+
+def refuse_unverified(store: Store, session_id: str) -> None:
+    """Raise ``LedgerIntegrityError`` (naming the first divergent seq) unless the session's chain verifies."""
+    report = verify_session(store, session_id)
+    if not report.ok:
+        first = report.divergences[0]
+        raise LedgerIntegrityError(
+            session_id=session_id, seq=first.seq, reason=first.reason, divergences=report.divergences
+        )
+
+
+def recorded_spec(store: Store, session_id: str) -> str | None:
+    """The agent spec recorded in the session's *verified* ledger (``agent_spec`` custom), or None.
+
+    Never the session row's metadata: no hash covers it, so a database writer could otherwise choose
+    the module an operator's ``resume`` imports.
+
+    Raises:
+        LedgerIntegrityError: the ledger does not verify.
+    """
+    refuse_unverified(store, session_id)
+    for row in store.read_events(session_id, stop=64):
+        if row.kind == "custom":
+            event = decode_stored(row.event_bytes, seq=row.seq)
+            if (
+                isinstance(event, Custom)
+                and event.custom_kind == AGENT_SPEC
+                and isinstance(event.payload, dict)
+            ):
+                spec = event.payload.get("spec")
+                return spec if isinstance(spec, str) else None
+    return None
