@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+import shutil
 import sqlite3
 from collections.abc import Iterator
 from pathlib import Path
@@ -307,3 +308,46 @@ def test_db_repair_of_missing_file_fails_cleanly(tmp_path: Path) -> None:
     assert code == 2
     assert "no such database file" in err
     assert not list(tmp_path.iterdir())
+
+
+def test_one_bad_file_does_not_stop_the_others(tmp_path: Path) -> None:
+    folder = tmp_path / "mixed"
+    folder.mkdir()
+    (folder / "a-empty.jsonl").write_bytes(b"")
+    shutil.copy(
+        SAMPLES / "codex" / "localpush_rollout-2026-02-23T20-34-25-019c8bfe.jsonl", folder / "b.jsonl"
+    )
+    (folder / "c-bin.jsonl").write_bytes(bytes(range(256)) * 10)
+    shutil.copy(SAMPLES / "claude-code" / "spotter_short.jsonl", folder / "d.jsonl")
+    db = tmp_path / "mixed.db"
+    code, out, err = run(db, "import", "--json", str(folder))
+    assert code == 1, err
+    results = json.loads(out)
+    assert [Path(r["path"]).name for r in results] == ["a-empty.jsonl", "b.jsonl", "c-bin.jsonl", "d.jsonl"]
+    assert "error" in results[0] and "error" in results[2]
+    assert results[1]["session_ids"] and results[3]["session_ids"]
+    assert "a-empty.jsonl" in err and "c-bin.jsonl" in err
+    assert len(_sessions(db)) == 2
+
+
+def test_a_concurrent_import_of_the_same_file_reports_a_duplicate(tmp_path: Path) -> None:
+    from flightlog.importers import import_file
+    from flightlog.store import ImportRecord, SqliteStore
+
+    path = SAMPLES / "codex" / "localpush_rollout-2026-02-23T20-34-25-019c8bfe.jsonl"
+    db = tmp_path / "race.db"
+    with SqliteStore(db) as first, SqliteStore(db) as second:
+        real = second.find_import
+        calls: list[str] = []
+
+        def racing(sha: str) -> ImportRecord | None:
+            calls.append(sha)
+            if len(calls) == 1:  # our dedup check ran; the other process commits the same file right after
+                import_file(first, path)
+                return None
+            return real(sha)
+
+        second.find_import = racing  # type: ignore[method-assign]
+        result = import_file(second, path)
+        assert result.duplicate
+        assert len(list(second.list_sessions())) == 1

@@ -23,7 +23,7 @@ from typer.core import TyperGroup
 
 from . import __version__
 from .errors import FlightlogError, ImportFormatError, RepairError, SessionNotFound
-from .importers import FORMATS, import_paths
+from .importers import FORMATS, import_file, iter_transcripts
 from .messages import Message
 from .narration import narrate, short
 from .sessions import export_jsonl, iter_events, replay_session
@@ -136,28 +136,44 @@ def import_cmd(
         raise typer.BadParameter(f"unknown format {format!r}", param_hint="--format")
     from .checkpoints import Notary
 
-    results = []
+    missing = [str(p) for p in paths if not p.exists()]
+    if missing:
+        raise ImportFormatError(path=missing[0], reason="no such file or folder")
+    results: list[dict[str, Any]] = []
+    failed = 0
     with _store() as store:
         notary = Notary.from_env()  # the user's log key, created on first use; imports are signed and sealed
-        for result in import_paths(store, paths, format=format, notary=notary):
-            results.append(result)
+        files = list(iter_transcripts(paths))
+        if not files:
+            err.print("flightlog: no *.jsonl transcripts found under " + ", ".join(str(p) for p in paths))
+        for path in files:
+            try:
+                result = import_file(store, path, format=format, notary=notary)
+            except (ImportFormatError, OSError) as exc:  # one bad file never stops the others
+                failed += 1
+                reason = exc.reason if isinstance(exc, ImportFormatError) else exc.strerror or str(exc)
+                err.print(f"flightlog: error: {path}: {reason}")
+                results.append({"path": str(path), "error": reason})
+                continue
+            results.append(_import_json(result))
             if not json_out:
                 _print_import(result)
     if json_out:
-        _print_json(
-            [
-                {
-                    "path": str(r.path),
-                    "format": r.format,
-                    "source_sha256": r.source_sha256,
-                    "session_ids": r.session_ids,
-                    "events": r.events,
-                    "duplicate": r.duplicate,
-                    "warnings": [str(w) for w in r.warnings],
-                }
-                for r in results
-            ]
-        )
+        _print_json(results)
+    if failed:
+        raise typer.Exit(1)
+
+
+def _import_json(r: Any) -> dict[str, Any]:
+    return {
+        "path": str(r.path),
+        "format": r.format,
+        "source_sha256": r.source_sha256,
+        "session_ids": r.session_ids,
+        "events": r.events,
+        "duplicate": r.duplicate,
+        "warnings": [str(w) for w in r.warnings],
+    }
 
 
 def _print_import(result: Any) -> None:

@@ -24,7 +24,7 @@ from pathlib import Path
 from types import ModuleType
 from typing import TYPE_CHECKING
 
-from ..errors import ImportFormatError, SessionNotFound
+from ..errors import ImportFormatError, SessionNotFound, StoreError
 from ..events import Custom, RunTerminal
 from ..recorder import Recorder
 from ..store.base import ImportRecord, Store
@@ -163,12 +163,22 @@ def import_file(
         "source_name": path.name,
         "size_bytes": size,
     }
-    with store.transaction():
-        ids = _session_ids(store, sessions, sha)
-        for session in sessions:
-            result.events += _record(store, session, ids, provenance, result.warnings, notary)
-            result.session_ids.append(ids[session.key])
-        store.record_import(ImportRecord(sha, ids[sessions[0].key], fmt, module.VERSION, path.name, now_ms()))
+    try:
+        with store.transaction():
+            ids = _session_ids(store, sessions, sha)
+            for session in sessions:
+                result.events += _record(store, session, ids, provenance, result.warnings, notary)
+                result.session_ids.append(ids[session.key])
+            store.record_import(
+                ImportRecord(sha, ids[sessions[0].key], fmt, module.VERSION, path.name, now_ms())
+            )
+    except StoreError:
+        # Another process imported the same file while we read it: its transaction won, ours rolled back
+        # whole. Report the file as already imported rather than failing; anything else propagates.
+        previous = store.find_import(sha)
+        if previous is None:
+            raise
+        return ImportResult(path, fmt, sha, [previous.session_id], duplicate=True, warnings=result.warnings)
     return result
 
 
