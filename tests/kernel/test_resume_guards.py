@@ -66,3 +66,20 @@ def test_resume_reads_the_agent_spec_from_the_verified_ledger_not_the_session_ro
     with SqliteStore(db) as store:
         assert store.get_session(sid).metadata["agent_spec"] == "this:x"
         assert recorded_spec(store, sid) == "tests.kernel.agents:agent"
+
+
+def test_a_suspended_signed_run_leaves_no_unanchored_tail(tmp_path: Path) -> None:
+    from flightlog.checkpoints import HeadStore, Notary, audit_session
+    from flightlog.keys import LogSigner
+
+    notary = Notary.for_signer(
+        LogSigner.generate("test.example/log"), HeadStore(tmp_path / "heads"), every=1000
+    )
+    with SqliteStore(tmp_path / "k.db") as store:
+        kernel = _kernel(store)
+        kernel.notary = notary
+        result = kernel.run_sync("touch a")
+        assert result.status == "suspended"
+        report = audit_session(store, result.session_id, keyring=notary.keyring, heads=notary.heads)
+        assert report.ok
+        assert report.unanchored is None, report.summary()

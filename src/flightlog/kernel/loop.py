@@ -169,6 +169,9 @@ class _Activation:
                 self.recorder.finish(status)
             else:
                 self.recorder.store.set_session_status(self.session_id, status)
+                if status in ("suspended", "cancelled"):
+                    # The process may exit here for hours: anchor what it wrote (no-op without a notary).
+                    self.recorder.checkpoint()
 
     def begin_clock(self) -> None:
         """Start this activation's wall clock (after its ``run_started``/``resumed`` is durable)."""
