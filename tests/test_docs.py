@@ -77,3 +77,14 @@ def test_errors_keep_their_builtin_bases() -> None:
     assert isinstance(errors.ImportFormatError(path="p", reason="r"), ValueError)
     assert "seq 2" not in str(errors.LedgerIntegrityError(session_id="s", reason="empty"))
     assert "sequence 5" in str(errors.LedgerIntegrityError(session_id="s", seq=5, reason="gap"))
+
+
+def test_readme_python_example_runs(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    text = (ROOT / "README.md").read_text(encoding="utf-8")
+    [snippet] = re.findall(r"```python\n(.+?)\n```", text, flags=re.S)
+    monkeypatch.chdir(tmp_path)
+    namespace: dict[str, object] = {}
+    exec(compile(snippet, "README.md", "exec"), namespace)
+    report = namespace["report"]
+    assert report.ok  # type: ignore[attr-defined]
+    assert "sealed" in report.summary()  # type: ignore[attr-defined]
