@@ -142,17 +142,22 @@ def db_copy_command() -> Callable[..., None]:
     def copy_cmd(
         src: Annotated[str, typer.Argument(help="Source store: path or URL.")],
         dst: Annotated[str, typer.Argument(help="Destination store: path or URL (created/migrated).")],
+        offline: Annotated[
+            bool, typer.Option("--offline", help="Do not ask witnesses (stored cosignatures only).")
+        ] = False,
         json_out: Annotated[bool, typer.Option("--json", help="Print the report as JSON.")] = False,
     ) -> None:
-        """Copy every session (events verbatim, effects, artifacts, checkpoints, grants, imports) from SRC
-        to DST, verifying each chain on arrival; refuses if DST already has any of them."""
+        """Move a ledger: every session (events verbatim, effects, artifacts, signed checkpoints, grants,
+        imports, cosignatures) and the index log from SRC to DST, which takes SRC's ledger id. The copy is
+        checked as `verify --all` checks before it commits; refuses if DST has any of the sessions or
+        sessions of another ledger. Nothing is written unless everything verifies."""
         with open_store(src, read_only=True) as source, open_store(dst) as target:
 
             def progress(sid: str, events: int) -> None:
                 if not json_out:
-                    _err.print(f"copied {sid} ({events} events)")
+                    _err.print(f"staged {sid} ({events} events)")
 
-            report = copy_store(source, target, on_session=progress)
+            report = copy_store(source, target, on_session=progress, online=not offline)
         if json_out:
             wire = {
                 "sessions": len(report.sessions),
@@ -160,12 +165,29 @@ def db_copy_command() -> Callable[..., None]:
                 "artifacts": report.artifacts,
                 "effects": report.effects,
                 "checkpoints": report.checkpoints,
+                "ledger_id": report.ledger_id,
+                "index_leaves": report.index_leaves,
+                "index_checkpoints": report.index_checkpoints,
+                "cosignatures": report.cosignatures,
+                "verified": report.verified,
+                "index_verified": report.index_verified,
+                "notes": report.notes,
             }
             sys.stdout.write(json.dumps(wire) + "\n")
-        else:
-            _out.print(
-                f"copied {len(report.sessions)} session(s), {report.events} events, {report.artifacts} "
-                f"artifact(s), {report.effects} effect(s), {report.checkpoints} checkpoint(s); all verified"
-            )
+            return
+        for note in report.notes:
+            _err.print(f"note: {note}")
+        ledger = f" of ledger {report.ledger_id}" if report.ledger_id else ""
+        index = (
+            f", index log of {report.index_leaves} leaves ({report.index_checkpoints} signed checkpoint(s))"
+            if report.index_verified
+            else ""
+        )
+        _out.print(
+            f"copied {len(report.sessions)} session(s){ledger}, {report.events} events, {report.artifacts} "
+            f"artifact(s), {report.effects} effect(s), {report.checkpoints} checkpoint(s){index}, "
+            f"{report.cosignatures} cosignature(s); all verified (chains, signed checkpoints, seals, "
+            f"retained heads{', index log' if report.index_verified else ''})"
+        )
 
     return copy_cmd

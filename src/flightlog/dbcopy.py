@@ -1,21 +1,39 @@
-"""``flightlog db copy SRC DST``: stream every session from one store to another, verifying on arrival.
+"""``flightlog db copy SRC DST``: move a whole ledger from one store to another, verifying on arrival.
 
-Per session, in one destination transaction (all of it or none of it):
+A copy is the same ledger in another store, not a new one: every signed checkpoint names its ledger in its
+origin (``flightlog.local/<ledger id>/<session>``, :func:`flightlog.checkpoints.origin_for`), and the
+retained heads outside the database are filed under that id. So:
 
-* the session row (task, status, source, parent, metadata, creation time);
-* the events: the stored bytes, chain hashes and ``recorded_at_ms`` verbatim, streamed in batches; the
-  chain and the RFC 9162 tree are recomputed from the source rows as they stream (a source that does not
-  verify is refused before anything of it is written), and the copy is verified again from the
-  destination's rows before the transaction commits (``verify_session``, as ``Recorder.attach`` does);
-* grant policies; external effects (intent, then completion when completed); checkpoints with their
-  frontiers; import records; the artifacts and salted (erasable) artifacts its events reference, with
-  erasure records.
+* **Ledger id.** A destination that holds no session (and no index leaf) yet takes the source's ledger id
+  (:meth:`~flightlog.store.base.Store.adopt_ledger_id`). A destination that already holds sessions of
+  another ledger is refused (``StoreError``, nothing written): merging two ledgers would leave every copied
+  checkpoint's signed origin naming a ledger the destination is not, and re-signing them would need the
+  log key and would forge history.
+* **Per session:** the session row (task, status, source, parent, metadata, creation time); the events
+  (stored bytes, chain hashes and ``recorded_at_ms`` verbatim, streamed in batches; the chain and the
+  RFC 9162 tree are recomputed from the source rows as they stream, so a source row that does not link is
+  refused before it is written); grant policies; external effects (intent, then completion when
+  completed); signed checkpoints with their frontiers; witness cosignatures of its origin; import
+  records; the artifacts and salted (erasable) artifacts its events reference, with erasure records.
+* **The index log** (when every source session is copied): its leaves in order (their ``checkpoint_id``
+  column mapped to the destination's checkpoint ids), its signed checkpoints (frontiers recomputed from
+  the leaves) and the cosignatures of its origin.
+* **Verified on arrival** with the check ``flightlog verify --all`` makes (:func:`audit_session` per
+  session: chain, tree, signed checkpoints against the trusted keys, seal, retained head, witness
+  cosignatures, salted artifacts; then :func:`~flightlog.indexlog.audit_index` and the sessions the index
+  log or a retained head knows but the copy lacks), inside the destination transaction.
 
-Refuses (``StoreError``, nothing written) when the destination already holds any of the sessions. Not
-copied: authority epochs (a new database starts every session at epoch 0; fencing tokens are per
-database), fleet leases, live heartbeats, and the ledger-wide index log and its cosignatures (signed
-statements about the source database). Effect timestamps are the copy's. The destination's ``runs``
-projection is rebuilt from its ledgers at the end (the copied rows bypass the recorder's projector).
+Everything happens in **one destination transaction**: a refusal or a copy that does not verify
+(:class:`CopyNotVerified`) leaves the destination as it was. Not copied: authority epochs (a new database
+starts every session at epoch 0; fencing tokens are per database), fleet leases and live heartbeats. Effect
+and index-leaf timestamps are the copy's. The destination's ``runs`` projection is rebuilt from its ledgers
+after the commit (the copied rows bypass the recorder's projector).
+
+Copying a subset (``sessions=``) copies no index log (it covers the whole ledger) and checks only those
+sessions; ``audit --all`` on such a partial copy lists the others as missing (their retained heads).
+
+After a copy, the source and the destination are two stores of one ledger sharing its retained heads: keep
+writing to one of them only (the other then looks rolled back to ``verify``, which is what it is).
 """
 
 from __future__ import annotations
@@ -24,29 +42,104 @@ import re
 from collections.abc import Callable, Iterable, Iterator, Sequence
 from dataclasses import dataclass, field
 
+from .checkpoints import (
+    HeadStore,
+    WitnessedHead,
+    audit_session,
+    encode_frontier,
+    missing_sessions,
+    origin_for,
+)
 from .encoding import decode_stored
-from .errors import LedgerIntegrityError, StoreError
+from .errors import Divergence, FlightlogError, LedgerIntegrityError, StoreError
 from .events import Custom
+from .indexlog import audit_index, index_origin
+from .keys import Keyring, load_keyring
 from .ledger import GENESIS, CompactRange, chain_hash, leaf_hash
-from .recorder import verify_session
 from .store.base import EffectRecord, ImportRecord, SessionHead, SessionRecord, Store, StoredEvent
 from .store.sqlite import SqliteStore
+from .witness import TrustedWitness, load_witnesses, witnessed_heads
 
-__all__ = ["CopyReport", "copy_session", "copy_store"]
+__all__ = ["CopyNotVerified", "CopyReport", "copy_session", "copy_store"]
 
 _HANDLE = re.compile(rb"(salted:)?sha256:([0-9a-f]{64})")
 _BATCH = 512
+_INDEX_ID = "(index log)"
 
 
 @dataclass
 class CopyReport:
-    """What a copy moved: sessions, events, artifacts (plain + salted), effects, checkpoints."""
+    """What a copy moved and checked.
+
+    Attributes:
+        sessions: Session ids copied, in order.
+        events: Event rows copied.
+        artifacts: Artifacts copied (plain + salted).
+        effects: External effects copied.
+        checkpoints: Session checkpoints copied.
+        ledger_id: The ledger id both stores now share (None: the source has none).
+        index_leaves: Index log leaves copied.
+        index_checkpoints: Signed index checkpoints copied.
+        cosignatures: Witness cosignatures copied (sessions and index log).
+        verified: Sessions that passed the full check on arrival.
+        index_verified: The index log passed its check on arrival (False when it was not copied).
+        notes: What the check could not look at (an unreachable witness), one line each.
+    """
 
     sessions: list[str] = field(default_factory=list)
     events: int = 0
     artifacts: int = 0
     effects: int = 0
     checkpoints: int = 0
+    ledger_id: str | None = None
+    index_leaves: int = 0
+    index_checkpoints: int = 0
+    cosignatures: int = 0
+    verified: int = 0
+    index_verified: bool = False
+    notes: list[str] = field(default_factory=list)
+
+
+class CopyNotVerified(LedgerIntegrityError):
+    """The copy (or the source it was taken from) does not pass ``verify``; nothing was written."""
+
+    def __init__(
+        self,
+        *,
+        session_id: str,
+        reason: str,
+        seq: int | None = None,
+        divergences: Sequence[Divergence] = (),
+    ) -> None:
+        where = f" at {'leaf' if session_id == _INDEX_ID else 'sequence'} {seq}" if seq is not None else ""
+        more = f" (+{len(divergences) - 1} more divergent)" if len(divergences) > 1 else ""
+        FlightlogError.__init__(
+            self,
+            f"db copy: {session_id} does not verify{where}: {reason}{more}; nothing copied",
+            session_id=session_id,
+            seq=seq,
+            reason=reason,
+            divergences=tuple(Divergence(*d) for d in divergences),
+        )
+
+
+@dataclass
+class _Checks:
+    """What the arrival check needs: trusted log keys, retained heads, trusted witnesses."""
+
+    keyring: Keyring
+    heads: HeadStore | None
+    witnesses: list[TrustedWitness]
+    online: bool
+
+    def witnessed(self, store: Store, origin: str | None, report: CopyReport) -> list[WitnessedHead]:
+        if not self.witnesses or origin is None:
+            return []
+        found, notes = witnessed_heads(
+            store, origin, keyring=self.keyring, witnesses=self.witnesses, online=self.online
+        )
+        report.notes.extend(notes)
+        return found
 
 
 def copy_store(
@@ -55,30 +148,56 @@ def copy_store(
     *,
     sessions: Sequence[str] | None = None,
     on_session: Callable[[str, int], None] | None = None,
+    keyring: Keyring | None = None,
+    heads: HeadStore | None = None,
+    witnesses: Sequence[TrustedWitness] | None = None,
+    online: bool = False,
 ) -> CopyReport:
-    """Copy sessions (all by default) from ``src`` to ``dst``; see the module docs.
+    """Copy the ledger (every session by default) from ``src`` to ``dst``; see the module docs.
 
     Args:
         src: The source store (read only).
         dst: The destination store (writable).
-        sessions: Session ids to copy (default: every session, oldest first).
-        on_session: Called after each session with its id and event count (progress).
+        sessions: Session ids to copy (default: every session, oldest first, and the index log).
+        on_session: Called after each session is staged with its id and event count (progress; the
+            copy commits only once everything verified).
+        keyring: Trusted log keys for the arrival check (default :func:`~flightlog.keys.load_keyring`).
+        heads: Retained heads (default :meth:`HeadStore.default`).
+        witnesses: Trusted witnesses (default :func:`~flightlog.witness.load_witnesses`).
+        online: Also ask witnesses with a URL for their latest heads (default: stored cosignatures only).
 
     Raises:
-        StoreError: the destination already has one of the sessions (nothing written).
-        LedgerIntegrityError: a source session does not verify (that session is not written; the ones
-            before it stay copied).
+        StoreError: the destination already has one of the sessions, holds sessions of another ledger or an
+            index log of its own, or cannot keep what the source has (nothing written).
+        CopyNotVerified: a source session or the copy does not pass the ``verify --all`` check (nothing
+            written).
     """
-    ids = list(sessions) if sessions is not None else [r.session_id for r in src.list_sessions()]
-    existing = [sid for sid in ids if _exists(dst, sid)]
-    if existing:
-        more = f" (+{len(existing) - 1} more)" if len(existing) > 1 else ""
-        raise StoreError(f"{dst.url} already has session {existing[0]}{more}; refusing to overwrite")
+    checks = _Checks(
+        load_keyring() if keyring is None else keyring,
+        HeadStore.default() if heads is None else heads,
+        load_witnesses() if witnesses is None else list(witnesses),
+        online,
+    )
+    every = [r.session_id for r in src.list_sessions()]
+    ids = list(sessions) if sessions is not None else every
+    whole = set(ids) >= set(every)
     report = CopyReport()
-    for sid in ids:
-        copy_session(src, dst, sid, report)
-        if on_session is not None:
-            on_session(sid, src.get_session(sid).events)
+    tables = _tables(dst)
+    with dst.transaction():
+        existing = [sid for sid in ids if _exists(dst, sid)]
+        if existing:
+            more = f" (+{len(existing) - 1} more)" if len(existing) > 1 else ""
+            raise StoreError(f"{dst.url} already has session {existing[0]}{more}; refusing to overwrite")
+        report.ledger_id = _adopt_ledger(src, dst)
+        index = whole and report.ledger_id is not None and _index_wanted(src, dst)
+        for sid in ids:
+            _copy_one(src, dst, tables, sid, report)
+            if on_session is not None:
+                on_session(sid, src.get_session(sid).events)
+        if index:
+            assert report.ledger_id is not None
+            _copy_index(src, dst, report.ledger_id, report)
+        _verify(dst, ids, whole, index, checks, report)
     if ids:
         from .runs import rebuild_projection  # local: the read model builds on the core
 
@@ -86,39 +205,30 @@ def copy_store(
     return report
 
 
-def copy_session(src: Store, dst: Store, session_id: str, report: CopyReport | None = None) -> CopyReport:
-    """Copy one session and what belongs to it in one destination transaction (see the module docs).
+def copy_session(
+    src: Store,
+    dst: Store,
+    session_id: str,
+    report: CopyReport | None = None,
+    *,
+    keyring: Keyring | None = None,
+    heads: HeadStore | None = None,
+    witnesses: Sequence[TrustedWitness] | None = None,
+) -> CopyReport:
+    """Copy one session (no index log) and check it on arrival, in one destination transaction.
 
     Raises:
-        StoreError: the destination has the session already.
-        LedgerIntegrityError: the source rows or the copy do not verify (nothing written).
+        StoreError: the destination has the session already, or sessions of another ledger.
+        CopyNotVerified: the source rows or the copy do not verify (nothing written).
     """
-    report = report if report is not None else CopyReport()
-    record = src.get_session(session_id)
-    tables = _tables(dst)
-    handles: set[tuple[bool, str]] = set()
-    with dst.transaction():
-        dst.create_session(
-            SessionRecord(
-                session_id=record.session_id,
-                task=record.task,
-                status=record.status,
-                source=record.source,
-                created_at_ms=record.created_at_ms,
-                parent_session_id=record.parent_session_id,
-                metadata=record.metadata,
-                merkle_root=CompactRange().root().hex(),
-            )
-        )
-        for batch, head in _verified_batches(src, record, handles):
-            tables.append_copied(session_id, batch, head)
-            report.events += len(batch)
-        _copy_side_tables(src, dst, tables, session_id, handles, report)
-        copied = verify_session(dst, session_id, decode=False)
-        if not copied.ok:
-            first = copied.divergences[0]
-            raise LedgerIntegrityError(session_id=session_id, seq=first.seq, reason=f"copy: {first.reason}")
-    report.sessions.append(session_id)
+    done = copy_store(src, dst, sessions=[session_id], keyring=keyring, heads=heads, witnesses=witnesses)
+    if report is None:
+        return done
+    report.sessions += done.sessions
+    for name in ("events", "artifacts", "effects", "checkpoints", "cosignatures", "verified"):
+        setattr(report, name, getattr(report, name) + getattr(done, name))
+    report.ledger_id = done.ledger_id
+    report.notes += done.notes
     return report
 
 
@@ -130,6 +240,159 @@ def _exists(store: Store, session_id: str) -> bool:
     return True
 
 
+def _ledger_of(store: Store) -> str | None:
+    try:
+        return store.ledger_id()
+    except (StoreError, NotImplementedError):
+        return None
+
+
+def _adopt_ledger(src: Store, dst: Store) -> str | None:
+    """Give ``dst`` the source's ledger id (refusing when it holds sessions of another ledger)."""
+    source_id = _ledger_of(src)
+    if source_id is None:
+        return None  # no ledger id, so no checkpoint can name one
+    target_id = _ledger_of(dst)
+    if target_id == source_id:
+        return source_id
+    if next(iter(dst.list_sessions()), None) is not None:
+        raise StoreError(
+            f"{dst.url} already holds sessions of ledger {target_id}, the source's belong to ledger "
+            f"{source_id}: every signed checkpoint names its ledger in its origin, so merging them would "
+            "leave the copied checkpoints failing verification; copy into an empty database"
+        )
+    try:
+        dst.adopt_ledger_id(source_id)
+    except NotImplementedError:
+        raise StoreError(f"{dst.url}: this backend has no ledger id to take ledger {source_id}") from None
+    return source_id
+
+
+def _index_wanted(src: Store, dst: Store) -> bool:
+    """Whether the source has an index log to copy; refuses a destination that cannot take it whole."""
+    if not src.index_supported() or src.index_size() == 0:
+        return False
+    if not dst.index_supported():
+        raise StoreError(f"{dst.url} keeps no index log; it cannot take the source's")
+    if dst.index_size():
+        raise StoreError(f"{dst.url} already has an index log; refusing to merge another into it")
+    return True
+
+
+def _copy_one(src: Store, dst: Store, tables: _Tables, session_id: str, report: CopyReport) -> None:
+    record = src.get_session(session_id)
+    handles: set[tuple[bool, str]] = set()
+    dst.create_session(
+        SessionRecord(
+            session_id=record.session_id,
+            task=record.task,
+            status=record.status,
+            source=record.source,
+            created_at_ms=record.created_at_ms,
+            parent_session_id=record.parent_session_id,
+            metadata=record.metadata,
+            merkle_root=CompactRange().root().hex(),
+        )
+    )
+    for batch, head in _verified_batches(src, record, handles):
+        tables.append_copied(session_id, batch, head)
+        report.events += len(batch)
+    _copy_side_tables(src, dst, tables, session_id, handles, report)
+    if report.ledger_id is not None:
+        report.cosignatures += _copy_cosignatures(src, dst, origin_for(report.ledger_id, session_id))
+    report.sessions.append(session_id)
+
+
+def _copy_cosignatures(src: Store, dst: Store, origin: str) -> int:
+    try:
+        records = src.cosignatures(origin)
+    except NotImplementedError:
+        return 0
+    for record in records:
+        dst.record_cosignature(record)
+    return len(records)
+
+
+def _copy_index(src: Store, dst: Store, ledger_id: str, report: CopyReport) -> None:
+    """The index log: leaves in order (checkpoint ids mapped to the destination's), then its signed
+    checkpoints with frontiers recomputed from the leaves, then the cosignatures of its origin."""
+    records = list(src.index_checkpoints())
+    wanted = {r.size for r in records}
+    frontiers: dict[int, bytes] = {0: b""} if 0 in wanted else {}
+    mapped: dict[str, dict[bytes, int]] = {}
+    tree = CompactRange()
+    for leaf in src.read_index_leaves():
+        if leaf.idx != tree.size:
+            raise CopyNotVerified(session_id=_INDEX_ID, seq=tree.size, reason="gap: an index leaf is missing")
+        ids = mapped.get(leaf.session_id)
+        if ids is None:
+            ids = mapped[leaf.session_id] = _checkpoint_ids(dst, leaf.session_id)
+        dst.append_index_leaf(leaf.idx, leaf.session_id, ids.get(leaf.leaf, leaf.checkpoint_id), leaf.leaf)
+        tree.append(leaf_hash(leaf.leaf))
+        if tree.size in wanted:
+            frontiers[tree.size] = encode_frontier(tree)
+        report.index_leaves += 1
+    for record in records:
+        dst.record_index_checkpoint(record.size, record.root, record.body, frontiers.get(record.size, b""))
+        report.index_checkpoints += 1
+    report.cosignatures += _copy_cosignatures(src, dst, index_origin(ledger_id))
+
+
+def _checkpoint_ids(dst: Store, session_id: str) -> dict[bytes, int]:
+    """The destination's checkpoints of a session by note text (an index leaf's bytes)."""
+    from .checkpoints import NoteError, parse_note
+
+    out: dict[bytes, int] = {}
+    if not _exists(dst, session_id):
+        return out  # a session the source's index knows but the source lost: the check reports it
+    for checkpoint in dst.checkpoints(session_id):
+        try:
+            out.setdefault(parse_note(checkpoint.body).text.encode("utf-8"), checkpoint.checkpoint_id)
+        except NoteError:
+            continue
+    return out
+
+
+def _verify(
+    dst: Store, ids: list[str], whole: bool, index: bool, checks: _Checks, report: CopyReport
+) -> None:
+    """The ``verify --all`` check on the staged copy (inside the destination transaction)."""
+    ledger_id = report.ledger_id
+    for sid in ids:
+        witnessed = checks.witnessed(dst, origin_for(ledger_id, sid) if ledger_id else None, report)
+        audit = audit_session(dst, sid, keyring=checks.keyring, heads=checks.heads, witnessed=witnessed)
+        report.notes.extend(audit.notes)
+        if not audit.ok:
+            first = audit.divergences[0]
+            reason = f"{first.reason} ({first.detail})" if first.detail else first.reason
+            raise CopyNotVerified(session_id=sid, seq=first.seq, reason=reason, divergences=audit.divergences)
+        report.verified += 1
+    if not whole or ledger_id is None:
+        return
+    if index:
+        witnessed = checks.witnessed(dst, index_origin(ledger_id), report)
+        log = audit_index(dst, keyring=checks.keyring, heads=checks.heads, witnessed=witnessed)
+        if log.divergences:
+            first = log.divergences[0]
+            reason = f"{first.reason} ({first.detail})" if first.detail else first.reason
+            raise CopyNotVerified(
+                session_id=_INDEX_ID, seq=first.seq, reason=reason, divergences=log.divergences
+            )
+        gone = {m.session_id: f"leaf {m.leaf} of the signed index log" for m in log.missing}
+        report.index_verified = True
+    else:
+        gone = {}
+    if checks.heads is not None:
+        for head in missing_sessions(dst, checks.heads):
+            gone.setdefault(head.session_id, f"a retained head ({head.path})")
+    if gone:
+        sid, why = sorted(gone.items())[0]
+        raise CopyNotVerified(
+            session_id=sid,
+            reason=f"missing: {why} names it, but the source database no longer holds it",
+        )
+
+
 def _verified_batches(
     src: Store, record: SessionRecord, handles: set[tuple[bool, str]]
 ) -> Iterator[tuple[list[StoredEvent], SessionHead]]:
@@ -139,7 +402,7 @@ def _verified_batches(
     for row in src.read_events(record.session_id):
         problem = _problem(row, expected, prev)
         if problem is not None:
-            raise LedgerIntegrityError(session_id=record.session_id, seq=row.seq, reason=problem)
+            raise CopyNotVerified(session_id=record.session_id, seq=row.seq, reason=problem)
         tree.append(leaf_hash(row.event_bytes))
         handles.update((bool(m.group(1)), m.group(2).decode()) for m in _HANDLE.finditer(row.event_bytes))
         batch.append(row)
@@ -148,13 +411,9 @@ def _verified_batches(
             yield batch, SessionHead(row.seq, row.hash, tree.root().hex())
             batch = []
     if expected != record.events or (record.events and prev != record.head_hash):
-        raise LedgerIntegrityError(
-            session_id=record.session_id, seq=expected, reason="truncated or head mismatch"
-        )
+        raise CopyNotVerified(session_id=record.session_id, seq=expected, reason="truncated or head mismatch")
     if record.merkle_root and expected and tree.root().hex() != record.merkle_root:
-        raise LedgerIntegrityError(
-            session_id=record.session_id, seq=expected - 1, reason="tree head mismatch"
-        )
+        raise CopyNotVerified(session_id=record.session_id, seq=expected - 1, reason="tree head mismatch")
     if batch:
         last = batch[-1]
         yield batch, SessionHead(last.seq, last.hash, tree.root().hex())

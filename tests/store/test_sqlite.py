@@ -309,3 +309,13 @@ def test_read_events_pages_with_bounded_queries(db_path: Path) -> None:
             stream.close()
         finally:
             store._conn.set_trace_callback(None)
+
+
+def test_a_new_database_file_is_private(tmp_path: Path) -> None:
+    import stat
+
+    store = SqliteStore(tmp_path / "private.db")
+    try:
+        assert stat.S_IMODE((tmp_path / "private.db").stat().st_mode) == 0o600
+    finally:
+        store.close()

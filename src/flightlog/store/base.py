@@ -759,3 +759,16 @@ class Store(abc.ABC):
         """Free ``holder``'s lease (with ``park``: not runnable until the session's head moves); False when
         it no longer holds it."""
         raise NotImplementedError(f"{type(self).__name__} keeps no leases")
+
+    # ─── adopting another database's ledger id (flightlog db copy) ─────────────────────────
+    # Not abstract: a backend without ledger ids cannot take a copy of a signed ledger.
+    def adopt_ledger_id(self, ledger_id: str) -> None:
+        """Give this database another database's ledger id, so the signed checkpoints copied from it keep
+        naming their ledger in their origins (``flightlog db copy``: the same ledger, moved). A no-op when
+        the database has that id already. Joins an open transaction.
+
+        Raises ``StoreError`` when ``ledger_id`` is not 8-64 lowercase hex, or when the database already
+        holds a session or an index leaf under another ledger id (their signed origins name that one);
+        ``NotImplementedError`` on a backend without ledger ids.
+        """
+        raise NotImplementedError(f"{type(self).__name__} has no ledger id")

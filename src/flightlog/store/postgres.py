@@ -1307,6 +1307,35 @@ class PostgresStore(Store):
                 self._notify(session_id)
             return released > 0
 
+    # ─── adopting another database's ledger id (flightlog db copy) ────────────────────────
+    def adopt_ledger_id(self, ledger_id: str) -> None:
+        if not 8 <= len(ledger_id) <= 64 or any(c not in "0123456789abcdef" for c in ledger_id):
+            raise StoreError(f"ledger id {ledger_id[:70]!r} is not 8-64 lowercase hex")
+        with self._joined() as conn:
+            self._run(conn, "LOCK TABLE sessions IN SHARE MODE")  # no session created meanwhile
+            self._run(conn, "LOCK TABLE index_leaves IN SHARE ROW EXCLUSIVE MODE")
+            row = self._run(
+                conn, "SELECT value FROM ledger_meta WHERE key = 'ledger_id' FOR UPDATE"
+            ).fetchone()
+            current = str(row[0]) if row is not None else None
+            if current == ledger_id:
+                return
+            busy = self._run(
+                conn,
+                "SELECT EXISTS (SELECT 1 FROM sessions) OR EXISTS (SELECT 1 FROM index_leaves)",
+            ).fetchone()
+            if busy is not None and busy[0]:
+                raise StoreError(
+                    f"{self.url} holds sessions of ledger {current}; refusing to change its ledger id to "
+                    f"{ledger_id} (their signed checkpoints name {current} in their origins)"
+                )
+            self._run(
+                conn,
+                "INSERT INTO ledger_meta (key, value) VALUES ('ledger_id', %s) "
+                "ON CONFLICT (key) DO UPDATE SET value = excluded.value",
+                (ledger_id,),
+            )
+
 
 # ─── helpers ──────────────────────────────────────────────────────────────────────────────────
 

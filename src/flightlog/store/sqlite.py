@@ -12,6 +12,7 @@ Read-only mode opens the file with ``mode=ro`` and ``query_only``; writes raise 
 from __future__ import annotations
 
 import json
+import os
 import sqlite3
 import threading
 import time
@@ -306,6 +307,10 @@ class SqliteStore(Store):
                 conn = sqlite3.connect(uri, uri=True, isolation_level=None, check_same_thread=False)
             else:
                 Path(self.path).parent.mkdir(parents=True, exist_ok=True)
+                if not Path(self.path).exists():
+                    # Transcripts and tool outputs are private: the file (and the -wal/-shm files SQLite
+                    # creates with the same mode) is readable by its owner only.
+                    os.close(os.open(self.path, os.O_CREAT | os.O_WRONLY, 0o600))
                 conn = sqlite3.connect(self.path, isolation_level=None, check_same_thread=False)
             conn.execute(f"PRAGMA busy_timeout = {int(busy_timeout_ms)}")
             if self.read_only:
@@ -995,6 +1000,26 @@ class SqliteStore(Store):
                 self._conn.execute("PRAGMA wal_checkpoint(TRUNCATE)").fetchall()
             except sqlite3.Error:
                 return  # best effort: a reader holding the WAL keeps it until the next checkpoint
+
+    # ─── adopting another database's ledger id (flightlog db copy) ────────────────────────
+    def adopt_ledger_id(self, ledger_id: str) -> None:
+        if not 8 <= len(ledger_id) <= 64 or any(c not in "0123456789abcdef" for c in ledger_id):
+            raise StoreError(f"ledger id {ledger_id[:70]!r} is not 8-64 lowercase hex")
+        with self.transaction():
+            row = self._one("SELECT value FROM ledger_meta WHERE key = 'ledger_id'")
+            current = str(row[0]) if row is not None else None
+            if current == ledger_id:
+                return
+            if self._one("SELECT 1 FROM sessions LIMIT 1") is not None or self.index_size():
+                raise StoreError(
+                    f"{self.url} holds sessions of ledger {current}; refusing to change its ledger id to "
+                    f"{ledger_id} (their signed checkpoints name {current} in their origins)"
+                )
+            self._execute(
+                "INSERT INTO ledger_meta (key, value) VALUES ('ledger_id', ?) "
+                "ON CONFLICT (key) DO UPDATE SET value = excluded.value",
+                (ledger_id,),
+            )
 
 
 _SESSION_COLUMNS = (
