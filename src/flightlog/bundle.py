@@ -168,7 +168,8 @@ def export_bundle(
         The manifest written.
 
     Raises:
-        BundleError: the directory is not empty, or the database has no ledger id.
+        BundleError: the directory is not empty (or not a directory, or cannot be created), or the
+            database has no ledger id.
         SessionNotFound: no such session.
     """
     from .keys import load_signer
@@ -180,9 +181,14 @@ def export_bundle(
     except NotImplementedError as exc:
         raise BundleError(path=str(directory), reason="the store has no ledger id") from exc
     directory = Path(directory)
+    if directory.exists() and not directory.is_dir():
+        raise BundleError(path=str(directory), reason="it exists and is not a directory")
     if directory.exists() and any(directory.iterdir()):
         raise BundleError(path=str(directory), reason="the directory is not empty")
-    directory.mkdir(parents=True, exist_ok=True)
+    try:
+        directory.mkdir(parents=True, exist_ok=True)
+    except OSError as exc:
+        raise BundleError(path=str(directory), reason=f"cannot create it: {exc.strerror or exc}") from exc
     signer = signer or load_signer()
     keyring = load_keyring() if keyring is None else keyring
     origin = origin_for(ledger_id, session_id)

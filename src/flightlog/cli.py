@@ -22,12 +22,12 @@ from rich.console import Console
 from typer.core import TyperGroup
 
 from . import __version__
-from .errors import FlightlogError, ImportFormatError, RepairError, SessionNotFound
+from .errors import FlightlogError, ImportFormatError, RepairError, SessionNotFound, StoreUnavailable
 from .importers import FORMATS, import_file, iter_transcripts
 from .messages import Message
 from .narration import narrate, short
 from .sessions import export_jsonl, iter_events, replay_session
-from .store import Store, open_store
+from .store import Store, open_store, redact_url
 
 
 class _Group(TyperGroup):
@@ -101,9 +101,27 @@ def main_options(
 
 @contextmanager
 def _store(read_only: bool = False) -> Iterator[Store]:
-    if read_only and not state.db.startswith(("postgres", "sqlite:")) and not Path(state.db).exists():
-        raise SessionNotFound(session_id=f"(no database at {state.db})")
-    store = open_store(state.db, read_only=read_only)
+    db = state.db
+    postgres = db.startswith(("postgres://", "postgresql://"))
+    if not postgres and "://" not in db.removeprefix("sqlite://"):
+        local = db.removeprefix("sqlite://")
+        local = local[1:] if db.startswith("sqlite:///") else local
+        if local and Path(local).is_dir():
+            err.print(f"flightlog: error: --db {redact_url(db)} is a directory (give a database file)")
+            raise typer.Exit(2)
+    if read_only and not db.startswith(("postgres", "sqlite:")) and not Path(db).exists():
+        raise SessionNotFound(session_id=f"(no database at {redact_url(db)})")
+    try:
+        store = open_store(db, read_only=read_only)
+    except ImportError:
+        if not postgres:
+            raise
+        raise StoreUnavailable(
+            url=redact_url(db), reason="the PostgreSQL backend needs: pip install 'flightlog[postgres]'"
+        ) from None
+    except StoreUnavailable as exc:  # a password in a query string or keyword value must not be printed
+        reason = " ".join(redact_url(exc.reason).split())  # one line, even for libpq's two-line errors
+        raise StoreUnavailable(url=redact_url(exc.url), reason=reason) from None
     try:
         yield store
     finally:
@@ -257,8 +275,15 @@ def replay_cmd(
     """Reconstruct the messages a model would see, at the head or at any sequence."""
     if at is not None and at < 0:
         raise typer.BadParameter("must be >= 0", param_hint="--at")
+    if max_part_bytes is not None and max_part_bytes < 0:
+        raise typer.BadParameter("must be >= 0", param_hint="--max-part-bytes")
     with _store(read_only=True) as store:
         sid = store.resolve_session(session)
+        if at is not None:
+            last = store.get_session(sid).events - 1
+            if at > last:
+                head = f"last seq {last}" if last >= 0 else "the session has no events"
+                raise typer.BadParameter(f"seq {at} is past the head ({head})", param_hint="--at")
         messages = replay_session(store, sid, at=at, max_part_bytes=max_part_bytes)
     if json_out:
         _print_json([m.to_wire() for m in messages])
@@ -318,6 +343,16 @@ def export_cmd(
     """
     if bundle is not None and output is not None:
         raise typer.BadParameter("give --output or --bundle (not both)")
+    problem = None
+    if bundle is not None and bundle.exists() and not bundle.is_dir():
+        problem = f"--bundle {bundle} exists and is not a directory"
+    elif output is not None and output.is_dir():
+        problem = f"--output {output} is a directory (give a file path)"
+    elif output is not None and not output.absolute().parent.is_dir():
+        problem = f"cannot write {output}: no directory {output.absolute().parent}"
+    if problem is not None:
+        err.print(f"flightlog: error: {problem}")
+        raise typer.Exit(2)
     with _store(read_only=True) as store:
         sid = store.resolve_session(session)
         if bundle is not None:
@@ -330,9 +365,17 @@ def export_cmd(
             export_jsonl(store, sid, sys.stdout)
             return
         tmp = output.with_name(output.name + ".partial")
-        with tmp.open("w", encoding="utf-8", newline="\n") as fh:
-            count = export_jsonl(store, sid, fh)
-        tmp.replace(output)
+        try:
+            with tmp.open("w", encoding="utf-8", newline="\n") as fh:
+                count = export_jsonl(store, sid, fh)
+            tmp.replace(output)
+        except OSError as exc:
+            tmp.unlink(missing_ok=True)
+            err.print(f"flightlog: error: cannot write {output}: {exc.strerror or exc}")
+            raise typer.Exit(2) from None
+        except BaseException:
+            tmp.unlink(missing_ok=True)
+            raise
     err.print(f"exported {count} events of {sid} to {output}")
 
 

@@ -37,6 +37,7 @@ from .checkpoints import (
 from .errors import FlightlogError
 from .indexlog import (
     INDEX_PROOF_FORMAT,
+    IndexInclusionProof,
     IndexReport,
     audit_index,
     index_origin,
@@ -107,14 +108,34 @@ def prove_cmd(
         except ValueError as exc:
             raise typer.BadParameter(str(exc)) from exc
     _emit(proof.to_json())
+    for size in _unsigned_heads(proof):
+        sys.stderr.write(
+            f"note: no signed checkpoint at tree size {size}: the root is not authenticated, and "
+            "verify-proof refuses this proof without --unsigned-root-ok\n"
+        )
 
 
 @audit_app.command("verify-proof")
 def verify_proof_cmd(
-    path: Annotated[str, typer.Argument(help="Proof JSON file, or - for stdin.")] = "-",
+    path: Annotated[str | None, typer.Argument(help="Proof JSON file, or - for stdin.")] = None,
+    unsigned_root_ok: Annotated[
+        bool,
+        typer.Option(
+            "--unsigned-root-ok",
+            help="Accept a tree head no trusted key signed: checks only the Merkle math (root NOT authenticated).",
+        ),
+    ] = False,
     json_out: Annotated[bool, typer.Option("--json", help="Print the result as JSON.")] = False,
 ) -> None:
-    """Check a proof printed by `prove` (and its signed checkpoints, against the trusted keys)."""
+    """Check a proof printed by `prove`: the Merkle math, and that a trusted key signed its tree head.
+
+    A proof whose tree head has no signed checkpoint proves nothing (anyone can make up a root) and is
+    refused (exit 1) unless --unsigned-root-ok.
+    """
+    if path is None:
+        if _stdin_is_tty():
+            raise typer.BadParameter("give a proof FILE, or - to read one from stdin", param_hint="FILE")
+        path = "-"
     try:
         text = sys.stdin.read() if path == "-" else Path(path).read_text(encoding="utf-8")
         doc = json.loads(text)
@@ -125,13 +146,56 @@ def verify_proof_cmd(
         )
     except (OSError, ValueError) as exc:
         raise typer.BadParameter(f"cannot read a proof from {path}: {exc}") from exc
-    problems = proof.check(load_keyring())
-    if json_out:
-        _emit({"ok": not problems, "problems": problems})
+    keyring = load_keyring()
+    unsigned = _unsigned_heads(proof)
+    if isinstance(proof, IndexInclusionProof):
+        problems = proof.check(keyring)
     else:
-        _say("ok: proof holds" if not problems else "\n".join(f"INVALID: {p}" for p in problems))
+        problems = proof.check(keyring, allow_unsigned=True)  # the unsigned head is judged below
+    if unsigned and not unsigned_root_ok:
+        problems += [_unsigned_problem(proof, size) for size in unsigned]
+    if problems and not len(keyring):
+        problems.append("no trusted log keys (flightlog keys trust VKEY, or set $FLIGHTLOG_LOG_KEY)")
+    authenticated = not problems and not unsigned
+    if json_out:
+        _emit(
+            {
+                "ok": not problems,
+                "authenticated": authenticated,
+                "unsigned_heads": unsigned,
+                "problems": problems,
+            }
+        )
+    elif problems:
+        _say("\n".join(f"INVALID: {p}" for p in problems))
+    elif unsigned:
+        sizes = ", ".join(str(size) for size in unsigned)
+        _say(
+            f"ok: the Merkle math holds, but the root is NOT authenticated (unsigned tree head at size {sizes})"
+        )
+    else:
+        _say("ok: proof holds")
     if problems:
         raise typer.Exit(1)
+
+
+def _stdin_is_tty() -> bool:
+    return sys.stdin.isatty()
+
+
+def _unsigned_heads(proof: Any) -> list[int]:
+    """Tree sizes whose root the proof relies on but no checkpoint signs."""
+    if isinstance(proof, IndexInclusionProof):
+        return [proof.tree_size] if proof.index_checkpoint is None else []
+    return list(proof.unsigned_heads())
+
+
+def _unsigned_problem(proof: Any, size: int) -> str:
+    what = "the index log's tree head" if isinstance(proof, IndexInclusionProof) else "the tree head"
+    return (
+        f"{what} at size {size} is unsigned: no checkpoint signed by a trusted key authenticates its root "
+        "(--unsigned-root-ok checks the math alone)"
+    )
 
 
 # ─── audit ────────────────────────────────────────────────────────────────────────────────────

@@ -10,7 +10,12 @@ interior nodes; stored checkpoints' frontiers are not used because they only hol
 own size.
 
 A proof is tied to a signed checkpoint whenever one exists at its tree size, so a third party holding
-only the log's verifier key can check it (``flightlog verify-proof``).
+only the log's verifier key can check it (``flightlog verify-proof``). The Merkle math alone proves
+nothing: anyone can build a one-leaf "tree" whose root is the hash of any event. So
+:meth:`InclusionProof.check` and :meth:`ConsistencyProof.check`, given a keyring, refuse a proof whose
+tree head carries no checkpoint (``allow_unsigned=True`` checks the math of an unauthenticated root; its
+callers must say the root is NOT authenticated). A consistency proof needs only its *new* head signed:
+the proof itself shows the old root is the root of the new tree's first ``old_size`` leaves.
 
 Proof documents (JSON; hashes are lowercase hex, as everywhere in flightlog)::
 
@@ -165,11 +170,18 @@ class InclusionProof:
             "checkpoint": self.checkpoint,
         }
 
-    def check(self, keyring: Keyring | None = None) -> list[str]:
+    def unsigned_heads(self) -> list[int]:
+        """Tree sizes whose root this proof relies on but no checkpoint signs (the root is then NOT
+        authenticated, whatever the math says)."""
+        return [self.tree_size] if self.checkpoint is None else []
+
+    def check(self, keyring: Keyring | None = None, *, allow_unsigned: bool = False) -> list[str]:
         """Every reason this proof does not hold (empty when it does).
 
         Checks the audit path (RFC 9162 §2.1.3.2), the event bytes against the leaf hash, and the signed
-        checkpoint (size, root, session in its origin; its signature when ``keyring`` is given).
+        checkpoint (size, root, session in its origin; its signature when ``keyring`` is given). With a
+        keyring, a tree head without a checkpoint is a problem unless ``allow_unsigned``; without one, only
+        the math is checked and nothing is authenticated.
         """
         problems = []
         if self.event is not None and leaf_hash(self.event) != self.leaf_hash:
@@ -177,6 +189,8 @@ class InclusionProof:
         if not verify_inclusion(self.leaf_hash, self.seq, self.tree_size, list(self.path), self.root):
             problems.append(f"the audit path does not lead from leaf {self.seq} to the root")
         problems += _check_note(self.session_id, self.checkpoint, self.tree_size, self.root, keyring)
+        if keyring is not None and not allow_unsigned:
+            problems += [_UNSIGNED.format(size=size) for size in self.unsigned_heads()]
         return problems
 
 
@@ -219,9 +233,15 @@ class ConsistencyProof:
             "new_checkpoint": self.new_checkpoint,
         }
 
-    def check(self, keyring: Keyring | None = None) -> list[str]:
+    def unsigned_heads(self) -> list[int]:
+        """Tree sizes whose root this proof relies on but no checkpoint signs: the new head's, when it has
+        no checkpoint (a holding proof authenticates the old root through a signed new root)."""
+        return [self.new_size] if self.new_checkpoint is None else []
+
+    def check(self, keyring: Keyring | None = None, *, allow_unsigned: bool = False) -> list[str]:
         """Every reason this proof does not hold (empty when it does): RFC 9162 §2.1.4.2, and the
-        signed checkpoints at either size (signatures checked when ``keyring`` is given)."""
+        signed checkpoints at either size (signatures checked when ``keyring`` is given). With a keyring,
+        a new head without a checkpoint is a problem unless ``allow_unsigned``."""
         problems = []
         if not verify_consistency(
             self.old_size, self.new_size, self.old_root, self.new_root, list(self.path)
@@ -229,7 +249,14 @@ class ConsistencyProof:
             problems.append(f"the proof does not show size {self.new_size} extends size {self.old_size}")
         problems += _check_note(self.session_id, self.old_checkpoint, self.old_size, self.old_root, keyring)
         problems += _check_note(self.session_id, self.new_checkpoint, self.new_size, self.new_root, keyring)
+        if keyring is not None and not allow_unsigned:
+            problems += [_UNSIGNED.format(size=size) for size in self.unsigned_heads()]
         return problems
+
+
+_UNSIGNED = (
+    "the tree head at size {size} is unsigned: no checkpoint signed by a trusted key authenticates its root"
+)
 
 
 def _check_note(

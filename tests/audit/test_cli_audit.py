@@ -86,7 +86,13 @@ def test_prove_consistency(root: typer.Typer, recorded: Path) -> None:
         None,
     )
     assert doc["old_checkpoint"] is not None
-    assert _run(root, recorded, "verify-proof", input=out)[0] == 0
+    code, text, _ = _run(root, recorded, "verify-proof", input=out)  # the new head (10) is unsigned
+    assert code == 1 and "tree head at size 10 is unsigned" in text
+    code, text, _ = _run(root, recorded, "verify-proof", "--unsigned-root-ok", input=out)
+    assert code == 0 and "root is NOT authenticated" in text
+    code, out, _ = _run(root, recorded, "prove", SID, "--from", "4", "--to", "8")
+    assert json.loads(out)["new_checkpoint"] is not None
+    assert _run(root, recorded, "verify-proof", input=out)[:2] == (0, "ok: proof holds\n")
 
 
 @pytest.mark.parametrize(

@@ -42,9 +42,18 @@ __all__ = [
 ]
 
 
+_USERINFO_PASSWORD = re.compile(r"(://[^:/@?#\s]*:)[^@\s]*@")
+_KEYWORD_PASSWORD = re.compile(r"(?i)(?<![\w%])((?:ssl)?password\s*=\s*)('(?:[^'\\]|\\.)*'?|[^&;\s]*)")
+
+
 def redact_url(url: str) -> str:
-    """``url`` with any password replaced by ``***`` (for error messages and logs)."""
-    return re.sub(r"(://[^:/@]+:)[^@]*@", r"\1***@", url)
+    """``url`` with any password replaced by ``***`` (for error messages and logs).
+
+    Masks the URL's ``user:password@``, ``password=`` and ``sslpassword=`` query parameters, and the same
+    keywords in a libpq keyword string (``host=... password=secret``, quoted values included).
+    """
+    url = _USERINFO_PASSWORD.sub(r"\1***@", url)
+    return _KEYWORD_PASSWORD.sub(r"\1***", url)
 
 
 def open_store(path_or_url: str | Path, *, read_only: bool = False, synchronous: str = "FULL") -> Store:

@@ -106,8 +106,13 @@ def now_ms() -> int:
 
 
 def redact(url: str) -> str:
-    """``url`` with any password replaced by ``***`` (same rule as ``flightlog.store.redact_url``)."""
-    return re.sub(r"(://[^:/@]+:)[^@]*@", r"\1***@", url)
+    """``url`` with any password (user part, ``password=`` parameters, keyword strings) replaced by ``***``.
+
+    The one rule lives in :func:`flightlog.store.redact_url`.
+    """
+    from . import redact_url
+
+    return redact_url(url)
 
 
 MIGRATIONS: list[tuple[str, str]] = [

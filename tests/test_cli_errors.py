@@ -1,0 +1,161 @@
+"""Mistakes on the command line end in one ``flightlog: error: ...`` line (or a usage error), never a
+traceback, and leave nothing behind; store URLs never print a password."""
+
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+
+import pytest
+from typer.testing import CliRunner
+
+from flightlog import cli
+from flightlog.cli import app
+from flightlog.events import Custom
+from flightlog.recorder import Recorder
+from flightlog.store import SqliteStore, redact_url
+
+runner = CliRunner()
+SID = "sess-errors"
+
+
+@pytest.fixture(autouse=True)
+def _isolated(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("FLIGHTLOG_KEY_DIR", str(tmp_path / "keys"))
+    monkeypatch.setenv("FLIGHTLOG_HEAD_DIR", str(tmp_path / "heads"))
+    monkeypatch.delenv("FLIGHTLOG_LOG_KEY", raising=False)
+
+
+@pytest.fixture
+def db(tmp_path: Path) -> Path:
+    path = tmp_path / "ledger.db"
+    with SqliteStore(path) as store:
+        rec = Recorder.create(store, session_id=SID)
+        for i in range(3):
+            rec.append(Custom(custom_kind="step", payload={"i": i}))
+    return path
+
+
+def run(db: Path | str, *args: str) -> tuple[int, str, str]:
+    result = runner.invoke(app, ["--db", str(db), *args])
+    assert result.exception is None or isinstance(result.exception, SystemExit), repr(result.exception)
+    return result.exit_code, result.stdout, result.stderr
+
+
+def _one_error_line(stderr: str) -> str:
+    lines = stderr.strip().splitlines()
+    assert len(lines) == 1 and lines[0].startswith("flightlog: error: "), stderr
+    return lines[0]
+
+
+# ─── replay ───────────────────────────────────────────────────────────────────────────────────
+
+
+def test_replay_negative_max_part_bytes_is_a_usage_error(db: Path) -> None:
+    code, out, err = run(db, "replay", SID, "--max-part-bytes", "-5")
+    assert code == 2 and out == "" and "--max-part-bytes" in err and "Traceback" not in err
+
+
+def test_replay_at_past_the_head_is_a_usage_error(db: Path) -> None:
+    code, out, err = run(db, "replay", SID, "--at", "99999")
+    assert code == 2 and out == ""
+    assert "seq 99999 is past the head (last seq 2)" in " ".join(err.replace("│", " ").split())
+    assert run(db, "replay", SID, "--at", "2")[0] == 0
+
+
+# ─── export ───────────────────────────────────────────────────────────────────────────────────
+
+
+def test_export_to_a_directory_is_one_line_and_leaves_nothing(db: Path, tmp_path: Path) -> None:
+    target = tmp_path / "outdir"
+    target.mkdir()
+    code, out, err = run(db, "export", SID, "-o", str(target))
+    assert code == 2 and out == ""
+    assert "is a directory" in _one_error_line(err)
+    assert not (tmp_path / "outdir.partial").exists()
+
+
+def test_export_into_a_missing_directory_is_one_line(db: Path, tmp_path: Path) -> None:
+    code, _, err = run(db, "export", SID, "-o", str(tmp_path / "no" / "such" / "x.jsonl"))
+    assert code == 2 and "no directory" in _one_error_line(err)
+    assert not (tmp_path / "no").exists()
+
+
+def test_export_bundle_onto_a_file_is_one_line(db: Path, tmp_path: Path) -> None:
+    file = tmp_path / "hostname"
+    file.write_text("x\n")
+    code, _, err = run(db, "export", SID, "--bundle", str(file))
+    assert code == 2 and "not a directory" in _one_error_line(err)
+    assert file.read_text() == "x\n"
+
+
+def test_export_write_failure_removes_the_partial_file(
+    db: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    def failing(store: object, sid: str, fh: object) -> int:
+        raise OSError(28, "No space left on device")
+
+    monkeypatch.setattr(cli, "export_jsonl", failing)
+    target = tmp_path / "x.jsonl"
+    code, _, err = run(db, "export", SID, "-o", str(target))
+    assert code == 2 and "No space left on device" in _one_error_line(err)
+    assert list(tmp_path.glob("x.jsonl*")) == []
+
+
+def test_export_still_works(db: Path, tmp_path: Path) -> None:
+    target = tmp_path / "x.jsonl"
+    code, _, _ = run(db, "export", SID, "-o", str(target))
+    assert code == 0 and len(target.read_text().splitlines()) == 3
+    assert run(db, "export", SID, "--bundle", str(tmp_path / "new" / "bundle"))[0] == 0
+
+
+# ─── --db ─────────────────────────────────────────────────────────────────────────────────────
+
+
+def test_postgres_url_without_the_extra_is_one_line(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setitem(sys.modules, "flightlog.store.postgres", None)  # import fails: no extra
+    code, _, err = run("postgresql://u:secret@127.0.0.1:1/db", "ls")
+    line = _one_error_line(err)
+    assert code == 1 and "pip install 'flightlog[postgres]'" in line and "secret" not in line
+
+
+@pytest.mark.parametrize("how", ["path", "url"])
+def test_db_that_is_a_directory_is_one_line(tmp_path: Path, how: str) -> None:
+    directory = tmp_path / "dbdir"
+    directory.mkdir()
+    db = str(directory) if how == "path" else f"sqlite:///{directory}"
+    for args in (["ls"], ["demo"]):
+        code, _, err = run(db, *args)
+        assert code == 2 and "is a directory" in _one_error_line(err)
+
+
+def test_password_in_a_query_string_is_not_printed() -> None:
+    code, _, err = run("postgresql://127.0.0.1:1/test?password=secret&connect_timeout=2", "ls")
+    assert code == 1 and "secret" not in err and "password=***" in _one_error_line(err)
+
+
+def test_password_in_a_keyword_string_is_not_printed() -> None:
+    code, _, err = run("host=127.0.0.1 password=secret", "ls")
+    assert code == 2 and "secret" not in err and "password=***" in err
+
+
+@pytest.mark.parametrize(
+    ("url", "expected"),
+    [
+        ("postgresql://u:pw@h/db", "postgresql://u:***@h/db"),
+        ("postgresql://:pw@h/db", "postgresql://:***@h/db"),
+        ("postgresql://127.0.0.1:1/test?password=secret", "postgresql://127.0.0.1:1/test?password=***"),
+        (
+            "postgresql://h/db?sslmode=require&sslpassword=s3&x=1",
+            "postgresql://h/db?sslmode=require&sslpassword=***&x=1",
+        ),
+        ("postgresql://h/db?PASSWORD=x&schema=a", "postgresql://h/db?PASSWORD=***&schema=a"),
+        ("host=127.0.0.1 password=secret dbname=x", "host=127.0.0.1 password=*** dbname=x"),
+        ("host=h password = 'se cr\\'et' user=u", "host=h password = *** user=u"),
+        ("host=h sslpassword=k", "host=h sslpassword=***"),
+        ("postgresql://h:5432/db?user=password", "postgresql://h:5432/db?user=password"),
+        ("/home/u/flightlog.db", "/home/u/flightlog.db"),
+    ],
+)
+def test_redact_url(url: str, expected: str) -> None:
+    assert redact_url(url) == expected
