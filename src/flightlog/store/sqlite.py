@@ -11,6 +11,7 @@ Read-only mode opens the file with ``mode=ro`` and ``query_only``; writes raise 
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import sqlite3
@@ -502,7 +503,9 @@ class SqliteStore(Store):
         self, session_id: str, rows: Sequence[NewEvent], head: SessionHead, *, epoch: int | None = None
     ) -> int:
         stamp = now_ms()
-        with self.transaction():
+        # Inside a caller's transaction (the recorder's), no savepoint of our own: every check below runs
+        # before the first write, and the caller's block rolls back whole on any error.
+        with self.transaction() if not self._depth else contextlib.nullcontext():
             row = self._execute(
                 "SELECT s.head_seq, s.head_hash, a.epoch FROM sessions s "
                 "JOIN authority_epochs a ON a.session_id = s.session_id WHERE s.session_id = ?",
