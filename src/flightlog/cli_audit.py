@@ -34,7 +34,7 @@ from .checkpoints import (
     missing_sessions,
     origin_for,
 )
-from .errors import FlightlogError
+from .errors import FlightlogError, LedgerIntegrityError
 from .indexlog import (
     INDEX_PROOF_FORMAT,
     IndexInclusionProof,
@@ -273,6 +273,30 @@ class _Checker:
         report = audit_index(store, keyring=self.keyring, heads=self.heads, witnessed=witnessed)
         report.notes.extend(notes)
         return report
+
+
+def refuse_unless_witnessed_consistent(store: Store, session_id: str) -> None:
+    """Before a resume: when trusted witnesses are configured, refuse a session whose head is older than, or
+    inconsistent with, a head a witness cosigned (a database rolled back together with its retained heads).
+
+    Without configured witnesses this does nothing (``Recorder.attach`` already checks the retained head).
+    An unreachable witness is a note, not a refusal (as in ``verify``).
+
+    Raises:
+        LedgerIntegrityError: the full check diverges; names the first divergent sequence and reason.
+    """
+    checker = _Checker.from_env(online=True)
+    if not checker.witnesses:
+        return
+    report = checker.session(store, session_id)
+    if not report.ok:
+        first = report.divergences[0]
+        raise LedgerIntegrityError(
+            session_id=session_id,
+            seq=first.seq,
+            reason=f"{first.reason}: {first.detail}" if first.detail else first.reason,
+            divergences=report.divergences,
+        )
 
 
 def _ledger(store: Store) -> str | None:

@@ -29,6 +29,7 @@ from rich.console import Console
 from typer.core import TyperGroup
 
 from .checkpoints import Notary
+from .cli_audit import refuse_unless_witnessed_consistent
 from .errors import FlightlogError, SessionNotFound
 from .events import Custom, SessionEvent
 from .kernel import Kernel, NotPending, RunResult, approve, deny, pending
@@ -146,6 +147,7 @@ def register(app: typer.Typer, open_db: OpenDb) -> None:
         """Continue a session (after approvals, a crash or a cancel); exit codes as for ``run``."""
         with open_db(False) as store:
             sid = store.resolve_session(session)
+            refuse_unless_witnessed_consistent(store, sid)  # a rollback a witness saw is refused here
             spec = spec or recorded_spec(store, sid)
             if not spec:
                 raise typer.BadParameter("no agent spec recorded for this session; give --spec")

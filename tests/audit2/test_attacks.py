@@ -244,3 +244,26 @@ def test_a_tampered_grant_policy_is_rejected() -> None:
     envelope["payload"] = base64.b64encode(wider).decode()
     with pytest.raises(GrantError, match="no signature by a trusted policy key"):
         verify_grant(envelope, load_policy_keys())
+
+
+def test_resume_refuses_a_rollback_the_witness_saw(
+    tmp_path: Path, db_path: Path, store: SqliteStore, notary: Notary, trusted_witness: TrustedWitness
+) -> None:
+    """Database and retained heads rolled back together: ``flightlog resume``'s pre-check asks the witness."""
+    from flightlog.cli_audit import refuse_unless_witnessed_consistent
+    from flightlog.errors import LedgerIntegrityError
+
+    rec = record(store, notary, n=8)
+    submit_session(store, SID, trusted_witness.url or "")
+    copy_db(db_path, tmp_path / "old.db")
+    for i in range(8, 12):
+        rec.append(step(i))
+    submit_session(store, SID, trusted_witness.url or "")  # the witness saw 12
+    old = _swap_in(store, db_path, tmp_path / "old.db")
+    try:
+        shutil.rmtree(notary.heads.directory)
+        with pytest.raises(LedgerIntegrityError, match="rollback") as info:
+            refuse_unless_witnessed_consistent(old, SID)
+        assert info.value.seq == 8
+    finally:
+        old.close()
