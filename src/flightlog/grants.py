@@ -103,8 +103,10 @@ def _side_effects() -> list[EffectClass]:
 class GrantPolicy(BaseModel):
     """What a session may do at most (ceilings), for which writer and when.
 
-    Globs are ``fnmatch``-style on tool names and host names; path globs and command prefixes use the
-    kernel's rules (``flightlog.kernel.policy``: ``**`` spans directories, prefixes match whole tokens).
+    Globs are ``fnmatch``-style on tool names; hosts match exactly or by ``*.domain`` suffix
+    (:meth:`allows_host`); path globs and command prefixes use the kernel's rules
+    (``flightlog.kernel.policy``: ``**`` spans directories, prefixes match whole tokens). The kernel
+    enforces all of them as ceilings (:mod:`flightlog.kernel.ceiling`).
     """
 
     model_config = ConfigDict(frozen=True, extra="forbid")
@@ -138,8 +140,20 @@ class GrantPolicy(BaseModel):
         return allowed and not any(fnmatch.fnmatchcase(name, g) for g in self.tools_deny)
 
     def allows_host(self, host: str) -> bool:
-        """Whether a network tool may reach ``host`` (case-insensitive glob match)."""
-        return any(fnmatch.fnmatchcase(host.lower(), g.lower()) for g in self.network_hosts)
+        """Whether a network tool may reach ``host``: it equals a ``network_hosts`` entry, or an entry
+        ``*.domain`` names a subdomain of ``domain`` (not ``domain`` itself); a lone ``*`` allows any
+        host. Case-insensitive, trailing dots ignored; no other wildcards.
+        """
+        want = host.lower().rstrip(".")
+        if not want:
+            return False
+        for entry in self.network_hosts:
+            pattern = entry.lower().rstrip(".")
+            if pattern == "*" or pattern == want:
+                return True
+            if pattern.startswith("*.") and "*" not in pattern[2:] and want.endswith(pattern[1:]):
+                return True
+        return False
 
     def needs_approval(self, effect: str) -> bool:
         """Whether a call of this effect class needs a human approval."""

@@ -21,10 +21,49 @@ policy decided (:meth:`Ceiling.apply`):
   policy said (``tool_denied`` is recorded, the model sees the reason);
 * a call the agent's policy allows whose effect class is in ``approval_required`` → ``ask``.
 
-A plan changed by the ceiling has ``ceiling: "grant"`` and ``rule`` unset. The grant's path globs, command
-prefixes and network hosts do not map onto the kernel's rules (the kernel does not know which argument of
-a tool is a path, a command or a host), so the kernel does not enforce them; they are ledgered with the
-policy for tools and auditors.
+* a call with an argument outside the grant's path, command or network ceiling → ``deny`` (below);
+* a call the agent's policy allows whose effect class is in ``approval_required`` → ``ask``.
+
+A plan changed by the ceiling has ``ceiling: "grant"`` and ``rule`` unset.
+
+**Argument ceilings** (``path_globs``, ``command_prefixes``, ``network_hosts``). Which arguments they bind:
+
+* *Declared*: ``@tool(paths=("src",), commands=("script",), urls=("target",))`` (:class:`~flightlog.kernel.tools.Tool`
+  ``paths`` / ``commands`` / ``urls``). A declared argument is checked on the axes it is declared for, and
+  only those: the declaration beats the name convention.
+* *Conventional names*, for every argument the tool does not declare: ``path``, ``file_path``,
+  ``filename``, ``dir``, ``directory`` are paths; ``command``, ``cmd`` are commands; ``url``, ``uri``,
+  ``host``, ``endpoint`` are URLs/hosts. A tool cannot opt an argument out of the convention except by
+  declaring it on another axis.
+* :meth:`Ceiling.apply` sees the plan (the tool's name). Given the ``tool`` it uses that tool's
+  declarations; otherwise it takes every live :class:`Tool` of that name
+  (:func:`~flightlog.kernel.tools.tools_named`) and checks the union of their classifications (more
+  checks, never fewer); with none it uses the convention alone.
+
+Each classified argument of the (repaired) JSON arguments is checked: ``None`` (absent) is skipped, a string
+is one value, a list of strings is each of its items; any other value cannot be checked and is denied. Any
+value outside its ceiling denies the call, the reason naming the argument and the ceiling field.
+
+* Paths: normalised lexically (``\\`` → ``/``, :func:`posixpath.normpath`); a path that still climbs out
+  (``..`` or ``../…`` after normalising, e.g. ``src/../../etc``) is refused under any grant; otherwise it
+  must match one of ``path_globs`` with the kernel's glob rules (:func:`~flightlog.kernel.policy.glob_match`:
+  ``*`` within one segment, ``**`` across segments).
+* Commands: leading whitespace stripped; a command containing shell chaining or substitution (``;``,
+  ``&`` (so ``&&``), ``|`` (so ``||``), a backtick, ``$(``, ``<(``, ``>(``, a newline or carriage return)
+  is refused, even inside quotes (the kernel does not interpret shell quoting); otherwise its ``shlex``
+  tokens must start with the tokens of one of ``command_prefixes`` (whole tokens, first token exact:
+  ``git status`` allows ``git status -s``, not ``git statusx`` nor ``/tmp/git status``). A list argument is
+  several commands, each checked (not an argv).
+* URLs/hosts: a value with ``://`` is parsed with :func:`urllib.parse.urlsplit`, a bare value as
+  ``//value`` (``host``, ``host:port``); the ``hostname`` must be allowed by
+  :meth:`~flightlog.grants.GrantPolicy.allows_host` (exactly, or ``*.domain`` for a subdomain, or ``*``).
+  No host (``file:///x``), whitespace, control characters or backslashes → denied.
+
+*Absent vs empty* follows :class:`~flightlog.grants.GrantPolicy`: the signed payload holds every field with
+its default, so an absent list is its default. ``path_globs`` defaults to ``["**"]`` (any path that does not
+climb out); ``command_prefixes`` and ``network_hosts`` default to ``[]``, which the policy defines as *no*
+shell command and *no* host: under such a grant a call with a command or URL argument is denied. An empty
+``path_globs`` likewise allows no path. There is no "unrestricted" empty list: a grant only tightens.
 
 **Resume and the epoch rule.** ``Recorder.attach`` (a resume, an approve/deny) bumps the authority epoch,
 so a policy pinned to epoch ``N`` can only *start* a session when ``N`` is 0, and is not re-checked against
@@ -40,9 +79,12 @@ differs from the ledgered one, or that brings a grant to a session started witho
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+import posixpath
+import shlex
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, replace
-from typing import Any
+from typing import Any, Literal
+from urllib.parse import urlsplit
 
 from ..errors import GrantError
 from ..grants import (
@@ -57,9 +99,22 @@ from ..keys import VerifierKey, now_ms
 from ..store.base import Store
 from .agent import Agent
 from .errors import KernelError
+from .policy import glob_match
 from .records import CallPlan
+from .tools import Tool, tools_named
 
-__all__ = ["Ceiling", "resume_ceiling", "start_grant"]
+__all__ = [
+    "AXES",
+    "CHAINING",
+    "CONVENTIONAL_NAMES",
+    "Ceiling",
+    "classify",
+    "command_problem",
+    "path_problem",
+    "resume_ceiling",
+    "start_grant",
+    "url_problem",
+]
 
 START_EPOCH = 0
 """The authority epoch of a session ``Kernel.run`` creates."""
@@ -72,17 +127,162 @@ class Ceiling:
     policy: GrantPolicy
     digest: str
 
-    def apply(self, plan: CallPlan) -> CallPlan:
-        """Tighten one planned call to the grant (deny and invalid plans are left alone)."""
+    def apply(self, plan: CallPlan, tool: Tool | None = None) -> CallPlan:
+        """Tighten one planned call to the grant (deny and invalid plans are left alone).
+
+        Args:
+            plan: The call as the agent's policy decided it.
+            tool: The tool called, for its argument declarations (default: the live tools of that name).
+        """
         if plan.decision in ("deny", "invalid"):
             return plan
         if not self.policy.allows_tool(plan.tool):
             reason = f"grant policy {self.policy.policy_id}: tool {plan.tool!r} is outside the grant"
             return replace(plan, decision="deny", reason=reason, rule=None, ceiling="grant")
+        problem = self.argument_problem(plan, tool)
+        if problem is not None:
+            reason = f"grant policy {self.policy.policy_id}: {problem}"
+            return replace(plan, decision="deny", reason=reason, rule=None, ceiling="grant")
         if plan.decision == "allow" and plan.effect is not None and self.policy.needs_approval(plan.effect):
             reason = f"grant policy {self.policy.policy_id}: {plan.effect} calls need a human approval"
             return replace(plan, decision="ask", reason=reason, rule=None, ceiling="grant")
         return plan
+
+    def argument_problem(self, plan: CallPlan, tool: Tool | None = None) -> str | None:
+        """Why an argument of the call is outside the path/command/network ceilings; None when none is."""
+        arguments = plan.arguments or {}
+        for name, axes in classify(arguments, tool if tool is not None else tools_named(plan.tool)).items():
+            raw = arguments.get(name)
+            if raw is None:
+                continue
+            values = _string_values(raw)
+            for axis in AXES:
+                if axis not in axes:
+                    continue
+                if values is None:
+                    return f"argument {name!r} ({axis}) is not a string or a list of strings; {_FIELD[axis]} cannot check it"
+                for value in values:
+                    problem = _CHECKS[axis](self.policy, value)
+                    if problem is not None:
+                        return f"argument {name!r} = {value!r}: {problem}"
+        return None
+
+
+Axis = Literal["path", "command", "url"]
+AXES: tuple[Axis, ...] = ("path", "command", "url")
+
+CONVENTIONAL_NAMES: Mapping[Axis, frozenset[str]] = {
+    "path": frozenset({"path", "file_path", "filename", "dir", "directory"}),
+    "command": frozenset({"command", "cmd"}),
+    "url": frozenset({"url", "uri", "host", "endpoint"}),
+}
+"""Argument names classified by convention when the tool does not declare them."""
+
+CHAINING = (";", "&", "|", "`", "$(", "<(", ">(", "\n", "\r")
+"""Shell chaining/substitution refused in a command argument (see the module docs)."""
+
+_FIELD: Mapping[Axis, str] = {"path": "path_globs", "command": "command_prefixes", "url": "network_hosts"}
+
+
+def _declared(tool: Tool) -> dict[str, set[Axis]]:
+    declared: dict[str, set[Axis]] = {}
+    by_axis: tuple[tuple[Axis, tuple[str, ...]], ...] = (
+        ("path", tool.paths),
+        ("command", tool.commands),
+        ("url", tool.urls),
+    )
+    for axis, names in by_axis:
+        for name in names:
+            declared.setdefault(name, set()).add(axis)
+    return declared
+
+
+def classify(arguments: Mapping[str, Any], tools: Tool | Iterable[Tool] = ()) -> dict[str, set[Axis]]:
+    """The axes each argument is checked on: declared by the tool(s), else by conventional name.
+
+    Args:
+        arguments: The call's JSON arguments.
+        tools: The tool called, or several tools of that name (their classifications are united), or
+            none (the convention alone).
+    """
+    candidates = [tools] if isinstance(tools, Tool) else list(tools)
+    declarations = [_declared(t) for t in candidates] or [{}]
+    out: dict[str, set[Axis]] = {}
+    for name in arguments:
+        for declared in declarations:
+            if name in declared:
+                axes = declared[name]
+            else:
+                axes = {axis for axis in AXES if name in CONVENTIONAL_NAMES[axis]}
+            if axes:
+                out.setdefault(name, set()).update(axes)
+    return out
+
+
+def _string_values(raw: Any) -> list[str] | None:
+    if isinstance(raw, str):
+        return [raw]
+    if isinstance(raw, list | tuple) and all(isinstance(item, str) for item in raw):
+        return list(raw)
+    return None
+
+
+def path_problem(policy: GrantPolicy, value: str) -> str | None:
+    """Why ``value`` is outside the grant's path ceiling (None: inside)."""
+    norm = posixpath.normpath(value.replace("\\", "/"))
+    if norm == ".." or norm.startswith("../"):
+        return f"the path climbs out of the workspace ({norm!r}); path_globs {policy.path_globs}"
+    if not policy.path_globs:
+        return "the grant allows no path (path_globs is empty)"
+    if not any(glob_match(value, glob) for glob in policy.path_globs):
+        return f"the path is outside path_globs {policy.path_globs}"
+    return None
+
+
+def command_problem(policy: GrantPolicy, value: str) -> str | None:
+    """Why ``value`` is outside the grant's command ceiling (None: inside)."""
+    if not policy.command_prefixes:
+        return "the grant allows no shell command (command_prefixes is empty)"
+    command = value.lstrip()
+    chained = [token for token in CHAINING if token in command]
+    if chained:
+        shown = ", ".join(repr(t) for t in chained)
+        return f"shell chaining or substitution ({shown}) is refused under command_prefixes {policy.command_prefixes}"
+    try:
+        tokens = shlex.split(command)
+    except ValueError:
+        return f"the command does not parse (shlex); command_prefixes {policy.command_prefixes}"
+    for prefix in policy.command_prefixes:
+        want = shlex.split(prefix)
+        if want and tokens[: len(want)] == want:
+            return None
+    return f"the command is outside command_prefixes {policy.command_prefixes}"
+
+
+def url_problem(policy: GrantPolicy, value: str) -> str | None:
+    """Why ``value`` (a URL or a host) is outside the grant's network ceiling (None: inside)."""
+    if not policy.network_hosts:
+        return "the grant allows no network host (network_hosts is empty)"
+    if any(c.isspace() or c == "\\" or not c.isprintable() for c in value):
+        return (
+            f"the URL has whitespace, control characters or backslashes; network_hosts {policy.network_hosts}"
+        )
+    try:
+        host = urlsplit(value if "://" in value else "//" + value).hostname
+    except ValueError:
+        host = None
+    if not host:
+        return f"the URL names no host; network_hosts {policy.network_hosts}"
+    if not policy.allows_host(host):
+        return f"host {host!r} is outside network_hosts {policy.network_hosts}"
+    return None
+
+
+_CHECKS: Mapping[Axis, Callable[[GrantPolicy, str], str | None]] = {
+    "path": path_problem,
+    "command": command_problem,
+    "url": url_problem,
+}
 
 
 def _keys(agent: Agent) -> list[VerifierKey]:

@@ -95,7 +95,7 @@ def _plan_one(
     plan = CallPlan(
         call.id, call.name, tool.effect, decision.action, decision.reason, decision.rule, outcome.arguments
     )
-    return plan if ceiling is None else ceiling.apply(plan)
+    return plan if ceiling is None else ceiling.apply(plan, tool)
 
 
 def arguments_text(plan: CallPlan) -> str:

@@ -16,6 +16,10 @@ Effect classes decide how the kernel runs a call:
 
 ``effect`` defaults to ``side_effect``: the conservative class.
 
+``paths``, ``commands`` and ``urls`` (optional) name the arguments that are file paths, shell commands and
+URLs/hosts, for the signed grant's path, command and network ceilings (:mod:`flightlog.kernel.ceiling`,
+which also classifies undeclared arguments by conventional names). Each must be a parameter of the function.
+
 Example::
 
     @tool(effect="read_only")
@@ -35,6 +39,7 @@ import asyncio
 import inspect
 import json
 import re
+import weakref
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from typing import Any, Literal, get_args, get_type_hints, overload
@@ -53,6 +58,7 @@ __all__ = [
     "parse_docstring",
     "render_output",
     "tool",
+    "tools_named",
 ]
 
 Effect = Literal["read_only", "idempotent", "side_effect"]
@@ -141,6 +147,9 @@ class Tool:
         reconcile: For side effects: ``reconcile(intent) -> result | None`` (see :data:`Reconciler`).
         in_thread: Run a sync function in a worker thread (default) so the event loop stays responsive
             to cancellation; False runs it inline (cheaper, blocks the loop).
+        paths: Arguments declared as file paths (grant path ceiling); empty: none declared.
+        commands: Arguments declared as shell commands (grant command ceiling); empty: none declared.
+        urls: Arguments declared as URLs or host names (grant network ceiling); empty: none declared.
     """
 
     name: str
@@ -150,7 +159,20 @@ class Tool:
     parameters: dict[str, Any]
     reconcile: Reconciler | None = None
     in_thread: bool = True
+    paths: tuple[str, ...] = ()
+    commands: tuple[str, ...] = ()
+    urls: tuple[str, ...] = ()
     _model: type[BaseModel] = field(default=BaseModel, repr=False)
+
+    def __post_init__(self) -> None:
+        for attr in ("paths", "commands", "urls"):
+            value = getattr(self, attr)
+            if isinstance(value, str):
+                raise TypeError(
+                    f"tool {self.name}: {attr} must be a sequence of argument names, not a string"
+                )
+            object.__setattr__(self, attr, tuple(value))
+        _REGISTRY.setdefault(self.name, weakref.WeakSet()).add(self)
 
     def __call__(self, *args: Any, **kwargs: Any) -> Any:
         return self.fn(*args, **kwargs)
@@ -198,6 +220,14 @@ class Tool:
         return outcome
 
 
+_REGISTRY: dict[str, weakref.WeakSet[Tool]] = {}
+
+
+def tools_named(name: str) -> list[Tool]:
+    """The live :class:`Tool` objects named ``name`` (for the grant ceiling, which sees only call names)."""
+    return list(_REGISTRY.get(name, ()))
+
+
 def _arguments_model(fn: Callable[..., Any], name: str, docs: Mapping[str, str]) -> type[BaseModel]:
     signature = inspect.signature(fn)
     hints = get_type_hints(fn, include_extras=True)
@@ -229,6 +259,9 @@ def _build(
     description: str | None,
     reconcile: Reconciler | None,
     in_thread: bool,
+    paths: tuple[str, ...] | list[str],
+    commands: tuple[str, ...] | list[str],
+    urls: tuple[str, ...] | list[str],
 ) -> Tool:
     if effect not in EFFECTS:
         raise ValueError(f"effect must be one of {', '.join(EFFECTS)}, not {effect!r}")
@@ -237,6 +270,12 @@ def _build(
     tool_name = name or fn.__name__
     summary, docs = parse_docstring(fn.__doc__)
     model = _arguments_model(fn, tool_name, docs)
+    for what, names in (("paths", paths), ("commands", commands), ("urls", urls)):
+        if isinstance(names, str):
+            raise TypeError(f"tool {tool_name}: {what} must be a sequence of argument names, not a string")
+        unknown = [n for n in names if n not in model.model_fields]
+        if unknown:
+            raise ValueError(f"tool {tool_name}: {what} names unknown arguments: {', '.join(unknown)}")
     return Tool(
         name=tool_name,
         description=description if description is not None else summary,
@@ -245,6 +284,9 @@ def _build(
         parameters=_schema(model),
         reconcile=reconcile,
         in_thread=in_thread,
+        paths=tuple(paths),
+        commands=tuple(commands),
+        urls=tuple(urls),
         _model=model,
     )
 
@@ -261,6 +303,9 @@ def tool(
     description: str | None = None,
     reconcile: Reconciler | None = None,
     in_thread: bool = True,
+    paths: tuple[str, ...] | list[str] = (),
+    commands: tuple[str, ...] | list[str] = (),
+    urls: tuple[str, ...] | list[str] = (),
 ) -> Callable[[Callable[..., Any]], Tool]: ...
 
 
@@ -273,6 +318,9 @@ def tool(
     description: str | None = None,
     reconcile: Reconciler | None = None,
     in_thread: bool = True,
+    paths: tuple[str, ...] | list[str] = (),
+    commands: tuple[str, ...] | list[str] = (),
+    urls: tuple[str, ...] | list[str] = (),
 ) -> Tool | Callable[[Callable[..., Any]], Tool]:
     """Decorator: make a :class:`Tool` of a function (``@tool`` or ``@tool(effect=..., ...)``).
 
@@ -283,19 +331,39 @@ def tool(
         description: Overrides the docstring summary.
         reconcile: ``side_effect`` only: ``reconcile(intent) -> result | None`` (see :data:`Reconciler`).
         in_thread: Run a sync function in a worker thread (default True).
+        paths: Argument names that are file paths (grant path ceiling).
+        commands: Argument names that are shell commands (grant command ceiling).
+        urls: Argument names that are URLs or host names (grant network ceiling).
 
     Raises:
-        ValueError: unknown effect, or ``reconcile`` on a tool that is not ``side_effect``.
+        ValueError: unknown effect, ``reconcile`` on a tool that is not ``side_effect``, or ``paths`` /
+            ``commands`` / ``urls`` naming an argument the function does not have.
         TypeError: ``*args``/``**kwargs``/positional-only parameters (arguments arrive by name).
     """
     if fn is not None:
         return _build(
-            fn, effect=effect, name=name, description=description, reconcile=reconcile, in_thread=in_thread
+            fn,
+            effect=effect,
+            name=name,
+            description=description,
+            reconcile=reconcile,
+            in_thread=in_thread,
+            paths=paths,
+            commands=commands,
+            urls=urls,
         )
 
     def decorate(func: Callable[..., Any]) -> Tool:
         return _build(
-            func, effect=effect, name=name, description=description, reconcile=reconcile, in_thread=in_thread
+            func,
+            effect=effect,
+            name=name,
+            description=description,
+            reconcile=reconcile,
+            in_thread=in_thread,
+            paths=paths,
+            commands=commands,
+            urls=urls,
         )
 
     return decorate
