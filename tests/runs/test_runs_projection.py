@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import logging
 import time
@@ -419,3 +420,64 @@ def test_unused_event_kinds_do_not_disturb_state(store: SqliteStore) -> None:
     ]
     record(store, "s1", [started(), *extra])
     assert list_runs(store)[0].state is RunState.RUNNING
+
+
+# ─── row writes and indexes ───────────────────────────────────────────────────────────────────
+
+
+def _run_row(run_id: str, **changes: Any) -> RunRow:
+    base = RunRow(
+        run_id=run_id,
+        parent=None,
+        source="direct",
+        state="running",
+        outcome=None,
+        updated_at_ms=1,
+        last_seq=0,
+        session_status="running",
+        snapshot="{}",
+        fold="{}",
+    )
+    return dataclasses.replace(base, **changes)
+
+
+def test_put_run_rows_writes_every_column_on_every_path(store: SqliteStore) -> None:
+    """Insert, same-state update, state change and a change of an indexed column all store the row as given."""
+    steps = [
+        _run_row("r"),  # insert
+        _run_row("r", updated_at_ms=2, last_seq=1, snapshot='{"a":1}', fold='{"f":1}'),  # state kept
+        _run_row("r", state="waiting_tool", updated_at_ms=3, last_seq=2),  # state moves
+        _run_row("r", state="terminal", outcome="completed", session_status="completed", parent="p"),
+        _run_row("r", state="terminal", outcome="completed", session_status=None, source="fleet"),
+    ]
+    for row in steps:
+        store.put_run_rows([row])
+        assert store.get_run_rows(["r"]) == {"r": row}
+
+
+def test_runs_indexes_leave_updated_at_ms_unindexed_but_serve_the_filters(store: SqliteStore) -> None:
+    """An append moves ``updated_at_ms`` (and usually nothing indexed): no index may follow it."""
+    conn = store._conn
+    indexed = {
+        name: [col[2] for col in conn.execute(f"PRAGMA index_info({name})")]
+        for (name,) in conn.execute(
+            "SELECT name FROM sqlite_master WHERE type = 'index' AND tbl_name = 'runs'"
+        )
+    }
+    assert all("updated_at_ms" not in columns for columns in indexed.values())
+    assert {"state", "session_status", "source", "parent"} <= {c for cols in indexed.values() for c in cols}
+    plan = " ".join(
+        str(row[-1])
+        for row in conn.execute("EXPLAIN QUERY PLAN SELECT run_id FROM runs WHERE state = 'running'")
+    )
+    assert "runs_state" in plan
+
+
+def test_snapshot_reuse_follows_every_change(store: SqliteStore) -> None:
+    """The projector reuses a rendered snapshot only while it is unchanged: each step equals a rebuild."""
+    recorder = record(store, "s1", [checkpoint()])
+    for event in [checkpoint(), started(), checkpoint(), llm(1, "c1"), requested("c1"), completed("c1")]:
+        recorder.append(event)
+        incremental = all_rows(store)
+        rebuild_projection(store)
+        assert all_rows(store) == incremental

@@ -75,6 +75,8 @@ class _Parts:
     fold: SessionFold | None = None
     process: ProcessEntry | None = None
     status: str | None = None
+    rendered: tuple[Any, AgentRunSnapshot, str] | None = field(default=None, compare=False, repr=False)
+    """What :func:`_row` last rendered from these parts: its render key, snapshot and snapshot JSON."""
 
 
 def _parts(row: RunRow | None) -> _Parts:
@@ -99,12 +101,29 @@ def _updated(parts: _Parts) -> int:
     return max(stamps, default=0)
 
 
+_ENCODE = json.JSONEncoder(separators=(",", ":")).encode  # what json.dumps(..., separators=...) writes
+_UNRENDERED = {"last_seq": None, "last_at_ms": None}
+"""Fold fields :meth:`SessionFold.snapshot` never reads (they move on every append; ``updated_at_ms`` and
+``last_seq`` come from them, not the snapshot)."""
+
+
 def _row(run_id: str, parts: _Parts) -> RunRow:
     fold, process = parts.fold, parts.process
-    snapshot = _snapshot(parts)
+    session = fold.to_json() if fold is not None else None
+    # The snapshot is a function of the fold's persisted state but the _UNRENDERED fields, and of the
+    # process entry: while those are equal (most appends), reuse the last snapshot and its JSON.
+    key = ({**session, **_UNRENDERED} if session is not None else None, process)
+    rendered = parts.rendered
+    if rendered is not None and rendered[0] == key:
+        _, snapshot, wire = rendered
+    else:
+        snapshot = _snapshot(parts)
+        # A changed fold often renders the same snapshot (e.g. before ``run_started``): keep its JSON.
+        wire = rendered[2] if rendered is not None and rendered[1] == snapshot else snapshot.model_dump_json()
+        parts.rendered = (key, snapshot, wire)
     state = {
         "v": FOLD_VERSION,
-        "session": fold.to_json() if fold is not None else None,
+        "session": session,
         "process": process.to_json() if process is not None else None,
     }
     return RunRow(
@@ -116,8 +135,8 @@ def _row(run_id: str, parts: _Parts) -> RunRow:
         updated_at_ms=_updated(parts),
         last_seq=fold.last_seq if fold is not None else -1,
         session_status=parts.status if fold is not None else None,
-        snapshot=snapshot.model_dump_json(),
-        fold=json.dumps(state, separators=(",", ":")),  # key order is fixed by construction
+        snapshot=wire,
+        fold=_ENCODE(state),  # key order is fixed by construction
     )
 
 

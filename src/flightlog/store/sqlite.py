@@ -253,6 +253,15 @@ MIGRATIONS: list[tuple[str, str]] = [
         );
         """,
     ),
+    (
+        "runs: no index follows updated_at_ms, which every append moves (fewer WAL pages per commit)",
+        """
+        DROP INDEX IF EXISTS runs_state;
+        CREATE INDEX runs_state ON runs(state);
+        DROP INDEX IF EXISTS runs_outcome;
+        DROP INDEX IF EXISTS runs_updated;
+        """,
+    ),
 ]
 """Ordered migrations: list index + 1 is the schema version. Never edit one that has shipped; append."""
 
@@ -767,16 +776,30 @@ class SqliteStore(Store):
 
     def put_run_rows(self, rows: Sequence[RunRow]) -> None:
         """Upsert rows. An existing row whose parent, source, outcome and status are unchanged (every
-        append but a few) is updated in place without touching the indexes on those columns."""
-        with self.transaction():
-            try:
+        append but a few) is updated in place without touching the indexes on those columns, and one
+        whose state is unchanged too without touching ``runs_state``: then the only page an append dirties
+        here is the row's own (no index covers ``updated_at_ms``; listings sort, see migration 5)."""
+        with self._lock:
+            if len(rows) == 1 and self._depth:
+                # Inside this thread's open transaction one row needs no savepoint of its own: at most one
+                # of the statements below changes anything, and a failed statement leaves nothing behind.
+                self._put_run_row(rows[0])
+                return
+            with self.transaction():
                 for r in rows:
-                    changed = (r.state, r.updated_at_ms, r.last_seq, r.snapshot, r.fold)
-                    kept = (r.run_id, r.parent, r.source, r.outcome, r.session_status)
-                    if self._conn.execute(_RUN_UPDATE, changed + kept).rowcount == 0:
-                        self._conn.execute(_RUN_UPSERT, _run_values(r))
-            except sqlite3.Error as exc:
-                raise _translate(exc, self.url) from exc
+                    self._put_run_row(r)
+
+    def _put_run_row(self, r: RunRow) -> None:
+        try:
+            execute = self._conn.execute
+            moved = (r.updated_at_ms, r.last_seq, r.snapshot, r.fold)
+            kept = (r.run_id, r.parent, r.source, r.outcome, r.session_status)
+            if execute(_RUN_UPDATE_SAME_STATE, (*moved, *kept, r.state)).rowcount:
+                return
+            if execute(_RUN_UPDATE, (r.state, *moved, *kept)).rowcount == 0:
+                execute(_RUN_UPSERT, _run_values(r))
+        except sqlite3.Error as exc:
+            raise _translate(exc, self.url) from exc
 
     def clear_run_rows(self) -> None:
         with self.transaction():
@@ -1038,6 +1061,10 @@ _RUN_COLUMNS = (
 _RUN_UPDATE = (
     "UPDATE runs SET state = ?, updated_at_ms = ?, last_seq = ?, snapshot = ?, fold = ? "
     "WHERE run_id = ? AND parent IS ? AND source = ? AND outcome IS ? AND session_status IS ?"
+)
+_RUN_UPDATE_SAME_STATE = (
+    "UPDATE runs SET updated_at_ms = ?, last_seq = ?, snapshot = ?, fold = ? "
+    "WHERE run_id = ? AND parent IS ? AND source = ? AND outcome IS ? AND session_status IS ? AND state = ?"
 )
 _RUN_UPSERT = (
     f"INSERT INTO runs ({_RUN_COLUMNS}) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?) ON CONFLICT (run_id) DO UPDATE SET "
