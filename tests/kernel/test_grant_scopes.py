@@ -84,8 +84,10 @@ def _apply(
     return Ceiling(policy, policy_digest(policy)).apply(_plan(tool_name, arguments), explicit)
 
 
-def _allowed(tool_name: str, arguments: dict[str, Any], policy: GrantPolicy = SCOPED) -> bool:
-    plan = _apply(tool_name, arguments, policy)
+def _allowed(
+    tool_name: str, arguments: dict[str, Any], policy: GrantPolicy = SCOPED, *, explicit: Any = None
+) -> bool:
+    plan = _apply(tool_name, arguments, policy, explicit=explicit)
     assert plan.decision in ("allow", "deny")
     return plan.decision == "allow"
 
@@ -212,11 +214,11 @@ def test_an_explicit_declaration_beats_the_name_convention() -> None:
     assert classify({"path": "x"}, odd_runner) == {"path": {"command"}}
     assert classify({"target": "x", "note": "y"}, copy_to) == {"target": {"path"}}
     # declared a command: a path glob does not apply, the command ceiling does
-    assert _allowed("odd_runner", {"path": "git status"})
-    assert not _allowed("odd_runner", {"path": "src/a.py"})
+    assert _allowed("odd_runner", {"path": "git status"}, explicit=odd_runner)
+    assert not _allowed("odd_runner", {"path": "src/a.py"}, explicit=odd_runner)
     # an unconventional name declared a path is checked
-    assert _allowed("copy_to", {"target": "src/out.txt"})
-    assert not _allowed("copy_to", {"target": "../out.txt"})
+    assert _allowed("copy_to", {"target": "src/out.txt"}, explicit=copy_to)
+    assert not _allowed("copy_to", {"target": "../out.txt"}, explicit=copy_to)
     # the tool passed explicitly is used as is
     plan = _apply("some_alias", {"path": "git status"}, explicit=odd_runner)
     assert plan.decision == "allow"

@@ -35,10 +35,8 @@ A plan changed by the ceiling has ``ceiling: "grant"`` and ``rule`` unset.
   ``filename``, ``dir``, ``directory`` are paths; ``command``, ``cmd`` are commands; ``url``, ``uri``,
   ``host``, ``endpoint`` are URLs/hosts. A tool cannot opt an argument out of the convention except by
   declaring it on another axis.
-* :meth:`Ceiling.apply` sees the plan (the tool's name). Given the ``tool`` it uses that tool's
-  declarations; otherwise it takes every live :class:`Tool` of that name
-  (:func:`~flightlog.kernel.tools.tools_named`) and checks the union of their classifications (more
-  checks, never fewer); with none it uses the convention alone.
+* :meth:`Ceiling.apply` is given the planned call's :class:`Tool` (planning always passes it) and uses its
+  declarations; without one it uses the convention alone.
 
 Each classified argument of the (repaired) JSON arguments is checked: ``None`` (absent) is skipped, a string
 is one value, a list of strings is each of its items; any other value cannot be checked and is denied. Any
@@ -101,7 +99,7 @@ from .agent import Agent
 from .errors import KernelError
 from .policy import glob_match
 from .records import CallPlan
-from .tools import Tool, tools_named
+from .tools import Tool
 
 __all__ = [
     "AXES",
@@ -151,7 +149,7 @@ class Ceiling:
     def argument_problem(self, plan: CallPlan, tool: Tool | None = None) -> str | None:
         """Why an argument of the call is outside the path/command/network ceilings; None when none is."""
         arguments = plan.arguments or {}
-        for name, axes in classify(arguments, tool if tool is not None else tools_named(plan.tool)).items():
+        for name, axes in classify(arguments, tool if tool is not None else ()).items():
             raw = arguments.get(name)
             if raw is None:
                 continue

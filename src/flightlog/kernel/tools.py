@@ -39,7 +39,6 @@ import asyncio
 import inspect
 import json
 import re
-import weakref
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from typing import Any, Literal, get_args, get_type_hints, overload
@@ -58,7 +57,6 @@ __all__ = [
     "parse_docstring",
     "render_output",
     "tool",
-    "tools_named",
 ]
 
 Effect = Literal["read_only", "idempotent", "side_effect"]
@@ -172,7 +170,6 @@ class Tool:
                     f"tool {self.name}: {attr} must be a sequence of argument names, not a string"
                 )
             object.__setattr__(self, attr, tuple(value))
-        _REGISTRY.setdefault(self.name, weakref.WeakSet()).add(self)
 
     def __call__(self, *args: Any, **kwargs: Any) -> Any:
         return self.fn(*args, **kwargs)
@@ -218,14 +215,6 @@ class Tool:
         if inspect.isawaitable(outcome):
             outcome = await outcome
         return outcome
-
-
-_REGISTRY: dict[str, weakref.WeakSet[Tool]] = {}
-
-
-def tools_named(name: str) -> list[Tool]:
-    """The live :class:`Tool` objects named ``name`` (for the grant ceiling, which sees only call names)."""
-    return list(_REGISTRY.get(name, ()))
 
 
 def _arguments_model(fn: Callable[..., Any], name: str, docs: Mapping[str, str]) -> type[BaseModel]:
