@@ -525,14 +525,14 @@ class Store(abc.ABC):
         """The session's checkpoints, oldest first."""
 
     # ─── ledger id and checkpoint frontiers (signed checkpoints, cheap resume) ─────────────
-    # Not abstract: a backend without them still records and verifies; cheap resume then falls back to
-    # a full verification. SQLite implements all four.
+    # ledger_id is required; the frontier methods are optional (without them cheap resume falls back to a
+    # full verification).
+    @abc.abstractmethod
     def ledger_id(self) -> str:
         """The random id given to this database when created; names the ledger in checkpoint origins.
 
-        Raises ``NotImplementedError`` on a backend without one, ``StoreError`` on a schema without one.
+        Raises ``StoreError`` on a schema without one.
         """
-        raise NotImplementedError(f"{type(self).__name__} has no ledger id")
 
     def record_checkpoint_frontier(self, checkpoint_id: int, frontier: bytes) -> None:
         """Keep a checkpoint's compact-range frontier (its subtree roots, 32 bytes each, concatenated).
@@ -617,82 +617,81 @@ class Store(abc.ABC):
         """Every live record (an empty list when the database has no live table, e.g. read-only old)."""
 
     # ─── index log, cosignatures (flightlog.indexlog, flightlog.witness) ───────────────────
-    # Not abstract: a backend without them still records and verifies sessions; the index log is then
-    # not kept (``index_supported`` is False). SQLite implements all of them.
+    # Required of every backend (a half-built one fails at construction, not mid-run).
     def index_supported(self) -> bool:
         """Whether this backend keeps the index log (default False)."""
         return False
 
+    @abc.abstractmethod
     def append_index_leaf(self, idx: int, session_id: str, checkpoint_id: int, leaf: bytes) -> None:
         """Append leaf ``idx`` (must be the next index) of the index log.
 
         Raises ``AppendConflict`` when ``idx`` is taken or not the next index.
         """
-        raise NotImplementedError(f"{type(self).__name__} keeps no index log")
 
+    @abc.abstractmethod
     def index_size(self) -> int:
         """Leaves in the index log."""
-        raise NotImplementedError(f"{type(self).__name__} keeps no index log")
 
+    @abc.abstractmethod
     def read_index_leaves(self, *, start: int = 0, stop: int | None = None) -> Iterator[IndexLeaf]:
         """Stream index leaves with ``start <= idx < stop``, ascending (bounded memory)."""
-        raise NotImplementedError(f"{type(self).__name__} keeps no index log")
 
+    @abc.abstractmethod
     def index_leaves_of(self, session_id: str) -> list[IndexLeaf]:
         """The index leaves of one session's checkpoints, ascending."""
-        raise NotImplementedError(f"{type(self).__name__} keeps no index log")
 
+    @abc.abstractmethod
     def record_index_checkpoint(self, size: int, root: str, body: str, frontier: bytes) -> int:
         """Store a signed index checkpoint over leaves ``[0, size)``; returns its id."""
-        raise NotImplementedError(f"{type(self).__name__} keeps no index log")
 
+    @abc.abstractmethod
     def latest_index_checkpoint(self, *, max_size: int | None = None) -> IndexCheckpointRecord | None:
         """The index checkpoint covering the most leaves (at most ``max_size``), or None."""
-        raise NotImplementedError(f"{type(self).__name__} keeps no index log")
 
+    @abc.abstractmethod
     def index_checkpoints(self) -> Iterator[IndexCheckpointRecord]:
         """Every index checkpoint, oldest first."""
-        raise NotImplementedError(f"{type(self).__name__} keeps no index log")
 
+    @abc.abstractmethod
     def record_cosignature(self, record: CosignatureRecord) -> None:
         """Keep a witness cosignature (same origin, size and witness twice: the newer note wins)."""
-        raise NotImplementedError(f"{type(self).__name__} keeps no cosignatures")
 
+    @abc.abstractmethod
     def cosignatures(self, origin: str) -> list[CosignatureRecord]:
         """Cosignatures kept for checkpoints of ``origin``, by size."""
-        raise NotImplementedError(f"{type(self).__name__} keeps no cosignatures")
 
     # ─── salted (erasable) artifacts (flightlog.erasure) ───────────────────────────────────
+    @abc.abstractmethod
     def put_salted_artifact(
         self, digest: str, salt: bytes, content: bytes, media_type: str, *, session_id: str | None = None
     ) -> SaltedArtifactRecord:
         """Store personal data under its salted digest (hex), with its salt beside it; remember the
         referencing session when given."""
-        raise NotImplementedError(f"{type(self).__name__} keeps no salted artifacts")
 
+    @abc.abstractmethod
     def get_salted_artifact(self, digest: str) -> tuple[bytes, bytes] | None:
         """``(content, salt)`` of a salted artifact, or None (never stored, or erased)."""
-        raise NotImplementedError(f"{type(self).__name__} keeps no salted artifacts")
 
+    @abc.abstractmethod
     def salted_artifact_info(self, digest: str) -> SaltedArtifactRecord | None:
         """Metadata of a salted artifact, or None."""
-        raise NotImplementedError(f"{type(self).__name__} keeps no salted artifacts")
 
+    @abc.abstractmethod
     def artifact_sessions(self, digest: str) -> list[str]:
         """Sessions recorded as referencing a salted artifact, sorted."""
-        raise NotImplementedError(f"{type(self).__name__} keeps no salted artifacts")
 
+    @abc.abstractmethod
     def erase_salted_artifact(self, record: ErasureRecord) -> bool:
         """Delete a salted artifact's content and salt (overwriting the freed pages) and keep ``record``.
 
         Artifacts are not ledger rows: this is the one store-level deletion the ledger allows. Returns
         False when there was nothing to delete. Joins an open transaction.
         """
-        raise NotImplementedError(f"{type(self).__name__} keeps no salted artifacts")
 
+    @abc.abstractmethod
     def erasure(self, digest: str) -> ErasureRecord | None:
         """The erasure record of a salted artifact, or None."""
-        raise NotImplementedError(f"{type(self).__name__} keeps no salted artifacts")
 
     def purge_freed_pages(self) -> None:
         """Best effort: make deleted content unrecoverable from journal files (default: nothing)."""
@@ -761,7 +760,7 @@ class Store(abc.ABC):
         raise NotImplementedError(f"{type(self).__name__} keeps no leases")
 
     # ─── adopting another database's ledger id (flightlog db copy) ─────────────────────────
-    # Not abstract: a backend without ledger ids cannot take a copy of a signed ledger.
+    @abc.abstractmethod
     def adopt_ledger_id(self, ledger_id: str) -> None:
         """Give this database another database's ledger id, so the signed checkpoints copied from it keep
         naming their ledger in their origins (``flightlog db copy``: the same ledger, moved). A no-op when
@@ -771,4 +770,3 @@ class Store(abc.ABC):
         holds a session or an index leaf under another ledger id (their signed origins name that one);
         ``NotImplementedError`` on a backend without ledger ids.
         """
-        raise NotImplementedError(f"{type(self).__name__} has no ledger id")
