@@ -10,7 +10,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from hypothesis import HealthCheck, given, settings
+from hypothesis import HealthCheck, example, given, settings
 from hypothesis import strategies as st
 
 from flightlog import events as ev
@@ -30,6 +30,7 @@ from flightlog.runs import (
     projection_ready,
     rebuild_projection,
 )
+from flightlog.runs import projection as projection_module
 from flightlog.store import SqliteStore, Store
 from flightlog.store import sqlite as sqlite_backend
 from flightlog.store.base import RunRow
@@ -77,6 +78,37 @@ def test_every_append_updates_the_row_in_its_transaction(store: SqliteStore) -> 
     recorder.append_many([llm(1, "c1"), requested("c1")])
     assert list_runs(store)[0].state is RunState.WAITING_TOOL
     assert projection_ready(store)
+
+
+def test_appends_after_the_row_moved_under_the_recorder_resume_from_the_stored_row(
+    store: SqliteStore,
+) -> None:
+    """The fast path compares-and-sets the row the recorder last wrote; whatever changed the stored row
+    since (a status change, a rebuild, a parent's process entry, a rolled-back batch) sends the append
+    down the general path, and every step still equals a rebuild. (A deleted row: the test above.)"""
+    recorder = record(store, "s1", [started(), checkpoint()], source="kernel")
+    parent = record(store, "p", [started()])
+
+    def step(change: Any) -> None:
+        change()
+        recorder.append(checkpoint())
+        incremental = all_rows(store)
+        rebuild_projection(store)
+        assert all_rows(store) == incremental
+
+    step(lambda: store.set_session_status("s1", "suspended"))  # the trigger moves session_status
+    step(lambda: rebuild_projection(store))  # rewritten by a rebuild (equal rows: the swap applies)
+    step(lambda: parent.append(process("s1", "running", "p")))  # the parent's process entry for s1
+
+    def rolled_back() -> None:
+        with pytest.raises(KeyError), recorder.atomic():
+            recorder.append_many([llm(1, "c1"), requested("c1")])
+            raise KeyError("abort")
+
+    step(rolled_back)
+    step(lambda: None)
+    assert projection_ready(store)
+    assert list_runs(store, state="waiting_model")[0].run_id == "s1"
 
 
 def test_a_session_without_events_is_not_a_run_yet(store: SqliteStore) -> None:
@@ -228,15 +260,20 @@ def test_stale_projection_falls_back_to_folding_the_ledgers(store: SqliteStore) 
     assert list_runs(store) == expected
 
 
+@pytest.mark.parametrize("path", ["advance", "apply"])
 def test_a_failing_projector_never_loses_an_append(
-    store: SqliteStore, monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture
+    store: SqliteStore, monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture, path: str
 ) -> None:
+    """On either path: the compare-and-set of the row the recorder last wrote (``advance``), or the general
+    read-and-upsert (``apply``: a recorder that has written no row yet, as after ``attach``)."""
     recorder = record(store, "s1", [started()])
+    if path == "apply":
+        recorder = Recorder.attach(store, "s1")
 
-    def broken(rows: Any) -> None:
+    def broken(*rows: Any) -> None:
         raise RuntimeError("projection bug")
 
-    monkeypatch.setattr(store, "put_run_rows", broken)
+    monkeypatch.setattr(store, "replace_run_row" if path == "advance" else "put_run_rows", broken)
     with caplog.at_level(logging.ERROR, logger="flightlog.runs"):
         recorder.append(checkpoint())
     assert "projection failed" in caplog.text
@@ -471,6 +508,43 @@ def test_runs_indexes_leave_updated_at_ms_unindexed_but_serve_the_filters(store:
         for row in conn.execute("EXPLAIN QUERY PLAN SELECT run_id FROM runs WHERE state = 'running'")
     )
     assert "runs_state" in plan
+
+
+_TEXT = st.text(alphabet=st.characters(max_codepoint=0x2FF)) | st.text()
+_JSON = st.recursive(
+    st.none() | st.booleans() | st.integers(min_value=-(2**70), max_value=2**70) | _TEXT,
+    lambda inner: st.lists(inner, max_size=4) | st.dictionaries(_TEXT, inner, max_size=4),
+    max_leaves=24,
+)
+
+
+@settings(max_examples=400, deadline=None)
+@given(st.dictionaries(_TEXT, _JSON, max_size=6))
+@example({"del": "\x7f", "ctl": '\x00\x1f"\\/', "big": 2**65, "nested": [{"x": None, "y": True}]})
+@example({"utf8": "é", "surrogate": "\ud800"})
+def test_fold_text_is_exactly_what_the_json_encoder_writes(state: dict[str, Any]) -> None:
+    """The fast fold encoder writes the bytes ``json`` writes (escapes, non-ASCII, DEL, big ints)."""
+    assert projection_module._encode(state) == projection_module._ENCODE(state)
+
+
+def test_an_append_reads_no_runs_row_and_sets_only_what_moved(store: SqliteStore) -> None:
+    """The usual append writes its row with one compare-and-set (no SELECT, no savepoint) that leaves the
+    indexed columns it does not change alone."""
+    recorder = record(store, "s1", [started(), checkpoint()])
+    statements: list[str] = []
+    store._conn.set_trace_callback(statements.append)
+    try:
+        recorder.append(checkpoint())  # state stays waiting_model
+    finally:
+        store._conn.set_trace_callback(None)
+    runs = [sql for sql in statements if " runs" in sql]
+    assert len(runs) == 1 and runs[0].startswith("UPDATE runs SET")
+    assert not any(sql.startswith(("SAVEPOINT", "RELEASE")) for sql in statements)
+    assigned = runs[0].split(" WHERE ")[0]
+    assert all(f"{column} =" not in assigned for column in ("state", "parent", "source", "outcome", "status"))
+    incremental = all_rows(store)
+    rebuild_projection(store)
+    assert all_rows(store) == incremental
 
 
 def test_snapshot_reuse_follows_every_change(store: SqliteStore) -> None:

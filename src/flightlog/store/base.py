@@ -578,6 +578,22 @@ class Store(abc.ABC):
         """Insert or replace projection rows (one transaction; joins an open one)."""
 
     @abc.abstractmethod
+    def replace_run_row(self, row: RunRow, expected: RunRow) -> bool:
+        """Compare-and-set one projection row: store ``row`` only if the stored row still equals ``expected``.
+
+        One guarded write, no read: what the projector does on most appends, with the row it last wrote as
+        ``expected``. Joins an open transaction (else runs in one of its own).
+
+        Returns:
+            True when the stored row equalled ``expected`` (every column) and now equals ``row``; False when
+            it is absent or differs, with nothing written.
+
+        Raises:
+            ValueError: ``row`` and ``expected`` are rows of different runs.
+            StoreError: the write failed; nothing is written and an open transaction stays usable.
+        """
+
+    @abc.abstractmethod
     def clear_run_rows(self) -> None:
         """Delete every projection row (a rebuild starts here)."""
 

@@ -1059,6 +1059,13 @@ class PostgresStore(Store):
             except psycopg.Error as exc:
                 raise self._translate(exc) from exc
 
+    def replace_run_row(self, row: RunRow, expected: RunRow) -> bool:
+        """One ``UPDATE`` guarded by every column of ``expected``, in a savepoint (``_guarded``): a failed
+        statement aborts a PostgreSQL transaction, and the caller's (the append's) must stay usable."""
+        if row.run_id != expected.run_id:
+            raise ValueError(f"replace_run_row: row of {row.run_id!r} cannot replace {expected.run_id!r}")
+        return self._guarded(_RUN_SWAP, (*_run_values(row)[1:], *_run_values(expected))) == 1
+
     def clear_run_rows(self) -> None:
         self._write("DELETE FROM runs")
 
@@ -1361,6 +1368,15 @@ _RUN_UPSERT = (
     "ON CONFLICT (run_id) DO UPDATE SET "
     + ", ".join(f"{c} = excluded.{c}" for c in _RUN_COLUMNS.split(", ")[1:])
 )
+
+
+_RUN_SWAP = (
+    "UPDATE runs SET "
+    + ", ".join(f"{c} = %s" for c in _RUN_COLUMNS.split(", ")[1:])
+    + " WHERE run_id = %s AND "
+    + " AND ".join(f"{c} IS NOT DISTINCT FROM %s" for c in _RUN_COLUMNS.split(", ")[1:])
+)
+"""``replace_run_row``: params are the new row's values but ``run_id``, then the expected row's values."""
 
 
 def _run_values(r: RunRow) -> tuple[Any, ...]:

@@ -801,6 +801,27 @@ class SqliteStore(Store):
         except sqlite3.Error as exc:
             raise _translate(exc, self.url) from exc
 
+    def replace_run_row(self, row: RunRow, expected: RunRow) -> bool:
+        """One ``UPDATE`` guarded by every column of ``expected`` that sets only the columns that differ
+        from it, so (as in :meth:`put_run_rows`) an unchanged indexed column leaves its index alone."""
+        if row.run_id != expected.run_id:
+            raise ValueError(f"replace_run_row: row of {row.run_id!r} cannot replace {expected.run_id!r}")
+        old, new = _run_tuple(expected), _run_tuple(row)
+        changed = tuple(i for i in range(1, len(new)) if new[i] != old[i]) or (len(new) - 1,)
+        params = (*(new[i] for i in changed), *old)
+        with self._lock:
+            if self._depth:
+                # Inside this thread's open transaction: one statement, which writes nothing if it fails.
+                return self._swap_run_row(changed, params)
+            with self.transaction():
+                return self._swap_run_row(changed, params)
+
+    def _swap_run_row(self, changed: tuple[int, ...], params: tuple[Any, ...]) -> bool:
+        try:
+            return self._conn.execute(_run_swap(changed), params).rowcount == 1
+        except sqlite3.Error as exc:
+            raise _translate(exc, self.url) from exc
+
     def clear_run_rows(self) -> None:
         with self.transaction():
             self._execute("DELETE FROM runs")
@@ -1074,6 +1095,30 @@ _RUN_UPSERT = (
 
 def _run_values(r: RunRow) -> tuple[Any, ...]:
     return tuple(getattr(r, column) for column in _RUN_COLUMNS.split(", "))
+
+
+def _run_tuple(r: RunRow) -> tuple[Any, ...]:
+    """A row's values in ``_RUN_COLUMNS`` order (``_run_values`` without its per-call lookups)."""
+    return (
+        r.run_id, r.parent, r.source, r.state, r.outcome, r.updated_at_ms, r.last_seq, r.session_status,
+        r.snapshot, r.fold,
+    )  # fmt: skip
+
+
+_RUN_SWAPS: dict[tuple[int, ...], str] = {}
+
+
+def _run_swap(changed: tuple[int, ...]) -> str:
+    """``replace_run_row``'s UPDATE setting the columns at ``changed`` (indexes into ``_RUN_COLUMNS``),
+    guarded by every column: params are the new values of ``changed``, then the expected row's values."""
+    sql = _RUN_SWAPS.get(changed)
+    if sql is not None:
+        return sql
+    columns = _RUN_COLUMNS.split(", ")
+    sets = ", ".join(f"{columns[i]} = ?" for i in changed)
+    guard = " AND ".join(f"{c} IS ?" for c in columns[1:])
+    sql = _RUN_SWAPS[changed] = f"UPDATE runs SET {sets} WHERE run_id = ? AND {guard}"
+    return sql
 
 
 _INDEX_CHECKPOINT_COLUMNS = "checkpoint_id, size, root, body, frontier, created_at_ms"

@@ -36,6 +36,7 @@ test module. Requires ``pytest`` (a test dependency).
 
 from __future__ import annotations
 
+import dataclasses
 import hashlib
 from collections.abc import Callable, Iterator, Sequence
 from typing import Any
@@ -595,6 +596,43 @@ class StoreContract:
         assert store.run_projection_version() == 0
         store.clear_run_rows()
         assert store.query_runs() == []
+
+    def test_replace_run_row_is_a_compare_and_set(self, store: Store) -> None:
+        first = RunRow("r", None, "direct", "running", None, 1, 0, "running", "{}", '{"f":0}')
+        store.put_run_rows([first])
+        moved = RunRow("r", None, "direct", "waiting_tool", None, 2, 1, "running", '{"s":1}', '{"f":1}')
+        assert store.replace_run_row(moved, first)
+        assert store.get_run_rows(["r"]) == {"r": moved}
+        later = RunRow("r", "p", "fleet", "terminal", "completed", 3, 2, "completed", "{}", '{"f":2}')
+        assert not store.replace_run_row(later, first)  # the stored row is no longer ``first``
+        changes: list[dict[str, Any]] = [
+            {"session_status": None},
+            {"parent": "p"},
+            {"snapshot": "{}"},
+            {"state": "x"},
+        ]
+        for change in changes:
+            assert not store.replace_run_row(later, dataclasses.replace(moved, **change))
+        assert store.get_run_rows(["r"]) == {"r": moved}  # nothing written
+        assert store.replace_run_row(later, moved)  # every column may change, indexed ones included
+        assert store.get_run_rows(["r"]) == {"r": later}
+        assert [r.run_id for r in store.query_runs(states=["terminal"], parent="p", source="fleet")] == ["r"]
+        assert not store.replace_run_row(
+            RunRow("n", *dataclasses.astuple(first)[1:]), RunRow("n", *dataclasses.astuple(first)[1:])
+        )
+        assert store.get_run_rows(["n"]) == {}  # absent: nothing inserted
+        with pytest.raises(ValueError):
+            store.replace_run_row(first, RunRow("n", *dataclasses.astuple(later)[1:]))
+        with pytest.raises(KeyError), store.transaction():  # joins an open transaction, rolls back with it
+            assert store.replace_run_row(first, later)
+            assert store.get_run_rows(["r"]) == {"r": first}
+            raise KeyError("abort")
+        assert store.get_run_rows(["r"]) == {"r": later}
+        with store.transaction():
+            assert store.replace_run_row(first, later)
+            assert not store.replace_run_row(first, later)
+            store.set_run_projection_version(1)  # the transaction is still usable after a miss
+        assert store.get_run_rows(["r"]) == {"r": first}
 
     def test_live_runs_are_upserted_and_deleted(self, store: Store) -> None:
         first = LiveRunRecord("r-1", "waiting_model", 1000, 900, tokens_used=5, steps_taken=1, pid=42)

@@ -1,0 +1,125 @@
+"""The ``runs`` projection over PostgreSQL: kept current per append (compare-and-set of the row the recorder
+last wrote, else the general path), equal to a rebuild, and a failed row write never fails the append."""
+
+from __future__ import annotations
+
+import dataclasses
+import logging
+from typing import Any
+
+import pytest
+
+from flightlog import events as ev
+from flightlog.errors import StoreError
+from flightlog.messages import Message, ToolCall, ToolResult
+from flightlog.recorder import Recorder
+from flightlog.runs import list_runs, projection_ready, rebuild_projection
+from flightlog.store import Store
+from flightlog.store.base import RunRow
+from flightlog.store.postgres import PostgresStore
+
+
+def started() -> ev.RunStarted:
+    return ev.RunStarted(run_id="r1", goal="do the thing")
+
+
+def checkpoint() -> ev.CheckpointTaken:
+    return ev.CheckpointTaken(turn=1, history_len=1)
+
+
+def llm(turn: int, call: str) -> ev.LlmCompleted:
+    message = Message.text("assistant", "ok").model_copy(
+        update={"tool_calls": [ToolCall(id=call, name="sh")]}
+    )
+    return ev.LlmCompleted(turn=turn, message=message)
+
+
+def requested(call: str) -> ev.ToolRequested:
+    return ev.ToolRequested(turn=1, calls=[ToolCall(id=call, name="sh", arguments="{}")])
+
+
+def completed(call: str) -> ev.ToolCompleted:
+    return ev.ToolCompleted(turn=1, results=[ToolResult(call_id=call, output="done")])
+
+
+def process(agent_id: str, state: str, parent: str) -> ev.AgentProcessChanged:
+    return ev.AgentProcessChanged(
+        turn=1,
+        agent_id=agent_id,
+        parent_session_id=parent,
+        role="worker",
+        isolation="none",
+        context_inheritance="none",
+        state=state,
+    )
+
+
+def _rows(store: Store) -> dict[str, RunRow]:
+    return store.get_run_rows([listing.run_id for listing in store.query_runs()])
+
+
+def test_incremental_projection_equals_a_rebuild(
+    pg_store: PostgresStore, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    store = pg_store
+    swaps: list[bool] = []
+    replace = store.replace_run_row
+    monkeypatch.setattr(
+        store, "replace_run_row", lambda row, old: swaps.append(replace(row, old)) or swaps[-1]
+    )
+    parent = Recorder.create(store, session_id="p")
+    child = Recorder.create(store, session_id="c", parent_session_id="p")
+    parent.append(started())
+    for event in [started(), checkpoint(), llm(1, "c1"), requested("c1")]:
+        child.append(event)
+    parent.append(process("c", "running", "p"))  # a row of another run: the general path
+    child.append(completed("c1"))  # its row moved under it: the general path again
+    with pytest.raises(KeyError), child.atomic():
+        child.append_many([checkpoint(), llm(2, "c2")])
+        raise KeyError("abort")
+    child.append(checkpoint())  # after a rollback: the general path
+    child.finish("suspended")
+    child.append(checkpoint())  # after a status change: the general path
+    child.append(checkpoint())
+    assert True in swaps and False in swaps
+    assert projection_ready(store)
+    incremental = _rows(store)
+    listed = list_runs(store)
+    rebuild_projection(store)
+    assert _rows(store) == incremental
+    assert list_runs(store) == listed
+
+
+def test_a_failed_row_write_never_fails_the_append(
+    pg_store: PostgresStore, monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture
+) -> None:
+    """A failing statement aborts a PostgreSQL transaction: the compare-and-set runs in a savepoint, so the
+    append's transaction goes on (and commits) after the projector's failure."""
+    recorder = Recorder.create(pg_store, session_id="s1")
+    recorder.append(started())
+    replace = pg_store.replace_run_row
+
+    def out_of_range(row: RunRow, expected: RunRow) -> bool:
+        return replace(dataclasses.replace(row, updated_at_ms=2**63), expected)  # bigint overflow
+
+    monkeypatch.setattr(pg_store, "replace_run_row", out_of_range)
+    with caplog.at_level(logging.ERROR, logger="flightlog.runs"):
+        recorder.append(checkpoint())
+    assert "projection failed" in caplog.text
+    assert pg_store.get_session("s1").head_seq == 1  # the append is durable
+    assert not projection_ready(pg_store)
+    monkeypatch.undo()
+    recorder.append(checkpoint())
+    rebuild_projection(pg_store)
+    assert projection_ready(pg_store) and [s.run_id for s in list_runs(pg_store)] == ["s1"]
+
+
+def test_replace_run_row_failure_leaves_the_transaction_usable(pg_store: PostgresStore) -> None:
+    row = RunRow("r", None, "direct", "running", None, 1, 0, None, "{}", "{}")
+    pg_store.put_run_rows([row])
+    bad: Any = dataclasses.replace(row, updated_at_ms=2**63, fold='{"f":1}')
+    with pg_store.transaction():
+        with pytest.raises(StoreError):
+            pg_store.replace_run_row(bad, row)
+        assert pg_store.replace_run_row(dataclasses.replace(row, fold='{"f":2}'), row)
+    assert pg_store.get_run_rows(["r"])["r"].fold == '{"f":2}'
