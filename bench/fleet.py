@@ -1,23 +1,27 @@
 """Append throughput with many concurrent sessions: SQLite vs PostgreSQL vs eventsourcing's PostgreSQL recorder.
 
-Run ``python bench/fleet.py [--pg URL] [--events 480] [--json]``.
+Run ``python bench/fleet.py [--pg URL] [--events 3000] [--json]``.
 
-Workload: ``C`` sessions (C = 1, 8, 32), one thread each, each appending its share of ``--events`` custom
-events (~200 bytes) **one event per transaction** (a commit per event, as a live agent does). Reported:
-events/s (all threads, wall clock) and ratios.
+Workload: ``C`` sessions (C = 1, 8, 32), one thread each, as ``flightlog worker --concurrency C`` drives
+them: one store object shared by the threads, each thread appending its share of ``--events`` custom
+events (~200 bytes) **one event per transaction** (a durable commit per event, as a live agent does).
+Reported: events/s (all threads, wall clock) and ratios.
 
-Configurations, each on a fresh database (SQLite file or PostgreSQL schema):
+Configurations, each on a fresh database (SQLite file, ``synchronous=FULL``, WAL; or PostgreSQL schema,
+``synchronous_commit=on``):
 
-* ``flightlog-recorder``: the full write path, ``Recorder.record_custom`` (RFC 8785 encoding, chain and
-  Merkle hashing, the session-row lock + epoch + head check, the runs projection in the same transaction,
-  LISTEN/NOTIFY on PostgreSQL). SQLite: one ``SqliteStore`` per thread (``synchronous=FULL``, WAL).
-  PostgreSQL: one shared ``PostgresStore`` (pool of C connections, ``synchronous_commit=on``).
-* ``flightlog-store``: ``Store.append_events`` with pre-hashed rows (the backend alone).
-* ``eventsourcing``: ``eventsourcing.postgres.PostgresApplicationRecorder.insert_events`` of the same bytes
-  (one stored event per call, per aggregate), when ``eventsourcing[postgres]`` is installed.
+* ``*-recorder``: the full write path, ``Recorder.record_custom`` (RFC 8785 encoding, chain and Merkle
+  hashing, the session-row lock + epoch + head check, the runs projection in the same transaction,
+  NOTIFY on PostgreSQL), with group commit (:mod:`flightlog.store.group`: blocks of several threads that
+  end together share one ``COMMIT``).
+* ``*-recorder-solo``: the same with ``group_commit=False`` (SQLite: every transaction commits alone;
+  PostgreSQL: a pooled connection and a commit per transaction).
+* ``*-store``: ``Store.append_events`` with pre-hashed rows (the backend alone), with group commit.
+* ``eventsourcing-postgres``: ``eventsourcing.postgres.PostgresApplicationRecorder.insert_events`` of the
+  same bytes (one stored event per call, per aggregate), when ``eventsourcing[postgres]`` is installed.
 
-PostgreSQL groups concurrent commits' WAL flushes on its own (``commit_delay``/``commit_siblings`` aside),
-so its throughput grows with C while SQLite's single writer does not: that is the point of the backend.
+All of it is one Python process: CPU-bound work shares one core (the GIL) whatever C is. What grows with C
+is how many commits (and their fsyncs and round trips) are shared.
 """
 
 from __future__ import annotations
@@ -101,22 +105,19 @@ def _store_work(stores: Callable[[int], Store], per: int) -> Callable[[int], Non
     return work
 
 
-def bench_sqlite(kind: str, c: int, per: int) -> float:
+def bench_sqlite(kind: str, c: int, per: int, *, group_commit: bool = True) -> float:
     with tempfile.TemporaryDirectory() as tmp:
-        path = Path(tmp) / "bench.db"
-        SqliteStore(path).close()
-        stores = [SqliteStore(path, busy_timeout_ms=60_000) for _ in range(c)]
+        store = SqliteStore(Path(tmp) / "bench.db", busy_timeout_ms=60_000, group_commit=group_commit)
         try:
-            work = (_recorder_work if kind == "recorder" else _store_work)(lambda i: stores[i], per)
+            work = (_recorder_work if kind == "recorder" else _store_work)(lambda _i: store, per)
             return _threads(c, work)
         finally:
-            for store in stores:
-                store.close()
+            store.close()
 
 
-def bench_postgres(url: str, kind: str, c: int, per: int) -> float:
+def bench_postgres(url: str, kind: str, c: int, per: int, *, group_commit: bool = True) -> float:
     schema = f"bench_{uuid.uuid4().hex[:10]}"
-    store = PostgresStore(url, schema=schema, max_size=max(4, c + 2))
+    store = PostgresStore(url, schema=schema, max_size=max(4, c + 2), group_commit=group_commit)
     try:
         work = (_recorder_work if kind == "recorder" else _store_work)(lambda _i: store, per)
         return _threads(c, work)
@@ -181,7 +182,7 @@ def main() -> int:
         "--pg", default=os.environ.get("FLIGHTLOG_BENCH_PG", "postgresql://postgres@127.0.0.1:5432/postgres")
     )
     parser.add_argument(
-        "--events", type=int, default=480, help="events per configuration (split over sessions)"
+        "--events", type=int, default=3000, help="events per configuration (split over sessions)"
     )
     parser.add_argument("--json", action="store_true")
     args = parser.parse_args()
@@ -191,8 +192,10 @@ def main() -> int:
         total = per * c
         runs: dict[str, float | None] = {
             "sqlite-recorder": bench_sqlite("recorder", c, per),
+            "sqlite-recorder-solo": bench_sqlite("recorder", c, per, group_commit=False),
             "sqlite-store": bench_sqlite("store", c, per),
             "postgres-recorder": bench_postgres(args.pg, "recorder", c, per),
+            "postgres-recorder-solo": bench_postgres(args.pg, "recorder", c, per, group_commit=False),
             "postgres-store": bench_postgres(args.pg, "store", c, per),
             "eventsourcing-postgres": bench_eventsourcing(args.pg, c, per),
         }
@@ -208,6 +211,8 @@ def main() -> int:
         print(f"{name:<24}{cells}")
     print("\nratios (same C):")
     pairs = [
+        ("sqlite-recorder", "sqlite-recorder-solo"),
+        ("postgres-recorder", "postgres-recorder-solo"),
         ("postgres-recorder", "sqlite-recorder"),
         ("postgres-store", "sqlite-store"),
         ("postgres-store", "eventsourcing-postgres"),
@@ -217,6 +222,11 @@ def main() -> int:
     for a, b in pairs:
         ratios = [_ratio(results[a][c], results[b][c]) for c in CONCURRENCY]
         print(f"  {a} / {b}: " + ", ".join(f"C={c} {r}" for c, r in zip(CONCURRENCY, ratios, strict=True)))
+    print("\ngrowth with concurrency (events/s at C / events/s at C=1):")
+    for name in names:
+        base = results[name][CONCURRENCY[0]]
+        cells = ", ".join(f"C={c} {_ratio(results[name][c], base)}" for c in CONCURRENCY[1:])
+        print(f"  {name}: {cells}")
     if results["eventsourcing-postgres"][1] is None:
         print("\neventsourcing not installed: pip install 'eventsourcing[postgres]' to compare")
     return 0

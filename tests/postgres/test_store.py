@@ -48,6 +48,18 @@ class TestPostgresStore(StoreContract):
         return lambda _store: open_pg(read_only=True)
 
 
+class TestPostgresStoreGroupCommit(TestPostgresStore):
+    """The same contract with group commit: every transaction on one writer connection."""
+
+    @pytest.fixture
+    def store(self, open_pg: Callable[..., PostgresStore]) -> Iterator[Store]:
+        yield open_pg(group_commit=True)
+
+    @pytest.fixture
+    def reopen(self, open_pg: Callable[..., PostgresStore]) -> Callable[[Store], Store]:
+        return lambda _store: open_pg(group_commit=True)
+
+
 def _custom(i: int) -> Custom:
     return Custom(custom_kind="t", payload={"i": i})
 

@@ -65,6 +65,15 @@ class TestSqliteStore(StoreContract):
         return _reopen
 
 
+class TestSqliteStoreWithoutGroupCommit(TestSqliteStore):
+    """The same contract with every transaction committing on its own (``group_commit=False``)."""
+
+    @pytest.fixture
+    def store(self, db_path: Path) -> Iterator[Store]:
+        with closing(SqliteStore(db_path, group_commit=False)) as store:
+            yield store
+
+
 def _pragma(store: SqliteStore, name: str) -> object:
     return store._conn.execute(f"PRAGMA {name}").fetchone()[0]
 

@@ -56,7 +56,13 @@ def redact_url(url: str) -> str:
     return _KEYWORD_PASSWORD.sub(r"\1***", url)
 
 
-def open_store(path_or_url: str | Path, *, read_only: bool = False, synchronous: str = "FULL") -> Store:
+def open_store(
+    path_or_url: str | Path,
+    *,
+    read_only: bool = False,
+    synchronous: str = "FULL",
+    group_commit: bool | None = None,
+) -> Store:
     """Open (creating and migrating when writable) the store at a path or URL.
 
     Args:
@@ -65,6 +71,11 @@ def open_store(path_or_url: str | Path, *, read_only: bool = False, synchronous:
         read_only: Open without write access; writes raise ``ReadOnlyStore``.
         synchronous: SQLite durability: ``FULL`` (fsync each commit, default) or ``NORMAL``; on
             PostgreSQL ``NORMAL`` turns ``synchronous_commit`` off (durable against process crashes).
+        group_commit: Let transactions of several threads that end together share one commit
+            (:mod:`flightlog.store.group`). None: the backend's default, on for SQLite (its one writer
+            connection serialises transactions anyway, so sharing commits only saves fsyncs), off for
+            PostgreSQL (pooled connections overlap their round trips, and the server already shares
+            WAL flushes between concurrent commits).
 
     Raises:
         StoreUnavailable: unknown scheme, an unreachable server, or a file that cannot be opened.
@@ -75,7 +86,9 @@ def open_store(path_or_url: str | Path, *, read_only: bool = False, synchronous:
         from .postgres import PostgresStore  # local: psycopg is an optional extra
 
         commit = "off" if synchronous.upper() == "NORMAL" else "on"
-        return PostgresStore(text, read_only=read_only, synchronous_commit=commit)
+        return PostgresStore(
+            text, read_only=read_only, synchronous_commit=commit, group_commit=bool(group_commit)
+        )
     if text.startswith("sqlite://"):
         text = text.removeprefix("sqlite://")
         text = text[1:] if text.startswith("//") else text
@@ -83,4 +96,9 @@ def open_store(path_or_url: str | Path, *, read_only: bool = False, synchronous:
         raise StoreUnavailable(url=redact_url(text), reason="unknown URL scheme (use a path or sqlite:///)")
     if read_only and text != ":memory:" and not Path(text).exists():
         raise StoreUnavailable(url=f"sqlite:///{text}", reason="no such database file")
-    return SqliteStore(text, read_only=read_only, synchronous=synchronous)
+    return SqliteStore(
+        text,
+        read_only=read_only,
+        synchronous=synchronous,
+        group_commit=True if group_commit is None else group_commit,
+    )

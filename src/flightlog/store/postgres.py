@@ -85,6 +85,7 @@ from .base import (
     Store,
     StoredEvent,
 )
+from .group import CommitGroup, Gate
 
 __all__ = ["CHANNEL", "MIGRATIONS", "RUNNABLE_STATUSES", "PostgresStore", "now_ms", "redact"]
 
@@ -324,6 +325,27 @@ MIGRATIONS: list[tuple[str, str]] = [
 """Ordered migrations: list index + 1 is the schema version. Never edit one that has shipped; append."""
 
 
+_APPEND = (
+    "WITH appended AS ("
+    " INSERT INTO events (session_id, seq, kind, event, prev_hash, hash, recorded_at_ms, epoch)"
+    " SELECT %(sid)s, r.seq, r.kind, r.event, r.prev_hash, r.hash, %(at)s, %(epoch)s"
+    " FROM unnest(%(seqs)s::bigint[], %(kinds)s::text[], %(events)s::bytea[], %(prevs)s::text[],"
+    " %(hashes)s::text[]) AS r(seq, kind, event, prev_hash, hash))"
+    " UPDATE sessions SET head_seq = %(head_seq)s, head_hash = %(head_hash)s, merkle_root = %(root)s,"
+    " updated_at_ms = %(at)s WHERE session_id = %(sid)s"
+)
+"""An append's rows and the session's new head in one statement (one round trip); a data-modifying
+``WITH`` runs exactly once, and a taken ``(session_id, seq)`` fails the whole statement."""
+
+
+def _commit(conn: psycopg.Connection[Any], notify: set[str]) -> None:
+    """``NOTIFY`` the listeners of ``notify`` (session ids), then ``COMMIT``: PostgreSQL delivers the
+    notifications only once the commit is durable. (Pipelining the two saved no measurable time.)"""
+    if notify:
+        conn.execute("SELECT pg_notify(%s, sid) FROM unnest(%s::text[]) AS sid", (CHANNEL, sorted(notify)))
+    conn.execute("COMMIT")
+
+
 class _Tx(threading.local):
     """This thread's open transaction on one store: its connection, depth and callbacks."""
 
@@ -380,6 +402,11 @@ class PostgresStore(Store):
         connect_timeout_s: How long to wait for the server, in seconds.
         synchronous_commit: ``on`` (default: each commit flushed to the WAL before it returns) or ``off``
             (durable against process crashes, a power loss may lose the last commits).
+        group_commit: Run every transaction of this store object on one writer connection, where
+            blocks of several threads that end together share one ``COMMIT``
+            (:mod:`flightlog.store.group`): fewer round trips and commits per event when one process
+            drives many sessions (``flightlog worker --concurrency N``). Default False: one pooled
+            connection and commit per transaction.
 
     Raises:
         StoreUnavailable: the server cannot be reached or refuses us, or (read-only) has no schema.
@@ -395,6 +422,7 @@ class PostgresStore(Store):
         max_size: int = 16,
         connect_timeout_s: float = 10.0,
         synchronous_commit: str = "on",
+        group_commit: bool = False,
     ) -> None:
         if synchronous_commit not in ("on", "off", "local", "remote_write", "remote_apply"):
             raise ValueError(f"synchronous_commit must be on or off, not {synchronous_commit!r}")
@@ -405,6 +433,8 @@ class PostgresStore(Store):
         self._password = target.password
         self._conninfo = target.conninfo
         self._tx = _Tx()
+        self._gate: Gate | None = Gate() if group_commit else None
+        self._writer: psycopg.Connection[Any] | None = None
         self._listener: psycopg.Connection[Any] | None = None
         self._listen_lock = threading.Lock()
         self._closed = False
@@ -462,6 +492,14 @@ class PostgresStore(Store):
             if self._listener is not None:
                 self._listener.close()
                 self._listener = None
+        if self._gate is not None:
+            self._gate.acquire()  # a group still open commits (its blocks are waiting for it) first
+            try:
+                if self._gate.group is not None:
+                    self._commit_group(self._gate.group)
+                self._drop_writer()
+            finally:
+                self._gate.release()
         self._pool.close()
 
     @contextmanager
@@ -476,6 +514,9 @@ class PostgresStore(Store):
             yield from self._savepoint(tx)
             return
         self._check_writable()
+        if self._gate is not None:
+            yield from self._group_transaction(tx, self._gate)
+            return
         conn = self._checkout()
         try:
             conn.execute("BEGIN")
@@ -485,11 +526,7 @@ class PostgresStore(Store):
         tx.conn, tx.depth, tx.after_commit, tx.after_rollback, tx.notify = conn, 1, [], [], set()
         try:
             yield
-            if tx.notify:
-                conn.execute(
-                    "SELECT pg_notify(%s, sid) FROM unnest(%s::text[]) AS sid", (CHANNEL, sorted(tx.notify))
-                )
-            conn.execute("COMMIT")
+            _commit(conn, tx.notify)
         except BaseException as exc:
             callbacks = tx.after_rollback
             self._end(tx, conn, rollback=True)
@@ -502,6 +539,105 @@ class PostgresStore(Store):
         self._end(tx, conn, rollback=False)
         for callback in callbacks:
             callback()
+
+    def _group_transaction(self, tx: _Tx, gate: Gate) -> Iterator[None]:
+        """The outermost block with group commit: on the shared writer connection, opening the group
+        (``BEGIN``) or joining it (``SAVEPOINT``); see :mod:`flightlog.store.group`."""
+        gate.acquire()
+        try:
+            conn = self._writer_connection()
+            group = gate.group
+            joined = group is not None
+            try:
+                conn.execute("SAVEPOINT flightlog_member" if joined else "BEGIN")
+            except psycopg.Error as exc:
+                self._drop_writer()
+                raise self._translate(exc) from exc
+            if group is None:
+                group = gate.group = CommitGroup()
+            tx.conn, tx.depth, tx.after_commit, tx.after_rollback, tx.notify = conn, 1, [], [], set()
+            try:
+                yield
+                if joined:
+                    conn.execute("RELEASE SAVEPOINT flightlog_member")
+            except BaseException as exc:
+                callbacks = tx.after_rollback
+                tx.conn, tx.depth, tx.after_commit, tx.after_rollback, tx.notify = None, 0, [], [], set()
+                self._abandon(conn, group, joined)
+                for callback in reversed(callbacks):
+                    callback()
+                if isinstance(exc, psycopg.Error):
+                    raise self._translate(exc) from exc
+                raise
+            group.size += 1
+            group.notify |= tx.notify
+            after_commit, after_rollback = tx.after_commit, tx.after_rollback
+            tx.conn, tx.depth, tx.after_commit, tx.after_rollback, tx.notify = None, 0, [], [], set()
+            defer = gate.should_defer(group)
+            if not defer:
+                self._commit_group(group)
+        finally:
+            gate.release()
+        gate.conclude(
+            group,
+            deferred=defer,
+            commit=self._commit_group,
+            after_commit=after_commit,
+            after_rollback=after_rollback,
+            translate=lambda exc: self._translate(exc) if isinstance(exc, psycopg.Error) else exc,
+        )
+
+    def _writer_connection(self) -> psycopg.Connection[Any]:
+        """The connection group-commit blocks share (gate held); (re)connected when missing or broken."""
+        if self._writer is None or self._writer.closed:
+            self._writer = self._connect()
+        return self._writer
+
+    def _drop_writer(self) -> None:
+        if self._writer is not None:
+            with suppress(psycopg.Error):
+                self._writer.close()
+            self._writer = None
+
+    def _abandon(self, conn: psycopg.Connection[Any], group: CommitGroup, joined: bool) -> None:
+        """Undo a failed outermost block: its savepoint when it joined a group, else the transaction."""
+        gate = self._gate
+        assert gate is not None
+        if joined:
+
+            def undo() -> None:
+                conn.execute("ROLLBACK TO SAVEPOINT flightlog_member")
+                conn.execute("RELEASE SAVEPOINT flightlog_member")
+
+            gate.abandon_member(group, undo, self._commit_group)
+            return
+        gate.group = None
+        try:
+            conn.execute("ROLLBACK")
+        except psycopg.Error:
+            self._drop_writer()
+
+    def _commit_group(self, group: CommitGroup) -> None:
+        """NOTIFY and COMMIT the open group (gate held, no block running) and wake its blocks; never
+        raises: a failure (or an earlier fatal one in ``group.error``) rolls back and reaches every block."""
+        gate = self._gate
+        assert gate is not None
+        gate.group = None
+        conn = self._writer
+        try:
+            if conn is None:
+                raise StoreUnavailable(url=self.url, reason="the group-commit connection was lost")
+            if group.error is None:
+                _commit(conn, group.notify)
+        except BaseException as exc:
+            group.error = exc
+        if group.error is not None:
+            try:
+                if conn is not None and not conn.closed:
+                    conn.execute("ROLLBACK")
+            except psycopg.Error:
+                self._drop_writer()
+        group.finished()
 
     def _savepoint(self, tx: _Tx) -> Iterator[None]:
         conn = tx.conn
@@ -724,34 +860,29 @@ class PostgresStore(Store):
             taken = _taken(rows, head_seq)
             if taken is not None:
                 raise AppendConflict(session_id=session_id, seq=taken)
-            if rows:
-                self._insert_events(conn, session_id, rows, stamp, current)
-            self._run(
-                conn,
-                "UPDATE sessions SET head_seq = %s, head_hash = %s, merkle_root = %s, updated_at_ms = %s "
-                "WHERE session_id = %s",
-                (head.seq, head.hash, head.root, stamp, session_id),
-            )
+            try:  # one round trip: the rows and the session's new head
+                conn.execute(
+                    _APPEND,
+                    {
+                        "sid": session_id,
+                        "at": stamp,
+                        "epoch": current,
+                        "seqs": [r.seq for r in rows],
+                        "kinds": [r.kind for r in rows],
+                        "events": [r.event_bytes for r in rows],
+                        "prevs": [r.prev_hash for r in rows],
+                        "hashes": [r.hash for r in rows],
+                        "head_seq": head.seq,
+                        "head_hash": head.hash,
+                        "root": head.root,
+                    },
+                )
+            except pg_errors.UniqueViolation as exc:
+                raise AppendConflict(session_id=session_id, seq=rows[0].seq) from exc
+            except psycopg.Error as exc:
+                raise self._translate(exc) from exc
             self._notify(session_id)
         return stamp
-
-    def _insert_events(
-        self, conn: psycopg.Connection[Any], session_id: str, rows: Sequence[NewEvent], stamp: int, epoch: int
-    ) -> None:
-        try:
-            with conn.cursor() as cur:
-                cur.executemany(
-                    "INSERT INTO events (session_id, seq, kind, event, prev_hash, hash, recorded_at_ms, epoch) "
-                    "VALUES (%s, %s, %s, %s, %s, %s, %s, %s)",
-                    [
-                        (session_id, r.seq, r.kind, r.event_bytes, r.prev_hash, r.hash, stamp, epoch)
-                        for r in rows
-                    ],
-                )
-        except pg_errors.UniqueViolation as exc:
-            raise AppendConflict(session_id=session_id, seq=rows[0].seq) from exc
-        except psycopg.Error as exc:
-            raise self._translate(exc) from exc
 
     def read_events(
         self, session_id: str, *, start: int = 0, stop: int | None = None, batch: int = 512

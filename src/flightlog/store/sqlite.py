@@ -15,7 +15,6 @@ import contextlib
 import json
 import os
 import sqlite3
-import threading
 import time
 from collections.abc import Callable, Collection, Iterator, Mapping, Sequence
 from contextlib import contextmanager
@@ -50,6 +49,7 @@ from .base import (
     Store,
     StoredEvent,
 )
+from .group import CommitGroup, Gate
 
 __all__ = ["MIGRATIONS", "SqliteStore", "now_ms"]
 
@@ -266,6 +266,21 @@ MIGRATIONS: list[tuple[str, str]] = [
 """Ordered migrations: list index + 1 is the schema version. Never edit one that has shipped; append."""
 
 
+class _Exclusive:
+    """``with store._lock:`` for calls outside a block: takes the gate, committing an open group first."""
+
+    __slots__ = ("_store",)
+
+    def __init__(self, store: SqliteStore) -> None:
+        self._store = store
+
+    def __enter__(self) -> None:
+        self._store._exclusive()
+
+    def __exit__(self, *exc: object) -> None:
+        self._store._gate.release()
+
+
 class SqliteStore(Store):
     """A :class:`Store` in one SQLite file.
 
@@ -274,6 +289,8 @@ class SqliteStore(Store):
         read_only: Open with ``mode=ro``; every write raises ``ReadOnlyStore``.
         synchronous: ``"FULL"`` (default: fsync every commit) or ``"NORMAL"``.
         busy_timeout_ms: How long a writer waits for another's lock before failing, in ms.
+        group_commit: Let transactions of several threads that end together share one commit
+            (:mod:`flightlog.store.group`); False commits each on its own.
 
     Raises:
         StoreUnavailable: the file cannot be opened, is not a database, or (read-only) has no schema.
@@ -286,13 +303,16 @@ class SqliteStore(Store):
         read_only: bool = False,
         synchronous: str = "FULL",
         busy_timeout_ms: int = 5000,
+        group_commit: bool = True,
     ) -> None:
         if synchronous.upper() not in ("FULL", "NORMAL", "EXTRA"):
             raise ValueError(f"synchronous must be FULL, NORMAL or EXTRA, not {synchronous!r}")
         self.path = str(path)
         self.url = f"sqlite:///{self.path}"
         self.read_only = read_only
-        self._lock = threading.RLock()
+        self._gate = Gate(enabled=group_commit)
+        self._lock = _Exclusive(self)
+        """Held for every call outside a block; entering it commits an open group first."""
         self._depth = 0
         self._after_commit: list[Callable[[], None]] = []
         self._after_rollback: list[Callable[[], None]] = []
@@ -341,51 +361,114 @@ class SqliteStore(Store):
             raise
 
     def close(self) -> None:
-        with self._lock:
+        with self._lock:  # commits an open group first
             self._conn.close()
 
     @contextmanager
     def transaction(self) -> Iterator[None]:
-        """One ``BEGIN IMMEDIATE`` transaction; a nested block is a SAVEPOINT. Rolls back on any exception."""
-        with self._lock:
+        """One ``BEGIN IMMEDIATE`` transaction; a nested block is a SAVEPOINT. Rolls back on any exception.
+
+        With group commit (the default), blocks of several threads that end while others wait for this
+        store share one ``COMMIT`` (see :mod:`flightlog.store.group`); the block still returns only once
+        its writes are durable, and a failed ``COMMIT`` fails every block of the group.
+        """
+        gate = self._gate
+        gate.acquire()
+        try:
             if self._depth:
-                name = f"flightlog_sp{self._depth}"
-                self._execute(f"SAVEPOINT {name}")
-                self._depth += 1
-                try:
-                    yield
-                except BaseException:
-                    self._conn.execute(f"ROLLBACK TO {name}")
-                    self._conn.execute(f"RELEASE {name}")
-                    raise
-                finally:
-                    self._depth -= 1
-                self._execute(f"RELEASE {name}")
+                yield from self._savepoint()
                 return
             self._check_writable()
+            group = gate.group
+            joined = group is not None
             try:
-                self._conn.execute("BEGIN IMMEDIATE")
+                self._conn.execute("SAVEPOINT flightlog_member" if joined else "BEGIN IMMEDIATE")
             except sqlite3.Error as exc:
                 raise _translate(exc, self.url) from exc
+            if group is None:
+                group = gate.group = CommitGroup()
             self._depth = 1
             self._after_commit, self._after_rollback = [], []
             try:
                 yield
-                self._conn.execute("COMMIT")
+                if joined:
+                    self._conn.execute("RELEASE flightlog_member")
             except BaseException as exc:
                 self._depth = 0
-                if self._conn.in_transaction:
-                    self._conn.execute("ROLLBACK")
                 callbacks, self._after_rollback, self._after_commit = self._after_rollback, [], []
+                self._abandon(group, joined)
                 for callback in reversed(callbacks):
                     callback()
                 if isinstance(exc, sqlite3.Error):
                     raise _translate(exc, self.url) from exc
                 raise
             self._depth = 0
-            callbacks, self._after_commit, self._after_rollback = self._after_commit, [], []
-        for callback in callbacks:
-            callback()
+            group.size += 1
+            after_commit, after_rollback = self._after_commit, self._after_rollback
+            self._after_commit, self._after_rollback = [], []
+            defer = gate.should_defer(group)
+            if not defer:
+                self._commit_group(group)
+        finally:
+            gate.release()
+        gate.conclude(
+            group,
+            deferred=defer,
+            commit=self._commit_group,
+            after_commit=after_commit,
+            after_rollback=after_rollback,
+            translate=lambda exc: _translate(exc, self.url) if isinstance(exc, sqlite3.Error) else exc,
+        )
+
+    def _savepoint(self) -> Iterator[None]:
+        name = f"flightlog_sp{self._depth}"
+        self._execute(f"SAVEPOINT {name}")
+        self._depth += 1
+        try:
+            yield
+        except BaseException:
+            self._conn.execute(f"ROLLBACK TO {name}")
+            self._conn.execute(f"RELEASE {name}")
+            raise
+        finally:
+            self._depth -= 1
+        self._execute(f"RELEASE {name}")
+
+    def _abandon(self, group: CommitGroup, joined: bool) -> None:
+        """Undo a failed outermost block: its savepoint when it joined a group (the group goes on), else
+        the whole transaction (it opened the group, so nobody else is in it yet)."""
+        if joined:
+            self._gate.abandon_member(group, self._undo_member, self._commit_group)
+            return
+        self._gate.group = None
+        if self._conn.in_transaction:
+            self._conn.execute("ROLLBACK")
+
+    def _undo_member(self) -> None:
+        self._conn.execute("ROLLBACK TO flightlog_member")
+        self._conn.execute("RELEASE flightlog_member")
+
+    def _commit_group(self, group: CommitGroup) -> None:
+        """COMMIT the open group (gate held, no block running) and wake its blocks; never raises: a
+        failure (or an earlier fatal one in ``group.error``) rolls back and is reported to every block."""
+        self._gate.group = None
+        try:
+            if group.error is None:
+                self._conn.execute("COMMIT")
+        except BaseException as exc:
+            group.error = exc
+        if group.error is not None and self._conn.in_transaction:
+            with contextlib.suppress(sqlite3.Error):
+                self._conn.execute("ROLLBACK")
+        group.finished()
+
+    def _exclusive(self) -> None:
+        """Take the gate for a call outside any block: commit an open group first (see
+        :mod:`flightlog.store.group`), so the call neither reads nor joins uncommitted blocks."""
+        gate = self._gate
+        gate.acquire()
+        if gate.group is not None and not self._depth:
+            self._commit_group(gate.group)
 
     def call_after_commit(self, callback: Callable[[], None]) -> None:
         if not self._depth:

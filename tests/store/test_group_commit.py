@@ -1,0 +1,234 @@
+"""Group commit on the SQLite store: blocks of several threads share one COMMIT, and nothing changes for a
+caller: a block returns only once durable, a failed block undoes only itself, a failed COMMIT fails every
+block of its group, and a read never sees a block that has not committed. See flightlog.store.group.
+
+The interleavings are forced, not timed: a block holds the store until the other threads are seen waiting
+for it (the gate's waiting count), so the grouping each test asserts is the only one possible.
+"""
+
+from __future__ import annotations
+
+import random
+import signal
+import subprocess
+import sys
+import threading
+import time
+from collections.abc import Callable, Iterator
+from pathlib import Path
+
+import pytest
+
+from flightlog.errors import StoreError
+from flightlog.events import Custom
+from flightlog.recorder import Recorder, verify_session
+from flightlog.store import SqliteStore, open_store
+from flightlog.testing.concurrency import in_thread, until_waiting
+
+
+@pytest.fixture
+def store(tmp_path: Path) -> Iterator[SqliteStore]:
+    s = SqliteStore(tmp_path / "group.db")
+    yield s
+    s.close()
+
+
+def _count_commits(store: SqliteStore) -> list[str]:
+    seen: list[str] = []
+    store._conn.set_trace_callback(lambda sql: seen.append(sql) if sql in ("COMMIT", "ROLLBACK") else None)
+    return seen
+
+
+def _custom(n: int) -> Custom:
+    return Custom(custom_kind="g", payload={"n": n})
+
+
+def _interleave(store: SqliteStore, first: Recorder, *others: Callable[[], object]) -> list[list[object]]:
+    """Run a block appending to ``first`` that holds the store until each of ``others`` (started on their
+    own threads) waits for it; returns each one's result list, ``first``'s (its next seq) first."""
+    release = threading.Event()
+
+    def held() -> object:
+        with first.atomic():
+            first.append(_custom(0))
+            release.wait(10)
+        return first.next_seq
+
+    t0, out0 = in_thread(held)
+    while not store._depth:  # the first block is open and holds the store
+        time.sleep(0.001)
+    started = [in_thread(fn) for fn in others]
+    until_waiting(store._gate, len(others))
+    release.set()
+    for thread, _ in [(t0, out0), *started]:
+        thread.join(10)
+    return [out0, *(out for _, out in started)]
+
+
+def test_blocks_ending_together_share_one_commit(store: SqliteStore) -> None:
+    recs = [Recorder.create(store, session_id=f"s{i}") for i in range(3)]
+    commits = _count_commits(store)
+    outs = _interleave(
+        store, recs[0], lambda: recs[1].append(_custom(1)).seq, lambda: recs[2].append(_custom(2)).seq
+    )
+    assert outs == [[1], [0], [0]]
+    assert commits == ["COMMIT"], "three blocks that ended together committed once"
+    for r in recs:
+        assert verify_session(store, r.session_id).ok
+        assert store.get_session(r.session_id).head_seq == 0
+
+
+def test_a_failed_block_in_a_group_undoes_only_itself(store: SqliteStore) -> None:
+    ok, bad = Recorder.create(store, session_id="ok"), Recorder.create(store, session_id="bad")
+    commits = _count_commits(store)
+
+    def failing() -> object:
+        with bad.atomic():
+            bad.append(_custom(1))
+            raise RuntimeError("tool crashed mid-turn")
+
+    out_ok, out_bad = _interleave(store, ok, failing)
+    assert out_ok == [1]
+    assert isinstance(out_bad[0], RuntimeError)
+    assert commits == ["COMMIT"]
+    assert [e.seq for e in store.read_events("ok")] == [0]
+    assert list(store.read_events("bad")) == []
+    assert bad.next_seq == 0 and bad.head == "GENESIS", "the failed block's recorder head was restored"
+    assert bad.append(_custom(2)).seq == 0, "and it appends again from there"
+
+
+def test_a_failed_commit_fails_every_block_of_the_group(store: SqliteStore) -> None:
+    a, b = Recorder.create(store, session_id="a"), Recorder.create(store, session_id="b")
+    store._conn.execute("CREATE TEMP TABLE parent (id TEXT PRIMARY KEY)")
+    store._conn.execute(
+        "CREATE TEMP TABLE child (p TEXT REFERENCES parent(id) DEFERRABLE INITIALLY DEFERRED)"
+    )
+    heard: list[int] = []
+    a.subscribe(lambda row, _e: heard.append(row.seq))
+    b.subscribe(lambda row, _e: heard.append(row.seq))
+
+    def poisons_the_commit() -> object:
+        with b.atomic():
+            b.append(_custom(1))
+            # A deferred foreign key is checked at COMMIT: the shared COMMIT fails, for both blocks.
+            store._conn.execute("INSERT INTO temp.child VALUES ('no such parent')")
+        return b.next_seq
+
+    out_a, out_b = _interleave(store, a, poisons_the_commit)
+    assert isinstance(out_a[0], StoreError) and isinstance(out_b[0], StoreError), (out_a, out_b)
+    assert list(store.read_events("a")) == [] and list(store.read_events("b")) == []
+    assert (a.next_seq, b.next_seq) == (0, 0), "both recorders' heads were restored"
+    assert heard == [], "no subscriber heard of an event that never committed"
+    assert a.append(_custom(3)).seq == 0 and verify_session(store, "a").ok
+
+
+def test_a_read_commits_the_open_group_before_it_reads(store: SqliteStore) -> None:
+    rec = Recorder.create(store, session_id="r")
+    commits = _count_commits(store)
+    out_rec, out_read = _interleave(store, rec, lambda: [e.seq for e in store.read_events("r")])
+    assert out_rec == [1]
+    assert out_read == [[0]], "the reader saw the block, committed before its read"
+    assert commits == ["COMMIT"]
+
+
+def test_without_group_commit_every_block_commits_alone(tmp_path: Path) -> None:
+    store = SqliteStore(tmp_path / "solo.db", group_commit=False)
+    recs = [Recorder.create(store, session_id=f"s{i}") for i in range(2)]
+    commits = _count_commits(store)
+    _interleave(store, recs[0], lambda: recs[1].append(_custom(1)))
+    assert commits == ["COMMIT", "COMMIT"]
+    store.close()
+
+
+def test_many_threads_many_sessions_every_append_durable_and_chained(store: SqliteStore) -> None:
+    sessions, per = 12, 40
+    recorders = [Recorder.create(store, session_id=f"t{i}") for i in range(sessions)]
+    commits = _count_commits(store)
+    barrier = threading.Barrier(sessions)
+
+    def work(r: Recorder) -> None:
+        barrier.wait()
+        for n in range(per):
+            if n % 5 == 4:
+                r.append_many([_custom(n), _custom(n)])
+            else:
+                r.append(_custom(n))
+
+    threads = [threading.Thread(target=work, args=(r,)) for r in recorders]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join(60)
+    transactions = sessions * per
+    assert 0 < commits.count("COMMIT") <= transactions
+    for r in recorders:
+        report = verify_session(store, r.session_id)
+        assert report.ok and report.events == r.next_seq == per + per // 5
+
+
+WRITER = r"""
+import sys, threading
+from flightlog.errors import SessionNotFound
+from flightlog.events import Custom
+from flightlog.recorder import Recorder
+from flightlog.store import open_store
+
+path, threads, base = sys.argv[1], int(sys.argv[2]), sys.argv[3]
+store = open_store(path)
+out_lock = threading.Lock()
+
+def work(i):
+    sid = f"{base}-{i}"
+    try:
+        rec = Recorder.attach(store, sid)
+    except SessionNotFound:
+        rec = Recorder.create(store, session_id=sid)
+    while True:
+        row = rec.append(Custom(custom_kind="crash", payload={"sid": sid, "seq": rec.next_seq, "pad": "y" * 300}))
+        with out_lock:
+            sys.stdout.write(f"ACK {sid} {row.seq}\n")
+            sys.stdout.flush()
+
+for i in range(threads):
+    threading.Thread(target=work, args=(i,), daemon=True).start()
+threading.Event().wait()
+"""
+
+
+@pytest.mark.slow
+def test_sigkill_during_group_commits_loses_no_acknowledged_append(tmp_path: Path) -> None:
+    """8 threads append to 8 sessions through one store (group commits), SIGKILLed at random 12 times:
+    every append acknowledged before the kill is stored, and every chain verifies."""
+    script = tmp_path / "writer.py"
+    script.write_text(WRITER)
+    db = tmp_path / "crash.db"
+    rng = random.Random(20261130)
+    acked: dict[str, int] = {}
+    for _ in range(12):
+        with subprocess.Popen(
+            [sys.executable, str(script), str(db), "8", "g"], stdout=subprocess.PIPE, stderr=subprocess.PIPE
+        ) as proc:
+            assert proc.stdout is not None
+            lines: list[bytes] = []
+            stdout = proc.stdout
+            reader = threading.Thread(target=lines.extend, args=(stdout,), daemon=True)
+            reader.start()
+            time.sleep(rng.uniform(0.4, 0.9))
+            proc.send_signal(signal.SIGKILL)
+            proc.wait(30)
+            reader.join(30)
+        for line in lines:
+            if line.endswith(b"\n") and line.startswith(b"ACK "):
+                _, sid, seq = line.decode().split()
+                acked[sid] = max(acked.get(sid, -1), int(seq))
+        assert acked, (
+            f"the writer never acknowledged an append: {proc.stderr.read() if proc.stderr else ''!r}"
+        )
+        check = open_store(db)
+        try:
+            for sid, seq in acked.items():
+                report = verify_session(check, sid)
+                assert report.ok, report.divergences
+                assert report.events > seq, f"{sid}: seq {seq} was acknowledged but is not stored"
+        finally:
+            check.close()
