@@ -86,6 +86,7 @@ from .base import (
     StoredEvent,
 )
 from .group import CommitGroup, Gate
+from .pglisten import Listener
 
 __all__ = ["CHANNEL", "MIGRATIONS", "RUNNABLE_STATUSES", "PostgresStore", "now_ms", "redact"]
 
@@ -435,8 +436,7 @@ class PostgresStore(Store):
         self._tx = _Tx()
         self._gate: Gate | None = Gate() if group_commit else None
         self._writer: psycopg.Connection[Any] | None = None
-        self._listener: psycopg.Connection[Any] | None = None
-        self._listen_lock = threading.Lock()
+        self._notifications = Listener(self._connect, CHANNEL, self._translate)
         self._closed = False
         options = [f"-c synchronous_commit={synchronous_commit}"]
         if self.schema:
@@ -488,10 +488,7 @@ class PostgresStore(Store):
         if self._closed:
             return
         self._closed = True
-        with self._listen_lock:
-            if self._listener is not None:
-                self._listener.close()
-                self._listener = None
+        self._notifications.close()
         if self._gate is not None:
             self._gate.acquire()  # a group still open commits (its blocks are waiting for it) first
             try:
@@ -948,32 +945,20 @@ class PostgresStore(Store):
     def wait_for_events(self, timeout_s: float, *, session_id: str | None = None) -> bool:
         """Block until a commit touches ``session_id`` (any session when None), or ``timeout_s`` passes.
 
-        ``LISTEN`` s on a dedicated connection, kept for the store's life: notifications that arrive
-        between two calls are not lost. The first call only starts listening and returns True at once
-        (re-read, then wait), so nothing committed before the ``LISTEN`` is missed.
+        One ``LISTEN`` ing connection per store, read by one thread and fanned out to every waiting thread
+        (:mod:`flightlog.store.pglisten`), so concurrent waiters (the dashboard's streams) each see every
+        commit and none queues behind another. A notification that arrives between two calls of one thread
+        wakes its next call at once. A thread's first call returns True at once (re-read, then wait), so
+        nothing committed before the ``LISTEN`` is missed.
 
         Returns:
-            True when woken by a notification (or on the first call), False on timeout. A True may be
-            spurious (another schema's session with the same id); callers re-read either way.
+            True when woken by a notification (or on a thread's first call), False on timeout. A True may
+            be spurious (another schema's session with the same id); callers re-read either way.
+
+        Raises:
+            StoreUnavailable: the listening connection failed (the next call reconnects).
         """
-        deadline = time.monotonic() + max(0.0, timeout_s)
-        with self._listen_lock:
-            if self._listener is None:
-                conn = self._connect()
-                self._run(conn, f"LISTEN {CHANNEL}")
-                self._listener = conn
-                return True
-            listener = self._listener
-            while (remaining := deadline - time.monotonic()) > 0:
-                try:
-                    for note in listener.notifies(timeout=remaining, stop_after=1):
-                        if session_id is None or note.payload == session_id:
-                            return True
-                except psycopg.Error as exc:
-                    self._listener = None
-                    listener.close()
-                    raise self._translate(exc) from exc
-            return False
+        return self._notifications.wait(timeout_s, session_id)
 
     # ─── authority epochs ─────────────────────────────────────────────────────────────────
     def authority_epoch(self, session_id: str) -> int:
