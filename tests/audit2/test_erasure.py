@@ -205,3 +205,21 @@ def test_only_exact_handle_strings_count_as_references(store: SqliteStore, notar
     report = audit_session(store, SID, keyring=notary.keyring)
     assert [(a.seq, a.state) for a in report.artifacts] == [(1, "missing")]
     assert [d.reason for d in report.divergences] == ["artifact_missing"]
+
+
+def test_the_erasure_log_is_a_session_but_not_a_run(
+    store: SqliteStore, notary: Notary, referenced: tuple[Recorder, str, bytes]
+) -> None:
+    """`flightlog runs` lists units of agent work (seed 002); flightlog's own erasure log is not one, in the
+    incrementally kept projection, after a rebuild, and when the runs are folded from the ledgers."""
+    from flightlog.runs.projection import INTERNAL_PREFIX, compute_runs, list_runs, rebuild_projection
+
+    _, handle, _ = referenced
+    erase_artifact(store, handle, reason="test", notary=notary)
+    assert ERASURE_LOG.startswith(INTERNAL_PREFIX)
+    assert ERASURE_LOG in {r.session_id for r in store.list_sessions()}
+    incremental = [s.run_id for s in list_runs(store)]
+    assert incremental == [SID]
+    rebuild_projection(store)
+    assert [s.run_id for s in list_runs(store)] == incremental
+    assert [s.run_id for s, _ in compute_runs(store)] == incremental

@@ -49,10 +49,12 @@ from .adapters import (
 from .model import AgentRunSnapshot, RunSource, RunState, snapshot_list_adapter
 
 __all__ = [
+    "INTERNAL_PREFIX",
     "RunEntry",
     "RunNode",
     "build_tree",
     "compute_runs",
+    "is_run",
     "list_runs",
     "list_runs_json",
     "parse_wires",
@@ -63,6 +65,17 @@ __all__ = [
 ]
 
 log = logging.getLogger("flightlog.runs")
+
+INTERNAL_PREFIX = "flightlog:"
+"""Session ids flightlog keeps for its own ledgers (the erasure log ``flightlog:erasures``, see
+:mod:`flightlog.erasure`). They are hash-chained sessions but no unit of agent work, so they are never runs
+(seed 002 projects units of agent work): neither projected nor listed."""
+
+
+def is_run(session_id: str) -> bool:
+    """Whether a session is a unit of agent work (not one of flightlog's own ledgers, :data:`INTERNAL_PREFIX`)."""
+    return not session_id.startswith(INTERNAL_PREFIX)
+
 
 _REFINED = {status: state.value for status, state in STATUS_STATES.items()}
 _TERMINAL = RunState.TERMINAL.value
@@ -202,7 +215,7 @@ def project(recorder: Any, batch: list[tuple[StoredEvent, Event]]) -> None:
 
     Source: seed 002 (durable record → snapshot), kept current as ARCHITECTURE.md's read path.
     """
-    if not batch:
+    if not batch or not is_run(recorder.session_id):
         return
     store: Store = recorder.store
     try:
@@ -312,7 +325,7 @@ def rebuild_projection(store: Store) -> int:
     with store.transaction():
         store.clear_run_rows()
         store.set_run_projection_version(0)
-    ids = [record.session_id for record in store.list_sessions() if record.head_seq >= 0]
+    ids = [r.session_id for r in store.list_sessions() if r.head_seq >= 0 and is_run(r.session_id)]
     for start in range(0, len(ids), _CHUNK):
         with store.transaction():
             _rebuild_chunk(store, ids[start : start + _CHUNK])
@@ -500,7 +513,7 @@ def compute_runs(
     parts: dict[str, _Parts] = {}
     entries: list[ProcessEntry] = []
     for record in store.list_sessions():
-        if record.head_seq < 0:
+        if record.head_seq < 0 or not is_run(record.session_id):
             continue
         fold = _fold_session(store, record)
         entries.extend(fold.take_processes())
