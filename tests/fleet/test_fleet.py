@@ -55,13 +55,13 @@ def test_a_worker_drives_every_queued_session_to_the_end(fleet_store: Store, out
 def test_a_claim_bumps_the_epoch_and_fences_the_previous_writer(fleet_store: Store, out_dir: Path) -> None:
     sid = submit(fleet_store, SPEC, fleet_agent.GOAL, session_id="f-1")
     leases = leases_for(fleet_store)
+    # the lease mechanics themselves are pinned on every backend by the Store contract
+    # (flightlog.testing.store_contract); here: the claim's epoch fences the recorder of the lost holder
     (first,) = leases.claim_sessions("w1", ttl_ms=60_000)
     assert (first.session_id, first.epoch, first.previous_holder, first.status) == (sid, 1, None, QUEUED)
-    assert leases.claim_sessions("w2", ttl_ms=60_000) == []  # held: not runnable
     writer = Recorder.attach(fleet_store, sid, take_authority=False)
     assert writer.epoch == 1
-    assert leases.claim_sessions("w2", ttl_ms=60_000, session_id=sid) == []
-    # w1's lease expires (ttl 0): w2 takes over, bumping the epoch; w1's next append writes nothing
+    # w1's lease expires (ttl -1): w2 takes over, bumping the epoch; w1's next append writes nothing
     assert leases.renew_lease(sid, "w1", ttl_ms=-1)
     (taken,) = leases.claim_sessions("w2", ttl_ms=60_000)
     assert (taken.epoch, taken.previous_holder) == (2, "w1")
@@ -69,9 +69,7 @@ def test_a_claim_bumps_the_epoch_and_fences_the_previous_writer(fleet_store: Sto
     with pytest.raises(StaleWriter):
         writer.record_custom("late", 1)
     assert list(fleet_store.read_events(sid)) == before
-    assert not leases.renew_lease(sid, "w1", ttl_ms=60_000)
-    assert not leases.release_lease(sid, "w1")
-    assert leases.release_lease(sid, "w2")
+    assert Recorder.attach(fleet_store, sid, take_authority=False).epoch == 2
 
 
 def test_takeover_records_lease_lost_and_finishes_the_run(fleet_store: Store, out_dir: Path) -> None:

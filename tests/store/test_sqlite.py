@@ -3,7 +3,8 @@
 SQLite-specific pins: WAL + ``synchronous=FULL`` by default and ``NORMAL`` selectable (read back with
 PRAGMA), the busy timeout, the ``schema_migrations`` rows, the append-only triggers on ``events``, the
 ``open_store`` URL forms (and that a password never reaches an error), read-only opens of missing files,
-and two connections racing for the same seq.
+two connections racing for the same seq, and the upgrade that carries the fleet's old ``fleet_leases``
+table over into ``leases`` (migration 6).
 """
 
 from __future__ import annotations
@@ -19,7 +20,9 @@ import pytest
 from flightlog.errors import AppendConflict, ReadOnlyStore, StoreUnavailable
 from flightlog.events import Custom
 from flightlog.recorder import Recorder, verify_session
-from flightlog.store import SqliteStore, Store, open_store
+from flightlog.store import SessionRecord, SqliteStore, Store, open_store
+from flightlog.store import sqlite as sqlite_module
+from flightlog.store.base import LeaseClaim, LeaseRecord
 from flightlog.store.sqlite import MIGRATIONS
 from flightlog.testing.store_contract import StoreContract, chained_rows
 
@@ -124,6 +127,73 @@ def test_schema_migrations_rows(db_path: Path) -> None:
     with closing(SqliteStore(db_path)) as store:  # migrating again adds no row
         count = store._conn.execute("SELECT COUNT(*) FROM schema_migrations").fetchone()[0]
         assert count == len(MIGRATIONS)
+
+
+_OLD_FLEET_LEASES = """
+CREATE TABLE IF NOT EXISTS fleet_leases (
+    session_id TEXT PRIMARY KEY,
+    holder TEXT,
+    epoch INTEGER NOT NULL DEFAULT 0,
+    expires_at_ms INTEGER NOT NULL DEFAULT 0,
+    acquired_at_ms INTEGER NOT NULL DEFAULT 0,
+    parked_seq INTEGER NOT NULL DEFAULT -2,
+    queued_at_ms INTEGER NOT NULL
+)
+"""
+"""The table the fleet's SQLite lease adapter created on first use before migration 6 (verbatim)."""
+
+
+def _at_schema_5(db_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Create ``db_path`` as a version without migration 6 left it (the fleet added ``fleet_leases``)."""
+    with monkeypatch.context() as patch:
+        patch.setattr(sqlite_module, "MIGRATIONS", MIGRATIONS[:5])
+        with closing(SqliteStore(db_path)) as old:
+            assert old.schema_version() == 5
+            for sid in ("held", "parked"):
+                Recorder.create(old, session_id=sid).record_custom("started", sid)
+                old.bump_authority_epoch(sid)  # the old adapter's claim
+            old.set_session_status("held", "queued")
+            old.set_session_status("parked", "suspended")
+            with old.transaction():
+                old._execute(_OLD_FLEET_LEASES)
+                old._execute(
+                    "INSERT INTO fleet_leases VALUES ('held', 'old-worker', 1, 5000, 2000, -2, 1000), "
+                    "('parked', NULL, 1, 0, 2000, 0, 1001)"
+                )
+
+
+def test_an_upgrade_carries_fleet_leases_over(db_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    _at_schema_5(db_path, monkeypatch)
+    with closing(SqliteStore(db_path, read_only=True)) as before:
+        assert before.get_lease("held") is None  # no ``leases`` table yet: reads see no lease
+    with closing(SqliteStore(db_path)) as store:
+        assert store.schema_version() == len(MIGRATIONS)
+        tables = {r[0] for r in store._conn.execute("SELECT name FROM sqlite_master WHERE type = 'table'")}
+        assert "leases" in tables and "fleet_leases" not in tables
+        assert store.get_lease("held") == LeaseRecord("held", "old-worker", 1, 5000, 2000, -2)
+        assert store.get_lease("parked") == LeaseRecord("parked", None, 1, 0, 2000, 0)
+        # the held lease expired long ago: claimable, fencing the old holder; the parked one waits
+        assert store.claim_sessions("new-worker", ttl_ms=60_000, limit=5) == [
+            LeaseClaim("held", 2, "old-worker", "queued")
+        ]
+        assert store.authority_epoch("held") == 2
+        Recorder.attach(store, "parked", take_authority=False).record_custom("decision", 1)
+        (again,) = store.claim_sessions("new-worker", ttl_ms=60_000)
+        assert again == LeaseClaim("parked", 2, None, "suspended")
+
+
+def test_an_upgrade_without_fleet_leases_creates_an_empty_lease_table(
+    db_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    with monkeypatch.context() as patch:
+        patch.setattr(sqlite_module, "MIGRATIONS", MIGRATIONS[:5])
+        with closing(SqliteStore(db_path)) as old:
+            old.create_session(SessionRecord("q", status="queued"))
+    with closing(SqliteStore(db_path)) as store:
+        assert store.schema_version() == len(MIGRATIONS)
+        assert store.get_lease("q") is None
+        store.open_lease("q")
+        assert [c.session_id for c in store.claim_sessions("w", ttl_ms=60_000)] == ["q"]
 
 
 def _store_with_events(db_path: Path) -> SqliteStore:

@@ -6,19 +6,18 @@
 worker that dies loses its leases and another finishes its sessions. Works on PostgreSQL (``FOR UPDATE
 SKIP LOCKED``, ``LISTEN/NOTIFY``) and on SQLite (``BEGIN IMMEDIATE`` claims, polling).
 
-Modules: ``leases`` (one lease interface per backend), ``submit``, ``worker``.
+Modules: ``leases`` (the lease interface: the store's own lease methods), ``submit``, ``worker``.
 """
 
 from __future__ import annotations
 
-from .leases import Leases, SqliteLeases, leases_for
+from .leases import Leases, leases_for
 from .submit import QUEUED, submit
 from .worker import Worker, WorkerStats, holder_id, record_takeover
 
 __all__ = [
     "QUEUED",
     "Leases",
-    "SqliteLeases",
     "Worker",
     "WorkerStats",
     "holder_id",

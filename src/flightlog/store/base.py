@@ -11,7 +11,8 @@ completion after), ``artifacts`` (content-addressed by sha256, deduplicated), ``
 the append transaction; not a ledger: rows are upserted), ``live_runs`` (heartbeats of running kernels),
 ``index_leaves`` + ``index_checkpoints`` (the ledger-wide index log of session checkpoints, append-only),
 ``cosignatures`` (witness cosignatures beside checkpoints), ``salted_artifacts`` + ``artifact_refs`` +
-``artifact_erasures`` (erasable personal data, see :mod:`flightlog.erasure`) and ``schema_migrations``.
+``artifact_erasures`` (erasable personal data, see :mod:`flightlog.erasure`), ``leases`` (fleet workers'
+leases, see :mod:`flightlog.fleet`) and ``schema_migrations``.
 
 Source: seed 003 (``SessionStore``: ``create_session``, ``record_psp9_event``, ``initialize_authority_epoch``,
 ``record_grant_policy``, ``record_external_effect_intent``, ``complete_external_effect``,
@@ -28,6 +29,7 @@ from dataclasses import dataclass, field
 from typing import Any, NamedTuple, Self
 
 __all__ = [
+    "RUNNABLE_STATUSES",
     "ArtifactRecord",
     "CheckpointRecord",
     "CosignatureRecord",
@@ -359,6 +361,11 @@ class LeaseRecord:
     expires_at_ms: int
     acquired_at_ms: int
     parked_seq: int
+
+
+RUNNABLE_STATUSES: tuple[str, ...] = ("queued", "running", "suspended")
+"""Session statuses a fleet worker may claim (with a free or expired lease; a parked one only after its
+head moved). See :meth:`Store.claim_sessions`."""
 
 
 class LeaseClaim(NamedTuple):
@@ -746,15 +753,22 @@ class Store(abc.ABC):
         return (record.head_seq, record.status, record.updated_at_ms)
 
     # ─── fleet leases (flightlog.fleet) ────────────────────────────────────────────────────
-    # Not abstract: PostgreSQL keeps them natively; flightlog.fleet adapts SQLite until its schema has them.
+    @abc.abstractmethod
     def open_lease(self, session_id: str) -> None:
-        """Make a session claimable by fleet workers (a free lease; no-op when it has one)."""
-        raise NotImplementedError(f"{type(self).__name__} keeps no leases")
+        """Make a session claimable by fleet workers (a free lease; no-op when it has one).
 
+        The lease is queued now (claims take the oldest first). A lease of a session that does not exist
+        is kept but never runnable. Joins an open transaction.
+
+        Raises:
+            ReadOnlyStore: a read-only handle.
+        """
+
+    @abc.abstractmethod
     def get_lease(self, session_id: str) -> LeaseRecord | None:
         """The session's lease, or None (not a fleet session)."""
-        raise NotImplementedError(f"{type(self).__name__} keeps no leases")
 
+    @abc.abstractmethod
     def claim_sessions(
         self, holder: str, *, ttl_ms: int, limit: int = 1, session_id: str | None = None
     ) -> list[LeaseClaim]:
@@ -763,17 +777,43 @@ class Store(abc.ABC):
         Runnable: a lease that is free or expired, a session status in ``queued``/``running``/
         ``suspended``, and a head past the parked seq. Each claim bumps the session's authority epoch in
         the same transaction (the fencing token: the previous holder's appends now fail ``StaleWriter``).
+
+        Args:
+            holder: The claiming worker's id.
+            ttl_ms: Lease length in ms from now (``expires_at_ms`` = now + ``ttl_ms``).
+            limit: At most this many sessions, oldest queued first (``queued_at_ms``, then session id).
+            session_id: Claim only this session (an empty list when it is not runnable).
+
+        Returns:
+            One :class:`LeaseClaim` per session claimed (the epoch granted, the previous holder: None when
+            the lease was free, else the holder whose lease expired), possibly empty. Concurrent claimers
+            never get the same session.
+
+        Raises:
+            ReadOnlyStore: a read-only handle.
         """
-        raise NotImplementedError(f"{type(self).__name__} keeps no leases")
 
+    @abc.abstractmethod
     def renew_lease(self, session_id: str, holder: str, *, ttl_ms: int) -> bool:
-        """Extend ``holder``'s lease to now + ``ttl_ms``; False when it no longer holds it."""
-        raise NotImplementedError(f"{type(self).__name__} keeps no leases")
+        """Extend ``holder``'s lease to now + ``ttl_ms`` (ms); False when it no longer holds it.
 
+        An expired lease not yet claimed by another holder is still ``holder``'s and is renewed.
+
+        Raises:
+            ReadOnlyStore: a read-only handle.
+        """
+
+    @abc.abstractmethod
     def release_lease(self, session_id: str, holder: str, *, park: bool = False) -> bool:
         """Free ``holder``'s lease (with ``park``: not runnable until the session's head moves); False when
-        it no longer holds it."""
-        raise NotImplementedError(f"{type(self).__name__} keeps no leases")
+        it no longer holds it.
+
+        Parking records the session's current head seq in ``parked_seq``; without it ``parked_seq`` is
+        reset to -2. The epoch stays (the next claim bumps it).
+
+        Raises:
+            ReadOnlyStore: a read-only handle.
+        """
 
     # ─── adopting another database's ledger id (flightlog db copy) ─────────────────────────
     @abc.abstractmethod

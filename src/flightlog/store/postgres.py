@@ -65,6 +65,7 @@ from ..errors import (
     StoreUnavailable,
 )
 from .base import (
+    RUNNABLE_STATUSES,
     ArtifactRecord,
     CheckpointRecord,
     CosignatureRecord,
@@ -93,8 +94,6 @@ __all__ = ["CHANNEL", "MIGRATIONS", "RUNNABLE_STATUSES", "PostgresStore", "now_m
 CHANNEL: Final = "flightlog_events"
 """The ``NOTIFY`` channel; the payload is the session id."""
 
-RUNNABLE_STATUSES: Final = ("queued", "running", "suspended")
-"""Session statuses a fleet worker may claim (with a free lease; ``suspended`` only after its head moved)."""
 
 _MIGRATION_LOCK: Final = (
     0x466C6967_68746C67  # pg_advisory_xact_lock key serialising migrations ("Fligh" "tlg")

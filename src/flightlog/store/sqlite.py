@@ -31,6 +31,7 @@ from ..errors import (
     StoreUnavailable,
 )
 from .base import (
+    RUNNABLE_STATUSES,
     ArtifactRecord,
     CheckpointRecord,
     CosignatureRecord,
@@ -39,6 +40,8 @@ from .base import (
     ImportRecord,
     IndexCheckpointRecord,
     IndexLeaf,
+    LeaseClaim,
+    LeaseRecord,
     LiveRunRecord,
     NewEvent,
     RunListing,
@@ -260,6 +263,34 @@ MIGRATIONS: list[tuple[str, str]] = [
         CREATE INDEX runs_state ON runs(state);
         DROP INDEX IF EXISTS runs_outcome;
         DROP INDEX IF EXISTS runs_updated;
+        """,
+    ),
+    (
+        "fleet leases (holder, epoch, expiry per session), carried over from the fleet's fleet_leases",
+        """
+        CREATE TABLE IF NOT EXISTS fleet_leases (
+            session_id TEXT PRIMARY KEY,
+            holder TEXT,
+            epoch INTEGER NOT NULL DEFAULT 0,
+            expires_at_ms INTEGER NOT NULL DEFAULT 0,
+            acquired_at_ms INTEGER NOT NULL DEFAULT 0,
+            parked_seq INTEGER NOT NULL DEFAULT -2,
+            queued_at_ms INTEGER NOT NULL
+        );
+        CREATE TABLE leases (
+            session_id TEXT PRIMARY KEY,
+            holder TEXT,
+            epoch INTEGER NOT NULL DEFAULT 0,
+            expires_at_ms INTEGER NOT NULL DEFAULT 0,
+            acquired_at_ms INTEGER NOT NULL DEFAULT 0,
+            parked_seq INTEGER NOT NULL DEFAULT -2,
+            queued_at_ms INTEGER NOT NULL
+        );
+        CREATE INDEX leases_expiry ON leases(expires_at_ms);
+        INSERT INTO leases (session_id, holder, epoch, expires_at_ms, acquired_at_ms, parked_seq, queued_at_ms)
+            SELECT session_id, holder, epoch, expires_at_ms, acquired_at_ms, parked_seq, queued_at_ms
+            FROM fleet_leases;
+        DROP TABLE fleet_leases;
         """,
     ),
 ]
@@ -1131,6 +1162,68 @@ class SqliteStore(Store):
             except sqlite3.Error:
                 return  # best effort: a reader holding the WAL keeps it until the next checkpoint
 
+    # ─── fleet leases (flightlog.fleet) ───────────────────────────────────────────────────
+    # Claims run in one BEGIN IMMEDIATE transaction, which serialises claimers on the file (SQLite has one
+    # writer anyway), so two workers never claim the same session; the epoch bump commits with the claim.
+    def open_lease(self, session_id: str) -> None:
+        with self.transaction():
+            self._execute(
+                "INSERT OR IGNORE INTO leases (session_id, queued_at_ms) VALUES (?, ?)",
+                (session_id, now_ms()),
+            )
+
+    def get_lease(self, session_id: str) -> LeaseRecord | None:
+        if not self._has_table("leases"):
+            return None  # a read-only handle on a database from before migration 6
+        row = self._one(f"SELECT {_LEASE_COLUMNS} FROM leases WHERE session_id = ?", (session_id,))
+        return LeaseRecord(*row) if row else None
+
+    def claim_sessions(
+        self, holder: str, *, ttl_ms: int, limit: int = 1, session_id: str | None = None
+    ) -> list[LeaseClaim]:
+        stamp = now_ms()
+        only = " AND l.session_id = ?" if session_id is not None else ""
+        params: list[Any] = [stamp, *RUNNABLE_STATUSES]
+        if session_id is not None:
+            params.append(session_id)
+        params.append(limit)
+        claims: list[LeaseClaim] = []
+        with self.transaction():
+            rows = self._execute(
+                "SELECT l.session_id, l.holder, s.status FROM leases l JOIN sessions s "
+                "ON s.session_id = l.session_id WHERE l.expires_at_ms < ? AND s.status IN "
+                f"({_marks(RUNNABLE_STATUSES)}) AND s.head_seq <> l.parked_seq{only} "
+                "ORDER BY l.queued_at_ms, l.session_id LIMIT ?",
+                params,
+            ).fetchall()
+            for sid, previous, status in rows:
+                epoch = self.bump_authority_epoch(sid)
+                self._execute(
+                    "UPDATE leases SET holder = ?, epoch = ?, expires_at_ms = ?, acquired_at_ms = ?, "
+                    "parked_seq = -2 WHERE session_id = ?",
+                    (holder, epoch, stamp + ttl_ms, stamp, sid),
+                )
+                claims.append(LeaseClaim(sid, epoch, previous, status))
+        return claims
+
+    def renew_lease(self, session_id: str, holder: str, *, ttl_ms: int) -> bool:
+        with self.transaction():
+            cur = self._execute(
+                "UPDATE leases SET expires_at_ms = ? WHERE session_id = ? AND holder = ?",
+                (now_ms() + ttl_ms, session_id, holder),
+            )
+            return cur.rowcount > 0
+
+    def release_lease(self, session_id: str, holder: str, *, park: bool = False) -> bool:
+        with self.transaction():
+            cur = self._execute(
+                "UPDATE leases SET holder = NULL, expires_at_ms = 0, parked_seq = CASE WHEN ? THEN "
+                "(SELECT head_seq FROM sessions WHERE session_id = ?) ELSE -2 END "
+                "WHERE session_id = ? AND holder = ?",
+                (park, session_id, session_id, holder),
+            )
+            return cur.rowcount > 0
+
     # ─── adopting another database's ledger id (flightlog db copy) ────────────────────────
     def adopt_ledger_id(self, ledger_id: str) -> None:
         if not 8 <= len(ledger_id) <= 64 or any(c not in "0123456789abcdef" for c in ledger_id):
@@ -1205,6 +1298,7 @@ def _run_swap(changed: tuple[int, ...]) -> str:
 
 
 _INDEX_CHECKPOINT_COLUMNS = "checkpoint_id, size, root, body, frontier, created_at_ms"
+_LEASE_COLUMNS = "session_id, holder, epoch, expires_at_ms, acquired_at_ms, parked_seq"
 
 
 def _index_checkpoint(row: Sequence[Any]) -> IndexCheckpointRecord:

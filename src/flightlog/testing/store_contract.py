@@ -28,7 +28,10 @@ are recorded; read-only handles refuse every write; reopening (migrating again) 
 prefixes resolve exactly, uniquely, after a ``format:`` part, and refuse ambiguity. Also (issue 6, every
 backend the same): the ledger id, checkpoint frontiers and latest checkpoint; the ``runs`` projection rows,
 their queries and the status trigger; live-run heartbeats; the index log, cosignatures and salted
-artifacts; and ``wait_for_events`` (returns on a commit to the session, times out otherwise).
+artifacts; ``wait_for_events`` (returns on a commit to the session, times out otherwise); and fleet leases
+(open/get, a claim bumps the epoch in its transaction, a held lease is claimable only once expired, renewal
+by the holder only, release with and without parking, claims of one session, the limit, runnable statuses,
+and concurrent claimers never sharing a session).
 
 Backend-specific checks (pragmas, triggers, URLs, driver error mapping) belong in the backend's own
 test module. Requires ``pytest`` (a test dependency).
@@ -57,6 +60,8 @@ from ..store.base import (
     CosignatureRecord,
     ErasureRecord,
     ImportRecord,
+    LeaseClaim,
+    LeaseRecord,
     LiveRunRecord,
     NewEvent,
     RunRow,
@@ -140,6 +145,10 @@ _WRITES: dict[str, Callable[[Store], object]] = {
     "put_artifact": lambda s: s.put_artifact(b"new", "text/plain"),
     "record_checkpoint": lambda s: s.record_checkpoint("s-1", 1, "aa" * 32, "b"),
     "record_import": lambda s: s.record_import(ImportRecord("cd" * 32, "s-1", "x", "1", "f", 1)),
+    "open_lease": lambda s: s.open_lease("s-1"),
+    "claim_sessions": lambda s: s.claim_sessions("w", ttl_ms=1000),
+    "renew_lease": lambda s: s.renew_lease("s-1", "w", ttl_ms=1000),
+    "release_lease": lambda s: s.release_lease("s-1", "w"),
 }
 
 
@@ -472,8 +481,10 @@ class StoreContract:
         rows = _append(store, "s-1", ["a", {"b": 2}])
         art = store.put_artifact(b"bytes", "text/plain")
         store.record_intent("s-1", "k", "aa" * 32, "{}")
+        store.open_lease("s-1")
         ro = reopen_read_only(store)
         assert ro.read_only is True
+        assert ro.get_lease("s-1") == store.get_lease("s-1") == LeaseRecord("s-1", None, 0, 0, 0, -2)
         assert ro.get_session("s-1") == store.get_session("s-1")
         assert [e.event_bytes for e in ro.read_events("s-1")] == [r.event_bytes for r in rows]
         assert ro.get_artifact(art.sha256) == b"bytes"
@@ -488,12 +499,23 @@ class StoreContract:
         _new_session(store)
         _append(store, "s-1", ["a"])
         store.record_intent("s-1", "k", "aa" * 32, "{}")
-        before = (_snapshot(store, "s-1"), store.authority_epoch("s-1"), store.get_effect("s-1", "k"))
+        store.open_lease("s-1")
+        before = (
+            _snapshot(store, "s-1"),
+            store.authority_epoch("s-1"),
+            store.get_effect("s-1", "k"),
+            store.get_lease("s-1"),
+        )
         ro = reopen_read_only(store)
         with pytest.raises(ReadOnlyStore) as info:
             _WRITES[write](ro)
         assert isinstance(info.value, StoreError)
-        after = (_snapshot(store, "s-1"), store.authority_epoch("s-1"), store.get_effect("s-1", "k"))
+        after = (
+            _snapshot(store, "s-1"),
+            store.authority_epoch("s-1"),
+            store.get_effect("s-1", "k"),
+            store.get_lease("s-1"),
+        )
         assert after == before
         assert store.get_artifact(hashlib.sha256(b"new").hexdigest()) is None
         assert store.checkpoints("s-1") == []
@@ -688,6 +710,162 @@ class StoreContract:
         assert store.erase_salted_artifact(erasure) is False
         assert store.get_salted_artifact("dd" * 32) is None
         assert store.erasure("dd" * 32) == erasure
+
+    # ─── fleet leases ─────────────────────────────────────────────────────────────────────
+    def test_open_lease_makes_a_free_lease_once(self, store: Store) -> None:
+        _new_session(store, "q-1", status="queued")
+        assert store.get_lease("q-1") is None
+        store.open_lease("q-1")
+        assert store.get_lease("q-1") == LeaseRecord("q-1", None, 0, 0, 0, -2)
+        (claim,) = store.claim_sessions("w1", ttl_ms=60_000)
+        held = store.get_lease("q-1")
+        store.open_lease("q-1")  # no-op: the lease is kept as it is
+        assert store.get_lease("q-1") == held
+        assert held is not None and (held.holder, held.epoch) == ("w1", claim.epoch)
+        assert store.get_lease("nope") is None
+
+    def test_a_claim_bumps_the_epoch_in_its_transaction(self, store: Store) -> None:
+        _new_session(store, "q-1", status="queued")
+        store.open_lease("q-1")
+        assert store.claim_sessions("w1", ttl_ms=60_000) == [LeaseClaim("q-1", 1, None, "queued")]
+        assert store.authority_epoch("q-1") == 1
+        lease = store.get_lease("q-1")
+        assert lease is not None and (lease.holder, lease.epoch, lease.parked_seq) == ("w1", 1, -2)
+        assert lease.acquired_at_ms > 0 and lease.expires_at_ms == lease.acquired_at_ms + 60_000
+        assert store.renew_lease("q-1", "w1", ttl_ms=-1)  # expired: claimable again
+        with pytest.raises(KeyError), store.transaction():  # a claim rolls back with its epoch bump
+            (claim,) = store.claim_sessions("w2", ttl_ms=60_000)
+            assert (claim.epoch, store.authority_epoch("q-1")) == (2, 2)
+            raise KeyError("abort")
+        assert store.authority_epoch("q-1") == 1
+        after = store.get_lease("q-1")
+        assert after is not None and (after.holder, after.epoch) == ("w1", 1)
+
+    def test_a_claimed_lease_is_not_claimable_until_it_expires(self, store: Store) -> None:
+        _new_session(store, "q-1", status="queued")
+        store.open_lease("q-1")
+        (first,) = store.claim_sessions("w1", ttl_ms=60_000)
+        assert store.claim_sessions("w2", ttl_ms=60_000) == []
+        assert store.claim_sessions("w2", ttl_ms=60_000, session_id="q-1") == []
+        assert store.renew_lease("q-1", "w1", ttl_ms=-1)  # w1's lease runs out
+        (taken,) = store.claim_sessions("w2", ttl_ms=60_000)
+        assert (taken.session_id, taken.epoch, taken.previous_holder) == ("q-1", first.epoch + 1, "w1")
+        assert store.authority_epoch("q-1") == taken.epoch
+        assert store.claim_sessions("w1", ttl_ms=60_000) == []
+        assert not store.renew_lease("q-1", "w1", ttl_ms=60_000)  # w1 lost it
+        assert not store.release_lease("q-1", "w1")
+        lease = store.get_lease("q-1")
+        assert lease is not None and (lease.holder, lease.epoch) == ("w2", taken.epoch)
+
+    def test_renew_lease_by_the_holder_only(self, store: Store) -> None:
+        _new_session(store, "q-1", status="queued")
+        store.open_lease("q-1")
+        store.claim_sessions("w1", ttl_ms=60_000)
+        before = store.get_lease("q-1")
+        assert before is not None
+        assert not store.renew_lease("q-1", "w2", ttl_ms=120_000)
+        assert not store.renew_lease("nope", "w1", ttl_ms=120_000)
+        assert store.get_lease("q-1") == before
+        assert store.renew_lease("q-1", "w1", ttl_ms=120_000)
+        after = store.get_lease("q-1")
+        assert after is not None and after.expires_at_ms > before.expires_at_ms
+        assert dataclasses.replace(after, expires_at_ms=before.expires_at_ms) == before  # only expiry moved
+
+    def test_release_lease_frees_it_for_the_next_claim(self, store: Store) -> None:
+        _new_session(store, "q-1", status="queued")
+        store.open_lease("q-1")
+        store.claim_sessions("w1", ttl_ms=60_000)
+        assert not store.release_lease("q-1", "w2")
+        assert store.release_lease("q-1", "w1")
+        lease = store.get_lease("q-1")
+        assert lease is not None
+        assert (lease.holder, lease.epoch, lease.expires_at_ms, lease.parked_seq) == (None, 1, 0, -2)
+        assert not store.release_lease("q-1", "w1")  # released already
+        assert store.claim_sessions("w2", ttl_ms=60_000) == [LeaseClaim("q-1", 2, None, "queued")]
+
+    def test_a_parked_lease_is_runnable_again_once_the_head_moves(self, store: Store) -> None:
+        _new_session(store, "p-1", status="queued")
+        _append(store, "p-1", ["started"])
+        store.open_lease("p-1")
+        store.claim_sessions("w1", ttl_ms=60_000)
+        store.set_session_status("p-1", "suspended")
+        assert store.release_lease("p-1", "w1", park=True)
+        lease = store.get_lease("p-1")
+        assert lease is not None and (lease.holder, lease.expires_at_ms, lease.parked_seq) == (None, 0, 0)
+        assert store.claim_sessions("w2", ttl_ms=60_000) == []  # parked: nothing changed
+        assert store.claim_sessions("w2", ttl_ms=60_000, session_id="p-1") == []
+        _append(store, "p-1", ["decision"])
+        assert store.claim_sessions("w2", ttl_ms=60_000) == [LeaseClaim("p-1", 2, None, "suspended")]
+        claimed = store.get_lease("p-1")
+        assert claimed is not None and (claimed.holder, claimed.parked_seq) == ("w2", -2)
+
+    def test_claim_a_specific_session(self, store: Store) -> None:
+        for sid in ("q-1", "q-2"):
+            _new_session(store, sid, status="queued")
+            store.open_lease(sid)
+        (claim,) = store.claim_sessions("w1", ttl_ms=60_000, session_id="q-2")  # not the oldest
+        assert claim.session_id == "q-2"
+        assert store.claim_sessions("w1", ttl_ms=60_000, session_id="q-2") == []  # held
+        assert store.claim_sessions("w1", ttl_ms=60_000, session_id="nope") == []
+        assert [c.session_id for c in store.claim_sessions("w1", ttl_ms=60_000)] == ["q-1"]
+
+    def test_claim_sessions_honours_the_limit_oldest_first(self, store: Store) -> None:
+        for sid in ("q-1", "q-2", "q-3"):
+            _new_session(store, sid, status="queued")
+            store.open_lease(sid)
+        assert [c.session_id for c in store.claim_sessions("w1", ttl_ms=60_000, limit=2)] == ["q-1", "q-2"]
+        assert [c.session_id for c in store.claim_sessions("w2", ttl_ms=60_000, limit=5)] == ["q-3"]
+        assert store.claim_sessions("w2", ttl_ms=60_000, limit=5) == []
+        assert [store.authority_epoch(sid) for sid in ("q-1", "q-2", "q-3")] == [1, 1, 1]
+
+    def test_claim_sessions_skips_sessions_that_are_not_runnable(self, store: Store) -> None:
+        statuses = ("queued", "running", "suspended", "completed", "failed", "cancelled", "incomplete")
+        for status in statuses:
+            _new_session(store, f"s-{status}", status=status)
+            store.open_lease(f"s-{status}")
+        _new_session(store, "no-lease", status="queued")
+        store.open_lease("no-session")
+        claims = store.claim_sessions("w1", ttl_ms=60_000, limit=20)
+        assert sorted((c.session_id, c.status) for c in claims) == [
+            ("s-queued", "queued"),
+            ("s-running", "running"),
+            ("s-suspended", "suspended"),
+        ]
+        assert store.claim_sessions("w1", ttl_ms=60_000, session_id="s-completed") == []
+        for status in statuses[3:]:
+            assert store.authority_epoch(f"s-{status}") == 0
+        assert store.authority_epoch("no-lease") == 0
+        store.set_session_status("s-completed", "running")  # runnable once its status is
+        assert [c.session_id for c in store.claim_sessions("w1", ttl_ms=60_000)] == ["s-completed"]
+
+    def test_concurrent_claimers_never_share_a_session(self, store: Store, reopen: Reopen) -> None:
+        import threading
+
+        ids = [f"q-{i:02d}" for i in range(12)]
+        for sid in ids:
+            _new_session(store, sid, status="queued")
+            store.open_lease(sid)
+        handles = [store, reopen(store)]
+        claimed: list[str] = []
+        errors: list[BaseException] = []
+        barrier = threading.Barrier(4)
+
+        def claim_all(handle: Store, holder: str) -> None:
+            try:
+                barrier.wait()
+                while batch := handle.claim_sessions(holder, ttl_ms=60_000, limit=2):
+                    claimed.extend(c.session_id for c in batch)
+            except BaseException as exc:  # collected and asserted below
+                errors.append(exc)
+
+        threads = [threading.Thread(target=claim_all, args=(handles[i % 2], f"w{i}")) for i in range(4)]
+        for thread in threads:
+            thread.start()
+        for thread in threads:
+            thread.join(30)
+        assert errors == []
+        assert sorted(claimed) == ids  # every session once
+        assert {store.authority_epoch(sid) for sid in ids} == {1}
 
     # ─── live wake-ups ────────────────────────────────────────────────────────────────────
     def test_wait_for_events_times_out_then_sees_a_commit(self, store: Store, reopen: Reopen) -> None:
