@@ -143,13 +143,13 @@ def _print_json(value: Any) -> None:
 
 @app.command("import")
 def import_cmd(
-    paths: Annotated[list[Path], typer.Argument(help="Transcript files or folders (*.jsonl, recursive).")],
+    paths: Annotated[list[Path], typer.Argument(help="Transcript files or folders (recursive: *.jsonl, *.traj, OpenHands *.json).")],
     format: Annotated[
         str, typer.Option("--format", "-f", help=f"auto or one of: {', '.join(FORMATS)}.")
     ] = "auto",
     json_out: Annotated[bool, typer.Option("--json", help="Print results as JSON.")] = False,
 ) -> None:
-    """Import Claude Code / Codex CLI transcripts into verified sessions (a line per session)."""
+    """Import Claude Code, Codex CLI, OpenHands and SWE-agent transcripts into verified sessions (a line per session)."""
     if format != "auto" and format not in FORMATS:
         raise typer.BadParameter(f"unknown format {format!r}", param_hint="--format")
     from .checkpoints import Notary
@@ -163,7 +163,7 @@ def import_cmd(
         notary = Notary.from_env()  # the user's log key, created on first use; imports are signed and sealed
         files = list(iter_transcripts(paths))
         if not files:
-            err.print("flightlog: no *.jsonl transcripts found under " + ", ".join(str(p) for p in paths))
+            err.print("flightlog: no transcripts (*.jsonl, *.traj, OpenHands *.json) found under " + ", ".join(str(p) for p in paths))
         for path in files:
             try:
                 result = import_file(store, path, format=format, notary=notary)

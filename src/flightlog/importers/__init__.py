@@ -1,6 +1,7 @@
 """Import real agent transcripts into the ledger: format detection, dedup by file sha256, one transaction.
 
-``import_file(store, path)`` reads a transcript with the matching importer (``claude-code`` or ``codex``),
+``import_file(store, path)`` reads a transcript with the matching importer (``claude-code``, ``codex``,
+``openhands`` or ``swe-agent``),
 then records every resulting session (a main session and its sub-agent children) through the
 :class:`~flightlog.recorder.Recorder` in ONE transaction: a crash mid-import leaves nothing half-imported.
 Each imported session starts with a ``custom`` event ``import_source`` carrying the file's sha256, size,
@@ -29,8 +30,9 @@ from ..events import Custom, RunTerminal
 from ..recorder import Recorder
 from ..store.base import ImportRecord, Store
 from ..store.sqlite import now_ms
-from . import claude_code, codex
+from . import claude_code, codex, openhands, swe_agent
 from .base import ImportedSession, ImportWarning, read_jsonl
+from .jsondoc import looks_like_json_array_of_events, read_json_document
 
 if TYPE_CHECKING:
     from ..checkpoints import Notary
@@ -46,8 +48,17 @@ __all__ = [
     "iter_transcripts",
 ]
 
-FORMATS: dict[str, ModuleType] = {claude_code.FORMAT: claude_code, codex.FORMAT: codex}
+FORMATS: dict[str, ModuleType] = {
+    claude_code.FORMAT: claude_code,
+    codex.FORMAT: codex,
+    openhands.FORMAT: openhands,
+    swe_agent.FORMAT: swe_agent,
+}
 """Importer modules by format name; each has ``FORMAT``, ``VERSION``, ``looks_like`` and ``read``."""
+
+_DOCUMENT_FORMATS: tuple[ModuleType, ...] = (openhands, swe_agent)
+"""Formats whose file is one JSON document (``looks_like`` takes the whole decoded document)."""
+_DOCUMENT_SUFFIXES = frozenset({".json", ".traj"})
 
 _CHUNK = 1000  # events per append_many call inside the import transaction
 
@@ -87,11 +98,24 @@ def file_sha256(path: Path) -> tuple[str, int]:
 
 
 def detect_format(path: Path, *, probe_lines: int = 50) -> str:
-    """Name the importer for a file by its first decodable records.
+    """Name the importer for a file: a whole JSON document first (unless the name ends in ``.jsonl``),
+    then the first ``probe_lines`` decodable JSONL records.
 
     Raises:
-        ImportFormatError: no known format matches the first ``probe_lines`` records.
+        ImportFormatError: no known format matches; for a ``.json``/``.traj`` file that is not valid JSON,
+            the decoder's reason.
     """
+    document_error: ImportFormatError | None = None
+    if path.suffix.lower() != ".jsonl":
+        try:
+            document = read_json_document(path, [])
+        except ImportFormatError as exc:
+            document_error = exc
+        else:
+            for module in _DOCUMENT_FORMATS:
+                if module.looks_like(document):
+                    return str(module.FORMAT)
+            del document
     scratch: list[ImportWarning] = []
     for count, record in enumerate(read_jsonl(path, scratch), start=1):
         for name, module in FORMATS.items():
@@ -99,18 +123,32 @@ def detect_format(path: Path, *, probe_lines: int = 50) -> str:
                 return name
         if count >= probe_lines:
             break
-    raise ImportFormatError(path=str(path), reason="not a Claude Code or Codex CLI transcript (use --format)")
+    if document_error is not None and path.suffix.lower() in _DOCUMENT_SUFFIXES:
+        raise document_error
+    raise ImportFormatError(
+        path=str(path),
+        reason="not a Claude Code, Codex CLI, OpenHands or SWE-agent transcript (use --format)",
+    )
 
 
 def iter_transcripts(paths: Iterable[Path]) -> Iterator[Path]:
-    """Files named, and ``*.jsonl`` files under folders named (recursively, sorted).
+    """Files named, and transcripts under folders named (recursively, sorted by path).
+
+    Under a folder: ``*.jsonl`` and ``*.traj`` files, and those ``*.json`` files whose first 64 KiB open a
+    JSON array of OpenHands events (other JSON, such as configuration files, is left alone).
 
     Raises:
         ImportFormatError: a path does not exist.
     """
     for path in paths:
         if path.is_dir():
-            yield from sorted(p for p in path.rglob("*.jsonl") if p.is_file())
+            found = (
+                p
+                for p in path.rglob("*")
+                if p.suffix in (".jsonl", ".traj")
+                or (p.suffix == ".json" and p.is_file() and looks_like_json_array_of_events(p))
+            )
+            yield from sorted(p for p in found if p.is_file())
         elif path.is_file():
             yield path
         else:

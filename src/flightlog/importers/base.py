@@ -12,6 +12,7 @@ skips a bad line and reports it with its 1-based line number; the import continu
 from __future__ import annotations
 
 import json
+import math
 import re
 from collections.abc import Iterator
 from dataclasses import dataclass, field
@@ -121,7 +122,7 @@ def read_jsonl(path: Path, warnings: list[ImportWarning]) -> Iterator[JsonLine]:
                 if isinstance(value, dict):
                     value, replaced = clean_surrogates(value)
             except (ValueError, UnicodeDecodeError) as exc:
-                warnings.append(ImportWarning(name, number, f"skipped malformed line: {_short(exc)}"))
+                warnings.append(ImportWarning(name, number, f"skipped malformed line: {short_error(exc)}"))
                 continue
             except RecursionError:
                 warnings.append(ImportWarning(name, number, "skipped line: JSON nested too deeply"))
@@ -136,6 +137,45 @@ def read_jsonl(path: Path, warnings: list[ImportWarning]) -> Iterator[JsonLine]:
             yield JsonLine(number, value)
 
 
-def _short(exc: Exception) -> str:
+def short_error(exc: Exception) -> str:
+    """An exception's message cut to 120 characters, for warnings and error lines."""
     text = str(exc)
     return text if len(text) <= 120 else text[:117] + "..."
+
+
+_MAX_SAFE_INT = 2**53 - 1
+
+
+def make_json_safe(value: Any) -> int:
+    """Replace, in place, values RFC 8785 refuses by their JSON text; returns how many were replaced.
+
+    Integers beyond ±(2**53-1) become their decimal text, NaN/±Infinity ``"NaN"``/``"Infinity"``/
+    ``"-Infinity"`` (inside dicts and lists; a bare scalar is left alone). Iterative, so nesting depth never
+    hits the recursion limit.
+    """
+    count = 0
+    stack: list[Any] = [value]
+    while stack:
+        container = stack.pop()
+        entries: list[tuple[Any, Any]]
+        if isinstance(container, dict):
+            entries = list(container.items())
+        elif isinstance(container, list):
+            entries = list(enumerate(container))
+        else:
+            continue
+        for key, child in entries:
+            if isinstance(child, dict | list):
+                stack.append(child)
+            elif _unsafe_number(child):
+                container[key] = json.dumps(child)
+                count += 1
+    return count
+
+
+def _unsafe_number(value: Any) -> bool:
+    if isinstance(value, bool):
+        return False
+    if isinstance(value, int):
+        return abs(value) > _MAX_SAFE_INT
+    return isinstance(value, float) and not math.isfinite(value)

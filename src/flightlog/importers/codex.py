@@ -84,9 +84,8 @@ from __future__ import annotations
 
 import hashlib
 import json
-import math
 import re
-from collections.abc import Callable, Iterable
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
@@ -115,7 +114,7 @@ from ..messages import (
     ToolCall,
     ToolResult,
 )
-from .base import ImportedSession, ImportWarning, read_jsonl
+from .base import ImportedSession, ImportWarning, make_json_safe, read_jsonl
 
 __all__ = ["FORMAT", "SEQ_OFFSET", "VERSION", "looks_like", "read"]
 
@@ -205,36 +204,6 @@ def _loads_object(raw: bytes) -> JsonObj:
     except (ValueError, UnicodeDecodeError, RecursionError):
         return {}
     return value if isinstance(value, dict) else {}
-
-
-def _make_json_safe(record: JsonObj) -> int:
-    """Replace, in place, values RFC 8785 refuses by their JSON text; returns how many were replaced.
-
-    Integers beyond ±(2**53-1) become their decimal text, NaN/±Infinity ``"NaN"``/``"Infinity"``/
-    ``"-Infinity"``. Iterative, so nesting depth never hits the recursion limit.
-    """
-    count = 0
-    stack: list[dict[Any, Any] | list[Any]] = [record]
-    while stack:
-        container = stack.pop()
-        entries: Iterable[tuple[Any, Any]] = (
-            list(container.items()) if isinstance(container, dict) else list(enumerate(container))
-        )
-        for key, child in entries:
-            if isinstance(child, dict | list):
-                stack.append(child)
-            elif _unsafe_number(child):
-                container[key] = json.dumps(child)
-                count += 1
-    return count
-
-
-def _unsafe_number(value: Any) -> bool:
-    if isinstance(value, bool):
-        return False
-    if isinstance(value, int):
-        return abs(value) > _MAX_SAFE_INT
-    return isinstance(value, float) and not math.isfinite(value)
 
 
 def _digest(record: JsonObj) -> bytes:
@@ -469,7 +438,7 @@ class _Builder:
 
     def feed(self, line: int, record: JsonObj) -> None:
         """Fold one decoded record (line is 1-based)."""
-        replaced = _make_json_safe(record)
+        replaced = make_json_safe(record)
         if replaced:
             self.warn(line, f"{replaced} number(s) outside RFC 8785's range kept as JSON text")
         if self.is_repeat(line, record):

@@ -1,0 +1,192 @@
+"""Shared helpers of the whole-document importers (OpenHands ``*.json``, SWE-agent ``*.traj``).
+
+Those formats are ONE JSON document per file, not JSONL: a bad byte cannot be skipped line by line, so
+:func:`read_json_document` either returns the whole decoded document (made safe for RFC 8785) or raises
+:class:`~flightlog.errors.ImportFormatError` naming the file; nothing is recorded from a broken file.
+
+:class:`CallBook` pairs tool calls with their results by the source's native call ids, exactly once each,
+giving every call a session-unique id (some sources reuse a native id for a later, different call).
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from ..errors import ImportFormatError
+from .base import ImportWarning, clean_surrogates, make_json_safe, short_error
+
+__all__ = [
+    "MAX_DEPTH",
+    "CallBook",
+    "OpenCall",
+    "compact_json",
+    "looks_like_json_array_of_events",
+    "read_json_document",
+]
+
+MAX_DEPTH = 256
+"""Deepest nesting accepted (arrays and objects); real trajectories stay far below it."""
+
+_PROBE_BYTES = 64 * 1024
+_EVENT_ARRAY = re.compile(rb'^\s*\[\s*\{.*?"source"\s*:\s*"(?:user|agent|environment)"', re.DOTALL)
+
+
+def read_json_document(path: Path, warnings: list[ImportWarning]) -> Any:
+    """Decode a whole JSON document file, made safe to record.
+
+    A leading UTF-8 BOM is stripped. Invalid UTF-8 bytes and lone surrogates are kept as ``\\uXXXX``
+    escape text (warned). Integers beyond ±(2**53-1) and NaN/±Infinity are replaced by their JSON text
+    (warned) so every value encodes under RFC 8785.
+
+    Args:
+        path: The file.
+        warnings: Appended to (file-level warnings, ``line=None``).
+
+    Returns:
+        The decoded document (any JSON value).
+
+    Raises:
+        ImportFormatError: the file is not one valid JSON document (the reason gives the decoder's message
+            and its line), or it nests deeper than :data:`MAX_DEPTH`.
+        OSError: the file cannot be read.
+    """
+    raw = path.read_bytes().removeprefix(b"\xef\xbb\xbf")
+    try:
+        text = raw.decode("utf-8")
+    except UnicodeDecodeError as exc:
+        text = raw.decode("utf-8", "surrogateescape")
+        warnings.append(
+            ImportWarning(path.name, None, f"invalid UTF-8 at byte {exc.start} kept as \\udcXX escape text")
+        )
+    del raw
+    try:
+        value = json.loads(text)
+    except json.JSONDecodeError as exc:
+        raise ImportFormatError(
+            path=str(path), line=exc.lineno, reason=f"not valid JSON: {exc.msg} (column {exc.colno})"
+        ) from None
+    except ValueError as exc:  # e.g. an integer literal beyond Python's digit limit
+        raise ImportFormatError(path=str(path), reason=f"not valid JSON: {short_error(exc)}") from None
+    except RecursionError:
+        raise ImportFormatError(path=str(path), reason="JSON nested too deeply") from None
+    if _depth_exceeds(value, MAX_DEPTH):
+        raise ImportFormatError(path=str(path), reason=f"JSON nested deeper than {MAX_DEPTH} levels")
+    value, replaced = clean_surrogates(value)
+    if replaced:
+        warnings.append(
+            ImportWarning(path.name, None, f"{replaced} lone surrogate(s) kept as \\uXXXX escape text")
+        )
+    unsafe = make_json_safe(value)
+    if unsafe:
+        warnings.append(
+            ImportWarning(path.name, None, f"{unsafe} number(s) outside RFC 8785's range kept as JSON text")
+        )
+    return value
+
+
+def looks_like_json_array_of_events(path: Path) -> bool:
+    """Cheap probe for folder imports: does the file start like an OpenHands event array?
+
+    True when its first 64 KiB (after a BOM) open a JSON array whose first object has a ``"source"`` of
+    ``user``, ``agent`` or ``environment``. Reads no more than that; unreadable files give False.
+    """
+    try:
+        with path.open("rb") as fh:
+            head = fh.read(_PROBE_BYTES).removeprefix(b"\xef\xbb\xbf")
+    except OSError:
+        return False
+    return _EVENT_ARRAY.match(head) is not None
+
+
+def compact_json(value: Any) -> str:
+    """A string as-is; None as ""; anything else as compact JSON text (non-ASCII kept)."""
+    if isinstance(value, str):
+        return value
+    if value is None:
+        return ""
+    return json.dumps(value, ensure_ascii=False, separators=(",", ":"))
+
+
+def _depth_exceeds(value: Any, limit: int) -> bool:
+    """True when arrays/objects nest deeper than ``limit`` (iterative: never hits the recursion limit)."""
+    stack: list[tuple[Any, int]] = [(value, 1)]
+    while stack:
+        item, depth = stack.pop()
+        if depth > limit:
+            return True
+        if isinstance(item, dict):
+            stack.extend((child, depth + 1) for child in item.values() if isinstance(child, dict | list))
+        elif isinstance(item, list):
+            stack.extend((child, depth + 1) for child in item if isinstance(child, dict | list))
+    return False
+
+
+
+@dataclass(frozen=True)
+class OpenCall:
+    """A tool call waiting for its result."""
+
+    call_id: str
+    """Session-unique id (the native id, or ``<native>#2``... when the source reused it)."""
+    native_id: str
+    """The id the source file gave the call."""
+    name: str
+    """The tool's name."""
+    turn: int
+    """The turn that requested it."""
+    where: str
+    """Where in the file it was requested (for warnings and orphan records)."""
+
+
+class CallBook:
+    """Pairs tool calls with their results by native id, exactly once each (see the module docstring).
+
+    Args:
+        warn: Receives the text of a warning (a native id reused for a new call).
+    """
+
+    def __init__(self, warn: Callable[[str], None]) -> None:
+        self._warn = warn
+        self._used: set[str] = set()
+        self._open: dict[str, OpenCall] = {}  # unique id → call, in request order
+
+    def _unique(self, native_id: str) -> str:
+        candidate, n = native_id, 1
+        while candidate in self._used:
+            n += 1
+            candidate = f"{native_id}#{n}"
+        self._used.add(candidate)
+        return candidate
+
+    def request(self, native_id: str, name: str, turn: int, where: str) -> str:
+        """Register a call; returns its session-unique id (warns when the native id was used before)."""
+        call_id = self._unique(native_id)
+        if call_id != native_id:
+            self._warn(f"{where}: tool call id {native_id!r} reused for a new call; recorded as {call_id!r}")
+        self._open[call_id] = OpenCall(call_id, native_id, name, turn, where)
+        return call_id
+
+    def answer(self, native_id: str) -> OpenCall | None:
+        """The earliest unanswered call with this native id, now answered (None when there is none)."""
+        for call_id, call in self._open.items():
+            if call.native_id == native_id:
+                del self._open[call_id]
+                return call
+        return None
+
+    def answer_id(self, call_id: str) -> OpenCall | None:
+        """The unanswered call with this session-unique id, now answered (None when answered or unknown)."""
+        return self._open.pop(call_id, None)
+
+    def orphan_id(self, native_id: str) -> str:
+        """A session-unique id for a result that answers no call (the native id when still free)."""
+        return self._unique(native_id)
+
+    def pending(self) -> list[OpenCall]:
+        """Calls still unanswered, in request order."""
+        return list(self._open.values())
