@@ -378,6 +378,14 @@ def verify_rows(
     return report
 
 
+def check_head(report: VerifyReport, next_seq: int, expected_head: tuple[int, str]) -> None:
+    """Compare a finished report's head with a head recorded elsewhere (``(seq, hash)``), appending a
+    ``truncated`` or ``head_mismatch`` divergence when they disagree (what ``verify_rows`` does with its
+    ``expected_head``, for a caller that learns the recorded head only after streaming the rows).
+    ``next_seq`` is the last streamed row's seq + 1 (0 when there was none)."""
+    _check_head(report, next_seq, expected_head)
+
+
 def _check_head(report: VerifyReport, next_seq: int, expected_head: tuple[int, str]) -> None:
     head_seq, head_hash = expected_head
     if head_seq >= next_seq:

@@ -28,7 +28,7 @@ from .checkpoints import SEAL_KIND, Notary, SessionNotary, SessionSealed, Signed
 from .encoding import canonical_bytes, canonical_json
 from .errors import LedgerIntegrityError
 from .events import Custom, Event, SessionEvent
-from .ledger import GENESIS, CompactRange, VerifyReport, chain_hash, leaf_hash, verify_rows
+from .ledger import GENESIS, CompactRange, VerifyReport, chain_hash, check_head, leaf_hash, verify_rows
 from .store.base import (
     ArtifactRecord,
     EffectRecord,
@@ -67,25 +67,71 @@ def intent_hash(intent: Any) -> str:
 def verify_session(store: Store, session_id: str, *, decode: bool = True) -> VerifyReport:
     """Stream-verify a stored session against its chain rule, tree head and recorded head.
 
-    Returns a :class:`~flightlog.ledger.VerifyReport` listing every divergent sequence.
+    Returns a :class:`~flightlog.ledger.VerifyReport` listing every divergent sequence. A session that a
+    writer appends to meanwhile is re-verified against its newer recorded head (see :func:`_verified`).
 
     Raises:
         SessionNotFound: no such session.
     """
-    record = store.get_session(session_id)
-    report = verify_rows(
-        session_id,
-        store.read_events(session_id),
-        decode=decode,
-        expected_head=(record.head_seq, record.head_hash) if record.head_seq >= 0 else None,
-    )
-    if report.ok and record.merkle_root and report.events and record.merkle_root != report.root:
-        from .errors import Divergence
+    report, _ = _verified(store, session_id, decode=decode, tree=None)
+    return report
 
+
+_EXTENSIONS = 3
+"""How many times a verify follows a session's head as it moves during the read (see :func:`_verified`)."""
+
+
+def _verified(
+    store: Store, session_id: str, *, decode: bool, tree: CompactRange | None
+) -> tuple[VerifyReport, CompactRange | None]:
+    """Verify a session's rows against the head and tree head its session row records; returns the report
+    and the tree the rows were folded into (a fresh one when ``tree`` is given).
+
+    The session row and the rows come from separate statements, and a writer may commit meanwhile. A row
+    and the head that covers it commit together, so the session row is read *after* the rows: it then
+    covers every row read, and a head short of the last row read is rows past the head (a real
+    divergence). When the head has moved past the last row read, the rows appended since are read and
+    verified too, up to 3 times: a head still ahead after a read that brought no new row is a truncated
+    ledger (reported), one still ahead while rows keep coming is a live writer (the report covers the rows
+    read, whose chain is checked as always). The recorded tree head is compared when the recorded head is
+    the last row verified.
+    """
+    from .errors import Divergence
+
+    seen = [-1]
+    final: list[SessionRecord] = []
+    chasing = [False]
+
+    def rows() -> Iterator[StoredEvent]:
+        start, before = 0, -2
+        for _ in range(_EXTENSIONS + 1):
+            for row in store.read_events(session_id, start=start):
+                seen[0] = row.seq
+                yield row
+            record = store.get_session(session_id)
+            final[:] = [record]
+            if record.head_seq <= seen[0] or seen[0] == before:
+                return  # caught up, or no row came since the last read: compare with this head
+            start, before = seen[0] + 1, seen[0]
+        chasing[0] = True  # rows keep coming: a live writer is ahead of us, not a truncated ledger
+
+    store.get_session(session_id)  # SessionNotFound before anything else
+    fold = CompactRange() if tree is not None else None
+    report = verify_rows(session_id, rows(), decode=decode, tree=fold)
+    record = final[-1]
+    if record.head_seq >= 0 and not chasing[0]:
+        check_head(report, seen[0] + 1, (record.head_seq, record.head_hash))
+    if (
+        report.ok
+        and record.merkle_root
+        and report.events
+        and record.head_seq == seen[0]
+        and record.merkle_root != report.root
+    ):
         report.divergences.append(
             Divergence(report.events - 1, "head_mismatch", "recorded tree head differs from the stored rows")
         )
-    return report
+    return report, fold
 
 
 class Recorder:
@@ -200,18 +246,13 @@ class Recorder:
             )
         if not full:
             raise ValueError("cheap resume (full=False) needs a notary to check signatures")
-        record = store.get_session(session_id)
-        tree = CompactRange()
-        rows = store.read_events(session_id)
-        report = verify_rows(session_id, rows, expected_head=(record.head_seq, record.head_hash), tree=tree)
+        report, folded = _verified(store, session_id, decode=True, tree=CompactRange())
+        assert folded is not None
+        tree = folded
         if report.events == 0:
             raise LedgerIntegrityError(
                 session_id=session_id, reason="session has no durable ledger to resume"
             )
-        if report.ok and record.merkle_root and record.merkle_root != report.root:
-            from .errors import Divergence
-
-            report.divergences.append(Divergence(report.events - 1, "head_mismatch", "tree head differs"))
         if not report.ok:
             first = report.divergences[0]
             raise LedgerIntegrityError(
@@ -289,33 +330,49 @@ class Recorder:
         On any exception the block's writes roll back and the in-memory head returns to where it was.
         Subscribers hear of events only after the outermost *store* transaction commits, and the head is
         also restored if an enclosing transaction (``store.transaction()`` around this block) rolls back.
+
+        Lock order: the store's transaction first, then this recorder's lock, and the lock is not held
+        while the transaction commits (with group commit that may mean waiting for other threads' blocks):
+        a thread that holds the store and appends to this recorder never waits on one that holds this
+        recorder and waits for the store. Heads only ever move back on a rollback, and each block's commit
+        notifies its own events, so two blocks of this recorder in one commit group settle correctly.
         """
-        with self._lock:
+        with self.store.transaction(), self._lock:
             saved = (self._next_seq, self._head, self._tree)
             queued_before = len(self._queued)
             self._depth += 1
             try:
-                with self.store.transaction():
-                    if self._depth == 1:
-                        self.store.call_after_commit(self._flush)
-                        self.store.call_after_rollback(lambda: self._restore(saved))
-                    yield
+                if self._depth == 1:
+                    end = [saved[0]]  # the block's end seq, set when it ends
+                    self.store.call_after_commit(lambda: self._flush(end[0]))
+                    self.store.call_after_rollback(lambda: self._restore(saved))
+                yield
+                if self._depth == 1:
+                    end[0] = self._next_seq
             except BaseException:
-                self._next_seq, self._head, self._tree = saved
+                self._rewind(saved)
                 del self._queued[queued_before:]
                 raise
             finally:
                 self._depth -= 1
 
+    def _rewind(self, saved: tuple[int, str, CompactRange]) -> None:
+        """Move the head back to ``saved`` (lock held); never forward: when two blocks of one commit group
+        roll back, whichever callback runs last, the head ends at the earlier block's start."""
+        if saved[0] <= self._next_seq:
+            self._next_seq, self._head, self._tree = saved
+
     def _restore(self, saved: tuple[int, str, CompactRange]) -> None:
         with self._lock:
-            self._next_seq, self._head, self._tree = saved
-            self._queued.clear()
+            self._rewind(saved)
+            self._queued = [item for item in self._queued if item[0].seq < saved[0]]
 
-    def _flush(self) -> None:
+    def _flush(self, end: int) -> None:
+        """Notify the events committed by a block: those queued with a seq below ``end``."""
         with self._lock:
-            queued, self._queued = self._queued, []
-        self._notify(queued)
+            done = [item for item in self._queued if item[0].seq < end]
+            self._queued = [item for item in self._queued if item[0].seq >= end]
+        self._notify(done)
 
     def _stage(self, events: Sequence[Event]) -> tuple[list[NewEvent], CompactRange]:
         tree = self._tree.copy()

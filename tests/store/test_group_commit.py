@@ -16,6 +16,7 @@ import threading
 import time
 from collections.abc import Callable, Iterator
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -232,3 +233,67 @@ def test_sigkill_during_group_commits_loses_no_acknowledged_append(tmp_path: Pat
                 assert report.events > seq, f"{sid}: seq {seq} was acknowledged but is not stored"
         finally:
             check.close()
+
+
+@pytest.mark.parametrize("mode", ["same recorder", "other recorder"])
+def test_a_block_holding_the_store_can_append_to_a_recorder_whose_last_block_waits(
+    store: SqliteStore, mode: str
+) -> None:
+    """Lock order (found by an attack run): T1's block on R ends and waits for its group; T2 holds the store
+    (`store.transaction()`, or another recorder's block) and appends to R. R's lock is not held while T1
+    waits, so both finish (before, both threads hung)."""
+    r1, r2 = Recorder.create(store, session_id="r1"), Recorder.create(store, session_id="r2")
+    target = r1 if mode == "same recorder" else r2
+    in_block = threading.Event()
+
+    def first() -> object:
+        with target.atomic():
+            target.append(_custom(1))
+            in_block.set()
+            until_waiting(store._gate, 1)
+        return "first"
+
+    def second() -> object:
+        in_block.wait(10)
+        with store.transaction() if mode == "same recorder" else r1.atomic():
+            target.append(_custom(2))
+        return "second"
+
+    (t1, out1), (t2, out2) = in_thread(first), in_thread(second)
+    t1.join(20)
+    t2.join(20)
+    assert (out1, out2) == (["first"], ["second"]), "a thread hung or failed"
+    report = verify_session(store, target.session_id)
+    assert report.ok and report.events == 2 == target.next_seq
+
+
+def test_an_interrupt_while_waiting_for_the_group_leaves_head_and_ledger_agreeing(store: SqliteStore) -> None:
+    """Ctrl-C reaching a block that waits for its group (found by an attack run): the block cannot leave
+    the group, so the interrupt is raised only after the group's outcome is known, with the recorder's
+    head and subscribers matching the database (before, the head was restored while the row committed,
+    and every later append conflicted)."""
+    r1, r2 = Recorder.create(store, session_id="r1"), Recorder.create(store, session_id="r2")
+    heard: list[int] = []
+    r1.subscribe(lambda row, _e: heard.append(row.seq))
+    original = store._gate.wait
+    calls: list[int] = []
+
+    def interrupted_wait(group: Any, commit: Any) -> None:
+        calls.append(1)
+        if len(calls) == 1:
+            raise KeyboardInterrupt  # lands while the group is still open (the other block holds it)
+        original(group, commit)
+
+    store._gate.wait = interrupted_wait  # type: ignore[method-assign]
+    try:
+        with pytest.raises(KeyboardInterrupt), r1.atomic():
+            r1.append(_custom(1))
+            th, out = in_thread(lambda: r2.append(_custom(0)).seq)
+            until_waiting(store._gate, 1)  # r2's append waits for the store: r1's block will defer
+        th.join(10)
+    finally:
+        store._gate.wait = original  # type: ignore[method-assign]
+    assert out == [0] and len(calls) == 2, "the block kept waiting for its group after the interrupt"
+    assert [e.seq for e in store.read_events("r1")] == [0]
+    assert (r1.next_seq, heard) == (1, [0]), "head and subscribers agree with the committed row"
+    assert r1.append(_custom(2)).seq == 1

@@ -77,11 +77,16 @@ class Gate:
     def acquire(self) -> None:
         entering = self._entering
         entering.append(None)
+        acquired = False
         try:
-            self._mutex.acquire()
+            acquired = self._mutex.acquire()
+            self.holds += 1
+        except BaseException:
+            if acquired:  # interrupted (KeyboardInterrupt) just after taking it: give it back
+                self._mutex.release()
+            raise
         finally:
             entering.pop()
-        self.holds += 1
 
     def release(self) -> None:
         self.holds -= 1
@@ -130,17 +135,29 @@ class Gate:
         """End a successful block (gate released): wait for its group when it ``deferred`` the commit,
         then run its commit callbacks, or on a failed group its rollback callbacks (last first) and raise
         ``translate(group.error)``."""
-        if deferred:
-            self.wait(group, commit)
+        interrupted: BaseException | None = None
+        while deferred:
+            try:
+                self.wait(group, commit)
+                deferred = False
+            except BaseException as exc:
+                # A KeyboardInterrupt (or any exception) cannot take the block out of its group: its writes
+                # commit or fail with the group. Wait for the outcome, settle the callbacks, then re-raise,
+                # so the caller's view (head, subscribers) matches what the database holds.
+                interrupted = exc
         if group.error is not None:
             for callback in reversed(after_rollback):
                 callback()
+            if interrupted is not None:
+                raise interrupted
             error = translate(group.error)
             if error is group.error:
                 raise error
             raise error from group.error
         for callback in after_commit:
             callback()
+        if interrupted is not None:
+            raise interrupted
 
     def wait(self, group: CommitGroup, commit: Callable[[CommitGroup], None]) -> None:
         """Wait (gate released) until ``group`` committed or failed; if it is still open after
@@ -148,9 +165,12 @@ class Gate:
         done = group.done
         assert done is not None, "should_defer arms the group's event before a block waits on it"
         while not done.wait(LINGER_S):
-            self.acquire()
+            acquired = False
             try:
+                self.acquire()
+                acquired = True
                 if self.group is group:
                     commit(group)
             finally:
-                self.release()
+                if acquired:
+                    self.release()

@@ -541,14 +541,9 @@ class PostgresStore(Store):
         (``BEGIN``) or joining it (``SAVEPOINT``); see :mod:`flightlog.store.group`."""
         gate.acquire()
         try:
-            conn = self._writer_connection()
             group = gate.group
             joined = group is not None
-            try:
-                conn.execute("SAVEPOINT flightlog_member" if joined else "BEGIN")
-            except psycopg.Error as exc:
-                self._drop_writer()
-                raise self._translate(exc) from exc
+            conn = self._begin_member(joined, group)
             if group is None:
                 group = gate.group = CommitGroup()
             tx.conn, tx.depth, tx.after_commit, tx.after_rollback, tx.notify = conn, 1, [], [], set()
@@ -582,6 +577,36 @@ class PostgresStore(Store):
             after_rollback=after_rollback,
             translate=lambda exc: self._translate(exc) if isinstance(exc, psycopg.Error) else exc,
         )
+
+    def _begin_member(self, joined: bool, group: CommitGroup | None) -> psycopg.Connection[Any]:
+        """``SAVEPOINT`` into the open group, or ``BEGIN`` a new one (gate held); the writer connection.
+
+        A failed ``BEGIN`` (the idle writer connection was closed under us: server restart, a terminated
+        backend) reconnects and retries once, as nothing was sent yet. A failed ``SAVEPOINT`` means the
+        group's transaction is gone with its connection: the group fails (its waiting blocks raise) and so
+        does this block, with ``StoreUnavailable``; the next block starts a fresh group.
+
+        Raises:
+            StoreUnavailable / StoreError: the server cannot be reached, or the group was lost.
+        """
+        if joined and group is not None and (self._writer is None or self._writer.closed):
+            lost = StoreUnavailable(url=self.url, reason="the group-commit connection was lost")
+            group.error = lost
+            self._commit_group(group)
+            raise lost
+        for attempt in (1, 2):
+            conn = self._writer_connection()
+            try:
+                conn.execute("SAVEPOINT flightlog_member" if joined else "BEGIN")
+                return conn
+            except psycopg.Error as exc:
+                self._drop_writer()
+                if joined and group is not None:
+                    group.error = exc
+                    self._commit_group(group)
+                if joined or attempt == 2 or not isinstance(exc, psycopg.OperationalError):
+                    raise self._translate(exc) from exc
+        raise AssertionError("unreachable")  # pragma: no cover
 
     def _writer_connection(self) -> psycopg.Connection[Any]:
         """The connection group-commit blocks share (gate held); (re)connected when missing or broken."""
