@@ -1,0 +1,366 @@
+"""FlightlogSaver against LangGraph itself: real StateGraphs run on it and on InMemorySaver must agree."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import operator
+import sqlite3
+from collections.abc import AsyncGenerator, Iterator
+from pathlib import Path
+from typing import Annotated, Any, TypedDict
+
+import pytest
+
+pytest.importorskip("langgraph")
+
+from langchain_core.runnables import RunnableConfig
+from langgraph.checkpoint.base import BaseCheckpointSaver, empty_checkpoint
+from langgraph.checkpoint.memory import InMemorySaver
+from langgraph.graph import END, START, StateGraph
+from langgraph.types import Command, Interrupt, interrupt
+from typer.testing import CliRunner
+
+import flightlog
+from flightlog.cli import app
+from flightlog.errors import LedgerIntegrityError
+from flightlog.integrations.langgraph import (
+    CHECKPOINT_KIND,
+    THREAD_DELETED_KIND,
+    WRITES_KIND,
+    FlightlogSaver,
+    session_id_for,
+)
+from flightlog.recorder import Recorder, verify_session
+from flightlog.store.base import Store
+
+
+class State(TypedDict, total=False):
+    items: Annotated[list[str], operator.add]  # reducer channel: accumulates
+    count: int
+    answer: str
+
+
+def _build(saver: BaseCheckpointSaver[Any]) -> Any:
+    def plan(state: State) -> State:
+        return {"items": ["plan"], "count": state.get("count", 0) + 1}
+
+    def act(state: State) -> State:
+        return {"items": [f"act{state['count']}"], "count": state["count"] + 1}
+
+    def review(state: State) -> State:
+        answer = interrupt({"question": "ship it?", "items": state["items"]})  # human in the loop
+        return {"items": [f"review:{answer}"], "answer": str(answer)}
+
+    g = StateGraph(State)
+    g.add_node("plan", plan)
+    g.add_node("act", act)
+    g.add_node("review", review)
+    g.add_edge(START, "plan")
+    g.add_edge("plan", "act")
+    g.add_edge("act", "review")
+    g.add_edge("review", END)
+    return g.compile(checkpointer=saver)
+
+
+def _cfg(thread: str = "t1", **extra: Any) -> RunnableConfig:
+    return {"configurable": {"thread_id": thread, **extra}}
+
+
+def _shape(snapshot: Any) -> tuple[Any, ...]:
+    """A StateSnapshot without ids and timestamps (uuid6 ids differ between two runs)."""
+    md = {k: v for k, v in (snapshot.metadata or {}).items() if k not in ("run_id",)}
+    return (
+        snapshot.values,
+        snapshot.next,
+        md.get("source"),
+        md.get("step"),
+        [(t.name, [i.value for i in t.interrupts]) for t in snapshot.tasks],
+        snapshot.parent_config is not None,
+    )
+
+
+def _norm(value: Any) -> Any:
+    """Drop what differs between two identical runs: interrupt ids (derived from checkpoint ids)."""
+    if isinstance(value, Interrupt):
+        return ("interrupt", _norm(value.value))
+    if isinstance(value, dict):
+        return {k: _norm(v) for k, v in value.items()}
+    if isinstance(value, list | tuple):
+        return type(value)(_norm(v) for v in value)
+    return value
+
+
+def _drive(graph: Any, thread: str = "t1") -> list[Any]:
+    """Run to the interrupt, resume, then time-travel to the checkpoint after `plan` and fork."""
+    out = [graph.invoke({"items": ["start"]}, _cfg(thread))]
+    out.append(_shape(graph.get_state(_cfg(thread))))
+    out.append(graph.invoke(Command(resume="yes"), _cfg(thread)))
+    history = list(graph.get_state_history(_cfg(thread)))
+    after_plan = next(s for s in history if s.next == ("act",))
+    out.append(graph.invoke(None, after_plan.config))  # replay from an earlier checkpoint: interrupts again
+    out.append(graph.invoke(Command(resume="no"), _cfg(thread)))
+    fork = graph.update_state(after_plan.config, {"items": ["edited"]})
+    out.append(graph.invoke(None, fork))
+    out.append(graph.invoke(Command(resume="again"), _cfg(thread)))
+    out.append([_shape(s) for s in graph.get_state_history(_cfg(thread))])
+    return _norm(out)
+
+
+@pytest.fixture
+def db(tmp_path: Path) -> Path:
+    return tmp_path / "lg.db"
+
+
+@pytest.fixture
+def store(db: Path) -> Iterator[Store]:
+    s = flightlog.open_store(str(db))
+    yield s
+    s.close()
+
+
+def test_graph_runs_identically_on_flightlog_and_in_memory(store: Store) -> None:
+    ours = _drive(_build(FlightlogSaver(store)))
+    reference = _drive(_build(InMemorySaver()))
+    assert ours == reference
+    assert ours[2]["answer"] == "yes" and ours[2]["items"][-1] == "review:yes"
+    assert ours[5]["items"][:3] == ["start", "plan", "edited"]
+    assert verify_session(store, session_id_for("t1")).ok
+
+
+def test_async_graph_matches(store: Store) -> None:
+    async def run(saver: BaseCheckpointSaver[Any]) -> list[Any]:
+        graph = _build(saver)
+        first = await graph.ainvoke({"items": ["a"]}, _cfg("as"))
+        second = await graph.ainvoke(Command(resume="ok"), _cfg("as"))
+        history = [_shape(s) async for s in graph.aget_state_history(_cfg("as"))]
+        return _norm([first, second, history])
+
+    assert asyncio.run(run(FlightlogSaver(store))) == asyncio.run(run(InMemorySaver()))
+
+
+def _ids(saver: BaseCheckpointSaver[Any], config: RunnableConfig | None, **kw: Any) -> list[tuple[Any, ...]]:
+    return [
+        (t.config["configurable"]["thread_id"], t.metadata.get("source"), t.metadata.get("step"))
+        for t in saver.list(config, **kw)
+    ]
+
+
+def test_list_filter_before_limit_match_in_memory(store: Store) -> None:
+    savers: list[BaseCheckpointSaver[Any]] = [FlightlogSaver(store), InMemorySaver()]
+    results = []
+    for saver in savers:
+        graph = _build(saver)
+        for thread in ("a", "b"):
+            graph.invoke({"items": [thread]}, _cfg(thread))
+            graph.invoke(Command(resume=thread), _cfg(thread))
+        all_a = list(saver.list(_cfg("a")))
+        third = all_a[2].config
+        results.append(
+            [
+                _ids(saver, _cfg("a")),
+                _ids(saver, _cfg("a"), filter={"source": "loop"}),
+                _ids(saver, _cfg("a"), filter={"source": "loop", "step": 1}),
+                _ids(saver, _cfg("a"), before=third),
+                _ids(saver, _cfg("a"), before=third, limit=1),
+                _ids(saver, _cfg("a"), limit=2),
+                _ids(saver, None),
+                _ids(saver, None, limit=3, filter={"source": "input"}),
+                _ids(saver, _cfg("a", checkpoint_ns="")),
+                _ids(saver, _cfg("nobody")),
+                [t.config == all_a[1].config for t in saver.list(all_a[1].config)],
+            ]
+        )
+    assert results[0] == results[1]
+    assert len(results[0][0]) == 5 and results[0][4] == [("a", "loop", 0)]
+
+
+def _seed(saver: BaseCheckpointSaver[Any], thread: str = "w") -> RunnableConfig:
+    cp = empty_checkpoint()
+    cp["channel_values"] = {"x": 1}
+    cp["channel_versions"] = {"x": saver.get_next_version(None, None)}
+    return saver.put(
+        _cfg(thread, checkpoint_ns=""), cp, {"source": "input", "step": -1}, cp["channel_versions"]
+    )
+
+
+def test_put_writes_pending_writes_and_idempotency(store: Store) -> None:
+    results = []
+    for saver in (FlightlogSaver(store), InMemorySaver()):
+        config = _seed(saver)
+        saver.put_writes(config, [("x", 2), ("y", "a")], task_id="t2", task_path="~b")
+        saver.put_writes(config, [("x", 1)], task_id="t1", task_path="~a")
+        saver.put_writes(
+            config, [("x", 99), ("y", "ignored")], task_id="t2", task_path="~b"
+        )  # same idx: kept
+        saver.put_writes(config, [("__error__", "boom")], task_id="t1", task_path="~a")
+        saver.put_writes(config, [("__error__", "boom2")], task_id="t1", task_path="~a")  # special: replaces
+        tup = saver.get_tuple(config)
+        assert tup is not None
+        results.append((tup.pending_writes, tup.checkpoint["channel_values"], tup.parent_config))
+    assert results[0] == results[1]
+    assert results[0][0] == [("t1", "__error__", "boom2"), ("t1", "x", 1), ("t2", "x", 2), ("t2", "y", "a")]
+    kinds = _custom_kinds(store, "w")
+    assert kinds == [CHECKPOINT_KIND] + [WRITES_KIND] * 4  # the ignored repeat appended nothing
+
+
+def _custom_kinds(store: Store, thread: str) -> list[str]:
+    return [json.loads(r.event_bytes)["custom_kind"] for r in store.read_events(session_id_for(thread))]
+
+
+def test_unchanged_values_are_stored_once_and_events_hold_references(store: Store) -> None:
+    saver = FlightlogSaver(store)
+    config = _seed(saver)
+    cp = empty_checkpoint()
+    cp["channel_values"] = {"x": 1, "z": "big" * 100}
+    cp["channel_versions"] = {"x": 1, "z": 1}
+    saver.put(config, cp, {"source": "loop", "step": 0}, {"z": 1})  # only z changed: x not stored again
+    rows = list(store.read_events(session_id_for("w")))
+    payload = json.loads(rows[-1].event_bytes)["payload"]
+    assert set(payload["channels"]) == {"z"}
+    assert payload["channels"]["z"]["ref"].startswith("sha256:") and payload["channels"]["z"]["type"]
+    assert payload["parent_checkpoint_id"] == config["configurable"]["checkpoint_id"]
+    assert payload["metadata"] == {"json": {"source": "loop", "step": 0}}
+    assert "big" not in rows[-1].event_bytes.decode()
+
+
+def test_restart_sees_everything_and_continues(db: Path, store: Store) -> None:
+    graph = _build(FlightlogSaver(store))
+    graph.invoke({"items": ["s"]}, _cfg())
+    before = [_shape(s) for s in graph.get_state_history(_cfg())]
+    with flightlog.open_store(str(db)) as other:
+        graph2 = _build(FlightlogSaver(other))
+        assert [_shape(s) for s in graph2.get_state_history(_cfg())] == before
+        done = graph2.invoke(Command(resume="later"), _cfg())  # resumes the interrupt of the first process
+        assert done["answer"] == "later"
+    # the first saver sees the other process's checkpoints (its index is rebuilt from the ledger)
+    assert graph.get_state(_cfg()).values["answer"] == "later"
+    assert verify_session(store, session_id_for("t1")).ok
+
+
+def test_delete_thread_hides_history_but_keeps_it_provable(store: Store) -> None:
+    saver = FlightlogSaver(store)
+    graph = _build(saver)
+    graph.invoke({"items": ["s"]}, _cfg())
+    saver.delete_thread("t1")
+    saver.delete_thread("never-seen")  # no-op, as InMemorySaver
+    assert saver.get_tuple(_cfg()) is None and list(saver.list(_cfg())) == []
+    assert FlightlogSaver(store).get_tuple(_cfg()) is None  # also after a rebuild from the ledger
+    assert _custom_kinds(store, "t1")[-1] == THREAD_DELETED_KIND
+    assert verify_session(store, session_id_for("t1")).ok
+    graph.invoke({"items": ["again"]}, _cfg())  # the thread starts afresh
+    assert graph.get_state(_cfg()).values["items"] == ["again", "plan", "act1"]
+
+
+def test_cli_tools_see_thread_sessions(db: Path, store: Store) -> None:
+    _build(FlightlogSaver(store)).invoke({"items": ["s"]}, _cfg("cli-thread"))
+    runner = CliRunner()
+    listed = runner.invoke(app, ["--db", str(db), "ls", "--json"])
+    assert listed.exit_code == 0 and "langgraph:cli-thread" in listed.output
+    for args in (["show", "cli-thread"], ["verify", "cli-thread"], ["export", "cli-thread"]):
+        result = runner.invoke(app, ["--db", str(db), *args])
+        assert result.exit_code == 0, (args, result.output)
+        assert CHECKPOINT_KIND in result.output or args[0] == "verify"
+
+
+def _raw(db: Path, *statements: tuple[str, tuple[Any, ...]]) -> None:
+    raw = sqlite3.connect(db)
+    try:
+        raw.execute("DROP TRIGGER IF EXISTS events_no_update")
+        for sql, params in statements:
+            raw.execute(sql, params)
+        raw.commit()
+    finally:
+        raw.close()
+
+
+def test_one_flipped_byte_is_named_and_refused(db: Path, store: Store) -> None:
+    _build(FlightlogSaver(store)).invoke({"items": ["s"]}, _cfg())
+    sid = session_id_for("t1")
+    rows = list(store.read_events(sid))
+    target = next(
+        r for r in rows if r.seq >= 2 and json.loads(r.event_bytes)["custom_kind"] == CHECKPOINT_KIND
+    )
+    data = bytearray(target.event_bytes)
+    data[data.index(b'"step":') + 7] ^= 0x01  # one byte of the metadata: "step":1 -> "step":0
+    store.close()
+    _raw(db, ("UPDATE events SET event = ? WHERE session_id = ? AND seq = ?", (bytes(data), sid, target.seq)))
+    with flightlog.open_store(str(db)) as reopened:
+        report = verify_session(reopened, sid)
+        assert not report.ok and report.divergences[0].seq == target.seq
+        assert report.divergences[0].reason == "hash_mismatch"
+        with pytest.raises(LedgerIntegrityError) as refused:
+            Recorder.attach(reopened, sid)
+        assert refused.value.seq == target.seq
+        with pytest.raises(LedgerIntegrityError) as read:
+            FlightlogSaver(reopened).get_tuple(_cfg())
+        assert read.value.seq == target.seq
+
+
+def test_an_altered_artifact_is_refused_naming_its_event(db: Path, store: Store) -> None:
+    _build(FlightlogSaver(store)).invoke({"items": ["s"]}, _cfg())
+    rows = list(store.read_events(session_id_for("t1")))
+    last_cp = [r for r in rows if json.loads(r.event_bytes)["custom_kind"] == CHECKPOINT_KIND][-1]
+    ref = json.loads(last_cp.event_bytes)["payload"]["channels"]["items"]["ref"]
+    store.close()
+    _raw(db, ("UPDATE artifacts SET content = ? WHERE sha256 = ?", (b"\x90", ref.removeprefix("sha256:"))))
+    with flightlog.open_store(str(db)) as reopened:
+        assert verify_session(reopened, session_id_for("t1")).ok  # the chain holds the digest, not the bytes
+        with pytest.raises(LedgerIntegrityError, match="altered") as read:
+            FlightlogSaver(reopened).get_tuple(_cfg())
+        assert read.value.seq == last_cp.seq
+
+
+def _stored_bytes(db: Path) -> int:
+    raw = sqlite3.connect(db)
+    try:
+        events = raw.execute("SELECT COALESCE(SUM(LENGTH(event)), 0) FROM events").fetchone()[0]
+        artifacts = raw.execute("SELECT COALESCE(SUM(size_bytes), 0) FROM artifacts").fetchone()[0]
+    finally:
+        raw.close()
+    return int(events) + int(artifacts)
+
+
+def _growing_graph(saver: BaseCheckpointSaver[Any], steps: int, size: int) -> Any:
+    """``steps`` nodes in a row, node i writes its own 2 KB channel: the state grows by ``size`` a step."""
+    fields: dict[str, Any] = {f"part{i}": str for i in range(steps)}
+    schema = TypedDict("GrowingState", fields, total=False)  # type: ignore[misc]
+    g = StateGraph(schema)
+    for i in range(steps):
+        g.add_node(f"n{i}", lambda _s, i=i: {f"part{i}": chr(65 + i % 26) * size})
+        g.add_edge(START if i == 0 else f"n{i - 1}", f"n{i}")
+    g.add_edge(f"n{steps - 1}", END)
+    return g.compile(checkpointer=saver)
+
+
+def test_disk_use_grows_with_what_changed(tmp_path: Path) -> None:
+    size, stored, full = 2048, {}, {}
+    for steps in (10, 20):
+        db = tmp_path / f"grow{steps}.db"
+        with flightlog.open_store(str(db)) as s:
+            saver = FlightlogSaver(s)
+            graph = _growing_graph(saver, steps, size)
+            graph.invoke({}, _cfg("g"))
+            checkpoints = list(saver.list(_cfg("g")))
+            final = checkpoints[0].checkpoint["channel_values"]
+            state_bytes = sum(len(saver.serde.dumps_typed(v)[1]) for v in final.values())
+        stored[steps] = _stored_bytes(db)
+        full[steps] = len(checkpoints) * state_bytes  # what a whole-state-per-step saver writes, at least
+    # linear: twice the steps, about twice the bytes (a whole-state saver: about four times)
+    assert stored[20] < 2.6 * stored[10]
+    assert full[20] > 3.5 * full[10]
+    assert stored[20] * 5 < full[20]
+    assert stored[20] > 20 * size  # every value is stored once
+
+
+def test_conformance_kit() -> None:
+    conformance = pytest.importorskip("langgraph.checkpoint.conformance")
+
+    async def factory() -> AsyncGenerator[BaseCheckpointSaver[Any], None]:
+        with flightlog.open_store(":memory:") as s:
+            yield FlightlogSaver(s)
+
+    registered = conformance.checkpointer_test(name="FlightlogSaver")(factory)
+    report = asyncio.run(conformance.validate(registered))
+    failed = {name: r for name, r in report.results.items() if r.detected and r.passed is not True}
+    assert not failed, failed
