@@ -308,3 +308,18 @@ def test_run_started_round_trips(goal: str, criteria: list[str], agent: str | No
     data = canonical_bytes(event)
     assert decode_stored(data) == event
     assert canonical_bytes(decode_stored(data)) == data
+
+
+def test_custom_events_narrate_with_a_short_hint() -> None:
+    """`flightlog show` prints a Custom event as its kind plus the payload's key, type or role (an Agents SDK
+    message item has only a role)."""
+    from flightlog.events import Custom
+    from flightlog.narration import narrate
+
+    assert narrate(Custom(custom_kind="openai_agents.item", payload={"role": "user", "content": "hi"})) == (
+        "openai_agents.item user"
+    )
+    assert narrate(Custom(custom_kind="openai_agents.item", payload={"type": "function_call"})).endswith(
+        "function_call"
+    )
+    assert narrate(Custom(custom_kind="x", payload=[1, 2])) == "x"

@@ -49,7 +49,7 @@ def _tool_completed(e: ev.ToolCompleted) -> str:
 
 def _custom(e: ev.Custom) -> str:
     payload = e.payload if isinstance(e.payload, dict) else {}
-    hint = payload.get("key") or payload.get("type") or ""
+    hint = payload.get("key") or payload.get("type") or payload.get("role") or ""
     return f"{e.custom_kind}" + (f" {short(str(hint), 40)}" if hint else "")
 
 
