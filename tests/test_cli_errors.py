@@ -159,3 +159,23 @@ def test_password_in_a_keyword_string_is_not_printed() -> None:
 )
 def test_redact_url(url: str, expected: str) -> None:
     assert redact_url(url) == expected
+
+
+@pytest.mark.parametrize("command", [["ls"], ["runs"], ["verify", "--all"], ["show", "x"]])
+def test_a_missing_database_is_one_clear_line(tmp_path: Path, command: list[str]) -> None:
+    """A new user's first `ls` before any import: say there is no database yet and how to make one (it used
+    to read "no session matches '(no database at ...)'", even for `ls`), exit 2, create nothing."""
+    missing = tmp_path / "fresh" / "flightlog.db"
+    code, _, stderr = run(missing, *command)
+    line = _one_error_line(stderr)
+    assert code == 2 and f"no database at {missing} yet" in line and "flightlog import" in line
+    assert not missing.exists()
+
+
+def test_importing_a_folder_without_transcripts_fails(tmp_path: Path, db: Path) -> None:
+    """Nothing to import is a mistake a script must see (it exited 0 before)."""
+    empty = tmp_path / "empty"
+    empty.mkdir()
+    (empty / "notes.txt").write_text("not a transcript")
+    code, _, stderr = run(db, "import", str(empty))
+    assert code == 2 and "no transcripts" in _one_error_line(stderr)

@@ -109,8 +109,12 @@ def _store(read_only: bool = False) -> Iterator[Store]:
         if local and Path(local).is_dir():
             err.print(f"flightlog: error: --db {redact_url(db)} is a directory (give a database file)")
             raise typer.Exit(2)
-    if read_only and not db.startswith(("postgres", "sqlite:")) and not Path(db).exists():
-        raise SessionNotFound(session_id=f"(no database at {redact_url(db)})")
+    if read_only and "://" not in db and not db.startswith("sqlite:") and not Path(db).exists():
+        err.print(
+            f"flightlog: error: no database at {redact_url(db)} yet (create one with `flightlog import PATH` "
+            "or `flightlog demo`, or point --db / FLIGHTLOG_DB at yours)"
+        )
+        raise typer.Exit(2)
     try:
         store = open_store(db, read_only=read_only)
     except ImportError:
@@ -143,7 +147,10 @@ def _print_json(value: Any) -> None:
 
 @app.command("import")
 def import_cmd(
-    paths: Annotated[list[Path], typer.Argument(help="Transcript files or folders (recursive: *.jsonl, *.traj, OpenHands *.json).")],
+    paths: Annotated[
+        list[Path],
+        typer.Argument(help="Transcript files or folders (recursive: *.jsonl, *.traj, OpenHands *.json)."),
+    ],
     format: Annotated[
         str, typer.Option("--format", "-f", help=f"auto or one of: {', '.join(FORMATS)}.")
     ] = "auto",
@@ -163,7 +170,11 @@ def import_cmd(
         notary = Notary.from_env()  # the user's log key, created on first use; imports are signed and sealed
         files = list(iter_transcripts(paths))
         if not files:
-            err.print("flightlog: no transcripts (*.jsonl, *.traj, OpenHands *.json) found under " + ", ".join(str(p) for p in paths))
+            err.print(
+                "flightlog: error: no transcripts (*.jsonl, *.traj, OpenHands *.json) found under "
+                + ", ".join(str(p) for p in paths)
+            )
+            raise typer.Exit(2)
         for path in files:
             try:
                 result = import_file(store, path, format=format, notary=notary)

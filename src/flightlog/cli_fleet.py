@@ -24,6 +24,7 @@ from typing import Annotated, Any
 import typer
 from rich.console import Console
 
+from .checkpoints import Notary
 from .dbcopy import copy_store
 from .fleet import Worker, submit
 from .kernel.errors import AgentSpecError
@@ -78,7 +79,7 @@ def _submit_command(open_db: OpenDb) -> Callable[..., None]:
             )
         with open_db(False) as store:
             try:
-                sid = submit(store, spec, goal, criteria or (), session_id=session)
+                sid = submit(store, spec, goal, criteria or (), session_id=session, notary=Notary.from_env())
             except AgentSpecError as exc:
                 raise typer.BadParameter(str(exc), param_hint="SPEC") from None
         if json_out:
@@ -106,7 +107,9 @@ def _worker_command(open_db: OpenDb) -> Callable[..., None]:
     ) -> None:
         """Claim queued and orphaned fleet runs and drive them; SIGTERM/Ctrl-C stop claiming and drain."""
         with _opened(db, open_db) as store:
-            worker = Worker(store, concurrency=concurrency, lease_ttl_s=lease, poll_s=poll)
+            worker = Worker(
+                store, concurrency=concurrency, lease_ttl_s=lease, poll_s=poll, notary=Notary.from_env()
+            )
             _err.print(f"worker {worker.holder}: {concurrency} slot(s) on {store.url}")
             previous = _on_stop_signals(worker.stop)
             try:

@@ -10,6 +10,7 @@ from pathlib import Path
 import typer
 from typer.testing import CliRunner
 
+from flightlog.checkpoints import Notary, audit_session
 from flightlog.cli_fleet import register
 from flightlog.recorder import verify_session
 from flightlog.store import Store, open_store
@@ -53,6 +54,10 @@ def test_submit_then_worker_then_copy(store_url: str, out_dir: Path, tmp_path: P
     ran = runner.invoke(app, ["worker", "--db", store_url, "-c", "2", "--idle-exit", "0.3", "--poll", "0.05"])
     assert ran.exit_code == 0, ran.output
     assert "claimed 1" in ran.stderr
+    notary = Notary.from_env()  # the user's key and retained heads, as `flightlog run` uses them
+    with open_store(store_url) as store:
+        report = audit_session(store, "x-1", keyring=notary.keyring, heads=notary.heads)
+        assert report.ok and report.summary().startswith("sealed (completed)"), report.summary()
     copied = runner.invoke(app, ["db", "copy", store_url, str(tmp_path / "copy.db"), "--json"])
     assert copied.exit_code == 0, copied.output
     assert json.loads(copied.stdout)["sessions"] == 1

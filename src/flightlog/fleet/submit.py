@@ -12,6 +12,7 @@ from __future__ import annotations
 import uuid
 from collections.abc import Sequence
 
+from ..checkpoints import Notary
 from ..events import Custom, RunStarted
 from ..kernel import Agent, load_agent
 from ..kernel.records import BUDGET_LIMITS, capability_evidence
@@ -35,6 +36,7 @@ def submit(
     *,
     session_id: str | None = None,
     agent: Agent | None = None,
+    notary: Notary | None = None,
 ) -> str:
     """Queue a run of the agent ``spec`` on ``goal`` for the fleet; returns its session id.
 
@@ -45,6 +47,8 @@ def submit(
         criteria: Acceptance criteria.
         session_id: The session id to create (default: random hex).
         agent: The loaded agent (default: ``load_agent(spec)``).
+        notary: Sign the session from its first events (retained head, checkpoints); workers given a
+            notary keep signing it and seal it when the run ends (:mod:`flightlog.checkpoints`).
 
     Raises:
         AgentSpecError: ``spec`` does not load.
@@ -65,7 +69,13 @@ def submit(
     leases = leases_for(store)
     with store.transaction():
         recorder = Recorder.create(
-            store, session_id=session_id, task=goal, source="kernel", metadata=metadata, status=QUEUED
+            store,
+            session_id=session_id,
+            task=goal,
+            source="kernel",
+            metadata=metadata,
+            status=QUEUED,
+            notary=notary,
         )
         named = Custom(custom_kind=AGENT_SPEC, payload={"spec": spec})  # resume reads it from the ledger
         recorder.append_many([started, *evidence, limits, named])

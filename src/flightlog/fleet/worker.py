@@ -33,6 +33,7 @@ from collections.abc import Callable
 from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass, field
 
+from ..checkpoints import Notary
 from ..events import CancellationReason, OperationCancelled
 from ..kernel import Kernel, RunResult, load_agent
 from ..kernel.spec import recorded_spec
@@ -95,6 +96,8 @@ class Worker:
             a notification).
         holder: Holder name (default :func:`holder_id`).
         on_result: Called with each finished activation's result (from the slot's thread).
+        notary: Resume each session with it (verifying its signed checkpoints and retained head), sign as
+            the kernel runs, and seal the session when its run ends; None records unsigned.
     """
 
     def __init__(
@@ -106,6 +109,7 @@ class Worker:
         poll_s: float = 1.0,
         holder: str | None = None,
         on_result: Callable[[RunResult], None] | None = None,
+        notary: Notary | None = None,
     ) -> None:
         if concurrency < 1 or lease_ttl_s <= 0:
             raise ValueError("concurrency must be >= 1 and lease_ttl_s > 0")
@@ -116,6 +120,7 @@ class Worker:
         self.poll_s = poll_s
         self.holder = holder or holder_id()
         self.on_result = on_result
+        self.notary = notary
         self.stats = WorkerStats()
         self._held: set[str] = set()
         self._lock = threading.Lock()
@@ -220,7 +225,9 @@ class Worker:
             spec = recorded_spec(self.store, sid)  # from the verified ledger, never the session row
             if not spec:
                 raise ValueError(f"session {sid} records no agent spec")
-            result = Kernel(self.store, load_agent(spec)).resume_sync(sid, handle_signals=False)
+            result = Kernel(self.store, load_agent(spec), notary=self.notary).resume_sync(
+                sid, handle_signals=False
+            )
             with self._lock:
                 self.stats.results[result.status] = self.stats.results.get(result.status, 0) + 1
             if self.on_result is not None:
