@@ -179,3 +179,32 @@ def test_importing_a_folder_without_transcripts_fails(tmp_path: Path, db: Path) 
     (empty / "notes.txt").write_text("not a transcript")
     code, _, stderr = run(db, "import", str(empty))
     assert code == 2 and "no transcripts" in _one_error_line(stderr)
+
+
+@pytest.mark.parametrize("command", [["show"], ["replay"], ["export"], ["export", "-o", "OUT"]])
+def test_printing_a_tampered_session_warns_and_exits_1(db: Path, tmp_path: Path, command: list[str]) -> None:
+    """show / replay / export of a session whose stored bytes were edited print what is stored, then one
+    warning naming the first divergent seq, and exit 1 (they exited 0 silently; only verify noticed)."""
+    import sqlite3
+
+    raw = sqlite3.connect(db)
+    raw.execute("DROP TRIGGER IF EXISTS events_no_update")
+    raw.execute(
+        "UPDATE events SET event = CAST(REPLACE(CAST(event AS TEXT), '\"i\":1', '\"i\":7') AS BLOB) "
+        "WHERE session_id = ? AND seq = 1",
+        (SID,),
+    )
+    raw.commit()
+    raw.close()
+    args = [str(tmp_path / "out.jsonl") if a == "OUT" else a for a in command]
+    code, _, stderr = run(db, args[0], SID, *args[1:])
+    warning = [line for line in stderr.splitlines() if line.startswith("flightlog: warning:")]
+    assert code == 1 and len(warning) == 1, stderr
+    assert f"{SID} fails verification at seq 1 (hash_mismatch)" in warning[0]
+    assert run(db, "show", "sess-errors")[0] == 1
+
+
+def test_printing_an_intact_session_exits_0(db: Path) -> None:
+    for command in ("show", "replay", "export"):
+        code, _, stderr = run(db, command, SID)
+        assert code == 0 and "warning" not in stderr, (command, stderr)

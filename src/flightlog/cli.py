@@ -26,6 +26,7 @@ from .errors import FlightlogError, ImportFormatError, RepairError, SessionNotFo
 from .importers import FORMATS, import_file, iter_transcripts
 from .messages import Message
 from .narration import narrate, short
+from .recorder import verify_session
 from .sessions import export_jsonl, iter_events, replay_session
 from .store import Store, open_store, redact_url
 
@@ -269,6 +270,7 @@ def show_cmd(
                     f"{row.seq:>6}  {(_iso(row.recorded_at_ms) or '')[11:19]}  {row.kind:<24} "
                     f"{narrate(event)}"
                 )
+        _refuse_quietly_diverged(store, sid)
 
 
 # ─── replay / verify / export ─────────────────────────────────────────────────────────────────
@@ -296,11 +298,27 @@ def replay_cmd(
                 head = f"last seq {last}" if last >= 0 else "the session has no events"
                 raise typer.BadParameter(f"seq {at} is past the head ({head})", param_hint="--at")
         messages = replay_session(store, sid, at=at, max_part_bytes=max_part_bytes)
-    if json_out:
-        _print_json([m.to_wire() for m in messages])
+        if json_out:
+            _print_json([m.to_wire() for m in messages])
+        else:
+            for index, message in enumerate(messages):
+                _print_message(index, message)
+        _refuse_quietly_diverged(store, sid)
+
+
+def _refuse_quietly_diverged(store: Store, sid: str) -> None:
+    """After printing a session (show, replay, export), check its chain (streaming, no decoding): a
+    session that fails verification gets one warning line naming the first divergent seq, and exit 1,
+    so what was just printed is never taken for the recorded history silently."""
+    report = verify_session(store, sid, decode=False)
+    if report.ok:
         return
-    for index, message in enumerate(messages):
-        _print_message(index, message)
+    first = report.divergences[0]
+    err.print(
+        f"flightlog: warning: {sid} fails verification at seq {first.seq} ({first.reason}); what was "
+        f"printed may not be what was recorded (see `flightlog verify {sid}`)"
+    )
+    raise typer.Exit(1)
 
 
 def _print_message(index: int, message: Message) -> None:
@@ -374,6 +392,7 @@ def export_cmd(
             return
         if output is None:
             export_jsonl(store, sid, sys.stdout)
+            _refuse_quietly_diverged(store, sid)
             return
         tmp = output.with_name(output.name + ".partial")
         try:
@@ -387,7 +406,8 @@ def export_cmd(
         except BaseException:
             tmp.unlink(missing_ok=True)
             raise
-    err.print(f"exported {count} events of {sid} to {output}")
+        err.print(f"exported {count} events of {sid} to {output}")
+        _refuse_quietly_diverged(store, sid)
 
 
 # ─── db ───────────────────────────────────────────────────────────────────────────────────────
