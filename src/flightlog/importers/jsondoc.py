@@ -18,11 +18,13 @@ from pathlib import Path
 from typing import Any
 
 from ..errors import ImportFormatError
+from ..events import Custom, SessionEvent
 from .base import ImportWarning, clean_surrogates, make_json_safe, short_error
 
 __all__ = [
     "MAX_DEPTH",
     "CallBook",
+    "DocumentBuilder",
     "OpenCall",
     "compact_json",
     "looks_like_json_array_of_events",
@@ -190,3 +192,44 @@ class CallBook:
     def pending(self) -> list[OpenCall]:
         """Calls still unanswered, in request order."""
         return list(self._open.values())
+
+
+class DocumentBuilder:
+    """What the whole-document importers' builders share: the events of the one session being built, in
+    order, file-level warnings, the :class:`CallBook`, and the ``Custom`` records of what is not mapped.
+
+    Args:
+        path: The source file (named in warnings).
+        warnings: Where warnings go.
+    """
+
+    def __init__(self, path: Path, warnings: list[ImportWarning]) -> None:
+        self.path = path
+        self.warnings = warnings
+        self.events: list[SessionEvent] = []
+        self.calls = CallBook(self.warn)
+
+    def warn(self, reason: str) -> None:
+        """Append a file-level ImportWarning."""
+        self.warnings.append(ImportWarning(self.path.name, None, reason))
+
+    def emit(self, event: SessionEvent) -> None:
+        """Append one event to the session, in order."""
+        self.events.append(event)
+
+    def keep(self, custom_kind: str, payload: Any) -> None:
+        """Record something the importer does not map, as a ``Custom`` event (nothing is dropped)."""
+        self.emit(Custom(custom_kind=custom_kind, payload=payload))
+
+    def keep_pending(self, custom_kind: str, where_key: str) -> None:
+        """Record each call still unanswered at the end of the file (``where_key`` names its
+        :attr:`OpenCall.where` in the payload)."""
+        for call in self.calls.pending():
+            payload = {
+                "call_id": call.call_id,
+                "native_call_id": call.native_id,
+                "name": call.name,
+                "turn": call.turn,
+                where_key: call.where,
+            }
+            self.keep(custom_kind, payload)

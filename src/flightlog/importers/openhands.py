@@ -78,12 +78,10 @@ from typing import Any
 
 from ..errors import ImportFormatError
 from ..events import (
-    Custom,
     LlmCompleted,
     ProviderReplay,
     RunStarted,
     RunTerminal,
-    SessionEvent,
     ToolCompleted,
     ToolRequested,
 )
@@ -98,7 +96,7 @@ from ..messages import (
     ToolResult,
 )
 from .base import ImportedSession, ImportWarning
-from .jsondoc import CallBook, compact_json, read_json_document
+from .jsondoc import DocumentBuilder, compact_json, read_json_document
 
 __all__ = ["FORMAT", "VERSION", "looks_like", "read"]
 
@@ -285,14 +283,11 @@ class _Run:
     waiting: bool = False  # last event: an agent message waiting for the user
 
 
-class _Builder:
+class _Builder(DocumentBuilder):
     """Mutable fold state: feed events in file order, then :meth:`finish`."""
 
     def __init__(self, path: Path, warnings: list[ImportWarning]) -> None:
-        self.path = path
-        self.warnings = warnings
-        self.events: list[SessionEvent] = []
-        self.calls = CallBook(self.warn)
+        super().__init__(path, warnings)
         self.turn = 0
         self.run: _Run | None = None
         self.first_prompt: str | None = None
@@ -304,18 +299,6 @@ class _Builder:
         self.count = 0
         self.responses: dict[str, tuple[int, JsonObj, dict[str, str]]] = {}  # id → turn, response, calls
         self.action_calls: dict[int | str | None, str] = {}  # action event id → session-unique call id
-
-    def warn(self, reason: str) -> None:
-        """Append a file-level ImportWarning."""
-        self.warnings.append(ImportWarning(self.path.name, None, reason))
-
-    def emit(self, event: SessionEvent) -> None:
-        """Append one event to the session, in order."""
-        self.events.append(event)
-
-    def keep(self, custom_kind: str, payload: Any) -> None:
-        """Record something this importer does not map (rule 6)."""
-        self.emit(Custom(custom_kind=custom_kind, payload=payload))
 
     def feed(self, index: int, item: Any) -> None:
         """Fold one array item (``index`` is its 0-based position)."""
@@ -565,15 +548,7 @@ class _Builder:
 
     def finish(self) -> list[ImportedSession]:
         """End of file: flag pending calls, close the run, build the session."""
-        for call in self.calls.pending():
-            payload = {
-                "call_id": call.call_id,
-                "native_call_id": call.native_id,
-                "name": call.name,
-                "turn": call.turn,
-                "event": call.where,
-            }
-            self.keep("openhands.pending_tool_call", payload)
+        self.keep_pending("openhands.pending_tool_call", "event")
         self.close_run(at_eof=True)
         if not self.count:
             self.warn("no OpenHands event in the file")

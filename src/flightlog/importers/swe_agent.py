@@ -74,12 +74,10 @@ from typing import Any
 
 from ..errors import ImportFormatError
 from ..events import (
-    Custom,
     LlmCompleted,
     ProviderReplay,
     RunStarted,
     RunTerminal,
-    SessionEvent,
     ToolCompleted,
     ToolRequested,
 )
@@ -94,7 +92,7 @@ from ..messages import (
     ToolResult,
 )
 from .base import ImportedSession, ImportWarning
-from .jsondoc import CallBook, compact_json, read_json_document
+from .jsondoc import DocumentBuilder, compact_json, read_json_document
 
 __all__ = ["FORMAT", "VERSION", "looks_like", "read"]
 
@@ -245,12 +243,11 @@ class _State:
     goal: str | None = None
 
 
-class _Builder:
+class _Builder(DocumentBuilder):
     """Builds the one session of a trajectory document."""
 
     def __init__(self, path: Path, warnings: list[ImportWarning], document: JsonObj) -> None:
-        self.path = path
-        self.warnings = warnings
+        super().__init__(path, warnings)
         self.document = document
         self.config = _replay_config(document.get("replay_config"))
         config = _obj(self.config)
@@ -259,24 +256,10 @@ class _Builder:
         self.problem_text = _str(problem.get("text"))
         self.model = _str(_obj(_obj(config.get("agent")).get("model")).get("name"))
         self.key = f"swe-agent:{self.instance_id or path.stem}"
-        self.events: list[SessionEvent] = []
-        self.calls = CallBook(self.warn)
         self.state = _State()
         self.steps: list[Any] = []
         self.next_step = 0
         self.step_due: int | None = None
-
-    def warn(self, reason: str) -> None:
-        """Append a file-level ImportWarning."""
-        self.warnings.append(ImportWarning(self.path.name, None, reason))
-
-    def emit(self, event: SessionEvent) -> None:
-        """Append one event to the session, in order."""
-        self.events.append(event)
-
-    def keep(self, custom_kind: str, payload: Any) -> None:
-        """Record something this importer does not map (rule 7)."""
-        self.emit(Custom(custom_kind=custom_kind, payload=payload))
 
     def build(self, steps: list[Any], history: list[Any]) -> ImportedSession:
         """Rules 1-6 over the whole document."""
@@ -447,15 +430,7 @@ class _Builder:
         for index in leftover:
             self.keep("swe_agent.step", _step_payload(index, self.steps[index]))
         self.ensure_started("end")
-        for call in self.calls.pending():
-            payload = {
-                "call_id": call.call_id,
-                "native_call_id": call.native_id,
-                "name": call.name,
-                "turn": call.turn,
-                "history_index": call.where,
-            }
-            self.keep("swe_agent.pending_tool_call", payload)
+        self.keep_pending("swe_agent.pending_tool_call", "history_index")
         info = self.document.get("info")
         if "info" in self.document:
             self.keep("swe_agent.info", info)
