@@ -73,7 +73,7 @@ def verify_session(store: Store, session_id: str, *, decode: bool = True) -> Ver
     Raises:
         SessionNotFound: no such session.
     """
-    report, _ = _verified(store, session_id, decode=decode, tree=None)
+    report, _ = _verified(store, session_id, decode=decode, fold_tree=False)
     return report
 
 
@@ -82,10 +82,10 @@ _EXTENSIONS = 3
 
 
 def _verified(
-    store: Store, session_id: str, *, decode: bool, tree: CompactRange | None
+    store: Store, session_id: str, *, decode: bool, fold_tree: bool
 ) -> tuple[VerifyReport, CompactRange | None]:
     """Verify a session's rows against the head and tree head its session row records; returns the report
-    and the tree the rows were folded into (a fresh one when ``tree`` is given).
+    and, with ``fold_tree``, the tree the rows were folded into (for a recorder to go on from).
 
     The session row and the rows come from separate statements, and a writer may commit meanwhile. A row
     and the head that covers it commit together, so the session row is read *after* the rows: it then
@@ -116,7 +116,7 @@ def _verified(
         chasing[0] = True  # rows keep coming: a live writer is ahead of us, not a truncated ledger
 
     store.get_session(session_id)  # SessionNotFound before anything else
-    fold = CompactRange() if tree is not None else None
+    fold = CompactRange() if fold_tree else None
     report = verify_rows(session_id, rows(), decode=decode, tree=fold)
     record = final[-1]
     if record.head_seq >= 0 and not chasing[0]:
@@ -246,7 +246,7 @@ class Recorder:
             )
         if not full:
             raise ValueError("cheap resume (full=False) needs a notary to check signatures")
-        report, folded = _verified(store, session_id, decode=True, tree=CompactRange())
+        report, folded = _verified(store, session_id, decode=True, fold_tree=True)
         assert folded is not None
         tree = folded
         if report.events == 0:
