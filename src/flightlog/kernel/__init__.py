@@ -13,7 +13,10 @@ reconcilers), ``approvals`` (human decisions), ``abort`` (fencing a run from out
 ledger fold), ``transcript`` (incremental ``reconstruct``), ``records`` (the kernel's ``Custom``
 records), ``operations`` (what a cancel or deadline interrupts), ``signals`` (sync wrappers,
 SIGINT/SIGTERM), ``loop`` (the ``Kernel``), ``result`` (``RunResult``), ``scripted`` (a fake provider),
-``spec`` (loading an agent from ``module:attr`` or TOML).
+``spec`` (loading an agent from ``module:attr`` or TOML), ``ceiling`` (the signed grant over
+governance), ``confine`` (:func:`open_path`, :func:`resolve_path`, :func:`run_command`: paths and commands
+checked against the grant when a tool opens or runs them), ``shell`` (:func:`parse_command`: one plain
+command or a refusal naming the construct).
 """
 
 from __future__ import annotations
@@ -22,13 +25,16 @@ from .abort import abort
 from .agent import Agent
 from .approvals import PendingCall, approve, deny, pending
 from .budgets import Budgets, Prices
+from .ceiling import current_ceiling
+from .confine import open_path, resolve_path, run_command
 from .effects import current_effect_key
-from .errors import AgentSpecError, FatalToolError, KernelError, NotPending
+from .errors import AgentSpecError, CommandRefused, FatalToolError, KernelError, NotPending, OutsideCeiling
 from .loop import Kernel
 from .policy import Decision, Policy, Rule
 from .repair import repair_arguments
 from .result import RunResult, RunStatus
 from .scripted import ScriptedProvider
+from .shell import parse_command
 from .spec import load_agent
 from .tools import Effect, Tool, ToolArgumentsError, tool
 
@@ -36,12 +42,14 @@ __all__ = [
     "Agent",
     "AgentSpecError",
     "Budgets",
+    "CommandRefused",
     "Decision",
     "Effect",
     "FatalToolError",
     "Kernel",
     "KernelError",
     "NotPending",
+    "OutsideCeiling",
     "PendingCall",
     "Policy",
     "Prices",
@@ -53,10 +61,15 @@ __all__ = [
     "ToolArgumentsError",
     "abort",
     "approve",
+    "current_ceiling",
     "current_effect_key",
     "deny",
     "load_agent",
+    "open_path",
+    "parse_command",
     "pending",
     "repair_arguments",
+    "resolve_path",
+    "run_command",
     "tool",
 ]

@@ -19,8 +19,6 @@ policy decided (:meth:`Ceiling.apply`):
 
 * a tool outside the grant's tool ceiling (``tools_allow`` / ``tools_deny``) → ``deny``, whatever the agent's
   policy said (``tool_denied`` is recorded, the model sees the reason);
-* a call the agent's policy allows whose effect class is in ``approval_required`` → ``ask``.
-
 * a call with an argument outside the grant's path, command or network ceiling → ``deny`` (below);
 * a call the agent's policy allows whose effect class is in ``approval_required`` → ``ask``.
 
@@ -42,16 +40,26 @@ Each classified argument of the (repaired) JSON arguments is checked: ``None`` (
 is one value, a list of strings is each of its items; any other value cannot be checked and is denied. Any
 value outside its ceiling denies the call, the reason naming the argument and the ceiling field.
 
-* Paths: normalised lexically (``\\`` → ``/``, :func:`posixpath.normpath`); a path that still climbs out
-  (``..`` or ``../…`` after normalising, e.g. ``src/../../etc``) is refused under any grant; otherwise it
-  must match one of ``path_globs`` with the kernel's glob rules (:func:`~flightlog.kernel.policy.glob_match`:
-  ``*`` within one segment, ``**`` across segments).
-* Commands: leading whitespace stripped; a command containing shell chaining or substitution (``;``,
-  ``&`` (so ``&&``), ``|`` (so ``||``), a backtick, ``$(``, ``<(``, ``>(``, a newline or carriage return)
-  is refused, even inside quotes (the kernel does not interpret shell quoting); otherwise its ``shlex``
-  tokens must start with the tokens of one of ``command_prefixes`` (whole tokens, first token exact:
-  ``git status`` allows ``git status -s``, not ``git statusx`` nor ``/tmp/git status``). A list argument is
-  several commands, each checked (not an argv).
+* Paths, at planning: normalised lexically (``\\`` → ``/``, :func:`posixpath.normpath`); a path that
+  still climbs out (``..`` or ``../…`` after normalising, e.g. ``src/../../etc``) is refused under any
+  grant; otherwise it must match one of ``path_globs`` with the kernel's glob rules
+  (:func:`~flightlog.kernel.policy.glob_match`: ``*`` within one segment, ``**`` across segments).
+* Paths, when the call runs: planning is lexical and may happen long before the call runs (an approval
+  can take days), so the kernel checks again, on the filesystem, right before the tool runs: each path
+  argument is resolved (every symlink followed) and must lie where a glob's directories really are
+  (:func:`~flightlog.kernel.confine.real_path_problem`); a call whose path resolves outside gets an error
+  result and the tool does not run. While it runs, the tool can open paths with
+  :func:`~flightlog.kernel.confine.open_path`, which closes the race between that check and the open
+  (see :mod:`flightlog.kernel.confine` for the guarantee and its limits).
+* Commands: parsed by :func:`~flightlog.kernel.shell.parse_command` (tree-sitter's Bash grammar): a
+  command must be one plain command of literal words, so every redirection (``>``, ``>>``, ``<``, ``2>``,
+  ``&>``, here-documents), expansion (``$VAR``, ``${...}``, ``$(...)``, backticks, globs, ``{a,b}``,
+  ``~``), chaining (``;``, ``&``, ``&&``, ``||``, ``|``, a newline), subshell or compound is refused,
+  the reason naming the construct, even inside quotes where Bash would still interpret it. The argv
+  it yields (quotes removed) must start with the tokens of one of ``command_prefixes`` (whole tokens,
+  first token exact: ``git status`` allows ``git status -s``, not ``git statusx`` nor
+  ``/tmp/git status``). A list argument is several commands, each checked (not an argv). Tools run an
+  allowed command without a shell with :func:`~flightlog.kernel.confine.run_command`.
 * URLs/hosts: a value with ``://`` is parsed with :func:`urllib.parse.urlsplit`, a bare value as
   ``//value`` (``host``, ``host:port``); the ``hostname`` must be allowed by
   :meth:`~flightlog.grants.GrantPolicy.allows_host` (exactly, or ``*.domain`` for a subdomain, or ``*``).
@@ -79,7 +87,9 @@ from __future__ import annotations
 
 import posixpath
 import shlex
-from collections.abc import Callable, Iterable, Mapping
+from collections.abc import Callable, Iterable, Iterator, Mapping
+from contextlib import contextmanager
+from contextvars import ContextVar
 from dataclasses import dataclass, replace
 from typing import Any, Literal
 from urllib.parse import urlsplit
@@ -96,18 +106,21 @@ from ..grants import (
 from ..keys import VerifierKey, now_ms
 from ..store.base import Store
 from .agent import Agent
-from .errors import KernelError
+from .errors import CommandRefused, KernelError
 from .policy import glob_match
 from .records import CallPlan
+from .shell import parse_command
 from .tools import Tool
 
 __all__ = [
     "AXES",
-    "CHAINING",
     "CONVENTIONAL_NAMES",
     "Ceiling",
+    "active",
+    "argv_problem",
     "classify",
     "command_problem",
+    "current_ceiling",
     "path_problem",
     "resume_ceiling",
     "start_grant",
@@ -165,6 +178,38 @@ class Ceiling:
                         return f"argument {name!r} = {value!r}: {problem}"
         return None
 
+    def path_arguments(self, plan: CallPlan, tool: Tool | None = None) -> list[tuple[str, str]]:
+        """The call's path values as ``(argument name, value)``, in argument order (lists flattened)."""
+        arguments = plan.arguments or {}
+        found: list[tuple[str, str]] = []
+        for name, axes in classify(arguments, tool if tool is not None else ()).items():
+            values = _string_values(arguments.get(name))
+            if "path" in axes and values is not None:
+                found.extend((name, value) for value in values)
+        return found
+
+
+_ACTIVE: ContextVar[Ceiling | None] = ContextVar("flightlog_ceiling", default=None)
+
+
+def current_ceiling() -> Ceiling | None:
+    """The grant in force for the tool call running now (None: no grant, or not inside a tool call).
+
+    The kernel sets it around each tool call of a session with a grant; sync tools in a worker thread
+    see it too (``asyncio.to_thread`` copies the context). :mod:`flightlog.kernel.confine` reads it.
+    """
+    return _ACTIVE.get()
+
+
+@contextmanager
+def active(ceiling: Ceiling | None) -> Iterator[None]:
+    """Make ``ceiling`` the :func:`current_ceiling` inside the block (None: no grant)."""
+    token = _ACTIVE.set(ceiling)
+    try:
+        yield
+    finally:
+        _ACTIVE.reset(token)
+
 
 Axis = Literal["path", "command", "url"]
 AXES: tuple[Axis, ...] = ("path", "command", "url")
@@ -175,9 +220,6 @@ CONVENTIONAL_NAMES: Mapping[Axis, frozenset[str]] = {
     "url": frozenset({"url", "uri", "host", "endpoint"}),
 }
 """Argument names classified by convention when the tool does not declare them."""
-
-CHAINING = (";", "&", "|", "`", "$(", "<(", ">(", "\n", "\r")
-"""Shell chaining/substitution refused in a command argument (see the module docs)."""
 
 _FIELD: Mapping[Axis, str] = {"path": "path_globs", "command": "command_prefixes", "url": "network_hosts"}
 
@@ -241,19 +283,21 @@ def command_problem(policy: GrantPolicy, value: str) -> str | None:
     """Why ``value`` is outside the grant's command ceiling (None: inside)."""
     if not policy.command_prefixes:
         return "the grant allows no shell command (command_prefixes is empty)"
-    command = value.lstrip()
-    chained = [token for token in CHAINING if token in command]
-    if chained:
-        shown = ", ".join(repr(t) for t in chained)
-        return f"shell chaining or substitution ({shown}) is refused under command_prefixes {policy.command_prefixes}"
     try:
-        tokens = shlex.split(command)
-    except ValueError:
-        return f"the command does not parse (shlex); command_prefixes {policy.command_prefixes}"
+        argv = parse_command(value)
+    except CommandRefused as exc:
+        return f"{exc.construct} is refused under command_prefixes {policy.command_prefixes}"
+    return argv_problem(policy, argv)
+
+
+def argv_problem(policy: GrantPolicy, argv: list[str]) -> str | None:
+    """Why an argv (already split, run without a shell) is outside ``command_prefixes`` (None: inside)."""
     for prefix in policy.command_prefixes:
         want = shlex.split(prefix)
-        if want and tokens[: len(want)] == want:
+        if want and argv[: len(want)] == want:
             return None
+    if not policy.command_prefixes:
+        return "the grant allows no shell command (command_prefixes is empty)"
     return f"the command is outside command_prefixes {policy.command_prefixes}"
 
 

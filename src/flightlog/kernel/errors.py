@@ -5,7 +5,10 @@
     FlightlogError
     `-- KernelError
         +-- NotPending(LookupError)        session_id, call_id: no open gate for this call
-        `-- AgentSpecError(ValueError)     spec, reason: an agent spec cannot be loaded
+        +-- AgentSpecError(ValueError)     spec, reason: an agent spec cannot be loaded
+        +-- CommandRefused(ValueError)     command, construct: not one plain command (kernel.shell)
+        `-- OutsideCeiling(PermissionError) value, reason: a path or command outside the grant, found
+                                           when the tool opens or runs it (kernel.confine)
 
 ``FatalToolError`` is not a flightlog error: tools raise it to say "this turn cannot go on", and the
 kernel answers with a ``rollbacked(reason=FatalToolError)`` (see :mod:`flightlog.kernel.tools`).
@@ -15,7 +18,14 @@ from __future__ import annotations
 
 from ..errors import FlightlogError
 
-__all__ = ["AgentSpecError", "FatalToolError", "KernelError", "NotPending"]
+__all__ = [
+    "AgentSpecError",
+    "CommandRefused",
+    "FatalToolError",
+    "KernelError",
+    "NotPending",
+    "OutsideCeiling",
+]
 
 
 class KernelError(FlightlogError):
@@ -44,6 +54,38 @@ class AgentSpecError(KernelError, ValueError):
 
     def __init__(self, *, spec: str, reason: str) -> None:
         super().__init__(f"agent spec {spec!r}: {reason}", spec=spec, reason=reason)
+
+
+class CommandRefused(KernelError, ValueError):
+    """A shell command string is not one plain command of literal words (:mod:`flightlog.kernel.shell`).
+
+    ``construct`` names the first shell construct found: "a redirection (>, >>, <, 2>, &>, >&)", "a
+    parameter expansion ($VAR)", "command chaining (&&, ||)", ...
+    """
+
+    command: str
+    construct: str
+
+    def __init__(self, *, command: str, construct: str) -> None:
+        super().__init__(
+            f"command {command!r}: {construct} is refused (only one plain command of literal words runs)",
+            command=command,
+            construct=construct,
+        )
+
+
+class OutsideCeiling(KernelError, PermissionError):
+    """A path or command a tool was about to open or run lies outside the session's grant.
+
+    Raised by :mod:`flightlog.kernel.confine` at the moment of use (a symlink leading out, a component
+    swapped while opening, a command outside ``command_prefixes``); nothing was opened or run.
+    """
+
+    value: str
+    reason: str
+
+    def __init__(self, *, value: str, reason: str) -> None:
+        super().__init__(f"{value!r}: {reason}", value=value, reason=reason)
 
 
 class FatalToolError(Exception):

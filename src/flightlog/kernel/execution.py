@@ -11,6 +11,12 @@ Order of work for a turn in phase ``tools``:
    go through :class:`~flightlog.kernel.effects.Effects` (exactly once).
 3. ``tool_completed(turn, results)``, results in call order.
 
+Under a signed grant, right before a call runs, each of its path arguments is resolved on the filesystem
+and checked again (:func:`~flightlog.kernel.confine.runtime_problem`): one that now resolves outside the
+grant (a symlink leading out) gives the call an error result naming the argument, and the tool does not
+run (a ``side_effect`` call's completion records that result). The tool then runs with the grant as
+:func:`~flightlog.kernel.ceiling.current_ceiling`, for :mod:`flightlog.kernel.confine`.
+
 A tool raising :class:`~flightlog.kernel.errors.FatalToolError` stops the turn: calls not started yet do
 not run, and the kernel records ``rollbacked(turn, checkpoint_history_len,
 reason=FatalToolError(tool_name, error))``, then retries the turn or fails the run (``run_terminal(reason=
@@ -26,6 +32,8 @@ from typing import Protocol
 from ..events import Event, Rollbacked, RollbackReason, RunTerminal, ToolCompleted
 from ..messages import ToolResult
 from .agent import Agent
+from .ceiling import Ceiling, active
+from .confine import runtime_problem
 from .effects import Effects, Outcome, effect_key, intent_of
 from .errors import FatalToolError
 from .operations import Operation, deadline
@@ -45,6 +53,7 @@ class TurnContext(Protocol):
     effects: Effects
     session_id: str
     operation: Operation | None
+    ceiling: Ceiling | None
 
     def append(self, *events: Event, status: str | None = None) -> None:
         """Durably append events in one transaction (and set the session status with them)."""
@@ -70,9 +79,16 @@ def _runs(plan: CallPlan, state: KernelState) -> bool:
     return plan.decision == "ask" and verdict is not None and verdict.approved
 
 
-async def _invoke(tool: Tool, plan: CallPlan) -> Outcome:
+async def _invoke(tool: Tool, plan: CallPlan, ceiling: Ceiling | None) -> Outcome:
+    if ceiling is not None:
+        problem = runtime_problem(ceiling, plan, tool)
+        if problem is not None:
+            return Outcome(
+                f"refused by grant policy {ceiling.policy.policy_id} when the call ran: {problem}", True
+            )
     try:
-        value = await tool.invoke(plan.arguments or {})
+        with active(ceiling):
+            value = await tool.invoke(plan.arguments or {})
     except FatalToolError as exc:
         raise _Fatal(tool.name, exc) from exc
     except ToolArgumentsError as exc:
@@ -93,7 +109,7 @@ async def _side_effect(ctx: TurnContext, tool: Tool, plan: CallPlan) -> Outcome:
 
     async def run() -> Outcome:
         try:
-            return await _invoke(tool, plan)
+            return await _invoke(tool, plan, ctx.ceiling)
         except _Fatal as exc:
             fatal.append(exc)
             return Outcome(f"FatalToolError: {exc.error}", True)
@@ -125,7 +141,7 @@ async def _outcome(ctx: TurnContext, plan: CallPlan) -> Outcome:
         return Outcome(f"unknown tool {plan.tool!r}", True)
     if tool.effect == "side_effect":
         return await _side_effect(ctx, tool, plan)
-    return await _invoke(tool, plan)
+    return await _invoke(tool, plan, ctx.ceiling)
 
 
 def _groups(plans: Sequence[CallPlan], agent: Agent) -> list[list[CallPlan]]:
@@ -164,7 +180,9 @@ async def _in_doubt(ctx: TurnContext, plans: Sequence[CallPlan]) -> list[CallPla
         key = effect_key(ctx.session_id, ctx.state.turn, plan.call_id)
         if ctx.effects.state(key) != "pending" or ctx.state.verdict("effect_in_doubt", plan.call_id):
             continue
-        if await ctx.effects.reconcile(tool, plan, key, ctx.state.turn) is None:
+        with active(ctx.ceiling):
+            settled = await ctx.effects.reconcile(tool, plan, key, ctx.state.turn)
+        if settled is None:
             undecided.append(plan)
     return undecided
 
