@@ -7,6 +7,7 @@ secret) and works from inside the workspace (``monkeypatch.chdir``), as a tool d
 from __future__ import annotations
 
 import os
+import pickle
 import subprocess
 import sys
 from collections.abc import Iterator
@@ -444,3 +445,12 @@ def test_a_kernel_run_refuses_a_redirection_and_runs_the_allowed_command(
     (completed,) = of(store, sid, ToolCompleted)
     assert (completed.results[0].output, completed.results[0].is_error) == ("hello\n", False)
     assert not (workspace.parent / "outside" / "pwned.txt").exists()
+
+
+def test_the_refusals_pickle_with_their_fields() -> None:
+    for error in (
+        CommandRefused(command="echo x > y", construct="a redirection (>)"),
+        OutsideCeiling(value="src/link", reason="it resolves to '/etc'"),
+    ):
+        copy = pickle.loads(pickle.dumps(error))
+        assert (type(copy), str(copy), copy.__dict__) == (type(error), str(error), error.__dict__)

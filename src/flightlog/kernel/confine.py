@@ -182,7 +182,7 @@ def _flags(mode: str) -> int:
     flags = _ACCESS[kinds[0]]
     if "+" in mode:
         flags = (flags & ~os.O_WRONLY) | os.O_RDWR
-    return flags | os.O_CLOEXEC
+    return flags | getattr(os, "O_CLOEXEC", 0)
 
 
 def _refuse_swapped(value: str, walked: str, exc: OSError) -> None:
@@ -265,13 +265,16 @@ def open_path(
         OutsideCeiling: under a grant: the path is outside ``path_globs`` (lexically or resolved), a
             component became a symlink while opening, a written file has several hard links, or the
             opened file is outside (nothing is left open, nothing truncated).
-        OSError: as :func:`open` (missing file, permissions, a directory).
+        OSError: as :func:`open` (missing file, permissions, a directory); under a grant on a platform
+            without ``openat``/``O_NOFOLLOW`` (Windows), ``ENOSYS``.
         ValueError: an invalid mode.
     """
     value = os.fspath(path)
     ceiling = current_ceiling()
     if ceiling is None:
         return open(value, mode, encoding=encoding, errors=errors, newline=newline)
+    if os.open not in os.supports_dir_fd or not hasattr(os, "O_NOFOLLOW"):
+        raise OSError(errno.ENOSYS, "open_path under a grant needs POSIX openat and O_NOFOLLOW", value)
     flags = _flags(mode)
     if encoding is not None:
         codecs.lookup(encoding)

@@ -19,6 +19,9 @@ Effect classes decide how the kernel runs a call:
 ``paths``, ``commands`` and ``urls`` (optional) name the arguments that are file paths, shell commands and
 URLs/hosts, for the signed grant's path, command and network ceilings (:mod:`flightlog.kernel.ceiling`,
 which also classifies undeclared arguments by conventional names). Each must be a parameter of the function.
+The kernel checks them when the call is planned and, for paths, again on the filesystem right before the
+call runs; a tool that opens files with :func:`~flightlog.kernel.confine.open_path` and runs commands with
+:func:`~flightlog.kernel.confine.run_command` (argv, no shell) has the grant applied at the moment of use.
 
 Example::
 
@@ -30,7 +33,8 @@ Example::
             path: File path, relative to the workspace.
             max_bytes: Read at most this many bytes.
         '''
-        ...
+        with open_path(path) as fh:  # flightlog.kernel.open_path: confined under a signed grant
+            return fh.read(max_bytes)
 """
 
 from __future__ import annotations
