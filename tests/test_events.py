@@ -156,10 +156,20 @@ def test_primitives_are_distinct_per_seed_kind() -> None:
     assert ev.primitive("unknown_kind") == "custom"
 
 
-def test_absent_optionals_are_omitted_and_serde_default_lists_written() -> None:
+def test_absent_optionals_follow_serde_and_serde_default_lists_written() -> None:
+    """``Option`` without ``skip_serializing_if`` is ``null`` (as serde writes it), skipped ones are omitted.
+    The full per-field check against the seed is ``test_wire_conformance.py``."""
     wire = ev.RunStarted(run_id="r", goal="g").to_wire()
-    assert wire == {"kind": "run_started", "run_id": "r", "goal": "g", "criteria": []}
-    assert "attachments" not in wire and "agent_id" not in wire and "system_prompt" not in wire
+    assert wire == {
+        "kind": "run_started",
+        "run_id": "r",
+        "goal": "g",
+        "criteria": [],
+        "agent_id": None,
+        "system_prompt": None,
+    }
+    assert "attachments" not in wire
+    assert ev.PermissionRequested(turn=1, tool="t", arguments="{}").to_wire()["reason"] is None
     cancelled = ev.OperationCancelled(turn=1, operation_id="o", reason=ev.CancellationReason.USER).to_wire()
     assert cancelled["pending_call_ids"] == [] and cancelled["reason"] == "user"
     assert ev.PageOut(turn=1).to_wire() == {"kind": "page_out", "turn": 1, "message_count": 0}

@@ -1,13 +1,21 @@
 """The event vocabulary: every ``SessionEvent`` kind of seed 000, plus ``Custom``.
 
 Wire format: a JSON object tagged by ``"kind"`` (snake_case). Field names, types and the
-omit-when-absent rules mirror the serde attributes of seed 000 (``deepstrike_core/runtime/session.rs``):
+omit-when-absent rules mirror the serde attributes of seed 000 (``deepstrike_core/runtime/session.rs``)
+field by field, so the RFC 8785 form of an event equals the RFC 8785 form of what serde_json writes for it:
 
-* ``Option`` fields are omitted when ``None`` and default to ``None`` on input.
+* ``Option`` fields marked ``skip_serializing_if = "Option::is_none"`` are omitted when ``None``.
+* ``Option`` fields with no ``skip_serializing_if`` (``run_started.agent_id``, ``run_started.system_prompt``,
+  ``permission_requested.reason``) are written as ``null`` when ``None``.
+* Every ``Option`` defaults to ``None`` on input, written or not (serde reads a missing ``Option`` as
+  ``None``), so events stored before ``null`` was written still decode to the same values.
 * ``Vec`` fields marked ``skip_serializing_if = "Vec::is_empty"`` are omitted when empty; ``Vec`` fields
   marked only ``default`` (``criteria``, ``pending_call_ids``, ``capabilities_unlocked``) are always written
-  and default to ``[]`` on input. ``message_count`` defaults to 0 and is always written.
+  and default to ``[]`` on input; ``Vec`` fields with no attribute (``calls``, ``results``, ``hits``) are
+  required. ``message_count`` (``default`` only) defaults to 0 and is always written.
 * ``u32``/``u64`` fields are range-checked; ``(u64, u64)`` tuples are JSON arrays of two integers.
+
+``tests/test_wire_conformance.py`` parses the seed and checks every field of every kind against this.
 
 ``ProviderReplay`` and ``MemoryScope`` are strict (``deny_unknown_fields``): unknown keys are rejected.
 Every other model ignores unknown keys on input, as serde does.
@@ -231,6 +239,7 @@ class RunStarted(_Event):
     system_prompt: str | None = None
     attachments: list[ContentPart] = Field(default_factory=list)
     _skip_empty = frozenset({"attachments"})
+    _write_null = frozenset({"agent_id", "system_prompt"})
 
 
 class LlmCompleted(_Event):
@@ -321,6 +330,7 @@ class PermissionRequested(_Event):
     tool: str
     arguments: str
     reason: str | None = None
+    _write_null = frozenset({"reason"})
 
 
 class PermissionResolved(_Event):

@@ -47,31 +47,38 @@ U64 = Annotated[int, Field(ge=0, le=2**64 - 1)]
 
 
 class WireModel(BaseModel):
-    """Base of every wire model: frozen, omits ``None`` fields and the empty lists named in ``_skip_empty``.
+    """Base of every wire model: frozen; which absent values are written is decided field by field.
 
-    Fields listed in ``_skip_empty`` mirror serde's ``skip_serializing_if = "Vec::is_empty"`` in the seed;
-    other list fields (serde ``default`` only) are always written.
+    * ``None`` is omitted (serde ``#[serde(default, skip_serializing_if = "Option::is_none")]``), except
+      for the fields named in ``_write_null``, which are written as ``null`` (a seed ``Option`` field with
+      no ``skip_serializing_if``: serde writes ``null`` for ``None``).
+    * An empty list is omitted for the fields named in ``_skip_empty`` (serde ``skip_serializing_if =
+      "Vec::is_empty"``); every other list (serde ``default`` only, or required) is always written.
+
+    On input a missing field takes its default (``None`` for every optional, as serde does for ``Option``
+    whether or not it is written as ``null``).
     """
 
     model_config = ConfigDict(
         frozen=True, extra="ignore", populate_by_name=True, ser_json_inf_nan="constants"
     )
     _skip_empty: ClassVar[frozenset[str]] = frozenset()
+    _write_null: ClassVar[frozenset[str]] = frozenset()
 
     @model_serializer(mode="wrap")
     def _omit_absent(self, handler: Any) -> Any:
         data = handler(self)
         if not isinstance(data, dict):
             return data
-        skip = self._skip_empty
+        skip, nulls = self._skip_empty, self._write_null
         return {
             key: value
             for key, value in data.items()
-            if value is not None and not (key in skip and value == [])
+            if (value is not None or key in nulls) and not (key in skip and value == [])
         }
 
     def to_wire(self) -> dict[str, Any]:
-        """This model as a JSON-ready dict (wire names, absent optionals omitted)."""
+        """This model as a JSON-ready dict (wire names; absent values per the field rules above)."""
         return self.model_dump(mode="json")
 
 
