@@ -292,15 +292,27 @@ def _chat_sse(events: list[JsonObj]) -> Expected:
 
 def chat_unstreamed(events: list[JsonObj]) -> JsonObj:
     """The Chat Completions response object a recorded chunk stream amounts to, shaped as the unstreamed
-    responses in the cassettes are (``content``, ``refusal``, ``annotations``, ``tool_calls`` when any)."""
-    text, finish, usage = "", None, None
+    responses in the cassettes are (``content``, ``refusal``, ``annotations``, ``tool_calls`` when any;
+    OpenRouter's ``reasoning`` text and ``reasoning_details`` when any, the details joined per
+    ``(type, index)``)."""
+    text, finish, usage, reasoning = "", None, None, None
     calls: dict[int, JsonObj] = {}
+    details: dict[tuple[Any, Any], JsonObj] = {}
     for event in events:
         usage = event.get("usage") or usage
         for choice in event["choices"]:
             finish = choice.get("finish_reason") or finish
             delta = choice["delta"]
             text += delta.get("content") or ""
+            if delta.get("reasoning") is not None:
+                reasoning = (reasoning or "") + delta["reasoning"]
+            for fragment in delta.get("reasoning_details") or []:
+                joined = details.setdefault((fragment["type"], fragment.get("index")), {})
+                for key, value in fragment.items():
+                    if key in ("text", "summary", "data", "signature"):
+                        joined[key] = joined.get(key, "") + value
+                    else:
+                        joined.setdefault(key, value)
             for call in delta.get("tool_calls") or []:
                 entry = calls.setdefault(
                     call["index"], {"id": "", "type": "function", "function": {"arguments": ""}}
@@ -311,10 +323,16 @@ def chat_unstreamed(events: list[JsonObj]) -> JsonObj:
                     entry["function"]["name"] = function["name"]
                 entry["function"]["arguments"] += function.get("arguments") or ""
     message: JsonObj = {"role": "assistant", "content": text or None, "refusal": None, "annotations": []}
+    if reasoning is not None:
+        message["reasoning"] = reasoning
+    if details:
+        message["reasoning_details"] = list(details.values())
     if calls:
         message["tool_calls"] = [calls[index] for index in sorted(calls)]
     envelope = {
-        key: events[0][key] for key in ("id", "created", "model", "system_fingerprint", "service_tier")
+        key: events[0][key]
+        for key in ("id", "created", "model", "system_fingerprint", "service_tier")
+        if key in events[0]  # OpenRouter sends neither system_fingerprint nor service_tier
     }
     choice = {"index": 0, "message": message, "finish_reason": finish}
     return {**envelope, "object": "chat.completion", "choices": [choice], "usage": usage}

@@ -10,7 +10,10 @@ Rendering (neutral → request body):
   result.
 * **Native seed:** when ``request.native_seed`` pairs an assistant message with an ``openai.chat`` payload
   whose ``native_message`` still parses to that message, that message is sent verbatim instead (null-valued
-  keys left out: the API treats them as absent).
+  keys left out: the API treats them as absent). So ``reasoning_details`` (OpenRouter, MiniMax) goes back
+  unmodified, as OpenRouter's reasoning docs ask; the message's ``reasoning`` text, OpenRouter's plain
+  rendering of those same details, is then left out (the recorded OpenRouter follow-up in
+  ``openai-chat/openrouter-reasoning-details-roundtrip`` sends ``reasoning_details`` alone).
 * Tools → ``{"type": "function", "function": {"name", "description"?, "parameters", "strict"}}``;
   ``strict`` is true only when the route declares ``strict_schema`` and the schema already satisfies strict
   mode (:func:`~flightlog.providers._sdk.strict_compatible`). ``max_completion_tokens`` from the request;
@@ -20,12 +23,18 @@ Rendering (neutral → request body):
 Parsing: the first choice's ``message``: ``content`` (or a ``refusal``) → :class:`TextPart`,
 ``reasoning_content`` (DeepSeek-style) → :class:`ThinkingPart`, ``tool_calls`` → :class:`ToolCall` with
 the ``arguments`` text verbatim. ``ProviderReplay.native_message`` is that message verbatim (``tool_calls``
-also copied to ``ProviderReplay.tool_calls``); usage maps ``prompt_tokens``/``completion_tokens`` and
+also copied to ``ProviderReplay.tool_calls``, ``reasoning_content`` to ``ProviderReplay.reasoning_content``
+and a non-empty ``reasoning_details``, as OpenRouter and MiniMax return it, to
+``ProviderReplay.reasoning_details``); usage maps ``prompt_tokens``/``completion_tokens`` and
 ``prompt_tokens_details.cached_tokens``; ``stop_reason`` is ``finish_reason``.
 
 Streaming uses the SDK's chunk stream: content deltas go to ``on_token``; role, content, refusal,
-annotations and tool-call deltas (by ``index``: id, name, argument fragments) are assembled into the same
-message object the unstreamed call returns.
+``reasoning_content``, ``reasoning``, annotations and tool-call deltas (by ``index``: id, name, argument
+fragments) are assembled into the same message object the unstreamed call returns. ``reasoning_details``
+deltas (lists of ``{"type", "index", ...}`` fragments) are merged per ``(type, index)``: the ``text``,
+``summary``, ``data`` and ``signature`` strings are concatenated, any other key keeps its first non-null
+value (recorded shape: ``openai-chat/openrouter-stream-reasoning-details``, where Anthropic thinking arrives
+as ``reasoning.text`` fragments and its signature in a later fragment of the same index).
 """
 
 from __future__ import annotations
@@ -147,7 +156,10 @@ def _seeded_message(message: Message, seed: ProviderReplay | None) -> JsonObj | 
     parts, calls = parse_message(native)
     if not same_turn(message, parts, calls):
         return None
-    return {key: copy.deepcopy(value) for key, value in native.items() if value is not None}
+    drop = {"reasoning"} if _present(native.get("reasoning_details")) else set()
+    return {
+        key: copy.deepcopy(value) for key, value in native.items() if value is not None and key not in drop
+    }
 
 
 def _assistant_message(message: Message) -> JsonObj:
@@ -243,6 +255,7 @@ def response_from_completion(completion: Mapping[str, Any]) -> ModelResponse:
     model = completion.get("model")
     tool_calls = native.get("tool_calls")
     reasoning = native.get("reasoning_content")
+    details = native.get("reasoning_details")
     replay = ProviderReplay(
         protocol=PROTOCOL,
         provider="openai",
@@ -250,6 +263,7 @@ def response_from_completion(completion: Mapping[str, Any]) -> ModelResponse:
         native_message=native,
         tool_calls=list(tool_calls) if isinstance(tool_calls, list) and tool_calls else None,
         reasoning_content=reasoning if isinstance(reasoning, str) else None,
+        reasoning_details=copy.deepcopy(details) if _present(details) else None,
     )
     finish = choice.get("finish_reason")
     return ModelResponse(
@@ -262,6 +276,11 @@ def response_from_completion(completion: Mapping[str, Any]) -> ModelResponse:
 
 def _obj(value: Any) -> JsonObj:
     return value if isinstance(value, dict) else {}
+
+
+def _present(value: Any) -> bool:
+    """Whether a provider field carries something: not null, and not an empty list or object."""
+    return value is not None and value != [] and value != {}
 
 
 def _usage(usage: Any) -> Usage:
@@ -292,6 +311,7 @@ class _StreamedCompletion:
         self._texts: dict[str, str] = {}
         self._role = "assistant"
         self._annotations: list[Any] = []
+        self._details: list[JsonObj] = []
         self._calls: dict[int, JsonObj] = {}
         self._finish: Any = None
         self._usage: Any = None
@@ -317,16 +337,32 @@ class _StreamedCompletion:
             return
         if isinstance(delta.get("role"), str):
             self._role = delta["role"]
-        for key in ("content", "refusal", "reasoning_content"):
+        for key in ("content", "refusal", "reasoning_content", "reasoning"):
             if isinstance(delta.get(key), str):
                 self._texts[key] = self._texts.get(key, "") + delta[key]
         if self._on_token is not None and isinstance(delta.get("content"), str) and delta["content"]:
             self._on_token(delta["content"])
         if isinstance(delta.get("annotations"), list):
             self._annotations.extend(delta["annotations"])
+        for fragment in delta.get("reasoning_details") or []:
+            if isinstance(fragment, dict):
+                self._detail_delta(fragment)
         for call in delta.get("tool_calls") or []:
             if isinstance(call, dict):
                 self._call_delta(call)
+
+    def _detail_delta(self, fragment: JsonObj) -> None:
+        """Merge one ``reasoning_details`` fragment into the detail of the same ``(type, index)``."""
+        key = (fragment.get("type"), fragment.get("index"))
+        detail = next((d for d in self._details if (d.get("type"), d.get("index")) == key), None)
+        if detail is None:
+            self._details.append(copy.deepcopy(fragment))
+            return
+        for name, value in fragment.items():
+            if name in _DETAIL_TEXT and isinstance(value, str) and isinstance(detail.get(name, ""), str):
+                detail[name] = detail.get(name, "") + value
+            elif detail.get(name) is None:
+                detail[name] = copy.deepcopy(value)
 
     def _call_delta(self, delta: JsonObj) -> None:
         call = self._calls.setdefault(
@@ -350,12 +386,19 @@ class _StreamedCompletion:
             "refusal": self._texts.get("refusal") or None,
             "annotations": self._annotations,
         }
-        if "reasoning_content" in self._texts:
-            message["reasoning_content"] = self._texts["reasoning_content"]
+        for key in ("reasoning_content", "reasoning"):
+            if key in self._texts:
+                message[key] = self._texts[key]
+        if self._details:
+            message["reasoning_details"] = self._details
         if self._calls:
             message["tool_calls"] = [_ordered_call(self._calls[index]) for index in sorted(self._calls)]
         choice = {"index": 0, "message": message, "finish_reason": self._finish}
         return {**self._envelope, "object": "chat.completion", "choices": [choice], "usage": self._usage}
+
+
+_DETAIL_TEXT = frozenset({"text", "summary", "data", "signature"})
+"""``reasoning_details`` keys whose string fragments are concatenated across stream chunks."""
 
 
 def _ordered_call(call: JsonObj) -> JsonObj:

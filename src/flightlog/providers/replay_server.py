@@ -74,8 +74,9 @@ __all__ = [
 MISMATCH_STATUS = 599
 """Status of the answer to a request that does not match the recorded one."""
 
-_API_ROOTS: Mapping[str, str] = {"api.openai.com": "/v1"}
-"""Base-URL path per recorded host: the OpenAI SDK's base URL includes ``/v1``, Anthropic's does not."""
+_API_ROOTS: Mapping[str, str] = {"api.openai.com": "/v1", "openrouter.ai": "/api/v1"}
+"""Base-URL path per recorded host: the OpenAI SDK's base URL includes ``/v1`` (OpenRouter's, an OpenAI-
+compatible endpoint, is ``https://openrouter.ai/api/v1``); Anthropic's includes none."""
 
 
 @dataclass(frozen=True)
