@@ -1,9 +1,11 @@
 """The ``flightlog`` command: thin wrappers that parse, call one library function, and print.
 
 Exit codes: 0 done and intact; 1 it ran and found a problem (divergence, refused attach, store error);
-2 the command line was wrong (bad option, unknown or ambiguous session prefix, missing file).
-Every listing command takes ``--json`` (stdout then holds only JSON). Errors are one stderr line
-``flightlog: error: ...``; ``--debug`` shows the traceback.
+2 the command line was wrong (bad option, unknown or ambiguous session prefix, missing file); 141 (128 +
+SIGPIPE, what a shell reports for a tool a closed pipe killed) when the reader of stdout went away, as in
+``flightlog ls | head -1``: nothing more is printed, not even an error line.
+Every listing command takes ``--json`` (stdout then holds only JSON). Errors, usage mistakes included, are
+one stderr line ``flightlog: error: ...``; ``--debug`` shows the traceback. ``-h`` is ``--help``.
 """
 
 from __future__ import annotations
@@ -18,10 +20,10 @@ from pathlib import Path
 from typing import Annotated, Any, NoReturn
 
 import typer
-from rich.console import Console
 from typer.core import TyperGroup
 
 from . import __version__
+from .cli_console import console
 from .errors import FlightlogError, ImportFormatError, RepairError, SessionNotFound, StoreUnavailable
 from .importers import FORMATS, import_file, iter_transcripts
 from .messages import Message
@@ -30,15 +32,62 @@ from .recorder import verify_session
 from .sessions import export_jsonl, iter_events, replay_session
 from .store import Store, open_store, redact_url
 
+EXIT_CLOSED_PIPE = 141
+"""Exit code when stdout's reader went away (128 + SIGPIPE, as a shell reports for ``cat`` killed by one)."""
+
+CONTEXT = {"help_option_names": ["-h", "--help"]}
+"""Click context settings of every flightlog command: ``-h`` is ``--help`` (inherited by subcommands)."""
+
 
 class _Group(TyperGroup):
-    """Maps flightlog errors to one stderr line and an exit code, for the console and CliRunner alike."""
+    """Maps flightlog errors, usage mistakes and a closed stdout to one stderr line (or none, for the pipe)
+    and an exit code, for the console and CliRunner alike (STYLE.md (f))."""
+
+    def make_context(self, info_name: str | None, args: list[str], parent: Any = None, **extra: Any) -> Any:
+        with cli_errors():
+            return super().make_context(info_name, args, parent=parent, **extra)
 
     def invoke(self, ctx: Any) -> Any:
-        try:
-            return super().invoke(ctx)
-        except FlightlogError as exc:
-            handle_errors(exc)
+        with cli_errors():
+            try:
+                return super().invoke(ctx)
+            except FlightlogError as exc:
+                handle_errors(exc)
+
+
+# click's UsageError (typer >= 0.22 vendors click, so it is found through typer's own BadParameter)
+_USAGE_ERROR: type[Exception] = next(c for c in typer.BadParameter.__mro__ if c.__name__ == "UsageError")
+
+
+@contextmanager
+def cli_errors() -> Iterator[None]:
+    """A usage mistake click or typer raises becomes one ``flightlog: error: ...`` line and exit 2 (not a
+    boxed panel); a write to a stdout whose reader has gone exits :data:`EXIT_CLOSED_PIPE` quietly."""
+    try:
+        yield
+    except _USAGE_ERROR as exc:
+        if type(exc).__name__ == "NoArgsIsHelpError":  # `flightlog keys`: the help, as asked
+            raise
+        ctx = getattr(exc, "ctx", None)
+        hint = f" (see '{ctx.command_path} --help')" if ctx is not None else ""
+        text = getattr(exc, "format_message", exc.__str__)()
+        message = " ".join(line.strip() for line in text.splitlines() if line.strip()).removesuffix(".")
+        err.print(f"flightlog: error: {message}{hint}")
+        raise typer.Exit(2) from None
+    except BrokenPipeError:
+        closed_pipe()
+
+
+def closed_pipe() -> NoReturn:
+    """stdout's reader went away (``flightlog ls | head -1``): point stdout at /dev/null, so the interpreter's
+    final flush cannot fail again, and exit :data:`EXIT_CLOSED_PIPE` without a word (Python docs,
+    "Note on SIGPIPE")."""
+    try:
+        devnull = os.open(os.devnull, os.O_WRONLY)
+        os.dup2(devnull, sys.stdout.fileno())
+    except (OSError, ValueError):  # no real file descriptor (an in-memory stdout): nothing left to flush
+        pass
+    raise typer.Exit(EXIT_CLOSED_PIPE)
 
 
 app = typer.Typer(
@@ -46,18 +95,21 @@ app = typer.Typer(
     name="flightlog",
     help="A durable, verifiable session ledger for LLM agents.",
     no_args_is_help=True,
-    add_completion=False,
+    add_completion=True,
     pretty_exceptions_enable=False,
+    rich_markup_mode=None,  # help text is plain: "[env FLIGHTLOG_DB]" must not be read as rich markup
+    context_settings=CONTEXT,
 )
-db_app = typer.Typer(cls=_Group, help="Database maintenance.", no_args_is_help=True)
+db_app = typer.Typer(cls=_Group, help="Database maintenance.", no_args_is_help=True, rich_markup_mode=None)
 app.add_typer(db_app, name="db")
 
-out = Console(highlight=False, markup=False, soft_wrap=True)
-err = Console(stderr=True, highlight=False, markup=False, soft_wrap=True)
+out = console()
+err = console(stderr=True)
 
 
 class _State:
     db: str = ""
+    db_is_default: bool = False  # the user data directory's database: its folder is ours to create
     debug: bool = False
 
 
@@ -69,6 +121,10 @@ def default_db() -> str:
     env = os.environ.get("FLIGHTLOG_DB")
     if env:
         return env
+    return _data_dir_db()
+
+
+def _data_dir_db() -> str:
     from platformdirs import user_data_dir
 
     return str(Path(user_data_dir("flightlog", appauthor=False)) / "flightlog.db")
@@ -86,7 +142,9 @@ def main_options(
         str | None,
         typer.Option(
             "--db",
-            help="Database path or URL [env FLIGHTLOG_DB; default: user data dir].",
+            metavar="PATH|URL",
+            help="Database path or URL [env FLIGHTLOG_DB; default: user data dir]. A new file is created "
+            "(and said so on stderr) only in an existing directory.",
             show_default=False,
         ),
     ] = None,
@@ -97,25 +155,64 @@ def main_options(
 ) -> None:
     """flightlog: record, verify, replay and inspect agent sessions."""
     state.db = db or default_db()
+    state.db_is_default = state.db == _data_dir_db()
     state.debug = debug
+
+
+def local_db_path(db: str) -> Path | None:
+    """The SQLite file a ``--db`` value names (as :func:`flightlog.store.open_store` reads it), or None
+    for a server URL or ``:memory:``."""
+    if db.startswith(("postgres://", "postgresql://")) or db == ":memory:":
+        return None
+    if db.startswith("sqlite://"):
+        db = db.removeprefix("sqlite://")
+        db = db[1:] if db.startswith("//") else db
+    elif "://" in db:
+        return None
+    return Path(db) if db else None
+
+
+def check_new_db(db: str, *, read_only: bool, create_dirs: bool = False) -> Path | None:
+    """Refuse a ``--db`` a user most likely mistyped, before anything is created (exit 2, one line): a
+    directory, a file in a directory that does not exist (unless ``create_dirs``: the default location),
+    or, read-only, a file that does not exist yet.
+
+    Returns:
+        The path of the SQLite file a writable open is about to create (say so once it is), else None.
+    """
+    local = local_db_path(db)
+    if local is None:
+        return None
+    problem = None
+    if local.is_dir():
+        problem = f"--db {redact_url(db)} is a directory (give a database file)"
+    elif read_only and not local.exists():
+        problem = (
+            f"no database at {redact_url(db)} yet (create one with `flightlog import PATH` "
+            "or `flightlog demo`, or point --db / FLIGHTLOG_DB at yours)"
+        )
+    elif not local.exists() and not create_dirs and not local.absolute().parent.is_dir():
+        problem = (
+            f"no directory {local.absolute().parent} for --db {redact_url(db)} (a typo? create the "
+            "directory first to start a new database there)"
+        )
+    if problem is not None:
+        err.print(f"flightlog: error: {problem}")
+        raise typer.Exit(2)
+    return None if read_only or local.exists() else local
+
+
+def say_created(path: Path | None) -> None:
+    """One stderr line when a command created a new, empty database (so a mistyped --db is noticed)."""
+    if path is not None and path.exists():
+        err.print(f"flightlog: created a new database at {path}")
 
 
 @contextmanager
 def _store(read_only: bool = False) -> Iterator[Store]:
     db = state.db
     postgres = db.startswith(("postgres://", "postgresql://"))
-    if not postgres and "://" not in db.removeprefix("sqlite://"):
-        local = db.removeprefix("sqlite://")
-        local = local[1:] if db.startswith("sqlite:///") else local
-        if local and Path(local).is_dir():
-            err.print(f"flightlog: error: --db {redact_url(db)} is a directory (give a database file)")
-            raise typer.Exit(2)
-    if read_only and "://" not in db and not db.startswith("sqlite:") and not Path(db).exists():
-        err.print(
-            f"flightlog: error: no database at {redact_url(db)} yet (create one with `flightlog import PATH` "
-            "or `flightlog demo`, or point --db / FLIGHTLOG_DB at yours)"
-        )
-        raise typer.Exit(2)
+    new = check_new_db(db, read_only=read_only, create_dirs=state.db_is_default)
     try:
         store = open_store(db, read_only=read_only)
     except ImportError:
@@ -127,6 +224,7 @@ def _store(read_only: bool = False) -> Iterator[Store]:
     except StoreUnavailable as exc:  # a password in a query string or keyword value must not be printed
         reason = " ".join(redact_url(exc.reason).split())  # one line, even for libpq's two-line errors
         raise StoreUnavailable(url=redact_url(exc.url), reason=reason) from None
+    say_created(new)
     try:
         yield store
     finally:
@@ -497,5 +595,14 @@ def handle_errors(exc: FlightlogError) -> NoReturn:
 
 
 def main() -> None:
-    """Console entry point."""
-    app()
+    """Console entry point: runs the app; a stdout closed before the final flush exits 141 quietly too."""
+    try:
+        app()
+    finally:
+        try:
+            sys.stdout.flush()
+        except BrokenPipeError:
+            try:
+                closed_pipe()
+            except typer.Exit as done:
+                raise SystemExit(done.exit_code) from None

@@ -51,10 +51,11 @@ from .witness import TrustedWitness, load_witnesses, witnessed_heads
 
 __all__ = ["audit_app", "check_sessions", "grants_app", "keys_app", "witness_app"]
 
-audit_app = typer.Typer(no_args_is_help=True, help="Proofs, checkpoint audits and log keys.")
-keys_app = typer.Typer(no_args_is_help=True, help="The log signing key and the trusted-key manifest.")
-witness_app = typer.Typer(no_args_is_help=True, help="Run a witness, submit checkpoints to one, trust one.")
-grants_app = typer.Typer(no_args_is_help=True, help="Sign and verify grant policies (DSSE, policy key).")
+_PLAIN: Any = {"no_args_is_help": True, "rich_markup_mode": None}  # help text is not rich markup
+audit_app = typer.Typer(help="Proofs, checkpoint audits and log keys.", **_PLAIN)
+keys_app = typer.Typer(help="The log signing key and the trusted-key manifest.", **_PLAIN)
+witness_app = typer.Typer(help="Run a witness, submit checkpoints to one, trust one.", **_PLAIN)
+grants_app = typer.Typer(help="Sign and verify grant policies (DSSE, policy key).", **_PLAIN)
 audit_app.add_typer(keys_app, name="keys")
 audit_app.add_typer(witness_app, name="witness")
 audit_app.add_typer(grants_app, name="grants")

@@ -22,9 +22,9 @@ from contextlib import AbstractContextManager, contextmanager
 from typing import Annotated, Any
 
 import typer
-from rich.console import Console
 
 from .checkpoints import Notary
+from .cli_console import console
 from .dbcopy import copy_store
 from .fleet import Worker, submit
 from .kernel.errors import AgentSpecError
@@ -36,8 +36,8 @@ __all__ = ["OpenDb", "db_copy_command", "register"]
 OpenDb = Callable[[bool], AbstractContextManager[Store]]
 """``open_db(read_only)``: a context manager yielding an open store, closed on exit."""
 
-_out = Console(highlight=False, markup=False, soft_wrap=True)
-_err = Console(stderr=True, highlight=False, markup=False, soft_wrap=True)
+_out = console()
+_err = console(stderr=True)
 
 
 def register(app: typer.Typer, open_db: OpenDb) -> None:
@@ -55,7 +55,11 @@ def _opened(url: str | None, open_db: OpenDb, read_only: bool = False) -> Iterat
         with open_db(read_only) as store:
             yield store
         return
+    from .cli import check_new_db, say_created  # the same --db checks as the global option
+
+    new = check_new_db(url, read_only=read_only)
     store = open_store(url, read_only=read_only)
+    say_created(new)
     try:
         yield store
     finally:

@@ -30,6 +30,7 @@ from typer.core import TyperGroup
 
 from .checkpoints import Notary
 from .cli_audit import refuse_unless_witnessed_consistent
+from .cli_console import console
 from .errors import FlightlogError, SessionNotFound
 from .events import Custom, SessionEvent
 from .kernel import Kernel, NotPending, RunResult, approve, deny, pending
@@ -108,8 +109,8 @@ def _agent(spec: str) -> Any:
 
 def register(app: typer.Typer, open_db: OpenDb) -> None:
     """Add the kernel commands to ``app`` (see the module docs); ``open_db(read_only)`` opens the store."""
-    out = Console(highlight=False, markup=False, soft_wrap=True)
-    err = Console(stderr=True, highlight=False, markup=False, soft_wrap=True)
+    out = console()
+    err = console(stderr=True)
 
     @app.command("run")
     def run_cmd(
@@ -249,6 +250,8 @@ kernel_app = typer.Typer(
     no_args_is_help=True,
     add_completion=False,
     pretty_exceptions_enable=False,
+    rich_markup_mode=None,
+    context_settings={"help_option_names": ["-h", "--help"]},
 )
 
 

@@ -22,8 +22,8 @@ from datetime import UTC, datetime
 from typing import Annotated
 
 import typer
-from rich.console import Console
 
+from .cli_console import console
 from .errors import SessionNotFound
 from .live import DEFAULT_LEASE_MS, RunView, follow_events, list_run_views, list_runs_json_live, wall_ms
 from .narration import narrate, short
@@ -36,8 +36,8 @@ __all__ = ["register", "tail_line", "view_line"]
 OpenDb = Callable[[bool], AbstractContextManager[Store]]
 """``open_db(read_only)``: a context manager yielding an open store, closed on exit."""
 
-_out = Console(highlight=False, markup=False, soft_wrap=True)
-_err = Console(stderr=True, highlight=False, markup=False, soft_wrap=True)
+_out = console()
+_err = console(stderr=True)
 
 _STATES = ", ".join(s.value for s in RunState)
 _SOURCES = ", ".join(s.value for s in RunSource)

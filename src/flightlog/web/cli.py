@@ -15,8 +15,8 @@ from contextlib import AbstractContextManager
 from typing import Annotated
 
 import typer
-from rich.console import Console
 
+from ..cli_console import console
 from ..store.base import Store
 
 __all__ = ["OpenDb", "register"]
@@ -53,8 +53,8 @@ def _ui_command(open_db: OpenDb) -> Callable[..., None]:
         ] = None,
     ) -> None:
         """Serve the dashboard: live runs, sessions, replay, verification and the approvals queue."""
-        out = Console(highlight=False, markup=False, soft_wrap=True)
-        err = Console(stderr=True, highlight=False, markup=False, soft_wrap=True)
+        out = console()
+        err = console(stderr=True)
         try:
             from .app import create_app
             from .security import new_token
