@@ -4,7 +4,10 @@
 
 from __future__ import annotations
 
+import hashlib
+import json
 import os
+import re
 import subprocess
 import sys
 from collections.abc import Iterator
@@ -15,7 +18,12 @@ import pytest
 import typer.main
 from typer.testing import CliRunner
 
+from flightlog.checkpoints import Notary
 from flightlog.cli import EXIT_CLOSED_PIPE, app
+from flightlog.events import Custom
+from flightlog.narration import plural
+from flightlog.recorder import Recorder
+from flightlog.store import open_store
 
 runner = CliRunner()
 SAMPLES = Path(__file__).parent / "data" / "samples"
@@ -185,3 +193,181 @@ def test_the_env_database_in_a_missing_directory_is_refused(
     monkeypatch.setenv("FLIGHTLOG_DB", str(tmp_path / "nope" / "f.db"))
     code, _, err = invoke("import", str(SAMPLES / "codex"))
     assert code == 2 and "no directory" in err
+
+
+# ─── import - / --format ──────────────────────────────────────────────────────────────────────
+
+
+def test_import_dash_reads_a_transcript_from_stdin(tmp_path: Path) -> None:
+    db = tmp_path / "ledger.db"
+    source = sorted((SAMPLES / "codex").glob("*.jsonl"))[-1]
+    result = runner.invoke(app, ["--db", str(db), "import", "-", "--json"], input=source.read_bytes())
+    assert result.exit_code == 0, result.stderr
+    [row] = json.loads(result.stdout)
+    assert row["path"] == "-" and row["format"] == "codex" and row["events"] > 0
+    assert row["source_sha256"] == hashlib.sha256(source.read_bytes()).hexdigest()
+    again = runner.invoke(app, ["--db", str(db), "import", str(source)])
+    assert again.exit_code == 0 and "already imported" in again.stdout  # the same bytes, by sha256
+
+
+def test_import_dash_with_nothing_on_stdin_names_stdin(tmp_path: Path) -> None:
+    result = runner.invoke(app, ["--db", str(tmp_path / "l.db"), "import", "-"], input=b"")
+    assert result.exit_code == 1
+    assert "flightlog: error: -: not a Claude Code" in result.stderr
+
+
+def test_an_unknown_format_lists_the_formats(tmp_path: Path) -> None:
+    code, _, err = invoke("--db", str(tmp_path / "l.db"), "import", "--format", "bogus", str(SAMPLES))
+    assert code == 2
+    assert "unknown format 'bogus' (one of: auto, claude-code, codex, openhands, swe-agent)" in err
+
+
+# ─── ls filters ───────────────────────────────────────────────────────────────────────────────
+
+
+def _ls(db: Path, *args: str) -> list[str]:
+    code, out, err = invoke("--db", str(db), "ls", "--json", *args)
+    assert code == 0, err
+    return [row["session_id"] for row in json.loads(out)]
+
+
+def test_ls_limit_and_filters(imported_db: Path) -> None:
+    everything = _ls(imported_db)
+    assert len(everything) == 3
+    assert _ls(imported_db, "--limit", "2") == everything[-2:] == _ls(imported_db, "-n", "2")
+    assert _ls(imported_db, "--limit", "0") == []
+    assert _ls(imported_db, "--status", "completed") == ["codex:019c8bfe-ec25-79e0-97d7-bda6a9c575ff"]
+    assert len(_ls(imported_db, "--status", "completed", "--status", "incomplete")) == 3
+    assert _ls(imported_db, "--since", "2026-02-23T13:00:00Z") == [
+        "codex:019c8bfe-ec25-79e0-97d7-bda6a9c575ff"
+    ]
+    assert _ls(imported_db, "--since", "2026-02-23") == everything[1:]
+    assert _ls(imported_db, "--since", "100000d") == everything
+    assert _ls(imported_db, "--since", "1s") == []  # imported sessions keep their transcripts' times
+    assert _ls(imported_db, "--task", "safe LINE") == ["codex:66666666-6666-4666-8666-666666666666"]
+    code, _, err = invoke("--db", str(imported_db), "ls", "--since", "yesterday")
+    assert code == 2 and "neither a duration" in err
+
+
+# ─── --json on the acting commands ────────────────────────────────────────────────────────────
+
+
+AGENT = "kernel.cli_agents:approval_agent"  # tests/ is on sys.path (rootdir conftest)
+
+
+def _suspended(db: Path) -> str:
+    result = runner.invoke(app, ["--db", str(db), "run", AGENT, "--goal", "take a note", "--json", "-q"])
+    assert result.exit_code == 3, result.stderr
+    return str(json.loads(result.stdout)["session_id"])
+
+
+@pytest.mark.parametrize("verb", ["approve", "deny"])
+def test_approve_and_deny_print_json(tmp_path: Path, verb: str) -> None:
+    db = tmp_path / "k.db"
+    sid = _suspended(db)
+    extra = ["--reason", "not now"] if verb == "deny" else []
+    code, out, err = invoke("--db", str(db), verb, sid, "n1", "--as", "alice", *extra, "--json")
+    assert code == 0, err
+    assert json.loads(out) == {
+        "session_id": sid,
+        "call_id": "n1",
+        "gate": "approval",
+        "approved": verb == "approve",
+        "responder": "alice",
+        "reason": "not now" if verb == "deny" else None,
+    }
+
+
+def test_abort_prints_json(tmp_path: Path) -> None:
+    db = tmp_path / "k.db"
+    sid = _suspended(db)
+    code, out, err = invoke("--db", str(db), "abort", sid, "--json")
+    assert code == 0, err
+    assert json.loads(out) == {"session_id": sid, "aborted": True}
+
+
+def test_keys_rotate_and_trust_print_json() -> None:
+    code, out, _ = invoke("keys", "show", "--json")
+    before = json.loads(out)["signing"]
+    code, out, err = invoke("keys", "rotate", "--json")
+    assert code == 0, err
+    signing = json.loads(out)["signing"]
+    assert signing != before and signing.startswith("flightlog.local/")
+    code, out, err = invoke("keys", "trust", before, "--json")
+    assert code == 0, err
+    assert json.loads(out)["vkey"] == before
+
+
+def test_erase_prints_json(tmp_path: Path) -> None:
+    from flightlog.erasure import put_personal_artifact
+
+    db = tmp_path / "e.db"
+    with open_store(db) as store:
+        handle = put_personal_artifact(store, b"alice@example.com")
+    code, out, err = invoke("--db", str(db), "erase", handle, "--reason", "request 7", "--json")
+    assert code == 0, err
+    row = json.loads(out)
+    assert row["artifact"] == handle and isinstance(row["log_seq"], int) and row["log_session_id"]
+
+
+# ─── worker ───────────────────────────────────────────────────────────────────────────────────
+
+
+FLEET_SPEC = "fleet.fleet_agent:agent"
+
+
+def test_worker_prints_a_line_per_claim_and_result_and_no_python_dict(tmp_path: Path) -> None:
+    db = tmp_path / "f.db"
+    code, _, err = invoke("--db", str(db), "submit", FLEET_SPEC, "--goal", "g", "--session", "w-1")
+    assert code == 0, err
+    code, out, err = invoke(
+        "--db", str(db), "worker", "--max-sessions", "1", "--idle-exit", "0.2", "--poll", "0.05"
+    )
+    assert code == 0, err
+    lines = out.splitlines()
+    assert lines[0] == "w-1  claimed (queued)"
+    assert re.fullmatch(r"w-1  completed after \d+ turns?, \d+ tokens?", lines[1]), lines
+    assert "results: completed 1" in err and "{" not in err
+
+
+def test_worker_json_lines(tmp_path: Path) -> None:
+    db = tmp_path / "f.db"
+    assert invoke("--db", str(db), "submit", FLEET_SPEC, "--goal", "g", "--session", "w-2")[0] == 0
+    code, out, err = invoke("--db", str(db), "worker", "--max-sessions", "1", "--idle-exit", "0.2", "--json")
+    assert code == 0, err
+    claimed, result, stopped = (json.loads(line) for line in out.splitlines())
+    assert claimed == {
+        "event": "claimed",
+        "session_id": "w-2",
+        "epoch": claimed["epoch"],
+        "previous_holder": None,
+        "status": "queued",
+    }
+    assert (result["event"], result["session_id"], result["status"]) == ("result", "w-2", "completed")
+    assert (
+        stopped["event"] == "stopped" and stopped["claimed"] == 1 and stopped["results"] == {"completed": 1}
+    )
+
+
+# ─── plurals ──────────────────────────────────────────────────────────────────────────────────
+
+
+def test_plural() -> None:
+    assert [plural(n, "leaf") for n in (0, 1, 2)] == ["0 leaves", "1 leaf", "2 leaves"]
+    assert [plural(n, "session") for n in (0, 1, 2)] == ["0 sessions", "1 session", "2 sessions"]
+    assert plural(1, "criterion") == "1 criterion" and plural(3, "criterion") == "3 criteria"
+
+
+def test_one_session_one_leaf_reads_in_the_singular(tmp_path: Path) -> None:
+    """``verify --all`` printed "1 leaves", ``db repair`` "1 sessions"."""
+    db = tmp_path / "one.db"
+    with open_store(db) as store:
+        rec = Recorder.create(store, session_id="one", notary=Notary.from_env())
+        rec.append(Custom(custom_kind="step", payload={}))
+        rec.finish("completed")
+    code, out, err = invoke("--db", str(db), "verify", "--all")
+    assert code == 0, out + err
+    assert re.search(r"index log  1 leaf  ", out) and "1 leaves" not in out
+    code, out, err = invoke("--db", str(db), "db", "repair", "--discard-wal")
+    assert code == 0, err
+    assert re.search(r"1 session, \d+ events", out) and "1 sessions" not in out

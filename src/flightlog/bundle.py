@@ -72,6 +72,7 @@ from .keys import (
     now_ms,
     trusted_by_endorsement,
 )
+from .narration import plural
 from .store.base import CheckpointRecord, StoredEvent
 
 if TYPE_CHECKING:
@@ -265,10 +266,10 @@ class BundleReport:
             return ["nothing proven: the bundle's files could not be read"]
         if audit.ok:
             lines = [
-                f"complete up to size {audit.anchored}: {audit.events} entries chained, "
+                f"complete up to size {audit.anchored}: {plural(audit.events, 'entry')} chained, "
                 f"the signed checkpoint at size {audit.anchored} matches them"
                 if audit.anchored
-                else f"complete up to size 0: {audit.events} entries chained, no signed checkpoint verifies"
+                else f"complete up to size 0: {plural(audit.events, 'entry')} chained, no signed checkpoint verifies"
             ]
         else:
             lines = [f"not complete: {audit.divergences[0]}" + (" ..." if len(audit.divergences) > 1 else "")]

@@ -12,7 +12,9 @@ from __future__ import annotations
 
 import json
 import os
+import shutil
 import sys
+import tempfile
 from collections.abc import Iterator
 from contextlib import contextmanager
 from datetime import UTC, datetime
@@ -27,9 +29,9 @@ from .cli_console import console
 from .errors import FlightlogError, ImportFormatError, RepairError, SessionNotFound, StoreUnavailable
 from .importers import FORMATS, import_file, iter_transcripts
 from .messages import Message
-from .narration import narrate, short
+from .narration import narrate, plural, short
 from .recorder import verify_session
-from .sessions import export_jsonl, iter_events, replay_session
+from .sessions import export_jsonl, find_sessions, iter_events, replay_session
 from .store import Store, open_store, redact_url
 
 EXIT_CLOSED_PIPE = 141
@@ -248,7 +250,11 @@ def _print_json(value: Any) -> None:
 def import_cmd(
     paths: Annotated[
         list[Path],
-        typer.Argument(help="Transcript files or folders (recursive: *.jsonl, *.traj, OpenHands *.json)."),
+        typer.Argument(
+            metavar="PATH...",
+            help="Transcript files or folders (recursive: *.jsonl, *.traj, OpenHands *.json); - reads one "
+            "transcript from stdin.",
+        ),
     ],
     format: Annotated[
         str, typer.Option("--format", "-f", help=f"auto or one of: {', '.join(FORMATS)}.")
@@ -257,12 +263,38 @@ def import_cmd(
 ) -> None:
     """Import Claude Code, Codex CLI, OpenHands and SWE-agent transcripts into verified sessions (a line per session)."""
     if format != "auto" and format not in FORMATS:
-        raise typer.BadParameter(f"unknown format {format!r}", param_hint="--format")
-    from .checkpoints import Notary
-
-    missing = [str(p) for p in paths if not p.exists()]
+        raise typer.BadParameter(
+            f"unknown format {format!r} (one of: auto, {', '.join(FORMATS)})", param_hint="--format"
+        )
+    stdin_args = [p for p in paths if str(p) == "-"]
+    if len(stdin_args) > 1:
+        raise typer.BadParameter("- (stdin) can be given once", param_hint="PATH")
+    if stdin_args and sys.stdin.isatty():
+        raise typer.BadParameter("- reads a transcript from stdin: pipe one in", param_hint="PATH")
+    missing = [str(p) for p in paths if str(p) != "-" and not p.exists()]
     if missing:
         raise ImportFormatError(path=missing[0], reason="no such file or folder")
+    with tempfile.TemporaryDirectory(prefix="flightlog-stdin-") as scratch:
+        stdin = _stdin_to_file(Path(scratch)) if stdin_args else None
+        _import_paths([stdin if str(p) == "-" and stdin else p for p in paths], format, json_out, stdin)
+
+
+def _stdin_to_file(directory: Path) -> Path:
+    """Copy stdin, as bytes, to ``directory/stdin`` (importers read files; the name "stdin" is what the
+    ledger records as the source name)."""
+    path = directory / "stdin"
+    with path.open("wb") as fh:
+        shutil.copyfileobj(sys.stdin.buffer, fh)
+    return path
+
+
+def _import_paths(paths: list[Path], format: str, json_out: bool, stdin: Path | None) -> None:
+    """Import every transcript under ``paths``; ``stdin`` (the copy of stdin, if any) is named ``-``."""
+    from .checkpoints import Notary
+
+    def shown(path: Path) -> str:
+        return "-" if path == stdin else str(path)
+
     results: list[dict[str, Any]] = []
     failed = 0
     with _store() as store:
@@ -271,7 +303,7 @@ def import_cmd(
         if not files:
             err.print(
                 "flightlog: error: no transcripts (*.jsonl, *.traj, OpenHands *.json) found under "
-                + ", ".join(str(p) for p in paths)
+                + ", ".join(shown(p) for p in paths)
             )
             raise typer.Exit(2)
         for path in files:
@@ -280,10 +312,10 @@ def import_cmd(
             except (ImportFormatError, OSError) as exc:  # one bad file never stops the others
                 failed += 1
                 reason = exc.reason if isinstance(exc, ImportFormatError) else exc.strerror or str(exc)
-                err.print(f"flightlog: error: {path}: {reason}")
-                results.append({"path": str(path), "error": reason})
+                err.print(f"flightlog: error: {shown(path)}: {reason}")
+                results.append({"path": shown(path), "error": reason})
                 continue
-            results.append(_import_json(result))
+            results.append({**_import_json(result), "path": shown(path)})
             if not json_out:
                 _print_import(result)
     if json_out:
@@ -309,16 +341,40 @@ def _print_import(result: Any) -> None:
         out.print(f"{result.session_ids[0]}  already imported from {result.path.name}")
         return
     main, *children = result.session_ids
-    extra = f" (+{len(children)} sub-agent session(s))" if children else ""
-    out.print(f"{main}  {result.events} events from {result.path.name} [{result.format}]{extra}")
+    extra = f" (+{plural(len(children), 'sub-agent session')})" if children else ""
+    out.print(f"{main}  {plural(result.events, 'event')} from {result.path.name} [{result.format}]{extra}")
     for warning in result.warnings:
         err.print(f"  warning: {warning}")
 
 
 @app.command("ls")
-def ls_cmd(json_out: Annotated[bool, typer.Option("--json", help="Print a JSON array.")] = False) -> None:
-    """List sessions: id, task, status, events, head hash, creation time."""
+def ls_cmd(
+    status: Annotated[
+        list[str] | None,
+        typer.Option(
+            "--status", help="Keep sessions with this status (repeatable): completed, running, incomplete..."
+        ),
+    ] = None,
+    since: Annotated[
+        str | None,
+        typer.Option(
+            "--since",
+            help="Keep sessions created since: an ISO date or time (UTC unless it says), or 30m, 2h, 7d.",
+        ),
+    ] = None,
+    task: Annotated[
+        str | None, typer.Option("--task", help="Keep sessions whose task contains this text (any case).")
+    ] = None,
+    limit: Annotated[
+        int | None,
+        typer.Option("--limit", "-n", help="Show the N most recently created (oldest first).", min=0),
+    ] = None,
+    json_out: Annotated[bool, typer.Option("--json", help="Print a JSON array.")] = False,
+) -> None:
+    """List sessions: id, task, status, events, head hash, creation time (oldest first)."""
+    since_ms = _since(since) if since is not None else None
     with _store(read_only=True) as store:
+        found = find_sessions(store, statuses=status or (), since_ms=since_ms, task=task, limit=limit)
         rows: list[dict[str, Any]] = [
             {
                 "session_id": s.session_id,
@@ -331,7 +387,7 @@ def ls_cmd(json_out: Annotated[bool, typer.Option("--json", help="Print a JSON a
                 "parent_session_id": s.parent_session_id,
                 "created_at": _iso(s.created_at_ms),
             }
-            for s in store.list_sessions()
+            for s in found
         ]
     if json_out:
         _print_json(rows)
@@ -345,6 +401,24 @@ def ls_cmd(json_out: Annotated[bool, typer.Option("--json", help="Print a JSON a
             f"{row['session_id']:<{width}}  {row['status']:<10} {row['events']:>6}  {row['head'][:12]:<12}  "
             f"{(row['created_at'] or '')[:19]:<19}  {short(row['task'], 60)}"
         )
+
+
+_UNITS_MS = {"s": 1000, "m": 60_000, "h": 3_600_000, "d": 86_400_000, "w": 7 * 86_400_000}
+
+
+def _since(text: str) -> int:
+    """``--since``: ``30m``/``2h``/``7d``/``1w``/``45s`` ago, or an ISO 8601 date or time (UTC unless it
+    carries an offset), as epoch ms."""
+    value = text.strip()
+    if len(value) > 1 and value[-1] in _UNITS_MS and value[:-1].isdigit():
+        return int(datetime.now(UTC).timestamp() * 1000) - int(value[:-1]) * _UNITS_MS[value[-1]]
+    try:
+        when = datetime.fromisoformat(value.replace("Z", "+00:00"))
+    except ValueError:
+        raise typer.BadParameter(
+            f"{text!r} is neither a duration (30m, 2h, 7d, 1w) nor an ISO date or time", param_hint="--since"
+        ) from None
+    return int((when if when.tzinfo else when.replace(tzinfo=UTC)).timestamp() * 1000)
 
 
 @app.command("show")
@@ -486,7 +560,7 @@ def export_cmd(
             from .bundle import export_bundle
 
             manifest = export_bundle(store, sid, bundle)
-            err.print(f"wrote a bundle of {manifest['events']} events of {sid} to {bundle}")
+            err.print(f"wrote a bundle of {plural(manifest['events'], 'event')} of {sid} to {bundle}")
             return
         if output is None:
             export_jsonl(store, sid, sys.stdout)
@@ -504,7 +578,7 @@ def export_cmd(
         except BaseException:
             tmp.unlink(missing_ok=True)
             raise
-        err.print(f"exported {count} events of {sid} to {output}")
+        err.print(f"exported {plural(count, 'event')} of {sid} to {output}")
         _refuse_quietly_diverged(store, sid)
 
 
@@ -532,7 +606,7 @@ def repair_cmd(
     out.print(f"backups and repair.json in {report.backup_dir}")
     out.print(
         f"verified read-only: integrity_check {report.integrity_check}, "
-        f"{report.sessions_verified} sessions, {report.events_verified} events"
+        f"{plural(report.sessions_verified, 'session')}, {plural(report.events_verified, 'event')}"
     )
 
 

@@ -45,6 +45,7 @@ from .indexlog import (
     prove_index_inclusion,
 )
 from .keys import Keyring, TrustedKey, VerifierKey, key_dir, load_keyring, load_signer, rotate_key, trust_key
+from .narration import plural
 from .proofs import load_proof, prove_consistency, prove_inclusion
 from .store import Store
 from .witness import TrustedWitness, load_witnesses, witnessed_heads
@@ -383,7 +384,7 @@ def _missing_rows(retained: list[Any], index: IndexReport | None) -> list[dict[s
 
 def _print_report(report: AuditReport) -> None:
     status = "ok" if report.ok else "DIVERGES"
-    _say(f"{status:<9} {report.session_id}  {report.events} events  root {report.root[:16]}")
+    _say(f"{status:<9} {report.session_id}  {plural(report.events, 'event')}  root {report.root[:16]}")
     _say(f"          {report.summary()}")
     for note in report.notes:
         _say(f"          note: {note}")
@@ -395,7 +396,7 @@ def _print_report(report: AuditReport) -> None:
 
 def _print_index(report: IndexReport) -> None:
     status = "ok" if not report.divergences else "DIVERGES"
-    _say(f"{status:<9} index log  {report.leaves} leaves  root {report.root[:16]}")
+    _say(f"{status:<9} index log  {plural(report.leaves, 'leaf')}  root {report.root[:16]}")
     _say(f"          {report.summary()}")
     for d in report.divergences:
         _say(f"          leaf {d.seq}: {d.reason}" + (f" ({d.detail})" if d.detail else ""))
@@ -460,9 +461,13 @@ def keys_show_cmd(json_out: Annotated[bool, typer.Option("--json", help="Print a
 @keys_app.command("rotate")
 def keys_rotate_cmd(
     name: Annotated[str | None, typer.Option("--name", help="New key name [default: the old one].")] = None,
+    json_out: Annotated[bool, typer.Option("--json", help="Print {signing} as JSON.")] = False,
 ) -> None:
     """Retire the active key now; a new key, endorsed by the old one, signs from now on."""
     signer = rotate_key(name=name)
+    if json_out:
+        _emit({"signing": str(signer.verifier)})
+        return
     _say(f"new signing key: {signer.verifier}")
 
 
@@ -471,9 +476,13 @@ def keys_trust_cmd(
     vkey: Annotated[str, typer.Argument(help="Verifier key <name>+<hex id>+<base64 key>.")],
     not_before: Annotated[int, typer.Option("--not-before", help="Valid from (epoch ms).")] = 0,
     not_after: Annotated[int | None, typer.Option("--not-after", help="Valid until (epoch ms).")] = None,
+    json_out: Annotated[bool, typer.Option("--json", help="Print the trusted entry as JSON.")] = False,
 ) -> None:
     """Trust another log's verifier key (to audit sessions it signed)."""
     entry = trust_key(vkey, not_before_ms=not_before, not_after_ms=not_after)
+    if json_out:
+        _emit(entry.to_json())
+        return
     _say(f"trusted: {entry.verifier}")
 
 
@@ -662,6 +671,10 @@ def grants_trust_cmd(vkey: Annotated[str, typer.Argument(help="Policy verifier k
 def erase_cmd(
     artifact: Annotated[str, typer.Argument(help="Salted artifact handle salted:sha256:<hex>.")],
     reason: Annotated[str, typer.Option("--reason", help="Why (ledgered: no personal data here).")] = "",
+    json_out: Annotated[
+        bool,
+        typer.Option("--json", help="Print {artifact, erased_at_ms, log_session_id, log_seq} as JSON."),
+    ] = False,
 ) -> None:
     """Erase a salted artifact's content and salt; ledger the erasure; every chain still verifies."""
     from .erasure import ArtifactNotFound, erase_artifact
@@ -671,6 +684,16 @@ def erase_cmd(
             record = erase_artifact(store, artifact, reason=reason, notary=Notary.from_env())
         except (ValueError, ArtifactNotFound) as exc:
             raise typer.BadParameter(str(exc), param_hint="ARTIFACT") from exc
+    if json_out:
+        _emit(
+            {
+                "artifact": f"salted:sha256:{record.digest}",
+                "erased_at_ms": record.erased_at_ms,
+                "log_session_id": record.log_session_id,
+                "log_seq": record.log_seq,
+            }
+        )
+        return
     _say(
         f"erased salted:sha256:{record.digest} (content and salt deleted); "
         f"ledgered at {record.log_session_id} seq {record.log_seq}"

@@ -14,9 +14,11 @@ Exit codes: 0 done; 1 a store or ledger problem (one ``flightlog: error:`` line 
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import signal
 import sys
+import threading
 from collections.abc import Callable, Iterator
 from contextlib import AbstractContextManager, contextmanager
 from typing import Annotated, Any
@@ -27,9 +29,13 @@ from .checkpoints import Notary
 from .cli_console import console
 from .dbcopy import copy_store
 from .fleet import Worker, submit
+from .fleet.worker import WorkerStats
+from .kernel import RunResult
 from .kernel.errors import AgentSpecError
 from .kernel.spec import is_logical
+from .narration import plural
 from .store import Store, open_store
+from .store.base import LeaseClaim
 
 __all__ = ["OpenDb", "db_copy_command", "register"]
 
@@ -108,24 +114,84 @@ def _worker_command(open_db: OpenDb) -> Callable[..., None]:
         max_sessions: Annotated[
             int | None, typer.Option("--max-sessions", help="Exit after claiming this many.", min=1)
         ] = None,
+        json_out: Annotated[
+            bool,
+            typer.Option(
+                "--json",
+                help="JSON lines on stdout: one per claim ({event: claimed, ...}) and per result "
+                "({event: result, ...}), then {event: stopped, ...} with the totals.",
+            ),
+        ] = False,
     ) -> None:
-        """Claim queued and orphaned fleet runs and drive them; SIGTERM/Ctrl-C stop claiming and drain."""
+        """Claim queued and orphaned fleet runs and drive them, a line per claim and per result on stdout;
+        SIGTERM/Ctrl-C stop claiming and drain."""
+        report = _WorkerReport(json_out)
         with _opened(db, open_db) as store:
             worker = Worker(
-                store, concurrency=concurrency, lease_ttl_s=lease, poll_s=poll, notary=Notary.from_env()
+                store,
+                concurrency=concurrency,
+                lease_ttl_s=lease,
+                poll_s=poll,
+                notary=Notary.from_env(),
+                on_claim=report.claimed,
+                on_result=report.result,
             )
-            _err.print(f"worker {worker.holder}: {concurrency} slot(s) on {store.url}")
+            _err.print(f"worker {worker.holder}: {plural(concurrency, 'slot')} on {store.url}")
             previous = _on_stop_signals(worker.stop)
             try:
                 stats = worker.run(idle_exit_s=idle_exit, max_sessions=max_sessions)
             finally:
                 _restore(previous)
-        _err.print(
-            f"worker {worker.holder}: claimed {stats.claimed}, took over {stats.takeovers}, "
-            f"results {stats.results}, errors {stats.errors}"
-        )
+        report.stopped(worker.holder, stats)
 
     return worker_cmd
+
+
+class _WorkerReport:
+    """The worker's lines: one per claimed run and per finished activation (stdout), and the totals."""
+
+    def __init__(self, json_out: bool) -> None:
+        self.json_out = json_out
+        self._lock = threading.Lock()  # slots report from their own threads
+
+    def _line(self, wire: dict[str, Any], text: str) -> None:
+        with self._lock:
+            if self.json_out:
+                sys.stdout.write(json.dumps(wire, ensure_ascii=False) + "\n")
+                sys.stdout.flush()
+            else:
+                _out.print(text)
+
+    def claimed(self, claim: LeaseClaim) -> None:
+        """``SID  claimed (queued)``, or ``... took over from HOLDER`` for a dead worker's run."""
+        how = (
+            f"took over from {claim.previous_holder}"
+            if claim.previous_holder
+            else f"claimed ({claim.status})"
+        )
+        wire = {"event": "claimed", **claim._asdict()}
+        self._line(wire, f"{claim.session_id}  {how}")
+
+    def result(self, result: RunResult) -> None:
+        """``SID  completed after 2 turns, 812 tokens`` (with the detail when not completed)."""
+        detail = f" ({result.detail})" if result.detail else ""
+        text = (
+            f"{result.session_id}  {result.status}{detail} after {plural(result.turns, 'turn')}, "
+            f"{plural(result.tokens, 'token')}"
+        )
+        self._line({"event": "result", **result.to_wire()}, text)
+
+    def stopped(self, holder: str, stats: WorkerStats) -> None:
+        """The totals: claimed, taken over, results by status, errors (stderr; JSON on stdout)."""
+        if self.json_out:
+            wire = {"event": "stopped", "holder": holder, **dataclasses.asdict(stats)}
+            self._line(wire, "")
+            return
+        results = ", ".join(f"{status} {count}" for status, count in sorted(stats.results.items())) or "none"
+        _err.print(
+            f"worker {holder}: claimed {stats.claimed}, took over {stats.takeovers}, results: {results}, "
+            f"errors {stats.errors}"
+        )
 
 
 def _on_stop_signals(stop: Callable[[], None]) -> dict[int, Any]:
@@ -162,7 +228,7 @@ def db_copy_command() -> Callable[..., None]:
 
             def progress(sid: str, events: int) -> None:
                 if not json_out:
-                    _err.print(f"staged {sid} ({events} events)")
+                    _err.print(f"staged {sid} ({plural(events, 'event')})")
 
             report = copy_store(source, target, on_session=progress, online=not offline)
         if json_out:
@@ -186,12 +252,12 @@ def db_copy_command() -> Callable[..., None]:
             _err.print(f"note: {note}")
         ledger = f" of ledger {report.ledger_id}" if report.ledger_id else ""
         index = (
-            f", index log of {report.index_leaves} leaves ({report.index_checkpoints} signed checkpoint(s))"
+            f", index log of {plural(report.index_leaves, 'leaf')} ({report.index_checkpoints} signed checkpoint(s))"
             if report.index_verified
             else ""
         )
         _out.print(
-            f"copied {len(report.sessions)} session(s){ledger}, {report.events} events, {report.artifacts} "
+            f"copied {len(report.sessions)} session(s){ledger}, {plural(report.events, 'event')}, {report.artifacts} "
             f"artifact(s), {report.effects} effect(s), {report.checkpoints} checkpoint(s){index}, "
             f"{report.cosignatures} cosignature(s); all verified (chains, signed checkpoints, seals, "
             f"retained heads{', index log' if report.index_verified else ''})"

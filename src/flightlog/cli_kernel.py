@@ -36,8 +36,9 @@ from .events import Custom, SessionEvent
 from .kernel import Kernel, NotPending, RunResult, approve, deny, pending
 from .kernel.abort import abort
 from .kernel.errors import AgentSpecError
+from .kernel.records import Verdict
 from .kernel.spec import is_logical, load_agent, recorded_spec
-from .narration import narrate, short
+from .narration import narrate, plural, short
 from .store import Store, StoredEvent, open_store
 
 __all__ = ["EXIT_CODES", "OpenDb", "Progress", "kernel_app", "register"]
@@ -91,7 +92,7 @@ def _report(console: Console, result: RunResult, json_out: bool) -> None:
     detail = f" ({result.detail})" if result.detail else ""
     console.print(
         f"session {result.session_id}: {result.status}{detail} after {result.turns} turn(s), "
-        f"{result.tokens} tokens"
+        f"{plural(result.tokens, 'token')}"
     )
     if result.final_message:
         console.print(result.final_message)
@@ -180,11 +181,15 @@ def register(app: typer.Typer, open_db: OpenDb) -> None:
         session: Annotated[str, typer.Argument(help="Session id or unique prefix.")],
         call: Annotated[str, typer.Argument(help="The call id (see `pending`).")],
         responder: Annotated[str, typer.Option("--as", help="Who decides (recorded).")] = "user",
+        json_out: Annotated[bool, typer.Option("--json", help="Print the decision as JSON.")] = False,
     ) -> None:
         """Approve a waiting call (an in-doubt effect: run it again). Then `resume` the session."""
         with open_db(False) as store:
             sid = store.resolve_session(session)
-            _decide(lambda: approve(store, sid, call, responder=responder))
+            verdict = _decide(lambda: approve(store, sid, call, responder=responder))
+        if json_out:
+            _decision_json(sid, verdict)
+            return
         out.print(f"approved {call} of {sid}; continue with: flightlog resume {sid}")
 
     @app.command("deny")
@@ -193,19 +198,32 @@ def register(app: typer.Typer, open_db: OpenDb) -> None:
         call: Annotated[str, typer.Argument(help="The call id (see `pending`).")],
         reason: Annotated[str | None, typer.Option("--reason", help="Told to the model.")] = None,
         responder: Annotated[str, typer.Option("--as", help="Who decides (recorded).")] = "user",
+        json_out: Annotated[bool, typer.Option("--json", help="Print the decision as JSON.")] = False,
     ) -> None:
         """Deny a waiting call (an in-doubt effect: mark it failed). Then `resume` the session."""
         with open_db(False) as store:
             sid = store.resolve_session(session)
-            _decide(lambda: deny(store, sid, call, responder=responder, reason=reason))
+            verdict = _decide(lambda: deny(store, sid, call, responder=responder, reason=reason))
+        if json_out:
+            _decision_json(sid, verdict)
+            return
         out.print(f"denied {call} of {sid}; continue with: flightlog resume {sid}")
 
     @app.command("abort")
-    def abort_cmd(session: Annotated[str, typer.Argument(help="Session id or unique prefix.")]) -> None:
+    def abort_cmd(
+        session: Annotated[str, typer.Argument(help="Session id or unique prefix.")],
+        json_out: Annotated[
+            bool,
+            typer.Option("--json", help="Print {session_id, aborted} as JSON (aborted false: had ended)."),
+        ] = False,
+    ) -> None:
         """Fence off a running writer of the session and mark it cancelled (resumable later)."""
         with open_db(False) as store:
             sid = store.resolve_session(session)
             done = abort(store, sid)
+        if json_out:
+            sys.stdout.write(json.dumps({"session_id": sid, "aborted": done}) + "\n")
+            return
         out.print(f"aborted {sid}" if done else f"{sid} has already ended; nothing to abort")
 
 
@@ -222,11 +240,24 @@ def _capture_session(
     return on_event
 
 
-def _decide(action: Callable[[], object]) -> None:
+def _decide(action: Callable[[], Verdict]) -> Verdict:
     try:
-        action()
+        return action()
     except NotPending as exc:
         raise typer.BadParameter(str(exc), param_hint="CALL") from None
+
+
+def _decision_json(session_id: str, verdict: Verdict) -> None:
+    """One JSON object: session_id, call_id, gate, approved, responder, reason (null when none)."""
+    wire = {
+        "session_id": session_id,
+        "call_id": verdict.call_id,
+        "gate": verdict.gate,
+        "approved": verdict.approved,
+        "responder": verdict.responder,
+        "reason": verdict.reason,
+    }
+    sys.stdout.write(json.dumps(wire, ensure_ascii=False) + "\n")
 
 
 # ─── standalone app ───────────────────────────────────────────────────────────────────────────

@@ -26,7 +26,7 @@ from .demo_kernel import run_kernel_demo
 from .errors import LedgerIntegrityError
 from .importers import import_file
 from .ledger import VerifyReport
-from .narration import short, summarize_message
+from .narration import plural, short, summarize_message
 from .recorder import Recorder, verify_session
 from .sessions import replay_session
 from .store import SqliteStore, Store
@@ -75,7 +75,7 @@ def run_demo(store: Store, console: Console, *, notary: Notary | None = None) ->
     for path in example_transcripts():
         result = import_file(store, path, notary=notary)
         session_ids.extend(result.session_ids)
-        note = "already imported" if result.duplicate else f"{result.events} events"
+        note = "already imported" if result.duplicate else plural(result.events, "event")
         console.print(f"   {path.name}  ->  {result.session_ids[0]}  ({result.format}, {note})")
     console.print("\n2. verify every chain (RFC 8785 bytes, sha256 chain, RFC 9162 tree head)")
     for sid in session_ids:
@@ -86,7 +86,7 @@ def run_demo(store: Store, console: Console, *, notary: Notary | None = None) ->
         )
         summary = f"\n      {report.summary()}" if isinstance(report, AuditReport) else ""
         console.print(
-            f"   {'ok' if report.ok else 'DIVERGES'}  {sid}  {report.events} events  root {report.root[:16]}"
+            f"   {'ok' if report.ok else 'DIVERGES'}  {sid}  {plural(report.events, 'event')}  root {report.root[:16]}"
             + summary
         )
         if not report.ok:

@@ -494,7 +494,10 @@ class IndexReport:
 
     def summary(self) -> str:
         """One line: leaves, signed coverage, retained and witnessed heads."""
-        parts = [f"{self.leaves} leaves", f"signed through {self.anchored}"]
+        parts = [
+            f"{self.leaves} {'leaf' if self.leaves == 1 else 'leaves'}",
+            f"signed through {self.anchored}",
+        ]
         parts.append(
             "no retained head" if self.retained is None else f"retained head at size {self.retained}"
         )

@@ -12,7 +12,14 @@ from typing import Any
 from . import events as ev
 from .messages import Message, TextPart, ThinkingPart, ToolResultPart
 
-__all__ = ["narrate", "short", "summarize_message"]
+__all__ = ["narrate", "plural", "short", "summarize_message"]
+
+_PLURALS = {"leaf": "leaves", "criterion": "criteria", "entry": "entries", "match": "matches"}
+
+
+def plural(count: int, noun: str) -> str:
+    """``count`` and ``noun`` agreeing in number: ``1 leaf``, ``2 leaves``, ``0 sessions``, ``1 session``."""
+    return f"{count} {noun if count == 1 else _PLURALS.get(noun, noun + 's')}"
 
 
 def short(text: str, limit: int = 80) -> str:
@@ -22,7 +29,7 @@ def short(text: str, limit: int = 80) -> str:
 
 
 def _run_started(e: ev.RunStarted) -> str:
-    extra = f" ({len(e.criteria)} criteria)" if e.criteria else ""
+    extra = f" ({plural(len(e.criteria), 'criterion')})" if e.criteria else ""
     return f"run {short(e.run_id, 24)} started: {short(e.goal)}{extra}"
 
 
@@ -59,7 +66,9 @@ _NARRATORS: dict[str, Callable[[Any], str]] = {
     "tool_requested": _tool_requested,
     "tool_completed": _tool_completed,
     "custom": _custom,
-    "run_terminal": lambda e: f"run ended: {e.reason} after {e.turns_used} turn(s), {e.total_tokens} tokens",
+    "run_terminal": lambda e: (
+        f"run ended: {e.reason} after {e.turns_used} turn(s), {plural(e.total_tokens, 'token')}"
+    ),
     "compressed": lambda e: (
         f"turn {e.turn}: compressed seqs {e.archived_seq_range[0]}..{e.archived_seq_range[1]}"
         + (f": {short(e.summary, 50)}" if e.summary else "")
@@ -86,7 +95,9 @@ _NARRATORS: dict[str, Callable[[Any], str]] = {
     "resumed": lambda e: f"turn {e.turn}: resumed, {len(e.approved)} approved, {len(e.denied)} denied",
     "signal_delivery_disposed": lambda e: f"turn {e.turn}: signal {e.signal_id} {e.disposition}",
     "budget_exceeded": lambda e: f"turn {e.turn}: budget exceeded: {e.budget}",
-    "budget_usage_reported": lambda e: f"turn {e.turn}: usage {e.tokens} tokens, {e.rounds} round(s)",
+    "budget_usage_reported": lambda e: (
+        f"turn {e.turn}: usage {plural(e.tokens, 'token')}, {e.rounds} round(s)"
+    ),
     "operation_cancelled": lambda e: (
         f"turn {e.turn}: cancelled ({e.reason.value}), {len(e.pending_call_ids)} pending call(s)"
     ),
@@ -100,7 +111,7 @@ _NARRATORS: dict[str, Callable[[Any], str]] = {
     "agent_process_changed": lambda e: f"turn {e.turn}: sub-agent {short(e.agent_id, 40)} {e.state}",
     "milestone_advanced": lambda e: f"turn {e.turn}: milestone {e.phase_id} advanced",
     "milestone_blocked": lambda e: f"turn {e.turn}: milestone {e.phase_id} blocked: {short(e.reason, 40)}",
-    "memory_written": lambda e: f"turn {e.turn}: memory {e.name} written ({e.size_bytes} bytes)",
+    "memory_written": lambda e: f"turn {e.turn}: memory {e.name} written ({plural(e.size_bytes, 'byte')})",
     "memory_queried": lambda e: f"turn {e.turn}: memory queried: {short(e.query, 40)}",
     "memory_validation_failed": lambda e: (
         f"turn {e.turn}: memory {e.record_id} rejected: {short(e.error, 40)}"

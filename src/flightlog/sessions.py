@@ -7,16 +7,51 @@ them. Everything streams: memory is bounded by the output (the replayed messages
 from __future__ import annotations
 
 import json
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Sequence
 from typing import IO
 
 from .encoding import decode_stored
 from .events import SessionEvent
 from .messages import Message
 from .replay import reconstruct
-from .store.base import Store, StoredEvent
+from .store.base import SessionRecord, Store, StoredEvent
 
-__all__ = ["archive_loader", "export_jsonl", "export_line", "iter_events", "replay_session"]
+__all__ = ["archive_loader", "export_jsonl", "export_line", "find_sessions", "iter_events", "replay_session"]
+
+
+def find_sessions(
+    store: Store,
+    *,
+    statuses: Sequence[str] = (),
+    since_ms: int | None = None,
+    task: str | None = None,
+    limit: int | None = None,
+) -> list[SessionRecord]:
+    """Sessions that pass every filter given, oldest first (what ``flightlog ls`` lists).
+
+    Args:
+        store: The store.
+        statuses: Keep sessions whose status is one of these (exact match); empty keeps all.
+        since_ms: Keep sessions created at or after this epoch time, in ms.
+        task: Keep sessions whose task contains this text (case-insensitive).
+        limit: Keep only the ``limit`` most recently created of those (still oldest first); None keeps all.
+
+    Raises:
+        ValueError: ``limit`` is negative.
+    """
+    if limit is not None and limit < 0:
+        raise ValueError("limit must be >= 0")
+    needle = task.casefold() if task else None
+    kept = [
+        record
+        for record in store.list_sessions()
+        if (not statuses or record.status in statuses)
+        and (since_ms is None or record.created_at_ms >= since_ms)
+        and (needle is None or needle in record.task.casefold())
+    ]
+    if limit is None:
+        return kept
+    return kept[len(kept) - limit :] if limit else []
 
 
 def iter_events(

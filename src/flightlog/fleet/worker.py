@@ -96,6 +96,8 @@ class Worker:
             a notification).
         holder: Holder name (default :func:`holder_id`).
         on_result: Called with each finished activation's result (from the slot's thread).
+        on_claim: Called with each lease just claimed, before its activation starts (from the claiming
+            thread; ``previous_holder`` set and status ``running``: a takeover of a dead worker's run).
         notary: Resume each session with it (verifying its signed checkpoints and retained head), sign as
             the kernel runs, and seal the session when its run ends; None records unsigned.
     """
@@ -110,6 +112,7 @@ class Worker:
         holder: str | None = None,
         on_result: Callable[[RunResult], None] | None = None,
         notary: Notary | None = None,
+        on_claim: Callable[[LeaseClaim], None] | None = None,
     ) -> None:
         if concurrency < 1 or lease_ttl_s <= 0:
             raise ValueError("concurrency must be >= 1 and lease_ttl_s > 0")
@@ -120,6 +123,7 @@ class Worker:
         self.poll_s = poll_s
         self.holder = holder or holder_id()
         self.on_result = on_result
+        self.on_claim = on_claim
         self.notary = notary
         self.stats = WorkerStats()
         self._held: set[str] = set()
@@ -197,6 +201,11 @@ class Worker:
             with self._lock:
                 self._held.add(claim.session_id)
                 self.stats.claimed += 1
+            if self.on_claim is not None:
+                try:
+                    self.on_claim(claim)
+                except Exception:  # a reporting hook never strands a claimed session
+                    log.exception("on_claim hook failed for %s", claim.session_id)
             future = pool.submit(self._drive, claim)
             future.add_done_callback(self._slot_done(claim.session_id))
         return len(claims)
