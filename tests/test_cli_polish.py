@@ -8,6 +8,7 @@ import hashlib
 import json
 import os
 import re
+import socket
 import subprocess
 import sys
 from collections.abc import Iterator
@@ -371,3 +372,41 @@ def test_one_session_one_leaf_reads_in_the_singular(tmp_path: Path) -> None:
     code, out, err = invoke("--db", str(db), "db", "repair", "--discard-wal")
     assert code == 0, err
     assert re.search(r"1 session, \d+ events", out) and "1 sessions" not in out
+
+
+# ─── servers on a taken port, the dashboard token ─────────────────────────────────────────────
+
+
+@pytest.fixture
+def taken_port() -> Iterator[int]:
+    """A loopback port held by a listening socket for the whole test."""
+    with socket.socket() as held:
+        held.bind(("127.0.0.1", 0))
+        held.listen()
+        yield int(held.getsockname()[1])
+
+
+def test_witness_serve_on_a_taken_port_is_one_line(taken_port: int, tmp_path: Path) -> None:
+    """It printed an OSError traceback."""
+    code, out, err = invoke("witness", "serve", "--port", str(taken_port), "--store", str(tmp_path / "w"))
+    assert code == 1 and out == ""
+    assert err.strip().splitlines() == [
+        f"flightlog: error: cannot listen on 127.0.0.1:{taken_port}: Address already in use"
+    ]
+
+
+def test_ui_token_on_the_command_line_is_warned_about(taken_port: int, tmp_path: Path) -> None:
+    """The secret lands in ps and shell history: say so, and point at $FLIGHTLOG_UI_TOKEN."""
+    db = str(tmp_path / "ui.db")
+    code, _, err = invoke("--db", db, "ui", "--port", str(taken_port), "--token", "a-long-secret")
+    assert code == 1
+    assert (
+        "flightlog: warning: --token on the command line is visible" in err and "$FLIGHTLOG_UI_TOKEN" in err
+    )
+    result = runner.invoke(
+        app, ["--db", db, "ui", "--port", str(taken_port)], env={"FLIGHTLOG_UI_TOKEN": "a-long-secret"}
+    )
+    assert result.exit_code == 1 and "warning" not in result.stderr, result.stderr
+    assert "cannot listen" in result.stderr
+    code, out, _ = invoke("ui", "--help")
+    assert "FLIGHTLOG_UI_TOKEN" in out and "visible to other" in " ".join(out.split())

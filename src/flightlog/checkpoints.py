@@ -86,7 +86,14 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 from urllib.parse import quote
 
-from .errors import Divergence, EventDecodeError, FlightlogError, LedgerIntegrityError, StoreError
+from .errors import (
+    Divergence,
+    EventDecodeError,
+    FlightlogError,
+    LedgerIntegrityError,
+    StoreError,
+    StoreUnavailable,
+)
 from .keys import KeyManifestError, Keyring, LogSigner, TrustedKey, load_keyring, load_signer, now_ms
 from .ledger import GENESIS, CompactRange, chain_hash, leaf_hash, verify_rows
 
@@ -609,7 +616,7 @@ class HeadStore:
 
     def save_index(self, ledger_id: str, signed: SignedCheckpoint) -> bool:
         """Retain the index log's checkpoint unless a larger one is retained (several processes append to
-        one ledger's index: the compare-and-write holds an exclusive lock file where the OS has one).
+        one ledger's index: the compare-and-write holds an exclusive lock file; refused where the OS has none).
 
         Returns:
             True when written.
@@ -646,12 +653,21 @@ def _write_atomic(path: Path, doc: dict[str, Any], *, fsync: bool = True) -> Non
 
 @contextmanager
 def _file_lock(path: Path) -> Iterator[None]:
-    """An exclusive advisory lock on ``path`` (``fcntl.flock``; a no-op where there is no fcntl)."""
+    """An exclusive advisory lock on ``path`` (``fcntl.flock``), held for the block.
+
+    Raises:
+        StoreUnavailable: the platform has no ``fcntl`` (Windows): a compare-and-write of retained heads
+            without the lock could let one process overwrite another's newer head, so it is refused
+            rather than done unlocked.
+    """
     try:
         import fcntl
-    except ImportError:  # pragma: no cover - Windows
-        yield
-        return
+    except ImportError:
+        raise StoreUnavailable(
+            url=str(path),
+            reason="no file locking here (Python has no fcntl module on this platform); retained heads "
+            "and witness state are only updated under an exclusive lock",
+        ) from None
     path.parent.mkdir(parents=True, exist_ok=True, mode=0o700)
     with path.open("a") as fh:
         fcntl.flock(fh.fileno(), fcntl.LOCK_EX)

@@ -498,7 +498,7 @@ def _default_witness_dir() -> Path:
 @witness_app.command("serve")
 def witness_serve_cmd(
     host: Annotated[str, typer.Option("--host", help="Address to listen on.")] = "127.0.0.1",
-    port: Annotated[int, typer.Option("--port", help="Port (0 picks a free one).")] = 7380,
+    port: Annotated[int, typer.Option("--port", help="Port (0 picks a free one).", min=0, max=65535)] = 7380,
     store_dir: Annotated[
         Path | None,
         typer.Option("--store", help="The witness's own state directory [default: user state dir]."),
@@ -515,6 +515,7 @@ def witness_serve_cmd(
     """Run a C2SP tlog-witness: verify, check consistency, persist and cosign checkpoints (Ctrl-C stops).
 
     Without any trusted log key (given now or kept from before), the local key manifest's keys are trusted.
+    A port that cannot be listened on (taken, not allowed) is one error line and exit 1.
     """
     from .witness import Witness, WitnessServer
 
@@ -523,7 +524,11 @@ def witness_serve_cmd(
     if not witness.logs:
         local = [str(k.verifier) for k in load_keyring()]
         witness = Witness.open(directory, log_keys=local, origin_prefix=origin_prefix)
-    server = WitnessServer(witness, host, port)
+    try:
+        server = WitnessServer(witness, host, port)
+    except OSError as exc:
+        sys.stderr.write(f"flightlog: error: cannot listen on {host}:{port}: {exc.strerror or exc}\n")
+        raise typer.Exit(1) from None
     _say(f"witness key: {witness.cosigner.verifier}")
     _say(f"trusted log keys: {', '.join(str(log.verifier) for log in witness.logs) or 'none'}")
     _say(f"listening on {server.url}")

@@ -34,7 +34,9 @@ by the holder only, release with and without parking, claims of one session, the
 and concurrent claimers never sharing a session).
 
 Backend-specific checks (pragmas, triggers, URLs, driver error mapping) belong in the backend's own
-test module. Requires ``pytest`` (a test dependency).
+test module. Runs under pytest, which flightlog itself does not need: importing this module without it
+raises an ImportError naming the extra, ``pip install 'flightlog[testing]'`` (the rest of
+``flightlog.testing`` imports without pytest).
 """
 
 from __future__ import annotations
@@ -44,7 +46,12 @@ import hashlib
 from collections.abc import Callable, Iterator, Sequence
 from typing import Any
 
-import pytest
+try:
+    import pytest
+except ImportError as exc:  # STYLE.md (b) 13: a missing extra fails with an ImportError naming it
+    raise ImportError(
+        "flightlog.testing.store_contract is a pytest suite: pip install 'flightlog[testing]'", name="pytest"
+    ) from exc
 
 from ..encoding import canonical_json
 from ..errors import (

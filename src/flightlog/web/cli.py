@@ -35,6 +35,7 @@ def register(app: typer.Typer, open_db: OpenDb) -> None:
 
 def _ui_command(open_db: OpenDb) -> Callable[..., None]:
     def ui_cmd(
+        ctx: typer.Context,
         host: Annotated[
             str, typer.Option("--host", help="Address to listen on (loopback unless you mean it).")
         ] = "127.0.0.1",
@@ -46,7 +47,8 @@ def _ui_command(open_db: OpenDb) -> Callable[..., None]:
             typer.Option(
                 "--token",
                 envvar=ENV_TOKEN,
-                help=f"Access token (also from ${ENV_TOKEN}); default: a new random one, printed at start.",
+                help=f"Access token; prefer ${ENV_TOKEN}: a token on the command line is visible to other "
+                "users (ps, /proc) and kept in shell history. Default: a new random one, printed at start.",
                 show_default=False,
                 show_envvar=False,
             ),
@@ -67,6 +69,12 @@ def _ui_command(open_db: OpenDb) -> Callable[..., None]:
             raise typer.Exit(1) from None
         if token is not None and len(token) < 8:
             raise typer.BadParameter("must be at least 8 characters", param_hint="--token")
+        source = ctx.get_parameter_source("token")
+        if token is not None and source is not None and source.name == "COMMANDLINE":
+            err.print(
+                f"flightlog: warning: --token on the command line is visible to other users of this machine "
+                f"(ps, /proc) and kept in shell history; set ${ENV_TOKEN} instead"
+            )
         secret = token or new_token()
         with open_db(False):  # create and migrate the database, so the read-only reader can open it
             pass

@@ -1,0 +1,98 @@
+"""What the installed package needs at run time: no pytest outside ``flightlog.testing.store_contract``,
+and no silently unlocked compare-and-write of retained heads where the OS has no ``fcntl``."""
+
+from __future__ import annotations
+
+import fcntl
+import logging
+import subprocess
+import sys
+import threading
+from pathlib import Path
+
+import pytest
+
+from flightlog.checkpoints import Notary, _file_lock
+from flightlog.errors import StoreUnavailable
+from flightlog.events import Custom
+from flightlog.recorder import Recorder
+from flightlog.store import SqliteStore
+
+WALK = """
+import importlib, pkgutil, sys
+sys.modules["pytest"] = None  # as if pytest were not installed: importing it raises ImportError
+import flightlog
+failed = {}
+for info in pkgutil.walk_packages(flightlog.__path__, "flightlog."):
+    if info.name.rsplit(".", 1)[-1] == "__main__":
+        continue  # runs the CLI
+    try:
+        importlib.import_module(info.name)
+    except ImportError as exc:
+        failed[info.name] = str(exc)
+print(repr(failed))
+"""
+
+
+def test_no_module_but_the_pytest_suite_needs_pytest() -> None:
+    """``flightlog.testing`` and everything else import without pytest (not a runtime dependency); the one
+    pytest suite says which extra brings it."""
+    done = subprocess.run(
+        [sys.executable, "-c", WALK], capture_output=True, text=True, timeout=300, check=False
+    )
+    assert done.returncode == 0, done.stderr
+    failed = eval(done.stdout)  # a dict repr printed by the child above
+    assert failed == {
+        "flightlog.testing.store_contract": (
+            "flightlog.testing.store_contract is a pytest suite: pip install 'flightlog[testing]'"
+        )
+    }
+
+
+def test_the_testing_extra_brings_pytest() -> None:
+    text = (Path(__file__).resolve().parents[1] / "pyproject.toml").read_text(encoding="utf-8")
+    assert 'testing = ["pytest>=8"]' in text
+
+
+def test_without_fcntl_retaining_a_head_fails_loudly(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture
+) -> None:
+    """It used to skip the lock silently (a racing process could overwrite a newer retained head). Now the
+    head is not written unlocked, and the failure is logged as an error naming the cause (retention runs
+    after the commit, which it cannot undo)."""
+    notary = Notary.from_env()
+    with SqliteStore(tmp_path / "l.db") as store:
+        rec = Recorder.create(store, session_id="s", notary=notary)
+        rec.append(Custom(custom_kind="step", payload={}))
+        monkeypatch.setitem(sys.modules, "fcntl", None)  # as on Windows: `import fcntl` raises ImportError
+        with caplog.at_level(logging.ERROR, logger="flightlog"):
+            rec.finish("completed")
+        ledger_id = store.ledger_id()
+    [record] = [r for r in caplog.records if r.exc_info is not None]
+    assert isinstance(record.exc_info[1], StoreUnavailable)  # type: ignore[index]
+    assert "no file locking here" in str(record.exc_info[1])  # type: ignore[index]
+    assert notary.heads.load_index(ledger_id) is None, "nothing retained without the lock"
+
+
+def test_the_lock_excludes_another_holder(tmp_path: Path) -> None:
+    """While one holder has the lock, another open of the lock file cannot take it (checked without
+    waiting: a non-blocking attempt from another thread must fail)."""
+    path = tmp_path / "heads" / ".index.lock"
+    outcome: list[str] = []
+
+    def try_lock() -> None:
+        with path.open("a") as fh:
+            try:
+                fcntl.flock(fh.fileno(), fcntl.LOCK_EX | fcntl.LOCK_NB)
+            except BlockingIOError:
+                outcome.append("blocked")
+            else:
+                outcome.append("acquired")
+
+    with _file_lock(path):
+        other = threading.Thread(target=try_lock)
+        other.start()
+        other.join(timeout=60)
+    assert outcome == ["blocked"]
+    try_lock()  # released after the block
+    assert outcome == ["blocked", "acquired"]
