@@ -36,10 +36,103 @@ def test_public_names_are_sorted_and_exported() -> None:
         assert hasattr(flightlog, name), name
 
 
-def test_readme_documents_every_command() -> None:
+_OPTION = re.compile(r"(?<![\w-])(--?[A-Za-z][\w-]*)")
+_WORD = re.compile(r"[a-z][a-z-]*")
+
+
+def _readme_command_table() -> dict[tuple[str, ...], set[str]]:
+    """The README's command block: command path -> every option its lines name.
+
+    A line ``  PATH... ARGS [OPTIONS]   description`` opens a command: its path is the leading lowercase
+    words of the synopsis (the text before the first run of 2+ spaces). Indented lines after it continue
+    it. The ``flightlog ...`` line (and its continuation) holds the root's options, under the path ().
+    """
     text = (ROOT / "README.md").read_text(encoding="utf-8")
-    for command in ("demo", "import", "ls", "show", "replay", "verify", "export", "db repair"):
-        assert f"  {command}" in text, command
+    [block] = re.findall(r"```\n(flightlog \[.+?)\n```", text, flags=re.S)
+    table: dict[tuple[str, ...], set[str]] = {}
+    current: tuple[str, ...] = ()
+    for line in block.splitlines():
+        if line.startswith("flightlog "):
+            current = ()
+        elif re.match(r"  [a-z]", line):
+            synopsis = re.split(r"\s{2,}", line.strip())[0].split()
+            current = tuple(word for word in _take_words(synopsis))
+            assert current not in table, f"{' '.join(current)} is listed twice"
+        elif not line.strip():
+            continue
+        else:
+            assert line.startswith("   "), f"not a command line nor a continuation: {line!r}"
+        table.setdefault(current, set()).update(_OPTION.findall(line))
+    return table
+
+
+def _take_words(words: list[str]) -> list[str]:
+    taken = []
+    for word in words:
+        if not _WORD.fullmatch(word):
+            break
+        taken.append(word)
+    return taken
+
+
+def _real_command_tree() -> dict[tuple[str, ...], set[str]]:
+    """Every leaf command of the real typer app -> its option names (short and long; help excluded)."""
+    import typer.main
+
+    from flightlog.cli import app
+
+    root = typer.main.get_command(app)
+    tree: dict[tuple[str, ...], set[str]] = {(): {"-h", "--help"}}
+
+    def options(command: object) -> set[str]:
+        return {
+            name
+            for param in getattr(command, "params", [])
+            if param.param_type_name == "option"
+            for name in (*param.opts, *param.secondary_opts)
+        }
+
+    def walk(command: object, path: tuple[str, ...]) -> None:
+        subcommands = getattr(command, "commands", None)
+        if not subcommands:
+            tree[path] = options(command)
+            return
+        for name, sub in subcommands.items():
+            walk(sub, (*path, name))
+
+    tree[()] |= options(root)
+    for name, sub in root.commands.items():  # type: ignore[attr-defined]
+        walk(sub, (name,))
+    return tree
+
+
+def test_readme_lists_every_command_and_every_listed_command_exists() -> None:
+    """Both ways: a command missing from the README, or a README command that does not exist, fails."""
+    documented, real = _readme_command_table(), _real_command_tree()
+    assert sorted(set(real) - set(documented)) == [], "commands the README does not list"
+    assert sorted(set(documented) - set(real)) == [], "commands the README lists that do not exist"
+
+
+def test_readme_names_every_option_and_only_real_ones() -> None:
+    documented, real = _readme_command_table(), _real_command_tree()
+    problems = []
+    for path in sorted(real):
+        name = " ".join(path) or "flightlog"
+        if missing := real[path] - documented.get(path, set()):
+            problems.append(f"{name}: undocumented {sorted(missing)}")
+        if invented := documented.get(path, set()) - real[path]:
+            problems.append(f"{name}: no such option {sorted(invented)}")
+    assert problems == []
+
+
+def test_the_table_parser_sees_what_a_reader_sees() -> None:
+    """The parser itself: a sample of rows read as a human reads them (it must not pass on nothing)."""
+    table = _readme_command_table()
+    assert len(table) == len(_real_command_tree()) >= 30
+    assert table[("db", "repair")] == {"--discard-wal"}
+    assert table[("export",)] == {"-o", "--output", "--bundle"}
+    assert table[("worker",)] >= {"--db", "-c", "--concurrency", "--json"}
+    assert "--install-completion" in table[()] and "-h" in table[()]
 
 
 ERRORS = [
