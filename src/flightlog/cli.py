@@ -442,7 +442,7 @@ def show_cmd(
                     f"{row.seq:>6}  {(_iso(row.recorded_at_ms) or '')[11:19]}  {row.kind:<24} "
                     f"{narrate(event)}"
                 )
-        _refuse_quietly_diverged(store, sid)
+        refuse_quietly_diverged(store, sid)
 
 
 # ─── replay / verify / export ─────────────────────────────────────────────────────────────────
@@ -475,11 +475,11 @@ def replay_cmd(
         else:
             for index, message in enumerate(messages):
                 _print_message(index, message)
-        _refuse_quietly_diverged(store, sid)
+        refuse_quietly_diverged(store, sid)
 
 
-def _refuse_quietly_diverged(store: Store, sid: str) -> None:
-    """After printing a session (show, replay, export), check its chain (streaming, no decoding): a
+def refuse_quietly_diverged(store: Store, sid: str) -> None:
+    """After printing a session (show, replay, export, tail), check its chain (streaming, no decoding): a
     session that fails verification gets one warning line naming the first divergent seq, and exit 1,
     so what was just printed is never taken for the recorded history silently."""
     report = verify_session(store, sid, decode=False)
@@ -561,10 +561,11 @@ def export_cmd(
 
             manifest = export_bundle(store, sid, bundle)
             err.print(f"wrote a bundle of {plural(manifest['events'], 'event')} of {sid} to {bundle}")
+            refuse_quietly_diverged(store, sid)
             return
         if output is None:
             export_jsonl(store, sid, sys.stdout)
-            _refuse_quietly_diverged(store, sid)
+            refuse_quietly_diverged(store, sid)
             return
         tmp = output.with_name(output.name + ".partial")
         try:
@@ -579,7 +580,7 @@ def export_cmd(
             tmp.unlink(missing_ok=True)
             raise
         err.print(f"exported {plural(count, 'event')} of {sid} to {output}")
-        _refuse_quietly_diverged(store, sid)
+        refuse_quietly_diverged(store, sid)
 
 
 # ─── db ───────────────────────────────────────────────────────────────────────────────────────

@@ -301,6 +301,23 @@ def refuse_unless_witnessed_consistent(store: Store, session_id: str) -> None:
         )
 
 
+def _refuse_unless_audited(store: Store, session_id: str) -> None:
+    """Raise unless the session passes the full check ``audit --offline`` makes.
+
+    Raises:
+        LedgerIntegrityError: names the first divergent sequence and its reason.
+    """
+    report = _Checker.from_env(online=False).session(store, session_id)
+    if not report.ok:
+        first = report.divergences[0]
+        raise LedgerIntegrityError(
+            session_id=session_id,
+            seq=first.seq,
+            reason=f"{first.reason}: {first.detail}" if first.detail else first.reason,
+            divergences=report.divergences,
+        )
+
+
 def _ledger(store: Store) -> str | None:
     try:
         return store.ledger_id()
@@ -551,7 +568,10 @@ def witness_submit_cmd(
     ] = None,
     json_out: Annotated[bool, typer.Option("--json", help="Print the result as JSON.")] = False,
 ) -> None:
-    """Have a witness cosign a session's (and/or the index log's) latest checkpoint; keep the cosignature."""
+    """Have a witness cosign a session's (and/or the index log's) latest checkpoint; keep the cosignature.
+
+    The session must first pass the full check (as ``audit --offline``): exit 1 naming the seq otherwise.
+    """
     from .witness import CosignerKey, submit_index, submit_session
 
     if not url:
@@ -565,7 +585,9 @@ def witness_submit_cmd(
     done = []
     with _store(read_only=False) as store:
         if session:
-            done.append(submit_session(store, store.resolve_session(session), url, witness_key=key))
+            sid = store.resolve_session(session)
+            _refuse_unless_audited(store, sid)  # a witness never cosigns for a ledger audit rejects
+            done.append(submit_session(store, sid, url, witness_key=key))
         if index:
             done.append(submit_index(store, url, witness_key=key))
     if json_out:

@@ -268,7 +268,8 @@ def _tail_command(open_db: OpenDb) -> Callable[..., None]:
             float, typer.Option("--interval", help="Seconds between polls with --follow.", min=0.01)
         ] = 0.2,
     ) -> None:
-        """Print a session's events as they become durable, one narrated line each (from any process)."""
+        """Print a session's events as they become durable, one narrated line each (from any process);
+        then check the chain: a session that fails verification gets a warning naming the seq, exit 1."""
         with open_db(True) as store:
             session_id = store.resolve_session(session)
             try:
@@ -287,5 +288,8 @@ def _tail_command(open_db: OpenDb) -> Callable[..., None]:
                     sys.stdout.flush()
             except KeyboardInterrupt:
                 return
+            from .cli import refuse_quietly_diverged  # the root app's check, as for show and replay
+
+            refuse_quietly_diverged(store, session_id)  # what was printed must verify, or exit 1 saying so
 
     return tail_cmd
