@@ -73,8 +73,11 @@ DEMO_DIR_ENV = "FLIGHTLOG_DEMO_DIR"
 HOLD_ENV = "FLIGHTLOG_DEMO_HOLD_S"
 """Seconds a lookup waits after it is done, before returning (the window for the SIGKILL)."""
 
-_KILL_TIMEOUT_S = 30.0
-_CHILD_TIMEOUT_S = 60.0
+# Generous ceilings, not timers: each wait polls for the state it needs and returns as soon as it is there; these
+# only bound a demo that broke, so a slow, loaded machine never fails it (seen at load 16 with 30 s / 60 s).
+_KILL_TIMEOUT_S = 600.0
+_CHILD_TIMEOUT_S = 600.0
+_HOLD_S = 3600.0  # the in-flight lookup outlives any wait above; the demo kills it as soon as it is seen
 
 
 # ─── The demo agent (loaded by every child process) ─────────────────────────────────────────────
@@ -224,7 +227,7 @@ class _Demo:
         """Step 4: resume, and SIGKILL the process while the lookup is in flight. Returns the effect key."""
         self.say("\n4. resume (process 4) and kill it with SIGKILL while the lookup is in flight")
         argv = self.command(["resume", sid])
-        env = {**self.env, HOLD_ENV: str(_KILL_TIMEOUT_S * 2)}
+        env = {**self.env, HOLD_ENV: str(_HOLD_S)}
         with subprocess.Popen(
             argv, env=env, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True
         ) as child:
