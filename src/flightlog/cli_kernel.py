@@ -33,12 +33,12 @@ from .cli_audit import refuse_unless_witnessed_consistent
 from .cli_console import console
 from .errors import FlightlogError, SessionNotFound
 from .events import Custom, SessionEvent
-from .kernel import Kernel, NotPending, RunResult, approve, deny, pending
+from .kernel import Kernel, NotPending, RunResult, approve, deny, operator_problem, pending
 from .kernel.abort import abort
 from .kernel.errors import AgentSpecError
 from .kernel.records import Verdict
 from .kernel.spec import is_logical, load_agent, recorded_spec
-from .narration import narrate, plural, short
+from .narration import narrate, plural, printable, short
 from .store import Store, StoredEvent, open_store
 
 __all__ = ["EXIT_CODES", "OpenDb", "Progress", "kernel_app", "register"]
@@ -162,28 +162,39 @@ def register(app: typer.Typer, open_db: OpenDb) -> None:
     def pending_cmd(
         json_out: Annotated[bool, typer.Option("--json", help="Print a JSON array.")] = False,
     ) -> None:
-        """List tool calls waiting for a decision, across sessions."""
+        """List tool calls waiting for a decision, and those decided (by whom) waiting for a resume."""
         with open_db(True) as store:
-            rows = pending(store)
+            rows = pending(store, decided=True)
         if json_out:
             sys.stdout.write(json.dumps([r.to_wire() for r in rows], indent=2, ensure_ascii=False) + "\n")
             return
         if not rows:
             out.print("nothing is waiting for a decision")
         for row in rows:
-            out.print(
-                f"{row.session_id}  turn {row.turn}  {row.call_id}  {row.tool}({short(row.arguments, 60)})"
-                f"  [{row.kind}] {short(row.reason, 60)}"
-            )
+            head = f"{row.session_id}  turn {row.turn}  {row.call_id}  {row.tool}({short(row.arguments, 60)})"
+            if row.decision is None:
+                out.print(f"{head}  [{row.kind}] {short(row.reason, 60)}")
+            else:
+                who = short(printable(row.decided_by or "?"), 80)
+                out.print(
+                    f"{head}  [{row.kind}] {row.decision} by {who}; "
+                    f"waiting for: flightlog resume {row.session_id}"
+                )
 
     @app.command("approve")
     def approve_cmd(
         session: Annotated[str, typer.Argument(help="Session id or unique prefix.")],
         call: Annotated[str, typer.Argument(help="The call id (see `pending`).")],
-        responder: Annotated[str, typer.Option("--as", help="Who decides (recorded).")] = "user",
+        responder: Annotated[
+            str,
+            typer.Option(
+                "--as", help="Your operator name, recorded with the decision (1-80 printable characters)."
+            ),
+        ] = "user",
         json_out: Annotated[bool, typer.Option("--json", help="Print the decision as JSON.")] = False,
     ) -> None:
         """Approve a waiting call (an in-doubt effect: run it again). Then `resume` the session."""
+        _operator(err, responder)
         with open_db(False) as store:
             sid = store.resolve_session(session)
             verdict = _decide(lambda: approve(store, sid, call, responder=responder))
@@ -197,10 +208,16 @@ def register(app: typer.Typer, open_db: OpenDb) -> None:
         session: Annotated[str, typer.Argument(help="Session id or unique prefix.")],
         call: Annotated[str, typer.Argument(help="The call id (see `pending`).")],
         reason: Annotated[str | None, typer.Option("--reason", help="Told to the model.")] = None,
-        responder: Annotated[str, typer.Option("--as", help="Who decides (recorded).")] = "user",
+        responder: Annotated[
+            str,
+            typer.Option(
+                "--as", help="Your operator name, recorded with the decision (1-80 printable characters)."
+            ),
+        ] = "user",
         json_out: Annotated[bool, typer.Option("--json", help="Print the decision as JSON.")] = False,
     ) -> None:
         """Deny a waiting call (an in-doubt effect: mark it failed). Then `resume` the session."""
+        _operator(err, responder)
         with open_db(False) as store:
             sid = store.resolve_session(session)
             verdict = _decide(lambda: deny(store, sid, call, responder=responder, reason=reason))
@@ -238,6 +255,15 @@ def _capture_session(
             progress(row, event)
 
     return on_event
+
+
+def _operator(err: Console, name: str) -> None:
+    """Refuse an operator name that breaks the rule (:func:`flightlog.kernel.approvals.operator_problem`):
+    one stderr line naming ``--as``, exit 2, before the database is opened."""
+    problem = operator_problem(name)
+    if problem is not None:
+        err.print(f"flightlog: error: --as: invalid operator name: {problem}")
+        raise typer.Exit(2)
 
 
 def _decide(action: Callable[[], Verdict]) -> Verdict:

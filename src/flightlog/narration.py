@@ -6,13 +6,14 @@ page must escape it (the CLI prints through rich with markup disabled).
 
 from __future__ import annotations
 
+import unicodedata
 from collections.abc import Callable
 from typing import Any
 
 from . import events as ev
 from .messages import Message, TextPart, ThinkingPart, ToolResultPart
 
-__all__ = ["narrate", "plural", "short", "summarize_message"]
+__all__ = ["narrate", "plural", "printable", "short", "summarize_message"]
 
 _PLURALS = {"leaf": "leaves", "criterion": "criteria", "entry": "entries", "match": "matches"}
 
@@ -54,8 +55,44 @@ def _tool_completed(e: ev.ToolCompleted) -> str:
     return f"turn {e.turn}: {len(e.results)} tool result(s){suffix}: {first}"
 
 
+_HIDDEN = frozenset({"Cc", "Cf", "Cs", "Co", "Cn", "Zl", "Zp"})
+
+
+def printable(text: str) -> str:
+    """``text`` with controls, format characters (bidi overrides, zero-width marks), separators and spaces
+    other than U+0020 shown as ``[U+XXXX]``: for names that must read as what was recorded."""
+    return "".join(
+        f"[U+{ord(c):04X}]"
+        if (cat := unicodedata.category(c)) in _HIDDEN or (cat == "Zs" and c != " ")
+        else c
+        for c in text
+    )
+
+
+def _approval_decision(payload: dict[str, Any]) -> str:
+    """``approval_decision`` (kernel record, :mod:`flightlog.kernel.records`): who decided which call."""
+    approved = payload.get("approved") is True
+    who = short(printable(str(payload.get("responder", "?"))), 80)
+    call = short(printable(str(payload.get("call_id", "?"))), 40)
+    gate = " (in-doubt effect)" if payload.get("gate") == "effect_in_doubt" else ""
+    line = (
+        f"turn {payload.get('turn', '?')}: call {call}{gate} {'approved' if approved else 'denied'} by {who}"
+    )
+    reason = payload.get("reason")
+    if (
+        not approved
+        and isinstance(reason, str)
+        and reason
+        and reason != f"denied by {payload.get('responder')}"
+    ):
+        line += f": {short(printable(reason), 50)}"
+    return line
+
+
 def _custom(e: ev.Custom) -> str:
     payload = e.payload if isinstance(e.payload, dict) else {}
+    if e.custom_kind == "approval_decision":
+        return _approval_decision(payload)
     hint = payload.get("key") or payload.get("type") or payload.get("role") or ""
     return f"{e.custom_kind}" + (f" {short(str(hint), 40)}" if hint else "")
 
@@ -82,8 +119,10 @@ _NARRATORS: dict[str, Callable[[Any], str]] = {
     "permission_requested": lambda e: (
         f"turn {e.turn}: approval requested for {e.tool}" + (f" ({short(e.reason, 40)})" if e.reason else "")
     ),
+    # responder is the seed's "user" | "policy_gate"; the operator's name is in the approval_decision
+    # record that follows a human decision (narrated as "call X approved by NAME").
     "permission_resolved": lambda e: (
-        f"turn {e.turn}: {'approved' if e.approved else 'denied'} by {e.responder}"
+        f"turn {e.turn}: {'approved' if e.approved else 'denied'} (responder: {short(printable(e.responder), 40)})"
     ),
     "tool_denied": lambda e: f"turn {e.turn}: {e.tool_name} {e.call_id} denied: {short(e.reason, 50)}",
     "tool_gated": lambda e: f"turn {e.turn}: {e.tool} {e.call_id} needs approval: {short(e.reason, 50)}",

@@ -60,6 +60,8 @@ def test_run_approve_resume_with_a_dotted_spec(tmp_path: Path) -> None:
             "arguments": '{"text": "hello"}',
             "reason": "notes need a human",
             "kind": "approval",
+            "decision": None,
+            "decided_by": None,
         }
     ]
     code, out, _ = cli(db, "pending")

@@ -165,9 +165,15 @@ def test_approve_records_user_responder_and_the_operator(client: TestClient, db_
     assert [(e.approved, e.responder) for e in resolved] == [(True, "user")]
     decisions = [e.payload for e in events if isinstance(e, Custom) and e.custom_kind == "approval_decision"]
     assert decisions[-1]["responder"] == "Ada Lovelace" and decisions[-1]["approved"] is True
-    # decided, not resumed: the dashboard lists it with the command that continues it
+    # decided, not resumed: the dashboard lists it with who decided and the command that continues it
     assert "flightlog resume g1" in client.get("/").text
-    assert "flightlog resume g1" in client.get("/session?id=g1").text
+    assert "w1 (write_note) approved by Ada Lovelace" in client.get("/").text
+    session_page = client.get("/session?id=g1").text
+    assert "flightlog resume g1" in session_page
+    assert "call w1 approved by Ada Lovelace" in session_page  # the timeline names the operator
+    assert "approved by user" not in session_page
+    waiting = client.get("/api/runs").json()["waiting"]
+    assert [w["decisions"] for w in waiting] == [["w1 (write_note) approved by Ada Lovelace"]]
     assert resume_gated(db_path, "g1").status == "completed"
     assert "flightlog resume g1" not in client.get("/").text
 
@@ -251,6 +257,9 @@ def test_gets_cannot_decide_and_a_token_url_cannot_post(anonymous: TestClient, d
         pytest.param({"decision": "approve", "operator": ""}, 400, id="no-operator"),
         pytest.param({"decision": "approve", "operator": "x\u202ey"}, 400, id="bidi-operator"),
         pytest.param({"decision": "approve", "operator": "o" * 81}, 400, id="long-operator"),
+        pytest.param({"decision": "approve", "operator": "ann\u00a0lee"}, 400, id="nbsp-operator"),
+        pytest.param({"decision": "approve", "operator": "ann\tlee"}, 400, id="tab-operator"),
+        pytest.param({"decision": "approve", "operator": "ann\u2028"}, 400, id="separator-operator"),
         pytest.param({"decision": "maybe", "operator": "ann"}, 400, id="bad-decision"),
         pytest.param({"decision": "approve", "operator": "ann", "call_id": "nope"}, 409, id="not-pending"),
         pytest.param({"decision": "approve", "operator": "ann", "session_id": "nope"}, 404, id="no-session"),

@@ -23,12 +23,20 @@ from __future__ import annotations
 
 from .abort import abort
 from .agent import Agent
-from .approvals import PendingCall, approve, deny, pending
+from .approvals import PendingCall, approve, check_operator, deny, operator_problem, pending
 from .budgets import Budgets, Prices
 from .ceiling import current_ceiling
 from .confine import open_path, resolve_path, run_command
 from .effects import current_effect_key
-from .errors import AgentSpecError, CommandRefused, FatalToolError, KernelError, NotPending, OutsideCeiling
+from .errors import (
+    AgentSpecError,
+    CommandRefused,
+    FatalToolError,
+    InvalidOperator,
+    KernelError,
+    NotPending,
+    OutsideCeiling,
+)
 from .loop import Kernel
 from .policy import Decision, Policy, Rule
 from .repair import repair_arguments
@@ -46,6 +54,7 @@ __all__ = [
     "Decision",
     "Effect",
     "FatalToolError",
+    "InvalidOperator",
     "Kernel",
     "KernelError",
     "NotPending",
@@ -61,11 +70,13 @@ __all__ = [
     "ToolArgumentsError",
     "abort",
     "approve",
+    "check_operator",
     "current_ceiling",
     "current_effect_key",
     "deny",
     "load_agent",
     "open_path",
+    "operator_problem",
     "parse_command",
     "pending",
     "repair_arguments",

@@ -13,21 +13,82 @@ and append, in one transaction:
 
 Nothing runs here: a later ``Kernel.resume`` records ``resumed(approved=[...], denied=[...])`` and
 executes the approved calls (for an in-doubt effect: approve runs it again, deny marks it failed).
+
+**Operator names** (:func:`operator_problem`, one rule for the CLI, the Python API and the dashboard):
+1 to :data:`MAX_OPERATOR` characters; none in Unicode general categories Cc, Cf, Cs, Co, Cn (controls,
+format characters such as bidi overrides and zero-width marks, surrogates, private-use and unassigned
+code points), Zl or Zp (line and paragraph separators); no space but U+0020, and none at either end; no
+variation selector (U+FE00..U+FE0F, U+E0100..U+E01EF). A name is shown wherever a decision is (``show``,
+``tail``, ``pending``, the dashboard), so what is recorded must read as what was typed.
 """
 
 from __future__ import annotations
 
+import json
+import unicodedata
 from dataclasses import dataclass
 
-from ..events import Custom, Event, PermissionResolved, ToolDenied
+from ..events import Custom, Event, PermissionResolved, Suspended, ToolDenied, ToolGated
 from ..grants import session_policy_digest
 from ..recorder import Recorder
 from ..store.base import Store
-from .errors import NotPending
+from .errors import InvalidOperator, NotPending
 from .records import APPROVAL_DECISION, GateKind, Verdict
 from .state import Gate, KernelState, load_state
 
-__all__ = ["PendingCall", "approve", "deny", "pending"]
+__all__ = ["MAX_OPERATOR", "PendingCall", "approve", "check_operator", "deny", "operator_problem", "pending"]
+
+MAX_OPERATOR = 80
+"""Longest operator name, in characters (code points)."""
+
+_REFUSED_CATEGORIES = {
+    "Cc": "a control character",
+    "Cf": "a format character (bidi control, zero-width mark)",
+    "Cs": "a surrogate",
+    "Co": "a private-use character",
+    "Cn": "an unassigned code point",
+    "Zl": "a line separator",
+    "Zp": "a paragraph separator",
+    "Zs": "a space other than U+0020",
+}
+
+
+def operator_problem(name: str) -> str | None:
+    """Why ``name`` cannot be recorded as an operator name, or None when it can (rule: module docs).
+
+    The reason names the offending code point (``U+001B``) and its position, never the raw character.
+    """
+    if not name:
+        return f"empty; give 1 to {MAX_OPERATOR} characters"
+    if len(name) > MAX_OPERATOR:
+        return f"{len(name)} characters; at most {MAX_OPERATOR}"
+    for position, char in enumerate(name, start=1):
+        code = ord(char)
+        category = unicodedata.category(char)
+        if category == "Zs" and char == " ":
+            if position in (1, len(name)):
+                return f"a space at the {'start' if position == 1 else 'end'}"
+            continue
+        if category in _REFUSED_CATEGORIES:
+            what = _REFUSED_CATEGORIES[category]
+        elif 0xFE00 <= code <= 0xFE0F or 0xE0100 <= code <= 0xE01EF:
+            what = "a variation selector"
+        else:
+            continue
+        return f"character {position} is U+{code:04X}, {what} (Unicode category {category})"
+    return None
+
+
+def check_operator(name: str) -> str:
+    """``name`` when it is a valid operator name (see :func:`operator_problem`).
+
+    Raises:
+        InvalidOperator: it is not; ``reason`` says why.
+    """
+    problem = operator_problem(name)
+    if problem is not None:
+        raise InvalidOperator(reason=problem)
+    return name
 
 
 @dataclass(frozen=True)
@@ -42,6 +103,9 @@ class PendingCall:
         arguments: Repaired arguments as JSON text.
         reason: Why it waits (policy rule, or the in-doubt effect).
         kind: ``approval`` or ``effect_in_doubt``.
+        decision: None while it waits for a decision; ``approved`` or ``denied`` once decided (the session
+            then waits for a resume).
+        decided_by: The operator name recorded with the decision (``approval_decision.responder``).
     """
 
     session_id: str
@@ -51,6 +115,8 @@ class PendingCall:
     arguments: str
     reason: str
     kind: GateKind
+    decision: str | None = None
+    decided_by: str | None = None
 
     def to_wire(self) -> dict[str, object]:
         """JSON-ready dict (the CLI's ``pending --json`` rows)."""
@@ -62,14 +128,23 @@ class PendingCall:
             "arguments": self.arguments,
             "reason": self.reason,
             "kind": self.kind,
+            "decision": self.decision,
+            "decided_by": self.decided_by,
         }
 
 
-def pending(store: Store, session_id: str | None = None) -> list[PendingCall]:
+def pending(store: Store, session_id: str | None = None, *, decided: bool = False) -> list[PendingCall]:
     """Calls waiting for a decision, across sessions (status ``suspended``) or in one session.
 
+    Args:
+        store: The store.
+        session_id: One session (default: every suspended session).
+        decided: Also list the calls of those sessions already decided in this suspension (waiting for a
+            resume), with ``decision`` and ``decided_by`` set.
+
     Returns:
-        One entry per open gate, sessions oldest first, gates in request order.
+        One entry per open gate (then, with ``decided``, per decided call), sessions oldest first, gates in
+        request order.
     """
     if session_id is not None:
         ids = [session_id]
@@ -84,7 +159,44 @@ def pending(store: Store, session_id: str | None = None) -> list[PendingCall]:
             found.append(
                 PendingCall(sid, gate.turn, gate.call_id, gate.tool, gate.arguments, gate.reason, gate.kind)
             )
+        if decided:
+            found.extend(_decided(state))
     return found
+
+
+def _decided(state: KernelState) -> list[PendingCall]:
+    """The calls decided since the session's latest ``suspended`` (its ``approval_decision`` records), with
+    the gate each one closed (``tool_gated``: tool, turn, reason)."""
+    start = max((i for i, (_, e) in enumerate(state.events) if isinstance(e, Suspended)), default=None)
+    if start is None:
+        return []
+    gated = {e.call_id: e for _, e in state.events if isinstance(e, ToolGated)}
+    plans = {plan.call_id: plan for plan in state.plans}
+    rows = []
+    for _, event in state.events[start:]:
+        if not (isinstance(event, Custom) and event.custom_kind == APPROVAL_DECISION):
+            continue
+        payload = event.payload if isinstance(event.payload, dict) else {}
+        verdict, turn = Verdict.from_wire(payload), int(payload.get("turn", state.turn))  # folded already
+        gate = gated.get(verdict.call_id)
+        plan = plans.get(verdict.call_id)
+        arguments = ""
+        if plan is not None and plan.arguments is not None:
+            arguments = json.dumps(plan.arguments, sort_keys=True, ensure_ascii=False)
+        rows.append(
+            PendingCall(
+                state.session_id,
+                turn,
+                verdict.call_id,
+                gate.tool if gate is not None else (plan.tool if plan is not None else ""),
+                arguments,
+                gate.reason if gate is not None else "",
+                verdict.gate,
+                decision="approved" if verdict.approved else "denied",
+                decided_by=verdict.responder,
+            )
+        )
+    return rows
 
 
 HUMAN = "user"
@@ -94,7 +206,11 @@ HUMAN = "user"
 def approve(store: Store, session_id: str, call_id: str, *, responder: str = "user") -> Verdict:
     """Approve a gated call (for an in-doubt effect: allow running it again).
 
+    Args:
+        responder: The operator's name, recorded in ``approval_decision`` (rule: :func:`operator_problem`).
+
     Raises:
+        InvalidOperator: ``responder`` breaks the operator-name rule (nothing is read or written).
         NotPending: the session is not suspended on ``call_id`` (unknown, or already decided).
         SessionNotFound: no such session.
         LedgerIntegrityError: the ledger does not verify (nothing is written).
@@ -107,7 +223,12 @@ def deny(
 ) -> Verdict:
     """Deny a gated call (for an in-doubt effect: mark it failed, never run it again).
 
+    Args:
+        responder: The operator's name, recorded in ``approval_decision`` (rule: :func:`operator_problem`).
+        reason: Told to the model (default ``denied by <responder>``).
+
     Raises:
+        InvalidOperator: ``responder`` breaks the operator-name rule (nothing is read or written).
         NotPending: the session is not suspended on ``call_id`` (unknown, or already decided).
         SessionNotFound: no such session.
         LedgerIntegrityError: the ledger does not verify (nothing is written).
@@ -125,6 +246,7 @@ def _open_gate(state: KernelState, session_id: str, call_id: str) -> Gate:
 def _decide(
     store: Store, session_id: str, call_id: str, *, approved: bool, responder: str, reason: str | None
 ) -> Verdict:
+    check_operator(responder)
     # Check before attaching: attaching takes authority, which would fence a run that is still going.
     state = load_state(store, session_id)
     _open_gate(state, session_id, call_id)

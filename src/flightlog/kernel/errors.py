@@ -5,6 +5,7 @@
     FlightlogError
     `-- KernelError
         +-- NotPending(LookupError)        session_id, call_id: no open gate for this call
+        +-- InvalidOperator(ValueError)    reason: an operator name breaks the rule (approvals)
         +-- AgentSpecError(ValueError)     spec, reason: an agent spec cannot be loaded
         +-- CommandRefused(ValueError)     command, construct: not one plain command (kernel.shell)
         `-- OutsideCeiling(PermissionError) value, reason: a path or command outside the grant, found
@@ -22,6 +23,7 @@ __all__ = [
     "AgentSpecError",
     "CommandRefused",
     "FatalToolError",
+    "InvalidOperator",
     "KernelError",
     "NotPending",
     "OutsideCeiling",
@@ -44,6 +46,16 @@ class NotPending(KernelError, LookupError):
             session_id=session_id,
             call_id=call_id,
         )
+
+
+class InvalidOperator(KernelError, ValueError):
+    """An operator name (``approve --as NAME``) breaks the rule of
+    :func:`flightlog.kernel.approvals.operator_problem`; ``reason`` says how (never echoes the raw name)."""
+
+    reason: str
+
+    def __init__(self, *, reason: str) -> None:
+        super().__init__(f"operator name: {reason}", reason=reason)
 
 
 class AgentSpecError(KernelError, ValueError):

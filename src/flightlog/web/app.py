@@ -54,7 +54,7 @@ from starlette.responses import StreamingResponse
 from starlette.staticfiles import StaticFiles
 
 from ..errors import FlightlogError, SessionNotFound
-from ..kernel.approvals import approve, deny
+from ..kernel.approvals import approve, deny, operator_problem
 from ..kernel.errors import NotPending
 from ..sessions import replay_session
 from ..store.base import Store
@@ -69,7 +69,6 @@ OpenDb = Callable[[bool], AbstractContextManager[Store]]
 """``open_db(read_only)``: a context manager yielding an open store, closed on exit (the CLI's ``_store``)."""
 
 MAX_FORM_BYTES = 64 * 1024
-MAX_OPERATOR = 80
 MAX_REASON = 2000
 REPLAY_PART_BYTES = 8192
 
@@ -243,7 +242,7 @@ def _runs_data(dash: _Dashboard, state: str | None, source: str | None) -> dict[
     return {
         "runs": views.run_tree(store, state=state, source=source, waiting=waiting),
         "pending": views.pending_rows([c for calls in suspended.values() for c in calls]),
-        "waiting": views.waiting_rows(suspended),
+        "waiting": views.waiting_rows(suspended, dash.pending.decided(store)),
     }
 
 
@@ -259,7 +258,7 @@ def _session_status(dash: _Dashboard, session_id: str) -> dict[str, Any]:
         "budget": budget,
         "head_seq": record.head_seq,
         "pending": views.pending_rows(calls),
-        "waiting": views.waiting_rows(suspended),
+        "waiting": views.waiting_rows(suspended, dash.pending.decided(store, session_id)),
     }
 
 
@@ -451,12 +450,13 @@ def _routes(app: FastAPI, dash: _Dashboard) -> None:
             return fail(403, "missing or wrong CSRF token: reload the page and try again")
         session_id, call_id = form.get("session_id", ""), form.get("call_id", "")
         decision = form.get("decision", "")
-        operator = form.get("operator", "").strip()
+        operator = form.get("operator", "").strip(" ")  # the rule refuses any other character at the ends
         reason = form.get("reason", "").strip() or None
         if decision not in ("approve", "deny") or not session_id or not call_id:
             return fail(400, "give session_id, call_id and decision (approve or deny)")
-        if not operator or len(operator) > MAX_OPERATOR or views.visible(operator) != operator:
-            return fail(400, f"give your operator name (1 to {MAX_OPERATOR} printable characters)")
+        problem = operator_problem(operator)  # the one rule of the CLI and the Python API
+        if problem is not None:
+            return fail(400, f"operator: invalid operator name: {problem}")
         if reason is not None and (len(reason) > MAX_REASON or views.visible(reason) != reason):
             return fail(400, f"the reason must be at most {MAX_REASON} printable characters")
 

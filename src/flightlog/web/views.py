@@ -237,7 +237,8 @@ SOURCES: tuple[str, ...] = tuple(s.value for s in RunSource)
 
 
 class PendingCache:
-    """Open gates per suspended session, refolded only when the session's head moves. Thread-safe."""
+    """Gates per suspended session (open ones, and those decided since it suspended), refolded only when
+    the session's head moves. Thread-safe."""
 
     def __init__(self) -> None:
         self._lock = threading.Lock()
@@ -250,7 +251,7 @@ class PendingCache:
         if cached is not None and cached[:2] == key:
             return cached[2]
         try:
-            calls = kernel_pending(store, record.session_id)
+            calls = kernel_pending(store, record.session_id, decided=True)
         except FlightlogError:
             log.exception("cannot fold the gates of %s", record.session_id)
             calls = []
@@ -258,10 +259,23 @@ class PendingCache:
             self._cache[record.session_id] = (*key, calls)
         return calls
 
-    def suspended(self, store: Store, session_id: str | None = None) -> dict[str, list[PendingCall]]:
-        """Open gates by suspended session (a session with none left waits for a resume)."""
+    def _suspended(self, store: Store, session_id: str | None) -> dict[str, list[PendingCall]]:
         records = [store.get_session(session_id)] if session_id is not None else list(store.list_sessions())
         return {r.session_id: self._of(store, r) for r in records if r.status == "suspended"}
+
+    def suspended(self, store: Store, session_id: str | None = None) -> dict[str, list[PendingCall]]:
+        """Open gates by suspended session (a session with none left waits for a resume)."""
+        return {
+            sid: [c for c in calls if c.decision is None]
+            for sid, calls in self._suspended(store, session_id).items()
+        }
+
+    def decided(self, store: Store, session_id: str | None = None) -> dict[str, list[PendingCall]]:
+        """Calls decided since each suspended session suspended, with who decided (``decided_by``)."""
+        return {
+            sid: [c for c in calls if c.decision is not None]
+            for sid, calls in self._suspended(store, session_id).items()
+        }
 
 
 def pending_rows(calls: list[PendingCall]) -> list[dict[str, Any]]:
@@ -283,10 +297,22 @@ def pending_rows(calls: list[PendingCall]) -> list[dict[str, Any]]:
     ]
 
 
-def waiting_rows(suspended: dict[str, list[PendingCall]]) -> list[dict[str, Any]]:
-    """Sessions whose every gate is decided, waiting for ``flightlog resume`` (or their runner)."""
+def waiting_rows(
+    suspended: dict[str, list[PendingCall]], decided: dict[str, list[PendingCall]] | None = None
+) -> list[dict[str, Any]]:
+    """Sessions whose every gate is decided, waiting for ``flightlog resume`` (or their runner), with the
+    decisions (``decisions``: "call X approved by NAME", one per decided call)."""
+    decided = decided or {}
     return [
-        {"session": show(sid, 120), "href": session_href(sid), "command": show(resume_command(sid), 200)}
+        {
+            "session": show(sid, 120),
+            "href": session_href(sid),
+            "command": show(resume_command(sid), 200),
+            "decisions": [
+                show(f"{c.call_id} ({c.tool}) {c.decision} by {c.decided_by}", LINE_LIMIT)
+                for c in decided.get(sid, [])
+            ],
+        }
         for sid, calls in suspended.items()
         if not calls
     ]

@@ -138,7 +138,7 @@
           "li",
           { class: "waiting" },
           el("a", { href: row.href, text: row.session }),
-          " decided, waiting for a resume: ",
+          row.decisions && row.decisions.length ? " decided (" + row.decisions.join("; ") + "), waiting for a resume: " : " decided, waiting for a resume: ",
           el("code", { text: row.command })
         )
       );
