@@ -83,7 +83,7 @@ from collections.abc import Callable, Iterable, Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Literal
 from urllib.parse import quote
 
 from .errors import (
@@ -98,6 +98,7 @@ from .keys import KeyManifestError, Keyring, LogSigner, TrustedKey, load_keyring
 from .ledger import GENESIS, CompactRange, chain_hash, leaf_hash, verify_rows
 
 if TYPE_CHECKING:
+    from .retirement import Pin, RetirementCheck, StaleCopy
     from .store.base import CheckpointRecord, Store, StoredEvent
 
 __all__ = [
@@ -907,6 +908,8 @@ class AuditReport:
         witnessed_by: That witness's key name.
         notes: Things not checked and why (an unreachable witness), one line each.
         artifacts: Salted artifacts the events reference, by first seq.
+        retired: How the store was retired (``moved to <url> at <time>``, :mod:`flightlog.retirement`),
+            None for a live store.
     """
 
     session_id: str
@@ -925,6 +928,7 @@ class AuditReport:
     witnessed_by: str | None = None
     notes: list[str] = field(default_factory=list)
     artifacts: list[ArtifactRef] = field(default_factory=list)
+    retired: str | None = None
     tree: CompactRange = field(default_factory=CompactRange, repr=False)
     latest: SignedCheckpoint | None = field(default=None, repr=False)
     seal_seq: int | None = field(default=None, repr=False)
@@ -958,6 +962,8 @@ class AuditReport:
         erased = [a for a in self.artifacts if a.state == "erased"]
         if self.artifacts:
             parts.append(f"{len(self.artifacts)} salted artifact(s), {len(erased)} erased")
+        if self.retired is not None:
+            parts.append(f"read-only: {self.retired}")
         return "; ".join(parts)
 
     def to_json(self) -> dict[str, Any]:
@@ -979,6 +985,7 @@ class AuditReport:
             "witnessed": self.witnessed,
             "witnessed_by": self.witnessed_by,
             "ledger_id": self.ledger_id,
+            "retired": self.retired,
             "artifacts": [
                 {"handle": a.handle, "seq": a.seq, "state": a.state, "detail": a.detail}
                 for a in self.artifacts
@@ -1080,6 +1087,7 @@ def audit_session(
     heads: HeadStore | None = None,
     decode: bool = True,
     witnessed: Sequence[WitnessedHead] = (),
+    retired: RetirementCheck | Literal["load"] | None = "load",
 ) -> AuditReport:
     """Stream-verify a session's chain and tree, its signed checkpoints, seal, retained and witnessed heads.
 
@@ -1097,6 +1105,10 @@ def audit_session(
         decode: Also decode every event (report ``undecodable`` ones).
         witnessed: Heads a trusted witness cosigned, already verified
             (:func:`flightlog.witness.witnessed_heads`).
+        retired: The store's retirement (:func:`flightlog.retirement.load_retirement`, loaded when
+            ``"load"``; pass it when checking many sessions). On a retired store, heads beyond the rows it
+            held when retired are ``stale_copy``, not ``rollback``/``stale_head`` (module
+            :mod:`flightlog.retirement`); rows that differ from what it held are ``retired_mismatch``.
 
     Raises:
         SessionNotFound: no such session.
@@ -1107,6 +1119,11 @@ def audit_session(
     record = store.get_session(session_id)
     ledger_id = _ledger_id(store)
     retained, problem = _open_retained(heads, ledger_id, session_id, keyring)
+    if retired == "load":
+        from .retirement import load_retirement  # local: retirement builds on this module
+
+        retired = load_retirement(store, keyring)
+    pin, as_retired, found = _retired_pin(retired, session_id)
     report = audit_rows(
         session_id,
         store.read_events(session_id),
@@ -1118,13 +1135,46 @@ def audit_session(
         retained=retained,
         witnessed=witnessed,
         decode=decode,
-        extra=[problem] if problem else [],
+        extra=([problem] if problem else []) + found,
+        pin=pin,
+        retired_as=as_retired,
     )
+    if retired is not None:
+        report.retired = retired.describe()
+        if pin is not None and not pin.matches(report.events, report.root):
+            report.divergences.append(
+                Divergence(
+                    min(report.events, pin.size),
+                    "retired_mismatch",
+                    f"the signed record of this database's retirement ({as_retired}) pins {pin.size} events "
+                    f"(root {pin.root.hex()[:16]}), the database holds {report.events}: changed after it",
+                )
+            )
+            report.divergences.sort(key=lambda d: d.seq)
     if report.artifacts:
         from .erasure import check_artifacts  # local: erasure builds on the recorder, which imports us
 
         check_artifacts(store, report)
     return report
+
+
+def _retired_pin(
+    retired: RetirementCheck | None, session_id: str
+) -> tuple[Pin | None, str, list[Divergence]]:
+    """The session's pin in a verified retirement record, the record's phrase, and what is wrong."""
+    if retired is None:
+        return None, "", []
+    if retired.record is None:
+        return None, "", [Divergence(0, "bad_retirement", retired.problem or "retirement record unusable")]
+    phrase = retired.record.describe()
+    pin = retired.record.sessions.get(session_id)
+    if pin is None:
+        detail = (
+            f"the signed record of this database's retirement ({phrase}) does not list this session: "
+            "recorded after it"
+        )
+        return None, phrase, [Divergence(0, "retired_mismatch", detail)]
+    return pin, phrase, []
 
 
 def audit_rows(
@@ -1140,6 +1190,8 @@ def audit_rows(
     witnessed: Sequence[WitnessedHead] = (),
     decode: bool = True,
     extra: Sequence[Divergence] = (),
+    pin: Pin | None = None,
+    retired_as: str = "",
 ) -> AuditReport:
     """The store-free core of :func:`audit_session`: rows and checkpoint records from anywhere (a store,
     an offline bundle), one pass.
@@ -1156,6 +1208,8 @@ def audit_rows(
         witnessed: Verified witness-cosigned heads.
         decode: Also decode every event.
         extra: Divergences found before (e.g. an unreadable retained head), merged in seq order.
+        pin: What a retired store held of this session (verified retirement record), or None.
+        retired_as: How it was retired (the record's phrase), for the ``stale_copy`` detail.
 
     Returns:
         The report; salted artifacts are listed as ``unchecked`` (the caller knows where to look).
@@ -1182,13 +1236,18 @@ def audit_rows(
         )
     report.tree = tee.tree
     _match_checkpoints(report, signed, tee)
+    stale = None
+    if pin is not None:
+        from .retirement import StaleCopy  # local: retirement builds on this module
+
+        stale = StaleCopy(pin, retired_as)
     if retained is not None:
         report.retained = retained.size
-        _match_head(report, retained, tee, "the retained head")
+        _match_head(report, retained, tee, "the retained head", stale)
     for head in sorted(witnessed, key=lambda h: h.size):
         if report.witnessed is None or head.size >= report.witnessed:
             report.witnessed, report.witnessed_by = head.size, head.witness
-        _match_head(report, head.checkpoint, tee, f"the head witness {head.witness} cosigned")
+        _match_head(report, head.checkpoint, tee, f"the head witness {head.witness} cosigned", stale)
     _match_seal(report, tee)
     report.artifacts = [
         ArtifactRef(SALTED_PREFIX + d, seq) for d, seq in sorted(tee.salted.items(), key=lambda i: i[1])
@@ -1252,12 +1311,19 @@ def _match_checkpoints(report: AuditReport, signed: list[SignedCheckpoint], tee:
             report.anchored, report.latest = cp.size, cp
 
 
-def _match_head(report: AuditReport, head: SignedCheckpoint, tee: _Tee, what: str) -> None:
-    """Compare a head kept outside the database (retained, or cosigned by a witness) with the rows."""
+def _match_head(
+    report: AuditReport, head: SignedCheckpoint, tee: _Tee, what: str, stale: StaleCopy | None = None
+) -> None:
+    """Compare a head kept outside the database (retained, or cosigned by a witness) with the rows; on a
+    retired store, a head beyond the rows it held when retired is a stale copy (:mod:`flightlog.retirement`)."""
     size = head.size
+    if stale is not None and not stale.explains(size, report.events, report.root):
+        stale = None
     if size > report.events:
         report.divergences.append(
-            Divergence(
+            Divergence(report.events, "stale_copy", stale.detail(what, size, report.events, "events", False))
+            if stale is not None
+            else Divergence(
                 report.events,
                 "rollback",
                 f"{what} covers {size} events, the database holds {report.events}: "
@@ -1270,7 +1336,9 @@ def _match_head(report: AuditReport, head: SignedCheckpoint, tee: _Tee, what: st
         )
     elif report.anchored < size:
         report.divergences.append(
-            Divergence(
+            Divergence(report.anchored, "stale_copy", stale.detail(what, size, report.events, "events", True))
+            if stale is not None
+            else Divergence(
                 report.anchored,
                 "stale_head",
                 f"the database's latest signed checkpoint covers {report.anchored} events, older than "

@@ -21,7 +21,7 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Annotated, Any
+from typing import Annotated, Any, Literal
 
 import typer
 
@@ -29,6 +29,7 @@ from .checkpoints import (
     AuditReport,
     HeadStore,
     Notary,
+    RetainedHead,
     WitnessedHead,
     audit_session,
     missing_sessions,
@@ -47,6 +48,7 @@ from .indexlog import (
 from .keys import Keyring, TrustedKey, VerifierKey, key_dir, load_keyring, load_signer, rotate_key, trust_key
 from .narration import plural
 from .proofs import load_proof, prove_consistency, prove_inclusion
+from .retirement import RetirementCheck, load_retirement, split_missing
 from .store import Store
 from .witness import TrustedWitness, load_witnesses, witnessed_heads
 
@@ -263,16 +265,22 @@ class _Checker:
             store, origin, keyring=self.keyring, witnesses=self.witnesses, online=self.online
         )
 
-    def session(self, store: Store, session_id: str) -> AuditReport:
+    def session(
+        self, store: Store, session_id: str, retired: RetirementCheck | Literal["load"] | None = "load"
+    ) -> AuditReport:
         witnessed, notes = self.witnessed(store, _origin(store, session_id))
-        report = audit_session(store, session_id, keyring=self.keyring, heads=self.heads, witnessed=witnessed)
+        report = audit_session(
+            store, session_id, keyring=self.keyring, heads=self.heads, witnessed=witnessed, retired=retired
+        )
         report.notes.extend(notes)
         return report
 
-    def index(self, store: Store) -> IndexReport:
+    def index(self, store: Store, retired: RetirementCheck | Literal["load"] | None = "load") -> IndexReport:
         ledger_id = _ledger(store)
         witnessed, notes = self.witnessed(store, index_origin(ledger_id) if ledger_id else None)
-        report = audit_index(store, keyring=self.keyring, heads=self.heads, witnessed=witnessed)
+        report = audit_index(
+            store, keyring=self.keyring, heads=self.heads, witnessed=witnessed, retired=retired
+        )
         report.notes.extend(notes)
         return report
 
@@ -350,24 +358,48 @@ def check_sessions(session: str | None, *, all_sessions: bool, json_out: bool, o
             if all_sessions
             else [store.resolve_session(session or "")]
         )
+        retired = load_retirement(store, checker.keyring)  # once: a retired store's record pins them all
         for sid in ids:
-            report = checker.session(store, sid)
+            report = checker.session(store, sid, retired)
             reports.append(report)
             if not json_out:
                 _print_report(report)
-        index = checker.index(store) if all_sessions else None
+        index = checker.index(store, retired) if all_sessions else None
         retained = missing_sessions(store, checker.heads) if all_sessions else []
-    missing = _missing_rows(retained, index)
+    retained, elsewhere = split_missing(retained, retired)
+    missing = _missing_rows(retained, index) + _stale_rows(elsewhere, retired)
     if json_out:
         gone = [{k: v for k, v in row.items() if k != "why"} for row in missing]
         _emit([r.to_json() for r in reports] + gone + ([index.to_json()] if index is not None else []))
     else:
         for row in missing:
-            _say(f"MISSING   {row['session_id']}  {row['why']}, but the database has no such session")
+            if row["state"] == "stale_copy":
+                _say(f"STALE     {row['session_id']}  {row['why']}")
+            else:
+                _say(f"MISSING   {row['session_id']}  {row['why']}, but the database has no such session")
         if index is not None:
             _print_index(index)
     if missing or not all(r.ok for r in reports) or (index is not None and index.divergences):
         raise typer.Exit(1)
+
+
+def _stale_rows(elsewhere: list[RetainedHead], retired: RetirementCheck | None) -> list[dict[str, Any]]:
+    """Retained heads of sessions a retired store never held (:func:`flightlog.retirement.split_missing`)."""
+    phrase = retired.describe() if retired is not None else ""
+    return [
+        {
+            "session_id": head.session_id,
+            "ok": False,
+            "state": "stale_copy",
+            "retained_file": str(head.path),
+            "index_leaf": None,
+            "why": (
+                f"stale copy: a head is retained ({head.path}), but this database, {phrase}, never held the "
+                "session: it was recorded in the live store"
+            ),
+        }
+        for head in elsewhere
+    ]
 
 
 def _missing_rows(retained: list[Any], index: IndexReport | None) -> list[dict[str, Any]]:

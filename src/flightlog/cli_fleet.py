@@ -223,8 +223,10 @@ def db_copy_command() -> Callable[..., None]:
         """Move a ledger: every session (events verbatim, effects, artifacts, signed checkpoints, grants,
         imports, cosignatures) and the index log from SRC to DST, which takes SRC's ledger id. The copy is
         checked as `verify --all` checks before it commits; refuses if DST has any of the sessions or
-        sessions of another ledger. Nothing is written unless everything verifies."""
-        with open_store(src, read_only=True) as source, open_store(dst) as target:
+        sessions of another ledger. Nothing is written unless everything verifies. SRC is then retired:
+        read-only, refusing writes with a pointer to DST, verified as a stale copy (a record signed by your
+        log key)."""
+        with open_store(src) as source, open_store(dst) as target:
 
             def progress(sid: str, events: int) -> None:
                 if not json_out:
@@ -244,6 +246,8 @@ def db_copy_command() -> Callable[..., None]:
                 "cosignatures": report.cosignatures,
                 "verified": report.verified,
                 "index_verified": report.index_verified,
+                "retired": report.retired,
+                "retirement": report.retirement,
                 "notes": report.notes,
             }
             sys.stdout.write(json.dumps(wire) + "\n")
@@ -262,5 +266,10 @@ def db_copy_command() -> Callable[..., None]:
             f"{report.cosignatures} cosignature(s); all verified (chains, signed checkpoints, seals, "
             f"retained heads{', index log' if report.index_verified else ''})"
         )
+        if report.retired == "source":
+            _out.print(
+                f"the source is now read-only: {report.retirement} (a record signed by your log key says so; "
+                "it refuses writes and `verify` reports it as a stale copy once the ledger goes on)"
+            )
 
     return copy_cmd

@@ -30,20 +30,34 @@ and index-leaf timestamps are the copy's. The destination's ``runs`` projection 
 after the commit (the copied rows bypass the recorder's projector).
 
 Copying a subset (``sessions=``) copies no index log (it covers the whole ledger) and checks only those
-sessions; ``audit --all`` on such a partial copy lists the others as missing (their retained heads).
+sessions.
 
-After a copy, the source and the destination are two stores of one ledger sharing its retained heads: keep
-writing to one of them only (the other then looks rolled back to ``verify``, which is what it is).
+**One live store per ledger** (:mod:`flightlog.retirement`). Two writable stores of one ledger would make
+each other look rolled back (they share the retained heads). So a copy retires one of them, in the same
+transactions, with a record signed by the log key that pins what the retired store holds:
+
+* a whole copy *moves* the ledger: the source is retired (``moved`` to the destination). The copy runs
+  inside a source transaction that keeps every other writer out (SQLite ``BEGIN IMMEDIATE``; PostgreSQL
+  SHARE locks on the ledger tables, :meth:`~flightlog.store.base.Store.hold_writers`), so nothing is
+  written to the source between what is copied and the retirement; the destination commits first, then
+  the source. The source must be opened writable; a retired source is refused (copy from where it went).
+* a partial copy leaves the source live and retires the destination (``partial`` copy of the source).
+
+A retired store refuses writes (``LedgerRetired``, naming the live store) and ``verify`` reports heads that
+went on in the live store as ``stale_copy``, not ``rollback`` / ``missing``.
 """
 
 from __future__ import annotations
 
 import re
 from collections.abc import Callable, Iterable, Iterator, Sequence
+from contextlib import nullcontext
 from dataclasses import dataclass, field
+from pathlib import Path
 
 from .checkpoints import (
     HeadStore,
+    Notary,
     WitnessedHead,
     audit_session,
     encode_frontier,
@@ -54,9 +68,18 @@ from .encoding import decode_stored
 from .errors import Divergence, FlightlogError, LedgerIntegrityError, StoreError
 from .events import Custom
 from .indexlog import audit_index, index_origin
-from .keys import Keyring, load_keyring
+from .keys import Keyring, load_keyring, now_ms
 from .ledger import GENESIS, CompactRange, chain_hash, leaf_hash
-from .store.base import EffectRecord, ImportRecord, SessionHead, SessionRecord, Store, StoredEvent
+from .retirement import Pin, Retirement, sign_retirement
+from .store.base import (
+    EffectRecord,
+    ImportRecord,
+    SessionHead,
+    SessionRecord,
+    Store,
+    StoredEvent,
+    retired_error,
+)
 from .store.sqlite import SqliteStore
 from .witness import TrustedWitness, load_witnesses, witnessed_heads
 
@@ -84,6 +107,9 @@ class CopyReport:
         verified: Sessions that passed the full check on arrival.
         index_verified: The index log passed its check on arrival (False when it was not copied).
         notes: What the check could not look at (an unreachable witness), one line each.
+        retired: Which store the copy retired (``source`` after a whole copy, ``destination`` after a
+            partial one; None when the ledger has no id to name in a record).
+        retirement: How (``moved to <url> at <time>``, ``a partial copy of <url> made at <time>``).
     """
 
     sessions: list[str] = field(default_factory=list)
@@ -98,6 +124,8 @@ class CopyReport:
     verified: int = 0
     index_verified: bool = False
     notes: list[str] = field(default_factory=list)
+    retired: str | None = None
+    retirement: str | None = None
 
 
 class CopyNotVerified(LedgerIntegrityError):
@@ -152,8 +180,9 @@ def copy_store(
     heads: HeadStore | None = None,
     witnesses: Sequence[TrustedWitness] | None = None,
     online: bool = False,
+    notary: Notary | None = None,
 ) -> CopyReport:
-    """Copy the ledger (every session by default) from ``src`` to ``dst``; see the module docs.
+    """Copy the ledger (every session by default) from ``src`` to ``dst``, retiring one; see the module docs.
 
     Args:
         src: The source store (read only).
@@ -165,12 +194,16 @@ def copy_store(
         heads: Retained heads (default :meth:`HeadStore.default`).
         witnesses: Trusted witnesses (default :func:`~flightlog.witness.load_witnesses`).
         online: Also ask witnesses with a URL for their latest heads (default: stored cosignatures only).
+        notary: Signs the retirement record (default :meth:`Notary.from_env`, the user's log key).
 
     Raises:
         StoreError: the destination already has one of the sessions, holds sessions of another ledger or an
-            index log of its own, or cannot keep what the source has (nothing written).
+            index log of its own, or cannot keep what the source has; the source is retired already
+            (nothing written).
+        ReadOnlyStore: a whole copy from a source opened read-only (it is retired by the copy).
         CopyNotVerified: a source session or the copy does not pass the ``verify --all`` check (nothing
             written).
+        KeyManifestError: the log key cannot sign the retirement record now (nothing written).
     """
     checks = _Checks(
         load_keyring() if keyring is None else keyring,
@@ -178,31 +211,95 @@ def copy_store(
         load_witnesses() if witnesses is None else list(witnesses),
         online,
     )
+    _refuse_retired(src)
     every = [r.session_id for r in src.list_sessions()]
     ids = list(sessions) if sessions is not None else every
     whole = set(ids) >= set(every)
     report = CopyReport()
     tables = _tables(dst)
-    with dst.transaction():
-        existing = [sid for sid in ids if _exists(dst, sid)]
-        if existing:
-            more = f" (+{len(existing) - 1} more)" if len(existing) > 1 else ""
-            raise StoreError(f"{dst.url} already has session {existing[0]}{more}; refusing to overwrite")
-        report.ledger_id = _adopt_ledger(src, dst)
-        index = whole and report.ledger_id is not None and _index_wanted(src, dst)
-        for sid in ids:
-            _copy_one(src, dst, tables, sid, report)
-            if on_session is not None:
-                on_session(sid, src.get_session(sid).events)
-        if index:
-            assert report.ledger_id is not None
-            _copy_index(src, dst, report.ledger_id, report)
-        _verify(dst, ids, whole, index, checks, report)
-    if ids:
+    with src.transaction() if whole else nullcontext():
+        if whole:  # the source is retired by this copy: no other writer gets in until it is
+            src.hold_writers()
+            _refuse_retired(src)
+            every = [r.session_id for r in src.list_sessions()]
+            ids = list(sessions) if sessions is not None else every
+            whole = set(ids) >= set(every)
+        with dst.transaction():
+            existing = [sid for sid in ids if _exists(dst, sid)]
+            if existing:
+                more = f" (+{len(existing) - 1} more)" if len(existing) > 1 else ""
+                raise StoreError(f"{dst.url} already has session {existing[0]}{more}; refusing to overwrite")
+            report.ledger_id = _adopt_ledger(src, dst)
+            index = whole and report.ledger_id is not None and _index_wanted(src, dst)
+            pins: dict[str, Pin] = {}
+            for sid in ids:
+                pins[sid] = _copy_one(src, dst, tables, sid, report)
+                if on_session is not None:
+                    on_session(sid, src.get_session(sid).events)
+            index_pin = Pin(0, CompactRange().root())
+            if index:
+                assert report.ledger_id is not None
+                index_pin = _copy_index(src, dst, report.ledger_id, report)
+            _verify(dst, ids, whole, index, checks, report)
+            if report.ledger_id is not None:
+                _retire(
+                    src,
+                    dst,
+                    whole,
+                    report,
+                    Retirement(
+                        report.ledger_id,
+                        "moved" if whole else "partial",
+                        _where(dst if whole else src),
+                        now_ms(),
+                        index_pin,
+                        pins,
+                    ),
+                    notary,
+                )
+    if ids and report.retired != "destination":  # a retired destination built it before retiring
         from .runs import rebuild_projection  # local: the read model builds on the core
 
         rebuild_projection(dst)
     return report
+
+
+def _where(store: Store) -> str:
+    """How a retirement record names the other store: an SQLite file by its absolute path, any other
+    store by its URL (password removed)."""
+    if isinstance(store, SqliteStore) and store.path != ":memory:":
+        return str(Path(store.path).resolve())
+    return store.url
+
+
+def _refuse_retired(src: Store) -> None:
+    """A retired store is no source: a copy of it would be a second writable store of a ledger that lives
+    elsewhere (its live store is named)."""
+    summary = src.retirement()
+    if summary is not None:
+        error = retired_error(src.url, summary)
+        where = f"moved to {error.peer}" if error.state == "moved" else f"a partial copy of {error.peer}"
+        raise StoreError(
+            f"{src.url} is retired ({where}, flightlog db copy): copy from {error.peer}, the live store"
+        )
+
+
+def _retire(
+    src: Store, dst: Store, whole: bool, report: CopyReport, record: Retirement, notary: Notary | None
+) -> None:
+    """Sign the record and retire the source (whole copy, in the source transaction) or the destination
+    (partial copy, in the destination transaction, after its runs projection is built)."""
+    note = sign_retirement(record, notary if notary is not None else Notary.from_env())
+    if whole:
+        src.retire(record.summary(), note)
+    else:
+        from .runs import rebuild_projection  # local: the read model builds on the core
+
+        if report.sessions:
+            rebuild_projection(dst)  # a retired store takes no more writes, not even its projection
+        dst.retire(record.summary(), note)
+    report.retired = "source" if whole else "destination"
+    report.retirement = record.describe()
 
 
 def copy_session(
@@ -217,8 +314,13 @@ def copy_session(
 ) -> CopyReport:
     """Copy one session (no index log) and check it on arrival, in one destination transaction.
 
+    Unless the session is the source's only one (a whole copy, which retires the source), the destination
+    is retired as a partial copy: to copy several sessions into one store, give them all to
+    :func:`copy_store` (``sessions=``) at once.
+
     Raises:
         StoreError: the destination has the session already, or sessions of another ledger.
+        LedgerRetired: the destination is retired already (a partial copy takes no more sessions).
         CopyNotVerified: the source rows or the copy do not verify (nothing written).
     """
     done = copy_store(src, dst, sessions=[session_id], keyring=keyring, heads=heads, witnesses=witnesses)
@@ -279,7 +381,8 @@ def _index_wanted(src: Store, dst: Store) -> bool:
     return True
 
 
-def _copy_one(src: Store, dst: Store, tables: _Tables, session_id: str, report: CopyReport) -> None:
+def _copy_one(src: Store, dst: Store, tables: _Tables, session_id: str, report: CopyReport) -> Pin:
+    """Copy one session; its pin (size and root as copied, verified link by link)."""
     record = src.get_session(session_id)
     handles: set[tuple[bool, str]] = set()
     dst.create_session(
@@ -294,13 +397,16 @@ def _copy_one(src: Store, dst: Store, tables: _Tables, session_id: str, report: 
             merkle_root=CompactRange().root().hex(),
         )
     )
+    pin = Pin(0, CompactRange().root())
     for batch, head in _verified_batches(src, record, handles):
         tables.append_copied(session_id, batch, head)
         report.events += len(batch)
+        pin = Pin(head.seq + 1, bytes.fromhex(head.root))
     _copy_side_tables(src, dst, tables, session_id, handles, report)
     if report.ledger_id is not None:
         report.cosignatures += _copy_cosignatures(src, dst, origin_for(report.ledger_id, session_id))
     report.sessions.append(session_id)
+    return pin
 
 
 def _copy_cosignatures(src: Store, dst: Store, origin: str) -> int:
@@ -313,9 +419,9 @@ def _copy_cosignatures(src: Store, dst: Store, origin: str) -> int:
     return len(records)
 
 
-def _copy_index(src: Store, dst: Store, ledger_id: str, report: CopyReport) -> None:
+def _copy_index(src: Store, dst: Store, ledger_id: str, report: CopyReport) -> Pin:
     """The index log: leaves in order (checkpoint ids mapped to the destination's), then its signed
-    checkpoints with frontiers recomputed from the leaves, then the cosignatures of its origin."""
+    checkpoints with frontiers recomputed from the leaves, then the cosignatures of its origin; its pin."""
     records = list(src.index_checkpoints())
     wanted = {r.size for r in records}
     frontiers: dict[int, bytes] = {0: b""} if 0 in wanted else {}
@@ -336,6 +442,7 @@ def _copy_index(src: Store, dst: Store, ledger_id: str, report: CopyReport) -> N
         dst.record_index_checkpoint(record.size, record.root, record.body, frontiers.get(record.size, b""))
         report.index_checkpoints += 1
     report.cosignatures += _copy_cosignatures(src, dst, index_origin(ledger_id))
+    return Pin(tree.size, tree.root())
 
 
 def _checkpoint_ids(dst: Store, session_id: str) -> dict[bytes, int]:

@@ -11,6 +11,7 @@ One base, with a builtin second base where callers expect one (``except ValueErr
     |   +-- AppendConflict                   session_id, seq
     |   +-- StaleWriter                      session_id, epoch, current_epoch
     |   +-- ReadOnlyStore                    url
+    |   |   `-- LedgerRetired                url, state, peer, at_ms
     |   `-- StoreUnavailable                 url (password removed), reason
     +-- EffectConflict                       idempotency_key, stored_hash, new_hash
     +-- GrantError                           key_id, reason
@@ -36,6 +37,7 @@ __all__ = [
     "GrantError",
     "ImportFormatError",
     "LedgerIntegrityError",
+    "LedgerRetired",
     "ReadOnlyStore",
     "RepairError",
     "SessionNotFound",
@@ -202,6 +204,35 @@ class ReadOnlyStore(StoreError):
 
     def __init__(self, *, url: str) -> None:
         super().__init__(f"store {url} is open read-only", url=url)
+
+
+class LedgerRetired(ReadOnlyStore):
+    """A write was attempted on a store that ``flightlog db copy`` retired: the whole ledger was moved to
+    ``peer`` (``state`` ``moved``: this store is a stale copy), or this store is a partial copy of ``peer``
+    (``state`` ``partial``). Nothing was written. See :mod:`flightlog.retirement`."""
+
+    url: str
+    state: str
+    peer: str
+    at_ms: int
+
+    def __init__(self, *, url: str, state: str, peer: str, at_ms: int) -> None:
+        from datetime import UTC, datetime
+
+        when = datetime.fromtimestamp(at_ms / 1000, tz=UTC).strftime("%Y-%m-%d %H:%M:%S UTC")
+        what = (
+            f"was moved to {peer} at {when} (flightlog db copy): it is a read-only stale copy"
+            if state == "moved"
+            else f"is a read-only partial copy of {peer} made at {when} (flightlog db copy)"
+        )
+        StoreError.__init__(
+            self,
+            f"store {url} {what}; write to {peer}",
+            url=url,
+            state=state,
+            peer=peer,
+            at_ms=at_ms,
+        )
 
 
 class StoreUnavailable(StoreError):

@@ -43,7 +43,7 @@ import hashlib
 import logging
 from collections.abc import Callable, Iterable, Iterator, Sequence
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Literal
 from urllib.parse import quote, unquote
 
 from .checkpoints import (
@@ -64,6 +64,7 @@ from .keys import Keyring, load_keyring
 from .ledger import CompactRange, leaf_hash, node_hash, verify_inclusion
 
 if TYPE_CHECKING:
+    from .retirement import RetirementCheck, StaleCopy
     from .store.base import IndexCheckpointRecord, Store
 
 __all__ = [
@@ -472,6 +473,7 @@ class IndexReport:
             ``index_mismatch``: a leaf names a checkpoint the database no longer holds).
         missing: Sessions the index knows and the database does not.
         notes: What was not checked and why.
+        retired: How the store was retired (:mod:`flightlog.retirement`), None for a live store.
     """
 
     ledger_id: str | None
@@ -485,6 +487,7 @@ class IndexReport:
     divergences: list[Divergence] = field(default_factory=list)
     missing: list[MissingSession] = field(default_factory=list)
     notes: list[str] = field(default_factory=list)
+    retired: str | None = None
     latest: SignedCheckpoint | None = field(default=None, repr=False)
 
     @property
@@ -505,6 +508,8 @@ class IndexReport:
             parts.append(f"witnessed up to size {self.witnessed} by {self.witnessed_by}")
         if self.missing:
             parts.append(f"{len(self.missing)} indexed session(s) missing from the database")
+        if self.retired is not None:
+            parts.append(f"read-only: {self.retired}")
         return "; ".join(parts + self.notes)
 
     def to_json(self) -> dict[str, Any]:
@@ -521,6 +526,7 @@ class IndexReport:
             "retained": self.retained,
             "witnessed": self.witnessed,
             "witnessed_by": self.witnessed_by,
+            "retired": self.retired,
             "missing": [{"session_id": m.session_id, "leaf": m.leaf, "size": m.size} for m in self.missing],
             "notes": list(self.notes),
             "divergences": [{"seq": d.seq, "reason": d.reason, "detail": d.detail} for d in self.divergences],
@@ -571,6 +577,7 @@ def audit_index(
     keyring: Keyring | None = None,
     heads: HeadStore | None = None,
     witnessed: Sequence[WitnessedHead] = (),
+    retired: RetirementCheck | Literal["load"] | None = "load",
 ) -> IndexReport:
     """Verify the index log: signed index checkpoints, leaves against them, retained and witnessed heads,
     and every leaf against the database (its session present, its checkpoint still stored).
@@ -583,6 +590,8 @@ def audit_index(
         keyring: Trusted log keys (default :func:`~flightlog.keys.load_keyring`).
         heads: Retained heads, or None to skip that check.
         witnessed: Verified witness-cosigned index heads (:func:`flightlog.witness.witnessed_heads`).
+        retired: The store's retirement (loaded when ``"load"``): on a retired store, index heads beyond
+            the leaves it held when retired are ``stale_copy``, not ``rollback``/``stale_head``.
 
     Source: RFC 9162 §2.1.1; C2SP tlog-checkpoint, signed-note, tlog-cosignature.
     """
@@ -595,6 +604,17 @@ def audit_index(
     if ledger_id is None or not store.index_supported():
         report.notes.append("this database keeps no index log")
         return report
+    from .retirement import StaleCopy, load_retirement  # local: kept out of the import-time graph
+
+    if retired == "load":
+        retired = load_retirement(store, keyring)
+    stale: StaleCopy | None = None
+    if retired is not None:
+        report.retired = retired.describe()
+        if retired.record is None:
+            report.divergences.append(Divergence(0, "bad_retirement", retired.problem or "unusable record"))
+        else:
+            stale = StaleCopy(retired.record.index, retired.record.describe())
     origin = index_origin(ledger_id)
     signed = _open_index_checkpoints(store.index_checkpoints(), keyring, origin, report.divergences)
     retained = _open_retained_index(heads, ledger_id, keyring, origin, report.divergences)
@@ -604,13 +624,23 @@ def audit_index(
     )
     for cp in sorted(signed, key=lambda c: c.size):
         _match_index_checkpoint(report, cp, roots)
+    if stale is not None and not stale.pin.matches(report.leaves, report.root):
+        report.divergences.append(
+            Divergence(
+                min(report.leaves, stale.pin.size),
+                "retired_mismatch",
+                f"the signed record of this database's retirement ({stale.retired_as}) pins {stale.pin.size} "
+                f"index leaves, the database holds {report.leaves}: changed after it",
+            )
+        )
     if retained is not None:
         report.retained = retained.size
-        _match_index_head(report, retained, roots, "the retained index head")
+        _match_index_head(report, retained, roots, "the retained index head", stale)
     for head in sorted(witnessed, key=lambda h: h.size):
         if report.witnessed is None or head.size >= report.witnessed:
             report.witnessed, report.witnessed_by = head.size, head.witness
-        _match_index_head(report, head.checkpoint, roots, f"the index head witness {head.witness} cosigned")
+        what = f"the index head witness {head.witness} cosigned"
+        _match_index_head(report, head.checkpoint, roots, what, stale)
     report.divergences.sort(key=lambda d: d.seq)
     return report
 
@@ -699,12 +729,20 @@ def _match_index_checkpoint(report: IndexReport, cp: SignedCheckpoint, roots: di
 
 
 def _match_index_head(
-    report: IndexReport, head: SignedCheckpoint, roots: dict[int, bytes], what: str
+    report: IndexReport,
+    head: SignedCheckpoint,
+    roots: dict[int, bytes],
+    what: str,
+    stale: StaleCopy | None = None,
 ) -> None:
     size = head.size
+    if stale is not None and not stale.explains(size, report.leaves, report.root):
+        stale = None
     if size > report.leaves:
         report.divergences.append(
-            Divergence(
+            Divergence(report.leaves, "stale_copy", stale.detail(what, size, report.leaves, "leaves", False))
+            if stale is not None
+            else Divergence(
                 report.leaves,
                 "rollback",
                 f"{what} covers {size} leaves, the database holds {report.leaves}: rolled back or truncated",
@@ -716,7 +754,9 @@ def _match_index_head(
         )
     elif report.anchored < size:
         report.divergences.append(
-            Divergence(
+            Divergence(report.anchored, "stale_copy", stale.detail(what, size, report.leaves, "leaves", True))
+            if stale is not None
+            else Divergence(
                 report.anchored,
                 "stale_head",
                 f"the latest signed index checkpoint covers {report.anchored} leaves, older than {what} at size {size}",

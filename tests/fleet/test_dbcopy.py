@@ -80,8 +80,15 @@ def test_sqlite_to_postgres_and_back(tmp_path: Path, out_dir: Path) -> None:
                     after.result_json,
                 )
             assert {r.run_id for r in list_runs(pg)} == set(ids)
-            with pytest.raises(StoreError, match="refusing to overwrite"):
-                copy_store(first, pg)
+            with pytest.raises(
+                StoreError, match=r"is retired \(moved to postgresql://.*copy from postgresql://"
+            ):
+                copy_store(first, pg)  # the source moved: it is no source any more
+            with SqliteStore(tmp_path / "clash.db") as clash:
+                Recorder.create(clash, session_id="c-0").record_custom("x", 1)
+                with pytest.raises(StoreError, match="already has session c-0; refusing to overwrite"):
+                    copy_store(clash, pg)
+                assert clash.retirement() is None  # refused: nothing written, the source stays live
             with SqliteStore(tmp_path / "b.db") as back:
                 copy_store(pg, back)
                 _same(first, back, ids)

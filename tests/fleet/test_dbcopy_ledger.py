@@ -120,6 +120,8 @@ def test_a_destination_holding_another_ledger_is_refused(
     assert code == 1 and "all verified" not in out
     assert len(err.strip().splitlines()) == 1
     assert "merging them would leave the copied checkpoints failing verification" in err
+    with SqliteStore(src) as a:
+        assert a.retirement() is None  # refused: the source stays live
     with SqliteStore(other) as store:
         assert store.ledger_id() == own
         assert [s.session_id for s in store.list_sessions()] == ["mine"]
@@ -144,7 +146,8 @@ def test_an_empty_destination_takes_the_ledger_id_and_a_second_copy_is_refused(
         report = copy_store(a, b)
         assert report.ledger_id == a.ledger_id() == b.ledger_id()
         assert report.verified == len(ids) and report.index_verified
-        with pytest.raises(StoreError, match="refusing to overwrite"):
+        assert (report.retired, a.retirement() is not None, b.retirement()) == ("source", True, None)
+        with pytest.raises(StoreError, match=r"is retired \(moved to .*dst\.db"):
             copy_store(a, b)
         b.adopt_ledger_id(a.ledger_id())  # the same id: a no-op, sessions or not
 
@@ -171,5 +174,6 @@ def test_a_source_failing_the_full_check_writes_nothing(
         with pytest.raises(CopyNotVerified, match="nothing copied"):
             copy_store(a, b)
         assert list(b.list_sessions()) == [] and b.index_size() == 0 and b.ledger_id() == own
+        assert a.retirement() is None
     code, out, err = cli(src, "db", "copy", str(src), str(tmp_path / "dst2.db"))
     assert code == 1 and "all verified" not in out and "does not verify" in err

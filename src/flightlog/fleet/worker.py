@@ -34,6 +34,7 @@ from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass, field
 
 from ..checkpoints import Notary
+from ..errors import LedgerRetired
 from ..events import CancellationReason, OperationCancelled
 from ..kernel import Kernel, RunResult, load_agent
 from ..kernel.spec import recorded_spec
@@ -139,7 +140,8 @@ class Worker:
         self._stop.set()
 
     def run(self, *, idle_exit_s: float | None = None, max_sessions: int | None = None) -> WorkerStats:
-        """Claim and drive sessions until :meth:`stop` (or a limit), then wait for the slots to finish.
+        """Claim and drive sessions until :meth:`stop` (or a limit, or the store is retired by ``db copy``:
+        it then takes no writes, see :mod:`flightlog.retirement`), then wait for the slots to finish.
 
         Args:
             idle_exit_s: Return after this many seconds with nothing to claim and nothing running.
@@ -192,6 +194,10 @@ class Worker:
             return 0
         try:
             claims = self.leases.claim_sessions(self.holder, ttl_ms=self.ttl_ms, limit=slots)
+        except LedgerRetired as exc:  # db copy moved the ledger: nothing here will run again
+            log.error("stopping: %s", exc)
+            self._stop.set()
+            claims = []
         except Exception:
             log.exception("claim failed")
             claims = []

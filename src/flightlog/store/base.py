@@ -22,11 +22,14 @@ Source: seed 003 (``SessionStore``: ``create_session``, ``record_psp9_event``, `
 from __future__ import annotations
 
 import abc
+import json
 import time
 from collections.abc import Callable, Collection, Iterator, Mapping, Sequence
 from contextlib import AbstractContextManager
 from dataclasses import dataclass, field
 from typing import Any, NamedTuple, Self
+
+from ..errors import LedgerRetired
 
 __all__ = [
     "RUNNABLE_STATUSES",
@@ -49,7 +52,18 @@ __all__ = [
     "SessionRecord",
     "Store",
     "StoredEvent",
+    "retired_error",
 ]
+
+
+def retired_error(url: str, summary: str) -> LedgerRetired:
+    """The ``LedgerRetired`` a retired store raises on a write, from its retirement summary (JSON
+    ``{"state", "peer", "at_ms"}``; an unreadable one still refuses, saying so)."""
+    try:
+        doc = json.loads(summary)
+        return LedgerRetired(url=url, state=str(doc["state"]), peer=str(doc["peer"]), at_ms=int(doc["at_ms"]))
+    except (ValueError, KeyError, TypeError):
+        return LedgerRetired(url=url, state="moved", peer="(unreadable retirement summary)", at_ms=0)
 
 
 class StoredEvent(NamedTuple):
@@ -814,6 +828,34 @@ class Store(abc.ABC):
         Raises:
             ReadOnlyStore: a read-only handle.
         """
+
+    # ─── retirement (flightlog db copy; see flightlog.retirement) ───────────────────────────
+    # A retired store refuses every write transaction with ``LedgerRetired`` (it names where to write),
+    # checked inside the transaction so a writer racing the retirement cannot slip past it. Backends
+    # without ledger ids are never retired (the defaults).
+    def retirement(self) -> str | None:
+        """The retirement summary (JSON ``{"state", "peer", "at_ms"}``), or None when the store is live."""
+        return None
+
+    def retirement_record(self) -> str | None:
+        """The signed retirement record (a C2SP signed note, :mod:`flightlog.retirement`), or None."""
+        return None
+
+    def retire(self, summary: str, record: str) -> None:
+        """Retire this store: keep ``summary`` and the signed ``record``; from the commit on, every write
+        transaction raises ``LedgerRetired``. Joins an open transaction (its own writes still commit).
+
+        Raises ``StoreError`` when it is retired already; ``NotImplementedError`` on a backend without
+        ledger ids.
+        """
+        raise NotImplementedError
+
+    def hold_writers(self) -> None:
+        """Inside a transaction: keep every other writer of the ledger out until it ends, so what it reads
+        is what the store holds when it commits (``db copy`` retiring its source). Default: nothing more
+        is needed (a backend whose transactions already exclude other writers, as SQLite's
+        ``BEGIN IMMEDIATE``)."""
+        return None
 
     # ─── adopting another database's ledger id (flightlog db copy) ─────────────────────────
     @abc.abstractmethod

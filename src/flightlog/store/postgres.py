@@ -85,6 +85,7 @@ from .base import (
     SessionRecord,
     Store,
     StoredEvent,
+    retired_error,
 )
 from .group import CommitGroup, Gate
 from .pglisten import Listener
@@ -355,6 +356,8 @@ class _Tx(threading.local):
         self.after_commit: list[Callable[[], None]] = []
         self.after_rollback: list[Callable[[], None]] = []
         self.notify: set[str] = set()
+        self.retiring = False
+        """This transaction retires the store (its own commit is not refused)."""
 
 
 @dataclass(frozen=True)
@@ -520,8 +523,10 @@ class PostgresStore(Store):
             self._pool.putconn(conn)
             raise self._translate(exc) from exc
         tx.conn, tx.depth, tx.after_commit, tx.after_rollback, tx.notify = conn, 1, [], [], set()
+        tx.retiring = False
         try:
             yield
+            self._refuse_if_retired(conn, tx)
             _commit(conn, tx.notify)
         except BaseException as exc:
             callbacks = tx.after_rollback
@@ -547,8 +552,10 @@ class PostgresStore(Store):
             if group is None:
                 group = gate.group = CommitGroup()
             tx.conn, tx.depth, tx.after_commit, tx.after_rollback, tx.notify = conn, 1, [], [], set()
+            tx.retiring = False
             try:
                 yield
+                self._refuse_if_retired(conn, tx)
                 if joined:
                     conn.execute("RELEASE SAVEPOINT flightlog_member")
             except BaseException as exc:
@@ -1458,6 +1465,48 @@ class PostgresStore(Store):
             if released:
                 self._notify(session_id)
             return released > 0
+
+    # ─── retirement (flightlog db copy) ───────────────────────────────────────────────────
+    _LEDGER_TABLES = (
+        "sessions, events, authority_epochs, grant_policies, external_effects, artifacts, checkpoints, "
+        "checkpoint_frontiers, imports, index_leaves, index_checkpoints, cosignatures, salted_artifacts, "
+        "artifact_refs, artifact_erasures, ledger_meta"
+    )
+    """What ``db copy`` reads (and the authority epochs an attach bumps): held in SHARE mode while a copy
+    retires the store, so no write to them commits meanwhile."""
+
+    def _refuse_if_retired(self, conn: psycopg.Connection[Any], tx: _Tx) -> None:
+        """Checked just before a transaction commits (after its writes, so after any SHARE lock a retiring
+        copy held: read committed reads the retirement it committed)."""
+        if tx.retiring:
+            return
+        row = self._run(conn, "SELECT value FROM ledger_meta WHERE key = 'retired'").fetchone()
+        if row is not None:
+            raise retired_error(self.url, str(row[0]))
+
+    def retirement(self) -> str | None:
+        row = self._one("SELECT value FROM ledger_meta WHERE key = 'retired'")
+        return None if row is None else str(row[0])
+
+    def retirement_record(self) -> str | None:
+        row = self._one("SELECT value FROM ledger_meta WHERE key = 'retired_record'")
+        return None if row is None else str(row[0])
+
+    def retire(self, summary: str, record: str) -> None:
+        with self._joined() as conn:
+            self._tx.retiring = True
+            row = self._run(conn, "SELECT 1 FROM ledger_meta WHERE key = 'retired' FOR UPDATE").fetchone()
+            if row is not None:
+                raise StoreError(f"{self.url} is retired already")
+            self._run(
+                conn,
+                "INSERT INTO ledger_meta (key, value) VALUES ('retired', %s), ('retired_record', %s)",
+                (summary, record),
+            )
+
+    def hold_writers(self) -> None:
+        with self._joined() as conn:
+            self._run(conn, f"LOCK TABLE {self._LEDGER_TABLES} IN SHARE MODE")
 
     # ─── adopting another database's ledger id (flightlog db copy) ────────────────────────
     def adopt_ledger_id(self, ledger_id: str) -> None:

@@ -51,6 +51,7 @@ from .base import (
     SessionRecord,
     Store,
     StoredEvent,
+    retired_error,
 )
 from .group import CommitGroup, Gate
 
@@ -347,10 +348,13 @@ class SqliteStore(Store):
         self._depth = 0
         self._after_commit: list[Callable[[], None]] = []
         self._after_rollback: list[Callable[[], None]] = []
+        self._guard_retired = False
+        """Check every write transaction against a retirement (on once the schema has ``ledger_meta``)."""
         self._conn = self._connect(synchronous.upper(), busy_timeout_ms)
         try:
             if not read_only:
                 self._migrate()
+                self._guard_retired = True
             elif self.schema_version() == 0:
                 raise StoreUnavailable(url=self.url, reason="no flightlog schema in this database")
         except BaseException:
@@ -421,6 +425,8 @@ class SqliteStore(Store):
             self._depth = 1
             self._after_commit, self._after_rollback = [], []
             try:
+                if self._guard_retired:  # under the write lock: a retirement commits before or not at all
+                    self._refuse_if_retired()
                 yield
                 if joined:
                     self._conn.execute("RELEASE flightlog_member")
@@ -1223,6 +1229,33 @@ class SqliteStore(Store):
                 (park, session_id, session_id, holder),
             )
             return cur.rowcount > 0
+
+    # ─── retirement (flightlog db copy) ───────────────────────────────────────────────────
+    def _refuse_if_retired(self) -> None:
+        row = self._conn.execute("SELECT value FROM ledger_meta WHERE key = 'retired'").fetchone()
+        if row is not None:
+            raise retired_error(self.url, str(row[0]))
+
+    def retirement(self) -> str | None:
+        if not self._has_table("ledger_meta"):
+            return None  # a read-only handle on a database from before ledger ids
+        row = self._one("SELECT value FROM ledger_meta WHERE key = 'retired'")
+        return None if row is None else str(row[0])
+
+    def retirement_record(self) -> str | None:
+        if not self._has_table("ledger_meta"):
+            return None
+        row = self._one("SELECT value FROM ledger_meta WHERE key = 'retired_record'")
+        return None if row is None else str(row[0])
+
+    def retire(self, summary: str, record: str) -> None:
+        with self.transaction():
+            if self._one("SELECT 1 FROM ledger_meta WHERE key = 'retired'") is not None:
+                raise StoreError(f"{self.url} is retired already")
+            self._execute(
+                "INSERT INTO ledger_meta (key, value) VALUES ('retired', ?), ('retired_record', ?)",
+                (summary, record),
+            )
 
     # ─── adopting another database's ledger id (flightlog db copy) ────────────────────────
     def adopt_ledger_id(self, ledger_id: str) -> None:
