@@ -73,7 +73,7 @@ def test_import_prints_a_line_per_file_and_every_session_verifies(imported: Path
     rows = _sessions(imported)
     files = list((SAMPLES / "claude-code").glob("*.jsonl")) + list((SAMPLES / "codex").glob("*.jsonl"))
     top_level = [r for r in rows if not r["parent_session_id"]]
-    assert len(top_level) == len(files)
+    assert files and len(top_level) == len(files)
     for row in rows:
         assert {"session_id", "task", "status", "events", "head", "created_at"} <= set(row)
         assert isinstance(row["events"], int) and row["events"] > 0

@@ -6,10 +6,11 @@ import json
 from collections import Counter
 from collections.abc import Iterator
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeVar
 
 import pytest
 
+from flightlog import replay
 from flightlog.encoding import canonical_bytes, decode_stored
 from flightlog.events import (
     AgentProcessChanged,
@@ -29,13 +30,17 @@ from flightlog.events import (
 from flightlog.importers import claude_code
 from flightlog.importers.base import ImportedSession, ImportWarning
 from flightlog.messages import ImagePart, RedactedThinkingPart, TextPart, ThinkingPart
+from flightlog.store import SqliteStore
 
 SAMPLES = Path(__file__).parent / "data" / "samples" / "claude-code"
 SAMPLE_FILES = sorted(SAMPLES.glob("*.jsonl"))
+assert SAMPLE_FILES, f"no Claude Code samples under {SAMPLES}: every sample test would pass on nothing"
 SHORT = SAMPLES / "spotter_short.jsonl"
 HEAVY = SAMPLES / "spotter_tool_heavy.jsonl"
 SUBAGENT = SAMPLES / "spotter_subagent_parent.jsonl"
 DAG = SAMPLES / "claudecodelog_dag_compact_after_rewind.jsonl"
+
+T = TypeVar("T")
 
 PROMPTS: dict[str, list[str]] = {
     DAG.name: ["Start", "First attempt", "Second attempt", "Keep going", "After compaction"],
@@ -184,12 +189,22 @@ def basic(tmp_path: Path, *middle: Any, name: str = "s.jsonl", prefix: bytes = b
     return write_jsonl(tmp_path / name, lines, prefix=prefix)
 
 
+def nonempty(items: list[T], what: str) -> list[T]:
+    """``items``, after asserting there is at least one (a check over nothing proves nothing)."""
+    assert items, f"no {what}"
+    return items
+
+
 def only(sessions: list[ImportedSession]) -> ImportedSession:
     assert len(sessions) == 1
     return sessions[0]
 
 
 # ─── Real samples ─────────────────────────────────────────────────────────────────────────────
+
+
+def test_the_samples_are_all_here() -> None:
+    assert [p.name for p in SAMPLE_FILES] == sorted(PROMPTS)
 
 
 @pytest.mark.parametrize("path", SAMPLE_FILES, ids=lambda p: p.name)
@@ -205,8 +220,8 @@ def test_sample_imports_without_warnings_or_paths(path: Path) -> None:
     for session in sessions:
         assert "cwd" not in session.metadata
         assert "/home/" not in json.dumps(session.metadata)
-        for event in of(session.events, Custom):
-            assert not (isinstance(event.payload, dict) and "cwd" in event.payload)
+    for event in nonempty(of(all_events(sessions), Custom), "Custom events"):
+        assert not (isinstance(event.payload, dict) and "cwd" in event.payload)
 
 
 @pytest.mark.parametrize("path", SAMPLE_FILES, ids=lambda p: p.name)
@@ -261,25 +276,26 @@ def test_sample_every_prompt_starts_a_run_in_order(path: Path) -> None:
 
 @pytest.mark.parametrize("path", SAMPLE_FILES, ids=lambda p: p.name)
 def test_sample_events_round_trip_canonical_bytes(path: Path) -> None:
-    for event in all_events(import_all(path)[0]):
+    for event in nonempty(all_events(import_all(path)[0]), "events"):
         assert decode_stored(canonical_bytes(event)) == event
 
 
 @pytest.mark.parametrize("path", SAMPLE_FILES, ids=lambda p: p.name)
 def test_sample_turns_count_completions_from_one(path: Path) -> None:
     for session in import_all(path)[0]:
-        turns = [e.turn for e in of(session.events, LlmCompleted)]
+        turns = [e.turn for e in nonempty(of(session.events, LlmCompleted), f"completions in {session.key}")]
         assert turns == list(range(1, len(turns) + 1))
         assert sum(e.turns_used for e in of(session.events, RunTerminal)) == len(turns)
 
 
 @pytest.mark.parametrize("path", [SHORT, HEAVY, SUBAGENT], ids=lambda p: p.name)
 def test_sample_replay_shows_every_prompt(path: Path) -> None:
-    replay = pytest.importorskip("flightlog.replay")
     for session in import_all(path)[0]:
         messages = replay.reconstruct(list(enumerate(session.events, start=1)))
         users = [m.text_content() for m in messages if m.role == "user"]
-        assert users == [e.goal for e in of(session.events, RunStarted)]
+        assert nonempty(users, f"prompts in {session.key}") == [
+            e.goal for e in of(session.events, RunStarted)
+        ]
         assert replay.pending_tool_calls(list(enumerate(session.events, start=1))) == []
 
 
@@ -287,7 +303,7 @@ def test_one_completion_per_message_id() -> None:
     for path in SAMPLE_FILES:
         sessions, _ = import_all(path)
         source_ids = {r["message"]["id"] for r in walk_source(path) if r.get("type") == "assistant"}
-        assert len(of(all_events(sessions), LlmCompleted)) == len(source_ids)
+        assert len(of(all_events(sessions), LlmCompleted)) == len(nonempty(list(source_ids), path.name))
 
 
 def test_short_sample_rejections_interrupt_and_merged_completion() -> None:
@@ -296,13 +312,13 @@ def test_short_sample_rejections_interrupt_and_merged_completion() -> None:
     assert [type(p) for p in completion.message.content] == [TextPart, ThinkingPart, TextPart]
     assert [c.name for c in completion.message.tool_calls] == ["Bash", "Glob"]
     assert json.loads(completion.message.tool_calls[0].arguments)["command"].startswith("mix phx.server")
-    replay = completion.provider_replay
-    assert (replay.protocol, replay.provider, replay.model) == (
+    native = completion.provider_replay
+    assert (native.protocol, native.provider, native.model) == (
         "anthropic.messages",
         "anthropic",
         "claude-opus-4-6",
     )
-    assert len(replay.native_blocks) == 5
+    assert len(native.native_blocks) == 5
     denied = of(main.events, ToolDenied)
     assert [(d.tool_name, d.turn) for d in denied] == [("Bash", 1), ("Glob", 1)]
     assert all("doesn't want to proceed" in d.reason for d in denied)
@@ -363,7 +379,6 @@ def test_subagent_progress_becomes_a_child_session() -> None:
         e for e in of(main.events, ToolCompleted) if e.results[0].call_id == task_call.calls[0].id
     )
     assert main.events.index(process[1]) < main.events.index(task_result)
-    replay = pytest.importorskip("flightlog.replay")
     snapshot = replay.os_snapshot(list(enumerate(main.events, start=1)))
     assert snapshot.processes[child.key].state == "exited"
 
@@ -376,7 +391,6 @@ def test_rewind_sample_rolls_back_to_the_branch_point() -> None:
     before, after = main.events[at - 1], main.events[at + 1]
     assert isinstance(before, RunTerminal) and before.reason == "rewound"
     assert isinstance(after, RunStarted) and after.goal == "Second attempt"
-    replay = pytest.importorskip("flightlog.replay")
     numbered = list(enumerate(main.events, start=1))
     users = [m.text_content() for m in replay.reconstruct(numbered) if m.role == "user"]
     assert users == ["Start", "Second attempt", "Keep going", "After compaction"]
@@ -401,10 +415,9 @@ def test_compaction_sample_becomes_compressed() -> None:
 
 
 def test_import_file_records_every_sample(tmp_path: Path) -> None:
-    store_module = pytest.importorskip("flightlog.store")
     from flightlog.importers import import_file
 
-    with store_module.SqliteStore(tmp_path / "db.sqlite") as store:
+    with SqliteStore(tmp_path / "db.sqlite") as store:
         for path in SAMPLE_FILES:
             result = import_file(store, path)
             assert result.format == "claude-code"
@@ -547,7 +560,6 @@ def test_orphan_result_and_pending_call_are_recorded(tmp_path: Path) -> None:
     [pending] = customs(session.events, "claude_code.pending_tool_call")
     assert pending.payload == {"call_id": "c2", "tool_name": "Read", "turn": 1}
     assert session.events[-1] == RunTerminal(reason="incomplete", turns_used=1, total_tokens=15)
-    replay = pytest.importorskip("flightlog.replay")
     assert [c.id for c in replay.pending_tool_calls(list(enumerate(session.events, start=1)))] == ["c2"]
 
 
@@ -664,7 +676,6 @@ def test_parallel_results_pointing_at_earlier_lines_are_not_rewinds(tmp_path: Pa
     assert rollback.checkpoint_history_len == 4  # user, assistant, two tool messages
     assert session.events[session.events.index(rollback) + 1] == RunStarted(run_id="u3", goal="again")
     assert [t.reason for t in of(session.events, RunTerminal)] == ["completed", "rewound", "incomplete"]
-    replay = pytest.importorskip("flightlog.replay")
     messages = replay.reconstruct(list(enumerate(session.events, start=1)))
     assert [m.role for m in messages] == ["user", "assistant", "tool", "tool", "user"]
 

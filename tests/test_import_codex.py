@@ -8,6 +8,7 @@ from typing import Any
 
 import pytest
 
+from flightlog import replay
 from flightlog.encoding import canonical_bytes, decode_stored
 from flightlog.events import (
     Compressed,
@@ -26,6 +27,7 @@ from flightlog.messages import ImagePart, RedactedThinkingPart, TextPart, Thinki
 
 SAMPLES = Path(__file__).parent / "data" / "samples" / "codex"
 SAMPLE_FILES = sorted(SAMPLES.glob("*.jsonl"))
+assert SAMPLE_FILES, f"no Codex samples under {SAMPLES}: every sample test would pass on nothing"
 FULL = SAMPLES / "localpush_rollout-2026-02-23T20-34-25-019c8bfe.jsonl"
 UNFINISHED = SAMPLES / "localpush_rollout-2026-02-23T13-19-38-019c8a70-unfinished.jsonl"
 MALFORMED = SAMPLES / "claudecodelog_malformed_rollout-66666666.jsonl"
@@ -138,6 +140,10 @@ def basic(tmp_path: Path, *middle: Any, name: str = "r.jsonl") -> Path:
 # ─── Real samples ─────────────────────────────────────────────────────────────────────────────
 
 
+def test_the_samples_are_all_here() -> None:
+    assert sorted([FULL, UNFINISHED, MALFORMED]) == SAMPLE_FILES
+
+
 @pytest.mark.parametrize("path", SAMPLE_FILES, ids=lambda p: p.name)
 def test_sample_imports_as_one_session_without_paths(path: Path) -> None:
     session, _ = import_one(path)
@@ -201,17 +207,17 @@ def test_sample_every_prompt_starts_a_run_in_order(path: Path) -> None:
 @pytest.mark.parametrize("path", SAMPLE_FILES, ids=lambda p: p.name)
 def test_sample_events_round_trip_canonical_bytes(path: Path) -> None:
     session, _ = import_one(path)
+    assert session.events
     for event in session.events:
         assert decode_stored(canonical_bytes(event)) == event
 
 
 @pytest.mark.parametrize("path", SAMPLE_FILES, ids=lambda p: p.name)
 def test_sample_replay_shows_the_prompts(path: Path) -> None:
-    replay = pytest.importorskip("flightlog.replay")
     session, _ = import_one(path)
     messages = replay.reconstruct(list(enumerate(session.events, start=codex.SEQ_OFFSET)))
     users = [m.text_content() for m in messages if m.role == "user"]
-    assert users == [e.goal for e in of(session.events, RunStarted)]
+    assert users and users == [e.goal for e in of(session.events, RunStarted)]
 
 
 def test_malformed_last_line_is_warned_with_its_line_number() -> None:

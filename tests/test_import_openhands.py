@@ -28,6 +28,7 @@ from flightlog.store import SqliteStore
 
 SAMPLES = Path(__file__).parent / "data" / "samples" / "openhands"
 SAMPLE_FILES = sorted(SAMPLES.glob("*.json"))
+assert SAMPLE_FILES, f"no OpenHands samples under {SAMPLES}: every sample test would pass on nothing"
 BASIC = SAMPLES / "v0_basic.json"
 INTERACTIONS = SAMPLES / "v0_basic_interactions.json"
 
@@ -162,6 +163,10 @@ def native_results(path: Path) -> list[str]:
     ]
 
 
+def test_the_samples_are_all_here() -> None:
+    assert SAMPLE_FILES == [BASIC, INTERACTIONS]
+
+
 @pytest.mark.parametrize("path", SAMPLE_FILES, ids=lambda p: p.name)
 def test_sample_imports_as_one_session_without_paths(path: Path) -> None:
     session, warnings = import_one(path)
@@ -189,6 +194,7 @@ def test_sample_every_call_and_result_appears_exactly_once(path: Path) -> None:
 @pytest.mark.parametrize("path", SAMPLE_FILES, ids=lambda p: p.name)
 def test_sample_events_round_trip_canonical_bytes(path: Path) -> None:
     session, _ = import_one(path)
+    assert session.events
     for event in session.events:
         assert decode_stored(canonical_bytes(event)) == event
 

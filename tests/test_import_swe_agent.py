@@ -173,6 +173,7 @@ def test_sample_provider_payload_and_steps_are_kept() -> None:
     session, _ = import_one(SAMPLE)
     completions = of(session.events, LlmCompleted)
     assistants = [m for m in SOURCE["history"] if m["role"] == "assistant"]
+    assert len(assistants) == 11
     for completion, message in zip(completions, assistants, strict=True):
         replay = completion.provider_replay
         assert replay is not None and (replay.protocol, replay.model) == ("openai.chat", "gpt-4o")
@@ -189,6 +190,7 @@ def test_sample_provider_payload_and_steps_are_kept() -> None:
 
 def test_sample_events_round_trip_canonical_bytes() -> None:
     session, _ = import_one(SAMPLE)
+    assert session.events
     for event in session.events:
         assert decode_stored(canonical_bytes(event)) == event
 

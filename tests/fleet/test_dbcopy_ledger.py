@@ -53,6 +53,7 @@ def signed_db(tmp_path: Path) -> Iterator[tuple[Path, list[str]]]:
         for sample in sorted(SAMPLES.glob("*.jsonl")):
             import_file(store, sample, notary=notary)
         ids = [s.session_id for s in store.list_sessions()]
+        assert ids, f"no samples imported from {SAMPLES}"
         trust_witness(str(witness.cosigner.verifier))  # no URL: stored cosignatures only from here on
         for sid in ids:
             submit_session(store, sid, server.url, witness_key=witness.cosigner.verifier)
