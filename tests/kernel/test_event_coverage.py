@@ -1,79 +1,722 @@
-"""Every event kind the kernel can emit is checked field by field somewhere in these tests.
+"""Every kind of event the kernel writes is checked field by field, from real runs.
 
-The emitted set is derived from the kernel's source (event classes it constructs, ``Custom`` kinds it
-names), so a new emission without a test fails here.
+Each scenario below is a real ``Kernel`` run on the scripted provider (a fake behind the provider seam:
+everything from the kernel down, the SQLite store included, is the real code). The scenario's ledger is
+read back from the store, decoded, and compared *whole* with the list of events the scenario expects:
+every event, in order, every field (``Custom`` payloads included). Where a value is chosen at run time
+(the run id, the session id, the signed-grant key) it is read once, checked for its form, and the rest of
+the expectation is built from it.
+
+:func:`test_the_scenarios_cover_every_kind_the_kernel_writes` then derives from the kernel's source (its
+syntax tree, not a text search) every event class it constructs and every ``Custom`` kind it writes or has
+the recorder write for it, and requires the expected ledgers to hold exactly that set: a new event in the
+kernel without a scenario checking its fields fails here, and so does a scenario that stops covering one.
 """
 
 from __future__ import annotations
 
+import ast
+import asyncio
+import hashlib
+import importlib
 import pickle
 import re
+from collections.abc import Callable
+from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
-from flightlog import events
-from flightlog.kernel import records
+import pytest
+import rfc8785
+
+from flightlog import events as ev
+from flightlog.checkpoints import HeadStore, Notary
+from flightlog.events import (
+    BudgetExceeded,
+    CancellationReason,
+    CheckpointTaken,
+    Custom,
+    LlmCompleted,
+    OperationCancelled,
+    PermissionRequested,
+    PermissionResolved,
+    Resumed,
+    Rollbacked,
+    RollbackReason,
+    RunStarted,
+    RunTerminal,
+    SessionEvent,
+    Suspended,
+    ToolArgumentRepaired,
+    ToolCompleted,
+    ToolDenied,
+    ToolGated,
+    ToolRequested,
+)
+from flightlog.grants import GrantPolicy, load_policy_signer, policy_digest, sign_grant
+from flightlog.kernel import Agent, Budgets, Kernel, Policy, Rule, approve, records, tool
 from flightlog.kernel.errors import AgentSpecError, NotPending
+from flightlog.kernel.scripted import ScriptedProvider, call, calls, reply
+from flightlog.keys import LogSigner
+from flightlog.ledger import leaf_hash, merkle_root
+from flightlog.messages import ToolResult
+from flightlog.providers.base import ModelRequest, ModelResponse, ProviderError
+from flightlog.recorder import verify_session
+from flightlog.store import SqliteStore
+
+from .helpers import add, agent, echo, events
 
 KERNEL_SRC = Path(records.__file__).parent
-TESTS = Path(__file__).parent
-
-_EVENT_CLASSES = {
-    name: cls
-    for name in events.__all__
-    if isinstance(cls := getattr(events, name), type) and issubclass(cls, events.Event) and name != "Custom"
+MODEL = "scripted-model"
+ALL_DEGRADED = [  # the scripted provider declares no capability (seed 003 degradation strings)
+    "strict_schema:local_validation",
+    "parallel_tool_calls:sequential_execution",
+    "streaming_tool_calls:turn_granular_progress",
+    "prompt_caching:cache_cold_accounting",
+    "structured_output:local_parse_and_validation",
+]
+NO_CAPABILITIES = {
+    "strict_schema": False,
+    "parallel_tool_calls": False,
+    "streaming_tool_calls": False,
+    "prompt_caching": False,
+    "structured_output": False,
 }
-_RECORDER_CUSTOM = ("external_effect_intent", "external_effect_completed")  # written by Recorder for us
 
 
-def _emitted() -> tuple[set[str], set[str]]:
-    source = "\n".join(p.read_text() for p in KERNEL_SRC.glob("*.py"))
-    classes = {name for name in _EVENT_CLASSES if re.search(rf"\b{name}\(", source)}
-    customs = {value for name, value in vars(records).items() if name.isupper() and isinstance(value, str)}
-    return classes, customs | set(_RECORDER_CUSTOM)
+# ─── expectation builders (literal wire values, never the kernel's own builders) ──────────────
 
 
-def test_the_kernel_emits_the_expected_vocabulary() -> None:
-    classes, customs = _emitted()
-    assert classes == {
-        "RunStarted",
-        "CheckpointTaken",
-        "LlmCompleted",
-        "ToolRequested",
-        "ToolArgumentRepaired",
-        "PermissionResolved",
-        "ToolDenied",
-        "ToolGated",
-        "PermissionRequested",
-        "Suspended",
-        "Resumed",
-        "ToolCompleted",
-        "Rollbacked",
-        "BudgetExceeded",
-        "OperationCancelled",
-        "RunTerminal",
+def evidence(position: int, model: str = MODEL) -> Custom:
+    return Custom(
+        custom_kind="provider_capability_evidence",
+        payload={
+            "model": model,
+            "route_position": position,
+            "source": "declared",
+            "capabilities": NO_CAPABILITIES,
+            "degradations": ALL_DEGRADED,
+        },
+    )
+
+
+def limits(**wire: Any) -> Custom:
+    return Custom(custom_kind="budget_limits", payload=wire)
+
+
+def usage(turn: int, reserved: int, *, position: int = 0, model: str = MODEL) -> Custom:
+    """The scripted provider's default usage: 10 input + 5 output tokens."""
+    payload = {
+        "turn": turn,
+        "model": model,
+        "protocol": "scripted",
+        "route_position": position,
+        "input_tokens": 10,
+        "output_tokens": 5,
+        "total_tokens": 15,
+        "reserved_tokens": reserved,
     }
-    assert customs == {
-        "provider_capability_evidence",
-        "budget_limits",
-        "model_usage",
-        "tool_decisions",
-        "approval_decision",
-        "provider_retry",
-        "route_failover",
-        "effect_reconciled",
-        "grant_policy",
-        "external_effect_intent",
-        "external_effect_completed",
-    }
+    return Custom(custom_kind="model_usage", payload=payload)
 
 
-def test_every_emitted_kind_is_checked_by_a_test() -> None:
-    classes, customs = _emitted()
-    tests = "\n".join(p.read_text() for p in TESTS.glob("test_*.py") if p.name != Path(__file__).name)
-    for name in classes:  # compared as a whole event, or its fields read after of(store, sid, Class)
-        assert re.search(rf"\b{name}\(|of\([^)]*\b{name}\)", tests), name
-    for kind in customs:  # payloads compared via customs(store, sid, kind)
-        assert f'customs(store, sid, "{kind}")' in tests or f'"{kind}")' in tests, kind
+def decisions(turn: int, *plans: dict[str, Any], digest: str | None = None) -> Custom:
+    payload: dict[str, Any] = {"turn": turn, "calls": list(plans)}
+    if digest is not None:
+        payload["policy_digest"] = digest
+    return Custom(custom_kind="tool_decisions", payload=payload)
+
+
+def allowed(turn: int) -> PermissionResolved:
+    return PermissionResolved(turn=turn, approved=True, responder="policy_gate")
+
+
+def completed(response: ModelResponse, turn: int) -> LlmCompleted:
+    return LlmCompleted(turn=turn, message=response.message, provider_replay=response.provider_replay)
+
+
+def intent(key: str, tool_name: str, arguments: dict[str, Any]) -> Custom:
+    body = {"tool": tool_name, "arguments": arguments}
+    digest = hashlib.sha256(rfc8785.dumps(body)).hexdigest()  # seed 003 content_hash over RFC 8785 bytes
+    return Custom(
+        custom_kind="external_effect_intent", payload={"key": key, "intent_hash": digest, "intent": body}
+    )
+
+
+def effect_done(key: str, output: str) -> Custom:
+    return Custom(
+        custom_kind="external_effect_completed",
+        payload={"key": key, "result": {"output": output, "is_error": False}},
+    )
+
+
+def run_id_of(ledger: list[SessionEvent]) -> str:
+    started = ledger[0]
+    assert isinstance(started, RunStarted) and re.fullmatch(r"[0-9a-f]{32}", started.run_id)
+    return started.run_id
+
+
+# ─── scenarios ────────────────────────────────────────────────────────────────────────────────
+
+
+@dataclass
+class Outcome:
+    session_id: str
+    expected: list[SessionEvent]
+
+
+Scenario = Callable[[SqliteStore, Path], Outcome]
+
+notes: list[str] = []
+
+
+@tool(effect="side_effect")
+def write_note(text: str) -> str:
+    """Write a note somewhere that matters."""
+    notes.append(text)
+    return f"wrote {text!r}"
+
+
+@pytest.fixture(autouse=True)
+def _reset() -> None:
+    notes.clear()
+
+
+def repaired_and_invalid_calls(store: SqliteStore, tmp_path: Path) -> Outcome:
+    """A turn with a repaired call, a plain one and an unknown tool; the agent spec is ledgered."""
+    first = calls(
+        call("add", '{"a": 1, "b": 2,}', id="c1"),
+        call("echo", {"text": "hi"}, id="c2"),
+        call("nope", {}, id="c3"),
+    )
+    last = reply("3, hi")
+    k = Kernel(
+        store, agent(ScriptedProvider([first, last]), budgets=Budgets(tokens=1000), system_prompt="sp")
+    )
+    spec = "tests.kernel.helpers:agent"
+    result = k.run_sync("add", ["be exact"], session_id="cov-1", metadata={"agent_spec": spec})
+    assert (result.status, result.final_message) == ("completed", "3, hi")
+    rid = run_id_of(events(store, "cov-1"))
+    unknown = "unknown tool 'nope' (tools: add, echo)"
+    return Outcome(
+        "cov-1",
+        [
+            RunStarted(
+                run_id=rid, goal="add", criteria=["be exact"], agent_id="test-agent", system_prompt="sp"
+            ),
+            evidence(0),
+            limits(tokens=1000),
+            Custom(custom_kind="agent_spec", payload={"spec": spec}),
+            CheckpointTaken(turn=1, history_len=1),
+            completed(first, 1),
+            usage(1, reserved=1000),
+            ToolRequested(turn=1, calls=list(first.message.tool_calls)),
+            ToolArgumentRepaired(
+                turn=1,
+                tool="add",
+                original_arguments='{"a": 1, "b": 2,}',
+                repaired_arguments='{"a": 1, "b": 2}',
+            ),
+            decisions(
+                1,
+                {
+                    "call_id": "c1",
+                    "tool": "add",
+                    "effect": "read_only",
+                    "decision": "allow",
+                    "reason": "policy default (allow)",
+                    "arguments": {"a": 1, "b": 2},
+                },
+                {
+                    "call_id": "c2",
+                    "tool": "echo",
+                    "effect": "read_only",
+                    "decision": "allow",
+                    "reason": "policy default (allow)",
+                    "arguments": {"text": "hi"},
+                },
+                {"call_id": "c3", "tool": "nope", "decision": "invalid", "reason": unknown, "arguments": {}},
+            ),
+            allowed(1),
+            allowed(1),
+            ToolCompleted(
+                turn=1,
+                results=[
+                    ToolResult(call_id="c1", output="3"),
+                    ToolResult(call_id="c2", output="hi"),
+                    ToolResult(call_id="c3", output=unknown, is_error=True),
+                ],
+            ),
+            CheckpointTaken(turn=2, history_len=5),  # goal, assistant, three tool results
+            completed(last, 2),
+            usage(2, reserved=1000 - 15),
+            RunTerminal(reason="completed", turns_used=2, total_tokens=30),
+        ],
+    )
+
+
+POLICY = Policy(
+    rules=(
+        Rule("deny", tool="echo", arg="text", path="secret", reason="no secrets"),
+        Rule("ask", tool="write_*", reason="writes need a human"),
+    )
+)
+
+
+def approval_then_side_effect(store: SqliteStore, tmp_path: Path) -> Outcome:
+    """Deny, ask, suspend; a human approves from elsewhere; resume runs the side effect exactly once."""
+    first = calls(
+        call("echo", {"text": "look"}, id="r1"),
+        call("write_note", {"text": "hello"}, id="w1"),
+        call("echo", {"text": "secret"}, id="d1"),
+    )
+    last = reply("all done")
+
+    def kernel() -> Kernel:
+        provider = ScriptedProvider([first, last], by_turn=True)
+        return Kernel(store, agent(provider, tools=[echo, write_note], policy=POLICY))
+
+    assert kernel().run_sync("write a note", session_id="cov-2").status == "suspended"
+    approve(store, "cov-2", "w1", responder="alice")
+    assert (kernel().resume_sync("cov-2").status, notes) == ("completed", ["hello"])
+    rid = run_id_of(events(store, "cov-2"))
+    key = "cov-2:1:w1"
+    return Outcome(
+        "cov-2",
+        [
+            RunStarted(run_id=rid, goal="write a note", agent_id="test-agent"),
+            evidence(0),
+            limits(),
+            CheckpointTaken(turn=1, history_len=1),
+            completed(first, 1),
+            usage(1, reserved=4096),
+            ToolRequested(turn=1, calls=list(first.message.tool_calls)),
+            decisions(
+                1,
+                {
+                    "call_id": "r1",
+                    "tool": "echo",
+                    "effect": "read_only",
+                    "decision": "allow",
+                    "reason": "policy default (allow)",
+                    "arguments": {"text": "look"},
+                },
+                {
+                    "call_id": "w1",
+                    "tool": "write_note",
+                    "effect": "side_effect",
+                    "decision": "ask",
+                    "reason": "writes need a human",
+                    "rule": 1,
+                    "arguments": {"text": "hello"},
+                },
+                {
+                    "call_id": "d1",
+                    "tool": "echo",
+                    "effect": "read_only",
+                    "decision": "deny",
+                    "reason": "no secrets",
+                    "rule": 0,
+                    "arguments": {"text": "secret"},
+                },
+            ),
+            allowed(1),
+            PermissionResolved(turn=1, approved=False, responder="policy_gate"),
+            ToolDenied(turn=1, call_id="d1", tool_name="echo", reason="no secrets"),
+            ToolGated(turn=1, call_id="w1", tool="write_note", reason="writes need a human"),
+            PermissionRequested(
+                turn=1, tool="write_note", arguments='{"text": "hello"}', reason="writes need a human"
+            ),
+            Suspended(turn=1, reason="approval", pending_calls=["w1"]),
+            # approve(), from another "process": seed 000 responder "user", the operator in the record
+            PermissionResolved(turn=1, approved=True, responder="user"),
+            Custom(
+                custom_kind="approval_decision",
+                payload={
+                    "turn": 1,
+                    "call_id": "w1",
+                    "gate": "approval",
+                    "approved": True,
+                    "responder": "alice",
+                },
+            ),
+            Resumed(turn=1, approved=["w1"], denied=[]),
+            intent(key, "write_note", {"text": "hello"}),
+            effect_done(key, "wrote 'hello'"),
+            ToolCompleted(
+                turn=1,
+                results=[
+                    ToolResult(call_id="r1", output="look"),
+                    ToolResult(call_id="w1", output="wrote 'hello'"),
+                    ToolResult(call_id="d1", output="denied by policy: no secrets", is_error=True),
+                ],
+            ),
+            CheckpointTaken(turn=2, history_len=5),
+            completed(last, 2),
+            usage(2, reserved=4096),
+            RunTerminal(reason="completed", turns_used=2, total_tokens=30),
+        ],
+    )
+
+
+def retry_then_failover(store: SqliteStore, tmp_path: Path) -> Outcome:
+    """A retryable error (retried after its Retry-After), a fatal one (fail over), then an answer."""
+    primary = ScriptedProvider(
+        [
+            ProviderError("rate limited", retryable=True, retry_after_s=2.0),
+            ProviderError("bad key", retryable=False),
+        ]
+    )
+    backup = ScriptedProvider([answer := reply("ok")], model="backup-model")
+    delays: list[float] = []
+
+    async def sleep(delay: float) -> None:
+        delays.append(delay)
+
+    k = Kernel(store, Agent(name="test-agent", route=[primary, backup], tools=[add, echo]), sleep=sleep)
+    assert k.run_sync("go", session_id="cov-3").status == "completed"
+    assert delays == [2.0]  # max(backoff 0.5 s, Retry-After 2 s)
+    rid = run_id_of(events(store, "cov-3"))
+    return Outcome(
+        "cov-3",
+        [
+            RunStarted(run_id=rid, goal="go", agent_id="test-agent"),
+            evidence(0),
+            evidence(1, "backup-model"),
+            limits(),
+            CheckpointTaken(turn=1, history_len=1),
+            Rollbacked(
+                turn=1, checkpoint_history_len=1, reason=RollbackReason.ProviderFailure(error="rate limited")
+            ),
+            Custom(
+                custom_kind="provider_retry",
+                payload={
+                    "turn": 1,
+                    "model": MODEL,
+                    "route_position": 0,
+                    "attempt": 1,
+                    "delay_s": 2.0,
+                    "error": "rate limited",
+                    "retry_after_s": 2.0,
+                },
+            ),
+            CheckpointTaken(turn=1, history_len=1),  # each attempt starts from the checkpoint again
+            Rollbacked(
+                turn=1, checkpoint_history_len=1, reason=RollbackReason.ProviderFailure(error="bad key")
+            ),
+            Custom(
+                custom_kind="route_failover",
+                payload={
+                    "from_model": MODEL,
+                    "to_model": "backup-model",
+                    "cause": "bad key",
+                    "from_position": 0,
+                    "to_position": 1,
+                },
+            ),
+            CheckpointTaken(turn=1, history_len=1),
+            completed(answer, 1),
+            usage(1, reserved=4096, position=1, model="backup-model"),
+            RunTerminal(reason="completed", turns_used=1, total_tokens=15),
+        ],
+    )
+
+
+def turn_budget(store: SqliteStore, tmp_path: Path) -> Outcome:
+    """One turn allowed: the second is refused before its model call."""
+    first = calls(call("echo", {"text": "a"}, id="e1"))
+    k = Kernel(store, agent(ScriptedProvider([first, reply("never")]), budgets=Budgets(turns=1)))
+    result = k.run_sync("loop", session_id="cov-4")
+    assert (result.status, result.detail) == ("budget_exhausted", "budget exhausted: turns")
+    rid = run_id_of(events(store, "cov-4"))
+    return Outcome(
+        "cov-4",
+        [
+            RunStarted(run_id=rid, goal="loop", agent_id="test-agent"),
+            evidence(0),
+            limits(turns=1),
+            CheckpointTaken(turn=1, history_len=1),
+            completed(first, 1),
+            usage(1, reserved=4096),
+            ToolRequested(turn=1, calls=list(first.message.tool_calls)),
+            decisions(
+                1,
+                {
+                    "call_id": "e1",
+                    "tool": "echo",
+                    "effect": "read_only",
+                    "decision": "allow",
+                    "reason": "policy default (allow)",
+                    "arguments": {"text": "a"},
+                },
+            ),
+            allowed(1),
+            ToolCompleted(turn=1, results=[ToolResult(call_id="e1", output="a")]),
+            BudgetExceeded(turn=2, operation_id=f"{rid}:turn-2:model", budget="turns"),
+            RunTerminal(reason="budget_exhausted", turns_used=1, total_tokens=15),
+        ],
+    )
+
+
+def cancel_and_resume(store: SqliteStore, tmp_path: Path) -> Outcome:
+    """Kernel.cancel during the model call; the run stays resumable and a resume finishes it."""
+    box: dict[str, Kernel] = {}
+
+    async def cancel_me(request: ModelRequest) -> ModelResponse:
+        box["k"].cancel()
+        await asyncio.Event().wait()  # until the cancellation arrives
+        raise AssertionError("not reached")
+
+    provider = ScriptedProvider([cancel_me, answer := reply("done")])
+    box["k"] = k = Kernel(store, agent(provider))
+    result = k.run_sync("stop me", session_id="cov-5", handle_signals=False)
+    assert (result.status, result.detail) == ("cancelled", "cancelled (user)")
+    assert k.resume_sync("cov-5").status == "completed"
+    rid = run_id_of(events(store, "cov-5"))
+    return Outcome(
+        "cov-5",
+        [
+            RunStarted(run_id=rid, goal="stop me", agent_id="test-agent"),
+            evidence(0),
+            limits(),
+            CheckpointTaken(turn=1, history_len=1),
+            OperationCancelled(
+                turn=1,
+                operation_id=f"{rid}:turn-1:model",
+                reason=CancellationReason.USER,
+                pending_call_ids=[],
+            ),
+            Resumed(turn=1, approved=[], denied=[]),
+            completed(answer, 1),
+            usage(1, reserved=4096),
+            RunTerminal(reason="completed", turns_used=1, total_tokens=15),
+        ],
+    )
+
+
+def crash_then_reconcile(store: SqliteStore, tmp_path: Path) -> Outcome:
+    """The process dies after the side effect, before its completion; the reconciler settles it."""
+    out = tmp_path / "out.txt"
+    crash = {"after": True}
+
+    def check(intent: dict[str, Any]) -> str | None:
+        line = intent["arguments"]["line"]
+        return f"appended {line}" if out.exists() and line in out.read_text().splitlines() else None
+
+    @tool(effect="side_effect", name="append_line", reconcile=check, in_thread=False)
+    def append_line(line: str) -> str:
+        """Append one line to the file."""
+        with out.open("a") as fh:
+            fh.write(line + "\n")
+        if crash.pop("after", False):
+            raise SystemExit("killed after the write")
+        return f"appended {line}"
+
+    first = calls(call("append_line", {"line": "one"}, id="a1"))
+    last = reply("done")
+
+    def kernel() -> Kernel:
+        return Kernel(store, agent(ScriptedProvider([first, last], by_turn=True), tools=[append_line]))
+
+    with pytest.raises(SystemExit):
+        kernel().run_sync("append", session_id="cov-6")
+    assert kernel().resume_sync("cov-6").status == "completed"
+    assert out.read_text() == "one\n"  # exactly once
+    rid = run_id_of(events(store, "cov-6"))
+    key = "cov-6:1:a1"
+    return Outcome(
+        "cov-6",
+        [
+            RunStarted(run_id=rid, goal="append", agent_id="test-agent"),
+            evidence(0),
+            limits(),
+            CheckpointTaken(turn=1, history_len=1),
+            completed(first, 1),
+            usage(1, reserved=4096),
+            ToolRequested(turn=1, calls=list(first.message.tool_calls)),
+            decisions(
+                1,
+                {
+                    "call_id": "a1",
+                    "tool": "append_line",
+                    "effect": "side_effect",
+                    "decision": "allow",
+                    "reason": "policy default (allow)",
+                    "arguments": {"line": "one"},
+                },
+            ),
+            allowed(1),
+            intent(key, "append_line", {"line": "one"}),
+            # -- the process died here; a fresh activation resumes --
+            Resumed(turn=1, approved=[], denied=[]),
+            Custom(
+                custom_kind="effect_reconciled",
+                payload={"turn": 1, "call_id": "a1", "key": key, "outcome": "completed"},
+            ),
+            effect_done(key, "appended one"),
+            ToolCompleted(turn=1, results=[ToolResult(call_id="a1", output="appended one")]),
+            CheckpointTaken(turn=2, history_len=3),
+            completed(last, 2),
+            usage(2, reserved=4096),
+            RunTerminal(reason="completed", turns_used=2, total_tokens=30),
+        ],
+    )
+
+
+GRANT = GrantPolicy(policy_id="coverage", tools_allow=["echo"], approval_required=[], authority_epoch=0)
+
+
+def signed_grant_and_seal(store: SqliteStore, tmp_path: Path) -> Outcome:
+    """A run under a signed grant policy, with a notary: the grant is ledgered, the run sealed."""
+    signer = load_policy_signer()
+    notary = Notary.for_signer(LogSigner.generate("coverage.test/log"), HeadStore(tmp_path / "heads"))
+    first = calls(call("echo", {"text": "x"}, id="e1"))
+    last = reply("ok")
+    k = Kernel(
+        store,
+        agent(ScriptedProvider([first, last]), grant=sign_grant(GRANT, signer)),
+        notary=notary,
+    )
+    assert k.run_sync("granted", session_id="cov-7").status == "completed"
+    ledger = events(store, "cov-7")
+    rid = run_id_of(ledger)
+    digest = policy_digest(GRANT)
+    assert re.fullmatch(r"sha256:[0-9a-f]{64}", digest)
+    expected: list[SessionEvent] = [
+        RunStarted(run_id=rid, goal="granted", agent_id="test-agent"),
+        evidence(0),
+        limits(),
+        Custom(
+            custom_kind="grant_policy",
+            payload={
+                "policy_id": "coverage",
+                "policy": GRANT.model_dump(mode="json"),
+                "signed": True,
+                "digest": digest,
+                "key": str(signer.verifier),
+            },
+        ),
+        CheckpointTaken(turn=1, history_len=1),
+        completed(first, 1),
+        usage(1, reserved=4096),
+        ToolRequested(turn=1, calls=list(first.message.tool_calls)),
+        decisions(
+            1,
+            {
+                "call_id": "e1",
+                "tool": "echo",
+                "effect": "read_only",
+                "decision": "allow",
+                "reason": "policy default (allow)",
+                "arguments": {"text": "x"},
+            },
+            digest=digest,
+        ),
+        allowed(1),
+        ToolCompleted(turn=1, results=[ToolResult(call_id="e1", output="x")]),
+        CheckpointTaken(turn=2, history_len=3),
+        completed(last, 2),
+        usage(2, reserved=4096),
+        RunTerminal(reason="completed", turns_used=2, total_tokens=30),
+    ]
+    # The seal covers every event before it: its root is the RFC 9162 head over their stored bytes.
+    rows = list(store.read_events("cov-7"))
+    root = merkle_root([leaf_hash(r.event_bytes) for r in rows[: len(expected)]]).hex()
+    expected.append(
+        Custom(
+            custom_kind="session_sealed", payload={"size": len(expected), "root": root, "status": "completed"}
+        )
+    )
+    return Outcome("cov-7", expected)
+
+
+SCENARIOS: list[Scenario] = [
+    repaired_and_invalid_calls,
+    approval_then_side_effect,
+    retry_then_failover,
+    turn_budget,
+    cancel_and_resume,
+    crash_then_reconcile,
+    signed_grant_and_seal,
+]
+
+
+def kind_of(event: SessionEvent) -> str:
+    """``Custom`` events by their ``custom_kind``, the others by their class name."""
+    return event.custom_kind if isinstance(event, Custom) else type(event).__name__
+
+
+@pytest.mark.parametrize("scenario", SCENARIOS, ids=lambda s: s.__name__)
+def test_the_ledger_holds_exactly_the_expected_events(
+    scenario: Scenario, store: SqliteStore, tmp_path: Path
+) -> None:
+    outcome = scenario(store, tmp_path)
+    ledger = events(store, outcome.session_id)
+    for seq, (got, want) in enumerate(zip(ledger, outcome.expected, strict=False)):
+        assert got == want, f"seq {seq}: {kind_of(got)}"
+    assert [kind_of(e) for e in ledger] == [kind_of(e) for e in outcome.expected]
+    assert verify_session(store, outcome.session_id).ok
+
+
+# ─── what the kernel can write, from its syntax tree ──────────────────────────────────────────
+
+EVENT_CLASSES = {
+    name
+    for name in ev.__all__
+    if isinstance(cls := getattr(ev, name), type) and issubclass(cls, ev.Event) and name != "Custom"
+}
+RECORDER_WRITES = {
+    # Recorder methods the kernel calls and the Custom kind each writes (flightlog.recorder).
+    "record_intent": "external_effect_intent",
+    "complete_effect": "external_effect_completed",
+    "record_grant": "grant_policy",  # flightlog.grants.record_grant -> Recorder.record_grant_policy
+    "finish": "session_sealed",  # with a notary, Recorder.finish seals the session
+}
+
+
+def _called_name(node: ast.Call) -> str | None:
+    func = node.func
+    if isinstance(func, ast.Name):
+        return func.id
+    if isinstance(func, ast.Attribute):
+        return func.attr
+    return None
+
+
+def kernel_writes() -> set[str]:
+    """Event class names constructed and ``Custom`` kinds written anywhere in ``flightlog.kernel``."""
+    kinds: set[str] = set()
+    for path in sorted(KERNEL_SRC.glob("*.py")):
+        module = importlib.import_module(f"flightlog.kernel.{path.stem}") if path.stem != "__init__" else None
+        for node in ast.walk(ast.parse(path.read_text(), str(path))):
+            if not isinstance(node, ast.Call):
+                continue
+            name = _called_name(node)
+            if name in EVENT_CLASSES:
+                kinds.add(name)
+            elif name in RECORDER_WRITES:
+                kinds.add(RECORDER_WRITES[name])
+            elif name == "Custom":
+                (value,) = [k.value for k in node.keywords if k.arg == "custom_kind"]
+                if isinstance(value, ast.Constant) and isinstance(value.value, str):
+                    kinds.add(value.value)
+                else:  # a module constant (records.MODEL_USAGE...): resolve it in the module
+                    assert isinstance(value, ast.Name) and module is not None, ast.dump(value)
+                    resolved = getattr(module, value.id)
+                    assert isinstance(resolved, str), (path.name, value.id)
+                    kinds.add(resolved)
+    return kinds
+
+
+def test_the_scenarios_cover_every_kind_the_kernel_writes(tmp_path: Path) -> None:
+    writes = kernel_writes()
+    assert {"RunStarted", "ToolCompleted", "model_usage", "session_sealed"} <= writes  # the scan sees
+    covered: set[str] = set()
+    for i, scenario in enumerate(SCENARIOS):
+        (own := tmp_path / str(i)).mkdir()
+        with SqliteStore(own / "kernel.db") as store:
+            covered |= {kind_of(e) for e in scenario(store, own).expected}
+    assert sorted(writes - covered) == [], "written by the kernel, checked by no scenario"
+    assert sorted(covered - writes) == [], "expected by a scenario, written by no kernel code"
 
 
 def test_kernel_errors_pickle() -> None:
