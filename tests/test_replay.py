@@ -28,8 +28,6 @@ from flightlog.events import (
     LlmCompleted,
     MemoryKind,
     MemoryQueried,
-    MemoryRecall,
-    MemoryRecord,
     MemoryRetrievalResult,
     MemoryScope,
     MemoryValidationFailed,
@@ -68,12 +66,6 @@ from flightlog.messages import (
 )
 from flightlog.replay import (
     TRUNCATION_SUFFIX,
-    Cancellation,
-    Checkpoint,
-    OsSnapshot,
-    PendingApproval,
-    ProcessEntry,
-    os_snapshot,
     pending_tool_calls,
     provider_replay_seed,
     reconstruct,
@@ -453,7 +445,6 @@ def test_folds_never_pull_past_at(at: int) -> None:
     events = session()
     assert reconstruct(guarded(events, at), at=at) == reconstruct(events, at=at)
     assert pending_tool_calls(guarded(events, at), at=at) == pending_tool_calls(events, at=at)
-    assert os_snapshot(guarded(events, at), at=at) == os_snapshot(events, at=at)
     assert provider_replay_seed(guarded(events, at), "p", at=at) == []
 
 
@@ -680,164 +671,6 @@ def test_pending_calls_at_a_seq() -> None:
     )
     assert pending_tool_calls(events, at=0) == [call("a")]
     assert pending_tool_calls(events, at=1) == []
-
-
-# ─── os_snapshot ──────────────────────────────────────────────────────────────────────────────
-
-
-def test_empty_snapshot_knows_nothing() -> None:
-    snapshot = os_snapshot([])
-    assert snapshot == OsSnapshot()
-    assert snapshot.status is None and snapshot.tokens_reported is None and snapshot.processes == {}
-
-
-def test_snapshot_folds_every_kernel_fact() -> None:
-    recall = MemoryRecall(
-        record=MemoryRecord(record_id="m", scope=SCOPE, memory_kind=MemoryKind.PROJECT, name="n"), score=0.5
-    )
-    events = seqd(
-        RunStarted(run_id="run-1", goal="goal", agent_id="agent"),
-        CheckpointTaken(turn=1, history_len=1),
-        CapabilityChanged(turn=1, added=["fs", "web", "git"]),
-        CapabilityChanged(turn=2, removed=["web"]),
-        ToolGated(turn=2, call_id="g1", tool="rm", reason="destructive"),
-        ToolGated(turn=2, call_id="g2", tool="curl", reason="network"),
-        PermissionRequested(turn=2, tool="sudo", arguments="{}", reason="root"),
-        Suspended(turn=2, reason="approval", pending_calls=["g1", "g2"]),
-        Resumed(turn=2, approved=["g1"]),
-        BudgetExceeded(turn=3, operation_id="o", budget="tokens"),
-        BudgetExceeded(turn=3, operation_id="o", budget="turns"),
-        BudgetExceeded(turn=3, operation_id="o", budget="tokens"),
-        BudgetUsageReported(turn=3, operation_id="o", reservation_id="r", tokens=100, subagents=1, rounds=2),
-        BudgetUsageReported(turn=3, operation_id="o", reservation_id="r2", tokens=50, subagents=0, rounds=1),
-        MINIMAL["agent_process_changed"],
-        AgentProcessChanged(
-            turn=3,
-            agent_id="a",
-            parent_session_id="p",
-            role="worker",
-            isolation="none",
-            context_inheritance="none",
-            state="exited",
-            result_termination="completed",
-        ),
-        MilestoneAdvanced(turn=3, phase_id="plan"),
-        MilestoneBlocked(turn=3, phase_id="build", reason="tests fail"),
-        MINIMAL["memory_written"],
-        MINIMAL["memory_written"],
-        MINIMAL["memory_queried"],
-        MINIMAL["memory_validation_failed"],
-        MemoryRetrievalResult(hits=[recall, recall]),
-        MINIMAL["entropy_sample"],
-        EntropyAlert(turn=3, score=0.95, threshold=0.9),
-        OperationCancelled(
-            turn=3, operation_id="op", reason=CancellationReason.DEADLINE, pending_call_ids=["g2"]
-        ),
-        Rollbacked(turn=3, checkpoint_history_len=1),
-        CheckpointTaken(turn=4, history_len=3),
-        ContextRenewed(turn=4, sprint=2, handoff_ref="h"),
-        MINIMAL["custom"],
-    )
-    snapshot = os_snapshot(events)
-    assert snapshot.last_seq == len(events) - 1
-    assert snapshot.last_turn == 4
-    assert (snapshot.status, snapshot.run_id, snapshot.goal, snapshot.agent_id) == (
-        "running",
-        "run-1",
-        "goal",
-        "agent",
-    )
-    assert (snapshot.terminal_reason, snapshot.turns_used, snapshot.total_tokens) == (None, None, None)
-    assert snapshot.suspend_reason is None and snapshot.suspended_pending_calls == ()
-    assert snapshot.pending_approvals == (
-        PendingApproval(seq=5, source="tool_gated", turn=2, tool="curl", call_id="g2", reason="network"),
-        PendingApproval(
-            seq=6, source="permission_requested", turn=2, tool="sudo", reason="root", arguments="{}"
-        ),
-    )
-    assert snapshot.last_checkpoint == Checkpoint(seq=27, turn=4, history_len=3)
-    assert snapshot.rollback_count == 1
-    assert snapshot.capabilities == ("fs", "git")
-    assert snapshot.budgets_exceeded == ("tokens", "turns")
-    assert snapshot.tokens_reported == 150
-    assert dict(snapshot.processes) == {
-        "a": ProcessEntry(
-            state="exited",
-            role="worker",
-            parent_session_id="p",
-            isolation="none",
-            result_termination="completed",
-            turn=3,
-        )
-    }
-    assert snapshot.milestones_advanced == ("plan",)
-    assert (snapshot.milestone_blocked_phase, snapshot.milestone_blocked_reason) == ("build", "tests fail")
-    assert (snapshot.memory_written, snapshot.memory_queried, snapshot.memory_validation_failures) == (
-        2,
-        1,
-        1,
-    )
-    assert snapshot.last_retrieval_hits == 2
-    assert snapshot.last_entropy_score == 0.95
-    assert snapshot.entropy_alerts == 1
-    assert snapshot.cancellations == (
-        Cancellation(operation_id="op", reason="deadline", pending_call_ids=("g2",), turn=3),
-    )
-    assert snapshot.sprint == 2
-
-
-def test_snapshot_status_transitions() -> None:
-    events = seqd(
-        RunStarted(run_id="r", goal="g"),
-        Suspended(turn=1, reason="approval", pending_calls=["c"]),
-        Resumed(turn=1),
-        Suspended(turn=2, reason="long task", pending_calls=["d"]),
-        RunTerminal(reason="completed", turns_used=2, total_tokens=1234),
-    )
-    states = [os_snapshot(events, at=seq) for seq in range(len(events))]
-    assert [s.status for s in states] == ["running", "suspended", "running", "suspended", "terminal"]
-    assert (states[1].suspend_reason, states[1].suspended_pending_calls) == ("approval", ("c",))
-    assert states[2].suspended_pending_calls == ()
-    assert (states[4].terminal_reason, states[4].turns_used, states[4].total_tokens) == ("completed", 2, 1234)
-    assert states[4].suspended_pending_calls == ()
-    rerun = os_snapshot([*events, (5, RunStarted(run_id="r2", goal="again"))])
-    assert (rerun.status, rerun.run_id, rerun.terminal_reason, rerun.turns_used) == (
-        "running",
-        "r2",
-        None,
-        None,
-    )
-
-
-def test_snapshot_does_not_infer_status_without_lifecycle_events() -> None:
-    assert os_snapshot(seqd(llm(1, "a"))).status is None
-
-
-def test_approvals_resolved_by_denial_result_and_permission_decision() -> None:
-    events = seqd(
-        ToolGated(turn=1, call_id="a", tool="t", reason="r"),
-        ToolGated(turn=1, call_id="b", tool="t", reason="r"),
-        ToolGated(turn=1, call_id="c", tool="t", reason="r"),
-        PermissionRequested(turn=1, tool="x", arguments="1"),
-        PermissionRequested(turn=1, tool="y", arguments="2"),
-        ToolDenied(turn=1, call_id="a", tool_name="t", reason="no"),
-        ToolCompleted(turn=1, results=[ToolResult(call_id="b")]),
-        Resumed(turn=1, denied=["c"]),
-        PermissionResolved(turn=1, approved=False, responder="policy_gate"),
-        PermissionResolved(turn=1, approved=True, responder="user"),
-        PermissionResolved(turn=1, approved=True, responder="user"),
-    )
-    assert [p.tool for p in os_snapshot(events, at=4).pending_approvals] == ["t", "t", "t", "x", "y"]
-    assert [p.tool for p in os_snapshot(events, at=8).pending_approvals] == ["y"]
-    assert os_snapshot(events).pending_approvals == ()
-
-
-def test_snapshot_is_frozen() -> None:
-    snapshot = os_snapshot(seqd(MINIMAL["agent_process_changed"]))
-    with pytest.raises(AttributeError):
-        snapshot.status = "running"  # type: ignore[misc]
-    with pytest.raises(TypeError):
-        snapshot.processes["x"] = snapshot.processes["a"]  # type: ignore[index]
 
 
 # ─── provider replay ──────────────────────────────────────────────────────────────────────────

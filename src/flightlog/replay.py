@@ -1,10 +1,10 @@
-"""Folds over a session's stored events: messages, pending calls, kernel OS state, provider seeds.
+"""Folds over a session's stored events: messages, pending calls, provider seeds.
 
 Every function takes ``events``: an iterable of ``(seq, event)`` pairs in strictly ascending ``seq``
 (as a store reads them). Each consumes the iterable once, front to back, and stops pulling as soon as
 it has passed ``at`` (the event *at* ``at`` is the last one pulled when present), so a lazy store cursor
 is read only as far as needed. Memory is bounded by the result (the reconstructed messages, the pending
-calls, the snapshot), never by the number of events; the only look-ahead buffer is the one
+calls), never by the number of events; the only look-ahead buffer is the one
 :func:`reconstruct` keeps after a ``compressed`` event, and it holds at most the rest of that turn.
 
 No I/O: archived messages come in through a caller-supplied ``archive_loader``.
@@ -26,42 +26,20 @@ anything else        nothing (the other kernel OS kinds, ``custom``, tool reques
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
-from dataclasses import dataclass, field
-from types import MappingProxyType
-from typing import Any, Literal
+from collections.abc import Callable, Iterable, Iterator, Sequence
+from dataclasses import dataclass
+from typing import Any
 
 from .events import (
-    AgentProcessChanged,
-    BudgetExceeded,
-    BudgetUsageReported,
-    CapabilityChanged,
-    CheckpointTaken,
     Compressed,
-    ContextRenewed,
-    EntropyAlert,
-    EntropySample,
     LlmCompleted,
-    MemoryQueried,
-    MemoryRetrievalResult,
-    MemoryValidationFailed,
-    MemoryWritten,
-    MilestoneAdvanced,
-    MilestoneBlocked,
-    OperationCancelled,
     PageOut,
-    PermissionRequested,
-    PermissionResolved,
     ProviderReplay,
-    Resumed,
     Rollbacked,
     RunStarted,
-    RunTerminal,
     SessionEvent,
-    Suspended,
     ToolCompleted,
     ToolDenied,
-    ToolGated,
     ToolRequested,
 )
 from .messages import ContentPart, Message, TextPart, ThinkingPart, ToolCall, ToolCallPart, ToolResultPart
@@ -69,13 +47,6 @@ from .messages import ContentPart, Message, TextPart, ThinkingPart, ToolCall, To
 __all__ = [
     "TRUNCATION_SUFFIX",
     "ArchiveLoader",
-    "Cancellation",
-    "Checkpoint",
-    "OsSnapshot",
-    "PendingApproval",
-    "ProcessEntry",
-    "RunStatus",
-    "os_snapshot",
     "pending_tool_calls",
     "provider_replay_seed",
     "reconstruct",
@@ -418,340 +389,6 @@ def pending_tool_calls(events: Events, *, at: int | None = None) -> list[ToolCal
             settled.add(call_id)
             pending.pop(call_id, None)
     return list(pending.values())
-
-
-# ─── Kernel OS snapshot ───────────────────────────────────────────────────────────────────────
-
-RunStatus = Literal["running", "suspended", "terminal"]
-
-
-@dataclass(frozen=True)
-class PendingApproval:
-    """A governance gate still waiting for a decision.
-
-    Attributes:
-        seq: Seq of the gating event.
-        source: ``tool_gated`` (resolved by call id) or ``permission_requested`` (resolved in order).
-        turn: Turn the gate was raised in.
-        tool: Tool name.
-        call_id: The gated call's id (``tool_gated`` only; None for permission requests).
-        reason: Why the gate was raised, when recorded.
-        arguments: Raw arguments text (``permission_requested`` only).
-    """
-
-    seq: int
-    source: Literal["tool_gated", "permission_requested"]
-    turn: int
-    tool: str
-    call_id: str | None = None
-    reason: str | None = None
-    arguments: str | None = None
-
-
-@dataclass(frozen=True)
-class Checkpoint:
-    """The last ``checkpoint_taken``: ``turn`` and the ``history_len`` (messages) it captured, at ``seq``."""
-
-    seq: int
-    turn: int
-    history_len: int
-
-
-@dataclass(frozen=True)
-class ProcessEntry:
-    """The latest ``agent_process_changed`` for one sub-agent.
-
-    Attributes:
-        state: Process state as recorded (e.g. ``running``, ``exited``).
-        role: The sub-agent's role.
-        parent_session_id: Session that spawned it.
-        isolation: Isolation mode as recorded.
-        result_termination: How its result terminated, when recorded.
-        turn: Parent turn of that change.
-    """
-
-    state: str
-    role: str
-    parent_session_id: str
-    isolation: str
-    result_termination: str | None
-    turn: int
-
-
-@dataclass(frozen=True)
-class Cancellation:
-    """One ``operation_cancelled``: operation id, reason (``user``, ``deadline``...), call ids, turn."""
-
-    operation_id: str
-    reason: str
-    pending_call_ids: tuple[str, ...]
-    turn: int
-
-
-@dataclass(frozen=True)
-class OsSnapshot:
-    """Kernel OS state folded from a session's events; absent facts are None, never guessed.
-
-    The snapshot covers the whole session; ``run_id``, ``goal``, ``agent_id``, ``status`` and the
-    terminal fields describe its latest run (a ``run_started`` resets the terminal fields). Counters
-    count events seen (0 when none). ``rollbacked`` only increments ``rollback_count``: it does not undo
-    other facts.
-
-    Attributes:
-        last_seq: Seq of the last event folded; None for no events.
-        last_turn: ``turn`` of the last event that has one.
-        status: ``running`` after ``run_started``/``resumed``, ``suspended`` after ``suspended``,
-            ``terminal`` after ``run_terminal``; None before any of them.
-        terminal_reason: ``run_terminal.reason``.
-        turns_used: ``run_terminal.turns_used`` (turns).
-        total_tokens: ``run_terminal.total_tokens`` (tokens).
-        run_id: Latest ``run_started.run_id``.
-        goal: Latest ``run_started.goal``.
-        agent_id: Latest ``run_started.agent_id``.
-        suspend_reason: ``suspended.reason`` while suspended, else None.
-        suspended_pending_calls: ``suspended.pending_calls`` (call ids) while suspended, else empty.
-        pending_approvals: Unresolved gates in request order. A ``tool_gated`` is resolved by a
-            ``resumed`` listing its call id (approved or denied), a ``tool_denied`` or a ``tool_completed``
-            result for it; a ``permission_requested`` by the next ``permission_resolved`` (oldest first).
-        last_checkpoint: The latest ``checkpoint_taken``.
-        rollback_count: Number of ``rollbacked`` events.
-        capabilities: Capability names mounted now: ``capability_changed.added`` minus later ``removed``,
-            in mount order (``capability_id``/``change_kind`` alone change nothing).
-        budgets_exceeded: Budget axes (``tokens``, ``turns``...) exhausted at least once, first-seen order.
-        tokens_reported: Sum of ``budget_usage_reported.tokens`` (tokens); None when none was reported.
-        processes: agent_id → its latest :class:`ProcessEntry` (read-only mapping).
-        milestones_advanced: ``milestone_advanced.phase_id`` values in order.
-        milestone_blocked_phase: Phase of the latest ``milestone_blocked`` (kept after later advances).
-        milestone_blocked_reason: Reason of the latest ``milestone_blocked``.
-        memory_written: Number of ``memory_written`` events.
-        memory_queried: Number of ``memory_queried`` events.
-        memory_validation_failures: Number of ``memory_validation_failed`` events.
-        last_retrieval_hits: Hit count of the latest ``memory_retrieval_result``.
-        last_entropy_score: Score of the latest ``entropy_sample`` or ``entropy_alert``.
-        entropy_alerts: Number of ``entropy_alert`` events.
-        cancellations: Every ``operation_cancelled``, in order.
-        sprint: ``context_renewed.sprint`` of the latest context renewal.
-    """
-
-    last_seq: int | None = None
-    last_turn: int | None = None
-    status: RunStatus | None = None
-    terminal_reason: str | None = None
-    turns_used: int | None = None
-    total_tokens: int | None = None
-    run_id: str | None = None
-    goal: str | None = None
-    agent_id: str | None = None
-    suspend_reason: str | None = None
-    suspended_pending_calls: tuple[str, ...] = ()
-    pending_approvals: tuple[PendingApproval, ...] = ()
-    last_checkpoint: Checkpoint | None = None
-    rollback_count: int = 0
-    capabilities: tuple[str, ...] = ()
-    budgets_exceeded: tuple[str, ...] = ()
-    tokens_reported: int | None = None
-    processes: Mapping[str, ProcessEntry] = field(default_factory=lambda: MappingProxyType({}))
-    milestones_advanced: tuple[str, ...] = ()
-    milestone_blocked_phase: str | None = None
-    milestone_blocked_reason: str | None = None
-    memory_written: int = 0
-    memory_queried: int = 0
-    memory_validation_failures: int = 0
-    last_retrieval_hits: int | None = None
-    last_entropy_score: float | None = None
-    entropy_alerts: int = 0
-    cancellations: tuple[Cancellation, ...] = ()
-    sprint: int | None = None
-
-
-class _OsFold:
-    """Mutable state behind :func:`os_snapshot`; one handler per event kind."""
-
-    def __init__(self) -> None:
-        self.scalars: dict[str, Any] = {}
-        self.gated: dict[str, PendingApproval] = {}
-        self.permissions: list[PendingApproval] = []
-        self.capabilities: dict[str, None] = {}
-        self.budgets: dict[str, None] = {}
-        self.processes: dict[str, ProcessEntry] = {}
-        self.milestones: list[str] = []
-        self.cancellations: list[Cancellation] = []
-
-    def feed(self, seq: int, event: SessionEvent) -> None:
-        self.scalars["last_seq"] = seq
-        turn = _turn_of(event)
-        if turn is not None:
-            self.scalars["last_turn"] = turn
-        handler = _OS_HANDLERS.get(event.kind)
-        if handler is not None:
-            handler(self, seq, event)
-
-    def _count(self, name: str) -> None:
-        self.scalars[name] = self.scalars.get(name, 0) + 1
-
-    def _set(self, **values: Any) -> None:
-        self.scalars.update(values)
-
-    def _on_run_started(self, seq: int, event: RunStarted) -> None:
-        self._set(status="running", run_id=event.run_id, goal=event.goal, agent_id=event.agent_id)
-        self._set(terminal_reason=None, turns_used=None, total_tokens=None)
-        self._set(suspend_reason=None, suspended_pending_calls=())
-
-    def _on_run_terminal(self, seq: int, event: RunTerminal) -> None:
-        self._set(status="terminal", terminal_reason=event.reason, turns_used=event.turns_used)
-        self._set(total_tokens=event.total_tokens, suspend_reason=None, suspended_pending_calls=())
-
-    def _on_suspended(self, seq: int, event: Suspended) -> None:
-        self._set(status="suspended", suspend_reason=event.reason)
-        self._set(suspended_pending_calls=tuple(event.pending_calls))
-
-    def _on_resumed(self, seq: int, event: Resumed) -> None:
-        self._set(status="running", suspend_reason=None, suspended_pending_calls=())
-        for call_id in (*event.approved, *event.denied):
-            self.gated.pop(call_id, None)
-
-    def _on_tool_gated(self, seq: int, event: ToolGated) -> None:
-        gate = PendingApproval(seq, "tool_gated", event.turn, event.tool, event.call_id, event.reason)
-        self.gated[event.call_id] = gate
-
-    def _on_tool_denied(self, seq: int, event: ToolDenied) -> None:
-        self.gated.pop(event.call_id, None)
-
-    def _on_tool_completed(self, seq: int, event: ToolCompleted) -> None:
-        for result in event.results:
-            self.gated.pop(result.call_id, None)
-
-    def _on_permission_requested(self, seq: int, event: PermissionRequested) -> None:
-        request = PendingApproval(
-            seq, "permission_requested", event.turn, event.tool, None, event.reason, event.arguments
-        )
-        self.permissions.append(request)
-
-    def _on_permission_resolved(self, seq: int, event: PermissionResolved) -> None:
-        if self.permissions:
-            self.permissions.pop(0)
-
-    def _on_checkpoint_taken(self, seq: int, event: CheckpointTaken) -> None:
-        self._set(last_checkpoint=Checkpoint(seq, event.turn, event.history_len))
-
-    def _on_rollbacked(self, seq: int, event: Rollbacked) -> None:
-        self._count("rollback_count")
-
-    def _on_capability_changed(self, seq: int, event: CapabilityChanged) -> None:
-        self.capabilities.update(dict.fromkeys(event.added))
-        for name in event.removed:
-            self.capabilities.pop(name, None)
-
-    def _on_budget_exceeded(self, seq: int, event: BudgetExceeded) -> None:
-        self.budgets.setdefault(event.budget)
-
-    def _on_budget_usage_reported(self, seq: int, event: BudgetUsageReported) -> None:
-        self._set(tokens_reported=(self.scalars.get("tokens_reported") or 0) + event.tokens)
-
-    def _on_agent_process_changed(self, seq: int, event: AgentProcessChanged) -> None:
-        self.processes[event.agent_id] = ProcessEntry(
-            event.state,
-            event.role,
-            event.parent_session_id,
-            event.isolation,
-            event.result_termination,
-            event.turn,
-        )
-
-    def _on_milestone_advanced(self, seq: int, event: MilestoneAdvanced) -> None:
-        self.milestones.append(event.phase_id)
-
-    def _on_milestone_blocked(self, seq: int, event: MilestoneBlocked) -> None:
-        self._set(milestone_blocked_phase=event.phase_id, milestone_blocked_reason=event.reason)
-
-    def _on_memory_written(self, seq: int, event: MemoryWritten) -> None:
-        self._count("memory_written")
-
-    def _on_memory_queried(self, seq: int, event: MemoryQueried) -> None:
-        self._count("memory_queried")
-
-    def _on_memory_validation_failed(self, seq: int, event: MemoryValidationFailed) -> None:
-        self._count("memory_validation_failures")
-
-    def _on_memory_retrieval_result(self, seq: int, event: MemoryRetrievalResult) -> None:
-        self._set(last_retrieval_hits=len(event.hits))
-
-    def _on_entropy_sample(self, seq: int, event: EntropySample) -> None:
-        self._set(last_entropy_score=event.score)
-
-    def _on_entropy_alert(self, seq: int, event: EntropyAlert) -> None:
-        self._set(last_entropy_score=event.score)
-        self._count("entropy_alerts")
-
-    def _on_operation_cancelled(self, seq: int, event: OperationCancelled) -> None:
-        calls = tuple(event.pending_call_ids)
-        self.cancellations.append(Cancellation(event.operation_id, event.reason.value, calls, event.turn))
-
-    def _on_context_renewed(self, seq: int, event: ContextRenewed) -> None:
-        self._set(sprint=event.sprint)
-
-    def freeze(self) -> OsSnapshot:
-        """The immutable snapshot of the state folded so far."""
-        return OsSnapshot(
-            **self.scalars,
-            pending_approvals=(*self.gated.values(), *self.permissions),
-            capabilities=tuple(self.capabilities),
-            budgets_exceeded=tuple(self.budgets),
-            processes=MappingProxyType(dict(self.processes)),
-            milestones_advanced=tuple(self.milestones),
-            cancellations=tuple(self.cancellations),
-        )
-
-
-_OS_HANDLERS: dict[str, _Handler] = {
-    "run_started": _OsFold._on_run_started,
-    "run_terminal": _OsFold._on_run_terminal,
-    "suspended": _OsFold._on_suspended,
-    "resumed": _OsFold._on_resumed,
-    "tool_gated": _OsFold._on_tool_gated,
-    "tool_denied": _OsFold._on_tool_denied,
-    "tool_completed": _OsFold._on_tool_completed,
-    "permission_requested": _OsFold._on_permission_requested,
-    "permission_resolved": _OsFold._on_permission_resolved,
-    "checkpoint_taken": _OsFold._on_checkpoint_taken,
-    "rollbacked": _OsFold._on_rollbacked,
-    "capability_changed": _OsFold._on_capability_changed,
-    "budget_exceeded": _OsFold._on_budget_exceeded,
-    "budget_usage_reported": _OsFold._on_budget_usage_reported,
-    "agent_process_changed": _OsFold._on_agent_process_changed,
-    "milestone_advanced": _OsFold._on_milestone_advanced,
-    "milestone_blocked": _OsFold._on_milestone_blocked,
-    "memory_written": _OsFold._on_memory_written,
-    "memory_queried": _OsFold._on_memory_queried,
-    "memory_validation_failed": _OsFold._on_memory_validation_failed,
-    "memory_retrieval_result": _OsFold._on_memory_retrieval_result,
-    "entropy_sample": _OsFold._on_entropy_sample,
-    "entropy_alert": _OsFold._on_entropy_alert,
-    "operation_cancelled": _OsFold._on_operation_cancelled,
-    "context_renewed": _OsFold._on_context_renewed,
-}
-
-
-def os_snapshot(events: Events, *, at: int | None = None) -> OsSnapshot:
-    """Fold the kernel OS state of a session (see :class:`OsSnapshot` for each field's rule).
-
-    Args:
-        events: ``(seq, event)`` pairs, strictly ascending seq; consumed once and lazily.
-        at: Last seq to fold, inclusive. None folds everything.
-
-    Returns:
-        The snapshot; with no events, every fact None and every counter 0.
-
-    Raises:
-        ValueError: seqs are not strictly ascending.
-
-    Source: seed 000 kernel OS event kinds (``is_kernel_os_event``) plus run, permission and memory
-    retrieval events.
-    """
-    fold = _OsFold()
-    for seq, event in _window(events, at):
-        fold.feed(seq, event)
-    return fold.freeze()
 
 
 # ─── Provider-native replay ───────────────────────────────────────────────────────────────────
