@@ -9,8 +9,11 @@ Merge rule (:func:`merge`, seed 002 "durable outranks live"):
 
 * a run whose durable snapshot is ``terminal`` stays exactly as the ledger says; a lagging live record
   is ignored (and live never reports ``terminal`` itself: :meth:`LiveRegistry.publish` refuses);
-* a run the ledger still holds in flight takes the live ``state`` and the larger of the durable and live
-  ``tokens_used`` / ``steps_taken``, when the live heartbeat is fresh (younger than the lease);
+* a run the ledger still holds in flight takes the larger of the durable and live ``tokens_used`` /
+  ``steps_taken`` when the live heartbeat is fresh (younger than the lease), and the live ``state`` too
+  unless the ledger has an event newer than that state's publication (``changed_at_ms`` before the
+  run's last durable event): a durable fact outranks an older live state, and the heartbeat still counts
+  for liveness;
 * everything else (ids, parent, source, refs, budgets configured, terminal summary) is durable only.
 
 Abandoned runs: a run is *abandoned* when the ledger holds it in a state that needs a process driving it
@@ -27,6 +30,7 @@ process, so it sees events as soon as they are durable.
 
 from __future__ import annotations
 
+import logging
 import os
 import threading
 import time
@@ -56,6 +60,8 @@ __all__ = [
     "merge",
     "wall_ms",
 ]
+
+log = logging.getLogger("flightlog.live")
 
 DEFAULT_LEASE_MS = 30_000
 """How long (ms) a heartbeat or a durable event keeps an in-flight run from counting as abandoned."""
@@ -176,7 +182,10 @@ class LiveRegistry:
 
         def beat() -> None:
             while not stop.wait(every_s):
-                self.heartbeat(session_id)
+                try:
+                    self.heartbeat(session_id)
+                except Exception:  # a missed beat is not fatal to the run; the next one retries
+                    log.warning("live heartbeat of %s failed", session_id, exc_info=True)
 
         thread = threading.Thread(target=beat, name=f"flightlog-pulse-{session_id}", daemon=True)
         thread.start()
@@ -274,6 +283,8 @@ def merge(
     if live is None or state is None:
         abandoned = is_abandoned(durable.state, last_seen, now_ms=now_ms, lease_ms=lease_ms)
         return RunView(durable, durable.state, None, abandoned, last_seen)
+    if last_durable_ms is not None and live.changed_at_ms < last_durable_ms:
+        state = durable.state  # the ledger moved on since this live state was published
     budget = durable.budget.model_copy(
         update={
             "tokens_used": _max(durable.budget.tokens_used, live.tokens_used),

@@ -103,6 +103,24 @@ MERGE_TABLE = [
         True,
     ),
     (
+        "a live state older than the latest durable event yields to it",
+        RunState.WAITING_TOOL,
+        LiveRunRecord("r", "running", FRESH, FRESH - 5_000, None, None, 1),  # heartbeat fresh, state old
+        FRESH - 1,
+        RunState.WAITING_TOOL,
+        False,
+        True,
+    ),
+    (
+        "a live state newer than the latest durable event refines it",
+        RunState.RUNNING,
+        live("waiting_model", FRESH),
+        FRESH - 1,
+        RunState.WAITING_MODEL,
+        False,
+        True,
+    ),
+    (
         "stale live is ignored",
         RunState.WAITING_TOOL,
         live("running", STALE),

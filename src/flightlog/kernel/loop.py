@@ -35,6 +35,17 @@ loop at once without writing.
 Resume (``Kernel.resume``) folds the stored ledger, then records ``resumed(turn, approved, denied)`` and
 continues from the phase the ledger is in; a session still waiting for decisions stays suspended and
 nothing is written.
+
+While an activation drives a run it keeps a live record (:class:`flightlog.live.LiveRegistry`, the
+store's ``live_runs`` table): published once when the activation starts (its phase's state: ``running``,
+``waiting_model`` or ``waiting_tool``; the ledger's token and turn counts), then heartbeated every
+``heartbeat_s`` seconds from a background thread, and deleted when the activation stops (ended, suspended,
+cancelled, fenced off). The ledger already says which state the run is in as it moves (every event that
+changes it is durable first, and a durable event newer than a live state outranks it), so the record is
+about liveness: a run whose model call or tool outlasts the lease is still seen alive by ``runs`` and the
+dashboard, and a process that dies leaves a heartbeat that goes stale, so its run is flagged abandoned.
+One write per activation plus one per heartbeat, off the turn's path. Live state is never a ledger fact
+(see :mod:`flightlog.live`).
 """
 
 from __future__ import annotations
@@ -44,6 +55,7 @@ import logging
 import time
 import uuid
 from collections.abc import Awaitable, Callable, Mapping, Sequence
+from contextlib import AbstractContextManager, nullcontext
 from dataclasses import dataclass
 from typing import Any
 
@@ -67,9 +79,11 @@ from ..events import (
 )
 from ..grants import record_grant
 from ..keys import now_ms
+from ..live import LiveRegistry
 from ..messages import ContentPart
 from ..providers.base import ModelProvider, ModelRequest, ModelResponse, ProviderError, TokenCallback
 from ..recorder import Recorder, Subscriber
+from ..runs.model import RunState
 from ..store.base import Store, StoredEvent
 from .agent import Agent
 from .budgets import Axis, Budgets, Reservation, Spent, admit_turn, reserve
@@ -98,6 +112,9 @@ log = logging.getLogger("flightlog.kernel")
 
 Sleep = Callable[[float], Awaitable[None]]
 Clock = Callable[[], float]
+
+_LIVE_STATES = {"calling": RunState.WAITING_MODEL, "tools": RunState.WAITING_TOOL}
+"""The seed 002 state an activation starts in, by ledger phase (any other phase: ``running``)."""
 
 _TERMINAL_STATUS: dict[str, RunStatus] = {
     "completed": "completed",
@@ -205,21 +222,33 @@ class _Activation:
     async def drive(self) -> RunResult:
         """Step until the run stops (terminal, suspended, cancelled, fenced off)."""
         self.begin_clock()
-        try:
-            while self.state.phase not in ("terminal", "suspended"):
-                await self._step()
-        except DeadlineHit:
-            self._guarded(self._on_deadline)
-        except asyncio.CancelledError:
-            self._guarded(self._on_cancel)
-            task = asyncio.current_task()
-            if task is not None:
-                task.uncancel()
-        except StaleWriter as exc:
-            self._fenced = str(exc)
-        finally:
-            self.close()
+        with self._live():  # the live record outlives the last durable event of the activation
+            try:
+                while self.state.phase not in ("terminal", "suspended"):
+                    await self._step()
+            except DeadlineHit:
+                self._guarded(self._on_deadline)
+            except asyncio.CancelledError:
+                self._guarded(self._on_cancel)
+                task = asyncio.current_task()
+                if task is not None:
+                    task.uncancel()
+            except StaleWriter as exc:
+                self._fenced = str(exc)
+            finally:
+                self.close()
         return self.result()
+
+    def _live(self) -> AbstractContextManager[None]:
+        """Publish the live record, heartbeat it while the block runs, then delete it (module docs)."""
+        live, every = self.kernel.live, self.kernel.heartbeat_s
+        if live is None or every is None:
+            return nullcontext()
+        st = self.state
+        state = _LIVE_STATES.get(st.phase, RunState.RUNNING)
+        steps = st.turn - 1 if st.phase == "calling" else st.turn  # model turns completed
+        live.publish(self.session_id, state, tokens_used=st.tokens_used, steps_taken=steps)
+        return live.pulse(self.session_id, every_s=every)
 
     def close(self) -> None:
         """Stop listening to the recorder (the activation is over)."""
@@ -478,6 +507,13 @@ class Kernel:
         notary: Sign checkpoints (on the recorder's cadence and always before a side-effecting tool call),
             seal the session when the run ends, and check signatures and retained heads on resume
             (:mod:`flightlog.checkpoints`); None records an unsigned chain.
+        heartbeat_s: Seconds between heartbeats of the run's live record while an activation drives it
+            (module docs; keep it well under the lease, :data:`flightlog.live.DEFAULT_LEASE_MS`); None
+            publishes no live state (the run's liveness is then judged by its durable events alone).
+
+    Attributes:
+        live: The :class:`~flightlog.live.LiveRegistry` on ``store`` the kernel publishes to (None when
+            ``heartbeat_s`` is None).
     """
 
     def __init__(
@@ -490,8 +526,13 @@ class Kernel:
         on_token: TokenCallback | None = None,
         on_event: Subscriber | None = None,
         notary: Notary | None = None,
+        heartbeat_s: float | None = 5.0,
     ) -> None:
+        if heartbeat_s is not None and heartbeat_s <= 0:
+            raise ValueError(f"heartbeat_s must be > 0 seconds or None, not {heartbeat_s}")
         self.store = store
+        self.heartbeat_s = heartbeat_s
+        self.live = LiveRegistry(store) if heartbeat_s is not None else None
         self.agent = agent
         self.notary = notary
         self.sleep = sleep
