@@ -16,13 +16,15 @@ Which run is which
   set ``fleet``), else its ``source`` when that is a :class:`RunSource` value, else ``direct``: top-level
   kernel runs, API sessions, imported transcripts (``import:claude-code``, ``import:codex``) and every
   sub-agent are directly spawned agent workers.
-* **Parent.** The session's ``parent_session_id`` (kernel sub-agents, imported sub-agents); for a run known
-  only from a parent's process table, the session whose ledger recorded that ``agent_process_changed``.
-* **Kernel sub-agents.** Each ``agent_process_changed`` is a process-table entry for ``agent_id`` (its run
-  id). A sub-agent with a recorded session of its own is described by that session, and the parent's entry
-  only decides what the child's ledger does not: the child's terminal outcome wins; else a terminal entry
-  ("exited") makes it terminal; else the child's own state. A sub-agent without a session of its own is
-  described by its latest entry alone (``source`` ``direct``, budget unknown).
+* **Parent.** The session's ``parent_session_id`` (imported sub-agents, e.g. Claude Code's); for a run
+  known only from a parent's process table, the session whose ledger recorded that
+  ``agent_process_changed``.
+* **Sub-agents.** Each ``agent_process_changed`` is a process-table entry for ``agent_id`` (its run id).
+  Today importers write them (Claude Code sub-agents); flightlog's kernel spawns no sub-agents yet, so its
+  runs have none. A sub-agent with a recorded session of its own is described by that session, and the
+  parent's entry only decides what the child's ledger does not: the child's terminal outcome wins; else a
+  terminal entry ("exited") makes it terminal; else the child's own state. A sub-agent without a session of
+  its own is described by its latest entry alone (``source`` ``direct``, budget unknown).
 
 State mapping (latest run of a session)
 =======================================
