@@ -19,6 +19,7 @@ from typing import Any
 from docutils import nodes
 from sphinx import addnodes
 from sphinx.application import Sphinx
+from sphinx.util import logging
 
 import flightlog
 
@@ -26,12 +27,14 @@ import flightlog
 # into ``pydantic.BaseModel.__annotations__``; a pydantic-based library imported *after* that (LangChain
 # under the LangGraph integration, the OpenAI Agents SDK) then fails to build its models. Importing the
 # integrations here, before autodoc runs, loads those libraries while BaseModel is still untouched.
-import flightlog.integrations.langgraph  # noqa: F401
-import flightlog.integrations.openai_agents  # noqa: F401
+import flightlog.integrations.langgraph
+import flightlog.integrations.openai_agents
+
+logger = logging.getLogger("flightlog.docs")
 
 project = "flightlog"
 author = "flightlog developers"
-copyright = "flightlog developers"  # noqa: A001  (Sphinx's setting name)
+copyright = "flightlog developers"
 release = flightlog.__version__
 version = release
 
@@ -57,7 +60,9 @@ napoleon_use_rtype = False
 
 autodoc_default_options = {"members": True, "show-inheritance": True}
 autodoc_member_order = "bysource"
-autodoc_typehints = "signature"
+# Types go into the parameter lists: signatures stay readable (an Agent has 16 fields), and annotations
+# written as strings (``from __future__ import annotations``) render without stray ``~`` markers.
+autodoc_typehints = "description"
 autodoc_typehints_format = "short"
 # A member documents itself or is left out: an override without a docstring does not borrow its parent's,
 # so "documented" in tests/test_docs_site.py means a docstring of its own.
@@ -65,6 +70,7 @@ autodoc_inherit_docstrings = False
 autodoc_class_signature = "mixed"
 
 html_theme = "alabaster"
+html_theme_options = {"page_width": "1240px", "sidebar_width": "250px", "fixed_sidebar": True}
 html_title = f"flightlog {release}"
 html_static_path: list[str] = []
 html_show_sourcelink = False
@@ -127,8 +133,86 @@ def _builtins_stay_builtins(app: Sphinx, doctree: nodes.document) -> None:
             node.attributes.pop("refspecific", None)
 
 
+def _object_at(target: str) -> tuple[str, str, Any] | None:
+    """``(module, first attribute, that object)`` for a dotted ``flightlog`` path, or None."""
+    parts = target.split(".")
+    for cut in range(len(parts) - 1, 0, -1):
+        module_name = ".".join(parts[:cut])
+        try:
+            module = importlib.import_module(module_name)
+        except ImportError:
+            continue
+        if hasattr(module, parts[cut]):
+            return module_name, parts[cut], getattr(module, parts[cut])
+        return None
+    return None
+
+
+def _resolve_reference(
+    app: Sphinx, env: Any, node: addnodes.pending_xref, contnode: nodes.TextElement
+) -> nodes.reference | None:
+    """Resolve what Sphinx could not, or say so.
+
+    * A path through the module that *defines* a re-exported object (``flightlog.recorder.Recorder.attach``)
+      is resolved to where the reference documents it (``flightlog.Recorder.attach``, see :data:`HOMES`).
+    * Any other unresolved name of a documented module is a warning (so, under ``-W``, a failed build): a
+      renamed or removed API cannot leave the guide or a docstring pointing at nothing.
+    * Private names (``_Event``), modules and names of modules the reference does not document stay plain
+      text, as Sphinx leaves every unresolved reference without ``nitpicky``.
+    """
+    target = str(node.get("reftarget", ""))
+    if node.get("refdomain") != "py" or not target.startswith("flightlog."):
+        return None
+    if node.get("reftype") == "mod" or any(part.startswith("_") for part in target.split(".")):
+        return None
+    found = _object_at(target)
+    if found is None:
+        return None
+    module_name, attr, obj = found
+    home = HOMES.get(id(obj))
+    if home is not None and home != module_name:
+        home_attr = next((n for n in importlib.import_module(home).__all__ if getattr_safe(home, n) is obj), attr)
+        rest = target[len(f"{module_name}.{attr}") :]
+        domain = env.get_domain("py")
+        resolved: nodes.reference | None = domain.resolve_xref(
+            env, node["refdoc"], app.builder, node["reftype"], f"{home}.{home_attr}{rest}", node, contnode
+        )
+        if resolved is not None:
+            return resolved
+    if module_name in DOCUMENTED and attr in getattr(importlib.import_module(module_name), "__all__", ()):
+        logger.warning("unresolved reference to %s", target, location=node, type="ref", subtype="flightlog")
+    return None
+
+
+def getattr_safe(module_name: str, name: str) -> Any:
+    """``module.name``, or None when the module has no such attribute."""
+    return getattr(importlib.import_module(module_name), name, None)
+
+
+def _napoleon_except_attributes(app: Sphinx) -> None:
+    """Run napoleon on every docstring but those of attributes and module data.
+
+    Napoleon reads an attribute docstring's first line as ``type: description``; ours are plain sentences
+    (the type is the annotation), so "Stable id (one id, one content: re-issue under a new id)." would
+    render with half of the sentence as its type.
+    """
+    from sphinx.ext.napoleon import _process_docstring
+
+    for listener in list(app.events.listeners.get("autodoc-process-docstring", [])):
+        if listener.handler is _process_docstring:
+            app.disconnect(listener.id)
+
+    def process(app: Sphinx, what: str, name: str, obj: Any, options: Any, lines: list[str]) -> None:
+        if what not in ("attribute", "data"):
+            _process_docstring(app, what, name, obj, options, lines)
+
+    app.connect("autodoc-process-docstring", process)
+
+
 def setup(app: Sphinx) -> dict[str, Any]:
     """Connect the handlers above."""
+    _napoleon_except_attributes(app)
+    app.connect("missing-reference", _resolve_reference)
     app.connect("autodoc-process-docstring", _remember_module, priority=100)
     app.connect("autodoc-skip-member", _skip_reexports)
     app.connect("doctree-read", _builtins_stay_builtins)

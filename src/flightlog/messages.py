@@ -3,15 +3,15 @@
 Wire shape (JSON): a ``Message`` is ``{"role": ..., "content": [part, ...]}`` with optional ``tool_calls``;
 each content part is tagged by ``"type"``:
 
-============== ==================================================================
-``text``        ``{"type": "text", "text": str}``
-``image``       ``{"type": "image", "ref": str, "media_type"?: str}`` (a logical ref: artifact
-                handle ``sha256:<hex>``, a URL or a data URI; never a local path)
-``thinking``    ``{"type": "thinking", "thinking": str, "signature"?: str}``
+===================== ============================================================================
+``text``              ``{"type": "text", "text": str}``
+``image``             ``{"type": "image", "ref": str, "media_type"?: str}`` (a logical ref: artifact
+                      handle ``sha256:<hex>``, a URL or a data URI; never a local path)
+``thinking``          ``{"type": "thinking", "thinking": str, "signature"?: str}``
 ``redacted_thinking`` ``{"type": "redacted_thinking", "data": str}`` (opaque, byte-exact)
-``tool_call``   ``{"type": "tool_call", "id", "name", "arguments"}`` (``arguments`` raw JSON text)
-``tool_result`` ``{"type": "tool_result", "call_id", "output", "is_error"?}``
-============== ==================================================================
+``tool_call``         ``{"type": "tool_call", "id", "name", "arguments"}`` (``arguments`` raw JSON text)
+``tool_result``       ``{"type": "tool_result", "call_id", "output", "is_error"?}``
+===================== ============================================================================
 
 Absent optionals are omitted on output and defaulted on input. Source: seed 000 (``Message``,
 ``ToolCall``, ``ToolResult``, ``ContentPart`` of ``crate::types::message``); the seed names the types,

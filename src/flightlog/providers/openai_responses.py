@@ -13,7 +13,7 @@ Rendering (neutral → request body):
   payload whose items still parse to that message, the recorded output items are sent verbatim instead:
   ``reasoning`` items (``id``, ``encrypted_content``, summaries) immediately followed by the items they
   produced (``message``, ``function_call``...). A reasoning item must travel with the item after it: the API
-  answers 400 "Item 'rs_...' of type 'reasoning' was provided without its required following item"
+  answers 400 ``"Item 'rs_...' of type 'reasoning' was provided without its required following item"``
   (cassette ``error-400-reasoning-replay-without-following-item``), so a trailing reasoning item with
   nothing after it is left out.
 * **Chaining** (``chain_responses=True``): when the input rendered for this call starts with exactly the

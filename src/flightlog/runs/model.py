@@ -45,7 +45,7 @@ class RunSource(StrEnum):
     """Which subsystem owns the run behind a snapshot (seed 002 ``RunSource``)."""
 
     DIRECT = "direct"
-    """A directly spawned agent worker (flightlog: kernel runs, imported transcripts, their sub-agents)."""
+    """A directly spawned agent worker (in flightlog: kernel runs, imported transcripts, their sub-agents)."""
     WORKFLOW = "workflow"
     """A workflow VM run."""
     FLEET = "fleet"

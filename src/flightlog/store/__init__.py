@@ -1,10 +1,13 @@
 """Storage backends behind one contract, and ``open_store`` to pick one by URL or path.
 
-| URL or path                         | backend                                 |
-|-------------------------------------|-----------------------------------------|
-| ``path/to/file.db``, ``sqlite:///abs/path.db``, ``sqlite://rel.db`` | :class:`SqliteStore` (embedded default) |
-| ``:memory:``                        | :class:`SqliteStore` in memory (tests)  |
-| ``postgresql://...``, ``postgres://...`` (``?schema=NAME`` optional) | :class:`~flightlog.store.postgres.PostgresStore` (many workers; needs the ``postgres`` extra) |
+=================================================================== ======================================================
+URL or path                                                         backend
+=================================================================== ======================================================
+``path/to/file.db``, ``sqlite:///abs/path.db``, ``sqlite://rel.db`` ``SqliteStore`` (embedded default)
+``:memory:``                                                        ``SqliteStore`` in memory (tests)
+``postgresql://...`` or ``postgres://...``                          ``PostgresStore`` (many workers, many hosts; needs the
+                                                                    ``postgres`` extra); ``?schema=NAME`` optional
+=================================================================== ======================================================
 """
 
 from __future__ import annotations
