@@ -13,12 +13,14 @@ import builtins
 import importlib
 import inspect
 import re
+import sys
 from pathlib import Path
 from typing import Any
 
 from docutils import nodes
 from sphinx import addnodes
 from sphinx.application import Sphinx
+from sphinx.pycode import ModuleAnalyzer
 from sphinx.util import logging
 
 import flightlog
@@ -102,6 +104,29 @@ def _homes() -> dict[int, str]:
 HOMES = _homes()
 
 
+def _reexported_data() -> dict[tuple[str, str], list[str]]:
+    """Docstrings of module data a documented module re-exports (``flightlog.fleet.QUEUED`` is defined in
+    ``flightlog.fleet.submit``): autodoc looks for a data docstring only in the module it documents."""
+    found: dict[tuple[str, str], list[str]] = {}
+    for module_name in DOCUMENTED:
+        module = importlib.import_module(module_name)
+        own = ModuleAnalyzer.for_module(module_name).find_attr_docs()
+        for name in getattr(module, "__all__", ()):
+            obj = getattr(module, name)
+            if ("", name) in own or inspect.isclass(obj) or inspect.isfunction(obj) or inspect.ismodule(obj):
+                continue
+            for source_name, source in sorted(sys.modules.items()):
+                if source_name.startswith("flightlog.") and source is not module and getattr(source, name, None) is obj:
+                    doc = ModuleAnalyzer.for_module(source_name).find_attr_docs().get(("", name))
+                    if doc:
+                        found[(module_name, name)] = list(doc)
+                        break
+    return found
+
+
+REEXPORTED_DATA = _reexported_data()
+
+
 def _skip_reexports(
     app: Sphinx, what: str, name: str, obj: Any, skip: bool, options: Any
 ) -> bool | None:
@@ -110,15 +135,33 @@ def _skip_reexports(
     Without this, ``flightlog.Store`` and ``flightlog.store.Store`` would be two descriptions of one class,
     and every unqualified ``Store`` reference would be ambiguous.
     """
+    module = app.env.temp_data.get("autodoc:module")
     if what == "module" and (inspect.isclass(obj) or inspect.isfunction(obj)) and id(obj) in HOMES:
-        return HOMES[id(obj)] != app.env.temp_data.get("autodoc:module") or None
+        return HOMES[id(obj)] != module or None
+    if what == "module" and module == "flightlog" and name == "__version__":
+        return False  # a dunder, skipped by default, but part of the public face
     return None
 
 
 def _remember_module(app: Sphinx, what: str, name: str, obj: Any, options: Any, lines: list[str]) -> None:
-    """Track which module page autodoc is filling (for :func:`_skip_reexports`)."""
+    """Track which module page autodoc is filling (for :func:`_skip_reexports`), and give re-exported data
+    the docstring of the module that defines it."""
     if what == "module":
         app.env.temp_data["autodoc:module"] = name
+    module, _, attr = name.rpartition(".")
+    if what == "data" and (module, attr) in REEXPORTED_DATA:
+        lines[:] = REEXPORTED_DATA[(module, attr)]  # else autodoc falls back to the value's type's docstring
+
+
+def _document_reexported_data(app: Sphinx, docname: str, source: list[str]) -> None:
+    """After each ``.. automodule:: M``, an ``.. autodata::`` per datum M re-exports (autodoc's member
+    listing leaves out data defined in another module); :func:`_remember_module` gives it its docstring."""
+
+    def add(match: re.Match[str]) -> str:
+        extra = [f"\n.. autodata:: {m}.{n}\n" for m, n in REEXPORTED_DATA if m == match.group(1)]
+        return match.group(0) + "".join(extra)
+
+    source[0] = re.sub(r"^\.\. automodule:: (\S+)\n(?:[ \t]+\S.*\n)*", add, source[0], flags=re.M)
 
 
 def _builtins_stay_builtins(app: Sphinx, doctree: nodes.document) -> None:
@@ -215,5 +258,6 @@ def setup(app: Sphinx) -> dict[str, Any]:
     app.connect("missing-reference", _resolve_reference)
     app.connect("autodoc-process-docstring", _remember_module, priority=100)
     app.connect("autodoc-skip-member", _skip_reexports)
+    app.connect("source-read", _document_reexported_data)
     app.connect("doctree-read", _builtins_stay_builtins)
     return {"parallel_read_safe": True}

@@ -311,7 +311,11 @@ def test_python_snippets_run(
     monkeypatch.delenv("OPENAI_BASE_URL", raising=False)
     monkeypatch.delenv("ANTHROPIC_BASE_URL", raising=False)
     postgres: Iterator[str] | None = None
-    namespace: dict[str, Any] = {"__name__": "__main__"}
+    # A real module, so that code resolving annotations through ``sys.modules[cls.__module__]`` (typing's
+    # get_type_hints, as LangGraph does for a state schema) finds the snippet's imports.
+    module = ModuleType("docs_snippets_" + re.sub(r"\W", "_", path.stem))
+    sys.modules[module.__name__] = module
+    namespace = module.__dict__
     try:
         for snippet in found:
             if _not_run(snippet) is not None:
@@ -322,6 +326,7 @@ def test_python_snippets_run(
                 monkeypatch.setenv("FLIGHTLOG_DB", next(postgres))
             _run(snippet, namespace)
     finally:
+        sys.modules.pop(module.__name__, None)
         if postgres is not None:
             postgres.close()
 

@@ -29,6 +29,7 @@ from .recorder import Recorder, verify_session
 from .store import Store, open_store
 
 __version__ = "0.1.0"
+"""The package version (PEP 440), as in ``pyproject.toml``."""
 
 __all__ = [
     "AppendConflict",

@@ -107,14 +107,17 @@ class Divergence(tuple[int, str, str]):
 
     @property
     def seq(self) -> int:
+        """The divergent sequence (0-based position in the session)."""
         return self[0]
 
     @property
     def reason(self) -> str:
+        """What diverges, one word (see the class docs; :mod:`flightlog.checkpoints` adds more)."""
         return self[1]
 
     @property
     def detail(self) -> str:
+        """A human explanation, possibly empty."""
         return self[2]
 
     def __str__(self) -> str:

@@ -269,13 +269,24 @@ class ChainRow(Protocol):
     """What verification reads of a stored event row."""
 
     @property
-    def seq(self) -> int: ...
+    def seq(self) -> int:
+        """0-based position in the session."""
+        ...
+
     @property
-    def prev_hash(self) -> str: ...
+    def prev_hash(self) -> str:
+        """Chain hash of the previous row (``"GENESIS"`` at seq 0)."""
+        ...
+
     @property
-    def hash(self) -> str: ...
+    def hash(self) -> str:
+        """This row's chain hash, 64 lowercase hex chars."""
+        ...
+
     @property
-    def event_bytes(self) -> bytes: ...
+    def event_bytes(self) -> bytes:
+        """The stored canonical (RFC 8785) event bytes."""
+        ...
 
 
 @dataclass

@@ -83,6 +83,7 @@ class WireModel(BaseModel):
 
 
 Role = Literal["system", "user", "assistant", "tool"]
+"""Who speaks in a :class:`Message`."""
 
 
 class TextPart(WireModel):
@@ -137,7 +138,9 @@ ContentPart = Annotated[
     TextPart | ImagePart | ThinkingPart | RedactedThinkingPart | ToolCallPart | ToolResultPart,
     Field(discriminator="type"),
 ]
+"""One content part of a :class:`Message`, tagged by ``type`` (table in the module docs)."""
 content_part_adapter: TypeAdapter[ContentPart] = TypeAdapter(ContentPart)
+"""Validates and dumps one :data:`ContentPart` (e.g. ``content_part_adapter.validate_python(wire)``)."""
 
 
 class ToolCall(WireModel):

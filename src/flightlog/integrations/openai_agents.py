@@ -88,9 +88,13 @@ SESSION_PREFIX = "openai-agents:"
 SOURCE = "openai-agents"
 """The ``source`` of the flightlog session row."""
 OPENED_KIND = "openai_agents.session"
+"""``custom_kind`` of seq 0, written with the session row: ``{"session_id": <SDK session id>}``."""
 ITEM_KIND = "openai_agents.item"
+"""``custom_kind`` of one added item; the payload is the item (RFC 8785 JSON)."""
 POP_KIND = "openai_agents.pop"
+"""``custom_kind`` of a ``pop_item``: ``{"seq": <seq of the item removed>}``."""
 CLEAR_KIND = "openai_agents.clear"
+"""``custom_kind`` of a ``clear_session``: ``{"count": <number of items removed>}``."""
 
 _T = TypeVar("_T")
 

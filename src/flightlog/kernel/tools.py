@@ -64,7 +64,9 @@ __all__ = [
 ]
 
 Effect = Literal["read_only", "idempotent", "side_effect"]
+"""A tool's effect class (see the module docs): how the kernel runs its calls."""
 EFFECTS: tuple[Effect, ...] = get_args(Effect)
+"""Every effect class, in order of increasing caution."""
 
 Reconciler = Callable[[dict[str, Any]], Any]
 """``reconcile(intent) -> result | None`` (sync or async): did the effect of ``intent`` happen?

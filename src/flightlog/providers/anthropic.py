@@ -63,6 +63,7 @@ __all__ = [
 ]
 
 PROTOCOL = "anthropic.messages"
+"""``ProviderReplay.protocol`` of this adapter's responses."""
 DEFAULT_CAPABILITIES = Capabilities(
     strict_schema=False,
     parallel_tool_calls=True,

@@ -67,6 +67,7 @@ __all__ = [
 ]
 
 PROTOCOL = "openai.chat"
+"""``ProviderReplay.protocol`` of this adapter's responses."""
 DEFAULT_CAPABILITIES = Capabilities(
     strict_schema=True,
     parallel_tool_calls=True,

@@ -69,6 +69,7 @@ __all__ = [
 ]
 
 PROTOCOL = "openai.responses"
+"""``ProviderReplay.protocol`` of this adapter's responses."""
 DEFAULT_CAPABILITIES = Capabilities(
     strict_schema=True,
     parallel_tool_calls=True,
