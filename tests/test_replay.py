@@ -139,7 +139,7 @@ MINIMAL: dict[str, SessionEvent] = {
     "custom": Custom(custom_kind="x", payload={"a": 1}),
 }
 
-RULE_KINDS = {"run_started", "llm_completed", "tool_completed", "compressed", "page_out", "rollbacked"}
+RULE_KINDS = {"run_started", "llm_completed", "tool_completed", "compressed", "context_renewed", "rollbacked"}
 SILENT_KINDS = sorted(set(MINIMAL) - RULE_KINDS)
 
 
@@ -232,11 +232,11 @@ def test_tool_completed_one_tool_message_per_result() -> None:
     ]
 
 
-# ─── compressed and page_out ──────────────────────────────────────────────────────────────────
+# ─── compressed, page_out, page_in, context_renewed ───────────────────────────────────────────
 
 
-def compressed(turn: int, summary: str | None = "sum") -> Compressed:
-    return Compressed(turn=turn, archived_seq_range=(0, 1), summary=summary)
+def compressed(turn: int, summary: str | None = "sum", seq_range: tuple[int, int] = (0, 1)) -> Compressed:
+    return Compressed(turn=turn, archived_seq_range=seq_range, summary=summary)
 
 
 def test_compressed_alone_is_a_system_summary() -> None:
@@ -249,77 +249,81 @@ def test_compressed_without_summary_gets_a_placeholder() -> None:
     assert message.text_content() == "[compressed turn 2] (no summary recorded)"
 
 
-def test_compressed_keeps_its_place_when_the_turn_moves_on() -> None:
-    events = seqd(llm(1, "a"), compressed(2), llm(2, "b"), MINIMAL["custom"], llm(3, "c"))
-    assert texts(reconstruct(events)) == ["a", "[compressed turn 2] sum", "b", "c"]
-
-
-def test_compressed_suppressed_by_later_same_turn_page_out_with_archive_ref() -> None:
-    archived = [Message.text("user", "old q"), Message.text("assistant", "old a")]
+def test_compressed_replaces_its_archived_range_by_the_summary_in_place() -> None:
     events = seqd(
+        RunStarted(run_id="r", goal="g"),
         llm(1, "a"),
-        compressed(2),
+        ToolCompleted(turn=1, results=[ToolResult(call_id="c1", output="o1")]),
         llm(2, "b"),
-        PageOut(turn=2, summary="paged", archive_ref="arc-1"),
+        ToolCompleted(turn=2, results=[ToolResult(call_id="c2", output="o2")]),
+        compressed(3, seq_range=(1, 2)),
         llm(3, "c"),
     )
-    result = reconstruct(events, archive_loader={"arc-1": archived}.get)
-    assert texts(result) == ["a", "b", "old q", "old a", "c"]
+    assert texts(reconstruct(events)) == ["g", "[compressed turn 3] sum", "b", "o2", "c"]
 
 
-def test_compressed_suppressed_even_when_the_loader_misses() -> None:
-    events = seqd(compressed(2), PageOut(turn=2, summary="paged", archive_ref="arc-1"))
-    assert texts(reconstruct(events)) == ["[paged out turn 2] paged"]
+def test_no_archived_message_appears_beside_its_summary() -> None:
+    events = seqd(llm(1, "a"), llm(2, "b"), compressed(3, seq_range=(0, 1)), llm(3, "c"))
+    assert texts(reconstruct(events)) == ["[compressed turn 3] sum", "c"]
 
 
-def test_compressed_kept_when_same_turn_page_out_has_no_ref() -> None:
-    events = seqd(compressed(2), PageOut(turn=2, summary="paged"))
-    assert texts(reconstruct(events)) == ["[compressed turn 2] sum", "[paged out turn 2] paged"]
-
-
-def test_compressed_kept_when_the_page_out_is_of_another_turn() -> None:
-    events = seqd(compressed(2), PageOut(turn=3, summary="paged", archive_ref="x"))
-    assert texts(reconstruct(events)) == ["[compressed turn 2] sum", "[paged out turn 3] paged"]
-
-
-def test_look_ahead_ends_at_the_first_event_of_another_turn() -> None:
-    events = seqd(compressed(2), llm(3, "c"), PageOut(turn=2, summary="late", archive_ref="x"))
-    assert texts(reconstruct(events)) == ["[compressed turn 2] sum", "c", "[paged out turn 2] late"]
-
-
-def test_every_compressed_of_the_turn_before_the_page_out_is_suppressed() -> None:
+def test_a_later_compression_archives_the_earlier_summary_too() -> None:
     events = seqd(
-        compressed(2, "one"),
-        compressed(2, "two"),
-        PageOut(turn=2, summary="p", archive_ref="x"),
-        compressed(2, "three"),
+        llm(1, "a"),
+        llm(2, "b"),
+        compressed(3, "first", seq_range=(0, 0)),
+        llm(3, "c"),
+        compressed(4, "second", seq_range=(1, 3)),
+        llm(4, "d"),
     )
-    assert texts(reconstruct(events)) == ["[paged out turn 2] p", "[compressed turn 2] three"]
+    assert texts(reconstruct(events)) == ["[compressed turn 4] second", "d"]
 
 
-def test_events_without_a_turn_do_not_end_the_look_ahead() -> None:
-    events = seqd(compressed(2), RunTerminal(reason="x", turns_used=2, total_tokens=1), llm(2, "b"))
-    events.append((3, PageOut(turn=2, archive_ref="x")))
-    assert texts(reconstruct(events)) == ["b", "[paged out turn 2] (no summary recorded)"]
+def test_a_range_with_no_message_left_puts_the_summary_last() -> None:
+    events = seqd(llm(1, "a"), MINIMAL["custom"], compressed(2, seq_range=(1, 1)))
+    assert texts(reconstruct(events)) == ["a", "[compressed turn 2] sum"]
 
 
-def test_rollback_held_behind_a_compressed_applies_in_order() -> None:
-    events = seqd(llm(1, "a"), compressed(2), Rollbacked(turn=2, checkpoint_history_len=1), llm(3, "c"))
-    assert texts(reconstruct(events)) == ["a", "c"]
+def test_rollback_after_a_compression_truncates_the_compacted_history() -> None:
+    events = seqd(llm(1, "a"), llm(2, "b"), compressed(3, seq_range=(0, 0)), llm(3, "c"))
+    events.append((4, Rollbacked(turn=3, checkpoint_history_len=2)))
+    assert texts(reconstruct(events)) == ["[compressed turn 3] sum", "b"]
 
 
-def test_page_out_loader_hit_inserts_the_archived_messages() -> None:
-    archived = [Message.text("user", "q"), Message.text("assistant", "a")]
-    calls: list[str] = []
+def test_replay_at_a_seq_before_the_compression_shows_the_full_history() -> None:
+    events = seqd(llm(1, "a"), llm(2, "b"), compressed(3, seq_range=(0, 0)), llm(3, "c"))
+    assert texts(reconstruct(events, at=1)) == ["a", "b"]
+    assert texts(reconstruct(events, at=2)) == ["[compressed turn 3] sum", "b"]
 
+
+@pytest.mark.parametrize("ref", ["arc-1", None])
+def test_page_out_adds_nothing_and_never_calls_the_loader(ref: str | None) -> None:
     def loader(ref: str) -> list[Message]:
-        calls.append(ref)
-        return archived
+        raise AssertionError("called")
 
-    first = llm(1, "x")
-    events = seqd(first, PageOut(turn=1, summary="s", archive_ref="arc"))
-    assert reconstruct(events, archive_loader=loader) == [first.message, *archived]
-    assert calls == ["arc"]
+    events = seqd(llm(1, "a"), compressed(2, seq_range=(0, 0)), PageOut(turn=2, summary="p", archive_ref=ref))
+    assert texts(reconstruct(events, archive_loader=loader)) == ["[compressed turn 2] sum"]
+
+
+def test_page_in_adds_nothing_its_entries_arrive_as_the_tool_result() -> None:
+    events = seqd(
+        llm(1, "a"),
+        ToolCompleted(turn=1, results=[ToolResult(call_id="p", output="[archive x] q / a")]),
+        PageIn(turn=1, entry_count=2),
+    )
+    assert texts(reconstruct(events)) == ["a", "[archive x] q / a"]
+
+
+def test_context_renewed_restarts_from_the_handoff() -> None:
+    handoff = [Message.text("user", "handoff: goal g, progress p")]
+    events = seqd(
+        RunStarted(run_id="r", goal="g"),
+        llm(1, "a"),
+        ContextRenewed(turn=1, sprint=1, handoff_ref="sha256:h"),
+        llm(2, "b"),
+    )
+    result = reconstruct(events, archive_loader={"sha256:h": handoff}.get)
+    assert texts(result) == ["handoff: goal g, progress p", "b"]
 
 
 def raise_key_error(ref: str) -> list[Message]:
@@ -335,27 +339,19 @@ def raise_lookup_error(ref: str) -> list[Message]:
     [None, lambda ref: None, lambda ref: [], raise_key_error, raise_lookup_error],
     ids=["no-loader", "returns-none", "returns-empty", "key-error", "lookup-error"],
 )
-def test_page_out_loader_miss_falls_back_to_the_summary(loader: object) -> None:
-    events = seqd(PageOut(turn=4, summary="s", archive_ref="arc"))
+def test_context_renewed_without_its_handoff_leaves_a_note(loader: object) -> None:
+    events = seqd(llm(1, "a"), ContextRenewed(turn=4, sprint=2, handoff_ref="sha256:h"))
     assert reconstruct(events, archive_loader=loader) == [  # type: ignore[arg-type]
-        Message.text("system", "[paged out turn 4] s")
+        Message.text("system", "[context renewed turn 4, sprint 2] handoff sha256:h (not loaded)")
     ]
 
 
-def test_page_out_without_ref_does_not_call_the_loader() -> None:
-    def loader(ref: str) -> list[Message]:
-        raise AssertionError("called")
-
-    events = seqd(PageOut(turn=4, message_count=3))
-    assert texts(reconstruct(events, archive_loader=loader)) == ["[paged out turn 4] (no summary recorded)"]
-
-
-def test_page_out_other_loader_errors_propagate() -> None:
+def test_context_renewed_other_loader_errors_propagate() -> None:
     def loader(ref: str) -> list[Message]:
         raise RuntimeError("archive down")
 
     with pytest.raises(RuntimeError, match="archive down"):
-        reconstruct(seqd(PageOut(turn=1, archive_ref="arc")), archive_loader=loader)
+        reconstruct(seqd(ContextRenewed(turn=1, sprint=1, handoff_ref="h")), archive_loader=loader)
 
 
 # ─── rollbacked, ignored kinds ────────────────────────────────────────────────────────────────
@@ -385,7 +381,7 @@ def test_other_kinds_contribute_nothing(kind: str) -> None:
 
 def test_all_kernel_os_kinds_but_the_rule_kinds_are_silent() -> None:
     assert set(SILENT_KINDS) >= KERNEL_OS_KINDS - RULE_KINDS
-    assert {"compressed", "page_out", "rollbacked"} == KERNEL_OS_KINDS & RULE_KINDS
+    assert {"compressed", "context_renewed", "rollbacked"} == KERNEL_OS_KINDS & RULE_KINDS
 
 
 # ─── at= and streaming ────────────────────────────────────────────────────────────────────────
@@ -399,7 +395,7 @@ def session() -> list[tuple[int, SessionEvent]]:
         llm(1, "a"),
         ToolRequested(turn=1, calls=[ToolCall(id="c1", name="t")]),
         ToolCompleted(turn=1, results=[ToolResult(call_id="c1", output="o")]),
-        compressed(2),
+        compressed(2, seq_range=(12, 14)),
         llm(2, "b"),
         PageOut(turn=2, summary="p", archive_ref="arc"),
         compressed(3, "kept"),
@@ -425,9 +421,9 @@ def test_at_equals_the_fold_of_the_prefix(at: int) -> None:
 def test_full_session_reconstruction() -> None:
     assert texts(reconstruct(session(), archive_loader=loader)) == [
         "g\n\nCriteria:\n1. c",
-        "a",
-        "o",
+        "[compressed turn 2] sum",
         "b",
+        "[compressed turn 3] kept",
         "d",
     ]
 
@@ -471,11 +467,14 @@ POOL: list[SessionEvent] = [
     llm(1, "a"),
     llm(2, "b"),
     ToolCompleted(turn=2, results=[ToolResult(call_id="c", output="o")]),
-    compressed(1, "c1"),
-    compressed(2, "c2"),
+    compressed(1, "c1", seq_range=(0, 3)),
+    compressed(2, "c2", seq_range=(2, 9)),
+    compressed(2, "c3", seq_range=(5, 5)),
     PageOut(turn=1, summary="p1", archive_ref="arc"),
-    PageOut(turn=2, summary="p2", archive_ref="missing"),
     PageOut(turn=2, summary="p2-noref"),
+    PageIn(turn=2, entry_count=1),
+    ContextRenewed(turn=2, sprint=1, handoff_ref="arc"),
+    ContextRenewed(turn=2, sprint=2, handoff_ref="missing"),
     Rollbacked(turn=2, checkpoint_history_len=2),
     MINIMAL["custom"],
     MINIMAL["run_terminal"],
@@ -484,32 +483,30 @@ POOL: list[SessionEvent] = [
 
 
 def reference_reconstruct(events: list[tuple[int, SessionEvent]]) -> list[str]:
-    """Non-streaming reference: full look-ahead over the list, same window rule, texts only."""
-    history: list[str] = []
-    for i, (_seq, event) in enumerate(events):
-        if isinstance(event, Compressed) and not suppressed(event.turn, [e for _, e in events[i + 1 :]]):
-            history.append(f"[compressed turn {event.turn}] {event.summary}")
-        elif isinstance(event, PageOut):
-            archived = loader(event.archive_ref) if event.archive_ref else None
-            history += texts(archived) if archived else [f"[paged out turn {event.turn}] {event.summary}"]
+    """Naive reference of the rules: a list of (origin seq, text), texts only."""
+    history: list[tuple[int, str]] = []
+    for seq, event in events:
+        if isinstance(event, Compressed):
+            low, high = event.archived_seq_range
+            hit = [i for i, (origin, _text) in enumerate(history) if low <= origin <= high]
+            kept = [item for item in history if not low <= item[0] <= high]
+            kept.insert(
+                hit[0] if hit else len(kept), (seq, f"[compressed turn {event.turn}] {event.summary}")
+            )
+            history = kept
+        elif isinstance(event, ContextRenewed):
+            handoff = loader(event.handoff_ref)
+            note = f"[context renewed turn {event.turn}, sprint {event.sprint}] handoff {event.handoff_ref} (not loaded)"
+            history = [(seq, text) for text in (texts(handoff) if handoff else [note])]
         elif isinstance(event, Rollbacked):
             del history[event.checkpoint_history_len :]
-        elif not isinstance(event, Compressed):
-            history += texts(reconstruct([(0, event)]))
-    return history
-
-
-def suppressed(turn: int, later: list[SessionEvent]) -> bool:
-    for event in later:
-        if isinstance(event, PageOut) and event.turn == turn and event.archive_ref:
-            return True
-        if getattr(event, "turn", turn) != turn:
-            return False
-    return False
+        else:
+            history += [(seq, text) for text in texts(reconstruct([(0, event)]))]
+    return [text for _origin, text in history]
 
 
 @given(st.lists(st.sampled_from(POOL), max_size=25), st.integers(min_value=0, max_value=25))
-def test_streaming_fold_matches_the_full_look_ahead_reference(events: list[SessionEvent], at: int) -> None:
+def test_streaming_fold_matches_the_reference(events: list[SessionEvent], at: int) -> None:
     numbered = seqd(*events)
     prefix = [(seq, event) for seq, event in numbered if seq <= at]
     result = reconstruct(guarded(numbered, at), at=at, archive_loader=loader)
@@ -560,8 +557,8 @@ def test_max_part_bytes_leaves_short_messages_identical() -> None:
     assert message is event.message
 
 
-def test_max_part_bytes_applies_to_archived_messages() -> None:
-    events = seqd(PageOut(turn=1, archive_ref="x"))
+def test_max_part_bytes_applies_to_handoff_messages() -> None:
+    events = seqd(ContextRenewed(turn=1, sprint=1, handoff_ref="x"))
     (message,) = reconstruct(
         events, archive_loader=lambda ref: [Message.text("user", "x" * 100)], max_part_bytes=30
     )

@@ -4,10 +4,9 @@ Every function takes ``events``: an iterable of ``(seq, event)`` pairs in strict
 (as a store reads them). Each consumes the iterable once, front to back, and stops pulling as soon as
 it has passed ``at`` (the event *at* ``at`` is the last one pulled when present), so a lazy store cursor
 is read only as far as needed. Memory is bounded by the result (the reconstructed messages, the pending
-calls), never by the number of events; the only look-ahead buffer is the one
-:func:`reconstruct` keeps after a ``compressed`` event, and it holds at most the rest of that turn.
+calls), never by the number of events; there is no look-ahead.
 
-No I/O: archived messages come in through a caller-supplied ``archive_loader``.
+No I/O: handoff messages come in through a caller-supplied ``archive_loader``.
 
 Message reconstruction rules (seed 000 event kinds; the rules are flightlog's, see :func:`reconstruct`):
 
@@ -16,12 +15,21 @@ Message reconstruction rules (seed 000 event kinds; the rules are flightlog's, s
                      follow as further parts of the same message
 ``llm_completed``    the assistant ``message`` as recorded
 ``tool_completed``   one ``tool`` message per result, in order
-``compressed``       ``system`` summary, unless a later ``page_out`` of the same turn has an
-                     ``archive_ref`` (that page-out stands for it)
-``page_out``         the archived messages (``archive_loader``), else a ``system`` summary
+``compressed``       every message put there by an event whose seq is in ``archived_seq_range``
+                     (earlier summaries included) is replaced by one ``system`` summary, at the
+                     place of the first of them (at the end when none is left)
+``context_renewed``  the history restarts: the handoff's messages (``archive_loader`` on
+                     ``handoff_ref``), else one ``system`` note naming the handoff
 ``rollbacked``       history truncated to ``checkpoint_history_len`` messages
-anything else        nothing (the other kernel OS kinds, ``custom``, tool requests, permissions...)
+anything else        nothing: ``page_out`` (its stub is already in the history: the summary of the
+                     ``compressed`` it archives, or the stub output a ``tool_completed`` recorded),
+                     ``page_in`` (the restored entries arrive as the ``page_in`` tool's result),
+                     the other kernel OS kinds, ``custom``, tool requests, permissions...
 =================== ============================================================================
+
+So the history at any seq is exactly what the next model request carried: nothing archived stays
+beside its summary and nothing paged out comes back twice (upstream's replay, UPSTREAM.md §10, keeps
+the archived messages and adds the summary).
 """
 
 from __future__ import annotations
@@ -32,8 +40,8 @@ from typing import Any
 
 from .events import (
     Compressed,
+    ContextRenewed,
     LlmCompleted,
-    PageOut,
     ProviderReplay,
     Rollbacked,
     RunStarted,
@@ -47,10 +55,13 @@ from .messages import ContentPart, Message, TextPart, ThinkingPart, ToolCall, To
 __all__ = [
     "TRUNCATION_SUFFIX",
     "ArchiveLoader",
+    "Rebuilder",
     "pending_tool_calls",
     "provider_replay_seed",
     "reconstruct",
+    "renewal_message",
     "replay_is_native",
+    "summary_message",
     "truncate_utf8",
 ]
 
@@ -60,7 +71,8 @@ TRUNCATION_SUFFIX = "… [replay truncated]"
 _SUFFIX_BYTES = len(TRUNCATION_SUFFIX.encode("utf-8"))
 
 ArchiveLoader = Callable[[str], Sequence[Message] | None]
-"""Maps a ``page_out.archive_ref`` to the archived messages; ``None`` or ``LookupError`` when unknown."""
+"""Maps an artifact ref (``context_renewed.handoff_ref``, ``page_out.archive_ref``) to its messages;
+``None`` or ``LookupError`` when unknown."""
 
 Events = Iterable[tuple[int, SessionEvent]]
 _Handler = Callable[[Any, int, Any], None]
@@ -153,9 +165,11 @@ def _clip_message(message: Message, limit: int | None) -> Message:
 
 @dataclass(slots=True)
 class _Entry:
-    """One history message; ``seq``/``replay`` are set for ``llm_completed`` messages only."""
+    """One history message: the seq of the event that put it there (``origin``), and for
+    ``llm_completed`` messages that seq and payload again (``seq``/``replay``)."""
 
     message: Message
+    origin: int
     seq: int | None = None
     replay: ProviderReplay | None = None
 
@@ -173,84 +187,77 @@ def _tool_message(call_id: str, output: str, is_error: bool) -> Message:
     return Message(role="tool", content=[part])
 
 
-def _summary_message(label: str, turn: int, summary: str | None) -> Message:
-    return Message.text("system", f"[{label} turn {turn}] {summary or '(no summary recorded)'}")
+def summary_message(turn: int, summary: str | None) -> Message:
+    """The ``system`` message a ``compressed`` event stands for in the history.
+
+    Returns:
+        ``"[compressed turn <turn>] <summary>"`` (``(no summary recorded)`` without one).
+    """
+    return Message.text("system", f"[compressed turn {turn}] {summary or '(no summary recorded)'}")
 
 
-class _Rebuilder:
-    """Mutable fold state for :func:`reconstruct` and the provider-replay queries."""
+def renewal_message(event: ContextRenewed) -> Message:
+    """The ``system`` message a ``context_renewed`` stands for when its handoff cannot be loaded."""
+    ref = event.handoff_ref or "(none)"
+    return Message.text(
+        "system", f"[context renewed turn {event.turn}, sprint {event.sprint}] handoff {ref} (not loaded)"
+    )
 
-    def __init__(self, loader: ArchiveLoader | None, max_part_bytes: int | None) -> None:
+
+class Rebuilder:
+    """Incremental :func:`reconstruct`: feed events in seq order, read :attr:`entries` at any point.
+
+    The kernel keeps one per running session (the history it sends is this fold, event by event);
+    :func:`reconstruct` and the provider-replay queries run one over a window of stored events.
+    """
+
+    def __init__(self, loader: ArchiveLoader | None = None, max_part_bytes: int | None = None) -> None:
         self.entries: list[_Entry] = []
         self._loader = loader
         self._limit = max_part_bytes
-        self._held: list[tuple[int, SessionEvent]] = []
-        self._held_turn = 0
 
     def feed(self, seq: int, event: SessionEvent) -> None:
-        """Fold one event, holding it back while an earlier ``compressed`` is undecided."""
-        if self._held and not self._decide(event):
-            if event.kind in _REBUILD_HANDLERS:  # the rest contributes nothing: not worth holding
-                self._held.append((seq, event))
-            return
-        if isinstance(event, Compressed):
-            self._held, self._held_turn = [(seq, event)], event.turn
-            return
-        self._apply(seq, event)
-
-    def _decide(self, event: SessionEvent) -> bool:
-        """Settle held events if ``event`` decides them; True when it did (``event`` is not held)."""
-        if isinstance(event, PageOut) and event.turn == self._held_turn and event.archive_ref is not None:
-            self._release(drop_compressed=True)
-            return True
-        turn = _turn_of(event)
-        if turn is not None and turn != self._held_turn:
-            self._release(drop_compressed=False)
-            return True
-        return False
-
-    def _release(self, *, drop_compressed: bool) -> None:
-        held, self._held = self._held, []
-        for seq, event in held:
-            if not (drop_compressed and isinstance(event, Compressed)):
-                self._apply(seq, event)
-
-    def finish(self) -> list[_Entry]:
-        """End of input (or of ``at``): no later page-out can come, so held summaries stand."""
-        self._release(drop_compressed=False)
-        return self.entries
-
-    def _apply(self, seq: int, event: SessionEvent) -> None:
+        """Fold one event (in ascending seq order)."""
         handler = _REBUILD_HANDLERS.get(event.kind)
         if handler is not None:
             handler(self, seq, event)
 
-    def _add(self, message: Message, seq: int | None = None, replay: ProviderReplay | None = None) -> None:
-        self.entries.append(_Entry(_clip_message(message, self._limit), seq, replay))
+    def messages(self) -> list[Message]:
+        """The history as of the last event fed."""
+        return [entry.message for entry in self.entries]
+
+    def _add(self, message: Message, origin: int) -> None:
+        self.entries.append(_Entry(_clip_message(message, self._limit), origin))
 
     def _on_run_started(self, seq: int, event: RunStarted) -> None:
-        self._add(_run_started_message(event))
+        self._add(_run_started_message(event), seq)
 
     def _on_llm_completed(self, seq: int, event: LlmCompleted) -> None:
-        self._add(event.message, seq, event.provider_replay)
+        self.entries.append(
+            _Entry(_clip_message(event.message, self._limit), seq, seq, event.provider_replay)
+        )
 
     def _on_tool_completed(self, seq: int, event: ToolCompleted) -> None:
         for result in event.results:
-            self._add(_tool_message(result.call_id, result.output, result.is_error))
+            self._add(_tool_message(result.call_id, result.output, result.is_error), seq)
 
     def _on_compressed(self, seq: int, event: Compressed) -> None:
-        self._add(_summary_message("compressed", event.turn, event.summary))
+        low, high = event.archived_seq_range
+        kept = [entry for entry in self.entries if not low <= entry.origin <= high]
+        at = next((i for i, entry in enumerate(self.entries) if low <= entry.origin <= high), None)
+        position = len(kept) if at is None else at
+        kept.insert(
+            position, _Entry(_clip_message(summary_message(event.turn, event.summary), self._limit), seq)
+        )
+        self.entries = kept
 
-    def _on_page_out(self, seq: int, event: PageOut) -> None:
-        archived = self._load(event.archive_ref)
-        if archived:
-            for message in archived:
-                self._add(message)
-        else:
-            self._add(_summary_message("paged out", event.turn, event.summary))
+    def _on_context_renewed(self, seq: int, event: ContextRenewed) -> None:
+        handoff = self._load(event.handoff_ref)
+        messages = list(handoff) if handoff else [renewal_message(event)]
+        self.entries = [_Entry(_clip_message(message, self._limit), seq) for message in messages]
 
     def _load(self, ref: str | None) -> Sequence[Message] | None:
-        if ref is None or self._loader is None:
+        if not ref or self._loader is None:
             return None
         try:
             return self._loader(ref)
@@ -262,22 +269,22 @@ class _Rebuilder:
 
 
 _REBUILD_HANDLERS: dict[str, _Handler] = {
-    "run_started": _Rebuilder._on_run_started,
-    "llm_completed": _Rebuilder._on_llm_completed,
-    "tool_completed": _Rebuilder._on_tool_completed,
-    "compressed": _Rebuilder._on_compressed,
-    "page_out": _Rebuilder._on_page_out,
-    "rollbacked": _Rebuilder._on_rollbacked,
+    "run_started": Rebuilder._on_run_started,
+    "llm_completed": Rebuilder._on_llm_completed,
+    "tool_completed": Rebuilder._on_tool_completed,
+    "compressed": Rebuilder._on_compressed,
+    "context_renewed": Rebuilder._on_context_renewed,
+    "rollbacked": Rebuilder._on_rollbacked,
 }
 
 
 def _rebuild(
     events: Events, at: int | None, loader: ArchiveLoader | None, max_part_bytes: int | None
 ) -> list[_Entry]:
-    rebuilder = _Rebuilder(loader, max_part_bytes)
+    rebuilder = Rebuilder(loader, max_part_bytes)
     for seq, event in _window(events, at):
         rebuilder.feed(seq, event)
-    return rebuilder.finish()
+    return rebuilder.entries
 
 
 def reconstruct(
@@ -297,23 +304,24 @@ def reconstruct(
     * ``llm_completed``: its assistant ``message``, as recorded.
     * ``tool_completed``: one ``tool`` message per result, in order, each holding one
       ``ToolResultPart(call_id, output, is_error=True or None)`` (``token_count`` is dropped).
-    * ``compressed``: ``system`` message ``"[compressed turn N] <summary>"`` (``(no summary recorded)``
-      without one), unless a later ``page_out`` of the same turn carries an ``archive_ref``; then it adds
-      nothing. "Later" looks ahead only until the first event of another turn (turns only move forward
-      in a session), or the end of the input or of ``at``: events after the ``compressed`` are held back
-      until then and folded in order, so the summary keeps its place.
-    * ``page_out``: with an ``archive_ref`` the loader resolves to a non-empty sequence, those messages;
-      otherwise (no ref, no loader, ``None``, an empty sequence, or a ``LookupError`` such as ``KeyError``)
-      ``system`` message ``"[paged out turn N] <summary>"``. Other loader errors propagate.
+    * ``compressed``: every history message put there by an event whose seq lies in
+      ``archived_seq_range`` (inclusive; an earlier ``compressed``'s summary included) is removed, and
+      :func:`summary_message` (``"[compressed turn N] <summary>"``, ``(no summary recorded)`` without one)
+      takes the place of the first removed message, or goes last when none was left.
+    * ``context_renewed``: the history restarts from the handoff: the messages ``archive_loader`` returns
+      for ``handoff_ref``; with none (no ref, no loader, ``None``, empty, or a ``LookupError``),
+      :func:`renewal_message`. Other loader errors propagate.
     * ``rollbacked``: the history is truncated to its first ``checkpoint_history_len`` messages (no-op
-      when it is not longer). Messages are not deleted for ``compressed.archived_seq_range``.
+      when it is not longer).
+    * ``page_out`` and ``page_in``: nothing (see the module table: their stubs and restored entries
+      are carried by the events around them, so nothing appears twice).
     * every other kind (the remaining kernel OS kinds, ``tool_requested``, ``permission_*``,
       ``tool_denied``, ``run_terminal``, ``memory_retrieval_result``, ``custom``): nothing.
 
     Args:
         events: ``(seq, event)`` pairs, strictly ascending seq; consumed once and lazily.
         at: Last seq to fold, inclusive; later events are never pulled. None folds everything.
-        archive_loader: Maps an ``archive_ref`` to the archived messages (see ``page_out``).
+        archive_loader: Maps a ``handoff_ref`` to the handoff's messages (see ``context_renewed``).
         max_part_bytes: Cap in UTF-8 bytes for each text part, thinking text and tool result output
             (loaded archive messages included), applied with :func:`truncate_utf8`. None: no cap.
 
@@ -405,7 +413,7 @@ def provider_replay_seed(
 
     Only ``llm_completed`` messages still in the history reconstructed as of ``at`` count (a
     ``rollbacked`` drops those past its checkpoint, exactly as :func:`reconstruct` does; pass the same
-    ``archive_loader`` so page-outs contribute the same number of messages).
+    ``archive_loader`` so renewals contribute the same handoff messages).
 
     Args:
         events: ``(seq, event)`` pairs, strictly ascending seq; consumed once and lazily.

@@ -52,12 +52,16 @@ def test_retryable_errors_back_off_exponentially_honouring_retry_after_capped(st
     assert result.status == "completed" and sleeps.delays == [2.0, 1.0]
     assert kinds(store, sid)[3:] == [
         "checkpoint_taken",
+        "custom:prompt_program_compiled",
+        "custom:prompt_program_invoked",
         "rollbacked",
         "custom:provider_retry",
         "checkpoint_taken",
+        "custom:prompt_program_invoked",
         "rollbacked",
         "custom:provider_retry",
         "checkpoint_taken",
+        "custom:prompt_program_invoked",
         "llm_completed",
         "custom:model_usage",
         "run_terminal",

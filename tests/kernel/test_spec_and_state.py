@@ -6,7 +6,7 @@ from pathlib import Path
 
 import pytest
 
-from flightlog.events import Compressed, LlmCompleted, PageOut, RunStarted, ToolCompleted
+from flightlog.events import Compressed, ContextRenewed, LlmCompleted, PageOut, RunStarted, ToolCompleted
 from flightlog.kernel import Agent, AgentSpecError, Kernel, KernelError
 from flightlog.kernel.scripted import ScriptedProvider, call, calls, reply
 from flightlog.kernel.spec import agent_from_dict, is_logical, load_agent, resolve
@@ -79,17 +79,24 @@ def test_the_folded_history_equals_reconstruct_after_rollbacks_and_resumes(store
     assert state.native_seed("openai.chat") is None
 
 
-def test_the_transcript_refolds_once_look_ahead_kinds_appear() -> None:
+def test_the_transcript_fed_event_by_event_equals_reconstruct() -> None:
     started = RunStarted(run_id="r", goal="g")
     answer = LlmCompleted(turn=1, message=Message.text("assistant", "a"))
     result = ToolCompleted(turn=1, results=[ToolResult(call_id="c", output="o")])
-    for extra in (Compressed(turn=2, archived_seq_range=(0, 2), summary="s"), PageOut(turn=2, summary="p")):
+    handoff = {"sha256:h": [Message.text("user", "handoff")]}
+    for extra in (
+        Compressed(turn=2, archived_seq_range=(1, 2), summary="s"),
+        PageOut(turn=2, summary="p"),
+        ContextRenewed(turn=2, sprint=1, handoff_ref="sha256:h"),
+    ):
         pairs = list(enumerate([started, answer, result, extra, answer]))
-        transcript = Transcript()
+        transcript = Transcript(handoff.get)
+        seen = []
         for seq, event in pairs:
             transcript.feed(seq, event)
-        assert transcript.messages(pairs) == reconstruct(pairs)
-        assert transcript.native_seed(pairs, "scripted") is None  # answer has no provider_replay
+            seen.append(transcript.messages())
+        assert seen == [reconstruct(pairs, at=seq, archive_loader=handoff.get) for seq, _e in pairs]
+        assert transcript.native_seed("scripted") is None  # answer has no provider_replay
 
 
 def test_resume_edge_cases(store: SqliteStore) -> None:

@@ -16,6 +16,7 @@ from flightlog.events import (
     ToolRequested,
 )
 from flightlog.kernel import Agent, Kernel, tool
+from flightlog.kernel.requests import check_requests, program_of
 from flightlog.kernel.scripted import ScriptedProvider, call, calls, reply
 from flightlog.messages import ImagePart, Message, TextPart, ToolCall, ToolResult
 from flightlog.providers.base import Capabilities, ModelResponse, Usage
@@ -23,7 +24,7 @@ from flightlog.recorder import verify_session
 from flightlog.sessions import replay_session
 from flightlog.store import SqliteStore
 
-from .helpers import agent, customs, kernel, kinds, of
+from .helpers import agent, customs, events, kernel, kinds, of
 
 
 def test_a_run_records_each_turn_transaction_in_order(store: SqliteStore) -> None:
@@ -43,6 +44,8 @@ def test_a_run_records_each_turn_transaction_in_order(store: SqliteStore) -> Non
         "custom:provider_capability_evidence",
         "custom:budget_limits",
         "checkpoint_taken",
+        "custom:prompt_program_compiled",
+        "custom:prompt_program_invoked",
         "llm_completed",
         "custom:model_usage",
         "tool_requested",
@@ -51,10 +54,35 @@ def test_a_run_records_each_turn_transaction_in_order(store: SqliteStore) -> Non
         "permission_resolved",
         "tool_completed",
         "checkpoint_taken",
+        "custom:prompt_program_invoked",
         "llm_completed",
         "custom:model_usage",
         "run_terminal",
     ]
+    (compiled,) = customs(store, sid, "prompt_program_compiled")
+    first_call, second_call = customs(store, sid, "prompt_program_invoked")
+    sent = [program_of("scripted", "scripted-model", request) for request in provider.requests]
+    assert [first_call["request_digest"], second_call["request_digest"]] == [p.request_digest for p in sent]
+    assert compiled["digest"] == first_call["platform_digest"] == sent[0].platform_digest
+    assert compiled["route"] == {"adapter": "scripted", "model": "scripted-model", "route_position": 0}
+    assert [t["name"] for t in compiled["tools"]] == ["add", "echo"]
+    assert compiled["tool_spec_hash"] == first_call["tool_spec_hash"] == sent[0].tool_spec_hash
+    assert {key: first_call[key] for key in ("actor", "turn", "invocation_digest", "domain_digest")} == {
+        "actor": "kernel",
+        "turn": 1,
+        "invocation_digest": sent[0].invocation_digest,
+        "domain_digest": sent[0].domain_digest,
+    }
+    assert second_call["sections"] == [
+        {"id": "system_prompt", "origin": "run_started", "messages": 0},
+        {"id": "goal", "origin": "run_started", "seq_range": [0, 0], "messages": 1},
+        {"id": "history", "origin": "llm_completed", "seq_range": [6, 12], "messages": 3},
+    ]
+    assert second_call["context"] == {
+        "fill_tokens": second_call["context"]["fill_tokens"],
+        "basis": "reported+estimate",
+    }
+    assert check_requests(list(enumerate(events(store, sid)))).checked == 2
     (started,) = of(store, sid, RunStarted)
     assert started.goal == "add 1 and 2" and started.criteria == ["exact"]
     assert started.agent_id == "test-agent" and started.system_prompt == "be brief"

@@ -9,6 +9,8 @@ from typing import Any, Literal
 from ..keys import VerifierKey
 from ..providers.base import ModelProvider, ToolSpec
 from .budgets import Budgets
+from .context import ContextPolicy
+from .paging import builtin_tools
 from .policy import Policy
 from .tools import Tool
 
@@ -43,6 +45,10 @@ class Agent:
             :mod:`flightlog.kernel.ceiling`). None: no grant.
         grant_keys: The trusted policy keys ``grant`` must be signed by (default, when None:
             :func:`flightlog.grants.load_policy_keys`, read at run start and resume).
+        context: How the kernel manages the context window (windows, thresholds, paging, renewal,
+            built-in tools; see :mod:`flightlog.kernel.context`). None: the defaults, without the
+            built-in tools (so the tool surface is exactly ``tools``). With a policy whose ``tools`` is
+            true, ``page_in``, ``pin`` and ``renew_context`` are appended to ``tools``.
     """
 
     name: str
@@ -61,10 +67,13 @@ class Agent:
     parallel_read_only: bool = True
     grant: Mapping[str, Any] | str | bytes | None = None
     grant_keys: Sequence[VerifierKey] | None = None
+    context: ContextPolicy | None = None
 
     def __post_init__(self) -> None:
         object.__setattr__(self, "route", tuple(self.route))
         object.__setattr__(self, "tools", tuple(self.tools))
+        if self.context is not None and self.context.tools:
+            object.__setattr__(self, "tools", (*self.tools, *builtin_tools(self.tools)))
         if self.grant_keys is not None:
             object.__setattr__(self, "grant_keys", tuple(self.grant_keys))
         if not self.route:
@@ -84,6 +93,11 @@ class Agent:
             if unpriced:
                 raise ValueError(f"a cost budget needs prices for every route model; missing: {unpriced}")
 
+    @property
+    def context_policy(self) -> ContextPolicy:
+        """:attr:`context`, or the default policy when None."""
+        return self.context if self.context is not None else _DEFAULT_CONTEXT
+
     def tool(self, name: str) -> Tool | None:
         """The tool called ``name``, or None."""
         for item in self.tools:
@@ -94,3 +108,6 @@ class Agent:
     def tool_specs(self) -> list[ToolSpec]:
         """The tools as the model sees them."""
         return [item.spec() for item in self.tools]
+
+
+_DEFAULT_CONTEXT = ContextPolicy(tools=False)

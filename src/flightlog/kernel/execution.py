@@ -9,7 +9,10 @@ Order of work for a turn in phase ``tools``:
 2. Calls run in call order; consecutive ``read_only`` calls run concurrently (``asyncio.gather``) when
    the agent allows it. Denied and invalid calls get error results without running; ``side_effect`` calls
    go through :class:`~flightlog.kernel.effects.Effects` (exactly once).
-3. ``tool_completed(turn, results)``, results in call order.
+3. ``tool_completed(turn, results)``, results in call order (a result too large for the context window is
+   recorded as a stub, its output paged out to an artifact), followed in the same transaction by the
+   context events of the turn: ``page_out`` per paged result, ``page_in``, ``context_pin``,
+   ``context_renewed`` (see :mod:`flightlog.kernel.paging`).
 
 Under a signed grant, right before a call runs, each of its path arguments is resolved on the filesystem
 and checked again (:func:`~flightlog.kernel.confine.runtime_problem`): one that now resolves outside the
@@ -61,6 +64,10 @@ class TurnContext(Protocol):
 
     def deadline_left_s(self) -> float | None:
         """Seconds left of the wall-clock budget, None when unlimited."""
+        ...
+
+    def settle_results(self, results: list[ToolResult]) -> tuple[list[ToolResult], list[Event]]:
+        """The results to record (large ones paged out) and the context events that follow them."""
         ...
 
 
@@ -231,5 +238,6 @@ async def execute_turn(ctx: TurnContext, run_id: str) -> None:
     except _Fatal as fatal:
         _on_fatal(ctx, fatal)
         return
-    ctx.append(ToolCompleted(turn=state.turn, results=results))
+    results, context_events = ctx.settle_results(results)
+    ctx.append(ToolCompleted(turn=state.turn, results=results), *context_events)
     ctx.operation = None

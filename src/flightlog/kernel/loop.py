@@ -60,15 +60,20 @@ from dataclasses import dataclass
 from typing import Any
 
 from ..checkpoints import Notary
+from ..encoding import canonical_json
 from ..errors import StaleWriter
 from ..events import (
     BudgetExceeded,
     CancellationReason,
     CheckpointTaken,
+    Compressed,
+    ContextRenewed,
     Custom,
     Event,
     LlmCompleted,
     OperationCancelled,
+    PageIn,
+    PageOut,
     Resumed,
     Rollbacked,
     RollbackReason,
@@ -80,31 +85,52 @@ from ..events import (
 from ..grants import record_grant
 from ..keys import now_ms
 from ..live import LiveRegistry
-from ..messages import ContentPart
+from ..messages import ContentPart, Message, ToolResult
 from ..providers.base import ModelProvider, ModelRequest, ModelResponse, ProviderError, TokenCallback
 from ..recorder import Recorder, Subscriber
 from ..runs.model import RunState
+from ..sessions import archive_loader
 from ..store.base import Store, StoredEvent
 from .agent import Agent
 from .budgets import Axis, Budgets, Reservation, Spent, admit_turn, reserve
 from .ceiling import Ceiling, resume_ceiling, start_grant
+from .compaction import (
+    COMPACTION_FAILED,
+    COMPACTION_STARTED,
+    Plan,
+    archive_bytes,
+    archived_messages,
+    finished_summary,
+    plan_compaction,
+    rule_summary,
+    summary_request,
+)
+from .context import RENEWAL_THRESHOLD, Calibration, Fill, action_for, estimate_fill, estimate_tokens
 from .effects import Effects
 from .errors import KernelError
 from .execution import execute_turn
 from .operations import DeadlineHit, Operation, deadline
+from .paging import PAGE_IN, Notes, archived_result, current_access, stub_output, tokens_of
 from .planning import calls_in, plan_calls
 from .records import (
     BUDGET_LIMITS,
+    CONTEXT_OVERFLOW,
+    CONTEXT_PIN,
+    PROMPT_PROGRAM_COMPILED,
+    PROMPT_PROGRAM_INVOKED,
     PROVIDER_RETRY,
     GateKind,
     capability_evidence,
     model_usage,
     route_failover,
 )
+from .renewal import handoff_message
+from .requests import Program, digest, program_of, sections_of
 from .result import RunResult, RunStatus
 from .signals import run_blocking
 from .spec import AGENT_SPEC, refuse_unverified
 from .state import KernelState, load_state
+from .transcript import Transcript
 
 __all__ = ["Kernel"]
 
@@ -131,6 +157,7 @@ class _Failure:
     error: str
     retryable: bool
     retry_after_s: float | None = None
+    context_overflow: bool = False
 
 
 def _malformed(response: ModelResponse, provider: ModelProvider) -> str | None:
@@ -164,6 +191,8 @@ class _Activation:
         self._t0 = kernel.clock()
         self._unsubscribe = recorder.subscribe(self._on_event)
         self._fenced: str | None = None
+        self.notes = Notes()
+        self._loader = archive_loader(kernel.store)
 
     # ─── plumbing ─────────────────────────────────────────────────────────────────────────
     def _on_event(self, row: StoredEvent, event: SessionEvent) -> None:
@@ -265,7 +294,14 @@ class _Activation:
         if phase == "final":
             self._complete()
         elif phase == "tools":
-            await execute_turn(self, self.state.run_id)
+            self.notes = Notes()
+            token = current_access().set(self)
+            try:
+                await execute_turn(self, self.state.run_id)
+            finally:
+                current_access().reset(token)
+        elif phase == "compacting":
+            await self._compact()
         else:
             await self._turn()
 
@@ -331,10 +367,18 @@ class _Activation:
         if not isinstance(reservation, Reservation):
             self._exhausted(reservation, turn, operation_id, f"{st.run_id}:turn-{turn}:r{st.attempts}")
             return
+        request = self._request(provider, reservation)
         if st.phase == "ready":
-            self.append(CheckpointTaken(turn=turn, history_len=len(st.history())))
+            program = program_of(provider.protocol, provider.model, request)
+            fill = self._fill(provider, program)
+            if self._manage_context(turn, provider, fill):
+                return  # a compaction or renewal was recorded: the next step continues from it
+            self.append(
+                CheckpointTaken(turn=turn, history_len=len(st.history())),
+                *self._program_records("kernel", turn, provider, program, fill, self._sections()),
+            )
         self.operation = Operation.of(operation_id)
-        outcome = await self._call(provider, self._request(provider, reservation))
+        outcome = await self._call(provider, request)
         self.operation = None
         if isinstance(outcome, _Failure):
             await self._on_failure(turn, provider, outcome)
@@ -367,7 +411,11 @@ class _Activation:
             except ProviderError as exc:
                 error = str(exc)
                 return _Failure(
-                    RollbackReason.ProviderFailure(error=error), error, exc.retryable, exc.retry_after_s
+                    RollbackReason.ProviderFailure(error=error),
+                    error,
+                    exc.retryable,
+                    exc.retry_after_s,
+                    exc.context_overflow,
                 )
             except Exception as exc:  # an adapter bug or an unwrapped SDK error: not retried, fail over
                 error = f"{type(exc).__name__}: {exc}"
@@ -376,6 +424,326 @@ class _Activation:
         if problem is not None:
             return _Failure(RollbackReason.MalformedReplay(reason=problem), problem, True)
         return response
+
+    # ─── context: fill, compaction, renewal, paging, request records ──────────────────────
+    def _fill(self, provider: ModelProvider, program: Program) -> Fill:
+        """The window fill of a request on ``provider`` (see :mod:`flightlog.kernel.context`)."""
+        window = self.agent.context_policy.window(provider.model)
+        return estimate_fill(program.request_chars, self.state.calibration.get(provider.model), window)
+
+    def _summarizer(self) -> ModelProvider:
+        return self.agent.context_policy.summarizer or self.provider()
+
+    def _manage_context(self, turn: int, provider: ModelProvider, fill: Fill) -> bool:
+        """Compact or renew before turn ``turn``'s call when the fill (or a "too long" answer) says so;
+        True when something was recorded (the caller stops: the next step continues from it)."""
+        st, policy = self.state, self.agent.context_policy
+        if policy.renew_after is not None and st.compactions >= policy.renew_after:
+            self._renew(turn, progress=None, open_items=())
+            return True
+        force = st.overflow and st.overflow_compacted != turn
+        ratio = fill.ratio
+        over = ratio is not None and ratio > policy.compact_at and st.compacted_turn != turn
+        if not (force or over):
+            return False
+        plan = self._plan(turn, provider, fill, force)
+        if plan is not None:
+            self.append(Custom(custom_kind=COMPACTION_STARTED, payload=plan.to_wire()))
+            return True
+        if ratio is not None and ratio > RENEWAL_THRESHOLD and st.compactions > 0:
+            self._renew(turn, progress=None, open_items=())
+            return True
+        return False
+
+    def _plan(self, turn: int, provider: ModelProvider, fill: Fill, force: bool) -> Plan | None:
+        st, policy = self.state, self.agent.context_policy
+        entries = st.transcript.rebuilder.entries
+        calibration = st.calibration.get(provider.model)
+        sizes = [
+            estimate_tokens(len(canonical_json(e.message.to_wire()).decode()), calibration) for e in entries
+        ]
+        window = fill.window
+        target = (
+            0 if window is None else max(0, int(window.usable * policy.target) - policy.summary_max_tokens)
+        )
+        return plan_compaction(
+            [e.origin for e in entries],
+            st.kinds,
+            sizes,
+            turn=turn,
+            action=action_for(fill.ratio, overflow=force),
+            trigger="overflow" if force else "threshold",
+            fill_tokens=fill.tokens,
+            target_tokens=target,
+            keep_turns=policy.keep_turns,
+            preserved_refs=self._preserved_refs(),
+            force=force,
+        )
+
+    def _preserved_refs(self) -> list[str]:
+        run = self.state.run
+        refs: list[str] = []
+        if run is not None:
+            refs.append("goal")
+            if run.criteria:
+                refs.append("criteria")
+            refs += [f"attachment:{i}" for i in range(len(run.attachments))]
+        return refs + [f"call:{call_id}" for call_id in self.state.pinned]
+
+    async def _compact(self) -> None:
+        """The summary call of the pending compaction: a turn transaction of its own."""
+        st, policy = self.state, self.agent.context_policy
+        plan_wire = st.compaction
+        assert plan_wire is not None  # phase "compacting" means a plan is pending
+        plan = Plan.from_wire(plan_wire)
+        provider = self._summarizer()
+        reservation_id = f"{st.run_id}:turn-{plan.turn}:compact-{st.compactions}-r{st.compaction_attempts}"
+        reservation = reserve(
+            self.limits,
+            self.spent(),
+            max_tokens=policy.summary_max_tokens,
+            prices=self.limits.price_for(provider.model),
+            reservation_id=reservation_id,
+        )
+        if not isinstance(reservation, Reservation):
+            self._exhausted(reservation, plan.turn, f"{st.run_id}:turn-{plan.turn}:compact", reservation_id)
+            return
+        request = summary_request(st.transcript.rebuilder, plan_wire, reservation.max_tokens)
+        program = program_of(provider.protocol, provider.model, request)
+        if not st.compaction_invoked:
+            sections = [
+                {"id": "compaction_prompt", "origin": "kernel", "messages": 0},
+                {
+                    "id": "archived",
+                    "origin": "history",
+                    "seq_range": list(plan.seq_range),
+                    "messages": plan.message_count,
+                },
+            ]
+            self.append(
+                *self._program_records(
+                    "compactor", plan.turn, provider, program, self._fill(provider, program), sections
+                )
+            )
+        self.operation = Operation.of(f"{st.run_id}:turn-{plan.turn}:compact")
+        outcome = await self._call(provider, request)
+        self.operation = None
+        if isinstance(outcome, _Failure):
+            attempt = st.compaction_attempts + 1
+            retry = outcome.retryable and attempt <= self.agent.max_retries
+            failed = {"turn": plan.turn, "attempt": attempt, "error": outcome.error, "retry": retry}
+            if retry:
+                self.append(Custom(custom_kind=COMPACTION_FAILED, payload=failed))
+                await self.kernel.sleep(self._backoff(attempt, outcome.retry_after_s))
+                return
+            self._finish_compaction(
+                plan,
+                provider,
+                None,
+                reservation.max_tokens,
+                Custom(custom_kind=COMPACTION_FAILED, payload=failed),
+            )
+            return
+        self._finish_compaction(plan, provider, outcome, reservation.max_tokens)
+
+    def _finish_compaction(
+        self,
+        plan: Plan,
+        provider: ModelProvider,
+        response: ModelResponse | None,
+        reserved: int,
+        *before: Event,
+    ) -> None:
+        """Archive the range (artifact + ``page_out``) and record ``compressed``, in one transaction."""
+        st = self.state
+        archived = archived_messages(st.transcript.rebuilder, plan.seq_range)
+        ref = self.kernel.store.put_artifact(archive_bytes(archived), "application/json").handle
+        text = response.message.text_content().strip() if response is not None else ""
+        by = "model" if text else "rule"
+        text = text or rule_summary(archived, plan)
+        summary = finished_summary(text, archived, plan, ref)
+        reported = response.usage.output_tokens if response is not None else 0
+        extra = max(0, len(summary) - len(text))
+        tokens = reported + -(-extra // 4) if reported > 0 else max(1, -(-len(summary) // 4))
+        events: list[Event] = list(before)
+        if response is not None:
+            prices = self.limits.price_for(provider.model)
+            cost = prices.cost(response.usage) if prices is not None else None
+            usage = model_usage(plan.turn, provider, st.route_position, response.usage, cost, reserved)
+            usage.payload["purpose"] = "compaction"
+            events.append(usage)
+        events.append(
+            PageOut(
+                turn=plan.turn,
+                action=plan.action,
+                summary=f"{plan.message_count} messages archived by {plan.action} (summary by {by})",
+                tier_hint="semantic",
+                message_count=plan.message_count,
+                archive_ref=ref,
+            )
+        )
+        events.append(
+            Compressed(
+                turn=plan.turn,
+                archived_seq_range=plan.seq_range,
+                action=plan.action,
+                summary=summary,
+                summary_tokens=tokens,
+                preserved_refs=list(plan.preserved_refs),
+            )
+        )
+        self.append(*events)
+
+    def _renew(self, turn: int, *, progress: str | None, open_items: Sequence[str]) -> None:
+        """Rotate to a new sprint: store the handoff, record ``context_renewed``."""
+        self.append(*self._renewal_events(turn, progress, open_items))
+
+    def _renewal_events(self, turn: int, progress: str | None, open_items: Sequence[str]) -> list[Event]:
+        st = self.state
+        assert st.run is not None
+        summary = (
+            next((e.summary for _s, e in reversed(st.events) if isinstance(e, Compressed)), None)
+            if st.compactions
+            else None
+        )
+        last_text = next(
+            (m.text_content() for m in reversed(st.history()) if m.role == "assistant" and m.text_content()),
+            "",
+        )
+        pinned = [
+            f"[pinned result {part.call_id}]\n{part.output}"
+            for message in st.history()
+            for part in message.content
+            if getattr(part, "call_id", None) in st.pinned and part.type == "tool_result"
+        ]
+        message = handoff_message(
+            st.run,
+            sprint=st.sprint + 1,
+            progress=progress if progress is not None else last_text,
+            open_items=open_items,
+            summary=summary,
+            pinned=pinned,
+        )
+        ref = self.kernel.store.put_artifact(archive_bytes([message]), "application/json").handle
+        return [ContextRenewed(turn=turn, sprint=st.sprint + 1, handoff_ref=ref)]
+
+    def _sections(self) -> list[dict[str, Any]]:
+        st = self.state
+        sections: list[dict[str, Any]] = []
+        if st.run is not None and st.run.system_prompt:
+            sections.append({"id": "system_prompt", "origin": "run_started", "messages": 0})
+        return sections + sections_of(st.transcript.origins(), st.kinds)
+
+    def _program_records(
+        self,
+        actor: str,
+        turn: int,
+        provider: ModelProvider,
+        program: Program,
+        fill: Fill,
+        sections: list[dict[str, Any]],
+    ) -> list[Event]:
+        """``prompt_program_compiled`` (when the platform changed) and ``prompt_program_invoked``."""
+        st = self.state
+        events: list[Event] = []
+        platform_digest = program.platform_digest
+        if st.compiled.get(actor) != platform_digest:
+            platform = program.platform
+            prompt = platform["system_prompt"]
+            compiled = {
+                "actor": actor,
+                "turn": turn,
+                "stage": "compaction" if actor == "compactor" else "turn",
+                "route": {
+                    "adapter": provider.protocol,
+                    "model": provider.model,
+                    "route_position": st.route_position,
+                },
+                "dialect": {"id": provider.protocol, "version": 1},
+                "sections": [
+                    {
+                        "id": "system_prompt",
+                        "version": 1,
+                        "origin": "compactor" if actor == "compactor" else "run_started",
+                        "content_hash": digest(prompt),
+                    },
+                    {"id": "tools", "version": 1, "origin": "agent", "content_hash": program.tool_spec_hash},
+                ],
+                "dropped_sections": [],
+                "tool_spec_hash": program.tool_spec_hash,
+                "digest": platform_digest,
+                "tools": platform["tools"],
+                "stream": platform["stream"],
+            }
+            events.append(Custom(custom_kind=PROMPT_PROGRAM_COMPILED, payload=compiled))
+        invoked = {
+            "actor": actor,
+            "turn": turn,
+            "model": provider.model,
+            "platform_digest": platform_digest,
+            "domain_digest": program.domain_digest,
+            "invocation_digest": program.invocation_digest,
+            "tool_spec_hash": program.tool_spec_hash,
+            "request_digest": program.request_digest,
+            "request_chars": program.request_chars,
+            "max_tokens": program.max_tokens,
+            "sections": sections,
+            "dropped_sections": st.dropped.wire() if actor == "kernel" else [],
+            "context": fill.to_wire(),
+        }
+        events.append(Custom(custom_kind=PROMPT_PROGRAM_INVOKED, payload=invoked))
+        return events
+
+    # ─── what the built-in tools and tool execution need ──────────────────────────────────
+    def load_archive(self, ref: str) -> list[Message] | None:
+        """The messages of an archive artifact (``sha256:<hex>``), None when unknown."""
+        return self._loader(ref)
+
+    def settle_results(self, results: list[ToolResult]) -> tuple[list[ToolResult], list[Event]]:
+        """Page out large results and record what the built-in tools did (events after
+        ``tool_completed``, in its transaction; see :mod:`flightlog.kernel.paging`)."""
+        st = self.state
+        turn = st.turn
+        names = {plan.call_id: plan.tool for plan in st.plans}
+        provider = self.provider()
+        policy = self.agent.context_policy
+        limit = policy.page_limit(policy.window(provider.model))
+        ratio = (st.calibration.get(provider.model) or Calibration()).tokens_per_char
+        settled: list[ToolResult] = []
+        events: list[Event] = []
+        for result in results:
+            tool_name = names.get(result.call_id, "")
+            tokens = tokens_of(result.output, ratio)
+            if limit is None or tool_name == PAGE_IN or tokens <= limit:
+                settled.append(result)
+                continue
+            ref = self.kernel.store.put_artifact(
+                archive_bytes([archived_result(result)]), "application/json"
+            ).handle
+            stub = stub_output(result, tool_name, tokens, ref, limit)
+            settled.append(result.model_copy(update={"output": stub}))
+            events.append(
+                PageOut(
+                    turn=turn,
+                    action="micro_compact",
+                    summary=stub.splitlines()[0],
+                    tier_hint="durable",
+                    message_count=1,
+                    archive_ref=ref,
+                )
+            )
+        notes = self.notes
+        if notes.page_ins:
+            events.append(PageIn(turn=turn, entry_count=sum(notes.page_ins.values())))
+        if notes.pins:
+            events.append(
+                Custom(custom_kind=CONTEXT_PIN, payload={"turn": turn, "call_ids": list(notes.pins)})
+            )
+        self.notes = Notes()
+        if notes.renew is not None:
+            progress = str(notes.renew.get("progress", ""))
+            events += self._renewal_events(turn, progress, list(notes.renew.get("open_items", [])))
+        return settled, events
 
     def _backoff(self, attempt: int, retry_after_s: float | None) -> float:
         computed: float = self.agent.backoff_base_s * 2.0 ** max(0, attempt - 1)
@@ -386,6 +754,15 @@ class _Activation:
         st = self.state
         position, attempt = st.route_position, st.attempts + 1
         rollback = Rollbacked(turn=turn, checkpoint_history_len=st.checkpoint_len, reason=failure.reason)
+        if failure.context_overflow and not st.overflow and st.overflow_compacted != turn:
+            overflow = {
+                "turn": turn,
+                "model": provider.model,
+                "route_position": position,
+                "error": failure.error,
+            }
+            self.append(rollback, Custom(custom_kind=CONTEXT_OVERFLOW, payload=overflow))
+            return
         if failure.retryable and attempt <= self.agent.max_retries:
             delay = self._backoff(attempt, failure.retry_after_s)
             retry: dict[str, Any] = {
@@ -629,7 +1006,8 @@ class Kernel:
                 notary=self.notary,
             )
             ceiling = None if grant is None else Ceiling(grant.policy, grant.digest)
-            activation = _Activation(self, recorder, KernelState(recorder.session_id), ceiling)
+            state = KernelState(recorder.session_id, transcript=Transcript(archive_loader(self.store)))
+            activation = _Activation(self, recorder, state, ceiling)
             activation.append(started, *evidence, limits, *named)
             if grant is not None:
                 record_grant(recorder, grant.envelope, [grant.key], at_ms=at_ms)

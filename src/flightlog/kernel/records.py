@@ -24,6 +24,16 @@ transaction as the seed events they complete:
 ``route_failover``                         ``{from_model, to_model, cause, from_position, to_position}``
                                            (seed 003 ``RouteFailover`` plus positions)
 ``effect_reconciled``                      ``{turn, call_id, key, outcome: "completed" | "not_done"}``
+``prompt_program_compiled`` / ``_invoked`` seed 003 records of each model request (see
+                                           :mod:`flightlog.kernel.requests`)
+``compaction_started``                     ``{turn, action, trigger, archived_seq_range, message_count,
+                                           archived_tokens, fill_tokens, preserved_refs}`` before a summary
+                                           call (:mod:`flightlog.kernel.compaction`)
+``compaction_failed``                      ``{turn, attempt, error, retry}``: a summary call failed
+``context_overflow``                       ``{turn, model, route_position, error}``: the provider said the
+                                           request does not fit; the turn is compacted and retried once
+``context_pin``                            ``{turn, call_ids}``: tool results the agent pinned (built-in
+                                           ``pin`` tool); they survive compaction verbatim
 ``external_effect_intent`` / ``_completed`` written by :meth:`flightlog.recorder.Recorder.record_intent`
                                            and ``complete_effect``
 ========================================= ================================================================
@@ -41,9 +51,15 @@ __all__ = [
     "APPROVAL_DECISION",
     "BUDGET_LIMITS",
     "CAPABILITY_EVIDENCE",
+    "COMPACTION_FAILED",
+    "COMPACTION_STARTED",
+    "CONTEXT_OVERFLOW",
+    "CONTEXT_PIN",
     "EFFECT_RECONCILED",
     "GRANT_POLICY",
     "MODEL_USAGE",
+    "PROMPT_PROGRAM_COMPILED",
+    "PROMPT_PROGRAM_INVOKED",
     "PROVIDER_RETRY",
     "ROUTE_FAILOVER",
     "TOOL_DECISIONS",
@@ -56,6 +72,12 @@ __all__ = [
 ]
 
 CAPABILITY_EVIDENCE = "provider_capability_evidence"
+PROMPT_PROGRAM_COMPILED = "prompt_program_compiled"
+PROMPT_PROGRAM_INVOKED = "prompt_program_invoked"
+CONTEXT_OVERFLOW = "context_overflow"
+COMPACTION_STARTED = "compaction_started"
+COMPACTION_FAILED = "compaction_failed"
+CONTEXT_PIN = "context_pin"
 BUDGET_LIMITS = "budget_limits"
 MODEL_USAGE = "model_usage"
 TOOL_DECISIONS = "tool_decisions"

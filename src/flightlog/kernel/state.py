@@ -8,6 +8,7 @@ events (:func:`load_state`). The ``phase`` says what the next step is:
 ``ready``      start a turn: the next one after ``run_started``/``tool_completed``, the same one
                again after a ``rollbacked``
 ``calling``    a ``checkpoint_taken`` without outcome: (re)issue the model call of ``turn``
+``compacting`` a ``compaction_started`` without its ``compressed``: (re)issue the summary call
 ``final``      the model answered without tool calls: close the run (``run_terminal``)
 ``tools``      calls planned (``tool_decisions``) or released (``resumed``): execute them
 ``suspended``  waiting for human decisions on ``gates``
@@ -24,6 +25,8 @@ from typing import Any, Literal
 
 from ..events import (
     CheckpointTaken,
+    Compressed,
+    ContextRenewed,
     Custom,
     LlmCompleted,
     OperationCancelled,
@@ -39,25 +42,33 @@ from ..events import (
     ToolRequested,
 )
 from ..messages import Message, ToolCallPart
-from ..sessions import iter_events
+from ..replay import ArchiveLoader
+from ..sessions import archive_loader, iter_events
 from ..store.base import Store
 from .budgets import Budgets
+from .compaction import COMPACTION_FAILED, COMPACTION_STARTED
+from .context import Calibration
 from .records import (
     APPROVAL_DECISION,
     BUDGET_LIMITS,
+    CONTEXT_OVERFLOW,
+    CONTEXT_PIN,
     GRANT_POLICY,
     MODEL_USAGE,
+    PROMPT_PROGRAM_COMPILED,
+    PROMPT_PROGRAM_INVOKED,
     ROUTE_FAILOVER,
     TOOL_DECISIONS,
     CallPlan,
     GateKind,
     Verdict,
 )
+from .requests import Dropped
 from .transcript import Transcript
 
 __all__ = ["Gate", "KernelState", "Phase", "WallClock", "has_tool_calls", "load_state"]
 
-Phase = Literal["new", "ready", "calling", "final", "tools", "suspended", "terminal"]
+Phase = Literal["new", "ready", "calling", "compacting", "final", "tools", "suspended", "terminal"]
 
 
 def has_tool_calls(message: Message) -> bool:
@@ -145,6 +156,20 @@ class KernelState:
     wall: WallClock = field(default_factory=WallClock)
     events: list[tuple[int, SessionEvent]] = field(default_factory=list)
     transcript: Transcript = field(default_factory=Transcript)
+    kinds: list[str] = field(default_factory=list)
+    calibration: dict[str, Calibration] = field(default_factory=dict)
+    compiled: dict[str, str] = field(default_factory=dict)
+    compaction: dict[str, Any] | None = None
+    compaction_attempts: int = 0
+    compaction_invoked: bool = False
+    compacted_turn: int | None = None
+    dropped: Dropped = field(default_factory=Dropped)
+    compactions: int = 0
+    sprint: int = 0
+    overflow: bool = False
+    overflow_compacted: int | None = None
+    pinned: list[str] = field(default_factory=list)
+    _request_chars: dict[str, int] = field(default_factory=dict)
     _raw_arguments: dict[str, str] = field(default_factory=dict)
     _released: set[str] = field(default_factory=set)
 
@@ -152,7 +177,11 @@ class KernelState:
     def apply(self, seq: int, recorded_at_ms: int, event: SessionEvent) -> None:
         """Fold one durable event (in seq order)."""
         self.events.append((seq, event))
+        while len(self.kinds) < seq:
+            self.kinds.append("unknown")
+        self.kinds.append(event.kind)
         self.transcript.feed(seq, event)
+        self.dropped.feed(seq, event)
         handler = _HANDLERS.get(event.kind)
         if handler is not None:
             handler(self, recorded_at_ms, event)
@@ -226,12 +255,50 @@ class KernelState:
     def _on_run_terminal(self, at_ms: int, event: RunTerminal) -> None:
         self.phase, self.terminal = "terminal", event
 
+    def _on_compressed(self, at_ms: int, event: Compressed) -> None:
+        if self.compaction is not None and self.compaction.get("trigger") == "overflow":
+            self.overflow, self.overflow_compacted = False, event.turn
+        self.compaction, self.compaction_attempts, self.compaction_invoked = None, 0, False
+        self.compactions += 1
+        self.compacted_turn = event.turn
+        if self.phase == "compacting":
+            self.phase = "ready"
+
+    def _on_context_renewed(self, at_ms: int, event: ContextRenewed) -> None:
+        self.sprint, self.compactions = event.sprint, 0
+
+    def _on_compaction_started(self, payload: dict[str, Any]) -> None:
+        self.compaction, self.compaction_attempts, self.phase = payload, 0, "compacting"
+        self.compaction_invoked = False
+
+    def _on_compaction_failed(self, payload: dict[str, Any]) -> None:
+        self.compaction_attempts += 1
+        self.compaction_invoked = False
+
+    def _on_context_overflow(self, payload: dict[str, Any]) -> None:
+        self.overflow = True
+
+    def _on_context_pin(self, payload: dict[str, Any]) -> None:
+        self.pinned.extend(str(c) for c in payload.get("call_ids", []) if str(c) not in self.pinned)
+
+    def _on_prompt_program_invoked(self, payload: dict[str, Any]) -> None:
+        model = str(payload.get("model", ""))
+        self._request_chars[model] = int(payload.get("request_chars", 0))
+        if payload.get("actor") == "compactor" and self.compaction is not None:
+            self.compaction_invoked = True
+
+    def _on_prompt_program_compiled(self, payload: dict[str, Any]) -> None:
+        self.compiled[str(payload.get("actor", "kernel"))] = str(payload.get("digest", ""))
+
     def _on_budget_limits(self, payload: dict[str, Any]) -> None:
         self.limits = Budgets.from_wire(payload)
 
     def _on_model_usage(self, payload: dict[str, Any]) -> None:
         self.tokens_used += int(payload.get("total_tokens", 0))
         self.cost_used += float(payload.get("cost", 0.0))
+        model = str(payload.get("model", ""))
+        chars = self._request_chars.pop(model, 0)
+        self.calibration.setdefault(model, Calibration()).add(int(payload.get("input_tokens", 0)), chars)
 
     def _on_tool_decisions(self, payload: dict[str, Any]) -> None:
         self.plans = [CallPlan.from_wire(item) for item in payload.get("calls", [])]
@@ -259,12 +326,12 @@ class KernelState:
     def history(self) -> list[Message]:
         """The transcript as of now: :func:`flightlog.replay.reconstruct` of the folded events (kept
         incrementally, see :mod:`flightlog.kernel.transcript`)."""
-        return self.transcript.messages(self.events)
+        return self.transcript.messages()
 
     def native_seed(self, protocol: str) -> list[ProviderReplay] | None:
         """Recorded payloads of ``protocol`` when every surviving ``llm_completed`` has one, else None
         (:func:`flightlog.replay.replay_is_native` / :func:`~flightlog.replay.provider_replay_seed`)."""
-        return self.transcript.native_seed(self.events, protocol)
+        return self.transcript.native_seed(protocol)
 
     def verdict(self, gate: GateKind, call_id: str) -> Verdict | None:
         """The human decision on ``call_id`` for a gate of kind ``gate`` in this turn, if any."""
@@ -296,6 +363,8 @@ _HANDLERS: dict[str, _Handler] = {
     "rollbacked": KernelState._on_rollbacked,
     "operation_cancelled": KernelState._on_operation_cancelled,
     "run_terminal": KernelState._on_run_terminal,
+    "compressed": KernelState._on_compressed,
+    "context_renewed": KernelState._on_context_renewed,
 }
 _CUSTOM_HANDLERS: dict[str, Callable[[KernelState, dict[str, Any]], None]] = {
     BUDGET_LIMITS: KernelState._on_budget_limits,
@@ -304,12 +373,21 @@ _CUSTOM_HANDLERS: dict[str, Callable[[KernelState, dict[str, Any]], None]] = {
     APPROVAL_DECISION: KernelState._on_approval_decision,
     ROUTE_FAILOVER: KernelState._on_route_failover,
     GRANT_POLICY: KernelState._on_grant_policy,
+    COMPACTION_STARTED: KernelState._on_compaction_started,
+    COMPACTION_FAILED: KernelState._on_compaction_failed,
+    CONTEXT_OVERFLOW: KernelState._on_context_overflow,
+    CONTEXT_PIN: KernelState._on_context_pin,
+    PROMPT_PROGRAM_INVOKED: KernelState._on_prompt_program_invoked,
+    PROMPT_PROGRAM_COMPILED: KernelState._on_prompt_program_compiled,
 }
 
 
-def fold(session_id: str, rows: Iterable[tuple[int, int, SessionEvent]]) -> KernelState:
-    """Fold ``(seq, recorded_at_ms, event)`` triples into a fresh :class:`KernelState`."""
-    state = KernelState(session_id)
+def fold(
+    session_id: str, rows: Iterable[tuple[int, int, SessionEvent]], *, loader: ArchiveLoader | None = None
+) -> KernelState:
+    """Fold ``(seq, recorded_at_ms, event)`` triples into a fresh :class:`KernelState` (``loader``
+    resolves handoff refs, see :class:`~flightlog.kernel.transcript.Transcript`)."""
+    state = KernelState(session_id, transcript=Transcript(loader))
     for seq, at_ms, event in rows:
         state.apply(seq, at_ms, event)
     return state
@@ -324,5 +402,7 @@ def load_state(store: Store, session_id: str) -> KernelState:
     """
     store.get_session(session_id)
     return fold(
-        session_id, ((row.seq, row.recorded_at_ms, event) for row, event in iter_events(store, session_id))
+        session_id,
+        ((row.seq, row.recorded_at_ms, event) for row, event in iter_events(store, session_id)),
+        loader=archive_loader(store),
     )

@@ -1,74 +1,58 @@
 """The history a model call sees, kept current event by event instead of refolded each turn.
 
-:func:`flightlog.replay.reconstruct` is the rule book; this class applies it incrementally. Three kinds
-contribute messages that depend on the event alone (``run_started``, ``llm_completed``,
-``tool_completed``): their messages are ``reconstruct([(seq, event)])``, appended. ``rollbacked``
-truncates to ``checkpoint_history_len``, exactly as ``reconstruct`` does. Every other kind the kernel writes
-contributes nothing. ``compressed`` and ``page_out`` need look-ahead (and an archive loader): after the first
-one the transcript stops being incremental and each query refolds the whole session with ``reconstruct``,
-``replay_is_native`` and ``provider_replay_seed`` (the kernel itself never writes them).
+:func:`flightlog.replay.reconstruct` is the rule book; this class feeds the same
+:class:`~flightlog.replay.Rebuilder` one event at a time, so a live run, a resumed one and ``flightlog
+replay --at`` see exactly the same messages: ``compressed`` replaces its archived range by the summary,
+``context_renewed`` restarts from the handoff (loaded from the store's artifacts), ``rollbacked``
+truncates, ``page_out``/``page_in`` add nothing.
 
-Cost: O(1) amortised per event instead of O(events) per model call.
+Cost: O(1) amortised per event for appends; a ``compressed`` or ``context_renewed`` costs O(history).
 """
 
 from __future__ import annotations
 
-from collections.abc import Sequence
 from dataclasses import dataclass, field
 
-from ..events import LlmCompleted, ProviderReplay, Rollbacked, SessionEvent
+from ..events import ProviderReplay, SessionEvent
 from ..messages import Message
-from ..replay import provider_replay_seed, reconstruct, replay_is_native
+from ..replay import ArchiveLoader, Rebuilder
 
 __all__ = ["Transcript"]
-
-_LOCAL = frozenset({"run_started", "llm_completed", "tool_completed"})
-_LOOKAHEAD = frozenset({"compressed", "page_out"})
-
-Events = Sequence[tuple[int, SessionEvent]]
-
-
-@dataclass(slots=True)
-class _Entry:
-    message: Message
-    from_llm: bool
-    replay: ProviderReplay | None
 
 
 @dataclass
 class Transcript:
-    """Incremental ``reconstruct`` (see the module docs)."""
+    """Incremental ``reconstruct`` (see the module docs).
 
-    _entries: list[_Entry] = field(default_factory=list)
-    _incremental: bool = True
+    Args:
+        loader: Resolves ``context_renewed.handoff_ref`` to the handoff messages (the store's artifacts).
+    """
+
+    loader: ArchiveLoader | None = None
+    _rebuilder: Rebuilder | None = field(default=None, repr=False)
+
+    @property
+    def rebuilder(self) -> Rebuilder:
+        """The underlying fold (created on first use, with :attr:`loader`)."""
+        if self._rebuilder is None:
+            self._rebuilder = Rebuilder(self.loader)
+        return self._rebuilder
 
     def feed(self, seq: int, event: SessionEvent) -> None:
         """Fold one event (in seq order)."""
-        if not self._incremental:
-            return
-        if event.kind in _LOCAL:
-            from_llm = isinstance(event, LlmCompleted)
-            replay = event.provider_replay if isinstance(event, LlmCompleted) else None
-            for message in reconstruct([(seq, event)]):
-                self._entries.append(_Entry(message, from_llm, replay))
-        elif isinstance(event, Rollbacked):
-            del self._entries[event.checkpoint_history_len :]
-        elif event.kind in _LOOKAHEAD:
-            self._incremental, self._entries = False, []
+        self.rebuilder.feed(seq, event)
 
-    def messages(self, events: Events) -> list[Message]:
-        """The transcript (``events`` is the whole session, used when not incremental)."""
-        if not self._incremental:
-            return reconstruct(events)
-        return [entry.message for entry in self._entries]
+    def messages(self) -> list[Message]:
+        """The transcript as of the last event fed."""
+        return self.rebuilder.messages()
 
-    def native_seed(self, events: Events, protocol: str) -> list[ProviderReplay] | None:
+    def origins(self) -> list[int]:
+        """For each message, the seq of the event that put it in the history."""
+        return [entry.origin for entry in self.rebuilder.entries]
+
+    def native_seed(self, protocol: str) -> list[ProviderReplay] | None:
         """The surviving ``llm_completed`` payloads when all are of ``protocol``, else None."""
-        if not self._incremental:
-            if not replay_is_native(events, protocol):
-                return None
-            return [replay for _seq, replay in provider_replay_seed(events, protocol)]
-        replays = [entry.replay for entry in self._entries if entry.from_llm]
+        replays = [entry.replay for entry in self.rebuilder.entries if entry.seq is not None]
         if any(replay is None or replay.protocol != protocol for replay in replays):
             return None
         return [replay for replay in replays if replay is not None]

@@ -26,6 +26,7 @@ __all__ = [
     "align_seed",
     "arguments_object",
     "call_sdk_method",
+    "context_overflow",
     "import_sdk",
     "merge_options",
     "neutral_calls",
@@ -147,11 +148,13 @@ def provider_error(exc: BaseException, sdk: ModuleType, where: str) -> ProviderE
     if isinstance(exc, sdk.APIStatusError):
         status = int(exc.status_code)
         headers = _headers(getattr(exc, "response", None))
+        overflow = context_overflow(status, getattr(exc, "body", None))
         return ProviderError(
             f"{where}: HTTP {status}: {exc}",
-            retryable=_retryable(status, headers),
+            retryable=_retryable(status, headers) and not overflow,
             retry_after_s=retry_after_seconds(headers),
             status=status,
+            context_overflow=overflow,
         )
     if isinstance(exc, sdk.APITimeoutError):
         return ProviderError(f"{where}: request timed out", retryable=True)
@@ -163,6 +166,44 @@ def provider_error(exc: BaseException, sdk: ModuleType, where: str) -> ProviderE
     if isinstance(exc, TypeError) and _NO_CREDENTIALS in str(exc):
         return ProviderError(f"{where}: no API key: {exc}", retryable=False)
     return None
+
+
+_OVERFLOW_CODES = frozenset({"context_length_exceeded"})
+_OVERFLOW_TEXT = ("prompt is too long", "exceeds the context window", "maximum context length")
+
+
+def context_overflow(status: int, body: Any) -> bool:
+    """Whether an error response says the request does not fit the model's context window.
+
+    Shapes (as the APIs send them; the SDKs keep the decoded JSON as ``exc.body``):
+
+    * Anthropic Messages: HTTP 400 ``{"type": "error", "error": {"type": "invalid_request_error",
+      "message": "prompt is too long: 208310 tokens > 200000 maximum"}}``; HTTP 413
+      ``request_too_large`` (the body exceeds the byte limit).
+    * OpenAI Chat Completions and Responses: HTTP 400 with ``code: "context_length_exceeded"`` (the
+      openai SDK hands over the inner ``error`` object; the raw body nests it under ``"error"``), message
+      "This model's maximum context length is ..." or "Your input exceeds the context window of this
+      model...".
+
+    Args:
+        status: HTTP status.
+        body: The decoded error body (any JSON value; None when absent).
+
+    Returns:
+        True only for those shapes; any other 400 (a malformed request) is not an overflow.
+    """
+    error = body.get("error", body) if isinstance(body, dict) else None
+    if not isinstance(error, dict):
+        return False
+    kind = str(error.get("type") or "")
+    if status == 413 and kind == "request_too_large":
+        return True
+    if status != 400:
+        return False
+    if str(error.get("code") or "") in _OVERFLOW_CODES:
+        return True
+    message = str(error.get("message") or "").lower()
+    return kind == "invalid_request_error" and any(text in message for text in _OVERFLOW_TEXT)
 
 
 def _headers(response: Any) -> dict[str, str]:

@@ -116,15 +116,25 @@ class ProviderError(Exception):
         retryable: True for transient failures (429, 5xx, timeouts, connection errors).
         retry_after_s: The provider's retry hint in seconds, when it sent one.
         status: HTTP status, when there was one.
+        context_overflow: True when the provider refused the request for not fitting the model's
+            context window ("prompt is too long", ``context_length_exceeded``): the kernel compacts the
+            history and retries once instead of failing the run.
     """
 
     def __init__(
-        self, message: str, *, retryable: bool, retry_after_s: float | None = None, status: int | None = None
+        self,
+        message: str,
+        *,
+        retryable: bool,
+        retry_after_s: float | None = None,
+        status: int | None = None,
+        context_overflow: bool = False,
     ) -> None:
         super().__init__(message)
         self.retryable = retryable
         self.retry_after_s = retry_after_s
         self.status = status
+        self.context_overflow = context_overflow
 
 
 TokenCallback = Callable[[str], None]

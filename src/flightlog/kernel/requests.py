@@ -1,0 +1,336 @@
+"""Provable model requests: what each model call carried, recorded so the ledger can rebuild it.
+
+Seed 003 (perspt recorder) ledgers a compiled prompt program (``prompt_program_compiled``) when it
+changes and one ``prompt_program_invoked`` per model call. flightlog keeps those names and fields and
+makes the digests RFC 8785 digests of the request the kernel handed its provider:
+
+* **platform** = ``{protocol, model, system_prompt, tools, stream}`` (route, prompt, tool surface);
+* **domain** = ``{messages, native_seed}`` (the history and the native payloads seeded back);
+* **request body** = platform + domain + ``max_tokens``: exactly the fields of the
+  :class:`~flightlog.providers.base.ModelRequest` the provider received, messages and payloads in their
+  wire form.
+
+``digest(x) = sha256(RFC 8785 bytes of x)`` as lowercase hex. ``platform_digest``, ``domain_digest``,
+``invocation_digest = digest({"platform": platform_digest, "domain": domain_digest})`` (the seed's
+"invocation = H(platform, domain)"), ``tool_spec_hash = digest(tools)``, ``request_digest =
+digest(request body)``. An SDK adapter renders the body it sends over HTTP from that request with pure
+code (``request_body``), so the same request always gives the same HTTP body.
+
+``prompt_program_compiled`` ``{actor, turn, stage, route: {adapter, model, route_position}, dialect:
+{id, version}, sections, dropped_sections, tool_spec_hash, digest, tools, stream}``: recorded before the
+first call of an actor and again whenever its platform digest changes (failover, a new tool surface);
+``tools`` holds the full specs so the ledger alone rebuilds requests.
+
+``prompt_program_invoked`` ``{actor, turn, platform_digest, domain_digest, invocation_digest,
+tool_spec_hash, request_digest, request_chars, max_tokens, sections, dropped_sections, context}``: one per
+model call, appended before the call (write-ahead). ``sections`` says where each part of the request came
+from, ``dropped_sections`` what earlier history the request no longer carries, ``context`` the window
+fill (:class:`~flightlog.kernel.context.Fill`).
+
+:func:`check_requests` rebuilds every recorded request from the ledger (the same fold the kernel used)
+and compares digests: ``flightlog replay SESSION --check``.
+"""
+
+from __future__ import annotations
+
+import hashlib
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+from ..encoding import canonical_json
+from ..events import Compressed, ContextRenewed, Custom, PageOut, ProviderReplay, RunStarted, SessionEvent
+from ..providers.base import ModelRequest, ToolSpec
+from ..replay import ArchiveLoader, Rebuilder
+from .compaction import COMPACTION_STARTED, summary_request
+from .records import PROMPT_PROGRAM_COMPILED, PROMPT_PROGRAM_INVOKED
+
+__all__ = [
+    "PROMPT_PROGRAM_COMPILED",
+    "PROMPT_PROGRAM_INVOKED",
+    "Mismatch",
+    "Program",
+    "RequestCheck",
+    "check_requests",
+    "digest",
+    "native_seed_of",
+    "program_of",
+    "sections_of",
+    "tool_wire",
+]
+
+DIALECT_VERSION = 1
+
+
+def digest(value: Any) -> str:
+    """sha256 of the RFC 8785 bytes of a JSON-ready value, lowercase hex (64 chars)."""
+    return hashlib.sha256(canonical_json(value)).hexdigest()
+
+
+def tool_wire(spec: ToolSpec) -> dict[str, Any]:
+    """A tool spec as JSON: ``{name, description, parameters}``."""
+    return {"name": spec.name, "description": spec.description, "parameters": spec.parameters}
+
+
+@dataclass(frozen=True)
+class Program:
+    """The digests and sizes of one request (see the module docs for each rule)."""
+
+    platform: dict[str, Any]
+    domain: dict[str, Any]
+    max_tokens: int
+
+    @property
+    def platform_digest(self) -> str:
+        return digest(self.platform)
+
+    @property
+    def domain_digest(self) -> str:
+        return digest(self.domain)
+
+    @property
+    def invocation_digest(self) -> str:
+        return digest({"platform": self.platform_digest, "domain": self.domain_digest})
+
+    @property
+    def tool_spec_hash(self) -> str:
+        return digest(self.platform["tools"])
+
+    @property
+    def body(self) -> dict[str, Any]:
+        """The request body: platform + domain + ``max_tokens``."""
+        return {**self.platform, **self.domain, "max_tokens": self.max_tokens}
+
+    @property
+    def body_bytes(self) -> bytes:
+        """RFC 8785 bytes of :attr:`body`."""
+        return canonical_json(self.body)
+
+    @property
+    def request_digest(self) -> str:
+        return hashlib.sha256(self.body_bytes).hexdigest()
+
+    @property
+    def request_chars(self) -> int:
+        """Size of the canonical body in characters (what the fill estimate scales)."""
+        return len(self.body_bytes.decode("utf-8"))
+
+
+def program_of(protocol: str, model: str, request: ModelRequest) -> Program:
+    """The :class:`Program` of a request sent to ``protocol``/``model``."""
+    seed = request.native_seed
+    platform = {
+        "protocol": protocol,
+        "model": model,
+        "system_prompt": request.system_prompt,
+        "tools": [tool_wire(spec) for spec in request.tools],
+        "stream": request.stream,
+    }
+    domain = {
+        "messages": [message.to_wire() for message in request.messages],
+        "native_seed": None if seed is None else [replay.to_wire() for replay in seed],
+    }
+    return Program(platform, domain, request.max_tokens)
+
+
+def native_seed_of(rebuilder: Rebuilder, protocol: str) -> list[ProviderReplay] | None:
+    """The surviving ``llm_completed`` payloads when every one is of ``protocol``, else None."""
+    replays = [entry.replay for entry in rebuilder.entries if entry.seq is not None]
+    if any(replay is None or replay.protocol != protocol for replay in replays):
+        return None
+    return [replay for replay in replays if replay is not None]
+
+
+# ─── provenance ───────────────────────────────────────────────────────────────────────────────
+
+
+_ORIGIN_SECTION = {
+    "run_started": "goal",
+    "llm_completed": "history",
+    "tool_completed": "history",
+    "compressed": "summary",
+    "context_renewed": "handoff",
+}
+
+
+def sections_of(origins: Sequence[int], kinds: Sequence[str]) -> list[dict[str, Any]]:
+    """Where each message of a request came from, as runs of consecutive messages.
+
+    Args:
+        origins: For each message, the seq of the event that put it in the history.
+        kinds: Event kind by seq (``kinds[seq]``).
+
+    Returns:
+        ``[{id, origin, seq_range: [first, last], messages}]``: ``id`` is ``goal`` (``run_started``),
+        ``history`` (``llm_completed``/``tool_completed``), ``summary`` (``compressed``) or ``handoff``
+        (``context_renewed``); ``seq_range`` the origin seqs of the run (inclusive).
+    """
+    sections: list[dict[str, Any]] = []
+    for origin in origins:
+        kind = kinds[origin] if 0 <= origin < len(kinds) else "unknown"
+        name = _ORIGIN_SECTION.get(kind, kind)
+        last = sections[-1] if sections else None
+        if last is not None and last["id"] == name and name == "history":
+            last["seq_range"][1] = origin
+            last["messages"] += 1
+        else:
+            sections.append({"id": name, "origin": kind, "seq_range": [origin, origin], "messages": 1})
+    return sections
+
+
+@dataclass
+class Dropped:
+    """What the current sprint's history no longer carries (``dropped_sections``), folded in order."""
+
+    items: list[dict[str, Any]] = field(default_factory=list)
+
+    def feed(self, seq: int, event: SessionEvent) -> None:
+        """Fold one event."""
+        if isinstance(event, Compressed):
+            low, high = event.archived_seq_range
+            self.items.append(
+                {"id": "archived", "origin": "compressed", "seq": seq, "seq_range": [low, high]}
+            )
+        elif isinstance(event, PageOut):
+            item: dict[str, Any] = {"id": "paged_out", "origin": "page_out", "seq": seq}
+            if event.archive_ref:
+                item["archive_ref"] = event.archive_ref
+            self.items.append(item)
+        elif isinstance(event, ContextRenewed):
+            self.items = [{"id": "previous_sprint", "origin": "context_renewed", "seq": seq}]
+
+    def wire(self) -> list[dict[str, Any]]:
+        """A copy of the list, JSON-ready."""
+        return [dict(item) for item in self.items]
+
+
+# ─── check ────────────────────────────────────────────────────────────────────────────────────
+
+
+@dataclass(frozen=True)
+class Mismatch:
+    """A recorded request the ledger does not reproduce.
+
+    Attributes:
+        seq: Seq of its ``prompt_program_invoked``.
+        turn: Its turn.
+        actor: ``kernel`` (a turn's model call) or ``compactor`` (a summary call).
+        reason: What differs (``request_digest`` recorded vs rebuilt, or why it could not be rebuilt).
+    """
+
+    seq: int
+    turn: int
+    actor: str
+    reason: str
+
+
+@dataclass(frozen=True)
+class RequestCheck:
+    """Result of :func:`check_requests`.
+
+    Attributes:
+        checked: Number of recorded requests rebuilt.
+        mismatches: Those that did not reproduce, in seq order.
+    """
+
+    checked: int
+    mismatches: tuple[Mismatch, ...]
+
+    @property
+    def ok(self) -> bool:
+        """True when every recorded request reproduced."""
+        return not self.mismatches
+
+    @property
+    def first(self) -> Mismatch | None:
+        """The first request that did not reproduce."""
+        return self.mismatches[0] if self.mismatches else None
+
+
+class _Checker:
+    """Fold state of :func:`check_requests`."""
+
+    def __init__(self, loader: ArchiveLoader | None) -> None:
+        self.rebuilder = Rebuilder(loader)
+        self.kinds: list[str] = []
+        self.system_prompt: str | None = None
+        self.compiled: dict[str, dict[str, Any]] = {}
+        self.plan: dict[str, Any] | None = None
+        self.checked = 0
+        self.mismatches: list[Mismatch] = []
+
+    def feed(self, seq: int, event: SessionEvent) -> None:
+        while len(self.kinds) < seq:
+            self.kinds.append("unknown")
+        self.kinds.append(event.kind)
+        if isinstance(event, RunStarted):
+            self.system_prompt = event.system_prompt
+        if isinstance(event, Custom) and isinstance(event.payload, dict):
+            self._custom(seq, event.custom_kind, event.payload)
+        self.rebuilder.feed(seq, event)
+
+    def _custom(self, seq: int, kind: str, payload: dict[str, Any]) -> None:
+        if kind == PROMPT_PROGRAM_COMPILED:
+            self.compiled[str(payload.get("actor", "kernel"))] = payload
+        elif kind == COMPACTION_STARTED:
+            self.plan = payload
+        elif kind == PROMPT_PROGRAM_INVOKED:
+            self._check(seq, payload)
+
+    def _check(self, seq: int, payload: dict[str, Any]) -> None:
+        actor = str(payload.get("actor", "kernel"))
+        turn = int(payload.get("turn", 0))
+        self.checked += 1
+        try:
+            rebuilt = self._rebuild(actor, payload)
+        except (KeyError, TypeError, ValueError) as exc:
+            self.mismatches.append(Mismatch(seq, turn, actor, f"cannot rebuild the request: {exc}"))
+            return
+        recorded = payload.get("request_digest")
+        if rebuilt.request_digest != recorded:
+            reason = f"request_digest recorded {recorded}, rebuilt {rebuilt.request_digest}"
+            self.mismatches.append(Mismatch(seq, turn, actor, reason))
+
+    def _rebuild(self, actor: str, payload: dict[str, Any]) -> Program:
+        compiled = self.compiled.get(actor)
+        if compiled is None:
+            raise ValueError(f"no prompt_program_compiled for actor {actor!r} before it")
+        route = compiled["route"]
+        tools = [ToolSpec(t["name"], t["description"], t["parameters"]) for t in compiled["tools"]]
+        max_tokens = int(payload["max_tokens"])
+        if actor == "compactor":
+            if self.plan is None:
+                raise ValueError("no compaction_started before the summary call")
+            request = summary_request(self.rebuilder, self.plan, max_tokens)
+        else:
+            request = ModelRequest(
+                system_prompt=self.system_prompt,
+                messages=self.rebuilder.messages(),
+                tools=tools,
+                native_seed=native_seed_of(self.rebuilder, route["adapter"]),
+                max_tokens=max_tokens,
+                stream=bool(compiled.get("stream", False)),
+            )
+        return program_of(route["adapter"], route["model"], request)
+
+
+def check_requests(
+    events: Iterable[tuple[int, SessionEvent]], *, loader: ArchiveLoader | None = None
+) -> RequestCheck:
+    """Rebuild every recorded model request of a session from its events and compare digests.
+
+    Args:
+        events: ``(seq, event)`` pairs in ascending seq (the whole session).
+        loader: Resolves handoff refs (the store's artifacts), as the kernel did.
+
+    Returns:
+        How many requests were checked and which did not reproduce (first one first). A session with
+        no ``prompt_program_invoked`` (imported, or recorded before requests were ledgered) checks 0.
+
+    Source: seed 003 ``prompt_program_compiled`` / ``prompt_program_invoked``; the digest rules are
+    flightlog's (module docs).
+    """
+    checker = _Checker(loader)
+    for seq, event in events:
+        checker.feed(seq, event)
+    return RequestCheck(checker.checked, tuple(checker.mismatches))
