@@ -16,14 +16,16 @@ from __future__ import annotations
 import asyncio
 import inspect
 import json
+import re
 from collections.abc import Awaitable, Callable, Iterable, Mapping
 from typing import Any
 
 from ..events import ProviderReplay
-from ..messages import Message, TextPart, ToolCall
+from ..messages import Message, TextPart, ToolCall, ToolResultPart
 from ..providers.base import Capabilities, ModelRequest, ModelResponse, ProviderError, TokenCallback, Usage
+from .requests import program_of
 
-__all__ = ["ScriptItem", "ScriptedProvider", "call", "calls", "reply"]
+__all__ = ["ScriptItem", "ScriptedProvider", "StepProvider", "SummaryProvider", "call", "calls", "reply"]
 
 ScriptItem = (
     ModelResponse | BaseException | Callable[[ModelRequest], ModelResponse | Awaitable[ModelResponse]]
@@ -164,3 +166,131 @@ def _stream(message: Message, on_token: TokenCallback, size: int) -> None:
     text = message.text_content()
     for start in range(0, len(text), size):
         on_token(text[start : start + size])
+
+
+# ─── long runs: a provider that works through numbered steps, and a summarizer ───────────────────
+
+_DONE = re.compile(r"step (\d+) done")
+
+
+def _steps_done(request: ModelRequest) -> int:
+    """The highest ``step N done`` in the request's texts and tool results (0 when none)."""
+    found = 0
+    for message in request.messages:
+        texts = [message.text_content()]
+        texts += [p.output for p in message.content if isinstance(p, ToolResultPart)]
+        for text in texts:
+            for match in _DONE.finditer(text):
+                found = max(found, int(match.group(1)))
+    return found
+
+
+def _request_tokens(request: ModelRequest, protocol: str, model: str) -> int:
+    """The request's size as a tokenizer of 4 characters a token would count it."""
+    return -(-program_of(protocol, model, request).request_chars // 4)
+
+
+class StepProvider:
+    """A model that calls ``tool(step=N)`` for N = 1..``steps`` (the next after the highest ``step N done``
+    it can see in its request), then answers ``all N steps done``.
+
+    It decides from the request alone, so it continues correctly after a crash, a compaction (the summary
+    must say ``step N done``) or a context renewal (so must the handoff). Usage: ``input_tokens`` is the
+    request's canonical JSON size / 4, ``output_tokens`` 20. With ``window`` it answers a request above
+    ``window - max_tokens`` tokens as Anthropic does: HTTP 400 ``invalid_request_error`` "prompt is too
+    long" (a :class:`ProviderError` with ``context_overflow``).
+
+    Args:
+        steps: Number of steps.
+        tool: The tool it calls.
+        window: Context window in tokens it enforces (None: none).
+        model: Model id.
+
+    Attributes:
+        calls: Requests answered, in order (for assertions); ``peak_tokens`` the largest request seen.
+    """
+
+    protocol = "scripted"
+
+    def __init__(
+        self, steps: int, *, tool: str = "work", window: int | None = None, model: str = "step-model"
+    ) -> None:
+        self.steps = steps
+        self.tool = tool
+        self.window = window
+        self.model = model
+        self.calls = 0
+        self.peak_tokens = 0
+        self.overflows = 0
+
+    def capabilities(self) -> Capabilities:
+        """Nothing declared."""
+        return Capabilities()
+
+    async def complete(
+        self, request: ModelRequest, *, on_token: TokenCallback | None = None
+    ) -> ModelResponse:
+        """Answer the next step (see the class docs).
+
+        Raises:
+            ProviderError: the request does not fit ``window`` (``context_overflow``).
+        """
+        tokens = _request_tokens(request, self.protocol, self.model)
+        if self.window is not None and tokens > self.window - request.max_tokens:
+            self.overflows += 1
+            raise ProviderError(
+                f"{self.model}: HTTP 400: prompt is too long: {tokens} tokens > "
+                f"{self.window - request.max_tokens} maximum",
+                retryable=False,
+                status=400,
+                context_overflow=True,
+            )
+        self.calls += 1
+        self.peak_tokens = max(self.peak_tokens, tokens)
+        usage = Usage(input_tokens=tokens, output_tokens=20)
+        done = _steps_done(request)
+        if done >= self.steps:
+            return reply(f"all {self.steps} steps done", usage=usage, model=self.model)
+        step = done + 1
+        return calls(
+            call(self.tool, {"step": step}, id=f"step-{step}"),
+            text=f"working on step {step}",
+            usage=usage,
+            model=self.model,
+        )
+
+
+class SummaryProvider:
+    """A summarizer for :class:`StepProvider` runs: a six-slot summary naming the last ``step N done`` it
+    was shown (deterministic; usage = request size / 4 in, summary size / 4 out)."""
+
+    protocol = "scripted"
+
+    def __init__(self, *, model: str = "summary-model") -> None:
+        self.model = model
+        self.calls = 0
+
+    def capabilities(self) -> Capabilities:
+        """Nothing declared."""
+        return Capabilities()
+
+    async def complete(
+        self, request: ModelRequest, *, on_token: TokenCallback | None = None
+    ) -> ModelResponse:
+        """Summarize (see the class docs)."""
+        self.calls += 1
+        done = _steps_done(request)
+        text = "\n".join(
+            [
+                "constraints:\n- none",
+                f"decisions:\n- worked through the steps in order; step {done} done",
+                "artifacts:\n- none",
+                "open_questions:\n- none",
+                "failures:\n- none",
+                f"next_actions:\n- continue with step {done + 1}",
+            ]
+        )
+        tokens = _request_tokens(request, self.protocol, self.model)
+        return reply(
+            text, usage=Usage(input_tokens=tokens, output_tokens=-(-len(text) // 4)), model=self.model
+        )

@@ -1,0 +1,86 @@
+"""The agent the context tests, the crash test and the bench share: a long step-by-step run in a small
+window (``StepProvider`` enforces the window the way Anthropic does), a summarizer, a tool whose output
+is sometimes large (paged out on arrival)."""
+
+from __future__ import annotations
+
+import os
+import signal
+import sys
+from typing import Any
+
+from flightlog.errors import SessionNotFound
+from flightlog.kernel import Agent, Kernel, tool
+from flightlog.kernel.context import ContextPolicy, ContextWindow
+from flightlog.kernel.scripted import StepProvider, SummaryProvider
+from flightlog.store import open_store
+
+WINDOW = 4000
+MAX_TOKENS = 200
+
+
+@tool(effect="read_only")
+def work(step: int) -> str:
+    """Do one step of the job.
+
+    Args:
+        step: The step number.
+    """
+    bulk = "x" * 2400 if step % 7 == 0 else ""  # every 7th step: an output too large to keep
+    return f"step {step} done{bulk}"
+
+
+def build(
+    steps: int = 300, *, window: int = WINDOW, **policy: Any
+) -> tuple[Agent, StepProvider, SummaryProvider]:
+    provider = StepProvider(steps, window=window)
+    summarizer = SummaryProvider()
+    context = ContextPolicy(
+        windows={
+            provider.model: ContextWindow(window, MAX_TOKENS),
+            summarizer.model: ContextWindow(100_000, 2000),
+        },
+        summarizer=summarizer,
+        summary_max_tokens=300,
+        **policy,
+    )
+    agent = Agent(name="long", route=[provider], tools=[work], max_tokens=MAX_TOKENS, context=context)
+    return agent, provider, summarizer
+
+
+def child_main(db: str, session_id: str, kill_at_seq: int, kill_in_summary: bool, steps: int) -> int:
+    """Run (or resume) the session; SIGKILL this process once the event with seq ``kill_at_seq`` is
+    durable, or inside the summary call (mid-compaction) when ``kill_in_summary``."""
+    agent, _provider, summarizer = build(steps)
+    if kill_in_summary:
+        original = summarizer.complete
+
+        async def dying(request: Any, *, on_token: Any = None) -> Any:
+            os.kill(os.getpid(), signal.SIGKILL)
+            return await original(request, on_token=on_token)
+
+        summarizer.complete = dying  # type: ignore[method-assign]
+
+    def on_event(row: Any, event: Any) -> None:
+        if kill_at_seq >= 0 and row.seq >= kill_at_seq:
+            os.kill(os.getpid(), signal.SIGKILL)
+
+    with open_store(db) as store:
+        kernel = Kernel(store, agent, on_event=on_event)
+        try:
+            store.get_session(session_id)
+            exists = True
+        except SessionNotFound:
+            exists = False
+        result = (
+            kernel.resume_sync(session_id)
+            if exists
+            else kernel.run_sync("do all the steps", session_id=session_id)
+        )
+    print(result.status, flush=True)
+    return 0
+
+
+if __name__ == "__main__":
+    db, sid, kill_at, in_summary, steps = sys.argv[1:6]
+    sys.exit(child_main(db, sid, int(kill_at), in_summary == "1", int(steps)))

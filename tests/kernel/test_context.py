@@ -1,0 +1,429 @@
+"""The kernel manages its own context: window accounting, compaction, paging, renewal, provable requests."""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+import random
+import sqlite3
+import subprocess
+import sys
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from flightlog.events import Compressed, ContextRenewed, PageIn, PageOut, Rollbacked, SessionEvent
+from flightlog.kernel import Agent, Kernel
+from flightlog.kernel.context import ContextPolicy, ContextWindow, window_for
+from flightlog.kernel.requests import check_requests, program_of
+from flightlog.kernel.scripted import ScriptedProvider, SummaryProvider, call, calls, reply
+from flightlog.kernel.state import load_state
+from flightlog.messages import ToolResultPart
+from flightlog.providers._sdk import provider_error
+from flightlog.providers.base import ProviderError, Usage
+from flightlog.recorder import verify_session
+from flightlog.sessions import archive_loader, iter_events, replay_session
+from flightlog.store import SqliteStore, open_store
+
+from . import context_agent
+from .helpers import customs, echo, kinds, of
+
+HERE = Path(__file__).parent
+
+
+def pairs(store: SqliteStore, sid: str) -> list[tuple[int, SessionEvent]]:
+    return [(row.seq, event) for row, event in iter_events(store, sid)]
+
+
+def checked(store: SqliteStore, sid: str) -> Any:
+    return check_requests(pairs(store, sid), loader=archive_loader(store))
+
+
+def call_ids(messages: list[Any]) -> list[str]:
+    return [p.call_id for m in messages for p in m.content if isinstance(p, ToolResultPart)]
+
+
+# ─── window accounting ────────────────────────────────────────────────────────────────────────
+
+
+def test_windows_of_the_cassette_models_are_known_and_overridable() -> None:
+    assert window_for("claude-sonnet-4-20250514") == ContextWindow(200_000, 64_000)
+    assert window_for("gpt-4o-2024-08-06") == ContextWindow(128_000, 16_384)
+    assert window_for("gpt-4o-mini-2099-01-01") == ContextWindow(128_000, 16_384)  # undated fallback
+    assert window_for("gpt-5.5") is None  # not guessed
+    assert window_for("gpt-5.5", {"gpt-5.5": ContextWindow(10, 1)}) == ContextWindow(10, 1)
+    policy = ContextPolicy.from_dict(
+        {"compact_at": 0.8, "windows": {"m": {"tokens": 900, "output_reserve": 100}}}
+    )
+    assert policy.window("m") == ContextWindow(900, 100) and policy.compact_at == 0.8
+    with pytest.raises(ValueError, match="unknown"):
+        ContextPolicy.from_dict({"compact_at": 0.8, "colour": "red"})
+
+
+def test_each_call_records_its_window_fill_from_reported_usage(store: SqliteStore) -> None:
+    agent, provider, _summarizer = context_agent.build(5)
+    result = Kernel(store, agent).run_sync("do all the steps")
+    assert result.status == "completed"
+    invoked = customs(store, result.session_id, "prompt_program_invoked")
+    usages = customs(store, result.session_id, "model_usage")
+    assert [c["context"]["basis"] for c in invoked] == ["estimate"] + ["reported+estimate"] * 5
+    for call_, usage in zip(invoked, usages, strict=True):
+        context = call_["context"]
+        assert (context["tokens"], context["output_reserve"]) == (
+            context_agent.WINDOW,
+            context_agent.MAX_TOKENS,
+        )
+        # StepProvider reports request_chars / 4 tokens; after the first call the estimate is exact
+        assert usage["input_tokens"] == -(-call_["request_chars"] // 4)
+        if context["basis"] == "reported+estimate":
+            assert abs(context["fill_tokens"] - usage["input_tokens"]) <= 1
+        assert context["fill_ratio"] == round(
+            context["fill_tokens"] / (context_agent.WINDOW - context_agent.MAX_TOKENS), 4
+        )
+
+
+# ─── a long run in a small window ─────────────────────────────────────────────────────────────
+
+
+def long_run(store: SqliteStore, steps: int) -> tuple[str, Any, Any]:
+    agent, provider, summarizer = context_agent.build(steps)
+    result = Kernel(store, agent).run_sync("do all the steps")
+    assert result.status == "completed", result.detail
+    assert result.final_message == f"all {steps} steps done"
+    return result.session_id, provider, summarizer
+
+
+def check_long_run(store: SqliteStore, sid: str, steps: int) -> None:
+    events = pairs(store, sid)
+    state = load_state(store, sid)
+    assert state.final_message() == f"all {steps} steps done"
+    usable = context_agent.WINDOW - context_agent.MAX_TOKENS
+    kernel_calls = [c for c in customs(store, sid, "prompt_program_invoked") if c["actor"] == "kernel"]
+    assert all(c["context"]["fill_tokens"] <= usable for c in kernel_calls)
+    compressions = of(store, sid, Compressed)
+    assert compressions and all(c.action in ("context_collapse", "auto_compact") for c in compressions)
+    for c in compressions:
+        low, high = c.archived_seq_range
+        assert 0 < low <= high and c.summary and c.summary_tokens and c.preserved_refs == ["goal"]
+        archived_kinds = {events[s][1].kind for s in range(low, high + 1)}
+        assert "run_started" not in archived_kinds
+    paged = of(store, sid, PageOut)
+    assert {p.action for p in paged} == {"micro_compact", *(c.action for c in compressions)}
+    assert all(p.archive_ref and p.archive_ref.startswith("sha256:") for p in paged)
+    assert checked(store, sid).ok and checked(store, sid).checked == len(
+        customs(store, sid, "prompt_program_invoked")
+    )
+    history = replay_session(store, sid)
+    assert history == state.history()
+    ids = call_ids(history)
+    assert len(ids) == len(set(ids))  # nothing twice
+    assert verify_session(store, sid).ok
+
+
+def test_a_run_outgrowing_its_window_compacts_pages_and_finishes(store: SqliteStore) -> None:
+    sid, provider, summarizer = long_run(store, 60)
+    assert provider.overflows == 0 and provider.peak_tokens <= context_agent.WINDOW - context_agent.MAX_TOKENS
+    check_long_run(store, sid, 60)
+    started = customs(store, sid, "compaction_started")
+    assert summarizer.calls == len(started) == len(of(store, sid, Compressed))
+    assert started[0]["trigger"] == "threshold"
+    # the summary calls are model calls like any other: usage recorded, tokens counted in the budget
+    usage = customs(store, sid, "model_usage")
+    assert sum(1 for u in usage if u.get("purpose") == "compaction") == summarizer.calls
+    assert load_state(store, sid).tokens_used == sum(u["total_tokens"] for u in usage)
+
+
+@pytest.mark.slow
+def test_three_hundred_turns_stay_in_a_four_thousand_token_window(store: SqliteStore) -> None:
+    sid, provider, _summarizer = long_run(store, 300)
+    assert provider.calls == 301 and provider.overflows == 0
+    check_long_run(store, sid, 300)
+
+
+def test_replay_at_shows_what_the_model_saw(store: SqliteStore) -> None:
+    sid, provider, _summarizer = long_run(store, 30)
+    events = pairs(store, sid)
+    for seq, event in events:
+        if (
+            getattr(event, "custom_kind", None) == "prompt_program_invoked"
+            and event.payload["actor"] == "kernel"
+        ):
+            messages = replay_session(store, sid, at=seq)
+            texts = [m.to_wire() for m in messages]
+            assert json.dumps(texts, sort_keys=True)  # rebuildable
+    assert checked(store, sid).ok
+
+
+# ─── "context too long" from the provider ─────────────────────────────────────────────────────
+
+
+def anthropic_overflow() -> ProviderError:
+    """The error the anthropic SDK raises for a real "prompt is too long" 400, mapped by the adapter."""
+    anthropic = pytest.importorskip("anthropic")
+    import httpx2  # noqa: PLC0415 - the SDKs' HTTP client
+
+    body = {
+        "type": "error",
+        "error": {
+            "type": "invalid_request_error",
+            "message": "prompt is too long: 208310 tokens > 200000 maximum",
+        },
+    }
+    request = httpx2.Request("POST", "https://api.anthropic.com/v1/messages")
+    client = anthropic.Anthropic(api_key="k")
+    exc = client._make_status_error_from_response(httpx2.Response(400, json=body, request=request))
+    error = provider_error(exc, anthropic, "anthropic.messages claude-sonnet-4-0")
+    assert error is not None
+    return error
+
+
+def openai_overflow() -> ProviderError:
+    openai = pytest.importorskip("openai")
+    import httpx2  # noqa: PLC0415 - the SDKs' HTTP client
+
+    body = {
+        "error": {
+            "message": "This model's maximum context length is 128000 tokens. However, your messages resulted "
+            "in 130000 tokens. Please reduce the length of the messages.",
+            "type": "invalid_request_error",
+            "param": "messages",
+            "code": "context_length_exceeded",
+        }
+    }
+    request = httpx2.Request("POST", "https://api.openai.com/v1/chat/completions")
+    client = openai.OpenAI(api_key="k")
+    exc = client._make_status_error_from_response(httpx2.Response(400, json=body, request=request))
+    error = provider_error(exc, openai, "openai.chat gpt-4o")
+    assert error is not None
+    return error
+
+
+def test_overflow_shapes_are_recognised_and_other_400s_are_not() -> None:
+    assert anthropic_overflow().context_overflow and not anthropic_overflow().retryable
+    assert openai_overflow().context_overflow
+    openai = pytest.importorskip("openai")
+    import httpx2  # noqa: PLC0415
+
+    # the real 400 recorded in tests/data/provider (a reasoning item replayed alone) is not an overflow
+    cassette = (
+        HERE.parent / "data/provider/openai-responses/error-400-reasoning-replay-without-following-item.yaml"
+    )
+    text = cassette.read_text()
+    start = text.index('{"error"') if '{"error"' in text else text.index("error")
+    assert start >= 0
+    body = {
+        "error": {
+            "message": "Item 'rs_1' of type 'reasoning' was provided without its required following item.",
+            "type": "invalid_request_error",
+            "param": "input",
+            "code": None,
+        }
+    }
+    request = httpx2.Request("POST", "https://api.openai.com/v1/responses")
+    exc = openai.OpenAI(api_key="k")._make_status_error_from_response(
+        httpx2.Response(400, json=body, request=request)
+    )
+    mapped = provider_error(exc, openai, "openai.responses gpt-5")
+    assert mapped is not None and not mapped.context_overflow
+
+
+def overflow_agent(script: list[Any]) -> tuple[Agent, ScriptedProvider, SummaryProvider]:
+    provider = ScriptedProvider(script, model="claude-sonnet-4-0")
+    summarizer = SummaryProvider()
+    agent = Agent(
+        name="o", route=[provider], tools=[echo], context=ContextPolicy(summarizer=summarizer, tools=False)
+    )
+    return agent, provider, summarizer
+
+
+def three_turns() -> list[Any]:
+    return [
+        calls(call("echo", {"text": f"step {i} done"}, id=f"c{i}"), usage=Usage(10, 5)) for i in (1, 2, 3, 4)
+    ]
+
+
+@pytest.mark.parametrize("error", [anthropic_overflow, openai_overflow])
+def test_a_context_too_long_answer_is_compacted_past(store: SqliteStore, error: Any) -> None:
+    agent, provider, summarizer = overflow_agent([*three_turns(), error(), reply("done")])
+    result = Kernel(store, agent).run_sync("go")
+    sid = result.session_id
+    assert result.status == "completed" and summarizer.calls == 1
+    (overflow,) = customs(store, sid, "context_overflow")
+    assert overflow["turn"] == 5 and overflow["model"] == "claude-sonnet-4-0"
+    (started,) = customs(store, sid, "compaction_started")
+    assert (started["trigger"], started["action"], started["turn"]) == ("overflow", "auto_compact", 5)
+    (compressed,) = of(store, sid, Compressed)
+    assert compressed.turn == 5 and compressed.action == "auto_compact"
+    # everything but the goal and the last two turns was archived, as whole tool transactions
+    assert call_ids(provider.requests[-1].messages) == ["c3", "c4"]
+    assert "step 2 done" in provider.requests[-1].messages[1].text_content()  # the summary
+    assert [r.turn for r in of(store, sid, Rollbacked)] == [5]
+    assert checked(store, sid).ok
+
+
+def test_a_second_overflow_of_the_same_turn_fails_the_run(store: SqliteStore) -> None:
+    agent, _provider, summarizer = overflow_agent(
+        [*three_turns(), anthropic_overflow(), anthropic_overflow()]
+    )
+    result = Kernel(store, agent).run_sync("go")
+    assert result.status == "failed" and summarizer.calls == 1
+    assert "prompt is too long" in (result.detail or "")
+
+
+# ─── paging, pinning, renewal ─────────────────────────────────────────────────────────────────
+
+
+def sized(answer: Any) -> Any:
+    """A script item answering ``answer(request)`` with usage as a 4-chars-a-token tokenizer counts it."""
+
+    def item(request: Any) -> Any:
+        response = answer(request)
+        tokens = -(-program_of("scripted", "step-model", request).request_chars // 4)
+        return dataclasses.replace(response, usage=Usage(tokens, 5))
+
+    return item
+
+
+def test_a_large_output_is_paged_out_and_paged_back_in(store: SqliteStore) -> None:
+    agent, provider, _s = context_agent.build(7)  # step 7's output is large
+
+    def read_back(request: Any) -> Any:
+        stub = request.messages[-1].content[0].output
+        ref = stub.split("paged out to ")[1].split(";")[0]
+        return calls(call("page_in", {"ref": ref}, id="back"))
+
+    steps = [sized(lambda r, i=i: calls(call("work", {"step": i}, id=f"s{i}"))) for i in range(1, 8)]
+    script = ScriptedProvider([*steps, sized(read_back), reply("ok")], model="step-model")
+    agent = Agent(name="p", route=[script], tools=[context_agent.work], context=agent.context)
+    result = Kernel(store, agent).run_sync("go")
+    sid = result.session_id
+    assert result.status == "completed"
+    (paged,) = [p for p in of(store, sid, PageOut) if p.action == "micro_compact"]
+    assert (paged.turn, paged.tier_hint, paged.message_count) == (7, "durable", 1)
+    history = replay_session(store, sid)
+    stub = next(
+        p.output for m in history for p in m.content if isinstance(p, ToolResultPart) and p.call_id == "s7"
+    )
+    assert stub.startswith("[tool result: s7 | work |") and paged.archive_ref in stub and len(stub) < 1000
+    (page_in,) = of(store, sid, PageIn)
+    assert page_in == PageIn(turn=8, entry_count=1)
+    back = next(
+        p.output for m in history for p in m.content if isinstance(p, ToolResultPart) and p.call_id == "back"
+    )
+    assert "step 7 done" + "x" * 2400 in back
+    assert kinds(store, sid).count("page_in") == 1 and checked(store, sid).ok
+
+
+def test_pinned_results_survive_compaction_verbatim(store: SqliteStore) -> None:
+    summarizer = SummaryProvider()
+    script = [
+        calls(call("echo", {"text": "secret=42"}, id="keep")),
+        calls(call("pin", {"call_id": "keep"}, id="p")),
+        *three_turns(),
+        anthropic_overflow(),
+        reply("done"),
+    ]
+    provider = ScriptedProvider(script, model="claude-sonnet-4-0")
+    agent = Agent(name="pin", route=[provider], tools=[echo], context=ContextPolicy(summarizer=summarizer))
+    sid = Kernel(store, agent).run_sync("go").session_id
+    assert customs(store, sid, "context_pin") == [{"turn": 2, "call_ids": ["keep"]}]
+    (compressed,) = of(store, sid, Compressed)
+    assert compressed.preserved_refs == ["goal", "call:keep"]
+    assert "[pinned result keep]\nsecret=42" in (compressed.summary or "")
+    assert checked(store, sid).ok
+
+
+def test_renewal_by_policy_restarts_from_a_stored_handoff(store: SqliteStore) -> None:
+    agent, _provider, _summarizer = context_agent.build(40, renew_after=1)
+    result = Kernel(store, agent).run_sync("do all the steps")
+    sid = result.session_id
+    assert result.status == "completed"
+    renewals = of(store, sid, ContextRenewed)
+    assert renewals and [r.sprint for r in renewals] == list(range(1, len(renewals) + 1))
+    handoff = archive_loader(store)(renewals[0].handoff_ref)
+    assert handoff is not None and handoff[0].text_content().startswith("[context handoff: sprint 1]")
+    assert "Goal:\ndo all the steps" in handoff[0].text_content()
+    history = replay_session(store, sid)
+    assert history[0].text_content().startswith(f"[context handoff: sprint {len(renewals)}]")
+    assert checked(store, sid).ok
+
+
+def test_the_agent_can_renew_its_own_context(store: SqliteStore) -> None:
+    script = [
+        calls(call("echo", {"text": "a"}, id="c1")),
+        calls(call("renew_context", {"progress": "echoed a", "open_items": ["echo b"]}, id="r")),
+        reply("done"),
+    ]
+    provider = ScriptedProvider(script)
+    agent = Agent(name="r", route=[provider], tools=[echo], context=ContextPolicy())
+    sid = Kernel(store, agent).run_sync("echo a then b").session_id
+    (renewed,) = of(store, sid, ContextRenewed)
+    assert (renewed.turn, renewed.sprint) == (2, 1)
+    (seen,) = provider.requests[-1].messages
+    assert "Progress:\nechoed a" in seen.text_content() and "- echo b" in seen.text_content()
+    assert replay_session(store, sid)[0] == seen
+    assert checked(store, sid).ok
+
+
+# ─── provable requests ────────────────────────────────────────────────────────────────────────
+
+
+def test_check_names_the_first_turn_whose_request_a_changed_event_breaks(tmp_path: Path) -> None:
+    db = tmp_path / "t.db"
+    with open_store(str(db)) as store:
+        sid, _p, _s = long_run(store, 12)
+        assert checked(store, sid).ok
+        target = next(s for s, e in pairs(store, sid) if e.kind == "tool_completed" and e.turn == 4)
+    con = sqlite3.connect(db)
+    con.execute("DROP TRIGGER events_no_update")  # edit the file behind flightlog's back
+    (raw,) = con.execute("SELECT event FROM events WHERE session_id=? AND seq=?", (sid, target)).fetchone()
+    con.execute(
+        "UPDATE events SET event=? WHERE session_id=? AND seq=?",
+        (bytes(raw).replace(b"step 4 done", b"step 4 DONE"), sid, target),
+    )
+    con.commit()
+    con.close()
+    with open_store(str(db)) as store:
+        report = checked(store, sid)
+    assert not report.ok and report.first is not None
+    assert (report.first.turn, report.first.actor) == (5, "kernel")
+
+
+# ─── crashes, including mid-compaction ────────────────────────────────────────────────────────
+
+
+@pytest.mark.slow
+def test_sigkill_at_random_points_and_mid_compaction_then_check_passes(tmp_path: Path) -> None:
+    db, sid, steps = str(tmp_path / "c.db"), "crashy", 40
+    rng = random.Random(20260612)
+    script = str(HERE / "context_agent.py")
+
+    def child(kill_at: int, in_summary: bool) -> subprocess.CompletedProcess[str]:
+        args = [sys.executable, script, db, sid, str(kill_at), "1" if in_summary else "0", str(steps)]
+        return subprocess.run(args, capture_output=True, text=True, timeout=300, check=False)
+
+    kills = 0
+    summary_kills = 0
+    for _round in range(40):
+        with open_store(db) as store:
+            try:
+                head = store.get_session(sid).events
+            except Exception:
+                head = 0
+            state = load_state(store, sid) if head else None
+        if state is not None and state.phase == "terminal":
+            break
+        in_summary = state is not None and state.phase == "compacting" and summary_kills < 2
+        kill_at = -1 if in_summary else head + rng.randint(1, 25)
+        done = child(kill_at, in_summary)
+        if done.returncode == -9:
+            kills += 1
+            summary_kills += in_summary
+        else:
+            assert done.returncode == 0, done.stderr
+    with open_store(db) as store:
+        state = load_state(store, sid)
+        assert state.phase == "terminal" and state.final_message() == f"all {steps} steps done"
+        assert kills >= 5 and verify_session(store, sid).ok
+        check_long_run(store, sid, steps)
