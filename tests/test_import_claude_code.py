@@ -381,6 +381,11 @@ def test_subagent_progress_becomes_a_child_session() -> None:
     assert main.events.index(process[1]) < main.events.index(task_result)
 
 
+def compressed_seq(events: list[Any]) -> int:
+    """The recorded seq of the (only) ``Compressed`` (seq = index + 1: the import_source header is 0)."""
+    return next(i for i, e in enumerate(events, start=1) if isinstance(e, Compressed))
+
+
 def test_rewind_sample_rolls_back_to_the_branch_point() -> None:
     main = only(import_all(DAG)[0])
     [rollback] = of(main.events, Rollbacked)
@@ -390,8 +395,13 @@ def test_rewind_sample_rolls_back_to_the_branch_point() -> None:
     assert isinstance(before, RunTerminal) and before.reason == "rewound"
     assert isinstance(after, RunStarted) and after.goal == "Second attempt"
     numbered = list(enumerate(main.events, start=1))
-    users = [m.text_content() for m in replay.reconstruct(numbered) if m.role == "user"]
-    assert users == ["Start", "Second attempt", "Keep going", "After compaction"]
+    history = replay.reconstruct(numbered)
+    # the compaction archived everything before it: the summary stands for it, nothing appears twice
+    assert history[0].role == "system" and "This session is being continued" in history[0].text_content()
+    assert [m.text_content() for m in history if m.role == "user"] == ["After compaction"]
+    before_compaction = replay.reconstruct(numbered, at=compressed_seq(main.events) - 1)
+    users = [m.text_content() for m in before_compaction if m.role == "user"]
+    assert users == ["Start", "Second attempt", "Keep going"]
     before_rewind = replay.reconstruct(numbered, at=at)  # seq ``at`` is the event just before it
     assert [m.text_content() for m in before_rewind if m.role == "user"] == ["Start", "First attempt"]
 

@@ -28,6 +28,7 @@ from . import __version__
 from .cli_console import console
 from .errors import FlightlogError, ImportFormatError, RepairError, SessionNotFound, StoreUnavailable
 from .importers import FORMATS, import_file, iter_transcripts
+from .kernel.requests import check_session
 from .messages import Message
 from .narration import narrate, plural, short
 from .recorder import verify_session
@@ -456,8 +457,19 @@ def replay_cmd(
         int | None, typer.Option("--max-part-bytes", help="Cap each text part at this many UTF-8 bytes.")
     ] = None,
     json_out: Annotated[bool, typer.Option("--json", help="Print the messages as a JSON array.")] = False,
+    check: Annotated[
+        bool,
+        typer.Option(
+            "--check",
+            help="Rebuild every recorded model request from the ledger and compare digests; exit 1 naming "
+            "the first turn whose request does not reproduce.",
+        ),
+    ] = False,
 ) -> None:
     """Reconstruct the messages a model would see, at the head or at any sequence."""
+    if check:
+        _check_requests(session, json_out)
+        return
     if at is not None and at < 0:
         raise typer.BadParameter("must be >= 0", param_hint="--at")
     if max_part_bytes is not None and max_part_bytes < 0:
@@ -476,6 +488,38 @@ def replay_cmd(
             for index, message in enumerate(messages):
                 _print_message(index, message)
         refuse_quietly_diverged(store, sid)
+
+
+def _check_requests(session: str, json_out: bool) -> None:
+    with _store(read_only=True) as store:
+        sid = store.resolve_session(session)
+        report = check_session(store, sid)
+        first = report.first
+        if json_out:
+            wire = (
+                None
+                if first is None
+                else {"seq": first.seq, "turn": first.turn, "actor": first.actor, "reason": first.reason}
+            )
+            _print_json(
+                {
+                    "session_id": sid,
+                    "checked": report.checked,
+                    "ok": report.ok,
+                    "mismatches": len(report.mismatches),
+                    "first": wire,
+                }
+            )
+        elif first is None:
+            out.print(f"{sid}: {report.checked} model requests rebuilt from the ledger; all reproduce")
+        else:
+            err.print(
+                f"flightlog: {sid}: the request of turn {first.turn} ({first.actor}, seq {first.seq}) does not "
+                f"reproduce: {first.reason}; {len(report.mismatches)} of {report.checked} differ"
+            )
+        refuse_quietly_diverged(store, sid)
+        if not report.ok:
+            raise typer.Exit(1)
 
 
 def refuse_quietly_diverged(store: Store, sid: str) -> None:

@@ -50,7 +50,8 @@ def build(
 
 def child_main(db: str, session_id: str, kill_at_seq: int, kill_in_summary: bool, steps: int) -> int:
     """Run (or resume) the session; SIGKILL this process once the event with seq ``kill_at_seq`` is
-    durable, or inside the summary call (mid-compaction) when ``kill_in_summary``."""
+    durable (-2: once a ``compaction_started`` is; -1: never), or inside the summary call (mid-compaction)
+    when ``kill_in_summary``."""
     agent, _provider, summarizer = build(steps)
     if kill_in_summary:
         original = summarizer.complete
@@ -62,7 +63,8 @@ def child_main(db: str, session_id: str, kill_at_seq: int, kill_in_summary: bool
         summarizer.complete = dying  # type: ignore[method-assign]
 
     def on_event(row: Any, event: Any) -> None:
-        if kill_at_seq >= 0 and row.seq >= kill_at_seq:
+        named = kill_at_seq == -2 and getattr(event, "custom_kind", None) == "compaction_started"
+        if named or 0 <= kill_at_seq <= row.seq:
             os.kill(os.getpid(), signal.SIGKILL)
 
     with open_store(db) as store:

@@ -12,7 +12,9 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from typer.testing import CliRunner
 
+from flightlog.cli import app
 from flightlog.events import Compressed, ContextRenewed, PageIn, PageOut, Rollbacked, SessionEvent
 from flightlog.kernel import Agent, Kernel
 from flightlog.kernel.context import ContextPolicy, ContextWindow, window_for
@@ -21,6 +23,7 @@ from flightlog.kernel.scripted import ScriptedProvider, SummaryProvider, call, c
 from flightlog.kernel.state import load_state
 from flightlog.messages import ToolResultPart
 from flightlog.providers._sdk import provider_error
+from flightlog.providers.cassette import load_cassette
 from flightlog.providers.base import ProviderError, Usage
 from flightlog.recorder import verify_session
 from flightlog.sessions import archive_loader, iter_events, replay_session
@@ -62,7 +65,7 @@ def test_windows_of_the_cassette_models_are_known_and_overridable() -> None:
 
 
 def test_each_call_records_its_window_fill_from_reported_usage(store: SqliteStore) -> None:
-    agent, provider, _summarizer = context_agent.build(5)
+    agent, _provider, _summarizer = context_agent.build(5)
     result = Kernel(store, agent).run_sync("do all the steps")
     assert result.status == "completed"
     invoked = customs(store, result.session_id, "prompt_program_invoked")
@@ -142,7 +145,7 @@ def test_three_hundred_turns_stay_in_a_four_thousand_token_window(store: SqliteS
 
 
 def test_replay_at_shows_what_the_model_saw(store: SqliteStore) -> None:
-    sid, provider, _summarizer = long_run(store, 30)
+    sid, _provider, _summarizer = long_run(store, 30)
     events = pairs(store, sid)
     for seq, event in events:
         if (
@@ -161,7 +164,7 @@ def test_replay_at_shows_what_the_model_saw(store: SqliteStore) -> None:
 def anthropic_overflow() -> ProviderError:
     """The error the anthropic SDK raises for a real "prompt is too long" 400, mapped by the adapter."""
     anthropic = pytest.importorskip("anthropic")
-    import httpx2  # noqa: PLC0415 - the SDKs' HTTP client
+    import httpx2
 
     body = {
         "type": "error",
@@ -180,7 +183,7 @@ def anthropic_overflow() -> ProviderError:
 
 def openai_overflow() -> ProviderError:
     openai = pytest.importorskip("openai")
-    import httpx2  # noqa: PLC0415 - the SDKs' HTTP client
+    import httpx2
 
     body = {
         "error": {
@@ -203,27 +206,19 @@ def test_overflow_shapes_are_recognised_and_other_400s_are_not() -> None:
     assert anthropic_overflow().context_overflow and not anthropic_overflow().retryable
     assert openai_overflow().context_overflow
     openai = pytest.importorskip("openai")
-    import httpx2  # noqa: PLC0415
+    import httpx2
 
     # the real 400 recorded in tests/data/provider (a reasoning item replayed alone) is not an overflow
     cassette = (
         HERE.parent / "data/provider/openai-responses/error-400-reasoning-replay-without-following-item.yaml"
     )
-    text = cassette.read_text()
-    start = text.index('{"error"') if '{"error"' in text else text.index("error")
-    assert start >= 0
-    body = {
-        "error": {
-            "message": "Item 'rs_1' of type 'reasoning' was provided without its required following item.",
-            "type": "invalid_request_error",
-            "param": "input",
-            "code": None,
-        }
-    }
+    (recorded,) = [i.response for i in load_cassette(cassette) if i.response.status == 400]
     request = httpx2.Request("POST", "https://api.openai.com/v1/responses")
-    exc = openai.OpenAI(api_key="k")._make_status_error_from_response(
-        httpx2.Response(400, json=body, request=request)
+    response = httpx2.Response(
+        400, content=recorded.body, headers={"content-type": "application/json"}, request=request
     )
+    exc = openai.OpenAI(api_key="k")._make_status_error_from_response(response)
+    assert exc.body["type"] == "invalid_request_error"
     mapped = provider_error(exc, openai, "openai.responses gpt-5")
     assert mapped is not None and not mapped.context_overflow
 
@@ -286,7 +281,7 @@ def sized(answer: Any) -> Any:
 
 
 def test_a_large_output_is_paged_out_and_paged_back_in(store: SqliteStore) -> None:
-    agent, provider, _s = context_agent.build(7)  # step 7's output is large
+    agent, _provider, _s = context_agent.build(7)  # step 7's output is large
 
     def read_back(request: Any) -> Any:
         stub = request.messages[-1].content[0].output
@@ -374,6 +369,13 @@ def test_check_names_the_first_turn_whose_request_a_changed_event_breaks(tmp_pat
     with open_store(str(db)) as store:
         sid, _p, _s = long_run(store, 12)
         assert checked(store, sid).ok
+        calls_made = len(customs(store, sid, "prompt_program_invoked"))
+    ok = CliRunner().invoke(app, ["--db", str(db), "replay", sid, "--check"])
+    assert (
+        ok.exit_code == 0
+        and f"{calls_made} model requests rebuilt from the ledger; all reproduce" in ok.stdout
+    )
+    with open_store(str(db)) as store:
         target = next(s for s, e in pairs(store, sid) if e.kind == "tool_completed" and e.turn == 4)
     con = sqlite3.connect(db)
     con.execute("DROP TRIGGER events_no_update")  # edit the file behind flightlog's back
@@ -388,6 +390,12 @@ def test_check_names_the_first_turn_whose_request_a_changed_event_breaks(tmp_pat
         report = checked(store, sid)
     assert not report.ok and report.first is not None
     assert (report.first.turn, report.first.actor) == (5, "kernel")
+    bad = CliRunner().invoke(app, ["--db", str(db), "replay", sid, "--check", "--json"])
+    assert bad.exit_code == 1
+    verdict = json.loads(bad.stdout)
+    assert (verdict["ok"], verdict["first"]["turn"], verdict["checked"]) == (False, 5, calls_made)
+    text = CliRunner().invoke(app, ["--db", str(db), "replay", sid, "--check"])
+    assert text.exit_code == 1 and "the request of turn 5 (kernel" in text.stderr
 
 
 # ─── crashes, including mid-compaction ────────────────────────────────────────────────────────
@@ -405,7 +413,7 @@ def test_sigkill_at_random_points_and_mid_compaction_then_check_passes(tmp_path:
 
     kills = 0
     summary_kills = 0
-    for _round in range(40):
+    for round_ in range(40):
         with open_store(db) as store:
             try:
                 head = store.get_session(sid).events
@@ -415,7 +423,12 @@ def test_sigkill_at_random_points_and_mid_compaction_then_check_passes(tmp_path:
         if state is not None and state.phase == "terminal":
             break
         in_summary = state is not None and state.phase == "compacting" and summary_kills < 2
-        kill_at = -1 if in_summary else head + rng.randint(1, 25)
+        if in_summary:
+            kill_at = -1
+        elif round_ in (3, 9):  # named point: right after a compaction_started is durable
+            kill_at = -2
+        else:
+            kill_at = head + rng.randint(1, 25)
         done = child(kill_at, in_summary)
         if done.returncode == -9:
             kills += 1
@@ -425,5 +438,5 @@ def test_sigkill_at_random_points_and_mid_compaction_then_check_passes(tmp_path:
     with open_store(db) as store:
         state = load_state(store, sid)
         assert state.phase == "terminal" and state.final_message() == f"all {steps} steps done"
-        assert kills >= 5 and verify_session(store, sid).ok
+        assert kills >= 5 and summary_kills >= 1 and verify_session(store, sid).ok
         check_long_run(store, sid, steps)

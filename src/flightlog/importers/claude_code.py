@@ -42,7 +42,8 @@ Record → event rules:
   then the new ``RunStarted``. Parallel tool results (which point at their own call's line) never trigger
   it because only prompts are checked, against the latest *core* message, not the latest line. History
   length follows :func:`flightlog.replay.reconstruct`: ``run_started`` +1, ``llm_completed`` +1,
-  ``tool_completed`` +1 per result, ``compressed`` +1, ``rollbacked`` truncates. A prompt whose parent is
+  ``tool_completed`` +1 per result, ``compressed`` replaces the messages of its archived range by one
+  summary, ``rollbacked`` truncates. A prompt whose parent is
   unknown (absent, null, or in another file) is never a rewind.
 * **Compaction**: a ``compact_boundary`` system record is kept as ``Custom("claude_code.compact_boundary")``
   (its trigger and token count) and the ``isCompactSummary`` line that follows becomes
@@ -513,6 +514,7 @@ class _SessionBuilder:
         self._times: list[int] = []
         # Replay bookkeeping: messages replay would hold now, and at each record's position.
         self._count = 0
+        self._origins: list[int] = []  # per replay message, the seq of the event that put it there
         self._last_core = 0
         self._hist: dict[str, int] = {}
         self._turn = 0
@@ -605,19 +607,26 @@ class _SessionBuilder:
 
     def _emit(self, event: SessionEvent) -> None:
         """Append an event and update the replay message count (seed replay rules)."""
+        seq = len(self.events) + _SEQ_OFFSET
         self.events.append(event)
+        origins = self._origins
         if isinstance(event, RunStarted | LlmCompleted):
-            self._count += 1
-            self._last_core = self._count
+            origins.append(seq)
+            self._last_core = len(origins)
             self.has_conversation = True
         elif isinstance(event, ToolCompleted):
-            self._count += len(event.results)
+            origins += [seq] * len(event.results)
         elif isinstance(event, Compressed):
-            self._count += 1
-            self._last_core = self._count
+            low, high = event.archived_seq_range
+            first = next((i for i, origin in enumerate(origins) if low <= origin <= high), None)
+            kept = [origin for origin in origins if not low <= origin <= high]
+            kept.insert(len(kept) if first is None else first, seq)
+            origins[:] = kept
+            self._last_core = len(origins)
         elif isinstance(event, Rollbacked):
-            self._count = min(self._count, event.checkpoint_history_len)
-            self._last_core = self._count
+            del origins[event.checkpoint_history_len :]
+            self._last_core = len(origins)
+        self._count = len(origins)
 
     def _custom(self, kind: str, payload: Any) -> None:
         """Emit ``Custom(custom_kind=kind, payload)``."""

@@ -42,6 +42,8 @@ from ..encoding import canonical_json
 from ..events import Compressed, ContextRenewed, Custom, PageOut, ProviderReplay, RunStarted, SessionEvent
 from ..providers.base import ModelRequest, ToolSpec
 from ..replay import ArchiveLoader, Rebuilder
+from ..sessions import archive_loader, iter_events
+from ..store.base import Store
 from .compaction import COMPACTION_STARTED, summary_request
 from .records import PROMPT_PROGRAM_COMPILED, PROMPT_PROGRAM_INVOKED
 
@@ -52,6 +54,7 @@ __all__ = [
     "Program",
     "RequestCheck",
     "check_requests",
+    "check_session",
     "digest",
     "native_seed_of",
     "program_of",
@@ -334,3 +337,14 @@ def check_requests(
     for seq, event in events:
         checker.feed(seq, event)
     return RequestCheck(checker.checked, tuple(checker.mismatches))
+
+
+def check_session(store: Store, session_id: str) -> RequestCheck:
+    """:func:`check_requests` over a stored session, with the store's artifacts as the handoff loader.
+
+    Raises:
+        SessionNotFound: no such session.
+        EventDecodeError: a stored event does not decode.
+    """
+    pairs = ((row.seq, event) for row, event in iter_events(store, session_id))
+    return check_requests(pairs, loader=archive_loader(store))
