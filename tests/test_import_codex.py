@@ -24,6 +24,7 @@ from flightlog.events import (
 from flightlog.importers import codex
 from flightlog.importers.base import ImportedSession, ImportWarning
 from flightlog.messages import ImagePart, RedactedThinkingPart, TextPart, ThinkingPart
+from flightlog.replay import reconstruct
 
 SAMPLES = Path(__file__).parent / "data" / "samples" / "codex"
 SAMPLE_FILES = sorted(SAMPLES.glob("*.jsonl"))
@@ -471,14 +472,27 @@ def test_turn_aborted_cancels_with_pending_calls(tmp_path: Path) -> None:
 
 
 def test_compacted_becomes_compressed(tmp_path: Path) -> None:
-    history = [{"type": "message", "role": "user", "content": [{"type": "input_text", "text": "go"}]}]
-    compacted = rec("compacted", {"message": "summary so far", "replacement_history": history})
+    compacted = rec("compacted", {"message": "summary so far"})
     session, _ = import_one(basic(tmp_path, say("a"), compacted))
     (compressed,) = of(session.events, Compressed)
     position = session.events.index(compressed)
     assert compressed.archived_seq_range == (codex.SEQ_OFFSET, codex.SEQ_OFFSET + position - 1)
     assert (compressed.summary, compressed.action, compressed.turn) == ("summary so far", "compact", 1)
+
+
+def test_compacted_replays_as_codex_continued_from_its_replacement_history(tmp_path: Path) -> None:
+    def user(text: str) -> dict[str, Any]:
+        return {"type": "message", "role": "user", "content": [{"type": "input_text", "text": text}]}
+
+    history = [user("<environment_context>cwd</environment_context>"), user("go"), user("Summary: did a")]
+    compacted = rec("compacted", {"message": "did a", "replacement_history": history})
+    session, _ = import_one(basic(tmp_path, say("a"), compacted, say("b")))
+    (compressed,) = of(session.events, Compressed)
+    assert compressed.summary == "go\n\nSummary: did a"
     assert customs(session.events, "codex.compacted")[0].payload["replacement_history"] == history
+    numbered = list(enumerate(session.events, start=codex.SEQ_OFFSET))
+    texts = [m.text_content() for m in reconstruct(numbered)]
+    assert texts == ["[compressed turn 1] go\n\nSummary: did a", "b"]  # nothing from before it twice
 
 
 def test_context_user_messages_are_not_prompts_without_prompt_events(tmp_path: Path) -> None:

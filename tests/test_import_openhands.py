@@ -12,6 +12,7 @@ from typer.testing import CliRunner
 from flightlog.encoding import canonical_bytes, decode_stored
 from flightlog.errors import ImportFormatError
 from flightlog.events import (
+    Compressed,
     Custom,
     LlmCompleted,
     RunStarted,
@@ -22,8 +23,9 @@ from flightlog.events import (
 )
 from flightlog.importers import FORMATS, detect_format, import_file, iter_transcripts, openhands
 from flightlog.importers.base import ImportedSession, ImportWarning
-from flightlog.messages import ImagePart
+from flightlog.messages import ImagePart, ToolResultPart
 from flightlog.recorder import verify_session
+from flightlog.replay import reconstruct
 from flightlog.store import SqliteStore
 
 SAMPLES = Path(__file__).parent / "data" / "samples" / "openhands"
@@ -577,3 +579,35 @@ def test_cli_import_with_format_and_auto(tmp_path: Path) -> None:
     assert result.stdout.index("1 + 1 equals 2.") < result.stdout.index("Finish please")
     result = runner.invoke(app, ["--db", str(db), "import", "--format", "openhands", str(tmp_path / "l.db")])
     assert result.exit_code == 1 and "l.db" in result.stderr
+
+
+def test_condensation_replays_as_the_agents_view_continued(tmp_path: Path) -> None:
+    condensation = {
+        "id": 7,
+        "timestamp": "2025-01-01T00:00:02",
+        "source": "agent",
+        "message": "Summary: ran ls twice",
+        "action": "condensation",
+        "args": {"forgotten_events_start_id": 2, "forgotten_events_end_id": 5, "summary": "ran ls twice"},
+    }
+    doc = [
+        user(1, "list files"),
+        act(2, "run", "c1", response("r1", ("c1", "bash"))),
+        obs(3, 2, "c1", "a.txt"),
+        act(4, "run", "c2", response("r2", ("c2", "bash"))),
+        obs(5, 4, "c2", "b.txt"),
+        condensation,
+        act(8, "run", "c3", response("r3", ("c3", "bash"))),
+        obs(9, 8, "c3", "c.txt"),
+    ]
+    session, _warnings = import_one(write(tmp_path / "cond.json", doc))
+    (compressed,) = of(session.events, Compressed)
+    first = session.events.index(next(e for e in session.events if isinstance(e, LlmCompleted)))
+    assert compressed.action == "condensation" and compressed.summary == "ran ls twice"
+    assert compressed.archived_seq_range[0] == first + openhands.SEQ_OFFSET
+    assert customs(session.events, "openhands.action.condensation")[0].payload["id"] == 7
+    numbered = list(enumerate(session.events, start=openhands.SEQ_OFFSET))
+    history = reconstruct(numbered)
+    assert [m.role for m in history] == ["user", "system", "assistant", "tool"]
+    assert history[1].text_content() == "[compressed turn 2] ran ls twice"
+    assert [p.output for m in history for p in m.content if isinstance(p, ToolResultPart)] == ["c.txt"]

@@ -23,8 +23,8 @@ from flightlog.kernel.scripted import ScriptedProvider, SummaryProvider, call, c
 from flightlog.kernel.state import load_state
 from flightlog.messages import ToolResultPart
 from flightlog.providers._sdk import provider_error
-from flightlog.providers.cassette import load_cassette
 from flightlog.providers.base import ProviderError, Usage
+from flightlog.providers.cassette import load_cassette
 from flightlog.recorder import verify_session
 from flightlog.sessions import archive_loader, iter_events, replay_session
 from flightlog.store import SqliteStore, open_store

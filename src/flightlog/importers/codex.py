@@ -58,10 +58,14 @@ Mapping rules:
    ``Custom("codex.orphan_tool_result", {call_id, line, type})``. Calls still unanswered at end of file
    get ``Custom("codex.pending_tool_call", {call_id, name, turn, line})`` before the last ``RunTerminal``.
 7. **Compaction.** ``compacted`` → ``Compressed(turn=<current>, archived_seq_range=(first, last),
-   summary=message, action="compact")``: Codex compacts the whole history, so the range covers every
+   summary=<text>, action="compact")``: Codex compacts the whole history, so the range covers every
    event recorded before it, as seqs of the recorded session (``import_file`` records one
-   ``import_source`` header first, hence :data:`SEQ_OFFSET`); ``(0, 0)`` when nothing precedes it. A
-   ``replacement_history`` is kept in ``Custom("codex.compacted", payload)``.
+   ``import_source`` header first, hence :data:`SEQ_OFFSET`); ``(0, 0)`` when nothing precedes it.
+   Codex continues from ``replacement_history`` when it has one (the kept user messages and its summary
+   message): then ``<text>`` is those messages' texts in order, injected context left out; otherwise the
+   ``message``. Replay replaces the whole range by that one message, so the session replays as Codex
+   continued it, nothing twice. The full ``replacement_history`` is kept in
+   ``Custom("codex.compacted", payload)``.
 8. **Interrupts.** ``event_msg`` ``turn_aborted`` → ``OperationCancelled(turn=<current>,
    operation_id=<its turn_id, else "{session_id}:{line}">, reason="user", pending_call_ids=<the run's
    unanswered calls>)`` plus the raw ``Custom("codex.event_msg.turn_aborted")`` (its native reason:
@@ -252,6 +256,19 @@ def _json_text(value: Any) -> str:
 def _is_context_text(text: str) -> bool:
     """True for injected context (environment, AGENTS.md, skills...), not typed by the user."""
     return text.lstrip().startswith(_CONTEXT_MARKERS)
+
+
+def _replacement_text(history: Any) -> str | None:
+    """The model-visible text of a ``compacted.replacement_history`` (rule 7): its ``message`` items'
+    texts in order (the kept user messages, then Codex's summary message), injected context left out,
+    blank-line separated; None when it has none."""
+    if not isinstance(history, list):
+        return None
+    texts: list[str] = []
+    for item in history:
+        if isinstance(item, dict) and item.get("type") == "message":
+            texts += [text for text in _texts(item.get("content")) if text and not _is_context_text(text)]
+    return "\n\n".join(texts) or None
 
 
 def _event_prompt(payload: JsonObj) -> str | None:
@@ -491,7 +508,7 @@ class _Builder:
         self.flush()
         count = len(self.events)
         seq_range = (SEQ_OFFSET, SEQ_OFFSET + count - 1) if count else (0, 0)
-        summary = _str(payload.get("message"))
+        summary = _replacement_text(payload.get("replacement_history")) or _str(payload.get("message"))
         self.emit(Compressed(turn=self.turn, archived_seq_range=seq_range, summary=summary, action="compact"))
         if set(payload) - {"message"}:
             self.keep("compacted", payload)

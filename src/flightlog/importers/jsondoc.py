@@ -128,7 +128,6 @@ def _depth_exceeds(value: Any, limit: int) -> bool:
     return False
 
 
-
 @dataclass(frozen=True)
 class OpenCall:
     """A tool call waiting for its result."""

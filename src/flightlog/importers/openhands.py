@@ -63,6 +63,14 @@ Mapping rules (events are numbered ``#index`` in warnings, 0-based positions in 
    ``message`` action beyond ``id``, ``timestamp``, ``source``, ``message``, ``action``, ``args``,
    ``timeout`` are kept as ``Custom("openhands.action.message.extra", {id, ...})``.
 
+7. **Condensation.** A condenser's ``condensation`` action (``args.forgotten_event_ids``, or
+   ``forgotten_events_start_id``..``forgotten_events_end_id``, and ``summary``) becomes
+   ``Compressed(turn=<current>, archived_seq_range=(first, last), action="condensation", summary)``: the
+   recorded seqs (:data:`SEQ_OFFSET`) of the events mapped from the forgotten OpenHands events, so replay
+   drops them and shows the summary in their place, as the agent's view continued; the action itself is
+   kept as ``Custom("openhands.action.condensation")``. A condensation that forgets nothing recorded is
+   warned and only kept.
+
 Session: ``key = "openhands:<file stem>"`` (the file holds no session id), ``task`` = first prompt cut to
 200 chars, ``metadata`` = ``first_timestamp``/``last_timestamp`` (the source's text) and ``model`` (the
 first response's), ``started_at_ms``/``ended_at_ms`` only from timezone-aware timestamps (OpenHands
@@ -78,6 +86,7 @@ from typing import Any
 
 from ..errors import ImportFormatError
 from ..events import (
+    Compressed,
     LlmCompleted,
     ProviderReplay,
     RunStarted,
@@ -109,6 +118,8 @@ VERSION = "1"
 JsonObj = dict[str, Any]
 
 _PROTOCOL = "openai.chat"
+SEQ_OFFSET = 1
+"""Recorded seq of the first mapped event (``import_file`` writes one ``import_source`` header at seq 0)."""
 _TASK_CHARS = 200
 _MAX_SAFE_INT = 2**53 - 1
 _EPOCH = datetime(1970, 1, 1, tzinfo=UTC)
@@ -299,6 +310,7 @@ class _Builder(DocumentBuilder):
         self.count = 0
         self.responses: dict[str, tuple[int, JsonObj, dict[str, str]]] = {}  # id → turn, response, calls
         self.action_calls: dict[int | str | None, str] = {}  # action event id → session-unique call id
+        self.seqs: dict[int, tuple[int, int]] = {}  # OpenHands event id → recorded seqs of its events
 
     def feed(self, index: int, item: Any) -> None:
         """Fold one array item (``index`` is its 0-based position)."""
@@ -307,13 +319,39 @@ class _Builder(DocumentBuilder):
             self.keep("openhands.record", item)
             return
         self.note_time(item.get("timestamp"))
+        before = len(self.events)
         action, observation = _str(item.get("action")), _str(item.get("observation"))
-        if action is not None:
+        if action == "condensation":
+            self.on_condensation(item)
+        elif action is not None:
             self.on_action(index, action, item)
         elif observation is not None:
             self.on_observation(index, observation, item)
         else:
             self.keep("openhands.record", item)
+        event_id = item.get("id")
+        if isinstance(event_id, int) and len(self.events) > before:
+            self.seqs[event_id] = (before + SEQ_OFFSET, len(self.events) - 1 + SEQ_OFFSET)
+
+    def on_condensation(self, item: JsonObj) -> None:
+        """Rule 7: a condenser's ``condensation`` action → ``Compressed`` over the forgotten events."""
+        args = _obj(item.get("args"))
+        ids = args.get("forgotten_event_ids")
+        if not isinstance(ids, list):
+            start, end = args.get("forgotten_events_start_id"), args.get("forgotten_events_end_id")
+            ids = list(range(start, end + 1)) if isinstance(start, int) and isinstance(end, int) else []
+        ranges = [self.seqs[i] for i in ids if isinstance(i, int) and i in self.seqs]
+        if ranges:
+            seq_range = (min(r[0] for r in ranges), max(r[1] for r in ranges))
+            summary = _str(args.get("summary"))
+            self.emit(
+                Compressed(
+                    turn=self.turn, archived_seq_range=seq_range, action="condensation", summary=summary
+                )
+            )
+        else:
+            self.warn(f"event {item.get('id')}: condensation forgets no recorded event")
+        self.keep("openhands.action.condensation", item)
 
     def note_time(self, stamp: Any) -> None:
         """Remember the first/last timestamp text, and epoch ms when it has a timezone."""
