@@ -21,6 +21,13 @@ Workloads (one turn = one model call and its tools; a final answer ends the run)
 * ``side_effect``: one ``side_effect`` call per turn (intent before, completion after: 9 events, 5
   commits per turn).
 
+Compaction (``--compaction [--steps 200]``): a :class:`~flightlog.kernel.scripted.StepProvider` run of
+``steps`` tool turns in a 4000-token window (it compacts, and pages the large outputs of every 7th step)
+against the same run in a window it never fills (no compaction: the whole history every call). Reported:
+ms per turn of each, compactions, and the compaction overhead per turn: the time from each
+``compaction_started`` row to its ``compressed`` row (plan, summary call, archive, records), summed and
+divided by the turns.
+
 Each configuration runs at ``synchronous=FULL`` (fsync per commit: the default) and ``NORMAL`` (no fsync:
 exposes the CPU overhead). Rounds interleave kernel and floor; medians are reported. Ratio = kernel time /
 floor time (1.0 = free; the target is <= 2.0 against the same-transactions floor).
@@ -47,7 +54,15 @@ if _SRC.is_dir() and str(_SRC) not in sys.path:
 
 from flightlog.events import Custom, Event  # noqa: E402
 from flightlog.kernel import Agent, Kernel, tool  # noqa: E402
-from flightlog.kernel.scripted import ScriptedProvider, call, calls, reply  # noqa: E402
+from flightlog.kernel.context import ContextPolicy, ContextWindow  # noqa: E402
+from flightlog.kernel.scripted import (  # noqa: E402
+    ScriptedProvider,
+    StepProvider,
+    SummaryProvider,
+    call,
+    calls,
+    reply,
+)
 from flightlog.recorder import Recorder  # noqa: E402
 from flightlog.store import SqliteStore  # noqa: E402
 
@@ -211,8 +226,52 @@ def _table(rows: list[Row]) -> str:
     return "\n".join(lines)
 
 
+@tool(effect="read_only", in_thread=False)
+def work(step: int) -> str:
+    """Do one step; every 7th step's output is too large for a small window."""
+    return f"step {step} done" + ("x" * 2400 if step % 7 == 0 else "")
+
+
+def _compaction_run(db: Path, steps: int, window: int) -> dict[str, Any]:
+    provider = StepProvider(steps, window=window)
+    summarizer = SummaryProvider()
+    windows = {provider.model: ContextWindow(window, 200), summarizer.model: ContextWindow(100_000, 2000)}
+    context = ContextPolicy(windows=windows, summarizer=summarizer, summary_max_tokens=300)
+    agent = Agent(name="bench-context", route=[provider], tools=[work], max_tokens=200, context=context)
+    with SqliteStore(db) as store:
+        t0 = time.perf_counter()
+        result = Kernel(store, agent).run_sync("do all the steps", handle_signals=False)
+        elapsed = time.perf_counter() - t0
+        assert result.status == "completed", result.detail
+        started: int | None = None
+        in_compaction_ms = 0
+        compactions = 0
+        for row in store.read_events(result.session_id):
+            if row.kind == "custom" and b'"compaction_started"' in row.event_bytes:
+                started = row.recorded_at_ms
+            elif row.kind == "compressed" and started is not None:
+                in_compaction_ms += row.recorded_at_ms - started
+                compactions += 1
+                started = None
+    turns = steps + 1
+    return {
+        "window": window,
+        "turns": turns,
+        "ms_per_turn": elapsed * 1000 / turns,
+        "compactions": compactions,
+        "compaction_ms_per_turn": in_compaction_ms / turns,
+        "peak_request_tokens": provider.peak_tokens,
+    }
+
+
+def _compaction(tmp: Path, steps: int) -> list[dict[str, Any]]:
+    return [_compaction_run(tmp / f"c{window}.db", steps, window) for window in (4000, 1_000_000)]
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--compaction", action="store_true", help="measure compaction overhead instead")
+    parser.add_argument("--steps", type=int, default=200, help="tool turns of the compaction run")
     parser.add_argument("--turns", type=int, default=40, help="turns with a tool call per run")
     parser.add_argument("--rounds", type=int, default=5, help="interleaved rounds; medians reported")
     parser.add_argument("--quick", action="store_true", help="10 turns, 2 rounds")
@@ -220,6 +279,24 @@ def main(argv: Sequence[str] | None = None) -> int:
     args = parser.parse_args(argv)
     turns, rounds = (10, 2) if args.quick else (args.turns, args.rounds)
     tmp = Path(tempfile.mkdtemp(prefix="flightlog-bench-kernel-"))
+    if args.compaction:
+        try:
+            found = _compaction(tmp, 40 if args.quick else args.steps)
+        finally:
+            shutil.rmtree(tmp, ignore_errors=True)
+        if args.json:
+            print(json.dumps(found, indent=2))
+            return 0
+        print(f"flightlog compaction overhead; python {platform.python_version()}, {platform.machine()}")
+        print(
+            f"{'window':>9} {'turns':>5} {'ms/turn':>8} {'compactions':>11} {'compaction ms/turn':>18} {'peak tokens':>11}"
+        )
+        for r in found:
+            print(
+                f"{r['window']:>9} {r['turns']:>5} {r['ms_per_turn']:>8.2f} {r['compactions']:>11} "
+                f"{r['compaction_ms_per_turn']:>18.2f} {r['peak_request_tokens']:>11}"
+            )
+        return 0
     try:
         rows = [
             _measure(tmp, workload, synchronous, turns, rounds)
