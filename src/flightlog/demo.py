@@ -22,6 +22,7 @@ from pathlib import Path
 from rich.console import Console
 
 from .checkpoints import AuditReport, Notary, audit_session
+from .demo_context import run_context_demo
 from .demo_kernel import run_kernel_demo
 from .errors import LedgerIntegrityError
 from .importers import import_file
@@ -106,7 +107,11 @@ def run_demo(store: Store, console: Console, *, notary: Notary | None = None) ->
     if code:
         return code
     console.print("\n6. ", end="")
-    return run_kernel_demo(store, console)
+    code = run_kernel_demo(store, console)
+    if code:
+        return code
+    console.print("\n7. ", end="")
+    return run_context_demo(store, console)
 
 
 def _tamper_step(store: Store, session_id: str, console: Console, notary: Notary | None) -> int:

@@ -440,3 +440,38 @@ def test_sigkill_at_random_points_and_mid_compaction_then_check_passes(tmp_path:
         assert state.phase == "terminal" and state.final_message() == f"all {steps} steps done"
         assert kills >= 5 and summary_kills >= 1 and verify_session(store, sid).ok
         check_long_run(store, sid, steps)
+
+
+# ─── the demo part and the example ────────────────────────────────────────────────────────────
+
+
+def test_the_demo_shows_a_run_outgrowing_its_window(store: SqliteStore) -> None:
+    from io import StringIO
+
+    from rich.console import Console
+
+    from flightlog.demo_context import run_context_demo
+
+    out = StringIO()
+    assert run_context_demo(store, Console(file=out, width=200)) == 0
+    text = out.getvalue()
+    assert "completed after 41 turns: 'all 40 steps done'" in text
+    assert "large outputs paged out" in text and "[compressed turn" in text
+    assert "model requests rebuilt from the ledger; all reproduce" in text
+
+
+def test_the_example_runs_from_the_cli_and_its_requests_check(tmp_path: Path) -> None:
+    db = tmp_path / "e.db"
+    spec = str(HERE.parents[1] / "examples" / "context_agent.py") + ":agent"
+    ran = CliRunner().invoke(
+        app, ["--db", str(db), "run", spec, "--goal", "do all the steps", "--json", "-q"]
+    )
+    assert ran.exit_code == 0, ran.output
+    sid = json.loads(ran.stdout)["session_id"]
+    with open_store(str(db)) as store:
+        assert of(store, sid, Compressed) and of(store, sid, PageOut)
+        at = next(s for s, e in pairs(store, sid) if isinstance(e, Compressed)) + 1
+    shown = CliRunner().invoke(app, ["--db", str(db), "replay", sid, "--at", str(at), "--json"])
+    assert shown.exit_code == 0 and "[compressed turn" in json.loads(shown.stdout)[1]["content"][0]["text"]
+    check = CliRunner().invoke(app, ["--db", str(db), "replay", sid, "--check"])
+    assert check.exit_code == 0 and "all reproduce" in check.stdout
