@@ -170,12 +170,13 @@ def test_replay_at_and_json(imported: Path) -> None:
     code, out, _ = run(imported, "replay", sid, "--json")
     assert code == 0
     full = json.loads(out)
-    assert full and full[0]["role"] == "user"
+    # a compacted session (the rewind-then-compact sample) starts from its summary, else from the prompt
+    assert full and full[0]["role"] in ("user", "system")
     code, out, _ = run(imported, "replay", sid, "--at", "1", "--json")
     assert code == 0
-    assert len(json.loads(out)) <= len(full)
+    assert json.loads(out)[0]["role"] == "user"
     code, out, _ = run(imported, "replay", sid)
-    assert code == 0 and "[0] user" in out
+    assert code == 0 and f"[0] {full[0]['role']}" in out
 
 
 def test_show_prints_a_narrated_timeline(imported: Path) -> None:

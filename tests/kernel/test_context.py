@@ -30,7 +30,7 @@ from flightlog.sessions import archive_loader, iter_events, replay_session
 from flightlog.store import SqliteStore, open_store
 
 from . import context_agent
-from .helpers import customs, echo, kinds, of
+from .helpers import Sleeps, customs, echo, kinds, of
 
 HERE = Path(__file__).parent
 
@@ -475,3 +475,27 @@ def test_the_example_runs_from_the_cli_and_its_requests_check(tmp_path: Path) ->
     assert shown.exit_code == 0 and "[compressed turn" in json.loads(shown.stdout)[1]["content"][0]["text"]
     check = CliRunner().invoke(app, ["--db", str(db), "replay", sid, "--check"])
     assert check.exit_code == 0 and "all reproduce" in check.stdout
+
+
+def test_a_failing_summary_call_is_retried_then_replaced_by_the_rule_summary(store: SqliteStore) -> None:
+    down = ProviderError("503", retryable=True)
+    summarizer = ScriptedProvider([down, down, down], model="summary-model")
+    provider = ScriptedProvider(
+        [*three_turns(), anthropic_overflow(), reply("done")], model="claude-sonnet-4-0"
+    )
+    context = ContextPolicy(summarizer=summarizer, tools=False)
+    agent = Agent(name="f", route=[provider], tools=[echo], context=context, max_retries=2, backoff_base_s=0)
+    result = Kernel(store, agent, sleep=Sleeps()).run_sync("go")
+    sid = result.session_id
+    assert result.status == "completed"
+    assert customs(store, sid, "compaction_failed") == [
+        {"turn": 5, "attempt": 1, "error": "503", "retry": True},
+        {"turn": 5, "attempt": 2, "error": "503", "retry": True},
+        {"turn": 5, "attempt": 3, "error": "503", "retry": False},
+    ]
+    (compressed,) = of(store, sid, Compressed)
+    assert (compressed.summary or "").startswith("[Compressed: auto_compact]\narchived_messages: 4;")
+    assert "decisions:" in (compressed.summary or "") and "next_actions:\n- none" in (
+        compressed.summary or ""
+    )
+    assert checked(store, sid).ok and checked(store, sid).checked == 4 + 1 + 3 + 1  # turns, overflow, summaries, retry
