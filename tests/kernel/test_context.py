@@ -498,4 +498,6 @@ def test_a_failing_summary_call_is_retried_then_replaced_by_the_rule_summary(sto
     assert "decisions:" in (compressed.summary or "") and "next_actions:\n- none" in (
         compressed.summary or ""
     )
-    assert checked(store, sid).ok and checked(store, sid).checked == 4 + 1 + 3 + 1  # turns, overflow, summaries, retry
+    assert (
+        checked(store, sid).ok and checked(store, sid).checked == 4 + 1 + 3 + 1
+    )  # turns, overflow, summaries, retry
