@@ -501,3 +501,24 @@ def test_a_failing_summary_call_is_retried_then_replaced_by_the_rule_summary(sto
     assert (
         checked(store, sid).ok and checked(store, sid).checked == 4 + 1 + 3 + 1
     )  # turns, overflow, summaries, retry
+
+
+def test_agent_toml_takes_a_context_table(tmp_path: Path) -> None:
+    from flightlog.kernel.spec import load_agent
+
+    spec = tmp_path / "agent.toml"
+    spec.write_text(
+        'name = "t"\n'
+        'route = [{ref = "flightlog.kernel.scripted:ScriptedProvider", kwargs = {model = "m"}}]\n'
+        "[context]\n"
+        "compact_at = 0.8\n"
+        "keep_turns = 3\n"
+        'summarizer = {ref = "flightlog.kernel.scripted:SummaryProvider"}\n'
+        'windows = {"m" = {tokens = 3000, output_reserve = 300}}\n',
+        encoding="utf-8",
+    )
+    agent = load_agent(str(spec))
+    assert agent.context is not None and agent.context.window("m") == ContextWindow(3000, 300)
+    assert (agent.context.compact_at, agent.context.keep_turns) == (0.8, 3)
+    assert isinstance(agent.context.summarizer, SummaryProvider)
+    assert [t.name for t in agent.tools] == ["page_in", "pin", "renew_context"]

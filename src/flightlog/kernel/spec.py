@@ -25,6 +25,11 @@
         cost = 5.0
         prices = {input_per_1k = 0.003, output_per_1k = 0.015}
 
+        [context]                             # ContextPolicy (see flightlog.kernel.context)
+        compact_at = 0.9
+        summarizer = "mypkg.models:cheap"     # a provider reference, like a route entry
+        windows = {"my-model" = {tokens = 32000, output_reserve = 4000}}
+
         [policy]
         default = "allow"
         [[policy.rules]]
@@ -41,6 +46,7 @@ import os
 import sys
 import tomllib
 from collections.abc import Mapping
+from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
@@ -52,6 +58,7 @@ from ..recorder import verify_session
 from ..store.base import Store
 from .agent import Agent
 from .budgets import Budgets
+from .context import ContextPolicy
 from .errors import AgentSpecError
 from .policy import Policy
 from .tools import Tool, tool
@@ -71,7 +78,7 @@ _SCALARS = frozenset(
         "parallel_read_only",
     }
 )
-_KEYS = _SCALARS | {"name", "tools", "route", "budgets", "policy"}
+_KEYS = _SCALARS | {"name", "tools", "route", "budgets", "policy", "context"}
 
 
 def _import_module(name: str, base: Path | None) -> Any:
@@ -166,6 +173,14 @@ def _provider(item: Any, base: Path | None) -> ModelProvider:
     return obj
 
 
+def _context(table: Mapping[str, Any], base: Path | None) -> ContextPolicy:
+    """The ``[context]`` table: :meth:`ContextPolicy.from_dict`, with ``summarizer`` a provider reference."""
+    values = dict(table)
+    summarizer = values.pop("summarizer", None)
+    policy = ContextPolicy.from_dict(values)
+    return policy if summarizer is None else replace(policy, summarizer=_provider(summarizer, base))
+
+
 def agent_from_dict(data: Mapping[str, Any], *, source: str = "<dict>", base: Path | None = None) -> Agent:
     """Build an agent from plain data (the TOML schema in the module docs).
 
@@ -184,6 +199,7 @@ def agent_from_dict(data: Mapping[str, Any], *, source: str = "<dict>", base: Pa
             tools=[_tool(item, base) for item in data.get("tools", ())],
             policy=Policy.from_dict(data.get("policy", {})),
             budgets=Budgets.from_wire(data.get("budgets", {})),
+            context=_context(data["context"], base) if "context" in data else None,
             **{key: data[key] for key in _SCALARS if key in data},
         )
     except (TypeError, ValueError) as exc:
