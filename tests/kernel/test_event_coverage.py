@@ -56,6 +56,7 @@ from flightlog.events import (
 from flightlog.grants import GrantPolicy, load_policy_signer, policy_digest, sign_grant
 from flightlog.kernel import Agent, Budgets, Kernel, Policy, Rule, approve, records, tool
 from flightlog.kernel.errors import AgentSpecError, NotPending
+from flightlog.kernel.requests import check_session
 from flightlog.kernel.scripted import ScriptedProvider, call, calls, reply
 from flightlog.keys import LogSigner
 from flightlog.ledger import leaf_hash, merkle_root
@@ -618,13 +619,13 @@ def signed_grant_and_seal(store: SqliteStore, tmp_path: Path) -> Outcome:
         usage(2, reserved=4096),
         RunTerminal(reason="completed", turns_used=2, total_tokens=30),
     ]
-    # The seal covers every event before it: its root is the RFC 9162 head over their stored bytes.
-    rows = list(store.read_events("cov-7"))
-    root = merkle_root([leaf_hash(r.event_bytes) for r in rows[: len(expected)]]).hex()
+    # The seal covers every event before it (the request records included): its root is the RFC 9162
+    # head over their stored bytes.
+    rows = list(store.read_events("cov-7"))[:-1]
+    assert rows[-1].kind == "run_terminal"
+    root = merkle_root([leaf_hash(r.event_bytes) for r in rows]).hex()
     expected.append(
-        Custom(
-            custom_kind="session_sealed", payload={"size": len(expected), "root": root, "status": "completed"}
-        )
+        Custom(custom_kind="session_sealed", payload={"size": len(rows), "root": root, "status": "completed"})
     )
     return Outcome("cov-7", expected)
 
@@ -645,12 +646,45 @@ def kind_of(event: SessionEvent) -> str:
     return event.custom_kind if isinstance(event, Custom) else type(event).__name__
 
 
+PROGRAM_KINDS = ("prompt_program_compiled", "prompt_program_invoked")
+"""The request records (:mod:`flightlog.kernel.requests`): their digests are of the request the provider
+received, so instead of spelling them out a scenario's are checked by rebuilding every request from the
+ledger (``check_session``), and their place: compiled before the first call, one invoked with each
+``checkpoint_taken``."""
+
+CONTEXT_KINDS = {
+    # written only when a run manages its context; each is checked field by field in test_context.py:
+    "Compressed": "test_a_context_too_long_answer_is_compacted_past",
+    "PageOut": "test_a_large_output_is_paged_out_and_paged_back_in",
+    "PageIn": "test_a_large_output_is_paged_out_and_paged_back_in",
+    "ContextRenewed": "test_the_agent_can_renew_its_own_context",
+    "compaction_started": "test_a_context_too_long_answer_is_compacted_past",
+    "compaction_failed": "test_a_failing_summary_call_is_retried_then_replaced_by_the_rule_summary",
+    "context_overflow": "test_a_context_too_long_answer_is_compacted_past",
+    "context_pin": "test_pinned_results_survive_compaction_verbatim",
+}
+
+
+def without_programs(store: SqliteStore, session_id: str) -> list[SessionEvent]:
+    """The ledger minus its request records, after checking them (see :data:`PROGRAM_KINDS`)."""
+    ledger = events(store, session_id)
+    report = check_session(store, session_id)
+    invoked = [i for i, e in enumerate(ledger) if kind_of(e) == "prompt_program_invoked"]
+    assert report.ok and report.checked == len(invoked)
+    for i in invoked:
+        before = ledger[i - 1]
+        if kind_of(before) == "prompt_program_compiled":
+            before = ledger[i - 2]
+        assert isinstance(before, CheckpointTaken) and before.turn == ledger[i].payload["turn"]  # type: ignore[attr-defined]
+    return [e for e in ledger if kind_of(e) not in PROGRAM_KINDS]
+
+
 @pytest.mark.parametrize("scenario", SCENARIOS, ids=lambda s: s.__name__)
 def test_the_ledger_holds_exactly_the_expected_events(
     scenario: Scenario, store: SqliteStore, tmp_path: Path
 ) -> None:
     outcome = scenario(store, tmp_path)
-    ledger = events(store, outcome.session_id)
+    ledger = without_programs(store, outcome.session_id)
     for seq, (got, want) in enumerate(zip(ledger, outcome.expected, strict=False)):
         assert got == want, f"seq {seq}: {kind_of(got)}"
     assert [kind_of(e) for e in ledger] == [kind_of(e) for e in outcome.expected]
@@ -714,7 +748,12 @@ def test_the_scenarios_cover_every_kind_the_kernel_writes(tmp_path: Path) -> Non
     for i, scenario in enumerate(SCENARIOS):
         (own := tmp_path / str(i)).mkdir()
         with SqliteStore(own / "kernel.db") as store:
-            covered |= {kind_of(e) for e in scenario(store, own).expected}
+            outcome = scenario(store, own)
+            covered |= {kind_of(e) for e in outcome.expected}
+            covered |= {kind_of(e) for e in events(store, outcome.session_id) if kind_of(e) in PROGRAM_KINDS}
+    context_tests = (Path(__file__).parent / "test_context.py").read_text()
+    assert all(f"def {name}(" in context_tests for name in CONTEXT_KINDS.values())
+    covered |= set(CONTEXT_KINDS)
     assert sorted(writes - covered) == [], "written by the kernel, checked by no scenario"
     assert sorted(covered - writes) == [], "expected by a scenario, written by no kernel code"
 
