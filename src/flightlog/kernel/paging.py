@@ -46,8 +46,11 @@ __all__ = [
 ]
 
 PAGE_IN = "page_in"
+"""Name of the built-in tool that reads an archive back."""
 PIN = "pin"
+"""Name of the built-in tool that pins a tool result."""
 RENEW = "renew_context"
+"""Name of the built-in tool that renews the context."""
 
 
 @dataclass

@@ -48,8 +48,8 @@ from .compaction import COMPACTION_STARTED, summary_request
 from .records import PROMPT_PROGRAM_COMPILED, PROMPT_PROGRAM_INVOKED
 
 __all__ = [
-    "PROMPT_PROGRAM_COMPILED",
-    "PROMPT_PROGRAM_INVOKED",
+    "DIALECT_VERSION",
+    "Dropped",
     "Mismatch",
     "Program",
     "RequestCheck",
@@ -63,6 +63,7 @@ __all__ = [
 ]
 
 DIALECT_VERSION = 1
+"""Version of the request form the digests cover (``prompt_program_compiled.dialect.version``)."""
 
 
 def digest(value: Any) -> str:
@@ -85,18 +86,22 @@ class Program:
 
     @property
     def platform_digest(self) -> str:
+        """digest(platform)."""
         return digest(self.platform)
 
     @property
     def domain_digest(self) -> str:
+        """digest(domain)."""
         return digest(self.domain)
 
     @property
     def invocation_digest(self) -> str:
+        """digest({"platform": platform_digest, "domain": domain_digest})."""
         return digest({"platform": self.platform_digest, "domain": self.domain_digest})
 
     @property
     def tool_spec_hash(self) -> str:
+        """digest(platform["tools"]): the offered tool surface."""
         return digest(self.platform["tools"])
 
     @property
@@ -111,6 +116,7 @@ class Program:
 
     @property
     def request_digest(self) -> str:
+        """sha256 of :attr:`body_bytes`, lowercase hex."""
         return hashlib.sha256(self.body_bytes).hexdigest()
 
     @property
@@ -188,7 +194,7 @@ class Dropped:
     items: list[dict[str, Any]] = field(default_factory=list)
 
     def feed(self, seq: int, event: SessionEvent) -> None:
-        """Fold one event."""
+        """Fold one event (``compressed``, ``page_out`` add an item; ``context_renewed`` restarts)."""
         if isinstance(event, Compressed):
             low, high = event.archived_seq_range
             self.items.append(

@@ -265,6 +265,7 @@ class SummaryProvider:
     was shown (deterministic; usage = request size / 4 in, summary size / 4 out)."""
 
     protocol = "scripted"
+    """Wire protocol identity (``ProviderReplay.protocol``)."""
 
     def __init__(self, *, model: str = "summary-model") -> None:
         self.model = model
