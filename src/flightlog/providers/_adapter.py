@@ -1,6 +1,6 @@
 """The part every official-SDK adapter shares: client ownership, capabilities, the call and its errors.
 
-A concrete adapter names its SDK and endpoint, renders :meth:`SdkAdapter.request_body`, supplies a stream
+A concrete adapter names its SDK, client class and endpoint (class attributes), renders :meth:`SdkAdapter.request_body`, supplies a stream
 builder (stream events → the response object an unstreamed call returns) and a parser (response object →
 :class:`ModelResponse`). Both paths end in the same parser, which is what makes a streamed call return
 exactly what the unstreamed call would.
@@ -11,12 +11,12 @@ from __future__ import annotations
 import json
 from abc import ABC, abstractmethod
 from collections.abc import Mapping
-from typing import Any, ClassVar, Protocol, Self
+from typing import Any, ClassVar, Protocol, Self, TypedDict
 
 from ._sdk import JsonObj, call_sdk_method, import_sdk, provider_error, to_json
 from .base import Capabilities, ModelRequest, ModelResponse, ProviderError, TokenCallback
 
-__all__ = ["SdkAdapter", "StreamBuilder"]
+__all__ = ["SdkAdapter", "SdkOptions", "StreamBuilder"]
 
 
 class StreamBuilder(Protocol):
@@ -31,6 +31,17 @@ class StreamBuilder(Protocol):
         ...
 
 
+class SdkOptions(TypedDict, total=False):
+    """The keyword arguments of :class:`SdkAdapter` after ``model``, for subclasses that add their own."""
+
+    api_key: str | None
+    base_url: str | None
+    max_retries: int
+    client: Any
+    capabilities: Capabilities | None
+    request_options: Mapping[str, Any] | None
+
+
 class SdkAdapter(ABC):
     """Base of the SDK adapters (see the concrete classes for rendering and parsing rules).
 
@@ -38,11 +49,17 @@ class SdkAdapter(ABC):
         protocol: Wire protocol identity (``ProviderReplay.protocol``).
         model: The model id sent with every request.
         request_options: Extra top-level request fields merged over the rendered body (None removes a key).
+
+    A subclass declares ``protocol``, ``default_capabilities``, ``sdk_name`` (the SDK module),
+    ``client_class`` (its async client class's name) and ``endpoint`` (the dotted path, from the client,
+    of the resource whose ``create`` is called, e.g. ``chat.completions``).
     """
 
     protocol: str
     default_capabilities: ClassVar[Capabilities]
     sdk_name: ClassVar[str]
+    client_class: ClassVar[str]
+    endpoint: ClassVar[str]
 
     def __init__(
         self,
@@ -81,7 +98,9 @@ class SdkAdapter(ABC):
 
     def _new_client(self, api_key: str | None, base_url: str | None, max_retries: int) -> Any:
         try:
-            return self._client_class()(api_key=api_key, base_url=base_url, max_retries=max_retries)
+            return getattr(self._sdk, self.client_class)(
+                api_key=api_key, base_url=base_url, max_retries=max_retries
+            )
         except Exception as exc:
             error = provider_error(exc, self._sdk, f"{self.protocol} client")
             if error is None:
@@ -151,6 +170,12 @@ class SdkAdapter(ABC):
             )
         return data
 
+    def _endpoint(self) -> Any:
+        resource = self._client
+        for name in self.endpoint.split("."):
+            resource = getattr(resource, name)
+        return resource
+
     async def _stream(self, body: JsonObj, on_token: TokenCallback | None) -> JsonObj:
         stream = await call_sdk_method(self._endpoint().create, body)
         builder = self._stream_builder(on_token)
@@ -160,14 +185,6 @@ class SdkAdapter(ABC):
         finally:
             await stream.close()
         return builder.result()
-
-    @abstractmethod
-    def _client_class(self) -> Any:
-        """The SDK's async client class."""
-
-    @abstractmethod
-    def _endpoint(self) -> Any:
-        """The SDK resource whose ``create`` this adapter calls (e.g. ``client.messages``)."""
 
     @abstractmethod
     def _stream_builder(self, on_token: TokenCallback | None) -> StreamBuilder:

@@ -12,22 +12,25 @@ import json
 import math
 import time
 from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass
 from email.utils import parsedate_to_datetime
 from types import ModuleType
 from typing import Any
 
 from ..events import ProviderReplay
 from ..messages import ContentPart, Message, ToolCall, ToolCallPart
-from .base import ProviderError
+from .base import ProviderError, Usage
 
 __all__ = [
     "INSTALL_HINT",
     "JsonObj",
+    "UsageFields",
     "align_seed",
     "arguments_object",
     "call_sdk_method",
     "context_overflow",
     "import_sdk",
+    "json_int",
     "merge_options",
     "neutral_calls",
     "provider_error",
@@ -341,3 +344,41 @@ def arguments_object(arguments: str) -> Any:
     except ValueError:
         return {"_raw_arguments": arguments}
     return value if isinstance(value, dict) else {"_raw_arguments": arguments}
+
+
+def json_int(value: Any) -> int | None:
+    """``value`` when it is a JSON integer (a bool is not one), else None."""
+    return value if isinstance(value, int) and not isinstance(value, bool) else None
+
+
+@dataclass(frozen=True)
+class UsageFields:
+    """Where one protocol's ``usage`` object keeps each :class:`~flightlog.providers.base.Usage` count.
+
+    Each field is a key path into the usage object (``("prompt_tokens_details", "cached_tokens")``); None
+    when the protocol does not report that count. A missing or non-integer input/output count reads as 0,
+    a missing cache count as None.
+    """
+
+    input: tuple[str, ...]
+    output: tuple[str, ...]
+    cache_read: tuple[str, ...] | None = None
+    cache_write: tuple[str, ...] | None = None
+
+    def read(self, usage: Any) -> Usage:
+        """A response's ``usage`` value (any JSON; not an object → all zero) → :class:`Usage`."""
+        if not isinstance(usage, dict):
+            return Usage()
+        return Usage(
+            input_tokens=_at(usage, self.input) or 0,
+            output_tokens=_at(usage, self.output) or 0,
+            cache_read_tokens=_at(usage, self.cache_read),
+            cache_write_tokens=_at(usage, self.cache_write),
+        )
+
+
+def _at(obj: JsonObj, path: tuple[str, ...] | None) -> int | None:
+    value: Any = obj if path is not None else None
+    for key in path or ():
+        value = value.get(key) if isinstance(value, dict) else None
+    return json_int(value)

@@ -36,7 +36,7 @@ from __future__ import annotations
 import copy
 import json
 from collections.abc import Mapping, Sequence
-from typing import Any, ClassVar
+from typing import Any
 
 from ..events import ProviderReplay
 from ..messages import (
@@ -50,8 +50,8 @@ from ..messages import (
     ToolResultPart,
 )
 from ._adapter import SdkAdapter, StreamBuilder
-from ._sdk import JsonObj, align_seed, arguments_object, merge_options, neutral_calls, same_turn
-from .base import Capabilities, ModelRequest, ModelResponse, TokenCallback, ToolSpec, Usage
+from ._sdk import JsonObj, UsageFields, align_seed, arguments_object, merge_options, neutral_calls, same_turn
+from .base import Capabilities, ModelRequest, ModelResponse, TokenCallback, ToolSpec
 
 __all__ = [
     "DEFAULT_CAPABILITIES",
@@ -73,6 +73,12 @@ DEFAULT_CAPABILITIES = Capabilities(
 )
 """Declared defaults: parallel and streamed tool use and prompt caching; no strict schemas or structured
 output mode relied on (validated locally instead)."""
+_USAGE = UsageFields(
+    input=("input_tokens",),
+    output=("output_tokens",),
+    cache_read=("cache_read_input_tokens",),
+    cache_write=("cache_creation_input_tokens",),
+)
 
 
 class AnthropicProvider(SdkAdapter):
@@ -83,15 +89,14 @@ class AnthropicProvider(SdkAdapter):
     "enabled", "budget_tokens": 2048}}``). The default ``api_key`` is the SDK's ``ANTHROPIC_API_KEY``
     lookup; a missing one surfaces as a non-retryable :class:`ProviderError` at the first call.
 
-    Attributes:
-        protocol: ``anthropic.messages``.
-        model: The model id sent with every request.
-        request_options: Extra top-level request fields merged over the rendered body (None removes a key).
+    Attributes: as :class:`~flightlog.providers._adapter.SdkAdapter`'s; ``protocol`` is ``anthropic.messages``.
     """
 
-    protocol: str = PROTOCOL
-    default_capabilities: ClassVar[Capabilities] = DEFAULT_CAPABILITIES
-    sdk_name: ClassVar[str] = "anthropic"
+    protocol = PROTOCOL
+    default_capabilities = DEFAULT_CAPABILITIES
+    sdk_name = "anthropic"
+    client_class = "AsyncAnthropic"
+    endpoint = "messages"
 
     def request_body(self, request: ModelRequest) -> JsonObj:
         """The JSON body :meth:`complete` sends for ``request`` (rendering rules: module docstring)."""
@@ -109,12 +114,6 @@ class AnthropicProvider(SdkAdapter):
     def parse(self, payload: JsonObj) -> ModelResponse:
         """A Messages API response object → :class:`ModelResponse` (see :func:`response_from_message`)."""
         return response_from_message(payload)
-
-    def _client_class(self) -> Any:
-        return self._sdk.AsyncAnthropic
-
-    def _endpoint(self) -> Any:
-        return self._client.messages
 
     def _stream_builder(self, on_token: TokenCallback | None) -> StreamBuilder:
         return _StreamedMessage(on_token)
@@ -275,24 +274,9 @@ def response_from_message(message: Mapping[str, Any]) -> ModelResponse:
     return ModelResponse(
         message=Message(role="assistant", content=parts, tool_calls=calls),
         provider_replay=replay,
-        usage=_usage(message.get("usage")),
+        usage=_USAGE.read(message.get("usage")),
         stop_reason=stop if isinstance(stop, str) else None,
     )
-
-
-def _usage(usage: Any) -> Usage:
-    if not isinstance(usage, dict):
-        return Usage()
-    return Usage(
-        input_tokens=_int(usage.get("input_tokens")) or 0,
-        output_tokens=_int(usage.get("output_tokens")) or 0,
-        cache_read_tokens=_int(usage.get("cache_read_input_tokens")),
-        cache_write_tokens=_int(usage.get("cache_creation_input_tokens")),
-    )
-
-
-def _int(value: Any) -> int | None:
-    return value if isinstance(value, int) and not isinstance(value, bool) else None
 
 
 # ─── Streaming ───────────────────────────────────────────────────────────────────────────────────

@@ -41,7 +41,7 @@ from __future__ import annotations
 
 import copy
 from collections.abc import Mapping, Sequence
-from typing import Any, ClassVar
+from typing import Any
 
 from ..events import ProviderReplay
 from ..messages import (
@@ -54,8 +54,8 @@ from ..messages import (
     ToolResultPart,
 )
 from ._adapter import SdkAdapter, StreamBuilder
-from ._sdk import JsonObj, align_seed, merge_options, neutral_calls, same_turn, strict_compatible
-from .base import Capabilities, ModelRequest, ModelResponse, TokenCallback, ToolSpec, Usage
+from ._sdk import JsonObj, UsageFields, align_seed, merge_options, neutral_calls, same_turn, strict_compatible
+from .base import Capabilities, ModelRequest, ModelResponse, TokenCallback, ToolSpec
 
 __all__ = [
     "DEFAULT_CAPABILITIES",
@@ -77,6 +77,11 @@ DEFAULT_CAPABILITIES = Capabilities(
 )
 """Declared defaults: strict function schemas, parallel and streamed tool calls, automatic prompt caching
 and structured output are all offered by Chat Completions."""
+_USAGE = UsageFields(
+    input=("prompt_tokens",),
+    output=("completion_tokens",),
+    cache_read=("prompt_tokens_details", "cached_tokens"),
+)
 
 
 class OpenAIChatProvider(SdkAdapter):
@@ -86,15 +91,14 @@ class OpenAIChatProvider(SdkAdapter):
     including ``/v1``, ``max_retries``, ``client``, ``capabilities``, ``request_options``, e.g.
     ``{"tool_choice": "auto"}`` or ``{"max_completion_tokens": None}`` to send no output cap).
 
-    Attributes:
-        protocol: ``openai.chat``.
-        model: The model id sent with every request.
-        request_options: Extra top-level request fields merged over the rendered body (None removes a key).
+    Attributes: as :class:`~flightlog.providers._adapter.SdkAdapter`'s; ``protocol`` is ``openai.chat``.
     """
 
-    protocol: str = PROTOCOL
-    default_capabilities: ClassVar[Capabilities] = DEFAULT_CAPABILITIES
-    sdk_name: ClassVar[str] = "openai"
+    protocol = PROTOCOL
+    default_capabilities = DEFAULT_CAPABILITIES
+    sdk_name = "openai"
+    client_class = "AsyncOpenAI"
+    endpoint = "chat.completions"
 
     def request_body(self, request: ModelRequest) -> JsonObj:
         """The JSON body :meth:`complete` sends for ``request`` (rendering rules: module docstring)."""
@@ -115,12 +119,6 @@ class OpenAIChatProvider(SdkAdapter):
     def parse(self, payload: JsonObj) -> ModelResponse:
         """A Chat Completions response object → :class:`ModelResponse` (see :func:`response_from_completion`)."""
         return response_from_completion(payload)
-
-    def _client_class(self) -> Any:
-        return self._sdk.AsyncOpenAI
-
-    def _endpoint(self) -> Any:
-        return self._client.chat.completions
 
     def _stream_builder(self, on_token: TokenCallback | None) -> StreamBuilder:
         return _StreamedCompletion(on_token)
@@ -270,7 +268,7 @@ def response_from_completion(completion: Mapping[str, Any]) -> ModelResponse:
     return ModelResponse(
         message=Message(role="assistant", content=parts, tool_calls=calls),
         provider_replay=replay,
-        usage=_usage(completion.get("usage")),
+        usage=_USAGE.read(completion.get("usage")),
         stop_reason=finish if isinstance(finish, str) else None,
     )
 
@@ -282,22 +280,6 @@ def _obj(value: Any) -> JsonObj:
 def _present(value: Any) -> bool:
     """Whether a provider field carries something: not null, and not an empty list or object."""
     return value is not None and value != [] and value != {}
-
-
-def _usage(usage: Any) -> Usage:
-    if not isinstance(usage, dict):
-        return Usage()
-    details = usage.get("prompt_tokens_details")
-    cached = details.get("cached_tokens") if isinstance(details, dict) else None
-    return Usage(
-        input_tokens=_int(usage.get("prompt_tokens")) or 0,
-        output_tokens=_int(usage.get("completion_tokens")) or 0,
-        cache_read_tokens=_int(cached),
-    )
-
-
-def _int(value: Any) -> int | None:
-    return value if isinstance(value, int) and not isinstance(value, bool) else None
 
 
 # ─── Streaming ───────────────────────────────────────────────────────────────────────────────────

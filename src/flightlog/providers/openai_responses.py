@@ -41,7 +41,7 @@ from __future__ import annotations
 
 import copy
 from collections.abc import Mapping, Sequence
-from typing import Any, ClassVar
+from typing import Any, Unpack
 
 from ..events import ProviderReplay
 from ..messages import (
@@ -54,9 +54,9 @@ from ..messages import (
     ToolCall,
     ToolResultPart,
 )
-from ._adapter import SdkAdapter, StreamBuilder
-from ._sdk import JsonObj, align_seed, merge_options, neutral_calls, same_turn, strict_compatible
-from .base import Capabilities, ModelRequest, ModelResponse, ProviderError, TokenCallback, ToolSpec, Usage
+from ._adapter import SdkAdapter, SdkOptions, StreamBuilder
+from ._sdk import JsonObj, UsageFields, align_seed, merge_options, neutral_calls, same_turn, strict_compatible
+from .base import Capabilities, ModelRequest, ModelResponse, ProviderError, TokenCallback, ToolSpec
 
 __all__ = [
     "DEFAULT_CAPABILITIES",
@@ -81,6 +81,9 @@ DEFAULT_CAPABILITIES = Capabilities(
 caching, structured output)."""
 
 _RETRYABLE_FAILURES = frozenset({"server_error", "rate_limit_exceeded"})
+_USAGE = UsageFields(
+    input=("input_tokens",), output=("output_tokens",), cache_read=("input_tokens_details", "cached_tokens")
+)
 
 
 class OpenAIResponsesProvider(SdkAdapter):
@@ -91,54 +94,32 @@ class OpenAIResponsesProvider(SdkAdapter):
     ``{"reasoning": {"effort": "low"}, "include": ["reasoning.encrypted_content"]}``), plus
     ``chain_responses``. Not safe for concurrent conversations when chaining (it remembers its last call).
 
-    Attributes:
-        protocol: ``openai.responses``.
-        model: The model id sent with every request.
-        request_options: Extra top-level request fields merged over the rendered body (None removes a key).
+    Attributes: as :class:`~flightlog.providers._adapter.SdkAdapter`'s; ``protocol`` is ``openai.responses``.
     """
 
-    protocol: str = PROTOCOL
-    default_capabilities: ClassVar[Capabilities] = DEFAULT_CAPABILITIES
-    sdk_name: ClassVar[str] = "openai"
+    protocol = PROTOCOL
+    default_capabilities = DEFAULT_CAPABILITIES
+    sdk_name = "openai"
+    client_class = "AsyncOpenAI"
+    endpoint = "responses"
 
-    def __init__(
-        self,
-        model: str,
-        *,
-        api_key: str | None = None,
-        base_url: str | None = None,
-        max_retries: int = 0,
-        client: Any = None,
-        capabilities: Capabilities | None = None,
-        request_options: Mapping[str, Any] | None = None,
-        chain_responses: bool = False,
-    ) -> None:
-        """Build the adapter (and the SDK client unless one is given).
+    def __init__(self, model: str, *, chain_responses: bool = False, **options: Unpack[SdkOptions]) -> None:
+        """Build the adapter (and the SDK client unless ``options`` give one).
 
         Args:
             model: Model id, e.g. ``gpt-5``.
-            api_key: API key (default: the SDK's ``OPENAI_API_KEY`` lookup).
-            base_url: API base URL including ``/v1`` (default: the SDK's).
-            max_retries: SDK-level retries; 0 leaves retrying to the kernel.
-            client: A ready ``AsyncOpenAI`` (then the three above are unused and it is never closed here).
-            capabilities: Declared capabilities (default :data:`DEFAULT_CAPABILITIES`).
-            request_options: Extra top-level request fields; a None value removes the key.
             chain_responses: Send only new items with ``previous_response_id`` when the conversation
                 extends this adapter's previous call (server-side state; needs ``store`` left on).
+            **options: As for :class:`~flightlog.providers._adapter.SdkAdapter` (``api_key``, default the
+                SDK's ``OPENAI_API_KEY`` lookup; ``base_url`` including ``/v1``; ``max_retries``; ``client``,
+                a ready ``AsyncOpenAI``; ``capabilities``, default :data:`DEFAULT_CAPABILITIES`;
+                ``request_options``).
 
         Raises:
             ImportError: The ``openai`` SDK is missing (``pip install 'flightlog[providers]'``).
             ProviderError: The SDK refused to build a client (e.g. no API key anywhere).
         """
-        super().__init__(
-            model,
-            api_key=api_key,
-            base_url=base_url,
-            max_retries=max_retries,
-            client=client,
-            capabilities=capabilities,
-            request_options=request_options,
-        )
+        super().__init__(model, **options)
         self._chain = chain_responses
         self._previous: tuple[str, list[JsonObj]] | None = None
 
@@ -203,12 +184,6 @@ class OpenAIResponsesProvider(SdkAdapter):
         response_id = payload.get("id")
         if self._chain and isinstance(response_id, str) and replay is not None:
             self._previous = (response_id, full_input + seed_items(replay.native_blocks or []))
-
-    def _client_class(self) -> Any:
-        return self._sdk.AsyncOpenAI
-
-    def _endpoint(self) -> Any:
-        return self._client.responses
 
     def _stream_builder(self, on_token: TokenCallback | None) -> StreamBuilder:
         return _StreamedResponse(on_token)
@@ -407,7 +382,7 @@ def response_from_response(response: Mapping[str, Any]) -> ModelResponse:
     return ModelResponse(
         message=Message(role="assistant", content=parts, tool_calls=calls),
         provider_replay=replay,
-        usage=_usage(response.get("usage")),
+        usage=_USAGE.read(response.get("usage")),
         stop_reason=_stop_reason(response),
     )
 
@@ -418,22 +393,6 @@ def _stop_reason(response: Mapping[str, Any]) -> str | None:
         return str(details["reason"])
     status = response.get("status")
     return status if isinstance(status, str) else None
-
-
-def _usage(usage: Any) -> Usage:
-    if not isinstance(usage, dict):
-        return Usage()
-    details = usage.get("input_tokens_details")
-    cached = details.get("cached_tokens") if isinstance(details, dict) else None
-    return Usage(
-        input_tokens=_int(usage.get("input_tokens")) or 0,
-        output_tokens=_int(usage.get("output_tokens")) or 0,
-        cache_read_tokens=_int(cached),
-    )
-
-
-def _int(value: Any) -> int | None:
-    return value if isinstance(value, int) and not isinstance(value, bool) else None
 
 
 # ─── Streaming ───────────────────────────────────────────────────────────────────────────────────
