@@ -1,4 +1,5 @@
-"""What every importer produces, and the hostile-file-safe JSONL reader they share.
+"""The importers' header: what every importer produces, the hostile-file-safe JSONL reader, and the small
+readers of JSON values (strings, objects, integers, timestamps, chat thinking blocks) they all use.
 
 An importer turns one transcript file into one or more :class:`ImportedSession` (a main session and, for
 Claude Code, a child session per sub-agent file). It never writes; :func:`flightlog.importers.import_path`
@@ -16,18 +17,46 @@ import math
 import re
 from collections.abc import Iterator
 from dataclasses import dataclass, field
+from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any
 
 from ..events import SessionEvent
+from ..messages import ContentPart, RedactedThinkingPart, ThinkingPart
 
 __all__ = [
+    "IMAGE_PREFIXES",
+    "MAX_SAFE_INT",
+    "TASK_CHARS",
     "ImportWarning",
     "ImportedSession",
     "JsonLine",
+    "JsonObj",
+    "as_obj",
+    "as_str",
+    "chat_thinking_parts",
     "clean_surrogates",
+    "compact_json",
+    "epoch_ms",
+    "json_int",
+    "make_json_safe",
     "read_jsonl",
+    "short_error",
 ]
+
+JsonObj = dict[str, Any]
+"""A decoded JSON object."""
+
+TASK_CHARS = 200
+"""``ImportedSession.task`` is the first prompt cut to this many characters."""
+
+MAX_SAFE_INT = 2**53 - 1
+"""Largest integer RFC 8785 (I-JSON, RFC 7493 section 2.2) carries exactly; counts are capped at it."""
+
+IMAGE_PREFIXES = ("http://", "https://", "data:")
+"""URL schemes an image reference may use to become an ``ImagePart``."""
+
+_EPOCH = datetime(1970, 1, 1, tzinfo=UTC)
 
 
 @dataclass(frozen=True)
@@ -143,9 +172,6 @@ def short_error(exc: Exception) -> str:
     return text if len(text) <= 120 else text[:117] + "..."
 
 
-_MAX_SAFE_INT = 2**53 - 1
-
-
 def make_json_safe(value: Any) -> int:
     """Replace, in place, values RFC 8785 refuses by their JSON text; returns how many were replaced.
 
@@ -177,5 +203,61 @@ def _unsafe_number(value: Any) -> bool:
     if isinstance(value, bool):
         return False
     if isinstance(value, int):
-        return abs(value) > _MAX_SAFE_INT
+        return abs(value) > MAX_SAFE_INT
     return isinstance(value, float) and not math.isfinite(value)
+
+
+def as_str(value: Any) -> str | None:
+    """``value`` if it is a string, else None."""
+    return value if isinstance(value, str) else None
+
+
+def as_obj(value: Any) -> JsonObj:
+    """``value`` if it is a JSON object, else an empty dict."""
+    return value if isinstance(value, dict) else {}
+
+
+def json_int(value: Any) -> int | None:
+    """``value`` if it is a JSON integer (a bool is not one), else None."""
+    return value if isinstance(value, int) and not isinstance(value, bool) else None
+
+
+def epoch_ms(stamp: Any) -> int | None:
+    """Epoch ms of an ISO-8601 timestamp with a timezone; None when absent, naive, invalid or beyond
+    ±:data:`MAX_SAFE_INT`."""
+    if not isinstance(stamp, str):
+        return None
+    try:
+        moment = datetime.fromisoformat(stamp)
+    except ValueError:
+        return None
+    if moment.tzinfo is None:
+        return None
+    ms = (moment - _EPOCH) // timedelta(milliseconds=1)
+    return ms if abs(ms) <= MAX_SAFE_INT else None
+
+
+def compact_json(value: Any) -> str:
+    """A string as-is; None as ""; anything else as compact JSON text (non-ASCII kept)."""
+    if isinstance(value, str):
+        return value
+    if value is None:
+        return ""
+    return json.dumps(value, ensure_ascii=False, separators=(",", ":"))
+
+
+def chat_thinking_parts(message: JsonObj) -> list[ContentPart]:
+    """The ``thinking_blocks`` of a chat-completion message (LiteLLM's Anthropic passthrough), in order.
+
+    ``{"type": "thinking", "thinking", "signature"?}`` → :class:`ThinkingPart`; ``{"type":
+    "redacted_thinking", "data"}`` → :class:`RedactedThinkingPart`; other entries are skipped.
+    """
+    parts: list[ContentPart] = []
+    blocks = message.get("thinking_blocks")
+    for block in blocks if isinstance(blocks, list) else ():
+        block = as_obj(block)
+        if block.get("type") == "thinking" and isinstance(block.get("thinking"), str):
+            parts.append(ThinkingPart(thinking=block["thinking"], signature=as_str(block.get("signature"))))
+        elif block.get("type") == "redacted_thinking" and isinstance(block.get("data"), str):
+            parts.append(RedactedThinkingPart(data=block["data"]))
+    return parts

@@ -254,6 +254,17 @@ class _Context:
         """Append an :class:`ImportWarning` for this file."""
         self.warnings.append(ImportWarning(self.name, line, reason))
 
+    def skip_duplicate(self, line: int, record: JsonObj, seen: set[str]) -> bool:
+        """True, counting it, when the record's ``uuid`` is in ``seen``; else False (the uuid joins ``seen``)."""
+        uuid = record.get("uuid")
+        if not isinstance(uuid, str):
+            return False
+        if uuid in seen:
+            self.note_duplicate(line)
+            return True
+        seen.add(uuid)
+        return False
+
     def note_duplicate(self, line: int) -> None:
         """Count a record skipped because its ``uuid`` was already imported."""
         self.duplicates += 1
@@ -558,12 +569,8 @@ class _SessionBuilder:
 
         Records whose ``uuid`` was already fed are skipped and counted as duplicates.
         """
-        uuid = record.get("uuid")
-        if isinstance(uuid, str):
-            if uuid in self._seen:
-                self.ctx.note_duplicate(line)
-                return
-            self._seen.add(uuid)
+        if self.ctx.skip_duplicate(line, record, self._seen):
+            return
         self._note_envelope(record)
         self._route(line, record, self._refine(record, _classify(record)))
 
@@ -1059,12 +1066,8 @@ class _FileImporter:
 
     def feed(self, line: int, record: JsonObj) -> None:
         """Route one top-level record (records whose ``uuid`` was already seen are skipped)."""
-        uuid = record.get("uuid")
-        if isinstance(uuid, str):
-            if uuid in self._seen:
-                self.ctx.note_duplicate(line)
-                return
-            self._seen.add(uuid)
+        if self.ctx.skip_duplicate(line, record, self._seen):
+            return
         self.ctx.note_session_id(record)
         if record.get("isSidechain") is True:
             self._feed_sidechain(line, record)

@@ -91,7 +91,6 @@ import json
 import re
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any
 
@@ -118,7 +117,18 @@ from ..messages import (
     ToolCall,
     ToolResult,
 )
-from .base import ImportedSession, ImportWarning, make_json_safe, read_jsonl
+from .base import (
+    MAX_SAFE_INT,
+    TASK_CHARS,
+    ImportedSession,
+    ImportWarning,
+    JsonObj,
+    compact_json,
+    epoch_ms,
+    make_json_safe,
+    read_jsonl,
+)
+from .base import as_str as _str
 
 __all__ = ["FORMAT", "SEQ_OFFSET", "VERSION", "looks_like", "read"]
 
@@ -131,13 +141,9 @@ VERSION = "1"
 SEQ_OFFSET = 1
 """Seq of the session's first event once recorded: ``import_file`` writes an ``import_source`` header at 0."""
 
-JsonObj = dict[str, Any]
 
 _PROTOCOL = "openai.responses"
 _DEFAULT_PROVIDER = "openai"
-_TASK_CHARS = 200
-_MAX_SAFE_INT = 2**53 - 1
-_EPOCH = datetime(1970, 1, 1, tzinfo=UTC)
 _PROMPT_KINDS = frozenset({"plain", "user"})
 _CONTEXT_MARKERS = (
     "<environment_context>",
@@ -216,38 +222,11 @@ def _digest(record: JsonObj) -> bytes:
     return hashlib.sha256(text.encode("utf-8", "surrogatepass")).digest()
 
 
-def _epoch_ms(stamp: Any) -> int | None:
-    """Epoch ms of an ISO-8601 timestamp with a timezone; None when absent, naive or invalid."""
-    if not isinstance(stamp, str):
-        return None
-    try:
-        moment = datetime.fromisoformat(stamp)
-    except ValueError:
-        return None
-    if moment.tzinfo is None:
-        return None
-    ms = (moment - _EPOCH) // timedelta(milliseconds=1)
-    return ms if abs(ms) <= _MAX_SAFE_INT else None
-
-
 def _custom_kind(record_type: Any, payload: Any) -> str:
     """``codex.<type>[.<payload.type>]`` (``codex.record`` when the record has no type)."""
     base = f"codex.{record_type}" if isinstance(record_type, str) else "codex.record"
     sub = payload.get("type") if isinstance(payload, dict) else None
     return f"{base}.{sub}" if isinstance(sub, str) else base
-
-
-def _str(value: Any) -> str | None:
-    return value if isinstance(value, str) else None
-
-
-def _json_text(value: Any) -> str:
-    """A string as-is; None as ""; anything else as compact JSON text."""
-    if isinstance(value, str):
-        return value
-    if value is None:
-        return ""
-    return json.dumps(value, ensure_ascii=False, separators=(",", ":"))
 
 
 # ─── Content mapping ──────────────────────────────────────────────────────────────────────────
@@ -339,14 +318,14 @@ def _tool_call(payload: JsonObj) -> ToolCall | None:
     if kind == "local_shell_call":
         call_id = call_id or _str(payload.get("id"))
         return (
-            ToolCall(id=call_id, name="local_shell", arguments=_json_text(payload.get("action")))
+            ToolCall(id=call_id, name="local_shell", arguments=compact_json(payload.get("action")))
             if call_id
             else None
         )
     if not call_id:
         return None
     raw = payload.get("input") if kind == "custom_tool_call" else payload.get("arguments")
-    return ToolCall(id=call_id, name=_str(payload.get("name")) or "", arguments=_json_text(raw))
+    return ToolCall(id=call_id, name=_str(payload.get("name")) or "", arguments=compact_json(raw))
 
 
 def _output_is_error(output: Any) -> bool:
@@ -481,7 +460,7 @@ class _Builder:
 
     def note_time(self, stamp: Any) -> None:
         """Widen ``[first_ms, last_ms]`` with a record timestamp (ignored when unparsable)."""
-        ms = _epoch_ms(stamp)
+        ms = epoch_ms(stamp)
         if ms is not None:
             self.first_ms = ms if self.first_ms is None else min(self.first_ms, ms)
             self.last_ms = ms if self.last_ms is None else max(self.last_ms, ms)
@@ -573,7 +552,7 @@ class _Builder:
         if call_id:
             self.results_seen.add(call_id)
         output = payload.get("output")
-        result = ToolResult(call_id=call_id, output=_json_text(output), is_error=_output_is_error(output))
+        result = ToolResult(call_id=call_id, output=compact_json(output), is_error=_output_is_error(output))
         turn = self.call_turns.get(call_id)
         self.emit(ToolCompleted(turn=self.turn if turn is None else turn, results=[result]))
         if turn is None:
@@ -674,7 +653,7 @@ class _Builder:
             return
         used = self.tokens - run.start_tokens if self.tokens >= run.start_tokens else self.tokens
         reason = self.run_reason(run, at_eof=at_eof)
-        self.emit(RunTerminal(reason=reason, turns_used=run.turns, total_tokens=min(used, _MAX_SAFE_INT)))
+        self.emit(RunTerminal(reason=reason, turns_used=run.turns, total_tokens=min(used, MAX_SAFE_INT)))
 
     def run_reason(self, run: _Run, *, at_eof: bool) -> str:
         """``aborted``, ``incomplete`` (end of file mid-run) or ``completed`` (rule 2)."""
@@ -697,7 +676,7 @@ class _Builder:
             return []
         session = ImportedSession(
             key=f"codex:{self.session_ref()}",
-            task=(self.first_prompt or "")[:_TASK_CHARS],
+            task=(self.first_prompt or "")[:TASK_CHARS],
             source_format=FORMAT,
             events=self.events,
             metadata=self.metadata,

@@ -19,7 +19,7 @@ from typing import Any
 
 from ..errors import ImportFormatError
 from ..events import Custom, SessionEvent
-from .base import ImportWarning, clean_surrogates, make_json_safe, short_error
+from .base import ImportWarning, clean_surrogates, compact_json, make_json_safe, short_error
 
 __all__ = [
     "MAX_DEPTH",
@@ -103,15 +103,6 @@ def looks_like_json_array_of_events(path: Path) -> bool:
     except OSError:
         return False
     return _EVENT_ARRAY.match(head) is not None
-
-
-def compact_json(value: Any) -> str:
-    """A string as-is; None as ""; anything else as compact JSON text (non-ASCII kept)."""
-    if isinstance(value, str):
-        return value
-    if value is None:
-        return ""
-    return json.dumps(value, ensure_ascii=False, separators=(",", ":"))
 
 
 def _depth_exceeds(value: Any, limit: int) -> bool:

@@ -80,7 +80,6 @@ writes naive ones, which stay absent rather than guessed).
 from __future__ import annotations
 
 from dataclasses import dataclass
-from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any
 
@@ -98,14 +97,26 @@ from ..messages import (
     ContentPart,
     ImagePart,
     Message,
-    RedactedThinkingPart,
     TextPart,
     ThinkingPart,
     ToolCall,
     ToolResult,
 )
-from .base import ImportedSession, ImportWarning
-from .jsondoc import DocumentBuilder, compact_json, read_json_document
+from .base import (
+    IMAGE_PREFIXES,
+    MAX_SAFE_INT,
+    TASK_CHARS,
+    ImportedSession,
+    ImportWarning,
+    JsonObj,
+    chat_thinking_parts,
+    compact_json,
+    epoch_ms,
+)
+from .base import as_obj as _obj
+from .base import as_str as _str
+from .base import json_int as _int
+from .jsondoc import DocumentBuilder, read_json_document
 
 __all__ = ["FORMAT", "VERSION", "looks_like", "read"]
 
@@ -115,16 +126,11 @@ FORMAT = "openhands"
 VERSION = "1"
 """Importer version recorded with each import; bump when the mapping changes."""
 
-JsonObj = dict[str, Any]
 
 _PROTOCOL = "openai.chat"
 SEQ_OFFSET = 1
 """Recorded seq of the first mapped event (``import_file`` writes one ``import_source`` header at seq 0)."""
-_TASK_CHARS = 200
-_MAX_SAFE_INT = 2**53 - 1
-_EPOCH = datetime(1970, 1, 1, tzinfo=UTC)
 _SOURCES = frozenset({"user", "agent", "environment"})
-_IMAGE_PREFIXES = ("http://", "https://", "data:")
 _MESSAGE_KEYS = frozenset({"id", "timestamp", "source", "message", "action", "args", "timeout"})
 _STATE_REASONS = {
     "finished": "completed",
@@ -185,35 +191,9 @@ def read(path: Path, warnings: list[ImportWarning]) -> list[ImportedSession]:
 # ─── Helpers ──────────────────────────────────────────────────────────────────────────────────
 
 
-def _str(value: Any) -> str | None:
-    return value if isinstance(value, str) else None
-
-
-def _int(value: Any) -> int | None:
-    return value if isinstance(value, int) and not isinstance(value, bool) else None
-
-
-def _obj(value: Any) -> JsonObj:
-    return value if isinstance(value, dict) else {}
-
-
 def _event_id(value: Any) -> int | str | None:
     """An event ``id``/``cause`` usable as a key (int or str), else None."""
     return value if isinstance(value, int | str) and not isinstance(value, bool) else None
-
-
-def _epoch_ms(stamp: Any) -> int | None:
-    """Epoch ms of an ISO-8601 timestamp with a timezone; None when absent, naive or invalid."""
-    if not isinstance(stamp, str):
-        return None
-    try:
-        moment = datetime.fromisoformat(stamp)
-    except ValueError:
-        return None
-    if moment.tzinfo is None:
-        return None
-    ms = (moment - _EPOCH) // timedelta(milliseconds=1)
-    return ms if abs(ms) <= _MAX_SAFE_INT else None
 
 
 def _choice_message(response: JsonObj) -> JsonObj:
@@ -237,14 +217,7 @@ def _without_messages(response: JsonObj) -> JsonObj:
 
 def _content_parts(native: JsonObj) -> list[ContentPart]:
     """Thinking (``thinking_blocks``, else ``reasoning_content``) then text parts of a chat message."""
-    parts: list[ContentPart] = []
-    blocks = native.get("thinking_blocks")
-    for block in blocks if isinstance(blocks, list) else ():
-        block = _obj(block)
-        if block.get("type") == "thinking" and isinstance(block.get("thinking"), str):
-            parts.append(ThinkingPart(thinking=block["thinking"], signature=_str(block.get("signature"))))
-        elif block.get("type") == "redacted_thinking" and isinstance(block.get("data"), str):
-            parts.append(RedactedThinkingPart(data=block["data"]))
+    parts = chat_thinking_parts(native)
     reasoning = _str(native.get("reasoning_content"))
     if not parts and reasoning:
         parts.append(ThinkingPart(thinking=reasoning))
@@ -359,7 +332,7 @@ class _Builder(DocumentBuilder):
             return
         self.first_stamp = self.first_stamp or stamp
         self.last_stamp = stamp
-        ms = _epoch_ms(stamp)
+        ms = epoch_ms(stamp)
         if ms is not None:
             self.first_ms = ms if self.first_ms is None else min(self.first_ms, ms)
             self.last_ms = ms if self.last_ms is None else max(self.last_ms, ms)
@@ -393,7 +366,7 @@ class _Builder(DocumentBuilder):
         rejected = []
         urls = args.get("image_urls")
         for ref in urls if isinstance(urls, list) else ():
-            if isinstance(ref, str) and ref.startswith(_IMAGE_PREFIXES):
+            if isinstance(ref, str) and ref.startswith(IMAGE_PREFIXES):
                 attachments.append(ImagePart(ref=ref))
             else:
                 rejected.append(ref)
@@ -581,7 +554,7 @@ class _Builder(DocumentBuilder):
             pending = bool(self.calls.pending())
             waiting = "completed" if run.waiting and not pending else None
             reason = run.outcome or run.state or waiting or "incomplete"
-        tokens = min(run.tokens, _MAX_SAFE_INT)
+        tokens = min(run.tokens, MAX_SAFE_INT)
         self.emit(RunTerminal(reason=reason, turns_used=run.turns, total_tokens=tokens))
 
     def finish(self) -> list[ImportedSession]:
@@ -600,7 +573,7 @@ class _Builder(DocumentBuilder):
             metadata["model"] = self.model
         session = ImportedSession(
             key=f"openhands:{self.path.stem}",
-            task=(self.first_prompt or "")[:_TASK_CHARS],
+            task=(self.first_prompt or "")[:TASK_CHARS],
             source_format=FORMAT,
             events=self.events,
             metadata=metadata,

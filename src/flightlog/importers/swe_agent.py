@@ -85,14 +85,23 @@ from ..messages import (
     ContentPart,
     ImagePart,
     Message,
-    RedactedThinkingPart,
     TextPart,
-    ThinkingPart,
     ToolCall,
     ToolResult,
 )
-from .base import ImportedSession, ImportWarning
-from .jsondoc import DocumentBuilder, compact_json, read_json_document
+from .base import (
+    IMAGE_PREFIXES,
+    MAX_SAFE_INT,
+    TASK_CHARS,
+    ImportedSession,
+    ImportWarning,
+    JsonObj,
+    chat_thinking_parts,
+    compact_json,
+)
+from .base import as_obj as _obj
+from .base import as_str as _str
+from .jsondoc import DocumentBuilder, read_json_document
 
 __all__ = ["FORMAT", "VERSION", "looks_like", "read"]
 
@@ -102,12 +111,8 @@ FORMAT = "swe-agent"
 VERSION = "1"
 """Importer version recorded with each import; bump when the mapping changes."""
 
-JsonObj = dict[str, Any]
 
 _PROTOCOL = "openai.chat"
-_TASK_CHARS = 200
-_MAX_SAFE_INT = 2**53 - 1
-_IMAGE_PREFIXES = ("http://", "https://", "data:")
 _KNOWN_TOP = frozenset({"trajectory", "history", "info", "environment", "replay_config"})
 _ASSISTANT_KEYS = frozenset(
     {"role", "content", "tool_calls", "thinking_blocks", "agent", "message_type", "action", "thought"}
@@ -166,14 +171,6 @@ def read(path: Path, warnings: list[ImportWarning]) -> list[ImportedSession]:
 # ─── Helpers ──────────────────────────────────────────────────────────────────────────────────
 
 
-def _str(value: Any) -> str | None:
-    return value if isinstance(value, str) else None
-
-
-def _obj(value: Any) -> JsonObj:
-    return value if isinstance(value, dict) else {}
-
-
 def _count(value: Any) -> int | None:
     ok = isinstance(value, int) and not isinstance(value, bool) and value >= 0
     return value if ok else None
@@ -202,21 +199,9 @@ def _text_and_images(content: Any) -> tuple[str, list[ContentPart]]:
             texts.append(part["text"])
         elif part.get("type") == "image_url":
             url = _obj(part.get("image_url")).get("url")
-            if isinstance(url, str) and url.startswith(_IMAGE_PREFIXES):
+            if isinstance(url, str) and url.startswith(IMAGE_PREFIXES):
                 images.append(ImagePart(ref=url))
     return "\n".join(texts), images
-
-
-def _thinking(message: JsonObj) -> list[ContentPart]:
-    parts: list[ContentPart] = []
-    blocks = message.get("thinking_blocks")
-    for block in blocks if isinstance(blocks, list) else ():
-        block = _obj(block)
-        if block.get("type") == "thinking" and isinstance(block.get("thinking"), str):
-            parts.append(ThinkingPart(thinking=block["thinking"], signature=_str(block.get("signature"))))
-        elif block.get("type") == "redacted_thinking" and isinstance(block.get("data"), str):
-            parts.append(RedactedThinkingPart(data=block["data"]))
-    return parts
 
 
 def _step_payload(index: int, step: Any) -> JsonObj:
@@ -335,7 +320,7 @@ class _Builder(DocumentBuilder):
         self.state.turns += 1
         turn = self.state.turns
         text, images = _text_and_images(message.get("content"))
-        content: list[ContentPart] = [*_thinking(message)]
+        content: list[ContentPart] = [*chat_thinking_parts(message)]
         if text:
             content.append(TextPart(text=text))
         content.extend(images)
@@ -440,7 +425,7 @@ class _Builder(DocumentBuilder):
         sent, received = _count(stats.get("tokens_sent")), _count(stats.get("tokens_received"))
         tokens = (sent or 0) + (received or 0)
         self.emit(
-            RunTerminal(reason=reason, turns_used=self.state.turns, total_tokens=min(tokens, _MAX_SAFE_INT))
+            RunTerminal(reason=reason, turns_used=self.state.turns, total_tokens=min(tokens, MAX_SAFE_INT))
         )
 
     def session(self) -> ImportedSession:
@@ -459,7 +444,7 @@ class _Builder(DocumentBuilder):
         task = self.problem_text if self.problem_text is not None else self.state.goal or ""
         return ImportedSession(
             key=self.key,
-            task=task[:_TASK_CHARS],
+            task=task[:TASK_CHARS],
             source_format=FORMAT,
             events=self.events,
             metadata=metadata,
