@@ -38,6 +38,7 @@ from .store.base import (
     Store,
     StoredEvent,
 )
+from .testing.crashpoints import crash_point
 
 __all__ = ["Projector", "Recorder", "Subscriber", "intent_hash", "register_projector", "verify_session"]
 
@@ -308,6 +309,7 @@ class Recorder:
             staged, tree = self._stage(events)
             head = SessionHead(staged[-1].seq, staged[-1].hash, tree.root().hex())
             stamp = self.store.append_events(self.session_id, staged, head, epoch=self._epoch)
+            crash_point("append.written")  # test-only fault injection (flightlog.testing.crashpoints)
             self._next_seq = head.seq + 1
             self._head = head.hash
             self._tree = tree
@@ -372,6 +374,8 @@ class Recorder:
         with self._lock:
             done = [item for item in self._queued if item[0].seq < end]
             self._queued = [item for item in self._queued if item[0].seq >= end]
+        if done:
+            crash_point("append.committed")  # test-only fault injection (flightlog.testing.crashpoints)
         self._notify(done)
 
     def _stage(self, events: Sequence[Event]) -> tuple[list[NewEvent], CompactRange]:

@@ -41,6 +41,7 @@ from ..kernel.spec import recorded_spec
 from ..kernel.state import load_state
 from ..recorder import Recorder
 from ..store.base import LeaseClaim, Store
+from ..testing.crashpoints import crash_point
 from .leases import Leases, leases_for
 
 __all__ = ["Worker", "WorkerStats", "holder_id", "record_takeover"]
@@ -228,6 +229,7 @@ class Worker:
     # ─── one session ──────────────────────────────────────────────────────────────────────
     def _drive(self, claim: LeaseClaim) -> None:
         sid = claim.session_id
+        crash_point("fleet.claimed")  # test-only fault injection (flightlog.testing.crashpoints)
         park = True
         try:
             if (

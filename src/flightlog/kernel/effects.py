@@ -36,6 +36,7 @@ from typing import Any, Literal
 
 from ..events import Custom
 from ..recorder import Recorder
+from ..testing.crashpoints import crash_point
 from .records import EFFECT_RECONCILED, CallPlan
 from .tools import Tool, render_output
 
@@ -130,11 +131,13 @@ class Effects:
         self._recorder.checkpoint()  # with a notary: a signed checkpoint before the world changes
         self._recorder.record_intent(key, intent)
         self._none.discard(key)
+        crash_point("effect.intent")  # test-only fault injection (flightlog.testing.crashpoints)
         token = _CURRENT_KEY.set(key)
         try:
             outcome = await run()
         finally:
             _CURRENT_KEY.reset(token)
+        crash_point("effect.ran")
         self.complete(key, outcome)
         return outcome
 

@@ -91,6 +91,7 @@ from ..recorder import Recorder, Subscriber
 from ..runs.model import RunState
 from ..sessions import archive_loader
 from ..store.base import Store, StoredEvent
+from ..testing.crashpoints import crash_point
 from .agent import Agent
 from .budgets import Axis, Budgets, Reservation, Spent, admit_turn, reserve
 from .ceiling import Ceiling, resume_ceiling, start_grant
@@ -378,6 +379,7 @@ class _Activation:
                 *self._program_records("kernel", turn, provider, program, fill, self._sections()),
             )
         self.operation = Operation.of(operation_id)
+        crash_point("model.call")  # test-only fault injection (flightlog.testing.crashpoints)
         outcome = await self._call(provider, request)
         self.operation = None
         if isinstance(outcome, _Failure):

@@ -64,6 +64,7 @@ from ..errors import (
     StoreError,
     StoreUnavailable,
 )
+from ..testing.crashpoints import crash_point
 from .base import (
     RUNNABLE_STATUSES,
     ArtifactRecord,
@@ -344,7 +345,9 @@ def _commit(conn: psycopg.Connection[Any], notify: set[str]) -> None:
     notifications only once the commit is durable. (Pipelining the two saved no measurable time.)"""
     if notify:
         conn.execute("SELECT pg_notify(%s, sid) FROM unnest(%s::text[]) AS sid", (CHANNEL, sorted(notify)))
+    crash_point("commit.before")  # test-only fault injection (flightlog.testing.crashpoints)
     conn.execute("COMMIT")
+    crash_point("commit.after")
 
 
 class _Tx(threading.local):

@@ -30,6 +30,7 @@ from ..errors import (
     StoreError,
     StoreUnavailable,
 )
+from ..testing.crashpoints import crash_point
 from .base import (
     RUNNABLE_STATUSES,
     ArtifactRecord,
@@ -491,7 +492,9 @@ class SqliteStore(Store):
         self._gate.group = None
         try:
             if group.error is None:
+                crash_point("commit.before")  # test-only fault injection (flightlog.testing.crashpoints)
                 self._conn.execute("COMMIT")
+                crash_point("commit.after")
         except BaseException as exc:
             group.error = exc
         if group.error is not None and self._conn.in_transaction:

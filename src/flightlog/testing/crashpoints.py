@@ -1,0 +1,90 @@
+"""Test-only fault injection: a process SIGKILLs itself at a named point of the write path.
+
+Crash tests used to SIGKILL a writer after a random delay and then count how many kills "found work"; on
+a slow, loaded machine the delay could end before the process had done anything, and the count fell short.
+Here the process kills itself exactly where the test asked, however slow the machine is::
+
+    FLIGHTLOG_TEST_CRASH_AT=<point>[:<n>]     # die at the n-th hit of <point> in this process (n >= 1,
+                                              # default 1)
+
+Nothing else reads the variable. Unset (every real run), :func:`crash_point` costs one environment lookup.
+Set, it counts the hits of the named point in this process (all threads together; a forked child starts
+its own count) and calls ``os.kill(os.getpid(), SIGKILL)`` on the n-th: no ``finally`` block, ``atexit``
+hook or buffered write runs, exactly as when another process sends the signal. A value naming an unknown
+point raises ``ValueError`` at the first crash point reached, so a typo cannot pass as "never reached".
+
+The points (:data:`POINTS`), each placed where a crash leaves a distinct state behind:
+
+``append.written``
+    ``Recorder.append_many``: the batch's rows are written in the open transaction, not committed.
+``append.committed``
+    ``Recorder.append_many``: the batch is durable; ``append`` has not returned (nothing acknowledged).
+``commit.before`` / ``commit.after``
+    The store's group commit (SQLite and PostgreSQL): just before / just after the ``COMMIT`` of a group,
+    before any of the group's blocks (possibly several threads') has returned.
+``effect.intent``
+    ``Effects.run_once``: the side effect's intent is durable; the tool has not run (in doubt, not done).
+``effect.ran``
+    ``Effects.run_once``: the tool has run; its completion is not recorded (in doubt, done).
+``model.call``
+    The kernel's turn: ``checkpoint_taken`` is durable, the model call is about to start (phase
+    ``calling``).
+``fleet.claimed``
+    A fleet worker claimed a session's lease and is about to drive it.
+"""
+
+from __future__ import annotations
+
+import os
+import signal
+import threading
+
+__all__ = ["ENV", "POINTS", "crash_point"]
+
+ENV = "FLIGHTLOG_TEST_CRASH_AT"
+"""The environment variable naming the crash point: ``<point>`` or ``<point>:<n>``."""
+
+POINTS = frozenset(
+    {
+        "append.written",
+        "append.committed",
+        "commit.before",
+        "commit.after",
+        "effect.intent",
+        "effect.ran",
+        "model.call",
+        "fleet.claimed",
+    }
+)
+"""Every point the code reaches (see the module docs)."""
+
+_hits: dict[tuple[int, str], int] = {}
+_lock = threading.Lock()
+
+
+def crash_point(name: str) -> None:
+    """SIGKILL this process if ``$FLIGHTLOG_TEST_CRASH_AT`` names ``name`` and this is its n-th hit here.
+
+    Args:
+        name: One of :data:`POINTS`.
+
+    Raises:
+        ValueError: the variable is set to something other than ``<point>`` or ``<point>:<n>`` with a
+            known point and an integer ``n >= 1``.
+    """
+    spec = os.environ.get(ENV)
+    if spec:
+        _hit(spec, name)
+
+
+def _hit(spec: str, name: str) -> None:
+    point, _, nth = spec.partition(":")
+    if point not in POINTS or not (nth or "1").isdigit() or int(nth or "1") < 1:
+        raise ValueError(f"{ENV}={spec!r}: expected <point>[:<n>] with n >= 1, points: {sorted(POINTS)}")
+    if point != name:
+        return
+    key = (os.getpid(), spec)
+    with _lock:
+        hits = _hits[key] = _hits.get(key, 0) + 1
+    if hits == int(nth or "1"):
+        os.kill(os.getpid(), signal.SIGKILL)
