@@ -8,6 +8,7 @@ for it (the gate's waiting count), so the grouping each test asserts is the only
 
 from __future__ import annotations
 
+import os
 import random
 import signal
 import subprocess
@@ -25,6 +26,7 @@ from flightlog.events import Custom
 from flightlog.recorder import Recorder, verify_session
 from flightlog.store import SqliteStore, open_store
 from flightlog.testing.concurrency import in_thread, until_waiting
+from flightlog.testing.crashpoints import ENV
 
 
 @pytest.fixture
@@ -177,13 +179,19 @@ from flightlog.store import open_store
 path, threads, base = sys.argv[1], int(sys.argv[2]), sys.argv[3]
 store = open_store(path)
 out_lock = threading.Lock()
+attached = threading.Barrier(threads)  # every COMMIT after the first `threads` ones is a group of appends
 
 def work(i):
     sid = f"{base}-{i}"
     try:
-        rec = Recorder.attach(store, sid)
-    except SessionNotFound:
-        rec = Recorder.create(store, session_id=sid)
+        try:
+            rec = Recorder.attach(store, sid)
+        except SessionNotFound:
+            rec = Recorder.create(store, session_id=sid)
+    except BaseException:
+        attached.abort()
+        raise
+    attached.wait()
     while True:
         row = rec.append(Custom(custom_kind="crash", payload={"sid": sid, "seq": rec.next_seq, "pad": "y" * 300}))
         with out_lock:
@@ -196,43 +204,120 @@ threading.Event().wait()
 """
 
 
+class _Writer:
+    """The WRITER script in its own process; its ``ACK`` lines are read as they come (a reader thread), so
+    the test waits for what the writer acknowledged, never for wall time. stderr goes to a file: it can be
+    read in a failure message whatever state the process is in."""
+
+    def __init__(self, script: Path, db: Path, errlog: Path, crash_at: str | None) -> None:
+        env = {k: v for k, v in os.environ.items() if k != ENV}
+        if crash_at is not None:
+            env[ENV] = crash_at
+        self.errlog = errlog
+        with errlog.open("wb") as err:
+            self.proc = subprocess.Popen(
+                [sys.executable, str(script), str(db), "8", "g"], stdout=subprocess.PIPE, stderr=err, env=env
+            )
+        self.acks: list[tuple[str, int]] = []
+        self._cond = threading.Condition()
+        self._eof = False
+        self._reader = threading.Thread(target=self._read, daemon=True)
+        self._reader.start()
+
+    def _read(self) -> None:
+        assert self.proc.stdout is not None
+        try:
+            for line in self.proc.stdout:
+                if not line.endswith(b"\n"):
+                    break  # a torn last line is not an acknowledgement
+                _, sid, seq = line.decode().split()
+                with self._cond:
+                    self.acks.append((sid, int(seq)))
+                    self._cond.notify_all()
+        finally:
+            with self._cond:
+                self._eof = True
+                self._cond.notify_all()
+
+    def wait_for_acks(self, count: int, *, sessions: int = 1, timeout_s: float = 120.0) -> None:
+        """Block until ``count`` appends, to at least ``sessions`` sessions, were acknowledged (fails if the
+        writer ends first or never gets there)."""
+
+        def enough() -> bool:
+            return len(self.acks) >= count and len({sid for sid, _ in self.acks}) >= sessions
+
+        with self._cond:
+            self._cond.wait_for(lambda: enough() or self._eof, timeout=timeout_s)
+            assert enough(), f"{len(self.acks)} of {count} acks; stderr: {self.stderr()}"
+
+    def finish(self, timeout_s: float = 120.0) -> int:
+        """Wait for the process to end and for every line it printed; returns its exit code."""
+        try:
+            code = self.proc.wait(timeout_s)
+        finally:
+            if self.proc.poll() is None:
+                self.proc.kill()
+                self.proc.wait()
+            self._reader.join(timeout_s)
+            assert self.proc.stdout is not None
+            self.proc.stdout.close()
+        return code
+
+    def stderr(self) -> str:
+        return self.errlog.read_text(errors="replace")[-3000:]
+
+
+def _stored(db: Path, sessions: list[str]) -> dict[str, int]:
+    """Events stored per session (every chain verified)."""
+    with open_store(db) as check:
+        found = {s.session_id for s in check.list_sessions()}
+        counts: dict[str, int] = {}
+        for sid in sessions:
+            if sid not in found:
+                counts[sid] = 0
+                continue
+            report = verify_session(check, sid)
+            assert report.ok, report.divergences
+            counts[sid] = report.events
+        return counts
+
+
 @pytest.mark.slow
 def test_sigkill_during_group_commits_loses_no_acknowledged_append(tmp_path: Path) -> None:
-    """8 threads append to 8 sessions through one store (group commits), SIGKILLed at random 12 times:
-    every append acknowledged before the kill is stored, and every chain verifies."""
+    """8 threads append to 8 sessions through one store (group commits), SIGKILLed 12 times: by the test
+    after a seeded number of acknowledgements, or by itself at a crash point (just before / just after a
+    group's ``COMMIT``, after a block committed and before it returned). Every time, every append
+    acknowledged before the kill is stored and every chain verifies; a kill after a ``COMMIT`` leaves at
+    least one committed, unacknowledged row (the group's blocks had not returned)."""
     script = tmp_path / "writer.py"
     script.write_text(WRITER)
     db = tmp_path / "crash.db"
+    sessions = [f"g-{i}" for i in range(8)]
     rng = random.Random(20261130)
     acked: dict[str, int] = {}
-    for _ in range(12):
-        with subprocess.Popen(
-            [sys.executable, str(script), str(db), "8", "g"], stdout=subprocess.PIPE, stderr=subprocess.PIPE
-        ) as proc:
-            assert proc.stdout is not None
-            lines: list[bytes] = []
-            stdout = proc.stdout
-            reader = threading.Thread(target=lines.extend, args=(stdout,), daemon=True)
-            reader.start()
-            time.sleep(rng.uniform(0.4, 0.9))
-            proc.send_signal(signal.SIGKILL)
-            proc.wait(30)
-            reader.join(30)
-        for line in lines:
-            if line.endswith(b"\n") and line.startswith(b"ACK "):
-                _, sid, seq = line.decode().split()
-                acked[sid] = max(acked.get(sid, -1), int(seq))
-        assert acked, (
-            f"the writer never acknowledged an append: {proc.stderr.read() if proc.stderr else ''!r}"
-        )
-        check = open_store(db)
-        try:
-            for sid, seq in acked.items():
-                report = verify_session(check, sid)
-                assert report.ok, report.divergences
-                assert report.events > seq, f"{sid}: seq {seq} was acknowledged but is not stored"
-        finally:
-            check.close()
+    stored = dict.fromkeys(sessions, 0)
+    plan = ["kill", "commit.before", "commit.after", "append.committed"] * 3
+    for i, how in enumerate(plan):
+        # The first 8 commits of a run may be the threads' attaches (or creates): crash in the appends.
+        crash_at = None if how == "kill" else f"{how}:{rng.randint(9, 80)}"
+        writer = _Writer(script, db, tmp_path / f"writer-{i}.err", crash_at)
+        if how == "kill":
+            # The first run leaves every session with a durable event (an empty ledger cannot be attached).
+            writer.wait_for_acks(rng.randint(1, 300), sessions=len(sessions) if i == 0 else 1)
+            writer.proc.send_signal(signal.SIGKILL)
+        code = writer.finish()
+        assert code == -signal.SIGKILL, f"run {i} ({crash_at}) ended with {code}: {writer.stderr()}"
+        assert "Traceback" not in writer.stderr(), writer.stderr()
+        for sid, seq in writer.acks:
+            acked[sid] = max(acked.get(sid, -1), seq)
+        before, stored = stored, _stored(db, sessions)
+        for sid, seq in acked.items():
+            assert stored[sid] > seq, f"run {i} ({crash_at}): {sid} seq {seq} was acknowledged, not stored"
+        new_rows = sum(stored.values()) - sum(before.values())
+        assert new_rows >= len(writer.acks)
+        if how in ("commit.after", "append.committed"):
+            assert new_rows > len(writer.acks), f"run {i} ({crash_at}): the committed block was acknowledged"
+    assert len(acked) == len(sessions)  # the first run acknowledged an append to each
 
 
 @pytest.mark.parametrize("mode", ["same recorder", "other recorder"])
