@@ -1,13 +1,21 @@
-"""Crash torture: SIGKILL real processes running a side-effecting agent at random points, resume each time.
+"""Crash torture: SIGKILL real processes running a side-effecting agent, resume each time.
 
 A *zygote* subprocess imports flightlog once, then for each command forks a child that runs or resumes the
-session (``torture_agent.child_main``), sleeps a random delay (seeded RNG) and SIGKILLs the child if it is
-still running. Forking keeps each iteration in the milliseconds instead of paying interpreter start-up,
-which is what makes >= 100 kills fit the time budget; every child is still a separate process with its own
-SQLite connection, killed without any chance to clean up.
+session (``torture_agent.child_main``). Forking keeps each iteration in the milliseconds instead of paying
+interpreter start-up; every child is still a separate process with its own SQLite connection, killed
+without any chance to clean up. A child dies one of two ways:
 
-After every kill the chain must verify and no line may have been appended twice. Each session is driven to
-completion; then:
+* by itself, at the n-th hit of a named crash point (``$FLIGHTLOG_TEST_CRASH_AT``, see
+  :mod:`flightlog.testing.crashpoints`): just after a side effect's intent is durable (``effect.intent``),
+  just after the tool ran (``effect.ran``), as the model call starts (``model.call``), before a
+  ``COMMIT`` (``commit.before``), after an append committed (``append.committed``). Every session starts
+  with one kill at each of the first three, so every run hits each window, however slow the machine;
+* by the zygote, after a seeded random delay, wherever the child happens to be (extra coverage; nothing is
+  counted on where these land).
+
+After every kill the chain must verify and no line may have been appended twice; a kill at a named point
+must leave the run exactly where that point is (an effect in doubt, a model call in flight). Each session is
+driven to completion; then:
 
 * with ``reconcile``: every side effect happened exactly once, the chain verifies, and the replayed
   transcript (``flightlog.replay.reconstruct``; rolled-back parts ignored) equals the transcript of an
@@ -51,6 +59,7 @@ ZYGOTE = r"""
 import json, os, signal, sys, time, traceback
 sys.path.insert(0, sys.argv[1])
 import torture_agent  # warm: flightlog, pydantic, sqlite3 are imported once, before any fork
+from flightlog.testing.crashpoints import ENV
 
 out = sys.stdout
 out.write("READY\n"); out.flush()
@@ -60,6 +69,9 @@ for line in sys.stdin:
     if pid == 0:
         code = 70
         try:
+            os.environ.pop(ENV, None)
+            if job["crash_at"] is not None:
+                os.environ[ENV] = job["crash_at"]
             code = torture_agent.child_main(job["db"], job["sid"], job["out"], job["mode"])
         except BaseException:
             traceback.print_exc()
@@ -82,9 +94,12 @@ for line in sys.stdin:
 class Zygote:
     proc: subprocess.Popen[str]
 
-    def run(self, db: Path, sid: str, out: Path, mode: str, delay: float | None) -> dict[str, object]:
+    def run(
+        self, db: Path, sid: str, out: Path, mode: str, *, crash_at: str | None, delay: float | None
+    ) -> dict[str, object]:
+        """Fork a child for the session; it dies at ``crash_at``, or is killed after ``delay`` seconds."""
         assert self.proc.stdin is not None and self.proc.stdout is not None
-        job = {"db": str(db), "sid": sid, "out": str(out), "mode": mode, "delay": delay}
+        job = {"db": str(db), "sid": sid, "out": str(out), "mode": mode, "crash_at": crash_at, "delay": delay}
         self.proc.stdin.write(json.dumps(job) + "\n")
         self.proc.stdin.flush()
         answer = self.proc.stdout.readline()
@@ -152,6 +167,30 @@ def _decide_in_doubt(db: Path, sid: str, out: Path) -> str:
         return "approve"
 
 
+FIRST_KILLS = {
+    "reconcile": ("model.call:1", "effect.intent:1", "effect.ran:1"),
+    "plain": ("effect.intent:1", "effect.ran:1", "effect.ran:1"),
+}
+"""Each session's first children, so every session hits these windows whatever the machine's speed.
+With ``reconcile``: turn 0's model call in flight; then (resumed) the first effect's intent durable, its
+tool not run; then (resumed, reconciled as not done) that tool run, its completion not recorded. Without:
+the first effect's intent durable; the next child suspends (in doubt) before any point, and the human
+approves (the line is not there); the next runs it again and dies after the tool ran, so the human then
+denies (it is there)."""
+POINTS = ("effect.intent", "effect.ran", "model.call", "commit.before", "append.committed")
+LANDS = {"model.call": "calling", "effect.intent": "tools+doubt", "effect.ran": "tools+doubt"}
+"""Where a kill at a named point leaves the run (phase, ``+doubt`` with an intent without completion)."""
+
+
+def _job(rng: random.Random, mode: str, child: int) -> tuple[str | None, float | None]:
+    """The ``child``-th child of a session: its crash point, or a random delay for the zygote's SIGKILL."""
+    if child < len(FIRST_KILLS[mode]):
+        return FIRST_KILLS[mode][child], None
+    if rng.random() < 0.5:
+        return None, rng.uniform(0.0, 0.12)
+    return f"{rng.choice(POINTS)}:{rng.randint(1, 4)}", None
+
+
 @pytest.mark.slow
 @pytest.mark.skipif(not hasattr(os, "fork"), reason="the zygote forks its children (POSIX only)")
 def test_sigkill_torture_side_effects_happen_exactly_once(tmp_path: Path, zygote: Zygote) -> None:
@@ -159,16 +198,26 @@ def test_sigkill_torture_side_effects_happen_exactly_once(tmp_path: Path, zygote
     reference = _reference(tmp_path)
     db = tmp_path / "torture.db"
     started = time.monotonic()
-    kills, sessions, in_doubt, decisions, landed = 0, 0, 0, Counter[str](), Counter[str]()
+    kills, sessions, in_doubt, decisions = 0, 0, 0, Counter[str]()
+    landed, at_point = Counter[str](), Counter[str]()
 
     def drive(sid: str, out: Path, mode: str) -> None:
         nonlocal kills, in_doubt
-        for _ in range(400):
-            answer = zygote.run(db, sid, out, mode, delay=rng.uniform(0.0, 0.12))
+        for child in range(400):
+            crash_at, delay = _job(rng, mode, child)
+            answer = zygote.run(db, sid, out, mode, crash_at=crash_at, delay=delay)
             if answer["killed"]:
                 kills += 1
-                landed[_check_after_kill(db, sid, out)] += 1
+                where = _check_after_kill(db, sid, out)
+                landed[where] += 1
+                if crash_at is not None:
+                    point = crash_at.split(":")[0]
+                    at_point[point] += 1
+                    assert where == LANDS.get(point, where), f"{sid}: a kill at {crash_at} left {where}"
                 continue
+            assert crash_at is None or child >= len(FIRST_KILLS[mode]) or (mode, child) == ("plain", 1), (
+                f"{sid}: child {child} never reached {crash_at}: {answer}"
+            )
             if answer["code"] == 3:  # suspended: an effect is in doubt (plain mode only)
                 assert mode == "plain"
                 in_doubt += 1
@@ -193,19 +242,22 @@ def test_sigkill_torture_side_effects_happen_exactly_once(tmp_path: Path, zygote
             assert effects == []
     reconcile_kills = kills
 
-    plain = 0
-    while in_doubt < 2 and plain < 20:
+    for plain in range(2):
         sid, out = f"plain-{plain}", tmp_path / f"plain-{plain}.txt"
         drive(sid, out, "plain")
-        plain += 1
         assert _counts(out) == Counter(torture_agent.lines())
         with open_store(db, read_only=True) as store:
             assert verify_session(store, sid).ok
     elapsed = time.monotonic() - started
     print(
         f"\ntorture: {kills} SIGKILLs ({reconcile_kills} with reconcile over {sessions} sessions, "
-        f"{kills - reconcile_kills} without over {plain}), {in_doubt} in-doubt suspensions "
-        f"({dict(decisions)}), {elapsed:.1f}s; kills left the run in: {dict(sorted(landed.items()))}"
+        f"{kills - reconcile_kills} without over 2), {in_doubt} in-doubt suspensions "
+        f"({dict(decisions)}), {elapsed:.1f}s; at named points: {dict(sorted(at_point.items()))}; "
+        f"kills left the run in: {dict(sorted(landed.items()))}"
     )
-    assert reconcile_kills >= MIN_KILLS and in_doubt >= 1
-    assert landed["tools+doubt"] >= 5 and landed["calling"] >= 5  # the kills hit the interesting windows
+    # Every session's first kills were at the named windows (``drive`` checked where each landed).
+    assert at_point["model.call"] >= sessions
+    assert at_point["effect.intent"] >= sessions + 2 and at_point["effect.ran"] >= sessions + 2
+    # Without a reconciler each in-doubt effect suspended the run, and the human saw both cases: the
+    # intent alone (approve: it runs) and the tool run without its completion (deny: it happened).
+    assert decisions["approve"] >= 2 and decisions["deny"] >= 2
