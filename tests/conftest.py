@@ -1,8 +1,14 @@
-"""Suite-wide isolation: no test reads or writes the user's real key, head or database locations.
+"""Suite-wide settings.
 
-The variables are set when pytest loads this file, before any fixture of any scope runs (module-scoped
-fixtures run before function-scoped autouse ones), and are inherited by every subprocess a test starts.
-Each test then gets fresh directories of its own.
+Isolation: no test reads or writes the user's real key, head or database locations. The variables are set
+when pytest loads this file, before any fixture of any scope runs (module-scoped fixtures run before
+function-scoped autouse ones), and are inherited by every subprocess a test starts. Each test then gets
+fresh directories of its own.
+
+Hypothesis: the ``flightlog`` profile (loaded here, so it applies to every property test) has no
+per-example ``deadline`` and no ``too_slow`` health check. Both time the machine, not the code: on a slow,
+loaded machine an example or its data generation may take longer than Hypothesis's 200 ms default, and the
+test would fail for that alone. Speed is measured in ``bench/``, never in tests.
 """
 
 from __future__ import annotations
@@ -12,6 +18,7 @@ import tempfile
 from collections.abc import Iterator
 
 import pytest
+from hypothesis import HealthCheck, settings
 
 _SUITE_HOME = tempfile.mkdtemp(prefix="flightlog-tests-")
 for _name, _sub in (
@@ -21,6 +28,9 @@ for _name, _sub in (
 ):
     os.environ[_name] = os.path.join(_SUITE_HOME, _sub)
 os.environ.pop("FLIGHTLOG_LOG_KEY", None)
+
+settings.register_profile("flightlog", deadline=None, suppress_health_check=[HealthCheck.too_slow])
+settings.load_profile("flightlog")
 
 
 @pytest.fixture(autouse=True)

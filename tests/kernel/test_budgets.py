@@ -21,7 +21,7 @@ from flightlog.kernel.state import KernelState
 from flightlog.providers.base import Usage
 from flightlog.store import SqliteStore
 
-from .helpers import FakeClock, agent, customs, echo, of
+from .helpers import FakeClock, agent, customs, of
 
 
 def _looping(n: int, usage: Usage | None = None) -> list[object]:
@@ -105,8 +105,11 @@ def test_wall_clock_budget_between_turns(store: SqliteStore) -> None:
 
 
 def test_wall_clock_deadline_cancels_an_in_flight_model_call(store: SqliteStore) -> None:
-    provider = ScriptedProvider([reply("too late")], latency_s=5)
-    result = Kernel(store, agent(provider, budgets=Budgets(wall_clock_ms=100))).run_sync("hurry")
+    """The budget is read from the kernel's (fake, frozen) clock, so the run reaches its model call
+    however slow the machine; the call would take an hour, so the deadline is what ends it."""
+    provider = ScriptedProvider([reply("too late")], latency_s=3600)
+    k = Kernel(store, agent(provider, budgets=Budgets(wall_clock_ms=100)), clock=FakeClock())
+    result = k.run_sync("hurry")
     sid = result.session_id
     assert result.status == "budget_exhausted" and result.detail == "budget exhausted: wall_clock"
     (cancelled,) = of(store, sid, OperationCancelled)
@@ -118,16 +121,26 @@ def test_wall_clock_deadline_cancels_an_in_flight_model_call(store: SqliteStore)
 
 
 def test_wall_clock_deadline_cancels_running_tools_and_lists_them(store: SqliteStore) -> None:
+    """``fast`` runs inline and never awaits, so it finishes in the first step of its task, before any
+    timer can fire; ``forever`` never finishes. The fake clock keeps the budget whole until the tools run."""
+
+    @tool(effect="read_only", in_thread=False)
+    def fast(text: str) -> str:
+        """Returns at once."""
+        return text
+
     @tool(effect="read_only")
     async def forever(text: str) -> str:
-        """Never finishes in time."""
-        await asyncio.sleep(10)
+        """Never finishes."""
+        await asyncio.Event().wait()
         return text
 
     provider = ScriptedProvider(
-        [calls(call("echo", {"text": "fast"}, id="e"), call("forever", {"text": "x"}, id="f"))]
+        [calls(call("fast", {"text": "fast"}, id="e"), call("forever", {"text": "x"}, id="f"))]
     )
-    k = Kernel(store, agent(provider, tools=[echo, forever], budgets=Budgets(wall_clock_ms=300)))
+    k = Kernel(
+        store, agent(provider, tools=[fast, forever], budgets=Budgets(wall_clock_ms=300)), clock=FakeClock()
+    )
     sid = k.run_sync("hurry").session_id
     (cancelled,) = of(store, sid, OperationCancelled)
     assert cancelled.reason.value == "deadline" and cancelled.pending_call_ids == ["f"]
