@@ -191,7 +191,7 @@ def _post(url: str, body: Any) -> int:
         url, data=json.dumps(body).encode(), method="POST", headers={"Content-Type": "application/json"}
     )
     try:
-        with urllib.request.urlopen(request, timeout=5) as response:
+        with urllib.request.urlopen(request, timeout=60) as response:
             response.read()
             return int(response.status)
     except urllib.error.HTTPError as error:

@@ -9,4 +9,3 @@ def test_property_tests_never_time_the_machine() -> None:
     """No per-example deadline (Hypothesis's default is 200 ms) and no ``too_slow`` health check."""
     assert settings.default.deadline is None
     assert HealthCheck.too_slow in settings.default.suppress_health_check
-

@@ -350,7 +350,7 @@ def test_cli_serve_trust_submit_verify(
         assert rows[-1]["state"] == "index" and rows[-1]["witnessed"] == 2
     finally:
         server.terminate()
-        server.communicate(timeout=10)
+        server.communicate(timeout=60)
 
 
 def test_cli_usage_mistakes(db_path: Path, store: SqliteStore) -> None:

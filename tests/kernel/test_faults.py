@@ -148,7 +148,7 @@ def test_an_exhausted_route_fails_the_run(store: SqliteStore) -> None:
 
 def test_a_model_call_timeout_rolls_back_and_retries(store: SqliteStore) -> None:
     async def hang(request: ModelRequest) -> ModelResponse:
-        await asyncio.sleep(5)
+        await asyncio.Event().wait()  # never returns: only the timeout/cancellation ends it
         raise AssertionError("not reached")
 
     provider = ScriptedProvider([hang, reply("fast now")])
@@ -298,7 +298,7 @@ def test_signals_cancel_cleanly_and_the_run_stays_resumable(
     async def interrupted(text: str) -> str:
         """The operator presses Ctrl-C (or the host shuts down) while this runs."""
         os.kill(os.getpid(), sig)
-        await asyncio.sleep(5)
+        await asyncio.Event().wait()  # never returns: only the timeout/cancellation ends it
         return text
 
     script = [
@@ -335,7 +335,7 @@ def test_kernel_cancel_during_a_model_call(store: SqliteStore) -> None:
 
     async def cancel_me(request: ModelRequest) -> ModelResponse:
         box["k"].cancel()
-        await asyncio.sleep(5)
+        await asyncio.Event().wait()  # never returns: only the timeout/cancellation ends it
         raise AssertionError("not reached")
 
     box["k"] = _kernel(store, ScriptedProvider([cancel_me]))

@@ -253,7 +253,7 @@ def test_read_only_calls_of_a_turn_run_concurrently_and_results_keep_call_order(
         started.append(name)
         if len(started) == 2:
             both.set()
-        await asyncio.wait_for(both.wait(), timeout=5)
+        await asyncio.wait_for(both.wait(), timeout=60)
         if name == "first":
             await asyncio.sleep(0.01)  # finishes last
         return name

@@ -23,6 +23,7 @@ import shutil
 import socket
 import subprocess
 import tempfile
+import time
 import uuid
 from collections.abc import Iterator
 from pathlib import Path
@@ -30,7 +31,7 @@ from pathlib import Path
 import psycopg
 import pytest
 
-__all__ = ["database_url", "fresh_schema", "schema_url", "server_url"]
+__all__ = ["blocked_by", "database_url", "fresh_schema", "schema_url", "server_url"]
 
 DATABASE = "flightlog_test"
 
@@ -157,3 +158,25 @@ def fresh_schema(prefix: str = "t") -> Iterator[str]:
     finally:
         with psycopg.connect(database_url(), autocommit=True) as conn:
             conn.execute(f"DROP SCHEMA IF EXISTS {name} CASCADE")
+
+
+def blocked_by(backend_pid: int, *, timeout_s: float = 60.0) -> list[int]:
+    """Wait until some backend is blocked by ``backend_pid`` (waits on a lock it holds: PostgreSQL's
+    ``pg_blocking_pids``); returns the blocked backends' pids.
+
+    The state a test needs ("the rival is waiting on the row lock now"), read from the server instead of
+    assumed after a sleep.
+
+    Raises:
+        AssertionError: nothing was blocked by it within ``timeout_s`` seconds.
+    """
+    deadline = time.monotonic() + timeout_s
+    with psycopg.connect(database_url(), autocommit=True) as conn:
+        while True:
+            rows = conn.execute(
+                "SELECT pid FROM pg_stat_activity WHERE %s = ANY(pg_blocking_pids(pid))", (backend_pid,)
+            ).fetchall()
+            if rows:
+                return [int(row[0]) for row in rows]
+            assert time.monotonic() < deadline, f"no backend waited on a lock of {backend_pid}"
+            time.sleep(0.01)

@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import multiprocessing
 import threading
-import time
+import uuid
 from collections.abc import Callable, Iterator
 
 import psycopg
@@ -32,6 +32,8 @@ from flightlog.recorder import Recorder, verify_session
 from flightlog.store import Store, open_store
 from flightlog.store.postgres import MIGRATIONS, PostgresStore, translate
 from flightlog.testing.store_contract import StoreContract, chained_rows
+
+from .server import blocked_by
 
 
 class TestPostgresStore(StoreContract):
@@ -331,18 +333,15 @@ def test_two_processes_append_to_different_sessions_concurrently(
             p.start()
         for ready, _ in events:
             assert ready.wait(60)
-        started = time.monotonic()
         for _, go in events:
             go.set()
         for p in procs:
-            p.join(60)
+            p.join(120)  # with a table lock they would wait for this block to end: a hang, then exit None
         assert [p.exitcode for p in procs] == [0, 0]
-        elapsed = time.monotonic() - started
     for i in range(2):
         assert [e.seq for e in pg_store.read_events(f"p{i}")] == list(range(50))
         assert verify_session(pg_store, f"p{i}").ok
     assert [e.seq for e in pg_store.read_events("held")] == [0]
-    assert elapsed < 30
 
 
 def test_a_second_writer_waits_on_the_row_lock_then_conflicts(open_pg: Callable[..., PostgresStore]) -> None:
@@ -361,45 +360,56 @@ def test_a_second_writer_waits_on_the_row_lock_then_conflicts(open_pg: Callable[
 
         thread = threading.Thread(target=rival)
         thread.start()
-        time.sleep(0.3)
+        assert one._tx.conn is not None
+        blocked_by(one._tx.conn.info.backend_pid)  # the rival waits on a lock this transaction holds
         assert outcome == []  # blocked on the session row
-    thread.join(10)
+    thread.join(60)
     assert len(outcome) == 1 and isinstance(outcome[0], AppendConflict)
     assert [e.event_bytes for e in one.read_events("s")] == [chained_rows(["first"])[0][0].event_bytes]
 
 
 # ─── LISTEN / NOTIFY ─────────────────────────────────────────────────────────────────────────
+# The channel is database-wide and other test runs may share the server: session ids are unique here, so
+# only this test's commits can wake its waits. "No wake-up" is read with a zero timeout once a later
+# commit's notification (a marker's) has arrived: notifications arrive in commit order, so an earlier one
+# would have arrived first. No assertion depends on how long a short wait lasted.
+def _unique(name: str) -> str:
+    return f"{name}-{uuid.uuid4().hex[:12]}"
+
+
 def test_wait_for_events_wakes_on_commit_not_on_rollback(open_pg: Callable[..., PostgresStore]) -> None:
     reader, writer = open_pg(), open_pg()
-    recorder = Recorder.create(writer, session_id="s")
-    assert reader.wait_for_events(0.01, session_id="s") is True  # the first call starts listening
-    assert reader.wait_for_events(0.05, session_id="s") is False
+    sid, marker = _unique("s"), _unique("marker")
+    recorder, mark = Recorder.create(writer, session_id=sid), Recorder.create(writer, session_id=marker)
+    assert reader.wait_for_events(0, session_id=sid) is True  # the first call starts listening
+    assert reader.wait_for_events(0, session_id=marker) is True
     with pytest.raises(RuntimeError), writer.transaction():
         recorder.record_custom("dropped", 0)
         raise RuntimeError("roll back")
-    assert reader.wait_for_events(0.2, session_id="s") is False
+    mark.record_custom("after", 0)
+    assert reader.wait_for_events(60, session_id=marker) is True
+    assert reader.wait_for_events(0, session_id=sid) is False, "a rolled-back transaction woke a waiter"
 
-    def later() -> None:
-        time.sleep(0.2)
-        recorder.record_custom("kept", 1)
-
-    thread = threading.Thread(target=later)
-    thread.start()
-    started = time.monotonic()
-    assert reader.wait_for_events(10, session_id="s") is True
-    assert time.monotonic() - started < 5
-    thread.join()
-    assert [e.seq for e in reader.read_events("s")] == [0]
+    committer = threading.Thread(target=lambda: recorder.record_custom("kept", 1))
+    committer.start()
+    assert reader.wait_for_events(60, session_id=sid) is True  # woken by the commit, before or during
+    committer.join(60)
+    assert [e.seq for e in reader.read_events(sid)] == [0]
 
 
 def test_wait_for_events_filters_by_session(open_pg: Callable[..., PostgresStore]) -> None:
     reader, writer = open_pg(), open_pg()
-    other = Recorder.create(writer, session_id="other")
-    Recorder.create(writer, session_id="mine")
-    reader.wait_for_events(0, session_id="mine")
+    mine, theirs, marker = _unique("mine"), _unique("other"), _unique("marker")
+    other, mark = Recorder.create(writer, session_id=theirs), Recorder.create(writer, session_id=marker)
+    Recorder.create(writer, session_id=mine)
+    for sid in (mine, marker, None):
+        assert reader.wait_for_events(0, session_id=sid) is True  # each filter's first call
     other.record_custom("x", 0)
-    assert reader.wait_for_events(0.3, session_id="mine") is False
-    writer.set_session_status("mine", "completed")
-    assert reader.wait_for_events(5, session_id="mine") is True
+    mark.record_custom("after", 0)
+    assert reader.wait_for_events(60, session_id=marker) is True
+    assert reader.wait_for_events(0, session_id=mine) is False, "another session's commit woke it"
+    writer.set_session_status(mine, "completed")
+    assert reader.wait_for_events(60, session_id=mine) is True
+    assert reader.wait_for_events(60) is True  # any session: the commits since its first call
     other.record_custom("y", 1)
-    assert reader.wait_for_events(5) is True
+    assert reader.wait_for_events(60) is True

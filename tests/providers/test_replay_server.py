@@ -36,7 +36,7 @@ def post(url: str, body: Any) -> tuple[int, dict[str, str], bytes]:
         url, data=data, method="POST", headers={"Content-Type": "application/json"}
     )
     try:
-        with urllib.request.urlopen(request, timeout=5) as response:
+        with urllib.request.urlopen(request, timeout=60) as response:
             return response.status, dict(response.headers.items()), response.read()
     except urllib.error.HTTPError as error:
         with error:

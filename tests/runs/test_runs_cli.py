@@ -211,7 +211,7 @@ def test_tail_follows_a_writer_in_another_process(db_path: Path, tmp_path: Path)
         assert "model replied: looking" in seen[0] and "3 matches" in seen[2]
         assert tail.wait(timeout=30) == 0  # stopped by itself at run_terminal
         assert writer.wait(timeout=30) == 0
-        assert lines.get(timeout=5) == ""
+        assert lines.get(timeout=30) == ""
     finally:
         for process in (tail, writer):
             if process is not None and process.poll() is None:

@@ -14,7 +14,6 @@ import signal
 import subprocess
 import sys
 import threading
-import time
 from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
@@ -25,7 +24,7 @@ from flightlog.errors import StoreError
 from flightlog.events import Custom
 from flightlog.recorder import Recorder, verify_session
 from flightlog.store import SqliteStore, open_store
-from flightlog.testing.concurrency import in_thread, until_waiting
+from flightlog.testing.concurrency import in_thread, until, until_waiting
 from flightlog.testing.crashpoints import ENV
 
 
@@ -54,17 +53,16 @@ def _interleave(store: SqliteStore, first: Recorder, *others: Callable[[], objec
     def held() -> object:
         with first.atomic():
             first.append(_custom(0))
-            release.wait(10)
+            release.wait(60)
         return first.next_seq
 
     t0, out0 = in_thread(held)
-    while not store._depth:  # the first block is open and holds the store
-        time.sleep(0.001)
+    until(lambda: store._depth > 0)  # the first block is open and holds the store
     started = [in_thread(fn) for fn in others]
     until_waiting(store._gate, len(others))
     release.set()
     for thread, _ in [(t0, out0), *started]:
-        thread.join(10)
+        thread.join(60)
     return [out0, *(out for _, out in started)]
 
 
@@ -339,14 +337,14 @@ def test_a_block_holding_the_store_can_append_to_a_recorder_whose_last_block_wai
         return "first"
 
     def second() -> object:
-        in_block.wait(10)
+        in_block.wait(60)
         with store.transaction() if mode == "same recorder" else r1.atomic():
             target.append(_custom(2))
         return "second"
 
     (t1, out1), (t2, out2) = in_thread(first), in_thread(second)
-    t1.join(20)
-    t2.join(20)
+    t1.join(60)
+    t2.join(60)
     assert (out1, out2) == (["first"], ["second"]), "a thread hung or failed"
     report = verify_session(store, target.session_id)
     assert report.ok and report.events == 2 == target.next_seq
@@ -375,7 +373,7 @@ def test_an_interrupt_while_waiting_for_the_group_leaves_head_and_ledger_agreein
             r1.append(_custom(1))
             th, out = in_thread(lambda: r2.append(_custom(0)).seq)
             until_waiting(store._gate, 1)  # r2's append waits for the store: r1's block will defer
-        th.join(10)
+        th.join(60)
     finally:
         store._gate.wait = original  # type: ignore[method-assign]
     assert out == [0] and len(calls) == 2, "the block kept waiting for its group after the interrupt"

@@ -10,8 +10,10 @@ import signal
 import sqlite3
 import subprocess
 import sys
+import threading
 import time
 from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
 
 import httpx
@@ -553,7 +555,7 @@ def test_ui_command_prints_the_url_serves_and_stops_on_sigint(tmp_path: Path, gi
             assert printed is not None and len(printed) >= 32
         token = TOKEN if given else printed
         with httpx.Client(base_url=base, follow_redirects=True) as http:
-            deadline = time.monotonic() + 10
+            deadline = time.monotonic() + 60
             while True:
                 try:
                     assert http.get("/").status_code == 401
@@ -565,7 +567,7 @@ def test_ui_command_prints_the_url_serves_and_stops_on_sigint(tmp_path: Path, gi
             assert login.status_code == 200 and "Runs" in login.text  # 303 → cookie → the page
             assert http.get("/api/runs").json()["runs"] == []
         proc.send_signal(signal.SIGINT)
-        assert proc.wait(timeout=15) == 0
+        assert proc.wait(timeout=60) == 0
     finally:
         if proc.poll() is None:
             proc.kill()
@@ -583,23 +585,39 @@ def _events(store: SqliteStore, session_id: str) -> list[tuple[object, object]]:
 
 
 def test_the_session_stream_wakes_on_a_commit_not_on_the_poll_interval(db_path: Path) -> None:
-    """Between reads the stream waits on ``Store.wait_for_events``: a commit wakes it long before
-    ``poll_s`` (SQLite polls the session row every 50 ms; PostgreSQL is woken by NOTIFY)."""
+    """Between reads the stream waits on ``Store.wait_for_events``: a commit wakes it, not ``poll_s`` (SQLite
+    polls the session row every 50 ms; PostgreSQL is woken by NOTIFY). ``poll_s`` is an hour here, so an
+    event that arrives at all (within the client's 60 s read timeout) was woken by the commit. The commit
+    is made once the stream is seen waiting (its store took the session's wake mark), not after a sleep."""
+    waiting = threading.Event()
+
+    class Watched(SqliteStore):
+        def _wake_mark(self, session_id: str) -> tuple[int, str, int] | None:
+            mark = super()._wake_mark(session_id)
+            waiting.set()
+            return mark
+
+    @contextmanager
+    def open_db(read_only: bool) -> Iterator[SqliteStore]:
+        store = Watched(db_path, read_only=read_only)
+        try:
+            yield store
+        finally:
+            store.close()
+
     with SqliteStore(db_path) as store:
         recorder = Recorder.create(store, session_id="live")
         recorder.append(Custom(custom_kind="step", payload={"i": 0}))
-        app = create_app(opener(db_path), token=TOKEN, poll_s=30.0, ping_s=60.0)
+        app = create_app(open_db, token=TOKEN, poll_s=3600.0, ping_s=3600.0)
         headers = {"Authorization": f"Bearer {TOKEN}"}
         with (
             DashboardServer(app) as server,
-            httpx.Client(base_url=server.url, headers=headers) as http,
+            httpx.Client(base_url=server.url, headers=headers, timeout=60) as http,
             http.stream("GET", "/api/stream/session?id=live") as stream,
         ):
             lines = stream.iter_lines()
             assert _sse(lines, "ev")["seq"] == 0
             assert _sse(lines, "status")["status"] == "running"
-            time.sleep(0.2)  # the stream is waiting now
-            started = time.monotonic()
+            assert waiting.wait(60)  # the stream waits for a change now
             recorder.append(Custom(custom_kind="step", payload={"i": 1}))
             assert _sse(lines, "ev")["seq"] == 1
-            assert time.monotonic() - started < 5.0  # not the 30 s poll interval

@@ -11,7 +11,7 @@ from collections.abc import Callable
 
 from ..store.group import Gate
 
-__all__ = ["in_thread", "until_waiting"]
+__all__ = ["in_thread", "until", "until_waiting"]
 
 
 def in_thread(fn: Callable[[], object]) -> tuple[threading.Thread, list[object]]:
@@ -29,14 +29,25 @@ def in_thread(fn: Callable[[], object]) -> tuple[threading.Thread, list[object]]
     return thread, out
 
 
-def until_waiting(gate: Gate | None, count: int, *, timeout_s: float = 10.0) -> None:
+def until(condition: Callable[[], bool], *, timeout_s: float = 60.0, what: str = "the condition") -> None:
+    """Block until ``condition()`` is true (checked every millisecond).
+
+    The timeout only bounds a hang: it is generous, so a slow, loaded machine gets there too.
+
+    Raises:
+        AssertionError: it was still false after ``timeout_s`` seconds.
+    """
+    deadline = time.monotonic() + timeout_s
+    while not condition():
+        assert time.monotonic() < deadline, f"{what} never held within {timeout_s}s"
+        time.sleep(0.001)
+
+
+def until_waiting(gate: Gate | None, count: int, *, timeout_s: float = 60.0) -> None:
     """Block until ``count`` threads wait to take ``gate``.
 
     Raises:
         AssertionError: they did not within ``timeout_s`` seconds (or the store has no gate).
     """
     assert gate is not None, "the store has no group-commit gate"
-    deadline = time.monotonic() + timeout_s
-    while gate.waiting < count:
-        assert time.monotonic() < deadline, f"{count} threads never queued for the store"
-        time.sleep(0.001)
+    until(lambda: gate.waiting >= count, timeout_s=timeout_s, what=f"{count} threads queued for the store")

@@ -876,19 +876,29 @@ class StoreContract:
 
     # ─── live wake-ups ────────────────────────────────────────────────────────────────────
     def test_wait_for_events_times_out_then_sees_a_commit(self, store: Store, reopen: Reopen) -> None:
+        """A quiet session's wait times out; a wait sees a commit made while it waits. Nothing is timed:
+        the session id is unique (no other database's session of that name can wake it), and the writer
+        commits again and again until the wait returns, so a commit lands after the wait began however
+        the threads are scheduled."""
         import threading
-        import time
+        import uuid
 
-        _new_session(store)
-        store.wait_for_events(0.01, session_id="s-1")  # a backend may start listening on the first call
-        assert store.wait_for_events(0.1, session_id="s-1") is False
+        sid = _new_session(store, f"s-{uuid.uuid4().hex[:12]}")
+        store.wait_for_events(0, session_id=sid)  # a backend may start listening on the first call
+        assert store.wait_for_events(0.1, session_id=sid) is False
         writer = reopen(store)
-        timer = threading.Timer(0.2, lambda: _append(writer, "s-1", ["woken"]))
-        timer.start()
-        started = time.monotonic()
+        stop = threading.Event()
+
+        def commit_until_woken() -> None:
+            while not stop.is_set():
+                _append(writer, sid, ["woken"])
+                stop.wait(0.05)  # a pace, not a race: the wait below returns on any of these commits
+
+        thread = threading.Thread(target=commit_until_woken)
+        thread.start()
         try:
-            assert store.wait_for_events(10, session_id="s-1") is True
+            assert store.wait_for_events(60, session_id=sid) is True
         finally:
-            timer.join()
-        assert time.monotonic() - started < 5
-        assert [e.seq for e in store.read_events("s-1")] == [0]
+            stop.set()
+            thread.join(60)
+        assert [e.seq for e in store.read_events(sid)][:1] == [0]
