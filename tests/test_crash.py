@@ -159,6 +159,8 @@ def _run_and_kill(
                 assert reached, f"the writer never acknowledged {kill_after_acks}: {errlog.read_text()}"
                 proc.send_signal(signal.SIGKILL)
             returncode = proc.wait(timeout=TIMEOUT_S)
+        except subprocess.TimeoutExpired:
+            pytest.fail(f"the writer did not die within {TIMEOUT_S}s: {errlog.read_text()}")
         finally:
             if proc.poll() is None:
                 proc.kill()

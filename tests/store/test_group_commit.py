@@ -252,6 +252,8 @@ class _Writer:
         """Wait for the process to end and for every line it printed; returns its exit code."""
         try:
             code = self.proc.wait(timeout_s)
+        except subprocess.TimeoutExpired:
+            pytest.fail(f"the writer did not end within {timeout_s}s; stderr: {self.stderr()}")
         finally:
             if self.proc.poll() is None:
                 self.proc.kill()
