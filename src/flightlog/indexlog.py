@@ -166,6 +166,7 @@ def append_to_index(
     """
     if not store.index_supported():
         return None
+    store.lock_index()  # before reading the head: concurrent appenders queue rather than conflict
     tree = index_tree(store)
     leaf = parse_note(signed.note).text.encode("utf-8")
     store.append_index_leaf(tree.size, session_id, checkpoint_id, leaf)
