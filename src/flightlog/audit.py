@@ -222,8 +222,8 @@ def require_intact(store: Store, session_id: str, *, auditor: Auditor | None = N
     Raises:
         SessionNotFound: no such session.
         LedgerIntegrityError: any divergence of the session, or of the index log that vouches for it;
-            ``seq`` and ``reason`` name the first (``seq`` None and the reason prefixed ``index log leaf
-            N`` when only the index log diverges).
+            ``seq`` and ``reason`` name the first (when only the index log diverges, ``seq`` is None and
+            the reason starts with "index log leaf N").
         KeyManifestError: with the default auditor, an unreadable key manifest or witness list.
     """
     return (auditor or Auditor.from_env()).require(store, session_id)
