@@ -111,7 +111,8 @@ def test_the_example_runs_suspends_and_resumes_on_the_recording(tmp_path: Path, 
         assert second.status == "completed" and second.final_message.startswith(ANSWER)
         assert verify_session(store, second.session_id).ok
         kinds = _kinds(store, second.session_id)
-        assert kinds.count("llm_completed") == 2 and kinds[-1] == "run_terminal"
+        assert kinds.count("llm_completed") == 2
+        assert kinds[-2:] == ["run_terminal", "custom:session_sealed"]  # signed and sealed by default
         assert (
             kinds.count("custom:external_effect_intent")
             == kinds.count("custom:external_effect_completed")

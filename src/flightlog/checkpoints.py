@@ -50,6 +50,13 @@ its own retained head ``<head dir>/<ledger id>/index.json``), so a session delet
 Heads cosigned by a witness (:mod:`flightlog.witness`) are passed to :func:`audit_session` as
 :class:`WitnessedHead` and checked like the retained head (``rollback``, ``fork``, ``stale_head``, the detail
 naming the witness): that catches a rollback even when the retained-head directory went with the database.
+The session's checkpoints the signed index log holds are passed as :class:`IndexedHead` and checked the same
+way (the detail naming the leaf), so a session re-chained after its retained head file was deleted still
+diverges; :func:`flightlog.audit.require_intact` (the check every entry point runs) passes all of these.
+
+**Default notary.** :data:`USER_NOTARY` is the default ``notary=`` of what records sessions for the user
+(``Kernel``, the integrations, ``submit``, ``Worker``, ``approve``/``deny``/``abort``): :meth:`Notary.from_env`,
+what ``flightlog run`` uses; ``notary=None`` opts out.
 
 **Erasable artifacts.** Events referencing personal data do so by salted digest
 (``salted:sha256:<hex>``, :mod:`flightlog.erasure`); verification lists each such reference (a JSON string
@@ -74,6 +81,7 @@ from __future__ import annotations
 
 import base64
 import binascii
+import enum
 import hashlib
 import json
 import logging
@@ -107,11 +115,13 @@ __all__ = [
     "ORIGIN_HOST",
     "SALTED_PREFIX",
     "SEAL_KIND",
+    "USER_NOTARY",
     "Anchor",
     "ArtifactRef",
     "AuditReport",
     "Checkpoint",
     "HeadStore",
+    "IndexedHead",
     "Notary",
     "Note",
     "NoteError",
@@ -120,6 +130,7 @@ __all__ = [
     "SessionNotary",
     "SessionSealed",
     "SignedCheckpoint",
+    "UserNotary",
     "WitnessedHead",
     "audit_rows",
     "audit_session",
@@ -130,6 +141,7 @@ __all__ = [
     "open_note",
     "origin_for",
     "parse_note",
+    "resolve_notary",
     "resume",
     "sign_note",
 ]
@@ -151,6 +163,7 @@ MAX_SIGNATURES = 100
 _SIG_PREFIX = "\u2014 "  # em dash, space (C2SP signed-note "Format")
 _DECIMAL = re.compile(r"0|[1-9][0-9]*")
 _HEX64 = re.compile(r"[0-9a-f]{64}")
+_CONTROL = re.compile(r"[\x00-\x09\x0b-\x1f]")  # C0 controls but newline (C2SP signed-note, "Format")
 _LEDGER_ID = re.compile(r"[0-9a-f]{8,64}")
 _SEAL_MARK = b'"custom_kind":"session_sealed"'
 
@@ -209,9 +222,9 @@ class Note:
 def _check_text(text: str) -> None:
     if not text.endswith("\n"):
         raise NoteError(reason="note text must end with a newline")
-    bad = next((c for c in text if ord(c) < 0x20 and c != "\n"), None)
+    bad = _CONTROL.search(text)
     if bad is not None:
-        raise NoteError(reason=f"note holds control character U+{ord(bad):04X}")
+        raise NoteError(reason=f"note holds control character U+{ord(bad.group()):04X}")
 
 
 def sign_note(text: str, *signers: LogSigner) -> str:
@@ -739,6 +752,31 @@ class Notary:
         return SignedCheckpoint(checkpoint, sign_note(checkpoint.text(), self.signer), keys[0])
 
 
+class UserNotary(enum.Enum):
+    """Type of :data:`USER_NOTARY` (an enum so type checkers can tell it from a ``Notary`` and ``None``)."""
+
+    USER = "user"
+
+
+USER_NOTARY = UserNotary.USER
+"""Default of ``notary=`` wherever flightlog records a session for you: the user's notary,
+:meth:`Notary.from_env` (the log key of ``$FLIGHTLOG_LOG_KEY`` or the key directory, created on first use,
+and the default retained-head directory), exactly what ``flightlog run``, ``import`` and ``worker`` use.
+Pass ``notary=None`` to record an unsigned, unsealed chain instead (``verify`` then reports it as wholly
+unanchored), or a :class:`Notary` of your own."""
+
+
+def resolve_notary(notary: Notary | UserNotary | None) -> Notary | None:
+    """The notary a ``notary=`` argument stands for: :meth:`Notary.from_env` for :data:`USER_NOTARY`.
+
+    Raises:
+        KeyManifestError: the user's key directory is unreadable or its manifest untrusted.
+    """
+    if isinstance(notary, UserNotary):
+        return Notary.from_env()
+    return notary
+
+
 @dataclass
 class SessionNotary:
     """A recorder's checkpoint state for one session (internal to the recorder)."""
@@ -865,6 +903,31 @@ class WitnessedHead:
         return self.checkpoint.root
 
 
+@dataclass(frozen=True)
+class IndexedHead:
+    """A checkpoint of the session that the ledger-wide index log holds, under a verified signed index
+    checkpoint (:func:`flightlog.indexlog.indexed_heads`).
+
+    Attributes:
+        checkpoint: The session checkpoint's text, parsed (the leaf; its own signature is not in the leaf,
+            the index checkpoint's signature covers it).
+        leaf: Its leaf index in the index log.
+    """
+
+    checkpoint: Checkpoint
+    leaf: int
+
+    @property
+    def size(self) -> int:
+        """Events covered."""
+        return self.checkpoint.size
+
+    @property
+    def root(self) -> bytes:
+        """Root signed over them."""
+        return self.checkpoint.root
+
+
 @dataclass
 class ArtifactRef:
     """A salted (erasable) artifact referenced by a session's events.
@@ -906,6 +969,12 @@ class AuditReport:
         ledger_id: The database's ledger id (None when it has none).
         witnessed: Largest size a trusted witness cosigned (None when no cosigned head was found).
         witnessed_by: That witness's key name.
+        indexed: Largest size of this session's checkpoints the signed index log holds (None: none, or
+            the index log was not consulted).
+        indexed_leaf: That checkpoint's leaf index in the index log.
+        index_divergences: Problems of the index log itself (by leaf index), when it was consulted for
+            this session alone: a damaged index log cannot vouch for the session, so they count against
+            :attr:`ok` (``audit --all`` reports them once, on the index log's own row).
         notes: Things not checked and why (an unreachable witness), one line each.
         artifacts: Salted artifacts the events reference, by first seq.
         retired: How the store was retired (``moved to <url> at <time>``, :mod:`flightlog.retirement`),
@@ -926,6 +995,9 @@ class AuditReport:
     ledger_id: str | None = None
     witnessed: int | None = None
     witnessed_by: str | None = None
+    indexed: int | None = None
+    indexed_leaf: int | None = None
+    index_divergences: list[Divergence] = field(default_factory=list)
     notes: list[str] = field(default_factory=list)
     artifacts: list[ArtifactRef] = field(default_factory=list)
     retired: str | None = None
@@ -935,8 +1007,9 @@ class AuditReport:
 
     @property
     def ok(self) -> bool:
-        """True when nothing diverges (an unanchored tail is reported, not a divergence)."""
-        return not self.divergences
+        """True when nothing diverges, in the session or in the index log consulted for it (an unanchored
+        tail is reported, not a divergence)."""
+        return not self.divergences and not self.index_divergences
 
     @property
     def unanchored(self) -> tuple[int, int] | None:
@@ -959,6 +1032,8 @@ class AuditReport:
         )
         if self.witnessed is not None:
             parts.append(f"witnessed up to size {self.witnessed} by {self.witnessed_by}")
+        if self.indexed is not None:
+            parts.append(f"in the index log up to size {self.indexed}")
         erased = [a for a in self.artifacts if a.state == "erased"]
         if self.artifacts:
             parts.append(f"{len(self.artifacts)} salted artifact(s), {len(erased)} erased")
@@ -984,6 +1059,7 @@ class AuditReport:
             "retained": self.retained,
             "witnessed": self.witnessed,
             "witnessed_by": self.witnessed_by,
+            "indexed": self.indexed,
             "ledger_id": self.ledger_id,
             "retired": self.retired,
             "artifacts": [
@@ -992,6 +1068,9 @@ class AuditReport:
             ],
             "notes": list(self.notes),
             "divergences": [{"seq": d.seq, "reason": d.reason, "detail": d.detail} for d in self.divergences],
+            "index_divergences": [
+                {"leaf": d.seq, "reason": d.reason, "detail": d.detail} for d in self.index_divergences
+            ],
         }
 
 
@@ -1088,13 +1167,16 @@ def audit_session(
     decode: bool = True,
     witnessed: Sequence[WitnessedHead] = (),
     retired: RetirementCheck | Literal["load"] | None = "load",
+    indexed: Sequence[IndexedHead] = (),
 ) -> AuditReport:
-    """Stream-verify a session's chain and tree, its signed checkpoints, seal, retained and witnessed heads.
+    """Stream-verify a session's chain and tree, its signed checkpoints, seal, retained, witnessed and
+    indexed heads.
 
     Everything :func:`flightlog.recorder.verify_session` checks, plus: every stored checkpoint's signature
     (key valid at its time, right origin) and that its root and chain hash match the rows; the seal; that
-    the database is not older than, nor inconsistent with, the retained head or any head a witness
-    cosigned; and the state of every salted artifact the events reference. Reads every row once (O(n)
+    the database is not older than, nor inconsistent with, the retained head, any head a witness
+    cosigned or any checkpoint of the session the signed index log holds; and the state of every salted
+    artifact the events reference. Reads every row once (O(n)
     hashing, O(log n) memory for the tree, plus one small record per checkpoint).
 
     Args:
@@ -1109,6 +1191,9 @@ def audit_session(
             ``"load"``; pass it when checking many sessions). On a retired store, heads beyond the rows it
             held when retired are ``stale_copy``, not ``rollback``/``stale_head`` (module
             :mod:`flightlog.retirement`); rows that differ from what it held are ``retired_mismatch``.
+        indexed: The session's checkpoints the signed index log holds, already authenticated
+            (:func:`flightlog.indexlog.indexed_heads`): with the retained head deleted, they still catch a
+            re-chained or rolled-back session. :func:`flightlog.audit.require_intact` passes them.
 
     Raises:
         SessionNotFound: no such session.
@@ -1134,6 +1219,7 @@ def audit_session(
         merkle_root=record.merkle_root or None,
         retained=retained,
         witnessed=witnessed,
+        indexed=indexed,
         decode=decode,
         extra=([problem] if problem else []) + found,
         pin=pin,
@@ -1188,6 +1274,7 @@ def audit_rows(
     merkle_root: str | None = None,
     retained: SignedCheckpoint | None = None,
     witnessed: Sequence[WitnessedHead] = (),
+    indexed: Sequence[IndexedHead] = (),
     decode: bool = True,
     extra: Sequence[Divergence] = (),
     pin: Pin | None = None,
@@ -1206,6 +1293,7 @@ def audit_rows(
         merkle_root: The tree head recorded elsewhere (hex), or None.
         retained: The verified retained head, or None.
         witnessed: Verified witness-cosigned heads.
+        indexed: The session's checkpoints held by the verified index log.
         decode: Also decode every event.
         extra: Divergences found before (e.g. an unreadable retained head), merged in seq order.
         pin: What a retired store held of this session (verified retirement record), or None.
@@ -1218,7 +1306,7 @@ def audit_rows(
     report.divergences.extend(extra)
     origin = origin_for(ledger_id, session_id) if ledger_id else None
     signed = _open_stored(checkpoints, keyring, origin, report.divergences)
-    wanted = {s.size for s in signed} | {h.size for h in witnessed}
+    wanted = {s.size for s in signed} | {h.size for h in witnessed} | {h.size for h in indexed}
     tee = _Tee(wanted | ({retained.size} if retained else set()))
     result = verify_rows(
         session_id, tee.rows(rows), decode=decode, expected_head=expected_head, tree=tee.tree
@@ -1248,6 +1336,7 @@ def audit_rows(
         if report.witnessed is None or head.size >= report.witnessed:
             report.witnessed, report.witnessed_by = head.size, head.witness
         _match_head(report, head.checkpoint, tee, f"the head witness {head.witness} cosigned", stale)
+    _match_indexed(report, indexed, tee, stale)
     _match_seal(report, tee)
     report.artifacts = [
         ArtifactRef(SALTED_PREFIX + d, seq) for d, seq in sorted(tee.salted.items(), key=lambda i: i[1])
@@ -1311,11 +1400,34 @@ def _match_checkpoints(report: AuditReport, signed: list[SignedCheckpoint], tee:
             report.anchored, report.latest = cp.size, cp
 
 
-def _match_head(
-    report: AuditReport, head: SignedCheckpoint, tee: _Tee, what: str, stale: StaleCopy | None = None
+def _match_indexed(
+    report: AuditReport, indexed: Sequence[IndexedHead], tee: _Tee, stale: StaleCopy | None = None
 ) -> None:
-    """Compare a head kept outside the database (retained, or cosigned by a witness) with the rows; on a
-    retired store, a head beyond the rows it held when retired is a stale copy (:mod:`flightlog.retirement`)."""
+    """Compare the session's checkpoints the signed index log holds with the rows: the largest like a
+    retained head (``rollback``, ``fork``, ``stale_head``), every smaller one for a ``fork`` (so the report
+    names the earliest signed size the rows no longer match)."""
+    ordered = sorted(indexed, key=lambda h: (h.size, h.leaf), reverse=True)
+    for n, head in enumerate(ordered):
+        what = f"its checkpoint in the signed index log (leaf {head.leaf})"
+        if n == 0:
+            report.indexed, report.indexed_leaf = head.size, head.leaf
+            _match_head(report, head, tee, what, stale)
+        elif head.size and head.size <= report.events and tee.roots[head.size][0] != head.root:
+            report.divergences.append(
+                Divergence(head.size - 1, "fork", f"the stored rows disagree with {what} at size {head.size}")
+            )
+
+
+def _match_head(
+    report: AuditReport,
+    head: SignedCheckpoint | IndexedHead,
+    tee: _Tee,
+    what: str,
+    stale: StaleCopy | None = None,
+) -> None:
+    """Compare a head kept outside the database (retained, cosigned by a witness, or held by the signed
+    index log) with the rows; on a retired store, a head beyond the rows it held when retired is a stale
+    copy (:mod:`flightlog.retirement`)."""
     size = head.size
     if stale is not None and not stale.explains(size, report.events, report.root):
         stale = None

@@ -7,10 +7,11 @@ command's ``--db`` (``flightlog.cli.state``), and raise :class:`~flightlog.error
 root's one handler to print and map to an exit code. Exit codes follow the rest of the CLI: 0 intact or
 valid, 1 a problem found, 2 a usage mistake (bad option, unknown session, unreadable proof file).
 
-:func:`check_sessions` is the body of both ``flightlog audit`` and ``flightlog verify``: chain, tree, signed
-checkpoints, seal, retained head, witnessed heads (each trusted witness with a URL is asked, unless
-``--offline``), salted artifacts; with ``--all`` also the index log and the sessions it (or a retained
-head) knows but the database lost.
+:func:`check_sessions` is the body of both ``flightlog audit`` and ``flightlog verify``: the full check of
+:mod:`flightlog.audit` (chain, tree, signed checkpoints, seal, retained head, witnessed heads (each trusted
+witness with a URL is asked, unless ``--offline``), the index log and the session's checkpoints it holds,
+salted artifacts), the same check every command that acts on a session runs first; with ``--all`` the
+index log is reported once, with the sessions it (or a retained head) knows but the database lost.
 """
 
 from __future__ import annotations
@@ -19,38 +20,27 @@ import json
 import sys
 from collections.abc import Iterator
 from contextlib import contextmanager
-from dataclasses import dataclass
 from pathlib import Path
-from typing import Annotated, Any, Literal
+from typing import Annotated, Any
 
 import typer
 
-from .checkpoints import (
-    AuditReport,
-    HeadStore,
-    Notary,
-    RetainedHead,
-    WitnessedHead,
-    audit_session,
-    missing_sessions,
-    origin_for,
-)
-from .errors import FlightlogError, LedgerIntegrityError
+from .audit import Auditor, require_intact
+from .checkpoints import AuditReport, Notary, RetainedHead, missing_sessions
+from .errors import FlightlogError
 from .indexlog import (
     INDEX_PROOF_FORMAT,
     IndexInclusionProof,
     IndexReport,
-    audit_index,
-    index_origin,
     load_index_proof,
     prove_index_inclusion,
 )
 from .keys import Keyring, TrustedKey, VerifierKey, key_dir, load_keyring, load_signer, rotate_key, trust_key
 from .narration import plural
 from .proofs import load_proof, prove_consistency, prove_inclusion
-from .retirement import RetirementCheck, load_retirement, split_missing
+from .retirement import RetirementCheck, split_missing
 from .store import Store
-from .witness import TrustedWitness, load_witnesses, witnessed_heads
+from .witness import load_witnesses
 
 __all__ = ["audit_app", "check_sessions", "grants_app", "keys_app", "witness_app"]
 
@@ -245,99 +235,6 @@ def audit_cmd(
     check_sessions(session, all_sessions=all_sessions, json_out=json_out, offline=offline)
 
 
-@dataclass
-class _Checker:
-    """What a full check needs: trusted log keys, retained heads, trusted witnesses (asked unless offline)."""
-
-    keyring: Keyring
-    heads: HeadStore
-    witnesses: list[TrustedWitness]
-    online: bool
-
-    @classmethod
-    def from_env(cls, *, online: bool) -> _Checker:
-        return cls(load_keyring(), HeadStore.default(), load_witnesses(), online)
-
-    def witnessed(self, store: Store, origin: str | None) -> tuple[list[WitnessedHead], list[str]]:
-        if not self.witnesses or origin is None:
-            return [], []
-        return witnessed_heads(
-            store, origin, keyring=self.keyring, witnesses=self.witnesses, online=self.online
-        )
-
-    def session(
-        self, store: Store, session_id: str, retired: RetirementCheck | Literal["load"] | None = "load"
-    ) -> AuditReport:
-        witnessed, notes = self.witnessed(store, _origin(store, session_id))
-        report = audit_session(
-            store, session_id, keyring=self.keyring, heads=self.heads, witnessed=witnessed, retired=retired
-        )
-        report.notes.extend(notes)
-        return report
-
-    def index(self, store: Store, retired: RetirementCheck | Literal["load"] | None = "load") -> IndexReport:
-        ledger_id = _ledger(store)
-        witnessed, notes = self.witnessed(store, index_origin(ledger_id) if ledger_id else None)
-        report = audit_index(
-            store, keyring=self.keyring, heads=self.heads, witnessed=witnessed, retired=retired
-        )
-        report.notes.extend(notes)
-        return report
-
-
-def refuse_unless_witnessed_consistent(store: Store, session_id: str) -> None:
-    """Before a resume: when trusted witnesses are configured, refuse a session whose head is older than, or
-    inconsistent with, a head a witness cosigned (a database rolled back together with its retained heads).
-
-    Without configured witnesses this does nothing (``Recorder.attach`` already checks the retained head).
-    An unreachable witness is a note, not a refusal (as in ``verify``).
-
-    Raises:
-        LedgerIntegrityError: the full check diverges; names the first divergent sequence and reason.
-    """
-    checker = _Checker.from_env(online=True)
-    if not checker.witnesses:
-        return
-    report = checker.session(store, session_id)
-    if not report.ok:
-        first = report.divergences[0]
-        raise LedgerIntegrityError(
-            session_id=session_id,
-            seq=first.seq,
-            reason=f"{first.reason}: {first.detail}" if first.detail else first.reason,
-            divergences=report.divergences,
-        )
-
-
-def _refuse_unless_audited(store: Store, session_id: str) -> None:
-    """Raise unless the session passes the full check ``audit --offline`` makes.
-
-    Raises:
-        LedgerIntegrityError: names the first divergent sequence and its reason.
-    """
-    report = _Checker.from_env(online=False).session(store, session_id)
-    if not report.ok:
-        first = report.divergences[0]
-        raise LedgerIntegrityError(
-            session_id=session_id,
-            seq=first.seq,
-            reason=f"{first.reason}: {first.detail}" if first.detail else first.reason,
-            divergences=report.divergences,
-        )
-
-
-def _ledger(store: Store) -> str | None:
-    try:
-        return store.ledger_id()
-    except (NotImplementedError, FlightlogError):
-        return None
-
-
-def _origin(store: Store, session_id: str) -> str | None:
-    ledger_id = _ledger(store)
-    return origin_for(ledger_id, session_id) if ledger_id else None
-
-
 def check_sessions(session: str | None, *, all_sessions: bool, json_out: bool, offline: bool = False) -> None:
     """The full check behind ``flightlog verify`` and ``flightlog audit``: print and exit 1 on any problem.
 
@@ -350,7 +247,7 @@ def check_sessions(session: str | None, *, all_sessions: bool, json_out: bool, o
     Raises:
         typer.Exit: code 1 when anything diverges or is missing.
     """
-    checker = _Checker.from_env(online=not offline)
+    auditor = Auditor.from_env(online=not offline)
     reports: list[AuditReport] = []
     with _store() as store:
         ids = (
@@ -358,14 +255,17 @@ def check_sessions(session: str | None, *, all_sessions: bool, json_out: bool, o
             if all_sessions
             else [store.resolve_session(session or "")]
         )
-        retired = load_retirement(store, checker.keyring)  # once: a retired store's record pins them all
+        retired = auditor.retirement(store)  # once: a retired store's record pins them all
+        # --all: the index log is checked once, and reported on its own row; one session: each report
+        # carries the index log's problems (a damaged index log cannot vouch for the session).
+        index = auditor.index(store, retired=retired) if all_sessions else None
         for sid in ids:
-            report = checker.session(store, sid, retired)
+            report = auditor.session(store, sid, index=index, retired=retired)
             reports.append(report)
             if not json_out:
                 _print_report(report)
-        index = checker.index(store, retired) if all_sessions else None
-        retained = missing_sessions(store, checker.heads) if all_sessions else []
+        assert auditor.heads is not None
+        retained = missing_sessions(store, auditor.heads) if all_sessions else []
     retained, elsewhere = split_missing(retained, retired)
     missing = _missing_rows(retained, index) + _stale_rows(elsewhere, retired)
     if json_out:
@@ -441,6 +341,8 @@ def _print_report(report: AuditReport) -> None:
         _say(f"          artifact {ref.handle}: {ref.state}" + (f" ({ref.detail})" if ref.detail else ""))
     for d in report.divergences:
         _say(f"          seq {d.seq}: {d.reason}" + (f" ({d.detail})" if d.detail else ""))
+    for d in report.index_divergences:
+        _say(f"          index log leaf {d.seq}: {d.reason}" + (f" ({d.detail})" if d.detail else ""))
 
 
 def _print_index(report: IndexReport) -> None:
@@ -618,7 +520,7 @@ def witness_submit_cmd(
     with _store(read_only=False) as store:
         if session:
             sid = store.resolve_session(session)
-            _refuse_unless_audited(store, sid)  # a witness never cosigns for a ledger audit rejects
+            require_intact(store, sid, auditor=Auditor.from_env(online=False))  # no cosigning what audit rejects
             done.append(submit_session(store, sid, url, witness_key=key))
         if index:
             done.append(submit_index(store, url, witness_key=key))

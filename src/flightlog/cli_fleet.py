@@ -182,7 +182,7 @@ class _WorkerReport:
         self._line({"event": "result", **result.to_wire()}, text)
 
     def stopped(self, holder: str, stats: WorkerStats) -> None:
-        """The totals: claimed, taken over, results by status, errors (stderr; JSON on stdout)."""
+        """The totals: claimed, taken over, results by status, refused, errors (stderr; JSON on stdout)."""
         if self.json_out:
             wire = {"event": "stopped", "holder": holder, **dataclasses.asdict(stats)}
             self._line(wire, "")
@@ -190,7 +190,7 @@ class _WorkerReport:
         results = ", ".join(f"{status} {count}" for status, count in sorted(stats.results.items())) or "none"
         _err.print(
             f"worker {holder}: claimed {stats.claimed}, took over {stats.takeovers}, results: {results}, "
-            f"errors {stats.errors}"
+            f"refused {stats.refused} (failed the full check), errors {stats.errors}"
         )
 
 

@@ -28,8 +28,8 @@ import typer
 from rich.console import Console
 from typer.core import TyperGroup
 
+from .audit import Auditor, require_intact
 from .checkpoints import Notary
-from .cli_audit import refuse_unless_witnessed_consistent
 from .cli_console import console
 from .errors import FlightlogError, SessionNotFound
 from .events import Custom, SessionEvent
@@ -146,15 +146,22 @@ def register(app: typer.Typer, open_db: OpenDb) -> None:
         json_out: Annotated[bool, typer.Option("--json", help="Print the result as JSON.")] = False,
         quiet: Annotated[bool, typer.Option("--quiet", "-q", help="No live progress on stderr.")] = False,
     ) -> None:
-        """Continue a session (after approvals, a crash or a cancel); exit codes as for ``run``."""
+        """Continue a session (after approvals, a crash or a cancel); exit codes as for ``run``.
+
+        The session must pass the full check ``flightlog audit`` makes before anything it names is
+        imported: the recorded spec only as a signed ``module:attribute``."""
         with open_db(False) as store:
             sid = store.resolve_session(session)
-            refuse_unless_witnessed_consistent(store, sid)  # a rollback a witness saw is refused here
-            spec = spec or recorded_spec(store, sid)
-            if not spec:
-                raise typer.BadParameter("no agent spec recorded for this session; give --spec")
+            notary = Notary.from_env()
+            auditor = Auditor.for_notary(notary)
+            if spec is None:
+                spec = recorded_spec(store, sid, auditor=auditor)  # the full check, then the signed spec
+                if not spec:
+                    raise typer.BadParameter("no agent spec recorded for this session; give --spec")
+            else:
+                require_intact(store, sid, auditor=auditor)  # your own --spec, but not for a tampered session
             progress = None if quiet else Progress(err, lambda: sid)
-            result = Kernel(store, _agent(spec), on_event=progress, notary=Notary.from_env()).resume_sync(sid)
+            result = Kernel(store, _agent(spec), on_event=progress, notary=notary).resume_sync(sid)
         _report(out, result, json_out)
         raise typer.Exit(_code(result))
 

@@ -125,7 +125,8 @@ class Divergence(tuple[int, str, str]):
 
 
 class LedgerIntegrityError(FlightlogError):
-    """A session's stored chain does not verify; resume is refused. ``seq`` is the first divergent one."""
+    """A session fails verification; resuming, deciding on or aborting it is refused. ``seq`` is the first
+    divergent one (None when only the index log vouching for it diverges)."""
 
     session_id: str
     seq: int | None
@@ -143,7 +144,7 @@ class LedgerIntegrityError(FlightlogError):
         where = f" at sequence {seq}" if seq is not None else ""
         more = f" (+{len(divergences) - 1} more divergent)" if len(divergences) > 1 else ""
         super().__init__(
-            f"ledger of session {session_id} diverges{where}: {reason}{more}; refusing to resume",
+            f"ledger of session {session_id} diverges{where}: {reason}{more}; refusing to act on it",
             session_id=session_id,
             seq=seq,
             reason=reason,

@@ -50,6 +50,7 @@ from .checkpoints import (
     ORIGIN_HOST,
     Checkpoint,
     HeadStore,
+    IndexedHead,
     Notary,
     NoteError,
     SignedCheckpoint,
@@ -57,6 +58,7 @@ from .checkpoints import (
     decode_frontier,
     encode_frontier,
     open_checkpoint,
+    origin_for,
     parse_note,
 )
 from .errors import Divergence, FlightlogError, LedgerIntegrityError, StoreError
@@ -76,6 +78,7 @@ __all__ = [
     "audit_index",
     "index_origin",
     "index_tree",
+    "indexed_heads",
     "load_index_proof",
     "prove_index_consistency",
     "prove_index_inclusion",
@@ -166,6 +169,7 @@ def append_to_index(
     """
     if not store.index_supported():
         return None
+    store.lock_index()  # before reading the head: concurrent appenders queue rather than conflict
     tree = index_tree(store)
     leaf = parse_note(signed.note).text.encode("utf-8")
     store.append_index_leaf(tree.size, session_id, checkpoint_id, leaf)
@@ -535,11 +539,16 @@ class IndexReport:
 
 @dataclass
 class _LeafCheck:
-    """Per-leaf checks against the database, caching each session's stored checkpoint texts (digests)."""
+    """Per-leaf checks against the database, caching each session's stored checkpoint texts (digests).
+
+    With ``sessions`` False only what makes the leaves trustworthy as a whole is checked (each leaf is a
+    checkpoint of the session its ``session_id`` column names, so :func:`indexed_heads` may look leaves up
+    by that column): the per-session comparisons are left to the session's own audit."""
 
     store: Store
     ledger_id: str
     present: set[str]
+    sessions: bool = True
     stored: dict[str, set[bytes]] = field(default_factory=dict)
     missing: dict[str, MissingSession] = field(default_factory=dict)
 
@@ -551,6 +560,8 @@ class _LeafCheck:
         sid = session_of_origin(cp.origin, self.ledger_id)
         if sid is None or sid != column_sid:
             return Divergence(idx, "bad_leaf", f"leaf {idx} names {cp.origin}, stored for {column_sid!r}")
+        if not self.sessions:
+            return None
         if sid not in self.present:
             known = self.missing.get(sid)
             if known is None or cp.size >= known.size:
@@ -578,12 +589,14 @@ def audit_index(
     heads: HeadStore | None = None,
     witnessed: Sequence[WitnessedHead] = (),
     retired: RetirementCheck | Literal["load"] | None = "load",
+    sessions: bool = True,
 ) -> IndexReport:
     """Verify the index log: signed index checkpoints, leaves against them, retained and witnessed heads,
     and every leaf against the database (its session present, its checkpoint still stored).
 
     Streams the leaves once (O(n) hashing, O(log n) memory for the tree, one digest per indexed
-    checkpoint for the comparison).
+    checkpoint for the comparison). The retained head is read before the stored index checkpoints, so a
+    writer appending meanwhile can only make the database look newer than the retained head, never older.
 
     Args:
         store: The store.
@@ -592,6 +605,11 @@ def audit_index(
         witnessed: Verified witness-cosigned index heads (:func:`flightlog.witness.witnessed_heads`).
         retired: The store's retirement (loaded when ``"load"``): on a retired store, index heads beyond
             the leaves it held when retired are ``stale_copy``, not ``rollback``/``stale_head``.
+        sessions: Also compare every leaf with its session in the database (missing sessions,
+            ``index_mismatch``) and verify every stored index checkpoint. False checks the index log
+            alone, for consulting it about one session (:func:`indexed_heads`; the session's own audit
+            then compares its leaves with its rows): only the latest stored index checkpoint is verified
+            (its signed root authenticates every leaf below it; one signature instead of one per leaf).
 
     Source: RFC 9162 §2.1.1; C2SP tlog-checkpoint, signed-note, tlog-cosignature.
     """
@@ -616,12 +634,17 @@ def audit_index(
         else:
             stale = StaleCopy(retired.record.index, retired.record.describe())
     origin = index_origin(ledger_id)
-    signed = _open_index_checkpoints(store.index_checkpoints(), keyring, origin, report.divergences)
     retained = _open_retained_index(heads, ledger_id, keyring, origin, report.divergences)
+    records: Iterable[IndexCheckpointRecord]
+    if sessions:
+        records = store.index_checkpoints()
+    else:
+        latest = store.latest_index_checkpoint()
+        records = [latest] if latest is not None else []
+    signed = _open_index_checkpoints(records, keyring, origin, report.divergences)
     wanted = {s.size for s in signed} | {h.size for h in witnessed} | ({retained.size} if retained else set())
-    roots = _fold_leaves(
-        store, report, wanted, _LeafCheck(store, ledger_id, {s.session_id for s in store.list_sessions()})
-    )
+    present = {s.session_id for s in store.list_sessions()} if sessions else set()
+    roots = _fold_leaves(store, report, wanted, _LeafCheck(store, ledger_id, present, sessions))
     for cp in sorted(signed, key=lambda c: c.size):
         _match_index_checkpoint(report, cp, roots)
     if stale is not None and not stale.pin.matches(report.leaves, report.root):
@@ -643,6 +666,38 @@ def audit_index(
         _match_index_head(report, head.checkpoint, roots, what, stale)
     report.divergences.sort(key=lambda d: d.seq)
     return report
+
+
+def indexed_heads(store: Store, session_id: str, index: IndexReport) -> list[IndexedHead]:
+    """The session's checkpoints the index log holds under its largest verified signed index checkpoint.
+
+    Only leaves below ``index.anchored`` count: the signed index root covers them, so an attacker can
+    neither add nor hide one without an index divergence (``gap``, ``checkpoint_mismatch``, ``bad_leaf``,
+    ``truncated``, ``rollback``) in ``index``, which the caller must not ignore. Leaves are looked up by
+    their ``session_id`` column, which ``audit_index`` checked against each leaf's origin.
+
+    Args:
+        store: The store.
+        session_id: The session (exact id).
+        index: :func:`audit_index` of the same store (``sessions=False`` is enough).
+
+    Returns:
+        ``IndexedHead`` per leaf, ascending leaf index (empty without a ledger id or index log).
+    """
+    if index.ledger_id is None or not index.anchored or not store.index_supported():
+        return []
+    origin = origin_for(index.ledger_id, session_id)
+    found = []
+    for leaf in store.index_leaves_of(session_id):
+        if leaf.idx >= index.anchored:
+            continue
+        try:
+            cp = Checkpoint.parse(leaf.leaf.decode("utf-8"))
+        except (NoteError, UnicodeDecodeError):
+            continue  # audit_index reports it (bad_leaf)
+        if cp.origin == origin:
+            found.append(IndexedHead(cp, leaf.idx))
+    return found
 
 
 def _open_index_checkpoints(

@@ -249,8 +249,9 @@ def test_a_tampered_grant_policy_is_rejected() -> None:
 def test_resume_refuses_a_rollback_the_witness_saw(
     tmp_path: Path, db_path: Path, store: SqliteStore, notary: Notary, trusted_witness: TrustedWitness
 ) -> None:
-    """Database and retained heads rolled back together: ``flightlog resume``'s pre-check asks the witness."""
-    from flightlog.cli_audit import refuse_unless_witnessed_consistent
+    """Database and retained heads rolled back together: the full check every entry point runs (``resume``,
+    ``approve``, ``worker``...) asks the witness."""
+    from flightlog.audit import require_intact
     from flightlog.errors import LedgerIntegrityError
 
     rec = record(store, notary, n=8)
@@ -263,7 +264,7 @@ def test_resume_refuses_a_rollback_the_witness_saw(
     try:
         shutil.rmtree(notary.heads.directory)
         with pytest.raises(LedgerIntegrityError, match="rollback") as info:
-            refuse_unless_witnessed_consistent(old, SID)
+            require_intact(old, SID)
         assert info.value.seq == 8
     finally:
         old.close()

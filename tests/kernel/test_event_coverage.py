@@ -191,7 +191,9 @@ def repaired_and_invalid_calls(store: SqliteStore, tmp_path: Path) -> Outcome:
     )
     last = reply("3, hi")
     k = Kernel(
-        store, agent(ScriptedProvider([first, last]), budgets=Budgets(tokens=1000), system_prompt="sp")
+        store,
+        agent(ScriptedProvider([first, last]), budgets=Budgets(tokens=1000), system_prompt="sp"),
+        notary=None,  # unsigned: no seal here (signed_grant_and_seal has the default's seal)
     )
     spec = "tests.kernel.helpers:agent"
     result = k.run_sync("add", ["be exact"], session_id="cov-1", metadata={"agent_spec": spec})
@@ -274,7 +276,7 @@ def approval_then_side_effect(store: SqliteStore, tmp_path: Path) -> Outcome:
 
     def kernel() -> Kernel:
         provider = ScriptedProvider([first, last], by_turn=True)
-        return Kernel(store, agent(provider, tools=[echo, write_note], policy=POLICY))
+        return Kernel(store, agent(provider, tools=[echo, write_note], policy=POLICY), notary=None)
 
     assert kernel().run_sync("write a note", session_id="cov-2").status == "suspended"
     approve(store, "cov-2", "w1", responder="alice")
@@ -373,7 +375,9 @@ def retry_then_failover(store: SqliteStore, tmp_path: Path) -> Outcome:
     async def sleep(delay: float) -> None:
         delays.append(delay)
 
-    k = Kernel(store, Agent(name="test-agent", route=[primary, backup], tools=[add, echo]), sleep=sleep)
+    k = Kernel(
+        store, Agent(name="test-agent", route=[primary, backup], tools=[add, echo]), sleep=sleep, notary=None
+    )
     assert k.run_sync("go", session_id="cov-3").status == "completed"
     assert delays == [2.0]  # max(backoff 0.5 s, Retry-After 2 s)
     rid = run_id_of(events(store, "cov-3"))
@@ -425,7 +429,7 @@ def retry_then_failover(store: SqliteStore, tmp_path: Path) -> Outcome:
 def turn_budget(store: SqliteStore, tmp_path: Path) -> Outcome:
     """One turn allowed: the second is refused before its model call."""
     first = calls(call("echo", {"text": "a"}, id="e1"))
-    k = Kernel(store, agent(ScriptedProvider([first, reply("never")]), budgets=Budgets(turns=1)))
+    k = Kernel(store, agent(ScriptedProvider([first, reply("never")]), budgets=Budgets(turns=1)), notary=None)
     result = k.run_sync("loop", session_id="cov-4")
     assert (result.status, result.detail) == ("budget_exhausted", "budget exhausted: turns")
     rid = run_id_of(events(store, "cov-4"))
@@ -468,7 +472,7 @@ def cancel_and_resume(store: SqliteStore, tmp_path: Path) -> Outcome:
         raise AssertionError("not reached")
 
     provider = ScriptedProvider([cancel_me, answer := reply("done")])
-    box["k"] = k = Kernel(store, agent(provider))
+    box["k"] = k = Kernel(store, agent(provider), notary=None)
     result = k.run_sync("stop me", session_id="cov-5", handle_signals=False)
     assert (result.status, result.detail) == ("cancelled", "cancelled (user)")
     assert k.resume_sync("cov-5").status == "completed"
@@ -516,7 +520,9 @@ def crash_then_reconcile(store: SqliteStore, tmp_path: Path) -> Outcome:
     last = reply("done")
 
     def kernel() -> Kernel:
-        return Kernel(store, agent(ScriptedProvider([first, last], by_turn=True), tools=[append_line]))
+        return Kernel(
+            store, agent(ScriptedProvider([first, last], by_turn=True), tools=[append_line]), notary=None
+        )
 
     with pytest.raises(SystemExit):
         kernel().run_sync("append", session_id="cov-6")

@@ -65,6 +65,7 @@ def test_retryable_errors_back_off_exponentially_honouring_retry_after_capped(st
         "llm_completed",
         "custom:model_usage",
         "run_terminal",
+        "custom:session_sealed",  # the default notary (the user's log key) seals a finished run
     ]
     assert of(store, sid, Rollbacked) == [
         Rollbacked(
@@ -235,7 +236,7 @@ def test_a_fatal_tool_error_fails_the_run_when_asked_to(store: SqliteStore) -> N
     k = _kernel(store, provider, tools=[echo, corrupt, after], on_fatal_tool_error="fail")
     result = k.run_sync("go")
     assert (result.status, result.detail) == ("failed", "fatal_tool_error: workspace corrupt at x")
-    assert kinds(store, result.session_id)[-2:] == ["rollbacked", "run_terminal"]
+    assert kinds(store, result.session_id)[-3:] == ["rollbacked", "run_terminal", "custom:session_sealed"]
 
 
 def test_fatal_retries_are_bounded(store: SqliteStore) -> None:

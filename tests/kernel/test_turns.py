@@ -58,6 +58,7 @@ def test_a_run_records_each_turn_transaction_in_order(store: SqliteStore) -> Non
         "llm_completed",
         "custom:model_usage",
         "run_terminal",
+        "custom:session_sealed",  # the default notary (the user's log key) seals a finished run
     ]
     (compiled,) = customs(store, sid, "prompt_program_compiled")
     first_call, second_call = customs(store, sid, "prompt_program_invoked")

@@ -12,11 +12,12 @@ from __future__ import annotations
 import uuid
 from collections.abc import Sequence
 
-from ..checkpoints import Notary
+from ..checkpoints import USER_NOTARY, Notary, UserNotary, resolve_notary
 from ..events import Custom, RunStarted
 from ..kernel import Agent, load_agent
+from ..kernel.errors import AgentSpecError
 from ..kernel.records import BUDGET_LIMITS, capability_evidence
-from ..kernel.spec import AGENT_SPEC
+from ..kernel.spec import AGENT_SPEC, is_logical
 from ..recorder import Recorder
 from ..runs import RunSource
 from ..store.base import Store
@@ -36,7 +37,7 @@ def submit(
     *,
     session_id: str | None = None,
     agent: Agent | None = None,
-    notary: Notary | None = None,
+    notary: Notary | UserNotary | None = USER_NOTARY,
 ) -> str:
     """Queue a run of the agent ``spec`` on ``goal`` for the fleet; returns its session id.
 
@@ -47,13 +48,19 @@ def submit(
         criteria: Acceptance criteria.
         session_id: The session id to create (default: random hex).
         agent: The loaded agent (default: ``load_agent(spec)``).
-        notary: Sign the session from its first events (retained head, checkpoints); workers given a
-            notary keep signing it and seal it when the run ends (:mod:`flightlog.checkpoints`).
+        notary: Sign the session from its first events (a checkpoint over the start, so the agent spec
+            workers import is signed; retained head); workers keep signing it and seal it when the run
+            ends (:mod:`flightlog.checkpoints`). Default :data:`~flightlog.checkpoints.USER_NOTARY`, the
+            user's log key (as ``flightlog submit``); None records unsigned, and then no worker imports
+            the unsigned spec.
 
     Raises:
-        AgentSpecError: ``spec`` does not load.
+        AgentSpecError: ``spec`` is not a logical ``module:attribute`` (workers import nothing else), or
+            does not load.
         AppendConflict: ``session_id`` exists already (nothing written).
     """
+    if not is_logical(spec):
+        raise AgentSpecError(spec=spec, reason="a fleet spec must be module:attribute (workers import it)")
     agent = agent if agent is not None else load_agent(spec)
     started = RunStarted(
         run_id=uuid.uuid4().hex,
@@ -75,9 +82,10 @@ def submit(
             source="kernel",
             metadata=metadata,
             status=QUEUED,
-            notary=notary,
+            notary=resolve_notary(notary),
         )
         named = Custom(custom_kind=AGENT_SPEC, payload={"spec": spec})  # resume reads it from the ledger
         recorder.append_many([started, *evidence, limits, named])
+        recorder.checkpoint()  # the spec a worker imports is signed from the start (no-op without a notary)
         leases.open_lease(recorder.session_id)
     return recorder.session_id

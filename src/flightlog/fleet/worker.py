@@ -5,8 +5,10 @@ Loop (one dispatcher thread + ``concurrency`` slots)::
     claim up to <free slots> runnable sessions    (epoch bumped per claim: the fencing token)
     none? wait_for_events(poll)                   (LISTEN/NOTIFY on PostgreSQL, polling on SQLite)
     each claim, in a slot:
+        the full check `flightlog audit` makes, then the signed agent spec  (kernel.spec.recorded_spec)
+            a session that fails it is refused: one log line, parked (nothing read, imported or written)
         expired lease of another holder, run still in flight  ->  operation_cancelled(reason=lease_lost)
-        Kernel(store, load_agent(metadata.agent_spec)).resume(session)
+        Kernel(store, load_agent(spec)).resume(session)
         release: park when suspended or ended (runnable again once a human's decision lands)
     a heartbeat thread renews every held lease every ttl/3
 
@@ -33,10 +35,11 @@ from collections.abc import Callable
 from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass, field
 
-from ..checkpoints import Notary
-from ..errors import LedgerRetired
+from ..audit import Auditor
+from ..checkpoints import USER_NOTARY, Notary, UserNotary, resolve_notary
+from ..errors import LedgerIntegrityError, LedgerRetired
 from ..events import CancellationReason, OperationCancelled
-from ..kernel import Kernel, RunResult, load_agent
+from ..kernel import AgentSpecError, Kernel, RunResult, load_agent
 from ..kernel.spec import recorded_spec
 from ..kernel.state import load_state
 from ..recorder import Recorder
@@ -79,12 +82,14 @@ def record_takeover(store: Store, session_id: str) -> bool:
 
 @dataclass
 class WorkerStats:
-    """What a worker did: sessions claimed, taken over (from a lost lease), and their results."""
+    """What a worker did: sessions claimed, taken over (from a lost lease), their results, sessions
+    refused (they failed the full check, or name no signed ``module:attribute`` agent) and errors."""
 
     claimed: int = 0
     takeovers: int = 0
     results: dict[str, int] = field(default_factory=dict)
     errors: int = 0
+    refused: int = 0
 
 
 class Worker:
@@ -100,8 +105,10 @@ class Worker:
         on_result: Called with each finished activation's result (from the slot's thread).
         on_claim: Called with each lease just claimed, before its activation starts (from the claiming
             thread; ``previous_holder`` set and status ``running``: a takeover of a dead worker's run).
-        notary: Resume each session with it (verifying its signed checkpoints and retained head), sign as
-            the kernel runs, and seal the session when its run ends; None records unsigned.
+        notary: Sign as the kernel runs and seal each session when its run ends; its keys and retained
+            heads are what the full check before each session trusts. Default
+            :data:`~flightlog.checkpoints.USER_NOTARY` (the user's log key, as ``flightlog worker``);
+            None records unsigned (and checks against the user's keys).
     """
 
     def __init__(
@@ -113,7 +120,7 @@ class Worker:
         poll_s: float = 1.0,
         holder: str | None = None,
         on_result: Callable[[RunResult], None] | None = None,
-        notary: Notary | None = None,
+        notary: Notary | UserNotary | None = USER_NOTARY,
         on_claim: Callable[[LeaseClaim], None] | None = None,
     ) -> None:
         if concurrency < 1 or lease_ttl_s <= 0:
@@ -126,7 +133,8 @@ class Worker:
         self.holder = holder or holder_id()
         self.on_result = on_result
         self.on_claim = on_claim
-        self.notary = notary
+        self.notary = resolve_notary(notary)
+        self.auditor = Auditor.for_notary(self.notary)
         self.stats = WorkerStats()
         self._held: set[str] = set()
         self._lock = threading.Lock()
@@ -232,6 +240,21 @@ class Worker:
         crash_point("fleet.claimed")  # test-only fault injection (flightlog.testing.crashpoints)
         park = True
         try:
+            # The full check before anything else (the claim only bumped the epoch): then the spec, from
+            # the signed ledger, never the session row.
+            spec = recorded_spec(self.store, sid, auditor=self.auditor)
+            if not spec:
+                raise AgentSpecError(spec="", reason=f"session {sid} records no agent spec")
+        except (LedgerIntegrityError, AgentSpecError) as exc:
+            log.error("refused session %s: %s", sid, exc)
+            self.stats.refused += 1
+            self._release(sid, park=True)  # not claimable again until its ledger moves
+            return
+        except Exception:
+            log.exception("session %s could not be checked; its lease will expire and be retried", sid)
+            self.stats.errors += 1
+            return
+        try:
             if (
                 claim.previous_holder is not None
                 and claim.status == "running"
@@ -239,9 +262,6 @@ class Worker:
             ):
                 self.stats.takeovers += 1
                 log.info("took over %s from %s (lease lost)", sid, claim.previous_holder)
-            spec = recorded_spec(self.store, sid)  # from the verified ledger, never the session row
-            if not spec:
-                raise ValueError(f"session {sid} records no agent spec")
             result = Kernel(self.store, load_agent(spec), notary=self.notary).resume_sync(
                 sid, handle_signals=False
             )

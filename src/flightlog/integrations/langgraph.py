@@ -61,7 +61,7 @@ from langgraph.checkpoint.base import (
 )
 from langgraph.checkpoint.serde.base import SerializerProtocol
 
-from ..checkpoints import Notary
+from ..checkpoints import USER_NOTARY, Notary, UserNotary, resolve_notary
 from ..encoding import canonical_json, decode_stored, parse_json
 from ..errors import EncodingError, LedgerIntegrityError, SessionNotFound
 from ..events import Custom
@@ -197,8 +197,10 @@ class FlightlogSaver(BaseCheckpointSaver[str]):
             owns it and closes it.
         serde: LangGraph serializer for values, checkpoints and metadata (default: LangGraph's
             ``JsonPlusSerializer``, as every saver).
-        notary: Sign checkpoints of each thread's session (see :mod:`flightlog.checkpoints`); None records
-            an unsigned chain.
+        notary: Sign checkpoints of each thread's session (see :mod:`flightlog.checkpoints`) and verify
+            them when a thread is attached. Default :data:`~flightlog.checkpoints.USER_NOTARY`: the user's
+            log key, as ``flightlog run`` signs (resolved here, creating the key on first use); None
+            records an unsigned chain.
 
     Thread-safe (one lock over the index and the recorders); the async methods run the sync ones in a
     worker thread. Not implemented (LangGraph's base raises ``NotImplementedError``): ``delete_for_runs``,
@@ -210,11 +212,15 @@ class FlightlogSaver(BaseCheckpointSaver[str]):
     """
 
     def __init__(
-        self, store: Store, *, serde: SerializerProtocol | None = None, notary: Notary | None = None
+        self,
+        store: Store,
+        *,
+        serde: SerializerProtocol | None = None,
+        notary: Notary | UserNotary | None = USER_NOTARY,
     ) -> None:
         super().__init__(serde=serde)
         self.store = store
-        self.notary = notary
+        self.notary = resolve_notary(notary)
         self._threads: dict[str, _Thread] = {}
         self._lock = threading.RLock()
 

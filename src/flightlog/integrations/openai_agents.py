@@ -60,7 +60,7 @@ try:  # SessionSettings (a session's default ``limit``) came after openai-agents
 except ImportError:  # pragma: no cover - exercised only with an old SDK
     _settings = None  # type: ignore[assignment]
 
-from ..checkpoints import Notary
+from ..checkpoints import USER_NOTARY, Notary, UserNotary, resolve_notary
 from ..encoding import decode_stored, parse_json
 from ..errors import AppendConflict, LedgerIntegrityError, SessionNotFound, StaleWriter
 from ..events import Custom
@@ -132,8 +132,9 @@ class FlightlogSession(SessionABC):
         store: An open :class:`~flightlog.store.base.Store` (left open by :meth:`close`), or a path or
             URL for :func:`flightlog.open_store`, opened on first use in a worker thread and closed by
             :meth:`close`.
-        notary: Sign checkpoints and verify them on attach (:mod:`flightlog.checkpoints`); None (default)
-            keeps an unsigned chain.
+        notary: Sign checkpoints and verify them on attach (:mod:`flightlog.checkpoints`). Default
+            :data:`~flightlog.checkpoints.USER_NOTARY`: the user's log key, as ``flightlog run`` signs
+            (resolved here, creating the key on first use); None keeps an unsigned chain.
         session_settings: The SDK's ``SessionSettings`` (or a dict of them); its ``limit`` applies when
             :meth:`get_items` gets no ``limit`` (as in ``SQLiteSession``).
 
@@ -150,7 +151,7 @@ class FlightlogSession(SessionABC):
         session_id: str,
         store: Store | str | os.PathLike[str],
         *,
-        notary: Notary | None = None,
+        notary: Notary | UserNotary | None = USER_NOTARY,
         session_settings: SessionSettings | dict[str, Any] | None = None,
     ) -> None:
         self.session_id = session_id
@@ -159,7 +160,7 @@ class FlightlogSession(SessionABC):
         self._store: Store | None = store if isinstance(store, Store) else None
         self._location = None if isinstance(store, Store) else os.fspath(store)
         self._owns_store = self._store is None
-        self._notary = notary
+        self._notary = resolve_notary(notary)
         self._lock = threading.Lock()
         self._recorder: Recorder | None = None
         self._items: list[tuple[int, bytes]] = []  # live items: (seq, stored event bytes)

@@ -1,13 +1,17 @@
 """Stopping a run from outside: fence off its writer and record why.
 
 ``abort`` first bumps the session's authority epoch, so a kernel still running the session fails its next
-append with ``StaleWriter`` and stops without writing; then it attaches (verifying the chain, taking
-authority) and records ``operation_cancelled(turn, operation_id="{run_id}:abort", reason,
-pending_call_ids)`` with the session status ``cancelled``. The run stays resumable (``Kernel.resume``).
+append with ``StaleWriter`` and stops without writing (fencing trusts nothing the ledger says); then it runs
+the full check ``flightlog audit`` makes (:func:`flightlog.audit.require_intact`) on the now settled ledger,
+and only then reads it, attaches (taking authority) and records ``operation_cancelled(turn,
+operation_id="{run_id}:abort", reason, pending_call_ids)`` with the session status ``cancelled``, signed by
+the notary (the user's log key by default). The run stays resumable (``Kernel.resume``).
 """
 
 from __future__ import annotations
 
+from ..audit import Auditor, require_intact
+from ..checkpoints import USER_NOTARY, Notary, UserNotary, resolve_notary
 from ..events import CancellationReason, OperationCancelled
 from ..recorder import Recorder
 from ..store.base import Store
@@ -21,20 +25,34 @@ def _unanswered(state: KernelState) -> list[str]:
     return [plan.call_id for plan in state.plans]
 
 
-def abort(store: Store, session_id: str, *, reason: CancellationReason = CancellationReason.USER) -> bool:
+def abort(
+    store: Store,
+    session_id: str,
+    *,
+    reason: CancellationReason = CancellationReason.USER,
+    notary: Notary | UserNotary | None = USER_NOTARY,
+) -> bool:
     """Fence off any running writer of the session and record the abort.
+
+    Args:
+        notary: Signs the record and supplies the keys and retained heads the full check trusts (default
+            :data:`~flightlog.checkpoints.USER_NOTARY`, the user's; None: unsigned, checked against the
+            user's keys).
 
     Returns:
         True when recorded; False when the run had already ended (``run_terminal``): nothing written.
 
     Raises:
         SessionNotFound: no such session.
-        LedgerIntegrityError: the ledger does not verify (the epoch is bumped all the same).
+        LedgerIntegrityError: the session fails the full check (the epoch is bumped all the same:
+            whatever wrote it is fenced off; nothing is written).
     """
+    signer = resolve_notary(notary)
+    store.bump_authority_epoch(session_id)
+    require_intact(store, session_id, auditor=Auditor.for_notary(signer))
     if load_state(store, session_id).phase == "terminal":
         return False
-    store.bump_authority_epoch(session_id)
-    recorder = Recorder.attach(store, session_id)
+    recorder = Recorder.attach(store, session_id, notary=signer)
     state = load_state(store, session_id)
     if state.phase == "terminal":
         return False
@@ -47,4 +65,5 @@ def abort(store: Store, session_id: str, *, reason: CancellationReason = Cancell
     with recorder.atomic():
         recorder.append(event)
         store.set_session_status(session_id, "cancelled")
+        recorder.checkpoint()  # no-op without a notary
     return True

@@ -1,8 +1,10 @@
 """Human decisions on gated calls, from any process: list what waits, approve, deny.
 
-A suspended run has exited; its gates live only in the ledger. ``approve``/``deny`` attach to the session
-(verifying the whole chain and taking authority, so a writer still holding the old epoch is fenced off)
-and append, in one transaction:
+A suspended run has exited; its gates live only in the ledger. ``approve``/``deny`` first run the full check
+``flightlog audit`` makes (:func:`flightlog.audit.require_intact`: a session with a dropped seal, rolled back,
+signed by another key or re-chained is refused, nothing is written), then attach to the session (taking
+authority, so a writer still holding the old epoch is fenced off) and append, in one transaction signed by
+the notary (the user's log key by default) so the decision is never in an unanchored tail:
 
 * approve: ``permission_resolved(turn, approved=True, responder="user")`` and
   ``Custom("approval_decision", {turn, call_id, gate, approved, responder, policy_digest?})`` where
@@ -28,6 +30,8 @@ import json
 import unicodedata
 from dataclasses import dataclass
 
+from ..audit import Auditor, require_intact
+from ..checkpoints import USER_NOTARY, Notary, UserNotary, resolve_notary
 from ..events import Custom, Event, PermissionResolved, Suspended, ToolDenied, ToolGated
 from ..grants import session_policy_digest
 from ..recorder import Recorder
@@ -203,37 +207,56 @@ HUMAN = "user"
 """``permission_resolved.responder`` of every human decision (seed 000: ``"user" | "policy_gate"``)."""
 
 
-def approve(store: Store, session_id: str, call_id: str, *, responder: str = "user") -> Verdict:
+def approve(
+    store: Store,
+    session_id: str,
+    call_id: str,
+    *,
+    responder: str = "user",
+    notary: Notary | UserNotary | None = USER_NOTARY,
+) -> Verdict:
     """Approve a gated call (for an in-doubt effect: allow running it again).
 
     Args:
         responder: The operator's name, recorded in ``approval_decision`` (rule: :func:`operator_problem`).
+        notary: Signs the decision and supplies the keys and retained heads the full check trusts
+            (default :data:`~flightlog.checkpoints.USER_NOTARY`, the user's; None: unsigned, checked
+            against the user's keys).
 
     Raises:
         InvalidOperator: ``responder`` breaks the operator-name rule (nothing is read or written).
         NotPending: the session is not suspended on ``call_id`` (unknown, or already decided).
         SessionNotFound: no such session.
-        LedgerIntegrityError: the ledger does not verify (nothing is written).
+        LedgerIntegrityError: the session fails the full check (nothing is written).
     """
-    return _decide(store, session_id, call_id, approved=True, responder=responder, reason=None)
+    return _decide(store, session_id, call_id, approved=True, responder=responder, reason=None, notary=notary)
 
 
 def deny(
-    store: Store, session_id: str, call_id: str, *, responder: str = "user", reason: str | None = None
+    store: Store,
+    session_id: str,
+    call_id: str,
+    *,
+    responder: str = "user",
+    reason: str | None = None,
+    notary: Notary | UserNotary | None = USER_NOTARY,
 ) -> Verdict:
     """Deny a gated call (for an in-doubt effect: mark it failed, never run it again).
 
     Args:
         responder: The operator's name, recorded in ``approval_decision`` (rule: :func:`operator_problem`).
         reason: Told to the model (default ``denied by <responder>``).
+        notary: As for :func:`approve`.
 
     Raises:
         InvalidOperator: ``responder`` breaks the operator-name rule (nothing is read or written).
         NotPending: the session is not suspended on ``call_id`` (unknown, or already decided).
         SessionNotFound: no such session.
-        LedgerIntegrityError: the ledger does not verify (nothing is written).
+        LedgerIntegrityError: the session fails the full check (nothing is written).
     """
-    return _decide(store, session_id, call_id, approved=False, responder=responder, reason=reason)
+    return _decide(
+        store, session_id, call_id, approved=False, responder=responder, reason=reason, notary=notary
+    )
 
 
 def _open_gate(state: KernelState, session_id: str, call_id: str) -> Gate:
@@ -244,13 +267,22 @@ def _open_gate(state: KernelState, session_id: str, call_id: str) -> Gate:
 
 
 def _decide(
-    store: Store, session_id: str, call_id: str, *, approved: bool, responder: str, reason: str | None
+    store: Store,
+    session_id: str,
+    call_id: str,
+    *,
+    approved: bool,
+    responder: str,
+    reason: str | None,
+    notary: Notary | UserNotary | None,
 ) -> Verdict:
     check_operator(responder)
-    # Check before attaching: attaching takes authority, which would fence a run that is still going.
+    signer = resolve_notary(notary)
+    require_intact(store, session_id, auditor=Auditor.for_notary(signer))  # before reading any gate
+    # Check the gate before attaching: attaching takes authority, which would fence a run still going.
     state = load_state(store, session_id)
     _open_gate(state, session_id, call_id)
-    recorder = Recorder.attach(store, session_id)
+    recorder = Recorder.attach(store, session_id, notary=signer)
     if recorder.next_seq != len(state.events):  # someone appended in between: decide on the new state
         state = load_state(store, session_id)
     gate = _open_gate(state, session_id, call_id)
@@ -267,5 +299,7 @@ def _decide(
     if digest is not None:  # the session runs under a signed grant: name it in the decision
         payload["policy_digest"] = digest
     events.append(Custom(custom_kind=APPROVAL_DECISION, payload=payload))
-    recorder.append_many(events)
+    with recorder.atomic():
+        recorder.append_many(events)
+        recorder.checkpoint()  # no-op without a notary
     return verdict

@@ -59,7 +59,8 @@ from contextlib import AbstractContextManager, nullcontext
 from dataclasses import dataclass
 from typing import Any
 
-from ..checkpoints import Notary
+from ..audit import Auditor, require_intact
+from ..checkpoints import USER_NOTARY, Notary, UserNotary, resolve_notary
 from ..encoding import canonical_json
 from ..errors import StaleWriter
 from ..events import (
@@ -129,7 +130,7 @@ from .renewal import handoff_message
 from .requests import Program, digest, program_of, sections_of
 from .result import RunResult, RunStatus
 from .signals import run_blocking
-from .spec import AGENT_SPEC, refuse_unverified
+from .spec import AGENT_SPEC
 from .state import KernelState, load_state
 from .transcript import Transcript
 
@@ -883,12 +884,17 @@ class Kernel:
         clock: Monotonic clock in seconds for the wall-clock budget (inject a fake in tests).
         on_token: Live subscriber for streamed text deltas (never recorded).
         on_event: Live subscriber for each durable event of the session, after commit.
-        notary: Sign checkpoints (on the recorder's cadence and always before a side-effecting tool call),
-            seal the session when the run ends, and check signatures and retained heads on resume
-            (:mod:`flightlog.checkpoints`); None records an unsigned chain.
+        notary: Sign checkpoints (on the recorder's cadence, after the run's start and always before a
+            side-effecting tool call), seal the session when the run ends, and check signatures and
+            retained heads on resume (:mod:`flightlog.checkpoints`). Default
+            :data:`~flightlog.checkpoints.USER_NOTARY`: the user's log key, as ``flightlog run`` signs
+            (resolved here, creating the key on first use); None records an unsigned, unsealed chain.
         heartbeat_s: Seconds between heartbeats of the run's live record while an activation drives it
             (module docs; keep it well under the lease, :data:`flightlog.live.DEFAULT_LEASE_MS`); None
             publishes no live state (the run's liveness is then judged by its durable events alone).
+
+    Resume always runs the full check of :func:`flightlog.audit.require_intact` first, trusting the
+    notary's keys and retained heads (the user's when ``notary`` is None) and the user's witnesses.
 
     Attributes:
         live: The :class:`~flightlog.live.LiveRegistry` on ``store`` the kernel publishes to (None when
@@ -904,7 +910,7 @@ class Kernel:
         clock: Clock = time.monotonic,
         on_token: TokenCallback | None = None,
         on_event: Subscriber | None = None,
-        notary: Notary | None = None,
+        notary: Notary | UserNotary | None = USER_NOTARY,
         heartbeat_s: float | None = 5.0,
     ) -> None:
         if heartbeat_s is not None and heartbeat_s <= 0:
@@ -913,7 +919,7 @@ class Kernel:
         self.heartbeat_s = heartbeat_s
         self.live = LiveRegistry(store) if heartbeat_s is not None else None
         self.agent = agent
-        self.notary = notary
+        self.notary = resolve_notary(notary)
         self.sleep = sleep
         self.clock = clock
         self.on_event = on_event
@@ -1013,6 +1019,9 @@ class Kernel:
             activation.append(started, *evidence, limits, *named)
             if grant is not None:
                 record_grant(recorder, grant.envelope, [grant.key], at_ms=at_ms)
+            # Sign the start at once (no-op without a notary): the goal, the grant and the agent spec
+            # `resume` may import are then never in an unanchored tail a database writer could rewrite.
+            recorder.checkpoint()
         return await self._drive(activation)
 
     async def resume(self, session_id: str) -> RunResult:
@@ -1024,21 +1033,25 @@ class Kernel:
 
         Raises:
             SessionNotFound: no such session.
-            LedgerIntegrityError: the ledger does not verify (refuse, don't guess).
+            LedgerIntegrityError: the session fails the full check ``flightlog audit`` makes (chain,
+                signed checkpoints, seal, retained, witnessed and indexed heads), checked before anything
+                is read from it, even for a finished or waiting session (refuse, don't guess).
             KernelError: the session has no ``run_started`` (not a kernel run); the agent brings a grant
                 other than the ledgered one, or the stored grant disagrees with the ledger.
             GrantError: the session's grant no longer verifies (untrusted key, expired); nothing written.
         """
+        # The full check first, even when there is nothing to write: the caller must not act on a
+        # suspension or a result read from a history `audit` rejects (a dropped seal, a rollback...).
+        require_intact(self.store, session_id, auditor=Auditor.for_notary(self.notary))
         state = load_state(self.store, session_id)
         if state.run is None:
             raise KernelError(f"session {session_id} has no run_started: not a kernel run")
         if _idle(state):
-            # Nothing to write, but still refuse a ledger that does not verify (truncated, edited): the
-            # caller must not act on a suspension or result read from a diverging history.
-            refuse_unverified(self.store, session_id)
             return result_of(state)
         ceiling = resume_ceiling(self.store, session_id, state.grant, self.agent)
-        recorder = Recorder.attach(self.store, session_id, notary=self.notary)
+        # Every row was just checked in full: the recorder re-verifies only what may have moved since, the
+        # rows after the latest signed checkpoint (Recorder.attach full=False; in full without a notary).
+        recorder = Recorder.attach(self.store, session_id, notary=self.notary, full=self.notary is None)
         if recorder.next_seq != len(state.events):  # it moved on before we took authority: refold
             state = load_state(self.store, session_id)
         activation = _Activation(self, recorder, state, ceiling)

@@ -2,7 +2,9 @@
 
 ``module:attribute``
     ``module`` is a dotted module name (imported) or a path to a ``.py`` file (loaded under a private
-    name); ``attribute`` may be dotted. It names an ``Agent``, or a zero-argument callable returning one.
+    name); ``attribute`` may be dotted. Only a logical spec (dotted identifiers, :func:`is_logical`) is
+    recorded by ``run``, and only such a recorded spec, under a verified signed checkpoint, is imported
+    again by ``resume`` and the fleet (:func:`recorded_spec`). It names an ``Agent``, or a zero-argument callable returning one.
     A dotted module that is not importable but lives in the working directory is imported from there
     (as ``python -m`` would: ``flightlog run examples.city_agent:agent`` works from a checkout).
 
@@ -43,6 +45,7 @@ import hashlib
 import importlib
 import importlib.util
 import os
+import re
 import sys
 import tomllib
 from collections.abc import Mapping
@@ -50,11 +53,10 @@ from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
+from ..audit import Auditor, require_intact
 from ..encoding import decode_stored
-from ..errors import LedgerIntegrityError
 from ..events import Custom
 from ..providers.base import ModelProvider
-from ..recorder import verify_session
 from ..store.base import Store
 from .agent import Agent
 from .budgets import Budgets
@@ -63,7 +65,7 @@ from .errors import AgentSpecError
 from .policy import Policy
 from .tools import Tool, tool
 
-__all__ = ["agent_from_dict", "is_logical", "load_agent", "resolve"]
+__all__ = ["AGENT_SPEC", "agent_from_dict", "is_logical", "load_agent", "recorded_spec", "resolve"]
 
 _SCALARS = frozenset(
     {
@@ -229,44 +231,78 @@ def load_agent(spec: str) -> Agent:
     return obj
 
 
+_DOTTED = r"[A-Za-z_][A-Za-z0-9_]*(?:\.[A-Za-z_][A-Za-z0-9_]*)*"
+_LOGICAL = re.compile(rf"(?P<module>{_DOTTED}):{_DOTTED}")
+
+
 def is_logical(spec: str) -> bool:
-    """Whether a spec is a dotted ``module:attribute`` (safe to record), not a file path."""
-    module_name = spec.rpartition(":")[0]
-    return not spec.endswith(".toml") and not module_name.endswith(".py") and "/" not in module_name
+    """Whether ``spec`` is a logical ``module:attribute`` reference: dotted ASCII identifiers on both
+    sides of one colon, the module not ending in ``.py``. Only such a spec is recorded by ``run`` and
+    ``submit``, and only such a recorded spec is ever imported again (never a file path or a TOML file).
+    """
+    match = _LOGICAL.fullmatch(spec)
+    return match is not None and not match.group("module").endswith(".py")
 
 
 AGENT_SPEC = "agent_spec"
 """``Custom`` kind recording the ``module:attr`` spec a run was started with (payload ``{"spec"}``)."""
 
-
-def refuse_unverified(store: Store, session_id: str) -> None:
-    """Raise ``LedgerIntegrityError`` (naming the first divergent seq) unless the session's chain verifies."""
-    report = verify_session(store, session_id)
-    if not report.ok:
-        first = report.divergences[0]
-        raise LedgerIntegrityError(
-            session_id=session_id, seq=first.seq, reason=first.reason, divergences=report.divergences
-        )
+_SPEC_WINDOW = 64
+"""Events at the start of a session searched for its ``agent_spec`` (a run records it in its first
+transaction)."""
 
 
-def recorded_spec(store: Store, session_id: str) -> str | None:
-    """The agent spec recorded in the session's *verified* ledger (``agent_spec`` custom), or None.
+def recorded_spec(store: Store, session_id: str, *, auditor: Auditor | None = None) -> str | None:
+    """The agent spec a run recorded in its ledger (``agent_spec`` custom), for ``resume`` and the fleet.
 
-    Never the session row's metadata: no hash covers it, so a database writer could otherwise choose
-    the module an operator's ``resume`` imports.
+    Nothing is read before the session passes the full check ``flightlog audit`` makes
+    (:func:`flightlog.audit.require_intact`: chain, signed checkpoints, seal, retained, witnessed and
+    indexed heads). Then the spec must be a logical ``module:attribute`` (:func:`is_logical`; resolved by
+    :func:`load_agent` the way ``run`` resolved it) recorded at a seq a verified signed checkpoint covers:
+    an unanchored tail (or an unsigned session) can be rewritten by anyone who can write the database,
+    and must not choose the code an operator's ``resume`` imports. Never the session row's metadata: no
+    hash covers it.
+
+    Args:
+        store: The store.
+        session_id: The session (exact id).
+        auditor: What the check trusts (default: the user's keys, retained heads and witnesses).
+
+    Returns:
+        The spec, or None when the session records none (give the agent explicitly then).
 
     Raises:
-        LedgerIntegrityError: the ledger does not verify.
+        LedgerIntegrityError: the session fails the full check (names the first divergent seq).
+        AgentSpecError: the recorded spec is not a logical ``module:attribute``, or no verified signed
+            checkpoint covers it; the message names the seq and the field (``agent_spec`` payload
+            ``spec``).
     """
-    refuse_unverified(store, session_id)
-    for row in store.read_events(session_id, stop=64):
-        if row.kind == "custom":
-            event = decode_stored(row.event_bytes, seq=row.seq)
-            if (
-                isinstance(event, Custom)
-                and event.custom_kind == AGENT_SPEC
-                and isinstance(event.payload, dict)
-            ):
-                spec = event.payload.get("spec")
-                return spec if isinstance(spec, str) else None
+    report = require_intact(store, session_id, auditor=auditor)
+    for row in store.read_events(session_id, stop=_SPEC_WINDOW):
+        if row.kind != "custom":
+            continue
+        event = decode_stored(row.event_bytes, seq=row.seq)
+        if isinstance(event, Custom) and event.custom_kind == AGENT_SPEC:
+            return _checked_spec(event.payload, row.seq, report.anchored)
     return None
+
+
+def _checked_spec(payload: Any, seq: int, anchored: int) -> str:
+    field = f"the {AGENT_SPEC} event at seq {seq} (payload field 'spec')"
+    spec = payload.get("spec") if isinstance(payload, dict) else None
+    if not isinstance(spec, str) or not is_logical(spec):
+        raise AgentSpecError(
+            spec=str(spec)[:200],
+            reason=f"{field} is not a module:attribute reference; refusing to import what the ledger "
+            "names in another form (give --spec)",
+        )
+    if seq >= anchored:
+        signed = (
+            f"signed checkpoints cover only seqs 0..{anchored - 1}" if anchored else "no signed checkpoint"
+        )
+        raise AgentSpecError(
+            spec=spec,
+            reason=f"{field} is not covered by a verified signed checkpoint ({signed}): anyone who can "
+            "write the database could have chosen it; refusing to import it (give --spec)",
+        )
+    return spec

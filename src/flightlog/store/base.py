@@ -660,6 +660,14 @@ class Store(abc.ABC):
         return False
 
     @abc.abstractmethod
+    def lock_index(self) -> None:
+        """Inside a write transaction: hold the index log's append lock until it ends, before reading the
+        index head to append to it (:func:`flightlog.indexlog.append_to_index`), so concurrent writers of
+        different sessions queue instead of reading the same head and conflicting (a backend whose write
+        transactions are serialised already, as SQLite's ``BEGIN IMMEDIATE``, does nothing).
+        """
+
+    @abc.abstractmethod
     def append_index_leaf(self, idx: int, session_id: str, checkpoint_id: int, leaf: bytes) -> None:
         """Append leaf ``idx`` (must be the next index) of the index log.
 

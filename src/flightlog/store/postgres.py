@@ -1278,6 +1278,12 @@ class PostgresStore(Store):
     def index_supported(self) -> bool:
         return True
 
+    def lock_index(self) -> None:
+        with self._joined() as conn:
+            # One log, one writer: taken before the index head is read (READ COMMITTED then sees the head
+            # the previous holder committed), held until this transaction ends.
+            self._run(conn, "LOCK TABLE index_leaves IN SHARE ROW EXCLUSIVE MODE")
+
     def append_index_leaf(self, idx: int, session_id: str, checkpoint_id: int, leaf: bytes) -> None:
         with self._joined() as conn:
             self._run(conn, "LOCK TABLE index_leaves IN SHARE ROW EXCLUSIVE MODE")  # one log, one writer

@@ -1012,6 +1012,9 @@ class SqliteStore(Store):
     def index_supported(self) -> bool:
         return self._has_table("index_leaves")
 
+    def lock_index(self) -> None:
+        return  # BEGIN IMMEDIATE already serialises every writer of the file
+
     def append_index_leaf(self, idx: int, session_id: str, checkpoint_id: int, leaf: bytes) -> None:
         with self.transaction():
             if idx != self.index_size():

@@ -1,0 +1,257 @@
+"""The full check ``flightlog audit`` makes, as one library function every entry point runs before acting.
+
+:func:`require_intact` is what ``resume``, ``approve``, ``deny``, ``abort``, the fleet ``worker`` and the
+dashboard's decisions call first (through :class:`~flightlog.kernel.Kernel`, :func:`~flightlog.kernel.approve`,
+:func:`~flightlog.kernel.deny`, :func:`~flightlog.kernel.abort`, :func:`~flightlog.kernel.spec.recorded_spec`):
+nothing the ledger names (a module to import, a call to run, a status to report) is acted on before the
+session passes it. It checks, in one streaming pass over the session's rows:
+
+* the chain rule and the RFC 9162 tree head (:func:`flightlog.ledger.verify_rows`);
+* every stored checkpoint's signature by a trusted log key, its origin, root and chain hash;
+* the seal (an event after it, a seal over the wrong root);
+* the retained head outside the database (rollback, stale head, fork);
+* heads trusted witnesses cosigned (asked online unless ``online=False``; an unreachable witness is a note);
+* the ledger-wide index log: its own signed checkpoints, retained and witnessed heads, and the session's
+  checkpoints it holds, compared with the rows like the retained head. A re-chained session whose retained
+  head file was deleted still disagrees with the index log (``fork``/``stale_head``), and a session whose
+  retained head is missing while the index log knows it gets a note saying so;
+* salted artifacts (present, erased with a record, or missing).
+
+Cost: O(n) hashing over the session's rows plus O(L) over the index log's L leaves (one per checkpoint
+ledger-wide, about one per 64 events), O(log n) memory.
+
+:class:`Auditor` carries what the check trusts (log keys, retained heads, witnesses); ``audit``/``verify``
+use it too, so the commands and the entry points cannot drift apart.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Literal
+
+from .checkpoints import AuditReport, HeadStore, Notary, WitnessedHead, audit_session, origin_for
+from .errors import Divergence, FlightlogError, LedgerIntegrityError, StoreError
+from .indexlog import IndexReport, audit_index, index_origin, indexed_heads
+from .keys import Keyring, load_keyring
+from .store.base import Store
+from .witness import TrustedWitness, load_witnesses, witnessed_heads
+
+if TYPE_CHECKING:
+    from .retirement import RetirementCheck
+
+
+__all__ = ["Auditor", "require_intact"]
+
+_ATTEMPTS = 5
+"""Full checks :meth:`Auditor.require` runs while a live writer keeps moving the session's head."""
+
+
+@dataclass
+class Auditor:
+    """What the full check trusts: log keys, retained heads, witnesses (asked over the network if online).
+
+    Attributes:
+        keyring: Trusted log keys.
+        heads: Retained heads (None: that check is skipped, e.g. for a database from elsewhere).
+        witnesses: Trusted witnesses; those with a URL are asked for their latest heads when ``online``.
+        online: Ask witnesses over the network (False: stored cosignatures only).
+    """
+
+    keyring: Keyring
+    heads: HeadStore | None
+    witnesses: Sequence[TrustedWitness] = field(default_factory=list)
+    online: bool = True
+
+    @classmethod
+    def from_env(cls, *, online: bool = True) -> Auditor:
+        """The user's: :func:`~flightlog.keys.load_keyring`, :meth:`HeadStore.default`,
+        :func:`~flightlog.witness.load_witnesses` (what ``flightlog audit`` trusts).
+
+        Raises:
+            KeyManifestError: an unreadable or untrusted key manifest or witness list.
+        """
+        return cls(load_keyring(), HeadStore.default(), load_witnesses(), online)
+
+    @classmethod
+    def for_notary(cls, notary: Notary | None, *, online: bool = True) -> Auditor:
+        """The keys and retained heads of ``notary`` (the ones a writer with it signs and retains with),
+        plus the user's trusted witnesses; :meth:`from_env` when ``notary`` is None."""
+        if notary is None:
+            return cls.from_env(online=online)
+        return cls(notary.keyring, notary.heads, load_witnesses(), online)
+
+    # ─── checks ───────────────────────────────────────────────────────────────────────────
+    def witnessed(self, store: Store, origin: str | None) -> tuple[list[WitnessedHead], list[str]]:
+        """Verified heads the trusted witnesses cosigned for ``origin``, and notes on what was not checked."""
+        if not self.witnesses or origin is None:
+            return [], []
+        return witnessed_heads(
+            store, origin, keyring=self.keyring, witnesses=self.witnesses, online=self.online
+        )
+
+    def retirement(self, store: Store) -> RetirementCheck | None:
+        """The store's retirement (:func:`flightlog.retirement.load_retirement`) under these keys."""
+        from .retirement import load_retirement  # local: kept out of the import-time graph
+
+        return load_retirement(store, self.keyring)
+
+    def index(
+        self,
+        store: Store,
+        *,
+        sessions: bool = True,
+        retired: RetirementCheck | Literal["load"] | None = "load",
+    ) -> IndexReport:
+        """:func:`~flightlog.indexlog.audit_index` with these keys, retained and witnessed index heads.
+
+        Args:
+            store: The store.
+            sessions: Also compare every leaf with its session (``audit --all``); False checks the index
+                log alone (what a single-session check needs).
+            retired: The store's retirement (:meth:`retirement`; loaded when ``"load"``).
+        """
+        ledger_id = _ledger(store)
+        witnessed, notes = self.witnessed(store, index_origin(ledger_id) if ledger_id else None)
+        report = audit_index(
+            store,
+            keyring=self.keyring,
+            heads=self.heads,
+            witnessed=witnessed,
+            retired=retired,
+            sessions=sessions,
+        )
+        report.notes.extend(notes)
+        return report
+
+    def session(
+        self,
+        store: Store,
+        session_id: str,
+        *,
+        index: IndexReport | None = None,
+        retired: RetirementCheck | Literal["load"] | None = "load",
+    ) -> AuditReport:
+        """The full check of one session (see the module docs); never raises on a divergence.
+
+        Args:
+            store: The store.
+            session_id: The session (exact id).
+            index: An index report already made for this store (``audit --all`` makes one for every
+                session); None checks the index log here, and its problems go to
+                ``report.index_divergences``.
+            retired: The store's retirement (:meth:`retirement`; loaded when ``"load"``; pass it when
+                checking many sessions): on a retired store, heads beyond what it held are ``stale_copy``.
+
+        Raises:
+            SessionNotFound: no such session.
+        """
+        ledger_id = _ledger(store)
+        if retired == "load":
+            retired = self.retirement(store)
+        own_index = index is None
+        if index is None:
+            index = self.index(store, sessions=False, retired=retired)
+        # Heads from outside the session's rows are read before the rows: a live writer can then only
+        # make the rows look newer than they are, never older (no false "rollback").
+        indexed = indexed_heads(store, session_id, index)
+        witnessed, notes = self.witnessed(store, origin_for(ledger_id, session_id) if ledger_id else None)
+        report = audit_session(
+            store,
+            session_id,
+            keyring=self.keyring,
+            heads=self.heads,
+            witnessed=witnessed,
+            retired=retired,
+            indexed=indexed,
+        )
+        report.notes.extend(notes)
+        if own_index:
+            report.index_divergences.extend(index.divergences)
+            report.notes.extend(f"index: {note}" for note in index.notes)
+        missing = self._missing_head(ledger_id, session_id, report)
+        if missing is not None:
+            report.notes.append(missing)
+        return report
+
+    def _missing_head(self, ledger_id: str | None, session_id: str, report: AuditReport) -> str | None:
+        """A note when the index log knows the session but no retained head file exists for it."""
+        if self.heads is None or ledger_id is None or report.indexed is None or report.retained is not None:
+            return None
+        try:
+            path = self.heads.path(ledger_id, session_id)
+        except StoreError:
+            return None  # a malformed ledger id: every checkpoint is bad_checkpoint already
+        if path.exists():
+            return None  # there is one, and it did not verify: a divergence says so already
+        return (
+            f"no retained head ({path}), but the signed index log holds this session's checkpoint at "
+            f"size {report.indexed} (leaf {report.indexed_leaf}): the head file was deleted, or this "
+            "machine never wrote the session"
+        )
+
+    def require(self, store: Store, session_id: str) -> AuditReport:
+        """:meth:`session`, raising on any divergence (see :func:`require_intact`)."""
+        for attempt in range(_ATTEMPTS):
+            before = store.get_session(session_id).head_seq
+            report = self.session(store, session_id)
+            if report.ok:
+                return report
+            if attempt + 1 < _ATTEMPTS and store.get_session(session_id).head_seq != before:
+                continue  # a live writer appended while we read: check the settled ledger again
+            break
+        raise _refusal(report)
+
+
+def require_intact(store: Store, session_id: str, *, auditor: Auditor | None = None) -> AuditReport:
+    """Run the full check ``flightlog audit`` makes and refuse a session that fails it.
+
+    Call before acting on a session (importing the agent it names, running, deciding, reporting its
+    status). When a live writer moves the session's head during the check, it is run again on the
+    settled ledger (up to 5 times) so a concurrent append is never mistaken for tampering.
+
+    Args:
+        store: The store.
+        session_id: The session (exact id).
+        auditor: What to trust (default :meth:`Auditor.from_env`: the user's keys, retained heads and
+            witnesses).
+
+    Returns:
+        The passing report (``anchored`` tells how much of the session a trusted key signed).
+
+    Raises:
+        SessionNotFound: no such session.
+        LedgerIntegrityError: any divergence of the session, or of the index log that vouches for it;
+            ``seq`` and ``reason`` name the first (when only the index log diverges, ``seq`` is None and
+            the reason starts with "index log leaf N").
+        KeyManifestError: with the default auditor, an unreadable key manifest or witness list.
+    """
+    return (auditor or Auditor.from_env()).require(store, session_id)
+
+
+def _refusal(report: AuditReport) -> LedgerIntegrityError:
+    if report.divergences:
+        first = report.divergences[0]
+        return LedgerIntegrityError(
+            session_id=report.session_id,
+            seq=first.seq,
+            reason=_reason(first),
+            divergences=report.divergences,
+        )
+    first = report.index_divergences[0]
+    return LedgerIntegrityError(
+        session_id=report.session_id,
+        reason=f"index log leaf {first.seq}: {_reason(first)}",
+        divergences=report.index_divergences,
+    )
+
+
+def _reason(divergence: Divergence) -> str:
+    return f"{divergence.reason}: {divergence.detail}" if divergence.detail else divergence.reason
+
+
+def _ledger(store: Store) -> str | None:
+    try:
+        return store.ledger_id()
+    except (NotImplementedError, FlightlogError):
+        return None

@@ -1,0 +1,151 @@
+"""Tamper helpers for the issue-10 attack tests: the attacker can write the database file (and delete files
+outside it), never read the log key."""
+
+from __future__ import annotations
+
+import json
+import sqlite3
+from collections.abc import Callable
+from pathlib import Path
+
+from typer.testing import CliRunner
+
+from flightlog.checkpoints import parse_note, sign_note
+from flightlog.cli import app
+from flightlog.encoding import canonical_json
+from flightlog.keys import LogSigner
+from flightlog.ledger import GENESIS, CompactRange, chain_hash, leaf_hash
+
+SPEC = "kernel.cli_agents:approval_agent"
+"""The CLI tests' agent (``tests/kernel/cli_agents.py``): asks before writing note ``n1``."""
+
+_runner = CliRunner()
+
+Edit = Callable[[int, bytes], bytes]
+
+
+def cli(db: Path, *args: str) -> tuple[int, str, str]:
+    """``flightlog --db DB ARGS...``: exit code, stdout, stderr."""
+    result = _runner.invoke(app, ["--db", str(db), *args])
+    return result.exit_code, result.stdout, result.stderr
+
+
+def refused(db: Path, *args: str, reason: str) -> str:
+    """Run a command that must refuse the session: exit 1 and one stderr line naming ``reason``."""
+    code, out, err = cli(db, *args)
+    assert code == 1, (code, out, err)
+    lines = err.strip().splitlines()
+    assert len(lines) == 1, err
+    assert lines[0].startswith("flightlog: error: ledger of session "), lines[0]
+    assert reason in lines[0], lines[0]
+    return lines[0]
+
+
+def suspended_run(db: Path) -> str:
+    """``flightlog run`` the approval agent until it waits for a decision on ``n1``; its session id."""
+    code, out, err = cli(db, "run", SPEC, "--goal", "take a note", "--json", "--quiet")
+    assert code == 3, err
+    return str(json.loads(out)["session_id"])
+
+
+def _raw(db: Path) -> sqlite3.Connection:
+    raw = sqlite3.connect(db)
+    for trigger in (
+        "events_no_update",
+        "events_no_delete",
+        "index_leaves_no_update",
+        "index_leaves_no_delete",
+    ):
+        raw.execute(f"DROP TRIGGER IF EXISTS {trigger}")
+    return raw
+
+
+def execute(db: Path, *statements: str) -> None:
+    """Edit the file behind flightlog's back (append-only triggers dropped first)."""
+    raw = _raw(db)
+    try:
+        for statement in statements:
+            raw.execute(statement)
+        raw.commit()
+    finally:
+        raw.close()
+
+
+def rechain(db: Path, session_id: str, edit: Edit, *, keep: int | None = None) -> None:
+    """Rewrite a session's rows through ``edit(seq, bytes)`` (keeping the first ``keep`` when given),
+    recompute every chain hash and the tree head, delete its checkpoints (the attacker cannot sign new
+    ones) and rewrite the session row: a perfect ledger to a chain-only check."""
+    raw = _raw(db)
+    try:
+        rows = raw.execute(
+            "SELECT seq, kind, event, recorded_at_ms FROM events WHERE session_id = ? ORDER BY seq",
+            (session_id,),
+        ).fetchall()[:keep]
+        raw.execute("DELETE FROM events WHERE session_id = ?", (session_id,))
+        raw.execute(
+            "DELETE FROM checkpoint_frontiers WHERE checkpoint_id IN "
+            "(SELECT checkpoint_id FROM checkpoints WHERE session_id = ?)",
+            (session_id,),
+        )
+        raw.execute("DELETE FROM checkpoints WHERE session_id = ?", (session_id,))
+        prev, tree = GENESIS, CompactRange()
+        for seq, kind, data, at in rows:
+            data = edit(seq, bytes(data))
+            digest = chain_hash(prev, seq, data)
+            raw.execute(
+                "INSERT INTO events (session_id, seq, kind, event, prev_hash, hash, recorded_at_ms) "
+                "VALUES (?, ?, ?, ?, ?, ?, ?)",
+                (session_id, seq, kind, data, prev, digest, at),
+            )
+            tree.append(leaf_hash(data))
+            prev = digest
+        raw.execute(
+            "UPDATE sessions SET head_seq = ?, head_hash = ?, merkle_root = ? WHERE session_id = ?",
+            (len(rows) - 1, prev, tree.root().hex(), session_id),
+        )
+        raw.commit()
+    finally:
+        raw.close()
+
+
+def unchanged(seq: int, data: bytes) -> bytes:
+    """An ``Edit`` that keeps the row."""
+    return data
+
+
+def swap_spec(spec: str) -> Edit:
+    """An ``Edit`` replacing the recorded ``agent_spec`` with ``spec``."""
+
+    def edit(seq: int, data: bytes) -> bytes:
+        if b'"custom_kind":"agent_spec"' not in data:
+            return data
+        return canonical_json({"kind": "custom", "custom_kind": "agent_spec", "payload": {"spec": spec}})
+
+    return edit
+
+
+def swap_goal(goal: str) -> Edit:
+    """An ``Edit`` rewriting the goal in ``run_started``."""
+
+    def edit(seq: int, data: bytes) -> bytes:
+        if b'"kind":"run_started"' not in data:
+            return data
+        event = json.loads(data)
+        event["goal"] = goal
+        return canonical_json(event)
+
+    return edit
+
+
+def resign_checkpoints(db: Path, session_id: str, forger: LogSigner) -> None:
+    """Replace the signature of every stored checkpoint of the session with ``forger``'s (rows untouched)."""
+    raw = sqlite3.connect(db)
+    try:
+        for checkpoint_id, body in raw.execute(
+            "SELECT checkpoint_id, body FROM checkpoints WHERE session_id = ?", (session_id,)
+        ).fetchall():
+            forged = sign_note(parse_note(body).text, forger)
+            raw.execute("UPDATE checkpoints SET body = ? WHERE checkpoint_id = ?", (forged, checkpoint_id))
+        raw.commit()
+    finally:
+        raw.close()
