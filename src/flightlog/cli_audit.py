@@ -27,6 +27,7 @@ import typer
 
 from .audit import Auditor, require_intact
 from .checkpoints import AuditReport, Notary, RetainedHead, missing_sessions
+from .cli_console import terminal_safe
 from .errors import FlightlogError
 from .indexlog import (
     INDEX_PROOF_FORMAT,
@@ -67,7 +68,7 @@ def _emit(value: Any) -> None:
 
 
 def _say(text: str) -> None:
-    sys.stdout.write(text + "\n")
+    sys.stdout.write(terminal_safe(text) + "\n")
 
 
 # ─── prove / verify-proof ─────────────────────────────────────────────────────────────────────

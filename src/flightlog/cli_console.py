@@ -5,10 +5,27 @@ wrapping), and a closed stdout raised as :class:`BrokenPipeError` for the app's 
 from __future__ import annotations
 
 import errno
+import re
+from typing import Any
 
 from rich.console import Console
 
-__all__ = ["PipeConsole", "console"]
+__all__ = ["PipeConsole", "console", "terminal_safe"]
+
+# What a terminal acts on instead of showing: C0 controls but newline and tab (ESC starts the CSI/OSC
+# sequences that recolour, clear, retitle or hyperlink a terminal), DEL, C1 controls (U+0080-U+009F: 8-bit
+# CSI/OSC on some terminals), and the Unicode bidirectional controls (UAX #9 explicit embeddings, overrides
+# and isolates, plus the marks) that reorder what follows them ("Trojan Source", CVE-2021-42574).
+_UNSAFE = re.compile("[\x00-\x08\x0b-\x1f\x7f-\x9f\u061c\u200e\u200f\u202a-\u202e\u2066-\u2069]")
+
+
+def terminal_safe(text: str) -> str:
+    """``text`` with every character a terminal would act on (controls other than newline and tab, C1
+    controls, bidirectional overrides) shown as ``[U+XXXX]``, the notation of
+    :func:`flightlog.narration.printable`. Event text is untrusted (an imported transcript, a model's reply):
+    printed raw, an ``ESC [ 2 J`` in it would clear the reader's screen and a U+202E would make a line read
+    backwards."""
+    return _UNSAFE.sub(lambda m: f"[U+{ord(m.group()):04X}]", text)
 
 
 class PipeConsole(Console):
@@ -17,6 +34,12 @@ class PipeConsole(Console):
     def on_broken_pipe(self) -> None:
         """Raise :class:`BrokenPipeError` (rich calls this when a write finds the reader gone)."""
         raise BrokenPipeError(errno.EPIPE, "the reader of the output went away")
+
+    def print(self, *objects: Any, **kwargs: Any) -> None:
+        """:meth:`rich.console.Console.print` with every ``str`` passed through :func:`terminal_safe`: all
+        human-readable output of ``flightlog`` goes through here, so no recorded text reaches the terminal
+        as a control sequence. (``--json`` output is written by :mod:`json`, which escapes controls.)"""
+        super().print(*(terminal_safe(o) if isinstance(o, str) else o for o in objects), **kwargs)
 
 
 def console(*, stderr: bool = False) -> Console:
