@@ -14,6 +14,7 @@ test would fail for that alone. Speed is measured in ``bench/``, never in tests.
 from __future__ import annotations
 
 import os
+import shutil
 import tempfile
 from collections.abc import Iterator
 
@@ -28,6 +29,14 @@ for _name, _sub in (
 ):
     os.environ[_name] = os.path.join(_SUITE_HOME, _sub)
 os.environ.pop("FLIGHTLOG_LOG_KEY", None)
+
+
+
+def pytest_unconfigure(config: pytest.Config) -> None:
+    """Remove the suite-wide fallback directory (it leaked one ``/tmp/flightlog-tests-*`` per run). A
+    process a test left running may still write into it: what it leaves is not the suite's to report."""
+    shutil.rmtree(_SUITE_HOME, ignore_errors=True)
+
 
 settings.register_profile("flightlog", deadline=None, suppress_health_check=[HealthCheck.too_slow])
 settings.load_profile("flightlog")
