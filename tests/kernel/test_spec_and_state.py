@@ -46,6 +46,10 @@ def test_agent_from_dict_validates() -> None:
     assert built.route[0].model == "m1" and built.max_tokens == 100 and built.stream
     with pytest.raises(AgentSpecError, match="unknown keys: colour"):
         agent_from_dict({"name": "x", "route": route, "colour": "red"})
+    with pytest.raises(AgentSpecError, match=r"unknown keys in \[budgets\]: token"):
+        agent_from_dict({"name": "x", "route": route, "budgets": {"token": 1000}})  # a typo'd limit
+    limited = agent_from_dict({"name": "x", "route": route, "budgets": {"tokens": 1000, "turns": 3}})
+    assert limited.budgets.tokens == 1000 and limited.budgets.turns == 3
     with pytest.raises(AgentSpecError, match="give effect"):
         agent_from_dict({"name": "x", "route": route, "tools": [f"{AGENTS}:plain_lookup"]})
     with pytest.raises(AgentSpecError, match="max_retries must be"):

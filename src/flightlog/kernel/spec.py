@@ -49,7 +49,7 @@ import re
 import sys
 import tomllib
 from collections.abc import Mapping
-from dataclasses import replace
+from dataclasses import fields, replace
 from pathlib import Path
 from typing import Any
 
@@ -183,6 +183,16 @@ def _context(table: Mapping[str, Any], base: Path | None) -> ContextPolicy:
     return policy if summarizer is None else replace(policy, summarizer=_provider(summarizer, base))
 
 
+def _budgets(table: Mapping[str, Any], source: str) -> Budgets:
+    """The ``[budgets]`` table: a misspelt limit (``token = 1000``) would otherwise leave the run unlimited."""
+    if not isinstance(table, Mapping):
+        raise AgentSpecError(spec=source, reason="budgets must be a table")
+    unknown = set(table) - {f.name for f in fields(Budgets)}
+    if unknown:
+        raise AgentSpecError(spec=source, reason=f"unknown keys in [budgets]: {', '.join(sorted(unknown))}")
+    return Budgets.from_wire(table)
+
+
 def agent_from_dict(data: Mapping[str, Any], *, source: str = "<dict>", base: Path | None = None) -> Agent:
     """Build an agent from plain data (the TOML schema in the module docs).
 
@@ -200,7 +210,7 @@ def agent_from_dict(data: Mapping[str, Any], *, source: str = "<dict>", base: Pa
             route=[_provider(item, base) for item in data["route"]],
             tools=[_tool(item, base) for item in data.get("tools", ())],
             policy=Policy.from_dict(data.get("policy", {})),
-            budgets=Budgets.from_wire(data.get("budgets", {})),
+            budgets=_budgets(data.get("budgets", {}), source),
             context=_context(data["context"], base) if "context" in data else None,
             **{key: data[key] for key in _SCALARS if key in data},
         )
