@@ -15,7 +15,7 @@ From a checkout::
 
 from __future__ import annotations
 
-from flightlog.demo_context import demo_agent
+from flightlog.cli.demo_context import demo_agent
 
 agent = demo_agent()
 """The agent (``flightlog run examples.context_agent:agent``)."""

@@ -15,7 +15,7 @@ from typer.testing import CliRunner
 
 from flightlog import LedgerIntegrityError, Recorder, open_store
 from flightlog.cli import app
-from flightlog.demo import tamper_one_byte
+from flightlog.cli.demo import tamper_one_byte
 from flightlog.ledger import GENESIS, chain_hash
 
 SAMPLES = Path(__file__).parent / "data" / "samples"

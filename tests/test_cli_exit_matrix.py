@@ -21,7 +21,7 @@ import pytest
 from typer.testing import CliRunner
 
 from flightlog.cli import app
-from flightlog.witness import Witness, WitnessServer
+from flightlog.integrity.witness import Witness, WitnessServer
 
 runner = CliRunner()
 AGENT = "kernel.cli_agents:approval_agent"  # tests/ is on sys.path (rootdir conftest)

@@ -19,9 +19,9 @@ import pytest
 import typer.main
 from typer.testing import CliRunner
 
-from flightlog.checkpoints import Notary
 from flightlog.cli import EXIT_CLOSED_PIPE, app
 from flightlog.events import Custom
+from flightlog.integrity.checkpoints import Notary
 from flightlog.narration import plural
 from flightlog.recorder import Recorder
 from flightlog.store import open_store
@@ -300,7 +300,7 @@ def test_keys_rotate_and_trust_print_json() -> None:
 
 
 def test_erase_prints_json(tmp_path: Path) -> None:
-    from flightlog.erasure import put_personal_artifact
+    from flightlog.integrity.erasure import put_personal_artifact
 
     db = tmp_path / "e.db"
     with open_store(db) as store:

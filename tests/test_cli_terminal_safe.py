@@ -13,7 +13,7 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from flightlog import events as ev
-from flightlog.cli_console import terminal_safe
+from flightlog.cli.console import terminal_safe
 from flightlog.recorder import Recorder
 from flightlog.store import open_store
 

@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 from rich.console import Console
 
-from flightlog.demo_kernel import CASSETTE, RESPONDER, SPEC, run_kernel_demo
+from flightlog.cli.demo_kernel import CASSETTE, RESPONDER, SPEC, run_kernel_demo
 from flightlog.events import Custom, PermissionResolved, Resumed, RunTerminal, SessionEvent, Suspended
 from flightlog.recorder import verify_session
 from flightlog.sessions import iter_events

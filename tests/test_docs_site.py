@@ -50,12 +50,12 @@ MAX_NOT_RUN = 3
 
 REQUIRED_MODULES = {
     "flightlog",
-    "flightlog.checkpoints",
-    "flightlog.erasure",
+    "flightlog.integrity.checkpoints",
+    "flightlog.integrity.erasure",
     "flightlog.errors",
     "flightlog.events",
     "flightlog.fleet",
-    "flightlog.grants",
+    "flightlog.integrity.grants",
     "flightlog.importers",
     "flightlog.integrations.langgraph",
     "flightlog.integrations.openai_agents",

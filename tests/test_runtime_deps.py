@@ -12,9 +12,9 @@ from pathlib import Path
 
 import pytest
 
-from flightlog.checkpoints import Notary, _file_lock
 from flightlog.errors import StoreUnavailable
 from flightlog.events import Custom
+from flightlog.integrity.checkpoints import Notary, _file_lock
 from flightlog.recorder import Recorder
 from flightlog.store import SqliteStore
 

@@ -9,6 +9,7 @@ from __future__ import annotations
 # Importing the read model registers its projector, so every process that appends keeps the ``runs``
 # projection current in the same transaction (flightlog.runs).
 from . import runs as _runs  # noqa: F401  (import for its side effect)
+from ._moved import install as _install_moved
 from .errors import (
     AppendConflict,
     EffectConflict,
@@ -27,6 +28,8 @@ from .errors import (
 )
 from .recorder import Recorder, verify_session
 from .store import Store, open_store
+
+_install_moved()  # old module paths (flightlog.checkpoints, flightlog.cli_audit, ...) for one release
 
 __version__ = "0.1.0"
 """The package version (PEP 440), as in ``pyproject.toml``."""

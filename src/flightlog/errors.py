@@ -112,7 +112,7 @@ class Divergence(tuple[int, str, str]):
 
     @property
     def reason(self) -> str:
-        """What diverges, one word (see the class docs; :mod:`flightlog.checkpoints` adds more)."""
+        """What diverges, one word (see the class docs; :mod:`flightlog.integrity.checkpoints` adds more)."""
         return self[1]
 
     @property
@@ -213,7 +213,7 @@ class ReadOnlyStore(StoreError):
 class LedgerRetired(ReadOnlyStore):
     """A write was attempted on a store that ``flightlog db copy`` retired: the whole ledger was moved to
     ``peer`` (``state`` ``moved``: this store is a stale copy), or this store is a partial copy of ``peer``
-    (``state`` ``partial``). Nothing was written. See :mod:`flightlog.retirement`."""
+    (``state`` ``partial``). Nothing was written. See :mod:`flightlog.integrity.retirement`."""
 
     url: str
     state: str
@@ -268,7 +268,7 @@ class EffectConflict(FlightlogError):
 class GrantError(FlightlogError):
     """A signed grant policy does not verify or does not apply (``key_id`` names the signer when known).
 
-    Raised by :func:`flightlog.grants.verify_grant`: a malformed DSSE envelope, no signature by a trusted
+    Raised by :func:`flightlog.integrity.grants.verify_grant`: a malformed DSSE envelope, no signature by a trusted
     policy key, a payload that is not a grant policy, a policy outside its validity window or for another
     authority epoch.
     """

@@ -24,10 +24,10 @@ from collections.abc import Callable, Iterable, Iterator, Sequence
 from contextlib import contextmanager
 from typing import Any
 
-from .checkpoints import SEAL_KIND, Notary, SessionNotary, SessionSealed, SignedCheckpoint, resume
 from .encoding import canonical_bytes, canonical_json
 from .errors import LedgerIntegrityError
 from .events import Custom, Event, SessionEvent
+from .integrity.checkpoints import SEAL_KIND, Notary, SessionNotary, SessionSealed, SignedCheckpoint, resume
 from .ledger import GENESIS, CompactRange, VerifyReport, chain_hash, check_head, leaf_hash, verify_rows
 from .store.base import (
     ArtifactRecord,
@@ -179,7 +179,7 @@ class Recorder:
         """Create a new, empty session and its recorder (authority epoch 0).
 
         Args:
-            notary: Sign checkpoints (see :mod:`flightlog.checkpoints`), seal on ``finish`` and retain
+            notary: Sign checkpoints (see :mod:`flightlog.integrity.checkpoints`), seal on ``finish`` and retain
                 heads outside the database; None (default) records without signatures.
 
         Raises:
@@ -221,7 +221,7 @@ class Recorder:
             take_authority: Bump the authority epoch so an older writer is fenced off (default).
             notary: Also verify the signed checkpoints, the seal and the retained head (refusing a
                 database older than, or inconsistent with, it), and keep signing; see
-                :func:`flightlog.checkpoints.resume`.
+                :func:`flightlog.integrity.checkpoints.resume`.
             full: With a notary, False resumes from the latest signed checkpoint in O(log n) + the rows
                 after it, without re-reading the rows it covers (a full verify still catches edits to
                 them). Default True: every row is recomputed.
@@ -398,7 +398,7 @@ class Recorder:
         """Sign a checkpoint over every durable event now (the kernel calls this before side effects).
 
         Returns the latest checkpoint unchanged when it already covers every event; None without a
-        notary or with no events. See :mod:`flightlog.checkpoints` for the format and cadence.
+        notary or with no events. See :mod:`flightlog.integrity.checkpoints` for the format and cadence.
         """
         if self._notary is None:
             return None
@@ -504,7 +504,7 @@ class Recorder:
             policy: The policy (JSON-ready), as ledgered.
             signed: Whether it came signed.
             digest: ``sha256:<hex>`` of the policy's signed payload, ledgered when given
-                (:func:`flightlog.grants.record_grant` passes it).
+                (:func:`flightlog.integrity.grants.record_grant` passes it).
             durable: The text kept in ``grant_policies`` (default: the policy's JSON; a signed policy
                 keeps its DSSE envelope, as seed 003 keeps the ``SignedGrantPolicy``).
             key: The verifier key that signed it, ledgered when given.
@@ -522,9 +522,9 @@ class Recorder:
     def put_personal_artifact(self, content: bytes, media_type: str = "application/octet-stream") -> str:
         """Store personal data erasably for this session; returns ``salted:sha256:<hex>`` to put in events.
 
-        See :mod:`flightlog.erasure`: the content and its salt never enter the ledger, and
+        See :mod:`flightlog.integrity.erasure`: the content and its salt never enter the ledger, and
         ``flightlog erase`` removes both without touching a ledger row.
         """
-        from .erasure import put_personal_artifact  # local: erasure builds on this module
+        from .integrity.erasure import put_personal_artifact  # local: erasure builds on this module
 
         return put_personal_artifact(self.store, content, media_type, session_id=self.session_id)

@@ -12,9 +12,9 @@ from pathlib import Path
 
 import pytest
 
-from flightlog.checkpoints import HeadStore, Notary
 from flightlog.events import Custom
-from flightlog.keys import ENV_KEY, ENV_KEY_DIR, LogSigner
+from flightlog.integrity.checkpoints import HeadStore, Notary
+from flightlog.integrity.keys import ENV_KEY, ENV_KEY_DIR, LogSigner
 from flightlog.store import SqliteStore
 
 SID = "sess-1"

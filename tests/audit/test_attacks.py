@@ -38,7 +38,10 @@ from pathlib import Path
 
 import pytest
 
-from flightlog.checkpoints import (
+from flightlog.encoding import canonical_json
+from flightlog.errors import LedgerIntegrityError
+from flightlog.events import Custom
+from flightlog.integrity.checkpoints import (
     HeadStore,
     Notary,
     audit_session,
@@ -46,10 +49,7 @@ from flightlog.checkpoints import (
     missing_sessions,
     origin_for,
 )
-from flightlog.encoding import canonical_json
-from flightlog.errors import LedgerIntegrityError
-from flightlog.events import Custom
-from flightlog.keys import LogSigner
+from flightlog.integrity.keys import LogSigner
 from flightlog.ledger import GENESIS, CompactRange, chain_hash, leaf_hash
 from flightlog.recorder import Recorder
 from flightlog.store import SqliteStore

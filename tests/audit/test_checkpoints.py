@@ -10,7 +10,10 @@ from typing import Any
 
 import pytest
 
-from flightlog.checkpoints import (
+from flightlog.encoding import decode_stored
+from flightlog.errors import FlightlogError, LedgerIntegrityError, StoreError
+from flightlog.events import Custom
+from flightlog.integrity.checkpoints import (
     MAX_SIGNATURES,
     SEAL_KIND,
     Checkpoint,
@@ -27,10 +30,7 @@ from flightlog.checkpoints import (
     parse_note,
     sign_note,
 )
-from flightlog.encoding import decode_stored
-from flightlog.errors import FlightlogError, LedgerIntegrityError, StoreError
-from flightlog.events import Custom
-from flightlog.keys import Keyring, LogSigner, TrustedKey
+from flightlog.integrity.keys import Keyring, LogSigner, TrustedKey
 from flightlog.ledger import CompactRange, leaf_hash, merkle_root
 from flightlog.recorder import Recorder, verify_session
 from flightlog.store import SqliteStore
@@ -409,7 +409,7 @@ def test_a_retired_key_refuses_to_sign(store: SqliteStore, signer: LogSigner, he
 
 
 def test_rotation_keeps_old_checkpoints_verifiable(store: SqliteStore, heads: HeadStore) -> None:
-    from flightlog.keys import load_keyring, load_signer, rotate_key
+    from flightlog.integrity.keys import load_keyring, load_signer, rotate_key
 
     old = load_signer()
     clock = [1_000]

@@ -1,6 +1,6 @@
 """``prove``, ``verify-proof``, ``audit`` and ``keys`` through a root command like ``flightlog``'s.
 
-The root is built here (``flightlog.cli``'s ``--db`` callback and error handler, plus
+The root is built here (``flightlog.cli.root``'s ``--db`` callback and error handler, plus
 ``app.add_typer(audit_app)``), so these tests do not depend on where the lead mounts the commands.
 """
 
@@ -13,9 +13,10 @@ import pytest
 import typer
 from typer.testing import CliRunner
 
-from flightlog import cli
-from flightlog.checkpoints import Notary
-from flightlog.cli_audit import audit_app
+from flightlog.cli import options
+from flightlog.cli import root as cli_root
+from flightlog.cli.audit import audit_app
+from flightlog.integrity.checkpoints import Notary
 from flightlog.recorder import Recorder
 from flightlog.store import SqliteStore
 
@@ -26,8 +27,8 @@ runner = CliRunner()
 
 @pytest.fixture
 def root() -> typer.Typer:
-    app = typer.Typer(cls=cli._Group, no_args_is_help=True, add_completion=False)
-    app.callback()(cli.main_options)
+    app = typer.Typer(cls=options.Group, no_args_is_help=True, add_completion=False)
+    app.callback()(cli_root.main_options)
     app.add_typer(audit_app)
     return app
 

@@ -15,12 +15,14 @@ import pytest
 import typer
 from typer.testing import CliRunner
 
-from flightlog import cli, cli_audit
-from flightlog.checkpoints import Notary
-from flightlog.cli_audit import audit_app
-from flightlog.keys import ENV_KEY_DIR
+from flightlog.cli import audit as cli_audit
+from flightlog.cli import options
+from flightlog.cli import root as cli_root
+from flightlog.cli.audit import audit_app
+from flightlog.integrity.checkpoints import Notary
+from flightlog.integrity.keys import ENV_KEY_DIR
+from flightlog.integrity.proofs import load_proof, prove_consistency, prove_inclusion
 from flightlog.ledger import leaf_hash
-from flightlog.proofs import load_proof, prove_consistency, prove_inclusion
 from flightlog.recorder import Recorder
 from flightlog.store import SqliteStore
 
@@ -31,8 +33,8 @@ runner = CliRunner()
 
 @pytest.fixture
 def root() -> typer.Typer:
-    app = typer.Typer(cls=cli._Group, no_args_is_help=True, add_completion=False)
-    app.callback()(cli.main_options)
+    app = typer.Typer(cls=options.Group, no_args_is_help=True, add_completion=False)
+    app.callback()(cli_root.main_options)
     app.add_typer(audit_app)
     return app
 

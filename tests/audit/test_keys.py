@@ -14,9 +14,9 @@ from pathlib import Path
 
 import pytest
 
-from flightlog.checkpoints import NoteError, SessionSealed, open_note, parse_note, sign_note
 from flightlog.errors import FlightlogError
-from flightlog.keys import (
+from flightlog.integrity.checkpoints import NoteError, SessionSealed, open_note, parse_note, sign_note
+from flightlog.integrity.keys import (
     DEFAULT_KEY_NAME,
     ENV_KEY,
     KeyManifestError,

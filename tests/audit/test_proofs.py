@@ -8,11 +8,10 @@ from typing import Any
 
 import pytest
 
-from flightlog.checkpoints import Notary
 from flightlog.errors import LedgerIntegrityError
-from flightlog.keys import Keyring, LogSigner, TrustedKey
-from flightlog.ledger import consistency_proof, inclusion_proof, leaf_hash, merkle_root
-from flightlog.proofs import (
+from flightlog.integrity.checkpoints import Notary
+from flightlog.integrity.keys import Keyring, LogSigner, TrustedKey
+from flightlog.integrity.proofs import (
     ConsistencyProof,
     InclusionProof,
     load_proof,
@@ -20,6 +19,7 @@ from flightlog.proofs import (
     prove_inclusion,
     range_root,
 )
+from flightlog.ledger import consistency_proof, inclusion_proof, leaf_hash, merkle_root
 from flightlog.recorder import Recorder
 from flightlog.store import SqliteStore
 

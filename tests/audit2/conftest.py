@@ -12,12 +12,12 @@ from pathlib import Path
 
 import pytest
 
-from flightlog.checkpoints import HeadStore, Notary
 from flightlog.events import Custom
-from flightlog.keys import ENV_KEY, ENV_KEY_DIR
+from flightlog.integrity.checkpoints import HeadStore, Notary
+from flightlog.integrity.keys import ENV_KEY, ENV_KEY_DIR
+from flightlog.integrity.witness import TrustedWitness, Witness, WitnessServer
 from flightlog.recorder import Recorder
 from flightlog.store import SqliteStore
-from flightlog.witness import TrustedWitness, Witness, WitnessServer
 
 SID = "sess-1"
 OTHER = "sess-2"
@@ -123,6 +123,6 @@ def witness_server(witness: Witness) -> Iterator[WitnessServer]:
 
 @pytest.fixture
 def trusted_witness(witness: Witness, witness_server: WitnessServer) -> TrustedWitness:
-    from flightlog.witness import trust_witness
+    from flightlog.integrity.witness import trust_witness
 
     return trust_witness(str(witness.cosigner.verifier), witness_server.url)

@@ -38,16 +38,20 @@ from pathlib import Path
 
 import pytest
 
-from flightlog.bundle import audit_bundle, export_bundle
-from flightlog.checkpoints import Notary, audit_session, encode_frontier, origin_for, sign_note
 from flightlog.encoding import canonical_json
 from flightlog.errors import GrantError
-from flightlog.grants import GrantPolicy, load_policy_keys, load_policy_signer, sign_grant, verify_grant
-from flightlog.indexlog import audit_index, index_origin
-from flightlog.keys import Keyring, LogSigner, TrustedKey, load_signer
-from flightlog.ledger import GENESIS, CompactRange, chain_hash, leaf_hash
-from flightlog.store import SqliteStore
-from flightlog.witness import (
+from flightlog.integrity.bundle import audit_bundle, export_bundle
+from flightlog.integrity.checkpoints import Notary, audit_session, encode_frontier, origin_for, sign_note
+from flightlog.integrity.grants import (
+    GrantPolicy,
+    load_policy_keys,
+    load_policy_signer,
+    sign_grant,
+    verify_grant,
+)
+from flightlog.integrity.indexlog import audit_index, index_origin
+from flightlog.integrity.keys import Keyring, LogSigner, TrustedKey, load_signer
+from flightlog.integrity.witness import (
     TrustedWitness,
     WitnessError,
     load_witnesses,
@@ -55,6 +59,8 @@ from flightlog.witness import (
     submit_session,
     witnessed_heads,
 )
+from flightlog.ledger import GENESIS, CompactRange, chain_hash, leaf_hash
+from flightlog.store import SqliteStore
 
 from .conftest import SID, copy_db, record, step, tamper
 
@@ -251,8 +257,8 @@ def test_resume_refuses_a_rollback_the_witness_saw(
 ) -> None:
     """Database and retained heads rolled back together: the full check every entry point runs (``resume``,
     ``approve``, ``worker``...) asks the witness."""
-    from flightlog.audit import require_intact
     from flightlog.errors import LedgerIntegrityError
+    from flightlog.integrity.audit import require_intact
 
     rec = record(store, notary, n=8)
     submit_session(store, SID, trusted_witness.url or "")

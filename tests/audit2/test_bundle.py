@@ -11,13 +11,13 @@ from pathlib import Path
 import pytest
 from typer.testing import CliRunner
 
-from flightlog.bundle import FILES, BundleError, audit_bundle, export_bundle
-from flightlog.checkpoints import Notary, sign_note
 from flightlog.cli import app
-from flightlog.keys import Keyring, LogSigner, TrustedKey, rotate_key
+from flightlog.integrity.bundle import FILES, BundleError, audit_bundle, export_bundle
+from flightlog.integrity.checkpoints import Notary, sign_note
+from flightlog.integrity.keys import Keyring, LogSigner, TrustedKey, rotate_key
+from flightlog.integrity.witness import TrustedWitness, Witness, submit_index, submit_session
 from flightlog.recorder import Recorder
 from flightlog.store import SqliteStore
-from flightlog.witness import TrustedWitness, Witness, submit_index, submit_session
 
 from .conftest import SID, record, step
 

@@ -8,12 +8,12 @@ from pathlib import Path
 
 from typer.testing import CliRunner
 
-from flightlog.checkpoints import Notary
 from flightlog.cli import app
-from flightlog.keys import key_dir
+from flightlog.integrity.checkpoints import Notary
+from flightlog.integrity.keys import key_dir
+from flightlog.integrity.witness import Cosigner, trust_witness
 from flightlog.recorder import Recorder
 from flightlog.store import SqliteStore
-from flightlog.witness import Cosigner, trust_witness
 
 from .conftest import SID, copy_db, record, step
 

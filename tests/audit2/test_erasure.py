@@ -10,10 +10,12 @@ from pathlib import Path
 import pytest
 from typer.testing import CliRunner
 
-from flightlog.bundle import export_bundle
-from flightlog.checkpoints import Notary, audit_session
 from flightlog.cli import app
-from flightlog.erasure import (
+from flightlog.errors import StoreError
+from flightlog.events import Custom
+from flightlog.integrity.bundle import export_bundle
+from flightlog.integrity.checkpoints import Notary, audit_session
+from flightlog.integrity.erasure import (
     ERASED_KIND,
     ERASURE_LOG,
     ArtifactNotFound,
@@ -22,9 +24,7 @@ from flightlog.erasure import (
     parse_handle,
     salted_digest,
 )
-from flightlog.errors import StoreError
-from flightlog.events import Custom
-from flightlog.indexlog import audit_index
+from flightlog.integrity.indexlog import audit_index
 from flightlog.recorder import Recorder
 from flightlog.store import SqliteStore
 

@@ -18,7 +18,7 @@ from typer.testing import CliRunner
 from flightlog.cli import app
 from flightlog.encoding import canonical_json
 from flightlog.errors import GrantError
-from flightlog.grants import (
+from flightlog.integrity.grants import (
     PAYLOAD_TYPE,
     GrantPolicy,
     load_policy_keys,
@@ -31,7 +31,7 @@ from flightlog.grants import (
     trust_policy_key,
     verify_grant,
 )
-from flightlog.keys import KeyManifestError, LogSigner, key_dir, load_signer
+from flightlog.integrity.keys import KeyManifestError, LogSigner, key_dir, load_signer
 from flightlog.recorder import Recorder
 from flightlog.store import SqliteStore
 

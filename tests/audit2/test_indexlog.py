@@ -7,9 +7,9 @@ from pathlib import Path
 
 import pytest
 
-from flightlog.checkpoints import Checkpoint, Notary, open_checkpoint, origin_for, parse_note
 from flightlog.errors import StoreError
-from flightlog.indexlog import (
+from flightlog.integrity.checkpoints import Checkpoint, Notary, open_checkpoint, origin_for, parse_note
+from flightlog.integrity.indexlog import (
     append_to_index,
     audit_index,
     index_origin,
@@ -19,7 +19,7 @@ from flightlog.indexlog import (
     prove_index_inclusion,
     session_of_origin,
 )
-from flightlog.keys import Keyring, LogSigner, TrustedKey
+from flightlog.integrity.keys import Keyring, LogSigner, TrustedKey
 from flightlog.ledger import leaf_hash, merkle_root, verify_consistency
 from flightlog.recorder import Recorder
 from flightlog.store import SqliteStore

@@ -8,9 +8,9 @@ from pathlib import Path
 
 import pytest
 
-from flightlog.checkpoints import Checkpoint, HeadStore, Notary, NoteError
 from flightlog.errors import AppendConflict
-from flightlog.indexlog import index_origin
+from flightlog.integrity.checkpoints import Checkpoint, HeadStore, Notary, NoteError
+from flightlog.integrity.indexlog import index_origin
 from flightlog.store import SqliteStore
 from flightlog.store.base import CosignatureRecord, ErasureRecord
 from flightlog.store.sqlite import MIGRATIONS

@@ -6,8 +6,9 @@ from collections.abc import Iterator
 
 import pytest
 
-from flightlog import checkpoints, ledger
-from flightlog.checkpoints import Notary, audit_session
+from flightlog import ledger
+from flightlog.integrity import checkpoints
+from flightlog.integrity.checkpoints import Notary, audit_session
 from flightlog.ledger import CompactRange, leaf_hash, verify_rows
 from flightlog.store import SqliteStore
 

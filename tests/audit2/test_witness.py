@@ -15,14 +15,12 @@ from pathlib import Path
 import pytest
 from typer.testing import CliRunner
 
-from flightlog.checkpoints import Notary, audit_session, origin_for, parse_note
 from flightlog.cli import app
 from flightlog.errors import FlightlogError
-from flightlog.keys import KeyManifestError, LogSigner, key_id
-from flightlog.ledger import EMPTY_ROOT
-from flightlog.proofs import prove_consistency
-from flightlog.store import SqliteStore
-from flightlog.witness import (
+from flightlog.integrity.checkpoints import Notary, audit_session, origin_for, parse_note
+from flightlog.integrity.keys import KeyManifestError, LogSigner, key_id
+from flightlog.integrity.proofs import prove_consistency
+from flightlog.integrity.witness import (
     COSIGNATURE_TYPE,
     SIZE_CONTENT_TYPE,
     Cosigner,
@@ -39,6 +37,8 @@ from flightlog.witness import (
     witness_checkpoint,
     witnessed_heads,
 )
+from flightlog.ledger import EMPTY_ROOT
+from flightlog.store import SqliteStore
 
 from .conftest import SID, record, step
 
@@ -134,7 +134,7 @@ def test_inconsistent_heads_are_refused_and_kept_as_evidence(
 def test_signatures_and_origins(witness: Witness, notes: list[str], notary: Notary) -> None:
     forger = LogSigner.generate(notary.signer.name)
     text = parse_note(notes[0]).text
-    from flightlog.checkpoints import sign_note
+    from flightlog.integrity.checkpoints import sign_note
 
     assert witness.add_checkpoint(_body(sign_note(text, forger), 0)).status == 403
     sig_line = notes[0].rstrip("\n").rsplit("\n", 1)[1]

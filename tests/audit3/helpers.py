@@ -10,10 +10,10 @@ from pathlib import Path
 
 from typer.testing import CliRunner
 
-from flightlog.checkpoints import parse_note, sign_note
 from flightlog.cli import app
 from flightlog.encoding import canonical_json
-from flightlog.keys import LogSigner
+from flightlog.integrity.checkpoints import parse_note, sign_note
+from flightlog.integrity.keys import LogSigner
 from flightlog.ledger import GENESIS, CompactRange, chain_hash, leaf_hash
 
 SPEC = "kernel.cli_agents:approval_agent"

@@ -2,7 +2,7 @@
 
 The attacker writes the database file (re-chaining rows, deleting checkpoints, seals or index leaves,
 restoring an old copy) and may delete files outside it (the retained heads); the log key stays private.
-Every entry point that acts on a session runs :func:`flightlog.audit.require_intact` first.
+Every entry point that acts on a session runs :func:`flightlog.integrity.audit.require_intact` first.
 
 | attack | caught by | how it shows |
 |---|---|---|
@@ -34,14 +34,14 @@ from pathlib import Path
 import pytest
 from fastapi.testclient import TestClient
 
-from flightlog.audit import Auditor, require_intact
-from flightlog.checkpoints import HeadStore, Notary
 from flightlog.errors import LedgerIntegrityError
 from flightlog.events import Custom, RunStarted
 from flightlog.fleet import Worker, submit
+from flightlog.integrity.audit import Auditor, require_intact
+from flightlog.integrity.checkpoints import HeadStore, Notary
+from flightlog.integrity.keys import LogSigner, load_signer
 from flightlog.kernel import Kernel
 from flightlog.kernel.spec import is_logical
-from flightlog.keys import LogSigner, load_signer
 from flightlog.recorder import Recorder
 from flightlog.store import SqliteStore
 from flightlog.web.app import create_app

@@ -11,12 +11,19 @@ from pathlib import Path
 import pytest
 from langgraph.checkpoint.base import empty_checkpoint
 
-from flightlog.checkpoints import USER_NOTARY, AuditReport, HeadStore, Notary, audit_session, resolve_notary
 from flightlog.fleet import Worker, submit
 from flightlog.integrations.langgraph import FlightlogSaver, session_id_for
 from flightlog.integrations.openai_agents import FlightlogSession
+from flightlog.integrity.checkpoints import (
+    USER_NOTARY,
+    AuditReport,
+    HeadStore,
+    Notary,
+    audit_session,
+    resolve_notary,
+)
+from flightlog.integrity.keys import key_dir, load_keyring, load_signer
 from flightlog.kernel import Kernel
-from flightlog.keys import key_dir, load_keyring, load_signer
 from flightlog.store import SqliteStore
 
 from .helpers import SPEC

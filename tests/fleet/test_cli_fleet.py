@@ -10,8 +10,8 @@ from pathlib import Path
 import typer
 from typer.testing import CliRunner
 
-from flightlog.checkpoints import Notary, audit_session
-from flightlog.cli_fleet import register
+from flightlog.cli.fleet import register
+from flightlog.integrity.checkpoints import Notary, audit_session
 from flightlog.recorder import verify_session
 from flightlog.store import Store, open_store
 

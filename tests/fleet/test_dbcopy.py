@@ -9,10 +9,10 @@ from pathlib import Path
 
 import pytest
 
-from flightlog.checkpoints import Notary
-from flightlog.dbcopy import copy_store
 from flightlog.errors import LedgerIntegrityError, StoreError
 from flightlog.fleet import Worker, submit
+from flightlog.integrity.checkpoints import Notary
+from flightlog.ops.dbcopy import copy_store
 from flightlog.recorder import Recorder, verify_session
 from flightlog.runs import list_runs
 from flightlog.store import ImportRecord, SqliteStore, Store, open_store

@@ -16,14 +16,14 @@ from pathlib import Path
 import pytest
 from typer.testing import CliRunner
 
-from flightlog.checkpoints import Notary
 from flightlog.cli import app
-from flightlog.dbcopy import CopyNotVerified, copy_store
 from flightlog.errors import StoreError
 from flightlog.importers import import_file
+from flightlog.integrity.checkpoints import Notary
+from flightlog.integrity.witness import Witness, WitnessServer, submit_index, submit_session, trust_witness
+from flightlog.ops.dbcopy import CopyNotVerified, copy_store
 from flightlog.recorder import Recorder
 from flightlog.store import SqliteStore, open_store
-from flightlog.witness import Witness, WitnessServer, submit_index, submit_session, trust_witness
 from postgres.server import database_url, fresh_schema, schema_url
 
 SAMPLES = Path(__file__).resolve().parents[1] / "data" / "samples" / "claude-code"

@@ -21,15 +21,15 @@ from pathlib import Path
 import pytest
 from typer.testing import CliRunner
 
-from flightlog.checkpoints import HeadStore, Notary
 from flightlog.cli import app
-from flightlog.dbcopy import copy_store
 from flightlog.errors import LedgerRetired, StoreError
 from flightlog.fleet import Worker
 from flightlog.importers import import_file
-from flightlog.keys import LogSigner
+from flightlog.integrity.checkpoints import HeadStore, Notary
+from flightlog.integrity.keys import LogSigner
+from flightlog.integrity.retirement import Pin, Retirement, sign_retirement
+from flightlog.ops.dbcopy import copy_store
 from flightlog.recorder import Recorder
-from flightlog.retirement import Pin, Retirement, sign_retirement
 from flightlog.store import SqliteStore, open_store
 from postgres.server import database_url, fresh_schema, schema_url
 

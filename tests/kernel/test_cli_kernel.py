@@ -11,7 +11,7 @@ import pytest
 import typer
 from typer.testing import CliRunner
 
-from flightlog.cli_kernel import EXIT_CODES, kernel_app, register
+from flightlog.cli.kernel import EXIT_CODES, kernel_app, register
 from flightlog.store import Store, open_store
 
 from . import cli_agents

@@ -17,7 +17,7 @@ from typing import Any
 import pytest
 
 from flightlog.events import ToolCompleted, ToolDenied
-from flightlog.grants import GrantPolicy, load_policy_signer, policy_digest, sign_grant
+from flightlog.integrity.grants import GrantPolicy, load_policy_signer, policy_digest, sign_grant
 from flightlog.kernel import (
     CommandRefused,
     OutsideCeiling,

@@ -450,7 +450,7 @@ def test_the_demo_shows_a_run_outgrowing_its_window(store: SqliteStore) -> None:
 
     from rich.console import Console
 
-    from flightlog.demo_context import run_context_demo
+    from flightlog.cli.demo_context import run_context_demo
 
     out = StringIO()
     assert run_context_demo(store, Console(file=out, width=200)) == 0

@@ -30,7 +30,6 @@ import pytest
 import rfc8785
 
 from flightlog import events as ev
-from flightlog.checkpoints import HeadStore, Notary
 from flightlog.events import (
     BudgetExceeded,
     CancellationReason,
@@ -53,12 +52,13 @@ from flightlog.events import (
     ToolGated,
     ToolRequested,
 )
-from flightlog.grants import GrantPolicy, load_policy_signer, policy_digest, sign_grant
+from flightlog.integrity.checkpoints import HeadStore, Notary
+from flightlog.integrity.grants import GrantPolicy, load_policy_signer, policy_digest, sign_grant
+from flightlog.integrity.keys import LogSigner
 from flightlog.kernel import Agent, Budgets, Kernel, Policy, Rule, approve, records, tool
 from flightlog.kernel.errors import AgentSpecError, NotPending
 from flightlog.kernel.requests import check_session
 from flightlog.kernel.scripted import ScriptedProvider, call, calls, reply
-from flightlog.keys import LogSigner
 from flightlog.ledger import leaf_hash, merkle_root
 from flightlog.messages import ToolResult
 from flightlog.providers.base import ModelRequest, ModelResponse, ProviderError
@@ -708,7 +708,7 @@ RECORDER_WRITES = {
     # Recorder methods the kernel calls and the Custom kind each writes (flightlog.recorder).
     "record_intent": "external_effect_intent",
     "complete_effect": "external_effect_completed",
-    "record_grant": "grant_policy",  # flightlog.grants.record_grant -> Recorder.record_grant_policy
+    "record_grant": "grant_policy",  # flightlog.integrity.grants.record_grant -> Recorder.record_grant_policy
     "finish": "session_sealed",  # with a notary, Recorder.finish seals the session
 }
 

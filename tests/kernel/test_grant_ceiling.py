@@ -12,16 +12,16 @@ import pytest
 from flightlog.encoding import canonical_json
 from flightlog.errors import GrantError
 from flightlog.events import ToolCompleted, ToolDenied
-from flightlog.grants import (
+from flightlog.integrity.grants import (
     GrantPolicy,
     load_policy_signer,
     policy_digest,
     session_policy_digest,
     sign_grant,
 )
+from flightlog.integrity.keys import load_signer, now_ms
 from flightlog.kernel import KernelError, Policy, Rule, approve, tool
 from flightlog.kernel.scripted import ScriptedProvider, call, calls, reply
-from flightlog.keys import load_signer, now_ms
 from flightlog.store import SqliteStore
 
 from .helpers import add, customs, echo, events, kernel, kinds, of

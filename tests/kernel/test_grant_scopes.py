@@ -7,7 +7,7 @@ from typing import Any
 import pytest
 
 from flightlog.events import ToolCompleted, ToolDenied
-from flightlog.grants import GrantPolicy, load_policy_signer, policy_digest, sign_grant
+from flightlog.integrity.grants import GrantPolicy, load_policy_signer, policy_digest, sign_grant
 from flightlog.kernel import Policy, Rule, tool
 from flightlog.kernel.ceiling import Ceiling, classify
 from flightlog.kernel.records import CallPlan

@@ -15,10 +15,10 @@ from typing import Any
 import psycopg
 import pytest
 
-import flightlog.indexlog as indexlog
-from flightlog.checkpoints import Notary
+import flightlog.integrity.indexlog as indexlog
 from flightlog.events import Custom
-from flightlog.indexlog import audit_index
+from flightlog.integrity.checkpoints import Notary
+from flightlog.integrity.indexlog import audit_index
 from flightlog.recorder import Recorder
 from flightlog.store.postgres import PostgresStore
 

@@ -1,4 +1,4 @@
-"""A minimal host app mounting ``flightlog.cli_runs`` (as ``cli.py`` will), for CliRunner and subprocesses.
+"""A minimal host app mounting ``flightlog.cli.runs`` (as ``flightlog.cli.root`` does), for CliRunner and subprocesses.
 
 Run as a script: ``python cli_app.py DB_PATH runs --json`` / ``python cli_app.py DB_PATH tail SESSION -f``.
 """
@@ -12,7 +12,7 @@ from pathlib import Path
 
 import typer
 
-from flightlog.cli_runs import register
+from flightlog.cli.runs import register
 from flightlog.store import SqliteStore, Store
 
 

@@ -496,7 +496,7 @@ def test_streams_send_runs_and_new_events(db_path: Path) -> None:
 def test_ui_without_the_web_extra_names_it(db_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     import typer
 
-    from flightlog.web.cli import register
+    from flightlog.cli.ui import register
 
     for name in ("flightlog.web.app", "flightlog.web.server", "flightlog.web.security"):
         monkeypatch.delitem(sys.modules, name, raising=False)
@@ -513,7 +513,7 @@ _SERVE = """
 import sys, typer
 from contextlib import contextmanager
 from flightlog.store import SqliteStore
-from flightlog.web.cli import register
+from flightlog.cli.ui import register
 
 @contextmanager
 def open_db(read_only):

@@ -35,10 +35,10 @@ from collections.abc import Callable
 from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass, field
 
-from ..audit import Auditor
-from ..checkpoints import USER_NOTARY, Notary, UserNotary, resolve_notary
 from ..errors import LedgerIntegrityError, LedgerRetired
 from ..events import CancellationReason, OperationCancelled
+from ..integrity.audit import Auditor
+from ..integrity.checkpoints import USER_NOTARY, Notary, UserNotary, resolve_notary
 from ..kernel import AgentSpecError, Kernel, RunResult, load_agent
 from ..kernel.spec import recorded_spec
 from ..kernel.state import load_state
@@ -107,7 +107,7 @@ class Worker:
             thread; ``previous_holder`` set and status ``running``: a takeover of a dead worker's run).
         notary: Sign as the kernel runs and seal each session when its run ends; its keys and retained
             heads are what the full check before each session trusts. Default
-            :data:`~flightlog.checkpoints.USER_NOTARY` (the user's log key, as ``flightlog worker``);
+            :data:`~flightlog.integrity.checkpoints.USER_NOTARY` (the user's log key, as ``flightlog worker``);
             None records unsigned (and checks against the user's keys).
     """
 
@@ -150,7 +150,7 @@ class Worker:
 
     def run(self, *, idle_exit_s: float | None = None, max_sessions: int | None = None) -> WorkerStats:
         """Claim and drive sessions until :meth:`stop` (or a limit, or the store is retired by ``db copy``:
-        it then takes no writes, see :mod:`flightlog.retirement`), then wait for the slots to finish.
+        it then takes no writes, see :mod:`flightlog.integrity.retirement`), then wait for the slots to finish.
 
         Args:
             idle_exit_s: Return after this many seconds with nothing to claim and nothing running.

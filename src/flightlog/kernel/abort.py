@@ -2,7 +2,7 @@
 
 ``abort`` first bumps the session's authority epoch, so a kernel still running the session fails its next
 append with ``StaleWriter`` and stops without writing (fencing trusts nothing the ledger says); then it runs
-the full check ``flightlog audit`` makes (:func:`flightlog.audit.require_intact`) on the now settled ledger,
+the full check ``flightlog audit`` makes (:func:`flightlog.integrity.audit.require_intact`) on the now settled ledger,
 and only then reads it, attaches (taking authority) and records ``operation_cancelled(turn,
 operation_id="{run_id}:abort", reason, pending_call_ids)`` with the session status ``cancelled``, signed by
 the notary (the user's log key by default). The run stays resumable (``Kernel.resume``).
@@ -10,9 +10,9 @@ the notary (the user's log key by default). The run stays resumable (``Kernel.re
 
 from __future__ import annotations
 
-from ..audit import Auditor, require_intact
-from ..checkpoints import USER_NOTARY, Notary, UserNotary, resolve_notary
 from ..events import CancellationReason, OperationCancelled
+from ..integrity.audit import Auditor, require_intact
+from ..integrity.checkpoints import USER_NOTARY, Notary, UserNotary, resolve_notary
 from ..recorder import Recorder
 from ..store.base import Store
 from .state import KernelState, load_state
@@ -36,7 +36,7 @@ def abort(
 
     Args:
         notary: Signs the record and supplies the keys and retained heads the full check trusts (default
-            :data:`~flightlog.checkpoints.USER_NOTARY`, the user's; None: unsigned, checked against the
+            :data:`~flightlog.integrity.checkpoints.USER_NOTARY`, the user's; None: unsigned, checked against the
             user's keys).
 
     Returns:

@@ -6,7 +6,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
-from ..keys import VerifierKey
+from ..integrity.keys import VerifierKey
 from ..providers.base import ModelProvider, ToolSpec
 from .budgets import Budgets
 from .context import ContextPolicy
@@ -44,7 +44,7 @@ class Agent:
             verified and ledgered at run start, a ceiling over ``policy`` (see
             :mod:`flightlog.kernel.ceiling`). None: no grant.
         grant_keys: The trusted policy keys ``grant`` must be signed by (default, when None:
-            :func:`flightlog.grants.load_policy_keys`, read at run start and resume).
+            :func:`flightlog.integrity.grants.load_policy_keys`, read at run start and resume).
         context: How the kernel manages the context window (windows, thresholds, paging, renewal,
             built-in tools; see :mod:`flightlog.kernel.context`). None: the defaults, without the
             built-in tools (so the tool surface is exactly ``tools``). With a policy whose ``tools`` is

@@ -1,7 +1,7 @@
 """Human decisions on gated calls, from any process: list what waits, approve, deny.
 
 A suspended run has exited; its gates live only in the ledger. ``approve``/``deny`` first run the full check
-``flightlog audit`` makes (:func:`flightlog.audit.require_intact`: a session with a dropped seal, rolled back,
+``flightlog audit`` makes (:func:`flightlog.integrity.audit.require_intact`: a session with a dropped seal, rolled back,
 signed by another key or re-chained is refused, nothing is written), then attach to the session (taking
 authority, so a writer still holding the old epoch is fenced off) and append, in one transaction signed by
 the notary (the user's log key by default) so the decision is never in an unanchored tail:
@@ -9,7 +9,7 @@ the notary (the user's log key by default) so the decision is never in an unanch
 * approve: ``permission_resolved(turn, approved=True, responder="user")`` and
   ``Custom("approval_decision", {turn, call_id, gate, approved, responder, policy_digest?})`` where
   ``responder`` there is the operator's name (``--as NAME``, default ``user``) and ``policy_digest`` the
-  session's signed grant (:func:`flightlog.grants.session_policy_digest`), when it has one;
+  session's signed grant (:func:`flightlog.integrity.grants.session_policy_digest`), when it has one;
 * deny: ``permission_resolved(turn, approved=False, responder="user")``, ``tool_denied(turn, call_id, tool_name,
   reason)`` and the ``approval_decision``.
 
@@ -30,10 +30,10 @@ import json
 import unicodedata
 from dataclasses import dataclass
 
-from ..audit import Auditor, require_intact
-from ..checkpoints import USER_NOTARY, Notary, UserNotary, resolve_notary
 from ..events import Custom, Event, PermissionResolved, Suspended, ToolDenied, ToolGated
-from ..grants import session_policy_digest
+from ..integrity.audit import Auditor, require_intact
+from ..integrity.checkpoints import USER_NOTARY, Notary, UserNotary, resolve_notary
+from ..integrity.grants import session_policy_digest
 from ..recorder import Recorder
 from ..store.base import Store
 from .errors import InvalidOperator, NotPending
@@ -220,7 +220,7 @@ def approve(
     Args:
         responder: The operator's name, recorded in ``approval_decision`` (rule: :func:`operator_problem`).
         notary: Signs the decision and supplies the keys and retained heads the full check trusts
-            (default :data:`~flightlog.checkpoints.USER_NOTARY`, the user's; None: unsigned, checked
+            (default :data:`~flightlog.integrity.checkpoints.USER_NOTARY`, the user's; None: unsigned, checked
             against the user's keys).
 
     Raises:

@@ -1,14 +1,14 @@
 """The signed grant policy as a ceiling over the agent's own governance (seed 003).
 
 An :class:`~flightlog.kernel.agent.Agent` may carry ``grant`` (a DSSE envelope of a
-:class:`~flightlog.grants.GrantPolicy`, signed by a policy key) and ``grant_keys`` (the trusted policy keys;
-default :func:`~flightlog.grants.load_policy_keys`). The grant is a ceiling: it can only make the agent's
+:class:`~flightlog.integrity.grants.GrantPolicy`, signed by a policy key) and ``grant_keys`` (the trusted policy keys;
+default :func:`~flightlog.integrity.grants.load_policy_keys`). The grant is a ceiling: it can only make the agent's
 :class:`~flightlog.kernel.policy.Policy` stricter, never looser.
 
 **Run start.** ``Kernel.run`` verifies the envelope *before touching the store* (signature by a trusted
 policy key, payload type, validity window now, authority epoch 0 — the epoch every new session starts at).
 Anything wrong raises :class:`~flightlog.errors.GrantError` and nothing is written: no session row, no event.
-A valid grant is ledgered with :func:`~flightlog.grants.record_grant` in the start transaction, after
+A valid grant is ledgered with :func:`~flightlog.integrity.grants.record_grant` in the start transaction, after
 ``run_started``, the capability evidence and ``budget_limits``: ``custom:grant_policy {policy_id, policy,
 signed, digest, key}``, the envelope kept in ``grant_policies``.
 
@@ -62,10 +62,10 @@ value outside its ceiling denies the call, the reason naming the argument and th
   allowed command without a shell with :func:`~flightlog.kernel.confine.run_command`.
 * URLs/hosts: a value with ``://`` is parsed with :func:`urllib.parse.urlsplit`, a bare value as
   ``//value`` (``host``, ``host:port``); the ``hostname`` must be allowed by
-  :meth:`~flightlog.grants.GrantPolicy.allows_host` (exactly, or ``*.domain`` for a subdomain, or ``*``).
+  :meth:`~flightlog.integrity.grants.GrantPolicy.allows_host` (exactly, or ``*.domain`` for a subdomain, or ``*``).
   No host (``file:///x``), whitespace, control characters or backslashes → denied.
 
-*Absent vs empty* follows :class:`~flightlog.grants.GrantPolicy`: the signed payload holds every field with
+*Absent vs empty* follows :class:`~flightlog.integrity.grants.GrantPolicy`: the signed payload holds every field with
 its default, so an absent list is its default. ``path_globs`` defaults to ``["**"]`` (any path that does not
 climb out); ``command_prefixes`` and ``network_hosts`` default to ``[]``, which the policy defines as *no*
 shell command and *no* host: under such a grant a call with a command or URL argument is denied. An empty
@@ -76,7 +76,7 @@ so a policy pinned to epoch ``N`` can only *start* a session when ``N`` is 0, an
 the epoch afterwards: the epoch rule binds the writer that records the grant, and later writers are fenced
 by the epoch mechanism itself, continuing under the grant the ledger holds. A resume takes the grant from
 the ledger, not from the agent: the ledgered ``grant_policy`` event (hash-chained) gives the policy and
-digest; :func:`~flightlog.grants.session_policy_digest` (the stored envelope) must name the same digest; the
+digest; :func:`~flightlog.integrity.grants.session_policy_digest` (the stored envelope) must name the same digest; the
 stored envelope must still verify against the trusted policy keys and be inside its validity window (an
 expired grant or a revoked key stops the run from resuming, nothing written). An agent whose ``grant``
 differs from the ledgered one, or that brings a grant to a session started without one, is refused
@@ -95,7 +95,7 @@ from typing import Any, Literal
 from urllib.parse import urlsplit
 
 from ..errors import GrantError
-from ..grants import (
+from ..integrity.grants import (
     GrantPolicy,
     VerifiedGrant,
     envelope_digest,
@@ -103,7 +103,7 @@ from ..grants import (
     session_policy_digest,
     verify_grant,
 )
-from ..keys import VerifierKey, now_ms
+from ..integrity.keys import VerifierKey, now_ms
 from ..store.base import Store
 from .agent import Agent
 from .errors import CommandRefused, KernelError

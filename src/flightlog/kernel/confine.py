@@ -60,7 +60,7 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import IO, Any
 
-from ..grants import GrantPolicy
+from ..integrity.grants import GrantPolicy
 from .ceiling import Ceiling, argv_problem, current_ceiling, path_problem
 from .errors import OutsideCeiling
 from .policy import glob_match

@@ -59,8 +59,6 @@ from contextlib import AbstractContextManager, nullcontext
 from dataclasses import dataclass
 from typing import Any
 
-from ..audit import Auditor, require_intact
-from ..checkpoints import USER_NOTARY, Notary, UserNotary, resolve_notary
 from ..encoding import canonical_json
 from ..errors import StaleWriter
 from ..events import (
@@ -83,8 +81,10 @@ from ..events import (
     RunTerminal,
     SessionEvent,
 )
-from ..grants import record_grant
-from ..keys import now_ms
+from ..integrity.audit import Auditor, require_intact
+from ..integrity.checkpoints import USER_NOTARY, Notary, UserNotary, resolve_notary
+from ..integrity.grants import record_grant
+from ..integrity.keys import now_ms
 from ..live import LiveRegistry
 from ..messages import ContentPart, Message, ToolResult
 from ..providers.base import ModelProvider, ModelRequest, ModelResponse, ProviderError, TokenCallback
@@ -886,14 +886,14 @@ class Kernel:
         on_event: Live subscriber for each durable event of the session, after commit.
         notary: Sign checkpoints (on the recorder's cadence, after the run's start and always before a
             side-effecting tool call), seal the session when the run ends, and check signatures and
-            retained heads on resume (:mod:`flightlog.checkpoints`). Default
-            :data:`~flightlog.checkpoints.USER_NOTARY`: the user's log key, as ``flightlog run`` signs
+            retained heads on resume (:mod:`flightlog.integrity.checkpoints`). Default
+            :data:`~flightlog.integrity.checkpoints.USER_NOTARY`: the user's log key, as ``flightlog run`` signs
             (resolved here, creating the key on first use); None records an unsigned, unsealed chain.
         heartbeat_s: Seconds between heartbeats of the run's live record while an activation drives it
             (module docs; keep it well under the lease, :data:`flightlog.live.DEFAULT_LEASE_MS`); None
             publishes no live state (the run's liveness is then judged by its durable events alone).
 
-    Resume always runs the full check of :func:`flightlog.audit.require_intact` first, trusting the
+    Resume always runs the full check of :func:`flightlog.integrity.audit.require_intact` first, trusting the
     notary's keys and retained heads (the user's when ``notary`` is None) and the user's witnesses.
 
     Attributes:

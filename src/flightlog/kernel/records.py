@@ -17,7 +17,7 @@ transaction as the seed events they complete:
 ``approval_decision``                      ``{turn, call_id, gate, approved, responder, reason?,
                                            policy_digest?}``: a human decision on a gated call (``gate``:
                                            ``approval`` or ``effect_in_doubt``)
-``grant_policy``                           the signed grant at run start (:func:`flightlog.grants.record_grant`;
+``grant_policy``                           the signed grant at run start (:func:`flightlog.integrity.grants.record_grant`;
                                            see :mod:`flightlog.kernel.ceiling`)
 ``provider_retry``                         ``{turn, model, route_position, attempt, delay_s,
                                            retry_after_s?}``: a failed call is retried after ``delay_s``

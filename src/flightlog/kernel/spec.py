@@ -53,9 +53,9 @@ from dataclasses import fields, replace
 from pathlib import Path
 from typing import Any
 
-from ..audit import Auditor, require_intact
 from ..encoding import decode_stored
 from ..events import Custom
+from ..integrity.audit import Auditor, require_intact
 from ..providers.base import ModelProvider
 from ..store.base import Store
 from .agent import Agent
@@ -266,7 +266,7 @@ def recorded_spec(store: Store, session_id: str, *, auditor: Auditor | None = No
     """The agent spec a run recorded in its ledger (``agent_spec`` custom), for ``resume`` and the fleet.
 
     Nothing is read before the session passes the full check ``flightlog audit`` makes
-    (:func:`flightlog.audit.require_intact`: chain, signed checkpoints, seal, retained, witnessed and
+    (:func:`flightlog.integrity.audit.require_intact`: chain, signed checkpoints, seal, retained, witnessed and
     indexed heads). Then the spec must be a logical ``module:attribute`` (:func:`is_logical`; resolved by
     :func:`load_agent` the way ``run`` resolved it) recorded at a seq a verified signed checkpoint covers:
     an unanchored tail (or an unsigned session) can be rewritten by anyone who can write the database,

@@ -68,7 +68,7 @@ log = logging.getLogger("flightlog.runs")
 
 INTERNAL_PREFIX = "flightlog:"
 """Session ids flightlog keeps for its own ledgers (the erasure log ``flightlog:erasures``, see
-:mod:`flightlog.erasure`). They are hash-chained sessions but no unit of agent work, so they are never runs
+:mod:`flightlog.integrity.erasure`). They are hash-chained sessions but no unit of agent work, so they are never runs
 (seed 002 projects units of agent work): neither projected nor listed."""
 
 

@@ -11,7 +11,7 @@ completion after), ``artifacts`` (content-addressed by sha256, deduplicated), ``
 the append transaction; not a ledger: rows are upserted), ``live_runs`` (heartbeats of running kernels),
 ``index_leaves`` + ``index_checkpoints`` (the ledger-wide index log of session checkpoints, append-only),
 ``cosignatures`` (witness cosignatures beside checkpoints), ``salted_artifacts`` + ``artifact_refs`` +
-``artifact_erasures`` (erasable personal data, see :mod:`flightlog.erasure`), ``leases`` (fleet workers'
+``artifact_erasures`` (erasable personal data, see :mod:`flightlog.integrity.erasure`), ``leases`` (fleet workers'
 leases, see :mod:`flightlog.fleet`) and ``schema_migrations``.
 
 Source: seed 003 (``SessionStore``: ``create_session``, ``record_psp9_event``, ``initialize_authority_epoch``,
@@ -269,7 +269,7 @@ class LiveRunRecord:
 
 @dataclass(frozen=True)
 class IndexLeaf:
-    """One leaf of the ledger-wide index log (:mod:`flightlog.indexlog`).
+    """One leaf of the ledger-wide index log (:mod:`flightlog.integrity.indexlog`).
 
     Attributes:
         idx: 0-based leaf index in the index log.
@@ -653,7 +653,7 @@ class Store(abc.ABC):
     def live_runs(self) -> list[LiveRunRecord]:
         """Every live record (an empty list when the database has no live table, e.g. read-only old)."""
 
-    # ─── index log, cosignatures (flightlog.indexlog, flightlog.witness) ───────────────────
+    # ─── index log, cosignatures (flightlog.integrity.indexlog, flightlog.integrity.witness) ───────────────────
     # Required of every backend (a half-built one fails at construction, not mid-run).
     def index_supported(self) -> bool:
         """Whether this backend keeps the index log (default False)."""
@@ -662,7 +662,7 @@ class Store(abc.ABC):
     @abc.abstractmethod
     def lock_index(self) -> None:
         """Inside a write transaction: hold the index log's append lock until it ends, before reading the
-        index head to append to it (:func:`flightlog.indexlog.append_to_index`), so concurrent writers of
+        index head to append to it (:func:`flightlog.integrity.indexlog.append_to_index`), so concurrent writers of
         different sessions queue instead of reading the same head and conflicting (a backend whose write
         transactions are serialised already, as SQLite's ``BEGIN IMMEDIATE``, does nothing).
         """
@@ -706,7 +706,7 @@ class Store(abc.ABC):
     def cosignatures(self, origin: str) -> list[CosignatureRecord]:
         """Cosignatures kept for checkpoints of ``origin``, by size."""
 
-    # ─── salted (erasable) artifacts (flightlog.erasure) ───────────────────────────────────
+    # ─── salted (erasable) artifacts (flightlog.integrity.erasure) ───────────────────────────────────
     @abc.abstractmethod
     def put_salted_artifact(
         self, digest: str, salt: bytes, content: bytes, media_type: str, *, session_id: str | None = None
@@ -837,7 +837,7 @@ class Store(abc.ABC):
             ReadOnlyStore: a read-only handle.
         """
 
-    # ─── retirement (flightlog db copy; see flightlog.retirement) ───────────────────────────
+    # ─── retirement (flightlog db copy; see flightlog.integrity.retirement) ───────────────────────────
     # A retired store refuses every write transaction with ``LedgerRetired`` (it names where to write),
     # checked inside the transaction so a writer racing the retirement cannot slip past it. Backends
     # without ledger ids are never retired (the defaults).
@@ -846,7 +846,7 @@ class Store(abc.ABC):
         return None
 
     def retirement_record(self) -> str | None:
-        """The signed retirement record (a C2SP signed note, :mod:`flightlog.retirement`), or None."""
+        """The signed retirement record (a C2SP signed note, :mod:`flightlog.integrity.retirement`), or None."""
         return None
 
     def retire(self, summary: str, record: str) -> None:

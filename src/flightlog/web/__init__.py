@@ -5,11 +5,9 @@
 * :mod:`~flightlog.web.views`: what the pages show, as display-safe dicts (every ledger string made
   visible and cut; escaping is the renderer's);
 * :mod:`~flightlog.web.server`: :class:`DashboardServer` (uvicorn, foreground or background thread);
-* :mod:`~flightlog.web.cli`: ``register(app, open_db)`` adds the ``ui`` command (imports no web
-  dependency until it runs).
 
 The web dependencies are the ``web`` extra (``pip install 'flightlog[web]'``); importing this package does
-not need them, importing its submodules (but ``cli``) does.
+not need them, importing its submodules does; the ``flightlog ui`` command lives in :mod:`flightlog.cli.ui`.
 """
 
 from __future__ import annotations

@@ -51,13 +51,13 @@ from typing import TYPE_CHECKING, Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
-from .encoding import canonical_json
-from .errors import GrantError
+from ..encoding import canonical_json
+from ..errors import GrantError
 from .keys import KeyManifestError, LogSigner, VerifierKey, key_dir, load_keyring, now_ms
 
 if TYPE_CHECKING:
-    from .recorder import Recorder
-    from .store.base import Store
+    from ..recorder import Recorder
+    from ..store.base import Store
 
 __all__ = [
     "DEFAULT_POLICY_KEY_NAME",

@@ -2,7 +2,7 @@
 
 Mounting, from ``cli.py`` (``_mount``)::
 
-    from .cli_fleet import register as register_fleet
+    from .fleet import register as register_fleet
     register_fleet(app, _store)      # adds `submit`, `worker`, and `copy` under the `db` group
 
 ``register`` finds the ``db`` sub-app among ``app``'s groups and adds ``copy`` to it; to mount it
@@ -25,17 +25,17 @@ from typing import Annotated, Any
 
 import typer
 
-from .checkpoints import Notary
-from .cli_console import console
-from .dbcopy import copy_store
-from .fleet import Worker, submit
-from .fleet.worker import WorkerStats
-from .kernel import RunResult
-from .kernel.errors import AgentSpecError
-from .kernel.spec import is_logical
-from .narration import plural
-from .store import Store, open_store
-from .store.base import LeaseClaim
+from ..fleet import Worker, submit
+from ..fleet.worker import WorkerStats
+from ..integrity.checkpoints import Notary
+from ..kernel import RunResult
+from ..kernel.errors import AgentSpecError
+from ..kernel.spec import is_logical
+from ..narration import plural
+from ..ops.dbcopy import copy_store
+from ..store import Store, open_store
+from ..store.base import LeaseClaim
+from .console import console
 
 __all__ = ["OpenDb", "db_copy_command", "register"]
 
@@ -61,7 +61,7 @@ def _opened(url: str | None, open_db: OpenDb, read_only: bool = False) -> Iterat
         with open_db(read_only) as store:
             yield store
         return
-    from .cli import check_new_db, say_created  # the same --db checks as the global option
+    from .options import check_new_db, say_created  # the same --db checks as the global option
 
     new = check_new_db(url, read_only=read_only)
     store = open_store(url, read_only=read_only)

@@ -1,6 +1,6 @@
 """``flightlog demo``, context part: a run that outgrows its window, compacts, pages, and finishes.
 
-The agent (:func:`demo_agent`, spec ``flightlog.demo_context:demo_agent``; also ``examples/context_agent.py``)
+The agent (:func:`demo_agent`, spec ``flightlog.cli.demo_context:demo_agent``; also ``examples/context_agent.py``)
 works through 40 numbered steps with a scripted model (:class:`~flightlog.kernel.scripted.StepProvider`)
 whose context window is 2,500 tokens, enforced the way Anthropic enforces it (a "prompt is too long" 400).
 Every 7th step returns a large output, paged out to an artifact on arrival. Before the history passes 90%
@@ -14,14 +14,14 @@ from __future__ import annotations
 from rich.console import Console
 from rich.markup import escape
 
-from .events import Compressed, Custom, PageOut
-from .kernel import Agent, Kernel, tool
-from .kernel.context import ContextPolicy, ContextWindow
-from .kernel.requests import check_session
-from .kernel.scripted import StepProvider, SummaryProvider
-from .narration import summarize_message
-from .sessions import iter_events, replay_session
-from .store import Store
+from ..events import Compressed, Custom, PageOut
+from ..kernel import Agent, Kernel, tool
+from ..kernel.context import ContextPolicy, ContextWindow
+from ..kernel.requests import check_session
+from ..kernel.scripted import StepProvider, SummaryProvider
+from ..narration import summarize_message
+from ..sessions import iter_events, replay_session
+from ..store import Store
 
 __all__ = ["STEPS", "WINDOW", "demo_agent", "run_context_demo", "step"]
 

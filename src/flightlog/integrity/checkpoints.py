@@ -9,7 +9,7 @@
     chain <64 lowercase hex>                                    extension line: chain hash of seq size-1
 
 then a blank line and one signature line per key, ``— <key name> <base64(key ID || Ed25519 signature)>``
-(C2SP ``signed-note``; key IDs and key text in :mod:`flightlog.keys`). The ``time`` line picks the key
+(C2SP ``signed-note``; key IDs and key text in :mod:`flightlog.integrity.keys`). The ``time`` line picks the key
 valid at signing time (key rotation); the ``chain`` line anchors the seed chain rule too, so a resume that
 starts from a checkpoint links new events to a signed hash. The origin binds a checkpoint to one ledger
 (a random id stored in the database) and one session, so one cannot be spliced into another.
@@ -45,21 +45,21 @@ does not re-read rows the checkpoint covers, so an edit to them is only caught b
 why full stays the default.
 
 **Index log and witnesses.** Each checkpoint is also appended, in the same transaction, to the ledger-wide
-index log (:mod:`flightlog.indexlog`; its own signed checkpoints, origin ``flightlog.local/<ledger id>/_/index``,
+index log (:mod:`flightlog.integrity.indexlog`; its own signed checkpoints, origin ``flightlog.local/<ledger id>/_/index``,
 its own retained head ``<head dir>/<ledger id>/index.json``), so a session deleted wholesale stays visible.
-Heads cosigned by a witness (:mod:`flightlog.witness`) are passed to :func:`audit_session` as
+Heads cosigned by a witness (:mod:`flightlog.integrity.witness`) are passed to :func:`audit_session` as
 :class:`WitnessedHead` and checked like the retained head (``rollback``, ``fork``, ``stale_head``, the detail
 naming the witness): that catches a rollback even when the retained-head directory went with the database.
 The session's checkpoints the signed index log holds are passed as :class:`IndexedHead` and checked the same
 way (the detail naming the leaf), so a session re-chained after its retained head file was deleted still
-diverges; :func:`flightlog.audit.require_intact` (the check every entry point runs) passes all of these.
+diverges; :func:`flightlog.integrity.audit.require_intact` (the check every entry point runs) passes all of these.
 
 **Default notary.** :data:`USER_NOTARY` is the default ``notary=`` of what records sessions for the user
 (``Kernel``, the integrations, ``submit``, ``Worker``, ``approve``/``deny``/``abort``): :meth:`Notary.from_env`,
 what ``flightlog run`` uses; ``notary=None`` opts out.
 
 **Erasable artifacts.** Events referencing personal data do so by salted digest
-(``salted:sha256:<hex>``, :mod:`flightlog.erasure`); verification lists each such reference (a JSON string
+(``salted:sha256:<hex>``, :mod:`flightlog.integrity.erasure`); verification lists each such reference (a JSON string
 value that is exactly a handle, not a mention inside longer text) as present, erased (with the erasure
 log seq) or missing (``artifact_missing``, a divergence).
 
@@ -94,7 +94,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, Literal
 from urllib.parse import quote
 
-from .errors import (
+from ..errors import (
     Divergence,
     EventDecodeError,
     FlightlogError,
@@ -102,12 +102,12 @@ from .errors import (
     StoreError,
     StoreUnavailable,
 )
+from ..ledger import GENESIS, CompactRange, chain_hash, leaf_hash, verify_rows
 from .keys import KeyManifestError, Keyring, LogSigner, TrustedKey, load_keyring, load_signer, now_ms
-from .ledger import GENESIS, CompactRange, chain_hash, leaf_hash, verify_rows
 
 if TYPE_CHECKING:
+    from ..store.base import CheckpointRecord, Store, StoredEvent
     from .retirement import Pin, RetirementCheck, StaleCopy
-    from .store.base import CheckpointRecord, Store, StoredEvent
 
 __all__ = [
     "ENV_HEAD_DIR",
@@ -146,7 +146,7 @@ __all__ = [
     "sign_note",
 ]
 
-log = logging.getLogger("flightlog.checkpoints")
+log = logging.getLogger("flightlog.integrity.checkpoints")
 
 ORIGIN_HOST = "flightlog.local"
 """First component of every checkpoint origin."""
@@ -704,7 +704,7 @@ class Notary:
         heads: Where retained heads live.
         every: Sign at the end of an ``append_many`` once this many events are unanchored (>= 1).
         clock: Epoch-ms clock for the ``time`` line.
-        index: Also append each checkpoint to the ledger-wide index log (:mod:`flightlog.indexlog`) when
+        index: Also append each checkpoint to the ledger-wide index log (:mod:`flightlog.integrity.indexlog`) when
             the store keeps one (default True).
     """
 
@@ -723,8 +723,8 @@ class Notary:
 
     @classmethod
     def from_env(cls, *, every: int = 64, key_dir: Path | None = None) -> Notary:
-        """The user's notary: :func:`~flightlog.keys.load_signer` (creating a key on first use),
-        :func:`~flightlog.keys.load_keyring` and :meth:`HeadStore.default`.
+        """The user's notary: :func:`~flightlog.integrity.keys.load_signer` (creating a key on first use),
+        :func:`~flightlog.integrity.keys.load_keyring` and :meth:`HeadStore.default`.
         """
         signer = load_signer(key_dir)
         return cls(signer, load_keyring(key_dir), HeadStore.default(), every)
@@ -906,7 +906,7 @@ class WitnessedHead:
 @dataclass(frozen=True)
 class IndexedHead:
     """A checkpoint of the session that the ledger-wide index log holds, under a verified signed index
-    checkpoint (:func:`flightlog.indexlog.indexed_heads`).
+    checkpoint (:func:`flightlog.integrity.indexlog.indexed_heads`).
 
     Attributes:
         checkpoint: The session checkpoint's text, parsed (the leaf; its own signature is not in the leaf,
@@ -977,7 +977,7 @@ class AuditReport:
             :attr:`ok` (``audit --all`` reports them once, on the index log's own row).
         notes: Things not checked and why (an unreachable witness), one line each.
         artifacts: Salted artifacts the events reference, by first seq.
-        retired: How the store was retired (``moved to <url> at <time>``, :mod:`flightlog.retirement`),
+        retired: How the store was retired (``moved to <url> at <time>``, :mod:`flightlog.integrity.retirement`),
             None for a live store.
     """
 
@@ -1125,8 +1125,8 @@ class _Tee:
 
 
 def _seal_payload(row: StoredEvent) -> Any:
-    from .encoding import decode_stored
-    from .events import Custom
+    from ..encoding import decode_stored
+    from ..events import Custom
 
     try:
         event = decode_stored(row.event_bytes, seq=row.seq)
@@ -1182,18 +1182,18 @@ def audit_session(
     Args:
         store: The store.
         session_id: The session (exact id).
-        keyring: Trusted keys (default :func:`~flightlog.keys.load_keyring`).
+        keyring: Trusted keys (default :func:`~flightlog.integrity.keys.load_keyring`).
         heads: Retained heads, or None to skip that check.
         decode: Also decode every event (report ``undecodable`` ones).
         witnessed: Heads a trusted witness cosigned, already verified
-            (:func:`flightlog.witness.witnessed_heads`).
-        retired: The store's retirement (:func:`flightlog.retirement.load_retirement`, loaded when
+            (:func:`flightlog.integrity.witness.witnessed_heads`).
+        retired: The store's retirement (:func:`flightlog.integrity.retirement.load_retirement`, loaded when
             ``"load"``; pass it when checking many sessions). On a retired store, heads beyond the rows it
             held when retired are ``stale_copy``, not ``rollback``/``stale_head`` (module
-            :mod:`flightlog.retirement`); rows that differ from what it held are ``retired_mismatch``.
+            :mod:`flightlog.integrity.retirement`); rows that differ from what it held are ``retired_mismatch``.
         indexed: The session's checkpoints the signed index log holds, already authenticated
-            (:func:`flightlog.indexlog.indexed_heads`): with the retained head deleted, they still catch a
-            re-chained or rolled-back session. :func:`flightlog.audit.require_intact` passes them.
+            (:func:`flightlog.integrity.indexlog.indexed_heads`): with the retained head deleted, they still catch a
+            re-chained or rolled-back session. :func:`flightlog.integrity.audit.require_intact` passes them.
 
     Raises:
         SessionNotFound: no such session.
@@ -1427,7 +1427,7 @@ def _match_head(
 ) -> None:
     """Compare a head kept outside the database (retained, cosigned by a witness, or held by the signed
     index log) with the rows; on a retired store, a head beyond the rows it held when retired is a stale
-    copy (:mod:`flightlog.retirement`)."""
+    copy (:mod:`flightlog.integrity.retirement`)."""
     size = head.size
     if stale is not None and not stale.explains(size, report.events, report.root):
         stale = None
@@ -1667,7 +1667,7 @@ def _cheap_tail(
     store: Store, session_id: str, latest: SignedCheckpoint, tree: CompactRange
 ) -> tuple[str, StoredEvent]:
     """Verify the last anchored row's chain hash and every row after it, folding them into ``tree``."""
-    from .encoding import decode_stored
+    from ..encoding import decode_stored
 
     size = latest.size
     last = next(iter(store.read_events(session_id, start=size - 1, stop=size)), None)

@@ -11,90 +11,43 @@ one stderr line ``flightlog: error: ...``; ``--debug`` shows the traceback. ``-h
 from __future__ import annotations
 
 import json
-import os
 import shutil
 import sys
 import tempfile
-from collections.abc import Iterator
-from contextlib import contextmanager
 from datetime import UTC, datetime
 from pathlib import Path
-from typing import Annotated, Any, NoReturn
+from typing import Annotated, Any
 
 import typer
-from typer.core import TyperGroup
 
-from . import __version__
-from .cli_console import console
-from .errors import FlightlogError, ImportFormatError, RepairError, SessionNotFound, StoreUnavailable
-from .importers import FORMATS, import_file, iter_transcripts
-from .kernel.requests import check_session
-from .messages import Message
-from .narration import narrate, plural, short
-from .recorder import verify_session
-from .sessions import export_jsonl, find_sessions, iter_events, replay_session
-from .store import Store, open_store, redact_url
+from .. import __version__
+from ..errors import ImportFormatError
+from ..importers import FORMATS, import_file, iter_transcripts
+from ..kernel.requests import check_session
+from ..messages import Message
+from ..narration import narrate, plural, short
+from ..sessions import export_jsonl, find_sessions, iter_events, replay_session
+from .options import (
+    CONTEXT,
+    EXIT_CLOSED_PIPE,
+    Group,
+    closed_pipe,
+    data_dir_db,
+    default_db,
+    err,
+    handle_errors,
+    iso_time,
+    open_db,
+    out,
+    print_json,
+    refuse_quietly_diverged,
+    state,
+)
 
-EXIT_CLOSED_PIPE = 141
-"""Exit code when stdout's reader went away (128 + SIGPIPE, as a shell reports for ``cat`` killed by one)."""
-
-CONTEXT = {"help_option_names": ["-h", "--help"]}
-"""Click context settings of every flightlog command: ``-h`` is ``--help`` (inherited by subcommands)."""
-
-
-class _Group(TyperGroup):
-    """Maps flightlog errors, usage mistakes and a closed stdout to one stderr line (or none, for the pipe)
-    and an exit code, for the console and CliRunner alike (STYLE.md (f))."""
-
-    def make_context(self, info_name: str | None, args: list[str], parent: Any = None, **extra: Any) -> Any:
-        with cli_errors():
-            return super().make_context(info_name, args, parent=parent, **extra)
-
-    def invoke(self, ctx: Any) -> Any:
-        with cli_errors():
-            try:
-                return super().invoke(ctx)
-            except FlightlogError as exc:
-                handle_errors(exc)
-
-
-# click's UsageError (typer >= 0.22 vendors click, so it is found through typer's own BadParameter)
-_USAGE_ERROR: type[Exception] = next(c for c in typer.BadParameter.__mro__ if c.__name__ == "UsageError")
-
-
-@contextmanager
-def cli_errors() -> Iterator[None]:
-    """A usage mistake click or typer raises becomes one ``flightlog: error: ...`` line and exit 2 (not a
-    boxed panel); a write to a stdout whose reader has gone exits :data:`EXIT_CLOSED_PIPE` quietly."""
-    try:
-        yield
-    except _USAGE_ERROR as exc:
-        if type(exc).__name__ == "NoArgsIsHelpError":  # `flightlog keys`: the help, as asked
-            raise
-        ctx = getattr(exc, "ctx", None)
-        hint = f" (see '{ctx.command_path} --help')" if ctx is not None else ""
-        text = getattr(exc, "format_message", exc.__str__)()
-        message = " ".join(line.strip() for line in text.splitlines() if line.strip()).removesuffix(".")
-        err.print(f"flightlog: error: {message}{hint}")
-        raise typer.Exit(2) from None
-    except BrokenPipeError:
-        closed_pipe()
-
-
-def closed_pipe() -> NoReturn:
-    """stdout's reader went away (``flightlog ls | head -1``): point stdout at /dev/null, so the interpreter's
-    final flush cannot fail again, and exit :data:`EXIT_CLOSED_PIPE` without a word (Python docs,
-    "Note on SIGPIPE")."""
-    try:
-        devnull = os.open(os.devnull, os.O_WRONLY)
-        os.dup2(devnull, sys.stdout.fileno())
-    except (OSError, ValueError):  # no real file descriptor (an in-memory stdout): nothing left to flush
-        pass
-    raise typer.Exit(EXIT_CLOSED_PIPE)
-
+__all__ = ["EXIT_CLOSED_PIPE", "app", "handle_errors", "main"]
 
 app = typer.Typer(
-    cls=_Group,
+    cls=Group,
     name="flightlog",
     help="A durable, verifiable session ledger for LLM agents.",
     no_args_is_help=True,
@@ -103,34 +56,8 @@ app = typer.Typer(
     rich_markup_mode=None,  # help text is plain: "[env FLIGHTLOG_DB]" must not be read as rich markup
     context_settings=CONTEXT,
 )
-db_app = typer.Typer(cls=_Group, help="Database maintenance.", no_args_is_help=True, rich_markup_mode=None)
+db_app = typer.Typer(cls=Group, help="Database maintenance.", no_args_is_help=True, rich_markup_mode=None)
 app.add_typer(db_app, name="db")
-
-out = console()
-err = console(stderr=True)
-
-
-class _State:
-    db: str = ""
-    db_is_default: bool = False  # the user data directory's database: its folder is ours to create
-    debug: bool = False
-
-
-state = _State()
-
-
-def default_db() -> str:
-    """``$FLIGHTLOG_DB``, else ``flightlog.db`` in the user data directory (platformdirs)."""
-    env = os.environ.get("FLIGHTLOG_DB")
-    if env:
-        return env
-    return _data_dir_db()
-
-
-def _data_dir_db() -> str:
-    from platformdirs import user_data_dir
-
-    return str(Path(user_data_dir("flightlog", appauthor=False)) / "flightlog.db")
 
 
 def _version(value: bool) -> None:
@@ -158,90 +85,8 @@ def main_options(
 ) -> None:
     """flightlog: record, verify, replay and inspect agent sessions."""
     state.db = db or default_db()
-    state.db_is_default = state.db == _data_dir_db()
+    state.db_is_default = state.db == data_dir_db()
     state.debug = debug
-
-
-def local_db_path(db: str) -> Path | None:
-    """The SQLite file a ``--db`` value names (as :func:`flightlog.store.open_store` reads it), or None
-    for a server URL or ``:memory:``."""
-    if db.startswith(("postgres://", "postgresql://")) or db == ":memory:":
-        return None
-    if db.startswith("sqlite://"):
-        db = db.removeprefix("sqlite://")
-        db = db[1:] if db.startswith("//") else db
-    elif "://" in db:
-        return None
-    return Path(db) if db else None
-
-
-def check_new_db(db: str, *, read_only: bool, create_dirs: bool = False) -> Path | None:
-    """Refuse a ``--db`` a user most likely mistyped, before anything is created (exit 2, one line): a
-    directory, a file in a directory that does not exist (unless ``create_dirs``: the default location),
-    or, read-only, a file that does not exist yet.
-
-    Returns:
-        The path of the SQLite file a writable open is about to create (say so once it is), else None.
-    """
-    local = local_db_path(db)
-    if local is None:
-        return None
-    problem = None
-    if local.is_dir():
-        problem = f"--db {redact_url(db)} is a directory (give a database file)"
-    elif read_only and not local.exists():
-        problem = (
-            f"no database at {redact_url(db)} yet (create one with `flightlog import PATH` "
-            "or `flightlog demo`, or point --db / FLIGHTLOG_DB at yours)"
-        )
-    elif not local.exists() and not create_dirs and not local.absolute().parent.is_dir():
-        problem = (
-            f"no directory {local.absolute().parent} for --db {redact_url(db)} (a typo? create the "
-            "directory first to start a new database there)"
-        )
-    if problem is not None:
-        err.print(f"flightlog: error: {problem}")
-        raise typer.Exit(2)
-    return None if read_only or local.exists() else local
-
-
-def say_created(path: Path | None) -> None:
-    """One stderr line when a command created a new, empty database (so a mistyped --db is noticed)."""
-    if path is not None and path.exists():
-        err.print(f"flightlog: created a new database at {path}")
-
-
-@contextmanager
-def _store(read_only: bool = False) -> Iterator[Store]:
-    db = state.db
-    postgres = db.startswith(("postgres://", "postgresql://"))
-    new = check_new_db(db, read_only=read_only, create_dirs=state.db_is_default)
-    try:
-        store = open_store(db, read_only=read_only)
-    except ImportError:
-        if not postgres:
-            raise
-        raise StoreUnavailable(
-            url=redact_url(db), reason="the PostgreSQL backend needs: pip install 'flightlog[postgres]'"
-        ) from None
-    except StoreUnavailable as exc:  # a password in a query string or keyword value must not be printed
-        reason = " ".join(redact_url(exc.reason).split())  # one line, even for libpq's two-line errors
-        raise StoreUnavailable(url=redact_url(exc.url), reason=reason) from None
-    say_created(new)
-    try:
-        yield store
-    finally:
-        store.close()
-
-
-def _iso(ms: int | None) -> str | None:
-    if not ms:
-        return None
-    return datetime.fromtimestamp(ms / 1000, tz=UTC).isoformat(timespec="milliseconds").replace("+00:00", "Z")
-
-
-def _print_json(value: Any) -> None:
-    sys.stdout.write(json.dumps(value, indent=2, ensure_ascii=False) + "\n")
 
 
 # ─── import / ls / show ───────────────────────────────────────────────────────────────────────
@@ -291,14 +136,14 @@ def _stdin_to_file(directory: Path) -> Path:
 
 def _import_paths(paths: list[Path], format: str, json_out: bool, stdin: Path | None) -> None:
     """Import every transcript under ``paths``; ``stdin`` (the copy of stdin, if any) is named ``-``."""
-    from .checkpoints import Notary
+    from ..integrity.checkpoints import Notary
 
     def shown(path: Path) -> str:
         return "-" if path == stdin else str(path)
 
     results: list[dict[str, Any]] = []
     failed = 0
-    with _store() as store:
+    with open_db() as store:
         notary = Notary.from_env()  # the user's log key, created on first use; imports are signed and sealed
         files = list(iter_transcripts(paths))
         if not files:
@@ -320,7 +165,7 @@ def _import_paths(paths: list[Path], format: str, json_out: bool, stdin: Path | 
             if not json_out:
                 _print_import(result)
     if json_out:
-        _print_json(results)
+        print_json(results)
     if failed:
         raise typer.Exit(1)
 
@@ -374,7 +219,7 @@ def ls_cmd(
 ) -> None:
     """List sessions: id, task, status, events, head hash, creation time (oldest first)."""
     since_ms = _since(since) if since is not None else None
-    with _store(read_only=True) as store:
+    with open_db(read_only=True) as store:
         found = find_sessions(store, statuses=status or (), since_ms=since_ms, task=task, limit=limit)
         rows: list[dict[str, Any]] = [
             {
@@ -386,12 +231,12 @@ def ls_cmd(
                 "merkle_root": s.merkle_root,
                 "source": s.source,
                 "parent_session_id": s.parent_session_id,
-                "created_at": _iso(s.created_at_ms),
+                "created_at": iso_time(s.created_at_ms),
             }
             for s in found
         ]
     if json_out:
-        _print_json(rows)
+        print_json(rows)
         return
     width = max((len(r["session_id"]) for r in rows), default=7)
     out.print(
@@ -428,7 +273,7 @@ def show_cmd(
     json_out: Annotated[bool, typer.Option("--json", help="Print events as JSON lines.")] = False,
 ) -> None:
     """Print a session's timeline: seq, time, kind and a one-line narration per event."""
-    with _store(read_only=True) as store:
+    with open_db(read_only=True) as store:
         sid = store.resolve_session(session)
         record = store.get_session(sid)
         if not json_out:
@@ -440,7 +285,7 @@ def show_cmd(
                 )
             else:
                 out.print(
-                    f"{row.seq:>6}  {(_iso(row.recorded_at_ms) or '')[11:19]}  {row.kind:<24} "
+                    f"{row.seq:>6}  {(iso_time(row.recorded_at_ms) or '')[11:19]}  {row.kind:<24} "
                     f"{narrate(event)}"
                 )
         refuse_quietly_diverged(store, sid)
@@ -474,7 +319,7 @@ def replay_cmd(
         raise typer.BadParameter("must be >= 0", param_hint="--at")
     if max_part_bytes is not None and max_part_bytes < 0:
         raise typer.BadParameter("must be >= 0", param_hint="--max-part-bytes")
-    with _store(read_only=True) as store:
+    with open_db(read_only=True) as store:
         sid = store.resolve_session(session)
         if at is not None:
             last = store.get_session(sid).events - 1
@@ -483,7 +328,7 @@ def replay_cmd(
                 raise typer.BadParameter(f"seq {at} is past the head ({head})", param_hint="--at")
         messages = replay_session(store, sid, at=at, max_part_bytes=max_part_bytes)
         if json_out:
-            _print_json([m.to_wire() for m in messages])
+            print_json([m.to_wire() for m in messages])
         else:
             for index, message in enumerate(messages):
                 _print_message(index, message)
@@ -491,7 +336,7 @@ def replay_cmd(
 
 
 def _check_requests(session: str, json_out: bool) -> None:
-    with _store(read_only=True) as store:
+    with open_db(read_only=True) as store:
         sid = store.resolve_session(session)
         report = check_session(store, sid)
         first = report.first
@@ -501,7 +346,7 @@ def _check_requests(session: str, json_out: bool) -> None:
                 if first is None
                 else {"seq": first.seq, "turn": first.turn, "actor": first.actor, "reason": first.reason}
             )
-            _print_json(
+            print_json(
                 {
                     "session_id": sid,
                     "checked": report.checked,
@@ -520,21 +365,6 @@ def _check_requests(session: str, json_out: bool) -> None:
         refuse_quietly_diverged(store, sid)
         if not report.ok:
             raise typer.Exit(1)
-
-
-def refuse_quietly_diverged(store: Store, sid: str) -> None:
-    """After printing a session (show, replay, export, tail), check its chain (streaming, no decoding): a
-    session that fails verification gets one warning line naming the first divergent seq, and exit 1,
-    so what was just printed is never taken for the recorded history silently."""
-    report = verify_session(store, sid, decode=False)
-    if report.ok:
-        return
-    first = report.divergences[0]
-    err.print(
-        f"flightlog: warning: {sid} fails verification at seq {first.seq} ({first.reason}); what was "
-        f"printed may not be what was recorded (see `flightlog verify {sid}`)"
-    )
-    raise typer.Exit(1)
 
 
 def _print_message(index: int, message: Message) -> None:
@@ -562,7 +392,7 @@ def verify_cmd(
 ) -> None:
     """Full check: chains, tree heads, signed checkpoints, seal, retained and witnessed heads; exit 1 listing
     every divergent sequence, 0 when intact. Says sealed, or open with the unanchored tail seqs."""
-    from .cli_audit import check_sessions
+    from .audit import check_sessions
 
     if bool(session) == all_sessions:
         raise typer.BadParameter("give a SESSION or --all (not both)")
@@ -598,10 +428,10 @@ def export_cmd(
     if problem is not None:
         err.print(f"flightlog: error: {problem}")
         raise typer.Exit(2)
-    with _store(read_only=True) as store:
+    with open_db(read_only=True) as store:
         sid = store.resolve_session(session)
         if bundle is not None:
-            from .bundle import export_bundle
+            from ..integrity.bundle import export_bundle
 
             manifest = export_bundle(store, sid, bundle)
             err.print(f"wrote a bundle of {plural(manifest['events'], 'event')} of {sid} to {bundle}")
@@ -637,7 +467,7 @@ def repair_cmd(
     ] = False,
 ) -> None:
     """Recover a database whose WAL is poisoned: backup, quarantine the WAL, verify read-only."""
-    from .repair import repair_discard_wal
+    from ..ops.repair import repair_discard_wal
 
     if not discard_wal:
         raise typer.BadParameter(
@@ -661,10 +491,10 @@ def repair_cmd(
 @app.command("demo")
 def demo_cmd() -> None:
     """Import the bundled example transcripts, verify, list, replay one, then show tamper detection."""
-    from .checkpoints import Notary
+    from ..integrity.checkpoints import Notary
     from .demo import run_demo
 
-    with _store() as store:
+    with open_db() as store:
         code = run_demo(store, out, notary=Notary.from_env())
     if code:
         raise typer.Exit(code)
@@ -674,16 +504,16 @@ def demo_cmd() -> None:
 
 
 def _mount() -> None:
-    from .cli_audit import audit_app
-    from .cli_fleet import register as register_fleet
-    from .cli_kernel import register as register_kernel
-    from .cli_runs import register as register_runs
-    from .web.cli import register as register_web
+    from .audit import audit_app
+    from .fleet import register as register_fleet
+    from .kernel import register as register_kernel
+    from .runs import register as register_runs
+    from .ui import register as register_web
 
-    register_kernel(app, _store)
-    register_runs(app, _store)
-    register_fleet(app, _store)
-    register_web(app, _store)
+    register_kernel(app, open_db)
+    register_runs(app, open_db)
+    register_fleet(app, open_db)
+    register_web(app, open_db)
     app.add_typer(audit_app)
 
 
@@ -691,26 +521,6 @@ _mount()
 
 
 # ─── entry point ──────────────────────────────────────────────────────────────────────────────
-
-_USAGE_ERRORS = (SessionNotFound, ImportFormatError)
-
-
-def _exit_code(exc: FlightlogError) -> int:
-    if isinstance(exc, _USAGE_ERRORS):
-        return 2
-    if isinstance(exc, RepairError) and exc.reason.startswith(("refusing", "no such")):
-        return 2
-    return 1
-
-
-def handle_errors(exc: FlightlogError) -> NoReturn:
-    """Print one ``flightlog: error: ...`` line (traceback with ``--debug``) and exit 1 or 2."""
-    if state.debug:
-        import traceback
-
-        traceback.print_exception(exc)
-    err.print(f"flightlog: error: {exc}")
-    raise typer.Exit(_exit_code(exc))
 
 
 def main() -> None:

@@ -21,16 +21,16 @@ from pathlib import Path
 
 from rich.console import Console
 
-from .checkpoints import AuditReport, Notary, audit_session
+from ..errors import LedgerIntegrityError
+from ..importers import import_file
+from ..integrity.checkpoints import AuditReport, Notary, audit_session
+from ..ledger import VerifyReport
+from ..narration import plural, short, summarize_message
+from ..recorder import Recorder, verify_session
+from ..sessions import replay_session
+from ..store import SqliteStore, Store
 from .demo_context import run_context_demo
 from .demo_kernel import run_kernel_demo
-from .errors import LedgerIntegrityError
-from .importers import import_file
-from .ledger import VerifyReport
-from .narration import plural, short, summarize_message
-from .recorder import Recorder, verify_session
-from .sessions import replay_session
-from .store import SqliteStore, Store
 
 __all__ = ["example_transcripts", "run_demo", "tamper_one_byte"]
 

@@ -1,10 +1,10 @@
 """The ``flightlog ui`` command, mounted on the main app with :func:`register`.
 
-Mount it from ``cli.py`` (this module imports only typer and rich; the web extra is imported when the
-command runs, so ``flightlog`` works without it)::
+Mounted by :mod:`flightlog.cli.root` (this module imports only typer and rich; the web extra,
+:mod:`flightlog.web`, is imported when the command runs, so ``flightlog`` works without it)::
 
-    from .web.cli import register as register_web
-    register_web(app, _store)   # _store(read_only: bool) -> ContextManager[Store]
+    from .ui import register as register_web
+    register_web(app, open_db)   # open_db(read_only: bool) -> ContextManager[Store]
 """
 
 from __future__ import annotations
@@ -16,8 +16,8 @@ from typing import Annotated
 
 import typer
 
-from ..cli_console import console
 from ..store.base import Store
+from .console import console
 
 __all__ = ["OpenDb", "register"]
 
@@ -58,9 +58,9 @@ def _ui_command(open_db: OpenDb) -> Callable[..., None]:
         out = console()
         err = console(stderr=True)
         try:
-            from .app import create_app
-            from .security import new_token
-            from .server import DashboardServer
+            from ..web.app import create_app
+            from ..web.security import new_token
+            from ..web.server import DashboardServer
         except ImportError as exc:
             err.print(
                 f"flightlog: error: `flightlog ui` needs the web extra ({exc.name or 'a module'} is not "

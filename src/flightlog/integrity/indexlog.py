@@ -20,7 +20,7 @@ origin can be equal: session ids are percent-encoded, so a session origin never 
 ledger id), the size and RFC 9162 root over the leaves, and a ``time`` extension line (no ``chain``
 line), signed by the log key. Stored in ``index_checkpoints`` with its compact-range frontier (a cache,
 checked against the signed root). The latest one is retained outside the database
-(:meth:`~flightlog.checkpoints.HeadStore.save_index`, ``<head dir>/<ledger id>/index.json``) and may be
+(:meth:`~flightlog.integrity.checkpoints.HeadStore.save_index`, ``<head dir>/<ledger id>/index.json``) and may be
 cosigned by a witness like any checkpoint.
 
 **Concurrency.** Appends read the index head inside the writer's transaction (SQLite ``BEGIN IMMEDIATE``
@@ -46,6 +46,8 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Literal
 from urllib.parse import quote, unquote
 
+from ..errors import Divergence, FlightlogError, LedgerIntegrityError, StoreError
+from ..ledger import CompactRange, leaf_hash, node_hash, verify_inclusion
 from .checkpoints import (
     ORIGIN_HOST,
     Checkpoint,
@@ -61,13 +63,11 @@ from .checkpoints import (
     origin_for,
     parse_note,
 )
-from .errors import Divergence, FlightlogError, LedgerIntegrityError, StoreError
 from .keys import Keyring, load_keyring
-from .ledger import CompactRange, leaf_hash, node_hash, verify_inclusion
 
 if TYPE_CHECKING:
+    from ..store.base import IndexCheckpointRecord, Store
     from .retirement import RetirementCheck, StaleCopy
-    from .store.base import IndexCheckpointRecord, Store
 
 __all__ = [
     "INDEX_PROOF_FORMAT",
@@ -85,7 +85,7 @@ __all__ = [
     "session_of_origin",
 ]
 
-log = logging.getLogger("flightlog.indexlog")
+log = logging.getLogger("flightlog.integrity.indexlog")
 
 INDEX_PROOF_FORMAT = "flightlog-index-proof/1"
 """The ``format`` field of an index inclusion proof document."""
@@ -103,7 +103,7 @@ def index_origin(ledger_id: str) -> str:
 def session_of_origin(origin: str, ledger_id: str) -> str | None:
     """The session id a session checkpoint origin of ``ledger_id`` names, or None when it names none.
 
-    Inverse of :func:`flightlog.checkpoints.origin_for`; a non-canonical encoding is refused (None).
+    Inverse of :func:`flightlog.integrity.checkpoints.origin_for`; a non-canonical encoding is refused (None).
     """
     prefix = f"{ORIGIN_HOST}/{ledger_id}/"
     if not origin.startswith(prefix):
@@ -477,7 +477,7 @@ class IndexReport:
             ``index_mismatch``: a leaf names a checkpoint the database no longer holds).
         missing: Sessions the index knows and the database does not.
         notes: What was not checked and why.
-        retired: How the store was retired (:mod:`flightlog.retirement`), None for a live store.
+        retired: How the store was retired (:mod:`flightlog.integrity.retirement`), None for a live store.
     """
 
     ledger_id: str | None
@@ -600,9 +600,9 @@ def audit_index(
 
     Args:
         store: The store.
-        keyring: Trusted log keys (default :func:`~flightlog.keys.load_keyring`).
+        keyring: Trusted log keys (default :func:`~flightlog.integrity.keys.load_keyring`).
         heads: Retained heads, or None to skip that check.
-        witnessed: Verified witness-cosigned index heads (:func:`flightlog.witness.witnessed_heads`).
+        witnessed: Verified witness-cosigned index heads (:func:`flightlog.integrity.witness.witnessed_heads`).
         retired: The store's retirement (loaded when ``"load"``): on a retired store, index heads beyond
             the leaves it held when retired are ``stale_copy``, not ``rollback``/``stale_head``.
         sessions: Also compare every leaf with its session in the database (missing sessions,

@@ -1,7 +1,7 @@
 """``flightlog db copy SRC DST``: move a whole ledger from one store to another, verifying on arrival.
 
 A copy is the same ledger in another store, not a new one: every signed checkpoint names its ledger in its
-origin (``flightlog.local/<ledger id>/<session>``, :func:`flightlog.checkpoints.origin_for`), and the
+origin (``flightlog.local/<ledger id>/<session>``, :func:`flightlog.integrity.checkpoints.origin_for`), and the
 retained heads outside the database are filed under that id. So:
 
 * **Ledger id.** A destination that holds no session (and no index leaf) yet takes the source's ledger id
@@ -20,7 +20,7 @@ retained heads outside the database are filed under that id. So:
   the leaves) and the cosignatures of its origin.
 * **Verified on arrival** with the check ``flightlog verify --all`` makes (:func:`audit_session` per
   session: chain, tree, signed checkpoints against the trusted keys, seal, retained head, witness
-  cosignatures, salted artifacts; then :func:`~flightlog.indexlog.audit_index` and the sessions the index
+  cosignatures, salted artifacts; then :func:`~flightlog.integrity.indexlog.audit_index` and the sessions the index
   log or a retained head knows but the copy lacks), inside the destination transaction.
 
 Everything happens in **one destination transaction**: a refusal or a copy that does not verify
@@ -32,7 +32,7 @@ after the commit (the copied rows bypass the recorder's projector).
 Copying a subset (``sessions=``) copies no index log (it covers the whole ledger) and checks only those
 sessions.
 
-**One live store per ledger** (:mod:`flightlog.retirement`). Two writable stores of one ledger would make
+**One live store per ledger** (:mod:`flightlog.integrity.retirement`). Two writable stores of one ledger would make
 each other look rolled back (they share the retained heads). So a copy retires one of them, in the same
 transactions, with a record signed by the log key that pins what the retired store holds:
 
@@ -55,7 +55,10 @@ from contextlib import nullcontext
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from .checkpoints import (
+from ..encoding import decode_stored
+from ..errors import Divergence, FlightlogError, LedgerIntegrityError, StoreError
+from ..events import Custom
+from ..integrity.checkpoints import (
     HeadStore,
     Notary,
     WitnessedHead,
@@ -64,14 +67,12 @@ from .checkpoints import (
     missing_sessions,
     origin_for,
 )
-from .encoding import decode_stored
-from .errors import Divergence, FlightlogError, LedgerIntegrityError, StoreError
-from .events import Custom
-from .indexlog import audit_index, index_origin
-from .keys import Keyring, load_keyring, now_ms
-from .ledger import GENESIS, CompactRange, chain_hash, leaf_hash
-from .retirement import Pin, Retirement, sign_retirement
-from .store.base import (
+from ..integrity.indexlog import audit_index, index_origin
+from ..integrity.keys import Keyring, load_keyring, now_ms
+from ..integrity.retirement import Pin, Retirement, sign_retirement
+from ..integrity.witness import TrustedWitness, load_witnesses, witnessed_heads
+from ..ledger import GENESIS, CompactRange, chain_hash, leaf_hash
+from ..store.base import (
     EffectRecord,
     ImportRecord,
     SessionHead,
@@ -80,8 +81,7 @@ from .store.base import (
     StoredEvent,
     retired_error,
 )
-from .store.sqlite import SqliteStore
-from .witness import TrustedWitness, load_witnesses, witnessed_heads
+from ..store.sqlite import SqliteStore
 
 __all__ = ["CopyNotVerified", "CopyReport", "copy_session", "copy_store"]
 
@@ -190,9 +190,9 @@ def copy_store(
         sessions: Session ids to copy (default: every session, oldest first, and the index log).
         on_session: Called after each session is staged with its id and event count (progress; the
             copy commits only once everything verified).
-        keyring: Trusted log keys for the arrival check (default :func:`~flightlog.keys.load_keyring`).
+        keyring: Trusted log keys for the arrival check (default :func:`~flightlog.integrity.keys.load_keyring`).
         heads: Retained heads (default :meth:`HeadStore.default`).
-        witnesses: Trusted witnesses (default :func:`~flightlog.witness.load_witnesses`).
+        witnesses: Trusted witnesses (default :func:`~flightlog.integrity.witness.load_witnesses`).
         online: Also ask witnesses with a URL for their latest heads (default: stored cosignatures only).
         notary: Signs the retirement record (default :meth:`Notary.from_env`, the user's log key).
 
@@ -258,7 +258,7 @@ def copy_store(
                     notary,
                 )
     if ids and report.retired != "destination":  # a retired destination built it before retiring
-        from .runs import rebuild_projection  # local: the read model builds on the core
+        from ..runs import rebuild_projection  # local: the read model builds on the core
 
         rebuild_projection(dst)
     return report
@@ -293,7 +293,7 @@ def _retire(
     if whole:
         src.retire(record.summary(), note)
     else:
-        from .runs import rebuild_projection  # local: the read model builds on the core
+        from ..runs import rebuild_projection  # local: the read model builds on the core
 
         if report.sessions:
             rebuild_projection(dst)  # a retired store takes no more writes, not even its projection
@@ -447,7 +447,7 @@ def _copy_index(src: Store, dst: Store, ledger_id: str, report: CopyReport) -> P
 
 def _checkpoint_ids(dst: Store, session_id: str) -> dict[bytes, int]:
     """The destination's checkpoints of a session by note text (an index leaf's bytes)."""
-    from .checkpoints import NoteError, parse_note
+    from ..integrity.checkpoints import NoteError, parse_note
 
     out: dict[bytes, int] = {}
     if not _exists(dst, session_id):

@@ -34,13 +34,13 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 from urllib.parse import quote
 
+from ..errors import LedgerIntegrityError
+from ..ledger import CompactRange, leaf_hash, node_hash, verify_consistency, verify_inclusion
 from .checkpoints import Checkpoint, NoteError, open_checkpoint, parse_note
-from .errors import LedgerIntegrityError
 from .keys import Keyring
-from .ledger import CompactRange, leaf_hash, node_hash, verify_consistency, verify_inclusion
 
 if TYPE_CHECKING:
-    from .store.base import Store
+    from ..store.base import Store
 
 __all__ = [
     "FORMAT",

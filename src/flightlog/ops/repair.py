@@ -23,9 +23,9 @@ import time
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
-from .errors import FlightlogError, RepairError
-from .recorder import verify_session
-from .store.sqlite import SqliteStore
+from ..errors import FlightlogError, RepairError
+from ..recorder import verify_session
+from ..store.sqlite import SqliteStore
 
 __all__ = ["RepairReport", "repair_discard_wal"]
 

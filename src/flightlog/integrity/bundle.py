@@ -22,7 +22,7 @@
 **Trust.** Nothing in the bundle is a trust anchor. The auditor brings the log's verifier key
 (``--key``, or the local key manifest) and, to count cosignatures, the witness keys
 (``--witness-key``, or the local ``witnesses.json``). ``keys.json`` is used only to follow rotations a
-trusted key endorsed (:func:`~flightlog.keys.trusted_by_endorsement`); ``witnesses.json`` is
+trusted key endorsed (:func:`~flightlog.integrity.keys.trusted_by_endorsement`); ``witnesses.json`` is
 informational. A bundle whose manifest is signed by another key (a swapped ``keys.json`` and a re-signed
 manifest) is rejected with the signer named.
 
@@ -51,6 +51,9 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from ..errors import FlightlogError
+from ..narration import plural
+from ..store.base import CheckpointRecord, StoredEvent
 from .checkpoints import (
     AuditReport,
     Checkpoint,
@@ -62,7 +65,6 @@ from .checkpoints import (
     parse_note,
     sign_note,
 )
-from .errors import FlightlogError
 from .keys import (
     KeyManifestError,
     Keyring,
@@ -72,11 +74,9 @@ from .keys import (
     now_ms,
     trusted_by_endorsement,
 )
-from .narration import plural
-from .store.base import CheckpointRecord, StoredEvent
 
 if TYPE_CHECKING:
-    from .store.base import Store
+    from ..store.base import Store
     from .witness import CosignerKey
 
 __all__ = [
@@ -117,7 +117,7 @@ def _dump(path: Path, doc: Any) -> str:
 
 
 def _write_entries(store: Store, session_id: str, path: Path) -> tuple[str, int, str]:
-    from .sessions import export_line
+    from ..sessions import export_line
 
     digest, count, head = hashlib.sha256(), 0, "GENESIS"
     with path.open("w", encoding="utf-8", newline="\n") as fh:
@@ -162,7 +162,7 @@ def export_bundle(
         store: The store.
         session_id: The session (exact id).
         directory: Where to write.
-        signer: Signs ``manifest.note`` (default: the user's log key, :func:`~flightlog.keys.load_signer`).
+        signer: Signs ``manifest.note`` (default: the user's log key, :func:`~flightlog.integrity.keys.load_signer`).
         keyring: The public keys to ship in ``keys.json`` (default: the user's manifest).
 
     Returns:

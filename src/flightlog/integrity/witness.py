@@ -52,7 +52,7 @@ cosigned (learning it from a 409 when the database forgot), verify the returned 
 trusted witness key and keep the cosigned note in the database (``cosignatures``).
 :func:`witnessed_heads` gathers the verified cosigned heads of an origin, from the database and from
 each trusted witness with a URL (``<key dir>/witnesses.json``), for
-:func:`~flightlog.checkpoints.audit_session`.
+:func:`~flightlog.integrity.checkpoints.audit_session`.
 
 Source: C2SP tlog-witness, tlog-cosignature, tlog-checkpoint, signed-note; RFC 9162 §2.1.4.
 """
@@ -80,6 +80,8 @@ from cryptography.exceptions import InvalidSignature
 from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey, Ed25519PublicKey
 from cryptography.hazmat.primitives.serialization import Encoding, NoEncryption, PrivateFormat, PublicFormat
 
+from ..errors import FlightlogError
+from ..ledger import EMPTY_ROOT, verify_consistency
 from .checkpoints import (
     Checkpoint,
     Note,
@@ -93,12 +95,10 @@ from .checkpoints import (
     origin_for,
     parse_note,
 )
-from .errors import FlightlogError
 from .keys import KeyManifestError, Keyring, TrustedKey, VerifierKey, key_dir, key_id, parse_typed_key
-from .ledger import EMPTY_ROOT, verify_consistency
 
 if TYPE_CHECKING:
-    from .store.base import Store
+    from ..store.base import Store
 
 __all__ = [
     "COSIGNATURE_HEADER",
@@ -124,7 +124,7 @@ __all__ = [
     "witnessed_heads",
 ]
 
-log = logging.getLogger("flightlog.witness")
+log = logging.getLogger("flightlog.integrity.witness")
 
 COSIGNATURE_TYPE = 0x04
 """Signature type byte of Ed25519 cosignatures (C2SP tlog-cosignature, "Format")."""
@@ -825,7 +825,7 @@ def _submit(
     else:  # pragma: no cover - the witness moved twice between two requests
         raise WitnessError(url=url, reason="the witness's size kept changing")
     stamp = max(key.verify(signed.checkpoint.text(), s) or 0 for s in parse_note(note).signatures)
-    from .store.base import CosignatureRecord
+    from ..store.base import CosignatureRecord
 
     store.record_cosignature(
         CosignatureRecord(origin, signed.size, signed.root.hex(), str(key), note, int(time.time() * 1000))
@@ -855,7 +855,7 @@ def submit_session(
         witness_key: The witness's key (default: the trusted witness with this URL).
         keyring: Trusted log keys to check the checkpoint first (default: the user's).
         timeout: Seconds per request.
-        key_directory: Where ``witnesses.json`` is (default :func:`~flightlog.keys.key_dir`).
+        key_directory: Where ``witnesses.json`` is (default :func:`~flightlog.integrity.keys.key_dir`).
 
     Raises:
         WitnessError: no checkpoint, refused, unreachable, an invalid cosignature, or a witness that

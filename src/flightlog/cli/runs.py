@@ -8,7 +8,7 @@ process. Thin: parse, call one library function, print.
 
 Mount it from ``cli.py``::
 
-    from .cli_runs import register as register_runs
+    from .runs import register as register_runs
     register_runs(app, _store)   # _store(read_only: bool) -> ContextManager[Store]
 """
 
@@ -23,13 +23,13 @@ from typing import Annotated
 
 import typer
 
-from .cli_console import console
-from .errors import SessionNotFound
-from .live import DEFAULT_LEASE_MS, RunView, follow_events, list_run_views, list_runs_json_live, wall_ms
-from .narration import narrate, short
-from .runs import RunSource, RunState, build_tree, projection_ready, rebuild_projection
-from .runs.projection import RunNode
-from .store.base import Store, StoredEvent
+from ..errors import SessionNotFound
+from ..live import DEFAULT_LEASE_MS, RunView, follow_events, list_run_views, list_runs_json_live, wall_ms
+from ..narration import narrate, short
+from ..runs import RunSource, RunState, build_tree, projection_ready, rebuild_projection
+from ..runs.projection import RunNode
+from ..store.base import Store, StoredEvent
+from .console import console
 
 __all__ = ["register", "tail_line", "view_line"]
 
@@ -288,7 +288,7 @@ def _tail_command(open_db: OpenDb) -> Callable[..., None]:
                     sys.stdout.flush()
             except KeyboardInterrupt:
                 return
-            from .cli import refuse_quietly_diverged  # the root app's check, as for show and replay
+            from .options import refuse_quietly_diverged  # the root app's check, as for show and replay
 
             refuse_quietly_diverged(store, session_id)  # what was printed must verify, or exit 1 saying so
 

@@ -30,11 +30,11 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Literal
 
+from ..errors import Divergence, FlightlogError, LedgerIntegrityError, StoreError
+from ..store.base import Store
 from .checkpoints import AuditReport, HeadStore, Notary, WitnessedHead, audit_session, origin_for
-from .errors import Divergence, FlightlogError, LedgerIntegrityError, StoreError
 from .indexlog import IndexReport, audit_index, index_origin, indexed_heads
 from .keys import Keyring, load_keyring
-from .store.base import Store
 from .witness import TrustedWitness, load_witnesses, witnessed_heads
 
 if TYPE_CHECKING:
@@ -65,8 +65,8 @@ class Auditor:
 
     @classmethod
     def from_env(cls, *, online: bool = True) -> Auditor:
-        """The user's: :func:`~flightlog.keys.load_keyring`, :meth:`HeadStore.default`,
-        :func:`~flightlog.witness.load_witnesses` (what ``flightlog audit`` trusts).
+        """The user's: :func:`~flightlog.integrity.keys.load_keyring`, :meth:`HeadStore.default`,
+        :func:`~flightlog.integrity.witness.load_witnesses` (what ``flightlog audit`` trusts).
 
         Raises:
             KeyManifestError: an unreadable or untrusted key manifest or witness list.
@@ -91,7 +91,7 @@ class Auditor:
         )
 
     def retirement(self, store: Store) -> RetirementCheck | None:
-        """The store's retirement (:func:`flightlog.retirement.load_retirement`) under these keys."""
+        """The store's retirement (:func:`flightlog.integrity.retirement.load_retirement`) under these keys."""
         from .retirement import load_retirement  # local: kept out of the import-time graph
 
         return load_retirement(store, self.keyring)
@@ -103,7 +103,7 @@ class Auditor:
         sessions: bool = True,
         retired: RetirementCheck | Literal["load"] | None = "load",
     ) -> IndexReport:
-        """:func:`~flightlog.indexlog.audit_index` with these keys, retained and witnessed index heads.
+        """:func:`~flightlog.integrity.indexlog.audit_index` with these keys, retained and witnessed index heads.
 
         Args:
             store: The store.

@@ -1,6 +1,6 @@
 """``flightlog demo``, kernel part: one durable agent run across five processes, on a recorded conversation.
 
-The agent (:func:`demo_agent`, spec ``flightlog.demo_kernel:demo_agent``) asks "What is the largest city in
+The agent (:func:`demo_agent`, spec ``flightlog.cli.demo_kernel:demo_agent``) asks "What is the largest city in
 the user country?" of the real Anthropic SDK adapter, pointed at a loopback replay server that serves the
 packaged cassette ``anthropic/thinking-tool-use-roundtrip`` (thinking with a signature, a tool call, the
 answer). Its one tool, ``get_user_country``, is a billed lookup in an account service (a JSONL file in the
@@ -39,14 +39,14 @@ from typing import Any
 
 from rich.console import Console
 
-from .events import Custom
-from .kernel import Agent, Policy, Rule, current_effect_key, tool
-from .narration import summarize_message
-from .providers._sdk import INSTALL_HINT
-from .providers.replay_server import packaged_cassettes, replay_provider
-from .recorder import verify_session
-from .sessions import iter_events, replay_session
-from .store import SqliteStore, Store
+from ..events import Custom
+from ..kernel import Agent, Policy, Rule, current_effect_key, tool
+from ..narration import summarize_message
+from ..providers._sdk import INSTALL_HINT
+from ..providers.replay_server import packaged_cassettes, replay_provider
+from ..recorder import verify_session
+from ..sessions import iter_events, replay_session
+from ..store import SqliteStore, Store
 
 __all__ = [
     "CASSETTE",
@@ -60,7 +60,7 @@ __all__ = [
     "run_kernel_demo",
 ]
 
-SPEC = "flightlog.demo_kernel:demo_agent"
+SPEC = "flightlog.cli.demo_kernel:demo_agent"
 """The agent spec the demo's processes run (recorded in the session, so ``resume`` needs no ``--spec``)."""
 GOAL = "What is the largest city in the user country?"
 """The recorded conversation's first user message."""

@@ -25,7 +25,7 @@ session rather than an event in every referencing session because sealed session
 appending to a live session would take its authority epoch from the writer recording it. The events
 table is never touched: every chain, tree head and signed checkpoint still verifies.
 
-**Verification** (:func:`check_artifacts`, called by :func:`~flightlog.checkpoints.audit_session`): every
+**Verification** (:func:`check_artifacts`, called by :func:`~flightlog.integrity.checkpoints.audit_session`): every
 salted handle a session's events mention is reported ``present``, ``erased`` (the erasure log event is
 read back and must name the handle) or ``missing``: gone without an erasure record, the divergence
 ``artifact_missing`` at the first referencing seq.
@@ -40,14 +40,14 @@ import re
 import secrets
 from typing import TYPE_CHECKING
 
+from ..errors import Divergence, EventDecodeError, SessionNotFound, StoreError
+from ..store.base import ErasureRecord
 from .checkpoints import SALTED_PREFIX, AuditReport, Notary
-from .errors import Divergence, EventDecodeError, SessionNotFound, StoreError
 from .keys import now_ms
-from .store.base import ErasureRecord
 
 if TYPE_CHECKING:
-    from .recorder import Recorder
-    from .store.base import Store
+    from ..recorder import Recorder
+    from ..store.base import Store
 
 __all__ = [
     "ERASED_KIND",
@@ -141,7 +141,7 @@ def get_personal_artifact(store: Store, handle: str) -> bytes | None:
 
 
 def _erasure_log(store: Store, notary: Notary | None) -> Recorder:
-    from .recorder import Recorder
+    from ..recorder import Recorder
 
     try:
         store.get_session(ERASURE_LOG)
@@ -221,8 +221,8 @@ def check_artifacts(store: Store, report: AuditReport) -> None:
 
 
 def _erasure_problem(store: Store, handle: str, erasure: ErasureRecord | None) -> str | None:
-    from .encoding import decode_stored
-    from .events import Custom
+    from ..encoding import decode_stored
+    from ..events import Custom
 
     if erasure is None:
         return "gone without an erasure record"

@@ -2,7 +2,7 @@
 
 Mounting (the ``flightlog`` app adds them at top level, with its own ``--db`` handling)::
 
-    from .cli_kernel import register as register_kernel
+    from .kernel import register as register_kernel
     register_kernel(app, _store)      # _store(read_only: bool) -> context manager yielding a Store
 
 ``kernel_app`` is a standalone Typer app with the same commands and a ``--db`` option (env
@@ -28,18 +28,18 @@ import typer
 from rich.console import Console
 from typer.core import TyperGroup
 
-from .audit import Auditor, require_intact
-from .checkpoints import Notary
-from .cli_console import console
-from .errors import FlightlogError, SessionNotFound
-from .events import Custom, SessionEvent
-from .kernel import Kernel, NotPending, RunResult, approve, deny, operator_problem, pending
-from .kernel.abort import abort
-from .kernel.errors import AgentSpecError
-from .kernel.records import Verdict
-from .kernel.spec import is_logical, load_agent, recorded_spec
-from .narration import narrate, plural, printable, short
-from .store import Store, StoredEvent, open_store
+from ..errors import FlightlogError, SessionNotFound
+from ..events import Custom, SessionEvent
+from ..integrity.audit import Auditor, require_intact
+from ..integrity.checkpoints import Notary
+from ..kernel import Kernel, NotPending, RunResult, approve, deny, operator_problem, pending
+from ..kernel.abort import abort
+from ..kernel.errors import AgentSpecError
+from ..kernel.records import Verdict
+from ..kernel.spec import is_logical, load_agent, recorded_spec
+from ..narration import narrate, plural, printable, short
+from ..store import Store, StoredEvent, open_store
+from .console import console
 
 __all__ = ["EXIT_CODES", "OpenDb", "Progress", "kernel_app", "register"]
 

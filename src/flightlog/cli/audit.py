@@ -8,7 +8,7 @@ root's one handler to print and map to an exit code. Exit codes follow the rest 
 valid, 1 a problem found, 2 a usage mistake (bad option, unknown session, unreadable proof file).
 
 :func:`check_sessions` is the body of both ``flightlog audit`` and ``flightlog verify``: the full check of
-:mod:`flightlog.audit` (chain, tree, signed checkpoints, seal, retained head, witnessed heads (each trusted
+:mod:`flightlog.integrity.audit` (chain, tree, signed checkpoints, seal, retained head, witnessed heads (each trusted
 witness with a URL is asked, unless ``--offline``), the index log and the session's checkpoints it holds,
 salted artifacts), the same check every command that acts on a session runs first; with ``--all`` the
 index log is reported once, with the sessions it (or a retained head) knows but the database lost.
@@ -25,23 +25,32 @@ from typing import Annotated, Any
 
 import typer
 
-from .audit import Auditor, require_intact
-from .checkpoints import AuditReport, Notary, RetainedHead, missing_sessions
-from .cli_console import terminal_safe
-from .errors import FlightlogError
-from .indexlog import (
+from ..errors import FlightlogError
+from ..integrity.audit import Auditor, require_intact
+from ..integrity.checkpoints import AuditReport, Notary, RetainedHead, missing_sessions
+from ..integrity.indexlog import (
     INDEX_PROOF_FORMAT,
     IndexInclusionProof,
     IndexReport,
     load_index_proof,
     prove_index_inclusion,
 )
-from .keys import Keyring, TrustedKey, VerifierKey, key_dir, load_keyring, load_signer, rotate_key, trust_key
-from .narration import plural
-from .proofs import load_proof, prove_consistency, prove_inclusion
-from .retirement import RetirementCheck, split_missing
-from .store import Store
-from .witness import load_witnesses
+from ..integrity.keys import (
+    Keyring,
+    TrustedKey,
+    VerifierKey,
+    key_dir,
+    load_keyring,
+    load_signer,
+    rotate_key,
+    trust_key,
+)
+from ..integrity.proofs import load_proof, prove_consistency, prove_inclusion
+from ..integrity.retirement import RetirementCheck, split_missing
+from ..integrity.witness import load_witnesses
+from ..narration import plural
+from ..store import Store
+from .console import terminal_safe
 
 __all__ = ["audit_app", "check_sessions", "grants_app", "keys_app", "witness_app"]
 
@@ -57,7 +66,7 @@ audit_app.add_typer(grants_app, name="grants")
 
 @contextmanager
 def _store(read_only: bool = True) -> Iterator[Store]:
-    from .cli import _store as open_root_store  # the root callback has parsed --db by now
+    from .options import open_db as open_root_store  # the root callback has parsed --db by now
 
     with open_root_store(read_only=read_only) as store:
         yield store
@@ -285,7 +294,7 @@ def check_sessions(session: str | None, *, all_sessions: bool, json_out: bool, o
 
 
 def _stale_rows(elsewhere: list[RetainedHead], retired: RetirementCheck | None) -> list[dict[str, Any]]:
-    """Retained heads of sessions a retired store never held (:func:`flightlog.retirement.split_missing`)."""
+    """Retained heads of sessions a retired store never held (:func:`flightlog.integrity.retirement.split_missing`)."""
     phrase = retired.describe() if retired is not None else ""
     return [
         {
@@ -355,8 +364,8 @@ def _print_index(report: IndexReport) -> None:
 
 
 def _audit_bundle(directory: Path, keys: list[str], witness_keys: list[str] | None, json_out: bool) -> None:
-    from .bundle import audit_bundle
-    from .witness import CosignerKey
+    from ..integrity.bundle import audit_bundle
+    from ..integrity.witness import CosignerKey
 
     try:
         keyring = (
@@ -469,7 +478,7 @@ def witness_serve_cmd(
     Without any trusted log key (given now or kept from before), the local key manifest's keys are trusted.
     A port that cannot be listened on (taken, not allowed) is one error line and exit 1.
     """
-    from .witness import Witness, WitnessServer
+    from ..integrity.witness import Witness, WitnessServer
 
     directory = store_dir or _default_witness_dir()
     witness = Witness.open(directory, name=name, log_keys=log_keys or [], origin_prefix=origin_prefix)
@@ -507,7 +516,7 @@ def witness_submit_cmd(
 
     The session must first pass the full check (as ``audit --offline``): exit 1 naming the seq otherwise.
     """
-    from .witness import CosignerKey, submit_index, submit_session
+    from ..integrity.witness import CosignerKey, submit_index, submit_session
 
     if not url:
         raise typer.BadParameter("give --url URL", param_hint="--url")
@@ -521,7 +530,9 @@ def witness_submit_cmd(
     with _store(read_only=False) as store:
         if session:
             sid = store.resolve_session(session)
-            require_intact(store, sid, auditor=Auditor.from_env(online=False))  # no cosigning what audit rejects
+            require_intact(
+                store, sid, auditor=Auditor.from_env(online=False)
+            )  # no cosigning what audit rejects
             done.append(submit_session(store, sid, url, witness_key=key))
         if index:
             done.append(submit_index(store, url, witness_key=key))
@@ -551,7 +562,7 @@ def witness_trust_cmd(
     ] = None,
 ) -> None:
     """Trust a witness key: its cosignatures count, and verify/audit ask it (at --url) for the heads it saw."""
-    from .witness import trust_witness
+    from ..integrity.witness import trust_witness
 
     entry = trust_witness(vkey, url)
     _say(f"trusted witness: {entry.key}" + (f" at {entry.url}" if entry.url else ""))
@@ -568,7 +579,7 @@ def grants_sign_cmd(
     """Sign a grant policy with the policy key (created on first use, distinct from the log key)."""
     from pydantic import ValidationError
 
-    from .grants import GrantPolicy, load_policy_signer, policy_digest, sign_grant
+    from ..integrity.grants import GrantPolicy, load_policy_signer, policy_digest, sign_grant
 
     try:
         parsed = GrantPolicy.model_validate_json(policy.read_bytes())
@@ -588,7 +599,7 @@ def grants_verify_cmd(
     json_out: Annotated[bool, typer.Option("--json", help="Print the verified policy as JSON.")] = False,
 ) -> None:
     """Verify a signed grant policy against the trusted policy keys (exit 1 when it does not verify)."""
-    from .grants import load_policy_keys, verify_grant
+    from ..integrity.grants import load_policy_keys, verify_grant
 
     try:
         text = envelope.read_text(encoding="utf-8")
@@ -613,7 +624,7 @@ def grants_verify_cmd(
 @grants_app.command("key")
 def grants_key_cmd() -> None:
     """Print the policy key's verifier key (creating the key on first use)."""
-    from .grants import load_policy_signer
+    from ..integrity.grants import load_policy_signer
 
     _say(str(load_policy_signer().verifier))
 
@@ -621,7 +632,7 @@ def grants_key_cmd() -> None:
 @grants_app.command("trust")
 def grants_trust_cmd(vkey: Annotated[str, typer.Argument(help="Policy verifier key.")]) -> None:
     """Trust another policy key (never a log key)."""
-    from .grants import trust_policy_key
+    from ..integrity.grants import trust_policy_key
 
     _say(f"trusted policy key: {trust_policy_key(vkey)}")
 
@@ -639,7 +650,7 @@ def erase_cmd(
     ] = False,
 ) -> None:
     """Erase a salted artifact's content and salt; ledger the erasure; every chain still verifies."""
-    from .erasure import ArtifactNotFound, erase_artifact
+    from ..integrity.erasure import ArtifactNotFound, erase_artifact
 
     with _store(read_only=False) as store:
         try:

@@ -61,7 +61,7 @@ from cryptography.exceptions import InvalidSignature
 from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey, Ed25519PublicKey
 from cryptography.hazmat.primitives.serialization import Encoding, PublicFormat
 
-from .errors import FlightlogError
+from ..errors import FlightlogError
 
 __all__ = [
     "DEFAULT_KEY_NAME",
@@ -133,7 +133,7 @@ def key_id(name: str, public_key: bytes, sig_type: int = SIG_ED25519) -> int:
         name: The key name (UTF-8).
         public_key: The 32-byte RFC 8032 Ed25519 public key.
         sig_type: The signature type byte: 0x01 note signatures (default), 0x04 C2SP tlog-cosignature
-            Ed25519 cosignatures (:mod:`flightlog.witness`).
+            Ed25519 cosignatures (:mod:`flightlog.integrity.witness`).
 
     Returns:
         ``SHA-256(name || 0x0A || sig_type || public_key)[:4]`` as a big-endian uint32.

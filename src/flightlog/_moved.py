@@ -1,0 +1,78 @@
+"""Old import paths of the modules that moved into packages (issue 11: ``flightlog.cli``,
+``flightlog.integrity``, ``flightlog.ops``), kept for one release.
+
+``import flightlog.checkpoints`` (or ``from flightlog.keys import load_keyring``) still works: a finder on
+``sys.meta_path``, installed by ``flightlog/__init__.py``, builds a module under the old name that re-exports
+the public names (``__all__``) of the module(s) it moved to, and emits a :class:`DeprecationWarning` naming
+the new path. One table, so removing the old paths next release is deleting this module. Agent specs stored
+in ledgers by the old demo (``flightlog.demo_kernel:demo_agent``) keep resolving the same way.
+"""
+
+from __future__ import annotations
+
+import importlib
+import importlib.abc
+import importlib.machinery
+import sys
+import warnings
+from collections.abc import Sequence
+from types import ModuleType
+
+__all__ = ["MOVED", "install"]
+
+_INTEGRITY = ("keys", "proofs", "indexlog", "witness", "bundle", "grants", "erasure", "retirement", "audit")
+
+MOVED: dict[str, tuple[str, ...]] = {
+    **{f"flightlog.{name}": (f"flightlog.integrity.{name}",) for name in _INTEGRITY},
+    "flightlog.checkpoints": ("flightlog.integrity.checkpoints",),
+    "flightlog.dbcopy": ("flightlog.ops.dbcopy",),
+    "flightlog.repair": ("flightlog.ops.repair",),
+    **{f"flightlog.cli_{name}": (f"flightlog.cli.{name}",) for name in ("audit", "kernel", "runs", "fleet")},
+    "flightlog.cli_console": ("flightlog.cli.console",),
+    "flightlog.web.cli": ("flightlog.cli.ui",),
+    "flightlog.demo": ("flightlog.cli.demo",),
+    "flightlog.demo_kernel": ("flightlog.cli.demo_kernel",),
+    "flightlog.demo_context": ("flightlog.cli.demo_context",),
+}
+"""Old module path -> the module(s) its public names moved to (several when a module was split)."""
+
+
+class _Loader(importlib.abc.Loader):
+    def __init__(self, targets: Sequence[str]) -> None:
+        self.targets = tuple(targets)
+
+    def create_module(self, spec: importlib.machinery.ModuleSpec) -> ModuleType | None:
+        return None  # the default: a plain module
+
+    def exec_module(self, module: ModuleType) -> None:
+        warnings.warn(
+            f"{module.__name__} moved to {' and '.join(self.targets)}; the old path goes away in the next "
+            "release",
+            DeprecationWarning,
+            stacklevel=2,
+        )
+        exported: list[str] = []
+        for target in self.targets:
+            moved = importlib.import_module(target)
+            names = getattr(moved, "__all__", None) or [n for n in vars(moved) if not n.startswith("_")]
+            for name in names:
+                setattr(module, name, getattr(moved, name))
+                exported.append(name)
+        module.__all__ = sorted(set(exported))  # type: ignore[attr-defined]
+        module.__doc__ = f"Deprecated alias of {', '.join(self.targets)}."
+
+
+class _Finder(importlib.abc.MetaPathFinder):
+    def find_spec(
+        self, fullname: str, path: Sequence[str] | None, target: ModuleType | None = None
+    ) -> importlib.machinery.ModuleSpec | None:
+        targets = MOVED.get(fullname)
+        if targets is None:
+            return None
+        return importlib.machinery.ModuleSpec(fullname, _Loader(targets))
+
+
+def install() -> None:
+    """Put the old-path finder on ``sys.meta_path`` (once)."""
+    if not any(isinstance(finder, _Finder) for finder in sys.meta_path):
+        sys.meta_path.append(_Finder())

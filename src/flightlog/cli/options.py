@@ -1,0 +1,227 @@
+"""What every ``flightlog`` command module shares: the global options' state (``--db``, ``--debug``), the
+store they open, output consoles, JSON and time formatting, and the one error-to-exit-code mapping.
+
+The command modules (:mod:`flightlog.cli.root`, ``audit``, ``kernel``, ``runs``, ``fleet``) import this
+module, never each other (ARCHITECTURE.md, "Layers"). Exit codes: see :mod:`flightlog.cli.root`.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import sys
+from collections.abc import Iterator
+from contextlib import contextmanager
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import Any, NoReturn
+
+import typer
+from typer.core import TyperGroup
+
+from ..errors import FlightlogError, ImportFormatError, RepairError, SessionNotFound, StoreUnavailable
+from ..recorder import verify_session
+from ..store import Store, open_store, redact_url
+from .console import console
+
+EXIT_CLOSED_PIPE = 141
+"""Exit code when stdout's reader went away (128 + SIGPIPE, as a shell reports for ``cat`` killed by one)."""
+
+CONTEXT = {"help_option_names": ["-h", "--help"]}
+"""Click context settings of every flightlog command: ``-h`` is ``--help`` (inherited by subcommands)."""
+
+
+class Group(TyperGroup):
+    """Maps flightlog errors, usage mistakes and a closed stdout to one stderr line (or none, for the pipe)
+    and an exit code, for the console and CliRunner alike (STYLE.md (f))."""
+
+    def make_context(self, info_name: str | None, args: list[str], parent: Any = None, **extra: Any) -> Any:
+        with cli_errors():
+            return super().make_context(info_name, args, parent=parent, **extra)
+
+    def invoke(self, ctx: Any) -> Any:
+        with cli_errors():
+            try:
+                return super().invoke(ctx)
+            except FlightlogError as exc:
+                handle_errors(exc)
+
+
+# click's UsageError (typer >= 0.22 vendors click, so it is found through typer's own BadParameter)
+_USAGE_ERROR: type[Exception] = next(c for c in typer.BadParameter.__mro__ if c.__name__ == "UsageError")
+
+
+@contextmanager
+def cli_errors() -> Iterator[None]:
+    """A usage mistake click or typer raises becomes one ``flightlog: error: ...`` line and exit 2 (not a
+    boxed panel); a write to a stdout whose reader has gone exits :data:`EXIT_CLOSED_PIPE` quietly."""
+    try:
+        yield
+    except _USAGE_ERROR as exc:
+        if type(exc).__name__ == "NoArgsIsHelpError":  # `flightlog keys`: the help, as asked
+            raise
+        ctx = getattr(exc, "ctx", None)
+        hint = f" (see '{ctx.command_path} --help')" if ctx is not None else ""
+        text = getattr(exc, "format_message", exc.__str__)()
+        message = " ".join(line.strip() for line in text.splitlines() if line.strip()).removesuffix(".")
+        err.print(f"flightlog: error: {message}{hint}")
+        raise typer.Exit(2) from None
+    except BrokenPipeError:
+        closed_pipe()
+
+
+def closed_pipe() -> NoReturn:
+    """stdout's reader went away (``flightlog ls | head -1``): point stdout at /dev/null, so the interpreter's
+    final flush cannot fail again, and exit :data:`EXIT_CLOSED_PIPE` without a word (Python docs,
+    "Note on SIGPIPE")."""
+    try:
+        devnull = os.open(os.devnull, os.O_WRONLY)
+        os.dup2(devnull, sys.stdout.fileno())
+    except (OSError, ValueError):  # no real file descriptor (an in-memory stdout): nothing left to flush
+        pass
+    raise typer.Exit(EXIT_CLOSED_PIPE)
+
+
+out = console()
+err = console(stderr=True)
+
+
+class _State:
+    db: str = ""
+    db_is_default: bool = False  # the user data directory's database: its folder is ours to create
+    debug: bool = False
+
+
+state = _State()
+
+
+def default_db() -> str:
+    """``$FLIGHTLOG_DB``, else ``flightlog.db`` in the user data directory (platformdirs)."""
+    env = os.environ.get("FLIGHTLOG_DB")
+    if env:
+        return env
+    return data_dir_db()
+
+
+def data_dir_db() -> str:
+    from platformdirs import user_data_dir
+
+    return str(Path(user_data_dir("flightlog", appauthor=False)) / "flightlog.db")
+
+
+def local_db_path(db: str) -> Path | None:
+    """The SQLite file a ``--db`` value names (as :func:`flightlog.store.open_store` reads it), or None
+    for a server URL or ``:memory:``."""
+    if db.startswith(("postgres://", "postgresql://")) or db == ":memory:":
+        return None
+    if db.startswith("sqlite://"):
+        db = db.removeprefix("sqlite://")
+        db = db[1:] if db.startswith("//") else db
+    elif "://" in db:
+        return None
+    return Path(db) if db else None
+
+
+def check_new_db(db: str, *, read_only: bool, create_dirs: bool = False) -> Path | None:
+    """Refuse a ``--db`` a user most likely mistyped, before anything is created (exit 2, one line): a
+    directory, a file in a directory that does not exist (unless ``create_dirs``: the default location),
+    or, read-only, a file that does not exist yet.
+
+    Returns:
+        The path of the SQLite file a writable open is about to create (say so once it is), else None.
+    """
+    local = local_db_path(db)
+    if local is None:
+        return None
+    problem = None
+    if local.is_dir():
+        problem = f"--db {redact_url(db)} is a directory (give a database file)"
+    elif read_only and not local.exists():
+        problem = (
+            f"no database at {redact_url(db)} yet (create one with `flightlog import PATH` "
+            "or `flightlog demo`, or point --db / FLIGHTLOG_DB at yours)"
+        )
+    elif not local.exists() and not create_dirs and not local.absolute().parent.is_dir():
+        problem = (
+            f"no directory {local.absolute().parent} for --db {redact_url(db)} (a typo? create the "
+            "directory first to start a new database there)"
+        )
+    if problem is not None:
+        err.print(f"flightlog: error: {problem}")
+        raise typer.Exit(2)
+    return None if read_only or local.exists() else local
+
+
+def say_created(path: Path | None) -> None:
+    """One stderr line when a command created a new, empty database (so a mistyped --db is noticed)."""
+    if path is not None and path.exists():
+        err.print(f"flightlog: created a new database at {path}")
+
+
+@contextmanager
+def open_db(read_only: bool = False) -> Iterator[Store]:
+    db = state.db
+    postgres = db.startswith(("postgres://", "postgresql://"))
+    new = check_new_db(db, read_only=read_only, create_dirs=state.db_is_default)
+    try:
+        store = open_store(db, read_only=read_only)
+    except ImportError:
+        if not postgres:
+            raise
+        raise StoreUnavailable(
+            url=redact_url(db), reason="the PostgreSQL backend needs: pip install 'flightlog[postgres]'"
+        ) from None
+    except StoreUnavailable as exc:  # a password in a query string or keyword value must not be printed
+        reason = " ".join(redact_url(exc.reason).split())  # one line, even for libpq's two-line errors
+        raise StoreUnavailable(url=redact_url(exc.url), reason=reason) from None
+    say_created(new)
+    try:
+        yield store
+    finally:
+        store.close()
+
+
+def iso_time(ms: int | None) -> str | None:
+    if not ms:
+        return None
+    return datetime.fromtimestamp(ms / 1000, tz=UTC).isoformat(timespec="milliseconds").replace("+00:00", "Z")
+
+
+def print_json(value: Any) -> None:
+    sys.stdout.write(json.dumps(value, indent=2, ensure_ascii=False) + "\n")
+
+
+def refuse_quietly_diverged(store: Store, sid: str) -> None:
+    """After printing a session (show, replay, export, tail), check its chain (streaming, no decoding): a
+    session that fails verification gets one warning line naming the first divergent seq, and exit 1,
+    so what was just printed is never taken for the recorded history silently."""
+    report = verify_session(store, sid, decode=False)
+    if report.ok:
+        return
+    first = report.divergences[0]
+    err.print(
+        f"flightlog: warning: {sid} fails verification at seq {first.seq} ({first.reason}); what was "
+        f"printed may not be what was recorded (see `flightlog verify {sid}`)"
+    )
+    raise typer.Exit(1)
+
+
+_USAGE_ERRORS = (SessionNotFound, ImportFormatError)
+
+
+def _exit_code(exc: FlightlogError) -> int:
+    if isinstance(exc, _USAGE_ERRORS):
+        return 2
+    if isinstance(exc, RepairError) and exc.reason.startswith(("refusing", "no such")):
+        return 2
+    return 1
+
+
+def handle_errors(exc: FlightlogError) -> NoReturn:
+    """Print one ``flightlog: error: ...`` line (traceback with ``--debug``) and exit 1 or 2."""
+    if state.debug:
+        import traceback
+
+        traceback.print_exception(exc)
+    err.print(f"flightlog: error: {exc}")
+    raise typer.Exit(_exit_code(exc))
