@@ -42,8 +42,10 @@ if _SRC.is_dir() and str(_SRC) not in sys.path:
     sys.path.insert(0, str(_SRC))  # measure this checkout, installed or not
 
 from flightlog.events import Custom  # noqa: E402
-from flightlog.integrity.checkpoints import HeadStore, Notary, audit_session  # noqa: E402
+from flightlog.integrity.heads import HeadStore  # noqa: E402
 from flightlog.integrity.keys import LogSigner  # noqa: E402
+from flightlog.integrity.notary import Notary  # noqa: E402
+from flightlog.integrity.verify import audit_session  # noqa: E402
 from flightlog.recorder import Recorder  # noqa: E402
 from flightlog.store.sqlite import SqliteStore  # noqa: E402
 

@@ -21,7 +21,7 @@ from typer.testing import CliRunner
 
 from flightlog.cli import EXIT_CLOSED_PIPE, app
 from flightlog.events import Custom
-from flightlog.integrity.checkpoints import Notary
+from flightlog.integrity.notary import Notary
 from flightlog.narration import plural
 from flightlog.recorder import Recorder
 from flightlog.store import open_store

@@ -50,13 +50,15 @@ MAX_NOT_RUN = 3
 
 REQUIRED_MODULES = {
     "flightlog",
-    "flightlog.integrity.checkpoints",
-    "flightlog.integrity.erasure",
     "flightlog.errors",
     "flightlog.events",
     "flightlog.fleet",
-    "flightlog.integrity.grants",
     "flightlog.importers",
+    "flightlog.integrity.checkpoints",
+    "flightlog.integrity.erasure",
+    "flightlog.integrity.grants",
+    "flightlog.integrity.notary",
+    "flightlog.integrity.verify",
     "flightlog.integrations.langgraph",
     "flightlog.integrations.openai_agents",
     "flightlog.kernel",

@@ -14,7 +14,8 @@ import pytest
 
 from flightlog.errors import StoreUnavailable
 from flightlog.events import Custom
-from flightlog.integrity.checkpoints import Notary, _file_lock
+from flightlog.integrity.heads import _file_lock
+from flightlog.integrity.notary import Notary
 from flightlog.recorder import Recorder
 from flightlog.store import SqliteStore
 

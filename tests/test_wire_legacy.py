@@ -19,7 +19,7 @@ from typer.testing import CliRunner
 from flightlog import events as ev
 from flightlog.cli import app
 from flightlog.encoding import canonical_json, decode_stored, parse_json
-from flightlog.integrity.checkpoints import Notary
+from flightlog.integrity.notary import Notary
 from flightlog.recorder import Recorder
 from flightlog.store import SqliteStore
 

@@ -3,7 +3,7 @@
 
 ``import flightlog.checkpoints`` (or ``from flightlog.keys import load_keyring``) still works: a finder on
 ``sys.meta_path``, installed by ``flightlog/__init__.py``, builds a module under the old name that re-exports
-the public names (``__all__``) of the module(s) it moved to, and emits a :class:`DeprecationWarning` naming
+the public names of the module(s) it moved to, and emits a :class:`DeprecationWarning` naming
 the new path. One table, so removing the old paths next release is deleting this module. Agent specs stored
 in ledgers by the old demo (``flightlog.demo_kernel:demo_agent``) keep resolving the same way.
 """
@@ -24,7 +24,16 @@ _INTEGRITY = ("keys", "proofs", "indexlog", "witness", "bundle", "grants", "eras
 
 MOVED: dict[str, tuple[str, ...]] = {
     **{f"flightlog.{name}": (f"flightlog.integrity.{name}",) for name in _INTEGRITY},
-    "flightlog.checkpoints": ("flightlog.integrity.checkpoints",),
+    "flightlog.checkpoints": (  # split in five, plus the recorder's interface and salted handles
+        "flightlog.integrity.notes",
+        "flightlog.integrity.checkpoints",
+        "flightlog.integrity.heads",
+        "flightlog.integrity.notary",
+        "flightlog.integrity.signing",
+        "flightlog.integrity.verify",
+        "flightlog.notarization",
+        "flightlog.salted",
+    ),
     "flightlog.dbcopy": ("flightlog.ops.dbcopy",),
     "flightlog.repair": ("flightlog.ops.repair",),
     **{f"flightlog.cli_{name}": (f"flightlog.cli.{name}",) for name in ("audit", "kernel", "runs", "fleet")},
@@ -46,19 +55,20 @@ class _Loader(importlib.abc.Loader):
 
     def exec_module(self, module: ModuleType) -> None:
         warnings.warn(
-            f"{module.__name__} moved to {' and '.join(self.targets)}; the old path goes away in the next "
+            f"{module.__name__} moved to {', '.join(self.targets)}; the old path goes away in the next "
             "release",
             DeprecationWarning,
             stacklevel=2,
         )
-        exported: list[str] = []
-        for target in self.targets:
+        exported: set[str] = set()
+        for target in reversed(self.targets):  # the first target wins a name two of them define
             moved = importlib.import_module(target)
-            names = getattr(moved, "__all__", None) or [n for n in vars(moved) if not n.startswith("_")]
-            for name in names:
-                setattr(module, name, getattr(moved, name))
-                exported.append(name)
-        module.__all__ = sorted(set(exported))  # type: ignore[attr-defined]
+            # every public name, not only __all__: what was importable before (keys.now_ms) still is
+            for name, value in vars(moved).items():
+                if not name.startswith("_"):
+                    setattr(module, name, value)
+            exported.update(getattr(moved, "__all__", ()))
+        module.__all__ = sorted(exported)  # type: ignore[attr-defined]
         module.__doc__ = f"Deprecated alias of {', '.join(self.targets)}."
 
 

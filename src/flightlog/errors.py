@@ -112,7 +112,7 @@ class Divergence(tuple[int, str, str]):
 
     @property
     def reason(self) -> str:
-        """What diverges, one word (see the class docs; :mod:`flightlog.integrity.checkpoints` adds more)."""
+        """What diverges, one word (see the class docs; :mod:`flightlog.integrity.verify` adds more)."""
         return self[1]
 
     @property

@@ -27,8 +27,9 @@ from typing import Any
 from .encoding import canonical_bytes, canonical_json
 from .errors import LedgerIntegrityError
 from .events import Custom, Event, SessionEvent
-from .integrity.checkpoints import SEAL_KIND, Notary, SessionNotary, SessionSealed, SignedCheckpoint, resume
 from .ledger import GENESIS, CompactRange, VerifyReport, chain_hash, check_head, leaf_hash, verify_rows
+from .notarization import SEAL_KIND, Notarizer, SessionSealed, SessionSigner, SignedHead
+from .salted import put_personal_artifact
 from .store.base import (
     ArtifactRecord,
     EffectRecord,
@@ -147,7 +148,7 @@ class Recorder:
         head: str,
         tree: CompactRange,
         epoch: int,
-        notary: SessionNotary | None = None,
+        notary: SessionSigner | None = None,
     ) -> None:
         self.store = store
         self._notary = notary
@@ -174,12 +175,12 @@ class Recorder:
         metadata: dict[str, Any] | None = None,
         status: str = "running",
         created_at_ms: int | None = None,
-        notary: Notary | None = None,
+        notary: Notarizer | None = None,
     ) -> Recorder:
         """Create a new, empty session and its recorder (authority epoch 0).
 
         Args:
-            notary: Sign checkpoints (see :mod:`flightlog.integrity.checkpoints`), seal on ``finish`` and retain
+            notary: Sign checkpoints (a :class:`~flightlog.integrity.notary.Notary`; see :mod:`flightlog.integrity.signing`), seal on ``finish`` and retain
                 heads outside the database; None (default) records without signatures.
 
         Raises:
@@ -188,7 +189,7 @@ class Recorder:
                 database was rolled back to before the session existed).
         """
         sid = session_id or uuid.uuid4().hex
-        state = SessionNotary.for_new_session(store, sid, notary) if notary is not None else None
+        state = notary.start(store, sid) if notary is not None else None
         store.create_session(
             SessionRecord(
                 session_id=sid,
@@ -210,7 +211,7 @@ class Recorder:
         session_id: str,
         *,
         take_authority: bool = True,
-        notary: Notary | None = None,
+        notary: Notarizer | None = None,
         full: bool = True,
     ) -> Recorder:
         """Resume writing an existing session after recomputing its whole chain.
@@ -221,7 +222,7 @@ class Recorder:
             take_authority: Bump the authority epoch so an older writer is fenced off (default).
             notary: Also verify the signed checkpoints, the seal and the retained head (refusing a
                 database older than, or inconsistent with, it), and keep signing; see
-                :func:`flightlog.integrity.checkpoints.resume`.
+                :func:`flightlog.integrity.signing.resume`.
             full: With a notary, False resumes from the latest signed checkpoint in O(log n) + the rows
                 after it, without re-reading the rows it covers (a full verify still catches edits to
                 them). Default True: every row is recomputed.
@@ -234,7 +235,7 @@ class Recorder:
             ValueError: ``full=False`` without a notary.
         """
         if notary is not None:
-            anchor = resume(store, session_id, notary, full=full)
+            anchor = notary.resume(store, session_id, full=full)
             bump = store.bump_authority_epoch if take_authority else store.authority_epoch
             return cls(
                 store,
@@ -394,11 +395,11 @@ class Recorder:
         """Append a ``Custom`` event (seed 003 ``record_custom``)."""
         return self.append(Custom(custom_kind=kind, payload=payload))
 
-    def checkpoint(self) -> SignedCheckpoint | None:
+    def checkpoint(self) -> SignedHead | None:
         """Sign a checkpoint over every durable event now (the kernel calls this before side effects).
 
         Returns the latest checkpoint unchanged when it already covers every event; None without a
-        notary or with no events. See :mod:`flightlog.integrity.checkpoints` for the format and cadence.
+        notary or with no events. See :mod:`flightlog.integrity.checkpoints` for the format, :mod:`flightlog.integrity.signing` for the cadence.
         """
         if self._notary is None:
             return None
@@ -522,9 +523,7 @@ class Recorder:
     def put_personal_artifact(self, content: bytes, media_type: str = "application/octet-stream") -> str:
         """Store personal data erasably for this session; returns ``salted:sha256:<hex>`` to put in events.
 
-        See :mod:`flightlog.integrity.erasure`: the content and its salt never enter the ledger, and
+        See :mod:`flightlog.salted` and :mod:`flightlog.integrity.erasure`: the content and its salt never enter the ledger, and
         ``flightlog erase`` removes both without touching a ledger row.
         """
-        from .integrity.erasure import put_personal_artifact  # local: erasure builds on this module
-
         return put_personal_artifact(self.store, content, media_type, session_id=self.session_id)

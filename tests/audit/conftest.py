@@ -13,8 +13,9 @@ from pathlib import Path
 import pytest
 
 from flightlog.events import Custom
-from flightlog.integrity.checkpoints import HeadStore, Notary
+from flightlog.integrity.heads import HeadStore
 from flightlog.integrity.keys import ENV_KEY, ENV_KEY_DIR, LogSigner
+from flightlog.integrity.notary import Notary
 from flightlog.store import SqliteStore
 
 SID = "sess-1"

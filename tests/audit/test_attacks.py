@@ -41,15 +41,11 @@ import pytest
 from flightlog.encoding import canonical_json
 from flightlog.errors import LedgerIntegrityError
 from flightlog.events import Custom
-from flightlog.integrity.checkpoints import (
-    HeadStore,
-    Notary,
-    audit_session,
-    encode_frontier,
-    missing_sessions,
-    origin_for,
-)
+from flightlog.integrity.checkpoints import encode_frontier, origin_for
+from flightlog.integrity.heads import HeadStore
 from flightlog.integrity.keys import LogSigner
+from flightlog.integrity.notary import Notary
+from flightlog.integrity.verify import audit_session, missing_sessions
 from flightlog.ledger import GENESIS, CompactRange, chain_hash, leaf_hash
 from flightlog.recorder import Recorder
 from flightlog.store import SqliteStore

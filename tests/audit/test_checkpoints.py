@@ -14,24 +14,19 @@ from flightlog.encoding import decode_stored
 from flightlog.errors import FlightlogError, LedgerIntegrityError, StoreError
 from flightlog.events import Custom
 from flightlog.integrity.checkpoints import (
-    MAX_SIGNATURES,
-    SEAL_KIND,
     Checkpoint,
-    HeadStore,
-    Notary,
-    NoteError,
-    SessionSealed,
-    audit_session,
     decode_frontier,
     encode_frontier,
     open_checkpoint,
-    open_note,
     origin_for,
-    parse_note,
-    sign_note,
 )
+from flightlog.integrity.heads import HeadStore
 from flightlog.integrity.keys import Keyring, LogSigner, TrustedKey
+from flightlog.integrity.notary import Notary
+from flightlog.integrity.notes import MAX_SIGNATURES, NoteError, open_note, parse_note, sign_note
+from flightlog.integrity.verify import audit_session
 from flightlog.ledger import CompactRange, leaf_hash, merkle_root
+from flightlog.notarization import SEAL_KIND, SessionSealed
 from flightlog.recorder import Recorder, verify_session
 from flightlog.store import SqliteStore
 

@@ -16,7 +16,7 @@ from typer.testing import CliRunner
 from flightlog.cli import options
 from flightlog.cli import root as cli_root
 from flightlog.cli.audit import audit_app
-from flightlog.integrity.checkpoints import Notary
+from flightlog.integrity.notary import Notary
 from flightlog.recorder import Recorder
 from flightlog.store import SqliteStore
 

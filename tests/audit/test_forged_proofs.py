@@ -19,8 +19,8 @@ from flightlog.cli import audit as cli_audit
 from flightlog.cli import options
 from flightlog.cli import root as cli_root
 from flightlog.cli.audit import audit_app
-from flightlog.integrity.checkpoints import Notary
 from flightlog.integrity.keys import ENV_KEY_DIR
+from flightlog.integrity.notary import Notary
 from flightlog.integrity.proofs import load_proof, prove_consistency, prove_inclusion
 from flightlog.ledger import leaf_hash
 from flightlog.recorder import Recorder

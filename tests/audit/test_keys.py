@@ -15,7 +15,6 @@ from pathlib import Path
 import pytest
 
 from flightlog.errors import FlightlogError
-from flightlog.integrity.checkpoints import NoteError, SessionSealed, open_note, parse_note, sign_note
 from flightlog.integrity.keys import (
     DEFAULT_KEY_NAME,
     ENV_KEY,
@@ -31,6 +30,8 @@ from flightlog.integrity.keys import (
     trust_key,
     valid_key_name,
 )
+from flightlog.integrity.notes import NoteError, open_note, parse_note, sign_note
+from flightlog.notarization import SessionSealed
 
 GO_SKEY = "PRIVATE+KEY+PeterNeumann+c74f20a3+AYEKFALVFGyNhPJEMzD1QIDr+Y7hfZx09iUvxdXHKDFz"
 GO_VKEY = "PeterNeumann+c74f20a3+ARpc2QcUPDhMQegwxbzhKqiBfsVkmqq/LDE4izWy10TW"

@@ -20,8 +20,9 @@ from typing import Any
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from flightlog.integrity.checkpoints import HeadStore, Notary
+from flightlog.integrity.heads import HeadStore
 from flightlog.integrity.keys import LogSigner
+from flightlog.integrity.notary import Notary
 from flightlog.integrity.proofs import prove_consistency, prove_inclusion
 from flightlog.recorder import Recorder
 from flightlog.store import SqliteStore

@@ -9,8 +9,8 @@ from typing import Any
 import pytest
 
 from flightlog.errors import LedgerIntegrityError
-from flightlog.integrity.checkpoints import Notary
 from flightlog.integrity.keys import Keyring, LogSigner, TrustedKey
+from flightlog.integrity.notary import Notary
 from flightlog.integrity.proofs import (
     ConsistencyProof,
     InclusionProof,

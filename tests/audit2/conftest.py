@@ -13,8 +13,9 @@ from pathlib import Path
 import pytest
 
 from flightlog.events import Custom
-from flightlog.integrity.checkpoints import HeadStore, Notary
+from flightlog.integrity.heads import HeadStore
 from flightlog.integrity.keys import ENV_KEY, ENV_KEY_DIR
+from flightlog.integrity.notary import Notary
 from flightlog.integrity.witness import TrustedWitness, Witness, WitnessServer
 from flightlog.recorder import Recorder
 from flightlog.store import SqliteStore

@@ -41,7 +41,7 @@ import pytest
 from flightlog.encoding import canonical_json
 from flightlog.errors import GrantError
 from flightlog.integrity.bundle import audit_bundle, export_bundle
-from flightlog.integrity.checkpoints import Notary, audit_session, encode_frontier, origin_for, sign_note
+from flightlog.integrity.checkpoints import encode_frontier, origin_for
 from flightlog.integrity.grants import (
     GrantPolicy,
     load_policy_keys,
@@ -51,6 +51,9 @@ from flightlog.integrity.grants import (
 )
 from flightlog.integrity.indexlog import audit_index, index_origin
 from flightlog.integrity.keys import Keyring, LogSigner, TrustedKey, load_signer
+from flightlog.integrity.notary import Notary
+from flightlog.integrity.notes import sign_note
+from flightlog.integrity.verify import audit_session
 from flightlog.integrity.witness import (
     TrustedWitness,
     WitnessError,

@@ -13,8 +13,9 @@ from typer.testing import CliRunner
 
 from flightlog.cli import app
 from flightlog.integrity.bundle import FILES, BundleError, audit_bundle, export_bundle
-from flightlog.integrity.checkpoints import Notary, sign_note
 from flightlog.integrity.keys import Keyring, LogSigner, TrustedKey, rotate_key
+from flightlog.integrity.notary import Notary
+from flightlog.integrity.notes import sign_note
 from flightlog.integrity.witness import TrustedWitness, Witness, submit_index, submit_session
 from flightlog.recorder import Recorder
 from flightlog.store import SqliteStore

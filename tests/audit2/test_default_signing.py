@@ -9,8 +9,8 @@ from pathlib import Path
 from typer.testing import CliRunner
 
 from flightlog.cli import app
-from flightlog.integrity.checkpoints import Notary
 from flightlog.integrity.keys import key_dir
+from flightlog.integrity.notary import Notary
 from flightlog.integrity.witness import Cosigner, trust_witness
 from flightlog.recorder import Recorder
 from flightlog.store import SqliteStore

@@ -14,7 +14,6 @@ from flightlog.cli import app
 from flightlog.errors import StoreError
 from flightlog.events import Custom
 from flightlog.integrity.bundle import export_bundle
-from flightlog.integrity.checkpoints import Notary, audit_session
 from flightlog.integrity.erasure import (
     ERASED_KIND,
     ERASURE_LOG,
@@ -25,6 +24,8 @@ from flightlog.integrity.erasure import (
     salted_digest,
 )
 from flightlog.integrity.indexlog import audit_index
+from flightlog.integrity.notary import Notary
+from flightlog.integrity.verify import audit_session
 from flightlog.recorder import Recorder
 from flightlog.store import SqliteStore
 

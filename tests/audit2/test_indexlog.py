@@ -8,7 +8,7 @@ from pathlib import Path
 import pytest
 
 from flightlog.errors import StoreError
-from flightlog.integrity.checkpoints import Checkpoint, Notary, open_checkpoint, origin_for, parse_note
+from flightlog.integrity.checkpoints import Checkpoint, open_checkpoint, origin_for
 from flightlog.integrity.indexlog import (
     append_to_index,
     audit_index,
@@ -20,6 +20,8 @@ from flightlog.integrity.indexlog import (
     session_of_origin,
 )
 from flightlog.integrity.keys import Keyring, LogSigner, TrustedKey
+from flightlog.integrity.notary import Notary
+from flightlog.integrity.notes import parse_note
 from flightlog.ledger import leaf_hash, merkle_root, verify_consistency
 from flightlog.recorder import Recorder
 from flightlog.store import SqliteStore

@@ -9,8 +9,11 @@ from pathlib import Path
 import pytest
 
 from flightlog.errors import AppendConflict
-from flightlog.integrity.checkpoints import Checkpoint, HeadStore, Notary, NoteError
+from flightlog.integrity.checkpoints import Checkpoint
+from flightlog.integrity.heads import HeadStore
 from flightlog.integrity.indexlog import index_origin
+from flightlog.integrity.notary import Notary
+from flightlog.integrity.notes import NoteError
 from flightlog.store import SqliteStore
 from flightlog.store.base import CosignatureRecord, ErasureRecord
 from flightlog.store.sqlite import MIGRATIONS

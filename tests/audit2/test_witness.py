@@ -17,9 +17,12 @@ from typer.testing import CliRunner
 
 from flightlog.cli import app
 from flightlog.errors import FlightlogError
-from flightlog.integrity.checkpoints import Notary, audit_session, origin_for, parse_note
+from flightlog.integrity.checkpoints import origin_for
 from flightlog.integrity.keys import KeyManifestError, LogSigner, key_id
+from flightlog.integrity.notary import Notary
+from flightlog.integrity.notes import parse_note
 from flightlog.integrity.proofs import prove_consistency
+from flightlog.integrity.verify import audit_session
 from flightlog.integrity.witness import (
     COSIGNATURE_TYPE,
     SIZE_CONTENT_TYPE,
@@ -134,7 +137,7 @@ def test_inconsistent_heads_are_refused_and_kept_as_evidence(
 def test_signatures_and_origins(witness: Witness, notes: list[str], notary: Notary) -> None:
     forger = LogSigner.generate(notary.signer.name)
     text = parse_note(notes[0]).text
-    from flightlog.integrity.checkpoints import sign_note
+    from flightlog.integrity.notes import sign_note
 
     assert witness.add_checkpoint(_body(sign_note(text, forger), 0)).status == 403
     sig_line = notes[0].rstrip("\n").rsplit("\n", 1)[1]

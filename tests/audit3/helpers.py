@@ -12,8 +12,8 @@ from typer.testing import CliRunner
 
 from flightlog.cli import app
 from flightlog.encoding import canonical_json
-from flightlog.integrity.checkpoints import parse_note, sign_note
 from flightlog.integrity.keys import LogSigner
+from flightlog.integrity.notes import parse_note, sign_note
 from flightlog.ledger import GENESIS, CompactRange, chain_hash, leaf_hash
 
 SPEC = "kernel.cli_agents:approval_agent"

@@ -38,8 +38,9 @@ from flightlog.errors import LedgerIntegrityError
 from flightlog.events import Custom, RunStarted
 from flightlog.fleet import Worker, submit
 from flightlog.integrity.audit import Auditor, require_intact
-from flightlog.integrity.checkpoints import HeadStore, Notary
+from flightlog.integrity.heads import HeadStore
 from flightlog.integrity.keys import LogSigner, load_signer
+from flightlog.integrity.notary import Notary
 from flightlog.kernel import Kernel
 from flightlog.kernel.spec import is_logical
 from flightlog.recorder import Recorder

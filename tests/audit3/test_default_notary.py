@@ -14,15 +14,10 @@ from langgraph.checkpoint.base import empty_checkpoint
 from flightlog.fleet import Worker, submit
 from flightlog.integrations.langgraph import FlightlogSaver, session_id_for
 from flightlog.integrations.openai_agents import FlightlogSession
-from flightlog.integrity.checkpoints import (
-    USER_NOTARY,
-    AuditReport,
-    HeadStore,
-    Notary,
-    audit_session,
-    resolve_notary,
-)
+from flightlog.integrity.heads import HeadStore
 from flightlog.integrity.keys import key_dir, load_keyring, load_signer
+from flightlog.integrity.notary import USER_NOTARY, Notary, resolve_notary
+from flightlog.integrity.verify import AuditReport, audit_session
 from flightlog.kernel import Kernel
 from flightlog.store import SqliteStore
 

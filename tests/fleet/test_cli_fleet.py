@@ -11,7 +11,8 @@ import typer
 from typer.testing import CliRunner
 
 from flightlog.cli.fleet import register
-from flightlog.integrity.checkpoints import Notary, audit_session
+from flightlog.integrity.notary import Notary
+from flightlog.integrity.verify import audit_session
 from flightlog.recorder import verify_session
 from flightlog.store import Store, open_store
 

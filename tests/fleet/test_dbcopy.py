@@ -11,7 +11,7 @@ import pytest
 
 from flightlog.errors import LedgerIntegrityError, StoreError
 from flightlog.fleet import Worker, submit
-from flightlog.integrity.checkpoints import Notary
+from flightlog.integrity.notary import Notary
 from flightlog.ops.dbcopy import copy_store
 from flightlog.recorder import Recorder, verify_session
 from flightlog.runs import list_runs

@@ -19,7 +19,7 @@ from typer.testing import CliRunner
 from flightlog.cli import app
 from flightlog.errors import StoreError
 from flightlog.importers import import_file
-from flightlog.integrity.checkpoints import Notary
+from flightlog.integrity.notary import Notary
 from flightlog.integrity.witness import Witness, WitnessServer, submit_index, submit_session, trust_witness
 from flightlog.ops.dbcopy import CopyNotVerified, copy_store
 from flightlog.recorder import Recorder

@@ -25,8 +25,9 @@ from flightlog.cli import app
 from flightlog.errors import LedgerRetired, StoreError
 from flightlog.fleet import Worker
 from flightlog.importers import import_file
-from flightlog.integrity.checkpoints import HeadStore, Notary
+from flightlog.integrity.heads import HeadStore
 from flightlog.integrity.keys import LogSigner
+from flightlog.integrity.notary import Notary
 from flightlog.integrity.retirement import Pin, Retirement, sign_retirement
 from flightlog.ops.dbcopy import copy_store
 from flightlog.recorder import Recorder

@@ -428,7 +428,7 @@ def test_concurrent_pops_never_return_the_same_item(db: Path) -> None:
 
 
 def test_notary_signed_session_resumes(db: Path) -> None:
-    from flightlog.integrity.checkpoints import Notary
+    from flightlog.integrity.notary import Notary
 
     notary = Notary.from_env()
     first = FlightlogSession("signed", db, notary=notary)

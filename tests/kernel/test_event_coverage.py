@@ -52,9 +52,10 @@ from flightlog.events import (
     ToolGated,
     ToolRequested,
 )
-from flightlog.integrity.checkpoints import HeadStore, Notary
 from flightlog.integrity.grants import GrantPolicy, load_policy_signer, policy_digest, sign_grant
+from flightlog.integrity.heads import HeadStore
 from flightlog.integrity.keys import LogSigner
+from flightlog.integrity.notary import Notary
 from flightlog.kernel import Agent, Budgets, Kernel, Policy, Rule, approve, records, tool
 from flightlog.kernel.errors import AgentSpecError, NotPending
 from flightlog.kernel.requests import check_session

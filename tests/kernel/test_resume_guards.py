@@ -69,8 +69,10 @@ def test_resume_reads_the_agent_spec_from_the_verified_ledger_not_the_session_ro
 
 
 def test_a_suspended_signed_run_leaves_no_unanchored_tail(tmp_path: Path) -> None:
-    from flightlog.integrity.checkpoints import HeadStore, Notary, audit_session
+    from flightlog.integrity.heads import HeadStore
     from flightlog.integrity.keys import LogSigner
+    from flightlog.integrity.notary import Notary
+    from flightlog.integrity.verify import audit_session
 
     notary = Notary.for_signer(
         LogSigner.generate("test.example/log"), HeadStore(tmp_path / "heads"), every=1000

@@ -17,8 +17,8 @@ import pytest
 
 import flightlog.integrity.indexlog as indexlog
 from flightlog.events import Custom
-from flightlog.integrity.checkpoints import Notary
 from flightlog.integrity.indexlog import audit_index
+from flightlog.integrity.notary import Notary
 from flightlog.recorder import Recorder
 from flightlog.store.postgres import PostgresStore
 

@@ -27,7 +27,7 @@ import typer
 
 from ..errors import FlightlogError
 from ..integrity.audit import Auditor, require_intact
-from ..integrity.checkpoints import AuditReport, Notary, RetainedHead, missing_sessions
+from ..integrity.heads import RetainedHead
 from ..integrity.indexlog import (
     INDEX_PROOF_FORMAT,
     IndexInclusionProof,
@@ -45,8 +45,10 @@ from ..integrity.keys import (
     rotate_key,
     trust_key,
 )
+from ..integrity.notary import Notary
 from ..integrity.proofs import load_proof, prove_consistency, prove_inclusion
 from ..integrity.retirement import RetirementCheck, split_missing
+from ..integrity.verify import AuditReport, missing_sessions
 from ..integrity.witness import load_witnesses
 from ..narration import plural
 from ..store import Store

@@ -23,7 +23,8 @@ from rich.console import Console
 
 from ..errors import LedgerIntegrityError
 from ..importers import import_file
-from ..integrity.checkpoints import AuditReport, Notary, audit_session
+from ..integrity.notary import Notary
+from ..integrity.verify import AuditReport, audit_session
 from ..ledger import VerifyReport
 from ..narration import plural, short, summarize_message
 from ..recorder import Recorder, verify_session

@@ -27,7 +27,7 @@ import typer
 
 from ..fleet import Worker, submit
 from ..fleet.worker import WorkerStats
-from ..integrity.checkpoints import Notary
+from ..integrity.notary import Notary
 from ..kernel import RunResult
 from ..kernel.errors import AgentSpecError
 from ..kernel.spec import is_logical

@@ -31,7 +31,7 @@ from typer.core import TyperGroup
 from ..errors import FlightlogError, SessionNotFound
 from ..events import Custom, SessionEvent
 from ..integrity.audit import Auditor, require_intact
-from ..integrity.checkpoints import Notary
+from ..integrity.notary import Notary
 from ..kernel import Kernel, NotPending, RunResult, approve, deny, operator_problem, pending
 from ..kernel.abort import abort
 from ..kernel.errors import AgentSpecError

@@ -136,7 +136,7 @@ def _stdin_to_file(directory: Path) -> Path:
 
 def _import_paths(paths: list[Path], format: str, json_out: bool, stdin: Path | None) -> None:
     """Import every transcript under ``paths``; ``stdin`` (the copy of stdin, if any) is named ``-``."""
-    from ..integrity.checkpoints import Notary
+    from ..integrity.notary import Notary
 
     def shown(path: Path) -> str:
         return "-" if path == stdin else str(path)
@@ -491,7 +491,7 @@ def repair_cmd(
 @app.command("demo")
 def demo_cmd() -> None:
     """Import the bundled example transcripts, verify, list, replay one, then show tamper detection."""
-    from ..integrity.checkpoints import Notary
+    from ..integrity.notary import Notary
     from .demo import run_demo
 
     with open_db() as store:

@@ -13,7 +13,7 @@ import uuid
 from collections.abc import Sequence
 
 from ..events import Custom, RunStarted
-from ..integrity.checkpoints import USER_NOTARY, Notary, UserNotary, resolve_notary
+from ..integrity.notary import USER_NOTARY, Notary, UserNotary, resolve_notary
 from ..kernel import Agent, load_agent
 from ..kernel.errors import AgentSpecError
 from ..kernel.records import BUDGET_LIMITS, capability_evidence
@@ -50,7 +50,7 @@ def submit(
         agent: The loaded agent (default: ``load_agent(spec)``).
         notary: Sign the session from its first events (a checkpoint over the start, so the agent spec
             workers import is signed; retained head); workers keep signing it and seal it when the run
-            ends (:mod:`flightlog.integrity.checkpoints`). Default :data:`~flightlog.integrity.checkpoints.USER_NOTARY`, the
+            ends (:mod:`flightlog.integrity.checkpoints`). Default :data:`~flightlog.integrity.notary.USER_NOTARY`, the
             user's log key (as ``flightlog submit``); None records unsigned, and then no worker imports
             the unsigned spec.
 

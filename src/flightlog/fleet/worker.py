@@ -38,7 +38,7 @@ from dataclasses import dataclass, field
 from ..errors import LedgerIntegrityError, LedgerRetired
 from ..events import CancellationReason, OperationCancelled
 from ..integrity.audit import Auditor
-from ..integrity.checkpoints import USER_NOTARY, Notary, UserNotary, resolve_notary
+from ..integrity.notary import USER_NOTARY, Notary, UserNotary, resolve_notary
 from ..kernel import AgentSpecError, Kernel, RunResult, load_agent
 from ..kernel.spec import recorded_spec
 from ..kernel.state import load_state
@@ -107,7 +107,7 @@ class Worker:
             thread; ``previous_holder`` set and status ``running``: a takeover of a dead worker's run).
         notary: Sign as the kernel runs and seal each session when its run ends; its keys and retained
             heads are what the full check before each session trusts. Default
-            :data:`~flightlog.integrity.checkpoints.USER_NOTARY` (the user's log key, as ``flightlog worker``);
+            :data:`~flightlog.integrity.notary.USER_NOTARY` (the user's log key, as ``flightlog worker``);
             None records unsigned (and checks against the user's keys).
     """
 

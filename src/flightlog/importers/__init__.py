@@ -7,7 +7,7 @@ then records every resulting session (a main session and its sub-agent children)
 Each imported session starts with a ``custom`` event ``import_source`` carrying the file's sha256, size,
 importer name and version, and the warnings (skipped lines), so provenance is inside the hash chain.
 
-With a :class:`~flightlog.integrity.checkpoints.Notary` (the CLI passes the user's), every imported session is
+With a :class:`~flightlog.integrity.notary.Notary` (the CLI passes the user's), every imported session is
 recorded with signed checkpoints and **sealed** at the end (it is the complete record of a finished file):
 a ``session_sealed`` event and a checkpoint over it, in the same transaction.
 
@@ -35,7 +35,7 @@ from .base import ImportedSession, ImportWarning, read_jsonl
 from .jsondoc import looks_like_json_array_of_events, read_json_document
 
 if TYPE_CHECKING:
-    from ..integrity.checkpoints import Notary
+    from ..integrity.notary import Notary
 
 __all__ = [
     "FORMATS",

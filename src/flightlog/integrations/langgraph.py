@@ -64,7 +64,7 @@ from langgraph.checkpoint.serde.base import SerializerProtocol
 from ..encoding import canonical_json, decode_stored, parse_json
 from ..errors import EncodingError, LedgerIntegrityError, SessionNotFound
 from ..events import Custom
-from ..integrity.checkpoints import USER_NOTARY, Notary, UserNotary, resolve_notary
+from ..integrity.notary import USER_NOTARY, Notary, UserNotary, resolve_notary
 from ..recorder import Recorder, verify_session
 from ..store.base import Store
 
@@ -198,7 +198,7 @@ class FlightlogSaver(BaseCheckpointSaver[str]):
         serde: LangGraph serializer for values, checkpoints and metadata (default: LangGraph's
             ``JsonPlusSerializer``, as every saver).
         notary: Sign checkpoints of each thread's session (see :mod:`flightlog.integrity.checkpoints`) and verify
-            them when a thread is attached. Default :data:`~flightlog.integrity.checkpoints.USER_NOTARY`: the user's
+            them when a thread is attached. Default :data:`~flightlog.integrity.notary.USER_NOTARY`: the user's
             log key, as ``flightlog run`` signs (resolved here, creating the key on first use); None
             records an unsigned chain.
 

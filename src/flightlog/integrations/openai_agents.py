@@ -63,7 +63,7 @@ except ImportError:  # pragma: no cover - exercised only with an old SDK
 from ..encoding import decode_stored, parse_json
 from ..errors import AppendConflict, LedgerIntegrityError, SessionNotFound, StaleWriter
 from ..events import Custom
-from ..integrity.checkpoints import USER_NOTARY, Notary, UserNotary, resolve_notary
+from ..integrity.notary import USER_NOTARY, Notary, UserNotary, resolve_notary
 from ..ledger import VerifyReport
 from ..recorder import Recorder, verify_session
 from ..store import open_store
@@ -133,7 +133,7 @@ class FlightlogSession(SessionABC):
             URL for :func:`flightlog.open_store`, opened on first use in a worker thread and closed by
             :meth:`close`.
         notary: Sign checkpoints and verify them on attach (:mod:`flightlog.integrity.checkpoints`). Default
-            :data:`~flightlog.integrity.checkpoints.USER_NOTARY`: the user's log key, as ``flightlog run`` signs
+            :data:`~flightlog.integrity.notary.USER_NOTARY`: the user's log key, as ``flightlog run`` signs
             (resolved here, creating the key on first use); None keeps an unsigned chain.
         session_settings: The SDK's ``SessionSettings`` (or a dict of them); its ``limit`` applies when
             :meth:`get_items` gets no ``limit`` (as in ``SQLiteSession``).

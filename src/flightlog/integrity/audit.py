@@ -32,9 +32,12 @@ from typing import TYPE_CHECKING, Literal
 
 from ..errors import Divergence, FlightlogError, LedgerIntegrityError, StoreError
 from ..store.base import Store
-from .checkpoints import AuditReport, HeadStore, Notary, WitnessedHead, audit_session, origin_for
+from .checkpoints import origin_for
+from .heads import HeadStore, WitnessedHead
 from .indexlog import IndexReport, audit_index, index_origin, indexed_heads
 from .keys import Keyring, load_keyring
+from .notary import Notary
+from .verify import AuditReport, audit_session
 from .witness import TrustedWitness, load_witnesses, witnessed_heads
 
 if TYPE_CHECKING:

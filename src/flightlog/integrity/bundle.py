@@ -54,17 +54,8 @@ from typing import TYPE_CHECKING, Any
 from ..errors import FlightlogError
 from ..narration import plural
 from ..store.base import CheckpointRecord, StoredEvent
-from .checkpoints import (
-    AuditReport,
-    Checkpoint,
-    NoteError,
-    WitnessedHead,
-    audit_rows,
-    open_note,
-    origin_for,
-    parse_note,
-    sign_note,
-)
+from .checkpoints import Checkpoint, origin_for
+from .heads import WitnessedHead
 from .keys import (
     KeyManifestError,
     Keyring,
@@ -74,6 +65,8 @@ from .keys import (
     now_ms,
     trusted_by_endorsement,
 )
+from .notes import NoteError, open_note, parse_note, sign_note
+from .verify import AuditReport, audit_rows
 
 if TYPE_CHECKING:
     from ..store.base import Store

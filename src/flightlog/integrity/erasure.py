@@ -5,6 +5,7 @@ reference such data by a salted digest instead::
 
     salted:sha256:<hex of sha256(salt || content)>          salt: 32 random bytes
 
+(putting and getting them: :mod:`flightlog.salted`, below the recorder; re-exported here)
 The content and its salt are stored together in ``salted_artifacts``, outside the ledger (never in an
 event, a checkpoint, an index leaf, an export or an offline bundle). A plain ``sha256:`` handle of a short
 value (a name, an e-mail address) can be confirmed by guessing; a salted one cannot, and once the salt is
@@ -25,7 +26,7 @@ session rather than an event in every referencing session because sealed session
 appending to a live session would take its authority epoch from the writer recording it. The events
 table is never touched: every chain, tree head and signed checkpoint still verifies.
 
-**Verification** (:func:`check_artifacts`, called by :func:`~flightlog.integrity.checkpoints.audit_session`): every
+**Verification** (:func:`check_artifacts`, called by :func:`~flightlog.integrity.verify.audit_session`): every
 salted handle a session's events mention is reported ``present``, ``erased`` (the erasure log event is
 read back and must name the handle) or ``missing``: gone without an erasure record, the divergence
 ``artifact_missing`` at the first referencing seq.
@@ -35,19 +36,25 @@ Source: ARCHITECTURE.md invariants 1 (append-only) and 8 (references are logical
 
 from __future__ import annotations
 
-import hashlib
-import re
-import secrets
 from typing import TYPE_CHECKING
 
 from ..errors import Divergence, EventDecodeError, SessionNotFound, StoreError
+from ..recorder import Recorder
+from ..salted import (
+    SALT_BYTES,
+    SALTED_PREFIX,
+    get_personal_artifact,
+    parse_handle,
+    put_personal_artifact,
+    salted_digest,
+)
 from ..store.base import ErasureRecord
-from .checkpoints import SALTED_PREFIX, AuditReport, Notary
 from .keys import now_ms
 
 if TYPE_CHECKING:
-    from ..recorder import Recorder
     from ..store.base import Store
+    from .notary import Notary
+    from .verify import AuditReport
 
 __all__ = [
     "ERASED_KIND",
@@ -68,11 +75,6 @@ ERASURE_LOG = "flightlog:erasures"
 ERASED_KIND = "artifact_erased"
 """``Custom.custom_kind`` of an erasure event."""
 
-SALT_BYTES = 32
-"""Salt length, bytes."""
-
-_HEX64 = re.compile(r"[0-9a-f]{64}")
-
 
 class ArtifactNotFound(StoreError, LookupError):
     """No salted artifact (present or erased) has this handle."""
@@ -83,66 +85,7 @@ class ArtifactNotFound(StoreError, LookupError):
         super().__init__(f"no salted artifact {handle!r}", handle=handle)
 
 
-def salted_digest(salt: bytes, content: bytes) -> str:
-    """``sha256(salt || content)``, 64 lowercase hex chars."""
-    return hashlib.sha256(salt + content).hexdigest()
-
-
-def parse_handle(handle: str) -> str:
-    """The digest (hex) of ``salted:sha256:<hex>`` (or of the bare hex).
-
-    Raises:
-        ValueError: not a salted handle.
-    """
-    digest = handle.removeprefix(SALTED_PREFIX)
-    if not _HEX64.fullmatch(digest):
-        raise ValueError(f"{handle!r} is not a salted artifact handle (salted:sha256:<64 hex>)")
-    return digest
-
-
-def put_personal_artifact(
-    store: Store,
-    content: bytes,
-    media_type: str = "application/octet-stream",
-    *,
-    session_id: str | None = None,
-) -> str:
-    """Store personal data erasably; returns the handle to put in events.
-
-    Args:
-        store: The store.
-        content: The bytes (never written to the ledger).
-        media_type: Their media type.
-        session_id: The session that will reference the handle (recorded so an erasure can name it).
-
-    Returns:
-        ``salted:sha256:<hex of sha256(salt || content)>``, with a fresh 32-byte salt.
-    """
-    salt = secrets.token_bytes(SALT_BYTES)
-    digest = salted_digest(salt, content)
-    return store.put_salted_artifact(digest, salt, content, media_type, session_id=session_id).handle
-
-
-def get_personal_artifact(store: Store, handle: str) -> bytes | None:
-    """The content behind a salted handle, or None when never stored or erased.
-
-    Raises:
-        ValueError: a malformed handle.
-        StoreError: the stored content and salt do not hash to the handle (tampered).
-    """
-    digest = parse_handle(handle)
-    found = store.get_salted_artifact(digest)
-    if found is None:
-        return None
-    content, salt = found
-    if salted_digest(salt, content) != digest:
-        raise StoreError(f"salted artifact {handle} does not match its digest")
-    return content
-
-
 def _erasure_log(store: Store, notary: Notary | None) -> Recorder:
-    from ..recorder import Recorder
-
     try:
         store.get_session(ERASURE_LOG)
     except SessionNotFound:

@@ -20,7 +20,7 @@ origin can be equal: session ids are percent-encoded, so a session origin never 
 ledger id), the size and RFC 9162 root over the leaves, and a ``time`` extension line (no ``chain``
 line), signed by the log key. Stored in ``index_checkpoints`` with its compact-range frontier (a cache,
 checked against the signed root). The latest one is retained outside the database
-(:meth:`~flightlog.integrity.checkpoints.HeadStore.save_index`, ``<head dir>/<ledger id>/index.json``) and may be
+(:meth:`~flightlog.integrity.heads.HeadStore.save_index`, ``<head dir>/<ledger id>/index.json``) and may be
 cosigned by a witness like any checkpoint.
 
 **Concurrency.** Appends read the index head inside the writer's transaction (SQLite ``BEGIN IMMEDIATE``
@@ -51,22 +51,19 @@ from ..ledger import CompactRange, leaf_hash, node_hash, verify_inclusion
 from .checkpoints import (
     ORIGIN_HOST,
     Checkpoint,
-    HeadStore,
-    IndexedHead,
-    Notary,
-    NoteError,
     SignedCheckpoint,
-    WitnessedHead,
     decode_frontier,
     encode_frontier,
     open_checkpoint,
     origin_for,
-    parse_note,
 )
+from .heads import HeadStore, IndexedHead, WitnessedHead
 from .keys import Keyring, load_keyring
+from .notes import NoteError, parse_note
 
 if TYPE_CHECKING:
     from ..store.base import IndexCheckpointRecord, Store
+    from .notary import Notary
     from .retirement import RetirementCheck, StaleCopy
 
 __all__ = [

@@ -62,6 +62,7 @@ from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey,
 from cryptography.hazmat.primitives.serialization import Encoding, PublicFormat
 
 from ..errors import FlightlogError
+from .notes import NoteError, open_note, sign_note, valid_key_name
 
 __all__ = [
     "DEFAULT_KEY_NAME",
@@ -119,11 +120,6 @@ class KeyManifestError(FlightlogError):
 def now_ms() -> int:
     """Wall-clock epoch milliseconds."""
     return time.time_ns() // 1_000_000
-
-
-def valid_key_name(name: str) -> bool:
-    """C2SP signed-note: a key name is non-empty and holds no Unicode space and no ``+``."""
-    return bool(name) and "+" not in name and not any(c.isspace() for c in name) and name.isprintable()
 
 
 def key_id(name: str, public_key: bytes, sig_type: int = SIG_ED25519) -> int:
@@ -430,8 +426,6 @@ def _check_endorsements(keys: list[TrustedKey]) -> None:
 
 
 def _endorsed(key: TrustedKey, earlier: Keyring) -> bool:
-    from .checkpoints import NoteError, open_note  # local: checkpoints imports this module
-
     assert key.endorsement is not None
     try:
         # The retiring key signs as its window closes: it must be valid just before the new one starts.
@@ -570,8 +564,6 @@ def rotate_key(
             path=str(directory / MANIFEST), reason="rotation time is not after the key's start"
         )
     new = LogSigner.generate(name or old.name)
-    from .checkpoints import sign_note  # local: checkpoints imports this module
-
     endorsement = sign_note(_endorsement_text(new.verifier, when), old)
     keys[old_index] = replace(keys[old_index], not_after_ms=when)
     keys.append(TrustedKey(new.verifier, when, None, endorsement, False, _write_private(directory, new)))

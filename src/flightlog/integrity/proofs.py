@@ -36,8 +36,9 @@ from urllib.parse import quote
 
 from ..errors import LedgerIntegrityError
 from ..ledger import CompactRange, leaf_hash, node_hash, verify_consistency, verify_inclusion
-from .checkpoints import Checkpoint, NoteError, open_checkpoint, parse_note
+from .checkpoints import Checkpoint, open_checkpoint
 from .keys import Keyring
+from .notes import NoteError, parse_note
 
 if TYPE_CHECKING:
     from ..store.base import Store

@@ -32,7 +32,7 @@ It pins what the retired store held at that moment: every session's size and tre
 log's. The origin's last segment ``_/retired`` cannot be a session origin (session ids are
 percent-encoded, so never hold ``/``) nor the index log's (``_/index``).
 
-**Verification** (:func:`flightlog.integrity.checkpoints.audit_session`, :func:`flightlog.integrity.indexlog.audit_index`,
+**Verification** (:func:`flightlog.integrity.verify.audit_session`, :func:`flightlog.integrity.indexlog.audit_index`,
 ``verify --all``). When the record verifies and a session's rows are exactly its pin, a retained or
 witnessed head *beyond* the pin is what a stale copy shows, not a rollback: it is reported as
 ``stale_copy`` ("stale copy: ... the ledger went on in <peer>"); a retained head of a session the record
@@ -59,11 +59,14 @@ from typing import TYPE_CHECKING, Literal
 from urllib.parse import quote, unquote
 
 from ..errors import StoreError
-from .checkpoints import ORIGIN_HOST, Notary, NoteError, RetainedHead, open_note, parse_note, sign_note
+from .checkpoints import ORIGIN_HOST
+from .heads import RetainedHead
 from .keys import KeyManifestError, Keyring
+from .notes import NoteError, open_note, parse_note, sign_note
 
 if TYPE_CHECKING:
     from ..store.base import Store
+    from .notary import Notary
 
 __all__ = [
     "Pin",
@@ -247,7 +250,7 @@ def sign_retirement(record: Retirement, notary: Notary) -> str:
 
     Raises:
         KeyManifestError: the signing key is not valid at ``record.at_ms`` (a record no verifier would
-            accept is refused here, as :meth:`~flightlog.integrity.checkpoints.Notary.sign` does for checkpoints).
+            accept is refused here, as :meth:`~flightlog.integrity.notary.Notary.sign` does for checkpoints).
         NoteError: the text holds a control character (a peer URL with one).
     """
     keys = notary.keyring.find(notary.signer.name, notary.signer.key_id)

@@ -52,7 +52,7 @@ cosigned (learning it from a 409 when the database forgot), verify the returned 
 trusted witness key and keep the cosigned note in the database (``cosignatures``).
 :func:`witnessed_heads` gathers the verified cosigned heads of an origin, from the database and from
 each trusted witness with a URL (``<key dir>/witnesses.json``), for
-:func:`~flightlog.integrity.checkpoints.audit_session`.
+:func:`~flightlog.integrity.verify.audit_session`.
 
 Source: C2SP tlog-witness, tlog-cosignature, tlog-checkpoint, signed-note; RFC 9162 §2.1.4.
 """
@@ -82,20 +82,10 @@ from cryptography.hazmat.primitives.serialization import Encoding, NoEncryption,
 
 from ..errors import FlightlogError
 from ..ledger import EMPTY_ROOT, verify_consistency
-from .checkpoints import (
-    Checkpoint,
-    Note,
-    NoteError,
-    NoteSignature,
-    SignedCheckpoint,
-    WitnessedHead,
-    _file_lock,
-    open_checkpoint,
-    open_note,
-    origin_for,
-    parse_note,
-)
+from .checkpoints import Checkpoint, SignedCheckpoint, open_checkpoint, origin_for
+from .heads import WitnessedHead, _file_lock
 from .keys import KeyManifestError, Keyring, TrustedKey, VerifierKey, key_dir, key_id, parse_typed_key
+from .notes import Note, NoteError, NoteSignature, open_note, parse_note
 
 if TYPE_CHECKING:
     from ..store.base import Store

@@ -12,7 +12,7 @@ from __future__ import annotations
 
 from ..events import CancellationReason, OperationCancelled
 from ..integrity.audit import Auditor, require_intact
-from ..integrity.checkpoints import USER_NOTARY, Notary, UserNotary, resolve_notary
+from ..integrity.notary import USER_NOTARY, Notary, UserNotary, resolve_notary
 from ..recorder import Recorder
 from ..store.base import Store
 from .state import KernelState, load_state
@@ -36,7 +36,7 @@ def abort(
 
     Args:
         notary: Signs the record and supplies the keys and retained heads the full check trusts (default
-            :data:`~flightlog.integrity.checkpoints.USER_NOTARY`, the user's; None: unsigned, checked against the
+            :data:`~flightlog.integrity.notary.USER_NOTARY`, the user's; None: unsigned, checked against the
             user's keys).
 
     Returns:

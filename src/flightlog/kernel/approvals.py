@@ -32,8 +32,8 @@ from dataclasses import dataclass
 
 from ..events import Custom, Event, PermissionResolved, Suspended, ToolDenied, ToolGated
 from ..integrity.audit import Auditor, require_intact
-from ..integrity.checkpoints import USER_NOTARY, Notary, UserNotary, resolve_notary
 from ..integrity.grants import session_policy_digest
+from ..integrity.notary import USER_NOTARY, Notary, UserNotary, resolve_notary
 from ..recorder import Recorder
 from ..store.base import Store
 from .errors import InvalidOperator, NotPending
@@ -220,7 +220,7 @@ def approve(
     Args:
         responder: The operator's name, recorded in ``approval_decision`` (rule: :func:`operator_problem`).
         notary: Signs the decision and supplies the keys and retained heads the full check trusts
-            (default :data:`~flightlog.integrity.checkpoints.USER_NOTARY`, the user's; None: unsigned, checked
+            (default :data:`~flightlog.integrity.notary.USER_NOTARY`, the user's; None: unsigned, checked
             against the user's keys).
 
     Raises:

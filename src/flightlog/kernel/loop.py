@@ -82,9 +82,9 @@ from ..events import (
     SessionEvent,
 )
 from ..integrity.audit import Auditor, require_intact
-from ..integrity.checkpoints import USER_NOTARY, Notary, UserNotary, resolve_notary
 from ..integrity.grants import record_grant
 from ..integrity.keys import now_ms
+from ..integrity.notary import USER_NOTARY, Notary, UserNotary, resolve_notary
 from ..live import LiveRegistry
 from ..messages import ContentPart, Message, ToolResult
 from ..providers.base import ModelProvider, ModelRequest, ModelResponse, ProviderError, TokenCallback
@@ -886,8 +886,8 @@ class Kernel:
         on_event: Live subscriber for each durable event of the session, after commit.
         notary: Sign checkpoints (on the recorder's cadence, after the run's start and always before a
             side-effecting tool call), seal the session when the run ends, and check signatures and
-            retained heads on resume (:mod:`flightlog.integrity.checkpoints`). Default
-            :data:`~flightlog.integrity.checkpoints.USER_NOTARY`: the user's log key, as ``flightlog run`` signs
+            retained heads on resume (:mod:`flightlog.integrity.signing`). Default
+            :data:`~flightlog.integrity.notary.USER_NOTARY`: the user's log key, as ``flightlog run`` signs
             (resolved here, creating the key on first use); None records an unsigned, unsealed chain.
         heartbeat_s: Seconds between heartbeats of the run's live record while an activation drives it
             (module docs; keep it well under the lease, :data:`flightlog.live.DEFAULT_LEASE_MS`); None

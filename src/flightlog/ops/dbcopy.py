@@ -58,18 +58,13 @@ from pathlib import Path
 from ..encoding import decode_stored
 from ..errors import Divergence, FlightlogError, LedgerIntegrityError, StoreError
 from ..events import Custom
-from ..integrity.checkpoints import (
-    HeadStore,
-    Notary,
-    WitnessedHead,
-    audit_session,
-    encode_frontier,
-    missing_sessions,
-    origin_for,
-)
+from ..integrity.checkpoints import encode_frontier, origin_for
+from ..integrity.heads import HeadStore, WitnessedHead
 from ..integrity.indexlog import audit_index, index_origin
 from ..integrity.keys import Keyring, load_keyring, now_ms
+from ..integrity.notary import Notary
 from ..integrity.retirement import Pin, Retirement, sign_retirement
+from ..integrity.verify import audit_session, missing_sessions
 from ..integrity.witness import TrustedWitness, load_witnesses, witnessed_heads
 from ..ledger import GENESIS, CompactRange, chain_hash, leaf_hash
 from ..store.base import (
@@ -447,7 +442,7 @@ def _copy_index(src: Store, dst: Store, ledger_id: str, report: CopyReport) -> P
 
 def _checkpoint_ids(dst: Store, session_id: str) -> dict[bytes, int]:
     """The destination's checkpoints of a session by note text (an index leaf's bytes)."""
-    from ..integrity.checkpoints import NoteError, parse_note
+    from ..integrity.notes import NoteError, parse_note
 
     out: dict[bytes, int] = {}
     if not _exists(dst, session_id):

@@ -590,7 +590,7 @@ def _fold(
 
 
 def verification(store: Store, session_id: str) -> dict[str, Any]:
-    """The full check of a session (:func:`flightlog.integrity.checkpoints.audit_session`, offline: no witness is
+    """The full check of a session (:func:`flightlog.integrity.verify.audit_session`, offline: no witness is
     asked), falling back to the chain and tree check (:func:`flightlog.recorder.verify_session`) when the
     trusted keys cannot be loaded.
 
@@ -601,8 +601,9 @@ def verification(store: Store, session_id: str) -> dict[str, Any]:
     Raises:
         SessionNotFound: no such session.
     """
-    from ..integrity.checkpoints import HeadStore, audit_session
+    from ..integrity.heads import HeadStore
     from ..integrity.keys import load_keyring
+    from ..integrity.verify import audit_session
     from ..recorder import verify_session
 
     notes: list[str] = []
