@@ -20,7 +20,7 @@ from types import ModuleType
 
 __all__ = ["MOVED", "install"]
 
-_INTEGRITY = ("keys", "proofs", "indexlog", "witness", "bundle", "grants", "erasure", "retirement", "audit")
+_INTEGRITY = ("keys", "proofs", "indexlog", "bundle", "grants", "erasure", "retirement", "audit")
 
 MOVED: dict[str, tuple[str, ...]] = {
     **{f"flightlog.{name}": (f"flightlog.integrity.{name}",) for name in _INTEGRITY},
@@ -34,6 +34,7 @@ MOVED: dict[str, tuple[str, ...]] = {
         "flightlog.notarization",
         "flightlog.salted",
     ),
+    "flightlog.witness": ("flightlog.integrity.witness", "flightlog.integrity.witness_client"),
     "flightlog.dbcopy": ("flightlog.ops.dbcopy",),
     "flightlog.repair": ("flightlog.ops.repair",),
     **{f"flightlog.cli_{name}": (f"flightlog.cli.{name}",) for name in ("audit", "kernel", "runs", "fleet")},

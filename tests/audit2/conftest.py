@@ -16,7 +16,8 @@ from flightlog.events import Custom
 from flightlog.integrity.heads import HeadStore
 from flightlog.integrity.keys import ENV_KEY, ENV_KEY_DIR
 from flightlog.integrity.notary import Notary
-from flightlog.integrity.witness import TrustedWitness, Witness, WitnessServer
+from flightlog.integrity.witness import Witness, WitnessServer
+from flightlog.integrity.witness_client import TrustedWitness
 from flightlog.recorder import Recorder
 from flightlog.store import SqliteStore
 
@@ -124,6 +125,6 @@ def witness_server(witness: Witness) -> Iterator[WitnessServer]:
 
 @pytest.fixture
 def trusted_witness(witness: Witness, witness_server: WitnessServer) -> TrustedWitness:
-    from flightlog.integrity.witness import trust_witness
+    from flightlog.integrity.witness_client import trust_witness
 
     return trust_witness(str(witness.cosigner.verifier), witness_server.url)

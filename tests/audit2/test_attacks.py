@@ -54,9 +54,9 @@ from flightlog.integrity.keys import Keyring, LogSigner, TrustedKey, load_signer
 from flightlog.integrity.notary import Notary
 from flightlog.integrity.notes import sign_note
 from flightlog.integrity.verify import audit_session
-from flightlog.integrity.witness import (
+from flightlog.integrity.witness import WitnessError
+from flightlog.integrity.witness_client import (
     TrustedWitness,
-    WitnessError,
     load_witnesses,
     submit_index,
     submit_session,

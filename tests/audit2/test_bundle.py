@@ -16,7 +16,8 @@ from flightlog.integrity.bundle import FILES, BundleError, audit_bundle, export_
 from flightlog.integrity.keys import Keyring, LogSigner, TrustedKey, rotate_key
 from flightlog.integrity.notary import Notary
 from flightlog.integrity.notes import sign_note
-from flightlog.integrity.witness import TrustedWitness, Witness, submit_index, submit_session
+from flightlog.integrity.witness import Witness
+from flightlog.integrity.witness_client import TrustedWitness, submit_index, submit_session
 from flightlog.recorder import Recorder
 from flightlog.store import SqliteStore
 

@@ -11,7 +11,8 @@ from typer.testing import CliRunner
 from flightlog.cli import app
 from flightlog.integrity.keys import key_dir
 from flightlog.integrity.notary import Notary
-from flightlog.integrity.witness import Cosigner, trust_witness
+from flightlog.integrity.witness import Cosigner
+from flightlog.integrity.witness_client import trust_witness
 from flightlog.recorder import Recorder
 from flightlog.store import SqliteStore
 

@@ -28,11 +28,13 @@ from flightlog.integrity.witness import (
     SIZE_CONTENT_TYPE,
     Cosigner,
     CosignerKey,
-    TrustedWitness,
     Witness,
     WitnessError,
     WitnessServer,
     cosignature_message,
+)
+from flightlog.integrity.witness_client import (
+    TrustedWitness,
     fetch_checkpoint,
     load_witnesses,
     submit_index,

@@ -20,7 +20,8 @@ from flightlog.cli import app
 from flightlog.errors import StoreError
 from flightlog.importers import import_file
 from flightlog.integrity.notary import Notary
-from flightlog.integrity.witness import Witness, WitnessServer, submit_index, submit_session, trust_witness
+from flightlog.integrity.witness import Witness, WitnessServer
+from flightlog.integrity.witness_client import submit_index, submit_session, trust_witness
 from flightlog.ops.dbcopy import CopyNotVerified, copy_store
 from flightlog.recorder import Recorder
 from flightlog.store import SqliteStore, open_store

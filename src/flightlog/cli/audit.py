@@ -49,7 +49,7 @@ from ..integrity.notary import Notary
 from ..integrity.proofs import load_proof, prove_consistency, prove_inclusion
 from ..integrity.retirement import RetirementCheck, split_missing
 from ..integrity.verify import AuditReport, missing_sessions
-from ..integrity.witness import load_witnesses
+from ..integrity.witness_client import load_witnesses
 from ..narration import plural
 from ..store import Store
 from .console import terminal_safe
@@ -518,7 +518,8 @@ def witness_submit_cmd(
 
     The session must first pass the full check (as ``audit --offline``): exit 1 naming the seq otherwise.
     """
-    from ..integrity.witness import CosignerKey, submit_index, submit_session
+    from ..integrity.witness import CosignerKey
+    from ..integrity.witness_client import submit_index, submit_session
 
     if not url:
         raise typer.BadParameter("give --url URL", param_hint="--url")
@@ -564,7 +565,7 @@ def witness_trust_cmd(
     ] = None,
 ) -> None:
     """Trust a witness key: its cosignatures count, and verify/audit ask it (at --url) for the heads it saw."""
-    from ..integrity.witness import trust_witness
+    from ..integrity.witness_client import trust_witness
 
     entry = trust_witness(vkey, url)
     _say(f"trusted witness: {entry.key}" + (f" at {entry.url}" if entry.url else ""))

@@ -38,7 +38,7 @@ from .indexlog import IndexReport, audit_index, index_origin, indexed_heads
 from .keys import Keyring, load_keyring
 from .notary import Notary
 from .verify import AuditReport, audit_session
-from .witness import TrustedWitness, load_witnesses, witnessed_heads
+from .witness_client import TrustedWitness, load_witnesses, witnessed_heads
 
 if TYPE_CHECKING:
     from .retirement import RetirementCheck
@@ -69,7 +69,7 @@ class Auditor:
     @classmethod
     def from_env(cls, *, online: bool = True) -> Auditor:
         """The user's: :func:`~flightlog.integrity.keys.load_keyring`, :meth:`HeadStore.default`,
-        :func:`~flightlog.integrity.witness.load_witnesses` (what ``flightlog audit`` trusts).
+        :func:`~flightlog.integrity.witness_client.load_witnesses` (what ``flightlog audit`` trusts).
 
         Raises:
             KeyManifestError: an unreadable or untrusted key manifest or witness list.

@@ -167,7 +167,7 @@ def export_bundle(
         SessionNotFound: no such session.
     """
     from .keys import load_signer
-    from .witness import load_witnesses
+    from .witness_client import load_witnesses
 
     record = store.get_session(session_id)
     try:
@@ -413,7 +413,7 @@ def _witnessed(
     what: str,
     report: BundleReport,
 ) -> list[WitnessedHead]:
-    from .witness import verify_cosigned
+    from .witness_client import verify_cosigned
 
     heads: list[WitnessedHead] = []
     cosigned = docs if isinstance(docs, list) else []

@@ -599,7 +599,7 @@ def audit_index(
         store: The store.
         keyring: Trusted log keys (default :func:`~flightlog.integrity.keys.load_keyring`).
         heads: Retained heads, or None to skip that check.
-        witnessed: Verified witness-cosigned index heads (:func:`flightlog.integrity.witness.witnessed_heads`).
+        witnessed: Verified witness-cosigned index heads (:func:`flightlog.integrity.witness_client.witnessed_heads`).
         retired: The store's retirement (loaded when ``"load"``): on a retired store, index heads beyond
             the leaves it held when retired are ``stale_copy``, not ``rollback``/``stale_head``.
         sessions: Also compare every leaf with its session in the database (missing sessions,

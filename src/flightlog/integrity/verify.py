@@ -334,7 +334,7 @@ def audit_session(
         heads: Retained heads, or None to skip that check.
         decode: Also decode every event (report ``undecodable`` ones).
         witnessed: Heads a trusted witness cosigned, already verified
-            (:func:`flightlog.integrity.witness.witnessed_heads`).
+            (:func:`flightlog.integrity.witness_client.witnessed_heads`).
         retired: The store's retirement (:func:`flightlog.integrity.retirement.load_retirement`, loaded when
             ``"load"``; pass it when checking many sessions). On a retired store, heads beyond the rows it
             held when retired are ``stale_copy``, not ``rollback``/``stale_head`` (module

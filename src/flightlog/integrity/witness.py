@@ -1,4 +1,4 @@
-"""A witness for flightlog's logs and its client: C2SP ``tlog-witness`` add-checkpoint, ``tlog-cosignature`` v1.
+"""A witness for flightlog's logs: C2SP ``tlog-witness`` add-checkpoint, ``tlog-cosignature`` v1.
 
 Retained heads catch a database rolled back behind flightlog's back, but they live on the same machine: an
 attacker who also deletes the head directory is caught only by a party that remembers the log's largest
@@ -46,13 +46,8 @@ log), each with its own origin line, so the witness is configured with a log key
 every origin under the prefix is a separate log and gets its own latest-checkpoint record, as the spec
 requires. HTTP/1.0 (one request per connection; keep-alive is a SHOULD not implemented here).
 
-**Client side.** :func:`witness_checkpoint` speaks the protocol; :func:`submit_session` and
-:func:`submit_index` pick the latest checkpoint, the consistency proof from the size the witness last
-cosigned (learning it from a 409 when the database forgot), verify the returned cosignature against a
-trusted witness key and keep the cosigned note in the database (``cosignatures``).
-:func:`witnessed_heads` gathers the verified cosigned heads of an origin, from the database and from
-each trusted witness with a URL (``<key dir>/witnesses.json``), for
-:func:`~flightlog.integrity.verify.audit_session`.
+The log's side (submitting heads, the witness trust list, cosigned heads for verification) is
+:mod:`flightlog.integrity.witness_client`.
 
 Source: C2SP tlog-witness, tlog-cosignature, tlog-checkpoint, signed-note; RFC 9162 §2.1.4.
 """
@@ -62,7 +57,6 @@ from __future__ import annotations
 import base64
 import binascii
 import hashlib
-import http.client
 import json
 import logging
 import os
@@ -74,7 +68,6 @@ from dataclasses import dataclass, field
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
-from urllib.parse import urlsplit
 
 from cryptography.exceptions import InvalidSignature
 from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey, Ed25519PublicKey
@@ -82,13 +75,13 @@ from cryptography.hazmat.primitives.serialization import Encoding, NoEncryption,
 
 from ..errors import FlightlogError
 from ..ledger import EMPTY_ROOT, verify_consistency
-from .checkpoints import Checkpoint, SignedCheckpoint, open_checkpoint, origin_for
-from .heads import WitnessedHead, _file_lock
-from .keys import KeyManifestError, Keyring, TrustedKey, VerifierKey, key_dir, key_id, parse_typed_key
+from .checkpoints import Checkpoint
+from .heads import _file_lock
+from .keys import KeyManifestError, Keyring, TrustedKey, VerifierKey, key_id, parse_typed_key
 from .notes import Note, NoteError, NoteSignature, open_note, parse_note
 
 if TYPE_CHECKING:
-    from ..store.base import Store
+    pass
 
 __all__ = [
     "COSIGNATURE_HEADER",
@@ -97,21 +90,12 @@ __all__ = [
     "SIZE_CONTENT_TYPE",
     "Cosigner",
     "CosignerKey",
-    "Submission",
     "TrustedLog",
-    "TrustedWitness",
     "Witness",
     "WitnessError",
     "WitnessServer",
     "cosignature_message",
-    "fetch_checkpoint",
-    "load_witnesses",
-    "submit_index",
-    "submit_session",
-    "trust_witness",
-    "verify_cosigned",
-    "witness_checkpoint",
-    "witnessed_heads",
+    "write_json",
 ]
 
 log = logging.getLogger("flightlog.integrity.witness")
@@ -130,8 +114,6 @@ DEFAULT_WITNESS_NAME = "flightlog.local/witness"
 
 MAX_PROOF_LINES = 63
 MAX_BODY_BYTES = 1 << 20
-WITNESSES_FILE = "witnesses.json"
-_WITNESSES_FORMAT = "flightlog-witnesses/1"
 _CONFIG_FORMAT = "flightlog-witness/1"
 _OLD_LINE = re.compile(r"old (0|[1-9][0-9]*)")
 _ORIGIN_HASH = re.compile(r"/([0-9a-f]{64})/checkpoint")
@@ -361,7 +343,7 @@ class Witness:
             if entry not in logs:
                 logs.append(entry)
         if added:
-            _write_json(
+            write_json(
                 directory / "witness.json",
                 {
                     "format": _CONFIG_FORMAT,
@@ -444,7 +426,7 @@ class Witness:
             "root": base64.b64encode(cp.root).decode(),
             "checkpoint": cosigned,
         }
-        _write_json(self._state_path(cp.origin), doc)
+        write_json(self._state_path(cp.origin), doc)
         return _Response(200, (cosig.line() + "\n").encode())
 
     def get_checkpoint(self, path: str) -> _Response:
@@ -523,7 +505,8 @@ def _read_config(path: Path) -> list[TrustedLog]:
         raise KeyManifestError(path=str(path), reason=f"unreadable witness config: {exc}") from exc
 
 
-def _write_json(path: Path, doc: Any) -> None:
+def write_json(path: Path, doc: Any) -> None:
+    """Write ``doc`` as indented JSON to ``path`` atomically (temp file, fsync, rename); folders mode 0700."""
     path.parent.mkdir(parents=True, exist_ok=True, mode=0o700)
     tmp = path.with_name(f".{path.name}.{os.getpid()}.{threading.get_ident()}.tmp")
     with tmp.open("w", encoding="utf-8") as fh:
@@ -614,369 +597,3 @@ class WitnessServer:
 
     def __exit__(self, *exc: object) -> None:
         self.close()
-
-
-# ─── client ──────────────────────────────────────────────────────────────────────────────────
-
-
-def _request(method: str, url: str, body: bytes | None, timeout: float) -> tuple[int, str, bytes]:
-    parts = urlsplit(url)
-    if parts.scheme not in ("http", "https") or not parts.hostname:
-        raise WitnessError(url=url, reason="the witness URL must be http:// or https://")
-    conn_class = http.client.HTTPSConnection if parts.scheme == "https" else http.client.HTTPConnection
-    conn = conn_class(parts.hostname, parts.port, timeout=timeout)
-    try:
-        headers = {"Content-Type": "text/plain; charset=utf-8"} if body is not None else {}
-        conn.request(method, parts.path or "/", body=body, headers=headers)
-        response = conn.getresponse()
-        return response.status, response.getheader("Content-Type") or "", response.read(MAX_BODY_BYTES)
-    except (OSError, http.client.HTTPException) as exc:
-        raise WitnessError(url=url, reason=f"unreachable: {exc}") from exc
-    finally:
-        conn.close()
-
-
-def witness_checkpoint(
-    url: str,
-    checkpoint: str,
-    *,
-    old_size: int,
-    proof: Sequence[bytes],
-    witness_key: CosignerKey | None = None,
-    timeout: float = 10.0,
-) -> str:
-    """Send a checkpoint to a witness (add-checkpoint) and return it with the cosignature line(s) added.
-
-    Args:
-        url: The witness's submission prefix (``http://host:port``).
-        checkpoint: The log-signed checkpoint note.
-        old_size: Size of the checkpoint the witness last cosigned for this origin (0 when none).
-        proof: RFC 9162 consistency proof from ``old_size`` to the checkpoint's size.
-        witness_key: When given, at least one returned line must be its valid cosignature (others from
-            unknown keys are ignored, as the spec requires); None accepts the lines unverified.
-        timeout: Seconds per request.
-
-    Returns:
-        The checkpoint note with the cosignature line(s) appended.
-
-    Raises:
-        WitnessError: refused (``status``; ``size`` on 409), unreachable, or no valid cosignature.
-
-    Source: C2SP tlog-witness, "add-checkpoint".
-    """
-    body = (
-        f"old {old_size}\n" + "".join(base64.b64encode(p).decode() + "\n" for p in proof) + "\n" + checkpoint
-    )
-    target = url.rstrip("/") + "/add-checkpoint"
-    status, content_type, data = _request("POST", target, body.encode(), timeout)
-    text = data.decode("utf-8", "replace")
-    if status == 409 and content_type.startswith(SIZE_CONTENT_TYPE) and text.strip().isdigit():
-        raise WitnessError(
-            url=url, status=409, reason=f"the witness's latest size is {text.strip()}", size=int(text.strip())
-        )
-    if status != 200:
-        raise WitnessError(url=url, status=status, reason=text.strip()[:300] or "refused")
-    note = parse_note(checkpoint)
-    try:
-        cosigs = parse_note("-\n\n" + text).signatures  # the response is bare signature lines
-    except NoteError as exc:
-        raise WitnessError(
-            url=url, status=status, reason=f"malformed cosignature lines: {exc.reason}"
-        ) from exc
-    if witness_key is not None:
-        cosigs = tuple(s for s in cosigs if witness_key.verify(note.text, s) is not None)
-        if not cosigs:
-            raise WitnessError(url=url, status=status, reason=f"no valid cosignature by {witness_key.name}")
-    return str(Note(note.text, (*note.signatures, *cosigs)))
-
-
-def fetch_checkpoint(url: str, origin: str, *, timeout: float = 10.0) -> str | None:
-    """The latest checkpoint a witness cosigned for ``origin`` (monitor retrieval), or None (404).
-
-    Raises:
-        WitnessError: unreachable or another error status.
-    """
-    target = f"{url.rstrip('/')}/{hashlib.sha256(origin.encode()).hexdigest()}/checkpoint"
-    status, _, data = _request("GET", target, None, timeout)
-    if status == 404:
-        return None
-    if status != 200:
-        raise WitnessError(url=url, status=status, reason=data.decode("utf-8", "replace").strip()[:300])
-    return data.decode("utf-8", "replace")
-
-
-@dataclass(frozen=True)
-class Submission:
-    """What :func:`submit_session` / :func:`submit_index` did.
-
-    Attributes:
-        origin: The checkpoint's origin.
-        size: Its size.
-        old_size: The size the witness had cosigned before.
-        witness: The witness's key name.
-        timestamp: The cosignature's time (POSIX s).
-        note: The cosigned checkpoint note (stored in the database).
-    """
-
-    origin: str
-    size: int
-    old_size: int
-    witness: str
-    timestamp: int
-    note: str
-
-
-@dataclass(frozen=True)
-class TrustedWitness:
-    """A witness key the user trusts, and where to ask it (None: only stored cosignatures are checked)."""
-
-    key: CosignerKey
-    url: str | None = None
-
-
-def load_witnesses(directory: Path | None = None) -> list[TrustedWitness]:
-    """The trusted witnesses of ``<key dir>/witnesses.json`` (empty when there is none)::
-
-        {"format": "flightlog-witnesses/1", "witnesses": [{"vkey": "<witness key>", "url": "http://..."}]}
-
-    Raises:
-        KeyManifestError: an unreadable file or a malformed key.
-    """
-    path = (directory or key_dir()) / WITNESSES_FILE
-    if not path.exists():
-        return []
-    try:
-        doc = json.loads(path.read_text(encoding="utf-8"))
-        if doc.get("format") != _WITNESSES_FORMAT:
-            raise ValueError(f"not a {_WITNESSES_FORMAT} file")
-        return [TrustedWitness(CosignerKey.parse(e["vkey"]), e.get("url")) for e in doc["witnesses"]]
-    except (OSError, ValueError, KeyError, TypeError, AttributeError) as exc:
-        raise KeyManifestError(path=str(path), reason=f"unreadable witness list: {exc}") from exc
-
-
-def trust_witness(vkey: str, url: str | None = None, directory: Path | None = None) -> TrustedWitness:
-    """Trust a witness key (and where to reach it) in ``<key dir>/witnesses.json``.
-
-    Raises:
-        KeyManifestError: a malformed witness key.
-    """
-    entry = TrustedWitness(CosignerKey.parse(vkey), url.rstrip("/") if url else None)
-    directory = directory or key_dir()
-    kept = [w for w in load_witnesses(directory) if w.key != entry.key]
-    doc = {
-        "format": _WITNESSES_FORMAT,
-        "witnesses": [{"vkey": str(w.key), "url": w.url} for w in [*kept, entry]],
-    }
-    _write_json(directory / WITNESSES_FILE, doc)
-    return entry
-
-
-def _resolve_witness(url: str, witness_key: CosignerKey | None, directory: Path | None) -> CosignerKey:
-    if witness_key is not None:
-        return witness_key
-    wanted = url.rstrip("/")
-    for witness in load_witnesses(directory):
-        if witness.url == wanted:
-            return witness.key
-    raise WitnessError(
-        url=url, reason="no trusted witness key for this URL (flightlog witness trust VKEY --url URL)"
-    )
-
-
-def _submit(
-    store: Store,
-    url: str,
-    signed: SignedCheckpoint,
-    key: CosignerKey,
-    proof_from: Callable[[int], list[bytes]],
-    timeout: float,
-) -> Submission:
-    origin = signed.checkpoint.origin
-    known = [c.size for c in store.cosignatures(origin) if c.witness == str(key) and c.size <= signed.size]
-    old = max(known, default=0)
-    for _ in range(2):
-        try:
-            note = witness_checkpoint(
-                url, signed.note, old_size=old, proof=proof_from(old), witness_key=key, timeout=timeout
-            )
-            break
-        except WitnessError as exc:
-            if exc.status != 409 or exc.size is None or exc.size == old:
-                raise
-            if exc.size > signed.size:
-                raise WitnessError(
-                    url=url,
-                    status=409,
-                    size=exc.size,
-                    reason=f"the witness cosigned size {exc.size} of {origin}, the database's latest checkpoint "
-                    f"covers {signed.size}: the database was rolled back or its newer checkpoints removed",
-                ) from exc
-            old = exc.size
-    else:  # pragma: no cover - the witness moved twice between two requests
-        raise WitnessError(url=url, reason="the witness's size kept changing")
-    stamp = max(key.verify(signed.checkpoint.text(), s) or 0 for s in parse_note(note).signatures)
-    from ..store.base import CosignatureRecord
-
-    store.record_cosignature(
-        CosignatureRecord(origin, signed.size, signed.root.hex(), str(key), note, int(time.time() * 1000))
-    )
-    return Submission(origin, signed.size, old, key.name, stamp, note)
-
-
-def submit_session(
-    store: Store,
-    session_id: str,
-    url: str,
-    *,
-    witness_key: CosignerKey | None = None,
-    keyring: Keyring | None = None,
-    timeout: float = 10.0,
-    key_directory: Path | None = None,
-) -> Submission:
-    """Have a witness cosign the session's latest signed checkpoint; keep the cosigned note.
-
-    The consistency proof starts at the size this witness last cosigned (from the stored cosignatures,
-    else 0); when the witness answers 409 with another size, the proof is rebuilt from that size once.
-
-    Args:
-        store: The store (written: the cosignature).
-        session_id: The session (exact id).
-        url: The witness.
-        witness_key: The witness's key (default: the trusted witness with this URL).
-        keyring: Trusted log keys to check the checkpoint first (default: the user's).
-        timeout: Seconds per request.
-        key_directory: Where ``witnesses.json`` is (default :func:`~flightlog.integrity.keys.key_dir`).
-
-    Raises:
-        WitnessError: no checkpoint, refused, unreachable, an invalid cosignature, or a witness that
-            already cosigned a larger head (the database was rolled back).
-        LedgerIntegrityError: the rows disagree with the signed checkpoints (no proof can be built).
-    """
-    from .keys import load_keyring
-    from .proofs import prove_consistency
-
-    key = _resolve_witness(url, witness_key, key_directory)
-    origin = origin_for(store.ledger_id(), session_id)
-    record = store.latest_checkpoint(session_id)
-    if record is None:
-        raise WitnessError(url=url, reason=f"session {session_id} has no signed checkpoint to witness")
-    signed = _open(record.body, keyring or load_keyring(), origin, url)
-
-    def proof_from(old: int) -> list[bytes]:
-        return [] if old == 0 else list(prove_consistency(store, session_id, old, signed.size).path)
-
-    return _submit(store, url, signed, key, proof_from, timeout)
-
-
-def submit_index(
-    store: Store,
-    url: str,
-    *,
-    witness_key: CosignerKey | None = None,
-    keyring: Keyring | None = None,
-    timeout: float = 10.0,
-    key_directory: Path | None = None,
-) -> Submission:
-    """Have a witness cosign the index log's latest signed checkpoint (see :func:`submit_session`).
-
-    Raises:
-        WitnessError: no index checkpoint, refused, unreachable, or an invalid cosignature.
-    """
-    from .indexlog import index_origin, prove_index_consistency
-    from .keys import load_keyring
-
-    key = _resolve_witness(url, witness_key, key_directory)
-    origin = index_origin(store.ledger_id())
-    record = store.latest_index_checkpoint()
-    if record is None:
-        raise WitnessError(url=url, reason="the index log has no signed checkpoint to witness")
-    signed = _open(record.body, keyring or load_keyring(), origin, url)
-
-    def proof_from(old: int) -> list[bytes]:
-        return prove_index_consistency(store, old, signed.size)[0]
-
-    return _submit(store, url, signed, key, proof_from, timeout)
-
-
-def _open(note: str, keyring: Keyring, origin: str, url: str) -> SignedCheckpoint:
-    try:
-        return open_checkpoint(note, keyring, origin=origin)
-    except NoteError as exc:
-        raise WitnessError(
-            url=url, reason=f"the latest checkpoint of {origin} does not verify: {exc.reason}"
-        ) from exc
-
-
-def verify_cosigned(
-    note: str, origin: str, keyring: Keyring, witnesses: Sequence[CosignerKey], *, online: bool = False
-) -> list[WitnessedHead]:
-    """The heads a cosigned checkpoint note proves: one per trusted witness whose cosignature verifies.
-
-    The log's own signature must verify first (against ``keyring``, for ``origin``): a witness vouches
-    for consistency, not for the log's authorship.
-
-    Raises:
-        NoteError: the log signature does not verify, or the note is malformed.
-
-    Source: C2SP tlog-cosignature ("clients ... ignore any signature lines that don't match").
-    """
-    signed = open_checkpoint(note, keyring, origin=origin)
-    text = signed.checkpoint.text()
-    heads = []
-    for sig in parse_note(note).signatures:
-        for key in witnesses:
-            stamp = key.verify(text, sig)
-            if stamp is not None:
-                heads.append(WitnessedHead(signed, key.name, stamp, online))
-    return heads
-
-
-def witnessed_heads(
-    store: Store,
-    origin: str,
-    *,
-    keyring: Keyring,
-    witnesses: Sequence[TrustedWitness],
-    online: bool = True,
-    timeout: float = 5.0,
-) -> tuple[list[WitnessedHead], list[str]]:
-    """Every verified head trusted witnesses cosigned for ``origin``: stored ones and, with ``online``,
-    each witness's current one (fetched from its URL; a database rollback cannot remove those).
-
-    Returns:
-        The heads (deduplicated by witness, size and root; online first) and notes on what could not be
-        checked (an unreachable witness, a stored cosignature that does not verify).
-    """
-    keys = [w.key for w in witnesses]
-    heads: list[WitnessedHead] = []
-    notes: list[str] = []
-    if online:
-        for witness in (w for w in witnesses if w.url):
-            assert witness.url is not None
-            try:
-                note = fetch_checkpoint(witness.url, origin, timeout=timeout)
-                if note is not None:
-                    heads += verify_cosigned(note, origin, keyring, [witness.key], online=True)
-            except WitnessError as exc:
-                notes.append(f"witness {witness.key.name} not checked: {exc.reason}")
-            except NoteError as exc:
-                notes.append(
-                    f"witness {witness.key.name} answered a checkpoint that does not verify: {exc.reason}"
-                )
-    try:
-        stored = store.cosignatures(origin) if keys else []
-    except NotImplementedError:
-        stored, notes = [], [*notes, "this store keeps no cosignatures"]
-    for record in stored:
-        try:
-            heads += verify_cosigned(record.note, origin, keyring, keys)
-        except NoteError as exc:
-            notes.append(f"stored cosigned checkpoint at size {record.size} does not verify: {exc.reason}")
-    seen: set[tuple[str, int, bytes]] = set()
-    unique = []
-    for head in heads:
-        key = (head.witness, head.size, head.root)
-        if key not in seen:
-            seen.add(key)
-            unique.append(head)
-    return unique, notes

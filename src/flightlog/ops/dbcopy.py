@@ -65,7 +65,7 @@ from ..integrity.keys import Keyring, load_keyring, now_ms
 from ..integrity.notary import Notary
 from ..integrity.retirement import Pin, Retirement, sign_retirement
 from ..integrity.verify import audit_session, missing_sessions
-from ..integrity.witness import TrustedWitness, load_witnesses, witnessed_heads
+from ..integrity.witness_client import TrustedWitness, load_witnesses, witnessed_heads
 from ..ledger import GENESIS, CompactRange, chain_hash, leaf_hash
 from ..store.base import (
     EffectRecord,
@@ -187,7 +187,7 @@ def copy_store(
             copy commits only once everything verified).
         keyring: Trusted log keys for the arrival check (default :func:`~flightlog.integrity.keys.load_keyring`).
         heads: Retained heads (default :meth:`HeadStore.default`).
-        witnesses: Trusted witnesses (default :func:`~flightlog.integrity.witness.load_witnesses`).
+        witnesses: Trusted witnesses (default :func:`~flightlog.integrity.witness_client.load_witnesses`).
         online: Also ask witnesses with a URL for their latest heads (default: stored cosignatures only).
         notary: Signs the retirement record (default :meth:`Notary.from_env`, the user's log key).
 
