@@ -1,4 +1,4 @@
-"""The fleet commands through typer's CliRunner: submit, worker, db copy (mounted like cli.py would)."""
+"""The fleet commands through typer's CliRunner: submit, worker, db copy (mounted as flightlog.cli.root does)."""
 
 from __future__ import annotations
 

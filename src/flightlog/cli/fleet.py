@@ -1,9 +1,9 @@
 """Fleet commands: ``submit`` (queue a run), ``worker`` (drive queued runs), ``db copy`` (move a ledger).
 
-Mounting, from ``cli.py`` (``_mount``)::
+Mounting, from :mod:`flightlog.cli.root` (``_mount``)::
 
     from .fleet import register as register_fleet
-    register_fleet(app, _store)      # adds `submit`, `worker`, and `copy` under the `db` group
+    register_fleet(app, open_db)     # adds `submit`, `worker`, and `copy` under the `db` group
 
 ``register`` finds the ``db`` sub-app among ``app``'s groups and adds ``copy`` to it; to mount it
 explicitly instead, ``db_app.command("copy")(db_copy_command())``.

@@ -3,7 +3,7 @@
 Mounting (the ``flightlog`` app adds them at top level, with its own ``--db`` handling)::
 
     from .kernel import register as register_kernel
-    register_kernel(app, _store)      # _store(read_only: bool) -> context manager yielding a Store
+    register_kernel(app, open_db)     # open_db(read_only: bool) -> context manager yielding a Store
 
 ``kernel_app`` is a standalone Typer app with the same commands and a ``--db`` option (env
 ``FLIGHTLOG_DB``), for embedding or tests.

@@ -6,10 +6,10 @@ table, a parent/child tree, or ``--json`` (a flat array in the seed wire format;
 snapshot). ``tail`` prints a session's events as they become durable, one narrated line each, from any
 process. Thin: parse, call one library function, print.
 
-Mount it from ``cli.py``::
+Mounted by :mod:`flightlog.cli.root`::
 
     from .runs import register as register_runs
-    register_runs(app, _store)   # _store(read_only: bool) -> ContextManager[Store]
+    register_runs(app, open_db)   # open_db(read_only: bool) -> ContextManager[Store]
 """
 
 from __future__ import annotations
