@@ -4,7 +4,7 @@ rebuilt by :func:`resume` for an existing one, then asked by the recorder to che
 It implements :class:`flightlog.notarization.SessionSigner`, the interface the recorder is written
 against; the keys, the cadence and the heads come from :class:`flightlog.integrity.notary.Notary`.
 
-**Cadence.** A :class:`Notary`-equipped recorder signs a checkpoint, in the same transaction as the
+**Cadence.** A recorder with a :class:`~flightlog.integrity.notary.Notary` signs a checkpoint, in the same transaction as the
 events it covers, at the end of an ``append_many`` once ``every`` (default 64) events have accumulated
 since the last one, whenever ``Recorder.checkpoint()`` is called (the kernel calls it before each
 side-effecting tool call), and when the session is sealed. Ed25519 signing costs ~50 µs, so at the default
@@ -15,7 +15,7 @@ and Merkle-hashed like every event, but with no signature over them yet; verific
 ``{"size": n, "root": <hex root over seqs [0, n)>, "status": status}`` at seq n and a checkpoint over
 n + 1 events. A sealed session refuses appends; an event after a seal is a divergence.
 
-**Resume.** ``Recorder.attach(..., notary=n)`` verifies in full by default (:func:`audit_session`,
+**Resume.** ``Recorder.attach(..., notary=n)`` verifies in full by default (:func:`~flightlog.integrity.verify.audit_session`,
 streaming, O(n)). ``full=False`` verifies the latest checkpoint's signature, its consistency with the
 retained head, rebuilds the compact range from the frontier stored with the checkpoint (a cache, checked
 against the signed root) and verifies only the rows after it: O(log n) + tail. When the retained head is

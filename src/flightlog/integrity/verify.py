@@ -7,9 +7,9 @@ salted artifacts the events reference.
 index log (:mod:`flightlog.integrity.indexlog`; its own signed checkpoints, origin ``flightlog.local/<ledger id>/_/index``,
 its own retained head ``<head dir>/<ledger id>/index.json``), so a session deleted wholesale stays visible.
 Heads cosigned by a witness (:mod:`flightlog.integrity.witness`) are passed to :func:`audit_session` as
-:class:`WitnessedHead` and checked like the retained head (``rollback``, ``fork``, ``stale_head``, the detail
+:class:`~flightlog.integrity.heads.WitnessedHead` and checked like the retained head (``rollback``, ``fork``, ``stale_head``, the detail
 naming the witness): that catches a rollback even when the retained-head directory went with the database.
-The session's checkpoints the signed index log holds are passed as :class:`IndexedHead` and checked the same
+The session's checkpoints the signed index log holds are passed as :class:`~flightlog.integrity.heads.IndexedHead` and checked the same
 way (the detail naming the leaf), so a session re-chained after its retained head file was deleted still
 diverges; :func:`flightlog.integrity.audit.require_intact` (the check every entry point runs) passes all of these.
 
