@@ -31,7 +31,6 @@ for _name, _sub in (
 os.environ.pop("FLIGHTLOG_LOG_KEY", None)
 
 
-
 def pytest_unconfigure(config: pytest.Config) -> None:
     """Remove the suite-wide fallback directory (it leaked one ``/tmp/flightlog-tests-*`` per run). A
     process a test left running may still write into it: what it leaves is not the suite's to report."""
