@@ -30,16 +30,19 @@ from flightlog.events import (
     RunStarted,
     ToolGated,
 )
-from flightlog.kernel import pending
+from flightlog.kernel import Agent, Kernel, pending
+from flightlog.kernel.context import ContextPolicy, ContextWindow
+from flightlog.kernel.scripted import ScriptedProvider, call, calls, reply
 from flightlog.messages import Message, TextPart, ThinkingPart
 from flightlog.recorder import Recorder
+from flightlog.sessions import iter_events
 from flightlog.store import SqliteStore
 from flightlog.web.app import create_app
 from flightlog.web.security import CSP, Auth
 from flightlog.web.server import DashboardServer
 from flightlog.web.views import clip, sanitize, visible
 
-from .conftest import BIDI, HUGE, IMG, SCRIPT, TOKEN, opener, record_hostile, resume_gated, run_gated
+from .conftest import BIDI, HUGE, IMG, SCRIPT, TOKEN, echo, opener, record_hostile, resume_gated, run_gated
 
 BASE = "http://127.0.0.1:8000"
 ORIGIN = {"Origin": BASE}
@@ -621,3 +624,34 @@ def test_the_session_stream_wakes_on_a_commit_not_on_the_poll_interval(db_path: 
             assert waiting.wait(60)  # the stream waits for a change now
             recorder.append(Custom(custom_kind="step", payload={"i": 1}))
             assert _sse(lines, "ev")["seq"] == 1
+
+
+def test_the_session_page_and_the_runs_tree_show_the_recorded_context_use(
+    client: TestClient, db_path: Path
+) -> None:
+    provider = ScriptedProvider([calls(call("echo", {"text": "x" * 400}, id="e1")), reply("done")])
+    window = ContextPolicy(windows={provider.model: ContextWindow(4000, 200)})
+    agent = Agent(name="ctx", route=[provider], tools=[echo], context=window)
+    with SqliteStore(db_path) as store:
+        result = Kernel(store, agent, notary=None).run_sync("fill some context", session_id="ctx-1")
+        assert result.status == "completed"
+        fills = [
+            p["context"]["fill_tokens"]
+            for _row, e in iter_events(store, "ctx-1")
+            if isinstance(e, Custom) and e.custom_kind == "prompt_program_invoked"
+            for p in [e.payload]
+            if p["actor"] == "kernel"
+        ]
+    assert len(fills) == 2  # as recorded (the scripted usage calibrates the second estimate)
+    latest = f"{fills[1]:,}/3,800 ({fills[1] / 3800:.0%})"
+    html = client.get("/session?id=ctx-1").text
+    assert f"{latest} at turn 2 (reported+estimate)" in html
+    assert f"{fills[0]:,}/3,800" in html and "4,000 tokens, 200 kept for output" in html  # per-call rows
+    (node,) = [r for r in client.get("/api/runs").json()["runs"] if r["id"] == "ctx-1"]
+    assert node["context"] == latest and f"context {latest}" in client.get("/").text
+    run_gated(db_path, "g-ctx")  # a model without a known window: the fill alone, no ratio invented
+    assert "tok at turn" in client.get("/session?id=g-ctx").text
+    with SqliteStore(db_path) as store:
+        rec = Recorder.create(store, task="no kernel", session_id="plain-ctx")
+        rec.append(RunStarted(run_id="p", goal="nothing recorded"))
+    assert "not recorded" in client.get("/session?id=plain-ctx").text

@@ -27,7 +27,8 @@ from ..errors import SessionNotFound
 from ..live import DEFAULT_LEASE_MS, RunView, follow_events, list_run_views, list_runs_json_live, wall_ms
 from ..narration import narrate, short
 from ..runs import RunSource, RunState, build_tree, projection_ready, rebuild_projection
-from ..runs.projection import RunNode
+from ..runs.context import ContextUse
+from ..runs.projection import RunNode, context_uses
 from ..store.base import Store, StoredEvent
 from .console import console
 
@@ -132,12 +133,13 @@ def _runs_command(open_db: OpenDb) -> Callable[..., None]:
                 abandoned_only=abandoned,
                 limit=limit,
             )
+            uses = {} if json_out else context_uses(store, [v.snapshot.run_id for v in views])
         if json_out:
             sys.stdout.write("[" + ",".join(v.snapshot.model_dump_json() for v in views) + "]\n")
         elif tree:
-            _print_tree(views)
+            _print_tree(views, uses)
         else:
-            _print_table(views)
+            _print_table(views, uses)
 
     return runs_cmd
 
@@ -166,8 +168,9 @@ def _duration(ms: int | None) -> str:
     return f"{ms / 1000:.1f}s" if ms < 60_000 else f"{ms // 60_000}m{(ms % 60_000) // 1000:02d}s"
 
 
-def view_line(view: RunView, now: int) -> list[str]:
-    """The table cells of one run: id, state, outcome, tokens, steps, duration, parent, liveness, detail."""
+def view_line(view: RunView, now: int, context: ContextUse | None = None) -> list[str]:
+    """The table cells of one run: id, state, outcome, tokens, steps, duration, context use (fill of the
+    latest model call / usable window, ``-`` when none was recorded), parent, liveness, detail."""
     s = view.snapshot
     terminal = s.terminal
     return [
@@ -177,23 +180,27 @@ def view_line(view: RunView, now: int) -> list[str]:
         str(s.budget.tokens_used) if s.budget.tokens_used is not None else "-",
         str(s.budget.steps_taken) if s.budget.steps_taken is not None else "-",
         _duration(s.budget.duration_ms),
+        context.label() if context is not None else "-",
         s.parent or "",
         _liveness(view, now),
         short(terminal.detail, 40) if terminal and terminal.detail else "",
     ]
 
 
-_HEADERS = ("run", "state", "outcome", "tokens", "steps", "duration", "parent", "live", "detail")
-_RIGHT = frozenset({"tokens", "steps", "duration"})
+_HEADERS = ("run", "state", "outcome", "tokens", "steps", "duration", "context", "parent", "live", "detail")
+_RIGHT = frozenset({"tokens", "steps", "duration", "context"})
+_LIVE = _HEADERS.index("live")
+
+Uses = dict[str, ContextUse]
 
 
-def _print_table(views: list[RunView]) -> None:
+def _print_table(views: list[RunView], uses: Uses) -> None:
     """Aligned columns, never truncated (ids are long; pipes and narrow terminals must keep them whole)."""
     if not views:
         _out.print("(no runs)")
         return
     now = wall_ms()
-    rows = [list(_HEADERS), *(view_line(view, now) for view in views)]
+    rows = [list(_HEADERS), *(view_line(view, now, uses.get(view.snapshot.run_id)) for view in views)]
     widths = [max(len(row[i]) for row in rows) for i in range(len(_HEADERS))]
     for row in rows:
         cells = [
@@ -203,20 +210,22 @@ def _print_table(views: list[RunView]) -> None:
         _out.print("  ".join(cells).rstrip())
 
 
-def _label(view: RunView, now: int) -> str:
-    cells = view_line(view, now)
+def _label(view: RunView, now: int, context: ContextUse | None) -> str:
+    cells = view_line(view, now, context)
     parts = [
         cells[0],
         cells[1] + (f" ({cells[2]})" if cells[2] else ""),
         f"tokens {cells[3]}",
         f"steps {cells[4]}",
     ]
-    if cells[7]:
-        parts.append(cells[7])
+    if context is not None:
+        parts.append(f"context {cells[6]}")
+    if cells[_LIVE]:
+        parts.append(cells[_LIVE])
     return "  ".join(parts)
 
 
-def _print_tree(views: list[RunView]) -> None:
+def _print_tree(views: list[RunView], uses: Uses) -> None:
     """One line per run, children indented under their parent with tree guides."""
     if not views:
         _out.print("(no runs)")
@@ -226,7 +235,8 @@ def _print_tree(views: list[RunView]) -> None:
 
     def walk(node: RunNode, prefix: str, last: bool, root: bool) -> None:
         guide = "" if root else ("└── " if last else "├── ")
-        _out.print(prefix + guide + _label(by_id[node.snapshot.run_id], now))
+        run_id = node.snapshot.run_id
+        _out.print(prefix + guide + _label(by_id[run_id], now, uses.get(run_id)))
         inner = prefix if root else prefix + ("    " if last else "│   ")
         for index, child in enumerate(node.children):
             walk(child, inner, index == len(node.children) - 1, False)

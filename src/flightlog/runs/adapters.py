@@ -86,6 +86,14 @@ Budget
   transcript itself recorded it (Claude Code sub-agents' ``metadata["totalDurationMs"]``). In-flight runs
   have no duration.
 
+Context use (beside the snapshot, not in it)
+============================================
+
+The latest run's latest ``Custom("prompt_program_invoked")`` of the ``kernel`` actor gives its context
+use (:class:`~flightlog.runs.context.ContextUse`: fill, window, basis); ``run_started`` clears it. None
+when no such record exists. The seed 002 snapshot has no field for it, so :meth:`SessionFold.context_use`
+serves it to the listings and the dashboard.
+
 Refs (ordered by first appearance, at most :data:`MAX_REFS`, oldest dropped first)
 ==================================================================================
 
@@ -134,6 +142,7 @@ from ..events import (
     ToolRequested,
 )
 from ..narration import short
+from .context import PROMPT_PROGRAM_INVOKED, ContextUse
 from .model import (
     AgentRunSnapshot,
     BudgetSummary,
@@ -443,6 +452,7 @@ class SessionFold:
     gates: dict[str, str] = field(default_factory=dict)  # call_id -> approval ref
     permissions: list[str] = field(default_factory=list)  # approval refs, oldest first
     refs: dict[str, list[Any]] = field(default_factory=dict)  # reference -> [kind, label]
+    context: dict[str, Any] | None = None  # ContextUse.to_json() of the open run's latest model call
     processes: list[ProcessEntry] = field(default_factory=list, compare=False)
 
     # ── persistence ──
@@ -454,6 +464,7 @@ class SessionFold:
         state["gates"] = dict(self.gates)
         state["permissions"] = list(self.permissions)
         state["refs"] = {reference: list(entry) for reference, entry in self.refs.items()}
+        state["context"] = dict(self.context) if self.context is not None else None
         return state
 
     @classmethod
@@ -515,6 +526,7 @@ class SessionFold:
         self._clear_pending()
         self.suspended = None
         self.stopping = False
+        self.context = None
 
     def _clear_pending(self) -> None:
         self.awaiting_model = False
@@ -662,6 +674,11 @@ class SessionFold:
                 ReceiptKind.RECEIPT, f"effect:{_id(self.header.session_id)}:{_id(key)}", "effect completed"
             )
 
+    def _on_prompt_program_invoked(self, payload: dict[str, Any]) -> None:
+        use = ContextUse.from_invoked(payload)
+        if use is not None:
+            self.context = use.to_json()
+
     def _on_run_ref(self, payload: dict[str, Any]) -> None:
         kind, reference, label = payload.get("kind"), payload.get("reference"), payload.get("label")
         if not isinstance(kind, str) or kind not in ReceiptKind._value2member_map_:
@@ -721,6 +738,11 @@ class SessionFold:
         ended = None if self.header.imported else self.terminal_at_ms
         return TerminalSummary(outcome=outcome, ended_at_ms=ended, detail=_detail(detail))
 
+    def context_use(self) -> ContextUse | None:
+        """The window fill recorded with the latest run's latest model call (:mod:`flightlog.runs.context`),
+        None when none was recorded."""
+        return None if self.context is None else ContextUse.from_json(self.context)
+
     def ref_list(self) -> list[ReceiptRef]:
         """The refs, in first-appearance order."""
         return [
@@ -743,7 +765,7 @@ class SessionFold:
 
 _HEADER_FIELDS = tuple(f.name for f in fields(SessionHeader))
 _STATE_FIELDS = frozenset(f.name for f in fields(SessionFold)) - {"header", "processes"}
-_SCALARS = tuple(sorted(_STATE_FIELDS - {"tools", "gates", "permissions", "refs"}))
+_SCALARS = tuple(sorted(_STATE_FIELDS - {"tools", "gates", "permissions", "refs", "context"}))
 
 _HANDLERS: dict[str, Any] = {
     "run_started": SessionFold._on_run_started,
@@ -777,6 +799,7 @@ _CUSTOM_HANDLERS: dict[str, Any] = {
     "model_usage": SessionFold._on_token_usage,
     "external_effect_completed": SessionFold._on_effect_completed,
     "run_ref": SessionFold._on_run_ref,
+    PROMPT_PROGRAM_INVOKED: SessionFold._on_prompt_program_invoked,
 }
 
 

@@ -35,6 +35,7 @@ from typing import Any, NamedTuple
 import pydantic_core
 
 from ..encoding import decode_stored
+from ..errors import SessionNotFound
 from ..events import Event
 from ..store.base import RunListing, RunRow, SessionRecord, Store, StoredEvent
 from .adapters import (
@@ -46,6 +47,7 @@ from .adapters import (
     combine,
     refine_with_status,
 )
+from .context import ContextUse
 from .model import AgentRunSnapshot, RunSource, RunState, snapshot_list_adapter
 
 __all__ = [
@@ -54,6 +56,7 @@ __all__ = [
     "RunNode",
     "build_tree",
     "compute_runs",
+    "context_uses",
     "is_run",
     "list_runs",
     "list_runs_json",
@@ -94,6 +97,8 @@ class _Parts:
     status: str | None = None
     rendered: tuple[Any, AgentRunSnapshot, str] | None = field(default=None, compare=False, repr=False)
     """What :func:`_row` last rendered from these parts: its render key, snapshot and snapshot JSON."""
+    legacy: bool = field(default=False, compare=False)
+    """The stored fold predates context use (it lacks the ``context`` fact): refold before resuming."""
 
 
 def _parts(row: RunRow | None) -> _Parts:
@@ -101,10 +106,14 @@ def _parts(row: RunRow | None) -> _Parts:
         return _Parts()
     data = json.loads(row.fold)
     fold = None
-    if data.get("v") == FOLD_VERSION and data.get("session") is not None:
-        fold = SessionFold.from_json(data["session"])
+    session = data.get("session")
+    if data.get("v") == FOLD_VERSION and session is not None:
+        fold = SessionFold.from_json(session)
     process = ProcessEntry.from_json(data["process"]) if data.get("process") else None
-    return _Parts(fold, process, row.session_status if fold is not None else None)
+    parts = _Parts(fold, process, row.session_status if fold is not None else None)
+    # A fold stored before context use was folded (no "context" key): the session's next append refolds it.
+    parts.legacy = session is not None and "context" not in session
+    return parts
 
 
 def _snapshot(parts: _Parts) -> AgentRunSnapshot:
@@ -138,9 +147,9 @@ def _encode(state: dict[str, Any]) -> str:
     return text if text.isascii() and "\x7f" not in text else _ENCODE(state)
 
 
-_UNRENDERED = {"last_seq": None, "last_at_ms": None}
+_UNRENDERED = {"last_seq": None, "last_at_ms": None, "context": None}
 """Fold fields :meth:`SessionFold.snapshot` never reads (they move on every append; ``updated_at_ms`` and
-``last_seq`` come from them, not the snapshot)."""
+``last_seq`` come from the first two, not the snapshot; ``context`` is served beside it)."""
 
 
 def _row(run_id: str, parts: _Parts) -> RunRow:
@@ -291,7 +300,7 @@ def _apply(store: Store, recorder: Any, batch: Sequence[tuple[StoredEvent, Event
     session_id: str = recorder.session_id
     first = batch[0][0].seq
     parts = _parts(store.get_run_rows([session_id]).get(session_id))
-    if parts.fold is None or parts.fold.last_seq != first - 1:
+    if parts.fold is None or parts.fold.last_seq != first - 1 or parts.legacy:
         record = store.get_session(session_id)
         parts.fold, parts.status = _fold_session(store, record, stop=first), record.status
     fold = parts.fold
@@ -528,6 +537,32 @@ def compute_runs(
             runs.append((snapshot, _updated(part), run_id))
     runs.sort(key=lambda item: (-item[1], item[2]))
     return [(snapshot, updated) for snapshot, updated, _ in runs]
+
+
+def context_uses(store: Store, run_ids: Collection[str]) -> dict[str, ContextUse]:
+    """The context use (:mod:`flightlog.runs.context`) of each run that recorded one, by run id.
+
+    One read of the projection's rows when it is current (a row folded before context use was folded
+    counts as unknown until its session is appended to again or ``--rebuild``); otherwise each named
+    session's ledger is folded. Runs without a recorded session or without a record are left out.
+    """
+    uses: dict[str, ContextUse] = {}
+    if projection_ready(store):
+        for run_id, row in store.get_run_rows(list(run_ids)).items():
+            parts = _parts(row)
+            use = parts.fold.context_use() if parts.fold is not None and not parts.legacy else None
+            if use is not None:
+                uses[run_id] = use
+        return uses
+    for run_id in run_ids:
+        try:
+            record = store.get_session(run_id)
+        except SessionNotFound:
+            continue
+        use = _fold_session(store, record).context_use()
+        if use is not None:
+            uses[run_id] = use
+    return uses
 
 
 # ─── tree ─────────────────────────────────────────────────────────────────────────────────────

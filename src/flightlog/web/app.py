@@ -256,6 +256,7 @@ def _session_status(dash: _Dashboard, session_id: str) -> dict[str, Any]:
         "status": views.show(record.status, 60),
         "state": state,
         "budget": budget,
+        "context": views.session_context(store, session_id),
         "head_seq": record.head_seq,
         "pending": views.pending_rows(calls),
         "waiting": views.waiting_rows(suspended, dash.pending.decided(store, session_id)),

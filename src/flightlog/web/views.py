@@ -39,7 +39,8 @@ from ..messages import (
 )
 from ..narration import narrate
 from ..runs import AgentRunSnapshot, RunSource, RunState, build_tree, refine_with_status
-from ..runs.projection import RunNode, projection_ready
+from ..runs.context import PROMPT_PROGRAM_INVOKED, ContextUse
+from ..runs.projection import RunNode, context_uses, projection_ready
 from ..store.base import SessionRecord, Store, StoredEvent
 
 __all__ = [
@@ -75,6 +76,8 @@ LINE_LIMIT = 400
 """Characters of a narrated line or any other one-line field."""
 KEEP_CALLS = 200
 KEEP_BLOCKS = 100
+KEEP_CONTEXT = 20
+"""Model calls whose recorded window fill the session page lists (the latest)."""
 MAX_RUNS = 500
 """Runs listed at most (the most recently updated)."""
 
@@ -178,8 +181,36 @@ def _task(store: Store, run_id: str) -> str | None:
         return None
 
 
+def context_cells(use: ContextUse | None) -> dict[str, str]:
+    """Display cells of a run's context use: ``text`` (``2,980/3,800 (78%)``), ``turn``, ``basis``,
+    ``window`` and ``model``; all empty when none was recorded (nothing is estimated here)."""
+    if use is None:
+        return {"text": "", "turn": "", "basis": "", "window": "", "model": ""}
+    window = (
+        ""
+        if use.window_tokens is None
+        else f"{use.window_tokens:,} tokens, {use.output_reserve:,} kept for output"
+    )
+    return {
+        "text": use.label(),
+        "turn": str(use.turn),
+        "basis": show(use.basis, 40),
+        "window": window,
+        "model": show(use.model or "", 120),
+    }
+
+
+def session_context(store: Store, session_id: str) -> dict[str, str]:
+    """:func:`context_cells` of a session's latest recorded context use (from the ledger)."""
+    return context_cells(context_uses(store, [session_id]).get(session_id))
+
+
 def _run_node(
-    node: RunNode, views: dict[str, RunView], waiting: set[str], tasks: dict[str, str | None]
+    node: RunNode,
+    views: dict[str, RunView],
+    waiting: set[str],
+    tasks: dict[str, str | None],
+    uses: dict[str, ContextUse],
 ) -> dict[str, Any]:
     view = views[node.snapshot.run_id]
     s = view.snapshot
@@ -196,9 +227,10 @@ def _run_node(
         "tokens": "" if s.budget.tokens_used is None else str(s.budget.tokens_used),
         "steps": "" if s.budget.steps_taken is None else str(s.budget.steps_taken),
         "duration": _duration(s.budget.duration_ms),
+        "context": context_cells(uses.get(s.run_id))["text"],
         "liveness": liveness,
         "awaiting_resume": s.run_id in waiting,
-        "children": [_run_node(child, views, waiting, tasks) for child in node.children],
+        "children": [_run_node(child, views, waiting, tasks, uses) for child in node.children],
     }
 
 
@@ -225,8 +257,9 @@ def run_tree(
     views = list_run_views(store, state=state, source=source, limit=limit)
     by_id = {v.snapshot.run_id: v for v in views}
     tasks = {run_id: _task(store, run_id) for run_id in by_id}
+    uses = context_uses(store, list(by_id))
     nodes = build_tree([v.snapshot for v in views])
-    return [_run_node(node, by_id, waiting or set(), tasks) for node in nodes]
+    return [_run_node(node, by_id, waiting or set(), tasks, uses) for node in nodes]
 
 
 STATES: tuple[str, ...] = tuple(s.value for s in RunState)
@@ -419,6 +452,8 @@ class SessionPage:
         artifacts: Artifacts the events reference (handle, size, media type, first seq, state).
         state: The run's state (durable refined by live), when the projection knows it.
         budget: Tokens/steps/duration for the header.
+        context: The recorded window fill of the latest model calls (:func:`context_cells` each, plus
+            ``seq``), oldest first, at most :data:`KEEP_CONTEXT`.
     """
 
     session_id: str
@@ -432,6 +467,7 @@ class SessionPage:
     artifacts: list[dict[str, Any]] = field(default_factory=list)
     state: str = ""
     budget: dict[str, str] = field(default_factory=dict)
+    context: list[dict[str, str]] = field(default_factory=list)
 
     @property
     def at_tail(self) -> bool:
@@ -525,6 +561,7 @@ def session_page(store: Store, session_id: str, *, start: int | None = None) -> 
             page.events.append(event_row(session_id, row, event, error))
         if event is not None:
             _fold(row.seq, event, calls, thinking, providers)
+            _context(row.seq, event, page.context)
     page.tool_calls = [
         {
             "seq": c.seq,
@@ -538,6 +575,7 @@ def session_page(store: Store, session_id: str, *, start: int | None = None) -> 
         }
         for c in calls.values()
     ]
+    page.context = page.context[-KEEP_CONTEXT:]
     page.thinking = thinking[-KEEP_BLOCKS:]
     page.providers = providers[-KEEP_BLOCKS:]
     page.artifacts = [_artifact(store, salted, digest, seq) for (salted, digest), seq in handles.items()]
@@ -587,6 +625,17 @@ def _fold(
         for blocks in (thinking, providers):
             if len(blocks) > 2 * KEEP_BLOCKS:
                 del blocks[:-KEEP_BLOCKS]
+
+
+def _context(seq: int, event: SessionEvent, rows: list[dict[str, str]]) -> None:
+    """Fold a model call's recorded window fill into the page's context rows (latest kept)."""
+    if not isinstance(event, Custom) or event.custom_kind != PROMPT_PROGRAM_INVOKED:
+        return
+    use = ContextUse.from_invoked(event.payload) if isinstance(event.payload, dict) else None
+    if use is not None:
+        rows.append({"seq": str(seq), **context_cells(use)})
+        if len(rows) > 2 * KEEP_CONTEXT:
+            del rows[:-KEEP_CONTEXT]
 
 
 def verification(store: Store, session_id: str) -> dict[str, Any]:

@@ -208,6 +208,7 @@
         { class: "muted" },
         (node.tokens ? node.tokens + " tokens " : "") + (node.steps ? node.steps + " steps " : "") + node.duration
       ),
+      node.context ? el("span", { class: "muted context", title: "context window fill of the latest model call", text: "context " + node.context }) : null,
       node.task ? el("span", { class: "task", text: node.task }) : null,
       node.detail ? el("span", { class: "detail", text: node.detail }) : null
     );
@@ -281,6 +282,8 @@
       setText("head", String(st.head_seq + 1));
       const b = st.budget || {};
       setText("budget", (b.tokens ? b.tokens + " tokens " : "") + (b.steps ? b.steps + " steps " : "") + (b.duration || ""));
+      const c = st.context || {};
+      setText("context", c.text ? c.text + " at turn " + c.turn + " (" + c.basis + ")" : "not recorded");
       renderPending(st.pending, location.pathname + location.search);
       renderWaiting(st.waiting);
     });
