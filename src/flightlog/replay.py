@@ -17,14 +17,19 @@ Message reconstruction rules (seed 000 event kinds; the rules are flightlog's, s
 ``tool_completed``   one ``tool`` message per result, in order
 ``compressed``       every message put there by an event whose seq is in ``archived_seq_range``
                      (earlier summaries included) is replaced by one ``system`` summary, at the
-                     place of the first of them (at the end when none is left)
+                     place of the first of them (at the end when none is left); but an in-place
+                     action (``snip_compact``, ``micro_compact``: :data:`IN_PLACE_ACTIONS`) removes
+                     nothing: it applies the rewrites of the ``Custom("context_rewrite")`` recorded
+                     just before it (each names a message by origin seq and ordinal, a content
+                     part, and that part's new text), or nothing without one
 ``context_renewed``  the history restarts: the handoff's messages (``archive_loader`` on
                      ``handoff_ref``), else one ``system`` note naming the handoff
 ``rollbacked``       history truncated to ``checkpoint_history_len`` messages
 anything else        nothing: ``page_out`` (its stub is already in the history: the summary of the
                      ``compressed`` it archives, or the stub output a ``tool_completed`` recorded),
                      ``page_in`` (the restored entries arrive as the ``page_in`` tool's result),
-                     the other kernel OS kinds, ``custom``, tool requests, permissions...
+                     the other kernel OS kinds, ``custom`` (a ``context_rewrite`` is only held for
+                     the ``compressed`` after it), tool requests, permissions...
 =================== ============================================================================
 
 So the history at any seq is exactly what the next model request carried: nothing archived stays
@@ -41,6 +46,7 @@ from typing import Any
 from .events import (
     Compressed,
     ContextRenewed,
+    Custom,
     LlmCompleted,
     ProviderReplay,
     Rollbacked,
@@ -53,6 +59,8 @@ from .events import (
 from .messages import ContentPart, Message, TextPart, ThinkingPart, ToolCall, ToolCallPart, ToolResultPart
 
 __all__ = [
+    "CONTEXT_REWRITE",
+    "IN_PLACE_ACTIONS",
     "TRUNCATION_SUFFIX",
     "ArchiveLoader",
     "Rebuilder",
@@ -69,6 +77,15 @@ TRUNCATION_SUFFIX = "… [replay truncated]"
 """Appended to a part cut by ``max_part_bytes`` (22 UTF-8 bytes; counts toward the cap)."""
 
 _SUFFIX_BYTES = len(TRUNCATION_SUFFIX.encode("utf-8"))
+
+CONTEXT_REWRITE = "context_rewrite"
+"""``Custom`` kind carrying the exact rewrites of an in-place ``compressed`` (recorded just before it):
+``{turn, action, rewrites: [{origin, index, part, stage, tokens_before, text}]}`` (see
+:class:`Rebuilder`)."""
+
+IN_PLACE_ACTIONS = frozenset({"snip_compact", "micro_compact"})
+"""``compressed.action`` values that rewrite messages in place and archive nothing (UPSTREAM.md §1:
+upstream's snip and micro tiers)."""
 
 ArchiveLoader = Callable[[str], Sequence[Message] | None]
 """Maps an artifact ref (``context_renewed.handoff_ref``, ``page_out.archive_ref``) to its messages;
@@ -215,6 +232,7 @@ class Rebuilder:
         self.entries: list[_Entry] = []
         self._loader = loader
         self._limit = max_part_bytes
+        self._rewrite: dict[str, Any] | None = None
 
     def feed(self, seq: int, event: SessionEvent) -> None:
         """Fold one event (in ascending seq order)."""
@@ -241,7 +259,16 @@ class Rebuilder:
         for result in event.results:
             self._add(_tool_message(result.call_id, result.output, result.is_error), seq)
 
+    def _on_custom(self, seq: int, event: Custom) -> None:
+        if event.custom_kind == CONTEXT_REWRITE and isinstance(event.payload, dict):
+            self._rewrite = event.payload
+
     def _on_compressed(self, seq: int, event: Compressed) -> None:
+        if event.action in IN_PLACE_ACTIONS:
+            rewrite, self._rewrite = self._rewrite, None
+            if rewrite is not None and rewrite.get("turn") == event.turn:
+                self._apply_rewrites(rewrite.get("rewrites"))
+            return
         low, high = event.archived_seq_range
         kept = [entry for entry in self.entries if not low <= entry.origin <= high]
         at = next((i for i, entry in enumerate(self.entries) if low <= entry.origin <= high), None)
@@ -250,6 +277,30 @@ class Rebuilder:
             position, _Entry(_clip_message(summary_message(event.turn, event.summary), self._limit), seq)
         )
         self.entries = kept
+
+    def _apply_rewrites(self, rewrites: Any) -> None:
+        """Replace the named parts' text in place; a rewrite that names no such text or tool-result part
+        (a changed ledger) is skipped, so the rebuilt request differs and ``replay --check`` says so."""
+        for rewrite in rewrites if isinstance(rewrites, list) else ():
+            if not isinstance(rewrite, dict) or not isinstance(rewrite.get("text"), str):
+                continue
+            matching = [e for e in self.entries if e.origin == rewrite.get("origin")]
+            index, part = rewrite.get("index"), rewrite.get("part")
+            if not isinstance(index, int) or not 0 <= index < len(matching) or not isinstance(part, int):
+                continue
+            entry = matching[index]
+            content = list(entry.message.content)
+            if not 0 <= part < len(content):
+                continue
+            target = content[part]
+            if isinstance(target, TextPart):
+                content[part] = target.model_copy(update={"text": rewrite["text"]})
+            elif isinstance(target, ToolResultPart):
+                content[part] = target.model_copy(update={"output": rewrite["text"]})
+            else:
+                continue
+            message = entry.message.model_copy(update={"content": content})
+            entry.message = _clip_message(message, self._limit)
 
     def _on_context_renewed(self, seq: int, event: ContextRenewed) -> None:
         handoff = self._load(event.handoff_ref)
@@ -273,6 +324,7 @@ _REBUILD_HANDLERS: dict[str, _Handler] = {
     "llm_completed": Rebuilder._on_llm_completed,
     "tool_completed": Rebuilder._on_tool_completed,
     "compressed": Rebuilder._on_compressed,
+    "custom": Rebuilder._on_custom,
     "context_renewed": Rebuilder._on_context_renewed,
     "rollbacked": Rebuilder._on_rollbacked,
 }
@@ -307,7 +359,9 @@ def reconstruct(
     * ``compressed``: every history message put there by an event whose seq lies in
       ``archived_seq_range`` (inclusive; an earlier ``compressed``'s summary included) is removed, and
       :func:`summary_message` (``"[compressed turn N] <summary>"``, ``(no summary recorded)`` without one)
-      takes the place of the first removed message, or goes last when none was left.
+      takes the place of the first removed message, or goes last when none was left. An in-place action
+      (:data:`IN_PLACE_ACTIONS`) removes nothing: the rewrites of the ``Custom("context_rewrite")`` just
+      before it (same ``turn``) replace the named text or tool output in place; without one, nothing.
     * ``context_renewed``: the history restarts from the handoff: the messages ``archive_loader`` returns
       for ``handoff_ref``; with none (no ref, no loader, ``None``, empty, or a ``LookupError``),
       :func:`renewal_message`. Other loader errors propagate.
@@ -316,7 +370,8 @@ def reconstruct(
     * ``page_out`` and ``page_in``: nothing (see the module table: their stubs and restored entries
       are carried by the events around them, so nothing appears twice).
     * every other kind (the remaining kernel OS kinds, ``tool_requested``, ``permission_*``,
-      ``tool_denied``, ``run_terminal``, ``memory_retrieval_result``, ``custom``): nothing.
+      ``tool_denied``, ``run_terminal``, ``memory_retrieval_result``, ``custom``): nothing (a
+      ``context_rewrite`` custom is held for the in-place ``compressed`` that follows it).
 
     Args:
         events: ``(seq, event)`` pairs, strictly ascending seq; consumed once and lazily.

@@ -30,10 +30,35 @@ def work(step: int) -> str:
     return f"step {step} done{bulk}"
 
 
+@tool(effect="read_only")
+def work_long(step: int) -> str:
+    """Do one step of the job, reporting at length.
+
+    Args:
+        step: The step number.
+    """
+    if step % 7 == 0:
+        return f"step {step} done" + "x" * 2400  # too large to keep: paged out on arrival
+    if step % 3 == 0:
+        return f"step {step} done; details: " + "y" * 1100  # mid-sized: what micro-compaction cuts
+    return f"step {step} done"
+
+
+CHATTY_PAGE_OUT_TOKENS = 400
+"""The page-out limit of a chatty run: its mid-sized outputs (~280 tokens) stay in the history."""
+
+
 def build(
-    steps: int = 300, *, window: int = WINDOW, **policy: Any
+    steps: int = 300, *, window: int = WINDOW, chatty: bool = False, **policy: Any
 ) -> tuple[Agent, StepProvider, SummaryProvider]:
-    provider = StepProvider(steps, window=window)
+    """The long-run agent; ``chatty``: every 4th answer narrates at length (snip) and every 3rd output is
+    mid-sized (micro), with a page-out limit that keeps those in the history."""
+    if chatty:
+        policy.setdefault("page_out_tokens", CHATTY_PAGE_OUT_TOKENS)
+    tool_name = "work_long" if chatty else "work"
+    provider = StepProvider(
+        steps, window=window, tool=tool_name, narrate_every=4 if chatty else 0, narration_chars=1000
+    )
     summarizer = SummaryProvider()
     context = ContextPolicy(
         windows={
@@ -44,7 +69,8 @@ def build(
         summary_max_tokens=300,
         **policy,
     )
-    agent = Agent(name="long", route=[provider], tools=[work], max_tokens=MAX_TOKENS, context=context)
+    tools = [work_long] if chatty else [work]
+    agent = Agent(name="long", route=[provider], tools=tools, max_tokens=MAX_TOKENS, context=context)
     return agent, provider, summarizer
 
 

@@ -660,7 +660,8 @@ ledger (``check_session``), and their place: compiled before the first call, one
 ``checkpoint_taken``."""
 
 CONTEXT_KINDS = {
-    # written only when a run manages its context; each is checked field by field in test_context.py:
+    # written only when a run manages its context; each is checked field by field in test_context.py
+    # (in-place tiers: test_inplace.py):
     "Compressed": "test_a_context_too_long_answer_is_compacted_past",
     "PageOut": "test_a_large_output_is_paged_out_and_paged_back_in",
     "PageIn": "test_a_large_output_is_paged_out_and_paged_back_in",
@@ -669,6 +670,7 @@ CONTEXT_KINDS = {
     "compaction_failed": "test_a_failing_summary_call_is_retried_then_replaced_by_the_rule_summary",
     "context_overflow": "test_a_context_too_long_answer_is_compacted_past",
     "context_pin": "test_pinned_results_survive_compaction_verbatim",
+    "context_rewrite": "test_a_chatty_run_cuts_in_place_then_archives_and_replays_what_the_model_saw",
 }
 
 
@@ -758,7 +760,8 @@ def test_the_scenarios_cover_every_kind_the_kernel_writes(tmp_path: Path) -> Non
             outcome = scenario(store, own)
             covered |= {kind_of(e) for e in outcome.expected}
             covered |= {kind_of(e) for e in events(store, outcome.session_id) if kind_of(e) in PROGRAM_KINDS}
-    context_tests = (Path(__file__).parent / "test_context.py").read_text()
+    here = Path(__file__).parent
+    context_tests = (here / "test_context.py").read_text() + (here / "test_inplace.py").read_text()
     assert all(f"def {name}(" in context_tests for name in CONTEXT_KINDS.values())
     covered |= set(CONTEXT_KINDS)
     assert sorted(writes - covered) == [], "written by the kernel, checked by no scenario"

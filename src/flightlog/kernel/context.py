@@ -14,11 +14,12 @@ that position so far, from the ledger, so a resumed run estimates exactly as the
 :data:`DEFAULT_TOKENS_PER_CHAR` before any call.
 
 Thresholds and labels are upstream's (UPSTREAM.md §1, deepstrike ``context/config.rs``): on
-``rho = fill / usable`` (strict ``>``), ``context_collapse`` above 0.90, ``auto_compact`` above 0.95
+``rho = fill / usable`` (strict ``>``), ``snip_compact`` above 0.70 and ``micro_compact`` above 0.80
+(in place, :mod:`flightlog.kernel.inplace`), ``context_collapse`` above 0.90, ``auto_compact`` above 0.95
 (and for a provider "too long" answer), renewal above 0.98; compaction aims at 0.65 and keeps the last
-2 turns. flightlog archives only at ``compact_at`` (default the collapse threshold): snip and micro
-compaction do not rewrite recorded messages here; large tool outputs are paged out when they arrive
-instead (``page_out_tokens``).
+2 turns. The in-place tiers run first (once per turn); a summary compaction follows when the fill is
+still above ``compact_at`` (default the collapse threshold). Large tool outputs are also paged out when
+they arrive (``page_out_tokens``).
 """
 
 from __future__ import annotations
@@ -36,7 +37,9 @@ __all__ = [
     "COLLAPSE_THRESHOLD",
     "DEFAULT_TOKENS_PER_CHAR",
     "KNOWN_WINDOWS",
+    "MICRO_THRESHOLD",
     "RENEWAL_THRESHOLD",
+    "SNIP_THRESHOLD",
     "TARGET_AFTER_COMPRESS",
     "Calibration",
     "ContextPolicy",
@@ -48,6 +51,10 @@ __all__ = [
     "window_for",
 ]
 
+SNIP_THRESHOLD = 0.70
+"""Upstream ``snip_threshold``: above it, oversized text messages are cut in place (``snip_compact``)."""
+MICRO_THRESHOLD = 0.80
+"""Upstream ``micro_threshold``: above it, large tool results are excerpted in place too (``micro_compact``)."""
 COLLAPSE_THRESHOLD = 0.90
 """Upstream ``collapse_threshold``: above it, compaction is labelled ``context_collapse``."""
 AUTO_THRESHOLD = 0.95
@@ -60,6 +67,7 @@ DEFAULT_TOKENS_PER_CHAR = 0.25
 """Tokens per character of canonical request JSON before a route has reported any usage."""
 
 Action = Literal["context_collapse", "auto_compact"]
+InPlaceAction = Literal["snip_compact", "micro_compact"]
 
 
 @dataclass(frozen=True)
@@ -135,6 +143,10 @@ class ContextPolicy:
 
     Attributes:
         windows: Context windows by model id, over :data:`KNOWN_WINDOWS`.
+        snip_at: Fill ratio above which oversized text messages are cut in place before a call
+            (``snip_compact``; None: never).
+        micro_at: Fill ratio above which large tool results are excerpted in place too
+            (``micro_compact``; None: never).
         compact_at: Fill ratio (of the usable window) above which the kernel compacts before a call.
         target: Fill ratio compaction aims at (upstream ``target_after_compress``).
         keep_turns: Most recent turns (model answer + its tool results) never archived.
@@ -150,6 +162,8 @@ class ContextPolicy:
     """
 
     windows: Mapping[str, ContextWindow] = field(default_factory=dict)
+    snip_at: float | None = SNIP_THRESHOLD
+    micro_at: float | None = MICRO_THRESHOLD
     compact_at: float = COLLAPSE_THRESHOLD
     target: float = TARGET_AFTER_COMPRESS
     keep_turns: int = 2
@@ -167,6 +181,21 @@ class ContextPolicy:
             raise ValueError("keep_turns must be >= 0 and summary_max_tokens >= 1")
         if self.renew_after is not None and self.renew_after < 1:
             raise ValueError("renew_after must be >= 1")
+        for name in ("snip_at", "micro_at"):
+            value = getattr(self, name)
+            if value is not None and not 0 < value <= 1:
+                raise ValueError(f"{name} must be in (0, 1] or None, got {value}")
+
+    def in_place_action(self, ratio: float | None) -> InPlaceAction | None:
+        """The in-place tier a fill ``ratio`` calls for: ``micro_compact`` above ``micro_at``, else
+        ``snip_compact`` above ``snip_at``, else None (strict ``>``, as upstream)."""
+        if ratio is None:
+            return None
+        if self.micro_at is not None and ratio > self.micro_at:
+            return "micro_compact"
+        if self.snip_at is not None and ratio > self.snip_at:
+            return "snip_compact"
+        return None
 
     def window(self, model: str) -> ContextWindow | None:
         """:func:`window_for` with this policy's overrides."""
@@ -186,7 +215,8 @@ class ContextPolicy:
         Raises:
             ValueError: an unknown key or a bad value (named).
         """
-        known = {"windows", "compact_at", "target", "keep_turns", "page_out_tokens", "renew_after"}
+        known = {"windows", "snip_at", "micro_at", "compact_at", "target", "keep_turns", "page_out_tokens"}
+        known |= {"renew_after"}
         known |= {"summary_max_tokens", "tools"}
         unknown = set(data) - known
         if unknown:

@@ -111,6 +111,7 @@ from .context import RENEWAL_THRESHOLD, Calibration, Fill, action_for, estimate_
 from .effects import Effects
 from .errors import KernelError
 from .execution import execute_turn
+from .inplace import plan_in_place
 from .operations import DeadlineHit, Operation, deadline
 from .paging import PAGE_IN, Notes, archived_result, current_access, stub_output, tokens_of
 from .planning import calls_in, plan_calls
@@ -445,6 +446,8 @@ class _Activation:
             self._renew(turn, progress=None, open_items=())
             return True
         force = st.overflow and st.overflow_compacted != turn
+        if not force and self._rewrite_in_place(turn, provider, fill):
+            return True
         ratio = fill.ratio
         over = ratio is not None and ratio > policy.compact_at and st.compacted_turn != turn
         if not (force or over):
@@ -457,6 +460,34 @@ class _Activation:
             self._renew(turn, progress=None, open_items=())
             return True
         return False
+
+    def _rewrite_in_place(self, turn: int, provider: ModelProvider, fill: Fill) -> bool:
+        """Upstream's snip/micro tiers, once per turn (:mod:`flightlog.kernel.inplace`); True when recorded."""
+        st, policy = self.state, self.agent.context_policy
+        action = policy.in_place_action(fill.ratio)
+        if action is None or fill.window is None or st.rewritten_turn == turn:
+            return False
+        plan = plan_in_place(
+            st.transcript.rebuilder,
+            st.kinds,
+            turn=turn,
+            action=action,
+            per_char=(st.calibration.get(provider.model) or Calibration()).tokens_per_char,
+            usable_tokens=fill.window.usable,
+            fill_tokens=fill.tokens,
+            target_tokens=int(fill.window.usable * policy.target),
+            keep_turns=policy.keep_turns,
+            pinned=st.pinned,
+            skip_tools=(PAGE_IN,),
+            archived=policy.tools,
+        )
+        if plan is None:
+            return False
+        store = self.kernel.store
+        ref = store.put_artifact(plan.archive(), "application/json").handle if policy.tools else None
+        crash_point("context.rewrite")  # test-only fault injection (flightlog.testing.crashpoints)
+        self.append(*plan.events(st.history(), ref, self._preserved_refs()))
+        return True
 
     def _plan(self, turn: int, provider: ModelProvider, fill: Fill, force: bool) -> Plan | None:
         st, policy = self.state, self.agent.context_policy
@@ -529,6 +560,7 @@ class _Activation:
                 )
             )
         self.operation = Operation.of(f"{st.run_id}:turn-{plan.turn}:compact")
+        crash_point("compaction.call")  # test-only fault injection: mid-compaction
         outcome = await self._call(provider, request)
         self.operation = None
         if isinstance(outcome, _Failure):
@@ -561,6 +593,7 @@ class _Activation:
         st = self.state
         archived = archived_messages(st.transcript.rebuilder, plan.seq_range)
         ref = self.kernel.store.put_artifact(archive_bytes(archived), "application/json").handle
+        crash_point("compaction.archived")  # test-only fault injection
         text = response.message.text_content().strip() if response is not None else ""
         by = "model" if text else "rule"
         text = text or rule_summary(archived, plan)
@@ -605,7 +638,9 @@ class _Activation:
         st = self.state
         assert st.run is not None
         summary = (
-            next((e.summary for _s, e in reversed(st.events) if isinstance(e, Compressed)), None)
+            next(
+                (e.summary for _s, e in reversed(st.events) if isinstance(e, Compressed) and e.summary), None
+            )
             if st.compactions
             else None
         )

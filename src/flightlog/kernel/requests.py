@@ -41,7 +41,7 @@ from typing import Any
 from ..encoding import canonical_json
 from ..events import Compressed, ContextRenewed, Custom, PageOut, ProviderReplay, RunStarted, SessionEvent
 from ..providers.base import ModelRequest, ToolSpec
-from ..replay import ArchiveLoader, Rebuilder
+from ..replay import IN_PLACE_ACTIONS, ArchiveLoader, Rebuilder
 from ..sessions import archive_loader, iter_events
 from ..store.base import Store
 from .compaction import COMPACTION_STARTED, summary_request
@@ -194,17 +194,20 @@ class Dropped:
     items: list[dict[str, Any]] = field(default_factory=list)
 
     def feed(self, seq: int, event: SessionEvent) -> None:
-        """Fold one event (``compressed``, ``page_out`` add an item; ``context_renewed`` restarts)."""
+        """Fold one event (``compressed``, ``page_out`` add an item, ``rewritten`` for an in-place
+        ``compressed``; ``context_renewed`` restarts)."""
         if isinstance(event, Compressed):
             low, high = event.archived_seq_range
-            self.items.append(
-                {"id": "archived", "origin": "compressed", "seq": seq, "seq_range": [low, high]}
-            )
-        elif isinstance(event, PageOut):
-            item: dict[str, Any] = {"id": "paged_out", "origin": "page_out", "seq": seq}
-            if event.archive_ref:
-                item["archive_ref"] = event.archive_ref
+            name = "rewritten" if event.action in IN_PLACE_ACTIONS else "archived"
+            item: dict[str, Any] = {"id": name, "origin": "compressed", "seq": seq, "seq_range": [low, high]}
+            if event.action is not None:
+                item["action"] = event.action
             self.items.append(item)
+        elif isinstance(event, PageOut):
+            paged: dict[str, Any] = {"id": "paged_out", "origin": "page_out", "seq": seq}
+            if event.archive_ref:
+                paged["archive_ref"] = event.archive_ref
+            self.items.append(paged)
         elif isinstance(event, ContextRenewed):
             self.items = [{"id": "previous_sprint", "origin": "context_renewed", "seq": seq}]
 

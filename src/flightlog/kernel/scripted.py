@@ -205,6 +205,9 @@ class StepProvider:
         tool: The tool it calls.
         window: Context window in tokens it enforces (None: none).
         model: Model id.
+        narrate_every: Every this many steps (0: never) its text carries ``narration_chars`` more
+            characters of narration (long assistant texts, what upstream's snip tier cuts).
+        narration_chars: Size of that narration, in characters.
 
     Attributes:
         calls: Requests answered, in order (for assertions); ``peak_tokens`` the largest request seen.
@@ -213,9 +216,18 @@ class StepProvider:
     protocol = "scripted"
 
     def __init__(
-        self, steps: int, *, tool: str = "work", window: int | None = None, model: str = "step-model"
+        self,
+        steps: int,
+        *,
+        tool: str = "work",
+        window: int | None = None,
+        model: str = "step-model",
+        narrate_every: int = 0,
+        narration_chars: int = 0,
     ) -> None:
         self.steps = steps
+        self.narrate_every = narrate_every
+        self.narration_chars = narration_chars
         self.tool = tool
         self.window = window
         self.model = model
@@ -252,9 +264,12 @@ class StepProvider:
         if done >= self.steps:
             return reply(f"all {self.steps} steps done", usage=usage, model=self.model)
         step = done + 1
+        text = f"working on step {step}"
+        if self.narrate_every and step % self.narrate_every == 0:
+            text += ": " + ("considering the options " * self.narration_chars)[: self.narration_chars]
         return calls(
             call(self.tool, {"step": step}, id=f"step-{step}"),
-            text=f"working on step {step}",
+            text=text,
             usage=usage,
             model=self.model,
         )

@@ -9,6 +9,7 @@ events (:func:`load_state`). The ``phase`` says what the next step is:
                again after a ``rollbacked``
 ``calling``    a ``checkpoint_taken`` without outcome: (re)issue the model call of ``turn``
 ``compacting`` a ``compaction_started`` without its ``compressed``: (re)issue the summary call
+               (an in-place ``compressed``, snip/micro, is one transaction and changes no phase)
 ``final``      the model answered without tool calls: close the run (``run_terminal``)
 ``tools``      calls planned (``tool_decisions``) or released (``resumed``): execute them
 ``suspended``  waiting for human decisions on ``gates``
@@ -42,7 +43,7 @@ from ..events import (
     ToolRequested,
 )
 from ..messages import Message, ToolCallPart
-from ..replay import ArchiveLoader
+from ..replay import IN_PLACE_ACTIONS, ArchiveLoader
 from ..sessions import archive_loader, iter_events
 from ..store.base import Store
 from .budgets import Budgets
@@ -163,6 +164,7 @@ class KernelState:
     compaction_attempts: int = 0
     compaction_invoked: bool = False
     compacted_turn: int | None = None
+    rewritten_turn: int | None = None
     dropped: Dropped = field(default_factory=Dropped)
     compactions: int = 0
     sprint: int = 0
@@ -256,6 +258,9 @@ class KernelState:
         self.phase, self.terminal = "terminal", event
 
     def _on_compressed(self, at_ms: int, event: Compressed) -> None:
+        if event.action in IN_PLACE_ACTIONS:  # snip/micro: rewritten in place, nothing archived
+            self.rewritten_turn = event.turn
+            return
         if self.compaction is not None and self.compaction.get("trigger") == "overflow":
             self.overflow, self.overflow_compacted = False, event.turn
         self.compaction, self.compaction_attempts, self.compaction_invoked = None, 0, False

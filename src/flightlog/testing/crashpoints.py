@@ -29,6 +29,15 @@ The points (:data:`POINTS`), each placed where a crash leaves a distinct state b
 ``model.call``
     The kernel's turn: ``checkpoint_taken`` is durable, the model call is about to start (phase
     ``calling``).
+``compaction.call``
+    The kernel's summary call of a compaction: ``compaction_started`` (and the call's request record) is
+    durable, the call is about to start (phase ``compacting``: mid-compaction).
+``compaction.archived``
+    The summary is back and the archived messages are stored as an artifact; ``page_out`` and
+    ``compressed`` are not recorded yet.
+``context.rewrite``
+    An in-place (snip/micro) compaction is decided and its originals archived; its records are not
+    written yet.
 ``fleet.claimed``
     A fleet worker claimed a session's lease and is about to drive it.
 """
@@ -53,6 +62,9 @@ POINTS = frozenset(
         "effect.intent",
         "effect.ran",
         "model.call",
+        "compaction.call",
+        "compaction.archived",
+        "context.rewrite",
         "fleet.claimed",
     }
 )
