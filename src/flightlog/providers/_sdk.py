@@ -23,6 +23,7 @@ from .base import ProviderError, Usage
 
 __all__ = [
     "INSTALL_HINT",
+    "OVERFLOW_CODES",
     "JsonObj",
     "UsageFields",
     "align_seed",
@@ -141,7 +142,9 @@ def provider_error(exc: BaseException, sdk: ModuleType, where: str) -> ProviderE
     ``x-should-retry`` header says otherwise (400, 401, 403, 404, 422 are not); ``retry_after_s`` comes
     from ``retry-after-ms`` / ``retry-after``. Timeouts and connection errors are retryable (no status).
     Any other SDK error (an unparseable response, a missing API key, including the TypeError the
-    ``anthropic`` SDK raises when it finds no credentials) is not.
+    ``anthropic`` SDK raises when it finds no credentials) is not. A context overflow
+    (:func:`context_overflow`; for an SDK error without status, such as a stream's error event, an error
+    object with ``code`` ``context_length_exceeded``) is never retryable: the kernel compacts instead.
 
     Args:
         exc: The exception raised by the SDK call.
@@ -165,14 +168,23 @@ def provider_error(exc: BaseException, sdk: ModuleType, where: str) -> ProviderE
         return ProviderError(f"{where}: connection failed: {exc}", retryable=True)
     base = getattr(sdk, "OpenAIError", None) or getattr(sdk, "AnthropicError", None)
     if base is not None and isinstance(exc, base):
-        return ProviderError(f"{where}: {exc}", retryable=False)
+        # e.g. the error event of an HTTP 200 stream: the openai SDK raises APIError with its error object
+        body = getattr(exc, "body", None)
+        overflow = isinstance(body, dict) and str(body.get("code") or "") in OVERFLOW_CODES
+        return ProviderError(f"{where}: {exc}", retryable=False, context_overflow=overflow)
     if isinstance(exc, TypeError) and _NO_CREDENTIALS in str(exc):
         return ProviderError(f"{where}: no API key: {exc}", retryable=False)
     return None
 
 
-_OVERFLOW_CODES = frozenset({"context_length_exceeded"})
-_OVERFLOW_TEXT = ("prompt is too long", "exceeds the context window", "maximum context length")
+OVERFLOW_CODES = frozenset({"context_length_exceeded"})
+"""Error ``code`` values meaning the request does not fit the context window (OpenAI)."""
+_OVERFLOW_TEXT = (
+    "prompt is too long",
+    "exceed context limit",
+    "exceeds the context window",
+    "maximum context length",
+)
 
 
 def context_overflow(status: int, body: Any) -> bool:
@@ -181,8 +193,9 @@ def context_overflow(status: int, body: Any) -> bool:
     Shapes (as the APIs send them; the SDKs keep the decoded JSON as ``exc.body``):
 
     * Anthropic Messages: HTTP 400 ``{"type": "error", "error": {"type": "invalid_request_error",
-      "message": "prompt is too long: 208310 tokens > 200000 maximum"}}``; HTTP 413
-      ``request_too_large`` (the body exceeds the byte limit).
+      "message": "prompt is too long: 208310 tokens > 200000 maximum"}, "request_id": ...}``, or with
+      "input length and `max_tokens` exceed context limit: 143653 + 64000 > 200000, ..." (the input
+      plus the output cap do not fit); HTTP 413 ``request_too_large`` (the body exceeds the byte limit).
     * OpenAI Chat Completions and Responses: HTTP 400 with ``code: "context_length_exceeded"`` (the
       openai SDK hands over the inner ``error`` object; the raw body nests it under ``"error"``), message
       "This model's maximum context length is ..." or "Your input exceeds the context window of this
@@ -194,6 +207,9 @@ def context_overflow(status: int, body: Any) -> bool:
 
     Returns:
         True only for those shapes; any other 400 (a malformed request) is not an overflow.
+
+    Source: the recorded responses in ``tests/data/provider/errors/context-overflow.json`` (each with
+    the public report that quotes it).
     """
     error = body.get("error", body) if isinstance(body, dict) else None
     if not isinstance(error, dict):
@@ -203,7 +219,7 @@ def context_overflow(status: int, body: Any) -> bool:
         return True
     if status != 400:
         return False
-    if str(error.get("code") or "") in _OVERFLOW_CODES:
+    if str(error.get("code") or "") in OVERFLOW_CODES:
         return True
     message = str(error.get("message") or "").lower()
     return kind == "invalid_request_error" and any(text in message for text in _OVERFLOW_TEXT)

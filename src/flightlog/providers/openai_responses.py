@@ -34,7 +34,9 @@ else a :class:`RedactedThinkingPart` holding ``encrypted_content`` (as the Codex
 Streaming uses the SDK's event stream: ``response.output_text.delta`` text goes to ``on_token``; items are
 assembled from ``output_item.added`` plus text, refusal, reasoning-summary and
 ``function_call_arguments.delta`` deltas, and replaced by the complete ``output_item.done`` item when it
-arrives, so the result equals the unstreamed call's.
+arrives, so the result equals the unstreamed call's. The stream's ``error`` event (sent with HTTP 200,
+e.g. ``context_length_exceeded`` after ``response.created``) fails the response as ``response.failed``
+does: :class:`ProviderError`, a context overflow for ``context_length_exceeded``.
 """
 
 from __future__ import annotations
@@ -55,7 +57,16 @@ from ..messages import (
     ToolResultPart,
 )
 from ._adapter import SdkAdapter, SdkOptions, StreamBuilder
-from ._sdk import JsonObj, UsageFields, align_seed, merge_options, neutral_calls, same_turn, strict_compatible
+from ._sdk import (
+    OVERFLOW_CODES,
+    JsonObj,
+    UsageFields,
+    align_seed,
+    merge_options,
+    neutral_calls,
+    same_turn,
+    strict_compatible,
+)
 from .base import Capabilities, ModelRequest, ModelResponse, ProviderError, TokenCallback, ToolSpec
 
 __all__ = [
@@ -198,12 +209,17 @@ def _extends(full_input: Sequence[JsonObj], previous: Sequence[JsonObj]) -> bool
 
 
 def _raise_if_failed(response: JsonObj, where: str) -> None:
+    """Raise for a response that ended ``failed`` (``context_length_exceeded``: a context overflow)."""
     if response.get("status") != "failed":
         return
     error = _obj(response.get("error"))
     code = str(error.get("code") or "")
     message = str(error.get("message") or "response failed")
-    raise ProviderError(f"{where}: {code or 'failed'}: {message}", retryable=code in _RETRYABLE_FAILURES)
+    raise ProviderError(
+        f"{where}: {code or 'failed'}: {message}",
+        retryable=code in _RETRYABLE_FAILURES,
+        context_overflow=code in OVERFLOW_CODES,
+    )
 
 
 # ─── Rendering ───────────────────────────────────────────────────────────────────────────────────
@@ -414,6 +430,9 @@ class _StreamedResponse:
         kind = str(event.get("type", ""))
         if isinstance(event.get("response"), dict):
             self._response = dict(event["response"])
+        if kind == "error":  # the stream's error event (HTTP 200): the response failed with it
+            self._response = {**self._response, "status": "failed", "error": _obj(event.get("error"))}
+            return
         index = event.get("output_index")
         if not isinstance(index, int):
             return
