@@ -4,8 +4,6 @@ is sometimes large (paged out on arrival)."""
 
 from __future__ import annotations
 
-import os
-import signal
 import sys
 from typing import Any
 
@@ -74,41 +72,26 @@ def build(
     return agent, provider, summarizer
 
 
-def child_main(db: str, session_id: str, kill_at_seq: int, kill_in_summary: bool, steps: int) -> int:
-    """Run (or resume) the session; SIGKILL this process once the event with seq ``kill_at_seq`` is
-    durable (-2: once a ``compaction_started`` is; -1: never), or inside the summary call (mid-compaction)
-    when ``kill_in_summary``."""
-    agent, _provider, summarizer = build(steps)
-    if kill_in_summary:
-        original = summarizer.complete
-
-        async def dying(request: Any, *, on_token: Any = None) -> Any:
-            os.kill(os.getpid(), signal.SIGKILL)
-            return await original(request, on_token=on_token)
-
-        summarizer.complete = dying  # type: ignore[method-assign]
-
-    def on_event(row: Any, event: Any) -> None:
-        named = kill_at_seq == -2 and getattr(event, "custom_kind", None) == "compaction_started"
-        if named or 0 <= kill_at_seq <= row.seq:
-            os.kill(os.getpid(), signal.SIGKILL)
-
+def child_main(db: str, session_id: str, steps: int, chatty: bool) -> int:
+    """Run (or resume) the session to its end; the crash test makes the process SIGKILL itself at a named
+    point (``$FLIGHTLOG_TEST_CRASH_AT``, :mod:`flightlog.testing.crashpoints`)."""
+    agent, _provider, _summarizer = build(steps, chatty=chatty)
     with open_store(db) as store:
-        kernel = Kernel(store, agent, on_event=on_event)
+        kernel = Kernel(store, agent)
         try:
             store.get_session(session_id)
             exists = True
         except SessionNotFound:
             exists = False
         result = (
-            kernel.resume_sync(session_id)
+            kernel.resume_sync(session_id, handle_signals=False)
             if exists
-            else kernel.run_sync("do all the steps", session_id=session_id)
+            else kernel.run_sync("do all the steps", session_id=session_id, handle_signals=False)
         )
     print(result.status, flush=True)
     return 0
 
 
 if __name__ == "__main__":
-    db, sid, kill_at, in_summary, steps = sys.argv[1:6]
-    sys.exit(child_main(db, sid, int(kill_at), in_summary == "1", int(steps)))
+    db, sid, steps, chatty = sys.argv[1:5]
+    sys.exit(child_main(db, sid, int(steps), chatty == "1"))

@@ -3,7 +3,10 @@
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Coroutine
+import subprocess
+import sys
+from collections.abc import Coroutine, Iterator
+from contextlib import contextmanager
 from pathlib import Path
 from typing import Any, TypeVar
 
@@ -96,3 +99,27 @@ def line_count(path: Path, text: str) -> int:
     if not path.exists():
         return 0
     return sum(1 for line in path.read_text().splitlines() if line == text)
+
+
+@contextmanager
+def zygote_process(tmp_path: Path, source: str) -> Iterator[subprocess.Popen[str]]:
+    """Start ``source`` (a zygote script: imports once, forks a child per job line on stdin, answers one
+    line per job) with this directory on its path; yields the process once it printed ``READY``, closes
+    its stdin and waits for it on the way out. Its stderr goes to ``tmp_path/zygote.err``."""
+    script = tmp_path / "zygote.py"
+    script.write_text(source)
+    with (
+        (tmp_path / "zygote.err").open("w") as err,
+        subprocess.Popen(
+            [sys.executable, str(script), str(Path(__file__).parent)],
+            stdin=subprocess.PIPE,
+            stdout=subprocess.PIPE,
+            stderr=err,
+            text=True,
+        ) as proc,
+    ):
+        assert proc.stdin is not None and proc.stdout is not None
+        assert proc.stdout.readline() == "READY\n"
+        yield proc
+        proc.stdin.close()
+        proc.wait(timeout=60)

@@ -6,8 +6,7 @@ import dataclasses
 import json
 import random
 import sqlite3
-import subprocess
-import sys
+from collections import Counter
 from pathlib import Path
 from typing import Any
 
@@ -30,7 +29,7 @@ from flightlog.sessions import archive_loader, iter_events, replay_session
 from flightlog.store import SqliteStore, open_store
 
 from . import context_agent
-from .helpers import Sleeps, customs, echo, kinds, of
+from .helpers import Sleeps, customs, echo, kinds, of, zygote_process
 
 HERE = Path(__file__).parent
 
@@ -161,45 +160,53 @@ def test_replay_at_shows_what_the_model_saw(store: SqliteStore) -> None:
 # ─── "context too long" from the provider ─────────────────────────────────────────────────────
 
 
-def anthropic_overflow() -> ProviderError:
-    """The error the anthropic SDK raises for a real "prompt is too long" 400, mapped by the adapter."""
-    anthropic = pytest.importorskip("anthropic")
+RECORDED_ERRORS = HERE.parent / "data/provider/errors/context-overflow.json"
+"""Provider answers really sent for requests that did not fit (each with the report that quotes it)."""
+
+
+def recorded_error(error_id: str) -> dict[str, Any]:
+    recorded = json.loads(RECORDED_ERRORS.read_text())["responses"]
+    (found,) = [r for r in recorded if r["id"] == error_id]
+    return dict(found)
+
+
+def sdk_overflow(sdk_name: str, error_id: str, url: str, where: str) -> ProviderError:
+    """The SDK's exception for a recorded overflow answer, mapped by the adapters' error mapping."""
+    sdk = pytest.importorskip(sdk_name)
     import httpx2
 
-    body = {
-        "type": "error",
-        "error": {
-            "type": "invalid_request_error",
-            "message": "prompt is too long: 208310 tokens > 200000 maximum",
-        },
-    }
-    request = httpx2.Request("POST", "https://api.anthropic.com/v1/messages")
-    client = anthropic.Anthropic(api_key="k")
-    exc = client._make_status_error_from_response(httpx2.Response(400, json=body, request=request))
-    error = provider_error(exc, anthropic, "anthropic.messages claude-sonnet-4-0")
+    recorded = recorded_error(error_id)
+    request = httpx2.Request("POST", url)
+    response = httpx2.Response(
+        recorded["status"],
+        content=recorded["body"].encode(),
+        headers={"content-type": "application/json"},
+        request=request,
+    )
+    client = sdk.Anthropic(api_key="k") if sdk_name == "anthropic" else sdk.OpenAI(api_key="k")
+    error = provider_error(client._make_status_error_from_response(response), sdk, where)
     assert error is not None
     return error
+
+
+def anthropic_overflow() -> ProviderError:
+    """A real Anthropic "prompt is too long" 400 (boldsoftware/exe.dev#62), as the adapter maps it."""
+    return sdk_overflow(
+        "anthropic",
+        "anthropic-prompt-too-long",
+        "https://api.anthropic.com/v1/messages",
+        "anthropic.messages claude-sonnet-4-0",
+    )
 
 
 def openai_overflow() -> ProviderError:
-    openai = pytest.importorskip("openai")
-    import httpx2
-
-    body = {
-        "error": {
-            "message": "This model's maximum context length is 128000 tokens. However, your messages resulted "
-            "in 130000 tokens. Please reduce the length of the messages.",
-            "type": "invalid_request_error",
-            "param": "messages",
-            "code": "context_length_exceeded",
-        }
-    }
-    request = httpx2.Request("POST", "https://api.openai.com/v1/chat/completions")
-    client = openai.OpenAI(api_key="k")
-    exc = client._make_status_error_from_response(httpx2.Response(400, json=body, request=request))
-    error = provider_error(exc, openai, "openai.chat gpt-4o")
-    assert error is not None
-    return error
+    """A real OpenAI ``context_length_exceeded`` 400 (mckaywrigley/chatbot-ui#102), as the adapter maps it."""
+    return sdk_overflow(
+        "openai",
+        "openai-chat-context-length-exceeded",
+        "https://api.openai.com/v1/chat/completions",
+        "openai.chat gpt-4o",
+    )
 
 
 def test_overflow_shapes_are_recognised_and_other_400s_are_not() -> None:
@@ -401,45 +408,109 @@ def test_check_names_the_first_turn_whose_request_a_changed_event_breaks(tmp_pat
 # ─── crashes, including mid-compaction ────────────────────────────────────────────────────────
 
 
+ZYGOTE = r"""
+import json, os, signal, sys, traceback
+sys.path.insert(0, sys.argv[1])
+import context_agent  # warm: flightlog, pydantic, sqlite3 imported once, before any fork
+from flightlog.testing.crashpoints import ENV
+
+print("READY", flush=True)
+for line in sys.stdin:
+    job = json.loads(line)
+    pid = os.fork()
+    if pid == 0:
+        code = 70
+        os.dup2(os.open(os.devnull, os.O_WRONLY), 1)  # the child's prints stay off the job channel
+        try:
+            os.environ.pop(ENV, None)
+            if job["crash_at"]:
+                os.environ[ENV] = job["crash_at"]
+            code = context_agent.child_main(job["db"], job["sid"], job["steps"], True)
+        except BaseException:
+            traceback.print_exc()
+        finally:
+            os._exit(code)
+    _, status = os.waitpid(pid, 0)
+    killed = os.WIFSIGNALED(status) and os.WTERMSIG(status) == signal.SIGKILL
+    print(json.dumps({"killed": killed, "code": os.WEXITSTATUS(status) if os.WIFEXITED(status) else None}), flush=True)
+"""
+
+MID_COMPACTION = ("compaction.call", "compaction.archived", "context.rewrite")
+"""Crash points inside a compaction: the summary call in flight, the summary back and its archive stored,
+an in-place rewrite decided and its originals stored (flightlog.testing.crashpoints)."""
+
+RANDOM_POINTS = {  # point: highest hit count drawn (a turn appends ~6 batches and makes 1 model call)
+    "append.committed": 150,
+    "append.written": 150,
+    "commit.before": 150,
+    "model.call": 25,
+    "compaction.call": 4,
+    "compaction.archived": 4,
+    "context.rewrite": 6,
+}
+
+
 @pytest.mark.slow
-def test_sigkill_at_random_points_and_mid_compaction_then_check_passes(tmp_path: Path) -> None:
-    db, sid, steps = str(tmp_path / "c.db"), "crashy", 40
-    rng = random.Random(20260612)
-    script = str(HERE / "context_agent.py")
-
-    def child(kill_at: int, in_summary: bool) -> subprocess.CompletedProcess[str]:
-        args = [sys.executable, script, db, sid, str(kill_at), "1" if in_summary else "0", str(steps)]
-        return subprocess.run(args, capture_output=True, text=True, timeout=300, check=False)
-
-    kills = 0
-    summary_kills = 0
-    for round_ in range(40):
-        with open_store(db) as store:
-            try:
-                head = store.get_session(sid).events
-            except Exception:
-                head = 0
-            state = load_state(store, sid) if head else None
-        if state is not None and state.phase == "terminal":
-            break
-        in_summary = state is not None and state.phase == "compacting" and summary_kills < 2
-        if in_summary:
-            kill_at = -1
-        elif round_ in (3, 9):  # named point: right after a compaction_started is durable
-            kill_at = -2
-        else:
-            kill_at = head + rng.randint(1, 25)
-        done = child(kill_at, in_summary)
-        if done.returncode == -9:
-            kills += 1
-            summary_kills += in_summary
-        else:
-            assert done.returncode == 0, done.stderr
+def test_three_hundred_turns_killed_at_random_points_and_mid_compaction_then_check_passes(
+    tmp_path: Path,
+) -> None:
+    """A 300-turn chatty run in a 4000-token window (it snips, micro-compacts, archives, pages) is SIGKILLed
+    again and again at named crash points, mid-compaction included, and resumed each time by a fresh
+    process; it finishes inside its window and every request it recorded reproduces."""
+    db, sid, steps = str(tmp_path / "c.db"), "crashy", 300
+    rng = random.Random(20261202)
+    plan = [(point, 1) for point in MID_COMPACTION] + [("compaction.call", 2), ("model.call", 7)]
+    killed_at: Counter[str] = Counter()
+    with zygote_process(tmp_path, ZYGOTE) as zygote:
+        assert zygote.stdin is not None and zygote.stdout is not None
+        for round_ in range(80):
+            if round_ < len(plan):
+                point, hit = plan[round_]
+            elif round_ < 40:
+                point = rng.choice(sorted(RANDOM_POINTS))
+                hit = rng.randint(1, RANDOM_POINTS[point])
+            else:
+                point, hit = "", 0  # enough kills: let it finish
+            job = {"db": db, "sid": sid, "steps": steps, "crash_at": f"{point}:{hit}" if point else ""}
+            zygote.stdin.write(json.dumps(job) + "\n")
+            zygote.stdin.flush()
+            answer = json.loads(zygote.stdout.readline())
+            with open_store(db) as store:
+                state = load_state(store, sid)
+                assert verify_session(store, sid).ok
+            if answer["killed"]:
+                killed_at[point] += 1
+                if point == "compaction.call":
+                    assert state.phase == "compacting"  # killed with the summary call in flight
+            else:
+                assert answer["code"] == 0, (tmp_path / "zygote.err").read_text()
+            if state.phase == "terminal":
+                break
+    assert "Traceback" not in (tmp_path / "zygote.err").read_text()
+    print(f"kills by point: {dict(killed_at)}; rounds: {round_ + 1}")
+    assert all(killed_at[point] >= 1 for point in MID_COMPACTION), killed_at
+    assert sum(killed_at.values()) >= 20, killed_at
     with open_store(db) as store:
         state = load_state(store, sid)
         assert state.phase == "terminal" and state.final_message() == f"all {steps} steps done"
-        assert kills >= 5 and summary_kills >= 1 and verify_session(store, sid).ok
-        check_long_run(store, sid, steps)
+        assert not customs(store, sid, "context_overflow")  # it never outgrew its window
+        actions = {c.action for c in of(store, sid, Compressed)}
+        assert {"snip_compact", "micro_compact", "context_collapse"} <= actions
+        # a decision killed before it was recorded is made again once, never twice
+        rewrites = [(p["turn"], p["action"]) for p in customs(store, sid, "context_rewrite")]
+        assert len(rewrites) == len(set(rewrites))
+        summaries = [c.turn for c in of(store, sid, Compressed) if c.summary is not None]
+        assert len(summaries) == len(customs(store, sid, "compaction_started"))
+        usable = context_agent.WINDOW - context_agent.MAX_TOKENS
+        kernel_calls = [c for c in customs(store, sid, "prompt_program_invoked") if c["actor"] == "kernel"]
+        assert all(c["context"]["fill_tokens"] <= usable for c in kernel_calls)
+        report = checked(store, sid)
+        assert report.ok and report.checked == len(customs(store, sid, "prompt_program_invoked"))
+        history = replay_session(store, sid)
+        assert history == state.history()
+        ids = call_ids(history)
+        assert len(ids) == len(set(ids))  # nothing twice
+    assert CliRunner().invoke(app, ["--db", db, "replay", sid, "--check"]).exit_code == 0
 
 
 # ─── the demo part and the example ────────────────────────────────────────────────────────────

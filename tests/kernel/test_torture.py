@@ -34,7 +34,6 @@ import json
 import os
 import random
 import subprocess
-import sys
 import time
 from collections import Counter
 from collections.abc import Iterator
@@ -50,6 +49,7 @@ from flightlog.sessions import replay_session
 from flightlog.store import open_store
 
 from . import torture_agent
+from .helpers import zygote_process
 
 HERE = Path(__file__).parent
 SEED = 20260601
@@ -109,23 +109,8 @@ class Zygote:
 
 @pytest.fixture
 def zygote(tmp_path: Path) -> Iterator[Zygote]:
-    script = tmp_path / "zygote.py"
-    script.write_text(ZYGOTE)
-    with (
-        (tmp_path / "zygote.err").open("w") as err,
-        subprocess.Popen(
-            [sys.executable, str(script), str(HERE)],
-            stdin=subprocess.PIPE,
-            stdout=subprocess.PIPE,
-            stderr=err,
-            text=True,
-        ) as proc,
-    ):
-        assert proc.stdout is not None and proc.stdout.readline() == "READY\n"
+    with zygote_process(tmp_path, ZYGOTE) as proc:
         yield Zygote(proc)
-        assert proc.stdin is not None
-        proc.stdin.close()
-        proc.wait(timeout=30)
     errors = (tmp_path / "zygote.err").read_text()
     assert "Traceback" not in errors, errors
 
