@@ -108,6 +108,7 @@ _NARRATORS: dict[str, Callable[[Any], str]] = {
     ),
     "compressed": lambda e: (
         f"turn {e.turn}: compressed seqs {e.archived_seq_range[0]}..{e.archived_seq_range[1]}"
+        + (f" ({e.action})" if e.action else "")
         + (f": {short(e.summary, 50)}" if e.summary else "")
     ),
     "page_out": lambda e: (
