@@ -282,6 +282,8 @@ def test_the_tiers_can_be_turned_off(store: SqliteStore) -> None:
     assert ContextPolicy.from_dict({"snip_at": 0.75, "micro_at": 0.85}).in_place_action(0.8) == "snip_compact"
     assert ContextPolicy().in_place_action(0.81) == "micro_compact"
     assert ContextPolicy().in_place_action(0.70) is None  # strict >, as upstream
+    off = ContextPolicy.from_dict({"snip_at": False, "micro_at": False})
+    assert (off.snip_at, off.micro_at, off.in_place_action(0.99)) == (None, None, None)
 
 
 def test_check_names_the_turn_when_a_recorded_rewrite_is_changed(tmp_path: Path) -> None:

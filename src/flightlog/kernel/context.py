@@ -209,8 +209,8 @@ class ContextPolicy:
 
     @classmethod
     def from_dict(cls, data: Mapping[str, Any]) -> ContextPolicy:
-        """From an ``agent.toml`` ``[context]`` table: scalar fields by name, ``windows`` as
-        ``{model = {tokens = N, output_reserve = M}}``.
+        """From an ``agent.toml`` ``[context]`` table: scalar fields by name (``snip_at = false`` /
+        ``micro_at = false`` turn a tier off), ``windows`` as ``{model = {tokens = N, output_reserve = M}}``.
 
         Raises:
             ValueError: an unknown key or a bad value (named).
@@ -222,6 +222,9 @@ class ContextPolicy:
         if unknown:
             raise ValueError(f"unknown [context] keys: {sorted(unknown)}")
         values = dict(data)
+        for tier in ("snip_at", "micro_at"):  # TOML has no null: `false` turns a tier off
+            if values.get(tier) is False:
+                values[tier] = None
         windows = values.pop("windows", {})
         parsed = {str(model): ContextWindow(**spec) for model, spec in windows.items()}
         return cls(windows=parsed, **values)
