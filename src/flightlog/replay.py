@@ -25,6 +25,9 @@ Message reconstruction rules (seed 000 event kinds; the rules are flightlog's, s
 ``context_renewed``  the history restarts: the handoff's messages (``archive_loader`` on
                      ``handoff_ref``), else one ``system`` note naming the handoff
 ``rollbacked``       history truncated to ``checkpoint_history_len`` messages
+``milestone_*``      a ``user`` message telling the model how its milestone was judged:
+                     ``[MILESTONE BLOCKED: <phase> — <reason>. Address the criteria and try again.]``
+                     (UPSTREAM.md §5) or ``[MILESTONE PASSED: <phase> — unlocked: <labels>]``
 anything else        nothing: ``page_out`` (its stub is already in the history: the summary of the
                      ``compressed`` it archives, or the stub output a ``tool_completed`` recorded),
                      ``page_in`` (the restored entries arrive as the ``page_in`` tool's result),
@@ -48,6 +51,8 @@ from .events import (
     ContextRenewed,
     Custom,
     LlmCompleted,
+    MilestoneAdvanced,
+    MilestoneBlocked,
     ProviderReplay,
     Rollbacked,
     RunStarted,
@@ -64,6 +69,7 @@ __all__ = [
     "TRUNCATION_SUFFIX",
     "ArchiveLoader",
     "Rebuilder",
+    "milestone_message",
     "pending_tool_calls",
     "provider_replay_seed",
     "reconstruct",
@@ -221,6 +227,16 @@ def renewal_message(event: ContextRenewed) -> Message:
     )
 
 
+def milestone_message(event: MilestoneAdvanced | MilestoneBlocked) -> Message:
+    """The ``user`` message a ``milestone_blocked``/``milestone_advanced`` stands for (module docs)."""
+    if isinstance(event, MilestoneBlocked):
+        text = f"[MILESTONE BLOCKED: {event.phase_id} — {event.reason}. Address the criteria and try again.]"
+    else:
+        unlocked = ", ".join(event.capabilities_unlocked) or "nothing"
+        text = f"[MILESTONE PASSED: {event.phase_id} — unlocked: {unlocked}]"
+    return Message.text("user", text)
+
+
 class Rebuilder:
     """Incremental :func:`reconstruct`: feed events in seq order, read :attr:`entries` at any point.
 
@@ -318,6 +334,9 @@ class Rebuilder:
     def _on_rollbacked(self, seq: int, event: Rollbacked) -> None:
         del self.entries[event.checkpoint_history_len :]
 
+    def _on_milestone(self, seq: int, event: MilestoneAdvanced | MilestoneBlocked) -> None:
+        self._add(milestone_message(event), seq)
+
 
 _REBUILD_HANDLERS: dict[str, _Handler] = {
     "run_started": Rebuilder._on_run_started,
@@ -327,6 +346,8 @@ _REBUILD_HANDLERS: dict[str, _Handler] = {
     "custom": Rebuilder._on_custom,
     "context_renewed": Rebuilder._on_context_renewed,
     "rollbacked": Rebuilder._on_rollbacked,
+    "milestone_advanced": Rebuilder._on_milestone,
+    "milestone_blocked": Rebuilder._on_milestone,
 }
 
 

@@ -637,6 +637,95 @@ def signed_grant_and_seal(store: SqliteStore, tmp_path: Path) -> Outcome:
     return Outcome("cov-7", expected)
 
 
+def phased_run(store: SqliteStore, tmp_path: Path) -> Outcome:
+    """A milestone blocks, passes and mounts the tool it unlocks; the tool runs; the last phase ends the run."""
+    from flightlog.kernel.capabilities import ToolCapability
+    from flightlog.kernel.milestones import Phase, Verdict
+
+    script = [reply("hm"), reply("PLAN: add"), calls(call("add", {"a": 1, "b": 2}, id="a1")), reply("3")]
+    provider = ScriptedProvider(script)
+
+    def judge(given: Any) -> Verdict:
+        return Verdict((given.answer or "").startswith(("PLAN", "3")), ("no plan",))
+
+    phases = [Phase("plan", judge=judge, unlocks=["add"]), Phase("done", judge=judge)]
+    phased = agent(provider, tools=[], capabilities=[ToolCapability(add)], milestones=phases)
+    assert (
+        Kernel(store, phased, notary=None).run_sync("plan, then add", session_id="cov-8").status
+        == "completed"
+    )
+    rid = run_id_of(events(store, "cov-8"))
+    spec = {
+        "name": "add",
+        "description": add.description,
+        "parameters": add.parameters,
+        "effect": "read_only",
+    }
+
+    def verdict(turn: int, phase: str, passed: bool) -> Custom:
+        payload = {
+            "turn": turn,
+            "phase_id": phase,
+            "judge": "function",
+            "passed": passed,
+            "reasons": ["no plan"],
+        }
+        return Custom(custom_kind="milestone_verdict", payload=payload)
+
+    return Outcome(
+        "cov-8",
+        [
+            RunStarted(run_id=rid, goal="plan, then add", agent_id="test-agent"),
+            evidence(0),
+            limits(),
+            CheckpointTaken(turn=1, history_len=1),
+            completed(script[0], 1),
+            usage(1, reserved=4096),
+            verdict(1, "plan", False),
+            ev.MilestoneBlocked(turn=1, phase_id="plan", reason="no plan"),
+            CheckpointTaken(turn=2, history_len=3),
+            completed(script[1], 2),
+            usage(2, reserved=4096),
+            verdict(2, "plan", True),
+            Custom(
+                custom_kind="capability_tools", payload={"turn": 2, "capability": "Tool:add", "tools": [spec]}
+            ),
+            ev.CapabilityChanged(
+                turn=2,
+                added=["Tool:add"],
+                change_kind="mount",
+                capability_id="add",
+                mounted_by="milestone:plan",
+                mount_reason="phase_advance",
+            ),
+            ev.MilestoneAdvanced(turn=2, phase_id="plan", capabilities_unlocked=["Tool:add"]),
+            CheckpointTaken(turn=3, history_len=5),
+            completed(script[2], 3),
+            usage(3, reserved=4096),
+            ToolRequested(turn=3, calls=list(script[2].message.tool_calls)),
+            decisions(
+                3,
+                {
+                    "call_id": "a1",
+                    "tool": "add",
+                    "effect": "read_only",
+                    "decision": "allow",
+                    "reason": "policy default (allow)",
+                    "arguments": {"a": 1, "b": 2},
+                },
+            ),
+            allowed(3),
+            ToolCompleted(turn=3, results=[ToolResult(call_id="a1", output="3")]),
+            CheckpointTaken(turn=4, history_len=7),
+            completed(script[3], 4),
+            usage(4, reserved=4096),
+            verdict(4, "done", True),
+            ev.MilestoneAdvanced(turn=4, phase_id="done", capabilities_unlocked=[]),
+            RunTerminal(reason="completed", turns_used=4, total_tokens=60),
+        ],
+    )
+
+
 SCENARIOS: list[Scenario] = [
     repaired_and_invalid_calls,
     approval_then_side_effect,
@@ -645,6 +734,7 @@ SCENARIOS: list[Scenario] = [
     cancel_and_resume,
     crash_then_reconcile,
     signed_grant_and_seal,
+    phased_run,
 ]
 
 
@@ -671,6 +761,12 @@ CONTEXT_KINDS = {
     "context_overflow": "test_a_context_too_long_answer_is_compacted_past",
     "context_pin": "test_pinned_results_survive_compaction_verbatim",
     "context_rewrite": "test_a_chatty_run_cuts_in_place_then_archives_and_replays_what_the_model_saw",
+}
+CAPABILITY_KINDS = {
+    # written only by MCP servers (or a refused tool); checked in test_capabilities.py:
+    "capability_refused": "test_smuggling_is_refused_by_policy_shadowing_and_the_allow_list",
+    "capability_crashed": "test_a_crashed_server_is_recorded_and_restarted_on_resume",
+    "capability_failed": "test_a_server_that_does_not_start_is_recorded_and_the_run_goes_on",
 }
 
 
@@ -764,6 +860,9 @@ def test_the_scenarios_cover_every_kind_the_kernel_writes(tmp_path: Path) -> Non
     context_tests = (here / "test_context.py").read_text() + (here / "test_inplace.py").read_text()
     assert all(f"def {name}(" in context_tests for name in CONTEXT_KINDS.values())
     covered |= set(CONTEXT_KINDS)
+    capability_tests = (Path(__file__).parent / "test_capabilities.py").read_text()
+    assert all(f"def {name}(" in capability_tests for name in CAPABILITY_KINDS.values())
+    covered |= set(CAPABILITY_KINDS)
     assert sorted(writes - covered) == [], "written by the kernel, checked by no scenario"
     assert sorted(covered - writes) == [], "expected by a scenario, written by no kernel code"
 

@@ -30,6 +30,7 @@ from ..narration import plural, short, summarize_message
 from ..recorder import Recorder, verify_session
 from ..sessions import replay_session
 from ..store import SqliteStore, Store
+from .demo_capabilities import run_capabilities_demo
 from .demo_context import run_context_demo
 from .demo_kernel import run_kernel_demo
 
@@ -112,7 +113,7 @@ def run_demo(store: Store, console: Console, *, notary: Notary | None = None) ->
     if code:
         return code
     console.print("\n7. ", end="")
-    return run_context_demo(store, console)
+    return run_context_demo(store, console) or run_capabilities_demo(store, console)
 
 
 def _tamper_step(store: Store, session_id: str, console: Console, notary: Notary | None) -> int:

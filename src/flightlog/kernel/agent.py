@@ -9,7 +9,9 @@ from typing import Any, Literal
 from ..integrity.keys import VerifierKey
 from ..providers.base import ModelProvider, ToolSpec
 from .budgets import Budgets
+from .capabilities import Capability, label_of
 from .context import ContextPolicy
+from .milestones import Phase
 from .paging import builtin_tools
 from .policy import Policy
 from .tools import Tool
@@ -49,6 +51,11 @@ class Agent:
             built-in tools; see :mod:`flightlog.kernel.context`). None: the defaults, without the
             built-in tools (so the tool surface is exactly ``tools``). With a policy whose ``tools`` is
             true, ``page_in``, ``pin`` and ``renew_context`` are appended to ``tools``.
+        capabilities: Capabilities the run may mount (MCP servers, skill packs, single tools): unlocked
+            ones at run start, locked ones by a milestone, a policy unlock or ``Kernel.mount`` (see
+            :mod:`flightlog.kernel.capabilities`). Ids unique per kind.
+        milestones: Phases the run must pass, in order (see :mod:`flightlog.kernel.milestones`); each
+            phase's ``unlocks`` name ids of ``capabilities``.
     """
 
     name: str
@@ -68,9 +75,13 @@ class Agent:
     grant: Mapping[str, Any] | str | bytes | None = None
     grant_keys: Sequence[VerifierKey] | None = None
     context: ContextPolicy | None = None
+    capabilities: Sequence[Capability] = field(default_factory=tuple)
+    milestones: Sequence[Phase] = field(default_factory=tuple)
 
     def __post_init__(self) -> None:
         object.__setattr__(self, "route", tuple(self.route))
+        object.__setattr__(self, "capabilities", tuple(self.capabilities))
+        object.__setattr__(self, "milestones", tuple(self.milestones))
         object.__setattr__(self, "tools", tuple(self.tools))
         if self.context is not None and self.context.tools:
             object.__setattr__(self, "tools", (*self.tools, *builtin_tools(self.tools)))
@@ -84,6 +95,7 @@ class Agent:
         names = [t.name for t in self.tools]
         if len(set(names)) != len(names):
             raise ValueError(f"tool names must be unique: {sorted(names)}")
+        self._check_capabilities()
         if self.max_retries < 0 or self.max_tokens < 1:
             raise ValueError("max_retries must be >= 0 and max_tokens >= 1")
         if self.on_fatal_tool_error not in ("retry", "fail"):
@@ -92,6 +104,19 @@ class Agent:
             unpriced = [p.model for p in self.route if self.budgets.price_for(p.model) is None]
             if unpriced:
                 raise ValueError(f"a cost budget needs prices for every route model; missing: {unpriced}")
+
+    def _check_capabilities(self) -> None:
+        labels = [label_of(c.kind, c.id) for c in self.capabilities]
+        if len(set(labels)) != len(labels):
+            raise ValueError(f"capability ids must be unique per kind: {sorted(labels)}")
+        ids = {c.id for c in self.capabilities}
+        phase_ids = [p.id for p in self.milestones]
+        if len(set(phase_ids)) != len(phase_ids):
+            raise ValueError(f"milestone phase ids must be unique: {phase_ids}")
+        for phase in self.milestones:
+            unknown = [u for u in phase.unlocks if u not in ids]
+            if unknown:
+                raise ValueError(f"milestone phase {phase.id} unlocks undeclared capabilities: {unknown}")
 
     @property
     def context_policy(self) -> ContextPolicy:

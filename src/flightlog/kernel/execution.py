@@ -40,7 +40,7 @@ from .confine import runtime_problem
 from .effects import Effects, Outcome, effect_key, intent_of
 from .errors import FatalToolError
 from .operations import Operation, deadline
-from .planning import gate_events
+from .planning import ToolSurface, gate_events
 from .records import CallPlan
 from .state import KernelState
 from .tools import Tool, ToolArgumentsError, render_output
@@ -57,6 +57,11 @@ class TurnContext(Protocol):
     session_id: str
     operation: Operation | None
     ceiling: Ceiling | None
+
+    @property
+    def surface(self) -> ToolSurface:
+        """The tools offered this turn (the agent's plus the mounted capabilities)."""
+        ...
 
     def append(self, *events: Event, status: str | None = None) -> None:
         """Durably append events in one transaction (and set the session status with them)."""
@@ -143,9 +148,9 @@ async def _outcome(ctx: TurnContext, plan: CallPlan) -> Outcome:
         verdict = ctx.state.verdict("approval", plan.call_id)
         who = verdict.responder if verdict else "user"
         return Outcome(f"denied by {who}: {verdict.reason if verdict else 'not approved'}", True)
-    tool = ctx.agent.tool(plan.tool)
+    tool = ctx.surface.tool(plan.tool)
     if tool is None:
-        return Outcome(f"unknown tool {plan.tool!r}", True)
+        return Outcome(f"unknown tool {plan.tool!r} (no longer offered)", True)
     if tool.effect == "side_effect":
         return await _side_effect(ctx, tool, plan)
     return await _invoke(tool, plan, ctx.ceiling)
@@ -181,7 +186,7 @@ async def _in_doubt(ctx: TurnContext, plans: Sequence[CallPlan]) -> list[CallPla
     """Settle in-doubt effects with their reconcilers; returns the ones a human must decide."""
     undecided: list[CallPlan] = []
     for plan in plans:
-        tool = ctx.agent.tool(plan.tool)
+        tool = ctx.surface.tool(plan.tool)
         if tool is None or tool.effect != "side_effect" or not _runs(plan, ctx.state):
             continue
         key = effect_key(ctx.session_id, ctx.state.turn, plan.call_id)

@@ -95,6 +95,7 @@ from ..store.base import Store, StoredEvent
 from ..testing.crashpoints import crash_point
 from .agent import Agent
 from .budgets import Axis, Budgets, Reservation, Spent, admit_turn, reserve
+from .capabilities import Capabilities, Capability
 from .ceiling import Ceiling, resume_ceiling, start_grant
 from .compaction import (
     COMPACTION_FAILED,
@@ -112,6 +113,7 @@ from .effects import Effects
 from .errors import KernelError
 from .execution import execute_turn
 from .inplace import plan_in_place
+from .milestones import Milestones
 from .operations import DeadlineHit, Operation, deadline
 from .paging import PAGE_IN, Notes, archived_result, current_access, stub_output, tokens_of
 from .planning import calls_in, plan_calls
@@ -196,6 +198,9 @@ class _Activation:
         self._fenced: str | None = None
         self.notes = Notes()
         self._loader = archive_loader(kernel.store)
+        self.surface = Capabilities(self.agent, ceiling, self.append, recorder.checkpoint)
+        self.milestones = Milestones(self.agent.milestones, self.surface, self.append)
+        kernel._surface = self.surface
 
     # ─── plumbing ─────────────────────────────────────────────────────────────────────────
     def _on_event(self, row: StoredEvent, event: SessionEvent) -> None:
@@ -256,6 +261,7 @@ class _Activation:
         self.begin_clock()
         with self._live():  # the live record outlives the last durable event of the activation
             try:
+                await self.surface.open(self.state)  # a resume: remount what the ledger has mounted
                 while self.state.phase not in ("terminal", "suspended"):
                     await self._step()
             except DeadlineHit:
@@ -269,6 +275,7 @@ class _Activation:
                 self._fenced = str(exc)
             finally:
                 self.close()
+                await self.surface.close()
         return self.result()
 
     def _live(self) -> AbstractContextManager[None]:
@@ -295,7 +302,8 @@ class _Activation:
     async def _step(self) -> None:
         phase = self.state.phase
         if phase == "final":
-            self._complete()
+            if not await self.milestones.check(self.state):
+                self._complete()
         elif phase == "tools":
             self.notes = Notes()
             token = current_access().set(self)
@@ -306,6 +314,8 @@ class _Activation:
         elif phase == "compacting":
             await self._compact()
         else:
+            if phase == "ready":  # a turn boundary: capability changes apply here, never mid-turn
+                await self.surface.boundary(self.state)
             await self._turn()
 
     def _complete(self) -> None:
@@ -394,7 +404,7 @@ class _Activation:
         return ModelRequest(
             system_prompt=st.run.system_prompt if st.run is not None else self.agent.system_prompt,
             messages=st.history(),
-            tools=self.kernel.tool_specs,
+            tools=self.surface.specs(),
             native_seed=st.native_seed(provider.protocol),
             max_tokens=reservation.max_tokens,
             stream=self.agent.stream,
@@ -834,12 +844,15 @@ class _Activation:
             model_usage(turn, provider, st.route_position, response.usage, cost, reservation.max_tokens),
         ]
         calls = list(calls_in(response.message))
+        if not calls and self.milestones.open_phase(st) is not None:
+            self.append(*events)  # phase "final": the open milestone phase is judged next step
+            return
         if not calls:
             tokens = st.tokens_used + response.usage.total_tokens
             events.append(RunTerminal(reason="completed", turns_used=turn, total_tokens=tokens))
             self.append(*events, status="completed")
             return
-        plan = plan_calls(turn, calls, self.agent, self.ceiling)
+        plan = plan_calls(turn, calls, self.agent, self.ceiling, self.surface)
         self.append(*events, *plan.events, status="suspended" if plan.asks else None)
 
     # ─── result ───────────────────────────────────────────────────────────────────────────
@@ -962,6 +975,7 @@ class Kernel:
         self.cancel_reason: CancellationReason | None = None
         self._token_subscribers: list[TokenCallback] = [on_token] if on_token is not None else []
         self._task: asyncio.Task[Any] | None = None
+        self._surface: Capabilities | None = None
 
     # ─── streaming ────────────────────────────────────────────────────────────────────────
     def subscribe_tokens(self, callback: TokenCallback) -> Callable[[], None]:
@@ -991,6 +1005,35 @@ class Kernel:
         self.cancel_reason = self.cancel_reason or reason
         if self._task is not None and not self._task.done():
             self._task.cancel()
+
+    # ─── capabilities at run time ─────────────────────────────────────────────────────────
+    def mount(
+        self, capability: Capability | str, *, by: str = "sdk:runtime", reason: str = "dynamic_register"
+    ) -> None:
+        """Mount a capability into the running activation at its next turn boundary (thread-safe).
+
+        Args:
+            capability: A capability object, or the id of one the agent declares (a locked one).
+            by: Recorded ``mounted_by`` (default the host SDK's ``sdk:runtime``, UPSTREAM.md §9).
+            reason: Recorded ``mount_reason`` (default ``dynamic_register``).
+
+        Raises:
+            KernelError: no activation is running.
+        """
+        self._running_surface().request("mount", capability, by, reason)
+
+    def unmount(self, capability_id: str) -> None:
+        """Unmount a capability from the running activation at its next turn boundary (thread-safe).
+
+        Raises:
+            KernelError: no activation is running.
+        """
+        self._running_surface().request("unmount", capability_id, "", "")
+
+    def _running_surface(self) -> Capabilities:
+        if self._surface is None or self._task is None:
+            raise KernelError("no run is active on this Kernel: mount/unmount apply to a running activation")
+        return self._surface
 
     # ─── entry points ─────────────────────────────────────────────────────────────────────
     async def run(
@@ -1115,6 +1158,7 @@ class Kernel:
             return await activation.drive()
         finally:
             self._task = None
+            self._surface = None
 
     # ─── sync wrappers ────────────────────────────────────────────────────────────────────
     def run_sync(

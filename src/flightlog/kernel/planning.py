@@ -25,6 +25,7 @@ from __future__ import annotations
 import json
 from collections.abc import Iterable, Iterator, Sequence
 from dataclasses import dataclass
+from typing import Protocol
 
 from ..events import (
     Custom,
@@ -42,12 +43,34 @@ from .agent import Agent
 from .ceiling import Ceiling
 from .records import TOOL_DECISIONS, CallPlan
 from .repair import repair_arguments
-from .tools import ToolArgumentsError
+from .tools import Tool, ToolArgumentsError
 
-__all__ = ["POLICY_GATE", "TurnPlan", "arguments_text", "calls_in", "gate_events", "plan_calls"]
+__all__ = [
+    "POLICY_GATE",
+    "ToolSurface",
+    "TurnPlan",
+    "arguments_text",
+    "calls_in",
+    "gate_events",
+    "plan_calls",
+]
 
 POLICY_GATE = "policy_gate"
 """The ``permission_resolved.responder`` of automatic decisions (seed 000)."""
+
+
+class ToolSurface(Protocol):
+    """The tools offered this turn: the agent's, or the agent's plus the mounted capabilities
+    (:class:`~flightlog.kernel.capabilities.Capabilities`)."""
+
+    @property
+    def tools(self) -> Sequence[Tool]:
+        """Every offered tool."""
+        ...
+
+    def tool(self, name: str) -> Tool | None:
+        """The offered tool called ``name``, or None."""
+        ...
 
 
 @dataclass(frozen=True)
@@ -68,7 +91,12 @@ def calls_in(message: Message) -> Iterator[ToolCall]:
 
 
 def _plan_one(
-    turn: int, call: ToolCall, agent: Agent, events: list[Event], ceiling: Ceiling | None
+    turn: int,
+    call: ToolCall,
+    agent: Agent,
+    events: list[Event],
+    ceiling: Ceiling | None,
+    surface: ToolSurface,
 ) -> CallPlan:
     outcome = repair_arguments(call.arguments)
     if outcome.repaired_text is not None:
@@ -80,9 +108,9 @@ def _plan_one(
                 repaired_arguments=outcome.repaired_text,
             )
         )
-    tool = agent.tool(call.name)
+    tool = surface.tool(call.name)
     if tool is None:
-        known = ", ".join(t.name for t in agent.tools) or "none"
+        known = ", ".join(t.name for t in surface.tools) or "none"
         reason = f"unknown tool {call.name!r} (tools: {known})"
         return CallPlan(call.id, call.name, None, "invalid", reason, arguments=outcome.arguments)
     if outcome.arguments is None:
@@ -133,7 +161,11 @@ def gate_events(
 
 
 def plan_calls(
-    turn: int, calls: Sequence[ToolCall], agent: Agent, ceiling: Ceiling | None = None
+    turn: int,
+    calls: Sequence[ToolCall],
+    agent: Agent,
+    ceiling: Ceiling | None = None,
+    surface: ToolSurface | None = None,
 ) -> TurnPlan:
     """Repair, validate and govern a turn's calls.
 
@@ -143,13 +175,15 @@ def plan_calls(
         agent: Tools and policy.
         ceiling: The session's signed grant, applied over the agent's policy; its digest goes into
             ``tool_decisions`` as ``policy_digest`` (see :mod:`flightlog.kernel.ceiling`).
+        surface: The tools offered this turn (default: the agent's own ``tools``).
 
     Returns:
         The plans (call order), every event to append after ``llm_completed`` (``tool_requested``
         first), and the ids of the calls that wait for approval.
     """
     events: list[Event] = [ToolRequested(turn=turn, calls=list(calls))]
-    plans = [_plan_one(turn, call, agent, events, ceiling) for call in calls]
+    offered = surface if surface is not None else agent
+    plans = [_plan_one(turn, call, agent, events, ceiling, offered) for call in calls]
     payload: dict[str, object] = {"turn": turn, "calls": [p.to_wire() for p in plans]}
     if ceiling is not None:
         payload["policy_digest"] = ceiling.digest

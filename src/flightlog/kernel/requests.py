@@ -28,7 +28,11 @@ from, ``dropped_sections`` what earlier history the request no longer carries, `
 fill (:class:`~flightlog.kernel.context.Fill`).
 
 :func:`check_requests` rebuilds every recorded request from the ledger (the same fold the kernel used)
-and compares digests: ``flightlog replay SESSION --check``.
+and compares digests: ``flightlog replay SESSION --check``. The tools of a turn's request are rebuilt from
+the capability changes (:class:`~flightlog.kernel.capabilities.SurfaceFold`): the agent's own tools (those
+of the first call, less anything mounted before it) followed by every mounted capability's tools in mount
+order; a ``prompt_program_compiled`` whose tools differ from that surface is a mismatch (a tool offered
+that no ``capability_changed`` put there, or one still offered after its unmount).
 """
 
 from __future__ import annotations
@@ -44,6 +48,7 @@ from ..providers.base import ModelRequest, ToolSpec
 from ..replay import IN_PLACE_ACTIONS, ArchiveLoader, Rebuilder
 from ..sessions import archive_loader, iter_events
 from ..store.base import Store
+from .capabilities import SurfaceFold
 from .compaction import COMPACTION_STARTED, summary_request
 from .records import PROMPT_PROGRAM_COMPILED, PROMPT_PROGRAM_INVOKED
 
@@ -268,6 +273,8 @@ class _Checker:
         self.system_prompt: str | None = None
         self.compiled: dict[str, dict[str, Any]] = {}
         self.plan: dict[str, Any] | None = None
+        self.surface = SurfaceFold()
+        self.base: list[dict[str, Any]] | None = None
         self.checked = 0
         self.mismatches: list[Mismatch] = []
 
@@ -277,17 +284,52 @@ class _Checker:
         self.kinds.append(event.kind)
         if isinstance(event, RunStarted):
             self.system_prompt = event.system_prompt
+        self.surface.feed(seq, event)
         if isinstance(event, Custom) and isinstance(event.payload, dict):
             self._custom(seq, event.custom_kind, event.payload)
         self.rebuilder.feed(seq, event)
 
     def _custom(self, seq: int, kind: str, payload: dict[str, Any]) -> None:
         if kind == PROMPT_PROGRAM_COMPILED:
-            self.compiled[str(payload.get("actor", "kernel"))] = payload
+            actor = str(payload.get("actor", "kernel"))
+            self.compiled[actor] = payload
+            if actor == "kernel":
+                self._check_surface(seq, payload)
         elif kind == COMPACTION_STARTED:
             self.plan = payload
         elif kind == PROMPT_PROGRAM_INVOKED:
             self._check(seq, payload)
+
+    def offered(self) -> list[dict[str, Any]] | None:
+        """The kernel's tool surface the ledger gives now: the agent's own tools (the first turn's, less
+        what was mounted before it) then each mounted capability's, in mount order (None before the
+        first kernel call)."""
+        if self.base is None:
+            return None
+        mounted = [
+            {"name": spec["name"], "description": spec["description"], "parameters": spec["parameters"]}
+            for spec in self.surface.tool_specs().values()
+        ]
+        return [*self.base, *mounted]
+
+    def _check_surface(self, seq: int, payload: dict[str, Any]) -> None:
+        """Every change of the offered tools must be a capability change the ledger records."""
+        tools = payload.get("tools")
+        if not isinstance(tools, list):
+            return
+        if self.base is None:
+            mounted = set(self.surface.tool_specs())
+            self.base = [t for t in tools if isinstance(t, dict) and t.get("name") not in mounted]
+        expected = self.offered()
+        if expected != tools:
+            names = [t.get("name") for t in tools if isinstance(t, dict)]
+            wanted = [t["name"] for t in expected or []]
+            reason = (
+                f"tools offered {names} are not the surface the capability changes give {wanted}"
+                if names != wanted
+                else "a tool's spec differs from the one its capability_changed mounted"
+            )
+            self.mismatches.append(Mismatch(seq, int(payload.get("turn", 0)), "kernel", reason))
 
     def _check(self, seq: int, payload: dict[str, Any]) -> None:
         actor = str(payload.get("actor", "kernel"))
@@ -308,7 +350,9 @@ class _Checker:
         if compiled is None:
             raise ValueError(f"no prompt_program_compiled for actor {actor!r} before it")
         route = compiled["route"]
-        tools = [ToolSpec(t["name"], t["description"], t["parameters"]) for t in compiled["tools"]]
+        offered = self.offered() if actor == "kernel" else None
+        wire = offered if offered is not None else compiled["tools"]
+        tools = [ToolSpec(t["name"], t["description"], t["parameters"]) for t in wire]
         max_tokens = int(payload["max_tokens"])
         if actor == "compactor":
             if self.plan is None:

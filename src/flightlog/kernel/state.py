@@ -10,7 +10,8 @@ events (:func:`load_state`). The ``phase`` says what the next step is:
 ``calling``    a ``checkpoint_taken`` without outcome: (re)issue the model call of ``turn``
 ``compacting`` a ``compaction_started`` without its ``compressed``: (re)issue the summary call
                (an in-place ``compressed``, snip/micro, is one transaction and changes no phase)
-``final``      the model answered without tool calls: close the run (``run_terminal``)
+``final``      the model answered without tool calls: close the run (``run_terminal``), or judge the
+               open milestone phase (``milestone_advanced``/``milestone_blocked`` lead to ``ready``)
 ``tools``      calls planned (``tool_decisions``) or released (``resumed``): execute them
 ``suspended``  waiting for human decisions on ``gates``
 ``terminal``   ``run_terminal`` recorded: nothing left to do
@@ -254,6 +255,12 @@ class KernelState:
     def _on_operation_cancelled(self, at_ms: int, event: OperationCancelled) -> None:
         self.wall.close(at_ms)
 
+    def _on_milestone(self, at_ms: int, event: SessionEvent) -> None:
+        # A judged answer: the run goes on with a new turn (kernel.milestones); a last phase's
+        # run_terminal follows in the same transaction.
+        if self.phase == "final":
+            self.phase = "ready"
+
     def _on_run_terminal(self, at_ms: int, event: RunTerminal) -> None:
         self.phase, self.terminal = "terminal", event
 
@@ -368,6 +375,8 @@ _HANDLERS: dict[str, _Handler] = {
     "rollbacked": KernelState._on_rollbacked,
     "operation_cancelled": KernelState._on_operation_cancelled,
     "run_terminal": KernelState._on_run_terminal,
+    "milestone_advanced": KernelState._on_milestone,
+    "milestone_blocked": KernelState._on_milestone,
     "compressed": KernelState._on_compressed,
     "context_renewed": KernelState._on_context_renewed,
 }

@@ -1,0 +1,32 @@
+"""A child process for the capability crash test: an agent that mounts the test MCP server and calls its
+side-effecting ``append_note`` (run: ``python caps_agent.py DB SESSION TMPDIR``; the test sets
+``FLIGHTLOG_TEST_CRASH_AT``)."""
+
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+
+HERE = Path(__file__).parent
+sys.path.insert(0, str(HERE.parent.parent / "src"))
+
+from flightlog.kernel import Agent, Kernel  # noqa: E402
+from flightlog.kernel.mcp import McpServer  # noqa: E402
+from flightlog.kernel.scripted import ScriptedProvider, call, calls, reply  # noqa: E402
+from flightlog.store import SqliteStore  # noqa: E402
+
+
+def build(tmp: Path) -> Agent:
+    """The agent: turn 1 appends a note through the server (a side effect), turn 2 answers."""
+    provider = ScriptedProvider(
+        [calls(call("t__append_note", {"note": "hello"}, id="c1")), reply("done")], by_turn=True
+    )
+    env = {"NOTES_FILE": str(tmp / "notes.txt"), "STARTS_FILE": str(tmp / "starts.txt")}
+    server = McpServer(id="t", command=sys.executable, args=[str(HERE / "mcp_server.py")], env=env)
+    return Agent(name="caps-crash", route=[provider], capabilities=[server])
+
+
+if __name__ == "__main__":
+    db, session_id, tmp = sys.argv[1], sys.argv[2], Path(sys.argv[3])
+    with SqliteStore(db) as store:
+        Kernel(store, build(tmp)).run_sync("note it", session_id=session_id)

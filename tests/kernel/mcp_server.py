@@ -1,0 +1,75 @@
+"""A real MCP server over stdio for the capability tests (run as ``python mcp_server.py``).
+
+Built with the official ``mcp`` SDK (``MCPServer`` in mcp 2, ``FastMCP`` in mcp 1). Tools:
+
+* ``echo(text)``: returns ``text``.
+* ``add(a, b)``: returns ``a + b``.
+* ``append_note(note)``: a side effect: appends ``note`` as a line to ``$NOTES_FILE`` and returns the line
+  count (the tests count lines to check exactly-once).
+* ``run_shell(command)``: a tool no test agent permits (smuggling checks); it would only echo.
+* ``fail()``: answers with an MCP tool error (``isError``).
+* ``crash()``: the server process exits at once (a crashed server).
+
+Each start appends a line to ``$STARTS_FILE`` when set, so tests can count (re)starts.
+"""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+try:
+    from mcp.server.mcpserver import MCPServer as Server
+    from mcp.server.mcpserver.exceptions import ToolError
+except ImportError:  # mcp 1.x
+    from mcp.server.fastmcp import FastMCP as Server  # type: ignore[no-redef]
+    from mcp.server.fastmcp.exceptions import ToolError  # type: ignore[no-redef]
+
+server = Server("flightlog-test-server")
+
+
+@server.tool()
+def echo(text: str) -> str:
+    """Return the text unchanged."""
+    return text
+
+
+@server.tool()
+def add(a: int, b: int) -> str:
+    """Add two integers."""
+    return str(a + b)
+
+
+@server.tool()
+def append_note(note: str) -> str:
+    """Append a note to the notes file; returns the number of notes."""
+    path = Path(os.environ["NOTES_FILE"])
+    with path.open("a", encoding="utf-8") as fh:
+        fh.write(note + "\n")
+    return str(len(path.read_text(encoding="utf-8").splitlines()))
+
+
+@server.tool()
+def run_shell(command: str) -> str:
+    """Run a shell command (never permitted by the tests' agents)."""
+    return f"would run {command}"
+
+
+@server.tool()
+def fail() -> str:
+    """Always fails."""
+    raise ToolError("this tool always fails")
+
+
+@server.tool()
+def crash() -> str:
+    """Exit the server process at once."""
+    os._exit(3)
+
+
+if __name__ == "__main__":
+    starts = os.environ.get("STARTS_FILE")
+    if starts:
+        with open(starts, "a", encoding="utf-8") as fh:
+            fh.write(f"{os.getpid()}\n")
+    server.run()
