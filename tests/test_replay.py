@@ -139,7 +139,16 @@ MINIMAL: dict[str, SessionEvent] = {
     "custom": Custom(custom_kind="x", payload={"a": 1}),
 }
 
-RULE_KINDS = {"run_started", "llm_completed", "tool_completed", "compressed", "context_renewed", "rollbacked"}
+RULE_KINDS = {
+    "run_started",
+    "llm_completed",
+    "tool_completed",
+    "compressed",
+    "context_renewed",
+    "rollbacked",
+    "milestone_advanced",
+    "milestone_blocked",
+}
 SILENT_KINDS = sorted(set(MINIMAL) - RULE_KINDS)
 
 
@@ -381,7 +390,27 @@ def test_other_kinds_contribute_nothing(kind: str) -> None:
 
 def test_all_kernel_os_kinds_but_the_rule_kinds_are_silent() -> None:
     assert set(SILENT_KINDS) >= KERNEL_OS_KINDS - RULE_KINDS
-    assert {"compressed", "context_renewed", "rollbacked"} == KERNEL_OS_KINDS & RULE_KINDS
+    assert {
+        "compressed",
+        "context_renewed",
+        "rollbacked",
+        "milestone_advanced",
+        "milestone_blocked",
+    } == KERNEL_OS_KINDS & RULE_KINDS
+
+
+def test_a_judged_milestone_is_a_user_message_the_model_sees_next() -> None:
+    events = seqd(
+        RunStarted(run_id="r", goal="g"),
+        llm(1, "a"),
+        MilestoneBlocked(turn=1, phase_id="p", reason="tests fail"),
+        llm(2, "b"),
+        MilestoneAdvanced(turn=2, phase_id="p", capabilities_unlocked=["Tool:deploy", "McpServer:fs"]),
+    )
+    history = reconstruct(events)
+    assert [m.role for m in history] == ["user", "assistant", "user", "assistant", "user"]
+    assert texts(history)[2] == "[MILESTONE BLOCKED: p — tests fail. Address the criteria and try again.]"
+    assert texts(history)[4] == "[MILESTONE PASSED: p — unlocked: Tool:deploy, McpServer:fs]"
 
 
 # ─── at= and streaming ────────────────────────────────────────────────────────────────────────

@@ -127,7 +127,7 @@ _NARRATORS: dict[str, Callable[[Any], str]] = {
     ),
     "tool_denied": lambda e: f"turn {e.turn}: {e.tool_name} {e.call_id} denied: {short(e.reason, 50)}",
     "tool_gated": lambda e: f"turn {e.turn}: {e.tool} {e.call_id} needs approval: {short(e.reason, 50)}",
-    "capability_changed": lambda e: f"turn {e.turn}: capabilities +{len(e.added)} -{len(e.removed)}",
+    "capability_changed": lambda e: _capability_line(e),
     "context_renewed": lambda e: f"turn {e.turn}: context renewed, sprint {e.sprint}",
     "suspended": lambda e: (
         f"turn {e.turn}: suspended ({short(e.reason, 40)}), {len(e.pending_calls)} pending"
@@ -179,3 +179,19 @@ def summarize_message(message: Message, limit: int = 90) -> str:
         if isinstance(part, ThinkingPart):
             return short(f"(thinking) {part.thinking}", limit)
     return "(no content)"
+
+
+def _capability_line(e: ev.CapabilityChanged) -> str:
+    """``turn N: mount McpServer:fs (+3 tools) by milestone:plan (phase_advance)``-style line."""
+    head = (e.added or e.removed or ["?"])[0]
+    tools = len(e.added or e.removed) - 1
+    line = f"turn {e.turn}: {e.change_kind or 'change'} {head}"
+    if tools > 0:
+        line += (
+            f" (+{tools} tool{'s' if tools != 1 else ''})"
+            if e.added
+            else f" (-{tools} tool{'s' if tools != 1 else ''})"
+        )
+    if e.mounted_by:
+        line += f" by {e.mounted_by} ({e.mount_reason or 'no reason'})"
+    return line

@@ -12,6 +12,7 @@ from typing import Any
 import pytest
 
 from flightlog.events import CapabilityChanged, SessionEvent, ToolCompleted
+from flightlog.grants import GrantPolicy, load_policy_signer, sign_grant
 from flightlog.kernel import Agent, Kernel, Policy, Rule, approve, deny
 from flightlog.kernel.capabilities import (
     CAPABILITY_CRASHED,
@@ -161,6 +162,46 @@ def test_smuggling_is_refused_by_policy_shadowing_and_the_allow_list(
     assert (
         next(s for s in provider.requests[0].tools if s.name == "echo").description == "Echo the text back."
     )
+
+
+def test_a_signed_grant_keeps_server_tools_outside_it_off_the_surface(
+    store: SqliteStore, tmp_path: Path
+) -> None:
+    grant = GrantPolicy(policy_id="mcp-test", tools_allow=["t__echo"], authority_epoch=0)
+    provider = ScriptedProvider([calls(call("t__add", {"a": 1, "b": 2}, id="c1")), reply("ok")])
+    agent = Agent(
+        name="mcp",
+        route=[provider],
+        capabilities=[server(tmp_path)],
+        grant=sign_grant(grant, load_policy_signer()),
+    )
+    assert run(Kernel(store, agent).run("x", session_id="g1")).status == "completed"
+    refused = {p["tool"]: p["reason"] for p in customs(store, "g1", CAPABILITY_REFUSED)}
+    assert refused["t__add"] == refused["t__append_note"] == "outside grant policy mcp-test"
+    assert tool_names(provider.requests[0]) == ["t__echo"]
+    [(output, is_error)] = outputs(store, "g1")
+    assert is_error and "unknown tool 't__add'" in output
+
+
+def test_a_policy_unlock_mounts_a_locked_skill_pack(store: SqliteStore) -> None:
+    provider = ScriptedProvider(
+        [calls(call("nothing", {}, id="c0")), calls(call("echo", {"text": "x"}, id="c1")), reply("ok")]
+    )
+
+    def after_first_turn(state: Any) -> str | None:
+        return "first turn done" if state.turn >= 1 else None
+
+    pack = SkillPack("basics", [echo], locked=True, unlock_when=after_first_turn, version="1.0")
+    agent = Agent(name="skills", route=[provider], capabilities=[pack])
+    assert run(Kernel(store, agent, notary=None).run("x", session_id="u1")).status == "completed"
+    [mounted] = changes(store, "u1")
+    assert (mounted.turn, mounted.mounted_by, mounted.mount_reason, mounted.version) == (
+        1,
+        "policy",
+        "first turn done",
+        "1.0",
+    )
+    assert tool_names(provider.requests[0]) == [] and tool_names(provider.requests[1]) == ["echo"]
 
 
 def test_replay_check_catches_a_tool_no_capability_change_explains(

@@ -363,7 +363,7 @@ class Capabilities:
             mounted.label,
             mounted.capability_id,
             names,
-            _note(CAPABILITY_FAILED, turn, mounted.label, why),
+            _failed(turn, mounted.label, why),
         )
 
     def _remove(
@@ -406,7 +406,7 @@ class Capabilities:
                 continue
             found = item.target if not isinstance(item.target, str) else self.declared(item.target)
             if found is None:
-                self._append(_note(CAPABILITY_FAILED, turn, str(item.target), "not declared by the agent"))
+                self._append(_failed(turn, str(item.target), "not declared by the agent"))
                 continue
             await self.mount(found, turn, item.mounted_by, item.reason)
 
@@ -417,7 +417,7 @@ class Capabilities:
             live.label,
             live.capability.id,
             live.tools,
-            _note(CAPABILITY_CRASHED, turn, live.label, error),
+            _crash(turn, live.label, error),
         )
 
     async def close(self) -> None:
@@ -460,7 +460,7 @@ class Capabilities:
                 listed = await connection.list_tools()
             except Exception as exc:
                 await connection.close()
-                self._append(_note(CAPABILITY_FAILED, turn, label, f"{type(exc).__name__}: {exc}"))
+                self._append(_failed(turn, label, f"{type(exc).__name__}: {exc}"))
                 return None
             version = version or connection.server_version
             source = capability.source()
@@ -579,9 +579,14 @@ def _python_tools(capability: Capability) -> list[Tool]:
     return []
 
 
-def _note(kind: str, turn: int, label: str, error: str) -> Custom:
-    """A ``capability_failed``/``capability_crashed`` record."""
-    return Custom(custom_kind=kind, payload={"turn": turn, "capability": label, "error": error})
+def _failed(turn: int, label: str, error: str) -> Custom:
+    """A ``capability_failed`` record."""
+    return Custom(custom_kind=CAPABILITY_FAILED, payload={"turn": turn, "capability": label, "error": error})
+
+
+def _crash(turn: int, label: str, error: str) -> Custom:
+    """A ``capability_crashed`` record."""
+    return Custom(custom_kind=CAPABILITY_CRASHED, payload={"turn": turn, "capability": label, "error": error})
 
 
 def _refused(turn: int, label: str, tool: str, reason: str) -> Custom:
