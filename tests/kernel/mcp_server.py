@@ -10,12 +10,14 @@ Built with the official ``mcp`` SDK (``MCPServer`` in mcp 2, ``FastMCP`` in mcp 
 * ``fail()``: answers with an MCP tool error (``isError``).
 * ``crash()``: the server process exits at once (a crashed server).
 
-Each start appends a line to ``$STARTS_FILE`` when set, so tests can count (re)starts.
+Each start appends a line to ``$STARTS_FILE`` when set, so tests can count (re)starts. ``python mcp_server.py
+http PORT`` serves over streamable HTTP instead (``http://127.0.0.1:PORT/mcp``).
 """
 
 from __future__ import annotations
 
 import os
+import sys
 from pathlib import Path
 
 try:
@@ -67,9 +69,21 @@ def crash() -> str:
     os._exit(3)
 
 
+def serve_http(port: int) -> None:
+    """Serve over streamable HTTP at ``http://127.0.0.1:PORT/mcp`` (uvicorn logs when it listens)."""
+    try:
+        server.run("streamable-http", host="127.0.0.1", port=port)
+    except TypeError:  # mcp 1.x: host and port are settings
+        server.settings.host, server.settings.port = "127.0.0.1", port
+        server.run("streamable-http")
+
+
 if __name__ == "__main__":
     starts = os.environ.get("STARTS_FILE")
     if starts:
         with open(starts, "a", encoding="utf-8") as fh:
             fh.write(f"{os.getpid()}\n")
-    server.run()
+    if sys.argv[1:2] == ["http"]:
+        serve_http(int(sys.argv[2]))
+    else:
+        server.run()

@@ -4,8 +4,10 @@ remount on resume after SIGKILL, smuggling refused, the tool surface checked by 
 from __future__ import annotations
 
 import os
+import socket
 import subprocess
 import sys
+import threading
 from pathlib import Path
 from typing import Any
 
@@ -293,6 +295,64 @@ def test_a_server_that_does_not_start_is_recorded_and_the_run_goes_on(
     [failed] = customs(store, "s8", CAPABILITY_FAILED)
     assert failed["capability"] == "McpServer:gone" and "failed to start" in failed["error"]
     assert changes(store, "s8") == [] and tool_names(provider.requests[0]) == []
+
+
+def _free_port() -> int:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        port: int = sock.getsockname()[1]
+        return port
+
+
+def _wait_for_line(stream: Any, text: str, timeout_s: float = 60.0) -> threading.Thread:
+    """Read ``stream`` (in a thread, to its end) until a line contains ``text``, bounded by ``timeout_s``;
+    returns the reader thread."""
+    seen = threading.Event()
+    lines: list[str] = []
+
+    def read() -> None:
+        for line in stream:
+            lines.append(line)
+            if text in line:
+                seen.set()
+
+    reader = threading.Thread(target=read, daemon=True)
+    reader.start()
+    assert seen.wait(timeout_s), f"no {text!r} from the server: {''.join(lines)}"
+    return reader
+
+
+def test_a_server_over_streamable_http(store: SqliteStore, tmp_path: Path) -> None:
+    port = _free_port()
+    proc = subprocess.Popen(
+        [sys.executable, SERVER, "http", str(port)],
+        stderr=subprocess.PIPE,
+        stdout=subprocess.DEVNULL,
+        text=True,
+    )
+    reader: threading.Thread | None = None
+    try:
+        reader = _wait_for_line(proc.stderr, "Uvicorn running on")
+        provider = ScriptedProvider([calls(call("h__add", {"a": 20, "b": 22}, id="c1")), reply("done")])
+        remote = McpServer(
+            id="h", url=f"http://127.0.0.1:{port}/mcp", tools=["add"], effects={"add": "read_only"}
+        )
+        agent = Agent(name="http", route=[provider], capabilities=[remote])
+        assert run(Kernel(store, agent, notary=None).run("add", session_id="h1")).status == "completed"
+    finally:
+        proc.kill()
+        proc.wait(timeout=30)
+        if reader is not None:
+            reader.join(timeout=30)  # it ends at the pipe's end, the process being gone
+        assert proc.stderr is not None
+        proc.stderr.close()
+    [mounted] = changes(store, "h1")
+    assert mounted.added == ["McpServer:h", "Tool:h__add"]
+    assert customs(store, "h1", CAPABILITY_TOOLS)[0]["source"] == {
+        "transport": "streamable_http",
+        "url": f"http://127.0.0.1:{port}/mcp",
+    }
+    assert outputs(store, "h1") == [("42", False)]
 
 
 def test_resume_after_sigkill_remounts_the_server_and_keeps_effects_exactly_once(tmp_path: Path) -> None:
