@@ -4,6 +4,7 @@ remount on resume after SIGKILL, smuggling refused, the tool surface checked by 
 from __future__ import annotations
 
 import os
+import signal
 import socket
 import subprocess
 import sys
@@ -283,6 +284,37 @@ def test_a_crashed_server_is_recorded_and_restarted_on_resume(store: SqliteStore
     assert outputs(store, "s6")[-1] == ("back", False)
     assert len((tmp_path / "starts.txt").read_text().splitlines()) == 2
     assert check_session(store, "s6").ok
+
+
+def test_a_server_sigkilled_mid_run_is_recorded_as_crashed(store: SqliteStore, tmp_path: Path) -> None:
+    provider = ScriptedProvider(
+        [
+            calls(call("t__echo", {"text": "one"}, id="c1")),
+            calls(call("t__echo", {"text": "two"}, id="c2")),
+            calls(call("t__echo", {"text": "three"}, id="c3")),
+            reply("done"),
+        ]
+    )
+    starts = tmp_path / "starts.txt"
+
+    def on_event(row: Any, event: SessionEvent) -> None:
+        if isinstance(event, ToolCompleted) and event.turn == 1:
+            (pid,) = [int(line) for line in starts.read_text().splitlines()]
+            os.kill(pid, signal.SIGKILL)  # the server dies between two turns
+
+    agent = Agent(name="mcp", route=[provider], capabilities=[server(tmp_path)])
+    assert (
+        run(Kernel(store, agent, notary=None, on_event=on_event).run("x", session_id="k1")).status
+        == "completed"
+    )
+    assert outputs(store, "k1")[0] == ("one", False)
+    second, is_error = outputs(store, "k1")[1]
+    assert is_error and "MCP server t" in second  # the call found the server gone
+    [crash] = customs(store, "k1", CAPABILITY_CRASHED)
+    assert crash["turn"] == 2 and crash["capability"] == "McpServer:t"
+    assert [c.change_kind for c in changes(store, "k1")] == ["mount", "unmount"]
+    assert "unknown tool 't__echo'" in outputs(store, "k1")[2][0]
+    assert check_session(store, "k1").ok
 
 
 def test_a_server_that_does_not_start_is_recorded_and_the_run_goes_on(

@@ -122,8 +122,8 @@ class McpServer:
         """The server a ledger's ``source`` names, with the agent's declaration for the rest (effects,
         allow list, env values, prefix); raises ``ValueError`` on a source it cannot start."""
         transport = source.get("transport")
-        base = declared if declared is not None else None
         common: dict[str, Any] = {}
+        base = declared
         if base is not None:
             common = {
                 "tools": base.tools,
