@@ -14,6 +14,7 @@ from typing import Any
 
 import pytest
 
+from flightlog.checkpoints import USER_NOTARY
 from flightlog.events import CapabilityChanged, SessionEvent, ToolCompleted
 from flightlog.grants import GrantPolicy, load_policy_signer, sign_grant
 from flightlog.kernel import Agent, Kernel, Policy, Rule, approve, deny
@@ -315,6 +316,45 @@ def test_a_server_sigkilled_mid_run_is_recorded_as_crashed(store: SqliteStore, t
     assert [c.change_kind for c in changes(store, "k1")] == ["mount", "unmount"]
     assert "unknown tool 't__echo'" in outputs(store, "k1")[2][0]
     assert check_session(store, "k1").ok
+
+
+@pytest.mark.parametrize("signed", [True, False], ids=["signed", "unsigned"])
+def test_resume_runs_a_recorded_server_command_only_when_signed(
+    store: SqliteStore, tmp_path: Path, signed: bool
+) -> None:
+    """A server mounted from the host (not declared by the agent): its command comes from the ledger."""
+    script = [
+        calls(call("nothing", {}, id="c0")),
+        calls(call("echo", {"text": "wait"}, id="c1")),
+        calls(call("t__echo", {"text": "b"}, id="c2")),
+        reply("ok"),
+    ]
+    provider = ScriptedProvider(script, by_turn=True)
+    policy = Policy(rules=[Rule(action="ask", tool="echo")])
+    agent = Agent(name="mcp", route=[provider], tools=[echo], policy=policy)
+    notary = USER_NOTARY if signed else None
+    holder: dict[str, Kernel] = {}
+
+    def on_event(row: Any, event: SessionEvent) -> None:
+        if event.kind == "checkpoint_taken" and event.turn == 1:  # type: ignore[attr-defined]
+            holder["k"].mount(server(tmp_path))  # applied at the next boundary
+
+    holder["k"] = Kernel(store, agent, notary=notary, on_event=on_event)
+    assert run(holder["k"].run("x", session_id="r1")).status == "suspended"
+    approve(store, "r1", "c1", notary=notary)
+    final = run(Kernel(store, agent, notary=notary).resume("r1"))
+    starts = len((tmp_path / "starts.txt").read_text().splitlines())
+    last = changes(store, "r1")[-1]
+    if signed:
+        # Started again from the ledger's command (without env values: only their names are recorded,
+        # and this agent does not declare the server), and called.
+        assert (last.change_kind, last.mounted_by, last.mount_reason) == ("mount", "kernel", "resume")
+        assert starts == 1 and outputs(store, "r1")[-1] == ("b", False) and final.status == "completed"
+    else:
+        assert last.change_kind == "unmount" and starts == 1
+        [failed] = customs(store, "r1", CAPABILITY_FAILED)
+        assert "not covered by a verified signed checkpoint" in failed["error"]
+        assert "unknown tool 't__echo'" in outputs(store, "r1")[-1][0]
 
 
 def test_a_server_that_does_not_start_is_recorded_and_the_run_goes_on(

@@ -49,7 +49,9 @@ the agent's policy, the grant's ceilings, approvals, exactly-once effects for ``
 **Resume.** A resumed run (after the full audit, :func:`flightlog.audit.require_intact`) rebinds what the
 ledger says is mounted: Python capabilities from the agent's declarations of the same id; MCP servers are
 started again from the recorded ``source`` (command, args, cwd; env values from the agent's declaration of
-the same id), and recorded as a ``mount`` with ``mounted_by="kernel"``, ``mount_reason="resume"``; a server
+the same id), and recorded as a ``mount`` with ``mounted_by="kernel"``, ``mount_reason="resume"``, when a
+verified signed checkpoint covers the recorded command (a mount signs the ledger at once) or the agent
+declares the same server (as for ``agent_spec``, a command an unanchored tail names is never run); a server
 whose crash unmounted it is started again the same way with ``mount_reason="restart_after_crash"``. A capability the resumed agent cannot rebind is recorded as ``unmount``.
 """
 
@@ -182,6 +184,7 @@ class Mounted:
     capability_id: str
     tools: list[dict[str, Any]] = field(default_factory=list)
     source: dict[str, Any] | None = None
+    source_seq: int | None = None
 
 
 @dataclass
@@ -198,7 +201,7 @@ class SurfaceFold:
         """Fold one event; True when the mounted tool set changed."""
         if isinstance(event, Custom) and isinstance(event.payload, dict):
             if event.custom_kind == CAPABILITY_TOOLS:
-                self._staged[str(event.payload.get("capability"))] = event.payload
+                self._staged[str(event.payload.get("capability"))] = {**event.payload, "seq": seq}
             elif event.custom_kind == CAPABILITY_CRASHED:
                 self.crashed[str(event.payload.get("capability"))] = str(event.payload.get("error", ""))
             return False
@@ -216,7 +219,9 @@ class SurfaceFold:
             staged = self._staged.pop(label, {})
             tools = list(staged.get("tools", []))
             self.mounted.pop(label, None)  # a remount moves to the end, as the live surface does
-            self.mounted[label] = Mounted(label, kind, event.capability_id or "", tools, staged.get("source"))
+            self.mounted[label] = Mounted(
+                label, kind, event.capability_id or "", tools, staged.get("source"), staged.get("seq")
+            )
             self.crashed.pop(label, None)
             self.lost.pop(label, None)
             return True
@@ -286,6 +291,9 @@ class Capabilities:
         self._lock = threading.Lock()
         self._requests: list[_Request] = []
         self._opened = False
+        self.anchored = 0
+        """Events a verified signed checkpoint covers (a resume sets it from the audit): a recorded
+        start command is run again only from that range (or when the agent declares the same one)."""
 
     # ─── the surface ──────────────────────────────────────────────────────────────────────
     def tool(self, name: str) -> Tool | None:
@@ -338,6 +346,14 @@ class Capabilities:
         declared = self.declared(mounted.capability_id)
         if mounted.kind == "mcp_server":
             base = declared if isinstance(declared, McpServer) else None
+            signed = mounted.source_seq is not None and mounted.source_seq < self.anchored
+            if not signed and (base is None or base.source() != mounted.source):
+                why = (
+                    f"its start command (seq {mounted.source_seq}) is not covered by a verified signed "
+                    "checkpoint and the agent does not declare it: not run"
+                )
+                self._lost(turn, mounted, why)
+                return
             try:
                 if mounted.source is None:
                     raise ValueError("no recorded source")

@@ -1120,7 +1120,7 @@ class Kernel:
         """
         # The full check first, even when there is nothing to write: the caller must not act on a
         # suspension or a result read from a history `audit` rejects (a dropped seal, a rollback...).
-        require_intact(self.store, session_id, auditor=Auditor.for_notary(self.notary))
+        report = require_intact(self.store, session_id, auditor=Auditor.for_notary(self.notary))
         state = load_state(self.store, session_id)
         if state.run is None:
             raise KernelError(f"session {session_id} has no run_started: not a kernel run")
@@ -1133,6 +1133,7 @@ class Kernel:
         if recorder.next_seq != len(state.events):  # it moved on before we took authority: refold
             state = load_state(self.store, session_id)
         activation = _Activation(self, recorder, state, ceiling)
+        activation.surface.anchored = report.anchored  # recorded server commands run only if signed
         if _idle(state):
             activation.close()
             return result_of(state)
