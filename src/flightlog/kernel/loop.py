@@ -1012,6 +1012,9 @@ class Kernel:
     ) -> None:
         """Mount a capability into the running activation at its next turn boundary (thread-safe).
 
+        A request still pending when the activation stops (ended, suspended, cancelled) is dropped
+        without a record; mount again on the resumed activation.
+
         Args:
             capability: A capability object, or the id of one the agent declares (a locked one).
             by: Recorded ``mounted_by`` (default the host SDK's ``sdk:runtime``, UPSTREAM.md §9).
