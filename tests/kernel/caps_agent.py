@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import sys
 from pathlib import Path
+from typing import Any
 
 HERE = Path(__file__).parent
 sys.path.insert(0, str(HERE.parent.parent / "src"))
@@ -16,13 +17,26 @@ from flightlog.kernel.scripted import ScriptedProvider, call, calls, reply  # no
 from flightlog.store import SqliteStore  # noqa: E402
 
 
-def build(tmp: Path) -> Agent:
-    """The agent: turn 1 appends a note through the server (a side effect), turn 2 answers."""
+def build(tmp: Path, *, reconcile: bool = False) -> Agent:
+    """The agent: turn 1 appends a note through the server (a side effect), turn 2 answers. With
+    ``reconcile``, an in-doubt ``append_note`` is settled by reading the notes file."""
     provider = ScriptedProvider(
         [calls(call("t__append_note", {"note": "hello"}, id="c1")), reply("done")], by_turn=True
     )
     env = {"NOTES_FILE": str(tmp / "notes.txt"), "STARTS_FILE": str(tmp / "starts.txt")}
-    server = McpServer(id="t", command=sys.executable, args=[str(HERE / "mcp_server.py")], env=env)
+    notes = tmp / "notes.txt"
+
+    def noted(intent: dict[str, Any]) -> str | None:
+        lines = notes.read_text().splitlines() if notes.exists() else []
+        return str(len(lines)) if intent["arguments"]["note"] in lines else None
+
+    server = McpServer(
+        id="t",
+        command=sys.executable,
+        args=[str(HERE / "mcp_server.py")],
+        env=env,
+        reconcile={"append_note": noted} if reconcile else {},
+    )
     return Agent(name="caps-crash", route=[provider], capabilities=[server])
 
 

@@ -427,21 +427,32 @@ def test_a_server_over_streamable_http(store: SqliteStore, tmp_path: Path) -> No
     assert outputs(store, "h1") == [("42", False)]
 
 
-def test_resume_after_sigkill_remounts_the_server_and_keeps_effects_exactly_once(tmp_path: Path) -> None:
+def _killed_at_effect_ran(tmp_path: Path, sid: str) -> Path:
+    """Run caps_agent.py in a child that SIGKILLs itself right after the MCP side effect ran."""
     db = tmp_path / "k.db"
     env = {**os.environ, "FLIGHTLOG_TEST_CRASH_AT": "effect.ran"}
-    child = [sys.executable, str(HERE / "caps_agent.py"), str(db), "s7", str(tmp_path)]
+    child = [sys.executable, str(HERE / "caps_agent.py"), str(db), sid, str(tmp_path)]
     done = subprocess.run(child, env=env, capture_output=True, text=True, timeout=120, check=False)
     assert done.returncode == -9, done.stderr
-    notes = tmp_path / "notes.txt"
-    assert notes.read_text().splitlines() == ["hello"]  # the effect ran, its completion was never written
+    assert (tmp_path / "notes.txt").read_text().splitlines() == ["hello"]  # ran; completion never written
+    return db
+
+
+def _caps_agent(tmp_path: Path, **options: Any) -> Agent:
     sys.path.insert(0, str(HERE))
     try:
         from caps_agent import build  # type: ignore[import-not-found]
     finally:
         sys.path.remove(str(HERE))
+    agent: Agent = build(tmp_path, **options)
+    return agent
+
+
+def test_resume_after_sigkill_remounts_the_server_and_keeps_effects_exactly_once(tmp_path: Path) -> None:
+    db = _killed_at_effect_ran(tmp_path, "s7")
+    notes = tmp_path / "notes.txt"
     with SqliteStore(db) as store:
-        agent = build(tmp_path)
+        agent = _caps_agent(tmp_path)
         result = run(Kernel(store, agent).resume("s7"))
         # Remounted from the recorded command after the audit, then the in-doubt effect suspends the run.
         mounts = [c for c in changes(store, "s7") if c.change_kind == "mount"]
@@ -456,3 +467,12 @@ def test_resume_after_sigkill_remounts_the_server_and_keeps_effects_exactly_once
         assert final.status == "completed"
         assert notes.read_text().splitlines() == ["hello"]  # never run twice
         assert check_session(store, "s7").ok
+
+
+def test_an_in_doubt_mcp_effect_is_settled_by_its_reconciler(tmp_path: Path) -> None:
+    db = _killed_at_effect_ran(tmp_path, "s9")
+    with SqliteStore(db) as store:
+        final = run(Kernel(store, _caps_agent(tmp_path, reconcile=True)).resume("s9"))
+        assert final.status == "completed"
+        assert (tmp_path / "notes.txt").read_text().splitlines() == ["hello"]
+        assert outputs(store, "s9")[0] == ("1", False)  # the reconciled result, the note not appended again
