@@ -14,9 +14,9 @@ from typing import Any
 
 import pytest
 
-from flightlog.checkpoints import USER_NOTARY
 from flightlog.events import CapabilityChanged, SessionEvent, ToolCompleted
-from flightlog.grants import GrantPolicy, load_policy_signer, sign_grant
+from flightlog.integrity.grants import GrantPolicy, load_policy_signer, sign_grant
+from flightlog.integrity.notary import USER_NOTARY
 from flightlog.kernel import Agent, Kernel, Policy, Rule, approve, deny
 from flightlog.kernel.capabilities import (
     CAPABILITY_CRASHED,

@@ -46,7 +46,7 @@ before it is offered, and refused (``capability_refused``) when:
 Every call of a mounted tool is then planned like any other: repair, validation (the server's schema),
 the agent's policy, the grant's ceilings, approvals, exactly-once effects for ``side_effect`` tools.
 
-**Resume.** A resumed run (after the full audit, :func:`flightlog.audit.require_intact`) rebinds what the
+**Resume.** A resumed run (after the full audit, :func:`flightlog.integrity.audit.require_intact`) rebinds what the
 ledger says is mounted: Python capabilities from the agent's declarations of the same id; MCP servers are
 started again from the recorded ``source`` (command, args, cwd; env values from the agent's declaration of
 the same id), and recorded as a ``mount`` with ``mounted_by="kernel"``, ``mount_reason="resume"``, when a
