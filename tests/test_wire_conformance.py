@@ -23,7 +23,8 @@ does not understand fails the test rather than being skipped, so the seed cannot
 
 Types the seed uses but does not define (``Message``, ``ToolCall``, ``ToolResult``, ``ContentPart``,
 ``CancellationReason``, ``MemoryScope``, ``MemoryKind``, ``MemoryRecall``) have flightlog's own shapes
-(ARCHITECTURE.md, "Wire conventions"); here they only need a sample value that round-trips.
+(ARCHITECTURE.md, "Wire conventions"), except the memory types, which follow upstream's ``mm::memory``
+field by field (``tests/test_memory_wire.py``); here they only need a sample value that round-trips.
 """
 
 from __future__ import annotations
@@ -210,13 +211,20 @@ NAMED: dict[str, Any] = {
     "CancellationReason": "lease_lost",
     "MemoryScope": {"tenant_id": "t", "namespace": "n"},
     "MemoryKind": "feedback",
-    "MemoryRecall": {
+    "MemoryRecall": {  # upstream mm::memory shape; field by field in tests/test_memory_wire.py
         "record": {
             "record_id": "m1",
             "scope": {"tenant_id": "t", "namespace": "n"},
-            "memory_kind": "project",
             "name": "style",
+            "kind": "project",
             "content": "short answers",
+            "description": "how the user likes answers",
+            "provenance": {"author": "model", "trust": "untrusted"},
+            "created_at": 1,
+            "updated_at": 2,
+            "recall_count": 0,
+            "confidence": 0.5,
+            "pinned": False,
         },
         "score": 0.75,
         "why": "matched 'style'",

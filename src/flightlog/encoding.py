@@ -9,7 +9,9 @@ offending field as a JSON path (``$.message.content[0].text``): NaN and ±Infini
 ±(2**53 - 1) (RFC 8785 §3.2.2.3, I-JSON RFC 7493 §2.2), and strings with lone surrogates (RFC 8785 §3.2.2.2).
 
 Upcasters (``register_upcaster``) rewrite a decoded stored dict of an old shape into the current one on
-read, after the hash check, never touching stored bytes (as eventsourcing's ``Mapper`` does).
+read, after the hash check, never touching stored bytes (as eventsourcing's ``Mapper`` does). Registered
+here: ``memory_retrieval_result`` hits of flightlog's first, invented memory shape (see
+:func:`upcast_invented_memory_hits`).
 """
 
 from __future__ import annotations
@@ -32,6 +34,7 @@ __all__ = [
     "decode_stored",
     "parse_json",
     "register_upcaster",
+    "upcast_invented_memory_hits",
 ]
 
 MAX_SAFE_INTEGER = 2**53 - 1
@@ -193,3 +196,42 @@ def decode_stored(data: bytes, *, seq: int | None = None) -> SessionEvent:
     for upcaster in _UPCASTERS.get(str(raw.get("kind")), ()):
         raw = upcaster(raw)
     return event_from_wire(raw, seq=seq)
+
+
+def upcast_invented_memory_hits(raw: dict[str, Any]) -> dict[str, Any]:
+    """Rewrite ``memory_retrieval_result`` hits stored in flightlog's first, invented memory shape.
+
+    Before issue 14 a hit's record was ``{record_id, scope, memory_kind, name, content?}`` and ``why`` was
+    optional; upstream's ``MemoryRecord`` (``mm/memory.rs:94-118``, UPSTREAM.md §8) names the kind ``kind``
+    and requires ``content``, ``description``, ``provenance``, ``created_at``, ``updated_at``,
+    ``confidence``, and ``MemoryRecall.why``. An old record (recognised by its ``memory_kind`` key and no
+    ``kind``) becomes: ``kind`` = ``memory_kind``; ``content`` and ``description`` ``""`` when absent;
+    ``provenance`` ``{author: "host", trust: "untrusted"}`` (the least trust: the old shape recorded
+    neither); ``created_at``/``updated_at`` ``0`` and ``confidence`` ``0.0`` (serde's zero values: the old
+    shape had no times or confidence, and nothing is invented for them); a missing or ``null`` ``why``
+    becomes ``""``. Hits already in the upstream shape pass unchanged. The stored bytes are never touched:
+    they still verify; only the decoded value is upcast.
+    """
+    hits = raw.get("hits")
+    if not isinstance(hits, list):
+        return raw
+    out: list[Any] = []
+    for hit in hits:
+        record = hit.get("record") if isinstance(hit, dict) else None
+        if not isinstance(record, dict) or "memory_kind" not in record or "kind" in record:
+            out.append(hit)
+            continue
+        new = {k: v for k, v in record.items() if k != "memory_kind"}
+        new["kind"] = record["memory_kind"]
+        new.setdefault("content", "")
+        new.setdefault("description", "")
+        new.setdefault("provenance", {"author": "host", "trust": "untrusted"})
+        new.setdefault("created_at", 0)
+        new.setdefault("updated_at", 0)
+        new.setdefault("confidence", 0.0)
+        why = hit.get("why")
+        out.append({**hit, "record": new, "why": why if isinstance(why, str) else ""})
+    return {**raw, "hits": out}
+
+
+register_upcaster("memory_retrieval_result", upcast_invented_memory_hits)

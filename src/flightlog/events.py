@@ -17,7 +17,9 @@ field by field, so the RFC 8785 form of an event equals the RFC 8785 form of wha
 
 ``tests/test_wire_conformance.py`` parses the seed and checks every field of every kind against this.
 
-``ProviderReplay`` and ``MemoryScope`` are strict (``deny_unknown_fields``): unknown keys are rejected.
+``ProviderReplay`` and the memory types (``MemoryScope``, ``MemoryProvenance``, ``MemoryRecord``,
+``MemoryRecall``: upstream ``mm::memory``, ``crates/deepstrike-core/src/mm/memory.rs``) are strict
+(``deny_unknown_fields``): unknown keys are rejected.
 Every other model ignores unknown keys on input, as serde does.
 
 ``Custom`` carries everything outside the seed's vocabulary: ``{"kind": "custom", "custom_kind": str,
@@ -53,12 +55,15 @@ __all__ = [
     "EntropySample",
     "Event",
     "LlmCompleted",
+    "MemoryAuthor",
     "MemoryKind",
+    "MemoryProvenance",
     "MemoryQueried",
     "MemoryRecall",
     "MemoryRecord",
     "MemoryRetrievalResult",
     "MemoryScope",
+    "MemoryTrustLevel",
     "MemoryValidationFailed",
     "MemoryWritten",
     "MilestoneAdvanced",
@@ -184,7 +189,8 @@ class CancellationReason(StrEnum):
 
 
 class MemoryKind(StrEnum):
-    """What a long-term memory entry is about (seed 000 ``mm::memory::MemoryKind``)."""
+    """What a long-term memory entry is about (upstream ``mm::memory::MemoryKind``, serde ``snake_case``;
+    deepstrike ``crates/deepstrike-core/src/mm/memory.rs:11-22``, UPSTREAM.md §8)."""
 
     USER = "user"
     FEEDBACK = "feedback"
@@ -192,31 +198,101 @@ class MemoryKind(StrEnum):
     REFERENCE = "reference"
 
 
-class MemoryScope(WireModel):
-    """Where a memory entry lives: strict (unknown keys rejected), both fields required."""
+class MemoryAuthor(StrEnum):
+    """Who produced a memory record (upstream ``MemoryAuthor``, serde ``snake_case``; ``mm/memory.rs:64-71``)."""
 
-    model_config = ConfigDict(frozen=True, extra="forbid", ser_json_inf_nan="constants")
+    MODEL = "model"
+    HOST = "host"
+    EXTRACTION = "extraction"
+
+
+class MemoryTrustLevel(StrEnum):
+    """How far a memory record is trusted, apart from who wrote it (upstream ``MemoryTrustLevel``;
+    ``mm/memory.rs:73-80``)."""
+
+    UNTRUSTED = "untrusted"
+    USER_ASSERTED = "user_asserted"
+    HOST_VERIFIED = "host_verified"
+
+
+_STRICT = ConfigDict(frozen=True, extra="forbid", ser_json_inf_nan="constants")
+"""serde ``deny_unknown_fields``: unknown keys are rejected."""
+
+
+class MemoryScope(WireModel):
+    """Where a memory entry lives (upstream ``MemoryScope``, ``deny_unknown_fields``; ``mm/memory.rs:39-44``).
+
+    Both fields are required strings; both take part in a record's identity.
+    """
+
+    model_config = _STRICT
 
     tenant_id: str
     namespace: str
 
 
+class MemoryProvenance(WireModel):
+    """Origin and evidence of a memory record (upstream ``MemoryProvenance``, ``deny_unknown_fields``;
+    ``mm/memory.rs:83-92``).
+
+    Attributes:
+        session_id: The session that produced it (omitted when None).
+        author: ``model``, ``host`` or ``extraction``.
+        trust: ``untrusted``, ``user_asserted`` or ``host_verified``.
+        evidence_refs: References backing it (omitted when empty).
+    """
+
+    model_config = _STRICT
+    _skip_empty = frozenset({"evidence_refs"})
+
+    session_id: str | None = None
+    author: MemoryAuthor
+    trust: MemoryTrustLevel
+    evidence_refs: list[str] = Field(default_factory=list)
+
+
 class MemoryRecord(WireModel):
-    """One long-term memory entry as returned by retrieval."""
+    """One durable memory fact (upstream ``MemoryRecord``, ``deny_unknown_fields``; ``mm/memory.rs:94-118``).
+
+    Field by field as serde writes it: ``last_recalled_at`` and ``ttl_days`` are omitted when None,
+    ``links`` when empty; ``recall_count`` (default 0) and ``pinned`` (default false) are always written;
+    every other field is required. Times (``created_at``, ``updated_at``, ``last_recalled_at``) are
+    ``u64`` as the writer defines them (flightlog's store: epoch ms). ``confidence`` is the stored
+    confidence in [0, 1], distinct from a recall's relevance ``score``.
+
+    In flightlog's ledger a hit's ``content`` is the salted handle of the memory's text
+    (``salted:sha256:<hex>``, :mod:`flightlog.integrity.erasure`), never the text itself.
+    """
+
+    model_config = _STRICT
+    _skip_empty = frozenset({"links"})
 
     record_id: str
     scope: MemoryScope
-    memory_kind: MemoryKind
     name: str
-    content: str = ""
+    kind: MemoryKind
+    content: str
+    description: str
+    provenance: MemoryProvenance
+    created_at: U64
+    updated_at: U64
+    last_recalled_at: U64 | None = None
+    recall_count: U64 = 0
+    confidence: float
+    links: list[str] = Field(default_factory=list)
+    pinned: bool = False
+    ttl_days: U32 | None = None
 
 
 class MemoryRecall(WireModel):
-    """One retrieval hit: the record, its relevance ``score`` and ``why`` it matched."""
+    """One retrieval hit (upstream ``MemoryRecall``, ``deny_unknown_fields``; ``mm/memory.rs:377-384``): the
+    ``record``, its relevance ``score`` (finite, in [0, 1]) and ``why`` it matched, all required."""
+
+    model_config = _STRICT
 
     record: MemoryRecord
     score: float
-    why: str | None = None
+    why: str
 
 
 # ─── 1. Execution & inference loop ────────────────────────────────────────────────────────────

@@ -28,6 +28,10 @@ Message reconstruction rules (seed 000 event kinds; the rules are flightlog's, s
 ``milestone_*``      a ``user`` message telling the model how its milestone was judged:
                      ``[MILESTONE BLOCKED: <phase> — <reason>. Address the criteria and try again.]``
                      (UPSTREAM.md §5) or ``[MILESTONE PASSED: <phase> — unlocked: <labels>]``
+``memory_retrieval_  one ``user`` message per hit, ``[MEMORY record_id=<id> kind=<kind>] <text>``
+result``             (upstream's host form, UPSTREAM.md §8); the text is ``record.content`` read
+                     through ``archive_loader`` when it is a salted handle (``[erased]`` once the
+                     memory is erased or when no loader is given), else ``record.content`` itself
 anything else        nothing: ``page_out`` (its stub is already in the history: the summary of the
                      ``compressed`` it archives, or the stub output a ``tool_completed`` recorded),
                      ``page_in`` (the restored entries arrive as the ``page_in`` tool's result),
@@ -51,6 +55,7 @@ from .events import (
     ContextRenewed,
     Custom,
     LlmCompleted,
+    MemoryRetrievalResult,
     MilestoneAdvanced,
     MilestoneBlocked,
     ProviderReplay,
@@ -69,6 +74,7 @@ __all__ = [
     "TRUNCATION_SUFFIX",
     "ArchiveLoader",
     "Rebuilder",
+    "memory_message",
     "milestone_message",
     "pending_tool_calls",
     "provider_replay_seed",
@@ -237,6 +243,15 @@ def milestone_message(event: MilestoneAdvanced | MilestoneBlocked) -> Message:
     return Message.text("user", text)
 
 
+MEMORY_ERASED = "[erased]"
+"""The text of a recalled memory whose salted text is gone (erased) or cannot be read."""
+
+
+def memory_message(record_id: str, kind: str, text: str) -> Message:
+    """The history message of one recalled memory (upstream host form, UPSTREAM.md §8)."""
+    return Message.text("user", f"[MEMORY record_id={record_id} kind={kind}] {text}")
+
+
 class Rebuilder:
     """Incremental :func:`reconstruct`: feed events in seq order, read :attr:`entries` at any point.
 
@@ -337,6 +352,16 @@ class Rebuilder:
     def _on_milestone(self, seq: int, event: MilestoneAdvanced | MilestoneBlocked) -> None:
         self._add(milestone_message(event), seq)
 
+    def _on_memory_retrieval_result(self, seq: int, event: MemoryRetrievalResult) -> None:
+        for hit in event.hits:
+            content = hit.record.content
+            if content.startswith("salted:"):
+                loaded = self._load(content)
+                text = loaded[0].text_content() if loaded else MEMORY_ERASED
+            else:
+                text = content
+            self._add(memory_message(hit.record.record_id, hit.record.kind.value, text), seq)
+
 
 _REBUILD_HANDLERS: dict[str, _Handler] = {
     "run_started": Rebuilder._on_run_started,
@@ -348,6 +373,7 @@ _REBUILD_HANDLERS: dict[str, _Handler] = {
     "rollbacked": Rebuilder._on_rollbacked,
     "milestone_advanced": Rebuilder._on_milestone,
     "milestone_blocked": Rebuilder._on_milestone,
+    "memory_retrieval_result": Rebuilder._on_memory_retrieval_result,
 }
 
 

@@ -14,6 +14,7 @@ from .encoding import decode_stored
 from .events import SessionEvent
 from .messages import Message
 from .replay import reconstruct
+from .salted import get_personal_artifact
 from .store.base import SessionRecord, Store, StoredEvent
 
 __all__ = ["archive_loader", "export_jsonl", "export_line", "find_sessions", "iter_events", "replay_session"]
@@ -67,12 +68,21 @@ def iter_events(
 
 
 def archive_loader(store: Store) -> Callable[[str], list[Message] | None]:
-    """A replay archive loader resolving ``sha256:<hex>`` refs to artifacts holding a JSON message list.
+    """A replay archive loader resolving ``sha256:<hex>`` refs to artifacts holding a JSON message list,
+    and ``salted:sha256:<hex>`` refs (a memory's text, :mod:`flightlog.kernel.memory_bank`) to one user message with
+    the text.
 
-    Returns None (so replay falls back to the summary) when the ref is unknown or not such an artifact.
+    Returns None (so replay falls back to the summary, or marks a memory erased) when the ref is unknown,
+    erased, or not such an artifact.
     """
 
     def load(ref: str) -> list[Message] | None:
+        if ref.startswith("salted:"):
+            try:
+                text = get_personal_artifact(store, ref)
+            except ValueError:
+                return None
+            return None if text is None else [Message.text("user", text.decode("utf-8", errors="replace"))]
         data = store.get_artifact(ref)
         if data is None:
             return None

@@ -33,6 +33,7 @@ from ..store import SqliteStore, Store
 from .demo_capabilities import run_capabilities_demo
 from .demo_context import run_context_demo
 from .demo_kernel import run_kernel_demo
+from .demo_memory import run_memory_demo
 
 __all__ = ["example_transcripts", "run_demo", "tamper_one_byte"]
 
@@ -113,7 +114,11 @@ def run_demo(store: Store, console: Console, *, notary: Notary | None = None) ->
     if code:
         return code
     console.print("\n7. ", end="")
-    return run_context_demo(store, console) or run_capabilities_demo(store, console)
+    return (
+        run_context_demo(store, console)
+        or run_capabilities_demo(store, console)
+        or run_memory_demo(store, console)
+    )
 
 
 def _tamper_step(store: Store, session_id: str, console: Console, notary: Notary | None) -> int:

@@ -507,12 +507,14 @@ def _mount() -> None:
     from .audit import audit_app
     from .fleet import register as register_fleet
     from .kernel import register as register_kernel
+    from .memory import register as register_memory
     from .runs import register as register_runs
     from .ui import register as register_web
 
     register_kernel(app, open_db)
     register_runs(app, open_db)
     register_fleet(app, open_db)
+    register_memory(app, open_db)
     register_web(app, open_db)
     app.add_typer(audit_app)
 

@@ -21,6 +21,9 @@ value stored twice gets two unrelated handles (no deduplication, deliberately).
    ``flightlog:erasures`` (hash-chained; signed, indexed and witnessable like any session when a notary is
    given; never sealed);
 
+3. a long-term memory whose text this was is deleted with its full-text index rows
+   (:mod:`flightlog.kernel.memory_bank`);
+
 then the WAL is checkpointed (best effort) so the bytes leave the journal file too. The erasure log is one
 session rather than an event in every referencing session because sealed sessions refuse appends, and
 appending to a live session would take its authority epoch from the writer recording it. The events
@@ -133,8 +136,19 @@ def erase_artifact(
         row = _erasure_log(store, notary).record_custom(ERASED_KIND, payload)
         record = ErasureRecord(digest, at, ERASURE_LOG, row.seq)
         store.erase_salted_artifact(record)
+        _forget_memories(store, SALTED_PREFIX + digest)
     store.purge_freed_pages()
     return record
+
+
+def _forget_memories(store: Store, handle: str) -> None:
+    """Delete the long-term memories whose text this was (:mod:`flightlog.kernel.memory_bank`): an erased memory
+    must not stay searchable through its index rows."""
+    try:
+        index = store.memory
+    except NotImplementedError:
+        return
+    index.delete_handle(handle)
 
 
 def check_artifacts(store: Store, report: AuditReport) -> None:

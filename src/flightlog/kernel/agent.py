@@ -11,6 +11,7 @@ from ..providers.base import ModelProvider, ToolSpec
 from .budgets import Budgets
 from .capabilities import Capability, label_of
 from .context import ContextPolicy
+from .memory import MemoryPolicy, memory_tools
 from .milestones import Phase
 from .paging import builtin_tools
 from .policy import Policy
@@ -56,6 +57,9 @@ class Agent:
             :mod:`flightlog.kernel.capabilities`). Ids unique per kind.
         milestones: Phases the run must pass, in order (see :mod:`flightlog.kernel.milestones`); each
             phase's ``unlocks`` name ids of ``capabilities``.
+        memory: Long-term memory (:class:`~flightlog.kernel.memory.MemoryPolicy`: scope, injection at run
+            start, an asynchronous service); with ``memory.tools``, ``memory_write`` and ``memory_query``
+            are appended to ``tools``. None: no memory.
     """
 
     name: str
@@ -77,6 +81,7 @@ class Agent:
     context: ContextPolicy | None = None
     capabilities: Sequence[Capability] = field(default_factory=tuple)
     milestones: Sequence[Phase] = field(default_factory=tuple)
+    memory: MemoryPolicy | None = None
 
     def __post_init__(self) -> None:
         object.__setattr__(self, "route", tuple(self.route))
@@ -85,6 +90,8 @@ class Agent:
         object.__setattr__(self, "tools", tuple(self.tools))
         if self.context is not None and self.context.tools:
             object.__setattr__(self, "tools", (*self.tools, *builtin_tools(self.tools)))
+        if self.memory is not None and self.memory.tools:
+            object.__setattr__(self, "tools", (*self.tools, *memory_tools(self.tools)))
         if self.grant_keys is not None:
             object.__setattr__(self, "grant_keys", tuple(self.grant_keys))
         if not self.route:

@@ -244,5 +244,10 @@ async def execute_turn(ctx: TurnContext, run_id: str) -> None:
         _on_fatal(ctx, fatal)
         return
     results, context_events = ctx.settle_results(results)
-    ctx.append(ToolCompleted(turn=state.turn, results=results), *context_events)
+    suspends = any(event.kind == "suspended" for event in context_events)  # an async memory query
+    ctx.append(
+        ToolCompleted(turn=state.turn, results=results),
+        *context_events,
+        status="suspended" if suspends else None,
+    )
     ctx.operation = None

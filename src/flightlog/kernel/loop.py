@@ -93,6 +93,7 @@ from ..runs.model import RunState
 from ..sessions import archive_loader
 from ..store.base import Store, StoredEvent
 from ..testing.crashpoints import crash_point
+from . import memory
 from .agent import Agent
 from .budgets import Axis, Budgets, Reservation, Spent, admit_turn, reserve
 from .capabilities import Capabilities, Capability
@@ -113,6 +114,7 @@ from .effects import Effects
 from .errors import KernelError
 from .execution import execute_turn
 from .inplace import plan_in_place
+from .memory import MemoryContext
 from .milestones import Milestones
 from .operations import DeadlineHit, Operation, deadline
 from .paging import PAGE_IN, Notes, archived_result, current_access, stub_output, tokens_of
@@ -197,6 +199,7 @@ class _Activation:
         self._unsubscribe = recorder.subscribe(self._on_event)
         self._fenced: str | None = None
         self.notes = Notes()
+        self.memory_context: MemoryContext | None = None
         self._loader = archive_loader(kernel.store)
         self.surface = Capabilities(self.agent, ceiling, self.append, recorder.checkpoint)
         self.milestones = Milestones(self.agent.milestones, self.surface, self.append)
@@ -305,7 +308,7 @@ class _Activation:
             if not await self.milestones.check(self.state):
                 self._complete()
         elif phase == "tools":
-            self.notes = Notes()
+            self.notes, self.memory_context = Notes(), memory.turn_context(self)
             token = current_access().set(self)
             try:
                 await execute_turn(self, self.state.run_id)
@@ -791,7 +794,7 @@ class _Activation:
         if notes.renew is not None:
             progress = str(notes.renew.get("progress", ""))
             events += self._renewal_events(turn, progress, list(notes.renew.get("open_items", [])))
-        return settled, events
+        return settled, events + memory.drain(self.memory_context)
 
     def _backoff(self, attempt: int, retry_after_s: float | None) -> float:
         computed: float = self.agent.backoff_base_s * 2.0 ** max(0, attempt - 1)
@@ -1098,6 +1101,7 @@ class Kernel:
             state = KernelState(recorder.session_id, transcript=Transcript(archive_loader(self.store)))
             activation = _Activation(self, recorder, state, ceiling)
             activation.append(started, *evidence, limits, *named)
+            activation.append(*memory.start_events(self.store, self.agent.memory, goal))
             if grant is not None:
                 record_grant(recorder, grant.envelope, [grant.key], at_ms=at_ms)
             # Sign the start at once (no-op without a notary): the goal, the grant and the agent spec
@@ -1140,7 +1144,14 @@ class Kernel:
         if _idle(state):
             activation.close()
             return result_of(state)
-        activation.append(self._resumed(state), status="running")
+        waiting = memory.waiting_query(state)
+        arrived = (
+            None if waiting is None else memory.collect(self.store, self.agent.memory, waiting, session_id)
+        )
+        if waiting is not None and arrived is None:  # the memory service has no result yet: still waiting
+            activation.close()
+            return result_of(state)
+        activation.append(self._resumed(state), *([arrived] if arrived else []), status="running")
         return await self._drive(activation)
 
     @staticmethod

@@ -50,6 +50,7 @@ from ..store.base import Store
 from .budgets import Budgets
 from .compaction import COMPACTION_FAILED, COMPACTION_STARTED
 from .context import Calibration
+from .memory import MEMORY_SUSPENSION
 from .records import (
     APPROVAL_DECISION,
     BUDGET_LIMITS,
@@ -236,8 +237,9 @@ class KernelState:
         for call_id in self._released:
             self.verdicts.pop(("effect_in_doubt", call_id), None)
         self._released = {c for c in event.approved if ("effect_in_doubt", c) in self.verdicts}
-        if self.phase == "suspended":
-            self.phase = "tools"
+        if self.phase == "suspended":  # a memory retrieval suspends after its turn's tool_completed
+            waited = self.suspension is not None and self.suspension.reason == MEMORY_SUSPENSION
+            self.phase = "ready" if waited else "tools"
         self.suspension = None
         self.wall.begin(at_ms)
 

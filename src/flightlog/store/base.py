@@ -30,6 +30,7 @@ from dataclasses import dataclass, field
 from typing import Any, NamedTuple, Self
 
 from ..errors import LedgerRetired
+from .memory import MemoryIndex
 
 __all__ = [
     "RUNNABLE_STATUSES",
@@ -737,6 +738,15 @@ class Store(abc.ABC):
     @abc.abstractmethod
     def erasure(self, digest: str) -> ErasureRecord | None:
         """The erasure record of a salted artifact, or None."""
+
+    @property
+    def memory(self) -> MemoryIndex:
+        """The long-term memory index kept in this database (:mod:`flightlog.store.memory`).
+
+        Raises:
+            NotImplementedError: the backend keeps none.
+        """
+        raise NotImplementedError(f"{type(self).__name__} keeps no memory index")
 
     def purge_freed_pages(self) -> None:
         """Best effort: make deleted content unrecoverable from journal files (default: nothing)."""

@@ -89,6 +89,8 @@ from .base import (
     retired_error,
 )
 from .group import CommitGroup, Gate
+from .memory_postgres import MIGRATION as MEMORY_MIGRATION
+from .memory_postgres import PostgresMemory
 from .pglisten import Listener
 
 __all__ = ["CHANNEL", "MIGRATIONS", "RUNNABLE_STATUSES", "PostgresStore", "now_ms", "redact"]
@@ -323,6 +325,7 @@ MIGRATIONS: list[tuple[str, str]] = [
         CREATE INDEX leases_expiry ON leases(expires_at_ms);
         """,
     ),
+    MEMORY_MIGRATION,
 ]
 """Ordered migrations: list index + 1 is the schema version. Never edit one that has shipped; append."""
 
@@ -1404,6 +1407,11 @@ class PostgresStore(Store):
                 (record.digest, record.erased_at_ms, record.log_session_id, record.log_seq),
             )
             return deleted > 0
+
+    @property
+    def memory(self) -> PostgresMemory:
+        """The long-term memory index in this database (:mod:`flightlog.store.memory`)."""
+        return PostgresMemory(self)
 
     def erasure(self, digest: str) -> ErasureRecord | None:
         row = self._one(

@@ -55,6 +55,8 @@ from .base import (
     retired_error,
 )
 from .group import CommitGroup, Gate
+from .memory_sqlite import MIGRATION as MEMORY_MIGRATION
+from .memory_sqlite import SqliteMemory
 
 __all__ = ["MIGRATIONS", "SqliteStore", "now_ms"]
 
@@ -295,6 +297,7 @@ MIGRATIONS: list[tuple[str, str]] = [
         DROP TABLE fleet_leases;
         """,
     ),
+    MEMORY_MIGRATION,
 ]
 """Ordered migrations: list index + 1 is the schema version. Never edit one that has shipped; append."""
 
@@ -1162,6 +1165,11 @@ class SqliteStore(Store):
             (digest,),
         )
         return ErasureRecord(*row) if row else None
+
+    @property
+    def memory(self) -> SqliteMemory:
+        """The long-term memory index in this database (:mod:`flightlog.store.memory`)."""
+        return SqliteMemory(self)
 
     def purge_freed_pages(self) -> None:
         if self.read_only or self.path == ":memory:":

@@ -1,0 +1,461 @@
+"""Long-term memory in the kernel: the built-in ``memory_write``/``memory_query`` tools, write validation,
+asynchronous retrieval through an external service, and memories injected at run start (issue 14 item 3).
+
+Enabled by ``Agent.memory`` (:class:`MemoryPolicy`); memory lives in the run's store
+(:mod:`flightlog.kernel.memory_bank`), so it survives across runs and sessions of the same scope.
+
+**Writes** (``memory_write(name, content, kind, description)``; the scope is the policy's, the model
+cannot choose another). Checked in upstream's host order with its error strings (UPSTREAM.md §8; Node
+``runner.ts:752-785``, Python ``runner.py:~600-620``): ``memory name must not be empty``, ``memory name
+exceeds 100 characters``, ``memory content exceeds 10000 bytes`` (UTF-8 bytes; the limits are the
+policy's), then flightlog's own: an unknown kind (``invalid memory kind 'x'``, upstream's ``invalid_kind``)
+and secrets found by Yelp's ``detect-secrets`` (its keyword and token detectors: AWS, GitHub, Slack,
+Stripe, private keys, JWTs, ``password = ...``…; the high-entropy detectors are left out, as every
+ordinary sentence trips them) in the name, description or content: ``memory content contains a secret
+(<detector names>)`` (the secret itself is never repeated). A rejected write records
+``memory_validation_failed{turn, record_id, error}`` (``record_id``: the stored record's id when the key
+exists, else the proposed name, as upstream's kernel does for a failed write) and the tool answers an
+error; an accepted one upserts (:func:`flightlog.kernel.memory_bank.remember`) and records
+``memory_written{turn, record_id, scope, memory_kind, name, size_bytes}``.
+
+**Queries** (``memory_query(query, top_k, kinds)``): ``k = clamp(top_k, 1, policy.top_k)`` (upstream
+``retrieval_top_k``, default 5). In-store retrieval records ``memory_queried{…, requires_async_response:
+false}`` and ``memory_retrieval_result{hits}`` after the tool's ``tool_completed`` (one transaction); each
+hit then enters the history as a user message ``[MEMORY record_id=<id> kind=<kind>] <text>`` (upstream's
+host form; :func:`flightlog.replay.memory_message`), so a live run, a resumed one and ``replay`` show the
+same. Hits in the ledger carry the text's salted handle, never the text (:mod:`flightlog.integrity.erasure`).
+
+**Asynchronous retrieval.** With ``policy.service`` (a :class:`MemoryService`), the query is submitted
+under a durable id (``<run_id>:turn-<turn>:memory-<n>``), ``memory_queried`` records
+``requires_async_response: true``, and the run suspends (``suspended{reason: "memory_retrieval",
+pending_calls: [query id]}``). ``Kernel.resume`` (from any process, with an agent whose service answers
+for the same ids) polls the service: not ready, the run stays suspended and nothing is written; ready,
+``resumed`` and ``memory_retrieval_result`` (texts stored as salted artifacts first) are recorded and the
+run goes on with the hits in its history.
+
+**Injection at run start** (``policy.inject`` > 0): the goal is the query; the hits are recorded after
+``run_started`` (``memory_queried`` turn 0, then ``memory_retrieval_result``), in the start's transaction.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from functools import cache
+from pathlib import Path
+from typing import TYPE_CHECKING, Any, Protocol, runtime_checkable
+
+from ..events import (
+    Event,
+    MemoryKind,
+    MemoryQueried,
+    MemoryRecall,
+    MemoryRetrievalResult,
+    MemoryScope,
+    MemoryTrustLevel,
+    MemoryValidationFailed,
+    MemoryWritten,
+    Suspended,
+)
+from ..integrity.notary import Notary
+from ..salted import put_personal_artifact
+from .memory_bank import MEDIA_TYPE, recall, remember
+from .paging import current_access
+from .tools import Tool, tool
+
+if TYPE_CHECKING:
+    from ..store.base import Store
+    from .state import KernelState
+
+__all__ = [
+    "MEMORY_QUERY",
+    "MEMORY_SUSPENSION",
+    "MEMORY_WRITE",
+    "MemoryPolicy",
+    "MemoryQuery",
+    "MemoryService",
+    "SpoolMemoryService",
+    "find_secrets",
+    "memory_tools",
+    "validate_write",
+]
+
+MEMORY_WRITE = "memory_write"
+MEMORY_QUERY = "memory_query"
+MEMORY_SUSPENSION = "memory_retrieval"
+"""``suspended.reason`` of a run waiting for an asynchronous memory retrieval."""
+
+
+@dataclass(frozen=True)
+class MemoryQuery:
+    """A scoped recall request (upstream ``MemoryQuery``, ``mm/memory.rs:284-297``).
+
+    Attributes:
+        scope: Where to search.
+        query: Free text (non-blank).
+        top_k: At most this many hits (> 0).
+        kinds: Only these kinds (empty: any).
+        min_score: Drop hits below this score (in [0, 1]).
+    """
+
+    scope: MemoryScope
+    query: str
+    top_k: int = 5
+    kinds: tuple[MemoryKind, ...] = ()
+    min_score: float | None = None
+
+    def to_wire(self) -> dict[str, Any]:
+        """Upstream's serde form (``kinds`` and ``min_score`` omitted when empty/None)."""
+        wire: dict[str, Any] = {"scope": self.scope.to_wire(), "query": self.query, "top_k": self.top_k}
+        if self.kinds:
+            wire["kinds"] = [k.value for k in self.kinds]
+        if self.min_score is not None:
+            wire["min_score"] = self.min_score
+        return wire
+
+
+@runtime_checkable
+class MemoryService(Protocol):
+    """An external memory service that answers queries asynchronously (possibly after the process that
+    asked is gone). Both calls are keyed by a durable query id the kernel records."""
+
+    def submit(self, query_id: str, query: MemoryQuery) -> None:
+        """Accept a query (idempotent per ``query_id``: a resumed run may submit again)."""
+        ...
+
+    def poll(self, query_id: str) -> Sequence[MemoryRecall] | None:
+        """The hits (``record.content``: the text) once ready, else None."""
+        ...
+
+
+class SpoolMemoryService:
+    """A :class:`MemoryService` over a directory: ``submit`` writes ``<id>.query.json`` (upstream's
+    ``MemoryQuery`` form); whoever serves it writes ``<id>.hits.json`` (a JSON list of upstream
+    ``MemoryRecall``), which ``poll`` reads. Ids are hex-digested into file names."""
+
+    def __init__(self, directory: str | Path) -> None:
+        self.directory = Path(directory)
+
+    def _path(self, query_id: str, suffix: str) -> Path:
+        import hashlib
+
+        return self.directory / f"{hashlib.sha256(query_id.encode()).hexdigest()[:32]}.{suffix}.json"
+
+    def submit(self, query_id: str, query: MemoryQuery) -> None:
+        self.directory.mkdir(parents=True, exist_ok=True)
+        target = self._path(query_id, "query")
+        tmp = target.with_suffix(".tmp")
+        tmp.write_text(json.dumps({"query_id": query_id, **query.to_wire()}), encoding="utf-8")
+        tmp.replace(target)
+
+    def pending(self) -> list[tuple[str, dict[str, Any]]]:
+        """Submitted queries without hits yet: ``(query_id, query wire)``."""
+        out: list[tuple[str, dict[str, Any]]] = []
+        for path in sorted(self.directory.glob("*.query.json")):
+            doc = json.loads(path.read_text(encoding="utf-8"))
+            if not self._path(doc["query_id"], "hits").exists():
+                out.append((doc["query_id"], doc))
+        return out
+
+    def answer(self, query_id: str, hits: Sequence[MemoryRecall]) -> None:
+        """Write the hits of ``query_id`` (what the serving side calls)."""
+        target = self._path(query_id, "hits")
+        tmp = target.with_suffix(".tmp")
+        tmp.write_text(json.dumps([h.to_wire() for h in hits]), encoding="utf-8")
+        tmp.replace(target)
+
+    def poll(self, query_id: str) -> list[MemoryRecall] | None:
+        path = self._path(query_id, "hits")
+        if not path.exists():
+            return None
+        return [MemoryRecall.model_validate(h) for h in json.loads(path.read_text(encoding="utf-8"))]
+
+
+@dataclass(frozen=True)
+class MemoryPolicy:
+    """How an agent uses long-term memory (``Agent.memory``).
+
+    Attributes:
+        scope: The one scope the agent reads and writes (both parts non-empty: upstream
+            ``MemoryQuery::validate``'s scope rule).
+        tools: Offer ``memory_write`` and ``memory_query`` to the model.
+        inject: At run start, recall up to this many memories relevant to the goal (0: none).
+        top_k: Cap on hits per query (upstream ``retrieval_top_k``, default 5).
+        max_name_length: Longest name, characters (upstream default 100).
+        max_content_bytes: Largest content, UTF-8 bytes (upstream default 10000).
+        detect_secrets: Refuse writes in which ``detect-secrets`` finds a secret.
+        trust: Trust recorded on what the model writes (provenance ``author`` is ``model``).
+        service: An external asynchronous memory service; None: retrieve from the store, synchronously.
+    """
+
+    scope: MemoryScope
+    tools: bool = True
+    inject: int = 0
+    top_k: int = 5
+    max_name_length: int = 100
+    max_content_bytes: int = 10_000
+    detect_secrets: bool = True
+    trust: MemoryTrustLevel = MemoryTrustLevel.UNTRUSTED
+    service: MemoryService | None = field(default=None, compare=False)
+
+    def __post_init__(self) -> None:
+        if not self.scope.tenant_id or not self.scope.namespace:
+            raise ValueError("memory scope tenant_id and namespace must be non-empty")
+        if self.top_k < 1 or self.inject < 0:
+            raise ValueError("memory top_k must be >= 1 and inject >= 0")
+
+
+# ─── validation ───────────────────────────────────────────────────────────────────────────────
+
+
+@cache
+def _detectors() -> dict[str, Any]:
+    """detect-secrets' plugin settings: every detector but the high-entropy ones."""
+    from detect_secrets.core.plugins.util import get_mapping_from_secret_type_to_class
+
+    classes: list[type] = list(get_mapping_from_secret_type_to_class().values())
+    names = sorted({c.__name__ for c in classes})
+    return {"plugins_used": [{"name": n} for n in names if "HighEntropy" not in n]}
+
+
+def find_secrets(text: str) -> list[str]:
+    """The detect-secrets detector types that fire on ``text`` (e.g. ``AWS Access Key``), sorted, unique."""
+    from detect_secrets.core.scan import scan_line
+    from detect_secrets.settings import transient_settings
+
+    found: set[str] = set()
+    with transient_settings(_detectors()):
+        for line in text.splitlines() or [text]:
+            found.update(secret.type for secret in scan_line(line))
+    return sorted(found)
+
+
+def validate_write(
+    policy: MemoryPolicy, name: str, content: str, kind: str, description: str = ""
+) -> str | None:
+    """Why a write is refused (the ``memory_validation_failed.error``), or None (see the module docs)."""
+    if not name.strip():
+        return "memory name must not be empty"
+    if len(name) > policy.max_name_length:
+        return f"memory name exceeds {policy.max_name_length} characters"
+    if len(content.encode("utf-8")) > policy.max_content_bytes:
+        return f"memory content exceeds {policy.max_content_bytes} bytes"
+    if kind not in {k.value for k in MemoryKind}:
+        return f"invalid memory kind {kind!r}"
+    if policy.detect_secrets:
+        found = find_secrets("\n".join((name, description, content)))
+        if found:
+            return f"memory content contains a secret ({', '.join(found)})"
+    return None
+
+
+# ─── the tools ────────────────────────────────────────────────────────────────────────────────
+
+
+class MemoryRejected(ValueError):
+    """A memory write failed validation (the tool's error result)."""
+
+
+@dataclass
+class MemoryContext:
+    """One turn's view for the memory tools: where to write, and the events they leave for the kernel
+    to append after the turn's ``tool_completed``."""
+
+    store: Store
+    policy: MemoryPolicy
+    session_id: str
+    run_id: str
+    turn: int
+    notary: Notary | None
+    events: list[Event] = field(default_factory=list)
+    queries: int = 0
+
+
+def _context() -> MemoryContext:
+    access = current_access().get()
+    context = getattr(access, "memory_context", None)
+    if not isinstance(context, MemoryContext):
+        raise RuntimeError("memory tools only run inside a kernel turn of an agent with a memory policy")
+    return context
+
+
+@tool(effect="idempotent")
+def memory_write(name: str, content: str, kind: str = "project", description: str = "") -> str:
+    """Remember a fact for later runs (long-term memory). Writing the same kind and name again updates it.
+
+    Args:
+        name: Short unique name of the memory (at most 100 characters).
+        content: The fact to remember (at most 10000 bytes; never secrets such as keys or passwords).
+        kind: One of user, feedback, project, reference.
+        description: One line saying what the memory is about.
+    """
+    ctx = _context()
+    policy = ctx.policy
+    error = validate_write(policy, name, content, kind, description)
+    if error is not None:
+        existing = ctx.store.memory.find(policy.scope, MemoryKind(kind), name) if kind in _KINDS else None
+        record_id = existing.record.record_id if existing is not None else name
+        ctx.events.append(MemoryValidationFailed(turn=ctx.turn, record_id=record_id, error=error))
+        raise MemoryRejected(error)
+    from ..events import MemoryAuthor
+
+    done = remember(
+        ctx.store,
+        scope=policy.scope,
+        kind=MemoryKind(kind),
+        name=name,
+        content=content,
+        description=description,
+        author=MemoryAuthor.MODEL,
+        trust=policy.trust,
+        session_id=ctx.session_id,
+        evidence_refs=[f"turn:{ctx.turn}"],
+        notary=ctx.notary,
+    )
+    record = done.record
+    ctx.events.append(
+        MemoryWritten(
+            turn=ctx.turn,
+            record_id=record.record_id,
+            scope=record.scope,
+            memory_kind=record.kind,
+            name=record.name,
+            size_bytes=len(content.encode("utf-8")),
+        )
+    )
+    verb = "remembered" if done.inserted else "updated"
+    return f"{verb} {record.kind.value} memory {name!r} ({record.record_id})"
+
+
+_KINDS = {k.value for k in MemoryKind}
+
+
+@tool(effect="read_only")
+def memory_query(query: str, top_k: int = 5, kinds: list[str] | None = None) -> str:
+    """Search long-term memory; the memories found are added to the conversation as [MEMORY ...] messages.
+
+    Args:
+        query: What to look for (words).
+        top_k: How many memories at most.
+        kinds: Only these kinds (user, feedback, project, reference); all when omitted.
+    """
+    ctx = _context()
+    policy = ctx.policy
+    if not query.strip():
+        raise ValueError("memory query text must be non-empty")
+    unknown = [k for k in kinds or [] if k not in _KINDS]
+    if unknown:
+        raise ValueError(f"invalid memory kind {unknown[0]!r}")
+    k = max(1, min(top_k, policy.top_k))
+    request = MemoryQuery(policy.scope, query, k, tuple(MemoryKind(x) for x in kinds or []))
+    if policy.service is not None:
+        ctx.queries += 1
+        query_id = f"{ctx.run_id}:turn-{ctx.turn}:memory-{ctx.queries}"
+        policy.service.submit(query_id, request)
+        ctx.events += [
+            MemoryQueried(
+                turn=ctx.turn, scope=policy.scope, query=query, requested_k=k, requires_async_response=True
+            ),
+            Suspended(turn=ctx.turn, reason=MEMORY_SUSPENSION, pending_calls=[query_id]),
+        ]
+        return f"memory query {query_id} submitted; the run waits for its result"
+    hits = recall(ctx.store, policy.scope, query, kinds=request.kinds, top_k=k)
+    ctx.events += [
+        MemoryQueried(
+            turn=ctx.turn, scope=policy.scope, query=query, requested_k=k, requires_async_response=False
+        ),
+        MemoryRetrievalResult(hits=hits),
+    ]
+    if not hits:
+        return "no memories matched"
+    ids = ", ".join(h.record.record_id for h in hits)
+    return f"{len(hits)} memories recalled ({ids}); they follow as [MEMORY ...] messages"
+
+
+def memory_tools(existing: Sequence[Tool]) -> tuple[Tool, ...]:
+    """The memory tools whose names the agent's own tools do not already take."""
+    names = {t.name for t in existing}
+    return tuple(t for t in (memory_write, memory_query) if t.name not in names)
+
+
+# ─── kernel hooks ─────────────────────────────────────────────────────────────────────────────
+
+
+def turn_context(activation: Any) -> MemoryContext | None:
+    """The memory tools' context for the turn the activation is about to execute (None: no policy)."""
+    policy = activation.agent.memory
+    if policy is None:
+        return None
+    st = activation.state
+    return MemoryContext(
+        activation.kernel.store, policy, activation.session_id, st.run_id, st.turn, activation.kernel.notary
+    )
+
+
+def drain(context: MemoryContext | None) -> list[Event]:
+    """The events the memory tools left (appended after ``tool_completed``), emptied."""
+    if context is None:
+        return []
+    events, context.events = context.events, []
+    return events
+
+
+def start_events(store: Store, policy: MemoryPolicy | None, goal: str) -> list[Event]:
+    """Memories injected at run start (``policy.inject`` > 0; see the module docs)."""
+    if policy is None or policy.inject < 1 or not goal.strip():
+        return []
+    k = min(policy.inject, policy.top_k)
+    hits = recall(store, policy.scope, goal, top_k=k)
+    if not hits:
+        return [
+            MemoryQueried(
+                turn=0, scope=policy.scope, query=goal, requested_k=k, requires_async_response=False
+            )
+        ]
+    return [
+        MemoryQueried(turn=0, scope=policy.scope, query=goal, requested_k=k, requires_async_response=False),
+        MemoryRetrievalResult(hits=hits),
+    ]
+
+
+def waiting_query(state: KernelState) -> str | None:
+    """The id of the asynchronous memory query a suspended run waits for, or None."""
+    suspension = state.suspension
+    if state.phase != "suspended" or suspension is None or suspension.reason != MEMORY_SUSPENSION:
+        return None
+    return suspension.pending_calls[0] if suspension.pending_calls else None
+
+
+def collect(store: Store, policy: MemoryPolicy | None, query_id: str, session_id: str) -> Event | None:
+    """The ``memory_retrieval_result`` of an asynchronous query once the service has it, else None.
+
+    Hits are checked as upstream's ``MemoryQuery::validate_hits`` does (scope, unique non-empty ids,
+    scores finite in [0, 1]); their texts are stored as salted artifacts and the ledger gets the handles.
+
+    Raises:
+        KernelError: no service to ask (the agent lost its ``memory.service``), or invalid hits.
+    """
+    from .errors import KernelError
+
+    if policy is None or policy.service is None:
+        raise KernelError(f"the run waits for memory query {query_id} but the agent has no memory service")
+    hits = policy.service.poll(query_id)
+    if hits is None:
+        return None
+    seen: set[str] = set()
+    stored: list[MemoryRecall] = []
+    for hit in hits:
+        rid = hit.record.record_id
+        if hit.record.scope != policy.scope:
+            raise KernelError(f"memory recall {rid} escaped the requested scope")
+        if not rid or rid in seen:
+            raise KernelError("memory recall record_id must be non-empty and unique")
+        if not 0.0 <= hit.score <= 1.0:
+            raise KernelError(f"memory recall {rid} score must be finite and between zero and one")
+        seen.add(rid)
+        handle = put_personal_artifact(
+            store, hit.record.content.encode("utf-8"), MEDIA_TYPE, session_id=session_id
+        )
+        stored.append(hit.model_copy(update={"record": hit.record.model_copy(update={"content": handle})}))
+    return MemoryRetrievalResult(hits=stored)

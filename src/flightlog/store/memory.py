@@ -1,0 +1,135 @@
+"""Long-term memory in the ledger's database: the index every backend keeps (issue 14 item 2).
+
+A memory record is upstream's ``MemoryRecord`` (:class:`flightlog.events.MemoryRecord`, UPSTREAM.md §8).
+The index keeps, per record, its identity (``record_id``; the upsert key ``(scope, kind, name)``), the
+record with ``content`` replaced by the **salted handle** of its text (``salted:sha256:<hex>``; the text
+itself lives in ``salted_artifacts``, erasable, see :mod:`flightlog.integrity.erasure`), and a full-text index of
+``name``, ``description`` and the text:
+
+* SQLite: an FTS5 table (``porter unicode61`` tokenizer) ranked by FTS5's BM25 (``bm25()``, column weights
+  name 2, description 1, content 1); relevance ``score = s / (1 + s)`` with ``s = -bm25`` (FTS5's BM25 is
+  negative, lower is better), so scores fall in [0, 1) as upstream's ``MemoryQuery::validate_hits`` requires.
+* PostgreSQL: a ``tsvector`` (``english`` configuration; name weight A, description B, content D) with a
+  GIN index, ranked by ``ts_rank(…, 32)`` (normalisation 32: ``rank / (rank + 1)``, in [0, 1)).
+
+Query text becomes an OR of its words (letters and digits only; everything else is a separator, so no
+query syntax of either engine reaches it): a record matching more of the words, and rarer ones, ranks
+higher. Deleting a record (``forget``) deletes its index rows; on SQLite the FTS index is then merged
+(``optimize``) so the deleted tokens leave the index segments too (``secure_delete`` zeroes the pages).
+Erasing the text's salted artifact is the caller's part (:mod:`flightlog.kernel.memory_bank`).
+
+Tables: ``memories`` (+ ``memories_fts`` on SQLite), created by a new migration of each backend.
+"""
+
+from __future__ import annotations
+
+import abc
+import re
+from collections.abc import Collection
+from dataclasses import dataclass
+
+from ..errors import StoreError
+from ..events import MemoryKind, MemoryRecord, MemoryScope
+
+__all__ = ["MemoryConflict", "MemoryHit", "MemoryIndex", "MemoryRow", "query_terms"]
+
+_WORD = re.compile(r"\w+", re.UNICODE)
+MAX_TERMS = 32
+"""At most this many words of a query are searched (the first ones)."""
+
+
+def query_terms(text: str) -> list[str]:
+    """The words of a query, lower-cased, deduplicated in order, at most :data:`MAX_TERMS`."""
+    seen: list[str] = []
+    for word in _WORD.findall(text.lower()):
+        if word not in seen:
+            seen.append(word)
+    return seen[:MAX_TERMS]
+
+
+class MemoryConflict(StoreError):
+    """Another record already holds this record's upsert key ``(scope, kind, name)``."""
+
+    record_id: str
+    holder: str
+
+    def __init__(self, *, record_id: str, holder: str) -> None:
+        super().__init__(
+            f"memory {record_id!r}: its (scope, kind, name) is held by record {holder!r}",
+            record_id=record_id,
+            holder=holder,
+        )
+
+
+@dataclass(frozen=True)
+class MemoryRow:
+    """One indexed record.
+
+    Attributes:
+        record: The record; its ``content`` is the salted handle of the text.
+        handle: The salted handle (equal to ``record.content``).
+    """
+
+    record: MemoryRecord
+
+    @property
+    def handle(self) -> str:
+        return self.record.content
+
+
+@dataclass(frozen=True)
+class MemoryHit:
+    """A search result: the row, the relevance ``score`` in [0, 1) and the engine's raw rank."""
+
+    row: MemoryRow
+    score: float
+    raw_rank: float
+
+
+class MemoryIndex(abc.ABC):
+    """What a backend stores for memory (see the module docs). Every write is one transaction (joining
+    the caller's ``Store.transaction()`` when one is open)."""
+
+    @abc.abstractmethod
+    def put(self, record: MemoryRecord, text: str) -> None:
+        """Insert or replace the record with this ``record_id`` (``record.content``: the salted handle;
+        ``text``: the plain text, indexed for search only).
+
+        Raises:
+            MemoryConflict: another record holds the same ``(scope, kind, name)``.
+        """
+
+    @abc.abstractmethod
+    def get(self, record_id: str) -> MemoryRow | None:
+        """The row of ``record_id``, or None."""
+
+    @abc.abstractmethod
+    def find(self, scope: MemoryScope, kind: MemoryKind, name: str) -> MemoryRow | None:
+        """The row under the upsert key ``(scope, kind, name)``, or None."""
+
+    @abc.abstractmethod
+    def rows(
+        self, scope: MemoryScope | None = None, kinds: Collection[MemoryKind] = (), *, limit: int = 1000
+    ) -> list[MemoryRow]:
+        """Rows, newest ``updated_at`` first; ``scope`` None means every scope; ``kinds`` empty: any."""
+
+    @abc.abstractmethod
+    def search(
+        self, scope: MemoryScope | None, query: str, kinds: Collection[MemoryKind] = (), *, limit: int = 5
+    ) -> list[MemoryHit]:
+        """Full-text search ranked by the backend's relevance (best first, ties by ``record_id``);
+        ``scope`` None searches every scope. A query without words returns nothing."""
+
+    @abc.abstractmethod
+    def delete(self, record_id: str) -> MemoryRow | None:
+        """Delete the record and its index rows; returns what was deleted (None: no such record)."""
+
+    @abc.abstractmethod
+    def delete_handle(self, handle: str) -> list[str]:
+        """Delete every record whose text is this salted handle (an erasure, :mod:`flightlog.integrity.erasure`);
+        returns their record ids."""
+
+    @abc.abstractmethod
+    def mark_recalled(self, record_ids: Collection[str], at: int) -> None:
+        """Add one to ``recall_count`` and set ``last_recalled_at = at`` for each record (upstream
+        ``MemoryRecordStore::record_recall``)."""

@@ -1,0 +1,195 @@
+"""The memory index on SQLite: a ``memories`` table and an FTS5 index ranked by BM25 (see
+:mod:`flightlog.store.memory`)."""
+
+from __future__ import annotations
+
+from collections.abc import Collection
+from typing import TYPE_CHECKING, Any
+
+from ..encoding import canonical_json
+from ..events import MemoryKind, MemoryRecord, MemoryScope
+from .memory import MemoryConflict, MemoryHit, MemoryIndex, MemoryRow, query_terms
+
+if TYPE_CHECKING:
+    from .sqlite import SqliteStore
+
+__all__ = ["MIGRATION", "SqliteMemory"]
+
+MIGRATION = (
+    "long-term memory: memories (upstream MemoryRecord, content as a salted handle) + memories_fts (FTS5)",
+    """
+    CREATE TABLE memories (
+        record_id TEXT PRIMARY KEY,
+        tenant_id TEXT NOT NULL,
+        namespace TEXT NOT NULL,
+        kind TEXT NOT NULL,
+        name TEXT NOT NULL,
+        handle TEXT NOT NULL,
+        updated_at INTEGER NOT NULL,
+        record_json TEXT NOT NULL,
+        UNIQUE (tenant_id, namespace, kind, name)
+    );
+    CREATE INDEX memories_scope ON memories(tenant_id, namespace, updated_at);
+    CREATE VIRTUAL TABLE memories_fts USING fts5(
+        record_id UNINDEXED, name, description, content, tokenize = 'porter unicode61'
+    );
+    """,
+)
+"""Appended to :data:`flightlog.store.sqlite.MIGRATIONS` (a new migration; shipped ones are never edited)."""
+
+_WEIGHTS = "0.0, 2.0, 1.0, 1.0"
+"""``bm25()`` column weights: record_id (unindexed), name, description, content."""
+
+
+def _row(record_json: str) -> MemoryRow:
+    return MemoryRow(MemoryRecord.model_validate_json(record_json))
+
+
+def _json(record: MemoryRecord) -> str:
+    return canonical_json(record.to_wire()).decode("utf-8")
+
+
+def _fts_query(terms: list[str]) -> str:
+    return " OR ".join('"' + term.replace('"', '""') + '"' for term in terms)
+
+
+class SqliteMemory(MemoryIndex):
+    """:class:`MemoryIndex` on a :class:`~flightlog.store.sqlite.SqliteStore` (its connection and
+    transactions)."""
+
+    def __init__(self, store: SqliteStore) -> None:
+        self._store = store
+
+    def put(self, record: MemoryRecord, text: str) -> None:
+        s, scope = self._store, record.scope
+        with s.transaction():
+            clash = s._execute(
+                "SELECT record_id FROM memories WHERE tenant_id = ? AND namespace = ? AND kind = ? "
+                "AND name = ? AND record_id <> ?",
+                (scope.tenant_id, scope.namespace, record.kind.value, record.name, record.record_id),
+            ).fetchone()
+            if clash is not None:
+                raise MemoryConflict(record_id=record.record_id, holder=str(clash[0]))
+            s._execute("DELETE FROM memories_fts WHERE record_id = ?", (record.record_id,))
+            s._execute(
+                "INSERT INTO memories VALUES (?, ?, ?, ?, ?, ?, ?, ?) ON CONFLICT(record_id) DO UPDATE SET "
+                "tenant_id = excluded.tenant_id, namespace = excluded.namespace, kind = excluded.kind, "
+                "name = excluded.name, handle = excluded.handle, updated_at = excluded.updated_at, "
+                "record_json = excluded.record_json",
+                (
+                    record.record_id,
+                    scope.tenant_id,
+                    scope.namespace,
+                    record.kind.value,
+                    record.name,
+                    record.content,
+                    record.updated_at,
+                    _json(record),
+                ),
+            )
+            s._execute(
+                "INSERT INTO memories_fts (record_id, name, description, content) VALUES (?, ?, ?, ?)",
+                (record.record_id, record.name, record.description, text),
+            )
+
+    def get(self, record_id: str) -> MemoryRow | None:
+        if not self._store._has_table("memories"):
+            return None
+        row = self._store._one("SELECT record_json FROM memories WHERE record_id = ?", (record_id,))
+        return _row(row[0]) if row else None
+
+    def find(self, scope: MemoryScope, kind: MemoryKind, name: str) -> MemoryRow | None:
+        if not self._store._has_table("memories"):
+            return None
+        row = self._store._one(
+            "SELECT record_json FROM memories WHERE tenant_id = ? AND namespace = ? AND kind = ? AND name = ?",
+            (scope.tenant_id, scope.namespace, kind.value, name),
+        )
+        return _row(row[0]) if row else None
+
+    def _where(
+        self, scope: MemoryScope | None, kinds: Collection[MemoryKind], alias: str = ""
+    ) -> tuple[str, list[Any]]:
+        clauses: list[str] = []
+        params: list[Any] = []
+        if scope is not None:
+            clauses.append(f"{alias}tenant_id = ? AND {alias}namespace = ?")
+            params += [scope.tenant_id, scope.namespace]
+        if kinds:
+            clauses.append(f"{alias}kind IN ({', '.join('?' for _ in kinds)})")
+            params += [MemoryKind(k).value for k in kinds]
+        return "".join(f" AND {c}" for c in clauses), params
+
+    def rows(
+        self, scope: MemoryScope | None = None, kinds: Collection[MemoryKind] = (), *, limit: int = 1000
+    ) -> list[MemoryRow]:
+        if not self._store._has_table("memories"):
+            return []
+        where, params = self._where(scope, kinds)
+        rows = self._store._all(
+            f"SELECT record_json FROM memories WHERE 1 = 1{where} "
+            "ORDER BY updated_at DESC, record_id LIMIT ?",
+            [*params, limit],
+        )
+        return [_row(r[0]) for r in rows]
+
+    def search(
+        self, scope: MemoryScope | None, query: str, kinds: Collection[MemoryKind] = (), *, limit: int = 5
+    ) -> list[MemoryHit]:
+        terms = query_terms(query)
+        if not terms or limit < 1 or not self._store._has_table("memories"):
+            return []
+        where, params = self._where(scope, kinds, "m.")
+        rows = self._store._all(
+            f"SELECT m.record_json, bm25(memories_fts, {_WEIGHTS}) AS rank FROM memories_fts "
+            "JOIN memories m ON m.record_id = memories_fts.record_id "
+            f"WHERE memories_fts MATCH ?{where} ORDER BY rank, m.record_id LIMIT ?",
+            [_fts_query(terms), *params, limit],
+        )
+        hits: list[MemoryHit] = []
+        for record_json, rank in rows:
+            strength = max(0.0, -float(rank))
+            hits.append(MemoryHit(_row(record_json), strength / (1.0 + strength), float(rank)))
+        return hits
+
+    def delete(self, record_id: str) -> MemoryRow | None:
+        s = self._store
+        with s.transaction():
+            found = s._execute(
+                "SELECT record_json FROM memories WHERE record_id = ?", (record_id,)
+            ).fetchone()
+            if found is None:
+                return None
+            s._execute("DELETE FROM memories WHERE record_id = ?", (record_id,))
+            s._execute("DELETE FROM memories_fts WHERE record_id = ?", (record_id,))
+            # Merge the index segments, so the deleted row's tokens are not left behind in older segments
+            # (secure_delete zeroes the pages the merge frees).
+            s._execute("INSERT INTO memories_fts (memories_fts) VALUES ('optimize')")
+        return _row(found[0])
+
+    def delete_handle(self, handle: str) -> list[str]:
+        if not self._store._has_table("memories"):
+            return []
+        ids = [
+            str(r[0]) for r in self._store._all("SELECT record_id FROM memories WHERE handle = ?", (handle,))
+        ]
+        for record_id in ids:
+            self.delete(record_id)
+        return ids
+
+    def mark_recalled(self, record_ids: Collection[str], at: int) -> None:
+        s = self._store
+        with s.transaction():
+            for record_id in record_ids:
+                found = s._execute(
+                    "SELECT record_json FROM memories WHERE record_id = ?", (record_id,)
+                ).fetchone()
+                if found is None:
+                    continue
+                record = _row(found[0]).record
+                updated = record.model_copy(
+                    update={"recall_count": record.recall_count + 1, "last_recalled_at": at}
+                )
+                s._execute(
+                    "UPDATE memories SET record_json = ? WHERE record_id = ?", (_json(updated), record_id)
+                )
