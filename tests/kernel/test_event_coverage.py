@@ -769,6 +769,14 @@ CAPABILITY_KINDS = {
     "capability_failed": "test_a_server_that_does_not_start_is_recorded_and_the_run_goes_on",
 }
 
+MEMORY_KINDS = {
+    # written only when an agent has a memory policy; each is checked field by field in test_memory.py:
+    "MemoryWritten": "test_a_write_then_a_query_record_memory_events_field_by_field",
+    "MemoryQueried": "test_a_write_then_a_query_record_memory_events_field_by_field",
+    "MemoryRetrievalResult": "test_async_retrieval_suspends_and_the_result_arrives_on_resume_in_another_process",
+    "MemoryValidationFailed": "test_rejected_writes_record_upstreams_error_strings",
+}
+
 
 def without_programs(store: SqliteStore, session_id: str) -> list[SessionEvent]:
     """The ledger minus its request records, after checking them (see :data:`PROGRAM_KINDS`)."""
@@ -863,6 +871,9 @@ def test_the_scenarios_cover_every_kind_the_kernel_writes(tmp_path: Path) -> Non
     capability_tests = (Path(__file__).parent / "test_capabilities.py").read_text()
     assert all(f"def {name}(" in capability_tests for name in CAPABILITY_KINDS.values())
     covered |= set(CAPABILITY_KINDS)
+    memory_tests = (Path(__file__).parent / "test_memory.py").read_text()
+    assert all(f"def {name}(" in memory_tests for name in MEMORY_KINDS.values())
+    covered |= set(MEMORY_KINDS)
     assert sorted(writes - covered) == [], "written by the kernel, checked by no scenario"
     assert sorted(covered - writes) == [], "expected by a scenario, written by no kernel code"
 

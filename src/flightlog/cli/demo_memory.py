@@ -24,7 +24,7 @@ from ..providers.base import ModelRequest, ModelResponse
 from ..sessions import iter_events, replay_session
 from ..store import Store
 
-__all__ = ["FACT", "SCOPE", "recall_agent", "remember_agent", "run_memory_demo"]
+__all__ = ["FACT", "SCOPE", "answer_from_memory", "recall_agent", "remember_agent", "run_memory_demo"]
 
 SCOPE = MemoryScope(tenant_id="demo", namespace="ops-assistant")
 """The memory scope both demo agents share."""
@@ -47,7 +47,7 @@ def remember_agent() -> Agent:
     return Agent(name="ops-remember", route=[model], memory=MemoryPolicy(scope=SCOPE), max_tokens=200)
 
 
-def _answer_from_memory(request: ModelRequest) -> ModelResponse:
+def answer_from_memory(request: ModelRequest) -> ModelResponse:
     """The scripted model's answer: the text of the last ``[MEMORY ...]`` message it was given."""
     found = [m for m in (_MEMORY.match(_text(msg)) for msg in request.messages if msg.role == "user") if m]
     if not found:
@@ -62,7 +62,7 @@ def _text(message: Message) -> str:
 def recall_agent() -> Agent:
     """Second run (a new session): memories injected at start, one ``memory_query``, an answer from them."""
     query = call("memory_query", {"query": "when do deploys happen", "top_k": 3}, id="query-1")
-    model = ScriptedProvider([calls(query), _answer_from_memory], by_turn=True)
+    model = ScriptedProvider([calls(query), answer_from_memory], by_turn=True)
     return Agent(name="ops-recall", route=[model], memory=MemoryPolicy(scope=SCOPE, inject=3), max_tokens=200)
 
 

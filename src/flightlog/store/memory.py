@@ -31,7 +31,16 @@ from dataclasses import dataclass
 from ..errors import StoreError
 from ..events import MemoryKind, MemoryRecord, MemoryScope
 
-__all__ = ["MemoryConflict", "MemoryHit", "MemoryIndex", "MemoryRow", "query_terms"]
+__all__ = [
+    "MemoryConflict",
+    "MemoryHit",
+    "MemoryIndex",
+    "MemoryRow",
+    "query_terms",
+    "recalled_json",
+    "record_json",
+    "row_of",
+]
 
 _WORD = re.compile(r"\w+", re.UNICODE)
 MAX_TERMS = 32
@@ -75,6 +84,26 @@ class MemoryRow:
     @property
     def handle(self) -> str:
         return self.record.content
+
+
+def row_of(stored_json: str) -> MemoryRow:
+    """The row of a stored ``record_json`` column."""
+    return MemoryRow(MemoryRecord.model_validate_json(stored_json))
+
+
+def record_json(record: MemoryRecord) -> str:
+    """The ``record_json`` column of a record (its RFC 8785 form)."""
+    from ..encoding import canonical_json  # local: encoding imports events, which this module needs first
+
+    return canonical_json(record.to_wire()).decode("utf-8")
+
+
+def recalled_json(stored_json: str, at: int) -> str:
+    """``record_json`` after one more recall at ``at`` (upstream ``MemoryRecordStore::record_recall``)."""
+    record = row_of(stored_json).record
+    return record_json(
+        record.model_copy(update={"recall_count": record.recall_count + 1, "last_recalled_at": at})
+    )
 
 
 @dataclass(frozen=True)

@@ -6,9 +6,17 @@ from __future__ import annotations
 from collections.abc import Collection
 from typing import TYPE_CHECKING, Any
 
-from ..encoding import canonical_json
 from ..events import MemoryKind, MemoryRecord, MemoryScope
-from .memory import MemoryConflict, MemoryHit, MemoryIndex, MemoryRow, query_terms
+from .memory import (
+    MemoryConflict,
+    MemoryHit,
+    MemoryIndex,
+    MemoryRow,
+    query_terms,
+    recalled_json,
+    record_json,
+    row_of,
+)
 
 if TYPE_CHECKING:
     from .postgres import PostgresStore
@@ -43,14 +51,6 @@ _TSV = (
 """The indexed vector: name (A), description (B), content text (D). Only lexemes are kept, not the text."""
 
 
-def _row(record_json: str) -> MemoryRow:
-    return MemoryRow(MemoryRecord.model_validate_json(record_json))
-
-
-def _json(record: MemoryRecord) -> str:
-    return canonical_json(record.to_wire()).decode("utf-8")
-
-
 class PostgresMemory(MemoryIndex):
     """:class:`MemoryIndex` on a :class:`~flightlog.store.postgres.PostgresStore`."""
 
@@ -81,7 +81,7 @@ class PostgresMemory(MemoryIndex):
                     record.name,
                     record.content,
                     record.updated_at,
-                    _json(record),
+                    record_json(record),
                     record.name,
                     record.description,
                     text,
@@ -90,7 +90,7 @@ class PostgresMemory(MemoryIndex):
 
     def get(self, record_id: str) -> MemoryRow | None:
         row = self._store._one("SELECT record_json FROM memories WHERE record_id = %s", (record_id,))
-        return _row(row[0]) if row else None
+        return row_of(row[0]) if row else None
 
     def find(self, scope: MemoryScope, kind: MemoryKind, name: str) -> MemoryRow | None:
         row = self._store._one(
@@ -98,7 +98,7 @@ class PostgresMemory(MemoryIndex):
             "AND name = %s",
             (scope.tenant_id, scope.namespace, kind.value, name),
         )
-        return _row(row[0]) if row else None
+        return row_of(row[0]) if row else None
 
     @staticmethod
     def _where(scope: MemoryScope | None, kinds: Collection[MemoryKind]) -> tuple[str, list[Any]]:
@@ -120,7 +120,7 @@ class PostgresMemory(MemoryIndex):
             f"SELECT record_json FROM memories WHERE TRUE{where} ORDER BY updated_at DESC, record_id LIMIT %s",
             [*params, limit],
         )
-        return [_row(r[0]) for r in rows]
+        return [row_of(r[0]) for r in rows]
 
     def search(
         self, scope: MemoryScope | None, query: str, kinds: Collection[MemoryKind] = (), *, limit: int = 5
@@ -136,7 +136,7 @@ class PostgresMemory(MemoryIndex):
             f"FROM memories, q WHERE tsv @@ q.q{where} ORDER BY rank DESC, record_id LIMIT %s",
             [*terms, *params, limit],
         )
-        return [MemoryHit(_row(r[0]), float(r[1]), float(r[1])) for r in rows]
+        return [MemoryHit(row_of(r[0]), float(r[1]), float(r[1])) for r in rows]
 
     def delete(self, record_id: str) -> MemoryRow | None:
         s = self._store
@@ -145,7 +145,7 @@ class PostgresMemory(MemoryIndex):
             if found is None:
                 return None
             s._write("DELETE FROM memories WHERE record_id = %s", (record_id,))
-        return _row(found[0])
+        return row_of(found[0])
 
     def delete_handle(self, handle: str) -> list[str]:
         ids = [
@@ -162,12 +162,8 @@ class PostgresMemory(MemoryIndex):
                 found = s._one(
                     "SELECT record_json FROM memories WHERE record_id = %s FOR UPDATE", (record_id,)
                 )
-                if found is None:
-                    continue
-                record = _row(found[0]).record
-                updated = record.model_copy(
-                    update={"recall_count": record.recall_count + 1, "last_recalled_at": at}
-                )
-                s._write(
-                    "UPDATE memories SET record_json = %s WHERE record_id = %s", (_json(updated), record_id)
-                )
+                if found is not None:
+                    s._write(
+                        "UPDATE memories SET record_json = %s WHERE record_id = %s",
+                        (recalled_json(found[0], at), record_id),
+                    )

@@ -6,9 +6,17 @@ from __future__ import annotations
 from collections.abc import Collection
 from typing import TYPE_CHECKING, Any
 
-from ..encoding import canonical_json
 from ..events import MemoryKind, MemoryRecord, MemoryScope
-from .memory import MemoryConflict, MemoryHit, MemoryIndex, MemoryRow, query_terms
+from .memory import (
+    MemoryConflict,
+    MemoryHit,
+    MemoryIndex,
+    MemoryRow,
+    query_terms,
+    recalled_json,
+    record_json,
+    row_of,
+)
 
 if TYPE_CHECKING:
     from .sqlite import SqliteStore
@@ -39,14 +47,6 @@ MIGRATION = (
 
 _WEIGHTS = "0.0, 2.0, 1.0, 1.0"
 """``bm25()`` column weights: record_id (unindexed), name, description, content."""
-
-
-def _row(record_json: str) -> MemoryRow:
-    return MemoryRow(MemoryRecord.model_validate_json(record_json))
-
-
-def _json(record: MemoryRecord) -> str:
-    return canonical_json(record.to_wire()).decode("utf-8")
 
 
 def _fts_query(terms: list[str]) -> str:
@@ -84,7 +84,7 @@ class SqliteMemory(MemoryIndex):
                     record.name,
                     record.content,
                     record.updated_at,
-                    _json(record),
+                    record_json(record),
                 ),
             )
             s._execute(
@@ -96,7 +96,7 @@ class SqliteMemory(MemoryIndex):
         if not self._store._has_table("memories"):
             return None
         row = self._store._one("SELECT record_json FROM memories WHERE record_id = ?", (record_id,))
-        return _row(row[0]) if row else None
+        return row_of(row[0]) if row else None
 
     def find(self, scope: MemoryScope, kind: MemoryKind, name: str) -> MemoryRow | None:
         if not self._store._has_table("memories"):
@@ -105,7 +105,7 @@ class SqliteMemory(MemoryIndex):
             "SELECT record_json FROM memories WHERE tenant_id = ? AND namespace = ? AND kind = ? AND name = ?",
             (scope.tenant_id, scope.namespace, kind.value, name),
         )
-        return _row(row[0]) if row else None
+        return row_of(row[0]) if row else None
 
     def _where(
         self, scope: MemoryScope | None, kinds: Collection[MemoryKind], alias: str = ""
@@ -131,7 +131,7 @@ class SqliteMemory(MemoryIndex):
             "ORDER BY updated_at DESC, record_id LIMIT ?",
             [*params, limit],
         )
-        return [_row(r[0]) for r in rows]
+        return [row_of(r[0]) for r in rows]
 
     def search(
         self, scope: MemoryScope | None, query: str, kinds: Collection[MemoryKind] = (), *, limit: int = 5
@@ -147,9 +147,9 @@ class SqliteMemory(MemoryIndex):
             [_fts_query(terms), *params, limit],
         )
         hits: list[MemoryHit] = []
-        for record_json, rank in rows:
+        for stored, rank in rows:
             strength = max(0.0, -float(rank))
-            hits.append(MemoryHit(_row(record_json), strength / (1.0 + strength), float(rank)))
+            hits.append(MemoryHit(row_of(stored), strength / (1.0 + strength), float(rank)))
         return hits
 
     def delete(self, record_id: str) -> MemoryRow | None:
@@ -165,7 +165,7 @@ class SqliteMemory(MemoryIndex):
             # Merge the index segments, so the deleted row's tokens are not left behind in older segments
             # (secure_delete zeroes the pages the merge frees).
             s._execute("INSERT INTO memories_fts (memories_fts) VALUES ('optimize')")
-        return _row(found[0])
+        return row_of(found[0])
 
     def delete_handle(self, handle: str) -> list[str]:
         if not self._store._has_table("memories"):
@@ -184,12 +184,8 @@ class SqliteMemory(MemoryIndex):
                 found = s._execute(
                     "SELECT record_json FROM memories WHERE record_id = ?", (record_id,)
                 ).fetchone()
-                if found is None:
-                    continue
-                record = _row(found[0]).record
-                updated = record.model_copy(
-                    update={"recall_count": record.recall_count + 1, "last_recalled_at": at}
-                )
-                s._execute(
-                    "UPDATE memories SET record_json = ? WHERE record_id = ?", (_json(updated), record_id)
-                )
+                if found is not None:
+                    s._execute(
+                        "UPDATE memories SET record_json = ? WHERE record_id = ?",
+                        (recalled_json(found[0], at), record_id),
+                    )

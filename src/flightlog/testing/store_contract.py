@@ -31,7 +31,8 @@ their queries and the status trigger; live-run heartbeats; the index log, cosign
 artifacts; ``wait_for_events`` (returns on a commit to the session, times out otherwise); and fleet leases
 (open/get, a claim bumps the epoch in its transaction, a held lease is claimable only once expired, renewal
 by the holder only, release with and without parking, claims of one session, the limit, runnable statuses,
-and concurrent claimers never sharing a session).
+and concurrent claimers never sharing a session); long-term memory (issue 14: records per scope, full-text
+ranking on a small corpus, filters, update, delete; :mod:`flightlog.testing.memory_contract`).
 
 Backend-specific checks (pragmas, triggers, URLs, driver error mapping) belong in the backend's own
 test module. Runs under pytest, which flightlog itself does not need: importing this module without it
@@ -77,6 +78,7 @@ from ..store.base import (
     Store,
     StoredEvent,
 )
+from .memory_contract import MemoryContract
 
 __all__ = ["StoreContract", "chained_rows"]
 
@@ -159,7 +161,7 @@ _WRITES: dict[str, Callable[[Store], object]] = {
 }
 
 
-class StoreContract:
+class StoreContract(MemoryContract):
     """Backend-independent tests; subclass and supply ``store``, ``reopen`` and ``reopen_read_only``."""
 
     @pytest.fixture

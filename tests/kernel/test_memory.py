@@ -1,0 +1,339 @@
+"""Long-term memory in the kernel (issue 14 items 3 and 5), on real runs of the scripted provider.
+
+Field by field: ``memory_written``, ``memory_validation_failed``, ``memory_queried`` and
+``memory_retrieval_result`` (``tests/kernel/test_event_coverage.py`` names these tests for them). Also
+upstream's validation strings (UPSTREAM.md §8), secrets found by detect-secrets, memory across sessions,
+erasure keeping every chain verifying, and asynchronous retrieval across a process restart.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+from typing import Any
+
+import pytest
+from typer.testing import CliRunner
+
+from flightlog import events as ev
+from flightlog.cli import app
+from flightlog.demo_memory import FACT, SCOPE, answer_from_memory, recall_agent, remember_agent
+from flightlog.kernel import Agent, Kernel
+from flightlog.kernel.memory import (
+    MEMORY_SUSPENSION,
+    MemoryPolicy,
+    SpoolMemoryService,
+    find_secrets,
+    validate_write,
+)
+from flightlog.kernel.scripted import ScriptedProvider, call, calls, reply
+from flightlog.memory import recall, remember, text_of
+from flightlog.messages import Message
+from flightlog.recorder import verify_session
+from flightlog.sessions import replay_session
+from flightlog.store import SqliteStore
+
+from .helpers import events, of, run
+
+runner = CliRunner()
+
+
+def _agent(*script: Any, policy: MemoryPolicy | None = None) -> tuple[Agent, ScriptedProvider]:
+    model = ScriptedProvider(list(script), by_turn=True)
+    return Agent(name="mem", route=[model], memory=policy or MemoryPolicy(scope=SCOPE), max_tokens=200), model
+
+
+def _tool_results(store: SqliteStore, session_id: str) -> list[ev.ToolResult]:
+    return [r for e in of(store, session_id, ev.ToolCompleted) for r in e.results]
+
+
+def _memory_events(store: SqliteStore, session_id: str) -> list[ev.SessionEvent]:
+    return [e for e in events(store, session_id) if e.kind.startswith("memory_")]
+
+
+def test_a_write_then_a_query_record_memory_events_field_by_field(store: SqliteStore) -> None:
+    text = "Orders live in PostgreSQL 16."
+    agent, model = _agent(
+        calls(
+            call("memory_write", {"name": "orders-db", "content": text, "description": "orders db"}, id="w")
+        ),
+        calls(call("memory_query", {"query": "where do orders live", "top_k": 50}, id="q")),
+        reply("done"),
+    )
+    result = run(Kernel(store, agent, notary=None).run("remember and recall"))
+    assert result.status == "completed"
+    (row,) = store.memory.rows(SCOPE)
+    rid, handle = row.record.record_id, row.record.content
+    assert handle.startswith("salted:sha256:") and text_of(store, handle) == text
+    written, queried, retrieved = _memory_events(store, result.session_id)
+    assert written == ev.MemoryWritten(
+        turn=1,
+        record_id=rid,
+        scope=SCOPE,
+        memory_kind=ev.MemoryKind.PROJECT,
+        name="orders-db",
+        size_bytes=len(text),
+    )
+    # k is clamped to the policy's retrieval_top_k (upstream default 5)
+    assert queried == ev.MemoryQueried(
+        turn=2, scope=SCOPE, query="where do orders live", requested_k=5, requires_async_response=False
+    )
+    assert isinstance(retrieved, ev.MemoryRetrievalResult)
+    (hit,) = retrieved.hits
+    assert hit.record.model_copy(
+        update={"recall_count": 1, "last_recalled_at": None}
+    ) == row.record.model_copy(update={"last_recalled_at": None})
+    assert hit.record.content == handle  # the ledger holds the handle, never the text
+    memory_rows = [r for r in store.read_events(result.session_id) if r.kind.startswith("memory_")]
+    assert len(memory_rows) == 3 and not any(text.encode() in r.event_bytes for r in memory_rows)
+    assert 0.0 <= hit.score < 1.0 and hit.why.startswith("fts5 bm25")
+    assert hit.record.provenance == ev.MemoryProvenance(
+        session_id=result.session_id,
+        author=ev.MemoryAuthor.MODEL,
+        trust=ev.MemoryTrustLevel.UNTRUSTED,
+        evidence_refs=["turn:1"],
+    )
+    # the hit entered the history as upstream's host message, after the tool result
+    last = model.requests[-1].messages
+    assert last[-1] == Message.text("user", f"[MEMORY record_id={rid} kind=project] {text}")
+    assert last[-2].role == "tool"
+    assert replay_session(store, result.session_id)[-2] == last[-1]  # replay shows the same
+
+
+@pytest.mark.parametrize(
+    ("name", "content", "error"),
+    [
+        ("  ", "x", "memory name must not be empty"),
+        ("n" * 101, "x", "memory name exceeds 100 characters"),
+        ("big", "é" * 5001, "memory content exceeds 10000 bytes"),  # 10002 UTF-8 bytes, 5001 characters
+    ],
+)
+def test_rejected_writes_record_upstreams_error_strings(
+    store: SqliteStore, name: str, content: str, error: str
+) -> None:
+    agent, _ = _agent(calls(call("memory_write", {"name": name, "content": content}, id="w")), reply("ok"))
+    result = run(Kernel(store, agent, notary=None).run("write"))
+    assert _memory_events(store, result.session_id) == [
+        ev.MemoryValidationFailed(turn=1, record_id=name, error=error)
+    ]
+    (answer,) = _tool_results(store, result.session_id)
+    assert answer.is_error and answer.output == f"MemoryRejected: {error}"
+    assert store.memory.rows() == []
+
+
+def test_the_limits_are_inclusive_and_the_policy_sets_them() -> None:
+    policy = MemoryPolicy(scope=SCOPE)
+    assert validate_write(policy, "n" * 100, "é" * 5000, "project") is None  # exactly 100 chars, 10000 bytes
+    small = MemoryPolicy(scope=SCOPE, max_name_length=3, max_content_bytes=4)
+    assert validate_write(small, "abcd", "x", "user") == "memory name exceeds 3 characters"
+    assert validate_write(small, "abc", "xxxxx", "user") == "memory content exceeds 4 bytes"
+    assert validate_write(policy, "n", "x", "belief") == "invalid memory kind 'belief'"
+    with pytest.raises(ValueError, match="tenant_id and namespace must be non-empty"):
+        MemoryPolicy(scope=ev.MemoryScope(tenant_id="", namespace="n"))
+
+
+@pytest.mark.parametrize(
+    ("content", "detector"),
+    [
+        ("the deploy key is AKIAIOSFODNN7EXAMPLE", "AWS Access Key"),
+        ("token ghp_1234567890abcdefghijklmnopqrstuvwxyzAB for the bot", "GitHub Token"),
+        ("-----BEGIN RSA PRIVATE KEY-----", "Private Key"),
+        ("password = 'hunter2hunter2'", "Secret Keyword"),
+    ],
+)
+def test_secrets_are_refused_by_detect_secrets(store: SqliteStore, content: str, detector: str) -> None:
+    assert detector in find_secrets(content)
+    agent, _ = _agent(calls(call("memory_write", {"name": "creds", "content": content}, id="w")), reply("ok"))
+    result = run(Kernel(store, agent, notary=None).run("write"))
+    (failed,) = _memory_events(store, result.session_id)
+    assert isinstance(failed, ev.MemoryValidationFailed)
+    assert failed.error.startswith("memory content contains a secret (") and detector in failed.error
+    assert content not in failed.error
+    assert store.memory.rows() == []
+
+
+def test_ordinary_sentences_are_not_secrets() -> None:
+    for text in (
+        FACT,
+        "The user prefers tabs; the token budget is 500.",
+        "api keys live in the vault, ask ops",
+    ):
+        assert find_secrets(text) == []
+
+
+def test_a_rewrite_updates_the_same_record_and_erases_the_old_text(store: SqliteStore) -> None:
+    first = remember(store, scope=SCOPE, kind=ev.MemoryKind.USER, name="editor", content="vim", at_ms=10)
+    second = remember(store, scope=SCOPE, kind=ev.MemoryKind.USER, name="editor", content="helix", at_ms=5)
+    assert (first.inserted, second.inserted) == (True, False)
+    assert second.record.record_id == first.record.record_id
+    assert (second.record.created_at, second.record.updated_at) == (10, 10)  # updated_at never goes back
+    assert text_of(store, first.record.content) is None  # the old text is erased
+    assert text_of(store, second.record.content) == "helix"
+    assert [h.record.name for h in recall(store, SCOPE, "helix")] == ["editor"]
+    assert recall(store, SCOPE, "vim") == []
+
+
+def test_memory_survives_across_runs_and_sessions(store: SqliteStore) -> None:
+    first = Kernel(store, remember_agent(), notary=None).run_sync("remember deploys", handle_signals=False)
+    second = Kernel(store, recall_agent(), notary=None).run_sync(
+        "When do deploys happen?", handle_signals=False
+    )
+    assert first.session_id != second.session_id
+    assert second.status == "completed" and second.final_message is not None and FACT in second.final_message
+    start = events(store, second.session_id)
+    # injected at run start: right after run_started's records, before the first model call
+    injected = next(i for i, e in enumerate(start) if isinstance(e, ev.MemoryQueried))
+    assert start[injected] == ev.MemoryQueried(
+        turn=0, scope=SCOPE, query="When do deploys happen?", requested_k=3, requires_async_response=False
+    )
+    assert isinstance(start[injected + 1], ev.MemoryRetrievalResult)
+    assert not any(isinstance(e, ev.CheckpointTaken) for e in start[:injected])
+    first_request = replay_session(store, second.session_id, at=injected + 1)
+    assert first_request[-1].text_content().endswith(FACT)
+
+
+def test_erasing_a_memory_keeps_every_chain_verifying(store: SqliteStore, db_path: Path) -> None:
+    Kernel(store, remember_agent()).run_sync("remember deploys", handle_signals=False)
+    second = Kernel(store, recall_agent()).run_sync("When do deploys happen?", handle_signals=False)
+    (row,) = store.memory.rows(SCOPE)
+    result = runner.invoke(app, ["--db", str(db_path), "erase", row.handle, "--reason", "user asked"])
+    assert result.exit_code == 0, result.output
+    assert store.memory.rows() == [] and recall(store, SCOPE, "deploys thursdays") == []
+    verified = runner.invoke(app, ["--db", str(db_path), "verify", "--all"])
+    assert verified.exit_code == 0, verified.output
+    audited = runner.invoke(app, ["--db", str(db_path), "audit", second.session_id])
+    assert audited.exit_code == 0 and f"{row.handle}: erased" in audited.output
+    assert verify_session(store, second.session_id).ok
+    shown = [m.text_content() for m in replay_session(store, second.session_id)]
+    assert f"[MEMORY record_id={row.record.record_id} kind=project] [erased]" in shown
+    # what recalled it reads [erased] now; the model's own answer quoting it is its output, kept in the ledger
+    assert not any(FACT in text for text in shown if text.startswith("[MEMORY"))
+
+
+def test_memory_cli_lists_searches_and_forgets(store: SqliteStore, db_path: Path) -> None:
+    for name, text in [("deploy-day", FACT), ("editor", "The user edits in vim with tabs.")]:
+        remember(store, scope=SCOPE, kind=ev.MemoryKind.PROJECT, name=name, content=text)
+    listed = runner.invoke(app, ["--db", str(db_path), "memory", "ls", "--scope", "demo/ops-assistant"])
+    assert listed.exit_code == 0 and "deploy-day" in listed.output and "editor" in listed.output
+    found = runner.invoke(app, ["--db", str(db_path), "memory", "search", "vim tabs", "--json"])
+    doc = json.loads(found.stdout)
+    assert doc[0]["record"]["name"] == "editor" and doc[0]["text"].startswith("The user")
+    rid = doc[0]["record"]["record_id"]
+    gone = runner.invoke(app, ["--db", str(db_path), "memory", "forget", rid])
+    assert gone.exit_code == 0 and f"forgot {rid}" in gone.output
+    again = runner.invoke(app, ["--db", str(db_path), "memory", "forget", rid])
+    assert again.exit_code == 2
+    bad = runner.invoke(app, ["--db", str(db_path), "memory", "ls", "--scope", "nope"])
+    assert bad.exit_code == 2
+
+
+# ─── asynchronous retrieval across a process restart ──────────────────────────────────────────────
+
+AGENT_MODULE = """
+import os
+
+from flightlog.demo_memory import SCOPE, answer_from_memory
+from flightlog.kernel import Agent
+from flightlog.kernel.memory import MemoryPolicy, SpoolMemoryService
+from flightlog.kernel.scripted import ScriptedProvider, call, calls
+
+model = ScriptedProvider(
+    [calls(call("memory_query", {"query": "deploy day"}, id="q1")), answer_from_memory], by_turn=True
+)
+service = SpoolMemoryService(os.environ["MEMORY_SPOOL"])
+agent = Agent(name="async-recall", route=[model], memory=MemoryPolicy(scope=SCOPE, service=service))
+"""
+
+
+def _resume(db: Path, session_id: str, folder: Path) -> subprocess.CompletedProcess[str]:
+    env = {**os.environ, "PYTHONPATH": str(folder), "MEMORY_SPOOL": str(folder / "spool")}
+    return subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "flightlog",
+            "--db",
+            str(db),
+            "resume",
+            session_id,
+            "--spec",
+            "memagent:agent",
+            "--json",
+        ],
+        capture_output=True,
+        text=True,
+        env=env,
+        timeout=120,
+        check=False,
+    )
+
+
+def test_async_retrieval_suspends_and_the_result_arrives_on_resume_in_another_process(
+    tmp_path: Path, db_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    (tmp_path / "memagent.py").write_text(AGENT_MODULE, encoding="utf-8")
+    monkeypatch.setenv("MEMORY_SPOOL", str(tmp_path / "spool"))
+    monkeypatch.syspath_prepend(str(tmp_path))
+    import memagent  # type: ignore[import-not-found]
+
+    with SqliteStore(db_path) as store:
+        result = run(Kernel(store, memagent.agent).run("When do deploys happen?"))
+        assert (result.status, result.detail) == ("suspended", MEMORY_SUSPENSION)
+        assert store.get_session(result.session_id).status == "suspended"
+        run_id = events(store, result.session_id)[0].run_id  # type: ignore[union-attr]
+        query_id = f"{run_id}:turn-1:memory-1"
+        assert _memory_events(store, result.session_id) == [
+            ev.MemoryQueried(
+                turn=1, scope=SCOPE, query="deploy day", requested_k=5, requires_async_response=True
+            )
+        ]
+        assert events(store, result.session_id)[-1] == ev.Suspended(
+            turn=1, reason=MEMORY_SUSPENSION, pending_calls=[query_id]
+        )
+        before = len(events(store, result.session_id))
+    service = SpoolMemoryService(tmp_path / "spool")
+    assert [qid for qid, _q in service.pending()] == [query_id]
+
+    # Not answered yet: another process resumes, the run stays suspended, nothing is written.
+    waiting = _resume(db_path, result.session_id, tmp_path)
+    assert waiting.returncode == 3, waiting.stderr
+    assert json.loads(waiting.stdout)["status"] == "suspended"
+    with SqliteStore(db_path) as store:
+        assert len(events(store, result.session_id)) == before
+
+    # The external service answers (its hits carry the text); a fresh process resumes and finishes.
+    hit = ev.MemoryRecall.model_validate(
+        {
+            "record": {
+                "record_id": "svc-1",
+                "scope": SCOPE.to_wire(),
+                "name": "deploy-day",
+                "kind": "project",
+                "content": FACT,
+                "description": "when deploys happen",
+                "provenance": {"author": "host", "trust": "host_verified"},
+                "created_at": 1,
+                "updated_at": 2,
+                "confidence": 0.9,
+            },
+            "score": 0.8,
+            "why": "vector match",
+        }
+    )
+    service.answer(query_id, [hit])
+    done = _resume(db_path, result.session_id, tmp_path)
+    assert done.returncode == 0, done.stderr
+    final = json.loads(done.stdout)
+    assert final["status"] == "completed" and FACT in final["final_message"]
+    with SqliteStore(db_path) as store:
+        after = events(store, result.session_id)[before:]
+        assert isinstance(after[0], ev.Resumed) and isinstance(after[1], ev.MemoryRetrievalResult)
+        (stored,) = after[1].hits
+        assert stored.record.content.startswith("salted:sha256:")  # the text went to salted storage
+        assert text_of(store, stored.record.content) == FACT
+        assert stored.model_copy(update={"record": stored.record.model_copy(update={"content": FACT})}) == hit
+        assert verify_session(store, result.session_id).ok
+    assert answer_from_memory  # the agent module's answer reads the [MEMORY] message
