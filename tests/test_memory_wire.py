@@ -1,4 +1,5 @@
-"""The memory types follow upstream's ``mm::memory`` field by field (issue 14 item 1, UPSTREAM.md §8).
+"""The memory types follow upstream's ``mm::memory`` field by field (issue 14 item 1, UPSTREAM.md §8); replay
+turns each hit into a ``[MEMORY ...]`` user message.
 
 The table below is where each field comes from: deepstrike ``crates/deepstrike-core/src/mm/memory.rs`` at
 commit ``39857861c266772e6ca300b91672f2c30b7b2798`` (the snapshot UPSTREAM.md names), with the line of each
@@ -21,6 +22,8 @@ from pydantic import BaseModel, ValidationError
 
 from flightlog import events as ev
 from flightlog.encoding import canonical_bytes, canonical_json, decode_stored, upcast_invented_memory_hits
+from flightlog.messages import Message
+from flightlog.replay import MEMORY_ERASED, reconstruct
 
 REQUIRED, DEFAULT, SKIP = "required", "default", "default+skip"
 
@@ -269,3 +272,35 @@ def test_ledger_with_the_invented_shape_still_verifies_and_reads(
     assert decoded[2] == new
     result = CliRunner().invoke(app, ["--db", str(db), "verify", "legacy-mem"])
     assert result.exit_code == 0, result.stdout + result.stderr
+
+
+# ─── replay: one [MEMORY ...] user message per hit (UPSTREAM.md §8) ─────────────────────────────────
+
+
+def _hit(record_id: str, content: str) -> ev.MemoryRecall:
+    record = {**FULL["MemoryRecord"], "record_id": record_id, "content": content}
+    return ev.MemoryRecall.model_validate({**FULL["MemoryRecall"], "record": record})
+
+
+HANDLE = "salted:sha256:" + "ab" * 32
+
+
+def test_each_hit_becomes_a_user_message_in_order() -> None:
+    events = [
+        (0, ev.RunStarted(run_id="r", goal="g")),
+        (1, ev.MemoryRetrievalResult(hits=[_hit("m1", "plain text"), _hit("m2", HANDLE)])),
+    ]
+    texts = {HANDLE: [Message.text("user", "from salted storage")]}
+    messages = reconstruct(events, archive_loader=texts.get)
+    assert messages[1:] == [
+        Message.text("user", "[MEMORY record_id=m1 kind=project] plain text"),
+        Message.text("user", "[MEMORY record_id=m2 kind=project] from salted storage"),
+    ]
+    assert reconstruct(events, at=0) == messages[:1]
+
+
+def test_an_erased_text_reads_erased() -> None:
+    events = [(0, ev.MemoryRetrievalResult(hits=[_hit("m2", HANDLE)]))]
+    expected = [Message.text("user", f"[MEMORY record_id=m2 kind=project] {MEMORY_ERASED}")]
+    assert reconstruct(events, archive_loader=lambda ref: None) == expected
+    assert reconstruct(events) == expected

@@ -28,16 +28,17 @@ Message reconstruction rules (seed 000 event kinds; the rules are flightlog's, s
 ``milestone_*``      a ``user`` message telling the model how its milestone was judged:
                      ``[MILESTONE BLOCKED: <phase> — <reason>. Address the criteria and try again.]``
                      (UPSTREAM.md §5) or ``[MILESTONE PASSED: <phase> — unlocked: <labels>]``
-``memory_retrieval_  one ``user`` message per hit, ``[MEMORY record_id=<id> kind=<kind>] <text>``
-result``             (upstream's host form, UPSTREAM.md §8); the text is ``record.content`` read
-                     through ``archive_loader`` when it is a salted handle (``[erased]`` once the
-                     memory is erased or when no loader is given), else ``record.content`` itself
 anything else        nothing: ``page_out`` (its stub is already in the history: the summary of the
                      ``compressed`` it archives, or the stub output a ``tool_completed`` recorded),
                      ``page_in`` (the restored entries arrive as the ``page_in`` tool's result),
                      the other kernel OS kinds, ``custom`` (a ``context_rewrite`` is only held for
                      the ``compressed`` after it), tool requests, permissions...
 =================== ============================================================================
+
+And ``memory_retrieval_result`` adds one ``user`` message per hit, ``[MEMORY record_id=<id> kind=<kind>]
+<text>`` (upstream's host form, UPSTREAM.md §8): the text is ``record.content`` read through
+``archive_loader`` when it is a salted handle (``[erased]`` once the memory is erased, or with no loader),
+else ``record.content`` itself.
 
 So the history at any seq is exactly what the next model request carried: nothing archived stays
 beside its summary and nothing paged out comes back twice (upstream's replay, UPSTREAM.md §10, keeps
@@ -71,6 +72,7 @@ from .messages import ContentPart, Message, TextPart, ThinkingPart, ToolCall, To
 __all__ = [
     "CONTEXT_REWRITE",
     "IN_PLACE_ACTIONS",
+    "MEMORY_ERASED",
     "TRUNCATION_SUFFIX",
     "ArchiveLoader",
     "Rebuilder",
@@ -416,8 +418,12 @@ def reconstruct(
       when it is not longer).
     * ``page_out`` and ``page_in``: nothing (see the module table: their stubs and restored entries
       are carried by the events around them, so nothing appears twice).
+    * ``memory_retrieval_result``: one ``user`` message per hit, :func:`memory_message`
+      (``"[MEMORY record_id=<id> kind=<kind>] <text>"``, upstream's host form, UPSTREAM.md §8); the text
+      is the first message ``archive_loader`` returns for a salted ``record.content`` handle
+      (:data:`MEMORY_ERASED` when it returns none), else ``record.content`` itself.
     * every other kind (the remaining kernel OS kinds, ``tool_requested``, ``permission_*``,
-      ``tool_denied``, ``run_terminal``, ``memory_retrieval_result``, ``custom``): nothing (a
+      ``tool_denied``, ``run_terminal``, ``custom``): nothing (a
       ``context_rewrite`` custom is held for the in-place ``compressed`` that follows it).
 
     Args:

@@ -337,3 +337,25 @@ def test_async_retrieval_suspends_and_the_result_arrives_on_resume_in_another_pr
         assert stored.model_copy(update={"record": stored.record.model_copy(update={"content": FACT})}) == hit
         assert verify_session(store, result.session_id).ok
     assert answer_from_memory  # the agent module's answer reads the [MEMORY] message
+
+
+def test_the_example_remembers_in_one_run_and_uses_it_in_the_next_from_the_cli(db_path: Path) -> None:
+    """``examples/memory_agent.py`` as its docstring runs it: two ``flightlog run`` sessions, then ``show``."""
+    base = ["--db", str(db_path)]
+    first = runner.invoke(
+        app, [*base, "run", "examples.memory_agent:remember", "--goal", "remember deploys", "--json"]
+    )
+    assert first.exit_code == 0, first.output
+    second = runner.invoke(
+        app, [*base, "run", "examples.memory_agent:recall", "--goal", "When do deploys happen?", "--json"]
+    )
+    assert second.exit_code == 0, second.output
+    result = json.loads(second.stdout)
+    assert FACT in result["final_message"]
+    shown = runner.invoke(app, [*base, "show", result["session_id"]])
+    assert "memory_queried" in shown.output and "memory_retrieval_result" in shown.output
+    written = runner.invoke(app, [*base, "show", json.loads(first.stdout)["session_id"]])
+    assert "memory_written" in written.output
+    checked = runner.invoke(app, [*base, "replay", result["session_id"], "--check"])
+    assert checked.exit_code == 0, checked.output
+    assert "[MEMORY record_id=" in runner.invoke(app, [*base, "replay", result["session_id"]]).output

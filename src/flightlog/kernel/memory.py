@@ -82,7 +82,9 @@ __all__ = [
 ]
 
 MEMORY_WRITE = "memory_write"
+"""Name of the built-in tool that writes a memory."""
 MEMORY_QUERY = "memory_query"
+"""Name of the built-in tool that queries memory."""
 MEMORY_SUSPENSION = "memory_retrieval"
 """``suspended.reason`` of a run waiting for an asynchronous memory retrieval."""
 
@@ -143,6 +145,7 @@ class SpoolMemoryService:
         return self.directory / f"{hashlib.sha256(query_id.encode()).hexdigest()[:32]}.{suffix}.json"
 
     def submit(self, query_id: str, query: MemoryQuery) -> None:
+        """Write ``<id>.query.json`` (atomically; again on a repeated submit)."""
         self.directory.mkdir(parents=True, exist_ok=True)
         target = self._path(query_id, "query")
         tmp = target.with_suffix(".tmp")
@@ -166,6 +169,7 @@ class SpoolMemoryService:
         tmp.replace(target)
 
     def poll(self, query_id: str) -> list[MemoryRecall] | None:
+        """The hits of ``<id>.hits.json``, None while it does not exist."""
         path = self._path(query_id, "hits")
         if not path.exists():
             return None

@@ -83,6 +83,7 @@ class MemoryRow:
 
     @property
     def handle(self) -> str:
+        """The salted handle of the text (``record.content``)."""
         return self.record.content
 
 

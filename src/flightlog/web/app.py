@@ -59,6 +59,7 @@ from ..kernel.errors import NotPending
 from ..sessions import replay_session
 from ..store.base import Store
 from . import views
+from .memory import register as register_memory
 from .security import Auth, Guard
 
 __all__ = ["OpenDb", "create_app"]
@@ -226,6 +227,7 @@ def create_app(
     app.add_middleware(Guard, auth=dash.auth, bind_host=bind_host)
     app.mount("/static", StaticFiles(directory=_STATIC), name="static")
     _routes(app, dash)
+    register_memory(app, dash)
     return app
 
 
