@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import subprocess
 import sys
 from pathlib import Path
@@ -359,3 +360,44 @@ def test_the_example_remembers_in_one_run_and_uses_it_in_the_next_from_the_cli(d
     checked = runner.invoke(app, [*base, "replay", result["session_id"], "--check"])
     assert checked.exit_code == 0, checked.output
     assert "[MEMORY record_id=" in runner.invoke(app, [*base, "replay", result["session_id"]]).output
+
+
+AGENT_TOML = """
+name = "ops-recall"
+route = ["flightlog.demo_memory:recall_model"]
+max_tokens = 200
+
+[memory]
+scope = "demo/ops-assistant"
+inject = 2
+top_k = 4
+trust = "user_asserted"
+"""
+
+
+def test_agent_toml_memory_table(tmp_path: Path, store: SqliteStore, db_path: Path) -> None:
+    from flightlog.kernel import load_agent
+    from flightlog.kernel.errors import AgentSpecError
+
+    spec = tmp_path / "agent.toml"
+    spec.write_text(AGENT_TOML, encoding="utf-8")
+    agent = load_agent(str(spec))
+    assert agent.memory == MemoryPolicy(
+        scope=SCOPE, inject=2, top_k=4, trust=ev.MemoryTrustLevel.USER_ASSERTED
+    )
+    assert [t.name for t in agent.tools] == ["memory_write", "memory_query"]
+    remember(store, scope=SCOPE, kind=ev.MemoryKind.PROJECT, name="deploy-day", content=FACT)
+    ran = runner.invoke(
+        app, ["--db", str(db_path), "run", str(spec), "--goal", "When do deploys happen?", "--json"]
+    )
+    assert ran.exit_code == 0, ran.output
+    assert FACT in json.loads(ran.stdout)["final_message"]
+    for bad, reason in [
+        ('scope = "nope"', "TENANT/NAMESPACE"),
+        ('scope = "a/b"\ninjekt = 1', "unknown keys in [memory]: injekt"),
+        ('scope = "a/b"\ninject = "3"', "inject must be an integer"),
+        ('scope = "a/b"\nservice = "flightlog.demo_memory:FACT"', "is not a MemoryService"),
+    ]:
+        spec.write_text(AGENT_TOML.split("[memory]")[0] + "[memory]\n" + bad + "\n", encoding="utf-8")
+        with pytest.raises(AgentSpecError, match=re.escape(reason)):
+            load_agent(str(spec))

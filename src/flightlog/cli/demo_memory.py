@@ -24,7 +24,16 @@ from ..providers.base import ModelRequest, ModelResponse
 from ..sessions import iter_events, replay_session
 from ..store import Store
 
-__all__ = ["FACT", "SCOPE", "answer_from_memory", "recall_agent", "remember_agent", "run_memory_demo"]
+__all__ = [
+    "FACT",
+    "SCOPE",
+    "answer_from_memory",
+    "recall_agent",
+    "recall_model",
+    "remember_agent",
+    "remember_model",
+    "run_memory_demo",
+]
 
 SCOPE = MemoryScope(tenant_id="demo", namespace="ops-assistant")
 """The memory scope both demo agents share."""
@@ -34,17 +43,23 @@ FACT = "Production deploys happen on Thursdays after the 14:00 standup."
 _MEMORY = re.compile(r"^\[MEMORY record_id=(\S+) kind=(\w+)\] (.*)$", re.S)
 
 
-def remember_agent() -> Agent:
-    """First run: the model writes :data:`FACT` to memory, then answers."""
+def remember_model() -> ScriptedProvider:
+    """The first run's scripted model: one ``memory_write`` of :data:`FACT`, then an answer."""
     write = call(
         "memory_write",
         {"name": "deploy-day", "content": FACT, "kind": "project", "description": "when deploys happen"},
         id="write-1",
     )
-    model = ScriptedProvider(
+    return ScriptedProvider(
         [calls(write), reply("Noted: I will remember when deploys happen.")], by_turn=True
     )
-    return Agent(name="ops-remember", route=[model], memory=MemoryPolicy(scope=SCOPE), max_tokens=200)
+
+
+def remember_agent() -> Agent:
+    """First run: the model writes :data:`FACT` to memory, then answers."""
+    return Agent(
+        name="ops-remember", route=[remember_model()], memory=MemoryPolicy(scope=SCOPE), max_tokens=200
+    )
 
 
 def answer_from_memory(request: ModelRequest) -> ModelResponse:
@@ -59,11 +74,16 @@ def _text(message: Message) -> str:
     return message.text_content()
 
 
+def recall_model() -> ScriptedProvider:
+    """The second run's scripted model: one ``memory_query``, then :func:`answer_from_memory`."""
+    query = call("memory_query", {"query": "when do deploys happen", "top_k": 3}, id="query-1")
+    return ScriptedProvider([calls(query), answer_from_memory], by_turn=True)
+
+
 def recall_agent() -> Agent:
     """Second run (a new session): memories injected at start, one ``memory_query``, an answer from them."""
-    query = call("memory_query", {"query": "when do deploys happen", "top_k": 3}, id="query-1")
-    model = ScriptedProvider([calls(query), answer_from_memory], by_turn=True)
-    return Agent(name="ops-recall", route=[model], memory=MemoryPolicy(scope=SCOPE, inject=3), max_tokens=200)
+    policy = MemoryPolicy(scope=SCOPE, inject=3)
+    return Agent(name="ops-recall", route=[recall_model()], memory=policy, max_tokens=200)
 
 
 def run_memory_demo(store: Store, console: Console) -> int:

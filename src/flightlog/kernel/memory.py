@@ -40,8 +40,8 @@ run goes on with the hits in its history.
 from __future__ import annotations
 
 import json
-from collections.abc import Sequence
-from dataclasses import dataclass, field
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field, fields
 from functools import cache
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Protocol, runtime_checkable
@@ -202,6 +202,34 @@ class MemoryPolicy:
     detect_secrets: bool = True
     trust: MemoryTrustLevel = MemoryTrustLevel.UNTRUSTED
     service: MemoryService | None = field(default=None, compare=False)
+
+    @classmethod
+    def from_dict(cls, table: Mapping[str, Any], service: MemoryService | None = None) -> MemoryPolicy:
+        """The ``[memory]`` table of ``agent.toml``: ``scope = "TENANT/NAMESPACE"`` (required), and any of
+        ``tools``, ``inject``, ``top_k``, ``max_name_length``, ``max_content_bytes``, ``detect_secrets``,
+        ``trust`` (``service`` is resolved by the caller).
+
+        Raises:
+            ValueError: a missing or malformed scope, an unknown key, a bad value.
+        """
+        values = dict(table)
+        values.pop("service", None)
+        unknown = set(values) - {f.name for f in fields(cls)} - {"service"}
+        if unknown:
+            raise ValueError(f"unknown keys in [memory]: {', '.join(sorted(unknown))}")
+        scope = values.pop("scope", None)
+        tenant, _, namespace = str(scope or "").partition("/")
+        if not tenant or not namespace:
+            raise ValueError('[memory] needs scope = "TENANT/NAMESPACE"')
+        if "trust" in values:
+            values["trust"] = MemoryTrustLevel(values["trust"])
+        for key in ("inject", "top_k", "max_name_length", "max_content_bytes"):
+            if key in values and (type(values[key]) is not int):
+                raise ValueError(f"[memory] {key} must be an integer")
+        for key in ("tools", "detect_secrets"):
+            if key in values and type(values[key]) is not bool:
+                raise ValueError(f"[memory] {key} must be true or false")
+        return cls(scope=MemoryScope(tenant_id=tenant, namespace=namespace), service=service, **values)
 
     def __post_init__(self) -> None:
         if not self.scope.tenant_id or not self.scope.namespace:

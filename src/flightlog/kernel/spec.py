@@ -32,6 +32,11 @@
         summarizer = "mypkg.models:cheap"     # a provider reference, like a route entry
         windows = {"my-model" = {tokens = 32000, output_reserve = 4000}}
 
+        [memory]                              # MemoryPolicy (see flightlog.kernel.memory)
+        scope = "acme/coder"                  # TENANT/NAMESPACE the agent reads and writes
+        inject = 3                            # memories relevant to the goal, injected at run start
+        service = "mypkg.memory:service"      # optional: an asynchronous MemoryService (or a factory)
+
         [policy]
         default = "allow"
         [[policy.rules]]
@@ -62,6 +67,7 @@ from .agent import Agent
 from .budgets import Budgets
 from .context import ContextPolicy
 from .errors import AgentSpecError
+from .memory import MemoryPolicy, MemoryService
 from .policy import Policy
 from .tools import Tool, tool
 
@@ -80,7 +86,7 @@ _SCALARS = frozenset(
         "parallel_read_only",
     }
 )
-_KEYS = _SCALARS | {"name", "tools", "route", "budgets", "policy", "context"}
+_KEYS = _SCALARS | {"name", "tools", "route", "budgets", "policy", "context", "memory"}
 
 
 def _import_module(name: str, base: Path | None) -> Any:
@@ -183,6 +189,20 @@ def _context(table: Mapping[str, Any], base: Path | None) -> ContextPolicy:
     return policy if summarizer is None else replace(policy, summarizer=_provider(summarizer, base))
 
 
+def _memory(table: Mapping[str, Any], base: Path | None) -> MemoryPolicy:
+    """The ``[memory]`` table: :meth:`MemoryPolicy.from_dict`, with ``service`` a reference to a
+    :class:`~flightlog.kernel.memory.MemoryService` or a zero-argument factory of one."""
+    if not isinstance(table, Mapping):
+        raise ValueError("memory must be a table")
+    service = None
+    if "service" in table:
+        found = resolve(str(table["service"]), base=base)
+        service = found if isinstance(found, MemoryService) or not callable(found) else found()
+        if not isinstance(service, MemoryService):
+            raise ValueError(f"[memory] service {table['service']!r} is not a MemoryService (submit, poll)")
+    return MemoryPolicy.from_dict(table, service)
+
+
 def _budgets(table: Mapping[str, Any], source: str) -> Budgets:
     """The ``[budgets]`` table: a misspelt limit (``token = 1000``) would otherwise leave the run unlimited."""
     if not isinstance(table, Mapping):
@@ -212,6 +232,7 @@ def agent_from_dict(data: Mapping[str, Any], *, source: str = "<dict>", base: Pa
             policy=Policy.from_dict(data.get("policy", {})),
             budgets=_budgets(data.get("budgets", {}), source),
             context=_context(data["context"], base) if "context" in data else None,
+            memory=_memory(data["memory"], base) if "memory" in data else None,
             **{key: data[key] for key in _SCALARS if key in data},
         )
     except (TypeError, ValueError) as exc:
