@@ -21,7 +21,7 @@ from typer.testing import CliRunner
 
 from flightlog import events as ev
 from flightlog.cli import app
-from flightlog.demo_memory import FACT, SCOPE, answer_from_memory, recall_agent, remember_agent
+from flightlog.cli.demo_memory import FACT, SCOPE, answer_from_memory, recall_agent, remember_agent
 from flightlog.kernel import Agent, Kernel
 from flightlog.kernel.memory import (
     MEMORY_SUSPENSION,
@@ -30,8 +30,8 @@ from flightlog.kernel.memory import (
     find_secrets,
     validate_write,
 )
+from flightlog.kernel.memory_bank import recall, remember, text_of
 from flightlog.kernel.scripted import ScriptedProvider, call, calls, reply
-from flightlog.memory import recall, remember, text_of
 from flightlog.messages import Message
 from flightlog.recorder import verify_session
 from flightlog.sessions import replay_session
@@ -236,7 +236,7 @@ def test_memory_cli_lists_searches_and_forgets(store: SqliteStore, db_path: Path
 AGENT_MODULE = """
 import os
 
-from flightlog.demo_memory import SCOPE, answer_from_memory
+from flightlog.cli.demo_memory import SCOPE, answer_from_memory
 from flightlog.kernel import Agent
 from flightlog.kernel.memory import MemoryPolicy, SpoolMemoryService
 from flightlog.kernel.scripted import ScriptedProvider, call, calls
@@ -364,7 +364,7 @@ def test_the_example_remembers_in_one_run_and_uses_it_in_the_next_from_the_cli(d
 
 AGENT_TOML = """
 name = "ops-recall"
-route = ["flightlog.demo_memory:recall_model"]
+route = ["flightlog.cli.demo_memory:recall_model"]
 max_tokens = 200
 
 [memory]
@@ -396,7 +396,7 @@ def test_agent_toml_memory_table(tmp_path: Path, store: SqliteStore, db_path: Pa
         ('scope = "nope"', "TENANT/NAMESPACE"),
         ('scope = "a/b"\ninjekt = 1', "unknown keys in [memory]: injekt"),
         ('scope = "a/b"\ninject = "3"', "inject must be an integer"),
-        ('scope = "a/b"\nservice = "flightlog.demo_memory:FACT"', "is not a MemoryService"),
+        ('scope = "a/b"\nservice = "flightlog.cli.demo_memory:FACT"', "is not a MemoryService"),
     ]:
         spec.write_text(AGENT_TOML.split("[memory]")[0] + "[memory]\n" + bad + "\n", encoding="utf-8")
         with pytest.raises(AgentSpecError, match=re.escape(reason)):

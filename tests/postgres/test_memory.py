@@ -4,8 +4,8 @@ storage), recall ranked by ``ts_rank``, ``flightlog erase`` of a memory's handle
 from __future__ import annotations
 
 from flightlog import events as ev
-from flightlog.erasure import erase_artifact
-from flightlog.memory import forget, recall, remember, text_of
+from flightlog.integrity.erasure import erase_artifact
+from flightlog.kernel.memory_bank import forget, recall, remember, text_of
 from flightlog.store.postgres import PostgresStore
 
 SCOPE = ev.MemoryScope(tenant_id="acme", namespace="ops")

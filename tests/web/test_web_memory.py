@@ -7,8 +7,8 @@ from pathlib import Path
 from fastapi.testclient import TestClient
 
 from flightlog import events as ev
-from flightlog.demo_memory import FACT, SCOPE
-from flightlog.memory import remember
+from flightlog.cli.demo_memory import FACT, SCOPE
+from flightlog.kernel.memory_bank import remember
 from flightlog.store import SqliteStore
 from flightlog.web.app import create_app
 from flightlog.web.security import Auth

@@ -14,7 +14,7 @@ from fastapi import FastAPI, Response
 from fastapi.responses import HTMLResponse, JSONResponse
 
 from ..events import MemoryKind, MemoryRecord, MemoryScope
-from ..memory import recall, text_of
+from ..kernel.memory_bank import recall, text_of
 from ..replay import MEMORY_ERASED
 from ..store.base import Store
 
