@@ -15,6 +15,7 @@ import contextlib
 import json
 import os
 import sqlite3
+import threading
 import time
 from collections.abc import Callable, Collection, Iterator, Mapping, Sequence
 from contextlib import contextmanager
@@ -350,6 +351,12 @@ class SqliteStore(Store):
         self._lock = _Exclusive(self)
         """Held for every call outside a block; entering it commits an open group first."""
         self._depth = 0
+        """Nesting of the open transaction (0: none); meaningful only to its owner, which holds the gate."""
+        self._owner: int | None = None
+        """``threading.get_ident()`` of the thread whose transaction is open (None: none is). The connection
+        is shared, so a call of another thread must not mistake that transaction for its own: it waits
+        for the gate instead of joining (its write would be acknowledged before any commit, and lost if
+        that transaction rolled back)."""
         self._after_commit: list[Callable[[], None]] = []
         self._after_rollback: list[Callable[[], None]] = []
         self._guard_retired = False
@@ -426,7 +433,7 @@ class SqliteStore(Store):
                 raise _translate(exc, self.url) from exc
             if group is None:
                 group = gate.group = CommitGroup()
-            self._depth = 1
+            self._depth, self._owner = 1, threading.get_ident()
             self._after_commit, self._after_rollback = [], []
             try:
                 if self._guard_retired:  # under the write lock: a retirement commits before or not at all
@@ -435,7 +442,7 @@ class SqliteStore(Store):
                 if joined:
                     self._conn.execute("RELEASE flightlog_member")
             except BaseException as exc:
-                self._depth = 0
+                self._depth, self._owner = 0, None
                 callbacks, self._after_rollback, self._after_commit = self._after_rollback, [], []
                 self._abandon(group, joined)
                 for callback in reversed(callbacks):
@@ -443,7 +450,7 @@ class SqliteStore(Store):
                 if isinstance(exc, sqlite3.Error):
                     raise _translate(exc, self.url) from exc
                 raise
-            self._depth = 0
+            self._depth, self._owner = 0, None
             group.size += 1
             after_commit, after_rollback = self._after_commit, self._after_rollback
             self._after_commit, self._after_rollback = [], []
@@ -513,13 +520,17 @@ class SqliteStore(Store):
         if gate.group is not None and not self._depth:
             self._commit_group(gate.group)
 
+    def _in_own_transaction(self) -> bool:
+        """True when the calling thread has a transaction open (another thread's does not count)."""
+        return self._depth > 0 and self._owner == threading.get_ident()
+
     def call_after_commit(self, callback: Callable[[], None]) -> None:
-        if not self._depth:
+        if not self._in_own_transaction():
             raise RuntimeError("call_after_commit outside a transaction")
         self._after_commit.append(callback)
 
     def call_after_rollback(self, callback: Callable[[], None]) -> None:
-        if not self._depth:
+        if not self._in_own_transaction():
             raise RuntimeError("call_after_rollback outside a transaction")
         self._after_rollback.append(callback)
 
@@ -638,9 +649,10 @@ class SqliteStore(Store):
         self, session_id: str, rows: Sequence[NewEvent], head: SessionHead, *, epoch: int | None = None
     ) -> int:
         stamp = now_ms()
-        # Inside a caller's transaction (the recorder's), no savepoint of our own: every check below runs
-        # before the first write, and the caller's block rolls back whole on any error.
-        with self.transaction() if not self._depth else contextlib.nullcontext():
+        # Inside this thread's transaction (the recorder's), no savepoint of our own: every check below runs
+        # before the first write, and the caller's block rolls back whole on any error. Another thread's
+        # open transaction is not ours: then transaction() waits for it to end.
+        with contextlib.nullcontext() if self._in_own_transaction() else self.transaction():
             row = self._execute(
                 "SELECT s.head_seq, s.head_hash, a.epoch FROM sessions s "
                 "JOIN authority_epochs a ON a.session_id = s.session_id WHERE s.session_id = ?",
@@ -906,7 +918,7 @@ class SqliteStore(Store):
         whose state is unchanged too without touching ``runs_state``: then the only page an append dirties
         here is the row's own (no index covers ``updated_at_ms``; listings sort, see migration 5)."""
         with self._lock:
-            if len(rows) == 1 and self._depth:
+            if len(rows) == 1 and self._in_own_transaction():
                 # Inside this thread's open transaction one row needs no savepoint of its own: at most one
                 # of the statements below changes anything, and a failed statement leaves nothing behind.
                 self._put_run_row(rows[0])
@@ -936,7 +948,7 @@ class SqliteStore(Store):
         changed = tuple(i for i in range(1, len(new)) if new[i] != old[i]) or (len(new) - 1,)
         params = (*(new[i] for i in changed), *old)
         with self._lock:
-            if self._depth:
+            if self._in_own_transaction():
                 # Inside this thread's open transaction: one statement, which writes nothing if it fails.
                 return self._swap_run_row(changed, params)
             with self.transaction():
