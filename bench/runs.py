@@ -64,7 +64,7 @@ from flightlog.messages import Message, ToolCall  # noqa: E402
 from flightlog.recorder import Recorder  # noqa: E402
 from flightlog.runs import list_runs, list_runs_json, project, rebuild_projection  # noqa: E402
 from flightlog.runs.adapters import STATUS_STATES  # noqa: E402
-from flightlog.store.sqlite import SqliteStore, _state_clause  # noqa: E402
+from flightlog.store.sqlite import SqliteStore  # noqa: E402
 
 _SELECT = "SELECT run_id, parent, source, state, updated_at_ms, session_status, snapshot FROM runs"
 _ORDER = " ORDER BY updated_at_ms DESC, run_id"
@@ -231,7 +231,7 @@ def queries(path: Path, facts: dict[str, Any], rounds: int) -> list[Result]:
         where: list[str] = []
         params: list[Any] = []
         if states is not None:
-            clause, values = _state_clause(states, _REFINED)
+            clause, values = SqliteStore.state_clause(states, _REFINED)
             where.append(clause)
             params.extend(values)
         for column, value in eq.items():

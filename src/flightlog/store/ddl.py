@@ -1,0 +1,457 @@
+"""The schema history of both SQL backends: each one's ordered migrations, as shipped.
+
+Data, not code: a migration that shipped has run on users' databases and a schema is known by its version
+number alone, so these texts never change (``tests/store/test_migrations_pinned.py`` pins each one's
+sha256); a schema change is a new migration appended to its backend's list. The two lists differ in types
+(SQLite's ``INTEGER``/``BLOB``, PostgreSQL's ``BIGINT``/``BYTEA``/``BIGSERIAL``), in trigger syntax and in
+history (PostgreSQL started from the sixth SQLite schema in one migration), which is why the table
+definitions are written twice; everything that reads or writes those tables is written once
+(:mod:`flightlog.store.sql`).
+"""
+
+from __future__ import annotations
+
+__all__ = ["POSTGRES_MIGRATIONS", "SQLITE_MIGRATIONS"]
+
+SQLITE_MIGRATIONS: list[tuple[str, str]] = [
+    (
+        "sessions, append-only events, epochs, grants, effects, artifacts, checkpoints, imports",
+        """
+        CREATE TABLE sessions (
+            session_id TEXT PRIMARY KEY,
+            task TEXT NOT NULL DEFAULT '',
+            status TEXT NOT NULL,
+            source TEXT NOT NULL,
+            created_at_ms INTEGER NOT NULL,
+            updated_at_ms INTEGER NOT NULL,
+            head_seq INTEGER NOT NULL DEFAULT -1,
+            head_hash TEXT NOT NULL DEFAULT 'GENESIS',
+            merkle_root TEXT NOT NULL DEFAULT '',
+            parent_session_id TEXT,
+            metadata TEXT NOT NULL DEFAULT '{}'
+        );
+        CREATE INDEX sessions_parent ON sessions(parent_session_id);
+        CREATE INDEX sessions_created ON sessions(created_at_ms);
+        CREATE TABLE events (
+            session_id TEXT NOT NULL,
+            seq INTEGER NOT NULL,
+            kind TEXT NOT NULL,
+            event BLOB NOT NULL,
+            prev_hash TEXT NOT NULL,
+            hash TEXT NOT NULL,
+            recorded_at_ms INTEGER NOT NULL,
+            PRIMARY KEY (session_id, seq)
+        );
+        CREATE TRIGGER events_no_update BEFORE UPDATE ON events
+            BEGIN SELECT RAISE(ABORT, 'flightlog events are append-only'); END;
+        CREATE TRIGGER events_no_delete BEFORE DELETE ON events
+            BEGIN SELECT RAISE(ABORT, 'flightlog events are append-only'); END;
+        CREATE TABLE authority_epochs (
+            session_id TEXT PRIMARY KEY,
+            epoch INTEGER NOT NULL,
+            updated_at_ms INTEGER NOT NULL
+        );
+        CREATE TABLE grant_policies (
+            session_id TEXT NOT NULL,
+            policy_id TEXT NOT NULL,
+            policy_json TEXT NOT NULL,
+            recorded_at_ms INTEGER NOT NULL,
+            PRIMARY KEY (session_id, policy_id)
+        );
+        CREATE TABLE external_effects (
+            session_id TEXT NOT NULL,
+            idempotency_key TEXT NOT NULL,
+            intent_hash TEXT NOT NULL,
+            intent_json TEXT NOT NULL,
+            status TEXT NOT NULL,
+            result_json TEXT,
+            created_at_ms INTEGER NOT NULL,
+            completed_at_ms INTEGER,
+            PRIMARY KEY (session_id, idempotency_key)
+        );
+        CREATE INDEX external_effects_pending ON external_effects(status);
+        CREATE TABLE artifacts (
+            sha256 TEXT PRIMARY KEY,
+            media_type TEXT NOT NULL,
+            size_bytes INTEGER NOT NULL,
+            content BLOB NOT NULL,
+            created_at_ms INTEGER NOT NULL
+        );
+        CREATE TABLE checkpoints (
+            checkpoint_id INTEGER PRIMARY KEY AUTOINCREMENT,
+            session_id TEXT NOT NULL,
+            size INTEGER NOT NULL,
+            root TEXT NOT NULL,
+            body TEXT NOT NULL,
+            created_at_ms INTEGER NOT NULL
+        );
+        CREATE INDEX checkpoints_session ON checkpoints(session_id, size);
+        CREATE TABLE imports (
+            source_sha256 TEXT PRIMARY KEY,
+            session_id TEXT NOT NULL,
+            importer TEXT NOT NULL,
+            importer_version TEXT NOT NULL,
+            source_name TEXT NOT NULL,
+            imported_at_ms INTEGER NOT NULL
+        );
+        """,
+    ),
+    (
+        "ledger id, checkpoint frontiers",
+        """
+        CREATE TABLE ledger_meta (
+            key TEXT PRIMARY KEY,
+            value TEXT NOT NULL
+        );
+        INSERT INTO ledger_meta (key, value) VALUES ('ledger_id', lower(hex(randomblob(16))));
+        CREATE TABLE checkpoint_frontiers (
+            checkpoint_id INTEGER PRIMARY KEY,
+            hashes BLOB NOT NULL
+        );
+        """,
+    ),
+    (
+        "runs projection (seed 002 AgentRunSnapshot read model), live run heartbeats",
+        """
+        CREATE TABLE runs (
+            run_id TEXT PRIMARY KEY,
+            parent TEXT,
+            source TEXT NOT NULL,
+            state TEXT NOT NULL,
+            outcome TEXT,
+            updated_at_ms INTEGER NOT NULL,
+            last_seq INTEGER NOT NULL,
+            session_status TEXT,
+            snapshot TEXT NOT NULL,
+            fold TEXT NOT NULL
+        );
+        CREATE INDEX runs_updated ON runs(updated_at_ms);
+        CREATE INDEX runs_state ON runs(state, updated_at_ms);
+        CREATE INDEX runs_source ON runs(source);
+        CREATE INDEX runs_parent ON runs(parent);
+        CREATE INDEX runs_outcome ON runs(outcome);
+        CREATE INDEX runs_session_status ON runs(session_status);
+        CREATE TABLE runs_meta (
+            key TEXT PRIMARY KEY,
+            value INTEGER NOT NULL
+        );
+        INSERT INTO runs_meta (key, value)
+            VALUES ('fold_version', CASE WHEN EXISTS (SELECT 1 FROM events) THEN 0 ELSE 1 END);
+        CREATE TRIGGER runs_follow_session_status AFTER UPDATE OF status ON sessions
+            BEGIN
+                UPDATE runs SET session_status = NEW.status
+                WHERE run_id = NEW.session_id AND session_status IS NOT NULL;
+            END;
+        CREATE TABLE live_runs (
+            run_id TEXT PRIMARY KEY,
+            state TEXT NOT NULL,
+            heartbeat_at_ms INTEGER NOT NULL,
+            changed_at_ms INTEGER NOT NULL,
+            tokens_used INTEGER,
+            steps_taken INTEGER,
+            pid INTEGER
+        );
+        """,
+    ),
+    (
+        "index log of session checkpoints, witness cosignatures, salted artifacts and erasures",
+        """
+        CREATE TABLE index_leaves (
+            idx INTEGER PRIMARY KEY,
+            session_id TEXT NOT NULL,
+            checkpoint_id INTEGER NOT NULL,
+            leaf BLOB NOT NULL,
+            recorded_at_ms INTEGER NOT NULL
+        );
+        CREATE INDEX index_leaves_session ON index_leaves(session_id, idx);
+        CREATE TRIGGER index_leaves_no_update BEFORE UPDATE ON index_leaves
+            BEGIN SELECT RAISE(ABORT, 'flightlog index leaves are append-only'); END;
+        CREATE TRIGGER index_leaves_no_delete BEFORE DELETE ON index_leaves
+            BEGIN SELECT RAISE(ABORT, 'flightlog index leaves are append-only'); END;
+        CREATE TABLE index_checkpoints (
+            checkpoint_id INTEGER PRIMARY KEY AUTOINCREMENT,
+            size INTEGER NOT NULL,
+            root TEXT NOT NULL,
+            body TEXT NOT NULL,
+            frontier BLOB,
+            created_at_ms INTEGER NOT NULL
+        );
+        CREATE INDEX index_checkpoints_size ON index_checkpoints(size);
+        CREATE TABLE cosignatures (
+            origin TEXT NOT NULL,
+            size INTEGER NOT NULL,
+            witness TEXT NOT NULL,
+            root TEXT NOT NULL,
+            note TEXT NOT NULL,
+            created_at_ms INTEGER NOT NULL,
+            PRIMARY KEY (origin, size, witness)
+        );
+        CREATE TABLE salted_artifacts (
+            digest TEXT PRIMARY KEY,
+            media_type TEXT NOT NULL,
+            size_bytes INTEGER NOT NULL,
+            content BLOB NOT NULL,
+            salt BLOB NOT NULL,
+            created_at_ms INTEGER NOT NULL
+        );
+        CREATE TABLE artifact_refs (
+            digest TEXT NOT NULL,
+            session_id TEXT NOT NULL,
+            PRIMARY KEY (digest, session_id)
+        );
+        CREATE TABLE artifact_erasures (
+            digest TEXT PRIMARY KEY,
+            erased_at_ms INTEGER NOT NULL,
+            log_session_id TEXT NOT NULL,
+            log_seq INTEGER NOT NULL
+        );
+        """,
+    ),
+    (
+        "runs: no index follows updated_at_ms, which every append moves (fewer WAL pages per commit)",
+        """
+        DROP INDEX IF EXISTS runs_state;
+        CREATE INDEX runs_state ON runs(state);
+        DROP INDEX IF EXISTS runs_outcome;
+        DROP INDEX IF EXISTS runs_updated;
+        """,
+    ),
+    (
+        "fleet leases (holder, epoch, expiry per session), carried over from the fleet's fleet_leases",
+        """
+        CREATE TABLE IF NOT EXISTS fleet_leases (
+            session_id TEXT PRIMARY KEY,
+            holder TEXT,
+            epoch INTEGER NOT NULL DEFAULT 0,
+            expires_at_ms INTEGER NOT NULL DEFAULT 0,
+            acquired_at_ms INTEGER NOT NULL DEFAULT 0,
+            parked_seq INTEGER NOT NULL DEFAULT -2,
+            queued_at_ms INTEGER NOT NULL
+        );
+        CREATE TABLE leases (
+            session_id TEXT PRIMARY KEY,
+            holder TEXT,
+            epoch INTEGER NOT NULL DEFAULT 0,
+            expires_at_ms INTEGER NOT NULL DEFAULT 0,
+            acquired_at_ms INTEGER NOT NULL DEFAULT 0,
+            parked_seq INTEGER NOT NULL DEFAULT -2,
+            queued_at_ms INTEGER NOT NULL
+        );
+        CREATE INDEX leases_expiry ON leases(expires_at_ms);
+        INSERT INTO leases (session_id, holder, epoch, expires_at_ms, acquired_at_ms, parked_seq, queued_at_ms)
+            SELECT session_id, holder, epoch, expires_at_ms, acquired_at_ms, parked_seq, queued_at_ms
+            FROM fleet_leases;
+        DROP TABLE fleet_leases;
+        """,
+    ),
+]
+"""SQLite: list index + 1 is the schema version. Never edit one that has shipped; append."""
+
+
+POSTGRES_MIGRATIONS: list[tuple[str, str]] = [
+    (
+        "sessions, append-only events, epochs, grants, effects, artifacts, checkpoints, imports, ledger id, "
+        "frontiers, runs projection, live runs, index log, cosignatures, salted artifacts",
+        """
+        CREATE FUNCTION flightlog_append_only() RETURNS trigger LANGUAGE plpgsql AS $$
+        BEGIN
+            RAISE EXCEPTION 'flightlog % are append-only', TG_ARGV[0] USING ERRCODE = 'restrict_violation';
+        END $$;
+        CREATE TABLE sessions (
+            session_id TEXT PRIMARY KEY,
+            task TEXT NOT NULL DEFAULT '',
+            status TEXT NOT NULL,
+            source TEXT NOT NULL,
+            created_at_ms BIGINT NOT NULL,
+            updated_at_ms BIGINT NOT NULL,
+            head_seq BIGINT NOT NULL DEFAULT -1,
+            head_hash TEXT NOT NULL DEFAULT 'GENESIS',
+            merkle_root TEXT NOT NULL DEFAULT '',
+            parent_session_id TEXT,
+            metadata TEXT NOT NULL DEFAULT '{}'
+        );
+        CREATE INDEX sessions_parent ON sessions(parent_session_id);
+        CREATE INDEX sessions_created ON sessions(created_at_ms);
+        CREATE INDEX sessions_id_pattern ON sessions(session_id text_pattern_ops);
+        CREATE TABLE events (
+            session_id TEXT NOT NULL,
+            seq BIGINT NOT NULL,
+            kind TEXT NOT NULL,
+            event BYTEA NOT NULL,
+            prev_hash TEXT NOT NULL,
+            hash TEXT NOT NULL,
+            recorded_at_ms BIGINT NOT NULL,
+            epoch BIGINT NOT NULL DEFAULT 0,
+            PRIMARY KEY (session_id, seq)
+        );
+        CREATE TRIGGER events_append_only BEFORE UPDATE OR DELETE ON events
+            FOR EACH ROW EXECUTE FUNCTION flightlog_append_only('events');
+        CREATE TRIGGER events_no_truncate BEFORE TRUNCATE ON events
+            FOR EACH STATEMENT EXECUTE FUNCTION flightlog_append_only('events');
+        CREATE TABLE authority_epochs (
+            session_id TEXT PRIMARY KEY,
+            epoch BIGINT NOT NULL,
+            updated_at_ms BIGINT NOT NULL
+        );
+        CREATE TABLE grant_policies (
+            session_id TEXT NOT NULL,
+            policy_id TEXT NOT NULL,
+            policy_json TEXT NOT NULL,
+            recorded_at_ms BIGINT NOT NULL,
+            ord BIGSERIAL,
+            PRIMARY KEY (session_id, policy_id)
+        );
+        CREATE TABLE external_effects (
+            session_id TEXT NOT NULL,
+            idempotency_key TEXT NOT NULL,
+            intent_hash TEXT NOT NULL,
+            intent_json TEXT NOT NULL,
+            status TEXT NOT NULL,
+            result_json TEXT,
+            created_at_ms BIGINT NOT NULL,
+            completed_at_ms BIGINT,
+            ord BIGSERIAL,
+            PRIMARY KEY (session_id, idempotency_key)
+        );
+        CREATE INDEX external_effects_pending ON external_effects(status);
+        CREATE TABLE artifacts (
+            sha256 TEXT PRIMARY KEY,
+            media_type TEXT NOT NULL,
+            size_bytes BIGINT NOT NULL,
+            content BYTEA NOT NULL,
+            created_at_ms BIGINT NOT NULL
+        );
+        CREATE TABLE checkpoints (
+            checkpoint_id BIGSERIAL PRIMARY KEY,
+            session_id TEXT NOT NULL,
+            size BIGINT NOT NULL,
+            root TEXT NOT NULL,
+            body TEXT NOT NULL,
+            created_at_ms BIGINT NOT NULL
+        );
+        CREATE INDEX checkpoints_session ON checkpoints(session_id, size);
+        CREATE TABLE imports (
+            source_sha256 TEXT PRIMARY KEY,
+            session_id TEXT NOT NULL,
+            importer TEXT NOT NULL,
+            importer_version TEXT NOT NULL,
+            source_name TEXT NOT NULL,
+            imported_at_ms BIGINT NOT NULL
+        );
+        CREATE TABLE ledger_meta (
+            key TEXT PRIMARY KEY,
+            value TEXT NOT NULL
+        );
+        INSERT INTO ledger_meta (key, value) VALUES ('ledger_id', replace(gen_random_uuid()::text, '-', ''));
+        CREATE TABLE checkpoint_frontiers (
+            checkpoint_id BIGINT PRIMARY KEY,
+            hashes BYTEA NOT NULL
+        );
+        CREATE TABLE runs (
+            run_id TEXT PRIMARY KEY,
+            parent TEXT,
+            source TEXT NOT NULL,
+            state TEXT NOT NULL,
+            outcome TEXT,
+            updated_at_ms BIGINT NOT NULL,
+            last_seq BIGINT NOT NULL,
+            session_status TEXT,
+            snapshot TEXT NOT NULL,
+            fold TEXT NOT NULL
+        );
+        CREATE INDEX runs_updated ON runs(updated_at_ms);
+        CREATE INDEX runs_state ON runs(state, updated_at_ms);
+        CREATE INDEX runs_source ON runs(source);
+        CREATE INDEX runs_parent ON runs(parent);
+        CREATE INDEX runs_outcome ON runs(outcome);
+        CREATE INDEX runs_session_status ON runs(session_status);
+        CREATE TABLE runs_meta (
+            key TEXT PRIMARY KEY,
+            value BIGINT NOT NULL
+        );
+        INSERT INTO runs_meta (key, value) VALUES ('fold_version', 1);
+        CREATE FUNCTION flightlog_runs_follow_status() RETURNS trigger LANGUAGE plpgsql AS $$
+        BEGIN
+            UPDATE runs SET session_status = NEW.status
+                WHERE run_id = NEW.session_id AND session_status IS NOT NULL;
+            RETURN NEW;
+        END $$;
+        CREATE TRIGGER runs_follow_session_status AFTER UPDATE OF status ON sessions
+            FOR EACH ROW EXECUTE FUNCTION flightlog_runs_follow_status();
+        CREATE TABLE live_runs (
+            run_id TEXT PRIMARY KEY,
+            state TEXT NOT NULL,
+            heartbeat_at_ms BIGINT NOT NULL,
+            changed_at_ms BIGINT NOT NULL,
+            tokens_used BIGINT,
+            steps_taken BIGINT,
+            pid BIGINT
+        );
+        CREATE TABLE index_leaves (
+            idx BIGINT PRIMARY KEY,
+            session_id TEXT NOT NULL,
+            checkpoint_id BIGINT NOT NULL,
+            leaf BYTEA NOT NULL,
+            recorded_at_ms BIGINT NOT NULL
+        );
+        CREATE INDEX index_leaves_session ON index_leaves(session_id, idx);
+        CREATE TRIGGER index_leaves_append_only BEFORE UPDATE OR DELETE ON index_leaves
+            FOR EACH ROW EXECUTE FUNCTION flightlog_append_only('index leaves');
+        CREATE TRIGGER index_leaves_no_truncate BEFORE TRUNCATE ON index_leaves
+            FOR EACH STATEMENT EXECUTE FUNCTION flightlog_append_only('index leaves');
+        CREATE TABLE index_checkpoints (
+            checkpoint_id BIGSERIAL PRIMARY KEY,
+            size BIGINT NOT NULL,
+            root TEXT NOT NULL,
+            body TEXT NOT NULL,
+            frontier BYTEA,
+            created_at_ms BIGINT NOT NULL
+        );
+        CREATE INDEX index_checkpoints_size ON index_checkpoints(size);
+        CREATE TABLE cosignatures (
+            origin TEXT NOT NULL,
+            size BIGINT NOT NULL,
+            witness TEXT NOT NULL,
+            root TEXT NOT NULL,
+            note TEXT NOT NULL,
+            created_at_ms BIGINT NOT NULL,
+            PRIMARY KEY (origin, size, witness)
+        );
+        CREATE TABLE salted_artifacts (
+            digest TEXT PRIMARY KEY,
+            media_type TEXT NOT NULL,
+            size_bytes BIGINT NOT NULL,
+            content BYTEA NOT NULL,
+            salt BYTEA NOT NULL,
+            created_at_ms BIGINT NOT NULL
+        );
+        CREATE TABLE artifact_refs (
+            digest TEXT NOT NULL,
+            session_id TEXT NOT NULL,
+            PRIMARY KEY (digest, session_id)
+        );
+        CREATE TABLE artifact_erasures (
+            digest TEXT PRIMARY KEY,
+            erased_at_ms BIGINT NOT NULL,
+            log_session_id TEXT NOT NULL,
+            log_seq BIGINT NOT NULL
+        );
+        """,
+    ),
+    (
+        "fleet leases (holder, epoch, expiry per session)",
+        """
+        CREATE TABLE leases (
+            session_id TEXT PRIMARY KEY,
+            holder TEXT,
+            epoch BIGINT NOT NULL DEFAULT 0,
+            expires_at_ms BIGINT NOT NULL DEFAULT 0,
+            acquired_at_ms BIGINT NOT NULL DEFAULT 0,
+            parked_seq BIGINT NOT NULL DEFAULT -2,
+            queued_at_ms BIGINT NOT NULL
+        );
+        CREATE INDEX leases_expiry ON leases(expires_at_ms);
+        """,
+    ),
+]
+"""PostgreSQL: list index + 1 is the schema version. Never edit one that has shipped; append."""

@@ -1,0 +1,126 @@
+"""Row mapping shared by the SQL backends: column lists in the order the records take them, and the few
+conversions a driver's row needs on the way to a frozen record (:mod:`flightlog.store.base`).
+
+Pure functions, no driver import: :mod:`flightlog.store.sql` builds its statements from these lists, and
+:mod:`flightlog.store.sqlite` / :mod:`flightlog.store.postgres` map their rows with them.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import time
+from collections.abc import Sequence
+from typing import Any
+
+from .base import IndexCheckpointRecord, NewEvent, RunRow, SessionRecord
+
+__all__ = [
+    "CHECKPOINT_COLUMNS",
+    "EFFECT_COLUMNS",
+    "EVENT_COLUMNS",
+    "IMPORT_COLUMNS",
+    "INDEX_CHECKPOINT_COLUMNS",
+    "INDEX_LEAF_COLUMNS",
+    "LEASE_COLUMNS",
+    "LIVE_RUN_COLUMNS",
+    "MAX_SEQ",
+    "RUN_COLUMNS",
+    "RUN_FIELDS",
+    "SESSION_COLUMNS",
+    "as_bytes",
+    "digest",
+    "index_checkpoint",
+    "like_escape",
+    "now_ms",
+    "run_tuple",
+    "session",
+    "taken",
+]
+
+MAX_SEQ = 2**63 - 1
+"""The largest seq (and size) a store holds: a signed 64-bit integer, SQLite's and PostgreSQL's BIGINT."""
+
+SESSION_COLUMNS = (
+    "session_id, task, status, source, created_at_ms, updated_at_ms, head_seq, head_hash, merkle_root, "
+    "parent_session_id, metadata"
+)
+EVENT_COLUMNS = "seq, kind, event, prev_hash, hash, recorded_at_ms"
+EFFECT_COLUMNS = "session_id, idempotency_key, intent_hash, intent_json, status, result_json, created_at_ms, completed_at_ms"
+CHECKPOINT_COLUMNS = "session_id, checkpoint_id, size, root, body, created_at_ms"
+IMPORT_COLUMNS = "source_sha256, session_id, importer, importer_version, source_name, imported_at_ms"
+LEASE_COLUMNS = "session_id, holder, epoch, expires_at_ms, acquired_at_ms, parked_seq"
+LIVE_RUN_COLUMNS = "run_id, state, heartbeat_at_ms, changed_at_ms, tokens_used, steps_taken, pid"
+INDEX_LEAF_COLUMNS = "idx, session_id, checkpoint_id, leaf, recorded_at_ms"
+INDEX_CHECKPOINT_COLUMNS = "checkpoint_id, size, root, body, frontier, created_at_ms"
+RUN_COLUMNS = (
+    "run_id, parent, source, state, outcome, updated_at_ms, last_seq, session_status, snapshot, fold"
+)
+RUN_FIELDS: tuple[str, ...] = tuple(RUN_COLUMNS.split(", "))
+"""``runs`` columns in :class:`RunRow` field order (``run_id`` first)."""
+
+
+def now_ms() -> int:
+    """Current wall-clock time in epoch milliseconds."""
+    return time.time_ns() // 1_000_000
+
+
+def session(row: Sequence[Any]) -> SessionRecord:
+    """A ``SESSION_COLUMNS`` row as a record (``metadata`` is stored as JSON text)."""
+    return SessionRecord(
+        session_id=row[0],
+        task=row[1],
+        status=row[2],
+        source=row[3],
+        created_at_ms=row[4],
+        updated_at_ms=row[5],
+        head_seq=row[6],
+        head_hash=row[7],
+        merkle_root=row[8],
+        parent_session_id=row[9],
+        metadata=json.loads(row[10] or "{}"),
+    )
+
+
+def index_checkpoint(row: Sequence[Any]) -> IndexCheckpointRecord:
+    """An ``INDEX_CHECKPOINT_COLUMNS`` row as a record (a non-binary frontier reads as None)."""
+    frontier = bytes(row[4]) if isinstance(row[4], bytes | bytearray | memoryview) else None
+    return IndexCheckpointRecord(int(row[0]), int(row[1]), str(row[2]), str(row[3]), frontier, int(row[5]))
+
+
+def run_tuple(r: RunRow) -> tuple[Any, ...]:
+    """A row's values in ``RUN_COLUMNS`` order (spelled out: this runs on every append)."""
+    return (
+        r.run_id, r.parent, r.source, r.state, r.outcome, r.updated_at_ms, r.last_seq, r.session_status,
+        r.snapshot, r.fold,
+    )  # fmt: skip
+
+
+def as_bytes(data: object) -> bytes:
+    """A stored event value as bytes; a tampered TEXT/INTEGER value (SQLite columns take any type) is kept
+    as its UTF-8 text so verification reports it as a hash mismatch instead of crashing."""
+    if isinstance(data, bytes | bytearray | memoryview):
+        return bytes(data)
+    return str(data).encode("utf-8", "surrogatepass")
+
+
+def taken(rows: Sequence[NewEvent], head_seq: int) -> int | None:
+    """The lowest seq of ``rows`` already stored (``<= head_seq``) or repeated in the batch, else None."""
+    seen: set[int] = set()
+    clashes = []
+    for row in rows:
+        if row.seq <= head_seq or row.seq in seen:
+            clashes.append(row.seq)
+        seen.add(row.seq)
+    return min(clashes) if clashes else None
+
+
+def like_escape(text: str) -> str:
+    """``text`` as a literal inside a ``LIKE`` pattern with ``\\`` as the escape character."""
+    return text.replace("\\", "\\\\").replace("%", "\\%").replace("_", "\\_")
+
+
+def digest(content: bytes | str) -> str:
+    """sha256 of ``content`` (text as UTF-8), 64 lowercase hex chars."""
+    data = content.encode("utf-8") if isinstance(content, str) else content
+    return hashlib.sha256(data).hexdigest()

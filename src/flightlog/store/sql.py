@@ -1,0 +1,817 @@
+"""The SQL both backends share, written once: :class:`SqlStore` holds every statement and the steps of
+each write (the append transaction's checks, effects, artifacts, checkpoints, the runs projection, the
+index log, leases, retirement) over a handful of primitives each backend supplies.
+
+A backend (:mod:`flightlog.store.sqlite`, :mod:`flightlog.store.postgres`) keeps only what differs:
+how it connects and runs a transaction (SQLite: one shared connection behind a gate; PostgreSQL: a pooled
+connection per thread), its migrations (types), its placeholders, its locking and its wake-ups.
+
+Statements here use ``?`` placeholders (SQLite's ``qmark`` style); the PostgreSQL backend rewrites them to
+``%s`` where it runs them (:func:`flightlog.store.postgres.native`). They contain no literal ``?`` or
+``%``: values always travel as parameters. What the dialects spell differently is a class attribute
+(``FOR_UPDATE``, ``NULL_SAFE_EQ``, ...) or a primitive (:meth:`SqlStore._any`).
+
+Primitives (abstract here):
+
+* ``_one`` / ``_all``: a read, in this thread's open transaction if any, else on its own.
+* ``_joined()``: this thread's open transaction (joined without a savepoint), else a new one.
+* ``_write``: one statement in ``_joined()``; its rowcount.
+* ``_guarded``: ``_write`` whose failure leaves the caller's transaction usable (a savepoint on
+  PostgreSQL, where a failed statement aborts the transaction; a plain statement on SQLite).
+* ``_insert_unique``: a guarded ``INSERT``; False (nothing written) when a key is taken.
+* ``_insert_events``: the append's write step (rows plus the session's new head).
+* ``_notify``: queue a wake-up for a session's listeners, sent with the commit (PostgreSQL ``NOTIFY``).
+
+Source: ARCHITECTURE.md invariants 1-4 (append-only events, head moves in the append's transaction);
+STYLE.md (d) (SQL and row mapping live once).
+"""
+
+from __future__ import annotations
+
+import abc
+import json
+from collections.abc import Collection, Iterator, Mapping, Sequence
+from contextlib import AbstractContextManager
+from typing import Any, ClassVar
+
+from ..errors import AppendConflict, EffectConflict, SessionNotFound, StaleWriter, StoreError
+from . import rows as R
+from .base import (
+    RUNNABLE_STATUSES,
+    ArtifactRecord,
+    CheckpointRecord,
+    CosignatureRecord,
+    EffectRecord,
+    ErasureRecord,
+    ImportRecord,
+    IndexCheckpointRecord,
+    IndexLeaf,
+    LeaseClaim,
+    LeaseRecord,
+    LiveRunRecord,
+    NewEvent,
+    RunListing,
+    RunRow,
+    SaltedArtifactRecord,
+    SessionHead,
+    SessionRecord,
+    Store,
+    StoredEvent,
+)
+
+__all__ = ["INSERT_EVENT", "RUN_UPSERT", "UPDATE_HEAD", "SqlStore", "marks", "run_swap"]
+
+INSERT_EVENT = "INSERT INTO events (session_id, seq, kind, event, prev_hash, hash, recorded_at_ms) VALUES (?, ?, ?, ?, ?, ?, ?)"
+"""One event row: ``(session_id, seq, kind, event bytes, prev_hash, hash, recorded_at_ms)``."""
+
+UPDATE_HEAD = (
+    "UPDATE sessions SET head_seq = ?, head_hash = ?, merkle_root = ?, updated_at_ms = ? WHERE session_id = ?"
+)
+"""Move a session's head: ``(head seq, head hash, merkle root, updated_at_ms, session_id)``."""
+
+RUN_UPSERT = (
+    f"INSERT INTO runs ({R.RUN_COLUMNS}) VALUES ({','.join('?' * len(R.RUN_FIELDS))}) "
+    "ON CONFLICT (run_id) DO UPDATE SET " + ", ".join(f"{c} = excluded.{c}" for c in R.RUN_FIELDS[1:])
+)
+"""Insert or overwrite a run row; params in ``RUN_COLUMNS`` order (:func:`flightlog.store.rows.run_tuple`)."""
+
+_HEAD_FOR_APPEND = (
+    "SELECT s.head_seq, s.head_hash, a.epoch FROM sessions s "
+    "JOIN authority_epochs a ON a.session_id = s.session_id WHERE s.session_id = ?"
+)
+
+_RUN_SWAPS: dict[tuple[tuple[int, ...], str], str] = {}
+
+
+def run_swap(changed: tuple[int, ...], null_safe_eq: str) -> str:
+    """``replace_run_row``'s UPDATE setting the columns at ``changed`` (indexes into ``RUN_FIELDS``),
+    guarded by every column (compared with ``null_safe_eq``): params are the new values of ``changed``,
+    then the expected row's values. Setting only what changed leaves an unchanged column's index alone."""
+    key = (changed, null_safe_eq)
+    sql = _RUN_SWAPS.get(key)
+    if sql is None:
+        sets = ", ".join(f"{R.RUN_FIELDS[i]} = ?" for i in changed)
+        guard = " AND ".join(f"{c} {null_safe_eq} ?" for c in R.RUN_FIELDS[1:])
+        sql = _RUN_SWAPS[key] = f"UPDATE runs SET {sets} WHERE run_id = ? AND {guard}"
+    return sql
+
+
+def marks(values: Collection[Any]) -> str:
+    """``?,?,...``: one placeholder per value."""
+    return ",".join("?" * len(values))
+
+
+class SqlStore(Store):
+    """A :class:`Store` over SQL tables: every shared statement and write step (see the module docs).
+
+    Dialect attributes (class level): ``FOR_UPDATE`` locks the rows a write reads (PostgreSQL; SQLite
+    serialises writers on the file), ``SKIP_LOCKED`` lets lease claimers pass each other's candidates,
+    ``LIKE_ESCAPE`` names the ``LIKE`` escape character, ``INSERT_ORDER`` is the column that keeps insertion
+    order, ``NULL_SAFE_EQ`` compares two values treating NULLs as equal.
+    """
+
+    FOR_UPDATE: ClassVar[str] = ""
+    SKIP_LOCKED: ClassVar[str] = ""
+    LIKE_ESCAPE: ClassVar[str] = ""
+    INSERT_ORDER: ClassVar[str] = "rowid"
+    NULL_SAFE_EQ: ClassVar[str] = "IS"
+
+    # ─── primitives (see the module docs) ────────────────────────────────────────────────
+    @abc.abstractmethod
+    def _one(self, sql: str, params: Sequence[Any] = ()) -> Any: ...
+
+    @abc.abstractmethod
+    def _all(self, sql: str, params: Sequence[Any] = ()) -> list[Any]: ...
+
+    @abc.abstractmethod
+    def _joined(self) -> AbstractContextManager[Any]: ...
+
+    @abc.abstractmethod
+    def _write(self, sql: str, params: Sequence[Any] = ()) -> int: ...
+
+    @abc.abstractmethod
+    def _guarded(self, sql: str, params: Sequence[Any] = ()) -> int: ...
+
+    @abc.abstractmethod
+    def _insert_unique(self, sql: str, params: Sequence[Any]) -> bool: ...
+
+    @abc.abstractmethod
+    def _insert_events(
+        self, session_id: str, rows: Sequence[NewEvent], head: SessionHead, stamp: int, epoch: int
+    ) -> None:
+        """Write ``rows`` and move the session to ``head`` (the checks passed; ``epoch`` is the current one).
+
+        Raises:
+            AppendConflict: a seq of ``rows`` was taken meanwhile.
+        """
+
+    def _notify(self, session_id: str) -> None:
+        """Wake ``session_id``'s listeners once the open transaction commits (default: nobody listens)."""
+
+    def _has_table(self, name: str) -> bool:
+        """Whether ``name`` exists (a read-only handle may see a database from before its migration)."""
+        return True
+
+    @classmethod
+    def _any(cls, column: str, values: Collection[Any]) -> tuple[str, list[Any]]:
+        """SQL for "``column`` is one of ``values``" and its params (default: an ``IN`` list)."""
+        return f"{column} IN ({marks(values)})", list(values)
+
+    def _one_in(self, table: str, sql: str, params: Sequence[Any] = ()) -> Any:
+        """``_one``, or None when ``table`` does not exist (a read-only handle on a database from before
+        the migration that added it)."""
+        return self._one(sql, params) if self._has_table(table) else None
+
+    def _insert_returning(self, sql: str, params: Sequence[Any]) -> int:
+        """Run an ``INSERT`` into a table keyed by ``checkpoint_id`` (assigned by the database); that id."""
+        with self._joined():
+            return int(self._all(sql + " RETURNING checkpoint_id", params)[0][0])
+
+    def _pages(
+        self, sql: str, params: Sequence[Any], start: int, stop: int | None, batch: int
+    ) -> Iterator[Any]:
+        """Rows of ``sql`` (a SELECT whose first column is the ascending key, ending in ``key >= ? AND
+        key < ? ORDER BY key LIMIT ?``) from ``start`` to ``stop``, ``batch`` rows per query (keyset
+        pagination: bounded memory, and each page is one short read)."""
+        upper = stop if stop is not None else R.MAX_SEQ
+        position = start
+        while True:
+            rows = self._all(sql, (*params, position, upper, batch))
+            yield from rows
+            if len(rows) < batch:
+                return
+            position = rows[-1][0] + 1
+
+    def _before_retire(self) -> None:
+        """Inside the retiring transaction, before it writes the retirement (default: nothing)."""
+
+    def _hold_for_adoption(self) -> None:
+        """Inside ``adopt_ledger_id``'s transaction: keep sessions and index leaves from being added."""
+
+    # ─── sessions ────────────────────────────────────────────────────────────────────────
+    def create_session(self, record: SessionRecord) -> None:
+        created = record.created_at_ms or R.now_ms()
+        values = (
+            record.session_id, record.task, record.status, record.source, created, created,
+            record.parent_session_id, json.dumps(record.metadata, sort_keys=True), record.merkle_root,
+        )  # fmt: skip
+        with self._joined():
+            if not self._insert_unique(
+                "INSERT INTO sessions (session_id, task, status, source, created_at_ms, updated_at_ms,"
+                " parent_session_id, metadata, merkle_root) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)",
+                values,
+            ):
+                raise AppendConflict(session_id=record.session_id, seq=-1)
+            self._write("INSERT INTO authority_epochs VALUES (?, 0, ?)", (record.session_id, R.now_ms()))
+            self._notify(record.session_id)
+
+    def get_session(self, session_id: str) -> SessionRecord:
+        row = self._one(f"SELECT {R.SESSION_COLUMNS} FROM sessions WHERE session_id = ?", (session_id,))
+        if row is None:
+            raise SessionNotFound(session_id=session_id)
+        return R.session(row)
+
+    def resolve_session(self, prefix: str) -> str:
+        if not prefix:
+            raise SessionNotFound(session_id=prefix)
+        exact = self._one("SELECT session_id FROM sessions WHERE session_id = ?", (prefix,))
+        if exact:
+            return str(exact[0])
+        like = f"session_id LIKE ?{self.LIKE_ESCAPE}"
+        after_colon = self._all(
+            f"SELECT session_id FROM sessions WHERE {like} LIMIT 2", ("%:" + R.like_escape(prefix),)
+        )
+        if len(after_colon) == 1:
+            return str(after_colon[0][0])
+        pattern = R.like_escape(prefix) + "%"
+        rows = self._all(
+            f"SELECT session_id FROM sessions WHERE {like} OR {like} ORDER BY session_id LIMIT 6",
+            (pattern, "%:" + pattern),
+        )
+        if len(rows) != 1:
+            raise SessionNotFound(session_id=prefix, matches=[r[0] for r in rows])
+        return str(rows[0][0])
+
+    def list_sessions(self, batch: int = 500) -> Iterator[SessionRecord]:
+        """Every session, oldest first (keyset pages of ``batch`` rows)."""
+        after: tuple[int, str] = (-(2**63), "")
+        while True:
+            rows = self._all(
+                f"SELECT {R.SESSION_COLUMNS} FROM sessions WHERE (created_at_ms, session_id) > (?, ?) "
+                "ORDER BY created_at_ms, session_id LIMIT ?",
+                (*after, batch),
+            )
+            for row in rows:
+                yield R.session(row)
+            if len(rows) < batch:
+                return
+            after = (rows[-1][4], rows[-1][0])
+
+    def set_session_status(self, session_id: str, status: str) -> None:
+        with self._joined():
+            count = self._write(
+                "UPDATE sessions SET status = ?, updated_at_ms = ? WHERE session_id = ?",
+                (status, R.now_ms(), session_id),
+            )
+            if count == 0:
+                raise SessionNotFound(session_id=session_id)
+            self._notify(session_id)
+
+    # ─── events: the append transaction ─────────────────────────────────────────────────────
+    def append_events(
+        self, session_id: str, rows: Sequence[NewEvent], head: SessionHead, *, epoch: int | None = None
+    ) -> int:
+        """Check, then write, in this thread's transaction (or one of its own): the session exists, its
+        authority epoch is ``epoch`` (``StaleWriter``), ``rows`` extend its head (``AppendConflict``); then
+        the rows and the new head (:meth:`_insert_events`). Every check runs before the first write, so
+        an enclosing block needs no savepoint for it."""
+        stamp = R.now_ms()
+        with self._joined():
+            found = self._one(_HEAD_FOR_APPEND + self.FOR_UPDATE, (session_id,))
+            if found is None:
+                raise SessionNotFound(session_id=session_id)
+            head_seq, head_hash, current = found
+            if epoch is not None and current != epoch:
+                raise StaleWriter(session_id=session_id, epoch=epoch, current_epoch=current)
+            if rows and (rows[0].seq != head_seq + 1 or rows[0].prev_hash != head_hash):
+                raise AppendConflict(session_id=session_id, seq=min(rows[0].seq, head_seq + 1))
+            clash = R.taken(rows, head_seq)
+            if clash is not None:
+                raise AppendConflict(session_id=session_id, seq=clash)
+            self._insert_events(session_id, rows, head, stamp, current)
+            self._notify(session_id)
+        return stamp
+
+    def read_events(
+        self, session_id: str, *, start: int = 0, stop: int | None = None, batch: int = 512
+    ) -> Iterator[StoredEvent]:
+        """Stream rows in ascending seq, ``batch`` rows per query (keyset pagination, bounded memory)."""
+        sql = f"SELECT {R.EVENT_COLUMNS} FROM events WHERE session_id = ? AND seq >= ? AND seq < ? ORDER BY seq LIMIT ?"
+        for seq, kind, data, prev_hash, hash_, at in self._pages(sql, (session_id,), start, stop, batch):
+            yield StoredEvent(session_id, seq, kind, R.as_bytes(data), prev_hash, hash_, at)
+
+    # ─── authority epochs ────────────────────────────────────────────────────────────────
+    def authority_epoch(self, session_id: str) -> int:
+        row = self._one("SELECT epoch FROM authority_epochs WHERE session_id = ?", (session_id,))
+        if row is None:
+            raise SessionNotFound(session_id=session_id)
+        return int(row[0])
+
+    def bump_authority_epoch(self, session_id: str) -> int:
+        with self._joined():
+            rows = self._all(
+                "UPDATE authority_epochs SET epoch = epoch + 1, updated_at_ms = ? WHERE session_id = ? "
+                "RETURNING epoch",
+                (R.now_ms(), session_id),
+            )
+            if not rows:
+                raise SessionNotFound(session_id=session_id)
+            return int(rows[0][0])
+
+    # ─── grants ──────────────────────────────────────────────────────────────────────────
+    def record_grant_policy(self, session_id: str, policy_id: str, policy_json: str) -> None:
+        with self._joined():
+            inserted = self._write(
+                "INSERT INTO grant_policies (session_id, policy_id, policy_json, recorded_at_ms) "
+                "VALUES (?, ?, ?, ?) ON CONFLICT (session_id, policy_id) DO NOTHING",
+                (session_id, policy_id, policy_json, R.now_ms()),
+            )
+            if inserted:
+                return
+            row = self._one(
+                "SELECT policy_json FROM grant_policies WHERE session_id = ? AND policy_id = ?",
+                (session_id, policy_id),
+            )
+            if row is not None and row[0] != policy_json:
+                raise StoreError(
+                    f"grant policy {policy_id!r} of session {session_id} already recorded with other bytes"
+                )
+
+    def grant_policies(self, session_id: str) -> list[tuple[str, str]]:
+        rows = self._all(
+            f"SELECT policy_id, policy_json FROM grant_policies WHERE session_id = ? ORDER BY {self.INSERT_ORDER}",
+            (session_id,),
+        )
+        return [(r[0], r[1]) for r in rows]
+
+    # ─── external effects ────────────────────────────────────────────────────────────────
+    def record_intent(self, session_id: str, key: str, intent_hash: str, intent_json: str) -> bool:
+        with self._joined():
+            inserted = self._write(
+                "INSERT INTO external_effects (session_id, idempotency_key, intent_hash, intent_json, status,"
+                " created_at_ms) VALUES (?, ?, ?, ?, 'pending', ?) ON CONFLICT DO NOTHING",
+                (session_id, key, intent_hash, intent_json, R.now_ms()),
+            )
+            if inserted:
+                return True
+            existing = self.get_effect(session_id, key)
+            if existing is not None and existing.intent_hash != intent_hash:
+                raise EffectConflict(
+                    idempotency_key=key, stored_hash=existing.intent_hash, new_hash=intent_hash
+                )
+            return False
+
+    def complete_effect(self, session_id: str, key: str, result_json: str) -> bool:
+        with self._joined():
+            row = self._one(
+                "SELECT status, result_json FROM external_effects WHERE session_id = ? AND idempotency_key = ?"
+                + self.FOR_UPDATE,
+                (session_id, key),
+            )
+            if row is None:
+                raise LookupError(f"no intent recorded for effect {key!r} of session {session_id}")
+            if row[0] == "completed":
+                if row[1] != result_json:
+                    raise EffectConflict(
+                        idempotency_key=key,
+                        stored_hash=R.digest(row[1] or ""),
+                        new_hash=R.digest(result_json),
+                    )
+                return False
+            self._write(
+                "UPDATE external_effects SET status = 'completed', result_json = ?, completed_at_ms = ? "
+                "WHERE session_id = ? AND idempotency_key = ?",
+                (result_json, R.now_ms(), session_id, key),
+            )
+            return True
+
+    def get_effect(self, session_id: str, key: str) -> EffectRecord | None:
+        row = self._one(
+            f"SELECT {R.EFFECT_COLUMNS} FROM external_effects WHERE session_id = ? AND idempotency_key = ?",
+            (session_id, key),
+        )
+        return EffectRecord(*row) if row else None
+
+    def pending_effects(self, session_id: str | None = None) -> list[EffectRecord]:
+        sql = f"SELECT {R.EFFECT_COLUMNS} FROM external_effects WHERE status = 'pending'"
+        params: tuple[str, ...] = ()
+        if session_id is not None:
+            sql += " AND session_id = ?"
+            params = (session_id,)
+        return [
+            EffectRecord(*r) for r in self._all(f"{sql} ORDER BY created_at_ms, {self.INSERT_ORDER}", params)
+        ]
+
+    # ─── artifacts ───────────────────────────────────────────────────────────────────────
+    def put_artifact(self, content: bytes, media_type: str) -> ArtifactRecord:
+        sha256 = R.digest(content)
+        with self._joined():
+            self._write(
+                "INSERT INTO artifacts VALUES (?, ?, ?, ?, ?) ON CONFLICT DO NOTHING",
+                (sha256, media_type, len(content), content, R.now_ms()),
+            )
+            info = self.artifact_info(sha256)
+        assert info is not None
+        return info
+
+    def get_artifact(self, sha256: str) -> bytes | None:
+        row = self._one("SELECT content FROM artifacts WHERE sha256 = ?", (sha256.removeprefix("sha256:"),))
+        return bytes(row[0]) if row else None
+
+    def artifact_info(self, sha256: str) -> ArtifactRecord | None:
+        row = self._one(
+            "SELECT sha256, media_type, size_bytes, created_at_ms FROM artifacts WHERE sha256 = ?",
+            (sha256.removeprefix("sha256:"),),
+        )
+        return ArtifactRecord(*row) if row else None
+
+    # ─── checkpoints, ledger id, frontiers ─────────────────────────────────────────────────
+    def record_checkpoint(self, session_id: str, size: int, root: str, body: str) -> int:
+        return self._insert_returning(
+            "INSERT INTO checkpoints (session_id, size, root, body, created_at_ms) VALUES (?, ?, ?, ?, ?)",
+            (session_id, size, root, body, R.now_ms()),
+        )
+
+    def checkpoints(self, session_id: str) -> list[CheckpointRecord]:
+        rows = self._all(
+            f"SELECT {R.CHECKPOINT_COLUMNS} FROM checkpoints WHERE session_id = ? ORDER BY checkpoint_id",
+            (session_id,),
+        )
+        return [CheckpointRecord(*r) for r in rows]
+
+    def ledger_id(self) -> str:
+        row = self._one("SELECT value FROM ledger_meta WHERE key = 'ledger_id'")
+        if row is None:
+            raise StoreError(f"{self.url}: no ledger id")
+        return str(row[0])
+
+    def record_checkpoint_frontier(self, checkpoint_id: int, frontier: bytes) -> None:
+        self._guarded("INSERT INTO checkpoint_frontiers VALUES (?, ?)", (checkpoint_id, frontier))
+
+    def checkpoint_frontier(self, checkpoint_id: int) -> bytes | None:
+        row = self._one("SELECT hashes FROM checkpoint_frontiers WHERE checkpoint_id = ?", (checkpoint_id,))
+        return bytes(row[0]) if row and isinstance(row[0], bytes | bytearray | memoryview) else None
+
+    def latest_checkpoint(self, session_id: str, *, max_size: int | None = None) -> CheckpointRecord | None:
+        row = self._one(
+            f"SELECT {R.CHECKPOINT_COLUMNS} FROM checkpoints WHERE session_id = ? AND size <= ? "
+            "ORDER BY size DESC, checkpoint_id DESC LIMIT 1",
+            (session_id, R.MAX_SEQ if max_size is None else max_size),
+        )
+        return CheckpointRecord(*row) if row else None
+
+    # ─── imports ─────────────────────────────────────────────────────────────────────────
+    def find_import(self, source_sha256: str) -> ImportRecord | None:
+        row = self._one(f"SELECT {R.IMPORT_COLUMNS} FROM imports WHERE source_sha256 = ?", (source_sha256,))
+        return ImportRecord(*row) if row else None
+
+    def record_import(self, record: ImportRecord) -> None:
+        self._guarded(
+            f"INSERT INTO imports ({R.IMPORT_COLUMNS}) VALUES (?, ?, ?, ?, ?, ?)",
+            (
+                record.source_sha256, record.session_id, record.importer, record.importer_version,
+                record.source_name, record.imported_at_ms,
+            ),
+        )  # fmt: skip
+
+    # ─── runs projection (seed 002 read model) ──────────────────────────────────────────────
+    def run_projection_version(self) -> int | None:
+        if not self._has_table("runs_meta"):
+            return None  # a read-only handle on a database from before the runs projection
+        row = self._one("SELECT value FROM runs_meta WHERE key = 'fold_version'")
+        return int(row[0]) if row else 0
+
+    def set_run_projection_version(self, version: int) -> None:
+        self._write(
+            "INSERT INTO runs_meta (key, value) VALUES ('fold_version', ?) "
+            "ON CONFLICT (key) DO UPDATE SET value = excluded.value",
+            (version,),
+        )
+
+    def get_run_rows(self, run_ids: Collection[str]) -> dict[str, RunRow]:
+        ids = list(dict.fromkeys(run_ids))
+        found: dict[str, RunRow] = {}
+        for start in range(0, len(ids), 500):
+            clause, params = self._any("run_id", ids[start : start + 500])
+            for row in self._all(f"SELECT {R.RUN_COLUMNS} FROM runs WHERE {clause}", params):
+                found[row[0]] = RunRow(*row)
+        return found
+
+    def replace_run_row(self, row: RunRow, expected: RunRow) -> bool:
+        """One ``UPDATE`` guarded by every column of ``expected`` that sets only the columns that differ
+        from it (:func:`run_swap`), as a guarded statement: the caller's (the append's) transaction stays
+        usable whatever happens to it."""
+        if row.run_id != expected.run_id:
+            raise ValueError(f"replace_run_row: row of {row.run_id!r} cannot replace {expected.run_id!r}")
+        old, new = R.run_tuple(expected), R.run_tuple(row)
+        changed = tuple(i for i in range(1, len(new)) if new[i] != old[i]) or (len(new) - 1,)
+        params = (*(new[i] for i in changed), *old)
+        return self._guarded(run_swap(changed, self.NULL_SAFE_EQ), params) == 1
+
+    def clear_run_rows(self) -> None:
+        self._write("DELETE FROM runs")
+
+    @classmethod
+    def state_clause(cls, states: list[str], refined: dict[str, str]) -> tuple[str, list[Any]]:
+        """SQL for "the run's effective state is one of ``states``" (see ``Store.query_runs``), and params.
+
+        Two OR'ed terms, each served by an index: rows the status does not override (``runs_state``), and
+        in-flight rows whose status forces a wanted state (``runs_session_status``).
+        """
+        if not states:
+            return "1 = 0", []
+        wanted, params = cls._any("state", states)
+        clause = f"({wanted}"
+        if refined:
+            overriding, values = cls._any("session_status", list(refined))
+            clause += f" AND (state = 'terminal' OR session_status IS NULL OR NOT ({overriding}))"
+            params.extend(values)
+        clause += ")"
+        forcing = [status for status, state in refined.items() if state in states]
+        if forcing:
+            forced, values = cls._any("session_status", forcing)
+            clause += f" OR ({forced} AND state <> 'terminal')"
+            params.extend(values)
+        return f"({clause})", params
+
+    def query_runs(
+        self,
+        *,
+        states: Collection[str] | None = None,
+        source: str | None = None,
+        parent: str | None = None,
+        refined_statuses: Mapping[str, str] | None = None,
+        limit: int | None = None,
+    ) -> list[RunListing]:
+        if not self._has_table("runs"):
+            return []
+        where: list[str] = []
+        params: list[Any] = []
+        if states is not None:
+            clause, values = self.state_clause(list(states), dict(refined_statuses or {}))
+            where.append(clause)
+            params.extend(values)
+        for column, value in (("source", source), ("parent", parent)):
+            if value is not None:
+                where.append(f"{column} = ?")
+                params.append(value)
+        sql = (
+            "SELECT run_id, parent, source, state, updated_at_ms, session_status, snapshot FROM runs"
+            + (" WHERE " + " AND ".join(where) if where else "")
+            + " ORDER BY updated_at_ms DESC, run_id"
+            + (f" LIMIT {max(0, int(limit))}" if limit is not None else "")
+        )
+        return [RunListing(*row) for row in self._all(sql, params)]
+
+    # ─── live runs ───────────────────────────────────────────────────────────────────────
+    def put_live_run(self, record: LiveRunRecord) -> None:
+        self._write(
+            f"INSERT INTO live_runs ({R.LIVE_RUN_COLUMNS}) VALUES (?, ?, ?, ?, ?, ?, ?) "
+            "ON CONFLICT (run_id) DO UPDATE SET state = excluded.state, heartbeat_at_ms = excluded.heartbeat_at_ms,"
+            " changed_at_ms = excluded.changed_at_ms, tokens_used = excluded.tokens_used,"
+            " steps_taken = excluded.steps_taken, pid = excluded.pid",
+            (
+                record.run_id, record.state, record.heartbeat_at_ms, record.changed_at_ms, record.tokens_used,
+                record.steps_taken, record.pid,
+            ),
+        )  # fmt: skip
+
+    def delete_live_run(self, run_id: str) -> None:
+        self._write("DELETE FROM live_runs WHERE run_id = ?", (run_id,))
+
+    def live_runs(self) -> list[LiveRunRecord]:
+        if not self._has_table("live_runs"):
+            return []
+        rows = self._all(f"SELECT {R.LIVE_RUN_COLUMNS} FROM live_runs ORDER BY run_id")
+        return [LiveRunRecord(*row) for row in rows]
+
+    # ─── index log, cosignatures ─────────────────────────────────────────────────────────
+    def index_supported(self) -> bool:
+        return self._has_table("index_leaves")
+
+    def append_index_leaf(self, idx: int, session_id: str, checkpoint_id: int, leaf: bytes) -> None:
+        with self._joined():
+            self.lock_index()  # one log, one writer
+            if idx != self.index_size() or not self._insert_unique(
+                f"INSERT INTO index_leaves ({R.INDEX_LEAF_COLUMNS}) VALUES (?, ?, ?, ?, ?)",
+                (idx, session_id, checkpoint_id, leaf, R.now_ms()),
+            ):
+                raise AppendConflict(session_id="(index log)", seq=idx)
+
+    def index_size(self) -> int:
+        if not self._has_table("index_leaves"):
+            return 0
+        row = self._one("SELECT MAX(idx) FROM index_leaves")
+        return 0 if row is None or row[0] is None else int(row[0]) + 1
+
+    def read_index_leaves(
+        self, *, start: int = 0, stop: int | None = None, batch: int = 512
+    ) -> Iterator[IndexLeaf]:
+        if not self._has_table("index_leaves"):
+            return
+        sql = (
+            f"SELECT {R.INDEX_LEAF_COLUMNS} FROM index_leaves WHERE idx >= ? AND idx < ? ORDER BY idx LIMIT ?"
+        )
+        for idx, sid, cid, leaf, at in self._pages(sql, (), start, stop, batch):
+            yield IndexLeaf(idx, sid, cid, R.as_bytes(leaf), at)
+
+    def index_leaves_of(self, session_id: str) -> list[IndexLeaf]:
+        if not self._has_table("index_leaves"):
+            return []
+        rows = self._all(
+            f"SELECT {R.INDEX_LEAF_COLUMNS} FROM index_leaves WHERE session_id = ? ORDER BY idx",
+            (session_id,),
+        )
+        return [IndexLeaf(idx, sid, cid, R.as_bytes(leaf), at) for idx, sid, cid, leaf, at in rows]
+
+    def record_index_checkpoint(self, size: int, root: str, body: str, frontier: bytes) -> int:
+        return self._insert_returning(
+            "INSERT INTO index_checkpoints (size, root, body, frontier, created_at_ms) VALUES (?, ?, ?, ?, ?)",
+            (size, root, body, frontier, R.now_ms()),
+        )
+
+    def latest_index_checkpoint(self, *, max_size: int | None = None) -> IndexCheckpointRecord | None:
+        row = self._one_in(
+            "index_checkpoints",
+            f"SELECT {R.INDEX_CHECKPOINT_COLUMNS} FROM index_checkpoints WHERE size <= ? "
+            "ORDER BY size DESC, checkpoint_id DESC LIMIT 1",
+            (R.MAX_SEQ if max_size is None else max_size,),
+        )
+        return R.index_checkpoint(row) if row else None
+
+    def index_checkpoints(self) -> Iterator[IndexCheckpointRecord]:
+        if not self._has_table("index_checkpoints"):
+            return
+        for row in self._all(
+            f"SELECT {R.INDEX_CHECKPOINT_COLUMNS} FROM index_checkpoints ORDER BY checkpoint_id"
+        ):
+            yield R.index_checkpoint(row)
+
+    def record_cosignature(self, record: CosignatureRecord) -> None:
+        self._write(
+            "INSERT INTO cosignatures (origin, size, witness, root, note, created_at_ms) "
+            "VALUES (?, ?, ?, ?, ?, ?) ON CONFLICT (origin, size, witness) DO UPDATE SET "
+            "root = excluded.root, note = excluded.note, created_at_ms = excluded.created_at_ms",
+            (record.origin, record.size, record.witness, record.root, record.note, record.created_at_ms),
+        )
+
+    def cosignatures(self, origin: str) -> list[CosignatureRecord]:
+        if not self._has_table("cosignatures"):
+            return []
+        rows = self._all(
+            "SELECT origin, size, root, witness, note, created_at_ms FROM cosignatures WHERE origin = ? "
+            "ORDER BY size, witness",
+            (origin,),
+        )
+        return [CosignatureRecord(*row) for row in rows]
+
+    # ─── salted (erasable) artifacts ─────────────────────────────────────────────────────
+    def put_salted_artifact(
+        self, digest: str, salt: bytes, content: bytes, media_type: str, *, session_id: str | None = None
+    ) -> SaltedArtifactRecord:
+        stamp = R.now_ms()
+        with self._joined():
+            self._write(
+                "INSERT INTO salted_artifacts VALUES (?, ?, ?, ?, ?, ?) ON CONFLICT DO NOTHING",
+                (digest, media_type, len(content), content, salt, stamp),
+            )
+            if session_id is not None:
+                self._write(
+                    "INSERT INTO artifact_refs VALUES (?, ?) ON CONFLICT DO NOTHING", (digest, session_id)
+                )
+        return SaltedArtifactRecord(digest, media_type, len(content), stamp)
+
+    def get_salted_artifact(self, digest: str) -> tuple[bytes, bytes] | None:
+        row = self._one_in(
+            "salted_artifacts", "SELECT content, salt FROM salted_artifacts WHERE digest = ?", (digest,)
+        )
+        return (bytes(row[0]), bytes(row[1])) if row else None
+
+    def salted_artifact_info(self, digest: str) -> SaltedArtifactRecord | None:
+        row = self._one_in(
+            "salted_artifacts",
+            "SELECT digest, media_type, size_bytes, created_at_ms FROM salted_artifacts WHERE digest = ?",
+            (digest,),
+        )
+        return SaltedArtifactRecord(*row) if row else None
+
+    def artifact_sessions(self, digest: str) -> list[str]:
+        if not self._has_table("artifact_refs"):
+            return []
+        rows = self._all(
+            "SELECT session_id FROM artifact_refs WHERE digest = ? ORDER BY session_id", (digest,)
+        )
+        return [str(r[0]) for r in rows]
+
+    def erase_salted_artifact(self, record: ErasureRecord) -> bool:
+        with self._joined():
+            deleted = self._write("DELETE FROM salted_artifacts WHERE digest = ?", (record.digest,))
+            self._write(
+                "INSERT INTO artifact_erasures VALUES (?, ?, ?, ?) ON CONFLICT DO NOTHING",
+                (record.digest, record.erased_at_ms, record.log_session_id, record.log_seq),
+            )
+            return deleted > 0
+
+    def erasure(self, digest: str) -> ErasureRecord | None:
+        row = self._one_in(
+            "artifact_erasures",
+            "SELECT digest, erased_at_ms, log_session_id, log_seq FROM artifact_erasures WHERE digest = ?",
+            (digest,),
+        )
+        return ErasureRecord(*row) if row else None
+
+    # ─── fleet leases (flightlog.fleet) ────────────────────────────────────────────────────
+    def open_lease(self, session_id: str) -> None:
+        with self._joined():
+            self._write(
+                "INSERT INTO leases (session_id, queued_at_ms) VALUES (?, ?) ON CONFLICT DO NOTHING",
+                (session_id, R.now_ms()),
+            )
+            self._notify(session_id)
+
+    def get_lease(self, session_id: str) -> LeaseRecord | None:
+        row = self._one_in(
+            "leases", f"SELECT {R.LEASE_COLUMNS} FROM leases WHERE session_id = ?", (session_id,)
+        )
+        return LeaseRecord(*row) if row else None
+
+    def claim_sessions(
+        self, holder: str, *, ttl_ms: int, limit: int = 1, session_id: str | None = None
+    ) -> list[LeaseClaim]:
+        """Claim up to ``limit`` runnable fleet sessions (oldest queued first) in one transaction, bumping
+        each one's authority epoch (the fencing token) with its claim; rows another claimer holds are
+        skipped where the backend can (``SKIP_LOCKED``), else claimers queue on the write lock."""
+        stamp = R.now_ms()
+        runnable, params = self._any("s.status", RUNNABLE_STATUSES)
+        only = " AND l.session_id = ?" if session_id is not None else ""
+        claims: list[LeaseClaim] = []
+        with self._joined():
+            rows = self._all(
+                "SELECT l.session_id, l.holder, s.status FROM leases l JOIN sessions s "
+                f"ON s.session_id = l.session_id WHERE l.expires_at_ms < ? AND {runnable} "
+                f"AND s.head_seq <> l.parked_seq{only} ORDER BY l.queued_at_ms, l.session_id LIMIT ?"
+                + self.SKIP_LOCKED,
+                [stamp, *params, *([session_id] if session_id is not None else []), limit],
+            )
+            for sid, previous, status in rows:
+                epoch = self.bump_authority_epoch(sid)
+                self._write(
+                    "UPDATE leases SET holder = ?, epoch = ?, expires_at_ms = ?, acquired_at_ms = ?, "
+                    "parked_seq = -2 WHERE session_id = ?",
+                    (holder, epoch, stamp + ttl_ms, stamp, sid),
+                )
+                claims.append(LeaseClaim(sid, epoch, previous, status))
+        return claims
+
+    def renew_lease(self, session_id: str, holder: str, *, ttl_ms: int) -> bool:
+        return (
+            self._write(
+                "UPDATE leases SET expires_at_ms = ? WHERE session_id = ? AND holder = ?",
+                (R.now_ms() + ttl_ms, session_id, holder),
+            )
+            > 0
+        )
+
+    def release_lease(self, session_id: str, holder: str, *, park: bool = False) -> bool:
+        with self._joined():
+            released = self._write(
+                "UPDATE leases SET holder = NULL, expires_at_ms = 0, parked_seq = CASE WHEN ? THEN "
+                "(SELECT head_seq FROM sessions WHERE session_id = ?) ELSE -2 END "
+                "WHERE session_id = ? AND holder = ?",
+                (park, session_id, session_id, holder),
+            )
+            if released:
+                self._notify(session_id)
+            return released > 0
+
+    # ─── retirement, ledger id adoption (flightlog db copy) ──────────────────────────────────
+    def retirement(self) -> str | None:
+        return self._meta("retired")
+
+    def retirement_record(self) -> str | None:
+        return self._meta("retired_record")
+
+    def _meta(self, key: str) -> str | None:
+        row = self._one_in("ledger_meta", "SELECT value FROM ledger_meta WHERE key = ?", (key,))
+        return None if row is None else str(row[0])
+
+    def retire(self, summary: str, record: str) -> None:
+        with self._joined():
+            self._before_retire()
+            if self._one("SELECT 1 FROM ledger_meta WHERE key = 'retired'" + self.FOR_UPDATE) is not None:
+                raise StoreError(f"{self.url} is retired already")
+            self._write(
+                "INSERT INTO ledger_meta (key, value) VALUES ('retired', ?), ('retired_record', ?)",
+                (summary, record),
+            )
+
+    def adopt_ledger_id(self, ledger_id: str) -> None:
+        if not 8 <= len(ledger_id) <= 64 or any(c not in "0123456789abcdef" for c in ledger_id):
+            raise StoreError(f"ledger id {ledger_id[:70]!r} is not 8-64 lowercase hex")
+        with self._joined():
+            self._hold_for_adoption()
+            row = self._one("SELECT value FROM ledger_meta WHERE key = 'ledger_id'" + self.FOR_UPDATE)
+            current = str(row[0]) if row is not None else None
+            if current == ledger_id:
+                return
+            busy = self._one("SELECT EXISTS (SELECT 1 FROM sessions) OR EXISTS (SELECT 1 FROM index_leaves)")
+            if busy is not None and busy[0]:
+                raise StoreError(
+                    f"{self.url} holds sessions of ledger {current}; refusing to change its ledger id to "
+                    f"{ledger_id} (their signed checkpoints name {current} in their origins)"
+                )
+            self._write(
+                "INSERT INTO ledger_meta (key, value) VALUES ('ledger_id', ?) "
+                "ON CONFLICT (key) DO UPDATE SET value = excluded.value",
+                (ledger_id,),
+            )

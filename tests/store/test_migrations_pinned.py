@@ -1,0 +1,48 @@
+"""Migrations that shipped are history: users' databases already ran them, and a schema is identified by
+its version number alone. A refactor must not change one byte of their SQL, so each one's sha256 is pinned
+here; a new schema change is a new migration appended to the list (then pin it here too)."""
+
+from __future__ import annotations
+
+import hashlib
+
+import pytest
+
+from flightlog.store import sqlite
+
+SQLITE = [
+    "09bbb7c741e40d991aacdbc1d2c2fba1b316caa6722bef51101e29b00e125dc6",
+    "737abaef31160efcf747b9dc4b5dad93f5b0f7877ce0d61630cd3fabedb0d67f",
+    "94bb2b84f5ae104d1184ace070e7470799b906d3af3e8c15aa80cda8c4436cde",
+    "4c11aeb96eb6ab382919dbf2590a9409a7745b49f5165e54976822a66499c425",
+    "51fea311003a567b5c64df0d7cb16379b9f0892d13e3b3688c2fe4c399ac9576",
+    "3805a9867c4b159e852adb7e964671bbbaa0185730b6fe2f375b823a2503ce61",
+]
+POSTGRES = [
+    "444ebb775f784a74816dc21fb6f9d2dfc5abc2ea66031eabf69ab6856626b231",
+    "8615fabc627d559b56bbe2c82db59c0f192b8afdc7609248df76d9a7b6765f67",
+]
+
+
+def _digests(migrations: list[tuple[str, str]]) -> list[str]:
+    return [hashlib.sha256(sql.encode("utf-8")).hexdigest() for _description, sql in migrations]
+
+
+def test_shipped_sqlite_migrations_are_unchanged() -> None:
+    assert _digests(sqlite.MIGRATIONS)[: len(SQLITE)] == SQLITE
+
+
+def test_shipped_postgres_migrations_are_unchanged() -> None:
+    postgres = pytest.importorskip("flightlog.store.postgres", reason="needs the postgres extra")
+    assert _digests(postgres.MIGRATIONS)[: len(POSTGRES)] == POSTGRES
+
+
+@pytest.mark.parametrize("backend", ["sqlite", "postgres"])
+def test_every_migration_is_pinned(backend: str) -> None:
+    """A migration added without a pin fails here, so the next refactor cannot change it either."""
+    if backend == "postgres":
+        module = pytest.importorskip("flightlog.store.postgres", reason="needs the postgres extra")
+        pinned = POSTGRES
+    else:
+        module, pinned = sqlite, SQLITE
+    assert len(module.MIGRATIONS) == len(pinned), f"pin the new {backend} migration's sha256 here"
