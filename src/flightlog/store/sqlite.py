@@ -266,7 +266,7 @@ class SqliteStore(SqlStore):
 
     def _in_own_transaction(self) -> bool:
         """True when the calling thread has a transaction open (another thread's does not count)."""
-        return self._depth > 0 and self._owner == threading.get_ident()
+        return self._owner == threading.get_ident()  # None (no transaction open) never equals an ident
 
     def call_after_commit(self, callback: Callable[[], None]) -> None:
         if not self._in_own_transaction():
@@ -290,6 +290,8 @@ class SqliteStore(SqlStore):
 
     # ─── SqlStore primitives ─────────────────────────────────────────────────────────────
     def _one(self, sql: str, params: Sequence[Any] = ()) -> Any:
+        if self._in_own_transaction():  # this thread holds the gate already
+            return self._execute(sql, params).fetchone()
         with self._lock:
             return self._execute(sql, params).fetchone()
 
