@@ -12,11 +12,7 @@ import pytest
 
 from flightlog._moved import MOVED
 
-KNOWN_CIRCLES: set[frozenset[str]] = {
-    # store/postgres.py imports redact_url from the package that imports it lazily; store/ is being reworked
-    # separately (issue 11 item 2), which removes this.
-    frozenset({"flightlog.store", "flightlog.store.postgres"}),
-}
+KNOWN_CIRCLES: set[frozenset[str]] = set()
 
 
 @pytest.mark.parametrize("old", sorted(MOVED))

@@ -12,7 +12,6 @@ URL or path                                                         backend
 
 from __future__ import annotations
 
-import re
 from pathlib import Path
 
 from ..errors import StoreUnavailable
@@ -28,6 +27,7 @@ from .base import (
     StoredEvent,
 )
 from .sqlite import SqliteStore
+from .urls import redact_url
 
 __all__ = [
     "ArtifactRecord",
@@ -43,20 +43,6 @@ __all__ = [
     "open_store",
     "redact_url",
 ]
-
-
-_USERINFO_PASSWORD = re.compile(r"(://[^:/@?#\s]*:)[^@\s]*@")
-_KEYWORD_PASSWORD = re.compile(r"(?i)(?<![\w%])((?:ssl)?password\s*=\s*)('(?:[^'\\]|\\.)*'?|[^&;\s]*)")
-
-
-def redact_url(url: str) -> str:
-    """``url`` with any password replaced by ``***`` (for error messages and logs).
-
-    Masks the URL's ``user:password@``, ``password=`` and ``sslpassword=`` query parameters, and the same
-    keywords in a libpq keyword string (``host=... password=secret``, quoted values included).
-    """
-    url = _USERINFO_PASSWORD.sub(r"\1***@", url)
-    return _KEYWORD_PASSWORD.sub(r"\1***", url)
 
 
 def open_store(

@@ -68,6 +68,7 @@ from .group import CommitGroup, Gate
 from .pglisten import Listener
 from .rows import IMPORT_COLUMNS, now_ms, run_tuple
 from .sql import INSERT_EVENT, RUN_UPSERT, UPDATE_HEAD, SqlStore
+from .urls import redact_url
 
 __all__ = ["CHANNEL", "MIGRATIONS", "RUNNABLE_STATUSES", "PostgresStore", "native", "now_ms", "redact"]
 
@@ -98,8 +99,6 @@ def redact(url: str) -> str:
 
     The one rule lives in :func:`flightlog.store.redact_url`.
     """
-    from . import redact_url
-
     return redact_url(url)
 
 
