@@ -107,6 +107,16 @@ class Gate:
             return True
         return False
 
+    def end_member(self, group: CommitGroup, commit: Callable[[CommitGroup], None]) -> bool:
+        """A block ended successfully in ``group`` (gate held): count it, and ``commit`` the group now
+        unless :meth:`should_defer`. Returns whether the block deferred (it must then :meth:`conclude`
+        with ``deferred=True``: wait for the group)."""
+        group.size += 1
+        deferred = self.should_defer(group)
+        if not deferred:
+            commit(group)
+        return deferred
+
     def abandon_member(
         self, group: CommitGroup, undo: Callable[[], None], commit: Callable[[CommitGroup], None]
     ) -> None:

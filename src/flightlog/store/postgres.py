@@ -345,13 +345,10 @@ class PostgresStore(SqlStore):
                 if isinstance(exc, psycopg.Error):
                     raise self._translate(exc) from exc
                 raise
-            group.size += 1
             group.notify |= tx.notify
             after_commit, after_rollback = tx.after_commit, tx.after_rollback
             tx.conn, tx.depth, tx.after_commit, tx.after_rollback, tx.notify = None, 0, [], [], set()
-            defer = gate.should_defer(group)
-            if not defer:
-                self._commit_group(group)
+            defer = gate.end_member(group, self._commit_group)
         finally:
             gate.release()
         gate.conclude(

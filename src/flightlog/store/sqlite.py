@@ -195,12 +195,9 @@ class SqliteStore(SqlStore):
                     raise _translate(exc, self.url) from exc
                 raise
             self._depth, self._owner = 0, None
-            group.size += 1
             after_commit, after_rollback = self._after_commit, self._after_rollback
             self._after_commit, self._after_rollback = [], []
-            defer = gate.should_defer(group)
-            if not defer:
-                self._commit_group(group)
+            defer = gate.end_member(group, self._commit_group)
         finally:
             gate.release()
         gate.conclude(
