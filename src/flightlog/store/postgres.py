@@ -62,9 +62,9 @@ from ..errors import AppendConflict, ReadOnlyStore, SessionNotFound, StoreError,
 from ..testing.crashpoints import crash_point
 from .base import RUNNABLE_STATUSES, ImportRecord, NewEvent, RunRow, SessionHead, StoredEvent, retired_error
 from .ddl import POSTGRES_MIGRATIONS
+from .group import CommitGroup, Gate
 from .memory_postgres import MIGRATION as MEMORY_MIGRATION
 from .memory_postgres import PostgresMemory
-from .group import CommitGroup, Gate
 from .pglisten import Listener
 from .rows import IMPORT_COLUMNS, now_ms, run_tuple
 from .sql import INSERT_EVENT, RUN_UPSERT, UPDATE_HEAD, SqlStore

@@ -30,9 +30,9 @@ from ..errors import AppendConflict, ReadOnlyStore, StoreError, StoreUnavailable
 from ..testing.crashpoints import crash_point
 from .base import NewEvent, RunRow, SessionHead, retired_error
 from .ddl import SQLITE_MIGRATIONS
+from .group import CommitGroup, Gate
 from .memory_sqlite import MIGRATION as MEMORY_MIGRATION
 from .memory_sqlite import SqliteMemory
-from .group import CommitGroup, Gate
 from .rows import now_ms, run_tuple
 from .sql import INSERT_EVENT, RUN_UPSERT, UPDATE_HEAD, SqlStore
 
