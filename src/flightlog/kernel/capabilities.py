@@ -78,20 +78,25 @@ __all__ = [
     "CAPABILITY_FAILED",
     "CAPABILITY_REFUSED",
     "CAPABILITY_TOOLS",
-    "Capabilities",
     "Capability",
     "Prepared",
     "SkillPack",
     "SurfaceFold",
     "ToolCapability",
+    "ToolSurface",
     "UnlockPolicy",
     "label_of",
 ]
 
 CAPABILITY_TOOLS = "capability_tools"
+"""``Custom`` kind recorded with a mount: the specs (name, description, JSON schema) of the tools it adds."""
 CAPABILITY_REFUSED = "capability_refused"
+"""``Custom`` kind: one tool a mounted capability offered and the kernel refused (allow list, shadowing,
+policy, grant, bad name or schema), with the reason."""
 CAPABILITY_FAILED = "capability_failed"
+"""``Custom`` kind: a capability that could not be mounted (a server that would not start), with the error."""
 CAPABILITY_CRASHED = "capability_crashed"
+"""``Custom`` kind: a mounted MCP server found dead at a turn boundary; it is remounted on resume."""
 
 KIND_LABELS = {"tool": "Tool", "skill": "Skill", "mcp_server": "McpServer"}
 """PascalCase labels of ``added``/``removed`` entries (upstream ``types/capability.rs``)."""
@@ -264,7 +269,7 @@ class _Request:
     reason: str
 
 
-class Capabilities:
+class ToolSurface:
     """The tool surface of one activation: the agent's tools plus the live capabilities.
 
     Args:

@@ -96,7 +96,7 @@ from ..testing.crashpoints import crash_point
 from . import memory
 from .agent import Agent
 from .budgets import Axis, Budgets, Reservation, Spent, admit_turn, reserve
-from .capabilities import Capabilities, Capability
+from .capabilities import Capability, ToolSurface
 from .ceiling import Ceiling, resume_ceiling, start_grant
 from .compaction import (
     COMPACTION_FAILED,
@@ -201,7 +201,7 @@ class _Activation:
         self.notes = Notes()
         self.memory_context: MemoryContext | None = None
         self._loader = archive_loader(kernel.store)
-        self.surface = Capabilities(self.agent, ceiling, self.append, recorder.checkpoint)
+        self.surface = ToolSurface(self.agent, ceiling, self.append, recorder.checkpoint)
         self.milestones = Milestones(self.agent.milestones, self.surface, self.append)
         kernel._surface = self.surface
 
@@ -978,7 +978,7 @@ class Kernel:
         self.cancel_reason: CancellationReason | None = None
         self._token_subscribers: list[TokenCallback] = [on_token] if on_token is not None else []
         self._task: asyncio.Task[Any] | None = None
-        self._surface: Capabilities | None = None
+        self._surface: ToolSurface | None = None
 
     # ─── streaming ────────────────────────────────────────────────────────────────────────
     def subscribe_tokens(self, callback: TokenCallback) -> Callable[[], None]:
@@ -1036,7 +1036,7 @@ class Kernel:
         """
         self._running_surface().request("unmount", capability_id, "", "")
 
-    def _running_surface(self) -> Capabilities:
+    def _running_surface(self) -> ToolSurface:
         if self._surface is None or self._task is None:
             raise KernelError("no run is active on this Kernel: mount/unmount apply to a running activation")
         return self._surface

@@ -48,7 +48,7 @@ from typing import TYPE_CHECKING, Any
 from ..events import Custom, Event, MilestoneAdvanced, MilestoneBlocked, RunTerminal
 from ..messages import Message
 from ..providers.base import ModelProvider, ModelRequest
-from .capabilities import Capabilities, Prepared, label_of
+from .capabilities import Prepared, ToolSurface, label_of
 from .records import model_usage
 from .requests import digest
 
@@ -58,6 +58,8 @@ if TYPE_CHECKING:
 __all__ = ["MILESTONE_VERDICT", "JudgeInput", "Milestones", "ModelJudge", "Phase", "Verdict"]
 
 MILESTONE_VERDICT = "milestone_verdict"
+"""``Custom`` kind recorded for each judgement of a phase: the verdict, the judge's reasons and, for a
+:class:`ModelJudge`, its token use."""
 DEFAULT_REASON = "milestone criteria not met"
 
 
@@ -189,7 +191,7 @@ class Milestones:
     """
 
     def __init__(
-        self, phases: Sequence[Phase], capabilities: Capabilities, append: Callable[..., None]
+        self, phases: Sequence[Phase], capabilities: ToolSurface, append: Callable[..., None]
     ) -> None:
         self.phases = tuple(phases)
         self.capabilities = capabilities

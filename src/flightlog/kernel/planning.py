@@ -61,7 +61,7 @@ POLICY_GATE = "policy_gate"
 
 class ToolSurface(Protocol):
     """The tools offered this turn: the agent's, or the agent's plus the mounted capabilities
-    (:class:`~flightlog.kernel.capabilities.Capabilities`)."""
+    (:class:`~flightlog.kernel.capabilities.ToolSurface`)."""
 
     @property
     def tools(self) -> Sequence[Tool]:
