@@ -17,6 +17,8 @@ from agents.items import ModelResponse, TResponseInputItem, TResponseStreamEvent
 from agents.memory import Session, SessionSettings
 from agents.models.interface import Model
 from agents.usage import Usage
+from hypothesis import given
+from hypothesis import strategies as st
 from openai.types.responses import (
     ResponseFunctionToolCall,
     ResponseOutputMessage,
@@ -552,3 +554,66 @@ def test_cancelled_add_items_still_finishes_its_write(db: Path) -> None:
         assert _run(play()) == _items("a", "b")
     finally:
         session.close()
+
+
+# ─── get_items(limit) against a list model (issue 16: limits between N/2 and N returned too few) ───────
+def test_limit_larger_than_history_returns_everything(db: Path) -> None:
+    session = FlightlogSession("s", db, notary=None)
+
+    async def play() -> list[int]:
+        await session.add_items(_items(*"abcdef"))
+        return [len(await session.get_items(limit=n)) for n in (7, 10, 12, 6, 5)]
+
+    try:
+        assert _run(play()) == [6, 6, 6, 6, 5]
+    finally:
+        session.close()
+
+
+_OPS = st.lists(
+    st.one_of(
+        st.tuples(st.just("add"), st.integers(min_value=0, max_value=5)),
+        st.tuples(st.just("pop"), st.none()),
+        st.tuples(st.just("clear"), st.none()),
+        st.tuples(st.just("get"), st.one_of(st.none(), st.integers(min_value=-3, max_value=15))),
+    ),
+    max_size=25,
+)
+
+
+@given(ops=_OPS, default_limit=st.one_of(st.none(), st.integers(min_value=0, max_value=8)))
+def test_history_behaves_like_a_list(ops: list[tuple[str, int | None]], default_limit: int | None) -> None:
+    """Every operation's result equals the same operation on a Python list (``SQLiteSession``'s rules:
+    ``limit`` None uses the settings' limit, then all; N > 0 the last N; 0 none; negative all)."""
+    store = flightlog.open_store(":memory:")
+    session = FlightlogSession("p", store, notary=None, session_settings={"limit": default_limit})
+    model: list[Any] = []
+    counter = 0
+
+    def expected_get(limit: int | None) -> list[Any]:
+        n = limit if limit is not None else default_limit
+        if n is None or n < 0:
+            return list(model)
+        return model[len(model) - min(n, len(model)) :] if n else []
+
+    async def play() -> None:
+        nonlocal counter
+        for op, arg in ops:
+            if op == "add":
+                new = [{"role": "user", "content": f"m{counter + i}"} for i in range(arg or 0)]
+                counter += len(new)
+                await session.add_items(new)
+                model.extend(new)
+            elif op == "pop":
+                assert await session.pop_item() == (model.pop() if model else None)
+            elif op == "clear":
+                await session.clear_session()
+                model.clear()
+            else:
+                assert await session.get_items(limit=arg) == expected_get(arg), (op, arg, len(model))
+
+    try:
+        _run(play())
+    finally:
+        session.close()
+        store.close()

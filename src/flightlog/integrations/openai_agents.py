@@ -185,7 +185,9 @@ class FlightlogSession(SessionABC):
                 self._ready()
                 if effective is None or effective < 0:
                     return list(self._items)
-                return self._items[len(self._items) - effective :] if effective > 0 else []
+                # the last min(N, len) items; len - N would go negative, and a negative slice start
+                # counts from the end (6 items, limit 7 gave 1 item)
+                return self._items[max(0, len(self._items) - effective) :] if effective > 0 else []
 
         rows = await asyncio.to_thread(read)
         return [_item(data) for _, data in rows]
