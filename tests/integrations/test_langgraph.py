@@ -6,6 +6,8 @@ import asyncio
 import json
 import operator
 import sqlite3
+import subprocess
+import sys
 from collections.abc import AsyncGenerator, Iterator
 from pathlib import Path
 from typing import Annotated, Any, TypedDict
@@ -21,6 +23,7 @@ from langgraph.types import Command, Interrupt, interrupt
 from typer.testing import CliRunner
 
 import flightlog
+from flightlog.checkpoints import USER_NOTARY, resolve_notary
 from flightlog.cli import app
 from flightlog.errors import LedgerIntegrityError
 from flightlog.integrations.langgraph import (
@@ -370,3 +373,97 @@ def test_conformance_kit() -> None:
         result = report.results[name]
         assert result.passed is True and result.tests_passed > 0 and result.tests_failed == 0, (name, result)
     assert report.passed_all_base()
+
+
+# ─── several processes writing one thread (issue 16: the older saver raised StaleWriter forever) ──────
+class _Writer:
+    """A ``langgraph_writer.py`` process; each ``go`` waits for its ``done`` line (no timers)."""
+
+    def __init__(self, db: Path, thread: str, name: str, errors: Path) -> None:
+        self.stderr = errors.open("wb")
+        self.proc = subprocess.Popen(
+            [sys.executable, str(Path(__file__).with_name("langgraph_writer.py")), str(db), thread, name],
+            stdin=subprocess.PIPE,
+            stdout=subprocess.PIPE,
+            stderr=self.stderr,
+            text=True,
+        )
+        self.errors = errors
+
+    def send(self, i: int) -> None:
+        assert self.proc.stdin is not None
+        self.proc.stdin.write(f"go {i}\n")
+        self.proc.stdin.flush()
+
+    def done(self, i: int) -> list[str]:
+        assert self.proc.stdout is not None
+        line = self.proc.stdout.readline()  # blocks until printed, or EOF when the process died
+        assert line.startswith(f"done {i} "), (line, self.errors.read_text())
+        return line.split()[2].split(",")
+
+    def close(self) -> None:
+        """Ask the process to end and wait for it (idempotent); it must exit 0."""
+        if self.stderr.closed:
+            return
+        assert self.proc.stdin is not None and self.proc.stdout is not None
+        try:
+            if self.proc.poll() is None:
+                self.proc.stdin.write("end\n")
+            self.proc.stdin.close()
+            code = self.proc.wait(timeout=120)
+        finally:
+            if self.proc.poll() is None:
+                self.proc.kill()
+                self.proc.wait()
+            self.proc.stdout.close()
+            self.stderr.close()
+        assert code == 0, self.errors.read_text()
+
+
+@pytest.fixture
+def writers(db: Path, tmp_path: Path) -> Iterator[list[_Writer]]:
+    resolve_notary(USER_NOTARY)  # the user's log key exists before two processes both want it
+    pair = [_Writer(db, "shared", name, tmp_path / f"{name}.err") for name in ("A", "B")]
+    try:
+        yield pair
+    finally:
+        for writer in pair:
+            writer.close()
+
+
+def test_two_processes_alternate_on_one_thread(db: Path, writers: list[_Writer]) -> None:
+    expected: list[str] = []
+    for i in range(4):
+        for writer, name in zip(writers, ("A", "B"), strict=True):
+            writer.send(i)
+            expected += [f"{name}{i}", f"{name}-step"]
+            assert writer.done(i) == expected  # each sees the other's writes and goes on from them
+    for writer in writers:
+        writer.close()
+    with flightlog.open_store(str(db)) as store:
+        sid = session_id_for("shared")
+        assert verify_session(store, sid).ok
+        Recorder.attach(store, sid, notary=resolve_notary(USER_NOTARY))  # signatures and retained head too
+        saver = FlightlogSaver(store)
+        assert saver.get_tuple(_cfg("shared")).checkpoint["channel_values"]["items"] == expected  # type: ignore[union-attr]
+        assert len(list(saver.list(_cfg("shared")))) == 4 * 2 * 3  # input, loop and step per invoke
+    result = CliRunner().invoke(app, ["--db", str(db), "verify", "shared"])
+    assert result.exit_code == 0, result.output
+
+
+def test_two_processes_writing_at_once_lose_no_write(db: Path, writers: list[_Writer]) -> None:
+    rounds = 6
+    for i in range(rounds):  # both run all their invokes concurrently; the store serialises the appends
+        for writer in writers:
+            writer.send(i)
+    for i in range(rounds):
+        for writer in writers:
+            writer.done(i)
+    for writer in writers:
+        writer.close()
+    with flightlog.open_store(str(db)) as store:
+        sid = session_id_for("shared")
+        assert verify_session(store, sid).ok
+        puts = [k for k in _custom_kinds(store, "shared") if k == CHECKPOINT_KIND]
+        assert len(puts) == 2 * rounds * 3  # every checkpoint of both processes is on one chain
+        Recorder.attach(store, sid, notary=resolve_notary(USER_NOTARY))

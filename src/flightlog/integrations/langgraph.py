@@ -31,9 +31,17 @@ rows once, streaming, into a small in-memory index of references (values stay in
 loaded, and their sha256 checked, when a tuple is built). The index is rebuilt whenever the session's head
 moved without this saver (another process wrote). The ledger is the truth; the index is a cache.
 
-Writers: the first write to a thread attaches a :class:`~flightlog.recorder.Recorder` (which recomputes the
-chain and refuses with ``LedgerIntegrityError`` on divergence) and takes authority over the session, so an
-older saver still writing the same thread fails with ``StaleWriter``: one writing saver per thread at a time.
+Writers: any number of savers, in any number of processes, may write one thread (uvicorn workers, a web
+process beside a background worker), as with LangGraph's own SQLite and Postgres savers. Each write runs in
+one store transaction; inside it the saver reads the session's head and authority epoch, and when another
+saver wrote or took authority since (the head moved, or the epoch is not its own), it re-folds the thread
+from the verified ledger and re-attaches (a :class:`~flightlog.recorder.Recorder` recomputes the chain and
+refuses with ``LedgerIntegrityError`` on divergence, then takes authority) before appending. The append is
+fenced by the epoch and by the expected head, so a saver never forks the chain: when a concurrent writer
+commits between the check and the append (PostgreSQL reads without a lock until the append), the store
+refuses it (``StaleWriter`` / ``AppendConflict``), nothing is written, and the write is retried on the new
+head (up to :data:`WRITE_ATTEMPTS` times). On SQLite the transaction holds the write lock from its start, so
+the first attempt always succeeds.
 """
 
 from __future__ import annotations
@@ -62,7 +70,7 @@ from langgraph.checkpoint.base import (
 from langgraph.checkpoint.serde.base import SerializerProtocol
 
 from ..encoding import canonical_json, decode_stored, parse_json
-from ..errors import EncodingError, LedgerIntegrityError, SessionNotFound
+from ..errors import AppendConflict, EncodingError, LedgerIntegrityError, SessionNotFound, StaleWriter
 from ..events import Custom
 from ..integrity.notary import USER_NOTARY, Notary, UserNotary, resolve_notary
 from ..recorder import Recorder, verify_session
@@ -74,6 +82,7 @@ __all__ = [
     "SOURCE",
     "THREAD_DELETED_KIND",
     "WRITES_KIND",
+    "WRITE_ATTEMPTS",
     "FlightlogSaver",
     "session_id_for",
 ]
@@ -88,6 +97,9 @@ SESSION_PREFIX = "langgraph:"
 """Session ids are ``langgraph:<thread_id>`` (``flightlog show <thread_id>`` resolves them too)."""
 SOURCE = "langgraph"
 """The ``source`` of every thread session (``flightlog ls`` shows it)."""
+WRITE_ATTEMPTS = 50
+"""How many times one write is tried when concurrent writers of the thread keep committing first: each
+refused attempt means another writer appended, so the thread as a whole always progresses."""
 
 
 def session_id_for(thread_id: str) -> str:
@@ -145,6 +157,10 @@ class _Thread:
         self.checkpoints.clear()
         self.blobs.clear()
         self.writes.clear()
+
+
+class _NothingToWrite(Exception):
+    """Raised inside a write transaction whose ``build`` found nothing to append: the block rolls back."""
 
 
 def _writes_sort_key(w: _Write) -> tuple[str, str, int]:
@@ -238,7 +254,7 @@ class FlightlogSaver(BaseCheckpointSaver[str]):
             return thread
         fresh = _Thread(thread_id, sid)
         if thread is not None:
-            fresh.recorder = thread.recorder  # a stale recorder then fails with StaleWriter, never forks
+            fresh.recorder = thread.recorder  # behind the ledger now: _recorder re-attaches before a write
         if record is not None:
             report = verify_session(self.store, sid)
             if not report.ok:
@@ -430,6 +446,13 @@ class FlightlogSaver(BaseCheckpointSaver[str]):
 
     # ─── BaseCheckpointSaver: writes ──────────────────────────────────────────────────────
     def _recorder(self, thread: _Thread) -> Recorder:
+        """The thread's recorder, (re-)attaching when it has none or another writer took authority since
+        (called inside the write transaction, so the epoch read is the one the append is checked against)."""
+        rec = thread.recorder
+        if rec is not None and (
+            rec.next_seq != thread.next_seq or self.store.authority_epoch(thread.session_id) != rec.epoch
+        ):
+            thread.recorder = None  # fenced off or behind: take authority again from the verified ledger
         if thread.recorder is None:
             if thread.next_seq == 0:
                 thread.recorder = Recorder.create(
@@ -451,25 +474,53 @@ class FlightlogSaver(BaseCheckpointSaver[str]):
     def _inline_or_ref(self, rec: Recorder, value: Any) -> dict[str, Any]:
         return {"json": value} if _exact_json(value) else self._typed(rec, value)
 
-    def _write(self, thread: _Thread, kind: str, build: Callable[[Recorder], dict[str, Any]]) -> None:
-        """Append one event built by ``build`` (which stores its artifacts) in one transaction, together
-        with the session row when this is the thread's first write; then fold it into the index.
+    def _write(
+        self, thread_id: str, kind: str, build: Callable[[_Thread, Recorder], dict[str, Any] | None]
+    ) -> None:
+        """Append one event built by ``build`` (which stores its artifacts; None: nothing to write) in one
+        transaction, together with the session row when this is the thread's first write; then fold it
+        into the index. ``build`` sees the thread as of inside the transaction (after any re-fold).
 
-        On failure nothing is written and the index is rebuilt from the ledger on next use."""
-        created = thread.recorder is None
-        try:
-            with self.store.transaction():
-                rec = self._recorder(thread)
-                with rec.atomic():
-                    payload = build(rec)
-                    row = rec.append(Custom(custom_kind=kind, payload=payload))
-        except BaseException:
-            thread.next_seq = -1  # forces a rebuild
-            if created:
-                thread.recorder = None  # its session row may have rolled back
-            raise
-        self._apply(thread, row.seq, kind, payload)
-        thread.next_seq = rec.next_seq
+        Re-folds and re-attaches when another writer moved the thread on (module docstring: writers);
+        retries a write the store refused because a concurrent writer committed first. On failure nothing
+        is written and the index is rebuilt from the ledger on next use.
+
+        Raises:
+            StaleWriter, AppendConflict: still refused after :data:`WRITE_ATTEMPTS` attempts.
+        """
+        for attempt in range(1, WRITE_ATTEMPTS + 1):
+            thread: _Thread | None = None
+            try:
+                with self.store.transaction():
+                    thread = self._thread(thread_id)
+                    rec = self._recorder(thread)
+                    with rec.atomic():
+                        payload = build(thread, rec)
+                        if payload is None:
+                            raise _NothingToWrite  # rolls back a session row or attach made for it
+                        row = rec.append(Custom(custom_kind=kind, payload=payload))
+            except _NothingToWrite:
+                self._forget(thread)
+                return
+            except (StaleWriter, AppendConflict):
+                self._forget(thread)
+                if attempt == WRITE_ATTEMPTS:
+                    raise
+                continue
+            except BaseException:
+                self._forget(thread)
+                raise
+            self._apply(thread, row.seq, kind, payload)
+            thread.next_seq = rec.next_seq
+            return
+
+    @staticmethod
+    def _forget(thread: _Thread | None) -> None:
+        """After a failed write: rebuild the index and re-attach on next use (the session row and the
+        epoch bump of a first write may have rolled back with it)."""
+        if thread is not None:
+            thread.next_seq = -1
+            thread.recorder = None
 
     def put(
         self,
@@ -497,7 +548,7 @@ class FlightlogSaver(BaseCheckpointSaver[str]):
         body: dict[str, Any] = dict(checkpoint)
         values: dict[str, Any] = body.pop("channel_values")
 
-        def build(rec: Recorder) -> dict[str, Any]:
+        def build(_thread: _Thread, rec: Recorder) -> dict[str, Any]:
             channels: dict[str, Any] = {}
             for channel, version in new_versions.items():
                 entry = self._typed(rec, values[channel]) if channel in values else {"type": "empty"}
@@ -515,7 +566,7 @@ class FlightlogSaver(BaseCheckpointSaver[str]):
             return payload
 
         with self._lock:
-            self._write(self._thread(thread_id), CHECKPOINT_KIND, build)
+            self._write(thread_id, CHECKPOINT_KIND, build)
         return _config(thread_id, ns, checkpoint["id"])
 
     def put_writes(
@@ -539,10 +590,10 @@ class FlightlogSaver(BaseCheckpointSaver[str]):
         thread_id: str = config["configurable"]["thread_id"]
         ns: str = config["configurable"].get("checkpoint_ns", "")
         checkpoint_id: str = config["configurable"]["checkpoint_id"]
-        with self._lock:
-            thread = self._thread(thread_id)
+        dummy = _Ref("", "", -1)
+
+        def build(thread: _Thread, rec: Recorder) -> dict[str, Any] | None:
             probe = dict(thread.writes.get((ns, checkpoint_id), {}))
-            dummy = _Ref("", "", -1)
             wanted = _merge_writes(
                 probe,
                 [
@@ -551,24 +602,23 @@ class FlightlogSaver(BaseCheckpointSaver[str]):
                 ],
             )
             if not wanted:
-                return
+                return None
+            entries: list[dict[str, Any]] = []
+            for i, (channel, value) in enumerate(writes):
+                idx = WRITES_IDX_MAP.get(channel, i)
+                if (task_id, idx) in wanted:
+                    entries.append({"idx": idx, "channel": channel, **self._typed(rec, value)})
+            return {
+                "thread_id": thread_id,
+                "checkpoint_ns": ns,
+                "checkpoint_id": checkpoint_id,
+                "task_id": task_id,
+                "task_path": task_path,
+                "writes": entries,
+            }
 
-            def build(rec: Recorder) -> dict[str, Any]:
-                entries: list[dict[str, Any]] = []
-                for i, (channel, value) in enumerate(writes):
-                    idx = WRITES_IDX_MAP.get(channel, i)
-                    if (task_id, idx) in wanted:
-                        entries.append({"idx": idx, "channel": channel, **self._typed(rec, value)})
-                return {
-                    "thread_id": thread_id,
-                    "checkpoint_ns": ns,
-                    "checkpoint_id": checkpoint_id,
-                    "task_id": task_id,
-                    "task_path": task_path,
-                    "writes": entries,
-                }
-
-            self._write(thread, WRITES_KIND, build)
+        with self._lock:
+            self._write(thread_id, WRITES_KIND, build)
 
     def delete_thread(self, thread_id: str) -> None:
         """Forget a thread: appends ``langgraph.thread_deleted``; reads then see nothing written before it.
@@ -582,10 +632,11 @@ class FlightlogSaver(BaseCheckpointSaver[str]):
             LedgerIntegrityError, StaleWriter: as :meth:`put`.
         """
         with self._lock:
-            thread = self._thread(thread_id)
-            if thread.next_seq == 0:
-                return
-            self._write(thread, THREAD_DELETED_KIND, lambda rec: {"thread_id": thread_id})
+            self._write(
+                thread_id,
+                THREAD_DELETED_KIND,
+                lambda thread, _rec: {"thread_id": thread_id} if thread.next_seq else None,
+            )
 
     def get_next_version(self, current: str | None, channel: None) -> str:
         """InMemorySaver's versions: ``<32-digit counter>.<16-digit random>``, so a fork from an earlier
