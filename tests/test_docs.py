@@ -130,7 +130,7 @@ def test_the_table_parser_sees_what_a_reader_sees() -> None:
     table = _readme_command_table()
     assert len(table) == len(_real_command_tree()) >= 30
     assert table[("db", "repair")] == {"--discard-wal"}
-    assert table[("export",)] == {"-o", "--output", "--bundle"}
+    assert table[("export",)] == {"-o", "--output", "--bundle", "--otlp", "--otlp-content"}
     assert table[("worker",)] >= {"--db", "-c", "--concurrency", "--json"}
     assert "--install-completion" in table[()] and "-h" in table[()]
 
@@ -151,6 +151,7 @@ ERRORS = [
     errors.StoreUnavailable(url="sqlite:///x", reason="gone"),
     errors.EffectConflict(idempotency_key="k", stored_hash="a" * 64, new_hash="b" * 64),
     errors.RepairError(path="x.db", reason="no"),
+    errors.ExportFailed(url="http://127.0.0.1:4318", reason="refused"),
     errors.ImportFormatError(path="f.jsonl", line=3, reason="bad"),
     errors.StoreError("plain", url="u"),
 ]

@@ -16,6 +16,7 @@ One base, with a builtin second base where callers expect one (``except ValueErr
     +-- EffectConflict                       idempotency_key, stored_hash, new_hash
     +-- GrantError                           key_id, reason
     +-- RepairError                          path, reason
+    +-- ExportFailed                         url, reason
     `-- ImportFormatError(ValueError)        path, line, reason
 
 Fields are keyword-only attributes; the one-line message is built from them. Every class pickles
@@ -33,6 +34,7 @@ __all__ = [
     "EffectConflict",
     "EncodingError",
     "EventDecodeError",
+    "ExportFailed",
     "FlightlogError",
     "GrantError",
     "ImportFormatError",
@@ -289,6 +291,16 @@ class RepairError(FlightlogError):
 
     def __init__(self, *, path: str, reason: str) -> None:
         super().__init__(f"repair of {path}: {reason}", path=path, reason=reason)
+
+
+class ExportFailed(FlightlogError):
+    """A receiver refused or did not take an export (``flightlog export --otlp``); ``url`` names it."""
+
+    url: str
+    reason: str
+
+    def __init__(self, *, url: str, reason: str) -> None:
+        super().__init__(f"export to {url}: {reason}", url=url, reason=reason)
 
 
 class ImportFormatError(FlightlogError, ValueError):

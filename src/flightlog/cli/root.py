@@ -411,13 +411,36 @@ def export_cmd(
             "--bundle", help="Write an offline audit bundle directory (signed manifest, proofs, keys)."
         ),
     ] = None,
+    otlp: Annotated[
+        str | None,
+        typer.Option("--otlp", help="Send OpenTelemetry GenAI spans to this OTLP/HTTP receiver URL."),
+    ] = None,
+    otlp_content: Annotated[
+        bool, typer.Option("--otlp-content", help="With --otlp: include message text and tool I/O.")
+    ] = False,
 ) -> None:
     """Export a session as JSONL: seq, prev_hash, hash and the event (its RFC 8785 form = stored bytes).
 
-    With --bundle DIR: everything ``flightlog audit --bundle DIR`` needs to verify it offline.
+    With --bundle DIR: everything ``flightlog audit --bundle DIR`` needs to verify it offline. With
+    --otlp URL: its spans (invoke_agent, chat, execute_tool) to an OTLP/HTTP receiver (the otel extra).
     """
-    if bundle is not None and output is not None:
-        raise typer.BadParameter("give --output or --bundle (not both)")
+    if sum(x is not None for x in (bundle, output, otlp)) > 1:
+        raise typer.BadParameter("give one of --output, --bundle or --otlp")
+    if otlp is not None:
+        try:
+            from ..integrations.otel import export_otlp, otlp_endpoint
+        except ImportError:
+            err.print("flightlog: error: --otlp needs: pip install 'flightlog[otel]'")
+            raise typer.Exit(1) from None
+        try:
+            otlp_endpoint(otlp)
+        except ValueError as exc:
+            raise typer.BadParameter(str(exc)) from None
+        with open_db(read_only=True) as store:
+            sid = store.resolve_session(session)
+            count = export_otlp(store, sid, otlp, capture_content=otlp_content)
+        err.print(f"sent {plural(count, 'span')} of {sid} to {otlp}")
+        return
     problem = None
     if bundle is not None and bundle.exists() and not bundle.is_dir():
         problem = f"--bundle {bundle} exists and is not a directory"

@@ -1,0 +1,245 @@
+"""OpenTelemetry export against a real OTLP/HTTP receiver on loopback, decoding the protobuf it receives."""
+
+from __future__ import annotations
+
+import asyncio
+import http.server
+import json
+import threading
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import ExportTraceServiceRequest
+from opentelemetry.proto.common.v1.common_pb2 import AnyValue
+from typer.testing import CliRunner
+
+import flightlog
+from flightlog.cli import app
+from flightlog.errors import ExportFailed, LedgerIntegrityError
+from flightlog.importers import import_file
+from flightlog.integrations.otel import LiveExporter, export_otlp, otlp_endpoint, otlp_exporter
+from flightlog.kernel import Agent, Kernel, tool
+from flightlog.kernel.scripted import ScriptedProvider, call, calls, reply
+from flightlog.providers.base import Usage
+from flightlog.store.base import Store
+
+SAMPLES = Path(__file__).parents[1] / "data" / "samples"
+
+
+def _value(v: AnyValue) -> Any:
+    which = v.WhichOneof("value")
+    if which == "array_value":
+        return [_value(x) for x in v.array_value.values]
+    return getattr(v, which) if which else None
+
+
+class Receiver:
+    """An OTLP/HTTP traces endpoint on 127.0.0.1: decodes each POST and keeps the spans."""
+
+    def __init__(self, status: int = 200) -> None:
+        self.spans: list[dict[str, Any]] = []
+        self.paths: list[str] = []
+        self.resources: list[dict[str, Any]] = []
+        self.received = threading.Event()
+        receiver = self
+
+        class Handler(http.server.BaseHTTPRequestHandler):
+            def do_POST(self) -> None:
+                body = self.rfile.read(int(self.headers["Content-Length"]))
+                receiver.paths.append(self.path)
+                request = ExportTraceServiceRequest()
+                request.ParseFromString(body)
+                for rs in request.resource_spans:
+                    receiver.resources.append({a.key: _value(a.value) for a in rs.resource.attributes})
+                    for ss in rs.scope_spans:
+                        for span in ss.spans:
+                            receiver.spans.append(
+                                {
+                                    "name": span.name,
+                                    "trace_id": span.trace_id.hex(),
+                                    "span_id": span.span_id.hex(),
+                                    "parent": span.parent_span_id.hex(),
+                                    "start": span.start_time_unix_nano,
+                                    "end": span.end_time_unix_nano,
+                                    "status": span.status.code,
+                                    "attributes": {a.key: _value(a.value) for a in span.attributes},
+                                }
+                            )
+                self.send_response(status)
+                self.send_header("Content-Type", "application/x-protobuf")
+                self.send_header("Content-Length", "0")
+                self.end_headers()
+                receiver.received.set()
+
+            def log_message(self, *args: Any) -> None:
+                pass
+
+        self.server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+        self.url = f"http://127.0.0.1:{self.server.server_address[1]}"
+        self.thread = threading.Thread(target=self.server.serve_forever, daemon=True)
+        self.thread.start()
+
+    def close(self) -> None:
+        self.server.shutdown()
+        self.server.server_close()
+        self.thread.join()
+
+    def named(self, prefix: str) -> list[dict[str, Any]]:
+        return [s for s in self.spans if s["name"].split(" ")[0] == prefix]
+
+
+@pytest.fixture
+def receiver() -> Iterator[Receiver]:
+    r = Receiver()
+    yield r
+    r.close()
+
+
+@pytest.fixture
+def store(tmp_path: Path) -> Iterator[Store]:
+    with flightlog.open_store(str(tmp_path / "otel.db")) as s:
+        yield s
+
+
+@tool(effect="read_only")
+def add(a: int, b: int) -> int:
+    """The sum of a and b."""
+    return a + b
+
+
+def _provider() -> ScriptedProvider:
+    return ScriptedProvider(
+        [
+            calls(
+                call("add", {"a": 1, "b": 2}, id="c1"),
+                text="adding",
+                usage=Usage(input_tokens=40, output_tokens=7),
+                protocol="openai.chat",
+                model="gpt-test",
+            ),
+            reply(
+                "3", usage=Usage(input_tokens=55, output_tokens=2), protocol="openai.chat", model="gpt-test"
+            ),
+        ],
+        model="gpt-test",
+        protocol="openai.chat",
+    )
+
+
+def _kernel(store: Store, **kw: Any) -> Kernel:
+    async def no_sleep(_s: float) -> None:
+        return None
+
+    agent = Agent(name="adder", route=[_provider()], tools=[add])
+    return Kernel(store, agent, sleep=no_sleep, heartbeat_s=None, **kw)
+
+
+def _check_run_spans(spans: list[dict[str, Any]], session_id: str, *, content: bool) -> None:
+    roots = [s for s in spans if s["name"].startswith("invoke_agent")]
+    assert len(roots) == 1
+    root = roots[0]
+    assert root["parent"] == ""
+    assert root["attributes"]["gen_ai.operation.name"] == "invoke_agent"
+    assert root["attributes"]["gen_ai.conversation.id"] == session_id
+    assert root["attributes"]["gen_ai.request.model"] == "gpt-test"
+    chats = [s for s in spans if s["name"].startswith("chat")]
+    tools = [s for s in spans if s["name"].startswith("execute_tool")]
+    assert [c["name"] for c in chats] == ["chat gpt-test", "chat gpt-test"]
+    assert [t["name"] for t in tools] == ["execute_tool add"]
+    for child in chats + tools:
+        assert child["parent"] == root["span_id"] and child["trace_id"] == root["trace_id"]
+        assert root["start"] <= child["start"] <= child["end"] <= root["end"]
+    first, second = (c["attributes"] for c in chats)
+    assert first["gen_ai.operation.name"] == "chat"
+    assert first["gen_ai.provider.name"] == "scripted"  # what the provider replay records
+    assert (first["gen_ai.usage.input_tokens"], first["gen_ai.usage.output_tokens"]) == (40, 7)
+    assert (second["gen_ai.usage.input_tokens"], second["gen_ai.usage.output_tokens"]) == (55, 2)
+    tool_attrs = tools[0]["attributes"]
+    assert tool_attrs["gen_ai.operation.name"] == "execute_tool"
+    assert (tool_attrs["gen_ai.tool.name"], tool_attrs["gen_ai.tool.call.id"]) == ("add", "c1")
+    assert chats[0]["end"] <= tools[0]["start"] <= tools[0]["end"] <= chats[1]["end"]
+    if content:
+        assert json.loads(tool_attrs["gen_ai.tool.call.arguments"]) == {"a": 1, "b": 2}
+        assert tool_attrs["gen_ai.tool.call.result"] == "3"
+        out = json.loads(second["gen_ai.output.messages"])
+        assert out == [{"role": "assistant", "parts": [{"type": "text", "content": "3"}]}]
+    else:
+        every = [k for s in spans for k in s["attributes"]]
+        assert not any(k in every for k in ("gen_ai.output.messages", "gen_ai.tool.call.arguments"))
+
+
+@pytest.mark.parametrize("content", [False, True])
+def test_a_kernel_run_arrives_as_genai_spans(store: Store, receiver: Receiver, content: bool) -> None:
+    result = _kernel(store).run_sync("add 1 and 2")
+    sent = export_otlp(store, result.session_id, receiver.url, capture_content=content)
+    assert sent == len(receiver.spans) == 4
+    assert receiver.paths == ["/v1/traces"]
+    assert receiver.resources[0]["service.name"] == "flightlog"
+    _check_run_spans(receiver.spans, result.session_id, content=content)
+    rows = list(store.read_events(result.session_id))
+    terminal = next(r for r in rows if r.kind == "run_terminal")
+    root = receiver.named("invoke_agent")[0]
+    assert (root["start"], root["end"]) == (rows[0].recorded_at_ms * 10**6, terminal.recorded_at_ms * 10**6)
+    assert root["attributes"]["flightlog.seq"] == terminal.seq
+
+
+def test_live_export_from_a_running_kernel(store: Store, receiver: Receiver) -> None:
+    live = LiveExporter(otlp_exporter(receiver.url))
+    result = asyncio.run(_kernel(store, on_event=live).run("add 1 and 2"))
+    live.close()  # flushes the batch processor
+    _check_run_spans(receiver.spans, result.session_id, content=False)
+
+
+def test_cli_exports_an_imported_transcript(tmp_path: Path, receiver: Receiver) -> None:
+    db = tmp_path / "imported.db"
+    with flightlog.open_store(str(db)) as s:
+        imported = import_file(s, SAMPLES / "claude-code" / "spotter_tool_heavy.jsonl")
+    sid = imported.session_ids[0]
+    result = CliRunner().invoke(app, ["--db", str(db), "export", sid, "--otlp", receiver.url])
+    assert result.exit_code == 0, result.output
+    assert f"to {receiver.url}" in result.stderr
+    roots, chats, tools = (receiver.named(p) for p in ("invoke_agent", "chat", "execute_tool"))
+    assert (len(roots), len(chats), len(tools)) == (2, 4, 6)  # two runs (run_started) in the file
+    assert {r["attributes"]["gen_ai.conversation.id"] for r in roots} == {sid}
+    by_id = {r["span_id"]: r for r in roots}
+    for child in chats + tools:
+        parent = by_id[child["parent"]]
+        assert child["trace_id"] == parent["trace_id"]
+        assert parent["start"] <= child["start"] <= child["end"] <= parent["end"]
+    assert all(t["attributes"]["gen_ai.tool.name"] for t in tools)
+    assert all(t["attributes"]["gen_ai.tool.call.id"] for t in tools)
+    assert {c["attributes"].get("gen_ai.provider.name") for c in chats} == {"anthropic"}
+
+
+def test_a_refusing_receiver_and_a_bad_url_are_errors(store: Store, tmp_path: Path) -> None:
+    result = _kernel(store, notary=None).run_sync("add 1 and 2")
+    refusing = Receiver(status=400)
+    try:
+        with pytest.raises(ExportFailed, match=refusing.url):
+            export_otlp(store, result.session_id, refusing.url)
+    finally:
+        refusing.close()
+    with pytest.raises(ValueError, match="http"):
+        otlp_endpoint("localhost:4318")
+    assert otlp_endpoint("http://h:4318/") == "http://h:4318/v1/traces"
+    assert otlp_endpoint("http://h:4318/custom/traces") == "http://h:4318/custom/traces"
+
+
+def test_a_diverging_session_is_not_exported(tmp_path: Path, receiver: Receiver) -> None:
+    import sqlite3
+
+    db = tmp_path / "bad.db"
+    with flightlog.open_store(str(db)) as s:
+        sid = _kernel(s, notary=None).run_sync("add 1 and 2").session_id
+    raw = sqlite3.connect(db)
+    raw.execute("DROP TRIGGER IF EXISTS events_no_update")
+    raw.execute(
+        "UPDATE events SET event = CAST(? AS BLOB) WHERE session_id = ? AND seq = 3", (b'{"x":1}', sid)
+    )
+    raw.commit()
+    raw.close()
+    with flightlog.open_store(str(db)) as s, pytest.raises(LedgerIntegrityError) as refused:
+        export_otlp(s, sid, receiver.url)
+    assert refused.value.seq == 3 and receiver.spans == []
