@@ -66,8 +66,8 @@ from ..events import Custom
 from ..integrity.notary import USER_NOTARY, Notary, UserNotary, resolve_notary
 from ..ledger import VerifyReport
 from ..recorder import Recorder, verify_session
-from ..store import open_store
 from ..store.base import Store
+from ._stores import StoreHandle
 
 if TYPE_CHECKING:
     from agents.memory.session_settings import SessionSettings
@@ -157,9 +157,7 @@ class FlightlogSession(SessionABC):
         self.session_id = session_id
         self.ledger_session_id = session_id_for(session_id)
         self.session_settings = _coerce_settings(session_settings)
-        self._store: Store | None = store if isinstance(store, Store) else None
-        self._location = None if isinstance(store, Store) else os.fspath(store)
-        self._owns_store = self._store is None
+        self._stores = StoreHandle(store)
         self._notary = resolve_notary(notary)
         self._lock = threading.Lock()
         self._recorder: Recorder | None = None
@@ -281,8 +279,7 @@ class FlightlogSession(SessionABC):
             if self._closed:
                 return
             self._closed = True
-            if self._owns_store and self._store is not None:
-                self._store.close()
+            self._stores.close()
 
     # ─── internals (all called with self._lock held, in a worker thread) ─────────────────────
     def _check_open(self) -> None:
@@ -290,10 +287,7 @@ class FlightlogSession(SessionABC):
             raise RuntimeError("FlightlogSession is closed")
 
     def _open_store(self) -> Store:
-        if self._store is None:
-            assert self._location is not None
-            self._store = open_store(self._location)
-        return self._store
+        return self._stores.get()
 
     def _ready(self) -> Recorder:
         """The recorder, attaching (or creating) and folding on first use; refuses when fenced off."""
