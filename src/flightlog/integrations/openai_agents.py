@@ -49,7 +49,7 @@ from __future__ import annotations
 import asyncio
 import os
 import threading
-from collections.abc import Awaitable
+from collections.abc import Awaitable, Sequence
 from typing import TYPE_CHECKING, Any, TypeVar
 
 from agents.items import TResponseInputItem
@@ -62,7 +62,7 @@ except ImportError:  # pragma: no cover - exercised only with an old SDK
 
 from ..encoding import decode_stored, parse_json
 from ..errors import AppendConflict, LedgerIntegrityError, SessionNotFound, StaleWriter
-from ..events import Custom
+from ..events import Custom, Event
 from ..integrity.notary import USER_NOTARY, Notary, UserNotary, resolve_notary
 from ..ledger import VerifyReport
 from ..recorder import Recorder, verify_session
@@ -242,6 +242,18 @@ class FlightlogSession(SessionABC):
         await _await_mutation(asyncio.to_thread(write))
 
     # ─── flightlog extras ────────────────────────────────────────────────────────────────────
+    def record_events(self, events: Sequence[Event]) -> None:
+        """Append ``events`` (all in one transaction) to this session's ledger through its recorder, from
+        synchronous code (``FlightlogTracingProcessor`` records a run's spans so). The items are unchanged:
+        the fold ignores events that are not ``openai_agents.*``.
+
+        Raises:
+            EncodingError: an event is not representable as RFC 8785 JSON; nothing written.
+            StaleWriter: a newer ``FlightlogSession`` took over this session id.
+        """
+        with self._lock:
+            self._ready().append_many(list(events))
+
     async def open(self) -> None:
         """Open the store, attach (or create) the ledger session and fold it, now rather than on first use.
 

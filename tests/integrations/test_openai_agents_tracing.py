@@ -1,0 +1,148 @@
+"""FlightlogTracingProcessor with the Agents SDK's Runner: generations, a handoff and a tool call recorded."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+from collections.abc import AsyncIterator, Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+from agents import Agent, RunConfig, Runner, function_tool
+from agents.items import ModelResponse, TResponseStreamEvent
+from agents.models.interface import Model
+from agents.tracing import generation_span, get_trace_provider, set_trace_processors
+from agents.usage import Usage
+from openai.types.responses import ResponseFunctionToolCall, ResponseOutputMessage, ResponseOutputText
+from typer.testing import CliRunner
+
+import flightlog
+from flightlog.cli import app
+from flightlog.events import Custom
+from flightlog.integrations.openai_agents import FlightlogSession, session_id_for
+from flightlog.integrations.openai_agents_tracing import HANDOFF_KIND, FlightlogTracingProcessor
+from flightlog.recorder import verify_session
+from flightlog.sessions import iter_events
+
+
+def _call(call_id: str, name: str, arguments: str) -> ResponseFunctionToolCall:
+    return ResponseFunctionToolCall(
+        id=f"fc_{call_id}", type="function_call", call_id=call_id, name=name, arguments=arguments
+    )
+
+
+def _text(text: str) -> ResponseOutputMessage:
+    return ResponseOutputMessage(
+        id="msg_1",
+        type="message",
+        role="assistant",
+        status="completed",
+        content=[ResponseOutputText(type="output_text", text=text, annotations=[])],
+    )
+
+
+class ChatLikeModel(Model):
+    """Plays a script and traces each call as a generation span, as the SDK's chat-completions model does."""
+
+    def __init__(self, script: list[list[Any]]) -> None:
+        self.script = script
+
+    async def get_response(
+        self, system_instructions: Any, input: Any, *args: Any, **kwargs: Any
+    ) -> ModelResponse:
+        output = self.script.pop(0)
+        with generation_span(model="fake-chat", usage={"input_tokens": 30, "output_tokens": 4}) as span:
+            span.span_data.output = [_as_chat(output)]
+        return ModelResponse(output=output, usage=Usage(), response_id=None)
+
+    def stream_response(self, *args: Any, **kwargs: Any) -> AsyncIterator[TResponseStreamEvent]:
+        raise NotImplementedError
+
+
+def _as_chat(output: list[Any]) -> dict[str, Any]:
+    text = "".join(p.text for item in output if isinstance(item, ResponseOutputMessage) for p in item.content)
+    calls = [
+        {"id": i.call_id, "type": "function", "function": {"name": i.name, "arguments": i.arguments}}
+        for i in output
+        if isinstance(i, ResponseFunctionToolCall)
+    ]
+    return {"role": "assistant", "content": text or None, "tool_calls": calls or None}
+
+
+@function_tool
+def get_weather(city: str) -> str:
+    """The weather in a city."""
+    return f"sunny in {city}"
+
+
+@pytest.fixture
+def only_our_processors() -> Iterator[None]:
+    multi = get_trace_provider()._multi_processor  # type: ignore[attr-defined]  # restored after the test
+    before = list(multi._processors)
+    yield
+    set_trace_processors(before)
+
+
+def test_a_traced_run_is_recorded_as_readable_events(tmp_path: Path, only_our_processors: None) -> None:
+    db = tmp_path / "traced.db"
+    session = FlightlogSession("chat", db)
+    set_trace_processors([FlightlogTracingProcessor(session)])
+    model = ChatLikeModel(
+        [
+            [_call("h1", "transfer_to_helper", "{}")],
+            [_call("w1", "get_weather", '{"city":"Paris"}')],
+            [_text("Sunny in Paris.")],
+        ]
+    )
+    helper = Agent(name="helper", model=model, tools=[get_weather])
+    triage = Agent(name="triage", model=model, handoffs=[helper])
+
+    async def run() -> Any:
+        return await Runner.run(
+            triage, "Weather in Paris?", session=session, run_config=RunConfig(group_id="chat")
+        )
+
+    try:
+        assert asyncio.run(run()).final_output == "Sunny in Paris."
+        items = asyncio.run(session.get_items())
+    finally:
+        session.close()
+    assert items[0] == {"role": "user", "content": "Weather in Paris?"}  # the items are unaffected
+
+    with flightlog.open_store(str(db)) as store:
+        sid = session_id_for("chat")
+        assert verify_session(store, sid).ok
+        events = [e for _row, e in iter_events(store, sid)]
+    kinds = [e.kind for e in events]
+    assert kinds.count("llm_completed") == 3
+    handoffs = [e.payload for e in events if isinstance(e, Custom) and e.custom_kind == HANDOFF_KIND]
+    assert handoffs == [{"from_agent": "triage", "to_agent": "helper"}]
+    (requested,) = [e for e in events if e.kind == "tool_requested"]
+    (completed,) = [e for e in events if e.kind == "tool_completed"]
+    assert requested.calls[0].name == "get_weather" and json.loads(requested.calls[0].arguments) == {
+        "city": "Paris"
+    }  # type: ignore[attr-defined]
+    assert completed.results[0].output == "sunny in Paris"  # type: ignore[attr-defined]
+    usage = [e.payload for e in events if isinstance(e, Custom) and e.custom_kind == "model_usage"]
+    assert [(u["input_tokens"], u["output_tokens"]) for u in usage] == [(30, 4)] * 3
+
+    shown = CliRunner().invoke(app, ["--db", str(db), "show", "chat"])
+    assert shown.exit_code == 0, shown.output
+    assert "get_weather" in shown.output and "Sunny in Paris." in shown.output
+
+
+def test_traces_of_other_groups_are_not_recorded(tmp_path: Path, only_our_processors: None) -> None:
+    session = FlightlogSession("mine", tmp_path / "other.db", notary=None)
+    set_trace_processors([FlightlogTracingProcessor(session)])
+    agent = Agent(name="a", model=ChatLikeModel([[_text("hi")]]))
+
+    async def run() -> None:
+        await Runner.run(agent, "hello", session=session, run_config=RunConfig(group_id="someone-else"))
+
+    try:
+        asyncio.run(run())
+    finally:
+        session.close()
+    with flightlog.open_store(str(tmp_path / "other.db")) as store:
+        assert "llm_completed" not in [e.kind for _row, e in iter_events(store, session_id_for("mine"))]
