@@ -23,7 +23,6 @@ from langgraph.types import Command, Interrupt, interrupt
 from typer.testing import CliRunner
 
 import flightlog
-from flightlog.checkpoints import USER_NOTARY, resolve_notary
 from flightlog.cli import app
 from flightlog.errors import LedgerIntegrityError
 from flightlog.integrations.langgraph import (
@@ -33,6 +32,7 @@ from flightlog.integrations.langgraph import (
     FlightlogSaver,
     session_id_for,
 )
+from flightlog.integrity.notary import USER_NOTARY, resolve_notary
 from flightlog.recorder import Recorder, verify_session
 from flightlog.store.base import Store
 

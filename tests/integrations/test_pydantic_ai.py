@@ -21,10 +21,10 @@ from pydantic_ai.models.test import TestModel
 from typer.testing import CliRunner
 
 import flightlog
-from flightlog.checkpoints import USER_NOTARY, resolve_notary
 from flightlog.cli import app
 from flightlog.errors import LedgerIntegrityError
 from flightlog.integrations.pydantic_ai import FlightlogHistory, session_id_for
+from flightlog.integrity.notary import USER_NOTARY, resolve_notary
 from flightlog.recorder import Recorder, verify_session
 from flightlog.sessions import iter_events
 

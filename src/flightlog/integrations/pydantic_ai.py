@@ -61,7 +61,6 @@ from pydantic_ai.messages import TextPart as PaiText
 from pydantic_ai.messages import ThinkingPart as PaiThinking
 from pydantic_ai.messages import ToolCallPart as PaiToolCall
 
-from ..checkpoints import USER_NOTARY, Notary, UserNotary, resolve_notary
 from ..errors import SessionNotFound
 from ..events import (
     Custom,
@@ -72,6 +71,7 @@ from ..events import (
     ToolCompleted,
     ToolRequested,
 )
+from ..integrity.notary import USER_NOTARY, Notary, UserNotary, resolve_notary
 from ..messages import ContentPart, Message, TextPart, ThinkingPart, ToolCall, ToolResult
 from ..recorder import Recorder
 from ..sessions import iter_events
@@ -183,7 +183,7 @@ class FlightlogHistory:
         store: An open :class:`~flightlog.store.base.Store` (left open by :meth:`close`), or a path or URL for
             :func:`flightlog.open_store`, opened on first use and closed by :meth:`close`.
         notary: Sign checkpoints and verify them on attach. Default
-            :data:`~flightlog.checkpoints.USER_NOTARY`: the user's log key, as ``flightlog run`` signs; None
+            :data:`~flightlog.integrity.notary.USER_NOTARY`: the user's log key, as ``flightlog run`` signs; None
             keeps an unsigned chain.
 
     Thread-safe (one lock). Errors beyond those named on each method: ``LedgerIntegrityError`` (the stored
