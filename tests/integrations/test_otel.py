@@ -243,3 +243,20 @@ def test_a_diverging_session_is_not_exported(tmp_path: Path, receiver: Receiver)
     with flightlog.open_store(str(db)) as s, pytest.raises(LedgerIntegrityError) as refused:
         export_otlp(s, sid, receiver.url)
     assert refused.value.seq == 3 and receiver.spans == []
+
+
+@pytest.mark.parametrize(
+    ("module", "sdk", "extra"),
+    [("otel", "opentelemetry", "otel"), ("pydantic_ai", "pydantic_ai", "pydantic-ai")],
+)
+def test_a_missing_extra_is_named(module: str, sdk: str, extra: str) -> None:
+    import subprocess
+    import sys
+
+    code = (
+        f"import sys; sys.modules[{sdk!r}] = None\n"
+        f"try:\n    import flightlog.integrations.{module}\n"
+        "except ImportError as exc:\n    print(exc)\n"
+    )
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout
+    assert f"pip install 'flightlog[{extra}]'" in out

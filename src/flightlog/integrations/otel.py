@@ -44,11 +44,16 @@ from dataclasses import dataclass, field
 from typing import Any
 from urllib.parse import urlsplit
 
-from opentelemetry import trace
-from opentelemetry.sdk.resources import Resource
-from opentelemetry.sdk.trace import ReadableSpan, SpanProcessor, TracerProvider
-from opentelemetry.sdk.trace.export import BatchSpanProcessor, SpanExporter, SpanExportResult
-from opentelemetry.trace import Span, Status, StatusCode
+try:
+    from opentelemetry import trace
+    from opentelemetry.sdk.resources import Resource
+    from opentelemetry.sdk.trace import ReadableSpan, SpanProcessor, TracerProvider
+    from opentelemetry.sdk.trace.export import BatchSpanProcessor, SpanExporter, SpanExportResult
+    from opentelemetry.trace import Span, Status, StatusCode
+except ImportError as exc:  # pragma: no cover - exercised in a subprocess without the SDK
+    raise ImportError(
+        "flightlog.integrations.otel needs the OpenTelemetry SDK: pip install 'flightlog[otel]'"
+    ) from exc
 
 from ..errors import ExportFailed, LedgerIntegrityError
 from ..events import (

@@ -47,19 +47,24 @@ import uuid
 from collections.abc import Sequence
 from typing import Any
 
-from pydantic_ai.messages import (
-    ModelMessage,
-    ModelMessagesTypeAdapter,
-    ModelRequest,
-    ModelResponse,
-    RetryPromptPart,
-    SystemPromptPart,
-    ToolReturnPart,
-    UserPromptPart,
-)
-from pydantic_ai.messages import TextPart as PaiText
-from pydantic_ai.messages import ThinkingPart as PaiThinking
-from pydantic_ai.messages import ToolCallPart as PaiToolCall
+try:
+    from pydantic_ai.messages import (
+        ModelMessage,
+        ModelMessagesTypeAdapter,
+        ModelRequest,
+        ModelResponse,
+        RetryPromptPart,
+        SystemPromptPart,
+        ToolReturnPart,
+        UserPromptPart,
+    )
+    from pydantic_ai.messages import TextPart as PaiText
+    from pydantic_ai.messages import ThinkingPart as PaiThinking
+    from pydantic_ai.messages import ToolCallPart as PaiToolCall
+except ImportError as exc:  # pragma: no cover - exercised in a subprocess without Pydantic AI
+    raise ImportError(
+        "flightlog.integrations.pydantic_ai needs Pydantic AI: pip install 'flightlog[pydantic-ai]'"
+    ) from exc
 
 from ..errors import SessionNotFound
 from ..events import (
