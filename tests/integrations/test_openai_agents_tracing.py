@@ -12,16 +12,23 @@ import pytest
 from agents import Agent, RunConfig, Runner, function_tool
 from agents.items import ModelResponse, TResponseStreamEvent
 from agents.models.interface import Model
-from agents.tracing import generation_span, get_trace_provider, set_trace_processors
+from agents.tracing import generation_span, get_trace_provider, response_span, set_trace_processors
 from agents.usage import Usage
-from openai.types.responses import ResponseFunctionToolCall, ResponseOutputMessage, ResponseOutputText
+from openai.types.responses import (
+    Response,
+    ResponseFunctionToolCall,
+    ResponseOutputMessage,
+    ResponseOutputText,
+    ResponseUsage,
+)
 from typer.testing import CliRunner
 
 import flightlog
 from flightlog.cli import app
-from flightlog.events import Custom
+from flightlog.events import Custom, LlmCompleted
 from flightlog.integrations.openai_agents import FlightlogSession, session_id_for
 from flightlog.integrations.openai_agents_tracing import HANDOFF_KIND, FlightlogTracingProcessor
+from flightlog.messages import TextPart
 from flightlog.recorder import verify_session
 from flightlog.sessions import iter_events
 
@@ -43,17 +50,25 @@ def _text(text: str) -> ResponseOutputMessage:
 
 
 class ChatLikeModel(Model):
-    """Plays a script and traces each call as a generation span, as the SDK's chat-completions model does."""
+    """Plays a script and traces each call as a generation span, as the SDK's chat-completions model does
+    (``responses=True``: as a response span holding the Responses API object, as its Responses model does)."""
 
-    def __init__(self, script: list[list[Any]]) -> None:
+    def __init__(self, script: list[list[Any]], *, responses: bool = False) -> None:
         self.script = script
+        self.responses = responses
 
     async def get_response(
         self, system_instructions: Any, input: Any, *args: Any, **kwargs: Any
     ) -> ModelResponse:
         output = self.script.pop(0)
-        with generation_span(model="fake-chat", usage={"input_tokens": 30, "output_tokens": 4}) as span:
-            span.span_data.output = [_as_chat(output)]
+        if self.responses:
+            usage = ResponseUsage.model_construct(input_tokens=30, output_tokens=4, total_tokens=34)
+            response = Response.model_construct(id="resp_1", model="fake-chat", output=output, usage=usage)
+            with response_span(response=response):
+                pass
+        else:
+            with generation_span(model="fake-chat", usage={"input_tokens": 30, "output_tokens": 4}) as span:
+                span.span_data.output = [_as_chat(output)]
         return ModelResponse(output=output, usage=Usage(), response_id=None)
 
     def stream_response(self, *args: Any, **kwargs: Any) -> AsyncIterator[TResponseStreamEvent]:
@@ -84,7 +99,10 @@ def only_our_processors() -> Iterator[None]:
     set_trace_processors(before)
 
 
-def test_a_traced_run_is_recorded_as_readable_events(tmp_path: Path, only_our_processors: None) -> None:
+@pytest.mark.parametrize("responses", [False, True], ids=["generation-spans", "response-spans"])
+def test_a_traced_run_is_recorded_as_readable_events(
+    tmp_path: Path, only_our_processors: None, responses: bool
+) -> None:
     db = tmp_path / "traced.db"
     session = FlightlogSession("chat", db)
     set_trace_processors([FlightlogTracingProcessor(session)])
@@ -93,7 +111,8 @@ def test_a_traced_run_is_recorded_as_readable_events(tmp_path: Path, only_our_pr
             [_call("h1", "transfer_to_helper", "{}")],
             [_call("w1", "get_weather", '{"city":"Paris"}')],
             [_text("Sunny in Paris.")],
-        ]
+        ],
+        responses=responses,
     )
     helper = Agent(name="helper", model=model, tools=[get_weather])
     triage = Agent(name="triage", model=model, handoffs=[helper])
@@ -114,8 +133,13 @@ def test_a_traced_run_is_recorded_as_readable_events(tmp_path: Path, only_our_pr
         sid = session_id_for("chat")
         assert verify_session(store, sid).ok
         events = [e for _row, e in iter_events(store, sid)]
-    kinds = [e.kind for e in events]
-    assert kinds.count("llm_completed") == 3
+    answers = [e for e in events if isinstance(e, LlmCompleted)]
+    assert len(answers) == 3
+    assert [e.provider_replay.protocol for e in answers if e.provider_replay] == [
+        "openai.responses" if responses else "openai.chat"
+    ] * 3
+    assert answers[1].message.tool_calls[0].name == "get_weather"
+    assert answers[2].message.content == [TextPart(text="Sunny in Paris.")]
     handoffs = [e.payload for e in events if isinstance(e, Custom) and e.custom_kind == HANDOFF_KIND]
     assert handoffs == [{"from_agent": "triage", "to_agent": "helper"}]
     (requested,) = [e for e in events if e.kind == "tool_requested"]
