@@ -467,3 +467,41 @@ def test_two_processes_writing_at_once_lose_no_write(db: Path, writers: list[_Wr
         puts = [k for k in _custom_kinds(store, "shared") if k == CHECKPOINT_KIND]
         assert len(puts) == 2 * rounds * 3  # every checkpoint of both processes is on one chain
         Recorder.attach(store, sid, notary=resolve_notary(USER_NOTARY))
+
+
+def test_a_thread_moved_on_elsewhere_is_extended_not_reread(db: Path, store: Store) -> None:
+    """Two savers alternating on one thread: after its first fold, each reads only the other's new rows."""
+    starts: list[int] = []
+    reads = store.read_events
+
+    def spy(session_id: str, *, start: int = 0, stop: int | None = None, batch: int = 512) -> Any:
+        starts.append(start)
+        return reads(session_id, start=start, stop=stop, batch=batch)
+
+    first, second = FlightlogSaver(store), FlightlogSaver(store)
+    graphs = [_build(first), _build(second)]
+    for i in range(10):  # past the first signed checkpoint (every 64 events): re-attaching starts there
+        graphs[0].invoke({"items": [f"a{i}"]}, _cfg("alt"))
+    graphs[1].get_state(_cfg("alt"))  # second's first fold: the whole thread, verified
+    store.read_events = spy  # type: ignore[method-assign]
+    for i in range(3):
+        graphs[i % 2].invoke({"items": [f"x{i}"]}, _cfg("alt"))
+    assert 0 not in starts  # no re-read from the start (each saver extends its index; no full re-attach)
+    assert graphs[0].get_state(_cfg("alt")).values == graphs[1].get_state(_cfg("alt")).values
+    assert verify_session(store, session_id_for("alt")).ok
+
+
+def test_rows_appended_elsewhere_that_do_not_chain_are_refused(db: Path, store: Store) -> None:
+    reader = FlightlogSaver(store)
+    _build(FlightlogSaver(store)).invoke({"items": ["s"]}, _cfg("t"))
+    assert reader.get_tuple(_cfg("t")) is not None  # folded and verified up to here
+    sid = session_id_for("t")
+    known = store.get_session(sid).head_seq
+    _build(FlightlogSaver(store)).invoke({"items": ["more"]}, _cfg("t"))  # another writer goes on
+    target = next(r for r in store.read_events(sid, start=known + 1) if b'"step":' in r.event_bytes)
+    data = bytearray(target.event_bytes)
+    data[data.index(b'"step":') + 7] ^= 0x01
+    _raw(db, ("UPDATE events SET event = ? WHERE session_id = ? AND seq = ?", (bytes(data), sid, target.seq)))
+    with pytest.raises(LedgerIntegrityError) as refused:
+        reader.get_tuple(_cfg("t"))
+    assert refused.value.seq == target.seq

@@ -28,8 +28,10 @@ Ledger layout (one flightlog session per LangGraph ``thread_id``, id ``langgraph
 
 Reads fold the ledger: the first read of a thread verifies its chain (refusing on divergence) and folds its
 rows once, streaming, into a small in-memory index of references (values stay in the artifact table and are
-loaded, and their sha256 checked, when a tuple is built). The index is rebuilt whenever the session's head
-moved without this saver (another process wrote). The ledger is the truth; the index is a cache.
+loaded, and their sha256 checked, when a tuple is built). When the session's head moved without this saver
+(another process wrote), only the rows appended since are read, each checked to chain onto the verified head
+(and the last onto the recorded head) before it is folded; anything else rebuilds the index from a full verify.
+The ledger is the truth; the index is a cache.
 
 Writers: any number of savers, in any number of processes, may write one thread (uvicorn workers, a web
 process beside a background worker), as with LangGraph's own SQLite and Postgres savers. Each write runs in
@@ -73,6 +75,7 @@ from ..encoding import canonical_json, decode_stored, parse_json
 from ..errors import AppendConflict, EncodingError, LedgerIntegrityError, SessionNotFound, StaleWriter
 from ..events import Custom
 from ..integrity.notary import USER_NOTARY, Notary, UserNotary, resolve_notary
+from ..ledger import chain_hash
 from ..recorder import Recorder, verify_session
 from ..store.base import Store
 
@@ -145,6 +148,7 @@ class _Thread:
     thread_id: str
     session_id: str
     next_seq: int = 0
+    head: str = ""  # chain hash of the last folded row ("" before the first fold)
     # checkpoint_ns -> checkpoint_id -> checkpoint (insertion order = ledger order, as InMemorySaver's dicts)
     checkpoints: dict[str, dict[str, _Cp]] = field(default_factory=dict)
     # (checkpoint_ns, channel, version) -> value (None: "empty", as InMemorySaver's ("empty", b"") blob)
@@ -252,6 +256,13 @@ class FlightlogSaver(BaseCheckpointSaver[str]):
         size = record.head_seq + 1 if record is not None else 0
         if thread is not None and thread.next_seq == size:
             return thread
+        if (
+            thread is not None
+            and record is not None
+            and 0 < thread.next_seq < size
+            and self._extend(thread, size, record.head_hash)
+        ):
+            return thread  # moved on elsewhere: extended by the rows appended since
         fresh = _Thread(thread_id, sid)
         if thread is not None:
             fresh.recorder = thread.recorder  # behind the ledger now: _recorder re-attaches before a write
@@ -269,9 +280,25 @@ class FlightlogSaver(BaseCheckpointSaver[str]):
                 event = decode_stored(row.event_bytes, seq=row.seq)
                 if isinstance(event, Custom):
                     self._apply(fresh, row.seq, event.custom_kind, event.payload)
-            fresh.next_seq = report.events
+            fresh.next_seq, fresh.head = report.events, report.head
         self._threads[thread_id] = fresh
         return fresh
+
+    def _extend(self, thread: _Thread, size: int, head_hash: str) -> bool:
+        """Fold the rows another writer appended after what ``thread`` holds (seq ``thread.next_seq`` to
+        ``size - 1``), checking that they chain onto its verified head and up to the recorded head, so a
+        thread that moves on elsewhere is not re-read and re-hashed whole. False (the thread then half
+        folded: the caller rebuilds it, and the full verify names any divergence) when they do not."""
+        prev = thread.head
+        for row in self.store.read_events(thread.session_id, start=thread.next_seq, stop=size):
+            if row.prev_hash != prev or chain_hash(prev, row.seq, row.event_bytes) != row.hash:
+                return False
+            event = decode_stored(row.event_bytes, seq=row.seq)
+            if isinstance(event, Custom):
+                self._apply(thread, row.seq, event.custom_kind, event.payload)
+            prev, thread.next_seq = row.hash, row.seq + 1
+        thread.head = prev
+        return thread.next_seq == size and prev == head_hash
 
     def _apply(self, thread: _Thread, seq: int, kind: str, payload: Any) -> None:
         """Fold one event into the read model (the same code for the writer and for a rebuild)."""
@@ -463,8 +490,10 @@ class FlightlogSaver(BaseCheckpointSaver[str]):
                     metadata={"thread_id": thread.thread_id},
                     notary=self.notary,
                 )
-            else:
-                thread.recorder = Recorder.attach(self.store, thread.session_id, notary=self.notary)
+            else:  # signed: from the latest signed checkpoint and the rows after it, not every row again
+                thread.recorder = Recorder.attach(
+                    self.store, thread.session_id, notary=self.notary, full=self.notary is None
+                )
         return thread.recorder
 
     def _typed(self, rec: Recorder, value: Any) -> dict[str, str]:
@@ -511,7 +540,7 @@ class FlightlogSaver(BaseCheckpointSaver[str]):
                 self._forget(thread)
                 raise
             self._apply(thread, row.seq, kind, payload)
-            thread.next_seq = rec.next_seq
+            thread.next_seq, thread.head = rec.next_seq, rec.head
             return
 
     @staticmethod
