@@ -136,7 +136,8 @@ def _run(page: Page, run_id: str):  # type: ignore[no-untyped-def]
 def _assert_inert(page: Page) -> None:
     assert page.locator("img, iframe, object, embed").count() == 0
     sources = page.evaluate("Array.from(document.scripts).map(s => s.getAttribute('src'))")
-    assert sources == ["/static/app.js"], sources
+    assert sources and sources[0] == "/static/app.js", sources
+    assert set(sources) <= {"/static/app.js", "/static/proof.js", "/static/waterfall.js"}, sources
     # The page's script still runs (a hostile payload did not hang it): bounded by the generous wait, not
     # timed.
     page.wait_for_function("1 + 1 === 2", timeout=WAIT_MS)

@@ -143,7 +143,8 @@ def test_pages_have_no_inline_script_or_style(client: TestClient, db_path: Path)
     for path in ("/", "/session?id=g1&at=3"):
         html = client.get(path).text
         scripts = re.findall(r"<script\b[^>]*>", html)
-        assert scripts == ['<script src="/static/app.js" defer>']
+        assert scripts[0] == '<script src="/static/app.js" defer>'
+        assert all(re.fullmatch(r'<script src="/static/[a-z]+\.js" defer>', s) for s in scripts), scripts
         assert "<style" not in html and " style=" not in html
         assert not re.search(r"<[^>]+\son[a-z]+=", html)
 

@@ -279,7 +279,7 @@ def _check_note(
 
 
 def prove_inclusion(
-    store: Store, session_id: str, seq: int, *, tree_size: int | None = None
+    store: Store, session_id: str, seq: int, *, tree_size: int | None = None, check: bool = True
 ) -> InclusionProof:
     """Prove event ``seq`` is in the session's tree head.
 
@@ -289,11 +289,14 @@ def prove_inclusion(
         seq: The event.
         tree_size: The tree to prove against (``seq < tree_size <= events``). Default: the latest signed
             checkpoint when it covers ``seq``, else the whole session (unsigned head).
+        check: Refuse a proof whose stored rows disagree with the signed checkpoint (default). False
+            returns it anyway, for a verifier that checks it itself and reports the mismatch (the
+            dashboard's in-browser check, :mod:`flightlog.web.proof_api`).
 
     Raises:
         SessionNotFound: no such session.
         ValueError: ``seq`` or ``tree_size`` out of range.
-        LedgerIntegrityError: a row is missing, or the rows disagree with the signed checkpoint.
+        LedgerIntegrityError: a row is missing, or (``check``) the rows disagree with the signed checkpoint.
     """
     events = store.get_session(session_id).events
     if not 0 <= seq < events:
@@ -305,7 +308,8 @@ def prove_inclusion(
         raise ValueError(f"tree size {tree_size} must be in {seq + 1}..{events}")
     note = _checkpoint_at(store, session_id, tree_size)
     path, root, data = _path(store, session_id, seq, 0, tree_size)
-    _check_against(session_id, note, tree_size, root)
+    if check:
+        _check_against(session_id, note, tree_size, root)
     return InclusionProof(session_id, seq, tree_size, leaf_hash(data), root, tuple(path), data, note)
 
 

@@ -11,6 +11,8 @@ Pages and endpoints (every one behind :class:`~flightlog.web.security.Guard`):
                                  ``/api/stream/session``
 ``GET /api/runs``                the runs page's data as JSON (what the stream sends)
 ``GET /api/event?session=&seq=`` one stored event, pretty-printed JSON (the "show more" of a row)
+``GET /api/proof``               one event's inclusion proof (``session``, ``seq``) for the in-browser check
+                                 (:mod:`flightlog.web.proof_api`)
 ``GET /api/stream/runs``         SSE: ``runs`` messages (the whole tree and queue) whenever they change
 ``GET /api/stream/session``      SSE: ``ev`` messages (new timeline rows, ``id`` = seq, so a reconnect
                                  resumes after ``Last-Event-ID``) and ``status`` messages
@@ -58,7 +60,7 @@ from ..kernel.approvals import approve, deny, operator_problem
 from ..kernel.errors import NotPending
 from ..sessions import replay_session
 from ..store.base import Store
-from . import views
+from . import proof_api, views
 from .memory import register as register_memory
 from .security import Auth, Guard
 
@@ -228,6 +230,7 @@ def create_app(
     app.mount("/static", StaticFiles(directory=_STATIC), name="static")
     _routes(app, dash)
     register_memory(app, dash)
+    proof_api.register(app, lambda: dash.reader)
     return app
 
 

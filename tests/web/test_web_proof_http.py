@@ -1,0 +1,65 @@
+"""``GET /api/proof``: the document the browser checks, its errors, and the token gate."""
+
+# ruff: noqa: F811  (the fixtures imported from a sibling test module are parameters here)
+from __future__ import annotations
+
+import base64
+import sqlite3
+from pathlib import Path
+
+from fastapi.testclient import TestClient
+
+from flightlog.events import Custom
+from flightlog.integrity.keys import load_signer
+from flightlog.integrity.notary import Notary
+from flightlog.integrity.proofs import load_proof
+from flightlog.recorder import Recorder
+from flightlog.store import SqliteStore
+
+from .conftest import IMG, SCRIPT
+from .test_web_http import anonymous, client  # noqa: F401  (shared fixtures)
+
+
+def _record(db_path: Path, session_id: str = "p") -> None:
+    with SqliteStore(db_path) as store:
+        rec = Recorder.create(store, session_id=session_id, notary=Notary.from_env(every=4))
+        rec.append_many([Custom(custom_kind=f"k{SCRIPT}", payload={"i": i, "x": IMG}) for i in range(6)])
+
+
+def test_the_proof_document_holds_and_names_the_servers_keys(client: TestClient, db_path: Path) -> None:
+    _record(db_path)
+    response = client.get("/api/proof", params={"session": "p", "seq": "3"})
+    assert response.status_code == 200 and response.headers["content-type"] == "application/json"
+    doc = response.json()
+    proof = load_proof(doc)
+    assert (proof.seq, proof.tree_size, proof.checkpoint is not None) == (3, 6, True)
+    assert proof.check(Notary.from_env().keyring) == []
+    assert base64.b64decode(doc["event_base64"]) == proof.event
+    assert [k["vkey"] for k in doc["keys"]] == [str(load_signer().verifier)] and doc["keys_error"] is None
+
+
+def test_a_tampered_row_still_yields_a_document_whose_root_disagrees(
+    client: TestClient, db_path: Path
+) -> None:
+    _record(db_path)
+    raw = sqlite3.connect(db_path)
+    try:
+        raw.execute("DROP TRIGGER IF EXISTS events_no_update")
+        raw.execute("UPDATE events SET event = replace(event, '\"i\":1', '\"i\":9') WHERE seq = 1")
+        raw.commit()
+    finally:
+        raw.close()
+    doc = client.get("/api/proof", params={"session": "p", "seq": "1"}).json()
+    problems = load_proof(doc).check(Notary.from_env().keyring)
+    assert problems == ["the checkpoint at size 6 signs another size or root"]
+
+
+def test_bad_requests_are_refused_plainly(client: TestClient, anonymous: TestClient, db_path: Path) -> None:
+    _record(db_path)
+    assert client.get("/api/proof", params={"session": "p", "seq": "-1"}).status_code == 400
+    assert client.get("/api/proof", params={"session": "p", "seq": "9" * 17}).status_code == 400
+    missing = client.get("/api/proof", params={"session": "nope", "seq": "0"})
+    assert missing.status_code == 404 and missing.json() == {"error": "no such session"}
+    outside = client.get("/api/proof", params={"session": "p", "seq": "6"})
+    assert outside.status_code == 404 and "seq 6 is not in the session" in outside.json()["error"]
+    assert anonymous.get("/api/proof", params={"session": "p", "seq": "0"}).status_code in (401, 403)
