@@ -121,3 +121,13 @@ def record_hostile(store: Store, session_id: str = "hostile") -> str:
     rec.append(ToolCompleted(turn=1, results=[ToolResult(call_id="c<1>", output=f"out {IMG} {BIDI}")]))
     rec.append(Custom(custom_kind=f"kind{SCRIPT}", payload={"key": IMG, "big": HUGE}))
     return rec.session_id
+
+
+def run_blocking(path: Path, release: threading.Event, goal: str, session_id: str) -> str:
+    """Run :func:`blocking_agent` in its own store until ``release`` lets its tool finish; its status."""
+    with SqliteStore(path) as store:
+        return (
+            Kernel(store, blocking_agent(release))
+            .run_sync(goal, session_id=session_id, handle_signals=False)
+            .status
+        )

@@ -226,7 +226,7 @@ def test_hostile_events_render_inert(page: Page, db: Path, server: DashboardServ
 
     page.goto(f"{server.url}/session?id={sid}&at=2")
     expect(page.locator(".task").first).to_have_text(f"task {IMG}")
-    expect(page.get_by_text(SCRIPT).first).to_be_visible()
+    expect(page.locator("#events").get_by_text(SCRIPT).first).to_be_visible()
     expect(page.locator("#events")).to_contain_text("[U+202E]")
     body = page.locator("main").inner_text()
     for char in ("\u202e", "\u2066", "\u200b", "\x07", "\U000e0041"):

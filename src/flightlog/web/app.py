@@ -13,6 +13,8 @@ Pages and endpoints (every one behind :class:`~flightlog.web.security.Guard`):
 ``GET /api/event?session=&seq=`` one stored event, pretty-printed JSON (the "show more" of a row)
 ``GET /api/proof``               one event's inclusion proof (``session``, ``seq``) for the in-browser check
                                  (:mod:`flightlog.web.proof_api`)
+``GET /api/waterfall?session=``  the run's time spans and per-turn tokens and context fill, drawn on
+                                 the session page (:mod:`flightlog.web.waterfall_api`)
 ``GET /api/stream/runs``         SSE: ``runs`` messages (the whole tree and queue) whenever they change
 ``GET /api/stream/session``      SSE: ``ev`` messages (new timeline rows, ``id`` = seq, so a reconnect
                                  resumes after ``Last-Event-ID``) and ``status`` messages
@@ -60,7 +62,7 @@ from ..kernel.approvals import approve, deny, operator_problem
 from ..kernel.errors import NotPending
 from ..sessions import replay_session
 from ..store.base import Store
-from . import proof_api, views
+from . import proof_api, views, waterfall_api
 from .memory import register as register_memory
 from .security import Auth, Guard
 
@@ -231,6 +233,7 @@ def create_app(
     _routes(app, dash)
     register_memory(app, dash)
     proof_api.register(app, lambda: dash.reader)
+    waterfall_api.register(app, lambda: dash.reader)
     return app
 
 

@@ -274,6 +274,7 @@
       const ev = JSON.parse(message.data);
       if (doc.getElementById("seq-" + ev.seq)) return;
       timeline.append(eventRow(ev));
+      doc.dispatchEvent(new CustomEvent("flightlog:event", { detail: { seq: ev.seq } })); // waterfall.js redraws
     });
     source.addEventListener("status", function (message) {
       const st = JSON.parse(message.data);

@@ -1,4 +1,4 @@
-"""``GET /api/proof``: the document the browser checks, its errors, and the token gate."""
+"""``GET /api/proof`` (the document the browser checks, its errors, the token gate) and ``GET /api/waterfall``."""
 
 # ruff: noqa: F811  (the fixtures imported from a sibling test module are parameters here)
 from __future__ import annotations
@@ -16,7 +16,7 @@ from flightlog.integrity.proofs import load_proof
 from flightlog.recorder import Recorder
 from flightlog.store import SqliteStore
 
-from .conftest import IMG, SCRIPT
+from .conftest import IMG, SCRIPT, record_hostile, run_gated
 from .test_web_http import anonymous, client  # noqa: F401  (shared fixtures)
 
 
@@ -63,3 +63,33 @@ def test_bad_requests_are_refused_plainly(client: TestClient, anonymous: TestCli
     outside = client.get("/api/proof", params={"session": "p", "seq": "6"})
     assert outside.status_code == 404 and "seq 6 is not in the session" in outside.json()["error"]
     assert anonymous.get("/api/proof", params={"session": "p", "seq": "0"}).status_code in (401, 403)
+
+
+def test_the_waterfall_document_pairs_spans_and_counts_tokens(client: TestClient, db_path: Path) -> None:
+    assert run_gated(db_path, "g1").status == "suspended"
+    response = client.get("/api/waterfall", params={"session": "g1"})
+    assert response.status_code == 200
+    data = response.json()
+    lanes = [(s["lane"], s["label"], s["open"]) for s in data["spans"]]
+    assert lanes == [
+        ("model", "model call, turn 1", False),
+        ("tool", "echo", False),
+        ("model", "model call, turn 2", False),
+        ("tool", "write_note (not run: suspended)", False),
+        ("approval", "waiting for approval, turn 2", True),
+        ("suspended", "suspended, turn 2", True),
+    ]
+    assert all(s["start_ms"] <= s["end_ms"] for s in data["spans"])
+    assert [(t["turn"], t["input"] > 0, t["output"] > 0, t["fill"] is not None) for t in data["turns"]] == [
+        (1, True, True, True),
+        (2, True, True, True),
+    ]
+    assert client.get("/api/waterfall", params={"session": "nope"}).status_code == 404
+
+
+def test_hostile_labels_reach_the_waterfall_as_visible_text(client: TestClient, db_path: Path) -> None:
+    with SqliteStore(db_path) as store:
+        record_hostile(store, "h")
+    data = client.get("/api/waterfall", params={"session": "h"}).json()
+    (tool,) = data["spans"]
+    assert tool["label"] == f"tool{SCRIPT}" and tool["open"] is False

@@ -1,0 +1,235 @@
+"""``GET /api/waterfall``: a run's turns on a time axis, and its tokens and context fill per turn.
+
+The session page draws this (``static/waterfall.js``) as inline SVG and re-fetches it when the live
+stream delivers new events. Built from the stored rows of one session, read in order; time is each row's
+``recorded_at_ms`` (when the recorder wrote it: the write time, not covered by the hash, so a picture of
+where the time went, not evidence).
+
+Lanes (``spans``, each ``{lane, label, kind, turn, seq, end_seq, start_ms, end_ms, open}``):
+
+=============== ===================================================================================
+``model``        ``Custom("prompt_program_invoked")`` by the ``kernel`` actor (seed 003) to the next
+                 ``llm_completed``; an ``llm_completed`` with no such record starts at the row before
+``compaction``   ``prompt_program_invoked`` by the ``compactor`` actor to the next ``compressed``
+``tool``         ``tool_requested`` to ``tool_completed``; a request ended by ``tool_denied`` or a
+                 suspension ends there (labelled so)
+``approval``     ``permission_requested`` to ``permission_resolved`` (the wait for a person)
+``suspended``    ``suspended`` to ``resumed``
+``sub-agent``    each child run (``query_runs(parent=)``): its session's creation to its last write,
+                 with ``href`` to its page
+=============== ===================================================================================
+
+A span still open at the last row has ``open: true`` and ends at that row (the page extends it to
+now while the run is live). ``marks`` are instants: ``rollbacked``, ``Custom("provider_retry")``,
+``Custom("context_overflow")``, ``context_renewed``, ``budget_exceeded``, ``operation_cancelled``,
+``entropy_alert``, ``run_terminal``.
+
+``turns``: per turn, ``input``/``output``/``cache_read``/``cache_write`` tokens (summed over the
+turn's ``Custom("model_usage")`` records) and the context fill the kernel recorded with the call
+(``fill`` tokens, ``usable`` tokens or null; :class:`flightlog.runs.context.ContextUse`).
+
+Every label is display-safe text (:func:`flightlog.web.views.show`); the page puts it in with
+``textContent`` only. At most :data:`MAX_ROWS` rows are read (``truncated`` says so).
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Callable
+from typing import Any
+
+from fastapi import FastAPI
+from fastapi.responses import JSONResponse, Response
+
+from ..errors import SessionNotFound
+from ..runs.context import PROMPT_PROGRAM_INVOKED, ContextUse
+from ..store.base import Store
+from . import views
+
+__all__ = ["MAX_ROWS", "register", "waterfall"]
+
+MAX_ROWS = 20_000
+"""Rows read for one picture (a longer session is drawn up to there)."""
+
+_MARKS = {
+    "rollbacked": "rollback",
+    "context_renewed": "context renewed",
+    "budget_exceeded": "budget exceeded",
+    "operation_cancelled": "cancelled",
+    "entropy_alert": "entropy alert",
+    "run_terminal": "end",
+}
+_CUSTOM_MARKS = {"provider_retry": "provider retry", "context_overflow": "context overflow"}
+
+
+class _Fold:
+    """The fold over one session's rows (in seq order)."""
+
+    def __init__(self) -> None:
+        self.spans: list[dict[str, Any]] = []
+        self.marks: list[dict[str, Any]] = []
+        self.turns: dict[int, dict[str, Any]] = {}
+        self.open: dict[str, list[dict[str, Any]]] = {}
+        self.turn = 0
+        self.prev_ms: int | None = None
+        self.last_ms = 0
+
+    def begin(self, lane: str, label: str, kind: str, seq: int, at: int) -> None:
+        span = {"lane": lane, "label": views.show(label, 200), "kind": kind, "turn": self.turn, "seq": seq}
+        span.update(end_seq=seq, start_ms=at, end_ms=at, open=True)
+        self.open.setdefault(lane, []).append(span)
+        self.spans.append(span)
+
+    def end(self, lane: str, seq: int, at: int, note: str = "") -> bool:
+        pending = self.open.get(lane)
+        if not pending:
+            return False
+        span = pending.pop(0)
+        span.update(end_seq=seq, end_ms=at, open=False)
+        if note:
+            span["label"] = views.show(f"{span['label']} ({note})", 200)
+        return True
+
+    def end_all(self, lane: str, seq: int, at: int, note: str) -> None:
+        while self.end(lane, seq, at, note):
+            pass
+
+    def turn_row(self) -> dict[str, Any]:
+        return self.turns.setdefault(
+            self.turn,
+            {"turn": self.turn, "input": 0, "output": 0, "cache_read": 0, "cache_write": 0, "fill": None},
+        )
+
+    def row(self, seq: int, at: int, data: dict[str, Any]) -> None:
+        kind = str(data.get("kind", ""))
+        if isinstance(data.get("turn"), int):
+            self.turn = data["turn"]
+        payload = data.get("payload")
+        payload = payload if isinstance(payload, dict) else {}
+        if kind == "custom":
+            self._custom(str(data.get("custom_kind", "")), payload, seq, at)
+        elif kind == "llm_completed":
+            if not self.end("model", seq, at):
+                self.begin("model", f"model call, turn {self.turn}", kind, seq, self.prev_ms or at)
+                self.end("model", seq, at)
+        elif kind == "compressed":
+            if not self.end("compaction", seq, at):
+                self.marks.append(self._mark("compaction", kind, seq, at))
+        elif kind == "tool_requested":
+            raw = data.get("calls")
+            calls = raw if isinstance(raw, list) else []
+            names = ", ".join(str(c.get("name", "?")) for c in calls if isinstance(c, dict)) or "tools"
+            self.begin("tool", names, kind, seq, at)
+        elif kind == "tool_completed":
+            self.end("tool", seq, at)
+        elif kind == "tool_denied":
+            self.end("tool", seq, at, "denied")
+        elif kind == "permission_requested":
+            self.begin("approval", f"waiting for approval, turn {self.turn}", kind, seq, at)
+        elif kind == "permission_resolved":
+            self.end("approval", seq, at)
+        elif kind == "suspended":
+            self.end_all("tool", seq, at, "not run: suspended")
+            self.begin("suspended", f"suspended, turn {self.turn}", kind, seq, at)
+        elif kind == "resumed":
+            self.end("suspended", seq, at)
+        elif kind in _MARKS:
+            self.marks.append(self._mark(_MARKS[kind], kind, seq, at))
+        self.prev_ms, self.last_ms = at, at
+
+    def _custom(self, custom: str, payload: dict[str, Any], seq: int, at: int) -> None:
+        if custom == PROMPT_PROGRAM_INVOKED:
+            if isinstance(payload.get("turn"), int):
+                self.turn = payload["turn"]
+            if payload.get("actor") == "compactor":
+                self.begin("compaction", f"compaction call, turn {self.turn}", custom, seq, at)
+                return
+            self.begin("model", f"model call, turn {self.turn}", custom, seq, at)
+            use = ContextUse.from_invoked(payload)
+            if use is not None:
+                self.turn_row()["fill"] = {"fill": use.fill_tokens, "usable": use.usable_tokens}
+        elif custom == "model_usage":
+            if isinstance(payload.get("turn"), int):
+                self.turn = payload["turn"]
+            row = self.turn_row()
+            for key, field in (
+                ("input", "input_tokens"),
+                ("output", "output_tokens"),
+                ("cache_read", "cache_read_tokens"),
+                ("cache_write", "cache_write_tokens"),
+            ):
+                value = payload.get(field)
+                if isinstance(value, int) and not isinstance(value, bool) and value >= 0:
+                    row[key] += value
+        elif custom in _CUSTOM_MARKS:
+            self.marks.append(self._mark(_CUSTOM_MARKS[custom], custom, seq, at))
+
+    def _mark(self, label: str, kind: str, seq: int, at: int) -> dict[str, Any]:
+        return {
+            "label": f"{label}, turn {self.turn}",
+            "kind": kind,
+            "turn": self.turn,
+            "seq": seq,
+            "at_ms": at,
+        }
+
+
+def waterfall(store: Store, session_id: str) -> dict[str, Any]:
+    """The picture of one session (see the module docstring).
+
+    Returns:
+        ``start_ms``, ``end_ms`` (epoch ms), ``events``, ``truncated``, ``spans``, ``marks``,
+        ``children`` (sub-agent spans), ``turns``.
+
+    Raises:
+        SessionNotFound: no such session.
+    """
+    record = store.get_session(session_id)
+    fold = _Fold()
+    start = record.created_at_ms
+    for row in store.read_events(session_id, stop=MAX_ROWS):
+        try:
+            data = json.loads(row.event_bytes)
+        except ValueError:
+            data = {}
+        fold.row(row.seq, row.recorded_at_ms, data if isinstance(data, dict) else {})
+    children: list[dict[str, Any]] = []
+    for child in store.query_runs(parent=session_id):
+        try:
+            child_record = store.get_session(child.run_id)
+        except SessionNotFound:
+            continue
+        children.append(
+            {
+                "lane": "sub-agent",
+                "label": views.show(f"{child.run_id} ({child.state})", 200),
+                "href": views.session_href(child.run_id),
+                "start_ms": child_record.created_at_ms,
+                "end_ms": child_record.updated_at_ms,
+                "open": child.state != "terminal",
+            }
+        )
+    end = max([fold.last_ms, start, *(c["end_ms"] for c in children)])
+    return {
+        "start_ms": start,
+        "end_ms": end,
+        "events": record.events,
+        "truncated": record.events > MAX_ROWS,
+        "spans": fold.spans,
+        "marks": fold.marks,
+        "children": children,
+        "turns": [fold.turns[t] for t in sorted(fold.turns)],
+    }
+
+
+def register(app: FastAPI, reader: Callable[[], Store]) -> None:
+    """Add ``GET /api/waterfall?session=`` to ``app``; ``reader()`` is the shared read-only store."""
+
+    @app.get("/api/waterfall")
+    def waterfall_json(session: str = "") -> Response:
+        """The run's spans, marks, sub-agents and per-turn tokens and context fill."""
+        try:
+            data = waterfall(reader(), session)
+        except SessionNotFound:
+            return JSONResponse({"error": "no such session"}, status_code=404)
+        return JSONResponse(views.sanitize(data), headers={"Cache-Control": "no-store"})
