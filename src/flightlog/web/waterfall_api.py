@@ -178,7 +178,8 @@ def waterfall(store: Store, session_id: str) -> dict[str, Any]:
     """The picture of one session (see the module docstring).
 
     Returns:
-        ``start_ms``, ``end_ms`` (epoch ms), ``events``, ``truncated``, ``spans``, ``marks``,
+        ``start_ms`` (the first row's write time, epoch ms), ``end_ms`` (the last row's or sub-agent's),
+        ``events``, ``truncated``, ``spans``, ``marks``,
         ``children`` (sub-agent spans), ``turns``.
 
     Raises:
@@ -186,8 +187,9 @@ def waterfall(store: Store, session_id: str) -> dict[str, Any]:
     """
     record = store.get_session(session_id)
     fold = _Fold()
-    start = record.created_at_ms
+    start: int | None = None
     for row in store.read_events(session_id, stop=MAX_ROWS):
+        start = row.recorded_at_ms if start is None else start
         try:
             data = json.loads(row.event_bytes)
         except ValueError:
@@ -209,6 +211,7 @@ def waterfall(store: Store, session_id: str) -> dict[str, Any]:
                 "open": child.state != "terminal",
             }
         )
+    start = min([record.created_at_ms if start is None else start, *(c["start_ms"] for c in children)])
     end = max([fold.last_ms, start, *(c["end_ms"] for c in children)])
     return {
         "start_ms": start,

@@ -279,8 +279,8 @@
     button.type = "button";
     button.title = "verify this event's inclusion proof and signed checkpoint in your browser";
     button.dataset.seq = seq[1];
-    const anchor = row.querySelector(".kind");
-    row.insertBefore(button, anchor);
+    const cell = row.querySelector(".seq"); // inside the seq cell: the row's grid keeps its columns
+    if (cell) cell.append(" ", button);
   }
 
   function initPins(section) {
