@@ -12,6 +12,8 @@ from pathlib import Path
 
 from playwright.sync_api import Page, expect
 
+from flightlog.events import Custom, RunStarted
+from flightlog.recorder import Recorder
 from flightlog.store import SqliteStore
 
 from .conftest import SCRIPT, record_hostile, run_blocking, run_gated
@@ -79,4 +81,26 @@ def test_hostile_labels_stay_text_on_the_waterfall(page: Page, db: Path, server:
     tool.click()
     expect(page.locator("#waterfall-detail strong")).to_have_text(f"tool{SCRIPT}")
     assert page.locator("#waterfall script, #waterfall img, #waterfall foreignObject").count() == 0
+    _assert_inert(page)
+
+
+def test_a_sub_agent_is_a_nested_bar_linking_to_its_session(page: Page, db: Path, server: object) -> None:
+    with SqliteStore(db) as store:
+        parent = Recorder.create(store, session_id="wf-parent", notary=None)
+        parent.append(RunStarted(run_id="wf-parent", goal="delegate"))
+        child = Recorder.create(
+            store, session_id=f"wf-child{SCRIPT}", parent_session_id="wf-parent", notary=None
+        )
+        child.append(RunStarted(run_id=child.session_id, goal="the delegated part"))
+        parent.append(Custom(custom_kind="step", payload={}))
+    page.goto(f"{server.url}/session?id=wf-parent")  # type: ignore[attr-defined]
+    bar = page.locator("#waterfall-chart rect.lane-sub-agent")
+    expect(bar).to_have_count(1, timeout=WAIT_MS)
+    expect(bar).to_have_class("bar lane-sub-agent open")  # the child has not finished
+    expect(page.locator("#waterfall-chart text.lane-label.sub")).to_contain_text("↳ wf-child<script>")
+    bar.click()
+    link = page.locator("#waterfall-detail a")
+    expect(link).to_have_text("open the sub-agent's session")
+    link.click()
+    expect(page.locator("#session-id")).to_have_text(f"wf-child{SCRIPT}", timeout=WAIT_MS)
     _assert_inert(page)
