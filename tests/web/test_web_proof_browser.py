@@ -58,6 +58,11 @@ def test_an_intact_signed_event_verifies_in_the_browser(page: Page, db: Path, se
         expect(verdict).to_contain_text("(key from the server)")
         expect(page.locator("#proof-result")).to_have_attribute("data-ok", "1")
     assert page.locator("#proof-result img").count() == 0
+    signed = page.locator("#waterfall-chart path.mark-checkpoint")  # the signed heads on the run's time axis
+    expect(signed).to_have_count(2)
+    expect(signed.last.locator("title")).to_have_text(
+        f"signed checkpoint over events 0-11 by {key.name}+{key.key_id:08x}"
+    )
 
     # A pinned key replaces the server's: the right one verifies, another one is refused by name.
     page.locator("#proof-pin").fill(str(key))

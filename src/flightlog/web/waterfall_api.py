@@ -22,7 +22,10 @@ Lanes (``spans``, each ``{lane, label, kind, turn, seq, end_seq, start_ms, end_m
 A span still open at the last row has ``open: true`` and ends at that row (the page extends it to
 now while the run is live). ``marks`` are instants: ``rollbacked``, ``Custom("provider_retry")``,
 ``Custom("context_overflow")``, ``context_renewed``, ``budget_exceeded``, ``operation_cancelled``,
-``entropy_alert``, ``run_terminal``.
+``entropy_alert``, ``run_terminal``, ``Custom("session_sealed")``. ``integrity`` marks each stored
+signed checkpoint (its signers as the note names them) and each witness cosignature kept for it, at the
+time stored; their signatures are checked by the page's Verification section and the in-browser proof
+check, not by this picture.
 
 ``turns``: per turn, ``input``/``output``/``cache_read``/``cache_write`` tokens (summed over the
 turn's ``Custom("model_usage")`` records) and the context fill the kernel recorded with the call
@@ -42,6 +45,8 @@ from fastapi import FastAPI
 from fastapi.responses import JSONResponse, Response
 
 from ..errors import SessionNotFound
+from ..integrity.checkpoints import Checkpoint
+from ..integrity.notes import NoteError, parse_note
 from ..runs.context import PROMPT_PROGRAM_INVOKED, ContextUse
 from ..store.base import Store
 from . import views
@@ -59,6 +64,7 @@ _MARKS = {
     "entropy_alert": "entropy alert",
     "run_terminal": "end",
 }
+_SEALED = "session_sealed"
 _CUSTOM_MARKS = {"provider_retry": "provider retry", "context_overflow": "context overflow"}
 
 
@@ -161,6 +167,8 @@ class _Fold:
                 value = payload.get(field)
                 if isinstance(value, int) and not isinstance(value, bool) and value >= 0:
                     row[key] += value
+        elif custom == _SEALED:
+            self.marks.append(self._mark("sealed", custom, seq, at))
         elif custom in _CUSTOM_MARKS:
             self.marks.append(self._mark(_CUSTOM_MARKS[custom], custom, seq, at))
 
@@ -174,13 +182,47 @@ class _Fold:
         }
 
 
+def _integrity(store: Store, session_id: str) -> list[dict[str, Any]]:
+    """Signed checkpoints and their witness cosignatures as marks (as stored: the signatures are checked
+    by the Verification section and the in-browser proof check, not here)."""
+    marks: list[dict[str, Any]] = []
+    for cp in store.checkpoints(session_id):
+        seq = max(cp.size - 1, 0)
+        try:
+            note = parse_note(cp.body)
+            origin = Checkpoint.parse(note.text).origin
+        except NoteError as exc:
+            label = f"unreadable checkpoint at size {cp.size}: {exc.reason}"
+            marks.append(
+                {"label": views.show(label, 200), "kind": "checkpoint", "seq": seq, "at_ms": cp.created_at_ms}
+            )
+            continue
+        signers = ", ".join(f"{s.name}+{s.key_id:08x}" for s in note.signatures)
+        label = f"signed checkpoint over events 0-{seq} by {signers}"
+        marks.append(
+            {"label": views.show(label, 200), "kind": "checkpoint", "seq": seq, "at_ms": cp.created_at_ms}
+        )
+        for co in store.cosignatures(origin):
+            if co.size == cp.size and co.root == cp.root:
+                label = f"witness {co.witness.split('+', 1)[0]} cosigned size {co.size}"
+                marks.append(
+                    {
+                        "label": views.show(label, 200),
+                        "kind": "cosignature",
+                        "seq": seq,
+                        "at_ms": co.created_at_ms,
+                    }
+                )
+    return marks
+
+
 def waterfall(store: Store, session_id: str) -> dict[str, Any]:
     """The picture of one session (see the module docstring).
 
     Returns:
         ``start_ms`` (the first row's write time, epoch ms), ``end_ms`` (the last row's or sub-agent's),
         ``events``, ``truncated``, ``spans``, ``marks``,
-        ``children`` (sub-agent spans), ``turns``.
+        ``children`` (sub-agent spans), ``integrity``, ``turns``.
 
     Raises:
         SessionNotFound: no such session.
@@ -212,7 +254,8 @@ def waterfall(store: Store, session_id: str) -> dict[str, Any]:
             }
         )
     start = min([record.created_at_ms if start is None else start, *(c["start_ms"] for c in children)])
-    end = max([fold.last_ms, start, *(c["end_ms"] for c in children)])
+    integrity = _integrity(store, session_id)
+    end = max([fold.last_ms, start, *(c["end_ms"] for c in children), *(m["at_ms"] for m in integrity)])
     return {
         "start_ms": start,
         "end_ms": end,
@@ -220,6 +263,7 @@ def waterfall(store: Store, session_id: str) -> dict[str, Any]:
         "truncated": record.events > MAX_ROWS,
         "spans": fold.spans,
         "marks": fold.marks,
+        "integrity": integrity,
         "children": children,
         "turns": [fold.turns[t] for t in sorted(fold.turns)],
     }

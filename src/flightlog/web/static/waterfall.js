@@ -72,7 +72,7 @@
     const x = (t) => LABEL_W + ((t - start) / span) * plot;
     const rows = LANES.filter(([lane]) => data.spans.some((s) => s.lane === lane));
     const childRows = data.children || [];
-    const total = rows.length + childRows.length + (data.marks.length ? 1 : 0);
+    const total = rows.length + childRows.length + (data.marks.length ? 1 : 0) + ((data.integrity || []).length ? 1 : 0);
     const height = 24 + Math.max(total, 1) * ROW;
     const root = svg("svg", { class: "waterfall", width: width, height: height, viewBox: "0 0 " + width + " " + height, role: "img" });
     root.append(svg("title", {}, "Where the time went: " + data.spans.length + " spans over " + ms(span)));
@@ -104,18 +104,23 @@
       bar(y, child, "lane-sub-agent");
       y += ROW;
     }
-    if (data.marks.length) {
-      root.append(svg("text", { class: "lane-label", x: 4, y: y + ROW - 7 }, "marks"));
-      for (const m of data.marks) {
-        const cx = x(m.at_ms);
+    const markRow = (label, marks) => {
+      if (!marks.length) return;
+      root.append(svg("text", { class: "lane-label", x: 4, y: y + ROW - 7 }, label));
+      for (const m of marks) {
+        const cx = x(Math.min(Math.max(m.at_ms, start), data.end_ms));
         const mark = svg("path", { class: "mark mark-" + m.kind, d: "M" + cx + " " + (y + 4) + " l5 7 l-5 7 l-5 -7 z", tabindex: 0, "data-seq": m.seq });
         mark.append(svg("title", {}, m.label));
         const show = () => detail(detailBox, sessionId, m);
         mark.addEventListener("click", show);
         mark.addEventListener("mouseenter", show);
+        mark.addEventListener("focus", show);
         root.append(mark);
       }
-    }
+      y += ROW;
+    };
+    markRow("marks", data.marks);
+    markRow("signatures", data.integrity || []);
     box.replaceChildren(root);
     box.dataset.spans = String(data.spans.length + childRows.length);
     box.dataset.events = String(data.events);
