@@ -80,6 +80,8 @@ def test_hostile_labels_stay_text_on_the_waterfall(page: Page, db: Path, server:
     expect(tool.locator("title")).to_contain_text(f"tool{SCRIPT}")
     tool.click()
     expect(page.locator("#waterfall-detail strong")).to_have_text(f"tool{SCRIPT}")
+    page.locator("#waterfall-detail button.wf-show").click()
+    expect(page.locator("#waterfall-detail pre.wf-event")).to_contain_text(f'"name": "tool{SCRIPT}"')
     assert page.locator("#waterfall script, #waterfall img, #waterfall foreignObject").count() == 0
     _assert_inert(page)
 

@@ -54,7 +54,24 @@
       more.append("events ");
       const link = el("a", null, item.end_seq !== undefined && item.end_seq !== item.seq ? item.seq + "–" + item.end_seq : String(item.seq));
       link.setAttribute("href", eventHref(sessionId, item.seq));
-      more.append(link, " (" + item.kind + ")");
+      more.append(link, " (" + item.kind + ") ");
+      const raw = el("pre", "raw wf-event");
+      const button = el("button", "wf-show", "show event " + item.seq);
+      button.type = "button";
+      button.addEventListener("click", async function () {
+        button.disabled = true;
+        try {
+          const url = "/api/event?session=" + encodeURIComponent(sessionId) + "&seq=" + item.seq;
+          const response = await fetch(url, { credentials: "same-origin" });
+          raw.textContent = await response.text();
+        } catch (e) {
+          raw.textContent = "cannot load the event: " + e.message;
+        }
+      });
+      more.append(button);
+      box.replaceChildren(out, more, raw);
+      box.dataset.shown = item.label;
+      return;
     } else if (item.href && item.href.startsWith("/") && !item.href.startsWith("//")) {
       const link = el("a", null, "open the sub-agent's session");
       link.setAttribute("href", item.href);
