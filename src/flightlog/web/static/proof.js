@@ -228,7 +228,7 @@
       const seen = cp.sigs.map((s) => s.name + "+" + s.keyId).join(", ");
       return fail("no signature by " + (fromServer ? "a key the server trusts" : "your pinned key") + " (signed by " + seen + ")");
     }
-    const whose = fromServer ? "a key the dashboard server says it trusts (pin your own below to not rely on it)" : "the key you pinned in this browser";
+    const whose = fromServer ? "a key the dashboard server says it trusts (pin your own key in this section to not rely on it)" : "the key you pinned in this browser";
     steps.push([true, "Ed25519 signature by " + good.name + "+" + good.keyId + " verified: " + whose]);
     return { ok: true, steps, verdict: "verified in your browser: event " + seq + " is in the signed tree of " + size + " events, signed by " + good.name + "+" + good.keyId + (fromServer ? " (key from the server)" : " (your pinned key)") };
   }
