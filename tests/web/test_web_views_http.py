@@ -10,11 +10,14 @@ from pathlib import Path
 from fastapi.testclient import TestClient
 
 from flightlog.events import Custom
+from flightlog.integrity.checkpoints import Checkpoint
 from flightlog.integrity.keys import load_signer
 from flightlog.integrity.notary import Notary
+from flightlog.integrity.notes import parse_note
 from flightlog.integrity.proofs import load_proof
 from flightlog.recorder import Recorder
 from flightlog.store import SqliteStore
+from flightlog.store.base import CosignatureRecord
 
 from .conftest import IMG, SCRIPT, record_hostile, run_gated
 from .test_web_http import anonymous, client  # noqa: F401  (shared fixtures)
@@ -93,3 +96,22 @@ def test_hostile_labels_reach_the_waterfall_as_visible_text(client: TestClient, 
     data = client.get("/api/waterfall", params={"session": "h"}).json()
     (tool,) = data["spans"]
     assert tool["label"] == f"tool{SCRIPT}" and tool["open"] is False
+
+
+def test_signed_checkpoints_and_cosignatures_are_marked(client: TestClient, db_path: Path) -> None:
+    _record(db_path)  # six events, signed every four: one checkpoint at size 6
+    with SqliteStore(db_path) as store:
+        (cp,) = store.checkpoints("p")
+        origin = Checkpoint.parse(parse_note(cp.body).text).origin
+        store.record_cosignature(
+            CosignatureRecord(origin, 6, cp.root, "witness.example/w+0a0b0c0d+AQ==", cp.body, 7)
+        )
+        store.record_cosignature(
+            CosignatureRecord(origin, 5, cp.root, "other.example/w+01020304+AQ==", cp.body, 8)
+        )
+    key = load_signer().verifier
+    marks = client.get("/api/waterfall", params={"session": "p"}).json()["integrity"]
+    assert [(m["kind"], m["seq"], m["label"]) for m in marks] == [
+        ("checkpoint", 5, f"signed checkpoint over events 0-5 by {key.name}+{key.key_id:08x}"),
+        ("cosignature", 5, "witness witness.example/w cosigned size 6"),  # the size-5 one is another head
+    ]
