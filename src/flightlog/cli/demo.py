@@ -109,16 +109,15 @@ def run_demo(store: Store, console: Console, *, notary: Notary | None = None) ->
     code = _tamper_step(store, claude, console, notary)
     if code:
         return code
-    console.print("\n6. ", end="")
-    code = run_kernel_demo(store, console)
-    if code:
-        return code
-    console.print("\n7. ", end="")
-    return (
-        run_context_demo(store, console)
-        or run_capabilities_demo(store, console)
-        or run_memory_demo(store, console)
-    )
+    # The runtime's steps, numbered in order; each prints its own one-line header and returns 0 when it went
+    # as expected (a new step is one entry here).
+    steps = (run_kernel_demo, run_context_demo, run_capabilities_demo, run_memory_demo)
+    for number, step in enumerate(steps, start=6):
+        console.print(f"\n{number}. ", end="")
+        code = step(store, console)
+        if code:
+            return code
+    return 0
 
 
 def _tamper_step(store: Store, session_id: str, console: Console, notary: Notary | None) -> int:

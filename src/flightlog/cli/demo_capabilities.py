@@ -89,9 +89,7 @@ def demo_agent() -> Agent:
 
 def run_capabilities_demo(store: Store, console: Console) -> int:
     """Run the phased agent (module docs) against ``store``; returns 0 when it went as expected."""
-    console.print(
-        "\nA phased agent unlocks a tool by passing its milestone (flightlog.cli.demo_capabilities)"
-    )
+    console.print("A phased agent unlocks a tool by passing its milestone (flightlog.cli.demo_capabilities)")
     agent = demo_agent()
     result = Kernel(store, agent).run_sync(GOAL, handle_signals=False)
     sid = result.session_id

@@ -12,7 +12,6 @@ and rebuilds every recorded request from the ledger (``replay --check``).
 from __future__ import annotations
 
 from rich.console import Console
-from rich.markup import escape
 
 from ..events import Compressed, Custom, PageOut
 from ..kernel import Agent, Kernel, tool
@@ -53,7 +52,7 @@ def demo_agent() -> Agent:
 
 def run_context_demo(store: Store, console: Console) -> int:
     """Run the context demo (module docs) against ``store``; returns 0 when it went as expected."""
-    console.print("\n[bold]A run that outgrows its context window[/bold]")
+    console.print("A run that outgrows its context window (flightlog.cli.demo_context)")
     result = Kernel(store, demo_agent()).run_sync("do all the steps", handle_signals=False)
     sid = result.session_id
     pairs = [(row.seq, event) for row, event in iter_events(store, sid)]
@@ -72,7 +71,7 @@ def run_context_demo(store: Store, console: Console) -> int:
     ]
     console.print(f"  fullest request: {max(fills):.0%} of the usable window")
     if not compressions:
-        console.print("[red]  expected at least one compaction[/red]")
+        console.print("  expected at least one compaction")
         return 1
     seq, first = compressions[0]
     low, high = first.archived_seq_range
@@ -84,7 +83,7 @@ def run_context_demo(store: Store, console: Console) -> int:
     )
     console.print(f"  $ flightlog replay {sid[:12]} --at {at}   (what the model saw at turn {first.turn})")
     for index, message in enumerate(replay_session(store, sid, at=at)[:4]):
-        console.print(f"    \\[{index}] {escape(summarize_message(message, 100))}")
+        console.print(f"    [{index}] {summarize_message(message, 100)}")
     report = check_session(store, sid)
     console.print(f"  $ flightlog replay {sid[:12]} --check")
     console.print(

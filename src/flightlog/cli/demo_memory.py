@@ -13,7 +13,6 @@ from __future__ import annotations
 import re
 
 from rich.console import Console
-from rich.markup import escape
 
 from ..events import MemoryQueried, MemoryScope, MemoryWritten
 from ..kernel import Agent, Kernel
@@ -88,13 +87,13 @@ def recall_agent() -> Agent:
 
 def run_memory_demo(store: Store, console: Console) -> int:
     """Run the memory demo (module docs) against ``store``; returns 0 when the second run used the fact."""
-    console.print("\n8. [bold]Long-term memory across runs[/bold]")
+    console.print("Long-term memory across runs (flightlog.cli.demo_memory)")
     first = Kernel(store, remember_agent()).run_sync("remember when deploys happen", handle_signals=False)
     written = [e for _r, e in iter_events(store, first.session_id) if isinstance(e, MemoryWritten)]
     for event in written:
         console.print(
             f"   run 1 {first.session_id}: memory_written {event.record_id} "
-            f"{escape(event.name)} ({event.size_bytes} bytes)"
+            f"{event.name} ({event.size_bytes} bytes)"
         )
     second = Kernel(store, recall_agent()).run_sync(
         "When do production deploys happen?", handle_signals=False
@@ -104,8 +103,8 @@ def run_memory_demo(store: Store, console: Console) -> int:
     for message in replay_session(store, second.session_id):
         text = message.text_content()
         if text.startswith("[MEMORY"):
-            console.print(f"   in its history: {escape(text)}")
-    console.print(f"   answer: {escape(second.final_message or '')}")
+            console.print(f"   in its history: {text}")
+    console.print(f"   answer: {second.final_message or ''}")
     ok = bool(written) and FACT in (second.final_message or "")
     console.print("   the second run used what the first remembered" if ok else "   memory was NOT used")
     return 0 if ok else 1
