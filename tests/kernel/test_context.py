@@ -524,7 +524,9 @@ def test_the_demo_shows_a_run_outgrowing_its_window(store: SqliteStore) -> None:
     from flightlog.cli.demo_context import run_context_demo
 
     out = StringIO()
-    assert run_context_demo(store, Console(file=out, width=200)) == 0
+    assert (
+        run_context_demo(store, Console(file=out, width=200, markup=False, highlight=False)) == 0
+    )  # as `demo`
     text = out.getvalue()
     assert "completed after 41 turns: 'all 40 steps done'" in text
     assert "large outputs paged out" in text and "[compressed turn" in text
