@@ -331,10 +331,18 @@ def test_duplicated_records_are_recorded_once(tmp_path: Path) -> None:
         done(),
     ]
     session, warnings = import_one(write_jsonl(tmp_path / "d.jsonl", lines))
-    assert [w.line for w in warnings] == [3, 5, 7]
+    assert [w.line for w in warnings] == [3, 5]
     assert len(of(session.events, RunStarted)) == 1
-    assert call_ids(session.events) == ["c1"] and result_ids(session.events) == ["c1"]
-    assert of(session.events, ToolCompleted)[0].results[0].output == "ok"
+    # The second result differs: real data, kept as an orphan under a session-unique id.
+    assert call_ids(session.events) == ["c1"] and result_ids(session.events) == ["c1", "c1#2"]
+    assert [r.output for e in of(session.events, ToolCompleted) for r in e.results] == ["ok", "other text"]
+    (orphan,) = customs(session.events, "codex.orphan_tool_result")
+    assert orphan.payload == {
+        "call_id": "c1#2",
+        "line": 7,
+        "type": "function_call_output",
+        "native_call_id": "c1",
+    }
     assert customs(session.events, "codex.pending_tool_call") == []
 
 

@@ -24,7 +24,11 @@ Record → event rules:
 * **Tool results** pair to calls by ``tool_use_id``: ``ToolCompleted(turn=<turn of the call>)`` with the
   content flattened to text (image blocks become ``[image: <media type>, <n> base64 chars]``). A permission
   rejection (``is_error`` and "The user doesn't want to proceed…") also yields ``ToolDenied`` before it.
-  Each call id and result id is recorded once (later repeats are skipped with a warning). A result without a
+  A later completion reusing a call id makes a new call ``<id>#2``, ``#3``... (warned; an empty id ``""`` is
+  recorded as ``no-id``, ``no-id#2``...); a result pairs with the earliest unanswered call of its
+  ``tool_use_id`` (:class:`~flightlog.importers.jsondoc.CallBook`, as for OpenHands and SWE-agent). A call
+  repeated inside the same completion (same ``message.id``) and a result repeating word for word the last
+  result of an id with no call left open are skipped with a warning. Any other result without a
   call still becomes ``ToolCompleted`` plus ``Custom("claude_code.orphan_tool_result")``; a call without a
   result at end of file stays pending and gets ``Custom("claude_code.pending_tool_call")``.
 * **Runs** end at the next prompt or at end of file with ``RunTerminal(reason, turns_used=<completions in
@@ -111,6 +115,7 @@ from ..messages import (
     ToolResult,
 )
 from .base import ImportedSession, ImportWarning, read_jsonl
+from .jsondoc import CallBook
 
 __all__ = ["FORMAT", "VERSION", "looks_like", "read"]
 
@@ -535,6 +540,9 @@ class _SessionBuilder:
         self._deferred: list[tuple[int, JsonObj, str]] = []
         self._calls: dict[str, _CallInfo] = {}
         self._resolved: set[str] = set()
+        self._book = CallBook(lambda reason, line: self.ctx.warn(line, reason))
+        self._call_owner: dict[str, str] = {}  # native tool_use id → key of the completion that made it
+        self._last_output: dict[str, tuple[str, bool]] = {}  # native id → last result recorded for it
         self._caveat_uuid: str | None = None
         self._archive_start = 0
         self._boundary_end: int | None = None
@@ -818,15 +826,19 @@ class _SessionBuilder:
         return parts, calls
 
     def _tool_call(self, completion: _Completion, index: int, block: JsonObj) -> ToolCall | None:
-        """A ``tool_use`` block as a ``ToolCall``, registered for pairing; None if its id was seen."""
-        call_id = _str(block.get("id"))
-        if not call_id:
-            call_id = f"missing-id:{completion.key}:{index}"
-            self.ctx.warn(completion.line, f"tool_use without id recorded as {call_id}")
-        if call_id in self._calls:
-            self.ctx.warn(completion.line, f"repeated tool_use id {call_id} skipped")
+        """A ``tool_use`` block as a ``ToolCall``, registered for pairing.
+
+        None when the same completion (same ``message.id``: its lines written again, or a resumed copy)
+        already made a call with this id. A later completion reusing the id makes a new call ``<id>#2``.
+        """
+        native = _str(block.get("id"))
+        if native and self._call_owner.get(native) == completion.key:
+            self.ctx.warn(completion.line, f"repeated tool_use id {native} skipped")
             return None
         name = _str(block.get("name"))
+        call_id = self._book.request(native, name, self._turn, f"tool_use #{index}", completion.line)
+        if native:
+            self._call_owner[native] = completion.key
         self._calls[call_id] = _CallInfo(name=name, turn=self._turn)
         arguments = json.dumps(block.get("input", {}), ensure_ascii=False)
         return ToolCall(id=call_id, name=name, arguments=arguments)
@@ -864,20 +876,24 @@ class _SessionBuilder:
     def _tool_result(
         self, line: int, record: JsonObj, block: JsonObj, notes: list[JsonObj]
     ) -> ToolResult | None:
-        """One result block as a ``ToolResult`` (None when its id was already answered)."""
-        call_id = _str(block.get("tool_use_id"))
-        if not call_id:
-            call_id = f"missing-id:{_str(record.get('uuid'))}:{len(notes)}"
-            self.ctx.warn(line, f"tool_result without tool_use_id recorded as {call_id}")
-        if call_id in self._resolved:
-            self.ctx.warn(line, f"repeated tool_result for {call_id} skipped")
-            return None
-        self._resolved.add(call_id)
+        """One result block as a ``ToolResult`` paired with the earliest unanswered call of its
+        ``tool_use_id`` (``""`` included). With no such call: None (warned) when it repeats the last result
+        recorded for that id word for word, else an orphan under a session-unique id."""
+        native = _str(block.get("tool_use_id"))
         output = _flatten_output(block.get("content"))
         is_error = bool(block.get("is_error"))
-        if call_id not in self._calls:
+        call = self._book.answer(native)
+        if call is not None:
+            call_id = call.call_id
+        elif self._last_output.get(native) == (output, is_error):
+            self.ctx.warn(line, f"repeated tool_result for {native} skipped")
+            return None
+        else:
+            call_id = self._book.orphan_id(native)
             notes.append({"call_id": call_id, "line": line})
-        self._note_agent_exit(call_id, record, is_error)
+        self._last_output[native] = (output, is_error)
+        self._resolved.add(call_id)
+        self._note_agent_exit(native, call_id, record, is_error)
         if is_error and _is_rejection(output, record):
             self._deny(call_id, output)
         return ToolResult(call_id=call_id, output=output, is_error=is_error)
@@ -914,14 +930,14 @@ class _SessionBuilder:
         self._spawned.add(child_key)
         self._emit(self._process_event(child_key, turn, "spawned", None))
 
-    def _note_agent_exit(self, call_id: str, record: JsonObj, is_error: bool) -> None:
+    def _note_agent_exit(self, native: str, call_id: str, record: JsonObj, is_error: bool) -> None:
         """A result naming a sub-agent: ``exited`` once, when its status is terminal (``completed``...).
 
         A non-terminal status (a background agent just launched) only records the spawn.
         """
         info = record.get("toolUseResult")
         info = info if isinstance(info, dict) else {}
-        child_key = self._agent_calls.get(call_id)
+        child_key = self._agent_calls.get(native)
         if child_key is None and _str(info.get("agentId")):
             child_key = self.ctx.agent_key(info["agentId"])
         if child_key is None:

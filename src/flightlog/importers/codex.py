@@ -47,14 +47,18 @@ Mapping rules:
 5. **Tool calls.** ``function_call`` → ``ToolCall(id=call_id, name, arguments=<arguments text>)``;
    ``custom_tool_call`` → ``arguments=<input text>``; ``local_shell_call`` → ``name="local_shell"``,
    ``arguments=<action as compact JSON>``, id ``call_id`` else ``id``. ``web_search_call`` runs on the
-   provider and has no output record: it stays in ``native_blocks`` only. A call id seen before is
-   skipped (warned): every call appears exactly once.
+   provider and has no output record: it stays in ``native_blocks`` only. A call id seen before (Codex
+   reuses ids across turns) makes a new call ``<id>#2``, ``#3``... (the same call item written twice
+   inside one response is kept once, warned); a call without an id is recorded as
+   ``no-id`` (``#2``...), both warned (:class:`~flightlog.importers.jsondoc.CallBook`, as for OpenHands
+   and SWE-agent).
 6. **Tool results.** ``function_call_output``/``custom_tool_call_output`` → ``ToolCompleted(turn=<turn of
    the call>, results=[ToolResult(call_id, output, is_error)])``, one per record. ``output`` is the text
    as written (a non-string output is kept as compact JSON text); ``is_error`` is true when a JSON
    wrapper has ``metadata.exit_code != 0`` or ``success: false``, or a text header says ``Exit code: N`` /
-   ``Process exited with code N`` with N != 0. A repeated result id is skipped (warned). A result
-   without a known call is still recorded, at the current turn, followed by
+   ``Process exited with code N`` with N != 0. A result answers the earliest unanswered call of its
+   ``call_id`` (``""`` included). One repeating word for word the last result of an id whose calls are
+   all answered is skipped (warned). Any other result without an open call is still recorded, at the current turn, followed by
    ``Custom("codex.orphan_tool_result", {call_id, line, type})``. Calls still unanswered at end of file
    get ``Custom("codex.pending_tool_call", {call_id, name, turn, line})`` before the last ``RunTerminal``.
 7. **Compaction.** ``compacted`` → ``Compressed(turn=<current>, archived_seq_range=(first, last),
@@ -129,6 +133,7 @@ from .base import (
     read_jsonl,
 )
 from .base import as_str as _str
+from .jsondoc import CallBook
 
 __all__ = ["FORMAT", "SEQ_OFFSET", "VERSION", "looks_like", "read"]
 
@@ -311,19 +316,13 @@ def _reasoning_parts(payload: JsonObj) -> list[ContentPart]:
     return [RedactedThinkingPart(data=encrypted)] if isinstance(encrypted, str) else []
 
 
-def _tool_call(payload: JsonObj) -> ToolCall | None:
-    """Rule 5: the ``ToolCall`` of a call item, or None when it carries no id."""
+def _tool_call(payload: JsonObj) -> ToolCall:
+    """Rule 5: the ``ToolCall`` of a call item, with its native id (``""`` when it carries none)."""
     kind = payload.get("type")
-    call_id = _str(payload.get("call_id"))
+    call_id = _str(payload.get("call_id")) or ""
     if kind == "local_shell_call":
-        call_id = call_id or _str(payload.get("id"))
-        return (
-            ToolCall(id=call_id, name="local_shell", arguments=compact_json(payload.get("action")))
-            if call_id
-            else None
-        )
-    if not call_id:
-        return None
+        call_id = call_id or _str(payload.get("id")) or ""
+        return ToolCall(id=call_id, name="local_shell", arguments=compact_json(payload.get("action")))
     raw = payload.get("input") if kind == "custom_tool_call" else payload.get("arguments")
     return ToolCall(id=call_id, name=_str(payload.get("name")) or "", arguments=compact_json(raw))
 
@@ -409,9 +408,9 @@ class _Builder:
         self.records = 0
         self.run: _Run | None = None
         self.response: _Response | None = None
-        self.call_turns: dict[str, int] = {}
-        self.pending: dict[str, _Pending] = {}
-        self.results_seen: set[str] = set()
+        self.calls = CallBook(lambda reason, line: self.warn(line, reason))
+        self.pending: dict[str, _Pending] = {}  # session-unique call id → unanswered call
+        self.last_output: dict[str, tuple[str, bool]] = {}  # native call id → last result recorded
         self.digests: dict[bytes, int] = {}
 
     # ── plumbing ──
@@ -529,11 +528,10 @@ class _Builder:
         self.add_to_response(line, payload, _reasoning_parts(payload))
 
     def on_call(self, line: int, payload: JsonObj) -> None:
-        """Rule 5: a client-side tool call joins the open response, once per call id."""
+        """Rule 5: a client-side tool call joins the open response (a reused id becomes ``<id>#2``); the
+        same call item written twice in one response is kept once (warned)."""
         call = _tool_call(payload)
-        if call is None:
-            self.warn(line, f"{payload.get('type')} without a call id: kept in native_blocks, not as a call")
-        elif call.id in self.call_turns:
+        if call.id and self.response is not None and payload in self.response.blocks:
             self.warn(line, f"skipped repeated tool call {call.id!r}")
             return
         self.add_to_response(line, payload, [], call)
@@ -543,20 +541,24 @@ class _Builder:
         self.add_to_response(line, payload, [])
 
     def on_tool_output(self, line: int, payload: JsonObj) -> None:
-        """Rule 6: one ``ToolCompleted`` per result id, at its call's turn; orphans flagged."""
+        """Rule 6: a ``ToolCompleted`` answering the earliest open call of the id, at its call's turn;
+        word-for-word repeats of an answered id skipped; orphans flagged."""
         self.flush()
-        call_id = _str(payload.get("call_id")) or ""
-        if call_id in self.results_seen:
-            self.warn(line, f"skipped repeated tool result {call_id!r}")
-            return
-        if call_id:
-            self.results_seen.add(call_id)
+        native = _str(payload.get("call_id")) or ""
         output = payload.get("output")
-        result = ToolResult(call_id=call_id, output=compact_json(output), is_error=_output_is_error(output))
-        turn = self.call_turns.get(call_id)
-        self.emit(ToolCompleted(turn=self.turn if turn is None else turn, results=[result]))
-        if turn is None:
+        text, is_error = compact_json(output), _output_is_error(output)
+        call = self.calls.answer(native)
+        if call is None and self.last_output.get(native) == (text, is_error):
+            self.warn(line, f"skipped repeated tool result {native!r}")
+            return
+        self.last_output[native] = (text, is_error)
+        call_id = call.call_id if call is not None else self.calls.orphan_id(native)
+        result = ToolResult(call_id=call_id, output=text, is_error=is_error)
+        self.emit(ToolCompleted(turn=self.turn if call is None else call.turn, results=[result]))
+        if call is None:
             orphan = {"call_id": call_id, "line": line, "type": payload.get("type")}
+            if call_id != native:
+                orphan["native_call_id"] = native
             self.emit(Custom(custom_kind="codex.orphan_tool_result", payload=orphan))
         self.pending.pop(call_id, None)
 
@@ -616,10 +618,11 @@ class _Builder:
         self.response.blocks.append(payload)
         self.response.parts.extend(parts)
         if call is not None:
+            turn = self.response.turn
+            call_id = self.calls.request(call.id, call.name, turn, str(payload.get("type")), line)
+            call = ToolCall(id=call_id, name=call.name, arguments=call.arguments)
             self.response.calls.append(call)
-            self.call_turns[call.id] = self.response.turn
-            if call.id not in self.results_seen:
-                self.pending[call.id] = _Pending(call.name, self.response.turn, line)
+            self.pending[call_id] = _Pending(call.name, turn, line)
 
     def flush(self) -> None:
         """Close the open response into ``LlmCompleted`` (+ ``ToolRequested``), rule 3."""

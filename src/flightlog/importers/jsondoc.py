@@ -35,6 +35,8 @@ MAX_DEPTH = 256
 """Deepest nesting accepted (arrays and objects); real trajectories stay far below it."""
 
 _PROBE_BYTES = 64 * 1024
+_NO_ID = "no-id"
+"""Recorded id of a call whose native id is empty (``#2``... when several are)."""
 _EVENT_ARRAY = re.compile(rb'^\s*\[\s*\{.*?"source"\s*:\s*"(?:user|agent|environment)"', re.DOTALL)
 
 
@@ -138,28 +140,40 @@ class OpenCall:
 class CallBook:
     """Pairs tool calls with their results by native id, exactly once each (see the module docstring).
 
+    Used by every importer (the JSONL ones too): a native id reused by a later call is recorded as
+    ``<id>#2``, ``#3``... and a result pairs with the earliest unanswered call of its native id. An empty
+    native id ``""`` is an id like any other (the calls are recorded as ``no-id``, ``no-id#2``...), so a
+    result with ``""`` answers the earliest unanswered call that had ``""``.
+
     Args:
-        warn: Receives the text of a warning (a native id reused for a new call).
+        warn: Receives the text of a warning (a native id reused for a new call, or an empty one) and the
+            1-based source line given to :meth:`request` (None for whole-document formats).
     """
 
-    def __init__(self, warn: Callable[[str], None]) -> None:
+    def __init__(self, warn: Callable[[str, int | None], None]) -> None:
         self._warn = warn
         self._used: set[str] = set()
         self._open: dict[str, OpenCall] = {}  # unique id → call, in request order
 
     def _unique(self, native_id: str) -> str:
-        candidate, n = native_id, 1
+        base = native_id or _NO_ID
+        candidate, n = base, 1
         while candidate in self._used:
             n += 1
-            candidate = f"{native_id}#{n}"
+            candidate = f"{base}#{n}"
         self._used.add(candidate)
         return candidate
 
-    def request(self, native_id: str, name: str, turn: int, where: str) -> str:
-        """Register a call; returns its session-unique id (warns when the native id was used before)."""
+    def request(self, native_id: str, name: str, turn: int, where: str, line: int | None = None) -> str:
+        """Register a call; returns its session-unique id (warns when the native id was used before or is
+        empty)."""
         call_id = self._unique(native_id)
-        if call_id != native_id:
-            self._warn(f"{where}: tool call id {native_id!r} reused for a new call; recorded as {call_id!r}")
+        if not native_id:
+            self._warn(f"{where}: tool call without an id recorded as {call_id!r}", line)
+        elif call_id != native_id:
+            self._warn(
+                f"{where}: tool call id {native_id!r} reused for a new call; recorded as {call_id!r}", line
+            )
         self._open[call_id] = OpenCall(call_id, native_id, name, turn, where)
         return call_id
 
@@ -197,7 +211,7 @@ class DocumentBuilder:
         self.path = path
         self.warnings = warnings
         self.events: list[SessionEvent] = []
-        self.calls = CallBook(self.warn)
+        self.calls = CallBook(lambda reason, _line: self.warn(reason))
 
     def warn(self, reason: str) -> None:
         """Append a file-level ImportWarning."""
