@@ -3,15 +3,18 @@ the importer's counts of calls, results and messages are compared with an indepe
 
 from __future__ import annotations
 
+import base64
 import json
 import re
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
 import pytest
 
+from flightlog.errors import ImportFormatError
 from flightlog.events import Custom, LlmCompleted, SessionEvent, ToolCompleted
-from flightlog.importers import claude_code, codex
+from flightlog.importers import claude_code, codex, openhands, swe_agent
 from flightlog.importers.base import ImportedSession, ImportWarning
 
 SAMPLES = Path(__file__).parent / "data" / "samples"
@@ -171,3 +174,140 @@ def test_codex_reused_id_result_order_follows_the_calls(tmp_path: Path) -> None:
         if isinstance(event, ToolCompleted):
             assert [turn_of[r.call_id] for r in event.results] == [event.turn] * len(event.results)
     assert re.fullmatch(r".+#2", [i for i in turn_of if i.startswith(first)][-1])
+
+
+# ─── 2. Invalid UTF-8, NUL runs, torn lines, trailing bytes ───────────────────────────────────
+
+JSONL_CASES = [
+    pytest.param(claude_code, CLAUDE_HEAVY, b"tool_result", id="claude"),
+    pytest.param(codex, CODEX_FULL, b"function_call_output", id="codex"),
+]
+
+
+def kinds(events: list[SessionEvent]) -> list[str]:
+    """Event types in order, ``Custom`` by its kind."""
+    return [e.custom_kind if isinstance(e, Custom) else type(e).__name__ for e in events]
+
+
+def first_line_with(lines: list[bytes], marker: bytes) -> int:
+    """0-based index of the first line holding ``marker``."""
+    return next(i for i, line in enumerate(lines) if marker in line)
+
+
+def edit_line(
+    tmp_path: Path, module: Any, sample: Path, marker: bytes, edit: Callable[[bytes], bytes]
+) -> tuple[ImportedSession, int, ImportedSession, list[ImportWarning]]:
+    """Import the sample, then a copy whose first line holding ``marker`` is ``edit(line)``.
+
+    Returns the clean session, the edited line's 1-based number, the variant's session and its warnings.
+    """
+    clean, _ = read_one(module, sample)
+    lines = sample.read_bytes().split(b"\n")
+    index = first_line_with(lines, marker)
+    lines[index] = edit(lines[index])
+    path = tmp_path / sample.name
+    path.write_bytes(b"\n".join(lines))
+    session, warnings = read_one(module, path)
+    return clean, index + 1, session, warnings
+
+
+@pytest.mark.parametrize(("module", "sample", "marker"), JSONL_CASES)
+def test_invalid_utf8_inside_a_result_keeps_the_record(
+    tmp_path: Path, module: Any, sample: Path, marker: bytes
+) -> None:
+    word = b""
+
+    def corrupt(line: bytes) -> bytes:
+        nonlocal word
+        found = re.search(rb'"(?:content|output)":"\[?([A-Za-z]{6,})', line)
+        assert found is not None, "the sample's first result has an ASCII word to corrupt"
+        word = found.group(1)
+        return line.replace(word, word[:3] + b"\xff" + word[3:], 1)
+
+    clean, line, session, warnings = edit_line(tmp_path, module, sample, marker, corrupt)
+    assert kinds(session.events) == kinds(clean.events)  # nothing lost, nothing added
+    corrupted = word.decode()[:3] + "\\udcff" + word.decode()[3:]
+    assert any(corrupted in output for output in results(session.events).values())
+    assert [(w.line, "invalid UTF-8" in w.reason) for w in warnings] == [(line, True)]
+
+
+@pytest.mark.parametrize(("module", "sample", "marker"), JSONL_CASES)
+def test_a_run_of_nul_bytes_does_not_lose_the_next_record(
+    tmp_path: Path, module: Any, sample: Path, marker: bytes
+) -> None:
+    # A zero-filled block, then the record, no newline between.
+    clean, line, session, warnings = edit_line(tmp_path, module, sample, marker, lambda b: b"\x00" * 4096 + b)
+    assert kinds(session.events) == kinds(clean.events)
+    assert [(w.line, "4096 NUL byte(s)" in w.reason) for w in warnings] == [(line, True)]
+
+
+@pytest.mark.parametrize(("module", "sample", "marker"), JSONL_CASES)
+def test_a_torn_record_before_nul_bytes_is_kept_byte_exact_and_the_next_record_read(
+    tmp_path: Path, module: Any, sample: Path, marker: bytes
+) -> None:
+    torn = b""
+
+    def tear(line: bytes) -> bytes:
+        nonlocal torn
+        torn = line[: len(line) // 2] + b"\xe2\x82"  # cut inside a multi-byte character
+        return torn + b"\x00" * 100 + line
+
+    clean, line, session, warnings = edit_line(tmp_path, module, sample, marker, tear)
+    kept = customs(session.events, f"{module.FORMAT.replace('-', '_')}.unparsed_line")
+    assert [k.payload["line"] for k in kept] == [line]
+    assert base64.b64decode(kept[0].payload["base64"]) == torn
+    assert len(session.events) == len(clean.events) + 1
+    assert {w.line for w in warnings} == {line}
+    assert any("kept byte-exact malformed line" in w.reason for w in warnings)
+
+
+def test_a_torn_utf8_line_is_kept_as_its_text(tmp_path: Path) -> None:
+    lines = CODEX_FULL.read_bytes().split(b"\n")
+    torn = lines[5][:80]
+    lines.insert(6, torn)
+    path = tmp_path / CODEX_FULL.name
+    path.write_bytes(b"\n".join(lines))
+    session, warnings = read_one(codex, path)
+    [kept] = customs(session.events, "codex.unparsed_line")
+    assert kept.payload == {"line": 7, "text": torn.decode("utf-8")}
+    assert [w.line for w in warnings] == [7]
+
+
+SWE_SAMPLE = SAMPLES / "swe-agent" / "v1_function_calling_marshmallow-1867.traj"
+OPENHANDS_SAMPLE = SAMPLES / "openhands" / "v0_basic.json"
+
+
+@pytest.mark.parametrize(
+    ("module", "sample"),
+    [(swe_agent, SWE_SAMPLE), (openhands, OPENHANDS_SAMPLE)],
+    ids=["swe-agent", "openhands"],
+)
+def test_a_document_with_trailing_nul_bytes_imports_with_a_warning(
+    tmp_path: Path, module: Any, sample: Path
+) -> None:
+    clean, clean_warnings = read_one(module, sample)
+    data = sample.read_bytes()
+    path = tmp_path / sample.name
+    path.write_bytes(data + b"\x00" * 512 + b"\n\n")
+    session, warnings = read_one(module, path)
+    assert kinds(session.events) == kinds(clean.events)
+    [new] = [w for w in warnings if w not in clean_warnings]
+    assert new.line == data.count(b"\n") + 1 and "512 trailing NUL byte(s)" in new.reason
+
+
+@pytest.mark.parametrize(
+    ("module", "sample"),
+    [(swe_agent, SWE_SAMPLE), (openhands, OPENHANDS_SAMPLE)],
+    ids=["swe-agent", "openhands"],
+)
+def test_a_document_with_trailing_garbage_is_refused_naming_line_and_column(
+    tmp_path: Path, module: Any, sample: Path
+) -> None:
+    data = sample.read_bytes().rstrip()
+    path = tmp_path / sample.name
+    path.write_bytes(data + b"\n\x00\x00  garbage")
+    with pytest.raises(ImportFormatError) as caught:
+        module.read(path, [])
+    line = data.count(b"\n") + 2
+    assert caught.value.line == line
+    assert f"line {line}, column 5" in str(caught.value) and path.name in str(caught.value)

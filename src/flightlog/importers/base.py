@@ -6,12 +6,15 @@ Claude Code, a child session per sub-agent file). It never writes; :func:`flight
 records the sessions through the recorder.
 
 Hostile input is expected (shared/samples/PROVENANCE.md): a UTF-8 BOM, torn or malformed lines anywhere,
-U+2028 inside strings, lone surrogates, single lines of tens of megabytes, duplicated records. The reader
-skips a bad line and reports it with its 1-based line number; the import continues.
+U+2028 inside strings, lone surrogates, invalid UTF-8, runs of NUL bytes, single lines of tens of megabytes,
+duplicated records. The reader reports each with its 1-based line number and keeps what it can (the rest of
+a record around invalid bytes; the bytes of a line that is no JSON object, for the importer to keep as a
+``Custom`` event); the import continues.
 """
 
 from __future__ import annotations
 
+import base64
 import json
 import math
 import re
@@ -42,6 +45,7 @@ __all__ = [
     "make_json_safe",
     "read_jsonl",
     "short_error",
+    "unparsed_payload",
 ]
 
 JsonObj = dict[str, Any]
@@ -99,10 +103,25 @@ class ImportedSession:
 
 @dataclass(frozen=True)
 class JsonLine:
-    """A decoded JSONL record and its 1-based line number."""
+    """A decoded JSONL record and its 1-based line number.
+
+    With ``read_jsonl(..., keep_unparsed=True)``, a line (or NUL-separated piece of one) that is not a JSON
+    object comes as ``value=None`` and its bytes in ``raw`` (see :func:`unparsed_payload`).
+    """
 
     line: int
     value: Any
+    raw: bytes | None = None
+
+
+def unparsed_payload(item: JsonLine) -> JsonObj:
+    """The byte-exact ``Custom`` payload of a line that is not a JSON object: ``{"line", "text"}`` when its
+    bytes are valid UTF-8 (encoding ``text`` as UTF-8 gives them back), else ``{"line", "base64"}``."""
+    raw = item.raw or b""
+    try:
+        return {"line": item.line, "text": raw.decode("utf-8")}
+    except UnicodeDecodeError:
+        return {"line": item.line, "base64": base64.b64encode(raw).decode("ascii")}
 
 
 _SURROGATE = re.compile("[\ud800-\udfff]")
@@ -132,38 +151,73 @@ def clean_surrogates(value: Any) -> tuple[Any, int]:
     return fix(value), count
 
 
-def read_jsonl(path: Path, warnings: list[ImportWarning]) -> Iterator[JsonLine]:
+def read_jsonl(
+    path: Path, warnings: list[ImportWarning], *, keep_unparsed: bool = False
+) -> Iterator[JsonLine]:
     """Stream JSON records from a JSONL file, one line at a time (bounded by the longest line).
 
-    Skips (and appends an :class:`ImportWarning` for) blank-free lines that are not JSON objects,
-    torn lines and invalid UTF-8. Strips a leading UTF-8 BOM. Lone surrogates are replaced by their
-    escape text and flagged. Splits only on ``\\n`` (U+2028 inside strings is content, not a line break).
+    Strips a leading UTF-8 BOM. Splits only on ``\\n`` (U+2028 inside strings is content, not a line
+    break) and on runs of NUL bytes (a crashed writer's zero-filled block; JSON text never holds a raw
+    NUL), so the record after the NULs is read (warned with the line number). Invalid UTF-8 bytes inside a
+    record keep the rest of it: each byte becomes ``\\udcXX`` escape text (warned with the line number), as
+    do lone surrogates. A line that is still not a JSON object (torn, malformed, nested too deeply, a
+    bare value) is warned with its 1-based line number and skipped, or, with ``keep_unparsed``, yielded
+    with ``value=None`` and its exact bytes in ``raw`` so the importer can keep it.
     """
     name = path.name
     with path.open("rb") as fh:
-        for number, raw in enumerate(fh, start=1):
-            if number == 1 and raw.startswith(b"\xef\xbb\xbf"):
-                raw = raw[3:]
-            if not raw.strip():
-                continue
-            try:
-                value = json.loads(raw)
-                if isinstance(value, dict):
-                    value, replaced = clean_surrogates(value)
-            except (ValueError, UnicodeDecodeError) as exc:
-                warnings.append(ImportWarning(name, number, f"skipped malformed line: {short_error(exc)}"))
-                continue
-            except RecursionError:
-                warnings.append(ImportWarning(name, number, "skipped line: JSON nested too deeply"))
-                continue
-            if not isinstance(value, dict):
-                warnings.append(ImportWarning(name, number, "skipped line: not a JSON object"))
-                continue
-            if replaced:
-                warnings.append(
-                    ImportWarning(name, number, f"{replaced} lone surrogate(s) kept as \\uXXXX escape text")
-                )
-            yield JsonLine(number, value)
+        for number, line in enumerate(fh, start=1):
+            if number == 1 and line.startswith(b"\xef\xbb\xbf"):
+                line = line[3:]
+            line = line.removesuffix(b"\n")
+            pieces = [line] if b"\0" not in line else _split_nuls(name, number, line, warnings)
+            for raw in pieces:
+                if not raw.strip():
+                    continue
+                item = _decode_line(name, number, raw, warnings, keep_unparsed)
+                if item is not None:
+                    yield item
+
+
+def _split_nuls(name: str, number: int, line: bytes, warnings: list[ImportWarning]) -> list[bytes]:
+    """The pieces of a line between runs of NUL bytes (warned: how many NULs, on which line)."""
+    warnings.append(ImportWarning(name, number, f"{line.count(0)} NUL byte(s) skipped between records"))
+    return [piece for piece in re.split(rb"\x00+", line) if piece.strip()]
+
+
+def _decode_line(
+    name: str, number: int, raw: bytes, warnings: list[ImportWarning], keep_unparsed: bool
+) -> JsonLine | None:
+    """One line's JSON object (made surrogate-free), or its raw bytes / None when it is not one."""
+    try:
+        text = raw.decode("utf-8")
+        invalid = 0
+    except UnicodeDecodeError:
+        text = raw.decode("utf-8", "surrogateescape")
+        invalid = len(_SURROGATE.findall(text))
+    try:
+        value = json.loads(text)
+    except ValueError as exc:
+        reason = f"malformed line: {short_error(exc)}"
+    except RecursionError:
+        reason = "line: JSON nested too deeply"
+    else:
+        reason = "" if isinstance(value, dict) else "line: not a JSON object"
+    if reason:
+        kept = "kept byte-exact" if keep_unparsed else "skipped"
+        warnings.append(ImportWarning(name, number, f"{kept} {reason}"))
+        return JsonLine(number, None, raw) if keep_unparsed else None
+    value, replaced = clean_surrogates(value)
+    if invalid:
+        warnings.append(
+            ImportWarning(name, number, f"{invalid} invalid UTF-8 byte(s) kept as \\udcXX escape text")
+        )
+        replaced -= invalid
+    if replaced > 0:
+        warnings.append(
+            ImportWarning(name, number, f"{replaced} lone surrogate(s) kept as \\uXXXX escape text")
+        )
+    return JsonLine(number, value)
 
 
 def short_error(exc: Exception) -> str:

@@ -64,6 +64,8 @@ Record → event rules:
   ``state="exited"`` (``result_termination`` from the result's ``status``) when the spawning ``Task``
   call's result arrives; its ``status``/``totalTokens``/``totalDurationMs``/``totalToolUseCount`` go to
   the child's metadata. A progress record's ``prompt`` and ``normalizedMessages`` copies are not kept.
+* A line that is no JSON object (torn, malformed) is kept byte-exact as
+  ``Custom("claude_code.unparsed_line", {"line", "text"|"base64"})`` (warned with its line number).
 * Everything else (``progress``/hook records, ``file-history-snapshot``, ``queue-operation``, ``summary``,
   ``system`` records, unknown types) is kept as ``Custom(custom_kind="claude_code.<type>", payload=<the
   record without cwd>)``; user lines that are not prompts as ``claude_code.user.meta``,
@@ -114,7 +116,7 @@ from ..messages import (
     ToolCall,
     ToolResult,
 )
-from .base import ImportedSession, ImportWarning, read_jsonl
+from .base import ImportedSession, ImportWarning, read_jsonl, unparsed_payload
 from .jsondoc import CallBook
 
 __all__ = ["FORMAT", "VERSION", "looks_like", "read"]
@@ -161,9 +163,19 @@ _COMPACT_SUMMARY = "compact_summary"
 _AGENT_PROGRESS = "agent_progress"
 _SIDECHAIN_SPAWN = "sidechain_spawn"
 _OTHER = "other"
+_UNPARSED = "unparsed"
 
 _DEFERRABLE = frozenset(
-    {_TOOL_RESULTS, _META, _COMMAND_OUTPUT, _LOCAL_COMMAND, _AGENT_PROGRESS, _SIDECHAIN_SPAWN, _OTHER}
+    {
+        _TOOL_RESULTS,
+        _META,
+        _COMMAND_OUTPUT,
+        _LOCAL_COMMAND,
+        _AGENT_PROGRESS,
+        _SIDECHAIN_SPAWN,
+        _OTHER,
+        _UNPARSED,
+    }
 )
 """Kinds that do not end an open completion: they are processed right after it is emitted."""
 
@@ -563,6 +575,7 @@ class _SessionBuilder:
             _COMMAND_OUTPUT: self._custom_handler("claude_code.user.command_output"),
             _LOCAL_COMMAND: self._custom_handler("claude_code.user.local_command"),
             _OTHER: self._on_other,
+            _UNPARSED: lambda line, payload: self._custom("claude_code.unparsed_line", payload),
         }
 
     @property
@@ -581,6 +594,11 @@ class _SessionBuilder:
             return
         self._note_envelope(record)
         self._route(line, record, self._refine(record, _classify(record)))
+
+    def keep_unparsed(self, line: int, payload: JsonObj) -> None:
+        """A line that is no JSON object: ``Custom("claude_code.unparsed_line", payload)`` byte-exact
+        (:func:`~flightlog.importers.base.unparsed_payload`), after any open completion."""
+        self._route(line, payload, _UNPARSED)
 
     def spawn_sidechain(self, line: int, child_key: str) -> None:
         """Note a sidechain child first seen at ``line`` (recorded only if this session has a conversation)."""
@@ -1077,8 +1095,11 @@ class _FileImporter:
 
     def consume(self, path: Path) -> None:
         """Stream every record of ``path`` through :meth:`feed`."""
-        for item in read_jsonl(path, self.ctx.warnings):
-            self.feed(item.line, item.value)
+        for item in read_jsonl(path, self.ctx.warnings, keep_unparsed=True):
+            if item.value is None:
+                self.main.keep_unparsed(item.line, unparsed_payload(item))
+            else:
+                self.feed(item.line, item.value)
 
     def feed(self, line: int, record: JsonObj) -> None:
         """Route one top-level record (records whose ``uuid`` was already seen are skipped)."""

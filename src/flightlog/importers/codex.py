@@ -78,7 +78,8 @@ Mapping rules:
    payload=<payload>)``: ``session_meta``, ``turn_context``, context messages, event echoes of response
    items (never counted as messages or calls), ``token_count``, unknown types. A record without a dict
    payload is kept whole (``codex.<type>``, or ``codex.record`` without a type).
-10. **Hostile input.** An exact repeat of an earlier record (same decoded JSON) is skipped and warned.
+10. **Hostile input.** A line that is no JSON object (torn, malformed) is kept byte-exact as
+    ``Custom("codex.unparsed_line", {"line", "text"|"base64"})`` where it occurs (warned). An exact repeat of an earlier record (same decoded JSON) is skipped and warned.
     Integers beyond ±(2**53-1) and NaN/±Infinity are kept as their JSON text (warned), so every event
     encodes under RFC 8785; lone surrogates arrive as ``\\uXXXX`` text from ``read_jsonl``.
 
@@ -131,6 +132,7 @@ from .base import (
     epoch_ms,
     make_json_safe,
     read_jsonl,
+    unparsed_payload,
 )
 from .base import as_str as _str
 from .jsondoc import CallBook
@@ -191,8 +193,11 @@ def read(path: Path, warnings: list[ImportWarning]) -> list[ImportedSession]:
         One session, or an empty list when the file holds no decodable record.
     """
     builder = _Builder(path, warnings, prompts_from_events=_has_prompt_events(path))
-    for item in read_jsonl(path, warnings):
-        builder.feed(item.line, item.value)
+    for item in read_jsonl(path, warnings, keep_unparsed=True):
+        if item.value is None:
+            builder.emit(Custom(custom_kind="codex.unparsed_line", payload=unparsed_payload(item)))
+        else:
+            builder.feed(item.line, item.value)
     return builder.finish()
 
 

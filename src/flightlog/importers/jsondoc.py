@@ -54,9 +54,12 @@ def read_json_document(path: Path, warnings: list[ImportWarning]) -> Any:
     Returns:
         The decoded document (any JSON value).
 
+    Whitespace and NUL bytes around the document are accepted (trailing NULs warned with their line and
+    column); any other byte after it refuses the file.
+
     Raises:
-        ImportFormatError: the file is not one valid JSON document (the reason gives the decoder's message
-            and its line), or it nests deeper than :data:`MAX_DEPTH`.
+        ImportFormatError: the file is not one valid JSON document (``line`` set; the reason gives the
+            decoder's message, line and column), or it nests deeper than :data:`MAX_DEPTH`.
         OSError: the file cannot be read.
     """
     raw = path.read_bytes().removeprefix(b"\xef\xbb\xbf")
@@ -69,10 +72,13 @@ def read_json_document(path: Path, warnings: list[ImportWarning]) -> Any:
         )
     del raw
     try:
-        value = json.loads(text)
+        value, end = _DECODER.raw_decode(text, _skip_blank(text, 0))
+        _check_trailing(path, text, end, warnings)
     except json.JSONDecodeError as exc:
         raise ImportFormatError(
-            path=str(path), line=exc.lineno, reason=f"not valid JSON: {exc.msg} (column {exc.colno})"
+            path=str(path),
+            line=exc.lineno,
+            reason=f"not valid JSON: {exc.msg} at line {exc.lineno}, column {exc.colno}",
         ) from None
     except ValueError as exc:  # e.g. an integer literal beyond Python's digit limit
         raise ImportFormatError(path=str(path), reason=f"not valid JSON: {short_error(exc)}") from None
@@ -91,6 +97,43 @@ def read_json_document(path: Path, warnings: list[ImportWarning]) -> Any:
             ImportWarning(path.name, None, f"{unsafe} number(s) outside RFC 8785's range kept as JSON text")
         )
     return value
+
+
+_DECODER = json.JSONDecoder()
+_BLANK = " \t\n\r\x00"
+"""What may surround the document: JSON whitespace and NUL bytes (a crashed writer's zero-filled tail)."""
+
+
+def _skip_blank(text: str, start: int) -> int:
+    """Index of the first character at or after ``start`` that is not whitespace or NUL."""
+    end = len(text)
+    while start < end and text[start] in _BLANK:
+        start += 1
+    return start
+
+
+def _line_col(text: str, pos: int) -> tuple[int, int]:
+    """1-based line and column of ``text[pos]``."""
+    line = text.count("\n", 0, pos) + 1
+    return line, pos - (text.rfind("\n", 0, pos) + 1) + 1
+
+
+def _check_trailing(path: Path, text: str, end: int, warnings: list[ImportWarning]) -> None:
+    """NUL bytes (and whitespace) after the document are warned (line and column); anything else is refused.
+
+    Raises:
+        json.JSONDecodeError: other bytes follow the document (the caller names line and column).
+    """
+    if end == len(text):
+        return
+    rest = _skip_blank(text, end)
+    if rest < len(text):
+        raise json.JSONDecodeError("extra data after the JSON document", text, rest)
+    nuls = text.count("\x00", end)
+    if nuls:  # trailing whitespace alone is valid JSON
+        line, col = _line_col(text, text.index("\x00", end))
+        where = f"after the document (from line {line}, column {col})"
+        warnings.append(ImportWarning(path.name, line, f"{nuls} trailing NUL byte(s) {where} ignored"))
 
 
 def looks_like_json_array_of_events(path: Path) -> bool:
