@@ -327,7 +327,8 @@ def test_short_sample_rejections_interrupt_and_merged_completion() -> None:
     assert cancel.reason is CancellationReason.USER and cancel.pending_call_ids == []
     assert cancel.operation_id == of(main.events, RunStarted)[0].run_id
     [terminal] = of(main.events, RunTerminal)
-    assert (terminal.reason, terminal.turns_used, terminal.total_tokens) == ("aborted", 1, 16)
+    # 3 input + 13835 cache write + 11515 cache read + 13 output tokens.
+    assert (terminal.reason, terminal.turns_used, terminal.total_tokens) == ("aborted", 1, 25366)
     assert len(customs(main.events, "claude_code.system")) == 2
     assert main.metadata == {
         "sessionId": "55604662-cf2a-4331-851a-ec234028f8ca",

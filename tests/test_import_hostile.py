@@ -13,7 +13,7 @@ from typing import Any
 import pytest
 
 from flightlog.errors import ImportFormatError
-from flightlog.events import Custom, LlmCompleted, SessionEvent, ToolCompleted
+from flightlog.events import Custom, LlmCompleted, RunTerminal, SessionEvent, ToolCompleted
 from flightlog.importers import claude_code, codex, openhands, swe_agent
 from flightlog.importers.base import ImportedSession, ImportWarning
 
@@ -311,3 +311,21 @@ def test_a_document_with_trailing_garbage_is_refused_naming_line_and_column(
     line = data.count(b"\n") + 2
     assert caught.value.line == line
     assert f"line {line}, column 5" in str(caught.value) and path.name in str(caught.value)
+
+
+# ─── 3. Tokens include the cache ──────────────────────────────────────────────────────────────
+
+
+def test_claude_code_run_tokens_include_cache_reads_and_writes() -> None:
+    """Independent count: the last ``usage`` of each ``message.id`` of the main conversation, every count."""
+    sample = SAMPLES / "claude-code" / "spotter_short.jsonl"
+    usage: dict[str, dict[str, int]] = {}
+    for record in records(sample.read_bytes()):
+        message = record.get("message")
+        if record.get("type") == "assistant" and not record.get("isSidechain") and isinstance(message, dict):
+            usage[message["id"]] = message.get("usage") or usage.get(message["id"], {})
+    keys = ("input_tokens", "cache_creation_input_tokens", "cache_read_input_tokens", "output_tokens")
+    expected = sum(u.get(k, 0) for u in usage.values() for k in keys)
+    assert sum(u.get("cache_read_input_tokens", 0) for u in usage.values()) > 0
+    session, _ = read_one(claude_code, sample)
+    assert sum(e.total_tokens for e in session.events if isinstance(e, RunTerminal)) == expected

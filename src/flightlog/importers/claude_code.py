@@ -32,7 +32,8 @@ Record → event rules:
   call still becomes ``ToolCompleted`` plus ``Custom("claude_code.orphan_tool_result")``; a call without a
   result at end of file stays pending and gets ``Custom("claude_code.pending_tool_call")``.
 * **Runs** end at the next prompt or at end of file with ``RunTerminal(reason, turns_used=<completions in
-  the run>, total_tokens=<sum of usage input_tokens + output_tokens of those completions>)``. Reasons:
+  the run>, total_tokens=<sum of usage input_tokens + cache_creation_input_tokens + cache_read_input_tokens
+  + output_tokens of those completions>)``. Reasons:
   ``aborted`` after an interrupt, ``rewound`` when the next prompt rewinds, ``completed`` when the next
   prompt simply follows; at end of file ``completed`` if the run's last completion called no tool and no
   call is pending (or the parent reported the sub-agent ``completed``), else ``incomplete``.
@@ -484,11 +485,16 @@ def _is_rejection(output: str, record: JsonObj) -> bool:
     return any(text in output for text in _REJECTION_MARKERS)
 
 
+_USAGE_KEYS = ("input_tokens", "cache_creation_input_tokens", "cache_read_input_tokens", "output_tokens")
+"""Anthropic usage counts that add up to the tokens a completion processed: ``input_tokens`` leaves out
+the prompt tokens written to or read from the cache, which the two ``cache_*`` counts report."""
+
+
 def _usage_tokens(usage: Any) -> int:
-    """``input_tokens + output_tokens`` of an Anthropic usage object (0 when absent)."""
+    """Tokens of an Anthropic usage object: the sum of :data:`_USAGE_KEYS` (0 when absent)."""
     if not isinstance(usage, dict):
         return 0
-    return min(_uint(usage.get("input_tokens")) + _uint(usage.get("output_tokens")), _MAX_SAFE_INTEGER)
+    return min(sum(_uint(usage.get(key)) for key in _USAGE_KEYS), _MAX_SAFE_INTEGER)
 
 
 # ─── Session builder ──────────────────────────────────────────────────────────────────────────
