@@ -7,19 +7,33 @@ import base64
 import json
 import re
 from collections.abc import Callable
+from datetime import datetime
 from pathlib import Path
 from typing import Any
 
 import pytest
+from typer.testing import CliRunner
 
+from flightlog.cli import app
 from flightlog.errors import ImportFormatError
 from flightlog.events import Custom, LlmCompleted, RunTerminal, SessionEvent, ToolCompleted
-from flightlog.importers import claude_code, codex, openhands, swe_agent
+from flightlog.importers import (
+    claude_code,
+    codex,
+    detect_format,
+    file_sha256,
+    import_file,
+    openhands,
+    swe_agent,
+)
 from flightlog.importers.base import ImportedSession, ImportWarning
+from flightlog.store import SqliteStore
 
 SAMPLES = Path(__file__).parent / "data" / "samples"
 CLAUDE_HEAVY = SAMPLES / "claude-code" / "spotter_tool_heavy.jsonl"
 CODEX_FULL = SAMPLES / "codex" / "localpush_rollout-2026-02-23T20-34-25-019c8bfe.jsonl"
+SWE_SAMPLE = SAMPLES / "swe-agent" / "v1_function_calling_marshmallow-1867.traj"
+OPENHANDS_SAMPLE = SAMPLES / "openhands" / "v0_basic.json"
 
 
 # ─── Independent counts of the source ─────────────────────────────────────────────────────────
@@ -273,10 +287,6 @@ def test_a_torn_utf8_line_is_kept_as_its_text(tmp_path: Path) -> None:
     assert [w.line for w in warnings] == [7]
 
 
-SWE_SAMPLE = SAMPLES / "swe-agent" / "v1_function_calling_marshmallow-1867.traj"
-OPENHANDS_SAMPLE = SAMPLES / "openhands" / "v0_basic.json"
-
-
 @pytest.mark.parametrize(
     ("module", "sample"),
     [(swe_agent, SWE_SAMPLE), (openhands, OPENHANDS_SAMPLE)],
@@ -329,3 +339,86 @@ def test_claude_code_run_tokens_include_cache_reads_and_writes() -> None:
     assert sum(u.get("cache_read_input_tokens", 0) for u in usage.values()) > 0
     session, _ = read_one(claude_code, sample)
     assert sum(e.total_tokens for e in session.events if isinstance(e, RunTerminal)) == expected
+
+
+# ─── 4. Format detection and a wrong --format ─────────────────────────────────────────────────
+
+
+def test_codex_rollout_with_float_timestamps_is_detected_and_keeps_its_times(tmp_path: Path) -> None:
+    clean, _ = read_one(codex, CODEX_FULL)
+    lines = []
+    for record in records(CODEX_FULL.read_bytes()):
+        stamp = datetime.fromisoformat(record["timestamp"])
+        lines.append(json.dumps({**record, "timestamp": stamp.timestamp()}))
+    path = tmp_path / CODEX_FULL.name
+    path.write_text("\n".join(lines) + "\n", encoding="utf-8")
+    assert detect_format(path) == "codex"
+    session, _ = read_one(codex, path)
+    assert kinds(session.events) == kinds(clean.events)
+    assert (session.started_at_ms, session.ended_at_ms) == (clean.started_at_ms, clean.ended_at_ms)
+    assert clean.started_at_ms is not None
+
+
+@pytest.mark.parametrize(
+    ("sample", "wrong", "right"),
+    [
+        (CODEX_FULL, "claude-code", "codex"),
+        (CLAUDE_HEAVY, "codex", "claude-code"),
+        (CODEX_FULL, "swe-agent", "codex"),
+        (SWE_SAMPLE, "openhands", "swe-agent"),
+        (OPENHANDS_SAMPLE, "codex", "openhands"),
+    ],
+)
+def test_a_wrong_format_is_refused_and_never_blocks_the_right_one(
+    tmp_path: Path, sample: Path, wrong: str, right: str
+) -> None:
+    with SqliteStore(tmp_path / "db.sqlite") as store:
+        with pytest.raises(ImportFormatError) as caught:
+            import_file(store, sample, format=wrong)
+        assert wrong in caught.value.reason and caught.value.path == str(sample)
+        assert list(store.list_sessions()) == [] and store.find_import(file_sha256(sample)[0]) is None
+        result = import_file(store, sample)
+        assert result.format == right and not result.duplicate and result.events > 1
+
+
+def test_a_dedup_record_never_blocks_a_different_format(tmp_path: Path) -> None:
+    """A file both importers recognise part of: each format imports it once."""
+    claude_line = CLAUDE_HEAVY.read_bytes().split(b"\n")[0]
+    path = tmp_path / "mixed.jsonl"
+    path.write_bytes(CODEX_FULL.read_bytes().rstrip(b"\n") + b"\n" + claude_line + b"\n")
+    with SqliteStore(tmp_path / "db.sqlite") as store:
+        first = import_file(store, path, format="claude-code")
+        assert first.format == "claude-code" and not first.duplicate
+        second = import_file(store, path)
+        assert second.format == "codex" and not second.duplicate
+        assert second.session_ids[0].startswith("codex:")
+        assert import_file(store, path).duplicate and import_file(store, path, format="claude-code").duplicate
+
+
+def test_no_format_fits_says_so_without_suggesting_format(tmp_path: Path) -> None:
+    path = tmp_path / "other.jsonl"
+    path.write_text('{"role": "user", "content": "hi"}\n{"event": "x"}\n', encoding="utf-8")
+    with pytest.raises(ImportFormatError) as caught:
+        detect_format(path)
+    assert "--format" not in str(caught.value) and "no format recognises" in caught.value.reason
+
+
+def test_a_rollout_after_many_unknown_lines_is_still_detected(tmp_path: Path) -> None:
+    path = tmp_path / "late.jsonl"
+    path.write_bytes(b'{"note": 1}\n' * 60 + CODEX_FULL.read_bytes())
+    assert detect_format(path) == "codex"
+
+
+def test_cli_wrong_format_exits_1_naming_file_and_format_then_the_right_import_works(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv("FLIGHTLOG_KEY_DIR", str(tmp_path / "keys"))
+    monkeypatch.setenv("FLIGHTLOG_HEAD_DIR", str(tmp_path / "heads"))
+    runner = CliRunner()
+    db = str(tmp_path / "cli.db")
+    wrong = runner.invoke(app, ["--db", db, "import", "--format", "claude-code", str(CODEX_FULL)])
+    assert wrong.exit_code == 1
+    assert str(CODEX_FULL) in wrong.stderr and "not a claude-code transcript" in wrong.stderr
+    right = runner.invoke(app, ["--db", db, "import", str(CODEX_FULL)])
+    assert right.exit_code == 0, right.stderr
+    assert "already imported" not in right.stdout and "[codex]" in right.stdout

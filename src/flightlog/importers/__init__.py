@@ -11,7 +11,10 @@ With a :class:`~flightlog.integrity.notary.Notary` (the CLI passes the user's), 
 recorded with signed checkpoints and **sealed** at the end (it is the complete record of a finished file):
 a ``session_sealed`` event and a checkpoint over it, in the same transaction.
 
-Importing a file whose sha256 was imported before records nothing and reports the existing session. A
+Importing a file whose sha256 was imported before *with the same format* records nothing and reports the
+existing session (a record made with another format never blocks this one: its dedup key is then
+``<sha256>/<format>``). An explicit ``format`` that recognises nothing of the file (:func:`recognises`)
+refuses it: nothing is recorded. A
 session whose native id is already recorded from *another* file (a transcript that grew since) is recorded
 as a new session ``<key>@<sha256[:12]>``: the ledger never rewrites history.
 """
@@ -46,6 +49,7 @@ __all__ = [
     "import_file",
     "import_paths",
     "iter_transcripts",
+    "recognises",
 ]
 
 FORMATS: dict[str, ModuleType] = {
@@ -99,11 +103,13 @@ def file_sha256(path: Path) -> tuple[str, int]:
 
 def detect_format(path: Path, *, probe_lines: int = 50) -> str:
     """Name the importer for a file: a whole JSON document first (unless the name ends in ``.jsonl``),
-    then the first ``probe_lines`` decodable JSONL records.
+    then the first ``probe_lines`` decodable JSONL records, then (rarely) the rest of the file: the first
+    format that recognises any record of it (see :func:`recognises`).
 
     Raises:
-        ImportFormatError: no known format matches; for a ``.json``/``.traj`` file that is not valid JSON,
-            the decoder's reason.
+        ImportFormatError: no known format recognises anything of the file (the reason does not suggest
+            ``--format``: none would fit); for a ``.json``/``.traj`` file that is not valid JSON, the
+            decoder's reason (line and column).
     """
     document_error: ImportFormatError | None = None
     if path.suffix.lower() != ".jsonl":
@@ -125,10 +131,26 @@ def detect_format(path: Path, *, probe_lines: int = 50) -> str:
             break
     if document_error is not None and path.suffix.lower() in _DOCUMENT_SUFFIXES:
         raise document_error
+    for name, module in FORMATS.items():
+        if module not in _DOCUMENT_FORMATS and recognises(module, path):
+            return name
     raise ImportFormatError(
         path=str(path),
-        reason="not a Claude Code, Codex CLI, OpenHands or SWE-agent transcript (use --format)",
+        reason="not a Claude Code, Codex CLI, OpenHands or SWE-agent transcript: no format recognises "
+        "any record of it",
     )
+
+
+def recognises(module: ModuleType, path: Path) -> bool:
+    """Whether the importer ``module`` recognises anything of the file: its ``looks_like`` accepts the
+    whole JSON document (OpenHands, SWE-agent) or at least one JSONL record (Claude Code, Codex), read
+    line by line until the first one."""
+    if module in _DOCUMENT_FORMATS:
+        try:
+            return bool(module.looks_like(read_json_document(path, [])))
+        except ImportFormatError:
+            return False
+    return any(module.looks_like(record.value) for record in read_jsonl(path, []))
 
 
 def iter_transcripts(paths: Iterable[Path]) -> Iterator[Path]:
@@ -175,7 +197,8 @@ def import_file(
         notary: Sign checkpoints and seal each imported session (None: unsigned, unsealed).
 
     Raises:
-        ImportFormatError: unknown ``format``, undetectable format, or a file with no session in it.
+        ImportFormatError: unknown ``format``, undetectable format, a ``format`` that recognises nothing of
+            the file (the reason names the format; the error the file), or a file with no session in it.
         StoreError: the store refused the write (nothing is recorded then).
     """
     fmt = detect_format(path) if format == "auto" else format
@@ -184,9 +207,13 @@ def import_file(
         raise ImportFormatError(
             path=str(path), reason=f"unknown format {fmt!r} (choose {', '.join(FORMATS)})"
         )
+    if format != "auto" and not recognises(module, path):
+        raise ImportFormatError(
+            path=str(path), reason=f"not a {fmt} transcript: the {fmt} importer recognises nothing of it"
+        )
     sha, size = file_sha256(path)
     result = ImportResult(path=path, format=fmt, source_sha256=sha)
-    previous = store.find_import(sha)
+    dedup_key, previous = _find_import(store, sha, fmt)
     if previous is not None:
         result.duplicate = True
         result.session_ids = [previous.session_id]
@@ -208,16 +235,30 @@ def import_file(
                 result.events += _record(store, session, ids, provenance, result.warnings, notary)
                 result.session_ids.append(ids[session.key])
             store.record_import(
-                ImportRecord(sha, ids[sessions[0].key], fmt, module.VERSION, path.name, now_ms())
+                ImportRecord(dedup_key, ids[sessions[0].key], fmt, module.VERSION, path.name, now_ms())
             )
     except StoreError:
         # Another process imported the same file while we read it: its transaction won, ours rolled back
         # whole. Report the file as already imported rather than failing; anything else propagates.
-        previous = store.find_import(sha)
+        _, previous = _find_import(store, sha, fmt)
         if previous is None:
             raise
         return ImportResult(path, fmt, sha, [previous.session_id], duplicate=True, warnings=result.warnings)
     return result
+
+
+def _find_import(store: Store, sha: str, fmt: str) -> tuple[str, ImportRecord | None]:
+    """The dedup key to record an import of these bytes with ``fmt`` under, and the earlier import of
+    them with ``fmt`` (None when there is none).
+
+    The key is the sha256; when those bytes were first imported with another format, ``<sha256>/<fmt>``
+    (the ``imports`` table is keyed by one string), so a record never blocks a different format.
+    """
+    first = store.find_import(sha)
+    if first is None or first.importer == fmt:
+        return sha, first
+    key = f"{sha}/{fmt}"
+    return key, store.find_import(key)
 
 
 def _session_ids(store: Store, sessions: list[ImportedSession], sha: str) -> dict[str, str]:

@@ -86,7 +86,8 @@ Mapping rules:
 Session: ``key = "codex:" + session_meta.id`` (fallback: the file stem), ``task`` = first prompt cut to
 200 chars, ``metadata`` = ``id``, ``cli_version``, ``originator``, ``model_provider`` of the first
 ``session_meta`` (no cwd, no paths), ``started_at_ms``/``ended_at_ms`` = earliest/latest record
-timestamp (epoch ms; None without timezone-aware timestamps).
+timestamp (epoch ms; a numeric timestamp is epoch seconds, or epoch ms from 10**11 up; None without
+timezone-aware or numeric timestamps).
 """
 
 from __future__ import annotations
@@ -173,10 +174,12 @@ def looks_like(record: dict[str, Any]) -> bool:
         record: One decoded JSON object.
 
     Returns:
-        True when it has a string ``timestamp``, a string ``type`` and a ``payload`` key.
+        True when it has a ``timestamp`` (an ISO-8601 string, or a number of epoch seconds as some
+        rollouts write it), a string ``type`` and a ``payload`` key.
     """
+    stamp = record.get("timestamp")
     return (
-        isinstance(record.get("timestamp"), str)
+        (isinstance(stamp, str | int | float) and not isinstance(stamp, bool))
         and isinstance(record.get("type"), str)
         and "payload" in record
     )
@@ -224,6 +227,18 @@ def _loads_object(raw: bytes) -> JsonObj:
     except (ValueError, UnicodeDecodeError, RecursionError):
         return {}
     return value if isinstance(value, dict) else {}
+
+
+def _number_ms(stamp: Any) -> int | None:
+    """Epoch ms of a numeric timestamp: epoch seconds (a float or an integer below 10**11), else epoch ms;
+    None for anything else, a non-finite number or one beyond ±(2**53-1) ms."""
+    if isinstance(stamp, bool) or not isinstance(stamp, int | float) or stamp != stamp:
+        return None
+    try:
+        ms = round(stamp * 1000) if isinstance(stamp, float) or abs(stamp) < 10**11 else stamp
+    except OverflowError:
+        return None
+    return ms if abs(ms) <= MAX_SAFE_INT else None
 
 
 def _digest(record: JsonObj) -> bytes:
@@ -464,7 +479,7 @@ class _Builder:
 
     def note_time(self, stamp: Any) -> None:
         """Widen ``[first_ms, last_ms]`` with a record timestamp (ignored when unparsable)."""
-        ms = epoch_ms(stamp)
+        ms = epoch_ms(stamp) if isinstance(stamp, str) else _number_ms(stamp)
         if ms is not None:
             self.first_ms = ms if self.first_ms is None else min(self.first_ms, ms)
             self.last_ms = ms if self.last_ms is None else max(self.last_ms, ms)
