@@ -23,6 +23,7 @@ from flightlog.importers import (
     detect_format,
     file_sha256,
     import_file,
+    import_paths,
     openhands,
     swe_agent,
 )
@@ -422,3 +423,59 @@ def test_cli_wrong_format_exits_1_naming_file_and_format_then_the_right_import_w
     right = runner.invoke(app, ["--db", db, "import", str(CODEX_FULL)])
     assert right.exit_code == 0, right.stderr
     assert "already imported" not in right.stdout and "[codex]" in right.stdout
+
+
+# ─── 5. Claude Code sub-agent files ───────────────────────────────────────────────────────────
+
+SUBAGENT_PARENT = SAMPLES / "claude-code" / "spotter_subagent_parent.jsonl"
+
+
+def claude_project(tmp_path: Path, agent_session_id: str | None) -> tuple[Path, str, str]:
+    """A project folder as Claude Code writes it: ``<sessionId>.jsonl`` (the real sample) and
+    ``<sessionId>/subagents/agent-<id>.jsonl``, the sub-agent's records unwrapped from the sample's progress
+    records (``sessionId`` = the parent's, or ``agent_session_id``). Returns (folder, sessionId, agentId)."""
+    progress = [
+        r
+        for r in records(SUBAGENT_PARENT.read_bytes())
+        if r.get("type") == "progress"
+        and isinstance(r.get("data"), dict)
+        and r["data"].get("type") == "agent_progress"
+    ]
+    session_id, agent_id = progress[0]["sessionId"], progress[0]["data"]["agentId"]
+    project = tmp_path / "project"
+    folder = project / session_id / "subagents"
+    folder.mkdir(parents=True)
+    (project / f"{session_id}.jsonl").write_bytes(SUBAGENT_PARENT.read_bytes())
+    lines, parent = [], None
+    for record in progress:
+        inner = record["data"]["message"]
+        line = {"parentUuid": parent, "isSidechain": True, "sessionId": agent_session_id or session_id}
+        line |= {"agentId": agent_id, **inner}
+        lines.append(json.dumps(line))
+        parent = inner["uuid"]
+    (folder / f"agent-{agent_id}.jsonl").write_text("\n".join(lines) + "\n", encoding="utf-8")
+    return project, session_id, agent_id
+
+
+@pytest.mark.parametrize("agent_session_id", [None, "agent-afb92ff"], ids=["parent-id", "agent-id"])
+def test_folder_import_records_each_subagent_once_as_a_child_of_its_real_parent(
+    tmp_path: Path, agent_session_id: str | None
+) -> None:
+    project, session_id, agent_id = claude_project(tmp_path, agent_session_id)
+    with SqliteStore(tmp_path / "db.sqlite") as store:
+        results = list(import_paths(store, [project]))
+        sessions = {s.session_id: s for s in store.list_sessions()}
+    main = f"claude-code:{session_id}"
+    child = f"{main}:agent:{agent_id}"
+    assert sorted(sessions) == [main, child]
+    assert sessions[child].parent_session_id == main and sessions[main].parent_session_id is None
+    assert [r.path.name for r in results] == [f"{session_id}.jsonl"]
+
+
+def test_a_subagent_file_on_its_own_is_a_child_of_the_session_its_folder_names(tmp_path: Path) -> None:
+    project, session_id, agent_id = claude_project(tmp_path, "agent-afb92ff")
+    agent_file = project / session_id / "subagents" / f"agent-{agent_id}.jsonl"
+    sessions = claude_code.read(agent_file, [])
+    assert [(s.key, s.parent_key) for s in sessions] == [
+        (f"claude-code:{session_id}:agent:{agent_id}", f"claude-code:{session_id}")
+    ]

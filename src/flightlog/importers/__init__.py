@@ -157,7 +157,8 @@ def iter_transcripts(paths: Iterable[Path]) -> Iterator[Path]:
     """Files named, and transcripts under folders named (recursively, sorted by path).
 
     Under a folder: ``*.jsonl`` and ``*.traj`` files, and those ``*.json`` files whose first 64 KiB open a
-    JSON array of OpenHands events (other JSON, such as configuration files, is left alone).
+    JSON array of OpenHands events (other JSON, such as configuration files, is left alone). Claude Code
+    sub-agent files whose parent transcript is beside them are left out: the parent's import records them.
 
     Raises:
         ImportFormatError: a path does not exist.
@@ -167,7 +168,8 @@ def iter_transcripts(paths: Iterable[Path]) -> Iterator[Path]:
             found = (
                 p
                 for p in path.rglob("*")
-                if p.suffix in (".jsonl", ".traj")
+                if (p.suffix == ".jsonl" and not claude_code.imported_with_parent(p))
+                or p.suffix == ".traj"
                 or (p.suffix == ".json" and p.is_file() and looks_like_json_array_of_events(p))
             )
             yield from sorted(p for p in found if p.is_file())

@@ -61,6 +61,11 @@ Record → event rules:
   ``isSidechain`` records and ``<sessionId>/subagents/agent-*.jsonl`` files beside the transcript become
   child sessions keyed ``claude-code:<sessionId>:agent:<agentId>`` (or ``…:sidechain:<root uuid>``) with
   ``parent_key`` set. A sub-agent file replaces the child rebuilt from progress records (it is complete).
+  A sub-agent file belongs to the session named by its folder (``<sessionId>/subagents/``) whatever
+  ``sessionId`` its records carry (some versions write ``agent-<id>``), and its records to the agent of
+  its name unless they name an ``agentId``; imported on its own, it is that agent's child session of
+  ``claude-code:<sessionId>``. A folder import skips a sub-agent file whose parent transcript is beside
+  it (:func:`imported_with_parent`): the parent's import records it, once.
   The parent gets ``AgentProcessChanged(state="spawned")`` at the first sign of the agent and
   ``state="exited"`` (``result_termination`` from the result's ``status``) when the spawning ``Task``
   call's result arrives; its ``status``/``totalTokens``/``totalDurationMs``/``totalToolUseCount`` go to
@@ -120,7 +125,7 @@ from ..messages import (
 from .base import ImportedSession, ImportWarning, read_jsonl, unparsed_payload
 from .jsondoc import CallBook
 
-__all__ = ["FORMAT", "VERSION", "looks_like", "read"]
+__all__ = ["FORMAT", "VERSION", "imported_with_parent", "looks_like", "read"]
 
 FORMAT = "claude-code"
 """``ImportedSession.source_format`` of sessions from this importer."""
@@ -225,11 +230,15 @@ def read(path: Path, warnings: list[ImportWarning]) -> list[ImportedSession]:
         The main session first (omitted when the file holds only sub-agent records), then child sessions
         (``parent_key`` set), in order of first appearance.
     """
-    importer = _FileImporter(path.name, path.stem, warnings)
+    own_agent = _subagent_file_id(path)
+    parent_id = path.parent.parent.name if own_agent is not None else path.stem
+    importer = _FileImporter(path.name, parent_id, warnings, agent_file=own_agent)
     importer.consume(path)
     sessions = {session.key: session for session in importer.finish()}
     for agent_file in _subagent_files(path):
-        child_importer = _FileImporter(agent_file.name, importer.ctx.session_id, warnings)
+        child_importer = _FileImporter(
+            agent_file.name, importer.ctx.session_id, warnings, agent_file=_subagent_file_id(agent_file)
+        )
         child_importer.consume(agent_file)
         for session in child_importer.finish():
             session.metadata.update(importer.ctx.agent_stats.get(session.key, {}))
@@ -295,6 +304,20 @@ class _Context:
 
 
 # ─── Small pure helpers ───────────────────────────────────────────────────────────────────────
+
+
+def _subagent_file_id(path: Path) -> str | None:
+    """The agent id of a ``<sessionId>/subagents/agent-<id>.jsonl`` path, else None."""
+    if path.parent.name != "subagents" or not path.name.startswith("agent-") or path.suffix != ".jsonl":
+        return None
+    return path.stem.removeprefix("agent-") or None
+
+
+def imported_with_parent(path: Path) -> bool:
+    """True for a ``<sessionId>/subagents/agent-*.jsonl`` file whose parent transcript
+    ``<sessionId>.jsonl`` sits beside the folder: importing the parent imports it (as a child session), so
+    a folder import leaves it out rather than importing the sub-agent twice."""
+    return _subagent_file_id(path) is not None and path.parent.parent.with_suffix(".jsonl").is_file()
 
 
 def _subagent_files(path: Path) -> list[Path]:
@@ -1092,8 +1115,16 @@ def _content_part(block: JsonObj) -> ContentPart | None:
 class _FileImporter:
     """Reads one file and routes each record to the main session or a sub-agent child session."""
 
-    def __init__(self, name: str, fallback_id: str, warnings: list[ImportWarning]) -> None:
+    def __init__(
+        self, name: str, fallback_id: str, warnings: list[ImportWarning], *, agent_file: str | None = None
+    ) -> None:
+        """``agent_file``: the agent id of a ``<sessionId>/subagents/agent-<id>.jsonl`` file, whose session
+        is ``fallback_id`` (the folder's name) whatever ``sessionId`` its records carry, and every record of
+        which belongs to that agent (unless it names another ``agentId``)."""
         self.ctx = _Context(name=name, fallback_id=fallback_id, warnings=warnings)
+        if agent_file is not None:
+            self.ctx.seen_session_id = fallback_id
+        self._agent_file = agent_file
         self.main = _SessionBuilder(self.ctx)
         self.children: dict[str, _SessionBuilder] = {}
         self._sidechain_roots: dict[str, str] = {}
@@ -1112,7 +1143,9 @@ class _FileImporter:
         if self.ctx.skip_duplicate(line, record, self._seen):
             return
         self.ctx.note_session_id(record)
-        if record.get("isSidechain") is True:
+        if self._agent_file is not None and not _str(record.get("agentId")):
+            record = {**record, "agentId": self._agent_file}
+        if record.get("isSidechain") is True or self._agent_file is not None:
             self._feed_sidechain(line, record)
             return
         if _is_agent_progress(record):
