@@ -14,6 +14,7 @@ from typing import Any
 import pytest
 from typer.testing import CliRunner
 
+from flightlog import replay
 from flightlog.cli import app
 from flightlog.errors import ImportFormatError
 from flightlog.events import Custom, LlmCompleted, RunTerminal, SessionEvent, ToolCompleted
@@ -479,3 +480,48 @@ def test_a_subagent_file_on_its_own_is_a_child_of_the_session_its_folder_names(t
     assert [(s.key, s.parent_key) for s in sessions] == [
         (f"claude-code:{session_id}:agent:{agent_id}", f"claude-code:{session_id}")
     ]
+
+
+# ─── 6. SWE-agent without function calling ────────────────────────────────────────────────────
+
+
+def without_function_calling(document: dict[str, Any]) -> dict[str, Any]:
+    """The trajectory as SWE-agent writes it without function calling: no ``tool_calls``, observations as
+    ``user`` messages."""
+    history = []
+    for message in document["history"]:
+        message = {k: v for k, v in message.items() if k not in ("tool_calls", "tool_call_ids")}
+        if message["role"] == "tool":
+            message["role"] = "user"
+        history.append(message)
+    return {**document, "history": history}
+
+
+def test_swe_agent_without_function_calling_replays_every_observation(tmp_path: Path) -> None:
+    variant = without_function_calling(json.loads(SWE_SAMPLE.read_bytes()))
+    path = tmp_path / SWE_SAMPLE.name
+    path.write_text(json.dumps(variant), encoding="utf-8")
+    history = variant["history"]
+    actions = [m["action"] for m in history if m["role"] == "assistant"]
+    observations = [
+        m["content"] if isinstance(m["content"], str) else "\n".join(p["text"] for p in m["content"])
+        for i, m in enumerate(history)
+        if m["role"] == "user" and i > 0 and history[i - 1]["role"] == "assistant"
+    ]
+    assert len(observations) == len(actions) == 11
+    session, _ = read_one(swe_agent, path)
+    assert [
+        json.loads(c.arguments)["action"]
+        for e in session.events
+        if isinstance(e, LlmCompleted)
+        for c in e.message.tool_calls
+    ] == actions
+    assert list(results(session.events).values()) == observations
+    shown = [
+        part.output
+        for m in replay.reconstruct(enumerate(session.events, start=1))
+        for part in m.content
+        if m.role == "tool"
+    ]
+    assert shown == observations
+    assert customs(session.events, "swe_agent.pending") == []

@@ -254,7 +254,6 @@ def test_demos_later_user_messages_and_unknown_keys_are_custom(tmp_path: Path) -
     kinds = [e.custom_kind for e in of(session.events, Custom)]
     assert kinds == [
         "swe_agent.run",
-        "swe_agent.history.user",
         "swe_agent.history.demo",
         "swe_agent.history.critic",
         "swe_agent.history.record",
@@ -262,6 +261,9 @@ def test_demos_later_user_messages_and_unknown_keys_are_custom(tmp_path: Path) -
     ]
     assert customs(session.events, "swe_agent.run")[0].payload["brand_new"] == {"x": 1}
     assert of(session.events, LlmCompleted)[0].provider_replay is None
+    # The observation of the action "ls" (no function calling) is that action's result.
+    [completed] = of(session.events, ToolCompleted)
+    assert [r.output for r in completed.results] == ["observation text"]
 
 
 def test_replay_config_as_json_text_and_no_history(tmp_path: Path) -> None:

@@ -53,12 +53,23 @@ Mapping rules (history messages are numbered ``history[i]``, steps ``trajectory[
    recorded>)`` where ``reason`` is ``completed`` for ``exit_status == "submitted"``, the exit status
    verbatim for any other, and ``incomplete`` without one.
 7. **Everything else** is kept as Custom: later ``system`` messages (``swe_agent.history.system``),
-   demonstrations (``swe_agent.history.demo``), user messages after the first (``swe_agent.history.user``:
-   observations of agents without function calling, requeries), unknown roles
+   demonstrations (``swe_agent.history.demo``), user messages after the first that rule 8 does not map
+   (``swe_agent.history.user``: requeries...), unknown roles
    (``swe_agent.history.<role>``), non-object items (``swe_agent.history.record``), and keys of an
    assistant message beyond ``role``, ``content``, ``tool_calls``, ``thinking_blocks``, ``agent``,
    ``message_type``, ``action`` and a ``thought`` equal to its text (``swe_agent.history.extra``, with its
    ``index``). Without ``history`` each step becomes ``LlmCompleted(text=response)`` and its Custom.
+
+8. **Without function calling** (0.x, and 1.x without tool calls) the model writes its action in its
+   text, SWE-agent parses it (the message's ``action``), runs it, and sends the observation back as the
+   next ``user`` message. Replay must show those observations, and flightlog's history has them only as
+   tool results: an assistant message with a non-blank ``action`` and no native ``tool_calls`` gets
+   ``ToolCall(id="action:history[<i>]", name="swe_agent_action", arguments={"action": <action>} as JSON)``
+   (no ``ProviderReplay``: the model made no native call), and the next ``user`` message becomes its
+   ``ToolCompleted(results=[ToolResult(output=<its text>)])``. That message is also kept whole as
+   ``swe_agent.history.extra`` when it carries images, keys beyond ``role``/``content``/``agent``/
+   ``message_type``, or a ``message_type`` other than ``observation``. An action still unanswered at the
+   end is pending (rule 6).
 
 Session: ``key = "swe-agent:<replay_config.problem_statement.id>"`` (fallback: the file stem), ``task`` =
 ``problem_statement.text`` (else the goal) cut to 200 chars, ``metadata`` = ``instance_id``, ``model``,
@@ -103,7 +114,10 @@ from .base import as_obj as _obj
 from .base import as_str as _str
 from .jsondoc import DocumentBuilder, read_json_document
 
-__all__ = ["FORMAT", "VERSION", "looks_like", "read"]
+__all__ = ["ACTION_TOOL", "FORMAT", "VERSION", "looks_like", "read"]
+
+ACTION_TOOL = "swe_agent_action"
+"""Tool name of the call recorded for an action of an agent without function calling (rule 8)."""
 
 FORMAT = "swe-agent"
 """Format name, as ``import_file`` and ``--format`` spell it."""
@@ -245,6 +259,8 @@ class _Builder(DocumentBuilder):
         self.steps: list[Any] = []
         self.next_step = 0
         self.step_due: int | None = None
+        self.action_call: str | None = None
+        """Call id of the latest non-function-calling action, until its observation arrives (rule 8)."""
 
     def build(self, steps: list[Any], history: list[Any]) -> ImportedSession:
         """Rules 1-6 over the whole document."""
@@ -294,7 +310,11 @@ class _Builder(DocumentBuilder):
             self.state.system.append(text)
 
     def on_user(self, index: int, message: JsonObj) -> None:
-        """Rule 2: the first user message starts the run; later ones are kept as Custom."""
+        """Rule 2: the first user message starts the run; rule 8: the one right after an action without
+        function calling is its observation; other later ones are kept as Custom."""
+        if self.state.started and self.action_call is not None:
+            self.on_observation(index, message)
+            return
         if self.state.started:
             self.keep("swe_agent.history.user", {"index": index, **message})
             return
@@ -326,6 +346,12 @@ class _Builder(DocumentBuilder):
         content.extend(images)
         raw_calls = message.get("tool_calls")
         calls: list[ToolCall] = []
+        action = message.get("action")
+        if not (isinstance(raw_calls, list) and raw_calls) and isinstance(action, str) and action.strip():
+            # Rule 8: no function calling; the environment ran the parsed action.
+            call_id = self.calls.request(f"action:history[{index}]", ACTION_TOOL, turn, f"history[{index}]")
+            calls.append(ToolCall(id=call_id, name=ACTION_TOOL, arguments=json.dumps({"action": action})))
+            self.action_call = call_id
         for item in raw_calls if isinstance(raw_calls, list) else ():
             item = _obj(item)
             native = _str(item.get("id"))
@@ -350,6 +376,19 @@ class _Builder(DocumentBuilder):
         if extra:
             self.keep("swe_agent.history.extra", {"index": index, **extra})
         self.match_step(message)
+
+    def on_observation(self, index: int, message: JsonObj) -> None:
+        """Rule 8: the user message after a non-function-calling action is that action's result."""
+        call = self.calls.answer_id(self.action_call or "")
+        self.action_call = None
+        if call is None:  # answered already (cannot happen: the id is ours); keep the message whole
+            self.keep("swe_agent.history.user", {"index": index, **message})
+            return
+        text, images = _text_and_images(message.get("content"))
+        self.emit(ToolCompleted(turn=call.turn, results=[ToolResult(call_id=call.call_id, output=text)]))
+        extra = {k: v for k, v in message.items() if k not in ("role", "content", "agent", "message_type")}
+        if images or extra or message.get("message_type") not in (None, "observation"):
+            self.keep("swe_agent.history.extra", {"index": index, **message})
 
     def on_tool(self, index: int, message: JsonObj) -> None:
         """Rule 4: one ``ToolCompleted`` per tool message, a result per native id."""
