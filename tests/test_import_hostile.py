@@ -525,3 +525,29 @@ def test_swe_agent_without_function_calling_replays_every_observation(tmp_path: 
     ]
     assert shown == observations
     assert customs(session.events, "swe_agent.pending") == []
+
+
+# ─── 3. The transcript's own times ────────────────────────────────────────────────────────────
+
+
+@pytest.mark.parametrize("sample", [CLAUDE_HEAVY, CODEX_FULL], ids=["claude", "codex"])
+def test_imported_rows_carry_the_transcripts_own_times(tmp_path: Path, sample: Path) -> None:
+    """Independent count: the source's earliest and latest record timestamps bound every row; the rows
+    are in time order; the session's created time is the first record's; runs last as the source says."""
+    stamps = sorted(
+        int(datetime.fromisoformat(r["timestamp"]).timestamp() * 1000)
+        for r in records(sample.read_bytes())
+        if isinstance(r.get("timestamp"), str)
+    )
+    with SqliteStore(tmp_path / "db.sqlite") as store:
+        result = import_file(store, sample)
+        main = result.session_ids[0]
+        rows = list(store.read_events(main))
+        created = next(s for s in store.list_sessions() if s.session_id == main).created_at_ms
+    times = [row.recorded_at_ms for row in rows if row.kind != "session_sealed"]
+    assert created == stamps[0] == times[0]
+    assert times == sorted(times) and stamps[0] <= times[0] and times[-1] <= stamps[-1]
+    assert len(set(times)) > len(times) // 4  # spread over the session, not one import instant
+    runs = [(row.recorded_at_ms, row.kind) for row in rows if row.kind in ("run_started", "run_terminal")]
+    assert runs and all(end >= start for (start, _), (end, _) in zip(runs[::2], runs[1::2], strict=False))
+    assert runs[-1][0] - runs[0][0] > 1000  # the source's runs took seconds, not the import's milliseconds

@@ -300,8 +300,14 @@ class Recorder:
         """
         return self.append_many([event])[0]
 
-    def append_many(self, events: Sequence[Event]) -> list[StoredEvent]:
-        """Durably append several events in one transaction (all or none), e.g. one turn's events."""
+    def append_many(
+        self, events: Sequence[Event], *, recorded_at_ms: Sequence[int] | None = None
+    ) -> list[StoredEvent]:
+        """Durably append several events in one transaction (all or none), e.g. one turn's events.
+
+        ``recorded_at_ms`` (one epoch-ms time per event) stamps the rows with their source's own times, for
+        an imported transcript (:meth:`Store.append_events`); None stamps them with the time of the append.
+        """
         if not events:
             return []
         if self._notary is not None and self._notary.sealed:
@@ -309,14 +315,17 @@ class Recorder:
         with self.atomic():
             staged, tree = self._stage(events)
             head = SessionHead(staged[-1].seq, staged[-1].hash, tree.root().hex())
-            stamp = self.store.append_events(self.session_id, staged, head, epoch=self._epoch)
+            stamp = self.store.append_events(
+                self.session_id, staged, head, epoch=self._epoch, recorded_at_ms=recorded_at_ms
+            )
+            stamps = list(recorded_at_ms) if recorded_at_ms is not None else [stamp] * len(staged)
             crash_point("append.written")  # test-only fault injection (flightlog.testing.crashpoints)
             self._next_seq = head.seq + 1
             self._head = head.hash
             self._tree = tree
             stored = [
-                StoredEvent(self.session_id, r.seq, r.kind, r.event_bytes, r.prev_hash, r.hash, stamp)
-                for r in staged
+                StoredEvent(self.session_id, r.seq, r.kind, r.event_bytes, r.prev_hash, r.hash, at)
+                for r, at in zip(staged, stamps, strict=True)
             ]
             batch = list(zip(stored, events, strict=True))
             for projector in _PROJECTORS:

@@ -199,6 +199,7 @@ def test_kernel_sub_agents_from_the_process_table(store: SqliteStore) -> None:
 
 
 def test_imported_samples_form_the_parent_child_tree(store: SqliteStore) -> None:
+    import_started_ms = time.time_ns() // 1_000_000
     for path in sorted(SAMPLES.glob("*/*.jsonl")):
         import_file(store, path)
     runs = list_runs(store)
@@ -211,7 +212,8 @@ def test_imported_samples_form_the_parent_child_tree(store: SqliteStore) -> None
     child = children[0]
     assert child.terminal is not None and child.terminal.outcome is TerminalOutcome.COMPLETED
     assert child.budget.duration_ms == 38_799  # recorded by Claude Code itself
-    assert child.terminal.ended_at_ms is None  # import time is not the run's clock
+    # The run ends at the transcript's own time: the sub-agent's last message (2026-02-10T21:58:27.124Z).
+    assert child.terminal.ended_at_ms == 1_770_760_707_124
     tree = {n.snapshot.run_id: n for n in build_tree(runs)}
     assert child_id not in tree and [c.snapshot.run_id for c in tree[parent_id].children] == [child_id]
     unfinished = by_id(runs)["codex:019c8a70-dda7-7f33-98ea-f30553347322"]
@@ -221,7 +223,8 @@ def test_imported_samples_form_the_parent_child_tree(store: SqliteStore) -> None
     assert aborted.terminal is not None and aborted.terminal.outcome is TerminalOutcome.CANCELLED
     text = list_runs_json(store)
     for item in json.loads(text):
-        assert "ended_at_ms" not in item.get("terminal", {})
+        # Claude Code and Codex rows carry the transcript's own times: every run ended before the import.
+        assert item["terminal"]["ended_at_ms"] < import_started_ms
         for ref in item.get("refs", []):
             assert "/" not in ref["reference"] and "\\" not in ref["reference"]
     before = all_rows(store)

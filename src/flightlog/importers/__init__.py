@@ -6,6 +6,10 @@ then records every resulting session (a main session and its sub-agent children)
 :class:`~flightlog.recorder.Recorder` in ONE transaction: a crash mid-import leaves nothing half-imported.
 Each imported session starts with a ``custom`` event ``import_source`` carrying the file's sha256, size,
 importer name and version, and the warnings (skipped lines), so provenance is inside the hash chain.
+Rows carry the transcript's own times as ``recorded_at_ms`` when the format has them (Claude Code, Codex:
+``ImportedSession.event_times_ms``; the session's metadata then says ``"source_times": true``), so
+``show``, run durations and the session's created time are the source's; the seal written at the end of an
+import is stamped with the import time.
 
 With a :class:`~flightlog.integrity.notary.Notary` (the CLI passes the user's), every imported session is
 recorded with signed checkpoints and **sealed** at the end (it is the complete record of a finished file):
@@ -283,13 +287,14 @@ def _record(
     notary: Notary | None = None,
 ) -> int:
     parent = ids.get(session.parent_key, session.parent_key) if session.parent_key else None
+    times = _row_times(session)
     recorder = Recorder.create(
         store,
         session_id=ids[session.key],
         task=session.task,
         source=f"import:{provenance['format']}",
         parent_session_id=parent,
-        metadata={**session.metadata, **provenance},
+        metadata={**session.metadata, **provenance, **({"source_times": True} if times else {})},
         status=_status(session),
         created_at_ms=session.started_at_ms,
         notary=notary,
@@ -300,11 +305,24 @@ def _record(
     )
     events = [header, *session.events]
     for start in range(0, len(events), _CHUNK):
-        recorder.append_many(events[start : start + _CHUNK])
+        stop = start + _CHUNK
+        recorder.append_many(events[start:stop], recorded_at_ms=times[start:stop] if times else None)
     if notary is None:
         return len(events)
     recorder.finish(_status(session))  # seal: a session_sealed event and a checkpoint over it
     return len(events) + 1
+
+
+def _row_times(session: ImportedSession) -> list[int] | None:
+    """The ``recorded_at_ms`` of the header and each event: the source's own times (the header: the
+    session's start), an event without one taking the time before it, never earlier than the row before
+    (a source whose clock stepped back reads as no time passing). None when the source gave no time."""
+    if session.started_at_ms is None or len(session.event_times_ms) != len(session.events):
+        return None
+    times = [session.started_at_ms]
+    for at in session.event_times_ms:
+        times.append(max(times[-1], at) if at is not None else times[-1])
+    return times
 
 
 def _status(session: ImportedSession) -> str:

@@ -89,6 +89,9 @@ class ImportedSession:
         metadata: JSON-ready facts about the source (native ids, versions, timestamps); no paths.
         started_at_ms: Epoch ms of the first record, when the source has timestamps.
         ended_at_ms: Epoch ms of the last record, when the source has timestamps.
+        event_times_ms: Epoch ms the source recorded each event at (parallel to ``events``; None for an
+            event with no source time; empty when the importer knows none): ``import_file`` stamps the
+            recorded rows with them.
     """
 
     key: str
@@ -99,6 +102,7 @@ class ImportedSession:
     metadata: dict[str, Any] = field(default_factory=dict)
     started_at_ms: int | None = None
     ended_at_ms: int | None = None
+    event_times_ms: list[int | None] = field(default_factory=list)
 
 
 @dataclass(frozen=True)

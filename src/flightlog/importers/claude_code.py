@@ -80,6 +80,9 @@ Record → event rules:
   marker. Numbers RFC 8785 cannot hold (NaN, ±Infinity, integers beyond ±(2**53-1)) are written as strings
   with a warning. The ``toolUseResult`` field of result lines is not kept (it repeats the result content).
 
+Times: each event carries (``ImportedSession.event_times_ms``) the ``timestamp`` of the record that produced
+it (a completion: its latest line's; events with no record of their own: the latest time before them).
+
 Keys and metadata: ``ImportedSession.key`` is ``claude-code:<sessionId>``; metadata holds ``sessionId``,
 ``version``, ``gitBranch`` (never ``cwd`` or other paths); ``started_at_ms``/``ended_at_ms`` are the
 earliest/latest top-level ``timestamp`` (epoch ms). Duplicated records (same ``uuid``) are skipped and
@@ -533,6 +536,8 @@ class _Completion:
     blocks: list[JsonObj] = field(default_factory=list)
     uuids: list[str] = field(default_factory=list)
     usage: Any = None
+    at_ms: int | None = None
+    """Source time of its latest line (when the response was complete)."""
 
 
 @dataclass
@@ -566,6 +571,8 @@ class _SessionBuilder:
         self._agent_id = agent_id
         self.metadata: JsonObj = {}
         self.events: list[SessionEvent] = []
+        self.times: list[int | None] = []  # per event, the source time of the record that produced it
+        self._at: int | None = None
         self._seen: set[str] = set()
         self._task: str | None = None
         self._times: list[int] = []
@@ -643,6 +650,11 @@ class _SessionBuilder:
                 self._deferred.append((line, record, kind))
                 return
             self._close_completion()
+        self._handle(line, record, kind)
+
+    def _handle(self, line: int, record: JsonObj, kind: str) -> None:
+        """Dispatch one record, its events stamped with its ``timestamp`` (else the latest one seen)."""
+        self._at = _epoch_ms(record.get("timestamp")) or self._at
         self._handlers[kind](line, record)
 
     def _refine(self, record: JsonObj, kind: str) -> str:
@@ -671,6 +683,7 @@ class _SessionBuilder:
         """Append an event and update the replay message count (seed replay rules)."""
         seq = len(self.events) + _SEQ_OFFSET
         self.events.append(event)
+        self.times.append(self._at)
         origins = self._origins
         if isinstance(event, RunStarted | LlmCompleted):
             origins.append(seq)
@@ -822,6 +835,7 @@ class _SessionBuilder:
         completion.blocks.extend(_blocks(message.get("content")))
         completion.model = completion.model or (_str(message.get("model")) or None)
         completion.usage = message.get("usage") or completion.usage
+        completion.at_ms = _epoch_ms(record.get("timestamp")) or completion.at_ms
         if isinstance(record.get("uuid"), str):
             completion.uuids.append(record["uuid"])
 
@@ -830,10 +844,11 @@ class _SessionBuilder:
         completion, self._completion = self._completion, None
         if completion is None:
             return
+        self._at = completion.at_ms or self._at
         self._emit_completion(completion)
         deferred, self._deferred = self._deferred, []
         for line, record, kind in deferred:
-            self._handlers[kind](line, record)
+            self._handle(line, record, kind)
 
     def _emit_completion(self, completion: _Completion) -> None:
         """``LlmCompleted`` (+ ``ToolRequested`` when it calls tools) for one merged completion."""
@@ -1091,6 +1106,7 @@ class _SessionBuilder:
             metadata={"sessionId": self.ctx.session_id, **self.metadata},
             started_at_ms=min(self._times, default=None),
             ended_at_ms=max(self._times, default=None),
+            event_times_ms=self.times,
         )
 
 

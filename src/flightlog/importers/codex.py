@@ -83,6 +83,9 @@ Mapping rules:
     Integers beyond ±(2**53-1) and NaN/±Infinity are kept as their JSON text (warned), so every event
     encodes under RFC 8785; lone surrogates arrive as ``\\uXXXX`` text from ``read_jsonl``.
 
+Times: each event carries (``ImportedSession.event_times_ms``) the ``timestamp`` of the record being folded
+when it was emitted (a response's events: the record that closed it; end-of-file events: the last one).
+
 Session: ``key = "codex:" + session_meta.id`` (fallback: the file stem), ``task`` = first prompt cut to
 200 chars, ``metadata`` = ``id``, ``cli_version``, ``originator``, ``model_provider`` of the first
 ``session_meta`` (no cwd, no paths), ``started_at_ms``/``ended_at_ms`` = earliest/latest record
@@ -416,6 +419,8 @@ class _Builder:
         self.warnings = warnings
         self.prompts_from_events = prompts_from_events
         self.events: list[SessionEvent] = []
+        self.times: list[int | None] = []  # per event, the source time of the record that produced it
+        self.at: int | None = None
         self.session_id: str | None = None
         self.metadata: JsonObj = {}
         self.provider = _DEFAULT_PROVIDER
@@ -440,8 +445,9 @@ class _Builder:
         self.warnings.append(ImportWarning(self.path.name, line, reason))
 
     def emit(self, event: SessionEvent) -> None:
-        """Append one event to the session, in order."""
+        """Append one event to the session, in order, with the time of the record being folded."""
         self.events.append(event)
+        self.times.append(self.at)
 
     def keep(self, record_type: str, payload: Any) -> None:
         """Record a payload this importer does not map (rule 9)."""
@@ -480,6 +486,7 @@ class _Builder:
     def note_time(self, stamp: Any) -> None:
         """Widen ``[first_ms, last_ms]`` with a record timestamp (ignored when unparsable)."""
         ms = epoch_ms(stamp) if isinstance(stamp, str) else _number_ms(stamp)
+        self.at = ms if ms is not None else self.at
         if ms is not None:
             self.first_ms = ms if self.first_ms is None else min(self.first_ms, ms)
             self.last_ms = ms if self.last_ms is None else max(self.last_ms, ms)
@@ -705,6 +712,7 @@ class _Builder:
             metadata=self.metadata,
             started_at_ms=self.first_ms,
             ended_at_ms=self.last_ms,
+            event_times_ms=self.times,
         )
         return [session]
 

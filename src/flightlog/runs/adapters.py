@@ -81,10 +81,11 @@ Budget
   or the kernel's ``Custom("budget_limits", {"tokens", "turns"})`` (latest record wins; an axis it leaves
   out is unlimited, so ``None``); otherwise ``None``.
 * ``duration_ms`` and ``ended_at_ms``: from the rows' ``recorded_at_ms`` (first event → the terminal
-  event) for sessions recorded live. An import's rows are stamped with the *import* time, not the
-  transcript's clock, so for ``import:*`` sessions both stay ``None``, except ``duration_ms`` when the
-  transcript itself recorded it (Claude Code sub-agents' ``metadata["totalDurationMs"]``). In-flight runs
-  have no duration.
+  event) for sessions recorded live, and for imports whose rows carry the transcript's own times
+  (``metadata["source_times"] is True``: Claude Code, Codex). Other imports' rows are stamped with the
+  *import* time, not the transcript's clock, so for them both stay ``None``. A duration the transcript
+  itself recorded (Claude Code sub-agents' ``metadata["totalDurationMs"]``) wins for any import. In-flight
+  runs have no duration.
 
 Context use (beside the snapshot, not in it)
 ============================================
@@ -330,7 +331,8 @@ class SessionHeader:
         session_id: The session (= run) id.
         source: The :class:`RunSource` value (see the module docstring).
         parent: ``parent_session_id``, or None.
-        imported: True for ``import:*`` sessions (row timestamps are import time, not run time).
+        imported: True for ``import:*`` sessions whose row timestamps are import time, not run time
+            (those without ``metadata["source_times"] is True``).
         duration_hint_ms: A duration (ms) the transcript itself recorded, else None.
     """
 
@@ -344,8 +346,10 @@ class SessionHeader:
     def of(cls, record: SessionRecordLike) -> SessionHeader:
         """The header of a stored session row."""
         metadata = record.metadata if isinstance(record.metadata, dict) else {}
-        imported = record.source.startswith("import:")
-        hint = _uint(metadata.get("totalDurationMs")) if imported else None
+        # An import whose rows carry the transcript's own times (``source_times``) reads like a live run.
+        from_import = record.source.startswith("import:")
+        imported = from_import and metadata.get("source_times") is not True
+        hint = _uint(metadata.get("totalDurationMs")) if from_import else None
         return cls(
             record.session_id, _source_of(record.source, metadata), record.parent_session_id, imported, hint
         )
@@ -722,7 +726,7 @@ class SessionFold:
     def _duration(self) -> int | None:
         if self.phase != "closed":
             return None
-        if self.header.imported:
+        if self.header.imported or self.header.duration_hint_ms is not None:
             return self.header.duration_hint_ms
         if self.first_at_ms is None or self.terminal_at_ms is None:
             return None

@@ -54,6 +54,7 @@ __all__ = [
     "Store",
     "StoredEvent",
     "retired_error",
+    "row_stamps",
 ]
 
 
@@ -98,6 +99,24 @@ class NewEvent:
     event_bytes: bytes
     prev_hash: str
     hash: str
+
+
+def row_stamps(rows: Sequence[NewEvent], recorded_at_ms: Sequence[int] | None, now: int) -> list[int]:
+    """The ``recorded_at_ms`` of each row of an append (see :meth:`Store.append_events`): ``now`` for
+    every row, or the given per-row times.
+
+    Raises:
+        ValueError: the per-row times are not one per row, or one is not an int within ±(2**53-1).
+    """
+    if recorded_at_ms is None:
+        return [now] * len(rows)
+    stamps = list(recorded_at_ms)
+    if len(stamps) != len(rows):
+        raise ValueError(f"recorded_at_ms has {len(stamps)} times for {len(rows)} rows")
+    for at in stamps:
+        if isinstance(at, bool) or not isinstance(at, int) or abs(at) > 2**53 - 1:
+            raise ValueError(f"recorded_at_ms {at!r} is not an epoch-ms integer")
+    return stamps
 
 
 @dataclass(frozen=True, slots=True)
@@ -464,7 +483,13 @@ class Store(abc.ABC):
     # ─── events ────────────────────────────────────────────────────────────────────────────
     @abc.abstractmethod
     def append_events(
-        self, session_id: str, rows: Sequence[NewEvent], head: SessionHead, *, epoch: int | None = None
+        self,
+        session_id: str,
+        rows: Sequence[NewEvent],
+        head: SessionHead,
+        *,
+        epoch: int | None = None,
+        recorded_at_ms: Sequence[int] | None = None,
     ) -> int:
         """Durably append rows (all or none) and move the session head, in one transaction.
 
@@ -472,7 +497,12 @@ class Store(abc.ABC):
         ``rows[0].prev_hash == head_hash`` (checked in the transaction), so no writer can leave a gap or
         fork, whatever its in-memory state.
 
-        Returns the ``recorded_at_ms`` stamped on the rows. Raises ``AppendConflict`` when a seq is taken or
+        ``recorded_at_ms``, one epoch-ms time per row, stamps each row with the time its source recorded it
+        (an imported transcript's own timestamps); None stamps every row with the time of this append. The
+        session's ``updated_at_ms`` is always the time of this append. (The stamp is not covered by any
+        hash; nothing about durability changes.)
+
+        Returns the ``recorded_at_ms`` stamped on the rows (the time of this append when given per row). Raises ``AppendConflict`` when a seq is taken or
         the rows do not extend the stored head (another writer), ``StaleWriter`` when ``epoch`` is not the
         session's current authority epoch, ``ReadOnlyStore`` on a read-only store. Nothing is written on error.
         """

@@ -105,9 +105,9 @@ def redact(url: str) -> str:
 _APPEND = (
     "WITH appended AS ("
     " INSERT INTO events (session_id, seq, kind, event, prev_hash, hash, recorded_at_ms, epoch)"
-    " SELECT %(sid)s, r.seq, r.kind, r.event, r.prev_hash, r.hash, %(at)s, %(epoch)s"
+    " SELECT %(sid)s, r.seq, r.kind, r.event, r.prev_hash, r.hash, r.at, %(epoch)s"
     " FROM unnest(%(seqs)s::bigint[], %(kinds)s::text[], %(events)s::bytea[], %(prevs)s::text[],"
-    " %(hashes)s::text[]) AS r(seq, kind, event, prev_hash, hash))"
+    " %(hashes)s::text[], %(ats)s::bigint[]) AS r(seq, kind, event, prev_hash, hash, at))"
     " UPDATE sessions SET head_seq = %(head_seq)s, head_hash = %(head_hash)s, merkle_root = %(root)s,"
     " updated_at_ms = %(at)s WHERE session_id = %(sid)s"
 )
@@ -560,7 +560,13 @@ class PostgresStore(SqlStore):
         return True
 
     def _insert_events(
-        self, session_id: str, rows: Sequence[NewEvent], head: SessionHead, stamp: int, epoch: int
+        self,
+        session_id: str,
+        rows: Sequence[NewEvent],
+        head: SessionHead,
+        stamp: int,
+        epoch: int,
+        stamps: Sequence[int],
     ) -> None:
         """The rows and the session's new head in one statement (one round trip, :data:`_APPEND`)."""
         conn = self._tx.conn
@@ -568,7 +574,7 @@ class PostgresStore(SqlStore):
         values = {
             "sid": session_id, "at": stamp, "epoch": epoch, "seqs": [r.seq for r in rows],
             "kinds": [r.kind for r in rows], "events": [r.event_bytes for r in rows],
-            "prevs": [r.prev_hash for r in rows], "hashes": [r.hash for r in rows],
+            "prevs": [r.prev_hash for r in rows], "hashes": [r.hash for r in rows], "ats": list(stamps),
             "head_seq": head.seq, "head_hash": head.hash, "root": head.root,
         }  # fmt: skip
         try:

@@ -57,6 +57,7 @@ from .base import (
     SessionRecord,
     Store,
     StoredEvent,
+    row_stamps,
 )
 
 __all__ = ["INSERT_EVENT", "RUN_UPSERT", "UPDATE_HEAD", "SqlStore", "marks", "run_swap"]
@@ -137,9 +138,16 @@ class SqlStore(Store):
 
     @abc.abstractmethod
     def _insert_events(
-        self, session_id: str, rows: Sequence[NewEvent], head: SessionHead, stamp: int, epoch: int
+        self,
+        session_id: str,
+        rows: Sequence[NewEvent],
+        head: SessionHead,
+        stamp: int,
+        epoch: int,
+        stamps: Sequence[int],
     ) -> None:
-        """Write ``rows`` and move the session to ``head`` (the checks passed; ``epoch`` is the current one).
+        """Write ``rows`` (each stamped with its ``stamps`` entry) and move the session to ``head``, its
+        ``updated_at_ms`` set to ``stamp`` (the checks passed; ``epoch`` is the current one).
 
         Raises:
             AppendConflict: a seq of ``rows`` was taken meanwhile.
@@ -259,13 +267,20 @@ class SqlStore(Store):
 
     # ─── events: the append transaction ─────────────────────────────────────────────────────
     def append_events(
-        self, session_id: str, rows: Sequence[NewEvent], head: SessionHead, *, epoch: int | None = None
+        self,
+        session_id: str,
+        rows: Sequence[NewEvent],
+        head: SessionHead,
+        *,
+        epoch: int | None = None,
+        recorded_at_ms: Sequence[int] | None = None,
     ) -> int:
         """Check, then write, in this thread's transaction (or one of its own): the session exists, its
         authority epoch is ``epoch`` (``StaleWriter``), ``rows`` extend its head (``AppendConflict``); then
         the rows and the new head (:meth:`_insert_events`). Every check runs before the first write, so
         an enclosing block needs no savepoint for it."""
         stamp = R.now_ms()
+        stamps = row_stamps(rows, recorded_at_ms, stamp)
         with self._joined():
             found = self._one(_HEAD_FOR_APPEND + self.FOR_UPDATE, (session_id,))
             if found is None:
@@ -278,7 +293,7 @@ class SqlStore(Store):
             clash = R.taken(rows, head_seq)
             if clash is not None:
                 raise AppendConflict(session_id=session_id, seq=clash)
-            self._insert_events(session_id, rows, head, stamp, current)
+            self._insert_events(session_id, rows, head, stamp, current, stamps)
             self._notify(session_id)
         return stamp
 

@@ -317,12 +317,21 @@ class SqliteStore(SqlStore):
             return True
 
     def _insert_events(
-        self, session_id: str, rows: Sequence[NewEvent], head: SessionHead, stamp: int, epoch: int
+        self,
+        session_id: str,
+        rows: Sequence[NewEvent],
+        head: SessionHead,
+        stamp: int,
+        epoch: int,
+        stamps: Sequence[int],
     ) -> None:
         try:
             self._conn.executemany(
                 INSERT_EVENT,
-                [(session_id, r.seq, r.kind, r.event_bytes, r.prev_hash, r.hash, stamp) for r in rows],
+                [
+                    (session_id, r.seq, r.kind, r.event_bytes, r.prev_hash, r.hash, at)
+                    for r, at in zip(rows, stamps, strict=True)
+                ],
             )
         except sqlite3.IntegrityError as exc:
             raise AppendConflict(session_id=session_id, seq=self._first_taken(session_id, rows)) from exc

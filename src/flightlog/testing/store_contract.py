@@ -244,6 +244,18 @@ class StoreContract(MemoryContract):
         assert {s.recorded_at_ms for s in stored} == {stamp}
         assert verify_rows("s-1", stored, decode=False).ok
 
+    def test_rows_keep_the_times_given_per_row(self, store: Store) -> None:
+        _new_session(store)
+        rows, head = chained_rows([1, 2, 3])
+        source_times = [1_700_000_000_000, 1_700_000_000_000, 1_700_000_061_500]  # an imported transcript's
+        stamp = store.append_events("s-1", rows, head, recorded_at_ms=source_times)
+        assert [s.recorded_at_ms for s in store.read_events("s-1")] == source_times
+        assert store.get_session("s-1").updated_at_ms == stamp  # the session moved at append time
+        more, head = chained_rows([4], start=3, prev=rows[-1].hash)
+        with pytest.raises(ValueError):
+            store.append_events("s-1", more, head, recorded_at_ms=[1, 2])  # not one time per row
+        assert store.get_session("s-1").head_seq == 2
+
     def test_append_moves_the_session_head(self, store: Store) -> None:
         _new_session(store)
         rows, head = chained_rows([1, 2, 3])
