@@ -6,6 +6,11 @@ the full check ``flightlog audit`` makes (:func:`flightlog.integrity.audit.requi
 and only then reads it, attaches (taking authority) and records ``operation_cancelled(turn,
 operation_id="{run_id}:abort", reason, pending_call_ids)`` with the session status ``cancelled``, signed by
 the notary (the user's log key by default). The run stays resumable (``Kernel.resume``).
+
+A run with unfinished sub-agents (:mod:`flightlog.kernel.subagents`) aborts each of them the same way first
+(recursively, after fencing itself), then records, with its own ``operation_cancelled``, an
+``agent_process_changed(state="killed", result_termination="user_abort")`` per child; resuming the parent
+later resumes them.
 """
 
 from __future__ import annotations
@@ -16,6 +21,7 @@ from ..integrity.notary import USER_NOTARY, Notary, UserNotary, resolve_notary
 from ..recorder import Recorder
 from ..store.base import Store
 from .state import KernelState, load_state
+from .subagents import abort_children
 
 __all__ = ["abort"]
 
@@ -56,6 +62,7 @@ def abort(
     state = load_state(store, session_id)
     if state.phase == "terminal":
         return False
+    killed = abort_children(store, state, lambda child: abort(store, child, reason=reason, notary=signer))
     event = OperationCancelled(
         turn=state.turn,
         operation_id=f"{state.run_id}:abort",
@@ -63,7 +70,7 @@ def abort(
         pending_call_ids=_unanswered(state),
     )
     with recorder.atomic():
-        recorder.append(event)
+        recorder.append_many([event, *killed])
         store.set_session_status(session_id, "cancelled")
         recorder.checkpoint()  # no-op without a notary
     return True

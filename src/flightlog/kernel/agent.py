@@ -103,6 +103,10 @@ class Agent:
         if len(set(names)) != len(names):
             raise ValueError(f"tool names must be unique: {sorted(names)}")
         self._check_capabilities()
+        for item in self.tools:  # a sub-agent tool (kernel.subagents) checks its child's capabilities
+            check = getattr(item, "check_parent", None)
+            if check is not None:
+                check(self)
         if self.max_retries < 0 or self.max_tokens < 1:
             raise ValueError("max_retries must be >= 0 and max_tokens >= 1")
         if self.on_fatal_tool_error not in ("retry", "fail"):

@@ -20,6 +20,11 @@ grant (a symlink leading out) gives the call an error result naming the argument
 run (a ``side_effect`` call's completion records that result). The tool then runs with the grant as
 :func:`~flightlog.kernel.ceiling.current_ceiling`, for :mod:`flightlog.kernel.confine`.
 
+A sub-agent call (:mod:`flightlog.kernel.subagents`) whose child stops without finishing (waiting for a human,
+cancelled) raises :class:`~flightlog.kernel.subagents.AwaitingChildren` once every call of its group has
+stopped; the turn then records ``suspended(turn, reason="sub_agent_await", pending_calls)`` (the calls whose
+children have not finished) and a resume continues each child from its own ledger.
+
 A tool raising :class:`~flightlog.kernel.errors.FatalToolError` stops the turn: calls not started yet do
 not run, and the kernel records ``rollbacked(turn, checkpoint_history_len,
 reason=FatalToolError(tool_name, error))``, then retries the turn or fails the run (``run_terminal(reason=
@@ -43,6 +48,7 @@ from .operations import Operation, deadline
 from .planning import ToolSurface, gate_events
 from .records import CallPlan
 from .state import KernelState
+from .subagents import AwaitingChildren, SubAgentTool
 from .tools import Tool, ToolArgumentsError, render_output
 
 __all__ = ["TurnContext", "execute_turn"]
@@ -157,11 +163,12 @@ async def _outcome(ctx: TurnContext, plan: CallPlan) -> Outcome:
 
 
 def _groups(plans: Sequence[CallPlan], agent: Agent) -> list[list[CallPlan]]:
-    """Consecutive ``read_only`` plans grouped (run concurrently); every other plan alone."""
+    """Consecutive ``read_only`` and sub-agent plans grouped (run concurrently); every other plan alone."""
     groups: list[list[CallPlan]] = []
     open_group = False
     for plan in plans:
-        concurrent = agent.parallel_read_only and plan.effect == "read_only"
+        delegates = isinstance(agent.tool(plan.tool), SubAgentTool) and plan.decision != "invalid"
+        concurrent = agent.parallel_read_only and (plan.effect == "read_only" or delegates)
         if concurrent and open_group:
             groups[-1].append(plan)
         else:
@@ -242,6 +249,9 @@ async def execute_turn(ctx: TurnContext, run_id: str) -> None:
                 results.extend(await _run_group(ctx, group))
     except _Fatal as fatal:
         _on_fatal(ctx, fatal)
+        return
+    except AwaitingChildren as waiting:
+        ctx.append(waiting.suspended(state.turn, plans, ctx.effects, ctx.session_id), status="suspended")
         return
     results, context_events = ctx.settle_results(results)
     suspends = any(event.kind == "suspended" for event in context_events)  # an async memory query

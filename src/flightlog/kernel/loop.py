@@ -137,6 +137,7 @@ from .result import RunResult, RunStatus
 from .signals import run_blocking
 from .spec import AGENT_SPEC
 from .state import KernelState, load_state
+from .subagents import waiting_on_children
 from .transcript import Transcript
 
 __all__ = ["Kernel"]
@@ -252,7 +253,13 @@ class _Activation:
     def spent(self) -> Spent:
         """Usage so far, from the ledger and this activation's clock."""
         st = self.state
-        return Spent(tokens=st.tokens_used, cost=st.cost_used, turns=st.turn, wall_clock_ms=self.wall_ms())
+        owed = st.delegation.charge()  # what the children used or hold (kernel.delegation)
+        return Spent(
+            tokens=st.tokens_used + owed.tokens,
+            cost=st.cost_used + owed.cost,
+            turns=st.turn + owed.rounds,
+            wall_clock_ms=self.wall_ms(),
+        )
 
     def provider(self) -> ModelProvider:
         """The current route position's provider."""
@@ -1050,6 +1057,7 @@ class Kernel:
         *,
         session_id: str | None = None,
         metadata: Mapping[str, Any] | None = None,
+        parent_session_id: str | None = None,
     ) -> RunResult:
         """Start a new run in a new session and drive it until it stops.
 
@@ -1059,6 +1067,8 @@ class Kernel:
             attachments: Extra content parts of the first user message (images by reference...).
             session_id: The session id to create (default: a random hex id).
             metadata: Extra session metadata (JSON-ready; no paths or secrets).
+            parent_session_id: The session that spawned this one (a sub-agent's parent, see
+                :mod:`flightlog.kernel.subagents`), else None.
 
         Returns:
             The :class:`RunResult` (any status; ``suspended`` and ``cancelled`` runs are resumable).
@@ -1096,6 +1106,7 @@ class Kernel:
                 source="kernel",
                 metadata=meta,
                 notary=self.notary,
+                parent_session_id=parent_session_id,
             )
             ceiling = None if grant is None else Ceiling(grant.policy, grant.digest)
             state = KernelState(recorder.session_id, transcript=Transcript(archive_loader(self.store)))
@@ -1131,7 +1142,7 @@ class Kernel:
         state = load_state(self.store, session_id)
         if state.run is None:
             raise KernelError(f"session {session_id} has no run_started: not a kernel run")
-        if _idle(state):
+        if _idle(state) or waiting_on_children(self.store, state):
             return result_of(state)
         ceiling = resume_ceiling(self.store, session_id, state.grant, self.agent)
         # Every row was just checked in full: the recorder re-verifies only what may have moved since, the

@@ -51,6 +51,7 @@ from .budgets import Budgets
 from .compaction import COMPACTION_FAILED, COMPACTION_STARTED
 from .context import Calibration
 from .memory import MEMORY_SUSPENSION
+from .delegation import Delegation
 from .records import (
     APPROVAL_DECISION,
     BUDGET_LIMITS,
@@ -173,6 +174,7 @@ class KernelState:
     overflow: bool = False
     overflow_compacted: int | None = None
     pinned: list[str] = field(default_factory=list)
+    delegation: Delegation = field(default_factory=Delegation)
     _request_chars: dict[str, int] = field(default_factory=dict)
     _raw_arguments: dict[str, str] = field(default_factory=dict)
     _released: set[str] = field(default_factory=set)
@@ -186,6 +188,7 @@ class KernelState:
         self.kinds.append(event.kind)
         self.transcript.feed(seq, event)
         self.dropped.feed(seq, event)
+        self.delegation.feed(event)
         handler = _HANDLERS.get(event.kind)
         if handler is not None:
             handler(self, recorded_at_ms, event)

@@ -20,8 +20,9 @@ Which run is which
   known only from a parent's process table, the session whose ledger recorded that
   ``agent_process_changed``.
 * **Sub-agents.** Each ``agent_process_changed`` is a process-table entry for ``agent_id`` (its run id).
-  Today importers write them (Claude Code sub-agents); flightlog's kernel spawns no sub-agents yet, so its
-  runs have none. A sub-agent with a recorded session of its own is described by that session, and the
+  Importers write them (Claude Code sub-agents), and so does the kernel for the children it spawns
+  (:mod:`flightlog.kernel.subagents`: each child is a session whose ``parent_session_id`` is the parent). A
+  sub-agent with a recorded session of its own is described by that session, and the
   parent's entry only decides what the child's ledger does not: the child's terminal outcome wins; else a
   terminal entry ("exited") makes it terminal; else the child's own state. A sub-agent without a session of
   its own is described by its latest entry alone (``source`` ``direct``, budget unknown).
@@ -50,7 +51,7 @@ the pending model call (the turn is undone), and so does ``operation_cancelled``
 the calls it lists; ``checkpoint_taken``, ``llm_completed``, ``tool_requested`` and ``resumed`` are
 progress and clear ``stopping``. A process-table entry maps its ``state`` string:
 queued/pending → ``queued``; spawned/spawning/starting/created → ``initializing``; suspended/paused/
-blocked → ``paused``; stopping/terminating → ``stopping``; exited/terminated/completed/failed/killed/... →
+blocked → ``paused``; stopping/terminating → ``stopping``; exited/joined/terminated/completed/failed/killed/... →
 ``terminal``; the seed's state names map to themselves; anything else → ``running`` (listed, not ended).
 
 Terminal outcome (``run_terminal.reason``, or an entry's ``result_termination``/``state``):
@@ -261,7 +262,8 @@ _PROCESS_STATES: dict[str, RunState] = {
     **dict.fromkeys(("terminating", "cancelling", "canceling"), RunState.STOPPING),
     **dict.fromkeys(
         _words(
-            "exited terminated completed done finished failed crashed killed cancelled canceled reaped zombie interrupted"
+            "exited terminated completed done finished failed crashed killed cancelled canceled reaped zombie interrupted "
+            "joined"
         ),
         RunState.TERMINAL,
     ),

@@ -40,6 +40,11 @@ The points (:data:`POINTS`), each placed where a crash leaves a distinct state b
     written yet.
 ``fleet.claimed``
     A fleet worker claimed a session's lease and is about to drive it.
+``subagent.spawned``
+    A delegating call's ``budget_grant`` and ``agent_process_changed(spawned)`` are durable in the parent;
+    the child session does not exist yet (:mod:`flightlog.kernel.subagents`).
+``subagent.settled``
+    The child's exit and ``budget_usage_reported`` are durable in the parent; the call's completion is not.
 """
 
 from __future__ import annotations
@@ -66,6 +71,8 @@ POINTS = frozenset(
         "compaction.archived",
         "context.rewrite",
         "fleet.claimed",
+        "subagent.spawned",
+        "subagent.settled",
     }
 )
 """Every point the code reaches (see the module docs)."""

@@ -1,0 +1,722 @@
+"""Sub-agents: an agent handing work to another agent, each child a durable session of its own.
+
+Declare a child with :func:`subagent` (an agent used as a tool: the model calls it with ``{"task"}``) or
+:func:`spawner` (one ``spawn`` tool over several roles: ``{"role", "task"}``) and put the tool in the parent
+``Agent``'s tools. The model calls it like any tool; the call is a ``side_effect`` (exactly once, see
+:mod:`flightlog.kernel.effects`), and calls of one turn that delegate run concurrently (each child writes
+only its own session).
+
+What a delegating call does (parent ledger on the left, ``P`` = parent turn, ``c`` = call id)::
+
+    external_effect_intent(key)                               write-ahead: the child id derives from key
+    Custom("budget_grant"), agent_process_changed(spawned)    one transaction: the grant is reserved
+    agent_process_changed(running)                            the child session is created (or resumed)
+        ... the child runs in its own session: run_started ... run_terminal, sealed like any run
+    agent_process_changed(joined|failed, result_termination), budget_usage_reported, Custom(
+        "budget_grant_released")                              one transaction: usage settled
+    external_effect_completed(key), tool_completed            the child's final answer is the result
+
+**Exactly once.** The child session id is ``sha256("flightlog-subagent:" + effect key)[:32]`` (hex): the
+same call always names the same child, and the intent is durable before the child exists. After a crash
+the call is in doubt; its reconciler answers "done" (with the answer) when the child completed, else the
+call runs again, which *resumes* the existing child from its own ledger (a finished child is never re-run,
+a grant already recorded is reused, never recomputed or refilled).
+
+**Children that stop without finishing.** A child waiting for a human decision makes the parent record
+``agent_process_changed(waiting_input)`` then ``suspended(P, reason="sub_agent_await", pending_calls)``
+(once every delegating call of the group has stopped); a cancelled or fenced child, ``suspended``. The
+child's gates show in ``flightlog pending`` with its parent; after ``approve``, resuming the parent (or the
+child: the CLI resumes its root) resumes the child, then the parent.
+
+**Budgets.** A grant is the child's requested :class:`~flightlog.kernel.budgets.Budgets` capped by what the
+parent has left (its limits minus its own usage and what its children hold or used, see
+:mod:`flightlog.kernel.delegation`); it becomes the child's recorded limits. An axis with nothing left
+refuses the spawn (``budget_exceeded(operation_id, reservation_id, budget)``, an error result).
+
+**Capabilities.** A child's tools must be a subset of its parent's (by name; its own sub-agent tools and
+the built-in context tools aside), checked when the parent ``Agent`` is built; ``isolation="readonly"``
+keeps only its ``read_only`` tools. ``permitted_capability_ids`` lists them. The parent's policy and
+signed grant apply to the child as ceilings (:class:`InheritedPolicy`: the stricter decision wins).
+
+**Cancellation.** Cancelling the parent cancels its running children (each records
+``operation_cancelled``); :func:`flightlog.kernel.abort` of a parent aborts its unfinished children first
+(recursively) and records ``agent_process_changed(killed, result_termination="user_abort")`` for each.
+
+Wire values follow upstream (UPSTREAM.md §7): roles, isolations and inheritance names as in
+:mod:`flightlog.kernel.delegation`; ``result_termination`` ``completed``, ``max_turns``, ``token_budget``,
+``timeout`` (wall clock), ``cost_budget`` (flightlog's cost axis, not upstream), ``user_abort``, ``error``.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextvars
+import dataclasses
+import hashlib
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any, Protocol, runtime_checkable
+
+from ..errors import SessionNotFound
+from ..events import AgentProcessChanged, BudgetExceeded, BudgetUsageReported, Custom, Suspended
+from ..messages import ContentPart, Message, TextPart
+from ..store.base import Store
+from ..testing.crashpoints import crash_point
+from .agent import Agent
+from .budgets import Axis, Budgets, Spent
+from .delegation import (
+    BUDGET_GRANT,
+    BUDGET_GRANT_RELEASED,
+    INHERITANCE_BY_ROLE,
+    ISOLATIONS,
+    ROLES,
+    Grant,
+    Inheritance,
+    Isolation,
+    Role,
+)
+from .effects import Effects, current_effect_key, effect_key
+from .paging import BUILTIN_TOOLS, current_access
+from .planning import calls_in
+from .policy import Decision, Policy
+from .records import CallPlan
+from .state import KernelState, load_state
+from .tools import Tool, tool
+
+if TYPE_CHECKING:
+    from .loop import Kernel
+
+__all__ = [
+    "AwaitingChildren",
+    "InheritedPolicy",
+    "SubAgent",
+    "SubAgentFailed",
+    "SubAgentTool",
+    "abort_children",
+    "child_session_id",
+    "spawner",
+    "subagent",
+    "waiting_on_children",
+]
+
+_STRICTNESS = {"allow": 0, "ask": 1, "deny": 2}
+_EXITS = ("joined", "failed")
+_TERMINATION = {
+    "turns": "max_turns",
+    "tokens": "token_budget",
+    "wall_clock": "timeout",
+    "cost": "cost_budget",
+}
+
+
+class SubAgentFailed(Exception):
+    """A child ended without completing (failed, budget exhausted); the message is the tool's error result."""
+
+
+class AwaitingChildren(BaseException):
+    """Raised by a delegating call whose child stopped without finishing (see the module docs).
+
+    A ``BaseException`` so that tool execution does not turn it into an error result: the call stays
+    unfinished (intent without completion) and the parent's turn suspends.
+    """
+
+    def suspended(self, turn: int, plans: Sequence[CallPlan], effects: Effects, session_id: str) -> Suspended:
+        """``suspended(turn, "sub_agent_await", pending_calls)``: the calls whose intent has no completion."""
+        waiting = [
+            p.call_id for p in plans if effects.state(effect_key(session_id, turn, p.call_id)) == "pending"
+        ]
+        return Suspended(turn=turn, reason="sub_agent_await", pending_calls=waiting)
+
+
+@dataclass(frozen=True)
+class InheritedPolicy(Policy):
+    """A child's policy under its parent's: both decide, the stricter action wins (deny > ask > allow).
+
+    Attributes:
+        ceiling: The parent's (effective) policy.
+    """
+
+    ceiling: Policy = field(default_factory=Policy)
+
+    def decide(self, tool_name: str, arguments: Any, effect: Any) -> Decision:
+        """The stricter of the child's own decision and its parent's (the parent's on a tie)."""
+        own = super().decide(tool_name, arguments, effect)
+        parent = self.ceiling.decide(tool_name, arguments, effect)
+        if _STRICTNESS[own.action] > _STRICTNESS[parent.action]:
+            return own
+        if parent.action == own.action:
+            return own
+        return Decision(parent.action, f"parent policy: {parent.reason}", parent.rule)
+
+
+@dataclass(frozen=True)
+class SubAgent:
+    """A child agent the parent may delegate to.
+
+    Attributes:
+        agent: The child's definition (its tools must be a subset of the parent's, see the module docs).
+        role: ``explore``, ``plan``, ``implement``, ``verify`` or ``custom`` (UPSTREAM.md §7).
+        isolation: ``shared`` (its tools as declared) or ``readonly`` (only its ``read_only`` tools).
+        context: What of the parent it starts with (``none``, ``systemonly``, ``full``); default derived
+            from ``role`` as upstream does (:data:`~flightlog.kernel.delegation.INHERITANCE_BY_ROLE`).
+        budgets: The grant it asks for (tokens, turns, wall_clock_ms, cost); capped by what the parent has
+            left at spawn time. Unlimited axes take all the parent has left on that axis.
+    """
+
+    agent: Agent
+    role: Role = "custom"
+    isolation: Isolation = "shared"
+    context: Inheritance | None = None
+    budgets: Budgets = field(default_factory=Budgets)
+
+    def __post_init__(self) -> None:
+        if self.role not in ROLES:
+            raise ValueError(f"sub-agent role must be one of {', '.join(ROLES)}, not {self.role!r}")
+        if self.isolation not in ISOLATIONS:
+            raise ValueError(
+                f"sub-agent isolation must be one of {', '.join(ISOLATIONS)}, not {self.isolation!r} "
+                "(worktree and remote isolation are not performed by flightlog)"
+            )
+        if self.context is not None and self.context not in INHERITANCE_BY_ROLE.values():
+            raise ValueError(f"sub-agent context must be none, systemonly or full, not {self.context!r}")
+
+    @property
+    def inheritance(self) -> Inheritance:
+        """The context inheritance recorded and performed."""
+        return self.context if self.context is not None else INHERITANCE_BY_ROLE[self.role]
+
+    def tools(self) -> tuple[Tool, ...]:
+        """The child's tools after isolation (``readonly``: its ``read_only`` tools only)."""
+        if self.isolation == "readonly":
+            return tuple(t for t in self.agent.tools if t.effect == "read_only")
+        return tuple(self.agent.tools)
+
+
+@dataclass(frozen=True, eq=False)
+class SubAgentTool(Tool):
+    """A tool that delegates to a child agent (build with :func:`subagent` or :func:`spawner`).
+
+    Attributes:
+        children: The sub-agents by the role the model names (one entry, keyed ``""``, for
+            :func:`subagent`).
+    """
+
+    children: dict[str, SubAgent] = field(default_factory=dict)
+
+    def check_parent(self, parent: Agent) -> None:
+        """Refuse a child with a capability its parent lacks (see the module docs).
+
+        Raises:
+            ValueError: names the tool, the child and the capabilities the parent does not have, or the
+                child's route models a cost-limited parent cannot price.
+        """
+        have = {t.name for t in parent.tools}
+        builtin = {t.name for t in BUILTIN_TOOLS}
+        for sub in self.children.values():
+            own = [t.name for t in sub.tools() if not isinstance(t, SubAgentTool) and t.name not in builtin]
+            extra = sorted(set(own) - have)
+            if extra:
+                raise ValueError(
+                    f"sub-agent tool {self.name}: child {sub.agent.name!r} has capabilities its parent "
+                    f"{parent.name!r} lacks: {', '.join(extra)} (a child's tools are a subset of its parent's)"
+                )
+            if parent.budgets.cost is not None:
+                unpriced = [p.model for p in sub.agent.route if _prices(sub, parent, p.model) is None]
+                if unpriced:
+                    raise ValueError(f"sub-agent tool {self.name}: a cost budget needs prices for {unpriced}")
+
+    def child_for(self, role: str) -> SubAgent:
+        """The sub-agent for ``role`` (``""`` for :func:`subagent` tools).
+
+        Raises:
+            ValueError: unknown role (the model sees the message).
+        """
+        sub = self.children.get(role)
+        if sub is None:
+            raise ValueError(f"unknown role {role!r}; roles: {', '.join(sorted(self.children))}")
+        return sub
+
+
+def _prices(sub: SubAgent, parent: Agent, model: str) -> Any:
+    return sub.agent.budgets.price_for(model) or parent.budgets.price_for(model)
+
+
+def _as_subagent_tool(base: Tool, children: dict[str, SubAgent]) -> SubAgentTool:
+    values = {f.name: getattr(base, f.name) for f in dataclasses.fields(Tool)}
+    return SubAgentTool(**values, children=children)
+
+
+def subagent(
+    agent: Agent,
+    *,
+    role: Role = "custom",
+    isolation: Isolation = "shared",
+    context: Inheritance | None = None,
+    budgets: Budgets | None = None,
+    name: str | None = None,
+    description: str | None = None,
+) -> SubAgentTool:
+    """An agent used as a tool: the model calls ``name(task)`` and gets the child's final answer.
+
+    Args:
+        agent: The child.
+        role, isolation, context, budgets: As :class:`SubAgent`.
+        name: Tool name (default: the child agent's name).
+        description: What the model reads (default: ``Delegate a task to the <role> sub-agent <name>``).
+
+    Raises:
+        ValueError: an unknown role, isolation or context name.
+    """
+    sub = SubAgent(agent, role, isolation, context, budgets or Budgets())
+    tool_name = name or agent.name
+    holder: list[SubAgentTool] = []
+
+    async def delegate(task: str) -> str:
+        """Delegate a task.
+
+        Args:
+            task: What the sub-agent should do, stated completely (it does not see this conversation
+                unless it inherits it).
+        """
+        return await _delegate(holder[0], "", task)
+
+    text = description or f"Delegate a task to the {role} sub-agent {agent.name!r}; returns its final answer."
+    base = tool(effect="side_effect", name=tool_name, description=text, reconcile=_reconcile_for(holder))(
+        delegate
+    )
+    built = _as_subagent_tool(base, {"": sub})
+    holder.append(built)
+    return built
+
+
+def spawner(
+    children: Sequence[SubAgent], *, name: str = "spawn", description: str | None = None
+) -> SubAgentTool:
+    """One tool spawning a sub-agent by role: the model calls ``spawn(role, task)``.
+
+    Raises:
+        ValueError: no children, or two children with one role.
+    """
+    by_role: dict[str, SubAgent] = {sub.role: sub for sub in children}
+    if not children or len(by_role) != len(children):
+        raise ValueError("spawner needs one sub-agent per role (at least one)")
+    holder: list[SubAgentTool] = []
+
+    async def spawn(role: str, task: str) -> str:
+        """Spawn a sub-agent.
+
+        Args:
+            role: The sub-agent's role.
+            task: What the sub-agent should do, stated completely.
+        """
+        return await _delegate(holder[0], role, task)
+
+    roles = ", ".join(f"{r} ({s.agent.name})" for r, s in sorted(by_role.items()))
+    text = description or f"Spawn a sub-agent for a task; returns its final answer. Roles: {roles}."
+    base = tool(effect="side_effect", name=name, description=text, reconcile=_reconcile_for(holder))(spawn)
+    built = _as_subagent_tool(base, by_role)
+    holder.append(built)
+    return built
+
+
+# ─── the running parent ───────────────────────────────────────────────────────────────────────
+
+
+@runtime_checkable
+class ParentRun(Protocol):
+    """What delegation needs from the parent's running activation (:mod:`flightlog.kernel.loop`)."""
+
+    kernel: Kernel
+    agent: Agent
+    state: KernelState
+    session_id: str
+    effects: Effects
+
+    def append(self, *events: Any, status: str | None = None) -> None:
+        """Durably append events in one transaction."""
+        ...
+
+    def spent(self) -> Spent:
+        """The parent's usage, its children's charge included."""
+        ...
+
+    @property
+    def limits(self) -> Budgets:
+        """The parent's recorded limits."""
+        ...
+
+
+def _parent() -> ParentRun:
+    access = current_access().get()
+    if not isinstance(access, ParentRun) or current_effect_key() is None:
+        raise RuntimeError("sub-agent tools run inside a kernel turn (the model calls them)")
+    return access
+
+
+def child_session_id(key: str) -> str:
+    """The child session id of the delegating call with effect key ``key``: 32 lowercase hex chars."""
+    return hashlib.sha256(f"flightlog-subagent:{key}".encode()).hexdigest()[:32]
+
+
+@dataclass(frozen=True)
+class _Call:
+    """One delegating call of the parent's current turn."""
+
+    parent: ParentRun
+    tool: SubAgentTool
+    sub: SubAgent
+    plan: CallPlan
+    agent_id: str
+
+    @property
+    def turn(self) -> int:
+        return self.parent.state.turn
+
+    @property
+    def store(self) -> Store:
+        return self.parent.kernel.store
+
+    def ids(self) -> tuple[str, str]:
+        """``(operation_id, reservation_id)`` of this spawn."""
+        run_id, call_id = self.parent.state.run_id, self.plan.call_id
+        return f"{run_id}:turn-{self.turn}:agent-{call_id}", f"{run_id}:turn-{self.turn}:grant-{call_id}"
+
+    def capabilities(self) -> list[str]:
+        return [t.name for t in self.sub.tools()]
+
+    def process(self, state: str, termination: str | None = None) -> AgentProcessChanged:
+        return AgentProcessChanged(
+            turn=self.turn,
+            agent_id=self.agent_id,
+            parent_session_id=self.parent.session_id,
+            role=self.sub.role,
+            isolation=self.sub.isolation,
+            context_inheritance=self.sub.inheritance,
+            state=state,
+            permitted_capability_ids=self.capabilities(),
+            result_termination=termination,
+        )
+
+    def last_state(self) -> str | None:
+        entry = self.parent.state.delegation.processes.get(self.agent_id)
+        return entry.state if entry is not None else None
+
+    def mark(self, state: str) -> None:
+        """Record ``state`` unless it is already the child's latest."""
+        if self.last_state() != state:
+            self.parent.append(self.process(state))
+
+
+def _this_call(tool: SubAgentTool, role: str) -> _Call:
+    parent = _parent()
+    key = current_effect_key()
+    st = parent.state
+    plan = next(
+        (
+            p
+            for p in st.plans
+            if effect_key(parent.session_id, st.turn, p.call_id) == key and p.tool == tool.name
+        ),
+        None,
+    )
+    if plan is None or key is None:
+        raise RuntimeError(f"sub-agent tool {tool.name}: no planned call of this turn has effect key {key}")
+    return _Call(parent, tool, tool.child_for(role), plan, child_session_id(key))
+
+
+# ─── grants ───────────────────────────────────────────────────────────────────────────────────
+
+
+def _cap(limit: float | None, used: float, wanted: float | None) -> float | bool | None:
+    """What is left of ``limit`` after ``used``, capped by ``wanted``; False when nothing is left."""
+    if limit is None:
+        return wanted
+    left = limit - used
+    if left <= 0:
+        return False
+    return left if wanted is None else min(wanted, left)
+
+
+def _reserve(call: _Call) -> Grant | Axis:
+    """The grant for ``call`` from what the parent has left, or the axis with nothing left."""
+    limits, spent, want = call.parent.limits, call.parent.spent(), call.sub.budgets
+    caps: dict[str, Any] = {}
+    checks: list[tuple[Axis, str, float | None, float, float | None]] = [
+        ("wall_clock", "wall_clock_ms", limits.wall_clock_ms, spent.wall_clock_ms, want.wall_clock_ms),
+        ("tokens", "tokens", limits.tokens, spent.tokens, want.tokens),
+        ("turns", "turns", limits.turns, spent.turns, want.turns),
+        ("cost", "cost", limits.cost, spent.cost, want.cost),
+    ]
+    for axis, attr, limit, used, wanted in checks:
+        value = _cap(limit, used, wanted)
+        if value is False:
+            return axis
+        caps[attr] = None if value is None else (float(value) if attr == "cost" else int(value))
+    _, reservation_id = call.ids()
+    return Grant(reservation_id, call.agent_id, call.plan.call_id, call.turn, **caps)
+
+
+def _open_grant(call: _Call) -> Grant:
+    """The recorded grant of ``call``, else reserve and record it (with ``spawned``).
+
+    Raises:
+        SubAgentFailed: nothing is left on an axis (``budget_exceeded`` recorded first).
+    """
+    grant = call.parent.state.delegation.grants.get(call.agent_id)
+    if grant is not None:
+        return grant  # derived from the ledger: never recomputed, never refilled
+    reserved = _reserve(call)
+    if not isinstance(reserved, Grant):
+        operation_id, reservation_id = call.ids()
+        call.parent.append(
+            BudgetExceeded(
+                turn=call.turn, operation_id=operation_id, reservation_id=reservation_id, budget=reserved
+            )
+        )
+        raise SubAgentFailed(f"not spawned: the parent's {reserved} budget is exhausted")
+    call.parent.append(Custom(custom_kind=BUDGET_GRANT, payload=reserved.to_wire()), call.process("spawned"))
+    crash_point("subagent.spawned")  # test-only fault injection (flightlog.testing.crashpoints)
+    return reserved
+
+
+# ─── the child ────────────────────────────────────────────────────────────────────────────────
+
+
+def _child_agent(call: _Call, grant: Grant) -> Agent:
+    """The child's definition under its grant, capabilities and the parent's ceilings."""
+    sub, parent = call.sub, call.parent.agent
+    own = sub.agent.budgets
+    prices = own.prices or parent.budgets.prices
+    model_prices = {**parent.budgets.model_prices, **own.model_prices}
+    budgets = Budgets(
+        tokens=grant.tokens,
+        turns=grant.turns,
+        wall_clock_ms=grant.wall_clock_ms,
+        cost=grant.cost,
+        prices=prices,
+        model_prices=model_prices,
+    )
+    policy = InheritedPolicy(
+        rules=sub.agent.policy.rules, default=sub.agent.policy.default, ceiling=parent.policy
+    )
+    grant_env = parent.grant if parent.grant is not None else sub.agent.grant
+    keys = parent.grant_keys if parent.grant is not None else sub.agent.grant_keys
+    tools = [t for t in sub.tools() if t.name not in {b.name for b in BUILTIN_TOOLS}]
+    return dataclasses.replace(
+        sub.agent,
+        tools=tools,
+        policy=policy,
+        budgets=budgets,
+        grant=grant_env,
+        grant_keys=keys,
+        system_prompt=_system_prompt(call),
+    )
+
+
+def _system_prompt(call: _Call) -> str | None:
+    own = call.sub.agent.system_prompt
+    if call.sub.inheritance == "none":
+        return own
+    run = call.parent.state.run
+    inherited = run.system_prompt if run is not None else call.parent.agent.system_prompt
+    parts = [p for p in (inherited, own) if p]
+    return "\n\n".join(parts) or None
+
+
+def _attachments(call: _Call) -> list[ContentPart]:
+    if call.sub.inheritance != "full":
+        return []
+    lines = [_render(m) for m in call.parent.state.history()]
+    return [
+        TextPart(
+            text="The conversation of the agent that delegated this task, so far:\n\n" + "\n".join(lines)
+        )
+    ]
+
+
+def _render(message: Message) -> str:
+    parts = [f"[{message.role}] {message.text_content()}".rstrip()]
+    parts += [f"  -> {c.name}({c.arguments})" for c in calls_in(message)]
+    parts += [f"  <- {getattr(p, 'output', '')}" for p in message.content if p.type == "tool_result"]
+    return "\n".join(parts)
+
+
+def _exists(store: Store, session_id: str) -> bool:
+    try:
+        store.get_session(session_id)
+    except SessionNotFound:
+        return False
+    return True
+
+
+async def _drive_child(call: _Call, grant: Grant, task: str) -> None:
+    """Create or resume the child, in a task of its own (a fresh context: none of the parent's call state)."""
+    from .loop import Kernel  # the kernel runs children: imported here, loop imports this module's users
+
+    parent_kernel = call.parent.kernel
+    kernel = Kernel(
+        call.store,
+        _child_agent(call, grant),
+        sleep=parent_kernel.sleep,
+        clock=parent_kernel.clock,
+        notary=parent_kernel.notary,
+        heartbeat_s=parent_kernel.heartbeat_s,
+    )
+    if _exists(call.store, call.agent_id):
+        coro = kernel.resume(call.agent_id)
+    else:
+        meta = {
+            "subagent": {
+                "parent": call.parent.session_id,
+                "call_id": call.plan.call_id,
+                "role": call.sub.role,
+            }
+        }
+        coro = kernel.run(
+            task,
+            attachments=_attachments(call),
+            session_id=call.agent_id,
+            metadata=meta,
+            parent_session_id=call.parent.session_id,
+        )
+    await asyncio.create_task(coro, context=contextvars.Context())
+
+
+def _termination(state: KernelState) -> str:
+    terminal = state.terminal
+    if terminal is None:
+        return "error"
+    if terminal.reason == "completed":
+        return "completed"
+    if terminal.reason == "budget_exhausted":
+        exceeded = next((e for _, e in reversed(state.events) if isinstance(e, BudgetExceeded)), None)
+        return _TERMINATION.get(exceeded.budget, "token_budget") if exceeded is not None else "token_budget"
+    return "error"
+
+
+def _settle(call: _Call, child: KernelState) -> None:
+    """Record the child's exit and its usage under the grant (once)."""
+    if call.parent.state.delegation.is_released(call.agent_id):
+        return
+    grant = call.parent.state.delegation.grants[call.agent_id]
+    tokens, rounds, subagents = child.delegation.subtree()
+    released = child.delegation.released_cost.values()
+    used_tokens, used_rounds = child.tokens_used + tokens, child.turn + rounds
+    cost = child.cost_used + sum(released)
+    termination = _termination(child)
+    operation_id, reservation_id = call.ids()
+    returned: dict[str, Any] = {}
+    if grant.tokens is not None:
+        returned["tokens"] = max(0, grant.tokens - used_tokens)
+    if grant.turns is not None:
+        returned["turns"] = max(0, grant.turns - used_rounds)
+    if grant.cost is not None:
+        returned["cost"] = max(0.0, grant.cost - cost)
+    payload: dict[str, Any] = {
+        "reservation_id": reservation_id,
+        "agent_id": call.agent_id,
+        "returned": returned,
+    }
+    if cost:
+        payload["cost"] = cost
+    call.parent.append(
+        call.process("joined" if termination == "completed" else "failed", termination),
+        BudgetUsageReported(
+            turn=call.turn,
+            operation_id=operation_id,
+            reservation_id=reservation_id,
+            tokens=used_tokens,
+            subagents=subagents + 1,
+            rounds=used_rounds,
+        ),
+        Custom(custom_kind=BUDGET_GRANT_RELEASED, payload=payload),
+    )
+    crash_point("subagent.settled")
+
+
+def _answer(call: _Call, child: KernelState) -> str:
+    """The child's final answer, or :class:`SubAgentFailed` naming how it ended."""
+    termination = _termination(child)
+    final = child.final_message() or ""
+    if termination == "completed":
+        return final
+    raise SubAgentFailed(f"sub-agent {call.agent_id} ended: {termination}" + (f": {final}" if final else ""))
+
+
+async def _delegate(tool: SubAgentTool, role: str, task: str) -> str:
+    """The body of a delegating call (see the module docs)."""
+    call = _this_call(tool, role)
+    grant = _open_grant(call)
+    child = load_state(call.store, call.agent_id) if _exists(call.store, call.agent_id) else None
+    if child is None or (child.phase != "terminal" and not _idle_tree(call.store, child)):
+        call.mark("running")
+        await _drive_child(call, grant, task)
+        child = load_state(call.store, call.agent_id)
+    if child.phase == "terminal":
+        _settle(call, child)
+        return _answer(call, child)
+    waiting = child.phase == "suspended" or _descendant_waits(call.store, child)
+    call.mark("waiting_input" if waiting else "suspended")
+    current = asyncio.current_task()
+    if current is not None and current.cancelling():
+        raise asyncio.CancelledError  # the parent is being cancelled: the child recorded its own cancel
+    raise AwaitingChildren(call.agent_id)
+
+
+def _descendant_waits(store: Store, state: KernelState) -> bool:
+    return _idle_tree(store, state)
+
+
+def _idle_tree(store: Store, state: KernelState) -> bool:
+    """Nothing to do in ``state``'s tree until a human decides: it waits on its own gates, or on children
+    that all do (resuming it would only record that it still waits)."""
+    if state.phase == "suspended" and state.gates:
+        return True
+    return waiting_on_children(store, state)
+
+
+def waiting_on_children(store: Store, state: KernelState) -> bool:
+    """Whether a session suspended on ``sub_agent_await`` has every awaited child waiting for a human
+    (directly or further down); :meth:`Kernel.resume <flightlog.kernel.Kernel.resume>` then writes nothing."""
+    suspension = state.suspension
+    if state.phase != "suspended" or suspension is None or suspension.reason != "sub_agent_await":
+        return False
+    for call_id in suspension.pending_calls:
+        agent_id = child_session_id(effect_key(state.session_id, state.turn, call_id))
+        if not _exists(store, agent_id) or not _idle_tree(store, load_state(store, agent_id)):
+            return False
+    return bool(suspension.pending_calls)
+
+
+def abort_children(
+    store: Store, state: KernelState, abort_one: Callable[[str], bool]
+) -> list[AgentProcessChanged]:
+    """Abort every unfinished child of ``state``'s session with ``abort_one(child_id)`` (which recurses into
+    its own children); returns the ``agent_process_changed(killed, result_termination="user_abort")`` entries
+    the parent records with its own ``operation_cancelled``."""
+    killed: list[AgentProcessChanged] = []
+    for agent_id, entry in state.delegation.processes.items():
+        if entry.state in (*_EXITS, "killed"):
+            continue
+        if _exists(store, agent_id):
+            abort_one(agent_id)
+        update = {"turn": state.turn, "state": "killed", "result_termination": "user_abort"}
+        killed.append(entry.model_copy(update=update))
+    return killed
+
+
+def _reconcile_for(holder: list[SubAgentTool]) -> Any:
+    """The reconciler of a delegating call: done (with the answer) when its child completed, else not."""
+
+    def reconcile(intent: dict[str, Any]) -> str | None:
+        arguments = intent.get("arguments") or {}
+        call = _this_call(holder[0], str(arguments.get("role", "")))
+        if not _exists(call.store, call.agent_id) or call.agent_id not in call.parent.state.delegation.grants:
+            return None
+        child = load_state(call.store, call.agent_id)
+        if child.phase != "terminal" or _termination(child) != "completed":
+            return None  # running the call again resumes (or reads) the child: nothing is created twice
+        _settle(call, child)
+        return _answer(call, child)
+
+    return reconcile
