@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import ast
 import asyncio
+import dataclasses
 import hashlib
 import importlib
 import pickle
@@ -31,7 +32,9 @@ import rfc8785
 
 from flightlog import events as ev
 from flightlog.events import (
+    AgentProcessChanged,
     BudgetExceeded,
+    BudgetUsageReported,
     CancellationReason,
     CheckpointTaken,
     Custom,
@@ -56,10 +59,11 @@ from flightlog.integrity.grants import GrantPolicy, load_policy_signer, policy_d
 from flightlog.integrity.heads import HeadStore
 from flightlog.integrity.keys import LogSigner
 from flightlog.integrity.notary import Notary
-from flightlog.kernel import Agent, Budgets, Kernel, Policy, Rule, approve, records, tool
+from flightlog.kernel import Agent, Budgets, Kernel, Policy, Rule, approve, pending, records, tool
 from flightlog.kernel.errors import AgentSpecError, NotPending
 from flightlog.kernel.requests import check_session
 from flightlog.kernel.scripted import ScriptedProvider, call, calls, reply
+from flightlog.kernel.subagents import subagent
 from flightlog.ledger import leaf_hash, merkle_root
 from flightlog.messages import ToolResult
 from flightlog.providers.base import ModelRequest, ModelResponse, ProviderError
@@ -722,6 +726,108 @@ def phased_run(store: SqliteStore, tmp_path: Path) -> Outcome:
             verdict(4, "done", True),
             ev.MilestoneAdvanced(turn=4, phase_id="done", capabilities_unlocked=[]),
             RunTerminal(reason="completed", turns_used=4, total_tokens=60),
+def subagent_waits_for_approval(store: SqliteStore, tmp_path: Path) -> Outcome:
+    """A parent delegates to a child that asks for approval: the parent records the child's states, waits
+    (suspended), the human approves in the child, resuming the parent resumes the child; usage settles."""
+    notes.clear()  # the coverage test runs every scenario in one test
+    first = calls(call("helper", {"task": "write hello"}, id="s1"))
+    last = reply("delegated")
+    child_first = calls(call("write_note", {"text": "hello"}, id="w1"))
+
+    def kernel() -> Kernel:
+        child = agent(
+            ScriptedProvider([child_first, reply("note written")], by_turn=True),
+            tools=[write_note],
+            policy=Policy(rules=(Rule("ask", tool="write_*", reason="writes need a human"),)),
+        )
+        child = dataclasses.replace(child, name="helper")
+        helper = subagent(child, role="implement", budgets=Budgets(turns=5))
+        parent = agent(
+            ScriptedProvider([first, last], by_turn=True),
+            tools=[write_note, helper],
+            budgets=Budgets(tokens=1000),
+            system_prompt="boss",
+        )
+        return Kernel(store, dataclasses.replace(parent, name="boss"), notary=None)
+
+    assert kernel().run_sync("delegate", session_id="cov-9").status == "suspended"
+    key = "cov-9:1:s1"
+    child_id = hashlib.sha256(f"flightlog-subagent:{key}".encode()).hexdigest()[:32]
+    assert store.get_session(child_id).parent_session_id == "cov-9"
+    assert [p.call_id for p in pending(store)] == ["w1"] and notes == []
+    approve(store, child_id, "w1")
+    assert (kernel().resume_sync("cov-9").status, notes) == ("completed", ["hello"])
+    assert verify_session(store, child_id).ok and store.get_session(child_id).status == "completed"
+    rid = run_id_of(events(store, "cov-9"))
+    reservation, operation = f"{rid}:turn-1:grant-s1", f"{rid}:turn-1:agent-s1"
+
+    def process(state: str, termination: str | None = None) -> AgentProcessChanged:
+        return AgentProcessChanged(
+            turn=1,
+            agent_id=child_id,
+            parent_session_id="cov-9",
+            role="implement",
+            isolation="shared",
+            context_inheritance="full",  # derived from the role (UPSTREAM.md section 7)
+            state=state,
+            permitted_capability_ids=["write_note"],
+            result_termination=termination,
+        )
+
+    grant = {"reservation_id": reservation, "agent_id": child_id, "call_id": "s1", "turn": 1}
+    return Outcome(
+        "cov-9",
+        [
+            RunStarted(run_id=rid, goal="delegate", agent_id="boss", system_prompt="boss"),
+            evidence(0),
+            limits(tokens=1000),
+            CheckpointTaken(turn=1, history_len=1),
+            completed(first, 1),
+            usage(1, reserved=1000),
+            ToolRequested(turn=1, calls=list(first.message.tool_calls)),
+            decisions(
+                1,
+                {
+                    "call_id": "s1",
+                    "tool": "helper",
+                    "effect": "side_effect",
+                    "decision": "allow",
+                    "reason": "policy default (allow)",
+                    "arguments": {"task": "write hello"},
+                },
+            ),
+            allowed(1),
+            intent(key, "helper", {"task": "write hello"}),
+            # the grant: 1000 - 15 tokens left; the parent has no turn limit, so 5 turns as asked
+            Custom(custom_kind="budget_grant", payload={**grant, "tokens": 985, "turns": 5}),
+            process("spawned"),
+            process("running"),
+            process("waiting_input"),
+            Suspended(turn=1, reason="sub_agent_await", pending_calls=["s1"]),
+            Resumed(turn=1),
+            Custom(
+                custom_kind="effect_reconciled",
+                payload={"turn": 1, "call_id": "s1", "key": key, "outcome": "not_done"},
+            ),
+            process("running"),
+            process("joined", "completed"),
+            BudgetUsageReported(
+                turn=1, operation_id=operation, reservation_id=reservation, tokens=30, subagents=1, rounds=2
+            ),
+            Custom(
+                custom_kind="budget_grant_released",
+                payload={
+                    "reservation_id": reservation,
+                    "agent_id": child_id,
+                    "returned": {"tokens": 955, "turns": 3},
+                },
+            ),
+            effect_done(key, "note written"),
+            ToolCompleted(turn=1, results=[ToolResult(call_id="s1", output="note written")]),
+            CheckpointTaken(turn=2, history_len=3),
+            completed(last, 2),
+            usage(2, reserved=1000 - 15 - 30),  # the child's usage is charged to the parent
+            RunTerminal(reason="completed", turns_used=2, total_tokens=30),
         ],
     )
 
@@ -735,6 +841,7 @@ SCENARIOS: list[Scenario] = [
     crash_then_reconcile,
     signed_grant_and_seal,
     phased_run,
+    subagent_waits_for_approval,
 ]
 
 

@@ -11,7 +11,7 @@ Mounting (the ``flightlog`` app adds them at top level, with its own ``--db`` ha
 Exit codes: **0** the run completed (or the command did its job); **1** the run failed, exhausted a budget
 or was cancelled (stdout says which); **2** usage (bad spec, unknown session or call); **3** the run is
 suspended, waiting for a human decision (``pending`` lists what waits; ``approve``/``deny`` then
-``resume``). Live progress (turns, tool calls, approvals awaited) goes to stderr; results to stdout
+``resume``; a sub-agent's session resumes its run tree from the root). Live progress (turns, tool calls, approvals awaited) goes to stderr; results to stdout
 (``--json`` for machine-readable output).
 """
 
@@ -34,6 +34,7 @@ from ..integrity.audit import Auditor, require_intact
 from ..integrity.notary import Notary
 from ..kernel import Kernel, NotPending, RunResult, approve, deny, operator_problem, pending
 from ..kernel.abort import abort
+from ..kernel.approvals import tree_of
 from ..kernel.errors import AgentSpecError
 from ..kernel.records import Verdict
 from ..kernel.spec import is_logical, load_agent, recorded_spec
@@ -151,7 +152,7 @@ def register(app: typer.Typer, open_db: OpenDb) -> None:
         The session must pass the full check ``flightlog audit`` makes before anything it names is
         imported: the recorded spec only as a signed ``module:attribute``."""
         with open_db(False) as store:
-            sid = store.resolve_session(session)
+            sid = _tree_root(store, store.resolve_session(session), err)
             notary = Notary.from_env()
             auditor = Auditor.for_notary(notary)
             if spec is None:
@@ -179,13 +180,14 @@ def register(app: typer.Typer, open_db: OpenDb) -> None:
             out.print("nothing is waiting for a decision")
         for row in rows:
             head = f"{row.session_id}  turn {row.turn}  {row.call_id}  {row.tool}({short(row.arguments, 60)})"
+            tree = f"  (sub-agent of {row.parent_session_id})" if row.parent_session_id else ""
             if row.decision is None:
-                out.print(f"{head}  [{row.kind}] {short(row.reason, 60)}")
+                out.print(f"{head}  [{row.kind}] {short(row.reason, 60)}{tree}")
             else:
                 who = short(printable(row.decided_by or "?"), 80)
                 out.print(
                     f"{head}  [{row.kind}] {row.decision} by {who}; "
-                    f"waiting for: flightlog resume {row.session_id}"
+                    f"waiting for: flightlog resume {row.root_session_id or row.session_id}{tree}"
                 )
 
     @app.command("approve")
@@ -262,6 +264,18 @@ def _capture_session(
             progress(row, event)
 
     return on_event
+
+
+def _tree_root(store: Store, sid: str, err: Console) -> str:
+    """The session ``resume`` drives: a kernel sub-agent's run-tree root (resuming it resumes the child
+    from its own ledger, then the parent: :mod:`flightlog.kernel.subagents`), else ``sid`` itself."""
+    metadata = store.get_session(sid).metadata
+    if not (isinstance(metadata, dict) and "subagent" in metadata):
+        return sid
+    _, root = tree_of(store, sid)
+    if root != sid:
+        err.print(f"{sid} is a sub-agent; resuming its run tree from {root}")
+    return root
 
 
 def _operator(err: Console, name: str) -> None:

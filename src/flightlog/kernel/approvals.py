@@ -28,8 +28,9 @@ from __future__ import annotations
 
 import json
 import unicodedata
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
+from ..errors import SessionNotFound
 from ..events import Custom, Event, PermissionResolved, Suspended, ToolDenied, ToolGated
 from ..integrity.audit import Auditor, require_intact
 from ..integrity.grants import session_policy_digest
@@ -40,7 +41,16 @@ from .errors import InvalidOperator, NotPending
 from .records import APPROVAL_DECISION, GateKind, Verdict
 from .state import Gate, KernelState, load_state
 
-__all__ = ["MAX_OPERATOR", "PendingCall", "approve", "check_operator", "deny", "operator_problem", "pending"]
+__all__ = [
+    "MAX_OPERATOR",
+    "PendingCall",
+    "approve",
+    "check_operator",
+    "deny",
+    "operator_problem",
+    "pending",
+    "tree_of",
+]
 
 MAX_OPERATOR = 80
 """Longest operator name, in characters (code points)."""
@@ -110,6 +120,9 @@ class PendingCall:
         decision: None while it waits for a decision; ``approved`` or ``denied`` once decided (the session
             then waits for a resume).
         decided_by: The operator name recorded with the decision (``approval_decision.responder``).
+        parent_session_id: For a sub-agent's call (:mod:`flightlog.kernel.subagents`), the session that
+            spawned it; None for a top-level run.
+        root_session_id: The top of its run tree (the session to ``resume``; itself for a top-level run).
     """
 
     session_id: str
@@ -121,6 +134,8 @@ class PendingCall:
     kind: GateKind
     decision: str | None = None
     decided_by: str | None = None
+    parent_session_id: str | None = None
+    root_session_id: str = ""
 
     def to_wire(self) -> dict[str, object]:
         """JSON-ready dict (the CLI's ``pending --json`` rows)."""
@@ -134,6 +149,8 @@ class PendingCall:
             "kind": self.kind,
             "decision": self.decision,
             "decided_by": self.decided_by,
+            "parent_session_id": self.parent_session_id,
+            "root_session_id": self.root_session_id or self.session_id,
         }
 
 
@@ -159,13 +176,35 @@ def pending(store: Store, session_id: str | None = None, *, decided: bool = Fals
         state = load_state(store, sid)
         if state.phase != "suspended":
             continue
-        for gate in state.gates.values():
-            found.append(
-                PendingCall(sid, gate.turn, gate.call_id, gate.tool, gate.arguments, gate.reason, gate.kind)
-            )
+        rows = [
+            PendingCall(sid, gate.turn, gate.call_id, gate.tool, gate.arguments, gate.reason, gate.kind)
+            for gate in state.gates.values()
+        ]
         if decided:
-            found.extend(_decided(state))
+            rows.extend(_decided(state))
+        parent, root = tree_of(store, sid)
+        found.extend(replace(row, parent_session_id=parent, root_session_id=root) for row in rows)
     return found
+
+
+def tree_of(store: Store, session_id: str) -> tuple[str | None, str]:
+    """``(parent_session_id, root_session_id)`` of a session, following ``parent_session_id`` up (a
+    sub-agent's parent is recorded on its session row; see :mod:`flightlog.kernel.subagents`).
+
+    Raises:
+        SessionNotFound: no such session.
+    """
+    parent = store.get_session(session_id).parent_session_id
+    root, seen = session_id, {session_id}
+    up = parent
+    while up is not None and up not in seen:
+        seen.add(up)
+        root = up
+        try:
+            up = store.get_session(up).parent_session_id
+        except SessionNotFound:
+            break
+    return parent, root
 
 
 def _decided(state: KernelState) -> list[PendingCall]:
