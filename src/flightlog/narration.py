@@ -148,7 +148,10 @@ _NARRATORS: dict[str, Callable[[Any], str]] = {
         f"turn {e.turn}: rolled back to {e.checkpoint_history_len} message(s)"
         + (f" ({e.reason.kind})" if e.reason else "")
     ),
-    "agent_process_changed": lambda e: f"turn {e.turn}: sub-agent {short(e.agent_id, 40)} {e.state}",
+    "agent_process_changed": lambda e: (
+        f"turn {e.turn}: sub-agent {short(e.agent_id, 40)} {e.state}"
+        + (f" ({e.result_termination})" if e.result_termination else "")
+    ),
     "milestone_advanced": lambda e: f"turn {e.turn}: milestone {e.phase_id} advanced",
     "milestone_blocked": lambda e: f"turn {e.turn}: milestone {e.phase_id} blocked: {short(e.reason, 40)}",
     "memory_written": lambda e: f"turn {e.turn}: memory {e.name} written ({plural(e.size_bytes, 'byte')})",

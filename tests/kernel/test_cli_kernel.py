@@ -62,6 +62,8 @@ def test_run_approve_resume_with_a_dotted_spec(tmp_path: Path) -> None:
             "kind": "approval",
             "decision": None,
             "decided_by": None,
+            "parent_session_id": None,  # a top-level run: its own root
+            "root_session_id": sid,
         }
     ]
     code, out, _ = cli(db, "pending")

@@ -211,12 +211,14 @@ def _print_table(views: list[RunView], uses: Uses) -> None:
 
 
 def _label(view: RunView, now: int, context: ContextUse | None) -> str:
+    """A tree line: spent/limit where the run records a limit (a sub-agent's limits are its grant)."""
     cells = view_line(view, now, context)
+    budget = view.snapshot.budget
     parts = [
         cells[0],
         cells[1] + (f" ({cells[2]})" if cells[2] else ""),
-        f"tokens {cells[3]}",
-        f"steps {cells[4]}",
+        f"tokens {cells[3]}" + (f"/{budget.token_budget}" if budget.token_budget is not None else ""),
+        f"steps {cells[4]}" + (f"/{budget.max_steps}" if budget.max_steps is not None else ""),
     ]
     if context is not None:
         parts.append(f"context {cells[6]}")

@@ -122,7 +122,8 @@ class PendingCall:
         decided_by: The operator name recorded with the decision (``approval_decision.responder``).
         parent_session_id: For a sub-agent's call (:mod:`flightlog.kernel.subagents`), the session that
             spawned it; None for a top-level run.
-        root_session_id: The top of its run tree (the session to ``resume``; itself for a top-level run).
+        root_session_id: For a sub-agent's call, the top of its run tree (the session to ``resume``); None
+            for a top-level run (``to_wire`` then names the session itself).
     """
 
     session_id: str
@@ -135,7 +136,7 @@ class PendingCall:
     decision: str | None = None
     decided_by: str | None = None
     parent_session_id: str | None = None
-    root_session_id: str = ""
+    root_session_id: str | None = None
 
     def to_wire(self) -> dict[str, object]:
         """JSON-ready dict (the CLI's ``pending --json`` rows)."""
@@ -183,7 +184,9 @@ def pending(store: Store, session_id: str | None = None, *, decided: bool = Fals
         if decided:
             rows.extend(_decided(state))
         parent, root = tree_of(store, sid)
-        found.extend(replace(row, parent_session_id=parent, root_session_id=root) for row in rows)
+        if parent is not None:
+            rows = [replace(row, parent_session_id=parent, root_session_id=root) for row in rows]
+        found.extend(rows)
     return found
 
 
