@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import dataclasses
+import json
 from pathlib import Path
 from typing import Any
 
@@ -321,3 +322,39 @@ def test_sub_agent_declarations_refuse_what_flightlog_does_not_perform() -> None
     with pytest.raises(ValueError, match="one sub-agent per role"):
         spawner([SubAgent(child_agent(reply("x"))), SubAgent(child_agent(reply("y")))])
     assert dataclasses.is_dataclass(SubAgent)
+
+
+def test_the_tree_from_the_command_line(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """run (exit 3: a child waits) → pending names the parent → approve the child → resume the child (the CLI
+    resumes the root) → runs --tree shows spent/granted → show names each child in full → verify --all."""
+    from typer.testing import CliRunner
+
+    from flightlog.cli import app
+    from flightlog.demo_subagents import NOTES_ENV
+
+    monkeypatch.setenv(NOTES_ENV, str(tmp_path))
+    runner = CliRunner()
+
+    def flightlog(*args: str) -> tuple[int, str, str]:
+        result = runner.invoke(app, ["--db", str(tmp_path / "t.db"), *args])
+        return result.exit_code, result.stdout, result.stderr
+
+    code, out, err = flightlog("run", "flightlog.demo_subagents:tree_agent", "--goal", "go", "--json", "-q")
+    assert code == 3, out + err
+    lead = json.loads(out)["session_id"]
+    code, out, _ = flightlog("pending", "--json")
+    (row,) = json.loads(out)
+    assert (row["tool"], row["call_id"], row["root_session_id"]) == ("publish", "p1", lead)
+    writer = row["session_id"]
+    assert row["parent_session_id"] == lead
+    assert flightlog("approve", writer, "p1")[0] == 0
+    code, out, err = flightlog("resume", writer)
+    assert code == 0 and f"resuming its run tree from {lead}" in err and "the report is published" in out
+    code, out, _ = flightlog("runs", "--tree")
+    lines = out.splitlines()
+    assert lines[0].startswith(f"{lead}  terminal (completed)  tokens 45/2000  steps 3/30")
+    assert sum(1 for line in lines if "tokens 45/300  steps 3/5" in line) == 2  # the researchers' grants
+    code, out, _ = flightlog("show", lead)
+    assert f"sub-agent {writer} joined (completed)" in out
+    assert flightlog("verify", "--all")[0] == 0
+    assert len((tmp_path / "subagents-notes.txt").read_text().splitlines()) == 4

@@ -16,7 +16,8 @@ SIGINT/SIGTERM), ``loop`` (the ``Kernel``), ``result`` (``RunResult``), ``script
 ``spec`` (loading an agent from ``module:attr`` or TOML), ``ceiling`` (the signed grant over
 governance), ``confine`` (:func:`open_path`, :func:`resolve_path`, :func:`run_command`: paths and commands
 checked against the grant when a tool opens or runs them), ``shell`` (:func:`parse_command`: one plain
-command or a refusal naming the construct).
+command or a refusal naming the construct), ``subagents`` (:func:`subagent`, :func:`spawner`: child agents
+as tools, each child its own session), ``delegation`` (the parent's fold of grants and process table).
 """
 
 from __future__ import annotations
@@ -44,6 +45,7 @@ from .result import RunResult, RunStatus
 from .scripted import ScriptedProvider
 from .shell import parse_command
 from .spec import load_agent
+from .subagents import SubAgent, SubAgentTool, spawner, subagent
 from .tools import Effect, Tool, ToolArgumentsError, tool
 
 __all__ = [
@@ -66,6 +68,8 @@ __all__ = [
     "RunResult",
     "RunStatus",
     "ScriptedProvider",
+    "SubAgent",
+    "SubAgentTool",
     "Tool",
     "ToolArgumentsError",
     "abort",
@@ -82,5 +86,7 @@ __all__ = [
     "repair_arguments",
     "resolve_path",
     "run_command",
+    "spawner",
+    "subagent",
     "tool",
 ]
