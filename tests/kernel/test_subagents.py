@@ -21,6 +21,7 @@ from flightlog.events import (
 from flightlog.kernel import Agent, Budgets, Kernel, Policy, Rule, abort, approve, pending, tool
 from flightlog.kernel.delegation import BUDGET_GRANT
 from flightlog.kernel.scripted import ScriptedProvider, call, calls, reply
+from flightlog.kernel.state import load_state
 from flightlog.kernel.subagents import SubAgent, spawner, subagent
 from flightlog.messages import ToolResultPart
 from flightlog.providers.base import ModelRequest, ModelResponse
@@ -358,3 +359,21 @@ def test_the_tree_from_the_command_line(tmp_path: Path, monkeypatch: pytest.Monk
     assert f"sub-agent {writer} joined (completed)" in out
     assert flightlog("verify", "--all")[0] == 0
     assert len((tmp_path / "subagents-notes.txt").read_text().splitlines()) == 4
+
+
+def test_a_wall_clock_grant_leaves_the_parent_time_to_settle(store: SqliteStore) -> None:
+    from .helpers import FakeClock
+
+    helper = subagent(child_agent(reply("quick")))
+    agent = parent_agent(
+        calls(call("child", {"task": "t"}, id="c")),
+        reply("ok"),
+        tools=[echo, helper],
+        budgets=Budgets(wall_clock_ms=10_000),
+    )
+    k = Kernel(store, agent, notary=None, heartbeat_s=None, clock=FakeClock())  # no time passes
+    assert k.run_sync("go", session_id="p").status == "completed"
+    (grant,) = customs(store, "p", BUDGET_GRANT)
+    assert grant["wall_clock_ms"] == 9_000  # 90% of what the parent has left
+    (kid,) = children(store, "p")
+    assert load_state(store, kid).limits == Budgets(wall_clock_ms=9_000)

@@ -100,6 +100,8 @@ def _report(console: Console, result: RunResult, json_out: bool) -> None:
     if result.status == "suspended":
         for call_id in result.pending_calls:
             console.print(f"  waiting: {call_id}  (flightlog approve|deny {result.session_id} {call_id})")
+        if not result.pending_calls and result.detail == "sub_agent_await":
+            console.print("  waiting for its sub-agents: `flightlog pending` lists what they wait for")
 
 
 def _agent(spec: str) -> Any:

@@ -30,7 +30,8 @@ child: the CLI resumes its root) resumes the child, then the parent.
 
 **Budgets.** A grant is the child's requested :class:`~flightlog.kernel.budgets.Budgets` capped by what the
 parent has left (its limits minus its own usage and what its children hold or used, see
-:mod:`flightlog.kernel.delegation`); it becomes the child's recorded limits. An axis with nothing left
+:mod:`flightlog.kernel.delegation`; wall clock: at most 90% of the parent's remaining, so a child times out
+and is settled before its parent's own deadline); it becomes the child's recorded limits. An axis with nothing left
 refuses the spawn (``budget_exceeded(operation_id, reservation_id, budget)``, an error result).
 
 **Capabilities.** A child's tools must be a subset of its parent's (by name; its own sub-agent tools and
@@ -101,6 +102,9 @@ __all__ = [
 
 _STRICTNESS = {"allow": 0, "ask": 1, "deny": 2}
 _EXITS = ("joined", "failed")
+_WALL_SHARE = 0.9
+"""Share of the parent's remaining wall clock a child may get at most: the parent's own deadline would cancel
+the child mid-run and end the parent before the child's usage is settled."""
 _TERMINATION = {
     "turns": "max_turns",
     "tokens": "token_budget",
@@ -451,6 +455,8 @@ def _reserve(call: _Call) -> Grant | Axis:
         value = _cap(limit, used, wanted)
         if value is False:
             return axis
+        if attr == "wall_clock_ms" and limit is not None and value is not None:
+            value = min(value, (limit - used) * _WALL_SHARE)  # the child times out (and is settled) first
         caps[attr] = None if value is None else (float(value) if attr == "cost" else int(value))
     _, reservation_id = call.ids()
     return Grant(reservation_id, call.agent_id, call.plan.call_id, call.turn, **caps)
