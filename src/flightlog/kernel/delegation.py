@@ -46,16 +46,20 @@ __all__ = [
 ]
 
 BUDGET_GRANT = "budget_grant"
+"""``Custom`` kind of a child's grant, recorded in the parent (module docs)."""
 BUDGET_GRANT_RELEASED = "budget_grant_released"
+"""``Custom`` kind recorded with ``budget_usage_reported``: the subtree's cost and the unused grant."""
 
 Role = Literal["explore", "plan", "implement", "verify", "custom"]
 """Sub-agent roles, as upstream writes them (UPSTREAM.md §7: Rust Debug names lower-cased)."""
 ROLES: tuple[Role, ...] = ("explore", "plan", "implement", "verify", "custom")
+"""Every role, in upstream's order."""
 
 Isolation = Literal["shared", "readonly"]
 """The isolations flightlog performs (upstream also names ``worktree`` and ``remote``; not performed here,
 so not accepted). ``readonly``: the child keeps only its ``read_only`` tools."""
 ISOLATIONS: tuple[Isolation, ...] = ("shared", "readonly")
+"""Every isolation flightlog performs."""
 
 Inheritance = Literal["none", "systemonly", "full"]
 """What of the parent the child starts with (UPSTREAM.md §7 wire names): ``none`` (its own system prompt
