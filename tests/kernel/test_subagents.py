@@ -348,7 +348,8 @@ def test_the_tree_from_the_command_line(tmp_path: Path, monkeypatch: pytest.Monk
     assert (row["tool"], row["call_id"], row["root_session_id"]) == ("publish", "p1", lead)
     writer = row["session_id"]
     assert row["parent_session_id"] == lead
-    assert flightlog("approve", writer, "p1")[0] == 0
+    code, out, _ = flightlog("approve", writer, "p1")
+    assert code == 0 and f"continue with: flightlog resume {lead}" in out
     code, out, err = flightlog("resume", writer)
     assert code == 0 and f"resuming its run tree from {lead}" in err and "the report is published" in out
     code, out, _ = flightlog("runs", "--tree")
@@ -377,3 +378,27 @@ def test_a_wall_clock_grant_leaves_the_parent_time_to_settle(store: SqliteStore)
     assert grant["wall_clock_ms"] == 9_000  # 90% of what the parent has left
     (kid,) = children(store, "p")
     assert load_state(store, kid).limits == Budgets(wall_clock_ms=9_000)
+
+
+def test_a_childs_cost_is_granted_from_and_charged_to_its_parent(store: SqliteStore) -> None:
+    from flightlog.kernel import Prices
+
+    prices = Prices(input_per_1k=1.0, output_per_1k=2.0)  # a scripted call: 10 in + 5 out = 0.02
+    helper = subagent(child_agent(calls(call("echo", {"text": "x"}, id="e")), reply("done")))
+    agent = parent_agent(
+        calls(call("child", {"task": "t"}, id="c")),
+        reply("ok"),
+        tools=[echo, helper],
+        budgets=Budgets(cost=0.1, prices=prices),
+    )
+    result = kernel(store, agent).run_sync("go", session_id="p")
+    assert result.status == "completed"
+    (grant,) = customs(store, "p", BUDGET_GRANT)
+    assert grant["cost"] == pytest.approx(0.1 - 0.02)
+    (released,) = customs(store, "p", "budget_grant_released")
+    assert released["cost"] == pytest.approx(0.04)  # the child's two calls
+    assert released["returned"]["cost"] == pytest.approx(0.08 - 0.04)
+    (kid,) = children(store, "p")
+    limits = load_state(store, kid).limits
+    assert limits is not None and limits.cost == pytest.approx(0.08) and limits.prices == prices
+    assert load_state(store, "p").delegation.charge().cost == pytest.approx(0.04)

@@ -209,10 +209,11 @@ def register(app: typer.Typer, open_db: OpenDb) -> None:
         with open_db(False) as store:
             sid = store.resolve_session(session)
             verdict = _decide(lambda: approve(store, sid, call, responder=responder))
+            root = tree_of(store, sid)[1]
         if json_out:
             _decision_json(sid, verdict)
             return
-        out.print(f"approved {call} of {sid}; continue with: flightlog resume {sid}")
+        out.print(f"approved {call} of {sid}; continue with: flightlog resume {root}")
 
     @app.command("deny")
     def deny_cmd(
@@ -232,10 +233,11 @@ def register(app: typer.Typer, open_db: OpenDb) -> None:
         with open_db(False) as store:
             sid = store.resolve_session(session)
             verdict = _decide(lambda: deny(store, sid, call, responder=responder, reason=reason))
+            root = tree_of(store, sid)[1]
         if json_out:
             _decision_json(sid, verdict)
             return
-        out.print(f"denied {call} of {sid}; continue with: flightlog resume {sid}")
+        out.print(f"denied {call} of {sid}; continue with: flightlog resume {root}")
 
     @app.command("abort")
     def abort_cmd(
