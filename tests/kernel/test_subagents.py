@@ -303,7 +303,7 @@ def test_cancelling_the_parent_cancels_its_running_child_and_resume_finishes_the
 
 
 def test_the_demo_tree_is_killed_resumed_approved_and_verified(tmp_path: Path) -> None:
-    from flightlog.demo_subagents import run_subagents_demo
+    from flightlog.cli.demo_subagents import run_subagents_demo
 
     console = Console(record=True, width=200)
     with SqliteStore(tmp_path / "demo.db") as store:
@@ -331,7 +331,7 @@ def test_the_tree_from_the_command_line(tmp_path: Path, monkeypatch: pytest.Monk
     from typer.testing import CliRunner
 
     from flightlog.cli import app
-    from flightlog.demo_subagents import NOTES_ENV
+    from flightlog.cli.demo_subagents import NOTES_ENV
 
     monkeypatch.setenv(NOTES_ENV, str(tmp_path))
     runner = CliRunner()
@@ -340,7 +340,9 @@ def test_the_tree_from_the_command_line(tmp_path: Path, monkeypatch: pytest.Monk
         result = runner.invoke(app, ["--db", str(tmp_path / "t.db"), *args])
         return result.exit_code, result.stdout, result.stderr
 
-    code, out, err = flightlog("run", "flightlog.demo_subagents:tree_agent", "--goal", "go", "--json", "-q")
+    code, out, err = flightlog(
+        "run", "flightlog.cli.demo_subagents:tree_agent", "--goal", "go", "--json", "-q"
+    )
     assert code == 3, out + err
     lead = json.loads(out)["session_id"]
     code, out, _ = flightlog("pending", "--json")

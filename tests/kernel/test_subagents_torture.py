@@ -1,7 +1,7 @@
 """Crash torture for run trees: SIGKILL the process running a three-level tree at named points, resume it
 with ``flightlog resume LEAD``, again and again, until it finishes; then check the whole tree.
 
-The tree is the demo's (:func:`flightlog.demo_subagents.tree_agent`): a lead delegates to two researchers in
+The tree is the demo's (:func:`flightlog.cli.demo_subagents.tree_agent`): a lead delegates to two researchers in
 one turn (concurrently), then to a writer that delegates to its own fact checker, then publishes after a
 human approves (the test plays the human when a run exits 3). Every sub-agent does a side effect that
 appends ``<effect key>\\t<text>`` to a notes file (with a reconciler that looks the key up there).
@@ -31,7 +31,7 @@ from pathlib import Path
 
 import pytest
 
-from flightlog.demo_subagents import GOAL, NOTES_ENV, SPEC
+from flightlog.cli.demo_subagents import GOAL, NOTES_ENV, SPEC
 from flightlog.events import AgentProcessChanged, BudgetUsageReported, Custom, ToolRequested
 from flightlog.kernel import approve, pending
 from flightlog.kernel.state import load_state
