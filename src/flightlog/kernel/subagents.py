@@ -557,10 +557,9 @@ def _exists(store: Store, session_id: str) -> bool:
 
 async def _drive_child(call: _Call, grant: Grant, task: str) -> None:
     """Create or resume the child, in a task of its own (a fresh context: none of the parent's call state)."""
-    from .loop import Kernel  # the kernel runs children: imported here, loop imports this module's users
-
     parent_kernel = call.parent.kernel
-    kernel = Kernel(
+    # The parent's own kernel class (flightlog.kernel.loop imports this module: no import back).
+    kernel = type(parent_kernel)(
         call.store,
         _child_agent(call, grant),
         sleep=parent_kernel.sleep,
