@@ -726,6 +726,10 @@ def phased_run(store: SqliteStore, tmp_path: Path) -> Outcome:
             verdict(4, "done", True),
             ev.MilestoneAdvanced(turn=4, phase_id="done", capabilities_unlocked=[]),
             RunTerminal(reason="completed", turns_used=4, total_tokens=60),
+        ],
+    )
+
+
 def subagent_waits_for_approval(store: SqliteStore, tmp_path: Path) -> Outcome:
     """A parent delegates to a child that asks for approval: the parent records the child's states, waits
     (suspended), the human approves in the child, resuming the parent resumes the child; usage settles."""

@@ -50,8 +50,8 @@ from ..store.base import Store
 from .budgets import Budgets
 from .compaction import COMPACTION_FAILED, COMPACTION_STARTED
 from .context import Calibration
-from .memory import MEMORY_SUSPENSION
 from .delegation import Delegation
+from .memory import MEMORY_SUSPENSION
 from .records import (
     APPROVAL_DECISION,
     BUDGET_LIMITS,
