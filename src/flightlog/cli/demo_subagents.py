@@ -202,9 +202,7 @@ def run_subagents_demo(store: Store, console: Console) -> int:
 
     Skipped (0) unless ``store`` is a SQLite file: the killed child process opens it too.
     """
-    console.print(
-        "\n9. [bold]A run tree: parallel sub-agents, killed mid-tree, an approval inside a child[/bold]"
-    )
+    console.print("A run tree: parallel sub-agents, killed mid-tree, an approval inside a child")
     if not isinstance(store, SqliteStore) or store.path == ":memory:":
         console.print("   (skipped: the sub-agent demo needs a SQLite file database)")
         return 0
