@@ -38,6 +38,7 @@ from flightlog.events import (
     CancellationReason,
     CheckpointTaken,
     Custom,
+    EntropySample,
     LlmCompleted,
     OperationCancelled,
     PermissionRequested,
@@ -60,6 +61,7 @@ from flightlog.integrity.heads import HeadStore
 from flightlog.integrity.keys import LogSigner
 from flightlog.integrity.notary import Notary
 from flightlog.kernel import Agent, Budgets, Kernel, Policy, Rule, approve, pending, records, tool
+from flightlog.kernel.entropy import recompute_samples
 from flightlog.kernel.errors import AgentSpecError, NotPending
 from flightlog.kernel.requests import check_session
 from flightlog.kernel.scripted import ScriptedProvider, call, calls, reply
@@ -888,6 +890,14 @@ MEMORY_KINDS = {
     "MemoryValidationFailed": "test_rejected_writes_record_upstreams_error_strings",
 }
 
+WATCH_KINDS = {
+    # written only by a watched or signalled run; each is checked field by field in test_watch.py:
+    "EntropyAlert": "test_a_looping_agent_trips_the_watch_at_the_turn_the_formula_gives",
+    "entropy_action": "test_a_looping_agent_trips_the_watch_at_the_turn_the_formula_gives",
+}
+"""``entropy_sample`` is in every ledger with a completed turn: checked against a recomputation from the
+ledger (``recompute_samples``) by :func:`without_programs`, like the request records."""
+
 
 def without_programs(store: SqliteStore, session_id: str) -> list[SessionEvent]:
     """The ledger minus its request records, after checking them (see :data:`PROGRAM_KINDS`)."""
@@ -900,7 +910,9 @@ def without_programs(store: SqliteStore, session_id: str) -> list[SessionEvent]:
         if kind_of(before) == "prompt_program_compiled":
             before = ledger[i - 2]
         assert isinstance(before, CheckpointTaken) and before.turn == ledger[i].payload["turn"]  # type: ignore[attr-defined]
-    return [e for e in ledger if kind_of(e) not in PROGRAM_KINDS]
+    samples = [e for e in ledger if isinstance(e, EntropySample)]
+    assert samples == recompute_samples(ledger)
+    return [e for e in ledger if kind_of(e) not in PROGRAM_KINDS and not isinstance(e, EntropySample)]
 
 
 @pytest.mark.parametrize("scenario", SCENARIOS, ids=lambda s: s.__name__)
@@ -975,7 +987,11 @@ def test_the_scenarios_cover_every_kind_the_kernel_writes(tmp_path: Path) -> Non
             outcome = scenario(store, own)
             covered |= {kind_of(e) for e in outcome.expected}
             covered |= {kind_of(e) for e in events(store, outcome.session_id) if kind_of(e) in PROGRAM_KINDS}
+            covered |= {kind_of(e) for e in events(store, outcome.session_id) if isinstance(e, EntropySample)}
     here = Path(__file__).parent
+    watch_tests = (here / "test_watch.py").read_text()
+    assert all(f"def {name}(" in watch_tests for name in WATCH_KINDS.values())
+    covered |= set(WATCH_KINDS)
     context_tests = (here / "test_context.py").read_text() + (here / "test_inplace.py").read_text()
     assert all(f"def {name}(" in context_tests for name in CONTEXT_KINDS.values())
     covered |= set(CONTEXT_KINDS)

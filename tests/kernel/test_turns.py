@@ -53,6 +53,7 @@ def test_a_run_records_each_turn_transaction_in_order(store: SqliteStore) -> Non
         "permission_resolved",
         "permission_resolved",
         "tool_completed",
+        "entropy_sample",  # one per completed turn, in its transaction (kernel.entropy)
         "checkpoint_taken",
         "custom:prompt_program_invoked",
         "llm_completed",

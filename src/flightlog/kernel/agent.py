@@ -11,6 +11,7 @@ from ..providers.base import ModelProvider, ToolSpec
 from .budgets import Budgets
 from .capabilities import Capability, label_of
 from .context import ContextPolicy
+from .entropy import EntropyWatch
 from .memory import MemoryPolicy, memory_tools
 from .milestones import Phase
 from .paging import builtin_tools
@@ -60,6 +61,8 @@ class Agent:
         memory: Long-term memory (:class:`~flightlog.kernel.memory.MemoryPolicy`: scope, injection at run
             start, an asynchronous service); with ``memory.tools``, ``memory_write`` and ``memory_query``
             are appended to ``tools``. None: no memory.
+        entropy_watch: The opt-in entropy alert and its action (:mod:`flightlog.kernel.entropy`); None:
+            samples are still recorded at every completed turn, no alert.
     """
 
     name: str
@@ -82,6 +85,7 @@ class Agent:
     capabilities: Sequence[Capability] = field(default_factory=tuple)
     milestones: Sequence[Phase] = field(default_factory=tuple)
     memory: MemoryPolicy | None = None
+    entropy_watch: EntropyWatch | None = None
 
     def __post_init__(self) -> None:
         object.__setattr__(self, "route", tuple(self.route))

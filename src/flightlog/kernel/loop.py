@@ -111,6 +111,7 @@ from .compaction import (
 )
 from .context import RENEWAL_THRESHOLD, Calibration, Fill, action_for, estimate_fill, estimate_tokens
 from .effects import Effects
+from .entropy import EntropyTracker
 from .errors import KernelError
 from .execution import execute_turn
 from .inplace import plan_in_place
@@ -139,6 +140,7 @@ from .spec import AGENT_SPEC
 from .state import KernelState, load_state
 from .subagents import waiting_on_children
 from .transcript import Transcript
+from .watch import watch_events
 
 __all__ = ["Kernel"]
 
@@ -205,10 +207,14 @@ class _Activation:
         self.surface = ToolSurface(self.agent, ceiling, self.append, recorder.checkpoint)
         self.milestones = Milestones(self.agent.milestones, self.surface, self.append)
         kernel._surface = self.surface
+        self.entropy = EntropyTracker(kernel.agent.entropy_watch)  # kernel.entropy: a fold like state
+        for _seq, event in state.events:
+            self.entropy.feed(event)
 
     # ─── plumbing ─────────────────────────────────────────────────────────────────────────
     def _on_event(self, row: StoredEvent, event: SessionEvent) -> None:
         self.state.apply(row.seq, row.recorded_at_ms, event)
+        self.entropy.feed(event)
         if self.kernel.on_event is not None:
             self.kernel.on_event(row, event)
 
@@ -394,8 +400,8 @@ class _Activation:
         if st.phase == "ready":
             program = program_of(provider.protocol, provider.model, request)
             fill = self._fill(provider, program)
-            if self._manage_context(turn, provider, fill):
-                return  # a compaction or renewal was recorded: the next step continues from it
+            if self._watch_action() or self._manage_context(turn, provider, fill):
+                return  # an entropy action, compaction or renewal was recorded: the next step continues
             self.append(
                 CheckpointTaken(turn=turn, history_len=len(st.history())),
                 *self._program_records("kernel", turn, provider, program, fill, self._sections()),
@@ -509,7 +515,24 @@ class _Activation:
         self.append(*plan.events(st.history(), ref, self._preserved_refs()))
         return True
 
-    def _plan(self, turn: int, provider: ModelProvider, fill: Fill, force: bool) -> Plan | None:
+    def _watch_action(self) -> bool:
+        """Record the entropy watch's action for an alert not acted on yet (:mod:`.watch`); True if any."""
+        events, status = watch_events(self, self.agent.entropy_watch)
+        if events:
+            self.append(*events, status=status)
+        return bool(events)
+
+    def compaction_plan(self, turn: int) -> Plan | None:
+        """A forced compaction before ``turn`` for the entropy watch's ``compact`` action."""
+        provider = self.provider()
+        st = self.state
+        request = self._request(provider, Reservation(st.run_id, self.agent.max_tokens))
+        fill = self._fill(provider, program_of(provider.protocol, provider.model, request))
+        return self._plan(turn, provider, fill, True, trigger="entropy")
+
+    def _plan(
+        self, turn: int, provider: ModelProvider, fill: Fill, force: bool, trigger: str | None = None
+    ) -> Plan | None:
         st, policy = self.state, self.agent.context_policy
         entries = st.transcript.rebuilder.entries
         calibration = st.calibration.get(provider.model)
@@ -526,7 +549,7 @@ class _Activation:
             sizes,
             turn=turn,
             action=action_for(fill.ratio, overflow=force),
-            trigger="overflow" if force else "threshold",
+            trigger=trigger or ("overflow" if force else "threshold"),
             fill_tokens=fill.tokens,
             target_tokens=target,
             keep_turns=policy.keep_turns,
@@ -801,7 +824,9 @@ class _Activation:
         if notes.renew is not None:
             progress = str(notes.renew.get("progress", ""))
             events += self._renewal_events(turn, progress, list(notes.renew.get("open_items", [])))
-        return settled, events + memory.drain(self.memory_context)
+        events += memory.drain(self.memory_context)
+        events += self.entropy.boundary(turn, settled)  # the completed turn's sample (kernel.entropy)
+        return settled, events
 
     def _backoff(self, attempt: int, retry_after_s: float | None) -> float:
         computed: float = self.agent.backoff_base_s * 2.0 ** max(0, attempt - 1)

@@ -70,7 +70,10 @@ from .records import (
 from .requests import Dropped
 from .transcript import Transcript
 
-__all__ = ["Gate", "KernelState", "Phase", "WallClock", "has_tool_calls", "load_state"]
+ENTROPY_SUSPENSION = "entropy_alert"
+"""``suspended.reason`` of a run the entropy watch handed to a human (:mod:`flightlog.kernel.entropy`)."""
+
+__all__ = ["ENTROPY_SUSPENSION", "Gate", "KernelState", "Phase", "WallClock", "has_tool_calls", "load_state"]
 
 Phase = Literal["new", "ready", "calling", "compacting", "final", "tools", "suspended", "terminal"]
 
@@ -240,9 +243,9 @@ class KernelState:
         for call_id in self._released:
             self.verdicts.pop(("effect_in_doubt", call_id), None)
         self._released = {c for c in event.approved if ("effect_in_doubt", c) in self.verdicts}
-        if self.phase == "suspended":  # a memory retrieval suspends after its turn's tool_completed
-            waited = self.suspension is not None and self.suspension.reason == MEMORY_SUSPENSION
-            self.phase = "ready" if waited else "tools"
+        if self.phase == "suspended":  # a memory retrieval or an entropy alert suspends between turns
+            reason = self.suspension.reason if self.suspension is not None else None
+            self.phase = "ready" if reason in (MEMORY_SUSPENSION, ENTROPY_SUSPENSION) else "tools"
         self.suspension = None
         self.wall.begin(at_ms)
 
