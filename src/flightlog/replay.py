@@ -28,6 +28,8 @@ Message reconstruction rules (seed 000 event kinds; the rules are flightlog's, s
 ``milestone_*``      a ``user`` message telling the model how its milestone was judged:
                      ``[MILESTONE BLOCKED: <phase> — <reason>. Address the criteria and try again.]``
                      (UPSTREAM.md §5) or ``[MILESTONE PASSED: <phase> — unlocked: <labels>]``
+``custom``           ``signal_message`` only: a ``user`` message with its ``text`` (a signal the kernel
+                     delivered at a turn boundary, :mod:`flightlog.kernel.attention`)
 anything else        nothing: ``page_out`` (its stub is already in the history: the summary of the
                      ``compressed`` it archives, or the stub output a ``tool_completed`` recorded),
                      ``page_in`` (the restored entries arrive as the ``page_in`` tool's result),
@@ -73,6 +75,7 @@ __all__ = [
     "CONTEXT_REWRITE",
     "IN_PLACE_ACTIONS",
     "MEMORY_ERASED",
+    "SIGNAL_MESSAGE",
     "TRUNCATION_SUFFIX",
     "ArchiveLoader",
     "Rebuilder",
@@ -89,6 +92,10 @@ __all__ = [
 
 TRUNCATION_SUFFIX = "… [replay truncated]"
 """Appended to a part cut by ``max_part_bytes`` (22 UTF-8 bytes; counts toward the cap)."""
+
+SIGNAL_MESSAGE = "signal_message"
+"""``Custom`` kind of a delivered signal: ``{signal_id, kind, sender, disposition, text}``; replay adds
+``Message.text("user", text)`` (written by :mod:`flightlog.kernel.attention`)."""
 
 _SUFFIX_BYTES = len(TRUNCATION_SUFFIX.encode("utf-8"))
 
@@ -295,6 +302,8 @@ class Rebuilder:
     def _on_custom(self, seq: int, event: Custom) -> None:
         if event.custom_kind == CONTEXT_REWRITE and isinstance(event.payload, dict):
             self._rewrite = event.payload
+        elif event.custom_kind == SIGNAL_MESSAGE and isinstance(event.payload, dict):
+            self._add(Message.text("user", str(event.payload.get("text", ""))), seq)
 
     def _on_compressed(self, seq: int, event: Compressed) -> None:
         if event.action in IN_PLACE_ACTIONS:
@@ -416,6 +425,8 @@ def reconstruct(
       :func:`renewal_message`. Other loader errors propagate.
     * ``rollbacked``: the history is truncated to its first ``checkpoint_history_len`` messages (no-op
       when it is not longer).
+    * ``custom`` of kind ``signal_message`` (:data:`SIGNAL_MESSAGE`): a ``user`` message holding the
+      payload's ``text``; other ``custom`` kinds add nothing.
     * ``page_out`` and ``page_in``: nothing (see the module table: their stubs and restored entries
       are carried by the events around them, so nothing appears twice).
     * ``memory_retrieval_result``: one ``user`` message per hit, :func:`memory_message`
@@ -423,7 +434,7 @@ def reconstruct(
       is the first message ``archive_loader`` returns for a salted ``record.content`` handle
       (:data:`MEMORY_ERASED` when it returns none), else ``record.content`` itself.
     * every other kind (the remaining kernel OS kinds, ``tool_requested``, ``permission_*``,
-      ``tool_denied``, ``run_terminal``, ``custom``): nothing (a
+      ``tool_denied``, ``run_terminal``, other ``custom``): nothing (a
       ``context_rewrite`` custom is held for the in-place ``compressed`` that follows it).
 
     Args:

@@ -891,9 +891,12 @@ MEMORY_KINDS = {
 }
 
 WATCH_KINDS = {
-    # written only by a watched or signalled run; each is checked field by field in test_watch.py:
+    # written only by a watched or signalled run; each is checked field by field in test_watch.py or
+    # test_signals.py:
     "EntropyAlert": "test_a_looping_agent_trips_the_watch_at_the_turn_the_formula_gives",
     "entropy_action": "test_a_looping_agent_trips_the_watch_at_the_turn_the_formula_gives",
+    "SignalDeliveryDisposed": "test_a_message_sent_mid_turn_is_delivered_at_the_next_boundary",
+    "signal_message": "test_a_message_sent_mid_turn_is_delivered_at_the_next_boundary",
 }
 """``entropy_sample`` is in every ledger with a completed turn: checked against a recomputation from the
 ledger (``recompute_samples``) by :func:`without_programs`, like the request records."""
@@ -989,7 +992,7 @@ def test_the_scenarios_cover_every_kind_the_kernel_writes(tmp_path: Path) -> Non
             covered |= {kind_of(e) for e in events(store, outcome.session_id) if kind_of(e) in PROGRAM_KINDS}
             covered |= {kind_of(e) for e in events(store, outcome.session_id) if isinstance(e, EntropySample)}
     here = Path(__file__).parent
-    watch_tests = (here / "test_watch.py").read_text()
+    watch_tests = (here / "test_watch.py").read_text() + (here / "test_signals.py").read_text()
     assert all(f"def {name}(" in watch_tests for name in WATCH_KINDS.values())
     covered |= set(WATCH_KINDS)
     context_tests = (here / "test_context.py").read_text() + (here / "test_inplace.py").read_text()

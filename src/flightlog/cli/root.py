@@ -532,10 +532,12 @@ def _mount() -> None:
     from .kernel import register as register_kernel
     from .memory import register as register_memory
     from .runs import register as register_runs
+    from .signal import register as register_signal
     from .ui import register as register_web
 
     register_kernel(app, open_db)
     register_runs(app, open_db)
+    register_signal(app, open_db)
     register_fleet(app, open_db)
     register_memory(app, open_db)
     register_web(app, open_db)

@@ -25,10 +25,12 @@ from __future__ import annotations
 from .abort import abort
 from .agent import Agent
 from .approvals import PendingCall, approve, check_operator, deny, operator_problem, pending
+from .attention import send_signal
 from .budgets import Budgets, Prices
 from .ceiling import current_ceiling
 from .confine import open_path, resolve_path, run_command
 from .effects import current_effect_key
+from .entropy import EntropyWatch
 from .errors import (
     AgentSpecError,
     CommandRefused,
@@ -37,6 +39,7 @@ from .errors import (
     KernelError,
     NotPending,
     OutsideCeiling,
+    SignalRefused,
 )
 from .loop import Kernel
 from .policy import Decision, Policy, Rule
@@ -55,6 +58,7 @@ __all__ = [
     "CommandRefused",
     "Decision",
     "Effect",
+    "EntropyWatch",
     "FatalToolError",
     "InvalidOperator",
     "Kernel",
@@ -68,6 +72,7 @@ __all__ = [
     "RunResult",
     "RunStatus",
     "ScriptedProvider",
+    "SignalRefused",
     "SubAgent",
     "SubAgentTool",
     "Tool",
@@ -86,6 +91,7 @@ __all__ = [
     "repair_arguments",
     "resolve_path",
     "run_command",
+    "send_signal",
     "spawner",
     "subagent",
     "tool",

@@ -8,6 +8,7 @@
         +-- InvalidOperator(ValueError)    reason: an operator name breaks the rule (approvals)
         +-- AgentSpecError(ValueError)     spec, reason: an agent spec cannot be loaded
         +-- CommandRefused(ValueError)     command, construct: not one plain command (kernel.shell)
+        +-- SignalRefused                  session_id, reason: a signal to a finished run (kernel.attention)
         `-- OutsideCeiling(PermissionError) value, reason: a path or command outside the grant, found
                                            when the tool opens or runs it (kernel.confine)
 
@@ -27,6 +28,7 @@ __all__ = [
     "KernelError",
     "NotPending",
     "OutsideCeiling",
+    "SignalRefused",
 ]
 
 
@@ -83,6 +85,19 @@ class CommandRefused(KernelError, ValueError):
             f"command {command!r}: {construct} is refused (only one plain command of literal words runs)",
             command=command,
             construct=construct,
+        )
+
+
+class SignalRefused(KernelError):
+    """A signal cannot be queued for this session: its run has finished, it is not a kernel run, or the
+    text is empty (:func:`flightlog.kernel.attention.send_signal`)."""
+
+    session_id: str
+    reason: str
+
+    def __init__(self, *, session_id: str, reason: str) -> None:
+        super().__init__(
+            f"session {session_id}: signal refused: {reason}", session_id=session_id, reason=reason
         )
 
 

@@ -95,6 +95,7 @@ from ..store.base import Store, StoredEvent
 from ..testing.crashpoints import crash_point
 from . import memory
 from .agent import Agent
+from .attention import boundary_events, watch_interrupt
 from .budgets import Axis, Budgets, Reservation, Spent, admit_turn, reserve
 from .capabilities import Capability, ToolSurface
 from .ceiling import Ceiling, resume_ceiling, start_grant
@@ -380,6 +381,8 @@ class _Activation:
     # ─── one turn transaction: budgets, checkpoint, model call ────────────────────────────
     async def _turn(self) -> None:
         st = self.state
+        if st.phase == "ready" and self._attend():
+            return  # signals were disposed (kernel.attention): the next step takes the turn with them
         turn, is_new = st.next_turn()
         operation_id = f"{st.run_id}:turn-{turn}:model"
         if is_new and (axis := admit_turn(self.limits, self.spent())) is not None:
@@ -408,9 +411,12 @@ class _Activation:
             )
         self.operation = Operation.of(operation_id)
         crash_point("model.call")  # test-only fault injection (flightlog.testing.crashpoints)
-        outcome = await self._call(provider, request)
+        outcome = await self._watched_call(provider, request)
         self.operation = None
-        if isinstance(outcome, _Failure):
+        if outcome is None:  # a critical signal cut the call short: roll the turn back, deliver it
+            reason = RollbackReason.UserInterrupt()
+            self._attend(Rollbacked(turn=turn, checkpoint_history_len=st.checkpoint_len, reason=reason))
+        elif isinstance(outcome, _Failure):
             await self._on_failure(turn, provider, outcome)
         else:
             self._on_response(turn, provider, outcome, reservation)
@@ -425,6 +431,40 @@ class _Activation:
             max_tokens=reservation.max_tokens,
             stream=self.agent.stream,
         )
+
+    def _attend(self, *before: Event) -> bool:
+        """Dispose of the queued signals in one transaction with ``before`` (:mod:`.attention`); True when
+        anything was recorded."""
+        store = self.kernel.store
+        built = boundary_events(store, self.state, interrupted=bool(before))
+        if built is None and not before:
+            return False
+        deliveries, consume = built if built is not None else ((), None)
+        with self.recorder.atomic():
+            rows = self.recorder.append_many([*before, *(e for d in deliveries for e in d.events)])
+            if consume is not None:
+                consume(rows[len(before) :])
+        return True
+
+    async def _watched_call(
+        self, provider: ModelProvider, request: ModelRequest
+    ) -> ModelResponse | _Failure | None:
+        """:meth:`_call`, cut short (None) by a critical signal seen in the queue (:mod:`.attention`)."""
+        every = self.kernel.signal_poll_s
+        if every is None:
+            return await self._call(provider, request)
+        call = asyncio.ensure_future(self._call(provider, request))
+        watcher = asyncio.ensure_future(watch_interrupt(self.kernel.store, self.session_id, every))
+        try:
+            await asyncio.wait({call, watcher}, return_when=asyncio.FIRST_COMPLETED)
+            if call.done():
+                return call.result()
+            return None
+        finally:
+            for task in (call, watcher):
+                if not task.done():
+                    task.cancel()
+            await asyncio.gather(call, watcher, return_exceptions=True)
 
     async def _call(self, provider: ModelProvider, request: ModelRequest) -> ModelResponse | _Failure:
         on_token = self.kernel.emit_token if self.agent.stream else None
@@ -975,6 +1015,9 @@ class Kernel:
         heartbeat_s: Seconds between heartbeats of the run's live record while an activation drives it
             (module docs; keep it well under the lease, :data:`flightlog.live.DEFAULT_LEASE_MS`); None
             publishes no live state (the run's liveness is then judged by its durable events alone).
+        signal_poll_s: Seconds between two looks at the signal queue while a model call is in flight (a
+            critical signal cuts it short, :mod:`flightlog.kernel.attention`); None: signals are read at
+            turn boundaries only.
 
     Resume always runs the full check of :func:`flightlog.integrity.audit.require_intact` first, trusting the
     notary's keys and retained heads (the user's when ``notary`` is None) and the user's witnesses.
@@ -995,11 +1038,13 @@ class Kernel:
         on_event: Subscriber | None = None,
         notary: Notary | UserNotary | None = USER_NOTARY,
         heartbeat_s: float | None = 5.0,
+        signal_poll_s: float | None = 0.5,
     ) -> None:
         if heartbeat_s is not None and heartbeat_s <= 0:
             raise ValueError(f"heartbeat_s must be > 0 seconds or None, not {heartbeat_s}")
         self.store = store
         self.heartbeat_s = heartbeat_s
+        self.signal_poll_s = signal_poll_s
         self.live = LiveRegistry(store) if heartbeat_s is not None else None
         self.agent = agent
         self.notary = resolve_notary(notary)

@@ -164,6 +164,7 @@ _ORIGIN_SECTION = {
     "tool_completed": "history",
     "compressed": "summary",
     "context_renewed": "handoff",
+    "custom": "signal",  # signal_message, the only custom kind that adds a message (flightlog.replay)
 }
 
 

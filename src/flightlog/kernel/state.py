@@ -255,7 +255,9 @@ class KernelState:
     def _on_rollbacked(self, at_ms: int, event: Rollbacked) -> None:
         if event.reason is not None and event.reason.kind == "fatal_tool_error":
             self.fatal_retries += 1
-        else:
+        elif (
+            event.reason is None or event.reason.kind != "user_interrupt"
+        ):  # an interrupt is no failed attempt
             self.attempts += 1
         self.phase, self.retry_turn = "ready", True
         self.plans, self.gates, self.verdicts = [], {}, {}

@@ -554,6 +554,12 @@ class Store(abc.ABC):
     def pending_effects(self, session_id: str | None = None) -> list[EffectRecord]:
         """Intents without completion (*in doubt* after a crash), oldest first."""
 
+    # ─── signal queue (flightlog.store.signals) ────────────────────────────────────────────
+    @abc.abstractmethod
+    def signal_sql(self, sql: str, params: Sequence[Any] = ()) -> list[Any]:
+        """Run one statement of :mod:`flightlog.store.signals` (``?`` placeholders): a ``SELECT`` returns its
+        rows; a write runs in this thread's open transaction (one of its own when none) and returns ``[]``."""
+
     # ─── artifacts ─────────────────────────────────────────────────────────────────────────
     @abc.abstractmethod
     def put_artifact(self, content: bytes, media_type: str) -> ArtifactRecord:

@@ -67,6 +67,7 @@ from .memory_postgres import MIGRATION as MEMORY_MIGRATION
 from .memory_postgres import PostgresMemory
 from .pglisten import Listener
 from .rows import IMPORT_COLUMNS, now_ms, run_tuple
+from .signals import POSTGRES_MIGRATION as SIGNALS_MIGRATION
 from .sql import INSERT_EVENT, RUN_UPSERT, UPDATE_HEAD, SqlStore
 from .urls import redact_url
 
@@ -75,8 +76,8 @@ __all__ = ["CHANNEL", "MIGRATIONS", "RUNNABLE_STATUSES", "PostgresStore", "nativ
 CHANNEL: Final = "flightlog_events"
 """The ``NOTIFY`` channel; the payload is the session id."""
 
-MIGRATIONS: list[tuple[str, str]] = [*POSTGRES_MIGRATIONS, MEMORY_MIGRATION]
-"""Ordered migrations (:data:`flightlog.store.ddl.POSTGRES_MIGRATIONS`, then long-term memory's): list index + 1
+MIGRATIONS: list[tuple[str, str]] = [*POSTGRES_MIGRATIONS, MEMORY_MIGRATION, SIGNALS_MIGRATION]
+"""Ordered migrations (:data:`flightlog.store.ddl.POSTGRES_MIGRATIONS`, then long-term memory's, then the signal queue's): list index + 1
 is the schema version."""
 
 _MIGRATION_LOCK: Final = (

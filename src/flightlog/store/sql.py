@@ -156,6 +156,13 @@ class SqlStore(Store):
     def _notify(self, session_id: str) -> None:
         """Wake ``session_id``'s listeners once the open transaction commits (default: nobody listens)."""
 
+    def signal_sql(self, sql: str, params: Sequence[Any] = ()) -> list[Any]:
+        """The signal queue's one hook (:mod:`flightlog.store.signals`), on the shared primitives."""
+        if sql.startswith("SELECT"):
+            return self._all(sql, params)
+        self._write(sql, params)
+        return []
+
     def _has_table(self, name: str) -> bool:
         """Whether ``name`` exists (a read-only handle may see a database from before its migration)."""
         return True

@@ -34,12 +34,13 @@ from .group import CommitGroup, Gate
 from .memory_sqlite import MIGRATION as MEMORY_MIGRATION
 from .memory_sqlite import SqliteMemory
 from .rows import now_ms, run_tuple
+from .signals import SQLITE_MIGRATION as SIGNALS_MIGRATION
 from .sql import INSERT_EVENT, RUN_UPSERT, UPDATE_HEAD, SqlStore
 
 __all__ = ["MIGRATIONS", "SqliteStore", "now_ms"]
 
-MIGRATIONS: list[tuple[str, str]] = [*SQLITE_MIGRATIONS, MEMORY_MIGRATION]
-"""Ordered migrations (:data:`flightlog.store.ddl.SQLITE_MIGRATIONS`, then long-term memory's): list index + 1
+MIGRATIONS: list[tuple[str, str]] = [*SQLITE_MIGRATIONS, MEMORY_MIGRATION, SIGNALS_MIGRATION]
+"""Ordered migrations (:data:`flightlog.store.ddl.SQLITE_MIGRATIONS`, then long-term memory's, then the signal queue's): list index + 1
 is the schema version."""
 
 

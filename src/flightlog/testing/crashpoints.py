@@ -45,6 +45,9 @@ The points (:data:`POINTS`), each placed where a crash leaves a distinct state b
     the child session does not exist yet (:mod:`flightlog.kernel.subagents`).
 ``subagent.settled``
     The child's exit and ``budget_usage_reported`` are durable in the parent; the call's completion is not.
+``signals.disposed``
+    A turn boundary's ``signal_delivery_disposed`` events are written and their queue rows marked disposed,
+    in the open transaction, not committed (:mod:`flightlog.kernel.attention`).
 """
 
 from __future__ import annotations
@@ -73,6 +76,7 @@ POINTS = frozenset(
         "fleet.claimed",
         "subagent.spawned",
         "subagent.settled",
+        "signals.disposed",
     }
 )
 """Every point the code reaches (see the module docs)."""

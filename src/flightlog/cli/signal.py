@@ -1,0 +1,102 @@
+"""``flightlog signal``: send a running or suspended run a message, a steer or an interrupt.
+
+Mounting (the ``flightlog`` app adds it at top level)::
+
+    from .signal import register as register_signal
+    register_signal(app, open_db)     # open_db(read_only: bool) -> context manager yielding a Store
+
+Exit codes: **0** queued (stdout names the signal and when it is delivered); **1** refused (the run has
+finished, or the session is not a kernel run: one stderr line naming the session); **2** usage (no or several
+of ``--message``/``--steer``/``--interrupt``, an unknown session, a bad ``--priority`` or ``--as``).
+"""
+
+from __future__ import annotations
+
+import json
+import sys
+from typing import Annotated, Literal
+
+import typer
+
+from ..kernel.approvals import operator_problem
+from ..kernel.attention import send_signal
+from ..store.signals import URGENCIES, SignalKind
+from .console import console
+from .kernel import OpenDb
+
+__all__ = ["register"]
+
+
+def _one(message: str | None, steer: str | None, interrupt: str | None) -> tuple[SignalKind, str]:
+    given: list[tuple[SignalKind, str | None]] = [
+        ("message", message),
+        ("steer", steer),
+        ("interrupt", interrupt),
+    ]
+    chosen = [(kind, text) for kind, text in given if text is not None]
+    if len(chosen) != 1:
+        raise typer.BadParameter("give exactly one of --message, --steer, --interrupt", param_hint="SIGNAL")
+    kind, text = chosen[0]
+    assert text is not None
+    return kind, text
+
+
+def register(app: typer.Typer, open_db: OpenDb) -> None:
+    """Add ``signal`` to ``app``; ``open_db(read_only)`` opens the store."""
+    out = console()
+
+    @app.command("signal")
+    def signal_cmd(
+        session: Annotated[
+            str, typer.Argument(help="Session id or unique prefix of a running or suspended run.")
+        ],
+        message: Annotated[
+            str | None, typer.Option("--message", help="A user message for the model.")
+        ] = None,
+        steer: Annotated[
+            str | None, typer.Option("--steer", help="Changed instructions for the model.")
+        ] = None,
+        interrupt: Annotated[
+            str | None, typer.Option("--interrupt", help="Stop what you do: cuts a model call short.")
+        ] = None,
+        priority: Annotated[
+            str | None,
+            typer.Option(
+                "--priority",
+                help="Urgency the attention policy reads: low, normal, high, critical "
+                "(default: normal for a message, high for a steer, critical for an interrupt).",
+            ),
+        ] = None,
+        responder: Annotated[
+            str, typer.Option("--as", help="Your operator name, recorded as the sender.")
+        ] = "user",
+        dedupe: Annotated[
+            str | None, typer.Option("--dedupe", help="A key: a later signal with the same key is ignored.")
+        ] = None,
+        json_out: Annotated[bool, typer.Option("--json", help="Print the queued signal as JSON.")] = False,
+    ) -> None:
+        """Queue a signal for a run; the kernel disposes of it at the run's next turn boundary."""
+        kind, text = _one(message, steer, interrupt)
+        if priority is not None and priority not in URGENCIES:
+            raise typer.BadParameter(f"must be one of {', '.join(URGENCIES)}", param_hint="--priority")
+        problem = operator_problem(responder)
+        if problem is not None:
+            raise typer.BadParameter(f"invalid operator name: {problem}", param_hint="--as")
+        with open_db(False) as store:
+            sid = store.resolve_session(session)
+            record = send_signal(
+                store, sid, kind, text, urgency=priority, sender=responder, dedupe_key=dedupe
+            )
+        if json_out:
+            sys.stdout.write(json.dumps(record.to_wire(), ensure_ascii=False) + "\n")
+            return
+        state: Literal["queued", "dropped"] = "dropped" if record.state == "dropped" else "queued"
+        if state == "dropped":
+            out.print(
+                f"{record.signal_id} for {sid}: the run's signal queue is full (64); recorded as dropped"
+            )
+            return
+        out.print(
+            f"queued {record.kind} {record.signal_id} ({record.urgency}) for {sid}; "
+            "delivered at the run's next turn boundary"
+        )

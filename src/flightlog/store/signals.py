@@ -1,0 +1,177 @@
+"""The durable signal queue: what other processes send a run, until the kernel disposes of it.
+
+A signal is a row of ``signals`` (not a ledger row: the ledger records what the kernel did with it,
+``signal_delivery_disposed``). Any process queues one (:func:`enqueue_signal`); the kernel reads the undisposed
+ones of its session at a turn boundary (:func:`pending_signals`) and marks each disposed
+(:func:`mark_disposed`) **in the transaction that appends its ``signal_delivery_disposed``**, so a signal is
+disposed exactly once: a crash before that commit leaves it queued and the ledger without it, a crash after
+leaves both. The queue is bounded (:data:`QUEUE_SIZE` = 64 undisposed signals per session, upstream's router
+queue, UPSTREAM.md §6): a signal queued into a full queue is stored ``dropped`` and the kernel records that
+disposition at the next boundary.
+
+Backends supply one hook, ``Store.signal_sql(sql, params)`` (run one statement in the thread's open
+transaction, or one of its own; return the rows, ``[]`` for writes), and append :data:`SQLITE_MIGRATION` /
+:data:`POSTGRES_MIGRATION` to their migrations. SQL here uses ``?`` placeholders; the PostgreSQL hook turns them
+into ``%s``.
+"""
+
+from __future__ import annotations
+
+import uuid
+from collections.abc import Sequence
+from typing import TYPE_CHECKING, Any, Literal, NamedTuple
+
+from ..errors import StoreError
+
+if TYPE_CHECKING:
+    from .base import Store
+
+__all__ = [
+    "POSTGRES_MIGRATION",
+    "QUEUE_SIZE",
+    "SIGNAL_KINDS",
+    "SQLITE_MIGRATION",
+    "URGENCIES",
+    "SignalKind",
+    "SignalRecord",
+    "Urgency",
+    "enqueue_signal",
+    "mark_disposed",
+    "pending_signals",
+    "signal_record",
+]
+
+QUEUE_SIZE = 64
+"""Undisposed signals a session's queue holds (upstream router default)."""
+
+SignalKind = Literal["message", "steer", "interrupt"]
+Urgency = Literal["low", "normal", "high", "critical"]
+SIGNAL_KINDS: tuple[SignalKind, ...] = ("message", "steer", "interrupt")
+URGENCIES: tuple[Urgency, ...] = ("low", "normal", "high", "critical")
+
+_TABLE = """
+CREATE TABLE signals (
+    signal_id TEXT PRIMARY KEY,
+    session_id TEXT NOT NULL,
+    kind TEXT NOT NULL,
+    urgency TEXT NOT NULL,
+    text TEXT NOT NULL,
+    sender TEXT NOT NULL,
+    dedupe_key TEXT,
+    queued_at_ms {int} NOT NULL,
+    state TEXT NOT NULL,
+    disposition TEXT,
+    disposed_seq {int},
+    attempts {int} NOT NULL DEFAULT 0
+);
+CREATE INDEX signals_queue ON signals(session_id, state, queued_at_ms);
+"""
+
+_DESCRIPTION = "signal queue: signals sent to a run, kept until the kernel disposes of them"
+
+SQLITE_MIGRATION = (_DESCRIPTION, _TABLE.format(int="INTEGER"))
+"""The migration SQLite appends (``(description, sql)``)."""
+
+POSTGRES_MIGRATION = (_DESCRIPTION, _TABLE.format(int="BIGINT"))
+"""The migration PostgreSQL appends (``(description, sql)``)."""
+
+_COLUMNS = "signal_id, session_id, kind, urgency, text, sender, dedupe_key, queued_at_ms, state, disposition"
+
+
+class SignalRecord(NamedTuple):
+    """One queued signal.
+
+    Attributes:
+        signal_id: Its id (``sig-<32 hex>`` unless the sender chose one).
+        session_id: The run's session.
+        kind: ``message`` (a user message), ``steer`` (changed instructions), ``interrupt`` (stop what you do).
+        urgency: The priority hint the attention policy reads (``low``..``critical``).
+        text: What the model is told.
+        sender: Who sent it (an operator name).
+        dedupe_key: Signals with a key already seen in the session are ignored.
+        queued_at_ms: When it was queued (epoch ms, the store's clock).
+        state: ``queued`` (waiting for a boundary), ``dropped`` (the queue was full) or ``disposed``.
+        disposition: What the kernel did (``signal_delivery_disposed.disposition``), once disposed.
+    """
+
+    signal_id: str
+    session_id: str
+    kind: str
+    urgency: str
+    text: str
+    sender: str
+    dedupe_key: str | None
+    queued_at_ms: int
+    state: str
+    disposition: str | None
+
+    def to_wire(self) -> dict[str, Any]:
+        """JSON-ready dict (``flightlog signal --json``)."""
+        return self._asdict()
+
+
+def _rows(store: Store, sql: str, params: Sequence[Any]) -> list[SignalRecord]:
+    return [SignalRecord(*row) for row in store.signal_sql(sql, tuple(params))]
+
+
+def enqueue_signal(
+    store: Store,
+    session_id: str,
+    kind: SignalKind,
+    text: str,
+    *,
+    urgency: Urgency,
+    sender: str,
+    dedupe_key: str | None = None,
+    signal_id: str | None = None,
+    now_ms: int,
+) -> SignalRecord:
+    """Queue a signal for ``session_id`` (``dropped`` when 64 are already queued). The caller checks the run.
+
+    Raises:
+        ValueError: ``kind`` or ``urgency`` is unknown.
+        StoreError: ``signal_id`` is taken.
+    """
+    if kind not in SIGNAL_KINDS or urgency not in URGENCIES:
+        raise ValueError(f"signal kind must be one of {SIGNAL_KINDS} and urgency one of {URGENCIES}")
+    sid = signal_id or f"sig-{uuid.uuid4().hex}"
+    with store.transaction():
+        depth = store.signal_sql(
+            "SELECT COUNT(*) FROM signals WHERE session_id = ? AND state = 'queued'", (session_id,)
+        )[0][0]
+        state = "queued" if int(depth) < QUEUE_SIZE else "dropped"
+        row = (sid, session_id, kind, urgency, text, sender, dedupe_key, now_ms, state, None)
+        store.signal_sql(f"INSERT INTO signals ({_COLUMNS}) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?)", row)
+    return SignalRecord(*row)
+
+
+def pending_signals(store: Store, session_id: str) -> list[SignalRecord]:
+    """The signals of ``session_id`` not disposed yet (``queued`` and ``dropped``), oldest first."""
+    return _rows(
+        store,
+        f"SELECT {_COLUMNS} FROM signals WHERE session_id = ? AND state IN ('queued', 'dropped') "
+        "ORDER BY queued_at_ms, signal_id",
+        (session_id,),
+    )
+
+
+def signal_record(store: Store, signal_id: str) -> SignalRecord | None:
+    """One signal by id, or None."""
+    rows = _rows(store, f"SELECT {_COLUMNS} FROM signals WHERE signal_id = ?", (signal_id,))
+    return rows[0] if rows else None
+
+
+def mark_disposed(store: Store, signal_id: str, disposition: str, seq: int) -> None:
+    """Mark a signal disposed by the ledger event at ``seq``; call it in that append's transaction.
+
+    Raises:
+        StoreError: it was disposed already (another writer got there first: the transaction must roll back).
+    """
+    store.signal_sql(
+        "UPDATE signals SET state = 'disposed', disposition = ?, disposed_seq = ? "
+        "WHERE signal_id = ? AND state IN ('queued', 'dropped')",
+        (disposition, seq, signal_id),
+    )
+    again = store.signal_sql("SELECT disposed_seq FROM signals WHERE signal_id = ?", (signal_id,))
+    if not again or int(again[0][0]) != seq:
+        raise StoreError(f"signal {signal_id} was disposed already (at seq {again[0][0] if again else None})")
