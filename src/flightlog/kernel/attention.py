@@ -73,6 +73,7 @@ __all__ = [
 ]
 
 Lifecycle = Literal["ready", "running", "terminal"]
+"""The run's state when a signal arrived, as the policy reads it (module docs)."""
 
 DISPOSITIONS = ("ignore", "observe", "queue", "run", "interrupt", "interrupt_now", "dropped")
 """Upstream's labels (``types/policy.rs``)."""

@@ -106,6 +106,7 @@ ENTROPY_GATE_PREFIX = "entropy:"
 """Gate ids of the ``ask`` action are ``entropy:<turn>`` (what ``flightlog approve`` takes)."""
 
 WatchAction = Literal["ask", "compact", "stop", "none"]
+"""What the kernel does about an alert (:class:`EntropyWatch`)."""
 
 _ARGS_MAX = 48
 

@@ -45,9 +45,16 @@ QUEUE_SIZE = 64
 """Undisposed signals a session's queue holds (upstream router default)."""
 
 SignalKind = Literal["message", "steer", "interrupt"]
+"""A user message, changed instructions, or "stop what you do"."""
+
 Urgency = Literal["low", "normal", "high", "critical"]
+"""The priority hint the attention policy reads (upstream ``Urgency``)."""
+
 SIGNAL_KINDS: tuple[SignalKind, ...] = ("message", "steer", "interrupt")
+"""Every :data:`SignalKind`."""
+
 URGENCIES: tuple[Urgency, ...] = ("low", "normal", "high", "critical")
+"""Every :data:`Urgency`, lowest first."""
 
 _TABLE = """
 CREATE TABLE signals (
