@@ -28,8 +28,9 @@ Message reconstruction rules (seed 000 event kinds; the rules are flightlog's, s
 ``milestone_*``      a ``user`` message telling the model how its milestone was judged:
                      ``[MILESTONE BLOCKED: <phase> — <reason>. Address the criteria and try again.]``
                      (UPSTREAM.md §5) or ``[MILESTONE PASSED: <phase> — unlocked: <labels>]``
-``custom``           ``signal_message`` only: a ``user`` message with its ``text`` (a signal the kernel
-                     delivered at a turn boundary, :mod:`flightlog.kernel.attention`)
+``custom``           ``signal_message`` and ``kernel_note`` only: a ``user`` message with its ``text`` (a
+                     signal the kernel delivered at a turn boundary, :mod:`flightlog.kernel.attention`;
+                     what a rolled-back turn was refused, :mod:`flightlog.kernel.denials`)
 anything else        nothing: ``page_out`` (its stub is already in the history: the summary of the
                      ``compressed`` it archives, or the stub output a ``tool_completed`` recorded),
                      ``page_in`` (the restored entries arrive as the ``page_in`` tool's result),
@@ -74,6 +75,7 @@ from .messages import ContentPart, Message, TextPart, ThinkingPart, ToolCall, To
 __all__ = [
     "CONTEXT_REWRITE",
     "IN_PLACE_ACTIONS",
+    "KERNEL_NOTE",
     "MEMORY_ERASED",
     "SIGNAL_MESSAGE",
     "TRUNCATION_SUFFIX",
@@ -96,6 +98,12 @@ TRUNCATION_SUFFIX = "… [replay truncated]"
 SIGNAL_MESSAGE = "signal_message"
 """``Custom`` kind of a delivered signal: ``{signal_id, kind, sender, disposition, text}``; replay adds
 ``Message.text("user", text)`` (written by :mod:`flightlog.kernel.attention`)."""
+
+KERNEL_NOTE = "kernel_note"
+"""``Custom`` kind of a note the kernel tells the model after a rollback: ``{turn, text}``; replay adds
+``Message.text("user", text)`` (written by :mod:`flightlog.kernel.denials`)."""
+
+_USER_NOTES = frozenset({SIGNAL_MESSAGE, KERNEL_NOTE})
 
 _SUFFIX_BYTES = len(TRUNCATION_SUFFIX.encode("utf-8"))
 
@@ -302,7 +310,7 @@ class Rebuilder:
     def _on_custom(self, seq: int, event: Custom) -> None:
         if event.custom_kind == CONTEXT_REWRITE and isinstance(event.payload, dict):
             self._rewrite = event.payload
-        elif event.custom_kind == SIGNAL_MESSAGE and isinstance(event.payload, dict):
+        elif event.custom_kind in _USER_NOTES and isinstance(event.payload, dict):
             self._add(Message.text("user", str(event.payload.get("text", ""))), seq)
 
     def _on_compressed(self, seq: int, event: Compressed) -> None:
@@ -425,8 +433,9 @@ def reconstruct(
       :func:`renewal_message`. Other loader errors propagate.
     * ``rollbacked``: the history is truncated to its first ``checkpoint_history_len`` messages (no-op
       when it is not longer).
-    * ``custom`` of kind ``signal_message`` (:data:`SIGNAL_MESSAGE`): a ``user`` message holding the
-      payload's ``text``; other ``custom`` kinds add nothing.
+    * ``custom`` of kind ``signal_message`` (:data:`SIGNAL_MESSAGE`) or ``kernel_note``
+      (:data:`KERNEL_NOTE`): a ``user`` message holding the payload's ``text``; other ``custom`` kinds add
+      nothing.
     * ``page_out`` and ``page_in``: nothing (see the module table: their stubs and restored entries
       are carried by the events around them, so nothing appears twice).
     * ``memory_retrieval_result``: one ``user`` message per hit, :func:`memory_message`

@@ -897,6 +897,7 @@ WATCH_KINDS = {
     "entropy_action": "test_a_looping_agent_trips_the_watch_at_the_turn_the_formula_gives",
     "SignalDeliveryDisposed": "test_a_message_sent_mid_turn_is_delivered_at_the_next_boundary",
     "signal_message": "test_a_message_sent_mid_turn_is_delivered_at_the_next_boundary",
+    "kernel_note": "test_a_denial_rolls_the_turn_back_when_the_policy_says_so",
 }
 """``entropy_sample`` is in every ledger with a completed turn: checked against a recomputation from the
 ledger (``recompute_samples``) by :func:`without_programs`, like the request records."""

@@ -247,3 +247,49 @@ def test_a_signal_from_another_process_is_delivered_once_even_across_a_kill(
         assert check_session(store, "s5").ok
         history = [m.text_content() for m in replay_session(store, "s5") if isinstance(m, Message)]
         assert history.count("[SIGNAL] also /etc") == 1
+
+
+# ─── GovernanceDenied ─────────────────────────────────────────────────────────────────────
+
+
+def test_a_denial_rolls_the_turn_back_when_the_policy_says_so(store: SqliteStore) -> None:
+    from flightlog.kernel import Policy, Rule
+
+    policy = Policy(rules=(Rule("deny", tool="add", reason="no arithmetic"),), on_deny="rollback")
+    provider = ScriptedProvider(
+        [
+            calls(call("add", {"a": 1, "b": 2}, id="a1")),
+            calls(call("echo", {"text": "three"}, id="e1")),
+            reply("three"),
+        ]
+    )
+    result = kernel(store, provider, policy=policy).run_sync("add 1 and 2", session_id="g1")
+    assert result.status == "completed" and result.final_message == "three"
+    rollback = of(store, "g1", Rollbacked)
+    assert rollback == [
+        Rollbacked(
+            turn=1,
+            checkpoint_history_len=1,
+            reason=RollbackReason.GovernanceDenied(tool_name="add", reason="no arithmetic"),
+        )
+    ]
+    note = "Action `add` was not allowed (no arithmetic). Please choose a different approach."
+    assert customs(store, "g1", "kernel_note") == [{"turn": 1, "text": note}]
+    # The refused answer is gone from the retried turn's request; the note took its place.
+    assert [m.role for m in provider.requests[1].messages] == ["user", "user"]
+    assert texts(provider.requests[1]) == ["add 1 and 2", note]
+    assert check_session(store, "g1").ok
+
+
+def test_a_model_that_insists_gets_error_results_after_max_retries(store: SqliteStore) -> None:
+    from flightlog.kernel import Policy, Rule
+
+    policy = Policy(rules=(Rule("deny", tool="add"),), on_deny="rollback")
+    script = [calls(call("add", {"a": 1, "b": 2}, id=f"a{i}")) for i in range(3)] + [reply("fine")]
+    result = kernel(store, ScriptedProvider(script), policy=policy, max_retries=2).run_sync(
+        "add", session_id="g2"
+    )
+    assert result.status == "completed"
+    assert len(of(store, "g2", Rollbacked)) == 2
+    completed = [e for e in events(store, "g2") if e.kind == "tool_completed"]
+    assert len(completed) == 1 and completed[0].results[0].is_error  # type: ignore[attr-defined]

@@ -111,6 +111,7 @@ from .compaction import (
     summary_request,
 )
 from .context import RENEWAL_THRESHOLD, Calibration, Fill, action_for, estimate_fill, estimate_tokens
+from .denials import denial_rollback
 from .effects import Effects
 from .entropy import EntropyTracker
 from .errors import KernelError
@@ -928,6 +929,10 @@ class _Activation:
             self.append(*events, status="completed")
             return
         plan = plan_calls(turn, calls, self.agent, self.ceiling, self.surface)
+        undone = denial_rollback(turn, plan, self.agent, st)  # Policy.on_deny == "rollback" (kernel.denials)
+        if undone is not None:
+            self.append(*events, *undone)
+            return
         self.append(*events, *plan.events, status="suspended" if plan.asks else None)
 
     # ─── result ───────────────────────────────────────────────────────────────────────────

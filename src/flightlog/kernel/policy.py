@@ -171,14 +171,21 @@ class Policy:
     Attributes:
         rules: The rules, in priority order.
         default: Action for calls no rule matches (``allow`` unless configured).
+        on_deny: ``result`` (a denied call gets an error result; its turn goes on) or ``rollback`` (a turn
+            with a denied call is rolled back, ``rollbacked(reason=GovernanceDenied)``, and the model is told
+            what was refused; after ``Agent.max_retries`` rollbacks of one turn, results again:
+            :mod:`flightlog.kernel.denials`).
     """
 
     rules: tuple[Rule, ...] = field(default_factory=tuple)
     default: Action = "allow"
+    on_deny: Literal["result", "rollback"] = "result"
 
     def __post_init__(self) -> None:
         if self.default not in ACTIONS:
             raise ValueError(f"policy default must be one of {', '.join(ACTIONS)}, not {self.default!r}")
+        if self.on_deny not in ("result", "rollback"):
+            raise ValueError(f"policy on_deny must be 'result' or 'rollback', not {self.on_deny!r}")
         object.__setattr__(self, "rules", tuple(self.rules))
 
     def decide(self, tool_name: str, arguments: Mapping[str, Any], effect: Effect) -> Decision:
@@ -205,11 +212,11 @@ class Policy:
         Raises:
             ValueError: unknown keys, actions or effects.
         """
-        unknown = set(data) - {"default", "rules"}
+        unknown = set(data) - {"default", "rules", "on_deny"}
         if unknown:
             raise ValueError(f"unknown policy keys: {', '.join(sorted(unknown))}")
         try:
             rules = tuple(Rule(**dict(rule)) for rule in data.get("rules", ()))
         except TypeError as exc:
             raise ValueError(f"bad policy rule: {exc}") from None
-        return cls(rules=rules, default=data.get("default", "allow"))
+        return cls(rules=rules, default=data.get("default", "allow"), on_deny=data.get("on_deny", "result"))

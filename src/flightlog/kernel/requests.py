@@ -164,7 +164,7 @@ _ORIGIN_SECTION = {
     "tool_completed": "history",
     "compressed": "summary",
     "context_renewed": "handoff",
-    "custom": "signal",  # signal_message, the only custom kind that adds a message (flightlog.replay)
+    "custom": "note",  # signal_message and kernel_note, the custom kinds that add a message (flightlog.replay)
 }
 
 
