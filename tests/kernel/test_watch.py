@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from pathlib import Path
 from typing import Any
 
 from hypothesis import given
@@ -248,3 +249,54 @@ def test_an_alert_never_fires_twice_without_re_arming(turns: list[tuple[list[str
                 armed = True
         else:
             tracker.feed(event)
+
+
+# ─── the demo step and the example, from the CLI ──────────────────────────────────────────
+
+
+def test_the_demo_step_catches_the_loop_and_a_steer_ends_it(store: SqliteStore) -> None:
+    from io import StringIO
+
+    from rich.console import Console
+
+    from flightlog.cli.demo_watch import run_watch_demo
+
+    buffer = StringIO()
+    assert run_watch_demo(store, Console(file=buffer, width=200)) == 0
+    out = buffer.getvalue()
+    assert "entropy_alert at turn 6 (score 0.6500 >= 0.6): suspended" in out
+    assert "the steer was disposed 'interrupt' at turn 7" in out
+    assert "all reproduce: True" in out
+
+
+def test_the_example_from_the_cli_suspends_is_steered_and_completes(db_path: Path) -> None:
+    import importlib.util
+    import json
+
+    from typer.testing import CliRunner
+
+    from flightlog.cli import app
+    from flightlog.kernel import Agent
+
+    example = Path(__file__).resolve().parents[2] / "examples" / "watch_agent.py"
+    spec = importlib.util.spec_from_file_location("watch_agent_example", example)
+    assert spec is not None and spec.loader is not None
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    assert isinstance(module.agent, Agent) and module.agent.entropy_watch == EntropyWatch(threshold=0.6)
+
+    cli = CliRunner()
+    db = ["--db", str(db_path)]
+    run = cli.invoke(app, [*db, "run", "flightlog.cli.demo_watch:agent", "--goal", "find it", "--json"])
+    assert run.exit_code == 3, run.output
+    sid = json.loads(run.stdout)["session_id"]
+    listed = cli.invoke(app, [*db, "pending", "--json"])
+    assert [row["call_id"] for row in json.loads(listed.stdout)] == ["entropy:6"]
+    sent = cli.invoke(app, [*db, "signal", sid[:8], "--steer", "stop probing", "--as", "alice", "--json"])
+    assert sent.exit_code == 0 and json.loads(sent.stdout)["urgency"] == "high"
+    assert cli.invoke(app, [*db, "approve", sid, "entropy:6", "--as", "alice"]).exit_code == 0
+    resumed = cli.invoke(app, [*db, "resume", sid, "--json"])
+    assert resumed.exit_code == 0, resumed.output
+    assert json.loads(resumed.stdout)["final_message"].startswith("I could not find the file")
+    late = cli.invoke(app, [*db, "signal", sid, "--message", "late"])
+    assert late.exit_code == 1 and f"session {sid}: signal refused" in late.stderr

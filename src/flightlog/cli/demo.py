@@ -35,6 +35,7 @@ from .demo_context import run_context_demo
 from .demo_kernel import run_kernel_demo
 from .demo_memory import run_memory_demo
 from .demo_subagents import run_subagents_demo
+from .demo_watch import run_watch_demo
 
 __all__ = ["example_transcripts", "run_demo", "tamper_one_byte"]
 
@@ -112,7 +113,14 @@ def run_demo(store: Store, console: Console, *, notary: Notary | None = None) ->
         return code
     # The runtime's steps, numbered in order; each prints its own one-line header and returns 0 when it went
     # as expected (a new step is one entry here).
-    steps = (run_kernel_demo, run_context_demo, run_capabilities_demo, run_memory_demo, run_subagents_demo)
+    steps = (
+        run_kernel_demo,
+        run_context_demo,
+        run_capabilities_demo,
+        run_memory_demo,
+        run_subagents_demo,
+        run_watch_demo,
+    )
     for number, step in enumerate(steps, start=6):
         console.print(f"\n{number}. ", end="")
         code = step(store, console)
