@@ -298,5 +298,7 @@ def test_the_example_from_the_cli_suspends_is_steered_and_completes(db_path: Pat
     resumed = cli.invoke(app, [*db, "resume", sid, "--json"])
     assert resumed.exit_code == 0, resumed.output
     assert json.loads(resumed.stdout)["final_message"].startswith("I could not find the file")
+    runs = cli.invoke(app, [*db, "runs", "--entropy"])
+    assert runs.exit_code == 0 and "0.30 0.37 0.44 0.51 0.58 0.65!" in runs.stdout
     late = cli.invoke(app, [*db, "signal", sid, "--message", "late"])
     assert late.exit_code == 1 and f"session {sid}: signal refused" in late.stderr

@@ -103,6 +103,9 @@ def _runs_command(open_db: OpenDb) -> Callable[..., None]:
         lease: Annotated[
             float, typer.Option("--lease", help="Heartbeat lease in seconds.", min=0.0)
         ] = DEFAULT_LEASE_MS / 1000,
+        entropy: Annotated[
+            bool, typer.Option("--entropy", help="Add each run's entropy score per turn (table and tree).")
+        ] = False,
     ) -> None:
         """List agent runs: state, outcome, budget and liveness (durable ledger, refined by live heartbeats)."""
         _choice(state, RunState, "--state")
@@ -134,12 +137,13 @@ def _runs_command(open_db: OpenDb) -> Callable[..., None]:
                 limit=limit,
             )
             uses = {} if json_out else context_uses(store, [v.snapshot.run_id for v in views])
+            scores = _entropy(store, views) if entropy else None
         if json_out:
             sys.stdout.write("[" + ",".join(v.snapshot.model_dump_json() for v in views) + "]\n")
         elif tree:
-            _print_tree(views, uses)
+            _print_tree(views, uses, scores)
         else:
-            _print_table(views, uses)
+            _print_table(views, uses, scores)
 
     return runs_cmd
 
@@ -194,18 +198,42 @@ _LIVE = _HEADERS.index("live")
 Uses = dict[str, ContextUse]
 
 
-def _print_table(views: list[RunView], uses: Uses) -> None:
+def _entropy(store: Store, views: list[RunView]) -> dict[str, str]:
+    """Per run: its ``entropy_sample`` scores, oldest turn first, ``!`` after a turn whose score alerted."""
+    from ..events import EntropyAlert, EntropySample
+    from ..sessions import iter_events
+
+    cells: dict[str, str] = {}
+    for view in views:
+        run_id = view.snapshot.run_id
+        scores: dict[int, str] = {}
+        for _row, event in iter_events(store, run_id):
+            if isinstance(event, EntropySample):
+                scores[event.turn] = f"{event.score:.2f}"
+            elif isinstance(event, EntropyAlert):
+                scores[event.turn] = scores.get(event.turn, "") + "!"
+        cells[run_id] = " ".join(scores.values()) or "-"
+    return cells
+
+
+def _print_table(views: list[RunView], uses: Uses, entropy: dict[str, str] | None = None) -> None:
     """Aligned columns, never truncated (ids are long; pipes and narrow terminals must keep them whole)."""
     if not views:
         _out.print("(no runs)")
         return
     now = wall_ms()
-    rows = [list(_HEADERS), *(view_line(view, now, uses.get(view.snapshot.run_id)) for view in views)]
-    widths = [max(len(row[i]) for row in rows) for i in range(len(_HEADERS))]
+    headers = (*_HEADERS, "entropy") if entropy is not None else _HEADERS
+    lines = [
+        view_line(view, now, uses.get(view.snapshot.run_id))
+        + ([entropy[view.snapshot.run_id]] if entropy else [])
+        for view in views
+    ]
+    rows = [list(headers), *lines]
+    widths = [max(len(row[i]) for row in rows) for i in range(len(headers))]
     for row in rows:
         cells = [
             cell.rjust(width) if name in _RIGHT else cell.ljust(width)
-            for name, cell, width in zip(_HEADERS, row, widths, strict=True)
+            for name, cell, width in zip(headers, row, widths, strict=True)
         ]
         _out.print("  ".join(cells).rstrip())
 
@@ -227,7 +255,7 @@ def _label(view: RunView, now: int, context: ContextUse | None) -> str:
     return "  ".join(parts)
 
 
-def _print_tree(views: list[RunView], uses: Uses) -> None:
+def _print_tree(views: list[RunView], uses: Uses, entropy: dict[str, str] | None = None) -> None:
     """One line per run, children indented under their parent with tree guides."""
     if not views:
         _out.print("(no runs)")
@@ -238,7 +266,8 @@ def _print_tree(views: list[RunView], uses: Uses) -> None:
     def walk(node: RunNode, prefix: str, last: bool, root: bool) -> None:
         guide = "" if root else ("└── " if last else "├── ")
         run_id = node.snapshot.run_id
-        _out.print(prefix + guide + _label(by_id[run_id], now, uses.get(run_id)))
+        extra = f"  entropy {entropy[run_id]}" if entropy else ""
+        _out.print(prefix + guide + _label(by_id[run_id], now, uses.get(run_id)) + extra)
         inner = prefix if root else prefix + ("    " if last else "│   ")
         for index, child in enumerate(node.children):
             walk(child, inner, index == len(node.children) - 1, False)
