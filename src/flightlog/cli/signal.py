@@ -14,17 +14,22 @@ from __future__ import annotations
 
 import json
 import sys
+from collections.abc import Callable
+from contextlib import AbstractContextManager
 from typing import Annotated, Literal
 
 import typer
 
 from ..kernel.approvals import operator_problem
 from ..kernel.attention import send_signal
+from ..store.base import Store
 from ..store.signals import URGENCIES, SignalKind
 from .console import console
-from .kernel import OpenDb
 
 __all__ = ["register"]
+
+OpenDb = Callable[[bool], AbstractContextManager[Store]]
+"""``open_db(read_only)``: a context manager yielding an open store, closed on exit."""
 
 
 def _one(message: str | None, steer: str | None, interrupt: str | None) -> tuple[SignalKind, str]:
