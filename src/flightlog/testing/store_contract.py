@@ -916,3 +916,33 @@ class StoreContract(MemoryContract):
             stop.set()
             thread.join(60)
         assert [e.seq for e in store.read_events(sid)][:1] == [0]
+
+    # ─── signal queue (flightlog.store.signals) ───────────────────────────────────────────
+    def test_the_signal_queue_is_disposed_once_and_only_with_its_transaction(self, store: Store) -> None:
+        """Queued signals come back oldest first; marking one disposed inside a transaction that rolls back
+        leaves it queued; once disposed it is gone from the queue and cannot be disposed again; a full
+        queue (64) stores the next signal ``dropped``."""
+        from ..errors import StoreError
+        from ..store.signals import QUEUE_SIZE, enqueue_signal, mark_disposed, pending_signals, signal_record
+
+        sid = _new_session(store, "s-signals")
+        first = enqueue_signal(store, sid, "message", "one", urgency="normal", sender="a", now_ms=1)
+        second = enqueue_signal(
+            store, sid, "steer", "two", urgency="high", sender="b", dedupe_key="k", now_ms=2
+        )
+        assert [r.signal_id for r in pending_signals(store, sid)] == [first.signal_id, second.signal_id]
+        assert pending_signals(store, sid)[1] == second
+        with pytest.raises(RuntimeError), store.transaction():
+            mark_disposed(store, first.signal_id, "run", 7)
+            raise RuntimeError("the append failed")
+        assert [r.signal_id for r in pending_signals(store, sid)] == [first.signal_id, second.signal_id]
+        with store.transaction():
+            mark_disposed(store, first.signal_id, "run", 7)
+        record = signal_record(store, first.signal_id)
+        assert record is not None and (record.state, record.disposition) == ("disposed", "run")
+        with pytest.raises(StoreError, match="disposed already"):
+            mark_disposed(store, first.signal_id, "run", 9)
+        for i in range(QUEUE_SIZE - 1):
+            enqueue_signal(store, sid, "message", f"m{i}", urgency="low", sender="a", now_ms=10 + i)
+        full = enqueue_signal(store, sid, "message", "late", urgency="low", sender="a", now_ms=999)
+        assert full.state == "dropped" and len(pending_signals(store, sid)) == QUEUE_SIZE + 1
