@@ -24,7 +24,17 @@ from urllib.parse import quote, urlencode
 
 from ..encoding import decode_stored
 from ..errors import EventDecodeError, FlightlogError, SessionNotFound
-from ..events import Custom, LlmCompleted, SessionEvent, ToolCompleted, ToolDenied, ToolGated, ToolRequested
+from ..events import (
+    Custom,
+    EntropyAlert,
+    EntropySample,
+    LlmCompleted,
+    SessionEvent,
+    ToolCompleted,
+    ToolDenied,
+    ToolGated,
+    ToolRequested,
+)
 from ..kernel.approvals import PendingCall
 from ..kernel.approvals import pending as kernel_pending
 from ..live import RunView, list_run_views, live_records, merge, wall_ms
@@ -454,6 +464,7 @@ class SessionPage:
         budget: Tokens/steps/duration for the header.
         context: The recorded window fill of the latest model calls (:func:`context_cells` each, plus
             ``seq``), oldest first, at most :data:`KEEP_CONTEXT`.
+        entropy: The entropy watch's samples, oldest turn first: ``{turn, score (2 decimals), alert}``.
     """
 
     session_id: str
@@ -468,6 +479,7 @@ class SessionPage:
     state: str = ""
     budget: dict[str, str] = field(default_factory=dict)
     context: list[dict[str, str]] = field(default_factory=list)
+    entropy: list[dict[str, Any]] = field(default_factory=list)
 
     @property
     def at_tail(self) -> bool:
@@ -562,6 +574,7 @@ def session_page(store: Store, session_id: str, *, start: int | None = None) -> 
         if event is not None:
             _fold(row.seq, event, calls, thinking, providers)
             _context(row.seq, event, page.context)
+            _entropy(event, page.entropy)
     page.tool_calls = [
         {
             "seq": c.seq,
@@ -580,6 +593,14 @@ def session_page(store: Store, session_id: str, *, start: int | None = None) -> 
     page.providers = providers[-KEEP_BLOCKS:]
     page.artifacts = [_artifact(store, salted, digest, seq) for (salted, digest), seq in handles.items()]
     return page
+
+
+def _entropy(event: SessionEvent, samples: list[dict[str, Any]]) -> None:
+    """Collect ``entropy_sample`` scores and mark the turns whose sample alerted."""
+    if isinstance(event, EntropySample):
+        samples.append({"turn": event.turn, "score": f"{event.score:.2f}", "alert": False})
+    elif isinstance(event, EntropyAlert) and samples and samples[-1]["turn"] == event.turn:
+        samples[-1]["alert"] = True
 
 
 def _fold(
