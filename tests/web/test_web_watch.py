@@ -32,3 +32,41 @@ def test_the_session_page_shows_entropy_per_turn(db_path: Path) -> None:
     ]
     assert all(score in html for score in scores)
     assert '<span title="turn 6">0.65!</span>' in html  # the watch alerted at turn 6
+
+
+def test_the_session_page_sends_a_signal_the_run_gets_at_its_next_boundary(db_path: Path) -> None:
+    from flightlog.kernel.approvals import approve
+    from flightlog.store.signals import pending_signals
+
+    with SqliteStore(db_path) as store:
+        Kernel(store, watch_agent(), notary=None, heartbeat_s=None).run_sync("find it", session_id="w2")
+    base = "http://127.0.0.1:8000"
+    auth = Auth(TOKEN)
+    with TestClient(create_app(opener(db_path), token=TOKEN), base_url=base) as client:
+        client.cookies.set("flightlog_ui_8000", auth.cookie_value)
+        assert 'action="/signals/send"' in client.get("/session?id=w2").text
+        form = {
+            "csrf": auth.csrf,
+            "session_id": "w2",
+            "kind": "steer",
+            "text": "stop probing",
+            "operator": "ada",
+        }
+        headers = {"Origin": base}
+        sent = client.post("/signals/send", data=form, headers=headers, follow_redirects=False)
+        assert sent.status_code == 303
+        no_csrf = client.post("/signals/send", data={**form, "csrf": "x"}, headers=headers)
+        assert no_csrf.status_code == 403
+        bad = client.post("/signals/send", data={**form, "kind": "shout"}, headers=headers)
+        assert bad.status_code == 400
+    with SqliteStore(db_path) as store:
+        (queued,) = pending_signals(store, "w2")
+        assert (queued.kind, queued.text, queued.sender, queued.urgency) == (
+            "steer",
+            "stop probing",
+            "ada",
+            "high",
+        )
+        approve(store, "w2", "entropy:6", responder="ada")
+        final = Kernel(store, watch_agent(), notary=None, heartbeat_s=None).resume_sync("w2")
+        assert final.status == "completed" and pending_signals(store, "w2") == []

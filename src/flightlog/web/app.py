@@ -20,6 +20,8 @@ Pages and endpoints (every one behind :class:`~flightlog.web.security.Guard`):
                                  resumes after ``Last-Event-ID``) and ``status`` messages
 ``POST /approvals/decide``       approve or deny a waiting call (form: ``session_id``, ``call_id``,
                                  ``decision``, ``operator``, ``reason``, ``csrf``, ``next``)
+``POST /signals/send``           queue a signal for a run (form: ``session_id``, ``kind`` message, steer or
+                                 interrupt, ``text``, ``operator``, ``csrf``, ``next``)
 ``GET /static/...``              ``app.js`` and ``app.css``
 =============================== ==========================================================================
 
@@ -59,9 +61,11 @@ from starlette.staticfiles import StaticFiles
 
 from ..errors import FlightlogError, SessionNotFound
 from ..kernel.approvals import approve, deny, operator_problem
+from ..kernel.attention import send_signal
 from ..kernel.errors import NotPending
 from ..sessions import replay_session
 from ..store.base import Store
+from ..store.signals import SIGNAL_KINDS
 from . import proof_api, views, waterfall_api
 from .memory import register as register_memory
 from .security import Auth, Guard
@@ -436,9 +440,10 @@ def _routes(app: FastAPI, dash: _Dashboard) -> None:
 
         return _stream(body())
 
-    @app.post("/approvals/decide")
-    async def decide(request: Request) -> Response:
-        """Approve or deny a waiting call; records the decision, runs nothing (see the module docs)."""
+    async def posted(
+        request: Request,
+    ) -> tuple[dict[str, str], Callable[[int, str], Response], Response | None]:
+        """A posted form after the size, type and CSRF checks; the failure responder; a refusal or None."""
         wants_json = "application/json" in request.headers.get("accept", "")
 
         def fail(status: int, message: str) -> Response:
@@ -448,15 +453,24 @@ def _routes(app: FastAPI, dash: _Dashboard) -> None:
 
         body = await request.body()
         if len(body) > MAX_FORM_BYTES:
-            return fail(413, "form too large")
+            return {}, fail, fail(413, "form too large")
         content_type = request.headers.get("content-type", "").split(";")[0].strip()
         if content_type != "application/x-www-form-urlencoded":
-            return fail(415, "send the form as application/x-www-form-urlencoded")
+            return {}, fail, fail(415, "send the form as application/x-www-form-urlencoded")
         form = dict(parse_qsl(body.decode("utf-8", errors="replace"), keep_blank_values=True))
         if request.state.auth != "bearer" and not dash.auth.csrf_ok(
             form.get("csrf") or request.headers.get("x-csrf-token")
         ):
-            return fail(403, "missing or wrong CSRF token: reload the page and try again")
+            return form, fail, fail(403, "missing or wrong CSRF token: reload the page and try again")
+        return form, fail, None
+
+    @app.post("/approvals/decide")
+    async def decide(request: Request) -> Response:
+        """Approve or deny a waiting call; records the decision, runs nothing (see the module docs)."""
+        wants_json = "application/json" in request.headers.get("accept", "")
+        form, fail, refused = await posted(request)
+        if refused is not None:
+            return refused
         session_id, call_id = form.get("session_id", ""), form.get("call_id", "")
         decision = form.get("decision", "")
         operator = form.get("operator", "").strip(" ")  # the rule refuses any other character at the ends
@@ -494,4 +508,34 @@ def _routes(app: FastAPI, dash: _Dashboard) -> None:
                     "resume": views.show(views.resume_command(session_id), 300),
                 }
             )
+        return RedirectResponse(_local(form.get("next")), status_code=303)
+
+    @app.post("/signals/send")
+    async def send(request: Request) -> Response:
+        """Queue a signal for a running or suspended run (:func:`flightlog.kernel.send_signal`)."""
+        form, fail, refused = await posted(request)
+        if refused is not None:
+            return refused
+        session_id, kind = form.get("session_id", ""), form.get("kind", "")
+        text, operator = form.get("text", "").strip(), form.get("operator", "").strip(" ")
+        if kind not in SIGNAL_KINDS or not session_id or not text:
+            return fail(400, "give session_id, kind (message, steer or interrupt) and text")
+        if len(text) > MAX_REASON or views.visible(text) != text:
+            return fail(400, f"the text must be at most {MAX_REASON} printable characters")
+        problem = operator_problem(operator)
+        if problem is not None:
+            return fail(400, f"operator: invalid operator name: {problem}")
+
+        def record() -> str:
+            with dash.open_db(False) as store:
+                return send_signal(store, session_id, kind, text, sender=operator).signal_id
+
+        try:
+            signal_id = await run_in_threadpool(record)
+        except SessionNotFound:
+            return fail(404, "no such session")
+        except FlightlogError as exc:
+            return fail(409, f"not queued: {exc}")
+        if "application/json" in request.headers.get("accept", ""):
+            return JSONResponse({"ok": True, "signal_id": signal_id})
         return RedirectResponse(_local(form.get("next")), status_code=303)
