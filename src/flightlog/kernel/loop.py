@@ -865,8 +865,8 @@ class _Activation:
         if notes.renew is not None:
             progress = str(notes.renew.get("progress", ""))
             events += self._renewal_events(turn, progress, list(notes.renew.get("open_items", [])))
-        events += memory.drain(self.memory_context)
         events += self.entropy.boundary(turn, settled)  # the completed turn's sample (kernel.entropy)
+        events += memory.drain(self.memory_context)  # last: it may end in a memory suspension
         return settled, events
 
     def _backoff(self, attempt: int, retry_after_s: float | None) -> float:
