@@ -69,9 +69,10 @@ CREATE TABLE signals (
     state TEXT NOT NULL,
     disposition TEXT,
     disposed_seq {int},
-    attempts {int} NOT NULL DEFAULT 0
+    attempts {int} NOT NULL DEFAULT 0,
+    ord {int} NOT NULL
 );
-CREATE INDEX signals_queue ON signals(session_id, state, queued_at_ms);
+CREATE INDEX signals_queue ON signals(session_id, state, ord);
 """
 
 _DESCRIPTION = "signal queue: signals sent to a run, kept until the kernel disposes of them"
@@ -147,17 +148,22 @@ def enqueue_signal(
             "SELECT COUNT(*) FROM signals WHERE session_id = ? AND state = 'queued'", (session_id,)
         )[0][0]
         state = "queued" if int(depth) < QUEUE_SIZE else "dropped"
+        last = store.signal_sql("SELECT MAX(ord) FROM signals WHERE session_id = ?", (session_id,))[0][0]
         row = (sid, session_id, kind, urgency, text, sender, dedupe_key, now_ms, state, None)
-        store.signal_sql(f"INSERT INTO signals ({_COLUMNS}) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?)", row)
+        store.signal_sql(
+            f"INSERT INTO signals ({_COLUMNS}, ord) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
+            (*row, int(last or 0) + 1),
+        )
     return SignalRecord(*row)
 
 
 def pending_signals(store: Store, session_id: str) -> list[SignalRecord]:
-    """The signals of ``session_id`` not disposed yet (``queued`` and ``dropped``), oldest first."""
+    """The signals of ``session_id`` not disposed yet (``queued`` and ``dropped``), in the order they were
+    queued (a per-session counter taken in the enqueue transaction)."""
     return _rows(
         store,
         f"SELECT {_COLUMNS} FROM signals WHERE session_id = ? AND state IN ('queued', 'dropped') "
-        "ORDER BY queued_at_ms, signal_id",
+        "ORDER BY ord, signal_id",
         (session_id,),
     )
 
