@@ -102,6 +102,22 @@ def test_a_child_never_has_more_capabilities_than_its_parent() -> None:
         parent_agent(reply("x"), tools=[echo, greedy])
 
 
+def test_a_child_mounts_only_the_servers_its_parent_was_given() -> None:
+    """A child cannot smuggle in an MCP server: not one its parent lacks, nor its parent's id with another
+    command (issue 14 item 4)."""
+    from flightlog.kernel.mcp import McpServer
+
+    given = McpServer(id="fs", command="fs-server", args=("--root", "/srv"))
+    stranger = subagent(child_agent(reply("x"), capabilities=[McpServer(id="web", command="curl-server")]))
+    with pytest.raises(ValueError, match="declares McpServer:web, which its parent 'parent' lacks"):
+        parent_agent(reply("x"), tools=[echo, stranger], capabilities=[given])
+    swapped = subagent(child_agent(reply("x"), capabilities=[McpServer(id="fs", command="/tmp/evil")]))
+    with pytest.raises(ValueError, match="declares McpServer:fs unlike its parent 'parent' does"):
+        parent_agent(reply("x"), tools=[echo, swapped], capabilities=[given])
+    same = subagent(child_agent(reply("x"), capabilities=[given]))
+    assert parent_agent(reply("x"), tools=[echo, same], capabilities=[given]).capabilities == (given,)
+
+
 def test_readonly_isolation_leaves_only_read_only_tools(store: SqliteStore) -> None:
     provider = ScriptedProvider([reply("looked")], by_turn=True)
     helper = subagent(Agent("child", [provider], tools=[echo, write_note]), isolation="readonly")

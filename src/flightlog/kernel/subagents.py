@@ -35,7 +35,8 @@ and is settled before its parent's own deadline); it becomes the child's recorde
 refuses the spawn (``budget_exceeded(operation_id, reservation_id, budget)``, an error result).
 
 **Capabilities.** A child's tools must be a subset of its parent's (by name; its own sub-agent tools and
-the built-in context tools aside), checked when the parent ``Agent`` is built; ``isolation="readonly"``
+the built-in context tools aside), and its mountable capabilities (MCP servers, skill packs, locked tools)
+its parent's by ``<Kind>:<id>`` and identical definition, checked when the parent ``Agent`` is built; ``isolation="readonly"``
 keeps only its ``read_only`` tools. ``permitted_capability_ids`` lists them. The parent's policy and
 signed grant apply to the child as ceilings (:class:`InheritedPolicy`: the stricter decision wins).
 
@@ -65,6 +66,7 @@ from ..store.base import Store
 from ..testing.crashpoints import crash_point
 from .agent import Agent
 from .budgets import Axis, Budgets, Spent
+from .capabilities import label_of
 from .delegation import (
     BUDGET_GRANT,
     BUDGET_GRANT_RELEASED,
@@ -224,10 +226,29 @@ class SubAgentTool(Tool):
                     f"sub-agent tool {self.name}: child {sub.agent.name!r} has capabilities its parent "
                     f"{parent.name!r} lacks: {', '.join(extra)} (a child's tools are a subset of its parent's)"
                 )
+            self._check_mounts(parent, sub)
             if parent.budgets.cost is not None:
                 unpriced = [p.model for p in sub.agent.route if _prices(sub, parent, p.model) is None]
                 if unpriced:
                     raise ValueError(f"sub-agent tool {self.name}: a cost budget needs prices for {unpriced}")
+
+    def _check_mounts(self, parent: Agent, sub: SubAgent) -> None:
+        """A child's mountable capabilities (MCP servers, skill packs, locked tools) are its parent's, by
+        ``<Kind>:<id>`` and by definition: a child declaring ``McpServer:fs`` with another command than its
+        parent's would run a server the parent was never given (issue 14 item 4)."""
+        theirs = {label_of(c.kind, c.id): c for c in parent.capabilities}
+        for cap in sub.agent.capabilities:
+            label = label_of(cap.kind, cap.id)
+            if label not in theirs:
+                raise ValueError(
+                    f"sub-agent tool {self.name}: child {sub.agent.name!r} declares {label}, which its parent "
+                    f"{parent.name!r} lacks (a child's capabilities are a subset of its parent's)"
+                )
+            if theirs[label] != cap:
+                raise ValueError(
+                    f"sub-agent tool {self.name}: child {sub.agent.name!r} declares {label} unlike its parent "
+                    f"{parent.name!r} does (a child mounts only what its parent was given, as given)"
+                )
 
     def child_for(self, role: str) -> SubAgent:
         """The sub-agent for ``role`` (``""`` for :func:`subagent` tools).
