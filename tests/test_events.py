@@ -338,3 +338,24 @@ def test_custom_events_narrate_with_a_short_hint() -> None:
         "function_call"
     )
     assert narrate(Custom(custom_kind="x", payload=[1, 2])) == "x"
+
+
+def test_kernel_user_notes_narrate_what_the_model_was_told() -> None:
+    """A delivered signal and a kernel note become user messages in replay; `show` says so, not "custom"."""
+    from flightlog.events import Custom
+    from flightlog.narration import narrate
+
+    signal = {
+        "signal_id": "s1",
+        "kind": "steer",
+        "sender": "ops",
+        "disposition": "queue",
+        "text": "stop looping",
+    }
+    assert narrate(Custom(custom_kind="signal_message", payload=signal)) == (
+        "steer from ops delivered: stop looping"
+    )
+    note = {"turn": 3, "text": "The call was denied; try another way."}
+    assert narrate(Custom(custom_kind="kernel_note", payload=note)) == (
+        "turn 3: kernel told the model: The call was denied; try another way."
+    )

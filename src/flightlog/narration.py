@@ -93,6 +93,12 @@ def _custom(e: ev.Custom) -> str:
     payload = e.payload if isinstance(e.payload, dict) else {}
     if e.custom_kind == "approval_decision":
         return _approval_decision(payload)
+    if e.custom_kind == "signal_message":  # replay.SIGNAL_MESSAGE: a delivered signal, now a user message
+        who = short(printable(str(payload.get("sender") or "?")), 40)
+        kind = short(printable(str(payload.get("kind") or "signal")), 20)
+        return f"{kind} from {who} delivered: {short(str(payload.get('text', '')), 60)}"
+    if e.custom_kind == "kernel_note":  # replay.KERNEL_NOTE: what the kernel told the model after a rollback
+        return f"turn {payload.get('turn', '?')}: kernel told the model: {short(str(payload.get('text', '')), 60)}"
     hint = payload.get("key") or payload.get("type") or payload.get("role") or ""
     return f"{e.custom_kind}" + (f" {short(str(hint), 40)}" if hint else "")
 
