@@ -66,7 +66,7 @@ from ..kernel.errors import NotPending
 from ..sessions import replay_session
 from ..store.base import Store
 from ..store.signals import SIGNAL_KINDS
-from . import proof_api, views, waterfall_api
+from . import proof_api, subtree, views, waterfall_api
 from .memory import register as register_memory
 from .security import Auth, Guard
 
@@ -269,6 +269,7 @@ def _session_status(dash: _Dashboard, session_id: str) -> dict[str, Any]:
         "state": state,
         "budget": budget,
         "context": views.session_context(store, session_id),
+        "children": subtree.child_rows(store, session_id),
         "head_seq": record.head_seq,
         "pending": views.pending_rows(calls),
         "waiting": views.waiting_rows(suspended, dash.pending.decided(store, session_id)),

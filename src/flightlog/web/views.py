@@ -52,6 +52,7 @@ from ..runs import AgentRunSnapshot, RunSource, RunState, build_tree, refine_wit
 from ..runs.context import PROMPT_PROGRAM_INVOKED, ContextUse
 from ..runs.projection import RunNode, context_uses, projection_ready
 from ..store.base import SessionRecord, Store, StoredEvent
+from .budget import budget_label
 
 __all__ = [
     "EVENT_PAGE",
@@ -237,6 +238,7 @@ def _run_node(
         "tokens": "" if s.budget.tokens_used is None else str(s.budget.tokens_used),
         "steps": "" if s.budget.steps_taken is None else str(s.budget.steps_taken),
         "duration": _duration(s.budget.duration_ms),
+        "budget": budget_label(s.budget),
         "context": context_cells(uses.get(s.run_id))["text"],
         "liveness": liveness,
         "awaiting_resume": s.run_id in waiting,

@@ -203,11 +203,8 @@
       node.liveness ? el("span", { class: "badge liveness", text: node.liveness }) : null,
       node.awaiting_resume ? el("span", { class: "badge resume", text: "decided, waiting for resume" }) : null,
       " ",
-      el(
-        "span",
-        { class: "muted" },
-        (node.tokens ? node.tokens + " tokens " : "") + (node.steps ? node.steps + " steps " : "") + node.duration
-      ),
+      el("span", { class: "muted budget", title: "spent/limit (a sub-agent's limits are its grant)", text: node.budget }),
+      node.duration ? el("span", { class: "muted", text: " " + node.duration }) : null,
       node.context ? el("span", { class: "muted context", title: "context window fill of the latest model call", text: "context " + node.context }) : null,
       node.task ? el("span", { class: "task", text: node.task }) : null,
       node.detail ? el("span", { class: "detail", text: node.detail }) : null
@@ -287,7 +284,29 @@
       setText("context", c.text ? c.text + " at turn " + c.turn + " (" + c.basis + ")" : "not recorded");
       renderPending(st.pending, location.pathname + location.search);
       renderWaiting(st.waiting);
+      renderChildren(st.children || []);
     });
+  }
+
+  function childRow(c) {
+    const b = c.budget || {};
+    return el(
+      "tr",
+      { class: "child", "data-child": c.id },
+      el("td", {}, c.href ? el("a", { class: "child-link", href: c.href, text: c.id }) : c.id),
+      el("td", { class: "state", text: c.state }),
+      el("td", { class: "outcome", text: c.outcome || "-" }),
+      el("td", { class: "tokens", text: b.tokens + "/" + b.token_limit }),
+      el("td", { class: "steps", text: b.steps + "/" + b.step_limit })
+    );
+  }
+
+  function renderChildren(rows) {
+    const body = doc.getElementById("children");
+    const section = doc.getElementById("subagents");
+    if (!body || !section) return;
+    body.replaceChildren(...rows.map(childRow));
+    section.hidden = rows.length === 0;
   }
 
   // ─── "show more": the whole stored event, loaded on demand ───────────────────────────────
