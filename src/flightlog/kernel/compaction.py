@@ -1,7 +1,8 @@
 """Compaction: which part of the history to archive, the summary request, and the rule summary.
 
 Pure functions over the kernel's history fold (:class:`~flightlog.replay.Rebuilder` entries, each with the
-seq of the event that put it there); the loop (:mod:`flightlog.kernel.loop`) records the decisions.
+seq of the event that put it there); the activation (:mod:`flightlog.kernel.activation_context`) records the
+decisions.
 
 **Selection** (:func:`plan_compaction`). The history is the pinned head (the ``run_started`` goal with its
 criteria and attachments, or a ``context_renewed`` handoff; never archived), then *units*: a model answer

@@ -56,87 +56,60 @@ import time
 import uuid
 from collections.abc import Awaitable, Callable, Mapping, Sequence
 from contextlib import AbstractContextManager, nullcontext
-from dataclasses import dataclass
 from typing import Any
 
-from ..encoding import canonical_json
 from ..errors import StaleWriter
 from ..events import (
     BudgetExceeded,
     CancellationReason,
     CheckpointTaken,
-    Compressed,
-    ContextRenewed,
     Custom,
     Event,
     LlmCompleted,
     OperationCancelled,
-    PageIn,
-    PageOut,
     Resumed,
     Rollbacked,
     RollbackReason,
-    RollbackReasonT,
     RunStarted,
     RunTerminal,
-    SessionEvent,
 )
 from ..integrity.audit import Auditor, require_intact
 from ..integrity.grants import record_grant
 from ..integrity.keys import now_ms
 from ..integrity.notary import USER_NOTARY, Notary, UserNotary, resolve_notary
 from ..live import LiveRegistry
-from ..messages import ContentPart, Message, ToolResult
-from ..providers.base import ModelProvider, ModelRequest, ModelResponse, ProviderError, TokenCallback
+from ..messages import ContentPart
+from ..providers.base import ModelProvider, ModelRequest, ModelResponse, TokenCallback
 from ..recorder import Recorder, Subscriber
 from ..runs.model import RunState
 from ..sessions import archive_loader
-from ..store.base import Store, StoredEvent
+from ..store.base import Store
 from ..testing.crashpoints import crash_point
 from . import memory
+from .activation import ModelFailure
+from .activation_context import ContextActivation
 from .agent import Agent
 from .attention import boundary_events, watch_interrupt
-from .budgets import Axis, Budgets, Reservation, Spent, admit_turn, reserve
+from .budgets import Reservation, admit_turn, reserve
 from .capabilities import Capability, ToolSurface
 from .ceiling import Ceiling, resume_ceiling, start_grant
-from .compaction import (
-    COMPACTION_FAILED,
-    COMPACTION_STARTED,
-    Plan,
-    archive_bytes,
-    archived_messages,
-    finished_summary,
-    plan_compaction,
-    rule_summary,
-    summary_request,
-)
-from .context import RENEWAL_THRESHOLD, Calibration, Fill, action_for, estimate_fill, estimate_tokens
 from .denials import denial_rollback
-from .effects import Effects
-from .entropy import EntropyTracker
 from .errors import KernelError
 from .execution import execute_turn
-from .inplace import plan_in_place
-from .memory import MemoryContext
-from .milestones import Milestones
-from .operations import DeadlineHit, Operation, deadline
-from .paging import PAGE_IN, Notes, archived_result, current_access, stub_output, tokens_of
+from .operations import DeadlineHit, Operation
+from .paging import Notes, current_access
 from .planning import calls_in, plan_calls
 from .records import (
     BUDGET_LIMITS,
     CONTEXT_OVERFLOW,
-    CONTEXT_PIN,
-    PROMPT_PROGRAM_COMPILED,
-    PROMPT_PROGRAM_INVOKED,
     PROVIDER_RETRY,
     GateKind,
     capability_evidence,
     model_usage,
     route_failover,
 )
-from .renewal import handoff_message
-from .requests import Program, digest, program_of, sections_of
-from .result import RunResult, RunStatus
+from .requests import program_of
+from .result import RunResult, result_of
 from .signals import run_blocking
 from .spec import AGENT_SPEC
 from .state import KernelState, load_state
@@ -154,124 +127,9 @@ Clock = Callable[[], float]
 _LIVE_STATES = {"calling": RunState.WAITING_MODEL, "tools": RunState.WAITING_TOOL}
 """The seed 002 state an activation starts in, by ledger phase (any other phase: ``running``)."""
 
-_TERMINAL_STATUS: dict[str, RunStatus] = {
-    "completed": "completed",
-    "budget_exhausted": "budget_exhausted",
-    "failed": "failed",
-}
 
-
-@dataclass(frozen=True)
-class _Failure:
-    """A failed model call: the rollback reason, a text for the ledger, and whether to retry it."""
-
-    reason: RollbackReasonT
-    error: str
-    retryable: bool
-    retry_after_s: float | None = None
-    context_overflow: bool = False
-
-
-def _malformed(response: ModelResponse, provider: ModelProvider) -> str | None:
-    """Why a response cannot be recorded as the turn's ``llm_completed`` (None when it can)."""
-    if response.message.role != "assistant":
-        return f"response message has role {response.message.role!r}, not 'assistant'"
-    replay = response.provider_replay
-    if replay is not None and replay.protocol != provider.protocol:
-        return f"provider_replay protocol {replay.protocol!r} is not the provider's {provider.protocol!r}"
-    ids = [c.id for c in calls_in(response.message)]
-    if any(not i for i in ids) or len(set(ids)) != len(ids):
-        return f"tool call ids must be present and unique within a turn: {ids}"
-    return None
-
-
-class _Activation:
+class _Activation(ContextActivation):
     """One process's stretch of a run: the loop from a start or resume to a stop (any status)."""
-
-    def __init__(
-        self, kernel: Kernel, recorder: Recorder, state: KernelState, ceiling: Ceiling | None = None
-    ) -> None:
-        self.kernel = kernel
-        self.ceiling = ceiling
-        self.agent = kernel.agent
-        self.recorder = recorder
-        self.state = state
-        self.session_id = recorder.session_id
-        self.effects = Effects(recorder)
-        self.operation: Operation | None = None
-        self._wall_before = 0
-        self._t0 = kernel.clock()
-        self._unsubscribe = recorder.subscribe(self._on_event)
-        self._fenced: str | None = None
-        self.notes = Notes()
-        self.memory_context: MemoryContext | None = None
-        self._loader = archive_loader(kernel.store)
-        self.surface = ToolSurface(self.agent, ceiling, self.append, recorder.checkpoint)
-        self.milestones = Milestones(self.agent.milestones, self.surface, self.append)
-        kernel._surface = self.surface
-        self.entropy = EntropyTracker(kernel.agent.entropy_watch)  # kernel.entropy: a fold like state
-        for _seq, event in state.events:
-            self.entropy.feed(event)
-
-    # ─── plumbing ─────────────────────────────────────────────────────────────────────────
-    def _on_event(self, row: StoredEvent, event: SessionEvent) -> None:
-        self.state.apply(row.seq, row.recorded_at_ms, event)
-        self.entropy.feed(event)
-        if self.kernel.on_event is not None:
-            self.kernel.on_event(row, event)
-
-    def append(self, *events: Event, status: str | None = None) -> None:
-        """Append ``events`` in one transaction; with ``status``, set the session status in it too.
-
-        Terminal statuses go through ``Recorder.finish`` (which may seal the session); the resumable ones
-        (``running``, ``suspended``, ``cancelled``) only change the status row.
-        """
-        if status is None:
-            self.recorder.append_many(events)  # one transaction already
-            return
-        with self.recorder.atomic():
-            self.recorder.append_many(events)
-            if status in _TERMINAL_STATUS:
-                self.recorder.finish(status)
-            else:
-                self.recorder.store.set_session_status(self.session_id, status)
-                if status in ("suspended", "cancelled"):
-                    # The process may exit here for hours: anchor what it wrote (no-op without a notary).
-                    self.recorder.checkpoint()
-
-    def begin_clock(self) -> None:
-        """Start this activation's wall clock (after its ``run_started``/``resumed`` is durable)."""
-        self._wall_before = self.state.wall.closed_ms
-        self._t0 = self.kernel.clock()
-
-    def wall_ms(self) -> int:
-        """Active milliseconds: earlier activations (from the ledger) plus this one so far."""
-        return self._wall_before + int((self.kernel.clock() - self._t0) * 1000)
-
-    def deadline_left_s(self) -> float | None:
-        """Seconds of wall-clock budget left, None when unlimited."""
-        limit = self.limits.wall_clock_ms
-        return None if limit is None else max(0.0, (limit - self.wall_ms()) / 1000)
-
-    @property
-    def limits(self) -> Budgets:
-        """The recorded limits (the agent's when the ledger has none)."""
-        return self.state.limits or self.agent.budgets
-
-    def spent(self) -> Spent:
-        """Usage so far, from the ledger and this activation's clock."""
-        st = self.state
-        owed = st.delegation.charge()  # what the children used or hold (kernel.delegation)
-        return Spent(
-            tokens=st.tokens_used + owed.tokens,
-            cost=st.cost_used + owed.cost,
-            turns=st.turn + owed.rounds,
-            wall_clock_ms=self.wall_ms(),
-        )
-
-    def provider(self) -> ModelProvider:
-        """The current route position's provider."""
-        return self.agent.route[min(self.state.route_position, len(self.agent.route) - 1)]
 
     # ─── the loop ─────────────────────────────────────────────────────────────────────────
     async def drive(self) -> RunResult:
@@ -307,10 +165,6 @@ class _Activation:
         live.publish(self.session_id, state, tokens_used=st.tokens_used, steps_taken=steps)
         return live.pulse(self.session_id, every_s=every)
 
-    def close(self) -> None:
-        """Stop listening to the recorder (the activation is over)."""
-        self._unsubscribe()
-
     def _guarded(self, record: Callable[[], None]) -> None:
         try:
             record()
@@ -341,14 +195,6 @@ class _Activation:
         self.append(
             RunTerminal(reason="completed", turns_used=st.turn, total_tokens=st.tokens_used),
             status="completed",
-        )
-
-    def _exhausted(self, axis: Axis, turn: int, operation_id: str, reservation_id: str | None) -> None:
-        st = self.state
-        self.append(
-            BudgetExceeded(turn=turn, operation_id=operation_id, reservation_id=reservation_id, budget=axis),
-            RunTerminal(reason="budget_exhausted", turns_used=st.turn, total_tokens=st.tokens_used),
-            status="budget_exhausted",
         )
 
     def _on_deadline(self) -> None:
@@ -417,21 +263,10 @@ class _Activation:
         if outcome is None:  # a critical signal cut the call short: roll the turn back, deliver it
             reason = RollbackReason.UserInterrupt()
             self._attend(Rollbacked(turn=turn, checkpoint_history_len=st.checkpoint_len, reason=reason))
-        elif isinstance(outcome, _Failure):
+        elif isinstance(outcome, ModelFailure):
             await self._on_failure(turn, provider, outcome)
         else:
             self._on_response(turn, provider, outcome, reservation)
-
-    def _request(self, provider: ModelProvider, reservation: Reservation) -> ModelRequest:
-        st = self.state
-        return ModelRequest(
-            system_prompt=st.run.system_prompt if st.run is not None else self.agent.system_prompt,
-            messages=st.history(),
-            tools=self.surface.specs(),
-            native_seed=st.native_seed(provider.protocol),
-            max_tokens=reservation.max_tokens,
-            stream=self.agent.stream,
-        )
 
     def _attend(self, *before: Event) -> bool:
         """Dispose of the queued signals in one transaction with ``before`` (:mod:`.attention`); True when
@@ -449,7 +284,7 @@ class _Activation:
 
     async def _watched_call(
         self, provider: ModelProvider, request: ModelRequest
-    ) -> ModelResponse | _Failure | None:
+    ) -> ModelResponse | ModelFailure | None:
         """:meth:`_call`, cut short (None) by a critical signal seen in the queue (:mod:`.attention`)."""
         every = self.kernel.signal_poll_s
         if every is None:
@@ -467,95 +302,6 @@ class _Activation:
                     task.cancel()
             await asyncio.gather(call, watcher, return_exceptions=True)
 
-    async def _call(self, provider: ModelProvider, request: ModelRequest) -> ModelResponse | _Failure:
-        on_token = self.kernel.emit_token if self.agent.stream else None
-        timeout = self.agent.model_timeout_s
-        async with deadline(self.deadline_left_s()):
-            scope = asyncio.timeout(timeout)
-            try:
-                async with scope:
-                    response = await provider.complete(request, on_token=on_token)
-            except TimeoutError as exc:
-                if scope.expired():
-                    return _Failure(RollbackReason.Timeout(), f"model call timed out after {timeout}s", True)
-                return _Failure(RollbackReason.ProviderFailure(error=f"TimeoutError: {exc}"), str(exc), True)
-            except ProviderError as exc:
-                error = str(exc)
-                return _Failure(
-                    RollbackReason.ProviderFailure(error=error),
-                    error,
-                    exc.retryable,
-                    exc.retry_after_s,
-                    exc.context_overflow,
-                )
-            except Exception as exc:  # an adapter bug or an unwrapped SDK error: not retried, fail over
-                error = f"{type(exc).__name__}: {exc}"
-                return _Failure(RollbackReason.ProviderFailure(error=error), error, False)
-        problem = _malformed(response, provider)
-        if problem is not None:
-            return _Failure(RollbackReason.MalformedReplay(reason=problem), problem, True)
-        return response
-
-    # ─── context: fill, compaction, renewal, paging, request records ──────────────────────
-    def _fill(self, provider: ModelProvider, program: Program) -> Fill:
-        """The window fill of a request on ``provider`` (see :mod:`flightlog.kernel.context`)."""
-        window = self.agent.context_policy.window(provider.model)
-        return estimate_fill(program.request_chars, self.state.calibration.get(provider.model), window)
-
-    def _summarizer(self) -> ModelProvider:
-        return self.agent.context_policy.summarizer or self.provider()
-
-    def _manage_context(self, turn: int, provider: ModelProvider, fill: Fill) -> bool:
-        """Compact or renew before turn ``turn``'s call when the fill (or a "too long" answer) says so;
-        True when something was recorded (the caller stops: the next step continues from it)."""
-        st, policy = self.state, self.agent.context_policy
-        if policy.renew_after is not None and st.compactions >= policy.renew_after:
-            self._renew(turn, progress=None, open_items=())
-            return True
-        force = st.overflow and st.overflow_compacted != turn
-        if not force and self._rewrite_in_place(turn, provider, fill):
-            return True
-        ratio = fill.ratio
-        over = ratio is not None and ratio > policy.compact_at and st.compacted_turn != turn
-        if not (force or over):
-            return False
-        plan = self._plan(turn, provider, fill, force)
-        if plan is not None:
-            self.append(Custom(custom_kind=COMPACTION_STARTED, payload=plan.to_wire()))
-            return True
-        if ratio is not None and ratio > RENEWAL_THRESHOLD and st.compactions > 0:
-            self._renew(turn, progress=None, open_items=())
-            return True
-        return False
-
-    def _rewrite_in_place(self, turn: int, provider: ModelProvider, fill: Fill) -> bool:
-        """Upstream's snip/micro tiers, once per turn (:mod:`flightlog.kernel.inplace`); True when recorded."""
-        st, policy = self.state, self.agent.context_policy
-        action = policy.in_place_action(fill.ratio)
-        if action is None or fill.window is None or st.rewritten_turn == turn:
-            return False
-        plan = plan_in_place(
-            st.transcript.rebuilder,
-            st.kinds,
-            turn=turn,
-            action=action,
-            per_char=(st.calibration.get(provider.model) or Calibration()).tokens_per_char,
-            usable_tokens=fill.window.usable,
-            fill_tokens=fill.tokens,
-            target_tokens=int(fill.window.usable * policy.target),
-            keep_turns=policy.keep_turns,
-            pinned=st.pinned,
-            skip_tools=(PAGE_IN,),
-            archived=policy.tools,
-        )
-        if plan is None:
-            return False
-        store = self.kernel.store
-        ref = store.put_artifact(plan.archive(), "application/json").handle if policy.tools else None
-        crash_point("context.rewrite")  # test-only fault injection (flightlog.testing.crashpoints)
-        self.append(*plan.events(st.history(), ref, self._preserved_refs()))
-        return True
-
     def _watch_action(self) -> bool:
         """Record the entropy watch's action for an alert not acted on yet (:mod:`.watch`); True if any."""
         events, status = watch_events(self, self.agent.entropy_watch)
@@ -563,318 +309,7 @@ class _Activation:
             self.append(*events, status=status)
         return bool(events)
 
-    def compaction_plan(self, turn: int) -> Plan | None:
-        """A forced compaction before ``turn`` for the entropy watch's ``compact`` action."""
-        provider = self.provider()
-        st = self.state
-        request = self._request(provider, Reservation(st.run_id, self.agent.max_tokens))
-        fill = self._fill(provider, program_of(provider.protocol, provider.model, request))
-        return self._plan(turn, provider, fill, True, trigger="entropy")
-
-    def _plan(
-        self, turn: int, provider: ModelProvider, fill: Fill, force: bool, trigger: str | None = None
-    ) -> Plan | None:
-        st, policy = self.state, self.agent.context_policy
-        entries = st.transcript.rebuilder.entries
-        calibration = st.calibration.get(provider.model)
-        sizes = [
-            estimate_tokens(len(canonical_json(e.message.to_wire()).decode()), calibration) for e in entries
-        ]
-        window = fill.window
-        target = (
-            0 if window is None else max(0, int(window.usable * policy.target) - policy.summary_max_tokens)
-        )
-        return plan_compaction(
-            [e.origin for e in entries],
-            st.kinds,
-            sizes,
-            turn=turn,
-            action=action_for(fill.ratio, overflow=force),
-            trigger=trigger or ("overflow" if force else "threshold"),
-            fill_tokens=fill.tokens,
-            target_tokens=target,
-            keep_turns=policy.keep_turns,
-            preserved_refs=self._preserved_refs(),
-            force=force,
-        )
-
-    def _preserved_refs(self) -> list[str]:
-        run = self.state.run
-        refs: list[str] = []
-        if run is not None:
-            refs.append("goal")
-            if run.criteria:
-                refs.append("criteria")
-            refs += [f"attachment:{i}" for i in range(len(run.attachments))]
-        return refs + [f"call:{call_id}" for call_id in self.state.pinned]
-
-    async def _compact(self) -> None:
-        """The summary call of the pending compaction: a turn transaction of its own."""
-        st, policy = self.state, self.agent.context_policy
-        plan_wire = st.compaction
-        assert plan_wire is not None  # phase "compacting" means a plan is pending
-        plan = Plan.from_wire(plan_wire)
-        provider = self._summarizer()
-        reservation_id = f"{st.run_id}:turn-{plan.turn}:compact-{st.compactions}-r{st.compaction_attempts}"
-        reservation = reserve(
-            self.limits,
-            self.spent(),
-            max_tokens=policy.summary_max_tokens,
-            prices=self.limits.price_for(provider.model),
-            reservation_id=reservation_id,
-        )
-        if not isinstance(reservation, Reservation):
-            self._exhausted(reservation, plan.turn, f"{st.run_id}:turn-{plan.turn}:compact", reservation_id)
-            return
-        request = summary_request(st.transcript.rebuilder, plan_wire, reservation.max_tokens)
-        program = program_of(provider.protocol, provider.model, request)
-        if not st.compaction_invoked:
-            sections = [
-                {"id": "compaction_prompt", "origin": "kernel", "messages": 0},
-                {
-                    "id": "archived",
-                    "origin": "history",
-                    "seq_range": list(plan.seq_range),
-                    "messages": plan.message_count,
-                },
-            ]
-            self.append(
-                *self._program_records(
-                    "compactor", plan.turn, provider, program, self._fill(provider, program), sections
-                )
-            )
-        self.operation = Operation.of(f"{st.run_id}:turn-{plan.turn}:compact")
-        crash_point("compaction.call")  # test-only fault injection: mid-compaction
-        outcome = await self._call(provider, request)
-        self.operation = None
-        if isinstance(outcome, _Failure):
-            attempt = st.compaction_attempts + 1
-            retry = outcome.retryable and attempt <= self.agent.max_retries
-            failed = {"turn": plan.turn, "attempt": attempt, "error": outcome.error, "retry": retry}
-            if retry:
-                self.append(Custom(custom_kind=COMPACTION_FAILED, payload=failed))
-                await self.kernel.sleep(self._backoff(attempt, outcome.retry_after_s))
-                return
-            self._finish_compaction(
-                plan,
-                provider,
-                None,
-                reservation.max_tokens,
-                Custom(custom_kind=COMPACTION_FAILED, payload=failed),
-            )
-            return
-        self._finish_compaction(plan, provider, outcome, reservation.max_tokens)
-
-    def _finish_compaction(
-        self,
-        plan: Plan,
-        provider: ModelProvider,
-        response: ModelResponse | None,
-        reserved: int,
-        *before: Event,
-    ) -> None:
-        """Archive the range (artifact + ``page_out``) and record ``compressed``, in one transaction."""
-        st = self.state
-        archived = archived_messages(st.transcript.rebuilder, plan.seq_range)
-        ref = self.kernel.store.put_artifact(archive_bytes(archived), "application/json").handle
-        crash_point("compaction.archived")  # test-only fault injection
-        text = response.message.text_content().strip() if response is not None else ""
-        by = "model" if text else "rule"
-        text = text or rule_summary(archived, plan)
-        summary = finished_summary(text, archived, plan, ref)
-        reported = response.usage.output_tokens if response is not None else 0
-        extra = max(0, len(summary) - len(text))
-        tokens = reported + -(-extra // 4) if reported > 0 else max(1, -(-len(summary) // 4))
-        events: list[Event] = list(before)
-        if response is not None:
-            prices = self.limits.price_for(provider.model)
-            cost = prices.cost(response.usage) if prices is not None else None
-            usage = model_usage(plan.turn, provider, st.route_position, response.usage, cost, reserved)
-            usage.payload["purpose"] = "compaction"
-            events.append(usage)
-        events.append(
-            PageOut(
-                turn=plan.turn,
-                action=plan.action,
-                summary=f"{plan.message_count} messages archived by {plan.action} (summary by {by})",
-                tier_hint="semantic",
-                message_count=plan.message_count,
-                archive_ref=ref,
-            )
-        )
-        events.append(
-            Compressed(
-                turn=plan.turn,
-                archived_seq_range=plan.seq_range,
-                action=plan.action,
-                summary=summary,
-                summary_tokens=tokens,
-                preserved_refs=list(plan.preserved_refs),
-            )
-        )
-        self.append(*events)
-
-    def _renew(self, turn: int, *, progress: str | None, open_items: Sequence[str]) -> None:
-        """Rotate to a new sprint: store the handoff, record ``context_renewed``."""
-        self.append(*self._renewal_events(turn, progress, open_items))
-
-    def _renewal_events(self, turn: int, progress: str | None, open_items: Sequence[str]) -> list[Event]:
-        st = self.state
-        assert st.run is not None
-        summary = (
-            next(
-                (e.summary for _s, e in reversed(st.events) if isinstance(e, Compressed) and e.summary), None
-            )
-            if st.compactions
-            else None
-        )
-        last_text = next(
-            (m.text_content() for m in reversed(st.history()) if m.role == "assistant" and m.text_content()),
-            "",
-        )
-        pinned = [
-            f"[pinned result {part.call_id}]\n{part.output}"
-            for message in st.history()
-            for part in message.content
-            if getattr(part, "call_id", None) in st.pinned and part.type == "tool_result"
-        ]
-        message = handoff_message(
-            st.run,
-            sprint=st.sprint + 1,
-            progress=progress if progress is not None else last_text,
-            open_items=open_items,
-            summary=summary,
-            pinned=pinned,
-        )
-        ref = self.kernel.store.put_artifact(archive_bytes([message]), "application/json").handle
-        return [ContextRenewed(turn=turn, sprint=st.sprint + 1, handoff_ref=ref)]
-
-    def _sections(self) -> list[dict[str, Any]]:
-        st = self.state
-        sections: list[dict[str, Any]] = []
-        if st.run is not None and st.run.system_prompt:
-            sections.append({"id": "system_prompt", "origin": "run_started", "messages": 0})
-        return sections + sections_of(st.transcript.origins(), st.kinds)
-
-    def _program_records(
-        self,
-        actor: str,
-        turn: int,
-        provider: ModelProvider,
-        program: Program,
-        fill: Fill,
-        sections: list[dict[str, Any]],
-    ) -> list[Event]:
-        """``prompt_program_compiled`` (when the platform changed) and ``prompt_program_invoked``."""
-        st = self.state
-        events: list[Event] = []
-        platform_digest = program.platform_digest
-        if st.compiled.get(actor) != platform_digest:
-            platform = program.platform
-            prompt = platform["system_prompt"]
-            compiled = {
-                "actor": actor,
-                "turn": turn,
-                "stage": "compaction" if actor == "compactor" else "turn",
-                "route": {
-                    "adapter": provider.protocol,
-                    "model": provider.model,
-                    "route_position": st.route_position,
-                },
-                "dialect": {"id": provider.protocol, "version": 1},
-                "sections": [
-                    {
-                        "id": "system_prompt",
-                        "version": 1,
-                        "origin": "compactor" if actor == "compactor" else "run_started",
-                        "content_hash": digest(prompt),
-                    },
-                    {"id": "tools", "version": 1, "origin": "agent", "content_hash": program.tool_spec_hash},
-                ],
-                "dropped_sections": [],
-                "tool_spec_hash": program.tool_spec_hash,
-                "digest": platform_digest,
-                "tools": platform["tools"],
-                "stream": platform["stream"],
-            }
-            events.append(Custom(custom_kind=PROMPT_PROGRAM_COMPILED, payload=compiled))
-        invoked = {
-            "actor": actor,
-            "turn": turn,
-            "model": provider.model,
-            "platform_digest": platform_digest,
-            "domain_digest": program.domain_digest,
-            "invocation_digest": program.invocation_digest,
-            "tool_spec_hash": program.tool_spec_hash,
-            "request_digest": program.request_digest,
-            "request_chars": program.request_chars,
-            "max_tokens": program.max_tokens,
-            "sections": sections,
-            "dropped_sections": st.dropped.wire() if actor == "kernel" else [],
-            "context": fill.to_wire(),
-        }
-        events.append(Custom(custom_kind=PROMPT_PROGRAM_INVOKED, payload=invoked))
-        return events
-
-    # ─── what the built-in tools and tool execution need ──────────────────────────────────
-    def load_archive(self, ref: str) -> list[Message] | None:
-        """The messages of an archive artifact (``sha256:<hex>``), None when unknown."""
-        return self._loader(ref)
-
-    def settle_results(self, results: list[ToolResult]) -> tuple[list[ToolResult], list[Event]]:
-        """Page out large results and record what the built-in tools did (events after
-        ``tool_completed``, in its transaction; see :mod:`flightlog.kernel.paging`)."""
-        st = self.state
-        turn = st.turn
-        names = {plan.call_id: plan.tool for plan in st.plans}
-        provider = self.provider()
-        policy = self.agent.context_policy
-        limit = policy.page_limit(policy.window(provider.model))
-        ratio = (st.calibration.get(provider.model) or Calibration()).tokens_per_char
-        settled: list[ToolResult] = []
-        events: list[Event] = []
-        for result in results:
-            tool_name = names.get(result.call_id, "")
-            tokens = tokens_of(result.output, ratio)
-            if limit is None or tool_name == PAGE_IN or tokens <= limit:
-                settled.append(result)
-                continue
-            ref = self.kernel.store.put_artifact(
-                archive_bytes([archived_result(result)]), "application/json"
-            ).handle
-            stub = stub_output(result, tool_name, tokens, ref, limit)
-            settled.append(result.model_copy(update={"output": stub}))
-            events.append(
-                PageOut(
-                    turn=turn,
-                    action="micro_compact",
-                    summary=stub.splitlines()[0],
-                    tier_hint="durable",
-                    message_count=1,
-                    archive_ref=ref,
-                )
-            )
-        notes = self.notes
-        if notes.page_ins:
-            events.append(PageIn(turn=turn, entry_count=sum(notes.page_ins.values())))
-        if notes.pins:
-            events.append(
-                Custom(custom_kind=CONTEXT_PIN, payload={"turn": turn, "call_ids": list(notes.pins)})
-            )
-        self.notes = Notes()
-        if notes.renew is not None:
-            progress = str(notes.renew.get("progress", ""))
-            events += self._renewal_events(turn, progress, list(notes.renew.get("open_items", [])))
-        events += self.entropy.boundary(turn, settled)  # the completed turn's sample (kernel.entropy)
-        events += memory.drain(self.memory_context)  # last: it may end in a memory suspension
-        return settled, events
-
-    def _backoff(self, attempt: int, retry_after_s: float | None) -> float:
-        computed: float = self.agent.backoff_base_s * 2.0 ** max(0, attempt - 1)
-        wanted = max(computed, retry_after_s or 0.0)
-        return float(min(wanted, self.agent.backoff_max_s))
-
-    async def _on_failure(self, turn: int, provider: ModelProvider, failure: _Failure) -> None:
+    async def _on_failure(self, turn: int, provider: ModelProvider, failure: ModelFailure) -> None:
         st = self.state
         position, attempt = st.route_position, st.attempts + 1
         rollback = Rollbacked(turn=turn, checkpoint_history_len=st.checkpoint_len, reason=failure.reason)
@@ -935,71 +370,10 @@ class _Activation:
             return
         self.append(*events, *plan.events, status="suspended" if plan.asks else None)
 
-    # ─── result ───────────────────────────────────────────────────────────────────────────
-    def result(self) -> RunResult:
-        """The :class:`RunResult` the ledger (and a fence, if any) says."""
-        return result_of(self.state, fenced=self._fenced)
-
 
 def _idle(state: KernelState) -> bool:
     """Nothing to do: terminal, or suspended with decisions still missing."""
     return state.phase == "terminal" or (state.phase == "suspended" and bool(state.gates))
-
-
-def result_of(state: KernelState, *, fenced: str | None = None) -> RunResult:
-    """Describe a session's state as a :class:`RunResult`."""
-    status: RunStatus
-    pending: tuple[str, ...] = ()
-    detail: str | None = None
-    if state.terminal is not None:
-        status = _TERMINAL_STATUS.get(state.terminal.reason, "failed")
-        detail = None if status == "completed" else _terminal_detail(state)
-    elif state.phase == "suspended":
-        status, pending = "suspended", tuple(state.gates)
-        detail = state.suspension.reason if state.suspension is not None else None
-    else:
-        status = "cancelled"
-        detail = f"fenced off: {fenced}" if fenced else _cancel_detail(state)
-        pending = tuple(_cancel_pending(state))
-    return RunResult(
-        session_id=state.session_id,
-        status=status,
-        final_message=state.final_message(),
-        turns=state.turn,
-        tokens=state.tokens_used,
-        cost=state.cost_used if state.limits is not None and state.limits.cost is not None else None,
-        pending_calls=pending,
-        detail=detail,
-    )
-
-
-def _last(state: KernelState, kind: str) -> Any:
-    for _seq, event in reversed(state.events):
-        if event.kind == kind:
-            return event
-    return None
-
-
-def _terminal_detail(state: KernelState) -> str | None:
-    exceeded = _last(state, "budget_exceeded")
-    if state.terminal is not None and state.terminal.reason == "budget_exhausted" and exceeded is not None:
-        return f"budget exhausted: {exceeded.budget}"
-    rollback = _last(state, "rollbacked")
-    if rollback is not None and rollback.reason is not None:
-        wire = rollback.reason.to_wire()
-        extra = wire.get("error") or wire.get("reason") or ""
-        return f"{wire['kind']}: {extra}".rstrip(": ")
-    return state.terminal.reason if state.terminal is not None else None
-
-
-def _cancel_detail(state: KernelState) -> str | None:
-    cancelled = _last(state, "operation_cancelled")
-    return f"cancelled ({cancelled.reason.value})" if cancelled is not None else "interrupted"
-
-
-def _cancel_pending(state: KernelState) -> list[str]:
-    cancelled = _last(state, "operation_cancelled")
-    return list(cancelled.pending_call_ids) if cancelled is not None else []
 
 
 class Kernel:

@@ -1,11 +1,15 @@
-"""What ``Kernel.run``/``resume`` return."""
+"""What ``Kernel.run``/``resume`` return (:class:`RunResult`), and how a session's state reads as one
+(:func:`result_of`)."""
 
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Any, Literal
+from typing import TYPE_CHECKING, Any, Literal
 
-__all__ = ["RunResult", "RunStatus"]
+if TYPE_CHECKING:
+    from .state import KernelState
+
+__all__ = ["RunResult", "RunStatus", "result_of"]
 
 RunStatus = Literal["completed", "suspended", "budget_exhausted", "failed", "cancelled"]
 """``completed`` (the model stopped), ``suspended`` (waiting for a human; resumable), ``budget_exhausted``
@@ -50,3 +54,67 @@ class RunResult:
             "pending_calls": list(self.pending_calls),
             "detail": self.detail,
         }
+
+
+TERMINAL_STATUS: dict[str, RunStatus] = {
+    "completed": "completed",
+    "budget_exhausted": "budget_exhausted",
+    "failed": "failed",
+}
+"""The run status of each ``run_terminal`` reason (any other reason reads as ``failed``)."""
+
+
+def result_of(state: KernelState, *, fenced: str | None = None) -> RunResult:
+    """Describe a session's state as a :class:`RunResult`."""
+    status: RunStatus
+    pending: tuple[str, ...] = ()
+    detail: str | None = None
+    if state.terminal is not None:
+        status = TERMINAL_STATUS.get(state.terminal.reason, "failed")
+        detail = None if status == "completed" else _terminal_detail(state)
+    elif state.phase == "suspended":
+        status, pending = "suspended", tuple(state.gates)
+        detail = state.suspension.reason if state.suspension is not None else None
+    else:
+        status = "cancelled"
+        detail = f"fenced off: {fenced}" if fenced else _cancel_detail(state)
+        pending = tuple(_cancel_pending(state))
+    return RunResult(
+        session_id=state.session_id,
+        status=status,
+        final_message=state.final_message(),
+        turns=state.turn,
+        tokens=state.tokens_used,
+        cost=state.cost_used if state.limits is not None and state.limits.cost is not None else None,
+        pending_calls=pending,
+        detail=detail,
+    )
+
+
+def _last(state: KernelState, kind: str) -> Any:
+    for _seq, event in reversed(state.events):
+        if event.kind == kind:
+            return event
+    return None
+
+
+def _terminal_detail(state: KernelState) -> str | None:
+    exceeded = _last(state, "budget_exceeded")
+    if state.terminal is not None and state.terminal.reason == "budget_exhausted" and exceeded is not None:
+        return f"budget exhausted: {exceeded.budget}"
+    rollback = _last(state, "rollbacked")
+    if rollback is not None and rollback.reason is not None:
+        wire = rollback.reason.to_wire()
+        extra = wire.get("error") or wire.get("reason") or ""
+        return f"{wire['kind']}: {extra}".rstrip(": ")
+    return state.terminal.reason if state.terminal is not None else None
+
+
+def _cancel_detail(state: KernelState) -> str | None:
+    cancelled = _last(state, "operation_cancelled")
+    return f"cancelled ({cancelled.reason.value})" if cancelled is not None else "interrupted"
+
+
+def _cancel_pending(state: KernelState) -> list[str]:
+    cancelled = _last(state, "operation_cancelled")
+    return list(cancelled.pending_call_ids) if cancelled is not None else []
