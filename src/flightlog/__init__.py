@@ -27,6 +27,7 @@ from .errors import (
     StoreUnavailable,
 )
 from .recorder import Recorder, verify_session
+from .recorder_async import AsyncRecorder
 from .store import Store, open_store
 
 _install_moved()  # old module paths (flightlog.checkpoints, flightlog.cli_audit, ...) for one release
@@ -36,6 +37,7 @@ __version__ = "0.1.0"
 
 __all__ = [
     "AppendConflict",
+    "AsyncRecorder",
     "EffectConflict",
     "EncodingError",
     "EventDecodeError",
