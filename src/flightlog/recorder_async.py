@@ -27,7 +27,12 @@ Cancellation (the awaiting task is cancelled while a call is pending):
   append failed, nothing was written, and the note names the failure (which is also the error's
   ``__context__``).
 
-Close the recorder (``await arec.aclose()`` or ``async with``) to stop its worker thread.
+:meth:`AsyncRecorder.create` and :meth:`AsyncRecorder.attach` run on a fresh thread (``asyncio.to_thread``)
+and are not withdrawn when cancelled: the call runs to its end, so after a cancelled ``create`` the session
+may exist (``attach`` it), and after a cancelled ``attach`` the epoch may have moved (attach again).
+
+Close the recorder (``await arec.aclose()`` or ``async with``) to stop its worker thread; an unclosed one
+idles until the interpreter exits.
 """
 
 from __future__ import annotations
@@ -113,7 +118,8 @@ class AsyncRecorder:
         return cls(await asyncio.to_thread(attach))
 
     async def aclose(self) -> None:
-        """Wait for the calls already started, then stop the worker thread (the store stays open)."""
+        """Wait for the calls already submitted, then stop the worker thread (the store stays open).
+        Later calls raise ``RuntimeError``."""
         await asyncio.to_thread(self._executor.shutdown, wait=True)
 
     async def __aenter__(self) -> AsyncRecorder:
@@ -190,8 +196,9 @@ class AsyncRecorder:
         return await self._run("put_artifact", self.recorder.put_artifact, content, media_type)
 
     def subscribe(self, subscriber: Subscriber) -> Callable[[], None]:
-        """Call ``subscriber`` after each durable append, **on the worker thread** (use
-        ``loop.call_soon_threadsafe`` to reach the loop); returns a function that unsubscribes."""
+        """Call ``subscriber`` after each durable append, **off the event loop**: on the thread whose commit
+        made it durable (this recorder's worker; with group commit possibly another writer's thread). Use
+        ``loop.call_soon_threadsafe`` to reach the loop. Returns a function that unsubscribes."""
         return self.recorder.subscribe(subscriber)
 
     # ─── reads ────────────────────────────────────────────────────────────────────────────
