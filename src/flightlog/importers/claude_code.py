@@ -588,6 +588,9 @@ class _SessionBuilder:
         self._deferred: list[tuple[int, JsonObj, str]] = []
         self._calls: dict[str, _CallInfo] = {}
         self._resolved: set[str] = set()
+        # Calls not yet answered, in request order (an ordered set): an interrupt or the end of the file
+        # reads only these, so its cost is the number pending, not every call the session ever made.
+        self._pending: dict[str, None] = {}
         self._book = CallBook(lambda reason, line: self.ctx.warn(line, reason))
         self._call_owner: dict[str, str] = {}  # native tool_use id → key of the completion that made it
         self._last_output: dict[str, tuple[str, bool]] = {}  # native id → last result recorded for it
@@ -790,14 +793,14 @@ class _SessionBuilder:
         """``completed`` when the run's last completion answered without calling tools and nothing is
         pending (or the parent reported the sub-agent completed), else ``incomplete``."""
         run = self._run
-        pending = any(call_id not in self._resolved for call_id in self._calls)
+        pending = bool(self._pending)
         finished = run is not None and run.turns > 0 and not run.last_called_tools and not pending
         return "completed" if finished or agent_completed else "incomplete"
 
     def _on_interrupt(self, line: int, record: JsonObj) -> None:
         """``[Request interrupted by user…``: cancel the open run's operation."""
         self._flush_boundary()
-        pending = [call_id for call_id in self._calls if call_id not in self._resolved]
+        pending = list(self._pending)
         operation = self._run.run_id if self._run else (_str(record.get("uuid")) or f"line-{line}")
         self._emit(
             OperationCancelled(
@@ -902,6 +905,8 @@ class _SessionBuilder:
         if native:
             self._call_owner[native] = completion.key
         self._calls[call_id] = _CallInfo(name=name, turn=self._turn)
+        if call_id not in self._resolved:
+            self._pending[call_id] = None
         arguments = json.dumps(block.get("input", {}), ensure_ascii=False)
         return ToolCall(id=call_id, name=name, arguments=arguments)
 
@@ -955,6 +960,7 @@ class _SessionBuilder:
             notes.append({"call_id": call_id, "line": line})
         self._last_output[native] = (output, is_error)
         self._resolved.add(call_id)
+        self._pending.pop(call_id, None)
         self._note_agent_exit(native, call_id, record, is_error)
         if is_error and _is_rejection(output, record):
             self._deny(call_id, output)
@@ -1088,12 +1094,12 @@ class _SessionBuilder:
         """
         self._close_completion()
         self._flush_boundary()
-        for call_id, info in self._calls.items():
-            if call_id not in self._resolved:
-                self._custom(
-                    "claude_code.pending_tool_call",
-                    {"call_id": call_id, "tool_name": info.name, "turn": info.turn},
-                )
+        for call_id in self._pending:
+            info = self._calls[call_id]
+            self._custom(
+                "claude_code.pending_tool_call",
+                {"call_id": call_id, "tool_name": info.name, "turn": info.turn},
+            )
         self._close_run(self._eof_reason(agent_completed))
         if not self.events:
             return None

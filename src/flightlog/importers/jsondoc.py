@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import json
 import re
+from collections import deque
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
@@ -197,13 +198,20 @@ class CallBook:
         self._warn = warn
         self._used: set[str] = set()
         self._open: dict[str, OpenCall] = {}  # unique id → call, in request order
+        # Per native id, its calls' unique ids in request order; ids answered by ``answer_id`` are dropped
+        # lazily. ``answer`` then costs O(1) amortised, not a scan of every open call (interrupted calls
+        # stay open for good, so a scan made a long transcript's import quadratic).
+        self._by_native: dict[str, deque[str]] = {}
+        self._suffix: dict[str, int] = {}  # base → last n tried for ``<base>#<n>`` (all below it are used)
 
     def _unique(self, native_id: str) -> str:
         base = native_id or _NO_ID
-        candidate, n = base, 1
+        n = self._suffix.get(base, 1)
+        candidate = base if n == 1 else f"{base}#{n}"
         while candidate in self._used:
             n += 1
             candidate = f"{base}#{n}"
+        self._suffix[base] = n
         self._used.add(candidate)
         return candidate
 
@@ -218,13 +226,15 @@ class CallBook:
                 f"{where}: tool call id {native_id!r} reused for a new call; recorded as {call_id!r}", line
             )
         self._open[call_id] = OpenCall(call_id, native_id, name, turn, where)
+        self._by_native.setdefault(native_id, deque()).append(call_id)
         return call_id
 
     def answer(self, native_id: str) -> OpenCall | None:
         """The earliest unanswered call with this native id, now answered (None when there is none)."""
-        for call_id, call in self._open.items():
-            if call.native_id == native_id:
-                del self._open[call_id]
+        queue = self._by_native.get(native_id)
+        while queue:
+            call = self._open.pop(queue.popleft(), None)
+            if call is not None:
                 return call
         return None
 
