@@ -21,38 +21,20 @@ import sys
 from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
-from typing import Annotated, Any
+from typing import TYPE_CHECKING, Annotated, Any
 
 import typer
 
 from ..errors import FlightlogError
-from ..integrity.audit import Auditor, require_intact
-from ..integrity.heads import RetainedHead
-from ..integrity.indexlog import (
-    INDEX_PROOF_FORMAT,
-    IndexInclusionProof,
-    IndexReport,
-    load_index_proof,
-    prove_index_inclusion,
-)
-from ..integrity.keys import (
-    Keyring,
-    TrustedKey,
-    VerifierKey,
-    key_dir,
-    load_keyring,
-    load_signer,
-    rotate_key,
-    trust_key,
-)
-from ..integrity.notary import Notary
-from ..integrity.proofs import load_proof, prove_consistency, prove_inclusion
-from ..integrity.retirement import RetirementCheck, split_missing
-from ..integrity.verify import AuditReport, missing_sessions
-from ..integrity.witness_client import load_witnesses
 from ..narration import plural
 from ..store import Store
 from .console import terminal_safe
+
+if TYPE_CHECKING:  # imported inside the commands at run time: `flightlog --version` stays fast
+    from ..integrity.heads import RetainedHead
+    from ..integrity.indexlog import IndexReport
+    from ..integrity.retirement import RetirementCheck
+    from ..integrity.verify import AuditReport
 
 __all__ = ["audit_app", "check_sessions", "grants_app", "keys_app", "witness_app"]
 
@@ -99,6 +81,9 @@ def prove_cmd(
     ] = False,
 ) -> None:
     """Print an RFC 9162 inclusion (--seq N), consistency (--from A [--to B]) or index (--index) proof."""
+    from ..integrity.indexlog import prove_index_inclusion
+    from ..integrity.proofs import prove_consistency, prove_inclusion
+
     if sum((seq is not None, from_size is not None, index)) != 1:
         raise typer.BadParameter("give one of --seq N, --from SIZE or --index")
     with _store() as store:
@@ -138,6 +123,10 @@ def verify_proof_cmd(
     A proof whose tree head has no signed checkpoint proves nothing (anyone can make up a root) and is
     refused (exit 1) unless --unsigned-root-ok.
     """
+    from ..integrity.indexlog import INDEX_PROOF_FORMAT, IndexInclusionProof, load_index_proof
+    from ..integrity.keys import load_keyring
+    from ..integrity.proofs import load_proof
+
     if path is None:
         if _stdin_is_tty():
             raise typer.BadParameter("give a proof FILE, or - to read one from stdin", param_hint="FILE")
@@ -191,12 +180,16 @@ def _stdin_is_tty() -> bool:
 
 def _unsigned_heads(proof: Any) -> list[int]:
     """Tree sizes whose root the proof relies on but no checkpoint signs."""
+    from ..integrity.indexlog import IndexInclusionProof
+
     if isinstance(proof, IndexInclusionProof):
         return [proof.tree_size] if proof.index_checkpoint is None else []
     return list(proof.unsigned_heads())
 
 
 def _unsigned_problem(proof: Any, size: int) -> str:
+    from ..integrity.indexlog import IndexInclusionProof
+
     what = "the index log's tree head" if isinstance(proof, IndexInclusionProof) else "the tree head"
     return (
         f"{what} at size {size} is unsigned: no checkpoint signed by a trusted key authenticates its root "
@@ -259,6 +252,10 @@ def check_sessions(session: str | None, *, all_sessions: bool, json_out: bool, o
     Raises:
         typer.Exit: code 1 when anything diverges or is missing.
     """
+    from ..integrity.audit import Auditor
+    from ..integrity.retirement import split_missing
+    from ..integrity.verify import missing_sessions
+
     auditor = Auditor.from_env(online=not offline)
     reports: list[AuditReport] = []
     with _store() as store:
@@ -367,7 +364,9 @@ def _print_index(report: IndexReport) -> None:
 
 def _audit_bundle(directory: Path, keys: list[str], witness_keys: list[str] | None, json_out: bool) -> None:
     from ..integrity.bundle import audit_bundle
+    from ..integrity.keys import Keyring, TrustedKey, VerifierKey, load_keyring
     from ..integrity.witness import CosignerKey
+    from ..integrity.witness_client import load_witnesses
 
     try:
         keyring = (
@@ -408,6 +407,8 @@ def _audit_bundle(directory: Path, keys: list[str], witness_keys: list[str] | No
 @keys_app.command("show")
 def keys_show_cmd(json_out: Annotated[bool, typer.Option("--json", help="Print as JSON.")] = False) -> None:
     """Print the signing key's verifier key (creating the key on first use) and the trusted keys."""
+    from ..integrity.keys import key_dir, load_keyring, load_signer
+
     signer = load_signer()
     keys = [k.to_json() for k in load_keyring()]
     if json_out:
@@ -427,6 +428,8 @@ def keys_rotate_cmd(
     json_out: Annotated[bool, typer.Option("--json", help="Print {signing} as JSON.")] = False,
 ) -> None:
     """Retire the active key now; a new key, endorsed by the old one, signs from now on."""
+    from ..integrity.keys import rotate_key
+
     signer = rotate_key(name=name)
     if json_out:
         _emit({"signing": str(signer.verifier)})
@@ -442,6 +445,8 @@ def keys_trust_cmd(
     json_out: Annotated[bool, typer.Option("--json", help="Print the trusted entry as JSON.")] = False,
 ) -> None:
     """Trust another log's verifier key (to audit sessions it signed)."""
+    from ..integrity.keys import trust_key
+
     entry = trust_key(vkey, not_before_ms=not_before, not_after_ms=not_after)
     if json_out:
         _emit(entry.to_json())
@@ -480,6 +485,7 @@ def witness_serve_cmd(
     Without any trusted log key (given now or kept from before), the local key manifest's keys are trusted.
     A port that cannot be listened on (taken, not allowed) is one error line and exit 1.
     """
+    from ..integrity.keys import load_keyring
     from ..integrity.witness import Witness, WitnessServer
 
     directory = store_dir or _default_witness_dir()
@@ -518,6 +524,7 @@ def witness_submit_cmd(
 
     The session must first pass the full check (as ``audit --offline``): exit 1 naming the seq otherwise.
     """
+    from ..integrity.audit import Auditor, require_intact
     from ..integrity.witness import CosignerKey
     from ..integrity.witness_client import submit_index, submit_session
 
@@ -654,6 +661,7 @@ def erase_cmd(
 ) -> None:
     """Erase a salted artifact's content and salt; ledger the erasure; every chain still verifies."""
     from ..integrity.erasure import ArtifactNotFound, erase_artifact
+    from ..integrity.notary import Notary
 
     with _store(read_only=False) as store:
         try:

@@ -21,21 +21,18 @@ import sys
 import threading
 from collections.abc import Callable, Iterator
 from contextlib import AbstractContextManager, contextmanager
-from typing import Annotated, Any
+from typing import TYPE_CHECKING, Annotated, Any
 
 import typer
 
-from ..fleet import Worker, submit
-from ..fleet.worker import WorkerStats
-from ..integrity.notary import Notary
-from ..kernel import RunResult
-from ..kernel.errors import AgentSpecError
-from ..kernel.spec import is_logical
 from ..narration import plural
-from ..ops.dbcopy import copy_store
 from ..store import Store, open_store
 from ..store.base import LeaseClaim
 from .console import console
+
+if TYPE_CHECKING:  # the runtime imports these inside the commands: `flightlog --version` stays fast
+    from ..fleet.worker import WorkerStats
+    from ..kernel import RunResult
 
 __all__ = ["OpenDb", "db_copy_command", "register"]
 
@@ -83,6 +80,11 @@ def _submit_command(open_db: OpenDb) -> Callable[..., None]:
         json_out: Annotated[bool, typer.Option("--json", help="Print {session_id, status} as JSON.")] = False,
     ) -> None:
         """Queue a run for the fleet (status queued); a `flightlog worker` picks it up."""
+        from ..fleet import submit
+        from ..integrity.notary import Notary
+        from ..kernel.errors import AgentSpecError
+        from ..kernel.spec import is_logical
+
         if not is_logical(spec):
             raise typer.BadParameter(
                 "a fleet spec must be module:attribute (workers import it)", param_hint="SPEC"
@@ -125,6 +127,9 @@ def _worker_command(open_db: OpenDb) -> Callable[..., None]:
     ) -> None:
         """Claim queued and orphaned fleet runs and drive them, a line per claim and per result on stdout;
         SIGTERM/Ctrl-C stop claiming and drain."""
+        from ..fleet import Worker
+        from ..integrity.notary import Notary
+
         report = _WorkerReport(json_out)
         with _opened(db, open_db) as store:
             worker = Worker(
@@ -226,6 +231,8 @@ def db_copy_command() -> Callable[..., None]:
         sessions of another ledger. Nothing is written unless everything verifies. SRC is then retired:
         read-only, refusing writes with a pointer to DST, verified as a stale copy (a record signed by your
         log key)."""
+        from ..ops.dbcopy import copy_store
+
         with open_store(src) as source, open_store(dst) as target:
 
             def progress(sid: str, events: int) -> None:

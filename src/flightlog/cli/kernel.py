@@ -22,7 +22,7 @@ import os
 import sys
 from collections.abc import Callable, Iterator
 from contextlib import AbstractContextManager, contextmanager
-from typing import Annotated, Any
+from typing import TYPE_CHECKING, Annotated, Any
 
 import typer
 from rich.console import Console
@@ -30,17 +30,13 @@ from typer.core import TyperGroup
 
 from ..errors import FlightlogError, SessionNotFound
 from ..events import Custom, SessionEvent
-from ..integrity.audit import Auditor, require_intact
-from ..integrity.notary import Notary
-from ..kernel import Kernel, NotPending, RunResult, approve, deny, operator_problem, pending
-from ..kernel.abort import abort
-from ..kernel.approvals import tree_of
-from ..kernel.errors import AgentSpecError
-from ..kernel.records import Verdict
-from ..kernel.spec import is_logical, load_agent, recorded_spec
 from ..narration import narrate, plural, printable, short
 from ..store import Store, StoredEvent, open_store
 from .console import console
+
+if TYPE_CHECKING:  # imported inside the commands at run time: `flightlog --version` stays fast
+    from ..kernel import RunResult
+    from ..kernel.records import Verdict
 
 __all__ = ["EXIT_CODES", "OpenDb", "Progress", "kernel_app", "register"]
 
@@ -105,6 +101,9 @@ def _report(console: Console, result: RunResult, json_out: bool) -> None:
 
 
 def _agent(spec: str) -> Any:
+    from ..kernel.errors import AgentSpecError
+    from ..kernel.spec import load_agent
+
     try:
         return load_agent(spec)
     except AgentSpecError as exc:
@@ -130,6 +129,10 @@ def register(app: typer.Typer, open_db: OpenDb) -> None:
         quiet: Annotated[bool, typer.Option("--quiet", "-q", help="No live progress on stderr.")] = False,
     ) -> None:
         """Run an agent on a goal; exit 0 completed, 3 waiting for approval, 1 otherwise."""
+        from ..integrity.notary import Notary
+        from ..kernel import Kernel
+        from ..kernel.spec import is_logical
+
         agent = _agent(spec)
         metadata = {"agent_spec": spec} if is_logical(spec) else {}
         sid: list[str] = [session or "SESSION"]
@@ -153,6 +156,11 @@ def register(app: typer.Typer, open_db: OpenDb) -> None:
 
         The session must pass the full check ``flightlog audit`` makes before anything it names is
         imported: the recorded spec only as a signed ``module:attribute``."""
+        from ..integrity.audit import Auditor, require_intact
+        from ..integrity.notary import Notary
+        from ..kernel import Kernel
+        from ..kernel.spec import recorded_spec
+
         with open_db(False) as store:
             sid = _tree_root(store, store.resolve_session(session), err)
             notary = Notary.from_env()
@@ -173,6 +181,8 @@ def register(app: typer.Typer, open_db: OpenDb) -> None:
         json_out: Annotated[bool, typer.Option("--json", help="Print a JSON array.")] = False,
     ) -> None:
         """List tool calls waiting for a decision, and those decided (by whom) waiting for a resume."""
+        from ..kernel import pending
+
         with open_db(True) as store:
             rows = pending(store, decided=True)
         if json_out:
@@ -205,6 +215,9 @@ def register(app: typer.Typer, open_db: OpenDb) -> None:
         json_out: Annotated[bool, typer.Option("--json", help="Print the decision as JSON.")] = False,
     ) -> None:
         """Approve a waiting call (an in-doubt effect: run it again). Then `resume` the session."""
+        from ..kernel import approve
+        from ..kernel.approvals import tree_of
+
         _operator(err, responder)
         with open_db(False) as store:
             sid = store.resolve_session(session)
@@ -229,6 +242,9 @@ def register(app: typer.Typer, open_db: OpenDb) -> None:
         json_out: Annotated[bool, typer.Option("--json", help="Print the decision as JSON.")] = False,
     ) -> None:
         """Deny a waiting call (an in-doubt effect: mark it failed). Then `resume` the session."""
+        from ..kernel import deny
+        from ..kernel.approvals import tree_of
+
         _operator(err, responder)
         with open_db(False) as store:
             sid = store.resolve_session(session)
@@ -248,6 +264,8 @@ def register(app: typer.Typer, open_db: OpenDb) -> None:
         ] = False,
     ) -> None:
         """Fence off a running writer of the session and mark it cancelled (resumable later)."""
+        from ..kernel.abort import abort
+
         with open_db(False) as store:
             sid = store.resolve_session(session)
             done = abort(store, sid)
@@ -273,6 +291,8 @@ def _capture_session(
 def _tree_root(store: Store, sid: str, err: Console) -> str:
     """The session ``resume`` drives: a kernel sub-agent's run-tree root (resuming it resumes the child
     from its own ledger, then the parent: :mod:`flightlog.kernel.subagents`), else ``sid`` itself."""
+    from ..kernel.approvals import tree_of
+
     metadata = store.get_session(sid).metadata
     if not (isinstance(metadata, dict) and "subagent" in metadata):
         return sid
@@ -285,6 +305,8 @@ def _tree_root(store: Store, sid: str, err: Console) -> str:
 def _operator(err: Console, name: str) -> None:
     """Refuse an operator name that breaks the rule (:func:`flightlog.kernel.approvals.operator_problem`):
     one stderr line naming ``--as``, exit 2, before the database is opened."""
+    from ..kernel import operator_problem
+
     problem = operator_problem(name)
     if problem is not None:
         err.print(f"flightlog: error: --as: invalid operator name: {problem}")
@@ -292,6 +314,8 @@ def _operator(err: Console, name: str) -> None:
 
 
 def _decide(action: Callable[[], Verdict]) -> Verdict:
+    from ..kernel import NotPending
+
     try:
         return action()
     except NotPending as exc:

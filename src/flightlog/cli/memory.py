@@ -22,8 +22,6 @@ from typing import Annotated, Any
 import typer
 
 from ..events import MemoryKind, MemoryRecord, MemoryScope
-from ..integrity.notary import Notary
-from ..kernel.memory_bank import forget, recall, text_of
 from ..replay import MEMORY_ERASED
 from ..store import Store
 from .console import console
@@ -62,11 +60,15 @@ def _kinds(values: list[str] | None) -> list[MemoryKind]:
 
 
 def _wire(store: Store, record: MemoryRecord, extra: dict[str, Any] | None = None) -> dict[str, Any]:
+    from ..kernel.memory_bank import text_of
+
     text = text_of(store, record.content)
     return {"record": record.to_wire(), "text": text, **(extra or {})}
 
 
 def _line(store: Store, record: MemoryRecord, prefix: str = "") -> str:
+    from ..kernel.memory_bank import text_of
+
     text = text_of(store, record.content)
     shown = MEMORY_ERASED if text is None else text.replace("\n", " ")
     if len(shown) > 100:
@@ -103,6 +105,8 @@ def register(app: typer.Typer, open_db: OpenDb) -> None:
         json_out: JsonOpt = False,
     ) -> None:
         """Full-text search, best first (BM25 on SQLite, ts_rank on PostgreSQL); does not count as a recall."""
+        from ..kernel.memory_bank import recall
+
         with open_db(True) as store:
             hits = recall(store, _scope(scope), query, kinds=_kinds(kind), top_k=limit, mark=False)
             if json_out:
@@ -122,6 +126,9 @@ def register(app: typer.Typer, open_db: OpenDb) -> None:
         json_out: JsonOpt = False,
     ) -> None:
         """Delete a memory and erase its text (the erasure is ledgered; every chain still verifies)."""
+        from ..integrity.notary import Notary
+        from ..kernel.memory_bank import forget
+
         with open_db(False) as store:
             record = forget(store, record_id, reason=reason or "memory forgotten", notary=Notary.from_env())
         if record is None:

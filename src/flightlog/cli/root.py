@@ -22,8 +22,7 @@ import typer
 
 from .. import __version__
 from ..errors import ImportFormatError
-from ..importers import FORMATS, import_file, iter_transcripts
-from ..kernel.requests import check_session
+from ..importers import FORMATS
 from ..messages import Message
 from ..narration import narrate, plural, short
 from ..sessions import export_jsonl, find_sessions, iter_events, replay_session
@@ -136,6 +135,7 @@ def _stdin_to_file(directory: Path) -> Path:
 
 def _import_paths(paths: list[Path], format: str, json_out: bool, stdin: Path | None) -> None:
     """Import every transcript under ``paths``; ``stdin`` (the copy of stdin, if any) is named ``-``."""
+    from ..importers import import_file, iter_transcripts
     from ..integrity.notary import Notary
 
     def shown(path: Path) -> str:
@@ -336,6 +336,8 @@ def replay_cmd(
 
 
 def _check_requests(session: str, json_out: bool) -> None:
+    from ..kernel.requests import check_session
+
     with open_db(read_only=True) as store:
         sid = store.resolve_session(session)
         report = check_session(store, sid)

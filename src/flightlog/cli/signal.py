@@ -20,8 +20,6 @@ from typing import Annotated, Literal
 
 import typer
 
-from ..kernel.approvals import operator_problem
-from ..kernel.attention import send_signal
 from ..store.base import Store
 from ..store.signals import URGENCIES, SignalKind
 from .console import console
@@ -81,6 +79,9 @@ def register(app: typer.Typer, open_db: OpenDb) -> None:
         json_out: Annotated[bool, typer.Option("--json", help="Print the queued signal as JSON.")] = False,
     ) -> None:
         """Queue a signal for a run; the kernel disposes of it at the run's next turn boundary."""
+        from ..kernel.approvals import operator_problem
+        from ..kernel.attention import send_signal
+
         kind, text = _one(message, steer, interrupt)
         if priority is not None and priority not in URGENCIES:
             raise typer.BadParameter(f"must be one of {', '.join(URGENCIES)}", param_hint="--priority")

@@ -22,34 +22,102 @@ as tools, each child its own session), ``delegation`` (the parent's fold of gran
 
 from __future__ import annotations
 
-from .abort import abort
-from .agent import Agent
-from .approvals import PendingCall, approve, check_operator, deny, operator_problem, pending
-from .attention import send_signal
-from .budgets import Budgets, Prices
-from .ceiling import current_ceiling
-from .confine import open_path, resolve_path, run_command
-from .effects import current_effect_key
-from .entropy import EntropyWatch
-from .errors import (
-    AgentSpecError,
-    CommandRefused,
-    FatalToolError,
-    InvalidOperator,
-    KernelError,
-    NotPending,
-    OutsideCeiling,
-    SignalRefused,
-)
-from .loop import Kernel
-from .policy import Decision, Policy, Rule
-from .repair import repair_arguments
-from .result import RunResult, RunStatus
-from .scripted import ScriptedProvider
-from .shell import parse_command
-from .spec import load_agent
-from .subagents import SubAgent, SubAgentTool, spawner, subagent
-from .tools import Effect, Tool, ToolArgumentsError, tool
+import importlib
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from .abort import abort
+    from .agent import Agent
+    from .approvals import PendingCall, approve, check_operator, deny, operator_problem, pending
+    from .attention import send_signal
+    from .budgets import Budgets, Prices
+    from .ceiling import current_ceiling
+    from .confine import open_path, resolve_path, run_command
+    from .effects import current_effect_key
+    from .entropy import EntropyWatch
+    from .errors import (
+        AgentSpecError,
+        CommandRefused,
+        FatalToolError,
+        InvalidOperator,
+        KernelError,
+        NotPending,
+        OutsideCeiling,
+        SignalRefused,
+    )
+    from .loop import Kernel
+    from .policy import Decision, Policy, Rule
+    from .repair import repair_arguments
+    from .result import RunResult, RunStatus
+    from .scripted import ScriptedProvider
+    from .shell import parse_command
+    from .spec import load_agent
+    from .subagents import SubAgent, SubAgentTool, spawner, subagent
+    from .tools import Effect, Tool, ToolArgumentsError, tool
+
+# Names load on first use (PEP 562), not at ``import flightlog.kernel``: a submodule such as
+# ``kernel.requests`` (which ``flightlog.runs`` and the CLI need) then costs only its own imports, not the
+# whole runtime (loop, providers, sub-agents...): ``flightlog --version`` starts faster (issue 19).
+_LAZY: dict[str, str] = {
+    "abort": "abort",
+    "Agent": "agent",
+    "PendingCall": "approvals",
+    "approve": "approvals",
+    "check_operator": "approvals",
+    "deny": "approvals",
+    "operator_problem": "approvals",
+    "pending": "approvals",
+    "send_signal": "attention",
+    "Budgets": "budgets",
+    "Prices": "budgets",
+    "current_ceiling": "ceiling",
+    "open_path": "confine",
+    "resolve_path": "confine",
+    "run_command": "confine",
+    "current_effect_key": "effects",
+    "EntropyWatch": "entropy",
+    "AgentSpecError": "errors",
+    "CommandRefused": "errors",
+    "FatalToolError": "errors",
+    "InvalidOperator": "errors",
+    "KernelError": "errors",
+    "NotPending": "errors",
+    "OutsideCeiling": "errors",
+    "SignalRefused": "errors",
+    "Kernel": "loop",
+    "Decision": "policy",
+    "Policy": "policy",
+    "Rule": "policy",
+    "repair_arguments": "repair",
+    "RunResult": "result",
+    "RunStatus": "result",
+    "ScriptedProvider": "scripted",
+    "parse_command": "shell",
+    "load_agent": "spec",
+    "SubAgent": "subagents",
+    "SubAgentTool": "subagents",
+    "spawner": "subagents",
+    "subagent": "subagents",
+    "Effect": "tools",
+    "Tool": "tools",
+    "ToolArgumentsError": "tools",
+    "tool": "tools",
+}
+
+
+def __getattr__(name: str) -> Any:
+    """Import the submodule that defines ``name`` (a public name of this package) and return it."""
+    module = _LAZY.get(name)
+    if module is None:
+        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+    value = getattr(importlib.import_module(f".{module}", __name__), name)
+    globals()[name] = value
+    return value
+
+
+def __dir__() -> list[str]:
+    return sorted(set(globals()) | set(_LAZY))
+
 
 __all__ = [
     "Agent",

@@ -1,0 +1,74 @@
+"""CLI start-up: ``flightlog --version`` side by side with the interpreter's own floor.
+
+Run ``python bench/startup.py [--rounds 5] [--runs 10]``.
+
+Each round runs, interleaved, ``--runs`` fresh processes of each of: ``python -c pass`` (the interpreter),
+``python -c "import flightlog"`` (the package root: event models, store, recorder; what any command
+needs) and ``python -m flightlog.cli --version`` (the whole command tree built, as the console script
+does), all with this interpreter and this checkout's ``src/``. Printed per command: the median wall time
+over the rounds (ms) with the min-max spread of the round medians, and ratios to each floor. The issue 19
+target is ``flightlog --version`` <= 0.25 s absolute. Nothing asserts on timings.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import statistics
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
+COMMANDS: dict[str, list[str]] = {
+    "python -c pass": ["-c", "pass"],
+    "import flightlog": ["-c", "import flightlog"],
+    "flightlog --version": [
+        "-c",
+        "from flightlog.cli import main; import sys; sys.argv[1:] = ['--version']; main()",
+    ],
+}
+TARGET_S = 0.25
+
+
+def _once(args: list[str], env: dict[str, str]) -> float:
+    start = time.perf_counter()
+    subprocess.run([sys.executable, *args], env=env, check=True, stdout=subprocess.DEVNULL, timeout=120)
+    return time.perf_counter() - start
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--rounds", type=int, default=5)
+    parser.add_argument("--runs", type=int, default=10, help="processes per command per round")
+    parser.add_argument("--src", type=Path, default=ROOT / "src", help="flightlog source tree to measure")
+    args = parser.parse_args()
+    env = {
+        **os.environ,
+        "PYTHONPATH": os.pathsep.join(filter(None, [str(args.src), os.environ.get("PYTHONPATH")])),
+    }
+    rounds: dict[str, list[float]] = {name: [] for name in COMMANDS}
+    for _ in range(args.rounds):
+        samples: dict[str, list[float]] = {name: [] for name in COMMANDS}
+        for _ in range(args.runs):
+            for name, command in COMMANDS.items():  # interleaved: all three see the same neighbours
+                samples[name].append(_once(command, env))
+        for name, values in samples.items():
+            rounds[name].append(statistics.median(values))
+    floor = statistics.median(rounds["python -c pass"])
+    package = statistics.median(rounds["import flightlog"])
+    print(f"{'command':<22} {'median ms':>10} {'spread ms':>15} {'/ python':>9} {'/ import':>9}")
+    for name, values in rounds.items():
+        median = statistics.median(values)
+        spread = f"{min(values) * 1000:.0f}-{max(values) * 1000:.0f}"
+        print(
+            f"{name:<22} {median * 1000:10.0f} {spread:>15} {median / floor:8.1f}x {median / package:8.2f}x"
+        )
+    version = statistics.median(rounds["flightlog --version"])
+    met = "met" if version <= TARGET_S else "NOT met"
+    print(f"target flightlog --version <= {TARGET_S * 1000:.0f} ms: {met} ({version * 1000:.0f} ms)")
+
+
+if __name__ == "__main__":
+    main()
