@@ -59,7 +59,6 @@ if TYPE_CHECKING:
 # ``kernel.requests`` (which ``flightlog.runs`` and the CLI need) then costs only its own imports, not the
 # whole runtime (loop, providers, sub-agents...): ``flightlog --version`` starts faster (issue 19).
 _LAZY: dict[str, str] = {
-    "abort": "abort",
     "Agent": "agent",
     "PendingCall": "approvals",
     "approve": "approvals",
@@ -103,6 +102,12 @@ _LAZY: dict[str, str] = {
     "ToolArgumentsError": "tools",
     "tool": "tools",
 }
+
+
+# ``abort`` is also the name of its submodule: importing ``flightlog.kernel.abort`` after this package sets the
+# package's ``abort`` to that module, hiding a lazily bound function (``kernel.abort(...)``: "'module' object is
+# not callable"). Bound here, after the submodule's import, the name stays the function.
+from .abort import abort  # noqa: E402
 
 
 def __getattr__(name: str) -> Any:

@@ -21,7 +21,6 @@ from ..integrity.notary import USER_NOTARY, Notary, UserNotary, resolve_notary
 from ..recorder import Recorder
 from ..store.base import Store
 from .state import KernelState, load_state
-from .subagents import abort_children
 
 __all__ = ["abort"]
 
@@ -62,6 +61,8 @@ def abort(
     state = load_state(store, session_id)
     if state.phase == "terminal":
         return False
+    from .subagents import abort_children  # the delegation runtime loads only when a run is aborted
+
     killed = abort_children(store, state, lambda child: abort(store, child, reason=reason, notary=signer))
     event = OperationCancelled(
         turn=state.turn,
