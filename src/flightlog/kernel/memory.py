@@ -8,14 +8,16 @@ Enabled by ``Agent.memory`` (:class:`MemoryPolicy`); memory lives in the run's s
 cannot choose another). Checked in upstream's host order with its error strings (UPSTREAM.md §8; Node
 ``runner.ts:752-785``, Python ``runner.py:~600-620``): ``memory name must not be empty``, ``memory name
 exceeds 100 characters``, ``memory content exceeds 10000 bytes`` (UTF-8 bytes; the limits are the
-policy's), then flightlog's own: an unknown kind (``invalid memory kind 'x'``, upstream's ``invalid_kind``)
-and secrets found by Yelp's ``detect-secrets`` (its keyword and token detectors: AWS, GitHub, Slack,
-Stripe, private keys, JWTs, ``password = ...``…; the high-entropy detectors are left out, as every
-ordinary sentence trips them) in the name, description or content: ``memory content contains a secret
-(<detector names>)`` (the secret itself is never repeated). A rejected write records
-``memory_validation_failed{turn, record_id, error}`` (``record_id``: the stored record's id when the key
-exists, else the proposed name, as upstream's kernel does for a failed write) and the tool answers an
-error; an accepted one upserts (:func:`flightlog.kernel.memory_bank.remember`) and records
+policy's), then flightlog's own: ``memory description exceeds 1000 bytes`` (the record, description
+included, is copied into every recall's ``memory_retrieval_result``), an unknown kind (``invalid
+memory kind 'x'``, upstream's ``invalid_kind``) and secrets found by Yelp's ``detect-secrets`` (its
+keyword and token detectors: AWS, GitHub, Slack, Stripe, private keys, JWTs, ``password = ...``…; the
+high-entropy detectors are left out, as every ordinary sentence trips them) in the name, description
+or content: ``memory content contains a secret (<detector names>)`` (the secret itself is never
+repeated). A rejected write records ``memory_validation_failed{turn, record_id, error}``
+(``record_id``: the stored record's id when the key exists, else the proposed name, as upstream's
+kernel does for a failed write) and the tool answers an error; an accepted one upserts
+(:func:`flightlog.kernel.memory_bank.remember`) and records
 ``memory_written{turn, record_id, scope, memory_kind, name, size_bytes}``.
 
 **Queries** (``memory_query(query, top_k, kinds)``): ``k = clamp(top_k, 1, policy.top_k)`` (upstream
@@ -188,6 +190,9 @@ class MemoryPolicy:
         top_k: Cap on hits per query (upstream ``retrieval_top_k``, default 5).
         max_name_length: Longest name, characters (upstream default 100).
         max_content_bytes: Largest content, UTF-8 bytes (upstream default 10000).
+        max_description_bytes: Largest description, UTF-8 bytes (flightlog's own bound: upstream has
+            none, and the record, description included, is copied into every recall's
+            ``memory_retrieval_result``, so an unbounded one grows the ledger on each query).
         detect_secrets: Refuse writes in which ``detect-secrets`` finds a secret.
         trust: Trust recorded on what the model writes (provenance ``author`` is ``model``).
         service: An external asynchronous memory service; None: retrieve from the store, synchronously.
@@ -199,6 +204,7 @@ class MemoryPolicy:
     top_k: int = 5
     max_name_length: int = 100
     max_content_bytes: int = 10_000
+    max_description_bytes: int = 1_000
     detect_secrets: bool = True
     trust: MemoryTrustLevel = MemoryTrustLevel.UNTRUSTED
     service: MemoryService | None = field(default=None, compare=False)
@@ -206,7 +212,8 @@ class MemoryPolicy:
     @classmethod
     def from_dict(cls, table: Mapping[str, Any], service: MemoryService | None = None) -> MemoryPolicy:
         """The ``[memory]`` table of ``agent.toml``: ``scope = "TENANT/NAMESPACE"`` (required), and any of
-        ``tools``, ``inject``, ``top_k``, ``max_name_length``, ``max_content_bytes``, ``detect_secrets``,
+        ``tools``, ``inject``, ``top_k``, ``max_name_length``, ``max_content_bytes``,
+        ``max_description_bytes``, ``detect_secrets``,
         ``trust`` (``service`` is resolved by the caller).
 
         Raises:
@@ -223,7 +230,7 @@ class MemoryPolicy:
             raise ValueError('[memory] needs scope = "TENANT/NAMESPACE"')
         if "trust" in values:
             values["trust"] = MemoryTrustLevel(values["trust"])
-        for key in ("inject", "top_k", "max_name_length", "max_content_bytes"):
+        for key in ("inject", "top_k", "max_name_length", "max_content_bytes", "max_description_bytes"):
             if key in values and (type(values[key]) is not int):
                 raise ValueError(f"[memory] {key} must be an integer")
         for key in ("tools", "detect_secrets"):
@@ -273,6 +280,8 @@ def validate_write(
         return f"memory name exceeds {policy.max_name_length} characters"
     if len(content.encode("utf-8")) > policy.max_content_bytes:
         return f"memory content exceeds {policy.max_content_bytes} bytes"
+    if len(description.encode("utf-8")) > policy.max_description_bytes:
+        return f"memory description exceeds {policy.max_description_bytes} bytes"
     if kind not in {k.value for k in MemoryKind}:
         return f"invalid memory kind {kind!r}"
     if policy.detect_secrets:
@@ -320,7 +329,7 @@ def memory_write(name: str, content: str, kind: str = "project", description: st
         name: Short unique name of the memory (at most 100 characters).
         content: The fact to remember (at most 10000 bytes; never secrets such as keys or passwords).
         kind: One of user, feedback, project, reference.
-        description: One line saying what the memory is about.
+        description: One line saying what the memory is about (at most 1000 bytes).
     """
     ctx = _context()
     policy = ctx.policy
