@@ -7,7 +7,8 @@ Mounting (the ``flightlog`` app adds it at top level)::
 
 Exit codes: **0** queued (stdout names the signal and when it is delivered); **1** refused (the run has
 finished, or the session is not a kernel run: one stderr line naming the session); **2** usage (no or several
-of ``--message``/``--steer``/``--interrupt``, an unknown session, a bad ``--priority`` or ``--as``).
+of ``--message``/``--steer``/``--interrupt``, a text over 65536 UTF-8 bytes, an unknown session, a bad
+``--priority`` or ``--as``).
 """
 
 from __future__ import annotations
@@ -21,7 +22,7 @@ from typing import Annotated, Literal
 import typer
 
 from ..store.base import Store
-from ..store.signals import URGENCIES, SignalKind
+from ..store.signals import MAX_TEXT_BYTES, URGENCIES, SignalKind
 from .console import console
 
 __all__ = ["register"]
@@ -41,6 +42,9 @@ def _one(message: str | None, steer: str | None, interrupt: str | None) -> tuple
         raise typer.BadParameter("give exactly one of --message, --steer, --interrupt", param_hint="SIGNAL")
     kind, text = chosen[0]
     assert text is not None
+    size = len(text.encode("utf-8"))
+    if size > MAX_TEXT_BYTES:
+        raise typer.BadParameter(f"{size} bytes; at most {MAX_TEXT_BYTES}", param_hint=f"--{kind}")
     return kind, text
 
 

@@ -32,7 +32,8 @@ for a ``critical`` signal; one found cancels the call, and one transaction recor
 ``rollbacked(turn, checkpoint_history_len, reason=UserInterrupt)`` then the boundary's dispositions (the
 interrupt as ``interrupt_now``); the turn is then taken again with the ``[INTERRUPT]`` message in its history.
 
-A signal to a finished run (or to a session that is not a kernel run) is refused (:class:`SignalRefused`).
+A signal to a finished run (or to a session that is not a kernel run), or with an empty text or one over
+:data:`~flightlog.store.signals.MAX_TEXT_BYTES`, is refused (:class:`SignalRefused`).
 """
 
 from __future__ import annotations
@@ -47,6 +48,7 @@ from ..integrity.keys import now_ms
 from ..replay import SIGNAL_MESSAGE
 from ..store.base import Store, StoredEvent
 from ..store.signals import (
+    MAX_TEXT_BYTES,
     SignalKind,
     SignalRecord,
     Urgency,
@@ -263,7 +265,8 @@ def send_signal(
         store: The store holding the session.
         session_id: The run's session (full id).
         kind: ``message``, ``steer`` or ``interrupt``.
-        text: What the model is told (non-empty).
+        text: What the model is told (non-empty, at most :data:`~flightlog.store.signals.MAX_TEXT_BYTES`
+            UTF-8 bytes).
         urgency: Priority hint; default by kind (:data:`DEFAULT_URGENCY`).
         sender: Who sends it (an operator name, :func:`flightlog.kernel.approvals.check_operator`).
         dedupe_key: Signals repeating a delivered key are ignored.
@@ -274,7 +277,7 @@ def send_signal(
     Raises:
         SessionNotFound: no such session.
         SignalRefused: the run has finished (``run_terminal``), or the session is not a kernel run, or
-            ``text`` is empty.
+            ``text`` is empty or longer than 65536 UTF-8 bytes.
         InvalidOperator: ``sender`` breaks the operator-name rule.
     """
     from .approvals import check_operator
@@ -283,6 +286,11 @@ def send_signal(
     check_operator(sender)
     if not text.strip():
         raise SignalRefused(session_id=session_id, reason="the signal text is empty")
+    size = len(text.encode("utf-8"))
+    if size > MAX_TEXT_BYTES:
+        raise SignalRefused(
+            session_id=session_id, reason=f"the signal text is {size} bytes; at most {MAX_TEXT_BYTES}"
+        )
     state = load_state(store, session_id)
     if state.run is None:
         raise SignalRefused(session_id=session_id, reason="not a kernel run (no run_started)")

@@ -27,6 +27,7 @@ if TYPE_CHECKING:
     from .base import Store
 
 __all__ = [
+    "MAX_TEXT_BYTES",
     "POSTGRES_MIGRATION",
     "QUEUE_SIZE",
     "SIGNAL_KINDS",
@@ -43,6 +44,10 @@ __all__ = [
 
 QUEUE_SIZE = 64
 """Undisposed signals a session's queue holds (upstream router default)."""
+
+MAX_TEXT_BYTES = 65_536
+"""Largest signal text, UTF-8 bytes (flightlog's own bound; upstream states none). A delivered signal stays in
+the run's history, so it is part of every later model request: a file pasted by mistake must not be."""
 
 SignalKind = Literal["message", "steer", "interrupt"]
 """A user message, changed instructions, or "stop what you do"."""
