@@ -113,7 +113,7 @@ from .result import RunResult, result_of
 from .signals import run_blocking
 from .spec import AGENT_SPEC
 from .state import KernelState, load_state
-from .subagents import waiting_on_children
+from .subagents import require_children_intact, waiting_on_children
 from .transcript import Transcript
 from .watch import watch_events
 
@@ -578,17 +578,20 @@ class Kernel:
 
         Raises:
             SessionNotFound: no such session.
-            LedgerIntegrityError: the session fails the full check ``flightlog audit`` makes (chain,
-                signed checkpoints, seal, retained, witnessed and indexed heads), checked before anything
-                is read from it, even for a finished or waiting session (refuse, don't guess).
+            LedgerIntegrityError: the session, or an unfinished sub-agent of its tree, fails the full
+                check ``flightlog audit`` makes (chain, signed checkpoints, seal, retained, witnessed and
+                indexed heads), checked before anything is read from it, even for a finished or waiting
+                session (refuse, don't guess).
             KernelError: the session has no ``run_started`` (not a kernel run); the agent brings a grant
                 other than the ledgered one, or the stored grant disagrees with the ledger.
             GrantError: the session's grant no longer verifies (untrusted key, expired); nothing written.
         """
         # The full check first, even when there is nothing to write: the caller must not act on a
         # suspension or a result read from a history `audit` rejects (a dropped seal, a rollback...).
-        report = require_intact(self.store, session_id, auditor=Auditor.for_notary(self.notary))
+        auditor = Auditor.for_notary(self.notary)
+        report = require_intact(self.store, session_id, auditor=auditor)
         state = load_state(self.store, session_id)
+        require_children_intact(self.store, state, auditor)  # a tampered child stops its whole tree
         if state.run is None:
             raise KernelError(f"session {session_id} has no run_started: not a kernel run")
         if _idle(state) or waiting_on_children(self.store, state):

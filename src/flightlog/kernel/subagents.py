@@ -61,6 +61,7 @@ from typing import TYPE_CHECKING, Any, Protocol, runtime_checkable
 
 from ..errors import SessionNotFound
 from ..events import AgentProcessChanged, BudgetExceeded, BudgetUsageReported, Custom, Suspended
+from ..integrity.audit import Auditor, require_intact
 from ..messages import ContentPart, Message, TextPart
 from ..store.base import Store
 from ..testing.crashpoints import crash_point
@@ -712,6 +713,23 @@ def waiting_on_children(store: Store, state: KernelState) -> bool:
         if not _exists(store, agent_id) or not _idle_tree(store, load_state(store, agent_id)):
             return False
     return bool(suspension.pending_calls)
+
+
+def require_children_intact(store: Store, state: KernelState, auditor: Auditor) -> None:
+    """The full check of :func:`~flightlog.integrity.audit.require_intact` on every child of ``state``'s
+    session a resume may read or drive (each not yet ``joined``, ``failed`` or ``killed``), and on theirs,
+    before the parent writes anything. Cost: one audit per unfinished descendant, O(its rows).
+
+    Raises:
+        LedgerIntegrityError: a descendant's ledger fails it; the message names that session and the
+            sequence (without this, the child's own resume raised inside the parent's delegating call,
+            which recorded it as an error result and went on).
+    """
+    for agent_id, entry in state.delegation.processes.items():
+        if entry.state in (*_EXITS, "killed") or not _exists(store, agent_id):
+            continue
+        require_intact(store, agent_id, auditor=auditor)
+        require_children_intact(store, load_state(store, agent_id), auditor)
 
 
 def abort_children(
