@@ -11,10 +11,13 @@ from typer.testing import CliRunner
 from flightlog.cli import app
 from flightlog.errors import LedgerIntegrityError
 from flightlog.kernel import approve
+from flightlog.kernel.effects import effect_key
+from flightlog.kernel.scripted import call, calls, reply
+from flightlog.kernel.subagents import child_session_id, subagent
 from flightlog.store import SqliteStore
 
-from .helpers import events
-from .test_subagents import WRITTEN, _waiting_tree, children, kernel
+from .helpers import echo, events
+from .test_subagents import WRITTEN, _waiting_tree, child_agent, children, kernel, parent_agent, results
 
 
 def _rewrite(db: Path, session_id: str, old: bytes, new: bytes) -> int:
@@ -52,3 +55,17 @@ def test_resuming_a_parent_refuses_a_tampered_child_naming_it_and_the_seq(
     assert (
         verified.exit_code == 1 and kid in verified.output and f"seq {seq}: hash_mismatch" in verified.output
     )
+
+
+def test_a_session_holding_a_childs_id_beforehand_is_never_adopted(store: SqliteStore) -> None:
+    # The child's id is derived from the parent's effect key: anyone with write access can create it first.
+    kid = child_session_id(effect_key("p", 1, "c"))
+    assert kernel(store, child_agent(reply("FORGED"))).run_sync("other", session_id=kid).status == "completed"
+    genuine = child_agent(reply("genuine"))
+    parent = parent_agent(
+        calls(call("child", {"task": "t"}, id="c")), reply("done"), tools=[echo, subagent(genuine)]
+    )
+    assert kernel(store, parent).run_sync("go", session_id="p").status == "completed"
+    answer = results(store, "p")["c"]
+    assert answer.is_error and "FORGED" not in answer.output
+    assert f"session {kid} exists but is not a sub-agent of p (its parent: None)" in answer.output

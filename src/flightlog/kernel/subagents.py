@@ -569,11 +569,22 @@ def _render(message: Message) -> str:
     return "\n".join(parts)
 
 
-def _exists(store: Store, session_id: str) -> bool:
+def _exists(store: Store, session_id: str, parent: str) -> bool:
+    """Whether ``parent``'s child session ``session_id`` exists.
+
+    Raises:
+        SubAgentFailed: a session of that id exists but is not ``parent``'s child (created beforehand by
+            anyone with write access, who would otherwise choose the answer the parent reads): never adopted.
+    """
     try:
-        store.get_session(session_id)
+        info = store.get_session(session_id)
     except SessionNotFound:
         return False
+    if info.parent_session_id != parent:
+        raise SubAgentFailed(
+            f"session {session_id} exists but is not a sub-agent of {parent} "
+            f"(its parent: {info.parent_session_id}); refusing to adopt it"
+        )
     return True
 
 
@@ -589,7 +600,7 @@ async def _drive_child(call: _Call, grant: Grant, task: str) -> None:
         notary=parent_kernel.notary,
         heartbeat_s=parent_kernel.heartbeat_s,
     )
-    if _exists(call.store, call.agent_id):
+    if _exists(call.store, call.agent_id, call.parent.session_id):
         coro = kernel.resume(call.agent_id)
     else:
         meta = {
@@ -674,7 +685,11 @@ async def _delegate(tool: SubAgentTool, role: str, task: str) -> str:
     """The body of a delegating call (see the module docs)."""
     call = _this_call(tool, role)
     grant = _open_grant(call)
-    child = load_state(call.store, call.agent_id) if _exists(call.store, call.agent_id) else None
+    child = (
+        load_state(call.store, call.agent_id)
+        if _exists(call.store, call.agent_id, call.parent.session_id)
+        else None
+    )
     if child is None or (child.phase != "terminal" and not _idle_tree(call.store, child)):
         call.mark("running")
         await _drive_child(call, grant, task)
@@ -710,7 +725,9 @@ def waiting_on_children(store: Store, state: KernelState) -> bool:
         return False
     for call_id in suspension.pending_calls:
         agent_id = child_session_id(effect_key(state.session_id, state.turn, call_id))
-        if not _exists(store, agent_id) or not _idle_tree(store, load_state(store, agent_id)):
+        if not _exists(store, agent_id, state.session_id) or not _idle_tree(
+            store, load_state(store, agent_id)
+        ):
             return False
     return bool(suspension.pending_calls)
 
@@ -726,7 +743,7 @@ def require_children_intact(store: Store, state: KernelState, auditor: Auditor) 
             which recorded it as an error result and went on).
     """
     for agent_id, entry in state.delegation.processes.items():
-        if entry.state in (*_EXITS, "killed") or not _exists(store, agent_id):
+        if entry.state in (*_EXITS, "killed") or not _exists(store, agent_id, state.session_id):
             continue
         require_intact(store, agent_id, auditor=auditor)
         require_children_intact(store, load_state(store, agent_id), auditor)
@@ -742,7 +759,7 @@ def abort_children(
     for agent_id, entry in state.delegation.processes.items():
         if entry.state in (*_EXITS, "killed"):
             continue
-        if _exists(store, agent_id):
+        if _exists(store, agent_id, state.session_id):
             abort_one(agent_id)
         update = {"turn": state.turn, "state": "killed", "result_termination": "user_abort"}
         killed.append(entry.model_copy(update=update))
@@ -755,7 +772,10 @@ def _reconcile_for(holder: list[SubAgentTool]) -> Any:
     def reconcile(intent: dict[str, Any]) -> str | None:
         arguments = intent.get("arguments") or {}
         call = _this_call(holder[0], str(arguments.get("role", "")))
-        if not _exists(call.store, call.agent_id) or call.agent_id not in call.parent.state.delegation.grants:
+        if (
+            not _exists(call.store, call.agent_id, call.parent.session_id)
+            or call.agent_id not in call.parent.state.delegation.grants
+        ):
             return None
         child = load_state(call.store, call.agent_id)
         if child.phase != "terminal" or _termination(child) != "completed":
