@@ -123,3 +123,27 @@ def zygote_process(tmp_path: Path, source: str) -> Iterator[subprocess.Popen[str
         yield proc
         proc.stdin.close()
         proc.wait(timeout=60)
+
+
+def check_child_settled(ledger: list[SessionEvent], parent: Any, child: Any, kid: str) -> None:
+    """A finished child ``kid`` as its parent's ledger (``ledger``, folded into ``parent``, a
+    ``KernelState``) records it: one grant and one ``spawned``, ending ``joined``; its
+    ``budget_usage_reported`` equals the child's own tokens and turns plus what its own children reported;
+    its recorded limits are the grant."""
+    from flightlog.events import AgentProcessChanged, BudgetUsageReported
+
+    grant = parent.delegation.grants[kid]
+    usage = parent.delegation.released[grant.reservation_id]
+    assert isinstance(usage, BudgetUsageReported)
+    below = list(child.delegation.released.values())
+    assert usage.tokens == child.tokens_used + sum(u.tokens for u in below)
+    assert usage.rounds == child.turn + sum(u.rounds for u in below)
+    assert usage.subagents == 1 + sum(u.subagents for u in below)
+    assert child.limits is not None and (child.limits.tokens, child.limits.turns) == (
+        grant.tokens,
+        grant.turns,
+    )
+    states = [e.state for e in ledger if isinstance(e, AgentProcessChanged) and e.agent_id == kid]
+    assert states[0] == "spawned" and states[-1] == "joined" and states.count("spawned") == 1
+    grants = [e for e in ledger if isinstance(e, Custom) and e.custom_kind == "budget_grant"]
+    assert sum(1 for g in grants if isinstance(g.payload, dict) and g.payload["agent_id"] == kid) == 1

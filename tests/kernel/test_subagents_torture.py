@@ -32,14 +32,14 @@ from pathlib import Path
 import pytest
 
 from flightlog.cli.demo_subagents import GOAL, NOTES_ENV, SPEC
-from flightlog.events import AgentProcessChanged, BudgetUsageReported, Custom, ToolRequested
+from flightlog.events import ToolRequested
 from flightlog.kernel import approve, pending
 from flightlog.kernel.state import load_state
 from flightlog.recorder import verify_session
 from flightlog.store import Store, open_store
 from flightlog.testing.crashpoints import ENV
 
-from .helpers import events
+from .helpers import check_child_settled, events
 
 SEED = 20261202
 MIN_KILLS = 50
@@ -93,21 +93,7 @@ def walk(store: Store, sid: str) -> list[str]:
     found = [sid]
     for kid in sorted(kids):
         child = load_state(store, kid)
-        grant = state.delegation.grants[kid]
-        usage = state.delegation.released[grant.reservation_id]
-        assert isinstance(usage, BudgetUsageReported)
-        below = list(child.delegation.released.values())
-        assert usage.tokens == child.tokens_used + sum(u.tokens for u in below)
-        assert usage.rounds == child.turn + sum(u.rounds for u in below)
-        assert usage.subagents == 1 + sum(u.subagents for u in below)
-        assert child.limits is not None and (child.limits.tokens, child.limits.turns) == (
-            grant.tokens,
-            grant.turns,
-        )
-        states = [e.state for e in ledger if isinstance(e, AgentProcessChanged) and e.agent_id == kid]
-        assert states[0] == "spawned" and states[-1] == "joined" and states.count("spawned") == 1
-        grants = [e for e in ledger if isinstance(e, Custom) and e.custom_kind == "budget_grant"]
-        assert sum(1 for g in grants if isinstance(g.payload, dict) and g.payload["agent_id"] == kid) == 1
+        check_child_settled(ledger, state, child, kid)
         found += walk(store, kid)
     return found
 

@@ -35,19 +35,19 @@ from collections.abc import Callable
 from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass, field
 
-from ..errors import LedgerIntegrityError, LedgerRetired
+from ..errors import LedgerIntegrityError, LedgerRetired, SessionNotFound
 from ..events import CancellationReason, OperationCancelled
 from ..integrity.audit import Auditor
 from ..integrity.notary import USER_NOTARY, Notary, UserNotary, resolve_notary
 from ..kernel import AgentSpecError, Kernel, RunResult, load_agent
 from ..kernel.spec import recorded_spec
-from ..kernel.state import load_state
+from ..kernel.state import KernelState, load_state
 from ..recorder import Recorder
 from ..store.base import LeaseClaim, Store
 from ..testing.crashpoints import crash_point
 from .leases import Leases, leases_for
 
-__all__ = ["Worker", "WorkerStats", "holder_id", "record_takeover"]
+__all__ = ["Worker", "WorkerStats", "fence_children", "holder_id", "record_takeover"]
 
 log = logging.getLogger("flightlog.fleet")
 
@@ -61,7 +61,8 @@ def record_takeover(store: Store, session_id: str) -> bool:
     """Record that the previous holder's lease was lost: ``operation_cancelled(reason=lease_lost)`` listing
     the calls of the current turn that have no result (the old holder's pending calls).
 
-    Attaching verifies the chain and bumps the epoch again (the old holder stays fenced off).
+    Attaching verifies the chain and bumps the epoch again (the old holder stays fenced off); the epochs of
+    the run's sub-agent sessions are bumped too (:func:`fence_children`).
 
     Returns:
         True when recorded; False when the run has no start or has ended (nothing written).
@@ -77,7 +78,28 @@ def record_takeover(store: Store, session_id: str) -> bool:
         pending_call_ids=[plan.call_id for plan in state.plans],
     )
     recorder.append(event)
+    fence_children(store, state)
     return True
+
+
+def fence_children(store: Store, state: KernelState) -> list[str]:
+    """Bump the authority epoch of every sub-agent session below ``state``'s session (the children its
+    ledger names, recursively): the lost holder drove them in its own process, so a writer of its still
+    attached to any of them (even a child that had finished) fails its next append with ``StaleWriter``,
+    as on the root (issue 13 item 6). A child the new holder resumes bumps its epoch again on attach.
+
+    Returns:
+        The fenced session ids, parents before children.
+    """
+    fenced: list[str] = []
+    for agent_id in state.delegation.processes:
+        try:
+            store.get_session(agent_id)
+        except SessionNotFound:  # spawned in the ledger, never created: nothing can hold it
+            continue
+        store.bump_authority_epoch(agent_id)
+        fenced += [agent_id, *fence_children(store, load_state(store, agent_id))]
+    return fenced
 
 
 @dataclass

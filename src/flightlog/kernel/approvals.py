@@ -344,4 +344,7 @@ def _decide(
     with recorder.atomic():
         recorder.append_many(events)
         recorder.checkpoint()  # no-op without a notary
+        parent, root = tree_of(store, session_id)
+        if parent is not None:  # a fleet worker parked the tree's root on its own head: wake it
+            store.wake_lease(root)
     return verdict

@@ -883,6 +883,20 @@ class Store(abc.ABC):
             ReadOnlyStore: a read-only handle.
         """
 
+    @abc.abstractmethod
+    def wake_lease(self, session_id: str) -> bool:
+        """Make a parked lease runnable again although the session's own head has not moved (a decision
+        landed in a sub-agent's ledger: the root of a run tree parks on its own head, issue 13 item 6).
+        Resets ``parked_seq`` to -2 and notifies waiting workers; the holder and epoch stay. Joins an
+        open transaction.
+
+        Returns:
+            False when the session has no lease (not a fleet run).
+
+        Raises:
+            ReadOnlyStore: a read-only handle.
+        """
+
     # ─── retirement (flightlog db copy; see flightlog.integrity.retirement) ───────────────────────────
     # A retired store refuses every write transaction with ``LedgerRetired`` (it names where to write),
     # checked inside the transaction so a writer racing the retirement cannot slip past it. Backends

@@ -796,6 +796,13 @@ class SqlStore(Store):
                 self._notify(session_id)
             return released > 0
 
+    def wake_lease(self, session_id: str) -> bool:
+        with self._joined():
+            woken = self._write("UPDATE leases SET parked_seq = -2 WHERE session_id = ?", (session_id,))
+            if woken:
+                self._notify(session_id)
+            return woken > 0
+
     # ─── retirement, ledger id adoption (flightlog db copy) ──────────────────────────────────
     def retirement(self) -> str | None:
         return self._meta("retired")
