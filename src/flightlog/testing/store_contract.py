@@ -820,6 +820,18 @@ class StoreContract(MemoryContract):
         claimed = store.get_lease("p-1")
         assert claimed is not None and (claimed.holder, claimed.parked_seq) == ("w2", -2)
 
+    def test_wake_lease_makes_a_parked_lease_runnable_without_a_new_event(self, store: Store) -> None:
+        _new_session(store, "w-1", status="queued")
+        _append(store, "w-1", ["started"])
+        store.open_lease("w-1")
+        store.claim_sessions("w1", ttl_ms=60_000)
+        store.set_session_status("w-1", "suspended")
+        assert store.release_lease("w-1", "w1", park=True)
+        assert store.claim_sessions("w2", ttl_ms=60_000) == []  # parked
+        assert store.wake_lease("w-1")  # a decision landed in a sub-agent's ledger, not this one
+        assert store.claim_sessions("w2", ttl_ms=60_000) == [LeaseClaim("w-1", 2, None, "suspended")]
+        assert not store.wake_lease("no-lease")  # not a fleet session: nothing to wake
+
     def test_claim_a_specific_session(self, store: Store) -> None:
         for sid in ("q-1", "q-2"):
             _new_session(store, sid, status="queued")
