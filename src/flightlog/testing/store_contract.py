@@ -121,6 +121,16 @@ def _custom_bytes(payload: Any) -> bytes:
     return canonical_json({"kind": "custom", "custom_kind": "contract", "payload": payload})
 
 
+def _park(store: Store, sid: str) -> None:
+    """A fleet session ``sid`` (one event) claimed by ``w1``, suspended, and parked on its head."""
+    _new_session(store, sid, status="queued")
+    _append(store, sid, ["started"])
+    store.open_lease(sid)
+    store.claim_sessions("w1", ttl_ms=60_000)
+    store.set_session_status(sid, "suspended")
+    assert store.release_lease(sid, "w1", park=True)
+
+
 def _new_session(store: Store, session_id: str = "s-1", **fields: Any) -> str:
     store.create_session(SessionRecord(session_id=session_id, **fields))
     return session_id
@@ -805,12 +815,7 @@ class StoreContract(MemoryContract):
         assert store.claim_sessions("w2", ttl_ms=60_000) == [LeaseClaim("q-1", 2, None, "queued")]
 
     def test_a_parked_lease_is_runnable_again_once_the_head_moves(self, store: Store) -> None:
-        _new_session(store, "p-1", status="queued")
-        _append(store, "p-1", ["started"])
-        store.open_lease("p-1")
-        store.claim_sessions("w1", ttl_ms=60_000)
-        store.set_session_status("p-1", "suspended")
-        assert store.release_lease("p-1", "w1", park=True)
+        _park(store, "p-1")
         lease = store.get_lease("p-1")
         assert lease is not None and (lease.holder, lease.expires_at_ms, lease.parked_seq) == (None, 0, 0)
         assert store.claim_sessions("w2", ttl_ms=60_000) == []  # parked: nothing changed
@@ -821,12 +826,7 @@ class StoreContract(MemoryContract):
         assert claimed is not None and (claimed.holder, claimed.parked_seq) == ("w2", -2)
 
     def test_wake_lease_makes_a_parked_lease_runnable_without_a_new_event(self, store: Store) -> None:
-        _new_session(store, "w-1", status="queued")
-        _append(store, "w-1", ["started"])
-        store.open_lease("w-1")
-        store.claim_sessions("w1", ttl_ms=60_000)
-        store.set_session_status("w-1", "suspended")
-        assert store.release_lease("w-1", "w1", park=True)
+        _park(store, "w-1")
         assert store.claim_sessions("w2", ttl_ms=60_000) == []  # parked
         assert store.wake_lease("w-1")  # a decision landed in a sub-agent's ledger, not this one
         assert store.claim_sessions("w2", ttl_ms=60_000) == [LeaseClaim("w-1", 2, None, "suspended")]
