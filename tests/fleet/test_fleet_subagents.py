@@ -11,7 +11,8 @@ root's). Checked here:
   expires (``lease_lost``) and finishes the tree: no child session duplicated, each side effect once;
 * fencing: a writer still holding a child session from before the takeover cannot append (``StaleWriter``),
   and the child's chain does not fork;
-* a child waiting for approval parks the tree; approving it lets a worker resume the tree to the end.
+* a child waiting for approval parks the tree; approving it wakes the parked root (``Store.wake_lease``) and a
+  worker (in process, and a running worker process) resumes the tree to the end.
 """
 
 from __future__ import annotations
@@ -193,3 +194,25 @@ def test_an_approval_inside_a_child_parks_the_tree_until_approved(store_url: str
         stats = Worker(store, lease_ttl_s=10, poll_s=0.05).run(idle_exit_s=0.3)
         assert stats.claimed >= 1 and store.get_session(lead).status == "completed", stats
         _check_tree(store, lead)
+
+
+@pytest.mark.slow
+def test_a_running_worker_resumes_a_tree_once_its_child_is_approved(store_url: str, out_dir: Path) -> None:
+    with open_store(store_url) as store:
+        lead = submit(store, GATED_SPEC, fleet_tree_agent.GOAL, session_id="tree-w")
+        proc = _worker(store_url)
+        try:
+            _wait_until("the tree parks", lambda: len(pending(store)) == 2, proc)
+            _wait_until("the lease is parked", lambda: _parked(store, lead), proc)
+            for row in pending(store):
+                approve(store, row.session_id, row.call_id, responder="fleet-test")
+            _wait_until("the tree completes", lambda: _status(store_url, lead) == "completed", proc)
+        finally:
+            err = _stop(proc)
+        assert proc.returncode == 0, err
+        _check_tree(store, lead)
+
+
+def _parked(store: Store, sid: str) -> bool:
+    lease = store.get_lease(sid)
+    return lease is not None and lease.holder is None and lease.parked_seq >= 0
