@@ -36,6 +36,33 @@ def texts(request: ModelRequest) -> list[str]:
     return [m.text_content() for m in request.messages if m.role == "user"]
 
 
+def test_a_signal_sent_during_the_last_turn_is_recorded_dropped_when_the_run_ends(store: SqliteStore) -> None:
+    """Sent while the final model call is in flight, after the last boundary read the queue: the run ends in
+    that same call, so no boundary delivers it. It is recorded ``dropped`` in the run's terminal transaction,
+    never left queued with nothing in the ledger saying what became of it (found by an attack pass)."""
+
+    def last_turn(request: ModelRequest) -> ModelResponse:
+        send_signal(store, "s1", "message", "one more thing", sender="ops")
+        return reply("done")
+
+    result = kernel(store, ScriptedProvider([last_turn])).run_sync("finish", session_id="s1")
+
+    assert result.status == "completed"
+    assert pending_signals(store, "s1") == []
+    (disposed,) = of(store, "s1", SignalDeliveryDisposed)
+    record = signal_record(store, disposed.signal_id)
+    assert record is not None and (record.state, record.disposition) == ("disposed", "dropped")
+    assert (disposed.disposition, disposed.attempt, disposed.queue_depth) == ("dropped", 1, 0)
+    kinds = [type(e).__name__ for e in events(store, "s1")]
+    assert kinds[-3:] == [
+        "RunTerminal",
+        "SignalDeliveryDisposed",
+        "Custom",
+    ]  # the end's transaction, then the seal
+    assert customs(store, "s1", "signal_message") == []  # the model was never told
+    assert check_session(store, "s1").ok
+
+
 def test_a_message_sent_mid_turn_is_delivered_at_the_next_boundary(store: SqliteStore) -> None:
     def turn_one(request: ModelRequest) -> ModelResponse:
         send_signal(store, "s1", "message", "also look in /etc", sender="ops")  # while the call is in flight

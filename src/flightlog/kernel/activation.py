@@ -127,12 +127,24 @@ class Activation:
         with self.recorder.atomic():
             self.recorder.append_many(events)
             if status in TERMINAL_STATUS:
+                self._drop_leftover_signals()
                 self.recorder.finish(status)
             else:
                 self.recorder.store.set_session_status(self.session_id, status)
                 if status in ("suspended", "cancelled"):
                     # The process may exit here for hours: anchor what it wrote (no-op without a notary).
                     self.recorder.checkpoint()
+
+    def _drop_leftover_signals(self) -> None:
+        """In the terminal transaction: record every signal still queued as ``dropped`` (kernel.attention)."""
+        from .attention import leftover_events
+
+        st = self.state
+        events, consume = leftover_events(
+            self.recorder.store, self.session_id, turn=st.turn, run_id=st.run_id
+        )
+        if events:
+            consume(self.recorder.append_many(events))
 
     def begin_clock(self) -> None:
         """Start this activation's wall clock (after its ``run_started``/``resumed`` is durable)."""

@@ -32,6 +32,13 @@ for a ``critical`` signal; one found cancels the call, and one transaction recor
 ``rollbacked(turn, checkpoint_history_len, reason=UserInterrupt)`` then the boundary's dispositions (the
 interrupt as ``interrupt_now``); the turn is then taken again with the ``[INTERRUPT]`` message in its history.
 
+**At the end** of a run (its terminal transaction, any reason but an ``abort`` from another process) every
+signal still queued (one sent during the last turn, after the last boundary read the queue) is recorded
+``signal_delivery_disposed(dropped)`` with ``operation_id`` ``<run_id>:end:attention``: the model was never
+told, and the ledger says so. A ``send_signal`` that passed its "not finished" check just before that
+transaction and committed just after it can still leave its row queued (the check and the insert are two
+transactions); its caller was told it was queued.
+
 A signal to a finished run (or to a session that is not a kernel run), or with an empty text or one over
 :data:`~flightlog.store.signals.MAX_TEXT_BYTES`, is refused (:class:`SignalRefused`).
 """
@@ -239,6 +246,33 @@ def boundary_events(
         crash_point("signals.disposed")  # test-only fault injection (flightlog.testing.crashpoints)
 
     return deliveries, consume
+
+
+def leftover_events(store: Store, session_id: str, *, turn: int, run_id: str) -> tuple[list[Event], Consume]:
+    """The ``signal_delivery_disposed(dropped)`` events of the signals still queued when a run ends (one sent
+    during its last turn, after the last boundary read the queue), and the function consuming their queue rows.
+    The caller appends them in the run's terminal transaction: no signal is left queued forever with nothing
+    in the ledger saying what became of it. A signal whose ``send_signal`` committed after that transaction is
+    refused by ``send_signal`` itself (the run has finished)."""
+    queued = read_attempts(store, session_id)
+    events: list[Event] = [
+        SignalDeliveryDisposed(
+            turn=turn,
+            operation_id=f"{run_id}:end:attention",
+            delivery_id=f"{record.signal_id}:{attempt}",
+            attempt=attempt,
+            signal_id=record.signal_id,
+            disposition="dropped",
+            queue_depth=len(queued) - index - 1,
+        )
+        for index, (record, attempt) in enumerate(queued)
+    ]
+
+    def consume(rows: Sequence[StoredEvent]) -> None:
+        for (record, _attempt), row in zip(queued, rows, strict=True):
+            mark_disposed(store, record.signal_id, "dropped", row.seq)
+
+    return events, consume
 
 
 async def watch_interrupt(store: Store, session_id: str, every_s: float) -> None:
