@@ -175,6 +175,8 @@ def test_a_full_queue_drops_and_a_finished_run_refuses(store: SqliteStore, db_pa
     assert "s4" in result.stderr and "the run has finished (completed)" in result.stderr
     usage = CliRunner().invoke(app, ["--db", str(db_path), "signal", "s4", "--message", "a", "--steer", "b"])
     assert usage.exit_code == 2
+    empty = CliRunner().invoke(app, ["--db", str(db_path), "signal", "s4", "--message", "  "])
+    assert empty.exit_code == 2 and "--message" in empty.stderr  # bad input is a usage error, as elsewhere
 
 
 # ─── another process, a SIGKILL ───────────────────────────────────────────────────────────

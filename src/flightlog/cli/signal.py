@@ -42,6 +42,8 @@ def _one(message: str | None, steer: str | None, interrupt: str | None) -> tuple
         raise typer.BadParameter("give exactly one of --message, --steer, --interrupt", param_hint="SIGNAL")
     kind, text = chosen[0]
     assert text is not None
+    if not text.strip():
+        raise typer.BadParameter("the signal text is empty", param_hint=f"--{kind}")
     size = len(text.encode("utf-8"))
     if size > MAX_TEXT_BYTES:
         raise typer.BadParameter(f"{size} bytes; at most {MAX_TEXT_BYTES}", param_hint=f"--{kind}")
