@@ -21,6 +21,7 @@ import contextlib
 import os
 import sqlite3
 import threading
+import time
 from collections.abc import Callable, Iterator, Sequence
 from contextlib import AbstractContextManager, contextmanager
 from pathlib import Path
@@ -57,6 +58,29 @@ class _Exclusive:
 
     def __exit__(self, *exc: object) -> None:
         self._store._gate.release()
+
+
+def _enable_wal(conn: sqlite3.Connection, busy_timeout_ms: int) -> str:
+    """``PRAGMA journal_mode = WAL``, retried for up to ``busy_timeout_ms`` while another connection holds
+    the lock it needs; returns the journal mode SQLite reports.
+
+    SQLite answers ``SQLITE_BUSY`` ("database is locked") at once, without calling the busy handler, when a
+    journal-mode change would wait on another connection's write lock: two processes opening a new database
+    together (one of them creating and migrating it) made the other fail to open.
+
+    Raises:
+        sqlite3.OperationalError: still locked after ``busy_timeout_ms``, or any other error at once.
+    """
+    deadline = time.monotonic() + busy_timeout_ms / 1000
+    delay_s = 0.001
+    while True:
+        try:
+            return str(conn.execute("PRAGMA journal_mode = WAL").fetchone()[0])
+        except sqlite3.OperationalError as exc:
+            if "locked" not in str(exc) or time.monotonic() >= deadline:
+                raise
+        time.sleep(delay_s)  # what SQLite's own busy handler does between attempts
+        delay_s = min(delay_s * 2, 0.05)
 
 
 class SqliteStore(SqlStore):
@@ -137,7 +161,7 @@ class SqliteStore(SqlStore):
             if self.read_only:
                 conn.execute("PRAGMA query_only = ON")
             elif self.path != ":memory:":
-                mode = conn.execute("PRAGMA journal_mode = WAL").fetchone()[0]
+                mode = _enable_wal(conn, busy_timeout_ms)
                 if str(mode).lower() != "wal":
                     raise StoreUnavailable(url=self.url, reason=f"cannot enable WAL (journal_mode={mode})")
             conn.execute(f"PRAGMA synchronous = {synchronous}")
