@@ -25,10 +25,12 @@ from __future__ import annotations
 import base64
 import binascii
 import re
+from collections.abc import Iterable
 from dataclasses import dataclass
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Protocol
 from urllib.parse import quote
 
+from ..errors import Divergence
 from ..ledger import CompactRange
 from .notes import NoteError, open_note_key, parse_note
 
@@ -39,9 +41,11 @@ __all__ = [
     "ORIGIN_HOST",
     "Checkpoint",
     "SignedCheckpoint",
+    "StoredCheckpoint",
     "decode_frontier",
     "encode_frontier",
     "open_checkpoint",
+    "open_stored_checkpoints",
     "origin_for",
 ]
 
@@ -161,6 +165,63 @@ class SignedCheckpoint:
     def root(self) -> bytes:
         """RFC 9162 root over them."""
         return self.checkpoint.root
+
+
+class StoredCheckpoint(Protocol):
+    """A stored checkpoint row (a session's or the index log's): its id, the tree size and root (hex) in
+    their own columns, and the signed note ``body``."""
+
+    @property
+    def checkpoint_id(self) -> int:
+        """The row's id (named in divergences)."""
+        ...
+
+    @property
+    def size(self) -> int:
+        """Tree size the row says the note covers."""
+        ...
+
+    @property
+    def root(self) -> str:
+        """Tree root (hex) the row says the note signs."""
+        ...
+
+    @property
+    def body(self) -> str:
+        """The signed note's text."""
+        ...
+
+
+def open_stored_checkpoints(
+    records: Iterable[StoredCheckpoint],
+    keyring: Keyring,
+    origin: str | None,
+    bad: list[Divergence],
+    *,
+    label: str = "checkpoint",
+) -> list[SignedCheckpoint]:
+    """The stored checkpoints whose notes open under ``keyring`` and ``origin`` and agree with their own
+    columns; each other one appends a ``bad_checkpoint`` divergence at seq ``size - 1`` to ``bad``, named
+    ``"<label> <checkpoint_id>"``. ``origin`` None (a database without a ledger id) refuses every one."""
+    out = []
+    for record in records:
+        where = max(record.size - 1, 0)
+        try:
+            if origin is None:
+                raise NoteError(reason="the database has no ledger id to check the origin against")
+            signed = open_checkpoint(record.body, keyring, origin=origin)
+        except NoteError as exc:
+            bad.append(Divergence(where, "bad_checkpoint", f"{label} {record.checkpoint_id}: {exc.reason}"))
+            continue
+        if (signed.size, signed.root.hex()) != (record.size, record.root):
+            bad.append(
+                Divergence(
+                    where, "bad_checkpoint", f"{label} {record.checkpoint_id}: columns differ from its note"
+                )
+            )
+            continue
+        out.append(signed)
+    return out
 
 
 def open_checkpoint(data: str, keyring: Keyring, *, origin: str | None = None) -> SignedCheckpoint:

@@ -55,6 +55,7 @@ from .checkpoints import (
     decode_frontier,
     encode_frontier,
     open_checkpoint,
+    open_stored_checkpoints,
     origin_for,
 )
 from .heads import HeadStore, IndexedHead, WitnessedHead
@@ -638,7 +639,7 @@ def audit_index(
     else:
         latest = store.latest_index_checkpoint()
         records = [latest] if latest is not None else []
-    signed = _open_index_checkpoints(records, keyring, origin, report.divergences)
+    signed = open_stored_checkpoints(records, keyring, origin, report.divergences, label="index checkpoint")
     wanted = {s.size for s in signed} | {h.size for h in witnessed} | ({retained.size} if retained else set())
     present = {s.session_id for s in store.list_sessions()} if sessions else set()
     roots = _fold_leaves(store, report, wanted, _LeafCheck(store, ledger_id, present, sessions))
@@ -695,32 +696,6 @@ def indexed_heads(store: Store, session_id: str, index: IndexReport) -> list[Ind
         if cp.origin == origin:
             found.append(IndexedHead(cp, leaf.idx))
     return found
-
-
-def _open_index_checkpoints(
-    records: Iterable[IndexCheckpointRecord], keyring: Keyring, origin: str, bad: list[Divergence]
-) -> list[SignedCheckpoint]:
-    out = []
-    for record in records:
-        where = max(record.size - 1, 0)
-        try:
-            cp = open_checkpoint(record.body, keyring, origin=origin)
-        except NoteError as exc:
-            bad.append(
-                Divergence(where, "bad_checkpoint", f"index checkpoint {record.checkpoint_id}: {exc.reason}")
-            )
-            continue
-        if (cp.size, cp.root.hex()) != (record.size, record.root):
-            bad.append(
-                Divergence(
-                    where,
-                    "bad_checkpoint",
-                    f"index checkpoint {record.checkpoint_id}: columns differ from its note",
-                )
-            )
-            continue
-        out.append(cp)
-    return out
 
 
 def _open_retained_index(

@@ -47,7 +47,7 @@ from ..errors import (
 from ..ledger import GENESIS, CompactRange, verify_rows
 from ..notarization import SEAL_KIND
 from ..salted import SALTED_PREFIX
-from .checkpoints import SignedCheckpoint, open_checkpoint, origin_for
+from .checkpoints import SignedCheckpoint, open_checkpoint, open_stored_checkpoints, origin_for
 from .erasure import check_artifacts
 from .heads import HeadStore, IndexedHead, RetainedHead, WitnessedHead
 from .keys import Keyring, load_keyring
@@ -449,7 +449,7 @@ def audit_rows(
     report = AuditReport(session_id, ledger_id=ledger_id)
     report.divergences.extend(extra)
     origin = origin_for(ledger_id, session_id) if ledger_id else None
-    signed = _open_stored(checkpoints, keyring, origin, report.divergences)
+    signed = open_stored_checkpoints(checkpoints, keyring, origin, report.divergences)
     wanted = {s.size for s in signed} | {h.size for h in witnessed} | {h.size for h in indexed}
     tee = _Tee(wanted | ({retained.size} if retained else set()))
     result = verify_rows(
@@ -485,34 +485,6 @@ def audit_rows(
     ]
     report.divergences.sort(key=lambda d: d.seq)
     return report
-
-
-def _open_stored(
-    records: Iterable[CheckpointRecord], keyring: Keyring, origin: str | None, bad: list[Divergence]
-) -> list[SignedCheckpoint]:
-    out = []
-    for record in records:
-        where = max(record.size - 1, 0)
-        try:
-            if origin is None:
-                raise NoteError(reason="the database has no ledger id to check the origin against")
-            signed = open_checkpoint(record.body, keyring, origin=origin)
-        except NoteError as exc:
-            bad.append(
-                Divergence(where, "bad_checkpoint", f"checkpoint {record.checkpoint_id}: {exc.reason}")
-            )
-            continue
-        if (signed.size, signed.root.hex()) != (record.size, record.root):
-            bad.append(
-                Divergence(
-                    where,
-                    "bad_checkpoint",
-                    f"checkpoint {record.checkpoint_id}: columns differ from its note",
-                )
-            )
-            continue
-        out.append(signed)
-    return out
 
 
 def _match_checkpoints(report: AuditReport, signed: list[SignedCheckpoint], tee: _Tee) -> None:
