@@ -109,19 +109,10 @@ class HeadStore:
                 than ignored: ignoring it would switch rollback detection off).
         """
         path = self.path(ledger_id, session_id)
-        try:
-            doc = json.loads(path.read_text(encoding="utf-8"))
-        except FileNotFoundError:
+        expect = {"format": self.FORMAT, "session_id": session_id}
+        doc = _read_head(path, "retained head", expect, f"a head of session {session_id}")
+        if doc is None:
             return None
-        except (OSError, ValueError) as exc:
-            raise NoteError(reason=f"retained head {path} is unreadable: {exc}") from exc
-        if (
-            not isinstance(doc, dict)
-            or doc.get("format") != self.FORMAT
-            or doc.get("session_id") != session_id
-            or not isinstance(doc.get("checkpoint"), str)
-        ):
-            raise NoteError(reason=f"retained head {path} is not a head of session {session_id}")
         return RetainedHead(session_id, doc["checkpoint"], bool(doc.get("sealed")), path)
 
     def sessions(self, ledger_id: str) -> list[RetainedHead]:
@@ -185,20 +176,9 @@ class HeadStore:
             NoteError: the file exists but is unreadable or not an index head of this ledger.
         """
         path = self.index_path(ledger_id)
-        try:
-            doc = json.loads(path.read_text(encoding="utf-8"))
-        except FileNotFoundError:
-            return None
-        except (OSError, ValueError) as exc:
-            raise NoteError(reason=f"retained index head {path} is unreadable: {exc}") from exc
-        if (
-            not isinstance(doc, dict)
-            or doc.get("format") != self.INDEX_FORMAT
-            or doc.get("ledger_id") != ledger_id
-            or not isinstance(doc.get("checkpoint"), str)
-        ):
-            raise NoteError(reason=f"retained index head {path} is not an index head of ledger {ledger_id}")
-        return str(doc["checkpoint"])
+        expect = {"format": self.INDEX_FORMAT, "ledger_id": ledger_id}
+        doc = _read_head(path, "retained index head", expect, f"an index head of ledger {ledger_id}")
+        return None if doc is None else str(doc["checkpoint"])
 
     def save_index(self, ledger_id: str, signed: SignedCheckpoint) -> bool:
         """Retain the index log's checkpoint unless a larger one is retained (several processes append to
@@ -313,3 +293,26 @@ class IndexedHead:
     def root(self) -> bytes:
         """Root signed over them."""
         return self.checkpoint.root
+
+
+def _read_head(path: Path, what: str, expect: dict[str, str], meant: str) -> dict[str, Any] | None:
+    """The JSON document of the retained head file ``path`` (``what``, for errors) whose fields equal
+    ``expect`` and whose ``checkpoint`` is a string; None when the file does not exist.
+
+    Raises:
+        NoteError: the file is unreadable, or not such a document (refused rather than ignored: ignoring it
+            would switch rollback detection off).
+    """
+    try:
+        doc = json.loads(path.read_text(encoding="utf-8"))
+    except FileNotFoundError:
+        return None
+    except (OSError, ValueError) as exc:
+        raise NoteError(reason=f"{what} {path} is unreadable: {exc}") from exc
+    if (
+        not isinstance(doc, dict)
+        or any(doc.get(key) != value for key, value in expect.items())
+        or not isinstance(doc.get("checkpoint"), str)
+    ):
+        raise NoteError(reason=f"{what} {path} is not {meant}")
+    return doc
