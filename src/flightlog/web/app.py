@@ -15,6 +15,12 @@ Pages and endpoints (every one behind :class:`~flightlog.web.security.Guard`):
                                  (:mod:`flightlog.web.proof_api`)
 ``GET /api/waterfall?session=``  the run's time spans and per-turn tokens and context fill, drawn on
                                  the session page (:mod:`flightlog.web.waterfall_api`)
+``GET /api/charts?session=``    the run's cumulative cost at list prices and entropy score per turn
+                                 (:mod:`flightlog.web.charts_api`)
+``GET /conversation?id=``        the replayed transcript at any seq (``at=``) as a conversation, and the
+                                 message-level diff from another seq (``from=``)
+                                 (:mod:`flightlog.web.conversation`; images through
+                                 ``/api/conversation/image``)
 ``GET /api/stream/runs``         SSE: ``runs`` messages (the whole tree and queue) whenever they change
 ``GET /api/stream/session``      SSE: ``ev`` messages (new timeline rows, ``id`` = seq, so a reconnect
                                  resumes after ``Last-Event-ID``) and ``status`` messages
@@ -66,7 +72,7 @@ from ..kernel.errors import NotPending
 from ..sessions import replay_session
 from ..store.base import Store
 from ..store.signals import SIGNAL_KINDS
-from . import proof_api, subtree, views, waterfall_api
+from . import charts_api, conversation, proof_api, subtree, views, waterfall_api
 from .memory import register as register_memory
 from .security import Auth, Guard
 
@@ -238,6 +244,8 @@ def create_app(
     register_memory(app, dash)
     proof_api.register(app, lambda: dash.reader)
     waterfall_api.register(app, lambda: dash.reader)
+    conversation.register(app, dash)
+    charts_api.register(app, lambda: dash.reader)
     return app
 
 

@@ -1,0 +1,475 @@
+"""The conversation view (``/conversation``): a session's replayed transcript as a conversation, and a diff.
+
+``GET /conversation?id=SESSION&at=SEQ&from=SEQ``:
+
+* the transcript as of ``at`` (inclusive; the head when absent), folded by the one replay fold
+  (:class:`flightlog.replay.Rebuilder`, what ``flightlog replay`` and the kernel use; archives loaded
+  by :func:`flightlog.sessions.archive_loader`), each part cut at :data:`PART_BYTES`;
+* shown as turns: user, assistant and system messages; thinking collapsed; each tool call beside the
+  result the history holds for it (the ``tool`` message answering it is not shown again); images; and,
+  from the events up to ``at`` (replay does not carry them), each call's denial (``tool_denied``), its
+  approval gate (``tool_gated``) and who decided it (``Custom("approval_decision")``);
+* with ``from``: the message-level diff from the transcript at ``from`` to the one at ``at``. A message
+  is identified by the seq of the event that put it in the history and its position among that
+  event's messages (so a compaction shows its archived messages *removed* and its summary *added*, a
+  rollback the truncated tail *removed*, an in-place rewrite the message *changed*); the two key
+  sequences are aligned with :class:`difflib.SequenceMatcher`.
+
+The page also lists the events that rewrote the history (``compressed``, ``rollbacked``,
+``context_renewed``), each linked to the diff of what it changed (``from = seq - 1``, ``at = seq``).
+
+``GET /api/conversation/image?id=&at=&m=&p=`` serves the image part ``p`` of message ``m`` of the
+transcript at ``at``: a ``data:`` URI (base64) or a ``sha256:`` artifact handle whose bytes hash to the
+handle (checked on every read), of a raster type in :data:`IMAGE_TYPES` only (never SVG, which can
+carry script); the page's Content-Security-Policy (``img-src 'self'``) forbids ``data:`` images, so they
+come through this route. Remote (``http(s):``) images are never fetched: the page names them as text.
+
+Every string from the ledger goes through :func:`flightlog.web.views.show` and the autoescaping
+templates: text stays text.
+"""
+
+from __future__ import annotations
+
+import base64
+import binascii
+import difflib
+import hashlib
+import json
+import re
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any
+
+from fastapi import FastAPI, Query, Response
+from fastapi.responses import HTMLResponse, PlainTextResponse
+
+from ..errors import FlightlogError, SessionNotFound
+from ..events import Custom, SessionEvent, ToolDenied, ToolGated
+from ..messages import (
+    ImagePart,
+    Message,
+    RedactedThinkingPart,
+    TextPart,
+    ThinkingPart,
+    ToolCall,
+    ToolCallPart,
+    ToolResultPart,
+)
+from ..replay import Rebuilder
+from ..sessions import archive_loader, iter_events
+from ..store.base import Store
+from . import views
+
+if TYPE_CHECKING:
+    from .app import _Dashboard
+
+__all__ = [
+    "IMAGE_TYPES",
+    "MAX_MESSAGES",
+    "PART_BYTES",
+    "Transcript",
+    "conversation",
+    "diff_rows",
+    "image_bytes",
+    "register",
+]
+
+PART_BYTES = 8192
+"""Cap in UTF-8 bytes of each text, thinking and tool output part (the replay fold's ``max_part_bytes``)."""
+MAX_MESSAGES = 2000
+"""Messages drawn at most (the latest; the page says how many were left out)."""
+IMAGE_TYPES = frozenset({"image/png", "image/jpeg", "image/gif", "image/webp"})
+"""Media types the image route serves (raster only: an SVG can carry script)."""
+HISTORY_KINDS = frozenset({"compressed", "rollbacked", "context_renewed"})
+"""Event kinds that rewrite the history (listed with a link to their diff)."""
+
+_DATA_URI = re.compile(r"data:([a-z0-9.+/-]+);base64,(.*)", re.S | re.I)
+_HANDLE = re.compile(r"sha256:([0-9a-f]{64})")
+
+Key = tuple[int, int]
+"""A message's identity: (seq of the event that put it in the history, position among its messages)."""
+
+
+@dataclass
+class Transcript:
+    """The history at one seq.
+
+    Attributes:
+        at: The seq it is as of.
+        messages: ``(key, message)`` in history order (see :data:`Key`).
+    """
+
+    at: int
+    messages: list[tuple[Key, Message]] = field(default_factory=list)
+
+
+@dataclass
+class _Fold:
+    """What one pass over the events gathers besides the transcripts."""
+
+    head: int = -1
+    notes: dict[str, list[str]] = field(default_factory=dict)
+    changes: list[dict[str, Any]] = field(default_factory=list)
+
+
+def _keyed(rebuilder: Rebuilder, at: int) -> Transcript:
+    counts: dict[int, int] = {}
+    keyed: list[tuple[Key, Message]] = []
+    for entry in rebuilder.entries:
+        ordinal = counts.get(entry.origin, 0)
+        counts[entry.origin] = ordinal + 1
+        keyed.append(((entry.origin, ordinal), entry.message))
+    return Transcript(at, keyed)
+
+
+def _note(event: SessionEvent, notes: dict[str, list[str]]) -> None:
+    """Denials, approval gates and decisions, by call id (what replay leaves out)."""
+    if isinstance(event, ToolDenied):
+        notes.setdefault(event.call_id, []).append(f"denied: {event.reason}")
+    elif isinstance(event, ToolGated):
+        notes.setdefault(event.call_id, []).append(f"waiting for approval: {event.reason}")
+    elif isinstance(event, Custom) and event.custom_kind == "approval_decision":
+        payload = event.payload if isinstance(event.payload, dict) else {}
+        call_id = payload.get("call_id")
+        if isinstance(call_id, str):
+            verb = "approved" if payload.get("approved") is True else "denied"
+            notes.setdefault(call_id, []).append(f"{verb} by {payload.get('responder', '?')}")
+
+
+def _change(seq: int, event: SessionEvent) -> dict[str, Any]:
+    return {"seq": seq, "kind": event.kind, "turn": getattr(event, "turn", "")}
+
+
+def transcripts(store: Store, session_id: str, ats: list[int]) -> tuple[dict[int, Transcript], _Fold]:
+    """The histories at each seq of ``ats`` (clamped to the head), in one pass over the session.
+
+    Also gathers the notes (denials, gates, decisions) up to the largest of ``ats`` and every history
+    rewrite of the session.
+
+    Raises:
+        SessionNotFound: no such session.
+        EventDecodeError: a stored event does not decode (names its seq).
+    """
+    head = store.get_session(session_id).head_seq
+    wanted = sorted({min(max(a, 0), head) for a in ats}) if head >= 0 else []
+    last = wanted[-1] if wanted else -1
+    rebuilder = Rebuilder(archive_loader(store), PART_BYTES)
+    found: dict[int, Transcript] = {}
+    fold = _Fold(head=head)
+    for row, event in iter_events(store, session_id):
+        if event.kind in HISTORY_KINDS:
+            fold.changes.append(_change(row.seq, event))
+        if row.seq > last:
+            continue
+        rebuilder.feed(row.seq, event)
+        _note(event, fold.notes)
+        if row.seq in wanted:
+            found[row.seq] = _keyed(rebuilder, row.seq)
+    return {a: found[min(max(a, 0), head)] for a in ats if head >= 0}, fold
+
+
+# ─── display ───────────────────────────────────────────────────────────────────────────────────
+
+
+def _pretty_arguments(arguments: str) -> str:
+    try:
+        return json.dumps(json.loads(arguments), indent=2, ensure_ascii=False)
+    except ValueError:
+        return arguments
+
+
+def _image(part: ImagePart, href: str | None) -> dict[str, Any]:
+    ref = part.ref
+    if _DATA_URI.match(ref) or _HANDLE.fullmatch(ref):
+        return {"type": "image", "src": href, "text": views.show(part.media_type or "image", 80)}
+    return {"type": "image", "src": None, "text": views.show(f"remote image, not loaded: {ref}", 400)}
+
+
+def _part(part: Any, href: str | None) -> dict[str, Any]:
+    if isinstance(part, TextPart):
+        return {"type": "text", "text": views.show(part.text, PART_BYTES + 100)}
+    if isinstance(part, ThinkingPart):
+        return {"type": "thinking", "text": views.show(part.thinking, PART_BYTES + 100)}
+    if isinstance(part, RedactedThinkingPart):
+        return {
+            "type": "redacted thinking",
+            "text": f"(encrypted by the provider, {len(part.data):,} characters)",
+        }
+    if isinstance(part, ImagePart):
+        return _image(part, href)
+    if isinstance(part, ToolResultPart):
+        return {
+            "type": "tool result",
+            "text": views.show(part.output, PART_BYTES + 100),
+            "error": bool(part.is_error),
+        }
+    return {"type": "other", "text": views.show(part, views.TEXT_LIMIT)}
+
+
+def _calls(message: Message) -> list[ToolCall]:
+    calls = list(message.tool_calls)
+    calls += [
+        ToolCall(id=p.id, name=p.name, arguments=p.arguments)
+        for p in message.content
+        if isinstance(p, ToolCallPart)
+    ]
+    return calls
+
+
+def _image_href(session_id: str, at: int, index: int, part: int) -> str:
+    return views.session_href(session_id, at=at, m=index, p=part).replace(
+        "/session?", "/api/conversation/image?", 1
+    )
+
+
+def _shorter(note: str, result: ToolResultPart | None) -> str:
+    """A denial whose reason is the call's result says so instead of repeating it."""
+    if result is not None and note == f"denied: {result.output}":
+        return "denied (the reason is the result)"
+    return note
+
+
+def message_view(
+    session_id: str,
+    at: int | None,
+    index: int,
+    key: Key,
+    message: Message,
+    results: dict[str, ToolResultPart],
+    notes: dict[str, list[str]],
+) -> dict[str, Any]:
+    """One message for display: ``role``, ``name``, ``origin`` (seq), ``parts`` and ``calls`` (each with
+    its ``result`` from ``results`` and its ``notes``), every string display-safe; ``paired`` is False
+    when results were not looked up (a diff shows ``tool`` messages on their own)."""
+    parts = []
+    for number, part in enumerate(message.content):
+        if isinstance(part, ToolCallPart):
+            continue
+        href = (
+            _image_href(session_id, at, index, number)
+            if at is not None and isinstance(part, ImagePart)
+            else None
+        )
+        parts.append(_part(part, href))
+    calls = []
+    for call in _calls(message):
+        result = results.get(call.id)
+        calls.append(
+            {
+                "id": views.show(call.id, 120),
+                "name": views.show(call.name, 120),
+                "arguments": views.show(_pretty_arguments(call.arguments), views.TEXT_LIMIT),
+                "result": None if result is None else views.show(result.output, PART_BYTES + 100),
+                "error": bool(result and result.is_error),
+                "notes": [views.show(_shorter(n, result), views.LINE_LIMIT) for n in notes.get(call.id, [])],
+            }
+        )
+    return {
+        "index": index,
+        "role": message.role,
+        "name": views.show(message.name, 120) if message.name else "",
+        "origin": key[0],
+        "parts": parts,
+        "calls": calls,
+        "paired": bool(results) or message.role != "assistant",
+    }
+
+
+def conversation_rows(
+    session_id: str, transcript: Transcript, notes: dict[str, list[str]]
+) -> list[dict[str, Any]]:
+    """The transcript as conversation rows: a ``tool`` message whose every result sits beside its call
+    (an earlier assistant message's) is folded into that call; any other result is shown on its own."""
+    called: set[str] = set()
+    results: dict[str, ToolResultPart] = {}
+    for _key, message in transcript.messages:
+        if message.role == "tool":
+            for part in message.content:
+                if isinstance(part, ToolResultPart):
+                    results.setdefault(part.call_id, part)
+    rows = []
+    for index, (key, message) in enumerate(transcript.messages):
+        if (
+            message.role == "tool"
+            and message.content
+            and all(isinstance(p, ToolResultPart) and p.call_id in called for p in message.content)
+        ):
+            continue
+        row = message_view(session_id, transcript.at, index, key, message, results, notes)
+        row["paired"] = True
+        called.update(c.id for c in _calls(message))
+        rows.append(row)
+    return rows
+
+
+def diff_rows(
+    session_id: str, old: Transcript, new: Transcript, notes: dict[str, list[str]]
+) -> list[dict[str, Any]]:
+    """The message-level diff from ``old`` to ``new`` (see the module docs): rows ``{status, old, new}``
+    with ``status`` one of ``same``, ``changed``, ``added``, ``removed``, in history order."""
+    old_keys = [k for k, _ in old.messages]
+    new_keys = [k for k, _ in new.messages]
+
+    def view(t: Transcript, i: int) -> dict[str, Any]:
+        key, message = t.messages[i]
+        return message_view(session_id, t.at, i, key, message, {}, notes)
+
+    rows: list[dict[str, Any]] = []
+    matcher = difflib.SequenceMatcher(a=old_keys, b=new_keys, autojunk=False)
+    for tag, i1, i2, j1, j2 in matcher.get_opcodes():
+        if tag == "equal":
+            for i, j in zip(range(i1, i2), range(j1, j2), strict=True):
+                same = old.messages[i][1] == new.messages[j][1]
+                rows.append(
+                    {
+                        "status": "same" if same else "changed",
+                        "old": None if same else view(old, i),
+                        "new": view(new, j),
+                    }
+                )
+            continue
+        rows += [{"status": "removed", "old": view(old, i), "new": None} for i in range(i1, i2)]
+        rows += [{"status": "added", "old": None, "new": view(new, j)} for j in range(j1, j2)]
+    return rows
+
+
+def conversation(store: Store, session_id: str, at: int | None, since: int | None) -> dict[str, Any]:
+    """Everything the page shows (see the module docs).
+
+    Returns:
+        ``head``, ``at``, ``from`` (None without a diff), ``rows`` (conversation rows, the latest
+        :data:`MAX_MESSAGES`), ``left_out``, ``count``, ``diff`` (rows or None), ``summary`` (counts of
+        each diff status), ``changes`` (history rewrites with their diff links).
+
+    Raises:
+        SessionNotFound: no such session.
+        EventDecodeError: a stored event does not decode.
+    """
+    head = store.get_session(session_id).head_seq
+    at_v = head if at is None else min(at, head)
+    ats = [at_v] + ([since] if since is not None else [])
+    found, fold = transcripts(store, session_id, ats)
+    result: dict[str, Any] = {"head": head, "at": at_v, "from": None, "rows": [], "left_out": 0, "count": 0}
+    result.update(diff=None, summary={}, changes=[])
+    result["changes"] = [
+        {
+            **c,
+            "kind": views.show(c["kind"], 40),
+            "href": views.session_href(session_id, at=c["seq"]).replace("/session?", "/conversation?", 1)
+            + f"&from={max(c['seq'] - 1, 0)}",
+        }
+        for c in fold.changes
+    ]
+    if at_v < 0:
+        return result
+    transcript = found[at_v]
+    result["count"] = len(transcript.messages)
+    rows = conversation_rows(session_id, transcript, fold.notes)
+    result["left_out"] = max(0, len(rows) - MAX_MESSAGES)
+    result["rows"] = rows[-MAX_MESSAGES:]
+    if since is not None:
+        since_v = min(since, head)
+        result["from"] = since_v
+        diff = diff_rows(session_id, found[since], transcript, fold.notes)
+        result["summary"] = {
+            s: sum(1 for r in diff if r["status"] == s) for s in ("same", "changed", "added", "removed")
+        }
+        result["diff"] = diff
+    return result
+
+
+# ─── images ────────────────────────────────────────────────────────────────────────────────────
+
+
+def image_bytes(store: Store, part: ImagePart) -> tuple[bytes, str] | None:
+    """The bytes and media type of an image part the route may serve, or None (see the module docs).
+
+    A ``data:`` URI must be base64 of an :data:`IMAGE_TYPES` type; an artifact handle must name stored
+    bytes that hash to it, of such a type (the part's ``media_type``, else the artifact's).
+    """
+    match = _DATA_URI.fullmatch(part.ref)
+    if match is not None:
+        media = match.group(1).lower()
+        if media not in IMAGE_TYPES:
+            return None
+        try:
+            return base64.b64decode(match.group(2), validate=True), media
+        except (binascii.Error, ValueError):
+            return None
+    handle = _HANDLE.fullmatch(part.ref)
+    if handle is None:
+        return None
+    digest = handle.group(1)
+    data = store.get_artifact(digest)
+    if data is None or hashlib.sha256(data).hexdigest() != digest:
+        return None
+    info = store.artifact_info(digest)
+    media = (part.media_type or (info.media_type if info is not None else "")).lower()
+    return (data, media) if media in IMAGE_TYPES else None
+
+
+def _image_part(store: Store, session_id: str, at: int, index: int, number: int) -> ImagePart | None:
+    found, _fold = transcripts(store, session_id, [at])
+    transcript = found.get(at)
+    if transcript is None or not 0 <= index < len(transcript.messages):
+        return None
+    content = transcript.messages[index][1].content
+    part = content[number] if 0 <= number < len(content) else None
+    return part if isinstance(part, ImagePart) else None
+
+
+def _seq(value: str | None) -> int | None:
+    """A seq or index from a query: None when absent; ValueError unless ``0 <= n < 2**53``."""
+    if value is None or value == "":
+        return None
+    if not value.isascii() or not value.isdigit() or len(value) > 16 or int(value) >= 2**53:
+        raise ValueError(value)
+    return int(value)
+
+
+def register(app: FastAPI, dash: _Dashboard) -> None:
+    """Add ``/conversation`` and ``/api/conversation/image`` to the dashboard."""
+
+    @app.get("/conversation", response_class=HTMLResponse)
+    def conversation_view(
+        id: str = "", at: str | None = None, since: str | None = Query(None, alias="from")
+    ) -> Response:
+        """The transcript at ``at`` as a conversation; with ``since``, the diff since that seq."""
+        try:
+            at_v, since_v = _seq(at), _seq(since)
+        except ValueError:
+            return dash.error(400, "at and from must be integers >= 0")
+        try:
+            data = conversation(dash.reader, id, at_v, since_v)
+        except SessionNotFound:
+            return dash.error(404, "no recorded session has this id")
+        except FlightlogError as exc:
+            return dash.error(409, f"cannot replay: {exc}")
+        return dash.page(
+            "conversation.html",
+            title="Conversation",
+            session_id=id,
+            exact_id=views.Exact(id),
+            session_href=views.session_href(id),
+            data=data,
+        )
+
+    @app.get("/api/conversation/image")
+    def conversation_image(id: str = "", at: str = "", m: str = "", p: str = "") -> Response:
+        """An image part of the transcript at ``at`` (see the module docs)."""
+        try:
+            at_v, m_v, p_v = _seq(at), _seq(m), _seq(p)
+        except ValueError:
+            at_v = None
+        if at_v is None or m_v is None or p_v is None:
+            return PlainTextResponse("give at, m and p as integers >= 0\n", status_code=400)
+        try:
+            part = _image_part(dash.reader, id, at_v, m_v, p_v)
+        except SessionNotFound:
+            return PlainTextResponse("no such session\n", status_code=404)
+        served = None if part is None else image_bytes(dash.reader, part)
+        if served is None:
+            return PlainTextResponse(
+                "no servable image there (remote, missing, altered or not a raster image)\n", status_code=404
+            )
+        data, media = served
+        return Response(data, media_type=media, headers={"Content-Disposition": "inline"})
