@@ -10,8 +10,8 @@ chromium (``/usr/bin/chromium``, or ``$CHROMIUM``) with playwright through the m
 ``dashboard-runs.png``                  the runs list
 ``dashboard-waterfall.png``             the demo's long run (three compactions): waterfall, token and
                                         context charts
-``dashboard-charts.png``                the looping run caught by the entropy watch: its entropy chart;
-                                        the Codex CLI import: its cumulative cost at list prices
+``dashboard-charts.png``                the looping run caught by the entropy watch: its entropy chart
+``dashboard-cost.png``                  the Codex CLI import: its cumulative cost at list prices
 ``dashboard-conversation.png``          the Claude Code import as a conversation (denied tool calls)
 ``dashboard-diff.png``                  what the long run's first compaction changed in the history
 ``dashboard-proof.png``                 an event of the long run verified in the browser

@@ -137,7 +137,13 @@ def _assert_inert(page: Page) -> None:
     assert page.locator("img, iframe, object, embed").count() == 0
     sources = page.evaluate("Array.from(document.scripts).map(s => s.getAttribute('src'))")
     assert sources and sources[0] == "/static/app.js", sources
-    assert set(sources) <= {"/static/app.js", "/static/proof.js", "/static/waterfall.js"}, sources
+    assert set(sources) <= {
+        "/static/app.js",
+        "/static/proof.js",
+        "/static/waterfall.js",
+        "/static/charts.js",
+        "/static/conversation.js",
+    }, sources
     # The page's script still runs (a hostile payload did not hang it): bounded by the generous wait, not
     # timed.
     page.wait_for_function("1 + 1 === 2", timeout=WAIT_MS)

@@ -42,6 +42,7 @@ from typing import TYPE_CHECKING, Any
 from fastapi import FastAPI, Query, Response
 from fastapi.responses import HTMLResponse, PlainTextResponse
 
+from ..encoding import decode_stored
 from ..errors import FlightlogError, SessionNotFound
 from ..events import Custom, SessionEvent, ToolDenied, ToolGated
 from ..messages import (
@@ -139,31 +140,38 @@ def _change(seq: int, event: SessionEvent) -> dict[str, Any]:
     return {"seq": seq, "kind": event.kind, "turn": getattr(event, "turn", "")}
 
 
-def transcripts(store: Store, session_id: str, ats: list[int]) -> tuple[dict[int, Transcript], _Fold]:
+def transcripts(
+    store: Store, session_id: str, ats: list[int], *, changes: bool = True
+) -> tuple[dict[int, Transcript], _Fold]:
     """The histories at each seq of ``ats`` (clamped to the head), in one pass over the session.
 
-    Also gathers the notes (denials, gates, decisions) up to the largest of ``ats`` and every history
-    rewrite of the session.
+    Also gathers the notes (denials, gates, decisions) up to the largest of ``ats`` and, with
+    ``changes``, every history rewrite of the session (rows past the largest seq are decoded only when
+    their kind is one of :data:`HISTORY_KINDS`).
 
     Raises:
         SessionNotFound: no such session.
         EventDecodeError: a stored event does not decode (names its seq).
     """
     head = store.get_session(session_id).head_seq
-    wanted = sorted({min(max(a, 0), head) for a in ats}) if head >= 0 else []
-    last = wanted[-1] if wanted else -1
+    wanted = {min(max(a, 0), head) for a in ats} if head >= 0 else set()
+    last = max(wanted, default=-1)
     rebuilder = Rebuilder(archive_loader(store), PART_BYTES)
     found: dict[int, Transcript] = {}
     fold = _Fold(head=head)
-    for row, event in iter_events(store, session_id):
+    for row, event in iter_events(store, session_id, stop=last + 1):
         if event.kind in HISTORY_KINDS:
             fold.changes.append(_change(row.seq, event))
-        if row.seq > last:
-            continue
         rebuilder.feed(row.seq, event)
         _note(event, fold.notes)
         if row.seq in wanted:
             found[row.seq] = _keyed(rebuilder, row.seq)
+    if changes:
+        for row in store.read_events(session_id, start=last + 1):
+            if row.kind in HISTORY_KINDS:  # the denormalised column picks; the decoded bytes decide
+                event = decode_stored(row.event_bytes, seq=row.seq)
+                if event.kind in HISTORY_KINDS:
+                    fold.changes.append(_change(row.seq, event))
     return {a: found[min(max(a, 0), head)] for a in ats if head >= 0}, fold
 
 
@@ -408,7 +416,7 @@ def image_bytes(store: Store, part: ImagePart) -> tuple[bytes, str] | None:
 
 
 def _image_part(store: Store, session_id: str, at: int, index: int, number: int) -> ImagePart | None:
-    found, _fold = transcripts(store, session_id, [at])
+    found, _fold = transcripts(store, session_id, [at], changes=False)
     transcript = found.get(at)
     if transcript is None or not 0 <= index < len(transcript.messages):
         return None
