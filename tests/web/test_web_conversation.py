@@ -7,9 +7,12 @@ from __future__ import annotations
 import base64
 import hashlib
 from pathlib import Path
+from typing import Any
 
 import pytest
 from fastapi.testclient import TestClient
+from hypothesis import given
+from hypothesis import strategies as st
 
 from flightlog.cli.demo import example_transcripts
 from flightlog.cli.demo_context import demo_agent
@@ -32,7 +35,7 @@ from flightlog.sessions import replay_session
 from flightlog.store import SqliteStore
 from flightlog.web import prices
 from flightlog.web.charts_api import charts
-from flightlog.web.conversation import PART_BYTES, conversation, transcripts
+from flightlog.web.conversation import PART_BYTES, Transcript, conversation, diff_rows, transcripts
 
 from .conftest import IMG, SCRIPT, record_hostile
 from .test_web_http import anonymous, client  # noqa: F401  (shared fixtures)
@@ -266,3 +269,38 @@ def test_entropy_samples_per_turn_with_the_alert_threshold(client: TestClient, d
     assert samples[-1]["score"] >= data["entropy"]["threshold"] == 0.6
     assert data["cost"]["unknown"] == ["looping-model"] and data["cost"]["total"] is None
     assert client.get("/api/charts", params={"session": "nope"}).status_code == 404
+
+
+_KEYS = st.lists(st.tuples(st.integers(0, 6), st.integers(0, 2)), unique=True, max_size=12)
+
+
+def _transcript(at: int, keys: list[tuple[int, int]], variant: dict[tuple[int, int], int]) -> Transcript:
+    return Transcript(at, [(k, Message.text("user", f"{k}/{variant.get(k, 0)}")) for k in keys])
+
+
+@given(
+    old=_KEYS,
+    new=_KEYS,
+    variants=st.dictionaries(st.tuples(st.integers(0, 6), st.integers(0, 2)), st.integers(0, 1)),
+)
+def test_a_diff_keeps_both_sides_in_order_and_flags_every_difference(
+    old: list[tuple[int, int]], new: list[tuple[int, int]], variants: dict[tuple[int, int], int]
+) -> None:
+    before, after = _transcript(1, old, {}), _transcript(2, new, variants)
+    rows = diff_rows("s", before, after, {})
+
+    def text(view: dict[str, Any]) -> str:
+        return str(view["parts"][0]["text"])
+
+    old_side = [text(r["old"] or r["new"]) for r in rows if r["status"] != "added"]
+    new_side = [text(r["new"]) for r in rows if r["status"] != "removed"]
+    assert [s.split("/")[0] for s in old_side] == [str(k) for k in old]
+    assert new_side == [f"{k}/{variants.get(k, 0)}" for k in new]
+    for row in rows:
+        if row["status"] == "changed":
+            assert text(row["old"]).split("/")[0] == text(row["new"]).split("/")[0]
+            assert text(row["old"]) != text(row["new"])
+        elif row["status"] == "same":
+            assert row["old"] is None
+            assert text(row["new"]).endswith("/0")
+    assert {r["status"] for r in rows} <= {"same", "changed", "added", "removed"}
