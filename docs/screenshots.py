@@ -28,6 +28,10 @@ import sys
 import tempfile
 from contextlib import contextmanager
 from pathlib import Path
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from flightlog.store import Store
 
 ROOT = Path(__file__).resolve().parents[1]
 OUT = ROOT / "docs" / "guide" / "img"
@@ -43,10 +47,10 @@ def _scratch_env(home: Path) -> None:
     os.environ.pop("FLIGHTLOG_LOG_KEY", None)
 
 
-def _session(store: object, task: str) -> str:
+def _session(store: Store, task: str) -> str:
     from flightlog.sessions import find_sessions
 
-    [record] = [r for r in find_sessions(store, task=task) if r.task.startswith(task)]  # type: ignore[arg-type]
+    [record] = [r for r in find_sessions(store, task=task) if r.task.startswith(task)]
     return record.session_id
 
 

@@ -36,6 +36,7 @@ from flightlog.store import SqliteStore
 from flightlog.web import prices
 from flightlog.web.charts_api import charts
 from flightlog.web.conversation import PART_BYTES, Transcript, conversation, diff_rows, transcripts
+from flightlog.web.waterfall_api import waterfall
 
 from .conftest import IMG, SCRIPT, record_hostile
 from .test_web_http import anonymous, client  # noqa: F401  (shared fixtures)
@@ -304,3 +305,30 @@ def test_a_diff_keeps_both_sides_in_order_and_flags_every_difference(
             assert row["old"] is None
             assert text(row["new"]).endswith("/0")
     assert {r["status"] for r in rows} <= {"same", "changed", "added", "removed"}
+
+
+def test_the_token_chart_counts_each_cache_read_once_and_draws_a_codex_import(db_path: Path) -> None:
+    ids = _imported(db_path)
+    with SqliteStore(db_path) as store:
+        codex = waterfall(store, ids["codex"])["turns"]
+        rec = Recorder.create(store, session_id="openai-usage")
+        usage = {
+            "turn": 1,
+            "model": "m",
+            "protocol": "openai.chat",
+            "input_tokens": 1000,
+            "output_tokens": 10,
+        }
+        rec.append(Custom(custom_kind="model_usage", payload={**usage, "cache_read_tokens": 600}))
+        rec.append(Custom(custom_kind="model_usage", payload={**usage, "protocol": "anthropic.messages"}))
+        [turn] = waterfall(store, "openai-usage")["turns"]
+    assert len(codex) == 6
+    assert codex[0] == {
+        "turn": 1,
+        "input": 42772 - 3456,  # OpenAI counts the cached tokens in input_tokens: drawn once, as cache read
+        "output": 204,
+        "cache_read": 3456,
+        "cache_write": 0,
+        "fill": None,
+    }
+    assert (turn["input"], turn["cache_read"], turn["output"]) == (400 + 1000, 600, 20)

@@ -18,7 +18,7 @@ from flightlog.cli.demo_context import demo_agent
 from flightlog.cli.demo_watch import watch_agent
 from flightlog.events import Custom, LlmCompleted, ToolCompleted
 from flightlog.importers import import_file
-from flightlog.kernel import Kernel
+from flightlog.kernel import Agent, Kernel
 from flightlog.messages import Message, TextPart, ToolCall, ToolResult
 from flightlog.recorder import Recorder
 from flightlog.sessions import replay_session
@@ -48,10 +48,10 @@ def _import_examples(db: Path) -> dict[str, str]:
     return _off_loop(run)  # type: ignore[return-value]
 
 
-def _kernel_run(db: Path, agent: object, goal: str) -> str:
+def _kernel_run(db: Path, agent: Agent, goal: str) -> str:
     def run() -> str:
         with SqliteStore(db) as store:
-            return Kernel(store, agent).run_sync(goal, handle_signals=False).session_id  # type: ignore[arg-type]
+            return Kernel(store, agent).run_sync(goal, handle_signals=False).session_id
 
     return _off_loop(run)  # type: ignore[return-value]
 

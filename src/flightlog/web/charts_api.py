@@ -3,13 +3,12 @@
 The session page draws both (``static/charts.js``) under the waterfall's token and context charts and
 re-fetches them when the live stream delivers events.
 
-``cost``: one row per turn with model usage (the kernel's ``Custom("model_usage")`` records, summed
-over a turn's calls; for a Codex CLI import, the rollout's ``token_count`` records, kept as
-``Custom("codex.event_msg.token_count")``: the growth of ``total_token_usage`` since the one before,
-for the model of the last ``turn_context``, counted as OpenAI Responses usage; a Claude Code import
-keeps no per-call usage, so it has no cost): ``{turn, models, cost, cumulative}``. ``cost`` is the list-price cost in USD of
-the turn's calls (:func:`flightlog.web.prices.call_cost`), null when any call's model or protocol has
-no known price; ``cumulative`` sums the priced turns so far. ``unknown`` names the models without a
+``cost``: one row per turn with model usage (the kernel's ``Custom("model_usage")`` records or a
+Codex CLI import's token counts, :class:`flightlog.web.usage.UsageReader`, summed over a turn's calls;
+a Claude Code import keeps no per-call usage, so it has no cost): ``{turn, models, cost,
+cumulative}``. ``cost`` is the list-price cost in USD of the turn's calls
+(:func:`flightlog.web.prices.call_cost`), null when any call's model or protocol has no known price;
+``cumulative`` sums the priced turns so far. ``unknown`` names the models without a
 price (their cost is never guessed), ``total`` is null when no call was priced, ``partial`` says some
 were not.
 
@@ -31,22 +30,14 @@ from fastapi import FastAPI
 from fastapi.responses import JSONResponse, Response
 
 from ..errors import SessionNotFound
-from ..kernel.records import MODEL_USAGE
 from ..store.base import Store
 from . import prices, views
+from .usage import UsageReader, count
 
 __all__ = ["MAX_ROWS", "charts", "register"]
 
 MAX_ROWS = 20_000
 """Rows read for one picture (as the waterfall)."""
-CODEX_CONTEXT = "codex.turn_context"
-CODEX_TOKENS = "codex.event_msg.token_count"
-"""A Codex CLI import keeps the rollout's records as these customs (:mod:`flightlog.importers.codex`)."""
-
-
-def _count(payload: dict[str, Any], key: str) -> int:
-    value = payload.get(key)
-    return value if isinstance(value, int) and not isinstance(value, bool) and value >= 0 else 0
 
 
 def _call_cost(payload: dict[str, Any]) -> float | None:
@@ -54,10 +45,10 @@ def _call_cost(payload: dict[str, Any]) -> float | None:
     return prices.call_cost(
         model if isinstance(model, str) else None,
         protocol if isinstance(protocol, str) else None,
-        input_tokens=_count(payload, "input_tokens"),
-        output_tokens=_count(payload, "output_tokens"),
-        cache_read=_count(payload, "cache_read_tokens"),
-        cache_write=_count(payload, "cache_write_tokens"),
+        input_tokens=count(payload, "input_tokens"),
+        output_tokens=count(payload, "output_tokens"),
+        cache_read=count(payload, "cache_read_tokens"),
+        cache_write=count(payload, "cache_write_tokens"),
     )
 
 
@@ -69,9 +60,7 @@ class _Fold:
         self.priced = 0
         self.samples: list[dict[str, Any]] = []
         self.threshold: float | None = None
-        self.turn = -1
-        self.codex_model: str | None = None
-        self.codex_total: dict[str, int] = {}
+        self.reader = UsageReader()
 
     def usage(self, payload: dict[str, Any]) -> None:
         turn = payload.get("turn")
@@ -91,34 +80,11 @@ class _Fold:
             if row["cost"] is not None:
                 row["cost"] += cost
 
-    def codex(self, custom: str, payload: dict[str, Any]) -> None:
-        """A Codex CLI import's model (``turn_context``) and usage (``token_count``, as deltas of its
-        running ``total_token_usage``: Codex reports each count twice)."""
-        if custom == CODEX_CONTEXT and isinstance(payload.get("model"), str):
-            self.codex_model = payload["model"]
-            return
-        info = payload.get("info")
-        total = info.get("total_token_usage") if isinstance(info, dict) else None
-        if custom != CODEX_TOKENS or not isinstance(total, dict):
-            return
-        keys = ("input_tokens", "cached_input_tokens", "output_tokens")
-        delta = {k: _count(total, k) - self.codex_total.get(k, 0) for k in keys}
-        self.codex_total = {k: _count(total, k) for k in keys}
-        if any(v > 0 for v in delta.values()):
-            usage = {"turn": self.turn, "model": self.codex_model, "protocol": "openai.responses"}
-            usage.update(input_tokens=delta["input_tokens"], output_tokens=delta["output_tokens"])
-            self.usage({**usage, "cache_read_tokens": delta["cached_input_tokens"]})
-
     def row(self, data: dict[str, Any]) -> None:
-        kind, custom = data.get("kind"), data.get("custom_kind")
-        raw = data.get("payload")
-        payload: dict[str, Any] = raw if isinstance(raw, dict) else {}
-        if isinstance(data.get("turn"), int):
-            self.turn = data["turn"]
-        if kind == "custom" and custom == MODEL_USAGE:
-            self.usage(payload)
-        elif kind == "custom" and custom in (CODEX_CONTEXT, CODEX_TOKENS):
-            self.codex(str(custom), payload)
+        kind = data.get("kind")
+        record = self.reader.feed(data)
+        if record is not None:
+            self.usage(record)
         elif kind == "entropy_sample" and isinstance(data.get("score"), int | float):
             self.samples.append({"turn": data.get("turn"), "score": float(data["score"]), "alert": False})
         elif kind == "entropy_alert" and isinstance(data.get("threshold"), int | float):

@@ -22,7 +22,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-__all__ = ["CHECKED", "LIST_PRICES", "ListPrice", "call_cost"]
+__all__ = ["CHECKED", "LIST_PRICES", "ListPrice", "call_cost", "uncached_input"]
 
 CHECKED = "2026-12-02"
 """The day the prices below were read."""
@@ -63,6 +63,18 @@ LIST_PRICES: dict[str, ListPrice] = {
 """Model id (as the provider names it in a response) → list prices."""
 
 
+def uncached_input(protocol: str | None, input_tokens: int, cache_read: int) -> int | None:
+    """The input tokens not read from a cache, by the protocol's way of counting (module docs); None
+    for a protocol whose counting is not known here."""
+    if protocol is None:
+        return None
+    if protocol.startswith("anthropic."):
+        return input_tokens
+    if protocol.startswith("openai."):
+        return max(input_tokens - cache_read, 0)
+    return None
+
+
 def call_cost(
     model: str | None,
     protocol: str | None,
@@ -78,13 +90,8 @@ def call_cost(
     known (module docs), or the call wrote to a cache the table has no price for.
     """
     price = LIST_PRICES.get(model or "")
-    if price is None or protocol is None:
-        return None
-    if protocol.startswith("anthropic."):
-        uncached = input_tokens
-    elif protocol.startswith("openai."):
-        uncached = max(input_tokens - cache_read, 0)
-    else:
+    uncached = uncached_input(protocol, input_tokens, cache_read)
+    if price is None or uncached is None:
         return None
     if cache_write and price.cache_write is None:
         return None

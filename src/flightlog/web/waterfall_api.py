@@ -27,8 +27,9 @@ signed checkpoint (its signers as the note names them) and each witness cosignat
 time stored; their signatures are checked by the page's Verification section and the in-browser proof
 check, not by this picture.
 
-``turns``: per turn, ``input``/``output``/``cache_read``/``cache_write`` tokens (summed over the
-turn's ``Custom("model_usage")`` records) and the context fill the kernel recorded with the call
+``turns``: per turn, ``input`` (uncached) / ``output`` / ``cache_read`` / ``cache_write`` tokens
+(summed over the turn's ``Custom("model_usage")`` records; for a Codex CLI import, its token counts,
+:class:`flightlog.web.usage.UsageReader`) and the context fill the kernel recorded with the call
 (``fill`` tokens, ``usable`` tokens or null; :class:`flightlog.runs.context.ContextUse`).
 
 Every label is display-safe text (:func:`flightlog.web.views.show`); the page puts it in with
@@ -50,6 +51,8 @@ from ..integrity.notes import NoteError, parse_note
 from ..runs.context import PROMPT_PROGRAM_INVOKED, ContextUse
 from ..store.base import Store
 from . import views
+from .prices import uncached_input
+from .usage import CODEX_CONTEXT, CODEX_TOKENS, UsageReader, count
 
 __all__ = ["MAX_ROWS", "register", "waterfall"]
 
@@ -79,6 +82,7 @@ class _Fold:
         self.turn = 0
         self.prev_ms: int | None = None
         self.last_ms = 0
+        self.imported = UsageReader()
 
     def begin(self, lane: str, label: str, kind: str, seq: int, at: int) -> None:
         span = {"lane": lane, "label": views.show(label, 200), "kind": kind, "turn": self.turn, "seq": seq}
@@ -157,20 +161,30 @@ class _Fold:
         elif custom == "model_usage":
             if isinstance(payload.get("turn"), int):
                 self.turn = payload["turn"]
-            row = self.turn_row()
-            for key, field in (
-                ("input", "input_tokens"),
-                ("output", "output_tokens"),
-                ("cache_read", "cache_read_tokens"),
-                ("cache_write", "cache_write_tokens"),
-            ):
-                value = payload.get(field)
-                if isinstance(value, int) and not isinstance(value, bool) and value >= 0:
-                    row[key] += value
+            self._usage(payload)
+        elif custom in (CODEX_CONTEXT, CODEX_TOKENS):
+            self._usage(self.imported.feed({"kind": "custom", "custom_kind": custom, "payload": payload}))
         elif custom == _SEALED:
             self.marks.append(self._mark("sealed", custom, seq, at))
         elif custom in _CUSTOM_MARKS:
             self.marks.append(self._mark(_CUSTOM_MARKS[custom], custom, seq, at))
+
+    def _usage(self, record: dict[str, Any] | None) -> None:
+        """One call's usage added to the current turn; ``input`` counts the uncached input only (an
+        OpenAI protocol's ``input_tokens`` includes the cache reads,
+        :func:`flightlog.web.prices.uncached_input`), so the stacked bar counts no cache read twice."""
+        if record is None:
+            return
+        row = self.turn_row()
+        read = count(record, "cache_read_tokens")
+        protocol = record.get("protocol")
+        uncached = uncached_input(
+            protocol if isinstance(protocol, str) else None, count(record, "input_tokens"), read
+        )
+        row["input"] += count(record, "input_tokens") if uncached is None else uncached
+        row["output"] += count(record, "output_tokens")
+        row["cache_read"] += read
+        row["cache_write"] += count(record, "cache_write_tokens")
 
     def _mark(self, label: str, kind: str, seq: int, at: int) -> dict[str, Any]:
         return {
