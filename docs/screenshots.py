@@ -98,10 +98,11 @@ def _shoot(db: Path) -> None:
     app = create_app(lambda read_only: _opener(db, read_only), token=TOKEN)
     with DashboardServer(app) as server, sync_playwright() as pw:
         browser = pw.chromium.launch(executable_path=chromium, args=["--headless", "--no-sandbox"])
-        page = browser.new_page(viewport={"width": WIDTH, "height": 900})
+        page = browser.new_page(viewport={"width": WIDTH, "height": 500})
         url = server.url
         page.goto(f"{url}/?token={TOKEN}")
-        page.screenshot(path=str(OUT / "dashboard-runs.png"))
+        page.screenshot(path=str(OUT / "dashboard-runs.png"), full_page=True)
+        page.set_viewport_size({"width": WIDTH, "height": 900})
 
         page.goto(f"{url}/session?id={long_run}")
         expect(page.locator("#turn-charts figure").first).to_be_visible(timeout=60_000)

@@ -8,6 +8,7 @@ Uses the browser, server and database fixtures of :mod:`tests.web.test_web_brows
 # ruff: noqa: F811  (the fixtures imported from a sibling test module are parameters here)
 from __future__ import annotations
 
+import base64
 import re
 from pathlib import Path
 
@@ -16,10 +17,10 @@ from playwright.sync_api import Page, expect
 from flightlog.cli.demo import example_transcripts
 from flightlog.cli.demo_context import demo_agent
 from flightlog.cli.demo_watch import watch_agent
-from flightlog.events import Custom, LlmCompleted, ToolCompleted
+from flightlog.events import Custom, LlmCompleted, RunStarted, ToolCompleted
 from flightlog.importers import import_file
 from flightlog.kernel import Agent, Kernel
-from flightlog.messages import Message, TextPart, ToolCall, ToolResult
+from flightlog.messages import ImagePart, Message, TextPart, ToolCall, ToolResult
 from flightlog.recorder import Recorder
 from flightlog.sessions import replay_session
 from flightlog.store import SqliteStore
@@ -163,3 +164,29 @@ def test_hostile_text_stays_inert_in_the_conversation_and_charts(
         f"Cost unknown: no list price for m{IMG} (never guessed).", timeout=WAIT_MS
     )
     _assert_inert(page)
+
+
+def test_an_image_in_a_message_is_drawn_under_the_csp(page: Page, db: Path, server: object) -> None:
+    png = base64.b64decode(
+        "iVBORw0KGgoAAAANSUhEUgAAAAEAAAABCAYAAAAfFcSJAAAADUlEQVR42mP8z8BQDwAEhQGAhKmMIQAAAABJRU5ErkJggg=="
+    )
+
+    def record() -> None:
+        with SqliteStore(db) as store:
+            rec = Recorder.create(store, session_id="conv-image")
+            data_uri = ImagePart(ref="data:image/png;base64," + base64.b64encode(png).decode())
+            remote = ImagePart(ref="https://tracker.example/pixel.png")
+            rec.append(
+                RunStarted(run_id="i", goal="what is in this picture?", attachments=[data_uri, remote])
+            )
+
+    _off_loop(record)
+    page.goto(f"{server.url}/conversation?id=conv-image")  # type: ignore[attr-defined]
+    image = page.locator("li.role-user .image img")
+    expect(image).to_have_count(1)
+    assert (image.get_attribute("src") or "").startswith("/api/conversation/image?")
+    page.wait_for_function("document.querySelector('li.role-user .image img').complete", timeout=WAIT_MS)
+    assert image.evaluate("img => img.naturalWidth") == 1  # loaded: the route serves it, the CSP allows it
+    expect(page.locator("li.role-user .image").last).to_have_text(
+        "remote image, not loaded: https://tracker.example/pixel.png"
+    )
