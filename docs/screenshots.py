@@ -13,7 +13,8 @@ chromium (``/usr/bin/chromium``, or ``$CHROMIUM``) with playwright through the m
 ``dashboard-charts.png``                the looping run caught by the entropy watch: its entropy chart
 ``dashboard-cost.png``                  the Codex CLI import: its cumulative cost at list prices
 ``dashboard-conversation.png``          the Claude Code import as a conversation (denied tool calls)
-``dashboard-diff.png``                  what the long run's first compaction changed in the history
+``dashboard-diff.png``                  what the long run's first compaction changed in the history (its
+                                        summary added after the archived messages it removed)
 ``dashboard-proof.png``                 an event of the long run verified in the browser
 ====================================== ================================================================
 
@@ -125,7 +126,8 @@ def _shoot(db: Path) -> None:
         assert change is not None
         page.locator("a.change").first.click()
         expect(page.locator(".diff-summary")).to_be_visible()
-        page.set_viewport_size({"width": WIDTH, "height": 1100})
+        page.set_viewport_size({"width": WIDTH, "height": 800})
+        page.locator("li.diff-added").evaluate("e => e.scrollIntoView({block: 'center'})")
         page.screenshot(path=str(OUT / "dashboard-diff.png"))
 
         page.set_viewport_size({"width": WIDTH, "height": 900})
