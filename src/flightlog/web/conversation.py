@@ -238,29 +238,25 @@ def _shorter(note: str, result: ToolResultPart | None) -> str:
 
 def message_view(
     session_id: str,
-    at: int | None,
+    at: int,
     index: int,
     key: Key,
     message: Message,
-    results: dict[str, ToolResultPart],
     notes: dict[str, list[str]],
+    results: dict[str, ToolResultPart] | None = None,
 ) -> dict[str, Any]:
     """One message for display: ``role``, ``name``, ``origin`` (seq), ``parts`` and ``calls`` (each with
-    its ``result`` from ``results`` and its ``notes``), every string display-safe; ``paired`` is False
-    when results were not looked up (a diff shows ``tool`` messages on their own)."""
+    its ``result`` from ``results`` and its ``notes``), every string display-safe. ``paired`` says
+    whether results were looked up (None: a diff, which shows ``tool`` messages on their own)."""
     parts = []
     for number, part in enumerate(message.content):
         if isinstance(part, ToolCallPart):
             continue
-        href = (
-            _image_href(session_id, at, index, number)
-            if at is not None and isinstance(part, ImagePart)
-            else None
-        )
+        href = _image_href(session_id, at, index, number) if isinstance(part, ImagePart) else None
         parts.append(_part(part, href))
     calls = []
     for call in _calls(message):
-        result = results.get(call.id)
+        result = None if results is None else results.get(call.id)
         calls.append(
             {
                 "id": views.show(call.id, 120),
@@ -278,7 +274,7 @@ def message_view(
         "origin": key[0],
         "parts": parts,
         "calls": calls,
-        "paired": bool(results) or message.role != "assistant",
+        "paired": results is not None,
     }
 
 
@@ -302,8 +298,7 @@ def conversation_rows(
             and all(isinstance(p, ToolResultPart) and p.call_id in called for p in message.content)
         ):
             continue
-        row = message_view(session_id, transcript.at, index, key, message, results, notes)
-        row["paired"] = True
+        row = message_view(session_id, transcript.at, index, key, message, notes, results)
         called.update(c.id for c in _calls(message))
         rows.append(row)
     return rows
@@ -319,7 +314,7 @@ def diff_rows(
 
     def view(t: Transcript, i: int) -> dict[str, Any]:
         key, message = t.messages[i]
-        return message_view(session_id, t.at, i, key, message, {}, notes)
+        return message_view(session_id, t.at, i, key, message, notes)
 
     rows: list[dict[str, Any]] = []
     matcher = difflib.SequenceMatcher(a=old_keys, b=new_keys, autojunk=False)
