@@ -288,7 +288,7 @@ def test_a_diff_keeps_both_sides_in_order_and_flags_every_difference(
     old: list[tuple[int, int]], new: list[tuple[int, int]], variants: dict[tuple[int, int], int]
 ) -> None:
     before, after = _transcript(1, old, {}), _transcript(2, new, variants)
-    rows = diff_rows("s", before, after, {})
+    rows = diff_rows("s", before, after, {}, context=None)
 
     def text(view: dict[str, Any]) -> str:
         return str(view["parts"][0]["text"])
@@ -332,3 +332,19 @@ def test_the_token_chart_counts_each_cache_read_once_and_draws_a_codex_import(db
         "fill": None,
     }
     assert (turn["input"], turn["cache_read"], turn["output"]) == (400 + 1000, 600, 20)
+
+
+def test_long_unchanged_runs_are_counted_not_drawn() -> None:
+    keys = [(seq, 0) for seq in range(20)]
+    before = _transcript(1, keys, {})
+    after = _transcript(2, [*keys[:10], (99, 0), *keys[10:]], {})
+    rows = diff_rows("s", before, after, {})
+    assert [(r["status"], r.get("count")) for r in rows] == [
+        ("skipped", 7),
+        *[("same", None)] * 3,
+        ("added", None),
+        *[("same", None)] * 3,
+        ("skipped", 7),
+    ]
+    assert [r["new"]["origin"] for r in rows if r["status"] == "same"] == [7, 8, 9, 10, 11, 12]
+    assert [r["status"] for r in diff_rows("s", before, before, {})] == ["skipped"]

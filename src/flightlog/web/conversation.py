@@ -80,6 +80,8 @@ MAX_MESSAGES = 2000
 """Messages drawn at most (the latest; the page says how many were left out)."""
 IMAGE_TYPES = frozenset({"image/png", "image/jpeg", "image/gif", "image/webp"})
 """Media types the image route serves (raster only: an SVG can carry script)."""
+DIFF_CONTEXT = 3
+"""Unchanged messages a diff shows next to each change (the rest of a run of them is counted, not drawn)."""
 HISTORY_KINDS = frozenset({"compressed", "rollbacked", "context_renewed"})
 """Event kinds that rewrite the history (listed with a link to their diff)."""
 
@@ -279,59 +281,103 @@ def message_view(
 
 
 def conversation_rows(
-    session_id: str, transcript: Transcript, notes: dict[str, list[str]]
-) -> list[dict[str, Any]]:
-    """The transcript as conversation rows: a ``tool`` message whose every result sits beside its call
-    (an earlier assistant message's) is folded into that call; any other result is shown on its own."""
-    called: set[str] = set()
+    session_id: str, transcript: Transcript, notes: dict[str, list[str]], limit: int = MAX_MESSAGES
+) -> tuple[list[dict[str, Any]], int]:
+    """The transcript as conversation rows (the last ``limit``) and how many earlier rows were left out.
+
+    A ``tool`` message whose every result sits beside its call (an earlier assistant message's) is
+    folded into that call; any other result is shown on its own.
+    """
     results: dict[str, ToolResultPart] = {}
     for _key, message in transcript.messages:
         if message.role == "tool":
             for part in message.content:
                 if isinstance(part, ToolResultPart):
                     results.setdefault(part.call_id, part)
-    rows = []
-    for index, (key, message) in enumerate(transcript.messages):
-        if (
+    called: set[str] = set()
+    shown: list[int] = []
+    for index, (_key, message) in enumerate(transcript.messages):
+        if not (
             message.role == "tool"
             and message.content
             and all(isinstance(p, ToolResultPart) and p.call_id in called for p in message.content)
         ):
-            continue
-        row = message_view(session_id, transcript.at, index, key, message, notes, results)
+            shown.append(index)
         called.update(c.id for c in _calls(message))
-        rows.append(row)
-    return rows
+    kept = shown[-limit:] if limit else []
+    rows = [message_view(session_id, transcript.at, i, *transcript.messages[i], notes, results) for i in kept]
+    return rows, len(shown) - len(kept)
 
 
-def diff_rows(
-    session_id: str, old: Transcript, new: Transcript, notes: dict[str, list[str]]
-) -> list[dict[str, Any]]:
-    """The message-level diff from ``old`` to ``new`` (see the module docs): rows ``{status, old, new}``
-    with ``status`` one of ``same``, ``changed``, ``added``, ``removed``, in history order."""
-    old_keys = [k for k, _ in old.messages]
-    new_keys = [k for k, _ in new.messages]
-
-    def view(t: Transcript, i: int) -> dict[str, Any]:
-        key, message = t.messages[i]
-        return message_view(session_id, t.at, i, key, message, notes)
-
-    rows: list[dict[str, Any]] = []
-    matcher = difflib.SequenceMatcher(a=old_keys, b=new_keys, autojunk=False)
+def _diff_ops(old: Transcript, new: Transcript) -> list[tuple[str, int | None, int | None]]:
+    """``(status, old index, new index)`` per message of the diff, in history order."""
+    matcher = difflib.SequenceMatcher(
+        a=[k for k, _ in old.messages], b=[k for k, _ in new.messages], autojunk=False
+    )
+    ops: list[tuple[str, int | None, int | None]] = []
     for tag, i1, i2, j1, j2 in matcher.get_opcodes():
         if tag == "equal":
             for i, j in zip(range(i1, i2), range(j1, j2), strict=True):
-                same = old.messages[i][1] == new.messages[j][1]
-                rows.append(
-                    {
-                        "status": "same" if same else "changed",
-                        "old": None if same else view(old, i),
-                        "new": view(new, j),
-                    }
-                )
+                ops.append(("same" if old.messages[i][1] == new.messages[j][1] else "changed", i, j))
             continue
-        rows += [{"status": "removed", "old": view(old, i), "new": None} for i in range(i1, i2)]
-        rows += [{"status": "added", "old": None, "new": view(new, j)} for j in range(j1, j2)]
+        ops += [("removed", i, None) for i in range(i1, i2)]
+        ops += [("added", None, j) for j in range(j1, j2)]
+    return ops
+
+
+def _fold_unchanged(
+    ops: list[tuple[str, int | None, int | None]], context: int
+) -> list[tuple[str, int | None, int | None]]:
+    """Runs of unchanged messages longer than ``2 * context + 1`` cut to ``context`` on each side of
+    one ``("skipped", count, None)``."""
+    out: list[tuple[str, int | None, int | None]] = []
+    run: list[tuple[str, int | None, int | None]] = []
+    for op in [*ops, ("end", None, None)]:
+        if op[0] == "same":
+            run.append(op)
+            continue
+        first = context if out else 0  # a leading run keeps only what leads into the first change
+        last = context if op[0] != "end" else 0
+        if len(run) > first + last + 1:
+            out += [*run[:first], ("skipped", len(run) - first - last, None), *run[len(run) - last :]]
+        else:
+            out += run
+        run = []
+        if op[0] != "end":
+            out.append(op)
+    return out
+
+
+def diff_rows(
+    session_id: str,
+    old: Transcript,
+    new: Transcript,
+    notes: dict[str, list[str]],
+    context: int | None = DIFF_CONTEXT,
+) -> list[dict[str, Any]]:
+    """The message-level diff from ``old`` to ``new`` (see the module docs), in history order.
+
+    Returns:
+        Rows ``{status, old, new}``, ``status`` one of ``same``, ``changed``, ``added``, ``removed``
+        (``old``/``new``: :func:`message_view` or None; ``same`` rows carry ``new`` only); with
+        ``context``, each run of unchanged messages is cut to ``context`` messages next to a change and
+        one ``{status: "skipped", count}`` row for the rest (None keeps every row).
+    """
+    ops = _diff_ops(old, new)
+    if context is not None:
+        ops = _fold_unchanged(ops, context)
+
+    def view(t: Transcript, i: int | None) -> dict[str, Any] | None:
+        return None if i is None else message_view(session_id, t.at, i, *t.messages[i], notes)
+
+    rows: list[dict[str, Any]] = []
+    for status, i, j in ops:
+        if status == "skipped":
+            rows.append({"status": status, "count": i, "old": None, "new": None})
+        else:
+            rows.append(
+                {"status": status, "old": None if status == "same" else view(old, i), "new": view(new, j)}
+            )
     return rows
 
 
@@ -339,9 +385,10 @@ def conversation(store: Store, session_id: str, at: int | None, since: int | Non
     """Everything the page shows (see the module docs).
 
     Returns:
-        ``head``, ``at``, ``from`` (None without a diff), ``rows`` (conversation rows, the latest
-        :data:`MAX_MESSAGES`), ``left_out``, ``count``, ``diff`` (rows or None), ``summary`` (counts of
-        each diff status), ``changes`` (history rewrites with their diff links).
+        ``head``, ``at``, ``from`` (None without a diff), ``count`` (messages), ``rows`` (conversation
+        rows, the latest :data:`MAX_MESSAGES`) and ``left_out``; with ``since``, ``diff``
+        (:func:`diff_rows`, unchanged runs folded) and ``summary`` (messages per diff status); and
+        ``changes`` (the session's history rewrites with their diff links).
 
     Raises:
         SessionNotFound: no such session.
@@ -349,35 +396,32 @@ def conversation(store: Store, session_id: str, at: int | None, since: int | Non
     """
     head = store.get_session(session_id).head_seq
     at_v = head if at is None else min(at, head)
-    ats = [at_v] + ([since] if since is not None else [])
-    found, fold = transcripts(store, session_id, ats)
+    found, fold = transcripts(store, session_id, [at_v] + ([since] if since is not None else []))
     result: dict[str, Any] = {"head": head, "at": at_v, "from": None, "rows": [], "left_out": 0, "count": 0}
-    result.update(diff=None, summary={}, changes=[])
-    result["changes"] = [
-        {
-            **c,
-            "kind": views.show(c["kind"], 40),
-            "href": views.session_href(session_id, at=c["seq"]).replace("/session?", "/conversation?", 1)
-            + f"&from={max(c['seq'] - 1, 0)}",
-        }
-        for c in fold.changes
-    ]
+    result.update(diff=None, summary={}, changes=[_change_link(session_id, c) for c in fold.changes])
     if at_v < 0:
         return result
     transcript = found[at_v]
     result["count"] = len(transcript.messages)
-    rows = conversation_rows(session_id, transcript, fold.notes)
-    result["left_out"] = max(0, len(rows) - MAX_MESSAGES)
-    result["rows"] = rows[-MAX_MESSAGES:]
-    if since is not None:
-        since_v = min(since, head)
-        result["from"] = since_v
-        diff = diff_rows(session_id, found[since], transcript, fold.notes)
-        result["summary"] = {
-            s: sum(1 for r in diff if r["status"] == s) for s in ("same", "changed", "added", "removed")
-        }
-        result["diff"] = diff
+    if since is None:
+        result["rows"], result["left_out"] = conversation_rows(session_id, transcript, fold.notes)
+        return result
+    ops = _diff_ops(found[since], transcript)
+    result["from"] = min(since, head)
+    result["summary"] = {
+        s: sum(1 for op in ops if op[0] == s) for s in ("same", "changed", "added", "removed")
+    }
+    result["diff"] = diff_rows(session_id, found[since], transcript, fold.notes)
     return result
+
+
+def _change_link(session_id: str, change: dict[str, Any]) -> dict[str, Any]:
+    href = views.session_href(session_id, at=change["seq"]).replace("/session?", "/conversation?", 1)
+    return {
+        **change,
+        "kind": views.show(change["kind"], 40),
+        "href": f"{href}&from={max(change['seq'] - 1, 0)}",
+    }
 
 
 # ─── images ────────────────────────────────────────────────────────────────────────────────────
