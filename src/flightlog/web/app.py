@@ -13,6 +13,9 @@ Pages and endpoints (every one behind :class:`~flightlog.web.security.Guard`):
 ``GET /api/event?session=&seq=`` one stored event, pretty-printed JSON (the "show more" of a row)
 ``GET /api/proof``               one event's inclusion proof (``session``, ``seq``) for the in-browser check
                                  (:mod:`flightlog.web.proof_api`)
+``GET /api/integrity?session=``  the session's signed checkpoints, witness cosignatures and seals with the
+                                 keys the server trusts, checked in the browser
+                                 (:mod:`flightlog.web.integrity_api`)
 ``GET /api/waterfall?session=``  the run's time spans and per-turn tokens and context fill, drawn on
                                  the session page (:mod:`flightlog.web.waterfall_api`)
 ``GET /api/charts?session=``    the run's cumulative cost at list prices and entropy score per turn
@@ -72,7 +75,7 @@ from ..kernel.errors import NotPending
 from ..sessions import replay_session
 from ..store.base import Store
 from ..store.signals import SIGNAL_KINDS
-from . import charts_api, conversation, proof_api, subtree, views, waterfall_api
+from . import charts_api, conversation, integrity_api, proof_api, subtree, views, waterfall_api
 from .memory import register as register_memory
 from .security import Auth, Guard
 
@@ -243,6 +246,7 @@ def create_app(
     _routes(app, dash)
     register_memory(app, dash)
     proof_api.register(app, lambda: dash.reader)
+    integrity_api.register(app, lambda: dash.reader)
     waterfall_api.register(app, lambda: dash.reader)
     conversation.register(app, dash)
     charts_api.register(app, lambda: dash.reader)
