@@ -35,7 +35,9 @@ def _sealed(db: Path, session_id: str, tmp_path: Path) -> Witness:
     """Twelve events signed every four, sealed ``completed`` (seq 12, checkpoint over 13), cosigned by a
     witness the user trusts (checkpoints at sizes 4, 8, 12 and 13)."""
     with SqliteStore(db) as store:
-        rec = Recorder.create(store, task=f"heads {IMG}", session_id=session_id, notary=Notary.from_env(every=4))
+        rec = Recorder.create(
+            store, task=f"heads {IMG}", session_id=session_id, notary=Notary.from_env(every=4)
+        )
         for i in range(12):
             rec.append(Custom(custom_kind=f"step{SCRIPT}", payload={"i": i, "x": IMG}))
         rec.finish("completed")
@@ -64,7 +66,9 @@ def test_checkpoints_cosignature_and_seal_verify_and_a_key_change_is_flagged(
     expect(page.locator("#heads-verdict")).to_contain_text("verified in your browser: 6 signed head(s)")
     checkpoints = page.locator("#heads-list li[data-kind=checkpoint]")
     expect(checkpoints).to_have_count(4)
-    expect(checkpoints.last).to_contain_text(f"signed checkpoint over events 0-12: Ed25519 signature by {name}")
+    expect(checkpoints.last).to_contain_text(
+        f"signed checkpoint over events 0-12: Ed25519 signature by {name}"
+    )
     expect(checkpoints.last).to_contain_text("verified in your browser")
     cosigned = page.locator("#heads-list li[data-kind=cosignature]")
     expect(cosigned).to_contain_text(f"witness {wkey.name}+{wkey.key_id:08x}")
@@ -97,7 +101,9 @@ def test_checkpoints_cosignature_and_seal_verify_and_a_key_change_is_flagged(
     page.evaluate("() => localStorage.removeItem('flightlog.pinned-vkeys')")
 
 
-def test_a_forged_cosignature_fails_in_the_browser(page: Page, db: Path, server: object, tmp_path: Path) -> None:
+def test_a_forged_cosignature_fails_in_the_browser(
+    page: Page, db: Path, server: object, tmp_path: Path
+) -> None:
     witness = _sealed(db, "heads-forged", tmp_path)
     wkey = witness.cosigner.verifier
     with SqliteStore(db) as store:
@@ -129,24 +135,31 @@ def test_a_forged_cosignature_fails_in_the_browser(page: Page, db: Path, server:
     assert page.locator("#heads img, #heads script").count() == 0
 
 
-def test_a_tampered_copy_fails_and_names_what_failed(page: Page, db: Path, server: object, tmp_path: Path) -> None:
+def test_a_tampered_copy_fails_and_names_what_failed(
+    page: Page, db: Path, server: object, tmp_path: Path
+) -> None:
     _sealed(db, "heads-tampered", tmp_path)
     key = load_signer().verifier
     raw = sqlite3.connect(db)
     try:
         raw.execute("DROP TRIGGER IF EXISTS events_no_update")
-        (event,) = raw.execute("SELECT event FROM events WHERE session_id = 'heads-tampered' AND seq = 2").fetchone()
+        (event,) = raw.execute(
+            "SELECT event FROM events WHERE session_id = 'heads-tampered' AND seq = 2"
+        ).fetchone()
         flipped = bytes(event).replace(b'"i":2', b'"i":3')
         assert flipped != bytes(event)
         raw.execute("UPDATE events SET event = ? WHERE session_id = 'heads-tampered' AND seq = 2", (flipped,))
         for trigger in [r[0] for r in raw.execute("SELECT name FROM sqlite_master WHERE type = 'trigger'")]:
             if "checkpoint" in trigger:
                 raw.execute(f'DROP TRIGGER "{trigger}"')
-        (body,) = raw.execute("SELECT body FROM checkpoints WHERE session_id = 'heads-tampered' AND size = 8").fetchone()
+        (body,) = raw.execute(
+            "SELECT body FROM checkpoints WHERE session_id = 'heads-tampered' AND size = 8"
+        ).fetchone()
         lines = body.split("\n")
         lines[1] = "9"  # the note's size line, under the same signature
         raw.execute(
-            "UPDATE checkpoints SET body = ? WHERE session_id = 'heads-tampered' AND size = 8", ("\n".join(lines),)
+            "UPDATE checkpoints SET body = ? WHERE session_id = 'heads-tampered' AND size = 8",
+            ("\n".join(lines),),
         )
         raw.commit()
     finally:
@@ -176,6 +189,10 @@ def test_a_browser_without_ed25519_says_so(page: Page, db: Path, server: object,
     page.goto(f"{server.url}/session?id=heads-no-ed25519")  # type: ignore[attr-defined]
     expect(page.locator("#heads-result")).to_have_attribute("data-ok", "0", timeout=WAIT_MS)
     expect(page.locator("#ed25519-support")).to_contain_text("This browser cannot check signatures")
-    expect(page.locator("#heads-verdict")).to_contain_text("NOT checked: this browser has no Ed25519 in WebCrypto")
+    expect(page.locator("#heads-verdict")).to_contain_text(
+        "NOT checked: this browser has no Ed25519 in WebCrypto"
+    )
     page.locator("#seq-3 button.prove").click()
-    expect(page.locator("#proof-verdict")).to_contain_text("NOT verified: this browser has no Ed25519 in WebCrypto")
+    expect(page.locator("#proof-verdict")).to_contain_text(
+        "NOT verified: this browser has no Ed25519 in WebCrypto"
+    )

@@ -5,7 +5,9 @@ append with ``StaleWriter`` and stops without writing (fencing trusts nothing th
 the full check ``flightlog audit`` makes (:func:`flightlog.integrity.audit.require_intact`) on the now settled ledger,
 and only then reads it, attaches (taking authority) and records ``operation_cancelled(turn,
 operation_id="{run_id}:abort", reason, pending_call_ids)`` with the session status ``cancelled``, signed by
-the notary (the user's log key by default). The run stays resumable (``Kernel.resume``).
+the notary (the user's log key by default). Given ``requested_by`` (the dashboard passes its operator name),
+a ``Custom("abort_requested", {turn, operation_id, requested_by})`` in the same transaction records who
+asked. The run stays resumable (``Kernel.resume``).
 
 A run with unfinished sub-agents (:mod:`flightlog.kernel.subagents`) aborts each of them the same way first
 (recursively, after fencing itself), then records, with its own ``operation_cancelled``, an
@@ -15,11 +17,12 @@ later resumes them.
 
 from __future__ import annotations
 
-from ..events import CancellationReason, OperationCancelled
+from ..events import CancellationReason, Custom, OperationCancelled
 from ..integrity.audit import Auditor, require_intact
 from ..integrity.notary import USER_NOTARY, Notary, UserNotary, resolve_notary
 from ..recorder import Recorder
 from ..store.base import Store
+from .records import ABORT_REQUESTED
 from .state import KernelState, load_state
 
 __all__ = ["abort"]
@@ -36,10 +39,13 @@ def abort(
     *,
     reason: CancellationReason = CancellationReason.USER,
     notary: Notary | UserNotary | None = USER_NOTARY,
+    requested_by: str | None = None,
 ) -> bool:
     """Fence off any running writer of the session and record the abort.
 
     Args:
+        requested_by: Who asked (an operator name), recorded as ``abort_requested`` beside the abort of this
+            session (not repeated in its sub-agents); None records no requester.
         notary: Signs the record and supplies the keys and retained heads the full check trusts (default
             :data:`~flightlog.integrity.notary.USER_NOTARY`, the user's; None: unsigned, checked against the
             user's keys).
@@ -70,8 +76,22 @@ def abort(
         reason=reason,
         pending_call_ids=_unanswered(state),
     )
+    asked = (
+        [
+            Custom(
+                custom_kind=ABORT_REQUESTED,
+                payload={
+                    "turn": state.turn,
+                    "operation_id": event.operation_id,
+                    "requested_by": requested_by,
+                },
+            )
+        ]
+        if requested_by is not None
+        else []
+    )
     with recorder.atomic():
-        recorder.append_many([event, *killed])
+        recorder.append_many([event, *asked, *killed])
         store.set_session_status(session_id, "cancelled")
         recorder.checkpoint()  # no-op without a notary
     return True

@@ -17,6 +17,9 @@ transaction as the seed events they complete:
 ``approval_decision``                      ``{turn, call_id, gate, approved, responder, reason?,
                                            policy_digest?}``: a human decision on a gated call (``gate``:
                                            ``approval`` or ``effect_in_doubt``)
+``abort_requested``                        ``{turn, operation_id, requested_by}``: who asked for the abort
+                                           (:func:`flightlog.kernel.abort`, written with its
+                                           ``operation_cancelled`` when a requester is named)
 ``grant_policy``                           the signed grant at run start (:func:`flightlog.integrity.grants.record_grant`;
                                            see :mod:`flightlog.kernel.ceiling`)
 ``provider_retry``                         ``{turn, model, route_position, attempt, delay_s,
@@ -48,6 +51,7 @@ from ..events import Custom
 from ..providers.base import ModelProvider, Usage
 
 __all__ = [
+    "ABORT_REQUESTED",
     "APPROVAL_DECISION",
     "BUDGET_LIMITS",
     "CAPABILITY_EVIDENCE",
@@ -82,6 +86,7 @@ BUDGET_LIMITS = "budget_limits"
 MODEL_USAGE = "model_usage"
 TOOL_DECISIONS = "tool_decisions"
 APPROVAL_DECISION = "approval_decision"
+ABORT_REQUESTED = "abort_requested"
 PROVIDER_RETRY = "provider_retry"
 ROUTE_FAILOVER = "route_failover"
 EFFECT_RECONCILED = "effect_reconciled"

@@ -29,6 +29,8 @@ Pages and endpoints (every one behind :class:`~flightlog.web.security.Guard`):
                                  resumes after ``Last-Event-ID``) and ``status`` messages
 ``POST /approvals/decide``       approve or deny a waiting call (form: ``session_id``, ``call_id``,
                                  ``decision``, ``operator``, ``reason``, ``csrf``, ``next``)
+``POST /runs/abort``             abort a run (form: ``session_id``, ``operator``, ``confirm``, ``csrf``,
+                                 ``next``): :func:`flightlog.kernel.abort` with the operator recorded
 ``POST /signals/send``           queue a signal for a run (form: ``session_id``, ``kind`` message, steer or
                                  interrupt, ``text``, ``operator``, ``csrf``, ``next``)
 ``GET /static/...``              ``app.js`` and ``app.css``
@@ -69,13 +71,14 @@ from starlette.responses import StreamingResponse
 from starlette.staticfiles import StaticFiles
 
 from ..errors import FlightlogError, SessionNotFound
+from ..kernel.abort import abort
 from ..kernel.approvals import approve, deny, operator_problem
 from ..kernel.attention import send_signal
 from ..kernel.errors import NotPending
 from ..sessions import replay_session
 from ..store.base import Store
 from ..store.signals import SIGNAL_KINDS
-from . import charts_api, conversation, integrity_api, proof_api, subtree, views, waterfall_api
+from . import actions, charts_api, conversation, integrity_api, proof_api, subtree, views, waterfall_api
 from .memory import register as register_memory
 from .security import Auth, Guard
 
@@ -356,6 +359,7 @@ def _routes(app: FastAPI, dash: _Dashboard) -> None:
             page=page,
             status=status,
             verify=views.verification(store, id),
+            decisions=actions.decision_rows(store, id),
             replay=replay,
             replay_error=replay_error,
             at="" if at_v is None else str(at_v),
@@ -551,4 +555,33 @@ def _routes(app: FastAPI, dash: _Dashboard) -> None:
             return fail(409, f"not queued: {exc}")
         if "application/json" in request.headers.get("accept", ""):
             return JSONResponse({"ok": True, "signal_id": signal_id})
+        return RedirectResponse(_local(form.get("next")), status_code=303)
+
+    @app.post("/runs/abort")
+    async def abort_run(request: Request) -> Response:
+        """Abort a run: fence its writer, audit it, record ``operation_cancelled`` and who asked
+        (:func:`flightlog.kernel.abort`, signed with the user's key as ``flightlog abort``)."""
+        form, fail, refused = await posted(request)
+        if refused is not None:
+            return refused
+        session_id, operator = form.get("session_id", ""), form.get("operator", "").strip(" ")
+        if not session_id or form.get("confirm") != "yes":
+            return fail(400, "give session_id and confirm=yes (tick the box: an abort stops the run)")
+        problem = operator_problem(operator)
+        if problem is not None:
+            return fail(400, f"operator: invalid operator name: {problem}")
+
+        def record() -> bool:
+            with dash.open_db(False) as store:
+                return abort(store, session_id, requested_by=operator)
+
+        try:
+            done = await run_in_threadpool(record)
+        except SessionNotFound:
+            return fail(404, "no such session")
+        except FlightlogError as exc:
+            return fail(409, f"not aborted: {exc}")
+        message = f"aborted {session_id} as {operator}" if done else f"{session_id} had already ended"
+        if "application/json" in request.headers.get("accept", ""):
+            return JSONResponse({"ok": True, "aborted": done, "message": views.show(message, 300)})
         return RedirectResponse(_local(form.get("next")), status_code=303)

@@ -61,6 +61,10 @@
     } catch (e) {
       /* storage disabled: the field still works for this page */
     }
+    // the signal and abort forms post their own operator field: start it from the header's name
+    for (const field of doc.querySelectorAll("form.signal input[name=operator], form.abort input[name=operator]")) {
+      if (!field.value) field.value = input.value;
+    }
     input.addEventListener("input", function () {
       try {
         localStorage.setItem(OPERATOR_KEY, input.value.trim());
