@@ -87,7 +87,9 @@ def test_a_parent_page_lists_its_children_with_spent_and_granted_budget(
     for kid, row in rows:
         used, _, steps, _ = budgets[kid]
         assert f'href="{session_href(kid).replace("&", "&amp;")}"' in row
-        assert '<td class="state">terminal</td>' in row and '<td class="outcome">completed</td>' in row
+        assert '<td class="state"><span class="badge state state-terminal">terminal</span></td>' in row
+        assert '<td class="source"><span class="badge source source-direct">direct</span></td>' in row
+        assert '<td class="outcome">completed</td>' in row
         assert f'<td class="tokens">{used}/300</td>' in row and f'<td class="steps">{steps}/5</td>' in row
     # the parent itself is a root: no parent link
     assert 'id="parent-link"' not in html

@@ -42,7 +42,7 @@ def test_a_tree_arrives_live_with_budgets_and_links_both_ways(page: Page, db: Pa
     expect(rows).to_have_count(2)
     for kid in kids:
         row = page.locator(f'#children tr.child[data-child="{kid}"]')
-        expect(row.locator(".state")).to_have_text("terminal")
+        expect(row.locator("td.state")).to_have_text("terminal")
         expect(row.locator(".tokens")).to_have_text("30/300")
         expect(row.locator(".steps")).to_have_text("2/5")
     page.locator(f'#children tr.child[data-child="{kids[0]}"] a.child-link').click()

@@ -98,7 +98,7 @@ def test_a_sub_agent_is_a_nested_bar_linking_to_its_session(page: Page, db: Path
     page.goto(f"{server.url}/session?id=wf-parent")  # type: ignore[attr-defined]
     bar = page.locator("#waterfall-chart rect.lane-sub-agent")
     expect(bar).to_have_count(1, timeout=WAIT_MS)
-    expect(bar).to_have_class("bar lane-sub-agent open")  # the child has not finished
+    expect(bar).to_have_class("bar lane-sub-agent depth-1 open")  # the child has not finished
     expect(page.locator("#waterfall-chart text.lane-label.sub")).to_contain_text("↳ wf-child<script>")
     bar.click()
     link = page.locator("#waterfall-detail a")

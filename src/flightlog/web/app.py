@@ -360,6 +360,7 @@ def _routes(app: FastAPI, dash: _Dashboard) -> None:
             status=status,
             verify=views.verification(store, id),
             decisions=actions.decision_rows(store, id),
+            lineage=subtree.lineage(store, id),
             replay=replay,
             replay_error=replay_error,
             at="" if at_v is None else str(at_v),

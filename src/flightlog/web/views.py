@@ -506,17 +506,24 @@ def _header(record: SessionRecord) -> dict[str, str]:
     }
 
 
-def session_status(store: Store, session_id: str) -> tuple[str, dict[str, str]]:
-    """The run's state (durable refined by live state; "" when unknown) and its budget cells."""
+def run_view(store: Store, session_id: str) -> RunView | None:
+    """One run of the runs read model, durable merged with live state (None: not in the read model)."""
     if not projection_ready(store):
-        return "", {}
+        return None
     row = store.get_run_rows([session_id]).get(session_id)
     if row is None:
-        return "", {}
+        return None
     durable = refine_with_status(AgentRunSnapshot.model_validate_json(row.snapshot), row.session_status)
-    view = merge(
+    return merge(
         durable, live_records(store).get(session_id), now_ms=wall_ms(), last_durable_ms=row.updated_at_ms
     )
+
+
+def session_status(store: Store, session_id: str) -> tuple[str, dict[str, str]]:
+    """The run's state (durable refined by live state; "" when unknown) and its budget cells."""
+    view = run_view(store, session_id)
+    if view is None:
+        return "", {}
     b = view.snapshot.budget
     state = view.snapshot.state.value + (" (abandoned)" if view.abandoned else "")
     cells = {

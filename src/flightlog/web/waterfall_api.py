@@ -16,13 +16,19 @@ Lanes (``spans``, each ``{lane, label, kind, turn, seq, end_seq, start_ms, end_m
 ``approval``     ``permission_requested`` to ``permission_resolved`` (the wait for a person)
 ``suspended``    ``suspended`` to ``resumed``
 ``sub-agent``    each child run (``query_runs(parent=)``): its session's creation to its last write,
-                 with ``href`` to its page
+                 with ``href`` to its page, ``depth`` (1 for a child, 2 for a grandchild... up to
+                 :data:`MAX_DEPTH`, each listed right after its parent) and ``spans``: the child's own
+                 model, tool, approval, suspension and compaction spans (``session`` = the child's id),
+                 drawn nested inside its bar
 =============== ===================================================================================
 
 A span still open at the last row has ``open: true`` and ends at that row (the page extends it to
 now while the run is live). ``marks`` are instants: ``rollbacked``, ``Custom("provider_retry")``,
 ``Custom("context_overflow")``, ``context_renewed``, ``budget_exceeded``, ``operation_cancelled``,
-``entropy_alert``, ``run_terminal``, ``Custom("session_sealed")``. ``integrity`` marks each stored
+``entropy_alert``, ``run_terminal``, ``signal_delivery_disposed``, ``Custom("session_sealed")``,
+``Custom("compaction_failed")``, ``Custom("capability_failed" | "capability_crashed")``,
+``Custom("route_failover")``, ``Custom("signal_message")`` (who sent what), ``Custom("abort_requested")``
+(who asked). An approval span's label ends with who decided (``Custom("approval_decision")``). ``integrity`` marks each stored
 signed checkpoint (its signers as the note names them) and each witness cosignature kept for it, at the
 time stored; their signatures are checked by the page's Verification section and the in-browser proof
 check, not by this picture.
@@ -68,7 +74,20 @@ _MARKS = {
     "run_terminal": "end",
 }
 _SEALED = "session_sealed"
-_CUSTOM_MARKS = {"provider_retry": "provider retry", "context_overflow": "context overflow"}
+_CUSTOM_MARKS = {
+    "provider_retry": "provider retry",
+    "context_overflow": "context overflow",
+    "compaction_failed": "compaction failed",
+    "capability_failed": "capability failed",
+    "capability_crashed": "capability crashed",
+}
+MAX_CHILDREN = 100
+"""Sub-agents drawn at most, over every level of the tree (the most recently updated first per parent)."""
+MAX_DEPTH = 3
+"""Levels of sub-agents drawn below the run (a child's children are nested under it)."""
+CHILD_ROWS = 5_000
+"""Rows read from each sub-agent's session for its inner bars."""
+_INNER = ("model", "tool", "approval", "suspended", "compaction")
 
 
 class _Fold:
@@ -83,6 +102,7 @@ class _Fold:
         self.prev_ms: int | None = None
         self.last_ms = 0
         self.imported = UsageReader()
+        self.resolved: dict[str, Any] | None = None
 
     def begin(self, lane: str, label: str, kind: str, seq: int, at: int) -> None:
         span = {"lane": lane, "label": views.show(label, 200), "kind": kind, "turn": self.turn, "seq": seq}
@@ -137,7 +157,11 @@ class _Fold:
         elif kind == "permission_requested":
             self.begin("approval", f"waiting for approval, turn {self.turn}", kind, seq, at)
         elif kind == "permission_resolved":
-            self.end("approval", seq, at)
+            if self.end("approval", seq, at):
+                self.resolved = next(s for s in reversed(self.spans) if s["lane"] == "approval")
+        elif kind == "signal_delivery_disposed":
+            disposition = data.get("disposition", "?")
+            self.marks.append(self._mark(f"signal {disposition}", kind, seq, at))
         elif kind == "suspended":
             self.end_all("tool", seq, at, "not run: suspended")
             self.begin("suspended", f"suspended, turn {self.turn}", kind, seq, at)
@@ -164,6 +188,22 @@ class _Fold:
             self._usage(payload)
         elif custom in (CODEX_CONTEXT, CODEX_TOKENS):
             self._usage(self.imported.feed({"kind": "custom", "custom_kind": custom, "payload": payload}))
+        elif custom == "approval_decision" and self.resolved is not None:
+            verb = "approved" if payload.get("approved") else "denied"
+            who = payload.get("responder", "?")
+            self.resolved["label"] = views.show(f"{self.resolved['label']}: {verb} by {who}", 200)
+            self.resolved = None
+        elif custom == "abort_requested":
+            self.marks.append(
+                self._mark(f"abort requested by {payload.get('requested_by', '?')}", custom, seq, at)
+            )
+        elif custom == "signal_message":
+            text = f"{payload.get('kind', 'signal')} from {payload.get('sender', '?')}: {payload.get('text', '')}"
+            self.marks.append(self._mark(text, custom, seq, at))
+        elif custom == "route_failover":
+            self.marks.append(
+                self._mark(f"route failover to {payload.get('to_model', '?')}", custom, seq, at)
+            )
         elif custom == _SEALED:
             self.marks.append(self._mark("sealed", custom, seq, at))
         elif custom in _CUSTOM_MARKS:
@@ -188,7 +228,7 @@ class _Fold:
 
     def _mark(self, label: str, kind: str, seq: int, at: int) -> dict[str, Any]:
         return {
-            "label": f"{label}, turn {self.turn}",
+            "label": views.show(f"{label}, turn {self.turn}", 200),
             "kind": kind,
             "turn": self.turn,
             "seq": seq,
@@ -230,6 +270,53 @@ def _integrity(store: Store, session_id: str) -> list[dict[str, Any]]:
     return marks
 
 
+def _fold(store: Store, session_id: str, stop: int) -> tuple[_Fold, int | None]:
+    """The fold over the first ``stop`` rows of a session, and the first row's write time."""
+    fold = _Fold()
+    start: int | None = None
+    for row in store.read_events(session_id, stop=stop):
+        start = row.recorded_at_ms if start is None else start
+        try:
+            data = json.loads(row.event_bytes)
+        except ValueError:
+            data = {}
+        fold.row(row.seq, row.recorded_at_ms, data if isinstance(data, dict) else {})
+    return fold, start
+
+
+def _children(store: Store, session_id: str, depth: int, left: list[int]) -> list[dict[str, Any]]:
+    """The sub-agents of ``session_id`` as bars, each followed by its own (depth-first); ``left`` is the
+    count still allowed (shared over the tree)."""
+    out: list[dict[str, Any]] = []
+    for child in store.query_runs(parent=session_id):
+        if left[0] <= 0:
+            break
+        try:
+            child_record = store.get_session(child.run_id)
+        except SessionNotFound:
+            continue
+        left[0] -= 1
+        fold, _start = _fold(store, child.run_id, CHILD_ROWS)
+        inner = [
+            {**span, "session": views.Exact(child.run_id)} for span in fold.spans if span["lane"] in _INNER
+        ]
+        out.append(
+            {
+                "lane": "sub-agent",
+                "label": views.show(f"{child.run_id} ({child.state})", 200),
+                "href": views.session_href(child.run_id),
+                "start_ms": child_record.created_at_ms,
+                "end_ms": max(child_record.updated_at_ms, fold.last_ms),
+                "open": child.state != "terminal",
+                "depth": depth,
+                "spans": inner,
+            }
+        )
+        if depth < MAX_DEPTH:
+            out += _children(store, child.run_id, depth + 1, left)
+    return out
+
+
 def waterfall(store: Store, session_id: str) -> dict[str, Any]:
     """The picture of one session (see the module docstring).
 
@@ -242,31 +329,8 @@ def waterfall(store: Store, session_id: str) -> dict[str, Any]:
         SessionNotFound: no such session.
     """
     record = store.get_session(session_id)
-    fold = _Fold()
-    start: int | None = None
-    for row in store.read_events(session_id, stop=MAX_ROWS):
-        start = row.recorded_at_ms if start is None else start
-        try:
-            data = json.loads(row.event_bytes)
-        except ValueError:
-            data = {}
-        fold.row(row.seq, row.recorded_at_ms, data if isinstance(data, dict) else {})
-    children: list[dict[str, Any]] = []
-    for child in store.query_runs(parent=session_id):
-        try:
-            child_record = store.get_session(child.run_id)
-        except SessionNotFound:
-            continue
-        children.append(
-            {
-                "lane": "sub-agent",
-                "label": views.show(f"{child.run_id} ({child.state})", 200),
-                "href": views.session_href(child.run_id),
-                "start_ms": child_record.created_at_ms,
-                "end_ms": child_record.updated_at_ms,
-                "open": child.state != "terminal",
-            }
-        )
+    fold, start = _fold(store, session_id, MAX_ROWS)
+    children = _children(store, session_id, 1, [MAX_CHILDREN])
     start = min([record.created_at_ms if start is None else start, *(c["start_ms"] for c in children)])
     integrity = _integrity(store, session_id)
     end = max([fold.last_ms, start, *(c["end_ms"] for c in children), *(m["at_ms"] for m in integrity)])

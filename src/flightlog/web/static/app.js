@@ -298,7 +298,8 @@
       "tr",
       { class: "child", "data-child": c.id },
       el("td", {}, c.href ? el("a", { class: "child-link", href: c.href, text: c.id }) : c.id),
-      el("td", { class: "state", text: c.state }),
+      el("td", { class: "state" }, el("span", { class: "badge state state-" + c.state_class, text: c.state })),
+      el("td", { class: "source" }, el("span", { class: "badge source source-" + c.source, text: c.source })),
       el("td", { class: "outcome", text: c.outcome || "-" }),
       el("td", { class: "tokens", text: b.tokens + "/" + b.token_limit }),
       el("td", { class: "steps", text: b.steps + "/" + b.step_limit })

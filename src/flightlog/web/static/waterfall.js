@@ -39,13 +39,16 @@
     return Math.floor(value / 60000) + " min " + Math.round((value % 60000) / 1000) + " s";
   }
 
-  function eventHref(sessionId, seq) {
-    if (doc.getElementById("seq-" + seq)) return "#seq-" + seq;
+  function eventHref(sessionId, seq, elsewhere) {
+    if (!elsewhere && doc.getElementById("seq-" + seq)) return "#seq-" + seq;
     return "/session?id=" + encodeURIComponent(sessionId) + "&start=" + seq + "#seq-" + seq;
   }
 
-  function detail(box, sessionId, item) {
+  function detail(box, pageSession, item) {
+    const sessionId = typeof item.session === "string" ? item.session : pageSession; // a sub-agent's own span
+    const elsewhere = sessionId !== pageSession;
     const lines = [el("strong", null, item.label)];
+    if (elsewhere) lines.push(el("span", "muted", " · in sub-agent " + sessionId));
     if (item.start_ms !== undefined) lines.push(el("span", "muted", " · " + ms(item.end_ms - item.start_ms) + (item.open ? " so far" : "")));
     const out = el("p", "wf-detail-line");
     out.append(...lines);
@@ -53,7 +56,7 @@
     if (item.seq !== undefined) {
       more.append("events ");
       const link = el("a", null, item.end_seq !== undefined && item.end_seq !== item.seq ? item.seq + "–" + item.end_seq : String(item.seq));
-      link.setAttribute("href", eventHref(sessionId, item.seq));
+      link.setAttribute("href", eventHref(sessionId, item.seq, elsewhere));
       more.append(link, " (" + item.kind + ") ");
       const raw = el("pre", "raw wf-event");
       const button = el("button", "wf-show", "show event " + item.seq);
@@ -117,8 +120,20 @@
       y += ROW;
     }
     for (const child of childRows) {
-      root.append(svg("text", { class: "lane-label sub", x: 12, y: y + ROW - 7 }, "↳ " + child.label.slice(0, 20)));
-      bar(y, child, "lane-sub-agent");
+      const depth = Math.max(1, Math.min(child.depth || 1, 4));
+      root.append(svg("text", { class: "lane-label sub depth-" + depth, x: 4 + 8 * depth, y: y + ROW - 7 }, "↳ " + child.label.slice(0, 22 - 2 * depth)));
+      bar(y, child, "lane-sub-agent depth-" + depth);
+      for (const inner of child.spans || []) {
+        // the sub-agent's own model calls, tool runs and waits, nested inside its bar
+        const x0 = x(inner.start_ms);
+        const rect = svg("rect", { class: "bar inner lane-" + inner.lane + (inner.open ? " open" : ""), x: x0, y: y + 8, width: Math.max(2, x(inner.end_ms) - x0), height: ROW - 16, tabindex: 0, "data-seq": inner.seq });
+        rect.append(svg("title", {}, inner.label + " · " + ms(inner.end_ms - inner.start_ms)));
+        const show = () => detail(detailBox, sessionId, inner);
+        rect.addEventListener("click", show);
+        rect.addEventListener("mouseenter", show);
+        rect.addEventListener("focus", show);
+        root.append(rect);
+      }
       y += ROW;
     }
     const markRow = (label, marks) => {
