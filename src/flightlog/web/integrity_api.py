@@ -17,7 +17,7 @@ checks every signature itself with WebCrypto, so a reader need not trust the das
 Where the keys come from: ``log_keys`` are the verifier keys the server trusts
 (:func:`flightlog.integrity.keys.load_keyring`), ``witness_keys`` the witnesses it trusts
 (:func:`flightlog.integrity.witness_client.load_witnesses`). The page says so, shows each key's text and
-fingerprint to compare with ``flightlog audit keys show``, and lets the reader pin keys in the browser;
+fingerprint to compare with ``flightlog keys show``, and lets the reader pin keys in the browser;
 once pinned, only pinned keys count and a different key from the server is flagged.
 
 Nothing here is checked by the server: a checkpoint whose stored note is damaged is sent as stored, and

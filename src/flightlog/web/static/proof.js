@@ -143,7 +143,7 @@
 
   // "<name>+<8 hex key id>+<base64(type || 32-byte Ed25519 public key)>"; the id must match the key
   // (SHA-256(name || "\n" || type || key)[:4]). The fingerprint is SHA-256 of the key text itself, so a
-  // reader can compare it with `printf %s KEY | sha256sum` on the output of `flightlog audit keys show`.
+  // reader can compare it with `printf %s KEY | sha256sum` on the output of `flightlog keys show`.
   async function parseVkey(text, type) {
     type = type || LOG_TYPE;
     const trimmed = String(text).trim();
@@ -516,7 +516,7 @@
     }
     const parts = [];
     const what = type === LOG_TYPE ? "Log keys" : "Witness keys";
-    if (trust.fromServer) parts.push(el("p", "muted", what + ": " + (trust.offered.length ? "checked against the key(s) the dashboard server says it trusts. Compare with `flightlog audit keys show` on a machine you trust, then pin." : "the server trusts none.")));
+    if (trust.fromServer) parts.push(el("p", "muted", what + ": " + (trust.offered.length ? "checked against the key(s) the dashboard server says it trusts. Compare with `flightlog keys show` on a machine you trust, then pin." : "the server trusts none.")));
     else parts.push(el("p", "muted", what + ": checked against the key(s) pinned in this browser only."));
     for (const key of trust.changed) {
       const flag = el("p", "key-changed bad", "KEY CHANGED: the server now offers " + KIND[type] + " " + keyName(key) + " (fingerprint SHA-256 " + key.fingerprint + "), which you have not pinned. Signatures by it are not accepted here until you pin it.");
