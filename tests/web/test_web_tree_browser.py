@@ -136,3 +136,26 @@ def test_every_seed_002_state_and_source_has_its_own_badge_style() -> None:
             styles[f"{prefix}-{value}"] = match.group(1).strip()
     assert len(set(styles.values())) == len(styles), "two states or sources share a badge style"
     assert len(STATES) == 9 and set(SOURCES) == {"direct", "workflow", "fleet", "core_job", "task"}
+
+
+def test_signals_and_an_abort_request_are_inert_marks(page: Page, db: Path, server: object) -> None:
+    from flightlog.events import Custom, RunStarted
+    from flightlog.recorder import Recorder
+
+    def record() -> None:
+        with SqliteStore(db) as store:
+            rec = Recorder.create(store, session_id="tree-marks", notary=None)
+            rec.append(RunStarted(run_id="tree-marks", goal="marks"))
+            payload = {"kind": "steer", "sender": f"eve {IMG}", "disposition": "delivered", "text": SCRIPT}
+            rec.append(Custom(custom_kind="signal_message", payload=payload))
+            rec.append(Custom(custom_kind="abort_requested", payload={"turn": 0, "requested_by": SCRIPT}))
+
+    _off_loop(record)
+    page.goto(f"{server.url}/session?id=tree-marks")  # type: ignore[attr-defined]
+    signal = page.locator("#waterfall-chart path.mark-signal_message title")
+    expect(signal).to_have_text(f"steer from eve {IMG}: {SCRIPT}, turn 0", timeout=WAIT_MS)
+    expect(page.locator("#waterfall-chart path.mark-abort_requested title")).to_have_text(
+        f"abort requested by {SCRIPT}, turn 0"
+    )
+    expect(page.locator("#decisions tr.decision-abort .who")).to_have_text(SCRIPT)
+    _assert_inert(page)

@@ -289,6 +289,7 @@
       renderPending(st.pending, location.pathname + location.search);
       renderWaiting(st.waiting);
       renderChildren(st.children || []);
+      doc.dispatchEvent(new CustomEvent("flightlog:status")); // a sub-agent moved: waterfall.js redraws
     });
   }
 

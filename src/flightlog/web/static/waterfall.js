@@ -257,6 +257,7 @@
       }
     }
     doc.addEventListener("flightlog:event", load);
+    doc.addEventListener("flightlog:status", load); // status changes carry the sub-agents' progress
     load();
   }
 
