@@ -890,6 +890,12 @@ MEMORY_KINDS = {
     "MemoryValidationFailed": "test_rejected_writes_record_upstreams_error_strings",
 }
 
+FAULT_KINDS = {
+    # written only by an abort that names who asked (the dashboard's); checked field by field in
+    # test_faults.py:
+    "abort_requested": "test_abort_records_who_asked_beside_its_cancellation",
+}
+
 WATCH_KINDS = {
     # written only by a watched or signalled run; each is checked field by field in test_watch.py or
     # test_signals.py:
@@ -1002,6 +1008,9 @@ def test_the_scenarios_cover_every_kind_the_kernel_writes(tmp_path: Path) -> Non
     capability_tests = (Path(__file__).parent / "test_capabilities.py").read_text()
     assert all(f"def {name}(" in capability_tests for name in CAPABILITY_KINDS.values())
     covered |= set(CAPABILITY_KINDS)
+    fault_tests = (here / "test_faults.py").read_text()
+    assert all(f"def {name}(" in fault_tests for name in FAULT_KINDS.values())
+    covered |= set(FAULT_KINDS)
     memory_tests = (Path(__file__).parent / "test_memory.py").read_text()
     assert all(f"def {name}(" in memory_tests for name in MEMORY_KINDS.values())
     covered |= set(MEMORY_KINDS)

@@ -11,6 +11,7 @@ import pytest
 
 from flightlog.events import (
     CheckpointTaken,
+    Custom,
     LlmCompleted,
     OperationCancelled,
     Resumed,
@@ -19,7 +20,7 @@ from flightlog.events import (
     RunTerminal,
     ToolCompleted,
 )
-from flightlog.kernel import Agent, FatalToolError, Kernel, tool
+from flightlog.kernel import Agent, FatalToolError, Kernel, Policy, Rule, tool
 from flightlog.kernel.abort import abort
 from flightlog.kernel.scripted import ScriptedProvider, call, calls, reply
 from flightlog.messages import Message, ToolCall
@@ -283,6 +284,22 @@ def test_abort_fences_the_running_writer_which_stops_cleanly(db_path: Path, stor
         )
         resumed = Kernel(later, agent(later_provider)).resume_sync(sid)
     assert resumed.status == "completed"
+
+
+def test_abort_records_who_asked_beside_its_cancellation(store: SqliteStore) -> None:
+    gate = Policy(rules=(Rule("ask", tool="echo", reason="ask first"),))
+    provider = ScriptedProvider([calls(call("echo", {"text": "x"}, id="g")), reply("done")], by_turn=True)
+    sid = Kernel(store, agent(provider, policy=gate)).run_sync("go").session_id
+    assert store.get_session(sid).status == "suspended"
+    assert abort(store, sid, requested_by="ada") is True
+    ledger = events(store, sid)
+    cancelled, asked = ledger[-2:]
+    assert isinstance(cancelled, OperationCancelled) and cancelled.operation_id.endswith(":abort")
+    assert asked == Custom(
+        custom_kind="abort_requested",
+        payload={"turn": cancelled.turn, "operation_id": cancelled.operation_id, "requested_by": "ada"},
+    )
+    assert store.get_session(sid).status == "cancelled" and verify_session(store, sid).ok
 
 
 def test_abort_of_an_ended_run_does_nothing(store: SqliteStore) -> None:
