@@ -93,6 +93,9 @@ def _custom(e: ev.Custom) -> str:
     payload = e.payload if isinstance(e.payload, dict) else {}
     if e.custom_kind == "approval_decision":
         return _approval_decision(payload)
+    if e.custom_kind == "abort_requested":  # kernel record: who asked for the abort beside it
+        who = short(printable(str(payload.get("requested_by", "?"))), 80)
+        return f"turn {payload.get('turn', '?')}: abort requested by {who}"
     if e.custom_kind == "signal_message":  # replay.SIGNAL_MESSAGE: a delivered signal, now a user message
         who = short(printable(str(payload.get("sender") or "?")), 40)
         kind = short(printable(str(payload.get("kind") or "signal")), 20)

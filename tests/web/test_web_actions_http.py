@@ -74,6 +74,7 @@ def test_abort_a_suspended_run_records_who_asked(client: TestClient, db_path: Pa
         assert isinstance(asked, Custom) and asked.payload["requested_by"] == operator
     page = client.get("/session?id=a1").text
     assert "aborted the run at turn" in page
+    assert "abort requested by ada &lt;script&gt;" in page  # the timeline row narrates it
     assert "ada &lt;script&gt;alert(1)&lt;/script&gt;" in page and SCRIPT not in page
     again = client.post(
         "/runs/abort",
