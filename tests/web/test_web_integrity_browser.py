@@ -11,7 +11,9 @@ server and database fixtures of :mod:`tests.web.test_web_browser`.
 from __future__ import annotations
 
 import hashlib
+import re
 import sqlite3
+import threading
 from pathlib import Path
 
 from playwright.sync_api import Page, expect
@@ -27,8 +29,16 @@ from flightlog.recorder import Recorder
 from flightlog.store import SqliteStore
 from flightlog.store.base import CosignatureRecord
 
-from .conftest import IMG, SCRIPT
-from .test_web_browser import WAIT_MS, browser, db, page, server  # noqa: F401  (shared fixtures)
+from .conftest import IMG, SCRIPT, run_blocking
+from .test_web_browser import (  # noqa: F401  (shared fixtures)
+    WAIT_MS,
+    _in_thread,
+    _wait_for,
+    browser,
+    db,
+    page,
+    server,
+)
 
 
 def _sealed(db: Path, session_id: str, tmp_path: Path) -> Witness:
@@ -196,3 +206,26 @@ def test_a_browser_without_ed25519_says_so(page: Page, db: Path, server: object,
     expect(page.locator("#proof-verdict")).to_contain_text(
         "NOT verified: this browser has no Ed25519 in WebCrypto"
     )
+
+
+def test_a_live_runs_new_heads_and_seal_are_checked_as_they_land(
+    page: Page, db: Path, server: object
+) -> None:
+    release = threading.Event()
+    thread, results = _in_thread(lambda: run_blocking(db, release, "sign me", "heads-live"))
+    try:
+        with SqliteStore(db) as store:  # the tool request is written: the tool is now blocked
+            _wait_for(lambda: any(r.kind == "tool_requested" for r in store.read_events("heads-live")))
+        page.goto(f"{server.url}/session?id=heads-live")  # type: ignore[attr-defined]
+        expect(page.locator("#heads-result")).to_have_attribute(
+            "data-ok", re.compile("[01]"), timeout=WAIT_MS
+        )
+        expect(page.locator("#heads-list li[data-kind=seal]")).to_have_count(0)
+    finally:
+        release.set()
+        thread.join(30)
+    assert results == ["completed"]
+    seal = page.locator("#heads-list li[data-kind=seal]")  # arrives without a reload
+    expect(seal).to_contain_text("sealed (completed)", timeout=WAIT_MS)
+    expect(seal).to_have_attribute("data-ok", "1")
+    expect(page.locator("#heads-result")).to_have_attribute("data-ok", "1", timeout=WAIT_MS)

@@ -615,6 +615,16 @@
     sayEd25519();
     if (heads) {
       loadHeads(heads);
+      // a live run signs new heads and seals as its events land: re-check at most once a second
+      let pendingReload = null;
+      const reload = () => {
+        if (pendingReload) return;
+        pendingReload = setTimeout(() => {
+          pendingReload = null;
+          loadHeads(heads);
+        }, 1000);
+      };
+      doc.addEventListener("flightlog:event", reload);
       heads.addEventListener("click", function (event) {
         const target = event.target;
         if (target instanceof Element && target.id === "heads-recheck") loadHeads(heads);
