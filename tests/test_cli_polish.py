@@ -24,7 +24,8 @@ from flightlog.events import Custom
 from flightlog.integrity.notary import Notary
 from flightlog.narration import plural
 from flightlog.recorder import Recorder
-from flightlog.store import open_store
+from flightlog.sessions import iter_events
+from flightlog.store import SqliteStore, open_store
 
 runner = CliRunner()
 SAMPLES = Path(__file__).parent / "data" / "samples"
@@ -285,6 +286,20 @@ def test_abort_prints_json(tmp_path: Path) -> None:
     code, out, err = invoke("--db", str(db), "abort", sid, "--json")
     assert code == 0, err
     assert json.loads(out) == {"session_id": sid, "aborted": True}
+
+
+def test_abort_as_an_operator_records_who_asked(tmp_path: Path) -> None:
+    db = tmp_path / "k.db"
+    sid = _suspended(db)
+    code, _out, err = invoke("--db", str(db), "abort", sid, "--as", "bad\u202ename")
+    assert code == 2 and "--as: invalid operator name" in err  # refused before anything is written
+    code, out, err = invoke("--db", str(db), "abort", sid, "--as", "ada", "--json")
+    assert code == 0, err
+    assert json.loads(out) == {"session_id": sid, "aborted": True}
+    with SqliteStore(db, read_only=True) as store:
+        *_, (_row, last) = iter_events(store, sid)
+    assert isinstance(last, Custom) and last.custom_kind == "abort_requested"
+    assert last.payload["requested_by"] == "ada"
 
 
 def test_keys_rotate_and_trust_print_json() -> None:

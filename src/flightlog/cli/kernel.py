@@ -258,6 +258,13 @@ def register(app: typer.Typer, open_db: OpenDb) -> None:
     @app.command("abort")
     def abort_cmd(
         session: Annotated[str, typer.Argument(help="Session id or unique prefix.")],
+        requested_by: Annotated[
+            str | None,
+            typer.Option(
+                "--as",
+                help="Your operator name, recorded as abort_requested beside the abort (1-80 printable characters).",
+            ),
+        ] = None,
         json_out: Annotated[
             bool,
             typer.Option("--json", help="Print {session_id, aborted} as JSON (aborted false: had ended)."),
@@ -266,9 +273,11 @@ def register(app: typer.Typer, open_db: OpenDb) -> None:
         """Fence off a running writer of the session and mark it cancelled (resumable later)."""
         from ..kernel.abort import abort
 
+        if requested_by is not None:
+            _operator(err, requested_by)
         with open_db(False) as store:
             sid = store.resolve_session(session)
-            done = abort(store, sid)
+            done = abort(store, sid, requested_by=requested_by)
         if json_out:
             sys.stdout.write(json.dumps({"session_id": sid, "aborted": done}) + "\n")
             return
