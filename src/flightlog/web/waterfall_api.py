@@ -22,7 +22,8 @@ Lanes (``spans``, each ``{lane, label, kind, turn, seq, end_seq, start_ms, end_m
                  drawn nested inside its bar
 =============== ===================================================================================
 
-A span still open at the last row has ``open: true`` and ends at that row (the page extends it to
+A ``rollbacked`` row ends the turn's open model and tool spans (labelled so). A span still open at the
+last row has ``open: true`` and ends at that row (the page extends it to
 now while the run is live). ``marks`` are instants: ``rollbacked``, ``Custom("provider_retry")``,
 ``Custom("context_overflow")``, ``context_renewed``, ``budget_exceeded``, ``operation_cancelled``,
 ``entropy_alert``, ``run_terminal``, ``signal_delivery_disposed``, ``Custom("session_sealed")``,
@@ -168,6 +169,9 @@ class _Fold:
         elif kind == "resumed":
             self.end("suspended", seq, at)
         elif kind in _MARKS:
+            if kind == "rollbacked":  # the turn's model call failed (or its tools did): those spans end here
+                self.end_all("model", seq, at, "failed, rolled back")
+                self.end_all("tool", seq, at, "rolled back")
             self.marks.append(self._mark(_MARKS[kind], kind, seq, at))
         self.prev_ms, self.last_ms = at, at
 
