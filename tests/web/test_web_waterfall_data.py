@@ -57,5 +57,7 @@ def test_an_abort_and_an_approval_name_who(db_path: Path) -> None:
         data = waterfall(store, "r2")
     (wait,) = [s for s in data["spans"] if s["lane"] == "approval"]
     assert wait["label"] == "waiting for approval, turn 2: approved by ada" and not wait["open"]
+    (suspended,) = [s for s in data["spans"] if s["lane"] == "suspended"]
+    assert suspended["open"]  # aborted, not ended: the run stays resumable
     labels = [m["label"] for m in data["marks"]]
     assert "cancelled, turn 2" in labels and "abort requested by bob, turn 2" in labels

@@ -22,7 +22,8 @@ Lanes (``spans``, each ``{lane, label, kind, turn, seq, end_seq, start_ms, end_m
                  drawn nested inside its bar
 =============== ===================================================================================
 
-A ``rollbacked`` row ends the turn's open model and tool spans (labelled so). A span still open at the
+A ``rollbacked`` or ``operation_cancelled`` row ends the turn's open model and tool spans, ``run_terminal``
+every open span (labelled so). A span still open at the
 last row has ``open: true`` and ends at that row (the page extends it to
 now while the run is live). ``marks`` are instants: ``rollbacked``, ``Custom("provider_retry")``,
 ``Custom("context_overflow")``, ``context_renewed``, ``budget_exceeded``, ``operation_cancelled``,
@@ -172,6 +173,12 @@ class _Fold:
             if kind == "rollbacked":  # the turn's model call failed (or its tools did): those spans end here
                 self.end_all("model", seq, at, "failed, rolled back")
                 self.end_all("tool", seq, at, "rolled back")
+            elif kind == "operation_cancelled":
+                self.end_all("model", seq, at, "cancelled")
+                self.end_all("tool", seq, at, "cancelled")
+            elif kind == "run_terminal":
+                for lane in list(self.open):
+                    self.end_all(lane, seq, at, "run ended")
             self.marks.append(self._mark(_MARKS[kind], kind, seq, at))
         self.prev_ms, self.last_ms = at, at
 
