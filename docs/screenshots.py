@@ -16,6 +16,9 @@ chromium (``/usr/bin/chromium``, or ``$CHROMIUM``) with playwright through the m
 ``dashboard-diff.png``                  what the long run's first compaction changed in the history (its
                                         summary added after the archived messages it removed)
 ``dashboard-proof.png``                 an event of the long run verified in the browser
+``dashboard-heads.png``                 the looping run's signed checkpoints and seal checked in the browser
+``dashboard-subagents.png``             the sub-agent demo's lead run: its run tree, sub-agents and
+                                        waterfall with the sub-agents nested
 ====================================== ================================================================
 
 Not a test: it writes files. Needs the ``web`` and ``test`` extras (playwright).
@@ -93,6 +96,7 @@ def _shoot(db: Path) -> None:
     with SqliteStore(db, read_only=True) as store:
         long_run = _session(store, "do all the steps")
         looping = _session(store, "find the config file")
+        lead = _session(store, "research ledgers and hash chains")
         claude = next(r.session_id for r in store.list_sessions() if r.session_id.startswith("claude-code:"))
         codex = next(r.session_id for r in store.list_sessions() if r.session_id.startswith("codex:"))
     chromium = os.environ.get("CHROMIUM", "/usr/bin/chromium")
@@ -135,6 +139,16 @@ def _shoot(db: Path) -> None:
         page.locator("#seq-127 button.prove").click()
         expect(page.locator("#proof-verdict")).to_contain_text("verified in your browser", timeout=60_000)
         page.locator("#proof").screenshot(path=str(OUT / "dashboard-proof.png"))
+
+        page.goto(f"{url}/session?id={looping}")
+        expect(page.locator("#heads-verdict")).to_contain_text("verified in your browser", timeout=60_000)
+        page.locator("#heads").screenshot(path=str(OUT / "dashboard-heads.png"))
+
+        page.set_viewport_size({"width": WIDTH, "height": 1100})
+        page.goto(f"{url}/session?id={lead}")
+        expect(page.locator("#waterfall-chart rect.lane-sub-agent.depth-2")).to_have_count(1, timeout=60_000)
+        page.locator("#lineage").evaluate("e => e.scrollIntoView({block: 'start'})")
+        page.screenshot(path=str(OUT / "dashboard-subagents.png"))
         browser.close()
 
 
