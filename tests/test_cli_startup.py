@@ -10,6 +10,7 @@ from __future__ import annotations
 import json
 import subprocess
 import sys
+from pathlib import Path
 
 HEAVY = (
     "fastapi",
@@ -51,3 +52,45 @@ def test_lazy_kernel_names_still_import() -> None:
     """``from flightlog.kernel import Kernel`` (PEP 562 lazy names) gives the real class."""
     loaded = _loaded_after("from flightlog.kernel import Kernel, tool\nassert Kernel.__name__ == 'Kernel'")
     assert "flightlog.kernel.loop" in loaded
+
+
+def test_import_flightlog_loads_no_models_store_or_recorder() -> None:
+    """The package root is lazy (PEP 562): importing it (as every ``flightlog.*`` import does) loads neither
+    pydantic, the event models, the store nor the recorder."""
+    loaded = _loaded_after("import flightlog")
+    heavy = ("pydantic", "flightlog.events", "flightlog.store", "flightlog.recorder", "flightlog.runs")
+    assert sorted(m for m in loaded if m in heavy) == []
+
+
+def test_every_public_name_of_the_root_is_the_defining_modules_object() -> None:
+    code = (
+        "import importlib, flightlog\n"
+        "for name in flightlog.__all__:\n"
+        "    home = flightlog._HOMES.get(name)\n"
+        "    value = getattr(flightlog, name)\n"
+        "    assert home is None or value is getattr(importlib.import_module(home, 'flightlog'), name), name\n"
+        "from flightlog import Recorder, open_store, StoreError\n"
+        "try:\n    flightlog.no_such_name\nexcept AttributeError as e:\n    assert 'no_such_name' in str(e)\n"
+        "else:\n    raise SystemExit('no AttributeError')\n"
+    )
+    assert "flightlog.recorder" in _loaded_after(code)
+
+
+def test_a_recorder_keeps_the_runs_projection_current_whatever_was_imported(tmp_path: Path) -> None:
+    """No import side effect registers the ``runs`` projector any more: a process that imports only the
+    recorder and a store still writes the run's row in the append's transaction."""
+    db = tmp_path / "r.db"
+    code = (
+        "import sys\n"
+        "from flightlog.recorder import Recorder\n"
+        "from flightlog.store.sqlite import SqliteStore\n"
+        "from flightlog.events import RunStarted\n"
+        "assert 'flightlog.runs' not in sys.modules\n"
+        f"store = SqliteStore({str(db)!r})\n"
+        "rec = Recorder.create(store, session_id='s1', task='t')\n"
+        "rec.append(RunStarted(run_id='s1', goal='t'))\n"
+        "rows = store.get_run_rows(['s1'])\n"
+        "assert rows['s1'].last_seq == 0, rows\n"
+        "store.close()\n"
+    )
+    assert "flightlog.runs.projection" in _loaded_after(code)

@@ -16,6 +16,7 @@ Thread-safe: one lock serialises appends of a recorder.
 from __future__ import annotations
 
 import hashlib
+import importlib
 import json
 import logging
 import threading
@@ -41,7 +42,16 @@ from .store.base import (
 )
 from .testing.crashpoints import crash_point
 
-__all__ = ["Projector", "Recorder", "Subscriber", "intent_hash", "register_projector", "verify_session"]
+__all__ = [
+    "DEFAULT_PROJECTORS",
+    "Projector",
+    "Recorder",
+    "Subscriber",
+    "intent_hash",
+    "load_default_projectors",
+    "register_projector",
+    "verify_session",
+]
 
 log = logging.getLogger("flightlog.recorder")
 
@@ -54,11 +64,40 @@ together with the events. Used to keep read models current (ARCHITECTURE.md: pro
 
 _PROJECTORS: list[Projector] = []
 
+DEFAULT_PROJECTORS: tuple[str, ...] = ("flightlog.runs.projection:project",)
+"""The projectors every recorder runs, named ``module:function`` and loaded when the first recorder of a
+process is made (:func:`load_default_projectors`): the ``runs`` read model (seed 002) must stay current
+in every append's transaction whoever appends, so it cannot depend on someone having imported
+``flightlog.runs`` first; and the read model sits above the write path (ARCHITECTURE.md "Layers"), so the
+write path names it, as an entry point would, instead of importing it."""
+
+_defaults_loaded = False
+_DEFAULTS_LOCK = threading.Lock()
+
 
 def register_projector(projector: Projector) -> None:
     """Run ``projector`` in the transaction of every append of every recorder (idempotent per function)."""
     if projector not in _PROJECTORS:
         _PROJECTORS.append(projector)
+
+
+def load_default_projectors() -> None:
+    """Register :data:`DEFAULT_PROJECTORS` (once per process; every ``Recorder`` construction calls it).
+
+    Raises:
+        ImportError, AttributeError: a default projector cannot be loaded (a broken install): no recorder
+            is made, rather than one appending without its read model.
+    """
+    global _defaults_loaded
+    if _defaults_loaded:
+        return
+    with _DEFAULTS_LOCK:
+        if _defaults_loaded:
+            return
+        for name in DEFAULT_PROJECTORS:
+            module, _, function = name.partition(":")
+            register_projector(getattr(importlib.import_module(module), function))
+        _defaults_loaded = True
 
 
 def intent_hash(intent: Any) -> str:
@@ -150,6 +189,7 @@ class Recorder:
         epoch: int,
         notary: SessionSigner | None = None,
     ) -> None:
+        load_default_projectors()
         self.store = store
         self._notary = notary
         self.session_id = session_id

@@ -6,14 +6,13 @@
 * :mod:`~flightlog.runs.projection`: the ``runs`` table kept current in the append transaction, its
   rebuild, and the queries.
 
-Importing this package registers :func:`~flightlog.runs.projection.project` with
-:func:`flightlog.recorder.register_projector` (idempotent), so every recorder in the process keeps the
-projection current. Live state (heartbeats of running kernels) is merged on top by :mod:`flightlog.live`.
+:func:`~flightlog.runs.projection.project` is one of the recorder's default projectors
+(:data:`flightlog.recorder.DEFAULT_PROJECTORS`), registered when the first recorder of a process is made,
+so every recorder keeps the projection current whatever was imported first. Live state (heartbeats of running kernels) is merged on top by :mod:`flightlog.live`.
 """
 
 from __future__ import annotations
 
-from ..recorder import register_projector
 from .adapters import (
     FOLD_VERSION,
     ProcessEntry,
@@ -77,8 +76,8 @@ __all__ = [
 
 
 def install_projector() -> None:
-    """Register the ``runs`` projector with every recorder of this process (idempotent; done on import)."""
+    """Register the ``runs`` projector with every recorder of this process (idempotent; every recorder
+    already does it when made, :func:`flightlog.recorder.load_default_projectors`)."""
+    from ..recorder import register_projector
+
     register_projector(project)
-
-
-install_projector()
