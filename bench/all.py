@@ -87,18 +87,22 @@ def _met(row: dict[str, Any]) -> str:
     return "" if met is None else ("yes" if met else "NO")
 
 
+def _cells(row: dict[str, Any]) -> list[str]:
+    text = [str(row.get(key, "")) for key in ("path", "flightlog", "floor", "target")]
+    return [*text[:3], _ratio(row), _spread(row), text[3], _met(row)]
+
+
 def render(rows: list[dict[str, Any]], notes: list[str]) -> str:
     """The merged table (one line per row, its ``detail`` under it) and the notes on scripts without rows."""
-    cells = [
-        [str(r.get("path", "")), str(r.get("flightlog", "")), str(r.get("floor", "")), _ratio(r), _spread(r)]
-        + [str(r.get("target", "")), _met(r)]
-        for r in rows
-    ]
+    cells = [_cells(r) for r in rows]
     widths = [max([len(h), *(len(c[i]) for c in cells)]) for i, h in enumerate(COLUMNS)]
     right = {3, 4}
 
     def line(values: list[str] | tuple[str, ...]) -> str:
-        return "  ".join(v.rjust(w) if i in right else v.ljust(w) for i, (v, w) in enumerate(zip(values, widths)))
+        return "  ".join(
+            v.rjust(w) if i in right else v.ljust(w)
+            for i, (v, w) in enumerate(zip(values, widths, strict=True))
+        )
 
     out = [line(COLUMNS).rstrip(), "  ".join("-" * w for w in widths)]
     for row, values in zip(rows, cells, strict=True):

@@ -239,6 +239,16 @@ class Report:
     skipped: list[str] = field(default_factory=list)
     profiles: dict[str, list[dict[str, Any]]] = field(default_factory=dict)
     breakdown: list[dict[str, Any]] = field(default_factory=list)
+    disk: dict[str, Any] = field(default_factory=dict)
+
+
+def _projectors() -> int:
+    """How many projectors every append runs (the defaults load with the first recorder; older trees
+    registered the runs projector on ``import flightlog``)."""
+    load = getattr(recorder_module, "load_default_projectors", None)
+    if load is not None:
+        load()
+    return len(getattr(recorder_module, "_PROJECTORS", ()))
 
 
 def _environment() -> dict[str, Any]:
@@ -259,7 +269,7 @@ def _environment() -> dict[str, Any]:
         "rfc8785": version("rfc8785"),
         "tmpdir": tempfile.gettempdir(),
         # Projectors run inside every append's transaction; the append numbers include any registered.
-        "projectors": len(getattr(recorder_module, "_PROJECTORS", ())),
+        "projectors": _projectors(),
     }
 
 
@@ -374,9 +384,9 @@ def bench_appends(report: Report, workdir: Path, workload: Workload, appends: in
     events = workload.events(appends + _WARMUP)
     rows = [(e.kind, canonical_bytes(e)) for e in events]
     variants = [
-        ("append FULL, 1 event/txn", "FULL", 1, 0.6),
-        ("append NORMAL, 1 event/txn", "NORMAL", 1, None),
-        ("append_many FULL, 10 events/txn", "FULL", 10, None),
+        ("append FULL, 1 event/txn", "FULL", 1, 0.8),
+        ("append NORMAL, 1 event/txn", "NORMAL", 1, 0.5),
+        ("append_many FULL, 10 events/txn", "FULL", 10, 0.7),
         ("append_many NORMAL, 10 events/txn", "NORMAL", 10, None),
     ]
     for name, synchronous, batch, target in variants:
@@ -438,8 +448,8 @@ def _raw_rows(path: Path, session_id: str) -> Iterator[tuple[int, bytes, str, st
         conn.close()
 
 
-def _paired_times(fns: dict[str, Callable[[], Any]], rounds: int) -> dict[str, float]:
-    """Median wall time of each function over ``rounds`` rounds; each round runs every function once.
+def _round_times(fns: dict[str, Callable[[], Any]], rounds: int) -> dict[str, list[float]]:
+    """Wall time of each function in each of ``rounds`` rounds; each round runs every function once.
 
     The order rotates every round, so drift on a shared machine (page cache, CPU frequency, neighbours)
     hits flightlog and its floors alike. Every function runs once untimed first (page cache, imports).
@@ -453,7 +463,17 @@ def _paired_times(fns: dict[str, Callable[[], Any]], rounds: int) -> dict[str, f
             start = time.perf_counter()
             fns[name]()
             times[name].append(time.perf_counter() - start)
-    return {name: statistics.median(t) for name, t in times.items()}
+    return times
+
+
+def _paired_times(fns: dict[str, Callable[[], Any]], rounds: int) -> dict[str, float]:
+    """Median wall time of each function over ``rounds`` rounds (:func:`_round_times`)."""
+    return {name: statistics.median(t) for name, t in _round_times(fns, rounds).items()}
+
+
+def _round_ratios(times: dict[str, list[float]], floor: str, mine: str) -> list[float]:
+    """Per-round throughput ratios ``floor time / flightlog time`` (same round, same neighbours)."""
+    return [round(f / m, 3) for f, m in zip(times[floor], times[mine], strict=True)]
 
 
 # ─── 2. verify ────────────────────────────────────────────────────────────────────────────────
@@ -477,6 +497,26 @@ def bench_verify(report: Report, path: Path, session_id: str, rounds: int) -> No
                 raise RuntimeError(f"raw floor found a divergence at seq {seq}")
             prev = digest
 
+    def same_work_verify() -> None:
+        """What ``decode=False`` must do: the chain hash and the RFC 9162 leaf hash of every row, the
+        tree head folded from the leaves (a compact range: one node hash per merge), compared at the end."""
+        prev = "GENESIS"
+        sha, pack = hashlib.sha256, _U64.pack
+        stack: list[tuple[int, bytes]] = []  # (height, hash) of the compact range's perfect subtrees
+        for seq, data, prev_hash, digest in _raw_rows(path, session_id):
+            if prev_hash != prev or sha(prev_hash.encode("ascii") + pack(seq) + data).hexdigest() != digest:
+                raise RuntimeError(f"same-work floor found a divergence at seq {seq}")
+            prev = digest
+            node, height = sha(b"\x00" + data).digest(), 0
+            while stack and stack[-1][0] == height:
+                node, height = sha(b"\x01" + stack.pop()[1] + node).digest(), height + 1
+            stack.append((height, node))
+        root = stack.pop()[1] if stack else b""
+        while stack:
+            root = sha(b"\x01" + stack.pop()[1] + root).digest()
+        same_work_root.append(root.hex())
+
+    same_work_root: list[str] = []
     store = SqliteStore(path)
     try:
 
@@ -485,19 +525,37 @@ def bench_verify(report: Report, path: Path, session_id: str, rounds: int) -> No
             if not outcome.ok:
                 raise RuntimeError(f"verify_session reported divergences: {outcome.divergences[:3]}")
 
-        _log(f"verify: sha256 floor, raw read floor, verify_session x2 ({rounds} rounds)")
-        times = _paired_times(
+        _log(f"verify: sha256 floor, raw read floors, verify_session x2 ({rounds} rounds)")
+        rounds_s = _round_times(
             {
                 "sha": sha_loop,
                 "raw": raw_read_verify,
+                "same": same_work_verify,
                 "False": lambda: verify(False),
                 "True": lambda: verify(True),
             },
             rounds,
         )
+        if same_work_root[-1] != store.get_session(session_id).merkle_root:
+            raise RuntimeError("the same-work floor's tree head differs from the recorded one")
     finally:
         store.close()
+    times = {name: statistics.median(t) for name, t in rounds_s.items()}
     sha_mbs, raw_mbs = total / MB / times["sha"], total / MB / times["raw"]
+    same_mbs = total / MB / times["same"]
+    report.results.append(
+        Result(
+            "verify",
+            "verify_session decode=False",
+            "MB/s",
+            total / MB / times["False"],
+            same_mbs,
+            "same work, raw: sqlite3 read + chain sha256 + leaf sha256 + tree head/row",
+            times["same"] / times["False"],
+            note=label,
+            rounds=_round_ratios(rounds_s, "same", "False"),
+        )
+    )
     for decode in (False, True):
         mbs = total / MB / times[str(decode)]
         name = f"verify_session decode={decode}"
@@ -511,13 +569,23 @@ def bench_verify(report: Report, path: Path, session_id: str, rounds: int) -> No
                 sha_mbs,
                 sha_floor,
                 mbs / sha_mbs,
-                0.5 if not decode else None,
                 note=label,
             )
         )
         raw_floor = "raw sqlite3 read + 1 sha256/row"
         report.results.append(
-            Result("verify", name, "MB/s", mbs, raw_mbs, raw_floor, mbs / raw_mbs, note=label)
+            Result(
+                "verify",
+                name,
+                "MB/s",
+                mbs,
+                raw_mbs,
+                raw_floor,
+                mbs / raw_mbs,
+                0.8 if not decode else None,
+                note=label,
+                rounds=_round_ratios(rounds_s, "raw", str(decode)),
+            )
         )
 
 
@@ -553,9 +621,10 @@ def bench_replay(report: Report, path: Path, session_id: str, events: int, round
             messages.append(len(reconstruct((e.seq, decode_stored(e.event_bytes, seq=e.seq)) for e in rows)))
 
         _log(f"replay: raw floor and reconstruct ({rounds} rounds)")
-        times = _paired_times({"raw": raw, "replay": replay}, rounds)
+        rounds_s = _round_times({"raw": raw, "replay": replay}, rounds)
     finally:
         store.close()
+    times = {name: statistics.median(t) for name, t in rounds_s.items()}
     report.results.append(
         Result(
             "replay",
@@ -565,10 +634,62 @@ def bench_replay(report: Report, path: Path, session_id: str, events: int, round
             times["raw"],
             "raw sqlite3 read + json.loads/row",
             times["raw"] / times["replay"],
+            0.6,
             higher_is_better=False,
             note=f"{events:,} events -> {messages[-1]:,} messages",
+            rounds=_round_ratios(rounds_s, "raw", "replay"),
         )
     )
+
+
+# ─── disk ─────────────────────────────────────────────────────────────────────────────────────
+
+
+def _db_bytes(conn: sqlite3.Connection) -> int:
+    """Bytes the database file holds once its WAL is checkpointed (pages in use x page size)."""
+    conn.execute("PRAGMA wal_checkpoint(TRUNCATE)")
+    pages = (
+        conn.execute("PRAGMA page_count").fetchone()[0] - conn.execute("PRAGMA freelist_count").fetchone()[0]
+    )
+    return int(pages * conn.execute("PRAGMA page_size").fetchone()[0])
+
+
+def bench_disk(report: Report, path: Path, workdir: Path) -> None:
+    """Database bytes per event against the raw payload bytes (the events' canonical bytes), for the
+    fixture database (both sessions: every table, index and the runs projection included), and for the
+    floor: the same rows copied into the minimal table (:data:`_RAW_DDL`, hex hashes, default pages)."""
+    _log("disk: bytes per event")
+    floor_path = workdir / "disk-floor.db"
+    conn = sqlite3.connect(path, isolation_level=None)
+    try:
+        events, payload = conn.execute("SELECT count(*), sum(length(event)) FROM events").fetchone()
+        mine = _db_bytes(conn)
+        page_size = conn.execute("PRAGMA page_size").fetchone()[0]
+        conn.execute("ATTACH DATABASE ? AS floor", (str(floor_path),))
+        conn.execute("PRAGMA floor.journal_mode = WAL")
+        conn.execute(_RAW_DDL.replace(" events (", " floor.events (", 1))
+        conn.execute(
+            "INSERT INTO floor.events SELECT session_id, seq, kind, event, prev_hash, hash, recorded_at_ms "
+            "FROM main.events ORDER BY session_id, seq"
+        )
+        conn.execute("DETACH DATABASE floor")
+    finally:
+        conn.close()
+    floor_conn = sqlite3.connect(floor_path, isolation_level=None)
+    try:
+        floor = _db_bytes(floor_conn)
+    finally:
+        floor_conn.close()
+        _remove_db(floor_path)
+    report.disk = {
+        "events": events,
+        "payload_bytes": payload,
+        "db_bytes": mine,
+        "floor_bytes": floor,
+        "page_size": page_size,
+        "ratio": mine / payload,
+        "floor_ratio": floor / payload,
+    }
 
 
 # ─── 4. memory ────────────────────────────────────────────────────────────────────────────────
@@ -844,6 +965,12 @@ def render(report: Report) -> str:
             [False, True, True, False, True, True, False, False],
         )
     )
+    if report.disk:
+        d = report.disk
+        out.append(
+            f"\ndisk: {d['db_bytes'] / d['events']:,.0f} B/event for {d['payload_bytes'] / d['events']:,.0f} B "
+            f"of payload = {d['ratio']:.3f}x (target <= {DISK_TARGET}x); the minimal table: {d['floor_ratio']:.3f}x"
+        )
     replay = [r for r in report.results if r.section == "replay"]
     for r in replay:
         out.append(f"\nreplay: {r.flightlog / r.floor:.1f}x the floor's time ({r.note})")
@@ -900,8 +1027,74 @@ def render(report: Report) -> str:
     return "\n".join(out)
 
 
+ISSUE_ROWS: dict[str, tuple[str, str]] = {
+    "append FULL, 1 event/txn": ("append FULL, 1 event/txn", ">= 0.8x"),
+    "append NORMAL, 1 event/txn": ("append NORMAL, 1 event/txn (CPU overhead)", ">= 0.5x"),
+    "append_many FULL, 10 events/txn": ("append_many FULL, 10 events/txn", ">= 0.7x"),
+}
+"""Our result name -> (the issue 19 table's row name, its target)."""
+
+DISK_TARGET = 1.2
+"""Issue 19: database bytes per event <= 1.2x the raw payload bytes."""
+
+
+def _schema_row(r: Result, path: str, target: str, detail: str) -> dict[str, Any]:
+    return {
+        "path": path,
+        "flightlog": f"{_num(r.flightlog, r.unit)} {r.unit}",
+        "floor": f"{_num(r.floor, r.unit)} {r.unit}",
+        "ratio": round(r.ratio, 3),
+        "spread": [min(r.rounds), max(r.rounds)] if r.rounds else None,
+        "target": target,
+        "met": r.met,
+        "detail": detail,
+    }
+
+
+def schema_rows(report: Report) -> list[dict[str, Any]]:
+    """The issue 19 rows this script measures, in the shared bench row schema (bench/all.py)."""
+    rows = []
+    for r in report.results:
+        if r.name in ISSUE_ROWS:
+            path, target = ISSUE_ROWS[r.name]
+            rows.append(_schema_row(r, path, target, f"floor: {r.floor_name}"))
+    same = next((r for r in report.results if r.floor_name.startswith("same work")), None)
+    for r in report.results:
+        if r.name == "verify_session decode=False" and r.floor_name.startswith("raw sqlite3 read"):
+            detail = f"floor: {r.floor_name}; {r.note}"
+            if same is not None:
+                detail += f"; vs the same work done raw (2 hashes/row + tree head): {same.ratio:.2f}x"
+            rows.append(
+                _schema_row(r, "verify (no decode) vs raw read + one sha256 per row", ">= 0.8x", detail)
+            )
+        if r.section == "replay":
+            row = _schema_row(
+                r, "replay vs raw read + json.loads", ">= 0.6x", f"floor: {r.floor_name}; {r.note}"
+            )
+            row["flightlog"], row["floor"] = f"{r.flightlog:.3f} s", f"{r.floor:.3f} s"
+            rows.append(row)
+    if report.disk:
+        d = report.disk
+        rows.append(
+            {
+                "path": "disk per event vs raw payload",
+                "flightlog": f"{d['db_bytes'] / d['events']:,.0f} B/event",
+                "floor": f"{d['payload_bytes'] / d['events']:,.0f} B/event payload",
+                "ratio": round(d["ratio"], 3),
+                "spread": None,
+                "target": f"<= {DISK_TARGET}x",
+                "met": d["ratio"] <= DISK_TARGET,
+                "detail": f"{d['events']:,} events, pages of {d['page_size']} B; the minimal table "
+                f"(session_id, seq, kind, blob, hex prev_hash/hash, time) holds the same rows at "
+                f"{d['floor_ratio']:.2f}x",
+            }
+        )
+    return rows
+
+
 def to_json(report: Report) -> str:
     doc = asdict(report)
+    doc["rows"] = schema_rows(report)
     for row, result in zip(doc["results"], report.results, strict=True):
         row["met"] = result.met
     for row, mem in zip(doc["memory"], report.memory, strict=True):
@@ -949,6 +1142,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         finally:
             store.close()
 
+        bench_disk(report, session_db, workdir)
         bench_verify(report, session_db, "large", rounds)
         bench_replay(report, session_db, "large", events, rounds)
         bench_memory(report, session_db, (("small", small_turns), ("large", turns)))
