@@ -1,18 +1,21 @@
 """CLI start-up: ``flightlog --version`` side by side with the interpreter's own floor.
 
-Run ``python bench/startup.py [--rounds 5] [--runs 10]``.
+Run ``.venv/bin/python bench/startup.py [--rounds 5] [--runs 10] [--quick] [--json]``.
 
 Each round runs, interleaved, ``--runs`` fresh processes of each of: ``python -c pass`` (the interpreter),
 ``python -c "import flightlog"`` (the package root: event models, store, recorder; what any command
 needs) and ``python -m flightlog.cli --version`` (the whole command tree built, as the console script
 does), all with this interpreter and this checkout's ``src/``. Printed per command: the median wall time
 over the rounds (ms) with the min-max spread of the round medians, and ratios to each floor. The issue 19
-target is ``flightlog --version`` <= 0.25 s absolute. Nothing asserts on timings.
+target is ``flightlog --version`` <= 0.25 s absolute. ``--json`` prints the shared bench row
+(``bench/all.py``) on stdout instead of the table; ``--quick`` is 3 rounds x 5 processes. Nothing asserts on
+timings.
 """
 
 from __future__ import annotations
 
 import argparse
+import json
 import os
 import statistics
 import subprocess
@@ -40,24 +43,35 @@ def _once(args: list[str], env: dict[str, str]) -> float:
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--rounds", type=int, default=5)
-    parser.add_argument("--runs", type=int, default=10, help="processes per command per round")
+    parser.add_argument("--rounds", type=int, default=None, help="rounds (5; 3 with --quick)")
+    parser.add_argument(
+        "--runs", type=int, default=None, help="processes per command per round (10; 5 quick)"
+    )
+    parser.add_argument("--quick", action="store_true", help="3 rounds x 5 processes")
+    parser.add_argument("--json", action="store_true", help="print the shared bench row as JSON")
     parser.add_argument("--src", type=Path, default=ROOT / "src", help="flightlog source tree to measure")
     args = parser.parse_args()
+    rounds_n = args.rounds or (3 if args.quick else 5)
+    runs_n = args.runs or (5 if args.quick else 10)
     env = {
         **os.environ,
         "PYTHONPATH": os.pathsep.join(filter(None, [str(args.src), os.environ.get("PYTHONPATH")])),
     }
     rounds: dict[str, list[float]] = {name: [] for name in COMMANDS}
-    for _ in range(args.rounds):
+    for r in range(rounds_n):
+        print(f"startup: round {r + 1}/{rounds_n}", file=sys.stderr, flush=True)
         samples: dict[str, list[float]] = {name: [] for name in COMMANDS}
-        for _ in range(args.runs):
+        for _ in range(runs_n):
             for name, command in COMMANDS.items():  # interleaved: all three see the same neighbours
                 samples[name].append(_once(command, env))
         for name, values in samples.items():
             rounds[name].append(statistics.median(values))
     floor = statistics.median(rounds["python -c pass"])
     package = statistics.median(rounds["import flightlog"])
+    version = statistics.median(rounds["flightlog --version"])
+    if args.json:
+        print(json.dumps({"rows": [_row(rounds)]}, indent=2))
+        return
     print(f"{'command':<22} {'median ms':>10} {'spread ms':>15} {'/ python':>9} {'/ import':>9}")
     for name, values in rounds.items():
         median = statistics.median(values)
@@ -65,9 +79,27 @@ def main() -> None:
         print(
             f"{name:<22} {median * 1000:10.0f} {spread:>15} {median / floor:8.1f}x {median / package:8.2f}x"
         )
-    version = statistics.median(rounds["flightlog --version"])
     met = "met" if version <= TARGET_S else "NOT met"
     print(f"target flightlog --version <= {TARGET_S * 1000:.0f} ms: {met} ({version * 1000:.0f} ms)")
+
+
+def _row(rounds: dict[str, list[float]]) -> dict[str, object]:
+    """The issue 19 row: ``--version`` against the interpreter's start-up; ratio = version / python."""
+    version, python = rounds["flightlog --version"], rounds["python -c pass"]
+    per_round = [v / p for v, p in zip(version, python, strict=True)]
+    median = statistics.median(version)
+    return {
+        "path": "CLI start-up (flightlog --version)",
+        "flightlog": f"{median * 1000:.0f} ms",
+        "floor": f"{statistics.median(python) * 1000:.0f} ms python -c pass",
+        "ratio": round(median / statistics.median(python), 2),
+        "spread": [round(min(per_round), 2), round(max(per_round), 2)],
+        "target": f"<= {TARGET_S * 1000:.0f} ms",
+        "met": median <= TARGET_S,
+        "detail": f"ratio = x the interpreter's own start-up; --version {min(version) * 1000:.0f}-"
+        f"{max(version) * 1000:.0f} ms over rounds; import flightlog "
+        f"{statistics.median(rounds['import flightlog']) * 1000:.0f} ms",
+    }
 
 
 if __name__ == "__main__":
