@@ -9,8 +9,8 @@ from pathlib import Path
 import pytest
 from typer.testing import CliRunner
 
+from flightlog import sessions
 from flightlog.cli import app
-from flightlog.cli import root as cli_root
 from flightlog.events import Custom
 from flightlog.recorder import Recorder
 from flightlog.store import SqliteStore, redact_url
@@ -95,7 +95,7 @@ def test_export_write_failure_removes_the_partial_file(
     def failing(store: object, sid: str, fh: object) -> int:
         raise OSError(28, "No space left on device")
 
-    monkeypatch.setattr(cli_root, "export_jsonl", failing)
+    monkeypatch.setattr(sessions, "export_jsonl", failing)  # the command imports it when it runs
     target = tmp_path / "x.jsonl"
     code, _, err = run(db, "export", SID, "-o", str(target))
     assert code == 2 and "No space left on device" in _one_error_line(err)

@@ -94,3 +94,32 @@ def test_a_recorder_keeps_the_runs_projection_current_whatever_was_imported(tmp_
         "store.close()\n"
     )
     assert "flightlog.runs.projection" in _loaded_after(code)
+
+
+CORE = ("pydantic", "flightlog.events", "flightlog.store", "flightlog.recorder", "flightlog.importers")
+
+
+def test_version_loads_no_event_models_store_or_importers() -> None:
+    """``flightlog --version`` (and building the command tree) loads typer and rich, not the models: every
+    command module imports the store, the read model and the runtime inside its commands."""
+    code = (
+        "from flightlog.cli import app\n"
+        "try:\n    app(['--version'])\nexcept SystemExit as done:\n    assert done.code in (0, None), done.code"
+    )
+    loaded = _loaded_after(code)
+    assert sorted(m for m in loaded if any(m == c or m.startswith(c + ".") for c in CORE)) == []
+
+
+def test_the_clis_copies_of_model_constants_agree_with_the_models() -> None:
+    """The command tree states a few values of the models for its help texts (so start-up need not load
+    them); each must equal the model's own."""
+    from flightlog.cli.root import IMPORT_FORMATS
+    from flightlog.cli.runs import LEASE_S, RUN_SOURCES, RUN_STATES
+    from flightlog.importers import FORMATS
+    from flightlog.live import DEFAULT_LEASE_MS
+    from flightlog.runs import RunSource, RunState
+
+    assert tuple(FORMATS) == IMPORT_FORMATS
+    assert tuple(s.value for s in RunState) == RUN_STATES
+    assert tuple(s.value for s in RunSource) == RUN_SOURCES
+    assert LEASE_S == DEFAULT_LEASE_MS / 1000

@@ -11,12 +11,12 @@ in ledgers by the old demo (``flightlog.demo_kernel:demo_agent``) keep resolving
 from __future__ import annotations
 
 import importlib
-import importlib.abc
 import importlib.machinery
 import sys
 import warnings
 from collections.abc import Sequence
 from types import ModuleType
+from typing import Any
 
 __all__ = ["MOVED", "install"]
 
@@ -47,7 +47,10 @@ MOVED: dict[str, tuple[str, ...]] = {
 """Old module path -> the module(s) its public names moved to (several when a module was split)."""
 
 
-class _Loader(importlib.abc.Loader):
+class _Loader:
+    """A loader by the import protocol (``create_module``/``exec_module``); not an ``importlib.abc``
+    subclass, whose import (``importlib.resources`` with it) would cost every ``flightlog`` start-up ~30 ms."""
+
     def __init__(self, targets: Sequence[str]) -> None:
         self.targets = tuple(targets)
 
@@ -73,14 +76,17 @@ class _Loader(importlib.abc.Loader):
         module.__doc__ = f"Deprecated alias of {', '.join(self.targets)}."
 
 
-class _Finder(importlib.abc.MetaPathFinder):
+class _Finder:
+    """A meta path finder by the import protocol (``find_spec``), for the names in :data:`MOVED`."""
+
     def find_spec(
         self, fullname: str, path: Sequence[str] | None, target: ModuleType | None = None
     ) -> importlib.machinery.ModuleSpec | None:
         targets = MOVED.get(fullname)
         if targets is None:
             return None
-        return importlib.machinery.ModuleSpec(fullname, _Loader(targets))
+        loader: Any = _Loader(targets)  # the protocol's two methods; typeshed asks for importlib.abc.Loader
+        return importlib.machinery.ModuleSpec(fullname, loader)
 
 
 def install() -> None:

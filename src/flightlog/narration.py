@@ -8,10 +8,11 @@ from __future__ import annotations
 
 import unicodedata
 from collections.abc import Callable
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-from . import events as ev
-from .messages import Message, TextPart, ThinkingPart, ToolResultPart
+if TYPE_CHECKING:  # annotations only: the CLI imports plural/short without loading the event models
+    from . import events as ev
+    from .messages import Message
 
 __all__ = ["narrate", "plural", "printable", "short", "summarize_message"]
 
@@ -35,6 +36,8 @@ def _run_started(e: ev.RunStarted) -> str:
 
 
 def _llm(e: ev.LlmCompleted) -> str:
+    from .messages import TextPart, ThinkingPart
+
     text = " ".join(p.text for p in e.message.content if isinstance(p, TextPart))
     thinking = any(isinstance(p, ThinkingPart) for p in e.message.content)
     calls = f", {len(e.message.tool_calls)} tool call(s)" if e.message.tool_calls else ""
@@ -180,6 +183,8 @@ def narrate(event: ev.Event) -> str:
 
 def summarize_message(message: Message, limit: int = 90) -> str:
     """One line for a replayed message: its text, else its tool calls, else its tool result output."""
+    from .messages import ThinkingPart, ToolResultPart
+
     if text := message.text_content():
         return short(text, limit)
     if message.tool_calls:

@@ -27,7 +27,6 @@ import typer
 
 from ..errors import FlightlogError
 from ..narration import plural
-from ..store import Store
 from .console import terminal_safe
 
 if TYPE_CHECKING:  # imported inside the commands at run time: `flightlog --version` stays fast
@@ -35,6 +34,7 @@ if TYPE_CHECKING:  # imported inside the commands at run time: `flightlog --vers
     from ..integrity.indexlog import IndexReport
     from ..integrity.retirement import RetirementCheck
     from ..integrity.verify import AuditReport
+    from ..store import Store
 
 __all__ = ["audit_app", "check_sessions", "grants_app", "keys_app", "witness_app"]
 

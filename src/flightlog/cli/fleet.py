@@ -26,17 +26,17 @@ from typing import TYPE_CHECKING, Annotated, Any
 import typer
 
 from ..narration import plural
-from ..store import Store, open_store
-from ..store.base import LeaseClaim
 from .console import console
 
 if TYPE_CHECKING:  # the runtime imports these inside the commands: `flightlog --version` stays fast
     from ..fleet.worker import WorkerStats
     from ..kernel import RunResult
+    from ..store import Store
+    from ..store.base import LeaseClaim
 
 __all__ = ["OpenDb", "db_copy_command", "register"]
 
-OpenDb = Callable[[bool], AbstractContextManager[Store]]
+OpenDb = Callable[[bool], AbstractContextManager["Store"]]
 """``open_db(read_only)``: a context manager yielding an open store, closed on exit."""
 
 _out = console()
@@ -58,6 +58,7 @@ def _opened(url: str | None, open_db: OpenDb, read_only: bool = False) -> Iterat
         with open_db(read_only) as store:
             yield store
         return
+    from ..store import open_store
     from .options import check_new_db, say_created  # the same --db checks as the global option
 
     new = check_new_db(url, read_only=read_only)
@@ -232,6 +233,7 @@ def db_copy_command() -> Callable[..., None]:
         read-only, refusing writes with a pointer to DST, verified as a stale copy (a record signed by your
         log key)."""
         from ..ops.dbcopy import copy_store
+        from ..store import open_store
 
         with open_store(src) as source, open_store(dst) as target:
 

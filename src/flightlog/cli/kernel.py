@@ -29,18 +29,18 @@ from rich.console import Console
 from typer.core import TyperGroup
 
 from ..errors import FlightlogError, SessionNotFound
-from ..events import Custom, SessionEvent
 from ..narration import narrate, plural, printable, short
-from ..store import Store, StoredEvent, open_store
 from .console import console
 
 if TYPE_CHECKING:  # imported inside the commands at run time: `flightlog --version` stays fast
+    from ..events import SessionEvent
     from ..kernel import RunResult
     from ..kernel.records import Verdict
+    from ..store import Store, StoredEvent
 
 __all__ = ["EXIT_CODES", "OpenDb", "Progress", "kernel_app", "register"]
 
-OpenDb = Callable[[bool], AbstractContextManager[Store]]
+OpenDb = Callable[[bool], AbstractContextManager["Store"]]
 """``open_db(read_only)``: a context manager yielding an open store (closed on exit)."""
 
 EXIT_CODES: dict[str, int] = {
@@ -65,6 +65,8 @@ class Progress:
         self._session = session_hint
 
     def __call__(self, row: StoredEvent, event: SessionEvent) -> None:
+        from ..events import Custom
+
         if isinstance(event, Custom) and event.custom_kind in _QUIET_CUSTOM:
             return
         if event.kind in ("permission_resolved", "tool_argument_repaired") and not self.console.is_terminal:
@@ -386,6 +388,8 @@ def _options(
 
 @contextmanager
 def _open_db(read_only: bool) -> Iterator[Store]:
+    from ..store import open_store
+
     store = open_store(_db.path, read_only=read_only)
     try:
         yield store

@@ -17,18 +17,19 @@ from __future__ import annotations
 import json
 from collections.abc import Callable
 from contextlib import AbstractContextManager
-from typing import Annotated, Any
+from typing import TYPE_CHECKING, Annotated, Any
 
 import typer
 
-from ..events import MemoryKind, MemoryRecord, MemoryScope
-from ..replay import MEMORY_ERASED
-from ..store import Store
 from .console import console
+
+if TYPE_CHECKING:  # the event models load inside the commands: `flightlog --version` stays fast
+    from ..events import MemoryKind, MemoryRecord, MemoryScope
+    from ..store import Store
 
 __all__ = ["register"]
 
-OpenDb = Callable[[bool], AbstractContextManager[Store]]
+OpenDb = Callable[[bool], AbstractContextManager["Store"]]
 
 _out = console()
 
@@ -44,6 +45,8 @@ JsonOpt = Annotated[
 
 
 def _scope(text: str | None) -> MemoryScope | None:
+    from ..events import MemoryScope
+
     if text is None:
         return None
     tenant, sep, namespace = text.partition("/")
@@ -53,6 +56,8 @@ def _scope(text: str | None) -> MemoryScope | None:
 
 
 def _kinds(values: list[str] | None) -> list[MemoryKind]:
+    from ..events import MemoryKind
+
     try:
         return [MemoryKind(v) for v in values or []]
     except ValueError as exc:
@@ -68,6 +73,7 @@ def _wire(store: Store, record: MemoryRecord, extra: dict[str, Any] | None = Non
 
 def _line(store: Store, record: MemoryRecord, prefix: str = "") -> str:
     from ..kernel.memory_bank import text_of
+    from ..replay import MEMORY_ERASED
 
     text = text_of(store, record.content)
     shown = MEMORY_ERASED if text is None else text.replace("\n", " ")

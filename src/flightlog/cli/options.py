@@ -14,15 +14,16 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 from datetime import UTC, datetime
 from pathlib import Path
-from typing import Any, NoReturn
+from typing import TYPE_CHECKING, Any, NoReturn
 
 import typer
 from typer.core import TyperGroup
 
 from ..errors import FlightlogError, ImportFormatError, RepairError, SessionNotFound, StoreUnavailable
-from ..recorder import verify_session
-from ..store import Store, open_store, redact_url
 from .console import console
+
+if TYPE_CHECKING:  # the store and the recorder load inside the functions: start-up stays light
+    from ..store import Store
 
 EXIT_CLOSED_PIPE = 141
 """Exit code when stdout's reader went away (128 + SIGPIPE, as a shell reports for ``cat`` killed by one)."""
@@ -130,6 +131,8 @@ def check_new_db(db: str, *, read_only: bool, create_dirs: bool = False) -> Path
     Returns:
         The path of the SQLite file a writable open is about to create (say so once it is), else None.
     """
+    from ..store import redact_url
+
     local = local_db_path(db)
     if local is None:
         return None
@@ -160,6 +163,8 @@ def say_created(path: Path | None) -> None:
 
 @contextmanager
 def open_db(read_only: bool = False) -> Iterator[Store]:
+    from ..store import open_store, redact_url
+
     db = state.db
     postgres = db.startswith(("postgres://", "postgresql://"))
     new = check_new_db(db, read_only=read_only, create_dirs=state.db_is_default)
@@ -195,6 +200,8 @@ def refuse_quietly_diverged(store: Store, sid: str) -> None:
     """After printing a session (show, replay, export, tail), check its chain (streaming, no decoding): a
     session that fails verification gets one warning line naming the first divergent seq, and exit 1,
     so what was just printed is never taken for the recorded history silently."""
+    from ..recorder import verify_session
+
     report = verify_session(store, sid, decode=False)
     if report.ok:
         return

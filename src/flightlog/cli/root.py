@@ -16,16 +16,13 @@ import sys
 import tempfile
 from datetime import UTC, datetime
 from pathlib import Path
-from typing import Annotated, Any
+from typing import TYPE_CHECKING, Annotated, Any
 
 import typer
 
 from .. import __version__
 from ..errors import ImportFormatError
-from ..importers import FORMATS
-from ..messages import Message
 from ..narration import narrate, plural, short
-from ..sessions import export_jsonl, find_sessions, iter_events, replay_session
 from .options import (
     CONTEXT,
     EXIT_CLOSED_PIPE,
@@ -43,7 +40,14 @@ from .options import (
     state,
 )
 
+if TYPE_CHECKING:
+    from ..messages import Message
+
 __all__ = ["EXIT_CLOSED_PIPE", "app", "handle_errors", "main"]
+
+IMPORT_FORMATS = ("claude-code", "codex", "openhands", "swe-agent")
+"""``flightlog.importers.FORMATS``'s names, for ``import --format``'s help without loading the importers at
+start-up (``tests/test_cli_startup.py`` checks the two agree)."""
 
 app = typer.Typer(
     cls=Group,
@@ -102,14 +106,14 @@ def import_cmd(
         ),
     ],
     format: Annotated[
-        str, typer.Option("--format", "-f", help=f"auto or one of: {', '.join(FORMATS)}.")
+        str, typer.Option("--format", "-f", help=f"auto or one of: {', '.join(IMPORT_FORMATS)}.")
     ] = "auto",
     json_out: Annotated[bool, typer.Option("--json", help="Print results as JSON.")] = False,
 ) -> None:
     """Import Claude Code, Codex CLI, OpenHands and SWE-agent transcripts into verified sessions (a line per session)."""
-    if format != "auto" and format not in FORMATS:
+    if format != "auto" and format not in IMPORT_FORMATS:
         raise typer.BadParameter(
-            f"unknown format {format!r} (one of: auto, {', '.join(FORMATS)})", param_hint="--format"
+            f"unknown format {format!r} (one of: auto, {', '.join(IMPORT_FORMATS)})", param_hint="--format"
         )
     stdin_args = [p for p in paths if str(p) == "-"]
     if len(stdin_args) > 1:
@@ -218,6 +222,8 @@ def ls_cmd(
     json_out: Annotated[bool, typer.Option("--json", help="Print a JSON array.")] = False,
 ) -> None:
     """List sessions: id, task, status, events, head hash, creation time (oldest first)."""
+    from ..sessions import find_sessions
+
     since_ms = _since(since) if since is not None else None
     with open_db(read_only=True) as store:
         found = find_sessions(store, statuses=status or (), since_ms=since_ms, task=task, limit=limit)
@@ -273,6 +279,8 @@ def show_cmd(
     json_out: Annotated[bool, typer.Option("--json", help="Print events as JSON lines.")] = False,
 ) -> None:
     """Print a session's timeline: seq, time, kind and a one-line narration per event."""
+    from ..sessions import iter_events
+
     with open_db(read_only=True) as store:
         sid = store.resolve_session(session)
         record = store.get_session(sid)
@@ -312,6 +320,8 @@ def replay_cmd(
     ] = False,
 ) -> None:
     """Reconstruct the messages a model would see, at the head or at any sequence."""
+    from ..sessions import replay_session
+
     if check:
         _check_requests(session, json_out)
         return
@@ -426,6 +436,8 @@ def export_cmd(
     With --bundle DIR: everything ``flightlog audit --bundle DIR`` needs to verify it offline. With
     --otlp URL: its spans (invoke_agent, chat, execute_tool) to an OTLP/HTTP receiver (the otel extra).
     """
+    from ..sessions import export_jsonl
+
     if sum(x is not None for x in (bundle, output, otlp)) > 1:
         raise typer.BadParameter("give one of --output, --bundle or --otlp")
     if otlp is not None:

@@ -19,29 +19,47 @@ import sys
 from collections.abc import Callable
 from contextlib import AbstractContextManager
 from datetime import UTC, datetime
-from typing import Annotated
+from typing import TYPE_CHECKING, Annotated
 
 import typer
 
 from ..errors import SessionNotFound
-from ..live import DEFAULT_LEASE_MS, RunView, follow_events, list_run_views, list_runs_json_live, wall_ms
 from ..narration import narrate, short
-from ..runs import RunSource, RunState, build_tree, projection_ready, rebuild_projection
-from ..runs.context import ContextUse
-from ..runs.projection import RunNode, context_uses
-from ..store.base import Store, StoredEvent
 from .console import console
+
+if TYPE_CHECKING:  # the read model and the store load inside the commands: `flightlog --version` stays fast
+    from ..live import RunView
+    from ..runs.context import ContextUse
+    from ..runs.projection import RunNode
+    from ..store.base import Store, StoredEvent
 
 __all__ = ["register", "tail_line", "view_line"]
 
-OpenDb = Callable[[bool], AbstractContextManager[Store]]
+OpenDb = Callable[[bool], AbstractContextManager["Store"]]
 """``open_db(read_only)``: a context manager yielding an open store, closed on exit."""
 
 _out = console()
 _err = console(stderr=True)
 
-_STATES = ", ".join(s.value for s in RunState)
-_SOURCES = ", ".join(s.value for s in RunSource)
+RUN_STATES = (
+    "queued",
+    "initializing",
+    "running",
+    "waiting_model",
+    "waiting_tool",
+    "waiting_input",
+    "paused",
+    "stopping",
+    "terminal",
+)
+"""``flightlog.runs.RunState``'s values (seed 002), for the options' help and checks without loading the read
+model at start-up (``tests/test_cli_startup.py`` checks they agree)."""
+RUN_SOURCES = ("direct", "workflow", "fleet", "core_job", "task")
+"""``flightlog.runs.RunSource``'s values, as :data:`RUN_STATES`."""
+LEASE_S = 30.0
+"""``flightlog.live.DEFAULT_LEASE_MS`` in seconds: ``runs --lease``'s default (checked as :data:`RUN_STATES`)."""
+_STATES = ", ".join(RUN_STATES)
+_SOURCES = ", ".join(RUN_SOURCES)
 
 
 def register(app: typer.Typer, open_db: OpenDb) -> None:
@@ -53,10 +71,9 @@ def register(app: typer.Typer, open_db: OpenDb) -> None:
 # ─── runs ─────────────────────────────────────────────────────────────────────────────────────
 
 
-def _choice(value: str | None, allowed: type[RunState] | type[RunSource], hint: str) -> str | None:
-    if value is not None and value not in allowed._value2member_map_:
-        names = _STATES if allowed is RunState else _SOURCES
-        raise typer.BadParameter(f"{value!r} is not one of: {names}", param_hint=hint)
+def _choice(value: str | None, allowed: tuple[str, ...], hint: str) -> str | None:
+    if value is not None and value not in allowed:
+        raise typer.BadParameter(f"{value!r} is not one of: {', '.join(allowed)}", param_hint=hint)
     return value
 
 
@@ -102,14 +119,18 @@ def _runs_command(open_db: OpenDb) -> Callable[..., None]:
         ] = None,
         lease: Annotated[
             float, typer.Option("--lease", help="Heartbeat lease in seconds.", min=0.0)
-        ] = DEFAULT_LEASE_MS / 1000,
+        ] = LEASE_S,
         entropy: Annotated[
             bool, typer.Option("--entropy", help="Add each run's entropy score per turn (table and tree).")
         ] = False,
     ) -> None:
         """List agent runs: state, outcome, budget and liveness (durable ledger, refined by live heartbeats)."""
-        _choice(state, RunState, "--state")
-        _choice(source, RunSource, "--source")
+        from ..live import list_run_views, list_runs_json_live
+        from ..runs import projection_ready, rebuild_projection
+        from ..runs.projection import context_uses
+
+        _choice(state, RUN_STATES, "--state")
+        _choice(source, RUN_SOURCES, "--source")
         if rebuild:
             with open_db(False) as store:
                 count = rebuild_projection(store)
@@ -195,7 +216,7 @@ _HEADERS = ("run", "state", "outcome", "tokens", "steps", "duration", "context",
 _RIGHT = frozenset({"tokens", "steps", "duration", "context"})
 _LIVE = _HEADERS.index("live")
 
-Uses = dict[str, ContextUse]
+Uses = dict[str, "ContextUse"]
 
 
 def _entropy(store: Store, views: list[RunView]) -> dict[str, str]:
@@ -218,6 +239,8 @@ def _entropy(store: Store, views: list[RunView]) -> dict[str, str]:
 
 def _print_table(views: list[RunView], uses: Uses, entropy: dict[str, str] | None = None) -> None:
     """Aligned columns, never truncated (ids are long; pipes and narrow terminals must keep them whole)."""
+    from ..live import wall_ms
+
     if not views:
         _out.print("(no runs)")
         return
@@ -257,6 +280,9 @@ def _label(view: RunView, now: int, context: ContextUse | None) -> str:
 
 def _print_tree(views: list[RunView], uses: Uses, entropy: dict[str, str] | None = None) -> None:
     """One line per run, children indented under their parent with tree guides."""
+    from ..live import wall_ms
+    from ..runs import build_tree
+
     if not views:
         _out.print("(no runs)")
         return
@@ -311,6 +337,8 @@ def _tail_command(open_db: OpenDb) -> Callable[..., None]:
     ) -> None:
         """Print a session's events as they become durable, one narrated line each (from any process);
         then check the chain: a session that fails verification gets a warning naming the seq, exit 1."""
+        from ..live import follow_events
+
         with open_db(True) as store:
             session_id = store.resolve_session(session)
             try:

@@ -17,21 +17,25 @@ import json
 import sys
 from collections.abc import Callable
 from contextlib import AbstractContextManager
-from typing import Annotated, Literal
+from typing import TYPE_CHECKING, Annotated, Literal
 
 import typer
 
-from ..store.base import Store
-from ..store.signals import MAX_TEXT_BYTES, URGENCIES, SignalKind
 from .console import console
+
+if TYPE_CHECKING:  # the store loads inside the command: `flightlog --version` stays fast
+    from ..store.base import Store
+    from ..store.signals import SignalKind
 
 __all__ = ["register"]
 
-OpenDb = Callable[[bool], AbstractContextManager[Store]]
+OpenDb = Callable[[bool], AbstractContextManager["Store"]]
 """``open_db(read_only)``: a context manager yielding an open store, closed on exit."""
 
 
 def _one(message: str | None, steer: str | None, interrupt: str | None) -> tuple[SignalKind, str]:
+    from ..store.signals import MAX_TEXT_BYTES
+
     given: list[tuple[SignalKind, str | None]] = [
         ("message", message),
         ("steer", steer),
@@ -87,6 +91,7 @@ def register(app: typer.Typer, open_db: OpenDb) -> None:
         """Queue a signal for a run; the kernel disposes of it at the run's next turn boundary."""
         from ..kernel.approvals import operator_problem
         from ..kernel.attention import send_signal
+        from ..store.signals import URGENCIES
 
         kind, text = _one(message, steer, interrupt)
         if priority is not None and priority not in URGENCIES:

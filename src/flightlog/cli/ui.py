@@ -12,16 +12,18 @@ from __future__ import annotations
 import contextlib
 from collections.abc import Callable
 from contextlib import AbstractContextManager
-from typing import Annotated
+from typing import TYPE_CHECKING, Annotated
 
 import typer
 
-from ..store.base import Store
 from .console import console
+
+if TYPE_CHECKING:
+    from ..store.base import Store
 
 __all__ = ["OpenDb", "register"]
 
-OpenDb = Callable[[bool], AbstractContextManager[Store]]
+OpenDb = Callable[[bool], AbstractContextManager["Store"]]
 """``open_db(read_only)``: a context manager yielding an open store, closed on exit."""
 
 ENV_TOKEN = "FLIGHTLOG_UI_TOKEN"
