@@ -41,9 +41,11 @@ def _missing(script: str) -> list[str]:
     return [name for name in REQUIRES.get(script, ()) if importlib.util.find_spec(name) is None]
 
 
-def run_script(script: str, *, quick: bool, timeout_s: float) -> tuple[list[dict[str, Any]], str | None]:
-    """Run one script with ``--json``; returns its rows, and a reason when it gave none."""
-    path = HERE / script
+def run_script(
+    script: str, *, quick: bool, timeout_s: float, directory: Path = HERE
+) -> tuple[list[dict[str, Any]], str | None]:
+    """Run ``directory/script`` with ``--json``; returns its rows, and a reason when it gave none."""
+    path = directory / script
     if not path.is_file():
         return [], "absent"
     missing = _missing(script)
@@ -54,7 +56,7 @@ def run_script(script: str, *, quick: bool, timeout_s: float) -> tuple[list[dict
     started = time.perf_counter()
     try:
         done = subprocess.run(
-            command, stdout=subprocess.PIPE, text=True, timeout=timeout_s, cwd=HERE.parent, check=False
+            command, stdout=subprocess.PIPE, text=True, timeout=timeout_s, cwd=directory.parent, check=False
         )
     except subprocess.TimeoutExpired:
         return [], f"failed: no result within {timeout_s:.0f} s"

@@ -70,9 +70,21 @@ from importlib import metadata
 from pathlib import Path
 from typing import Any
 
-_SRC = Path(__file__).resolve().parents[1] / "src"
+
+def _src() -> Path:
+    """The flightlog tree to measure: ``--src DIR`` (read before the imports below), else this checkout's."""
+    argv = sys.argv[1:]
+    for i, arg in enumerate(argv):
+        if arg == "--src" and i + 1 < len(argv):
+            return Path(argv[i + 1]).resolve()
+        if arg.startswith("--src="):
+            return Path(arg.removeprefix("--src=")).resolve()
+    return Path(__file__).resolve().parents[1] / "src"
+
+
+_SRC = _src()
 if _SRC.is_dir() and str(_SRC) not in sys.path:
-    sys.path.insert(0, str(_SRC))  # measure this checkout, installed or not
+    sys.path.insert(0, str(_SRC))  # measure this checkout (or --src), installed or not
 
 from flightlog import recorder as recorder_module  # noqa: E402
 from flightlog.encoding import canonical_bytes, decode_stored  # noqa: E402
@@ -1115,6 +1127,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("--json", action="store_true", help="print results as JSON instead of a table")
     parser.add_argument("--profile", action="store_true", help="also print cProfile top functions")
     parser.add_argument("--seed", type=int, default=20240607)
+    parser.add_argument("--src", type=Path, default=_SRC, help="flightlog source tree to measure (this one)")
     args = parser.parse_args(argv)
     turns = args.turns or (2000 if args.quick else 10_000)
     appends = args.appends or (500 if args.quick else 2000)
@@ -1124,7 +1137,7 @@ def main(argv: Sequence[str] | None = None) -> int:
 
     report = Report(
         environment=_environment(),
-        config={"turns": turns, "appends": appends, "rounds": rounds, "seed": args.seed},
+        config={"turns": turns, "appends": appends, "rounds": rounds, "seed": args.seed, "src": str(_SRC)},
     )
     workload = Workload(args.seed)
     workdir = Path(tempfile.mkdtemp(prefix="flightlog-bench-"))
