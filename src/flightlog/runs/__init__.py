@@ -8,7 +8,8 @@
 
 :func:`~flightlog.runs.projection.project` is one of the recorder's default projectors
 (:data:`flightlog.recorder.DEFAULT_PROJECTORS`), registered when the first recorder of a process is made,
-so every recorder keeps the projection current whatever was imported first. Live state (heartbeats of running kernels) is merged on top by :mod:`flightlog.live`.
+so every recorder keeps the projection current whatever was imported first. Live state (heartbeats of
+running kernels) is merged on top by :mod:`flightlog.live`.
 """
 
 from __future__ import annotations
