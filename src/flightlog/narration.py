@@ -14,7 +14,7 @@ if TYPE_CHECKING:  # annotations only: the CLI imports plural/short without load
     from . import events as ev
     from .messages import Message
 
-__all__ = ["narrate", "plural", "printable", "short", "summarize_message"]
+__all__ = ["MAX_OPERATOR", "narrate", "operator_problem", "plural", "printable", "short", "summarize_message"]
 
 _PLURALS = {"leaf": "leaves", "criterion": "criteria", "entry": "entries", "match": "matches"}
 
@@ -72,6 +72,51 @@ def printable(text: str) -> str:
     )
 
 
+MAX_OPERATOR = 80
+"""Longest operator name, in characters (code points)."""
+
+_REFUSED_CATEGORIES = {
+    "Cc": "a control character",
+    "Cf": "a format character (bidi control, zero-width mark)",
+    "Cs": "a surrogate",
+    "Co": "a private-use character",
+    "Cn": "an unassigned code point",
+    "Zl": "a line separator",
+    "Zp": "a paragraph separator",
+    "Zs": "a space other than U+0020",
+}
+
+
+def operator_problem(name: str) -> str | None:
+    """Why ``name`` cannot be recorded as an operator name, or None when it can.
+
+    Rule (one for the CLI, the Python API, the dashboard and the integrations; :mod:`flightlog.kernel.approvals`
+    documents it): 1 to :data:`MAX_OPERATOR` characters; none in Unicode categories Cc, Cf, Cs, Co, Cn, Zl, Zp;
+    no space but U+0020, and none at either end; no variation selector.
+
+    The reason names the offending code point (``U+001B``) and its position, never the raw character.
+    """
+    if not name:
+        return f"empty; give 1 to {MAX_OPERATOR} characters"
+    if len(name) > MAX_OPERATOR:
+        return f"{len(name)} characters; at most {MAX_OPERATOR}"
+    for position, char in enumerate(name, start=1):
+        code = ord(char)
+        category = unicodedata.category(char)
+        if category == "Zs" and char == " ":
+            if position in (1, len(name)):
+                return f"a space at the {'start' if position == 1 else 'end'}"
+            continue
+        if category in _REFUSED_CATEGORIES:
+            what = _REFUSED_CATEGORIES[category]
+        elif 0xFE00 <= code <= 0xFE0F or 0xE0100 <= code <= 0xE01EF:
+            what = "a variation selector"
+        else:
+            continue
+        return f"character {position} is U+{code:04X}, {what} (Unicode category {category})"
+    return None
+
+
 def _approval_decision(payload: dict[str, Any]) -> str:
     """``approval_decision`` (kernel record, :mod:`flightlog.kernel.records`): who decided which call."""
     approved = payload.get("approved") is True
@@ -92,8 +137,47 @@ def _approval_decision(payload: dict[str, Any]) -> str:
     return line
 
 
+def _agents_item(item: dict[str, Any]) -> str:
+    """An OpenAI Agents SDK session item (a Responses API input item) on one line."""
+    kind = item.get("type") or ("message" if "role" in item else "item")
+    if kind == "message":
+        content = item.get("content")
+        parts = (
+            [content]
+            if isinstance(content, str)
+            else [p.get("text") for p in content or [] if isinstance(p, dict)]
+        )
+        text = " ".join(t for t in parts if isinstance(t, str))
+        return f"{item.get('role', '?')}: {short(text, 70)}"
+    if kind == "function_call":
+        return f"call {short(str(item.get('name', '?')), 40)}({short(str(item.get('arguments', '')), 50)})"
+    if kind == "function_call_output":
+        return (
+            f"result of {short(str(item.get('call_id', '?')), 40)}: {short(str(item.get('output', '')), 60)}"
+        )
+    return short(str(kind), 40)
+
+
+def _agents(kind: str, payload: dict[str, Any]) -> str | None:
+    """The Agents SDK integration's records (:mod:`flightlog.integrations.openai_agents`), or None."""
+    if kind == "openai_agents.item":
+        return "item " + _agents_item(payload)
+    if kind == "openai_agents.pop":
+        return f"item at seq {payload.get('seq', '?')} popped"
+    if kind == "openai_agents.clear":
+        return f"history cleared ({plural(int(payload.get('count') or 0), 'item')})"
+    if kind == "openai_agents.handoff":
+        return f"handoff {short(str(payload.get('from_agent')), 30)} -> {short(str(payload.get('to_agent')), 30)}"
+    if kind == "openai_agents.guardrail":
+        return f"guardrail {short(str(payload.get('name')), 40)}: {'tripped' if payload.get('triggered') else 'passed'}"
+    return None
+
+
 def _custom(e: ev.Custom) -> str:
     payload = e.payload if isinstance(e.payload, dict) else {}
+    agents = _agents(e.custom_kind, payload) if e.custom_kind.startswith("openai_agents.") else None
+    if agents is not None:
+        return agents
     if e.custom_kind == "approval_decision":
         return _approval_decision(payload)
     if e.custom_kind == "abort_requested":  # kernel record: who asked for the abort beside it

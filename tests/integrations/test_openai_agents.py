@@ -314,9 +314,10 @@ def test_cli_lists_shows_verifies_and_exports(db: Path, tmp_path: Path) -> None:
     assert "openai-agents:user-42" in listed.output
     shown = cli.invoke(app, ["--db", str(db), "show", "user-42"])  # the part after the prefix resolves
     assert shown.exit_code == 0, shown.output
-    assert "openai_agents.item" in shown.output
-    assert "function_call_output" in shown.output
-    assert "openai_agents.pop" in shown.output
+    assert "item user: What is the weather in Paris? ünïcødé ✓" in shown.output  # readable items
+    assert 'item call get_weather({"city": "Paris"})' in shown.output
+    assert 'item result of call_abc: {"temp_c": 21.5, "sky": "clear"}' in shown.output
+    assert "item at seq 3 popped" in shown.output
     verified = cli.invoke(app, ["--db", str(db), "verify", "user-42"])
     assert verified.exit_code == 0, verified.output
     out = tmp_path / "export.jsonl"

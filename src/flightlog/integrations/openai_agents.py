@@ -47,9 +47,12 @@ their outcome if the caller is cancelled, then re-raise the cancellation (as ``S
 from __future__ import annotations
 
 import asyncio
+import json
 import os
 import threading
-from collections.abc import Awaitable, Sequence
+import uuid
+from collections.abc import Awaitable, Iterable, Sequence
+from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, TypeVar
 
 from agents.items import TResponseInputItem
@@ -62,17 +65,36 @@ except ImportError:  # pragma: no cover - exercised only with an old SDK
 
 from ..encoding import decode_stored, parse_json
 from ..errors import AppendConflict, LedgerIntegrityError, SessionNotFound, StaleWriter
-from ..events import Custom, Event
+from ..events import (
+    Custom,
+    Event,
+    PermissionRequested,
+    PermissionResolved,
+    Resumed,
+    RunStarted,
+    RunTerminal,
+    Suspended,
+    ToolDenied,
+    ToolGated,
+    ToolRequested,
+)
 from ..integrity.notary import USER_NOTARY, Notary, UserNotary, resolve_notary
 from ..ledger import VerifyReport
+from ..messages import ToolCall
+from ..narration import operator_problem
 from ..recorder import Recorder, verify_session
 from ..store.base import Store
 from ._stores import StoreHandle
 
 if TYPE_CHECKING:
+    from agents.items import ToolApprovalItem
     from agents.memory.session_settings import SessionSettings
+    from agents.result import RunResultBase
+    from agents.run_state import RunState
 
 __all__ = [
+    "APPROVAL_DECISION",
+    "APPROVAL_REASON",
     "CLEAR_KIND",
     "ITEM_KIND",
     "OPENED_KIND",
@@ -95,6 +117,12 @@ POP_KIND = "openai_agents.pop"
 """``custom_kind`` of a ``pop_item``: ``{"seq": <seq of the item removed>}``."""
 CLEAR_KIND = "openai_agents.clear"
 """``custom_kind`` of a ``clear_session``: ``{"count": <number of items removed>}``."""
+
+APPROVAL_DECISION = "approval_decision"
+"""``custom_kind`` of a decision on a gated call, the kernel's record (:mod:`flightlog.kernel.records`):
+``{turn, call_id, gate: "approval", approved, responder, reason?}``; ``responder`` is the approver's name."""
+APPROVAL_REASON = "approval"
+"""``suspended.reason`` of a run interrupted for ``needs_approval`` (the kernel's reason for a policy gate)."""
 
 _T = TypeVar("_T")
 
@@ -162,6 +190,7 @@ class FlightlogSession(SessionABC):
         self._lock = threading.Lock()
         self._recorder: Recorder | None = None
         self._items: list[tuple[int, bytes]] = []  # live items: (seq, stored event bytes)
+        self._gates = _Gates()  # runs, gates and decisions folded from the ledger (kept current)
         self._closed = False
 
     # ─── SDK Session protocol ────────────────────────────────────────────────────────────────
@@ -252,7 +281,149 @@ class FlightlogSession(SessionABC):
             StaleWriter: a newer ``FlightlogSession`` took over this session id.
         """
         with self._lock:
-            self._ready().append_many(list(events))
+            self._write(self._ready(), list(events))
+
+    @property
+    def turn(self) -> int:
+        """The latest turn recorded in this session's ledger (0 when none): the highest ``turn`` of its
+        seed events, folded on first use and kept current by this object's writes."""
+        return self._gates.turn
+
+    # ─── approvals (needs_approval, RunState) ────────────────────────────────────────────────
+    async def record_result(self, result: RunResultBase) -> None:
+        """Record how a ``Runner.run`` ended, so ``flightlog pending``, ``runs`` and the dashboard see it.
+
+        When no run is open in the ledger, ``run_started`` (``goal``: the run's input text) comes first.
+        Then, when the run was interrupted for approvals (``result.interruptions``, tools with
+        ``needs_approval``): ``tool_requested`` (the calls), ``tool_gated`` + ``permission_requested`` per
+        call (reason ``needs_approval``) and ``suspended(reason="approval", pending_calls)``; the session's
+        status becomes ``suspended``. Otherwise: ``run_terminal(reason="completed", turns_used=<model
+        responses>, total_tokens=<the SDK's usage>)``. All in one transaction; calls already gated are not
+        gated again (recording the same result twice writes nothing more).
+
+        Raises:
+            StaleWriter: a newer ``FlightlogSession`` took over this session id.
+        """
+        interruptions = list(getattr(result, "interruptions", None) or [])
+        goal = _goal(result.input)
+        usage = getattr(result.context_wrapper, "usage", None)
+        turns, tokens = len(result.raw_responses), int(getattr(usage, "total_tokens", 0) or 0)
+
+        def write() -> None:
+            with self._lock:
+                rec = self._ready()
+                events = self._opening(goal)
+                if interruptions:
+                    gated = self._gate_events(interruptions)
+                    self._write(rec, events + gated, status="suspended" if gated else None)
+                else:
+                    events.append(RunTerminal(reason="completed", turns_used=turns, total_tokens=tokens))
+                    self._write(rec, events)
+
+        await _await_mutation(asyncio.to_thread(write))
+
+    async def approve(
+        self, state: RunState[Any, Any], item: ToolApprovalItem, *, by: str, always_approve: bool = False
+    ) -> None:
+        """Approve an interrupted call for ``by`` and record it, then ``state.approve(item, always_approve)``.
+
+        Records (one transaction, after gating the state's interruptions when :meth:`record_result` did not)
+        what ``flightlog approve`` records: ``permission_resolved(approved=True, responder="user")`` and
+        ``custom`` :data:`APPROVAL_DECISION` ``{turn, call_id, gate: "approval", approved: true, responder:
+        by}``. Approving a call already approved writes nothing.
+
+        Args:
+            state: The interrupted run (``result.to_state()`` or ``RunState.from_json``/``from_string``).
+            item: One of ``state.get_interruptions()``.
+            by: The approver's name (the operator-name rule of :func:`flightlog.narration.operator_problem`).
+            always_approve: Passed to the SDK (later calls of this tool are approved too; not recorded).
+
+        Raises:
+            ValueError: ``by`` breaks the operator-name rule, or the call was denied already (names it).
+            StaleWriter: a newer ``FlightlogSession`` took over this session id.
+        """
+        await self._decide(state, item, approved=True, by=by, reason=None)
+        state.approve(item, always_approve=always_approve)
+
+    async def reject(
+        self,
+        state: RunState[Any, Any],
+        item: ToolApprovalItem,
+        *,
+        by: str,
+        message: str | None = None,
+        always_reject: bool = False,
+    ) -> None:
+        """Deny an interrupted call for ``by`` and record it, then ``state.reject(item, ...)``.
+
+        Records what ``flightlog deny`` records: ``permission_resolved(approved=False, responder="user")``,
+        ``tool_denied(call_id, tool_name, reason)`` and :data:`APPROVAL_DECISION` with ``approved: false``;
+        ``reason`` is ``message``, else ``denied by <by>``. ``message`` is also what the SDK tells the model
+        (its default text when None).
+
+        Raises:
+            ValueError: ``by`` breaks the operator-name rule, or the call was approved already (names it).
+            StaleWriter: a newer ``FlightlogSession`` took over this session id.
+        """
+        await self._decide(state, item, approved=False, by=by, reason=message)
+        if message is None:
+            state.reject(item, always_reject=always_reject)
+        else:
+            state.reject(item, always_reject=always_reject, rejection_message=message)
+
+    async def resume(self, state: RunState[Any, Any], *, by: str = "user") -> None:
+        """Bring ``state`` and the ledger to the same decisions, then record ``resumed``; run the state next.
+
+        For each of ``state.get_interruptions()``: a decision recorded in the ledger (by :meth:`approve`,
+        :meth:`reject`, ``flightlog approve``/``deny`` or the dashboard, in any process) is applied to
+        ``state`` (a denial with its recorded reason as the message to the model); a decision taken only on
+        the ``RunState`` (``state.approve`` called directly) is recorded with ``by`` as the approver. Then
+        ``resumed(approved, denied)`` is appended and the status is ``running`` again. A decision taken by
+        another process fenced this object off (it attached to record it): this method re-attaches
+        (verifying the chain again) instead of raising ``StaleWriter``.
+
+        Raises:
+            ValueError: a call has no decision anywhere, or the ledger and ``state`` decided it differently
+                (names the call); nothing is written then.
+            LedgerIntegrityError: re-attaching found the stored chain diverging.
+        """
+        problem = operator_problem(by)
+        if problem is not None:
+            raise ValueError(f"by: {problem}")
+        items = state.get_interruptions()
+
+        def write() -> list[tuple[ToolApprovalItem, dict[str, Any]]]:
+            with self._lock:
+                rec = self._ready(reattach=True)
+                events = self._opening(_goal(getattr(state, "_original_input", None)))
+                events += self._gate_events(items) if items else []
+                decided, undecided, conflicts = [], [], []
+                for item in items:
+                    call, recorded = _approval_call(item), None
+                    recorded = self._gates.decisions.get(call.id)
+                    on_state = _state_decision(state, item, call)
+                    if recorded is None and on_state is None:
+                        undecided.append(call.id)
+                    elif recorded is None:
+                        events += self._decision_events(call, approved=bool(on_state), by=by, reason=None)
+                    elif on_state is not None and on_state != recorded["approved"]:
+                        conflicts.append(call.id)
+                    else:
+                        decided.append((item, recorded))
+                if undecided or conflicts:
+                    raise ValueError(_unresolved(undecided, conflicts))
+                if not self._gates.suspended and not events:
+                    return decided
+                approved, denied = self._gates.answered(items, events)
+                events.append(Resumed(turn=self._gates.turn, approved=approved, denied=denied))
+                self._write(rec, events, status="running")
+                return decided
+
+        for item, recorded in await _await_mutation(asyncio.to_thread(write)):
+            if recorded["approved"]:
+                state.approve(item)
+            else:
+                state.reject(item, rejection_message=str(recorded.get("reason") or f"denied by {by}"))
 
     async def open(self) -> None:
         """Open the store, attach (or create) the ledger session and fold it, now rather than on first use.
@@ -301,18 +472,107 @@ class FlightlogSession(SessionABC):
     def _open_store(self) -> Store:
         return self._stores.get()
 
-    def _ready(self) -> Recorder:
-        """The recorder, attaching (or creating) and folding on first use; refuses when fenced off."""
+    def _ready(self, *, reattach: bool = False) -> Recorder:
+        """The recorder, attaching (or creating) and folding on first use; refuses when fenced off (with
+        ``reattach``: attaches again instead, verifying and folding the chain anew)."""
         self._check_open()
         rec = self._recorder
-        if rec is None:
-            rec = self._attach(self._open_store())
-            self._recorder = rec
-        else:
+        if rec is not None:
             current = rec.store.authority_epoch(self.ledger_session_id)
-            if current != rec.epoch:
+            if current == rec.epoch:
+                return rec
+            if not reattach:
                 raise StaleWriter(session_id=self.ledger_session_id, epoch=rec.epoch, current_epoch=current)
+        rec = self._attach(self._open_store())
+        self._recorder = rec
         return rec
+
+    def _write(self, rec: Recorder, events: list[Event], *, status: str | None = None) -> None:
+        """Append ``events`` (and set ``status``) in one transaction; a suspension is anchored by a signed
+        checkpoint (the process may exit for hours). Then fold them into the gates."""
+        if not events:
+            return
+        with rec.atomic():
+            rec.append_many(events)
+            if status is not None:
+                rec.store.set_session_status(self.ledger_session_id, status)
+            if status == "suspended":
+                rec.checkpoint()
+        for event in events:
+            self._gates.feed(event)
+
+    def _opening(self, goal: str) -> list[Event]:
+        """``[run_started]`` when no run is open in the ledger, else nothing."""
+        if self._gates.run_open:
+            return []
+        return [RunStarted(run_id=uuid.uuid4().hex, goal=goal, agent_id=None)]
+
+    def _gate_events(self, items: Iterable[ToolApprovalItem]) -> list[Event]:
+        """``tool_requested``, ``tool_gated`` + ``permission_requested`` per call not gated yet, and
+        ``suspended`` naming every call still waiting (nothing when all are gated already)."""
+        calls = [_approval_call(item) for item in items]
+        new = [c for c in calls if c.id not in self._gates.gates]
+        if not new:
+            return []
+        turn = max(self._gates.call_turns.get(c.id, 0) for c in new) or self._gates.turn + 1
+        events: list[Event] = [ToolRequested(turn=turn, calls=new)]
+        for call in new:
+            events.append(ToolGated(turn=turn, call_id=call.id, tool=call.name, reason=_GATE_REASON))
+            events.append(
+                PermissionRequested(turn=turn, tool=call.name, arguments=call.arguments, reason=_GATE_REASON)
+            )
+        waiting = [c for c in self._gates.gates if c not in self._gates.decisions] + [c.id for c in new]
+        events.append(Suspended(turn=turn, reason=APPROVAL_REASON, pending_calls=waiting))
+        return events
+
+    def _decision_events(self, call: ToolCall, *, approved: bool, by: str, reason: str | None) -> list[Event]:
+        """What ``flightlog approve``/``deny`` append for a decision (:mod:`flightlog.kernel.approvals`)."""
+        gate = self._gates.gates.get(call.id)
+        turn = gate.turn if gate is not None else self._gates.turn
+        payload: dict[str, Any] = {
+            "turn": turn,
+            "call_id": call.id,
+            "gate": "approval",
+            "approved": approved,
+            "responder": by,
+        }
+        events: list[Event] = [PermissionResolved(turn=turn, approved=approved, responder="user")]
+        if not approved:
+            payload["reason"] = reason or f"denied by {by}"
+            events.append(
+                ToolDenied(turn=turn, call_id=call.id, tool_name=call.name, reason=payload["reason"])
+            )
+        events.append(Custom(custom_kind=APPROVAL_DECISION, payload=payload))
+        return events
+
+    async def _decide(
+        self,
+        state: RunState[Any, Any],
+        item: ToolApprovalItem,
+        *,
+        approved: bool,
+        by: str,
+        reason: str | None,
+    ) -> None:
+        problem = operator_problem(by)
+        if problem is not None:
+            raise ValueError(f"by: {problem}")
+        call = _approval_call(item)
+
+        def write() -> None:
+            with self._lock:
+                rec = self._ready()
+                events = self._opening(_goal(getattr(state, "_original_input", None)))
+                events += self._gate_events(state.get_interruptions())
+                recorded = self._gates.decisions.get(call.id)
+                if recorded is not None:
+                    if recorded["approved"] != approved:
+                        raise ValueError(_unresolved([], [call.id]))
+                    return
+                events += self._decision_events(call, approved=approved, by=by, reason=reason)
+                self._write(rec, events)
+
+        await _await_mutation(asyncio.to_thread(write))
 
     def _attach(self, store: Store) -> Recorder:
         sid = self.ledger_session_id
@@ -333,9 +593,9 @@ class FlightlogSession(SessionABC):
             except AppendConflict:  # another process created it in the meantime
                 rec = Recorder.attach(store, sid, notary=self._notary)
             else:
-                self._items = []
+                self._items, self._gates = [], _Gates()
                 return rec
-        self._items = _fold(store, sid, rec)
+        self._items, self._gates = _fold(store, sid, rec)
         return rec
 
 
@@ -358,13 +618,16 @@ def _item(data: bytes) -> TResponseInputItem:
     return item
 
 
-def _fold(store: Store, session_id: str, rec: Recorder) -> list[tuple[int, bytes]]:
-    """The live items of a stored session (module docstring: fold rules), read after ``rec`` attached."""
+def _fold(store: Store, session_id: str, rec: Recorder) -> tuple[list[tuple[int, bytes]], _Gates]:
+    """The live items of a stored session (module docstring: fold rules) and its runs, gates and decisions,
+    read after ``rec`` attached."""
     items: list[tuple[int, bytes]] = []
+    gates = _Gates()
     count, last_hash = 0, ""
     for row in store.read_events(session_id):
         count, last_hash = row.seq + 1, row.hash
         event = decode_stored(row.event_bytes, seq=row.seq)
+        gates.feed(event)
         if not isinstance(event, Custom):
             continue
         if event.custom_kind == ITEM_KIND:
@@ -384,4 +647,108 @@ def _fold(store: Store, session_id: str, rec: Recorder) -> list[tuple[int, bytes
         raise LedgerIntegrityError(
             session_id=session_id, seq=count - 1, reason="rows changed between attach and fold"
         )
-    return items
+    return items, gates
+
+
+# ─── approvals: the ledger's runs, gates and decisions ────────────────────────────────────────────
+_GATE_REASON = "needs_approval"
+"""``tool_gated.reason`` / ``permission_requested.reason`` of a call the SDK interrupted for approval."""
+
+
+@dataclass
+class _Gates:
+    """What the approval methods need from a session's stream: the latest turn, whether a run is open,
+    the calls gated in the latest run's latest suspension round and the decisions since the latest
+    ``suspended`` (as ``flightlog.kernel.pending`` folds them), and the turn of each call a model asked for."""
+
+    turn: int = 0
+    run_open: bool = False
+    suspended: bool = False
+    gates: dict[str, ToolGated] = field(default_factory=dict)
+    decisions: dict[str, dict[str, Any]] = field(default_factory=dict)
+    call_turns: dict[str, int] = field(default_factory=dict)
+
+    def feed(self, event: Event) -> None:
+        """Fold one event (in seq order)."""
+        turn = getattr(event, "turn", None)
+        if isinstance(turn, int):
+            self.turn = max(self.turn, turn)
+        if isinstance(event, RunStarted | RunTerminal):
+            self.run_open, self.suspended = isinstance(event, RunStarted), False
+            self.gates, self.decisions = {}, {}
+        elif isinstance(event, ToolGated):
+            self.gates[event.call_id] = event
+        elif isinstance(event, Suspended):
+            self.suspended, self.decisions = True, {}
+        elif isinstance(event, Resumed):
+            self.suspended, self.gates, self.decisions = False, {}, {}
+        elif isinstance(event, Custom) and event.custom_kind == APPROVAL_DECISION:
+            payload = event.payload if isinstance(event.payload, dict) else {}
+            if isinstance(payload.get("call_id"), str):
+                self.decisions[payload["call_id"]] = payload
+        elif event.kind == "llm_completed":
+            for call in event.message.tool_calls:  # type: ignore[attr-defined]
+                self.call_turns[call.id] = event.turn  # type: ignore[attr-defined]
+
+    def answered(
+        self, items: Sequence[ToolApprovalItem], pending: Sequence[Event]
+    ) -> tuple[list[str], list[str]]:
+        """``(approved, denied)`` call ids of ``items``, from the decisions folded and those in ``pending``."""
+        decisions = dict(self.decisions)
+        for event in pending:
+            if isinstance(event, Custom) and event.custom_kind == APPROVAL_DECISION:
+                decisions[event.payload["call_id"]] = event.payload
+        calls = [_approval_call(item).id for item in items]
+        return (
+            [c for c in calls if decisions[c]["approved"]],
+            [c for c in calls if not decisions[c]["approved"]],
+        )
+
+
+def _field(raw: Any, name: str) -> Any:
+    return raw.get(name) if isinstance(raw, dict) else getattr(raw, name, None)
+
+
+def _approval_call(item: ToolApprovalItem) -> ToolCall:
+    """The call an SDK ``ToolApprovalItem`` waits on: its ``call_id`` (or ``id``), tool name and arguments
+    (the raw JSON text; a structured payload as JSON)."""
+    raw = item.raw_item
+    call_id = _field(raw, "call_id") or _field(raw, "id") or ""
+    name = item.tool_name or _field(raw, "name") or ""
+    arguments = _field(raw, "arguments")
+    if not isinstance(arguments, str):
+        dump = getattr(raw, "model_dump", None)
+        arguments = json.dumps(dump(mode="json") if callable(dump) else raw, sort_keys=True, default=str)
+    return ToolCall(id=str(call_id), name=str(name), arguments=arguments)
+
+
+def _goal(value: Any) -> str:
+    """A run's input as a goal line: the text, or the last user message's text of an item list."""
+    if isinstance(value, str):
+        return value
+    for item in reversed(value if isinstance(value, list) else []):
+        if isinstance(item, dict) and item.get("role") == "user":
+            content = item.get("content")
+            if isinstance(content, str):
+                return content
+            texts = [p.get("text") for p in content or [] if isinstance(p, dict)]
+            return " ".join(t for t in texts if isinstance(t, str))
+    return ""
+
+
+def _state_decision(state: RunState[Any, Any], item: ToolApprovalItem, call: ToolCall) -> bool | None:
+    """The decision taken on ``state`` for ``call`` (``RunContextWrapper.is_tool_approved``), or None."""
+    context = getattr(state, "_context", None)  # the RunState's RunContextWrapper (no public accessor)
+    if context is None:
+        return None
+    decision: bool | None = context.is_tool_approved(call.name, call.id)
+    return decision
+
+
+def _unresolved(undecided: Sequence[str], conflicts: Sequence[str]) -> str:
+    parts = []
+    if undecided:
+        parts.append(f"no decision recorded for call(s) {', '.join(undecided)}: approve or reject them first")
+    if conflicts:
+        parts.append(f"the ledger and the RunState decided call(s) {', '.join(conflicts)} differently")
+    return "; ".join(parts)

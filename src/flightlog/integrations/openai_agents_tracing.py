@@ -15,7 +15,8 @@ The processor records the spans of the traces whose ``group_id`` is the session'
 ...)``; ``all_traces=True`` records every trace), each when the span ends, appended through the session's own
 recorder (so its items and these events share one chain):
 
-* a generation span (chat-completions models) or a response span (Responses models): ``llm_completed`` (turn n:
+* a generation span (chat-completions models) or a response span (Responses models): ``llm_completed`` (the
+  next turn after the session's latest, :attr:`FlightlogSession.turn`, so turns go on across processes:
   the text and tool calls as a flightlog message, ``provider_replay`` = ``{"protocol": "openai.chat" or
   "openai.responses", "provider": "openai", "model", "native_message": <the span's output>}``) and ``custom``
   ``model_usage`` (``input_tokens``, ``output_tokens``, ``total_tokens``: tokens) when the span has usage;
@@ -115,7 +116,6 @@ class FlightlogTracingProcessor(TracingProcessor):
         self.session = session
         self.all_traces = all_traces
         self._traces: set[str] = set()
-        self._turn = 0
 
     def on_trace_start(self, trace: Trace) -> None:
         """Remember the trace when it belongs to the session."""
@@ -176,15 +176,15 @@ class FlightlogTracingProcessor(TracingProcessor):
         return []
 
     def _llm(self, protocol: str, model: Any, output: Any, message: Message, usage: Any) -> list[Event]:
-        self._turn += 1
+        turn = self.session.turn + 1
         model_name = model if isinstance(model, str) else None
         replay = ProviderReplay(protocol=protocol, provider="openai", model=model_name, native_message=output)
-        events: list[Event] = [LlmCompleted(turn=self._turn, message=message, provider_replay=replay)]
+        events: list[Event] = [LlmCompleted(turn=turn, message=message, provider_replay=replay)]
         if isinstance(usage, Mapping):
             tokens_in = int(usage.get("input_tokens") or 0)
             tokens_out = int(usage.get("output_tokens") or 0)
             payload = {
-                "turn": self._turn,
+                "turn": turn,
                 "model": model_name,
                 "protocol": protocol,
                 "input_tokens": tokens_in,
@@ -199,6 +199,6 @@ class FlightlogTracingProcessor(TracingProcessor):
         output = data.output if isinstance(data.output, str) else json.dumps(_jsonable(data.output))
         result = ToolResult(call_id=span.span_id, output=output, is_error=span.error is not None)
         return [
-            ToolRequested(turn=self._turn, calls=[call]),
-            ToolCompleted(turn=self._turn, results=[result]),
+            ToolRequested(turn=self.session.turn, calls=[call]),
+            ToolCompleted(turn=self.session.turn, results=[result]),
         ]

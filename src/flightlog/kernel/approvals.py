@@ -27,7 +27,6 @@ variation selector (U+FE00..U+FE0F, U+E0100..U+E01EF). A name is shown wherever 
 from __future__ import annotations
 
 import json
-import unicodedata
 from dataclasses import dataclass, replace
 
 from ..errors import SessionNotFound
@@ -35,6 +34,7 @@ from ..events import Custom, Event, PermissionResolved, Suspended, ToolDenied, T
 from ..integrity.audit import Auditor, require_intact
 from ..integrity.grants import session_policy_digest
 from ..integrity.notary import USER_NOTARY, Notary, UserNotary, resolve_notary
+from ..narration import MAX_OPERATOR, operator_problem
 from ..recorder import Recorder
 from ..store.base import Store
 from .errors import InvalidOperator, NotPending
@@ -51,46 +51,6 @@ __all__ = [
     "pending",
     "tree_of",
 ]
-
-MAX_OPERATOR = 80
-"""Longest operator name, in characters (code points)."""
-
-_REFUSED_CATEGORIES = {
-    "Cc": "a control character",
-    "Cf": "a format character (bidi control, zero-width mark)",
-    "Cs": "a surrogate",
-    "Co": "a private-use character",
-    "Cn": "an unassigned code point",
-    "Zl": "a line separator",
-    "Zp": "a paragraph separator",
-    "Zs": "a space other than U+0020",
-}
-
-
-def operator_problem(name: str) -> str | None:
-    """Why ``name`` cannot be recorded as an operator name, or None when it can (rule: module docs).
-
-    The reason names the offending code point (``U+001B``) and its position, never the raw character.
-    """
-    if not name:
-        return f"empty; give 1 to {MAX_OPERATOR} characters"
-    if len(name) > MAX_OPERATOR:
-        return f"{len(name)} characters; at most {MAX_OPERATOR}"
-    for position, char in enumerate(name, start=1):
-        code = ord(char)
-        category = unicodedata.category(char)
-        if category == "Zs" and char == " ":
-            if position in (1, len(name)):
-                return f"a space at the {'start' if position == 1 else 'end'}"
-            continue
-        if category in _REFUSED_CATEGORIES:
-            what = _REFUSED_CATEGORIES[category]
-        elif 0xFE00 <= code <= 0xFE0F or 0xE0100 <= code <= 0xE01EF:
-            what = "a variation selector"
-        else:
-            continue
-        return f"character {position} is U+{code:04X}, {what} (Unicode category {category})"
-    return None
 
 
 def check_operator(name: str) -> str:
