@@ -9,7 +9,15 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from agents import Agent, RunConfig, Runner, function_tool
+from agents import (
+    Agent,
+    GuardrailFunctionOutput,
+    RunConfig,
+    Runner,
+    function_tool,
+    input_guardrail,
+    output_guardrail,
+)
 from agents.items import ModelResponse, TResponseStreamEvent
 from agents.models.interface import Model
 from agents.tracing import generation_span, get_trace_provider, response_span, set_trace_processors
@@ -27,7 +35,11 @@ import flightlog
 from flightlog.cli import app
 from flightlog.events import Custom, LlmCompleted
 from flightlog.integrations.openai_agents import FlightlogSession, session_id_for
-from flightlog.integrations.openai_agents_tracing import HANDOFF_KIND, FlightlogTracingProcessor
+from flightlog.integrations.openai_agents_tracing import (
+    GUARDRAIL_KIND,
+    HANDOFF_KIND,
+    FlightlogTracingProcessor,
+)
 from flightlog.messages import TextPart
 from flightlog.recorder import verify_session
 from flightlog.sessions import iter_events
@@ -91,6 +103,18 @@ def get_weather(city: str) -> str:
     return f"sunny in {city}"
 
 
+@input_guardrail
+def no_secrets(ctx: Any, agent: Any, text: Any) -> GuardrailFunctionOutput:
+    """Trips on the word 'password' in the input."""
+    return GuardrailFunctionOutput(output_info=None, tripwire_triggered="password" in str(text))
+
+
+@output_guardrail
+def polite(ctx: Any, agent: Any, output: Any) -> GuardrailFunctionOutput:
+    """Never trips."""
+    return GuardrailFunctionOutput(output_info=None, tripwire_triggered=False)
+
+
 @pytest.fixture
 def only_our_processors() -> Iterator[None]:
     multi = get_trace_provider()._multi_processor  # type: ignore[attr-defined]  # restored after the test
@@ -114,8 +138,8 @@ def test_a_traced_run_is_recorded_as_readable_events(
         ],
         responses=responses,
     )
-    helper = Agent(name="helper", model=model, tools=[get_weather])
-    triage = Agent(name="triage", model=model, handoffs=[helper])
+    helper = Agent(name="helper", model=model, tools=[get_weather], output_guardrails=[polite])
+    triage = Agent(name="triage", model=model, handoffs=[helper], input_guardrails=[no_secrets])
 
     async def run() -> Any:
         return await Runner.run(
@@ -142,6 +166,11 @@ def test_a_traced_run_is_recorded_as_readable_events(
     assert answers[2].message.content == [TextPart(text="Sunny in Paris.")]
     handoffs = [e.payload for e in events if isinstance(e, Custom) and e.custom_kind == HANDOFF_KIND]
     assert handoffs == [{"from_agent": "triage", "to_agent": "helper"}]
+    guardrails = [e.payload for e in events if isinstance(e, Custom) and e.custom_kind == GUARDRAIL_KIND]
+    assert sorted(guardrails, key=str) == [
+        {"name": "no_secrets", "triggered": False},
+        {"name": "polite", "triggered": False},
+    ]
     (requested,) = [e for e in events if e.kind == "tool_requested"]
     (completed,) = [e for e in events if e.kind == "tool_completed"]
     assert requested.calls[0].name == "get_weather" and json.loads(requested.calls[0].arguments) == {
@@ -154,6 +183,29 @@ def test_a_traced_run_is_recorded_as_readable_events(
     shown = CliRunner().invoke(app, ["--db", str(db), "show", "chat"])
     assert shown.exit_code == 0, shown.output
     assert "get_weather" in shown.output and "Sunny in Paris." in shown.output
+    assert "handoff triage -> helper" in shown.output and "guardrail no_secrets: passed" in shown.output
+    assert [e.turn for e in answers] == [1, 2, 3]
+
+
+def test_a_tripped_guardrail_is_recorded(tmp_path: Path, only_our_processors: None) -> None:
+    from agents.exceptions import InputGuardrailTripwireTriggered
+
+    session = FlightlogSession("g", tmp_path / "g.db", notary=None)
+    set_trace_processors([FlightlogTracingProcessor(session)])
+    agent = Agent(name="a", model=ChatLikeModel([[_text("hi")]]), input_guardrails=[no_secrets])
+
+    async def run() -> None:
+        await Runner.run(agent, "my password is x", session=session, run_config=RunConfig(group_id="g"))
+
+    try:
+        with pytest.raises(InputGuardrailTripwireTriggered):
+            asyncio.run(run())
+    finally:
+        session.close()
+    with flightlog.open_store(str(tmp_path / "g.db")) as store:
+        events = [e for _row, e in iter_events(store, session_id_for("g"))]
+    guardrails = [e.payload for e in events if isinstance(e, Custom) and e.custom_kind == GUARDRAIL_KIND]
+    assert guardrails == [{"name": "no_secrets", "triggered": True}]
 
 
 def test_traces_of_other_groups_are_not_recorded(tmp_path: Path, only_our_processors: None) -> None:
