@@ -618,3 +618,9 @@ def test_history_behaves_like_a_list(ops: list[tuple[str, int | None]], default_
     finally:
         session.close()
         store.close()
+
+
+def test_unknown_session_settings_are_refused_by_name(db: Path) -> None:
+    """As ``SQLiteSession`` (the SDK's ``coerce_session_settings``): a misspelt key is a TypeError naming it."""
+    with pytest.raises(TypeError, match="limitt"):
+        FlightlogSession("s", db, session_settings={"limitt": 1})

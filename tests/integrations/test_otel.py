@@ -132,7 +132,7 @@ def _kernel(store: Store, **kw: Any) -> Kernel:
     async def no_sleep(_s: float) -> None:
         return None
 
-    agent = Agent(name="adder", route=[_provider()], tools=[add])
+    agent = Agent(name="adder", route=[_provider()], tools=[add], system_prompt="You add numbers.")
     return Kernel(store, agent, sleep=no_sleep, heartbeat_s=None, **kw)
 
 
@@ -165,9 +165,24 @@ def _check_run_spans(spans: list[dict[str, Any]], session_id: str, *, content: b
         assert tool_attrs["gen_ai.tool.call.result"] == "3"
         out = json.loads(second["gen_ai.output.messages"])
         assert out == [{"role": "assistant", "parts": [{"type": "text", "content": "3"}]}]
+        # current semconv names: the input the model was sent, the run's system prompt apart
+        sent = json.loads(second["gen_ai.input.messages"])
+        assert [m["role"] for m in sent] == ["user", "assistant", "tool"]
+        assert sent[0]["parts"] == [{"type": "text", "content": "add 1 and 2"}]
+        assert sent[1]["parts"][-1] | {"arguments": "?"} == {
+            "type": "tool_call",
+            "id": "c1",
+            "name": "add",
+            "arguments": "?",
+        }
+        assert sent[2]["parts"] == [{"type": "tool_call_response", "id": "c1", "response": "3"}]
+        assert [m["role"] for m in json.loads(first["gen_ai.input.messages"])] == ["user"]
+        (instructions,) = json.loads(first["gen_ai.system_instructions"])
+        assert instructions == {"type": "text", "content": "You add numbers."}
     else:
         every = [k for s in spans for k in s["attributes"]]
-        assert not any(k in every for k in ("gen_ai.output.messages", "gen_ai.tool.call.arguments"))
+        hidden = ("gen_ai.output.messages", "gen_ai.input.messages", "gen_ai.system_instructions")
+        assert not any(k in every for k in (*hidden, "gen_ai.tool.call.arguments"))
 
 
 @pytest.mark.parametrize("content", [False, True])

@@ -609,6 +609,10 @@ def _coerce_settings(value: SessionSettings | dict[str, Any] | None) -> SessionS
         return None
     if value is None:
         return _settings.SessionSettings()
+    coerce = getattr(_settings, "coerce_session_settings", None)  # newer SDKs: refuses unknown keys by name
+    if coerce is not None:
+        coerced: SessionSettings = coerce(value)
+        return coerced
     return _settings.SessionSettings(**value) if isinstance(value, dict) else value
 
 

@@ -28,9 +28,13 @@ Spans (OpenTelemetry GenAI semantic conventions, ``gen_ai.*`` attributes; names 
   span status to ERROR and ``error.type`` ``tool_error`` (``tool_denied``: ``denied``).
 
 Times are the rows' ``recorded_at_ms`` (epoch ms, sent as ns), so an export made later shows when things
-happened. Imported transcripts carry their import time there. Message content (``gen_ai.output.messages``,
-``gen_ai.tool.call.arguments``, ``gen_ai.tool.call.result``) is sent only with ``capture_content=True``, as
-the conventions ask (content is opt-in). Every span also carries ``flightlog.seq``: the seq of the event that
+happened. Imported transcripts carry their import time there. Message content is sent only with
+``capture_content=True``, as the conventions ask (content is opt-in): on ``chat`` spans
+``gen_ai.input.messages`` (the history the model was sent, as :class:`flightlog.replay.Rebuilder` folds it
+up to that call: compactions and rollbacks applied), ``gen_ai.output.messages`` (its answer) and
+``gen_ai.system_instructions`` (``run_started.system_prompt``), each JSON text in the conventions' message
+schema (``[{"role", "parts": [{"type": "text" | "reasoning" | "tool_call" | "tool_call_response", ...}]}]``);
+on ``execute_tool`` spans ``gen_ai.tool.call.arguments`` and ``gen_ai.tool.call.result``. Every span also carries ``flightlog.seq``: the seq of the event that
 ended it.
 
 Source: OpenTelemetry semantic conventions for generative AI (``gen-ai-spans.md``, ``gen-ai-agent-spans.md``).
@@ -68,8 +72,9 @@ from ..events import (
     ToolDenied,
     ToolRequested,
 )
-from ..messages import Message, TextPart, ToolCallPart
+from ..messages import Message, TextPart, ThinkingPart, ToolCallPart, ToolResultPart
 from ..recorder import verify_session
+from ..replay import Rebuilder
 from ..sessions import iter_events
 from ..store.base import Store, StoredEvent
 
@@ -87,17 +92,33 @@ def _provider_name(protocol: str | None, provider: str | None) -> str | None:
     return protocol.split(".", 1)[0] if protocol else None
 
 
-def _output_messages(message: Message) -> str:
-    """``gen_ai.output.messages`` (JSON text): one assistant message, its text and tool-call parts."""
+def _parts(message: Message) -> list[dict[str, Any]]:
+    """A message's parts in the conventions' message schema: ``text``, ``reasoning``, ``tool_call``
+    (``id``, ``name``, ``arguments``) and ``tool_call_response`` (``id``, ``response``); images are left out
+    (their bytes are not in the event, only a reference)."""
     parts: list[dict[str, Any]] = []
     for part in message.content:
         if isinstance(part, TextPart):
             parts.append({"type": "text", "content": part.text})
+        elif isinstance(part, ThinkingPart):
+            parts.append({"type": "reasoning", "content": part.thinking})
         elif isinstance(part, ToolCallPart):
             parts.append({"type": "tool_call", "id": part.id, "name": part.name, "arguments": part.arguments})
+        elif isinstance(part, ToolResultPart):
+            parts.append({"type": "tool_call_response", "id": part.call_id, "response": part.output})
     for call in message.tool_calls:
         parts.append({"type": "tool_call", "id": call.id, "name": call.name, "arguments": call.arguments})
-    return json.dumps([{"role": "assistant", "parts": parts}], ensure_ascii=False)
+    return parts
+
+
+def _messages(messages: list[Message]) -> str:
+    """``gen_ai.input.messages`` / ``gen_ai.output.messages`` (JSON text): ``[{"role", "parts"}]``."""
+    return json.dumps([{"role": m.role, "parts": _parts(m)} for m in messages], ensure_ascii=False)
+
+
+def _output_messages(message: Message) -> str:
+    """``gen_ai.output.messages`` (JSON text): the one assistant message."""
+    return _messages([message])
 
 
 @dataclass
@@ -135,6 +156,8 @@ class SpanBuilder:
     _root_keys: set[str] = field(default_factory=set)
     _session_id: str = ""
     _children: int = 0
+    _history: Rebuilder = field(default_factory=Rebuilder)  # the model's input so far (content only)
+    _system: str | None = None
     spans: int = 0
 
     def feed(self, row: StoredEvent, event: SessionEvent) -> None:
@@ -143,13 +166,15 @@ class SpanBuilder:
         if self._chat is not None and not _is_usage(event, self._chat.turn):
             self._end_chat({})
         if isinstance(event, RunStarted):
-            self._agent = event.agent_id
+            self._agent, self._system = event.agent_id, event.system_prompt
         if self._last_seq < 0 or (isinstance(event, RunStarted | Resumed) and not self._empty_root()):
             self._open_root(row)  # an activation starts; events after its end open none by themselves
         elif isinstance(event, RunStarted) and self._root is not None and self._agent:
             self._root.update_name(f"invoke_agent {self._agent}")  # the preamble before run_started
             self._root.set_attribute("gen_ai.agent.name", self._agent)
         self._fold(row, event, ms)
+        if self.capture_content:
+            self._history.feed(row.seq, event)
         self._last_ms, self._last_seq = ms, row.seq
         if isinstance(event, RunTerminal | Suspended) and self._root is not None:
             if isinstance(event, RunTerminal):
@@ -189,7 +214,12 @@ class SpanBuilder:
         if replay and replay.model:
             attributes["gen_ai.request.model"] = replay.model
         if self.capture_content:
+            attributes["gen_ai.input.messages"] = _messages(self._history.messages())
             attributes["gen_ai.output.messages"] = _output_messages(event.message)
+            if self._system:
+                attributes["gen_ai.system_instructions"] = json.dumps(
+                    [{"type": "text", "content": self._system}], ensure_ascii=False
+                )
         start = self._last_ms if self._last_seq >= 0 else row.recorded_at_ms
         self._chat = _Chat(start, row.recorded_at_ms, row.seq, event.turn, attributes)
 
