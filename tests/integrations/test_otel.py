@@ -262,7 +262,12 @@ def test_a_diverging_session_is_not_exported(tmp_path: Path, receiver: Receiver)
 
 @pytest.mark.parametrize(
     ("module", "sdk", "extra"),
-    [("otel", "opentelemetry", "otel"), ("pydantic_ai", "pydantic_ai", "pydantic-ai")],
+    [
+        ("otel", "opentelemetry", "otel"),
+        ("pydantic_ai", "pydantic_ai", "pydantic-ai"),
+        ("openai_agents", "agents", "openai-agents"),
+        ("openai_agents_tracing", "agents", "openai-agents"),
+    ],
 )
 def test_a_missing_extra_is_named(module: str, sdk: str, extra: str) -> None:
     import subprocess
@@ -275,3 +280,23 @@ def test_a_missing_extra_is_named(module: str, sdk: str, extra: str) -> None:
     )
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout
     assert f"pip install 'flightlog[{extra}]'" in out
+
+
+def test_export_otlp_without_the_extra_says_so_in_one_line(tmp_path: Path) -> None:
+    import subprocess
+    import sys
+
+    db = tmp_path / "one.db"
+    with flightlog.open_store(str(db)) as s:
+        sid = _kernel(s, notary=None).run_sync("add 1 and 2").session_id
+    code = (
+        "import sys; sys.modules['opentelemetry'] = None\n"
+        "from flightlog.cli import main\n"
+        f"sys.argv = ['flightlog', '--db', {str(db)!r}, 'export', {sid!r}, '--otlp', 'http://127.0.0.1:9']\n"
+        "main()\n"
+    )
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120)
+    assert done.returncode == 1
+    assert done.stderr.strip().splitlines() == [
+        "flightlog: error: --otlp needs: pip install 'flightlog[otel]'"
+    ]

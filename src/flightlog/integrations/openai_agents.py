@@ -1,6 +1,6 @@
 """``FlightlogSession``: an OpenAI Agents SDK session whose history is a tamper-evident flightlog ledger.
 
-Install with ``pip install 'flightlog[openai-agents]'`` (``openai-agents>=0.2``). Usage::
+Install with ``pip install 'flightlog[openai-agents]'`` (``openai-agents>=0.13``). Usage::
 
     from agents import Agent, Runner
     from flightlog.integrations.openai_agents import FlightlogSession
@@ -10,10 +10,36 @@ Install with ``pip install 'flightlog[openai-agents]'`` (``openai-agents>=0.2``)
 
 Semantics follow the SDK's ``Session`` protocol (``agents/memory/session.py``) and its reference
 implementation ``SQLiteSession`` (``agents/memory/sqlite_session.py``) rule for rule; each method names the
-rule it follows. Tested against ``openai-agents`` 0.24 and 0.2.0 (which has no ``SessionSettings``).
+rule it follows. Tested against ``openai-agents`` 0.24 and 0.13.0 (the floor: ``RunState`` approvals with a
+rejection message to the model came in 0.13). The SDK's own session tests (``tests/memory/test_session.py``
+and ``test_session_limit.py`` of openai-agents-python, as of 0.22) were run against this class with
+``SQLiteSession`` replaced by it: 53 of 68 pass; the 15 others test ``SQLiteSession`` internals (its
+connection pool, file lock, write lock and rollback paths, 10 tests; skipping rows of invalid JSON, 4 tests:
+flightlog refuses a changed row instead, naming its seq) or its class name in the closed-session message (1).
 
-Ledger layout (one flightlog session per SDK ``session_id``, id ``openai-agents:<session_id>``, source
-``openai-agents``; every event is a :class:`~flightlog.events.Custom`):
+Approvals (``needs_approval`` tools, the SDK's ``RunState``), so ``flightlog pending``, ``runs``, ``show``
+and the dashboard see them; a decision may be taken in any process::
+
+    result = await Runner.run(agent, "Refund order 42", session=session)
+    await session.record_result(result)              # a gate per interruption, or the run's end
+    saved = result.to_state().to_string()            # if result.interruptions
+    ...                                              # later, maybe in another process:
+    state = await RunState.from_string(agent, saved)
+    for item in state.get_interruptions():
+        await session.approve(state, item, by="alice")   # or reject(..., message=...), or decide with
+    await session.resume(state)                          # `flightlog approve`/`deny` or the dashboard
+    result = await Runner.run(agent, state, session=session)
+    await session.record_result(result)
+
+These write the kernel's seed events (:meth:`record_result`, :meth:`approve`, :meth:`reject`,
+:meth:`resume`): ``run_started`` when no run is open, ``tool_requested`` + ``tool_gated`` +
+``permission_requested`` per interrupted call + ``suspended(reason="approval")`` (status ``suspended``),
+``permission_resolved`` + ``tool_denied`` (a denial) + ``custom`` ``approval_decision`` (naming the approver),
+``resumed(approved, denied)`` (status ``running``) and ``run_terminal(reason="completed")``.
+
+Ledger layout of the history (one flightlog session per SDK ``session_id``, id ``openai-agents:<session_id>``,
+source ``openai-agents``; these are :class:`~flightlog.events.Custom` events, which the approval events above
+and the tracing processor's (:mod:`flightlog.integrations.openai_agents_tracing`) share the chain with):
 
 * ``openai_agents.session`` (seq 0, written with the session row in one transaction):
   ``{"session_id": <SDK session id>}``. It makes the ledger non-empty, so a later ``attach`` can verify it.
@@ -55,13 +81,14 @@ from collections.abc import Awaitable, Iterable, Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, TypeVar
 
-from agents.items import TResponseInputItem
-from agents.memory.session import SessionABC
-
-try:  # SessionSettings (a session's default ``limit``) came after openai-agents 0.2
+try:
+    from agents.items import TResponseInputItem
     from agents.memory import session_settings as _settings
-except ImportError:  # pragma: no cover - exercised only with an old SDK
-    _settings = None  # type: ignore[assignment]
+    from agents.memory.session import SessionABC
+except ImportError as exc:  # pragma: no cover - exercised in a subprocess without the SDK
+    raise ImportError(
+        "flightlog.integrations.openai_agents needs the OpenAI Agents SDK: pip install 'flightlog[openai-agents]'"
+    ) from exc
 
 from ..encoding import decode_stored, parse_json
 from ..errors import AppendConflict, LedgerIntegrityError, SessionNotFound, StaleWriter
@@ -600,13 +627,7 @@ class FlightlogSession(SessionABC):
 
 
 def _coerce_settings(value: SessionSettings | dict[str, Any] | None) -> SessionSettings | None:
-    """``SQLiteSession``'s rule: None gives default settings, a dict is coerced; None on an SDK without them."""
-    if _settings is None:
-        if value is not None:
-            raise TypeError(
-                "session_settings needs a newer openai-agents (no agents.memory.session_settings)"
-            )
-        return None
+    """``SQLiteSession``'s rule: None gives default settings, a dict is coerced."""
     if value is None:
         return _settings.SessionSettings()
     coerce = getattr(_settings, "coerce_session_settings", None)  # newer SDKs: refuses unknown keys by name

@@ -36,14 +36,20 @@ import json
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-from agents.tracing import Span, Trace, TracingProcessor
-from agents.tracing.span_data import (
-    FunctionSpanData,
-    GenerationSpanData,
-    GuardrailSpanData,
-    HandoffSpanData,
-    ResponseSpanData,
-)
+try:
+    from agents.tracing import Span, Trace, TracingProcessor
+    from agents.tracing.span_data import (
+        FunctionSpanData,
+        GenerationSpanData,
+        GuardrailSpanData,
+        HandoffSpanData,
+        ResponseSpanData,
+    )
+except ImportError as exc:  # pragma: no cover - exercised in a subprocess without the SDK
+    raise ImportError(
+        "flightlog.integrations.openai_agents_tracing needs the OpenAI Agents SDK: "
+        "pip install 'flightlog[openai-agents]'"
+    ) from exc
 
 from ..events import Custom, Event, LlmCompleted, ProviderReplay, ToolCompleted, ToolRequested
 from ..messages import ContentPart, Message, TextPart, ToolCall, ToolResult
