@@ -20,6 +20,8 @@ from agents.usage import Usage
 from hypothesis import given
 from hypothesis import strategies as st
 from openai.types.responses import (
+    Response,
+    ResponseCompletedEvent,
     ResponseFunctionToolCall,
     ResponseOutputMessage,
     ResponseOutputText,
@@ -458,8 +460,15 @@ class ScriptedModel(Model):
         self.inputs.append(json.loads(json.dumps(input)) if not isinstance(input, str) else [input])
         return ModelResponse(output=self.script.pop(0), usage=Usage(), response_id=None)
 
-    def stream_response(self, *args: Any, **kwargs: Any) -> AsyncIterator[TResponseStreamEvent]:
-        raise NotImplementedError
+    async def stream_response(
+        self, system_instructions: Any, input: Any, *args: Any, **kwargs: Any
+    ) -> AsyncIterator[TResponseStreamEvent]:
+        """The same answer as one ``response.completed`` event (what ``Runner.run_streamed`` consumes)."""
+        answer = await self.get_response(system_instructions, input)
+        response = Response.model_construct(
+            id="resp_1", object="response", created_at=0, model="fake", output=answer.output, usage=None
+        )
+        yield ResponseCompletedEvent(type="response.completed", response=response, sequence_number=0)
 
 
 def _text(msg_id: str, text: str) -> ResponseOutputMessage:
@@ -497,23 +506,45 @@ def get_weather(city: str) -> str:
     return f"sunny in {city}"
 
 
-async def _converse(session: Session) -> tuple[list[TResponseInputItem], ScriptedModel]:
+def _converse(session: Session, method: str = "run") -> tuple[list[TResponseInputItem], ScriptedModel]:
+    """Two runs on ``session`` through ``Runner.<method>`` (``run``, ``run_sync`` or ``run_streamed``)."""
     model = ScriptedModel(_script())
     agent = Agent(name="helper", instructions="Be brief.", model=model, tools=[get_weather])
     config = RunConfig(tracing_disabled=True)
-    first = await Runner.run(agent, "Weather in Paris?", session=session, run_config=config)
-    assert first.final_output == "Sunny in Paris."
-    second = await Runner.run(agent, "What did I ask?", session=session, run_config=config)
-    assert second.final_output == "You asked about Paris."
-    return await session.get_items(), model
+
+    async def run(text: str) -> Any:
+        if method == "run_streamed":
+            streamed = Runner.run_streamed(agent, text, session=session, run_config=config)
+            async for _ in streamed.stream_events():
+                pass
+            return streamed.final_output
+        return (await Runner.run(agent, text, session=session, run_config=config)).final_output
+
+    for text, answer in (
+        ("Weather in Paris?", "Sunny in Paris."),
+        ("What did I ask?", "You asked about Paris."),
+    ):
+        if method == "run_sync":  # on a loop of its own, closed after (run_sync would leave its loop open)
+            loop = asyncio.new_event_loop()
+            asyncio.set_event_loop(loop)
+            try:
+                output = Runner.run_sync(agent, text, session=session, run_config=config).final_output
+            finally:
+                asyncio.set_event_loop(None)
+                loop.close()
+        else:
+            output = _run(run(text))
+        assert output == answer
+    return _run(session.get_items()), model
 
 
-def test_runner_end_to_end_matches_sqlite_session(db: Path) -> None:
+@pytest.mark.parametrize("method", ["run", "run_sync", "run_streamed"])
+def test_runner_end_to_end_matches_sqlite_session(db: Path, method: str) -> None:
     reference = SQLiteSession("chat")
     ours = FlightlogSession("chat", db)
     try:
-        want, want_model = _run(_converse(reference))
-        got, got_model = _run(_converse(ours))
+        want, want_model = _converse(reference, method)
+        got, got_model = _converse(ours, method)
     finally:
         reference.close()
         ours.close()
