@@ -171,3 +171,37 @@ def test_the_record_kind_is_the_kernels() -> None:
 def _no_tracing_export(monkeypatch: pytest.MonkeyPatch) -> Iterator[None]:
     monkeypatch.setenv("OPENAI_AGENTS_DISABLE_TRACING", "1")  # the workers make no network call
     yield
+
+
+def test_a_state_loaded_again_after_its_resume_gets_the_same_decision(started: tuple[Path, Path]) -> None:
+    """A process that recorded ``resumed`` and died before running: the next one resumes the saved state
+    again; it gets the recorded decision and nothing is written twice."""
+    import asyncio
+
+    from agents import RunState
+
+    from flightlog.integrations.openai_agents import FlightlogSession
+
+    from .agents_approval_worker import AGENT
+
+    db, state_file = started
+
+    async def resume(approve: bool) -> bool | None:
+        session = FlightlogSession("support-1", db)
+        try:
+            state: Any = await RunState.from_string(AGENT, state_file.read_text())
+            (item,) = state.get_interruptions()
+            if approve:
+                await session.approve(state, item, by="carol")
+            await session.resume(state)
+            decided: bool | None = state._context.is_tool_approved("refund", CALL)
+            return decided
+        finally:
+            session.close()
+
+    assert asyncio.run(resume(approve=True)) is True
+    count = len(_events(db))
+    assert asyncio.run(resume(approve=False)) is True  # the ledger's decision, applied to the fresh state
+    events = _events(db)
+    assert len(events) == count
+    assert len([e for e in events if isinstance(e, Resumed)]) == 1

@@ -426,8 +426,8 @@ class FlightlogSession(SessionABC):
                 events += self._gate_events(items) if items else []
                 decided, undecided, conflicts = [], [], []
                 for item in items:
-                    call, recorded = _approval_call(item), None
-                    recorded = self._gates.decisions.get(call.id)
+                    call = _approval_call(item)
+                    recorded = self._gates.decision(call.id)
                     on_state = _state_decision(state, item, call)
                     if recorded is None and on_state is None:
                         undecided.append(call.id)
@@ -538,7 +538,7 @@ class FlightlogSession(SessionABC):
         """``tool_requested``, ``tool_gated`` + ``permission_requested`` per call not gated yet, and
         ``suspended`` naming every call still waiting (nothing when all are gated already)."""
         calls = [_approval_call(item) for item in items]
-        new = [c for c in calls if c.id not in self._gates.gates]
+        new = [c for c in calls if c.id not in self._gates.gates and c.id not in self._gates.released]
         if not new:
             return []
         turn = max(self._gates.call_turns.get(c.id, 0) for c in new) or self._gates.turn + 1
@@ -591,7 +591,7 @@ class FlightlogSession(SessionABC):
                 rec = self._ready()
                 events = self._opening(_goal(getattr(state, "_original_input", None)))
                 events += self._gate_events(state.get_interruptions())
-                recorded = self._gates.decisions.get(call.id)
+                recorded = self._gates.decision(call.id)
                 if recorded is not None:
                     if recorded["approved"] != approved:
                         raise ValueError(_unresolved([], [call.id]))
@@ -691,6 +691,7 @@ class _Gates:
     suspended: bool = False
     gates: dict[str, ToolGated] = field(default_factory=dict)
     decisions: dict[str, dict[str, Any]] = field(default_factory=dict)
+    released: dict[str, dict[str, Any]] = field(default_factory=dict)  # decisions the latest resumed applied
     call_turns: dict[str, int] = field(default_factory=dict)
 
     def feed(self, event: Event) -> None:
@@ -700,12 +701,14 @@ class _Gates:
             self.turn = max(self.turn, turn)
         if isinstance(event, RunStarted | RunTerminal):
             self.run_open, self.suspended = isinstance(event, RunStarted), False
-            self.gates, self.decisions = {}, {}
+            self.gates, self.decisions, self.released = {}, {}, {}
         elif isinstance(event, ToolGated):
             self.gates[event.call_id] = event
         elif isinstance(event, Suspended):
-            self.suspended, self.decisions = True, {}
+            self.suspended, self.decisions, self.released = True, {}, {}
         elif isinstance(event, Resumed):
+            answered = {*event.approved, *event.denied}
+            self.released = {c: d for c, d in self.decisions.items() if c in answered}
             self.suspended, self.gates, self.decisions = False, {}, {}
         elif isinstance(event, Custom) and event.custom_kind == APPROVAL_DECISION:
             payload = event.payload if isinstance(event.payload, dict) else {}
@@ -715,11 +718,16 @@ class _Gates:
             for call in event.message.tool_calls:  # type: ignore[attr-defined]
                 self.call_turns[call.id] = event.turn  # type: ignore[attr-defined]
 
+    def decision(self, call_id: str) -> dict[str, Any] | None:
+        """The ``approval_decision`` payload on ``call_id`` in the open suspension, or the one the latest
+        ``resumed`` applied (a state loaded again after that resume gets the same decision)."""
+        return self.decisions.get(call_id) or self.released.get(call_id)
+
     def answered(
         self, items: Sequence[ToolApprovalItem], pending: Sequence[Event]
     ) -> tuple[list[str], list[str]]:
         """``(approved, denied)`` call ids of ``items``, from the decisions folded and those in ``pending``."""
-        decisions = dict(self.decisions)
+        decisions = {**self.released, **self.decisions}
         for event in pending:
             if isinstance(event, Custom) and event.custom_kind == APPROVAL_DECISION:
                 decisions[event.payload["call_id"]] = event.payload
