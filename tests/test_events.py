@@ -326,18 +326,36 @@ def test_run_started_round_trips(goal: str, criteria: list[str], agent: str | No
 
 
 def test_custom_events_narrate_with_a_short_hint() -> None:
-    """`flightlog show` prints a Custom event as its kind plus the payload's key, type or role (an Agents SDK
-    message item has only a role)."""
+    """`flightlog show` prints a Custom event as its kind plus the payload's key, type or role."""
     from flightlog.events import Custom
     from flightlog.narration import narrate
 
-    assert narrate(Custom(custom_kind="openai_agents.item", payload={"role": "user", "content": "hi"})) == (
-        "openai_agents.item user"
+    assert (
+        narrate(Custom(custom_kind="app.note", payload={"role": "user", "content": "hi"})) == "app.note user"
     )
-    assert narrate(Custom(custom_kind="openai_agents.item", payload={"type": "function_call"})).endswith(
+    assert narrate(Custom(custom_kind="app.note", payload={"type": "function_call"})).endswith(
         "function_call"
     )
     assert narrate(Custom(custom_kind="x", payload=[1, 2])) == "x"
+
+
+def test_agents_sdk_items_narrate_their_content() -> None:
+    """An Agents SDK session's items read as the conversation (flightlog.integrations.openai_agents)."""
+    from flightlog.events import Custom
+    from flightlog.narration import narrate
+
+    def item(payload: dict[str, object]) -> str:
+        return narrate(Custom(custom_kind="openai_agents.item", payload=payload))
+
+    assert item({"role": "user", "content": "hi"}) == "item user: hi"
+    parts = [{"type": "output_text", "text": "Sunny."}, {"type": "output_text", "text": "Warm."}]
+    assert item({"type": "message", "role": "assistant", "content": parts}) == "item assistant: Sunny. Warm."
+    assert item({"type": "function_call", "name": "f", "arguments": "{}"}) == "item call f({})"
+    assert item({"type": "function_call_output", "call_id": "c1", "output": "ok"}) == "item result of c1: ok"
+    assert item({"type": "reasoning", "summary": []}) == "item reasoning"
+    assert narrate(Custom(custom_kind="openai_agents.pop", payload={"seq": 3})) == "item at seq 3 popped"
+    guard = Custom(custom_kind="openai_agents.guardrail", payload={"name": "g", "triggered": True})
+    assert narrate(guard) == "guardrail g: tripped"
 
 
 def test_kernel_user_notes_narrate_what_the_model_was_told() -> None:
