@@ -1,7 +1,8 @@
 """Import real agent transcripts into the ledger: format detection, dedup by file sha256, one transaction.
 
 ``import_file(store, path)`` reads a transcript with the matching importer (``claude-code``, ``codex``,
-``openhands`` or ``swe-agent``),
+``openhands``, ``swe-agent``, ``gemini-cli``, ``mini-swe-agent``, ``openhands-v1``, ``openai-agents`` or
+``aider``; an OpenHands V1 conversation is its folder or the folder's ``base_state.json``),
 then records every resulting session (a main session and its sub-agent children) through the
 :class:`~flightlog.recorder.Recorder` in ONE transaction: a crash mid-import leaves nothing half-imported.
 Each imported session starts with a ``custom`` event ``import_source`` carrying the file's sha256, size,
@@ -37,7 +38,17 @@ from ..events import Custom, RunTerminal
 from ..recorder import Recorder
 from ..store.base import ImportRecord, Store
 from ..store.sqlite import now_ms
-from . import claude_code, codex, openhands, swe_agent
+from . import (
+    aider,
+    claude_code,
+    codex,
+    gemini_cli,
+    mini_swe_agent,
+    openai_agents,
+    openhands,
+    openhands_v1,
+    swe_agent,
+)
 from .base import ImportedSession, ImportWarning, read_jsonl
 from .jsondoc import looks_like_json_array_of_events, read_json_document
 
@@ -61,11 +72,27 @@ FORMATS: dict[str, ModuleType] = {
     codex.FORMAT: codex,
     openhands.FORMAT: openhands,
     swe_agent.FORMAT: swe_agent,
+    gemini_cli.FORMAT: gemini_cli,
+    mini_swe_agent.FORMAT: mini_swe_agent,
+    openhands_v1.FORMAT: openhands_v1,
+    openai_agents.FORMAT: openai_agents,
+    aider.FORMAT: aider,
 }
 """Importer modules by format name; each has ``FORMAT``, ``VERSION``, ``looks_like`` and ``read``."""
 
-_DOCUMENT_FORMATS: tuple[ModuleType, ...] = (openhands, swe_agent)
+_DOCUMENT_FORMATS: tuple[ModuleType, ...] = (
+    openhands,
+    swe_agent,
+    mini_swe_agent,
+    openai_agents,
+    openhands_v1,
+    gemini_cli,
+)
 """Formats whose file is one JSON document (``looks_like`` takes the whole decoded document)."""
+_JSONL_TOO: tuple[ModuleType, ...] = (gemini_cli,)
+"""Document formats whose file may also be JSONL (Gemini CLI: legacy ``.json`` and ``.jsonl``)."""
+_TEXT_FORMATS: tuple[ModuleType, ...] = (aider,)
+"""Formats that are not JSON: recognised by their ``looks_like_file(path)``."""
 _DOCUMENT_SUFFIXES = frozenset({".json", ".traj"})
 
 _CHUNK = 1000  # events per append_many call inside the import transaction
@@ -110,11 +137,19 @@ def detect_format(path: Path, *, probe_lines: int = 50) -> str:
     then the first ``probe_lines`` decodable JSONL records, then (rarely) the rest of the file: the first
     format that recognises any record of it (see :func:`recognises`).
 
+    An OpenHands V1 conversation folder (or its ``base_state.json``) is ``openhands-v1``; a file
+    aider's ``looks_like_file`` recognises is ``aider``.
+
     Raises:
-        ImportFormatError: no known format recognises anything of the file (the reason does not suggest
-            ``--format``: none would fit); for a ``.json``/``.traj`` file that is not valid JSON, the
-            decoder's reason (line and column).
+        ImportFormatError: no known format recognises anything of the file (the reason lists the
+            supported formats; it does not suggest ``--format``: none would fit); for a ``.json``/``.traj``
+            file that is not valid JSON, the decoder's reason (line and column).
     """
+    if openhands_v1.conversation_folder(path) is not None:
+        return openhands_v1.FORMAT
+    for text_module in _TEXT_FORMATS:
+        if text_module.looks_like_file(path):
+            return str(text_module.FORMAT)
     document_error: ImportFormatError | None = None
     if path.suffix.lower() != ".jsonl":
         try:
@@ -136,23 +171,32 @@ def detect_format(path: Path, *, probe_lines: int = 50) -> str:
     if document_error is not None and path.suffix.lower() in _DOCUMENT_SUFFIXES:
         raise document_error
     for name, module in FORMATS.items():
-        if module not in _DOCUMENT_FORMATS and recognises(module, path):
+        jsonl = module not in _DOCUMENT_FORMATS or module in _JSONL_TOO
+        if jsonl and module not in _TEXT_FORMATS and recognises(module, path):
             return name
     raise ImportFormatError(
         path=str(path),
-        reason="not a Claude Code, Codex CLI, OpenHands or SWE-agent transcript: no format recognises "
+        reason=f"not a transcript of a supported format ({', '.join(FORMATS)}): no format recognises "
         "any record of it",
     )
 
 
 def recognises(module: ModuleType, path: Path) -> bool:
     """Whether the importer ``module`` recognises anything of the file: its ``looks_like`` accepts the
-    whole JSON document (OpenHands, SWE-agent) or at least one JSONL record (Claude Code, Codex), read
-    line by line until the first one."""
+    whole JSON document (OpenHands, SWE-agent, mini-swe-agent, RunState, a legacy Gemini CLI session) or
+    at least one JSONL record (Claude Code, Codex, Gemini CLI), read line by line until the first one; aider
+    by its ``looks_like_file``; OpenHands V1 by its conversation folder."""
+    if module is openhands_v1 and openhands_v1.conversation_folder(path) is not None:
+        path = path / "base_state.json" if path.is_dir() else path
+    if module in _TEXT_FORMATS:
+        return bool(module.looks_like_file(path))
     if module in _DOCUMENT_FORMATS:
         try:
-            return bool(module.looks_like(read_json_document(path, [])))
-        except ImportFormatError:
+            if module.looks_like(read_json_document(path, [])):
+                return True
+        except (ImportFormatError, OSError):
+            pass
+        if module not in _JSONL_TOO:
             return False
     return any(module.looks_like(record.value) for record in read_jsonl(path, []))
 
@@ -161,8 +205,11 @@ def iter_transcripts(paths: Iterable[Path]) -> Iterator[Path]:
     """Files named, and transcripts under folders named (recursively, sorted by path).
 
     Under a folder: ``*.jsonl`` and ``*.traj`` files, and those ``*.json`` files whose first 64 KiB open a
-    JSON array of OpenHands events (other JSON, such as configuration files, is left alone). Claude Code
-    sub-agent files whose parent transcript is beside them are left out: the parent's import records them.
+    JSON array of OpenHands events or a legacy Gemini CLI session, mini-swe-agent ``*.traj.json``
+    trajectories, the ``base_state.json`` of each OpenHands V1 conversation folder (its ``events/*.json``
+    are read with it) and aider ``.aider.chat.history.md`` files (other JSON, such as configuration files
+    and RunState files, is left alone: name those explicitly). Claude Code sub-agent files whose parent
+    transcript is beside them are left out: the parent's import records them.
 
     Raises:
         ImportFormatError: a path does not exist.
@@ -175,12 +222,26 @@ def iter_transcripts(paths: Iterable[Path]) -> Iterator[Path]:
                 if (p.suffix == ".jsonl" and not claude_code.imported_with_parent(p))
                 or p.suffix == ".traj"
                 or (p.suffix == ".json" and p.is_file() and looks_like_json_array_of_events(p))
+                or _other_transcript(p)
             )
             yield from sorted(p for p in found if p.is_file())
         elif path.is_file():
             yield path
         else:
             raise ImportFormatError(path=str(path), reason="no such file or folder")
+
+
+def _other_transcript(path: Path) -> bool:
+    """A file a folder import picks up for the formats added in issue 17 (see :func:`iter_transcripts`)."""
+    if not path.is_file():
+        return False
+    if path.name == "base_state.json":
+        return openhands_v1.conversation_folder(path) is not None
+    if path.name.endswith(".traj.json"):
+        return mini_swe_agent.looks_like_file(path)
+    if path.suffix == ".json":
+        return gemini_cli.looks_like_legacy_file(path)
+    return path.name.endswith(".aider.chat.history.md") and aider.looks_like_file(path)
 
 
 def import_paths(
@@ -207,6 +268,8 @@ def import_file(
             the file (the reason names the format; the error the file), or a file with no session in it.
         StoreError: the store refused the write (nothing is recorded then).
     """
+    if path.is_dir() and openhands_v1.conversation_folder(path) is not None:
+        path = path / "base_state.json"
     fmt = detect_format(path) if format == "auto" else format
     module = FORMATS.get(fmt)
     if module is None:
