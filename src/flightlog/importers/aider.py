@@ -32,8 +32,11 @@ escape text, warned with the line number). Mapping rules:
    ``Tokens: <sent> sent, [<w> cache write, ][<h> cache hit, ]<received> received.`` report adds ``sent +
    received`` to the run (aider's counts; ``4.1k`` forms are rounded by aider and marked ``approximate``)
    and is kept as ``Custom("aider.tokens", {line, sent, received, cache_write?, cache_hit?, cost_message?,
-   cost_session?, approximate})``. ``^C KeyboardInterrupt`` marks the run ``aborted``.
-5. **The end.** The last run ends ``completed`` when the model replied, ``aborted`` after an interrupt,
+   cost_session?, approximate})``. ``^C KeyboardInterrupt`` marks the run ``aborted``
+   (``OperationCancelled(reason=user)``).
+5. A line holding NUL bytes (never written by aider: a crashed writer's zero-filled block, trailing
+   garbage) is kept as ``Custom("aider.unparsed_line", {line, text})`` and warned with its number.
+6. **The end.** The last run ends ``completed`` when the model replied, ``aborted`` after an interrupt,
    else ``incomplete``. Lines before the first launch header are kept as ``Custom("aider.preamble")``.
 
 Session: ``key = "aider:<first launch's start time>"`` (aider writes no session id; the file name is the
@@ -148,6 +151,12 @@ class _Builder(SessionBuilder):
 
     def feed(self, number: int, line: str) -> None:
         header = _HEADER.match(line)
+        if "\x00" in line:
+            self.close()
+            self.warn_line(number, "kept byte-exact: a line with NUL bytes (a crashed writer's block)")
+            self.record("unparsed_line", {"line": number, "text": line})
+            self.blank = True
+            return
         if header:
             self.close()
             self.launch(number, header.group(1))
