@@ -45,7 +45,17 @@ if TYPE_CHECKING:
 
 __all__ = ["EXIT_CLOSED_PIPE", "app", "handle_errors", "main"]
 
-IMPORT_FORMATS = ("claude-code", "codex", "openhands", "swe-agent")
+IMPORT_FORMATS = (
+    "claude-code",
+    "codex",
+    "openhands",
+    "swe-agent",
+    "gemini-cli",
+    "mini-swe-agent",
+    "openhands-v1",
+    "openai-agents",
+    "aider",
+)
 """``flightlog.importers.FORMATS``'s names, for ``import --format``'s help without loading the importers at
 start-up (``tests/test_cli_startup.py`` checks the two agree)."""
 
@@ -101,7 +111,8 @@ def import_cmd(
         list[Path],
         typer.Argument(
             metavar="PATH...",
-            help="Transcript files or folders (recursive: *.jsonl, *.traj, OpenHands *.json); - reads one "
+            help="Transcript files or folders (recursive: *.jsonl, *.traj, *.traj.json, OpenHands *.json and "
+            "V1 conversation folders, legacy Gemini CLI *.json, .aider.chat.history.md); - reads one "
             "transcript from stdin.",
         ),
     ],
@@ -110,7 +121,8 @@ def import_cmd(
     ] = "auto",
     json_out: Annotated[bool, typer.Option("--json", help="Print results as JSON.")] = False,
 ) -> None:
-    """Import Claude Code, Codex CLI, OpenHands and SWE-agent transcripts into verified sessions (a line per session)."""
+    """Import Claude Code, Codex CLI, OpenHands, SWE-agent, Gemini CLI, mini-swe-agent, OpenAI Agents RunState and
+    aider transcripts into verified sessions (a line per session)."""
     if format != "auto" and format not in IMPORT_FORMATS:
         raise typer.BadParameter(
             f"unknown format {format!r} (one of: auto, {', '.join(IMPORT_FORMATS)})", param_hint="--format"
