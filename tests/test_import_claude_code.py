@@ -76,8 +76,10 @@ def source_blocks(path: Path, block_type: str) -> list[dict[str, Any]]:
 
 
 def import_all(path: Path) -> tuple[list[ImportedSession], list[ImportWarning]]:
+    """The agent sessions of a transcript (background-task children: tests/test_import_background_tasks.py)."""
     warnings: list[ImportWarning] = []
-    return claude_code.read(path, warnings), warnings
+    sessions = claude_code.read(path, warnings)
+    return [s for s in sessions if s.metadata.get("run_source") != "task"], warnings
 
 
 def all_events(sessions: list[ImportedSession]) -> list[SessionEvent]:
@@ -430,7 +432,7 @@ def test_import_file_records_every_sample(tmp_path: Path) -> None:
         for path in SAMPLE_FILES:
             result = import_file(store, path)
             assert result.format == "claude-code"
-            sessions, _ = import_all(path)
+            sessions = claude_code.read(path, [])
             assert result.session_ids == [s.key for s in sessions]
             assert result.events == sum(len(s.events) + 1 for s in sessions)
         dag = only(import_all(DAG)[0])

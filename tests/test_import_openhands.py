@@ -544,7 +544,7 @@ def test_looks_like_and_detection(tmp_path: Path) -> None:
     assert not openhands.looks_like([{"name": "x"}])
     assert detect_format(BASIC) == "openhands"
     other = write(tmp_path / "other.json", [{"name": "not an event"}])
-    with pytest.raises(ImportFormatError, match="supported format .*openhands"):
+    with pytest.raises(ImportFormatError, match=r"supported format .*openhands"):
         detect_format(other)
 
 

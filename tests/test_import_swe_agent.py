@@ -368,7 +368,7 @@ def test_looks_like_and_detection(tmp_path: Path) -> None:
     one_line.write_text(json.dumps(SOURCE), encoding="utf-8")
     assert detect_format(one_line) == "swe-agent"
     broken = write(tmp_path / "b.traj", {"nope": 1})
-    with pytest.raises(ImportFormatError, match="supported format .*swe-agent"):
+    with pytest.raises(ImportFormatError, match=r"supported format .*swe-agent"):
         detect_format(broken)
 
 

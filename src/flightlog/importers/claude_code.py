@@ -125,6 +125,7 @@ from ..messages import (
     ToolCall,
     ToolResult,
 )
+from .background import with_task_sessions
 from .base import ImportedSession, ImportWarning, read_jsonl, unparsed_payload
 from .jsondoc import CallBook
 
@@ -231,7 +232,8 @@ def read(path: Path, warnings: list[ImportWarning]) -> list[ImportedSession]:
 
     Returns:
         The main session first (omitted when the file holds only sub-agent records), then child sessions
-        (``parent_key`` set), in order of first appearance.
+        (``parent_key`` set), in order of first appearance, then one child per background shell task
+        (:mod:`flightlog.importers.background`: source ``task``).
     """
     own_agent = _subagent_file_id(path)
     parent_id = path.parent.parent.name if own_agent is not None else path.stem
@@ -246,7 +248,7 @@ def read(path: Path, warnings: list[ImportWarning]) -> list[ImportedSession]:
         for session in child_importer.finish():
             session.metadata.update(importer.ctx.agent_stats.get(session.key, {}))
             sessions[session.key] = session
-    return list(sessions.values())
+    return with_task_sessions(sessions.values())
 
 
 # ─── Shared per-file context ──────────────────────────────────────────────────────────────────

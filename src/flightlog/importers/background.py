@@ -1,0 +1,188 @@
+"""Background work started inside an imported session → child runs of seed 002 source ``task``.
+
+Claude Code runs a shell command in the background when its ``Bash`` tool is called with
+``run_in_background: true``: the call's result says ``Command running in background with ID: <task id>``
+(the transcript's ``toolUseResult.backgroundTaskId``), and the command goes on beside the conversation. The
+model then reads its output with ``BashOutput`` (``bash_id``) or ``TaskOutput`` (``task_id``), stops it
+with ``KillShell``/``KillBash`` (``shell_id``) or ``TaskStop`` (``task_id``), and Claude Code tells it
+that the task ended with a ``<task-notification>`` message (``<task-id>``, ``<status>``, ``<summary>``).
+
+:func:`task_sessions` reads those facts back from the events the Claude Code importer already built (the
+calls and results it recorded; nothing is read from the file twice) and returns one child
+:class:`ImportedSession` per background task, so each task is a run of its own in ``flightlog runs``:
+
+* ``key = "<parent key>:task:<task id>"``, ``parent_key`` = the session that started it, ``task`` = the
+  call's ``description`` (else its command), ``metadata = {"run_source": "task", "task_id", "command",
+  "description", "started_by": <call id>}`` (the runs fold takes the source from ``run_source``).
+* Events: ``RunStarted(run_id=<key>, goal=<the command>)``; each output read, stop or notification the
+  parent recorded as ``Custom("background_task.output" | "background_task.stop" |
+  "background_task.notification", {call_id, status?, exit_code?, output?, ...})`` in the parent's order and
+  at the parent's times; then ``RunTerminal(reason)`` once the transcript shows the task ended:
+  ``completed`` (status ``completed`` and exit code 0 or none), ``failed`` (``failed``, or a non-zero exit
+  code), ``killed`` (a stop the tool confirmed, or status ``killed``). A task the transcript never shows
+  ending has no ``RunTerminal``: its run stays in flight (``incomplete`` when the import seals it), never a
+  guessed outcome.
+
+Statuses and exit codes are read from the tools' own result text (``<status>…</status>``,
+``<exit_code>…</exit_code>``, ``<stdout>``/``<stderr>`` or the text itself as output).
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from collections.abc import Iterable
+from dataclasses import dataclass, field
+from typing import Any
+
+from ..events import Custom, RunStarted, RunTerminal, SessionEvent, ToolCompleted, ToolRequested
+from ..messages import ToolCall
+from .base import ImportedSession, JsonObj
+
+__all__ = ["task_sessions", "with_task_sessions"]
+
+_STARTED = re.compile(r"running in background with ID: ([A-Za-z0-9_.-]+?)\.?(?:\s|$)")
+_TAG = re.compile(r"<(status|exit_code|stdout|stderr|summary|task-id|tool-use-id)>(.*?)</\1>", re.DOTALL)
+_NOTIFICATION = re.compile(r"<task-notification>(.*?)(?:</task-notification>|$)", re.DOTALL)
+_READERS = {"BashOutput": "bash_id", "TaskOutput": "task_id"}
+_STOPPERS = {"KillShell": "shell_id", "KillBash": "shell_id", "TaskStop": "task_id"}
+_ENDED = {"completed": "completed", "failed": "failed", "killed": "killed", "error": "failed"}
+
+
+@dataclass
+class _Task:
+    task_id: str
+    call: ToolCall
+    arguments: JsonObj
+    started_at: int | None
+    events: list[SessionEvent] = field(default_factory=list)
+    times: list[int | None] = field(default_factory=list)
+    reason: str | None = None
+
+
+def _arguments(call: ToolCall) -> JsonObj:
+    try:
+        value = json.loads(call.arguments)
+    except (ValueError, RecursionError):
+        return {}
+    return value if isinstance(value, dict) else {}
+
+
+def _tags(text: str) -> dict[str, str]:
+    return {name: value.strip() for name, value in _TAG.findall(text)}
+
+
+def _ending(status: str | None, exit_code: str | None) -> str | None:
+    """The run's outcome from a reported status and exit code (None while it runs)."""
+    reason = _ENDED.get((status or "").lower())
+    if reason == "completed" and exit_code not in (None, "", "0"):
+        return "failed"
+    return reason
+
+
+class _Finder:
+    """Walks the parent's events once, following each background task (see the module docstring)."""
+
+    def __init__(self, session: ImportedSession) -> None:
+        self.session = session
+        self.calls: dict[str, ToolCall] = {}
+        self.tasks: dict[str, _Task] = {}
+        self.times = session.event_times_ms or [None] * len(session.events)
+
+    def walk(self) -> list[_Task]:
+        for event, at in zip(self.session.events, self.times, strict=True):
+            if isinstance(event, ToolRequested):
+                self.calls.update((call.id, call) for call in event.calls)
+            elif isinstance(event, ToolCompleted):
+                for result in event.results:
+                    self.on_result(result.call_id, result.output, result.is_error, at)
+            elif isinstance(event, RunStarted):
+                self.on_text(event.goal, at)
+            elif isinstance(event, Custom) and isinstance(event.payload, dict):
+                for value in event.payload.values():
+                    if isinstance(value, str) and "<task-notification>" in value:
+                        self.on_text(value, at)
+        return list(self.tasks.values())
+
+    def on_result(self, call_id: str, output: str, is_error: bool, at: int | None) -> None:
+        call = self.calls.get(call_id)
+        if call is None:
+            return
+        arguments = _arguments(call)
+        if call.name == "Bash" and arguments.get("run_in_background") is True:
+            started = _STARTED.search(output)
+            if started and started.group(1) not in self.tasks:
+                self.tasks[started.group(1)] = _Task(started.group(1), call, arguments, at)
+            return
+        if call.name in _READERS:
+            task = self.tasks.get(str(arguments.get(_READERS[call.name])))
+            if task is not None:
+                tags = _tags(output)
+                payload = {"call_id": call_id, **tags, **({} if tags.get("stdout") else {"output": output})}
+                self.add(task, "background_task.output", payload, at)
+                task.reason = task.reason or _ending(tags.get("status"), tags.get("exit_code"))
+        elif call.name in _STOPPERS:
+            task = self.tasks.get(str(arguments.get(_STOPPERS[call.name])))
+            if task is not None:
+                self.add(
+                    task,
+                    "background_task.stop",
+                    {"call_id": call_id, "output": output, "is_error": is_error},
+                    at,
+                )
+                if not is_error:
+                    task.reason = task.reason or "killed"
+
+    def on_text(self, text: str, at: int | None) -> None:
+        for block in _NOTIFICATION.findall(text):
+            tags = _tags(block)
+            task = self.tasks.get(tags.get("task-id", ""))
+            if task is not None:
+                self.add(task, "background_task.notification", tags, at)
+                task.reason = task.reason or _ending(tags.get("status"), tags.get("exit_code"))
+
+    @staticmethod
+    def add(task: _Task, kind: str, payload: JsonObj, at: int | None) -> None:
+        task.events.append(Custom(custom_kind=kind, payload=payload))
+        task.times.append(at)
+
+
+def task_sessions(session: ImportedSession) -> list[ImportedSession]:
+    """One child session per background task the session started (see the module docstring)."""
+    return [_child(session, task) for task in _Finder(session).walk()]
+
+
+def _child(parent: ImportedSession, task: _Task) -> ImportedSession:
+    key = f"{parent.key}:task:{task.task_id}"
+    command = str(task.arguments.get("command", ""))
+    description = task.arguments.get("description")
+    events: list[SessionEvent] = [RunStarted(run_id=key, goal=command), *task.events]
+    times: list[int | None] = [task.started_at, *task.times]
+    if task.reason is not None:
+        events.append(RunTerminal(reason=task.reason, turns_used=0, total_tokens=0))
+        times.append(times[-1])
+    known = [t for t in times if t is not None]
+    metadata: dict[str, Any] = {
+        "run_source": "task",
+        "task_id": task.task_id,
+        "command": command,
+        "started_by": task.call.id,
+        **({"description": description} if isinstance(description, str) else {}),
+    }
+    return ImportedSession(
+        key=key,
+        task=(description if isinstance(description, str) else command)[:200],
+        source_format=parent.source_format,
+        events=events,
+        parent_key=parent.key,
+        metadata=metadata,
+        started_at_ms=known[0] if known else None,
+        ended_at_ms=known[-1] if known else None,
+        event_times_ms=times if known else [],
+    )
+
+
+def with_task_sessions(sessions: Iterable[ImportedSession]) -> list[ImportedSession]:
+    """``sessions`` followed by the task sessions of each (the order ``import_file`` records them in)."""
+    found = list(sessions)
+    return found + [child for session in found for child in task_sessions(session)]

@@ -1,0 +1,179 @@
+"""Claude Code background shell tasks become child runs of seed 002 source ``task``: on the real transcript
+(tests/data/samples/claude-code/spotter_tool_heavy.jsonl starts ``mix phx.server`` in the background) and on
+that transcript continued with the records Claude Code writes when the model reads, stops or is told about
+the task (built here from the file's own lines)."""
+
+from __future__ import annotations
+
+import copy
+import json
+from pathlib import Path
+from typing import Any
+
+import pytest
+from typer.testing import CliRunner
+
+from flightlog.cli import app
+from flightlog.events import Custom, RunStarted, RunTerminal
+from flightlog.importers import import_file
+from flightlog.runs import list_runs
+from flightlog.sessions import iter_events
+from flightlog.store import SqliteStore
+
+SAMPLE = Path(__file__).parent / "data" / "samples" / "claude-code" / "spotter_tool_heavy.jsonl"
+MAIN = "claude-code:d6e0bada-1959-4eec-a9d2-0bfade768d8f"
+TASK = f"{MAIN}:task:bae407b"
+
+
+def records() -> list[dict[str, Any]]:
+    return [json.loads(line) for line in SAMPLE.read_text(encoding="utf-8").splitlines() if line.strip()]
+
+
+def background_calls(lines: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """Independent count: ``Bash`` tool_use blocks with ``run_in_background: true``, in plain json."""
+    return [
+        block
+        for r in lines
+        if r.get("type") == "assistant"
+        for block in r["message"]["content"]
+        if block.get("type") == "tool_use"
+        and block["name"] == "Bash"
+        and block["input"].get("run_in_background")
+    ]
+
+
+def continued(
+    tmp_path: Path, name: str, tool: str, tool_input: dict[str, Any], result: str, **extra: Any
+) -> Path:
+    """The real transcript plus one assistant call and its result, shaped like the file's own lines."""
+    lines = records()
+    call_line = next(
+        r
+        for r in lines
+        if r.get("type") == "assistant" and r["message"]["content"][0].get("type") == "tool_use"
+    )
+    result_line = next(
+        r
+        for r in lines
+        if r.get("type") == "user"
+        and isinstance(r["message"]["content"], list)
+        and r["message"]["content"][0].get("type") == "tool_result"
+    )
+    last = lines[-1]
+    call = copy.deepcopy(call_line)
+    call.update(uuid=f"{name}-call", parentUuid=last["uuid"], timestamp="2026-02-10T23:10:00.000Z")
+    call["message"]["id"] = f"msg_{name}"
+    call["message"]["content"] = [
+        {"type": "tool_use", "id": f"toolu_{name}", "name": tool, "input": tool_input}
+    ]
+    answer = copy.deepcopy(result_line)
+    answer.update(uuid=f"{name}-result", parentUuid=call["uuid"], timestamp="2026-02-10T23:10:02.000Z")
+    answer["message"]["content"] = [
+        {
+            "tool_use_id": f"toolu_{name}",
+            "type": "tool_result",
+            "content": result,
+            "is_error": extra.get("is_error", False),
+        }
+    ]
+    answer.pop("toolUseResult", None)
+    path = tmp_path / SAMPLE.name
+    text = SAMPLE.read_text(encoding="utf-8")
+    path.write_text(text + json.dumps(call) + "\n" + json.dumps(answer) + "\n", encoding="utf-8")
+    return path
+
+
+def task_events(store: SqliteStore) -> list[Any]:
+    return [event for _, event in iter_events(store, TASK)]
+
+
+def test_the_real_background_shell_is_a_task_run_child_of_its_session(tmp_path: Path) -> None:
+    calls = background_calls(records())
+    with SqliteStore(tmp_path / "db.sqlite") as store:
+        result = import_file(store, SAMPLE)
+        assert result.session_ids[0] == MAIN and TASK in result.session_ids
+        tasks = list_runs(store, source="task")
+        events = task_events(store)
+        session = next(s for s in store.list_sessions() if s.session_id == TASK)
+        rows = list(store.read_events(TASK))
+    assert len(tasks) == len(calls) == 1
+    assert tasks[0].run_id == TASK and tasks[0].parent == MAIN
+    started = [e for e in events if isinstance(e, RunStarted)]
+    assert [s.goal for s in started] == [calls[0]["input"]["command"]]
+    assert session.metadata["task_id"] == "bae407b" and session.metadata["started_by"] == calls[0]["id"]
+    assert not [e for e in events if isinstance(e, RunTerminal)]  # the transcript never shows it ending
+    result_time = next(
+        r["timestamp"] for r in records() if r.get("toolUseResult", {}).get("backgroundTaskId")
+    )
+    assert rows[1].recorded_at_ms == session.created_at_ms  # the source's time of the start, not the import's
+    assert result_time.startswith("2026-02-10T22:57:59")
+
+
+def test_a_completed_read_of_the_output_ends_the_task_completed_with_its_output(tmp_path: Path) -> None:
+    output = "<status>completed</status>\n\n<exit_code>0</exit_code>\n\n<stdout>\n[info] Running SpotterWeb.Endpoint\n</stdout>"
+    path = continued(tmp_path, "read", "BashOutput", {"bash_id": "bae407b"}, output)
+    with SqliteStore(tmp_path / "db.sqlite") as store:
+        import_file(store, path)
+        [task] = list_runs(store, source="task")
+        events = task_events(store)
+    assert task.state == "terminal" and task.terminal is not None and task.terminal.outcome == "completed"
+    read = [e for e in events if isinstance(e, Custom) and e.custom_kind == "background_task.output"]
+    assert read[0].payload["stdout"] == "[info] Running SpotterWeb.Endpoint"
+    assert read[0].payload["call_id"] == "toolu_read"
+
+
+@pytest.mark.parametrize(
+    ("tool", "tool_input", "result", "outcome"),
+    [
+        (
+            "KillShell",
+            {"shell_id": "bae407b"},
+            "Successfully killed shell: bae407b (mix phx.server)",
+            "cancelled",
+        ),
+        ("BashOutput", {"bash_id": "bae407b"}, "<status>failed</status>\n<exit_code>1</exit_code>", "failed"),
+        (
+            "TaskOutput",
+            {"task_id": "bae407b"},
+            "<status>completed</status>\n<exit_code>2</exit_code>",
+            "failed",
+        ),
+    ],
+)
+def test_a_stop_or_a_failure_ends_the_task_run(
+    tmp_path: Path, tool: str, tool_input: dict[str, Any], result: str, outcome: str
+) -> None:
+    path = continued(tmp_path, "end", tool, tool_input, result)
+    with SqliteStore(tmp_path / "db.sqlite") as store:
+        import_file(store, path)
+        [task] = list_runs(store, source="task")
+    assert task.terminal is not None and task.terminal.outcome == outcome
+
+
+def test_a_refused_stop_does_not_end_the_task(tmp_path: Path) -> None:
+    path = continued(
+        tmp_path, "kill", "KillShell", {"shell_id": "bae407b"}, "Shell bae407b is not running", is_error=True
+    )
+    with SqliteStore(tmp_path / "db.sqlite") as store:
+        import_file(store, path)
+        events = task_events(store)
+    assert not [e for e in events if isinstance(e, RunTerminal)]
+    assert [e.custom_kind for e in events if isinstance(e, Custom)] == [
+        "import_source",
+        "background_task.stop",
+    ]
+
+
+def test_runs_cli_lists_the_task_run_under_its_session(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv("FLIGHTLOG_KEY_DIR", str(tmp_path / "keys"))
+    monkeypatch.setenv("FLIGHTLOG_HEAD_DIR", str(tmp_path / "heads"))
+    runner = CliRunner()
+    db = str(tmp_path / "cli.db")
+    assert runner.invoke(app, ["--db", db, "import", str(SAMPLE)]).exit_code == 0
+    listed = runner.invoke(app, ["--db", db, "runs", "--json"])
+    assert listed.exit_code == 0, listed.stderr
+    runs = {r["run_id"]: r for r in json.loads(listed.stdout)}
+    assert runs[TASK]["source"] == "task" and runs[TASK]["parent"] == MAIN
+    assert runs[MAIN]["source"] == "direct"
