@@ -177,3 +177,57 @@ def test_runs_cli_lists_the_task_run_under_its_session(
     runs = {r["run_id"]: r for r in json.loads(listed.stdout)}
     assert runs[TASK]["source"] == "task" and runs[TASK]["parent"] == MAIN
     assert runs[MAIN]["source"] == "direct"
+
+
+CODEX = SAMPLE.parent.parent / "codex" / "localpush_rollout-2026-02-23T20-34-25-019c8bfe.jsonl"
+
+
+def codex_with_terminal(tmp_path: Path, exit_line: str) -> Path:
+    """The real rollout with a background terminal in its last turn, in the records' own shapes: an
+    ``exec_command`` left running (``Process running with session ID``) and a ``write_stdin`` poll."""
+    lines = [json.loads(line) for line in CODEX.read_text(encoding="utf-8").splitlines()]
+    call = next(r for r in lines if r["payload"].get("type") == "function_call")
+    output = next(r for r in lines if r["payload"].get("type") == "function_call_output")
+    at = max(i for i, r in enumerate(lines) if r["payload"].get("type") == "reasoning")
+    stamp = lines[at]["timestamp"]
+
+    def pair(call_id: str, name: str, arguments: dict[str, Any], text: str) -> list[dict[str, Any]]:
+        asked = copy.deepcopy(call)
+        asked["timestamp"] = stamp
+        asked["payload"].update(call_id=call_id, name=name, arguments=json.dumps(arguments))
+        answered = copy.deepcopy(output)
+        answered["timestamp"] = stamp
+        answered["payload"].update(call_id=call_id, output=text)
+        return [asked, answered]
+
+    started = "Chunk ID: 1a2b3c\nWall time: 1.0009 seconds\nProcess running with session ID 4242\nOutput:\n"
+    added = pair("call_bg", "exec_command", {"cmd": "npm run dev", "yield_time_ms": 1000}, started)
+    added += pair("call_poll", "write_stdin", {"session_id": 4242, "chars": ""}, exit_line)
+    lines[at:at] = added
+    path = tmp_path / CODEX.name
+    path.write_text("".join(json.dumps(r) + "\n" for r in lines), encoding="utf-8")
+    return path
+
+
+@pytest.mark.parametrize(
+    ("exit_line", "outcome"),
+    [
+        (
+            "Chunk ID: 4d5e6f\nWall time: 0.0000 seconds\nProcess exited with code 0\nOutput:\nready",
+            "completed",
+        ),
+        ("Chunk ID: 4d5e6f\nWall time: 0.0000 seconds\nProcess exited with code 9\nOutput:\nboom", "failed"),
+    ],
+)
+def test_a_codex_background_terminal_is_a_task_run(tmp_path: Path, exit_line: str, outcome: str) -> None:
+    path = codex_with_terminal(tmp_path, exit_line)
+    with SqliteStore(tmp_path / "db.sqlite") as store:
+        result = import_file(store, path)
+        main = result.session_ids[0]
+        [task] = list_runs(store, source="task")
+        events = [event for _, event in iter_events(store, task.run_id)]
+    assert task.run_id == f"{main}:task:4242" and task.parent == main
+    assert task.terminal is not None and task.terminal.outcome == outcome
+    assert [e.goal for e in events if isinstance(e, RunStarted)] == ["npm run dev"]
+    polls = [e.payload for e in events if isinstance(e, Custom) and e.custom_kind == "background_task.output"]
+    assert [p["call_id"] for p in polls] == ["call_poll"] and polls[0]["output"] == exit_line

@@ -25,6 +25,11 @@ calls and results it recorded; nothing is read from the file twice) and returns 
 
 Statuses and exit codes are read from the tools' own result text (``<status>…</status>``,
 ``<exit_code>…</exit_code>``, ``<stdout>``/``<stderr>`` or the text itself as output).
+
+Codex CLI's background terminals (unified exec) follow the same rules: an ``exec_command`` call whose output
+says ``Process running with session ID <n>`` started task ``<n>``; each ``write_stdin`` call with that
+``session_id`` is an output read (``Custom("background_task.output", {call_id, chars?, output})``), and
+the first output saying ``Process exited with code <c>`` ends it (``completed`` for 0, else ``failed``).
 """
 
 from __future__ import annotations
@@ -46,6 +51,8 @@ _TAG = re.compile(r"<(status|exit_code|stdout|stderr|summary|task-id|tool-use-id
 _NOTIFICATION = re.compile(r"<task-notification>(.*?)(?:</task-notification>|$)", re.DOTALL)
 _READERS = {"BashOutput": "bash_id", "TaskOutput": "task_id"}
 _STOPPERS = {"KillShell": "shell_id", "KillBash": "shell_id", "TaskStop": "task_id"}
+_CODEX_STARTED = re.compile(r"Process running with session ID (\d+)")
+_CODEX_EXITED = re.compile(r"Process exited with code (-?\d+)")
 _ENDED = {"completed": "completed", "failed": "failed", "killed": "killed", "error": "failed"}
 
 
@@ -114,6 +121,21 @@ class _Finder:
             if started and started.group(1) not in self.tasks:
                 self.tasks[started.group(1)] = _Task(started.group(1), call, arguments, at)
             return
+        if call.name == "exec_command":
+            started = _CODEX_STARTED.search(output)
+            if started and started.group(1) not in self.tasks:
+                self.tasks[started.group(1)] = _Task(started.group(1), call, arguments, at)
+            return
+        if call.name == "write_stdin":
+            task = self.tasks.get(str(arguments.get("session_id")))
+            if task is not None:
+                chars = arguments.get("chars")
+                payload = {"call_id": call_id, **({"chars": chars} if chars else {}), "output": output}
+                self.add(task, "background_task.output", payload, at)
+                exited = _CODEX_EXITED.search(output)
+                if exited and task.reason is None:
+                    task.reason = "completed" if exited.group(1) == "0" else "failed"
+            return
         if call.name in _READERS:
             task = self.tasks.get(str(arguments.get(_READERS[call.name])))
             if task is not None:
@@ -154,7 +176,7 @@ def task_sessions(session: ImportedSession) -> list[ImportedSession]:
 
 def _child(parent: ImportedSession, task: _Task) -> ImportedSession:
     key = f"{parent.key}:task:{task.task_id}"
-    command = str(task.arguments.get("command", ""))
+    command = str(task.arguments.get("command") or task.arguments.get("cmd") or "")
     description = task.arguments.get("description")
     events: list[SessionEvent] = [RunStarted(run_id=key, goal=command), *task.events]
     times: list[int | None] = [task.started_at, *task.times]

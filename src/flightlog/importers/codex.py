@@ -126,6 +126,7 @@ from ..messages import (
     ToolCall,
     ToolResult,
 )
+from .background import with_task_sessions
 from .base import (
     MAX_SAFE_INT,
     TASK_CHARS,
@@ -196,7 +197,8 @@ def read(path: Path, warnings: list[ImportWarning]) -> list[ImportedSession]:
         warnings: Appended to: skipped or changed lines, each with its 1-based line number.
 
     Returns:
-        One session, or an empty list when the file holds no decodable record.
+        One session, or an empty list when the file holds no decodable record; then one child session per
+        background terminal the rollout started (:mod:`flightlog.importers.background`: source ``task``).
     """
     builder = _Builder(path, warnings, prompts_from_events=_has_prompt_events(path))
     for item in read_jsonl(path, warnings, keep_unparsed=True):
@@ -204,7 +206,7 @@ def read(path: Path, warnings: list[ImportWarning]) -> list[ImportedSession]:
             builder.emit(Custom(custom_kind="codex.unparsed_line", payload=unparsed_payload(item)))
         else:
             builder.feed(item.line, item.value)
-    return builder.finish()
+    return with_task_sessions(builder.finish())
 
 
 # ─── Pre-scan and record-level helpers ────────────────────────────────────────────────────────

@@ -37,7 +37,7 @@ end of the file (a ``lastUpdated`` ``$set`` between two writes of one message do
 2. **Model turns.** A ``gemini`` message is ``LlmCompleted(turn=n)``: ``ThinkingPart`` per thought part of
    ``content`` (``thoughtSignature`` kept as the signature) and per ``thoughts`` summary (``"<subject>:
    <description>"``), the text, and a ``ToolCall(id, name, arguments=<args as JSON>)`` per ``toolCalls``
-   entry; ``ProviderReplay(protocol="gemini", model, native_blocks=<content parts verbatim, when a
+   entry; ``ProviderReplay(protocol="gemini.generate_content", model, native_blocks=<content parts verbatim, when a
    list>)``; ``tokens.total`` (input, cached input included, output, thoughts and tool-use prompt tokens
    as Gemini counts them; else their sum) adds to the run. The message's other fields (``tokens``,
    ``thoughts`` times, ``toolCalls`` display fields) are kept as ``Custom("gemini_cli.message", {id,
@@ -97,7 +97,7 @@ FORMAT = "gemini-cli"
 VERSION = "1"
 
 _PREFIX = "gemini_cli"
-_PROTOCOL = "gemini"
+_PROTOCOL = "gemini.generate_content"
 _MESSAGE_TYPES = frozenset({"user", "gemini", "info", "error", "warning"})
 _PROBE_BYTES = 64 * 1024
 
