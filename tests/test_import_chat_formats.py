@@ -12,6 +12,8 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 from typer.testing import CliRunner
 
 from flightlog.cli import app
@@ -446,7 +448,7 @@ def test_gemini_invalid_utf8_and_a_tool_id_reused_by_a_later_turn(tmp_path: Path
     assert final == "Renamed \\udcff src/main.ts to src/main.js."
     bad = [i for i, line in enumerate(raw.splitlines(), start=1) if b"\xff" in line]
     assert any(w.line in bad and "invalid UTF-8" in w.reason for w in warnings)
-    assert any("reused" in w.reason for w in warnings)
+    assert any("reused" in w.reason and w.line is not None for w in warnings)
 
 
 def test_gemini_history_replaced_by_set_messages_replays_the_new_history(tmp_path: Path) -> None:
@@ -601,3 +603,62 @@ def test_replay_pairs_every_result_with_a_call_in_each_real_file(tmp_path: Path)
             for part in message.content:
                 if isinstance(part, ToolResultPart):
                     assert part.call_id in seen, (fmt, part.call_id)
+
+
+# ─── The Gemini fold against gemini-cli's own reading rules (property) ───────────────────────
+
+
+def loader_view(records: list[dict[str, Any]]) -> list[tuple[str, str]]:
+    """gemini-cli's ``loadConversationRecord`` (chatRecordingService.ts), restated: messages by id in first
+    insertion order, a rewrite replaces in place, ``$rewindTo`` deletes from that id on (all when unknown)."""
+    messages: dict[str, dict[str, Any]] = {}
+    for record in records:
+        if "$rewindTo" in record:
+            ids = list(messages)
+            cut = ids.index(record["$rewindTo"]) if record["$rewindTo"] in messages else 0
+            for message_id in ids[cut:]:
+                del messages[message_id]
+        elif "id" in record:
+            messages[record["id"]] = record
+    return [("user" if m["type"] == "user" else "assistant", m["content"]) for m in messages.values()]
+
+
+@st.composite
+def recordings(draw: st.DrawFn) -> list[dict[str, Any]]:
+    """A session as gemini-cli writes it: prompts and replies, the last message rewritten, rewinds."""
+    records: list[dict[str, Any]] = [
+        {"sessionId": "s", "projectHash": "h", "startTime": "2026-01-01T00:00:00Z"}
+    ]
+    live: list[str] = []
+    prompt_due = True  # gemini-cli asks the model only after a user turn: a rewind is followed by a prompt
+    for n in range(draw(st.integers(1, 12))):
+        action = "user" if prompt_due else draw(st.sampled_from(["user", "gemini", "rewrite", "rewind"]))
+        prompt_due = action == "rewind"
+        if action == "rewrite":
+            last = next(r for r in reversed(records) if r.get("id") == live[-1])
+            records.append({**last, "content": last["content"] + "+"})
+        elif action == "rewind":
+            target = draw(st.sampled_from(live))
+            records.append({"$rewindTo": target})
+            del live[live.index(target) :]
+        elif action in ("user", "gemini"):
+            message_id = f"m{n}"
+            stamp = f"2026-01-01T00:00:{n:02d}Z"
+            records.append({"id": message_id, "timestamp": stamp, "type": action, "content": f"{action} {n}"})
+            live.append(message_id)
+        records.append({"$set": {"lastUpdated": f"2026-01-01T00:01:{n:02d}Z"}})
+    return records
+
+
+@settings(max_examples=60, deadline=None)
+@given(recordings())
+def test_gemini_replay_is_what_gemini_cli_reads_back(records: list[dict[str, Any]]) -> None:
+    import tempfile
+
+    with tempfile.TemporaryDirectory() as folder:
+        path = Path(folder) / "session.jsonl"
+        path.write_text("".join(json.dumps(r) + "\n" for r in records), encoding="utf-8")
+        session, _ = read_one("gemini-cli", path)
+    replayed = reconstruct(list(enumerate(session.events)))
+    expected = loader_view(records)
+    assert [(m.role, m.text_content()) for m in replayed] == expected

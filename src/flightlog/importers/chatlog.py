@@ -50,7 +50,7 @@ from .base import (
     compact_json,
     json_int,
 )
-from .jsondoc import DocumentBuilder
+from .jsondoc import CallBook, DocumentBuilder
 
 __all__ = [
     "SessionBuilder",
@@ -144,6 +144,7 @@ class SessionBuilder(DocumentBuilder):
 
     def __init__(self, path: Path, warnings: list[ImportWarning], prefix: str) -> None:
         super().__init__(path, warnings)
+        self.calls = CallBook(lambda reason, line: self.warn_line(line, reason))
         self.prefix = prefix
         self.times: list[int | None] = []
         self.now: int | None = None

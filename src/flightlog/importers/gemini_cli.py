@@ -408,7 +408,8 @@ class _Builder(SessionBuilder):
         if self.run is None:
             self.start_run(f"{self.key()}:{record['id']}", "")
         content = text_parts(_text(parts), thinking, _images(parts))
-        self.complete(content, calls, where=f"message {record['id']}", replay=replay, tokens=total)
+        where = f"message {record['id']}"
+        self.complete(content, calls, where=where, replay=replay, tokens=total, line=self.pending_line)
         self.last_called = bool(calls)
         for call in tool_calls:
             self.call_result(call, record["id"])
@@ -442,7 +443,7 @@ class _Builder(SessionBuilder):
 
     def finish(self) -> ImportedSession:
         self.flush()
-        if self.run is None:
+        if self.run is None and self.goal is None:  # nothing was ever asked: one empty run holds the records
             self.start_run(f"{self.key()}:end", "")
         done = not self.pending() and not self.last_called
         self.end_run("completed" if done else "incomplete")

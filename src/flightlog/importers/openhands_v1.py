@@ -204,6 +204,8 @@ class _Builder(SessionBuilder):
     def on_message(self, event: JsonObj) -> None:
         message = as_obj(event.get("llm_message"))
         text, images = chat_content(message.get("content"))
+        extended = _content_text(event.get("extended_content"))
+        text = f"{text}\n{extended}" if extended else text  # the SDK appends it to the message it sends
         event_id = as_str(event.get("id")) or str(len(self.events))
         if event.get("source") == "user" and message.get("role", "user") == "user":
             self.start_run(f"{self.key}:{event_id}", text, system=self.system, attachments=images)
