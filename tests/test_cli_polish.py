@@ -215,13 +215,16 @@ def test_import_dash_reads_a_transcript_from_stdin(tmp_path: Path) -> None:
 def test_import_dash_with_nothing_on_stdin_names_stdin(tmp_path: Path) -> None:
     result = runner.invoke(app, ["--db", str(tmp_path / "l.db"), "import", "-"], input=b"")
     assert result.exit_code == 1
-    assert "flightlog: error: -: not a Claude Code" in result.stderr
+    assert "flightlog: error: -: not a transcript of a supported format (claude-code," in result.stderr
 
 
 def test_an_unknown_format_lists_the_formats(tmp_path: Path) -> None:
     code, _, err = invoke("--db", str(tmp_path / "l.db"), "import", "--format", "bogus", str(SAMPLES))
     assert code == 2
-    assert "unknown format 'bogus' (one of: auto, claude-code, codex, openhands, swe-agent)" in err
+    assert (
+        "unknown format 'bogus' (one of: auto, claude-code, codex, openhands, swe-agent, gemini-cli, "
+        "mini-swe-agent, openhands-v1, openai-agents, aider)" in err
+    )
 
 
 # ─── ls filters ───────────────────────────────────────────────────────────────────────────────

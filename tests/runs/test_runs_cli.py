@@ -115,9 +115,10 @@ def test_runs_rebuild_and_stale_note(imported: Path) -> None:
     with SqliteStore(imported) as store:
         store.set_run_projection_version(0)
     code, out, err = run(imported, "runs", "--json")
-    assert code == 0 and "stale" in err and len(json.loads(out)) == 6
+    # 4 Claude Code files, one sub-agent, one background shell task (source task), the kernel run
+    assert code == 0 and "stale" in err and len(json.loads(out)) == 7
     code, out, err = run(imported, "runs", "--rebuild", "--json")
-    assert code == 0 and "rebuilt the runs projection from 6 session ledger(s)" in err
+    assert code == 0 and "rebuilt the runs projection from 7 session ledger(s)" in err
     assert "stale" not in err
 
 
