@@ -662,3 +662,17 @@ def test_gemini_replay_is_what_gemini_cli_reads_back(records: list[dict[str, Any
     replayed = reconstruct(list(enumerate(session.events)))
     expected = loader_view(records)
     assert [(m.role, m.text_content()) for m in replayed] == expected
+
+
+def test_a_gemini_subagent_file_names_its_parent_session(tmp_path: Path) -> None:
+    lines = GEMINI_JSONL.read_text(encoding="utf-8").splitlines()
+    header = json.loads(lines[0])
+    header["kind"] = "subagent"
+    folder = tmp_path / "chats" / "parent-session-id"
+    folder.mkdir(parents=True)
+    path = folder / f"{header['sessionId']}.jsonl"
+    path.write_text("\n".join([json.dumps(header), *lines[1:]]) + "\n", encoding="utf-8")
+    session, _ = read_one("gemini-cli", path)
+    assert session.metadata["kind"] == "subagent"
+    assert session.metadata["parent_session"] == "gemini-cli:parent-session-id"
+    assert session.parent_key is None  # never a recorded link to a session that may not exist

@@ -203,7 +203,10 @@ def _print_import(result: Any) -> None:
         out.print(f"{result.session_ids[0]}  already imported from {result.path.name}")
         return
     main, *children = result.session_ids
-    extra = f" (+{plural(len(children), 'sub-agent session')})" if children else ""
+    tasks = sum(1 for child in children if ":task:" in child)  # background tasks (importers.background)
+    parts = [plural(len(children) - tasks, "sub-agent session")] if len(children) > tasks else []
+    parts += [plural(tasks, "background task")] if tasks else []
+    extra = f" (+{', '.join(parts)})" if parts else ""
     out.print(f"{main}  {plural(result.events, 'event')} from {result.path.name} [{result.format}]{extra}")
     for warning in result.warnings:
         err.print(f"  warning: {warning}")

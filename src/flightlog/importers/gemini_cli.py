@@ -62,8 +62,9 @@ end of the file (a ``lastUpdated`` ``$set`` between two writes of one message do
    pending, else ``incomplete``.
 
 Session: ``key = "gemini-cli:<sessionId>"`` (the file name without ``.jsonl`` when there is none); a
-``kind: subagent`` file under ``chats/<parent session id>/`` is a child of ``gemini-cli:<parent session
-id>``. Times are each message's ``timestamp`` (and ``$set.lastUpdated``); metadata: ``sessionId``,
+``kind: subagent`` file under ``chats/<parent session id>/`` names its parent in ``metadata.parent_session``
+(``gemini-cli:<parent session id>``) rather than as the recorded parent: the parent's file is another import
+and may never be recorded, and a recorded parent that does not exist is a dangling link. Times are each message's ``timestamp`` (and ``$set.lastUpdated``); metadata: ``sessionId``,
 ``kind``, ``summary``, ``model`` (never ``projectHash`` or directories, which name paths).
 """
 
@@ -451,6 +452,7 @@ class _Builder(SessionBuilder):
         if self.meta.get("kind") == "subagent" and self.path.parent.name != "chats":
             parent = f"{FORMAT}:{self.path.parent.name}"
         metadata = {
+            "parent_session": parent,
             "sessionId": as_str(self.meta.get("sessionId")),
             "kind": as_str(self.meta.get("kind")),
             "summary": as_str(self.meta.get("summary")),
@@ -458,4 +460,4 @@ class _Builder(SessionBuilder):
             "startTime": as_str(self.meta.get("startTime")),
             "lastUpdated": as_str(self.meta.get("lastUpdated")),
         }
-        return self.session(self.key(), FORMAT, metadata=metadata, parent_key=parent)
+        return self.session(self.key(), FORMAT, metadata=metadata)
