@@ -70,6 +70,7 @@ and may never be recorded, and a recorded parent that does not exist is a dangli
 
 from __future__ import annotations
 
+import hashlib
 import json
 from collections.abc import Iterator
 from pathlib import Path
@@ -195,6 +196,12 @@ def _response_output(response: Any) -> tuple[str, bool]:
     return json_text(response), False
 
 
+def _digest(record: JsonObj) -> bytes:
+    """sha256 of a message's canonical JSON text (key order ignored): equal messages, equal digests."""
+    text = json.dumps(record, sort_keys=True, ensure_ascii=False)
+    return hashlib.sha256(text.encode("utf-8", "surrogatepass")).digest()
+
+
 def _function_responses(parts: list[Any]) -> list[JsonObj]:
     return [
         as_obj(p)["functionResponse"] for p in parts if isinstance(as_obj(p).get("functionResponse"), dict)
@@ -208,7 +215,7 @@ class _Builder(SessionBuilder):
         self.pending_record: JsonObj | None = None
         self.pending_line = 0
         self.order: list[str] = []  # ids of the conversation's messages, in order
-        self.recorded: dict[str, str] = {}  # id → the message as recorded (JSON text)
+        self.recorded: dict[str, bytes] = {}  # id → sha256 of the message as recorded (bounded memory)
         self.hist_at: dict[str, int] = {}  # id → replay history length before its events
         self.hist = 0
         self.last_called = False
@@ -278,7 +285,7 @@ class _Builder(SessionBuilder):
             self.pending_record, self.pending_line = record, line  # rewritten in place (rule: last wins)
             return
         if message_id in self.recorded:
-            if json.dumps(record, sort_keys=True) != self.recorded[message_id]:
+            if _digest(record) != self.recorded[message_id]:
                 self.warn_line(
                     line, f"message {message_id!r} rewritten after it was recorded: kept as written"
                 )
@@ -319,7 +326,7 @@ class _Builder(SessionBuilder):
             keep < len(messages)
             and keep < len(self.order)
             and messages[keep]["id"] == self.order[keep]
-            and json.dumps(messages[keep], sort_keys=True) == self.recorded.get(self.order[keep])
+            and _digest(messages[keep]) == self.recorded.get(self.order[keep])
         ):
             keep += 1
         if keep < len(self.order):
@@ -337,7 +344,7 @@ class _Builder(SessionBuilder):
         message_id = record["id"]
         self.at(epoch_ms(record.get("timestamp")))
         self.hist_at[message_id] = self.hist
-        self.recorded[message_id] = json.dumps(record, sort_keys=True)
+        self.recorded[message_id] = _digest(record)
         kind = record.get("type")
         if kind == "user":
             self.on_user(record)
