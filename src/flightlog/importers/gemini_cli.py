@@ -53,7 +53,7 @@ end of the file (a ``lastUpdated`` ``$set`` between two writes of one message do
 5. **History replaced.** ``$set.messages``: the messages equal to the ones recorded (same id and content,
    in order) stay; from the first that differs, ``Rollbacked`` to the history length there, then the new
    messages are recorded by rules 1-3. The rest of a ``$set`` is kept as ``Custom("gemini_cli.set")``
-   (``lastUpdated`` only stamps the time).
+   (``lastUpdated`` only stamps the time; ``directories``, paths of the user's machine, are not kept).
 6. ``info``/``warning``/``error`` messages (the UI's notes, not sent to the model) are kept as
    ``Custom("gemini_cli.<type>")``; a message rewritten after it was recorded (not the last one) as
    ``Custom("gemini_cli.message_update")`` with a warning naming the line; unknown records as
@@ -274,7 +274,7 @@ class _Builder(SessionBuilder):
             self.replace_history(
                 [m for m in messages if isinstance(m, dict) and isinstance(m.get("id"), str)], line
             )
-        rest = {k: v for k, v in update.items() if k not in ("messages", "lastUpdated")}
+        rest = {k: v for k, v in update.items() if k not in ("messages", "lastUpdated", "directories")}
         self.meta.update(rest)
         if rest:
             self.record("set", {"line": line, **rest})

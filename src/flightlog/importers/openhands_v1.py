@@ -43,7 +43,8 @@ Mapping rules:
    confirmation", pending_calls)`` and no ``RunTerminal``; ``finished`` → ``completed``; ``error``,
    ``stuck``, ``paused`` as named; else ``incomplete``. Everything else (state updates, pauses, unknown
    kinds) and the fields the mapping does not use are kept as ``Custom("openhands_v1.<kind>")``;
-   ``base_state.json`` without its ``agent`` secrets-free copy is kept as ``Custom("openhands_v1.base_state")``.
+   ``base_state.json`` is kept as ``Custom("openhands_v1.base_state")`` without ``agent`` (the LLM and tool
+   configuration) and without ``persistence_dir``/``workspace`` (paths of the user's machine).
 
 Session: ``key = "openhands-v1:<base_state id>"``. OpenHands writes naive timestamps (no timezone): the
 session's times stay unknown rather than guessed; the first and last timestamp text go to metadata.
@@ -70,6 +71,9 @@ VERSION = "1"
 _PREFIX = "openhands_v1"
 _SEQ_OFFSET = 1
 """``import_file`` writes one ``import_source`` header at seq 0."""
+_LOCAL_STATE = frozenset({"agent", "persistence_dir", "workspace"})
+"""``base_state.json`` keys not kept: the agent configuration (its LLM settings, masked key) and where the
+conversation lived on disk (paths name the user's machine, as Claude Code's ``cwd``, which is not kept)."""
 _STATUS = {"finished": "completed", "error": "error", "stuck": "stuck", "paused": "paused"}
 
 
@@ -328,7 +332,7 @@ class _Builder(SessionBuilder):
     def finish(self) -> ImportedSession:
         self.flush()
         status = as_str(self.state.get("execution_status"))
-        self.record("base_state", {k: v for k, v in self.state.items() if k != "agent"})
+        self.record("base_state", {k: v for k, v in self.state.items() if k not in _LOCAL_STATE})
         if self.run is None:
             self.start_run(f"{self.key}:end", "", system=self.system)
         if status == "waiting_for_confirmation":
