@@ -20,7 +20,14 @@ from typing import Any
 
 from ..errors import ImportFormatError
 from ..events import Custom, SessionEvent
-from .base import ImportWarning, clean_surrogates, compact_json, make_json_safe, short_error
+from .base import (
+    ImportWarning,
+    clean_surrogates,
+    compact_json,
+    make_json_safe,
+    may_hold_surrogates,
+    short_error,
+)
 
 __all__ = [
     "MAX_DEPTH",
@@ -87,7 +94,7 @@ def read_json_document(path: Path, warnings: list[ImportWarning]) -> Any:
         raise ImportFormatError(path=str(path), reason="JSON nested too deeply") from None
     if _depth_exceeds(value, MAX_DEPTH):
         raise ImportFormatError(path=str(path), reason=f"JSON nested deeper than {MAX_DEPTH} levels")
-    value, replaced = clean_surrogates(value)
+    value, replaced = clean_surrogates(value) if may_hold_surrogates(text) else (value, 0)
     if replaced:
         warnings.append(
             ImportWarning(path.name, None, f"{replaced} lone surrogate(s) kept as \\uXXXX escape text")
