@@ -10,6 +10,7 @@ from typing import Any
 import pytest
 
 from flightlog import events as ev
+from flightlog import recorder as recorder_module
 from flightlog.errors import StoreError
 from flightlog.messages import Message, ToolCall, ToolResult
 from flightlog.recorder import Recorder
@@ -62,11 +63,14 @@ def test_incremental_projection_equals_a_rebuild(
     pg_store: PostgresStore, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     store = pg_store
-    swaps: list[bool] = []
-    replace = store.replace_run_row
-    monkeypatch.setattr(
-        store, "replace_run_row", lambda row, old: swaps.append(replace(row, old)) or swaps[-1]
-    )
+    swaps: list[bool] = []  # True per deferred compare-and-set, False per one that fell back
+    replace = store.replace_run_row_or
+
+    def counted(row: RunRow, old: RunRow, fallback: Any) -> None:
+        swaps.append(True)
+        replace(row, old, lambda: swaps.append(False) or fallback())
+
+    monkeypatch.setattr(store, "replace_run_row_or", counted)
     parent = Recorder.create(store, session_id="p")
     child = Recorder.create(store, session_id="c", parent_session_id="p")
     parent.append(started())
@@ -81,6 +85,14 @@ def test_incremental_projection_equals_a_rebuild(
     child.finish("suspended")
     child.append(checkpoint())  # after a status change: the general path
     child.append(checkpoint())
+    with store.transaction():  # a swap deferred inside a nested block that rolls back is dropped with it
+        child.append(checkpoint())
+        with pytest.raises(KeyError), child.atomic():
+            child.append(llm(3, "c3"))
+            raise KeyError("abort")
+    assert store.get_run_rows(["c"])["c"].last_seq == store.get_session("c").head_seq
+    parent.append(process("c", "exited", "p"))
+    child.append(checkpoint())  # the swap fails at the commit (the parent moved the row): _apply there
     assert True in swaps and False in swaps
     assert projection_ready(store)
     incremental = _rows(store)
@@ -90,6 +102,27 @@ def test_incremental_projection_equals_a_rebuild(
     assert list_runs(store) == listed
 
 
+def test_a_swap_deferred_in_a_block_that_rolls_back_is_dropped(
+    pg_store: PostgresStore, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The compare-and-set waits for the transaction's next round trip; a nested block that fails after
+    the projector (here: another projector) takes it back with its events, so the commit never sends it."""
+    recorder = Recorder.create(pg_store, session_id="s1")
+    recorder.append(started())
+
+    def failing(_recorder: Any, _batch: Any) -> None:
+        raise KeyError("after the runs projector")
+
+    monkeypatch.setattr(recorder_module, "_PROJECTORS", [*recorder_module._PROJECTORS, failing])
+    with pg_store.transaction(), pytest.raises(KeyError):
+        recorder.append(checkpoint())
+    monkeypatch.undo()
+    assert pg_store.get_session("s1").head_seq == 0
+    assert pg_store.get_run_rows(["s1"])["s1"].last_seq == 0
+    recorder.append(checkpoint())
+    assert pg_store.get_run_rows(["s1"])["s1"].last_seq == 1 and projection_ready(pg_store)
+
+
 def test_a_failed_row_write_never_fails_the_append(
     pg_store: PostgresStore, monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture
 ) -> None:
@@ -97,12 +130,17 @@ def test_a_failed_row_write_never_fails_the_append(
     append's transaction goes on (and commits) after the projector's failure."""
     recorder = Recorder.create(pg_store, session_id="s1")
     recorder.append(started())
-    replace = pg_store.replace_run_row
+    replace, upsert = pg_store.replace_run_row_or, pg_store.put_run_rows
 
-    def out_of_range(row: RunRow, expected: RunRow) -> bool:
-        return replace(dataclasses.replace(row, updated_at_ms=2**63), expected)  # bigint overflow
+    def out_of_range(row: RunRow, expected: RunRow, fallback: Any) -> None:
+        replace(dataclasses.replace(row, updated_at_ms=2**63), expected, fallback)  # bigint overflow
 
-    monkeypatch.setattr(pg_store, "replace_run_row", out_of_range)
+    def out_of_range_rows(rows: Any) -> None:
+        upsert([dataclasses.replace(row, updated_at_ms=2**63) for row in rows])
+
+    # the deferred compare-and-set fails at the commit, then its fallback (the general path) fails too
+    monkeypatch.setattr(pg_store, "replace_run_row_or", out_of_range)
+    monkeypatch.setattr(pg_store, "put_run_rows", out_of_range_rows)
     with caplog.at_level(logging.ERROR, logger="flightlog.runs"):
         recorder.append(checkpoint())
     assert "projection failed" in caplog.text

@@ -230,17 +230,27 @@ def project(recorder: Any, batch: list[tuple[StoredEvent, Event]]) -> None:
     try:
         if _advance(store, recorder, batch):
             return
+    except Exception:
+        _failed(store, recorder.session_id)
+        return
+    _general(store, recorder, batch)
+
+
+def _general(store: Store, recorder: Any, batch: Sequence[tuple[StoredEvent, Event]]) -> None:
+    """:func:`_apply` in a savepoint; a failure marks the projection stale (never raises)."""
+    try:
         with store.transaction():
             _apply(store, recorder, batch)
     except Exception:
-        log.exception(
-            "runs projection failed for %s; marked stale (run `flightlog runs --rebuild`)",
-            recorder.session_id,
-        )
-        try:
-            store.set_run_projection_version(0)
-        except Exception:
-            log.exception("could not mark the runs projection stale")
+        _failed(store, recorder.session_id)
+
+
+def _failed(store: Store, session_id: str) -> None:
+    log.exception("runs projection failed for %s; marked stale (run `flightlog runs --rebuild`)", session_id)
+    try:
+        store.set_run_projection_version(0)
+    except Exception:
+        log.exception("could not mark the runs projection stale")
 
 
 _CACHE: weakref.WeakKeyDictionary[Any, tuple[RunRow, _Parts]] = weakref.WeakKeyDictionary()
@@ -270,7 +280,9 @@ def _advance(store: Store, recorder: Any, batch: Sequence[tuple[StoredEvent, Eve
     fold gives: so while the stored row still equals the row this recorder last wrote, which the
     compare-and-set checks in the same statement that writes, resuming from the cached parts is resuming
     from the stored row, as :func:`_apply` would. A ``Python`` error here writes nothing; a failed statement
-    writes nothing and leaves the transaction usable (``Store.replace_run_row``).
+    writes nothing and leaves the transaction usable (``Store.replace_run_row``). When the stored row moved,
+    :func:`_apply` runs instead (``Store.replace_run_row_or``'s fallback: on PostgreSQL the swap goes out
+    with the commit, and the fallback runs there, still inside the append's transaction).
     """
     cached = _take(recorder)
     if cached is None:
@@ -288,9 +300,8 @@ def _advance(store: Store, recorder: Any, batch: Sequence[tuple[StoredEvent, Eve
     if latest:  # sub-agent rows to read and update: _apply does it, from the stored row (parts spent)
         return False
     row = _row(session_id, parts)
-    if not store.replace_run_row(row, written):
-        return False
-    _remember(recorder, row, parts)
+    _remember(recorder, row, parts)  # a failed swap's fallback (_apply) remembers what it writes instead
+    store.replace_run_row_or(row, written, lambda: _general(store, recorder, batch))
     return True
 
 

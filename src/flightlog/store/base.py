@@ -651,6 +651,20 @@ class Store(abc.ABC):
             StoreError: the write failed; nothing is written and an open transaction stays usable.
         """
 
+    def replace_run_row_or(self, row: RunRow, expected: RunRow, fallback: Callable[[], None]) -> None:
+        """:meth:`replace_run_row`, calling ``fallback()`` (in the same transaction) when it stores nothing.
+
+        A backend may defer the write to the transaction's next round trip (PostgreSQL sends it with the
+        commit); ``fallback`` then runs at that point, still before the commit, and a rollback of the block
+        that deferred it drops it. ``fallback`` must not raise (the projector's does its own error handling).
+
+        Raises:
+            ValueError: ``row`` and ``expected`` are rows of different runs.
+            StoreError: the write failed; nothing is written and an open transaction stays usable.
+        """
+        if not self.replace_run_row(row, expected):
+            fallback()
+
     @abc.abstractmethod
     def clear_run_rows(self) -> None:
         """Delete every projection row (a rebuild starts here)."""

@@ -58,9 +58,19 @@ except ImportError as exc:  # pragma: no cover - exercised only without the extr
         f"(psycopg[binary] and psycopg_pool); {exc}"
     ) from exc
 
-from ..errors import AppendConflict, ReadOnlyStore, SessionNotFound, StoreError, StoreUnavailable
+from ..errors import AppendConflict, ReadOnlyStore, SessionNotFound, StaleWriter, StoreError, StoreUnavailable
 from ..testing.crashpoints import crash_point
-from .base import RUNNABLE_STATUSES, ImportRecord, NewEvent, RunRow, SessionHead, StoredEvent, retired_error
+from . import rows as R
+from .base import (
+    RUNNABLE_STATUSES,
+    ImportRecord,
+    NewEvent,
+    RunRow,
+    SessionHead,
+    StoredEvent,
+    retired_error,
+    row_stamps,
+)
 from .ddl import POSTGRES_MIGRATIONS
 from .group import CommitGroup, Gate
 from .memory_postgres import MIGRATION as MEMORY_MIGRATION
@@ -68,7 +78,7 @@ from .memory_postgres import PostgresMemory
 from .pglisten import Listener
 from .rows import IMPORT_COLUMNS, now_ms, run_tuple
 from .signals import POSTGRES_MIGRATION as SIGNALS_MIGRATION
-from .sql import INSERT_EVENT, RUN_UPSERT, UPDATE_HEAD, SqlStore
+from .sql import INSERT_EVENT, RUN_UPSERT, UPDATE_HEAD, SqlStore, run_swap_params
 from .urls import redact_url
 
 __all__ = ["CHANNEL", "MIGRATIONS", "RUNNABLE_STATUSES", "PostgresStore", "native", "now_ms", "redact"]
@@ -116,14 +126,68 @@ _APPEND = (
 ``WITH`` runs exactly once, and a taken ``(session_id, seq)`` fails the whole statement."""
 
 
+_APPEND_CHECKED = (
+    "WITH head AS ("
+    " SELECT s.head_seq, s.head_hash, a.epoch FROM sessions s JOIN authority_epochs a"
+    " ON a.session_id = s.session_id WHERE s.session_id = %(sid)s FOR UPDATE),"
+    " ok AS (SELECT head.epoch FROM head WHERE (%(epoch)s::bigint IS NULL OR head.epoch = %(epoch)s)"
+    " AND head.head_seq = %(after)s AND head.head_hash = %(prev)s),"
+    " appended AS ("
+    " INSERT INTO events (session_id, seq, kind, event, prev_hash, hash, recorded_at_ms, epoch)"
+    " SELECT %(sid)s, r.seq, r.kind, r.event, r.prev_hash, r.hash, r.at, ok.epoch"
+    " FROM ok, unnest(%(seqs)s::bigint[], %(kinds)s::text[], %(events)s::bytea[], %(prevs)s::text[],"
+    " %(hashes)s::text[], %(ats)s::bigint[]) AS r(seq, kind, event, prev_hash, hash, at)),"
+    " moved AS (UPDATE sessions SET head_seq = %(head_seq)s, head_hash = %(head_hash)s,"
+    " merkle_root = %(root)s, updated_at_ms = %(at)s"
+    " WHERE session_id = %(sid)s AND EXISTS (SELECT 1 FROM ok))"
+    " SELECT head_seq, head_hash, epoch FROM head"
+)
+"""An append in one statement, so one round trip: lock the session's row and its epoch (``FOR UPDATE``), and
+only when the epoch is the writer's and the rows extend the head (``ok``), insert them and move the head.
+It returns the head and epoch it locked, from which :meth:`PostgresStore.append_events` raises the same
+errors as the shared checks (nothing is written then, and the transaction stays usable). Under READ
+COMMITTED a writer that waited for the row lock sees the head the other writer committed."""
+
+_REFUSE_IF_RETIRED = "SELECT 1 / (1 - count(*)::int) FROM ledger_meta WHERE key = 'retired'"
+"""Fails (division by zero) when the store is retired: sent ahead of ``COMMIT`` in one pipeline, it turns the
+commit into a rollback without waiting for an answer first (:meth:`PostgresStore._finish`)."""
+
+_NOTIFY = "SELECT pg_notify(%s, sid) FROM unnest(%s::text[]) AS sid"
+
+_SWAP_POINT = "flightlog_swap"
+
+
 def _commit(conn: psycopg.Connection[Any], notify: set[str]) -> None:
-    """``NOTIFY`` the listeners of ``notify`` (session ids), then ``COMMIT``: PostgreSQL delivers the
-    notifications only once the commit is durable. (Pipelining the two saved no measurable time.)"""
-    if notify:
-        conn.execute("SELECT pg_notify(%s, sid) FROM unnest(%s::text[]) AS sid", (CHANNEL, sorted(notify)))
+    """``NOTIFY`` the listeners of ``notify`` (session ids) and ``COMMIT``, in one pipeline (one round trip):
+    PostgreSQL delivers the notifications only once the commit is durable."""
     crash_point("commit.before")  # test-only fault injection (flightlog.testing.crashpoints)
-    conn.execute("COMMIT")
+    with conn.pipeline():
+        if notify:
+            conn.execute(_NOTIFY, (CHANNEL, sorted(notify)))
+        conn.execute("COMMIT")
     crash_point("commit.after")
+
+
+def _undo_swap(conn: psycopg.Connection[Any]) -> bool:
+    """After a failed pipeline that held a deferred swap: True when the swap is what failed (its savepoint
+    is still open: rolled back and released, the transaction usable again), False when something else did
+    (the savepoint was released before, or never made)."""
+    try:
+        conn.execute(f"ROLLBACK TO SAVEPOINT {_SWAP_POINT}")
+        conn.execute(f"RELEASE SAVEPOINT {_SWAP_POINT}")
+    except psycopg.Error:
+        return False
+    return True
+
+
+@dataclass
+class _Swap:
+    """A deferred compare-and-set of a ``runs`` row (:meth:`PostgresStore.replace_run_row_or`): the
+    statement (it fails when no row matched) and what to do instead when it fails."""
+
+    sql: str
+    params: Sequence[Any]
+    fallback: Callable[[], None]
 
 
 class _Tx(threading.local):
@@ -137,6 +201,10 @@ class _Tx(threading.local):
         self.notify: set[str] = set()
         self.retiring = False
         """This transaction retires the store (its own commit is not refused)."""
+        self.begun = True
+        """``BEGIN`` was sent (else it goes out with the transaction's first statement, one round trip)."""
+        self.swap: _Swap | None = None
+        """A run-row compare-and-set not sent yet: it goes out with the next statement."""
 
 
 @dataclass(frozen=True)
@@ -296,17 +364,11 @@ class PostgresStore(SqlStore):
             yield from self._group_transaction(tx, self._gate)
             return
         conn = self._checkout()
-        try:
-            conn.execute("BEGIN")
-        except psycopg.Error as exc:
-            self._pool.putconn(conn)
-            raise self._translate(exc) from exc
         tx.conn, tx.depth, tx.after_commit, tx.after_rollback, tx.notify = conn, 1, [], [], set()
-        tx.retiring = False
+        tx.retiring, tx.begun, tx.swap = False, False, None
         try:
             yield
-            self._refuse_if_retired(conn, tx)
-            _commit(conn, tx.notify)
+            self._finish(conn, tx)
         except BaseException as exc:
             callbacks = tx.after_rollback
             self._end(tx, conn, rollback=True)
@@ -331,7 +393,7 @@ class PostgresStore(SqlStore):
             if group is None:
                 group = gate.group = CommitGroup()
             tx.conn, tx.depth, tx.after_commit, tx.after_rollback, tx.notify = conn, 1, [], [], set()
-            tx.retiring = False
+            tx.retiring, tx.begun, tx.swap = False, True, None
             try:
                 yield
                 self._refuse_if_retired(conn, tx)
@@ -447,11 +509,12 @@ class PostgresStore(SqlStore):
         conn = tx.conn
         assert conn is not None
         name = f"flightlog_sp{tx.depth}"
-        self._run(conn, f"SAVEPOINT {name}")
+        self._run(conn, f"SAVEPOINT {name}")  # sends any deferred swap first: it belongs to the outer block
         tx.depth += 1
         try:
             yield
         except BaseException:
+            tx.swap = None  # deferred inside this block: undone with it
             with suppress(psycopg.Error):
                 conn.execute(f"ROLLBACK TO SAVEPOINT {name}")
                 conn.execute(f"RELEASE SAVEPOINT {name}")
@@ -469,10 +532,82 @@ class PostgresStore(SqlStore):
 
     def _end(self, tx: _Tx, conn: psycopg.Connection[Any], *, rollback: bool) -> None:
         tx.conn, tx.depth, tx.after_commit, tx.after_rollback, tx.notify = None, 0, [], [], set()
-        if rollback and not conn.closed:
+        tx.swap = None
+        if rollback and not conn.closed and conn.info.transaction_status != psycopg.pq.TransactionStatus.IDLE:
             with suppress(psycopg.Error):
                 conn.execute("ROLLBACK")
         self._pool.putconn(conn)
+
+    def _finish(self, conn: psycopg.Connection[Any], tx: _Tx) -> None:
+        """End a pooled transaction in one round trip: the deferred swap, the retirement check, ``NOTIFY``
+        (delivered only once the commit is durable) and ``COMMIT`` in one pipeline. A transaction that sent
+        nothing has nothing to commit (its notifications go out on their own)."""
+        if not tx.begun and tx.swap is None:
+            if tx.notify:
+                self._run(conn, _NOTIFY, (CHANNEL, sorted(tx.notify)))
+            return
+        tail: list[tuple[str, Sequence[Any]]] = []
+        if not tx.retiring:
+            tail.append((_REFUSE_IF_RETIRED, ()))
+        if tx.notify:
+            tail.append((_NOTIFY, (CHANNEL, sorted(tx.notify))))
+        crash_point("commit.before")  # test-only fault injection (flightlog.testing.crashpoints)
+        try:
+            self._pipelined(conn, tx, [*tail, ("COMMIT", ())])
+        except psycopg.Error:
+            if not tx.retiring:
+                with suppress(psycopg.Error):
+                    conn.execute("ROLLBACK")
+                row = self._run(conn, "SELECT value FROM ledger_meta WHERE key = 'retired'").fetchone()
+                if row is not None:
+                    raise retired_error(self.url, str(row[0])) from None
+            raise
+        crash_point("commit.after")
+
+    def _pipelined(
+        self, conn: psycopg.Connection[Any], tx: _Tx, statements: Sequence[tuple[str, Sequence[Any]]]
+    ) -> list[psycopg.Cursor[Any]]:
+        """Run ``statements`` in this thread's transaction after what it still owes (``BEGIN`` not sent yet,
+        a deferred swap), all in one pipeline: one round trip. Their cursors, results fetched.
+
+        A deferred swap runs in a savepoint and fails when no row matched; then the pipeline stops there,
+        the savepoint is rolled back (the transaction is usable again), the swap's fallback runs and the
+        statements are sent again.
+
+        Raises:
+            psycopg.Error: a statement failed (the transaction is aborted).
+        """
+        swap, tx.swap = tx.swap, None
+        begin, tx.begun = not tx.begun, True
+        try:
+            with conn.pipeline():
+                if begin:
+                    conn.execute("BEGIN")
+                if swap is not None:
+                    conn.execute(f"SAVEPOINT {_SWAP_POINT}")
+                    conn.execute(native(swap.sql), swap.params)
+                    conn.execute(f"RELEASE SAVEPOINT {_SWAP_POINT}")
+                cursors = [conn.execute(native(sql), params or None) for sql, params in statements]
+        except psycopg.Error:
+            if swap is None or not _undo_swap(conn):
+                raise
+            swap.fallback()
+            return self._pipelined(conn, tx, statements) if statements else []
+        return cursors
+
+    def _send(self, conn: psycopg.Connection[Any], sql: str, params: Sequence[Any] | None) -> Any:
+        """One statement on ``conn``; in this thread's transaction it carries what the transaction still
+        owes (:meth:`_pipelined`)."""
+        tx = self._tx
+        if conn is tx.conn and (not tx.begun or tx.swap is not None):
+            return self._pipelined(conn, tx, [(sql, params or ())])[0]
+        return conn.execute(native(sql), params if params else None)
+
+    def _settle(self, conn: psycopg.Connection[Any]) -> None:
+        """Send what this thread's transaction still owes before a statement that bypasses :meth:`_send`."""
+        tx = self._tx
+        if conn is tx.conn and (not tx.begun or tx.swap is not None):
+            self._pipelined(conn, tx, [])
 
     def call_after_commit(self, callback: Callable[[], None]) -> None:
         if not self._tx.depth:
@@ -502,7 +637,7 @@ class PostgresStore(SqlStore):
 
     def _run(self, conn: psycopg.Connection[Any], sql: str, params: Sequence[Any] | None = None) -> Any:
         try:
-            return conn.execute(native(sql), params if params else None)
+            return self._send(conn, sql, params)
         except psycopg.Error as exc:
             raise self._translate(exc) from exc
 
@@ -546,6 +681,7 @@ class PostgresStore(SqlStore):
         """``_write`` in a savepoint: a failed statement leaves the caller's transaction usable."""
         with self._joined() as conn:
             try:
+                self._settle(conn)
                 with conn.transaction():
                     return int(conn.execute(native(sql), params if params else None).rowcount)
             except psycopg.Error as exc:
@@ -579,11 +715,66 @@ class PostgresStore(SqlStore):
             "head_seq": head.seq, "head_hash": head.hash, "root": head.root,
         }  # fmt: skip
         try:
-            conn.execute(_APPEND, values)
+            self._send(conn, _APPEND, values)
         except pg_errors.UniqueViolation as exc:
             raise AppendConflict(session_id=session_id, seq=rows[0].seq) from exc
         except psycopg.Error as exc:
             raise self._translate(exc) from exc
+
+    def append_events(
+        self,
+        session_id: str,
+        rows: Sequence[NewEvent],
+        head: SessionHead,
+        *,
+        epoch: int | None = None,
+        recorded_at_ms: Sequence[int] | None = None,
+    ) -> int:
+        """The shared checks and write (:meth:`SqlStore.append_events`) as one statement, one round trip
+        (:data:`_APPEND_CHECKED`); the same errors, raised before anything is written."""
+        if not rows or R.taken(rows, rows[0].seq - 1) is not None:
+            return super().append_events(session_id, rows, head, epoch=epoch, recorded_at_ms=recorded_at_ms)
+        stamp = now_ms()
+        stamps = row_stamps(rows, recorded_at_ms, stamp)
+        values = {
+            "sid": session_id, "epoch": epoch, "after": rows[0].seq - 1, "prev": rows[0].prev_hash,
+            "seqs": [r.seq for r in rows], "kinds": [r.kind for r in rows], "events": [r.event_bytes for r in rows],
+            "prevs": [r.prev_hash for r in rows], "hashes": [r.hash for r in rows], "ats": list(stamps),
+            "head_seq": head.seq, "head_hash": head.hash, "root": head.root, "at": stamp,
+        }  # fmt: skip
+        with self._joined() as conn:
+            try:
+                found = self._send(conn, _APPEND_CHECKED, values).fetchone()
+            except pg_errors.UniqueViolation as exc:
+                raise AppendConflict(session_id=session_id, seq=rows[0].seq) from exc
+            except psycopg.Error as exc:
+                raise self._translate(exc) from exc
+            if found is None:
+                raise SessionNotFound(session_id=session_id)
+            head_seq, head_hash, current = found
+            if epoch is not None and current != epoch:
+                raise StaleWriter(session_id=session_id, epoch=epoch, current_epoch=current)
+            if rows[0].seq != head_seq + 1 or rows[0].prev_hash != head_hash:
+                raise AppendConflict(session_id=session_id, seq=min(rows[0].seq, head_seq + 1))
+            self._notify(session_id)
+        return stamp
+
+    def replace_run_row_or(self, row: RunRow, expected: RunRow, fallback: Callable[[], None]) -> None:
+        """In a pooled transaction, the compare-and-set is deferred to the transaction's next round trip
+        (its commit, on an append's usual path: :meth:`_finish`); ``fallback`` runs then, before the
+        commit, if it matched no row. Elsewhere as :meth:`SqlStore.replace_run_row_or`."""
+        tx = self._tx
+        if tx.depth == 0 or self._gate is not None:
+            super().replace_run_row_or(row, expected, fallback)
+            return
+        if row.run_id != expected.run_id:
+            raise ValueError(f"replace_run_row: row of {row.run_id!r} cannot replace {expected.run_id!r}")
+        assert tx.conn is not None
+        self._settle(tx.conn)  # one swap outstanding at a time: each one's fallback sees the one before
+        sql, params = run_swap_params(row, expected, self.NULL_SAFE_EQ)
+        tx.swap = _Swap(
+            f"WITH swapped AS ({sql} RETURNING 1) SELECT 1 / count(*)::int FROM swapped", params, fallback
+        )
 
     def _notify(self, session_id: str) -> None:
         """Queue a ``NOTIFY`` for ``session_id``, sent with the open transaction's commit."""
@@ -623,6 +814,7 @@ class PostgresStore(SqlStore):
             ]
             with conn.cursor() as cur:
                 try:
+                    self._settle(conn)
                     cur.executemany(native(INSERT_EVENT), copied)
                 except pg_errors.UniqueViolation as exc:
                     raise AppendConflict(session_id=session_id, seq=rows[0].seq) from exc
@@ -677,6 +869,7 @@ class PostgresStore(SqlStore):
             return
         with self._joined() as conn:
             try:
+                self._settle(conn)
                 with conn.cursor() as cur:
                     cur.executemany(native(RUN_UPSERT), [run_tuple(r) for r in rows])
             except psycopg.Error as exc:

@@ -60,7 +60,7 @@ from .base import (
     row_stamps,
 )
 
-__all__ = ["INSERT_EVENT", "RUN_UPSERT", "UPDATE_HEAD", "SqlStore", "marks", "run_swap"]
+__all__ = ["INSERT_EVENT", "RUN_UPSERT", "UPDATE_HEAD", "SqlStore", "marks", "run_swap", "run_swap_params"]
 
 INSERT_EVENT = "INSERT INTO events (session_id, seq, kind, event, prev_hash, hash, recorded_at_ms) VALUES (?, ?, ?, ?, ?, ?, ?)"
 """One event row: ``(session_id, seq, kind, event bytes, prev_hash, hash, recorded_at_ms)``."""
@@ -95,6 +95,13 @@ def run_swap(changed: tuple[int, ...], null_safe_eq: str) -> str:
         guard = " AND ".join(f"{c} {null_safe_eq} ?" for c in R.RUN_FIELDS[1:])
         sql = _RUN_SWAPS[key] = f"UPDATE runs SET {sets} WHERE run_id = ? AND {guard}"
     return sql
+
+
+def run_swap_params(row: RunRow, expected: RunRow, null_safe_eq: str) -> tuple[str, tuple[Any, ...]]:
+    """The compare-and-set of ``expected`` to ``row`` (:func:`run_swap`) and its params."""
+    old, new = R.run_tuple(expected), R.run_tuple(row)
+    changed = tuple(i for i in range(1, len(new)) if new[i] != old[i]) or (len(new) - 1,)
+    return run_swap(changed, null_safe_eq), (*(new[i] for i in changed), *old)
 
 
 def marks(values: Collection[Any]) -> str:
@@ -511,14 +518,11 @@ class SqlStore(Store):
 
     def replace_run_row(self, row: RunRow, expected: RunRow) -> bool:
         """One ``UPDATE`` guarded by every column of ``expected`` that sets only the columns that differ
-        from it (:func:`run_swap`), as a guarded statement: the caller's (the append's) transaction stays
-        usable whatever happens to it."""
+        from it (:func:`run_swap_params`), as a guarded statement: the caller's (the append's) transaction
+        stays usable whatever happens to it."""
         if row.run_id != expected.run_id:
             raise ValueError(f"replace_run_row: row of {row.run_id!r} cannot replace {expected.run_id!r}")
-        old, new = R.run_tuple(expected), R.run_tuple(row)
-        changed = tuple(i for i in range(1, len(new)) if new[i] != old[i]) or (len(new) - 1,)
-        params = (*(new[i] for i in changed), *old)
-        return self._guarded(run_swap(changed, self.NULL_SAFE_EQ), params) == 1
+        return self._guarded(*run_swap_params(row, expected, self.NULL_SAFE_EQ)) == 1
 
     def clear_run_rows(self) -> None:
         self._write("DELETE FROM runs")
