@@ -41,7 +41,7 @@ from __future__ import annotations
 import functools
 import re
 import threading
-from collections.abc import Callable, Collection, Iterator, Sequence
+from collections.abc import Callable, Collection, Iterator, Mapping, Sequence
 from contextlib import contextmanager, suppress
 from dataclasses import dataclass
 from typing import Any, Final
@@ -155,6 +155,9 @@ commit into a rollback without waiting for an answer first (:meth:`PostgresStore
 _NOTIFY = "SELECT pg_notify(%s, sid) FROM unnest(%s::text[]) AS sid"
 
 _SWAP_POINT = "flightlog_swap"
+
+_Params = Sequence[Any] | Mapping[str, Any]
+"""A statement's parameters: positional, or named (``%(name)s``)."""
 
 
 def _commit(conn: psycopg.Connection[Any], notify: set[str]) -> None:
@@ -546,7 +549,7 @@ class PostgresStore(SqlStore):
             if tx.notify:
                 self._run(conn, _NOTIFY, (CHANNEL, sorted(tx.notify)))
             return
-        tail: list[tuple[str, Sequence[Any]]] = []
+        tail: list[tuple[str, _Params]] = []
         if not tx.retiring:
             tail.append((_REFUSE_IF_RETIRED, ()))
         if tx.notify:
@@ -565,7 +568,7 @@ class PostgresStore(SqlStore):
         crash_point("commit.after")
 
     def _pipelined(
-        self, conn: psycopg.Connection[Any], tx: _Tx, statements: Sequence[tuple[str, Sequence[Any]]]
+        self, conn: psycopg.Connection[Any], tx: _Tx, statements: Sequence[tuple[str, _Params]]
     ) -> list[psycopg.Cursor[Any]]:
         """Run ``statements`` in this thread's transaction after what it still owes (``BEGIN`` not sent yet,
         a deferred swap), all in one pipeline: one round trip. Their cursors, results fetched.
@@ -595,7 +598,7 @@ class PostgresStore(SqlStore):
             return self._pipelined(conn, tx, statements) if statements else []
         return cursors
 
-    def _send(self, conn: psycopg.Connection[Any], sql: str, params: Sequence[Any] | None) -> Any:
+    def _send(self, conn: psycopg.Connection[Any], sql: str, params: _Params | None) -> Any:
         """One statement on ``conn``; in this thread's transaction it carries what the transaction still
         owes (:meth:`_pipelined`)."""
         tx = self._tx
