@@ -1,6 +1,8 @@
 """Append throughput with many concurrent sessions: SQLite vs PostgreSQL vs eventsourcing's PostgreSQL recorder.
 
-Run ``python bench/fleet.py [--pg URL] [--events 3000] [--json]``.
+Run ``.venv/bin/python bench/fleet.py [--pg URL] [--events 3000]``; ``--json [--quick] [--rounds 3]`` prints
+only the issue-19 rows (flightlog's default PostgreSQL recorder vs eventsourcing's, alternated per round, and
+round trips per append) in bench/all.py's row schema.
 
 Workload: ``C`` sessions (C = 1, 8, 32), one thread each, as ``flightlog worker --concurrency C`` drives
 them: one store object shared by the threads, each thread appending its share of ``--events`` custom
@@ -176,19 +178,137 @@ def _create_schema(url: str, schema: str) -> None:
         conn.execute(f"CREATE SCHEMA {schema}")
 
 
+def round_trips(url: str, appends: int = 50) -> float:
+    """Round trips per ``Recorder.append`` on PostgreSQL (steady state, the runs projector on), counted from
+    a libpq protocol trace of the store's one connection: each ``Sync`` or simple ``Query`` is one wait."""
+    from psycopg import pq
+
+    schema = f"bench_rt_{uuid.uuid4().hex[:10]}"
+    store = PostgresStore(url, schema=schema, min_size=1, max_size=1)
+    try:
+        recorder = Recorder.create(store, session_id="rt")
+        recorder.record_custom("bench", PAYLOAD)
+        with tempfile.TemporaryDirectory() as tmp, (Path(tmp) / "trace").open("w") as sink:
+            with store._pool.connection() as conn:
+                pgconn = conn.pgconn
+            pgconn.trace(sink.fileno())
+            pgconn.set_trace_flags(pq.Trace.SUPPRESS_TIMESTAMPS | pq.Trace.REGRESS_MODE)
+            try:
+                for n in range(appends):
+                    recorder.record_custom("bench", {**PAYLOAD, "n": n})
+            finally:
+                pgconn.untrace()
+            sent = [line.split("\t") for line in Path(sink.name).read_text().splitlines()]
+        waits = sum(1 for parts in sent if parts[0] == "F" and parts[2] in ("Sync", "Query"))
+        return waits / appends
+    finally:
+        store.close()
+        _drop(url, schema)
+
+
+def _median(values: list[float]) -> float:
+    ordered = sorted(values)
+    mid = len(ordered) // 2
+    return ordered[mid] if len(ordered) % 2 else (ordered[mid - 1] + ordered[mid]) / 2
+
+
+def json_rows(url: str, events: int, rounds: int) -> list[dict[str, Any]]:
+    """The issue-19 rows (bench/all.py's schema, BENCHSCHEMA.md): flightlog's PostgreSQL recorder (the
+    default pooled store, one commit per append) against eventsourcing's recorder, alternating within each
+    round, per C; and the round trips per append."""
+    rows: list[dict[str, Any]] = []
+    trips = round_trips(url)
+    rows.append(
+        {
+            "path": "PostgreSQL round trips per append",
+            "flightlog": f"{trips:.2f}",
+            "floor": "2 (target)",
+            "ratio": None,
+            "spread": None,
+            "target": "<= 2",
+            "met": trips <= 2,
+            "detail": "libpq protocol trace: Sync/Query messages per Recorder.append (runs projector on)",
+        }
+    )
+    for c in CONCURRENCY:
+        per = max(1, events // c)
+        total = per * c
+        ours: list[float] = []
+        peer: list[float] = []
+        for n in range(rounds):
+            order = ("flightlog", "eventsourcing") if n % 2 == 0 else ("eventsourcing", "flightlog")
+            for side in order:
+                if side == "flightlog":
+                    ours.append(total / bench_postgres(url, "recorder", c, per, group_commit=False))
+                else:
+                    seconds = bench_eventsourcing(url, c, per)
+                    if seconds is None:
+                        rows.append(_missing_peer(c))
+                        break
+                    peer.append(total / seconds)
+            if not peer:
+                break
+            _log(f"  C={c} round {n + 1}: flightlog {ours[-1]:,.0f}/s, eventsourcing {peer[-1]:,.0f}/s")
+        if not peer:
+            continue
+        ratios = [a / b for a, b in zip(ours, peer, strict=True)]
+        ratio = _median(ratios)
+        rows.append(
+            {
+                "path": f"PostgreSQL recorder append vs eventsourcing's recorder, C={c}",
+                "flightlog": f"{_median(ours):,.0f} events/s",
+                "floor": f"{_median(peer):,.0f} events/s",
+                "ratio": round(ratio, 3),
+                "spread": [round(min(ratios), 3), round(max(ratios), 3)],
+                "target": ">= 1.0x",
+                "met": ratio >= 1.0,
+                "detail": f"{total:,} appends, 1 event/commit, synchronous_commit=on, {rounds} rounds alternated",
+            }
+        )
+    return rows
+
+
+def _missing_peer(c: int) -> dict[str, Any]:
+    return {
+        "path": f"PostgreSQL recorder append vs eventsourcing's recorder, C={c}",
+        "flightlog": None,
+        "floor": None,
+        "ratio": None,
+        "spread": None,
+        "target": ">= 1.0x",
+        "met": None,
+        "detail": "skipped: eventsourcing not installed (pip install -e '.[bench]')",
+    }
+
+
+def _log(message: str) -> None:
+    print(message, file=sys.stderr, flush=True)
+
+
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument(
         "--pg", default=os.environ.get("FLIGHTLOG_BENCH_PG", "postgresql://postgres@127.0.0.1:5432/postgres")
     )
     parser.add_argument(
-        "--events", type=int, default=3000, help="events per configuration (split over sessions)"
+        "--events", type=int, default=None, help="events per configuration (split over sessions; 3000)"
     )
-    parser.add_argument("--json", action="store_true")
+    parser.add_argument("--rounds", type=int, default=None, help="--json: alternated rounds per C (3)")
+    parser.add_argument("--quick", action="store_true", help="--json: 600 events, 1 round (< 60 s)")
+    parser.add_argument(
+        "--json",
+        action="store_true",
+        help="issue-19 rows only (flightlog vs eventsourcing on PostgreSQL, round trips) as JSON on stdout",
+    )
     args = parser.parse_args()
+    events = args.events or (600 if args.quick else 3000)
+    if args.json:
+        rounds = args.rounds or (1 if args.quick else 3)
+        print(json.dumps({"rows": json_rows(args.pg, events, rounds)}, indent=2))
+        return 0
     results: dict[str, dict[int, float | None]] = {}
     for c in CONCURRENCY:
-        per = max(1, args.events // c)
+        per = max(1, events // c)
         total = per * c
         runs: dict[str, float | None] = {
             "sqlite-recorder": bench_sqlite("recorder", c, per),
@@ -201,9 +321,6 @@ def main() -> int:
         }
         for name, seconds in runs.items():
             results.setdefault(name, {})[c] = None if seconds is None else total / seconds
-    if args.json:
-        print(json.dumps(results, indent=2))
-        return 0
     names = list(results)
     print(f"{'events/s':<24}" + "".join(f"{f'C={c}':>12}" for c in CONCURRENCY))
     for name in names:
@@ -216,6 +333,7 @@ def main() -> int:
         ("postgres-recorder", "sqlite-recorder"),
         ("postgres-store", "sqlite-store"),
         ("postgres-store", "eventsourcing-postgres"),
+        ("postgres-recorder-solo", "eventsourcing-postgres"),
         ("postgres-recorder", "eventsourcing-postgres"),
         ("postgres-recorder", "postgres-store"),
     ]
@@ -227,8 +345,9 @@ def main() -> int:
         base = results[name][CONCURRENCY[0]]
         cells = ", ".join(f"C={c} {_ratio(results[name][c], base)}" for c in CONCURRENCY[1:])
         print(f"  {name}: {cells}")
+    print(f"\nround trips per PostgreSQL append: {round_trips(args.pg):.2f}")
     if results["eventsourcing-postgres"][1] is None:
-        print("\neventsourcing not installed: pip install 'eventsourcing[postgres]' to compare")
+        print("\neventsourcing not installed: pip install -e '.[bench]' to compare")
     return 0
 
 

@@ -21,12 +21,14 @@ SQLITE = [
     "3805a9867c4b159e852adb7e964671bbbaa0185730b6fe2f375b823a2503ce61",
     "2d9f5d588218c734aaf867a60d546abe4478fffe7809d6e6b40e5eb099a07d3f",  # long-term memory (store/memory_sqlite.py)
     "886c4e56654c261a64cfb8d7e5db4ea36e2972b9a556539f5e0bff9a438f0bd0",  # signal queue (store/signals.py)
+    "89dc009b34bd1e3af6867cce60d27beea889858b717600c99738bfade11a936a",  # runs list (ddl.SQLITE_RUNS_LIST)
 ]
 POSTGRES = [
     "444ebb775f784a74816dc21fb6f9d2dfc5abc2ea66031eabf69ab6856626b231",
     "8615fabc627d559b56bbe2c82db59c0f192b8afdc7609248df76d9a7b6765f67",
     "803df85a45f0f44931948613cebbc2f7a8827c220b932c4fcd844195a3c31c98",  # long-term memory (store/memory_postgres.py)
     "585b448dc986f90d8886b87118e50989ac26fa0b0f0a15ad3daf2be086ed45a7",  # signal queue (store/signals.py)
+    "df1e20687bcb5cf6e95a5f6628418f6311f32ae33bfd3cfddbc4a576185e6731",  # runs list (ddl.POSTGRES_RUNS_LIST)
 ]
 
 

@@ -35,6 +35,7 @@ from .model import (
     TerminalOutcome,
     TerminalSummary,
 )
+from .page import RunPage, RunPageEntry, run_page
 from .projection import (
     RunNode,
     build_tree,
@@ -54,6 +55,8 @@ __all__ = [
     "ReceiptKind",
     "ReceiptRef",
     "RunNode",
+    "RunPage",
+    "RunPageEntry",
     "RunSource",
     "RunState",
     "SessionFold",
@@ -72,6 +75,7 @@ __all__ = [
     "projection_ready",
     "rebuild_projection",
     "refine_with_status",
+    "run_page",
     "session_snapshot",
 ]
 

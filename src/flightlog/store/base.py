@@ -264,6 +264,46 @@ class RunListing(NamedTuple):
     snapshot: str
 
 
+class RunPageQuery(NamedTuple):
+    """What one page of the runs list asks for (:meth:`Store.page_runs`); every filter given must hold.
+
+    Attributes:
+        states: Effective states to keep (as ``query_runs``' ``states``, refined by ``refined_statuses``).
+        source: Keep runs of this source.
+        parent: Keep the direct children of this run.
+        refined_statuses: Session status → the state it forces on a run whose events leave it in flight.
+        since_ms: Keep runs started at or after this epoch ms.
+        until_ms: Keep runs started before this epoch ms.
+        text: Keep runs whose goal or messages hold this text: the JSON-escaped text inside the stored bytes
+            of a ``run_started``, ``llm_completed``, ``tool_completed`` or ``custom`` event (ASCII case
+            folded), or inside the session's task.
+        sort: ``"started"`` (the session's creation, indexed) or ``"updated"`` (the last event's time; no
+            index follows it, so each page scans the filtered rows).
+        descending: Newest first (default) or oldest first.
+        after: The keyset cursor: ``(sort value, run_id)`` of the last row of the previous page.
+        limit: Rows per page.
+    """
+
+    states: Collection[str] | None = None
+    source: str | None = None
+    parent: str | None = None
+    refined_statuses: Mapping[str, str] | None = None
+    since_ms: int | None = None
+    until_ms: int | None = None
+    text: str | None = None
+    sort: str = "started"
+    descending: bool = True
+    after: tuple[int, str] | None = None
+    limit: int = 100
+
+
+class RunPageRow(NamedTuple):
+    """One row of a runs page: the listing and the run's start (epoch ms, the session's creation)."""
+
+    listing: RunListing
+    started_at_ms: int
+
+
 @dataclass(frozen=True, slots=True)
 class LiveRunRecord:
     """The live (in-memory, not durable) state a running kernel publishes for one run.
@@ -689,6 +729,15 @@ class Store(abc.ABC):
             parent: Keep children of this run.
             refined_statuses: Session status → the state it forces on a run whose events leave it in flight.
             limit: Return at most this many rows (None: all).
+        """
+
+    @abc.abstractmethod
+    def page_runs(self, query: RunPageQuery) -> list[RunPageRow]:
+        """One page of the runs list (keyset pagination: each page is one indexed query whatever the
+        page number), ordered by ``query.sort`` then ``run_id``, at most ``query.limit`` rows.
+
+        Raises:
+            ValueError: ``query.sort`` is not ``started`` or ``updated``.
         """
 
     # ─── live runs (heartbeats; not durable facts) ─────────────────────────────────────────

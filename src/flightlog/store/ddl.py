@@ -11,7 +11,7 @@ definitions are written twice; everything that reads or writes those tables is w
 
 from __future__ import annotations
 
-__all__ = ["POSTGRES_MIGRATIONS", "SQLITE_MIGRATIONS"]
+__all__ = ["POSTGRES_MIGRATIONS", "POSTGRES_RUNS_LIST", "SQLITE_MIGRATIONS", "SQLITE_RUNS_LIST"]
 
 SQLITE_MIGRATIONS: list[tuple[str, str]] = [
     (
@@ -455,3 +455,41 @@ POSTGRES_MIGRATIONS: list[tuple[str, str]] = [
     ),
 ]
 """PostgreSQL: list index + 1 is the schema version. Never edit one that has shipped; append."""
+
+
+SQLITE_RUNS_LIST: tuple[str, str] = (
+    "runs list: started_at_ms (the session's creation, set once per row by a trigger) and its index",
+    """
+    ALTER TABLE runs ADD COLUMN started_at_ms INTEGER NOT NULL DEFAULT 0;
+    UPDATE runs SET started_at_ms = COALESCE(
+        (SELECT created_at_ms FROM sessions WHERE session_id = runs.run_id), updated_at_ms);
+    CREATE INDEX runs_started ON runs(started_at_ms, run_id);
+    CREATE TRIGGER runs_started_at AFTER INSERT ON runs
+        BEGIN
+            UPDATE runs SET started_at_ms = COALESCE(
+                (SELECT created_at_ms FROM sessions WHERE session_id = NEW.run_id), NEW.updated_at_ms)
+            WHERE run_id = NEW.run_id;
+        END;
+    """,
+)
+"""SQLite, after the signal queue's migration (issue 18/19, the paged runs list): a run's start never moves,
+so its index costs nothing on the appends that move ``updated_at_ms`` (the compare-and-set never sets it)."""
+
+POSTGRES_RUNS_LIST: tuple[str, str] = (
+    "runs list: started_at_ms (the session's creation, set once per row by a trigger) and its index",
+    """
+    ALTER TABLE runs ADD COLUMN started_at_ms BIGINT NOT NULL DEFAULT 0;
+    UPDATE runs SET started_at_ms = COALESCE(
+        (SELECT created_at_ms FROM sessions WHERE session_id = runs.run_id), updated_at_ms);
+    CREATE INDEX runs_started ON runs(started_at_ms, run_id);
+    CREATE FUNCTION flightlog_runs_started_at() RETURNS trigger LANGUAGE plpgsql AS $$
+    BEGIN
+        NEW.started_at_ms := COALESCE(
+            (SELECT created_at_ms FROM sessions WHERE session_id = NEW.run_id), NEW.updated_at_ms);
+        RETURN NEW;
+    END $$;
+    CREATE TRIGGER runs_started_at BEFORE INSERT ON runs
+        FOR EACH ROW EXECUTE FUNCTION flightlog_runs_started_at();
+    """,
+)
+"""PostgreSQL, after the signal queue's migration: as :data:`SQLITE_RUNS_LIST`."""

@@ -71,7 +71,7 @@ from .base import (
     retired_error,
     row_stamps,
 )
-from .ddl import POSTGRES_MIGRATIONS
+from .ddl import POSTGRES_MIGRATIONS, POSTGRES_RUNS_LIST
 from .group import CommitGroup, Gate
 from .memory_postgres import MIGRATION as MEMORY_MIGRATION
 from .memory_postgres import PostgresMemory
@@ -86,8 +86,13 @@ __all__ = ["CHANNEL", "MIGRATIONS", "RUNNABLE_STATUSES", "PostgresStore", "nativ
 CHANNEL: Final = "flightlog_events"
 """The ``NOTIFY`` channel; the payload is the session id."""
 
-MIGRATIONS: list[tuple[str, str]] = [*POSTGRES_MIGRATIONS, MEMORY_MIGRATION, SIGNALS_MIGRATION]
-"""Ordered migrations (:data:`flightlog.store.ddl.POSTGRES_MIGRATIONS`, then long-term memory's, then the signal queue's): list index + 1
+MIGRATIONS: list[tuple[str, str]] = [
+    *POSTGRES_MIGRATIONS,
+    MEMORY_MIGRATION,
+    SIGNALS_MIGRATION,
+    POSTGRES_RUNS_LIST,
+]
+"""Ordered migrations (:data:`flightlog.store.ddl.POSTGRES_MIGRATIONS`, then long-term memory's, then the signal queue's, then the paged runs list's): list index + 1
 is the schema version."""
 
 _MIGRATION_LOCK: Final = (
@@ -652,6 +657,10 @@ class PostgresStore(SqlStore):
     SKIP_LOCKED = " FOR UPDATE OF l SKIP LOCKED"
     INSERT_ORDER = "ord"
     NULL_SAFE_EQ = "IS NOT DISTINCT FROM"
+    EVENT_TEXT = "convert_from(e.event, 'UTF8')"
+
+    def _text_match(self, column: str) -> str:
+        return f"{column} ILIKE ?{self.LIKE_ESCAPE}"
 
     def _all(self, sql: str, params: Sequence[Any] = ()) -> list[Any]:
         with self._conn() as conn:

@@ -51,6 +51,8 @@ from .base import (
     LiveRunRecord,
     NewEvent,
     RunListing,
+    RunPageQuery,
+    RunPageRow,
     RunRow,
     SaltedArtifactRecord,
     SessionHead,
@@ -123,6 +125,8 @@ class SqlStore(Store):
     LIKE_ESCAPE: ClassVar[str] = ""
     INSERT_ORDER: ClassVar[str] = "rowid"
     NULL_SAFE_EQ: ClassVar[str] = "IS"
+    EVENT_TEXT: ClassVar[str] = "CAST(e.event AS TEXT)"
+    """An event row's stored bytes as text, for a ``LIKE`` (UTF-8: the canonical encoding's)."""
 
     # ─── primitives (see the module docs) ────────────────────────────────────────────────
     @abc.abstractmethod
@@ -578,6 +582,57 @@ class SqlStore(Store):
             + (f" LIMIT {max(0, int(limit))}" if limit is not None else "")
         )
         return [RunListing(*row) for row in self._all(sql, params)]
+
+    TEXT_KINDS: ClassVar[tuple[str, ...]] = ("run_started", "llm_completed", "tool_completed", "custom")
+    """Event kinds a runs-list text search reads (goals and messages)."""
+
+    def _text_match(self, column: str) -> str:
+        """SQL: ``column`` (text or bytes) holds the ``?`` pattern, ASCII case folded (``LIKE`` in SQLite)."""
+        return f"{column} LIKE ?{self.LIKE_ESCAPE}"
+
+    def page_runs(self, query: RunPageQuery) -> list[RunPageRow]:
+        if query.sort not in ("started", "updated"):
+            raise ValueError(f"page_runs: sort must be 'started' or 'updated', not {query.sort!r}")
+        if not self._has_table("runs"):
+            return []
+        key = f"r.{query.sort}_at_ms"
+        where: list[str] = []
+        params: list[Any] = []
+        if query.states is not None:
+            clause, values = self.state_clause(list(query.states), dict(query.refined_statuses or {}))
+            where.append(clause)
+            params.extend(values)
+        for clause, value in (
+            ("r.source = ?", query.source),
+            ("r.parent = ?", query.parent),
+            ("r.started_at_ms >= ?", query.since_ms),
+            ("r.started_at_ms < ?", query.until_ms),
+        ):
+            if value is not None:
+                where.append(clause)
+                params.append(value)
+        if query.text:
+            # the text as it appears inside a stored JSON string (canonical bytes escape quotes, backslashes
+            # and control characters; everything else is stored as itself)
+            needle = "%" + R.like_escape(json.dumps(query.text, ensure_ascii=False)[1:-1]) + "%"
+            kinds, values = self._any("e.kind", self.TEXT_KINDS)
+            where.append(
+                f"(EXISTS (SELECT 1 FROM events e WHERE e.session_id = r.run_id AND {kinds} AND "
+                f"{self._text_match(self.EVENT_TEXT)}) OR EXISTS (SELECT 1 FROM sessions s WHERE "
+                f"s.session_id = r.run_id AND {self._text_match('s.task')}))"
+            )
+            params.extend([*values, needle, needle])
+        if query.after is not None:
+            where.append(f"({key}, r.run_id) {'<' if query.descending else '>'} (?, ?)")
+            params.extend(query.after)
+        order = " DESC" if query.descending else ""
+        sql = (
+            "SELECT r.run_id, r.parent, r.source, r.state, r.updated_at_ms, r.session_status, r.snapshot, "
+            "r.started_at_ms FROM runs r"
+            + (" WHERE " + " AND ".join(where) if where else "")
+            + f" ORDER BY {key}{order}, r.run_id{order} LIMIT {max(0, int(query.limit))}"
+        )
+        return [RunPageRow(RunListing(*row[:7]), row[7]) for row in self._all(sql, params)]
 
     # ─── live runs ───────────────────────────────────────────────────────────────────────
     def put_live_run(self, record: LiveRunRecord) -> None:

@@ -30,7 +30,7 @@ from typing import Any
 from ..errors import AppendConflict, ReadOnlyStore, StoreError, StoreUnavailable
 from ..testing.crashpoints import crash_point
 from .base import NewEvent, RunRow, SessionHead, retired_error
-from .ddl import SQLITE_MIGRATIONS
+from .ddl import SQLITE_MIGRATIONS, SQLITE_RUNS_LIST
 from .group import CommitGroup, Gate
 from .memory_sqlite import MIGRATION as MEMORY_MIGRATION
 from .memory_sqlite import SqliteMemory
@@ -40,8 +40,13 @@ from .sql import INSERT_EVENT, RUN_UPSERT, UPDATE_HEAD, SqlStore
 
 __all__ = ["MIGRATIONS", "SqliteStore", "now_ms"]
 
-MIGRATIONS: list[tuple[str, str]] = [*SQLITE_MIGRATIONS, MEMORY_MIGRATION, SIGNALS_MIGRATION]
-"""Ordered migrations (:data:`flightlog.store.ddl.SQLITE_MIGRATIONS`, then long-term memory's, then the signal queue's): list index + 1
+MIGRATIONS: list[tuple[str, str]] = [
+    *SQLITE_MIGRATIONS,
+    MEMORY_MIGRATION,
+    SIGNALS_MIGRATION,
+    SQLITE_RUNS_LIST,
+]
+"""Ordered migrations (:data:`flightlog.store.ddl.SQLITE_MIGRATIONS`, then long-term memory's, then the signal queue's, then the paged runs list's): list index + 1
 is the schema version."""
 
 

@@ -1,0 +1,171 @@
+"""The paged runs list (issue 18 item 4, issue 19): sort, filter and page through any number of runs.
+
+:func:`run_page` is one keyset-paginated query of the ``runs`` projection (:meth:`Store.page_runs`): the
+page after a cursor costs what the first page costs, whatever the page number. Per row it only picks the
+stored seed-002 wire JSON (refined by the session status where that settles a run, as
+:func:`~flightlog.runs.projection.run_entries` does); nothing is parsed. The dashboard's runs list
+(``/runs``, ``/api/runs/page``) and ``flightlog runs``-style callers use it.
+
+When the projection is missing or stale (an older database opened read-only), the page is computed by
+folding every ledger (:func:`~flightlog.runs.projection.compute_runs`) and filtering in memory: slow, never
+wrong.
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass
+from typing import NamedTuple
+
+from ..errors import SessionNotFound
+from ..store.base import RunListing, RunPageQuery, Store
+from .model import RunSource, RunState
+from .projection import _REFINED, _refined, _settled_by_status, compute_runs, projection_ready
+
+__all__ = ["MAX_PAGE", "SORTS", "RunPage", "RunPageEntry", "parse_cursor", "run_page"]
+
+SORTS = ("started", "updated")
+"""Sort keys: the run's start (the session's creation; indexed) or its last event (scanned)."""
+
+MAX_PAGE = 500
+"""The most rows one page returns."""
+
+
+class RunPageEntry(NamedTuple):
+    """One listed run: id, effective durable state, start and last event time (epoch ms), wire JSON."""
+
+    run_id: str
+    state: str
+    started_at_ms: int
+    updated_at_ms: int
+    wire: str
+
+
+@dataclass(frozen=True)
+class RunPage:
+    """A page of runs and the cursor of the next one (None: this is the last page)."""
+
+    entries: list[RunPageEntry]
+    next_cursor: str | None
+
+
+def parse_cursor(cursor: str) -> tuple[int, str]:
+    """``"<sort value>:<run id>"`` (what :attr:`RunPage.next_cursor` holds) as ``(value, run id)``.
+
+    Raises:
+        ValueError: not a cursor this module wrote.
+    """
+    value, sep, run_id = cursor.partition(":")
+    if not sep or not run_id or not value.lstrip("-").isdigit() or len(value) > 20:
+        raise ValueError(f"not a runs-list cursor: {cursor[:80]!r}")
+    return int(value), run_id
+
+
+def run_page(
+    store: Store,
+    *,
+    state: RunState | str | None = None,
+    source: RunSource | str | None = None,
+    parent: str | None = None,
+    since_ms: int | None = None,
+    until_ms: int | None = None,
+    text: str | None = None,
+    sort: str = "started",
+    descending: bool = True,
+    cursor: str | None = None,
+    limit: int = 100,
+) -> RunPage:
+    """One page of the durable runs list, every filter given applied.
+
+    Args:
+        store: Any store (read-only is fine).
+        state: Keep runs in this state (the session status refinement included).
+        source: Keep runs of this source.
+        parent: Keep the direct children of this run.
+        since_ms: Keep runs started at or after this epoch ms.
+        until_ms: Keep runs started before this epoch ms.
+        text: Keep runs whose goal (``run_started``, the session's task) or messages (``llm_completed``,
+            ``tool_completed``, ``custom`` events) hold this text, ASCII case folded.
+        sort: ``started`` or ``updated`` (:data:`SORTS`).
+        descending: Newest first.
+        cursor: :attr:`RunPage.next_cursor` of the previous page (same filters and sort).
+        limit: Rows per page, 1 to :data:`MAX_PAGE`.
+
+    Raises:
+        ValueError: an unknown state, source or sort, a bad cursor, or a limit out of range.
+
+    Source: seed 002 (the durable snapshots), issue 18 item 4 (the dashboard's runs list).
+    """
+    if sort not in SORTS:
+        raise ValueError(f"sort must be one of {', '.join(SORTS)}, not {sort!r}")
+    if not 1 <= limit <= MAX_PAGE:
+        raise ValueError(f"limit must be 1 to {MAX_PAGE}, not {limit}")
+    query = RunPageQuery(
+        states=None if state is None else [RunState(state).value],
+        source=None if source is None else RunSource(source).value,
+        parent=parent,
+        refined_statuses=_REFINED,
+        since_ms=since_ms,
+        until_ms=until_ms,
+        text=text or None,
+        sort=sort,
+        descending=descending,
+        after=parse_cursor(cursor) if cursor else None,
+        limit=limit + 1,  # one more: is there a next page?
+    )
+    rows = (
+        [(row.listing, row.started_at_ms) for row in store.page_runs(query)]
+        if projection_ready(store)
+        else _folded_page(store, query)
+    )
+    entries = [
+        RunPageEntry(x.run_id, _REFINED[x.session_status or ""], started, x.updated_at_ms, _refined(x))
+        if _settled_by_status(x)
+        else RunPageEntry(x.run_id, x.state, started, x.updated_at_ms, x.snapshot)
+        for x, started in rows[:limit]
+    ]
+    if len(rows) <= limit:
+        return RunPage(entries, None)
+    last = entries[-1]
+    key = last.started_at_ms if sort == "started" else last.updated_at_ms
+    return RunPage(entries, f"{key}:{last.run_id}")
+
+
+def _folded_page(store: Store, query: RunPageQuery) -> list[tuple[RunListing, int]]:
+    """:meth:`Store.page_runs` computed from the ledgers (the projection is missing or stale)."""
+    found: list[tuple[tuple[int, str], RunListing, int]] = []
+    needle = json.dumps(query.text, ensure_ascii=False)[1:-1].lower() if query.text else None
+    for snapshot, updated in compute_runs(
+        store, states=query.states, source=query.source, parent=query.parent
+    ):
+        try:
+            record = store.get_session(snapshot.run_id)
+        except SessionNotFound:
+            record = None
+        started = record.created_at_ms if record is not None else updated
+        if query.since_ms is not None and started < query.since_ms:
+            continue
+        if query.until_ms is not None and started >= query.until_ms:
+            continue
+        if needle is not None and not _holds(store, snapshot.run_id, record.task if record else None, needle):
+            continue
+        key = (started if query.sort == "started" else updated, snapshot.run_id)
+        if query.after is not None and (key >= query.after if query.descending else key <= query.after):
+            continue
+        listing = RunListing(
+            snapshot.run_id, snapshot.parent, snapshot.source.value, snapshot.state.value, updated,
+            None, snapshot.model_dump_json(),
+        )  # fmt: skip
+        found.append((key, listing, started))
+    found.sort(key=lambda item: item[0], reverse=query.descending)
+    return [(listing, started) for _, listing, started in found[: query.limit]]
+
+
+def _holds(store: Store, session_id: str, task: str | None, needle: str) -> bool:
+    if task is not None and needle in task.lower():
+        return True
+    kinds = ("run_started", "llm_completed", "tool_completed", "custom")
+    return any(
+        row.kind in kinds and needle in row.event_bytes.decode("utf-8", "replace").lower()
+        for row in store.read_events(session_id)
+    )
