@@ -38,7 +38,7 @@ import sys
 import tempfile
 import time
 from collections.abc import Callable, Sequence
-from dataclasses import asdict, dataclass
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -62,8 +62,9 @@ from flightlog.events import (  # noqa: E402
 from flightlog.live import LiveRegistry, list_runs_json_live  # noqa: E402
 from flightlog.messages import Message, ToolCall  # noqa: E402
 from flightlog.recorder import Recorder  # noqa: E402
-from flightlog.runs import list_runs, list_runs_json, project, rebuild_projection  # noqa: E402
+from flightlog.runs import list_runs, list_runs_json, project, rebuild_projection, run_page  # noqa: E402
 from flightlog.runs.adapters import STATUS_STATES  # noqa: E402
+from flightlog.runs.page import parse_cursor  # noqa: E402
 from flightlog.store.sqlite import SqliteStore  # noqa: E402
 
 _SELECT = "SELECT run_id, parent, source, state, updated_at_ms, session_status, snapshot FROM runs"
@@ -172,12 +173,14 @@ def _facts(path: Path) -> dict[str, Any]:
 
 @dataclass
 class Result:
-    """One row: a query, rows returned, flightlog and floor medians (ms), ratio flightlog/floor."""
+    """One row: a query, rows returned, flightlog and floor medians (ms), ratio flightlog/floor, and the
+    per-round ratios' spread."""
 
     name: str
     rows: int
     flightlog_ms: float
     floor_ms: float
+    spread: tuple[float, float] = (float("nan"), float("nan"))
 
     @property
     def ratio(self) -> float:
@@ -221,7 +224,9 @@ def compare(
         if len(fetched) != rows:
             raise AssertionError(f"{name}: flightlog returned {rows} rows, the floor {len(fetched)}")
         del fetched
-    return Result(name, rows, statistics.median(mine), statistics.median(bare))
+    ratios = [a / b for a, b in zip(mine, bare, strict=True) if b]
+    spread = (min(ratios), max(ratios)) if ratios else (float("nan"), float("nan"))
+    return Result(name, rows, statistics.median(mine), statistics.median(bare), spread)
 
 
 def queries(path: Path, facts: dict[str, Any], rounds: int) -> list[Result]:
@@ -272,12 +277,84 @@ def queries(path: Path, facts: dict[str, Any], rounds: int) -> list[Result]:
                 bare(["terminal"], source="fleet"),
                 _json_len,
             ),
+            *_page_cases(store, raw, facts),
         ]
         for name, ours, floor, count in cases:
             _log(f"  timing {name}")
             results.append(compare(name, ours, floor, rounds, count))
     raw.close()
     return results
+
+
+_PAGE_SELECT = (
+    "SELECT r.run_id, r.parent, r.source, r.state, r.updated_at_ms, r.session_status, r.snapshot, "
+    "r.started_at_ms FROM runs r"
+)
+
+
+def _page_cases(
+    store: SqliteStore, raw: sqlite3.Connection, facts: dict[str, Any]
+) -> list[tuple[str, Callable[[], Any], Callable[[], list[Any]], Callable[[Any], int]]]:
+    """The dashboard's runs list (``run_page``, 100 rows) against the same page's bare SQL (same WHERE,
+    ORDER BY and LIMIT: 101 rows, the one past the page tells whether another follows)."""
+    if "started_at_ms" not in {row[1] for row in raw.execute("PRAGMA table_info(runs)")}:
+        _log("  (no started_at_ms column: the runs-list migration has not run; page rows skipped)")
+        return []
+
+    def floor(where: str = "", params: Sequence[Any] = (), key: str = "started") -> Callable[[], list[Any]]:
+        sql = (
+            _PAGE_SELECT
+            + (f" WHERE {where}" if where else "")
+            + f" ORDER BY r.{key}_at_ms DESC, r.run_id DESC LIMIT 101"
+        )
+        return lambda: raw.execute(sql, params).fetchall()[:100]
+
+    def count(page: Any) -> int:
+        return len(page.entries)
+
+    first = run_page(store)
+    deep = first
+    for _ in range(min(200, facts["runs"] // 100 - 1)):  # the cursor of page ~200 (or the last)
+        if deep.next_cursor is None:
+            break
+        deep = run_page(store, cursor=deep.next_cursor)
+    cursor = deep.next_cursor or ""
+    after = parse_cursor(cursor) if cursor else (0, "")
+    text_kinds = "('run_started','llm_completed','tool_completed','custom')"
+    needle = "%make test%"
+    search = (
+        f"(EXISTS (SELECT 1 FROM events e WHERE e.session_id = r.run_id AND e.kind IN {text_kinds} AND "
+        "CAST(e.event AS TEXT) LIKE ? ESCAPE '\\') OR EXISTS (SELECT 1 FROM sessions s WHERE "
+        "s.session_id = r.run_id AND s.task LIKE ? ESCAPE '\\'))"
+    )
+    state_sql, state_params = SqliteStore.state_clause(["terminal"], _REFINED)
+    return [
+        ("run_page() first page (dashboard runs list)", lambda: run_page(store), floor(), count),
+        (
+            "run_page() page ~200 (keyset cursor)",
+            lambda: run_page(store, cursor=cursor or None),
+            floor("(r.started_at_ms, r.run_id) < (?, ?)", after),
+            count,
+        ),
+        (
+            "run_page(state=terminal, source=fleet)",
+            lambda: run_page(store, state="terminal", source="fleet"),
+            floor(f"{state_sql} AND r.source = ?", [*state_params, "fleet"]),
+            count,
+        ),
+        (
+            "run_page(text='make test')",
+            lambda: run_page(store, text="make test"),
+            floor(search, [needle, needle]),
+            count,
+        ),
+        (
+            "run_page(sort=updated)",
+            lambda: run_page(store, sort="updated"),
+            floor(key="updated"),
+            count,
+        ),
+    ]
 
 
 def _json_len(text: str) -> int:
@@ -323,6 +400,67 @@ def append_overhead(directory: Path, appends: int) -> list[dict[str, Any]]:
 
 # ─── main ─────────────────────────────────────────────────────────────────────────────────────
 
+TARGET_RATIO = 1.5
+"""Issue 19: a runs list at most 1.5x the raw query's time."""
+FIRST_PAGE_MS = 300.0
+"""Issue 18 item 4: the dashboard's first page under 300 ms."""
+
+
+def json_rows(
+    facts: dict[str, Any], results: list[Result], rebuild_s: float, overhead: list[dict[str, Any]]
+) -> list[dict[str, Any]]:
+    """bench/all.py's rows (BENCHSCHEMA.md): the issue-19 "runs list" row is ``list_runs_json`` (the whole
+    list as seed-wire JSON, ``runs --json``) and the dashboard's pages; ``list_runs()`` (pydantic objects)
+    is reported without a target."""
+    runs = f"{facts['runs']:,}"
+    by_name = {r.name: r for r in results}
+    main = {
+        "list_runs_json() all (runs --json)": f"runs list over {runs} runs vs raw query (runs --json)",
+        "run_page() first page (dashboard runs list)": f"runs list first page (100 of {runs}) vs raw query",
+        "run_page() page ~200 (keyset cursor)": f"runs list page ~200 of {runs} (keyset) vs raw query",
+        "run_page(state=terminal, source=fleet)": f"runs list page, state+source filter, {runs} runs vs raw query",
+        "run_page(text='make test')": f"runs list page, text search, {runs} runs vs raw query",
+        "run_page(sort=updated)": f"runs list page sorted by last event, {runs} runs vs raw query",
+        "list_runs() all": f"list_runs() objects over {runs} runs vs raw query",
+    }
+    rows: list[dict[str, Any]] = []
+    for name, path in main.items():
+        result = by_name.get(name)
+        if result is None:
+            continue
+        targeted = name != "list_runs() all"
+        rows.append(
+            {
+                "path": path,
+                "flightlog": f"{result.flightlog_ms:.1f} ms",
+                "floor": f"{result.floor_ms:.1f} ms",
+                "ratio": round(result.ratio, 3),
+                "spread": [round(result.spread[0], 3), round(result.spread[1], 3)],
+                "target": f"<= {TARGET_RATIO}x slower" if targeted else "none (a pydantic model per row)",
+                "met": result.ratio <= TARGET_RATIO if targeted else None,
+                "detail": f"{result.rows:,} rows; ratio = flightlog time / floor time",
+            }
+        )
+    first = by_name.get("run_page() first page (dashboard runs list)")
+    if first is not None:
+        rows.append(
+            {
+                "path": f"dashboard runs list first page at {runs} runs (issue 18)",
+                "flightlog": f"{first.flightlog_ms:.1f} ms",
+                "floor": f"{FIRST_PAGE_MS:.0f} ms (target)",
+                "ratio": None,
+                "spread": None,
+                "target": f"< {FIRST_PAGE_MS:.0f} ms",
+                "met": first.flightlog_ms < FIRST_PAGE_MS,
+                "detail": f"rebuild_projection {rebuild_s:.1f} s; projector +"
+                + ", ".join(
+                    f"{o['projected_us'] - o['plain_us']:.0f} us/append at {o['synchronous']}"
+                    for o in overhead
+                ),
+            }
+        )
+    return rows
+
 
 def main(argv: Sequence[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0] if __doc__ else None)
@@ -354,17 +492,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     finally:
         shutil.rmtree(directory, ignore_errors=True)
     if args.json:
-        print(
-            json.dumps(
-                {
-                    "facts": facts,
-                    "queries": [{**asdict(r), "ratio": round(r.ratio, 2)} for r in results],
-                    "rebuild_s": round(rebuild_s, 2),
-                    "append_overhead": overhead,
-                },
-                indent=2,
-            )
-        )
+        print(json.dumps({"rows": json_rows(facts, results, rebuild_s, overhead)}, indent=2))
         return 0
     setup = f"setup {facts['setup_s']} s, NORMAL" if facts["setup_s"] is not None else "reused database"
     print(f"\nruns: {facts['runs']:,} ({setup})\n")

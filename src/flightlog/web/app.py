@@ -10,6 +10,9 @@ Pages and endpoints (every one behind :class:`~flightlog.web.security.Guard`):
                                  tool calls, thinking, provider-native payloads, artifacts; live through
                                  ``/api/stream/session``
 ``GET /api/runs``                the runs page's data as JSON (what the stream sends)
+``GET /runs``                    every run, 100 per page: sort, filters (state, source, start date, text
+                                 in goals and messages), keyset pages (:mod:`flightlog.web.runs_list`);
+                                 ``/api/runs/page`` the same page as JSON
 ``GET /api/event?session=&seq=`` one stored event, pretty-printed JSON (the "show more" of a row)
 ``GET /api/proof``               one event's inclusion proof (``session``, ``seq``) for the in-browser check
                                  (:mod:`flightlog.web.proof_api`)
@@ -80,6 +83,7 @@ from ..store.base import Store
 from ..store.signals import SIGNAL_KINDS
 from . import actions, charts_api, conversation, integrity_api, proof_api, subtree, views, waterfall_api
 from .memory import register as register_memory
+from .runs_list import register as register_runs_list
 from .security import Auth, Guard
 
 __all__ = ["OpenDb", "create_app"]
@@ -248,6 +252,7 @@ def create_app(
     app.mount("/static", StaticFiles(directory=_STATIC), name="static")
     _routes(app, dash)
     register_memory(app, dash)
+    register_runs_list(app, dash)
     proof_api.register(app, lambda: dash.reader)
     integrity_api.register(app, lambda: dash.reader)
     waterfall_api.register(app, lambda: dash.reader)

@@ -1,0 +1,169 @@
+"""The dashboard's runs list (``/runs``): every run, sorted, filtered and paged (issue 18 item 4).
+
+Read-only. ``/runs?state=&source=&parent=&since=YYYY-MM-DD&until=YYYY-MM-DD&q=TEXT&sort=started|updated
+&order=desc|asc&cursor=...``: one page of :func:`flightlog.runs.run_page` (100 runs, keyset pagination, so
+the 1,000th page costs what the first does); ``q`` searches goals and messages. ``/api/runs/page`` returns
+the same page as JSON (``runs`` and ``next``, the cursor of the next page). Times are UTC. Every string is
+escaped by the templates.
+"""
+
+from __future__ import annotations
+
+import json
+from datetime import UTC, date, datetime
+from typing import TYPE_CHECKING, Any
+from urllib.parse import urlencode
+
+from fastapi import FastAPI, Response
+from fastapi.responses import HTMLResponse, JSONResponse
+
+from ..runs import run_page
+from ..runs.page import SORTS
+from .views import SOURCES, STATES
+
+if TYPE_CHECKING:
+    from .app import _Dashboard
+
+__all__ = ["PAGE_SIZE", "register", "runs_page_data"]
+
+PAGE_SIZE = 100
+"""Runs per page."""
+
+_FILTERS = ("state", "source", "parent", "since", "until", "q", "sort", "order")
+
+
+def _day_ms(value: str, name: str) -> int | None:
+    """``YYYY-MM-DD`` (UTC midnight) as epoch ms; None when empty.
+
+    Raises:
+        ValueError: not a date (names the parameter).
+    """
+    if not value:
+        return None
+    try:
+        day = date.fromisoformat(value)
+    except ValueError:
+        raise ValueError(f"{name} must be a date (YYYY-MM-DD), not {value[:40]!r}") from None
+    return int(datetime(day.year, day.month, day.day, tzinfo=UTC).timestamp() * 1000)
+
+
+def _when(ms: int) -> str:
+    return datetime.fromtimestamp(ms / 1000, UTC).strftime("%Y-%m-%d %H:%M:%S") if ms > 0 else ""
+
+
+def runs_page_data(dash: _Dashboard, params: dict[str, str]) -> dict[str, Any]:
+    """One page of runs and its links (see the module docs).
+
+    Raises:
+        ValueError: an unknown state, source, sort or order, a bad date or cursor (the message names it).
+    """
+    state, source, sort, order = (params.get(k, "") for k in ("state", "source", "sort", "order"))
+    if state and state not in STATES:
+        raise ValueError(f"unknown state {state[:40]!r}")
+    if source and source not in SOURCES:
+        raise ValueError(f"unknown source {source[:40]!r}")
+    if sort and sort not in SORTS:
+        raise ValueError(f"sort must be one of {', '.join(SORTS)}")
+    if order and order not in ("desc", "asc"):
+        raise ValueError("order must be desc or asc")
+    filters = {
+        k: params[k]
+        for k in ("state", "source", "parent", "since", "until", "q", "sort", "order")
+        if params.get(k)
+    }
+    page = run_page(
+        dash.reader,
+        state=state or None,
+        source=source or None,
+        parent=params.get("parent") or None,
+        since_ms=_day_ms(params.get("since", ""), "since"),
+        until_ms=_day_ms(params.get("until", ""), "until"),
+        text=params.get("q") or None,
+        sort=sort or "started",
+        descending=order != "asc",
+        cursor=params.get("cursor") or None,
+        limit=PAGE_SIZE,
+    )
+    runs = []
+    for entry in page.entries:
+        wire = json.loads(entry.wire)
+        budget = wire.get("budget") or {}
+        runs.append(
+            {
+                "run_id": entry.run_id,
+                "state": entry.state,
+                "source": wire.get("source", ""),
+                "parent": wire.get("parent"),
+                "outcome": (wire.get("terminal") or {}).get("outcome"),
+                "tokens": budget.get("tokens_used"),
+                "started": _when(entry.started_at_ms),
+                "updated": _when(entry.updated_at_ms),
+            }
+        )
+    next_url = None
+    if page.next_cursor is not None:
+        next_url = "/runs?" + urlencode({**filters, "cursor": page.next_cursor})
+    form = {k: params.get(k, "") for k in _FILTERS}
+    return {"runs": runs, "next": page.next_cursor, "next_url": next_url, "filters": filters, "form": form}
+
+
+def register(app: FastAPI, dash: _Dashboard) -> None:
+    """Add ``/runs`` and ``/api/runs/page`` to the dashboard."""
+
+    def params(**values: str) -> dict[str, str]:
+        return {k: v for k, v in values.items() if v}
+
+    @app.get("/runs", response_class=HTMLResponse)
+    def runs_list_page(
+        state: str = "",
+        source: str = "",
+        parent: str = "",
+        since: str = "",
+        until: str = "",
+        q: str = "",
+        sort: str = "",
+        order: str = "",
+        cursor: str = "",
+    ) -> Response:
+        """One page of the runs list."""
+        query = params(
+            state=state, source=source, parent=parent, since=since, until=until, q=q, sort=sort,
+            order=order, cursor=cursor,
+        )  # fmt: skip
+        try:
+            data = runs_page_data(dash, query)
+        except ValueError as exc:
+            return dash.error(400, str(exc))
+        return dash.page(
+            "runs_list.html",
+            title="All runs",
+            states=STATES,
+            sources=SOURCES,
+            sorts=SORTS,
+            first_url="/runs?" + urlencode(data["filters"]),
+            paged=bool(cursor),
+            **data,
+        )
+
+    @app.get("/api/runs/page")
+    def runs_list_json(
+        state: str = "",
+        source: str = "",
+        parent: str = "",
+        since: str = "",
+        until: str = "",
+        q: str = "",
+        sort: str = "",
+        order: str = "",
+        cursor: str = "",
+    ) -> Response:
+        """The page as JSON: ``{"runs": [...], "next": cursor or null}``."""
+        query = params(
+            state=state, source=source, parent=parent, since=since, until=until, q=q, sort=sort,
+            order=order, cursor=cursor,
+        )  # fmt: skip
+        try:
+            data = runs_page_data(dash, query)
+        except ValueError as exc:
+            return JSONResponse({"error": str(exc)}, status_code=400)
+        return JSONResponse({"runs": data["runs"], "next": data["next"]})

@@ -1,0 +1,54 @@
+"""The dashboard's runs list (``/runs``, ``/api/runs/page``): keyset pages, filters, sorts, escaping."""
+
+from __future__ import annotations
+
+import html
+import re
+from pathlib import Path
+
+import pytest
+from fastapi.testclient import TestClient
+
+from flightlog import events as ev
+from flightlog.recorder import Recorder
+from flightlog.store import SqliteStore
+from flightlog.web import runs_list
+from flightlog.web.app import create_app
+from flightlog.web.security import Auth
+from runs.runs_page_cases import record_runs
+
+from .conftest import TOKEN, opener
+
+
+def test_the_runs_list_pages_filters_and_escapes(db_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(runs_list, "PAGE_SIZE", 5)
+    with SqliteStore(db_path) as store:
+        record_runs(store)
+        hostile = Recorder.create(store, session_id="<script>alert(1)</script>", created_at_ms=1)
+        hostile.append(ev.RunStarted(run_id="x", goal="<img src=x onerror=alert(1)>"))
+    with TestClient(create_app(opener(db_path), token=TOKEN), base_url="http://127.0.0.1:8000") as client:
+        client.cookies.set("flightlog_ui_8000", Auth(TOKEN).cookie_value)
+        seen: list[str] = []
+        url: str | None = "/runs"
+        while url is not None:
+            page = client.get(url)
+            assert page.status_code == 200
+            seen += re.findall(r"<code>(r\d\d)</code>", page.text)
+            found = re.search(r'<a rel="next" href="([^"]+)"', page.text)
+            url = html.unescape(found.group(1)) if found else None
+        assert seen == [f"r{n:02d}" for n in range(11, -1, -1)]
+        assert "<script>alert(1)</script>" not in page.text and "&lt;script&gt;" in page.text
+        terminal = client.get("/api/runs/page", params={"state": "terminal"}).json()
+        assert [r["run_id"] for r in terminal["runs"]] == ["r09", "r06", "r03", "r00"]
+        assert terminal["next"] is None and terminal["runs"][0]["outcome"] == "completed"
+        found_text = client.get("/api/runs/page", params={"q": "needle"}).json()["runs"]
+        assert [r["run_id"] for r in found_text] == ["r05"]
+        oldest = client.get("/api/runs/page", params={"order": "asc"}).json()
+        assert oldest["runs"][0]["run_id"] == "<script>alert(1)</script>" and oldest["next"]
+        dated = client.get("/api/runs/page", params={"since": "2023-11-14", "until": "2023-11-15"}).json()
+        assert len(dated["runs"]) == 5 and dated["runs"][0]["started"].startswith("2023-11-14")
+        children = client.get("/runs", params={"parent": "r00"})
+        assert re.findall(r"<code>(r\d\d)</code>", children.text) == ["r08", "r04"]
+        for bad in ({"state": "asleep"}, {"since": "yesterday"}, {"cursor": "x"}, {"sort": "name"}):
+            assert client.get("/runs", params=bad).status_code == 400
+            assert "error" in client.get("/api/runs/page", params=bad).json()
