@@ -731,6 +731,24 @@ class Store(abc.ABC):
             limit: Return at most this many rows (None: all).
         """
 
+    def query_run_tuples(
+        self,
+        *,
+        states: Collection[str] | None = None,
+        source: str | None = None,
+        parent: str | None = None,
+        refined_statuses: Mapping[str, str] | None = None,
+        limit: int | None = None,
+    ) -> list[tuple[Any, ...]]:
+        """:meth:`query_runs`' rows as plain tuples in :class:`RunListing` field order: no object per row,
+        for listings of every run (a backend returns its driver's rows as they come)."""
+        return [
+            tuple(x)
+            for x in self.query_runs(
+                states=states, source=source, parent=parent, refined_statuses=refined_statuses, limit=limit
+            )
+        ]
+
     @abc.abstractmethod
     def page_runs(self, query: RunPageQuery) -> list[RunPageRow]:
         """One page of the runs list (keyset pagination: each page is one indexed query whatever the

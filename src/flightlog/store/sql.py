@@ -563,6 +563,20 @@ class SqlStore(Store):
         refined_statuses: Mapping[str, str] | None = None,
         limit: int | None = None,
     ) -> list[RunListing]:
+        rows = self.query_run_tuples(
+            states=states, source=source, parent=parent, refined_statuses=refined_statuses, limit=limit
+        )
+        return [RunListing(*row) for row in rows]
+
+    def query_run_tuples(
+        self,
+        *,
+        states: Collection[str] | None = None,
+        source: str | None = None,
+        parent: str | None = None,
+        refined_statuses: Mapping[str, str] | None = None,
+        limit: int | None = None,
+    ) -> list[tuple[Any, ...]]:
         if not self._has_table("runs"):
             return []
         where: list[str] = []
@@ -581,7 +595,7 @@ class SqlStore(Store):
             + " ORDER BY updated_at_ms DESC, run_id"
             + (f" LIMIT {max(0, int(limit))}" if limit is not None else "")
         )
-        return [RunListing(*row) for row in self._all(sql, params)]
+        return self._all(sql, params)
 
     TEXT_KINDS: ClassVar[tuple[str, ...]] = ("run_started", "llm_completed", "tool_completed", "custom")
     """Event kinds a runs-list text search reads (goals and messages)."""

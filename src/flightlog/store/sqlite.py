@@ -121,6 +121,8 @@ class SqliteStore(SqlStore):
         self.path = str(path)
         self.url = f"sqlite:///{self.path}"
         self.read_only = read_only
+        self._tables: set[str] = set()
+        """Tables seen to exist (:meth:`_has_table`)."""
         self._gate = Gate(enabled=group_commit)
         self._lock = _Exclusive(self)
         """Held for every call outside a block; entering it commits an open group first."""
@@ -379,7 +381,15 @@ class SqliteStore(SqlStore):
         return int(found[0]) if found and found[0] is not None else (seqs[0] if seqs else -1)
 
     def _has_table(self, name: str) -> bool:
-        return self._one("SELECT 1 FROM sqlite_master WHERE type = 'table' AND name = ?", (name,)) is not None
+        """Asked once per table until it exists (no migration drops a table this is asked about)."""
+        if name in self._tables:
+            return True
+        found = (
+            self._one("SELECT 1 FROM sqlite_master WHERE type = 'table' AND name = ?", (name,)) is not None
+        )
+        if found:
+            self._tables.add(name)
+        return found
 
     # ─── migrations ───────────────────────────────────────────────────────────────────────
     def schema_version(self) -> int:
