@@ -15,12 +15,12 @@ from __future__ import annotations
 
 import json
 from dataclasses import dataclass
-from typing import NamedTuple
+from typing import Any, NamedTuple
 
 from ..errors import SessionNotFound
 from ..store.base import RunListing, RunPageQuery, Store
 from .model import RunSource, RunState
-from .projection import _REFINED, _refined, _settled_by_status, compute_runs, projection_ready
+from .projection import _REFINED, _TERMINAL, _refined, compute_runs, projection_ready
 
 __all__ = ["MAX_PAGE", "SORTS", "RunPage", "RunPageEntry", "parse_cursor", "run_page"]
 
@@ -113,16 +113,14 @@ def run_page(
         after=parse_cursor(cursor) if cursor else None,
         limit=limit + 1,  # one more: is there a next page?
     )
-    rows = (
-        [(row.listing, row.started_at_ms) for row in store.page_runs(query)]
-        if projection_ready(store)
-        else _folded_page(store, query)
-    )
+    rows = store.page_runs(query) if projection_ready(store) else _folded_page(store, query)
+    refined, terminal = _REFINED, _TERMINAL
+    # row: RunListing's fields then started_at_ms; the test is _settled_by_status's, inline (no object per row)
     entries = [
-        RunPageEntry(x.run_id, _REFINED[x.session_status or ""], started, x.updated_at_ms, _refined(x))
-        if _settled_by_status(x)
-        else RunPageEntry(x.run_id, x.state, started, x.updated_at_ms, x.snapshot)
-        for x, started in rows[:limit]
+        RunPageEntry(row[0], refined[row[5]], row[7], row[4], _refined(RunListing(*row[:7])))
+        if row[5] in refined and row[3] != terminal and refined[row[5]] != row[3]
+        else RunPageEntry(row[0], row[3], row[7], row[4], row[6])
+        for row in rows[:limit]
     ]
     if len(rows) <= limit:
         return RunPage(entries, None)
@@ -131,7 +129,7 @@ def run_page(
     return RunPage(entries, f"{key}:{last.run_id}")
 
 
-def _folded_page(store: Store, query: RunPageQuery) -> list[tuple[RunListing, int]]:
+def _folded_page(store: Store, query: RunPageQuery) -> list[tuple[Any, ...]]:
     """:meth:`Store.page_runs` computed from the ledgers (the projection is missing or stale)."""
     found: list[tuple[tuple[int, str], RunListing, int]] = []
     needle = json.dumps(query.text, ensure_ascii=False)[1:-1].lower() if query.text else None
@@ -158,7 +156,7 @@ def _folded_page(store: Store, query: RunPageQuery) -> list[tuple[RunListing, in
         )  # fmt: skip
         found.append((key, listing, started))
     found.sort(key=lambda item: item[0], reverse=query.descending)
-    return [(listing, started) for _, listing, started in found[: query.limit]]
+    return [(*listing, started) for _, listing, started in found[: query.limit]]
 
 
 def _holds(store: Store, session_id: str, task: str | None, needle: str) -> bool:

@@ -297,13 +297,6 @@ class RunPageQuery(NamedTuple):
     limit: int = 100
 
 
-class RunPageRow(NamedTuple):
-    """One row of a runs page: the listing and the run's start (epoch ms, the session's creation)."""
-
-    listing: RunListing
-    started_at_ms: int
-
-
 @dataclass(frozen=True, slots=True)
 class LiveRunRecord:
     """The live (in-memory, not durable) state a running kernel publishes for one run.
@@ -750,9 +743,10 @@ class Store(abc.ABC):
         ]
 
     @abc.abstractmethod
-    def page_runs(self, query: RunPageQuery) -> list[RunPageRow]:
+    def page_runs(self, query: RunPageQuery) -> list[tuple[Any, ...]]:
         """One page of the runs list (keyset pagination: each page is one indexed query whatever the
-        page number), ordered by ``query.sort`` then ``run_id``, at most ``query.limit`` rows.
+        page number), ordered by ``query.sort`` then ``run_id``, at most ``query.limit`` rows: plain tuples
+        of the :class:`RunListing` fields then ``started_at_ms`` (the session's creation, epoch ms).
 
         Raises:
             ValueError: ``query.sort`` is not ``started`` or ``updated``.

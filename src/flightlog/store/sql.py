@@ -52,7 +52,6 @@ from .base import (
     NewEvent,
     RunListing,
     RunPageQuery,
-    RunPageRow,
     RunRow,
     SaltedArtifactRecord,
     SessionHead,
@@ -604,7 +603,7 @@ class SqlStore(Store):
         """SQL: ``column`` (text or bytes) holds the ``?`` pattern, ASCII case folded (``LIKE`` in SQLite)."""
         return f"{column} LIKE ?{self.LIKE_ESCAPE}"
 
-    def page_runs(self, query: RunPageQuery) -> list[RunPageRow]:
+    def page_runs(self, query: RunPageQuery) -> list[tuple[Any, ...]]:
         if query.sort not in ("started", "updated"):
             raise ValueError(f"page_runs: sort must be 'started' or 'updated', not {query.sort!r}")
         if not self._has_table("runs"):
@@ -646,7 +645,7 @@ class SqlStore(Store):
             + (" WHERE " + " AND ".join(where) if where else "")
             + f" ORDER BY {key}{order}, r.run_id{order} LIMIT {max(0, int(query.limit))}"
         )
-        return [RunPageRow(RunListing(*row[:7]), row[7]) for row in self._all(sql, params)]
+        return self._all(sql, params)
 
     # ─── live runs ───────────────────────────────────────────────────────────────────────
     def put_live_run(self, record: LiveRunRecord) -> None:
