@@ -41,7 +41,7 @@ from pathlib import Path
 from typing import Any
 
 ROOT = Path(__file__).resolve().parents[1]
-sys.path.insert(0, str(ROOT / "src"))
+sys.path.insert(0, os.environ.get("FLIGHTLOG_BENCH_SRC") or str(ROOT / "src"))  # another tree to compare
 
 from flightlog.ledger import CompactRange  # noqa: E402
 from flightlog.recorder import Recorder  # noqa: E402

@@ -19,6 +19,12 @@ the cyclic GC paused (flightlog pauses it itself for bulk listings); the median 
 * ``list_runs``: rows parsed into pydantic ``AgentRunSnapshot`` objects (one Rust-side parse per call).
 * ``list_runs_json``: the ``runs --json`` path: stored seed-wire JSON joined, status refinement applied.
 * ``runs --json (live merge)``: ``list_runs_json_live`` with a few live heartbeats in the table.
+* ``run_page``: the dashboard's runs list (:func:`flightlog.runs.run_page`, 100 rows, keyset pages): the first
+  page, a page ~200 deep, filtered by state and source, a text search, sorted by last event; each against
+  the same page's bare SQL (101 rows).
+
+``--json`` prints bench/all.py's rows (BENCHSCHEMA): ``list_runs_json`` all (the issue-19 "runs list" row,
+target <= 1.5x the raw query), the pages (target < 300 ms, issue 18), ``list_runs()`` without a target.
 
 Also reported: ``rebuild_projection`` over every ledger, and the projector's cost per append (``append`` of
 one event, ``synchronous=NORMAL`` and ``FULL``) against the same appends with no projector registered.
@@ -428,7 +434,15 @@ def json_rows(
         result = by_name.get(name)
         if result is None:
             continue
-        targeted = name != "list_runs() all"
+        if name.startswith("run_page"):  # a page: the user waits for the page, not for a ratio of ~0.2 ms
+            target, met = f"< {FIRST_PAGE_MS:.0f} ms", result.flightlog_ms < FIRST_PAGE_MS
+        elif name == "list_runs() all":
+            target, met = "none (a pydantic model per row)", None
+        else:
+            target, met = f"<= {TARGET_RATIO}x slower", result.ratio <= TARGET_RATIO
+        detail = f"{result.rows:,} rows; ratio = flightlog time / floor time"
+        if name == "run_page(sort=updated)":
+            detail += "; no index follows updated_at_ms (every append moves it), so each page scans"
         rows.append(
             {
                 "path": path,
@@ -436,9 +450,9 @@ def json_rows(
                 "floor": f"{result.floor_ms:.1f} ms",
                 "ratio": round(result.ratio, 3),
                 "spread": [round(result.spread[0], 3), round(result.spread[1], 3)],
-                "target": f"<= {TARGET_RATIO}x slower" if targeted else "none (a pydantic model per row)",
-                "met": result.ratio <= TARGET_RATIO if targeted else None,
-                "detail": f"{result.rows:,} rows; ratio = flightlog time / floor time",
+                "target": target,
+                "met": met,
+                "detail": detail,
             }
         )
     first = by_name.get("run_page() first page (dashboard runs list)")
