@@ -96,7 +96,8 @@ if side == "flightlog":
     from flightlog.importers import claude_code, import_file
     from flightlog.store import SqliteStore
     store = SqliteStore(db)
-    import_file(store, transcript, format=claude_code.FORMAT)
+    from pathlib import Path
+    import_file(store, Path(transcript), format=claude_code.FORMAT)
     store.close()
 else:
     con = sqlite3.connect(db, isolation_level=None)
