@@ -318,14 +318,13 @@ def _page_cases(
     def count(page: Any) -> int:
         return len(page.entries)
 
-    first = run_page(store)
-    deep = first
-    for _ in range(min(200, facts["runs"] // 100 - 1)):  # the cursor of page ~200 (or the last)
-        if deep.next_cursor is None:
+    cursor = run_page(store).next_cursor or ""
+    for _ in range(min(199, facts["runs"] // 100 - 2)):  # the cursor of page ~200 (one before the last)
+        following = run_page(store, cursor=cursor).next_cursor if cursor else None
+        if following is None:
             break
-        deep = run_page(store, cursor=deep.next_cursor)
-    cursor = deep.next_cursor or ""
-    after = parse_cursor(cursor) if cursor else (0, "")
+        cursor = following
+    after = parse_cursor(cursor) if cursor else (2**62, "")
     text_kinds = "('run_started','llm_completed','tool_completed','custom')"
     needle = "%make test%"
     search = (
