@@ -49,14 +49,17 @@ the first attempt always succeeds.
 from __future__ import annotations
 
 import asyncio
+import builtins
 import copy
 import hashlib
+import json
 import random
 import threading
 from collections.abc import AsyncIterator, Callable, Iterator, Sequence
 from dataclasses import dataclass, field
 from typing import Any, NamedTuple
 
+from langchain_core.messages import AIMessage, BaseMessage, HumanMessage, ToolMessage
 from langchain_core.runnables import RunnableConfig
 from langgraph.checkpoint.base import (
     WRITES_IDX_MAP,
@@ -70,19 +73,41 @@ from langgraph.checkpoint.base import (
     get_checkpoint_metadata,
 )
 from langgraph.checkpoint.serde.base import SerializerProtocol
+from langgraph.types import Interrupt
 
 from ..encoding import canonical_json, decode_stored, parse_json
 from ..errors import AppendConflict, EncodingError, LedgerIntegrityError, SessionNotFound, StaleWriter
-from ..events import Custom
+from ..events import (
+    Custom,
+    Event,
+    LlmCompleted,
+    PermissionRequested,
+    PermissionResolved,
+    ProviderReplay,
+    Resumed,
+    Rollbacked,
+    RollbackReason,
+    RunStarted,
+    RunTerminal,
+    Suspended,
+    ToolCompleted,
+    ToolGated,
+    ToolRequested,
+)
 from ..integrity.notary import USER_NOTARY, Notary, UserNotary, resolve_notary
 from ..ledger import chain_hash
+from ..messages import ContentPart, Message, TextPart, ToolCall, ToolResult
 from ..recorder import Recorder, verify_session
 from ..store.base import Store
 
 __all__ = [
     "CHECKPOINT_KIND",
+    "PROTOCOL",
+    "PRUNED_KIND",
+    "RUNS_DELETED_KIND",
     "SESSION_PREFIX",
     "SOURCE",
+    "THREAD_COPIED_KIND",
     "THREAD_DELETED_KIND",
     "WRITES_KIND",
     "WRITE_ATTEMPTS",
@@ -96,6 +121,13 @@ WRITES_KIND = "langgraph.writes"
 """``custom_kind`` of the event one ``put_writes`` appends."""
 THREAD_DELETED_KIND = "langgraph.thread_deleted"
 """``custom_kind`` of the event ``delete_thread`` appends; the fold forgets the thread before it."""
+RUNS_DELETED_KIND = "langgraph.runs_deleted"
+"""``custom_kind`` of the event ``delete_for_runs`` appends (``run_ids``); the fold drops their checkpoints."""
+PRUNED_KIND = "langgraph.pruned"
+"""``custom_kind`` of the event ``prune`` appends (``strategy``); the fold drops the pruned checkpoints."""
+THREAD_COPIED_KIND = "langgraph.thread_copied"
+"""``custom_kind`` of the event ``copy_thread`` appends to the target: the source's checkpoints, values and
+writes as references (the artifacts are shared, not copied)."""
 SESSION_PREFIX = "langgraph:"
 """Session ids are ``langgraph:<thread_id>`` (``flightlog show <thread_id>`` resolves them too)."""
 SOURCE = "langgraph"
@@ -111,11 +143,14 @@ def session_id_for(thread_id: str) -> str:
 
 
 class _Ref(NamedTuple):
-    """A serialized value in the artifact table: serde type tag, ``sha256:<hex>`` handle, event seq."""
+    """A serialized value in the artifact table: serde type tag, ``sha256:<hex>`` handle, event seq; ``base``
+    is set for a list stored as a delta: the value is the channel's value at version ``base`` followed by the
+    elements of this artifact."""
 
     type: str
     handle: str
     seq: int
+    base: str | int | float | None = None
 
 
 class _Val(NamedTuple):
@@ -130,6 +165,7 @@ class _Cp:
     checkpoint: _Val
     metadata: dict[str, Any]
     parent_id: str | None
+    metadata_entry: dict[str, Any] = field(default_factory=dict)  # as stored: {"json"} or {"type", "ref"}
 
 
 @dataclass
@@ -156,11 +192,40 @@ class _Thread:
     # (checkpoint_ns, checkpoint_id) -> (task_id, idx) -> write
     writes: dict[tuple[str, str], dict[tuple[str, int], _Write]] = field(default_factory=dict)
     recorder: Recorder | None = None
+    # the readable side (module docstring: readable events), folded from the readable events
+    run_open: bool = False  # a run_started without its run_terminal
+    history: int = 0  # messages replay holds after the last folded event
+    run_llm: int = 0  # llm_completed of the open run
+    run_tokens: int = 0  # model_usage total_tokens of the open run
+    cp_history: dict[tuple[str, str], int] = field(default_factory=dict)  # checkpoint -> history at it
+    last_cp: dict[str, str] = field(default_factory=dict)  # checkpoint_ns -> last checkpoint put
+    gates: dict[str, str] = field(default_factory=dict)  # pending interrupt id -> node
+    # writer-side cache, not folded: (ns, channel) -> (version, serialized elements) of the last list put
+    lists: dict[tuple[str, str], tuple[str | int | float, list[tuple[str, bytes]]]] = field(
+        default_factory=dict
+    )
 
     def reset(self) -> None:
         self.checkpoints.clear()
         self.blobs.clear()
         self.writes.clear()
+        self.lists.clear()
+
+
+def _blob_ref(entry: dict[str, Any], seq: int) -> _Ref | None:
+    """A stored channel value entry (``{"type": "empty"}``, ``{"type", "ref"}`` or a delta with ``base``)."""
+    if entry["type"] == "empty":
+        return None
+    return _Ref(entry["type"], entry["ref"], seq, entry.get("base"))
+
+
+def _blob_entry(ref: _Ref | None) -> dict[str, Any]:
+    if ref is None:
+        return {"type": "empty"}
+    entry: dict[str, Any] = {"type": ref.type, "ref": ref.handle}
+    if ref.base is not None:
+        entry["base"] = ref.base
+    return entry
 
 
 class _NothingToWrite(Exception):
@@ -207,6 +272,218 @@ def _merge_writes(
         stored[key] = w
         changed[key] = w
     return changed
+
+
+# ─── readable events: what a thread did, beside the blobs (module docstring: readable events) ──────────
+PROTOCOL = "langchain"
+"""``provider_replay.protocol`` of the ``llm_completed`` events: ``native_message`` is the LangChain
+``AIMessage`` as JSON (``type``, ``content``, ``additional_kwargs``, ``response_metadata``, ``tool_calls``,
+``usage_metadata``, ``id``, ``name``: what LangChain keeps of the provider's answer)."""
+USAGE_KIND = "model_usage"
+"""``custom_kind`` of a model call's token usage (an ``AIMessage`` with ``usage_metadata``); ``runs`` sums it."""
+USER_MESSAGE_KIND = "signal_message"
+"""``custom_kind`` of a user message added to a thread after its input (replay shows it as a user message)."""
+NULL_TASK = "00000000-0000-0000-0000-000000000000"
+"""LangGraph's ``NULL_TASK_ID``: the task a ``Command(resume=...)`` is written under."""
+RESPONDER_KEYS = ("responder", "approver", "user_id", "user")
+"""Where the answerer of an interrupt is read, first found wins: ``config["metadata"][key]``, then
+``config["configurable"][key]``; ``"user"`` when none is a non-empty string."""
+DENIALS = frozenset({"no", "n", "deny", "denied", "reject", "rejected", "decline", "declined"})
+"""Resume values (strings, any case) recorded as a denial; also ``False`` and a dict whose ``approved`` is
+``False`` or whose ``type``/``action``/``decision`` is one of these words. Anything else is an approval."""
+_MARKER_CHANNELS = ("branch:to:", "__start__", "__pregel_tasks")
+
+
+def _text(content: Any) -> str:
+    """The text of a LangChain message ``content`` (a string, or a list of strings and ``text`` blocks)."""
+    if isinstance(content, str):
+        return content
+    if isinstance(content, list):
+        parts = [b if isinstance(b, str) else b.get("text", "") for b in content if isinstance(b, str | dict)]
+        return "".join(p for p in parts if isinstance(p, str))
+    return str(content)
+
+
+def _jsonable(value: Any) -> Any:
+    """``value`` when it is exact JSON, else its JSON form with non-JSON leaves as ``repr`` text."""
+    if _exact_json(value):
+        return value
+    return parse_json(canonical_json(json.loads(json.dumps(value, default=repr))))
+
+
+def _short_json(value: Any, limit: int = 2000) -> str:
+    text = value if isinstance(value, str) else json.dumps(value, default=repr, ensure_ascii=False)
+    return text if len(text) <= limit else text[: limit - 1] + "…"
+
+
+def _ai_events(msg: AIMessage, turn: int) -> list[Event]:
+    """``llm_completed`` (with the LangChain message as ``provider_replay.native_message``), the model's
+    ``model_usage`` when LangChain reports it, and ``tool_requested`` when it calls tools."""
+    text = _text(msg.content)
+    content: list[ContentPart] = [TextPart(text=text)] if text else []
+    calls = [
+        ToolCall(
+            id=c.get("id") or "", name=c["name"], arguments=json.dumps(c.get("args", {}), sort_keys=True)
+        )
+        for c in msg.tool_calls
+    ]
+    meta = msg.response_metadata or {}
+    model = meta.get("model_name") or meta.get("model")
+    reasoning = (msg.additional_kwargs or {}).get("reasoning_content")
+    native = {
+        "type": msg.type,
+        "content": msg.content,
+        "additional_kwargs": msg.additional_kwargs,
+        "response_metadata": msg.response_metadata,
+        "tool_calls": [dict(c) for c in msg.tool_calls],
+        "usage_metadata": dict(msg.usage_metadata) if msg.usage_metadata else None,
+        "id": msg.id,
+        "name": msg.name,
+    }
+    replay = ProviderReplay(
+        protocol=PROTOCOL,
+        provider=meta.get("model_provider") if isinstance(meta.get("model_provider"), str) else None,
+        model=model if isinstance(model, str) else None,
+        reasoning_content=reasoning if isinstance(reasoning, str) else None,
+        native_message=_jsonable(native),
+    )
+    events: list[Event] = [
+        LlmCompleted(
+            turn=turn,
+            message=Message(role="assistant", content=content, tool_calls=calls),
+            provider_replay=replay,
+        )
+    ]
+    if msg.usage_metadata:
+        usage = msg.usage_metadata
+        events.append(
+            Custom(
+                custom_kind=USAGE_KIND,
+                payload={
+                    "turn": turn,
+                    "model": model if isinstance(model, str) else None,
+                    "protocol": PROTOCOL,
+                    "input_tokens": int(usage.get("input_tokens", 0)),
+                    "output_tokens": int(usage.get("output_tokens", 0)),
+                    "total_tokens": int(usage.get("total_tokens", 0)),
+                },
+            )
+        )
+    if calls:
+        events.append(ToolRequested(turn=turn, calls=calls))
+    return events
+
+
+def _message_events(messages: Sequence[BaseMessage], turn: int, *, skip_user: bool) -> list[Event]:
+    """Readable events for messages appended to a channel: ``AIMessage`` → :func:`_ai_events`, a run of
+    ``ToolMessage`` → one ``tool_completed``, ``HumanMessage`` → ``custom`` ``signal_message`` (unless
+    ``skip_user``: the run's input, already the ``run_started`` goal); other kinds (system) record nothing."""
+    events: list[Event] = []
+    results: list[ToolResult] = []
+    for msg in messages:
+        if isinstance(msg, ToolMessage):
+            results.append(
+                ToolResult(
+                    call_id=msg.tool_call_id, output=_text(msg.content), is_error=msg.status == "error"
+                )
+            )
+            continue
+        if results:
+            events.append(ToolCompleted(turn=turn, results=results))
+            results = []
+        if isinstance(msg, AIMessage):
+            events.extend(_ai_events(msg, turn))
+        elif isinstance(msg, HumanMessage) and not skip_user:
+            events.append(Custom(custom_kind=USER_MESSAGE_KIND, payload={"text": _text(msg.content)}))
+    if results:
+        events.append(ToolCompleted(turn=turn, results=results))
+    return events
+
+
+def _goal(value: Any) -> str:
+    """The ``run_started`` goal of a graph input: its human messages' text, else the input as JSON."""
+    msgs = value.get("messages") if isinstance(value, dict) else value
+    if isinstance(msgs, BaseMessage):
+        msgs = [msgs]
+    if isinstance(msgs, list) and msgs and all(isinstance(m, BaseMessage) for m in msgs):
+        texts = [_text(m.content) for m in msgs if isinstance(m, HumanMessage)]
+        if texts:
+            return "\n\n".join(texts)
+    return _short_json(value)
+
+
+def _responder(config: RunnableConfig) -> str:
+    """Who answered an interrupt (:data:`RESPONDER_KEYS`)."""
+    for scope in (config.get("metadata") or {}, config.get("configurable") or {}):
+        for key in RESPONDER_KEYS:
+            who = scope.get(key)
+            if isinstance(who, str) and who.strip():
+                return who.strip()[:80]
+    return "user"
+
+
+def _approved(value: Any) -> bool:
+    """Whether a resume value approves (:data:`DENIALS`)."""
+    if value is False:
+        return False
+    if isinstance(value, str):
+        return value.strip().lower() not in DENIALS
+    if isinstance(value, dict):
+        if value.get("approved") is False:
+            return False
+        return not any(
+            isinstance(value.get(k), str) and value[k].strip().lower() in DENIALS
+            for k in ("type", "action", "decision")
+        )
+    return True
+
+
+def _node(task_path: str, task_id: str) -> str:
+    """The node a task ran (``task_path`` is ``"~__pregel_pull, <node>"`` for a pulled task)."""
+    return task_path.rsplit(", ", 1)[-1] if task_path else task_id
+
+
+def _finished(values: dict[str, Any]) -> bool:
+    """A ``loop`` checkpoint with no trigger left (no ``branch:to:*``, ``__start__`` or pending sends):
+    the graph ran to its end."""
+    return not any(channel.startswith(_MARKER_CHANNELS) for channel in values)
+
+
+def _interrupts(value: Any) -> list[Interrupt]:
+    """The ``Interrupt`` objects of an ``__interrupt__`` write (a tuple or list of them, or one)."""
+    items = value if isinstance(value, list | tuple) else [value]
+    return [i for i in items if isinstance(i, Interrupt)]
+
+
+def _history_after(history: int, events: Sequence[Event]) -> int:
+    """Messages replay holds after ``events`` when it held ``history`` before (the fold's rules)."""
+    for e in events:
+        if isinstance(e, RunStarted | LlmCompleted):
+            history += 1
+        elif isinstance(e, ToolCompleted):
+            history += len(e.results)
+        elif isinstance(e, Custom) and e.custom_kind == USER_MESSAGE_KIND:
+            history += 1
+        elif isinstance(e, Rollbacked):
+            history = min(history, e.checkpoint_history_len)
+    return history
+
+
+def _terminal(reason: str, thread: _Thread, before: Sequence[Event]) -> RunTerminal:
+    """``run_terminal`` of the open run: its model calls and tokens, those in ``before`` included."""
+    llm, tokens = thread.run_llm, thread.run_tokens
+    for e in before:
+        if isinstance(e, RunStarted):
+            llm, tokens = 0, 0
+        elif isinstance(e, LlmCompleted):
+            llm += 1
+        elif isinstance(e, Custom) and e.custom_kind == USAGE_KIND:
+            tokens += int(e.payload.get("total_tokens") or 0)
+    return RunTerminal(reason=reason, turns_used=llm, total_tokens=tokens)
+
+
+def _is_messages(value: Any) -> bool:
+    return isinstance(value, list) and bool(value) and all(isinstance(m, BaseMessage) for m in value)
 
 
 class FlightlogSaver(BaseCheckpointSaver[str]):
@@ -277,9 +554,7 @@ class FlightlogSaver(BaseCheckpointSaver[str]):
                     divergences=report.divergences,
                 )
             for row in self.store.read_events(sid, stop=report.events):
-                event = decode_stored(row.event_bytes, seq=row.seq)
-                if isinstance(event, Custom):
-                    self._apply(fresh, row.seq, event.custom_kind, event.payload)
+                self._apply(fresh, row.seq, decode_stored(row.event_bytes, seq=row.seq))
             fresh.next_seq, fresh.head = report.events, report.head
         self._threads[thread_id] = fresh
         return fresh
@@ -293,27 +568,69 @@ class FlightlogSaver(BaseCheckpointSaver[str]):
         for row in self.store.read_events(thread.session_id, start=thread.next_seq, stop=size):
             if row.prev_hash != prev or chain_hash(prev, row.seq, row.event_bytes) != row.hash:
                 return False
-            event = decode_stored(row.event_bytes, seq=row.seq)
-            if isinstance(event, Custom):
-                self._apply(thread, row.seq, event.custom_kind, event.payload)
+            self._apply(thread, row.seq, decode_stored(row.event_bytes, seq=row.seq))
             prev, thread.next_seq = row.hash, row.seq + 1
         thread.head = prev
         return thread.next_seq == size and prev == head_hash
 
-    def _apply(self, thread: _Thread, seq: int, kind: str, payload: Any) -> None:
+    def _apply(self, thread: _Thread, seq: int, event: Event) -> None:
         """Fold one event into the read model (the same code for the writer and for a rebuild)."""
-        if kind == THREAD_DELETED_KIND:
+        if isinstance(event, Custom):
+            self._apply_custom(thread, seq, event.custom_kind, event.payload)
+        elif isinstance(event, RunStarted):
+            thread.run_open, thread.run_llm, thread.run_tokens = True, 0, 0
+            thread.history += 1
+        elif isinstance(event, LlmCompleted):
+            thread.history += 1
+            thread.run_llm += 1
+        elif isinstance(event, ToolCompleted):
+            thread.history += len(event.results)
+        elif isinstance(event, Rollbacked):
+            thread.history = min(thread.history, event.checkpoint_history_len)
+        elif isinstance(event, RunTerminal):
+            thread.run_open = False
+        elif isinstance(event, ToolGated):
+            thread.gates[event.call_id] = event.tool
+        elif isinstance(event, Resumed):
+            for call_id in (*event.approved, *event.denied):
+                thread.gates.pop(call_id, None)
+
+    def _apply_custom(self, thread: _Thread, seq: int, kind: str, payload: Any) -> None:
+        if kind == USER_MESSAGE_KIND:
+            thread.history += 1
+        elif kind == USAGE_KIND:
+            thread.run_tokens += int(payload.get("total_tokens") or 0)
+        elif kind == THREAD_DELETED_KIND:
             thread.reset()
         elif kind == CHECKPOINT_KIND:
             ns = payload["checkpoint_ns"]
             for channel, entry in payload["channels"].items():
-                ref = None if entry["type"] == "empty" else _Ref(entry["type"], entry["ref"], seq)
-                thread.blobs[(ns, channel, entry["version"])] = ref
-            meta = self._val(payload["metadata"], seq)
-            metadata = meta.json if meta.ref is None else self._load(thread, meta.ref)
-            thread.checkpoints.setdefault(ns, {})[payload["checkpoint_id"]] = _Cp(
-                self._val(payload["checkpoint"], seq), metadata, payload.get("parent_checkpoint_id")
-            )
+                thread.blobs[(ns, channel, entry["version"])] = _blob_ref(entry, seq)
+            self._add_checkpoint(thread, seq, payload)
+            thread.cp_history[(ns, payload["checkpoint_id"])] = thread.history
+            thread.last_cp[ns] = payload["checkpoint_id"]
+        elif kind == RUNS_DELETED_KIND:
+            doomed = set(payload["run_ids"])
+            for ns, checkpoints in thread.checkpoints.items():
+                for checkpoint_id in [
+                    i for i, cp in checkpoints.items() if cp.metadata.get("run_id") in doomed
+                ]:
+                    del checkpoints[checkpoint_id]
+                    thread.writes.pop((ns, checkpoint_id), None)
+        elif kind == PRUNED_KIND:
+            self._prune(thread, payload["strategy"])
+        elif kind == THREAD_COPIED_KIND:
+            for entry in payload["blobs"]:
+                thread.blobs[(entry["checkpoint_ns"], entry["channel"], entry["version"])] = _blob_ref(
+                    entry, seq
+                )
+            for entry in payload["checkpoints"]:
+                self._add_checkpoint(thread, seq, entry)
+            for w in payload["writes"]:
+                stored = thread.writes.setdefault((w["checkpoint_ns"], w["checkpoint_id"]), {})
+                stored[(w["task_id"], w["idx"])] = _Write(
+                    w["task_id"], w["channel"], _Ref(w["type"], w["ref"], seq), w["task_path"], w["idx"]
+                )
         elif kind == WRITES_KIND:
             stored = thread.writes.setdefault((payload["checkpoint_ns"], payload["checkpoint_id"]), {})
             _merge_writes(
@@ -329,6 +646,29 @@ class FlightlogSaver(BaseCheckpointSaver[str]):
                     for w in payload["writes"]
                 ],
             )
+
+    def _add_checkpoint(self, thread: _Thread, seq: int, payload: dict[str, Any]) -> None:
+        meta = self._val(payload["metadata"], seq)
+        metadata = meta.json if meta.ref is None else self._load(thread, meta.ref)
+        thread.checkpoints.setdefault(payload["checkpoint_ns"], {})[payload["checkpoint_id"]] = _Cp(
+            self._val(payload["checkpoint"], seq),
+            metadata,
+            payload.get("parent_checkpoint_id"),
+            payload["metadata"],
+        )
+
+    @staticmethod
+    def _prune(thread: _Thread, strategy: str) -> None:
+        """``keep_latest``: each namespace keeps its latest checkpoint (highest id) and its writes;
+        ``delete``: nothing is kept (as ``delete_thread``)."""
+        if strategy == "delete":
+            thread.reset()
+            return
+        for ns, checkpoints in thread.checkpoints.items():
+            latest = max(checkpoints) if checkpoints else None
+            for checkpoint_id in [i for i in checkpoints if i != latest]:
+                del checkpoints[checkpoint_id]
+                thread.writes.pop((ns, checkpoint_id), None)
 
     @staticmethod
     def _val(entry: dict[str, Any], seq: int) -> _Val:
@@ -348,6 +688,30 @@ class FlightlogSaver(BaseCheckpointSaver[str]):
             )
         return self.serde.loads_typed((ref.type, content))
 
+    def _load_blob(self, thread: _Thread, ns: str, channel: str, version: str | int | float) -> Any:
+        """The value of ``channel`` at ``version``: one artifact, or for a list stored as deltas the base
+        value it extends followed by each delta's elements (each artifact's sha256 checked).
+
+        Raises:
+            LedgerIntegrityError: a delta's base is not in the thread, or an artifact is missing/altered.
+        """
+        chain: builtins.list[_Ref] = []
+        ref = thread.blobs[(ns, channel, version)]
+        while ref is not None and ref.base is not None:
+            chain.append(ref)
+            base_ref = thread.blobs.get((ns, channel, ref.base), False)
+            if base_ref is False:
+                raise LedgerIntegrityError(
+                    session_id=thread.session_id,
+                    seq=ref.seq,
+                    reason=f"channel {channel!r}: the delta's base version {ref.base!r} is not in the thread",
+                )
+            ref = base_ref  # type: ignore[assignment]  # _Ref | None once False is excluded
+        value: Any = [] if ref is None else self._load(thread, ref)
+        for delta in reversed(chain):
+            value.extend(self._load(thread, delta))
+        return value
+
     def _value(self, thread: _Thread, val: _Val) -> Any:
         return copy.deepcopy(val.json) if val.ref is None else self._load(thread, val.ref)
 
@@ -359,12 +723,13 @@ class FlightlogSaver(BaseCheckpointSaver[str]):
             key = (ns, channel, version)
             if key not in thread.blobs:
                 continue
-            ref = thread.blobs[key]
-            if ref is not None:
-                values[channel] = self._load(thread, ref)
+            if thread.blobs[key] is not None:
+                values[channel] = self._load_blob(thread, ns, channel, version)
         stored = thread.writes.get((ns, checkpoint_id), {})
         ordered = sorted(stored.values(), key=_writes_sort_key)
-        pending: list[PendingWrite] = [(w.task_id, w.channel, self._load(thread, w.ref)) for w in ordered]
+        pending: builtins.list[PendingWrite] = [
+            (w.task_id, w.channel, self._load(thread, w.ref)) for w in ordered
+        ]
         parent: RunnableConfig | None = (
             {
                 "configurable": {
@@ -449,7 +814,7 @@ class FlightlogSaver(BaseCheckpointSaver[str]):
         for thread_id in thread_ids:
             with self._lock:
                 thread = self._thread(thread_id)
-                picked: list[tuple[str, str]] = []
+                picked: builtins.list[tuple[str, str]] = []
                 for ns, checkpoints in thread.checkpoints.items():
                     if want_ns is not None and ns != want_ns:
                         continue
@@ -504,11 +869,15 @@ class FlightlogSaver(BaseCheckpointSaver[str]):
         return {"json": value} if _exact_json(value) else self._typed(rec, value)
 
     def _write(
-        self, thread_id: str, kind: str, build: Callable[[_Thread, Recorder], dict[str, Any] | None]
+        self,
+        thread_id: str,
+        kind: str,
+        build: Callable[[_Thread, Recorder], tuple[builtins.list[Event], dict[str, Any]] | None],
     ) -> None:
-        """Append one event built by ``build`` (which stores its artifacts; None: nothing to write) in one
-        transaction, together with the session row when this is the thread's first write; then fold it
-        into the index. ``build`` sees the thread as of inside the transaction (after any re-fold).
+        """Append the readable events and then the ``custom`` event of kind ``kind`` built by ``build``
+        (which stores their artifacts; None: nothing to write) in one transaction, together with the
+        session row when this is the thread's first write; then fold them into the index. ``build`` sees
+        the thread as of inside the transaction (after any re-fold).
 
         Re-folds and re-attaches when another writer moved the thread on (module docstring: writers);
         retries a write the store refused because a concurrent writer committed first. On failure nothing
@@ -524,10 +893,11 @@ class FlightlogSaver(BaseCheckpointSaver[str]):
                     thread = self._thread(thread_id)
                     rec = self._recorder(thread)
                     with rec.atomic():
-                        payload = build(thread, rec)
-                        if payload is None:
+                        built = build(thread, rec)
+                        if built is None:
                             raise _NothingToWrite  # rolls back a session row or attach made for it
-                        row = rec.append(Custom(custom_kind=kind, payload=payload))
+                        events = [*built[0], Custom(custom_kind=kind, payload=built[1])]
+                        rows = rec.append_many(events)
             except _NothingToWrite:
                 self._forget(thread)
                 return
@@ -539,7 +909,8 @@ class FlightlogSaver(BaseCheckpointSaver[str]):
             except BaseException:
                 self._forget(thread)
                 raise
-            self._apply(thread, row.seq, kind, payload)
+            for row, event in zip(rows, events, strict=True):
+                self._apply(thread, row.seq, event)
             thread.next_seq, thread.head = rec.next_seq, rec.head
             return
 
@@ -559,8 +930,11 @@ class FlightlogSaver(BaseCheckpointSaver[str]):
         new_versions: ChannelVersions,
     ) -> RunnableConfig:
         """Append one ``langgraph.checkpoint`` event, in one transaction with the artifacts of the values
-        of the channels in ``new_versions`` (only those: LangGraph passes the channels that changed).
+        of the channels in ``new_versions`` (only those: LangGraph passes the channels that changed) and,
+        in the root namespace, the readable events of the step (module docstring: readable events).
 
+        A list value that extends the parent checkpoint's value of the channel (same serialized elements
+        first) is stored as a delta: the new elements only, with the base version (module docstring).
         The parent is ``config["configurable"]["checkpoint_id"]``; metadata is
         ``get_checkpoint_metadata(config, metadata)``, as InMemorySaver.put.
 
@@ -576,27 +950,188 @@ class FlightlogSaver(BaseCheckpointSaver[str]):
         ns: str = config["configurable"].get("checkpoint_ns", "")
         body: dict[str, Any] = dict(checkpoint)
         values: dict[str, Any] = body.pop("channel_values")
+        meta = get_checkpoint_metadata(config, metadata)
+        parent: str | None = config["configurable"].get("checkpoint_id")
 
-        def build(_thread: _Thread, rec: Recorder) -> dict[str, Any]:
+        def build(thread: _Thread, rec: Recorder) -> tuple[builtins.list[Event], dict[str, Any]]:
             channels: dict[str, Any] = {}
+            appended: builtins.list[BaseMessage] = []
             for channel, version in new_versions.items():
-                entry = self._typed(rec, values[channel]) if channel in values else {"type": "empty"}
+                if channel not in values:
+                    channels[channel] = {"version": version, "type": "empty"}
+                    continue
+                entry, new = self._store_value(thread, rec, ns, channel, version, values[channel], parent)
                 channels[channel] = {"version": version, **entry}
+                if _is_messages(new):
+                    appended.extend(new)
             payload: dict[str, Any] = {
                 "thread_id": thread_id,
                 "checkpoint_ns": ns,
                 "checkpoint_id": checkpoint["id"],
                 "checkpoint": self._inline_or_ref(rec, body),
-                "metadata": self._inline_or_ref(rec, get_checkpoint_metadata(config, metadata)),
+                "metadata": self._inline_or_ref(rec, meta),
                 "channels": channels,
             }
-            if parent := config["configurable"].get("checkpoint_id"):
+            if parent:
                 payload["parent_checkpoint_id"] = parent
-            return payload
+            events: builtins.list[Event] = []
+            if ns == "" and checkpoint["id"] not in thread.checkpoints.get(ns, {}):
+                events = self._step_events(
+                    thread, checkpoint["id"], parent, dict(meta), values, appended, config
+                )
+            return events, payload
 
         with self._lock:
             self._write(thread_id, CHECKPOINT_KIND, build)
         return _config(thread_id, ns, checkpoint["id"])
+
+    def _store_value(
+        self,
+        thread: _Thread,
+        rec: Recorder,
+        ns: str,
+        channel: str,
+        version: str | int | float,
+        value: Any,
+        parent: str | None,
+    ) -> tuple[dict[str, Any], Any]:
+        """Store one channel value; returns its entry and what is new in it: for a list, the elements after
+        the parent's value when that value is the list's beginning (serialized element by element and
+        compared byte for byte; stored as a delta), else the whole value."""
+        if type(value) is not list or not value:
+            return self._typed(rec, value), value
+        elements = [self.serde.dumps_typed(v) for v in value]
+        base = self._base_list(thread, ns, channel, parent)
+        thread.lists[(ns, channel)] = (version, elements)
+        if base is not None:
+            base_version, base_elements = base
+            n = len(base_elements)
+            if 0 < n <= len(elements) and elements[:n] == base_elements:
+                return {**self._typed(rec, value[n:]), "base": base_version}, value[n:]
+            k = next(
+                (i for i, (a, b) in enumerate(zip(elements, base_elements, strict=False)) if a != b),
+                min(n, len(value)),
+            )
+            return self._typed(rec, value), value[k:]
+        return self._typed(rec, value), value
+
+    def _base_list(
+        self, thread: _Thread, ns: str, channel: str, parent: str | None
+    ) -> tuple[str | int | float, builtins.list[tuple[str, bytes]]] | None:
+        """The parent checkpoint's version of ``channel`` and its serialized elements (from the writer's
+        cache, else loaded from the ledger), or None when the parent has no list there."""
+        cp = thread.checkpoints.get(ns, {}).get(parent or "")
+        if cp is None:
+            return None
+        body = self._value(thread, cp.checkpoint)
+        version = body.get("channel_versions", {}).get(channel)
+        if version is None or thread.blobs.get((ns, channel, version)) is None:
+            return None
+        cached = thread.lists.get((ns, channel))
+        if cached is not None and cached[0] == version:
+            return cached
+        value = self._load_blob(thread, ns, channel, version)
+        if type(value) is not list:
+            return None
+        return version, [self.serde.dumps_typed(v) for v in value]
+
+    def _step_events(
+        self,
+        thread: _Thread,
+        checkpoint_id: str,
+        parent: str | None,
+        meta: dict[str, Any],
+        values: dict[str, Any],
+        appended: builtins.list[BaseMessage],
+        config: RunnableConfig,
+    ) -> builtins.list[Event]:
+        """The readable events of a new root checkpoint (module docstring: readable events)."""
+        step = meta.get("step")
+        turn = step if isinstance(step, int) and step > 0 else 0
+        events: builtins.list[Event] = []
+        if meta.get("source") == "input":
+            if thread.run_open:
+                events.append(_terminal("interrupted", thread, events))
+            return [*events, RunStarted(run_id=checkpoint_id, goal=_goal(values.get("__start__")))]
+        if parent and parent != thread.last_cp.get("") and ("", parent) in thread.cp_history:
+            events.append(Rollbacked(turn=turn, checkpoint_history_len=thread.cp_history[("", parent)]))
+        if not thread.run_open:
+            goal = f"continue thread {thread.thread_id} from checkpoint {parent}"
+            events.append(RunStarted(run_id=checkpoint_id, goal=goal))
+        parent_cp = thread.checkpoints.get("", {}).get(parent or "")
+        from_input = parent_cp is not None and parent_cp.metadata.get("source") == "input"
+        events.extend(_message_events(appended, turn, skip_user=from_input))
+        stored = thread.writes.get(("", checkpoint_id), {})
+        if stored:  # writes recorded before their checkpoint (LangGraph saves them in the background)
+            ordered = sorted(stored.values(), key=_writes_sort_key)
+            loaded = [(w.task_id, w.task_path, w.channel, self._load(thread, w.ref)) for w in ordered]
+            events.extend(self._special_events(thread, checkpoint_id, loaded, config, events))
+        if (
+            meta.get("source") == "loop"
+            and _finished(values)
+            and not any(isinstance(e, RunTerminal) for e in events)
+        ):
+            events.append(_terminal("completed", thread, events))
+        return events
+
+    def _special_events(
+        self,
+        thread: _Thread,
+        checkpoint_id: str,
+        writes: Sequence[tuple[str, str, str, Any]],
+        config: RunnableConfig,
+        before: Sequence[Event],
+    ) -> builtins.list[Event]:
+        """Readable events of a task's interrupt, error and resume writes ``(task_id, task_path, channel,
+        value)`` linked to root checkpoint ``checkpoint_id`` (module docstring: readable events)."""
+        cp = thread.checkpoints.get("", {}).get(checkpoint_id)
+        step = cp.metadata.get("step") if cp is not None else None
+        turn = step + 1 if isinstance(step, int) and step >= 0 else 0
+        events: builtins.list[Event] = []
+        gates = dict(thread.gates)
+        for task_id, task_path, channel, value in writes:
+            node = _node(task_path, task_id)
+            if channel == "__interrupt__":
+                fresh = [i for i in _interrupts(value) if i.id not in gates]
+                for i in fresh:
+                    gates[i.id] = node
+                    reason = _short_json(i.value, 500)
+                    events.append(ToolGated(turn=turn, call_id=i.id, tool=node, reason=reason))
+                    events.append(
+                        PermissionRequested(
+                            turn=turn, tool=node, arguments=_short_json(i.value), reason=reason
+                        )
+                    )
+                if fresh:
+                    pending = [i.id for i in fresh]
+                    events.append(
+                        Suspended(
+                            turn=turn, reason="interrupt: waiting for human input", pending_calls=pending
+                        )
+                    )
+            elif channel == "__error__":
+                error = f"{type(value).__name__}: {value}" if isinstance(value, BaseException) else str(value)
+                history = _history_after(thread.history, [*before, *events])
+                fatal = RollbackReason.FatalToolError(tool_name=node, error=error[:2000])
+                events.append(Rollbacked(turn=turn, checkpoint_history_len=history, reason=fatal))
+                if thread.run_open or any(isinstance(e, RunStarted) for e in before):
+                    events.append(
+                        _terminal(f"error in node {node}: {error}"[:500], thread, [*before, *events])
+                    )
+            elif channel == "__resume__" and task_id == NULL_TASK and gates:
+                answers = (
+                    {k: v for k, v in value.items() if k in gates}
+                    if isinstance(value, dict) and value and set(value) <= set(gates)
+                    else dict.fromkeys(gates, value)
+                )
+                who = _responder(config)
+                approved = [k for k, v in answers.items() if _approved(v)]
+                denied = [k for k in answers if k not in approved]
+                for k in answers:
+                    events.append(PermissionResolved(turn=turn, approved=k in approved, responder=who))
+                    gates.pop(k)
+                events.append(Resumed(turn=turn, approved=approved, denied=denied))
+        return events
 
     def put_writes(
         self,
@@ -605,7 +1140,9 @@ class FlightlogSaver(BaseCheckpointSaver[str]):
         task_id: str,
         task_path: str = "",
     ) -> None:
-        """Append one ``langgraph.writes`` event with the writes of a task linked to a checkpoint.
+        """Append one ``langgraph.writes`` event with the writes of a task linked to a checkpoint, after
+        the readable events of its interrupt, error and resume writes (root namespace, when the checkpoint
+        is recorded; else they are recorded with the checkpoint's ``put``).
 
         Idempotency, as InMemorySaver.put_writes: each write's index is its position, or
         ``WRITES_IDX_MAP[channel]`` (negative) for special channels (error, interrupt, ...); a regular write
@@ -621,7 +1158,7 @@ class FlightlogSaver(BaseCheckpointSaver[str]):
         checkpoint_id: str = config["configurable"]["checkpoint_id"]
         dummy = _Ref("", "", -1)
 
-        def build(thread: _Thread, rec: Recorder) -> dict[str, Any] | None:
+        def build(thread: _Thread, rec: Recorder) -> tuple[builtins.list[Event], dict[str, Any]] | None:
             probe = dict(thread.writes.get((ns, checkpoint_id), {}))
             wanted = _merge_writes(
                 probe,
@@ -632,12 +1169,17 @@ class FlightlogSaver(BaseCheckpointSaver[str]):
             )
             if not wanted:
                 return None
-            entries: list[dict[str, Any]] = []
+            entries: builtins.list[dict[str, Any]] = []
+            kept: builtins.list[tuple[str, str, str, Any]] = []
             for i, (channel, value) in enumerate(writes):
                 idx = WRITES_IDX_MAP.get(channel, i)
                 if (task_id, idx) in wanted:
                     entries.append({"idx": idx, "channel": channel, **self._typed(rec, value)})
-            return {
+                    kept.append((task_id, task_path, channel, value))
+            events: builtins.list[Event] = []
+            if ns == "" and checkpoint_id in thread.checkpoints.get(ns, {}):
+                events = self._special_events(thread, checkpoint_id, kept, config, [])
+            payload = {
                 "thread_id": thread_id,
                 "checkpoint_ns": ns,
                 "checkpoint_id": checkpoint_id,
@@ -645,6 +1187,7 @@ class FlightlogSaver(BaseCheckpointSaver[str]):
                 "task_path": task_path,
                 "writes": entries,
             }
+            return events, payload
 
         with self._lock:
             self._write(thread_id, WRITES_KIND, build)
@@ -664,8 +1207,111 @@ class FlightlogSaver(BaseCheckpointSaver[str]):
             self._write(
                 thread_id,
                 THREAD_DELETED_KIND,
-                lambda thread, _rec: {"thread_id": thread_id} if thread.next_seq else None,
+                lambda thread, _rec: ([], {"thread_id": thread_id}) if thread.next_seq else None,
             )
+
+    def _thread_ids(self) -> builtins.list[str]:
+        return [
+            r.session_id.removeprefix(SESSION_PREFIX)
+            for r in self.store.list_sessions()
+            if r.source == SOURCE and r.session_id.startswith(SESSION_PREFIX)
+        ]
+
+    def delete_for_runs(self, run_ids: Sequence[str]) -> None:
+        """Forget every checkpoint whose metadata ``run_id`` is one of ``run_ids``, with its writes, in
+        every thread of the store: appends ``langgraph.runs_deleted`` to each thread that holds one (no
+        ledger row is deleted: the history stays provable, as for :meth:`delete_thread`).
+
+        Raises:
+            LedgerIntegrityError, StaleWriter: as :meth:`put`.
+        """
+        doomed = sorted(set(run_ids))
+        if not doomed:
+            return
+
+        def build(thread: _Thread, _rec: Recorder) -> tuple[builtins.list[Event], dict[str, Any]] | None:
+            hit = any(
+                cp.metadata.get("run_id") in doomed
+                for cps in thread.checkpoints.values()
+                for cp in cps.values()
+            )
+            return ([], {"run_ids": doomed}) if hit else None
+
+        for thread_id in self._thread_ids():
+            with self._lock:
+                self._write(thread_id, RUNS_DELETED_KIND, build)
+
+    def prune(self, thread_ids: Sequence[str], *, strategy: str = "keep_latest") -> None:
+        """Keep only each namespace's latest checkpoint (``keep_latest``; its pending writes stay) or none
+        (``delete``) of each thread: appends ``langgraph.pruned`` (no ledger row is deleted; a list channel
+        stored as deltas still reads whole, since the values the kept checkpoint extends stay readable).
+
+        Raises:
+            ValueError: an unknown ``strategy``.
+            LedgerIntegrityError, StaleWriter: as :meth:`put`.
+        """
+        if strategy not in ("keep_latest", "delete"):
+            raise ValueError(f"prune: unknown strategy {strategy!r} (keep_latest or delete)")
+
+        def build(thread: _Thread, _rec: Recorder) -> tuple[builtins.list[Event], dict[str, Any]] | None:
+            return ([], {"strategy": strategy}) if any(thread.checkpoints.values()) else None
+
+        for thread_id in thread_ids:
+            with self._lock:
+                self._write(thread_id, PRUNED_KIND, build)
+
+    def copy_thread(self, source_thread_id: str, target_thread_id: str) -> None:
+        """Copy every checkpoint, value and pending write of a thread into another (ids, metadata, order
+        and namespaces kept): appends one ``langgraph.thread_copied`` event to the target holding the
+        source's references (artifacts are content-addressed: nothing is stored twice). A source with
+        nothing in it copies nothing.
+
+        Raises:
+            LedgerIntegrityError, StaleWriter: as :meth:`put` (for either thread).
+        """
+        with self._lock:
+            src = self._thread(source_thread_id)
+            checkpoints = [
+                {
+                    "checkpoint_ns": ns,
+                    "checkpoint_id": checkpoint_id,
+                    "checkpoint": {"json": cp.checkpoint.json}
+                    if cp.checkpoint.ref is None
+                    else {"type": cp.checkpoint.ref.type, "ref": cp.checkpoint.ref.handle},
+                    "metadata": cp.metadata_entry,
+                    **({"parent_checkpoint_id": cp.parent_id} if cp.parent_id else {}),
+                }
+                for ns, cps in src.checkpoints.items()
+                for checkpoint_id, cp in cps.items()
+            ]
+            blobs = [
+                {"checkpoint_ns": ns, "channel": channel, "version": version, **_blob_entry(ref)}
+                for (ns, channel, version), ref in src.blobs.items()
+            ]
+            writes = [
+                {
+                    "checkpoint_ns": ns,
+                    "checkpoint_id": checkpoint_id,
+                    "task_id": w.task_id,
+                    "task_path": w.task_path,
+                    "idx": w.idx,
+                    "channel": w.channel,
+                    "type": w.ref.type,
+                    "ref": w.ref.handle,
+                }
+                for (ns, checkpoint_id), stored in src.writes.items()
+                for w in stored.values()
+            ]
+        if not checkpoints:
+            return
+        payload = {
+            "source_thread_id": source_thread_id,
+            "checkpoints": checkpoints,
+            "blobs": blobs,
+            "writes": writes,
+        }
+        with self._lock:
+            self._write(target_thread_id, THREAD_COPIED_KIND, lambda _thread, _rec: ([], payload))
 
     def get_next_version(self, current: str | None, channel: None) -> str:
         """InMemorySaver's versions: ``<32-digit counter>.<16-digit random>``, so a fork from an earlier
@@ -719,6 +1365,18 @@ class FlightlogSaver(BaseCheckpointSaver[str]):
     async def adelete_thread(self, thread_id: str) -> None:
         """:meth:`delete_thread` in a worker thread."""
         await asyncio.to_thread(self.delete_thread, thread_id)
+
+    async def adelete_for_runs(self, run_ids: Sequence[str]) -> None:
+        """:meth:`delete_for_runs` in a worker thread."""
+        await asyncio.to_thread(self.delete_for_runs, run_ids)
+
+    async def acopy_thread(self, source_thread_id: str, target_thread_id: str) -> None:
+        """:meth:`copy_thread` in a worker thread."""
+        await asyncio.to_thread(self.copy_thread, source_thread_id, target_thread_id)
+
+    async def aprune(self, thread_ids: Sequence[str], *, strategy: str = "keep_latest") -> None:
+        """:meth:`prune` in a worker thread."""
+        await asyncio.to_thread(self.prune, thread_ids, strategy=strategy)
 
 
 def _config(thread_id: str, ns: str, checkpoint_id: str) -> RunnableConfig:
