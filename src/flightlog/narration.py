@@ -189,8 +189,33 @@ def _custom(e: ev.Custom) -> str:
         return f"{kind} from {who} delivered: {short(str(payload.get('text', '')), 60)}"
     if e.custom_kind == "kernel_note":  # replay.KERNEL_NOTE: what the kernel told the model after a rollback
         return f"turn {payload.get('turn', '?')}: kernel told the model: {short(str(payload.get('text', '')), 60)}"
+    if e.custom_kind in ("langgraph.checkpoint", "langgraph.writes"):
+        return _langgraph(e.custom_kind, payload)
     hint = payload.get("key") or payload.get("type") or payload.get("role") or ""
     return f"{e.custom_kind}" + (f" {short(str(hint), 40)}" if hint else "")
+
+
+def _of(value: Any, kind: type) -> Any:
+    """``value`` when it is a ``kind`` (list or dict), else an empty one."""
+    return value if isinstance(value, kind) else kind()
+
+
+def _langgraph(kind: str, payload: dict[str, Any]) -> str:
+    """A LangGraph saver record (:mod:`flightlog.integrations.langgraph`): which checkpoint, which channels."""
+    ns = payload.get("checkpoint_ns") or ""
+    where = f" in {short(printable(str(ns)), 30)}" if ns else ""
+    checkpoint = short(printable(str(payload.get("checkpoint_id", "?"))), 24)
+    if kind == "langgraph.writes":
+        task = str(payload.get("task_path") or payload.get("task_id") or "?").rsplit(", ", 1)[-1]
+        writes: list[Any] = _of(payload.get("writes"), list)
+        names = ", ".join(str(w.get("channel")) for w in writes if isinstance(w, dict))
+        return f"langgraph writes of {short(printable(task), 30)}{where} to checkpoint {checkpoint}: {short(names, 60)}"
+    info: dict[str, Any] = _of(_of(payload.get("metadata"), dict).get("json"), dict)
+    channels: dict[str, Any] = _of(payload.get("channels"), dict)
+    names = ", ".join(str(c) for c in channels if not str(c).startswith("branch:to:"))
+    step = f"step {info['step']} " if "step" in info else ""
+    source = f"({printable(str(info['source']))}) " if "source" in info else ""
+    return f"langgraph checkpoint {checkpoint}{where} {step}{source}changed: {short(names, 60) or '-'}"
 
 
 _NARRATORS: dict[str, Callable[[Any], str]] = {

@@ -482,6 +482,21 @@ def _terminal(reason: str, thread: _Thread, before: Sequence[Event]) -> RunTermi
     return RunTerminal(reason=reason, turns_used=llm, total_tokens=tokens)
 
 
+def _status_after(events: Sequence[Event]) -> str | None:
+    """The session status the last lifecycle event of ``events`` sets: ``running`` (run started or
+    resumed), ``suspended`` (interrupt), ``completed`` / ``interrupted`` / ``failed`` (run ended); None:
+    unchanged."""
+    status = None
+    for e in events:
+        if isinstance(e, RunStarted | Resumed):
+            status = "running"
+        elif isinstance(e, Suspended):
+            status = "suspended"
+        elif isinstance(e, RunTerminal):
+            status = e.reason if e.reason in ("completed", "interrupted") else "failed"
+    return status
+
+
 def _is_messages(value: Any) -> bool:
     return isinstance(value, list) and bool(value) and all(isinstance(m, BaseMessage) for m in value)
 
@@ -852,7 +867,7 @@ class FlightlogSaver(BaseCheckpointSaver[str]):
                     session_id=thread.session_id,
                     task=f"LangGraph thread {thread.thread_id}",
                     source=SOURCE,
-                    metadata={"thread_id": thread.thread_id},
+                    metadata={"thread_id": thread.thread_id, "run_source": "workflow"},
                     notary=self.notary,
                 )
             else:  # signed: from the latest signed checkpoint and the rows after it, not every row again
@@ -898,6 +913,10 @@ class FlightlogSaver(BaseCheckpointSaver[str]):
                             raise _NothingToWrite  # rolls back a session row or attach made for it
                         events = [*built[0], Custom(custom_kind=kind, payload=built[1])]
                         rows = rec.append_many(events)
+                        if (status := _status_after(events)) is not None:
+                            self.store.set_session_status(thread.session_id, status)
+                        if any(isinstance(e, RunTerminal | Suspended) for e in events):
+                            rec.checkpoint()  # the graph stopped: sign what it did now, not at the cadence
             except _NothingToWrite:
                 self._forget(thread)
                 return
@@ -1065,7 +1084,7 @@ class FlightlogSaver(BaseCheckpointSaver[str]):
         if stored:  # writes recorded before their checkpoint (LangGraph saves them in the background)
             ordered = sorted(stored.values(), key=_writes_sort_key)
             loaded = [(w.task_id, w.task_path, w.channel, self._load(thread, w.ref)) for w in ordered]
-            events.extend(self._special_events(thread, checkpoint_id, loaded, config, events))
+            events.extend(self._special_events(thread, step, loaded, config, events))
         if (
             meta.get("source") == "loop"
             and _finished(values)
@@ -1077,15 +1096,14 @@ class FlightlogSaver(BaseCheckpointSaver[str]):
     def _special_events(
         self,
         thread: _Thread,
-        checkpoint_id: str,
+        step: Any,
         writes: Sequence[tuple[str, str, str, Any]],
         config: RunnableConfig,
         before: Sequence[Event],
     ) -> builtins.list[Event]:
         """Readable events of a task's interrupt, error and resume writes ``(task_id, task_path, channel,
-        value)`` linked to root checkpoint ``checkpoint_id`` (module docstring: readable events)."""
-        cp = thread.checkpoints.get("", {}).get(checkpoint_id)
-        step = cp.metadata.get("step") if cp is not None else None
+        value)`` linked to a root checkpoint whose metadata ``step`` is ``step`` (module docstring: readable
+        events); their turn is the step the tasks ran in, ``step + 1``."""
         turn = step + 1 if isinstance(step, int) and step >= 0 else 0
         events: builtins.list[Event] = []
         gates = dict(thread.gates)
@@ -1177,8 +1195,9 @@ class FlightlogSaver(BaseCheckpointSaver[str]):
                     entries.append({"idx": idx, "channel": channel, **self._typed(rec, value)})
                     kept.append((task_id, task_path, channel, value))
             events: builtins.list[Event] = []
-            if ns == "" and checkpoint_id in thread.checkpoints.get(ns, {}):
-                events = self._special_events(thread, checkpoint_id, kept, config, [])
+            cp = thread.checkpoints.get(ns, {}).get(checkpoint_id)
+            if ns == "" and cp is not None:
+                events = self._special_events(thread, cp.metadata.get("step"), kept, config, [])
             payload = {
                 "thread_id": thread_id,
                 "checkpoint_ns": ns,
