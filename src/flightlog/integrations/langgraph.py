@@ -75,7 +75,7 @@ from langgraph.checkpoint.base import (
 from langgraph.checkpoint.serde.base import SerializerProtocol
 from langgraph.types import Interrupt
 
-from ..encoding import canonical_json, decode_stored, parse_json
+from ..encoding import canonical_json, parse_json
 from ..errors import AppendConflict, EncodingError, LedgerIntegrityError, SessionNotFound, StaleWriter
 from ..events import (
     Custom,
@@ -95,7 +95,7 @@ from ..events import (
     ToolRequested,
 )
 from ..integrity.notary import USER_NOTARY, Notary, UserNotary, resolve_notary
-from ..ledger import chain_hash
+from ..ledger import GENESIS, chain_hash
 from ..messages import ContentPart, Message, TextPart, ToolCall, ToolResult
 from ..recorder import Recorder, verify_session
 from ..store.base import Store
@@ -291,6 +291,7 @@ RESPONDER_KEYS = ("responder", "approver", "user_id", "user")
 DENIALS = frozenset({"no", "n", "deny", "denied", "reject", "rejected", "decline", "declined"})
 """Resume values (strings, any case) recorded as a denial; also ``False`` and a dict whose ``approved`` is
 ``False`` or whose ``type``/``action``/``decision`` is one of these words. Anything else is an approval."""
+_LLM_PREFIX = b'{"kind":"llm_completed",'
 _MARKER_CHANNELS = ("branch:to:", "__start__", "__pregel_tasks")
 
 
@@ -559,7 +560,12 @@ class FlightlogSaver(BaseCheckpointSaver[str]):
         if thread is not None:
             fresh.recorder = thread.recorder  # behind the ledger now: _recorder re-attaches before a write
         if record is not None:
-            report = verify_session(self.store, sid)
+            fresh.head = GENESIS  # one pass: each row's chain link and hash checked, then folded
+            if self._extend(fresh, size, record.head_hash):
+                self._threads[thread_id] = fresh
+                return fresh
+            fresh = _Thread(thread_id, sid, recorder=fresh.recorder)
+            report = verify_session(self.store, sid)  # names every divergence
             if not report.ok:
                 first = report.divergences[0]
                 raise LedgerIntegrityError(
@@ -569,7 +575,7 @@ class FlightlogSaver(BaseCheckpointSaver[str]):
                     divergences=report.divergences,
                 )
             for row in self.store.read_events(sid, stop=report.events):
-                self._apply(fresh, row.seq, decode_stored(row.event_bytes, seq=row.seq))
+                self._apply(fresh, row.seq, parse_json(row.event_bytes))
             fresh.next_seq, fresh.head = report.events, report.head
         self._threads[thread_id] = fresh
         return fresh
@@ -583,31 +589,43 @@ class FlightlogSaver(BaseCheckpointSaver[str]):
         for row in self.store.read_events(thread.session_id, start=thread.next_seq, stop=size):
             if row.prev_hash != prev or chain_hash(prev, row.seq, row.event_bytes) != row.hash:
                 return False
-            self._apply(thread, row.seq, decode_stored(row.event_bytes, seq=row.seq))
+            self._apply_bytes(thread, row.seq, row.event_bytes)
             prev, thread.next_seq = row.hash, row.seq + 1
         thread.head = prev
         return thread.next_seq == size and prev == head_hash
 
-    def _apply(self, thread: _Thread, seq: int, event: Event) -> None:
-        """Fold one event into the read model (the same code for the writer and for a rebuild)."""
-        if isinstance(event, Custom):
-            self._apply_custom(thread, seq, event.custom_kind, event.payload)
-        elif isinstance(event, RunStarted):
-            thread.run_open, thread.run_llm, thread.run_tokens = True, 0, 0
-            thread.history += 1
-        elif isinstance(event, LlmCompleted):
+    def _apply_bytes(self, thread: _Thread, seq: int, data: bytes) -> None:
+        """:meth:`_apply` on stored canonical bytes; an ``llm_completed`` (the largest readable event, of
+        which the fold needs only the kind) is recognised by its first bytes (RFC 8785 sorts ``kind``
+        first in it; canonical bytes are unique) without parsing it."""
+        if data.startswith(_LLM_PREFIX):
             thread.history += 1
             thread.run_llm += 1
-        elif isinstance(event, ToolCompleted):
-            thread.history += len(event.results)
-        elif isinstance(event, Rollbacked):
-            thread.history = min(thread.history, event.checkpoint_history_len)
-        elif isinstance(event, RunTerminal):
+        else:
+            self._apply(thread, seq, parse_json(data))
+
+    def _apply(self, thread: _Thread, seq: int, wire: dict[str, Any]) -> None:
+        """Fold one event, as its stored JSON (seed 000 wire shape), into the read model: the same code
+        for the writer (the rows it just appended) and for a rebuild."""
+        kind = wire["kind"]
+        if kind == "custom":
+            self._apply_custom(thread, seq, wire["custom_kind"], wire.get("payload"))
+        elif kind == "run_started":
+            thread.run_open, thread.run_llm, thread.run_tokens = True, 0, 0
+            thread.history += 1
+        elif kind == "llm_completed":
+            thread.history += 1
+            thread.run_llm += 1
+        elif kind == "tool_completed":
+            thread.history += len(wire["results"])
+        elif kind == "rollbacked":
+            thread.history = min(thread.history, wire["checkpoint_history_len"])
+        elif kind == "run_terminal":
             thread.run_open = False
-        elif isinstance(event, ToolGated):
-            thread.gates[event.call_id] = event.tool
-        elif isinstance(event, Resumed):
-            for call_id in (*event.approved, *event.denied):
+        elif kind == "tool_gated":
+            thread.gates[wire["call_id"]] = wire["tool"]
+        elif kind == "resumed":
+            for call_id in (*wire.get("approved", ()), *wire.get("denied", ())):
                 thread.gates.pop(call_id, None)
 
     def _apply_custom(self, thread: _Thread, seq: int, kind: str, payload: Any) -> None:
@@ -693,7 +711,10 @@ class FlightlogSaver(BaseCheckpointSaver[str]):
 
     def _load(self, thread: _Thread, ref: _Ref) -> Any:
         """Deserialize an artifact after checking that its bytes hash to its handle."""
-        content = self.store.get_artifact(ref.handle)
+        return self._loads(thread, ref, self.store.get_artifact(ref.handle))
+
+    def _loads(self, thread: _Thread, ref: _Ref, content: bytes | None) -> Any:
+        """Deserialize the bytes read for ``ref`` after checking that they hash to its handle."""
         digest = ref.handle.removeprefix("sha256:")
         if content is None or hashlib.sha256(content).hexdigest() != digest:
             raise LedgerIntegrityError(
@@ -722,9 +743,13 @@ class FlightlogSaver(BaseCheckpointSaver[str]):
                     reason=f"channel {channel!r}: the delta's base version {ref.base!r} is not in the thread",
                 )
             ref = base_ref  # type: ignore[assignment]  # _Ref | None once False is excluded
-        value: Any = [] if ref is None else self._load(thread, ref)
-        for delta in reversed(chain):
-            value.extend(self._load(thread, delta))
+        if not chain:
+            return None if ref is None else self._load(thread, ref)
+        refs = [*([] if ref is None else [ref]), *reversed(chain)]
+        contents = self.store.get_artifacts([r.handle for r in refs])  # one read for the whole chain
+        value: Any = []
+        for r in refs:
+            value.extend(self._loads(thread, r, contents.get(r.handle)))
         return value
 
     def _value(self, thread: _Thread, val: _Val) -> Any:
@@ -928,8 +953,8 @@ class FlightlogSaver(BaseCheckpointSaver[str]):
             except BaseException:
                 self._forget(thread)
                 raise
-            for row, event in zip(rows, events, strict=True):
-                self._apply(thread, row.seq, event)
+            for row in rows:
+                self._apply_bytes(thread, row.seq, row.event_bytes)
             thread.next_seq, thread.head = rec.next_seq, rec.head
             return
 

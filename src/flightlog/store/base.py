@@ -606,6 +606,17 @@ class Store(abc.ABC):
     def artifact_info(self, sha256: str) -> ArtifactRecord | None:
         """Metadata of an artifact, or None."""
 
+    def get_artifacts(self, handles: Sequence[str]) -> dict[str, bytes]:
+        """The bytes of several artifacts at once: ``{handle: bytes}`` for each one stored (a missing one
+        is left out), keyed by the handle as given (``sha256:<hex>`` or the hex digest). Backends read them
+        in a few statements; this default calls :meth:`get_artifact` per handle."""
+        found: dict[str, bytes] = {}
+        for handle in handles:
+            content = self.get_artifact(handle)
+            if content is not None:
+                found[handle] = content
+        return found
+
     # ─── checkpoints ───────────────────────────────────────────────────────────────────────
     @abc.abstractmethod
     def record_checkpoint(self, session_id: str, size: int, root: str, body: str) -> int:

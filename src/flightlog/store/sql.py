@@ -77,6 +77,8 @@ RUN_UPSERT = (
 )
 """Insert or overwrite a run row; params in ``RUN_COLUMNS`` order (:func:`flightlog.store.rows.run_tuple`)."""
 
+_ARTIFACT_BATCH = 500
+"""Handles per ``SELECT ... IN (...)`` of :meth:`SqlStore.get_artifacts` (SQLite allows 32766 variables)."""
 _HEAD_FOR_APPEND = (
     "SELECT s.head_seq, s.head_hash, a.epoch FROM sessions s "
     "JOIN authority_epochs a ON a.session_id = s.session_id WHERE s.session_id = ?"
@@ -439,6 +441,19 @@ class SqlStore(Store):
     def get_artifact(self, sha256: str) -> bytes | None:
         row = self._one("SELECT content FROM artifacts WHERE sha256 = ?", (sha256.removeprefix("sha256:"),))
         return bytes(row[0]) if row else None
+
+    def get_artifacts(self, handles: Sequence[str]) -> dict[str, bytes]:
+        by_digest = {h.removeprefix("sha256:"): h for h in handles}
+        digests = list(by_digest)
+        found: dict[str, bytes] = {}
+        for i in range(0, len(digests), _ARTIFACT_BATCH):
+            batch = digests[i : i + _ARTIFACT_BATCH]
+            marks = ", ".join("?" * len(batch))
+            for digest, content in self._all(
+                f"SELECT sha256, content FROM artifacts WHERE sha256 IN ({marks})", batch
+            ):
+                found[by_digest[digest]] = bytes(content)
+        return found
 
     def artifact_info(self, sha256: str) -> ArtifactRecord | None:
         row = self._one(

@@ -1,0 +1,264 @@
+"""LangGraph ``MessagesState`` threads on ``FlightlogSaver`` side by side with LangGraph's ``SqliteSaver``.
+
+Run ``.venv/bin/python bench/langgraph.py [--turns 250,500,1000] [--rounds 5] [--quick] [--json]``
+(``pip install -e '.[bench]'`` installs the peer, ``langgraph-checkpoint-sqlite``; without it only
+flightlog's own figures are printed and ``met`` says nothing about the peer).
+
+The thread: a ``MessagesState`` graph with one ``model`` node that answers each user message with a
+scripted ``AIMessage`` (~300 characters of text, response metadata and token usage as a chat model's); one
+turn = one ``graph.invoke`` with a new ~120-character ``HumanMessage``. Each saver records the same turns in
+its own SQLite file (flightlog: ``synchronous=FULL`` and the default notary, the user's log key, as a user
+has it; ``SqliteSaver``: its defaults).
+
+Rows (issue 19's table):
+
+* ``LangGraph MessagesState: disk per turn``: the database file's size (after a WAL checkpoint, WAL
+  included) at each of ``--turns``; printed as bytes per turn over each interval (0→250, 250→500,
+  500→1000), the ratio of the last interval's bytes per turn to the first's (``flat`` means <= 1.25), and
+  bytes per turn against the raw message bytes per turn (each message serialized once by LangGraph's
+  serializer: the least any saver stores). Target: flat, and <= 2x the raw message bytes.
+* ``LangGraph first get_state in a new process``: a fresh process opens the file and calls
+  ``graph.get_state`` on the thread at the largest ``--turns`` (imports and opening excluded: only the
+  call is timed); the median over ``--rounds`` processes, ratio flightlog / ``SqliteSaver``. Target <= 2x.
+
+Nothing here asserts on timings. Temporary files live under ``TMPDIR`` and are removed at exit.
+"""
+
+from __future__ import annotations
+
+import argparse
+import itertools
+import json
+import os
+import shutil
+import sqlite3
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+from typing import Any
+
+_HERE = Path(__file__).resolve().parent
+# this file is named langgraph.py: its directory on sys.path would shadow the langgraph package
+sys.path[:] = [p for p in sys.path if Path(p or os.getcwd()).resolve() != _HERE]
+_SRC = Path(__file__).resolve().parents[1] / "src"
+if _SRC.is_dir() and str(_SRC) not in sys.path:
+    sys.path.insert(0, str(_SRC))  # measure this checkout, installed or not
+
+DISK_TARGET = 2.0
+FLAT = 1.25
+GET_TARGET = 2.0
+USER = "Please look at the quarterly figures again and tell me which region grew fastest, and by how much. #"
+ANSWER = (
+    "Looking at the figures you shared, the northern region grew fastest this quarter, by about 14 percent "
+    "over the previous one, driven mostly by the two new stores; the southern region was flat and the "
+    "western region fell slightly because of the closed warehouse. Shall I break it down by month? #"
+)
+
+
+def _graph(saver: Any) -> Any:
+    from langchain_core.messages import AIMessage
+    from langgraph.graph import START, MessagesState, StateGraph
+
+    def model(state: MessagesState) -> dict[str, Any]:
+        n = len(state["messages"])
+        meta = {"model_name": "gpt-4o-mini", "model_provider": "openai", "finish_reason": "stop"}
+        usage = {"input_tokens": 30 * n, "output_tokens": 70, "total_tokens": 30 * n + 70}
+        return {
+            "messages": [
+                AIMessage(content=f"{ANSWER}{n}", response_metadata=meta, usage_metadata=usage)  # type: ignore[arg-type]
+            ]
+        }
+
+    g = StateGraph(MessagesState)
+    g.add_node("model", model)
+    g.add_edge(START, "model")
+    return g.compile(checkpointer=saver)
+
+
+def _open_saver(kind: str, path: Path) -> tuple[Any, Any]:
+    """A saver of ``kind`` on ``path`` and what to close after it."""
+    if kind == "flightlog":
+        import flightlog
+        from flightlog.integrations.langgraph import FlightlogSaver
+
+        store = flightlog.open_store(str(path))
+        return FlightlogSaver(store), store
+    from langgraph.checkpoint.sqlite import SqliteSaver
+
+    conn = sqlite3.connect(str(path), check_same_thread=False)
+    return SqliteSaver(conn), conn
+
+
+def _size(path: Path) -> int:
+    raw = sqlite3.connect(str(path))
+    try:
+        raw.execute("PRAGMA wal_checkpoint(TRUNCATE)")
+    finally:
+        raw.close()
+    return sum(p.stat().st_size for p in path.parent.glob(path.name + "*"))
+
+
+def _record(kind: str, path: Path, marks: list[int]) -> tuple[dict[int, int], int]:
+    """Run ``max(marks)`` turns; the file size at each mark and the raw message bytes of the thread."""
+    from langchain_core.messages import HumanMessage
+    from langgraph.checkpoint.serde.jsonplus import JsonPlusSerializer
+
+    saver, closer = _open_saver(kind, path)
+    graph = _graph(saver)
+    cfg = {"configurable": {"thread_id": "bench"}}
+    sizes: dict[int, int] = {}
+    try:
+        for turn in range(1, max(marks) + 1):
+            graph.invoke({"messages": [HumanMessage(f"{USER}{turn}")]}, cfg)
+            if turn in marks:
+                sizes[turn] = _size(path)
+        messages = graph.get_state(cfg).values["messages"]
+    finally:
+        closer.close()
+    serde = JsonPlusSerializer()
+    raw = sum(len(serde.dumps_typed(m)[1]) for m in messages)
+    return sizes, raw
+
+
+_GET = """
+import sys, time
+sys.path.insert(0, {src!r}); sys.path.insert(0, {bench!r})
+from langgraph_bench import _graph, _open_saver
+from pathlib import Path
+saver, closer = _open_saver({kind!r}, Path({path!r}))
+graph = _graph(saver)
+start = time.perf_counter()
+state = graph.get_state({{"configurable": {{"thread_id": "bench"}}}})
+elapsed = time.perf_counter() - start
+assert len(state.values["messages"]) == {expect}, len(state.values["messages"])
+print(elapsed)
+"""
+
+
+def _first_get(kind: str, path: Path, expect: int, bench_dir: Path) -> float:
+    code = _GET.format(src=str(_SRC), bench=str(bench_dir), kind=kind, path=str(path), expect=expect)
+    out = subprocess.run(
+        [sys.executable, "-c", code], check=True, capture_output=True, text=True, timeout=600
+    )
+    return float(out.stdout.strip().splitlines()[-1])
+
+
+def _peer() -> bool:
+    try:
+        import langgraph.checkpoint.sqlite  # noqa: F401
+    except ImportError:
+        return False
+    return True
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument(
+        "--turns", default=None, help="comma-separated marks (250,500,1000; --quick: 50,100,200)"
+    )
+    parser.add_argument("--rounds", type=int, default=None, help="new processes per saver (5; --quick: 3)")
+    parser.add_argument("--quick", action="store_true", help="a short run (< 60 s)")
+    parser.add_argument("--json", action="store_true", help="print the issue 19 rows as JSON")
+    args = parser.parse_args()
+    marks = [int(t) for t in (args.turns or ("50,100,200" if args.quick else "250,500,1000")).split(",")]
+    rounds = args.rounds or (3 if args.quick else 5)
+    kinds = ["flightlog", *(["sqlite"] if _peer() else [])]
+    tmp = Path(tempfile.mkdtemp(prefix="flightlog-bench-lg-"))
+    log = sys.stderr if args.json else sys.stdout
+    try:
+        shutil.copy(__file__, tmp / "langgraph_bench.py")  # importable by the get_state processes
+        env_home = tmp / "home"
+        os.environ.setdefault("FLIGHTLOG_KEY_DIR", str(env_home / "keys"))
+        os.environ.setdefault("FLIGHTLOG_HEAD_DIR", str(env_home / "heads"))
+        disk: dict[str, dict[int, int]] = {}
+        raw = 0
+        gets: dict[str, list[float]] = {}
+        for kind in kinds:
+            path = tmp / f"{kind}.db"
+            start = time.perf_counter()
+            disk[kind], raw = _record(kind, path, marks)
+            print(f"{kind}: {max(marks)} turns recorded in {time.perf_counter() - start:.1f} s", file=log)
+            gets[kind] = [_first_get(kind, path, 2 * max(marks), tmp) for _ in range(rounds)]
+        rows = _rows(disk, raw, gets, marks)
+    finally:
+        shutil.rmtree(tmp, ignore_errors=True)
+    if args.json:
+        print(json.dumps({"rows": rows}))
+        return
+    for row in rows:
+        ratio = "-" if row["ratio"] is None else f"{row['ratio']:.2f}"
+        print(
+            f"{row['path']}\n  flightlog: {row['flightlog']}\n  floor: {row['floor']}\n  ratio {ratio}  "
+            f"target {row['target']}  met {row['met']}  ({row['detail']})"
+        )
+
+
+def _per_turn(sizes: dict[int, int], marks: list[int]) -> list[float]:
+    points = [0, *marks]
+    base = {0: 0, **sizes}
+    return [(base[b] - base[a]) / (b - a) for a, b in itertools.pairwise(points)]
+
+
+def _rows(
+    disk: dict[str, dict[int, int]], raw: int, gets: dict[str, list[float]], marks: list[int]
+) -> list[dict[str, Any]]:
+    top = max(marks)
+    ours = _per_turn(disk["flightlog"], marks)
+    raw_turn = raw / top
+    growth = ours[-1] / ours[1] if len(ours) > 2 else ours[-1] / ours[0]  # first interval holds the schema
+    vs_raw = ours[-1] / raw_turn
+    label = " / ".join(f"{b / 1024:.1f} KB" for b in ours)
+    peer = ""
+    if "sqlite" in disk:
+        theirs = _per_turn(disk["sqlite"], marks)
+        peer = "SqliteSaver " + " / ".join(f"{b / 1024:.1f} KB" for b in theirs) + " per turn; "
+    rows: list[dict[str, Any]] = [
+        {
+            "path": "LangGraph MessagesState: disk per turn",
+            "flightlog": f"{label} per turn over turns {marks} ({disk['flightlog'][top] / 1e6:.2f} MB at T={top})",
+            "floor": f"{peer}raw messages {raw_turn / 1024:.2f} KB per turn",
+            "ratio": round(vs_raw, 2),
+            "spread": None,
+            "target": f"flat (last/second interval <= {FLAT}) and <= {DISK_TARGET}x raw",
+            "met": growth <= FLAT and vs_raw <= DISK_TARGET,
+            "detail": f"bytes per turn, last interval / second: {growth:.2f}; ratio = last interval / raw",
+        }
+    ]
+    mine = statistics.median(gets["flightlog"]) * 1000
+    if "sqlite" in gets:
+        theirs_ms = [g * 1000 for g in gets["sqlite"]]
+        floor = statistics.median(theirs_ms)
+        ratios = [a / b for a, b in zip(sorted(gets["flightlog"]), sorted(gets["sqlite"]), strict=True)]
+        rows.append(
+            {
+                "path": "LangGraph first get_state in a new process",
+                "flightlog": f"{mine:.1f} ms at T={top}",
+                "floor": f"SqliteSaver {floor:.1f} ms",
+                "ratio": round(mine / floor, 2),
+                "spread": [round(min(ratios), 2), round(max(ratios), 2)],
+                "target": f"<= {GET_TARGET}x",
+                "met": mine / floor <= GET_TARGET,
+                "detail": f"median of {len(gets['flightlog'])} processes; only the get_state call is timed",
+            }
+        )
+    else:
+        rows.append(
+            {
+                "path": "LangGraph first get_state in a new process",
+                "flightlog": f"{mine:.1f} ms at T={top}",
+                "floor": "SqliteSaver not installed (pip install -e '.[bench]')",
+                "ratio": None,
+                "spread": None,
+                "target": f"<= {GET_TARGET}x",
+                "met": None,
+                "detail": "peer absent",
+            }
+        )
+    return rows
+
+
+if __name__ == "__main__":
+    main()
