@@ -12,7 +12,8 @@ Semantics follow LangGraph's ``BaseCheckpointSaver`` contract and its reference 
 (``langgraph/checkpoint/memory/__init__.py``) rule for rule; each method names the rule it follows.
 
 Ledger layout (one flightlog session per LangGraph ``thread_id``, id ``langgraph:<thread_id>``, source
-``langgraph``; every event is a :class:`~flightlog.events.Custom`):
+``langgraph``, ``metadata["run_source"] = "workflow"``). What LangGraph stores is kept in these
+:class:`~flightlog.events.Custom` events, so LangGraph gets back exactly what it stored:
 
 * ``langgraph.checkpoint`` (one per ``put``, one transaction with its artifacts): ``thread_id``,
   ``checkpoint_ns``, ``checkpoint_id``, ``parent_checkpoint_id`` (absent for a root), ``checkpoint`` (the
@@ -20,18 +21,59 @@ Ledger layout (one flightlog session per LangGraph ``thread_id``, id ``langgraph
   ``new_versions`` only, ``{"version", "type", "ref"}`` where ``ref`` is the ``sha256:<hex>`` handle of the
   serialized value (``self.serde.dumps_typed``) stored as a content-addressed, deduplicated artifact and
   ``type`` the serde's type tag; a channel in ``new_versions`` without a value is ``{"version", "type":
-  "empty"}``. ``checkpoint`` and ``metadata`` are ``{"json": value}`` when the value is plain JSON that
-  round-trips exactly, else ``{"type", "ref"}`` like a channel value.
+  "empty"}``. A list value that begins with the parent checkpoint's value of the channel (the same
+  elements, serialized one by one and compared byte for byte) is stored as a delta, ``{"version", "type",
+  "ref", "base"}``: the artifact holds only the new elements and ``base`` is the version it extends, so a
+  ``MessagesState`` thread grows by its new messages per step, not by its whole history (reading walks the
+  deltas back to a whole value and reads their artifacts in one statement). ``checkpoint`` and ``metadata``
+  are ``{"json": value}`` when the value is plain JSON that round-trips exactly, else ``{"type", "ref"}``
+  like a channel value.
 * ``langgraph.writes`` (one per ``put_writes`` that adds something): ``thread_id``, ``checkpoint_ns``,
   ``checkpoint_id``, ``task_id``, ``task_path`` and ``writes``: ``[{"idx", "channel", "type", "ref"}]``.
 * ``langgraph.thread_deleted`` (``delete_thread``): ``thread_id``.
+* ``langgraph.runs_deleted`` (``delete_for_runs``: ``run_ids``), ``langgraph.pruned`` (``prune``:
+  ``strategy``) and ``langgraph.thread_copied`` (``copy_thread``, on the target: the source's checkpoints,
+  values and writes as references): markers the fold honours; no ledger row is ever deleted.
 
-Reads fold the ledger: the first read of a thread verifies its chain (refusing on divergence) and folds its
-rows once, streaming, into a small in-memory index of references (values stay in the artifact table and are
-loaded, and their sha256 checked, when a tuple is built). When the session's head moved without this saver
+Readable events. Beside those records the saver writes, in the same transaction, what happened in the root
+namespace (``checkpoint_ns == ""``; subgraphs are recorded as blobs only) as seed 000 events, so ``show``,
+``replay``, ``runs``, ``pending`` and the dashboard read a thread like a kernel run:
+
+* a checkpoint whose metadata ``source`` is ``input`` → ``run_started`` (goal: the input's human messages,
+  else the input as JSON; a run still open is first ended ``run_terminal("interrupted")``);
+* the LangChain messages a step appended to a list channel (found by the delta above) → an ``AIMessage`` is
+  ``llm_completed`` (text and tool calls; ``provider_replay`` with protocol :data:`PROTOCOL`, the provider
+  and model from ``response_metadata``, ``reasoning_content`` from ``additional_kwargs``, and the whole
+  message as ``native_message``), ``custom`` :data:`USAGE_KIND` when it has ``usage_metadata``, and
+  ``tool_requested`` for its tool calls; a run of ``ToolMessage`` is one ``tool_completed``; a
+  ``HumanMessage`` after the run's input is ``custom`` ``signal_message`` (replay shows it as a user
+  message); system messages record nothing. A step that rewrites earlier messages (``RemoveMessage``, a
+  same-id replacement) records the messages from the first changed one on, and replay is not truncated;
+* a checkpoint whose parent is not the thread's latest (time travel, ``update_state`` on an earlier
+  checkpoint) → ``rollbacked`` to the replay history at the parent (and ``run_started`` when no run is open);
+* an ``interrupt()`` (an ``__interrupt__`` write) → per interrupt ``tool_gated`` (call id: the interrupt
+  id, tool: the node) and ``permission_requested``, then ``suspended`` naming the interrupt ids;
+* ``Command(resume=...)`` (the ``__resume__`` write of LangGraph's null task) → per pending interrupt
+  ``permission_resolved`` (approved per :data:`DENIALS`, responder per :data:`RESPONDER_KEYS`), then
+  ``resumed`` with the approved and denied ids;
+* a node failure (an ``__error__`` write) → ``rollbacked`` (reason ``fatal_tool_error`` naming the node
+  and the exception) and ``run_terminal("error in node ...")``;
+* a ``loop`` checkpoint with nothing left to run (no ``branch:to:*``, ``__start__`` or pending sends) →
+  ``run_terminal("completed")`` with the run's model calls and tokens.
+
+LangGraph saves a task's writes in the background, sometimes before the checkpoint they belong to: an
+interrupt, error or resume write is described when both it and its checkpoint are recorded (by the later of
+the two). The session status follows (``running``, ``suspended``, ``completed``, ``interrupted``,
+``failed``), and each time the graph stops (suspended or run ended) the recorder signs a checkpoint at once
+(with the saver's notary) instead of waiting for the cadence.
+
+Reads fold the ledger: the first read of a thread reads its rows once, streaming, checking each row's
+chain link and hash (from genesis) before folding its stored JSON into a small in-memory index of
+references, and the last row against the session's recorded head (values stay in the artifact table and are
+loaded, and their sha256 checked, when a tuple is built). Any mismatch runs the full verify, which names
+every divergent sequence, and the read is refused. When the session's head moved without this saver
 (another process wrote), only the rows appended since are read, each checked to chain onto the verified head
-(and the last onto the recorded head) before it is folded; anything else rebuilds the index from a full verify.
-The ledger is the truth; the index is a cache.
+(and the last onto the recorded head) before it is folded. The ledger is the truth; the index is a cache.
 
 Writers: any number of savers, in any number of processes, may write one thread (uvicorn workers, a web
 process beside a background worker), as with LangGraph's own SQLite and Postgres savers. Each write runs in
@@ -102,13 +144,16 @@ from ..store.base import Store
 
 __all__ = [
     "CHECKPOINT_KIND",
+    "DENIALS",
     "PROTOCOL",
     "PRUNED_KIND",
+    "RESPONDER_KEYS",
     "RUNS_DELETED_KIND",
     "SESSION_PREFIX",
     "SOURCE",
     "THREAD_COPIED_KIND",
     "THREAD_DELETED_KIND",
+    "USAGE_KIND",
     "WRITES_KIND",
     "WRITE_ATTEMPTS",
     "FlightlogSaver",
@@ -516,8 +561,8 @@ class FlightlogSaver(BaseCheckpointSaver[str]):
             records an unsigned chain.
 
     Thread-safe (one lock over the index and the recorders); the async methods run the sync ones in a
-    worker thread. Not implemented (LangGraph's base raises ``NotImplementedError``): ``delete_for_runs``,
-    ``copy_thread``, ``prune``, which would remove history from an append-only ledger.
+    worker thread. Every capability of LangGraph's checkpointer conformance suite is implemented (base and
+    extended: ``delete_for_runs``, ``copy_thread``, ``prune``, as markers; nothing is deleted).
 
     Raises (any method reading a thread):
         LedgerIntegrityError: the thread's chain does not verify, or an artifact is missing or its bytes do
