@@ -13,6 +13,8 @@ from pathlib import Path
 from typing import Annotated, Any, TypedDict
 
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 from langchain_core.runnables import RunnableConfig
 from langgraph.checkpoint import conformance
 from langgraph.checkpoint.base import BaseCheckpointSaver, empty_checkpoint
@@ -27,6 +29,9 @@ from flightlog.cli import app
 from flightlog.errors import LedgerIntegrityError
 from flightlog.integrations.langgraph import (
     CHECKPOINT_KIND,
+    PRUNED_KIND,
+    RUNS_DELETED_KIND,
+    THREAD_COPIED_KIND,
     THREAD_DELETED_KIND,
     WRITES_KIND,
     FlightlogSaver,
@@ -507,3 +512,70 @@ def test_rows_appended_elsewhere_that_do_not_chain_are_refused(db: Path, store: 
     with pytest.raises(LedgerIntegrityError) as refused:
         reader.get_tuple(_cfg("t"))
     assert refused.value.seq == target.seq
+
+
+# ─── list channels as deltas (issue 16/19): exact values whatever the edits ─────────────────────────
+_element = st.one_of(st.integers(-5, 5), st.text(max_size=3), st.lists(st.integers(0, 3), max_size=2))
+
+
+@given(
+    steps=st.lists(
+        st.tuples(st.sampled_from(["append", "replace", "truncate", "fork"]), st.lists(_element, max_size=3)),
+        min_size=1,
+        max_size=12,
+    )
+)
+@settings(max_examples=40, deadline=None)
+def test_list_channels_read_back_exactly_as_put(steps: list[tuple[str, list[Any]]]) -> None:
+    """Each checkpoint's list value reads back exactly, however it relates to its parent's (an extension
+    is stored as a delta, anything else whole), after a restart too and on a fork from an earlier one."""
+    with flightlog.open_store(":memory:") as s:
+        saver = FlightlogSaver(s, notary=None)
+        value: list[Any] = []
+        history: list[tuple[RunnableConfig, list[Any]]] = []
+        config = _cfg("p", checkpoint_ns="")
+        version: Any = None
+        for op, elements in steps:
+            if op == "append":
+                value = [*value, *elements]
+            elif op == "replace":
+                value = list(elements)
+            elif op == "truncate":
+                value = value[: len(value) // 2]
+            elif history:  # fork: continue from an earlier checkpoint's value
+                config, value = history[len(history) // 2]
+                value = [*value, *elements]
+            cp = empty_checkpoint()
+            version = saver.get_next_version(version, None)
+            cp["channel_values"] = {"xs": list(value)}
+            cp["channel_versions"] = {"xs": version}
+            config = saver.put(config, cp, {"source": "loop", "step": len(history)}, {"xs": version})
+            history.append((config, list(value)))
+        for reader in (saver, FlightlogSaver(s, notary=None)):  # the writer's index, then a fresh fold
+            for stored_config, expected in history:
+                tup = reader.get_tuple(stored_config)
+                assert tup is not None
+                assert tup.checkpoint["channel_values"].get("xs", []) == expected
+
+
+def test_markers_delete_nothing(store: Store) -> None:
+    """delete_for_runs, prune and copy_thread append markers; every ledger row before them stays."""
+    saver = FlightlogSaver(store)
+    graph = _build(saver)
+    graph.invoke({"items": ["a"]}, _cfg("m", run_id="00000000-0000-0000-0000-000000000001"))
+    graph.invoke(Command(resume="ok"), _cfg("m"))
+    before = [r.hash for r in store.read_events(session_id_for("m"))]
+    saver.copy_thread("m", "m2")
+    assert [t.checkpoint["id"] for t in saver.list(_cfg("m2"))] == [
+        t.checkpoint["id"] for t in saver.list(_cfg("m"))
+    ]
+    saver.delete_for_runs(["00000000-0000-0000-0000-000000000001"])
+    saver.prune(["m"], strategy="keep_latest")
+    assert len(list(saver.list(_cfg("m")))) == 1
+    after = [r.hash for r in store.read_events(session_id_for("m"))]
+    assert after[: len(before)] == before and len(after) == len(before) + 2
+    assert verify_session(store, session_id_for("m")).ok and verify_session(store, session_id_for("m2")).ok
+    fresh = FlightlogSaver(store)  # a new process folds the markers the same way
+    assert len(list(fresh.list(_cfg("m")))) == 1
+    assert _custom_kinds(store, "m")[-2:] == [RUNS_DELETED_KIND, PRUNED_KIND]
+    assert _custom_kinds(store, "m2") == [THREAD_COPIED_KIND, RUNS_DELETED_KIND]  # the copy held that run too

@@ -14,12 +14,13 @@ from typing import Any
 
 import pytest
 from fastapi.testclient import TestClient
-from langchain_core.messages import AIMessage, HumanMessage
+from langchain_core.messages import AIMessage, BaseMessage, HumanMessage
 from langchain_core.runnables import RunnableConfig
 from langchain_core.tools import tool
+from langgraph.checkpoint.memory import InMemorySaver
 from langgraph.graph import END, START, MessagesState, StateGraph
 from langgraph.prebuilt import ToolNode
-from langgraph.types import Command, interrupt
+from langgraph.types import Command, Interrupt, interrupt
 from typer.testing import CliRunner
 
 import flightlog
@@ -38,7 +39,7 @@ def add(a: int, b: int) -> int:
     return a + b
 
 
-def _graph(saver: FlightlogSaver) -> Any:
+def _graph(saver: Any) -> Any:
     def model(state: MessagesState) -> dict[str, Any]:
         calls = sum(1 for m in state["messages"] if m.type == "ai")
         if calls % 2 == 0:  # ask for the tool, then answer with its result
@@ -202,3 +203,55 @@ def test_the_dashboard_shows_the_thread(db: Path, store: Store) -> None:
         assert page.status_code == 200
         for text in ("add 1 and 2", "the sum is 3", "approved"):
             assert text in page.text, text
+
+
+def _plain(value: Any) -> Any:
+    """Messages without their random ids, interrupts without theirs: what two identical runs share."""
+    if isinstance(value, BaseMessage):
+        return (
+            value.type,
+            value.content,
+            getattr(value, "tool_calls", None),
+            getattr(value, "tool_call_id", None),
+        )
+    if isinstance(value, Interrupt):
+        return ("interrupt", _plain(value.value))
+    if isinstance(value, dict):
+        return {k: _plain(v) for k, v in value.items()}
+    if isinstance(value, list | tuple):
+        return [_plain(v) for v in value]
+    return value
+
+
+def _drive_chat(graph: Any) -> list[Any]:
+    """Interrupt, approve, time-travel to the approval and deny it, fork with an edited message, fail."""
+    out = [graph.invoke({"messages": [HumanMessage("add 1 and 2")]}, CFG)]
+    out.append(graph.invoke(Command(resume="yes"), CFG))
+    history = list(graph.get_state_history(CFG))
+    asked = next(s for s in history if s.next == ("approve",))
+    out.append(graph.invoke(None, asked.config))
+    out.append(graph.invoke(Command(resume="no"), CFG))
+    fork = graph.update_state(asked.config, {"messages": [HumanMessage("actually, add 2 and 2")]})
+    out.append(graph.invoke(None, fork))
+    out.append(graph.invoke({"messages": [HumanMessage("once more")]}, CFG))
+    try:
+        graph.invoke(Command(resume="explode"), CFG)
+        out.append("no error")
+    except ValueError as exc:
+        out.append(str(exc))
+    state = graph.get_state(CFG)
+    out.append((state.values, state.next, [t.name for t in state.tasks]))
+    out.append(
+        [
+            (s.values, s.next, s.metadata.get("source"), s.metadata.get("step"))
+            for s in graph.get_state_history(CFG)
+        ]
+    )
+    return _plain(out)
+
+
+def test_a_chat_graph_runs_as_on_langgraphs_own_saver(store: Store) -> None:
+    """Interrupts, time travel, a fork and a node failure give the same outputs and history as InMemorySaver."""
+    ours = _drive_chat(_graph(FlightlogSaver(store)))
+    assert ours == _drive_chat(_graph(InMemorySaver()))
+    assert ours[1]["messages"][-1][1] == "the sum is 3"
