@@ -467,6 +467,17 @@ class StoreContract(MemoryContract):
         assert store.artifact_info("0" * 64) is None
         assert store.get_artifact("0" * 64) is None
 
+    def test_several_artifacts_are_read_at_once(self, store: Store) -> None:
+        contents = [bytes([i % 256]) * (i + 1) for i in range(1200)]
+        records = [store.put_artifact(c, "application/octet-stream") for c in contents]
+        wanted = (
+            [r.handle for r in records[::2]] + [r.sha256 for r in records[1::400]] + ["sha256:" + "0" * 64]
+        )
+        found = store.get_artifacts(wanted)  # more handles than one statement's batch
+        assert set(found) == set(wanted[:-1])  # keyed as given; the missing one left out
+        assert all(found[h] == contents[2 * i] for i, h in enumerate(wanted[:600]))
+        assert store.get_artifacts([]) == {}
+
     def test_empty_artifact(self, store: Store) -> None:
         record = store.put_artifact(b"", "text/plain")
         assert record.sha256 == hashlib.sha256(b"").hexdigest()
