@@ -22,7 +22,7 @@ Ledger layout (one flightlog session per LangGraph ``thread_id``, id ``langgraph
   serialized value (``self.serde.dumps_typed``) stored as a content-addressed, deduplicated artifact and
   ``type`` the serde's type tag; a channel in ``new_versions`` without a value is ``{"version", "type":
   "empty"}``. A list value that begins with the parent checkpoint's value of the channel (the same
-  elements, serialized one by one and compared byte for byte) is stored as a delta, ``{"version", "type",
+  elements, serialized one by one and compared by sha256) is stored as a delta, ``{"version", "type",
   "ref", "base"}``: the artifact holds only the new elements and ``base`` is the version it extends, so a
   ``MessagesState`` thread grows by its new messages per step, not by its whole history (reading walks the
   deltas back to a whole value and reads their artifacts in one statement). ``checkpoint`` and ``metadata``
@@ -245,10 +245,8 @@ class _Thread:
     cp_history: dict[tuple[str, str], int] = field(default_factory=dict)  # checkpoint -> history at it
     last_cp: dict[str, str] = field(default_factory=dict)  # checkpoint_ns -> last checkpoint put
     gates: dict[str, str] = field(default_factory=dict)  # pending interrupt id -> node
-    # writer-side cache, not folded: (ns, channel) -> (version, serialized elements) of the last list put
-    lists: dict[tuple[str, str], tuple[str | int | float, list[tuple[str, bytes]]]] = field(
-        default_factory=dict
-    )
+    # writer-side cache, not folded: (ns, channel) -> (version, element digests) of the last list put
+    lists: dict[tuple[str, str], tuple[str | int | float, list[bytes]]] = field(default_factory=dict)
 
     def reset(self) -> None:
         self.checkpoints.clear()
@@ -1086,10 +1084,10 @@ class FlightlogSaver(BaseCheckpointSaver[str]):
     ) -> tuple[dict[str, Any], Any]:
         """Store one channel value; returns its entry and what is new in it: for a list, the elements after
         the parent's value when that value is the list's beginning (serialized element by element and
-        compared byte for byte; stored as a delta), else the whole value."""
+        compared by their sha256; stored as a delta), else the whole value."""
         if type(value) is not list or not value:
             return self._typed(rec, value), value
-        elements = [self.serde.dumps_typed(v) for v in value]
+        elements = self._digests(value)
         base = self._base_list(thread, ns, channel, parent)
         thread.lists[(ns, channel)] = (version, elements)
         if base is not None:
@@ -1106,13 +1104,13 @@ class FlightlogSaver(BaseCheckpointSaver[str]):
 
     def _base_list(
         self, thread: _Thread, ns: str, channel: str, parent: str | None
-    ) -> tuple[str | int | float, builtins.list[tuple[str, bytes]]] | None:
-        """The parent checkpoint's version of ``channel`` and its serialized elements (from the writer's
+    ) -> tuple[str | int | float, builtins.list[bytes]] | None:
+        """The parent checkpoint's version of ``channel`` and its elements' digests (from the writer's
         cache, else loaded from the ledger), or None when the parent has no list there."""
         cp = thread.checkpoints.get(ns, {}).get(parent or "")
         if cp is None:
             return None
-        body = self._value(thread, cp.checkpoint)
+        body = cp.checkpoint.json if cp.checkpoint.ref is None else self._load(thread, cp.checkpoint.ref)
         version = body.get("channel_versions", {}).get(channel)
         if version is None or thread.blobs.get((ns, channel, version)) is None:
             return None
@@ -1122,7 +1120,15 @@ class FlightlogSaver(BaseCheckpointSaver[str]):
         value = self._load_blob(thread, ns, channel, version)
         if type(value) is not list:
             return None
-        return version, [self.serde.dumps_typed(v) for v in value]
+        return version, self._digests(value)
+
+    def _digests(self, value: builtins.list[Any]) -> builtins.list[bytes]:
+        """sha256 of each element's serialized form (serde type tag and bytes): what two lists are compared
+        by, element by element, without keeping their bytes."""
+        sha = hashlib.sha256
+        return [
+            sha(kind.encode() + b"\0" + data).digest() for kind, data in map(self.serde.dumps_typed, value)
+        ]
 
     def _step_events(
         self,
