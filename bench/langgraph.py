@@ -157,13 +157,13 @@ def _peer() -> bool:
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument(
-        "--turns", default=None, help="comma-separated marks (250,500,1000; --quick: 50,100,200)"
+        "--turns", default=None, help="comma-separated marks (250,500,1000; --quick: 25,50,100)"
     )
     parser.add_argument("--rounds", type=int, default=None, help="new processes per saver (5; --quick: 3)")
     parser.add_argument("--quick", action="store_true", help="a short run (< 60 s)")
     parser.add_argument("--json", action="store_true", help="print the issue 19 rows as JSON")
     args = parser.parse_args()
-    marks = [int(t) for t in (args.turns or ("50,100,200" if args.quick else "250,500,1000")).split(",")]
+    marks = [int(t) for t in (args.turns or ("25,50,100" if args.quick else "250,500,1000")).split(",")]
     rounds = args.rounds or (3 if args.quick else 5)
     kinds = ["flightlog", *(["sqlite"] if _peer() else [])]
     tmp = Path(tempfile.mkdtemp(prefix="flightlog-bench-lg-"))
