@@ -119,6 +119,14 @@ def test_a_thread_reads_as_what_happened(db: Path, store: Store) -> None:
     assert [(p["session_id"], p["tool"]) for p in pending] == [(SID, "approve")]
     shown = _cli(db, "show", "chat")
     assert "requested add(" in shown and "needs approval" in shown and "suspended" in shown
+    # `flightlog approve` cannot answer a graph's interrupt (only Command(resume=...) reaches LangGraph):
+    # refused with one line saying how, and nothing is written
+    head = store.get_session(SID).head_seq
+    call_id = pending[0]["call_id"]
+    refused = CliRunner().invoke(app, ["--db", str(db), "approve", SID, call_id, "--as", "eve"])
+    assert refused.exit_code == 1
+    assert "is a LangGraph thread: answer its interrupt in the graph with Command(resume=...)" in refused.output
+    assert store.get_session(SID).head_seq == head
 
     # the model's answer keeps what LangChain kept of the provider's message
     llm = next(e for e in _events(store) if e["kind"] == "llm_completed")

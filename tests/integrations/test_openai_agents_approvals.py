@@ -125,10 +125,14 @@ def test_denied_on_the_dashboard_then_resumed_in_another_process(started: tuple[
             headers={"Origin": BASE, "Accept": "application/json"},
         )
         assert decided.status_code == 200, decided.text
+        # the hint names the SDK call that continues it (the app resumes it), not `flightlog resume`
+        assert decided.json()["resume"] == "FlightlogSession.resume(state) in the Agents SDK app"
         waiting = client.get("/api/runs").json()["waiting"]
         assert [w["decisions"] for w in waiting] == [[f"{CALL} (refund) denied by Ada Lovelace"]]
+        assert [w["command"] for w in waiting] == ["FlightlogSession.resume(state) in the Agents SDK app"]
     (row,) = json.loads(_cli(db, "pending", "--json"))
     assert (row["decision"], row["decided_by"]) == ("denied", "Ada Lovelace")
+    assert "waiting for: FlightlogSession.resume(state) in the Agents SDK app" in _cli(db, "pending")
 
     assert _step(db, state, "resume") == "final tool said: not today"  # the SDK told the model the reason
     events = _events(db)

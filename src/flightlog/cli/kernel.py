@@ -184,9 +184,14 @@ def register(app: typer.Typer, open_db: OpenDb) -> None:
     ) -> None:
         """List tool calls waiting for a decision, and those decided (by whom) waiting for a resume."""
         from ..kernel import pending
+        from ..kernel.approvals import resume_hint
 
         with open_db(True) as store:
             rows = pending(store, decided=True)
+            hints = {
+                sid: resume_hint(store.get_session(sid).source, sid)
+                for sid in {r.root_session_id or r.session_id for r in rows if r.decision is not None}
+            }
         if json_out:
             sys.stdout.write(json.dumps([r.to_wire() for r in rows], indent=2, ensure_ascii=False) + "\n")
             return
@@ -201,7 +206,7 @@ def register(app: typer.Typer, open_db: OpenDb) -> None:
                 who = short(printable(row.decided_by or "?"), 80)
                 out.print(
                     f"{head}  [{row.kind}] {row.decision} by {who}; "
-                    f"waiting for: flightlog resume {row.root_session_id or row.session_id}{tree}"
+                    f"waiting for: {hints[row.root_session_id or row.session_id]}{tree}"
                 )
 
     @app.command("approve")
@@ -218,17 +223,18 @@ def register(app: typer.Typer, open_db: OpenDb) -> None:
     ) -> None:
         """Approve a waiting call (an in-doubt effect: run it again). Then `resume` the session."""
         from ..kernel import approve
-        from ..kernel.approvals import tree_of
+        from ..kernel.approvals import resume_hint, tree_of
 
         _operator(err, responder)
         with open_db(False) as store:
             sid = store.resolve_session(session)
             verdict = _decide(lambda: approve(store, sid, call, responder=responder))
             root = tree_of(store, sid)[1]
+            hint = resume_hint(store.get_session(root).source, root)
         if json_out:
             _decision_json(sid, verdict)
             return
-        out.print(f"approved {call} of {sid}; continue with: flightlog resume {root}")
+        out.print(f"approved {call} of {sid}; continue with: {hint}")
 
     @app.command("deny")
     def deny_cmd(
@@ -245,17 +251,18 @@ def register(app: typer.Typer, open_db: OpenDb) -> None:
     ) -> None:
         """Deny a waiting call (an in-doubt effect: mark it failed). Then `resume` the session."""
         from ..kernel import deny
-        from ..kernel.approvals import tree_of
+        from ..kernel.approvals import resume_hint, tree_of
 
         _operator(err, responder)
         with open_db(False) as store:
             sid = store.resolve_session(session)
             verdict = _decide(lambda: deny(store, sid, call, responder=responder, reason=reason))
             root = tree_of(store, sid)[1]
+            hint = resume_hint(store.get_session(root).source, root)
         if json_out:
             _decision_json(sid, verdict)
             return
-        out.print(f"denied {call} of {sid}; continue with: flightlog resume {root}")
+        out.print(f"denied {call} of {sid}; continue with: {hint}")
 
     @app.command("abort")
     def abort_cmd(

@@ -37,7 +37,7 @@ from ..integrity.notary import USER_NOTARY, Notary, UserNotary, resolve_notary
 from ..narration import MAX_OPERATOR, operator_problem
 from ..recorder import Recorder
 from ..store.base import Store
-from .errors import InvalidOperator, NotPending
+from .errors import DecidedByItsRuntime, InvalidOperator, NotPending
 from .records import APPROVAL_DECISION, GateKind, Verdict
 from .state import Gate, KernelState, load_state
 
@@ -49,6 +49,7 @@ __all__ = [
     "deny",
     "operator_problem",
     "pending",
+    "resume_hint",
     "tree_of",
 ]
 
@@ -209,6 +210,23 @@ HUMAN = "user"
 """``permission_resolved.responder`` of every human decision (seed 000: ``"user" | "policy_gate"``)."""
 
 
+LANGGRAPH_SOURCE = "langgraph"
+"""``Session.source`` of a LangGraph thread (``flightlog.integrations.langgraph.SOURCE``; the kernel does not
+import the integrations): its interrupts are answered in the graph, never by :func:`approve`/:func:`deny`."""
+
+AGENTS_SDK_SOURCE = "openai-agents"
+"""``Session.source`` of an OpenAI Agents SDK session (``flightlog.integrations.openai_agents.SOURCE``): a
+decision recorded here is applied to the SDK's ``RunState`` by ``FlightlogSession.resume``."""
+
+
+def resume_hint(source: str, session_id: str) -> str:
+    """How a session continues once its decisions are recorded, for the CLI and the dashboard: ``flightlog
+    resume SESSION`` for the kernel's own runs, the SDK call for an Agents SDK session (its app resumes it)."""
+    if source == AGENTS_SDK_SOURCE:
+        return "FlightlogSession.resume(state) in the Agents SDK app"
+    return f"flightlog resume {session_id}"
+
+
 def approve(
     store: Store,
     session_id: str,
@@ -228,6 +246,7 @@ def approve(
     Raises:
         InvalidOperator: ``responder`` breaks the operator-name rule (nothing is read or written).
         NotPending: the session is not suspended on ``call_id`` (unknown, or already decided).
+        DecidedByItsRuntime: the session is a LangGraph thread (answered by ``Command(resume=...)``).
         SessionNotFound: no such session.
         LedgerIntegrityError: the session fails the full check (nothing is written).
     """
@@ -253,6 +272,7 @@ def deny(
     Raises:
         InvalidOperator: ``responder`` breaks the operator-name rule (nothing is read or written).
         NotPending: the session is not suspended on ``call_id`` (unknown, or already decided).
+        DecidedByItsRuntime: the session is a LangGraph thread (answered by ``Command(resume=...)``).
         SessionNotFound: no such session.
         LedgerIntegrityError: the session fails the full check (nothing is written).
     """
@@ -281,6 +301,9 @@ def _decide(
     check_operator(responder)
     signer = resolve_notary(notary)
     require_intact(store, session_id, auditor=Auditor.for_notary(signer))  # before reading any gate
+    source = store.get_session(session_id).source
+    if source == LANGGRAPH_SOURCE:
+        raise DecidedByItsRuntime(session_id=session_id, source=source)
     # Check the gate before attaching: attaching takes authority, which would fence a run still going.
     state = load_state(store, session_id)
     _open_gate(state, session_id, call_id)

@@ -23,6 +23,7 @@ from ..errors import FlightlogError
 __all__ = [
     "AgentSpecError",
     "CommandRefused",
+    "DecidedByItsRuntime",
     "FatalToolError",
     "InvalidOperator",
     "KernelError",
@@ -47,6 +48,24 @@ class NotPending(KernelError, LookupError):
             f"session {session_id}: no call {call_id!r} is waiting for a decision",
             session_id=session_id,
             call_id=call_id,
+        )
+
+
+class DecidedByItsRuntime(KernelError, ValueError):
+    """The session's gates belong to another runtime that flightlog records but does not drive: a LangGraph
+    thread's ``interrupt()`` is answered by ``Command(resume=...)`` in the graph, which the saver records with
+    who answered (:mod:`flightlog.integrations.langgraph`). A decision appended here would never reach the
+    graph, so none is written."""
+
+    session_id: str
+    source: str
+
+    def __init__(self, *, session_id: str, source: str) -> None:
+        super().__init__(
+            f"session {session_id} is a LangGraph thread: answer its interrupt in the graph with "
+            "Command(resume=...) (the saver records the answer and who gave it); nothing was written",
+            session_id=session_id,
+            source=source,
         )
 
 

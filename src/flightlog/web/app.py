@@ -274,7 +274,7 @@ def _runs_data(dash: _Dashboard, state: str | None, source: str | None) -> dict[
     return {
         "runs": views.run_tree(store, state=state, source=source, waiting=waiting),
         "pending": views.pending_rows([c for calls in suspended.values() for c in calls]),
-        "waiting": views.waiting_rows(suspended, dash.pending.decided(store)),
+        "waiting": views.waiting_rows(suspended, dash.pending.decided(store), store),
     }
 
 
@@ -292,7 +292,7 @@ def _session_status(dash: _Dashboard, session_id: str) -> dict[str, Any]:
         "children": subtree.child_rows(store, session_id),
         "head_seq": record.head_seq,
         "pending": views.pending_rows(calls),
-        "waiting": views.waiting_rows(suspended, dash.pending.decided(store, session_id)),
+        "waiting": views.waiting_rows(suspended, dash.pending.decided(store, session_id), store),
     }
 
 
@@ -379,7 +379,7 @@ def _routes(app: FastAPI, dash: _Dashboard) -> None:
             ),
             next=views.session_href(id),
             session_id=id,
-            command=views.resume_command(id),
+            command=views.resume_command(id, store.get_session(id).source),
         )
 
     @app.get("/api/event")
@@ -506,8 +506,11 @@ def _routes(app: FastAPI, dash: _Dashboard) -> None:
         if reason is not None and (len(reason) > MAX_REASON or views.visible(reason) != reason):
             return fail(400, f"the reason must be at most {MAX_REASON} printable characters")
 
+        sources: list[str] = []
+
         def record() -> None:
             with dash.open_db(False) as store:
+                sources.append(store.get_session(session_id).source)
                 if decision == "approve":
                     approve(store, session_id, call_id, responder=operator)
                 else:
@@ -528,7 +531,7 @@ def _routes(app: FastAPI, dash: _Dashboard) -> None:
                 {
                     "ok": True,
                     "message": views.show(message, 300),
-                    "resume": views.show(views.resume_command(session_id), 300),
+                    "resume": views.show(views.resume_command(session_id, sources[0]), 300),
                 }
             )
         return RedirectResponse(_local(form.get("next")), status_code=303)

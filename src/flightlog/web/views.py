@@ -35,7 +35,7 @@ from ..events import (
     ToolGated,
     ToolRequested,
 )
-from ..kernel.approvals import PendingCall
+from ..kernel.approvals import PendingCall, resume_hint
 from ..kernel.approvals import pending as kernel_pending
 from ..live import RunView, list_run_views, live_records, merge, wall_ms
 from ..messages import (
@@ -148,9 +148,10 @@ def session_href(session_id: str, **params: object) -> str:
     return "/session?" + urlencode(query, quote_via=quote)
 
 
-def resume_command(session_id: str) -> str:
-    """The command that continues a session once its decisions are recorded."""
-    return f"flightlog resume {session_id}"
+def resume_command(session_id: str, source: str = "") -> str:
+    """How a session continues once its decisions are recorded (:func:`flightlog.kernel.approvals.resume_hint`:
+    ``flightlog resume SESSION``, or the SDK call for an Agents SDK session, ``source`` ``openai-agents``)."""
+    return resume_hint(source, session_id)
 
 
 def _clock(ms: int) -> str:
@@ -343,7 +344,9 @@ def pending_rows(calls: list[PendingCall]) -> list[dict[str, Any]]:
 
 
 def waiting_rows(
-    suspended: dict[str, list[PendingCall]], decided: dict[str, list[PendingCall]] | None = None
+    suspended: dict[str, list[PendingCall]],
+    decided: dict[str, list[PendingCall]] | None = None,
+    store: Store | None = None,
 ) -> list[dict[str, Any]]:
     """Sessions whose every gate is decided, waiting for ``flightlog resume`` (or their runner), with the
     decisions (``decisions``: "call X approved by NAME", one per decided call)."""
@@ -352,7 +355,9 @@ def waiting_rows(
         {
             "session": show(sid, 120),
             "href": session_href(sid),
-            "command": show(resume_command(sid), 200),
+            "command": show(
+                resume_command(sid, store.get_session(sid).source if store is not None else ""), 200
+            ),
             "decisions": [
                 show(f"{c.call_id} ({c.tool}) {c.decision} by {c.decided_by}", LINE_LIMIT)
                 for c in decided.get(sid, [])
