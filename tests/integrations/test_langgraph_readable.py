@@ -125,7 +125,9 @@ def test_a_thread_reads_as_what_happened(db: Path, store: Store) -> None:
     call_id = pending[0]["call_id"]
     refused = CliRunner().invoke(app, ["--db", str(db), "approve", SID, call_id, "--as", "eve"])
     assert refused.exit_code == 1
-    assert "is a LangGraph thread: answer its interrupt in the graph with Command(resume=...)" in refused.output
+    assert (
+        "is a LangGraph thread: answer its interrupt in the graph with Command(resume=...)" in refused.output
+    )
     assert store.get_session(SID).head_seq == head
 
     # the model's answer keeps what LangChain kept of the provider's message
