@@ -57,7 +57,10 @@ from .chatlog import SessionBuilder, text_parts
 __all__ = ["FORMAT", "VERSION", "looks_like", "looks_like_file", "read"]
 
 FORMAT = "aider"
+"""``ImportedSession.source_format`` of sessions from this importer."""
+
 VERSION = "1"
+"""Importer version recorded with each import; bump when the mapping changes."""
 
 _PREFIX = "aider"
 _HEADER = re.compile(r"^# aider chat started at (.+?)\s*$")

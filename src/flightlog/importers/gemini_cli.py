@@ -96,7 +96,10 @@ from .jsondoc import read_json_document
 __all__ = ["FORMAT", "VERSION", "looks_like", "looks_like_legacy_file", "read"]
 
 FORMAT = "gemini-cli"
+"""``ImportedSession.source_format`` of sessions from this importer."""
+
 VERSION = "1"
+"""Importer version recorded with each import; bump when the mapping changes."""
 
 _PREFIX = "gemini_cli"
 _PROTOCOL = "gemini.generate_content"

@@ -5,13 +5,13 @@ Source shape (mini-swe-agent ``save_traj``, ``trajectory_format`` ``mini-swe-age
 {instance_cost, api_calls}, config: {agent, model: {model_name}, ...}, mini_version}, "messages": [...],
 "trajectory_format", "instance_id"?}``. ``messages`` is the OpenAI chat the model saw, in order:
 
-* 1.x: ``{role, content}`` only; an assistant message carries its one action as a fenced ```` ```bash ````
-  block and the next ``user`` message is the action's output (``<returncode>…</returncode><output>…``);
+* 1.x: ``{role, content}`` only; an assistant message carries its one action as a fenced code block
+  tagged ``bash`` and the next ``user`` message is the action's output (``<returncode>…</returncode><output>…``);
   a response with no or several blocks gets a format-error ``user`` message instead.
 * 1.1: messages carry ``extra`` (``actions: [{command, tool_call_id?}]``, ``response`` (the raw API
   response, with ``usage``), ``cost``, ``timestamp`` (unix seconds), ``returncode``...). Tool-call models
   write ``tool_calls`` on the assistant message and answer each with a ``{role: tool, tool_call_id}``
-  message; text models use fenced ```` ```mswea_bash_command ```` blocks and ``user`` observations. The
+  message; text models use fenced code blocks tagged ``mswea_bash_command`` and ``user`` observations. The
   run ends with a ``{role: exit, content, extra: {exit_status, submission}}`` message.
 
 The file is decoded whole (:func:`~flightlog.importers.jsondoc.read_json_document`): invalid JSON, a
@@ -75,7 +75,10 @@ from .jsondoc import read_json_document
 __all__ = ["ACTION_TOOL", "FORMAT", "VERSION", "looks_like", "looks_like_file", "read"]
 
 FORMAT = "mini-swe-agent"
+"""``ImportedSession.source_format`` of sessions from this importer."""
+
 VERSION = "1"
+"""Importer version recorded with each import; bump when the mapping changes."""
 ACTION_TOOL = "bash"
 """Tool name of the call recorded for a text action (mini-swe-agent runs every action in bash)."""
 

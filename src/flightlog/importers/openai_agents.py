@@ -72,7 +72,10 @@ from .jsondoc import read_json_document
 __all__ = ["FORMAT", "VERSION", "looks_like", "read"]
 
 FORMAT = "openai-agents"
+"""``ImportedSession.source_format`` of sessions from this importer."""
+
 VERSION = "1"
+"""Importer version recorded with each import; bump when the mapping changes."""
 
 _PREFIX = "openai_agents"
 _PROTOCOL = "openai.responses"

@@ -66,7 +66,10 @@ from .jsondoc import read_json_document
 __all__ = ["FORMAT", "VERSION", "conversation_folder", "looks_like", "read"]
 
 FORMAT = "openhands-v1"
+"""``ImportedSession.source_format`` of sessions from this importer."""
+
 VERSION = "1"
+"""Importer version recorded with each import; bump when the mapping changes."""
 
 _PREFIX = "openhands_v1"
 _SEQ_OFFSET = 1
