@@ -540,7 +540,7 @@ def test_imported_rows_carry_the_transcripts_own_times(tmp_path: Path, sample: P
         if isinstance(r.get("timestamp"), str)
     )
     with SqliteStore(tmp_path / "db.sqlite") as store:
-        result = import_file(store, sample)
+        result = import_file(store, sample, seal=True)  # complete: the last run's end is recorded too
         main = result.session_ids[0]
         rows = list(store.read_events(main))
         created = next(s for s in store.list_sessions() if s.session_id == main).created_at_ms

@@ -52,7 +52,7 @@ def signed_db(tmp_path: Path) -> Iterator[tuple[Path, list[str]]]:
     witness = Witness.open(tmp_path / "witness", log_keys=[str(notary.signer.verifier)])
     with SqliteStore(path) as store, WitnessServer(witness, "127.0.0.1", 0) as server:
         for sample in sorted(SAMPLES.glob("*.jsonl")):
-            import_file(store, sample, notary=notary)
+            import_file(store, sample, notary=notary, seal=True)
         ids = [s.session_id for s in store.list_sessions()]
         assert ids, f"no samples imported from {SAMPLES}"
         trust_witness(str(witness.cosigner.verifier))  # no URL: stored cosignatures only from here on

@@ -34,7 +34,7 @@ runner = CliRunner()
 def imported(db_path: Path) -> Path:
     with SqliteStore(db_path) as store:
         for path in sorted(SAMPLES.glob("claude-code/*.jsonl")):
-            import_file(store, path)
+            import_file(store, path, seal=True)
         record(store, "kernel-1", [started(), checkpoint()], source="kernel")
     return db_path
 

@@ -201,7 +201,7 @@ def test_kernel_sub_agents_from_the_process_table(store: SqliteStore) -> None:
 def test_imported_samples_form_the_parent_child_tree(store: SqliteStore) -> None:
     import_started_ms = time.time_ns() // 1_000_000
     for path in sorted(SAMPLES.glob("*/*.jsonl")):
-        import_file(store, path)
+        import_file(store, path, seal=True)  # complete transcripts: each run's end is recorded
     runs = list_runs(store)
     assert len(runs) == len(list(store.list_sessions()))
     assert all(s.is_coherent() and s.state is RunState.TERMINAL for s in runs)

@@ -79,7 +79,7 @@ def run_demo(store: Store, console: Console, *, notary: Notary | None = None) ->
     console.print("1. import the bundled example transcripts")
     session_ids: list[str] = []
     for path in example_transcripts():
-        result = import_file(store, path, notary=notary)
+        result = import_file(store, path, notary=notary, seal=True)  # a finished transcript
         session_ids.extend(result.session_ids)
         note = "already imported" if result.duplicate else plural(result.events, "event")
         console.print(f"   {path.name}  ->  {result.session_ids[0]}  ({result.format}, {note})")

@@ -120,9 +120,22 @@ def import_cmd(
         str, typer.Option("--format", "-f", help=f"auto or one of: {', '.join(IMPORT_FORMATS)}.")
     ] = "auto",
     json_out: Annotated[bool, typer.Option("--json", help="Print results as JSON.")] = False,
+    seal: Annotated[
+        bool,
+        typer.Option(
+            "--seal",
+            help="The transcripts are complete: record what their end closes (the last run, pending calls, "
+            "a torn last line) and seal the sessions. Without it a session is sealed only when its source "
+            "shows it ended; a later import of a grown file appends what it gained.",
+        ),
+    ] = False,
 ) -> None:
     """Import Claude Code, Codex CLI, OpenHands, SWE-agent, Gemini CLI, mini-swe-agent, OpenAI Agents RunState and
-    aider transcripts into verified sessions (a line per session)."""
+    aider transcripts into verified sessions (a line per session).
+
+    A session is keyed by the source's own id: importing a transcript again after it grew appends only
+    the new events to the same session.
+    """
     if format != "auto" and format not in IMPORT_FORMATS:
         raise typer.BadParameter(
             f"unknown format {format!r} (one of: auto, {', '.join(IMPORT_FORMATS)})", param_hint="--format"
@@ -137,7 +150,9 @@ def import_cmd(
         raise ImportFormatError(path=missing[0], reason="no such file or folder")
     with tempfile.TemporaryDirectory(prefix="flightlog-stdin-") as scratch:
         stdin = _stdin_to_file(Path(scratch)) if stdin_args else None
-        _import_paths([stdin if str(p) == "-" and stdin else p for p in paths], format, json_out, stdin)
+        _import_paths(
+            [stdin if str(p) == "-" and stdin else p for p in paths], format, json_out, stdin, seal=seal
+        )
 
 
 def _stdin_to_file(directory: Path) -> Path:
@@ -149,7 +164,9 @@ def _stdin_to_file(directory: Path) -> Path:
     return path
 
 
-def _import_paths(paths: list[Path], format: str, json_out: bool, stdin: Path | None) -> None:
+def _import_paths(
+    paths: list[Path], format: str, json_out: bool, stdin: Path | None, *, seal: bool = False
+) -> None:
     """Import every transcript under ``paths``; ``stdin`` (the copy of stdin, if any) is named ``-``."""
     from ..importers import import_file, iter_transcripts
     from ..integrity.notary import Notary
@@ -160,7 +177,7 @@ def _import_paths(paths: list[Path], format: str, json_out: bool, stdin: Path | 
     results: list[dict[str, Any]] = []
     failed = 0
     with open_db() as store:
-        notary = Notary.from_env()  # the user's log key, created on first use; imports are signed and sealed
+        notary = Notary.from_env()  # the user's log key, created on first use; imports are signed
         files = list(iter_transcripts(paths))
         if not files:
             err.print(
@@ -170,7 +187,7 @@ def _import_paths(paths: list[Path], format: str, json_out: bool, stdin: Path | 
             raise typer.Exit(2)
         for path in files:
             try:
-                result = import_file(store, path, format=format, notary=notary)
+                result = import_file(store, path, format=format, notary=notary, seal=seal)
             except (ImportFormatError, OSError) as exc:  # one bad file never stops the others
                 failed += 1
                 reason = exc.reason if isinstance(exc, ImportFormatError) else exc.strerror or str(exc)
@@ -194,6 +211,7 @@ def _import_json(r: Any) -> dict[str, Any]:
         "session_ids": r.session_ids,
         "events": r.events,
         "duplicate": r.duplicate,
+        "continued": r.continued,
         "warnings": [str(w) for w in r.warnings],
     }
 
@@ -207,7 +225,12 @@ def _print_import(result: Any) -> None:
     parts = [plural(len(children) - tasks, "sub-agent session")] if len(children) > tasks else []
     parts += [plural(tasks, "background task")] if tasks else []
     extra = f" (+{', '.join(parts)})" if parts else ""
-    out.print(f"{main}  {plural(result.events, 'event')} from {result.path.name} [{result.format}]{extra}")
+    grew = " (continued)" if result.continued else ""
+    count = f"+{plural(result.events, 'event')}" if result.continued else plural(result.events, "event")
+    if not result.events:
+        out.print(f"{main}  up to date with {result.path.name}")
+    else:
+        out.print(f"{main}  {count} from {result.path.name} [{result.format}]{extra}{grew}")
     for warning in result.warnings:
         err.print(f"  warning: {warning}")
 

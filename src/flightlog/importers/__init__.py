@@ -1,40 +1,68 @@
-"""Import real agent transcripts into the ledger: format detection, dedup by file sha256, one transaction.
+"""Import real agent transcripts into the ledger: format detection, sessions keyed by the source's own
+identity, incremental appends, one transaction per import.
 
 ``import_file(store, path)`` reads a transcript with the matching importer (``claude-code``, ``codex``,
 ``openhands``, ``swe-agent``, ``gemini-cli``, ``mini-swe-agent``, ``openhands-v1``, ``openai-agents`` or
-``aider``; an OpenHands V1 conversation is its folder or the folder's ``base_state.json``),
-then records every resulting session (a main session and its sub-agent children) through the
-:class:`~flightlog.recorder.Recorder` in ONE transaction: a crash mid-import leaves nothing half-imported.
-Each imported session starts with a ``custom`` event ``import_source`` carrying the file's sha256, size,
-importer name and version, and the warnings (skipped lines), so provenance is inside the hash chain.
-Rows carry the transcript's own times as ``recorded_at_ms`` when the format has them (Claude Code, Codex:
-``ImportedSession.event_times_ms``; the session's metadata then says ``"source_times": true``), so
-``show``, run durations and the session's created time are the source's; the seal written at the end of an
-import is stamped with the import time.
+``aider``; an OpenHands V1 conversation is its folder or the folder's ``base_state.json``), then records every resulting session (a main session and its sub-agent
+children) through the :class:`~flightlog.recorder.Recorder` in ONE transaction: a crash mid-import leaves
+nothing half-imported. A new session starts with a ``custom`` event ``import_source`` carrying the file's
+sha256, size, importer name and version, and the warnings (skipped lines), so provenance is inside the
+hash chain. Rows carry the transcript's own times as ``recorded_at_ms`` when the format has them (Claude
+Code, Codex: ``ImportedSession.event_times_ms``; the session's metadata then says ``"source_times": true``).
 
-With a :class:`~flightlog.integrity.notary.Notary` (the CLI passes the user's), every imported session is
-recorded with signed checkpoints and **sealed** at the end (it is the complete record of a finished file):
-a ``session_sealed`` event and a checkpoint over it, in the same transaction.
+**Identity and growth.** A session is recorded under the source's own id (``ImportedSession.key``:
+``claude-code:<sessionId>``, ``codex:<rollout id>``, ``openhands:<file stem>``, ``swe-agent:<instance>``),
+and an ``imports`` row ``source:<key>`` (:func:`identity_key`) names the session that records it.
+Importing a source again appends only what it gained: the importer re-reads the whole source (its fold
+state is recomputed from the source, never stored), :func:`check_prefix` checks that the events it reads
+first are byte for byte the recorded ones (their chain hash, recomputed from the stored header, equals the
+stored one), and the rest is appended to the same chain. A source whose past changed is refused with the
+first differing seq (nothing recorded): the ledger never forks a session silently. An older or shorter
+copy of a recorded source (a resume copy, a backup) adds nothing. Importing exactly the same bytes again
+(same sha256, same format) records nothing and reports the session (``duplicate``).
 
-Importing a file whose sha256 was imported before *with the same format* records nothing and reports the
-existing session (a record made with another format never blocks this one: its dedup key is then
-``<sha256>/<format>``). An explicit ``format`` that recognises nothing of the file (:func:`recognises`)
-refuses it: nothing is recorded. A
-session whose native id is already recorded from *another* file (a transcript that grew since) is recorded
-as a new session ``<key>@<sha256[:12]>``: the ledger never rewrites history.
+**Settled events and the end of a session.** While a source may still grow, only its *settled* events
+are recorded (``ImportedSession.settled``): what the end of the file closes (an open completion, pending
+calls, the last run's ``run_terminal``) is left out, and a torn last line is waited for
+(:func:`~flightlog.importers.base.torn_tail_waits`); the session's status says what the end of the file
+shows (``completed`` or ``incomplete``; ``running`` with ``live``, as ``flightlog watch`` passes). A
+session is recorded whole, and sealed with a notary (a ``session_sealed`` event and a checkpoint over
+it), only when its source shows it ended:
+
+* Claude Code and Codex CLI: a session file never says it ended (``claude --resume`` and ``codex resume``
+  append to it), so the main session stays open; a Claude Code sub-agent has ended when the parent's
+  ``Task`` result reports it ``completed``.
+* OpenHands and SWE-agent: the file is one JSON document saved as the record of a run (``settled`` None):
+  ended.
+* ``seal=True`` (``flightlog import --seal``): the caller states the transcripts are complete.
+
+Later sources that grow after their session was sealed are refused. Without a notary nothing is sealed;
+with one, every import ends with a signed checkpoint over what it recorded.
+
+**Formats.** An explicit ``format`` that recognises nothing of the file (:func:`recognises`) refuses it:
+nothing is recorded, and no dedup row is written, so a wrong ``--format`` never blocks the right one (the
+dedup key of bytes first imported with another format is ``<sha256>/<format>``).
+
+**Sessions imported by older versions** (keyed by the file's sha256, recorded whole, no identity row) stay
+as they are, readable and verifiable: a grown copy of their source is recorded as a new session
+``<key>@<sha256[:12]>`` (metadata ``supersedes: <key>``), which later imports continue.
 """
 
 from __future__ import annotations
 
 import hashlib
-from collections.abc import Iterable, Iterator
+from collections.abc import Iterable, Iterator, Sequence
+from contextlib import nullcontext
 from dataclasses import dataclass, field
 from pathlib import Path
 from types import ModuleType
 from typing import TYPE_CHECKING
 
+from ..encoding import canonical_bytes, parse_json
 from ..errors import ImportFormatError, SessionNotFound, StoreError
-from ..events import Custom, RunTerminal
+from ..events import Custom, RunTerminal, SessionEvent
+from ..ledger import chain_hash
+from ..notarization import SEAL_KIND
 from ..recorder import Recorder
 from ..store.base import ImportRecord, Store
 from ..store.sqlite import now_ms
@@ -49,7 +77,7 @@ from . import (
     openhands_v1,
     swe_agent,
 )
-from .base import ImportedSession, ImportWarning, read_jsonl
+from .base import ImportedSession, ImportWarning, read_jsonl, torn_tail_waits
 from .jsondoc import looks_like_json_array_of_events, read_json_document
 
 if TYPE_CHECKING:
@@ -60,7 +88,9 @@ __all__ = [
     "ImportResult",
     "ImportWarning",
     "ImportedSession",
+    "check_prefix",
     "detect_format",
+    "identity_key",
     "import_file",
     "import_paths",
     "iter_transcripts",
@@ -107,9 +137,10 @@ class ImportResult:
         format: The importer used.
         source_sha256: sha256 hex of the file's bytes.
         session_ids: Sessions recorded (main first, then children); the existing one when ``duplicate``.
-        events: Events recorded in all sessions.
-        duplicate: True when this exact file had been imported before (nothing recorded).
+        events: Events this import recorded in all sessions (0 when the sessions were up to date).
+        duplicate: True when these exact bytes had been imported before (nothing recorded).
         warnings: Lines skipped or changed, with line numbers.
+        continued: Sessions an earlier import created that this one appended to.
     """
 
     path: Path
@@ -119,6 +150,7 @@ class ImportResult:
     events: int = 0
     duplicate: bool = False
     warnings: list[ImportWarning] = field(default_factory=list)
+    continued: list[str] = field(default_factory=list)
 
 
 def file_sha256(path: Path) -> tuple[str, int]:
@@ -253,23 +285,86 @@ def import_paths(
 
 
 def import_file(
-    store: Store, path: Path, *, format: str = "auto", notary: Notary | None = None
+    store: Store,
+    path: Path,
+    *,
+    format: str = "auto",
+    notary: Notary | None = None,
+    seal: bool = False,
+    live: bool = False,
 ) -> ImportResult:
-    """Import one transcript file; see the module docstring for the rules.
+    """Import one transcript file, or what it added since the last import; see the module docstring.
 
     Args:
         store: The store.
         path: The transcript.
         format: ``auto`` or a name of :data:`FORMATS`.
-        notary: Sign checkpoints and seal each imported session (None: unsigned, unsealed).
+        notary: Sign checkpoints (None: unsigned); a session is sealed when it ended (see the module
+            docstring) and a notary is given.
+        seal: The caller states the transcript is complete: record what its end closes (the last run,
+            pending calls, a torn last line kept byte-exact) and seal each session (with a notary).
+        live: The source is being written now (``flightlog watch``): an open session whose last run is
+            mid-turn gets the status ``running`` rather than ``incomplete``.
 
     Raises:
         ImportFormatError: unknown ``format``, undetectable format, a ``format`` that recognises nothing of
-            the file (the reason names the format; the error the file), or a file with no session in it.
+            the file (the reason names the format; the error the file), a file with no session in it, or a
+            source whose events differ from what an earlier import of the same session recorded (the
+            reason names the session and the first differing seq; nothing is recorded).
         StoreError: the store refused the write (nothing is recorded then).
     """
     if path.is_dir() and openhands_v1.conversation_folder(path) is not None:
         path = path / "base_state.json"
+    for attempt in (1, 2):
+        try:
+            return _import_once(store, path, format, notary, seal=seal, live=live)
+        except StoreError:
+            # Another process recorded this source while we read it (its transaction won, ours rolled
+            # back whole): read again, which finds what it recorded and appends only what is left.
+            if attempt == 2:
+                raise
+    raise AssertionError("unreachable")  # pragma: no cover
+
+
+def _import_once(
+    store: Store, path: Path, format: str, notary: Notary | None, *, seal: bool, live: bool
+) -> ImportResult:
+    fmt, module = _importer(path, format)
+    sha, size = file_sha256(path)
+    result = ImportResult(path=path, format=fmt, source_sha256=sha)
+    dedup_key, previous = _find_import(store, sha, fmt)
+    if previous is not None and not seal:
+        return _duplicate(result, previous.session_id)
+    with nullcontext() if seal else torn_tail_waits():
+        sessions: list[ImportedSession] = module.read(path, result.warnings)
+    if not sessions or not any(s.events for s in sessions):
+        raise ImportFormatError(path=str(path), reason=f"no {fmt} session found in the file")
+    provenance = {
+        "format": fmt,
+        "importer_version": module.VERSION,
+        "source_sha256": sha,
+        "source_name": path.name,
+        "size_bytes": size,
+    }
+    with store.transaction():
+        targets = _targets(store, sessions, sha)
+        main = targets[sessions[0].key]
+        if previous is not None and not main.existing:
+            return _duplicate(result, previous.session_id)  # --seal of bytes an older version imported
+        for session in sessions:
+            target = targets[session.key]
+            written = _Writer(store, session, targets, provenance, result, notary, path)
+            written.write(ended=seal or session.settled is None, live=live)
+            result.session_ids.append(target.session_id)
+        if previous is None:
+            store.record_import(
+                ImportRecord(dedup_key, main.session_id, fmt, module.VERSION, path.name, now_ms())
+            )
+    return result
+
+
+def _importer(path: Path, format: str) -> tuple[str, ModuleType]:
+    """The format name and importer module for ``path`` (detected for ``auto``, else checked)."""
     fmt = detect_format(path) if format == "auto" else format
     module = FORMATS.get(fmt)
     if module is None:
@@ -280,39 +375,12 @@ def import_file(
         raise ImportFormatError(
             path=str(path), reason=f"not a {fmt} transcript: the {fmt} importer recognises nothing of it"
         )
-    sha, size = file_sha256(path)
-    result = ImportResult(path=path, format=fmt, source_sha256=sha)
-    dedup_key, previous = _find_import(store, sha, fmt)
-    if previous is not None:
-        result.duplicate = True
-        result.session_ids = [previous.session_id]
-        return result
-    sessions: list[ImportedSession] = module.read(path, result.warnings)
-    if not sessions or not any(s.events for s in sessions):
-        raise ImportFormatError(path=str(path), reason=f"no {fmt} session found in the file")
-    provenance = {
-        "format": fmt,
-        "importer_version": module.VERSION,
-        "source_sha256": sha,
-        "source_name": path.name,
-        "size_bytes": size,
-    }
-    try:
-        with store.transaction():
-            ids = _session_ids(store, sessions, sha)
-            for session in sessions:
-                result.events += _record(store, session, ids, provenance, result.warnings, notary)
-                result.session_ids.append(ids[session.key])
-            store.record_import(
-                ImportRecord(dedup_key, ids[sessions[0].key], fmt, module.VERSION, path.name, now_ms())
-            )
-    except StoreError:
-        # Another process imported the same file while we read it: its transaction won, ours rolled back
-        # whole. Report the file as already imported rather than failing; anything else propagates.
-        _, previous = _find_import(store, sha, fmt)
-        if previous is None:
-            raise
-        return ImportResult(path, fmt, sha, [previous.session_id], duplicate=True, warnings=result.warnings)
+    return fmt, module
+
+
+def _duplicate(result: ImportResult, session_id: str) -> ImportResult:
+    result.duplicate = True
+    result.session_ids = [session_id]
     return result
 
 
@@ -330,50 +398,201 @@ def _find_import(store: Store, sha: str, fmt: str) -> tuple[str, ImportRecord | 
     return key, store.find_import(key)
 
 
-def _session_ids(store: Store, sessions: list[ImportedSession], sha: str) -> dict[str, str]:
-    ids: dict[str, str] = {}
+def identity_key(native_key: str) -> str:
+    """The ``imports`` row naming the session that records the source session ``native_key``
+    (``source:<native_key>``, e.g. ``source:claude-code:<sessionId>``)."""
+    return f"source:{native_key}"
+
+
+@dataclass(frozen=True)
+class _Target:
+    """Where a source session is recorded: its session id and whether an earlier import created it."""
+
+    session_id: str
+    existing: bool
+
+
+def _targets(store: Store, sessions: list[ImportedSession], sha: str) -> dict[str, _Target]:
+    """Each source session's target: the session its identity row names (an incremental import made
+    it), else ``key`` when free, else ``key@<sha256[:12]>`` (a session an older version imported under
+    ``key``, kept as it is: readable, never continued)."""
+    targets: dict[str, _Target] = {}
     for session in sessions:
+        known = store.find_import(identity_key(session.key))
+        if known is not None:
+            targets[session.key] = _Target(known.session_id, True)
+            continue
         try:
             store.get_session(session.key)
-            ids[session.key] = f"{session.key}@{sha[:12]}"
+            targets[session.key] = _Target(f"{session.key}@{sha[:12]}", False)
         except SessionNotFound:
-            ids[session.key] = session.key
-    return ids
+            targets[session.key] = _Target(session.key, False)
+    return targets
 
 
-def _record(
-    store: Store,
-    session: ImportedSession,
-    ids: dict[str, str],
-    provenance: dict[str, object],
-    warnings: list[ImportWarning],
-    notary: Notary | None = None,
-) -> int:
-    parent = ids.get(session.parent_key, session.parent_key) if session.parent_key else None
-    times = _row_times(session)
-    recorder = Recorder.create(
-        store,
-        session_id=ids[session.key],
-        task=session.task,
-        source=f"import:{provenance['format']}",
-        parent_session_id=parent,
-        metadata={**session.metadata, **provenance, **({"source_times": True} if times else {})},
-        status=_status(session),
-        created_at_ms=session.started_at_ms,
-        notary=notary,
+class _Writer:
+    """Records one source session: creates it, or appends what it gained since the last import."""
+
+    def __init__(
+        self,
+        store: Store,
+        session: ImportedSession,
+        targets: dict[str, _Target],
+        provenance: dict[str, object],
+        result: ImportResult,
+        notary: Notary | None,
+        path: Path,
+    ) -> None:
+        self.store = store
+        self.session = session
+        self.target = targets[session.key]
+        self.parent = targets[session.parent_key].session_id if session.parent_key in targets else None
+        self.provenance = provenance
+        self.result = result
+        self.notary = notary
+        self.path = path
+        self.times = _row_times(session)
+
+    def write(self, *, ended: bool, live: bool) -> None:
+        """Record the session's settled events (all of them when ``ended``), then its status or seal."""
+        count = len(self.session.events) if ended or self.session.settled is None else self.session.settled
+        status = _status(self.session)
+        if live and not ended and status != "completed":
+            status = "running"
+        if self.target.existing:
+            found = self._continue(count)
+            if found is None:
+                self.store.set_session_status(self.target.session_id, status)
+                return
+            recorder, start = found
+        else:
+            recorder, start = self._create(status), 0
+        self._append(recorder, start, count)
+        if ended and self.notary is not None:
+            recorder.finish(status)  # seal: a session_sealed event and a checkpoint over it
+            self.result.events += 1
+        else:
+            recorder.checkpoint()
+            self.store.set_session_status(self.target.session_id, status)
+        if self.target.existing:
+            self.result.continued.append(self.target.session_id)
+
+    def _create(self, status: str) -> Recorder:
+        session, sid = self.session, self.target.session_id
+        recorder = Recorder.create(
+            self.store,
+            session_id=sid,
+            task=session.task,
+            source=f"import:{self.provenance['format']}",
+            parent_session_id=self.parent,
+            metadata={
+                **session.metadata,
+                **self.provenance,
+                **({"source_times": True} if self.times else {}),
+                **({"supersedes": session.key} if sid != session.key else {}),
+            },
+            status=status,
+            created_at_ms=session.started_at_ms,
+            notary=self.notary,
+        )
+        self.store.record_import(
+            ImportRecord(
+                identity_key(session.key),
+                sid,
+                str(self.provenance["format"]),
+                str(self.provenance["importer_version"]),
+                self.path.name,
+                now_ms(),
+            )
+        )
+        warnings = [str(w) for w in self.result.warnings[:200]]
+        header = Custom(
+            custom_kind="import_source",
+            payload={**self.provenance, "native_key": session.key, "warnings": warnings},
+        )
+        recorder.append_many([header], recorded_at_ms=self.times[:1] if self.times else None)
+        self.result.events += 1
+        return recorder
+
+    def _continue(self, count: int) -> tuple[Recorder, int] | None:
+        """Attach to the recorded session when the source gained settled events since (after checking
+        the recorded ones are the source's first ones); None when there is nothing to append."""
+        sid = self.target.session_id
+        record = self.store.get_session(sid)
+        stored = record.events - 1  # the import_source header is seq 0
+        sealed = _sealed(self.store, sid, record.head_seq)
+        if sealed:
+            stored -= 1
+        if sealed and count > stored:
+            raise ImportFormatError(
+                path=str(self.path),
+                reason=f"{sid} was sealed as ended, but the source has {count - stored} event(s) more: "
+                "refusing to record them (nothing recorded)",
+            )
+        check_prefix(self.store, sid, self.session.events, min(stored, count), self.path)
+        if count <= stored:
+            return None
+        return Recorder.attach(self.store, sid, notary=self.notary, full=self.notary is None), stored
+
+    def _append(self, recorder: Recorder, start: int, count: int) -> None:
+        events, times = self.session.events, self.times
+        for first in range(start, count, _CHUNK):
+            last = min(first + _CHUNK, count)
+            stamps = times[first + 1 : last + 1] if times else None
+            recorder.append_many(events[first:last], recorded_at_ms=stamps)
+        self.result.events += max(0, count - start)
+
+
+def _sealed(store: Store, session_id: str, head_seq: int) -> bool:
+    """Whether the session's last row is its seal (``Custom`` ``session_sealed``)."""
+    if head_seq < 0:
+        return False
+    for row in store.read_events(session_id, start=head_seq, stop=head_seq + 1):
+        if row.kind == "custom":
+            return bool(parse_json(row.event_bytes).get("custom_kind") == SEAL_KIND)
+    return False
+
+
+def check_prefix(
+    store: Store, session_id: str, events: Sequence[SessionEvent], count: int, path: Path
+) -> None:
+    """Check that seqs ``1..count`` of the recorded session are exactly ``events[:count]`` (the
+    ``import_source`` header is seq 0): their chain hash, recomputed over the canonical bytes of the
+    events read now from the header's stored hash, equals the stored one at seq ``count``.
+
+    Raises:
+        ImportFormatError: they differ; the reason names the session and the first differing seq (the
+            source rewrote what an earlier import recorded: refused rather than forked).
+    """
+    if count <= 0:
+        return
+    rows = {row.seq: row for row in store.read_events(session_id, start=0, stop=1)}
+    rows.update({row.seq: row for row in store.read_events(session_id, start=count, stop=count + 1)})
+    if 0 not in rows or count not in rows:
+        raise ImportFormatError(path=str(path), reason=f"{session_id} lacks recorded seq {count}")
+    head = rows[0].hash
+    for seq, event in enumerate(events[:count], start=1):
+        head = chain_hash(head, seq, canonical_bytes(event))
+    if head == rows[count].hash:
+        return
+    seq, recorded, now = _first_difference(store, session_id, events, count)
+    raise ImportFormatError(
+        path=str(path),
+        reason=f"{session_id} differs from this source at seq {seq} (recorded {recorded}, read now {now}): "
+        "the source changed what an earlier import recorded; refusing to fork the session (nothing "
+        "recorded)",
     )
-    header = Custom(
-        custom_kind="import_source",
-        payload={**provenance, "native_key": session.key, "warnings": [str(w) for w in warnings[:200]]},
-    )
-    events = [header, *session.events]
-    for start in range(0, len(events), _CHUNK):
-        stop = start + _CHUNK
-        recorder.append_many(events[start:stop], recorded_at_ms=times[start:stop] if times else None)
-    if notary is None:
-        return len(events)
-    recorder.finish(_status(session))  # seal: a session_sealed event and a checkpoint over it
-    return len(events) + 1
+
+
+def _first_difference(
+    store: Store, session_id: str, events: Sequence[SessionEvent], count: int
+) -> tuple[int, str, str]:
+    """The first seq in ``1..count`` whose stored bytes differ from the event read now, and both kinds."""
+    for row in store.read_events(session_id, start=1, stop=count + 1):
+        event = events[row.seq - 1]
+        if canonical_bytes(event) != row.event_bytes:
+            return row.seq, row.kind, event.kind
+    return count, "?", "?"  # pragma: no cover - the chain said they differ
 
 
 def _row_times(session: ImportedSession) -> list[int] | None:

@@ -19,6 +19,8 @@ import json
 import math
 import re
 from collections.abc import Iterator
+from contextlib import contextmanager
+from contextvars import ContextVar
 from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
@@ -46,6 +48,7 @@ __all__ = [
     "may_hold_surrogates",
     "read_jsonl",
     "short_error",
+    "torn_tail_waits",
     "unparsed_payload",
 ]
 
@@ -93,6 +96,11 @@ class ImportedSession:
         event_times_ms: Epoch ms the source recorded each event at (parallel to ``events``; None for an
             event with no source time; empty when the importer knows none): ``import_file`` stamps the
             recorded rows with them.
+        settled: How many leading ``events`` depend only on the records read so far: a source that grew
+            yields exactly these first, so an incremental import records them while the session is open;
+            the rest close what the end of the file left open (an open completion, pending calls, the last
+            run) and are recorded only when the session ended. None: the importer reads the file as a
+            finished whole (every event is settled, and the session ended).
     """
 
     key: str
@@ -104,6 +112,7 @@ class ImportedSession:
     started_at_ms: int | None = None
     ended_at_ms: int | None = None
     event_times_ms: list[int | None] = field(default_factory=list)
+    settled: int | None = None
 
 
 @dataclass(frozen=True)
@@ -169,6 +178,21 @@ def clean_surrogates(value: Any) -> tuple[Any, int]:
     return fix(value), count
 
 
+_TORN_TAIL_WAITS: ContextVar[bool] = ContextVar("flightlog_torn_tail_waits", default=False)
+
+
+@contextmanager
+def torn_tail_waits() -> Iterator[None]:
+    """Inside this block, :func:`read_jsonl` stops before a torn last line (see there) instead of handing
+    it on: an incremental import (``import_file`` of an open session, ``flightlog watch``) waits for the
+    writer to finish the line rather than record half of it."""
+    token = _TORN_TAIL_WAITS.set(True)
+    try:
+        yield
+    finally:
+        _TORN_TAIL_WAITS.reset(token)
+
+
 def read_jsonl(
     path: Path, warnings: list[ImportWarning], *, keep_unparsed: bool = False
 ) -> Iterator[JsonLine]:
@@ -181,12 +205,23 @@ def read_jsonl(
     do lone surrogates. A line that is still not a JSON object (torn, malformed, nested too deeply, a
     bare value) is warned with its 1-based line number and skipped, or, with ``keep_unparsed``, yielded
     with ``value=None`` and its exact bytes in ``raw`` so the importer can keep it.
+
+    A *torn last line* is a last line with no ``\\n`` that is not one whole JSON object (a writer still
+    writing it; a whole object cannot be a proper prefix of another). Inside :func:`torn_tail_waits` the
+    reader stops before it (warned with its line number: a later import reads it once complete); outside,
+    it is handled as any other line that is no JSON object.
     """
     name = path.name
+    waits = _TORN_TAIL_WAITS.get()
     with path.open("rb") as fh:
         for number, line in enumerate(fh, start=1):
             if number == 1 and line.startswith(b"\xef\xbb\xbf"):
                 line = line[3:]
+            if waits and not line.endswith(b"\n") and _torn(line):
+                warnings.append(
+                    ImportWarning(name, number, "torn last line (no newline yet) left for a later import")
+                )
+                return
             line = line.removesuffix(b"\n")
             pieces = [line] if b"\0" not in line else _split_nuls(name, number, line, warnings)
             for raw in pieces:
@@ -195,6 +230,16 @@ def read_jsonl(
                 item = _decode_line(name, number, raw, warnings, keep_unparsed)
                 if item is not None:
                     yield item
+
+
+def _torn(line: bytes) -> bool:
+    """Whether a last line without newline is not (yet) one whole JSON object."""
+    if not line.strip(b" \t\r\0"):
+        return False
+    try:
+        return not isinstance(json.loads(line.decode("utf-8", "surrogateescape")), dict)
+    except (ValueError, RecursionError):
+        return True
 
 
 def _split_nuls(name: str, number: int, line: bytes, warnings: list[ImportWarning]) -> list[bytes]:

@@ -245,6 +245,7 @@ def read(path: Path, warnings: list[ImportWarning]) -> list[ImportedSession]:
             agent_file.name, importer.ctx.session_id, warnings, agent_file=_subagent_file_id(agent_file)
         )
         child_importer.consume(agent_file)
+        child_importer.ctx.agent_stats.update(importer.ctx.agent_stats)  # the parent saw how it ended
         for session in child_importer.finish():
             session.metadata.update(importer.ctx.agent_stats.get(session.key, {}))
             sessions[session.key] = session
@@ -1094,6 +1095,7 @@ class _SessionBuilder:
             parent_key: The parent session's key, for sub-agent sessions.
             agent_completed: The parent's ``Task`` result reported this sub-agent ``completed``.
         """
+        settled = len(self.events)  # what the end of the file adds below is not settled (it may grow)
         self._close_completion()
         self._flush_boundary()
         for call_id in self._pending:
@@ -1115,6 +1117,8 @@ class _SessionBuilder:
             started_at_ms=min(self._times, default=None),
             ended_at_ms=max(self._times, default=None),
             event_times_ms=self.times,
+            # A sub-agent the parent's ``Task`` result reported completed has ended: all of it is settled.
+            settled=None if agent_completed else settled,
         )
 
 

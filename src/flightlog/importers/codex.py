@@ -439,6 +439,10 @@ class _Builder:
         self.pending: dict[str, _Pending] = {}  # session-unique call id → unanswered call
         self.last_output: dict[str, tuple[str, bool]] = {}  # native call id → last result recorded
         self.digests: dict[bytes, int] = {}
+        # Events before a prompt taken from a ``response_item`` that no model response follows yet: an
+        # ``event_msg`` twin (written before the response) may still come and make the events the prompts
+        # (rule 1), so what follows it is unsettled.
+        self.unconfirmed: int | None = None
 
     # ── plumbing ──
 
@@ -548,6 +552,8 @@ class _Builder:
         if not self.prompts_from_events and payload.get("role") == "user":
             text, images = _split_prompt(parts)
             if not _is_context_text(text):
+                if self.unconfirmed is None:
+                    self.unconfirmed = len(self.events)
                 self.start_run(line, text, images)
                 return
         self.keep("response_item", payload)
@@ -641,6 +647,7 @@ class _Builder:
         self, line: int, payload: JsonObj, parts: list[ContentPart], call: ToolCall | None = None
     ) -> None:
         """Append an assistant-side item to the open response (opening one, turn + 1, if needed)."""
+        self.unconfirmed = None
         if self.response is None:
             self.turn += 1
             self.response = _Response(turn=self.turn)
@@ -698,6 +705,9 @@ class _Builder:
 
     def finish(self) -> list[ImportedSession]:
         """End of file: close the response, report pending calls, close the run, build the session."""
+        # What the end of the file adds below is not settled (the file may grow), nor a prompt no model
+        # response has followed yet (see ``unconfirmed``).
+        settled = len(self.events) if self.unconfirmed is None else self.unconfirmed
         self.flush()
         for call_id, call in self.pending.items():
             payload = {"call_id": call_id, "name": call.name, "turn": call.turn, "line": call.line}
@@ -715,6 +725,7 @@ class _Builder:
             started_at_ms=self.first_ms,
             ended_at_ms=self.last_ms,
             event_times_ms=self.times,
+            settled=settled,
         )
         return [session]
 
