@@ -64,9 +64,15 @@ def db_copy(imported: Path, tmp_path: Path) -> Path:
 
 
 def _sessions(db: Path) -> list[dict[str, object]]:
+    """The transcripts' sessions (a folder import's own ``core_job`` run left out)."""
     code, out, _ = run(db, "ls", "--json")
     assert code == 0
-    return json.loads(out)
+    return [row for row in json.loads(out) if row["source"] != "core_job"]
+
+
+def _jobs(db: Path) -> list[dict[str, object]]:
+    code, out, _ = run(db, "ls", "--json")
+    return [row for row in json.loads(out) if row["source"] == "core_job"]
 
 
 def test_import_prints_a_line_per_file_and_every_session_verifies(imported: Path) -> None:
@@ -81,6 +87,7 @@ def test_import_prints_a_line_per_file_and_every_session_verifies(imported: Path
     code, out, _ = run(imported, "verify", "--all")
     assert code == 0, out
     assert out.count("ok") >= len(rows)
+    assert [job["status"] for job in _jobs(imported)] == ["completed"]  # the folder import, a core_job run
 
 
 def test_reimport_records_nothing_new(imported: Path) -> None:
@@ -329,6 +336,8 @@ def test_one_bad_file_does_not_stop_the_others(tmp_path: Path) -> None:
     assert results[1]["session_ids"] and results[3]["session_ids"]
     assert "a-empty.jsonl" in err and "c-bin.jsonl" in err
     assert len(_sessions(db)) == 2
+    (job,) = _jobs(db)  # the folder import is a core_job run, failed: two files could not be imported
+    assert job["status"] == "failed" and job["task"] == "import 4 transcripts from 1 path"
 
 
 def test_a_concurrent_import_of_the_same_file_reports_a_duplicate(tmp_path: Path) -> None:

@@ -10,11 +10,11 @@ from __future__ import annotations
 import json
 import os
 import sys
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from datetime import UTC, datetime
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, NoReturn
+from typing import TYPE_CHECKING, Any, NoReturn, TextIO
 
 import typer
 from typer.core import TyperGroup
@@ -232,3 +232,48 @@ def handle_errors(exc: FlightlogError) -> NoReturn:
         traceback.print_exception(exc)
     err.print(f"flightlog: error: {exc}")
     raise typer.Exit(_exit_code(exc))
+
+
+Advance = Callable[..., None]
+"""``advance(n=1, **fields)``: count ``n`` more items done on a progress bar (``fields``: its columns)."""
+
+
+@contextmanager
+def progress_bar(
+    total: int, what: str, *, quiet: bool = False, stream: TextIO | None = None
+) -> Iterator[Advance]:
+    """A rich progress bar on stderr (or ``stream``) for long work: a description, the bar, ``done/total``
+    counts, an ``events`` column, elapsed time and ETA; shown only when that stream is a terminal and not
+    ``quiet`` (``--json``); piped, nothing (the command's own line per item is the plain output). As in
+    Textualize/rich ``rich/progress.py`` (``disable=``); transient: it leaves no trace once done.
+
+    Yields:
+        :data:`Advance` (``advance(1, events=120)``).
+    """
+    from rich.console import Console
+    from rich.progress import (
+        BarColumn,
+        MofNCompleteColumn,
+        Progress,
+        TextColumn,
+        TimeElapsedColumn,
+        TimeRemainingColumn,
+    )
+
+    target = Console(stderr=stream is None, file=stream, highlight=False, markup=False)
+    columns = (
+        TextColumn("{task.description}"),
+        BarColumn(),
+        MofNCompleteColumn(),
+        TextColumn("{task.fields[events]} events"),
+        TimeElapsedColumn(),
+        TextColumn("ETA"),
+        TimeRemainingColumn(),
+    )
+    with Progress(*columns, console=target, transient=True, disable=quiet or not target.is_terminal) as bar:
+        task = bar.add_task(what, total=total, events=0)
+
+        def advance(n: int = 1, **fields: Any) -> None:
+            bar.update(task, advance=n, **fields)
+
+        yield advance

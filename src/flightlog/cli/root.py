@@ -14,6 +14,7 @@ import json
 import shutil
 import sys
 import tempfile
+from collections.abc import Callable
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import TYPE_CHECKING, Annotated, Any
@@ -26,6 +27,7 @@ from ..narration import narrate, plural, short
 from .options import (
     CONTEXT,
     EXIT_CLOSED_PIPE,
+    Advance,
     Group,
     closed_pipe,
     data_dir_db,
@@ -36,6 +38,7 @@ from .options import (
     open_db,
     out,
     print_json,
+    progress_bar,
     refuse_quietly_diverged,
     state,
 )
@@ -100,6 +103,12 @@ def main_options(
     state.db = db or default_db()
     state.db_is_default = state.db == data_dir_db()
     state.debug = debug
+
+
+if TYPE_CHECKING:
+    from ..integrity.notary import Notary
+    from ..runs.jobs import CoreJob
+    from ..store.base import Store
 
 
 # ─── import / ls / show ───────────────────────────────────────────────────────────────────────
@@ -167,15 +176,15 @@ def _stdin_to_file(directory: Path) -> Path:
 def _import_paths(
     paths: list[Path], format: str, json_out: bool, stdin: Path | None, *, seal: bool = False
 ) -> None:
-    """Import every transcript under ``paths``; ``stdin`` (the copy of stdin, if any) is named ``-``."""
-    from ..importers import import_file, iter_transcripts
+    """Import every transcript under ``paths``; ``stdin`` (the copy of stdin, if any) is named ``-``. A
+    folder import is recorded as a ``core_job`` run and shows a progress bar on a terminal."""
+    from ..importers import iter_transcripts
     from ..integrity.notary import Notary
+    from ..runs.jobs import CoreJob
 
     def shown(path: Path) -> str:
         return "-" if path == stdin else str(path)
 
-    results: list[dict[str, Any]] = []
-    failed = 0
     with open_db() as store:
         notary = Notary.from_env()  # the user's log key, created on first use; imports are signed
         files = list(iter_transcripts(paths))
@@ -185,22 +194,63 @@ def _import_paths(
                 + ", ".join(shown(p) for p in paths)
             )
             raise typer.Exit(2)
-        for path in files:
-            try:
-                result = import_file(store, path, format=format, notary=notary, seal=seal)
-            except (ImportFormatError, OSError) as exc:  # one bad file never stops the others
-                failed += 1
-                reason = exc.reason if isinstance(exc, ImportFormatError) else exc.strerror or str(exc)
-                err.print(f"flightlog: error: {shown(path)}: {reason}")
-                results.append({"path": shown(path), "error": reason})
-                continue
-            results.append({**_import_json(result), "path": shown(path)})
-            if not json_out:
-                _print_import(result)
+        job = None
+        if any(p.is_dir() for p in paths):
+            goal = f"import {plural(len(files), 'transcript')} from {plural(len(paths), 'path')}"
+            job = CoreJob.start(store, "import", goal, notary=notary, total=len(files))
+        try:
+            results, failed = _import_files(store, files, format, json_out, shown, notary, seal, job)
+        except BaseException:
+            if job is not None:
+                job.finish("cancelled" if isinstance(sys.exc_info()[1], KeyboardInterrupt) else "failed")
+            raise
+        if job is not None:
+            events = sum(int(r.get("events", 0)) for r in results)
+            job.finish("failed" if failed else "completed", {"events": events})
     if json_out:
         print_json(results)
     if failed:
         raise typer.Exit(1)
+
+
+def _import_files(
+    store: Store,
+    files: list[Path],
+    format: str,
+    json_out: bool,
+    shown: Callable[[Path], str],
+    notary: Notary,
+    seal: bool,
+    job: CoreJob | None,
+) -> tuple[list[dict[str, Any]], int]:
+    """Import each file (one bad file never stops the others); returns the JSON results and failures."""
+    from ..importers import import_file
+
+    results: list[dict[str, Any]] = []
+    failed = events = 0
+    with progress_bar(len(files), "import", quiet=json_out) as advance:
+        for path in files:
+            try:
+                result = import_file(store, path, format=format, notary=notary, seal=seal)
+            except (ImportFormatError, OSError) as exc:
+                failed += 1
+                reason = exc.reason if isinstance(exc, ImportFormatError) else exc.strerror or str(exc)
+                err.print(f"flightlog: error: {shown(path)}: {reason}")
+                results.append({"path": shown(path), "error": reason})
+                _advance(advance, job, events, failed=1)
+                continue
+            events += result.events
+            results.append({**_import_json(result), "path": shown(path)})
+            if not json_out:
+                _print_import(result)
+            _advance(advance, job, events)
+    return results, failed
+
+
+def _advance(advance: Advance, job: CoreJob | None, events: int, *, failed: int = 0) -> None:
+    advance(1, events=events)
+    if job is not None:
+        job.advance(failed=failed)
 
 
 def _import_json(r: Any) -> dict[str, Any]:
@@ -586,6 +636,7 @@ def _mount() -> None:
     from .runs import register as register_runs
     from .signal import register as register_signal
     from .ui import register as register_web
+    from .watch import register as register_watch
 
     register_kernel(app, open_db)
     register_runs(app, open_db)
@@ -593,6 +644,7 @@ def _mount() -> None:
     register_fleet(app, open_db)
     register_memory(app, open_db)
     register_web(app, open_db)
+    register_watch(app, open_db)
     app.add_typer(audit_app)
 
 

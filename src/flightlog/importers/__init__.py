@@ -12,7 +12,8 @@ Code, Codex: ``ImportedSession.event_times_ms``; the session's metadata then say
 
 **Identity and growth.** A session is recorded under the source's own id (``ImportedSession.key``:
 ``claude-code:<sessionId>``, ``codex:<rollout id>``, ``openhands:<file stem>``, ``swe-agent:<instance>``),
-and an ``imports`` row ``source:<key>`` (:func:`identity_key`) names the session that records it.
+and an ``imports`` row ``source:<key>`` (:func:`identity_key`) names the session that records it (whose
+metadata says ``"incremental": true``).
 Importing a source again appends only what it gained: the importer re-reads the whole source (its fold
 state is recomputed from the source, never stored), :func:`check_prefix` checks that the events it reads
 first are byte for byte the recorded ones (their chain hash, recomputed from the stored header, equals the
@@ -332,7 +333,9 @@ def _import_once(
     fmt, module = _importer(path, format)
     sha, size = file_sha256(path)
     result = ImportResult(path=path, format=fmt, source_sha256=sha)
-    dedup_key, previous = _find_import(store, sha, fmt)
+    dedup_key, previous = _find_import(store, _dedup_sha(module, path, sha), fmt)
+    if previous is None and dedup_key != sha:
+        previous = _legacy_import(store, sha, fmt)
     if previous is not None and not seal:
         return _duplicate(result, previous.session_id)
     with nullcontext() if seal else torn_tail_waits():
@@ -360,6 +363,7 @@ def _import_once(
             store.record_import(
                 ImportRecord(dedup_key, main.session_id, fmt, module.VERSION, path.name, now_ms())
             )
+    result.duplicate = previous is not None and result.events == 0  # --seal of a sealed import: nothing
     return result
 
 
@@ -376,6 +380,31 @@ def _importer(path: Path, format: str) -> tuple[str, ModuleType]:
             path=str(path), reason=f"not a {fmt} transcript: the {fmt} importer recognises nothing of it"
         )
     return fmt, module
+
+
+def _dedup_sha(module: ModuleType, path: Path, sha: str) -> str:
+    """What identifies the bytes an import reads: the file's sha256, or, when the importer also reads
+    companion files (``companion_files``: Claude Code's sub-agent files), the sha256 of the file's and
+    their sha256 hex digests joined by ``+``."""
+    companions: list[Path] = getattr(module, "companion_files", lambda _: [])(path)
+    if not companions:
+        return sha
+    digests = [sha, *(file_sha256(p)[0] for p in companions)]
+    return hashlib.sha256("+".join(digests).encode("ascii")).hexdigest()
+
+
+def _legacy_import(store: Store, sha: str, fmt: str) -> ImportRecord | None:
+    """An import of this file's bytes (companions aside) by an older version, which keyed its dedup by
+    the file's sha256 alone; None when there is none or the session it made is continued by this
+    version (its metadata says ``"incremental": true``)."""
+    _, old = _find_import(store, sha, fmt)
+    if old is None:
+        return None
+    try:
+        incremental = store.get_session(old.session_id).metadata.get("incremental") is True
+    except SessionNotFound:
+        return None
+    return None if incremental else old
 
 
 def _duplicate(result: ImportResult, session_id: str) -> ImportResult:
@@ -488,6 +517,7 @@ class _Writer:
             metadata={
                 **session.metadata,
                 **self.provenance,
+                "incremental": True,
                 **({"source_times": True} if self.times else {}),
                 **({"supersedes": session.key} if sid != session.key else {}),
             },

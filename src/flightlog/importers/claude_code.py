@@ -129,7 +129,7 @@ from .background import with_task_sessions
 from .base import ImportedSession, ImportWarning, read_jsonl, unparsed_payload
 from .jsondoc import CallBook
 
-__all__ = ["FORMAT", "VERSION", "imported_with_parent", "looks_like", "read"]
+__all__ = ["FORMAT", "VERSION", "companion_files", "imported_with_parent", "looks_like", "read"]
 
 FORMAT = "claude-code"
 """``ImportedSession.source_format`` of sessions from this importer."""
@@ -326,10 +326,15 @@ def imported_with_parent(path: Path) -> bool:
     return _subagent_file_id(path) is not None and path.parent.parent.with_suffix(".jsonl").is_file()
 
 
-def _subagent_files(path: Path) -> list[Path]:
-    """``<stem>/subagents/agent-*.jsonl`` beside the transcript, sorted by name (empty when absent)."""
+def companion_files(path: Path) -> list[Path]:
+    """The files :func:`read` reads besides ``path``: ``<stem>/subagents/agent-*.jsonl`` beside the
+    transcript, sorted by name (empty when absent). An import of ``path`` is up to date only when these
+    are unchanged too."""
     folder = path.with_suffix("") / "subagents"
     return sorted(folder.glob("agent-*.jsonl")) if folder.is_dir() else []
+
+
+_subagent_files = companion_files
 
 
 def _str(value: Any) -> str:

@@ -1,0 +1,136 @@
+"""``flightlog watch``: record the sessions of the coding agents a user already runs, as they are written.
+
+Mounting (the ``flightlog`` app adds it at top level)::
+
+    from .watch import register as register_watch
+    register_watch(app, open_db)     # open_db(read_only: bool) -> context manager yielding a Store
+
+It follows the folders agent tools write to (:func:`flightlog.importers.watch.default_folders`) or the
+folders given, importing each transcript again when it changes (:class:`flightlog.importers.watch.Watcher`):
+one stdout line per import that recorded events (``--json``: one JSON object a line), one stderr line per
+file it could not import. It runs until SIGINT (Ctrl-C) or SIGTERM, and is itself recorded as a run of
+source ``core_job`` (job ``watch``): ended ``cancelled`` when stopped so, and ``interrupted`` by the next
+``watch`` when it was killed. Exit codes: **0** stopped by a signal; **2** usage (a folder that is not one).
+"""
+
+from __future__ import annotations
+
+import json
+import signal
+import sys
+import threading
+from collections.abc import Callable, Iterator
+from contextlib import AbstractContextManager, contextmanager
+from datetime import UTC, datetime
+from pathlib import Path
+from types import FrameType
+from typing import TYPE_CHECKING, Annotated
+
+import typer
+
+from ..store.base import Store
+from .console import console
+
+if TYPE_CHECKING:
+    from rich.console import Console
+
+    from ..importers.watch import WatchReport
+
+__all__ = ["register"]
+
+OpenDb = Callable[[bool], AbstractContextManager[Store]]
+"""``open_db(read_only)``: a context manager yielding an open store, closed on exit."""
+
+
+def register(app: typer.Typer, open_db: OpenDb) -> None:
+    """Add ``watch`` to ``app``."""
+
+    @app.command("watch")
+    def watch_cmd(
+        folders: Annotated[
+            list[Path] | None,
+            typer.Argument(
+                metavar="[FOLDER]...",
+                help="Folders to follow (default: ~/.claude/projects, $CODEX_HOME/sessions or "
+                "~/.codex/sessions, and Gemini CLI's ~/.gemini/tmp when its importer is installed; missing "
+                "ones are looked at again at every poll).",
+            ),
+        ] = None,
+        interval: Annotated[
+            float, typer.Option("--interval", help="Seconds between polls.", min=0.05, max=60.0)
+        ] = 0.25,
+        json_out: Annotated[bool, typer.Option("--json", help="One JSON object a line per import.")] = False,
+    ) -> None:
+        """Follow agent transcript folders and record each session as it is written (until Ctrl-C)."""
+        from ..importers.watch import Watcher, default_folders
+        from ..integrity.notary import Notary
+        from ..runs.jobs import CoreJob, close_abandoned
+
+        given = list(folders or [])
+        for folder in given:
+            if folder.exists() and not folder.is_dir():
+                raise typer.BadParameter(f"{folder} is not a folder", param_hint="FOLDER")
+        chosen = given or default_folders()
+        out, err = console(), console(stderr=True)
+        stop = threading.Event()
+        with open_db(False) as store, _stopped_by_signals(stop):
+            notary = Notary.from_env()
+            for stale in close_abandoned(store, "watch", notary=notary):
+                err.print(f"flightlog: note: {stale} (a watch that was killed) ended as interrupted")
+            goal = f"watch {len(chosen)} folder(s) for agent transcripts"
+            job = CoreJob.start(store, "watch", goal, notary=notary, metadata={"folders": len(chosen)})
+            err.print(f"flightlog: watching {', '.join(str(f) for f in chosen)} (run {job.session_id})")
+            watcher = Watcher(store, chosen, notary=notary, interval_s=interval)
+
+            def report(item: WatchReport) -> None:
+                _print_report(item, out, err, json_out)
+                if item.result is not None and item.result.events:
+                    job.advance()
+                elif item.error is not None:
+                    job.advance(done=0, failed=1)
+
+            try:
+                watcher.run(stop, report)
+            except BaseException:
+                job.finish("failed", {"events": watcher.imported_events})
+                raise
+            job.finish("cancelled", {"events": watcher.imported_events})
+
+
+def _print_report(item: WatchReport, out: Console, err: Console, json_out: bool) -> None:
+    """One stdout line per import that recorded events; one stderr line per file that failed."""
+    path, result, error = item.path, item.result, item.error
+    if error is not None:
+        err.print(f"flightlog: warning: {path}: {error}")
+        return
+    if result is None or not result.events:
+        return
+    if json_out:
+        row = {
+            "path": str(path),
+            "format": result.format,
+            "session_ids": result.session_ids,
+            "events": result.events,
+            "continued": result.continued,
+        }
+        sys.stdout.write(json.dumps(row) + "\n")
+        sys.stdout.flush()
+        return
+    stamp = datetime.now(UTC).strftime("%H:%M:%S")
+    grew = "continued" if result.continued else "new"
+    out.print(f"{stamp}  {result.session_ids[0]}  +{result.events} events from {path.name} ({grew})")
+
+
+@contextmanager
+def _stopped_by_signals(stop: threading.Event) -> Iterator[None]:
+    """SIGINT and SIGTERM set ``stop`` (the watch ends its current poll, records its end, exits 0)."""
+
+    def handler(signum: int, frame: FrameType | None) -> None:
+        stop.set()
+
+    previous = {sig: signal.signal(sig, handler) for sig in (signal.SIGINT, signal.SIGTERM)}
+    try:
+        yield
+    finally:
+        for sig, old in previous.items():
+            signal.signal(sig, old)

@@ -1,0 +1,184 @@
+"""``flightlog watch`` as a user runs it: a real process following a folder while a transcript is written
+line by line; SIGKILLed and restarted, it records every event exactly once. Waits are for a state, with a
+generous overall timeout (never a fixed sleep)."""
+
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+import sys
+import time
+from collections.abc import Callable, Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+from typer.testing import CliRunner
+
+from flightlog.cli import app
+from flightlog.encoding import decode_stored
+from flightlog.errors import StoreUnavailable
+from flightlog.events import Custom, RunTerminal
+from flightlog.importers import import_file
+from flightlog.importers.watch import Watcher, default_folders
+from flightlog.store import SqliteStore
+
+SAMPLE = Path(__file__).parent / "data" / "samples" / "claude-code" / "spotter_tool_heavy.jsonl"
+SESSION = "claude-code:d6e0bada-1959-4eec-a9d2-0bfade768d8f"
+TIMEOUT_S = 60.0
+
+
+def wait_for(check: Callable[[], Any], what: str, proc: subprocess.Popen[bytes] | None = None) -> Any:
+    deadline = time.monotonic() + TIMEOUT_S
+    while time.monotonic() < deadline:
+        value = check()
+        if value:
+            return value
+        if proc is not None and proc.poll() is not None:
+            raise AssertionError(f"watch exited ({proc.returncode}) before {what}")
+        time.sleep(0.05)
+    raise AssertionError(f"timed out waiting for {what}")
+
+
+def ledger(db: Path, session_id: str) -> list[bytes] | None:
+    """The session's event bytes after its ``import_source`` header, or None while it does not exist."""
+    try:
+        store = SqliteStore(db, read_only=True)
+    except StoreUnavailable:  # not created yet by the watch
+        return None
+    with store:
+        if not any(s.session_id == session_id for s in store.list_sessions()):
+            return None
+        return [row.event_bytes for row in store.read_events(session_id, start=1)]
+
+
+def expected(tmp_path: Path, data: bytes) -> list[bytes]:
+    """What one import of ``data`` records for the session (after the header)."""
+    scratch = tmp_path / f"expected-{len(data)}"
+    scratch.mkdir()
+    (scratch / SAMPLE.name).write_bytes(data)
+    with SqliteStore(scratch / "db.sqlite") as store:
+        import_file(store, scratch / SAMPLE.name)
+        return [row.event_bytes for row in store.read_events(SESSION, start=1)]
+
+
+@pytest.fixture
+def env(tmp_path: Path) -> dict[str, str]:
+    return {
+        **os.environ,
+        "FLIGHTLOG_KEY_DIR": str(tmp_path / "keys"),
+        "FLIGHTLOG_HEAD_DIR": str(tmp_path / "heads"),
+        "PYTHONUNBUFFERED": "1",
+    }
+
+
+@pytest.fixture
+def start_watch(tmp_path: Path, env: dict[str, str]) -> Iterator[Callable[[], subprocess.Popen[bytes]]]:
+    started: list[subprocess.Popen[bytes]] = []
+
+    def start() -> subprocess.Popen[bytes]:
+        command = [sys.executable, "-m", "flightlog", "--db", str(tmp_path / "db.sqlite"), "watch"]
+        log = tmp_path / f"watch{len(started)}.log"
+        with log.open("wb") as output:  # a file, not a pipe nobody reads (a full pipe would block it)
+            proc = subprocess.Popen(
+                [*command, str(tmp_path / "projects"), "--interval", "0.05"],
+                env=env,
+                stdout=output,
+                stderr=subprocess.STDOUT,
+            )
+        started.append(proc)
+        return proc
+
+    yield start
+    for proc in started:
+        if proc.poll() is None:
+            proc.kill()
+        proc.wait()
+
+
+def runs_of(db: Path, job: str) -> list[tuple[str, str, list[Any]]]:
+    with SqliteStore(db, read_only=True) as store:
+        found = [s for s in store.list_sessions() if s.source == "core_job" and s.metadata.get("job") == job]
+        return [
+            (s.session_id, s.status, [decode_stored(r.event_bytes) for r in store.read_events(s.session_id)])
+            for s in found
+        ]
+
+
+def test_watch_records_a_live_transcript_and_survives_sigkill(
+    tmp_path: Path, start_watch: Callable[[], subprocess.Popen[bytes]]
+) -> None:
+    data = SAMPLE.read_bytes()
+    lines = data.splitlines(keepends=True)
+    db = tmp_path / "db.sqlite"
+    transcript = tmp_path / "projects" / "-home-dev-spotter" / SAMPLE.name
+    transcript.parent.mkdir(parents=True)
+    watch = start_watch()
+
+    # 1. Lines land one write at a time, the last one torn: the watch records the complete lines.
+    first = b"".join(lines[:12])
+    torn = lines[12][: len(lines[12]) // 2]
+    with transcript.open("wb") as fh:
+        fh.write(first + torn)
+    want = expected(tmp_path, first)
+    wait_for(lambda: ledger(db, SESSION) == want, "the first 12 lines", watch)
+    for number in range(13, 20):
+        with transcript.open("ab") as fh:
+            fh.write(lines[number - 1][len(torn) :] if number == 13 else lines[number - 1])
+        want = expected(tmp_path, b"".join(lines[:number]))
+        wait_for(lambda want=want: ledger(db, SESSION) == want, f"line {number}", watch)
+
+    # 2. SIGKILL, lines land while it is down, restart: each event is recorded once.
+    watch.send_signal(signal.SIGKILL)
+    watch.wait()
+    with transcript.open("ab") as fh:
+        fh.write(b"".join(lines[19:30]))
+    watch = start_watch()
+    want = expected(tmp_path, b"".join(lines[:30]))
+    wait_for(lambda: ledger(db, SESSION) == want, "the lines written while it was down", watch)
+    with transcript.open("ab") as fh:
+        fh.write(b"".join(lines[30:]))
+    want = expected(tmp_path, data)
+    wait_for(lambda: ledger(db, SESSION) == want, "the rest of the file", watch)
+
+    # 3. Its own runs: the killed watch ended as interrupted (by the restart), the second one cancelled
+    # by SIGTERM (exit 0).
+    watch.send_signal(signal.SIGTERM)
+    assert watch.wait(timeout=TIMEOUT_S) == 0, (tmp_path / "watch1.log").read_text()
+    assert f"{SESSION}  +" in (log := (tmp_path / "watch1.log").read_text()) and "(continued)" in log
+    runs = {status: events for _, status, events in runs_of(db, "watch")}
+    assert sorted(runs) == ["cancelled", "interrupted"]
+    for status, events in runs.items():
+        assert isinstance(events[-1], Custom) and events[-1].custom_kind == "session_sealed"
+        terminal = next(e for e in reversed(events) if isinstance(e, RunTerminal))
+        assert terminal.reason == status
+
+
+def test_watcher_polls_only_changed_files_and_reports_unreadable_ones_once(tmp_path: Path) -> None:
+    folder = tmp_path / "projects"
+    folder.mkdir()
+    (folder / "notes.jsonl").write_text('{"hello": "not a transcript"}\n')
+    transcript = folder / SAMPLE.name
+    transcript.write_bytes(SAMPLE.read_bytes())
+    with SqliteStore(tmp_path / "db.sqlite") as store:
+        watcher = Watcher(store, [folder, tmp_path / "missing"])
+        first = {r.path.name: r for r in watcher.poll()}
+        assert first["notes.jsonl"].error and "no format recognises" in first["notes.jsonl"].error
+        assert first[SAMPLE.name].result is not None and first[SAMPLE.name].result.events > 0
+        assert watcher.poll() == []  # nothing changed: nothing read
+        with transcript.open("ab") as fh:
+            fh.write(b"\n")
+        (again,) = watcher.poll()
+        assert again.result is not None and again.result.events == 0  # an empty line adds nothing
+
+
+def test_default_folders_follow_codex_home() -> None:
+    folders = default_folders({"HOME": "/home/u", "CODEX_HOME": "/opt/codex"})
+    assert folders[:2] == [Path("/home/u/.claude/projects"), Path("/opt/codex/sessions")]
+    assert default_folders({"HOME": "/home/u"})[1] == Path("/home/u/.codex/sessions")
+
+
+def test_watch_refuses_a_file_given_as_folder(tmp_path: Path) -> None:
+    result = CliRunner().invoke(app, ["--db", str(tmp_path / "db"), "watch", str(SAMPLE)])
+    assert result.exit_code == 2 and "is not a folder" in result.stderr
