@@ -72,6 +72,7 @@ def _sessions(db: Path) -> list[dict[str, object]]:
 
 def _jobs(db: Path) -> list[dict[str, object]]:
     code, out, _ = run(db, "ls", "--json")
+    assert code == 0
     return [row for row in json.loads(out) if row["source"] == "core_job"]
 
 

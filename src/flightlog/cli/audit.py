@@ -255,9 +255,12 @@ def check_sessions(session: str | None, *, all_sessions: bool, json_out: bool, o
     from ..integrity.audit import Auditor
     from ..integrity.retirement import split_missing
     from ..integrity.verify import missing_sessions
+    from ..store.sqlite import now_ms
+    from .options import progress_bar, record_finished_job
 
     auditor = Auditor.from_env(online=not offline)
     reports: list[AuditReport] = []
+    started_ms = now_ms()
     with _store() as store:
         ids = (
             [s.session_id for s in store.list_sessions()]
@@ -268,11 +271,13 @@ def check_sessions(session: str | None, *, all_sessions: bool, json_out: bool, o
         # --all: the index log is checked once, and reported on its own row; one session: each report
         # carries the index log's problems (a damaged index log cannot vouch for the session).
         index = auditor.index(store, retired=retired) if all_sessions else None
-        for sid in ids:
-            report = auditor.session(store, sid, index=index, retired=retired)
-            reports.append(report)
-            if not json_out:
-                _print_report(report)
+        with progress_bar(len(ids), "verify", quiet=json_out or not all_sessions) as advance:
+            for sid in ids:
+                report = auditor.session(store, sid, index=index, retired=retired)
+                reports.append(report)
+                if not json_out:
+                    _print_report(report)
+                advance(1, events=sum(r.events for r in reports))
         assert auditor.heads is not None
         retained = missing_sessions(store, auditor.heads) if all_sessions else []
     retained, elsewhere = split_missing(retained, retired)
@@ -288,7 +293,23 @@ def check_sessions(session: str | None, *, all_sessions: bool, json_out: bool, o
                 _say(f"MISSING   {row['session_id']}  {row['why']}, but the database has no such session")
         if index is not None:
             _print_index(index)
-    if missing or not all(r.ok for r in reports) or (index is not None and index.divergences):
+    problem = (
+        bool(missing) or not all(r.ok for r in reports) or (index is not None and bool(index.divergences))
+    )
+    if all_sessions:  # the sweep is a core_job run, recorded once it is done (the check itself only reads)
+        bad = sum(not r.ok for r in reports) + len(missing)
+        summary = {"sessions": len(reports), "divergent": bad, "missing": len(missing)}
+        goal = f"verify --all: {plural(len(reports), 'session')} and the index log"
+        record_finished_job(
+            "verify",
+            goal,
+            started_at_ms=started_ms,
+            reason="failed" if problem else "completed",
+            done=len(reports),
+            failed=bad,
+            summary=summary,
+        )
+    if problem:
         raise typer.Exit(1)
 
 

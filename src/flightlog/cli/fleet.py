@@ -25,6 +25,7 @@ from typing import TYPE_CHECKING, Annotated, Any
 
 import typer
 
+from ..errors import FlightlogError
 from ..narration import plural
 from .console import console
 
@@ -233,15 +234,33 @@ def db_copy_command() -> Callable[..., None]:
         read-only, refusing writes with a pointer to DST, verified as a stale copy (a record signed by your
         log key)."""
         from ..ops.dbcopy import copy_store
-        from ..store import open_store
+        from ..store import open_store, redact_url
+        from ..store.sqlite import now_ms
+        from .options import record_finished_job
 
+        started_ms = now_ms()
+        goal = f"db copy to {redact_url(dst)}"
         with open_store(src) as source, open_store(dst) as target:
 
             def progress(sid: str, events: int) -> None:
                 if not json_out:
                     _err.print(f"staged {sid} ({plural(events, 'event')})")
 
-            report = copy_store(source, target, on_session=progress, online=not offline)
+            try:
+                report = copy_store(source, target, on_session=progress, online=not offline)
+            except FlightlogError as exc:
+                # the job is recorded in the source, which stays the live store (nothing was written)
+                record_finished_job(
+                    "db_copy", goal, started_at_ms=started_ms, reason="failed", done=0,
+                    summary={"error": str(exc)[:300]}, db=src,
+                )  # fmt: skip
+                raise
+        live = dst if report.retired == "source" else src  # the job goes where the ledger goes on
+        summary = {"sessions": len(report.sessions), "events": report.events, "retired": report.retired}
+        record_finished_job(
+            "db_copy", goal, started_at_ms=started_ms, reason="completed", done=len(report.sessions),
+            summary=summary, db=live,
+        )  # fmt: skip
         if json_out:
             wire = {
                 "sessions": len(report.sessions),

@@ -277,3 +277,36 @@ def progress_bar(
             bar.update(task, advance=n, **fields)
 
         yield advance
+
+
+def record_finished_job(
+    job: str,
+    goal: str,
+    *,
+    started_at_ms: int,
+    reason: str,
+    done: int,
+    failed: int = 0,
+    summary: dict[str, Any] | None = None,
+    db: str | None = None,
+) -> str | None:
+    """Record a core job that has just ended (``verify --all``, ``db copy``) as a ``core_job`` run in the
+    store at ``db`` (default ``--db``), opened writable for it: started at ``started_at_ms``, ended now
+    with ``reason`` (:class:`flightlog.runs.jobs.CoreJob`). Returns its session id; when that store
+    refuses the write (read-only, retired, unreachable) says so in one stderr note and returns None: the
+    job itself has done its work."""
+    from ..integrity.notary import Notary
+    from ..runs.jobs import CoreJob
+
+    target = db if db is not None else state.db
+    try:
+        with open_store(target) as store:
+            recorded = CoreJob.start(
+                store, job, goal, notary=Notary.from_env(), total=done, started_at_ms=started_at_ms
+            )
+            recorded.advance(done=done, failed=failed)
+            recorded.finish(reason, summary)
+            return recorded.session_id
+    except FlightlogError as exc:
+        err.print(f"flightlog: note: this {job} is not recorded as a core_job run: {exc}")
+        return None

@@ -69,6 +69,7 @@ class CoreJob:
         notary: Notarizer | None = None,
         metadata: dict[str, Any] | None = None,
         total: int | None = None,
+        started_at_ms: int | None = None,
     ) -> CoreJob:
         """Create the job's session and record its ``run_started``.
 
@@ -79,6 +80,8 @@ class CoreJob:
             notary: Sign the session (None: unsigned).
             metadata: Extra JSON-ready facts (counts, options).
             total: Items it will process, when known.
+            started_at_ms: When the job started, epoch ms, for a job recorded once it is done (``db copy``
+                records itself in the store that is live after the copy); None: now.
 
         Raises:
             StoreError: the store refused the write (read-only, retired, unavailable).
@@ -86,9 +89,16 @@ class CoreJob:
         session_id = f"{JOB_SOURCE}:{job}:{uuid.uuid4().hex[:12]}"
         facts = {"job": job, "host": socket.gethostname(), "pid": os.getpid(), **(metadata or {})}
         recorder = Recorder.create(
-            store, session_id=session_id, task=goal, source=JOB_SOURCE, metadata=facts, notary=notary
+            store,
+            session_id=session_id,
+            task=goal,
+            source=JOB_SOURCE,
+            metadata=facts,
+            notary=notary,
+            created_at_ms=started_at_ms,
         )
-        recorder.append(RunStarted(run_id=session_id, goal=goal))
+        stamps = [started_at_ms] if started_at_ms is not None else None
+        recorder.append_many([RunStarted(run_id=session_id, goal=goal)], recorded_at_ms=stamps)
         created = cls(recorder, job)
         created.total = total
         return created
