@@ -85,10 +85,15 @@ def test_import_prints_a_line_per_file_and_every_session_verifies(imported: Path
         assert {"session_id", "task", "status", "events", "head", "created_at"} <= set(row)
         assert isinstance(row["events"], int) and row["events"] > 0
         assert len(str(row["head"])) == 64
-    code, out, _ = run(imported, "verify", "--all")
+    code, out, _ = run(imported, "verify", "--all", "--record")
     assert code == 0, out
     assert out.count("ok") >= len(rows)
-    assert [job["status"] for job in _jobs(imported)] == ["completed"]  # the folder import, a core_job run
+    # core_job runs: the folder import, then this verify sweep (recorded once done)
+    jobs = _jobs(imported)
+    assert [(j["status"], str(j["session_id"]).split(":")[1]) for j in jobs] == [
+        ("completed", "import"),
+        ("completed", "verify"),
+    ]
 
 
 def test_reimport_records_nothing_new(imported: Path) -> None:

@@ -226,6 +226,14 @@ def audit_cmd(
         bool, typer.Option("--offline", help="Do not ask witnesses (stored cosignatures only).")
     ] = False,
     json_out: Annotated[bool, typer.Option("--json", help="Print results as JSON.")] = False,
+    record: Annotated[
+        bool,
+        typer.Option(
+            "--record",
+            help="With --all: record this sweep as a core_job run once it is done (the check itself only "
+            "reads; without --record nothing is written).",
+        ),
+    ] = False,
 ) -> None:
     """Verify chains, signed checkpoints, seals, retained and witnessed heads: sealed vs open, unanchored tails.
 
@@ -237,10 +245,14 @@ def audit_cmd(
     if bundle is not None:
         _audit_bundle(bundle, keys or [], witness_keys, json_out)
         return
-    check_sessions(session, all_sessions=all_sessions, json_out=json_out, offline=offline)
+    if record and not all_sessions:
+        raise typer.BadParameter("--record records a --all sweep", param_hint="--record")
+    check_sessions(session, all_sessions=all_sessions, json_out=json_out, offline=offline, record=record)
 
 
-def check_sessions(session: str | None, *, all_sessions: bool, json_out: bool, offline: bool = False) -> None:
+def check_sessions(
+    session: str | None, *, all_sessions: bool, json_out: bool, offline: bool = False, record: bool = False
+) -> None:
     """The full check behind ``flightlog verify`` and ``flightlog audit``: print and exit 1 on any problem.
 
     Args:
@@ -248,6 +260,8 @@ def check_sessions(session: str | None, *, all_sessions: bool, json_out: bool, o
         all_sessions: Every session, the index log, and sessions missing from the database.
         json_out: Print a JSON array (one row per session, then missing sessions, then the index log).
         offline: Do not ask witnesses over the network.
+        record: With ``all_sessions``, record the sweep as a ``core_job`` run once done
+            (:func:`flightlog.cli.options.record_finished_job`; the check itself only reads).
 
     Raises:
         typer.Exit: code 1 when anything diverges or is missing.
@@ -296,7 +310,7 @@ def check_sessions(session: str | None, *, all_sessions: bool, json_out: bool, o
     problem = (
         bool(missing) or not all(r.ok for r in reports) or (index is not None and bool(index.divergences))
     )
-    if all_sessions:  # the sweep is a core_job run, recorded once it is done (the check itself only reads)
+    if all_sessions and record:  # a core_job run, recorded once done (the check itself only reads)
         bad = sum(not r.ok for r in reports) + len(missing)
         summary = {"sessions": len(reports), "divergent": bad, "missing": len(missing)}
         goal = f"verify --all: {plural(len(reports), 'session')} and the index log"

@@ -226,6 +226,14 @@ def db_copy_command() -> Callable[..., None]:
             bool, typer.Option("--offline", help="Do not ask witnesses (stored cosignatures only).")
         ] = False,
         json_out: Annotated[bool, typer.Option("--json", help="Print the report as JSON.")] = False,
+        record: Annotated[
+            bool,
+            typer.Option(
+                "--record",
+                help="Record the copy as a core_job run in the store that is live afterwards (default off: "
+                "the copy then holds exactly the moved ledger, and any later write makes SRC a stale copy).",
+            ),
+        ] = False,
     ) -> None:
         """Move a ledger: every session (events verbatim, effects, artifacts, signed checkpoints, grants,
         imports, cosignatures) and the index log from SRC to DST, which takes SRC's ledger id. The copy is
@@ -249,18 +257,21 @@ def db_copy_command() -> Callable[..., None]:
             try:
                 report = copy_store(source, target, on_session=progress, online=not offline)
             except FlightlogError as exc:
+                if not record:
+                    raise
                 # the job is recorded in the source, which stays the live store (nothing was written)
                 record_finished_job(
                     "db_copy", goal, started_at_ms=started_ms, reason="failed", done=0,
                     summary={"error": str(exc)[:300]}, db=src,
                 )  # fmt: skip
                 raise
-        live = dst if report.retired == "source" else src  # the job goes where the ledger goes on
-        summary = {"sessions": len(report.sessions), "events": report.events, "retired": report.retired}
-        record_finished_job(
-            "db_copy", goal, started_at_ms=started_ms, reason="completed", done=len(report.sessions),
-            summary=summary, db=live,
-        )  # fmt: skip
+        if record:
+            live = dst if report.retired == "source" else src  # the job goes where the ledger goes on
+            summary = {"sessions": len(report.sessions), "events": report.events, "retired": report.retired}
+            record_finished_job(
+                "db_copy", goal, started_at_ms=started_ms, reason="completed", done=len(report.sessions),
+                summary=summary, db=live,
+            )  # fmt: skip
         if json_out:
             wire = {
                 "sessions": len(report.sessions),

@@ -489,6 +489,14 @@ def verify_cmd(
         bool, typer.Option("--offline", help="Do not ask witnesses (stored cosignatures only).")
     ] = False,
     json_out: Annotated[bool, typer.Option("--json", help="Print results as JSON.")] = False,
+    record: Annotated[
+        bool,
+        typer.Option(
+            "--record",
+            help="With --all: record this sweep as a core_job run once it is done (the check itself only "
+            "reads; without --record nothing is written).",
+        ),
+    ] = False,
 ) -> None:
     """Full check: chains, tree heads, signed checkpoints, seal, retained and witnessed heads; exit 1 listing
     every divergent sequence, 0 when intact. Says sealed, or open with the unanchored tail seqs."""
@@ -496,7 +504,9 @@ def verify_cmd(
 
     if bool(session) == all_sessions:
         raise typer.BadParameter("give a SESSION or --all (not both)")
-    check_sessions(session, all_sessions=all_sessions, json_out=json_out, offline=offline)
+    if record and not all_sessions:
+        raise typer.BadParameter("--record records a --all sweep", param_hint="--record")
+    check_sessions(session, all_sessions=all_sessions, json_out=json_out, offline=offline, record=record)
 
 
 @app.command("export")
