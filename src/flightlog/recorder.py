@@ -370,7 +370,8 @@ class Recorder:
             batch = list(zip(stored, events, strict=True))
             for projector in _PROJECTORS:
                 projector(self, batch)
-            self._queued.extend(batch)
+            if self._subscribers:  # queued for them until the commit; nobody listening: nothing held
+                self._queued.extend(batch)
             if self._notary is not None and self._notary.due(self._next_seq):
                 self._notary.checkpoint(self.store, self._tree, self._head)
         return stored

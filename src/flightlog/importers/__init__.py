@@ -78,7 +78,14 @@ from . import (
     openhands_v1,
     swe_agent,
 )
-from .base import ImportedSession, ImportWarning, read_jsonl, torn_tail_waits
+from .base import (
+    EventSpool,
+    ImportedSession,
+    ImportWarning,
+    read_jsonl,
+    spooled_events,
+    torn_tail_waits,
+)
 from .jsondoc import looks_like_json_array_of_events, read_json_document
 
 if TYPE_CHECKING:
@@ -338,8 +345,32 @@ def _import_once(
         previous = _legacy_import(store, sha, fmt)
     if previous is not None and not seal:
         return _duplicate(result, previous.session_id)
-    with nullcontext() if seal else torn_tail_waits():
+    with nullcontext() if seal else torn_tail_waits(), spooled_events():
         sessions: list[ImportedSession] = module.read(path, result.warnings)
+    try:
+        return _record_sessions(store, path, module, sessions, result, notary, (dedup_key, previous, size),
+                                seal=seal, live=live)  # fmt: skip
+    finally:
+        for session in sessions:
+            if isinstance(session.events, EventSpool):
+                session.events.close()
+
+
+def _record_sessions(
+    store: Store,
+    path: Path,
+    module: ModuleType,
+    sessions: list[ImportedSession],
+    result: ImportResult,
+    notary: Notary | None,
+    dedup: tuple[str, ImportRecord | None, int],
+    *,
+    seal: bool,
+    live: bool,
+) -> ImportResult:
+    """Record what ``sessions`` add to the store, in one transaction (see :func:`import_file`)."""
+    fmt, sha = result.format, result.source_sha256
+    dedup_key, previous, size = dedup
     if not sessions or not any(s.events for s in sessions):
         raise ImportFormatError(path=str(path), reason=f"no {fmt} session found in the file")
     provenance = {
@@ -601,8 +632,8 @@ def check_prefix(
     if 0 not in rows or count not in rows:
         raise ImportFormatError(path=str(path), reason=f"{session_id} lacks recorded seq {count}")
     head = rows[0].hash
-    for seq, event in enumerate(events[:count], start=1):
-        head = chain_hash(head, seq, canonical_bytes(event))
+    for seq in range(1, count + 1):
+        head = chain_hash(head, seq, _event_bytes(events, seq - 1))
     if head == rows[count].hash:
         return
     seq, recorded, now = _first_difference(store, session_id, events, count)
@@ -619,10 +650,14 @@ def _first_difference(
 ) -> tuple[int, str, str]:
     """The first seq in ``1..count`` whose stored bytes differ from the event read now, and both kinds."""
     for row in store.read_events(session_id, start=1, stop=count + 1):
-        event = events[row.seq - 1]
-        if canonical_bytes(event) != row.event_bytes:
-            return row.seq, row.kind, event.kind
+        if _event_bytes(events, row.seq - 1) != row.event_bytes:
+            return row.seq, row.kind, events[row.seq - 1].kind
     return count, "?", "?"  # pragma: no cover - the chain said they differ
+
+
+def _event_bytes(events: Sequence[SessionEvent], index: int) -> bytes:
+    """The canonical bytes of ``events[index]`` (read as stored from an :class:`EventSpool`)."""
+    return events.raw(index) if isinstance(events, EventSpool) else canonical_bytes(events[index])
 
 
 def _row_times(session: ImportedSession) -> list[int] | None:

@@ -15,10 +15,14 @@ a record around invalid bytes; the bytes of a line that is no JSON object, for t
 from __future__ import annotations
 
 import base64
+import hashlib
 import json
 import math
 import re
-from collections.abc import Iterator
+import tempfile
+import weakref
+from array import array
+from collections.abc import Iterator, MutableSequence, Sequence
 from contextlib import contextmanager
 from contextvars import ContextVar
 from dataclasses import dataclass, field
@@ -26,6 +30,7 @@ from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any
 
+from ..encoding import canonical_bytes, decode_stored
 from ..events import SessionEvent
 from ..messages import ContentPart, RedactedThinkingPart, ThinkingPart
 
@@ -33,6 +38,7 @@ __all__ = [
     "IMAGE_PREFIXES",
     "MAX_SAFE_INT",
     "TASK_CHARS",
+    "EventSpool",
     "ImportWarning",
     "ImportedSession",
     "JsonLine",
@@ -46,8 +52,11 @@ __all__ = [
     "json_int",
     "make_json_safe",
     "may_hold_surrogates",
+    "new_event_list",
+    "output_digest",
     "read_jsonl",
     "short_error",
+    "spooled_events",
     "torn_tail_waits",
     "unparsed_payload",
 ]
@@ -106,7 +115,7 @@ class ImportedSession:
     key: str
     task: str
     source_format: str
-    events: list[SessionEvent] = field(default_factory=list)
+    events: MutableSequence[SessionEvent] = field(default_factory=list)
     parent_key: str | None = None
     metadata: dict[str, Any] = field(default_factory=dict)
     started_at_ms: int | None = None
@@ -176,6 +185,96 @@ def clean_surrogates(value: Any) -> tuple[Any, int]:
         return item
 
     return fix(value), count
+
+
+class EventSpool(MutableSequence[SessionEvent]):
+    """An importer's events kept on disk, as their RFC 8785 canonical bytes in an anonymous temporary file
+    (deleted when closed or collected), so an import's memory does not grow with the transcript: only the
+    offsets stay in memory (8 bytes an event). Appending encodes (raising what
+    :func:`~flightlog.encoding.canonical_bytes` raises, naming the field); reading decodes
+    (:func:`~flightlog.encoding.decode_stored`): an event read back equals the one appended. Append-only:
+    setting, inserting or deleting an item raises ``TypeError``."""
+
+    def __init__(self) -> None:
+        self._file = tempfile.TemporaryFile()  # noqa: SIM115 - lives as long as the spool; see close()
+        # closed with the spool when it is collected (an importer may drop a builder it replaced)
+        self._finalizer = weakref.finalize(self, self._file.close)
+        self._offsets = array("q", [0])
+
+    def close(self) -> None:
+        """Delete the temporary file now (``import_file`` closes its spools when the import ends)."""
+        self._finalizer()
+
+    def __len__(self) -> int:
+        return len(self._offsets) - 1
+
+    def append(self, value: SessionEvent) -> None:
+        """Encode and store one event at the end."""
+        data = canonical_bytes(value)
+        self._file.seek(0, 2)
+        self._file.write(data)
+        self._offsets.append(self._offsets[-1] + len(data))
+
+    def raw(self, index: int) -> bytes:
+        """The canonical bytes of the event at ``index`` (0-based; negative counts from the end)."""
+        index = range(len(self))[index]
+        start, stop = self._offsets[index], self._offsets[index + 1]
+        self._file.seek(start)
+        return self._file.read(stop - start)
+
+    def __getitem__(self, index: int | slice) -> Any:
+        if isinstance(index, slice):
+            return [decode_stored(self.raw(i)) for i in range(len(self))[index]]
+        return decode_stored(self.raw(index))
+
+    def __iter__(self) -> Iterator[SessionEvent]:
+        for index in range(len(self)):
+            yield decode_stored(self.raw(index))
+
+    def __setitem__(self, index: Any, value: Any) -> None:
+        raise TypeError("an EventSpool is append-only")
+
+    def __delitem__(self, index: Any) -> None:
+        raise TypeError("an EventSpool is append-only")
+
+    def insert(self, index: int, value: SessionEvent) -> None:
+        """Only at the end (``append``); anywhere else raises ``TypeError``."""
+        if index != len(self):
+            raise TypeError("an EventSpool is append-only")
+        self.append(value)
+
+    def __eq__(self, other: object) -> bool:
+        if not isinstance(other, Sequence) or isinstance(other, str | bytes):
+            return NotImplemented
+        return len(self) == len(other) and all(a == b for a, b in zip(self, other, strict=True))
+
+    __hash__ = None  # type: ignore[assignment]
+
+
+_SPOOLED: ContextVar[bool] = ContextVar("flightlog_spooled_events", default=False)
+
+
+@contextmanager
+def spooled_events() -> Iterator[None]:
+    """Inside this block, :func:`new_event_list` gives an :class:`EventSpool` (what ``import_file`` uses,
+    so an import runs in bounded memory); outside, a plain list (what tests of one importer compare)."""
+    token = _SPOOLED.set(True)
+    try:
+        yield
+    finally:
+        _SPOOLED.reset(token)
+
+
+def new_event_list() -> MutableSequence[SessionEvent]:
+    """The container a session builder collects its events in (see :func:`spooled_events`)."""
+    return EventSpool() if _SPOOLED.get() else []
+
+
+def output_digest(text: str, is_error: bool) -> bytes:
+    """What a builder remembers of the last result of a call id, to skip a word-for-word repeat without
+    holding every output: sha256 of the text (lone surrogates escaped) and the error flag."""
+    data = text.encode("utf-8", "surrogatepass")
+    return hashlib.sha256(data).digest() + (b"\x01" if is_error else b"\x00")
 
 
 _TORN_TAIL_WAITS: ContextVar[bool] = ContextVar("flightlog_torn_tail_waits", default=False)

@@ -126,7 +126,14 @@ from ..messages import (
     ToolResult,
 )
 from .background import with_task_sessions
-from .base import ImportedSession, ImportWarning, read_jsonl, unparsed_payload
+from .base import (
+    ImportedSession,
+    ImportWarning,
+    new_event_list,
+    output_digest,
+    read_jsonl,
+    unparsed_payload,
+)
 from .jsondoc import CallBook
 
 __all__ = ["FORMAT", "VERSION", "companion_files", "imported_with_parent", "looks_like", "read"]
@@ -578,7 +585,7 @@ class _SessionBuilder:
         self._key = key
         self._agent_id = agent_id
         self.metadata: JsonObj = {}
-        self.events: list[SessionEvent] = []
+        self.events = new_event_list()  # on disk during an import_file (bounded memory)
         self.times: list[int | None] = []  # per event, the source time of the record that produced it
         self._at: int | None = None
         self._seen: set[str] = set()
@@ -601,7 +608,7 @@ class _SessionBuilder:
         self._pending: dict[str, None] = {}
         self._book = CallBook(lambda reason, line: self.ctx.warn(line, reason))
         self._call_owner: dict[str, str] = {}  # native tool_use id → key of the completion that made it
-        self._last_output: dict[str, tuple[str, bool]] = {}  # native id → last result recorded for it
+        self._last_output: dict[str, bytes] = {}  # native id → digest of the last result recorded for it
         self._caveat_uuid: str | None = None
         self._archive_start = 0
         self._boundary_end: int | None = None
@@ -960,13 +967,13 @@ class _SessionBuilder:
         call = self._book.answer(native)
         if call is not None:
             call_id = call.call_id
-        elif self._last_output.get(native) == (output, is_error):
+        elif self._last_output.get(native) == output_digest(output, is_error):
             self.ctx.warn(line, f"repeated tool_result for {native} skipped")
             return None
         else:
             call_id = self._book.orphan_id(native)
             notes.append({"call_id": call_id, "line": line})
-        self._last_output[native] = (output, is_error)
+        self._last_output[native] = output_digest(output, is_error)
         self._resolved.add(call_id)
         self._pending.pop(call_id, None)
         self._note_agent_exit(native, call_id, record, is_error)

@@ -136,6 +136,8 @@ from .base import (
     compact_json,
     epoch_ms,
     make_json_safe,
+    new_event_list,
+    output_digest,
     read_jsonl,
     unparsed_payload,
 )
@@ -420,7 +422,7 @@ class _Builder:
         self.path = path
         self.warnings = warnings
         self.prompts_from_events = prompts_from_events
-        self.events: list[SessionEvent] = []
+        self.events = new_event_list()  # on disk during an import_file (bounded memory)
         self.times: list[int | None] = []  # per event, the source time of the record that produced it
         self.at: int | None = None
         self.session_id: str | None = None
@@ -437,7 +439,7 @@ class _Builder:
         self.response: _Response | None = None
         self.calls = CallBook(lambda reason, line: self.warn(line, reason))
         self.pending: dict[str, _Pending] = {}  # session-unique call id → unanswered call
-        self.last_output: dict[str, tuple[str, bool]] = {}  # native call id → last result recorded
+        self.last_output: dict[str, bytes] = {}  # native call id → digest of the last result recorded
         self.digests: dict[bytes, int] = {}
         # Events before a prompt taken from a ``response_item`` that no model response follows yet: an
         # ``event_msg`` twin (written before the response) may still come and make the events the prompts
@@ -583,10 +585,10 @@ class _Builder:
         output = payload.get("output")
         text, is_error = compact_json(output), _output_is_error(output)
         call = self.calls.answer(native)
-        if call is None and self.last_output.get(native) == (text, is_error):
+        if call is None and self.last_output.get(native) == output_digest(text, is_error):
             self.warn(line, f"skipped repeated tool result {native!r}")
             return
-        self.last_output[native] = (text, is_error)
+        self.last_output[native] = output_digest(text, is_error)
         call_id = call.call_id if call is not None else self.calls.orphan_id(native)
         result = ToolResult(call_id=call_id, output=text, is_error=is_error)
         self.emit(ToolCompleted(turn=self.turn if call is None else call.turn, results=[result]))
