@@ -191,3 +191,32 @@ def test_seal_records_the_end_and_growth_after_it_is_refused(tmp_path: Path) -> 
         source.write_bytes(data + more)
         with pytest.raises(ImportFormatError, match="sealed as ended"):
             import_file(store, source, notary=notary)
+
+
+def test_seal_of_a_session_holding_every_event_only_seals_it(tmp_path: Path) -> None:
+    """``--seal`` when the recorded events are already all of the source's: a seal, nothing else."""
+    sample = SAMPLES / "claude-code" / "spotter_tool_heavy.jsonl"
+    source = tmp_path / sample.name
+    source.write_bytes(sample.read_bytes())
+    notary = Notary.for_signer(LogSigner.generate("test.example/log"), HeadStore(tmp_path / "heads"))
+    with SqliteStore(tmp_path / "db.sqlite") as store:
+        main = import_file(store, source, notary=notary, seal=True).session_ids[0]
+        before = ledger(store, main)
+        again = import_file(store, source, notary=notary, seal=True)
+        assert again.duplicate and again.events == 0 and ledger(store, main) == before
+
+
+def test_seal_later_seals_a_session_whose_end_adds_no_event(tmp_path: Path) -> None:
+    sample = SAMPLES / "claude-code" / "spotter_tool_heavy.jsonl"
+    source = tmp_path / sample.name
+    source.write_bytes(b"".join(sample.read_bytes().splitlines(keepends=True)[:3]))  # records, no prompt yet
+    notary = Notary.for_signer(LogSigner.generate("test.example/log"), HeadStore(tmp_path / "heads"))
+    with SqliteStore(tmp_path / "db.sqlite") as store:
+        main = import_file(store, source, notary=notary).session_ids[0]
+        before = events_of(store, main)
+        assert not any(isinstance(e, Custom) and e.custom_kind == "session_sealed" for e in before)
+        sealed = import_file(store, source, notary=notary, seal=True)
+        after = events_of(store, main)
+        assert sealed.events == 1 and after[:-1] == before
+        assert isinstance(after[-1], Custom) and after[-1].custom_kind == "session_sealed"
+        assert audit_session(store, main, keyring=notary.keyring, heads=notary.heads).ok

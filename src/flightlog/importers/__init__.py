@@ -520,7 +520,7 @@ class _Writer:
         if live and not ended and status != "completed":
             status = "running"
         if self.target.existing:
-            found = self._continue(count)
+            found = self._continue(count, seal_due=ended and self.notary is not None)
             if found is None:
                 self.store.set_session_status(self.target.session_id, status)
                 return
@@ -575,9 +575,10 @@ class _Writer:
         self.result.events += 1
         return recorder
 
-    def _continue(self, count: int) -> tuple[Recorder, int] | None:
-        """Attach to the recorded session when the source gained settled events since (after checking
-        the recorded ones are the source's first ones); None when there is nothing to append."""
+    def _continue(self, count: int, *, seal_due: bool) -> tuple[Recorder, int] | None:
+        """Attach to the recorded session when the source gained settled events since, or holds exactly
+        them and is to be sealed now (after checking the recorded ones are the source's first ones); None
+        when there is nothing to write."""
         sid = self.target.session_id
         record = self.store.get_session(sid)
         stored = record.events - 1  # the import_source header is seq 0
@@ -591,7 +592,7 @@ class _Writer:
                 "refusing to record them (nothing recorded)",
             )
         check_prefix(self.store, sid, self.session.events, min(stored, count), self.path)
-        if count <= stored:
+        if count < stored or (count == stored and (sealed or not seal_due)):
             return None
         return Recorder.attach(self.store, sid, notary=self.notary, full=self.notary is None), stored
 
