@@ -397,7 +397,7 @@ class Recorder:
             try:
                 if self._depth == 1:
                     end = [saved[0]]  # the block's end seq, set when it ends
-                    self.store.call_after_commit(lambda: self._flush(end[0]))
+                    self.store.call_after_commit(lambda: self._flush(end[0], appended=end[0] > saved[0]))
                     self.store.call_after_rollback(lambda: self._restore(saved))
                 yield
                 if self._depth == 1:
@@ -420,12 +420,13 @@ class Recorder:
             self._rewind(saved)
             self._queued = [item for item in self._queued if item[0].seq < saved[0]]
 
-    def _flush(self, end: int) -> None:
-        """Notify the events committed by a block: those queued with a seq below ``end``."""
+    def _flush(self, end: int, *, appended: bool) -> None:
+        """Notify the events committed by a block: those queued with a seq below ``end`` (``appended``:
+        the block appended events, queued or not: nothing is queued when nobody subscribes)."""
         with self._lock:
             done = [item for item in self._queued if item[0].seq < end]
             self._queued = [item for item in self._queued if item[0].seq >= end]
-        if done:
+        if appended:
             crash_point("append.committed")  # test-only fault injection (flightlog.testing.crashpoints)
         self._notify(done)
 
