@@ -297,6 +297,7 @@ def record_finished_job(
     job itself has done its work."""
     from ..integrity.notary import Notary
     from ..runs.jobs import CoreJob
+    from ..store import open_store
 
     target = db if db is not None else state.db
     try:
