@@ -25,7 +25,6 @@ from typing import TYPE_CHECKING, Annotated, Any
 
 import typer
 
-from ..errors import FlightlogError
 from ..narration import plural
 from .console import console
 
@@ -241,6 +240,7 @@ def db_copy_command() -> Callable[..., None]:
         sessions of another ledger. Nothing is written unless everything verifies. SRC is then retired:
         read-only, refusing writes with a pointer to DST, verified as a stale copy (a record signed by your
         log key)."""
+        from ..errors import FlightlogError
         from ..ops.dbcopy import copy_store
         from ..store import open_store, redact_url
         from ..store.sqlite import now_ms

@@ -28,17 +28,17 @@ from typing import TYPE_CHECKING, Annotated
 
 import typer
 
-from ..store.base import Store
 from .console import console
 
 if TYPE_CHECKING:
     from rich.console import Console
 
     from ..importers.watch import WatchReport
+    from ..store.base import Store
 
 __all__ = ["register"]
 
-OpenDb = Callable[[bool], AbstractContextManager[Store]]
+OpenDb = Callable[[bool], AbstractContextManager["Store"]]
 """``open_db(read_only)``: a context manager yielding an open store, closed on exit."""
 
 
