@@ -1,0 +1,151 @@
+"""decode_stored's fast path (pydantic's JSON parser) gives the same events as the reference path.
+
+The reference path is ``parse_json`` (integer literals beyond ±(2**53-1) read back as the float that
+wrote them) + upcasters + ``event_from_wire``; the fast path is one ``validate_json`` call. Compared on
+generated events (any JSON payload: floats, large integral floats, unicode, control characters, deep
+nesting) and on every event the importers make of the repository's sample transcripts.
+"""
+
+from __future__ import annotations
+
+import re
+from pathlib import Path
+from typing import Any
+
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from flightlog.encoding import MAX_SAFE_INTEGER, canonical_bytes, decode_stored, parse_json
+from flightlog.errors import EventDecodeError
+from flightlog.events import (
+    Custom,
+    LlmCompleted,
+    ProviderReplay,
+    RunStarted,
+    SessionEvent,
+    ToolCompleted,
+    ToolRequested,
+    event_from_json_or_none,
+    event_from_wire,
+)
+from flightlog.importers import import_file
+from flightlog.messages import Message, TextPart, ThinkingPart, ToolCall, ToolResult
+from flightlog.store.sqlite import SqliteStore
+
+SAMPLES = Path(__file__).parent / "data" / "samples"
+
+TEXT = st.text(alphabet=st.characters(blacklist_categories=("Cs",)), max_size=30)
+U32 = st.integers(0, 2**32 - 1)
+NUMBERS = (
+    st.integers(-MAX_SAFE_INTEGER, MAX_SAFE_INTEGER)
+    | st.floats(allow_nan=False, allow_infinity=False)
+    # integral floats beyond 2**53: RFC 8785 writes them as long integer literals
+    | st.integers(54, 300).map(lambda e: float(2**e))
+    | st.sampled_from([1e16, -1e21, 1e21, 5e-324, 0.1, -0.0, 2.0**53, 9007199254740993.0])
+)
+JSON = st.recursive(
+    st.none() | st.booleans() | NUMBERS | TEXT,
+    lambda inner: st.lists(inner, max_size=4) | st.dictionaries(TEXT, inner, max_size=4),
+    max_leaves=25,
+)
+CALL = st.builds(ToolCall, id=TEXT, name=TEXT, arguments=TEXT)
+EVENTS: st.SearchStrategy[Any] = st.one_of(
+    st.builds(Custom, custom_kind=TEXT, payload=JSON),
+    st.builds(RunStarted, run_id=TEXT, goal=TEXT, criteria=st.lists(TEXT, max_size=3)),
+    st.builds(
+        LlmCompleted,
+        turn=U32,
+        message=st.builds(
+            Message,
+            role=st.sampled_from(["assistant", "user", "system", "tool"]),
+            content=st.lists(
+                st.builds(TextPart, text=TEXT)
+                | st.builds(ThinkingPart, thinking=TEXT, signature=st.none() | TEXT),
+                max_size=3,
+            ),
+            tool_calls=st.lists(CALL, max_size=2),
+        ),
+        provider_replay=st.none()
+        | st.builds(
+            ProviderReplay,
+            protocol=TEXT,
+            native_blocks=st.none() | st.lists(st.dictionaries(TEXT, JSON, max_size=3), max_size=3),
+            native_message=st.none() | JSON,
+        ),
+    ),
+    st.builds(ToolRequested, turn=U32, calls=st.lists(CALL, max_size=3)),
+    st.builds(
+        ToolCompleted,
+        turn=U32,
+        results=st.lists(
+            st.builds(
+                ToolResult, call_id=TEXT, output=TEXT, is_error=st.booleans(), token_count=st.none() | U32
+            ),
+            max_size=3,
+        ),
+    ),
+)
+
+
+def _reference(data: bytes) -> SessionEvent:
+    return event_from_wire(parse_json(data))
+
+
+def _assert_same(data: bytes) -> None:
+    reference = _reference(data)
+    fast = event_from_json_or_none(data)
+    if fast is not None and re.search(rb"[0-9]{16}", data) is None:  # the fast path's domain
+        assert type(fast) is type(reference)
+        assert fast == reference
+        assert fast.model_fields_set == reference.model_fields_set
+        assert canonical_bytes(fast) == data
+    decoded = decode_stored(data)
+    assert decoded == reference
+    assert canonical_bytes(decoded) == data
+
+
+@settings(max_examples=600, deadline=None)
+@given(EVENTS)
+def test_fast_and_reference_decoders_give_equal_events(event: Any) -> None:
+    _assert_same(canonical_bytes(event))
+
+
+def test_long_integer_literals_take_the_reference_path() -> None:
+    # 1e16 is stored as 10000000000000000; pydantic would read an int, the reference path the float
+    data = canonical_bytes(Custom(custom_kind="k", payload={"x": 1e16, "y": [2.0**60]}))
+    assert b"10000000000000000" in data
+    assert event_from_json_or_none(data) != _reference(data)  # why the fast path must not take it
+    event = decode_stored(data)
+    assert isinstance(event, Custom) and type(event.payload["x"]) is float
+    assert canonical_bytes(event) == data
+
+
+def test_refusals_come_from_the_reference_path_with_seq() -> None:
+    for data, words in [
+        (b'{"kind":"custom","custom_kind":1}', "custom_kind"),
+        (b'{"kind":"nope"}', "nope"),
+        (b"[1]", "not a JSON object"),
+        (b"{", "not JSON"),
+        (b'{"kind":"custom","custom_kind":"\xff"}', "not JSON"),
+    ]:
+        with pytest.raises(EventDecodeError) as caught:
+            decode_stored(data, seq=7)
+        assert caught.value.seq == 7
+        assert words in str(caught.value)
+
+
+def test_every_imported_sample_event_decodes_the_same_both_ways(tmp_path: Path) -> None:
+    store = SqliteStore(tmp_path / "s.db")
+    try:
+        for path in sorted(SAMPLES.rglob("*")):
+            if path.suffix in {".jsonl", ".json", ".traj"}:
+                import_file(store, path)
+        rows = 0
+        for session in store.list_sessions():
+            for row in store.read_events(session.session_id):
+                _assert_same(row.event_bytes)
+                rows += 1
+        assert rows > 100
+    finally:
+        store.close()
