@@ -4,11 +4,13 @@ from __future__ import annotations
 
 from typing import Any
 
+import pytest
 import rfc8785
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from flightlog.encoding import MAX_SAFE_INTEGER, _plain, canonical_json
+from flightlog.errors import EncodingError
 
 TEXT = st.text(alphabet=st.characters(blacklist_categories=("Cs",)), max_size=20)
 VALUES = st.recursive(
@@ -35,3 +37,63 @@ def test_fast_path_declines_what_it_cannot_match() -> None:
     assert not _plain([2**53])
     assert canonical_json({"\ue000": 1, "\U0001f99c": 2}) == rfc8785.dumps({"\ue000": 1, "\U0001f99c": 2})
     assert canonical_json({"s": '\u2028\x7f\x00\x1f"\\'}) == rfc8785.dumps({"s": '\u2028\x7f\x00\x1f"\\'})
+
+
+# Keys and strings that stress the fast path's domain: astral and private-use characters (UTF-16 order
+# differs from code point order above U+D800), every C0 control character, DEL, "/", quotes, backslashes.
+EDGE_CHARS = st.sampled_from(
+    ["\ud7ff", "\ue000", "\uf8ff", "\uffff", "\U0001f99c", "\U00010000", "\x7f", "/", '"', "\\", "\u2028"]
+    + [chr(c) for c in range(0x20)]
+)
+EDGE_TEXT = st.lists(EDGE_CHARS | st.characters(blacklist_categories=("Cs",)), max_size=8).map("".join)
+BAD_SCALARS = st.sampled_from(
+    [float("nan"), float("inf"), -float("inf"), 2**53, -(2**53), 10**30, "lone \ud800", "\udfff"]
+)
+ANY_VALUES = st.recursive(
+    st.none()
+    | st.booleans()
+    | st.integers(-(2**60), 2**60)
+    | EDGE_TEXT
+    | st.floats(allow_nan=False, allow_infinity=False)
+    | BAD_SCALARS,
+    lambda inner: (
+        st.lists(inner, max_size=4)
+        | st.dictionaries(EDGE_TEXT | st.sampled_from(["\ud800", "k\udc00"]), inner, max_size=4)
+    ),
+    max_leaves=30,
+)
+
+
+@settings(max_examples=700, deadline=None)
+@given(ANY_VALUES)
+def test_canonical_json_equals_rfc8785_or_both_refuse(value: Any) -> None:
+    try:
+        reference = rfc8785.dumps(value)
+    except (rfc8785.CanonicalizationError, UnicodeError, TypeError):
+        with pytest.raises(EncodingError):
+            canonical_json(value)
+    else:
+        assert canonical_json(value) == reference
+
+
+def test_stdlib_escapes_exactly_as_rfc8785() -> None:
+    """RFC 8785 §3.2.2.2: ``\\b \\f \\n \\r \\t`` short forms, other C0 as lowercase ``\\u00xx``, ``"`` and
+    ``\\\\`` escaped; DEL, ``/`` and everything else written raw (checked character by character)."""
+    short = {"\b": "\\b", "\f": "\\f", "\n": "\\n", "\r": "\\r", "\t": "\\t", '"': '\\"', "\\": "\\\\"}
+    for code in [*range(0x80), 0x2028, 0x2029, 0xE000, 0xFFFF, 0x1F99C]:
+        char = chr(code)
+        expected = short.get(char, f"\\u{code:04x}" if code < 0x20 else char)
+        assert canonical_json(char) == f'"{expected}"'.encode() == rfc8785.dumps(char)
+
+
+def test_refusals_name_the_field() -> None:
+    for value, field, words in [
+        ({"a": [1, float("nan")]}, "$.a[1]", "nan"),
+        ({"a": {"b": 2**53}}, "$.a.b", "2**53"),
+        ({"s": "x\ud800"}, "$.s", "lone surrogate"),
+        ({"k\udc00": 1}, "$.k\udc00", "lone surrogate"),
+    ]:
+        with pytest.raises(EncodingError) as caught:
+            canonical_json(value)
+        assert caught.value.field == field
+        assert words in str(caught.value)
