@@ -24,6 +24,7 @@ import typer
 from .. import __version__
 from ..errors import ImportFormatError
 from ..narration import narrate, plural, short
+from .lazy import LazyTyper
 from .options import (
     CONTEXT,
     EXIT_CLOSED_PIPE,
@@ -62,7 +63,7 @@ IMPORT_FORMATS = (
 """``flightlog.importers.FORMATS``'s names, for ``import --format``'s help without loading the importers at
 start-up (``tests/test_cli_startup.py`` checks the two agree)."""
 
-app = typer.Typer(
+app = LazyTyper(  # app() builds each command when it is looked up (cli/lazy.py)
     cls=Group,
     name="flightlog",
     help="A durable, verifiable session ledger for LLM agents.",
