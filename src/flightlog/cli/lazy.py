@@ -62,8 +62,8 @@ class LazyCommands(MutableMapping[str, Any]):
 def lazy_command(app: typer.Typer) -> Any:
     """The click group of ``app`` with its sub-commands built on demand (see the module docstring).
 
-    ``app`` must have a callback (a group, as the ``flightlog`` root has). A command group added without a
-    name (whose commands typer merges into the parent) is built at once, as typer does.
+    ``app`` must have a callback (a group, as the ``flightlog`` root has). The commands of a group added
+    without a name are merged into the parent, each lazy too, as typer merges them.
     """
     shell = copy.copy(app)  # the root alone: its callback's options (--db, --debug, --version, completion)
     shell.registered_commands = []
@@ -73,24 +73,43 @@ def lazy_command(app: typer.Typer) -> Any:
         "pretty_exceptions_short": app.pretty_exceptions_short,
         "rich_markup_mode": app.rich_markup_mode,
     }
+    group_options = dict(options)
+    if "suggest_commands" in inspect.signature(typer.main.get_group_from_info).parameters:
+        group_options["suggest_commands"] = getattr(app, "suggest_commands", True)
     factories: dict[str, Callable[[], Any]] = {}
+    _add_factories(factories, app, options, group_options)
+    group.commands = LazyCommands(factories)
+    return group
+
+
+def _add_factories(
+    factories: dict[str, Callable[[], Any]],
+    app: typer.Typer,
+    options: dict[str, Any],
+    group_options: dict[str, Any],
+) -> None:
+    """Name -> factory for every command and group of ``app``, in the order (and with the overrides) of
+    ``typer.main.get_group_from_info``: commands first, then groups; a group added without a name
+    contributes its own commands and groups in its place (its callback, if any, is built at once, as
+    typer warns about it)."""
     for info in app.registered_commands:
         assert info.callback is not None, "a typer command has a callback"
         name = info.name or typer.main.get_command_name(info.callback.__name__)
         factories[name] = _command_factory(info, options)
-    group_options = dict(options)
-    if "suggest_commands" in inspect.signature(typer.main.get_group_from_info).parameters:
-        group_options["suggest_commands"] = getattr(app, "suggest_commands", True)
     for sub in app.registered_groups:
         group_name = typer.main.solve_typer_info_defaults(sub).name
         if group_name:
             factories[group_name] = _group_factory(sub, group_options)
-        else:  # merged into the parent: its names are only known once built
+        elif sub.typer_instance is not None and not _has_callback(sub):
+            _add_factories(factories, sub.typer_instance, options, group_options)
+        else:  # typer warns about the callback here; let it
             built = typer.main.get_group_from_info(sub, **group_options)
             for sub_name, command in built.commands.items():
                 factories[sub_name] = _ready(command)
-    group.commands = LazyCommands(factories)
-    return group
+
+
+def _has_callback(info: Any) -> bool:
+    return bool(info.typer_instance.registered_callback or info.callback)
 
 
 def _command_factory(info: Any, options: dict[str, Any]) -> Callable[[], Any]:
