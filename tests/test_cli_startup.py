@@ -123,3 +123,34 @@ def test_the_clis_copies_of_model_constants_agree_with_the_models() -> None:
     assert tuple(s.value for s in RunState) == RUN_STATES
     assert tuple(s.value for s in RunSource) == RUN_SOURCES
     assert LEASE_S == DEFAULT_LEASE_MS / 1000
+
+
+def test_console_version_loads_no_command_line_and_prints_what_the_option_prints() -> None:
+    """``flightlog --version`` (``flightlog.cli.main``) answers before typer, rich or a command module load,
+    with the bytes the root's ``--version`` option prints through typer."""
+    code = "import sys\nsys.argv[1:] = ['--version']\nfrom flightlog.cli import main\nmain()"
+    loaded = _loaded_after(code)
+    assert sorted(m for m in loaded if m.split(".")[0] in ("typer", "click", "rich")) == []
+    assert "flightlog.cli.root" not in loaded
+    fast = subprocess.run(
+        [sys.executable, "-c", code], capture_output=True, text=True, timeout=120, check=True
+    ).stdout
+    option = subprocess.run(
+        [sys.executable, "-c", "from flightlog.cli import app\napp(['--version'])"],
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    assert option.returncode == 0 and fast == option.stdout
+    assert fast.startswith("flightlog ") and fast.endswith("\n")
+
+
+def test_console_version_into_a_closed_pipe_exits_141_quietly() -> None:
+    code = "import sys\nsys.argv[1:] = ['--version']\nfrom flightlog.cli import main\nmain()"
+    with subprocess.Popen(
+        [sys.executable, "-c", code], stdout=subprocess.PIPE, stderr=subprocess.PIPE
+    ) as proc:
+        assert proc.stdout is not None and proc.stderr is not None
+        proc.stdout.close()
+        assert proc.wait(timeout=120) == 141
+        assert proc.stderr.read() == b""
