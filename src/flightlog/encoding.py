@@ -201,7 +201,7 @@ def decode_stored(data: bytes, *, seq: int | None = None) -> SessionEvent:
     Raises:
         EventDecodeError: the bytes are not JSON, not an object, or not a valid event (names ``seq``).
     """
-    if data.translate(_DIGITS_TO_ZERO).find(_SIXTEEN_ZEROS) < 0:
+    if isinstance(data, bytes) and data.translate(_DIGITS_TO_ZERO).find(_SIXTEEN_ZEROS) < 0:
         event = event_from_json_or_none(data)
         if event is not None and event.kind not in _UPCASTERS:
             return event
