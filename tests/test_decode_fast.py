@@ -149,3 +149,20 @@ def test_every_imported_sample_event_decodes_the_same_both_ways(tmp_path: Path) 
         assert rows > 100
     finally:
         store.close()
+
+
+@pytest.mark.parametrize(
+    "data",
+    [
+        b'{"custom_kind":"a","custom_kind":"b","kind":"custom","payload":{"x":1,"x":[2]}}',  # duplicate keys
+        b'{ "kind" : "custom", "custom_kind" : "k", "payload" : [ 1 , 2.5 , -0 , 1E2 ] }',  # white space
+        b'{"kind":"custom","custom_kind":"\\u00e9\\ud83d\\ude00\\/","payload":"\\t\\u0000"}',  # escapes
+        b'{"kind":"custom","custom_kind":"k","payload":[0.30000000000000004,1e-7,123456789012345]}',
+    ],
+)
+def test_hand_written_json_decodes_the_same_both_ways(data: bytes) -> None:
+    """Stored bytes are canonical, but nothing breaks if some are not: both paths agree on other JSON too."""
+    reference = _reference(data)
+    assert decode_stored(data) == reference
+    fast = event_from_json_or_none(data)
+    assert fast == reference  # none of these has a 16-digit run: the fast path takes them all
