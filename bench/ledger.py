@@ -875,7 +875,7 @@ def bench_breakdown(report: Report, workdir: Path, workload: Workload, count: in
     lines += [
         ("decode: json.loads(bytes)", _per_item_us(json.loads, data)),
         (
-            "decode: decode_stored(bytes) (json.loads + pydantic validation)",
+            "decode: decode_stored(bytes) (parse + pydantic validation in one call)",
             _per_item_us(decode_stored, data),
         ),
     ]
