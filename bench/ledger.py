@@ -87,7 +87,7 @@ if _SRC.is_dir() and str(_SRC) not in sys.path:
     sys.path.insert(0, str(_SRC))  # measure this checkout (or --src), installed or not
 
 from flightlog import recorder as recorder_module  # noqa: E402
-from flightlog.encoding import canonical_bytes, decode_stored  # noqa: E402
+from flightlog.encoding import canonical_bytes, decode_stored, parse_json  # noqa: E402
 from flightlog.events import (  # noqa: E402
     CheckpointTaken,
     Event,
@@ -96,6 +96,7 @@ from flightlog.events import (  # noqa: E402
     RunStarted,
     ToolCompleted,
     ToolRequested,
+    event_from_wire,
 )
 from flightlog.messages import Message, TextPart, ToolCall, ToolResult  # noqa: E402
 from flightlog.recorder import Recorder, verify_session  # noqa: E402
@@ -632,8 +633,14 @@ def bench_replay(report: Report, path: Path, session_id: str, events: int, round
             rows = store.read_events(session_id)
             messages.append(len(reconstruct((e.seq, decode_stored(e.event_bytes, seq=e.seq)) for e in rows)))
 
-        _log(f"replay: raw floor and reconstruct ({rounds} rounds)")
-        rounds_s = _round_times({"raw": raw, "replay": replay}, rounds)
+        def replay_reference() -> None:
+            # decode_stored's reference path (json + pydantic validation of the dict), with no fast path:
+            # what decode_stored did before issue 19's third pass; the workload needs no upcaster
+            rows = store.read_events(session_id)
+            reconstruct((e.seq, event_from_wire(parse_json(e.event_bytes), seq=e.seq)) for e in rows)
+
+        _log(f"replay: raw floor, reconstruct, reconstruct with the reference decoder ({rounds} rounds)")
+        rounds_s = _round_times({"raw": raw, "replay": replay, "reference": replay_reference}, rounds)
     finally:
         store.close()
     times = {name: statistics.median(t) for name, t in rounds_s.items()}
@@ -650,6 +657,19 @@ def bench_replay(report: Report, path: Path, session_id: str, events: int, round
             higher_is_better=False,
             note=f"{events:,} events -> {messages[-1]:,} messages",
             rounds=_round_ratios(rounds_s, "raw", "replay"),
+        )
+    )
+    report.results.append(
+        Result(
+            "replay-reference",
+            "reconstruct(json + validate_python)",
+            "s",
+            times["reference"],
+            times["raw"],
+            "raw sqlite3 read + json.loads/row (decode_stored's reference path, same rounds)",
+            times["raw"] / times["reference"],
+            higher_is_better=False,
+            rounds=_round_ratios(rounds_s, "raw", "reference"),
         )
     )
 
