@@ -59,11 +59,18 @@ def test_an_agent_spec_stored_under_the_old_demo_path_still_resolves() -> None:
     subprocess.run([sys.executable, "-c", code], check=True, timeout=120)
 
 
-def test_the_console_script_target_is_still_flightlog_cli_main() -> None:
-    from flightlog.cli import main
-    from flightlog.cli.root import main as root_main
+def test_the_console_script_target_is_still_flightlog_cli_main(monkeypatch: pytest.MonkeyPatch) -> None:
+    """``flightlog.cli:main`` runs ``cli.root.main`` for every command line but a lone ``--version`` (answered
+    before typer loads: tests/test_cli_startup.py)."""
+    import flightlog.cli
+    from flightlog.cli import root
 
-    assert main is root_main
+    seen: list[list[str]] = []
+    monkeypatch.setattr(root, "main", lambda: seen.append(sys.argv[1:]))
+    for argv in (["ls"], ["--version", "--debug"], []):
+        monkeypatch.setattr(sys, "argv", ["flightlog", *argv])
+        flightlog.cli.main()
+    assert seen == [["ls"], ["--version", "--debug"], []]
 
 
 def _circles(graph: grimp.ImportGraph) -> set[frozenset[str]]:
