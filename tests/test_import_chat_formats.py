@@ -304,7 +304,7 @@ def test_runstate_rejected_call_of_the_session_is_denied(tmp_path: Path) -> None
 
 def test_gemini_jsonl_written_by_gemini_cli_counts_rewind_and_replay(tmp_path: Path) -> None:
     assert detect_format(GEMINI_JSONL) == "gemini-cli"
-    events, session_id, store = stored(tmp_path, GEMINI_JSONL)
+    events, session_id, store = stored(tmp_path, GEMINI_JSONL, seal=True)  # complete: record its end
     assert counts(events) == source_gemini(list(gemini_messages(GEMINI_JSONL).values()))
     assert len(of(events, Rollbacked)) == 1 and of(events, RunTerminal)[1].reason == "rewound"
     with store:
@@ -332,7 +332,7 @@ def test_gemini_jsonl_written_by_gemini_cli_counts_rewind_and_replay(tmp_path: P
 
 def test_gemini_legacy_json_counts_and_cancelled_call(tmp_path: Path) -> None:
     assert detect_format(GEMINI_LEGACY) == "gemini-cli"
-    events, _, store = stored(tmp_path, GEMINI_LEGACY)
+    events, _, store = stored(tmp_path, GEMINI_LEGACY, seal=True)
     store.close()
     document = json.loads(GEMINI_LEGACY.read_text(encoding="utf-8"))
     assert counts(events) == source_gemini(document["messages"])
@@ -350,7 +350,7 @@ def test_gemini_legacy_json_counts_and_cancelled_call(tmp_path: Path) -> None:
 
 def test_aider_real_history_counts_and_replay(tmp_path: Path) -> None:
     assert detect_format(AIDER) == "aider"
-    events, session_id, store = stored(tmp_path, AIDER)
+    events, session_id, store = stored(tmp_path, AIDER, seal=True)
     lines = AIDER.read_text(encoding="utf-8").splitlines()
     inputs = [line[5:].rstrip() for line in lines if line.startswith("#### ")]
     prompts = [text for text in inputs if not text.startswith("/")]

@@ -11,7 +11,8 @@ hash chain. Rows carry the transcript's own times as ``recorded_at_ms`` when the
 Code, Codex: ``ImportedSession.event_times_ms``; the session's metadata then says ``"source_times": true``).
 
 **Identity and growth.** A session is recorded under the source's own id (``ImportedSession.key``:
-``claude-code:<sessionId>``, ``codex:<rollout id>``, ``openhands:<file stem>``, ``swe-agent:<instance>``),
+``claude-code:<sessionId>``, ``codex:<rollout id>``, ``gemini-cli:<sessionId>``, ``aider:<first launch>``,
+``openhands:<file stem>``, ``swe-agent:<instance>``),
 and an ``imports`` row ``source:<key>`` (:func:`identity_key`) names the session that records it (whose
 metadata says ``"incremental": true``).
 Importing a source again appends only what it gained: the importer re-reads the whole source (its fold
@@ -30,11 +31,14 @@ shows (``completed`` or ``incomplete``; ``running`` with ``live``, as ``flightlo
 session is recorded whole, and sealed with a notary (a ``session_sealed`` event and a checkpoint over
 it), only when its source shows it ended:
 
-* Claude Code and Codex CLI: a session file never says it ended (``claude --resume`` and ``codex resume``
-  append to it), so the main session stays open; a Claude Code sub-agent has ended when the parent's
-  ``Task`` result reports it ``completed``.
-* OpenHands and SWE-agent: the file is one JSON document saved as the record of a run (``settled`` None):
-  ended.
+* Claude Code, Codex CLI and Gemini CLI: a session file never says it ended (``claude --resume``,
+  ``codex resume`` and ``gemini --resume`` append to it), so the main session stays open; a Claude Code
+  sub-agent has ended when the parent's ``Task`` result reports it ``completed``. A Gemini CLI rewind or
+  history rewrite is appended (``rollbacked``), never a change to what was recorded; its legacy ``.json``
+  chat, rewritten in place, grows message by message (a changed earlier message is refused, naming the seq).
+* aider: the chat history is appended to at every launch and never says it ended: open.
+* OpenHands (V0 and V1), SWE-agent, mini-swe-agent and OpenAI Agents ``RunState``: the file is one JSON
+  document saved as the record of a run (``settled`` None): ended.
 * ``seal=True`` (``flightlog import --seal``): the caller states the transcripts are complete.
 
 Later sources that grow after their session was sealed are refused. Without a notary nothing is sealed;

@@ -39,6 +39,13 @@ escape text, warned with the line number). Mapping rules:
 6. **The end.** The last run ends ``completed`` when the model replied, ``aborted`` after an interrupt,
    else ``incomplete``. Lines before the first launch header are kept as ``Custom("aider.preamble")``.
 
+**Growth.** aider appends to the same file at every launch and never writes that a chat ended, so the
+session never ends by itself (only ``import --seal`` ends it). ``settled`` is the count of events emitted
+before the end of the file: the open block (a reply may go on, a prompt may gain lines) and the last run
+are recorded by a later import. In an incremental import (:func:`~flightlog.importers.base.tail_waits`) a
+last line with no newline is left for a later import (warned with its number): a ``#`` that will become
+``#### ...`` would otherwise close the prompt before it.
+
 Session: ``key = "aider:<first launch's start time>"`` (aider writes no session id; the file name is the
 same in every project); times stay unknown (aider writes local time without a zone); metadata:
 ``started_at`` (first launch), ``launches``, ``aider_version`` and ``model`` (from the launch notes).
@@ -51,7 +58,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from ..events import CancellationReason, OperationCancelled, Rollbacked
-from .base import ImportedSession, ImportWarning, JsonObj
+from .base import ImportedSession, ImportWarning, JsonObj, tail_waits
 from .chatlog import SessionBuilder, text_parts
 
 __all__ = ["FORMAT", "VERSION", "looks_like", "looks_like_file", "read"]
@@ -98,10 +105,18 @@ def read(path: Path, warnings: list[ImportWarning]) -> list[ImportedSession]:
 def _lines(path: Path, warnings: list[ImportWarning]) -> list[tuple[int, str]]:
     """``(1-based number, text without the line break)`` of every line."""
     lines: list[tuple[int, str]] = []
+    waits = tail_waits()
     with path.open("rb") as fh:
         for number, raw in enumerate(fh, start=1):
             if number == 1:
                 raw = raw.removeprefix(b"\xef\xbb\xbf")
+            if waits and not raw.endswith(b"\n"):
+                # aider is still writing this line: what it becomes can change what the lines before it
+                # close (a ``####`` line continues a prompt, a ``#`` starts a reply); a later import reads it
+                warnings.append(
+                    ImportWarning(path.name, number, "unfinished last line left for a later import")
+                )
+                break
             raw = raw.rstrip(b"\n").rstrip(b"\r")
             try:
                 text = raw.decode("utf-8")
@@ -285,6 +300,9 @@ class _Builder(SessionBuilder):
         return f"{FORMAT}:{self.launches[0] if self.launches else self.path.name}"
 
     def finish(self) -> ImportedSession:
+        # Everything emitted so far follows from the lines read; what the end of the file closes below (the
+        # open block, the last run) is not settled: aider appends to the file at every launch.
+        settled = len(self.events)
         self.close()
         if not self.launches and self.preamble:
             self.record("preamble", {"text": "\n".join(self.preamble)})
@@ -296,4 +314,4 @@ class _Builder(SessionBuilder):
             "launches": len(self.launches),
             **self.notes,
         }
-        return self.session(self.key(), FORMAT, metadata=metadata)
+        return self.session(self.key(), FORMAT, metadata=metadata, settled=settled)

@@ -57,6 +57,7 @@ __all__ = [
     "read_jsonl",
     "short_error",
     "spooled_events",
+    "tail_waits",
     "torn_tail_waits",
     "unparsed_payload",
 ]
@@ -290,6 +291,12 @@ def torn_tail_waits() -> Iterator[None]:
         yield
     finally:
         _TORN_TAIL_WAITS.reset(token)
+
+
+def tail_waits() -> bool:
+    """Whether the caller is inside :func:`torn_tail_waits` (an incremental import): a reader of a
+    line-based format that is not JSONL (aider's Markdown) then stops before a last line with no newline."""
+    return _TORN_TAIL_WAITS.get()
 
 
 def read_jsonl(

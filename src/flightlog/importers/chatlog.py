@@ -272,8 +272,15 @@ class SessionBuilder(DocumentBuilder):
         task: str | None = None,
         metadata: JsonObj | None = None,
         parent_key: str | None = None,
+        settled: int | None = None,
     ) -> ImportedSession:
-        """The built session: times from the stamps (absent when the source gave none)."""
+        """The built session: times from the stamps (absent when the source gave none).
+
+        Args:
+            settled: How many leading events depend only on the records read so far
+                (:attr:`~flightlog.importers.base.ImportedSession.settled`; None: the source is a finished
+                whole).
+        """
         known = [t for t in self.times if t is not None]
         stamped = bool(known)
         title = task if task is not None else self.goal or ""
@@ -287,6 +294,7 @@ class SessionBuilder(DocumentBuilder):
             started_at_ms=min(known) if stamped else None,
             ended_at_ms=max(known) if stamped else None,
             event_times_ms=self.times if stamped else [],
+            settled=settled,
         )
 
 

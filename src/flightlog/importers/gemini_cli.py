@@ -61,6 +61,18 @@ end of the file (a ``lastUpdated`` ``$set`` between two writes of one message do
 7. **The end.** The open run ends ``completed`` when its last completion called no tool and nothing is
    pending, else ``incomplete``.
 
+**Growth and the end.** gemini-cli appends to a session's JSONL file for as long as the session lives and
+``gemini --resume`` appends to it again later; no record says a session ended. So a Gemini CLI session
+never ends by itself (only ``import --seal`` ends and seals it), and ``settled`` is the count of events
+emitted before the end of the file: every event is emitted when a later record shows its message final
+(rule: a record with another id, a rewind, a ``$set.messages``), so the events of a prefix of the file are
+the first events of the whole file. What the end adds (the last message, which gemini-cli may still
+rewrite, and the open run's end) is recorded by a later import. A ``$rewindTo`` or ``$set.messages`` that
+rolls back history is *appended* (``Rollbacked`` and the messages that follow), never a rewrite of what was
+recorded. The legacy ``.json`` document is rewritten in place as the chat goes on: the same rule holds for
+its messages in order (the last one unsettled); a document whose earlier messages changed (deleted by a
+rewind, rewritten) is refused by ``import_file`` naming the first differing seq, never forked.
+
 Session: ``key = "gemini-cli:<sessionId>"`` (the file name without ``.jsonl`` when there is none); a
 ``kind: subagent`` file under ``chats/<parent session id>/`` names its parent in ``metadata.parent_session``
 (``gemini-cli:<parent session id>``) rather than as the recorded parent: the parent's file is another import
@@ -214,6 +226,7 @@ def _function_responses(parts: list[Any]) -> list[JsonObj]:
 class _Builder(SessionBuilder):
     def __init__(self, path: Path, warnings: list[ImportWarning]) -> None:
         super().__init__(path, warnings, _PREFIX)
+        self.legacy = path.suffix.lower() == ".json"  # one document, rewritten in place
         self.meta: JsonObj = {}
         self.pending_record: JsonObj | None = None
         self.pending_line = 0
@@ -267,7 +280,8 @@ class _Builder(SessionBuilder):
                 self.on_message(message, line)
             else:
                 self.record("record", {"line": line, "message": message})
-        self.flush()
+        if not self.legacy:  # a legacy document's last message may be rewritten in place: finish() ends it
+            self.flush()
 
     def on_set(self, update: JsonObj, line: int) -> None:
         self.at(epoch_ms(update.get("lastUpdated")))
@@ -453,6 +467,9 @@ class _Builder(SessionBuilder):
         return f"{FORMAT}:{native}"
 
     def finish(self) -> ImportedSession:
+        # Every event so far follows from the records read (a record only ever flushes the message before
+        # it); the last message (gemini-cli may still rewrite it) and the end of the run are not settled.
+        settled = len(self.events)
         self.flush()
         if self.run is None and self.goal is None:  # nothing was ever asked: one empty run holds the records
             self.start_run(f"{self.key()}:end", "")
@@ -470,4 +487,4 @@ class _Builder(SessionBuilder):
             "startTime": as_str(self.meta.get("startTime")),
             "lastUpdated": as_str(self.meta.get("lastUpdated")),
         }
-        return self.session(self.key(), FORMAT, metadata=metadata)
+        return self.session(self.key(), FORMAT, metadata=metadata, settled=settled)
