@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import json
 import os
+import shutil
 import subprocess
 import sys
 import time
@@ -21,6 +22,7 @@ from flightlog.encoding import decode_stored
 from flightlog.errors import ImportFormatError, StoreUnavailable
 from flightlog.events import Rollbacked, RunTerminal
 from flightlog.importers import import_file
+from flightlog.importers.watch import Watcher
 from flightlog.integrity.heads import HeadStore
 from flightlog.integrity.keys import LogSigner
 from flightlog.integrity.notary import Notary
@@ -249,3 +251,36 @@ def test_watch_follows_a_growing_gemini_chat_in_its_default_folder(tmp_path: Pat
         watch.terminate()
         watch.wait(timeout=TIMEOUT_S)
     assert "refus" not in log.read_text().lower(), log.read_text()
+
+
+# ── OpenHands V1: growth of events/ is seen ──
+
+OPENHANDS_V1 = SAMPLES / "openhands-v1" / "cd94562403b9487ebdd4018e3f531dfd"
+
+
+def test_an_openhands_v1_event_file_added_after_an_import_is_seen_not_a_silent_duplicate(
+    tmp_path: Path,
+) -> None:
+    """The conversation is recorded whole (the record of a run); a new ``events/`` file with
+    ``base_state.json`` unchanged changes the import's identity and the watch's signature, and the import
+    refuses it naming the seq instead of reporting a duplicate."""
+    folder = tmp_path / "conversations" / OPENHANDS_V1.name
+    shutil.copytree(OPENHANDS_V1, folder)
+    events = sorted((folder / "events").glob("event-*.json"))
+    last = json.loads(events[-1].read_bytes())
+    with SqliteStore(tmp_path / "db.sqlite") as store:
+        watcher = Watcher(store, [tmp_path / "conversations"])
+        (first,) = watcher.poll()
+        assert first.result is not None and first.result.events > 0
+        recorded = ledger(store, first.result.session_ids[0])
+        assert import_file(store, folder).duplicate
+        assert watcher.poll() == []
+        added = {**last, "id": "00000000-0000-4000-8000-00000000feed", "kind": "PauseEvent"}
+        (folder / "events" / "event-99999-00000000-0000-4000-8000-00000000feed.json").write_text(
+            json.dumps(added)
+        )
+        (again,) = watcher.poll()  # base_state.json unchanged: the event file alone is seen
+        assert again.error is not None and "differs from this source at seq" in again.error
+        with pytest.raises(ImportFormatError, match=r"at seq \d+"):
+            import_file(store, folder)
+        assert ledger(store, first.result.session_ids[0]) == recorded

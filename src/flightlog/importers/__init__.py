@@ -419,7 +419,8 @@ def _importer(path: Path, format: str) -> tuple[str, ModuleType]:
 
 def _dedup_sha(module: ModuleType, path: Path, sha: str) -> str:
     """What identifies the bytes an import reads: the file's sha256, or, when the importer also reads
-    companion files (``companion_files``: Claude Code's sub-agent files), the sha256 of the file's and
+    companion files (``companion_files``: Claude Code's sub-agent files, an OpenHands V1 conversation's
+    event files), the sha256 of the file's and
     their sha256 hex digests joined by ``+``."""
     companions: list[Path] = getattr(module, "companion_files", lambda _: [])(path)
     if not companions:

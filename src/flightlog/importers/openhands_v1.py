@@ -46,6 +46,11 @@ Mapping rules:
    ``base_state.json`` is kept as ``Custom("openhands_v1.base_state")`` without ``agent`` (the LLM and tool
    configuration) and without ``persistence_dir``/``workspace`` (paths of the user's machine).
 
+Growth: a conversation is read as the record of a run (``settled`` None: ended, recorded whole). Its
+dedup identity and ``flightlog watch``'s change check cover ``events/`` (:func:`companion_files`), so an
+event file added after an import is seen: re-importing such a conversation is refused naming the first
+differing seq (the end recorded before is no longer the end), never recorded as a silent duplicate.
+
 Session: ``key = "openhands-v1:<base_state id>"``. OpenHands writes naive timestamps (no timezone): the
 session's times stay unknown rather than guessed; the first and last timestamp text go to metadata.
 """
@@ -63,7 +68,7 @@ from .base import ImportedSession, ImportWarning, JsonObj, as_obj, as_str, epoch
 from .chatlog import SessionBuilder, chat_content, json_text, text_parts, thinking_parts, uint
 from .jsondoc import read_json_document
 
-__all__ = ["FORMAT", "VERSION", "conversation_folder", "looks_like", "read"]
+__all__ = ["FORMAT", "VERSION", "companion_files", "conversation_folder", "looks_like", "read"]
 
 FORMAT = "openhands-v1"
 """``ImportedSession.source_format`` of sessions from this importer."""
@@ -100,6 +105,15 @@ def conversation_folder(path: Path) -> Path | None:
     if (folder / "base_state.json").is_file() and (folder / "events").is_dir():
         return folder
     return None
+
+
+def companion_files(path: Path) -> list[Path]:
+    """The files :func:`read` reads besides ``base_state.json``: the conversation's ``events/event-*.json``
+    in index order (empty when ``path`` is no conversation). An import of the conversation is up to date
+    only when these are unchanged too: the SDK appends an event file per event and rewrites
+    ``base_state.json`` only on some state changes."""
+    folder = conversation_folder(path)
+    return _event_files(folder / "events") if folder is not None else []
 
 
 def read(path: Path, warnings: list[ImportWarning]) -> list[ImportedSession]:

@@ -5,7 +5,8 @@ A :class:`Watcher` polls (``os.stat``, every ``interval_s``, 0.25 s by default) 
 folders (:func:`default_folders`: ``~/.claude/projects``, ``$CODEX_HOME/sessions`` (``~/.codex/sessions``),
 Gemini CLI's ``~/.gemini/tmp/*/chats`` when a Gemini importer is registered; or the folders given), and
 imports a file again whenever its size or modification time changed (for a Claude Code transcript, also
-those of its ``<sessionId>/subagents/agent-*.jsonl`` files): :func:`~flightlog.importers.import_file`
+those of its ``<sessionId>/subagents/agent-*.jsonl`` files; for an OpenHands V1 ``base_state.json``, its
+conversation's ``events/*.json``): :func:`~flightlog.importers.import_file`
 with ``live=True``, which appends only the new settled events of each session and waits for a torn last
 line. A line landing is recorded by the next poll: within ``interval_s`` plus the import's time.
 
@@ -29,7 +30,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from ..errors import ImportFormatError
-from . import FORMATS, ImportResult, claude_code, import_file, iter_transcripts
+from . import FORMATS, ImportResult, claude_code, import_file, iter_transcripts, openhands_v1
 
 if TYPE_CHECKING:
     from ..integrity.notary import Notary
@@ -131,10 +132,15 @@ class Watcher:
 
 
 def _signature(path: Path) -> Signature | None:
-    """(name, size, mtime_ns) of the file and of its companion files (Claude Code sub-agent files), or
-    None when the file is gone."""
+    """(name, size, mtime_ns) of the file and of its companion files (Claude Code sub-agent files, an
+    OpenHands V1 conversation's event files), or None when the file is gone."""
     try:
-        files = [path, *claude_code.companion_files(path)] if path.suffix == ".jsonl" else [path]
+        if path.suffix == ".jsonl":
+            files = [path, *claude_code.companion_files(path)]
+        elif path.name == "base_state.json":
+            files = [path, *openhands_v1.companion_files(path)]
+        else:
+            files = [path]
         return tuple((p.name, (st := p.stat()).st_size, st.st_mtime_ns) for p in files)
     except FileNotFoundError:
         return None
