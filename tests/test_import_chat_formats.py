@@ -229,7 +229,7 @@ def test_mini_swe_agent_format_error_feedback_replays_as_the_user_message_the_mo
 
 def test_openhands_v1_real_conversation_counts_tokens_and_replay(tmp_path: Path) -> None:
     assert detect_format(OPENHANDS_V1) == "openhands-v1" == detect_format(OPENHANDS_V1 / "base_state.json")
-    events, session_id, store = stored(tmp_path, OPENHANDS_V1)
+    events, session_id, store = stored(tmp_path, OPENHANDS_V1, seal=True)  # complete: record its end
     assert counts(events) == source_openhands_v1(OPENHANDS_V1)
     state = json.loads((OPENHANDS_V1 / "base_state.json").read_text(encoding="utf-8"))
     usages = state["stats"]["usage_to_metrics"]["agent"]["token_usages"]

@@ -253,34 +253,55 @@ def test_watch_follows_a_growing_gemini_chat_in_its_default_folder(tmp_path: Pat
     assert "refus" not in log.read_text().lower(), log.read_text()
 
 
-# ── OpenHands V1: growth of events/ is seen ──
+# ── OpenHands V1: a conversation folder that grows ──
 
 OPENHANDS_V1 = SAMPLES / "openhands-v1" / "cd94562403b9487ebdd4018e3f531dfd"
 
 
-def test_an_openhands_v1_event_file_added_after_an_import_is_seen_not_a_silent_duplicate(
-    tmp_path: Path,
-) -> None:
-    """The conversation is recorded whole (the record of a run); a new ``events/`` file with
-    ``base_state.json`` unchanged changes the import's identity and the watch's signature, and the import
-    refuses it naming the seq instead of reporting a duplicate."""
-    folder = tmp_path / "conversations" / OPENHANDS_V1.name
-    shutil.copytree(OPENHANDS_V1, folder)
-    events = sorted((folder / "events").glob("event-*.json"))
-    last = json.loads(events[-1].read_bytes())
+def v1_copy(target: Path, count: int, *, usage: bool = True) -> Path:
+    """The sample conversation with its first ``count`` event files (``usage=False``: base_state.json
+    holds no token usage yet, as the SDK saves it after the event files)."""
+    if target.exists():
+        shutil.rmtree(target)
+    shutil.copytree(OPENHANDS_V1, target)
+    for extra in sorted((target / "events").glob("event-*.json"))[count:]:
+        extra.unlink()
+    if not usage:
+        state = json.loads((target / "base_state.json").read_bytes())
+        state["stats"] = {"usage_to_metrics": {}}
+        (target / "base_state.json").write_text(json.dumps(state))
+    return target
+
+
+@pytest.mark.parametrize("usage", [True, False], ids=["usage-saved", "usage-lagging"])
+def test_an_openhands_v1_conversation_grows_event_file_by_event_file(tmp_path: Path, usage: bool) -> None:
+    total = len(list((OPENHANDS_V1 / "events").glob("event-*.json")))
+    with SqliteStore(tmp_path / "whole.sqlite") as store:
+        (sid,) = import_file(store, v1_copy(tmp_path / "whole" / OPENHANDS_V1.name, total)).session_ids
+        expected = {sid: ledger(store, sid)}
+        events = [decode_stored(raw) for raw in expected[sid]]
+        assert not isinstance(events[-1], RunTerminal)  # open: the base_state record and the end wait
+    for count in range(1, total):
+        with SqliteStore(tmp_path / f"grow{count}.sqlite") as store:
+            folder = v1_copy(tmp_path / "grow" / OPENHANDS_V1.name, count, usage=usage)
+            first = import_file(store, folder)
+            folder = v1_copy(folder, total)
+            second = import_file(store, folder)
+            assert second.continued == first.session_ids, f"{count} event files first"
+            assert {s: ledger(store, s) for s in expected} == expected, f"{count} event files first"
+
+
+def test_watch_sees_an_openhands_v1_event_file_with_base_state_unchanged(tmp_path: Path) -> None:
+    total = len(list((OPENHANDS_V1 / "events").glob("event-*.json")))
+    folder = v1_copy(tmp_path / "conversations" / OPENHANDS_V1.name, total - 1)
     with SqliteStore(tmp_path / "db.sqlite") as store:
         watcher = Watcher(store, [tmp_path / "conversations"])
         (first,) = watcher.poll()
         assert first.result is not None and first.result.events > 0
-        recorded = ledger(store, first.result.session_ids[0])
         assert import_file(store, folder).duplicate
         assert watcher.poll() == []
-        added = {**last, "id": "00000000-0000-4000-8000-00000000feed", "kind": "PauseEvent"}
-        (folder / "events" / "event-99999-00000000-0000-4000-8000-00000000feed.json").write_text(
-            json.dumps(added)
-        )
-        (again,) = watcher.poll()  # base_state.json unchanged: the event file alone is seen
-        assert again.error is not None and "differs from this source at seq" in again.error
-        with pytest.raises(ImportFormatError, match=r"at seq \d+"):
-            import_file(store, folder)
-        assert ledger(store, first.result.session_ids[0]) == recorded
+        last = sorted((OPENHANDS_V1 / "events").glob("event-*.json"))[-1]
+        shutil.copy(last, folder / "events" / last.name)  # base_state.json unchanged
+        (again,) = watcher.poll()
+        assert again.result is not None and again.result.continued == first.result.session_ids
+        assert again.result.events > 0

@@ -37,8 +37,10 @@ it), only when its source shows it ended:
   history rewrite is appended (``rollbacked``), never a change to what was recorded; its legacy ``.json``
   chat, rewritten in place, grows message by message (a changed earlier message is refused, naming the seq).
 * aider: the chat history is appended to at every launch and never says it ended: open.
-* OpenHands (V0 and V1), SWE-agent, mini-swe-agent and OpenAI Agents ``RunState``: the file is one JSON
-  document saved as the record of a run (``settled`` None): ended.
+* OpenHands V1: the conversation folder gains an event file per event and a finished conversation takes
+  new messages again: open (its ``events/`` files are part of the import's identity).
+* OpenHands V0, SWE-agent, mini-swe-agent and OpenAI Agents ``RunState``: the file is one JSON document
+  saved as the record of a run (``settled`` None): ended.
 * ``seal=True`` (``flightlog import --seal``): the caller states the transcripts are complete.
 
 Later sources that grow after their session was sealed are refused. Without a notary nothing is sealed;

@@ -46,10 +46,16 @@ Mapping rules:
    ``base_state.json`` is kept as ``Custom("openhands_v1.base_state")`` without ``agent`` (the LLM and tool
    configuration) and without ``persistence_dir``/``workspace`` (paths of the user's machine).
 
-Growth: a conversation is read as the record of a run (``settled`` None: ended, recorded whole). Its
-dedup identity and ``flightlog watch``'s change check cover ``events/`` (:func:`companion_files`), so an
-event file added after an import is seen: re-importing such a conversation is refused naming the first
-differing seq (the end recorded before is no longer the end), never recorded as a silent duplicate.
+Growth: the SDK appends an event file per event and a finished conversation takes new messages again
+(``execution_status`` goes back to running), so a conversation never ends by itself (only ``import
+--seal`` ends it). ``settled`` is the count of events emitted before the end: the open completion, the
+``base_state`` record and the run's end wait for a later import, and so does everything from the first
+completion whose token usage ``base_state.json`` does not hold yet (the SDK saves it after the event
+files; the usage landing later would add its ``token_usage`` record). In an incremental import
+(:func:`~flightlog.importers.base.tail_waits`) a last event file that does not parse is left for a later
+import (the SDK may be writing it). The import's dedup identity and ``flightlog watch``'s change check
+cover ``events/`` (:func:`companion_files`), so an event file added with ``base_state.json`` unchanged is
+seen.
 
 Session: ``key = "openhands-v1:<base_state id>"``. OpenHands writes naive timestamps (no timezone): the
 session's times stay unknown rather than guessed; the first and last timestamp text go to metadata.
@@ -64,7 +70,7 @@ from typing import Any
 from ..errors import ImportFormatError
 from ..events import Compressed, ProviderReplay, Suspended, ToolDenied
 from ..messages import ContentPart
-from .base import ImportedSession, ImportWarning, JsonObj, as_obj, as_str, epoch_ms
+from .base import ImportedSession, ImportWarning, JsonObj, as_obj, as_str, epoch_ms, tail_waits
 from .chatlog import SessionBuilder, chat_content, json_text, text_parts, thinking_parts, uint
 from .jsondoc import read_json_document
 
@@ -127,8 +133,10 @@ def read(path: Path, warnings: list[ImportWarning]) -> list[ImportedSession]:
     if not looks_like(state):
         raise ImportFormatError(path=str(path), reason="not an OpenHands V1 conversation: no base state")
     builder = _Builder(path, warnings, state)
-    for file in _event_files(folder / "events"):
-        builder.feed_file(file)
+    files = _event_files(folder / "events")
+    waits = tail_waits()
+    for number, file in enumerate(files, start=1):
+        builder.feed_file(file, last_waits=waits and number == len(files))
     return [builder.finish()]
 
 
@@ -162,6 +170,7 @@ class _Builder(SessionBuilder):
         self.positions: dict[str, list[int]] = {}  # event id → indexes of the events it produced
         self.first_stamp: str | None = None
         self.last_stamp: str | None = None
+        self.unsettled_at: int | None = None  # first event a later base_state.json may change
 
     def token_usages(self) -> dict[str, JsonObj]:
         found: dict[str, JsonObj] = {}
@@ -175,11 +184,16 @@ class _Builder(SessionBuilder):
 
     # ── files ──
 
-    def feed_file(self, file: Path) -> None:
+    def feed_file(self, file: Path, *, last_waits: bool = False) -> None:
         scratch: list[ImportWarning] = []
         try:
             event = read_json_document(file, scratch)
         except ImportFormatError as exc:
+            if last_waits:  # the SDK may still be writing it: a later import reads it whole
+                self.warnings.append(
+                    ImportWarning(file.name, exc.line, "unfinished last event file left for later")
+                )
+                return
             self.flush()
             raw = file.read_bytes()
             try:
@@ -287,6 +301,10 @@ class _Builder(SessionBuilder):
             self.record("ActionEvent", rest)
 
     def tokens_of(self, response: str | None) -> int:
+        if response and response not in self.usage and self.unsettled_at is None:
+            # base_state.json lags the event files: this completion's usage may land there later, which
+            # would add its token_usage record; what follows is not settled until it does
+            self.unsettled_at = len(self.events)
         usage = self.usage.get(response or "")
         if usage is None:
             return 0
@@ -347,7 +365,10 @@ class _Builder(SessionBuilder):
     # ── the end ──
 
     def finish(self) -> ImportedSession:
+        settled = len(self.events) if self.unsettled_at is None else self.unsettled_at
         self.flush()
+        if self.unsettled_at is not None:
+            settled = min(settled, self.unsettled_at)
         status = as_str(self.state.get("execution_status"))
         self.record("base_state", {k: v for k, v in self.state.items() if k not in _LOCAL_STATE})
         if self.run is None:
@@ -364,7 +385,7 @@ class _Builder(SessionBuilder):
             "first_timestamp": self.first_stamp,
             "last_timestamp": self.last_stamp,
         }
-        return self.session(self.key, FORMAT, metadata=metadata)
+        return self.session(self.key, FORMAT, metadata=metadata, settled=settled)
 
 
 _HANDLERS = {
