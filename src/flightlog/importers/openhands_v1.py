@@ -365,10 +365,9 @@ class _Builder(SessionBuilder):
     # ── the end ──
 
     def finish(self) -> ImportedSession:
+        # What the end adds below (the open completion, the base state, the run's end) is not settled.
         settled = len(self.events) if self.unsettled_at is None else self.unsettled_at
         self.flush()
-        if self.unsettled_at is not None:
-            settled = min(settled, self.unsettled_at)
         status = as_str(self.state.get("execution_status"))
         self.record("base_state", {k: v for k, v in self.state.items() if k not in _LOCAL_STATE})
         if self.run is None:
