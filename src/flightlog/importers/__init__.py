@@ -20,7 +20,9 @@ state is recomputed from the source, never stored), :func:`check_prefix` checks 
 first are byte for byte the recorded ones (their chain hash, recomputed from the stored header, equals the
 stored one), and the rest is appended to the same chain. A source whose past changed is refused with the
 first differing seq (nothing recorded): the ledger never forks a session silently. An older or shorter
-copy of a recorded source (a resume copy, a backup) adds nothing. Importing exactly the same bytes again
+copy of a recorded source (a backup) adds nothing. A Claude Code *resume copy* in another file (a new
+``sessionId`` whose first records copy an earlier session's) is recognised by
+:mod:`flightlog.importers.resume`: its copied runs are recorded but not counted again. Importing exactly the same bytes again
 (same sha256, same format) records nothing and reports the session (``duplicate``).
 
 **Settled events and the end of a session.** While a source may still grow, only its *settled* events
@@ -31,8 +33,8 @@ shows (``completed`` or ``incomplete``; ``running`` with ``live``, as ``flightlo
 session is recorded whole, and sealed with a notary (a ``session_sealed`` event and a checkpoint over
 it), only when its source shows it ended:
 
-* Claude Code, Codex CLI and Gemini CLI: a session file never says it ended (``claude --resume``,
-  ``codex resume`` and ``gemini --resume`` append to it), so the main session stays open; a Claude Code
+* Claude Code, Codex CLI and Gemini CLI: a session file never says it ended (current ``claude
+  --resume``, ``codex resume`` and ``gemini --resume`` append to it), so the main session stays open; a Claude Code
   sub-agent has ended when the parent's ``Task`` result reports it ``completed``. A Gemini CLI rewind or
   history rewrite is appended (``rollbacked``), never a change to what was recorded; its legacy ``.json``
   chat, rewritten in place, grows message by message (a changed earlier message is refused, naming the seq).
@@ -82,6 +84,7 @@ from . import (
     openai_agents,
     openhands,
     openhands_v1,
+    resume,
     swe_agent,
 )
 from .base import (
@@ -353,6 +356,8 @@ def _import_once(
         return _duplicate(result, previous.session_id)
     with nullcontext() if seal else torn_tail_waits(), spooled_events():
         sessions: list[ImportedSession] = module.read(path, result.warnings)
+        if module is claude_code:
+            sessions = _with_resume_copies(store, path, sessions, result)
     try:
         return _record_sessions(store, path, module, sessions, result, notary, (dedup_key, previous, size),
                                 seal=seal, live=live)  # fmt: skip
@@ -402,6 +407,30 @@ def _record_sessions(
             )
     result.duplicate = previous is not None and result.events == 0  # --seal of a sealed import: nothing
     return result
+
+
+def _with_resume_copies(
+    store: Store, path: Path, sessions: list[ImportedSession], result: ImportResult
+) -> list[ImportedSession]:
+    """The Claude Code sessions read again with the runs other sessions already record marked as resume
+    copies (:mod:`flightlog.importers.resume`); ``sessions`` itself when none is."""
+    existing = [
+        known.session_id
+        for known in (store.find_import(identity_key(s.key)) for s in sessions)
+        if known is not None
+    ]
+    scratch: list[ImportWarning] = []
+    recorded = resume.recorded_runs(store, sessions, existing, scratch, path)
+    if not recorded:
+        result.warnings.extend(scratch)
+        return sessions
+    for session in sessions:
+        if isinstance(session.events, EventSpool):
+            session.events.close()
+    result.warnings.clear()
+    again: list[ImportedSession] = claude_code.read(path, result.warnings, recorded_runs=recorded)
+    result.warnings.extend(scratch)
+    return again
 
 
 def _importer(path: Path, format: str) -> tuple[str, ModuleType]:

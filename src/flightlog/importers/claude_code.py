@@ -87,13 +87,20 @@ Keys and metadata: ``ImportedSession.key`` is ``claude-code:<sessionId>``; metad
 ``version``, ``gitBranch`` (never ``cwd`` or other paths); ``started_at_ms``/``ended_at_ms`` are the
 earliest/latest top-level ``timestamp`` (epoch ms). Duplicated records (same ``uuid``) are skipped and
 counted in one warning naming the first duplicate's line.
+
+Resume copies (``read(..., recorded_runs=...)``, found by :mod:`flightlog.importers.resume`): a run whose
+prompt ``uuid`` another recorded session already records keeps its events, preceded (at the first run
+of a copy) by ``Custom("claude_code.resume_copy", {"recorded_in", "first_run"})``, and ends with
+``RunTerminal(turns_used=0, total_tokens=0)``; the first own run after a copy is preceded by
+``Custom("claude_code.resume_copy_end", {"next_run"})``; metadata gets ``resumed_from`` (the session
+recording the last copied run) and ``resume_copy`` (run id → session).
 """
 
 from __future__ import annotations
 
 import json
 import math
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
@@ -229,13 +236,17 @@ def looks_like(record: dict[str, Any]) -> bool:
     return "sessionId" in record or "uuid" in record
 
 
-def read(path: Path, warnings: list[ImportWarning]) -> list[ImportedSession]:
+def read(
+    path: Path, warnings: list[ImportWarning], *, recorded_runs: Mapping[str, str] | None = None
+) -> list[ImportedSession]:
     """Import one Claude Code transcript and the sub-agent files stored beside it.
 
     Args:
         path: The session JSONL file. Sub-agent files are looked up in ``<path without .jsonl>/subagents/
             agent-*.jsonl``.
         warnings: Receives skipped lines (with 1-based line numbers), repaired values and duplicates.
+        recorded_runs: Runs another session already records (prompt ``uuid`` → that session's id): a run
+            of this file started by one of these prompts is a *resume copy* (module docstring).
 
     Returns:
         The main session first (omitted when the file holds only sub-agent records), then child sessions
@@ -245,12 +256,14 @@ def read(path: Path, warnings: list[ImportWarning]) -> list[ImportedSession]:
     own_agent = _subagent_file_id(path)
     parent_id = path.parent.parent.name if own_agent is not None else path.stem
     importer = _FileImporter(path.name, parent_id, warnings, agent_file=own_agent)
+    importer.ctx.recorded_runs = dict(recorded_runs or {})
     importer.consume(path)
     sessions = {session.key: session for session in importer.finish()}
     for agent_file in _subagent_files(path):
         child_importer = _FileImporter(
             agent_file.name, importer.ctx.session_id, warnings, agent_file=_subagent_file_id(agent_file)
         )
+        child_importer.ctx.recorded_runs = importer.ctx.recorded_runs
         child_importer.consume(agent_file)
         child_importer.ctx.agent_stats.update(importer.ctx.agent_stats)  # the parent saw how it ended
         for session in child_importer.finish():
@@ -273,6 +286,7 @@ class _Context:
     duplicates: int = 0
     first_duplicate_line: int | None = None
     agent_stats: dict[str, JsonObj] = field(default_factory=dict)
+    recorded_runs: dict[str, str] = field(default_factory=dict)
 
     @property
     def session_id(self) -> str:
@@ -564,6 +578,7 @@ class _Run:
     tokens: int = 0
     interrupted: bool = False
     last_called_tools: bool = False
+    recorded_in: str | None = None
 
 
 @dataclass(frozen=True)
@@ -613,6 +628,8 @@ class _SessionBuilder:
         self._archive_start = 0
         self._boundary_end: int | None = None
         self._spawned: set[str] = set()
+        self._copied: dict[str, str] = {}  # runs that are resume copies → the session recording them
+        self._in_copy = False
         self._exited: set[str] = set()
         self._agent_calls: dict[str, str] = {}
         self.has_conversation = False
@@ -760,13 +777,14 @@ class _SessionBuilder:
             self._emit(Rollbacked(turn=self._turn, checkpoint_history_len=rewind_to))
         content = _message(record).get("content")
         run_id = _str(record.get("uuid")) or f"line-{line}"
+        recorded_in = self._note_copy(run_id)
         attachments, extras = self._prompt_attachments(content)
         self._emit(
             RunStarted(
                 run_id=run_id, goal=_text_of(content), agent_id=self._agent_id, attachments=attachments
             )
         )
-        self._run = _Run(run_id)
+        self._run = _Run(run_id, recorded_in=recorded_in)
         if self._task is None:
             self._task = _text_of(content)[:_TASK_CHARS]
         if extras:
@@ -774,6 +792,26 @@ class _SessionBuilder:
                 "claude_code.user.extra_content", self._bounded(line, {"uuid": run_id, "blocks": extras})
             )
         self._mark(record, self._count)
+
+    def _note_copy(self, run_id: str) -> str | None:
+        """The session that already records the run ``run_id`` (None: a run of this file's own), marking
+        where a resume copy starts (``claude_code.resume_copy``) and ends (``claude_code.resume_copy_end``)."""
+        recorded_in = self.ctx.recorded_runs.get(run_id)
+        if recorded_in is not None and not self._in_copy:
+            self._custom("claude_code.resume_copy", {"recorded_in": recorded_in, "first_run": run_id})
+        elif recorded_in is None and self._in_copy:
+            self._custom("claude_code.resume_copy_end", {"next_run": run_id})
+        self._in_copy = recorded_in is not None
+        if recorded_in is not None:
+            self._copied[run_id] = recorded_in
+        return recorded_in
+
+    def _copy_metadata(self) -> JsonObj:
+        """``resumed_from`` (the session recording the last copied run) and ``resume_copy`` (each copied
+        run's session), or nothing when no run is a resume copy."""
+        if not self._copied:
+            return {}
+        return {"resumed_from": list(self._copied.values())[-1], "resume_copy": dict(self._copied)}
 
     def _prompt_attachments(self, content: Any) -> tuple[list[ContentPart], list[JsonObj]]:
         """Image blocks as ``ImagePart`` attachments, and the non-text blocks that are not images."""
@@ -802,6 +840,9 @@ class _SessionBuilder:
         if run is None:
             return
         final = "aborted" if run.interrupted else reason
+        if run.recorded_in is not None:  # a resume copy: counted in the session that recorded it first
+            self._emit(RunTerminal(reason=final, turns_used=0, total_tokens=0))
+            return
         self._emit(RunTerminal(reason=final, turns_used=run.turns, total_tokens=run.tokens))
 
     def _eof_reason(self, agent_completed: bool) -> str:
@@ -1125,7 +1166,7 @@ class _SessionBuilder:
             source_format=FORMAT,
             events=self.events,
             parent_key=parent_key,
-            metadata={"sessionId": self.ctx.session_id, **self.metadata},
+            metadata={"sessionId": self.ctx.session_id, **self.metadata, **self._copy_metadata()},
             started_at_ms=min(self._times, default=None),
             ended_at_ms=max(self._times, default=None),
             event_times_ms=self.times,

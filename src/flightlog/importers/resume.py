@@ -1,0 +1,134 @@
+"""Claude Code resume copies: runs a transcript shares with a session already recorded.
+
+``claude --resume`` / ``--continue`` of Claude Code 1.0.x–2.0.x (and ``--fork-session``) write a NEW
+transcript (new ``sessionId``) whose first records are copies of the resumed session's records, with the
+same ``uuid`` and ``timestamp``; the new prompts follow (issues anthropics/claude-code#4926, #10806). Each
+prompt's ``uuid`` is the ``run_id`` of the ``run_started`` it becomes, so a run of the new file whose
+``run_id`` another imported session records is a copy. :func:`recorded_runs` names, for each such run,
+the session that records it; :func:`flightlog.importers.claude_code.read` then keeps the copied events
+(replay gives the conversation as the model saw it: it was sent that history) but closes each copied run
+with ``turns_used=0, total_tokens=0`` (its turns and tokens are counted in the session that recorded them),
+marks the copy with ``Custom("claude_code.resume_copy")`` / ``("claude_code.resume_copy_end")`` and puts
+``resumed_from`` and ``resume_copy`` (run id → session) into the new session's metadata.
+
+Trust: a session is used as the one recording a run only after it passes the full ``audit`` check
+(:func:`flightlog.integrity.audit.require_intact`); one that fails it is not trusted (its runs are
+imported as new, with a warning naming it). The decision is made when the session is created and kept:
+importing the grown transcript again reads the mapping back from the session's metadata (the events it
+yields are then checked byte for byte against the recorded ones by
+:func:`flightlog.importers.check_prefix`), so a session imported later never changes what an earlier
+import recorded.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Collection, Iterable
+from pathlib import Path
+
+from ..encoding import parse_json
+from ..errors import LedgerIntegrityError
+from ..events import RunStarted
+from ..store.base import Store
+from .base import ImportedSession, ImportWarning
+
+__all__ = ["recorded_runs"]
+
+SOURCE = "import:claude-code"
+"""``SessionRecord.source`` of sessions the Claude Code importer records."""
+
+
+def recorded_runs(
+    store: Store,
+    sessions: list[ImportedSession],
+    existing: Collection[str],
+    warnings: list[ImportWarning],
+    path: Path,
+) -> dict[str, str]:
+    """The runs of ``sessions`` (read from ``path``) that another recorded session already records.
+
+    Args:
+        store: The store.
+        sessions: What the importer read (without ``recorded_runs``).
+        existing: Session ids an earlier import of this source created (continued now): their metadata's
+            ``resume_copy`` is the mapping (decided when they were created).
+        warnings: Receives one warning per session that records some of these runs but fails the audit.
+        path: The transcript (named in warnings).
+
+    Returns:
+        ``{run_id: session_id}``; empty when no run is a copy.
+    """
+    if existing:
+        return _frozen(store, existing)
+    run_ids = {e.run_id for s in sessions for e in s.events if isinstance(e, RunStarted)}
+    if not run_ids:
+        return {}
+    candidates = _candidates(store, run_ids, [s.key for s in sessions])
+    return _trusted(store, candidates, warnings, path)
+
+
+def _frozen(store: Store, session_ids: Iterable[str]) -> dict[str, str]:
+    """The ``resume_copy`` mappings recorded in these sessions' metadata (merged)."""
+    mapping: dict[str, str] = {}
+    for session_id in session_ids:
+        copy = store.get_session(session_id).metadata.get("resume_copy")
+        if isinstance(copy, dict):
+            mapping.update({k: v for k, v in copy.items() if isinstance(k, str) and isinstance(v, str)})
+    return mapping
+
+
+def _candidates(store: Store, run_ids: set[str], own_keys: list[str]) -> dict[str, list[str]]:
+    """Other Claude Code sessions whose stored ``run_started`` rows name one of ``run_ids`` (a hint read
+    before any check: :func:`_trusted` audits them), by session id."""
+    found: dict[str, list[str]] = {}
+    for record in store.list_sessions():
+        if record.source != SOURCE or _same_source(record.session_id, own_keys):
+            continue
+        hits = [run_id for run_id in _run_ids(store, record.session_id) if run_id in run_ids]
+        if hits:
+            found[record.session_id] = hits
+    return found
+
+
+def _same_source(session_id: str, own_keys: list[str]) -> bool:
+    """Whether ``session_id`` records one of ``own_keys`` (itself, or ``<key>@<sha12>`` of an older version)."""
+    return any(session_id == key or session_id.startswith(key + "@") for key in own_keys)
+
+
+def _run_ids(store: Store, session_id: str) -> list[str]:
+    """The ``run_id`` of every stored ``run_started`` row of the session."""
+    ids: list[str] = []
+    for row in store.read_events(session_id):
+        if row.kind == "run_started":
+            run_id = parse_json(row.event_bytes).get("run_id")
+            if isinstance(run_id, str):
+                ids.append(run_id)
+    return ids
+
+
+def _trusted(
+    store: Store, candidates: dict[str, list[str]], warnings: list[ImportWarning], path: Path
+) -> dict[str, str]:
+    """``{run_id: session}`` over the candidates that pass the full audit, a run going to a session that
+    does not itself record it as a copy when there is one (else the first by session id)."""
+    from ..integrity.audit import require_intact  # the audit stack loads only when a copy is found
+
+    mapping: dict[str, str] = {}
+    copies: dict[str, str] = {}
+    for session_id, hits in sorted(candidates.items()):
+        try:
+            require_intact(store, session_id)
+        except LedgerIntegrityError as exc:
+            warnings.append(
+                ImportWarning(
+                    path.name,
+                    None,
+                    f"{len(hits)} run(s) are also in {session_id}, which fails the audit ({exc.reason}): "
+                    "not trusted, imported as new runs",
+                )
+            )
+            continue
+        copied = _frozen(store, [session_id])
+        for run_id in hits:
+            target = copies if run_id in copied else mapping
+            target.setdefault(run_id, session_id)
+    return {**copies, **mapping}
