@@ -226,13 +226,17 @@ def _import_files(
 ) -> tuple[list[dict[str, Any]], int]:
     """Import each file (one bad file never stops the others); returns the JSON results and failures."""
     from ..importers import import_file
+    from ..importers.resume import RunIndex
 
     results: list[dict[str, Any]] = []
     failed = events = 0
+    run_index = RunIndex()  # resume copies: the store's runs are read once for all the files
     with progress_bar(len(files), "import", quiet=json_out) as advance:
         for path in files:
             try:
-                result = import_file(store, path, format=format, notary=notary, seal=seal)
+                result = import_file(
+                    store, path, format=format, notary=notary, seal=seal, run_index=run_index
+                )
             except (ImportFormatError, OSError) as exc:
                 failed += 1
                 reason = exc.reason if isinstance(exc, ImportFormatError) else exc.strerror or str(exc)

@@ -296,9 +296,12 @@ def _other_transcript(path: Path) -> bool:
 def import_paths(
     store: Store, paths: Iterable[Path], *, format: str = "auto", notary: Notary | None = None
 ) -> Iterator[ImportResult]:
-    """Import every transcript under ``paths`` (see :func:`iter_transcripts`), one result per file."""
+    """Import every transcript under ``paths`` (see :func:`iter_transcripts`), one result per file
+    (one :class:`~flightlog.importers.resume.RunIndex` shared by all: the store is read once to find
+    resume copies)."""
+    index = resume.RunIndex()
     for path in iter_transcripts(paths):
-        yield import_file(store, path, format=format, notary=notary)
+        yield import_file(store, path, format=format, notary=notary, run_index=index)
 
 
 def import_file(
@@ -309,6 +312,7 @@ def import_file(
     notary: Notary | None = None,
     seal: bool = False,
     live: bool = False,
+    run_index: resume.RunIndex | None = None,
 ) -> ImportResult:
     """Import one transcript file, or what it added since the last import; see the module docstring.
 
@@ -322,6 +326,8 @@ def import_file(
             pending calls, a torn last line kept byte-exact) and seal each session (with a notary).
         live: The source is being written now (``flightlog watch``): an open session whose last run is
             mid-turn gets the status ``running`` rather than ``incomplete``.
+        run_index: Where to look up the runs other Claude Code sessions record (resume copies), kept up
+            to date with what this import records; None: read from the store.
 
     Raises:
         ImportFormatError: unknown ``format``, undetectable format, a ``format`` that recognises nothing of
@@ -334,7 +340,7 @@ def import_file(
         path = path / "base_state.json"
     for attempt in (1, 2):
         try:
-            return _import_once(store, path, format, notary, seal=seal, live=live)
+            return _import_once(store, path, format, notary, seal=seal, live=live, index=run_index)
         except StoreError:
             # Another process recorded this source while we read it (its transaction won, ours rolled
             # back whole): read again, which finds what it recorded and appends only what is left.
@@ -344,7 +350,14 @@ def import_file(
 
 
 def _import_once(
-    store: Store, path: Path, format: str, notary: Notary | None, *, seal: bool, live: bool
+    store: Store,
+    path: Path,
+    format: str,
+    notary: Notary | None,
+    *,
+    seal: bool,
+    live: bool,
+    index: resume.RunIndex | None,
 ) -> ImportResult:
     fmt, module = _importer(path, format)
     sha, size = file_sha256(path)
@@ -357,10 +370,14 @@ def _import_once(
     with nullcontext() if seal else torn_tail_waits(), spooled_events():
         sessions: list[ImportedSession] = module.read(path, result.warnings)
         if module is claude_code:
-            sessions = _with_resume_copies(store, path, sessions, result)
+            sessions = _with_resume_copies(store, path, sessions, result, index)
     try:
-        return _record_sessions(store, path, module, sessions, result, notary, (dedup_key, previous, size),
-                                seal=seal, live=live)  # fmt: skip
+        recorded = _record_sessions(store, path, module, sessions, result, notary,
+                                    (dedup_key, previous, size), seal=seal, live=live)  # fmt: skip
+        if index is not None and module is claude_code:
+            for session, session_id in zip(sessions, recorded.session_ids, strict=False):
+                index.add(session_id, resume.run_ids_of(session))
+        return recorded
     finally:
         for session in sessions:
             if isinstance(session.events, EventSpool):
@@ -410,7 +427,11 @@ def _record_sessions(
 
 
 def _with_resume_copies(
-    store: Store, path: Path, sessions: list[ImportedSession], result: ImportResult
+    store: Store,
+    path: Path,
+    sessions: list[ImportedSession],
+    result: ImportResult,
+    index: resume.RunIndex | None,
 ) -> list[ImportedSession]:
     """The Claude Code sessions read again with the runs other sessions already record marked as resume
     copies (:mod:`flightlog.importers.resume`); ``sessions`` itself when none is."""
@@ -420,7 +441,7 @@ def _with_resume_copies(
         if known is not None
     ]
     scratch: list[ImportWarning] = []
-    recorded = resume.recorded_runs(store, sessions, existing, scratch, path)
+    recorded = resume.recorded_runs(store, sessions, existing, scratch, path, index)
     if not recorded:
         result.warnings.extend(scratch)
         return sessions

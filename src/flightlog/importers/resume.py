@@ -31,10 +31,61 @@ from ..events import RunStarted
 from ..store.base import Store
 from .base import ImportedSession, ImportWarning
 
-__all__ = ["recorded_runs"]
+__all__ = ["RunIndex", "recorded_runs", "run_ids_of"]
 
 SOURCE = "import:claude-code"
 """``SessionRecord.source`` of sessions the Claude Code importer records."""
+
+
+class RunIndex:
+    """Which stored Claude Code sessions start a run of each ``run_id``: a hint read from the stored rows
+    without checking them (:func:`recorded_runs` audits a session before trusting it).
+
+    Built on first use by one pass over the store's Claude Code sessions, then kept up to date by
+    :meth:`add` with what each import records, so importing a folder of N transcripts reads the store
+    once, not N times. Sessions another process records meanwhile are not in it (their copies are then
+    imported as new runs).
+    """
+
+    def __init__(self) -> None:
+        self._runs: dict[str, list[str]] | None = None
+
+    def sessions_with(self, store: Store, run_ids: set[str], own_keys: list[str]) -> dict[str, list[str]]:
+        """``{session_id: [run ids of run_ids it starts]}`` over sessions not recording ``own_keys``."""
+        runs = self._load(store)
+        found: dict[str, list[str]] = {}
+        for run_id in sorted(run_ids):
+            for session_id in runs.get(run_id, ()):
+                if not _same_source(session_id, own_keys):
+                    found.setdefault(session_id, []).append(run_id)
+        return found
+
+    def add(self, session_id: str, run_ids: Iterable[str]) -> None:
+        """Note the runs an import just recorded in ``session_id`` (nothing to do before the first use:
+        the first use reads them from the store)."""
+        if self._runs is not None:
+            _note(self._runs, session_id, run_ids)
+
+    def _load(self, store: Store) -> dict[str, list[str]]:
+        if self._runs is None:
+            runs: dict[str, list[str]] = {}
+            for record in store.list_sessions():
+                if record.source == SOURCE:
+                    _note(runs, record.session_id, _run_ids(store, record.session_id))
+            self._runs = runs
+        return self._runs
+
+
+def _note(runs: dict[str, list[str]], session_id: str, run_ids: Iterable[str]) -> None:
+    for run_id in run_ids:
+        holders = runs.setdefault(run_id, [])
+        if session_id not in holders:
+            holders.append(session_id)
+
+
+def run_ids_of(session: ImportedSession) -> list[str]:
+    """The ``run_id`` of every ``run_started`` event of an imported session."""
+    return [e.run_id for e in session.events if isinstance(e, RunStarted)]
 
 
 def recorded_runs(
@@ -43,6 +94,7 @@ def recorded_runs(
     existing: Collection[str],
     warnings: list[ImportWarning],
     path: Path,
+    index: RunIndex | None = None,
 ) -> dict[str, str]:
     """The runs of ``sessions`` (read from ``path``) that another recorded session already records.
 
@@ -53,16 +105,17 @@ def recorded_runs(
             ``resume_copy`` is the mapping (decided when they were created).
         warnings: Receives one warning per session that records some of these runs but fails the audit.
         path: The transcript (named in warnings).
+        index: The run index to look runs up in (a fresh one, reading the store once, when None).
 
     Returns:
         ``{run_id: session_id}``; empty when no run is a copy.
     """
     if existing:
         return _frozen(store, existing)
-    run_ids = {e.run_id for s in sessions for e in s.events if isinstance(e, RunStarted)}
+    run_ids = {run_id for s in sessions for run_id in run_ids_of(s)}
     if not run_ids:
         return {}
-    candidates = _candidates(store, run_ids, [s.key for s in sessions])
+    candidates = (index or RunIndex()).sessions_with(store, run_ids, [s.key for s in sessions])
     return _trusted(store, candidates, warnings, path)
 
 
@@ -74,19 +127,6 @@ def _frozen(store: Store, session_ids: Iterable[str]) -> dict[str, str]:
         if isinstance(copy, dict):
             mapping.update({k: v for k, v in copy.items() if isinstance(k, str) and isinstance(v, str)})
     return mapping
-
-
-def _candidates(store: Store, run_ids: set[str], own_keys: list[str]) -> dict[str, list[str]]:
-    """Other Claude Code sessions whose stored ``run_started`` rows name one of ``run_ids`` (a hint read
-    before any check: :func:`_trusted` audits them), by session id."""
-    found: dict[str, list[str]] = {}
-    for record in store.list_sessions():
-        if record.source != SOURCE or _same_source(record.session_id, own_keys):
-            continue
-        hits = [run_id for run_id in _run_ids(store, record.session_id) if run_id in run_ids]
-        if hits:
-            found[record.session_id] = hits
-    return found
 
 
 def _same_source(session_id: str, own_keys: list[str]) -> bool:
