@@ -165,7 +165,8 @@ def test_resumed_file_imported_first_still_counts_each_record_once(tmp_path: Pat
     steps, tokens = main_counts(original)
     assert totals(runs(tmp_path / "db")) == (steps + 1, tokens + sum(NEW_USAGE.values()))
     with SqliteStore(tmp_path / "db") as store:
-        assert store.get_session(f"claude-code:{old_id}").metadata["resumed_from"] == f"claude-code:{NEW_ID}"
+        metadata = store.get_session(f"claude-code:{old_id}").metadata
+        assert metadata["copy_of"] == f"claude-code:{NEW_ID}" and "resumed_from" not in metadata
 
 
 def test_a_growing_resumed_file_keeps_its_copy_decision(tmp_path: Path) -> None:

@@ -441,6 +441,7 @@ def _with_resume_copies(
         if known is not None
     ]
     scratch: list[ImportWarning] = []
+    index = index or resume.RunIndex()
     recorded = resume.recorded_runs(store, sessions, existing, scratch, path, index)
     if not recorded:
         result.warnings.extend(scratch)
@@ -451,6 +452,7 @@ def _with_resume_copies(
     result.warnings.clear()
     again: list[ImportedSession] = claude_code.read(path, result.warnings, recorded_runs=recorded)
     result.warnings.extend(scratch)
+    resume.label_copies(store, again, index)
     return again
 
 

@@ -9,7 +9,9 @@ the session that records it; :func:`flightlog.importers.claude_code.read` then k
 (replay gives the conversation as the model saw it: it was sent that history) but closes each copied run
 with ``turns_used=0, total_tokens=0`` (its turns and tokens are counted in the session that recorded them),
 marks the copy with ``Custom("claude_code.resume_copy")`` / ``("claude_code.resume_copy_end")`` and puts
-``resumed_from`` and ``resume_copy`` (run id → session) into the new session's metadata.
+``resumed_from`` and ``resume_copy`` (run id → session) into the new session's metadata. The earlier
+transcript imported *after* the one that resumed it has no run of its own and repeats runs of a session
+that has more: its runs are the copies, and its metadata says ``copy_of`` instead (:func:`label_copies`).
 
 Trust: a session is used as the one recording a run only after it passes the full ``audit`` check
 (:func:`flightlog.integrity.audit.require_intact`); one that fails it is not trusted (its runs are
@@ -31,7 +33,7 @@ from ..events import RunStarted
 from ..store.base import Store
 from .base import ImportedSession, ImportWarning
 
-__all__ = ["RunIndex", "recorded_runs", "run_ids_of"]
+__all__ = ["RunIndex", "label_copies", "recorded_runs", "run_ids_of"]
 
 SOURCE = "import:claude-code"
 """``SessionRecord.source`` of sessions the Claude Code importer records."""
@@ -59,6 +61,10 @@ class RunIndex:
                 if not _same_source(session_id, own_keys):
                     found.setdefault(session_id, []).append(run_id)
         return found
+
+    def runs_of(self, store: Store, session_id: str) -> set[str]:
+        """The run ids the index holds for ``session_id``."""
+        return {run_id for run_id, holders in self._load(store).items() if session_id in holders}
 
     def add(self, session_id: str, run_ids: Iterable[str]) -> None:
         """Note the runs an import just recorded in ``session_id`` (nothing to do before the first use:
@@ -117,6 +123,20 @@ def recorded_runs(
         return {}
     candidates = (index or RunIndex()).sessions_with(store, run_ids, [s.key for s in sessions])
     return _trusted(store, candidates, warnings, path)
+
+
+def label_copies(store: Store, sessions: list[ImportedSession], index: RunIndex) -> None:
+    """Rename ``resumed_from`` to ``copy_of`` in the metadata of a session that has no run of its own
+    while the session it copies has runs it lacks: it is the *earlier* transcript, imported after the one
+    that resumed it (whose runs it repeats), not a resume."""
+    for session in sessions:
+        origin = session.metadata.get("resumed_from")
+        copied = session.metadata.get("resume_copy")
+        if not isinstance(origin, str) or not isinstance(copied, dict):
+            continue
+        own = set(run_ids_of(session))
+        if own <= set(copied) and index.runs_of(store, origin) - own:
+            session.metadata["copy_of"] = session.metadata.pop("resumed_from")
 
 
 def _frozen(store: Store, session_ids: Iterable[str]) -> dict[str, str]:
