@@ -22,8 +22,8 @@ stored one), and the rest is appended to the same chain. A source whose past cha
 first differing seq (nothing recorded): the ledger never forks a session silently. An older or shorter
 copy of a recorded source (a backup) adds nothing. A Claude Code *resume copy* in another file (a new
 ``sessionId`` whose first records copy an earlier session's) is recognised by
-:mod:`flightlog.importers.resume`: its copied runs are recorded but not counted again. Importing exactly the same bytes again
-(same sha256, same format) records nothing and reports the session (``duplicate``).
+:mod:`flightlog.importers.resume`: its copied runs are recorded but not counted again. Importing exactly
+the same bytes again (same sha256, same format) records nothing and reports the session (``duplicate``).
 
 **Settled events and the end of a session.** While a source may still grow, only its *settled* events
 are recorded (``ImportedSession.settled``): what the end of the file closes (an open completion, pending
@@ -33,9 +33,9 @@ shows (``completed`` or ``incomplete``; ``running`` with ``live``, as ``flightlo
 session is recorded whole, and sealed with a notary (a ``session_sealed`` event and a checkpoint over
 it), only when its source shows it ended:
 
-* Claude Code, Codex CLI and Gemini CLI: a session file never says it ended (current ``claude
-  --resume``, ``codex resume`` and ``gemini --resume`` append to it), so the main session stays open; a Claude Code
-  sub-agent has ended when the parent's ``Task`` result reports it ``completed``. A Gemini CLI rewind or
+* Claude Code, Codex CLI and Gemini CLI: a session file never says it ended (current
+  ``claude --resume``, ``codex resume`` and ``gemini --resume`` append to it), so the main session stays
+  open; a Claude Code sub-agent has ended when the parent's ``Task`` result reports it ``completed``. A Gemini CLI rewind or
   history rewrite is appended (``rollbacked``), never a change to what was recorded; its legacy ``.json``
   chat, rewritten in place, grows message by message (a changed earlier message is refused, naming the seq).
 * aider: the chat history is appended to at every launch and never says it ended: open.
