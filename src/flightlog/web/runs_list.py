@@ -11,10 +11,10 @@ from __future__ import annotations
 
 import json
 from datetime import UTC, date, datetime
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Annotated, Any
 from urllib.parse import urlencode
 
-from fastapi import FastAPI, Response
+from fastapi import Depends, FastAPI, Response
 from fastapi.responses import HTMLResponse, JSONResponse
 
 from ..runs import run_page
@@ -107,29 +107,33 @@ def runs_page_data(dash: _Dashboard, params: dict[str, str]) -> dict[str, Any]:
     return {"runs": runs, "next": page.next_cursor, "next_url": next_url, "filters": filters, "form": form}
 
 
+def _query(
+    state: str = "",
+    source: str = "",
+    parent: str = "",
+    since: str = "",
+    until: str = "",
+    q: str = "",
+    sort: str = "",
+    order: str = "",
+    cursor: str = "",
+) -> dict[str, str]:
+    """The query parameters both routes take (a FastAPI dependency), the empty ones left out."""
+    given = {
+        "state": state, "source": source, "parent": parent, "since": since, "until": until, "q": q,
+        "sort": sort, "order": order, "cursor": cursor,
+    }  # fmt: skip
+    return {k: v for k, v in given.items() if v}
+
+
 def register(app: FastAPI, dash: _Dashboard) -> None:
     """Add ``/runs`` and ``/api/runs/page`` to the dashboard."""
 
-    def params(**values: str) -> dict[str, str]:
-        return {k: v for k, v in values.items() if v}
-
     @app.get("/runs", response_class=HTMLResponse)
     def runs_list_page(
-        state: str = "",
-        source: str = "",
-        parent: str = "",
-        since: str = "",
-        until: str = "",
-        q: str = "",
-        sort: str = "",
-        order: str = "",
-        cursor: str = "",
+        query: Annotated[dict[str, str], Depends(_query)],
     ) -> Response:
         """One page of the runs list."""
-        query = params(
-            state=state, source=source, parent=parent, since=since, until=until, q=q, sort=sort,
-            order=order, cursor=cursor,
-        )  # fmt: skip
         try:
             data = runs_page_data(dash, query)
         except ValueError as exc:
@@ -141,27 +145,15 @@ def register(app: FastAPI, dash: _Dashboard) -> None:
             sources=SOURCES,
             sorts=SORTS,
             first_url="/runs?" + urlencode(data["filters"]),
-            paged=bool(cursor),
+            paged="cursor" in query,
             **data,
         )
 
     @app.get("/api/runs/page")
     def runs_list_json(
-        state: str = "",
-        source: str = "",
-        parent: str = "",
-        since: str = "",
-        until: str = "",
-        q: str = "",
-        sort: str = "",
-        order: str = "",
-        cursor: str = "",
+        query: Annotated[dict[str, str], Depends(_query)],
     ) -> Response:
         """The page as JSON: ``{"runs": [...], "next": cursor or null}``."""
-        query = params(
-            state=state, source=source, parent=parent, since=since, until=until, q=q, sort=sort,
-            order=order, cursor=cursor,
-        )  # fmt: skip
         try:
             data = runs_page_data(dash, query)
         except ValueError as exc:
