@@ -372,6 +372,37 @@ def test_one_flipped_byte_is_named_and_attach_refuses(db: Path) -> None:
         reopened.close()
 
 
+def test_a_row_inserted_behind_the_session_is_named(db: Path) -> None:
+    """The SDK suite's corrupt-row case (deselected there): a row of invalid JSON added to the store behind
+    the session's back. SQLiteSession skips such a row; a ledger refuses it, naming its seq, every time."""
+    session = FlightlogSession("s", db)
+    _run(session.add_items(_items("valid 0", "valid 1")))  # seqs 1, 2
+    session.close()
+    sid = session_id_for("s")
+
+    raw = sqlite3.connect(db)
+    try:
+        raw.row_factory = sqlite3.Row
+        last = dict(raw.execute("SELECT * FROM events WHERE session_id = ? AND seq = 2", (sid,)).fetchone())
+        row = {**last, "seq": 3, "event": b"not valid json {{{", "prev_hash": last["hash"]}
+        columns = ", ".join(row)
+        raw.execute(
+            f"INSERT INTO events ({columns}) VALUES ({', '.join('?' * len(row))})", list(row.values())
+        )
+        raw.commit()
+    finally:
+        raw.close()
+
+    reopened = FlightlogSession("s", db)
+    try:
+        for operation in (reopened.get_items, reopened.pop_item, lambda: reopened.get_items(limit=1)):
+            with pytest.raises(LedgerIntegrityError) as info:
+                _run(operation())
+            assert info.value.seq == 3
+    finally:
+        reopened.close()
+
+
 def test_pop_naming_a_wrong_item_does_not_fold(db: Path) -> None:
     session = FlightlogSession("s", db)
     _run(session.add_items(_items("a", "b")))  # seqs 1, 2
@@ -571,19 +602,33 @@ def test_sdk_is_not_imported_by_the_rest_of_flightlog() -> None:
     subprocess.run([sys.executable, "-c", code], check=True)
 
 
-def test_cancelled_add_items_still_finishes_its_write(db: Path) -> None:
+@pytest.mark.parametrize(
+    ("operation", "left"),
+    [("add", ["a", "b", "c"]), ("pop", ["a"]), ("clear", [])],
+    ids=["add", "pop", "clear"],
+)
+def test_cancelled_mutation_still_finishes_its_write(db: Path, operation: str, left: list[str]) -> None:
+    """The SDK suite's post-commit cancellation rule (deselected there: it patches SQLiteSession's connection):
+    a cancelled add/pop/clear still reaches its durable outcome, then the cancellation propagates."""
     session = FlightlogSession("s", db)
 
-    async def play() -> list[Any]:
-        task = asyncio.ensure_future(session.add_items(_items("a", "b")))
+    async def play() -> tuple[list[Any], bool]:
+        await session.add_items(_items("a", "b"))
+        mutation = {
+            "add": lambda: session.add_items(_items("c")),
+            "pop": session.pop_item,
+            "clear": session.clear_session,
+        }[operation]
+        task = asyncio.ensure_future(mutation())
         await asyncio.sleep(0)  # the task has handed its write to a worker thread
         task.cancel()
         with pytest.raises(asyncio.CancelledError):
             await task
-        return list(await session.get_items())  # the cancelled caller waited for the durable outcome
+        return list(await session.get_items()), task.cancelled()  # the caller waited for the outcome
 
     try:
-        assert _run(play()) == _items("a", "b")
+        items, cancelled = _run(play())
+        assert items == _items(*left) and cancelled
     finally:
         session.close()
 

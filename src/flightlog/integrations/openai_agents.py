@@ -11,11 +11,13 @@ Install with ``pip install 'flightlog[openai-agents]'`` (``openai-agents>=0.13``
 Semantics follow the SDK's ``Session`` protocol (``agents/memory/session.py``) and its reference
 implementation ``SQLiteSession`` (``agents/memory/sqlite_session.py``) rule for rule; each method names the
 rule it follows. Tested against ``openai-agents`` 0.24 and 0.13.0 (the floor: ``RunState`` approvals with a
-rejection message to the model came in 0.13). The SDK's own session tests (``tests/memory/test_session.py``
-and ``test_session_limit.py`` of openai-agents-python, as of 0.22) were run against this class with
-``SQLiteSession`` replaced by it: 53 of 68 pass; the 15 others test ``SQLiteSession`` internals (its
-connection pool, file lock, write lock and rollback paths, 10 tests; skipping rows of invalid JSON, 4 tests:
-flightlog refuses a changed row instead, naming its seq) or its class name in the closed-session message (1).
+rejection message to the model came in 0.13). The SDK's own session tests (``test_session.py`` and
+``test_session_limit.py`` of the installed release's sdist) run against this class in
+``tests/integrations/test_openai_agents_sdk_suite.py``, with ``SQLiteSession`` building a ``FlightlogSession``:
+on 0.24.0, 54 pass and 17 are deselected, each named with its reason: 13 test ``SQLiteSession``'s
+connection pool, file lock, rollback and commit paths through its private attributes; 4 expect a row of
+invalid JSON written behind the session's back to be skipped, where a ledger refuses it naming its seq.
+A closed session raises ``RuntimeError("<class name> is closed")``, the SDK's wording.
 
 Approvals (``needs_approval`` tools, the SDK's ``RunState``), so ``flightlog pending``, ``runs``, ``show``
 and the dashboard see them; a decision may be taken in any process::
@@ -493,8 +495,8 @@ class FlightlogSession(SessionABC):
 
     # ─── internals (all called with self._lock held, in a worker thread) ─────────────────────
     def _check_open(self) -> None:
-        if self._closed:
-            raise RuntimeError("FlightlogSession is closed")
+        if self._closed:  # the SDK's sessions' wording: "SQLiteSession is closed", "RedisSession is closed"
+            raise RuntimeError(f"{type(self).__name__} is closed")
 
     def _open_store(self) -> Store:
         return self._stores.get()
