@@ -65,7 +65,12 @@ from flightlog.messages import (
     ToolResultPart,
 )
 from flightlog.replay import (
+    AGENTS_CLEAR,
+    AGENTS_ITEM,
+    AGENTS_POP,
+    AGENTS_SESSION,
     TRUNCATION_SUFFIX,
+    agents_item_message,
     pending_tool_calls,
     provider_replay_seed,
     reconstruct,
@@ -747,3 +752,96 @@ def test_replay_is_native() -> None:
 def test_archived_messages_do_not_make_replay_neutral() -> None:
     events = seqd(llm(1, "a", native("a")), PageOut(turn=2, archive_ref="arc"))
     assert replay_is_native(events, ANTHROPIC, archive_loader=loader)
+
+
+# ─── OpenAI Agents SDK sessions: the history is the session's items ──────────────────────────────────
+def _agents_session(*records: tuple[str, object]) -> list[tuple[int, SessionEvent]]:
+    events: list[SessionEvent] = [Custom(custom_kind=AGENTS_SESSION, payload={"session_id": "s"})]
+    events += [Custom(custom_kind=kind, payload=payload) for kind, payload in records]
+    return list(enumerate(events))
+
+
+def test_agents_items_map_to_messages() -> None:
+    assert agents_item_message({"role": "user", "content": "hi"}) == Message.text("user", "hi")
+    assert agents_item_message(
+        {
+            "type": "message",
+            "role": "developer",
+            "content": [
+                {"type": "input_text", "text": "be brief"},
+                {"type": "input_image", "image_url": "https://x/y.png"},
+                {"type": "input_file", "file_id": "f1"},
+            ],
+        }
+    ) == Message(
+        role="system",
+        content=[
+            TextPart(text="be brief"),
+            ImagePart(ref="https://x/y.png"),
+            TextPart(text='{"file_id": "f1", "type": "input_file"}'),
+        ],
+    )
+    answer = {"type": "message", "role": "assistant", "content": [{"type": "refusal", "refusal": "no"}]}
+    assert agents_item_message(answer) == Message.text("assistant", "no")
+    call = {"type": "function_call", "call_id": "c1", "name": "f", "arguments": "{}", "id": "fc_1"}
+    assert agents_item_message(call) == Message(
+        role="assistant", tool_calls=[ToolCall(id="c1", name="f", arguments="{}")]
+    )
+    shell = {"type": "shell_call", "call_id": "c2", "action": {"commands": ["ls"]}, "status": "completed"}
+    assert agents_item_message(shell) == Message(
+        role="assistant",
+        tool_calls=[ToolCall(id="c2", name="shell_call", arguments='{"action": {"commands": ["ls"]}}')],
+    )
+    output = {
+        "type": "function_call_output",
+        "call_id": "c1",
+        "output": [{"type": "input_text", "text": "x"}],
+    }
+    assert agents_item_message(output) == Message(
+        role="tool", content=[ToolResultPart(call_id="c1", output='[{"text": "x", "type": "input_text"}]')]
+    )
+    thought = {"type": "reasoning", "id": "r1", "summary": [{"type": "summary_text", "text": "hmm"}]}
+    assert agents_item_message(thought) == Message(role="assistant", content=[ThinkingPart(thinking="hmm")])
+    for nothing in ({"type": "reasoning", "summary": []}, {"type": "web_search_call", "id": "w"}, "text", {}):
+        assert agents_item_message(nothing) is None
+
+
+def test_agents_session_history_folds_items_pops_and_clears() -> None:
+    events = _agents_session(
+        (AGENTS_ITEM, {"role": "user", "content": "one"}),  # seq 1
+        (AGENTS_ITEM, {"type": "web_search_call", "id": "w"}),  # seq 2: no message
+        (AGENTS_ITEM, {"role": "assistant", "content": "two"}),  # seq 3
+        (AGENTS_POP, {"seq": 3}),  # seq 4
+        (AGENTS_POP, {"seq": 2}),  # seq 5: its item had no message
+        (AGENTS_ITEM, {"role": "assistant", "content": "three"}),  # seq 6
+    )
+    assert [m.text_content() for m in reconstruct(events)] == ["one", "three"]
+    assert [m.text_content() for m in reconstruct(events, at=3)] == ["one", "two"]
+    events += [(7, Custom(custom_kind=AGENTS_CLEAR, payload={"count": 2}))]
+    events += [(8, Custom(custom_kind=AGENTS_ITEM, payload={"role": "user", "content": "again"}))]
+    assert [m.text_content() for m in reconstruct(events)] == ["again"]
+
+
+def test_agents_session_ignores_what_tracing_and_record_result_wrote_beside_its_items() -> None:
+    events = _agents_session((AGENTS_ITEM, {"role": "user", "content": "hi"}))
+    events += [
+        (2, RunStarted(run_id="r", goal="hi")),
+        (3, LlmCompleted(turn=1, message=Message.text("assistant", "hello"))),
+        (4, Custom(custom_kind=AGENTS_ITEM, payload={"role": "assistant", "content": "hello"})),
+    ]
+    assert [(m.role, m.text_content()) for m in reconstruct(events)] == [
+        ("user", "hi"),
+        ("assistant", "hello"),
+    ]
+
+
+def test_agents_items_outside_an_agents_session_add_nothing() -> None:
+    """The RunState importer's ``openai_agents.item`` records (no ``openai_agents.session`` at seq 0) keep
+    their meaning: its seed events carry the messages."""
+    events: list[tuple[int, SessionEvent]] = [
+        (0, RunStarted(run_id="r", goal="hi")),
+        (1, Custom(custom_kind=AGENTS_ITEM, payload={"role": "user", "content": "hi"})),
+        (2, Custom(custom_kind=AGENTS_SESSION, payload={"session_id": "late"})),
+        (3, Custom(custom_kind=AGENTS_ITEM, payload={"role": "user", "content": "hi"})),
+    ]
+    assert [m.text_content() for m in reconstruct(events)] == ["hi"]

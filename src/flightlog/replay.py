@@ -31,6 +31,10 @@ Message reconstruction rules (seed 000 event kinds; the rules are flightlog's, s
 ``custom``           ``signal_message`` and ``kernel_note`` only: a ``user`` message with its ``text`` (a
                      signal the kernel delivered at a turn boundary, :mod:`flightlog.kernel.attention`;
                      what a rolled-back turn was refused, :mod:`flightlog.kernel.denials`)
+``custom`` in an     the history is the session's items (``openai_agents.item``: one message per
+OpenAI Agents SDK    Responses API item, :func:`agents_item_message`), less those a ``pop`` names and
+session              those before a ``clear``; ``run_started``, ``llm_completed`` and ``tool_completed``
+                     (written beside the items by ``record_result`` and the tracing processor) add nothing
 anything else        nothing: ``page_out`` (its stub is already in the history: the summary of the
                      ``compressed`` it archives, or the stub output a ``tool_completed`` recorded),
                      ``page_in`` (the restored entries arrive as the ``page_in`` tool's result),
@@ -50,6 +54,7 @@ the archived messages and adds the summary).
 
 from __future__ import annotations
 
+import json
 from collections.abc import Callable, Iterable, Iterator, Sequence
 from dataclasses import dataclass
 from typing import Any
@@ -70,9 +75,23 @@ from .events import (
     ToolDenied,
     ToolRequested,
 )
-from .messages import ContentPart, Message, TextPart, ThinkingPart, ToolCall, ToolCallPart, ToolResultPart
+from .messages import (
+    ContentPart,
+    ImagePart,
+    Message,
+    Role,
+    TextPart,
+    ThinkingPart,
+    ToolCall,
+    ToolCallPart,
+    ToolResultPart,
+)
 
 __all__ = [
+    "AGENTS_CLEAR",
+    "AGENTS_ITEM",
+    "AGENTS_POP",
+    "AGENTS_SESSION",
     "CONTEXT_REWRITE",
     "IN_PLACE_ACTIONS",
     "KERNEL_NOTE",
@@ -81,6 +100,7 @@ __all__ = [
     "TRUNCATION_SUFFIX",
     "ArchiveLoader",
     "Rebuilder",
+    "agents_item_message",
     "memory_message",
     "milestone_message",
     "pending_tool_calls",
@@ -104,6 +124,19 @@ KERNEL_NOTE = "kernel_note"
 ``Message.text("user", text)`` (written by :mod:`flightlog.kernel.denials`)."""
 
 _USER_NOTES = frozenset({SIGNAL_MESSAGE, KERNEL_NOTE})
+
+AGENTS_SESSION = "openai_agents.session"
+"""``Custom`` kind of seq 0 of an OpenAI Agents SDK session (:mod:`flightlog.integrations.openai_agents`):
+``{"session_id"}``. From it on, the history replay rebuilds is the session's items."""
+AGENTS_ITEM = "openai_agents.item"
+"""``Custom`` kind of one item added to an Agents SDK session; the payload is the Responses API item."""
+AGENTS_POP = "openai_agents.pop"
+"""``Custom`` kind of an Agents SDK ``pop_item``: ``{"seq": <seq of the item removed>}``."""
+AGENTS_CLEAR = "openai_agents.clear"
+"""``Custom`` kind of an Agents SDK ``clear_session``: ``{"count"}``; the items before it are gone."""
+
+_AGENTS_NARRATED = frozenset({"run_started", "llm_completed", "tool_completed"})
+"""Kinds that add no message in an Agents SDK session: its items already hold the same conversation."""
 
 _SUFFIX_BYTES = len(TRUNCATION_SUFFIX.encode("utf-8"))
 
@@ -269,6 +302,81 @@ def memory_message(record_id: str, kind: str, text: str) -> Message:
     return Message.text("user", f"[MEMORY record_id={record_id} kind={kind}] {text}")
 
 
+_AGENTS_ROLES: dict[str, Role] = {
+    "user": "user",
+    "assistant": "assistant",
+    "system": "system",
+    "developer": "system",
+}
+
+
+def _json_text(value: Any) -> str:
+    return value if isinstance(value, str) else json.dumps(value, sort_keys=True, ensure_ascii=False)
+
+
+def _agents_parts(content: Any) -> list[ContentPart]:
+    """A Responses API message's content: a string, or parts (``input_text``/``output_text``/``refusal``
+    as text, ``input_image`` by its URL or file id; other parts, such as ``input_file``, as their JSON)."""
+    if isinstance(content, str):
+        return [TextPart(text=content)]
+    parts: list[ContentPart] = []
+    for part in content if isinstance(content, list) else []:
+        kind = part.get("type") if isinstance(part, dict) else None
+        if kind in ("input_text", "output_text", "text") and isinstance(part.get("text"), str):
+            parts.append(TextPart(text=part["text"]))
+        elif kind == "refusal" and isinstance(part.get("refusal"), str):
+            parts.append(TextPart(text=part["refusal"]))
+        elif kind == "input_image" and isinstance(part.get("image_url") or part.get("file_id"), str):
+            parts.append(ImagePart(ref=part.get("image_url") or part["file_id"]))
+        else:
+            parts.append(TextPart(text=_json_text(part)))
+    return parts
+
+
+def agents_item_message(item: Any) -> Message | None:
+    """The history message of one OpenAI Agents SDK session item (a Responses API input item).
+
+    * a message (``type: "message"``, or a ``role`` without ``type``): that role (``developer`` as
+      ``system``) and its content: a string, or parts (``input_text``/``output_text``/``refusal`` as text,
+      ``input_image`` as an image by its URL or file id, any other part as its JSON text);
+    * ``reasoning``: an ``assistant`` message of ``thinking`` parts, one per summary text (None without);
+    * a client tool call (``function_call``, ``custom_tool_call``, ``computer_call``, ``shell_call``...: a
+      ``type`` ending in ``_call`` with a ``call_id``): an ``assistant`` message with one ``ToolCall`` (``id``
+      = ``call_id``; ``name``, else the type; ``arguments``, else ``input``, else the item's other fields as
+      JSON);
+    * its output (a ``type`` ending in ``_output`` with a ``call_id``): a ``tool`` message with one
+      ``ToolResultPart`` (the ``output``, as JSON text when it is not a string);
+    * anything else (hosted tool calls that ran inside a response, such as ``web_search_call``, unknown
+      types): None.
+
+    Returns:
+        A new :class:`Message`, or None when the item adds no message.
+    """
+    if not isinstance(item, dict):
+        return None
+    kind = item.get("type") or ("message" if "role" in item else None)
+    if kind == "message":
+        role = _AGENTS_ROLES.get(str(item.get("role")))
+        return None if role is None else Message(role=role, content=_agents_parts(item.get("content")))
+    if kind == "reasoning":
+        texts = [s.get("text") for s in item.get("summary") or [] if isinstance(s, dict)]
+        parts: list[ContentPart] = [ThinkingPart(thinking=t) for t in texts if isinstance(t, str) and t]
+        return Message(role="assistant", content=parts) if parts else None
+    call_id = item.get("call_id")
+    if not isinstance(kind, str) or not isinstance(call_id, str):
+        return None
+    if kind.endswith("_call"):
+        rest = {k: v for k, v in item.items() if k not in ("type", "id", "call_id", "status")}
+        arguments = item.get("arguments", item.get("input", rest))
+        call = ToolCall(id=call_id, name=str(item.get("name") or kind), arguments=_json_text(arguments))
+        return Message(role="assistant", tool_calls=[call])
+    if kind.endswith("_output"):
+        return Message(
+            role="tool", content=[ToolResultPart(call_id=call_id, output=_json_text(item.get("output")))]
+        )
+    return None
+
+
 class Rebuilder:
     """Incremental :func:`reconstruct`: feed events in seq order, read :attr:`entries` at any point.
 
@@ -281,9 +389,12 @@ class Rebuilder:
         self._loader = loader
         self._limit = max_part_bytes
         self._rewrite: dict[str, Any] | None = None
+        self._agents: set[int] | None = None  # an Agents SDK session: the seqs of its live item messages
 
     def feed(self, seq: int, event: SessionEvent) -> None:
         """Fold one event (in ascending seq order)."""
+        if self._agents is not None and event.kind in _AGENTS_NARRATED:
+            return
         handler = _REBUILD_HANDLERS.get(event.kind)
         if handler is not None:
             handler(self, seq, event)
@@ -312,6 +423,27 @@ class Rebuilder:
             self._rewrite = event.payload
         elif event.custom_kind in _USER_NOTES and isinstance(event.payload, dict):
             self._add(Message.text("user", str(event.payload.get("text", ""))), seq)
+        elif event.custom_kind == AGENTS_SESSION and seq == 0:
+            self._agents = set()
+        elif self._agents is not None:
+            self._on_agents_record(seq, event.custom_kind, event.payload, self._agents)
+
+    def _on_agents_record(self, seq: int, kind: str, payload: Any, items: set[int]) -> None:
+        """An Agents SDK session's item (a message), pop (the item it names goes) or clear (all go)."""
+        if kind == AGENTS_ITEM:
+            message = agents_item_message(payload)
+            if message is not None:
+                self._add(message, seq)
+                items.add(seq)
+            return
+        if kind == AGENTS_POP and isinstance(payload, dict):
+            gone = {payload.get("seq")}
+        elif kind == AGENTS_CLEAR:
+            gone = set(items)
+        else:
+            return
+        self.entries = [entry for entry in self.entries if entry.origin not in gone]
+        items.difference_update(g for g in gone if isinstance(g, int))
 
     def _on_compressed(self, seq: int, event: Compressed) -> None:
         if event.action in IN_PLACE_ACTIONS:
@@ -442,6 +574,12 @@ def reconstruct(
       (``"[MEMORY record_id=<id> kind=<kind>] <text>"``, upstream's host form, UPSTREAM.md §8); the text
       is the first message ``archive_loader`` returns for a salted ``record.content`` handle
       (:data:`MEMORY_ERASED` when it returns none), else ``record.content`` itself.
+    * an OpenAI Agents SDK session (seq 0 is ``custom`` :data:`AGENTS_SESSION`): from then on the history is
+      the session's items, what the SDK sends its model: each ``custom`` :data:`AGENTS_ITEM` adds
+      :func:`agents_item_message` of its payload (nothing when that is None), an :data:`AGENTS_POP` removes
+      the message of the item whose seq it names, an :data:`AGENTS_CLEAR` removes every item's message; and
+      ``run_started``, ``llm_completed`` and ``tool_completed`` add nothing there (``record_result`` and the
+      tracing processor write them beside the items, about the same messages).
     * every other kind (the remaining kernel OS kinds, ``tool_requested``, ``permission_*``,
       ``tool_denied``, ``run_terminal``, other ``custom``): nothing (a
       ``context_rewrite`` custom is held for the in-place ``compressed`` that follows it).

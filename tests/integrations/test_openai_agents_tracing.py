@@ -40,7 +40,7 @@ from flightlog.integrations.openai_agents_tracing import (
     HANDOFF_KIND,
     FlightlogTracingProcessor,
 )
-from flightlog.messages import TextPart
+from flightlog.messages import Message, TextPart, ToolResultPart
 from flightlog.recorder import verify_session
 from flightlog.sessions import iter_events
 
@@ -222,3 +222,72 @@ def test_traces_of_other_groups_are_not_recorded(tmp_path: Path, only_our_proces
         session.close()
     with flightlog.open_store(str(tmp_path / "other.db")) as store:
         assert "llm_completed" not in [e.kind for _row, e in iter_events(store, session_id_for("mine"))]
+
+
+# ─── replay: the conversation from the session's items, each message once ──────────────────────────
+@pytest.mark.parametrize("traced", [False, True], ids=["untraced", "traced"])
+def test_replay_shows_the_conversation_once(tmp_path: Path, only_our_processors: None, traced: bool) -> None:
+    """Two Runner runs with a tool call, with and without the tracing processor (which records the same
+    answers and tool call as llm_completed / tool_completed) and with record_result's run_started: replay
+    shows each message of the SDK's history once, in its order, and a pop removes the popped item."""
+    db = tmp_path / "replayed.db"
+    session = FlightlogSession("talk", db, notary=None)
+    set_trace_processors([FlightlogTracingProcessor(session)] if traced else [])
+    config = RunConfig(group_id="talk") if traced else RunConfig(tracing_disabled=True)
+    model = ChatLikeModel(
+        [
+            [_call("w1", "get_weather", '{"city":"Paris"}')],
+            [_text("Sunny in Paris.")],
+            [_text("You're welcome.")],
+        ]
+    )
+    agent = Agent(name="helper", model=model, tools=[get_weather])
+
+    async def run() -> None:
+        for prompt in ("Weather in Paris?", "Thanks!"):
+            result = await Runner.run(agent, prompt, session=session, run_config=config)
+            await session.record_result(result)  # run_started (the prompt again) + run_terminal
+
+    try:
+        asyncio.run(run())
+        history = asyncio.run(session.get_items())
+    finally:
+        session.close()
+
+    with flightlog.open_store(str(db)) as store:
+        kinds = [e.kind for _row, e in iter_events(store, session_id_for("talk"))]
+    assert kinds.count("run_started") == 2
+    assert kinds.count("llm_completed") == (3 if traced else 0)  # the duplicates replay must not show
+    assert kinds.count("tool_completed") == (1 if traced else 0)
+
+    replayed = CliRunner().invoke(app, ["--db", str(db), "replay", "talk", "--json"])
+    assert replayed.exit_code == 0, replayed.output
+    messages = [Message.model_validate(m) for m in json.loads(replayed.output)]
+    assert [(m.role, m.text_content(), [(c.id, c.name) for c in m.tool_calls]) for m in messages] == [
+        ("user", "Weather in Paris?", []),
+        ("assistant", "", [("w1", "get_weather")]),
+        ("tool", "", []),
+        ("assistant", "Sunny in Paris.", []),
+        ("user", "Thanks!", []),
+        ("assistant", "You're welcome.", []),
+    ]
+    assert messages[2].content == [ToolResultPart(call_id="w1", output="sunny in Paris")]
+    assert json.loads(messages[1].tool_calls[0].arguments) == {"city": "Paris"}
+    assert len(messages) == len(history)  # one message per item of the SDK's own history
+
+    shown = CliRunner().invoke(app, ["--db", str(db), "replay", "talk"])
+    assert shown.exit_code == 0 and shown.output.count("Weather in Paris?") == 1, shown.output
+
+    popped = FlightlogSession("talk", db, notary=None)
+    try:
+        asyncio.run(popped.pop_item())
+    finally:
+        popped.close()
+    replayed = CliRunner().invoke(app, ["--db", str(db), "replay", "talk", "--json"])
+    assert [m["role"] for m in json.loads(replayed.output)] == [
+        "user",
+        "assistant",
+        "tool",
+        "assistant",
+        "user",
+    ]

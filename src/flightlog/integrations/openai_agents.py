@@ -52,6 +52,9 @@ and the tracing processor's (:mod:`flightlog.integrations.openai_agents_tracing`
 * ``openai_agents.clear`` (``clear_session``): ``{"count": <number of items removed>}``.
 
 Nothing is ever deleted (flightlog's append-only invariant); ``pop`` and ``clear`` are compensating events.
+``flightlog replay`` (:func:`flightlog.replay.reconstruct`) folds the same stream into the conversation: one
+message per item (user, assistant, function call, function output), whether or not the tracing processor
+or :meth:`FlightlogSession.record_result` wrote their events beside the items.
 The current history is a fold over the stream: ``item`` appends ``(seq, item)``; ``pop`` removes the last
 live item, which must be the one whose seq it names (else ``LedgerIntegrityError``); ``clear`` empties
 the list; other events are ignored. The fold runs once, when the session is first used (after
@@ -112,6 +115,7 @@ from ..ledger import VerifyReport
 from ..messages import ToolCall
 from ..narration import operator_problem
 from ..recorder import Recorder, verify_session
+from ..replay import AGENTS_CLEAR, AGENTS_ITEM, AGENTS_POP, AGENTS_SESSION
 from ..store.base import Store
 from ._stores import StoreHandle
 
@@ -138,13 +142,13 @@ SESSION_PREFIX = "openai-agents:"
 """Prefix of the flightlog session id; ``flightlog show <SDK session id>`` finds it after the colon."""
 SOURCE = "openai-agents"
 """The ``source`` of the flightlog session row."""
-OPENED_KIND = "openai_agents.session"
+OPENED_KIND = AGENTS_SESSION
 """``custom_kind`` of seq 0, written with the session row: ``{"session_id": <SDK session id>}``."""
-ITEM_KIND = "openai_agents.item"
+ITEM_KIND = AGENTS_ITEM
 """``custom_kind`` of one added item; the payload is the item (RFC 8785 JSON)."""
-POP_KIND = "openai_agents.pop"
+POP_KIND = AGENTS_POP
 """``custom_kind`` of a ``pop_item``: ``{"seq": <seq of the item removed>}``."""
-CLEAR_KIND = "openai_agents.clear"
+CLEAR_KIND = AGENTS_CLEAR
 """``custom_kind`` of a ``clear_session``: ``{"count": <number of items removed>}``."""
 
 APPROVAL_DECISION = "approval_decision"

@@ -25,8 +25,10 @@ recorder (so its items and these events share one chain):
 * a handoff span: ``custom`` ``openai_agents.handoff`` ``{"from_agent", "to_agent"}``;
 * a guardrail span: ``custom`` ``openai_agents.guardrail`` ``{"name", "triggered"}``.
 
-``flightlog show`` and ``replay`` then read a run's model answers and tool calls; the session's items are
-unaffected (its fold ignores these events). Span callbacks come from the SDK synchronously: each append is a
+``flightlog show`` then reads a run's model answers (with model and usage) and tool calls; the session's items
+are unaffected (its fold ignores these events), and ``flightlog replay`` keeps showing the conversation from
+the items, each message once (:func:`flightlog.replay.reconstruct`: these events add no message in an Agents
+SDK session). Span callbacks come from the SDK synchronously: each append is a
 durable write made in the calling thread.
 """
 
