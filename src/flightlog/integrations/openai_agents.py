@@ -14,7 +14,7 @@ rule it follows. Tested against ``openai-agents`` 0.24 and 0.13.0 (the floor: ``
 rejection message to the model came in 0.13). The SDK's own session tests (``test_session.py`` and
 ``test_session_limit.py`` of the installed release's sdist) run against this class in
 ``tests/integrations/test_openai_agents_sdk_suite.py``, with ``SQLiteSession`` building a ``FlightlogSession``:
-on 0.24.0, 54 pass and 17 are deselected, each named with its reason: 13 test ``SQLiteSession``'s
+on 0.13.0 all 44 pass; on 0.24.0, 54 pass and 17 are deselected, each named with its reason: 13 test ``SQLiteSession``'s
 connection pool, file lock, rollback and commit paths through its private attributes; 4 expect a row of
 invalid JSON written behind the session's back to be skipped, where a ledger refuses it naming its seq.
 A closed session raises ``RuntimeError("<class name> is closed")``, the SDK's wording.
