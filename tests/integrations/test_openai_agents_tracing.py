@@ -43,6 +43,7 @@ from flightlog.integrations.openai_agents_tracing import (
 from flightlog.messages import Message, TextPart, ToolResultPart
 from flightlog.recorder import verify_session
 from flightlog.sessions import iter_events
+from flightlog.web.conversation import conversation
 
 
 def _call(call_id: str, name: str, arguments: str) -> ResponseFunctionToolCall:
@@ -277,6 +278,15 @@ def test_replay_shows_the_conversation_once(tmp_path: Path, only_our_processors:
 
     shown = CliRunner().invoke(app, ["--db", str(db), "replay", "talk"])
     assert shown.exit_code == 0 and shown.output.count("Weather in Paris?") == 1, shown.output
+    with flightlog.open_store(str(db)) as store:  # the dashboard's conversation: each call beside its result
+        rows = conversation(store, session_id_for("talk"), None, None)["rows"]
+    assert [(r["role"], [(c["name"], c["result"]) for c in r["calls"]]) for r in rows] == [
+        ("user", []),
+        ("assistant", [("get_weather", "sunny in Paris")]),
+        ("assistant", []),
+        ("user", []),
+        ("assistant", []),
+    ]
 
     popped = FlightlogSession("talk", db, notary=None)
     try:
