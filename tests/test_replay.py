@@ -75,6 +75,7 @@ from flightlog.replay import (
     provider_replay_seed,
     reconstruct,
     replay_is_native,
+    system_prompt,
     truncate_utf8,
 )
 
@@ -160,6 +161,24 @@ SILENT_KINDS = sorted(set(MINIMAL) - RULE_KINDS)
 def seqd(*events: SessionEvent, start: int = 0) -> list[tuple[int, SessionEvent]]:
     """Number events from ``start``."""
     return list(enumerate(events, start=start))
+
+
+def test_system_prompt_is_the_last_run_started_s_as_of_at() -> None:
+    events = seqd(
+        RunStarted(run_id="a", goal="g", system_prompt="Be terse."),
+        llm(1, "ok"),
+        RunStarted(run_id="b", goal="h"),
+        RunStarted(run_id="c", goal="i", system_prompt="Be kind."),
+    )
+    assert [system_prompt(events, at=at) for at in (0, 1, 2, 3)] == [
+        "Be terse.",
+        "Be terse.",
+        None,
+        "Be kind.",
+    ]
+    assert system_prompt(events) == "Be kind." and system_prompt(seqd(llm(1, "x"))) is None
+    with pytest.raises(ValueError, match="ascending"):
+        system_prompt([(1, llm(1, "x")), (0, llm(1, "y"))])
 
 
 def llm(turn: int, text: str, replay: ProviderReplay | None = None) -> LlmCompleted:

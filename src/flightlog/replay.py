@@ -109,6 +109,7 @@ __all__ = [
     "renewal_message",
     "replay_is_native",
     "summary_message",
+    "system_prompt",
     "truncate_utf8",
 ]
 
@@ -629,6 +630,24 @@ def _settled(event: SessionEvent) -> Iterable[str]:
     if isinstance(event, ToolDenied):
         return (event.call_id,)
     return ()
+
+
+def system_prompt(events: Events, *, at: int | None = None) -> str | None:
+    """The system prompt the model had as of seq ``at`` (inclusive; None: the head): the
+    ``system_prompt`` of the last ``run_started`` up to there (seed 000 ``RunStarted.system_prompt``; the
+    kernel sends it beside the history, so :func:`reconstruct` does not make it a message).
+
+    Returns:
+        The prompt, or None when no run started by then or the run has none.
+
+    Raises:
+        ValueError: seqs are not strictly ascending.
+    """
+    prompt: str | None = None
+    for _seq, event in _window(events, at):
+        if isinstance(event, RunStarted):
+            prompt = event.system_prompt
+    return prompt
 
 
 def pending_tool_calls(events: Events, *, at: int | None = None) -> list[ToolCall]:

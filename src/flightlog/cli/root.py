@@ -412,8 +412,10 @@ def replay_cmd(
         ),
     ] = False,
 ) -> None:
-    """Reconstruct the messages a model would see, at the head or at any sequence."""
-    from ..sessions import replay_session
+    """Reconstruct the messages a model would see, at the head or at any sequence (after the run's
+    system prompt, when it has one)."""
+    from ..replay import system_prompt
+    from ..sessions import iter_events, replay_session
 
     if check:
         _check_requests(session, json_out)
@@ -433,6 +435,10 @@ def replay_cmd(
         if json_out:
             print_json([m.to_wire() for m in messages])
         else:
+            prompt = system_prompt(((row.seq, event) for row, event in iter_events(store, sid)), at=at)
+            if prompt:
+                out.print("[system prompt]")
+                out.print(f"    {short(prompt, 300)}")
             for index, message in enumerate(messages):
                 _print_message(index, message)
         refuse_quietly_diverged(store, sid)

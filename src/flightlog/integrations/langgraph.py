@@ -39,16 +39,29 @@ Readable events. Beside those records the saver writes, in the same transaction,
 namespace (``checkpoint_ns == ""``; subgraphs are recorded as blobs only) as seed 000 events, so ``show``,
 ``replay``, ``runs``, ``pending`` and the dashboard read a thread like a kernel run:
 
-* a checkpoint whose metadata ``source`` is ``input`` → ``run_started`` (goal: the input's human messages,
-  else the input as JSON; a run still open is first ended ``run_terminal("interrupted")``);
+* a checkpoint whose metadata ``source`` is ``input`` → ``run_started`` (goal: the input's first human
+  message, else the input as JSON; ``system_prompt``: the text of the system messages that begin the
+  thread's messages, the thread's own when it already has messages, else the input's, joined by a blank
+  line as the importers join a transcript's leading system messages; a run still open is first ended
+  ``run_terminal("interrupted")``);
 * the LangChain messages a step appended to a list channel (found by the delta above) → an ``AIMessage`` is
   ``llm_completed`` (text and tool calls; ``provider_replay`` with protocol :data:`PROTOCOL`, the provider
   and model from ``response_metadata``, ``reasoning_content`` from ``additional_kwargs``, and the whole
   message as ``native_message``), ``custom`` :data:`USAGE_KIND` when it has ``usage_metadata``, and
   ``tool_requested`` for its tool calls; a run of ``ToolMessage`` is one ``tool_completed``; a
-  ``HumanMessage`` after the run's input is ``custom`` ``signal_message`` (replay shows it as a user
-  message); system messages record nothing. A step that rewrites earlier messages (``RemoveMessage``, a
-  same-id replacement) records the messages from the first changed one on, and replay is not truncated;
+  ``HumanMessage`` after the run's goal (the input's later ones too) is ``custom`` ``signal_message``
+  (replay shows it as a user message). So replay holds one message per human, AI and tool message, in the
+  thread's order. A ``SystemMessage`` is not a replay message: the seed's vocabulary has one place for a
+  system prompt, ``run_started.system_prompt`` (the kernel sends it beside the history, and ``flightlog
+  replay`` prints it before the messages), so a thread's leading system messages are recorded there; a
+  system message that does not begin the thread (added mid-thread, or prepended by a node after the run
+  started) has no seed event and is kept in the checkpoint blobs only;
+* a step that rewrites earlier messages (``RemoveMessage``, ``REMOVE_ALL_MESSAGES``, a same-id
+  replacement; in a node, an input or ``update_state``) → ``rollbacked`` (no reason) to the replay history
+  before the first changed message (the history at the parent checkpoint less one message per human, AI
+  and tool message the step dropped from there on, and less the run's goal when the step applies the
+  run's input), then the messages from the first changed one on as above, so ``replay`` shows exactly the
+  thread's messages;
 * a checkpoint whose parent is not the thread's latest (time travel, ``update_state`` on an earlier
   checkpoint) → ``rollbacked`` to the replay history at the parent (and ``run_started`` when no run is open);
 * an ``interrupt()`` (an ``__interrupt__`` write) → per interrupt ``tool_gated`` (call id: the interrupt
@@ -56,10 +69,28 @@ namespace (``checkpoint_ns == ""``; subgraphs are recorded as blobs only) as see
 * ``Command(resume=...)`` (the ``__resume__`` write of LangGraph's null task) → per pending interrupt
   ``permission_resolved`` (approved per :data:`DENIALS`, responder per :data:`RESPONDER_KEYS`), then
   ``resumed`` with the approved and denied ids;
+* a static interrupt (``compile(interrupt_before=[...])`` / ``interrupt_after``, or the same ``invoke``
+  arguments): LangGraph tells a checkpointer nothing when the graph stops there, and reports it only to
+  graph lifecycle callbacks, so it is recorded when :attr:`FlightlogSaver.lifecycle` is among the run's
+  callbacks (``graph.with_config(callbacks=[saver.lifecycle])``): ``suspended`` (reason ``waiting for
+  input (<interrupt_before|interrupt_after>, next: <nodes>)``, no pending calls) after the checkpoint it
+  stopped at (with its ``put``, or then a ``custom`` :data:`STOPPED_KIND`), so ``runs`` shows the run
+  ``waiting_input``. No ``tool_gated``/``permission_requested``/``permission_resolved``: a breakpoint
+  asks no question and ``invoke(None, config)`` answers none, so recording a request or a decision would
+  invent one; the next checkpoint of the open run that is not an ``update_state`` (which edits the
+  state while it waits) → ``resumed`` with no approved or denied ids, before its step's events. Without
+  the handler a static stop records nothing (the run reads ``running`` until it goes on);
 * a node failure (an ``__error__`` write) → ``rollbacked`` (reason ``fatal_tool_error`` naming the node
   and the exception) and ``run_terminal("error in node ...")``;
 * a ``loop`` checkpoint with nothing left to run (no ``branch:to:*``, ``__start__`` or pending sends) →
-  ``run_terminal("completed")`` with the run's model calls and tokens.
+  ``run_terminal("completed")`` with the run's model calls and tokens;
+* ``copy_thread`` → on the target, before its ``langgraph.thread_copied`` (the source's own events are
+  not copied: they describe the source's runs, under its session): the state the copy holds, as of the
+  source's latest root checkpoint (what the copy's next run continues from): ``run_started`` (run id: that
+  checkpoint's id; goal: the first human message of its messages, else ``copy of LangGraph thread
+  <source>``; its system prompt), its messages as above, then its pending interrupt, error and resume
+  writes as above, and ``run_terminal("completed")`` when nothing is left to run; so ``runs`` shows the
+  copy's real state and ``replay`` its messages. The ``thread_copied`` record names the source.
 
 LangGraph saves a task's writes in the background, sometimes before the checkpoint they belong to: an
 interrupt, error or resume write is described when both it and its checkpoint are recorded (by the later of
@@ -99,9 +130,9 @@ import random
 import threading
 from collections.abc import AsyncIterator, Callable, Iterator, Sequence
 from dataclasses import dataclass, field
-from typing import Any, NamedTuple
+from typing import TYPE_CHECKING, Any, NamedTuple
 
-from langchain_core.messages import AIMessage, BaseMessage, HumanMessage, ToolMessage
+from langchain_core.messages import AIMessage, BaseMessage, HumanMessage, SystemMessage, ToolMessage
 from langchain_core.runnables import RunnableConfig
 from langgraph.checkpoint.base import (
     WRITES_IDX_MAP,
@@ -142,6 +173,9 @@ from ..messages import ContentPart, Message, TextPart, ToolCall, ToolResult
 from ..recorder import Recorder, verify_session
 from ..store.base import Store
 
+if TYPE_CHECKING:
+    from langgraph.callbacks import GraphCallbackHandler
+
 __all__ = [
     "CHECKPOINT_KIND",
     "DENIALS",
@@ -151,6 +185,7 @@ __all__ = [
     "RUNS_DELETED_KIND",
     "SESSION_PREFIX",
     "SOURCE",
+    "STOPPED_KIND",
     "THREAD_COPIED_KIND",
     "THREAD_DELETED_KIND",
     "USAGE_KIND",
@@ -170,6 +205,10 @@ RUNS_DELETED_KIND = "langgraph.runs_deleted"
 """``custom_kind`` of the event ``delete_for_runs`` appends (``run_ids``); the fold drops their checkpoints."""
 PRUNED_KIND = "langgraph.pruned"
 """``custom_kind`` of the event ``prune`` appends (``strategy``); the fold drops the pruned checkpoints."""
+STOPPED_KIND = "langgraph.static_interrupt"
+"""``custom_kind`` of the event recording a static interrupt LangGraph reported (:attr:`FlightlogSaver.
+lifecycle`) after the checkpoint it stopped at was recorded: ``thread_id``, ``checkpoint_id``, ``status``
+(``interrupt_before`` / ``interrupt_after``); the ``suspended`` it describes comes just before it."""
 THREAD_COPIED_KIND = "langgraph.thread_copied"
 """``custom_kind`` of the event ``copy_thread`` appends to the target: the source's checkpoints, values and
 writes as references (the artifacts are shared, not copied)."""
@@ -420,8 +459,10 @@ def _ai_events(msg: AIMessage, turn: int) -> list[Event]:
 
 def _message_events(messages: Sequence[BaseMessage], turn: int, *, skip_user: bool) -> list[Event]:
     """Readable events for messages appended to a channel: ``AIMessage`` → :func:`_ai_events`, a run of
-    ``ToolMessage`` → one ``tool_completed``, ``HumanMessage`` → ``custom`` ``signal_message`` (unless
-    ``skip_user``: the run's input, already the ``run_started`` goal); other kinds (system) record nothing."""
+    ``ToolMessage`` → one ``tool_completed``, ``HumanMessage`` → ``custom`` ``signal_message`` (but the
+    first one when ``skip_user``: the run's input, already the ``run_started`` goal); a ``SystemMessage``
+    records nothing here (the thread's leading system messages are the run's ``run_started.system_prompt``,
+    see :func:`_system_prompt`)."""
     events: list[Event] = []
     results: list[ToolResult] = []
     for msg in messages:
@@ -437,23 +478,55 @@ def _message_events(messages: Sequence[BaseMessage], turn: int, *, skip_user: bo
             results = []
         if isinstance(msg, AIMessage):
             events.extend(_ai_events(msg, turn))
-        elif isinstance(msg, HumanMessage) and not skip_user:
-            events.append(Custom(custom_kind=USER_MESSAGE_KIND, payload={"text": _text(msg.content)}))
+        elif isinstance(msg, HumanMessage):
+            if skip_user:
+                skip_user = False  # the goal
+            else:
+                events.append(Custom(custom_kind=USER_MESSAGE_KIND, payload={"text": _text(msg.content)}))
     if results:
         events.append(ToolCompleted(turn=turn, results=results))
     return events
 
 
 def _goal(value: Any) -> str:
-    """The ``run_started`` goal of a graph input: its human messages' text, else the input as JSON."""
-    msgs = value.get("messages") if isinstance(value, dict) else value
+    """The ``run_started`` goal of a graph input: its first human message's text (the input's later human
+    messages are recorded as ``signal_message``, so replay holds one user message per human message), else
+    the input as JSON."""
+    msgs = _input_messages(value)
     if isinstance(msgs, BaseMessage):
         msgs = [msgs]
     if isinstance(msgs, list) and msgs and all(isinstance(m, BaseMessage) for m in msgs):
-        texts = [_text(m.content) for m in msgs if isinstance(m, HumanMessage)]
-        if texts:
-            return "\n\n".join(texts)
+        first = next((m for m in msgs if isinstance(m, HumanMessage)), None)
+        if first is not None:
+            return _text(first.content)
     return _short_json(value)
+
+
+def _system_prompt(messages: Any) -> str | None:
+    """The system prompt a thread's messages give the model: the text of the ``SystemMessage`` run that
+    begins them (joined by a blank line, as the importers join a transcript's leading system messages into
+    ``run_started.system_prompt``); None when they do not begin with one."""
+    if isinstance(messages, BaseMessage):
+        messages = [messages]
+    if not isinstance(messages, list):
+        return None
+    texts: list[str] = []
+    for m in messages:
+        if not isinstance(m, SystemMessage):
+            break
+        texts.append(_text(m.content))
+    return "\n\n".join(texts) if texts else None
+
+
+def _input_messages(value: Any) -> Any:
+    """The messages of a graph input (``{"messages": ...}``, or the input itself)."""
+    return value.get("messages") if isinstance(value, dict) else value
+
+
+def _replay_size(messages: Sequence[Any]) -> int:
+    """How many replay messages ``messages`` put in the history when recorded by :func:`_message_events`
+    (one per AI, tool and human message; a system message none)."""
+    return sum(1 for m in messages if isinstance(m, AIMessage | ToolMessage | HumanMessage))
 
 
 def _responder(config: RunnableConfig) -> str:
@@ -579,6 +652,12 @@ class FlightlogSaver(BaseCheckpointSaver[str]):
         self.notary = resolve_notary(notary)
         self._threads: dict[str, _Thread] = {}
         self._lock = threading.RLock()
+        # static interrupts (:attr:`lifecycle`): stops reported before their put (checkpoint id -> status),
+        # and each thread's last root checkpoint put by this saver (both ways)
+        self._stops: dict[str, str] = {}
+        self._last_root: dict[str, str] = {}
+        self._root_thread: dict[str, str] = {}
+        self._lifecycle: GraphCallbackHandler | None = None
 
     # ─── the fold ─────────────────────────────────────────────────────────────────────────
     def _thread(self, thread_id: str) -> _Thread:
@@ -1043,13 +1122,18 @@ class FlightlogSaver(BaseCheckpointSaver[str]):
         def build(thread: _Thread, rec: Recorder) -> tuple[builtins.list[Event], dict[str, Any]]:
             channels: dict[str, Any] = {}
             appended: builtins.list[BaseMessage] = []
+            dropped: builtins.list[BaseMessage] | None = None  # None: no earlier message rewritten
             for channel, version in new_versions.items():
                 if channel not in values:
                     channels[channel] = {"version": version, "type": "empty"}
                     continue
-                entry, new = self._store_value(thread, rec, ns, channel, version, values[channel], parent)
+                value = values[channel]
+                entry, new, removed = self._store_value(thread, rec, ns, channel, version, value, parent)
                 channels[channel] = {"version": version, **entry}
-                if _is_messages(new):
+                if removed and ns == "" and (old := self._dropped(thread, ns, channel, parent, removed)):
+                    dropped = [*(dropped or []), *old]
+                    appended.extend(m for m in new if isinstance(m, BaseMessage))
+                elif _is_messages(new):
                     appended.extend(new)
             payload: dict[str, Any] = {
                 "thread_id": thread_id,
@@ -1064,13 +1148,72 @@ class FlightlogSaver(BaseCheckpointSaver[str]):
             events: builtins.list[Event] = []
             if ns == "" and checkpoint["id"] not in thread.checkpoints.get(ns, {}):
                 events = self._step_events(
-                    thread, checkpoint["id"], parent, dict(meta), values, appended, config
+                    thread, checkpoint["id"], parent, dict(meta), values, (appended, dropped), config
                 )
+                if (stop := self._stops.get(checkpoint["id"])) is not None:  # reported before this put
+                    events.extend(self._stop_events(thread, meta.get("step"), stop, values, events))
             return events, payload
 
         with self._lock:
             self._write(thread_id, CHECKPOINT_KIND, build)
+            if ns == "":
+                self._stops.pop(checkpoint["id"], None)
+                self._root_thread.pop(self._last_root.get(thread_id, ""), None)
+                self._last_root[thread_id] = checkpoint["id"]
+                self._root_thread[checkpoint["id"]] = thread_id
         return _config(thread_id, ns, checkpoint["id"])
+
+    @property
+    def lifecycle(self) -> GraphCallbackHandler:
+        """A LangGraph graph lifecycle callback handler that records static interrupts on this saver.
+
+        LangGraph tells a checkpointer nothing when a graph stops at an ``interrupt_before`` /
+        ``interrupt_after`` node (the last ``put`` looks like any step's); it reports the stop only to the
+        :class:`langgraph.callbacks.GraphCallbackHandler` callbacks of the run. Pass this one with the
+        graph's runs: ``graph.with_config(callbacks=[saver.lifecycle])`` or ``config["callbacks"]``; each
+        stop at a root checkpoint of a run still open is then recorded as ``suspended`` (module docstring).
+        Dynamic ``interrupt()`` and subgraph stops are ignored here (the writes record the former).
+
+        Raises:
+            ImportError: the installed LangGraph has no ``langgraph.callbacks`` (lifecycle callbacks).
+        """
+        if self._lifecycle is None:
+            from langgraph.callbacks import GraphCallbackHandler, GraphInterruptEvent
+
+            saver = self
+
+            class _Lifecycle(GraphCallbackHandler):
+                def on_interrupt(self, event: GraphInterruptEvent) -> None:
+                    if event.status in ("interrupt_before", "interrupt_after") and not event.checkpoint_ns:
+                        saver._static_interrupt(event.checkpoint_id, event.status)
+
+            self._lifecycle = _Lifecycle()
+        return self._lifecycle
+
+    def _static_interrupt(self, checkpoint_id: str, status: str) -> None:
+        """Record that the graph stopped at root checkpoint ``checkpoint_id`` for a static interrupt:
+        ``suspended`` now when its ``put`` is recorded, else with that ``put`` (LangGraph saves checkpoints
+        in the background, so the callback may come first)."""
+        with self._lock:
+            thread_id = self._root_thread.get(checkpoint_id)
+            if thread_id is None:
+                self._stops[checkpoint_id] = status
+                return
+
+            def build(thread: _Thread, _rec: Recorder) -> tuple[builtins.list[Event], dict[str, Any]] | None:
+                cp = thread.checkpoints.get("", {}).get(checkpoint_id)
+                if cp is None or thread.last_cp.get("") != checkpoint_id:
+                    return None  # the thread moved on (another writer) or forgot it
+                values = self._tuple(thread, "", checkpoint_id, _config(thread_id, "", checkpoint_id))
+                events = self._stop_events(
+                    thread, cp.metadata.get("step"), status, values.checkpoint["channel_values"], []
+                )
+                if not events:
+                    return None
+                payload = {"thread_id": thread_id, "checkpoint_id": checkpoint_id, "status": status}
+                return events, payload
+
+            self._write(thread_id, STOPPED_KIND, build)
 
     def _store_value(
         self,
@@ -1081,12 +1224,17 @@ class FlightlogSaver(BaseCheckpointSaver[str]):
         version: str | int | float,
         value: Any,
         parent: str | None,
-    ) -> tuple[dict[str, Any], Any]:
-        """Store one channel value; returns its entry and what is new in it: for a list, the elements after
-        the parent's value when that value is the list's beginning (serialized element by element and
-        compared by their sha256; stored as a delta), else the whole value."""
-        if type(value) is not list or not value:
-            return self._typed(rec, value), value
+    ) -> tuple[dict[str, Any], Any, int]:
+        """Store one channel value; returns its entry, what is new in it and how many of the parent's
+        elements it drops: for a list, the elements after the parent's value when that value is the list's
+        beginning (serialized element by element and compared by their sha256; stored as a delta; drops
+        none), else the elements from the first one that differs from the parent's (a rewrite: it drops the
+        parent's elements from there on), else the whole value."""
+        if type(value) is not list:
+            return self._typed(rec, value), value, 0
+        if not value:  # emptied (REMOVE_ALL_MESSAGES): drops the parent's whole list
+            base = self._base_list(thread, ns, channel, parent)
+            return self._typed(rec, value), value, len(base[1]) if base is not None else 0
         elements = self._digests(value)
         base = self._base_list(thread, ns, channel, parent)
         thread.lists[(ns, channel)] = (version, elements)
@@ -1094,25 +1242,21 @@ class FlightlogSaver(BaseCheckpointSaver[str]):
             base_version, base_elements = base
             n = len(base_elements)
             if 0 < n <= len(elements) and elements[:n] == base_elements:
-                return {**self._typed(rec, value[n:]), "base": base_version}, value[n:]
+                return {**self._typed(rec, value[n:]), "base": base_version}, value[n:], 0
             k = next(
                 (i for i, (a, b) in enumerate(zip(elements, base_elements, strict=False)) if a != b),
                 min(n, len(value)),
             )
-            return self._typed(rec, value), value[k:]
-        return self._typed(rec, value), value
+            return self._typed(rec, value), value[k:], n - k
+        return self._typed(rec, value), value, 0
 
     def _base_list(
         self, thread: _Thread, ns: str, channel: str, parent: str | None
     ) -> tuple[str | int | float, builtins.list[bytes]] | None:
         """The parent checkpoint's version of ``channel`` and its elements' digests (from the writer's
         cache, else loaded from the ledger), or None when the parent has no list there."""
-        cp = thread.checkpoints.get(ns, {}).get(parent or "")
-        if cp is None:
-            return None
-        body = cp.checkpoint.json if cp.checkpoint.ref is None else self._load(thread, cp.checkpoint.ref)
-        version = body.get("channel_versions", {}).get(channel)
-        if version is None or thread.blobs.get((ns, channel, version)) is None:
+        version = self._parent_version(thread, ns, channel, parent)
+        if version is None:
             return None
         cached = thread.lists.get((ns, channel))
         if cached is not None and cached[0] == version:
@@ -1121,6 +1265,27 @@ class FlightlogSaver(BaseCheckpointSaver[str]):
         if type(value) is not list:
             return None
         return version, self._digests(value)
+
+    def _parent_version(
+        self, thread: _Thread, ns: str, channel: str, parent: str | None
+    ) -> str | int | float | None:
+        """The version of ``channel`` at the parent checkpoint when it holds a value there, else None."""
+        cp = thread.checkpoints.get(ns, {}).get(parent or "")
+        if cp is None:
+            return None
+        body = cp.checkpoint.json if cp.checkpoint.ref is None else self._load(thread, cp.checkpoint.ref)
+        version = body.get("channel_versions", {}).get(channel)
+        if version is None or thread.blobs.get((ns, channel, version)) is None:
+            return None
+        return version  # type: ignore[no-any-return]  # a stored ChannelVersions value
+
+    def _dropped(
+        self, thread: _Thread, ns: str, channel: str, parent: str | None, dropped: int
+    ) -> builtins.list[BaseMessage]:
+        """The parent's last ``dropped`` messages of ``channel`` (those a rewrite replaced or removed)."""
+        version = self._parent_version(thread, ns, channel, parent)
+        old = self._load_blob(thread, ns, channel, version) if version is not None else None
+        return list(old[len(old) - dropped :]) if isinstance(old, list) and _is_messages(old) else []
 
     def _digests(self, value: builtins.list[Any]) -> builtins.list[bytes]:
         """sha256 of each element's serialized form (serde type tag and bytes): what two lists are compared
@@ -1137,24 +1302,44 @@ class FlightlogSaver(BaseCheckpointSaver[str]):
         parent: str | None,
         meta: dict[str, Any],
         values: dict[str, Any],
-        appended: builtins.list[BaseMessage],
+        messages: tuple[builtins.list[BaseMessage], builtins.list[BaseMessage] | None],
         config: RunnableConfig,
     ) -> builtins.list[Event]:
-        """The readable events of a new root checkpoint (module docstring: readable events)."""
+        """The readable events of a new root checkpoint (module docstring: readable events).
+
+        ``messages``: the messages the step added (from the first changed one on), and the parent's
+        messages it replaced or removed (None when it only appended)."""
         step = meta.get("step")
         turn = step if isinstance(step, int) and step > 0 else 0
         events: builtins.list[Event] = []
         if meta.get("source") == "input":
             if thread.run_open:
                 events.append(_terminal("interrupted", thread, events))
-            return [*events, RunStarted(run_id=checkpoint_id, goal=_goal(values.get("__start__")))]
+            start = values.get("__start__")
+            held = values.get("messages")
+            prompt = _system_prompt(held if _is_messages(held) else _input_messages(start))
+            return [*events, RunStarted(run_id=checkpoint_id, goal=_goal(start), system_prompt=prompt)]
+        if (
+            thread.run_open
+            and not thread.gates
+            and meta.get("source") != "update"
+            and self.store.get_session(thread.session_id).status == "suspended"
+        ):  # resumed after a static interrupt (``invoke(None, config)``; module docstring)
+            events.append(Resumed(turn=turn))
         if parent and parent != thread.last_cp.get("") and ("", parent) in thread.cp_history:
             events.append(Rollbacked(turn=turn, checkpoint_history_len=thread.cp_history[("", parent)]))
         if not thread.run_open:
             goal = f"continue thread {thread.thread_id} from checkpoint {parent}"
-            events.append(RunStarted(run_id=checkpoint_id, goal=goal))
+            prompt = _system_prompt(values.get("messages"))
+            events.append(RunStarted(run_id=checkpoint_id, goal=goal, system_prompt=prompt))
         parent_cp = thread.checkpoints.get("", {}).get(parent or "")
         from_input = parent_cp is not None and parent_cp.metadata.get("source") == "input"
+        appended, dropped = messages
+        if dropped is not None:  # back to the history before the first rewritten message, then the rest
+            at_parent = thread.cp_history.get(("", parent or ""), thread.history)
+            keep = at_parent - _replay_size(dropped) - (1 if from_input else 0)  # the goal follows them
+            events.append(Rollbacked(turn=turn, checkpoint_history_len=max(0, keep)))
+            from_input = False  # the goal was rolled back with them: the input's messages are recorded
         events.extend(_message_events(appended, turn, skip_user=from_input))
         stored = thread.writes.get(("", checkpoint_id), {})
         if stored:  # writes recorded before their checkpoint (LangGraph saves them in the background)
@@ -1168,6 +1353,20 @@ class FlightlogSaver(BaseCheckpointSaver[str]):
         ):
             events.append(_terminal("completed", thread, events))
         return events
+
+    def _stop_events(
+        self, thread: _Thread, step: Any, status: str, values: dict[str, Any], before: Sequence[Event]
+    ) -> builtins.list[Event]:
+        """``suspended`` for a static interrupt LangGraph reported at a root checkpoint (``status``:
+        ``interrupt_before`` or ``interrupt_after``; ``values``: its channel values, whose ``branch:to:*``
+        name the nodes that run next), when the run is open after ``before``; else nothing."""
+        started = any(isinstance(e, RunStarted) for e in before)
+        if any(isinstance(e, RunTerminal) for e in before) or not (thread.run_open or started):
+            return []
+        turn = step + 1 if isinstance(step, int) and step >= 0 else 0
+        nodes = sorted(c.removeprefix("branch:to:") for c in values if c.startswith("branch:to:"))
+        reason = f"waiting for input ({status}, next: {', '.join(nodes) or 'nothing'})"
+        return [Suspended(turn=turn, reason=reason)]
 
     def _special_events(
         self,
@@ -1366,6 +1565,7 @@ class FlightlogSaver(BaseCheckpointSaver[str]):
         """
         with self._lock:
             src = self._thread(source_thread_id)
+            latest = self._copied_state(src)
             checkpoints = [
                 {
                     "checkpoint_ns": ns,
@@ -1405,8 +1605,57 @@ class FlightlogSaver(BaseCheckpointSaver[str]):
             "blobs": blobs,
             "writes": writes,
         }
+
+        def build(thread: _Thread, _rec: Recorder) -> tuple[builtins.list[Event], dict[str, Any]]:
+            return self._copy_events(thread, source_thread_id, latest), payload
+
         with self._lock:
-            self._write(target_thread_id, THREAD_COPIED_KIND, lambda _thread, _rec: ([], payload))
+            self._write(target_thread_id, THREAD_COPIED_KIND, build)
+
+    def _copied_state(
+        self, src: _Thread
+    ) -> tuple[CheckpointTuple, builtins.list[tuple[str, str, str, Any]]] | None:
+        """The source thread's latest root checkpoint (what the copy's next run continues from) and its
+        pending writes ``(task_id, task_path, channel, value)``."""
+        roots = src.checkpoints.get("", {})
+        if not roots:
+            return None
+        latest = max(roots)
+        ordered = sorted(src.writes.get(("", latest), {}).values(), key=_writes_sort_key)
+        writes = [(w.task_id, w.task_path, w.channel, self._load(src, w.ref)) for w in ordered]
+        return self._tuple(src, "", latest, _config(src.thread_id, "", latest)), writes
+
+    def _copy_events(
+        self,
+        thread: _Thread,
+        source_thread_id: str,
+        copied: tuple[CheckpointTuple, builtins.list[tuple[str, str, str, Any]]] | None,
+    ) -> builtins.list[Event]:
+        """The readable record of a copied thread (module docstring: readable events): a run started at
+        the copy holding the messages of the source's latest root checkpoint, then its state (pending
+        interrupts, a failed node, or completed when nothing is left to run)."""
+        if copied is None:
+            return []
+        latest, writes = copied
+        events: builtins.list[Event] = []
+        if thread.run_open:
+            events.append(_terminal("interrupted", thread, events))
+        values = latest.checkpoint["channel_values"]
+        held = values.get("messages")
+        messages = list(held) if isinstance(held, list) and _is_messages(held) else []
+        rest = [m for m in messages if not isinstance(m, SystemMessage)]
+        first = rest[0] if rest and isinstance(rest[0], HumanMessage) else None
+        goal = _text(first.content) if first is not None else f"copy of LangGraph thread {source_thread_id}"
+        step = latest.metadata.get("step")
+        turn = step if isinstance(step, int) and step > 0 else 0
+        run_id = latest.config["configurable"]["checkpoint_id"]
+        events.append(RunStarted(run_id=run_id, goal=goal, system_prompt=_system_prompt(messages)))
+        events.extend(_message_events(rest, turn, skip_user=first is not None))
+        cfg: RunnableConfig = {"configurable": {"thread_id": thread.thread_id}}
+        events.extend(self._special_events(thread, step, writes, cfg, events))
+        if _finished(values) and not any(isinstance(e, RunTerminal | Suspended) for e in events):
+            events.append(_terminal("completed", thread, events))
+        return events
 
     def get_next_version(self, current: str | None, channel: None) -> str:
         """InMemorySaver's versions: ``<32-digit counter>.<16-digit random>``, so a fork from an earlier
