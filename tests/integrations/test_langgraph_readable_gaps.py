@@ -8,6 +8,7 @@ are the run's system prompt (``run_started.system_prompt``, printed by ``replay`
 
 from __future__ import annotations
 
+import asyncio
 import json
 from pathlib import Path
 from typing import Any
@@ -172,6 +173,23 @@ def test_a_rewrite_in_the_input_itself(db: Path, store: Store) -> None:
     assert _replayed(db, "in") == _state(graph, "in")
 
 
+def test_time_travel_after_the_run_ended_replays_the_threads_messages(db: Path, store: Store) -> None:
+    graph = _chat(FlightlogSaver(store))
+    cfg = _cfg("travel")
+    graph.invoke({"messages": [HumanMessage("a")]}, cfg)
+    graph.invoke({"messages": [HumanMessage("b")]}, cfg)
+    earlier = next(s for s in graph.get_state_history(cfg) if s.next == ("model",))
+    assert [m.content for m in earlier.values["messages"]] == ["a", "echo: a", "b"]
+    graph.invoke(None, earlier.config)  # the run had ended: a new one continues from there
+    assert _replayed(db, "travel") == _state(graph, "travel")
+    assert _run(db, "travel")["terminal"]["outcome"] == "completed"
+    # and a removal on an earlier checkpoint
+    first = next(s for s in graph.get_state_history(cfg) if s.metadata and s.metadata.get("step") == 1)
+    graph.update_state(first.config, {"messages": [RemoveMessage(id=first.values["messages"][0].id or "")]})
+    assert _state(graph, "travel") == [("assistant", "echo: a")]
+    assert _replayed(db, "travel") == _state(graph, "travel")
+
+
 # ─── 3. static interrupts ─────────────────────────────────────────────────────────────────────
 
 
@@ -234,6 +252,22 @@ def test_a_static_interrupt_waits_for_input_and_resumes(db: Path, store: Store, 
     assert (run["state"], run["terminal"]["outcome"]) == ("terminal", "completed")
     assert "resumed, 0 approved, 0 denied" in _cli(db, "show", "static")
     assert _replayed(db, "static") == _state(graph, "static")
+
+
+def test_a_static_interrupt_of_an_async_graph_and_of_a_copy(db: Path, store: Store) -> None:
+    """``ainvoke`` reports the stop to the handler too; a copy of the stopped thread waits, and resumes."""
+    saver = FlightlogSaver(store)
+    graph = _tooling(saver, interrupt_before=["tools"])
+    asyncio.run(graph.ainvoke({"messages": [HumanMessage("look it up")]}, _cfg("async")))
+    assert _run(db, "async")["state"] == "waiting_input"
+    saver.copy_thread("async", "copy")
+    assert _run(db, "copy")["state"] == "waiting_input"
+    suspended = [e for e in _events(store, "copy") if e["kind"] == "suspended"]
+    assert [e["reason"] for e in suspended] == ["waiting for input (static interrupt, next: tools)"]
+    asyncio.run(graph.ainvoke(None, _cfg("copy")))
+    assert _run(db, "copy")["terminal"]["outcome"] == "completed"
+    assert _replayed(db, "copy") == _state(graph, "copy")
+    assert _run(db, "async")["state"] == "waiting_input"
 
 
 def test_a_dynamic_interrupt_is_not_recorded_twice_by_the_lifecycle_handler(db: Path, store: Store) -> None:

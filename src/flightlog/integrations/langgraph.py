@@ -63,7 +63,9 @@ namespace (``checkpoint_ns == ""``; subgraphs are recorded as blobs only) as see
   run's input), then the messages from the first changed one on as above, so ``replay`` shows exactly the
   thread's messages;
 * a checkpoint whose parent is not the thread's latest (time travel, ``update_state`` on an earlier
-  checkpoint) → ``rollbacked`` to the replay history at the parent (and ``run_started`` when no run is open);
+  checkpoint) → ``rollbacked`` to the replay history at the parent, after a ``run_started`` when no run
+  is open (goal ``continue thread <id> from checkpoint <parent>``; the rollback leaves that goal out of
+  the history, so replay holds the thread's messages at the parent);
 * an ``interrupt()`` (an ``__interrupt__`` write) → per interrupt ``tool_gated`` (call id: the interrupt
   id, tool: the node) and ``permission_requested``, then ``suspended`` naming the interrupt ids;
 * ``Command(resume=...)`` (the ``__resume__`` write of LangGraph's null task) → per pending interrupt
@@ -89,8 +91,10 @@ namespace (``checkpoint_ns == ""``; subgraphs are recorded as blobs only) as see
   source's latest root checkpoint (what the copy's next run continues from): ``run_started`` (run id: that
   checkpoint's id; goal: the first human message of its messages, else ``copy of LangGraph thread
   <source>``; its system prompt), its messages as above, then its pending interrupt, error and resume
-  writes as above, and ``run_terminal("completed")`` when nothing is left to run; so ``runs`` shows the
-  copy's real state and ``replay`` its messages. The ``thread_copied`` record names the source.
+  writes as above, and ``run_terminal("completed")`` when nothing is left to run, or ``suspended``
+  (``waiting for input (static interrupt, next: <nodes>)``) when the source waits at a static interrupt;
+  so ``runs`` shows the copy's real state and ``replay`` its messages. The ``thread_copied`` record names
+  the source.
 
 LangGraph saves a task's writes in the background, sometimes before the checkpoint they belong to: an
 interrupt, error or resume write is described when both it and its checkpoint are recorded (by the later of
@@ -1326,12 +1330,13 @@ class FlightlogSaver(BaseCheckpointSaver[str]):
             and self.store.get_session(thread.session_id).status == "suspended"
         ):  # resumed after a static interrupt (``invoke(None, config)``; module docstring)
             events.append(Resumed(turn=turn))
-        if parent and parent != thread.last_cp.get("") and ("", parent) in thread.cp_history:
-            events.append(Rollbacked(turn=turn, checkpoint_history_len=thread.cp_history[("", parent)]))
         if not thread.run_open:
             goal = f"continue thread {thread.thread_id} from checkpoint {parent}"
             prompt = _system_prompt(values.get("messages"))
             events.append(RunStarted(run_id=checkpoint_id, goal=goal, system_prompt=prompt))
+        if parent and parent != thread.last_cp.get("") and ("", parent) in thread.cp_history:
+            # after the run_started: back to the history at the parent, without the new run's goal
+            events.append(Rollbacked(turn=turn, checkpoint_history_len=thread.cp_history[("", parent)]))
         parent_cp = thread.checkpoints.get("", {}).get(parent or "")
         from_input = parent_cp is not None and parent_cp.metadata.get("source") == "input"
         appended, dropped = messages
@@ -1653,8 +1658,12 @@ class FlightlogSaver(BaseCheckpointSaver[str]):
         events.extend(_message_events(rest, turn, skip_user=first is not None))
         cfg: RunnableConfig = {"configurable": {"thread_id": thread.thread_id}}
         events.extend(self._special_events(thread, step, writes, cfg, events))
-        if _finished(values) and not any(isinstance(e, RunTerminal | Suspended) for e in events):
+        if any(isinstance(e, RunTerminal | Suspended) for e in events):
+            return events
+        if _finished(values):
             events.append(_terminal("completed", thread, events))
+        elif self.store.get_session(session_id_for(source_thread_id)).status == "suspended":
+            events.extend(self._stop_events(thread, step, "static interrupt", values, events))
         return events
 
     def get_next_version(self, current: str | None, channel: None) -> str:
