@@ -72,11 +72,19 @@ def _echo(state: MessagesState) -> dict[str, Any]:
 
 
 def _chat(saver: FlightlogSaver) -> Any:
+    return _line(("model", _echo)).compile(checkpointer=saver)
+
+
+def _line(*nodes: tuple[str, Any]) -> Any:
+    """A ``MessagesState`` graph builder running ``nodes`` (name, action) one after the other."""
     g = StateGraph(MessagesState)
-    g.add_node("model", _echo)
-    g.add_edge(START, "model")
-    g.add_edge("model", END)
-    return g.compile(checkpointer=saver)
+    previous = START
+    for name, action in nodes:
+        g.add_node(name, action)
+        g.add_edge(previous, name)
+        previous = name
+    g.add_edge(previous, END)
+    return g
 
 
 # ─── 1. system prompts ────────────────────────────────────────────────────────────────────────
@@ -122,13 +130,7 @@ def _trimming(saver: FlightlogSaver) -> Any:
             return {"messages": [RemoveMessage(id=REMOVE_ALL_MESSAGES), HumanMessage("start over")]}
         return {}
 
-    g = StateGraph(MessagesState)
-    g.add_node("trim", trim)
-    g.add_node("model", _echo)
-    g.add_edge(START, "trim")
-    g.add_edge("trim", "model")
-    g.add_edge("model", END)
-    return g.compile(checkpointer=saver)
+    return _line(("trim", trim), ("model", _echo)).compile(checkpointer=saver)
 
 
 def test_replay_follows_removed_and_replaced_messages(db: Path, store: Store) -> None:
@@ -276,11 +278,7 @@ def test_a_dynamic_interrupt_is_not_recorded_twice_by_the_lifecycle_handler(db: 
     def ask(state: MessagesState) -> dict[str, Any]:
         return {"messages": [AIMessage(content=str(interrupt("go?")))]}
 
-    g = StateGraph(MessagesState)
-    g.add_node("ask", ask)
-    g.add_edge(START, "ask")
-    g.add_edge("ask", END)
-    graph = g.compile(checkpointer=saver).with_config(callbacks=[saver.lifecycle])
+    graph = _line(("ask", ask)).compile(checkpointer=saver).with_config(callbacks=[saver.lifecycle])
     graph.invoke({"messages": [HumanMessage("q")]}, _cfg("dyn"))
     graph.invoke(Command(resume="yes"), _cfg("dyn"))
     kinds = [e["kind"] for e in _events(store, "dyn")]
@@ -316,11 +314,7 @@ def test_a_copy_of_a_thread_waiting_at_an_interrupt_waits_too(db: Path, store: S
     def ask(state: MessagesState) -> dict[str, Any]:
         return {"messages": [AIMessage(content=f"answer: {interrupt('go?')}")]}
 
-    g = StateGraph(MessagesState)
-    g.add_node("ask", ask)
-    g.add_edge(START, "ask")
-    g.add_edge("ask", END)
-    graph = g.compile(checkpointer=saver)
+    graph = _line(("ask", ask)).compile(checkpointer=saver)
     graph.invoke({"messages": [HumanMessage("q")]}, _cfg("wait"))
     saver.copy_thread("wait", "fork")
 
@@ -336,3 +330,53 @@ def test_a_copy_of_a_thread_waiting_at_an_interrupt_waits_too(db: Path, store: S
     assert "approved (responder: ann)" in _cli(db, "show", "fork")
     assert _replayed(db, "fork") == _state(graph, "fork")
     assert _run(db, "wait")["state"] == "waiting_input"  # the source still waits
+
+
+# ─── 5. subgraphs ─────────────────────────────────────────────────────────────────────────────
+
+
+def test_a_subgraph_is_a_child_run_of_the_thread(db: Path, store: Store) -> None:
+    """A subgraph node (with a nested subgraph and an ``interrupt()`` inside) is a child run: its own
+    session under the thread in ``runs``, its messages in ``replay``, its process table entries in ``show``."""
+    saver = FlightlogSaver(store)
+
+    def leaf(state: MessagesState) -> dict[str, Any]:
+        usage = {"input_tokens": 3, "output_tokens": 2, "total_tokens": 5}
+        return {"messages": [AIMessage(content="leaf answer", usage_metadata=usage)]}
+
+    def check(state: MessagesState) -> dict[str, Any]:
+        return {"messages": [AIMessage(content=f"checked: {interrupt('ok?')}")]}
+
+    middle = _line(("inner", _line(("leaf", leaf)).compile()), ("check", check)).compile()
+    graph = _line(("model", _echo), ("research", middle)).compile(checkpointer=saver)
+    cfg = _cfg("sub")
+    graph.invoke({"messages": [HumanMessage("dig")]}, cfg)
+    # the interrupt inside the subgraph is the thread's (LangGraph reports it to the root)
+    assert _run(db, "sub")["state"] == "waiting_input"
+    graph.invoke(Command(resume="fine"), cfg)
+    assert _state(graph, "sub")[-2:] == [("assistant", "leaf answer"), ("assistant", "checked: fine")]
+
+    rows = {r["run_id"]: r for r in json.loads(_cli(db, "runs", "--json"))}
+    thread = session_id_for("sub")
+    (research,) = [r for r in rows.values() if r.get("parent") == thread]
+    (leaf_run,) = [r for r in rows.values() if r.get("parent") == research["run_id"]]
+    assert research["run_id"].startswith("langgraph-subgraph:sub|research:")
+    for run in (rows[thread], research, leaf_run):
+        assert (run["source"], run["state"], run["terminal"]["outcome"]) == (
+            "workflow",
+            "terminal",
+            "completed",
+        )
+    assert (leaf_run["budget"]["tokens_used"], leaf_run["budget"]["steps_taken"]) == (5, 1)
+    # the child's replay: what it was asked (the thread's last human message), then its own messages
+    assert _replayed(db, leaf_run["run_id"]) == [("user", "dig"), ("assistant", "leaf answer")]
+    assert _replayed(db, research["run_id"]) == [
+        ("user", "dig"),
+        ("assistant", "leaf answer"),
+        ("assistant", "checked: fine"),
+    ]
+    shown = _cli(db, "show", "sub")
+    assert "running" in shown and "exited (completed)" in shown
+    # not a thread: LangGraph's list of every thread holds the thread's checkpoints only
+    assert {t.config["configurable"]["thread_id"] for t in saver.list(None)} == {"sub"}
+    assert _cli(db, "audit", research["run_id"]).startswith("ok")

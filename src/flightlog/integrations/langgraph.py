@@ -36,8 +36,8 @@ Ledger layout (one flightlog session per LangGraph ``thread_id``, id ``langgraph
   values and writes as references): markers the fold honours; no ledger row is ever deleted.
 
 Readable events. Beside those records the saver writes, in the same transaction, what happened in the root
-namespace (``checkpoint_ns == ""``; subgraphs are recorded as blobs only) as seed 000 events, so ``show``,
-``replay``, ``runs``, ``pending`` and the dashboard read a thread like a kernel run:
+namespace (``checkpoint_ns == ""``; subgraphs: see below) as seed 000 events, so ``show``, ``replay``,
+``runs``, ``pending`` and the dashboard read a thread like a kernel run:
 
 * a checkpoint whose metadata ``source`` is ``input`` → ``run_started`` (goal: the input's first human
   message, else the input as JSON; ``system_prompt``: the text of the system messages that begin the
@@ -95,6 +95,22 @@ namespace (``checkpoint_ns == ""``; subgraphs are recorded as blobs only) as see
   (``waiting for input (static interrupt, next: <nodes>)``) when the source waits at a static interrupt;
   so ``runs`` shows the copy's real state and ``replay`` its messages. The ``thread_copied`` record names
   the source.
+
+Subgraphs. Each run of a subgraph (a checkpoint namespace ``<node>:<task id>``, nested ones joined by
+``|``) is a child run, as the kernel records a sub-agent: its own session :data:`SUBGRAPH_PREFIX`
+``<thread_id>|<checkpoint_ns>`` (source :data:`SUBGRAPH_SOURCE`, ``run_source`` ``workflow``,
+``parent_session_id`` the thread's session, or the enclosing subgraph run's), written in the thread's write
+transaction; its checkpoints and writes stay in the thread's session, where LangGraph reads them. The
+subgraph's input checkpoint → ``run_started`` (goal: the input's last human message, what the subgraph is
+asked; the input's messages are the thread's context, recorded in the thread, not again) and, in the parent
+session, ``agent_process_changed`` (``agent_id`` the child session, ``role`` the node, ``isolation``
+``shared``, ``context_inheritance`` ``full``, state ``running``); the messages its later steps add → as
+above; its ``loop`` checkpoint with nothing left to run → ``run_terminal("completed")`` (its model calls and
+tokens) and ``agent_process_changed`` ``exited`` (``completed``) in the parent. Each write to the child's
+session ends with a ``custom`` :data:`SUBGRAPH_STEP_KIND`. A subgraph's interrupts and errors are recorded
+where LangGraph reports them to the parent (the root's writes); its rewrites and static interrupts are not
+described in the child's session, and ``copy_thread`` / ``delete_thread`` / ``prune`` leave subgraph runs'
+sessions as they are.
 
 LangGraph saves a task's writes in the background, sometimes before the checkpoint they belong to: an
 interrupt, error or resume write is described when both it and its checkpoint are recorded (by the later of
@@ -155,6 +171,7 @@ from langgraph.types import Interrupt
 from ..encoding import canonical_json, parse_json
 from ..errors import AppendConflict, EncodingError, LedgerIntegrityError, SessionNotFound, StaleWriter
 from ..events import (
+    AgentProcessChanged,
     Custom,
     Event,
     LlmCompleted,
@@ -190,6 +207,9 @@ __all__ = [
     "SESSION_PREFIX",
     "SOURCE",
     "STOPPED_KIND",
+    "SUBGRAPH_PREFIX",
+    "SUBGRAPH_SOURCE",
+    "SUBGRAPH_STEP_KIND",
     "THREAD_COPIED_KIND",
     "THREAD_DELETED_KIND",
     "USAGE_KIND",
@@ -213,9 +233,17 @@ STOPPED_KIND = "langgraph.static_interrupt"
 """``custom_kind`` of the event recording a static interrupt LangGraph reported (:attr:`FlightlogSaver.
 lifecycle`) after the checkpoint it stopped at was recorded: ``thread_id``, ``checkpoint_id``, ``status``
 (``interrupt_before`` / ``interrupt_after``); the ``suspended`` it describes comes just before it."""
+SUBGRAPH_STEP_KIND = "langgraph.subgraph_step"
+"""``custom_kind`` closing each write to a subgraph run's session: ``thread_id``, ``checkpoint_ns``,
+``checkpoint_id`` (the checkpoint, kept in the thread's session, whose step it describes)."""
 THREAD_COPIED_KIND = "langgraph.thread_copied"
 """``custom_kind`` of the event ``copy_thread`` appends to the target: the source's checkpoints, values and
 writes as references (the artifacts are shared, not copied)."""
+SUBGRAPH_PREFIX = "langgraph-subgraph:"
+"""A subgraph run's session id is ``langgraph-subgraph:<thread_id>|<checkpoint_ns>`` (its own session, a
+child run of the thread's; not a thread: :meth:`FlightlogSaver.list` does not list it)."""
+SUBGRAPH_SOURCE = "langgraph.subgraph"
+"""The ``source`` of a subgraph run's session."""
 SESSION_PREFIX = "langgraph:"
 """Session ids are ``langgraph:<thread_id>`` (``flightlog show <thread_id>`` resolves them too)."""
 SOURCE = "langgraph"
@@ -662,6 +690,7 @@ class FlightlogSaver(BaseCheckpointSaver[str]):
         self._last_root: dict[str, str] = {}
         self._root_thread: dict[str, str] = {}
         self._lifecycle: GraphCallbackHandler | None = None
+        self._children: dict[str, Recorder] = {}  # subgraph runs' sessions being written
 
     # ─── the fold ─────────────────────────────────────────────────────────────────────────
     def _thread(self, thread_id: str) -> _Thread:
@@ -1150,6 +1179,10 @@ class FlightlogSaver(BaseCheckpointSaver[str]):
             if parent:
                 payload["parent_checkpoint_id"] = parent
             events: builtins.list[Event] = []
+            if ns != "" and checkpoint["id"] not in thread.checkpoints.get(ns, {}):
+                events = self._subgraph_events(
+                    thread, ns, checkpoint["id"], parent, dict(meta), values, appended
+                )
             if ns == "" and checkpoint["id"] not in thread.checkpoints.get(ns, {}):
                 events = self._step_events(
                     thread, checkpoint["id"], parent, dict(meta), values, (appended, dropped), config
@@ -1166,6 +1199,116 @@ class FlightlogSaver(BaseCheckpointSaver[str]):
                 self._last_root[thread_id] = checkpoint["id"]
                 self._root_thread[checkpoint["id"]] = thread_id
         return _config(thread_id, ns, checkpoint["id"])
+
+    def _subgraph_events(
+        self,
+        thread: _Thread,
+        ns: str,
+        checkpoint_id: str,
+        parent: str | None,
+        meta: dict[str, Any],
+        values: dict[str, Any],
+        appended: builtins.list[BaseMessage],
+    ) -> builtins.list[Event]:
+        """Record a subgraph checkpoint as its run's readable events, in the run's own session (module
+        docstring: subgraphs), appended in the thread's write transaction; returns the events for the
+        thread's session (the process table entries of a subgraph of the root graph)."""
+        outer, _, _ = ns.rpartition("|")
+        node = ns.rsplit("|", 1)[-1].split(":", 1)[0]
+        sid = f"{SUBGRAPH_PREFIX}{thread.thread_id}|{ns}"
+        parent_sid = f"{SUBGRAPH_PREFIX}{thread.thread_id}|{outer}" if outer else thread.session_id
+        outer_cp = thread.checkpoints.get(outer, {}).get(thread.last_cp.get(outer, ""))
+        outer_step = outer_cp.metadata.get("step") if outer_cp is not None else None
+        outer_turn = outer_step + 1 if isinstance(outer_step, int) and outer_step >= 0 else 0
+        step = meta.get("step")
+        turn = step if isinstance(step, int) and step > 0 else 0
+        child = self._child_recorder(
+            sid, parent_sid, f"LangGraph subgraph {node} of thread {thread.thread_id}"
+        )
+        parent_cp = thread.checkpoints.get(ns, {}).get(parent or "")
+        entry: builtins.list[Event] = []
+        events: builtins.list[Event] = []
+        if meta.get("source") == "input":
+            start = values.get("__start__")
+            held = _input_messages(start)
+            asks = [m for m in held if isinstance(m, HumanMessage)] if isinstance(held, list) else []
+            goal = _text(asks[-1].content) if asks else _goal(start)
+            prompt = _system_prompt(held)
+            events.append(RunStarted(run_id=checkpoint_id, goal=goal, system_prompt=prompt))
+            entry.append(self._process(outer_turn, sid, parent_sid, node, "running", None))
+        else:
+            if parent_cp is None or parent_cp.metadata.get("source") != "input":  # else: its input
+                events.extend(_message_events(appended, turn, skip_user=False))
+            if meta.get("source") == "loop" and _finished(values):
+                llm, tokens = 0, 0
+                for row in self.store.read_events(sid):
+                    wire = parse_json(row.event_bytes)
+                    llm += wire["kind"] == "llm_completed"
+                    if wire["kind"] == "custom" and wire["custom_kind"] == USAGE_KIND:
+                        tokens += int(wire["payload"].get("total_tokens") or 0)
+                for e in events:
+                    llm += isinstance(e, LlmCompleted)
+                    if isinstance(e, Custom) and e.custom_kind == USAGE_KIND:
+                        tokens += int(e.payload.get("total_tokens") or 0)
+                events.append(RunTerminal(reason="completed", turns_used=llm, total_tokens=tokens))
+                entry.append(self._process(outer_turn, sid, parent_sid, node, "exited", "completed"))
+        events.append(
+            Custom(
+                custom_kind=SUBGRAPH_STEP_KIND,
+                payload={"thread_id": thread.thread_id, "checkpoint_ns": ns, "checkpoint_id": checkpoint_id},
+            )
+        )
+        child.append_many(events)
+        if (status := _status_after(events)) is not None:
+            self.store.set_session_status(sid, status)
+        if any(isinstance(e, RunTerminal) for e in events):
+            self._children.pop(sid, None)
+        if outer and entry:  # a nested subgraph: its entry goes to the enclosing subgraph's run
+            self._child_recorder(parent_sid, thread.session_id, "").append_many(entry)
+            return []
+        return entry
+
+    @staticmethod
+    def _process(
+        turn: int, sid: str, parent_sid: str, node: str, state: str, termination: str | None
+    ) -> AgentProcessChanged:
+        """A process table entry of a subgraph run (the kernel's sub-agent record, seed 000)."""
+        return AgentProcessChanged(
+            turn=turn,
+            agent_id=sid,
+            parent_session_id=parent_sid,
+            role=node,
+            isolation="shared",
+            context_inheritance="full",
+            state=state,
+            result_termination=termination,
+        )
+
+    def _child_recorder(self, sid: str, parent_sid: str, task: str) -> Recorder:
+        """The recorder of a subgraph run's session: created with the thread's first checkpoint of the
+        subgraph, else (re-)attached when it is not at the session's head and epoch (another writer, or a
+        rolled-back write)."""
+        try:
+            record = self.store.get_session(sid)
+        except SessionNotFound:
+            record = None
+        rec = self._children.get(sid)
+        if record is None:
+            rec = Recorder.create(
+                self.store,
+                session_id=sid,
+                task=task,
+                source=SUBGRAPH_SOURCE,
+                parent_session_id=parent_sid,
+                metadata={"run_source": "workflow"},
+                notary=self.notary,
+            )
+        elif (
+            rec is None or rec.next_seq != record.head_seq + 1 or self.store.authority_epoch(sid) != rec.epoch
+        ):
+            rec = Recorder.attach(self.store, sid, notary=self.notary, full=self.notary is None)
+        self._children[sid] = rec
+        return rec
 
     @property
     def lifecycle(self) -> GraphCallbackHandler:
