@@ -1402,8 +1402,12 @@ class FlightlogSaver(BaseCheckpointSaver[str]):
     ) -> tuple[str | int | float, builtins.list[bytes]] | None:
         """The parent checkpoint's version of ``channel`` and its elements' digests (from the writer's
         cache, else loaded from the ledger), or None when the parent has no list there."""
-        version = self._parent_version(thread, ns, channel, parent)
-        if version is None:
+        cp = thread.checkpoints.get(ns, {}).get(parent or "")
+        if cp is None:
+            return None
+        body = cp.checkpoint.json if cp.checkpoint.ref is None else self._load(thread, cp.checkpoint.ref)
+        version = body.get("channel_versions", {}).get(channel)
+        if version is None or thread.blobs.get((ns, channel, version)) is None:
             return None
         cached = thread.lists.get((ns, channel))
         if cached is not None and cached[0] == version:
@@ -1413,25 +1417,15 @@ class FlightlogSaver(BaseCheckpointSaver[str]):
             return None
         return version, self._digests(value)
 
-    def _parent_version(
-        self, thread: _Thread, ns: str, channel: str, parent: str | None
-    ) -> str | int | float | None:
-        """The version of ``channel`` at the parent checkpoint when it holds a value there, else None."""
-        cp = thread.checkpoints.get(ns, {}).get(parent or "")
-        if cp is None:
-            return None
-        body = cp.checkpoint.json if cp.checkpoint.ref is None else self._load(thread, cp.checkpoint.ref)
-        version = body.get("channel_versions", {}).get(channel)
-        if version is None or thread.blobs.get((ns, channel, version)) is None:
-            return None
-        return version  # type: ignore[no-any-return]  # a stored ChannelVersions value
-
     def _dropped(
         self, thread: _Thread, ns: str, channel: str, parent: str | None, dropped: int
     ) -> builtins.list[BaseMessage]:
-        """The parent's last ``dropped`` messages of ``channel`` (those a rewrite replaced or removed)."""
-        version = self._parent_version(thread, ns, channel, parent)
-        old = self._load_blob(thread, ns, channel, version) if version is not None else None
+        """The parent's last ``dropped`` messages of ``channel`` (those a rewrite replaced or removed; read
+        from the parent's checkpoint, on this rare path only)."""
+        if parent is None or parent not in thread.checkpoints.get(ns, {}):
+            return []
+        values = self._tuple(thread, ns, parent, _config(thread.thread_id, ns, parent)).checkpoint
+        old = values["channel_values"].get(channel)
         return list(old[len(old) - dropped :]) if isinstance(old, list) and _is_messages(old) else []
 
     def _digests(self, value: builtins.list[Any]) -> builtins.list[bytes]:
