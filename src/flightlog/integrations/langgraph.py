@@ -405,6 +405,7 @@ RESPONDER_KEYS = ("responder", "approver", "user_id", "user")
 DENIALS = frozenset({"no", "n", "deny", "denied", "reject", "rejected", "decline", "declined"})
 """Resume values (strings, any case) recorded as a denial; also ``False`` and a dict whose ``approved`` is
 ``False`` or whose ``type``/``action``/``decision`` is one of these words. Anything else is an approval."""
+_MAX_STOPS = 1024  # static interrupts reported before their put, kept until it comes
 _LLM_PREFIX = b'{"kind":"llm_completed",'
 _MARKER_CHANNELS = ("branch:to:", "__start__", "__pregel_tasks")
 
@@ -1345,6 +1346,8 @@ class FlightlogSaver(BaseCheckpointSaver[str]):
             thread_id = self._root_thread.get(checkpoint_id)
             if thread_id is None:
                 self._stops[checkpoint_id] = status
+                while len(self._stops) > _MAX_STOPS:  # stops of checkpoints another saver puts: not ours
+                    self._stops.pop(next(iter(self._stops)))
                 return
 
             def build(thread: _Thread, _rec: Recorder) -> tuple[builtins.list[Event], dict[str, Any]] | None:
