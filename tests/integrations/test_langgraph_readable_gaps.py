@@ -27,6 +27,7 @@ from langgraph.graph import END, START, MessagesState, StateGraph
 from langgraph.graph.message import REMOVE_ALL_MESSAGES
 from langgraph.types import Command, interrupt
 
+import flightlog
 from flightlog.integrations.langgraph import FlightlogSaver, session_id_for
 from flightlog.store.base import Store
 
@@ -380,3 +381,32 @@ def test_a_subgraph_is_a_child_run_of_the_thread(db: Path, store: Store) -> None
     # not a thread: LangGraph's list of every thread holds the thread's checkpoints only
     assert {t.config["configurable"]["thread_id"] for t in saver.list(None)} == {"sub"}
     assert _cli(db, "audit", research["run_id"]).startswith("ok")
+
+
+def test_a_subgraph_run_goes_on_in_another_saver(db: Path, store: Store) -> None:
+    """A subgraph interrupted under one saver and resumed under another (its own store handle, as another
+    process): the second re-attaches to the child run's session and ends it; both chains verify."""
+
+    def check(state: MessagesState) -> dict[str, Any]:
+        return {"messages": [AIMessage(content=f"checked: {interrupt('ok?')}")]}
+
+    def build(saver: FlightlogSaver) -> Any:
+        middle = _line(("model", _echo), ("check", check)).compile()
+        return _line(("research", middle)).compile(checkpointer=saver)
+
+    build(FlightlogSaver(store)).invoke({"messages": [HumanMessage("dig")]}, _cfg("two"))
+    other = flightlog.open_store(str(db))
+    try:
+        build(FlightlogSaver(other)).invoke(Command(resume="yes"), _cfg("two"))
+    finally:
+        other.close()
+    rows = [r for r in json.loads(_cli(db, "runs", "--json")) if r.get("parent") == session_id_for("two")]
+    (child,) = rows
+    assert (child["state"], child["terminal"]["outcome"]) == ("terminal", "completed")
+    assert _replayed(db, child["run_id"]) == [
+        ("user", "dig"),
+        ("assistant", "echo: dig"),
+        ("assistant", "checked: yes"),
+    ]
+    for sid in (session_id_for("two"), child["run_id"]):
+        assert _cli(db, "verify", sid).startswith("ok"), sid
