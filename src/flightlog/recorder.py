@@ -341,19 +341,31 @@ class Recorder:
         return self.append_many([event])[0]
 
     def append_many(
-        self, events: Sequence[Event], *, recorded_at_ms: Sequence[int] | None = None
+        self,
+        events: Sequence[Event],
+        *,
+        recorded_at_ms: Sequence[int] | None = None,
+        encoded: Sequence[bytes] | None = None,
     ) -> list[StoredEvent]:
         """Durably append several events in one transaction (all or none), e.g. one turn's events.
 
         ``recorded_at_ms`` (one epoch-ms time per event) stamps the rows with their source's own times, for
         an imported transcript (:meth:`Store.append_events`); None stamps them with the time of the append.
+        ``encoded`` (one per event) are the events' stored bytes when the caller holds them already: each
+        must be ``canonical_bytes(events[i])`` (an importer's spool holds exactly these, and passes the
+        events :func:`~flightlog.encoding.decode_stored` reads back from them); None encodes the events.
+
+        Raises:
+            ValueError: ``encoded`` does not have one item per event (nothing written).
         """
+        if encoded is not None and len(encoded) != len(events):
+            raise ValueError(f"encoded has {len(encoded)} items for {len(events)} events")
         if not events:
             return []
         if self._notary is not None and self._notary.sealed:
             raise SessionSealed(session_id=self.session_id)
         with self.atomic():
-            staged, tree = self._stage(events)
+            staged, tree = self._stage(events, encoded)
             head = SessionHead(staged[-1].seq, staged[-1].hash, tree.root().hex())
             stamp = self.store.append_events(
                 self.session_id, staged, head, epoch=self._epoch, recorded_at_ms=recorded_at_ms
@@ -430,12 +442,14 @@ class Recorder:
             crash_point("append.committed")  # test-only fault injection (flightlog.testing.crashpoints)
         self._notify(done)
 
-    def _stage(self, events: Sequence[Event]) -> tuple[list[NewEvent], CompactRange]:
+    def _stage(
+        self, events: Sequence[Event], encoded: Sequence[bytes] | None = None
+    ) -> tuple[list[NewEvent], CompactRange]:
         tree = self._tree.copy()
         prev, seq = self._head, self._next_seq
         staged: list[NewEvent] = []
-        for event in events:
-            data = canonical_bytes(event)
+        for index, event in enumerate(events):
+            data = canonical_bytes(event) if encoded is None else encoded[index]
             digest = chain_hash(prev, seq, data)
             staged.append(NewEvent(seq, event.kind, data, prev, digest))
             tree.append(leaf_hash(data))

@@ -216,6 +216,18 @@ class EventSpool(MutableSequence[SessionEvent]):
         self._file.write(data)
         self._offsets.append(self._offsets[-1] + len(data))
 
+    def raw_range(self, start: int | None, stop: int | None) -> list[bytes]:
+        """The canonical bytes of the events ``[start:stop]`` (slice rules: 0-based, None for an end,
+        negative from the end, clipped), in one read."""
+        start, stop, _ = slice(start, stop).indices(len(self))
+        if start >= stop:
+            return []
+        offsets = self._offsets
+        base = offsets[start]
+        self._file.seek(base)
+        data = self._file.read(offsets[stop] - base)
+        return [data[offsets[i] - base : offsets[i + 1] - base] for i in range(start, stop)]
+
     def raw(self, index: int) -> bytes:
         """The canonical bytes of the event at ``index`` (0-based; negative counts from the end)."""
         index = range(len(self))[index]
@@ -225,12 +237,19 @@ class EventSpool(MutableSequence[SessionEvent]):
 
     def __getitem__(self, index: int | slice) -> Any:
         if isinstance(index, slice):
+            if index.step in (None, 1):
+                return [decode_stored(data) for data in self.raw_range(index.start, index.stop)]
             return [decode_stored(self.raw(i)) for i in range(len(self))[index]]
         return decode_stored(self.raw(index))
 
     def __iter__(self) -> Iterator[SessionEvent]:
-        for index in range(len(self)):
-            yield decode_stored(self.raw(index))
+        for data in self.raw_chunks():
+            yield decode_stored(data)
+
+    def raw_chunks(self, chunk: int = 512) -> Iterator[bytes]:
+        """The canonical bytes of every event in order, read ``chunk`` events at a time (bounded memory)."""
+        for start in range(0, len(self), chunk):
+            yield from self.raw_range(start, start + chunk)
 
     def __setitem__(self, index: Any, value: Any) -> None:
         raise TypeError("an EventSpool is append-only")
