@@ -42,7 +42,7 @@ from typing import Any
 
 from ..events import Custom, RunStarted, RunTerminal, SessionEvent, ToolCompleted, ToolRequested
 from ..messages import ToolCall
-from .base import ImportedSession, JsonObj
+from .base import ImportedSession, JsonObj, events_of
 
 __all__ = ["task_sessions", "with_task_sessions"]
 
@@ -53,6 +53,10 @@ _READERS = {"BashOutput": "bash_id", "TaskOutput": "task_id"}
 _STOPPERS = {"KillShell": "shell_id", "KillBash": "shell_id", "TaskStop": "task_id"}
 _CODEX_STARTED = re.compile(r"Process running with session ID (\d+)")
 _CODEX_EXITED = re.compile(r"Process exited with code (-?\d+)")
+_WALKED = frozenset({"tool_requested", "tool_completed", "run_started", "custom"})
+"""The kinds :class:`_Finder` reads (the others cannot start, feed or end a background task)."""
+_NOTIFIED = b"<task-notification>"
+"""A ``custom`` event matters only when one of its strings holds this (read in its bytes, see ``events_of``)."""
 _ENDED = {"completed": "completed", "failed": "failed", "killed": "killed", "error": "failed"}
 
 
@@ -97,7 +101,10 @@ class _Finder:
         self.times = session.event_times_ms or [None] * len(session.events)
 
     def walk(self) -> list[_Task]:
-        for event, at in zip(self.session.events, self.times, strict=True):
+        if len(self.times) != len(self.session.events):
+            raise ValueError("event_times_ms must have one item per event")
+        for index, event in events_of(self.session.events, _WALKED, {"custom": _NOTIFIED}):
+            at = self.times[index]
             if isinstance(event, ToolRequested):
                 self.calls.update((call.id, call) for call in event.calls)
             elif isinstance(event, ToolCompleted):

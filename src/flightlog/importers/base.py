@@ -20,9 +20,10 @@ import json
 import math
 import re
 import tempfile
+import threading
 import weakref
 from array import array
-from collections.abc import Iterator, MutableSequence, Sequence
+from collections.abc import Collection, Iterator, Mapping, MutableSequence, Sequence
 from contextlib import contextmanager
 from contextvars import ContextVar
 from dataclasses import dataclass, field
@@ -49,6 +50,7 @@ __all__ = [
     "clean_surrogates",
     "compact_json",
     "epoch_ms",
+    "events_of",
     "json_int",
     "make_json_safe",
     "may_hold_surrogates",
@@ -201,6 +203,7 @@ class EventSpool(MutableSequence[SessionEvent]):
         # closed with the spool when it is collected (an importer may drop a builder it replaced)
         self._finalizer = weakref.finalize(self, self._file.close)
         self._offsets = array("q", [0])
+        self._kinds = array("H")  # each event's kind, as its index in _KIND_CODES
 
     def close(self) -> None:
         """Delete the temporary file now (``import_file`` closes its spools when the import ends)."""
@@ -215,6 +218,7 @@ class EventSpool(MutableSequence[SessionEvent]):
         self._file.seek(0, 2)
         self._file.write(data)
         self._offsets.append(self._offsets[-1] + len(data))
+        self._kinds.append(_kind_code(value.kind))
 
     def raw_range(self, start: int | None, stop: int | None) -> list[bytes]:
         """The canonical bytes of the events ``[start:stop]`` (slice rules: 0-based, None for an end,
@@ -269,6 +273,47 @@ class EventSpool(MutableSequence[SessionEvent]):
         return len(self) == len(other) and all(a == b for a, b in zip(self, other, strict=True))
 
     __hash__ = None  # type: ignore[assignment]
+
+
+_KIND_CODES: dict[str, int] = {}
+"""Event kinds as small integers, for :class:`EventSpool`'s per-event kind (a process-wide table)."""
+_KIND_LOCK = threading.Lock()
+
+
+def _kind_code(kind: str) -> int:
+    code = _KIND_CODES.get(kind)
+    if code is None:
+        with _KIND_LOCK:
+            code = _KIND_CODES.setdefault(kind, len(_KIND_CODES))
+    return code
+
+
+def events_of(
+    events: Sequence[SessionEvent], kinds: Collection[str], needs: Mapping[str, bytes] | None = None
+) -> Iterator[tuple[int, SessionEvent]]:
+    """``(index, event)`` for each event of ``events`` whose ``kind`` is in ``kinds``, in order.
+
+    ``needs`` (kind -> bytes) lets an :class:`EventSpool` skip, without decoding it, an event of such a kind
+    whose canonical bytes do not contain those bytes: the caller states that such an event cannot matter to
+    it (e.g. a ``custom`` event whose strings hold no ``<task-notification>``: RFC 8785 escapes only ``"``,
+    ``\\`` and control characters, so text without those appears in the bytes as it is). A list is walked
+    whole; the result is the same either way. An :class:`EventSpool` decodes only the events selected (its
+    kinds are kept beside the offsets), reading the bytes in chunks (bounded memory).
+    """
+    if not isinstance(events, EventSpool):
+        yield from ((i, e) for i, e in enumerate(events) if e.kind in kinds)
+        return
+    wanted = {code for kind, code in _KIND_CODES.items() if kind in kinds}
+    need = {_KIND_CODES[kind]: data for kind, data in (needs or {}).items() if kind in _KIND_CODES}
+    codes = events._kinds
+    for start in range(0, len(events), 512):
+        stop = min(start + 512, len(events))
+        if not any(codes[i] in wanted for i in range(start, stop)):
+            continue
+        for index, data in enumerate(events.raw_range(start, stop), start=start):
+            code = codes[index]
+            if code in wanted and (code not in need or need[code] in data):
+                yield index, decode_stored(data)
 
 
 _SPOOLED: ContextVar[bool] = ContextVar("flightlog_spooled_events", default=False)

@@ -31,7 +31,7 @@ from ..encoding import parse_json
 from ..errors import LedgerIntegrityError
 from ..events import RunStarted
 from ..store.base import Store
-from .base import ImportedSession, ImportWarning
+from .base import ImportedSession, ImportWarning, events_of
 
 __all__ = ["RunIndex", "label_copies", "recorded_runs", "run_ids_of"]
 
@@ -91,7 +91,7 @@ def _note(runs: dict[str, list[str]], session_id: str, run_ids: Iterable[str]) -
 
 def run_ids_of(session: ImportedSession) -> list[str]:
     """The ``run_id`` of every ``run_started`` event of an imported session."""
-    return [e.run_id for e in session.events if isinstance(e, RunStarted)]
+    return [e.run_id for _, e in events_of(session.events, ("run_started",)) if isinstance(e, RunStarted)]
 
 
 def recorded_runs(
