@@ -74,24 +74,33 @@ def _plain(value: Any) -> bool:
     identically by both (RFC 8785 §3.2.2.2: only ``"``, ``\\`` and U+0000..U+001F, with the short forms
     and lowercase ``\\u00xx``). Lone surrogates make the UTF-8 step fail, falling back to rfc8785's error.
     """
+    # One pass over a container's children (ASCII keys need no character scan: ``isascii`` is O(1)); a
+    # container is pushed and walked in turn, so depth never hits the recursion limit.
     stack = [value]
+    push = stack.append
     while stack:
         item = stack.pop()
         kind = type(item)
-        if kind is str or kind is bool or item is None:
-            continue
-        if kind is int:
-            if not -MAX_SAFE_INTEGER <= item <= MAX_SAFE_INTEGER:
-                return False
-        elif kind is dict:
+        if kind is dict:
             for key in item:
-                if type(key) is not str or (key and max(key) >= "\ud800"):
+                if type(key) is not str or (not key.isascii() and max(key) >= "\ud800"):
                     return False
-            stack.extend(item.values())
+            children: Any = item.values()
         elif kind is list:
-            stack.extend(item)
+            children = item
         else:
-            return False
+            children = (item,)
+        for child in children:
+            kind = type(child)
+            if kind is str or kind is bool or child is None:
+                continue
+            if kind is int:
+                if not -MAX_SAFE_INTEGER <= child <= MAX_SAFE_INTEGER:
+                    return False
+            elif kind is dict or kind is list:
+                push(child)
+            else:
+                return False
     return True
 
 

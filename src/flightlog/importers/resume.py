@@ -170,6 +170,8 @@ def _trusted(
 ) -> dict[str, str]:
     """``{run_id: session}`` over the candidates that pass the full audit, a run going to a session that
     does not itself record it as a copy when there is one (else the first by session id)."""
+    if not candidates:
+        return {}
     from ..integrity.audit import require_intact  # the audit stack loads only when a copy is found
 
     mapping: dict[str, str] = {}
