@@ -60,6 +60,13 @@ def test_events_of_a_spool_is_events_of_the_list_and_ranges_are_the_canonical_by
         for start, stop in ((0, None), (3, 700), (-5, None), (None, -2), (600, 3)):
             assert spool[start:stop] == events[start:stop]
             assert spool.raw_range(start, stop) == [canonical_bytes(e) for e in events[start:stop]]
+        # appends after reads land at the end (a read moves the file position)
+        extra = [RunStarted(run_id="late", goal="g"), Custom(custom_kind="k", payload=None)]
+        for event in extra:
+            if len(spool):
+                assert spool.raw(0) == canonical_bytes([*events, *extra][0])
+            spool.append(event)
+        assert list(spool) == [*events, *extra]
     finally:
         spool.close()
 

@@ -204,6 +204,7 @@ class EventSpool(MutableSequence[SessionEvent]):
         self._finalizer = weakref.finalize(self, self._file.close)
         self._offsets = array("q", [0])
         self._kinds = array("H")  # each event's kind, as its index in _KIND_CODES
+        self._at_end = True  # the file position is at the end (no read since the last append)
 
     def close(self) -> None:
         """Delete the temporary file now (``import_file`` closes its spools when the import ends)."""
@@ -215,7 +216,9 @@ class EventSpool(MutableSequence[SessionEvent]):
     def append(self, value: SessionEvent) -> None:
         """Encode and store one event at the end."""
         data = canonical_bytes(value)
-        self._file.seek(0, 2)
+        if not self._at_end:  # a read moved the position; appends alone leave it at the end
+            self._file.seek(0, 2)
+            self._at_end = True
         self._file.write(data)
         self._offsets.append(self._offsets[-1] + len(data))
         self._kinds.append(_kind_code(value.kind))
@@ -228,6 +231,7 @@ class EventSpool(MutableSequence[SessionEvent]):
             return []
         offsets = self._offsets
         base = offsets[start]
+        self._at_end = False
         self._file.seek(base)
         data = self._file.read(offsets[stop] - base)
         return [data[offsets[i] - base : offsets[i + 1] - base] for i in range(start, stop)]
@@ -236,6 +240,7 @@ class EventSpool(MutableSequence[SessionEvent]):
         """The canonical bytes of the event at ``index`` (0-based; negative counts from the end)."""
         index = range(len(self))[index]
         start, stop = self._offsets[index], self._offsets[index + 1]
+        self._at_end = False
         self._file.seek(start)
         return self._file.read(stop - start)
 

@@ -462,6 +462,13 @@ class _Fixes:
 
 def _safe_json(value: Any, max_chars: int | None, fixes: _Fixes) -> Any:
     """``value`` with NaN/±Infinity/huge integers as strings and (if ``max_chars``) long strings cut."""
+    kind = type(value)  # exact JSON types first (what ``json.loads`` makes): one type check each
+    if kind is dict:
+        return {str(k): _safe_json(v, max_chars, fixes) for k, v in value.items()}
+    if kind is str:
+        return value if max_chars is None or len(value) <= max_chars else _cut(value, max_chars, fixes)
+    if kind is list:
+        return [_safe_json(v, max_chars, fixes) for v in value]
     if isinstance(value, str):
         return _cut(value, max_chars, fixes)
     if isinstance(value, bool) or value is None:
