@@ -8,9 +8,11 @@ import pytest
 import rfc8785
 from hypothesis import given, settings
 from hypothesis import strategies as st
+from pydantic_core import PydanticSerializationError
 
-from flightlog.encoding import MAX_SAFE_INTEGER, _plain, canonical_json
+from flightlog.encoding import MAX_SAFE_INTEGER, _plain, canonical_bytes, canonical_json
 from flightlog.errors import EncodingError
+from flightlog.events import Custom
 
 TEXT = st.text(alphabet=st.characters(blacklist_categories=("Cs",)), max_size=20)
 VALUES = st.recursive(
@@ -97,3 +99,23 @@ def test_refusals_name_the_field() -> None:
             canonical_json(value)
         assert caught.value.field == field
         assert words in str(caught.value)
+
+
+def _general_path(event: Custom) -> bytes:
+    """What ``canonical_bytes`` writes through pydantic's dump (the path the ``Custom`` shortcut skips)."""
+    return rfc8785.dumps(event.to_wire())
+
+
+@settings(max_examples=700, deadline=None)
+@given(st.one_of(st.none(), ANY_VALUES, st.tuples(TEXT, st.integers())), EDGE_TEXT)
+def test_custom_events_encode_as_through_their_wire_form_or_both_refuse(payload: Any, kind: str) -> None:
+    """``canonical_bytes`` of a ``Custom`` event (its shortcut for plain JSON payloads) equals RFC 8785 of
+    its ``to_wire`` dict, or both refuse (``EncodingError``)."""
+    try:
+        event = Custom(custom_kind=kind, payload=payload)
+        reference = _general_path(event)
+    except (rfc8785.CanonicalizationError, UnicodeError, TypeError, PydanticSerializationError):
+        with pytest.raises(EncodingError):
+            canonical_bytes(Custom(custom_kind=kind, payload=payload))
+    else:
+        assert canonical_bytes(event) == reference
