@@ -103,6 +103,7 @@ import math
 from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
+from functools import lru_cache
 from pathlib import Path
 from typing import Any
 
@@ -374,6 +375,11 @@ def _epoch_ms(value: Any) -> int | None:
     """Epoch milliseconds of an ISO 8601 timestamp (``...Z`` or with offset), None if unparsable."""
     if not isinstance(value, str):
         return None
+    return _epoch_ms_of(value)
+
+
+@lru_cache(maxsize=64)  # a record's timestamp is read two or three times (envelope, event time, completion)
+def _epoch_ms_of(value: str) -> int | None:
     try:
         moment = datetime.fromisoformat(value)
     except ValueError:
