@@ -113,7 +113,7 @@ if side == "same":
     # clock starts, as the floor is only charged for encoding, hashing and writing them
     with open(events_file, "rb") as fh:
         events = [json.loads(line) for line in fh]
-start = time.perf_counter()
+start, cpu = time.perf_counter(), time.process_time()
 imported = 0.0
 if side == "flightlog":
     from flightlog.importers import claude_code, import_file
@@ -156,13 +156,13 @@ else:
             prev = digest
     con.execute("COMMIT")
     con.close()
-seconds = time.perf_counter() - start
+seconds, cpu = time.perf_counter() - start, time.process_time() - cpu
 try:  # VmHWM: this process's own peak (ru_maxrss keeps the parent's across exec on Linux)
     with open("/proc/self/status") as fh:
         rss_mb = int(next(l for l in fh if l.startswith("VmHWM:")).split()[1]) / 1024
 except OSError:
     rss_mb = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
-print(json.dumps({"seconds": seconds, "rss_mb": rss_mb, "import_s": imported}))
+print(json.dumps({"seconds": seconds, "cpu_s": cpu, "rss_mb": rss_mb, "import_s": imported}))
 """
 
 
@@ -279,6 +279,11 @@ def json_rows(mb: float, rounds: int) -> list[dict[str, Any]]:
     ):
         ratios = [f["seconds"] / o["seconds"] for o, f in zip(ours, sides, strict=True)]
         ratio = _median(ratios)
+        cpu = _median([f["cpu_s"] / o["cpu_s"] for o, f in zip(ours, sides, strict=True)])
+        detail += (
+            f"; CPU time (less moved by a loaded machine): flightlog {_median([o['cpu_s'] for o in ours]):.2f} s,"
+            f" floor {_median([f['cpu_s'] for f in sides]):.2f} s, ratio {cpu:.3f}"
+        )
         rows.append(
             {
                 "path": f"import of a {size:.0f} MB Claude Code transcript vs {label}",
