@@ -445,7 +445,11 @@ def _decode_line(
         kept = "kept byte-exact" if keep_unparsed else "skipped"
         warnings.append(ImportWarning(name, number, f"{kept} {reason}"))
         return JsonLine(number, None, raw) if keep_unparsed else None
-    value, replaced = clean_surrogates(value) if invalid or may_hold_surrogates(text) else (value, 0)
+    # Text decoded strictly from UTF-8 holds no surrogate (the codec refuses encoded ones), so only the
+    # escape spelling needs the scan there (may_hold_surrogates' other half); invalid text is walked anyway.
+    value, replaced = (
+        clean_surrogates(value) if invalid or _SURROGATE_ESCAPE.search(text) is not None else (value, 0)
+    )
     if invalid:
         warnings.append(
             ImportWarning(name, number, f"{invalid} invalid UTF-8 byte(s) kept as \\udcXX escape text")
