@@ -307,6 +307,45 @@ def test_python_snippets_run(
     found = _python(path)
     if not found:
         pytest.skip("no Python snippet")
+    _run_in_order(found, "docs_snippets_" + re.sub(r"\W", "_", path.stem), tmp_path, monkeypatch)
+
+
+INTEGRATIONS = DOCS / "guide" / "integrations.md"
+"""The page a user copies one framework's section of: each section's snippets must run on their own."""
+
+
+def _sections(path: Path) -> dict[str, list[Snippet]]:
+    """The Python snippets of each ``##`` / ``###`` section of a page, by heading, in order."""
+    text = path.read_text(encoding="utf-8")
+    found = _python(path)
+    inside = {line for s in snippets(path) for line in range(s.line - 1, s.line + s.code.count("\n") + 1)}
+    headings = [
+        (text.count("\n", 0, m.start()) + 1, m.group(1))
+        for m in re.finditer(r"(?m)^#{2,3} (.+)$", text)
+        if text.count("\n", 0, m.start()) + 1 not in inside
+    ]
+    sections: dict[str, list[Snippet]] = {}
+    for snippet in found:
+        title = [title for line, title in headings if line < snippet.line][-1]
+        sections.setdefault(title, []).append(snippet)
+    return sections
+
+
+@pytest.mark.parametrize("title", sorted(_sections(INTEGRATIONS)))
+def test_each_integration_section_runs_on_its_own(
+    title: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch, fresh_imports: None
+) -> None:
+    """A user copies the section of their framework only: its snippets import what they use."""
+    assert (
+        len(_sections(INTEGRATIONS)) >= 5
+    )  # LangGraph, Agents SDK (+ approvals), Pydantic AI, OpenTelemetry
+    _run_in_order(
+        _sections(INTEGRATIONS)[title], "docs_section_" + re.sub(r"\W", "_", title), tmp_path, monkeypatch
+    )
+
+
+def _run_in_order(found: list[Snippet], name: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Run ``found`` in order in one fresh namespace, in ``tmp_path`` (the exceptions: module docstring)."""
     monkeypatch.chdir(tmp_path)
     monkeypatch.setenv("OPENAI_API_KEY", "sk-placeholder-docs-snippets-never-call-the-api")
     monkeypatch.setenv("ANTHROPIC_API_KEY", "sk-ant-placeholder-docs-snippets-never-call-the-api")
@@ -315,7 +354,7 @@ def test_python_snippets_run(
     postgres: Iterator[str] | None = None
     # A real module, so that code resolving annotations through ``sys.modules[cls.__module__]`` (typing's
     # get_type_hints, as LangGraph does for a state schema) finds the snippet's imports.
-    module = ModuleType("docs_snippets_" + re.sub(r"\W", "_", path.stem))
+    module = ModuleType(name)
     sys.modules[module.__name__] = module
     namespace = module.__dict__
     try:
