@@ -131,3 +131,75 @@ def test_a_changed_byte_is_refused(db: Path) -> None:
     with pytest.raises(LedgerIntegrityError) as refused:
         FlightlogHistory("x", db, notary=None).messages()
     assert refused.value.seq == seq
+
+
+def _cli_json(db: Path, *args: str) -> Any:
+    result = CliRunner().invoke(app, ["--db", str(db), *args, "--json"])
+    assert result.exit_code == 0, (args, result.output)
+    return json.loads(result.output)
+
+
+def test_each_run_ends_completed_and_signed(db: Path) -> None:
+    """A run is listed as ended, not running forever, and signed when it ends though far fewer events than
+    the notary's cadence were written (the docs say: signed with your log key by default)."""
+    history = FlightlogHistory("ends", db)
+    history.run_sync(_agent(_scripted([])), "add 1 and 2")
+    [run] = _cli_json(db, "runs")
+    assert (run["state"], run["terminal"]["outcome"], run["budget"]["steps_taken"]) == (
+        "terminal",
+        "completed",
+        2,
+    )
+    [audit] = _cli_json(db, "audit", "ends")
+    assert audit["ok"] and audit["checkpoints"] >= 1
+    assert (
+        audit["anchored"] == audit["events"]
+        and audit["unanchored"] is None
+        and audit["retained"] == audit["events"]
+    )
+    [listed] = _cli_json(db, "ls")
+    assert listed["status"] == "completed"
+
+    history.run_sync(_agent(_scripted([])), "and again")  # a second run: its own run_started ... run_terminal
+    history.close()
+    with flightlog.open_store(str(db)) as store:
+        ends = [e for _row, e in iter_events(store, session_id_for("ends")) if e.kind == "run_terminal"]
+    assert [(e.reason, e.turns_used) for e in ends] == [("completed", 2), ("completed", 2)]
+    [audit] = _cli_json(db, "audit", "ends")
+    assert audit["anchored"] == audit["events"]
+
+
+def test_a_rechained_history_is_refused(db: Path) -> None:
+    """An attacker who edits a response and recomputes every chain hash and the session row passes the plain
+    chain; the checkpoint signed when the run ended does not match, so the next reader refuses."""
+    import sqlite3
+
+    from flightlog.ledger import chain_hash, leaf_hash, merkle_root
+
+    history = FlightlogHistory("re", db)
+    history.run_sync(_agent(_scripted([])), "add 1 and 2")
+    history.close()
+    sid = session_id_for("re")
+    raw = sqlite3.connect(db)
+    raw.execute("DROP TRIGGER IF EXISTS events_no_update")
+    rows = raw.execute("SELECT seq, event FROM events WHERE session_id = ? ORDER BY seq", (sid,)).fetchall()
+    prev, leaves = "GENESIS", []
+    for seq, data in rows:
+        data = bytes(data).replace(b"the sum is 3", b"the sum is 4")
+        digest = chain_hash(prev, seq, data)
+        raw.execute(
+            "UPDATE events SET event = ?, prev_hash = ?, hash = ? WHERE session_id = ? AND seq = ?",
+            (data, prev, digest, sid, seq),
+        )
+        prev = digest
+        leaves.append(leaf_hash(data))
+    raw.execute(
+        "UPDATE sessions SET head_hash = ?, merkle_root = ? WHERE session_id = ?",
+        (prev, merkle_root(leaves).hex(), sid),
+    )
+    raw.commit()
+    raw.close()
+    with flightlog.open_store(str(db)) as store:
+        assert verify_session(store, sid).ok  # the plain chain cannot see it
+    with pytest.raises(LedgerIntegrityError):
+        FlightlogHistory("re", db).messages()

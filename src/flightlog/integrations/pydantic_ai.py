@@ -27,9 +27,17 @@ plus, for requests, the exact Pydantic AI form:
   JSON>}``), ``custom`` ``model_usage`` (``turn``, ``model``, ``protocol``, ``input_tokens``,
   ``output_tokens``, ``total_tokens``; tokens) and, when it calls tools, ``tool_requested``.
 
+A run through :meth:`FlightlogHistory.run` / :meth:`FlightlogHistory.run_sync` ends with ``run_terminal``
+(``reason`` ``"completed"``, the run's responses as ``turns_used``, its input + output tokens as
+``total_tokens``) and the session's status ``completed`` (``running`` again when a later record starts a
+run), so ``flightlog runs`` and ``ls`` show it ended rather than running forever.
+
 Loading folds the ``native_message`` of each ``llm_completed`` and the ``message`` of each
 ``pydantic_ai.request`` in seq order; the readable events are derived from them, never read back. Every
-message of one :meth:`record` call is appended in one transaction.
+message of one :meth:`record` call is appended in one transaction, and with a notary a checkpoint over every
+event is signed in it (a run's messages are recorded once, when it ends: that is when the history stops, as
+``FlightlogSaver`` signs when a graph stops), so a history is signed with fewer than the cadence's events and
+a re-chained ledger is refused by the next attach, not only by an audit.
 
 Reading and writing verify first: the first use attaches a :class:`~flightlog.recorder.Recorder` (recomputing
 the chain, and with the default notary the signatures and retained head; ``LedgerIntegrityError`` names the
@@ -41,6 +49,7 @@ fork the chain.
 from __future__ import annotations
 
 import asyncio
+import functools
 import os
 import threading
 import uuid
@@ -73,6 +82,7 @@ from ..events import (
     LlmCompleted,
     ProviderReplay,
     RunStarted,
+    RunTerminal,
     ToolCompleted,
     ToolRequested,
 )
@@ -163,9 +173,7 @@ def _response_events(message: ModelResponse, turn: int) -> list[Event]:
             provider_replay=replay,
         )
     ]
-    usage = message.usage
-    tokens_in = int(getattr(usage, "input_tokens", None) or getattr(usage, "request_tokens", 0) or 0)
-    tokens_out = int(getattr(usage, "output_tokens", None) or getattr(usage, "response_tokens", 0) or 0)
+    tokens_in, tokens_out = _tokens(message.usage)
     usage_payload = {
         "turn": turn,
         "model": message.model_name,
@@ -178,6 +186,23 @@ def _response_events(message: ModelResponse, turn: int) -> list[Event]:
     if calls:
         events.append(ToolRequested(turn=turn, calls=calls))
     return events
+
+
+def _tokens(usage: Any) -> tuple[int, int]:
+    """(input, output) tokens of a response's usage, under Pydantic AI's current or older field names."""
+    tokens_in = int(getattr(usage, "input_tokens", None) or getattr(usage, "request_tokens", 0) or 0)
+    tokens_out = int(getattr(usage, "output_tokens", None) or getattr(usage, "response_tokens", 0) or 0)
+    return tokens_in, tokens_out
+
+
+def _run_terminal(messages: Sequence[ModelMessage]) -> RunTerminal:
+    """The end of the run whose new messages are ``messages``: its responses and their tokens."""
+    responses = [m for m in messages if isinstance(m, ModelResponse)]
+    return RunTerminal(
+        reason="completed",
+        turns_used=len(responses),
+        total_tokens=sum(sum(_tokens(m.usage)) for m in responses),
+    )
 
 
 class FlightlogHistory:
@@ -227,11 +252,16 @@ class FlightlogHistory:
             return list(ModelMessagesTypeAdapter.validate_python(native))
 
     def record(self, messages: Sequence[ModelMessage]) -> list[StoredEvent]:
-        """Append ``messages`` (e.g. ``result.new_messages()``) in one transaction; returns the rows written.
+        """Append ``messages`` (e.g. ``result.new_messages()``) in one transaction, with a notary signing a
+        checkpoint over every event in the same transaction; returns the rows written.
 
         Raises:
             EncodingError: a message is not representable as RFC 8785 JSON (names the field); nothing written.
         """
+        return self._record(messages, end_run=False)
+
+    def _record(self, messages: Sequence[ModelMessage], *, end_run: bool) -> list[StoredEvent]:
+        """:meth:`record`; ``end_run`` adds the ``run_terminal`` of the run whose new messages these are."""
         if not messages:
             return []
         with self._lock:
@@ -248,17 +278,26 @@ class FlightlogHistory:
                             events += _response_events(message, turn)
                         else:
                             events += _request_events(message, turn)
-                    return rec.append_many(events)
+                    if end_run:
+                        events.append(_run_terminal(messages))
+                    rows = rec.append_many(events)
+                    if end_run or any(isinstance(e, RunStarted) for e in events):
+                        store.set_session_status(
+                            self.ledger_session_id, "completed" if end_run else "running"
+                        )
+                    rec.checkpoint()  # no-op without a notary
+                    return rows
             except BaseException:
                 self._recorder = None  # a session row or attach made in the block rolled back with it
                 raise
 
     async def run(self, agent: Any, user_prompt: Any = None, **kwargs: Any) -> Any:
         """``await agent.run(user_prompt, message_history=<recorded>, **kwargs)``, then record its new
-        messages; returns the run's result. Store work runs in a worker thread."""
+        messages and the run's end (``run_terminal``); returns the run's result. Store work runs in a worker
+        thread."""
         history = await asyncio.to_thread(self.messages)
         result = await agent.run(user_prompt, message_history=history or None, **kwargs)
-        await asyncio.to_thread(self.record, result.new_messages())
+        await asyncio.to_thread(functools.partial(self._record, result.new_messages(), end_run=True))
         return result
 
     def run_sync(self, agent: Any, user_prompt: Any = None, **kwargs: Any) -> Any:
