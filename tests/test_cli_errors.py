@@ -208,3 +208,26 @@ def test_printing_an_intact_session_exits_0(db: Path) -> None:
     for command in ("show", "replay", "export"):
         code, _, stderr = run(db, command, SID)
         assert code == 0 and "warning" not in stderr, (command, stderr)
+
+
+@pytest.mark.parametrize(
+    ("source", "hint"),
+    [
+        ("langgraph", "graph.invoke(Command(resume=...), config) in the LangGraph app"),
+        ("openai-agents", "FlightlogSession.resume(state) in the Agents SDK app"),
+        ("pydantic-ai", "FlightlogHistory.run(agent, prompt) in the Pydantic AI app"),
+    ],
+)
+def test_resume_of_an_integration_session_says_where_it_continues(
+    tmp_path: Path, source: str, hint: str
+) -> None:
+    """Not "no agent spec recorded; give --spec": no spec exists, the framework's app resumes it."""
+    path = tmp_path / "integrations.db"
+    with SqliteStore(path) as store:
+        Recorder.create(store, session_id=f"{source}:t1", source=source).append(
+            Custom(custom_kind="x", payload={})
+        )
+    code, out, err = run(path, "resume", f"{source}:t1")
+    assert code == 2 and out == ""
+    assert hint in err and "not with flightlog resume" in err and "Traceback" not in err
+    assert "--spec" not in err

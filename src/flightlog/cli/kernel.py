@@ -161,10 +161,17 @@ def register(app: typer.Typer, open_db: OpenDb) -> None:
         from ..integrity.audit import Auditor, require_intact
         from ..integrity.notary import Notary
         from ..kernel import Kernel
+        from ..kernel.approvals import resume_hint, resumed_by_its_app
         from ..kernel.spec import recorded_spec
 
         with open_db(False) as store:
             sid = _tree_root(store, store.resolve_session(session), err)
+            source = store.get_session(sid).source
+            if resumed_by_its_app(source):  # no spec to give: its framework runs it, not the kernel
+                raise typer.BadParameter(
+                    f"session {sid} is a {source} session, run by its own app; it continues with "
+                    f"{resume_hint(source, sid)}, not with flightlog resume"
+                )
             notary = Notary.from_env()
             auditor = Auditor.for_notary(notary)
             if spec is None:

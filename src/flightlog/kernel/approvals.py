@@ -50,6 +50,7 @@ __all__ = [
     "operator_problem",
     "pending",
     "resume_hint",
+    "resumed_by_its_app",
     "tree_of",
 ]
 
@@ -219,12 +220,27 @@ AGENTS_SDK_SOURCE = "openai-agents"
 decision recorded here is applied to the SDK's ``RunState`` by ``FlightlogSession.resume``."""
 
 
+PYDANTIC_AI_SOURCE = "pydantic-ai"
+"""``Session.source`` of a Pydantic AI history (``flightlog.integrations.pydantic_ai.SOURCE``): its app runs it."""
+
+_RESUMED_BY_ITS_APP = {
+    AGENTS_SDK_SOURCE: "FlightlogSession.resume(state) in the Agents SDK app",
+    LANGGRAPH_SOURCE: "graph.invoke(Command(resume=...), config) in the LangGraph app",
+    PYDANTIC_AI_SOURCE: "FlightlogHistory.run(agent, prompt) in the Pydantic AI app",
+}
+
+
 def resume_hint(source: str, session_id: str) -> str:
     """How a session continues once its decisions are recorded, for the CLI and the dashboard: ``flightlog
-    resume SESSION`` for the kernel's own runs, the SDK call for an Agents SDK session (its app resumes it)."""
-    if source == AGENTS_SDK_SOURCE:
-        return "FlightlogSession.resume(state) in the Agents SDK app"
-    return f"flightlog resume {session_id}"
+    resume SESSION`` for the kernel's own runs, the framework's call for an integration's session (its app
+    resumes it: see :func:`resumed_by_its_app`)."""
+    return _RESUMED_BY_ITS_APP.get(source, f"flightlog resume {session_id}")
+
+
+def resumed_by_its_app(source: str) -> bool:
+    """Whether a session of ``source`` is an integration's (LangGraph, Agents SDK, Pydantic AI), which its
+    framework runs and resumes: ``flightlog resume`` has no agent spec for it."""
+    return source in _RESUMED_BY_ITS_APP
 
 
 def approve(
