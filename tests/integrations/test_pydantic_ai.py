@@ -28,6 +28,8 @@ from flightlog.integrity.notary import USER_NOTARY, resolve_notary
 from flightlog.recorder import Recorder, verify_session
 from flightlog.sessions import iter_events
 
+from .rechain import rechain
+
 
 def _json(messages: list[ModelMessage]) -> Any:
     return ModelMessagesTypeAdapter.dump_python(messages, mode="json")
@@ -172,33 +174,11 @@ def test_each_run_ends_completed_and_signed(db: Path) -> None:
 def test_a_rechained_history_is_refused(db: Path) -> None:
     """An attacker who edits a response and recomputes every chain hash and the session row passes the plain
     chain; the checkpoint signed when the run ended does not match, so the next reader refuses."""
-    import sqlite3
-
-    from flightlog.ledger import chain_hash, leaf_hash, merkle_root
-
     history = FlightlogHistory("re", db)
     history.run_sync(_agent(_scripted([])), "add 1 and 2")
     history.close()
     sid = session_id_for("re")
-    raw = sqlite3.connect(db)
-    raw.execute("DROP TRIGGER IF EXISTS events_no_update")
-    rows = raw.execute("SELECT seq, event FROM events WHERE session_id = ? ORDER BY seq", (sid,)).fetchall()
-    prev, leaves = "GENESIS", []
-    for seq, data in rows:
-        data = bytes(data).replace(b"the sum is 3", b"the sum is 4")
-        digest = chain_hash(prev, seq, data)
-        raw.execute(
-            "UPDATE events SET event = ?, prev_hash = ?, hash = ? WHERE session_id = ? AND seq = ?",
-            (data, prev, digest, sid, seq),
-        )
-        prev = digest
-        leaves.append(leaf_hash(data))
-    raw.execute(
-        "UPDATE sessions SET head_hash = ?, merkle_root = ? WHERE session_id = ?",
-        (prev, merkle_root(leaves).hex(), sid),
-    )
-    raw.commit()
-    raw.close()
+    rechain(db, sid, lambda _seq, data: data.replace(b"the sum is 3", b"the sum is 4"))
     with flightlog.open_store(str(db)) as store:
         assert verify_session(store, sid).ok  # the plain chain cannot see it
     with pytest.raises(LedgerIntegrityError):
