@@ -267,14 +267,27 @@ def test_a_diverging_session_is_not_exported(tmp_path: Path, receiver: Receiver)
         ("pydantic_ai", "pydantic_ai", "pydantic-ai"),
         ("openai_agents", "agents", "openai-agents"),
         ("openai_agents_tracing", "agents", "openai-agents"),
+        pytest.param(
+            "langgraph",
+            "langgraph",
+            "langgraph",
+            marks=pytest.mark.xfail(
+                strict=True,
+                reason="langgraph.py imports langchain_core and langgraph at lines 104-118 outside a try: a "
+                "user without the extra gets ModuleNotFoundError: No module named 'langchain_core'",
+            ),
+        ),
     ],
 )
 def test_a_missing_extra_is_named(module: str, sdk: str, extra: str) -> None:
     import subprocess
     import sys
 
+    blocked = (
+        ("langgraph", "langchain_core") if sdk == "langgraph" else (sdk,)
+    )  # LangGraph's extra brings both
     code = (
-        f"import sys; sys.modules[{sdk!r}] = None\n"
+        f"import sys; sys.modules.update(dict.fromkeys({blocked!r}))\n"
         f"try:\n    import flightlog.integrations.{module}\n"
         "except ImportError as exc:\n    print(exc)\n"
     )
