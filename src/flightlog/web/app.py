@@ -273,7 +273,7 @@ def _runs_data(dash: _Dashboard, state: str | None, source: str | None) -> dict[
     waiting = {sid for sid, calls in suspended.items() if not calls}
     return {
         "runs": views.run_tree(store, state=state, source=source, waiting=waiting),
-        "pending": views.pending_rows([c for calls in suspended.values() for c in calls]),
+        "pending": views.pending_rows([c for calls in suspended.values() for c in calls], store),
         "waiting": views.waiting_rows(suspended, dash.pending.decided(store), store),
     }
 
@@ -291,7 +291,7 @@ def _session_status(dash: _Dashboard, session_id: str) -> dict[str, Any]:
         "context": views.session_context(store, session_id),
         "children": subtree.child_rows(store, session_id),
         "head_seq": record.head_seq,
-        "pending": views.pending_rows(calls),
+        "pending": views.pending_rows(calls, store),
         "waiting": views.waiting_rows(suspended, dash.pending.decided(store, session_id), store),
     }
 

@@ -35,7 +35,7 @@ from ..events import (
     ToolGated,
     ToolRequested,
 )
-from ..kernel.approvals import PendingCall, resume_hint
+from ..kernel.approvals import LANGGRAPH_SOURCE, PendingCall, resume_hint
 from ..kernel.approvals import pending as kernel_pending
 from ..live import RunView, list_run_views, live_records, merge, wall_ms
 from ..messages import (
@@ -324,8 +324,14 @@ class PendingCache:
         }
 
 
-def pending_rows(calls: list[PendingCall]) -> list[dict[str, Any]]:
-    """Display rows of waiting calls; ``session_id``/``call_id`` stay exact (they are posted back)."""
+def pending_rows(calls: list[PendingCall], store: Store | None = None) -> list[dict[str, Any]]:
+    """Display rows of waiting calls; ``session_id``/``call_id`` stay exact (they are posted back).
+
+    ``answer_in`` is ``""`` for a call the dashboard decides, or, for a LangGraph thread's interrupt (which
+    only ``Command(resume=...)`` in the graph answers: :class:`~flightlog.kernel.errors.DecidedByItsRuntime`),
+    the call that answers it, shown instead of Approve/Deny (``store`` gives each session's source; without
+    it every row is decidable)."""
+    sources = {c.session_id: store.get_session(c.session_id).source for c in calls} if store else {}
     return [
         {
             "session_id": Exact(c.session_id),
@@ -338,6 +344,9 @@ def pending_rows(calls: list[PendingCall]) -> list[dict[str, Any]]:
             "arguments": show(c.arguments, TEXT_LIMIT),
             "reason": show(c.reason, LINE_LIMIT),
             "kind": c.kind,
+            "answer_in": show(resume_hint(source, c.session_id), 200)
+            if (source := sources.get(c.session_id, "")) == LANGGRAPH_SOURCE
+            else "",
         }
         for c in calls
     ]

@@ -111,7 +111,14 @@
       ),
       el("div", { class: "reason", text: row.reason }),
       el("pre", { class: "args", text: row.arguments }),
-      decideForm(row, next)
+      row.answer_in
+        ? el(
+            "div",
+            { class: "answer-in muted" },
+            "Answered where it runs, not here: ",
+            el("code", { text: row.answer_in })
+          )
+        : decideForm(row, next)
     );
   }
 
