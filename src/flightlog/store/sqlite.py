@@ -27,14 +27,21 @@ from contextlib import AbstractContextManager, contextmanager
 from pathlib import Path
 from typing import Any
 
-from ..errors import AppendConflict, ReadOnlyStore, StoreError, StoreUnavailable
+from ..errors import (
+    AppendConflict,
+    ReadOnlyStore,
+    SessionNotFound,
+    StaleWriter,
+    StoreError,
+    StoreUnavailable,
+)
 from ..testing.crashpoints import crash_point
-from .base import NewEvent, RunRow, SessionHead, retired_error
+from .base import NewEvent, RunRow, SessionHead, retired_error, row_stamps
 from .ddl import SQLITE_MIGRATIONS, SQLITE_RUNS_LIST
 from .group import CommitGroup, Gate
 from .memory_sqlite import MIGRATION as MEMORY_MIGRATION
 from .memory_sqlite import SqliteMemory
-from .rows import now_ms, run_tuple
+from .rows import now_ms, run_tuple, taken
 from .signals import SQLITE_MIGRATION as SIGNALS_MIGRATION
 from .sql import INSERT_EVENT, RUN_UPSERT, UPDATE_HEAD, SqlStore
 
@@ -348,6 +355,81 @@ class SqliteStore(SqlStore):
                 raise _translate(exc, self.url) from exc
             return True
 
+    def append_events(
+        self,
+        session_id: str,
+        rows: Sequence[NewEvent],
+        head: SessionHead,
+        *,
+        epoch: int | None = None,
+        recorded_at_ms: Sequence[int] | None = None,
+    ) -> int:
+        """:meth:`SqlStore.append_events` in two statements instead of three: the rows are inserted by one
+        ``INSERT ... SELECT`` that writes them only where the session's stored head is the one they extend
+        and its authority epoch is ``epoch`` (``_INSERT_CHECKED``: the fencing token checked inside the
+        write), then the head moves. When it writes nothing, :meth:`_refusal` reads the head and epoch as
+        the shared path does and names the error; nothing was written, so an enclosing block needs no
+        savepoint for it. The checks run under the transaction's write lock (``BEGIN IMMEDIATE``), as the
+        shared path's do; outside this thread's transaction the shared path runs (it opens one).
+
+        Raises:
+            SessionNotFound, StaleWriter, AppendConflict: as :meth:`Store.append_events`.
+        """
+        if not rows or taken(rows, rows[0].seq - 1) is not None or not self._in_own_transaction():
+            return super().append_events(session_id, rows, head, epoch=epoch, recorded_at_ms=recorded_at_ms)
+        stamp = now_ms()
+        stamps = row_stamps(rows, recorded_at_ms, stamp)
+        first = rows[0]
+        guard: tuple[Any, ...] = (session_id, first.seq - 1, first.prev_hash)
+        sql = _INSERT_CHECKED_ANY_EPOCH
+        if epoch is not None:
+            sql, guard = _INSERT_CHECKED, (*guard, epoch)
+        try:
+            if len(rows) == 1:
+                written = self._conn.execute(
+                    sql,
+                    (
+                        session_id,
+                        first.seq,
+                        first.kind,
+                        first.event_bytes,
+                        first.prev_hash,
+                        first.hash,
+                        stamps[0],
+                        *guard,
+                    ),
+                ).rowcount
+            else:
+                written = self._conn.executemany(
+                    sql,
+                    [
+                        (session_id, r.seq, r.kind, r.event_bytes, r.prev_hash, r.hash, at, *guard)
+                        for r, at in zip(rows, stamps, strict=True)
+                    ],
+                ).rowcount
+        except sqlite3.IntegrityError as exc:
+            raise AppendConflict(session_id=session_id, seq=self._first_taken(session_id, rows)) from exc
+        except sqlite3.Error as exc:
+            raise _translate(exc, self.url) from exc
+        if written == 0:
+            raise self._refusal(session_id, first, epoch)
+        self._execute(UPDATE_HEAD, (head.seq, head.hash, head.root, stamp, session_id))
+        return stamp
+
+    def _refusal(self, session_id: str, first: NewEvent, epoch: int | None) -> StoreError:
+        """Why a guarded insert (:meth:`append_events`) wrote nothing, read as the shared path reads it."""
+        found = self._execute(
+            "SELECT s.head_seq, s.head_hash, a.epoch FROM sessions s"
+            " JOIN authority_epochs a ON a.session_id = s.session_id WHERE s.session_id = ?",
+            (session_id,),
+        ).fetchone()
+        if found is None:
+            return SessionNotFound(session_id=session_id)
+        head_seq, _, current = found
+        if epoch is not None and current != epoch:
+            return StaleWriter(session_id=session_id, epoch=epoch, current_epoch=current)
+        return AppendConflict(session_id=session_id, seq=min(first.seq, head_seq + 1))
+
     def _insert_events(
         self,
         session_id: str,
@@ -471,6 +553,19 @@ class SqliteStore(SqlStore):
         if row is not None:
             raise retired_error(self.url, str(row[0]))
 
+
+_CHECKED_HEAD = (
+    " FROM sessions s JOIN authority_epochs a ON a.session_id = s.session_id"
+    " WHERE s.session_id = ? AND s.head_seq = ? AND s.head_hash = ?"
+)
+_INSERT_CHECKED_ANY_EPOCH = (
+    "INSERT INTO events (session_id, seq, kind, event, prev_hash, hash, recorded_at_ms)"
+    " SELECT ?, ?, ?, ?, ?, ?, ?" + _CHECKED_HEAD
+)
+"""One event row, written only when the session's head is ``(head_seq, head_hash)``: params are the row's
+(``INSERT_EVENT``'s), then ``(session_id, head_seq, head_hash)``."""
+_INSERT_CHECKED = _INSERT_CHECKED_ANY_EPOCH + " AND a.epoch = ?"
+""":data:`_INSERT_CHECKED_ANY_EPOCH`, also only while the authority epoch is the last param."""
 
 _RUN_UPDATE = (
     "UPDATE runs SET state = ?, updated_at_ms = ?, last_seq = ?, snapshot = ?, fold = ? "

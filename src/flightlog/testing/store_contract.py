@@ -318,6 +318,48 @@ class StoreContract(MemoryContract):
         store.append_events("s-1", rows, head, epoch=1)
         assert [e.seq for e in store.read_events("s-1")] == [0, 1]
 
+    @pytest.mark.parametrize("size", [1, 3])
+    @pytest.mark.parametrize("wrong", ["epoch", "prev_hash", "seq_ahead", "seq_behind", "session"])
+    def test_refused_append_in_a_transaction_writes_nothing(
+        self, store: Store, wrong: str, size: int
+    ) -> None:
+        """Inside an open transaction (a recorder's, where a backend may check the head and the fencing
+        token inside the write itself) a refused batch raises the error the checks name, writes nothing,
+        and leaves the transaction usable: the right append after it commits."""
+        _new_session(store)
+        _append(store, "s-1", ["a", "b"])
+        assert store.bump_authority_epoch("s-1") == 1
+        before = _snapshot(store, "s-1")
+        tree = CompactRange()
+        for row in before[1]:
+            tree.append(leaf_hash(row.event_bytes))
+        good, head = chained_rows(list(range(size)), start=2, prev=before[1][-1].hash, tree=tree)
+        rows, epoch, session = good, 1, "s-1"
+        if wrong == "epoch":
+            epoch = 0
+        elif wrong == "prev_hash":
+            rows = [dataclasses.replace(good[0], prev_hash="0" * 64), *good[1:]]
+        elif wrong == "seq_ahead":
+            rows, _ = chained_rows(list(range(size)), start=3, prev=before[1][-1].hash)
+        elif wrong == "seq_behind":
+            rows, _ = chained_rows(list(range(size)), start=1, prev=before[1][0].hash)
+        else:
+            session = "s-missing"
+        expected: type[Exception] = {"epoch": StaleWriter, "session": SessionNotFound}.get(
+            wrong, AppendConflict
+        )
+        with store.transaction():
+            with pytest.raises(expected) as info:
+                store.append_events(session, rows, head, epoch=epoch)
+            assert _snapshot(store, "s-1") == before
+            store.append_events("s-1", good, head, epoch=1)
+        if isinstance(info.value, StaleWriter):
+            assert (info.value.epoch, info.value.current_epoch) == (0, 1)
+        if isinstance(info.value, AppendConflict):
+            assert info.value.seq == (1 if wrong == "seq_behind" else 2)
+        assert [e.seq for e in store.read_events("s-1")] == list(range(2 + size))
+        assert store.get_session("s-1").head_seq == 1 + size
+
     def test_bump_authority_epoch_increments(self, store: Store) -> None:
         _new_session(store)
         assert [store.bump_authority_epoch("s-1") for _ in range(3)] == [1, 2, 3]
