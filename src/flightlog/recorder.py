@@ -201,6 +201,11 @@ class Recorder:
         self._depth = 0
         self._queued: list[tuple[StoredEvent, Event]] = []
         self._subscribers: list[Subscriber] = []
+        self.projector_state: dict[Projector, Any] = {}
+        """What each projector keeps between this recorder's appends, keyed by the projector (the ``runs``
+        projection: the row it last wrote and the fold behind it). A cache: a projector must give the same
+        rows when its entry is missing, and takes its entry out before using it (a failed or rolled-back
+        batch then leaves none behind). Lives and dies with the recorder."""
 
     # ─── construction ─────────────────────────────────────────────────────────────────────
     @classmethod
