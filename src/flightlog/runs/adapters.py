@@ -115,6 +115,7 @@ Id components are percent-encoded (``/`` → ``%2F``), so a reference is never a
 
 from __future__ import annotations
 
+import operator
 import re
 from collections.abc import Iterable, Mapping
 from dataclasses import asdict, dataclass, field, fields
@@ -464,8 +465,10 @@ class SessionFold:
     # ── persistence ──
     def to_json(self) -> dict[str, Any]:
         """The persisted state: a JSON-ready dict (copies of the containers; ``processes`` excluded)."""
-        state: dict[str, Any] = {name: getattr(self, name) for name in _SCALARS}
-        state["header"] = {name: getattr(self.header, name) for name in _HEADER_FIELDS}
+        # attrgetter reads every field in one C call (it runs on every append: ~25% less than a getattr
+        # per field); the keys come in the same order.
+        state: dict[str, Any] = dict(zip(_SCALARS, _GET_SCALARS(self), strict=True))
+        state["header"] = dict(zip(_HEADER_FIELDS, _GET_HEADER(self.header), strict=True))
         state["tools"] = list(self.tools)
         state["gates"] = dict(self.gates)
         state["permissions"] = list(self.permissions)
@@ -772,6 +775,8 @@ class SessionFold:
 _HEADER_FIELDS = tuple(f.name for f in fields(SessionHeader))
 _STATE_FIELDS = frozenset(f.name for f in fields(SessionFold)) - {"header", "processes"}
 _SCALARS = tuple(sorted(_STATE_FIELDS - {"tools", "gates", "permissions", "refs", "context"}))
+_GET_SCALARS = operator.attrgetter(*_SCALARS)
+_GET_HEADER = operator.attrgetter(*_HEADER_FIELDS)
 
 _HANDLERS: dict[str, Any] = {
     "run_started": SessionFold._on_run_started,

@@ -161,11 +161,9 @@ def _row(run_id: str, parts: _Parts) -> RunRow:
     if rendered is not None and rendered[0] == key:
         _, snapshot, wire = rendered
     else:
-        # A changed key almost always renders another snapshot (the state or a count moved: every append
-        # of bench/ledger.py's agent loop), so comparing the models first (pydantic ``__eq__``, ~2 µs) to
-        # reuse the last JSON only added to the dump. Equal snapshots dump to the same text either way.
         snapshot = _snapshot(parts)
-        wire = snapshot.model_dump_json()
+        # A changed fold often renders the same snapshot (e.g. before ``run_started``): keep its JSON.
+        wire = rendered[2] if rendered is not None and rendered[1] == snapshot else snapshot.model_dump_json()
         parts.rendered = (key, snapshot, wire)
     state = {
         "v": FOLD_VERSION,

@@ -43,7 +43,7 @@ from .memory_sqlite import MIGRATION as MEMORY_MIGRATION
 from .memory_sqlite import SqliteMemory
 from .rows import now_ms, run_tuple, taken
 from .signals import SQLITE_MIGRATION as SIGNALS_MIGRATION
-from .sql import INSERT_EVENT, RUN_UPSERT, UPDATE_HEAD, SqlStore
+from .sql import INSERT_EVENT, RUN_UPSERT, UPDATE_HEAD, SqlStore, run_swap_params
 
 __all__ = ["MIGRATIONS", "SqliteStore", "now_ms"]
 
@@ -501,6 +501,14 @@ class SqliteStore(SqlStore):
                 )
 
     # ─── runs projection: in-place updates ───────────────────────────────────────────────
+    def replace_run_row(self, row: RunRow, expected: RunRow) -> bool:
+        """:meth:`SqlStore.replace_run_row`; inside this thread's transaction (an append's) the one
+        statement runs directly, without the joined-block wrapper (a failed SQLite statement undoes its
+        own changes and leaves the transaction usable)."""
+        if row.run_id != expected.run_id or not self._in_own_transaction():
+            return super().replace_run_row(row, expected)
+        return self._execute(*run_swap_params(row, expected, self.NULL_SAFE_EQ)).rowcount == 1
+
     def put_run_rows(self, rows: Sequence[RunRow]) -> None:
         """Upsert rows. An existing row whose parent, source, outcome and status are unchanged (every
         append but a few) is updated in place without touching the indexes on those columns, and one
