@@ -162,8 +162,11 @@ def _row(run_id: str, parts: _Parts) -> RunRow:
         _, snapshot, wire = rendered
     else:
         snapshot = _snapshot(parts)
-        # A changed fold often renders the same snapshot (e.g. before ``run_started``): keep its JSON.
-        wire = rendered[2] if rendered is not None and rendered[1] == snapshot else snapshot.model_dump_json()
+        # A changed fold often renders the same snapshot (e.g. before ``run_started``): keep its JSON. In a
+        # running loop the state moves on most appends: the enum compare spares the models' ``__eq__``.
+        last = rendered[1] if rendered is not None else None
+        same = last is not None and last.state == snapshot.state and last == snapshot
+        wire = rendered[2] if same and rendered is not None else snapshot.model_dump_json()
         parts.rendered = (key, snapshot, wire)
     state = {
         "v": FOLD_VERSION,
