@@ -267,16 +267,7 @@ def test_a_diverging_session_is_not_exported(tmp_path: Path, receiver: Receiver)
         ("pydantic_ai", "pydantic_ai", "pydantic-ai"),
         ("openai_agents", "agents", "openai-agents"),
         ("openai_agents_tracing", "agents", "openai-agents"),
-        pytest.param(
-            "langgraph",
-            "langgraph",
-            "langgraph",
-            marks=pytest.mark.xfail(
-                strict=True,
-                reason="langgraph.py imports langchain_core and langgraph at lines 104-118 outside a try: a "
-                "user without the extra gets ModuleNotFoundError: No module named 'langchain_core'",
-            ),
-        ),
+        ("langgraph", "langgraph", "langgraph"),
     ],
 )
 def test_a_missing_extra_is_named(module: str, sdk: str, extra: str) -> None:
