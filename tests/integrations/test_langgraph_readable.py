@@ -144,7 +144,9 @@ def test_a_thread_reads_as_what_happened(db: Path, store: Store) -> None:
     assert run["budget"]["tokens_used"] == 7 and run["budget"]["steps_taken"] == 2
     assert [r["label"] for r in run["refs"]] == ["approve: approved", "approve: approved"]
     shown = _cli(db, "show", "chat")
-    assert "approved (responder: carol)" in shown and "run ended: completed" in shown
+    assert "approved (responder: user)" in shown and "run ended: completed" in shown
+    gate = next(e for e in _events(store) if e["kind"] == "tool_gated")["call_id"]
+    assert f"call {gate} approved by carol" in shown
     replay = _cli(db, "replay", "chat")
     for text in ("add 1 and 2", "-> add [call0]", "(tool_result) 3", "the sum is 3"):
         assert text in replay, (text, replay)
@@ -171,9 +173,22 @@ def test_a_denial_is_recorded_with_who_denied(db: Path, store: Store) -> None:
         {"messages": [HumanMessage("add 1 and 2")]}, {"configurable": {"thread_id": "chat", "user_id": "dan"}}
     )
     graph.invoke(Command(resume="no"), {"configurable": {"thread_id": "chat", "user_id": "dan"}})
-    resolved = [e for e in _events(store) if e["kind"] in ("permission_resolved", "resumed")]
-    assert resolved[0] == {"kind": "permission_resolved", "turn": 2, "approved": False, "responder": "dan"}
-    assert resolved[1]["kind"] == "resumed" and resolved[1]["denied"] and not resolved[1].get("approved")
+    events = _events(store)
+    gate = next(e for e in events if e["kind"] == "tool_gated")["call_id"]
+    start = next(i for i, e in enumerate(events) if e["kind"] == "permission_resolved")
+    resolved, decision, resumed = events[start : start + 3]
+    # as `flightlog deny` records it: seed 000's human responder, the name in the approval_decision
+    assert resolved == {"kind": "permission_resolved", "turn": 2, "approved": False, "responder": "user"}
+    assert (decision["kind"], decision["custom_kind"]) == ("custom", "approval_decision")
+    assert decision["payload"] == {
+        "turn": 2,
+        "call_id": gate,
+        "gate": "approval",
+        "approved": False,
+        "responder": "dan",
+        "reason": "denied by dan",
+    }
+    assert resumed["kind"] == "resumed" and resumed["denied"] == [gate] and not resumed.get("approved")
 
 
 def test_time_travel_rolls_the_replay_back(db: Path, store: Store) -> None:

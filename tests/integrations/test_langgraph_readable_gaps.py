@@ -328,7 +328,7 @@ def test_a_copy_of_a_thread_waiting_at_an_interrupt_waits_too(db: Path, store: S
     graph.invoke(Command(resume="yes"), {"configurable": {"thread_id": "fork", "user_id": "ann"}})
     run = _run(db, "fork")
     assert (run["state"], run["terminal"]["outcome"]) == ("terminal", "completed")
-    assert "approved (responder: ann)" in _cli(db, "show", "fork")
+    assert "approved by ann" in _cli(db, "show", "fork")
     assert _replayed(db, "fork") == _state(graph, "fork")
     assert _run(db, "wait")["state"] == "waiting_input"  # the source still waits
 

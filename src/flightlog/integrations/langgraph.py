@@ -69,8 +69,11 @@ namespace (``checkpoint_ns == ""``; subgraphs: see below) as seed 000 events, so
 * an ``interrupt()`` (an ``__interrupt__`` write) → per interrupt ``tool_gated`` (call id: the interrupt
   id, tool: the node) and ``permission_requested``, then ``suspended`` naming the interrupt ids;
 * ``Command(resume=...)`` (the ``__resume__`` write of LangGraph's null task) → per pending interrupt
-  ``permission_resolved`` (approved per :data:`DENIALS`, responder per :data:`RESPONDER_KEYS`), then
-  ``resumed`` with the approved and denied ids;
+  ``permission_resolved`` (approved per :data:`DENIALS`, responder ``"user"``, seed 000's human) and
+  ``custom`` :data:`APPROVAL_DECISION` ``{turn, call_id: <interrupt id>, gate: "approval", approved,
+  responder: <name per RESPONDER_KEYS>, reason?: "denied by <name>"}``, the record ``flightlog approve``,
+  the dashboard and the Agents SDK session write, which ``show``, ``pending`` and the dashboard's
+  Decisions read for who answered; then ``resumed`` with the approved and denied ids;
 * a static interrupt (``compile(interrupt_before=[...])`` / ``interrupt_after``, or the same ``invoke``
   arguments): LangGraph tells a checkpointer nothing when the graph stops there, and reports it only to
   graph lifecycle callbacks, so it is recorded when :attr:`FlightlogSaver.lifecycle` is among the run's
@@ -196,6 +199,7 @@ from ..events import (
 from ..integrity.notary import USER_NOTARY, Notary, UserNotary, resolve_notary
 from ..ledger import GENESIS, chain_hash
 from ..messages import ContentPart, Message, TextPart, ToolCall, ToolResult
+from ..narration import operator_problem
 from ..recorder import Recorder, verify_session
 from ..store.base import Store
 
@@ -203,6 +207,7 @@ if TYPE_CHECKING:
     from langgraph.callbacks import GraphCallbackHandler
 
 __all__ = [
+    "APPROVAL_DECISION",
     "CHECKPOINT_KIND",
     "DENIALS",
     "PROTOCOL",
@@ -406,7 +411,15 @@ NULL_TASK = "00000000-0000-0000-0000-000000000000"
 """LangGraph's ``NULL_TASK_ID``: the task a ``Command(resume=...)`` is written under."""
 RESPONDER_KEYS = ("responder", "approver", "user_id", "user")
 """Where the answerer of an interrupt is read, first found wins: ``config["metadata"][key]``, then
-``config["configurable"][key]``; ``"user"`` when none is a non-empty string."""
+``config["configurable"][key]``, leading and trailing whitespace stripped; ``"user"`` (the default operator
+name of ``flightlog approve``) when none is found. A value that breaks the operator-name rule
+(:func:`flightlog.narration.operator_problem`: empty, over 80 characters, a control or format character, ...)
+is passed over, not recorded: the saver cannot refuse a resume (LangGraph goes on when ``put_writes``
+raises, and the ledger would miss the answer), and every decision's name is shown as recorded."""
+APPROVAL_DECISION = "approval_decision"
+"""``custom_kind`` of the record naming who answered an interrupt (the kernel's, :mod:`flightlog.kernel.records`)."""
+_HUMAN = "user"
+"""``permission_resolved.responder`` of an answered interrupt (seed 000: ``"user" | "policy_gate"``)."""
 DENIALS = frozenset({"no", "n", "deny", "denied", "reject", "rejected", "decline", "declined"})
 """Resume values (strings, any case) recorded as a denial; also ``False`` and a dict whose ``approved`` is
 ``False`` or whose ``type``/``action``/``decision`` is one of these words. Anything else is an approval."""
@@ -568,13 +581,14 @@ def _replay_size(messages: Sequence[Any]) -> int:
 
 
 def _responder(config: RunnableConfig) -> str:
-    """Who answered an interrupt (:data:`RESPONDER_KEYS`)."""
+    """Who answered an interrupt (:data:`RESPONDER_KEYS`): the first name found that passes the
+    operator-name rule, else ``"user"``."""
     for scope in (config.get("metadata") or {}, config.get("configurable") or {}):
         for key in RESPONDER_KEYS:
             who = scope.get(key)
-            if isinstance(who, str) and who.strip():
-                return who.strip()[:80]
-    return "user"
+            if isinstance(who, str) and operator_problem(who.strip()) is None:
+                return who.strip()
+    return _HUMAN
 
 
 def _approved(value: Any) -> bool:
@@ -1571,7 +1585,18 @@ class FlightlogSaver(BaseCheckpointSaver[str]):
                 approved = [k for k, v in answers.items() if _approved(v)]
                 denied = [k for k in answers if k not in approved]
                 for k in answers:
-                    events.append(PermissionResolved(turn=turn, approved=k in approved, responder=who))
+                    # As flightlog approve/deny: seed 000's responder, the name in the decision record.
+                    events.append(PermissionResolved(turn=turn, approved=k in approved, responder=_HUMAN))
+                    decision = {
+                        "turn": turn,
+                        "call_id": k,
+                        "gate": "approval",
+                        "approved": k in approved,
+                        "responder": who,
+                    }
+                    if k not in approved:
+                        decision["reason"] = f"denied by {who}"
+                    events.append(Custom(custom_kind=APPROVAL_DECISION, payload=decision))
                     gates.pop(k)
                 events.append(Resumed(turn=turn, approved=approved, denied=denied))
         return events
