@@ -17,9 +17,14 @@ import os
 import shutil
 import tempfile
 from collections.abc import Iterator
+from pathlib import Path
+from typing import TYPE_CHECKING
 
 import pytest
 from hypothesis import HealthCheck, settings
+
+if TYPE_CHECKING:
+    from flightlog.store.sqlite import SqliteStore
 
 _SUITE_HOME = tempfile.mkdtemp(prefix="flightlog-tests-")
 for _name, _sub in (
@@ -51,3 +56,29 @@ def _isolated_user_dirs(
     monkeypatch.setenv("FLIGHTLOG_DB", str(home / "default.db"))
     monkeypatch.delenv("FLIGHTLOG_LOG_KEY", raising=False)
     yield
+
+
+SAMPLES = Path(__file__).parent / "data" / "samples"
+"""Real transcripts of every import format (``tests/data/samples/<format>/``, see its PROVENANCE.md)."""
+
+
+@pytest.fixture(scope="module")
+def sample_store(tmp_path_factory: pytest.TempPathFactory) -> Iterator[SqliteStore]:
+    """A store holding every sample transcript the importers take whole (one session each; a fragment
+    its format's tests wrap first is skipped), shared by a module's tests: treat it as read-only."""
+    from flightlog.errors import ImportFormatError
+    from flightlog.importers import FORMATS, import_file
+    from flightlog.store.sqlite import SqliteStore  # here: after the isolation variables above are set
+
+    with SqliteStore(tmp_path_factory.mktemp("samples") / "samples.db") as store:
+        imported = 0
+        for path in sorted(SAMPLES.rglob("*")):
+            fmt = path.relative_to(SAMPLES).parts[0]
+            if fmt in FORMATS and path.is_file() and path.suffix in {".jsonl", ".json", ".traj", ".md"}:
+                try:
+                    import_file(store, path, format=fmt)
+                except ImportFormatError:  # a fragment its format's tests wrap first: not a transcript
+                    continue
+                imported += 1
+        assert imported >= 8
+        yield store

@@ -70,6 +70,7 @@ from flightlog.replay import (
     AGENTS_POP,
     AGENTS_SESSION,
     TRUNCATION_SUFFIX,
+    Rebuilder,
     agents_item_message,
     pending_tool_calls,
     provider_replay_seed,
@@ -864,3 +865,36 @@ def test_agents_items_outside_an_agents_session_add_nothing() -> None:
         (3, Custom(custom_kind=AGENTS_ITEM, payload={"role": "user", "content": "hi"})),
     ]
     assert [m.text_content() for m in reconstruct(events)] == ["hi"]
+
+
+REPLAYS = [
+    llm(3, "native a", ProviderReplay(protocol="p", provider="x", native_blocks=[{"type": "text"}])),
+    llm(3, "native b", ProviderReplay(protocol="q")),
+    llm(4, "neutral"),
+]
+
+
+@given(
+    st.lists(st.sampled_from(POOL + REPLAYS), max_size=30),
+    st.one_of(st.none(), st.integers(min_value=0, max_value=30)),
+    st.one_of(st.none(), st.integers(min_value=0, max_value=40)),
+)
+def test_a_fold_that_keeps_no_provider_replay_gives_the_same_history(
+    events: list[SessionEvent], at: int | None, cap: int | None
+) -> None:
+    """``keep_replay=False`` (what ``reconstruct`` and ``replay_session`` fold with, issue 19) changes
+    nothing but the entries' ``replay``: same messages, same origins and seqs, in the same order."""
+    numbered = seqd(*events)
+    kept, bare = Rebuilder(loader, cap), Rebuilder(loader, cap, keep_replay=False)
+    for seq, event in numbered:
+        if at is not None and seq > at:
+            break
+        kept.feed(seq, event)
+        bare.feed(seq, event)
+        assert bare.messages() == kept.messages()
+        assert [(e.origin, e.seq) for e in bare.entries] == [(e.origin, e.seq) for e in kept.entries]
+        assert all(e.replay is None for e in bare.entries)
+    assert reconstruct(numbered, at=at, archive_loader=loader, max_part_bytes=cap) == kept.messages()
+    assert provider_replay_seed(numbered, "p", at=at, archive_loader=loader) == [
+        (e.seq, e.replay) for e in kept.entries if e.replay is not None and e.replay.protocol == "p"
+    ]

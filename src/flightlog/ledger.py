@@ -22,6 +22,7 @@ No I/O here: functions take bytes and iterables of rows, so they are testable ag
 from __future__ import annotations
 
 import hashlib
+import operator
 import struct
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
@@ -32,7 +33,9 @@ from .errors import Divergence, EventDecodeError
 __all__ = [
     "EMPTY_ROOT",
     "GENESIS",
+    "ChainCheck",
     "ChainRow",
+    "ChainTuple",
     "CompactRange",
     "VerifyReport",
     "chain_hash",
@@ -315,6 +318,95 @@ class VerifyReport:
         return not self.divergences
 
 
+ChainTuple = tuple[int, bytes, str, str]
+"""A stored row as verification reads it: ``(seq, event_bytes, prev_hash, hash)``."""
+
+_CHAIN_FIELDS = operator.attrgetter("seq", "event_bytes", "prev_hash", "hash")
+
+
+class ChainCheck:
+    """The streaming state of :func:`verify_rows`: feed rows in ascending seq, in one or more batches of
+    :data:`ChainTuple`, then :meth:`finish`.
+
+    Each row's chain hash is recomputed from its own stored ``prev_hash`` and bytes, its stored
+    ``prev_hash`` is compared with the previous row's stored ``hash``, its seq with the one expected, its
+    RFC 9162 leaf hash folded into the tree, and (with ``decode``) its bytes decoded; every divergence is
+    recorded at its seq. Memory is O(log n) whatever the number of rows.
+
+    Args:
+        session_id: For the report.
+        decode: Also decode each event (upcasters included) and report ``undecodable`` ones.
+        tree: Fold the leaf hashes into this tree (the caller's) instead of a private one (see
+            :func:`verify_rows`); it holds every row fed so far whenever the next row is pulled.
+    """
+
+    def __init__(self, session_id: str, *, decode: bool = True, tree: CompactRange | None = None) -> None:
+        self.report = VerifyReport(session_id=session_id)
+        self.tree = CompactRange() if tree is None else tree
+        self.decode = decode
+        self.next_seq = 0
+        """The last row's seq + 1 (0 before any row): the seq the next row should have."""
+
+    def feed(self, rows: Iterable[ChainTuple]) -> None:
+        """Check ``rows`` (``(seq, event_bytes, prev_hash, hash)``, ascending seq) after those fed before.
+
+        One tight loop: the RFC 9162 compact-range append is inlined (same result as
+        :meth:`CompactRange.append`), and the tree's ``size`` is kept current row by row.
+        """
+        from .encoding import decode_stored  # local: keeps the hashing core import-light
+
+        report, tree, decode = self.report, self.tree, self.decode
+        bad = report.divergences.append
+        sha256, pack, u64_error = hashlib.sha256, _U64.pack, struct.error
+        hashes = tree.hashes
+        push, pop = hashes.append, hashes.pop
+        expected_seq, prev, size = self.next_seq, report.head, tree.size
+        count, total = report.events, report.bytes
+        try:
+            for seq, data, stored_prev, stored_hash in rows:
+                if seq != expected_seq:
+                    if seq > expected_seq:
+                        bad(Divergence(expected_seq, "gap", f"seqs {expected_seq}..{seq - 1} missing"))
+                    else:
+                        bad(Divergence(seq, "gap", f"seq {seq} out of order after {expected_seq - 1}"))
+                if stored_prev != prev:
+                    bad(Divergence(seq, "broken_link", "prev_hash does not match the previous row's hash"))
+                try:
+                    packed = pack(seq)
+                except u64_error:  # a negative seq (a tampered row): hashed without it, so it mismatches
+                    packed = b""
+                if sha256(stored_prev.encode("ascii", "replace") + packed + data).hexdigest() != stored_hash:
+                    bad(Divergence(seq, "hash_mismatch", "stored hash does not match the stored bytes"))
+                if decode:
+                    try:
+                        decode_stored(data, seq=seq)
+                    except EventDecodeError as exc:
+                        bad(Divergence(seq, "undecodable", exc.reason))
+                push(sha256(b"\x00" + data).digest())
+                size += 1
+                n = size
+                while not n & 1:  # merge equal perfect subtrees: RFC 9162 node = sha256(0x01 ‖ l ‖ r)
+                    right = pop()
+                    hashes[-1] = sha256(b"\x01" + hashes[-1] + right).digest()
+                    n >>= 1
+                tree.size = size
+                count += 1
+                total += len(data)
+                prev = stored_hash
+                expected_seq = seq + 1
+        finally:
+            report.events, report.bytes, report.head = count, total, prev
+            self.next_seq = expected_seq
+
+    def finish(self, expected_head: tuple[int, str] | None = None) -> VerifyReport:
+        """The report: its tree head set, and compared with ``expected_head`` (``(seq, hash)`` recorded
+        elsewhere) when given (``truncated`` or ``head_mismatch``, as :func:`check_head`)."""
+        self.report.root = self.tree.root().hex()
+        if expected_head is not None:
+            _check_head(self.report, self.next_seq, expected_head)
+        return self.report
+
+
 def verify_rows(
     session_id: str,
     rows: Iterable[ChainRow],
@@ -344,49 +436,12 @@ def verify_rows(
     Returns:
         A :class:`VerifyReport`; ``report.ok`` is True when everything matched.
 
-    Source: seed 003 ``attach`` (recompute and compare every row); RFC 9162 §2.1.1.
+    Source: seed 003 ``attach`` (recompute and compare every row); RFC 9162 §2.1.1. The loop is
+    :class:`ChainCheck` (which a store's raw row tuples can feed directly).
     """
-    from .encoding import decode_stored  # local: keeps the hashing core import-light
-
-    report = VerifyReport(session_id=session_id)
-    tree = CompactRange() if tree is None else tree
-    expected_seq = 0
-    prev = GENESIS
-    bad = report.divergences.append
-    sha256, pack, add_leaf = hashlib.sha256, _U64.pack, tree.append
-    count = total = 0
-    for row in rows:
-        seq, data, stored_prev, stored_hash = row.seq, row.event_bytes, row.prev_hash, row.hash
-        if seq != expected_seq:
-            if seq > expected_seq:
-                bad(Divergence(expected_seq, "gap", f"seqs {expected_seq}..{seq - 1} missing"))
-            else:
-                bad(Divergence(seq, "gap", f"seq {seq} out of order after {expected_seq - 1}"))
-        if stored_prev != prev:
-            bad(Divergence(seq, "broken_link", "prev_hash does not match the previous row's hash"))
-        h = sha256(stored_prev.encode("ascii", "replace"))
-        h.update(pack(seq) if 0 <= seq < 2**64 else b"")
-        h.update(data)
-        if h.hexdigest() != stored_hash:
-            bad(Divergence(seq, "hash_mismatch", "stored hash does not match the stored bytes"))
-        if decode:
-            try:
-                decode_stored(data, seq=seq)
-            except EventDecodeError as exc:
-                bad(Divergence(seq, "undecodable", exc.reason))
-        leaf = sha256(b"\x00")
-        leaf.update(data)
-        add_leaf(leaf.digest())
-        count += 1
-        total += len(data)
-        prev = stored_hash
-        expected_seq = seq + 1
-    report.events, report.bytes = count, total
-    report.head = prev
-    report.root = tree.root().hex()
-    if expected_head is not None:
-        _check_head(report, expected_seq, expected_head)
-    return report
+    check = ChainCheck(session_id, decode=decode, tree=tree)
+    check.feed(map(_CHAIN_FIELDS, rows))
+    return check.finish(expected_head)
 
 
 def check_head(report: VerifyReport, next_seq: int, expected_head: tuple[int, str]) -> None:

@@ -28,7 +28,7 @@ from typing import Any
 from .encoding import canonical_bytes, canonical_json
 from .errors import LedgerIntegrityError
 from .events import Custom, Event, SessionEvent
-from .ledger import GENESIS, CompactRange, VerifyReport, chain_hash, check_head, leaf_hash, verify_rows
+from .ledger import GENESIS, ChainCheck, CompactRange, VerifyReport, chain_hash, check_head, leaf_hash
 from .notarization import SEAL_KIND, Notarizer, SessionSealed, SessionSigner, SignedHead
 from .salted import put_personal_artifact
 from .store.base import (
@@ -139,40 +139,34 @@ def _verified(
     """
     from .errors import Divergence
 
-    seen = [-1]
-    final: list[SessionRecord] = []
-    chasing = [False]
-
-    def rows() -> Iterator[StoredEvent]:
-        start, before = 0, -2
-        for _ in range(_EXTENSIONS + 1):
-            for row in store.read_events(session_id, start=start):
-                seen[0] = row.seq
-                yield row
-            record = store.get_session(session_id)
-            final[:] = [record]
-            if record.head_seq <= seen[0] or seen[0] == before:
-                return  # caught up, or no row came since the last read: compare with this head
-            start, before = seen[0] + 1, seen[0]
-        chasing[0] = True  # rows keep coming: a live writer is ahead of us, not a truncated ledger
-
     store.get_session(session_id)  # SessionNotFound before anything else
-    fold = CompactRange() if fold_tree else None
-    report = verify_rows(session_id, rows(), decode=decode, tree=fold)
-    record = final[-1]
-    if record.head_seq >= 0 and not chasing[0]:
-        check_head(report, seen[0] + 1, (record.head_seq, record.head_hash))
+    check = ChainCheck(session_id, decode=decode, tree=CompactRange() if fold_tree else None)
+    start, before, chasing = 0, -2, True
+    for _ in range(_EXTENSIONS + 1):
+        for page in store.read_chain(session_id, start=start):
+            check.feed(page)
+        record = store.get_session(session_id)
+        last = check.next_seq - 1
+        if record.head_seq <= last or last == before:
+            chasing = False  # caught up, or no row came since the last read: compare with this head
+            break
+        start, before = last + 1, last
+    # else: rows keep coming: a live writer is ahead of us, not a truncated ledger
+    report = check.finish()
+    last = check.next_seq - 1
+    if record.head_seq >= 0 and not chasing:
+        check_head(report, last + 1, (record.head_seq, record.head_hash))
     if (
         report.ok
         and record.merkle_root
         and report.events
-        and record.head_seq == seen[0]
+        and record.head_seq == last
         and record.merkle_root != report.root
     ):
         report.divergences.append(
             Divergence(report.events - 1, "head_mismatch", "recorded tree head differs from the stored rows")
         )
-    return report, fold
+    return report, check.tree if fold_tree else None
 
 
 class Recorder:

@@ -385,11 +385,25 @@ class Rebuilder:
     :func:`reconstruct` and the provider-replay queries run one over a window of stored events.
     """
 
-    def __init__(self, loader: ArchiveLoader | None = None, max_part_bytes: int | None = None) -> None:
+    def __init__(
+        self,
+        loader: ArchiveLoader | None = None,
+        max_part_bytes: int | None = None,
+        *,
+        keep_replay: bool = True,
+    ) -> None:
+        """Args:
+        loader: The archive loader (see :func:`reconstruct`).
+        max_part_bytes: Cap per part in UTF-8 bytes (see :func:`reconstruct`); None: no cap.
+        keep_replay: Keep each ``llm_completed``'s ``provider_replay`` in its entry (what
+            :func:`provider_replay_seed` reads); False leaves ``entry.replay`` None, for a fold that
+            returns only the messages (fewer objects kept alive, so less work for the garbage collector).
+        """
         self.entries: list[_Entry] = []
         self._loader = loader
         self._limit = max_part_bytes
         self._rewrite: dict[str, Any] | None = None
+        self._keep_replay = keep_replay
         self._agents: set[int] | None = None  # an Agents SDK session: the seqs of its live item messages
 
     def feed(self, seq: int, event: SessionEvent) -> None:
@@ -411,9 +425,8 @@ class Rebuilder:
         self._add(_run_started_message(event), seq)
 
     def _on_llm_completed(self, seq: int, event: LlmCompleted) -> None:
-        self.entries.append(
-            _Entry(_clip_message(event.message, self._limit), seq, seq, event.provider_replay)
-        )
+        replay = event.provider_replay if self._keep_replay else None
+        self.entries.append(_Entry(_clip_message(event.message, self._limit), seq, seq, replay))
 
     def _on_tool_completed(self, seq: int, event: ToolCompleted) -> None:
         for result in event.results:
@@ -530,9 +543,14 @@ _REBUILD_HANDLERS: dict[str, _Handler] = {
 
 
 def _rebuild(
-    events: Events, at: int | None, loader: ArchiveLoader | None, max_part_bytes: int | None
+    events: Events,
+    at: int | None,
+    loader: ArchiveLoader | None,
+    max_part_bytes: int | None,
+    *,
+    keep_replay: bool = True,
 ) -> list[_Entry]:
-    rebuilder = Rebuilder(loader, max_part_bytes)
+    rebuilder = Rebuilder(loader, max_part_bytes, keep_replay=keep_replay)
     for seq, event in _window(events, at):
         rebuilder.feed(seq, event)
     return rebuilder.entries
@@ -602,7 +620,8 @@ def reconstruct(
     """
     if max_part_bytes is not None and max_part_bytes < 0:
         raise ValueError(f"max_part_bytes must be >= 0, got {max_part_bytes}")
-    return [entry.message for entry in _rebuild(events, at, archive_loader, max_part_bytes)]
+    entries = _rebuild(events, at, archive_loader, max_part_bytes, keep_replay=False)
+    return [entry.message for entry in entries]
 
 
 # ─── Pending tool calls ───────────────────────────────────────────────────────────────────────

@@ -105,7 +105,12 @@ def replay_session(
     Applies the seed 000 replay rules (see :func:`flightlog.replay.reconstruct`); page-out archives are
     loaded from the artifact store.
     """
-    pairs = ((row.seq, event) for row, event in iter_events(store, session_id))
+    stop = None if at is None else max(at + 1, 0)  # the fold pulls nothing past ``at``: read nothing past it
+    pairs = (
+        (seq, decode_stored(data, seq=seq))
+        for page in store.read_chain(session_id, stop=stop)
+        for seq, data, _prev, _hash in page
+    )
     return reconstruct(pairs, at=at, archive_loader=archive_loader(store), max_part_bytes=max_part_bytes)
 
 

@@ -546,6 +546,24 @@ class Store(abc.ABC):
     ) -> Iterator[StoredEvent]:
         """Stream rows with ``start <= seq < stop`` in ascending seq (bounded memory)."""
 
+    def read_chain(
+        self, session_id: str, *, start: int = 0, stop: int | None = None
+    ) -> Iterator[list[tuple[int, bytes, str, str]]]:
+        """The chain fields of the rows with ``start <= seq < stop``, ascending seq, in pages (lists) of
+        ``(seq, event_bytes, prev_hash, hash)`` tuples: what verification reads (the stored bytes as
+        :meth:`read_events` gives them), without a record per row. Memory: one page.
+
+        This default pages :meth:`read_events`; a backend may read the columns directly.
+        """
+        page: list[tuple[int, bytes, str, str]] = []
+        for row in self.read_events(session_id, start=start, stop=stop):
+            page.append((row.seq, row.event_bytes, row.prev_hash, row.hash))
+            if len(page) == 512:
+                yield page
+                page = []
+        if page:
+            yield page
+
     # ─── authority epochs (fencing tokens) ─────────────────────────────────────────────────
     @abc.abstractmethod
     def authority_epoch(self, session_id: str) -> int:

@@ -30,6 +30,7 @@ from __future__ import annotations
 
 import abc
 import json
+import operator
 from collections.abc import Collection, Iterator, Mapping, Sequence
 from contextlib import AbstractContextManager
 from typing import Any, ClassVar
@@ -62,6 +63,9 @@ from .base import (
 )
 
 __all__ = ["INSERT_EVENT", "RUN_UPSERT", "UPDATE_HEAD", "SqlStore", "marks", "run_swap", "run_swap_params"]
+
+_SECOND = operator.itemgetter(1)
+"""A row's second column (``event`` in ``read_chain``'s rows)."""
 
 INSERT_EVENT = "INSERT INTO events (session_id, seq, kind, event, prev_hash, hash, recorded_at_ms) VALUES (?, ?, ?, ?, ?, ?, ?)"
 """One event row: ``(session_id, seq, kind, event bytes, prev_hash, hash, recorded_at_ms)``."""
@@ -323,6 +327,26 @@ class SqlStore(Store):
         sql = f"SELECT {R.EVENT_COLUMNS} FROM events WHERE session_id = ? AND seq >= ? AND seq < ? ORDER BY seq LIMIT ?"
         for seq, kind, data, prev_hash, hash_, at in self._pages(sql, (session_id,), start, stop, batch):
             yield StoredEvent(session_id, seq, kind, R.as_bytes(data), prev_hash, hash_, at)
+
+    def read_chain(
+        self, session_id: str, *, start: int = 0, stop: int | None = None, batch: int = 512
+    ) -> Iterator[list[tuple[int, bytes, str, str]]]:
+        """Pages of ``(seq, event_bytes, prev_hash, hash)`` as the driver returns them, ``batch`` rows per
+        query (keyset pagination); a page holding a value that is not ``bytes`` (a tampered TEXT or
+        INTEGER event in SQLite, a driver's memoryview) is mapped with :func:`rows.as_bytes`, as
+        :meth:`read_events` maps every row."""
+        sql = "SELECT seq, event, prev_hash, hash FROM events WHERE session_id = ? AND seq >= ? AND seq < ? ORDER BY seq LIMIT ?"
+        upper = stop if stop is not None else R.MAX_SEQ
+        position = start
+        while True:
+            rows = self._all(sql, (session_id, position, upper, batch))
+            if rows:
+                if set(map(type, map(_SECOND, rows))) != {bytes}:
+                    rows = [(seq, R.as_bytes(data), prev, h) for seq, data, prev, h in rows]
+                yield rows
+            if len(rows) < batch:
+                return
+            position = rows[-1][0] + 1
 
     # ─── authority epochs ────────────────────────────────────────────────────────────────
     def authority_epoch(self, session_id: str) -> int:

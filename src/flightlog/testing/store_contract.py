@@ -399,6 +399,20 @@ class StoreContract(MemoryContract):
         _append(store, "s-1", list(range(1100)))
         assert [e.seq for e in store.read_events("s-1", start=start, stop=stop)] == list(expected)
 
+    @pytest.mark.parametrize(("start", "stop"), [(0, None), (10, 20), (500, 1050), (1099, None), (20, 10)])
+    def test_read_chain_pages_the_rows_read_events_gives(
+        self, store: Store, start: int, stop: int | None
+    ) -> None:
+        _new_session(store)
+        _append(store, "s-1", list(range(1100)))
+        pages = list(store.read_chain("s-1", start=start, stop=stop))
+        assert all(isinstance(page, list) and page for page in pages)
+        assert [row for page in pages for row in page] == [
+            (e.seq, e.event_bytes, e.prev_hash, e.hash)
+            for e in store.read_events("s-1", start=start, stop=stop)
+        ]
+        assert all(type(row[1]) is bytes for page in pages for row in page)
+
     def test_reads_do_not_mix_sessions(self, store: Store) -> None:
         _new_session(store, "s-1")
         _new_session(store, "s-2")
