@@ -392,13 +392,20 @@ class Rebuilder:
         *,
         keep_replay: bool = True,
     ) -> None:
-        """Args:
-        loader: The archive loader (see :func:`reconstruct`).
-        max_part_bytes: Cap per part in UTF-8 bytes (see :func:`reconstruct`); None: no cap.
-        keep_replay: Keep each ``llm_completed``'s ``provider_replay`` in its entry (what
+        """Start an empty history.
+
+        Args:
+            loader: The archive loader (see :func:`reconstruct`).
+            max_part_bytes: Cap per part in UTF-8 bytes (see :func:`reconstruct`); None: no cap.
+            keep_replay: Keep each ``llm_completed``'s ``provider_replay`` in its entry (what
             :func:`provider_replay_seed` reads); False leaves ``entry.replay`` None, for a fold that
             returns only the messages (fewer objects kept alive, so less work for the garbage collector).
+
+        Raises:
+            ValueError: ``max_part_bytes`` is negative.
         """
+        if max_part_bytes is not None and max_part_bytes < 0:
+            raise ValueError(f"max_part_bytes must be >= 0, got {max_part_bytes}")
         self.entries: list[_Entry] = []
         self._loader = loader
         self._limit = max_part_bytes
@@ -618,8 +625,6 @@ def reconstruct(
 
     Source: seed 000 ``SessionEvent``; the rules are flightlog's (ARCHITECTURE.md, ``replay``).
     """
-    if max_part_bytes is not None and max_part_bytes < 0:
-        raise ValueError(f"max_part_bytes must be >= 0, got {max_part_bytes}")
     entries = _rebuild(events, at, archive_loader, max_part_bytes, keep_replay=False)
     return [entry.message for entry in entries]
 

@@ -13,7 +13,7 @@ from typing import IO
 from .encoding import decode_stored
 from .events import SessionEvent
 from .messages import Message
-from .replay import reconstruct
+from .replay import Rebuilder
 from .salted import get_personal_artifact
 from .store.base import SessionRecord, Store, StoredEvent
 
@@ -103,15 +103,20 @@ def replay_session(
     """Reconstruct the provider-neutral transcript of a session as of seq ``at`` (inclusive; None = head).
 
     Applies the seed 000 replay rules (see :func:`flightlog.replay.reconstruct`); page-out archives are
-    loaded from the artifact store.
+    loaded from the artifact store. Reads the rows up to ``at`` only (raw pages, :meth:`Store.read_chain`)
+    and decodes each into its event, so an undecodable one up to ``at`` raises as in :func:`iter_events`.
+
+    Raises:
+        EventDecodeError: a stored event up to ``at`` does not decode (names its seq).
+        ValueError: ``max_part_bytes`` is negative.
     """
-    stop = None if at is None else max(at + 1, 0)  # the fold pulls nothing past ``at``: read nothing past it
-    pairs = (
-        (seq, decode_stored(data, seq=seq))
-        for page in store.read_chain(session_id, stop=stop)
-        for seq, data, _prev, _hash in page
-    )
-    return reconstruct(pairs, at=at, archive_loader=archive_loader(store), max_part_bytes=max_part_bytes)
+    rebuilder = Rebuilder(archive_loader(store), max_part_bytes, keep_replay=False)
+    feed = rebuilder.feed
+    stop = None if at is None else max(at + 1, 0)
+    for page in store.read_chain(session_id, stop=stop):  # ascending, unique seqs (the primary key)
+        for seq, data, _prev, _hash in page:
+            feed(seq, decode_stored(data, seq=seq))
+    return rebuilder.messages()
 
 
 def export_line(row: StoredEvent) -> str:
