@@ -15,9 +15,10 @@ Ledger layout (one flightlog session per LangGraph ``thread_id``, id ``langgraph
 ``langgraph``, ``metadata["run_source"] = "workflow"``). What LangGraph stores is kept in these
 :class:`~flightlog.events.Custom` events, so LangGraph gets back exactly what it stored:
 
-* ``langgraph.checkpoint`` (one per ``put``, one transaction with its artifacts): ``thread_id``,
-  ``checkpoint_ns``, ``checkpoint_id``, ``parent_checkpoint_id`` (absent for a root), ``checkpoint`` (the
-  checkpoint without ``channel_values``) and ``metadata``, and ``channels``: for each channel in
+* ``langgraph.checkpoint`` (one per ``put``, one transaction with its artifacts): ``checkpoint_ns``,
+  ``checkpoint_id``, ``parent_checkpoint_id`` (absent for a root), the checkpoint without
+  ``channel_values`` (its *body*) as ``checkpoint`` (whole) or ``patch`` (below), ``metadata``, and
+  ``channels``: for each channel in
   ``new_versions`` only, ``{"version", "type", "ref"}`` where ``ref`` is the ``sha256:<hex>`` handle of the
   serialized value (``self.serde.dumps_typed``) stored as a content-addressed, deduplicated artifact and
   ``type`` the serde's type tag; a channel in ``new_versions`` without a value is ``{"version", "type":
@@ -27,8 +28,15 @@ Ledger layout (one flightlog session per LangGraph ``thread_id``, id ``langgraph
   ``MessagesState`` thread grows by its new messages per step, not by its whole history (reading walks the
   deltas back to a whole value and reads their artifacts in one statement). ``checkpoint`` and ``metadata``
   are ``{"json": value}`` when the value is plain JSON that round-trips exactly, else ``{"type", "ref"}``
-  like a channel value.
-* ``langgraph.writes`` (one per ``put_writes`` that adds something): ``thread_id``, ``checkpoint_ns``,
+  like a channel value. A body that is exact JSON, like its parent's, is stored as ``patch`` instead:
+  the changes from the parent's body once ``id`` is set to ``checkpoint_id``, ``updated_channels`` to the
+  sorted channels of ``channels`` given a value and ``channel_versions`` updated with their versions
+  (what the event already says), as ``{"del": [keys], "set": {key: value}, "sub": {key: patch}}`` (each
+  part only when not empty; ``sub`` patches a nested object). Typically only ``ts`` and one
+  ``versions_seen`` entry are left. A body is stored whole at least every :data:`KEYFRAME` checkpoints
+  down a parent chain, so a read applies at most ``KEYFRAME - 1`` patches. (Events written before
+  2026-12-02 hold every body whole, and ``thread_id``; both forms read the same.)
+* ``langgraph.writes`` (one per ``put_writes`` that adds something): ``checkpoint_ns``,
   ``checkpoint_id``, ``task_id``, ``task_path`` and ``writes``: ``[{"idx", "channel", "type", "ref"}]``.
 * ``langgraph.thread_deleted`` (``delete_thread``): ``thread_id``.
 * ``langgraph.runs_deleted`` (``delete_for_runs``: ``run_ids``), ``langgraph.pruned`` (``prune``:
@@ -124,7 +132,11 @@ the two). The session status follows (``running``, ``suspended``, ``completed``,
 Reads fold the ledger: the first read of a thread reads its rows once, streaming, checking each row's
 chain link and hash (from genesis) before folding its stored JSON into a small in-memory index of
 references, and the last row against the session's recorded head (values stay in the artifact table and are
-loaded, and their sha256 checked, when a tuple is built). Any mismatch runs the full verify, which names
+loaded, and their sha256 checked, when a tuple is built). The fold parses only what it needs: readable
+events it only counts (``llm_completed``, ``run_terminal``) are recognised by their first canonical bytes,
+a ``langgraph.writes`` event is filed under its checkpoint (read from its first bytes) and parsed when that
+checkpoint's pending writes are read or written, and a patched body is resolved when its checkpoint is
+read. Any mismatch runs the full verify, which names
 every divergent sequence, and the read is refused. When the session's head moved without this saver
 (another process wrote), only the rows appended since are read, each checked to chain onto the verified head
 (and the last onto the recorded head) before it is folded. The ledger is the truth; the index is a cache.
@@ -150,6 +162,7 @@ import copy
 import hashlib
 import json
 import random
+import struct
 import threading
 from collections.abc import AsyncIterator, Callable, Iterator, Sequence
 from dataclasses import dataclass, field
@@ -197,7 +210,7 @@ from ..events import (
     ToolRequested,
 )
 from ..integrity.notary import USER_NOTARY, Notary, UserNotary, resolve_notary
-from ..ledger import GENESIS, chain_hash
+from ..ledger import GENESIS
 from ..messages import ContentPart, Message, TextPart, ToolCall, ToolResult
 from ..narration import operator_problem
 from ..recorder import Recorder, verify_session
@@ -286,9 +299,32 @@ class _Val(NamedTuple):
     ref: _Ref | None
 
 
+class _Body:
+    """A checkpoint body (the checkpoint without ``channel_values``) as stored: whole (``val``: inline JSON
+    or an artifact) or a ``patch`` on ``base``, the body of the checkpoint it extends (bound when the event
+    is folded), after :func:`_rebased` sets what the event itself says (``over``: the checkpoint id, the
+    channels it changed and their versions). ``resolved`` caches the whole JSON body once built (shared: copied before it is handed out);
+    ``depth`` counts the patches back to a whole body (at most :data:`KEYFRAME` - 1)."""
+
+    __slots__ = ("base", "depth", "over", "patch", "resolved", "seq", "val")
+
+    def __init__(
+        self,
+        seq: int,
+        val: _Val | None = None,
+        patch: dict[str, Any] | None = None,
+        base: _Body | None = None,
+        over: tuple[str, dict[str, Any]] | None = None,
+    ) -> None:
+        self.seq, self.val, self.patch, self.base = seq, val, patch, base
+        self.over = over  # the event's checkpoint_id and stored channels (:func:`_over`, when resolved)
+        self.depth: int = 0 if base is None else base.depth + 1
+        self.resolved: dict[str, Any] | None = None
+
+
 @dataclass
 class _Cp:
-    checkpoint: _Val
+    body: _Body
     metadata: dict[str, Any]
     parent_id: str | None
     metadata_entry: dict[str, Any] = field(default_factory=dict)  # as stored: {"json"} or {"type", "ref"}
@@ -317,6 +353,9 @@ class _Thread:
     blobs: dict[tuple[str, str, str | int | float], _Ref | None] = field(default_factory=dict)
     # (checkpoint_ns, checkpoint_id) -> (task_id, idx) -> write
     writes: dict[tuple[str, str], dict[tuple[str, int], _Write]] = field(default_factory=dict)
+    # writes events folded but not parsed yet, in ledger order: (checkpoint_ns, checkpoint_id) -> [(seq, bytes)]
+    # (merged into ``writes`` by ``_writes_of`` when a read or write needs that checkpoint's writes)
+    raw_writes: dict[tuple[str, str], list[tuple[int, bytes]]] = field(default_factory=dict)
     recorder: Recorder | None = None
     # the readable side (module docstring: readable events), folded from the readable events
     run_open: bool = False  # a run_started without its run_terminal
@@ -333,7 +372,14 @@ class _Thread:
         self.checkpoints.clear()
         self.blobs.clear()
         self.writes.clear()
+        self.raw_writes.clear()
         self.lists.clear()
+
+    def drop(self, ns: str, checkpoint_id: str) -> None:
+        """Forget one checkpoint and its writes (a ``runs_deleted`` or ``pruned`` marker)."""
+        del self.checkpoints[ns][checkpoint_id]
+        self.writes.pop((ns, checkpoint_id), None)
+        self.raw_writes.pop((ns, checkpoint_id), None)
 
 
 def _blob_ref(entry: dict[str, Any], seq: int) -> _Ref | None:
@@ -425,6 +471,93 @@ DENIALS = frozenset({"no", "n", "deny", "denied", "reject", "rejected", "decline
 ``False`` or whose ``type``/``action``/``decision`` is one of these words. Anything else is an approval."""
 _MAX_STOPS = 1024  # static interrupts reported before their put, kept until it comes
 _LLM_PREFIX = b'{"kind":"llm_completed",'
+_TERMINAL_PREFIX = b'{"kind":"run_terminal",'
+_CHECKPOINT_PREFIX = b'{"custom_kind":"langgraph.checkpoint","kind":"custom",'
+_WRITES_PREFIX = b'{"custom_kind":"langgraph.writes","kind":"custom","payload":{"checkpoint_id":"'
+_NS_KEY = ',"checkpoint_ns":"'
+_U64 = struct.Struct("<Q")
+_scanstring: Callable[[str, int], tuple[str, int]] = json.decoder.scanstring  # type: ignore[attr-defined]  # C scanner, not in typeshed
+KEYFRAME = 16
+"""A checkpoint body is stored whole at least every this many checkpoints down a parent chain (the others
+as patches on their parent's), so reading one applies at most ``KEYFRAME - 1`` patches."""
+
+
+def _writes_key(data: bytes) -> tuple[str, str] | None:
+    """``(checkpoint_ns, checkpoint_id)`` of a stored ``langgraph.writes`` event (its payload's first two
+    keys in canonical order), read without parsing the rest; None when the bytes are not laid out so
+    (the caller then parses them whole)."""
+    text = data.decode("utf-8")
+    try:
+        checkpoint_id, end = _scanstring(text, len(_WRITES_PREFIX))
+        if not text.startswith(_NS_KEY, end):
+            return None
+        ns, _ = _scanstring(text, end + len(_NS_KEY))
+    except ValueError:
+        return None
+    return ns, checkpoint_id
+
+
+def _over(checkpoint_id: str, channels: dict[str, Any]) -> dict[str, Any]:
+    """What a ``langgraph.checkpoint`` event says of its body without the patch repeating it (stored
+    ``channels`` entries: ``{"version", "type", ...}``): ``id``, ``updated_channels`` (the channels given a
+    value, sorted, as LangGraph sets it) and the versions of its channels."""
+    return {
+        "id": checkpoint_id,
+        "updated_channels": sorted(c for c, e in channels.items() if e["type"] != "empty"),
+        "channel_versions": {c: e["version"] for c, e in channels.items()},
+    }
+
+
+def _rebased(body: dict[str, Any], over: dict[str, Any]) -> dict[str, Any]:
+    """The base a patch applies to: the parent's ``body`` with ``id`` and ``updated_channels`` of ``over``
+    and its ``channel_versions`` merged in (a new dict; ``body`` unchanged). Where LangGraph's body says
+    otherwise, the patch says so."""
+    versions = {**body.get("channel_versions", {}), **over["channel_versions"]}
+    return {
+        **body,
+        "id": over["id"],
+        "updated_channels": over["updated_channels"],
+        "channel_versions": versions,
+    }
+
+
+def _diff(old: dict[str, Any], new: dict[str, Any]) -> dict[str, Any]:
+    """A patch turning ``old`` into ``new`` (JSON objects): ``{"del": [keys], "set": {key: value},
+    "sub": {key: patch}}`` (each part only when not empty; ``sub`` for a key whose old and new values
+    are both objects)."""
+    patch: dict[str, Any] = {}
+    gone = [k for k in old if k not in new]
+    put: dict[str, Any] = {}
+    sub: dict[str, Any] = {}
+    for k, v in new.items():
+        if k in old:
+            o = old[k]
+            if _same(o, v):
+                continue
+            if type(o) is dict and type(v) is dict:
+                sub[k] = _diff(o, v)
+                continue
+        put[k] = v
+    if gone:
+        patch["del"] = gone
+    if put:
+        patch["set"] = put
+    if sub:
+        patch["sub"] = sub
+    return patch
+
+
+def _patched(old: dict[str, Any], patch: dict[str, Any]) -> dict[str, Any]:
+    """:func:`_diff`'s patch applied to ``old`` (a new dict; ``old`` and the patch are not changed, their
+    unchanged values are shared)."""
+    gone = patch.get("del", ())
+    new = {k: v for k, v in old.items() if k not in gone} if gone else dict(old)
+    new.update(patch.get("set", {}))
+    for k, p in patch.get("sub", {}).items():
+        new[k] = _patched(old[k], p)
+    return new
+
+
 _MARKER_CHANNELS = ("branch:to:", "__start__", "__pregel_tasks")
 
 
@@ -761,23 +894,56 @@ class FlightlogSaver(BaseCheckpointSaver[str]):
         thread that moves on elsewhere is not re-read and re-hashed whole. False (the thread then half
         folded: the caller rebuilds it, and the full verify names any divergence) when they do not."""
         prev = thread.head
-        for row in self.store.read_events(thread.session_id, start=thread.next_seq, stop=size):
-            if row.prev_hash != prev or chain_hash(prev, row.seq, row.event_bytes) != row.hash:
-                return False
-            self._apply_bytes(thread, row.seq, row.event_bytes)
-            prev, thread.next_seq = row.hash, row.seq + 1
+        sha256, pack, apply = hashlib.sha256, _U64.pack, self._apply_bytes
+        # chain_hash (ledger.py) inlined: sha256(prev_hash ‖ u64_le(seq) ‖ event_bytes), hex
+        for page in self.store.read_chain(thread.session_id, start=thread.next_seq, stop=size):
+            for seq, data, prev_hash, hash_ in page:
+                if prev_hash != prev or sha256(prev.encode("ascii") + pack(seq) + data).hexdigest() != hash_:
+                    return False
+                apply(thread, seq, data)
+                prev, thread.next_seq = hash_, seq + 1
         thread.head = prev
         return thread.next_seq == size and prev == head_hash
 
     def _apply_bytes(self, thread: _Thread, seq: int, data: bytes) -> None:
-        """:meth:`_apply` on stored canonical bytes; an ``llm_completed`` (the largest readable event, of
-        which the fold needs only the kind) is recognised by its first bytes (RFC 8785 sorts ``kind``
-        first in it; canonical bytes are unique) without parsing it."""
+        """:meth:`_apply` on stored canonical bytes. Events of which the fold needs only the kind are
+        recognised by their first bytes without parsing them (RFC 8785 sorts keys, so ``kind`` comes first
+        in an ``llm_completed`` or ``run_terminal`` and ``custom_kind`` first in a ``custom``; canonical
+        bytes are unique); a ``langgraph.writes`` event is only filed under its checkpoint, parsed when
+        that checkpoint's writes are needed (:meth:`_writes_of`)."""
         if data.startswith(_LLM_PREFIX):
             thread.history += 1
             thread.run_llm += 1
+        elif data.startswith(_TERMINAL_PREFIX):
+            thread.run_open = False
+        elif data.startswith(_CHECKPOINT_PREFIX):
+            self._apply_custom(thread, seq, CHECKPOINT_KIND, parse_json(data)["payload"])
+        elif data.startswith(_WRITES_PREFIX) and (key := _writes_key(data)) is not None:
+            thread.raw_writes.setdefault(key, []).append((seq, data))
         else:
             self._apply(thread, seq, parse_json(data))
+
+    def _writes_of(self, thread: _Thread, ns: str, checkpoint_id: str) -> dict[tuple[str, int], _Write]:
+        """The pending writes of a checkpoint, ``(task_id, idx) -> write`` (the thread's own dict: copy
+        before changing it), after merging the writes events filed for it and not parsed yet."""
+        key = (ns, checkpoint_id)
+        raw = thread.raw_writes.pop(key, None)
+        if raw:
+            stored = thread.writes.setdefault(key, {})
+            for seq, data in raw:
+                self._merge_writes_event(stored, seq, parse_json(data)["payload"])
+        return thread.writes.get(key, {})
+
+    @staticmethod
+    def _merge_writes_event(stored: dict[tuple[str, int], _Write], seq: int, payload: dict[str, Any]) -> None:
+        task_id, task_path = payload["task_id"], payload["task_path"]
+        _merge_writes(
+            stored,
+            [
+                _Write(task_id, w["channel"], _Ref(w["type"], w["ref"], seq), task_path, w["idx"])
+                for w in payload["writes"]
+            ],
+        )
 
     def _apply(self, thread: _Thread, seq: int, wire: dict[str, Any]) -> None:
         """Fold one event, as its stored JSON (seed 000 wire shape), into the read model: the same code
@@ -812,8 +978,9 @@ class FlightlogSaver(BaseCheckpointSaver[str]):
             thread.reset()
         elif kind == CHECKPOINT_KIND:
             ns = payload["checkpoint_ns"]
+            blobs = thread.blobs
             for channel, entry in payload["channels"].items():
-                thread.blobs[(ns, channel, entry["version"])] = _blob_ref(entry, seq)
+                blobs[(ns, channel, entry["version"])] = _blob_ref(entry, seq)
             self._add_checkpoint(thread, seq, payload)
             thread.cp_history[(ns, payload["checkpoint_id"])] = thread.history
             thread.last_cp[ns] = payload["checkpoint_id"]
@@ -823,8 +990,7 @@ class FlightlogSaver(BaseCheckpointSaver[str]):
                 for checkpoint_id in [
                     i for i, cp in checkpoints.items() if cp.metadata.get("run_id") in doomed
                 ]:
-                    del checkpoints[checkpoint_id]
-                    thread.writes.pop((ns, checkpoint_id), None)
+                    thread.drop(ns, checkpoint_id)
         elif kind == PRUNED_KIND:
             self._prune(thread, payload["strategy"])
         elif kind == THREAD_COPIED_KIND:
@@ -835,35 +1001,37 @@ class FlightlogSaver(BaseCheckpointSaver[str]):
             for entry in payload["checkpoints"]:
                 self._add_checkpoint(thread, seq, entry)
             for w in payload["writes"]:
+                self._writes_of(thread, w["checkpoint_ns"], w["checkpoint_id"])  # keeps ledger order
                 stored = thread.writes.setdefault((w["checkpoint_ns"], w["checkpoint_id"]), {})
                 stored[(w["task_id"], w["idx"])] = _Write(
                     w["task_id"], w["channel"], _Ref(w["type"], w["ref"], seq), w["task_path"], w["idx"]
                 )
         elif kind == WRITES_KIND:
-            stored = thread.writes.setdefault((payload["checkpoint_ns"], payload["checkpoint_id"]), {})
-            _merge_writes(
-                stored,
-                [
-                    _Write(
-                        payload["task_id"],
-                        w["channel"],
-                        _Ref(w["type"], w["ref"], seq),
-                        payload["task_path"],
-                        w["idx"],
-                    )
-                    for w in payload["writes"]
-                ],
-            )
+            ns, checkpoint_id = payload["checkpoint_ns"], payload["checkpoint_id"]
+            self._writes_of(thread, ns, checkpoint_id)  # the ones filed before it first: ledger order
+            self._merge_writes_event(thread.writes.setdefault((ns, checkpoint_id), {}), seq, payload)
 
     def _add_checkpoint(self, thread: _Thread, seq: int, payload: dict[str, Any]) -> None:
+        """File a checkpoint (a ``langgraph.checkpoint`` payload or a ``thread_copied`` entry); a body
+        stored as a ``patch`` is bound to its parent's body as the thread holds it at this row."""
+        ns = payload["checkpoint_ns"]
         meta = self._val(payload["metadata"], seq)
         metadata = meta.json if meta.ref is None else self._load(thread, meta.ref)
-        thread.checkpoints.setdefault(payload["checkpoint_ns"], {})[payload["checkpoint_id"]] = _Cp(
-            self._val(payload["checkpoint"], seq),
-            metadata,
-            payload.get("parent_checkpoint_id"),
-            payload["metadata"],
-        )
+        parent = payload.get("parent_checkpoint_id")
+        checkpoints = thread.checkpoints.setdefault(ns, {})
+        if "patch" in payload:
+            base = checkpoints.get(parent or "")
+            if base is None:
+                raise LedgerIntegrityError(
+                    session_id=thread.session_id,
+                    seq=seq,
+                    reason=f"checkpoint patch: its parent {parent!r} is not in the thread",
+                )
+            over = (payload["checkpoint_id"], payload["channels"])
+            body = _Body(seq, patch=payload["patch"], base=base.body, over=over)
+        else:
+            body = _Body(seq, val=self._val(payload["checkpoint"], seq))
+        checkpoints[payload["checkpoint_id"]] = _Cp(body, metadata, parent, payload["metadata"])
 
     @staticmethod
     def _prune(thread: _Thread, strategy: str) -> None:
@@ -875,8 +1043,7 @@ class FlightlogSaver(BaseCheckpointSaver[str]):
         for ns, checkpoints in thread.checkpoints.items():
             latest = max(checkpoints) if checkpoints else None
             for checkpoint_id in [i for i in checkpoints if i != latest]:
-                del checkpoints[checkpoint_id]
-                thread.writes.pop((ns, checkpoint_id), None)
+                thread.drop(ns, checkpoint_id)
 
     @staticmethod
     def _val(entry: dict[str, Any], seq: int) -> _Val:
@@ -927,12 +1094,43 @@ class FlightlogSaver(BaseCheckpointSaver[str]):
             value.extend(self._loads(thread, r, contents.get(r.handle)))
         return value
 
-    def _value(self, thread: _Thread, val: _Val) -> Any:
-        return copy.deepcopy(val.json) if val.ref is None else self._load(thread, val.ref)
+    def _body(self, thread: _Thread, body: _Body) -> Any:
+        """The checkpoint body ``body`` stores: a whole one, or its base's with the patches on the way
+        applied (at most :data:`KEYFRAME` - 1; each resolved body is cached and shared: copy it before
+        handing it out).
+
+        Raises:
+            LedgerIntegrityError: a patch does not apply to its base (names the patch's seq), or an
+                artifact is missing or altered.
+        """
+        chain: builtins.list[_Body] = []
+        b = body
+        while b.resolved is None and b.base is not None:
+            chain.append(b)
+            b = b.base
+        if b.resolved is not None:
+            value: Any = b.resolved
+        elif b.val is None:  # pragma: no cover - a whole body always has val
+            raise AssertionError("a checkpoint body with neither a value nor a base")
+        elif b.val.ref is None:
+            value = b.resolved = b.val.json
+        else:
+            value = self._load(thread, b.val.ref)  # not cached: deserialized objects are not shared
+        for link in reversed(chain):
+            try:
+                value = _patched(_rebased(value, _over(*link.over or ("", {}))), link.patch or {})
+            except (KeyError, TypeError, AttributeError) as exc:
+                raise LedgerIntegrityError(
+                    session_id=thread.session_id,
+                    seq=link.seq,
+                    reason=f"checkpoint patch does not apply to its parent's body: {exc!r}",
+                ) from exc
+            link.resolved = value
+        return value
 
     def _tuple(self, thread: _Thread, ns: str, checkpoint_id: str, config: RunnableConfig) -> CheckpointTuple:
         cp = thread.checkpoints[ns][checkpoint_id]
-        body: dict[str, Any] = self._value(thread, cp.checkpoint)
+        body: dict[str, Any] = copy.deepcopy(self._body(thread, cp.body))
         values: dict[str, Any] = {}
         for channel, version in body["channel_versions"].items():
             key = (ns, channel, version)
@@ -940,7 +1138,7 @@ class FlightlogSaver(BaseCheckpointSaver[str]):
                 continue
             if thread.blobs[key] is not None:
                 values[channel] = self._load_blob(thread, ns, channel, version)
-        stored = thread.writes.get((ns, checkpoint_id), {})
+        stored = self._writes_of(thread, ns, checkpoint_id)
         ordered = sorted(stored.values(), key=_writes_sort_key)
         pending: builtins.list[PendingWrite] = [
             (w.task_id, w.channel, self._load(thread, w.ref)) for w in ordered
@@ -1189,10 +1387,9 @@ class FlightlogSaver(BaseCheckpointSaver[str]):
                 elif _is_messages(new):
                     appended.extend(new)
             payload: dict[str, Any] = {
-                "thread_id": thread_id,
                 "checkpoint_ns": ns,
                 "checkpoint_id": checkpoint["id"],
-                "checkpoint": self._inline_or_ref(rec, body),
+                **self._body_entry(thread, rec, ns, parent, body, checkpoint["id"], channels),
                 "metadata": self._inline_or_ref(rec, meta),
                 "channels": channels,
             }
@@ -1204,6 +1401,7 @@ class FlightlogSaver(BaseCheckpointSaver[str]):
                     thread, ns, checkpoint["id"], parent, dict(meta), values, appended
                 )
             if ns == "" and checkpoint["id"] not in thread.checkpoints.get(ns, {}):
+                self._writes_of(thread, ns, checkpoint["id"])  # writes saved before it, for its events
                 events = self._step_events(
                     thread, checkpoint["id"], parent, dict(meta), values, (appended, dropped), config
                 )
@@ -1384,6 +1582,36 @@ class FlightlogSaver(BaseCheckpointSaver[str]):
 
             self._write(thread_id, STOPPED_KIND, build)
 
+    def _body_entry(
+        self,
+        thread: _Thread,
+        rec: Recorder,
+        ns: str,
+        parent: str | None,
+        body: dict[str, Any],
+        checkpoint_id: str,
+        channels: dict[str, Any],
+    ) -> dict[str, Any]:
+        """How a checkpoint body is stored (module docstring): ``{"patch": ...}`` on the parent's body
+        (:func:`_rebased` with what the event's ``checkpoint_id`` and stored ``channels`` say) when both
+        are exact JSON, the parent is in the thread, its patch chain is shorter than :data:`KEYFRAME` - 1
+        and the patch applies back to exactly ``body``; else ``{"checkpoint": {"json"} or {"type",
+        "ref"}}``, whole."""
+        if not _exact_json(body):
+            return {"checkpoint": self._typed(rec, body)}
+        cp = thread.checkpoints.get(ns, {}).get(parent or "")
+        if (
+            cp is not None
+            and cp.body.depth + 1 < KEYFRAME
+            and (cp.body.val is None or cp.body.val.ref is None)
+            and _exact_json(over := _over(checkpoint_id, channels))
+        ):
+            base = _rebased(self._body(thread, cp.body), over)
+            patch = _diff(base, body)
+            if _same(_patched(base, patch), body):
+                return {"patch": patch}
+        return {"checkpoint": {"json": body}}
+
     def _store_value(
         self,
         thread: _Thread,
@@ -1427,7 +1655,7 @@ class FlightlogSaver(BaseCheckpointSaver[str]):
         cp = thread.checkpoints.get(ns, {}).get(parent or "")
         if cp is None:
             return None
-        body = cp.checkpoint.json if cp.checkpoint.ref is None else self._load(thread, cp.checkpoint.ref)
+        body = self._body(thread, cp.body)
         version = body.get("channel_versions", {}).get(channel)
         if version is None or thread.blobs.get((ns, channel, version)) is None:
             return None
@@ -1627,7 +1855,7 @@ class FlightlogSaver(BaseCheckpointSaver[str]):
         dummy = _Ref("", "", -1)
 
         def build(thread: _Thread, rec: Recorder) -> tuple[builtins.list[Event], dict[str, Any]] | None:
-            probe = dict(thread.writes.get((ns, checkpoint_id), {}))
+            probe = dict(self._writes_of(thread, ns, checkpoint_id))
             wanted = _merge_writes(
                 probe,
                 [
@@ -1649,7 +1877,6 @@ class FlightlogSaver(BaseCheckpointSaver[str]):
             if ns == "" and cp is not None:
                 events = self._special_events(thread, cp.metadata.get("step"), kept, config, [])
             payload = {
-                "thread_id": thread_id,
                 "checkpoint_ns": ns,
                 "checkpoint_id": checkpoint_id,
                 "task_id": task_id,
@@ -1740,14 +1967,16 @@ class FlightlogSaver(BaseCheckpointSaver[str]):
         """
         with self._lock:
             src = self._thread(source_thread_id)
+            for ns, checkpoint_id in builtins.list(src.raw_writes):
+                self._writes_of(src, ns, checkpoint_id)
             latest = self._copied_state(src)
             checkpoints = [
                 {
                     "checkpoint_ns": ns,
                     "checkpoint_id": checkpoint_id,
-                    "checkpoint": {"json": cp.checkpoint.json}
-                    if cp.checkpoint.ref is None
-                    else {"type": cp.checkpoint.ref.type, "ref": cp.checkpoint.ref.handle},
+                    "checkpoint": {"json": self._body(src, cp.body)}
+                    if cp.body.val is None or cp.body.val.ref is None
+                    else {"type": cp.body.val.ref.type, "ref": cp.body.val.ref.handle},
                     "metadata": cp.metadata_entry,
                     **({"parent_checkpoint_id": cp.parent_id} if cp.parent_id else {}),
                 }
