@@ -189,6 +189,7 @@ except ImportError as exc:  # pragma: no cover - exercised in a subprocess witho
         "flightlog.integrations.langgraph needs LangGraph: pip install 'flightlog[langgraph]'"
     ) from exc
 
+from ..encoding import _DECODER as _PARSER  # the decoder parse_json uses (its integer rule)
 from ..encoding import canonical_json, parse_json
 from ..errors import AppendConflict, EncodingError, LedgerIntegrityError, SessionNotFound, StaleWriter
 from ..events import (
@@ -480,6 +481,21 @@ _scanstring: Callable[[str, int], tuple[str, int]] = json.decoder.scanstring  # 
 KEYFRAME = 16
 """A checkpoint body is stored whole at least every this many checkpoints down a parent chain (the others
 as patches on their parent's), so reading one applies at most ``KEYFRAME - 1`` patches."""
+
+
+_scan_json: Callable[[str, int], tuple[Any, int]] = _PARSER.scan_once  # type: ignore[attr-defined]  # set by JSONDecoder.__init__
+
+
+def _parse_row(data: bytes) -> Any:
+    """:func:`~flightlog.encoding.parse_json` of a stored row (same values, its integer rule included),
+    calling the C scanner directly: canonical JSON has no whitespace to skip (anything else is handed
+    to ``parse_json``, which raises for what is not JSON)."""
+    text = data.decode("utf-8")
+    try:
+        value, end = _scan_json(text, 0)
+    except StopIteration:
+        return parse_json(text)
+    return value if end == len(text) else parse_json(text)
 
 
 def _writes_key(data: bytes) -> tuple[str, str] | None:
@@ -917,11 +933,11 @@ class FlightlogSaver(BaseCheckpointSaver[str]):
         elif data.startswith(_TERMINAL_PREFIX):
             thread.run_open = False
         elif data.startswith(_CHECKPOINT_PREFIX):
-            self._apply_custom(thread, seq, CHECKPOINT_KIND, parse_json(data)["payload"])
+            self._apply_custom(thread, seq, CHECKPOINT_KIND, _parse_row(data)["payload"])
         elif data.startswith(_WRITES_PREFIX) and (key := _writes_key(data)) is not None:
             thread.raw_writes.setdefault(key, []).append((seq, data))
         else:
-            self._apply(thread, seq, parse_json(data))
+            self._apply(thread, seq, _parse_row(data))
 
     def _writes_of(self, thread: _Thread, ns: str, checkpoint_id: str) -> dict[tuple[str, int], _Write]:
         """The pending writes of a checkpoint, ``(task_id, idx) -> write`` (the thread's own dict: copy
@@ -931,7 +947,7 @@ class FlightlogSaver(BaseCheckpointSaver[str]):
         if raw:
             stored = thread.writes.setdefault(key, {})
             for seq, data in raw:
-                self._merge_writes_event(stored, seq, parse_json(data)["payload"])
+                self._merge_writes_event(stored, seq, _parse_row(data)["payload"])
         return thread.writes.get(key, {})
 
     @staticmethod
@@ -977,13 +993,15 @@ class FlightlogSaver(BaseCheckpointSaver[str]):
         elif kind == THREAD_DELETED_KIND:
             thread.reset()
         elif kind == CHECKPOINT_KIND:
-            ns = payload["checkpoint_ns"]
+            ns, checkpoint_id = payload["checkpoint_ns"], payload["checkpoint_id"]
             blobs = thread.blobs
             for channel, entry in payload["channels"].items():
-                blobs[(ns, channel, entry["version"])] = _blob_ref(entry, seq)
+                kind = entry["type"]  # _blob_ref, inlined: the fold's most frequent call
+                ref = None if kind == "empty" else _Ref(kind, entry["ref"], seq, entry.get("base"))
+                blobs[(ns, channel, entry["version"])] = ref
             self._add_checkpoint(thread, seq, payload)
-            thread.cp_history[(ns, payload["checkpoint_id"])] = thread.history
-            thread.last_cp[ns] = payload["checkpoint_id"]
+            thread.cp_history[(ns, checkpoint_id)] = thread.history
+            thread.last_cp[ns] = checkpoint_id
         elif kind == RUNS_DELETED_KIND:
             doomed = set(payload["run_ids"])
             for ns, checkpoints in thread.checkpoints.items():
@@ -1014,9 +1032,12 @@ class FlightlogSaver(BaseCheckpointSaver[str]):
     def _add_checkpoint(self, thread: _Thread, seq: int, payload: dict[str, Any]) -> None:
         """File a checkpoint (a ``langgraph.checkpoint`` payload or a ``thread_copied`` entry); a body
         stored as a ``patch`` is bound to its parent's body as the thread holds it at this row."""
-        ns = payload["checkpoint_ns"]
-        meta = self._val(payload["metadata"], seq)
-        metadata = meta.json if meta.ref is None else self._load(thread, meta.ref)
+        ns, entry = payload["checkpoint_ns"], payload["metadata"]
+        if "json" in entry:
+            metadata = entry["json"]
+        else:
+            meta = self._val(entry, seq)
+            metadata = self._load(thread, meta.ref) if meta.ref is not None else meta.json
         parent = payload.get("parent_checkpoint_id")
         checkpoints = thread.checkpoints.setdefault(ns, {})
         if "patch" in payload:
@@ -1031,7 +1052,7 @@ class FlightlogSaver(BaseCheckpointSaver[str]):
             body = _Body(seq, patch=payload["patch"], base=base.body, over=over)
         else:
             body = _Body(seq, val=self._val(payload["checkpoint"], seq))
-        checkpoints[payload["checkpoint_id"]] = _Cp(body, metadata, parent, payload["metadata"])
+        checkpoints[payload["checkpoint_id"]] = _Cp(body, metadata, parent, entry)
 
     @staticmethod
     def _prune(thread: _Thread, strategy: str) -> None:
