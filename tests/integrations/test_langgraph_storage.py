@@ -3,6 +3,7 @@ KEYFRAME checkpoints down a chain), writes events filed unparsed by the fold, bo
 
 from __future__ import annotations
 
+import gc
 import json
 from collections.abc import Iterator
 from pathlib import Path
@@ -184,3 +185,18 @@ def test_diff_then_patch_gives_the_new_object(old: dict[str, Any], new: dict[str
     assert _same(_patched(old, patch), new)
     assert json.dumps(old, sort_keys=True) == before  # neither is changed
     assert _diff(new, new) == {}
+
+
+def test_the_fold_leaves_the_garbage_collector_as_it_found_it(store: Store) -> None:
+    """The fold pauses the cyclic collector (``_gc_paused``) and turns it back on, also when it refuses
+    a thread; a collector the caller turned off stays off."""
+    test_a_patch_without_its_parent_is_refused_naming_its_seq(store)  # a refused fold
+    assert gc.isenabled()
+    _chat(FlightlogSaver(store, notary=None)).invoke({"messages": [HumanMessage("more")]}, _cfg("y"))
+    assert FlightlogSaver(store, notary=None).get_tuple(_cfg("y")) is not None and gc.isenabled()
+    gc.disable()
+    try:
+        assert FlightlogSaver(store, notary=None).get_tuple(_cfg("y")) is not None
+        assert not gc.isenabled()
+    finally:
+        gc.enable()

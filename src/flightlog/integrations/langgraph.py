@@ -159,12 +159,14 @@ from __future__ import annotations
 import asyncio
 import builtins
 import copy
+import gc
 import hashlib
 import json
 import random
 import struct
 import threading
 from collections.abc import AsyncIterator, Callable, Iterator, Sequence
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, NamedTuple
 
@@ -496,6 +498,23 @@ def _parse_row(data: bytes) -> Any:
     except StopIteration:
         return parse_json(text)
     return value if end == len(text) else parse_json(text)
+
+
+@contextmanager
+def _gc_paused() -> Iterator[None]:
+    """Pause Python's cyclic garbage collector for a bulk read (the fold of a thread, a list channel's
+    delta chain), then resume it if it was on. They allocate many small containers that stay alive (the
+    index) or die by reference counting; the collector's passes over them meanwhile are pure overhead
+    (measured: more than half of a first ``get_state``'s CPU at 1,000 turns). Nothing is left
+    uncollected: cycles made meanwhile, in any thread, are collected once it is on again."""
+    if not gc.isenabled():
+        yield
+        return
+    gc.disable()
+    try:
+        yield
+    finally:
+        gc.enable()
 
 
 def _writes_key(data: bytes) -> tuple[str, str] | None:
@@ -912,12 +931,16 @@ class FlightlogSaver(BaseCheckpointSaver[str]):
         prev = thread.head
         sha256, pack, apply = hashlib.sha256, _U64.pack, self._apply_bytes
         # chain_hash (ledger.py) inlined: sha256(prev_hash ‖ u64_le(seq) ‖ event_bytes), hex
-        for page in self.store.read_chain(thread.session_id, start=thread.next_seq, stop=size):
-            for seq, data, prev_hash, hash_ in page:
-                if prev_hash != prev or sha256(prev.encode("ascii") + pack(seq) + data).hexdigest() != hash_:
-                    return False
-                apply(thread, seq, data)
-                prev, thread.next_seq = hash_, seq + 1
+        with _gc_paused():
+            for page in self.store.read_chain(thread.session_id, start=thread.next_seq, stop=size):
+                for seq, data, prev_hash, hash_ in page:
+                    if (
+                        prev_hash != prev
+                        or sha256(prev.encode("ascii") + pack(seq) + data).hexdigest() != hash_
+                    ):
+                        return False
+                    apply(thread, seq, data)
+                    prev, thread.next_seq = hash_, seq + 1
         thread.head = prev
         return thread.next_seq == size and prev == head_hash
 
@@ -1111,8 +1134,9 @@ class FlightlogSaver(BaseCheckpointSaver[str]):
         refs = [*([] if ref is None else [ref]), *reversed(chain)]
         contents = self.store.get_artifacts([r.handle for r in refs])  # one read for the whole chain
         value: Any = []
-        for r in refs:
-            value.extend(self._loads(thread, r, contents.get(r.handle)))
+        with _gc_paused():
+            for r in refs:
+                value.extend(self._loads(thread, r, contents.get(r.handle)))
         return value
 
     def _body(self, thread: _Thread, body: _Body) -> Any:
