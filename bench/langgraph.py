@@ -130,13 +130,13 @@ from langgraph_bench import _graph, _open_saver, _chain
 from pathlib import Path
 saver, closer = _open_saver({kind!r}, Path({path!r}))
 graph = _graph(saver)
-start = time.perf_counter()
+start, cpu = time.perf_counter(), time.process_time()
 state = graph.get_state({{"configurable": {{"thread_id": "bench"}}}})
 if {chain!r}:
     _chain({chain!r})
-elapsed = time.perf_counter() - start
+elapsed, cpu = time.perf_counter() - start, time.process_time() - cpu
 assert len(state.values["messages"]) == {expect}, len(state.values["messages"])
-print(elapsed)
+print(elapsed, cpu)
 """
 
 
@@ -163,9 +163,11 @@ def _chain(path: str) -> None:
         conn.close()
 
 
-def _first_get(kind: str, path: Path, expect: int, bench_dir: Path, chain: Path | None = None) -> float:
-    """Seconds one new process spends in ``graph.get_state`` (plus, with ``chain``, :func:`_chain` on
-    that flightlog file: the same-work floor)."""
+def _first_get(
+    kind: str, path: Path, expect: int, bench_dir: Path, chain: Path | None = None
+) -> tuple[float, float]:
+    """Seconds (wall, process CPU) one new process spends in ``graph.get_state`` (plus, with ``chain``,
+    :func:`_chain` on that flightlog file: the same-work floor)."""
     code = _GET.format(
         src=str(_SRC),
         bench=str(bench_dir),
@@ -177,7 +179,8 @@ def _first_get(kind: str, path: Path, expect: int, bench_dir: Path, chain: Path 
     out = subprocess.run(
         [sys.executable, "-c", code], check=True, capture_output=True, text=True, timeout=600
     )
-    return float(out.stdout.strip().splitlines()[-1])
+    wall, cpu = out.stdout.strip().splitlines()[-1].split()
+    return float(wall), float(cpu)
 
 
 def _peer() -> bool:
@@ -210,6 +213,7 @@ def main() -> None:
         disk: dict[str, dict[int, int]] = {}
         raw = 0
         gets: dict[str, list[float]] = {}
+        cpus: dict[str, list[float]] = {}
         for kind in kinds:
             path = tmp / f"{kind}.db"
             start = time.perf_counter()
@@ -218,12 +222,14 @@ def main() -> None:
         print(_breakdown(tmp / "flightlog.db", max(marks), raw), file=log)
         expect = 2 * max(marks)
         for _ in range(rounds):  # interleaved, so load drifts touch every column alike
-            for kind in kinds:
-                gets.setdefault(kind, []).append(_first_get(kind, tmp / f"{kind}.db", expect, tmp))
+            runs = [(kind, kind, None) for kind in kinds]
             if "sqlite" in kinds:
-                floor = _first_get("sqlite", tmp / "sqlite.db", expect, tmp, chain=tmp / "flightlog.db")
-                gets.setdefault("floor", []).append(floor)
-        rows = _rows(disk, raw, gets, marks)
+                runs.append(("floor", "sqlite", tmp / "flightlog.db"))
+            for column, kind, chain in runs:
+                wall, cpu = _first_get(kind, tmp / f"{kind}.db", expect, tmp, chain=chain)
+                gets.setdefault(column, []).append(wall)
+                cpus.setdefault(column, []).append(cpu)
+        rows = _rows(disk, raw, gets, marks, cpus)
     finally:
         shutil.rmtree(tmp, ignore_errors=True)
     if args.json:
@@ -279,7 +285,11 @@ def _per_turn(sizes: dict[int, int], marks: list[int]) -> list[float]:
 
 
 def _rows(
-    disk: dict[str, dict[int, int]], raw: int, gets: dict[str, list[float]], marks: list[int]
+    disk: dict[str, dict[int, int]],
+    raw: int,
+    gets: dict[str, list[float]],
+    marks: list[int],
+    cpus: dict[str, list[float]],
 ) -> list[dict[str, Any]]:
     top = max(marks)
     ours = _per_turn(disk["flightlog"], marks)
@@ -304,6 +314,10 @@ def _rows(
         }
     ]
     mine = statistics.median(gets["flightlog"]) * 1000
+
+    def cpu_ms(column: str) -> float:
+        return statistics.median(cpus[column]) * 1000
+
     if "sqlite" in gets:
         floor = statistics.median(gets["sqlite"]) * 1000
         same = statistics.median(gets["floor"]) * 1000
@@ -322,7 +336,9 @@ def _rows(
                     f"median of {len(gets['flightlog'])} processes, each saver's interleaved; only the "
                     f"get_state call is timed. Against the same-work floor (SqliteSaver's get_state plus "
                     f"reading and sha256-chaining every row of the thread in raw sqlite3, in one process): "
-                    f"{mine / same:.2f}x (spread {min(same_ratios):.2f}-{max(same_ratios):.2f})"
+                    f"{mine / same:.2f}x (spread {min(same_ratios):.2f}-{max(same_ratios):.2f}). "
+                    f"Process CPU of the call (median): flightlog {cpu_ms('flightlog'):.1f} ms, "
+                    f"SqliteSaver {cpu_ms('sqlite'):.1f} ms, same-work floor {cpu_ms('floor'):.1f} ms"
                 ),
             }
         )
