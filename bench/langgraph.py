@@ -20,6 +20,12 @@ Rows (issue 19's table):
 * ``LangGraph first get_state in a new process``: a fresh process opens the file and calls
   ``graph.get_state`` on the thread at the largest ``--turns`` (imports and opening excluded: only the
   call is timed); the median over ``--rounds`` processes, ratio flightlog / ``SqliteSaver``. Target <= 2x.
+  The detail gives flightlog against a same-work floor timed in the same rounds (:func:`_chain`:
+  ``SqliteSaver``'s ``get_state`` plus reading and sha256-chaining every row of the thread from flightlog's
+  file in raw ``sqlite3``, in one process) and each column's process CPU.
+
+Before the rows it prints where flightlog's bytes per turn go at the largest ``--turns``
+(:func:`_breakdown`).
 
 Nothing here asserts on timings. Temporary files live under ``TMPDIR`` and are removed at exit.
 """
