@@ -6,9 +6,9 @@ a ``langgraph.checkpoint`` event's channel at it, and recompute every chain hash
 so the plain chain verifies. The thread was signed (the default notary): its signed checkpoint and retained
 head disagree with the rows, and ``flightlog audit`` says so (``checkpoint_mismatch``, ``fork``). The saver's
 read path checks only the plain chain against the session row, so ``get_tuple`` loads the artifact and
-LangGraph imports the module. Marked ``xfail(strict=True)`` until the read path checks the signatures it has
-(``src/flightlog/integrations/langgraph.py``, ``FlightlogSaver._thread``, which helpers other than this
-test's author are changing): then it passes and the marker must go.
+LangGraph imports the module. The saver's first read of a thread in a process now checks the signatures as
+``audit`` does (the latest signed checkpoint and retained head, and the rows' leaf hashes against its tree
+head in the same pass as the chain), so the read is refused before anything is deserialized.
 """
 
 from __future__ import annotations
@@ -46,11 +46,6 @@ def _graph(saver: FlightlogSaver) -> Any:
     return g.compile(checkpointer=saver)
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="FlightlogSaver reads check only the plain chain (langgraph.py FlightlogSaver._thread), not the "
-    "signed checkpoints and retained head: a re-chained thread is deserialized, and a module it names imported",
-)
 def test_a_rechained_signed_thread_is_refused_before_anything_is_imported(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
@@ -84,5 +79,6 @@ def test_a_rechained_signed_thread_is_refused_before_anything_is_imported(
                 refused = exc
         assert probe not in sys.modules, "a module named by unverified stored data was imported"
         assert refused is not None and refused.seq is not None
+        assert "signed checkpoint" in str(refused)
     finally:
         sys.modules.pop(probe, None)

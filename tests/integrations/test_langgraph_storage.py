@@ -200,3 +200,30 @@ def test_the_fold_leaves_the_garbage_collector_as_it_found_it(store: Store) -> N
         assert not gc.isenabled()
     finally:
         gc.enable()
+
+
+def test_overlapping_pauses_in_two_threads_leave_the_collector_on() -> None:
+    """Two reads folding at once in two threads: the first to end must not turn the collector back on while
+    the other still runs, and the last to end must (a plain save-and-restore gets one of the two wrong)."""
+    import threading
+
+    from flightlog.integrations.langgraph import _gc_paused
+
+    entered, release, done = threading.Event(), threading.Event(), threading.Event()
+
+    def other() -> None:
+        with _gc_paused():
+            entered.set()
+            release.wait(60)
+        done.set()
+
+    assert gc.isenabled()
+    worker = threading.Thread(target=other)
+    worker.start()
+    assert entered.wait(60)
+    with _gc_paused():
+        release.set()
+        assert done.wait(60)  # the other read ended while this one still runs
+        assert not gc.isenabled()
+    worker.join(60)
+    assert gc.isenabled()

@@ -129,9 +129,15 @@ the two). The session status follows (``running``, ``suspended``, ``completed``,
 ``failed``), and each time the graph stops (suspended or run ended) the recorder signs a checkpoint at once
 (with the saver's notary) instead of waiting for the cadence.
 
-Reads fold the ledger: the first read of a thread reads its rows once, streaming, checking each row's
-chain link and hash (from genesis) before folding its stored JSON into a small in-memory index of
-references, and the last row against the session's recorded head (values stay in the artifact table and are
+Reads fold the ledger: the first read of a thread in a process first checks its signatures as ``flightlog
+audit`` does, when the saver has a notary (the default): the latest signed checkpoint under the notary's
+keys, the retained head, and the rows after that checkpoint (:meth:`~flightlog.integrity.notary.Notary.resume`
+without re-reading the rows it covers; the whole audit when the thread has no signed checkpoint yet). It then
+reads the rows once, streaming, checking each row's chain link and hash (from genesis) and computing its
+RFC 9162 leaf hash, before folding its stored JSON into a small in-memory index of references; the chain
+must end at the verified head and the leaves must give the signed tree head, so a thread whose rows were
+rewritten and re-chained is refused (naming the seq) before anything in it reaches LangGraph's serde, which
+imports the modules a msgpack value names. Values stay in the artifact table and are
 loaded, and their sha256 checked, when a tuple is built). The fold parses only what it needs: readable
 events it only counts (``llm_completed``, ``run_terminal``) are recognised by their first canonical bytes,
 a ``langgraph.writes`` event is filed under its checkpoint (read from its first bytes) and parsed when that
@@ -213,7 +219,7 @@ from ..events import (
     ToolRequested,
 )
 from ..integrity.notary import USER_NOTARY, Notary, UserNotary, resolve_notary
-from ..ledger import GENESIS
+from ..ledger import GENESIS, CompactRange
 from ..messages import ContentPart, Message, TextPart, ToolCall, ToolResult
 from ..narration import operator_problem
 from ..recorder import Recorder, verify_session
@@ -221,6 +227,8 @@ from ..store.base import Store
 
 if TYPE_CHECKING:
     from langgraph.callbacks import GraphCallbackHandler
+
+    from ..notarization import Anchor
 
 __all__ = [
     "APPROVAL_DECISION",
@@ -500,21 +508,35 @@ def _parse_row(data: bytes) -> Any:
     return value if end == len(text) else parse_json(text)
 
 
+_gc_lock = threading.Lock()
+_gc_pauses = 0  # reads currently holding the collector off (guarded by _gc_lock)
+
+
 @contextmanager
 def _gc_paused() -> Iterator[None]:
     """Pause Python's cyclic garbage collector for a bulk read (the fold of a thread, a list channel's
     delta chain), then resume it if it was on. They allocate many small containers that stay alive (the
     index) or die by reference counting; the collector's passes over them meanwhile are pure overhead
     (measured: more than half of a first ``get_state``'s CPU at 1,000 turns). Nothing is left
-    uncollected: cycles made meanwhile, in any thread, are collected once it is on again."""
-    if not gc.isenabled():
-        yield
-        return
-    gc.disable()
+    uncollected: cycles made meanwhile, in any thread, are collected once it is on again. Counted across
+    threads (one lock): the collector is turned back on when the last overlapping read that found it on
+    ends, so two threads folding at once never leave it off."""
+    global _gc_pauses
+    with _gc_lock:
+        if _gc_pauses == 0 and not gc.isenabled():
+            paused = False  # the host turned it off: leave it as it is
+        else:
+            paused = True
+            _gc_pauses += 1
+            gc.disable()
     try:
         yield
     finally:
-        gc.enable()
+        if paused:
+            with _gc_lock:
+                _gc_pauses -= 1
+                if _gc_pauses == 0:
+                    gc.enable()
 
 
 def _writes_key(data: bytes) -> tuple[str, str] | None:
@@ -903,11 +925,38 @@ class FlightlogSaver(BaseCheckpointSaver[str]):
         if thread is not None:
             fresh.recorder = thread.recorder  # behind the ledger now: _recorder re-attaches before a write
         if record is not None:
+            # Signed (the default): the signatures first, as `flightlog audit` checks them: the latest signed
+            # checkpoint under the notary's keys, the retained head, the rows after it (O(log n) + the tail;
+            # the whole audit when the thread has no signed checkpoint yet). Raises naming the seq.
+            notary = self.notary
+            anchor = None if notary is None else self._anchor(notary, sid)
+            if anchor is not None:
+                size, head_hash = anchor.size, anchor.head
+            else:
+                head_hash = record.head_hash
+            tree = None if anchor is None else CompactRange()
             fresh.head = GENESIS  # one pass: each row's chain link and hash checked, then folded
-            if self._extend(fresh, size, record.head_hash):
+            if self._extend(fresh, size, head_hash, tree=tree):
+                if (
+                    notary is not None
+                    and anchor is not None
+                    and tree is not None
+                    and tree.root() != anchor.tree.root()
+                ):
+                    # the rows chain, but are not the rows the signed tree head covers (re-chained):
+                    # the full audit names the first divergent seq
+                    self._threads.pop(thread_id, None)
+                    notary.resume(self.store, sid, full=True)
+                    raise LedgerIntegrityError(
+                        session_id=sid,
+                        seq=size - 1,
+                        reason="the rows do not hash to the signed checkpoint's tree head",
+                    )
                 self._threads[thread_id] = fresh
                 return fresh
             fresh = _Thread(thread_id, sid, recorder=fresh.recorder)
+            if self.notary is not None:
+                self.notary.resume(self.store, sid, full=True)  # the whole audit: names the divergence
             report = verify_session(self.store, sid)  # names every divergence
             if not report.ok:
                 first = report.divergences[0]
@@ -923,11 +972,37 @@ class FlightlogSaver(BaseCheckpointSaver[str]):
         self._threads[thread_id] = fresh
         return fresh
 
-    def _extend(self, thread: _Thread, size: int, head_hash: str) -> bool:
+    def _anchor(self, notary: Notary, sid: str) -> Anchor:
+        """``notary.resume(full=False)`` for a read: outside a write transaction another process may append
+        (and sign, and retain its head) between the reads it makes, which it would report as a divergence
+        (``head_mismatch``, ``stale_head``); so a refusal is believed only when the session's head did not
+        move meanwhile, and otherwise the check is run again (up to :data:`WRITE_ATTEMPTS` times).
+
+        Raises:
+            LedgerIntegrityError: as :meth:`~flightlog.integrity.notary.Notary.resume`, naming the seq.
+        """
+        for attempt in range(WRITE_ATTEMPTS):
+            before = self.store.get_session(sid)
+            try:
+                return notary.resume(self.store, sid, full=False)
+            except LedgerIntegrityError:
+                after = self.store.get_session(sid)
+                if attempt == WRITE_ATTEMPTS - 1 or (after.head_seq, after.head_hash) == (
+                    before.head_seq,
+                    before.head_hash,
+                ):
+                    raise
+        raise AssertionError("unreachable")  # pragma: no cover
+
+    def _extend(
+        self, thread: _Thread, size: int, head_hash: str, *, tree: CompactRange | None = None
+    ) -> bool:
         """Fold the rows another writer appended after what ``thread`` holds (seq ``thread.next_seq`` to
         ``size - 1``), checking that they chain onto its verified head and up to the recorded head, so a
         thread that moves on elsewhere is not re-read and re-hashed whole. False (the thread then half
-        folded: the caller rebuilds it, and the full verify names any divergence) when they do not."""
+        folded: the caller rebuilds it, and the full verify names any divergence) when they do not.
+        ``tree``, when given, gets each row's RFC 9162 leaf hash, for the caller to compare with a signed
+        tree head."""
         prev = thread.head
         sha256, pack, apply = hashlib.sha256, _U64.pack, self._apply_bytes
         # chain_hash (ledger.py) inlined: sha256(prev_hash ‖ u64_le(seq) ‖ event_bytes), hex
@@ -939,6 +1014,8 @@ class FlightlogSaver(BaseCheckpointSaver[str]):
                         or sha256(prev.encode("ascii") + pack(seq) + data).hexdigest() != hash_
                     ):
                         return False
+                    if tree is not None:
+                        tree.append(sha256(b"\x00" + data).digest())  # RFC 9162 leaf hash (ledger.leaf_hash)
                     apply(thread, seq, data)
                     prev, thread.next_seq = hash_, seq + 1
         thread.head = prev
