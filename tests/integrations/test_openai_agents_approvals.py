@@ -5,6 +5,7 @@ and the resume are in the ledger, so ``pending``, ``runs``, ``show`` and the das
 from __future__ import annotations
 
 import json
+import os
 import subprocess
 import sys
 from collections.abc import Iterator
@@ -33,13 +34,16 @@ TOKEN = "test-token-0123456789abcdef"
 BASE = "http://127.0.0.1:8000"
 
 
-def _step(db: Path, state: Path, *args: str) -> str:
+def _step(db: Path, state: Path, *args: str, traced: bool = False) -> str:
     """Run one worker step in a fresh process; its last line (``final ...`` / ``suspended ...``)."""
+    # traced: the worker replaces the SDK's processors by ours alone, so no export leaves the machine
+    env = {k: v for k, v in os.environ.items() if k != "OPENAI_AGENTS_DISABLE_TRACING"}
     done = subprocess.run(
         [sys.executable, str(WORKER), str(db), str(state), *args],
         capture_output=True,
         text=True,
         timeout=120,
+        env={**env, "FLIGHTLOG_TEST_TRACED": "1"} if traced else None,
     )
     assert done.returncode == 0, done.stderr
     return done.stdout.strip().splitlines()[-1]
@@ -98,6 +102,29 @@ def test_approved_through_run_state_in_another_process(started: tuple[Path, Path
     shown = _cli(db, "show", "support-1")
     assert f"call {CALL} approved by alice" in shown
     assert "refunded order 42" in shown  # the tool ran after the approval (its output is an item)
+
+
+@pytest.mark.parametrize("decision", ["approve", "reject"])
+def test_a_traced_run_decided_in_another_process_names_its_call(tmp_path: Path, decision: str) -> None:
+    """Traced in both processes: the call is requested once (the gate) under the model's call id, its
+    result recorded only when it ran (after an approval; a rejected call never runs), and the decision is
+    anchored by a signed checkpoint; the finished session is ``completed``."""
+    db, state = tmp_path / "agents.db", tmp_path / "state.json"
+    assert _step(db, state, "start", traced=True) == f"suspended {CALL}"
+    said = "refunded order 42" if decision == "approve" else "bob says no"
+    assert _step(db, state, decision, "bob", traced=True) == f"final tool said: {said}"
+    events = _events(db)
+    assert [c.id for e in events if e.kind == "tool_requested" for c in e.calls] == [CALL]
+    results = [(r.call_id, r.output) for e in events if e.kind == "tool_completed" for r in e.results]
+    assert results == ([(CALL, "refunded order 42")] if decision == "approve" else [])
+    assert [e.message.text_content() for e in events if e.kind == "llm_completed"] == [
+        "",
+        f"tool said: {said}",
+    ]
+    (report,) = json.loads(_cli(db, "audit", SID, "--json"))
+    assert report["ok"] and report["unanchored"] is None, report
+    (row,) = [r for r in json.loads(_cli(db, "ls", "--json")) if r["session_id"] == SID]
+    assert row["status"] == "completed"
 
 
 def test_denied_on_the_dashboard_then_resumed_in_another_process(started: tuple[Path, Path]) -> None:

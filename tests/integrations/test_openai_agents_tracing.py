@@ -301,3 +301,48 @@ def test_replay_shows_the_conversation_once(tmp_path: Path, only_our_processors:
         "assistant",
         "user",
     ]
+
+
+@function_tool
+def log_note(note: str) -> None:
+    """Writes a note; returns nothing."""
+
+
+@pytest.mark.parametrize("sensitive", [True, False], ids=["with-data", "without-data"])
+def test_each_traced_call_is_named_by_the_models_call_id(
+    tmp_path: Path, only_our_processors: None, sensitive: bool
+) -> None:
+    """Two calls of one tool and a tool returning None in one answer: each result under its own call id,
+    once (the function span carries no call id; the model's answer does). Without sensitive data the spans
+    hold no input or output: the results are the session's function_call_output items."""
+    db = tmp_path / "calls.db"
+    session = FlightlogSession("calls", db, notary=None)
+    set_trace_processors([FlightlogTracingProcessor(session)])
+    model = ChatLikeModel(
+        [
+            [
+                _call("w_paris", "get_weather", '{"city":"Paris"}'),
+                _call("w_rome", "get_weather", '{"city":"Rome"}'),
+                _call("n_1", "log_note", '{"note":"asked"}'),
+            ],
+            [_text("Sunny in both.")],
+        ],
+        responses=True,
+    )
+    agent = Agent(name="helper", model=model, tools=[get_weather, log_note])
+    config = RunConfig(group_id="calls", trace_include_sensitive_data=sensitive)
+    try:
+        result = asyncio.run(Runner.run(agent, "Paris and Rome?", session=session, run_config=config))
+        asyncio.run(session.record_result(result))
+    finally:
+        session.close()
+    with flightlog.open_store(str(db)) as store:
+        events = [e for _row, e in iter_events(store, session_id_for("calls"))]
+    requested = sorted(c.id for e in events if e.kind == "tool_requested" for c in e.calls)  # type: ignore[attr-defined]
+    results = {r.call_id: r.output for e in events if e.kind == "tool_completed" for r in e.results}  # type: ignore[attr-defined]
+    assert requested == ["n_1", "w_paris", "w_rome"]
+    assert sorted(results) == ["n_1", "w_paris", "w_rome"]
+    assert (results["w_paris"], results["w_rome"]) == ("sunny in Paris", "sunny in Rome")
+    assert results["n_1"] == "None"  # what the model was told (the item), not a JSON null
+    kinds = [e.kind for e in events]
+    assert kinds.count("tool_completed") == 3 and kinds.index("run_terminal") == len(kinds) - 1

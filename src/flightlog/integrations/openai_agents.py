@@ -37,7 +37,8 @@ These write the kernel's seed events (:meth:`record_result`, :meth:`approve`, :m
 :meth:`resume`): ``run_started`` when no run is open, ``tool_requested`` + ``tool_gated`` +
 ``permission_requested`` per interrupted call + ``suspended(reason="approval")`` (status ``suspended``),
 ``permission_resolved`` + ``tool_denied`` (a denial) + ``custom`` ``approval_decision`` (naming the approver),
-``resumed(approved, denied)`` (status ``running``) and ``run_terminal(reason="completed")``.
+``resumed(approved, denied)`` (status ``running``) and ``run_terminal(reason="completed")`` (status
+``completed``). Each suspension, decision and run end is signed at once (a checkpoint in its transaction).
 
 Ledger layout of the history (one flightlog session per SDK ``session_id``, id ``openai-agents:<session_id>``,
 source ``openai-agents``; these are :class:`~flightlog.events.Custom` events, which the approval events above
@@ -82,9 +83,9 @@ import json
 import os
 import threading
 import uuid
-from collections.abc import Awaitable, Iterable, Sequence
+from collections.abc import Awaitable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any, TypeVar
+from typing import TYPE_CHECKING, Any, Literal, TypeVar
 
 try:
     from agents.items import TResponseInputItem
@@ -100,12 +101,14 @@ from ..errors import AppendConflict, LedgerIntegrityError, SessionNotFound, Stal
 from ..events import (
     Custom,
     Event,
+    LlmCompleted,
     PermissionRequested,
     PermissionResolved,
     Resumed,
     RunStarted,
     RunTerminal,
     Suspended,
+    ToolCompleted,
     ToolDenied,
     ToolGated,
     ToolRequested,
@@ -134,6 +137,7 @@ __all__ = [
     "POP_KIND",
     "SESSION_PREFIX",
     "SOURCE",
+    "CallState",
     "FlightlogSession",
     "session_id_for",
 ]
@@ -158,6 +162,11 @@ APPROVAL_REASON = "approval"
 """``suspended.reason`` of a run interrupted for ``needs_approval`` (the kernel's reason for a policy gate)."""
 
 _T = TypeVar("_T")
+
+CallState = Literal["asked", "requested", "denied"]
+"""Where a model's tool call stands in a session's ledger, before its result: ``asked`` (an
+``llm_completed`` names it), ``requested`` (a ``tool_requested`` too: traced, or gated by
+:meth:`FlightlogSession.record_result`), ``denied`` (a ``tool_denied``: it never runs)."""
 
 
 def session_id_for(session_id: str) -> str:
@@ -316,6 +325,50 @@ class FlightlogSession(SessionABC):
         with self._lock:
             self._write(self._ready(), list(events))
 
+    def open_call(
+        self, name: str, arguments: str | None, *, skip: Mapping[str, CallState] | None = None
+    ) -> tuple[ToolCall, CallState] | None:
+        """The oldest call of tool ``name`` a model asked for in this session's ledger that has no result
+        yet (an ``llm_completed``'s tool call with no ``tool_completed``, in the run still open), with where
+        it stands (:data:`CallState`); None when there is none. ``FlightlogTracingProcessor`` names a
+        function span's events by it, since the SDK's function span carries no call id.
+
+        Args:
+            name: The tool's name.
+            arguments: The call's JSON arguments when known: a call with equal arguments (as JSON values)
+                is preferred to an older one with other arguments. None or ``""``: the name decides.
+            skip: Calls not to return while they still stand where this maps them (calls matched but not
+                recorded yet; one gated since, by :meth:`record_result`, is returned again).
+
+        Denied calls come after every asked or requested one (a denied call never runs; only its
+        rejection message reaches the model).
+        """
+        with self._lock:
+            self._ready()
+            candidates = [
+                (call, state)
+                for call, state in self._gates.calls.values()
+                if call.name == name and (skip or {}).get(call.id) != state
+            ]
+        candidates.sort(key=lambda c: c[1] == "denied")  # stable: oldest first within each group
+        same = [c for c in candidates if arguments and _same_arguments(c[0].arguments, arguments)]
+        found = same or candidates
+        return found[0] if found else None
+
+    def item_output(self, call_id: str) -> str | None:
+        """The ``output`` of this session's live ``function_call_output`` item for ``call_id`` (its text;
+        a structured output as JSON), or None when the history holds none (the call did not run)."""
+        with self._lock:
+            self._ready()
+            items = [_item(data) for _, data in self._items]
+        for item in reversed(items):
+            if not isinstance(item, dict) or item.get("type") != "function_call_output":
+                continue
+            if item.get("call_id") == call_id:
+                output = item.get("output")
+                return output if isinstance(output, str) else json.dumps(output, sort_keys=True)
+        return None
+
     @property
     def turn(self) -> int:
         """The latest turn recorded in this session's ledger (0 when none): the highest ``turn`` of its
@@ -331,8 +384,10 @@ class FlightlogSession(SessionABC):
         ``needs_approval``): ``tool_requested`` (the calls), ``tool_gated`` + ``permission_requested`` per
         call (reason ``needs_approval``) and ``suspended(reason="approval", pending_calls)``; the session's
         status becomes ``suspended``. Otherwise: ``run_terminal(reason="completed", turns_used=<model
-        responses>, total_tokens=<the SDK's usage>)``. All in one transaction; calls already gated are not
-        gated again (recording the same result twice writes nothing more).
+        responses>, total_tokens=<the SDK's usage>)`` and the status ``completed`` (``flightlog ls``), as the
+        kernel and ``FlightlogSaver`` set it; a later run of the session opens a new run (``run_started``).
+        All in one transaction, anchored by a signed checkpoint (with a notary); calls already gated are
+        not gated again (recording the same interrupted result twice writes nothing more).
 
         Raises:
             StaleWriter: a newer ``FlightlogSession`` took over this session id.
@@ -351,7 +406,7 @@ class FlightlogSession(SessionABC):
                     self._write(rec, events + gated, status="suspended" if gated else None)
                 else:
                     events.append(RunTerminal(reason="completed", turns_used=turns, total_tokens=tokens))
-                    self._write(rec, events)
+                    self._write(rec, events, status="completed")
 
         await _await_mutation(asyncio.to_thread(write))
 
@@ -363,7 +418,9 @@ class FlightlogSession(SessionABC):
         Records (one transaction, after gating the state's interruptions when :meth:`record_result` did not)
         what ``flightlog approve`` records: ``permission_resolved(approved=True, responder="user")`` and
         ``custom`` :data:`APPROVAL_DECISION` ``{turn, call_id, gate: "approval", approved: true, responder:
-        by}``. Approving a call already approved writes nothing.
+        by}``, and signs a checkpoint covering them in the same transaction (with a notary), as ``flightlog
+        approve`` does, so ``flightlog audit`` finds the decision anchored. Approving a call already
+        approved writes nothing.
 
         Args:
             state: The interrupted run (``result.to_state()`` or ``RunState.from_json``/``from_string``).
@@ -390,7 +447,8 @@ class FlightlogSession(SessionABC):
         """Deny an interrupted call for ``by`` and record it, then ``state.reject(item, ...)``.
 
         Records what ``flightlog deny`` records: ``permission_resolved(approved=False, responder="user")``,
-        ``tool_denied(call_id, tool_name, reason)`` and :data:`APPROVAL_DECISION` with ``approved: false``;
+        ``tool_denied(call_id, tool_name, reason)`` and :data:`APPROVAL_DECISION` with ``approved: false``,
+        signed at once as :meth:`approve` is;
         ``reason`` is ``message``, else ``denied by <by>``. ``message`` is also what the SDK tells the model
         (its default text when None).
 
@@ -521,15 +579,17 @@ class FlightlogSession(SessionABC):
         return rec
 
     def _write(self, rec: Recorder, events: list[Event], *, status: str | None = None) -> None:
-        """Append ``events`` (and set ``status``) in one transaction; a suspension is anchored by a signed
-        checkpoint (the process may exit for hours). Then fold them into the gates."""
+        """Append ``events`` (and set ``status``) in one transaction. A suspension, a run's end and an
+        approval decision are anchored by a signed checkpoint in it (no-op without a notary): the process
+        may exit for hours, and a decision is signed when it is made, as ``flightlog approve`` signs
+        (:func:`flightlog.kernel.approvals.approve`). Then fold them into the gates."""
         if not events:
             return
         with rec.atomic():
             rec.append_many(events)
             if status is not None:
                 rec.store.set_session_status(self.ledger_session_id, status)
-            if status == "suspended":
+            if status in ("suspended", "completed") or any(_is_decision(e) for e in events):
                 rec.checkpoint()
         for event in events:
             self._gates.feed(event)
@@ -699,12 +759,14 @@ class _Gates:
     decisions: dict[str, dict[str, Any]] = field(default_factory=dict)
     released: dict[str, dict[str, Any]] = field(default_factory=dict)  # decisions the latest resumed applied
     call_turns: dict[str, int] = field(default_factory=dict)
+    calls: dict[str, tuple[ToolCall, CallState]] = field(default_factory=dict)  # asked for, no result yet
 
     def feed(self, event: Event) -> None:
         """Fold one event (in seq order)."""
         turn = getattr(event, "turn", None)
         if isinstance(turn, int):
             self.turn = max(self.turn, turn)
+        self._feed_call(event)
         if isinstance(event, RunStarted | RunTerminal):
             self.run_open, self.suspended = isinstance(event, RunStarted), False
             self.gates, self.decisions, self.released = {}, {}, {}
@@ -720,9 +782,30 @@ class _Gates:
             payload = event.payload if isinstance(event.payload, dict) else {}
             if isinstance(payload.get("call_id"), str):
                 self.decisions[payload["call_id"]] = payload
-        elif event.kind == "llm_completed":
-            for call in event.message.tool_calls:  # type: ignore[attr-defined]
-                self.call_turns[call.id] = event.turn  # type: ignore[attr-defined]
+        elif isinstance(event, LlmCompleted):
+            for call in event.message.tool_calls:
+                self.call_turns[call.id] = event.turn
+
+    def _feed_call(self, event: Event) -> None:
+        """Keep :attr:`calls`: a model's call is ``asked``, ``requested`` once a ``tool_requested`` names it,
+        ``denied`` once a ``tool_denied`` does; its ``tool_completed`` (or the run's end) removes it."""
+        if isinstance(event, LlmCompleted):
+            for call in event.message.tool_calls:
+                self.calls.setdefault(call.id, (call, "asked"))
+        elif isinstance(event, ToolRequested):
+            for call in event.calls:
+                if self.calls.get(call.id, (call, "asked"))[1] != "denied":
+                    self.calls[call.id] = (call, "requested")
+        elif isinstance(event, ToolDenied):
+            known = self.calls.get(
+                event.call_id, (ToolCall(id=event.call_id, name=event.tool_name), "denied")
+            )
+            self.calls[event.call_id] = (known[0], "denied")
+        elif isinstance(event, ToolCompleted):
+            for result in event.results:
+                self.calls.pop(result.call_id, None)
+        elif isinstance(event, RunTerminal):
+            self.calls = {}
 
     def decision(self, call_id: str) -> dict[str, Any] | None:
         """The ``approval_decision`` payload on ``call_id`` in the open suspension, or the one the latest
@@ -782,6 +865,18 @@ def _state_decision(state: RunState[Any, Any], item: ToolApprovalItem, call: Too
         return None
     decision: bool | None = context.is_tool_approved(call.name, call.id)
     return decision
+
+
+def _is_decision(event: Event) -> bool:
+    return isinstance(event, Custom) and event.custom_kind == APPROVAL_DECISION
+
+
+def _same_arguments(a: str, b: str) -> bool:
+    """Whether two JSON argument texts hold the same value (equal texts when either is not JSON)."""
+    try:
+        return bool(json.loads(a) == json.loads(b))
+    except ValueError:
+        return a == b
 
 
 def _unresolved(undecided: Sequence[str], conflicts: Sequence[str]) -> str:

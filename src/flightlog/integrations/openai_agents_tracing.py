@@ -13,15 +13,29 @@ Install with ``pip install 'flightlog[openai-agents]'``. Usage::
 
 The processor records the spans of the traces whose ``group_id`` is the session's id (``RunConfig(group_id=
 ...)``; ``all_traces=True`` records every trace), each when the span ends, appended through the session's own
-recorder (so its items and these events share one chain):
+recorder (so its items and these events share one chain). A run resumed from a ``RunState`` in the process
+that started it continues that trace without a new ``on_trace_start`` (the SDK's ``ReattachedTrace``); its
+spans are recorded too, the trace being recognised as the current trace (``agents.tracing.get_current_trace``)
+when a span of it starts or ends. Mapping:
 
 * a generation span (chat-completions models) or a response span (Responses models): ``llm_completed`` (the
   next turn after the session's latest, :attr:`FlightlogSession.turn`, so turns go on across processes:
   the text and tool calls as a flightlog message, ``provider_replay`` = ``{"protocol": "openai.chat" or
   "openai.responses", "provider": "openai", "model", "native_message": <the span's output>}``) and ``custom``
   ``model_usage`` (``input_tokens``, ``output_tokens``, ``total_tokens``: tokens) when the span has usage;
-* a function span: ``tool_requested`` and ``tool_completed`` (call id = the span id, the tool's name, input and
-  output; ``is_error`` when the span recorded an error);
+* a function span: ``tool_requested`` and ``tool_completed`` (the tool's name, input and output; ``is_error``
+  when the span recorded an error), named by the model's call id: the SDK's function span carries none, so
+  it is the oldest call of that tool (with equal arguments when the span has them) that a recorded
+  ``llm_completed`` asked for and no result answered yet (:meth:`FlightlogSession.open_call`; the span id
+  only when no recorded model answer names the tool). ``tool_requested`` is left out when the ledger
+  requested the call already (a call gated by :meth:`FlightlogSession.record_result` and run after its
+  approval), and nothing is written for a call denied there. A span without output and without error
+  is a call stopped for ``needs_approval`` (the SDK ends its span before asking) or a tool that returned
+  None (or a run with ``trace_include_sensitive_data=False``): it is held until the trace shows which.
+  It ran when the model answers again in that trace (recorded then, with the output of the session's
+  ``function_call_output`` item for it, else ``null``) or when that item is in the history at the trace's
+  end (recorded with it); otherwise it stopped for approval and is dropped (``record_result`` gates it;
+  its function span is recorded when it runs, after the approval);
 * a handoff span: ``custom`` ``openai_agents.handoff`` ``{"from_agent", "to_agent"}``;
 * a guardrail span: ``custom`` ``openai_agents.guardrail`` ``{"name", "triggered"}``.
 
@@ -36,10 +50,11 @@ from __future__ import annotations
 
 import json
 from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
 from typing import Any
 
 try:
-    from agents.tracing import Span, Trace, TracingProcessor
+    from agents.tracing import Span, Trace, TracingProcessor, get_current_trace
     from agents.tracing.span_data import (
         FunctionSpanData,
         GenerationSpanData,
@@ -55,7 +70,7 @@ except ImportError as exc:  # pragma: no cover - exercised in a subprocess witho
 
 from ..events import Custom, Event, LlmCompleted, ProviderReplay, ToolCompleted, ToolRequested
 from ..messages import ContentPart, Message, TextPart, ToolCall, ToolResult
-from .openai_agents import FlightlogSession
+from .openai_agents import CallState, FlightlogSession
 
 __all__ = ["GUARDRAIL_KIND", "HANDOFF_KIND", "FlightlogTracingProcessor"]
 
@@ -124,27 +139,48 @@ class FlightlogTracingProcessor(TracingProcessor):
         self.session = session
         self.all_traces = all_traces
         self._traces: set[str] = set()
+        self._held: dict[str, dict[str, _Held]] = {}  # trace id -> call id -> a span without output
+
+    def _ours(self, trace: Trace) -> bool:
+        exported = trace.export() or {}
+        return self.all_traces or exported.get("group_id") == self.session.session_id
 
     def on_trace_start(self, trace: Trace) -> None:
         """Remember the trace when it belongs to the session."""
-        exported = trace.export() or {}
-        if self.all_traces or exported.get("group_id") == self.session.session_id:
+        if self._ours(trace):
             self._traces.add(trace.trace_id)
 
     def on_trace_end(self, trace: Trace) -> None:
-        """Forget the trace."""
+        """Record the held calls that ran (module docstring), then forget the trace (a resumed run that
+        continues it is recognised again by its spans)."""
         self._traces.discard(trace.trace_id)
+        held = self._held.pop(trace.trace_id, {})
+        events = [e for h in held.values() for e in self._ran(h, self.session.item_output(h.call.id))]
+        if events:
+            self.session.record_events(events)
 
     def on_span_start(self, span: Span[Any]) -> None:
-        """Nothing: a span is recorded when it ends, with its outcome."""
+        """Recognise a continued trace (module docstring); a span is recorded when it ends."""
+        self._follows(span)
 
     def on_span_end(self, span: Span[Any]) -> None:
         """Append the span's events (module docstring) when its trace belongs to the session."""
-        if span.trace_id not in self._traces:
+        if not self._follows(span):
             return
         events = self._events(span)
         if events:
             self.session.record_events(events)
+
+    def _follows(self, span: Span[Any]) -> bool:
+        """Whether ``span``'s trace belongs to the session: started here, or the current trace (a run
+        resumed in this process continues its trace without ``on_trace_start``)."""
+        if span.trace_id in self._traces:
+            return True
+        current = get_current_trace()
+        if current is not None and current.trace_id == span.trace_id and self._ours(current):
+            self._traces.add(span.trace_id)
+            return True
+        return False
 
     def shutdown(self) -> None:
         """Nothing to release: every event was written when its span ended."""
@@ -157,11 +193,13 @@ class FlightlogTracingProcessor(TracingProcessor):
         data = span.span_data
         if isinstance(data, GenerationSpanData):
             output = _jsonable(list(data.output or []))
-            return self._llm("openai.chat", data.model, output, _chat_message(output), data.usage)
+            ran = self._release(span.trace_id)
+            return ran + self._llm("openai.chat", data.model, output, _chat_message(output), data.usage)
         if isinstance(data, ResponseSpanData) and data.response is not None:
             response = _jsonable(data.response)
             output = response.get("output") or []
-            return self._llm(
+            ran = self._release(span.trace_id)
+            return ran + self._llm(
                 "openai.responses",
                 response.get("model"),
                 output,
@@ -203,10 +241,46 @@ class FlightlogTracingProcessor(TracingProcessor):
         return events
 
     def _tool(self, span: Span[Any], data: FunctionSpanData) -> list[Event]:
-        call = ToolCall(id=span.span_id, name=data.name, arguments=data.input or "")
+        held = self._held.setdefault(span.trace_id, {})
+        # no recorded model answer names this tool: the span is all there is
+        alone: tuple[ToolCall, CallState] = (
+            ToolCall(id=span.span_id, name=data.name, arguments=data.input or ""),
+            "asked",
+        )
+        found = self.session.open_call(data.name, data.input, skip={i: h.state for i, h in held.items()})
+        call, state = found or alone
+        held.pop(call.id, None)  # held before it was gated: this span is the run after the approval
+        if state == "denied":  # the model got the rejection message; the tool never ran
+            return []
+        if data.output is None and span.error is None:  # stopped for approval, or a None result: wait
+            held[call.id] = _Held(call, state, is_error=False)
+            return []
         output = data.output if isinstance(data.output, str) else json.dumps(_jsonable(data.output))
-        result = ToolResult(call_id=span.span_id, output=output, is_error=span.error is not None)
-        return [
-            ToolRequested(turn=self.session.turn, calls=[call]),
-            ToolCompleted(turn=self.session.turn, results=[result]),
-        ]
+        return self._ran(_Held(call, state, is_error=span.error is not None), output)
+
+    def _release(self, trace_id: str) -> list[Event]:
+        """The held calls of ``trace_id`` as run, the model being called again after them (output: the
+        session's ``function_call_output`` item for each when saved already, else ``null``)."""
+        held = self._held.pop(trace_id, {})
+        return [e for h in held.values() for e in self._ran(h, self.session.item_output(h.call.id) or "null")]
+
+    def _ran(self, held: _Held, output: str | None) -> list[Event]:
+        """``tool_requested`` (unless the ledger has it) and ``tool_completed`` of a call that ran with
+        ``output``; nothing when ``output`` is None (it did not run)."""
+        if output is None:
+            return []
+        turn = self.session.turn
+        result = ToolResult(call_id=held.call.id, output=output, is_error=held.is_error)
+        requested: list[Event] = (
+            [ToolRequested(turn=turn, calls=[held.call])] if held.state == "asked" else []
+        )
+        return [*requested, ToolCompleted(turn=turn, results=[result])]
+
+
+@dataclass(frozen=True)
+class _Held:
+    """A function span waiting for the trace to tell whether its call ran (module docstring)."""
+
+    call: ToolCall
+    state: CallState
+    is_error: bool
