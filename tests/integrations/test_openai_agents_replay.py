@@ -22,6 +22,7 @@ from typing import Any
 import pytest
 from agents import Agent, RunConfig, Runner, RunState, function_tool
 from agents.tracing import set_trace_processors
+from fastapi.testclient import TestClient
 from typer.testing import CliRunner
 
 import flightlog
@@ -30,10 +31,16 @@ from flightlog.events import LlmCompleted, ToolCompleted, ToolRequested
 from flightlog.integrations.openai_agents import FlightlogSession, session_id_for
 from flightlog.integrations.openai_agents_tracing import FlightlogTracingProcessor
 from flightlog.sessions import iter_events
+from flightlog.store import SqliteStore
+from flightlog.web.app import create_app
+from flightlog.web.security import Auth
 from flightlog.web.views import session_page
 
 from .test_openai_agents_tracing import ChatLikeModel, _call, _text, only_our_processors  # noqa: F401
 from .test_otel import Receiver
+
+TOKEN = "test-token-0123456789abcdef"
+BASE = "http://127.0.0.1:8000"
 
 
 @function_tool(needs_approval=True)
@@ -107,6 +114,14 @@ def test_the_traced_tool_events_name_the_call_and_only_what_ran(tmp_path: Path, 
     assert [(r["call_id"], r["name"], r["result"]) for r in table] == [
         ("call_1", "refund", "refunded order 42")
     ]
+
+    with TestClient(
+        create_app(lambda ro: SqliteStore(db, read_only=ro), token=TOKEN), base_url=BASE
+    ) as client:
+        client.cookies.set("flightlog_ui_8000", Auth(TOKEN).cookie_value)
+        html = client.get("/session", params={"id": sid}).text
+    tools = html[html.index('<section id="tools">') : html.index('<section id="thinking">')]
+    assert tools.count("<code>call_1</code>") == 1 and "span_" not in tools and "no result" not in tools
 
     shown = CliRunner().invoke(app, ["--db", str(db), "show", "s"])
     assert shown.exit_code == 0, shown.output

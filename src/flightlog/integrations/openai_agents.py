@@ -360,8 +360,8 @@ class FlightlogSession(SessionABC):
         a structured output as JSON), or None when the history holds none (the call did not run)."""
         with self._lock:
             self._ready()
-            items = [_item(data) for _, data in self._items]
-        for item in reversed(items):
+            rows = [data for _, data in self._items if b'"function_call_output"' in data]  # parse only those
+        for item in map(_item, reversed(rows)):
             if not isinstance(item, dict) or item.get("type") != "function_call_output":
                 continue
             if item.get("call_id") == call_id:
