@@ -54,6 +54,7 @@ from dataclasses import dataclass
 from typing import Any
 
 try:
+    from agents.tool import FunctionToolResult
     from agents.tracing import Span, Trace, TracingProcessor, get_current_trace
     from agents.tracing.span_data import (
         FunctionSpanData,
@@ -252,10 +253,11 @@ class FlightlogTracingProcessor(TracingProcessor):
         held.pop(call.id, None)  # held before it was gated: this span is the run after the approval
         if state == "denied":  # the model got the rejection message; the tool never ran
             return []
-        if data.output is None and span.error is None:  # stopped for approval, or a None result: wait
+        value = _span_output(data.output)
+        if value is None and span.error is None:  # stopped for approval, or a None result: wait
             held[call.id] = _Held(call, state, is_error=False)
             return []
-        output = data.output if isinstance(data.output, str) else json.dumps(_jsonable(data.output))
+        output = value if isinstance(value, str) else json.dumps(_jsonable(value))
         return self._ran(_Held(call, state, is_error=span.error is not None), output)
 
     def _release(self, trace_id: str) -> list[Event]:
@@ -275,6 +277,13 @@ class FlightlogTracingProcessor(TracingProcessor):
             [ToolRequested(turn=turn, calls=[held.call])] if held.state == "asked" else []
         )
         return [*requested, ToolCompleted(turn=turn, results=[result])]
+
+
+def _span_output(value: Any) -> Any:
+    """A function span's output: releases before 0.24 stored the SDK's ``FunctionToolResult`` wrapper of an
+    approval short-circuit (a call stopped for approval: ``output`` None; a rejection: its message) there,
+    not the output; unwrapped as later releases do (``agents/run_internal/tool_execution.py``)."""
+    return value.output if isinstance(value, FunctionToolResult) else value
 
 
 @dataclass(frozen=True)
