@@ -9,6 +9,7 @@ back), then the deferred runs-row compare-and-set, the retirement check, ``NOTIF
 from __future__ import annotations
 
 import contextlib
+import logging
 import tempfile
 from collections.abc import Callable, Iterator
 from pathlib import Path
@@ -19,28 +20,31 @@ from psycopg import pq
 from flightlog import events as ev
 from flightlog.errors import AppendConflict, StaleWriter
 from flightlog.recorder import Recorder
-from flightlog.runs import list_runs, projection_ready
+from flightlog.runs import list_runs, projection_ready, rebuild_projection
+from flightlog.store import postgres
 from flightlog.store.base import NewEvent, SessionHead
 from flightlog.store.postgres import PostgresStore
 
 
 @contextlib.contextmanager
-def traced(store: PostgresStore) -> Iterator[Callable[[], int]]:
-    """Trace the store's single pooled connection; yields a function counting the round trips so far."""
+def _trace(store: PostgresStore) -> Iterator[Callable[[], list[list[str]]]]:
+    """Trace the store's single pooled connection; yields a function reading the trace's lines so far."""
     with tempfile.TemporaryDirectory() as tmp, (Path(tmp) / "trace").open("w") as sink:
         with store._pool.connection() as conn:
             pgconn = conn.pgconn
         pgconn.trace(sink.fileno())  # libpq writes it line-buffered
         pgconn.set_trace_flags(pq.Trace.SUPPRESS_TIMESTAMPS | pq.Trace.REGRESS_MODE)
-
-        def count() -> int:
-            sent = [line.split("\t") for line in Path(sink.name).read_text().splitlines()]
-            return sum(1 for parts in sent if parts[0] == "F" and parts[2] in ("Sync", "Query"))
-
         try:
-            yield count
+            yield lambda: [line.split("\t") for line in Path(sink.name).read_text().splitlines()]
         finally:
             pgconn.untrace()
+
+
+@contextlib.contextmanager
+def traced(store: PostgresStore) -> Iterator[Callable[[], int]]:
+    """Trace the store's single pooled connection; yields a function counting the round trips so far."""
+    with _trace(store) as lines:
+        yield lambda: sum(1 for parts in lines() if parts[0] == "F" and parts[2] in ("Sync", "Query"))
 
 
 def test_an_append_is_two_round_trips(open_pg: Callable[..., PostgresStore]) -> None:
@@ -81,3 +85,55 @@ def test_the_one_statement_append_refuses_as_the_shared_checks(
         (2, "checkpoint_taken"),
     ]
     assert list_runs(store)[0].run_id == "s1" and projection_ready(store)
+
+
+def _sent(store: PostgresStore, during: Callable[[], None]) -> list[str]:
+    """The statements (``Parse`` and simple ``Query`` texts) the store's one connection sent while ``during``
+    ran."""
+    with _trace(store) as lines:
+        during()
+        sent = lines()
+    texts = {"Parse": 3, "Query": 1}  # where the statement's text is among the message's quoted strings
+    return [parts[3].split('"')[texts[parts[2]]] for parts in sent if parts[0] == "F" and parts[2] in texts]
+
+
+def test_a_lone_append_whose_row_swap_fails_is_redone_whole(open_pg: Callable[..., PostgresStore]) -> None:
+    """A lone append sends its run-row compare-and-set without a savepoint; when the row moved under it
+    (here: a status change) the transaction is rolled back and redone (the append, then the projector's
+    general path), so the events are written once and the row equals a rebuild."""
+    store = open_pg(min_size=1, max_size=1)
+    recorder = Recorder.create(store, session_id="s1")
+    recorder.append(ev.RunStarted(run_id="r1", goal="redo"))
+    recorder.append(ev.CheckpointTaken(turn=0, history_len=0))
+    store.set_session_status("s1", "suspended")  # the trigger moves the run row's session_status
+    sent = _sent(store, lambda: recorder.append(ev.CheckpointTaken(turn=1, history_len=1)))
+    assert "ROLLBACK" in sent and sent.count("BEGIN") == 2  # the swap failed; the transaction redone
+    assert [e.seq for e in store.read_events("s1")] == [0, 1, 2]
+    assert store.get_session("s1").head_seq == 2
+    row = store.get_run_rows(["s1"])["s1"]
+    assert row.last_seq == 2 and row.session_status == "suspended"
+    recorder.append(ev.CheckpointTaken(turn=2, history_len=2))  # and the next one swaps again
+    incremental = store.get_run_rows(["s1"])
+    rebuild_projection(store)
+    assert store.get_run_rows(["s1"]) == incremental and projection_ready(store)
+
+
+def test_notify_goes_after_the_commit_and_its_failure_fails_no_append(
+    open_pg: Callable[..., PostgresStore], monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture
+) -> None:
+    """``NOTIFY`` runs after ``COMMIT`` (in a transaction of its own, so commits of different sessions are not
+    serialised on PostgreSQL's notification-queue lock); when it fails the append is durable and returns."""
+    store = open_pg(min_size=1, max_size=1)
+    recorder = Recorder.create(store, session_id="s1")
+    recorder.append(ev.RunStarted(run_id="r1", goal="notify"))
+    sent = _sent(store, lambda: recorder.append(ev.CheckpointTaken(turn=0, history_len=0)))
+    assert sent.index("COMMIT") < next(i for i, sql in enumerate(sent) if "pg_notify" in sql)
+    broken = "SELECT pg_notify(%s, sid::int::text) FROM unnest(%s::text[]) AS sid"  # 's1'::int fails
+    monkeypatch.setattr(postgres, "_NOTIFY", broken)
+    with caplog.at_level(logging.WARNING, logger="flightlog.store.postgres"):
+        stored = recorder.append(ev.CheckpointTaken(turn=1, history_len=1))
+    assert "NOTIFY after a durable commit failed" in caplog.text
+    assert stored.seq == 2 and store.get_session("s1").head_seq == 2
+    monkeypatch.undo()
+    assert recorder.append(ev.CheckpointTaken(turn=2, history_len=2)).seq == 3
+    assert store.get_run_rows(["s1"])["s1"].last_seq == 3

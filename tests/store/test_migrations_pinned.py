@@ -29,6 +29,7 @@ POSTGRES = [
     "803df85a45f0f44931948613cebbc2f7a8827c220b932c4fcd844195a3c31c98",  # long-term memory (store/memory_postgres.py)
     "585b448dc986f90d8886b87118e50989ac26fa0b0f0a15ad3daf2be086ed45a7",  # signal queue (store/signals.py)
     "df1e20687bcb5cf6e95a5f6628418f6311f32ae33bfd3cfddbc4a576185e6731",  # runs list (ddl.POSTGRES_RUNS_LIST)
+    "36e00a4a14fdaaa868646a75cbe11319f6af60c03cba207127505e8e30256bd8",  # HOT run rows (ddl.POSTGRES_RUNS_HOT)
 ]
 
 

@@ -21,7 +21,9 @@ connection, the migrations runner, the row locks (``FOR UPDATE``, ``SKIP LOCKED`
 one-statement append, ``NOTIFY``/``LISTEN`` and the driver's error translation.
 
 Live wake-ups: every commit that appends to, creates or changes the status of a session sends
-``NOTIFY flightlog_events, '<session id>'`` (delivered at commit, never for a rollback);
+``NOTIFY flightlog_events, '<session id>'`` (a pooled transaction right after its ``COMMIT``, in the same
+pipeline: commits of different sessions are then not serialised on PostgreSQL's notification-queue lock;
+never for a rollback);
 :meth:`PostgresStore.wait_for_events` ``LISTEN`` s on a dedicated connection, so ``tail -f`` and fleet
 workers wake at once instead of polling.
 
@@ -39,6 +41,7 @@ Requires the ``postgres`` extra (``pip install 'flightlog[postgres]'``).
 from __future__ import annotations
 
 import functools
+import logging
 import re
 import threading
 from collections.abc import Callable, Collection, Iterator, Mapping, Sequence
@@ -71,7 +74,7 @@ from .base import (
     retired_error,
     row_stamps,
 )
-from .ddl import POSTGRES_MIGRATIONS, POSTGRES_RUNS_LIST
+from .ddl import POSTGRES_MIGRATIONS, POSTGRES_RUNS_HOT, POSTGRES_RUNS_LIST
 from .group import CommitGroup, Gate
 from .memory_postgres import MIGRATION as MEMORY_MIGRATION
 from .memory_postgres import PostgresMemory
@@ -83,6 +86,8 @@ from .urls import redact_url
 
 __all__ = ["CHANNEL", "MIGRATIONS", "RUNNABLE_STATUSES", "PostgresStore", "native", "now_ms", "redact"]
 
+log = logging.getLogger(__name__)
+
 CHANNEL: Final = "flightlog_events"
 """The ``NOTIFY`` channel; the payload is the session id."""
 
@@ -91,9 +96,10 @@ MIGRATIONS: list[tuple[str, str]] = [
     MEMORY_MIGRATION,
     SIGNALS_MIGRATION,
     POSTGRES_RUNS_LIST,
+    POSTGRES_RUNS_HOT,
 ]
-"""Ordered migrations (:data:`flightlog.store.ddl.POSTGRES_MIGRATIONS`, then long-term memory's, then the signal queue's, then the paged runs list's): list index + 1
-is the schema version."""
+"""Ordered migrations (:data:`flightlog.store.ddl.POSTGRES_MIGRATIONS`, then long-term memory's, then the signal queue's, then the paged runs list's, then
+:data:`flightlog.store.ddl.POSTGRES_RUNS_HOT`): list index + 1 is the schema version."""
 
 _MIGRATION_LOCK: Final = (
     0x466C6967_68746C67  # pg_advisory_xact_lock key serialising migrations ("Fligh" "tlg")
@@ -131,21 +137,25 @@ _APPEND = (
 ``WITH`` runs exactly once, and a taken ``(session_id, seq)`` fails the whole statement."""
 
 
-_APPEND_CHECKED = (
+_LOCKED_HEAD = (
     "WITH head AS ("
     " SELECT s.head_seq, s.head_hash, a.epoch FROM sessions s JOIN authority_epochs a"
     " ON a.session_id = s.session_id WHERE s.session_id = %(sid)s FOR UPDATE),"
     " ok AS (SELECT head.epoch FROM head WHERE (%(epoch)s::bigint IS NULL OR head.epoch = %(epoch)s)"
     " AND head.head_seq = %(after)s AND head.head_hash = %(prev)s),"
     " appended AS ("
-    " INSERT INTO events (session_id, seq, kind, event, prev_hash, hash, recorded_at_ms, epoch)"
-    " SELECT %(sid)s, r.seq, r.kind, r.event, r.prev_hash, r.hash, r.at, ok.epoch"
-    " FROM ok, unnest(%(seqs)s::bigint[], %(kinds)s::text[], %(events)s::bytea[], %(prevs)s::text[],"
-    " %(hashes)s::text[], %(ats)s::bigint[]) AS r(seq, kind, event, prev_hash, hash, at)),"
+    " INSERT INTO events (session_id, seq, kind, event, prev_hash, hash, recorded_at_ms, epoch) {rows}),"
     " moved AS (UPDATE sessions SET head_seq = %(head_seq)s, head_hash = %(head_hash)s,"
     " merkle_root = %(root)s, updated_at_ms = %(at)s"
     " WHERE session_id = %(sid)s AND EXISTS (SELECT 1 FROM ok))"
     " SELECT head_seq, head_hash, epoch FROM head"
+)
+"""The one-statement append (:data:`_APPEND_CHECKED`) with its rows' ``SELECT`` left as ``{rows}``."""
+
+_APPEND_CHECKED = _LOCKED_HEAD.format(
+    rows="SELECT %(sid)s, r.seq, r.kind, r.event, r.prev_hash, r.hash, r.at, ok.epoch"
+    " FROM ok, unnest(%(seqs)s::bigint[], %(kinds)s::text[], %(events)s::bytea[], %(prevs)s::text[],"
+    " %(hashes)s::text[], %(ats)s::bigint[]) AS r(seq, kind, event, prev_hash, hash, at)"
 )
 """An append in one statement, so one round trip: lock the session's row and its epoch (``FOR UPDATE``), and
 only when the epoch is the writer's and the rows extend the head (``ok``), insert them and move the head.
@@ -153,13 +163,37 @@ It returns the head and epoch it locked, from which :meth:`PostgresStore.append_
 errors as the shared checks (nothing is written then, and the transaction stays usable). Under READ
 COMMITTED a writer that waited for the row lock sees the head the other writer committed."""
 
+_APPEND_ONE = _LOCKED_HEAD.format(
+    rows="SELECT %(sid)s, %(seq)s, %(kind)s, %(event)s, %(prev)s, %(hash)s, %(stamp)s, ok.epoch FROM ok"
+)
+""":data:`_APPEND_CHECKED` for one event, its values as scalars (no array to build on either side: most
+appends are one event)."""
+
 _REFUSE_IF_RETIRED = "SELECT 1 / (1 - count(*)::int) FROM ledger_meta WHERE key = 'retired'"
 """Fails (division by zero) when the store is retired: sent ahead of ``COMMIT`` in one pipeline, it turns the
 commit into a rollback without waiting for an answer first (:meth:`PostgresStore._finish`)."""
 
 _NOTIFY = "SELECT pg_notify(%s, sid) FROM unnest(%s::text[]) AS sid"
+"""Wakes the listeners of the given session ids. A pooled transaction sends it right after its ``COMMIT``, in
+the same pipeline (no extra round trip), where it runs in a transaction of its own: a transaction that
+notifies holds PostgreSQL's one notification-queue lock per database from its pre-commit until it ends, so
+a ``NOTIFY`` inside the writing transaction would serialise every commit in the database, WAL flush
+included (measured: 26 of 32 writers waiting on that lock, ``Lock:object``). After the ``COMMIT`` the lock
+is held only for the queue insert (nothing to flush). Listeners still hear only of durable commits and
+never of a rolled-back one; a writer killed between its ``COMMIT`` and the ``NOTIFY`` leaves them to wake at
+their timeout (they re-read either way, :meth:`PostgresStore.wait_for_events`)."""
 
 _SWAP_POINT = "flightlog_swap"
+
+_SWAP = "WITH swapped AS ({} RETURNING 1) SELECT 1 / count(*)::int FROM swapped"
+"""A run-row compare-and-set that fails (division by zero) when it matched no row."""
+
+_SWAP_OR_RETIRED = (
+    "WITH swapped AS ({} RETURNING 1) SELECT 1 / (count(*)::int"
+    " * (1 - (SELECT count(*) FROM ledger_meta WHERE key = 'retired')::int)) FROM swapped"
+)
+""":data:`_SWAP` that also fails when the store is retired: an append's last statement before ``COMMIT``,
+so it is the retirement check too (:data:`_REFUSE_IF_RETIRED`, one statement fewer)."""
 
 _Params = Sequence[Any] | Mapping[str, Any]
 """A statement's parameters: positional, or named (``%(name)s``)."""
@@ -174,6 +208,16 @@ def _commit(conn: psycopg.Connection[Any], notify: set[str]) -> None:
             conn.execute(_NOTIFY, (CHANNEL, sorted(notify)))
         conn.execute("COMMIT")
     crash_point("commit.after")
+
+
+def _committed(statements: Sequence[tuple[str, _Params]], cursors: Sequence[psycopg.Cursor[Any]]) -> bool:
+    """Whether the ``COMMIT`` among ``statements`` (one pipeline, their ``cursors``) committed: a statement
+    the server skipped after an earlier error has no ``COMMIT`` status (and a failed transaction's
+    ``COMMIT`` answers ``ROLLBACK``)."""
+    return any(
+        sql == "COMMIT" and cur.statusmessage == "COMMIT"
+        for (sql, _), cur in zip(statements, cursors, strict=False)
+    )
 
 
 def _undo_swap(conn: psycopg.Connection[Any]) -> bool:
@@ -191,7 +235,8 @@ def _undo_swap(conn: psycopg.Connection[Any]) -> bool:
 @dataclass
 class _Swap:
     """A deferred compare-and-set of a ``runs`` row (:meth:`PostgresStore.replace_run_row_or`): the
-    statement (it fails when no row matched) and what to do instead when it fails."""
+    ``UPDATE`` (sent as :data:`_SWAP` or :data:`_SWAP_OR_RETIRED`, failing when no row matched) and what to
+    do instead when it fails."""
 
     sql: str
     params: Sequence[Any]
@@ -213,6 +258,10 @@ class _Tx(threading.local):
         """``BEGIN`` was sent (else it goes out with the transaction's first statement, one round trip)."""
         self.swap: _Swap | None = None
         """A run-row compare-and-set not sent yet: it goes out with the next statement."""
+        self.redo: Callable[[], None] | None = None
+        """When the transaction has sent one append and nothing else: sends it again (``BEGIN`` and the
+        append, its checks) in a new transaction, so a compare-and-set sent without a savepoint can fail
+        and the transaction still be redone whole (:meth:`PostgresStore._finish`)."""
 
 
 @dataclass(frozen=True)
@@ -373,7 +422,7 @@ class PostgresStore(SqlStore):
             return
         conn = self._checkout()
         tx.conn, tx.depth, tx.after_commit, tx.after_rollback, tx.notify = conn, 1, [], [], set()
-        tx.retiring, tx.begun, tx.swap = False, False, None
+        tx.retiring, tx.begun, tx.swap, tx.redo = False, False, None, None
         try:
             yield
             self._finish(conn, tx)
@@ -401,7 +450,7 @@ class PostgresStore(SqlStore):
             if group is None:
                 group = gate.group = CommitGroup()
             tx.conn, tx.depth, tx.after_commit, tx.after_rollback, tx.notify = conn, 1, [], [], set()
-            tx.retiring, tx.begun, tx.swap = False, True, None
+            tx.retiring, tx.begun, tx.swap, tx.redo = False, True, None, None
             try:
                 yield
                 self._refuse_if_retired(conn, tx)
@@ -540,28 +589,26 @@ class PostgresStore(SqlStore):
 
     def _end(self, tx: _Tx, conn: psycopg.Connection[Any], *, rollback: bool) -> None:
         tx.conn, tx.depth, tx.after_commit, tx.after_rollback, tx.notify = None, 0, [], [], set()
-        tx.swap = None
+        tx.swap, tx.redo = None, None
         if rollback and not conn.closed and conn.info.transaction_status != psycopg.pq.TransactionStatus.IDLE:
             with suppress(psycopg.Error):
                 conn.execute("ROLLBACK")
         self._pool.putconn(conn)
 
     def _finish(self, conn: psycopg.Connection[Any], tx: _Tx) -> None:
-        """End a pooled transaction in one round trip: the deferred swap, the retirement check, ``NOTIFY``
-        (delivered only once the commit is durable) and ``COMMIT`` in one pipeline. A transaction that sent
-        nothing has nothing to commit (its notifications go out on their own)."""
+        """End a pooled transaction in one round trip: the deferred swap, the retirement check, ``COMMIT`` and
+        ``NOTIFY`` (after the commit, :data:`_NOTIFY`) in one pipeline. A transaction that sent nothing has
+        nothing to commit (its notifications go out on their own)."""
         if not tx.begun and tx.swap is None:
             if tx.notify:
                 self._run(conn, _NOTIFY, (CHANNEL, sorted(tx.notify)))
             return
-        tail: list[tuple[str, _Params]] = []
-        if not tx.retiring:
-            tail.append((_REFUSE_IF_RETIRED, ()))
-        if tx.notify:
-            tail.append((_NOTIFY, (CHANNEL, sorted(tx.notify))))
         crash_point("commit.before")  # test-only fault injection (flightlog.testing.crashpoints)
         try:
-            self._pipelined(conn, tx, [*tail, ("COMMIT", ())])
+            if tx.redo is not None and tx.swap is not None:
+                self._finish_append(conn, tx, tx.swap, tx.redo)
+            else:
+                self._pipelined(conn, tx, self._tail(tx))
         except psycopg.Error:
             if not tx.retiring:
                 with suppress(psycopg.Error):
@@ -572,6 +619,55 @@ class PostgresStore(SqlStore):
             raise
         crash_point("commit.after")
 
+    @staticmethod
+    def _tail(tx: _Tx, *, checked: bool = False) -> list[tuple[str, _Params]]:
+        """What ends a transaction: the retirement check (unless ``checked`` or retiring), ``COMMIT``, then
+        ``NOTIFY`` in a transaction of its own (:data:`_NOTIFY`)."""
+        tail: list[tuple[str, _Params]] = []
+        if not tx.retiring and not checked:
+            tail.append((_REFUSE_IF_RETIRED, ()))
+        tail.append(("COMMIT", ()))
+        if tx.notify:
+            tail.append((_NOTIFY, (CHANNEL, sorted(tx.notify))))
+        return tail
+
+    def _finish_append(
+        self, conn: psycopg.Connection[Any], tx: _Tx, swap: _Swap, redo: Callable[[], None]
+    ) -> None:
+        """Commit a transaction that holds one append and its deferred run-row swap (a lone
+        ``Recorder.append``): the swap without a savepoint, checking retirement in the same statement
+        (:data:`_SWAP_OR_RETIRED`), ``COMMIT`` and ``NOTIFY``, one pipeline of three statements (with a
+        savepoint and the separate check it was six). When the swap fails (it matched no row, the store is
+        retired, or any error: the savepoint's ``ROLLBACK TO`` would have undone it too) the whole transaction is rolled back and redone: the append again (``redo``: ``BEGIN``,
+        the statement and its checks, which raise as the first time), the swap's fallback (the projector's
+        general path), then the usual end. Nothing else was sent in the transaction (``tx.redo`` says so), so
+        the redone transaction writes all it did.
+
+        Raises:
+            psycopg.Error: a statement failed (the transaction is aborted).
+        """
+        tx.swap = tx.redo = None
+        statements = [
+            ((_SWAP if tx.retiring else _SWAP_OR_RETIRED).format(swap.sql), swap.params),
+            *self._tail(tx, checked=True),
+        ]
+        cursors: list[psycopg.Cursor[Any]] = []
+        try:
+            with conn.pipeline():
+                for sql, params in statements:
+                    cursors.append(conn.execute(native(sql), params or None))
+        except psycopg.Error as exc:
+            if _committed(statements, cursors):  # only the NOTIFY after it failed: the commit stands
+                log.warning("NOTIFY after a durable commit failed (listeners wake at their timeout): %s", exc)
+                return
+            if not cursors or cursors[0].pgresult is not None:
+                raise  # the swap went through: something after it failed
+            conn.execute("ROLLBACK")
+            tx.begun = False
+            redo()
+            swap.fallback()
+            self._pipelined(conn, tx, self._tail(tx))
+
     def _pipelined(
         self, conn: psycopg.Connection[Any], tx: _Tx, statements: Sequence[tuple[str, _Params]]
     ) -> list[psycopg.Cursor[Any]]:
@@ -580,23 +676,29 @@ class PostgresStore(SqlStore):
 
         A deferred swap runs in a savepoint and fails when no row matched; then the pipeline stops there,
         the savepoint is rolled back (the transaction is usable again), the swap's fallback runs and the
-        statements are sent again.
+        statements are sent again. A failure after a ``COMMIT`` among ``statements`` that committed (only a
+        ``NOTIFY`` follows one) is logged, not raised: the commit stands.
 
         Raises:
             psycopg.Error: a statement failed (the transaction is aborted).
         """
-        swap, tx.swap = tx.swap, None
+        swap, tx.swap, tx.redo = tx.swap, None, None
         begin, tx.begun = not tx.begun, True
+        cursors: list[psycopg.Cursor[Any]] = []
         try:
             with conn.pipeline():
                 if begin:
                     conn.execute("BEGIN")
                 if swap is not None:
                     conn.execute(f"SAVEPOINT {_SWAP_POINT}")
-                    conn.execute(native(swap.sql), swap.params)
+                    conn.execute(native(_SWAP.format(swap.sql)), swap.params)
                     conn.execute(f"RELEASE SAVEPOINT {_SWAP_POINT}")
-                cursors = [conn.execute(native(sql), params or None) for sql, params in statements]
-        except psycopg.Error:
+                for sql, params in statements:
+                    cursors.append(conn.execute(native(sql), params or None))
+        except psycopg.Error as exc:
+            if _committed(statements, cursors):  # only the NOTIFY after it failed: the commit stands
+                log.warning("NOTIFY after a durable commit failed (listeners wake at their timeout): %s", exc)
+                return cursors
             if swap is None or not _undo_swap(conn):
                 raise
             swap.fallback()
@@ -607,15 +709,19 @@ class PostgresStore(SqlStore):
         """One statement on ``conn``; in this thread's transaction it carries what the transaction still
         owes (:meth:`_pipelined`)."""
         tx = self._tx
-        if conn is tx.conn and (not tx.begun or tx.swap is not None):
-            return self._pipelined(conn, tx, [(sql, params or ())])[0]
+        if conn is tx.conn:
+            if not tx.begun or tx.swap is not None:
+                return self._pipelined(conn, tx, [(sql, params or ())])[0]
+            tx.redo = None
         return conn.execute(native(sql), params if params else None)
 
     def _settle(self, conn: psycopg.Connection[Any]) -> None:
         """Send what this thread's transaction still owes before a statement that bypasses :meth:`_send`."""
         tx = self._tx
-        if conn is tx.conn and (not tx.begun or tx.swap is not None):
-            self._pipelined(conn, tx, [])
+        if conn is tx.conn:
+            tx.redo = None
+            if not tx.begun or tx.swap is not None:
+                self._pipelined(conn, tx, [])
 
     def call_after_commit(self, callback: Callable[[], None]) -> None:
         if not self._tx.depth:
@@ -748,17 +854,30 @@ class PostgresStore(SqlStore):
             return super().append_events(session_id, rows, head, epoch=epoch, recorded_at_ms=recorded_at_ms)
         stamp = now_ms()
         stamps = row_stamps(rows, recorded_at_ms, stamp)
-        values = {
-            "sid": session_id, "epoch": epoch, "after": rows[0].seq - 1, "prev": rows[0].prev_hash,
-            "seqs": [r.seq for r in rows], "kinds": [r.kind for r in rows], "events": [r.event_bytes for r in rows],
-            "prevs": [r.prev_hash for r in rows], "hashes": [r.hash for r in rows], "ats": list(stamps),
-            "head_seq": head.seq, "head_hash": head.hash, "root": head.root, "at": stamp,
-        }  # fmt: skip
-        with self._joined() as conn:
+        first = rows[0]
+        values: dict[str, Any]
+        if len(rows) == 1:
+            sql = _APPEND_ONE
+            values = {
+                "sid": session_id, "epoch": epoch, "after": first.seq - 1, "prev": first.prev_hash,
+                "seq": first.seq, "kind": first.kind, "event": first.event_bytes, "hash": first.hash,
+                "stamp": stamps[0], "head_seq": head.seq, "head_hash": head.hash, "root": head.root, "at": stamp,
+            }  # fmt: skip
+        else:
+            sql = _APPEND_CHECKED
+            values = {
+                "sid": session_id, "epoch": epoch, "after": first.seq - 1, "prev": first.prev_hash,
+                "seqs": [r.seq for r in rows], "kinds": [r.kind for r in rows],
+                "events": [r.event_bytes for r in rows], "prevs": [r.prev_hash for r in rows],
+                "hashes": [r.hash for r in rows], "ats": list(stamps),
+                "head_seq": head.seq, "head_hash": head.hash, "root": head.root, "at": stamp,
+            }  # fmt: skip
+
+        def checked(cursor: Any) -> None:
             try:
-                found = self._send(conn, _APPEND_CHECKED, values).fetchone()
+                found = cursor().fetchone()
             except pg_errors.UniqueViolation as exc:
-                raise AppendConflict(session_id=session_id, seq=rows[0].seq) from exc
+                raise AppendConflict(session_id=session_id, seq=first.seq) from exc
             except psycopg.Error as exc:
                 raise self._translate(exc) from exc
             if found is None:
@@ -766,8 +885,15 @@ class PostgresStore(SqlStore):
             head_seq, head_hash, current = found
             if epoch is not None and current != epoch:
                 raise StaleWriter(session_id=session_id, epoch=epoch, current_epoch=current)
-            if rows[0].seq != head_seq + 1 or rows[0].prev_hash != head_hash:
-                raise AppendConflict(session_id=session_id, seq=min(rows[0].seq, head_seq + 1))
+            if first.seq != head_seq + 1 or first.prev_hash != head_hash:
+                raise AppendConflict(session_id=session_id, seq=min(first.seq, head_seq + 1))
+
+        with self._joined() as conn:
+            tx = self._tx
+            opens = conn is tx.conn and not tx.begun and tx.swap is None  # the transaction's first statement
+            checked(lambda: self._send(conn, sql, values))
+            if opens:  # nothing else sent yet: _finish_append may redo the transaction from here
+                tx.redo = lambda: checked(lambda: self._pipelined(conn, tx, [(sql, values)])[0])
             self._notify(session_id)
         return stamp
 
@@ -782,11 +908,10 @@ class PostgresStore(SqlStore):
         if row.run_id != expected.run_id:
             raise ValueError(f"replace_run_row: row of {row.run_id!r} cannot replace {expected.run_id!r}")
         assert tx.conn is not None
-        self._settle(tx.conn)  # one swap outstanding at a time: each one's fallback sees the one before
+        if not tx.begun or tx.swap is not None:  # one swap outstanding at a time: its fallback sees the last
+            self._pipelined(tx.conn, tx, [])
         sql, params = run_swap_params(row, expected, self.NULL_SAFE_EQ)
-        tx.swap = _Swap(
-            f"WITH swapped AS ({sql} RETURNING 1) SELECT 1 / count(*)::int FROM swapped", params, fallback
-        )
+        tx.swap = _Swap(sql, params, fallback)
 
     def _notify(self, session_id: str) -> None:
         """Queue a ``NOTIFY`` for ``session_id``, sent with the open transaction's commit."""
