@@ -367,7 +367,12 @@ class Recorder:
             staged, tree = self._stage(events, encoded)
             head = SessionHead(staged[-1].seq, staged[-1].hash, tree.root().hex())
             stamp = self.store.append_events(
-                self.session_id, staged, head, epoch=self._epoch, recorded_at_ms=recorded_at_ms
+                self.session_id,
+                staged,
+                head,
+                epoch=self._epoch,
+                recorded_at_ms=recorded_at_ms,
+                deferrable=True,
             )
             stamps = list(recorded_at_ms) if recorded_at_ms is not None else [stamp] * len(staged)
             crash_point("append.written")  # test-only fault injection (flightlog.testing.crashpoints)

@@ -523,6 +523,7 @@ class Store(abc.ABC):
         *,
         epoch: int | None = None,
         recorded_at_ms: Sequence[int] | None = None,
+        deferrable: bool = False,
     ) -> int:
         """Durably append rows (all or none) and move the session head, in one transaction.
 
@@ -538,6 +539,12 @@ class Store(abc.ABC):
         Returns the ``recorded_at_ms`` stamped on the rows (the time of this append when given per row). Raises ``AppendConflict`` when a seq is taken or
         the rows do not extend the stored head (another writer), ``StaleWriter`` when ``epoch`` is not the
         session's current authority epoch, ``ReadOnlyStore`` on a read-only store. Nothing is written on error.
+
+        ``deferrable``: the caller lets a store that saves a round trip by it send the rows with the
+        transaction's next statement or its commit; these errors are then raised there (by that statement,
+        or by the end of the transaction block, which rolls back). Only for a caller that, like
+        ``Recorder.append``, treats an error there as an error of this call. The PostgreSQL store defers an
+        append that would be the first statement of its outermost transaction; SQLite ignores it.
         """
 
     @abc.abstractmethod

@@ -137,10 +137,14 @@ _APPEND = (
 ``WITH`` runs exactly once, and a taken ``(session_id, seq)`` fails the whole statement."""
 
 
+_HEAD = (
+    "SELECT s.head_seq, s.head_hash, a.epoch FROM sessions s JOIN authority_epochs a"
+    " ON a.session_id = s.session_id WHERE s.session_id = %(sid)s"
+)
+"""A session's head and authority epoch (one row, none when the session does not exist)."""
+
 _LOCKED_HEAD = (
-    "WITH head AS ("
-    " SELECT s.head_seq, s.head_hash, a.epoch FROM sessions s JOIN authority_epochs a"
-    " ON a.session_id = s.session_id WHERE s.session_id = %(sid)s FOR UPDATE),"
+    f"WITH head AS ({_HEAD} FOR UPDATE),"
     " ok AS (SELECT head.epoch FROM head WHERE (%(epoch)s::bigint IS NULL OR head.epoch = %(epoch)s)"
     " AND head.head_seq = %(after)s AND head.head_hash = %(prev)s),"
     " appended AS ("
@@ -148,14 +152,17 @@ _LOCKED_HEAD = (
     " moved AS (UPDATE sessions SET head_seq = %(head_seq)s, head_hash = %(head_hash)s,"
     " merkle_root = %(root)s, updated_at_ms = %(at)s"
     " WHERE session_id = %(sid)s AND EXISTS (SELECT 1 FROM ok))"
-    " SELECT head_seq, head_hash, epoch FROM head"
+    "{select}"
 )
 """The one-statement append (:data:`_APPEND_CHECKED`) with its rows' ``SELECT`` left as ``{rows}``."""
 
+_SELECT_HEAD = " SELECT head_seq, head_hash, epoch FROM head"
+
 _APPEND_CHECKED = _LOCKED_HEAD.format(
+    select=_SELECT_HEAD,
     rows="SELECT %(sid)s, r.seq, r.kind, r.event, r.prev_hash, r.hash, r.at, ok.epoch"
     " FROM ok, unnest(%(seqs)s::bigint[], %(kinds)s::text[], %(events)s::bytea[], %(prevs)s::text[],"
-    " %(hashes)s::text[], %(ats)s::bigint[]) AS r(seq, kind, event, prev_hash, hash, at)"
+    " %(hashes)s::text[], %(ats)s::bigint[]) AS r(seq, kind, event, prev_hash, hash, at)",
 )
 """An append in one statement, so one round trip: lock the session's row and its epoch (``FOR UPDATE``), and
 only when the epoch is the writer's and the rows extend the head (``ok``), insert them and move the head.
@@ -163,11 +170,19 @@ It returns the head and epoch it locked, from which :meth:`PostgresStore.append_
 errors as the shared checks (nothing is written then, and the transaction stays usable). Under READ
 COMMITTED a writer that waited for the row lock sees the head the other writer committed."""
 
+_STRICT = " SELECT 1 / count(*)::int FROM ok"
+"""The tail that makes an append statement fail (division by zero) unless it wrote: an append sent with
+other statements in one pipeline (a deferred one) must stop the pipeline when refused."""
+
 _APPEND_ONE = _LOCKED_HEAD.format(
-    rows="SELECT %(sid)s, %(seq)s, %(kind)s, %(event)s, %(prev)s, %(hash)s, %(stamp)s, ok.epoch FROM ok"
+    select=_SELECT_HEAD,
+    rows="SELECT %(sid)s, %(seq)s, %(kind)s, %(event)s, %(prev)s, %(hash)s, %(stamp)s, ok.epoch FROM ok",
 )
 """:data:`_APPEND_CHECKED` for one event, its values as scalars (no array to build on either side: most
 appends are one event)."""
+
+_STRICT_OF = {sql: sql.replace(_SELECT_HEAD, _STRICT) for sql in (_APPEND_CHECKED, _APPEND_ONE)}
+"""Each append statement's variant that fails unless it wrote (:data:`_STRICT`)."""
 
 _REFUSE_IF_RETIRED = "SELECT 1 / (1 - count(*)::int) FROM ledger_meta WHERE key = 'retired'"
 """Fails (division by zero) when the store is retired: sent ahead of ``COMMIT`` in one pipeline, it turns the
@@ -243,6 +258,18 @@ class _Swap:
     fallback: Callable[[], None]
 
 
+@dataclass
+class _Pending:
+    """An append not sent yet (``deferrable``, :meth:`PostgresStore.append_events`): its statement in the
+    variant that fails unless it wrote (:data:`_STRICT`), what raises its refusal, and what sends it again
+    in a new transaction (with its checks)."""
+
+    sql: str
+    values: Mapping[str, Any]
+    refused: Callable[[psycopg.Connection[Any], psycopg.Error], Exception]
+    redo: Callable[[], None]
+
+
 class _Tx(threading.local):
     """This thread's open transaction on one store: its connection, depth and callbacks."""
 
@@ -258,6 +285,11 @@ class _Tx(threading.local):
         """``BEGIN`` was sent (else it goes out with the transaction's first statement, one round trip)."""
         self.swap: _Swap | None = None
         """A run-row compare-and-set not sent yet: it goes out with the next statement."""
+        self.pending: _Pending | None = None
+        """A deferred append: it goes out with the next statement or the commit."""
+        self.refusal: Exception | None = None
+        """The error of a deferred append refused mid-transaction: the transaction ends with it even when
+        the statement that carried the append was inside code that swallows errors (a projector)."""
         self.redo: Callable[[], None] | None = None
         """When the transaction has sent one append and nothing else: sends it again (``BEGIN`` and the
         append, its checks) in a new transaction, so a compare-and-set sent without a savepoint can fail
@@ -422,7 +454,8 @@ class PostgresStore(SqlStore):
             return
         conn = self._checkout()
         tx.conn, tx.depth, tx.after_commit, tx.after_rollback, tx.notify = conn, 1, [], [], set()
-        tx.retiring, tx.begun, tx.swap, tx.redo = False, False, None, None
+        tx.retiring, tx.begun, tx.swap, tx.redo, tx.pending = False, False, None, None, None
+        tx.refusal = None
         try:
             yield
             self._finish(conn, tx)
@@ -450,7 +483,7 @@ class PostgresStore(SqlStore):
             if group is None:
                 group = gate.group = CommitGroup()
             tx.conn, tx.depth, tx.after_commit, tx.after_rollback, tx.notify = conn, 1, [], [], set()
-            tx.retiring, tx.begun, tx.swap, tx.redo = False, True, None, None
+            tx.retiring, tx.begun, tx.swap, tx.redo, tx.pending = False, True, None, None, None
             try:
                 yield
                 self._refuse_if_retired(conn, tx)
@@ -589,7 +622,7 @@ class PostgresStore(SqlStore):
 
     def _end(self, tx: _Tx, conn: psycopg.Connection[Any], *, rollback: bool) -> None:
         tx.conn, tx.depth, tx.after_commit, tx.after_rollback, tx.notify = None, 0, [], [], set()
-        tx.swap, tx.redo = None, None
+        tx.swap, tx.redo, tx.pending, tx.refusal = None, None, None, None
         if rollback and not conn.closed and conn.info.transaction_status != psycopg.pq.TransactionStatus.IDLE:
             with suppress(psycopg.Error):
                 conn.execute("ROLLBACK")
@@ -599,14 +632,18 @@ class PostgresStore(SqlStore):
         """End a pooled transaction in one round trip: the deferred swap, the retirement check, ``COMMIT`` and
         ``NOTIFY`` (after the commit, :data:`_NOTIFY`) in one pipeline. A transaction that sent nothing has
         nothing to commit (its notifications go out on their own)."""
-        if not tx.begun and tx.swap is None:
+        if tx.refusal is not None:
+            raise tx.refusal
+        if not tx.begun and tx.swap is None and tx.pending is None:
             if tx.notify:
                 self._run(conn, _NOTIFY, (CHANNEL, sorted(tx.notify)))
             return
         crash_point("commit.before")  # test-only fault injection (flightlog.testing.crashpoints)
         try:
-            if tx.redo is not None and tx.swap is not None:
-                self._finish_append(conn, tx, tx.swap, tx.redo)
+            if tx.pending is not None:
+                self._finish_lone(conn, tx, tx.pending, tx.swap, tx.pending.redo)
+            elif tx.redo is not None and tx.swap is not None:
+                self._finish_lone(conn, tx, None, tx.swap, tx.redo)
             else:
                 self._pipelined(conn, tx, self._tail(tx))
         except psycopg.Error:
@@ -631,26 +668,38 @@ class PostgresStore(SqlStore):
             tail.append((_NOTIFY, (CHANNEL, sorted(tx.notify))))
         return tail
 
-    def _finish_append(
-        self, conn: psycopg.Connection[Any], tx: _Tx, swap: _Swap, redo: Callable[[], None]
+    def _finish_lone(
+        self,
+        conn: psycopg.Connection[Any],
+        tx: _Tx,
+        pending: _Pending | None,
+        swap: _Swap | None,
+        redo: Callable[[], None],
     ) -> None:
-        """Commit a transaction that holds one append and its deferred run-row swap (a lone
-        ``Recorder.append``): the swap without a savepoint, checking retirement in the same statement
-        (:data:`_SWAP_OR_RETIRED`), ``COMMIT`` and ``NOTIFY``, one pipeline of three statements (with a
-        savepoint and the separate check it was six). When the swap fails (it matched no row, the store is
-        retired, or any error: the savepoint's ``ROLLBACK TO`` would have undone it too) the whole transaction is rolled back and redone: the append again (``redo``: ``BEGIN``,
-        the statement and its checks, which raise as the first time), the swap's fallback (the projector's
-        general path), then the usual end. Nothing else was sent in the transaction (``tx.redo`` says so), so
-        the redone transaction writes all it did.
+        """Commit a transaction that holds one append (a lone ``Recorder.append``) and maybe its deferred
+        run-row swap, in one pipeline: the append if it was deferred (``BEGIN`` and its statement, failing
+        unless it wrote), the swap without a savepoint and with the retirement check
+        (:data:`_SWAP_OR_RETIRED`), ``COMMIT``, ``NOTIFY``. A deferred append so makes one round trip.
+
+        A refused append raises its error (named from the head read after the rollback). When the swap
+        fails (it matched no row, the store is retired, or any error: a savepoint's ``ROLLBACK TO`` would
+        have undone it too) the whole transaction is rolled back and redone: the append again (``redo``:
+        ``BEGIN``, the statement and its checks, which raise as the first time), the swap's fallback (the
+        projector's general path), then the usual end. Nothing else was sent in the transaction, so the
+        redone transaction writes all it did.
 
         Raises:
-            psycopg.Error: a statement failed (the transaction is aborted).
+            StaleWriter, AppendConflict, SessionNotFound: the deferred append was refused; nothing written.
+            psycopg.Error: another statement failed (the transaction is aborted).
         """
-        tx.swap = tx.redo = None
-        statements = [
-            ((_SWAP if tx.retiring else _SWAP_OR_RETIRED).format(swap.sql), swap.params),
-            *self._tail(tx, checked=True),
-        ]
+        tx.pending = tx.swap = tx.redo = None
+        tx.begun = True
+        statements: list[tuple[str, _Params]] = []
+        if pending is not None:
+            statements += [("BEGIN", ()), (pending.sql, pending.values)]
+        if swap is not None:
+            statements.append(((_SWAP if tx.retiring else _SWAP_OR_RETIRED).format(swap.sql), swap.params))
+        statements.extend(self._tail(tx, checked=swap is not None))
         cursors: list[psycopg.Cursor[Any]] = []
         try:
             with conn.pipeline():
@@ -660,7 +709,10 @@ class PostgresStore(SqlStore):
             if _committed(statements, cursors):  # only the NOTIFY after it failed: the commit stands
                 log.warning("NOTIFY after a durable commit failed (listeners wake at their timeout): %s", exc)
                 return
-            if not cursors or cursors[0].pgresult is not None:
+            at = 0 if pending is None else 2  # the swap's cursor
+            if pending is not None and (len(cursors) < 2 or cursors[1].pgresult is None):
+                raise pending.refused(conn, exc) from exc
+            if swap is None or len(cursors) <= at or cursors[at].pgresult is not None:
                 raise  # the swap went through: something after it failed
             conn.execute("ROLLBACK")
             tx.begun = False
@@ -683,12 +735,16 @@ class PostgresStore(SqlStore):
             psycopg.Error: a statement failed (the transaction is aborted).
         """
         swap, tx.swap, tx.redo = tx.swap, None, None
+        pending, tx.pending = tx.pending, None
         begin, tx.begun = not tx.begun, True
         cursors: list[psycopg.Cursor[Any]] = []
+        appended: psycopg.Cursor[Any] | None = None
         try:
             with conn.pipeline():
                 if begin:
                     conn.execute("BEGIN")
+                if pending is not None:
+                    appended = conn.execute(native(pending.sql), pending.values)
                 if swap is not None:
                     conn.execute(f"SAVEPOINT {_SWAP_POINT}")
                     conn.execute(native(_SWAP.format(swap.sql)), swap.params)
@@ -699,6 +755,13 @@ class PostgresStore(SqlStore):
             if _committed(statements, cursors):  # only the NOTIFY after it failed: the commit stands
                 log.warning("NOTIFY after a durable commit failed (listeners wake at their timeout): %s", exc)
                 return cursors
+            if pending is not None and (appended is None or appended.pgresult is None):
+                refusal = tx.refusal = pending.refused(conn, exc)
+                with suppress(
+                    psycopg.Error
+                ):  # what the block still sends goes into a transaction rolled back
+                    conn.execute("BEGIN")
+                raise refusal from exc
             if swap is None or not _undo_swap(conn):
                 raise
             swap.fallback()
@@ -847,9 +910,15 @@ class PostgresStore(SqlStore):
         *,
         epoch: int | None = None,
         recorded_at_ms: Sequence[int] | None = None,
+        deferrable: bool = False,
     ) -> int:
         """The shared checks and write (:meth:`SqlStore.append_events`) as one statement, one round trip
-        (:data:`_APPEND_CHECKED`); the same errors, raised before anything is written."""
+        (:data:`_APPEND_CHECKED`); the same errors, raised before anything is written.
+
+        ``deferrable`` and the append would be the first statement of this thread's outermost pooled
+        transaction: nothing is sent now; the statement goes out with the transaction's next statement or
+        its commit (:meth:`_finish_lone`: a lone ``Recorder.append`` is then one round trip), and its
+        errors are raised there."""
         if not rows or R.taken(rows, rows[0].seq - 1) is not None:
             return super().append_events(session_id, rows, head, epoch=epoch, recorded_at_ms=recorded_at_ms)
         stamp = now_ms()
@@ -873,13 +942,7 @@ class PostgresStore(SqlStore):
                 "head_seq": head.seq, "head_hash": head.hash, "root": head.root, "at": stamp,
             }  # fmt: skip
 
-        def checked(cursor: Any) -> None:
-            try:
-                found = cursor().fetchone()
-            except pg_errors.UniqueViolation as exc:
-                raise AppendConflict(session_id=session_id, seq=first.seq) from exc
-            except psycopg.Error as exc:
-                raise self._translate(exc) from exc
+        def check(found: Any) -> None:
             if found is None:
                 raise SessionNotFound(session_id=session_id)
             head_seq, head_hash, current = found
@@ -888,12 +951,43 @@ class PostgresStore(SqlStore):
             if first.seq != head_seq + 1 or first.prev_hash != head_hash:
                 raise AppendConflict(session_id=session_id, seq=min(first.seq, head_seq + 1))
 
+        def checked(cursor: Callable[[], Any]) -> None:
+            try:
+                found = cursor().fetchone()
+            except pg_errors.UniqueViolation as exc:
+                raise AppendConflict(session_id=session_id, seq=first.seq) from exc
+            except psycopg.Error as exc:
+                raise self._translate(exc) from exc
+            check(found)
+
+        def refused(conn: psycopg.Connection[Any], exc: psycopg.Error) -> Exception:
+            """The error of a deferred append that failed; its transaction is rolled back."""
+            with suppress(psycopg.Error):
+                conn.execute("ROLLBACK")
+            if not isinstance(exc, pg_errors.DivisionByZero | pg_errors.UniqueViolation):
+                return self._translate(exc)
+            if isinstance(exc, pg_errors.UniqueViolation):
+                return AppendConflict(session_id=session_id, seq=first.seq)
+            try:
+                check(conn.execute(_HEAD, {"sid": session_id}).fetchone())
+            except (SessionNotFound, StaleWriter, AppendConflict) as refusal:
+                return refusal
+            return AppendConflict(session_id=session_id, seq=first.seq)  # the head moved back: cannot be
+
         with self._joined() as conn:
             tx = self._tx
-            opens = conn is tx.conn and not tx.begun and tx.swap is None  # the transaction's first statement
-            checked(lambda: self._send(conn, sql, values))
-            if opens:  # nothing else sent yet: _finish_append may redo the transaction from here
-                tx.redo = lambda: checked(lambda: self._pipelined(conn, tx, [(sql, values)])[0])
+            opens = conn is tx.conn and not tx.begun and tx.swap is None and tx.pending is None
+            if opens:  # nothing else sent yet: the transaction may be redone from here (_finish_lone)
+
+                def redo() -> None:
+                    checked(lambda: self._pipelined(conn, tx, [(sql, values)])[0])
+
+            if opens and deferrable and tx.depth == 1 and self._gate is None:
+                tx.pending = _Pending(_STRICT_OF[sql], values, refused, redo)
+            else:
+                checked(lambda: self._send(conn, sql, values))
+                if opens:
+                    tx.redo = redo
             self._notify(session_id)
         return stamp
 
@@ -908,7 +1002,7 @@ class PostgresStore(SqlStore):
         if row.run_id != expected.run_id:
             raise ValueError(f"replace_run_row: row of {row.run_id!r} cannot replace {expected.run_id!r}")
         assert tx.conn is not None
-        if not tx.begun or tx.swap is not None:  # one swap outstanding at a time: its fallback sees the last
+        if tx.swap is not None:  # one swap outstanding at a time: its fallback sees the one before
             self._pipelined(tx.conn, tx, [])
         sql, params = run_swap_params(row, expected, self.NULL_SAFE_EQ)
         tx.swap = _Swap(sql, params, fallback)

@@ -297,11 +297,12 @@ class SqlStore(Store):
         *,
         epoch: int | None = None,
         recorded_at_ms: Sequence[int] | None = None,
+        deferrable: bool = False,
     ) -> int:
         """Check, then write, in this thread's transaction (or one of its own): the session exists, its
         authority epoch is ``epoch`` (``StaleWriter``), ``rows`` extend its head (``AppendConflict``); then
         the rows and the new head (:meth:`_insert_events`). Every check runs before the first write, so
-        an enclosing block needs no savepoint for it."""
+        an enclosing block needs no savepoint for it. ``deferrable`` is not used here (written at once)."""
         stamp = R.now_ms()
         stamps = row_stamps(rows, recorded_at_ms, stamp)
         with self._joined():
