@@ -131,8 +131,7 @@ def test_notify_goes_after_the_commit_and_its_failure_fails_no_append(
     recorder.append(ev.RunStarted(run_id="r1", goal="notify"))
     sent = _sent(store, lambda: recorder.append(ev.CheckpointTaken(turn=0, history_len=0)))
     assert sent.index("COMMIT") < next(i for i, sql in enumerate(sent) if "pg_notify" in sql)
-    broken = "SELECT pg_notify(%s, sid::int::text) FROM unnest(%s::text[]) AS sid"  # 's1'::int fails
-    monkeypatch.setattr(postgres, "_NOTIFY", broken)
+    monkeypatch.setattr(postgres, "_NOTIFY_ONE", "SELECT pg_notify(%s, %s::int::text)")  # 's1'::int fails
     with caplog.at_level(logging.WARNING, logger="flightlog.store.postgres"):
         stored = recorder.append(ev.CheckpointTaken(turn=1, history_len=1))
     assert "NOTIFY after a durable commit failed" in caplog.text

@@ -189,6 +189,7 @@ _REFUSE_IF_RETIRED = "SELECT 1 / (1 - count(*)::int) FROM ledger_meta WHERE key 
 commit into a rollback without waiting for an answer first (:meth:`PostgresStore._finish`)."""
 
 _NOTIFY = "SELECT pg_notify(%s, sid) FROM unnest(%s::text[]) AS sid"
+_NOTIFY_ONE = "SELECT pg_notify(%s, %s)"
 """Wakes the listeners of the given session ids. A pooled transaction sends it right after its ``COMMIT``, in
 the same pipeline (no extra round trip), where it runs in a transaction of its own: a transaction that
 notifies holds PostgreSQL's one notification-queue lock per database from its pre-commit until it ends, so
@@ -220,7 +221,7 @@ def _commit(conn: psycopg.Connection[Any], notify: set[str]) -> None:
     crash_point("commit.before")  # test-only fault injection (flightlog.testing.crashpoints)
     with conn.pipeline():
         if notify:
-            conn.execute(_NOTIFY, (CHANNEL, sorted(notify)))
+            conn.execute(*_notifying(notify))
         conn.execute("COMMIT")
     crash_point("commit.after")
 
@@ -233,6 +234,13 @@ def _committed(statements: Sequence[tuple[str, _Params]], cursors: Sequence[psyc
         sql == "COMMIT" and cur.statusmessage == "COMMIT"
         for (sql, _), cur in zip(statements, cursors, strict=False)
     )
+
+
+def _notifying(sessions: set[str]) -> tuple[str, tuple[Any, ...]]:
+    """The statement that notifies ``sessions`` (:data:`_NOTIFY`; one session without an array to plan)."""
+    if len(sessions) == 1:
+        return _NOTIFY_ONE, (CHANNEL, *sessions)
+    return _NOTIFY, (CHANNEL, sorted(sessions))
 
 
 def _undo_swap(conn: psycopg.Connection[Any]) -> bool:
@@ -636,7 +644,7 @@ class PostgresStore(SqlStore):
             raise tx.refusal
         if not tx.begun and tx.swap is None and tx.pending is None:
             if tx.notify:
-                self._run(conn, _NOTIFY, (CHANNEL, sorted(tx.notify)))
+                self._run(conn, *_notifying(tx.notify))
             return
         crash_point("commit.before")  # test-only fault injection (flightlog.testing.crashpoints)
         try:
@@ -665,7 +673,7 @@ class PostgresStore(SqlStore):
             tail.append((_REFUSE_IF_RETIRED, ()))
         tail.append(("COMMIT", ()))
         if tx.notify:
-            tail.append((_NOTIFY, (CHANNEL, sorted(tx.notify))))
+            tail.append(_notifying(tx.notify))
         return tail
 
     def _finish_lone(
