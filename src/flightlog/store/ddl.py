@@ -512,4 +512,5 @@ POSTGRES_RUNS_HOT: tuple[str, str] = (
 """PostgreSQL, after the runs list's migration: SQLite's migration 5 (the same indexes, the same listings,
 which sort). An append's compare-and-set of its run row then changes no indexed column, so PostgreSQL
 updates the row in place (a heap-only tuple) instead of inserting a new entry into each of the table's
-eight indexes: 536 of 1,790 WAL bytes per append, measured with ``pg_waldump`` (issue 19)."""
+eight indexes: 536 of 1,790 WAL bytes per append, measured with ``pg_waldump`` (issue 19). The cost: a runs
+list sorted by last event sorts the matching rows instead of walking an index (bench/README.md)."""
