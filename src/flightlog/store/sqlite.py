@@ -363,8 +363,10 @@ class SqliteStore(SqlStore):
         *,
         epoch: int | None = None,
         recorded_at_ms: Sequence[int] | None = None,
+        deferrable: bool = False,
     ) -> int:
-        """:meth:`SqlStore.append_events` in two statements instead of three: the rows are inserted by one
+        """:meth:`SqlStore.append_events` in two statements instead of three (``deferrable`` is not used:
+        written at once): the rows are inserted by one
         ``INSERT ... SELECT`` that writes them only where the session's stored head is the one they extend
         and its authority epoch is ``epoch`` (``_INSERT_CHECKED``: the fencing token checked inside the
         write), then the head moves. When it writes nothing, :meth:`_refusal` reads the head and epoch as
