@@ -100,6 +100,7 @@ from __future__ import annotations
 
 import json
 import math
+import sys
 from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
@@ -458,6 +459,10 @@ def _classify_user(record: JsonObj) -> str:
     return _PROMPT
 
 
+_NO_LIMIT = sys.maxsize
+"""``_safe_json``'s string limit when none is given (no ``str`` is longer)."""
+
+
 @dataclass
 class _Fixes:
     """Counts of values changed to fit RFC 8785: truncated strings, unrepresentable numbers."""
@@ -469,12 +474,26 @@ class _Fixes:
 def _safe_json(value: Any, max_chars: int | None, fixes: _Fixes) -> Any:
     """``value`` with NaN/±Infinity/huge integers as strings and (if ``max_chars``) long strings cut."""
     kind = type(value)  # exact JSON types first (what ``json.loads`` makes): one type check each
-    if kind is dict:
-        return {str(k): _safe_json(v, max_chars, fixes) for k, v in value.items()}
+    if kind is dict or kind is list:
+        # A container's children that stay as they are (a string within the limit, a bool, None) are
+        # taken in this loop, without a call each (issue 19: most of a kept record's values are such
+        # leaves, and the call per value was most of this function's cost); anything else recurses.
+        limit = _NO_LIMIT if max_chars is None else max_chars
+        if kind is list:
+            return [
+                v
+                if (type(v) is str and len(v) <= limit) or type(v) is bool or v is None
+                else _safe_json(v, max_chars, fixes)
+                for v in value
+            ]
+        return {
+            (k if type(k) is str else str(k)): v
+            if (type(v) is str and len(v) <= limit) or type(v) is bool or v is None
+            else _safe_json(v, max_chars, fixes)
+            for k, v in value.items()
+        }
     if kind is str:
         return value if max_chars is None or len(value) <= max_chars else _cut(value, max_chars, fixes)
-    if kind is list:
-        return [_safe_json(v, max_chars, fixes) for v in value]
     if isinstance(value, str):
         return _cut(value, max_chars, fixes)
     if isinstance(value, bool) or value is None:
