@@ -231,3 +231,67 @@ def test_a_codex_background_terminal_is_a_task_run(tmp_path: Path, exit_line: st
     assert [e.goal for e in events if isinstance(e, RunStarted)] == ["npm run dev"]
     polls = [e.payload for e in events if isinstance(e, Custom) and e.custom_kind == "background_task.output"]
     assert [p["call_id"] for p in polls] == ["call_poll"] and polls[0]["output"] == exit_line
+
+
+def test_the_finder_skips_only_events_that_cannot_matter() -> None:
+    """Walking a spool, the finder decodes only the tool results that answer a watched call and the texts
+    holding a notification (issue 19); the child runs equal those found walking the same events in a list,
+    with ids that need escaping, an id reused by another tool (forgets the call) and by a background one."""
+    from flightlog.events import SessionEvent, ToolCompleted, ToolRequested
+    from flightlog.importers.background import task_sessions
+    from flightlog.importers.base import EventSpool, ImportedSession
+    from flightlog.messages import ToolCall, ToolResult
+
+    def bash(call_id: str, background: bool) -> ToolCall:
+        arguments = {"command": "mix phx.server", "run_in_background": background}
+        return ToolCall(id=call_id, name="Bash", arguments=json.dumps(arguments))
+
+    def result(call_id: str, output: str, is_error: bool = False) -> ToolCompleted:
+        return ToolCompleted(turn=1, results=[ToolResult(call_id=call_id, output=output, is_error=is_error)])
+
+    def started(task_id: str) -> str:
+        return f"Command running in background with ID: {task_id}"
+
+    note = "<task-notification><task-id>{}</task-id><status>completed</status></task-notification>"
+    events: list[SessionEvent] = [
+        RunStarted(run_id="r", goal="go"),
+        ToolRequested(turn=1, calls=[bash('a"b\\c', True), bash("plain", False)]),
+        result('a"b\\c', started("t1")),
+        result("plain", started("t9")),  # not in the background: no task
+        ToolRequested(turn=1, calls=[ToolCall(id="k", name="KillShell", arguments='{"shell_id": "t1"}')]),
+        result("k", f'the output names "call_id":"{started("t1")}"'),
+        ToolRequested(turn=1, calls=[bash("re", True)]),
+        ToolRequested(turn=1, calls=[ToolCall(id="re", name="Read", arguments="{}")]),  # forgets "re"
+        result("re", started("t2")),
+        ToolRequested(turn=1, calls=[ToolCall(id="re", name="Read", arguments="{}")]),
+        ToolRequested(turn=1, calls=[bash("re", True)]),  # watched again
+        result("re", started("t3")),
+        RunStarted(run_id="r2", goal=note.format("t3")),
+        Custom(custom_kind="claude_code.x", payload={"text": note.format("t9")}),
+        ToolRequested(turn=1, calls=[ToolCall(id="o", name="BashOutput", arguments='{"bash_id": "t3"}')]),
+        result("o", "<status>running</status><stdout>ok</stdout>"),
+    ]
+    spool = EventSpool()
+    try:
+        for event in events:
+            spool.append(event)
+        times: list[int | None] = list(range(len(events)))
+        found = {
+            kind: task_sessions(ImportedSession("s", "t", "claude-code", held, event_times_ms=times))
+            for kind, held in (("list", events), ("spool", spool))
+        }
+    finally:
+        spool.close()
+    assert [s.key for s in found["list"]] == ["s:task:t1", "s:task:t3"]
+    for listed, spooled in zip(found["list"], found["spool"], strict=True):
+        assert (spooled.key, spooled.metadata, spooled.event_times_ms) == (
+            listed.key,
+            listed.metadata,
+            listed.event_times_ms,
+        )
+        assert list(spooled.events) == list(listed.events)
+    kinds = [[getattr(e, "custom_kind", e.kind) for e in s.events] for s in found["list"]]
+    assert kinds == [
+        ["run_started", "background_task.stop", "run_terminal"],
+        ["run_started", "background_task.notification", "background_task.output", "run_terminal"],
+    ]

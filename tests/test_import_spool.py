@@ -4,6 +4,7 @@ as walking the events in memory."""
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import Any
 
 import pytest
@@ -38,10 +39,10 @@ def an_event(draw: Any) -> SessionEvent:
 @given(
     events=st.lists(an_event(), max_size=1200),
     kinds=st.sets(st.sampled_from(["run_started", "tool_requested", "tool_completed", "custom"])),
-    need=st.sampled_from([None, b"<task-notification>", b"plain"]),
+    need=st.sampled_from([None, b"<task-notification>", b"plain", "plain-and-quote"]),
 )
 def test_events_of_a_spool_is_events_of_the_list_and_ranges_are_the_canonical_bytes(
-    events: list[SessionEvent], kinds: set[str], need: bytes | None
+    events: list[SessionEvent], kinds: set[str], need: bytes | str | None
 ) -> None:
     with spooled_events():
         spool = new_event_list()
@@ -49,13 +50,22 @@ def test_events_of_a_spool_is_events_of_the_list_and_ranges_are_the_canonical_by
     try:
         for event in events:
             spool.append(event)
-        needs = {"custom": need} if need is not None else None
+        # a need is bytes the event's bytes must hold, or a function of its bytes
+        test: bytes | Callable[[bytes], bool] | None = (
+            (lambda data: b"plain" in data and b'\\"' in data) if isinstance(need, str) else need
+        )
+        needs = {"custom": test} if test is not None else None
         got = list(events_of(spool, kinds, needs))
         walked = list(events_of(events, kinds))
-        # a need only drops events whose bytes lack it (the caller's statement that they cannot matter)
-        assert got == [
-            (i, e) for i, e in walked if need is None or e.kind != "custom" or need in canonical_bytes(e)
-        ]
+
+        def kept(event: SessionEvent) -> bool:
+            if test is None or event.kind != "custom":
+                return True
+            data = canonical_bytes(event)
+            return test in data if isinstance(test, bytes) else test(data)
+
+        # a need only drops events it rejects (the caller's statement that they cannot matter)
+        assert got == [(i, e) for i, e in walked if kept(e)]
         assert list(spool) == events
         for start, stop in ((0, None), (3, 700), (-5, None), (None, -2), (600, 3)):
             assert spool[start:stop] == events[start:stop]

@@ -36,10 +36,11 @@ from __future__ import annotations
 
 import json
 import re
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from typing import Any
 
+from ..encoding import canonical_json
 from ..events import Custom, RunStarted, RunTerminal, SessionEvent, ToolCompleted, ToolRequested
 from ..messages import ToolCall
 from .base import ImportedSession, JsonObj, events_of
@@ -56,7 +57,13 @@ _CODEX_EXITED = re.compile(r"Process exited with code (-?\d+)")
 _WALKED = frozenset({"tool_requested", "tool_completed", "run_started", "custom"})
 """The kinds :class:`_Finder` reads (the others cannot start, feed or end a background task)."""
 _NOTIFIED = b"<task-notification>"
-"""A ``custom`` event matters only when one of its strings holds this (read in its bytes, see ``events_of``)."""
+"""A ``custom`` or ``run_started`` event matters only when one of its strings holds this (``on_text`` finds
+nothing in a text without it; read in its bytes, see ``events_of``)."""
+_CALL_ID = re.compile(rb'"call_id":("(?:[^"\\]|\\.)*")')
+"""A result's ``call_id`` in a ``tool_completed`` event's canonical bytes, as its RFC 8785 string (a ``"``
+inside a string is escaped, so ``"call_id":"`` is only ever the key itself)."""
+_WATCHED_NAMES = frozenset({"Bash", "exec_command", "write_stdin", *_READERS, *_STOPPERS})
+"""The tool names whose calls ``on_result`` reads (a result of any other call changes nothing)."""
 _ENDED = {"completed": "completed", "failed": "failed", "killed": "killed", "error": "failed"}
 
 
@@ -96,17 +103,27 @@ class _Finder:
 
     def __init__(self, session: ImportedSession) -> None:
         self.session = session
-        self.calls: dict[str, ToolCall] = {}
+        self.calls: dict[str, ToolCall] = {}  # the calls whose results on_result reads, by id
+        self.watched: set[bytes] = set()  # their ids as RFC 8785 strings (what a result's bytes hold)
         self.tasks: dict[str, _Task] = {}
         self.times = session.event_times_ms or [None] * len(session.events)
 
     def walk(self) -> list[_Task]:
         if len(self.times) != len(self.session.events):
             raise ValueError("event_times_ms must have one item per event")
-        for index, event in events_of(self.session.events, _WALKED, {"custom": _NOTIFIED}):
+        # Only the events that can matter are decoded from a spool (issue 19: the finder decoded every
+        # tool result, ~a third of the import's second decode): a tool result only when it answers a
+        # watched call, a prompt or a kept record only when its text has a task notification.
+        needs: dict[str, bytes | Callable[[bytes], bool]] = {
+            "custom": _NOTIFIED,
+            "run_started": _NOTIFIED,
+            "tool_completed": self.answers_watched,
+        }
+        for index, event in events_of(self.session.events, _WALKED, needs):
             at = self.times[index]
             if isinstance(event, ToolRequested):
-                self.calls.update((call.id, call) for call in event.calls)
+                for call in event.calls:
+                    self.watch(call)
             elif isinstance(event, ToolCompleted):
                 for result in event.results:
                     self.on_result(result.call_id, result.output, result.is_error, at)
@@ -118,12 +135,30 @@ class _Finder:
                         self.on_text(value, at)
         return list(self.tasks.values())
 
+    def watch(self, call: ToolCall) -> None:
+        """Remember ``call`` (replacing an earlier call with its id) when ``on_result`` reads its results:
+        a call of a name in ``_WATCHED_NAMES``, a ``Bash`` call only when run in the background."""
+        key = canonical_json(call.id)
+        if call.name in _WATCHED_NAMES and (
+            call.name != "Bash" or _arguments(call).get("run_in_background") is True
+        ):
+            self.calls[call.id] = call
+            self.watched.add(key)
+        elif self.calls.pop(call.id, None) is not None:
+            self.watched.discard(key)
+
+    def answers_watched(self, data: bytes) -> bool:
+        """Whether a ``tool_completed`` event's canonical bytes hold a result for a watched call (may say
+        True for an id that only appears in an output's text: the event is then decoded for nothing)."""
+        watched = self.watched
+        return bool(watched) and any(key in watched for key in _CALL_ID.findall(data))
+
     def on_result(self, call_id: str, output: str, is_error: bool, at: int | None) -> None:
         call = self.calls.get(call_id)
         if call is None:
             return
         arguments = _arguments(call)
-        if call.name == "Bash" and arguments.get("run_in_background") is True:
+        if call.name == "Bash":  # watched only when run in the background
             started = _STARTED.search(output)
             if started and started.group(1) not in self.tasks:
                 self.tasks[started.group(1)] = _Task(started.group(1), call, arguments, at)

@@ -23,7 +23,7 @@ import tempfile
 import threading
 import weakref
 from array import array
-from collections.abc import Collection, Iterator, Mapping, MutableSequence, Sequence
+from collections.abc import Callable, Collection, Iterator, Mapping, MutableSequence, Sequence
 from contextlib import contextmanager
 from contextvars import ContextVar
 from dataclasses import dataclass, field
@@ -294,16 +294,20 @@ def _kind_code(kind: str) -> int:
 
 
 def events_of(
-    events: Sequence[SessionEvent], kinds: Collection[str], needs: Mapping[str, bytes] | None = None
+    events: Sequence[SessionEvent],
+    kinds: Collection[str],
+    needs: Mapping[str, bytes | Callable[[bytes], bool]] | None = None,
 ) -> Iterator[tuple[int, SessionEvent]]:
     """``(index, event)`` for each event of ``events`` whose ``kind`` is in ``kinds``, in order.
 
     ``needs`` (kind -> bytes) lets an :class:`EventSpool` skip, without decoding it, an event of such a kind
     whose canonical bytes do not contain those bytes: the caller states that such an event cannot matter to
     it (e.g. a ``custom`` event whose strings hold no ``<task-notification>``: RFC 8785 escapes only ``"``,
-    ``\\`` and control characters, so text without those appears in the bytes as it is). A list is walked
-    whole; the result is the same either way. An :class:`EventSpool` decodes only the events selected (its
-    kinds are kept beside the offsets), reading the bytes in chunks (bounded memory).
+    ``\\`` and control characters, so text without those appears in the bytes as it is). A need may also be
+    a function of the canonical bytes (True: decode the event); it is called for each event of its kind in
+    order, after the caller has handled every event yielded before, so it may read the caller's state. A
+    list is walked whole; the result is the same either way. An :class:`EventSpool` decodes only the events
+    selected (its kinds are kept beside the offsets), reading the bytes in chunks (bounded memory).
     """
     if not isinstance(events, EventSpool):
         yield from ((i, e) for i, e in enumerate(events) if e.kind in kinds)
@@ -317,7 +321,10 @@ def events_of(
             continue
         for index, data in enumerate(events.raw_range(start, stop), start=start):
             code = codes[index]
-            if code in wanted and (code not in need or need[code] in data):
+            if code not in wanted:
+                continue
+            test = need.get(code)
+            if test is None or (test in data if isinstance(test, bytes) else test(data)):
                 yield index, decode_stored(data)
 
 
