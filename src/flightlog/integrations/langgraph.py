@@ -333,7 +333,7 @@ class _Body:
         self.resolved: dict[str, Any] | None = None
 
 
-@dataclass
+@dataclass(slots=True)
 class _Cp:
     body: _Body
     metadata: dict[str, Any]
@@ -341,7 +341,7 @@ class _Cp:
     metadata_entry: dict[str, Any] = field(default_factory=dict)  # as stored: {"json"} or {"type", "ref"}
 
 
-@dataclass
+@dataclass(slots=True)
 class _Write:
     task_id: str
     channel: str
@@ -484,6 +484,7 @@ _MAX_STOPS = 1024  # static interrupts reported before their put, kept until it 
 _LLM_PREFIX = b'{"kind":"llm_completed",'
 _TERMINAL_PREFIX = b'{"kind":"run_terminal",'
 _CHECKPOINT_PREFIX = b'{"custom_kind":"langgraph.checkpoint","kind":"custom",'
+_USAGE_PREFIX = b'{"custom_kind":"model_usage","kind":"custom",'
 _WRITES_PREFIX = b'{"custom_kind":"langgraph.writes","kind":"custom","payload":{"checkpoint_id":"'
 _NS_KEY = ',"checkpoint_ns":"'
 _U64 = struct.Struct("<Q")
@@ -1033,7 +1034,9 @@ class FlightlogSaver(BaseCheckpointSaver[str]):
         elif data.startswith(_TERMINAL_PREFIX):
             thread.run_open = False
         elif data.startswith(_CHECKPOINT_PREFIX):
-            self._apply_custom(thread, seq, CHECKPOINT_KIND, _parse_row(data)["payload"])
+            self._fold_checkpoint(thread, seq, _parse_row(data)["payload"])
+        elif data.startswith(_USAGE_PREFIX):
+            thread.run_tokens += int(_parse_row(data)["payload"].get("total_tokens") or 0)
         elif data.startswith(_WRITES_PREFIX) and (key := _writes_key(data)) is not None:
             thread.raw_writes.setdefault(key, []).append((seq, data))
         else:
@@ -1086,22 +1089,14 @@ class FlightlogSaver(BaseCheckpointSaver[str]):
                 thread.gates.pop(call_id, None)
 
     def _apply_custom(self, thread: _Thread, seq: int, kind: str, payload: Any) -> None:
-        if kind == USER_MESSAGE_KIND:
+        if kind == CHECKPOINT_KIND:
+            self._fold_checkpoint(thread, seq, payload)
+        elif kind == USER_MESSAGE_KIND:
             thread.history += 1
         elif kind == USAGE_KIND:
             thread.run_tokens += int(payload.get("total_tokens") or 0)
         elif kind == THREAD_DELETED_KIND:
             thread.reset()
-        elif kind == CHECKPOINT_KIND:
-            ns, checkpoint_id = payload["checkpoint_ns"], payload["checkpoint_id"]
-            blobs = thread.blobs
-            for channel, entry in payload["channels"].items():
-                kind = entry["type"]  # _blob_ref, inlined: the fold's most frequent call
-                ref = None if kind == "empty" else _Ref(kind, entry["ref"], seq, entry.get("base"))
-                blobs[(ns, channel, entry["version"])] = ref
-            self._add_checkpoint(thread, seq, payload)
-            thread.cp_history[(ns, checkpoint_id)] = thread.history
-            thread.last_cp[ns] = checkpoint_id
         elif kind == RUNS_DELETED_KIND:
             doomed = set(payload["run_ids"])
             for ns, checkpoints in thread.checkpoints.items():
@@ -1128,6 +1123,22 @@ class FlightlogSaver(BaseCheckpointSaver[str]):
             ns, checkpoint_id = payload["checkpoint_ns"], payload["checkpoint_id"]
             self._writes_of(thread, ns, checkpoint_id)  # the ones filed before it first: ledger order
             self._merge_writes_event(thread.writes.setdefault((ns, checkpoint_id), {}), seq, payload)
+
+    def _fold_checkpoint(self, thread: _Thread, seq: int, payload: dict[str, Any]) -> None:
+        """Fold a ``langgraph.checkpoint`` payload: its channel values filed by ``(ns, channel, version)``,
+        the checkpoint filed (:meth:`_add_checkpoint`), the readable history length at it. The fold's most
+        frequent event: :func:`_blob_ref` is inlined, each ``_Ref`` built by ``tuple.__new__`` (no
+        ``__new__`` frame)."""
+        ns, checkpoint_id = payload["checkpoint_ns"], payload["checkpoint_id"]
+        blobs, new = thread.blobs, tuple.__new__
+        for channel, entry in payload["channels"].items():
+            kind = entry["type"]
+            blobs[(ns, channel, entry["version"])] = (
+                None if kind == "empty" else new(_Ref, (kind, entry["ref"], seq, entry.get("base")))
+            )
+        self._add_checkpoint(thread, seq, payload)
+        thread.cp_history[(ns, checkpoint_id)] = thread.history
+        thread.last_cp[ns] = checkpoint_id
 
     def _add_checkpoint(self, thread: _Thread, seq: int, payload: dict[str, Any]) -> None:
         """File a checkpoint (a ``langgraph.checkpoint`` payload or a ``thread_copied`` entry); a body
