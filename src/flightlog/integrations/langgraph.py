@@ -313,11 +313,11 @@ class _Val(NamedTuple):
 class _Body:
     """A checkpoint body (the checkpoint without ``channel_values``) as stored: whole (``val``: inline JSON
     or an artifact) or a ``patch`` on ``base``, the body of the checkpoint it extends (bound when the event
-    is folded), after :func:`_rebased` sets what the event itself says (``over``: the checkpoint id, the
-    channels it changed and their versions). ``resolved`` caches the whole JSON body once built (shared: copied before it is handed out);
+    is folded), after :func:`_rebased` sets what the event itself says (``id`` and the stored ``channels``
+    entries, read by :func:`_over`: the checkpoint id, the channels it changed and their versions). ``resolved`` caches the whole JSON body once built (shared: copied before it is handed out);
     ``depth`` counts the patches back to a whole body (at most :data:`KEYFRAME` - 1)."""
 
-    __slots__ = ("base", "depth", "over", "patch", "resolved", "seq", "val")
+    __slots__ = ("base", "channels", "depth", "id", "patch", "resolved", "seq", "val")
 
     def __init__(
         self,
@@ -325,10 +325,13 @@ class _Body:
         val: _Val | None = None,
         patch: dict[str, Any] | None = None,
         base: _Body | None = None,
-        over: tuple[str, dict[str, Any]] | None = None,
+        checkpoint_id: str = "",
+        channels: dict[str, Any] | None = None,
     ) -> None:
         self.seq, self.val, self.patch, self.base = seq, val, patch, base
-        self.over = over  # the event's checkpoint_id and stored channels (:func:`_over`, when resolved)
+        # the event's checkpoint_id and stored channels (:func:`_over`, when resolved); two slots, not a
+        # tuple: one container fewer per checkpoint for the cyclic collector to walk
+        self.id, self.channels = checkpoint_id, channels
         self.depth: int = 0 if base is None else base.depth + 1
         self.resolved: dict[str, Any] | None = None
 
@@ -338,7 +341,13 @@ class _Cp:
     body: _Body
     metadata: dict[str, Any]
     parent_id: str | None
-    metadata_entry: dict[str, Any] = field(default_factory=dict)  # as stored: {"json"} or {"type", "ref"}
+    # as stored when an artifact ({"type", "ref"}); None when inline JSON, i.e. {"json": metadata} (not kept:
+    # one container fewer per checkpoint for the cyclic collector to walk)
+    metadata_ref: dict[str, Any] | None = None
+
+    def metadata_entry(self) -> dict[str, Any]:
+        """The metadata entry as stored: ``{"json": metadata}`` or ``{"type", "ref"}``."""
+        return {"json": self.metadata} if self.metadata_ref is None else self.metadata_ref
 
 
 @dataclass(slots=True)
@@ -1159,11 +1168,14 @@ class FlightlogSaver(BaseCheckpointSaver[str]):
                     seq=seq,
                     reason=f"checkpoint patch: its parent {parent!r} is not in the thread",
                 )
-            over = (payload["checkpoint_id"], payload["channels"])
-            body = _Body(seq, patch=payload["patch"], base=base.body, over=over)
+            body = _Body(
+                seq, None, payload["patch"], base.body, payload["checkpoint_id"], payload["channels"]
+            )
         else:
             body = _Body(seq, val=self._val(payload["checkpoint"], seq))
-        checkpoints[payload["checkpoint_id"]] = _Cp(body, metadata, parent, entry)
+        checkpoints[payload["checkpoint_id"]] = _Cp(
+            body, metadata, parent, None if "json" in entry else entry
+        )
 
     @staticmethod
     def _prune(thread: _Thread, strategy: str) -> None:
@@ -1251,7 +1263,7 @@ class FlightlogSaver(BaseCheckpointSaver[str]):
             value = self._load(thread, b.val.ref)  # not cached: deserialized objects are not shared
         for link in reversed(chain):
             try:
-                value = _patched(_rebased(value, _over(*link.over or ("", {}))), link.patch or {})
+                value = _patched(_rebased(value, _over(link.id, link.channels or {})), link.patch or {})
             except (KeyError, TypeError, AttributeError) as exc:
                 raise LedgerIntegrityError(
                     session_id=thread.session_id,
@@ -2110,7 +2122,7 @@ class FlightlogSaver(BaseCheckpointSaver[str]):
                     "checkpoint": {"json": self._body(src, cp.body)}
                     if cp.body.val is None or cp.body.val.ref is None
                     else {"type": cp.body.val.ref.type, "ref": cp.body.val.ref.handle},
-                    "metadata": cp.metadata_entry,
+                    "metadata": cp.metadata_entry(),
                     **({"parent_checkpoint_id": cp.parent_id} if cp.parent_id else {}),
                 }
                 for ns, cps in src.checkpoints.items()
