@@ -348,3 +348,24 @@ def test_long_unchanged_runs_are_counted_not_drawn() -> None:
     ]
     assert [r["new"]["origin"] for r in rows if r["status"] == "same"] == [7, 8, 9, 10, 11, 12]
     assert [r["status"] for r in diff_rows("s", before, before, {})] == ["skipped"]
+
+
+def test_the_system_prompt_is_shown_above_the_messages_as_of_the_seq(
+    client: TestClient, db_path: Path
+) -> None:
+    """The system prompt the model had as of ``at`` (the last ``run_started``'s, as ``flightlog replay``
+    prints it), folded above the messages; none before the first run; hostile text inert in it."""
+    with SqliteStore(db_path) as store:
+        rec = Recorder.create(store, task="prompted", session_id="conv-prompted")
+        rec.append(RunStarted(run_id="r1", goal="first", system_prompt="You are terse."))
+        rec.append(LlmCompleted(turn=1, message=Message(role="assistant", content=[TextPart(text="ok")])))
+        rec.append(RunStarted(run_id="r2", goal="second", system_prompt=f"Be careful {SCRIPT}"))
+        assert transcripts(store, "conv-prompted", [0, 1, 2])[0][1].system_prompt == "You are terse."
+    first = client.get("/conversation", params={"id": "conv-prompted", "at": 1}).text
+    assert "System prompt (14 characters)" in first and "You are terse." in first
+    last = client.get("/conversation", params={"id": "conv-prompted"}).text
+    assert "You are terse." not in last and "Be careful &lt;script&gt;alert(1)&lt;/script&gt;" in last
+    assert "<script>alert" not in last
+    with SqliteStore(db_path) as store:
+        assert conversation(store, "conv-prompted", 1, None)["system_prompt"] == "You are terse."
+        assert conversation(store, "conv-prompted", -1, None)["system_prompt"] is None

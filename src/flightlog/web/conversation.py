@@ -8,7 +8,9 @@
 * shown as turns: user, assistant and system messages; thinking collapsed; each tool call beside the
   result the history holds for it (the ``tool`` message answering it is not shown again); images; and,
   from the events up to ``at`` (replay does not carry them), each call's denial (``tool_denied``), its
-  approval gate (``tool_gated``) and who decided it (``Custom("approval_decision")``);
+  approval gate (``tool_gated``) and who decided it (``Custom("approval_decision")``); above them, folded,
+  the system prompt the model had as of ``at`` (the last ``run_started.system_prompt``: the kernel sends
+  it beside the history, so it is not one of the messages);
 * with ``from``: the message-level diff from the transcript at ``from`` to the one at ``at``. A message
   is identified by the seq of the event that put it in the history and its position among that
   event's messages (so a compaction shows its archived messages *removed* and its summary *added*, a
@@ -44,7 +46,7 @@ from fastapi.responses import HTMLResponse, PlainTextResponse
 
 from ..encoding import decode_stored
 from ..errors import FlightlogError, SessionNotFound
-from ..events import Custom, SessionEvent, ToolDenied, ToolGated
+from ..events import Custom, RunStarted, SessionEvent, ToolDenied, ToolGated
 from ..messages import (
     ImagePart,
     Message,
@@ -99,10 +101,13 @@ class Transcript:
     Attributes:
         at: The seq it is as of.
         messages: ``(key, message)`` in history order (see :data:`Key`).
+        system_prompt: The system prompt the model had as of ``at`` (the last ``run_started``'s
+            ``system_prompt``, as :func:`flightlog.replay.system_prompt` gives it), or None.
     """
 
     at: int
     messages: list[tuple[Key, Message]] = field(default_factory=list)
+    system_prompt: str | None = None
 
 
 @dataclass
@@ -114,14 +119,14 @@ class _Fold:
     changes: list[dict[str, Any]] = field(default_factory=list)
 
 
-def _keyed(rebuilder: Rebuilder, at: int) -> Transcript:
+def _keyed(rebuilder: Rebuilder, at: int, system_prompt: str | None = None) -> Transcript:
     counts: dict[int, int] = {}
     keyed: list[tuple[Key, Message]] = []
     for entry in rebuilder.entries:
         ordinal = counts.get(entry.origin, 0)
         counts[entry.origin] = ordinal + 1
         keyed.append(((entry.origin, ordinal), entry.message))
-    return Transcript(at, keyed)
+    return Transcript(at, keyed, system_prompt)
 
 
 def _note(event: SessionEvent, notes: dict[str, list[str]]) -> None:
@@ -161,13 +166,16 @@ def transcripts(
     rebuilder = Rebuilder(archive_loader(store), PART_BYTES)
     found: dict[int, Transcript] = {}
     fold = _Fold(head=head)
+    prompt: str | None = None  # sent beside the history, not in it (replay.system_prompt's rule)
     for row, event in iter_events(store, session_id, stop=last + 1):
         if event.kind in HISTORY_KINDS:
             fold.changes.append(_change(row.seq, event))
+        if isinstance(event, RunStarted):
+            prompt = event.system_prompt
         rebuilder.feed(row.seq, event)
         _note(event, fold.notes)
         if row.seq in wanted:
-            found[row.seq] = _keyed(rebuilder, row.seq)
+            found[row.seq] = _keyed(rebuilder, row.seq, prompt)
     if changes:
         for row in store.read_events(session_id, start=last + 1):
             if row.kind in HISTORY_KINDS:  # the denormalised column picks; the decoded bytes decide
@@ -385,7 +393,8 @@ def conversation(store: Store, session_id: str, at: int | None, since: int | Non
     """Everything the page shows (see the module docs).
 
     Returns:
-        ``head``, ``at``, ``from`` (None without a diff), ``count`` (messages), ``rows`` (conversation
+        ``head``, ``at``, ``from`` (None without a diff), ``system_prompt`` (the one the model had as of
+        ``at``, or None), ``count`` (messages), ``rows`` (conversation
         rows, the latest :data:`MAX_MESSAGES`) and ``left_out``; with ``since``, ``diff``
         (:func:`diff_rows`, unchanged runs folded) and ``summary`` (messages per diff status); and
         ``changes`` (the session's history rewrites with their diff links).
@@ -398,10 +407,14 @@ def conversation(store: Store, session_id: str, at: int | None, since: int | Non
     at_v = head if at is None else min(at, head)
     found, fold = transcripts(store, session_id, [at_v] + ([since] if since is not None else []))
     result: dict[str, Any] = {"head": head, "at": at_v, "from": None, "rows": [], "left_out": 0, "count": 0}
+    result["system_prompt"] = None
     result.update(diff=None, summary={}, changes=[_change_link(session_id, c) for c in fold.changes])
     if at_v < 0:
         return result
     transcript = found[at_v]
+    prompt = transcript.system_prompt
+    result["system_prompt"] = None if not prompt else views.show(prompt, PART_BYTES + 100)
+    result["system_prompt_chars"] = len(prompt or "")
     result["count"] = len(transcript.messages)
     if since is None:
         result["rows"], result["left_out"] = conversation_rows(session_id, transcript, fold.notes)
