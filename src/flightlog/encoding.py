@@ -178,10 +178,19 @@ def _scalar_problem(item: Any) -> str | None:
 def parse_json(data: bytes | str) -> Any:
     """Parse stored canonical JSON so that re-encoding it gives the same bytes (see ``_parse_int``).
 
+    Canonical JSON has no whitespace to skip, so the text goes straight to the decoder's C scanner
+    (``scan_once``, what ``JSONDecoder.decode`` runs after two whitespace matches); text with
+    whitespace around it takes ``decode`` itself, with the same values and errors.
+
     Raises:
         ValueError: not JSON.
     """
-    return _DECODER.decode(data if isinstance(data, str) else data.decode("utf-8"))
+    text = data if isinstance(data, str) else data.decode("utf-8")
+    try:
+        value, end = _SCAN(text, 0)
+    except StopIteration:  # leading whitespace, or nothing to scan: decode skips it or says why
+        return _DECODER.decode(text)
+    return value if end == len(text) else _DECODER.decode(text)
 
 
 def _parse_int(text: str) -> int | float:
@@ -195,6 +204,7 @@ def _parse_int(text: str) -> int | float:
 
 
 _DECODER = json.JSONDecoder(parse_int=_parse_int)
+_SCAN: Callable[[str, int], tuple[Any, int]] = _DECODER.scan_once  # type: ignore[attr-defined]  # set by __init__
 
 _DIGITS_TO_ZERO = bytes.maketrans(b"0123456789", b"0000000000")
 _SIXTEEN_ZEROS = b"0" * 16

@@ -197,7 +197,6 @@ except ImportError as exc:  # pragma: no cover - exercised in a subprocess witho
         "flightlog.integrations.langgraph needs LangGraph: pip install 'flightlog[langgraph]'"
     ) from exc
 
-from ..encoding import _DECODER as _PARSER  # the decoder parse_json uses (its integer rule)
 from ..encoding import canonical_json, parse_json
 from ..errors import AppendConflict, EncodingError, LedgerIntegrityError, SessionNotFound, StaleWriter
 from ..events import (
@@ -501,21 +500,6 @@ _scanstring: Callable[[str, int], tuple[str, int]] = json.decoder.scanstring  # 
 KEYFRAME = 16
 """A checkpoint body is stored whole at least every this many checkpoints down a parent chain (the others
 as patches on their parent's), so reading one applies at most ``KEYFRAME - 1`` patches."""
-
-
-_scan_json: Callable[[str, int], tuple[Any, int]] = _PARSER.scan_once  # type: ignore[attr-defined]  # set by JSONDecoder.__init__
-
-
-def _parse_row(data: bytes) -> Any:
-    """:func:`~flightlog.encoding.parse_json` of a stored row (same values, its integer rule included),
-    calling the C scanner directly: canonical JSON has no whitespace to skip (anything else is handed
-    to ``parse_json``, which raises for what is not JSON)."""
-    text = data.decode("utf-8")
-    try:
-        value, end = _scan_json(text, 0)
-    except StopIteration:
-        return parse_json(text)
-    return value if end == len(text) else parse_json(text)
 
 
 _gc_lock = threading.Lock()
@@ -1043,13 +1027,13 @@ class FlightlogSaver(BaseCheckpointSaver[str]):
         elif data.startswith(_TERMINAL_PREFIX):
             thread.run_open = False
         elif data.startswith(_CHECKPOINT_PREFIX):
-            self._fold_checkpoint(thread, seq, _parse_row(data)["payload"])
+            self._fold_checkpoint(thread, seq, parse_json(data)["payload"])
         elif data.startswith(_USAGE_PREFIX):
-            thread.run_tokens += int(_parse_row(data)["payload"].get("total_tokens") or 0)
+            thread.run_tokens += int(parse_json(data)["payload"].get("total_tokens") or 0)
         elif data.startswith(_WRITES_PREFIX) and (key := _writes_key(data)) is not None:
             thread.raw_writes.setdefault(key, []).append((seq, data))
         else:
-            self._apply(thread, seq, _parse_row(data))
+            self._apply(thread, seq, parse_json(data))
 
     def _writes_of(self, thread: _Thread, ns: str, checkpoint_id: str) -> dict[tuple[str, int], _Write]:
         """The pending writes of a checkpoint, ``(task_id, idx) -> write`` (the thread's own dict: copy
@@ -1059,7 +1043,7 @@ class FlightlogSaver(BaseCheckpointSaver[str]):
         if raw:
             stored = thread.writes.setdefault(key, {})
             for seq, data in raw:
-                self._merge_writes_event(stored, seq, _parse_row(data)["payload"])
+                self._merge_writes_event(stored, seq, parse_json(data)["payload"])
         return thread.writes.get(key, {})
 
     @staticmethod
