@@ -81,7 +81,7 @@ from .memory_postgres import PostgresMemory
 from .pglisten import Listener
 from .rows import IMPORT_COLUMNS, now_ms, run_tuple
 from .signals import POSTGRES_MIGRATION as SIGNALS_MIGRATION
-from .sql import INSERT_EVENT, RUN_UPSERT, UPDATE_HEAD, SqlStore, run_swap_params
+from .sql import INSERT_EVENT, RUN_UPSERT, UPDATE_HEAD, SqlStore, append_refusal, run_swap_params
 from .urls import redact_url
 
 __all__ = ["CHANNEL", "MIGRATIONS", "RUNNABLE_STATUSES", "PostgresStore", "native", "now_ms", "redact"]
@@ -951,13 +951,9 @@ class PostgresStore(SqlStore):
             }  # fmt: skip
 
         def check(found: Any) -> None:
-            if found is None:
-                raise SessionNotFound(session_id=session_id)
-            head_seq, head_hash, current = found
-            if epoch is not None and current != epoch:
-                raise StaleWriter(session_id=session_id, epoch=epoch, current_epoch=current)
-            if first.seq != head_seq + 1 or first.prev_hash != head_hash:
-                raise AppendConflict(session_id=session_id, seq=min(first.seq, head_seq + 1))
+            problem = append_refusal(session_id, found, first, epoch)
+            if problem is not None:
+                raise problem
 
         def checked(cursor: Callable[[], Any]) -> None:
             try:

@@ -83,12 +83,30 @@ RUN_UPSERT = (
 
 _ARTIFACT_BATCH = 500
 """Handles per ``SELECT ... IN (...)`` of :meth:`SqlStore.get_artifacts` (SQLite allows 32766 variables)."""
-_HEAD_FOR_APPEND = (
+HEAD_FOR_APPEND = (
     "SELECT s.head_seq, s.head_hash, a.epoch FROM sessions s "
     "JOIN authority_epochs a ON a.session_id = s.session_id WHERE s.session_id = ?"
 )
+"""A session's ``(head_seq, head_hash, authority epoch)`` for an append's checks (:func:`append_refusal`)."""
 
 _RUN_SWAPS: dict[tuple[tuple[int, ...], str], str] = {}
+
+
+def append_refusal(
+    session_id: str, found: tuple[int, str, int] | None, first: NewEvent | None, epoch: int | None
+) -> StoreError | None:
+    """Why rows whose first is ``first`` cannot extend the session whose ``(head_seq, head_hash, epoch)``
+    row is ``found`` (:data:`HEAD_FOR_APPEND`): ``SessionNotFound``, ``StaleWriter`` (``epoch`` given and
+    not the session's), ``AppendConflict`` (``first`` does not extend the head, naming the first seq
+    that cannot be written); None when nothing stands in the way."""
+    if found is None:
+        return SessionNotFound(session_id=session_id)
+    head_seq, head_hash, current = found
+    if epoch is not None and current != epoch:
+        return StaleWriter(session_id=session_id, epoch=epoch, current_epoch=current)
+    if first is not None and (first.seq != head_seq + 1 or first.prev_hash != head_hash):
+        return AppendConflict(session_id=session_id, seq=min(first.seq, head_seq + 1))
+    return None
 
 
 def run_swap(changed: tuple[int, ...], null_safe_eq: str) -> str:
@@ -204,11 +222,19 @@ class SqlStore(Store):
         """Rows of ``sql`` (a SELECT whose first column is the ascending key, ending in ``key >= ? AND
         key < ? ORDER BY key LIMIT ?``) from ``start`` to ``stop``, ``batch`` rows per query (keyset
         pagination: bounded memory, and each page is one short read)."""
+        for page in self._page_lists(sql, params, start, stop, batch):
+            yield from page
+
+    def _page_lists(
+        self, sql: str, params: Sequence[Any], start: int, stop: int | None, batch: int
+    ) -> Iterator[list[Any]]:
+        """:meth:`_pages` a page at a time: each query's rows as the driver returns them (none empty)."""
         upper = stop if stop is not None else R.MAX_SEQ
         position = start
         while True:
             rows = self._all(sql, (*params, position, upper, batch))
-            yield from rows
+            if rows:
+                yield rows
             if len(rows) < batch:
                 return
             position = rows[-1][0] + 1
@@ -306,14 +332,11 @@ class SqlStore(Store):
         stamp = R.now_ms()
         stamps = row_stamps(rows, recorded_at_ms, stamp)
         with self._joined():
-            found = self._one(_HEAD_FOR_APPEND + self.FOR_UPDATE, (session_id,))
-            if found is None:
-                raise SessionNotFound(session_id=session_id)
-            head_seq, head_hash, current = found
-            if epoch is not None and current != epoch:
-                raise StaleWriter(session_id=session_id, epoch=epoch, current_epoch=current)
-            if rows and (rows[0].seq != head_seq + 1 or rows[0].prev_hash != head_hash):
-                raise AppendConflict(session_id=session_id, seq=min(rows[0].seq, head_seq + 1))
+            found = self._one(HEAD_FOR_APPEND + self.FOR_UPDATE, (session_id,))
+            problem = append_refusal(session_id, found, rows[0] if rows else None, epoch)
+            if problem is not None:
+                raise problem
+            head_seq, _, current = found
             clash = R.taken(rows, head_seq)
             if clash is not None:
                 raise AppendConflict(session_id=session_id, seq=clash)
@@ -337,17 +360,10 @@ class SqlStore(Store):
         INTEGER event in SQLite, a driver's memoryview) is mapped with :func:`rows.as_bytes`, as
         :meth:`read_events` maps every row."""
         sql = "SELECT seq, event, prev_hash, hash FROM events WHERE session_id = ? AND seq >= ? AND seq < ? ORDER BY seq LIMIT ?"
-        upper = stop if stop is not None else R.MAX_SEQ
-        position = start
-        while True:
-            rows = self._all(sql, (session_id, position, upper, batch))
-            if rows:
-                if set(map(type, map(_SECOND, rows))) != {bytes}:
-                    rows = [(seq, R.as_bytes(data), prev, h) for seq, data, prev, h in rows]
-                yield rows
-            if len(rows) < batch:
-                return
-            position = rows[-1][0] + 1
+        for rows in self._page_lists(sql, (session_id,), start, stop, batch):
+            if set(map(type, map(_SECOND, rows))) != {bytes}:
+                rows = [(seq, R.as_bytes(data), prev, h) for seq, data, prev, h in rows]
+            yield rows
 
     # ─── authority epochs ────────────────────────────────────────────────────────────────
     def authority_epoch(self, session_id: str) -> int:

@@ -30,8 +30,6 @@ from typing import Any
 from ..errors import (
     AppendConflict,
     ReadOnlyStore,
-    SessionNotFound,
-    StaleWriter,
     StoreError,
     StoreUnavailable,
 )
@@ -43,7 +41,15 @@ from .memory_sqlite import MIGRATION as MEMORY_MIGRATION
 from .memory_sqlite import SqliteMemory
 from .rows import now_ms, run_tuple, taken
 from .signals import SQLITE_MIGRATION as SIGNALS_MIGRATION
-from .sql import INSERT_EVENT, RUN_UPSERT, UPDATE_HEAD, SqlStore, run_swap_params
+from .sql import (
+    HEAD_FOR_APPEND,
+    INSERT_EVENT,
+    RUN_UPSERT,
+    UPDATE_HEAD,
+    SqlStore,
+    append_refusal,
+    run_swap_params,
+)
 
 __all__ = ["MIGRATIONS", "SqliteStore", "now_ms"]
 
@@ -419,18 +425,13 @@ class SqliteStore(SqlStore):
         return stamp
 
     def _refusal(self, session_id: str, first: NewEvent, epoch: int | None) -> StoreError:
-        """Why a guarded insert (:meth:`append_events`) wrote nothing, read as the shared path reads it."""
-        found = self._execute(
-            "SELECT s.head_seq, s.head_hash, a.epoch FROM sessions s"
-            " JOIN authority_epochs a ON a.session_id = s.session_id WHERE s.session_id = ?",
-            (session_id,),
-        ).fetchone()
-        if found is None:
-            return SessionNotFound(session_id=session_id)
-        head_seq, _, current = found
-        if epoch is not None and current != epoch:
-            return StaleWriter(session_id=session_id, epoch=epoch, current_epoch=current)
-        return AppendConflict(session_id=session_id, seq=min(first.seq, head_seq + 1))
+        """Why a guarded insert (:meth:`append_events`) wrote nothing, read and decided as the shared path
+        decides it (:func:`~flightlog.store.sql.append_refusal`)."""
+        found = self._execute(HEAD_FOR_APPEND, (session_id,)).fetchone()
+        problem = append_refusal(session_id, found, first, epoch)
+        if problem is not None:
+            return problem
+        return AppendConflict(session_id=session_id, seq=min(first.seq, found[0] + 1))
 
     def _insert_events(
         self,
