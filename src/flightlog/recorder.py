@@ -25,7 +25,7 @@ from collections.abc import Callable, Iterable, Iterator, Sequence
 from contextlib import contextmanager
 from typing import Any
 
-from .encoding import canonical_bytes, canonical_json
+from .encoding import canonical_bytes, canonical_json, decode_stored
 from .errors import LedgerIntegrityError
 from .events import Custom, Event, SessionEvent
 from .ledger import GENESIS, ChainCheck, CompactRange, VerifyReport, chain_hash, check_head, leaf_hash
@@ -44,6 +44,7 @@ from .testing.crashpoints import crash_point
 
 __all__ = [
     "DEFAULT_PROJECTORS",
+    "EventReads",
     "Projector",
     "Recorder",
     "Subscriber",
@@ -58,27 +59,44 @@ log = logging.getLogger("flightlog.recorder")
 Subscriber = Callable[[StoredEvent, SessionEvent], None]
 """Called with each durable row and its event, after commit, in append order."""
 
-Projector = Callable[["Recorder", list[tuple[StoredEvent, Event]]], None]
-"""Called inside the append transaction with the batch just staged; its store writes commit (or roll back)
-together with the events. Used to keep read models current (ARCHITECTURE.md: projections)."""
+Projector = Callable[["Recorder", list[tuple[StoredEvent, Event | None]]], None]
+"""Called inside the append transaction with the batch just staged (``(stored row, event)`` pairs, ascending
+seq); its store writes commit (or roll back) together with the events. Used to keep read models current
+(ARCHITECTURE.md: projections). The event is None only for a row whose event the projector declared it does
+not read (``register_projector(..., reads=...)``) in an append of encoded events
+(:meth:`Recorder.append_encoded`); it has the row (seq, kind, bytes, time) then, and is spared the decode."""
+
+EventReads = Callable[[str, bytes], bool]
+"""A projector's declaration of the events it reads: called with a row's ``kind`` and its canonical bytes;
+False promises that the projector reads only the row of such an event (its seq, kind and time), never the
+event itself, so it may be handed None for it (see :data:`Projector`)."""
 
 _PROJECTORS: list[Projector] = []
+_READS: dict[Projector, EventReads] = {}
 
-DEFAULT_PROJECTORS: tuple[str, ...] = ("flightlog.runs.projection:project",)
-"""The projectors every recorder runs, named ``module:function`` and loaded when the first recorder of a
-process is made (:func:`load_default_projectors`): the ``runs`` read model (seed 002) must stay current
-in every append's transaction whoever appends, so it cannot depend on someone having imported
-``flightlog.runs`` first; and the read model sits above the write path (ARCHITECTURE.md "Layers"), so the
-write path names it, as an entry point would, instead of importing it."""
+DEFAULT_PROJECTORS: tuple[str, ...] = ("flightlog.runs.projection:project:reads_event",)
+"""The projectors every recorder runs, named ``module:function`` (or ``module:function:reads``, ``reads``
+naming the module's :data:`EventReads` for it) and loaded when the first recorder of a process is made
+(:func:`load_default_projectors`): the ``runs`` read model (seed 002) must stay current in every append's
+transaction whoever appends, so it cannot depend on someone having imported ``flightlog.runs`` first; and
+the read model sits above the write path (ARCHITECTURE.md "Layers"), so the write path names it, as an
+entry point would, instead of importing it."""
 
 _defaults_loaded = False
 _DEFAULTS_LOCK = threading.Lock()
 
 
-def register_projector(projector: Projector) -> None:
-    """Run ``projector`` in the transaction of every append of every recorder (idempotent per function)."""
+def register_projector(projector: Projector, *, reads: EventReads | None = None) -> None:
+    """Run ``projector`` in the transaction of every append of every recorder (idempotent per function).
+
+    Args:
+        projector: The projector.
+        reads: Which events it reads (:data:`EventReads`); None: every event (it is never handed None).
+    """
     if projector not in _PROJECTORS:
         _PROJECTORS.append(projector)
+    if reads is not None:
+        _READS[projector] = reads
 
 
 def load_default_projectors() -> None:
@@ -95,8 +113,9 @@ def load_default_projectors() -> None:
         if _defaults_loaded:
             return
         for name in DEFAULT_PROJECTORS:
-            module, _, function = name.partition(":")
-            register_projector(getattr(importlib.import_module(module), function))
+            module_name, function, *reads = name.split(":")
+            module = importlib.import_module(module_name)
+            register_projector(getattr(module, function), reads=getattr(module, reads[0]) if reads else None)
         _defaults_loaded = True
 
 
@@ -359,12 +378,36 @@ class Recorder:
         """
         if encoded is not None and len(encoded) != len(events):
             raise ValueError(f"encoded has {len(encoded)} items for {len(events)} events")
-        if not events:
+        return self._append_rows(_Batch([e.kind for e in events], encoded, events), recorded_at_ms)
+
+    def append_encoded(
+        self, rows: Sequence[tuple[str, bytes]], *, recorded_at_ms: Sequence[int] | None = None
+    ) -> list[StoredEvent]:
+        """Durably append events given as their stored form, in one transaction (all or none).
+
+        For a caller that holds each event's ``(kind, canonical bytes)`` and not the event (an importer's
+        spool: the bytes are ``canonical_bytes`` of an event of that kind, made in this process): the bytes
+        are recorded as they are, and decoded (:func:`~flightlog.encoding.decode_stored`) only for what
+        reads the events: every event for the subscribers and for a projector without a ``reads``
+        declaration, and for a projector with one, the events it says it reads (:data:`EventReads`).
+        ``recorded_at_ms`` as for :meth:`append_many`.
+
+        Raises:
+            EventDecodeError: an event that is read is not a valid event (names its seq); nothing written.
+            AppendConflict, StaleWriter, SessionSealed: as :meth:`append_many`.
+        """
+        return self._append_rows(
+            _Batch([kind for kind, _ in rows], [data for _, data in rows], None), recorded_at_ms
+        )
+
+    def _append_rows(self, batch: _Batch, recorded_at_ms: Sequence[int] | None) -> list[StoredEvent]:
+        """Stage, write and project ``batch`` (see :meth:`append_many`); the head moves only after the write."""
+        if not batch.kinds:
             return []
         if self._notary is not None and self._notary.sealed:
             raise SessionSealed(session_id=self.session_id)
         with self.atomic():
-            staged, tree = self._stage(events, encoded)
+            staged, tree = self._stage(batch)
             head = SessionHead(staged[-1].seq, staged[-1].hash, tree.root().hex())
             stamp = self.store.append_events(
                 self.session_id,
@@ -383,11 +426,10 @@ class Recorder:
                 StoredEvent(self.session_id, r.seq, r.kind, r.event_bytes, r.prev_hash, r.hash, at)
                 for r, at in zip(staged, stamps, strict=True)
             ]
-            batch = list(zip(stored, events, strict=True))
             for projector in _PROJECTORS:
-                projector(self, batch)
+                projector(self, batch.pairs(stored, _READS.get(projector)))
             if self._subscribers:  # queued for them until the commit; nobody listening: nothing held
-                self._queued.extend(batch)
+                self._queued.extend(batch.full(stored))
             if self._notary is not None and self._notary.due(self._next_seq):
                 self._notary.checkpoint(self.store, self._tree, self._head)
         return stored
@@ -446,16 +488,13 @@ class Recorder:
             crash_point("append.committed")  # test-only fault injection (flightlog.testing.crashpoints)
         self._notify(done)
 
-    def _stage(
-        self, events: Sequence[Event], encoded: Sequence[bytes] | None = None
-    ) -> tuple[list[NewEvent], CompactRange]:
+    def _stage(self, batch: _Batch) -> tuple[list[NewEvent], CompactRange]:
         tree = self._tree.copy()
         prev, seq = self._head, self._next_seq
         staged: list[NewEvent] = []
-        for index, event in enumerate(events):
-            data = canonical_bytes(event) if encoded is None else encoded[index]
+        for kind, data in zip(batch.kinds, batch.encoded(), strict=True):
             digest = chain_hash(prev, seq, data)
-            staged.append(NewEvent(seq, event.kind, data, prev, digest))
+            staged.append(NewEvent(seq, kind, data, prev, digest))
             tree.append(leaf_hash(data))
             prev, seq = digest, seq + 1
         return staged, tree
@@ -596,3 +635,48 @@ class Recorder:
         ``flightlog erase`` removes both without touching a ledger row.
         """
         return put_personal_artifact(self.store, content, media_type, session_id=self.session_id)
+
+
+class _Batch:
+    """One append's events: their kinds, their bytes (given, or encoded when first asked for), and the
+    events themselves (given, or decoded from the bytes when, and only when, something reads them)."""
+
+    def __init__(
+        self, kinds: list[str], encoded: Sequence[bytes] | None, events: Sequence[Event] | None
+    ) -> None:
+        self.kinds = kinds
+        self._encoded = encoded
+        self._events: list[Event | None] = list(events) if events is not None else [None] * len(kinds)
+        self._given = events is not None
+
+    def encoded(self) -> Sequence[bytes]:
+        """Each event's canonical bytes (``canonical_bytes`` of each given event, when none were given).
+
+        Raises:
+            EncodingError: an event cannot be canonically encoded (names the field).
+        """
+        if self._encoded is None:
+            self._encoded = [canonical_bytes(event) for event in self._events if event is not None]
+        return self._encoded
+
+    def _event(self, index: int, row: StoredEvent) -> Event:
+        event = self._events[index]
+        if event is None:
+            event = self._events[index] = decode_stored(row.event_bytes, seq=row.seq)
+        return event
+
+    def full(self, stored: list[StoredEvent]) -> list[tuple[StoredEvent, Event]]:
+        """Every row with its event."""
+        return [(row, self._event(i, row)) for i, row in enumerate(stored)]
+
+    def pairs(
+        self, stored: list[StoredEvent], reads: EventReads | None
+    ) -> list[tuple[StoredEvent, Event | None]]:
+        """Every row with its event, or None where the events were not given and ``reads`` says the
+        projector does not read it."""
+        if reads is None or self._given:
+            return list(self.full(stored))
+        return [
+            (row, self._event(i, row) if reads(row.kind, row.event_bytes) else None)
+            for i, row in enumerate(stored)
+        ]

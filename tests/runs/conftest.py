@@ -104,3 +104,32 @@ def process(
         state=state,
         result_termination=termination,
     )
+
+
+FOLD_EVENTS: list[Event] = [
+    started(),
+    checkpoint(),
+    llm(1, "c1"),
+    requested("c1"),
+    requested("c2"),
+    completed("c1"),
+    completed("c2"),
+    denied("c2"),
+    gated("c1"),
+    resumed(["c1"]),
+    resumed([], ["c2"]),
+    suspended("approval", "c1"),
+    suspended("backoff"),
+    cancelled("c1"),
+    ev.Rollbacked(turn=1, checkpoint_history_len=0),
+    ev.BudgetExceeded(turn=1, operation_id="o", budget="turns"),
+    ev.PermissionRequested(turn=1, tool="rm", arguments="{}"),
+    ev.PermissionResolved(turn=1, approved=True, responder="policy_gate"),
+    ev.PageOut(turn=1, archive_ref="sha256:" + "ab" * 32),
+    custom("token_usage", {"total_tokens": 5}),
+    custom("budget_configured", {"max_steps": 9}),
+    process("kid", "exited", termination="completed"),
+    terminal("completed"),
+    terminal("weird"),
+]
+"""One event of each shape the fold handles, for generated sequences (hypothesis ``sampled_from``)."""

@@ -31,6 +31,7 @@ from flightlog.runs.adapters import SessionFold as Fold
 from flightlog.store import SessionRecord
 
 from .conftest import (
+    FOLD_EVENTS,
     cancelled,
     checkpoint,
     completed,
@@ -38,7 +39,6 @@ from .conftest import (
     denied,
     gated,
     llm,
-    process,
     requested,
     resumed,
     started,
@@ -453,34 +453,7 @@ def test_session_snapshot_from_a_record() -> None:
 
 # ─── the fold: resumable, ordered, always coherent ───────────────────────────────────────────
 
-EVENTS = st.sampled_from(
-    [
-        started(),
-        checkpoint(),
-        llm(1, "c1"),
-        requested("c1"),
-        requested("c2"),
-        completed("c1"),
-        completed("c2"),
-        denied("c2"),
-        gated("c1"),
-        resumed(["c1"]),
-        resumed([], ["c2"]),
-        suspended("approval", "c1"),
-        suspended("backoff"),
-        cancelled("c1"),
-        ev.Rollbacked(turn=1, checkpoint_history_len=0),
-        ev.BudgetExceeded(turn=1, operation_id="o", budget="turns"),
-        ev.PermissionRequested(turn=1, tool="rm", arguments="{}"),
-        ev.PermissionResolved(turn=1, approved=True, responder="policy_gate"),
-        ev.PageOut(turn=1, archive_ref=HANDLE),
-        custom("token_usage", {"total_tokens": 5}),
-        custom("budget_configured", {"max_steps": 9}),
-        process("kid", "exited", termination="completed"),
-        terminal("completed"),
-        terminal("weird"),
-    ]
-)
+EVENTS = st.sampled_from(FOLD_EVENTS)
 
 
 @settings(max_examples=150, deadline=None)

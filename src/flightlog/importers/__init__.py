@@ -67,7 +67,7 @@ from pathlib import Path
 from types import ModuleType
 from typing import TYPE_CHECKING
 
-from ..encoding import canonical_bytes, decode_stored, parse_json
+from ..encoding import canonical_bytes, parse_json
 from ..errors import ImportFormatError, SessionNotFound, StoreError
 from ..events import Custom, RunTerminal, SessionEvent
 from ..ledger import chain_hash
@@ -661,12 +661,10 @@ class _Writer:
             last = min(first + _CHUNK, count)
             stamps = times[first + 1 : last + 1] if times else None
             if isinstance(events, EventSpool):
-                # the spool holds the canonical bytes: record them as they are, and hand the projection
-                # the events read back from them (what a rebuild of the projection reads), never
-                # re-encoding what was encoded when the importer made it
-                encoded = events.raw_range(first, last)
-                batch = [decode_stored(data) for data in encoded]
-                recorder.append_many(batch, recorded_at_ms=stamps, encoded=encoded)
+                # the spool holds the canonical bytes: record them as they are (never re-encoding what
+                # was encoded when the importer made it); the recorder decodes only the events the
+                # projection reads (what a rebuild of the projection would read for them)
+                recorder.append_encoded(events.rows_range(first, last), recorded_at_ms=stamps)
             else:
                 recorder.append_many(events[first:last], recorded_at_ms=stamps)
         self.result.events += max(0, count - start)

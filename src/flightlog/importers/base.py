@@ -236,6 +236,14 @@ class EventSpool(MutableSequence[SessionEvent]):
         data = self._file.read(offsets[stop] - base)
         return [data[offsets[i] - base : offsets[i + 1] - base] for i in range(start, stop)]
 
+    def rows_range(self, start: int | None, stop: int | None) -> list[tuple[str, bytes]]:
+        """``(kind, canonical bytes)`` of the events ``[start:stop]`` (as :meth:`raw_range`), what
+        :meth:`~flightlog.recorder.Recorder.append_encoded` records without decoding them."""
+        start, stop, _ = slice(start, stop).indices(len(self))
+        names = _KIND_NAMES
+        kinds = [names[code] for code in self._kinds[start:stop]]
+        return list(zip(kinds, self.raw_range(start, stop), strict=True))
+
     def raw(self, index: int) -> bytes:
         """The canonical bytes of the event at ``index`` (0-based; negative counts from the end)."""
         index = range(len(self))[index]
@@ -282,6 +290,8 @@ class EventSpool(MutableSequence[SessionEvent]):
 
 _KIND_CODES: dict[str, int] = {}
 """Event kinds as small integers, for :class:`EventSpool`'s per-event kind (a process-wide table)."""
+_KIND_NAMES: list[str] = []
+"""The inverse of :data:`_KIND_CODES` (``_KIND_NAMES[code]`` is the kind)."""
 _KIND_LOCK = threading.Lock()
 
 
@@ -289,7 +299,10 @@ def _kind_code(kind: str) -> int:
     code = _KIND_CODES.get(kind)
     if code is None:
         with _KIND_LOCK:
-            code = _KIND_CODES.setdefault(kind, len(_KIND_CODES))
+            code = _KIND_CODES.get(kind)
+            if code is None:
+                _KIND_NAMES.append(kind)
+                code = _KIND_CODES[kind] = len(_KIND_NAMES) - 1
     return code
 
 

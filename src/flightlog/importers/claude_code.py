@@ -725,12 +725,14 @@ class _SessionBuilder:
         self._handlers[kind](line, record)
 
     def _refine(self, record: JsonObj, kind: str) -> str:
-        """Context-dependent kinds: a ``<command-name>`` line right after a caveat is a local command."""
-        text = _text_of(_message(record).get("content"))
-        if kind == _META and text.lstrip().startswith(_CAVEAT_PREFIX):
+        """Context-dependent kinds: a ``<command-name>`` line right after a caveat is a local command.
+
+        The text is read only for the two kinds it can refine (a meta line, a prompt after a caveat).
+        """
+        if kind == _META and _text_of(_message(record).get("content")).lstrip().startswith(_CAVEAT_PREFIX):
             self._caveat_uuid = _str(record.get("uuid")) or None
         follows_caveat = self._caveat_uuid is not None and record.get("parentUuid") == self._caveat_uuid
-        if kind == _PROMPT and follows_caveat and _COMMAND_TAG in text:
+        if kind == _PROMPT and follows_caveat and _COMMAND_TAG in _text_of(_message(record).get("content")):
             return _LOCAL_COMMAND
         return kind
 

@@ -44,6 +44,7 @@ from .projection import (
     list_runs_json,
     project,
     projection_ready,
+    reads_event,
     rebuild_projection,
 )
 
@@ -85,4 +86,4 @@ def install_projector() -> None:
     already does it when made, :func:`flightlog.recorder.load_default_projectors`)."""
     from ..recorder import register_projector
 
-    register_projector(project)
+    register_projector(project, reads=reads_event)

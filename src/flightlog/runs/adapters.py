@@ -183,10 +183,12 @@ __all__ = [
     "SessionHeader",
     "SessionRecordLike",
     "combine",
+    "custom_kind_of",
     "is_logical_ref",
     "outcome_for_reason",
     "process_snapshot",
     "process_state",
+    "reads_event",
     "refine_with_status",
     "session_snapshot",
 ]
@@ -494,13 +496,22 @@ class SessionFold:
         Raises:
             ValueError: ``seq`` is not greater than the last one fed.
         """
+        self.feed_row(seq, at_ms, event.kind, event)
+
+    def feed_row(self, seq: int, at_ms: int, kind: str, event: Event | None) -> None:
+        """Fold one stored row of ``kind``: as :meth:`feed` with its event, which may be None when
+        :func:`reads_event` says the fold does not read the event of that row (the fold is the same).
+
+        Raises:
+            ValueError: ``seq`` is not greater than the last one fed.
+        """
         if seq <= self.last_seq:
             raise ValueError(f"events must be fed in ascending seq order: seq {seq} after {self.last_seq}")
         self.last_seq = seq
         if self.first_at_ms is None:
             self.first_at_ms = at_ms
         self.last_at_ms = at_ms
-        handler = _HANDLERS.get(event.kind)
+        handler = _HANDLERS.get(kind)
         if handler is not None:
             handler(self, seq, at_ms, event)
 
@@ -651,7 +662,9 @@ class SessionFold:
         )
         self.processes.append(entry)
 
-    def _on_custom(self, seq: int, at: int, e: Custom) -> None:
+    def _on_custom(self, seq: int, at: int, e: Custom | None) -> None:
+        if e is None:  # reads_event read its custom_kind from the bytes: no handler for it
+            return
         payload = e.payload if isinstance(e.payload, dict) else {}
         handler = _CUSTOM_HANDLERS.get(e.custom_kind)
         if handler is not None:
@@ -812,6 +825,59 @@ _CUSTOM_HANDLERS: dict[str, Any] = {
     "run_ref": SessionFold._on_run_ref,
     PROMPT_PROGRAM_INVOKED: SessionFold._on_prompt_program_invoked,
 }
+
+_ROW_ONLY = frozenset({"run_started", "checkpoint_taken", "llm_completed", "rollbacked"})
+"""Kinds whose handler reads the row (seq, time) and never the event."""
+
+_CUSTOM_PREFIX = b'{"custom_kind":"'
+"""How the canonical bytes of every ``custom`` event begin: RFC 8785 sorts ``custom_kind`` before ``kind``
+and ``payload``."""
+
+
+def reads_event(kind: str, data: bytes) -> bool:
+    """Whether :meth:`SessionFold.feed_row` reads the event of a row (else it may be given None).
+
+    Args:
+        kind: The row's event kind.
+        data: The row's canonical (RFC 8785) event bytes.
+
+    Returns:
+        False for a kind the fold has no handler for, a kind in :data:`_ROW_ONLY`, and a ``custom`` event
+        whose ``custom_kind``, read from the bytes, has no handler; True otherwise (and whenever the
+        ``custom_kind`` cannot be read plainly: bytes of another shape, or an escape in the string).
+
+    Source: :data:`_HANDLERS` and :data:`_CUSTOM_HANDLERS`; the projector's declaration
+    (:data:`flightlog.recorder.EventReads`).
+    """
+    if kind not in _HANDLERS or kind in _ROW_ONLY:
+        return False
+    if kind != "custom":
+        return True
+    custom_kind = custom_kind_of(data)
+    return custom_kind is None or custom_kind in _CUSTOM_HANDLERS
+
+
+def custom_kind_of(data: bytes) -> str | None:
+    """The ``custom_kind`` of a ``custom`` event's canonical bytes, read without decoding them; None when
+    the bytes do not start as RFC 8785 writes such an event, or the string holds an escape (a backslash:
+    its first unescaped quote is then not found this way).
+
+    In RFC 8785 a string's ``"`` is always escaped as ``\\"``, so a string with no backslash ends at its
+    first ``"`` and its bytes are its UTF-8 text.
+    """
+    if not data.startswith(_CUSTOM_PREFIX):
+        return None
+    start = len(_CUSTOM_PREFIX)
+    end = data.find(b'"', start)
+    if end < 0:
+        return None
+    text = data[start:end]
+    if b"\\" in text:
+        return None
+    try:
+        return text.decode("utf-8")
+    except UnicodeDecodeError:
+        return None
 
 
 # ─── whole-run adapters ───────────────────────────────────────────────────────────────────────

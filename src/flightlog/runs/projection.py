@@ -44,6 +44,7 @@ from .adapters import (
     SessionFold,
     SessionHeader,
     combine,
+    reads_event,
     refine_with_status,
 )
 from .context import ContextUse
@@ -62,6 +63,7 @@ __all__ = [
     "parse_wires",
     "project",
     "projection_ready",
+    "reads_event",
     "rebuild_projection",
     "run_entries",
 ]
@@ -211,12 +213,14 @@ def _fold_session(store: Store, record: SessionRecord, *, stop: int | None = Non
 # ─── incremental maintenance ──────────────────────────────────────────────────────────────────
 
 
-def project(recorder: Any, batch: list[tuple[StoredEvent, Event]]) -> None:
+def project(recorder: Any, batch: list[tuple[StoredEvent, Event | None]]) -> None:
     """The projector: fold an appended batch into the ``runs`` rows, in the append's transaction.
 
     Args:
         recorder: The :class:`~flightlog.recorder.Recorder` appending (its ``store`` and ``session_id``).
-        batch: ``(stored row, event)`` pairs just staged, ascending seq.
+        batch: ``(stored row, event)`` pairs just staged, ascending seq; the event may be None where
+            :func:`~flightlog.runs.adapters.reads_event` (this projector's declaration) says the fold does
+            not read it.
 
     Never raises for a projection error (module docstring); the append goes on.
 
@@ -238,7 +242,7 @@ def project(recorder: Any, batch: list[tuple[StoredEvent, Event]]) -> None:
     _general(store, recorder, batch)
 
 
-def _general(store: Store, recorder: Any, batch: Sequence[tuple[StoredEvent, Event]]) -> None:
+def _general(store: Store, recorder: Any, batch: Sequence[tuple[StoredEvent, Event | None]]) -> None:
     """:func:`_apply` in a savepoint; a failure marks the projection stale (never raises)."""
     try:
         with store.transaction():
@@ -271,7 +275,7 @@ def _remember(recorder: Any, row: RunRow, parts: _Parts) -> None:
         state[project] = (row, parts)
 
 
-def _advance(store: Store, recorder: Any, batch: Sequence[tuple[StoredEvent, Event]]) -> bool:
+def _advance(store: Store, recorder: Any, batch: Sequence[tuple[StoredEvent, Event | None]]) -> bool:
     """The fast path: True when the batch is folded into the session's row, False (nothing written) when
     :func:`_apply` must do it.
 
@@ -292,7 +296,7 @@ def _advance(store: Store, recorder: Any, batch: Sequence[tuple[StoredEvent, Eve
     if fold is None or fold.last_seq != batch[0][0].seq - 1:
         return False
     for stored, event in batch:
-        fold.feed(stored.seq, stored.recorded_at_ms, event)
+        fold.feed_row(stored.seq, stored.recorded_at_ms, stored.kind, event)
     session_id: str = recorder.session_id
     latest = _latest(fold.take_processes())
     if session_id in latest:
@@ -305,7 +309,7 @@ def _advance(store: Store, recorder: Any, batch: Sequence[tuple[StoredEvent, Eve
     return True
 
 
-def _apply(store: Store, recorder: Any, batch: Sequence[tuple[StoredEvent, Event]]) -> None:
+def _apply(store: Store, recorder: Any, batch: Sequence[tuple[StoredEvent, Event | None]]) -> None:
     """The general path (in a savepoint): read the rows, resume from the stored fold, refold the ledger
     when that is missing or behind, write the session's row and its sub-agents' rows."""
     session_id: str = recorder.session_id
@@ -316,7 +320,7 @@ def _apply(store: Store, recorder: Any, batch: Sequence[tuple[StoredEvent, Event
         parts.fold, parts.status = _fold_session(store, record, stop=first), record.status
     fold = parts.fold
     for stored, event in batch:
-        fold.feed(stored.seq, stored.recorded_at_ms, event)
+        fold.feed_row(stored.seq, stored.recorded_at_ms, stored.kind, event)
     latest = _latest(fold.take_processes())
     if session_id in latest:
         parts.process = _later(parts.process, latest.pop(session_id))
