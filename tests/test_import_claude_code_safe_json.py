@@ -4,12 +4,16 @@ counts of fixes. The reference below is that walk, as it was before the change."
 
 from __future__ import annotations
 
+import json
 import math
 from typing import Any
 
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from flightlog.encoding import _plain, canonical_bytes, custom_bytes
+from flightlog.errors import EncodingError
+from flightlog.events import Custom
 from flightlog.importers.claude_code import _cut, _Fixes, _safe_json, _safe_number
 
 
@@ -74,3 +78,45 @@ def _keys(value: Any) -> list[Any]:
     if isinstance(value, list):
         return [k for item in value for k in _keys(item)]
     return []
+
+
+JSON_VALUES = st.recursive(
+    st.none()
+    | st.booleans()
+    | st.integers(-(2**60), 2**60)
+    | st.floats(allow_nan=False, allow_infinity=False)
+    | st.text(max_size=8),
+    lambda inner: st.lists(inner, max_size=4) | st.dictionaries(st.text(max_size=4), inner, max_size=4),
+    max_leaves=30,
+)
+
+
+@settings(max_examples=400, deadline=None)
+@given(VALUES, st.none() | st.integers(0, 12))
+def test_a_walk_said_plain_gives_a_plain_value(value: Any, max_chars: int | None) -> None:
+    """``_Fixes.plain`` lets a kept record's encoding skip the plain-JSON check: it must never say plain
+    for a value the check refuses (it may refuse one the check takes: a NaN it wrote as text)."""
+    fixes = _Fixes()
+    got = _safe_json(value, max_chars, fixes)
+    if fixes.plain:
+        assert _plain(got)
+
+
+@settings(max_examples=400, deadline=None)
+@given(JSON_VALUES, st.text(max_size=6))
+def test_on_json_values_the_walk_and_the_check_agree_and_the_bytes_are_the_events(
+    value: Any, kind: str
+) -> None:
+    """What ``json.loads`` makes: plain exactly when the check says so, and a payload said plain encodes
+    (without the check, without the event) to the bytes of the ``Custom`` event."""
+    value = json.loads(json.dumps(value))
+    fixes = _Fixes()
+    got = _safe_json(value, None, fixes)
+    assert fixes.plain == _plain(got)
+    if fixes.plain:
+        try:
+            expected = canonical_bytes(Custom(custom_kind=kind, payload=got))
+        except EncodingError:  # a lone surrogate in the kind or a string: both refuse
+            assert custom_bytes(kind, got, plain=True) is None
+        else:
+            assert custom_bytes(kind, got, plain=True) == expected

@@ -31,6 +31,7 @@ __all__ = [
     "MAX_SAFE_INTEGER",
     "canonical_bytes",
     "canonical_json",
+    "custom_bytes",
     "decode_stored",
     "parse_json",
     "register_upcaster",
@@ -116,15 +117,9 @@ def canonical_bytes(event: Event) -> bytes:
         EncodingError: the event holds NaN/Infinity, an integer beyond ±(2**53-1) or a lone surrogate.
     """
     if type(event) is Custom:
-        payload = event.payload
-        wire: dict[str, Any] = {"custom_kind": event.custom_kind, "kind": "custom"}
-        if payload is not None:
-            wire["payload"] = payload
-        if _plain(wire):
-            try:
-                return _FAST.encode(wire).encode("utf-8")
-            except UnicodeError:
-                pass  # a lone surrogate: the general path names it
+        data = custom_bytes(event.custom_kind, event.payload)
+        if data is not None:
+            return data
     try:
         wire = event.to_wire()
     except PydanticSerializationError as exc:
@@ -132,6 +127,35 @@ def canonical_bytes(event: Event) -> bytes:
         path, reason = found or ("$", str(exc))
         raise EncodingError(field=path, reason=reason) from exc
     return canonical_json(wire)
+
+
+def custom_bytes(custom_kind: str, payload: Any, *, plain: bool = False) -> bytes | None:
+    """RFC 8785 bytes of ``Custom(custom_kind=custom_kind, payload=payload)`` without building the event,
+    when the payload is plain JSON (:func:`_plain`); None otherwise (then :func:`canonical_bytes` of the
+    event gives its bytes, or names what RFC 8785 refuses).
+
+    The bytes are those of the wire form ``{"kind", "custom_kind", "payload"}`` (``payload`` left out when
+    None), which is what ``to_wire`` gives for such a payload (``tests/test_encoding.py``).
+
+    Args:
+        custom_kind: The event's ``custom_kind``.
+        payload: Its payload (any JSON value).
+        plain: The caller has checked that ``payload`` is plain (e.g. while walking it for another reason):
+            the check is skipped. A payload that is not plain then gives wrong bytes: say True only when
+            :func:`_plain` would.
+
+    Returns:
+        The bytes, or None (a payload that is not plain, or a string with a lone surrogate).
+    """
+    wire: dict[str, Any] = {"custom_kind": custom_kind, "kind": "custom"}
+    if payload is not None:
+        wire["payload"] = payload
+    if not ((plain and type(custom_kind) is str) or _plain(wire)):
+        return None
+    try:
+        return _FAST.encode(wire).encode("utf-8")
+    except UnicodeError:
+        return None  # a lone surrogate: the general path names it
 
 
 def _find_unencodable(value: Any, path: str) -> tuple[str, str] | None:

@@ -31,8 +31,8 @@ from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any
 
-from ..encoding import canonical_bytes, decode_stored
-from ..events import SessionEvent
+from ..encoding import canonical_bytes, custom_bytes, decode_stored
+from ..events import Custom, SessionEvent
 from ..messages import ContentPart, RedactedThinkingPart, ThinkingPart
 
 __all__ = [
@@ -44,6 +44,7 @@ __all__ = [
     "ImportedSession",
     "JsonLine",
     "JsonObj",
+    "append_custom",
     "as_obj",
     "as_str",
     "chat_thinking_parts",
@@ -215,13 +216,29 @@ class EventSpool(MutableSequence[SessionEvent]):
 
     def append(self, value: SessionEvent) -> None:
         """Encode and store one event at the end."""
-        data = canonical_bytes(value)
+        self._write(value.kind, canonical_bytes(value))
+
+    def append_custom(self, custom_kind: str, payload: Any, *, plain: bool = False) -> None:
+        """Store ``Custom(custom_kind=custom_kind, payload=payload)`` at the end, encoded without building
+        the event when the payload is plain JSON (:func:`~flightlog.encoding.custom_bytes`; ``plain``: the
+        caller vouches for it): the same bytes as :meth:`append` of the event.
+
+        Raises:
+            EncodingError: as :meth:`append` (a payload RFC 8785 cannot hold; names the field).
+        """
+        data = custom_bytes(custom_kind, payload, plain=plain)
+        if data is None:
+            self.append(Custom(custom_kind=custom_kind, payload=payload))
+        else:
+            self._write("custom", data)
+
+    def _write(self, kind: str, data: bytes) -> None:
         if not self._at_end:  # a read moved the position; appends alone leave it at the end
             self._file.seek(0, 2)
             self._at_end = True
         self._file.write(data)
         self._offsets.append(self._offsets[-1] + len(data))
-        self._kinds.append(_kind_code(value.kind))
+        self._kinds.append(_kind_code(kind))
 
     def raw_range(self, start: int | None, stop: int | None) -> list[bytes]:
         """The canonical bytes of the events ``[start:stop]`` (slice rules: 0-based, None for an end,
@@ -358,6 +375,22 @@ def spooled_events() -> Iterator[None]:
 def new_event_list() -> MutableSequence[SessionEvent]:
     """The container a session builder collects its events in (see :func:`spooled_events`)."""
     return EventSpool() if _SPOOLED.get() else []
+
+
+def append_custom(
+    events: MutableSequence[SessionEvent], custom_kind: str, payload: Any, *, plain: bool = False
+) -> None:
+    """Append ``Custom(custom_kind=custom_kind, payload=payload)`` to ``events``: into an
+    :class:`EventSpool` without building the event (:meth:`EventSpool.append_custom`; ``plain`` as there),
+    into any other sequence as the event.
+
+    Raises:
+        EncodingError: an :class:`EventSpool` cannot encode the payload (names the field).
+    """
+    if isinstance(events, EventSpool):
+        events.append_custom(custom_kind, payload, plain=plain)
+    else:
+        events.append(Custom(custom_kind=custom_kind, payload=payload))
 
 
 def output_digest(text: str, is_error: bool) -> bytes:

@@ -112,7 +112,6 @@ from ..events import (
     AgentProcessChanged,
     CancellationReason,
     Compressed,
-    Custom,
     LlmCompleted,
     OperationCancelled,
     ProviderReplay,
@@ -138,6 +137,7 @@ from .background import with_task_sessions
 from .base import (
     ImportedSession,
     ImportWarning,
+    append_custom,
     new_event_list,
     output_digest,
     read_jsonl,
@@ -465,15 +465,28 @@ _NO_LIMIT = sys.maxsize
 
 @dataclass
 class _Fixes:
-    """Counts of values changed to fit RFC 8785: truncated strings, unrepresentable numbers."""
+    """Counts of values changed to fit RFC 8785 (truncated strings, unrepresentable numbers), and of values
+    kept that make the result not plain JSON (floats, object keys at or above U+D800, subclasses of the
+    JSON types: what :func:`flightlog.encoding.custom_bytes` would check for)."""
 
     truncated: int = 0
     numbers: int = 0
+    unplain: int = field(default=0, compare=False)
+
+    @property
+    def plain(self) -> bool:
+        """Whether the walked value came out plain JSON (none of what :attr:`unplain` counts)."""
+        return not self.unplain
 
 
 def _safe_json(value: Any, max_chars: int | None, fixes: _Fixes) -> Any:
-    """``value`` with NaN/±Infinity/huge integers as strings and (if ``max_chars``) long strings cut."""
+    """``value`` with NaN/±Infinity/huge integers as strings and (if ``max_chars``) long strings cut;
+    ``fixes`` counts what changed, and what was kept that is not plain JSON (:class:`_Fixes`)."""
     kind = type(value)  # exact JSON types first (what ``json.loads`` makes): one type check each
+    if kind is dict:
+        for key in value:  # RFC 8785 sorts keys by UTF-16 units: the stdlib agrees below U+D800 only
+            if type(key) is not str or (not key.isascii() and max(key) >= "\ud800"):
+                fixes.unplain += 1
     if kind is dict or kind is list:
         # A container's children that stay as they are (a string within the limit, a bool, None) are
         # taken in this loop, without a call each (issue 19: most of a kept record's values are such
@@ -494,6 +507,9 @@ def _safe_json(value: Any, max_chars: int | None, fixes: _Fixes) -> Any:
         }
     if kind is str:
         return value if max_chars is None or len(value) <= max_chars else _cut(value, max_chars, fixes)
+    if kind is int:
+        return _safe_number(value, fixes)
+    fixes.unplain += kind is not bool and value is not None  # a float, or no exact JSON type
     if isinstance(value, str):
         return _cut(value, max_chars, fixes)
     if isinstance(value, bool) or value is None:
@@ -772,17 +788,22 @@ class _SessionBuilder:
             self._last_core = len(origins)
         self._count = len(origins)
 
-    def _custom(self, kind: str, payload: Any) -> None:
-        """Emit ``Custom(custom_kind=kind, payload)``."""
-        self._emit(Custom(custom_kind=kind, payload=payload))
+    def _custom(self, kind: str, payload: Any, *, plain: bool = False) -> None:
+        """Emit ``Custom(custom_kind=kind, payload)`` (``plain``: the payload is known plain JSON, see
+        :func:`~flightlog.importers.base.append_custom`). A ``Custom`` moves no replay count (:meth:`_emit`),
+        so it goes to the events as its bytes, without the event being built."""
+        append_custom(self.events, kind, payload, plain=plain)
+        self.times.append(self._at)
 
-    def _bounded(self, line: int, record: JsonObj) -> JsonObj:
-        """A record for a ``Custom`` payload: without ``cwd``, long strings cut, numbers made safe."""
+    def _keep(self, line: int, kind: str, record: JsonObj) -> None:
+        """Emit ``Custom(kind)`` of a record: without ``cwd``, long strings cut, numbers made safe (the
+        walk doing that also tells whether the payload is plain JSON, which its encoding then skips
+        checking again)."""
         fixes = _Fixes()
         trimmed = {k: v for k, v in record.items() if k not in _DROPPED_KEYS}
         payload: JsonObj = _safe_json(trimmed, _MAX_CUSTOM_CHARS, fixes)
         self._warn_fixes(line, fixes)
-        return payload
+        self._custom(kind, payload, plain=fixes.plain)
 
     def _warn_fixes(self, line: int, fixes: _Fixes) -> None:
         """Report values changed by ``_safe_json``."""
@@ -822,9 +843,7 @@ class _SessionBuilder:
         if self._task is None:
             self._task = _text_of(content)[:_TASK_CHARS]
         if extras:
-            self._custom(
-                "claude_code.user.extra_content", self._bounded(line, {"uuid": run_id, "blocks": extras})
-            )
+            self._keep(line, "claude_code.user.extra_content", {"uuid": run_id, "blocks": extras})
         self._mark(record, self._count)
 
     def _note_copy(self, run_id: str) -> str | None:
@@ -1020,9 +1039,7 @@ class _SessionBuilder:
             self._custom("claude_code.orphan_tool_result", note)
         if extras:
             uuid = _str(record.get("uuid"))
-            self._custom(
-                "claude_code.user.extra_content", self._bounded(line, {"uuid": uuid, "blocks": extras})
-            )
+            self._keep(line, "claude_code.user.extra_content", {"uuid": uuid, "blocks": extras})
         self._mark(record, self._count)
 
     def _result_turn(self, call_id: str) -> int:
@@ -1130,7 +1147,7 @@ class _SessionBuilder:
         """Keep the boundary (trigger, token count) and wait for its summary line."""
         self._flush_boundary()
         self._boundary_end = len(self.events) - 1
-        self._custom("claude_code.compact_boundary", self._bounded(line, record))
+        self._keep(line, "claude_code.compact_boundary", record)
         self._mark(record, self._count)
 
     def _on_compact_summary(self, line: int, record: JsonObj) -> None:
@@ -1162,7 +1179,7 @@ class _SessionBuilder:
         """A handler keeping the record as ``Custom(kind)``."""
 
         def handle(line: int, record: JsonObj) -> None:
-            self._custom(kind, self._bounded(line, record))
+            self._keep(line, kind, record)
             self._mark(record)
 
         return handle
@@ -1170,7 +1187,7 @@ class _SessionBuilder:
     def _on_other(self, line: int, record: JsonObj) -> None:
         """Unmapped records: ``Custom("claude_code.<type>")``."""
         rtype = _str(record.get("type")) or "unknown"
-        self._custom(f"claude_code.{rtype}", self._bounded(line, record))
+        self._keep(line, f"claude_code.{rtype}", record)
         self._mark(record)
 
     # ── end of file ──
