@@ -117,6 +117,28 @@ def test_import_json_reports_warnings_with_line_numbers(tmp_path: Path) -> None:
     assert any(":" in w and "malformed" in w for w in result["warnings"])
 
 
+def test_import_keeps_the_heap_out_of_full_collections_only_while_it_runs(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    import gc
+
+    import flightlog.importers as importers
+
+    seen: list[int] = []
+    real = importers.import_file
+
+    def spy(*args: object, **kwargs: object) -> object:
+        seen.append(gc.get_freeze_count())
+        return real(*args, **kwargs)  # type: ignore[arg-type]
+
+    monkeypatch.setattr(importers, "import_file", spy)
+    before = gc.get_freeze_count()
+    code, out, _ = run(tmp_path / "x.db", "import", str(SAMPLES / "codex"))
+    assert code == 0, out
+    assert seen and all(count > before for count in seen)  # what was loaded is frozen during the import
+    assert gc.get_freeze_count() == before  # and given back: the CLI leaves its host's collector as it was
+
+
 def test_tampered_event_makes_verify_exit_1_naming_the_seq(db_copy: Path) -> None:
     sid = str(_sessions(db_copy)[0]["session_id"])
     tamper_one_byte(db_copy, sid, 3)
