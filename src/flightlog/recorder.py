@@ -370,8 +370,8 @@ class Recorder:
         ``recorded_at_ms`` (one epoch-ms time per event) stamps the rows with their source's own times, for
         an imported transcript (:meth:`Store.append_events`); None stamps them with the time of the append.
         ``encoded`` (one per event) are the events' stored bytes when the caller holds them already: each
-        must be ``canonical_bytes(events[i])`` (an importer's spool holds exactly these, and passes the
-        events :func:`~flightlog.encoding.decode_stored` reads back from them); None encodes the events.
+        must be ``canonical_bytes(events[i])``; None encodes the events. (A caller holding the bytes and
+        not the events appends them with :meth:`append_encoded`, which decodes only what is read.)
 
         Raises:
             ValueError: ``encoded`` does not have one item per event (nothing written).
