@@ -197,6 +197,7 @@ except ImportError as exc:  # pragma: no cover - exercised in a subprocess witho
         "flightlog.integrations.langgraph needs LangGraph: pip install 'flightlog[langgraph]'"
     ) from exc
 
+from ..decisions import APPROVAL_DECISION, approval_decision, denial_reason
 from ..encoding import canonical_json, parse_json
 from ..errors import AppendConflict, EncodingError, LedgerIntegrityError, SessionNotFound, StaleWriter
 from ..events import (
@@ -481,8 +482,6 @@ name of ``flightlog approve``) when none is found. A value that breaks the opera
 (:func:`flightlog.narration.operator_problem`: empty, over 80 characters, a control or format character, ...)
 is passed over, not recorded: the saver cannot refuse a resume (LangGraph goes on when ``put_writes``
 raises, and the ledger would miss the answer), and every decision's name is shown as recorded."""
-APPROVAL_DECISION = "approval_decision"
-"""``custom_kind`` of the record naming who answered an interrupt (the kernel's, :mod:`flightlog.kernel.records`)."""
 _HUMAN = "user"
 """``permission_resolved.responder`` of an answered interrupt (seed 000: ``"user" | "policy_gate"``)."""
 DENIALS = frozenset({"no", "n", "deny", "denied", "reject", "rejected", "decline", "declined"})
@@ -1944,16 +1943,16 @@ class FlightlogSaver(BaseCheckpointSaver[str]):
                 for k in answers:
                     # As flightlog approve/deny: seed 000's responder, the name in the decision record.
                     events.append(PermissionResolved(turn=turn, approved=k in approved, responder=_HUMAN))
-                    decision = {
-                        "turn": turn,
-                        "call_id": k,
-                        "gate": "approval",
-                        "approved": k in approved,
-                        "responder": who,
-                    }
-                    if k not in approved:
-                        decision["reason"] = f"denied by {who}"
-                    events.append(Custom(custom_kind=APPROVAL_DECISION, payload=decision))
+                    events.append(
+                        approval_decision(
+                            turn=turn,
+                            call_id=k,
+                            gate="approval",
+                            approved=k in approved,
+                            responder=who,
+                            reason=None if k in approved else denial_reason(who),
+                        )
+                    )
                     gates.pop(k)
                 events.append(Resumed(turn=turn, approved=approved, denied=denied))
         return events

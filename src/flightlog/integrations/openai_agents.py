@@ -96,6 +96,7 @@ except ImportError as exc:  # pragma: no cover - exercised in a subprocess witho
         "flightlog.integrations.openai_agents needs the OpenAI Agents SDK: pip install 'flightlog[openai-agents]'"
     ) from exc
 
+from ..decisions import APPROVAL_DECISION, approval_decision, denial_reason
 from ..encoding import decode_stored, parse_json
 from ..errors import AppendConflict, LedgerIntegrityError, SessionNotFound, StaleWriter
 from ..events import (
@@ -155,9 +156,6 @@ POP_KIND = AGENTS_POP
 CLEAR_KIND = AGENTS_CLEAR
 """``custom_kind`` of a ``clear_session``: ``{"count": <number of items removed>}``."""
 
-APPROVAL_DECISION = "approval_decision"
-"""``custom_kind`` of a decision on a gated call, the kernel's record (:mod:`flightlog.kernel.records`):
-``{turn, call_id, gate: "approval", approved, responder, reason?}``; ``responder`` is the approver's name."""
 APPROVAL_REASON = "approval"
 """``suspended.reason`` of a run interrupted for ``needs_approval`` (the kernel's reason for a policy gate)."""
 
@@ -622,20 +620,20 @@ class FlightlogSession(SessionABC):
         """What ``flightlog approve``/``deny`` append for a decision (:mod:`flightlog.kernel.approvals`)."""
         gate = self._gates.gates.get(call.id)
         turn = gate.turn if gate is not None else self._gates.turn
-        payload: dict[str, Any] = {
-            "turn": turn,
-            "call_id": call.id,
-            "gate": "approval",
-            "approved": approved,
-            "responder": by,
-        }
         events: list[Event] = [PermissionResolved(turn=turn, approved=approved, responder="user")]
         if not approved:
-            payload["reason"] = reason or f"denied by {by}"
-            events.append(
-                ToolDenied(turn=turn, call_id=call.id, tool_name=call.name, reason=payload["reason"])
+            reason = reason or denial_reason(by)
+            events.append(ToolDenied(turn=turn, call_id=call.id, tool_name=call.name, reason=reason))
+        events.append(
+            approval_decision(
+                turn=turn,
+                call_id=call.id,
+                gate="approval",
+                approved=approved,
+                responder=by,
+                reason=None if approved else reason,
             )
-        events.append(Custom(custom_kind=APPROVAL_DECISION, payload=payload))
+        )
         return events
 
     async def _decide(

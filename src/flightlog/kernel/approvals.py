@@ -29,6 +29,7 @@ from __future__ import annotations
 import json
 from dataclasses import dataclass, replace
 
+from ..decisions import denial_reason
 from ..errors import SessionNotFound
 from ..events import Custom, Event, PermissionResolved, Suspended, ToolDenied, ToolGated
 from ..integrity.audit import Auditor, require_intact
@@ -328,18 +329,15 @@ def _decide(
         state = load_state(store, session_id)
     gate = _open_gate(state, session_id, call_id)
     if not approved and reason is None:
-        reason = f"denied by {responder}"
+        reason = denial_reason(responder)
     verdict = Verdict(call_id, gate.kind, approved, responder, reason)
     # Seed 000: responder is "user" for a human decision ("policy_gate" for automatic ones); the operator's
     # name goes into the approval_decision record beside it.
     events: list[Event] = [PermissionResolved(turn=gate.turn, approved=approved, responder=HUMAN)]
     if not approved:
         events.append(ToolDenied(turn=gate.turn, call_id=call_id, tool_name=gate.tool, reason=reason or ""))
-    payload = verdict.to_wire(gate.turn)
-    digest = session_policy_digest(store, session_id)
-    if digest is not None:  # the session runs under a signed grant: name it in the decision
-        payload["policy_digest"] = digest
-    events.append(Custom(custom_kind=APPROVAL_DECISION, payload=payload))
+    # a session running under a signed grant names it in the decision (policy_digest)
+    events.append(verdict.to_event(gate.turn, policy_digest=session_policy_digest(store, session_id)))
     with recorder.atomic():
         recorder.append_many(events)
         recorder.checkpoint()  # no-op without a notary

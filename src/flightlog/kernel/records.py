@@ -16,7 +16,9 @@ transaction as the seed events they complete:
                                            the session runs under a signed grant
 ``approval_decision``                      ``{turn, call_id, gate, approved, responder, reason?,
                                            policy_digest?}``: a human decision on a gated call (``gate``:
-                                           ``approval`` or ``effect_in_doubt``)
+                                           ``approval`` or ``effect_in_doubt``); built by
+                                           :func:`flightlog.decisions.approval_decision`, shared with the
+                                           integrations
 ``abort_requested``                        ``{turn, operation_id, requested_by}``: who asked for the abort
                                            (:func:`flightlog.kernel.abort`, written with its
                                            ``operation_cancelled`` when a requester is named)
@@ -47,6 +49,7 @@ from __future__ import annotations
 from dataclasses import asdict, dataclass
 from typing import Any, Literal
 
+from ..decisions import APPROVAL_DECISION, GateKind, approval_decision
 from ..events import Custom
 from ..providers.base import ModelProvider, Usage
 
@@ -85,14 +88,12 @@ CONTEXT_PIN = "context_pin"
 BUDGET_LIMITS = "budget_limits"
 MODEL_USAGE = "model_usage"
 TOOL_DECISIONS = "tool_decisions"
-APPROVAL_DECISION = "approval_decision"
 ABORT_REQUESTED = "abort_requested"
 PROVIDER_RETRY = "provider_retry"
 ROUTE_FAILOVER = "route_failover"
 EFFECT_RECONCILED = "effect_reconciled"
 GRANT_POLICY = "grant_policy"
 
-GateKind = Literal["approval", "effect_in_doubt"]
 Disposition = Literal["allow", "deny", "ask", "invalid"]
 
 
@@ -150,22 +151,23 @@ class Verdict:
     responder: str
     reason: str | None = None
 
-    def to_wire(self, turn: int) -> dict[str, Any]:
-        """The ``approval_decision`` payload."""
-        wire: dict[str, Any] = {
-            "turn": turn,
-            "call_id": self.call_id,
-            "gate": self.gate,
-            "approved": self.approved,
-            "responder": self.responder,
-        }
-        if self.reason is not None:
-            wire["reason"] = self.reason
-        return wire
+    def to_event(self, turn: int, *, policy_digest: str | None = None) -> Custom:
+        """The ``approval_decision`` record of this decision on the call's ``turn``
+        (:func:`flightlog.decisions.approval_decision`); ``policy_digest`` names the signed grant the
+        session runs under, if any."""
+        return approval_decision(
+            turn=turn,
+            call_id=self.call_id,
+            gate=self.gate,
+            approved=self.approved,
+            responder=self.responder,
+            reason=self.reason,
+            policy_digest=policy_digest,
+        )
 
     @classmethod
     def from_wire(cls, data: dict[str, Any]) -> Verdict:
-        """Inverse of :meth:`to_wire`."""
+        """Inverse of :meth:`to_event`'s payload."""
         return cls(
             data["call_id"], data["gate"], bool(data["approved"]), data["responder"], data.get("reason")
         )
