@@ -204,12 +204,12 @@ def test_replay_at_and_json(imported: Path) -> None:
     sid = str(claude["session_id"])
     code, out, _ = run(imported, "replay", sid, "--json")
     assert code == 0
-    full = json.loads(out)
+    full = json.loads(out)["messages"]
     # a compacted session (the rewind-then-compact sample) starts from its summary, else from the prompt
     assert full and full[0]["role"] in ("user", "system")
     code, out, _ = run(imported, "replay", sid, "--at", "1", "--json")
     assert code == 0
-    assert json.loads(out)[0]["role"] == "user"
+    assert json.loads(out)["messages"][0]["role"] == "user"
     code, out, _ = run(imported, "replay", sid)
     assert code == 0 and f"[0] {full[0]['role']}" in out
 

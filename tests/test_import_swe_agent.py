@@ -396,7 +396,7 @@ def test_cli_import_with_format_and_auto(tmp_path: Path) -> None:
     assert result.exit_code == 0 and "run_terminal" in result.stdout
     result = runner.invoke(app, ["--db", str(db), "replay", "swe-agent:marshmallow", "--json"])
     assert result.exit_code == 0
-    roles = [m["role"] for m in json.loads(result.stdout)]
+    roles = [m["role"] for m in json.loads(result.stdout)["messages"]]
     assert roles[0] == "user" and roles[1:] == ["assistant", "tool"] * 11
     bad = tmp_path / "bad.traj"
     bad.write_text("{", encoding="utf-8")

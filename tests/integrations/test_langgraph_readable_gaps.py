@@ -54,7 +54,7 @@ def _events(store: Store, thread: str) -> list[dict[str, Any]]:
 def _replayed(db: Path, thread: str) -> list[tuple[str, str]]:
     """``flightlog replay --json``: each message's role and text (tool results' output)."""
     out = []
-    for m in json.loads(_cli(db, "replay", thread, "--json")):
+    for m in json.loads(_cli(db, "replay", thread, "--json"))["messages"]:
         text = "".join(p.get("text") or p.get("output") or "" for p in m["content"])
         out.append((m["role"], text))
     return out

@@ -88,7 +88,7 @@ def test_an_approved_traced_run_replays_as_its_conversation(tmp_path: Path) -> N
     _approved_run(db)
     replay = CliRunner().invoke(app, ["--db", str(db), "replay", "s", "--json"])
     assert replay.exit_code == 0, replay.output
-    messages = json.loads(replay.output)
+    messages = json.loads(replay.output)["messages"]
     assert [m["role"] for m in messages] == ["user", "assistant", "tool", "assistant"]
     assert [c["id"] for c in messages[1]["tool_calls"]] == ["call_1"]
     assert [(p["call_id"], p["output"]) for p in messages[2]["content"]] == [("call_1", "refunded order 42")]

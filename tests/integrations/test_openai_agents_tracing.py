@@ -263,7 +263,7 @@ def test_replay_shows_the_conversation_once(tmp_path: Path, only_our_processors:
 
     replayed = CliRunner().invoke(app, ["--db", str(db), "replay", "talk", "--json"])
     assert replayed.exit_code == 0, replayed.output
-    messages = [Message.model_validate(m) for m in json.loads(replayed.output)]
+    messages = [Message.model_validate(m) for m in json.loads(replayed.output)["messages"]]
     assert [(m.role, m.text_content(), [(c.id, c.name) for c in m.tool_calls]) for m in messages] == [
         ("user", "Weather in Paris?", []),
         ("assistant", "", [("w1", "get_weather")]),
@@ -294,7 +294,7 @@ def test_replay_shows_the_conversation_once(tmp_path: Path, only_our_processors:
     finally:
         popped.close()
     replayed = CliRunner().invoke(app, ["--db", str(db), "replay", "talk", "--json"])
-    assert [m["role"] for m in json.loads(replayed.output)] == [
+    assert [m["role"] for m in json.loads(replayed.output)["messages"]] == [
         "user",
         "assistant",
         "tool",

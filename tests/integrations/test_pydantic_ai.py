@@ -108,7 +108,7 @@ def test_show_and_replay_read_the_run(db: Path) -> None:
     assert "add 1 and 2" in show.output and "add" in show.output and "the sum is 3" in show.output
     replay = runner.invoke(app, ["--db", str(db), "replay", "cli", "--json"])
     assert replay.exit_code == 0, replay.output
-    messages = json.loads(replay.output)
+    messages = json.loads(replay.output)["messages"]
     text = json.dumps(messages)
     assert "add 1 and 2" in text and "the sum is 3" in text and "call-1" in text
     verify = runner.invoke(app, ["--db", str(db), "verify", "cli"])

@@ -545,7 +545,10 @@ def test_the_example_runs_from_the_cli_and_its_requests_check(tmp_path: Path) ->
         assert of(store, sid, Compressed) and of(store, sid, PageOut)
         at = next(s for s, e in pairs(store, sid) if isinstance(e, Compressed)) + 1
     shown = CliRunner().invoke(app, ["--db", str(db), "replay", sid, "--at", str(at), "--json"])
-    assert shown.exit_code == 0 and "[compressed turn" in json.loads(shown.stdout)[1]["content"][0]["text"]
+    assert (
+        shown.exit_code == 0
+        and "[compressed turn" in json.loads(shown.stdout)["messages"][1]["content"][0]["text"]
+    )
     check = CliRunner().invoke(app, ["--db", str(db), "replay", sid, "--check"])
     assert check.exit_code == 0 and "all reproduce" in check.stdout
 

@@ -390,7 +390,10 @@ def show_cmd(
     session: Annotated[str, typer.Argument(help="Session id or unique prefix.")],
     json_out: Annotated[bool, typer.Option("--json", help="Print events as JSON lines.")] = False,
 ) -> None:
-    """Print a session's timeline: seq, time, kind and a one-line narration per event."""
+    """Print a session's timeline: seq, time, kind and a one-line narration per event; a run's system
+    prompt on a "system prompt:" line under the run_started that sets it, once (a later run with the same
+    prompt does not repeat it), cut to 300 characters."""
+    from ..events import RunStarted
     from ..sessions import iter_events
 
     with open_db(read_only=True) as store:
@@ -398,16 +401,20 @@ def show_cmd(
         record = store.get_session(sid)
         if not json_out:
             out.print(f"session {sid}  [{record.status}]  {short(record.task, 70)}")
+        prompt: str | None = None
         for row, event in iter_events(store, sid):
             if json_out:
                 sys.stdout.write(
                     json.dumps({"seq": row.seq, "kind": row.kind, "event": event.to_wire()}) + "\n"
                 )
-            else:
-                out.print(
-                    f"{row.seq:>6}  {(iso_time(row.recorded_at_ms) or '')[11:19]}  {row.kind:<24} "
-                    f"{narrate(event)}"
-                )
+                continue
+            out.print(
+                f"{row.seq:>6}  {(iso_time(row.recorded_at_ms) or '')[11:19]}  {row.kind:<24} "
+                f"{narrate(event)}"
+            )
+            if isinstance(event, RunStarted) and event.system_prompt and event.system_prompt != prompt:
+                prompt = event.system_prompt
+                out.print(f"{'':43}system prompt: {short(prompt, 300)}")
         refuse_quietly_diverged(store, sid)
 
 
@@ -421,7 +428,14 @@ def replay_cmd(
     max_part_bytes: Annotated[
         int | None, typer.Option("--max-part-bytes", help="Cap each text part at this many UTF-8 bytes.")
     ] = None,
-    json_out: Annotated[bool, typer.Option("--json", help="Print the messages as a JSON array.")] = False,
+    json_out: Annotated[
+        bool,
+        typer.Option(
+            "--json",
+            help='Print {"system_prompt": the prompt the model had (null when none), "messages": [...]} '
+            "as JSON.",
+        ),
+    ] = False,
     check: Annotated[
         bool,
         typer.Option(
@@ -432,7 +446,8 @@ def replay_cmd(
     ] = False,
 ) -> None:
     """Reconstruct the messages a model would see, at the head or at any sequence (after the run's
-    system prompt, when it has one)."""
+    system prompt, when it has one: that of the last run_started up to there). --json prints an object:
+    system_prompt (the full text, or null) and messages (the array of messages)."""
     from ..replay import system_prompt
     from ..sessions import iter_events, replay_session
 
@@ -451,10 +466,10 @@ def replay_cmd(
                 head = f"last seq {last}" if last >= 0 else "the session has no events"
                 raise typer.BadParameter(f"seq {at} is past the head ({head})", param_hint="--at")
         messages = replay_session(store, sid, at=at, max_part_bytes=max_part_bytes)
+        prompt = system_prompt(((row.seq, event) for row, event in iter_events(store, sid)), at=at)
         if json_out:
-            print_json([m.to_wire() for m in messages])
+            print_json({"system_prompt": prompt, "messages": [m.to_wire() for m in messages]})
         else:
-            prompt = system_prompt(((row.seq, event) for row, event in iter_events(store, sid)), at=at)
             if prompt:
                 out.print("[system prompt]")
                 out.print(f"    {short(prompt, 300)}")
