@@ -11,14 +11,24 @@ saver wrote none. It now records the decision as they do (``permission_resolved(
 
 from __future__ import annotations
 
+import json
+import operator
 from pathlib import Path
+from typing import Annotated, Any, TypedDict
 
 from fastapi.testclient import TestClient
 from langchain_core.messages import HumanMessage
-from langgraph.types import Command
+from langchain_core.runnables import RunnableConfig
+from langgraph.graph import END, START, StateGraph
+from langgraph.types import Command, interrupt
+from typer.testing import CliRunner
 
 import flightlog
-from flightlog.integrations.langgraph import FlightlogSaver
+from flightlog.cli import app
+from flightlog.events import Resumed
+from flightlog.integrations.langgraph import FlightlogSaver, session_id_for
+from flightlog.recorder import verify_session
+from flightlog.sessions import iter_events
 from flightlog.store import SqliteStore
 from flightlog.web.actions import decision_rows
 from flightlog.web.app import create_app
@@ -65,3 +75,63 @@ def test_a_name_the_operator_rule_refuses_is_passed_over(tmp_path: Path) -> None
     # none valid: the default operator name, as `flightlog approve` without --as
     rows = _answer(tmp_path / "lg2.db", "yes", {**CFG, "metadata": {"approver": "x" * 81}})
     assert [(row["kind"], row["who"]) for row in rows] == [("approve", "user")]
+
+
+class _Fan(TypedDict):
+    out: Annotated[list[str], operator.add]
+
+
+def _fan_out(saver: FlightlogSaver) -> Any:
+    """Two nodes run in one step, each asking a question: two interrupts pending at once, which LangGraph
+    answers only by id (``Command(resume={interrupt_id: value, ...})``)."""
+
+    def refund(state: _Fan) -> dict[str, Any]:
+        return {"out": [f"refund: {interrupt('refund order 42?')}"]}
+
+    def email(state: _Fan) -> dict[str, Any]:
+        return {"out": [f"email: {interrupt('email the customer?')}"]}
+
+    g = StateGraph(_Fan)
+    g.add_node("refund", refund)
+    g.add_node("email", email)
+    g.add_edge(START, "refund")
+    g.add_edge(START, "email")
+    g.add_edge("refund", END)
+    g.add_edge("email", END)
+    return g.compile(checkpointer=saver)
+
+
+def _pending(db: Path) -> list[tuple[str, str | None, str | None]]:
+    result = CliRunner().invoke(app, ["--db", str(db), "pending", "--json"])
+    assert result.exit_code == 0, result.output
+    return sorted((row["tool"], row["decision"], row["decided_by"]) for row in json.loads(result.output))
+
+
+def test_interrupts_answered_by_id_are_listed_as_decided_until_none_is_left(tmp_path: Path) -> None:
+    """As a kernel run or an Agents SDK session: an answered interrupt is listed by ``pending`` as decided
+    (by whom) while another still waits, and the run resumes once none is left open; each answer is
+    recorded when LangGraph writes it (a resume map reaches the saver only as each task's resume write)."""
+    db = tmp_path / "lg.db"
+    cfg: RunnableConfig = {"configurable": {"thread_id": "fan"}}
+    sid = session_id_for("fan")
+    with flightlog.open_store(str(db)) as store:
+        graph = _fan_out(FlightlogSaver(store, notary=None))
+        graph.invoke({"out": []}, cfg)
+        asked = {t.name: t.interrupts[0].id for t in graph.get_state(cfg).tasks}
+        assert _pending(db) == [("email", None, None), ("refund", None, None)]
+        graph.invoke(Command(resume={asked["refund"]: "yes"}), {**cfg, "metadata": {"approver": "bob"}})
+        assert _pending(db) == [("email", None, None), ("refund", "approved", "bob")]
+        assert store.get_session(sid).status == "suspended"
+        assert [(r["kind"], r["who"]) for r in decision_rows(store, sid)] == [("approve", "bob")]
+    # the last answer, from a saver that folds the thread afresh (as another process would)
+    with flightlog.open_store(str(db)) as store:
+        graph = _fan_out(FlightlogSaver(store, notary=None))
+        done = graph.invoke(Command(resume={asked["email"]: "no"}), {**cfg, "metadata": {"approver": "dan"}})
+        assert sorted(done["out"]) == ["email: no", "refund: yes"]
+        assert _pending(db) == []
+        rows = decision_rows(store, sid)
+        assert sorted((r["kind"], r["who"]) for r in rows) == [("approve", "bob"), ("deny", "dan")]
+        (resumed,) = [e for _row, e in iter_events(store, sid) if isinstance(e, Resumed)]
+        assert (resumed.approved, resumed.denied) == ([asked["refund"]], [asked["email"]])
+        assert store.get_session(sid).status == "completed"
+        assert verify_session(store, sid).ok

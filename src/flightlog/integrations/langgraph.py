@@ -76,12 +76,17 @@ namespace (``checkpoint_ns == ""``; subgraphs: see below) as seed 000 events, so
   the history, so replay holds the thread's messages at the parent);
 * an ``interrupt()`` (an ``__interrupt__`` write) → per interrupt ``tool_gated`` (call id: the interrupt
   id, tool: the node) and ``permission_requested``, then ``suspended`` naming the interrupt ids;
-* ``Command(resume=...)`` (the ``__resume__`` write of LangGraph's null task) → per pending interrupt
-  ``permission_resolved`` (approved per :data:`DENIALS`, responder ``"user"``, seed 000's human) and
-  ``custom`` :data:`APPROVAL_DECISION` ``{turn, call_id: <interrupt id>, gate: "approval", approved,
-  responder: <name per RESPONDER_KEYS>, reason?: "denied by <name>"}``, the record ``flightlog approve``,
-  the dashboard and the Agents SDK session write, which ``show``, ``pending`` and the dashboard's
-  Decisions read for who answered; then ``resumed`` with the approved and denied ids;
+* ``Command(resume=...)`` (the ``__resume__`` write of LangGraph's null task) and
+  ``Command(resume={interrupt_id: value, ...})`` (a resume map, the only way to answer one of several
+  pending interrupts: it reaches a checkpointer as the ``__resume__`` write of each task it resumes) →
+  per interrupt answered ``permission_resolved`` (approved per :data:`DENIALS`, responder ``"user"``, seed
+  000's human) and ``custom`` :data:`APPROVAL_DECISION` ``{turn, call_id: <interrupt id>, gate:
+  "approval", approved, responder: <name per RESPONDER_KEYS>, reason?: "denied by <name>"}``, the record
+  ``flightlog approve``, the dashboard and the Agents SDK session write, which ``show``, ``pending`` and the
+  dashboard's Decisions read for who answered; then, once no interrupt is left open, ``resumed`` with the
+  approved and denied ids. As in a kernel run or an Agents SDK session, a thread whose interrupts are
+  answered one at a time stays ``suspended`` until the last answer, and ``pending`` lists the answered
+  ones as decided (by whom) meanwhile;
 * a static interrupt (``compile(interrupt_before=[...])`` / ``interrupt_after``, or the same ``invoke``
   arguments): LangGraph tells a checkpointer nothing when the graph stops there, and reports it only to
   graph lifecycle callbacks, so it is recorded when :attr:`FlightlogSaver.lifecycle` is among the run's
@@ -385,6 +390,7 @@ class _Thread:
     cp_history: dict[tuple[str, str], int] = field(default_factory=dict)  # checkpoint -> history at it
     last_cp: dict[str, str] = field(default_factory=dict)  # checkpoint_ns -> last checkpoint put
     gates: dict[str, str] = field(default_factory=dict)  # pending interrupt id -> node
+    decided: dict[str, bool] = field(default_factory=dict)  # answered interrupt id -> approved, until resumed
     # writer-side cache, not folded: (ns, channel) -> (version, element digests) of the last list put
     lists: dict[tuple[str, str], tuple[str | int | float, list[bytes]]] = field(default_factory=dict)
 
@@ -1079,6 +1085,7 @@ class FlightlogSaver(BaseCheckpointSaver[str]):
         elif kind == "resumed":
             for call_id in (*wire.get("approved", ()), *wire.get("denied", ())):
                 thread.gates.pop(call_id, None)
+                thread.decided.pop(call_id, None)
 
     def _apply_custom(self, thread: _Thread, seq: int, kind: str, payload: Any) -> None:
         if kind == CHECKPOINT_KIND:
@@ -1087,6 +1094,9 @@ class FlightlogSaver(BaseCheckpointSaver[str]):
             thread.history += 1
         elif kind == USAGE_KIND:
             thread.run_tokens += int(payload.get("total_tokens") or 0)
+        elif kind == APPROVAL_DECISION:
+            thread.gates.pop(payload["call_id"], None)
+            thread.decided[payload["call_id"]] = payload["approved"] is True
         elif kind == THREAD_DELETED_KIND:
             thread.reset()
         elif kind == RUNS_DELETED_KIND:
@@ -1865,7 +1875,7 @@ class FlightlogSaver(BaseCheckpointSaver[str]):
         if stored:  # writes recorded before their checkpoint (LangGraph saves them in the background)
             ordered = sorted(stored.values(), key=_writes_sort_key)
             loaded = [(w.task_id, w.task_path, w.channel, self._load(thread, w.ref)) for w in ordered]
-            events.extend(self._special_events(thread, step, loaded, config, events))
+            events.extend(self._special_events(thread, step, loaded, config, events, checkpoint_id))
         if (
             meta.get("source") == "loop"
             and _finished(values)
@@ -1895,17 +1905,19 @@ class FlightlogSaver(BaseCheckpointSaver[str]):
         writes: Sequence[tuple[str, str, str, Any]],
         config: RunnableConfig,
         before: Sequence[Event],
+        checkpoint_id: str | None = None,
     ) -> builtins.list[Event]:
         """Readable events of a task's interrupt, error and resume writes ``(task_id, task_path, channel,
         value)`` linked to a root checkpoint whose metadata ``step`` is ``step`` (module docstring: readable
-        events); their turn is the step the tasks ran in, ``step + 1``."""
+        events); their turn is the step the tasks ran in, ``step + 1``. ``checkpoint_id``: that checkpoint,
+        whose stored writes name the interrupts a task's resume write answers (None: only ``writes``)."""
         turn = step + 1 if isinstance(step, int) and step >= 0 else 0
         events: builtins.list[Event] = []
-        gates = dict(thread.gates)
+        gates, decided = dict(thread.gates), dict(thread.decided)
         for task_id, task_path, channel, value in writes:
             node = _node(task_path, task_id)
             if channel == "__interrupt__":
-                fresh = [i for i in _interrupts(value) if i.id not in gates]
+                fresh = [i for i in _interrupts(value) if i.id not in gates and i.id not in decided]
                 for i in fresh:
                     gates[i.id] = node
                     reason = _short_json(i.value, 500)
@@ -1931,31 +1943,65 @@ class FlightlogSaver(BaseCheckpointSaver[str]):
                     events.append(
                         _terminal(f"error in node {node}: {error}"[:500], thread, [*before, *events])
                     )
-            elif channel == "__resume__" and task_id == NULL_TASK and gates:
-                answers = (
-                    {k: v for k, v in value.items() if k in gates}
-                    if isinstance(value, dict) and value and set(value) <= set(gates)
-                    else dict.fromkeys(gates, value)
-                )
+            elif channel == "__resume__" and gates:
+                answers = self._answers(thread, checkpoint_id, task_id, value, writes, gates)
                 who = _responder(config)
-                approved = [k for k, v in answers.items() if _approved(v)]
-                denied = [k for k in answers if k not in approved]
-                for k in answers:
+                for k, answer in answers.items():
+                    decided[k] = _approved(answer)
                     # As flightlog approve/deny: seed 000's responder, the name in the decision record.
-                    events.append(PermissionResolved(turn=turn, approved=k in approved, responder=_HUMAN))
+                    events.append(PermissionResolved(turn=turn, approved=decided[k], responder=_HUMAN))
                     events.append(
                         approval_decision(
                             turn=turn,
                             call_id=k,
                             gate="approval",
-                            approved=k in approved,
+                            approved=decided[k],
                             responder=who,
-                            reason=None if k in approved else denial_reason(who),
+                            reason=None if decided[k] else denial_reason(who),
                         )
                     )
                     gates.pop(k)
-                events.append(Resumed(turn=turn, approved=approved, denied=denied))
+                if answers and not gates:  # as a kernel run: resumed once no gate is left open
+                    approved = [k for k, ok in decided.items() if ok]
+                    events.append(
+                        Resumed(turn=turn, approved=approved, denied=[k for k in decided if not decided[k]])
+                    )
+                    decided.clear()
         return events
+
+    def _answers(
+        self,
+        thread: _Thread,
+        checkpoint_id: str | None,
+        task_id: str,
+        value: Any,
+        writes: Sequence[tuple[str, str, str, Any]],
+        gates: dict[str, str],
+    ) -> dict[str, Any]:
+        """The open interrupts a ``__resume__`` write answers, ``interrupt id -> resume value``.
+
+        LangGraph's null task carries ``Command(resume=value)`` (every open interrupt gets ``value``; a map
+        of interrupt ids, as older releases wrote it there, answers those it names). A resume map
+        (``Command(resume={interrupt_id: value})``, the only way to answer one of several interrupts) reaches
+        a checkpointer only as the ``__resume__`` write of each task it resumes: the task's answers so far,
+        in order, whose last ones answer the task's open interrupts (those of its stored ``__interrupt__``
+        write, in ``writes`` or under ``checkpoint_id``). A task's resume write after its null-task one
+        answers nothing new (its interrupt is no longer open)."""
+        if task_id == NULL_TASK:
+            if isinstance(value, dict) and value and set(value) <= set(gates):
+                return {k: v for k, v in value.items() if k in gates}
+            return dict.fromkeys(gates, value)
+        if not isinstance(value, list) or not value:
+            return {}
+        raised = next((v for t, _p, c, v in writes if t == task_id and c == "__interrupt__"), None)
+        if raised is None and checkpoint_id is not None:
+            stored = self._writes_of(thread, "", checkpoint_id).get(
+                (task_id, WRITES_IDX_MAP["__interrupt__"])
+            )
+            raised = None if stored is None else self._load(thread, stored.ref)
+        asked = [i.id for i in _interrupts(raised) if i.id in gates]
+        n = min(len(asked), len(value))
+        return dict(zip(asked[len(asked) - n :], value[len(value) - n :], strict=True)) if n else {}
 
     def put_writes(
         self,
@@ -2003,7 +2049,9 @@ class FlightlogSaver(BaseCheckpointSaver[str]):
             events: builtins.list[Event] = []
             cp = thread.checkpoints.get(ns, {}).get(checkpoint_id)
             if ns == "" and cp is not None:
-                events = self._special_events(thread, cp.metadata.get("step"), kept, config, [])
+                events = self._special_events(
+                    thread, cp.metadata.get("step"), kept, config, [], checkpoint_id
+                )
             payload = {
                 "checkpoint_ns": ns,
                 "checkpoint_id": checkpoint_id,
