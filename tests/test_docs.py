@@ -137,6 +137,7 @@ def test_the_table_parser_sees_what_a_reader_sees() -> None:
 
 ERRORS = [
     errors.EncodingError(field="$.a", reason="nan"),
+    errors.ItemEncodingError(field="items[1].content", reason="object is not a JSON value"),
     errors.EventDecodeError(reason="bad", seq=3),
     errors.LedgerIntegrityError(
         session_id="s",
@@ -167,6 +168,8 @@ def test_every_error_pickles_with_its_fields(error: errors.FlightlogError) -> No
 
 def test_errors_keep_their_builtin_bases() -> None:
     assert isinstance(errors.EncodingError(field="$", reason="x"), ValueError)
+    item = errors.ItemEncodingError(field="items[0]", reason="x")
+    assert isinstance(item, TypeError) and isinstance(item, ValueError)
     assert isinstance(errors.SessionNotFound(session_id="x"), LookupError)
     assert isinstance(errors.ImportFormatError(path="p", reason="r"), ValueError)
     assert "seq 2" not in str(errors.LedgerIntegrityError(session_id="s", reason="empty"))

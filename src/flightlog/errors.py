@@ -4,6 +4,7 @@ One base, with a builtin second base where callers expect one (``except ValueErr
 
     FlightlogError
     +-- EncodingError(ValueError)            field
+    |   `-- ItemEncodingError(TypeError)     field (items[i]...)
     +-- EventDecodeError(ValueError)         seq, reason
     +-- LedgerIntegrityError                 session_id, seq, reason, divergences
     +-- StoreError
@@ -38,6 +39,7 @@ __all__ = [
     "FlightlogError",
     "GrantError",
     "ImportFormatError",
+    "ItemEncodingError",
     "LedgerIntegrityError",
     "LedgerRetired",
     "ReadOnlyStore",
@@ -79,6 +81,15 @@ class EncodingError(FlightlogError, ValueError):
 
     def __init__(self, *, field: str, reason: str) -> None:
         super().__init__(f"cannot encode {field}: {reason}", field=field, reason=reason)
+
+
+class ItemEncodingError(EncodingError, TypeError):
+    """An item given to a session store (``FlightlogSession.add_items``) cannot be put in canonical form;
+    ``field`` names the item and its field (``items[2].content``).
+
+    A ``TypeError`` too: the OpenAI Agents SDK's ``SQLiteSession.add_items`` raises one (``json.dumps``'s) for
+    an item it cannot serialize, and its session tests expect it; still an :class:`EncodingError` (a
+    ``ValueError``), as for every other value RFC 8785 cannot hold."""
 
 
 class EventDecodeError(FlightlogError, ValueError):

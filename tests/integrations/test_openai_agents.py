@@ -32,7 +32,13 @@ from typer.testing import CliRunner
 
 import flightlog
 from flightlog.cli import app
-from flightlog.errors import EncodingError, LedgerIntegrityError, SessionNotFound, StaleWriter
+from flightlog.errors import (
+    EncodingError,
+    ItemEncodingError,
+    LedgerIntegrityError,
+    SessionNotFound,
+    StaleWriter,
+)
 from flightlog.events import Custom
 from flightlog.integrations.openai_agents import (
     CLEAR_KIND,
@@ -286,6 +292,29 @@ def test_unencodable_item_writes_nothing(db: Path) -> None:
         assert info.value.field.endswith(".score")
         assert await session.get_items() == _items("a")
         assert (await session.verify()).events == 2
+
+    try:
+        _run(play())
+    finally:
+        session.close()
+
+
+def test_an_item_the_sdk_cannot_serialize_is_a_type_error_naming_it(db: Path) -> None:
+    """The SDK's contract (its SQLiteSession raises json.dumps's TypeError; its session tests expect one):
+    a TypeError, still an EncodingError naming the item and its field; nothing written, the session usable."""
+    session = FlightlogSession("s", db)
+
+    async def play() -> None:
+        await session.add_items(_items("a"))
+        with pytest.raises(TypeError, match=r"cannot encode items\[1\]\.content: object is not a JSON value"):
+            await session.add_items([*_items("b"), {"role": "user", "content": object()}])
+        with pytest.raises(ItemEncodingError) as info:
+            await session.add_items([{"role": "user", "content": "x", "score": float("nan")}])
+        assert isinstance(info.value, EncodingError) and info.value.field == "items[0].score"
+        assert await session.get_items() == _items("a")
+        await session.add_items(_items("after"))
+        assert await session.get_items() == [*_items("a"), *_items("after")]
+        assert (await session.verify()).events == 3
 
     try:
         _run(play())

@@ -97,8 +97,15 @@ except ImportError as exc:  # pragma: no cover - exercised in a subprocess witho
     ) from exc
 
 from ..decisions import APPROVAL_DECISION, approval_decision, denial_reason
-from ..encoding import decode_stored, parse_json
-from ..errors import AppendConflict, LedgerIntegrityError, SessionNotFound, StaleWriter
+from ..encoding import canonical_bytes, decode_stored, parse_json
+from ..errors import (
+    AppendConflict,
+    EncodingError,
+    ItemEncodingError,
+    LedgerIntegrityError,
+    SessionNotFound,
+    StaleWriter,
+)
 from ..events import (
     Custom,
     Event,
@@ -264,8 +271,10 @@ class FlightlogSession(SessionABC):
         nothing (the closed check comes first, as in ``SQLiteSession``).
 
         Raises:
-            EncodingError: an item is not representable as RFC 8785 JSON (NaN, an integer beyond
-                ±(2**53-1), a lone surrogate, a non-JSON object), naming the field; nothing written.
+            ItemEncodingError: an item is not representable as RFC 8785 JSON (NaN, an integer beyond
+                ±(2**53-1), a lone surrogate, a non-JSON object), naming the item and its field
+                (``items[1].content``); nothing written. It is a ``TypeError``, as ``SQLiteSession`` raises
+                for an item it cannot serialize, and an :class:`~flightlog.errors.EncodingError` (``ValueError``).
         """
         self._check_open()
         if not items:
@@ -275,7 +284,13 @@ class FlightlogSession(SessionABC):
         def write() -> None:
             with self._lock:
                 rec = self._ready()
-                rows = rec.append_many(events)
+                try:
+                    rows = rec.append_many(events)
+                except EncodingError as exc:
+                    named = _item_error(events)
+                    if named is None:  # not one item's own value: as raised
+                        raise
+                    raise named from exc
                 self._items.extend((row.seq, row.event_bytes) for row in rows)
 
         await _await_mutation(asyncio.to_thread(write))
@@ -827,6 +842,19 @@ class _Gates:
 
 def _field(raw: Any, name: str) -> Any:
     return raw.get(name) if isinstance(raw, dict) else getattr(raw, name, None)
+
+
+def _item_error(events: Sequence[Custom]) -> ItemEncodingError | None:
+    """The first of ``events`` (the items of one ``add_items``, in order) that does not encode, as an
+    :class:`ItemEncodingError` naming it (``items[i]`` and the field within the item); None when each
+    encodes on its own."""
+    for index, event in enumerate(events):
+        try:
+            canonical_bytes(event)
+        except EncodingError as own:
+            field = f"items[{index}]{own.field.removeprefix('$.payload')}"
+            return ItemEncodingError(field=field, reason=own.reason)
+    return None
 
 
 def _approval_call(item: ToolApprovalItem) -> ToolCall:
