@@ -18,7 +18,15 @@ from typer.testing import CliRunner
 
 import flightlog
 from flightlog.cli import app
-from flightlog.events import Custom, PermissionRequested, Resumed, RunTerminal, Suspended, ToolGated
+from flightlog.events import (
+    Custom,
+    PermissionRequested,
+    Resumed,
+    RunStarted,
+    RunTerminal,
+    Suspended,
+    ToolGated,
+)
 from flightlog.integrations.openai_agents import APPROVAL_DECISION, session_id_for
 from flightlog.kernel.records import APPROVAL_DECISION as KERNEL_APPROVAL_DECISION
 from flightlog.recorder import verify_session
@@ -236,3 +244,29 @@ def test_a_state_loaded_again_after_its_resume_gets_the_same_decision(started: t
     events = _events(db)
     assert len(events) == count
     assert len([e for e in events if isinstance(e, Resumed)]) == 1
+
+
+def test_a_traced_runs_events_follow_its_run_started(tmp_path: Path) -> None:
+    """The tracing processor records a run's model answers while it runs, before ``record_result``: the
+    run is opened by its first traced event (goal: the input item the SDK added), so every run's events
+    lie between its ``run_started`` and its end, across the processes that start, decide and rerun it."""
+    db, state = tmp_path / "agents.db", tmp_path / "state.json"
+    assert _step(db, state, "start", traced=True) == f"suspended {CALL}"
+    assert _step(db, state, "approve", "bob", traced=True) == "final tool said: refunded order 42"
+    # a second run of the session: the model sees the refund's result in the history and answers at once
+    assert _step(db, state, "start", traced=True) == "final tool said: refunded order 42"
+    events = _events(db)
+    runs: list[list[str]] = []
+    open_run = False
+    for event in events:
+        if isinstance(event, RunStarted):
+            assert not open_run, "a run started inside another"
+            open_run = True
+            runs.append([event.goal])
+        elif isinstance(event, RunTerminal):
+            open_run = False
+        elif not isinstance(event, Custom):
+            assert open_run, f"{event.kind} outside a run"
+            runs[-1].append(event.kind)
+    assert [run[0] for run in runs] == ["Refund order 42", "Refund order 42"]
+    assert runs[0][1:3] == ["llm_completed", "tool_requested"] and runs[1][1:] == ["llm_completed"]

@@ -292,6 +292,8 @@ class FlightlogSession(SessionABC):
                         raise
                     raise named from exc
                 self._items.extend((row.seq, row.event_bytes) for row in rows)
+                for event in events:
+                    self._gates.feed(event)  # a user item is the goal of the run it starts (_opening)
 
         await _await_mutation(asyncio.to_thread(write))
 
@@ -331,12 +333,20 @@ class FlightlogSession(SessionABC):
         synchronous code (``FlightlogTracingProcessor`` records a run's spans so). The items are unchanged:
         the fold ignores events that are not ``openai_agents.*``.
 
+        A run's events come after its ``run_started``: when no run is open in the ledger, one is opened
+        first, in the same transaction (``goal``: the latest user item added since the previous run ended,
+        the run's input the SDK adds before its first model call; ``""`` when there is none), and
+        :meth:`record_result` then finds it open.
+
         Raises:
             EncodingError: an event is not representable as RFC 8785 JSON; nothing written.
             StaleWriter: a newer ``FlightlogSession`` took over this session id.
         """
+        if not events:
+            return
         with self._lock:
-            self._write(self._ready(), list(events))
+            rec = self._ready()  # folds the gates _opening reads
+            self._write(rec, [*self._opening(self._gates.next_goal or ""), *events])
 
     def open_call(
         self, name: str, arguments: str | None, *, skip: Mapping[str, CallState] | None = None
@@ -768,6 +778,7 @@ class _Gates:
     turn: int = 0
     run_open: bool = False
     suspended: bool = False
+    next_goal: str | None = None  # the text of the latest user item added while no run is open
     gates: dict[str, ToolGated] = field(default_factory=dict)
     decisions: dict[str, dict[str, Any]] = field(default_factory=dict)
     released: dict[str, dict[str, Any]] = field(default_factory=dict)  # decisions the latest resumed applied
@@ -783,6 +794,10 @@ class _Gates:
         if isinstance(event, RunStarted | RunTerminal):
             self.run_open, self.suspended = isinstance(event, RunStarted), False
             self.gates, self.decisions, self.released = {}, {}, {}
+            self.next_goal = None
+        elif isinstance(event, Custom) and event.custom_kind == ITEM_KIND:
+            if not self.run_open and isinstance(event.payload, dict) and event.payload.get("role") == "user":
+                self.next_goal = _goal([event.payload])
         elif isinstance(event, ToolGated):
             self.gates[event.call_id] = event
         elif isinstance(event, Suspended):

@@ -13,7 +13,8 @@ Install with ``pip install 'flightlog[openai-agents]'``. Usage::
 
 The processor records the spans of the traces whose ``group_id`` is the session's id (``RunConfig(group_id=
 ...)``; ``all_traces=True`` records every trace), each when the span ends, appended through the session's own
-recorder (so its items and these events share one chain). A run resumed from a ``RunState`` in the process
+recorder (so its items and these events share one chain); the first of a run opens it with ``run_started``
+(:meth:`FlightlogSession.record_events`), so a run's events follow its start. A run resumed from a ``RunState`` in the process
 that started it continues that trace without a new ``on_trace_start`` (the SDK's ``ReattachedTrace``); its
 spans are recorded too, the trace being recognised as the current trace (``agents.tracing.get_current_trace``)
 when a span of it starts or ends. Mapping:
