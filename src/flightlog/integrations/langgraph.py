@@ -132,7 +132,9 @@ LangGraph saves a task's writes in the background, sometimes before the checkpoi
 interrupt, error or resume write is described when both it and its checkpoint are recorded (by the later of
 the two). The session status follows (``running``, ``suspended``, ``completed``, ``interrupted``,
 ``failed``), and each time the graph stops (suspended or run ended) the recorder signs a checkpoint at once
-(with the saver's notary) instead of waiting for the cadence.
+(with the saver's notary) instead of waiting for the cadence; so does a write that lands on a stopped
+thread (a task's writes saved after the run's final checkpoint, or while it waits at an interrupt), so a new
+process finds no unsigned tail.
 
 Reads fold the ledger: the first read of a thread in a process first checks its signatures as ``flightlog
 audit`` does, when the saver has a notary (the default): the latest signed checkpoint under the notary's
@@ -855,6 +857,17 @@ def _status_after(events: Sequence[Event]) -> str | None:
     return status
 
 
+def _stopped_after(thread: _Thread, events: Sequence[Event]) -> bool:
+    """Whether the graph is stopped once ``events`` are appended to ``thread`` (as folded before them), so
+    the write is signed at once: they end the run or suspend it, or they change no lifecycle and land on a
+    thread whose run has ended (LangGraph may save a task's writes after the step's checkpoint, so they can
+    come after the ``run_terminal`` that checkpoint recorded) or that waits at an ``interrupt()``."""
+    status = _status_after(events)
+    if status is not None:
+        return status != "running"
+    return not thread.run_open or bool(thread.gates)
+
+
 def _is_messages(value: Any) -> bool:
     return isinstance(value, list) and bool(value) and all(isinstance(m, BaseMessage) for m in value)
 
@@ -1451,7 +1464,7 @@ class FlightlogSaver(BaseCheckpointSaver[str]):
                         rows = rec.append_many(events)
                         if (status := _status_after(events)) is not None:
                             self.store.set_session_status(thread.session_id, status)
-                        if any(isinstance(e, RunTerminal | Suspended) for e in events):
+                        if _stopped_after(thread, events):
                             rec.checkpoint()  # the graph stopped: sign what it did now, not at the cadence
             except _NothingToWrite:
                 self._forget(thread)

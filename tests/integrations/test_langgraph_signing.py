@@ -1,0 +1,76 @@
+"""A LangGraph thread is signed when the graph stops, writes that come after its end included.
+
+With LangGraph's default ``durability="async"``, a task's writes (``put_writes``) and the step's checkpoint
+(``put``) are saved by a background thread and may reach the saver in either order: the last task's writes
+can come after the final checkpoint, which recorded ``run_terminal`` and was signed. That write was appended
+unsigned (signing followed only a ``run_terminal`` or ``suspended`` in the same write), so a new process found
+an unanchored tail. The test replays that order exactly: the saver holds back the last task's
+``put_writes`` call (LangGraph's own arguments) and makes it after ``invoke`` returns.
+"""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+from typing import Any
+
+from langchain_core.messages import HumanMessage
+from langchain_core.runnables import RunnableConfig
+from langgraph.types import Command
+
+import flightlog
+from flightlog.integrations.langgraph import FlightlogSaver
+
+from .test_langgraph_readable import CFG, SID, _graph
+
+FLIGHTLOG = Path(sys.executable).parent / "flightlog"
+
+
+class _LateWrites(FlightlogSaver):
+    """Holds back ``put_writes`` calls of the task named ``late`` (``task_path`` ends with it) once armed."""
+
+    def __init__(self, *args: Any, late: str, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        self.late, self.armed = late, False
+        self.held: list[tuple[Any, ...]] = []
+
+    def put_writes(self, config: RunnableConfig, writes: Any, task_id: str, task_path: str = "") -> None:
+        if self.armed and task_path.endswith(self.late):
+            self.held.append((config, list(writes), task_id, task_path))
+            return
+        super().put_writes(config, writes, task_id, task_path)
+
+
+def _audit(db: Path) -> dict[str, Any]:
+    """``flightlog audit --json`` of the thread, in a new process."""
+    done = subprocess.run(
+        [str(FLIGHTLOG), "--db", str(db), "audit", SID, "--json"],
+        capture_output=True,
+        text=True,
+        timeout=120,
+        check=False,
+    )
+    assert done.returncode == 0, done.stdout + done.stderr
+    (report,) = json.loads(done.stdout)
+    return dict(report)
+
+
+def test_a_write_after_the_run_ended_is_signed(tmp_path: Path) -> None:
+    db = tmp_path / "lg.db"
+    with flightlog.open_store(str(db)) as store:
+        saver = _LateWrites(store, late="model")  # signed with the user's log key
+        graph = _graph(saver)
+        graph.invoke({"messages": [HumanMessage("add 1 and 2")]}, CFG)
+        saver.armed = True  # the model's last answer: its writes after the final checkpoint
+        graph.invoke(Command(resume="yes"), CFG)
+        assert store.get_session(SID).status == "completed"
+        (late,) = saver.held
+        before = store.get_session(SID).head_seq
+        FlightlogSaver.put_writes(saver, *late)
+        assert store.get_session(SID).head_seq == before + 1  # the write is recorded after run_terminal
+        kinds = [row.kind for row in store.read_events(SID)]
+        assert kinds[-3:] == ["run_terminal", "custom", "custom"]
+    report = _audit(db)
+    assert report["ok"] and (report["anchored"], report["unanchored"]) == (report["events"], None)
