@@ -178,7 +178,7 @@ import json
 import random
 import struct
 import threading
-from collections.abc import AsyncIterator, Callable, Iterator, Sequence
+from collections.abc import AsyncIterator, Callable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, NamedTuple
@@ -393,6 +393,9 @@ class _Thread:
     last_cp: dict[str, str] = field(default_factory=dict)  # checkpoint_ns -> last checkpoint put
     gates: dict[str, str] = field(default_factory=dict)  # pending interrupt id -> node
     decided: dict[str, bool] = field(default_factory=dict)  # answered interrupt id -> approved, until resumed
+    call_turns: dict[str, int] = field(
+        default_factory=dict
+    )  # requested tool call id -> its turn, until answered
     # writer-side cache, not folded: (ns, channel) -> (version, element digests) of the last list put
     lists: dict[tuple[str, str], tuple[str | int | float, list[bytes]]] = field(default_factory=dict)
 
@@ -699,34 +702,45 @@ def _ai_events(msg: AIMessage, turn: int) -> list[Event]:
     return events
 
 
-def _message_events(messages: Sequence[BaseMessage], turn: int, *, skip_user: bool) -> list[Event]:
-    """Readable events for messages appended to a channel: ``AIMessage`` → :func:`_ai_events`, a run of
-    ``ToolMessage`` → one ``tool_completed``, ``HumanMessage`` → ``custom`` ``signal_message`` (but the
-    first one when ``skip_user``: the run's input, already the ``run_started`` goal); a ``SystemMessage``
-    records nothing here (the thread's leading system messages are the run's ``run_started.system_prompt``,
-    see :func:`_system_prompt`)."""
+def _message_events(
+    messages: Sequence[BaseMessage],
+    turn: int,
+    *,
+    skip_user: bool,
+    call_turns: Mapping[str, int] | None = None,
+) -> list[Event]:
+    """Readable events for messages appended to a channel at ``turn``: ``AIMessage`` → :func:`_ai_events`,
+    a run of ``ToolMessage`` → one ``tool_completed`` per turn of the calls it answers, ``HumanMessage`` →
+    ``custom`` ``signal_message`` (but the first one when ``skip_user``: the run's input, already the
+    ``run_started`` goal); a ``SystemMessage`` records nothing here (the thread's leading system messages are
+    the run's ``run_started.system_prompt``, see :func:`_system_prompt`).
+
+    A ``tool_completed`` carries the turn of the call it answers, as the kernel records it (seed 000: a turn
+    is one model call and the tool calls it asked for): the turn of the call's ``tool_requested``, from
+    ``call_turns`` (requested call id → turn, as folded) or from an ``AIMessage`` among ``messages``; else
+    ``turn`` (a result whose call was never recorded)."""
     events: list[Event] = []
-    results: list[ToolResult] = []
+    asked = dict(call_turns or {})
+    results: dict[int, list[ToolResult]] = {}  # call's turn -> results, in order
     for msg in messages:
         if isinstance(msg, ToolMessage):
-            results.append(
+            results.setdefault(asked.get(msg.tool_call_id, turn), []).append(
                 ToolResult(
                     call_id=msg.tool_call_id, output=_text(msg.content), is_error=msg.status == "error"
                 )
             )
             continue
-        if results:
-            events.append(ToolCompleted(turn=turn, results=results))
-            results = []
+        events.extend(ToolCompleted(turn=t, results=r) for t, r in results.items())
+        results = {}
         if isinstance(msg, AIMessage):
             events.extend(_ai_events(msg, turn))
+            asked.update((c.get("id") or "", turn) for c in msg.tool_calls)
         elif isinstance(msg, HumanMessage):
             if skip_user:
                 skip_user = False  # the goal
             else:
                 events.append(Custom(custom_kind=USER_MESSAGE_KIND, payload={"text": _text(msg.content)}))
-    if results:
-        events.append(ToolCompleted(turn=turn, results=results))
+    events.extend(ToolCompleted(turn=t, results=r) for t, r in results.items())
     return events
 
 
@@ -1089,6 +1103,11 @@ class FlightlogSaver(BaseCheckpointSaver[str]):
             thread.run_llm += 1
         elif kind == "tool_completed":
             thread.history += len(wire["results"])
+            for result in wire["results"]:
+                thread.call_turns.pop(result["call_id"], None)
+        elif kind == "tool_requested":
+            for call in wire["calls"]:
+                thread.call_turns[call["id"]] = wire["turn"]
         elif kind == "rollbacked":
             thread.history = min(thread.history, wire["checkpoint_history_len"])
         elif kind == "run_terminal":
@@ -1883,7 +1902,7 @@ class FlightlogSaver(BaseCheckpointSaver[str]):
             keep = at_parent - _replay_size(dropped) - (1 if from_input else 0)  # the goal follows them
             events.append(Rollbacked(turn=turn, checkpoint_history_len=max(0, keep)))
             from_input = False  # the goal was rolled back with them: the input's messages are recorded
-        events.extend(_message_events(appended, turn, skip_user=from_input))
+        events.extend(_message_events(appended, turn, skip_user=from_input, call_turns=thread.call_turns))
         stored = thread.writes.get(("", checkpoint_id), {})
         if stored:  # writes recorded before their checkpoint (LangGraph saves them in the background)
             ordered = sorted(stored.values(), key=_writes_sort_key)

@@ -1,4 +1,5 @@
-"""A LangGraph thread is signed when the graph stops, writes that come after its end included.
+"""What the LangGraph saver writes: signed when the graph stops, writes that come after its end included;
+a tool result numbered by the turn of its call.
 
 With LangGraph's default ``durability="async"``, a task's writes (``put_writes``) and the step's checkpoint
 (``put``) are saved by a background thread and may reach the saver in either order: the last task's writes
@@ -74,3 +75,30 @@ def test_a_write_after_the_run_ended_is_signed(tmp_path: Path) -> None:
         assert kinds[-3:] == ["run_terminal", "custom", "custom"]
     report = _audit(db)
     assert report["ok"] and (report["anchored"], report["unanchored"]) == (report["events"], None)
+
+
+def test_a_tool_result_carries_the_turn_of_its_call(tmp_path: Path) -> None:
+    """As the kernel records it (a turn is one model call and the tool calls it asked for): the ``add``
+    call asked at turn 1 runs after an approval, two steps later, in a process that folds the thread
+    afresh; its ``tool_completed`` is turn 1, and the model's next answer turn 4."""
+    db = tmp_path / "lg.db"
+    with flightlog.open_store(str(db)) as store:
+        _graph(FlightlogSaver(store, notary=None)).invoke({"messages": [HumanMessage("add 1 and 2")]}, CFG)
+    with flightlog.open_store(str(db)) as store:  # a new saver: the call's turn comes from the ledger
+        _graph(FlightlogSaver(store, notary=None)).invoke(Command(resume="yes"), CFG)
+        wires = [json.loads(row.event_bytes) for row in store.read_events(SID)]
+    turns = [
+        (w["kind"], w["turn"])
+        for w in wires
+        if w["kind"] in ("llm_completed", "tool_requested", "tool_completed", "tool_gated", "resumed")
+    ]
+    assert turns == [
+        ("llm_completed", 1),
+        ("tool_requested", 1),
+        ("tool_gated", 2),
+        ("resumed", 2),
+        ("tool_completed", 1),
+        ("llm_completed", 4),
+    ]
+    (done,) = [w for w in wires if w["kind"] == "tool_completed"]
+    assert [r["call_id"] for r in done["results"]] == ["call0"]
