@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import pickle
 import re
+import tomllib
 from pathlib import Path
 
 import pytest
@@ -133,6 +134,29 @@ def test_the_table_parser_sees_what_a_reader_sees() -> None:
     assert table[("export",)] == {"-o", "--output", "--bundle", "--otlp", "--otlp-content"}
     assert table[("worker",)] >= {"--db", "-c", "--concurrency", "--json"}
     assert "--install-completion" in table[()] and "-h" in table[()]
+
+
+def test_every_install_in_the_guide_works_from_a_clone() -> None:
+    """flightlog is not on PyPI yet: wherever the guide names ``pip install 'flightlog[X]'`` it says that
+    works once flightlog is published, and gives ``pip install -e '.[X]'`` (what works from a clone) on the
+    same page; every extra it names is one pyproject.toml defines."""
+    extras = set(
+        tomllib.loads((ROOT / "pyproject.toml").read_text(encoding="utf-8"))["project"][
+            "optional-dependencies"
+        ]
+    )
+    pages = sorted(p for p in (ROOT / "docs").rglob("*.md") if "_build" not in p.parts)
+    installs = 0
+    for page in pages:
+        text = page.read_text(encoding="utf-8")
+        clone = set(re.findall(r"pip install -e '\.\[([\w-]+)\]'", text))
+        installs += len(clone)
+        for line in text.splitlines():
+            for extra in re.findall(r"'flightlog\[([\w-]+)\]'", line):
+                assert "published" in line, (page.name, line)
+                assert extra == "EXTRA" or extra in clone, (page.name, extra)
+        assert clone <= extras | {"EXTRA"}, (page.name, clone - extras)
+    assert installs >= 8  # the parser sees the guide's installs (it must not pass on nothing)
 
 
 ERRORS = [

@@ -1,6 +1,7 @@
 """``FlightlogSaver``: a LangGraph checkpointer whose history is a tamper-evident flightlog ledger.
 
-Install with ``pip install 'flightlog[langgraph]'`` (``langgraph-checkpoint>=2``). Usage::
+Install with ``pip install -e '.[langgraph]'`` in a clone (``pip install 'flightlog[langgraph]'`` once flightlog
+is published; ``langgraph-checkpoint>=2``). Usage::
 
     from flightlog import open_store
     from flightlog.integrations.langgraph import FlightlogSaver

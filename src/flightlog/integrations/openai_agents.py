@@ -1,6 +1,7 @@
 """``FlightlogSession``: an OpenAI Agents SDK session whose history is a tamper-evident flightlog ledger.
 
-Install with ``pip install 'flightlog[openai-agents]'`` (``openai-agents>=0.13``). Usage::
+Install with ``pip install -e '.[openai-agents]'`` in a clone (``pip install 'flightlog[openai-agents]'`` once
+flightlog is published; ``openai-agents>=0.13``). Usage::
 
     from agents import Agent, Runner
     from flightlog.integrations.openai_agents import FlightlogSession

@@ -1,7 +1,8 @@
 """``FlightlogTracingProcessor``: an OpenAI Agents SDK run's generations, tool calls, handoffs and guardrails
 recorded into a :class:`~flightlog.integrations.openai_agents.FlightlogSession`'s ledger as readable events.
 
-Install with ``pip install 'flightlog[openai-agents]'``. Usage::
+Install with ``pip install -e '.[openai-agents]'`` in a clone (``pip install 'flightlog[openai-agents]'`` once
+flightlog is published). Usage::
 
     from agents import RunConfig, Runner, add_trace_processor
     from flightlog.integrations.openai_agents import FlightlogSession

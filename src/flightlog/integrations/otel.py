@@ -1,6 +1,7 @@
 """OpenTelemetry export: any flightlog session as GenAI semantic-convention spans.
 
-Install with ``pip install 'flightlog[otel]'`` (``opentelemetry-sdk`` and the OTLP/HTTP exporter). Usage::
+Install with ``pip install -e '.[otel]'`` in a clone (``pip install 'flightlog[otel]'`` once flightlog is
+published; ``opentelemetry-sdk`` and the OTLP/HTTP exporter). Usage::
 
     from flightlog import open_store
     from flightlog.integrations.otel import export_otlp

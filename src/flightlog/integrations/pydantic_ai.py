@@ -1,6 +1,7 @@
 """``FlightlogHistory``: a Pydantic AI agent's message history kept as a readable, signed flightlog ledger.
 
-Install with ``pip install 'flightlog[pydantic-ai]'``. Usage::
+Install with ``pip install -e '.[pydantic-ai]'`` in a clone (``pip install 'flightlog[pydantic-ai]'`` once
+flightlog is published). Usage::
 
     from pydantic_ai import Agent
     from flightlog.integrations.pydantic_ai import FlightlogHistory
