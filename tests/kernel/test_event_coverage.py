@@ -945,11 +945,13 @@ EVENT_CLASSES = {
     if isinstance(cls := getattr(ev, name), type) and issubclass(cls, ev.Event) and name != "Custom"
 }
 RECORDER_WRITES = {
-    # Recorder methods the kernel calls and the Custom kind each writes (flightlog.recorder).
+    # Recorder methods and record builders the kernel calls and the Custom kind each writes (flightlog.recorder).
     "record_intent": "external_effect_intent",
     "complete_effect": "external_effect_completed",
     "record_grant": "grant_policy",  # flightlog.integrity.grants.record_grant -> Recorder.record_grant_policy
     "finish": "session_sealed",  # with a notary, Recorder.finish seals the session
+    # the shared record builder (flightlog.decisions.approval_decision), through records.Verdict.to_event
+    "to_event": "approval_decision",
 }
 
 
