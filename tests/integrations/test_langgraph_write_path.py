@@ -19,6 +19,7 @@ from typing import Any
 
 from langchain_core.messages import HumanMessage
 from langchain_core.runnables import RunnableConfig
+from langgraph.graph import END, START, MessagesState, StateGraph
 from langgraph.types import Command
 
 import flightlog
@@ -102,3 +103,25 @@ def test_a_tool_result_carries_the_turn_of_its_call(tmp_path: Path) -> None:
     ]
     (done,) = [w for w in wires if w["kind"] == "tool_completed"]
     assert [r["call_id"] for r in done["results"]] == ["call0"]
+
+
+def test_a_subgraph_runs_tool_result_carries_the_turn_of_its_call(tmp_path: Path) -> None:
+    """The same graph as a subgraph node: its run is a child session (not in the thread's fold), whose
+    ``tool_requested`` gives the turn of the call its later step answers."""
+    db = tmp_path / "lg.db"
+
+    def build(saver: FlightlogSaver) -> Any:
+        g = StateGraph(MessagesState)
+        g.add_node("research", _graph(None))
+        g.add_edge(START, "research")
+        g.add_edge("research", END)
+        return g.compile(checkpointer=saver)
+
+    with flightlog.open_store(str(db)) as store:
+        build(FlightlogSaver(store, notary=None)).invoke({"messages": [HumanMessage("add 1 and 2")]}, CFG)
+    with flightlog.open_store(str(db)) as store:
+        build(FlightlogSaver(store, notary=None)).invoke(Command(resume="yes"), CFG)
+        (child,) = [s.session_id for s in store.list_sessions() if s.parent_session_id == SID]
+        wires = [json.loads(row.event_bytes) for row in store.read_events(child)]
+    calls = [(w["kind"], w["turn"]) for w in wires if w["kind"] in ("tool_requested", "tool_completed")]
+    assert calls == [("tool_requested", 1), ("tool_completed", 1)]

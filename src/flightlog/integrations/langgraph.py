@@ -1589,6 +1589,16 @@ class FlightlogSaver(BaseCheckpointSaver[str]):
                 self._root_thread[checkpoint["id"]] = thread_id
         return _config(thread_id, ns, checkpoint["id"])
 
+    def _child_call_turns(self, sid: str) -> dict[str, int]:
+        """Requested tool call id -> turn of its ``tool_requested`` in a subgraph run's session (read when a
+        step of that run answers calls: the thread's fold does not hold the child's events)."""
+        turns: dict[str, int] = {}
+        for row in self.store.read_events(sid):
+            if row.kind == "tool_requested":
+                wire = parse_json(row.event_bytes)
+                turns.update((call["id"], wire["turn"]) for call in wire["calls"])
+        return turns
+
     def _subgraph_events(
         self,
         thread: _Thread,
@@ -1627,7 +1637,10 @@ class FlightlogSaver(BaseCheckpointSaver[str]):
             entry.append(self._process(outer_turn, sid, parent_sid, node, "running", None))
         else:
             if parent_cp is None or parent_cp.metadata.get("source") != "input":  # else: its input
-                events.extend(_message_events(appended, turn, skip_user=False))
+                asked = (
+                    self._child_call_turns(sid) if any(isinstance(m, ToolMessage) for m in appended) else None
+                )
+                events.extend(_message_events(appended, turn, skip_user=False, call_turns=asked))
             if meta.get("source") == "loop" and _finished(values):
                 llm, tokens = 0, 0
                 for row in self.store.read_events(sid):
