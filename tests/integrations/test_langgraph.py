@@ -29,6 +29,7 @@ from flightlog.cli import app
 from flightlog.errors import LedgerIntegrityError
 from flightlog.integrations.langgraph import (
     CHECKPOINT_KIND,
+    HEAD_KIND,
     PRUNED_KIND,
     RUNS_DELETED_KIND,
     THREAD_COPIED_KIND,
@@ -207,14 +208,20 @@ def test_put_writes_pending_writes_and_idempotency(store: Store) -> None:
         results.append((tup.pending_writes, tup.checkpoint["channel_values"], tup.parent_config))
     assert results[0] == results[1]
     assert results[0][0] == [("t1", "__error__", "boom2"), ("t1", "x", 1), ("t2", "x", 2), ("t2", "y", "a")]
-    kinds = _custom_kinds(store, "w")
-    assert kinds == [CHECKPOINT_KIND] + [WRITES_KIND] * 4  # the ignored repeat appended nothing
+    kinds = _custom_kinds(store, "w", heads=True)
+    # the ignored repeat appended nothing; the first error ended the run: a head record closes that write
+    assert kinds == [CHECKPOINT_KIND] + [WRITES_KIND] * 3 + [HEAD_KIND, WRITES_KIND]
 
 
-def _custom_kinds(store: Store, thread: str) -> list[str]:
-    """The saver's own ``langgraph.*`` records of a thread, in ledger order (readable events left out)."""
+def _custom_kinds(store: Store, thread: str, *, heads: bool = False) -> list[str]:
+    """The saver's own ``langgraph.*`` records of a thread, in ledger order (readable events left out, and
+    the head records each stop ends with unless ``heads``)."""
     events = [json.loads(r.event_bytes) for r in store.read_events(session_id_for(thread))]
-    return [e["custom_kind"] for e in events if e.get("custom_kind", "").startswith("langgraph.")]
+    return [
+        e["custom_kind"]
+        for e in events
+        if e.get("custom_kind", "").startswith("langgraph.") and (heads or e["custom_kind"] != HEAD_KIND)
+    ]
 
 
 def test_unchanged_values_are_stored_once_and_events_hold_references(store: Store) -> None:
@@ -224,7 +231,7 @@ def test_unchanged_values_are_stored_once_and_events_hold_references(store: Stor
     cp["channel_values"] = {"x": 1, "z": "big" * 100}
     cp["channel_versions"] = {"x": 1, "z": 1}
     saver.put(config, cp, {"source": "loop", "step": 0}, {"z": 1})  # only z changed: x not stored again
-    rows = list(store.read_events(session_id_for("w")))
+    rows = [r for r in store.read_events(session_id_for("w")) if CHECKPOINT_KIND.encode() in r.event_bytes]
     payload = json.loads(rows[-1].event_bytes)["payload"]
     assert set(payload["channels"]) == {"z"}
     assert payload["channels"]["z"]["ref"].startswith("sha256:") and payload["channels"]["z"]["type"]

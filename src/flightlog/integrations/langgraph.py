@@ -227,6 +227,7 @@ from ..events import (
     ToolRequested,
 )
 from ..integrity.notary import USER_NOTARY, Notary, UserNotary, resolve_notary
+from ..integrity.signing import SessionNotary
 from ..ledger import GENESIS, CompactRange
 from ..messages import ContentPart, Message, TextPart, ToolCall, ToolResult
 from ..narration import operator_problem
@@ -241,11 +242,14 @@ if TYPE_CHECKING:
 __all__ = [
     "APPROVAL_DECISION",
     "CHECKPOINT_KIND",
+    "DELTA_MAGIC",
     "DENIALS",
+    "HEAD_KIND",
     "PROTOCOL",
     "PRUNED_KIND",
     "RESPONDER_KEYS",
     "RUNS_DELETED_KIND",
+    "SEGMENT",
     "SESSION_PREFIX",
     "SOURCE",
     "STOPPED_KIND",
@@ -281,6 +285,14 @@ SUBGRAPH_STEP_KIND = "langgraph.subgraph_step"
 THREAD_COPIED_KIND = "langgraph.thread_copied"
 """``custom_kind`` of the event ``copy_thread`` appends to the target: the source's checkpoints, values and
 writes as references (the artifacts are shared, not copied)."""
+HEAD_KIND = "langgraph.head"
+"""``custom_kind`` of the record each write that stops the graph (``run_terminal`` / ``suspended``) ends
+with, just before the recorder signs: what the root namespace's latest checkpoint (highest id) reads from,
+so a new process reads it without folding the thread (module docstring: reads): ``checkpoint_ns`` (``""``),
+``checkpoint_id``, ``bodies`` (the seqs of the ``langgraph.checkpoint`` events its body is built from: a
+whole body, then each patch up to its own), ``writes`` (the seqs of the events holding its pending writes,
+ledger order) and ``values`` (``{channel: {"type", "ref", "depth"?}}`` for each channel of its
+``channel_versions`` holding a value)."""
 SUBGRAPH_PREFIX = "langgraph-subgraph:"
 """A subgraph run's session id is ``langgraph-subgraph:<thread_id>|<checkpoint_ns>`` (its own session, a
 child run of the thread's; not a thread: :meth:`FlightlogSaver.list` does not list it)."""
@@ -303,12 +315,14 @@ def session_id_for(thread_id: str) -> str:
 class _Ref(NamedTuple):
     """A serialized value in the artifact table: serde type tag, ``sha256:<hex>`` handle, event seq; ``base``
     is set for a list stored as a delta: the value is the channel's value at version ``base`` followed by the
-    elements of this artifact."""
+    elements of this artifact. ``depth`` is set for a content-linked delta (:data:`DELTA_MAGIC`): the
+    artifact is an envelope naming the artifact it extends, ``depth`` deltas above a whole list."""
 
     type: str
     handle: str
     seq: int
     base: str | int | float | None = None
+    depth: int | None = None
 
 
 class _Val(NamedTuple):
@@ -384,6 +398,9 @@ class _Thread:
     # writes events folded but not parsed yet, in ledger order: (checkpoint_ns, checkpoint_id) -> [(seq, bytes)]
     # (merged into ``writes`` by ``_writes_of`` when a read or write needs that checkpoint's writes)
     raw_writes: dict[tuple[str, str], list[tuple[int, bytes]]] = field(default_factory=dict)
+    # (checkpoint_ns, checkpoint_id) -> seqs of the events that wrote its pending writes, in ledger order
+    # (what a head record names: :data:`HEAD_KIND`)
+    write_seqs: dict[tuple[str, str], list[int]] = field(default_factory=dict)
     recorder: Recorder | None = None
     # the readable side (module docstring: readable events), folded from the readable events
     run_open: bool = False  # a run_started without its run_terminal
@@ -405,6 +422,7 @@ class _Thread:
         self.blobs.clear()
         self.writes.clear()
         self.raw_writes.clear()
+        self.write_seqs.clear()
         self.lists.clear()
 
     def drop(self, ns: str, checkpoint_id: str) -> None:
@@ -412,13 +430,15 @@ class _Thread:
         del self.checkpoints[ns][checkpoint_id]
         self.writes.pop((ns, checkpoint_id), None)
         self.raw_writes.pop((ns, checkpoint_id), None)
+        self.write_seqs.pop((ns, checkpoint_id), None)
 
 
 def _blob_ref(entry: dict[str, Any], seq: int) -> _Ref | None:
-    """A stored channel value entry (``{"type": "empty"}``, ``{"type", "ref"}`` or a delta with ``base``)."""
+    """A stored channel value entry (``{"type": "empty"}``, ``{"type", "ref"}`` or a delta with ``base``,
+    and ``depth`` when content-linked)."""
     if entry["type"] == "empty":
         return None
-    return _Ref(entry["type"], entry["ref"], seq, entry.get("base"))
+    return _Ref(entry["type"], entry["ref"], seq, entry.get("base"), entry.get("depth"))
 
 
 def _blob_entry(ref: _Ref | None) -> dict[str, Any]:
@@ -427,7 +447,38 @@ def _blob_entry(ref: _Ref | None) -> dict[str, Any]:
     entry: dict[str, Any] = {"type": ref.type, "ref": ref.handle}
     if ref.base is not None:
         entry["base"] = ref.base
+    if ref.depth is not None:
+        entry["depth"] = ref.depth
     return entry
+
+
+def _value_entry(ref: _Ref) -> dict[str, Any]:
+    """A head record's entry for a channel value (:data:`HEAD_KIND`): what loads it without the events
+    that stored it (``type``, ``ref``, and ``depth`` for a content-linked delta)."""
+    entry: dict[str, Any] = {"type": ref.type, "ref": ref.handle}
+    if ref.depth is not None:
+        entry["depth"] = ref.depth
+    return entry
+
+
+def _delta_bytes(header: dict[str, Any], data: bytes) -> bytes:
+    """A content-linked delta artifact: :data:`DELTA_MAGIC`, the canonical JSON ``header``, a newline
+    (canonical JSON holds none), then the serialized new elements."""
+    return DELTA_MAGIC + canonical_json(header) + b"\n" + data
+
+
+def _split_delta(content: bytes) -> tuple[dict[str, Any], bytes] | None:
+    """``(header, element bytes)`` of a content-linked delta artifact; None when not laid out so."""
+    if not content.startswith(DELTA_MAGIC):
+        return None
+    end = content.find(b"\n", len(DELTA_MAGIC))
+    if end < 0:
+        return None
+    try:
+        header = parse_json(content[len(DELTA_MAGIC) : end])
+    except ValueError:
+        return None
+    return (header, content[end + 1 :]) if isinstance(header, dict) else None
 
 
 class _NothingToWrite(Exception):
@@ -506,11 +557,28 @@ _CHECKPOINT_PREFIX = b'{"custom_kind":"langgraph.checkpoint","kind":"custom",'
 _USAGE_PREFIX = b'{"custom_kind":"model_usage","kind":"custom",'
 _WRITES_PREFIX = b'{"custom_kind":"langgraph.writes","kind":"custom","payload":{"checkpoint_id":"'
 _NS_KEY = ',"checkpoint_ns":"'
+_HEAD_PREFIX = b'{"custom_kind":"langgraph.head","kind":"custom",'
+_MARKER_PREFIXES = tuple(
+    b'{"custom_kind":"' + kind.encode() + b'","kind":"custom",'
+    for kind in (THREAD_DELETED_KIND, RUNS_DELETED_KIND, PRUNED_KIND, THREAD_COPIED_KIND)
+)  # rows that rewrite a thread's index: a head record cannot account for them
+_HEAD_WINDOW = 64  # rows read back from the signed head at first, looking for the last head record
+_HEAD_REACH = 4096  # rows a cheap read looks back for a head record before it folds the thread instead
 _U64 = struct.Struct("<Q")
 _scanstring: Callable[[str, int], tuple[str, int]] = json.decoder.scanstring  # type: ignore[attr-defined]  # C scanner, not in typeshed
 KEYFRAME = 16
 """A checkpoint body is stored whole at least every this many checkpoints down a parent chain (the others
 as patches on their parent's), so reading one applies at most ``KEYFRAME - 1`` patches."""
+DELTA_MAGIC = b"flightlog.langgraph.delta/1\n"
+"""First bytes of a content-linked list delta artifact (module docstring: ``depth``): then the canonical
+JSON header ``{"type", "depth", "base", "base_type"?, "hint"?}``, a newline, and the serialized new
+elements (``type`` is their serde type tag; ``base`` the handle of the value extended: a whole list,
+whose serde type is ``base_type``, when ``depth`` is 1, else a delta of depth ``depth - 1``)."""
+SEGMENT = 32
+"""Every delta whose ``depth`` is a multiple of this carries ``hint``: the handles of the ``SEGMENT``
+values below it (depths ``depth - 1`` down to ``depth - SEGMENT``), so a read fetches a chain in about
+``depth / SEGMENT + SEGMENT`` statements instead of one per delta. Hints only say what to fetch together:
+a value is what its ``base`` links say, and a hint that disagrees with them is never used."""
 
 
 _gc_lock = threading.Lock()
@@ -928,6 +996,8 @@ class FlightlogSaver(BaseCheckpointSaver[str]):
         self._root_thread: dict[str, str] = {}
         self._lifecycle: GraphCallbackHandler | None = None
         self._children: dict[str, Recorder] = {}  # subgraph runs' sessions being written
+        # threads read from their head record only (:meth:`_head`), not folded in this process
+        self._heads: dict[str, _Thread] = {}
 
     # ─── the fold ─────────────────────────────────────────────────────────────────────────
     def _thread(self, thread_id: str) -> _Thread:
@@ -999,6 +1069,154 @@ class FlightlogSaver(BaseCheckpointSaver[str]):
         self._threads[thread_id] = fresh
         return fresh
 
+    def _head(self, thread_id: str) -> _Thread | None:
+        """The index of a thread's root namespace as of its latest checkpoint, built from the last
+        :data:`HEAD_KIND` record and the rows that record names, not by folding the thread: what the first
+        ``get_state`` of a process reads (module docstring: reads). None when this cannot be done (no
+        notary, no signed checkpoint, no head record within :data:`_HEAD_REACH` rows, a row after the head
+        record that it cannot account for, a row that does not check): the caller then folds the thread,
+        which refuses naming the seq when the ledger does not verify.
+
+        Every row used is authenticated: the rows from the head record's oldest named seq to the session's
+        head are read at once and each row's hash and link checked, the one at the signed checkpoint's last
+        seq against the ``chain`` hash its signed note covers (:meth:`_anchor` checked the signature, the
+        retained head and the rows after it), so the rows before it are authenticated backwards by their
+        hashes and the rows after it as the signed tail is. Values then load through content: a handle in
+        an authenticated row names an artifact whose sha256 is checked (:meth:`_load_linked`).
+
+        Raises:
+            LedgerIntegrityError: as :meth:`_anchor`.
+        """
+        notary = self.notary
+        if notary is None:
+            return None
+        sid = session_id_for(thread_id)
+        try:
+            record = self.store.get_session(sid)
+        except SessionNotFound:
+            self._heads.pop(thread_id, None)
+            return None
+        cached = self._heads.get(thread_id)
+        if cached is not None and (cached.next_seq, cached.head) == (record.head_seq + 1, record.head_hash):
+            return cached
+        self._heads.pop(thread_id, None)
+        anchor = self._anchor(notary, sid)
+        latest = anchor.state.latest if isinstance(anchor.state, SessionNotary) else None
+        if latest is None or latest.checkpoint.chain is None:
+            return None
+        size = anchor.size
+        start = max(0, latest.size - _HEAD_WINDOW)
+        rows = self._rows(sid, start, size)
+        at = self._last_head(rows)
+        while at is None:
+            if start == 0 or size - start >= _HEAD_REACH:
+                return None
+            older = max(0, start - (size - start))
+            rows[:0] = self._rows(sid, older, start)
+            start = older
+            at = self._last_head(rows)
+        try:
+            head = parse_json(rows[at][1])["payload"]
+            bodies, writes = head["bodies"], head["writes"]
+            if (
+                head["checkpoint_ns"] != ""
+                or not bodies
+                or not all(type(q) is int and 0 <= q < rows[at][0] for q in (*bodies, *writes))
+            ):
+                return None
+        except (ValueError, KeyError, TypeError):
+            return None  # not a head record this saver writes: fold the thread
+        lo = min(bodies + writes)
+        if lo < start:
+            rows[:0] = self._rows(sid, lo, start)
+            start = lo
+        if not self._authentic(rows, start, latest.size - 1, latest.checkpoint.chain, anchor.head):
+            return None  # the full path names the divergent seq
+        thread = _Thread(thread_id, sid)
+        if not self._seed(thread, rows, start, at, head):
+            return None
+        thread.next_seq, thread.head = size, anchor.head
+        self._heads[thread_id] = thread
+        return thread
+
+    def _rows(self, sid: str, start: int, stop: int) -> builtins.list[tuple[int, bytes, str, str]]:
+        """Rows ``start <= seq < stop`` as ``(seq, event_bytes, prev_hash, hash)``, unchecked."""
+        return [row for page in self.store.read_chain(sid, start=start, stop=stop) for row in page]
+
+    @staticmethod
+    def _last_head(rows: Sequence[tuple[int, bytes, str, str]]) -> int | None:
+        """Index in ``rows`` of the last :data:`HEAD_KIND` record, or None."""
+        for i in range(len(rows) - 1, -1, -1):
+            if rows[i][1].startswith(_HEAD_PREFIX):
+                return i
+        return None
+
+    @staticmethod
+    def _authentic(
+        rows: Sequence[tuple[int, bytes, str, str]], start: int, signed: int, chain: str, head: str
+    ) -> bool:
+        """Do ``rows`` run from seq ``start`` without a gap, each row's ``hash`` = sha256(``prev_hash`` ‖
+        u64_le(seq) ‖ bytes) (ARCHITECTURE.md invariant 4) and its ``prev_hash`` the previous row's
+        ``hash``, the row at seq ``signed`` hashing to ``chain`` (the signed checkpoint's) and the last one
+        to ``head`` (the session's verified head)?"""
+        sha256, pack = hashlib.sha256, _U64.pack
+        prev: str | None = None
+        for i, (seq, data, prev_hash, hash_) in enumerate(rows):
+            if seq != start + i or (prev is not None and prev_hash != prev):
+                return False
+            if sha256(prev_hash.encode("ascii") + pack(seq) + data).hexdigest() != hash_:
+                return False
+            if seq == signed and hash_ != chain:
+                return False
+            prev = hash_
+        return bool(rows) and rows[0][0] <= signed <= rows[-1][0] and prev == head
+
+    def _seed(
+        self,
+        thread: _Thread,
+        rows: Sequence[tuple[int, bytes, str, str]],
+        start: int,
+        at: int,
+        head: dict[str, Any],
+    ) -> bool:
+        """Build ``thread``'s root namespace from the head record ``head`` (at ``rows[at]``) and the rows
+        it names, then fold the rows after it. False when the rows are not what the record says or a row
+        after it is one the partial index cannot fold (a marker that rewrites the thread, a checkpoint
+        whose parent it does not hold, ...): the caller then folds the thread whole."""
+        try:
+            for seq in head["bodies"]:
+                data = rows[seq - start][1]
+                if not data.startswith(_CHECKPOINT_PREFIX):
+                    return False
+                payload = parse_json(data)["payload"]
+                if payload["checkpoint_ns"] != "" or ("patch" in payload) == (seq == head["bodies"][0]):
+                    return False
+                self._add_checkpoint(thread, seq, payload)
+            roots = thread.checkpoints[""]
+            cp = roots[head["checkpoint_id"]]
+            if cp.body.seq != head["bodies"][-1]:
+                return False
+            thread.checkpoints[""] = {head["checkpoint_id"]: cp}
+            versions = self._body(thread, cp.body)["channel_versions"]
+            h = rows[at][0]
+            for channel, entry in head["values"].items():
+                thread.blobs[("", channel, versions[channel])] = _Ref(
+                    entry["type"], entry["ref"], h, None, entry.get("depth")
+                )
+            key = ("", head["checkpoint_id"])
+            for seq in head["writes"]:
+                data = rows[seq - start][1]
+                if not data.startswith(_WRITES_PREFIX) or _writes_key(data) != key:
+                    return False
+                thread.raw_writes.setdefault(key, []).append((seq, data))
+            for seq, data, _prev, _hash in rows[at + 1 :]:
+                if data.startswith(_MARKER_PREFIXES):
+                    return False
+                self._apply_bytes(thread, seq, data)
+        except (ValueError, KeyError, TypeError, IndexError, AttributeError, LedgerIntegrityError):
+            return False  # not what this saver writes, or beyond the partial index: fold the thread
+        return True
+
     def _anchor(self, notary: Notary, sid: str) -> Anchor:
         """``notary.resume(full=False)`` for a read: outside a write transaction another process may append
         (and sign, and retain its head) between the reads it makes, which it would report as a divergence
@@ -1063,8 +1281,11 @@ class FlightlogSaver(BaseCheckpointSaver[str]):
             self._fold_checkpoint(thread, seq, parse_json(data)["payload"])
         elif data.startswith(_USAGE_PREFIX):
             thread.run_tokens += int(parse_json(data)["payload"].get("total_tokens") or 0)
+        elif data.startswith(_HEAD_PREFIX):
+            return  # a head record: what the index already holds
         elif data.startswith(_WRITES_PREFIX) and (key := _writes_key(data)) is not None:
             thread.raw_writes.setdefault(key, []).append((seq, data))
+            thread.write_seqs.setdefault(key, []).append(seq)
         else:
             self._apply(thread, seq, parse_json(data))
 
@@ -1151,6 +1372,9 @@ class FlightlogSaver(BaseCheckpointSaver[str]):
             for w in payload["writes"]:
                 self._writes_of(thread, w["checkpoint_ns"], w["checkpoint_id"])  # keeps ledger order
                 stored = thread.writes.setdefault((w["checkpoint_ns"], w["checkpoint_id"]), {})
+                seqs = thread.write_seqs.setdefault((w["checkpoint_ns"], w["checkpoint_id"]), [])
+                if not seqs or seqs[-1] != seq:
+                    seqs.append(seq)
                 stored[(w["task_id"], w["idx"])] = _Write(
                     w["task_id"], w["channel"], _Ref(w["type"], w["ref"], seq), w["task_path"], w["idx"]
                 )
@@ -1158,6 +1382,7 @@ class FlightlogSaver(BaseCheckpointSaver[str]):
             ns, checkpoint_id = payload["checkpoint_ns"], payload["checkpoint_id"]
             self._writes_of(thread, ns, checkpoint_id)  # the ones filed before it first: ledger order
             self._merge_writes_event(thread.writes.setdefault((ns, checkpoint_id), {}), seq, payload)
+            thread.write_seqs.setdefault((ns, checkpoint_id), []).append(seq)
 
     def _fold_checkpoint(self, thread: _Thread, seq: int, payload: dict[str, Any]) -> None:
         """Fold a ``langgraph.checkpoint`` payload: its channel values filed by ``(ns, channel, version)``,
@@ -1169,7 +1394,9 @@ class FlightlogSaver(BaseCheckpointSaver[str]):
         for channel, entry in payload["channels"].items():
             kind = entry["type"]
             blobs[(ns, channel, entry["version"])] = (
-                None if kind == "empty" else new(_Ref, (kind, entry["ref"], seq, entry.get("base")))
+                None
+                if kind == "empty"
+                else new(_Ref, (kind, entry["ref"], seq, entry.get("base"), entry.get("depth")))
             )
         self._add_checkpoint(thread, seq, payload)
         thread.cp_history[(ns, checkpoint_id)] = thread.history
@@ -1245,6 +1472,8 @@ class FlightlogSaver(BaseCheckpointSaver[str]):
         """
         chain: builtins.list[_Ref] = []
         ref = thread.blobs[(ns, channel, version)]
+        if ref is not None and ref.depth is not None:
+            return self._load_linked(thread, ref)
         while ref is not None and ref.base is not None:
             chain.append(ref)
             base_ref = thread.blobs.get((ns, channel, ref.base), False)
@@ -1263,6 +1492,76 @@ class FlightlogSaver(BaseCheckpointSaver[str]):
         with _gc_paused():
             for r in refs:
                 value.extend(self._loads(thread, r, contents.get(r.handle)))
+        return value
+
+    def _load_linked(self, thread: _Thread, ref: _Ref) -> Any:
+        """The list a content-linked delta stands for (:data:`DELTA_MAGIC`): its ``base`` links followed
+        down to a whole list, each artifact's sha256 checked against the handle that named it, then the
+        whole list followed by each delta's elements. Needs no event but the one naming ``ref``. Artifacts
+        are fetched in one statement per :data:`SEGMENT` deltas (a delta's ``hint``), plus one per delta
+        above the highest hint.
+
+        Raises:
+            LedgerIntegrityError: an artifact is missing, altered (names ``ref.seq`` and the handle), or
+                not a delta of the depth its successor says, or the whole value is not a list.
+        """
+        sha256 = hashlib.sha256
+        fetched: dict[str, bytes] = {}
+        hint: builtins.list[str] = []
+        parts: builtins.list[tuple[str, bytes]] = []
+        handle, depth = ref.handle, ref.depth
+
+        def checked(handle: str) -> bytes:
+            content = fetched.pop(handle, None)
+            if content is None:
+                got = self.store.get_artifacts([handle, *(h for h in hint if h not in fetched)])
+                hint.clear()
+                content = got.pop(handle, None)
+                fetched.update(got)
+            if content is None or sha256(content).hexdigest() != handle.removeprefix("sha256:"):
+                raise LedgerIntegrityError(
+                    session_id=thread.session_id,
+                    seq=ref.seq,
+                    reason=f"artifact {handle} of channel value {ref.handle} is "
+                    f"{'missing' if content is None else 'altered'}",
+                )
+            return content
+
+        def bad(handle: str, what: str) -> LedgerIntegrityError:
+            return LedgerIntegrityError(
+                session_id=thread.session_id,
+                seq=ref.seq,
+                reason=f"artifact {handle} of channel value {ref.handle}: {what}",
+            )
+
+        while True:
+            split = _split_delta(checked(handle))
+            if split is None:
+                raise bad(handle, "not a content-linked delta")
+            header, data = split
+            kind, base, step = header.get("type"), header.get("base"), header.get("depth")
+            if (
+                type(step) is not int
+                or step != depth
+                or not isinstance(kind, str)
+                or not isinstance(base, str)
+            ):
+                raise bad(handle, f"delta header {header!r} does not continue a chain at depth {depth}")
+            parts.append((kind, data))
+            if isinstance(header.get("hint"), builtins.list):
+                hint[:] = [h for h in header["hint"] if isinstance(h, str)]
+            if step == 1:
+                base_type = header.get("base_type")
+                if not isinstance(base_type, str):
+                    raise bad(handle, "the delta at depth 1 does not name its base's type")
+                break
+            handle, depth = base, step - 1
+        with _gc_paused():
+            value = self.serde.loads_typed((base_type, checked(base)))
+            if type(value) is not builtins.list:
+                raise bad(base, "the whole value a delta chain extends is not a list")
+            for kind, data in reversed(parts):
+                value.extend(self.serde.loads_typed((kind, data)))
         return value
 
     def _body(self, thread: _Thread, body: _Body) -> Any:
@@ -1351,6 +1650,16 @@ class FlightlogSaver(BaseCheckpointSaver[str]):
         thread_id: str = config["configurable"]["thread_id"]
         ns: str = config["configurable"].get("checkpoint_ns", "")
         with self._lock:
+            if ns == "" and not get_checkpoint_id(config) and thread_id not in self._threads:
+                head = self._head(thread_id)
+                if head is not None and (roots := head.checkpoints.get("")):
+                    latest = max(roots)
+                    try:
+                        return self._tuple(head, "", latest, _config(thread_id, "", latest))
+                    except LedgerIntegrityError:
+                        # an artifact did not check (or a delta's base is older than the head): the full
+                        # path below reads it again and refuses naming the event's seq, or reads it whole
+                        self._heads.pop(thread_id, None)
             thread = self._thread(thread_id)
             checkpoints = thread.checkpoints.get(ns, {})
             if checkpoint_id := get_checkpoint_id(config):
@@ -1485,6 +1794,19 @@ class FlightlogSaver(BaseCheckpointSaver[str]):
                         if (status := _status_after(events)) is not None:
                             self.store.set_session_status(thread.session_id, status)
                         if _stopped_after(thread, events):
+                            if any(isinstance(e, RunTerminal | Suspended) for e in events):
+                                # the run ended or waits: record what its latest checkpoint reads from
+                                # (folded first: the head describes the thread after these rows); writes
+                                # landing later are folded forward from it by a reader
+                                for row in rows:
+                                    self._apply_bytes(thread, row.seq, row.event_bytes)
+                                thread.next_seq, thread.head = rec.next_seq, rec.head
+                                head = self._head_payload(thread)
+                                rows = (
+                                    []
+                                    if head is None
+                                    else rec.append_many([Custom(custom_kind=HEAD_KIND, payload=head)])
+                                )
                             rec.checkpoint()  # the graph stopped: sign what it did now, not at the cadence
             except _NothingToWrite:
                 self._forget(thread)
@@ -1501,6 +1823,36 @@ class FlightlogSaver(BaseCheckpointSaver[str]):
                 self._apply_bytes(thread, row.seq, row.event_bytes)
             thread.next_seq, thread.head = rec.next_seq, rec.head
             return
+
+    def _head_payload(self, thread: _Thread) -> dict[str, Any] | None:
+        """The :data:`HEAD_KIND` record of the thread's root namespace as the index holds it; None when
+        there is no root checkpoint or one of its values is a delta of the older, version-linked form
+        (a read then folds the thread)."""
+        roots = thread.checkpoints.get("", {})
+        if not roots:
+            return None
+        latest = max(roots)
+        cp = roots[latest]
+        bodies: builtins.list[int] = []
+        b: _Body | None = cp.body
+        while b is not None:
+            bodies.append(b.seq)
+            b = b.base
+        values: dict[str, Any] = {}
+        for channel, version in self._body(thread, cp.body).get("channel_versions", {}).items():
+            ref = thread.blobs.get(("", channel, version))
+            if ref is None:
+                continue
+            if ref.base is not None and ref.depth is None:
+                return None
+            values[channel] = _value_entry(ref)
+        return {
+            "checkpoint_ns": "",
+            "checkpoint_id": latest,
+            "bodies": bodies[::-1],
+            "writes": builtins.list(thread.write_seqs.get(("", latest), ())),
+            "values": values,
+        }
 
     @staticmethod
     def _forget(thread: _Thread | None) -> None:
@@ -1823,13 +2175,49 @@ class FlightlogSaver(BaseCheckpointSaver[str]):
             base_version, base_elements = base
             n = len(base_elements)
             if 0 < n <= len(elements) and elements[:n] == base_elements:
-                return {**self._typed(rec, value[n:]), "base": base_version}, value[n:], 0
+                linked = self._linked_delta(thread, rec, ns, channel, base_version, value[n:])
+                if linked is None:  # the base is a delta of the older, version-linked form
+                    return self._typed(rec, value), value[n:], 0
+                return {**linked, "base": base_version}, value[n:], 0
             k = next(
                 (i for i, (a, b) in enumerate(zip(elements, base_elements, strict=False)) if a != b),
                 min(n, len(value)),
             )
             return self._typed(rec, value), value[k:], n - k
         return self._typed(rec, value), value, 0
+
+    def _linked_delta(
+        self,
+        thread: _Thread,
+        rec: Recorder,
+        ns: str,
+        channel: str,
+        base_version: str | int | float,
+        new: builtins.list[Any],
+    ) -> dict[str, Any] | None:
+        """Store ``new`` (the elements appended to the channel's value at ``base_version``) as a
+        content-linked delta (:data:`DELTA_MAGIC`); returns its entry ``{"type", "ref", "depth"}``, or None
+        when the base value is a delta of the older form (linked by version only: its chain cannot be
+        named by content)."""
+        base = thread.blobs.get((ns, channel, base_version))
+        if base is None or (base.base is not None and base.depth is None):
+            return None
+        kind, data = self.serde.dumps_typed(new)
+        header: dict[str, Any] = {"type": kind, "base": base.handle}
+        if base.base is None:
+            depth = 1
+            header["base_type"] = base.type
+        else:
+            depth = (base.depth or 0) + 1
+        header["depth"] = depth
+        if depth % SEGMENT == 0:
+            hint: builtins.list[str] = []
+            ref: _Ref | None = base
+            while ref is not None and len(hint) < SEGMENT:
+                hint.append(ref.handle)
+                ref = None if ref.base is None else thread.blobs.get((ns, channel, ref.base))
+            header["hint"] = hint
+        return {"type": kind, "ref": rec.put_artifact(_delta_bytes(header, data)), "depth": depth}
 
     def _base_list(
         self, thread: _Thread, ns: str, channel: str, parent: str | None
