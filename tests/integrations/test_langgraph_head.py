@@ -1,0 +1,360 @@
+"""The first ``get_state`` of a process reads a thread from its last head record (``langgraph.head``), the rows
+it names and content-linked list deltas, without folding the thread; every row and artifact it uses is
+authenticated, and what it cannot account for is read by the full fold."""
+
+from __future__ import annotations
+
+import json
+import sqlite3
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Annotated, Any, TypedDict
+
+import pytest
+from hypothesis import given
+from hypothesis import strategies as st
+from langchain_core.messages import AIMessage, AnyMessage, HumanMessage
+from langchain_core.runnables import RunnableConfig
+from langgraph.graph import START, StateGraph
+from langgraph.graph.message import add_messages
+from langgraph.types import Command, interrupt
+
+import flightlog
+from flightlog.errors import LedgerIntegrityError
+from flightlog.integrations.langgraph import (
+    CHECKPOINT_KIND,
+    DELTA_MAGIC,
+    HEAD_KIND,
+    SEGMENT,
+    FlightlogSaver,
+    _delta_bytes,
+    _split_delta,
+    session_id_for,
+)
+from flightlog.integrity.verify import audit_session
+from flightlog.store.base import Store
+
+from .rechain import rechain
+
+TURNS = 40  # 80 messages: list deltas deeper than 2 * SEGMENT, so hints are followed
+
+
+class State(TypedDict, total=False):
+    messages: Annotated[list[AnyMessage], add_messages]
+    profile: str  # set on the first turn only: a channel not updated for many steps
+
+
+def _graph(saver: FlightlogSaver) -> Any:
+    def setup(state: State) -> dict[str, Any]:
+        return {} if state.get("profile") else {"profile": "set once, on turn 1"}
+
+    def model(state: State) -> dict[str, Any]:
+        last = state["messages"][-1]
+        if last.content == "ship?":
+            answer = interrupt({"question": "ship it?"})  # human in the loop: a pending write
+            return {"messages": [AIMessage(content=f"shipping: {answer}")]}
+        return {"messages": [AIMessage(content=f"answer {len(state['messages'])}")]}
+
+    g = StateGraph(State)
+    g.add_node("setup", setup)
+    g.add_node("model", model)
+    g.add_edge(START, "setup")
+    g.add_edge("setup", "model")
+    return g.compile(checkpointer=saver)
+
+
+def _cfg(thread: str = "t") -> RunnableConfig:
+    return {"configurable": {"thread_id": thread}}
+
+
+def _snapshot(state: Any) -> Any:
+    return (
+        state.values,
+        state.next,
+        state.config,
+        state.metadata,
+        state.parent_config,
+        [(t.name, t.interrupts) for t in state.tasks],
+    )
+
+
+@pytest.fixture
+def db(tmp_path: Path) -> Path:
+    return tmp_path / "lg.db"
+
+
+@pytest.fixture
+def store(db: Path) -> Iterator[Store]:
+    s = flightlog.open_store(str(db))
+    yield s
+    s.close()
+
+
+class Counting:
+    """Counts the event rows a store hands out (``read_chain`` and ``read_events``)."""
+
+    def __init__(self, store: Store) -> None:
+        self.rows = 0
+        chain, events = store.read_chain, store.read_events
+
+        def read_chain(session_id: str, **kw: Any) -> Iterator[Any]:
+            for page in chain(session_id, **kw):
+                self.rows += len(page)
+                yield page
+
+        def read_events(session_id: str, **kw: Any) -> Iterator[Any]:
+            for row in events(session_id, **kw):
+                self.rows += 1
+                yield row
+
+        store.read_chain = read_chain  # type: ignore[method-assign]
+        store.read_events = read_events  # type: ignore[method-assign]
+
+
+def _write_thread(store: Store, turns: int = TURNS, *, ask: bool = True) -> Any:
+    """A thread of ``turns`` chat turns, then (``ask``) one stopped at an ``interrupt()``; the writer's
+    own ``get_state``."""
+    graph = _graph(FlightlogSaver(store))
+    for turn in range(turns):
+        graph.invoke({"messages": [HumanMessage(f"question {turn}")]}, _cfg())
+    if ask:
+        graph.invoke({"messages": [HumanMessage("ship?")]}, _cfg())
+    return graph.get_state(_cfg())
+
+
+def _fresh(db: Path) -> tuple[Any, Store, Counting]:
+    other = flightlog.open_store(str(db))
+    return _graph(FlightlogSaver(other)), other, Counting(other)
+
+
+def _rows(db: Path, kind: str) -> list[tuple[int, bytes]]:
+    raw = sqlite3.connect(db)
+    try:
+        rows = raw.execute(
+            "SELECT seq, event FROM events WHERE session_id = ? ORDER BY seq", (session_id_for("t"),)
+        ).fetchall()
+    finally:
+        raw.close()
+    return [(seq, bytes(data)) for seq, data in rows if json.loads(data).get("custom_kind") == kind]
+
+
+def _tamper_row(db: Path, seq: int, edit: Any) -> None:
+    """Change one row's stored bytes in place, its chain hashes left as they were."""
+    raw = sqlite3.connect(db)
+    try:
+        raw.execute("DROP TRIGGER IF EXISTS events_no_update")
+        (data,) = raw.execute(
+            "SELECT event FROM events WHERE session_id = ? AND seq = ?", (session_id_for("t"), seq)
+        ).fetchone()
+        raw.execute(
+            "UPDATE events SET event = ? WHERE session_id = ? AND seq = ?",
+            (edit(bytes(data)), session_id_for("t"), seq),
+        )
+        raw.commit()
+    finally:
+        raw.close()
+
+
+def test_a_new_process_reads_the_latest_state_from_the_head_record(db: Path, store: Store) -> None:
+    want = _write_thread(store)
+    assert want.next == ("model",) and want.tasks[0].interrupts  # an interrupt pending
+    assert want.values["profile"] == "set once, on turn 1" and len(want.values["messages"]) == 2 * TURNS + 1
+    total = store.get_session(session_id_for("t")).head_seq + 1
+    graph, other, counting = _fresh(db)
+    try:
+        got = graph.get_state(_cfg())
+        assert _snapshot(got) == _snapshot(want)
+        # the head record and the rows it names, not the thread: a small suffix of it
+        assert counting.rows <= 100 < total // 4
+        assert graph.get_state(_cfg()).values == want.values  # the same, from the cached head index
+        # everything else still folds the thread, and agrees
+        history = list(graph.get_state_history(_cfg()))
+        assert _snapshot(history[0]) == _snapshot(want)
+        assert counting.rows >= total
+        # and the thread goes on from the new process
+        done = graph.invoke(Command(resume="yes"), _cfg())
+        assert done["messages"][-1].content == "shipping: yes"
+    finally:
+        other.close()
+    again, third, _ = _fresh(db)
+    try:
+        assert again.get_state(_cfg()).values["messages"][-1].content == "shipping: yes"
+    finally:
+        third.close()
+
+
+def test_list_deltas_name_their_base_by_content(db: Path, store: Store) -> None:
+    _write_thread(store, ask=False)
+    raw = sqlite3.connect(db)
+    try:
+        contents = [bytes(c) for (c,) in raw.execute("SELECT content FROM artifacts")]
+    finally:
+        raw.close()
+    headers = [h for c in contents if (split := _split_delta(c)) is not None for h in [split[0]]]
+    depths = sorted(h["depth"] for h in headers)
+    assert depths == list(range(1, 2 * TURNS))  # one chain: each turn's input and answer extend it
+    hinted = [h for h in headers if "hint" in h]
+    assert [h["depth"] for h in sorted(hinted, key=lambda h: h["depth"])] == [SEGMENT, 2 * SEGMENT]
+    assert all(len(h["hint"]) == SEGMENT for h in hinted)
+    heads = _rows(db, HEAD_KIND)
+    assert len(heads) == TURNS  # one per stop
+    assert max(len(data) for _, data in heads) < 700  # a few hundred bytes per stop
+
+
+def test_rows_after_the_head_record_are_folded_forward(db: Path, store: Store) -> None:
+    saver = FlightlogSaver(store)
+    graph = _graph(saver)
+    for turn in range(3):
+        graph.invoke({"messages": [HumanMessage(f"question {turn}")]}, _cfg())
+    graph.update_state(_cfg(), {"messages": [HumanMessage("an edit after the last stop")]})  # no stop
+    want = graph.get_state(_cfg())
+    last = store.get_session(session_id_for("t")).head_seq
+    assert _rows(db, HEAD_KIND)[-1][0] < last  # the edit is after the last head record
+    fresh, other, _ = _fresh(db)
+    try:
+        assert _snapshot(fresh.get_state(_cfg())) == _snapshot(want)
+    finally:
+        other.close()
+
+
+def test_a_marker_after_the_head_record_is_honoured(db: Path, store: Store) -> None:
+    saver = FlightlogSaver(store)
+    _write_thread(store, 2, ask=False)
+    saver.delete_thread("t")
+    fresh, other, _ = _fresh(db)
+    try:
+        assert fresh.get_state(_cfg()).values == {}
+    finally:
+        other.close()
+
+
+def test_a_row_the_head_read_uses_that_was_altered_is_refused_naming_its_seq(db: Path, store: Store) -> None:
+    _write_thread(store)
+    seq, _ = _rows(db, CHECKPOINT_KIND)[-1]  # the latest checkpoint: inside the suffix a head read uses
+    _tamper_row(db, seq, lambda data: data.replace(b'"step":', b'"step": '))
+    fresh, other, _ = _fresh(db)
+    try:
+        with pytest.raises(LedgerIntegrityError) as caught:
+            fresh.get_state(_cfg())
+        assert caught.value.seq == seq
+    finally:
+        other.close()
+
+
+def test_a_rechained_head_record_is_refused_naming_its_seq(db: Path, store: Store) -> None:
+    _write_thread(store)
+    seq, data = _rows(db, HEAD_KIND)[-1]
+    record = json.loads(data)
+    record["payload"]["values"]["profile"]["ref"] = "sha256:" + "0" * 64  # another value for `profile`
+    forged = json.dumps(record, sort_keys=True, separators=(",", ":")).encode()
+    rechain(db, session_id_for("t"), lambda s, d: forged if s == seq else d)
+    fresh, other, _ = _fresh(db)
+    try:
+        with pytest.raises(LedgerIntegrityError) as caught:
+            fresh.get_state(_cfg())
+        assert caught.value.seq == seq
+    finally:
+        other.close()
+
+
+def test_an_altered_delta_in_the_chain_is_refused_before_it_is_deserialized(
+    db: Path, store: Store, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    _write_thread(store, ask=False)
+    raw = sqlite3.connect(db)
+    try:
+        rows = [(d, bytes(c)) for d, c in raw.execute("SELECT sha256, content FROM artifacts")]
+        digest, content = next(
+            (d, c) for d, c in rows if (s := _split_delta(c)) is not None and s[0]["depth"] == SEGMENT + 3
+        )
+        raw.execute("DROP TRIGGER IF EXISTS artifacts_no_update")
+        raw.execute(
+            "UPDATE artifacts SET content = ? WHERE sha256 = ?",
+            (content.replace(b"answer", b"ANSWER"), digest),
+        )
+        raw.commit()
+    finally:
+        raw.close()
+    messages = [seq for seq, data in _rows(db, CHECKPOINT_KIND) if b'"messages":{' in data]
+    fresh, other, _ = _fresh(db)
+    loaded: list[Any] = []
+    serde = fresh.checkpointer.serde
+    monkeypatch.setattr(serde, "loads_typed", lambda typed: loaded.append(typed) or None)
+    try:
+        with pytest.raises(LedgerIntegrityError) as caught:
+            fresh.get_state(_cfg())
+        assert caught.value.seq == messages[-1]  # the event naming the channel's latest value
+        assert digest in caught.value.reason
+        assert not any(b"ANSWER" in data for _, data in loaded)  # the altered bytes never reached serde
+    finally:
+        other.close()
+
+
+def test_an_old_row_the_head_read_does_not_use_is_left_to_the_audit(db: Path, store: Store) -> None:
+    """``resume(full=False)`` promises the signature of the latest checkpoint, the retained head and the
+    rows after it, not a re-read of the rows it covers: an edit there is caught by the full audit (and by
+    any full fold), not by a head read, whose values do not come from that row."""
+    want = _write_thread(store)
+    seq = 3  # an early row: no head read reaches it
+    _tamper_row(db, seq, lambda data: data.replace(b"}", b" }", 1))
+    fresh, other, _ = _fresh(db)
+    try:
+        assert _snapshot(fresh.get_state(_cfg())) == _snapshot(want)
+        notary = fresh.checkpointer.notary
+        assert notary is not None
+        report = audit_session(other, session_id_for("t"), keyring=notary.keyring, heads=notary.heads)
+        assert not report.ok and report.divergences[0].seq == seq
+        with pytest.raises(LedgerIntegrityError) as caught:
+            list(fresh.get_state_history(_cfg()))  # the full fold
+        assert caught.value.seq == seq
+    finally:
+        other.close()
+
+
+def test_a_thread_written_in_the_older_form_still_reads(
+    db: Path, store: Store, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Before content links: deltas linked by version only (``base``, no ``depth``) and no head record."""
+    with monkeypatch.context() as m:
+        m.setattr(
+            FlightlogSaver, "_linked_delta", lambda self, t, rec, ns, ch, bv, new: self._typed(rec, new)
+        )
+        m.setattr(FlightlogSaver, "_head_payload", lambda self, thread: None)
+        want = _write_thread(store, 10)
+    assert not _rows(db, HEAD_KIND)
+    fresh, other, counting = _fresh(db)
+    try:
+        assert _snapshot(fresh.get_state(_cfg())) == _snapshot(want)
+        assert counting.rows >= other.get_session(session_id_for("t")).head_seq + 1  # folded
+    finally:
+        other.close()
+    # written on by this release: the first value on an older delta is stored whole, then linked
+    graph = _graph(FlightlogSaver(store))
+    graph.invoke(Command(resume="no"), _cfg())
+    graph.invoke({"messages": [HumanMessage("and now?")]}, _cfg())
+    want = graph.get_state(_cfg())
+    fresh, other, counting = _fresh(db)
+    try:
+        assert _snapshot(fresh.get_state(_cfg())) == _snapshot(want)
+        assert counting.rows <= 100
+    finally:
+        other.close()
+
+
+@given(
+    header=st.dictionaries(
+        st.text(max_size=8),
+        st.one_of(
+            st.integers(-(2**53) + 1, 2**53 - 1),
+            st.text(max_size=20),
+            st.lists(st.text(max_size=8), max_size=4),
+        ),
+        max_size=5,
+    ),
+    data=st.binary(max_size=64),
+)
+def test_delta_envelope_round_trips(header: dict[str, Any], data: bytes) -> None:
+    content = _delta_bytes(header, data)
+    assert content.startswith(DELTA_MAGIC)
+    assert _split_delta(content) == (header, data)
+    assert _split_delta(content[len(DELTA_MAGIC) :]) is None
