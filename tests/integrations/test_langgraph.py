@@ -115,18 +115,6 @@ def _drive(graph: Any, thread: str = "t1") -> list[Any]:
     return _norm(out)
 
 
-@pytest.fixture
-def db(tmp_path: Path) -> Path:
-    return tmp_path / "lg.db"
-
-
-@pytest.fixture
-def store(db: Path) -> Iterator[Store]:
-    s = flightlog.open_store(str(db))
-    yield s
-    s.close()
-
-
 def test_graph_runs_identically_on_flightlog_and_in_memory(store: Store) -> None:
     ours = _drive(_build(FlightlogSaver(store)))
     reference = _drive(_build(InMemorySaver()))

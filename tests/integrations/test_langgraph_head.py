@@ -7,6 +7,7 @@ from __future__ import annotations
 import json
 import sqlite3
 from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
 from typing import Annotated, Any, TypedDict
 
@@ -78,18 +79,6 @@ def _snapshot(state: Any) -> Any:
     )
 
 
-@pytest.fixture
-def db(tmp_path: Path) -> Path:
-    return tmp_path / "lg.db"
-
-
-@pytest.fixture
-def store(db: Path) -> Iterator[Store]:
-    s = flightlog.open_store(str(db))
-    yield s
-    s.close()
-
-
 class Counting:
     """Counts the event rows a store hands out (``read_chain`` and ``read_events``)."""
 
@@ -122,9 +111,22 @@ def _write_thread(store: Store, turns: int = TURNS, *, ask: bool = True) -> Any:
     return graph.get_state(_cfg())
 
 
-def _fresh(db: Path) -> tuple[Any, Store, Counting]:
+@contextmanager
+def _fresh(db: Path) -> Iterator[tuple[Any, Store, Counting]]:
+    """A graph on a new saver and store over ``db`` (as a new process has it), and its row counter."""
     other = flightlog.open_store(str(db))
-    return _graph(FlightlogSaver(other)), other, Counting(other)
+    try:
+        yield _graph(FlightlogSaver(other)), other, Counting(other)
+    finally:
+        other.close()
+
+
+def _refused(db: Path, seq: int) -> LedgerIntegrityError:
+    """A new process's ``get_state`` refuses the thread naming ``seq``; the error."""
+    with _fresh(db) as (graph, _, _), pytest.raises(LedgerIntegrityError) as caught:
+        graph.get_state(_cfg())
+    assert caught.value.seq == seq
+    return caught.value
 
 
 def _rows(db: Path, kind: str) -> list[tuple[int, bytes]]:
@@ -160,8 +162,7 @@ def test_a_new_process_reads_the_latest_state_from_the_head_record(db: Path, sto
     assert want.next == ("model",) and want.tasks[0].interrupts  # an interrupt pending
     assert want.values["profile"] == "set once, on turn 1" and len(want.values["messages"]) == 2 * TURNS + 1
     total = store.get_session(session_id_for("t")).head_seq + 1
-    graph, other, counting = _fresh(db)
-    try:
+    with _fresh(db) as (graph, _, counting):
         got = graph.get_state(_cfg())
         assert _snapshot(got) == _snapshot(want)
         # the head record and the rows it names, not the thread: a small suffix of it
@@ -174,13 +175,8 @@ def test_a_new_process_reads_the_latest_state_from_the_head_record(db: Path, sto
         # and the thread goes on from the new process
         done = graph.invoke(Command(resume="yes"), _cfg())
         assert done["messages"][-1].content == "shipping: yes"
-    finally:
-        other.close()
-    again, third, _ = _fresh(db)
-    try:
+    with _fresh(db) as (again, _, _):
         assert again.get_state(_cfg()).values["messages"][-1].content == "shipping: yes"
-    finally:
-        third.close()
 
 
 def test_list_deltas_name_their_base_by_content(db: Path, store: Store) -> None:
@@ -210,35 +206,23 @@ def test_rows_after_the_head_record_are_folded_forward(db: Path, store: Store) -
     want = graph.get_state(_cfg())
     last = store.get_session(session_id_for("t")).head_seq
     assert _rows(db, HEAD_KIND)[-1][0] < last  # the edit is after the last head record
-    fresh, other, _ = _fresh(db)
-    try:
+    with _fresh(db) as (fresh, _, _):
         assert _snapshot(fresh.get_state(_cfg())) == _snapshot(want)
-    finally:
-        other.close()
 
 
 def test_a_marker_after_the_head_record_is_honoured(db: Path, store: Store) -> None:
     saver = FlightlogSaver(store)
     _write_thread(store, 2, ask=False)
     saver.delete_thread("t")
-    fresh, other, _ = _fresh(db)
-    try:
+    with _fresh(db) as (fresh, _, _):
         assert fresh.get_state(_cfg()).values == {}
-    finally:
-        other.close()
 
 
 def test_a_row_the_head_read_uses_that_was_altered_is_refused_naming_its_seq(db: Path, store: Store) -> None:
     _write_thread(store)
     seq, _ = _rows(db, CHECKPOINT_KIND)[-1]  # the latest checkpoint: inside the suffix a head read uses
     _tamper_row(db, seq, lambda data: data.replace(b'"step":', b'"step": '))
-    fresh, other, _ = _fresh(db)
-    try:
-        with pytest.raises(LedgerIntegrityError) as caught:
-            fresh.get_state(_cfg())
-        assert caught.value.seq == seq
-    finally:
-        other.close()
+    _refused(db, seq)
 
 
 def test_a_rechained_head_record_is_refused_naming_its_seq(db: Path, store: Store) -> None:
@@ -248,19 +232,21 @@ def test_a_rechained_head_record_is_refused_naming_its_seq(db: Path, store: Stor
     record["payload"]["values"]["profile"]["ref"] = "sha256:" + "0" * 64  # another value for `profile`
     forged = json.dumps(record, sort_keys=True, separators=(",", ":")).encode()
     rechain(db, session_id_for("t"), lambda s, d: forged if s == seq else d)
-    fresh, other, _ = _fresh(db)
-    try:
-        with pytest.raises(LedgerIntegrityError) as caught:
-            fresh.get_state(_cfg())
-        assert caught.value.seq == seq
-    finally:
-        other.close()
+    _refused(db, seq)
 
 
 def test_an_altered_delta_in_the_chain_is_refused_before_it_is_deserialized(
     db: Path, store: Store, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     _write_thread(store, ask=False)
+    loaded: list[tuple[str, bytes]] = []
+    serde = type(FlightlogSaver(store).serde)
+    loads = serde.loads_typed
+    monkeypatch.setattr(serde, "loads_typed", lambda self, typed: loaded.append(typed) or loads(self, typed))
+    with _fresh(db) as (graph, _, _):
+        graph.get_state(_cfg())
+    assert any(b"answer" in data for _, data in loaded)  # the spy sees what serde is given
+    loaded.clear()
     raw = sqlite3.connect(db)
     try:
         rows = [(d, bytes(c)) for d, c in raw.execute("SELECT sha256, content FROM artifacts")]
@@ -276,18 +262,9 @@ def test_an_altered_delta_in_the_chain_is_refused_before_it_is_deserialized(
     finally:
         raw.close()
     messages = [seq for seq, data in _rows(db, CHECKPOINT_KIND) if b'"messages":{' in data]
-    fresh, other, _ = _fresh(db)
-    loaded: list[Any] = []
-    serde = fresh.checkpointer.serde
-    monkeypatch.setattr(serde, "loads_typed", lambda typed: loaded.append(typed) or None)
-    try:
-        with pytest.raises(LedgerIntegrityError) as caught:
-            fresh.get_state(_cfg())
-        assert caught.value.seq == messages[-1]  # the event naming the channel's latest value
-        assert digest in caught.value.reason
-        assert not any(b"ANSWER" in data for _, data in loaded)  # the altered bytes never reached serde
-    finally:
-        other.close()
+    error = _refused(db, messages[-1])  # the event naming the channel's latest value
+    assert digest in error.reason
+    assert not any(b"ANSWER" in data for _, data in loaded)  # the altered bytes never reached serde
 
 
 def test_an_old_row_the_head_read_does_not_use_is_left_to_the_audit(db: Path, store: Store) -> None:
@@ -297,8 +274,7 @@ def test_an_old_row_the_head_read_does_not_use_is_left_to_the_audit(db: Path, st
     want = _write_thread(store)
     seq = 3  # an early row: no head read reaches it
     _tamper_row(db, seq, lambda data: data.replace(b"}", b" }", 1))
-    fresh, other, _ = _fresh(db)
-    try:
+    with _fresh(db) as (fresh, other, _):
         assert _snapshot(fresh.get_state(_cfg())) == _snapshot(want)
         notary = fresh.checkpointer.notary
         assert notary is not None
@@ -307,8 +283,6 @@ def test_an_old_row_the_head_read_does_not_use_is_left_to_the_audit(db: Path, st
         with pytest.raises(LedgerIntegrityError) as caught:
             list(fresh.get_state_history(_cfg()))  # the full fold
         assert caught.value.seq == seq
-    finally:
-        other.close()
 
 
 def test_a_thread_written_in_the_older_form_still_reads(
@@ -322,23 +296,17 @@ def test_a_thread_written_in_the_older_form_still_reads(
         m.setattr(FlightlogSaver, "_head_payload", lambda self, thread: None)
         want = _write_thread(store, 10)
     assert not _rows(db, HEAD_KIND)
-    fresh, other, counting = _fresh(db)
-    try:
+    with _fresh(db) as (fresh, other, counting):
         assert _snapshot(fresh.get_state(_cfg())) == _snapshot(want)
         assert counting.rows >= other.get_session(session_id_for("t")).head_seq + 1  # folded
-    finally:
-        other.close()
     # written on by this release: the first value on an older delta is stored whole, then linked
     graph = _graph(FlightlogSaver(store))
     graph.invoke(Command(resume="no"), _cfg())
     graph.invoke({"messages": [HumanMessage("and now?")]}, _cfg())
     want = graph.get_state(_cfg())
-    fresh, other, counting = _fresh(db)
-    try:
+    with _fresh(db) as (fresh, other, counting):
         assert _snapshot(fresh.get_state(_cfg())) == _snapshot(want)
         assert counting.rows <= 100
-    finally:
-        other.close()
 
 
 @given(

@@ -8,7 +8,6 @@ the dashboard's HTTP API, as a user would look at the thread.
 from __future__ import annotations
 
 import json
-from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -77,18 +76,6 @@ def _graph(saver: Any) -> Any:
 
 CFG: RunnableConfig = {"configurable": {"thread_id": "chat"}}
 SID = session_id_for("chat")
-
-
-@pytest.fixture
-def db(tmp_path: Path) -> Path:
-    return tmp_path / "lg.db"
-
-
-@pytest.fixture
-def store(db: Path) -> Iterator[Store]:
-    s = flightlog.open_store(str(db))
-    yield s
-    s.close()
 
 
 def _cli(db: Path, *args: str) -> str:
