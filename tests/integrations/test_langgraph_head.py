@@ -16,6 +16,7 @@ from hypothesis import given
 from hypothesis import strategies as st
 from langchain_core.messages import AIMessage, AnyMessage, HumanMessage
 from langchain_core.runnables import RunnableConfig
+from langgraph.checkpoint.base import create_checkpoint, empty_checkpoint
 from langgraph.graph import START, StateGraph
 from langgraph.graph.message import add_messages
 from langgraph.types import Command, interrupt
@@ -326,3 +327,53 @@ def test_delta_envelope_round_trips(header: dict[str, Any], data: bytes) -> None
     assert content.startswith(DELTA_MAGIC)
     assert _split_delta(content) == (header, data)
     assert _split_delta(content[len(DELTA_MAGIC) :]) is None
+
+
+def test_a_fork_after_the_head_record_reads_what_the_full_fold_reads(db: Path, store: Store) -> None:
+    graph = _graph(FlightlogSaver(store))
+    for turn in range(5):
+        graph.invoke({"messages": [HumanMessage(f"question {turn}")]}, _cfg())
+    older = list(graph.get_state_history(_cfg()))[6]  # two turns back
+    graph.update_state(older.config, {"messages": [HumanMessage("a fork from two turns back")]})
+    want = graph.get_state(_cfg())
+    assert want.values["messages"][-1].content == "a fork from two turns back"
+    with _fresh(db) as (fresh, _, _):
+        assert _snapshot(fresh.get_state(_cfg())) == _snapshot(want)
+
+
+def test_writes_saved_before_their_checkpoint_are_named_by_the_head_record(db: Path, store: Store) -> None:
+    """LangGraph saves writes in the background, sometimes before their checkpoint: a head record written
+    in between names them, so the checkpoint put after it reads them from a new process too."""
+    saver = FlightlogSaver(store)
+    first = empty_checkpoint()
+    first["channel_values"] = {"x": 1}
+    first["channel_versions"] = {"x": saver.get_next_version(None, None)}
+    config = saver.put(_cfg(), first, {"source": "input", "step": -1}, first["channel_versions"])
+    for step in range(100):  # a thread longer than what a head read looks at
+        first = create_checkpoint(first, None, step)
+        config = saver.put(config, first, {"source": "loop", "step": step}, {})
+    first = create_checkpoint(first, None, 100)  # a new run
+    config = saver.put(config, first, {"source": "input", "step": 100}, {})
+    second = create_checkpoint(first, None, 101)
+    early = {"configurable": {"thread_id": "t", "checkpoint_ns": "", "checkpoint_id": second["id"]}}
+    saver.put_writes(early, [("x", 2)], task_id="task", task_path="~a")  # before its checkpoint
+    saver.put_writes(config, [("__error__", "boom")], task_id="t1", task_path="~b")  # ends the run: a stop
+    assert json.loads(_rows(db, HEAD_KIND)[-1][1])["payload"]["early"]
+    second["channel_values"]["branch:to:n"] = None  # a node left to run: this put is no stop
+    second["channel_versions"]["branch:to:n"] = saver.get_next_version(None, None)
+    saver.put(
+        config,
+        second,
+        {"source": "loop", "step": 101},
+        {"branch:to:n": second["channel_versions"]["branch:to:n"]},
+    )
+    assert json.loads(_rows(db, HEAD_KIND)[-1][1])["payload"]["checkpoint_id"] != second["id"]
+    want = saver.get_tuple(_cfg())
+    assert want is not None and want.pending_writes == [("task", "x", 2)]
+    with _fresh(db) as (fresh, _, counting):
+        got = fresh.checkpointer.get_tuple(_cfg())
+        assert got is not None and (got.checkpoint, got.pending_writes) == (
+            want.checkpoint,
+            want.pending_writes,
+        )
+        assert counting.rows < store.get_session(session_id_for("t")).head_seq + 1  # not folded

@@ -33,8 +33,7 @@ from flightlog.store.base import Store
 
 from . import test_langgraph_readable as readable
 
-_cli = readable._cli
-db, store = readable.db, readable.store  # the same fixtures: a database file and its open store
+_cli = readable._cli  # fixtures db and store: tests/integrations/conftest.py
 
 
 def _cfg(thread: str) -> RunnableConfig:

@@ -1019,6 +1019,7 @@ class FlightlogSaver(BaseCheckpointSaver[str]):
         ):
             return thread  # moved on elsewhere: extended by the rows appended since
         fresh = _Thread(thread_id, sid)
+        self._heads.pop(thread_id, None)  # folded whole from now on: the head index is not read again
         if thread is not None:
             fresh.recorder = thread.recorder  # behind the ledger now: _recorder re-attaches before a write
         if record is not None:
@@ -1117,16 +1118,16 @@ class FlightlogSaver(BaseCheckpointSaver[str]):
             at = self._last_head(rows)
         try:
             head = parse_json(rows[at][1])["payload"]
-            bodies, writes = head["bodies"], head["writes"]
+            bodies, writes, early = head["bodies"], head["writes"], head.get("early", [])
             if (
                 head["checkpoint_ns"] != ""
                 or not bodies
-                or not all(type(q) is int and 0 <= q < rows[at][0] for q in (*bodies, *writes))
+                or not all(type(q) is int and 0 <= q < rows[at][0] for q in (*bodies, *writes, *early))
             ):
                 return None
         except (ValueError, KeyError, TypeError):
             return None  # not a head record this saver writes: fold the thread
-        lo = min(bodies + writes)
+        lo = min(bodies + writes + early)
         if lo < start:
             rows[:0] = self._rows(sid, lo, start)
             start = lo
@@ -1200,19 +1201,29 @@ class FlightlogSaver(BaseCheckpointSaver[str]):
             versions = self._body(thread, cp.body)["channel_versions"]
             h = rows[at][0]
             for channel, entry in head["values"].items():
-                thread.blobs[("", channel, versions[channel])] = _Ref(
-                    entry["type"], entry["ref"], h, None, entry.get("depth")
+                thread.blobs[("", channel, versions[channel])] = (
+                    None
+                    if entry["type"] == "empty"
+                    else _Ref(entry["type"], entry["ref"], h, None, entry.get("depth"))
                 )
             key = ("", head["checkpoint_id"])
-            for seq in head["writes"]:
+            early = head.get("early", ())
+            for seq in sorted({*head["writes"], *early}):
                 data = rows[seq - start][1]
-                if not data.startswith(_WRITES_PREFIX) or _writes_key(data) != key:
+                found = _writes_key(data) if data.startswith(_WRITES_PREFIX) else None
+                if found is None or found[0] != "" or (found != key and seq not in early):
                     return False
-                thread.raw_writes.setdefault(key, []).append((seq, data))
+                thread.raw_writes.setdefault(found, []).append((seq, data))
             for seq, data, _prev, _hash in rows[at + 1 :]:
                 if data.startswith(_MARKER_PREFIXES):
                     return False
                 self._apply_bytes(thread, seq, data)
+            # the latest checkpoint's values all accounted for (a checkpoint after the record that forks
+            # from an older one reads values the record does not name)
+            latest = thread.checkpoints[""][max(thread.checkpoints[""])]
+            versions = self._body(thread, latest.body)["channel_versions"]
+            if any(("", channel, version) not in thread.blobs for channel, version in versions.items()):
+                return False
         except (ValueError, KeyError, TypeError, IndexError, AttributeError, LedgerIntegrityError):
             return False  # not what this saver writes, or beyond the partial index: fold the thread
         return True
@@ -1840,19 +1851,31 @@ class FlightlogSaver(BaseCheckpointSaver[str]):
             b = b.base
         values: dict[str, Any] = {}
         for channel, version in self._body(thread, cp.body).get("channel_versions", {}).items():
-            ref = thread.blobs.get(("", channel, version))
-            if ref is None:
+            key = ("", channel, version)
+            if key not in thread.blobs:
                 continue
-            if ref.base is not None and ref.depth is None:
+            ref = thread.blobs[key]
+            if ref is not None and ref.base is not None and ref.depth is None:
                 return None
-            values[channel] = _value_entry(ref)
-        return {
+            values[channel] = {"type": "empty"} if ref is None else _value_entry(ref)
+        head: dict[str, Any] = {
             "checkpoint_ns": "",
             "checkpoint_id": latest,
             "bodies": bodies[::-1],
             "writes": builtins.list(thread.write_seqs.get(("", latest), ())),
             "values": values,
         }
+        # writes saved before their checkpoint (LangGraph saves in the background): a checkpoint put
+        # after this record may own them
+        early = sorted(
+            seq
+            for (ns, cid), seqs in thread.write_seqs.items()
+            if ns == "" and cid not in roots
+            for seq in seqs
+        )
+        if early:
+            head["early"] = early
+        return head
 
     @staticmethod
     def _forget(thread: _Thread | None) -> None:
