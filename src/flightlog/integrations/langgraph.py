@@ -25,9 +25,13 @@ Ledger layout (one flightlog session per LangGraph ``thread_id``, id ``langgraph
   ``type`` the serde's type tag; a channel in ``new_versions`` without a value is ``{"version", "type":
   "empty"}``. A list value that begins with the parent checkpoint's value of the channel (the same
   elements, serialized one by one and compared by sha256) is stored as a delta, ``{"version", "type",
-  "ref", "base"}``: the artifact holds only the new elements and ``base`` is the version it extends, so a
-  ``MessagesState`` thread grows by its new messages per step, not by its whole history (reading walks the
-  deltas back to a whole value and reads their artifacts in one statement). ``checkpoint`` and ``metadata``
+  "ref", "base", "depth"}``: the artifact holds only the new elements and ``base`` is the version it
+  extends, so a ``MessagesState`` thread grows by its new messages per step, not by its whole history. The
+  artifact is content-linked (:data:`DELTA_MAGIC`): it names the artifact it extends by its handle, so the
+  newest delta's handle alone authenticates the whole list (``depth``: deltas above the whole list; every
+  :data:`SEGMENT`-th carries the handles below it, so a read fetches the chain in a few statements). A delta
+  on a delta of the older form (before 2026-12-02: ``base`` only, linked by version; read by walking the
+  thread's versions) is stored whole instead, and the chain restarts there. ``checkpoint`` and ``metadata``
   are ``{"json": value}`` when the value is plain JSON that round-trips exactly, else ``{"type", "ref"}``
   like a channel value. A body that is exact JSON, like its parent's, is stored as ``patch`` instead:
   the changes from the parent's body once ``id`` is set to ``checkpoint_id``, ``updated_channels`` to the
@@ -39,6 +43,10 @@ Ledger layout (one flightlog session per LangGraph ``thread_id``, id ``langgraph
   2026-12-02 hold every body whole, and ``thread_id``; both forms read the same.)
 * ``langgraph.writes`` (one per ``put_writes`` that adds something): ``checkpoint_ns``,
   ``checkpoint_id``, ``task_id``, ``task_path`` and ``writes``: ``[{"idx", "channel", "type", "ref"}]``.
+* ``langgraph.head`` (:data:`HEAD_KIND`; since 2026-12-02): the last event of each write that stops the graph,
+  just before the signature: what the root namespace's latest checkpoint reads from (the seqs of its body's
+  events and of its writes events, and the reference of each channel value), so a new process reads it
+  without folding the thread (reads, below).
 * ``langgraph.thread_deleted`` (``delete_thread``): ``thread_id``.
 * ``langgraph.runs_deleted`` (``delete_for_runs``: ``run_ids``), ``langgraph.pruned`` (``prune``:
   ``strategy``) and ``langgraph.thread_copied`` (``copy_thread``, on the target: the source's checkpoints,
@@ -137,11 +145,28 @@ the two). The session status follows (``running``, ``suspended``, ``completed``,
 thread (a task's writes saved after the run's final checkpoint, or while it waits at an interrupt), so a new
 process finds no unsigned tail.
 
-Reads fold the ledger: the first read of a thread in a process first checks its signatures as ``flightlog
-audit`` does, when the saver has a notary (the default): the latest signed checkpoint under the notary's
-keys, the retained head, and the rows after that checkpoint (:meth:`~flightlog.integrity.notary.Notary.resume`
-without re-reading the rows it covers; the whole audit when the thread has no signed checkpoint yet). It then
-reads the rows once, streaming, checking each row's chain link and hash (from genesis) and computing its
+Reads. The first read of a thread in a process first checks its signatures as ``flightlog audit`` does,
+when the saver has a notary (the default): the latest signed checkpoint under the notary's keys, the retained
+head, and the rows after that checkpoint (:meth:`~flightlog.integrity.notary.Notary.resume` without
+re-reading the rows it covers; the whole audit when the thread has no signed checkpoint yet).
+
+``get_tuple`` of the root namespace's latest checkpoint (no ``checkpoint_id``: what ``graph.get_state``
+asks) then reads the thread from its last ``langgraph.head`` record without folding it: the rows from the
+oldest seq the record names (the latest checkpoint's body chain, at most :data:`KEYFRAME` checkpoints back,
+and its writes) to the session's head, read at once, each row's hash and link checked, the row at the signed
+checkpoint's last seq against the ``chain`` hash its signed note covers (so the rows before it are
+authenticated backwards through their hashes, the rows after it as the signed tail is); the checkpoint
+rebuilt from them, the rows after the record folded forward, and list values loaded through their content
+links, each artifact's sha256 checked before any byte of the chain reaches the serde. Anything the record
+cannot account for (no record, a ``delete_thread`` / ``delete_for_runs`` / ``prune`` / ``copy_thread``
+marker after it, a checkpoint after it forking from an older one, a delta of the older form, a row or
+artifact that does not check) falls back to the fold below, which refuses naming the seq when the ledger
+does not verify. Like ``resume(full=False)``, this read does not re-read rows the signed checkpoint covers
+and it does not use: an edit there is found by ``flightlog audit`` and by the next fold, not by this read,
+whose every byte is authenticated.
+
+Every other read (``list``, ``get_state_history``, a checkpoint by id, subgraph namespaces) and every write
+folds the ledger: it reads the rows once, streaming, checking each row's chain link and hash (from genesis) and computing its
 RFC 9162 leaf hash, before folding its stored JSON into a small in-memory index of references; the chain
 must end at the verified head and the leaves must give the signed tree head, so a thread whose rows were
 rewritten and re-chained is refused (naming the seq) before anything in it reaches LangGraph's serde, which
