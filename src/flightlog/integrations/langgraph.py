@@ -486,24 +486,20 @@ def _value_entry(ref: _Ref) -> dict[str, Any]:
     return entry
 
 
-def _delta_bytes(header: dict[str, Any], data: bytes) -> bytes:
-    """A content-linked delta artifact: :data:`DELTA_MAGIC`, the canonical JSON ``header``, a newline
-    (canonical JSON holds none), then the serialized new elements."""
-    return DELTA_MAGIC + canonical_json(header) + b"\n" + data
+def _delta_bytes(header: dict[str, Any]) -> bytes:
+    """A content-linked delta artifact: :data:`DELTA_MAGIC` then the canonical JSON ``header``."""
+    return DELTA_MAGIC + canonical_json(header)
 
 
-def _split_delta(content: bytes) -> tuple[dict[str, Any], bytes] | None:
-    """``(header, element bytes)`` of a content-linked delta artifact; None when not laid out so."""
+def _split_delta(content: bytes) -> dict[str, Any] | None:
+    """The header of a content-linked delta artifact; None when not laid out so."""
     if not content.startswith(DELTA_MAGIC):
         return None
-    end = content.find(b"\n", len(DELTA_MAGIC))
-    if end < 0:
-        return None
     try:
-        header = parse_json(content[len(DELTA_MAGIC) : end])
+        header = parse_json(content[len(DELTA_MAGIC) :])
     except ValueError:
         return None
-    return (header, content[end + 1 :]) if isinstance(header, dict) else None
+    return header if isinstance(header, dict) else None
 
 
 class _NothingToWrite(Exception):
@@ -595,10 +591,11 @@ KEYFRAME = 16
 """A checkpoint body is stored whole at least every this many checkpoints down a parent chain (the others
 as patches on their parent's), so reading one applies at most ``KEYFRAME - 1`` patches."""
 DELTA_MAGIC = b"flightlog.langgraph.delta/1\n"
-"""First bytes of a content-linked list delta artifact (module docstring: ``depth``): then the canonical
-JSON header ``{"type", "depth", "base", "base_type"?, "hint"?}``, a newline, and the serialized new
-elements (``type`` is their serde type tag; ``base`` the handle of the value extended: a whole list,
-whose serde type is ``base_type``, when ``depth`` is 1, else a delta of depth ``depth - 1``)."""
+"""First bytes of a content-linked list delta artifact (module docstring: ``depth``), followed by its
+canonical JSON ``{"type", "elements", "depth", "base", "base_type"?, "hint"?}``: ``elements`` the handle
+of the new elements serialized as a plain value (the same bytes as the write that added them, so stored
+once), ``type`` their serde type tag; ``base`` the handle of the value extended: a whole list, whose serde
+type is ``base_type``, when ``depth`` is 1, else a delta of depth ``depth - 1``."""
 SEGMENT = 32
 """Every delta whose ``depth`` is a multiple of this carries ``hint``: the handles of the ``SEGMENT``
 values below it (depths ``depth - 1`` down to ``depth - SEGMENT``), so a read fetches a chain in about
@@ -1533,9 +1530,10 @@ class FlightlogSaver(BaseCheckpointSaver[str]):
     def _load_linked(self, thread: _Thread, ref: _Ref) -> Any:
         """The list a content-linked delta stands for (:data:`DELTA_MAGIC`): its ``base`` links followed
         down to a whole list, each artifact's sha256 checked against the handle that named it, then the
-        whole list followed by each delta's elements. Needs no event but the one naming ``ref``. Artifacts
-        are fetched in one statement per :data:`SEGMENT` deltas (a delta's ``hint``), plus one per delta
-        above the highest hint.
+        whole list followed by each delta's ``elements``. Needs no event but the one naming ``ref``. The
+        links are fetched in one statement per :data:`SEGMENT` deltas (a delta's ``hint``) plus one per
+        delta above the highest hint, the elements in one statement per 500; every byte is checked before
+        any of it reaches the serde.
 
         Raises:
             LedgerIntegrityError: an artifact is missing, altered (names ``ref.seq`` and the handle), or
@@ -1544,7 +1542,7 @@ class FlightlogSaver(BaseCheckpointSaver[str]):
         sha256 = hashlib.sha256
         fetched: dict[str, bytes] = {}
         hint: builtins.list[str] = []
-        parts: builtins.list[tuple[str, bytes]] = []
+        parts: builtins.list[tuple[str, str]] = []  # (serde type, elements handle), newest first
         handle, depth = ref.handle, ref.depth
 
         def checked(handle: str) -> bytes:
@@ -1571,19 +1569,20 @@ class FlightlogSaver(BaseCheckpointSaver[str]):
             )
 
         while True:
-            split = _split_delta(checked(handle))
-            if split is None:
+            header = _split_delta(checked(handle))
+            if header is None:
                 raise bad(handle, "not a content-linked delta")
-            header, data = split
-            kind, base, step = header.get("type"), header.get("base"), header.get("depth")
+            kind, elements = header.get("type"), header.get("elements")
+            base, step = header.get("base"), header.get("depth")
             if (
                 type(step) is not int
                 or step != depth
                 or not isinstance(kind, str)
+                or not isinstance(elements, str)
                 or not isinstance(base, str)
             ):
                 raise bad(handle, f"delta header {header!r} does not continue a chain at depth {depth}")
-            parts.append((kind, data))
+            parts.append((kind, elements))
             if isinstance(header.get("hint"), builtins.list):
                 hint[:] = [h for h in header["hint"] if isinstance(h, str)]
             if step == 1:
@@ -1592,12 +1591,17 @@ class FlightlogSaver(BaseCheckpointSaver[str]):
                     raise bad(handle, "the delta at depth 1 does not name its base's type")
                 break
             handle, depth = base, step - 1
+        hint.clear()
+        fetched.update(
+            self.store.get_artifacts([h for h in {base, *(e for _, e in parts)} if h not in fetched])
+        )
+        loaded = [(base_type, checked(base)), *((kind, checked(e)) for kind, e in reversed(parts))]
         with _gc_paused():
-            value = self.serde.loads_typed((base_type, checked(base)))
+            value = self.serde.loads_typed(loaded[0])
             if type(value) is not builtins.list:
                 raise bad(base, "the whole value a delta chain extends is not a list")
-            for kind, data in reversed(parts):
-                value.extend(self.serde.loads_typed((kind, data)))
+            for typed in loaded[1:]:
+                value.extend(self.serde.loads_typed(typed))
         return value
 
     def _body(self, thread: _Thread, body: _Body) -> Any:
@@ -2250,8 +2254,8 @@ class FlightlogSaver(BaseCheckpointSaver[str]):
         base = thread.blobs.get((ns, channel, base_version))
         if base is None or (base.base is not None and base.depth is None):
             return None
-        kind, data = self.serde.dumps_typed(new)
-        header: dict[str, Any] = {"type": kind, "base": base.handle}
+        elements = self._typed(rec, new)  # bytes as a plain value's: shared with the write that added them
+        header: dict[str, Any] = {"type": elements["type"], "elements": elements["ref"], "base": base.handle}
         if base.base is None:
             depth = 1
             header["base_type"] = base.type
@@ -2265,7 +2269,7 @@ class FlightlogSaver(BaseCheckpointSaver[str]):
                 hint.append(ref.handle)
                 ref = None if ref.base is None else thread.blobs.get((ns, channel, ref.base))
             header["hint"] = hint
-        return {"type": kind, "ref": rec.put_artifact(_delta_bytes(header, data)), "depth": depth}
+        return {"type": elements["type"], "ref": rec.put_artifact(_delta_bytes(header)), "depth": depth}
 
     def _base_list(
         self, thread: _Thread, ns: str, channel: str, parent: str | None
