@@ -25,10 +25,11 @@ Ledger layout (one flightlog session per LangGraph ``thread_id``, id ``langgraph
   ``type`` the serde's type tag; a channel in ``new_versions`` without a value is ``{"version", "type":
   "empty"}``. A list value that begins with the parent checkpoint's value of the channel (the same
   elements, serialized one by one and compared by sha256) is stored as a delta, ``{"version", "type",
-  "ref", "base", "depth"}``: the artifact holds only the new elements and ``base`` is the version it
+  "ref", "base", "depth"}``: only the new elements are stored, and ``base`` is the version it
   extends, so a ``MessagesState`` thread grows by its new messages per step, not by its whole history. The
-  artifact is content-linked (:data:`DELTA_MAGIC`): it names the artifact it extends by its handle, so the
-  newest delta's handle alone authenticates the whole list (``depth``: deltas above the whole list; every
+  artifact is a content link (:data:`DELTA_MAGIC`): it names the artifact of the new elements (serialized as
+  a plain value, so shared with the write that added them) and the artifact it extends, by their handles, so
+  the newest delta's handle alone authenticates the whole list (``depth``: deltas above the whole list; every
   :data:`SEGMENT`-th carries the handles below it, so a read fetches the chain in a few statements). A delta
   on a delta of the older form (before 2026-12-02: ``base`` only, linked by version; read by walking the
   thread's versions) is stored whole instead, and the chain restarts there. ``checkpoint`` and ``metadata``
