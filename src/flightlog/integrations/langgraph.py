@@ -1507,7 +1507,14 @@ class FlightlogSaver(BaseCheckpointSaver[str]):
         chain: builtins.list[_Ref] = []
         ref = thread.blobs[(ns, channel, version)]
         if ref is not None and ref.depth is not None:
-            return self._load_linked(thread, ref)
+            # the folded index knows the chain's handles by version: fetched with the first link
+            known: builtins.list[str] = []
+            r: _Ref | None = ref
+            while r is not None and r.base is not None:
+                r = thread.blobs.get((ns, channel, r.base))
+                if r is not None:
+                    known.append(r.handle)
+            return self._load_linked(thread, ref, known)
         while ref is not None and ref.base is not None:
             chain.append(ref)
             base_ref = thread.blobs.get((ns, channel, ref.base), False)
@@ -1528,13 +1535,14 @@ class FlightlogSaver(BaseCheckpointSaver[str]):
                 value.extend(self._loads(thread, r, contents.get(r.handle)))
         return value
 
-    def _load_linked(self, thread: _Thread, ref: _Ref) -> Any:
+    def _load_linked(self, thread: _Thread, ref: _Ref, known: Sequence[str] = ()) -> Any:
         """The list a content-linked delta stands for (:data:`DELTA_MAGIC`): its ``base`` links followed
         down to a whole list, each artifact's sha256 checked against the handle that named it, then the
         whole list followed by each delta's ``elements``. Needs no event but the one naming ``ref``. The
         links are fetched in one statement per :data:`SEGMENT` deltas (a delta's ``hint``) plus one per
         delta above the highest hint, the elements in one statement per 500; every byte is checked before
-        any of it reaches the serde.
+        any of it reaches the serde. ``known``: handles to fetch with the first link (the chain as the
+        folded index knows it); like a hint, it only says what to fetch, never what a value is.
 
         Raises:
             LedgerIntegrityError: an artifact is missing, altered (names ``ref.seq`` and the handle), or
@@ -1542,7 +1550,7 @@ class FlightlogSaver(BaseCheckpointSaver[str]):
         """
         sha256 = hashlib.sha256
         fetched: dict[str, bytes] = {}
-        hint: builtins.list[str] = []
+        hint: builtins.list[str] = [*known]
         parts: builtins.list[tuple[str, str]] = []  # (serde type, elements handle), newest first
         handle, depth = ref.handle, ref.depth
 
