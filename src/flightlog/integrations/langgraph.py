@@ -591,14 +591,14 @@ _scanstring: Callable[[str, int], tuple[str, int]] = json.decoder.scanstring  # 
 KEYFRAME = 16
 """A checkpoint body is stored whole at least every this many checkpoints down a parent chain (the others
 as patches on their parent's), so reading one applies at most ``KEYFRAME - 1`` patches."""
-DELTA_MAGIC = b"flightlog.langgraph.delta/1\n"
+DELTA_MAGIC = b"flightlog.lg.delta/1\n"
 """First bytes of a content-linked list delta artifact (module docstring: ``depth``), followed by its
-canonical JSON ``{"type", "elements", "depth", "base", "base_type"?, "hint"?}``: ``elements`` the handle
-of the new elements serialized as a plain value (the same bytes as the write that added them, so stored
-once), ``type`` their serde type tag; ``base`` the handle of the value extended: a whole list, whose serde
-type is ``base_type``, when ``depth`` is 1, else a delta of depth ``depth - 1``."""
+canonical JSON ``{"t", "e", "d", "b", "bt"?, "h"?}``: ``e`` the sha256 (hex) of the new elements
+serialized as a plain value (the same bytes as the write that added them, so stored once), ``t`` their
+serde type tag, ``d`` the depth, ``b`` the sha256 of the value extended: a whole list, whose serde type
+is ``bt``, when ``d`` is 1, else a delta of depth ``d - 1``; ``h`` the hint (:data:`SEGMENT`)."""
 SEGMENT = 32
-"""Every delta whose ``depth`` is a multiple of this carries ``hint``: the handles of the ``SEGMENT``
+"""Every delta whose ``depth`` is a multiple of this carries a hint (``h``): the digests of the ``SEGMENT``
 values below it (depths ``depth - 1`` down to ``depth - SEGMENT``), so a read fetches a chain in about
 ``depth / SEGMENT + SEGMENT`` statements instead of one per delta. Hints only say what to fetch together:
 a value is what its ``base`` links say, and a hint that disagrees with them is never used."""
@@ -1538,7 +1538,7 @@ class FlightlogSaver(BaseCheckpointSaver[str]):
     def _load_linked(self, thread: _Thread, ref: _Ref, known: Sequence[str] = ()) -> Any:
         """The list a content-linked delta stands for (:data:`DELTA_MAGIC`): its ``base`` links followed
         down to a whole list, each artifact's sha256 checked against the handle that named it, then the
-        whole list followed by each delta's ``elements``. Needs no event but the one naming ``ref``. The
+        whole list followed by each delta's elements. Needs no event but the one naming ``ref``. The
         links are fetched in one statement per :data:`SEGMENT` deltas (a delta's ``hint``) plus one per
         delta above the highest hint, the elements in one statement per 500; every byte is checked before
         any of it reaches the serde. ``known``: handles to fetch with the first link (the chain as the
@@ -1550,9 +1550,9 @@ class FlightlogSaver(BaseCheckpointSaver[str]):
         """
         sha256 = hashlib.sha256
         fetched: dict[str, bytes] = {}
-        hint: builtins.list[str] = [*known]
-        parts: builtins.list[tuple[str, str]] = []  # (serde type, elements handle), newest first
-        handle, depth = ref.handle, ref.depth
+        hint = [h.removeprefix("sha256:") for h in known]  # links name bare hex digests
+        parts: builtins.list[tuple[str, str]] = []  # (serde type, elements' digest), newest first
+        handle, depth = ref.handle.removeprefix("sha256:"), ref.depth
 
         def checked(handle: str) -> bytes:
             content = fetched.pop(handle, None)
@@ -1581,8 +1581,7 @@ class FlightlogSaver(BaseCheckpointSaver[str]):
             header = _split_delta(checked(handle))
             if header is None:
                 raise bad(handle, "not a content-linked delta")
-            kind, elements = header.get("type"), header.get("elements")
-            base, step = header.get("base"), header.get("depth")
+            kind, elements, base, step = header.get("t"), header.get("e"), header.get("b"), header.get("d")
             if (
                 type(step) is not int
                 or step != depth
@@ -1592,10 +1591,10 @@ class FlightlogSaver(BaseCheckpointSaver[str]):
             ):
                 raise bad(handle, f"delta header {header!r} does not continue a chain at depth {depth}")
             parts.append((kind, elements))
-            if isinstance(header.get("hint"), builtins.list):
-                hint[:] = [h for h in header["hint"] if isinstance(h, str)]
+            if isinstance(header.get("h"), builtins.list):
+                hint[:] = [h for h in header["h"] if isinstance(h, str)]
             if step == 1:
-                base_type = header.get("base_type")
+                base_type = header.get("bt")
                 if not isinstance(base_type, str):
                     raise bad(handle, "the delta at depth 1 does not name its base's type")
                 break
@@ -2263,21 +2262,25 @@ class FlightlogSaver(BaseCheckpointSaver[str]):
         base = thread.blobs.get((ns, channel, base_version))
         if base is None or (base.base is not None and base.depth is None):
             return None
-        elements = self._typed(rec, new)  # bytes as a plain value's: shared with the write that added them
-        header: dict[str, Any] = {"type": elements["type"], "elements": elements["ref"], "base": base.handle}
+        elements = self._typed(rec, new)  # a plain value's bytes: stored once with the write that added them
+        header: dict[str, Any] = {
+            "t": elements["type"],
+            "e": elements["ref"].removeprefix("sha256:"),
+            "b": base.handle.removeprefix("sha256:"),
+        }
         if base.base is None:
             depth = 1
-            header["base_type"] = base.type
+            header["bt"] = base.type
         else:
             depth = (base.depth or 0) + 1
-        header["depth"] = depth
+        header["d"] = depth
         if depth % SEGMENT == 0:
             hint: builtins.list[str] = []
             ref: _Ref | None = base
             while ref is not None and len(hint) < SEGMENT:
-                hint.append(ref.handle)
+                hint.append(ref.handle.removeprefix("sha256:"))
                 ref = None if ref.base is None else thread.blobs.get((ns, channel, ref.base))
-            header["hint"] = hint
+            header["h"] = hint
         return {"type": elements["type"], "ref": rec.put_artifact(_delta_bytes(header)), "depth": depth}
 
     def _base_list(
