@@ -185,15 +185,23 @@ def test_list_deltas_name_their_base_by_content(db: Path, store: Store) -> None:
     _write_thread(store, ask=False)
     raw = sqlite3.connect(db)
     try:
-        contents = [bytes(c) for (c,) in raw.execute("SELECT content FROM artifacts")]
+        digests = {d: bytes(c) for d, c in raw.execute("SELECT sha256, content FROM artifacts")}
     finally:
         raw.close()
-    deltas = [h for c in contents if (h := _split_delta(c)) is not None]
+    deltas = [h for c in digests.values() if (h := _split_delta(c)) is not None]
     depths = sorted(h["d"] for h in deltas)
     assert depths == list(range(1, 2 * TURNS))  # one chain: each turn's input and answer extend it
-    hinted = sorted((h for h in deltas if "h" in h), key=lambda h: h["d"])
-    assert [h["d"] for h in hinted] == [SEGMENT, 2 * SEGMENT]
-    assert all(len(h["h"]) == SEGMENT for h in hinted)
+    anchors = sorted((h for h in deltas if "h" in h), key=lambda h: h["d"])
+    assert [h["d"] for h in anchors] == [SEGMENT, 2 * SEGMENT]
+    by_depth = {h["d"]: h for h in deltas}
+    digest_of = {h["d"]: d for d, c in digests.items() if (h := _split_delta(c)) is not None}
+    for anchor in anchors:  # what an anchor names is what its links say, one by one
+        assert anchor["h"] == [by_depth[anchor["d"] - i]["e"] for i in range(SEGMENT)]
+        assert all(
+            by_depth[d]["b"] == digest_of[d - 1] for d in range(anchor["d"] - SEGMENT + 2, anchor["d"] + 1)
+        )
+    assert anchors[1]["a"] == digest_of[SEGMENT] and "at" not in anchors[1]
+    assert anchors[0]["a"] == by_depth[1]["b"] and anchors[0]["at"] == by_depth[1]["bt"]  # the whole list
     heads = _rows(db, HEAD_KIND)
     assert len(heads) == TURNS  # one per stop
     assert max(len(data) for _, data in heads) < 700  # a few hundred bytes per stop
@@ -239,8 +247,13 @@ def test_a_rechained_head_record_is_refused_naming_its_seq(db: Path, store: Stor
 
 @pytest.mark.parametrize(
     ("depth", "text", "link"),
-    [(SEGMENT + 3, b"answer", False), (SEGMENT + 2, b"question", False), (SEGMENT + 2, b'"t":', True)],
-    ids=["elements of an answer", "elements of an input", "a link"],
+    [
+        (SEGMENT + 3, b"answer", False),
+        (SEGMENT + 2, b"question", False),
+        (2 * SEGMENT + 2, b'"t":', True),
+        (2 * SEGMENT, b'"h":', True),
+    ],
+    ids=["elements of an answer", "elements of an input", "a link", "an anchor"],
 )
 def test_an_altered_delta_in_the_chain_is_refused_before_it_is_deserialized(
     db: Path, store: Store, monkeypatch: pytest.MonkeyPatch, depth: int, text: bytes, link: bool

@@ -492,6 +492,18 @@ def _delta_bytes(header: dict[str, Any]) -> bytes:
     return DELTA_MAGIC + canonical_json(header)
 
 
+def _anchor_run(run: Any, depth: int, elements: str) -> bool:
+    """Is ``run`` an anchor's list of elements digests (:data:`SEGMENT`): one per delta from ``depth``
+    down, its own ``elements`` first?"""
+    return (
+        depth % SEGMENT == 0
+        and type(run) is list
+        and len(run) == SEGMENT
+        and run[0] == elements
+        and all(isinstance(e, str) for e in run)
+    )
+
+
 def _split_delta(content: bytes) -> dict[str, Any] | None:
     """The header of a content-linked delta artifact; None when not laid out so."""
     if not content.startswith(DELTA_MAGIC):
@@ -593,15 +605,16 @@ KEYFRAME = 16
 as patches on their parent's), so reading one applies at most ``KEYFRAME - 1`` patches."""
 DELTA_MAGIC = b"flightlog.lg.delta/1\n"
 """First bytes of a content-linked list delta artifact (module docstring: ``depth``), followed by its
-canonical JSON ``{"t", "e", "d", "b", "bt"?, "h"?}``: ``e`` the sha256 (hex) of the new elements
-serialized as a plain value (the same bytes as the write that added them, so stored once), ``t`` their
-serde type tag, ``d`` the depth, ``b`` the sha256 of the value extended: a whole list, whose serde type
-is ``bt``, when ``d`` is 1, else a delta of depth ``d - 1``; ``h`` the hint (:data:`SEGMENT`)."""
+canonical JSON ``{"t", "e", "d", "b", "bt"?, "h"?, "ht"?, "a"?, "at"?}``: ``e`` the sha256 (hex) of the
+new elements serialized as a plain value (the same bytes as the write that added them, so stored once),
+``t`` their serde type tag, ``d`` the depth, ``b`` the sha256 of the value extended: a whole list, whose
+serde type is ``bt``, when ``d`` is 1, else a delta of depth ``d - 1``; an anchor's ``h``, ``ht``, ``a``
+and ``at``: :data:`SEGMENT`."""
 SEGMENT = 32
-"""Every delta whose ``depth`` is a multiple of this carries a hint (``h``): the digests of the ``SEGMENT``
-values below it (depths ``depth - 1`` down to ``depth - SEGMENT``), so a read fetches a chain in about
-``depth / SEGMENT + SEGMENT`` statements instead of one per delta. Hints only say what to fetch together:
-a value is what its ``base`` links say, and a hint that disagrees with them is never used."""
+"""Every delta whose ``depth`` is a multiple of this is an anchor: it also names (``h``) the elements of
+itself and the ``SEGMENT - 1`` deltas below it and (``a``) the value ``SEGMENT`` deltas down, so a read
+follows at most ``SEGMENT - 1`` links to the highest anchor and then one link per anchor, about
+``depth / SEGMENT + SEGMENT`` artifacts instead of one per delta, before it reads the elements."""
 
 
 _gc_lock = threading.Lock()
@@ -1507,14 +1520,7 @@ class FlightlogSaver(BaseCheckpointSaver[str]):
         chain: builtins.list[_Ref] = []
         ref = thread.blobs[(ns, channel, version)]
         if ref is not None and ref.depth is not None:
-            # the folded index knows the chain's handles by version: fetched with the first link
-            known: builtins.list[str] = []
-            r: _Ref | None = ref
-            while r is not None and r.base is not None:
-                r = thread.blobs.get((ns, channel, r.base))
-                if r is not None:
-                    known.append(r.handle)
-            return self._load_linked(thread, ref, known)
+            return self._load_linked(thread, ref)
         while ref is not None and ref.base is not None:
             chain.append(ref)
             base_ref = thread.blobs.get((ns, channel, ref.base), False)
@@ -1535,33 +1541,23 @@ class FlightlogSaver(BaseCheckpointSaver[str]):
                 value.extend(self._loads(thread, r, contents.get(r.handle)))
         return value
 
-    def _load_linked(self, thread: _Thread, ref: _Ref, known: Sequence[str] = ()) -> Any:
-        """The list a content-linked delta stands for (:data:`DELTA_MAGIC`): its ``base`` links followed
-        down to a whole list, each artifact's sha256 checked against the handle that named it, then the
-        whole list followed by each delta's elements. Needs no event but the one naming ``ref``. The
-        links are fetched in one statement per :data:`SEGMENT` deltas (a delta's ``hint``) plus one per
-        delta above the highest hint, the elements in one statement per 500; every byte is checked before
-        any of it reaches the serde. ``known``: handles to fetch with the first link (the chain as the
-        folded index knows it); like a hint, it only says what to fetch, never what a value is.
+    def _load_linked(self, thread: _Thread, ref: _Ref) -> Any:
+        """The list a content-linked delta stands for (:data:`DELTA_MAGIC`): its links followed down to a
+        whole list, each link's sha256 checked against the digest that named it, then the whole list
+        followed by each delta's elements (each artifact checked too, before any byte of the chain reaches
+        the serde). Needs no event but the one naming ``ref``. Reads one link per delta above the highest
+        anchor and one per anchor below it (:data:`SEGMENT`), then the elements in one statement per 500.
 
         Raises:
-            LedgerIntegrityError: an artifact is missing, altered (names ``ref.seq`` and the handle), or
+            LedgerIntegrityError: an artifact is missing, altered (names ``ref.seq`` and the digest), or
                 not a delta of the depth its successor says, or the whole value is not a list.
         """
         sha256 = hashlib.sha256
-        fetched: dict[str, bytes] = {}
-        hint = [h.removeprefix("sha256:") for h in known]  # links name bare hex digests
         parts: builtins.list[tuple[str, str]] = []  # (serde type, elements' digest), newest first
         handle, depth = ref.handle.removeprefix("sha256:"), ref.depth
 
-        def checked(handle: str) -> bytes:
-            content = fetched.pop(handle, None)
-            if content is None:
-                got = self.store.get_artifacts([handle, *(h for h in hint if h not in fetched)])
-                hint.clear()
-                content = got.pop(handle, None)
-                fetched.update(got)
-            if content is None or sha256(content).hexdigest() != handle.removeprefix("sha256:"):
+        def checked(handle: str, content: bytes | None) -> bytes:
+            if content is None or sha256(content).hexdigest() != handle:
                 raise LedgerIntegrityError(
                     session_id=thread.session_id,
                     seq=ref.seq,
@@ -1578,7 +1574,7 @@ class FlightlogSaver(BaseCheckpointSaver[str]):
             )
 
         while True:
-            header = _split_delta(checked(handle))
+            header = _split_delta(checked(handle, self.store.get_artifact(handle)))
             if header is None:
                 raise bad(handle, "not a content-linked delta")
             kind, elements, base, step = header.get("t"), header.get("e"), header.get("b"), header.get("d")
@@ -1590,24 +1586,34 @@ class FlightlogSaver(BaseCheckpointSaver[str]):
                 or not isinstance(base, str)
             ):
                 raise bad(handle, f"delta header {header!r} does not continue a chain at depth {depth}")
+            below, run, run_type = header.get("a"), header.get("h"), header.get("ht")
+            if (
+                isinstance(below, str)
+                and isinstance(run_type, str)
+                and isinstance(run, builtins.list)
+                and _anchor_run(run, step, elements)
+            ):
+                parts.extend((run_type, e) for e in run)  # the SEGMENT deltas down to the one above `below`
+                step -= SEGMENT
+                if step == 0:
+                    root, root_type = below, header.get("at")
+                    break
+                handle, depth = below, step
+                continue
             parts.append((kind, elements))
-            if isinstance(header.get("h"), builtins.list):
-                hint[:] = [h for h in header["h"] if isinstance(h, str)]
             if step == 1:
-                base_type = header.get("bt")
-                if not isinstance(base_type, str):
-                    raise bad(handle, "the delta at depth 1 does not name its base's type")
+                root, root_type = base, header.get("bt")
                 break
             handle, depth = base, step - 1
-        hint.clear()
-        fetched.update(
-            self.store.get_artifacts([h for h in {base, *(e for _, e in parts)} if h not in fetched])
-        )
-        loaded = [(base_type, checked(base)), *((kind, checked(e)) for kind, e in reversed(parts))]
+        if not isinstance(root_type, str):
+            raise bad(handle, "the link to the whole list does not name its type")
+        contents = self.store.get_artifacts([root, *(e for _, e in parts)])
+        loaded = [(root_type, checked(root, contents.get(root)))]
+        loaded.extend((kind, checked(e, contents.get(e))) for kind, e in reversed(parts))
         with _gc_paused():
             value = self.serde.loads_typed(loaded[0])
             if type(value) is not builtins.list:
-                raise bad(base, "the whole value a delta chain extends is not a list")
+                raise bad(root, "the whole value a delta chain extends is not a list")
             for typed in loaded[1:]:
                 value.extend(self.serde.loads_typed(typed))
         return value
@@ -2275,13 +2281,43 @@ class FlightlogSaver(BaseCheckpointSaver[str]):
             depth = (base.depth or 0) + 1
         header["d"] = depth
         if depth % SEGMENT == 0:
-            hint: builtins.list[str] = []
-            ref: _Ref | None = base
-            while ref is not None and len(hint) < SEGMENT:
-                hint.append(ref.handle.removeprefix("sha256:"))
-                ref = None if ref.base is None else thread.blobs.get((ns, channel, ref.base))
-            header["h"] = hint
+            header.update(self._anchor_fields(thread, ns, channel, base, header))
         return {"type": elements["type"], "ref": rec.put_artifact(_delta_bytes(header)), "depth": depth}
+
+    def _anchor_fields(
+        self, thread: _Thread, ns: str, channel: str, base: _Ref, header: dict[str, Any]
+    ) -> dict[str, Any]:
+        """The anchor fields of the delta ``header`` (depth a multiple of :data:`SEGMENT`, extending
+        ``base``): ``h`` the elements digests of it and the ``SEGMENT - 1`` deltas below it (newest
+        first), ``ht`` their common serde type, ``a`` the digest of the value ``SEGMENT`` deltas down
+        (an anchor, or the whole list, then of serde type ``at``). Read from the links below, each checked
+        against its digest; ``{}`` (no anchor: a read follows every link) when they are not all there as
+        the index says, or their types differ."""
+        depth: int = header["d"]
+        links: builtins.list[_Ref] = []
+        ref: _Ref | None = base
+        while ref is not None and len(links) < SEGMENT - 1:
+            links.append(ref)
+            ref = None if ref.base is None else thread.blobs.get((ns, channel, ref.base))
+        if ref is None or len(links) < SEGMENT - 1 or ref.depth != (depth - SEGMENT or None):
+            return {}
+        contents = self.store.get_artifacts([r.handle for r in links])
+        run, kinds = [header["e"]], {header["t"]}
+        for i, r in enumerate(links):
+            content = contents.get(r.handle)
+            if content is None or hashlib.sha256(content).hexdigest() != r.handle.removeprefix("sha256:"):
+                return {}
+            link = _split_delta(content)
+            if link is None or link.get("d") != depth - 1 - i or not isinstance(link.get("e"), str):
+                return {}
+            run.append(link["e"])
+            kinds.add(link.get("t"))
+        if len(kinds) != 1:
+            return {}
+        fields: dict[str, Any] = {"h": run, "ht": header["t"], "a": ref.handle.removeprefix("sha256:")}
+        if ref.depth is None:
+            fields["at"] = ref.type
+        return fields
 
     def _base_list(
         self, thread: _Thread, ns: str, channel: str, parent: str | None
