@@ -30,7 +30,8 @@ Ledger layout (one flightlog session per LangGraph ``thread_id``, id ``langgraph
   artifact is a content link (:data:`DELTA_MAGIC`): it names the artifact of the new elements (serialized as
   a plain value, so shared with the write that added them) and the artifact it extends, by their handles, so
   the newest delta's handle alone authenticates the whole list (``depth``: deltas above the whole list; every
-  :data:`SEGMENT`-th carries the handles below it, so a read fetches the chain in a few statements). A delta
+  :data:`SEGMENT`-th is an anchor that also names the elements of the deltas down to the previous anchor,
+  so a read follows about ``depth / SEGMENT + SEGMENT`` links, not ``depth``). A delta
   on a delta of the older form (before 2026-12-02: ``base`` only, linked by version; read by walking the
   thread's versions) is stored whole instead, and the chain restarts there. ``checkpoint`` and ``metadata``
   are ``{"json": value}`` when the value is plain JSON that round-trips exactly, else ``{"type", "ref"}``
@@ -317,8 +318,9 @@ with, just before the recorder signs: what the root namespace's latest checkpoin
 so a new process reads it without folding the thread (module docstring: reads): ``checkpoint_ns`` (``""``),
 ``checkpoint_id``, ``bodies`` (the seqs of the ``langgraph.checkpoint`` events its body is built from: a
 whole body, then each patch up to its own), ``writes`` (the seqs of the events holding its pending writes,
-ledger order) and ``values`` (``{channel: {"type", "ref", "depth"?}}`` for each channel of its
-``channel_versions`` holding a value)."""
+ledger order), ``values`` (``{channel: {"type", "ref", "depth"?}}``, or ``{"type": "empty"}``, for each
+channel of its ``channel_versions`` the thread holds a value entry for) and, when there are any, ``early``
+(the seqs of writes events whose checkpoint is not recorded yet: LangGraph may save them first)."""
 SUBGRAPH_PREFIX = "langgraph-subgraph:"
 """A subgraph run's session id is ``langgraph-subgraph:<thread_id>|<checkpoint_ns>`` (its own session, a
 child run of the thread's; not a thread: :meth:`FlightlogSaver.list` does not list it)."""
