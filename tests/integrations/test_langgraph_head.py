@@ -398,3 +398,22 @@ def test_writes_saved_before_their_checkpoint_are_named_by_the_head_record(db: P
             want.pending_writes,
         )
         assert counting.rows < store.get_session(session_id_for("t")).head_seq + 1  # not folded
+
+
+def test_a_write_after_the_head_record_is_folded_forward(db: Path, store: Store) -> None:
+    """LangGraph may save a step's writes after the checkpoint that stopped the run: they land after the
+    head record (signed at once) and a head read folds them forward."""
+    saver = FlightlogSaver(store)
+    _write_thread(store, 3)
+    latest = saver.get_tuple(_cfg())
+    assert latest is not None
+    saver.put_writes(latest.config, [("profile", "late")], task_id="late-task", task_path="~z")
+    assert _rows(db, HEAD_KIND)[-1][0] < store.get_session(session_id_for("t")).head_seq
+    want = saver.get_tuple(_cfg())
+    assert want is not None and ("late-task", "profile", "late") in want.pending_writes
+    with _fresh(db) as (fresh, _, _):
+        got = fresh.checkpointer.get_tuple(_cfg())
+        assert got is not None and (got.checkpoint, got.pending_writes) == (
+            want.checkpoint,
+            want.pending_writes,
+        )

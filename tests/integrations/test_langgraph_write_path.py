@@ -23,7 +23,7 @@ from langgraph.graph import END, START, MessagesState, StateGraph
 from langgraph.types import Command
 
 import flightlog
-from flightlog.integrations.langgraph import FlightlogSaver
+from flightlog.integrations.langgraph import CHECKPOINT_KIND, HEAD_KIND, WRITES_KIND, FlightlogSaver
 
 from .test_langgraph_readable import CFG, SID, _graph
 
@@ -72,8 +72,9 @@ def test_a_write_after_the_run_ended_is_signed(tmp_path: Path) -> None:
         before = store.get_session(SID).head_seq
         FlightlogSaver.put_writes(saver, *late)
         assert store.get_session(SID).head_seq == before + 1  # the write is recorded after run_terminal
-        kinds = [row.kind for row in store.read_events(SID)]
-        assert kinds[-3:] == ["run_terminal", "custom", "custom"]
+        kinds = [json.loads(row.event_bytes).get("custom_kind", row.kind) for row in store.read_events(SID)]
+        # the run's end, its checkpoint and the head record the stop ends with, then the late write
+        assert kinds[-4:] == ["run_terminal", CHECKPOINT_KIND, HEAD_KIND, WRITES_KIND]
     report = _audit(db)
     assert report["ok"] and (report["anchored"], report["unanchored"]) == (report["events"], None)
 
