@@ -52,11 +52,6 @@ MESSAGE_LIKES = {
 }
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="a graph input given as message-likes (tuple, dict, str) is recorded as the input's JSON as the "
-    "user's message, and the human message itself is left out of replay",
-)
 @pytest.mark.parametrize("form", sorted(MESSAGE_LIKES))
 def test_message_like_inputs_replay_as_the_users_words(form: str, tmp_path: Path) -> None:
     db = tmp_path / "lg.db"
@@ -77,3 +72,18 @@ def test_message_like_inputs_replay_as_the_users_words(form: str, tmp_path: Path
         ("user", "and order 43"),
         ("assistant", "echo: and order 43"),
     ]
+
+
+def test_a_system_tuple_in_the_input_is_the_runs_system_prompt(tmp_path: Path) -> None:
+    db = tmp_path / "lg.db"
+    config: RunnableConfig = {"configurable": {"thread_id": "t1"}}
+    with flightlog.open_store(str(db)) as store:
+        graph = _echo_graph(FlightlogSaver(store, notary=None))
+        graph.invoke({"messages": [("system", "Be brief."), ("user", "Refund order 42")]}, config)
+        [started] = [
+            e
+            for e in (json.loads(r.event_bytes) for r in store.read_events("langgraph:t1"))
+            if e["kind"] == "run_started"
+        ]
+    assert (started["goal"], started["system_prompt"]) == ("Refund order 42", "Be brief.")
+    assert _replay(db, "t1") == [("user", "Refund order 42"), ("assistant", "echo: Refund order 42")]

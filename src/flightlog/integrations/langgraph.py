@@ -59,7 +59,8 @@ namespace (``checkpoint_ns == ""``; subgraphs: see below) as seed 000 events, so
 ``runs``, ``pending`` and the dashboard read a thread like a kernel run:
 
 * a checkpoint whose metadata ``source`` is ``input`` → ``run_started`` (goal: the input's first human
-  message, else the input as JSON; ``system_prompt``: the text of the system messages that begin the
+  message, message-likes such as ``("user", text)`` converted as ``add_messages`` converts them, else the
+  input as JSON; ``system_prompt``: the text of the system messages that begin the
   thread's messages, the thread's own when it already has messages, else the input's, joined by a blank
   line as the importers join a transcript's leading system messages; a run still open is first ended
   ``run_terminal("interrupted")``);
@@ -212,7 +213,14 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, NamedTuple
 
 try:
-    from langchain_core.messages import AIMessage, BaseMessage, HumanMessage, SystemMessage, ToolMessage
+    from langchain_core.messages import (
+        AIMessage,
+        BaseMessage,
+        HumanMessage,
+        SystemMessage,
+        ToolMessage,
+        convert_to_messages,
+    )
     from langchain_core.runnables import RunnableConfig
     from langgraph.checkpoint.base import (
         WRITES_IDX_MAP,
@@ -882,8 +890,20 @@ def _system_prompt(messages: Any) -> str | None:
 
 
 def _input_messages(value: Any) -> Any:
-    """The messages of a graph input (``{"messages": ...}``, or the input itself)."""
-    return value.get("messages") if isinstance(value, dict) else value
+    """The messages of a graph input (``{"messages": ...}``, or the input itself), as LangChain messages when
+    they are message-likes, which ``MessagesState``'s ``add_messages`` reducer turns into messages the same
+    way (langchain_core's ``convert_to_messages``): a message, a ``(role, text)`` tuple, a ``{"role",
+    "content"}`` dict, a string (a human message), or a list of them; anything else as given (then the
+    ``run_started`` goal is the input as JSON). The input is the live value LangGraph hands the saver's
+    ``put``, never a stored one."""
+    raw = value.get("messages") if isinstance(value, dict) else value
+    items: builtins.list[Any] = raw if isinstance(raw, list) else [raw]
+    if not items or not all(isinstance(m, BaseMessage | str | tuple | dict) for m in items):
+        return raw
+    try:
+        return convert_to_messages(items)
+    except (NotImplementedError, ValueError):  # convert_to_messages: not a message-like (a state value)
+        return raw
 
 
 def _replay_size(messages: Sequence[Any]) -> int:
