@@ -40,8 +40,11 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
+from _tree import checked  # bench/ is sys.path[0] when a script runs
+
 ROOT = Path(__file__).resolve().parents[1]
-sys.path.insert(0, os.environ.get("FLIGHTLOG_BENCH_SRC") or str(ROOT / "src"))  # another tree to compare
+_OTHER = os.environ.get("FLIGHTLOG_BENCH_SRC")  # another tree to compare (refused without flightlog)
+sys.path.insert(0, str(checked(Path(_OTHER).resolve(), "FLIGHTLOG_BENCH_SRC") if _OTHER else ROOT / "src"))
 
 from flightlog.ledger import CompactRange  # noqa: E402
 from flightlog.recorder import Recorder  # noqa: E402

@@ -34,20 +34,11 @@ import time
 from pathlib import Path
 from typing import Any
 
+from _tree import measured_tree  # bench/ is sys.path[0] when a script runs
+
 ROOT = Path(__file__).resolve().parent.parent
 
-
-def _src_arg(argv: list[str]) -> Path:
-    """The flightlog tree to measure: ``--src DIR`` (read before the imports below), else this checkout's."""
-    for i, arg in enumerate(argv):
-        if arg == "--src" and i + 1 < len(argv):
-            return Path(argv[i + 1]).resolve()
-        if arg.startswith("--src="):
-            return Path(arg.removeprefix("--src=")).resolve()
-    return ROOT / "src"
-
-
-SRC = _src_arg(sys.argv)
+SRC = measured_tree(sys.argv[1:])  # --src DIR (checked: a path without flightlog is refused)
 sys.path.insert(0, str(SRC))  # measure this checkout (or --src), installed or not
 
 from flightlog.importers import claude_code, import_file  # noqa: E402

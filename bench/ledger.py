@@ -71,20 +71,10 @@ from importlib import metadata
 from pathlib import Path
 from typing import Any
 
+from _tree import measured_tree  # bench/ is sys.path[0] when a script runs
 
-def _src() -> Path:
-    """The flightlog tree to measure: ``--src DIR`` (read before the imports below), else this checkout's."""
-    argv = sys.argv[1:]
-    for i, arg in enumerate(argv):
-        if arg == "--src" and i + 1 < len(argv):
-            return Path(argv[i + 1]).resolve()
-        if arg.startswith("--src="):
-            return Path(arg.removeprefix("--src=")).resolve()
-    return Path(__file__).resolve().parents[1] / "src"
-
-
-_SRC = _src()
-if _SRC.is_dir() and str(_SRC) not in sys.path:
+_SRC = measured_tree(sys.argv[1:])  # --src DIR (checked: a path without flightlog is refused)
+if str(_SRC) not in sys.path:
     sys.path.insert(0, str(_SRC))  # measure this checkout (or --src), installed or not
 
 from flightlog import recorder as recorder_module  # noqa: E402

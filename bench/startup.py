@@ -25,6 +25,8 @@ import sys
 import time
 from pathlib import Path
 
+from _tree import checked  # bench/ is sys.path[0] when a script runs
+
 ROOT = Path(__file__).resolve().parent.parent
 COMMANDS: dict[str, list[str]] = {
     "python -c pass": ["-c", "pass"],
@@ -57,6 +59,7 @@ def main() -> None:
     parser.add_argument("--json", action="store_true", help="print the shared bench row as JSON")
     parser.add_argument("--src", type=Path, default=ROOT / "src", help="flightlog source tree to measure")
     args = parser.parse_args()
+    checked(args.src.resolve(), "--src")  # a path without flightlog: PYTHONPATH would fall back silently
     rounds_n = args.rounds or (3 if args.quick else 5)
     runs_n = args.runs or (5 if args.quick else 10)
     env = {

@@ -22,10 +22,6 @@ SCRIPTS = {
 }
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="a --src (FLIGHTLOG_BENCH_SRC) without a flightlog package measures the installed tree",
-)
 @pytest.mark.parametrize("script", sorted(SCRIPTS))
 def test_a_src_without_flightlog_is_refused_naming_it(script: str, tmp_path: Path) -> None:
     src = tmp_path / "other-checkout" / "src"  # absent, as a mistyped path is
