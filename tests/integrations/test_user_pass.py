@@ -120,11 +120,6 @@ def _refund_graph(saver: FlightlogSaver) -> Any:
     return g.compile(checkpointer=saver)
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="the waterfall ends a tool span at the suspension as 'not run' and never draws the run after the "
-    "approval, though the tool ran",
-)
 def test_the_waterfall_draws_a_tool_that_ran_after_its_approval(tmp_path: Path) -> None:
     db = tmp_path / "lg.db"
     config: RunnableConfig = {"configurable": {"thread_id": "t1"}}

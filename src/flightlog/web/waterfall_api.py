@@ -105,6 +105,9 @@ class _Fold:
         self.last_ms = 0
         self.imported = UsageReader()
         self.resolved: dict[str, Any] | None = None
+        self.unsettled: dict[str, str] = {}
+        """Tool calls requested and not yet answered (no result, no denial): call id -> tool name. A call
+        held at a suspension (waiting for approval) runs after the ``resumed`` and is drawn from there."""
 
     def begin(self, lane: str, label: str, kind: str, seq: int, at: int) -> None:
         span = {"lane": lane, "label": views.show(label, 200), "kind": kind, "turn": self.turn, "seq": seq}
@@ -151,10 +154,17 @@ class _Fold:
             raw = data.get("calls")
             calls = raw if isinstance(raw, list) else []
             names = ", ".join(str(c.get("name", "?")) for c in calls if isinstance(c, dict)) or "tools"
+            self.unsettled.update(
+                {str(c.get("id", "")): str(c.get("name", "?")) for c in calls if isinstance(c, dict)}
+            )
             self.begin("tool", names, kind, seq, at)
         elif kind == "tool_completed":
+            raw = data.get("results")
+            for result in raw if isinstance(raw, list) else []:
+                self.unsettled.pop(str(result.get("call_id", "")) if isinstance(result, dict) else "", None)
             self.end("tool", seq, at)
         elif kind == "tool_denied":
+            self.unsettled.pop(str(data.get("call_id", "")), None)
             self.end("tool", seq, at, "denied")
         elif kind == "permission_requested":
             self.begin("approval", f"waiting for approval, turn {self.turn}", kind, seq, at)
@@ -169,7 +179,14 @@ class _Fold:
             self.begin("suspended", f"suspended, turn {self.turn}", kind, seq, at)
         elif kind == "resumed":
             self.end("suspended", seq, at)
+            raw_denied = data.get("denied")
+            denied = raw_denied if isinstance(raw_denied, list) else []
+            held = [name for call, name in self.unsettled.items() if call not in denied]
+            if held and not self.open.get("tool"):  # the calls held at the suspension run now (once: a
+                self.begin("tool", ", ".join(held), kind, seq, at)  # resume after a crash finds it open)
         elif kind in _MARKS:
+            if kind in ("rollbacked", "operation_cancelled", "run_terminal"):
+                self.unsettled.clear()  # rolled back, cancelled or over: no held call runs after this
             if kind == "rollbacked":  # the turn's model call failed (or its tools did): those spans end here
                 self.end_all("model", seq, at, "failed, rolled back")
                 self.end_all("tool", seq, at, "rolled back")
