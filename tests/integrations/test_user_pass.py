@@ -40,10 +40,11 @@ def _echo_graph(saver: FlightlogSaver) -> Any:
 
 
 def _replay(db: Path, thread: str) -> list[tuple[str, str]]:
-    """``flightlog replay THREAD --json`` as (role, text) pairs."""
+    """The messages of ``flightlog replay THREAD --json`` as (role, text) pairs."""
     result = CliRunner().invoke(app, ["--db", str(db), "replay", thread, "--json"])
     assert result.exit_code == 0, result.output
-    return [(m["role"], "".join(p.get("text", "") for p in m["content"])) for m in json.loads(result.output)]
+    messages = json.loads(result.output)["messages"]
+    return [(m["role"], "".join(p.get("text", "") for p in m["content"])) for m in messages]
 
 
 # LangGraph's own docs feed MessagesState graphs message-likes (`add_messages` converts them): a
@@ -90,6 +91,8 @@ def test_a_system_tuple_in_the_input_is_the_runs_system_prompt(tmp_path: Path) -
             if e["kind"] == "run_started"
         ]
     assert (started["goal"], started["system_prompt"]) == ("Refund order 42", "Be brief.")
+    result = CliRunner().invoke(app, ["--db", str(db), "replay", "t1", "--json"])
+    assert json.loads(result.output)["system_prompt"] == "Be brief."
     assert _replay(db, "t1") == [("user", "Refund order 42"), ("assistant", "echo: Refund order 42")]
 
 
