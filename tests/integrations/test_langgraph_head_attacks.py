@@ -89,7 +89,6 @@ def _a_head_naming_another_threads_messages(db: Path, store: Store) -> bytes:
     return _canonical(record)
 
 
-@pytest.mark.xfail(strict=True, reason="finding 1: an unsigned head record in the tail is believed")
 @pytest.mark.parametrize("forge", [_an_older_head_replayed, _a_head_naming_another_threads_messages])
 def test_a_head_record_appended_after_the_last_signature_is_not_believed(
     db: Path, store: Store, forge: Callable[[Path, Store], bytes]

@@ -154,19 +154,21 @@ head, and the rows after that checkpoint (:meth:`~flightlog.integrity.notary.Not
 re-reading the rows it covers; the whole audit when the thread has no signed checkpoint yet).
 
 ``get_tuple`` of the root namespace's latest checkpoint (no ``checkpoint_id``: what ``graph.get_state``
-asks) then reads the thread from its last ``langgraph.head`` record without folding it: the rows from the
-oldest seq the record names (the latest checkpoint's body chain, at most :data:`KEYFRAME` checkpoints back,
-and its writes) to the session's head, read at once, each row's hash and link checked, the row at the signed
-checkpoint's last seq against the ``chain`` hash its signed note covers (so the rows before it are
-authenticated backwards through their hashes, the rows after it as the signed tail is); the checkpoint
-rebuilt from them, the rows after the record folded forward, and list values loaded through their content
-links, each artifact's sha256 checked before any byte of the chain reaches the serde. Anything the record
-cannot account for (no record, a ``delete_thread`` / ``delete_for_runs`` / ``prune`` / ``copy_thread``
-marker after it, a checkpoint after it forking from an older one, a delta of the older form, a row or
-artifact that does not check) falls back to the fold below, which refuses naming the seq when the ledger
-does not verify. Like ``resume(full=False)``, this read does not re-read rows the signed checkpoint covers
-and it does not use: an edit there is found by ``flightlog audit`` and by the next fold, not by this read,
-whose every byte is authenticated.
+asks) then reads the thread from the last ``langgraph.head`` record the latest signed checkpoint covers
+(the saver signs each one in the transaction that writes it; one after the signature, in the unsigned tail,
+is not believed) without folding it: the rows from the oldest seq the record names (the latest
+checkpoint's body chain, at most :data:`KEYFRAME` checkpoints back, and its writes) to the session's head,
+read at once, each row's hash and link checked, the row at the signed checkpoint's last seq against the
+``chain`` hash its signed note covers (so the rows before it are authenticated backwards through their
+hashes; the rows after it are chained onto it, not signed, and trusted as the fold trusts them:
+``flightlog verify`` reports them as the unanchored tail); the checkpoint rebuilt from them, the rows after
+the record folded forward, and list values loaded through their content links, each artifact's sha256
+checked before any byte of the chain reaches the serde. Anything the record cannot account for (no
+record, a ``delete_thread`` / ``delete_for_runs`` / ``prune`` / ``copy_thread`` marker after it, a
+checkpoint after it forking from an older one, a delta of the older form, a row or artifact that does not
+check) falls back to the fold below, which refuses naming the seq when the ledger does not verify. Like
+``resume(full=False)``, this read does not re-read rows the signed checkpoint covers and it does not use:
+an edit there is found by ``flightlog audit`` and by the next fold, not by this read.
 
 Every other read (``list``, ``get_state_history``, a checkpoint by id, subgraph namespaces) and every write
 folds the ledger: it reads the rows once, streaming, checking each row's chain link and hash (from genesis) and computing its
@@ -1130,7 +1132,7 @@ class FlightlogSaver(BaseCheckpointSaver[str]):
 
     def _head(self, thread_id: str) -> _Thread | None:
         """The index of a thread's root namespace as of its latest checkpoint, built from the last
-        :data:`HEAD_KIND` record and the rows that record names, not by folding the thread: what the first
+        :data:`HEAD_KIND` record the latest signed checkpoint covers (:meth:`_last_head`) and the rows that record names, not by folding the thread: what the first
         ``get_state`` of a process reads (module docstring: reads). None when this cannot be done (no
         notary, no signed checkpoint, no head record within :data:`_HEAD_REACH` rows, a row after the head
         record that it cannot account for, a row that does not check): the caller then folds the thread,
@@ -1163,17 +1165,17 @@ class FlightlogSaver(BaseCheckpointSaver[str]):
         latest = anchor.state.latest if isinstance(anchor.state, SessionNotary) else None
         if latest is None or latest.checkpoint.chain is None:
             return None
-        size = anchor.size
-        start = max(0, latest.size - _HEAD_WINDOW)
+        size, signed = anchor.size, latest.size
+        start = max(0, signed - _HEAD_WINDOW)
         rows = self._rows(sid, start, size)
-        at = self._last_head(rows)
+        at = self._last_head(rows, signed)
         while at is None:
             if start == 0 or size - start >= _HEAD_REACH:
                 return None
             older = max(0, start - (size - start))
             rows[:0] = self._rows(sid, older, start)
             start = older
-            at = self._last_head(rows)
+            at = self._last_head(rows, signed)
         try:
             head = parse_json(rows[at][1])["payload"]
             bodies, writes, early = head["bodies"], head["writes"], head.get("early", [])
@@ -1203,10 +1205,15 @@ class FlightlogSaver(BaseCheckpointSaver[str]):
         return [row for page in self.store.read_chain(sid, start=start, stop=stop) for row in page]
 
     @staticmethod
-    def _last_head(rows: Sequence[tuple[int, bytes, str, str]]) -> int | None:
-        """Index in ``rows`` of the last :data:`HEAD_KIND` record, or None."""
+    def _last_head(rows: Sequence[tuple[int, bytes, str, str]], signed: int) -> int | None:
+        """Index in ``rows`` of the last :data:`HEAD_KIND` record among the first ``signed`` rows of the
+        session (those the latest signed checkpoint covers), or None. A head record after them is not
+        believed: the saver signs each one in the transaction that writes it, so one in the unsigned tail
+        was appended without the key (or by a saver without a notary), and the fold, which reads the
+        checkpoint rows and ignores head records, would serve something else (an older turn replayed,
+        another thread's values named)."""
         for i in range(len(rows) - 1, -1, -1):
-            if rows[i][1].startswith(_HEAD_PREFIX):
+            if rows[i][0] < signed and rows[i][1].startswith(_HEAD_PREFIX):
                 return i
         return None
 
