@@ -1190,6 +1190,7 @@ class FlightlogSaver(BaseCheckpointSaver[str]):
         lo = min(bodies + writes + early)
         if lo < start:
             rows[:0] = self._rows(sid, lo, start)
+            at += start - lo  # the record's index in the rows, now that older ones come first
             start = lo
         if not self._authentic(rows, start, latest.size - 1, latest.checkpoint.chain, anchor.head):
             return None  # the full path names the divergent seq
