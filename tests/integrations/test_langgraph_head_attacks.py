@@ -6,6 +6,7 @@ branch under attack (committed first as a strict xfail, then fixed)."""
 
 from __future__ import annotations
 
+import hashlib
 import json
 import sqlite3
 import tempfile
@@ -20,11 +21,21 @@ from langchain_core.messages import HumanMessage, RemoveMessage
 from langgraph.types import Command
 
 import flightlog
-from flightlog.integrations.langgraph import HEAD_KIND, FlightlogSaver, session_id_for
+from flightlog.errors import LedgerIntegrityError
+from flightlog.integrations.langgraph import (
+    CHECKPOINT_KIND,
+    DELTA_MAGIC,
+    HEAD_KIND,
+    SEGMENT,
+    FlightlogSaver,
+    _delta_bytes,
+    _split_delta,
+    session_id_for,
+)
 from flightlog.ledger import chain_hash, leaf_hash, merkle_root
 from flightlog.store.base import Store
 
-from .test_langgraph_head import _cfg, _fresh, _graph, _snapshot, _write_thread
+from .test_langgraph_head import TURNS, _cfg, _fresh, _graph, _snapshot, _write_thread
 
 
 def _kind_rows(db: Path, kind: str, thread: str = "t") -> list[tuple[int, bytes]]:
@@ -74,6 +85,23 @@ def _append_forged(db: Path, forged: list[bytes], thread: str = "t") -> int:
 def _full_fold(graph: Any) -> Any:
     """The latest state as the full fold reads it (``get_state_history`` folds the whole thread)."""
     return next(iter(graph.get_state_history(_cfg())))
+
+
+def _count_fetches(store: Store) -> list[int]:
+    """Record the number of handles of each ``get_artifacts`` call made on ``store``."""
+    fetches: list[int] = []
+    get = store.get_artifacts
+
+    def counted(handles: Any) -> dict[str, bytes]:
+        fetches.append(len(handles))
+        return get(handles)
+
+    store.get_artifacts = counted  # type: ignore[method-assign]
+    return fetches
+
+
+def _handle(content: bytes) -> str:
+    return "sha256:" + hashlib.sha256(content).hexdigest()
 
 
 def _canonical(record: dict[str, Any]) -> bytes:
@@ -130,6 +158,205 @@ def test_a_body_chain_reaching_back_past_the_first_window_is_still_a_head_read(
         assert _snapshot(fresh.get_state(_cfg())) == _snapshot(want)
         assert "t" in fresh.checkpointer._heads  # served from the head record, not folded
         assert counting.rows < signed  # the fold reads every row
+
+
+# ─── attacks the path holds against ─────────────────────────────────────────────────────────────────────
+def _artifact(db: Path, handle: str) -> bytes:
+    raw = sqlite3.connect(db)
+    try:
+        (content,) = raw.execute(
+            "SELECT content FROM artifacts WHERE sha256 = ?", (handle.removeprefix("sha256:"),)
+        ).fetchone()
+    finally:
+        raw.close()
+    return bytes(content)
+
+
+def _set_artifact(db: Path, handle: str, content: bytes | None) -> None:
+    """Replace (or, ``None``, delete) the stored bytes under ``handle``, the handle left as it was."""
+    raw = sqlite3.connect(db)
+    try:
+        raw.execute("DROP TRIGGER IF EXISTS artifacts_no_update")
+        raw.execute("DROP TRIGGER IF EXISTS artifacts_no_delete")
+        digest = handle.removeprefix("sha256:")
+        if content is None:
+            raw.execute("DELETE FROM artifacts WHERE sha256 = ?", (digest,))
+        else:
+            raw.execute("UPDATE artifacts SET content = ? WHERE sha256 = ?", (content, digest))
+        raw.commit()
+    finally:
+        raw.close()
+
+
+def _messages_chain(db: Path) -> list[dict[str, Any]]:
+    """The latest head record's ``messages`` list as stored: each delta's header (plus its own ``handle``),
+    newest first, down to the depth-1 delta."""
+    handle = json.loads(_kind_rows(db, HEAD_KIND)[-1][1])["payload"]["values"]["messages"]["ref"]
+    chain = []
+    while True:
+        header = _split_delta(_artifact(db, handle))
+        assert header is not None
+        chain.append({**header, "handle": handle})
+        if header["depth"] == 1:
+            return chain
+        handle = header["base"]
+
+
+def _naming(db: Path, channel: str) -> int:
+    """Seq of the last checkpoint event of thread ``t`` giving ``channel`` a value: the one the fold names
+    when that value does not check."""
+    return max(
+        seq
+        for seq, data in _kind_rows(db, CHECKPOINT_KIND)
+        if json.loads(data)["payload"]["channels"].get(channel, {}).get("type", "empty") != "empty"
+    )
+
+
+_TARGETS: dict[str, Callable[[list[dict[str, Any]]], str]] = {
+    "the newest delta": lambda chain: chain[0]["handle"],
+    "a delta carrying a hint": lambda chain: next(d["handle"] for d in chain if d["depth"] == SEGMENT),
+    "the depth-1 delta": lambda chain: chain[-1]["handle"],
+    "the whole list under the chain": lambda chain: chain[-1]["base"],
+    "one delta's elements": lambda chain: chain[len(chain) // 2]["elements"],
+}
+
+
+@pytest.mark.parametrize("how", ["altered", "missing", "swapped"])
+@pytest.mark.parametrize("target", sorted(_TARGETS))
+def test_a_list_chain_artifact_that_does_not_check_is_refused_before_serde_sees_it(
+    db: Path, store: Store, monkeypatch: pytest.MonkeyPatch, target: str, how: str
+) -> None:
+    """Any artifact of a content-linked list (a delta, a hinted one, the whole list under the chain, a
+    delta's elements) altered, deleted or swapped with another one of the chain: a new process's read is
+    refused naming the event that names the list, and the serde never sees the bad bytes."""
+    _write_thread(store, TURNS, ask=False)
+    chain = _messages_chain(db)
+    assert len(chain) > 2 * SEGMENT
+    handle = _TARGETS[target](chain)
+    original = _artifact(db, handle)
+    bad = {handle}  # the artifacts that no longer check
+    if how == "altered":
+        _set_artifact(db, handle, original[:-2] + bytes([original[-2] ^ 1]) + original[-1:])
+    elif how == "missing":
+        _set_artifact(db, handle, None)
+    else:
+        other = chain[1]["handle"] if handle != chain[1]["handle"] else chain[2]["handle"]
+        _set_artifact(db, handle, _artifact(db, other))
+        _set_artifact(db, other, original)
+        bad.add(other)
+    wrong = {_artifact(db, h) for h in bad if how != "missing"}
+    loaded: list[tuple[str, bytes]] = []
+    serde = type(FlightlogSaver(store).serde)
+    loads = serde.loads_typed
+    monkeypatch.setattr(serde, "loads_typed", lambda self, typed: loaded.append(typed) or loads(self, typed))
+    with _fresh(db) as (graph, _, _), pytest.raises(LedgerIntegrityError) as caught:
+        graph.get_state(_cfg())
+    assert caught.value.seq == _naming(db, "messages")
+    assert any(h in caught.value.reason for h in bad)
+    assert not any(data in wrong or data.startswith(DELTA_MAGIC) for _, data in loaded)
+
+
+def test_an_altered_whole_value_is_refused_naming_the_event_that_stored_it(db: Path, store: Store) -> None:
+    """``profile`` is set on turn 1 and never again: its artifact is named by the head record, its event
+    is far before what the head read reads; altered, the read is refused naming that event."""
+    _write_thread(store, 12)
+    handle = json.loads(_kind_rows(db, HEAD_KIND)[-1][1])["payload"]["values"]["profile"]["ref"]
+    _set_artifact(db, handle, _artifact(db, handle).replace(b"turn 1", b"turn 2"))
+    with _fresh(db) as (graph, _, _), pytest.raises(LedgerIntegrityError) as caught:
+        graph.get_state(_cfg())
+    assert caught.value.seq == _naming(db, "profile") and handle in caught.value.reason
+
+
+def _delete_rows(db: Path, first: int, last: int | None = None) -> None:
+    """Delete thread ``t``'s rows ``first..last`` (default: to its end) as SQL can; with ``last`` None the
+    session row is moved back to the row before ``first`` (a truncated tail), else left alone."""
+    sid = session_id_for("t")
+    raw = sqlite3.connect(db)
+    try:
+        raw.execute("DROP TRIGGER IF EXISTS events_no_delete")
+        stop = last if last is not None else 1 << 62
+        raw.execute("DELETE FROM events WHERE session_id = ? AND seq BETWEEN ? AND ?", (sid, first, stop))
+        if last is None:
+            rows = raw.execute("SELECT event, hash FROM events WHERE session_id = ? ORDER BY seq", (sid,))
+            kept = rows.fetchall()
+            raw.execute(
+                "UPDATE sessions SET head_seq = ?, head_hash = ?, merkle_root = ? WHERE session_id = ?",
+                (first - 1, kept[-1][1], merkle_root([leaf_hash(bytes(e)) for e, _ in kept]).hex(), sid),
+            )
+        raw.commit()
+    finally:
+        raw.close()
+
+
+@pytest.mark.parametrize("which", [-1, -2])
+def test_a_deleted_head_record_is_refused_naming_its_seq(db: Path, store: Store, which: int) -> None:
+    """The last head record, or the one before it (within the rows the read checks), deleted: a gap in
+    the signed rows, refused naming the deleted seq."""
+    _write_thread(store, 6)
+    seq = _kind_rows(db, HEAD_KIND)[which][0]
+    _delete_rows(db, seq, seq)
+    with _fresh(db) as (graph, _, _), pytest.raises(LedgerIntegrityError) as caught:
+        graph.get_state(_cfg())
+    assert caught.value.seq == seq
+
+
+def test_a_truncated_signed_tail_is_refused(db: Path, store: Store) -> None:
+    """The rows of the last turn (signed) cut off and the session row moved back: refused as truncated."""
+    _write_thread(store, 6)
+    first = _kind_rows(db, HEAD_KIND)[-2][0] + 1
+    _delete_rows(db, first)
+    with _fresh(db) as (graph, _, _), pytest.raises(LedgerIntegrityError) as caught:
+        graph.get_state(_cfg())
+    assert caught.value.seq == first
+
+
+def test_a_truncated_unsigned_tail_reads_as_the_fold_reads_it(db: Path, store: Store) -> None:
+    """Rows after the last signature (an ``update_state``: no stop, no signature) cut off: no key signs
+    them, so neither the fold nor ``flightlog verify`` can tell; the head read serves what the fold serves
+    (the state before the edit), never a mix."""
+    before = _write_thread(store, 4, ask=False)
+    graph = _graph(FlightlogSaver(store))
+    graph.update_state(_cfg(), {"messages": [HumanMessage("an edit, unsigned")]})
+    _delete_rows(db, _kind_rows(db, HEAD_KIND)[-1][0] + 1)
+    with _fresh(db) as (fresh, _, _):
+        got = fresh.get_state(_cfg())
+        assert "t" in fresh.checkpointer._heads
+    with _fresh(db) as (folding, _, _):
+        assert _snapshot(got) == _snapshot(_full_fold(folding)) == _snapshot(before)
+
+
+@pytest.mark.parametrize("depth", [2, 10**9])
+def test_a_forged_delta_that_does_not_descend_is_refused_in_bounded_reads(
+    db: Path, store: Store, depth: int
+) -> None:
+    """A checkpoint row forged in the unsigned tail naming a crafted delta: one whose base claims a depth
+    that does not descend (the only way to draw a loop: a real loop would need a sha256 cycle), or one
+    claiming a depth of 10**9. Each step of a chain must be the artifact its successor names, one depth
+    lower, so the walk ends at the first one that is not: refused naming the forged row, after a few
+    fetches, by the head read and the fold alike."""
+    _write_thread(store, 3, ask=False)
+    real = _messages_chain(db)[0]
+    upward = _delta_bytes({**{k: v for k, v in real.items() if k != "handle"}, "depth": depth + 5})
+    crafted = _delta_bytes(
+        {"type": real["type"], "elements": real["elements"], "base": _handle(upward), "depth": depth}
+    )
+    for content in (upward, crafted):
+        store.put_artifact(content, "application/octet-stream")
+    seq, data = _kind_rows(db, CHECKPOINT_KIND)[-1]  # the latest checkpoint, its messages re-pointed
+    record = json.loads(data)
+    entry = record["payload"]["channels"]["messages"]
+    record["payload"]["channels"]["messages"] = {**entry, "ref": _handle(crafted), "depth": depth}
+    seq = _append_forged(db, [_canonical(record)])
+    for attempt in range(2):  # the head read, then a saver that folds
+        with _fresh(db) as (graph, other, _):
+            fetches = _count_fetches(other)
+            with pytest.raises(LedgerIntegrityError) as caught:
+                if attempt == 0:
+                    graph.get_state(_cfg())
+                else:
+                    _full_fold(graph)
+            assert caught.value.seq == seq and "does not continue a chain" in caught.value.reason
+            assert len(fetches) <= 4
 
 
 # ─── the proof: a head read serves what the full fold serves ────────────────────────────────────────────
