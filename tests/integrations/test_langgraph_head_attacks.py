@@ -22,16 +22,8 @@ from langgraph.types import Command
 
 import flightlog
 from flightlog.errors import LedgerIntegrityError
-from flightlog.integrations.langgraph import (
-    CHECKPOINT_KIND,
-    DELTA_MAGIC,
-    HEAD_KIND,
-    SEGMENT,
-    FlightlogSaver,
-    _delta_bytes,
-    _split_delta,
-    session_id_for,
-)
+from flightlog.integrations import langgraph as lg
+from flightlog.integrations.langgraph import FlightlogSaver, session_id_for
 from flightlog.ledger import chain_hash, leaf_hash, merkle_root
 from flightlog.store.base import Store
 
@@ -110,14 +102,14 @@ def _canonical(record: dict[str, Any]) -> bytes:
 
 def _an_older_head_replayed(db: Path, store: Store) -> bytes:
     """An older head record of thread ``t``, replayed byte for byte."""
-    return _kind_rows(db, HEAD_KIND)[-4][1]
+    return _kind_rows(db, lg.HEAD_KIND)[-4][1]
 
 
 def _a_head_naming_another_threads_messages(db: Path, store: Store) -> bytes:
     """Thread ``t``'s latest head record with its ``messages`` value taken from thread ``o``'s."""
     _graph(FlightlogSaver(store)).invoke({"messages": [HumanMessage("another user's secret")]}, _cfg("o"))
-    theirs = json.loads(_kind_rows(db, HEAD_KIND, "o")[-1][1])["payload"]["values"]["messages"]
-    record = json.loads(_kind_rows(db, HEAD_KIND)[-1][1])
+    theirs = json.loads(_kind_rows(db, lg.HEAD_KIND, "o")[-1][1])["payload"]["values"]["messages"]
+    record = json.loads(_kind_rows(db, lg.HEAD_KIND)[-1][1])
     record["payload"]["values"]["messages"] = theirs
     return _canonical(record)
 
@@ -151,7 +143,7 @@ def test_a_body_chain_reaching_back_past_the_first_window_is_still_a_head_read(
     graph.update_state(older.config, {"messages": [HumanMessage("back in time")]})
     graph.invoke({"messages": [HumanMessage("and on from there")]}, _cfg())
     want = graph.get_state(_cfg())
-    head = json.loads(_kind_rows(db, HEAD_KIND)[-1][1])["payload"]
+    head = json.loads(_kind_rows(db, lg.HEAD_KIND)[-1][1])["payload"]
     signed = store.get_session(session_id_for("t")).head_seq + 1
     assert min(head["bodies"]) < signed - 64  # the record names rows before the first window
     with _fresh(db) as (fresh, _, counting):
@@ -191,10 +183,10 @@ def _set_artifact(db: Path, handle: str, content: bytes | None) -> None:
 def _messages_chain(db: Path) -> list[dict[str, Any]]:
     """The latest head record's ``messages`` list as stored: each delta's header (plus its own ``handle``),
     newest first, down to the depth-1 delta."""
-    handle = json.loads(_kind_rows(db, HEAD_KIND)[-1][1])["payload"]["values"]["messages"]["ref"]
+    handle = json.loads(_kind_rows(db, lg.HEAD_KIND)[-1][1])["payload"]["values"]["messages"]["ref"]
     chain = []
     while True:
-        header = _split_delta(_artifact(db, handle))
+        header = lg._split_delta(_artifact(db, handle))
         assert header is not None
         chain.append({**header, "handle": handle})
         if header["depth"] == 1:
@@ -207,14 +199,14 @@ def _naming(db: Path, channel: str) -> int:
     when that value does not check."""
     return max(
         seq
-        for seq, data in _kind_rows(db, CHECKPOINT_KIND)
+        for seq, data in _kind_rows(db, lg.CHECKPOINT_KIND)
         if json.loads(data)["payload"]["channels"].get(channel, {}).get("type", "empty") != "empty"
     )
 
 
 _TARGETS: dict[str, Callable[[list[dict[str, Any]]], str]] = {
     "the newest delta": lambda chain: chain[0]["handle"],
-    "a delta carrying a hint": lambda chain: next(d["handle"] for d in chain if d["depth"] == SEGMENT),
+    "a delta carrying a hint": lambda chain: next(d["handle"] for d in chain if d["depth"] == lg.SEGMENT),
     "the depth-1 delta": lambda chain: chain[-1]["handle"],
     "the whole list under the chain": lambda chain: chain[-1]["base"],
     "one delta's elements": lambda chain: chain[len(chain) // 2]["elements"],
@@ -231,7 +223,7 @@ def test_a_list_chain_artifact_that_does_not_check_is_refused_before_serde_sees_
     refused naming the event that names the list, and the serde never sees the bad bytes."""
     _write_thread(store, TURNS, ask=False)
     chain = _messages_chain(db)
-    assert len(chain) > 2 * SEGMENT
+    assert len(chain) > 2 * lg.SEGMENT
     handle = _TARGETS[target](chain)
     original = _artifact(db, handle)
     bad = {handle}  # the artifacts that no longer check
@@ -253,14 +245,14 @@ def test_a_list_chain_artifact_that_does_not_check_is_refused_before_serde_sees_
         graph.get_state(_cfg())
     assert caught.value.seq == _naming(db, "messages")
     assert any(h in caught.value.reason for h in bad)
-    assert not any(data in wrong or data.startswith(DELTA_MAGIC) for _, data in loaded)
+    assert not any(data in wrong or data.startswith(lg.DELTA_MAGIC) for _, data in loaded)
 
 
 def test_an_altered_whole_value_is_refused_naming_the_event_that_stored_it(db: Path, store: Store) -> None:
     """``profile`` is set on turn 1 and never again: its artifact is named by the head record, its event
     is far before what the head read reads; altered, the read is refused naming that event."""
     _write_thread(store, 12)
-    handle = json.loads(_kind_rows(db, HEAD_KIND)[-1][1])["payload"]["values"]["profile"]["ref"]
+    handle = json.loads(_kind_rows(db, lg.HEAD_KIND)[-1][1])["payload"]["values"]["profile"]["ref"]
     _set_artifact(db, handle, _artifact(db, handle).replace(b"turn 1", b"turn 2"))
     with _fresh(db) as (graph, _, _), pytest.raises(LedgerIntegrityError) as caught:
         graph.get_state(_cfg())
@@ -293,7 +285,7 @@ def test_a_deleted_head_record_is_refused_naming_its_seq(db: Path, store: Store,
     """The last head record, or the one before it (within the rows the read checks), deleted: a gap in
     the signed rows, refused naming the deleted seq."""
     _write_thread(store, 6)
-    seq = _kind_rows(db, HEAD_KIND)[which][0]
+    seq = _kind_rows(db, lg.HEAD_KIND)[which][0]
     _delete_rows(db, seq, seq)
     with _fresh(db) as (graph, _, _), pytest.raises(LedgerIntegrityError) as caught:
         graph.get_state(_cfg())
@@ -303,7 +295,7 @@ def test_a_deleted_head_record_is_refused_naming_its_seq(db: Path, store: Store,
 def test_a_truncated_signed_tail_is_refused(db: Path, store: Store) -> None:
     """The rows of the last turn (signed) cut off and the session row moved back: refused as truncated."""
     _write_thread(store, 6)
-    first = _kind_rows(db, HEAD_KIND)[-2][0] + 1
+    first = _kind_rows(db, lg.HEAD_KIND)[-2][0] + 1
     _delete_rows(db, first)
     with _fresh(db) as (graph, _, _), pytest.raises(LedgerIntegrityError) as caught:
         graph.get_state(_cfg())
@@ -317,7 +309,7 @@ def test_a_truncated_unsigned_tail_reads_as_the_fold_reads_it(db: Path, store: S
     before = _write_thread(store, 4, ask=False)
     graph = _graph(FlightlogSaver(store))
     graph.update_state(_cfg(), {"messages": [HumanMessage("an edit, unsigned")]})
-    _delete_rows(db, _kind_rows(db, HEAD_KIND)[-1][0] + 1)
+    _delete_rows(db, _kind_rows(db, lg.HEAD_KIND)[-1][0] + 1)
     with _fresh(db) as (fresh, _, _):
         got = fresh.get_state(_cfg())
         assert "t" in fresh.checkpointer._heads
@@ -336,13 +328,13 @@ def test_a_forged_delta_that_does_not_descend_is_refused_in_bounded_reads(
     fetches, by the head read and the fold alike."""
     _write_thread(store, 3, ask=False)
     real = _messages_chain(db)[0]
-    upward = _delta_bytes({**{k: v for k, v in real.items() if k != "handle"}, "depth": depth + 5})
-    crafted = _delta_bytes(
+    upward = lg._delta_bytes({**{k: v for k, v in real.items() if k != "handle"}, "depth": depth + 5})
+    crafted = lg._delta_bytes(
         {"type": real["type"], "elements": real["elements"], "base": _handle(upward), "depth": depth}
     )
     for content in (upward, crafted):
         store.put_artifact(content, "application/octet-stream")
-    seq, data = _kind_rows(db, CHECKPOINT_KIND)[-1]  # the latest checkpoint, its messages re-pointed
+    seq, data = _kind_rows(db, lg.CHECKPOINT_KIND)[-1]  # the latest checkpoint, its messages re-pointed
     record = json.loads(data)
     entry = record["payload"]["channels"]["messages"]
     record["payload"]["channels"]["messages"] = {**entry, "ref": _handle(crafted), "depth": depth}
