@@ -8,8 +8,12 @@ from __future__ import annotations
 
 import hashlib
 import json
+import queue
 import sqlite3
+import subprocess
+import sys
 import tempfile
+import threading
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
@@ -349,6 +353,131 @@ def test_a_forged_delta_that_does_not_descend_is_refused_in_bounded_reads(
                     _full_fold(graph)
             assert caught.value.seq == seq and "does not continue a chain" in caught.value.reason
             assert len(fetches) <= 4
+
+
+# ─── other processes: a writer killed mid-run, a reader racing a writer ─────────────────────────────────
+class _Writer:
+    """A ``langgraph_head_writer.py`` process on ``db``; its stdout read line by line (waits on what it
+    prints, never on a timer)."""
+
+    def __init__(self, db: Path, errors: Path) -> None:
+        self.errors = errors
+        self.stderr = errors.open("wb")
+        self.proc = subprocess.Popen(
+            [sys.executable, str(Path(__file__).with_name("langgraph_head_writer.py")), str(db)],
+            stdin=subprocess.PIPE,
+            stdout=subprocess.PIPE,
+            stderr=self.stderr,
+            text=True,
+        )
+
+    def send(self, line: str) -> None:
+        assert self.proc.stdin is not None
+        self.proc.stdin.write(line + "\n")
+        self.proc.stdin.flush()
+
+    def expect(self, want: str) -> None:
+        assert self.proc.stdout is not None
+        line = self.proc.stdout.readline()  # blocks until printed, or EOF when the process died
+        assert line.strip() == want, (line, self.errors.read_text())
+
+    def kill(self) -> None:
+        self.proc.kill()  # SIGKILL: no cleanup, no commit of anything in flight
+        self.proc.wait()
+        self._release()
+
+    def close(self) -> None:
+        """Ask the process to end and wait for it; it must exit 0."""
+        if self.proc.poll() is None:
+            self.send("end")
+        assert self.proc.stdin is not None
+        self.proc.stdin.close()
+        code = self.proc.wait(timeout=300)
+        self._release()
+        assert code == 0, self.errors.read_text()
+
+    def _release(self) -> None:
+        for pipe in (self.proc.stdin, self.proc.stdout, self.stderr):
+            if pipe is not None and not pipe.closed:
+                pipe.close()
+
+
+def test_a_writer_killed_mid_run_leaves_an_unsigned_tail_the_head_read_folds(
+    db: Path, tmp_path: Path
+) -> None:
+    """The writer process is SIGKILLed inside a step, after the run's input checkpoint and its first step
+    were committed but before the run stopped: the rows after the last signature are unsigned. A new
+    process reads the head record the last signature covers and folds those rows forward: what the full
+    fold reads, the interrupted input included; and the thread goes on."""
+    writer = _Writer(db, tmp_path / "writer.err")
+    try:
+        writer.send("turns 3")
+        for turn in range(3):
+            writer.expect(f"turn {turn}")
+        writer.expect("done")
+        writer.send("block")
+        writer.expect("blocked")
+    finally:
+        writer.kill()
+    with _fresh(db) as (fresh, other, _):
+        got = fresh.get_state(_cfg())
+        assert "t" in fresh.checkpointer._heads
+        signed = other.latest_checkpoint(session_id_for("t"))
+        assert signed is not None and signed.size < other.get_session(session_id_for("t")).head_seq + 1
+    with _fresh(db) as (folding, _, _):
+        assert _snapshot(got) == _snapshot(_full_fold(folding))
+    assert got.next == ("model",) and got.values["messages"][-1].content == "block"
+    with _fresh(db) as (graph, _, _):
+        graph.invoke(None, _cfg())  # the interrupted run goes on from the new process
+    with _fresh(db) as (graph, _, _):
+        assert graph.get_state(_cfg()).values["messages"][-1].content == "answer 7"
+        assert "t" in graph.checkpointer._heads  # the run stopped and was signed: a head read again
+
+
+def test_a_reader_racing_a_writer_reads_a_state_the_writer_had(db: Path, tmp_path: Path) -> None:
+    """A new saver's get_state, again and again, while another process runs 25 turns: each read is one
+    the writer had (the messages a prefix of the final ones, never refused, never a mix); the last one,
+    once the writer is done, is what the full fold reads."""
+    writer = _Writer(db, tmp_path / "writer.err")
+    lines: queue.Queue[str] = queue.Queue()
+
+    def pump() -> None:
+        assert writer.proc.stdout is not None
+        for line in writer.proc.stdout:
+            lines.put(line.strip())
+        lines.put("EOF")
+
+    reading = threading.Thread(target=pump, daemon=True)
+    try:
+        writer.send("turns 1")  # the thread exists (and is signed) before the first read
+        writer.expect("turn 0")
+        writer.expect("done")
+        reading.start()
+        writer.send("turns 25")
+        seen: list[list[str]] = []
+        heads, done = 0, False
+        while not done:
+            with _fresh(db) as (reader, _, _):
+                seen.append([m.content for m in reader.get_state(_cfg()).values["messages"]])
+                heads += "t" in reader.checkpointer._heads
+            while not lines.empty():
+                line = lines.get()
+                assert line != "EOF", writer.errors.read_text()
+                done = done or line == "done"
+    finally:
+        assert writer.proc.stdin is not None
+        writer.proc.stdin.close()
+        assert writer.proc.wait(timeout=300) == 0, writer.errors.read_text()
+        if reading.is_alive():
+            reading.join()
+        writer.close()
+    with _fresh(db) as (folding, _, _):
+        final = [m.content for m in _full_fold(folding).values["messages"]]
+    with _fresh(db) as (reader, _, _):
+        assert [m.content for m in reader.get_state(_cfg()).values["messages"]] == final
+    assert len(final) == 52 and len(seen) > 1
+    assert heads >= len(seen) // 2  # mostly head reads (each was in two runs: 48/48, 29/29)
+    assert all(messages == final[: len(messages)] for messages in seen)
 
 
 # ─── the proof: a head read serves what the full fold serves ────────────────────────────────────────────
