@@ -21,8 +21,11 @@ from typing import Any
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
-from langchain_core.messages import HumanMessage, RemoveMessage
-from langgraph.types import Command
+from langchain_core.messages import AIMessage, HumanMessage, RemoveMessage
+from langchain_core.tools import tool
+from langgraph.graph import START, MessagesState, StateGraph
+from langgraph.prebuilt import ToolNode
+from langgraph.types import Command, interrupt
 
 import flightlog
 from flightlog.errors import LedgerIntegrityError
@@ -353,6 +356,93 @@ def test_a_forged_delta_that_does_not_descend_is_refused_in_bounded_reads(
                     _full_fold(graph)
             assert caught.value.seq == seq and "does not continue a chain" in caught.value.reason
             assert len(fetches) <= 4
+
+
+# ─── other graphs and savers ────────────────────────────────────────────────────────────────────────────
+@tool
+def lookup(city: str) -> str:
+    """The weather in ``city``."""
+    return f"sunny in {city}"
+
+
+def _agent_graph(saver: FlightlogSaver) -> Any:
+    """``MessagesState`` agent: a model asking a ``ToolNode`` (``lookup``), then a ``review`` subgraph that
+    asks a human (``interrupt()``) before the answer."""
+
+    def agent(state: MessagesState) -> dict[str, Any]:
+        last = state["messages"][-1]
+        if isinstance(last, HumanMessage):
+            call = {"name": "lookup", "args": {"city": last.content}, "id": f"call-{len(state['messages'])}"}
+            return {"messages": [AIMessage("", tool_calls=[call])]}
+        return {"messages": [AIMessage(f"the tool says: {last.content}")]}
+
+    def approve(state: MessagesState) -> dict[str, Any]:
+        answer = interrupt({"question": "send it?"})
+        return {"messages": [AIMessage(f"reviewed: {answer}")]}
+
+    review = StateGraph(MessagesState)
+    review.add_node("approve", approve)
+    review.add_edge(START, "approve")
+    g = StateGraph(MessagesState)
+    g.add_node("agent", agent)
+    g.add_node("tools", ToolNode([lookup]))
+    g.add_node("review", review.compile())
+    g.add_edge(START, "agent")
+    g.add_conditional_edges("agent", lambda s: "tools" if s["messages"][-1].tool_calls else "review")
+    g.add_edge("tools", "agent")
+    return g.compile(checkpointer=saver)
+
+
+def _deep(state: Any) -> Any:
+    """A snapshot with its subgraph tasks' snapshots (``get_state(subgraphs=True)``)."""
+    return (
+        _snapshot(state),
+        [None if not isinstance(t.state, type(state)) else _snapshot(t.state) for t in state.tasks],
+    )
+
+
+def test_an_agent_with_a_tool_node_and_a_subgraph_interrupt_reads_as_the_writer_has_it(
+    db: Path, store: Store
+) -> None:
+    """A tool call through ``ToolNode`` and an interrupt inside a subgraph, over several turns: a new
+    process's ``get_state`` (a head read) and ``get_state(subgraphs=True)`` equal the writer's and the full
+    fold's, stopped at the subgraph's question and after the answer."""
+    graph = _agent_graph(FlightlogSaver(store))
+    for turn, city in enumerate(["Oslo", "Lima", "Pune"]):
+        graph.invoke({"messages": [HumanMessage(city)]}, _cfg())
+        for subgraphs in (False, True):
+            want = graph.get_state(_cfg(), subgraphs=subgraphs)
+            with _fresh(db) as (_, other, _):
+                fresh = _agent_graph(FlightlogSaver(other))
+                got = fresh.get_state(_cfg(), subgraphs=subgraphs)
+                assert _deep(got) == _deep(want) and got.tasks[0].interrupts
+                assert "t" in fresh.checkpointer._heads or subgraphs  # the subgraph's namespace folds
+                assert _snapshot(_full_fold(fresh)) == _snapshot(want)
+        graph.invoke(Command(resume=f"yes {turn}"), _cfg())
+        want = graph.get_state(_cfg())
+        assert want.values["messages"][-1].content == f"reviewed: yes {turn}"
+        with _fresh(db) as (_, other, _):
+            fresh = _agent_graph(FlightlogSaver(other))
+            assert _snapshot(fresh.get_state(_cfg())) == _snapshot(want)
+            assert "t" in fresh.checkpointer._heads
+
+
+@pytest.mark.parametrize(("writer", "reader"), [(None, None), ("signed", None), (None, "signed")])
+def test_a_saver_without_a_notary_reads_by_the_fold(
+    db: Path, store: Store, writer: str | None, reader: str | None
+) -> None:
+    """``notary=None`` on either side: no signature to anchor a head record, so a reader folds (a signing
+    reader of an unsigned thread audits it whole), and reads what the writer has."""
+    notary: Any = lg.USER_NOTARY
+    graph = _graph(FlightlogSaver(store, notary=notary if writer else None))
+    for turn in range(4):
+        graph.invoke({"messages": [HumanMessage(f"question {turn}")]}, _cfg())
+    want = graph.get_state(_cfg())
+    with _fresh(db) as (_, other, counting):
+        fresh = _graph(FlightlogSaver(other, notary=notary if reader else None))
+        assert _snapshot(fresh.get_state(_cfg())) == _snapshot(want)
+        assert "t" not in fresh.checkpointer._heads
+        assert counting.rows >= other.get_session(session_id_for("t")).head_seq + 1
 
 
 # ─── other processes: a writer killed mid-run, a reader racing a writer ─────────────────────────────────
