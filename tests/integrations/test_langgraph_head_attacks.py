@@ -161,7 +161,6 @@ def test_a_body_chain_reaching_back_past_the_first_window_is_still_a_head_read(
         assert counting.rows < signed  # the fold reads every row
 
 
-@pytest.mark.xfail(strict=True, reason="finding 3: orphan early writes are named by every later head record")
 def test_writes_whose_checkpoint_never_came_do_not_make_every_later_read_reach_back(
     db: Path, store: Store
 ) -> None:

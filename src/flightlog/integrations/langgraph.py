@@ -330,7 +330,8 @@ so a new process reads it without folding the thread (module docstring: reads): 
 whole body, then each patch up to its own), ``writes`` (the seqs of the events holding its pending writes,
 ledger order), ``values`` (``{channel: {"type", "ref", "depth"?}}``, or ``{"type": "empty"}``, for each
 channel of its ``channel_versions`` the thread holds a value entry for) and, when there are any, ``early``
-(the seqs of writes events whose checkpoint is not recorded yet: LangGraph may save them first)."""
+(the seqs of writes events whose checkpoint is not recorded yet, for ids above ``checkpoint_id``: LangGraph
+may save them first, and a checkpoint put after the record may own them)."""
 SUBGRAPH_PREFIX = "langgraph-subgraph:"
 """A subgraph run's session id is ``langgraph-subgraph:<thread_id>|<checkpoint_ns>`` (its own session, a
 child run of the thread's; not a thread: :meth:`FlightlogSaver.list` does not list it)."""
@@ -1939,11 +1940,13 @@ class FlightlogSaver(BaseCheckpointSaver[str]):
             "values": values,
         }
         # writes saved before their checkpoint (LangGraph saves in the background): a checkpoint put
-        # after this record may own them
+        # after this record may own them. Only ids above the latest: a head read serves the highest id,
+        # and writes whose checkpoint never came (a writer killed between the two) would otherwise be
+        # listed by every later record, each later read reaching back to them
         early = sorted(
             seq
             for (ns, cid), seqs in thread.write_seqs.items()
-            if ns == "" and cid not in roots
+            if ns == "" and cid > latest and cid not in roots
             for seq in seqs
         )
         if early:
