@@ -473,6 +473,46 @@ def test_a_saver_without_a_notary_reads_by_the_fold(
         assert counting.rows >= other.get_session(session_id_for("t")).head_seq + 1
 
 
+def _copy_to_t(saver: FlightlogSaver, graph: Any) -> None:
+    for turn in range(3):
+        graph.invoke({"messages": [HumanMessage(f"source {turn}")]}, _cfg("source"))
+    saver.copy_thread("source", "t")
+
+
+_MARKERS: dict[str, Callable[[FlightlogSaver, Any], None]] = {
+    "delete_thread": lambda saver, graph: saver.delete_thread("t"),
+    "prune": lambda saver, graph: saver.prune(["t"]),
+    "delete_for_runs": lambda saver, graph: saver.delete_for_runs(
+        [graph.get_state(_cfg()).metadata.get("run_id") or "none"]
+    ),
+    "copy_thread": _copy_to_t,
+}
+
+
+@pytest.mark.parametrize("marker", sorted(_MARKERS))
+@pytest.mark.parametrize("turns_after", [0, 1, 3])
+def test_a_thread_marker_then_more_turns_reads_as_the_fold_reads_it(
+    db: Path, store: Store, marker: str, turns_after: int
+) -> None:
+    """``delete_thread`` / ``prune`` / ``delete_for_runs`` / ``copy_thread`` (markers the fold honours), then
+    0, 1 or 3 turns: a new process's read equals the writer's and the full fold's, whether the head
+    record can serve it or the read falls back to the fold."""
+    saver = FlightlogSaver(store)
+    graph = _graph(saver)
+    for turn in range(3):
+        graph.invoke({"messages": [HumanMessage(f"question {turn}")]}, _cfg())
+    _MARKERS[marker](saver, graph)
+    for turn in range(turns_after):
+        graph.invoke({"messages": [HumanMessage(f"after {turn}")]}, _cfg())
+    want = graph.get_state(_cfg())
+    with _fresh(db) as (fresh, _, _):
+        got = fresh.get_state(_cfg())
+    assert _snapshot(got) == _snapshot(want)
+    with _fresh(db) as (folding, _, _):
+        history = list(folding.get_state_history(_cfg()))
+    assert [_snapshot(h) for h in history[:1]] == ([_snapshot(want)] if want.values else [])
+
+
 # ─── other processes: a writer killed mid-run, a reader racing a writer ─────────────────────────────────
 class _Writer:
     """A ``langgraph_head_writer.py`` process on ``db``; its stdout read line by line (waits on what it
