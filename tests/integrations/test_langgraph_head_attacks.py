@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+import operator
 import queue
 import sqlite3
 import subprocess
@@ -16,7 +17,7 @@ import tempfile
 import threading
 from collections.abc import Callable
 from pathlib import Path
-from typing import Any
+from typing import Annotated, Any, TypedDict
 
 import pytest
 from hypothesis import given, settings
@@ -511,6 +512,27 @@ def test_a_thread_marker_then_more_turns_reads_as_the_fold_reads_it(
     with _fresh(db) as (folding, _, _):
         history = list(folding.get_state_history(_cfg()))
     assert [_snapshot(h) for h in history[:1]] == ([_snapshot(want)] if want.values else [])
+
+
+class Items(TypedDict, total=False):
+    items: Annotated[list[str], operator.add]
+
+
+def test_a_list_whose_deltas_repeat_the_same_elements_reads_back_whole(db: Path, store: Store) -> None:
+    """A plain ``operator.add`` list where every turn appends the same element (``step``): deltas share
+    one elements artifact, read once per occurrence; the list reads back whole from a new process."""
+    g = StateGraph(Items)
+    g.add_node("step", lambda state: {"items": ["step"]})
+    g.add_edge(START, "step")
+    graph = g.compile(checkpointer=FlightlogSaver(store))
+    for turn in range(40):
+        graph.invoke({"items": ["same" if turn % 2 else f"input {turn}"]}, _cfg())
+    want = graph.get_state(_cfg())
+    assert want.values["items"].count("step") == 40
+    with _fresh(db) as (_, other, counting):
+        fresh = g.compile(checkpointer=FlightlogSaver(other))
+        assert _snapshot(fresh.get_state(_cfg())) == _snapshot(want)
+        assert "t" in fresh.checkpointer._heads and counting.rows < 100
 
 
 # ─── other processes: a writer killed mid-run, a reader racing a writer ─────────────────────────────────
