@@ -33,7 +33,10 @@ Ledger layout (one flightlog session per LangGraph ``thread_id``, id ``langgraph
   :data:`SEGMENT`-th is an anchor that also names the elements of the deltas down to the previous anchor,
   so a read follows about ``depth / SEGMENT + SEGMENT`` links, not ``depth``). A delta
   on a delta of the older form (before 2026-12-02: ``base`` only, linked by version; read by walking the
-  thread's versions) is stored whole instead, and the chain restarts there. ``checkpoint`` and ``metadata``
+  thread's versions) is stored whole instead, and the chain restarts there. A release before 2026-12-02
+  cannot read a thread once this one wrote a content-linked delta to it (it hands the link's bytes to the
+  serde and fails with ``TypeError``): upgrade every process that reads or
+  writes a thread together. ``checkpoint`` and ``metadata``
   are ``{"json": value}`` when the value is plain JSON that round-trips exactly, else ``{"type", "ref"}``
   like a channel value. A body that is exact JSON, like its parent's, is stored as ``patch`` instead:
   the changes from the parent's body once ``id`` is set to ``checkpoint_id``, ``updated_channels`` to the
