@@ -89,6 +89,20 @@ def _full_fold(graph: Any) -> Any:
     return next(iter(graph.get_state_history(_cfg())))
 
 
+def _serde_spy(store: Store, monkeypatch: pytest.MonkeyPatch) -> list[bytes]:
+    """The bytes every saver's serde deserializes from now on (``loads_typed``), in order."""
+    loaded: list[bytes] = []
+    serde = type(FlightlogSaver(store).serde)
+    loads = serde.loads_typed
+
+    def spied(self: Any, typed: tuple[str, bytes]) -> Any:
+        loaded.append(typed[1])
+        return loads(self, typed)
+
+    monkeypatch.setattr(serde, "loads_typed", spied)
+    return loaded
+
+
 def _count_fetches(store: Store) -> list[int]:
     """Record the number of handles of each ``get_artifacts`` call made on ``store``."""
     fetches: list[int] = []
@@ -214,12 +228,7 @@ def test_a_value_named_only_by_an_unsigned_forged_row_is_not_deserialized(
         }
     }
     forged = _append_forged(db, [_canonical(record)])
-    loaded: list[bytes] = []
-    serde = type(FlightlogSaver(store).serde)
-    loads = serde.loads_typed
-    monkeypatch.setattr(
-        serde, "loads_typed", lambda self, typed: loaded.append(typed[1]) or loads(self, typed)
-    )
+    loaded = _serde_spy(store, monkeypatch)
     with _fresh(db) as (graph, _, _):
         try:
             graph.get_state(_cfg())
@@ -265,9 +274,9 @@ def _messages_chain(db: Path) -> list[dict[str, Any]]:
         header = lg._split_delta(_artifact(db, handle))
         assert header is not None
         chain.append({**header, "handle": handle})
-        if header["depth"] == 1:
+        if header["d"] == 1:
             return chain
-        handle = header["base"]
+        handle = header["b"]
 
 
 def _naming(db: Path, channel: str) -> int:
@@ -282,10 +291,10 @@ def _naming(db: Path, channel: str) -> int:
 
 _TARGETS: dict[str, Callable[[list[dict[str, Any]]], str]] = {
     "the newest delta": lambda chain: chain[0]["handle"],
-    "a delta carrying a hint": lambda chain: next(d["handle"] for d in chain if d["depth"] == lg.SEGMENT),
-    "the depth-1 delta": lambda chain: chain[-1]["handle"],
-    "the whole list under the chain": lambda chain: chain[-1]["base"],
-    "one delta's elements": lambda chain: chain[len(chain) // 2]["elements"],
+    "the highest anchor": lambda chain: next(d["handle"] for d in chain if d["d"] % lg.SEGMENT == 0),
+    "the whole list under the chain": lambda chain: chain[-1]["b"],
+    "a delta's elements an anchor names": lambda chain: chain[-1]["e"],
+    "a delta's elements above the anchors": lambda chain: chain[1]["e"],
 }
 
 
@@ -294,9 +303,10 @@ _TARGETS: dict[str, Callable[[list[dict[str, Any]]], str]] = {
 def test_a_list_chain_artifact_that_does_not_check_is_refused_before_serde_sees_it(
     db: Path, store: Store, monkeypatch: pytest.MonkeyPatch, target: str, how: str
 ) -> None:
-    """Any artifact of a content-linked list (a delta, a hinted one, the whole list under the chain, a
-    delta's elements) altered, deleted or swapped with another one of the chain: a new process's read is
-    refused naming the event that names the list, and the serde never sees the bad bytes."""
+    """Any artifact a read of a content-linked list uses (the newest link, the highest anchor, the whole
+    list under the chain, the elements of a delta above the anchors or named by one) altered, deleted or
+    swapped with another: refused naming the event that names the list, the bad bytes never reaching the
+    serde."""
     _write_thread(store, TURNS, ask=False)
     chain = _messages_chain(db)
     assert len(chain) > 2 * lg.SEGMENT
@@ -313,15 +323,27 @@ def test_a_list_chain_artifact_that_does_not_check_is_refused_before_serde_sees_
         _set_artifact(db, other, original)
         bad.add(other)
     wrong = {_artifact(db, h) for h in bad if how != "missing"}
-    loaded: list[tuple[str, bytes]] = []
-    serde = type(FlightlogSaver(store).serde)
-    loads = serde.loads_typed
-    monkeypatch.setattr(serde, "loads_typed", lambda self, typed: loaded.append(typed) or loads(self, typed))
+    loaded = _serde_spy(store, monkeypatch)
     with _fresh(db) as (graph, _, _), pytest.raises(LedgerIntegrityError) as caught:
         graph.get_state(_cfg())
     assert caught.value.seq == _naming(db, "messages")
     assert any(h in caught.value.reason for h in bad)
-    assert not any(data in wrong or data.startswith(lg.DELTA_MAGIC) for _, data in loaded)
+    assert not any(data in wrong or data.startswith(lg.DELTA_MAGIC) for data in loaded)
+
+
+def test_a_link_below_an_anchor_is_not_read_so_its_damage_does_not_reach_the_value(
+    db: Path, store: Store, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The depth-1 link lies under an anchor, which names its elements and the whole list itself (both
+    checked): a read does not fetch that link, so altering it changes nothing the read serves, and its
+    bytes never reach the serde."""
+    want = _write_thread(store, TURNS, ask=False)
+    link = _messages_chain(db)[-1]["handle"]
+    _set_artifact(db, link, _artifact(db, link)[:-1] + b" ")
+    loaded = _serde_spy(store, monkeypatch)
+    with _fresh(db) as (graph, _, _):
+        assert _snapshot(graph.get_state(_cfg())) == _snapshot(want)
+    assert not any(data.startswith(lg.DELTA_MAGIC) for data in loaded)
 
 
 def test_an_altered_whole_value_is_refused_naming_the_event_that_stored_it(db: Path, store: Store) -> None:
@@ -404,9 +426,9 @@ def test_a_forged_delta_that_does_not_descend_is_refused_in_bounded_reads(
     fetches, by the head read and the fold alike."""
     _write_thread(store, 3, ask=False)
     real = _messages_chain(db)[0]
-    upward = lg._delta_bytes({**{k: v for k, v in real.items() if k != "handle"}, "depth": depth + 5})
+    upward = lg._delta_bytes({**{k: v for k, v in real.items() if k != "handle"}, "d": depth + 5})
     crafted = lg._delta_bytes(
-        {"type": real["type"], "elements": real["elements"], "base": _handle(upward), "depth": depth}
+        {"t": real["t"], "e": real["e"], "b": _handle(upward).removeprefix("sha256:"), "d": depth}
     )
     for content in (upward, crafted):
         store.put_artifact(content, "application/octet-stream")

@@ -35,10 +35,10 @@ Ledger layout (one flightlog session per LangGraph ``thread_id``, id ``langgraph
   on a delta of the older form (before 2026-12-02: ``base`` only, linked by version; read by walking the
   thread's versions) is stored whole instead, and the chain restarts there. A release before 2026-12-02
   cannot read a thread once this one wrote a content-linked delta to it (it hands the link's bytes to the
-  serde and fails with ``TypeError``): upgrade every process that reads or
-  writes a thread together. ``checkpoint`` and ``metadata``
-  are ``{"json": value}`` when the value is plain JSON that round-trips exactly, else ``{"type", "ref"}``
-  like a channel value. A body that is exact JSON, like its parent's, is stored as ``patch`` instead:
+  serde and fails with ``TypeError``): upgrade every process that reads or writes a thread together.
+  ``checkpoint`` and ``metadata`` are ``{"json": value}`` when the value is plain JSON that round-trips
+  exactly, else ``{"type", "ref"}`` like a channel value. A body that is exact JSON, like its parent's, is
+  stored as ``patch`` instead:
   the changes from the parent's body once ``id`` is set to ``checkpoint_id``, ``updated_channels`` to the
   sorted channels of ``channels`` given a value and ``channel_versions`` updated with their versions
   (what the event already says), as ``{"del": [keys], "set": {key: value}, "sub": {key: patch}}`` (each
@@ -1136,8 +1136,9 @@ class FlightlogSaver(BaseCheckpointSaver[str]):
 
     def _head(self, thread_id: str) -> _Thread | None:
         """The index of a thread's root namespace as of its latest checkpoint, built from the last
-        :data:`HEAD_KIND` record the latest signed checkpoint covers (:meth:`_last_head`) and the rows that record names, not by folding the thread: what the first
-        ``get_state`` of a process reads (module docstring: reads). None when this cannot be done (no
+        :data:`HEAD_KIND` record the latest signed checkpoint covers (:meth:`_last_head`) and the rows that
+        record names, not by folding the thread: what the first ``get_state`` of a process reads (module
+        docstring: reads). None when this cannot be done (no
         notary, no signed checkpoint, no head record within :data:`_HEAD_REACH` rows, a row after the head
         record that it cannot account for, a row that does not check): the caller then folds the thread,
         which refuses naming the seq when the ledger does not verify.
