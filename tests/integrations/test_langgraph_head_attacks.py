@@ -2,7 +2,17 @@
 with SQL access to the ledger file but not the signing key, each on a real graph (a messages channel, an
 ``interrupt()`` pending), written by one saver and read by a new saver and store (a new process's view); and
 the proof that what the path serves is what the full fold serves. A finding is a test that failed on the
-branch under attack (committed first as a strict xfail, then fixed)."""
+branch under attack (committed first as a strict xfail, then fixed, or left a strict xfail saying why):
+
+1. a head record chained after the last signature (replayed, or naming another thread's values) was
+   believed over the checkpoint rows (fixed: only a signed one is);
+2. a record whose body chain reaches back past the first window was looked up at a stale index, so the
+   read fell back to the full fold (fixed);
+3. writes whose checkpoint never came stayed listed as early by every later record, each later read
+   reaching back to them (fixed: only ids above the record's);
+4. a value named only by a row chained after the last signature is deserialized, by the fold too (not
+   fixed: the unsigned tail is trusted by design, see the test).
+"""
 
 from __future__ import annotations
 
@@ -595,6 +605,26 @@ def test_a_list_whose_deltas_repeat_the_same_elements_reads_back_whole(db: Path,
         fresh = g.compile(checkpointer=FlightlogSaver(other))
         assert _snapshot(fresh.get_state(_cfg())) == _snapshot(want)
         assert "t" in fresh.checkpointer._heads and counting.rows < 100
+
+
+def test_turns_by_a_saver_without_a_notary_after_signed_ones_are_folded_forward(
+    db: Path, store: Store
+) -> None:
+    """Three turns by a signing saver, then two by one with ``notary=None`` (its head records unsigned, so
+    not believed): a signing reader serves the last signed head record with the unsigned turns folded
+    forward, which is what the writer and the full fold have."""
+    graph = _graph(FlightlogSaver(store))
+    for turn in range(3):
+        graph.invoke({"messages": [HumanMessage(f"signed {turn}")]}, _cfg())
+    unsigned = _graph(FlightlogSaver(store, notary=None))
+    for turn in range(2):
+        unsigned.invoke({"messages": [HumanMessage(f"unsigned {turn}")]}, _cfg())
+    want = unsigned.get_state(_cfg())
+    assert len(_kind_rows(db, lg.HEAD_KIND)) == 5
+    with _fresh(db) as (fresh, _, _):
+        assert _snapshot(fresh.get_state(_cfg())) == _snapshot(want)
+        assert "t" in fresh.checkpointer._heads
+        assert _snapshot(_full_fold(fresh)) == _snapshot(want)
 
 
 # ─── other processes: a writer killed mid-run, a reader racing a writer ─────────────────────────────────
