@@ -47,7 +47,7 @@ from flightlog.integrations.langgraph import FlightlogSaver, session_id_for
 from flightlog.ledger import chain_hash, leaf_hash, merkle_root
 from flightlog.store.base import Store
 
-from .test_langgraph_head import TURNS, _cfg, _fresh, _graph, _snapshot, _write_thread
+from .test_langgraph_head import TURNS, _cfg, _fresh, _graph, _snapshot, _tamper_row, _write_thread
 
 
 def _kind_rows(db: Path, kind: str, thread: str = "t") -> list[tuple[int, bytes]]:
@@ -386,6 +386,32 @@ def _delete_rows(db: Path, first: int, last: int | None = None) -> None:
         raw.commit()
     finally:
         raw.close()
+
+
+_NAMED: dict[str, Callable[[dict[str, Any], int], int]] = {
+    "the head record itself": lambda head, at: at,
+    "the whole body its chain starts from": lambda head, at: head["bodies"][0],
+    "a patch in its body chain": lambda head, at: head["bodies"][len(head["bodies"]) // 2],
+    "its checkpoint's own event": lambda head, at: head["bodies"][-1],
+    "a writes event it names (the interrupt)": lambda head, at: head["writes"][-1],
+}
+
+
+@pytest.mark.parametrize("target", sorted(_NAMED))
+def test_a_row_the_head_record_names_edited_in_place_is_refused_naming_its_seq(
+    db: Path, store: Store, target: str
+) -> None:
+    """Each row the head read uses (the record, the body chain from its whole body to the latest
+    checkpoint's own event, the interrupt's writes) edited in place, one space added: refused naming it."""
+    _write_thread(store, 12)
+    at, data = _kind_rows(db, lg.HEAD_KIND)[-1]
+    head = json.loads(data)["payload"]
+    assert len(head["bodies"]) > 2 and head["writes"]
+    seq = _NAMED[target](head, at)
+    _tamper_row(db, seq, lambda data: data.replace(b"}", b" }", 1))
+    with _fresh(db) as (graph, _, _), pytest.raises(LedgerIntegrityError) as caught:
+        graph.get_state(_cfg())
+    assert caught.value.seq == seq
 
 
 @pytest.mark.parametrize("which", [-1, -2])
