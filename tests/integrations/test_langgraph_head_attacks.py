@@ -437,13 +437,16 @@ def test_a_truncated_signed_tail_is_refused(db: Path, store: Store) -> None:
 
 
 def test_a_truncated_unsigned_tail_reads_as_the_fold_reads_it(db: Path, store: Store) -> None:
-    """Rows after the last signature (an ``update_state``: no stop, no signature) cut off: no key signs
-    them, so neither the fold nor ``flightlog verify`` can tell; the head read serves what the fold serves
-    (the state before the edit), never a mix."""
+    """Rows after the last signature (a new input run to a static ``interrupt_before``, which tells the
+    saver nothing: no stop, no signature) cut off: no key signs them, so neither the fold nor ``flightlog
+    verify`` can tell; the head read serves what the fold serves (the state before that input), never a
+    mix."""
     before = _write_thread(store, 4, ask=False)
     graph = _graph(FlightlogSaver(store))
-    graph.update_state(_cfg(), {"messages": [HumanMessage("an edit, unsigned")]})
-    _delete_rows(db, _kind_rows(db, lg.HEAD_KIND)[-1][0] + 1)
+    graph.invoke({"messages": [HumanMessage("unsigned")]}, _cfg(), interrupt_before=["model"])
+    signed = store.latest_checkpoint(session_id_for("t"))
+    assert signed is not None and signed.size < store.get_session(session_id_for("t")).head_seq + 1
+    _delete_rows(db, signed.size)
     with _fresh(db) as (fresh, _, _):
         got = fresh.get_state(_cfg())
         assert "t" in fresh.checkpointer._heads
