@@ -285,6 +285,7 @@ __all__ = [
     "DELTA_MAGIC",
     "DENIALS",
     "HEAD_KIND",
+    "INTERRUPT_CALL_KIND",
     "PROTOCOL",
     "PRUNED_KIND",
     "RESPONDER_KEYS",
@@ -298,6 +299,7 @@ __all__ = [
     "SUBGRAPH_STEP_KIND",
     "THREAD_COPIED_KIND",
     "THREAD_DELETED_KIND",
+    "TOOL_NODES",
     "USAGE_KIND",
     "WRITES_KIND",
     "WRITE_ATTEMPTS",
@@ -315,6 +317,15 @@ RUNS_DELETED_KIND = "langgraph.runs_deleted"
 """``custom_kind`` of the event ``delete_for_runs`` appends (``run_ids``); the fold drops their checkpoints."""
 PRUNED_KIND = "langgraph.pruned"
 """``custom_kind`` of the event ``prune`` appends (``strategy``); the fold drops the pruned checkpoints."""
+INTERRUPT_CALL_KIND = "langgraph.interrupt_call"
+"""``custom_kind`` of the event, just after the ``tool_gated`` and ``permission_requested`` of an ``interrupt()`` raised by a tool a tool
+node ran (module docstring: readable events), linking the interrupt to the model's call it gated:
+``interrupt_id`` (LangGraph's ``Interrupt.id``, which ``Command(resume={interrupt_id: value})`` names) and
+``call_id`` (the model's tool call id, the gate's ``call_id``)."""
+TOOL_NODES: tuple[str, ...] = ("tools",)
+"""Default :class:`FlightlogSaver` ``tool_nodes``: the nodes whose ``interrupt()`` is a tool's gate.
+``"tools"`` is the node LangGraph's ``tools_condition`` routes to and ``create_react_agent`` names its
+``ToolNode``."""
 STOPPED_KIND = "langgraph.static_interrupt"
 """``custom_kind`` of the event recording a static interrupt LangGraph reported (:attr:`FlightlogSaver.
 lifecycle`) after the checkpoint it stopped at was recorded: ``thread_id``, ``checkpoint_id``, ``status``
@@ -451,7 +462,11 @@ class _Thread:
     run_tokens: int = 0  # model_usage total_tokens of the open run
     cp_history: dict[tuple[str, str], int] = field(default_factory=dict)  # checkpoint -> history at it
     last_cp: dict[str, str] = field(default_factory=dict)  # checkpoint_ns -> last checkpoint put
-    gates: dict[str, str] = field(default_factory=dict)  # pending interrupt id -> node
+    gates: dict[str, str] = field(default_factory=dict)  # pending gate's call id -> its tool (or node)
+    aliases: dict[str, str] = field(default_factory=dict)  # interrupt id -> the model's call id it gated
+    call_tools: dict[str, tuple[str, str]] = field(
+        default_factory=dict
+    )  # requested tool call id -> (tool name, arguments), until answered
     decided: dict[str, bool] = field(default_factory=dict)  # answered interrupt id -> approved, until resumed
     call_turns: dict[str, int] = field(
         default_factory=dict
@@ -1047,9 +1062,11 @@ class FlightlogSaver(BaseCheckpointSaver[str]):
         *,
         serde: SerializerProtocol | None = None,
         notary: Notary | UserNotary | None = USER_NOTARY,
+        tool_nodes: Sequence[str] = TOOL_NODES,
     ) -> None:
         super().__init__(serde=serde)
         self.store = store
+        self.tool_nodes = frozenset(tool_nodes)
         self.notary = resolve_notary(notary)
         self._threads: dict[str, _Thread] = {}
         self._lock = threading.RLock()
@@ -1409,9 +1426,11 @@ class FlightlogSaver(BaseCheckpointSaver[str]):
             thread.history += len(wire["results"])
             for result in wire["results"]:
                 thread.call_turns.pop(result["call_id"], None)
+                thread.call_tools.pop(result["call_id"], None)
         elif kind == "tool_requested":
             for call in wire["calls"]:
                 thread.call_turns[call["id"]] = wire["turn"]
+                thread.call_tools[call["id"]] = (call["name"], call.get("arguments", ""))
         elif kind == "rollbacked":
             thread.history = min(thread.history, wire["checkpoint_history_len"])
         elif kind == "run_terminal":
@@ -1433,6 +1452,8 @@ class FlightlogSaver(BaseCheckpointSaver[str]):
         elif kind == APPROVAL_DECISION:
             thread.gates.pop(payload["call_id"], None)
             thread.decided[payload["call_id"]] = payload["approved"] is True
+        elif kind == INTERRUPT_CALL_KIND:
+            thread.aliases[payload["interrupt_id"]] = payload["call_id"]
         elif kind == THREAD_DELETED_KIND:
             thread.reset()
         elif kind == RUNS_DELETED_KIND:
@@ -2484,22 +2505,36 @@ class FlightlogSaver(BaseCheckpointSaver[str]):
         whose stored writes name the interrupts a task's resume write answers (None: only ``writes``)."""
         turn = step + 1 if isinstance(step, int) and step >= 0 else 0
         events: builtins.list[Event] = []
-        gates, decided = dict(thread.gates), dict(thread.decided)
+        gates, decided, aliases = dict(thread.gates), dict(thread.decided), dict(thread.aliases)
         for task_id, task_path, channel, value in writes:
             node = _node(task_path, task_id)
             if channel == "__interrupt__":
-                fresh = [i for i in _interrupts(value) if i.id not in gates and i.id not in decided]
+                fresh = [
+                    i
+                    for i in _interrupts(value)
+                    if aliases.get(i.id, i.id) not in gates and aliases.get(i.id, i.id) not in decided
+                ]
+                call = self._tool_call(thread, task_path, [*before, *events], gates, decided)
                 for i in fresh:
-                    gates[i.id] = node
                     reason = _short_json(i.value, 500)
-                    events.append(ToolGated(turn=turn, call_id=i.id, tool=node, reason=reason))
-                    events.append(
-                        PermissionRequested(
+                    if call is None or len(fresh) > 1:  # a plain node's interrupt: under the node
+                        gates[i.id] = node
+                        events.append(ToolGated(turn=turn, call_id=i.id, tool=node, reason=reason))
+                        requested = PermissionRequested(
                             turn=turn, tool=node, arguments=_short_json(i.value), reason=reason
                         )
+                        events.append(requested)
+                        continue
+                    call_id, (tool, arguments) = call
+                    gates[call_id], aliases[i.id] = tool, call_id
+                    events.append(ToolGated(turn=turn, call_id=call_id, tool=tool, reason=reason))
+                    events.append(
+                        PermissionRequested(turn=turn, tool=tool, arguments=arguments, reason=reason)
                     )
+                    link = {"interrupt_id": i.id, "call_id": call_id}
+                    events.append(Custom(custom_kind=INTERRUPT_CALL_KIND, payload=link))
                 if fresh:
-                    pending = [i.id for i in fresh]
+                    pending = [aliases.get(i.id, i.id) for i in fresh]
                     events.append(
                         Suspended(
                             turn=turn, reason="interrupt: waiting for human input", pending_calls=pending
@@ -2515,7 +2550,7 @@ class FlightlogSaver(BaseCheckpointSaver[str]):
                         _terminal(f"error in node {node}: {error}"[:500], thread, [*before, *events])
                     )
             elif channel == "__resume__" and gates:
-                answers = self._answers(thread, checkpoint_id, task_id, value, writes, gates)
+                answers = self._answers(thread, checkpoint_id, task_id, value, writes, gates, aliases)
                 who = _responder(config)
                 for k, answer in answers.items():
                     decided[k] = _approved(answer)
@@ -2548,8 +2583,11 @@ class FlightlogSaver(BaseCheckpointSaver[str]):
         value: Any,
         writes: Sequence[tuple[str, str, str, Any]],
         gates: dict[str, str],
+        aliases: Mapping[str, str],
     ) -> dict[str, Any]:
-        """The open interrupts a ``__resume__`` write answers, ``interrupt id -> resume value``.
+        """The open gates a ``__resume__`` write answers, ``gate call id -> resume value`` (a gate's call
+        id: the model's tool call id an interrupt gated, per ``aliases`` (interrupt id -> call id), else the
+        interrupt id).
 
         LangGraph's null task carries ``Command(resume=value)`` (every open interrupt gets ``value``; a map
         of interrupt ids, as older releases wrote it there, answers those it names). A resume map
@@ -2559,8 +2597,10 @@ class FlightlogSaver(BaseCheckpointSaver[str]):
         write, in ``writes`` or under ``checkpoint_id``). A task's resume write after its null-task one
         answers nothing new (its interrupt is no longer open)."""
         if task_id == NULL_TASK:
-            if isinstance(value, dict) and value and set(value) <= set(gates):
-                return {k: v for k, v in value.items() if k in gates}
+            if isinstance(value, dict) and value:
+                named = {aliases.get(k, k): v for k, v in value.items()}
+                if set(named) <= set(gates):
+                    return named
             return dict.fromkeys(gates, value)
         if not isinstance(value, list) or not value:
             return {}
@@ -2570,9 +2610,40 @@ class FlightlogSaver(BaseCheckpointSaver[str]):
                 (task_id, WRITES_IDX_MAP["__interrupt__"])
             )
             raised = None if stored is None else self._load(thread, stored.ref)
-        asked = [i.id for i in _interrupts(raised) if i.id in gates]
+        asked = [k for k in (aliases.get(i.id, i.id) for i in _interrupts(raised)) if k in gates]
         n = min(len(asked), len(value))
         return dict(zip(asked[len(asked) - n :], value[len(value) - n :], strict=True)) if n else {}
+
+    def _tool_call(
+        self,
+        thread: _Thread,
+        task_path: str,
+        before: Sequence[Event],
+        gates: Mapping[str, str],
+        decided: Mapping[str, bool],
+    ) -> tuple[str, tuple[str, str]] | None:
+        """The model's tool call an ``interrupt()`` raised in the task at ``task_path`` gates, as
+        ``(call id, (tool name, arguments))``, or None when it is not a tool's (keeps the node's name).
+
+        LangGraph's ``ToolNode`` (langgraph-prebuilt 1.x, ``ToolNode._func``) run as a pulled node (task
+        path ``"~__pregel_pull, <node>"``) runs every tool call of the last ``AIMessage`` in that one task,
+        and an ``interrupt()`` inside a tool raises out of the task with nothing naming the call (the
+        interrupt id hashes the task's namespace). So the gated call is known only when the node is one of
+        :attr:`tool_nodes` and exactly one requested call is unanswered and not already gated or decided
+        (the folded ``tool_requested`` less ``tool_completed``, with ``before``, events not yet folded);
+        with several, which tool raised cannot be told and the gate keeps the node's name. A task sent
+        with ``Send`` (``"~__pregel_push, ..."``) is not matched."""
+        if not task_path.startswith("~__pregel_pull, ") or _node(task_path, "") not in self.tool_nodes:
+            return None
+        open_calls = dict(thread.call_tools)
+        for e in before:
+            if isinstance(e, ToolRequested):
+                open_calls.update((c.id, (c.name, c.arguments)) for c in e.calls)
+            elif isinstance(e, ToolCompleted):
+                for r in e.results:
+                    open_calls.pop(r.call_id, None)
+        candidates = [(k, v) for k, v in open_calls.items() if k not in gates and k not in decided]
+        return candidates[0] if len(candidates) == 1 else None
 
     def put_writes(
         self,
