@@ -191,6 +191,9 @@ def _custom(e: ev.Custom) -> str:
         return f"turn {payload.get('turn', '?')}: kernel told the model: {short(str(payload.get('text', '')), 60)}"
     if e.custom_kind in ("langgraph.checkpoint", "langgraph.writes"):
         return _langgraph(e.custom_kind, payload)
+    if e.custom_kind == "langgraph.interrupt_call":  # the LangGraph saver's interrupt -> gated call link
+        interrupt_id = short(printable(str(payload.get("interrupt_id", "?"))), 40)
+        return f"langgraph interrupt {interrupt_id} gates call {short(printable(str(payload.get('call_id', '?'))), 60)}"
     hint = payload.get("key") or payload.get("type") or payload.get("role") or ""
     return f"{e.custom_kind}" + (f" {short(str(hint), 40)}" if hint else "")
 

@@ -7,6 +7,8 @@ looked at it.
 from __future__ import annotations
 
 import json
+import subprocess
+import sys
 from pathlib import Path
 from typing import Any
 
@@ -21,7 +23,12 @@ from typer.testing import CliRunner
 
 import flightlog
 from flightlog.cli import app
+from flightlog.events import Resumed
 from flightlog.integrations.langgraph import FlightlogSaver
+from flightlog.recorder import verify_session
+from flightlog.sessions import iter_events
+from flightlog.web.actions import decision_rows
+from flightlog.web.conversation import conversation
 from flightlog.web.waterfall_api import waterfall
 
 
@@ -144,3 +151,76 @@ def test_the_waterfall_draws_a_tool_that_ran_after_its_approval(tmp_path: Path) 
         ("tool", "refund", kinds["tool_completed"], False),  # run after alice's answer, ended by its result
     ]
     assert ("approval", "waiting for approval, turn 2: approved by alice") in [(s[0], s[1]) for s in spans]
+
+
+def _resume_elsewhere(db: Path, answer: str, approver: str, *interrupt_id: str) -> str:
+    """Answer thread ``t1``'s interrupt from a second process (``langgraph_refund_worker.py``); its reply."""
+    worker = Path(__file__).with_name("langgraph_refund_worker.py")
+    done = subprocess.run(
+        [sys.executable, str(worker), str(db), "t1", answer, approver, *interrupt_id],
+        capture_output=True,
+        text=True,
+        timeout=120,
+        check=False,
+    )
+    assert done.returncode == 0, done.stderr
+    return str(json.loads(done.stdout))
+
+
+def _refund_notes(store: Any) -> list[str]:
+    """The conversation API's notes on the model's ``refund`` call ``call_1``."""
+    rows = conversation(store, "langgraph:t1", None, None)["rows"]
+    calls = [call for row in rows for call in row["calls"] if call["id"] == "call_1"]
+    assert [call["name"] for call in calls] == ["refund"]
+    return list(calls[0]["notes"])
+
+
+@pytest.mark.parametrize(
+    ("answer", "by_id", "verdict"),
+    [("yes", True, "approved"), ("no", True, "denied"), ("yes", False, "approved")],
+)
+def test_an_interrupt_in_a_tool_waits_on_the_models_call(
+    answer: str, by_id: bool, verdict: str, tmp_path: Path
+) -> None:
+    """A tool calling ``interrupt()`` inside LangGraph's ``ToolNode``: the gate is the model's call
+    (``refund`` / ``call_1``) in ``pending``, ``show``, the conversation and ``approve``'s refusal, not the
+    node and the interrupt id; answered from another process by interrupt id (or plainly), the decision is
+    recorded on that call."""
+    db = tmp_path / "lg.db"
+    config: RunnableConfig = {"configurable": {"thread_id": "t1"}}
+    with flightlog.open_store(str(db)) as store:
+        graph = _refund_graph(FlightlogSaver(store, notary=None))
+        graph.invoke({"messages": [("user", "Refund order 42")]}, config)
+        (task,) = graph.get_state(config).tasks
+        interrupt_id = task.interrupts[0].id
+        assert _refund_notes(store) == ['waiting for approval: {"question": "refund order 42?"}']
+    runner = CliRunner()
+    pending = json.loads(runner.invoke(app, ["--db", str(db), "pending", "--json"]).output)
+    assert [(p["call_id"], p["tool"], p["arguments"], p["reason"], p["decision"]) for p in pending] == [
+        ("call_1", "refund", '{"order": 42}', '{"question": "refund order 42?"}', None)
+    ]
+    shown = runner.invoke(app, ["--db", str(db), "show", "t1"]).output
+    assert 'refund call_1 needs approval: {"question": "refund order 42?"}' in shown
+    assert f"langgraph interrupt {interrupt_id} gates call call_1" in shown
+    assert "tools()" not in shown and f"{interrupt_id} needs approval" not in shown
+    refused = runner.invoke(app, ["--db", str(db), "approve", "langgraph:t1", "call_1", "--as", "eve"])
+    assert refused.exit_code == 1
+    assert "Command(resume=...)" in refused.output
+    assert "; refund call_1 waits there; nothing was written" in " ".join(refused.output.split())
+
+    reply = _resume_elsewhere(db, answer, "alice", *([interrupt_id] if by_id else []))
+    assert reply == ("Done: refunded order 42" if answer == "yes" else "Done: refund of 42 refused")
+    with flightlog.open_store(str(db)) as store:
+        assert _refund_notes(store) == [
+            'waiting for approval: {"question": "refund order 42?"}',
+            f"{verdict} by alice",
+        ]
+        (resumed,) = [e for _row, e in iter_events(store, "langgraph:t1") if isinstance(e, Resumed)]
+        assert (resumed.approved, resumed.denied) == (
+            (["call_1"], []) if answer == "yes" else ([], ["call_1"])
+        )
+        rows = [(r["what"], r["who"]) for r in decision_rows(store, "langgraph:t1")]
+        assert rows == [(f"{verdict} call call_1 (approval)", "alice")]
+        assert store.get_session("langgraph:t1").status == "completed"
+        assert verify_session(store, "langgraph:t1").ok
+    assert json.loads(runner.invoke(app, ["--db", str(db), "pending", "--json"]).output) == []

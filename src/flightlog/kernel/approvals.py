@@ -319,8 +319,11 @@ def _decide(
     signer = resolve_notary(notary)
     require_intact(store, session_id, auditor=Auditor.for_notary(signer))  # before reading any gate
     source = store.get_session(session_id).source
-    if source == LANGGRAPH_SOURCE:
-        raise DecidedByItsRuntime(session_id=session_id, source=source)
+    if source == LANGGRAPH_SOURCE:  # name the gate asked for, when one waits on it (read, nothing written)
+        state = load_state(store, session_id)
+        gate = state.gates.get(call_id) if state.phase == "suspended" else None
+        waiting = None if gate is None else f"{gate.tool} {call_id}"
+        raise DecidedByItsRuntime(session_id=session_id, source=source, waiting=waiting)
     # Check the gate before attaching: attaching takes authority, which would fence a run still going.
     state = load_state(store, session_id)
     _open_gate(state, session_id, call_id)

@@ -59,13 +59,17 @@ class DecidedByItsRuntime(KernelError, ValueError):
 
     session_id: str
     source: str
+    waiting: str | None
 
-    def __init__(self, *, session_id: str, source: str) -> None:
+    def __init__(self, *, session_id: str, source: str, waiting: str | None = None) -> None:
+        """``waiting``: the gate named, ``"<tool> <call id>"``, when one waits on the call asked for."""
+        there = f"; {waiting} waits there" if waiting else ""
         super().__init__(
             f"session {session_id} is a LangGraph thread: answer its interrupt in the graph with "
-            "Command(resume=...) (the saver records the answer and who gave it); nothing was written",
+            f"Command(resume=...) (the saver records the answer and who gave it){there}; nothing was written",
             session_id=session_id,
             source=source,
+            waiting=waiting,
         )
 
 
