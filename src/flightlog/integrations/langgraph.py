@@ -89,13 +89,19 @@ namespace (``checkpoint_ns == ""``; subgraphs: see below) as seed 000 events, so
   checkpoint) → ``rollbacked`` to the replay history at the parent, after a ``run_started`` when no run
   is open (goal ``continue thread <id> from checkpoint <parent>``; the rollback leaves that goal out of
   the history, so replay holds the thread's messages at the parent);
-* an ``interrupt()`` (an ``__interrupt__`` write) → per interrupt ``tool_gated`` (call id: the interrupt
-  id, tool: the node) and ``permission_requested``, then ``suspended`` naming the interrupt ids;
+* an ``interrupt()`` (an ``__interrupt__`` write) → per interrupt ``tool_gated`` and ``permission_requested``
+  (reason: the interrupt's value as JSON, the request text), then ``suspended`` naming the gates' call ids.
+  Raised by a tool LangGraph's ``ToolNode`` ran (the task pulled a node of ``tool_nodes``, default
+  :data:`TOOL_NODES`, and exactly one call the model requested is unanswered and not gated), the gate is
+  that call's: call id the model's (``call_1``), tool its name (``refund``), arguments its arguments, then
+  a ``custom`` :data:`INTERRUPT_CALL_KIND` ``{interrupt_id, call_id}`` linking the interrupt to it, so an
+  answer by interrupt id is recorded on the call; else (a plain node, or several calls open in the tool
+  node: which tool raised cannot be told) call id the interrupt id, tool the node, arguments the value;
 * ``Command(resume=...)`` (the ``__resume__`` write of LangGraph's null task) and
   ``Command(resume={interrupt_id: value, ...})`` (a resume map, the only way to answer one of several
   pending interrupts: it reaches a checkpointer as the ``__resume__`` write of each task it resumes) →
   per interrupt answered ``permission_resolved`` (approved per :data:`DENIALS`, responder ``"user"``, seed
-  000's human) and ``custom`` :data:`APPROVAL_DECISION` ``{turn, call_id: <interrupt id>, gate:
+  000's human) and ``custom`` :data:`APPROVAL_DECISION` ``{turn, call_id: <the gate's call id>, gate:
   "approval", approved, responder: <name per RESPONDER_KEYS>, reason?: "denied by <name>"}``, the record
   ``flightlog approve``, the dashboard and the Agents SDK session write, which ``show``, ``pending`` and the
   dashboard's Decisions read for who answered; then, once no interrupt is left open, ``resumed`` with the
@@ -1046,6 +1052,8 @@ class FlightlogSaver(BaseCheckpointSaver[str]):
             them when a thread is attached. Default :data:`~flightlog.integrity.notary.USER_NOTARY`: the user's
             log key, as ``flightlog run`` signs (resolved here, creating the key on first use); None
             records an unsigned chain.
+        tool_nodes: Names of the graph's ``ToolNode`` nodes, whose ``interrupt()`` gates the model's tool
+            call it runs (module docstring: readable events); default :data:`TOOL_NODES` (``"tools"``).
 
     Thread-safe (one lock over the index and the recorders); the async methods run the sync ones in a
     worker thread. Every capability of LangGraph's checkpointer conformance suite is implemented (base and
