@@ -92,7 +92,8 @@ namespace (``checkpoint_ns == ""``; subgraphs: see below) as seed 000 events, so
 * an ``interrupt()`` (an ``__interrupt__`` write) → per interrupt ``tool_gated`` and ``permission_requested``
   (reason: the interrupt's value as JSON, the request text), then ``suspended`` naming the gates' call ids.
   Raised by a tool LangGraph's ``ToolNode`` ran (the task pulled a node of ``tool_nodes``, default
-  :data:`TOOL_NODES`, and exactly one call the model requested is unanswered and not gated), the gate is
+  :data:`TOOL_NODES`, and exactly one call the model requested is unanswered and not gated; or the task
+  runs a ``Send`` of one tool call to such a node, as ``create_agent`` sends each call), the gate is
   that call's: call id the model's (``call_1``), tool its name (``refund``), arguments its arguments, then
   a ``custom`` :data:`INTERRUPT_CALL_KIND` ``{interrupt_id, call_id}`` linking the interrupt to it, so an
   answer by interrupt id is recorded on the call; else (a plain node, or several calls open in the tool
@@ -245,7 +246,7 @@ try:
         get_checkpoint_metadata,
     )
     from langgraph.checkpoint.serde.base import SerializerProtocol
-    from langgraph.types import Interrupt
+    from langgraph.types import Interrupt, Send
 except ImportError as exc:  # pragma: no cover - exercised in a subprocess without LangGraph
     raise ImportError(
         "flightlog.integrations.langgraph needs LangGraph: pip install 'flightlog[langgraph]'"
@@ -621,6 +622,8 @@ _HUMAN = "user"
 DENIALS = frozenset({"no", "n", "deny", "denied", "reject", "rejected", "decline", "declined"})
 """Resume values (strings, any case) recorded as a denial; also ``False`` and a dict whose ``approved`` is
 ``False`` or whose ``type``/``action``/``decision`` is one of these words. Anything else is an approval."""
+_TASKS = "__pregel_tasks"  # LangGraph's channel of pending sends (langgraph._internal._constants.TASKS)
+_WITH_CONTEXT = "tool_call_with_context"  # ``__type`` of langgraph-prebuilt's ToolCallWithContext send
 _MAX_STOPS = 1024  # static interrupts reported before their put, kept until it comes
 _LLM_PREFIX = b'{"kind":"llm_completed",'
 _TERMINAL_PREFIX = b'{"kind":"run_terminal",'
@@ -2475,7 +2478,7 @@ class FlightlogSaver(BaseCheckpointSaver[str]):
         if stored:  # writes recorded before their checkpoint (LangGraph saves them in the background)
             ordered = sorted(stored.values(), key=_writes_sort_key)
             loaded = [(w.task_id, w.task_path, w.channel, self._load(thread, w.ref)) for w in ordered]
-            events.extend(self._special_events(thread, step, loaded, config, events, checkpoint_id))
+            events.extend(self._special_events(thread, step, loaded, config, events, checkpoint_id, values))
         if (
             meta.get("source") == "loop"
             and _finished(values)
@@ -2506,11 +2509,13 @@ class FlightlogSaver(BaseCheckpointSaver[str]):
         config: RunnableConfig,
         before: Sequence[Event],
         checkpoint_id: str | None = None,
+        values: Mapping[str, Any] | None = None,
     ) -> builtins.list[Event]:
         """Readable events of a task's interrupt, error and resume writes ``(task_id, task_path, channel,
         value)`` linked to a root checkpoint whose metadata ``step`` is ``step`` (module docstring: readable
         events); their turn is the step the tasks ran in, ``step + 1``. ``checkpoint_id``: that checkpoint,
-        whose stored writes name the interrupts a task's resume write answers (None: only ``writes``)."""
+        whose stored writes name the interrupts a task's resume write answers (None: only ``writes``);
+        ``values``: its channel values when at hand (else its pending sends are read from the thread)."""
         turn = step + 1 if isinstance(step, int) and step >= 0 else 0
         events: builtins.list[Event] = []
         gates, decided, aliases = dict(thread.gates), dict(thread.decided), dict(thread.aliases)
@@ -2522,7 +2527,9 @@ class FlightlogSaver(BaseCheckpointSaver[str]):
                     for i in _interrupts(value)
                     if aliases.get(i.id, i.id) not in gates and aliases.get(i.id, i.id) not in decided
                 ]
-                call = self._tool_call(thread, task_path, [*before, *events], gates, decided)
+                call = self._tool_call(
+                    thread, task_path, [*before, *events], gates, decided, (checkpoint_id, values)
+                )
                 for i in fresh:
                     reason = _short_json(i.value, 500)
                     if call is None or len(fresh) > 1:  # a plain node's interrupt: under the node
@@ -2629,6 +2636,7 @@ class FlightlogSaver(BaseCheckpointSaver[str]):
         before: Sequence[Event],
         gates: Mapping[str, str],
         decided: Mapping[str, bool],
+        at: tuple[str | None, Mapping[str, Any] | None],
     ) -> tuple[str, tuple[str, str]] | None:
         """The model's tool call an ``interrupt()`` raised in the task at ``task_path`` gates, as
         ``(call id, (tool name, arguments))``, or None when it is not a tool's (keeps the node's name).
@@ -2640,9 +2648,10 @@ class FlightlogSaver(BaseCheckpointSaver[str]):
         :attr:`tool_nodes` and exactly one requested call is unanswered and not already gated or decided
         (the folded ``tool_requested`` less ``tool_completed``, with ``before``, events not yet folded);
         with several, which tool raised cannot be told and the gate keeps the node's name. A task sent
-        with ``Send`` (``"~__pregel_push, ..."``) is not matched."""
-        if not task_path.startswith("~__pregel_pull, ") or _node(task_path, "") not in self.tool_nodes:
-            return None
+        with ``Send`` (``"~__pregel_push, <idx>, ..."``, as ``create_agent`` sends each call) runs the
+        pending send ``idx`` of the checkpoint (``at``: its id and, when at hand, its channel values): when
+        that send goes to a node of :attr:`tool_nodes` with one tool call (a list of one ``ToolCall``, or a
+        ``ToolCallWithContext``), the gate is that call's."""
         open_calls = dict(thread.call_tools)
         for e in before:
             if isinstance(e, ToolRequested):
@@ -2650,8 +2659,49 @@ class FlightlogSaver(BaseCheckpointSaver[str]):
             elif isinstance(e, ToolCompleted):
                 for r in e.results:
                     open_calls.pop(r.call_id, None)
+        if task_path.startswith("~__pregel_push, "):
+            sent = self._sent_call(thread, task_path, at)  # as the model requested it, when recorded
+            return None if sent is None else (sent[0], open_calls.get(sent[0], sent[1]))
+        if not task_path.startswith("~__pregel_pull, ") or _node(task_path, "") not in self.tool_nodes:
+            return None
         candidates = [(k, v) for k, v in open_calls.items() if k not in gates and k not in decided]
         return candidates[0] if len(candidates) == 1 else None
+
+    def _sent_call(
+        self, thread: _Thread, task_path: str, at: tuple[str | None, Mapping[str, Any] | None]
+    ) -> tuple[str, tuple[str, str]] | None:
+        """The one tool call a ``Send`` task (``task_path`` ``"~__pregel_push, <idx>, <flag>"``) runs on a
+        node of :attr:`tool_nodes`, as ``(call id, (tool name, arguments))``; None otherwise (see
+        :meth:`_tool_call`). The sends are the checkpoint's ``__pregel_tasks`` value (``at[1]``, else the
+        stored checkpoint ``at[0]``'s, each artifact's hash checked as any read)."""
+        parts = task_path.split(", ")
+        if len(parts) != 3 or not parts[1].isdigit():
+            return None
+        checkpoint_id, values = at
+        sends: Any = None
+        if values is not None and _TASKS in values:
+            sends = values[_TASKS]
+        else:
+            cp = thread.checkpoints.get("", {}).get(checkpoint_id or "")
+            version = None if cp is None else self._body(thread, cp.body)["channel_versions"].get(_TASKS)
+            if version is not None and thread.blobs.get(("", _TASKS, version)) is not None:
+                sends = self._load_blob(thread, "", _TASKS, version)
+        idx = int(parts[1])
+        if not isinstance(sends, list) or idx >= len(sends):
+            return None
+        packet = sends[idx]
+        if not isinstance(packet, Send) or packet.node not in self.tool_nodes:
+            return None
+        arg = packet.arg
+        calls = (
+            [arg.get("tool_call")] if isinstance(arg, dict) and arg.get("__type") == _WITH_CONTEXT else arg
+        )
+        if not isinstance(calls, list) or len(calls) != 1 or not isinstance(calls[0], dict):
+            return None
+        call = calls[0]
+        if not isinstance(call.get("id"), str) or not isinstance(call.get("name"), str):
+            return None
+        return call["id"], (call["name"], json.dumps(call.get("args", {}), ensure_ascii=False))
 
     def put_writes(
         self,
@@ -2882,7 +2932,7 @@ class FlightlogSaver(BaseCheckpointSaver[str]):
         events.append(RunStarted(run_id=run_id, goal=goal, system_prompt=_system_prompt(messages)))
         events.extend(_message_events(rest, turn, skip_user=first is not None))
         cfg: RunnableConfig = {"configurable": {"thread_id": thread.thread_id}}
-        events.extend(self._special_events(thread, step, writes, cfg, events))
+        events.extend(self._special_events(thread, step, writes, cfg, events, None, values))
         if any(isinstance(e, RunTerminal | Suspended) for e in events):
             return events
         if _finished(values):
