@@ -5,7 +5,8 @@
 ``q<i>``, answer ``answer <len>``), printing ``turn <i>`` after each and ``done`` after the last; ``block``
 sends the human message ``block``, whose ``model`` step prints ``blocked`` and then waits on stdin (the
 parent kills the process there, mid-run, after the input checkpoint and the ``setup`` step were written and
-before the run stops and is signed); ``end`` (or EOF) exits 0.
+before the run stops and is signed); ``block-note`` does the same with a ``note`` channel
+(:class:`langgraph_note.Note`, a custom pydantic value) in the input; ``end`` (or EOF) exits 0.
 """
 
 from __future__ import annotations
@@ -16,6 +17,7 @@ from typing import Annotated, Any, TypedDict
 from langchain_core.messages import AIMessage, AnyMessage, HumanMessage
 from langgraph.graph import START, StateGraph
 from langgraph.graph.message import add_messages
+from langgraph_note import Note  # this directory is the script's: the value names module langgraph_note
 
 import flightlog
 from flightlog.integrations.langgraph import FlightlogSaver
@@ -24,6 +26,7 @@ from flightlog.integrations.langgraph import FlightlogSaver
 class State(TypedDict, total=False):
     messages: Annotated[list[AnyMessage], add_messages]
     profile: str
+    note: Note
 
 
 def setup(state: State) -> dict[str, Any]:
@@ -51,9 +54,10 @@ def main(db: str) -> None:
             command = line.split()
             if command == ["end"]:
                 break
-            if command == ["block"]:
+            if command in (["block"], ["block-note"]):
                 # durability "sync": each step's checkpoint committed before the next step runs
-                graph.invoke({"messages": [HumanMessage("block")]}, config, durability="sync")
+                extra = {"note": Note(text="from the killed writer")} if command == ["block-note"] else {}
+                graph.invoke({"messages": [HumanMessage("block")], **extra}, config, durability="sync")
                 continue
             for _ in range(int(command[1])):
                 graph.invoke({"messages": [HumanMessage(f"q{turn}")]}, config)

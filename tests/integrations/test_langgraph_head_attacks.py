@@ -10,8 +10,9 @@ branch under attack (committed first as a strict xfail, then fixed, or left a st
    read fell back to the full fold (fixed);
 3. writes whose checkpoint never came stayed listed as early by every later record, each later read
    reaching back to them (fixed: only ids above the record's);
-4. a value named only by a row chained after the last signature is deserialized, by the fold too (not
-   fixed: the unsigned tail is trusted by design, see the test).
+4. a value named only by a row chained after the last signature was deserialized by the user's serde, by
+   the fold too (fixed: such values go to a strict clone of the serde, and one it refuses is refused
+   naming the row's seq).
 """
 
 from __future__ import annotations
@@ -20,6 +21,7 @@ import hashlib
 import json
 import operator
 import queue
+import re
 import sqlite3
 import subprocess
 import sys
@@ -36,9 +38,11 @@ from langchain_core.messages import AIMessage, HumanMessage, RemoveMessage
 from langchain_core.runnables import RunnableConfig
 from langchain_core.tools import tool
 from langgraph.checkpoint.base import create_checkpoint
+from langgraph.checkpoint.serde.jsonplus import JsonPlusSerializer
 from langgraph.graph import START, MessagesState, StateGraph
 from langgraph.prebuilt import ToolNode
 from langgraph.types import Command, interrupt
+from pydantic import BaseModel
 
 import flightlog
 from flightlog.errors import LedgerIntegrityError
@@ -212,23 +216,34 @@ def test_writes_whose_checkpoint_never_came_do_not_make_every_later_read_reach_b
         assert counting.rows < 100 < size // 2
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="finding 4, not fixed: rows after the last signature are chained, not signed, and the fold and "
-    "the head read both serve values they name (as on main); refusing needs every write signed or "
-    "unsigned tails refused (a run in progress, a writer killed mid-run)",
-)
-def test_a_value_named_only_by_an_unsigned_forged_row_is_not_deserialized(
-    db: Path, store: Store, monkeypatch: pytest.MonkeyPatch
-) -> None:
+CONSTRUCTED: list[str] = []  # each Planted built, by anyone: what an attacker's msgpack value would run
+
+
+class Planted(BaseModel):
+    """Stands for an attacker's type: building one records it (a real one would run its code)."""
+
+    note: str
+
+    def model_post_init(self, context: Any, /) -> None:
+        CONSTRUCTED.append(self.note)
+
+
+def _plant_unsigned_checkpoint(db: Path, store: Store) -> tuple[int, str]:
     """A writer without the key appends, after the last signature, a copy of the latest checkpoint event
-    whose ``profile`` names an artifact of its own (msgpack: LangGraph's serde imports what such bytes
-    name unless ``LANGGRAPH_STRICT_MSGPACK`` is set). Nothing signed vouches for that row."""
+    whose ``profile`` names an artifact of its own: msgpack naming :class:`Planted` (LangGraph's default
+    serde imports and builds what such bytes name unless ``LANGGRAPH_STRICT_MSGPACK`` is set). The forged
+    seq and the artifact's handle."""
     _write_thread(store, 3, ask=False)
     record = json.loads(_kind_rows(db, lg.CHECKPOINT_KIND)[-1][1])
     versions = FlightlogSaver(store).get_tuple(_cfg())
     assert versions is not None
-    planted = FlightlogSaver(store).serde.dumps_typed("planted by a writer without the key")
+    planted = FlightlogSaver(store).serde.dumps_typed(Planted(note="planted by a writer without the key"))
+    CONSTRUCTED.clear()
+    assert FlightlogSaver(store).serde.loads_typed(planted) == Planted(
+        note="planted by a writer without the key"
+    )
+    assert CONSTRUCTED, "the user's serde builds what the bytes name: the attack is real"
+    CONSTRUCTED.clear()
     store.put_artifact(planted[1], "application/octet-stream")
     record["payload"]["channels"] = {
         "profile": {
@@ -237,14 +252,45 @@ def test_a_value_named_only_by_an_unsigned_forged_row_is_not_deserialized(
             "ref": _handle(planted[1]),
         }
     }
-    forged = _append_forged(db, [_canonical(record)])
-    loaded = _serde_spy(store, monkeypatch)
+    return _append_forged(db, [_canonical(record)]), _handle(planted[1])
+
+
+def test_a_value_named_only_by_an_unsigned_forged_row_is_not_deserialized(db: Path, store: Store) -> None:
+    """Nothing signed vouches for a row after the last signature, so the value it names goes to a strict
+    clone of the serde: the planted type is never built, and both the head read and the full fold refuse
+    naming the forged row's seq and what to do."""
+    forged, handle = _plant_unsigned_checkpoint(db, store)
     with _fresh(db) as (graph, _, _):
-        try:
+        with pytest.raises(LedgerIntegrityError) as head:
             graph.get_state(_cfg())
-        except LedgerIntegrityError as refused:
-            assert refused.seq == forged
-    assert planted[1] not in loaded
+        with pytest.raises(LedgerIntegrityError) as fold:
+            _full_fold(graph)
+    for refused in (head.value, fold.value):
+        assert refused.seq == forged
+        assert handle in refused.reason and f"{__name__}.Planted" in refused.reason
+        assert "flightlog audit langgraph:t" in refused.reason
+    assert CONSTRUCTED == []
+
+
+def test_an_unsigned_value_of_a_type_the_user_allows_is_read(db: Path, store: Store) -> None:
+    """The strict clone keeps the user's explicit ``allowed_msgpack_modules``: a type listed there is
+    vouched for by the user, and a value of it named by an unsigned row is read back."""
+    _plant_unsigned_checkpoint(db, store)
+    allowing = JsonPlusSerializer(allowed_msgpack_modules=[Planted])
+    with flightlog.open_store(str(db)) as other:
+        got = FlightlogSaver(other, serde=allowing).get_tuple(_cfg())
+    assert got is not None
+    assert got.checkpoint["channel_values"]["profile"] == Planted(note="planted by a writer without the key")
+
+
+def test_a_writer_without_a_notary_reads_its_unsigned_rows_as_before(db: Path, store: Store) -> None:
+    """``notary=None`` opts out of signatures: no row is signed, and values load with the saver's serde
+    as they always did (what LangGraph's own savers do)."""
+    _plant_unsigned_checkpoint(db, store)
+    with flightlog.open_store(str(db)) as other:
+        got = FlightlogSaver(other, notary=None).get_tuple(_cfg())
+    assert got is not None and isinstance(got.checkpoint["channel_values"]["profile"], Planted)
+    assert CONSTRUCTED == ["planted by a writer without the key"]
 
 
 # ─── attacks the path holds against ─────────────────────────────────────────────────────────────────────
@@ -733,6 +779,44 @@ def test_a_writer_killed_mid_run_leaves_an_unsigned_tail_the_head_read_folds(
     with _fresh(db) as (graph, _, _):
         assert graph.get_state(_cfg()).values["messages"][-1].content == "answer 7"
         assert "t" in graph.checkpointer._heads  # the run stopped and was signed: a head read again
+
+
+def test_a_custom_value_left_unsigned_by_a_killed_writer_is_refused_naming_its_row(
+    db: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """As above, but the killed run's input holds a custom pydantic value (``langgraph_note.Note``, not a
+    LangGraph safe type): nothing signed vouches for the rows naming it, so a new process's read refuses
+    naming the row and ``flightlog audit``; a reader whose serde lists ``Note`` in
+    ``allowed_msgpack_modules`` (the user vouching for the type) reads the value back."""
+    writer = _Writer(db, tmp_path / "writer.err")
+    try:
+        writer.send("turns 1")
+        writer.expect("turn 0")
+        writer.expect("done")
+        writer.send("block-note")
+        writer.expect("blocked")
+    finally:
+        writer.kill()
+    monkeypatch.syspath_prepend(str(Path(__file__).parent))  # the module the writer's value names
+    from langgraph_note import Note
+
+    with _fresh(db) as (_, other, _):
+        signed = other.latest_checkpoint(session_id_for("t"))
+        assert signed is not None
+        with pytest.raises(LedgerIntegrityError) as refused:
+            FlightlogSaver(other).get_tuple(_cfg())
+        allowing = FlightlogSaver(other, serde=JsonPlusSerializer(allowed_msgpack_modules=[Note]))
+        got = allowing.get_tuple(_cfg())
+    seq = refused.value.seq
+    assert seq is not None and seq >= signed.size  # a row of the unsigned tail
+    assert "langgraph_note.Note" in refused.value.reason and "flightlog audit" in refused.value.reason
+    # the row named is the one whose value holds the note: a checkpoint or writes event naming it
+    (row,) = [
+        data for q, data in _kind_rows(db, lg.CHECKPOINT_KIND) + _kind_rows(db, lg.WRITES_KIND) if q == seq
+    ]
+    named = re.findall(r"sha256:[0-9a-f]{64}", row.decode())
+    assert any(b"langgraph_note" in _artifact(db, h) for h in named)
+    assert got is not None and got.checkpoint["channel_values"]["note"] == Note(text="from the killed writer")
 
 
 def test_a_reader_racing_a_writer_reads_a_state_the_writer_had(db: Path, tmp_path: Path) -> None:

@@ -480,6 +480,22 @@ class _Thread:
     )  # requested tool call id -> its turn, until answered
     # writer-side cache, not folded: (ns, channel) -> (version, element digests) of the last list put
     lists: dict[tuple[str, str], tuple[str | int | float, list[bytes]]] = field(default_factory=dict)
+    # seq ranges [start, stop) of rows read from the ledger that no verified signature covers and this
+    # saver did not write (the unsigned tail at attach, rows another writer appended since): the values
+    # they name are loaded strictly (:meth:`FlightlogSaver._deserialize`). Empty without a notary.
+    unsigned: list[tuple[int, int]] = field(default_factory=list)
+
+    def untrusted(self, seq: int) -> bool:
+        """Is row ``seq`` one whose values are loaded strictly (in an :attr:`unsigned` range)?"""
+        return any(start <= seq < stop for start, stop in self.unsigned)
+
+    def read_unsigned(self, start: int, stop: int) -> None:
+        """Rows ``start <= seq < stop`` are read unsigned (merged into the last range when adjacent)."""
+        if start >= stop:
+            return
+        if self.unsigned and self.unsigned[-1][1] == start:
+            start = self.unsigned.pop()[0]
+        self.unsigned.append((start, stop))
 
     def reset(self) -> None:
         self.checkpoints.clear()
@@ -495,6 +511,13 @@ class _Thread:
         self.writes.pop((ns, checkpoint_id), None)
         self.raw_writes.pop((ns, checkpoint_id), None)
         self.write_seqs.pop((ns, checkpoint_id), None)
+
+
+def _signed_size(anchor: Anchor) -> int:
+    """The rows the latest signed checkpoint :meth:`~flightlog.integrity.notary.Notary.resume` verified
+    covers (0: none signed yet)."""
+    latest = anchor.state.latest if isinstance(anchor.state, SessionNotary) else None
+    return 0 if latest is None else latest.size
 
 
 def _blob_ref(entry: dict[str, Any], seq: int) -> _Ref | None:
@@ -639,6 +662,48 @@ _MARKER_PREFIXES = tuple(
 _HEAD_WINDOW = 64  # rows read back from the signed head at first, looking for the last head record
 _HEAD_REACH = 4096  # rows a cheap read looks back for a head record before it folds the thread instead
 _U64 = struct.Struct("<Q")
+
+# serde type tags a value named by an unsigned row may have (:meth:`FlightlogSaver._deserialize`): what
+# ``JsonPlusSerializer.dumps_typed`` writes without ``pickle_fallback`` ("pickle" runs code, "json" is the
+# older form this saver never writes)
+_TAIL_TYPES = frozenset({"null", "bytes", "bytearray", "msgpack"})
+_BLOCKED_EVENTS = frozenset({"msgpack_blocked", "msgpack_method_blocked"})
+_strict_loads = threading.local()  # .blocked: the types a strict load in this thread refused, while one runs
+_listening: list[bool] = []  # the serde event listener is registered (once per process)
+_listening_lock = threading.Lock()
+
+
+def _on_serde_event(event: Mapping[str, Any]) -> None:
+    """LangGraph serde event listener: note a type the strict serde blocked during a strict load in this
+    thread (LangGraph's strict mode returns a blocked value's raw data and only warns)."""
+    blocked: builtins.list[str] | None = getattr(_strict_loads, "blocked", None)
+    if blocked is not None and event.get("kind") in _BLOCKED_EVENTS:
+        blocked.append(".".join(str(event.get(k)) for k in ("module", "name", "method") if k in event))
+
+
+def _strict_clone(serde: SerializerProtocol) -> SerializerProtocol | None:
+    """A strict clone of ``serde`` for values named by unsigned rows: for a ``JsonPlusSerializer`` (exactly
+    that class, without a custom ``__unpack_ext_hook__``), a new one in LangGraph's strict msgpack mode
+    (``langgraph/checkpoint/serde/_msgpack.py``: only ``SAFE_MSGPACK_TYPES``, LangChain messages among them,
+    plus the types the user's ``allowed_msgpack_modules`` lists explicitly; no pickle, no JSON constructor
+    outside the safe types). None when there is none: another serde class (what it would import cannot be
+    told), or a langgraph-checkpoint without strict mode or serde events (before 4)."""
+    try:
+        from langgraph.checkpoint.serde.event_hooks import register_serde_event_listener
+        from langgraph.checkpoint.serde.jsonplus import JsonPlusSerializer
+    except ImportError:  # pragma: no cover - langgraph-checkpoint < 4
+        return None
+    if type(serde) is not JsonPlusSerializer or getattr(serde, "_custom_unpack_ext_hook", True):
+        return None
+    allowed = serde._allowed_msgpack_modules  # True (permissive), None (strict) or the user's explicit set
+    strict = JsonPlusSerializer(allowed_msgpack_modules=None if allowed is True else allowed)
+    with _listening_lock:
+        if not _listening:
+            register_serde_event_listener(_on_serde_event)
+            _listening.append(True)
+    return strict
+
+
 _scanstring: Callable[[str, int], tuple[str, int]] = json.decoder.scanstring  # type: ignore[attr-defined]  # C scanner, not in typeshed
 KEYFRAME = 16
 """A checkpoint body is stored whole at least every this many checkpoints down a parent chain (the others
@@ -1090,6 +1155,8 @@ class FlightlogSaver(BaseCheckpointSaver[str]):
         self._children: dict[str, Recorder] = {}  # subgraph runs' sessions being written
         # threads read from their head record only (:meth:`_head`), not folded in this process
         self._heads: dict[str, _Thread] = {}
+        # (serde, its strict clone or None) for values named by unsigned rows (:meth:`_deserialize`)
+        self._strict: tuple[SerializerProtocol, SerializerProtocol | None] | None = None
 
     # ─── the fold ─────────────────────────────────────────────────────────────────────────
     def _thread(self, thread_id: str) -> _Thread:
@@ -1103,6 +1170,15 @@ class FlightlogSaver(BaseCheckpointSaver[str]):
         size = record.head_seq + 1 if record is not None else 0
         if thread is not None and thread.next_seq == size:
             return thread
+        if (
+            thread is not None
+            and record is not None
+            and 0 < thread.next_seq < size
+            and self.notary is not None
+        ):
+            thread.read_unsigned(
+                thread.next_seq, size
+            )  # another writer's rows: chained, not signature-checked
         if (
             thread is not None
             and record is not None
@@ -1125,6 +1201,8 @@ class FlightlogSaver(BaseCheckpointSaver[str]):
             else:
                 head_hash = record.head_hash
             tree = None if anchor is None else CompactRange()
+            if anchor is not None:
+                fresh.read_unsigned(_signed_size(anchor), size)  # before the fold: it loads artifact metadata
             fresh.head = GENESIS  # one pass: each row's chain link and hash checked, then folded
             if self._extend(fresh, size, head_hash, tree=tree):
                 if (
@@ -1144,7 +1222,7 @@ class FlightlogSaver(BaseCheckpointSaver[str]):
                     )
                 self._threads[thread_id] = fresh
                 return fresh
-            fresh = _Thread(thread_id, sid, recorder=fresh.recorder)
+            fresh = _Thread(thread_id, sid, recorder=fresh.recorder, unsigned=fresh.unsigned)
             if self.notary is not None:
                 self.notary.resume(self.store, sid, full=True)  # the whole audit: names the divergence
             report = verify_session(self.store, sid)  # names every divergence
@@ -1228,6 +1306,7 @@ class FlightlogSaver(BaseCheckpointSaver[str]):
         if not self._authentic(rows, start, latest.size - 1, latest.checkpoint.chain, anchor.head):
             return None  # the full path names the divergent seq
         thread = _Thread(thread_id, sid)
+        thread.read_unsigned(signed, size)
         if not self._seed(thread, rows, start, at, head):
             return None
         thread.next_seq, thread.head = size, anchor.head
@@ -1575,7 +1654,49 @@ class FlightlogSaver(BaseCheckpointSaver[str]):
                 seq=ref.seq,
                 reason=f"artifact {ref.handle} is {'missing' if content is None else 'altered'}",
             )
-        return self.serde.loads_typed((ref.type, content))
+        return self._deserialize(thread, ref.seq, (ref.type, content), ref.handle)
+
+    def _deserialize(self, thread: _Thread, seq: int, typed: tuple[str, bytes], handle: str) -> Any:
+        """``typed`` (serde type tag, authenticated bytes of artifact ``handle``) deserialized for a value
+        named by row ``seq``: with the saver's serde, unless the row is one no verified signature covers and
+        this saver did not write (:meth:`_Thread.untrusted`: a run in progress elsewhere, a writer killed
+        mid-run, or rows chained without the signing key), when it goes to :func:`_strict_clone` instead,
+        as LangGraph's default serde imports whatever module a msgpack value names.
+
+        Raises:
+            LedgerIntegrityError: the row is unsigned and the value names a type the strict serde refuses,
+                has a type tag it does not load, or the saver's serde has no strict clone; names ``seq``.
+        """
+        if not thread.untrusted(seq):
+            return self.serde.loads_typed(typed)
+        cached = self._strict
+        if cached is None or cached[0] is not self.serde:
+            cached = self._strict = (self.serde, _strict_clone(self.serde))
+        strict = cached[1]
+        if strict is None:
+            what = f"the saver's serde ({type(self.serde).__name__}) has no strict mode to read it with"
+        elif typed[0] not in _TAIL_TYPES:
+            what = f"its serde type {typed[0]!r} is not one the strict mode loads"
+        else:
+            blocked: builtins.list[str] = []
+            _strict_loads.blocked = blocked
+            try:
+                value = strict.loads_typed(typed)
+            finally:
+                _strict_loads.blocked = None
+            if not blocked:
+                return value
+            what = (
+                f"it names {', '.join(sorted(set(blocked)))}, which LangGraph's strict msgpack mode refuses "
+                "(allow a type you trust with the serde's allowed_msgpack_modules)"
+            )
+        raise LedgerIntegrityError(
+            session_id=thread.session_id,
+            seq=seq,
+            reason=f"value {handle} is named by a row no signed checkpoint covers (the unsigned tail: a run "
+            f"in progress, a writer killed mid-run, or rows chained without the signing key) and {what}; "
+            f"`flightlog audit {thread.session_id}` shows the unanchored tail",
+        )
 
     def _load_blob(self, thread: _Thread, ns: str, channel: str, version: str | int | float) -> Any:
         """The value of ``channel`` at ``version``: one artifact, or for a list stored as deltas the base
@@ -1678,11 +1799,11 @@ class FlightlogSaver(BaseCheckpointSaver[str]):
         loaded = [(root_type, checked(root, contents.get(root)))]
         loaded.extend((kind, checked(e, contents.get(e))) for kind, e in reversed(parts))
         with _gc_paused():
-            value = self.serde.loads_typed(loaded[0])
+            value = self._deserialize(thread, ref.seq, loaded[0], ref.handle)
             if type(value) is not builtins.list:
                 raise bad(root, "the whole value a delta chain extends is not a list")
             for typed in loaded[1:]:
-                value.extend(self.serde.loads_typed(typed))
+                value.extend(self._deserialize(thread, ref.seq, typed, ref.handle))
         return value
 
     def _body(self, thread: _Thread, body: _Body) -> Any:
