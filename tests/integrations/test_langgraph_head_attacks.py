@@ -283,6 +283,25 @@ def test_an_unsigned_value_of_a_type_the_user_allows_is_read(db: Path, store: St
     assert got.checkpoint["channel_values"]["profile"] == Planted(note="planted by a writer without the key")
 
 
+def test_another_writers_custom_value_is_read_once_it_signed_it(db: Path, store: Store) -> None:
+    """Two writers on one thread (two processes' savers): rows the other one appended are read chained but
+    not signature-checked, so its custom value is refused while no signature covers the row naming it
+    (an ``update_state``, which does not stop the graph); once its run stops and signs, the first
+    writer's read checks the signatures again and serves the value."""
+    graph = _graph(FlightlogSaver(store))
+    graph.invoke({"messages": [HumanMessage("question 0")]}, _cfg())
+    value = Planted(note="written by the other process")
+    with _fresh(db) as (other, _, _):
+        other.update_state(_cfg(), {"profile": value})
+        with pytest.raises(LedgerIntegrityError) as refused:
+            graph.get_state(_cfg())
+        signed = store.latest_checkpoint(session_id_for("t"))
+        assert signed is not None and refused.value.seq is not None and refused.value.seq >= signed.size
+        other.invoke({"messages": [HumanMessage("question 1")]}, _cfg())  # the run stops: signed
+    got = graph.get_state(_cfg())
+    assert got.values["profile"] == value and got.values["messages"][-1].content == "answer 3"
+
+
 def test_a_writer_without_a_notary_reads_its_unsigned_rows_as_before(db: Path, store: Store) -> None:
     """``notary=None`` opts out of signatures: no row is signed, and values load with the saver's serde
     as they always did (what LangGraph's own savers do)."""

@@ -484,6 +484,7 @@ class _Thread:
     # saver did not write (the unsigned tail at attach, rows another writer appended since): the values
     # they name are loaded strictly (:meth:`FlightlogSaver._deserialize`). Empty without a notary.
     unsigned: list[tuple[int, int]] = field(default_factory=list)
+    moved: bool = False  # another writer's rows were folded since the signatures were checked
 
     def untrusted(self, seq: int) -> bool:
         """Is row ``seq`` one whose values are loaded strictly (in an :attr:`unsigned` range)?"""
@@ -574,6 +575,10 @@ def _split_delta(content: bytes) -> dict[str, Any] | None:
     except ValueError:
         return None
     return header if isinstance(header, dict) else None
+
+
+class _UnsignedValue(LedgerIntegrityError):
+    """A value named by an unsigned row that the strict serde refuses (:meth:`FlightlogSaver._deserialize`)."""
 
 
 class _NothingToWrite(Exception):
@@ -1176,9 +1181,9 @@ class FlightlogSaver(BaseCheckpointSaver[str]):
             and 0 < thread.next_seq < size
             and self.notary is not None
         ):
-            thread.read_unsigned(
-                thread.next_seq, size
-            )  # another writer's rows: chained, not signature-checked
+            # another writer's rows: chained onto what this saver verified, their signatures not checked
+            thread.read_unsigned(thread.next_seq, size)
+            thread.moved = True
         if (
             thread is not None
             and record is not None
@@ -1690,7 +1695,7 @@ class FlightlogSaver(BaseCheckpointSaver[str]):
                 f"it names {', '.join(sorted(set(blocked)))}, which LangGraph's strict msgpack mode refuses "
                 "(allow a type you trust with the serde's allowed_msgpack_modules)"
             )
-        raise LedgerIntegrityError(
+        raise _UnsignedValue(
             session_id=thread.session_id,
             seq=seq,
             reason=f"value {handle} is named by a row no signed checkpoint covers (the unsigned tail: a run "
@@ -1903,15 +1908,27 @@ class FlightlogSaver(BaseCheckpointSaver[str]):
                         # path below reads it again and refuses naming the event's seq, or reads it whole
                         self._heads.pop(thread_id, None)
             thread = self._thread(thread_id)
-            checkpoints = thread.checkpoints.get(ns, {})
-            if checkpoint_id := get_checkpoint_id(config):
-                if checkpoint_id not in checkpoints:
-                    return None
-                return self._tuple(thread, ns, checkpoint_id, config)
-            if not checkpoints:
+            try:
+                return self._latest_or(thread, ns, config)
+            except _UnsignedValue:
+                if not thread.moved:
+                    raise
+                # named by another writer's rows, read unsigned: it may have signed them since, so the
+                # thread is read afresh (its signatures checked again) once before the value is refused
+                self._threads.pop(thread_id, None)
+                return self._latest_or(self._thread(thread_id), ns, config)
+
+    def _latest_or(self, thread: _Thread, ns: str, config: RunnableConfig) -> CheckpointTuple | None:
+        """:meth:`get_tuple` on the index ``thread``: the checkpoint ``config`` names, or the latest."""
+        checkpoints = thread.checkpoints.get(ns, {})
+        if checkpoint_id := get_checkpoint_id(config):
+            if checkpoint_id not in checkpoints:
                 return None
-            latest = max(checkpoints)
-            return self._tuple(thread, ns, latest, _config(thread_id, ns, latest))
+            return self._tuple(thread, ns, checkpoint_id, config)
+        if not checkpoints:
+            return None
+        latest = max(checkpoints)
+        return self._tuple(thread, ns, latest, _config(thread.thread_id, ns, latest))
 
     def list(
         self,
