@@ -170,8 +170,8 @@ is not believed) without folding it: the rows from the oldest seq the record nam
 checkpoint's body chain, at most :data:`KEYFRAME` checkpoints back, and its writes) to the session's head,
 read at once, each row's hash and link checked, the row at the signed checkpoint's last seq against the
 ``chain`` hash its signed note covers (so the rows before it are authenticated backwards through their
-hashes; the rows after it are chained onto it, not signed, and trusted as the fold trusts them:
-``flightlog verify`` reports them as the unanchored tail); the checkpoint rebuilt from them, the rows after
+hashes; the rows after it are chained onto it, not signed: ``flightlog verify`` reports them as the
+unanchored tail, and their values are loaded strictly, below); the checkpoint rebuilt from them, the rows after
 the record folded forward, and list values loaded through their content links, each artifact's sha256
 checked before any byte of the chain reaches the serde. Anything the record cannot account for (no
 record, a ``delete_thread`` / ``delete_for_runs`` / ``prune`` / ``copy_thread`` marker after it, a
@@ -194,6 +194,22 @@ read. Any mismatch runs the full verify, which names
 every divergent sequence, and the read is refused. When the session's head moved without this saver
 (another process wrote), only the rows appended since are read, each checked to chain onto the verified head
 (and the last onto the recorded head) before it is folded. The ledger is the truth; the index is a cache.
+
+Values named by unsigned rows. A row no verified signature covers and this saver did not write (the
+unsigned tail when a thread is first read: a run in progress, a writer killed mid-run, rows chained by
+someone with SQL access but not the key; and rows another writer appended since, read chain-checked only)
+may name a value LangGraph's default serde would import code for. Such a value is deserialized by a strict
+clone of the saver's serde instead: for a ``JsonPlusSerializer`` (exactly that class, without a custom ext
+hook), one in LangGraph's strict msgpack mode (``langgraph/checkpoint/serde/_msgpack.py``
+``SAFE_MSGPACK_TYPES``, LangChain messages among them, plus the user's explicit ``allowed_msgpack_modules``),
+for the type tags ``null``, ``bytes``, ``bytearray`` and ``msgpack`` only. A type it blocks (seen through
+LangGraph's serde events: its strict mode returns the raw data and only warns), another tag, or a serde of
+another class (no strict clone) is refused: :class:`~flightlog.errors.LedgerIntegrityError` naming the row's
+seq and ``flightlog audit``. So a killed ``MessagesState`` writer's tail still reads, and a custom pydantic
+value there is refused until the user lists its type. ``get_tuple`` re-reads a thread afresh once (its
+signatures checked again) before refusing a value another writer's rows name, which that writer signs when
+its run stops. Values named by signed rows go to the saver's serde unchanged; with ``notary=None`` nothing is
+signed and every value does, as before (the user opted out of signing).
 
 Writers: any number of savers, in any number of processes, may write one thread (uvicorn workers, a web
 process beside a background worker), as with LangGraph's own SQLite and Postgres savers. Each write runs in
@@ -1120,7 +1136,8 @@ class FlightlogSaver(BaseCheckpointSaver[str]):
         store: An open flightlog store (``flightlog.open_store(...)``; SQLite or PostgreSQL). The caller
             owns it and closes it.
         serde: LangGraph serializer for values, checkpoints and metadata (default: LangGraph's
-            ``JsonPlusSerializer``, as every saver).
+            ``JsonPlusSerializer``, as every saver). A value named by a row no signed checkpoint covers
+            goes to a strict clone of it instead (module docstring: values named by unsigned rows).
         notary: Sign checkpoints of each thread's session (see :mod:`flightlog.integrity.checkpoints`) and verify
             them when a thread is attached. Default :data:`~flightlog.integrity.notary.USER_NOTARY`: the user's
             log key, as ``flightlog run`` signs (resolved here, creating the key on first use); None
@@ -1134,7 +1151,9 @@ class FlightlogSaver(BaseCheckpointSaver[str]):
 
     Raises (any method reading a thread):
         LedgerIntegrityError: the thread's chain does not verify, or an artifact is missing or its bytes do
-            not hash to its handle; names the sequence of the event involved.
+            not hash to its handle, or a value named by a row no signed checkpoint covers is one the strict
+            serde refuses (module docstring: values named by unsigned rows); names the sequence of the
+            event involved.
     """
 
     def __init__(
