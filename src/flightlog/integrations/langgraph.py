@@ -515,12 +515,21 @@ class _Thread:
         self.unsigned.append((start, stop))
 
     def reset(self) -> None:
+        """Forget the thread's checkpoints, writes and open interrupts (a ``thread_deleted`` marker, or
+        ``pruned`` with ``delete``): a new run starts with no gate, decision, interrupt-call link or
+        requested call of the runs before it. What the ledger's readable events already hold (``run_open``,
+        ``history``, the run's counts) stays, as the session's replay folds them."""
         self.checkpoints.clear()
         self.blobs.clear()
         self.writes.clear()
         self.raw_writes.clear()
         self.write_seqs.clear()
         self.lists.clear()
+        self.gates.clear()
+        self.aliases.clear()
+        self.decided.clear()
+        self.call_tools.clear()
+        self.call_turns.clear()
 
     def drop(self, ns: str, checkpoint_id: str) -> None:
         """Forget one checkpoint and its writes (a ``runs_deleted`` or ``pruned`` marker)."""
@@ -1060,10 +1069,19 @@ def _node(task_path: str, task_id: str) -> str:
     return task_path.rsplit(", ", 1)[-1] if task_path else task_id
 
 
-def _finished(values: dict[str, Any]) -> bool:
+def _finished(values: Mapping[str, Any]) -> bool:
     """A ``loop`` checkpoint with no trigger left (no ``branch:to:*``, ``__start__`` or pending sends):
-    the graph ran to its end."""
-    return not any(channel.startswith(_MARKER_CHANNELS) for channel in values)
+    the graph ran to its end.
+
+    ``values``: the checkpoint's channel values. LangGraph keeps ``__pregel_tasks`` in them once it has
+    been written, as ``[]`` after its sends ran (langgraph 1.x: ``Topic.checkpoint`` returns its list, empty
+    once the step consumed it, and ``create_checkpoint`` stores it), so only a non-empty value there is a
+    pending send; any other value of it is taken as pending (the run is not declared over)."""
+    return not any(
+        channel.startswith(_MARKER_CHANNELS)
+        and not (channel == _TASKS and isinstance(value, list) and not value)
+        for channel, value in values.items()
+    )
 
 
 def _interrupts(value: Any) -> list[Interrupt]:
@@ -2677,7 +2695,8 @@ class FlightlogSaver(BaseCheckpointSaver[str]):
         events: builtins.list[Event] = []
         gates, decided, aliases = dict(thread.gates), dict(thread.decided), dict(thread.aliases)
         for task_id, task_path, channel, value in writes:
-            node = _node(task_path, task_id)
+            named = channel in ("__interrupt__", "__error__")  # only these name the node (loads the sends)
+            node = self._task_node(thread, task_path, task_id, (checkpoint_id, values)) if named else ""
             if channel == "__interrupt__":
                 fresh = [
                     i
@@ -2786,6 +2805,18 @@ class FlightlogSaver(BaseCheckpointSaver[str]):
         n = min(len(asked), len(value))
         return dict(zip(asked[len(asked) - n :], value[len(value) - n :], strict=True)) if n else {}
 
+    def _task_node(
+        self, thread: _Thread, task_path: str, task_id: str, at: tuple[str | None, Mapping[str, Any] | None]
+    ) -> str:
+        """The node a task ran: for a ``Send`` task, the node its send targets (:meth:`_send_of`, ``at``:
+        the checkpoint the task ran from); else the last part of its path (:func:`_node`)."""
+        if (
+            task_path.startswith("~__pregel_push, ")
+            and (packet := self._send_of(thread, task_path, at)) is not None
+        ):
+            return packet.node
+        return _node(task_path, task_id)
+
     def _tool_call(
         self,
         thread: _Thread,
@@ -2824,13 +2855,13 @@ class FlightlogSaver(BaseCheckpointSaver[str]):
         candidates = [(k, v) for k, v in open_calls.items() if k not in gates and k not in decided]
         return candidates[0] if len(candidates) == 1 else None
 
-    def _sent_call(
+    def _send_of(
         self, thread: _Thread, task_path: str, at: tuple[str | None, Mapping[str, Any] | None]
-    ) -> tuple[str, tuple[str, str]] | None:
-        """The one tool call a ``Send`` task (``task_path`` ``"~__pregel_push, <idx>, <flag>"``) runs on a
-        node of :attr:`tool_nodes`, as ``(call id, (tool name, arguments))``; None otherwise (see
-        :meth:`_tool_call`). The sends are the checkpoint's ``__pregel_tasks`` value (``at[1]``, else the
-        stored checkpoint ``at[0]``'s, each artifact's hash checked as any read)."""
+    ) -> Send | None:
+        """The ``Send`` a pushed task (``task_path`` ``"~__pregel_push, <idx>, <flag>"``, LangGraph 1.x's
+        ``task_path_str``) runs: pending send ``idx`` of the checkpoint, whose sends are its
+        ``__pregel_tasks`` value (``at[1]``, else the stored checkpoint ``at[0]``'s, each artifact's hash
+        checked as any read); None for any other path, or when that send is not recorded."""
         parts = task_path.split(", ")
         if len(parts) != 3 or not parts[1].isdigit():
             return None
@@ -2847,7 +2878,15 @@ class FlightlogSaver(BaseCheckpointSaver[str]):
         if not isinstance(sends, list) or idx >= len(sends):
             return None
         packet = sends[idx]
-        if not isinstance(packet, Send) or packet.node not in self.tool_nodes:
+        return packet if isinstance(packet, Send) else None
+
+    def _sent_call(
+        self, thread: _Thread, task_path: str, at: tuple[str | None, Mapping[str, Any] | None]
+    ) -> tuple[str, tuple[str, str]] | None:
+        """The one tool call a ``Send`` task (:meth:`_send_of`) runs on a node of :attr:`tool_nodes`, as
+        ``(call id, (tool name, arguments))``; None otherwise (see :meth:`_tool_call`)."""
+        packet = self._send_of(thread, task_path, at)
+        if packet is None or packet.node not in self.tool_nodes:
             return None
         arg = packet.arg
         calls = (
