@@ -121,8 +121,15 @@ def test_interrupts_in_sent_tasks_wait_under_their_node_then_the_run_completes(
     out = graph.invoke(Command(resume={i.id: "yes" for i in interrupts}), CFG)
     assert sorted(out["out"]) == ["a: yes", "b: yes"]
     assert _status(db, store) == "completed"
+    # both answers are recorded; LangGraph saves the tasks' resume writes in the background, so the last
+    # one may come after the checkpoint that ended the run: then the ended run is not resumed again
+    decisions = [e["payload"] for e in _events(store) if e.get("custom_kind") == "approval_decision"]
+    assert sorted((d["call_id"], d["approved"]) for d in decisions) == sorted(
+        (i.id, True) for i in interrupts
+    )
     kinds = _kinds(store)
-    assert kinds[-2:] == ["resumed", "run_terminal"] and kinds.count("run_terminal") == 1
+    assert kinds.count("run_terminal") == 1 and kinds.count("resumed") <= 1
+    assert kinds.index("run_terminal") > kinds.index("suspended")
     (terminal,) = [e for e in _events(store) if e["kind"] == "run_terminal"]
     assert terminal["reason"] == "completed"
     assert verify_session(store, session_id_for("t1")).ok

@@ -52,7 +52,9 @@ Ledger layout (one flightlog session per LangGraph ``thread_id``, id ``langgraph
   just before the signature: what the root namespace's latest checkpoint reads from (the seqs of its body's
   events and of its writes events, and the reference of each channel value), so a new process reads it
   without folding the thread (reads, below).
-* ``langgraph.thread_deleted`` (``delete_thread``): ``thread_id``.
+* ``langgraph.thread_deleted`` (``delete_thread``): ``thread_id``. The fold forgets the thread's
+  checkpoints, writes and open interrupts (gates, decisions, interrupt-call links): its next run starts
+  with none.
 * ``langgraph.runs_deleted`` (``delete_for_runs``: ``run_ids``), ``langgraph.pruned`` (``prune``:
   ``strategy``) and ``langgraph.thread_copied`` (``copy_thread``, on the target: the source's checkpoints,
   values and writes as references): markers the fold honours; no ledger row is ever deleted.
@@ -97,7 +99,8 @@ namespace (``checkpoint_ns == ""``; subgraphs: see below) as seed 000 events, so
   that call's: call id the model's (``call_1``), tool its name (``refund``), arguments its arguments, then
   a ``custom`` :data:`INTERRUPT_CALL_KIND` ``{interrupt_id, call_id}`` linking the interrupt to it, so an
   answer by interrupt id is recorded on the call; else (a plain node, or several calls open in the tool
-  node: which tool raised cannot be told) call id the interrupt id, tool the node, arguments the value;
+  node: which tool raised cannot be told) call id the interrupt id, tool the node (for a ``Send`` task,
+  the node its send targets), arguments the value;
 * ``Command(resume=...)`` (the ``__resume__`` write of LangGraph's null task) and
   ``Command(resume={interrupt_id: value, ...})`` (a resume map, the only way to answer one of several
   pending interrupts: it reaches a checkpointer as the ``__resume__`` write of each task it resumes) →
@@ -120,9 +123,10 @@ namespace (``checkpoint_ns == ""``; subgraphs: see below) as seed 000 events, so
   invent one; the next checkpoint of the open run that is not an ``update_state`` (which edits the
   state while it waits) → ``resumed`` with no approved or denied ids, before its step's events. Without
   the handler a static stop records nothing (the run reads ``running`` until it goes on);
-* a node failure (an ``__error__`` write) → ``rollbacked`` (reason ``fatal_tool_error`` naming the node
-  and the exception) and ``run_terminal("error in node ...")``;
-* a ``loop`` checkpoint with nothing left to run (no ``branch:to:*``, ``__start__`` or pending sends) →
+* a node failure (an ``__error__`` write) → ``rollbacked`` (reason ``fatal_tool_error`` naming the node,
+  a ``Send`` task's as above, and the exception) and ``run_terminal("error in node ...")``;
+* a ``loop`` checkpoint with nothing left to run (no ``branch:to:*``, ``__start__`` or pending sends: a
+  non-empty ``__pregel_tasks``, which LangGraph keeps as ``[]`` once its sends ran) →
   ``run_terminal("completed")`` with the run's model calls and tokens;
 * ``copy_thread`` → on the target, before its ``langgraph.thread_copied`` (the source's own events are
   not copied: they describe the source's runs, under its session): the state the copy holds, as of the
@@ -490,7 +494,9 @@ class _Thread:
     call_tools: dict[str, tuple[str, str]] = field(
         default_factory=dict
     )  # requested tool call id -> (tool name, arguments), until answered
-    decided: dict[str, bool] = field(default_factory=dict)  # answered interrupt id -> approved, until resumed
+    decided: dict[str, bool] = field(
+        default_factory=dict
+    )  # answered interrupt id -> approved, until resumed or the run ends
     call_turns: dict[str, int] = field(
         default_factory=dict
     )  # requested tool call id -> its turn, until answered
@@ -1117,6 +1123,17 @@ def _terminal(reason: str, thread: _Thread, before: Sequence[Event]) -> RunTermi
     return RunTerminal(reason=reason, turns_used=llm, total_tokens=tokens)
 
 
+def _open_after(run_open: bool, events: Sequence[Event]) -> bool:
+    """Whether a run is open after ``events`` when ``run_open`` said so before them (the fold's rule:
+    ``run_started`` opens one, ``run_terminal`` ends it)."""
+    for e in events:
+        if isinstance(e, RunStarted):
+            run_open = True
+        elif isinstance(e, RunTerminal):
+            run_open = False
+    return run_open
+
+
 def _status_after(events: Sequence[Event]) -> str | None:
     """The session status the last lifecycle event of ``events`` sets: ``running`` (run started or
     resumed), ``suspended`` (interrupt), ``completed`` / ``interrupted`` / ``failed`` (run ended); None:
@@ -1508,6 +1525,7 @@ class FlightlogSaver(BaseCheckpointSaver[str]):
             thread.run_llm += 1
         elif data.startswith(_TERMINAL_PREFIX):
             thread.run_open = False
+            thread.decided.clear()  # an ended run awaits no resume
         elif data.startswith(_CHECKPOINT_PREFIX):
             self._fold_checkpoint(thread, seq, parse_json(data)["payload"])
         elif data.startswith(_USAGE_PREFIX):
@@ -1567,6 +1585,7 @@ class FlightlogSaver(BaseCheckpointSaver[str]):
             thread.history = min(thread.history, wire["checkpoint_history_len"])
         elif kind == "run_terminal":
             thread.run_open = False
+            thread.decided.clear()  # an ended run awaits no resume
         elif kind == "tool_gated":
             thread.gates[wire["call_id"]] = wire["tool"]
         elif kind == "resumed":
@@ -1583,7 +1602,8 @@ class FlightlogSaver(BaseCheckpointSaver[str]):
             thread.run_tokens += int(payload.get("total_tokens") or 0)
         elif kind == APPROVAL_DECISION:
             thread.gates.pop(payload["call_id"], None)
-            thread.decided[payload["call_id"]] = payload["approved"] is True
+            if thread.run_open:  # else a late resume write's decision (_special_events): no resume follows
+                thread.decided[payload["call_id"]] = payload["approved"] is True
         elif kind == INTERRUPT_CALL_KIND:
             thread.aliases[payload["interrupt_id"]] = payload["call_id"]
         elif kind == THREAD_DELETED_KIND:
@@ -2743,22 +2763,27 @@ class FlightlogSaver(BaseCheckpointSaver[str]):
             elif channel == "__resume__" and gates:
                 answers = self._answers(thread, checkpoint_id, task_id, value, writes, gates, aliases)
                 who = _responder(config)
+                # A task's resume write LangGraph saved after the checkpoint that ended the run (it saves
+                # writes in the background): the decision is recorded, the ended run is not resumed.
+                ended = not _open_after(thread.run_open, [*before, *events])
                 for k, answer in answers.items():
-                    decided[k] = _approved(answer)
+                    ok = _approved(answer)
+                    if not ended:
+                        decided[k] = ok
                     # As flightlog approve/deny: seed 000's responder, the name in the decision record.
-                    events.append(PermissionResolved(turn=turn, approved=decided[k], responder=_HUMAN))
+                    events.append(PermissionResolved(turn=turn, approved=ok, responder=_HUMAN))
                     events.append(
                         approval_decision(
                             turn=turn,
                             call_id=k,
                             gate="approval",
-                            approved=decided[k],
+                            approved=ok,
                             responder=who,
-                            reason=None if decided[k] else denial_reason(who),
+                            reason=None if ok else denial_reason(who),
                         )
                     )
                     gates.pop(k)
-                if answers and not gates:  # as a kernel run: resumed once no gate is left open
+                if answers and not gates and not ended:  # as a kernel run: resumed once no gate is left open
                     approved = [k for k, ok in decided.items() if ok]
                     events.append(
                         Resumed(turn=turn, approved=approved, denied=[k for k in decided if not decided[k]])
