@@ -187,10 +187,10 @@ def test_an_image_in_a_message_is_drawn_under_the_csp(page: Page, db: Path, serv
     assert (image.get_attribute("src") or "").startswith("/api/conversation/image?")
     # Wait for the image itself: a loading="lazy" image whose load Chromium has not started yet already
     # reports complete (naturalWidth 0), which under load made this check race the intersection observer.
-    page.wait_for_function(
-        "(() => { const i = document.querySelector('li.role-user .image img'); return i.complete && i.naturalWidth > 0 })()",
-        timeout=WAIT_MS,
-    )
+    # Polled by expect (Playwright's injected script reads the property), not page.wait_for_function: a
+    # string predicate that is not true at the first check is re-evaluated with eval in the page, which the
+    # dashboard's CSP (script-src 'self') refuses, so under load the wait itself failed.
+    expect(image).to_have_js_property("naturalWidth", 1, timeout=WAIT_MS)
     assert image.evaluate("img => img.naturalWidth") == 1  # loaded: the route serves it, the CSP allows it
     expect(page.locator("li.role-user .image").last).to_have_text(
         "remote image, not loaded: https://tracker.example/pixel.png"
