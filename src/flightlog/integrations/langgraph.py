@@ -545,6 +545,19 @@ class _Thread:
         self.write_seqs.pop((ns, checkpoint_id), None)
 
 
+def _checked(thread: _Thread, seq: int, digest: str, content: bytes | None, what: str) -> bytes:
+    """``content`` when it is present and its sha256 is ``digest`` (hex); else raises
+    :class:`LedgerIntegrityError` naming ``seq`` (the row that named the artifact): "``what`` is missing" or
+    "... is altered"."""
+    if content is None or hashlib.sha256(content).hexdigest() != digest:
+        raise LedgerIntegrityError(
+            session_id=thread.session_id,
+            seq=seq,
+            reason=f"{what} is {'missing' if content is None else 'altered'}",
+        )
+    return content
+
+
 def _signed_size(anchor: Anchor) -> int:
     """The rows the latest signed checkpoint :meth:`~flightlog.integrity.notary.Notary.resume` verified
     covers (0: none signed yet)."""
@@ -1709,13 +1722,9 @@ class FlightlogSaver(BaseCheckpointSaver[str]):
 
     def _loads(self, thread: _Thread, ref: _Ref, content: bytes | None) -> Any:
         """Deserialize the bytes read for ``ref`` after checking that they hash to its handle."""
-        digest = ref.handle.removeprefix("sha256:")
-        if content is None or hashlib.sha256(content).hexdigest() != digest:
-            raise LedgerIntegrityError(
-                session_id=thread.session_id,
-                seq=ref.seq,
-                reason=f"artifact {ref.handle} is {'missing' if content is None else 'altered'}",
-            )
+        content = _checked(
+            thread, ref.seq, ref.handle.removeprefix("sha256:"), content, f"artifact {ref.handle}"
+        )
         return self._deserialize(thread, ref.seq, (ref.type, content), ref.handle)
 
     def _deserialize(self, thread: _Thread, seq: int, typed: tuple[str, bytes], handle: str) -> Any:
@@ -1802,19 +1811,13 @@ class FlightlogSaver(BaseCheckpointSaver[str]):
             LedgerIntegrityError: an artifact is missing, altered (names ``ref.seq`` and the digest), or
                 not a delta of the depth its successor says, or the whole value is not a list.
         """
-        sha256 = hashlib.sha256
         parts: builtins.list[tuple[str, str]] = []  # (serde type, elements' digest), newest first
         handle, depth = ref.handle.removeprefix("sha256:"), ref.depth
 
         def checked(handle: str, content: bytes | None) -> bytes:
-            if content is None or sha256(content).hexdigest() != handle:
-                raise LedgerIntegrityError(
-                    session_id=thread.session_id,
-                    seq=ref.seq,
-                    reason=f"artifact {handle} of channel value {ref.handle} is "
-                    f"{'missing' if content is None else 'altered'}",
-                )
-            return content
+            return _checked(
+                thread, ref.seq, handle, content, f"artifact {handle} of channel value {ref.handle}"
+            )
 
         def bad(handle: str, what: str) -> LedgerIntegrityError:
             return LedgerIntegrityError(
