@@ -189,7 +189,7 @@ def _custom(e: ev.Custom) -> str:
         return f"{kind} from {who} delivered: {short(str(payload.get('text', '')), 60)}"
     if e.custom_kind == "kernel_note":  # replay.KERNEL_NOTE: what the kernel told the model after a rollback
         return f"turn {payload.get('turn', '?')}: kernel told the model: {short(str(payload.get('text', '')), 60)}"
-    if e.custom_kind in ("langgraph.checkpoint", "langgraph.writes"):
+    if e.custom_kind in ("langgraph.checkpoint", "langgraph.writes", "langgraph.head"):
         return _langgraph(e.custom_kind, payload)
     if e.custom_kind == "langgraph.interrupt_call":  # the LangGraph saver's interrupt -> gated call link
         interrupt_id = short(printable(str(payload.get("interrupt_id", "?"))), 40)
@@ -203,11 +203,23 @@ def _of(value: Any, kind: type) -> Any:
     return value if isinstance(value, kind) else kind()
 
 
+def _seqs(value: Any) -> str:
+    """A head record's list of seqs as ``1, 5, 7`` (cut to 40 characters); ``-`` when empty."""
+    return short(", ".join(str(s) for s in _of(value, list)), 40) or "-"
+
+
 def _langgraph(kind: str, payload: dict[str, Any]) -> str:
-    """A LangGraph saver record (:mod:`flightlog.integrations.langgraph`): which checkpoint, which channels."""
+    """A LangGraph saver record (:mod:`flightlog.integrations.langgraph`): which checkpoint, which channels;
+    for a head record (the saver's read index, written at each graph stop) which rows it reads from."""
     ns = payload.get("checkpoint_ns") or ""
     where = f" in {short(printable(str(ns)), 30)}" if ns else ""
     checkpoint = short(printable(str(payload.get("checkpoint_id", "?"))), 24)
+    if kind == "langgraph.head":
+        values = plural(len(_of(payload.get("values"), dict)), "channel value")
+        return (
+            f"langgraph head: checkpoint {checkpoint}{where} reads bodies at seqs {_seqs(payload.get('bodies'))},"
+            f" writes at {_seqs(payload.get('writes'))}, {values}"
+        )
     if kind == "langgraph.writes":
         task = str(payload.get("task_path") or payload.get("task_id") or "?").rsplit(", ", 1)[-1]
         writes: list[Any] = _of(payload.get("writes"), list)

@@ -26,6 +26,7 @@ from typer.testing import CliRunner
 
 import flightlog
 from flightlog.cli import app
+from flightlog.encoding import decode_stored
 from flightlog.errors import LedgerIntegrityError
 from flightlog.integrations.langgraph import (
     CHECKPOINT_KIND,
@@ -41,6 +42,7 @@ from flightlog.integrations.langgraph import (
 from flightlog.integrity.notary import USER_NOTARY, resolve_notary
 from flightlog.recorder import Recorder, verify_session
 from flightlog.store.base import Store
+from flightlog.web.views import event_row
 
 
 class State(TypedDict, total=False):
@@ -266,6 +268,34 @@ def test_cli_tools_see_thread_sessions(db: Path, store: Store) -> None:
         assert result.exit_code == 0, (args, result.output)
         expected = {"show": "langgraph checkpoint", "verify": "ok", "export": CHECKPOINT_KIND}[args[0]]
         assert expected in result.output, (args, result.output)
+
+
+def test_show_summarises_head_records_as_the_saver_s_other_records(db: Path, store: Store) -> None:
+    """A head record (the saver's read index, written at each graph stop) is narrated like the checkpoint and
+    writes records beside it (which checkpoint, which rows it reads), not listed as a bare ``langgraph.head``
+    user event; the dashboard narrates the same line."""
+    graph = _build(FlightlogSaver(store))
+    graph.invoke({"items": ["s"]}, _cfg("heads"))
+    graph.invoke(Command(resume="yes"), _cfg("heads"))
+    rows = [(r.seq, json.loads(r.event_bytes)) for r in store.read_events(session_id_for("heads"))]
+    heads = [(seq, e["payload"]) for seq, e in rows if e.get("custom_kind") == HEAD_KIND]
+    assert len(heads) == 2  # one per stop: the interrupt, then the end
+    shown = CliRunner().invoke(app, ["--db", str(db), "show", "heads"])
+    assert shown.exit_code == 0, shown.output
+    lines = {int(line.split()[0]): line for line in shown.output.splitlines()[1:]}
+    for seq, head in heads:
+        bodies = ", ".join(str(s) for s in head["bodies"])
+        writes = ", ".join(str(s) for s in head["writes"]) or "-"
+        expected = (
+            f"langgraph head: checkpoint {head['checkpoint_id'][:23]}… reads bodies at seqs {bodies},"
+            f" writes at {writes}, {len(head['values'])} channel values"
+        )
+        assert lines[seq].endswith(expected), (lines[seq], expected)
+    assert not any(line.rstrip().endswith(HEAD_KIND) for line in lines.values())
+    sid = session_id_for("heads")
+    for stored in store.read_events(sid, start=heads[-1][0], stop=heads[-1][0] + 1):  # the dashboard's row
+        shown_row = event_row(sid, stored, decode_stored(stored.event_bytes, seq=stored.seq))
+        assert (shown_row["kind"], shown_row["text"]) == (f"custom:{HEAD_KIND}", lines[stored.seq][43:])
 
 
 def _raw(db: Path, *statements: tuple[str, tuple[Any, ...]]) -> None:
