@@ -3,16 +3,20 @@ and no silently unlocked compare-and-write of retained heads where the OS has no
 
 from __future__ import annotations
 
+import ast
 import fcntl
 import logging
 import subprocess
 import sys
 import threading
+import tomllib
+from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
 
-from flightlog.errors import StoreUnavailable
+import flightlog
+from flightlog.errors import StoreUnavailable, install_hint
 from flightlog.events import Custom
 from flightlog.integrity.heads import _file_lock
 from flightlog.integrity.notary import Notary
@@ -45,7 +49,8 @@ def test_no_module_but_the_pytest_suite_needs_pytest() -> None:
     failed = eval(done.stdout)  # a dict repr printed by the child above
     assert failed == {
         "flightlog.testing.store_contract": (
-            "flightlog.testing.store_contract is a pytest suite: pip install 'flightlog[testing]'"
+            "flightlog.testing.store_contract is a pytest suite: pip install 'flightlog[testing]' (from a "
+            "checkout: pip install -e '.[testing]')"
         )
     }
 
@@ -97,3 +102,61 @@ def test_the_lock_excludes_another_holder(tmp_path: Path) -> None:
     assert outcome == ["blocked"]
     try_lock()  # released after the block
     assert outcome == ["blocked", "acquired"]
+
+
+def _messages(tree: ast.AST) -> Iterator[tuple[int, str]]:
+    """Every string literal of a module but its docstrings: (line, text), f-strings by their literal parts."""
+    docstrings = {
+        id(node.body[0].value)
+        for node in ast.walk(tree)
+        if isinstance(node, ast.Module | ast.ClassDef | ast.FunctionDef | ast.AsyncFunctionDef)
+        and node.body
+        and isinstance(node.body[0], ast.Expr)
+        and isinstance(node.body[0].value, ast.Constant)
+    }
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Constant) and isinstance(node.value, str) and id(node) not in docstrings:
+            yield node.lineno, node.value
+
+
+def test_every_missing_extra_message_comes_from_install_hint() -> None:
+    """A message for a missing extra gives both install commands from one helper (``install_hint``); no module
+    spells a ``pip install`` of its own, and every extra a module names exists in pyproject.toml."""
+    root = Path(flightlog.__file__).parent
+    extras = set(
+        tomllib.loads((root.parents[1] / "pyproject.toml").read_text("utf-8"))["project"][
+            "optional-dependencies"
+        ]
+    )
+    spelled, named = [], set()
+    for path in sorted(root.rglob("*.py")):
+        tree = ast.parse(path.read_text("utf-8"))
+        spelled += [
+            f"{path.name}:{line}"
+            for line, text in _messages(tree)
+            if "pip install" in text and path.name != "errors.py"
+        ]
+        for node in ast.walk(tree):
+            if isinstance(node, ast.Call) and getattr(node.func, "id", None) == "install_hint":
+                [arg] = node.args
+                assert isinstance(arg, ast.Constant), f"{path.name}:{node.lineno}: install_hint of a literal"
+                named.add(arg.value)
+    assert spelled == []
+    assert named <= extras and len(named) >= 8, (named - extras, named)
+    assert (
+        install_hint("langgraph")
+        == "pip install 'flightlog[langgraph]' (from a checkout: pip install -e '.[langgraph]')"
+    )
+
+
+def test_mcp_servers_without_the_extra_name_it() -> None:
+    code = (
+        "import asyncio, sys; sys.modules['mcp'] = None\n"
+        "from flightlog.kernel.mcp import McpConnection, McpServer\n"
+        "try:\n    asyncio.run(McpConnection(McpServer(id='s', command='true')).start())\n"
+        "except ImportError as exc:\n    print(exc)\n"
+    )
+    done = subprocess.run(
+        [sys.executable, "-c", code], capture_output=True, text=True, timeout=120, check=True
+    )
+    assert done.stdout.strip() == f"MCP servers need the mcp SDK: {install_hint('mcp')}"

@@ -22,6 +22,8 @@ One base, with a builtin second base where callers expect one (``except ValueErr
 
 Fields are keyword-only attributes; the one-line message is built from them. Every class pickles
 (``__reduce__`` rebuilds from the keyword fields). Only ``flightlog.cli`` catches the base.
+
+A missing optional dependency is a builtin ``ImportError`` whose message ends with :func:`install_hint`.
 """
 
 from __future__ import annotations
@@ -48,7 +50,23 @@ __all__ = [
     "StaleWriter",
     "StoreError",
     "StoreUnavailable",
+    "install_hint",
 ]
+
+
+def install_hint(extra: str) -> str:
+    """How to install the optional dependency group ``extra`` (a ``[project.optional-dependencies]`` key of
+    pyproject.toml), the same words in every message for a missing extra: ``pip install 'flightlog[X]'
+    (from a checkout: pip install -e '.[X]')``. flightlog is not on PyPI yet, so the checkout form is the
+    one that works today.
+
+    Args:
+        extra: The extra's name, e.g. ``"langgraph"``.
+
+    Returns:
+        One line, no trailing punctuation.
+    """
+    return f"pip install 'flightlog[{extra}]' (from a checkout: pip install -e '.[{extra}]')"
 
 
 class FlightlogError(Exception):

@@ -21,6 +21,7 @@ import pytest
 from fastapi.testclient import TestClient
 from typer.testing import CliRunner
 
+from flightlog.errors import install_hint
 from flightlog.events import (
     AgentProcessChanged,
     Custom,
@@ -510,7 +511,7 @@ def test_ui_without_the_web_extra_names_it(db_path: Path, monkeypatch: pytest.Mo
     app.command("noop")(lambda: None)  # more than one command: keep the subcommand name
     result = CliRunner().invoke(app, ["ui"])
     assert result.exit_code == 1
-    assert "pip install 'flightlog[web]'" in result.output and "fastapi" in result.output
+    assert install_hint("web") in " ".join(result.output.split()) and "fastapi" in result.output
 
 
 _SERVE = """

@@ -19,7 +19,14 @@ from typing import TYPE_CHECKING, Any, NoReturn, TextIO
 import typer
 from typer.core import TyperGroup
 
-from ..errors import FlightlogError, ImportFormatError, RepairError, SessionNotFound, StoreUnavailable
+from ..errors import (
+    FlightlogError,
+    ImportFormatError,
+    RepairError,
+    SessionNotFound,
+    StoreUnavailable,
+    install_hint,
+)
 from .console import console
 
 if TYPE_CHECKING:  # the store and the recorder load inside the functions: start-up stays light
@@ -174,7 +181,7 @@ def open_db(read_only: bool = False) -> Iterator[Store]:
         if not postgres:
             raise
         raise StoreUnavailable(
-            url=redact_url(db), reason="the PostgreSQL backend needs: pip install 'flightlog[postgres]'"
+            url=redact_url(db), reason=f"the PostgreSQL backend needs: {install_hint('postgres')}"
         ) from None
     except StoreUnavailable as exc:  # a password in a query string or keyword value must not be printed
         reason = " ".join(redact_url(exc.reason).split())  # one line, even for libpq's two-line errors

@@ -24,7 +24,7 @@ from typing import TYPE_CHECKING, Annotated, Any
 import typer
 
 from .. import __version__
-from ..errors import ImportFormatError
+from ..errors import ImportFormatError, install_hint
 from ..narration import narrate, plural, short
 from .lazy import LazyTyper
 from .options import (
@@ -587,7 +587,7 @@ def export_cmd(
         try:
             from ..integrations.otel import export_otlp, otlp_endpoint
         except ImportError:
-            err.print("flightlog: error: --otlp needs: pip install 'flightlog[otel]'")
+            err.print(f"flightlog: error: --otlp needs: {install_hint('otel')}")
             raise typer.Exit(1) from None
         try:
             otlp_endpoint(otlp)

@@ -16,6 +16,7 @@ from typing import TYPE_CHECKING, Annotated
 
 import typer
 
+from ..errors import install_hint
 from .console import console
 
 if TYPE_CHECKING:
@@ -66,7 +67,7 @@ def _ui_command(open_db: OpenDb) -> Callable[..., None]:
         except ImportError as exc:
             err.print(
                 f"flightlog: error: `flightlog ui` needs the web extra ({exc.name or 'a module'} is not "
-                "installed): pip install 'flightlog[web]'"
+                f"installed): {install_hint('web')}"
             )
             raise typer.Exit(1) from None
         if token is not None and len(token) < 8:

@@ -244,6 +244,8 @@ from contextlib import contextmanager
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, NamedTuple
 
+from ..errors import install_hint
+
 try:
     from langchain_core.messages import (
         AIMessage,
@@ -269,7 +271,7 @@ try:
     from langgraph.types import Interrupt, Send
 except ImportError as exc:  # pragma: no cover - exercised in a subprocess without LangGraph
     raise ImportError(
-        "flightlog.integrations.langgraph needs LangGraph: pip install 'flightlog[langgraph]'"
+        f"flightlog.integrations.langgraph needs LangGraph: {install_hint('langgraph')}"
     ) from exc
 
 from ..decisions import APPROVAL_DECISION, approval_decision, denial_reason

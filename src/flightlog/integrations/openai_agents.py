@@ -88,13 +88,15 @@ from collections.abc import Awaitable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Literal, TypeVar
 
+from ..errors import install_hint
+
 try:
     from agents.items import TResponseInputItem
     from agents.memory import session_settings as _settings
     from agents.memory.session import SessionABC
 except ImportError as exc:  # pragma: no cover - exercised in a subprocess without the SDK
     raise ImportError(
-        "flightlog.integrations.openai_agents needs the OpenAI Agents SDK: pip install 'flightlog[openai-agents]'"
+        f"flightlog.integrations.openai_agents needs the OpenAI Agents SDK: {install_hint('openai-agents')}"
     ) from exc
 
 from ..decisions import APPROVAL_DECISION, approval_decision, denial_reason

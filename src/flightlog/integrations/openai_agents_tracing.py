@@ -55,6 +55,8 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
+from ..errors import install_hint
+
 try:
     from agents.tool import FunctionToolResult
     from agents.tracing import Span, Trace, TracingProcessor, get_current_trace
@@ -68,7 +70,7 @@ try:
 except ImportError as exc:  # pragma: no cover - exercised in a subprocess without the SDK
     raise ImportError(
         "flightlog.integrations.openai_agents_tracing needs the OpenAI Agents SDK: "
-        "pip install 'flightlog[openai-agents]'"
+        + install_hint("openai-agents")
     ) from exc
 
 from ..events import Custom, Event, LlmCompleted, ProviderReplay, ToolCompleted, ToolRequested

@@ -49,6 +49,8 @@ from dataclasses import dataclass, field
 from typing import Any
 from urllib.parse import urlsplit
 
+from ..errors import install_hint
+
 try:
     from opentelemetry import trace
     from opentelemetry.sdk.resources import Resource
@@ -57,7 +59,7 @@ try:
     from opentelemetry.trace import Span, Status, StatusCode
 except ImportError as exc:  # pragma: no cover - exercised in a subprocess without the SDK
     raise ImportError(
-        "flightlog.integrations.otel needs the OpenTelemetry SDK: pip install 'flightlog[otel]'"
+        f"flightlog.integrations.otel needs the OpenTelemetry SDK: {install_hint('otel')}"
     ) from exc
 
 from ..errors import ExportFailed, LedgerIntegrityError

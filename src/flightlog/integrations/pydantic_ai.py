@@ -57,6 +57,8 @@ import uuid
 from collections.abc import Sequence
 from typing import Any
 
+from ..errors import install_hint
+
 try:
     from pydantic_ai.messages import (
         ModelMessage,
@@ -73,7 +75,7 @@ try:
     from pydantic_ai.messages import ToolCallPart as PaiToolCall
 except ImportError as exc:  # pragma: no cover - exercised in a subprocess without Pydantic AI
     raise ImportError(
-        "flightlog.integrations.pydantic_ai needs Pydantic AI: pip install 'flightlog[pydantic-ai]'"
+        f"flightlog.integrations.pydantic_ai needs Pydantic AI: {install_hint('pydantic-ai')}"
     ) from exc
 
 from ..errors import SessionNotFound

@@ -34,6 +34,7 @@ from contextlib import AsyncExitStack
 from dataclasses import dataclass, field
 from typing import Any
 
+from ..errors import install_hint
 from .tools import Effect, Reconciler, Tool, ToolArgumentsError
 
 _Flag = asyncio.Event
@@ -168,7 +169,10 @@ class McpConnection:
             RuntimeError: the server did not start or failed the handshake (message says why).
             TimeoutError: not ready within ``timeout_s``.
         """
-        import mcp  # noqa: F401  (fail early and clearly without the extra)
+        try:  # fail early and clearly without the extra
+            import mcp  # noqa: F401
+        except ImportError as exc:
+            raise ImportError(f"MCP servers need the mcp SDK: {install_hint('mcp')}", name=exc.name) from exc
 
         loop = asyncio.get_running_loop()
         self._ready = loop.create_future()

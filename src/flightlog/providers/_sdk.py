@@ -17,6 +17,7 @@ from email.utils import parsedate_to_datetime
 from types import ModuleType
 from typing import Any
 
+from ..errors import install_hint
 from ..events import ProviderReplay
 from ..messages import ContentPart, Message, ToolCall, ToolCallPart
 from .base import ProviderError, Usage
@@ -41,7 +42,7 @@ __all__ = [
     "to_json",
 ]
 
-INSTALL_HINT = "pip install 'flightlog[providers]'"
+INSTALL_HINT = install_hint("providers")
 """How to get the SDKs; every missing-SDK ImportError names it."""
 
 JsonObj = dict[str, Any]

@@ -24,6 +24,8 @@ from pathlib import Path
 from typing import Any, Literal
 from urllib.parse import parse_qsl, urlsplit
 
+from ..errors import install_hint
+
 __all__ = [
     "Dialect",
     "Interaction",
@@ -150,7 +152,7 @@ def _yaml_load(text: str) -> Any:
     try:
         yaml = importlib.import_module("yaml")
     except ImportError as exc:
-        raise ImportError("reading cassettes needs pyyaml: pip install 'flightlog[providers]'") from exc
+        raise ImportError(f"reading cassettes needs pyyaml: {install_hint('providers')}") from exc
     loader = getattr(yaml, "CSafeLoader", None) or yaml.SafeLoader
     return yaml.load(text, Loader=loader)
 

@@ -50,6 +50,8 @@ from dataclasses import dataclass
 from typing import Any, Final
 from urllib.parse import parse_qsl, urlencode, urlsplit, urlunsplit
 
+from ..errors import install_hint
+
 try:
     import psycopg
     from psycopg import errors as pg_errors
@@ -57,7 +59,7 @@ try:
     from psycopg_pool import ConnectionPool, PoolTimeout
 except ImportError as exc:  # pragma: no cover - exercised only without the extra
     raise ImportError(
-        "the PostgreSQL backend needs the 'postgres' extra: pip install 'flightlog[postgres]' "
+        f"the PostgreSQL backend needs the 'postgres' extra: {install_hint('postgres')} "
         f"(psycopg[binary] and psycopg_pool); {exc}"
     ) from exc
 

@@ -47,11 +47,13 @@ import hashlib
 from collections.abc import Callable, Iterator, Sequence
 from typing import Any
 
+from ..errors import install_hint
+
 try:
     import pytest
 except ImportError as exc:  # STYLE.md (b) 13: a missing extra fails with an ImportError naming it
     raise ImportError(
-        "flightlog.testing.store_contract is a pytest suite: pip install 'flightlog[testing]'", name="pytest"
+        f"flightlog.testing.store_contract is a pytest suite: {install_hint('testing')}", name="pytest"
     ) from exc
 
 from ..encoding import canonical_json
