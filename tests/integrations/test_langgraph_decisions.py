@@ -25,7 +25,7 @@ from typer.testing import CliRunner
 
 import flightlog
 from flightlog.cli import app
-from flightlog.events import Resumed
+from flightlog.events import OperationCancelled, Resumed, RunStarted
 from flightlog.integrations.langgraph import FlightlogSaver, session_id_for
 from flightlog.recorder import verify_session
 from flightlog.sessions import iter_events
@@ -34,6 +34,7 @@ from flightlog.web.actions import decision_rows
 from flightlog.web.app import create_app
 from flightlog.web.security import Auth
 
+from .test_langgraph import _build, _cfg
 from .test_langgraph_readable import CFG, SID, _graph
 
 BASE = "http://127.0.0.1:8000"
@@ -134,4 +135,48 @@ def test_interrupts_answered_by_id_are_listed_as_decided_until_none_is_left(tmp_
         (resumed,) = [e for _row, e in iter_events(store, sid) if isinstance(e, Resumed)]
         assert (resumed.approved, resumed.denied) == ([asked["refund"]], [asked["email"]])
         assert store.get_session(sid).status == "completed"
+        assert verify_session(store, sid).ok
+
+
+def _open_calls(db: Path) -> list[str]:
+    result = CliRunner().invoke(app, ["--db", str(db), "pending", "--json"])
+    assert result.exit_code == 0, result.output
+    return [row["call_id"] for row in json.loads(result.output)]
+
+
+def test_new_input_instead_of_an_answer_closes_the_pending_interrupt(tmp_path: Path) -> None:
+    """A thread waiting at an ``interrupt()`` given new input (not ``Command(resume=...)``): LangGraph drops
+    the interrupt and runs the input, so the saver records it closed, ``operation_cancelled`` (reason
+    ``user``) naming it before the ``run_terminal("interrupted")``, and ``pending`` lists only the new run's
+    interrupt; the answer then resumes that one alone, also from a saver that folds the thread afresh. It
+    was listed as pending for good, beside the new one, and the saver kept it as an open gate."""
+    db = tmp_path / "lg.db"
+    cfg = _cfg("again")
+    sid = session_id_for("again")
+    with flightlog.open_store(str(db)) as store:
+        graph = _build(FlightlogSaver(store))
+        graph.invoke({"items": ["s"]}, cfg)
+        (first,) = [i.id for t in graph.get_state(cfg).tasks for i in t.interrupts]
+        assert _open_calls(db) == [first]
+        graph.invoke({"items": ["new input"]}, cfg)  # new input while the interrupt waits
+        (second,) = [i.id for t in graph.get_state(cfg).tasks for i in t.interrupts]
+        assert second != first and _open_calls(db) == [second]
+        kinds = [row.kind for row, _ in iter_events(store, sid)]
+        at = kinds.index("operation_cancelled")
+        assert kinds[at : at + 3] == ["operation_cancelled", "run_terminal", "run_started"]
+        (cancelled,) = [e for _, e in iter_events(store, sid) if isinstance(e, OperationCancelled)]
+        run_id = next(e.run_id for _, e in iter_events(store, sid) if isinstance(e, RunStarted))
+        assert (cancelled.reason, cancelled.pending_call_ids, cancelled.operation_id) == (
+            "user",
+            [first],
+            f"{run_id}:superseded",
+        )
+    with flightlog.open_store(str(db)) as store:  # as another process: the thread folded from the ledger
+        graph = _build(FlightlogSaver(store))
+        done = graph.invoke(Command(resume="yes"), {**cfg, "metadata": {"approver": "bob"}})
+        assert done["answer"] == "yes"
+        (resumed,) = [e for _, e in iter_events(store, sid) if isinstance(e, Resumed)]
+        assert (resumed.approved, resumed.denied) == ([second], [])
+        assert _open_calls(db) == [] and store.get_session(sid).status == "completed"
+        assert [(r["kind"], r["who"]) for r in decision_rows(store, sid)] == [("approve", "bob")]
         assert verify_session(store, sid).ok

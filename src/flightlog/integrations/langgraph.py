@@ -68,7 +68,10 @@ namespace (``checkpoint_ns == ""``; subgraphs: see below) as seed 000 events, so
   input as JSON; ``system_prompt``: the text of the system messages that begin the
   thread's messages, the thread's own when it already has messages, else the input's, joined by a blank
   line as the importers join a transcript's leading system messages; a run still open is first ended
-  ``run_terminal("interrupted")``);
+  ``run_terminal("interrupted")``, after an ``operation_cancelled`` (reason ``user``, ``operation_id``
+  ``<run id>:superseded``, ``pending_call_ids`` the gates' call ids) when it waits at interrupts: new input
+  instead of ``Command(resume=...)`` supersedes them, LangGraph never asks them again, so ``pending`` and
+  the saver stop listing them);
 * the LangChain messages a step appended to a list channel (found by the delta above) → an ``AIMessage`` is
   ``llm_completed`` (text and tool calls; ``provider_replay`` with protocol :data:`PROTOCOL`, the provider
   and model from ``response_metadata``, ``reasoning_content`` from ``additional_kwargs``, and the whole
@@ -130,7 +133,8 @@ namespace (``checkpoint_ns == ""``; subgraphs: see below) as seed 000 events, so
   ``run_terminal("completed")`` with the run's model calls and tokens;
 * ``copy_thread`` → on the target, before its ``langgraph.thread_copied`` (the source's own events are
   not copied: they describe the source's runs, under its session): the state the copy holds, as of the
-  source's latest root checkpoint (what the copy's next run continues from): ``run_started`` (run id: that
+  source's latest root checkpoint (what the copy's next run continues from): the target's open run ended
+  as for new input (above), ``run_started`` (run id: that
   checkpoint's id; goal: the first human message of its messages, else ``copy of LangGraph thread
   <source>``; its system prompt), its messages as above, then its pending interrupt, error and resume
   writes as above, and ``run_terminal("completed")`` when nothing is left to run, or ``suspended``
@@ -279,9 +283,11 @@ from ..encoding import canonical_json, parse_json
 from ..errors import AppendConflict, EncodingError, LedgerIntegrityError, SessionNotFound, StaleWriter
 from ..events import (
     AgentProcessChanged,
+    CancellationReason,
     Custom,
     Event,
     LlmCompleted,
+    OperationCancelled,
     PermissionRequested,
     PermissionResolved,
     ProviderReplay,
@@ -486,6 +492,7 @@ class _Thread:
     recorder: Recorder | None = None
     # the readable side (module docstring: readable events), folded from the readable events
     run_open: bool = False  # a run_started without its run_terminal
+    run_id: str = ""  # run_started.run_id of the latest run
     history: int = 0  # messages replay holds after the last folded event
     run_llm: int = 0  # llm_completed of the open run
     run_tokens: int = 0  # model_usage total_tokens of the open run
@@ -1138,6 +1145,25 @@ def _terminal(reason: str, thread: _Thread, before: Sequence[Event]) -> RunTermi
     return RunTerminal(reason=reason, turns_used=llm, total_tokens=tokens)
 
 
+def _end_run(thread: _Thread, turn: int) -> builtins.list[Event]:
+    """What ends the thread's open run before a new one starts (new input, a copied thread's state): its
+    open gates closed by ``operation_cancelled`` (reason ``user``: new input instead of an answer supersedes
+    them), then ``run_terminal("interrupted")``; nothing when no run is open."""
+    if not thread.run_open:
+        return []
+    events: builtins.list[Event] = []
+    if thread.gates:
+        events.append(
+            OperationCancelled(
+                turn=turn,
+                operation_id=f"{thread.run_id}:superseded",
+                reason=CancellationReason.USER,
+                pending_call_ids=list(thread.gates),
+            )
+        )
+    return [*events, _terminal("interrupted", thread, events)]
+
+
 def _open_after(run_open: bool, events: Sequence[Event]) -> bool:
     """Whether a run is open after ``events`` when ``run_open`` said so before them (the fold's rule:
     ``run_started`` opens one, ``run_terminal`` ends it)."""
@@ -1583,7 +1609,17 @@ class FlightlogSaver(BaseCheckpointSaver[str]):
             self._apply_custom(thread, seq, wire["custom_kind"], wire.get("payload"))
         elif kind == "run_started":
             thread.run_open, thread.run_llm, thread.run_tokens = True, 0, 0
+            thread.run_id = wire["run_id"]
             thread.history += 1
+        elif kind == "operation_cancelled":  # gates superseded by new input (_end_run): closed for good
+            closed = set(wire["pending_call_ids"])
+            for call_id in closed:
+                thread.gates.pop(call_id, None)
+                thread.decided.pop(call_id, None)
+                thread.call_tools.pop(call_id, None)
+                thread.call_turns.pop(call_id, None)
+            for interrupt_id in [i for i, c in thread.aliases.items() if c in closed]:
+                del thread.aliases[interrupt_id]
         elif kind == "llm_completed":
             thread.history += 1
             thread.run_llm += 1
@@ -2645,8 +2681,7 @@ class FlightlogSaver(BaseCheckpointSaver[str]):
         turn = step if isinstance(step, int) and step > 0 else 0
         events: builtins.list[Event] = []
         if meta.get("source") == "input":
-            if thread.run_open:
-                events.append(_terminal("interrupted", thread, events))
+            events.extend(_end_run(thread, turn))
             start = values.get("__start__")
             held = values.get("messages")
             prompt = _system_prompt(held if _is_messages(held) else _input_messages(start))
@@ -3143,17 +3178,15 @@ class FlightlogSaver(BaseCheckpointSaver[str]):
         if copied is None:
             return []
         latest, writes = copied
-        events: builtins.list[Event] = []
-        if thread.run_open:
-            events.append(_terminal("interrupted", thread, events))
+        step = latest.metadata.get("step")
+        turn = step if isinstance(step, int) and step > 0 else 0
+        events: builtins.list[Event] = _end_run(thread, turn)
         values = latest.checkpoint["channel_values"]
         held = values.get("messages")
         messages = list(held) if isinstance(held, list) and _is_messages(held) else []
         rest = [m for m in messages if not isinstance(m, SystemMessage)]
         first = rest[0] if rest and isinstance(rest[0], HumanMessage) else None
         goal = _text(first.content) if first is not None else f"copy of LangGraph thread {source_thread_id}"
-        step = latest.metadata.get("step")
-        turn = step if isinstance(step, int) and step > 0 else 0
         run_id = latest.config["configurable"]["checkpoint_id"]
         events.append(RunStarted(run_id=run_id, goal=goal, system_prompt=_system_prompt(messages)))
         events.extend(_message_events(rest, turn, skip_user=first is not None))

@@ -202,7 +202,10 @@ class KernelState:
                 custom(self, event.payload if isinstance(event.payload, dict) else {})
 
     def _on_run_started(self, at_ms: int, event: RunStarted) -> None:
+        # a new run of a session that holds several (a LangGraph thread, an imported transcript) starts with
+        # none of the previous run's gates: an unanswered one is not pending in the new run
         self.run, self.phase, self.turn = event, "ready", 0
+        self.plans, self.gates, self.verdicts, self._released = [], {}, {}, set()
         self.wall.begin(at_ms)
 
     def _on_checkpoint(self, at_ms: int, event: CheckpointTaken) -> None:
