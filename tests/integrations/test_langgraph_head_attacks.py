@@ -942,3 +942,43 @@ def test_a_head_read_serves_what_the_full_fold_serves(ops: list[tuple[str, Any]]
             assert "t" in fresh.checkpointer._heads  # served from the head record
         with _fresh(db) as (folding, _, _):
             assert _snapshot(got) == _snapshot(_full_fold(folding))
+
+
+class _Noted(TypedDict, total=False):
+    note: Any  # a langgraph_note.Note: a custom pydantic value, outside LangGraph's safe msgpack types
+    step: int
+
+
+@pytest.mark.parametrize("read", ["list", "get_state_history"])
+def test_history_re_reads_another_writer_s_rows_once_signed_as_get_state_does(
+    db: Path, monkeypatch: pytest.MonkeyPatch, read: str
+) -> None:
+    """A reader that folded another writer's rows mid-run (unsigned, so a custom value they name is refused)
+    reads the thread afresh once that writer signed them at its stop: ``list`` / ``get_state_history`` as
+    ``get_tuple`` / ``get_state`` do (they kept refusing the value until the reader was rebuilt)."""
+    monkeypatch.syspath_prepend(str(Path(__file__).parent))  # the module the value's msgpack form names
+    from langgraph_note import Note
+
+    cfg = _cfg("noted")
+    with flightlog.open_store(str(db)) as mine, flightlog.open_store(str(db)) as theirs:
+        reader, refused = FlightlogSaver(mine), []
+
+        def peek(state: _Noted) -> dict[str, Any]:  # runs mid-run: the writer's rows are not signed yet
+            with pytest.raises(LedgerIntegrityError) as unsigned:
+                reader.get_tuple(cfg)
+            refused.append(unsigned.value.reason)
+            return {"step": state.get("step", 0) + 1}
+
+        g = StateGraph(_Noted)
+        g.add_node("peek", peek)
+        g.add_edge(START, "peek")
+        g.compile(checkpointer=FlightlogSaver(theirs)).invoke(
+            {"note": Note(text="hi")}, cfg, durability="sync"
+        )
+        assert len(refused) == 1 and "no signed checkpoint covers" in refused[0]
+        if read == "list":
+            notes = [t.checkpoint["channel_values"].get("note") for t in reader.list(cfg)]
+        else:
+            notes = [s.values.get("note") for s in g.compile(checkpointer=reader).get_state_history(cfg)]
+        assert notes == [Note(text="hi"), Note(text="hi"), None]  # newest first: loop, loop, input
+        assert [t.config for t in reader.list(cfg, limit=2)] == [t.config for t in reader.list(cfg)][:2]

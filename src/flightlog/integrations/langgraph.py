@@ -214,9 +214,9 @@ for the type tags ``null``, ``bytes``, ``bytearray`` and ``msgpack`` only. A typ
 LangGraph's serde events: its strict mode returns the raw data and only warns), another tag, or a serde of
 another class (no strict clone) is refused: :class:`~flightlog.errors.LedgerIntegrityError` naming the row's
 seq and ``flightlog audit``. So a killed ``MessagesState`` writer's tail still reads, and a custom pydantic
-value there is refused until the user lists its type. ``get_tuple`` re-reads a thread afresh once (its
-signatures checked again) before refusing a value another writer's rows name, which that writer signs when
-its run stops. Values named by signed rows go to the saver's serde unchanged; with ``notary=None`` nothing is
+value there is refused until the user lists its type. ``get_tuple`` and ``list`` (so ``get_state`` and
+``get_state_history``) re-read a thread afresh once (its signatures checked again) before refusing a value
+another writer's rows name, which that writer signs when its run stops. Values named by signed rows go to the saver's serde unchanged; with ``notary=None`` nothing is
 signed and every value does, as before (the user opted out of signing).
 
 Writers: any number of savers, in any number of processes, may write one thread (uvicorn workers, a web
@@ -237,6 +237,7 @@ from __future__ import annotations
 import asyncio
 import builtins
 import copy
+import functools
 import gc
 import hashlib
 import json
@@ -246,7 +247,7 @@ import threading
 from collections.abc import AsyncIterator, Callable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any, NamedTuple
+from typing import TYPE_CHECKING, Any, NamedTuple, TypeVar
 
 from ..errors import install_hint
 
@@ -628,6 +629,9 @@ def _split_delta(content: bytes) -> dict[str, Any] | None:
     except ValueError:
         return None
     return header if isinstance(header, dict) else None
+
+
+_T = TypeVar("_T")
 
 
 class _UnsignedValue(LedgerIntegrityError):
@@ -2005,16 +2009,25 @@ class FlightlogSaver(BaseCheckpointSaver[str]):
                         # an artifact did not check (or a delta's base is older than the head): the full
                         # path below reads it again and refuses naming the event's seq, or reads it whole
                         self._heads.pop(thread_id, None)
-            thread = self._thread(thread_id)
-            try:
-                return self._latest_or(thread, ns, config)
-            except _UnsignedValue:
-                if not thread.moved:
-                    raise
-                # named by another writer's rows, read unsigned: it may have signed them since, so the
-                # thread is read afresh (its signatures checked again) once before the value is refused
-                self._threads.pop(thread_id, None)
-                return self._latest_or(self._thread(thread_id), ns, config)
+            return self._reread_once(self._thread(thread_id), lambda t: self._latest_or(t, ns, config))[0]
+
+    def _reread_once(self, thread: _Thread, read: Callable[[_Thread], _T]) -> tuple[_T, _Thread]:
+        """``read(thread)`` and the thread it read; when it refuses a value named by another writer's rows,
+        read unsigned (:class:`_UnsignedValue` on a thread that :attr:`_Thread.moved`), that writer may have
+        signed them since, so the thread is read afresh (its signatures checked again) and ``read`` runs
+        once more on it before the value is refused. Called with ``self._lock`` held.
+
+        Raises:
+            LedgerIntegrityError: ``read`` refused a value (on the fresh thread, or on one not moved).
+        """
+        try:
+            return read(thread), thread
+        except _UnsignedValue:
+            if not thread.moved:
+                raise
+            self._threads.pop(thread.thread_id, None)
+            fresh = self._thread(thread.thread_id)
+            return read(fresh), fresh
 
     def _latest_or(self, thread: _Thread, ns: str, config: RunnableConfig) -> CheckpointTuple | None:
         """:meth:`get_tuple` on the index ``thread``: the checkpoint ``config`` names, or the latest."""
@@ -2078,13 +2091,23 @@ class FlightlogSaver(BaseCheckpointSaver[str]):
                             continue
                         picked.append((ns, checkpoint_id))
             for ns, checkpoint_id in picked:
-                if remaining is not None:
-                    if remaining <= 0:
-                        return
-                    remaining -= 1
+                if remaining is not None and remaining <= 0:
+                    return
+                read = functools.partial(self._held_tuple, ns=ns, checkpoint_id=checkpoint_id)
                 with self._lock:
-                    item = self._tuple(thread, ns, checkpoint_id, _config(thread_id, ns, checkpoint_id))
+                    item, thread = self._reread_once(thread, read)
+                if item is None:
+                    continue
+                if remaining is not None:
+                    remaining -= 1
                 yield item
+
+    def _held_tuple(self, thread: _Thread, *, ns: str, checkpoint_id: str) -> CheckpointTuple | None:
+        """:meth:`_tuple` of a checkpoint :meth:`list` picked; None when ``thread`` no longer holds it (a thread
+        read afresh after another writer deleted or pruned it)."""
+        if checkpoint_id not in thread.checkpoints.get(ns, {}):
+            return None
+        return self._tuple(thread, ns, checkpoint_id, _config(thread.thread_id, ns, checkpoint_id))
 
     # ─── BaseCheckpointSaver: writes ──────────────────────────────────────────────────────
     def _recorder(self, thread: _Thread) -> Recorder:
