@@ -533,6 +533,28 @@ def test_duplicated_records_are_counted_once(tmp_path: Path) -> None:
     assert any("late line of completion m1" in w.reason for w in warnings)
 
 
+def test_a_record_s_uuid_is_looked_up_once_on_its_way_to_the_main_session(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The file importer deduplicates top-level records by ``uuid``; the main session's builder, fed only
+    those, does not check (and store) every uuid a second time. A sub-agent's builder still checks: the same
+    message can come in a sidechain record and inside an ``agent_progress`` record."""
+    looked_up: Counter[tuple[int, str]] = Counter()
+    skip = claude_code._Context.skip_duplicate
+
+    def counting(ctx: Any, line: int, record: dict[str, Any], seen: set[str]) -> bool:
+        looked_up[line, str(record.get("uuid"))] += 1
+        return skip(ctx, line, record, seen)
+
+    monkeypatch.setattr(claude_code._Context, "skip_duplicate", counting)
+    lines = [user("u1", None, "do it"), assistant("a1", "u1", "m1", text("done")), user("u1", None, "do it")]
+    warnings: list[ImportWarning] = []
+    session = only(claude_code.read(write_jsonl(tmp_path / "s.jsonl", lines), warnings))
+    assert looked_up == {(1, "u1"): 1, (2, "a1"): 1, (3, "u1"): 1}
+    assert len(of(session.events, RunStarted)) == 1
+    assert [w.reason for w in warnings if "duplicate" in w.reason] == ["1 duplicate record(s) skipped"]
+
+
 def test_unknown_record_types_are_kept_as_custom(tmp_path: Path) -> None:
     novel = rec("brand-new-thing", "n1", "r1", data={"x": 1}, cwd="/home/dev/secret")
     untyped = {"hello": "world"}

@@ -643,7 +643,13 @@ Handler = Callable[[int, JsonObj], None]
 class _SessionBuilder:
     """Folds the records of one session (main or sub-agent) into events, in arrival order."""
 
-    def __init__(self, ctx: _Context, key: str | None = None, agent_id: str | None = None) -> None:
+    def __init__(
+        self, ctx: _Context, key: str | None = None, agent_id: str | None = None, *, dedupe: bool = True
+    ) -> None:
+        """``dedupe``: skip a record whose ``uuid`` this builder was fed already. The main session's builder
+        is built without it: it is fed only top-level records, which :class:`_FileImporter` deduplicated (a
+        child's builder keeps it: the same sub-agent message can come in a sidechain record and inside an
+        ``agent_progress`` record)."""
         self.ctx = ctx
         self._key = key
         self._agent_id = agent_id
@@ -651,7 +657,7 @@ class _SessionBuilder:
         self.events = new_event_list()  # on disk during an import_file (bounded memory)
         self.times: list[int | None] = []  # per event, the source time of the record that produced it
         self._at: int | None = None
-        self._seen: set[str] = set()
+        self._seen: set[str] | None = set() if dedupe else None
         self._task: str | None = None
         self._times: list[int] = []
         # Replay bookkeeping: messages replay would hold now, and at each record's position.
@@ -707,9 +713,10 @@ class _SessionBuilder:
     def feed(self, line: int, record: JsonObj) -> None:
         """Take one record (top-level, or a sub-agent message unwrapped from a progress record).
 
-        Records whose ``uuid`` was already fed are skipped and counted as duplicates.
+        Records whose ``uuid`` was already fed are skipped and counted as duplicates (by the caller for the
+        main session: :class:`_FileImporter` feeds it deduplicated records only).
         """
-        if self.ctx.skip_duplicate(line, record, self._seen):
+        if self._seen is not None and self.ctx.skip_duplicate(line, record, self._seen):
             return
         self._note_envelope(record)
         self._route(line, record, self._refine(record, _classify(record)))
@@ -1257,7 +1264,7 @@ class _FileImporter:
         if agent_file is not None:
             self.ctx.seen_session_id = fallback_id
         self._agent_file = agent_file
-        self.main = _SessionBuilder(self.ctx)
+        self.main = _SessionBuilder(self.ctx, dedupe=False)  # fed by feed(), which deduplicates
         self.children: dict[str, _SessionBuilder] = {}
         self._sidechain_roots: dict[str, str] = {}
         self._seen: set[str] = set()
