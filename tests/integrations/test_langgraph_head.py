@@ -5,6 +5,7 @@ authenticated, and what it cannot account for is read by the full fold."""
 from __future__ import annotations
 
 import json
+import os
 import sqlite3
 from collections.abc import Iterator
 from contextlib import contextmanager
@@ -34,6 +35,7 @@ from flightlog.integrations.langgraph import (
     _split_delta,
     session_id_for,
 )
+from flightlog.integrity.notary import Notary
 from flightlog.integrity.verify import audit_session
 from flightlog.store.base import Store
 
@@ -417,3 +419,31 @@ def test_a_write_after_the_head_record_is_folded_forward(db: Path, store: Store)
             want.checkpoint,
             want.pending_writes,
         )
+
+
+def _head_files() -> list[Path]:
+    """The retained-head files of the user's head directory (``$FLIGHTLOG_HEAD_DIR``, per test)."""
+    return sorted(p for p in Path(os.environ["FLIGHTLOG_HEAD_DIR"]).rglob("*.json") if p.name != "index.json")
+
+
+def test_a_read_writes_no_retained_head_a_writer_catches_it_up(db: Path, store: Store) -> None:
+    """The retained head lags the database's latest signed checkpoint (a crash before the head file was
+    written; here it is deleted): a new process's ``get_state`` and ``get_state_history`` (the saver's reads,
+    which check the signatures as ``Notary.resume`` does) write nothing, not even on a read-only store; the
+    next write of the thread retains the head again. ``get_state`` wrote it, so a read wrote a file."""
+    _write_thread(store, turns=2)
+    sid = session_id_for("t")
+    (retained,) = _head_files()
+    retained.unlink()  # lags: never written
+    with flightlog.open_store(str(db), read_only=True) as reader:
+        graph = _graph(FlightlogSaver(reader))
+        assert graph.get_state(_cfg()).next == ("model",)
+        assert len(list(graph.get_state_history(_cfg()))) > 2
+        for full in (False, True):
+            anchor = Notary.from_env().resume(reader, sid, full=full, retain=False)
+            assert anchor.state.pending is not None and anchor.state.pending.size == anchor.state.latest.size
+    assert _head_files() == []
+    with _fresh(db) as (graph, other, _):
+        graph.invoke(Command(resume="yes"), _cfg())  # a writer: attaching retains the head again
+        signed = other.latest_checkpoint(sid)
+    assert _head_files() == [retained] and signed is not None

@@ -1318,7 +1318,7 @@ class FlightlogSaver(BaseCheckpointSaver[str]):
                     # the rows chain, but are not the rows the signed tree head covers (re-chained):
                     # the full audit names the first divergent seq
                     self._threads.pop(thread_id, None)
-                    notary.resume(self.store, sid, full=True)
+                    notary.resume(self.store, sid, full=True, retain=False)
                     raise LedgerIntegrityError(
                         session_id=sid,
                         seq=size - 1,
@@ -1328,7 +1328,7 @@ class FlightlogSaver(BaseCheckpointSaver[str]):
                 return fresh
             fresh = _Thread(thread_id, sid, recorder=fresh.recorder, unsigned=fresh.unsigned)
             if self.notary is not None:
-                self.notary.resume(self.store, sid, full=True)  # the whole audit: names the divergence
+                self.notary.resume(self.store, sid, full=True, retain=False)  # the whole audit: names it
             report = verify_session(self.store, sid)  # names every divergence
             if not report.ok:
                 first = report.divergences[0]
@@ -1522,7 +1522,7 @@ class FlightlogSaver(BaseCheckpointSaver[str]):
         for attempt in range(WRITE_ATTEMPTS):
             before = self.store.get_session(sid)
             try:
-                return notary.resume(self.store, sid, full=False)
+                return notary.resume(self.store, sid, full=False, retain=False)  # a read writes nothing
             except LedgerIntegrityError:
                 after = self.store.get_session(sid)
                 if attempt == WRITE_ATTEMPTS - 1 or (after.head_seq, after.head_hash) == (

@@ -102,10 +102,11 @@ class Notary:
         """
         return SessionNotary.for_new_session(store, session_id, self)
 
-    def resume(self, store: Store, session_id: str, *, full: bool = True) -> Anchor:
+    def resume(self, store: Store, session_id: str, *, full: bool = True, retain: bool = True) -> Anchor:
         """Verify a session for resuming under this notary and return where to continue
-        (:func:`flightlog.integrity.signing.resume`; raises as it does)."""
-        return resume(store, session_id, self, full=full)
+        (:func:`flightlog.integrity.signing.resume`; raises as it does). ``retain=False`` for a read: a
+        lagging retained head is not written (nothing is)."""
+        return resume(store, session_id, self, full=full, retain=retain)
 
 
 class UserNotary(enum.Enum):

@@ -23,7 +23,9 @@ older than the latest checkpoint, consistency is checked by folding the events b
 frontier kept at the retained size (equivalent to an RFC 9162 §2.1.4 consistency proof, and cheaper).
 Whatever the frontiers cannot settle (none stored, damaged) falls back to the full path. Cheap resume
 does not re-read rows the checkpoint covers, so an edit to them is only caught by a full verify; that is
-why full stays the default.
+why full stays the default. A retained head older than the latest checkpoint is caught up (written) by a
+resume that goes on writing; a read (``resume(..., retain=False)``, the LangGraph saver's reads) writes
+nothing.
 """
 
 from __future__ import annotations
@@ -164,7 +166,9 @@ def _refuse(session_id: str, divergences: list[Divergence]) -> LedgerIntegrityEr
     )
 
 
-def resume(store: Store, session_id: str, notary: Notary, *, full: bool = True) -> Anchor:
+def resume(
+    store: Store, session_id: str, notary: Notary, *, full: bool = True, retain: bool = True
+) -> Anchor:
     """Verify a session for resuming under ``notary`` and return where to continue.
 
     Args:
@@ -173,13 +177,17 @@ def resume(store: Store, session_id: str, notary: Notary, *, full: bool = True) 
         notary: Keys and retained heads.
         full: Verify every row (default). False: the O(log n) + tail path described in the module
             docstring; falls back to full when the session has no checkpoint or no stored frontier.
+        retain: When the retained head lags the database's latest (verified) checkpoint (a crash before
+            the head file was written), write it now (default: a writer resuming). False for a read: nothing
+            is written; the anchor's state keeps it pending (``state.pending``), so the first commit of a
+            writer that goes on with it retains it.
 
     Raises:
         SessionNotFound: no such session.
         LedgerIntegrityError: empty ledger, or any divergence (names the first seq and reason).
     """
     if not full:
-        anchor = _cheap_resume(store, session_id, notary)
+        anchor = _cheap_resume(store, session_id, notary, retain=retain)
         if anchor is not None:
             return anchor
     report = audit_session(store, session_id, keyring=notary.keyring, heads=notary.heads)
@@ -190,18 +198,20 @@ def resume(store: Store, session_id: str, notary: Notary, *, full: bool = True) 
     if report.ledger_id is None:
         raise LedgerIntegrityError(session_id=session_id, reason="the database has no ledger id")
     state = SessionNotary(notary, report.ledger_id, session_id, report.latest, report.seal_seq is not None)
-    _catch_up(state, report.retained)
+    _catch_up(state, report.retained, retain=retain)
     return Anchor(report.events, report.head, report.tree, state)
 
 
-def _catch_up(state: SessionNotary, retained: int | None) -> None:
-    """Retain the database's latest checkpoint when the head file lags it (e.g. a crash before writing)."""
+def _catch_up(state: SessionNotary, retained: int | None, *, retain: bool) -> None:
+    """Retain the database's latest checkpoint when the head file lags it (e.g. a crash before writing);
+    with ``retain`` False only mark it pending (a read writes nothing)."""
     if state.latest is not None and (retained is None or retained < state.latest.size):
         state.pending = state.latest
-        state.retain()
+        if retain:
+            state.retain()
 
 
-def _cheap_resume(store: Store, session_id: str, notary: Notary) -> Anchor | None:
+def _cheap_resume(store: Store, session_id: str, notary: Notary, *, retain: bool) -> Anchor | None:
     record = store.get_session(session_id)
     ledger_id = store.ledger_id()
     origin = origin_for(ledger_id, session_id)
@@ -246,7 +256,7 @@ def _cheap_resume(store: Store, session_id: str, notary: Notary) -> Anchor | Non
             ],
         )
     state = SessionNotary(notary, ledger_id, session_id, latest, seal_payload(tail_last) is not None)
-    _catch_up(state, retained.size if retained else None)
+    _catch_up(state, retained.size if retained else None, retain=retain)
     return Anchor(tree.size, head, tree, state)
 
 
