@@ -5,6 +5,7 @@ from __future__ import annotations
 import asyncio
 import http.server
 import json
+import logging
 import threading
 from collections.abc import Iterator
 from pathlib import Path
@@ -19,7 +20,13 @@ import flightlog
 from flightlog.cli import app
 from flightlog.errors import ExportFailed, LedgerIntegrityError, install_hint
 from flightlog.importers import import_file
-from flightlog.integrations.otel import LiveExporter, export_otlp, otlp_endpoint, otlp_exporter
+from flightlog.integrations.otel import (
+    LiveExporter,
+    export_otlp,
+    export_session,
+    otlp_endpoint,
+    otlp_exporter,
+)
 from flightlog.kernel import Agent, Kernel, tool
 from flightlog.kernel.scripted import ScriptedProvider, call, calls, reply
 from flightlog.providers.base import Usage
@@ -240,6 +247,66 @@ def test_a_refusing_receiver_and_a_bad_url_are_errors(store: Store, tmp_path: Pa
         otlp_endpoint("localhost:4318")
     assert otlp_endpoint("http://h:4318/") == "http://h:4318/v1/traces"
     assert otlp_endpoint("http://h:4318/custom/traces") == "http://h:4318/custom/traces"
+
+
+def _loud(caplog: pytest.LogCaptureFixture) -> list[tuple[str, str, bool]]:
+    """Every record at WARNING or above: (logger, message, has a traceback)."""
+    return [
+        (r.name, r.getMessage(), r.exc_info is not None)
+        for r in caplog.records
+        if r.levelno >= logging.WARNING
+    ]
+
+
+def test_a_failed_live_export_logs_one_line_naming_the_endpoint_and_the_error(
+    store: Store, caplog: pytest.LogCaptureFixture
+) -> None:
+    """A receiver answering 503 (a transient failure the OTLP exporter retries): the run goes on and the one
+    line logged names the endpoint and the receiver's answer, with no traceback. The OpenTelemetry exporter
+    logged a line per retry, none naming the endpoint, then "Failed to export spans batch due to timeout,
+    max retries or shutdown." without the error."""
+    busy = Receiver(status=503)
+    try:
+        live = LiveExporter(otlp_exporter(busy.url, timeout_s=0.5))
+        caplog.set_level(logging.DEBUG, logger="opentelemetry")
+        result = _kernel(store, notary=None, on_event=live).run_sync("add 1 and 2")
+        live.close()
+    finally:
+        busy.close()
+    assert result.status == "completed" and busy.spans  # the spans reached it; it answered 503
+    endpoint = otlp_endpoint(busy.url)
+    assert _loud(caplog) == [
+        (
+            "flightlog.integrations.otel",
+            f"OTLP export of {len(busy.spans)} span(s) to {endpoint} failed: HTTP 503 Service Unavailable "
+            f"({len(busy.paths)} request{'s' if len(busy.paths) > 1 else ''})",
+            False,
+        )
+    ]
+
+
+def test_a_failed_export_raises_with_the_error_and_logs_nothing(
+    store: Store, caplog: pytest.LogCaptureFixture
+) -> None:
+    """``export_session`` (``export_otlp``, ``flightlog export --otlp``) raises one ``ExportFailed`` naming the receiver's answer or
+    the connection error (it said "the exporter reported a failure"), and logs nothing beside it."""
+    sid = _kernel(store, notary=None).run_sync("add 1 and 2").session_id
+    busy = Receiver(status=503)
+    try:
+        with pytest.raises(ExportFailed) as answered:
+            export_session(store, sid, otlp_exporter(busy.url, timeout_s=0.5), url=busy.url)
+    finally:
+        busy.close()
+    assert answered.value.url == busy.url and answered.value.reason.startswith(
+        "HTTP 503 Service Unavailable ("
+    )
+    gone = Receiver()
+    gone.close()  # nothing listens there now: the connection is refused
+    with pytest.raises(ExportFailed) as refused:
+        export_session(store, sid, otlp_exporter(gone.url, timeout_s=0.5))
+    assert refused.value.url == otlp_endpoint(gone.url)  # no url given: the exporter's endpoint
+    assert refused.value.reason.startswith("ConnectionError: ") and "refused" in refused.value.reason
+    assert _loud(caplog) == []
 
 
 def test_a_diverging_session_is_not_exported(tmp_path: Path, receiver: Receiver) -> None:

@@ -44,7 +44,9 @@ Source: OpenTelemetry semantic conventions for generative AI (``gen-ai-spans.md`
 from __future__ import annotations
 
 import json
-from collections.abc import Mapping
+import logging
+import threading
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 from urllib.parse import urlsplit
@@ -52,6 +54,7 @@ from urllib.parse import urlsplit
 from ..errors import install_hint
 
 try:
+    import requests  # the OTLP/HTTP exporter's HTTP client (a dependency of opentelemetry-exporter-otlp-proto-http)
     from opentelemetry import trace
     from opentelemetry.sdk.resources import Resource
     from opentelemetry.sdk.trace import ReadableSpan, SpanProcessor, TracerProvider
@@ -86,6 +89,8 @@ __all__ = ["LiveExporter", "SpanBuilder", "export_otlp", "export_session", "otlp
 _MS = 1_000_000
 """Nanoseconds per millisecond (OpenTelemetry times are epoch ns)."""
 _TRACER = "flightlog"
+_OTLP_LOGGER = "opentelemetry.exporter.otlp.proto.http.trace_exporter"  # the OTLP/HTTP span exporter's logger
+log = logging.getLogger(__name__)
 
 
 def _provider_name(protocol: str | None, provider: str | None) -> str | None:
@@ -392,9 +397,13 @@ def export_session(
         builder.feed(row, event)
     builder.finish()
     provider.shutdown()
-    result = exporter.export(collected.spans)
+    if isinstance(exporter, _OtlpExporter):  # the receiver's answer or the connection error, not a log line
+        result, error = exporter.attempt(collected.spans)
+    else:
+        result, error = exporter.export(collected.spans), None
     if result is not SpanExportResult.SUCCESS:
-        raise ExportFailed(url=url or type(exporter).__name__, reason="the exporter reported a failure")
+        where = url or (exporter.endpoint if isinstance(exporter, _OtlpExporter) else type(exporter).__name__)
+        raise ExportFailed(url=where, reason=error or "the exporter reported a failure")
     return len(collected.spans)
 
 
@@ -414,10 +423,98 @@ def otlp_endpoint(url: str) -> str:
 def otlp_exporter(
     url: str, *, headers: Mapping[str, str] | None = None, timeout_s: float = 10.0
 ) -> SpanExporter:
-    """An OTLP/HTTP (protobuf) span exporter for ``url`` (see :func:`otlp_endpoint`); ``timeout_s`` seconds."""
+    """An OTLP/HTTP (protobuf) span exporter for ``url`` (see :func:`otlp_endpoint`); ``timeout_s`` seconds.
+
+    The OpenTelemetry exporter retries a transient failure (HTTP 429/502/503/504, a refused connection)
+    until ``timeout_s`` runs out, logging a line per attempt. Here a failed export logs one warning on the
+    ``flightlog.integrations.otel`` logger instead, naming the endpoint, the receiver's last answer or the
+    connection error, and the requests sent (the OpenTelemetry exporter's own lines for it are dropped);
+    :func:`export_session` raises :class:`~flightlog.errors.ExportFailed` with the same text.
+    """
     from opentelemetry.exporter.otlp.proto.http.trace_exporter import OTLPSpanExporter
 
-    return OTLPSpanExporter(endpoint=otlp_endpoint(url), headers=dict(headers or {}), timeout=timeout_s)
+    endpoint = otlp_endpoint(url)
+    session = _ObservedSession()
+    inner = OTLPSpanExporter(
+        endpoint=endpoint, headers=dict(headers or {}), timeout=timeout_s, session=session
+    )
+    return _OtlpExporter(inner, endpoint, session)
+
+
+class _ObservedSession(requests.Session):
+    """A ``requests.Session`` that keeps, per thread, what each request of the current export got: the
+    status line of the response, or the exception (raised on as before)."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self._local = threading.local()
+
+    def outcomes(self) -> list[str]:
+        """This thread's outcomes since :meth:`reset` (oldest first)."""
+        found: list[str] = getattr(self._local, "outcomes", [])
+        return found
+
+    def reset(self) -> None:
+        self._local.outcomes = []
+
+    def send(self, request: requests.PreparedRequest, **kwargs: Any) -> requests.Response:
+        try:
+            response = super().send(request, **kwargs)
+        except Exception as exc:
+            self.outcomes().append(f"{type(exc).__name__}: {exc}")
+            raise
+        self.outcomes().append(f"HTTP {response.status_code} {response.reason or ''}".rstrip())
+        return response
+
+
+class _Quiet(logging.Filter):
+    """Drops the records one thread logs (the OTLP exporter's per-attempt lines of an export it runs)."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.thread = threading.get_ident()
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        return record.thread != self.thread
+
+
+class _OtlpExporter(SpanExporter):
+    """:func:`otlp_exporter`'s exporter: the OpenTelemetry OTLP/HTTP one, reporting a failed export once."""
+
+    def __init__(self, inner: SpanExporter, endpoint: str, session: _ObservedSession) -> None:
+        self.inner, self.endpoint, self._session = inner, endpoint, session
+
+    def attempt(self, spans: Sequence[ReadableSpan]) -> tuple[SpanExportResult, str | None]:
+        """Export ``spans``; the result and, on failure, what went wrong (one line: the last answer or
+        error, and how many requests were sent), with nothing logged."""
+        self._session.reset()
+        quiet, logger = _Quiet(), logging.getLogger(_OTLP_LOGGER)
+        logger.addFilter(quiet)
+        try:
+            result = self.inner.export(spans)
+        finally:
+            logger.removeFilter(quiet)
+        if result is SpanExportResult.SUCCESS:
+            return result, None
+        outcomes = self._session.outcomes()
+        if not outcomes:
+            return result, "the exporter reported a failure before sending (see its log)"
+        tries = f"{len(outcomes)} requests" if len(outcomes) > 1 else "1 request"
+        return result, f"{outcomes[-1]} ({tries})"
+
+    def export(self, spans: Sequence[ReadableSpan]) -> SpanExportResult:
+        """Export ``spans`` (the ``SpanExporter`` call a span processor makes); a failure is logged as one
+        warning naming the endpoint and the error (:func:`otlp_exporter`)."""
+        result, error = self.attempt(spans)
+        if error is not None:
+            log.warning("OTLP export of %d span(s) to %s failed: %s", len(spans), self.endpoint, error)
+        return result
+
+    def shutdown(self) -> None:
+        self.inner.shutdown()
+
+    def force_flush(self, timeout_millis: int = 30000) -> bool:
+        return self.inner.force_flush(timeout_millis)
 
 
 def export_otlp(
