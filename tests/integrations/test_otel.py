@@ -306,6 +306,10 @@ def test_a_failed_export_raises_with_the_error_and_logs_nothing(
         export_session(store, sid, otlp_exporter(gone.url, timeout_s=0.5))
     assert refused.value.url == otlp_endpoint(gone.url)  # no url given: the exporter's endpoint
     assert refused.value.reason.startswith("ConnectionError: ") and "refused" in refused.value.reason
+    closed = otlp_exporter(gone.url)
+    closed.shutdown()  # nothing is sent: what the exporter said is the reason
+    with pytest.raises(ExportFailed, match="Exporter already shutdown, ignoring batch"):
+        export_session(store, sid, closed)
     assert _loud(caplog) == []
 
 

@@ -468,14 +468,19 @@ class _ObservedSession(requests.Session):
 
 
 class _Quiet(logging.Filter):
-    """Drops the records one thread logs (the OTLP exporter's per-attempt lines of an export it runs)."""
+    """Drops the records one thread logs (the OTLP exporter's per-attempt lines of an export it runs),
+    keeping their messages in :attr:`dropped`."""
 
     def __init__(self) -> None:
         super().__init__()
         self.thread = threading.get_ident()
+        self.dropped: list[str] = []
 
     def filter(self, record: logging.LogRecord) -> bool:
-        return record.thread != self.thread
+        if record.thread != self.thread:
+            return True
+        self.dropped.append(record.getMessage())
+        return False
 
 
 class _OtlpExporter(SpanExporter):
@@ -497,8 +502,8 @@ class _OtlpExporter(SpanExporter):
         if result is SpanExportResult.SUCCESS:
             return result, None
         outcomes = self._session.outcomes()
-        if not outcomes:
-            return result, "the exporter reported a failure before sending (see its log)"
+        if not outcomes:  # nothing sent (a batch it could not encode, an exporter shut down): what it said
+            return result, quiet.dropped[-1] if quiet.dropped else "the exporter reported a failure"
         tries = f"{len(outcomes)} requests" if len(outcomes) > 1 else "1 request"
         return result, f"{outcomes[-1]} ({tries})"
 
