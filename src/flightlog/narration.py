@@ -189,11 +189,8 @@ def _custom(e: ev.Custom) -> str:
         return f"{kind} from {who} delivered: {short(str(payload.get('text', '')), 60)}"
     if e.custom_kind == "kernel_note":  # replay.KERNEL_NOTE: what the kernel told the model after a rollback
         return f"turn {payload.get('turn', '?')}: kernel told the model: {short(str(payload.get('text', '')), 60)}"
-    if e.custom_kind in ("langgraph.checkpoint", "langgraph.writes", "langgraph.head"):
-        return _langgraph(e.custom_kind, payload)
-    if e.custom_kind == "langgraph.interrupt_call":  # the LangGraph saver's interrupt -> gated call link
-        interrupt_id = short(printable(str(payload.get("interrupt_id", "?"))), 40)
-        return f"langgraph interrupt {interrupt_id} gates call {short(printable(str(payload.get('call_id', '?'))), 60)}"
+    if e.custom_kind.startswith("langgraph.") and (line := _langgraph(e.custom_kind, payload)) is not None:
+        return line
     hint = payload.get("key") or payload.get("type") or payload.get("role") or ""
     return f"{e.custom_kind}" + (f" {short(str(hint), 40)}" if hint else "")
 
@@ -208,12 +205,32 @@ def _seqs(value: Any) -> str:
     return short(", ".join(str(s) for s in _of(value, list)), 40) or "-"
 
 
-def _langgraph(kind: str, payload: dict[str, Any]) -> str:
+def _langgraph(kind: str, payload: dict[str, Any]) -> str | None:
     """A LangGraph saver record (:mod:`flightlog.integrations.langgraph`): which checkpoint, which channels;
-    for a head record (the saver's read index, written at each graph stop) which rows it reads from."""
+    for a head record (the saver's read index, written at each graph stop) which rows it reads from; for
+    the thread operations (delete, prune, copy) what they did. None for a kind the saver does not write."""
     ns = payload.get("checkpoint_ns") or ""
     where = f" in {short(printable(str(ns)), 30)}" if ns else ""
     checkpoint = short(printable(str(payload.get("checkpoint_id", "?"))), 24)
+    thread = short(printable(str(payload.get("thread_id", "?"))), 40)
+    if kind == "langgraph.interrupt_call":  # interrupt -> gated call link
+        interrupt_id = short(printable(str(payload.get("interrupt_id", "?"))), 40)
+        return f"langgraph interrupt {interrupt_id} gates call {short(printable(str(payload.get('call_id', '?'))), 60)}"
+    if kind == "langgraph.subgraph_step":  # closes each write to a subgraph run's session
+        return f"langgraph subgraph step: checkpoint {checkpoint}{where} (kept in thread {thread})"
+    if kind == "langgraph.static_interrupt":
+        status = short(printable(str(payload.get("status", "?"))), 20)
+        return f"langgraph static interrupt ({status}) at checkpoint {checkpoint}"
+    if kind == "langgraph.thread_deleted":
+        return f"langgraph thread {thread} deleted (its rows stay in the ledger)"
+    if kind == "langgraph.runs_deleted":
+        runs = ", ".join(str(r) for r in _of(payload.get("run_ids"), list))
+        return f"langgraph runs deleted: {short(printable(runs), 60) or '-'}"
+    if kind == "langgraph.pruned":
+        return f"langgraph thread pruned ({short(printable(str(payload.get('strategy', '?'))), 20)})"
+    if kind == "langgraph.thread_copied":
+        source = short(printable(str(payload.get("source_thread_id", "?"))), 40)
+        return f"langgraph thread copied from {source}: {plural(len(_of(payload.get('checkpoints'), list)), 'checkpoint')}"
     if kind == "langgraph.head":
         values = plural(len(_of(payload.get("values"), dict)), "channel value")
         return (
@@ -225,6 +242,8 @@ def _langgraph(kind: str, payload: dict[str, Any]) -> str:
         writes: list[Any] = _of(payload.get("writes"), list)
         names = ", ".join(str(w.get("channel")) for w in writes if isinstance(w, dict))
         return f"langgraph writes of {short(printable(task), 30)}{where} to checkpoint {checkpoint}: {short(names, 60)}"
+    if kind != "langgraph.checkpoint":
+        return None
     info: dict[str, Any] = _of(_of(payload.get("metadata"), dict).get("json"), dict)
     channels: dict[str, Any] = _of(payload.get("channels"), dict)
     names = ", ".join(str(c) for c in channels if not str(c).startswith("branch:to:"))

@@ -28,6 +28,7 @@ import flightlog
 from flightlog.cli import app
 from flightlog.encoding import decode_stored
 from flightlog.errors import LedgerIntegrityError
+from flightlog.events import Custom
 from flightlog.integrations.langgraph import (
     CHECKPOINT_KIND,
     HEAD_KIND,
@@ -40,6 +41,7 @@ from flightlog.integrations.langgraph import (
     session_id_for,
 )
 from flightlog.integrity.notary import USER_NOTARY, resolve_notary
+from flightlog.narration import narrate
 from flightlog.recorder import Recorder, verify_session
 from flightlog.store.base import Store
 from flightlog.web.views import event_row
@@ -296,6 +298,40 @@ def test_show_summarises_head_records_as_the_saver_s_other_records(db: Path, sto
     for stored in store.read_events(sid, start=heads[-1][0], stop=heads[-1][0] + 1):  # the dashboard's row
         shown_row = event_row(sid, stored, decode_stored(stored.event_bytes, seq=stored.seq))
         assert (shown_row["kind"], shown_row["text"]) == (f"custom:{HEAD_KIND}", lines[stored.seq][43:])
+
+
+def test_show_narrates_every_record_of_the_thread_operations(db: Path, store: Store) -> None:
+    """copy_thread, delete_for_runs, prune and delete_thread records (and the subgraph-step and static-interrupt
+    records, by their payloads) are narrated as what they did, never as a bare ``langgraph.*`` kind."""
+    saver = FlightlogSaver(store)
+    graph = _build(saver)
+    run_id = "r-1"  # LangGraph keeps a configurable run_id in each checkpoint's metadata
+    graph.invoke({"items": ["s"]}, _cfg("ops", run_id=run_id))
+    graph.invoke(Command(resume="yes"), _cfg("ops"))
+    saver.copy_thread("ops", "copy")
+    saver.delete_for_runs([run_id])
+    saver.prune(["copy"], strategy="keep_latest")
+    saver.delete_thread("copy")
+    shown = {
+        thread: CliRunner().invoke(app, ["--db", str(db), "show", thread]).output
+        for thread in ("ops", "copy")
+    }
+    lines = [line for output in shown.values() for line in output.splitlines()[1:]]
+    assert not [line for line in lines if line.rstrip().split()[-1].startswith("langgraph.")]
+    assert f"langgraph runs deleted: {run_id}" in shown["ops"]
+    for expected in ("langgraph thread copied from ops: ", "langgraph thread pruned (keep_latest)"):
+        assert expected in shown["copy"]
+    assert "langgraph thread copy deleted (its rows stay in the ledger)" in shown["copy"]
+    step = Custom(
+        custom_kind="langgraph.subgraph_step",
+        payload={"thread_id": "t", "checkpoint_ns": "inner:1", "checkpoint_id": "cp-9"},
+    )
+    stop = Custom(
+        custom_kind="langgraph.static_interrupt",
+        payload={"thread_id": "t", "checkpoint_id": "cp-9", "status": "interrupt_before"},
+    )
+    assert narrate(step) == "langgraph subgraph step: checkpoint cp-9 in inner:1 (kept in thread t)"
+    assert narrate(stop) == "langgraph static interrupt (interrupt_before) at checkpoint cp-9"
 
 
 def _raw(db: Path, *statements: tuple[str, tuple[Any, ...]]) -> None:

@@ -301,7 +301,7 @@ def test_a_copied_thread_reads_as_its_source(db: Path, store: Store) -> None:
     assert _replayed(db, "dst") == _state(graph, "src") == _state(graph, "dst")
     started = next(e for e in _events(store, "dst") if e["kind"] == "run_started")
     assert (started["goal"], started["system_prompt"]) == ("hello", "Be kind.")
-    assert "thread_copied" in _cli(db, "show", "dst")
+    assert "langgraph thread copied from src: " in _cli(db, "show", "dst")  # the copy record, narrated
     # the copy goes on by itself
     graph.invoke({"messages": [HumanMessage("only in the copy")]}, _cfg("dst"))
     assert _replayed(db, "dst") == _state(graph, "dst")
