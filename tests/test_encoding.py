@@ -10,9 +10,10 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 from pydantic_core import PydanticSerializationError
 
-from flightlog.encoding import MAX_SAFE_INTEGER, _plain, canonical_bytes, canonical_json
+from flightlog.encoding import MAX_SAFE_INTEGER, _plain, canonical_bytes, canonical_json, decode_stored
 from flightlog.errors import EncodingError
-from flightlog.events import Custom
+from flightlog.events import Custom, LlmCompleted, ProviderReplay
+from flightlog.messages import Message
 
 TEXT = st.text(alphabet=st.characters(blacklist_categories=("Cs",)), max_size=20)
 VALUES = st.recursive(
@@ -119,3 +120,35 @@ def test_custom_events_encode_as_through_their_wire_form_or_both_refuse(payload:
             canonical_bytes(Custom(custom_kind=kind, payload=payload))
     else:
         assert canonical_bytes(event) == reference
+
+
+def _nested(depth: int) -> Any:
+    value: Any = "leaf"
+    for _ in range(depth):
+        value = [value]
+    return value
+
+
+@pytest.mark.parametrize("depth", [300, 3000])
+def test_a_value_too_deep_to_encode_is_an_encoding_error_naming_the_root(depth: int) -> None:
+    """An event whose value nests deeper than an encoder goes (the stdlib's C encoder: ~1,000 levels;
+    pydantic's serializer: ~254) is refused as ``EncodingError`` at ``$`` (what ``canonical_json`` says),
+    or encoded; never a ``RecursionError`` or a bare ``ValueError`` (``Custom``'s shortcut, and pydantic's
+    dump of any other event, let them out on main)."""
+    deep = _nested(depth)
+    events = [
+        Custom(custom_kind="x", payload=deep),
+        LlmCompleted(
+            turn=1,
+            message=Message(role="assistant"),
+            provider_replay=ProviderReplay(protocol="p", native_message={"deep": deep}),
+        ),
+    ]
+    for event in events:
+        try:
+            data = canonical_bytes(event)
+        except EncodingError as caught:
+            assert caught.field == "$"
+            assert "nested too deeply" in caught.reason
+        else:
+            assert decode_stored(data) == event

@@ -22,7 +22,6 @@ from collections.abc import Callable, Iterator
 from typing import Any
 
 import rfc8785
-from pydantic_core import PydanticSerializationError
 
 from .errors import EncodingError, EventDecodeError
 from .events import Custom, Event, SessionEvent, event_from_json_or_none, event_from_wire
@@ -56,7 +55,7 @@ def canonical_json(value: Any) -> bytes:
             return _FAST.encode(value).encode("utf-8")
         return rfc8785.dumps(value)
     except RecursionError as exc:
-        raise EncodingError(field="$", reason="value is nested too deeply to encode") from exc
+        raise EncodingError(field="$", reason=_TOO_DEEP) from exc
     except (rfc8785.CanonicalizationError, TypeError, UnicodeError) as exc:
         path, reason = _find_unencodable(value, "$") or ("$", str(exc))
         raise EncodingError(field=path, reason=reason) from exc
@@ -114,7 +113,9 @@ def canonical_bytes(event: Event) -> bytes:
     generated payloads; anything else, and every error, takes the general path).
 
     Raises:
-        EncodingError: the event holds NaN/Infinity, an integer beyond ±(2**53-1) or a lone surrogate.
+        EncodingError: the event holds NaN/Infinity, an integer beyond ±(2**53-1) or a lone surrogate
+            (``field`` names it), or nests deeper than the encoders go (``field`` ``$``; pydantic's
+            serializer refuses ~254 levels, the stdlib's ~1,000).
     """
     if type(event) is Custom:
         data = custom_bytes(event.custom_kind, event.payload)
@@ -122,11 +123,17 @@ def canonical_bytes(event: Event) -> bytes:
             return data
     try:
         wire = event.to_wire()
-    except PydanticSerializationError as exc:
+    except (ValueError, RecursionError) as exc:  # PydanticSerializationError is a ValueError
         found = _find_unencodable(event.model_dump(mode="python"), "$")
-        path, reason = found or ("$", str(exc))
+        # pydantic-core refuses ~254 levels of nesting ("Maximum serialization depth exceeded"), bare or
+        # wrapped in a PydanticSerializationError by a model's serializer function
+        deep = isinstance(exc, RecursionError) or "serialization depth" in str(exc)
+        path, reason = found or ("$", _TOO_DEEP if deep else str(exc))
         raise EncodingError(field=path, reason=reason) from exc
     return canonical_json(wire)
+
+
+_TOO_DEEP = "value is nested too deeply to encode"
 
 
 def custom_bytes(custom_kind: str, payload: Any, *, plain: bool = False) -> bytes | None:
@@ -145,7 +152,8 @@ def custom_bytes(custom_kind: str, payload: Any, *, plain: bool = False) -> byte
             :func:`_plain` would.
 
     Returns:
-        The bytes, or None (a payload that is not plain, or a string with a lone surrogate).
+        The bytes, or None (a payload that is not plain, a string with a lone surrogate, or one nested
+        deeper than the stdlib's encoder goes).
     """
     wire: dict[str, Any] = {"custom_kind": custom_kind, "kind": "custom"}
     if payload is not None:
@@ -154,8 +162,8 @@ def custom_bytes(custom_kind: str, payload: Any, *, plain: bool = False) -> byte
         return None
     try:
         return _FAST.encode(wire).encode("utf-8")
-    except UnicodeError:
-        return None  # a lone surrogate: the general path names it
+    except (UnicodeError, RecursionError):
+        return None  # a lone surrogate, or nested too deeply for the C encoder: the general path names it
 
 
 def _find_unencodable(value: Any, path: str) -> tuple[str, str] | None:
