@@ -37,6 +37,7 @@ from ..messages import ContentPart, RedactedThinkingPart, ThinkingPart
 
 __all__ = [
     "IMAGE_PREFIXES",
+    "MAX_LINE_DEPTH",
     "MAX_SAFE_INT",
     "TASK_CHARS",
     "EventSpool",
@@ -50,6 +51,7 @@ __all__ = [
     "chat_thinking_parts",
     "clean_surrogates",
     "compact_json",
+    "depth_exceeds",
     "epoch_ms",
     "events_of",
     "json_int",
@@ -73,6 +75,13 @@ TASK_CHARS = 200
 
 MAX_SAFE_INT = 2**53 - 1
 """Largest integer RFC 8785 (I-JSON, RFC 7493 section 2.2) carries exactly; counts are capped at it."""
+
+MAX_LINE_DEPTH = 128
+"""Deepest nesting (arrays and objects, the record itself level 1) of a JSONL record an importer reads;
+:func:`read_jsonl` takes a deeper line as one that is no JSON object. Real records stay below ~20 levels.
+The JSON decoder reads ~1,000, but an importer's recursive walks of a record (Claude Code's ``_safe_json``,
+:func:`clean_surrogates`) take two frames a level, and pydantic's serializer refuses an event nested ~254
+levels deep; a record's values sit a few levels deeper inside the event it becomes."""
 
 IMAGE_PREFIXES = ("http://", "https://", "data:")
 """URL schemes an image reference may use to become an ``ImagePart``."""
@@ -434,6 +443,8 @@ def read_jsonl(
     bare value) is warned with its 1-based line number and skipped, or, with ``keep_unparsed``, yielded
     with ``value=None`` and its exact bytes in ``raw`` so the importer can keep it.
 
+    A record nested deeper than :data:`MAX_LINE_DEPTH` is such a line too (warned as nested too deeply).
+
     A *torn last line* is a last line with no ``\\n`` that is not one whole JSON object (a writer still
     writing it; a whole object cannot be a proper prefix of another). Inside :func:`torn_tail_waits` the
     reader stops before it (warned with its line number: a later import reads it once complete); outside,
@@ -494,6 +505,13 @@ def _decode_line(
         reason = "line: JSON nested too deeply"
     else:
         reason = "" if isinstance(value, dict) else "line: not a JSON object"
+        # only a line with more brackets than the limit can nest deeper (one C-speed count each first)
+        if (
+            not reason
+            and text.count("[") + text.count("{") > MAX_LINE_DEPTH
+            and depth_exceeds(value, MAX_LINE_DEPTH)
+        ):
+            reason = f"line: JSON nested deeper than {MAX_LINE_DEPTH} levels"
     if reason:
         kept = "kept byte-exact" if keep_unparsed else "skipped"
         warnings.append(ImportWarning(name, number, f"{kept} {reason}"))
@@ -531,6 +549,21 @@ def _loads(text: str) -> Any:
     except StopIteration:  # whitespace (or nothing) first: json.loads skips it, or says what is wrong
         return json.loads(text)
     return value if end == len(text) else json.loads(text)
+
+
+def depth_exceeds(value: Any, limit: int) -> bool:
+    """True when arrays/objects nest deeper than ``limit`` (``value`` itself is level 1; iterative: never
+    hits the recursion limit)."""
+    stack: list[tuple[Any, int]] = [(value, 1)]
+    while stack:
+        item, depth = stack.pop()
+        if depth > limit:
+            return True
+        if isinstance(item, dict):
+            stack.extend((child, depth + 1) for child in item.values() if isinstance(child, dict | list))
+        elif isinstance(item, list):
+            stack.extend((child, depth + 1) for child in item if isinstance(child, dict | list))
+    return False
 
 
 def short_error(exc: Exception) -> str:

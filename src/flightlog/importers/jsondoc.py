@@ -24,6 +24,7 @@ from .base import (
     ImportWarning,
     clean_surrogates,
     compact_json,
+    depth_exceeds,
     make_json_safe,
     may_hold_surrogates,
     short_error,
@@ -92,7 +93,7 @@ def read_json_document(path: Path, warnings: list[ImportWarning]) -> Any:
         raise ImportFormatError(path=str(path), reason=f"not valid JSON: {short_error(exc)}") from None
     except RecursionError:
         raise ImportFormatError(path=str(path), reason="JSON nested too deeply") from None
-    if _depth_exceeds(value, MAX_DEPTH):
+    if depth_exceeds(value, MAX_DEPTH):
         raise ImportFormatError(path=str(path), reason=f"JSON nested deeper than {MAX_DEPTH} levels")
     value, replaced = clean_surrogates(value) if may_hold_surrogates(text) else (value, 0)
     if replaced:
@@ -156,20 +157,6 @@ def looks_like_json_array_of_events(path: Path) -> bool:
     except OSError:
         return False
     return _EVENT_ARRAY.match(head) is not None
-
-
-def _depth_exceeds(value: Any, limit: int) -> bool:
-    """True when arrays/objects nest deeper than ``limit`` (iterative: never hits the recursion limit)."""
-    stack: list[tuple[Any, int]] = [(value, 1)]
-    while stack:
-        item, depth = stack.pop()
-        if depth > limit:
-            return True
-        if isinstance(item, dict):
-            stack.extend((child, depth + 1) for child in item.values() if isinstance(child, dict | list))
-        elif isinstance(item, list):
-            stack.extend((child, depth + 1) for child in item if isinstance(child, dict | list))
-    return False
 
 
 @dataclass(frozen=True)
