@@ -124,8 +124,8 @@ class EventDecodeError(FlightlogError, ValueError):
 class Divergence(tuple[int, str, str]):
     """One divergent sequence found by verification: ``(seq, reason, detail)``.
 
-    ``reason`` is one of ``gap``, ``broken_link``, ``hash_mismatch``, ``undecodable``,
-    ``head_mismatch``, ``truncated``.
+    ``reason`` is one of ``gap``, ``broken_link``, ``hash_mismatch``, ``undecodable``, ``kind_mismatch``
+    (the row's ``kind`` column says another kind than its bytes), ``head_mismatch``, ``truncated``.
     """
 
     __slots__ = ()

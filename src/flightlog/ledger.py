@@ -24,9 +24,9 @@ from __future__ import annotations
 import hashlib
 import operator
 import struct
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable, Iterator, Sequence
 from dataclasses import dataclass, field
-from typing import Protocol
+from typing import Any, Protocol
 
 from .errors import Divergence, EventDecodeError
 
@@ -37,10 +37,12 @@ __all__ = [
     "ChainRow",
     "ChainTuple",
     "CompactRange",
+    "KindedChainTuple",
     "VerifyReport",
     "chain_hash",
     "consistency_proof",
     "inclusion_proof",
+    "kind_mismatch",
     "leaf_hash",
     "merkle_root",
     "node_hash",
@@ -321,7 +323,31 @@ class VerifyReport:
 ChainTuple = tuple[int, bytes, str, str]
 """A stored row as verification reads it: ``(seq, event_bytes, prev_hash, hash)``."""
 
+KindedChainTuple = tuple[int, bytes, str, str, str | None]
+"""A :data:`ChainTuple` with the row's stored ``kind`` column fifth (what a decoding check compares; None:
+not compared)."""
+
 _CHAIN_FIELDS = operator.attrgetter("seq", "event_bytes", "prev_hash", "hash")
+
+
+def _kinded_fields(row: ChainRow) -> KindedChainTuple:
+    """A row's :data:`KindedChainTuple` (its kind None when the row has no ``kind``: not compared)."""
+    return row.seq, row.event_bytes, row.prev_hash, row.hash, getattr(row, "kind", None)
+
+
+def kind_mismatch(seq: int, stored: str, decoded: str) -> Divergence:
+    """The divergence of a row whose ``kind`` column says ``stored`` while its bytes decode to ``decoded``."""
+    return Divergence(
+        seq, "kind_mismatch", f"kind column {stored!r}, the stored bytes are a {decoded!r} event"
+    )
+
+
+def _kinds_apart(rows: Iterable[tuple[Any, ...]], current: list[str | None]) -> Iterator[ChainTuple]:
+    """``rows`` as :data:`ChainTuple`, each row's fifth field (its kind column, if any) put in ``current[0]``
+    as the row is yielded."""
+    for row in rows:
+        current[0] = row[4] if len(row) > 4 else None
+        yield row[0], row[1], row[2], row[3]
 
 
 class ChainCheck:
@@ -347,8 +373,12 @@ class ChainCheck:
         self.next_seq = 0
         """The last row's seq + 1 (0 before any row): the seq the next row should have."""
 
-    def feed(self, rows: Iterable[ChainTuple]) -> None:
-        """Check ``rows`` (``(seq, event_bytes, prev_hash, hash)``, ascending seq) after those fed before.
+    def feed(self, rows: Iterable[tuple[Any, ...]]) -> None:
+        """Check ``rows`` (:data:`ChainTuple`, ascending seq) after those fed before.
+
+        With ``decode``, a row may carry its stored ``kind`` column fifth (:data:`KindedChainTuple`,
+        ``Store.read_chain(kinds=True)``): a decoded event of another kind is a ``kind_mismatch`` at its
+        seq (the chain hash covers the bytes, not that column, which readers pick rows by).
 
         One tight loop: the RFC 9162 compact-range append is inlined (same result as
         :meth:`CompactRange.append`), and the tree's ``size`` is kept current row by row.
@@ -356,6 +386,9 @@ class ChainCheck:
         from .encoding import decode_stored  # local: keeps the hashing core import-light
 
         report, tree, decode = self.report, self.tree, self.decode
+        stored_kind: list[str | None] = [None]  # the current row's kind column, when it came with one
+        if decode:
+            rows = _kinds_apart(rows, stored_kind)
         bad = report.divergences.append
         sha256, pack, u64_error = hashlib.sha256, _U64.pack, struct.error
         hashes = tree.hashes
@@ -379,9 +412,12 @@ class ChainCheck:
                     bad(Divergence(seq, "hash_mismatch", "stored hash does not match the stored bytes"))
                 if decode:
                     try:
-                        decode_stored(data, seq=seq)
+                        decoded = decode_stored(data, seq=seq).kind
                     except EventDecodeError as exc:
                         bad(Divergence(seq, "undecodable", exc.reason))
+                    else:
+                        if stored_kind[0] is not None and stored_kind[0] != decoded:
+                            bad(kind_mismatch(seq, stored_kind[0], decoded))
                 push(sha256(b"\x00" + data).digest())
                 size += 1
                 n = size
@@ -414,6 +450,7 @@ def verify_rows(
     decode: bool = True,
     expected_head: tuple[int, str] | None = None,
     tree: CompactRange | None = None,
+    kinds: bool = True,
 ) -> VerifyReport:
     """Recompute a session's chain and tree head from its stored rows, reporting every divergence.
 
@@ -424,7 +461,8 @@ def verify_rows(
     Args:
         session_id: For the report.
         rows: Stored rows in ascending ``seq`` order.
-        decode: Also decode each event (upcasters included) and report ``undecodable`` ones.
+        decode: Also decode each event (upcasters included) and report ``undecodable`` ones, and a row
+            with a ``kind`` attribute (a stored row) whose bytes decode to another kind (``kind_mismatch``).
         expected_head: ``(seq, hash)`` of the head recorded elsewhere (the session row, a checkpoint);
             a missing or different head is reported as ``truncated`` or ``head_mismatch``.
         tree: Fold the leaf hashes into this tree (the caller's) instead of a private one, so a caller
@@ -432,6 +470,8 @@ def verify_rows(
             leaf is appended after the row is taken from ``rows``: a generator feeding ``rows`` sees, when
             asked for the next row, the tree holding every row before it. ``report.root`` is this tree's
             root at the end (pass an empty tree for the session's tree head).
+        kinds: With ``decode``, compare each row's ``kind`` with its decoded event's (False: rows that hold
+            no kind column, such as an audit bundle's entries).
 
     Returns:
         A :class:`VerifyReport`; ``report.ok`` is True when everything matched.
@@ -440,7 +480,7 @@ def verify_rows(
     :class:`ChainCheck` (which a store's raw row tuples can feed directly).
     """
     check = ChainCheck(session_id, decode=decode, tree=tree)
-    check.feed(map(_CHAIN_FIELDS, rows))
+    check.feed(map(_kinded_fields if decode and kinds else _CHAIN_FIELDS, rows))
     return check.finish(expected_head)
 
 

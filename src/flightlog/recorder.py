@@ -162,7 +162,7 @@ def _verified(
     check = ChainCheck(session_id, decode=decode, tree=CompactRange() if fold_tree else None)
     start, before, chasing = 0, -2, True
     for _ in range(_EXTENSIONS + 1):
-        for page in store.read_chain(session_id, start=start):
+        for page in store.read_chain(session_id, start=start, kinds=decode):
             check.feed(page)
         record = store.get_session(session_id)
         last = check.next_seq - 1

@@ -40,7 +40,7 @@ from ..errors import (
     FlightlogError,
     LedgerIntegrityError,
 )
-from ..ledger import CompactRange, chain_hash, leaf_hash
+from ..ledger import CompactRange, chain_hash, kind_mismatch, leaf_hash
 from ..notarization import Anchor
 from .checkpoints import SignedCheckpoint, decode_frontier, encode_frontier, open_checkpoint, origin_for
 from .indexlog import append_to_index
@@ -351,9 +351,12 @@ def _cheap_tail(
         if chain_hash(row.prev_hash, row.seq, row.event_bytes) != row.hash:
             bad.append(Divergence(row.seq, "hash_mismatch", "stored hash does not match the stored bytes"))
         try:
-            decode_stored(row.event_bytes, seq=row.seq)
+            decoded = decode_stored(row.event_bytes, seq=row.seq).kind
         except EventDecodeError as exc:
             bad.append(Divergence(row.seq, "undecodable", exc.reason))
+        else:
+            if decoded != row.kind:
+                bad.append(kind_mismatch(row.seq, row.kind, decoded))
         tree.append(leaf_hash(row.event_bytes))
         prev, expected, last = row.hash, row.seq + 1, row
     if bad:

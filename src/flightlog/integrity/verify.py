@@ -423,6 +423,7 @@ def audit_rows(
     extra: Sequence[Divergence] = (),
     pin: Pin | None = None,
     retired_as: str = "",
+    kinds: bool = True,
 ) -> AuditReport:
     """The store-free core of :func:`audit_session`: rows and checkpoint records from anywhere (a store,
     an offline bundle), one pass.
@@ -442,6 +443,8 @@ def audit_rows(
         extra: Divergences found before (e.g. an unreadable retained head), merged in seq order.
         pin: What a retired store held of this session (verified retirement record), or None.
         retired_as: How it was retired (the record's phrase), for the ``stale_copy`` detail.
+        kinds: With ``decode``, compare each row's ``kind`` with its decoded event's (``kind_mismatch``);
+            False for rows that hold no kind column (an audit bundle's entries).
 
     Returns:
         The report; salted artifacts are listed as ``unchecked`` (the caller knows where to look).
@@ -453,7 +456,7 @@ def audit_rows(
     wanted = {s.size for s in signed} | {h.size for h in witnessed} | {h.size for h in indexed}
     tee = _Tee(wanted | ({retained.size} if retained else set()))
     result = verify_rows(
-        session_id, tee.rows(rows), decode=decode, expected_head=expected_head, tree=tee.tree
+        session_id, tee.rows(rows), decode=decode, expected_head=expected_head, tree=tee.tree, kinds=kinds
     )
     report.events, report.bytes, report.head, report.root = (
         result.events,

@@ -554,17 +554,20 @@ class Store(abc.ABC):
         """Stream rows with ``start <= seq < stop`` in ascending seq (bounded memory)."""
 
     def read_chain(
-        self, session_id: str, *, start: int = 0, stop: int | None = None
-    ) -> Iterator[list[tuple[int, bytes, str, str]]]:
+        self, session_id: str, *, start: int = 0, stop: int | None = None, kinds: bool = False
+    ) -> Iterator[list[tuple[Any, ...]]]:
         """The chain fields of the rows with ``start <= seq < stop``, ascending seq, in pages (lists) of
-        ``(seq, event_bytes, prev_hash, hash)`` tuples: what verification reads (the stored bytes as
-        :meth:`read_events` gives them), without a record per row. Memory: one page.
+        ``(seq, event_bytes, prev_hash, hash)`` tuples (with ``kinds``: ``(seq, event_bytes, prev_hash,
+        hash, kind)``, the stored ``kind`` column too, which the chain hash does not cover): what
+        verification reads (the stored bytes as :meth:`read_events` gives them), without a record per
+        row. Memory: one page.
 
         This default pages :meth:`read_events`; a backend may read the columns directly.
         """
-        page: list[tuple[int, bytes, str, str]] = []
+        page: list[tuple[Any, ...]] = []
         for row in self.read_events(session_id, start=start, stop=stop):
-            page.append((row.seq, row.event_bytes, row.prev_hash, row.hash))
+            fields = (row.seq, row.event_bytes, row.prev_hash, row.hash)
+            page.append((*fields, row.kind) if kinds else fields)
             if len(page) == 512:
                 yield page
                 page = []

@@ -353,16 +353,25 @@ class SqlStore(Store):
             yield StoredEvent(session_id, seq, kind, R.as_bytes(data), prev_hash, hash_, at)
 
     def read_chain(
-        self, session_id: str, *, start: int = 0, stop: int | None = None, batch: int = 512
-    ) -> Iterator[list[tuple[int, bytes, str, str]]]:
-        """Pages of ``(seq, event_bytes, prev_hash, hash)`` as the driver returns them, ``batch`` rows per
-        query (keyset pagination); a page holding a value that is not ``bytes`` (a tampered TEXT or
-        INTEGER event in SQLite, a driver's memoryview) is mapped with :func:`rows.as_bytes`, as
-        :meth:`read_events` maps every row."""
-        sql = "SELECT seq, event, prev_hash, hash FROM events WHERE session_id = ? AND seq >= ? AND seq < ? ORDER BY seq LIMIT ?"
+        self,
+        session_id: str,
+        *,
+        start: int = 0,
+        stop: int | None = None,
+        batch: int = 512,
+        kinds: bool = False,
+    ) -> Iterator[list[tuple[Any, ...]]]:
+        """Pages of ``(seq, event_bytes, prev_hash, hash)`` (with ``kinds``, the ``kind`` column fifth) as
+        the driver returns them, ``batch`` rows per query (keyset pagination); a page holding a value that
+        is not ``bytes`` (a tampered TEXT or INTEGER event in SQLite, a driver's memoryview) is mapped with
+        :func:`rows.as_bytes`, as :meth:`read_events` maps every row."""
+        columns = "seq, event, prev_hash, hash, kind" if kinds else "seq, event, prev_hash, hash"
+        sql = (
+            f"SELECT {columns} FROM events WHERE session_id = ? AND seq >= ? AND seq < ? ORDER BY seq LIMIT ?"
+        )
         for rows in self._page_lists(sql, (session_id,), start, stop, batch):
             if set(map(type, map(_SECOND, rows))) != {bytes}:
-                rows = [(seq, R.as_bytes(data), prev, h) for seq, data, prev, h in rows]
+                rows = [(row[0], R.as_bytes(row[1]), *row[2:]) for row in rows]
             yield rows
 
     # ─── authority epochs ────────────────────────────────────────────────────────────────

@@ -418,6 +418,13 @@ class StoreContract(MemoryContract):
         # the base class's default (pages of 512 over read_events), for a backend that keeps it
         default = list(Store.read_chain(store, "s-1", start=start, stop=stop))
         assert default == [rows[i : i + 512] for i in range(0, len(rows), 512)]
+        # kinds=True: the same rows with the stored kind column fifth (what a decoding verify compares)
+        kinded = [row for page in store.read_chain("s-1", start=start, stop=stop, kinds=True) for row in page]
+        events = store.read_events("s-1", start=start, stop=stop)
+        assert kinded == [(*row, e.kind) for row, e in zip(rows, events, strict=True)]
+        assert [
+            row for page in Store.read_chain(store, "s-1", start=start, stop=stop, kinds=True) for row in page
+        ] == kinded
 
     def test_reads_do_not_mix_sessions(self, store: Store) -> None:
         _new_session(store, "s-1")
