@@ -46,6 +46,7 @@ __all__ = [
     "JsonLine",
     "JsonObj",
     "append_custom",
+    "as_list",
     "as_obj",
     "as_str",
     "chat_thinking_parts",
@@ -610,6 +611,11 @@ def _unsafe_number(value: Any) -> bool:
 def as_str(value: Any) -> str | None:
     """``value`` if it is a string, else None."""
     return value if isinstance(value, str) else None
+
+
+def as_list(value: Any) -> list[Any]:
+    """``value`` if it is a JSON array, else an empty list."""
+    return value if isinstance(value, list) else []
 
 
 def as_obj(value: Any) -> JsonObj:

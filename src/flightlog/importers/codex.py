@@ -133,6 +133,7 @@ from .base import (
     ImportedSession,
     ImportWarning,
     JsonObj,
+    as_str,
     compact_json,
     epoch_ms,
     make_json_safe,
@@ -287,7 +288,7 @@ def _event_prompt(payload: JsonObj) -> str | None:
     if payload.get("type") != "user_message":
         return None
     text, kind = payload.get("message"), payload.get("kind")
-    if not isinstance(text, str) or (kind is not None and kind not in _PROMPT_KINDS):
+    if not isinstance(text, str) or (kind is not None and as_str(kind) not in _PROMPT_KINDS):
         return None
     return None if _is_context_text(text) else text
 
@@ -302,7 +303,7 @@ def _content_part(item: Any) -> ContentPart | None:
     """One Responses content item → a text or image part (None for kinds with no neutral form)."""
     if not isinstance(item, dict):
         return None
-    kind = item.get("type")
+    kind = as_str(item.get("type"))
     if kind in _TEXT_PARTS and isinstance(item.get("text"), str):
         return TextPart(text=item["text"])
     if kind == "refusal" and isinstance(item.get("refusal"), str):
@@ -475,7 +476,7 @@ class _Builder:
         self.records += 1
         self.note_time(record.get("timestamp"))
         record_type, payload = record.get("type"), record.get("payload")
-        mapper = _RECORD_MAPPERS.get(record_type)
+        mapper = _RECORD_MAPPERS.get(as_str(record_type))
         if mapper is not None and isinstance(payload, dict):
             mapper(self, line, payload)
         elif isinstance(record_type, str) and "payload" in record:
@@ -528,7 +529,7 @@ class _Builder:
 
     def on_response_item(self, line: int, payload: JsonObj) -> None:
         """Dispatch a ``response_item`` on its payload ``type`` (unknown types: Custom, no boundary)."""
-        mapper = _ITEM_MAPPERS.get(payload.get("type"))
+        mapper = _ITEM_MAPPERS.get(as_str(payload.get("type")))
         if mapper is None:
             self.keep("response_item", payload)
         else:
@@ -536,7 +537,7 @@ class _Builder:
 
     def on_event_msg(self, line: int, payload: JsonObj) -> None:
         """Dispatch an ``event_msg`` on its payload ``type`` (unknown types: Custom, no boundary)."""
-        mapper = _EVENT_MAPPERS.get(payload.get("type"))
+        mapper = _EVENT_MAPPERS.get(as_str(payload.get("type")))
         if mapper is None:
             self.keep("event_msg", payload)
         else:

@@ -96,9 +96,11 @@ from .base import (
     ImportWarning,
     JsonLine,
     JsonObj,
+    as_list,
     as_obj,
     as_str,
     epoch_ms,
+    make_json_safe,
     read_jsonl,
     unparsed_payload,
 )
@@ -256,6 +258,11 @@ class _Builder(SessionBuilder):
 
     def feed(self, item: JsonLine) -> None:
         record = item.value
+        # a JSONL record's numbers RFC 8785 cannot carry, kept as their JSON text (a legacy document's
+        # were made safe when it was read, read_json_document)
+        replaced = make_json_safe(record) if record is not None and not self.legacy else 0
+        if replaced:
+            self.warn_line(item.line, f"{replaced} number(s) outside RFC 8785's range kept as JSON text")
         if record is None:
             self.record("unparsed_line", unparsed_payload(item))
         elif isinstance(record.get("$rewindTo"), str):
@@ -367,7 +374,7 @@ class _Builder(SessionBuilder):
             self.on_user(record)
         elif kind == "gemini":
             self.on_gemini(record)
-        elif kind in _MESSAGE_TYPES:
+        elif as_str(kind) in _MESSAGE_TYPES:
             self.record(str(kind), record)
         else:
             self.record("record", {"line": self.pending_line, **record})
@@ -404,7 +411,7 @@ class _Builder(SessionBuilder):
                 thinking.append(
                     ThinkingPart(thinking=part["text"], signature=as_str(part.get("thoughtSignature")))
                 )
-        for thought in record.get("thoughts") or []:
+        for thought in as_list(record.get("thoughts")):
             thought = as_obj(thought)
             subject, description = (
                 as_str(thought.get("subject")) or "",
@@ -413,7 +420,7 @@ class _Builder(SessionBuilder):
             if subject or description:
                 text = f"{subject}: {description}" if subject and description else subject or description
                 thinking.append(ThinkingPart(thinking=text))
-        tool_calls = [as_obj(c) for c in record.get("toolCalls") or []]
+        tool_calls = [as_obj(c) for c in as_list(record.get("toolCalls"))]
         calls = [
             (as_str(c.get("id")) or "", as_str(c.get("name")) or "", json_text(c.get("args", {})))
             for c in tool_calls

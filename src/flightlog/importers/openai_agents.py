@@ -65,7 +65,7 @@ from typing import Any
 from ..errors import ImportFormatError
 from ..events import Custom, ProviderReplay, Suspended, ToolDenied, ToolGated
 from ..messages import ContentPart, RedactedThinkingPart, ThinkingPart
-from .base import ImportedSession, ImportWarning, JsonObj, as_obj, as_str
+from .base import ImportedSession, ImportWarning, JsonObj, as_list, as_obj, as_str
 from .chatlog import SessionBuilder, chat_content, text_parts, uint
 from .jsondoc import read_json_document
 
@@ -184,10 +184,10 @@ class _Builder(SessionBuilder):
         self.group_response: int | None = None
         self.responses: dict[str, int] = {}
         self.usage: list[int] = []
-        for index, response in enumerate(document.get("model_responses") or []):
+        for index, response in enumerate(as_list(document.get("model_responses"))):
             response = as_obj(response)
             self.usage.append(uint(as_obj(response.get("usage")).get("total_tokens")))
-            for out in response.get("output") or []:
+            for out in as_list(response.get("output")):
                 item_id = as_str(as_obj(out).get("id"))
                 if item_id:
                     self.responses.setdefault(item_id, index)
@@ -209,7 +209,7 @@ class _Builder(SessionBuilder):
             self.begin(f"{self.key}:input", goal)
             if original is not None and not isinstance(original, str):
                 self.record("original_input", original)
-        for index, item in enumerate(document.get("generated_items") or []):
+        for index, item in enumerate(as_list(document.get("generated_items"))):
             self.run_item(index, item)
         self.flush()
         self.finish()
@@ -217,12 +217,12 @@ class _Builder(SessionBuilder):
 
     def output_call_ids(self) -> set[str]:
         found: set[str] = set()
-        items = [as_obj(i).get("raw_item") for i in self.document.get("generated_items") or []]
+        items = [as_obj(i).get("raw_item") for i in as_list(self.document.get("generated_items"))]
         original = self.document.get("original_input")
         items += original if isinstance(original, list) else []
         for raw in items:
             raw = as_obj(raw)
-            if raw.get("type") in _OUTPUTS and isinstance(raw.get("call_id"), str):
+            if as_str(raw.get("type")) in _OUTPUTS and isinstance(raw.get("call_id"), str):
                 found.add(raw["call_id"])
         return found
 
@@ -362,7 +362,7 @@ class _Builder(SessionBuilder):
         step = as_obj(document.get("current_step"))
         interrupted = step.get("type") == "next_step_interruption"
         if interrupted:
-            for raw in as_obj(step.get("data")).get("interruptions") or []:
+            for raw in as_list(as_obj(step.get("data")).get("interruptions")):
                 raw = as_obj(raw)
                 self.gate(as_obj(raw.get("raw_item")), raw)
         usage = as_obj(as_obj(document.get("context")).get("usage"))

@@ -156,7 +156,7 @@ def looks_like(value: Any) -> bool:
     first = value[0]
     return (
         "id" in first
-        and first.get("source") in _SOURCES
+        and _str(first.get("source")) in _SOURCES
         and (isinstance(first.get("action"), str) or isinstance(first.get("observation"), str))
     )
 

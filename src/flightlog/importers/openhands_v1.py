@@ -70,7 +70,7 @@ from typing import Any
 from ..errors import ImportFormatError
 from ..events import Compressed, ProviderReplay, Suspended, ToolDenied
 from ..messages import ContentPart
-from .base import ImportedSession, ImportWarning, JsonObj, as_obj, as_str, epoch_ms, tail_waits
+from .base import ImportedSession, ImportWarning, JsonObj, as_list, as_obj, as_str, epoch_ms, tail_waits
 from .chatlog import SessionBuilder, chat_content, json_text, text_parts, thinking_parts, uint
 from .jsondoc import read_json_document
 
@@ -176,7 +176,7 @@ class _Builder(SessionBuilder):
         found: dict[str, JsonObj] = {}
         metrics = as_obj(as_obj(self.state.get("stats")).get("usage_to_metrics"))
         for entry in metrics.values():
-            for usage in as_obj(entry).get("token_usages") or []:
+            for usage in as_list(as_obj(entry).get("token_usages")):
                 response = as_str(as_obj(usage).get("response_id"))
                 if response:
                     found.setdefault(response, usage)
