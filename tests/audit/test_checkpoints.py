@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import base64
 import json
+import sqlite3
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
@@ -333,6 +334,23 @@ def test_cheap_resume_reads_only_the_tail(
     resumed = Recorder.attach(store, SID, notary=notary, full=False)
     assert sorted(seen) == [199, 200, 201, 202]  # the last anchored row and the tail
     assert resumed.root == rec.root
+
+
+def test_cheap_resume_refuses_a_tail_row_whose_kind_column_was_edited(
+    store: SqliteStore, notary: Notary, db_path: Path
+) -> None:
+    """The resume that reads only the unanchored tail checks each tail row's kind column against its
+    bytes too (the chain hash does not cover the column): refused naming the seq (attack, kind_mismatch)."""
+    rec = Recorder.create(store, session_id=SID, notary=notary)
+    rec.append_many([step(i) for i in range(4)])
+    rec.append(step(4))  # unanchored tail: seq 4
+    with sqlite3.connect(db_path) as conn:
+        conn.execute("DROP TRIGGER IF EXISTS events_no_update")
+        conn.execute("UPDATE events SET kind = 'run_started' WHERE session_id = ? AND seq = 4", (SID,))
+    conn.close()
+    with pytest.raises(LedgerIntegrityError) as refused:
+        Recorder.attach(store, SID, notary=notary, full=False)
+    assert [(d.seq, d.reason) for d in refused.value.divergences] == [(4, "kind_mismatch")]
 
 
 def test_cheap_resume_falls_back_to_full_without_a_checkpoint(store: SqliteStore, notary: Notary) -> None:
