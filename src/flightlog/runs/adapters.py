@@ -145,7 +145,7 @@ from ..events import (
     ToolRequested,
 )
 from ..narration import short
-from .context import PROMPT_PROGRAM_INVOKED, ContextUse
+from .context import PROMPT_PROGRAM_INVOKED, ContextUse, stored_int
 from .model import (
     AgentRunSnapshot,
     BudgetSummary,
@@ -319,10 +319,10 @@ def _detail(text: str) -> str:
 
 
 def _uint(value: Any) -> int | None:
-    """``value`` when it is a non-negative int (bool excluded) that fits u64, else None."""
-    if isinstance(value, int) and not isinstance(value, bool) and 0 <= value < 2**64:
-        return value
-    return None
+    """``value`` as a stored integer (:func:`~flightlog.runs.context.stored_int`: an integral float as the
+    int its bytes hold) when it is non-negative and fits u64, else None."""
+    number = stored_int(value)
+    return number if number is not None and 0 <= number < 2**64 else None
 
 
 # ─── the session header ───────────────────────────────────────────────────────────────────────

@@ -25,9 +25,27 @@ PROMPT_PROGRAM_INVOKED = "prompt_program_invoked"
 """The ``custom_kind`` of the kernel's per-call request record (seed 003 name)."""
 
 
+def stored_int(value: Any) -> int | None:
+    """The integer a recorded JSON number is once stored: an int (bool excluded) as it is, and a float with
+    no fraction within ±(2**53-1) as its int (RFC 8785 writes it as that integer literal, ``100.0`` as
+    ``100`` and ``-0.0`` as ``0``, which decodes to the int); anything else None. A fold reading a count
+    this way gives the same result for an event as appended and as decoded from its stored bytes (a larger
+    float is stored as digits that decode back to the float)."""
+    kind = type(value)
+    if kind is int:
+        return value  # type: ignore[no-any-return]
+    if kind is float:
+        return int(value) if value.is_integer() and -_SAFE <= value <= _SAFE else None
+    return value if isinstance(value, int) and not isinstance(value, bool) else None
+
+
+_SAFE = 2**53 - 1
+
+
 def _count(value: Any) -> int | None:
-    """``value`` when it is a non-negative int (bool excluded), else None."""
-    return value if isinstance(value, int) and not isinstance(value, bool) and value >= 0 else None
+    """``value`` as a stored non-negative integer (:func:`stored_int`), else None."""
+    count = stored_int(value)
+    return count if count is not None and count >= 0 else None
 
 
 @dataclass(frozen=True)
