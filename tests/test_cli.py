@@ -256,6 +256,21 @@ def test_ambiguous_prefix_exits_2_listing_matches(imported: Path) -> None:
     assert len(err.strip().splitlines()) == 1
 
 
+def test_ambiguous_prefix_says_when_it_lists_only_some_matches(imported: Path) -> None:
+    """Six Claude Code sessions (four files, a sub-agent, a background task): the line names five of
+    them and says there are more; the three Codex sessions are all named, with no "and more"."""
+    code, _, err = run(imported, "show", "claude-code")
+    assert code == 2
+    [line] = err.strip().splitlines()
+    assert line.count("claude-code:") == 5
+    assert line.endswith(", and more (give a longer prefix)")
+    code, _, err = run(imported, "show", "codex")
+    assert code == 2
+    [line] = err.strip().splitlines()
+    assert line.count("codex:") == 3
+    assert "and more" not in line
+
+
 def test_reading_a_missing_database_is_a_usage_error(tmp_path: Path) -> None:
     code, _, err = run(tmp_path / "nope.db", "ls")
     assert code == 2
@@ -389,3 +404,12 @@ def test_a_concurrent_import_of_the_same_file_reports_a_duplicate(tmp_path: Path
         result = import_file(second, path)
         assert result.duplicate
         assert len(list(second.list_sessions())) == 1
+
+
+def test_replay_check_of_an_imported_transcript_says_there_is_nothing_to_check(imported: Path) -> None:
+    """An imported transcript records no model request digests: `--check` says so (exit 0) rather than
+    "0 model requests rebuilt; all reproduce"."""
+    code, out, err = run(imported, "replay", "55604662", "--check")
+    assert code == 0, err
+    assert "no prompt_program_invoked recorded" in out and "nothing to check" in out
+    assert "all reproduce" not in out

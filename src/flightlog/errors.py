@@ -188,14 +188,19 @@ class StoreError(FlightlogError):
 
 
 class SessionNotFound(StoreError, LookupError):
-    """No session has this id, or a prefix matches several (``matches`` lists them)."""
+    """No session has this id, or a prefix matches several (``matches`` lists them).
+
+    The message names at most five matches and says "and more" when ``matches`` holds more than five
+    (the SQL stores look up six).
+    """
 
     session_id: str
     matches: tuple[str, ...]
 
     def __init__(self, *, session_id: str, matches: Sequence[str] = ()) -> None:
         if matches:
-            msg = f"session prefix {session_id!r} is ambiguous: matches {', '.join(matches[:5])}"
+            more = ", and more (give a longer prefix)" if len(matches) > 5 else ""
+            msg = f"session prefix {session_id!r} is ambiguous: matches {', '.join(matches[:5])}{more}"
         else:
             msg = f"no session matches {session_id!r}"
         super().__init__(msg, session_id=session_id, matches=tuple(matches))
