@@ -500,6 +500,11 @@ def _check_requests(session: str, json_out: bool) -> None:
                     "first": wire,
                 }
             )
+        elif report.checked == 0:
+            out.print(
+                f"{sid}: no prompt_program_invoked recorded (a flightlog run records one per model call; "
+                "an imported transcript has none): nothing to check"
+            )
         elif first is None:
             out.print(f"{sid}: {report.checked} model requests rebuilt from the ledger; all reproduce")
         else:
