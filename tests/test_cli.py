@@ -413,3 +413,13 @@ def test_replay_check_of_an_imported_transcript_says_there_is_nothing_to_check(i
     assert code == 0, err
     assert "no prompt_program_invoked recorded" in out and "nothing to check" in out
     assert "all reproduce" not in out
+
+
+def test_export_otlp_content_without_otlp_is_a_usage_mistake(imported: Path) -> None:
+    """`--otlp-content` only shapes what `--otlp` sends: alone it used to print the JSONL export and exit
+    0, the flag silently ignored."""
+    code, out, err = run(imported, "export", "55604662", "--otlp-content")
+    assert code == 2, err
+    assert out == ""
+    [line] = err.strip().splitlines()
+    assert line.startswith("flightlog: error:") and "--otlp-content goes with --otlp URL" in line

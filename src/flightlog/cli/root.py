@@ -588,6 +588,8 @@ def export_cmd(
 
     if sum(x is not None for x in (bundle, output, otlp)) > 1:
         raise typer.BadParameter("give one of --output, --bundle or --otlp")
+    if otlp_content and otlp is None:
+        raise typer.BadParameter("--otlp-content goes with --otlp URL", param_hint="--otlp-content")
     if otlp is not None:
         try:
             from ..integrations.otel import export_otlp, otlp_endpoint
