@@ -45,6 +45,25 @@ def test_show_ls_tail_print_controls_as_code_points(tmp_path: Path) -> None:
     assert first["event"]["goal"] == HOSTILE  # machine output keeps the exact recorded text
 
 
+def test_emoji_codes_in_ids_and_text_print_as_written(tmp_path: Path) -> None:
+    """rich turns ``:watch:`` into ⌚ unless told not to: `flightlog watch`'s own run id
+    (``core_job:watch:<hex>``) printed as ``core_job⌚<hex>`` in ``ls``, ``show`` and ``runs``, and a
+    message holding ``:rocket:`` lost its text."""
+    db = tmp_path / "db.sqlite"
+    sid, text = "core_job:watch:49484b80fbb9", "deploy :rocket: done, see :smile:"
+    with open_store(db) as store:
+        rec = Recorder.create(store, session_id=sid, task=text)
+        rec.append(ev.RunStarted(run_id="r1", goal=text, criteria=[]))
+    for args in (("show", sid), ("ls",), ("tail", sid), ("runs",), ("verify", sid)):
+        proc = _run(db, *args)
+        assert proc.returncode == 0, (args, proc.stderr)
+        assert "\u231a" not in proc.stdout and "\U0001f680" not in proc.stdout, args
+        if args[0] != "tail":  # tail prints the events only
+            assert sid in proc.stdout, args
+        if args[0] in ("show", "ls", "tail"):
+            assert ":rocket:" in proc.stdout, args
+
+
 def test_terminal_safe_keeps_ordinary_text() -> None:
     text = "naïve café — 日本語 👩‍👩‍👧 tab\there\nnext line [U+0041]"
     assert terminal_safe(text) == text

@@ -43,5 +43,6 @@ class PipeConsole(Console):
 
 
 def console(*, stderr: bool = False) -> Console:
-    """A plain console on stdout (or stderr): markup off, so ``[...]`` in event text prints as is."""
-    return PipeConsole(stderr=stderr, highlight=False, markup=False, soft_wrap=True)
+    """A plain console on stdout (or stderr): markup and emoji codes off, so ``[...]`` in event text and
+    ``:watch:`` in an id (``core_job:watch:…``) or a message print as is, not as markup or as ⌚."""
+    return PipeConsole(stderr=stderr, highlight=False, markup=False, emoji=False, soft_wrap=True)

@@ -370,7 +370,7 @@ class _Group(TyperGroup):
         try:
             return super().invoke(ctx)
         except FlightlogError as exc:
-            Console(stderr=True, highlight=False, markup=False).print(f"flightlog: error: {exc}")
+            Console(stderr=True, highlight=False, markup=False, emoji=False).print(f"flightlog: error: {exc}")
             raise typer.Exit(2 if isinstance(exc, SessionNotFound) else 1) from None
 
 

@@ -267,7 +267,7 @@ def progress_bar(
         TimeRemainingColumn,
     )
 
-    target = Console(stderr=stream is None, file=stream, highlight=False, markup=False)
+    target = Console(stderr=stream is None, file=stream, highlight=False, markup=False, emoji=False)
     columns = (
         TextColumn("{task.description}"),
         BarColumn(),
