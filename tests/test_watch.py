@@ -182,3 +182,22 @@ def test_default_folders_follow_codex_home() -> None:
 def test_watch_refuses_a_file_given_as_folder(tmp_path: Path) -> None:
     result = CliRunner().invoke(app, ["--db", str(tmp_path / "db"), "watch", str(SAMPLE)])
     assert result.exit_code == 2 and "is not a folder" in result.stderr
+
+
+@pytest.mark.parametrize(
+    ("lines", "plain", "live"), [(10, "incomplete", "running"), (19, "aborted", "aborted")]
+)
+def test_a_live_import_says_running_only_for_a_run_still_in_its_turn(
+    tmp_path: Path, lines: int, plain: str, live: str
+) -> None:
+    """`watch` (``live=True``) shows an open session mid-turn as ``running``; one whose last run the file
+    shows interrupted by the user ("[Request interrupted by user]" is line 18) keeps the reason a plain
+    import gives it, ``aborted``, instead of reading ``running`` for as long as nobody writes to it."""
+    source = tmp_path / SAMPLE.name
+    source.write_bytes(b"".join(SAMPLE.read_bytes().splitlines(keepends=True)[:lines]))
+    statuses = []
+    for name, is_live in (("plain", False), ("live", True)):
+        with SqliteStore(tmp_path / f"{name}.sqlite") as store:
+            result = import_file(store, source, live=is_live)
+            statuses.append(store.get_session(result.session_ids[0]).status)
+    assert statuses == [plain, live]

@@ -576,7 +576,8 @@ class _Writer:
         """Record the session's settled events (all of them when ``ended``), then its status or seal."""
         count = len(self.session.events) if ended or self.session.settled is None else self.session.settled
         status = _status(self.session)
-        if live and not ended and status != "completed":
+        # mid-turn while watched: running; a run the file shows ended (aborted...) keeps its reason
+        if live and not ended and status == "incomplete":
             status = "running"
         if self.target.existing:
             found = self._continue(count, seal_due=ended and self.notary is not None)
