@@ -423,3 +423,22 @@ def test_export_otlp_content_without_otlp_is_a_usage_mistake(imported: Path) -> 
     assert out == ""
     [line] = err.strip().splitlines()
     assert line.startswith("flightlog: error:") and "--otlp-content goes with --otlp URL" in line
+
+
+def test_ls_columns_stay_aligned_with_a_long_imported_status(tmp_path: Path) -> None:
+    """A mini-swe-agent trajectory's status is its exit status ("InternalServerError", 19 characters):
+    the status column widens to it instead of pushing that row's events, head and task out of line. Ids
+    shorter than the "session" header keep the header in line too."""
+    db = tmp_path / "ls.db"
+    with open_store(db) as store:
+        Recorder.create(store, session_id="short", task="a")
+        Recorder.create(store, session_id="long", task="b")
+        store.set_session_status("long", "InternalServerError")
+    code, out, err = run(db, "ls")
+    assert code == 0, err
+    header, *rows = out.splitlines()
+    assert len(rows) == 2
+    created, events_end = header.index("created (UTC)"), header.index("events") + len("events")
+    for row in rows:
+        assert row[events_end - 1] == "0" and row[events_end] == " ", row  # 0 events, right-aligned
+        assert row[created - 2 : created] == "  " and row[created].isdigit(), row  # the created time

@@ -356,13 +356,15 @@ def ls_cmd(
     if json_out:
         print_json(rows)
         return
-    width = max((len(r["session_id"]) for r in rows), default=7)
+    width = max([len("session"), *(len(r["session_id"]) for r in rows)])
+    # an imported status is the source's own word (a mini-swe-agent exit status: "InternalServerError")
+    status_width = max([10, *(len(r["status"]) for r in rows)])
     out.print(
-        f"{'session':<{width}}  {'status':<10} {'events':>6}  {'head':<12}  {'created (UTC)':<19}  task"
+        f"{'session':<{width}}  {'status':<{status_width}} {'events':>6}  {'head':<12}  {'created (UTC)':<19}  task"
     )
     for row in rows:
         out.print(
-            f"{row['session_id']:<{width}}  {row['status']:<10} {row['events']:>6}  {row['head'][:12]:<12}  "
+            f"{row['session_id']:<{width}}  {row['status']:<{status_width}} {row['events']:>6}  {row['head'][:12]:<12}  "
             f"{(row['created_at'] or '')[:19]:<19}  {short(row['task'], 60)}"
         )
 
