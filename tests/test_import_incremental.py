@@ -222,3 +222,20 @@ def test_seal_later_seals_a_session_whose_end_adds_no_event(tmp_path: Path) -> N
         assert sealed.events == 1 and after[:-1] == before
         assert isinstance(after[-1], Custom) and after[-1].custom_kind == "session_sealed"
         assert audit_session(store, main, keyring=notary.keyring, heads=notary.heads).ok
+
+
+def test_a_str_path_imports_like_a_path(tmp_path: Path) -> None:
+    """`import_file(store, "x.jsonl")` and `import_paths(store, ["folder"])`, as a user types them, used to
+    fail with AttributeError: 'str' object has no attribute 'is_dir'."""
+    from flightlog.importers import import_paths
+
+    source = SAMPLES / "claude-code" / "spotter_short.jsonl"
+    with SqliteStore(tmp_path / "a.sqlite") as a, SqliteStore(tmp_path / "b.sqlite") as b:
+        by_path = import_file(a, source)
+        by_str = import_file(b, str(source))
+        assert by_str.session_ids == by_path.session_ids and by_str.events == by_path.events
+        [sid] = by_path.session_ids
+        assert [r.event_bytes for r in a.read_events(sid)] == [r.event_bytes for r in b.read_events(sid)]
+    with SqliteStore(tmp_path / "c.sqlite") as c:
+        results = list(import_paths(c, [str(SAMPLES / "codex")]))
+        assert {r.format for r in results} == {"codex"} and len(results) == 3

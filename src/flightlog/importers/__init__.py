@@ -250,8 +250,9 @@ def recognises(module: ModuleType, path: Path) -> bool:
     return any(module.looks_like(record.value) for record in read_jsonl(path, []))
 
 
-def iter_transcripts(paths: Iterable[Path]) -> Iterator[Path]:
-    """Files named, and transcripts under folders named (recursively, sorted by path).
+def iter_transcripts(paths: Iterable[Path | str]) -> Iterator[Path]:
+    """Files named, and transcripts under folders named (recursively, sorted by path); a ``str`` path is
+    taken as a :class:`~pathlib.Path`.
 
     Under a folder: ``*.jsonl`` and ``*.traj`` files, and those ``*.json`` files whose first 64 KiB open a
     JSON array of OpenHands events or a legacy Gemini CLI session, mini-swe-agent ``*.traj.json``
@@ -263,7 +264,7 @@ def iter_transcripts(paths: Iterable[Path]) -> Iterator[Path]:
     Raises:
         ImportFormatError: a path does not exist.
     """
-    for path in paths:
+    for path in map(Path, paths):
         if path.is_dir():
             found = (
                 p
@@ -294,7 +295,7 @@ def _other_transcript(path: Path) -> bool:
 
 
 def import_paths(
-    store: Store, paths: Iterable[Path], *, format: str = "auto", notary: Notary | None = None
+    store: Store, paths: Iterable[Path | str], *, format: str = "auto", notary: Notary | None = None
 ) -> Iterator[ImportResult]:
     """Import every transcript under ``paths`` (see :func:`iter_transcripts`), one result per file
     (one :class:`~flightlog.importers.resume.RunIndex` shared by all: the store is read once to find
@@ -306,7 +307,7 @@ def import_paths(
 
 def import_file(
     store: Store,
-    path: Path,
+    path: Path | str,
     *,
     format: str = "auto",
     notary: Notary | None = None,
@@ -318,7 +319,7 @@ def import_file(
 
     Args:
         store: The store.
-        path: The transcript.
+        path: The transcript (a ``str`` is taken as a :class:`~pathlib.Path`).
         format: ``auto`` or a name of :data:`FORMATS`.
         notary: Sign checkpoints (None: unsigned); a session is sealed when it ended (see the module
             docstring) and a notary is given.
@@ -336,6 +337,7 @@ def import_file(
             reason names the session and the first differing seq; nothing is recorded).
         StoreError: the store refused the write (nothing is recorded then).
     """
+    path = Path(path)
     if path.is_dir() and openhands_v1.conversation_folder(path) is not None:
         path = path / "base_state.json"
     for attempt in (1, 2):
