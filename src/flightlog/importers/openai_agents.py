@@ -40,8 +40,11 @@ Mapping rules (Responses API items, whether in ``original_input`` or a run item'
    rejection message or "rejected">)``. ``mcp_approval_request_item``/``mcp_approval_response_item`` are
    kept as ``Custom``.
 5. **The end.** ``current_step`` ``next_step_interruption`` → ``Suspended(turn, reason="awaiting
-   approval", pending_calls=<the interrupted call ids>)`` and no ``RunTerminal``: the run waits for a
-   decision, as the SDK left it. Otherwise ``RunTerminal(reason)``: ``completed`` when nothing is pending
+   approval", pending_calls=<the interrupted call ids>)`` and no ``RunTerminal``: the ledger shows the run
+   waiting for a decision, as the SDK left it. The document is recorded whole (status ``incomplete``,
+   sealed when imported with a notary), so ``flightlog runs`` shows it interrupted and ``pending`` does
+   not list it: the decision belongs to the SDK, or to a live ``FlightlogSession``.
+   Otherwise ``RunTerminal(reason)``: ``completed`` when nothing is pending
    and the last item is an assistant message, else ``incomplete`` (``next_step_run_again``: a state saved
    mid-run). ``total_tokens`` is ``context.usage.total_tokens`` (input, cached input included, plus
    output, as the Responses API counts); ``Custom("token_usage", <context.usage>)`` keeps the breakdown
