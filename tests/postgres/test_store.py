@@ -108,7 +108,10 @@ def test_a_bad_schema_name_is_refused(pg_database: str) -> None:
 
 
 def test_read_only_open_without_schema_is_unavailable(pg_database: str) -> None:
-    with pytest.raises(StoreUnavailable, match="no flightlog schema"):
+    with pytest.raises(
+        StoreUnavailable,
+        match=r"no flightlog schema in this database yet \(the first command that writes creates it",
+    ):
         PostgresStore(pg_database + "?schema=never_created_here", read_only=True)
 
 

@@ -301,7 +301,10 @@ def test_read_only_open_of_a_missing_file_is_unavailable(tmp_path: Path) -> None
 def test_read_only_open_of_a_database_without_schema_is_unavailable(tmp_path: Path) -> None:
     path = tmp_path / "empty.db"
     sqlite3.connect(path).close()
-    with pytest.raises(StoreUnavailable, match="no flightlog schema"):
+    with pytest.raises(
+        StoreUnavailable,
+        match=r"no flightlog schema in this database yet \(the first command that writes creates it",
+    ):
         SqliteStore(path, read_only=True)
 
 

@@ -33,6 +33,7 @@ from ..errors import LedgerRetired
 from .memory import MemoryIndex
 
 __all__ = [
+    "NO_SCHEMA",
     "RUNNABLE_STATUSES",
     "ArtifactRecord",
     "CheckpointRecord",
@@ -429,6 +430,12 @@ class LeaseRecord:
     acquired_at_ms: int
     parked_seq: int
 
+
+NO_SCHEMA = (
+    "no flightlog schema in this database yet (the first command that writes creates it: import, run, "
+    "submit, db copy)"
+)
+"""Why a read-only open of a database with no flightlog schema (a new, empty one) is refused."""
 
 RUNNABLE_STATUSES: tuple[str, ...] = ("queued", "running", "suspended")
 """Session statuses a fleet worker may claim (with a free or expired lease; a parked one only after its

@@ -67,6 +67,7 @@ from ..errors import AppendConflict, ReadOnlyStore, SessionNotFound, StaleWriter
 from ..testing.crashpoints import crash_point
 from . import rows as R
 from .base import (
+    NO_SCHEMA,
     RUNNABLE_STATUSES,
     ImportRecord,
     NewEvent,
@@ -425,7 +426,7 @@ class PostgresStore(SqlStore):
         with self._connect() as conn:
             if self.read_only:
                 if _schema_version(conn) == 0:
-                    raise StoreUnavailable(url=self.url, reason="no flightlog schema in this database")
+                    raise StoreUnavailable(url=self.url, reason=NO_SCHEMA)
                 return
             try:
                 _migrate(conn, self.schema)

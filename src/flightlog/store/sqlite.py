@@ -34,7 +34,7 @@ from ..errors import (
     StoreUnavailable,
 )
 from ..testing.crashpoints import crash_point
-from .base import NewEvent, RunRow, SessionHead, retired_error, row_stamps
+from .base import NO_SCHEMA, NewEvent, RunRow, SessionHead, retired_error, row_stamps
 from .ddl import SQLITE_MIGRATIONS, SQLITE_RUNS_LIST
 from .group import CommitGroup, Gate
 from .memory_sqlite import MIGRATION as MEMORY_MIGRATION
@@ -156,7 +156,7 @@ class SqliteStore(SqlStore):
                 self._migrate()
                 self._guard_retired = True
             elif self.schema_version() == 0:
-                raise StoreUnavailable(url=self.url, reason="no flightlog schema in this database")
+                raise StoreUnavailable(url=self.url, reason=NO_SCHEMA)
         except BaseException:
             self._conn.close()
             raise
