@@ -179,3 +179,20 @@ def test_a_source_failing_the_full_check_writes_nothing(
         assert a.retirement() is None
     code, out, err = cli(src, "db", "copy", str(src), str(tmp_path / "dst2.db"))
     assert code == 1 and "all verified" not in out and "does not verify" in err
+
+
+def test_db_copy_prints_a_repeated_note_once_with_its_count(
+    signed_db: tuple[Path, list[str]], tmp_path: Path
+) -> None:
+    """A trusted witness that cannot be reached gives every session the same note (it names no session):
+    `db copy` printed it once per session plus once for the index log; it prints it once, with the count.
+    `--json` keeps the list as the report has it."""
+    src, ids = signed_db
+    other = Witness.open(tmp_path / "gone", log_keys=[])
+    trust_witness(str(other.cosigner.verifier), url="http://127.0.0.1:9")  # nothing listens on port 9
+    code, _, err = cli(src, "db", "copy", str(src), str(tmp_path / "dst.db"))
+    assert code == 0, err
+    notes = [line for line in err.splitlines() if line.startswith("note: ")]
+    assert notes and len(notes) == len(set(notes)), notes
+    unreachable = [n for n in notes if "unreachable" in n]
+    assert len(unreachable) == 1 and unreachable[0].endswith(f" (x{len(ids) + 1})"), notes

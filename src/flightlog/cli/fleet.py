@@ -19,6 +19,7 @@ import json
 import signal
 import sys
 import threading
+from collections import Counter
 from collections.abc import Callable, Iterator
 from contextlib import AbstractContextManager, contextmanager
 from typing import TYPE_CHECKING, Annotated, Any
@@ -291,8 +292,8 @@ def db_copy_command() -> Callable[..., None]:
             }
             sys.stdout.write(json.dumps(wire) + "\n")
             return
-        for note in report.notes:
-            _err.print(f"note: {note}")
+        for note, times in Counter(report.notes).items():  # one line per distinct note (it names no session)
+            _err.print(f"note: {note}" + (f" (x{times})" if times > 1 else ""))
         ledger = f" of ledger {report.ledger_id}" if report.ledger_id else ""
         index = (
             f", index log of {plural(report.index_leaves, 'leaf')} ({report.index_checkpoints} signed checkpoint(s))"
