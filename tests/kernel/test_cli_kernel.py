@@ -88,7 +88,7 @@ def test_deny_and_resume_with_a_file_spec(tmp_path: Path) -> None:
     assert code == 3
     sid = _session(out)
     code, _, err = cli(db, "resume", sid)
-    assert code == 2 and "give --spec" in err  # file paths are not recorded
+    assert code == 2 and "(a run from an agent.toml or a .py path records none); give --spec" in err
     assert cli(db, "deny", sid, "n1", "--reason", "not today")[0] == 0
     code, out, _ = cli(db, "resume", sid, "--spec", spec, "--json")
     assert code == 0 and json.loads(out)["status"] == "completed"

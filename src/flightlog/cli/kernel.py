@@ -177,7 +177,10 @@ def register(app: typer.Typer, open_db: OpenDb) -> None:
             if spec is None:
                 spec = recorded_spec(store, sid, auditor=auditor)  # the full check, then the signed spec
                 if not spec:
-                    raise typer.BadParameter("no agent spec recorded for this session; give --spec")
+                    raise typer.BadParameter(
+                        "no agent spec recorded for this session (a run from an agent.toml or a .py path "
+                        "records none); give --spec"
+                    )
             else:
                 require_intact(store, sid, auditor=auditor)  # your own --spec, but not for a tampered session
             progress = None if quiet else Progress(err, lambda: sid)
