@@ -433,3 +433,14 @@ def test_ui_token_on_the_command_line_is_warned_about(taken_port: int, tmp_path:
     assert "cannot listen" in result.stderr
     code, out, _ = invoke("ui", "--help")
     assert "FLIGHTLOG_UI_TOKEN" in out and "visible to other" in " ".join(out.split())
+
+
+def test_a_short_ui_token_from_the_environment_names_the_variable(tmp_path: Path) -> None:
+    """A token set only in $FLIGHTLOG_UI_TOKEN that is too short was refused as 'Invalid value for
+    --token', an option the user never typed."""
+    result = runner.invoke(
+        app, ["--db", str(tmp_path / "ui.db"), "ui", "--port", "0"], env={"FLIGHTLOG_UI_TOKEN": "tok123"}
+    )
+    assert result.exit_code == 2, result.stderr
+    [line] = result.stderr.strip().splitlines()
+    assert "--token / $FLIGHTLOG_UI_TOKEN" in line and "at least 8 characters" in line

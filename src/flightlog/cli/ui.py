@@ -71,7 +71,7 @@ def _ui_command(open_db: OpenDb) -> Callable[..., None]:
             )
             raise typer.Exit(1) from None
         if token is not None and len(token) < 8:
-            raise typer.BadParameter("must be at least 8 characters", param_hint="--token")
+            raise typer.BadParameter("must be at least 8 characters", param_hint=f"--token / ${ENV_TOKEN}")
         source = ctx.get_parameter_source("token")
         if token is not None and source is not None and source.name == "COMMANDLINE":
             err.print(
