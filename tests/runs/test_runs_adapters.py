@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 from collections.abc import Sequence
 
+import pydantic_core
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
@@ -474,3 +475,64 @@ def test_fold_refuses_out_of_order_events() -> None:
     f = fold([started()])
     with pytest.raises(ValueError, match="ascending seq"):
         f.feed(0, 1, llm())
+
+
+# ─── the snapshot's wire form without the models (the projection's render) ───────────────────
+
+_ODD_TEXT = st.text(alphabet=st.characters(max_codepoint=0x2FF), max_size=8) | st.text(max_size=8)
+HEADERS = st.builds(
+    SessionHeader,
+    _ODD_TEXT,
+    st.sampled_from([s.value for s in RunSource]),
+    st.none() | _ODD_TEXT,
+    st.booleans(),
+    st.none() | st.integers(0, 2**64 - 1),
+)
+_EDGES = [-(2**63) - 1, -(2**63), -1, 0, 2**32 - 1, 2**32, 2**63 - 1, 2**63, 2**64 - 1, 2**64]
+_INT = st.sampled_from(_EDGES) | st.integers(-(2**65), 2**65) | st.booleans()
+"""Values at and beyond every field's range too (and bools): there the models validate (and refuse)."""
+OVERRIDES = st.fixed_dictionaries(
+    {},
+    optional={
+        "token_budget": st.none() | _INT,
+        "closed_tokens": st.none() | _INT,
+        "open_tokens": st.none() | _INT,
+        "max_steps": st.none() | _INT,
+        "closed_turns": _INT,
+        "terminal_at_ms": st.none() | _INT,
+        "terminal_reason": st.none() | _ODD_TEXT,
+        "refs": st.dictionaries(
+            _ODD_TEXT,
+            st.tuples(
+                st.sampled_from([*(k.value for k in ReceiptKind), "nope"]),
+                st.none() | _ODD_TEXT | st.just(3),
+            ).map(list),
+            max_size=3,
+        ),
+    },
+)
+
+
+@settings(max_examples=400, deadline=None)
+@given(HEADERS, st.lists(EVENTS, max_size=20), OVERRIDES)
+def test_snapshot_wire_is_the_models_wire_byte_for_byte(
+    header: SessionHeader, events: list[Event], overrides: dict[str, object]
+) -> None:
+    """``snapshot_wire`` (what the projection renders every append with) gives the models' wire dict,
+    keys in order, and ``pydantic_core.to_json`` of it the models' JSON; it leaves to the models exactly
+    the folds whose values they would have to validate, and every fold an event history makes is its."""
+    made = fold(events, header)
+    assert made.snapshot_wire() is not None  # histories always take the plain path
+    for name, value in overrides.items():
+        setattr(made, name, value)
+    wire = made.snapshot_wire()
+    try:
+        snapshot = made.snapshot()
+    except ValueError:  # pydantic's ValidationError, or an unknown ReceiptKind
+        assert wire is None
+        return
+    if wire is None:  # left to the models: only a value they convert (a bool for an integer)
+        assert any(type(value) is bool for value in overrides.values())
+        return
+    assert wire == snapshot.to_wire() and list(wire) == list(snapshot.to_wire())
+    assert pydantic_core.to_json(wire).decode() == snapshot.model_dump_json()

@@ -729,16 +729,20 @@ class SessionFold:
 
     def budget(self) -> BudgetSummary:
         """Budget facts recorded so far (module docstring: never invented)."""
+        return BudgetSummary(**dict(zip(_BUDGET_FIELDS, self._budget_values(), strict=True)))
+
+    def _budget_values(self) -> tuple[int | None, ...]:
+        """:class:`BudgetSummary`'s fields in declaration order (:data:`_BUDGET_FIELDS`)."""
         tokens = self.closed_tokens
         if self.open_tokens is not None:
             tokens = (tokens or 0) + self.open_tokens
         steps = None if self.phase == "none" else self.closed_turns + self.open_steps
-        return BudgetSummary(
-            token_budget=self.token_budget,
-            tokens_used=min(tokens, 2**64 - 1) if tokens is not None else None,
-            steps_taken=min(steps, 2**32 - 1) if steps is not None else None,
-            max_steps=self.max_steps,
-            duration_ms=self._duration(),
+        return (
+            self.token_budget,
+            min(tokens, 2**64 - 1) if tokens is not None else None,
+            min(steps, 2**32 - 1) if steps is not None else None,
+            self.max_steps,
+            self._duration(),
         )
 
     def _duration(self) -> int | None:
@@ -752,13 +756,20 @@ class SessionFold:
 
     def terminal(self) -> TerminalSummary | None:
         """The terminal summary of the latest run, when it ended."""
+        values = self._terminal_values()
+        if values is None:
+            return None
+        outcome, ended, detail = values
+        return TerminalSummary(outcome=outcome, ended_at_ms=ended, detail=detail)
+
+    def _terminal_values(self) -> tuple[TerminalOutcome, int | None, str] | None:
+        """:class:`TerminalSummary`'s fields (outcome, ended_at_ms, detail), None while no run ended."""
         if self.phase != "closed" or self.terminal_reason is None:
             return None
         reason = self.terminal_reason
         outcome = outcome_for_reason(reason, budget_exceeded=self.terminal_budget)
         detail = reason if self.budget_axis is None else f"{reason} ({self.budget_axis} budget exceeded)"
-        ended = None if self.header.imported else self.terminal_at_ms
-        return TerminalSummary(outcome=outcome, ended_at_ms=ended, detail=_detail(detail))
+        return outcome, None if self.header.imported else self.terminal_at_ms, _detail(detail)
 
     def context_use(self) -> ContextUse | None:
         """The window fill recorded with the latest run's latest model call (:mod:`flightlog.runs.context`),
@@ -783,6 +794,93 @@ class SessionFold:
             terminal=self.terminal(),
             refs=self.ref_list(),
         )
+
+    def snapshot_wire(self) -> dict[str, Any] | None:
+        """:meth:`snapshot`'s wire form built without pydantic models, or None where it is not built so.
+
+        Returns:
+            A dict equal to ``self.snapshot().to_wire()``, with its keys in the same order, so that
+            ``pydantic_core.to_json`` of it gives ``self.snapshot().model_dump_json()`` byte for byte
+            (``tests/runs/test_runs_projection.py`` checks both on generated folds). None when a value is
+            one the models would have to validate (an id that is not a ``str``, an integer outside its
+            field's range, a ref of an unknown kind): :meth:`snapshot` then builds it, or raises.
+
+        Raises:
+            ValueError: the header's ``source`` is not a :class:`RunSource` value (as :meth:`snapshot`).
+        """
+        header = self.header
+        if not _is_text(header.session_id) or not (header.parent is None or _is_text(header.parent)):
+            return None
+        wire: dict[str, Any] = {"run_id": header.session_id}
+        if header.parent is not None:
+            wire["parent"] = header.parent
+        wire["source"] = RunSource(header.source).value
+        wire["state"] = self.state().value
+        budget = _in_range(_BUDGET_FIELDS, self._budget_values(), _BUDGET_LIMITS)
+        terminal = self._terminal_wire()
+        refs = self._refs_wire()
+        if budget is None or terminal is False or refs is None:
+            return None
+        wire["budget"] = budget
+        for name, value in (("terminal", terminal), ("refs", refs)):  # absent: None / no refs
+            if value:
+                wire[name] = value
+        return wire
+
+    def _terminal_wire(self) -> dict[str, Any] | bool | None:
+        """:meth:`terminal`'s wire dict; None while no run ended; False when it needs the model."""
+        values = self._terminal_values()
+        if values is None:
+            return None
+        outcome, ended, detail = values
+        terminal = _in_range(_TERMINAL_FIELDS, (outcome.value, ended, detail), _TERMINAL_LIMITS)
+        return False if terminal is None else terminal
+
+    def _refs_wire(self) -> list[dict[str, Any]] | None:
+        """:meth:`ref_list`'s wire dicts; None when one needs the model (unknown kind, non-str text)."""
+        refs: list[dict[str, Any]] = []
+        for reference, (kind, label) in self.refs.items():
+            if kind not in ReceiptKind._value2member_map_ or not _is_text(reference):
+                return None
+            if label is None:
+                refs.append({"kind": kind, "reference": reference})
+            elif _is_text(label):
+                refs.append({"kind": kind, "reference": reference, "label": label})
+            else:
+                return None
+        return refs
+
+
+_BUDGET_FIELDS = tuple(BudgetSummary.model_fields)
+_U32, _U64 = (0, 2**32 - 1), (0, 2**64 - 1)
+_BUDGET_LIMITS: tuple[tuple[int, int] | None, ...] = (_U64, _U64, _U32, _U32, _U64)
+"""Each :class:`BudgetSummary` field's range (its ``U32``/``U64`` type), in :data:`_BUDGET_FIELDS` order."""
+_TERMINAL_FIELDS = tuple(TerminalSummary.model_fields)
+_TERMINAL_LIMITS: tuple[tuple[int, int] | None, ...] = (None, (-(2**63), 2**63 - 1), None)
+"""``ended_at_ms``'s range (``I64``); ``outcome`` and ``detail`` are ``str`` (None: a string field)."""
+
+
+def _is_text(value: Any) -> bool:
+    return type(value) is str
+
+
+def _in_range(
+    names: tuple[str, ...], values: tuple[Any, ...], limits: tuple[tuple[int, int] | None, ...]
+) -> dict[str, Any] | None:
+    """The wire dict of a model's fields (``None`` values left out, as ``WireModel`` writes them), or None
+    when a value is not what the field holds without validation: an ``int`` (bool excluded) within the
+    field's range, or a ``str`` where the range is None."""
+    wire: dict[str, Any] = {}
+    for name, value, limit in zip(names, values, limits, strict=True):
+        if value is None:
+            continue
+        if limit is None:
+            if not _is_text(value):
+                return None
+        elif type(value) is not int or not limit[0] <= value <= limit[1]:
+            return None
+        wire[name] = value
+    return wire
 
 
 _HEADER_FIELDS = tuple(f.name for f in fields(SessionHeader))

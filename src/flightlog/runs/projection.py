@@ -96,8 +96,9 @@ class _Parts:
     fold: SessionFold | None = None
     process: ProcessEntry | None = None
     status: str | None = None
-    rendered: tuple[Any, AgentRunSnapshot, str] | None = field(default=None, compare=False, repr=False)
-    """What :func:`_row` last rendered from these parts: its render key, snapshot and snapshot JSON."""
+    rendered: tuple[Any, AgentRunSnapshot | None, str] | None = field(default=None, compare=False, repr=False)
+    """What :func:`_row` last rendered from these parts: its render key (:func:`_plain_render`: the wire
+    dict, with no snapshot), the snapshot and the snapshot JSON."""
     legacy: bool = field(default=False, compare=False)
     """The stored fold predates context use (it lacks the ``context`` fact): refold before resuming."""
 
@@ -153,40 +154,79 @@ _UNRENDERED = {"last_seq": None, "last_at_ms": None, "context": None}
 ``last_seq`` come from the first two, not the snapshot; ``context`` is served beside it)."""
 
 
+class _Render(NamedTuple):
+    """What a row shows of its snapshot: the indexed columns and the seed 002 wire JSON."""
+
+    parent: str | None
+    source: str
+    state: str
+    outcome: str | None
+    wire: str
+
+
 def _row(run_id: str, parts: _Parts) -> RunRow:
     fold, process = parts.fold, parts.process
     session = fold.to_json() if fold is not None else None
-    # The snapshot is a function of the fold's persisted state but the _UNRENDERED fields, and of the
-    # process entry: while those are equal (most appends), reuse the last snapshot and its JSON.
-    key = ({**session, **_UNRENDERED} if session is not None else None, process)
-    rendered = parts.rendered
-    if rendered is not None and rendered[0] == key:
-        _, snapshot, wire = rendered
-    else:
-        snapshot = _snapshot(parts)
-        # A changed fold often renders the same snapshot (e.g. before ``run_started``): keep its JSON. In a
-        # running loop the state moves on most appends: the enum compare spares the models' ``__eq__``.
-        last = rendered[1] if rendered is not None else None
-        same = last is not None and last.state == snapshot.state and last == snapshot
-        wire = rendered[2] if same and rendered is not None else snapshot.model_dump_json()
-        parts.rendered = (key, snapshot, wire)
     state = {
         "v": FOLD_VERSION,
         "session": session,
         "process": process.to_json() if process is not None else None,
     }
+    shown = _plain_render(parts) or _model_render(parts, session)
     return RunRow(
         run_id=run_id,
-        parent=snapshot.parent,
-        source=snapshot.source.value,
-        state=snapshot.state.value,
-        outcome=snapshot.terminal.outcome.value if snapshot.terminal else None,
+        parent=shown.parent,
+        source=shown.source,
+        state=shown.state,
+        outcome=shown.outcome,
         updated_at_ms=_updated(parts),
         last_seq=fold.last_seq if fold is not None else -1,
         session_status=parts.status if fold is not None else None,
-        snapshot=wire,
+        snapshot=shown.wire,
         fold=_encode(state),  # key order is fixed by construction
     )
+
+
+def _plain_render(parts: _Parts) -> _Render | None:
+    """The render of a run with its own session and no process entry (every append of a recorder's own
+    run): :meth:`SessionFold.snapshot_wire` dumped by ``pydantic_core.to_json``, which is the snapshot
+    model's ``model_dump_json`` byte for byte, without building the models. An unchanged wire dict reuses
+    the last JSON. None where the models are needed (:func:`_model_render`)."""
+    fold = parts.fold
+    wire = fold.snapshot_wire() if fold is not None and parts.process is None else None
+    if wire is None:
+        return None
+    rendered = parts.rendered
+    if rendered is not None and rendered[0] == wire:
+        text = rendered[2]
+    else:
+        text = pydantic_core.to_json(wire).decode()
+        parts.rendered = (wire, None, text)
+    terminal = wire.get("terminal")
+    outcome = terminal["outcome"] if terminal is not None else None
+    return _Render(wire.get("parent"), wire["source"], wire["state"], outcome, text)
+
+
+def _model_render(parts: _Parts, session: dict[str, Any] | None) -> _Render:
+    """The render through the snapshot models (:func:`_snapshot`), for a process entry or a fold value
+    :meth:`SessionFold.snapshot_wire` leaves to them."""
+    process = parts.process
+    # The snapshot is a function of the fold's persisted state but the _UNRENDERED fields, and of the
+    # process entry: while those are equal, reuse the last snapshot and its JSON.
+    key = ({**session, **_UNRENDERED} if session is not None else None, process)
+    rendered = parts.rendered
+    if rendered is not None and rendered[1] is not None and rendered[0] == key:
+        snapshot, wire = rendered[1], rendered[2]
+    else:
+        snapshot = _snapshot(parts)
+        # A changed fold often renders the same snapshot: keep its JSON. The enum compare spares the
+        # models' ``__eq__`` when the state moved.
+        last = rendered[1] if rendered is not None else None
+        same = last is not None and last.state == snapshot.state and last == snapshot
+        wire = rendered[2] if same and rendered is not None else snapshot.model_dump_json()
+        parts.rendered = (key, snapshot, wire)
+    outcome = snapshot.terminal.outcome.value if snapshot.terminal else None
+    return _Render(snapshot.parent, snapshot.source.value, snapshot.state.value, outcome, wire)
 
 
 def _later(current: ProcessEntry | None, entry: ProcessEntry) -> ProcessEntry:
