@@ -2,6 +2,9 @@
 
 from __future__ import annotations
 
+import enum
+import types
+import typing
 from typing import Any
 
 import pytest
@@ -10,10 +13,18 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 from pydantic_core import PydanticSerializationError
 
-from flightlog.encoding import MAX_SAFE_INTEGER, _plain, canonical_bytes, canonical_json, decode_stored
+from flightlog import events as ev
+from flightlog.encoding import (
+    MAX_SAFE_INTEGER,
+    _plain,
+    canonical_bytes,
+    canonical_json,
+    decode_stored,
+    model_bytes,
+)
 from flightlog.errors import EncodingError
-from flightlog.events import Custom, LlmCompleted, ProviderReplay
-from flightlog.messages import Message
+from flightlog.events import Custom, Event, LlmCompleted, ProviderReplay
+from flightlog.messages import Message, ToolResult, WireModel
 
 TEXT = st.text(alphabet=st.characters(blacklist_categories=("Cs",)), max_size=20)
 VALUES = st.recursive(
@@ -152,3 +163,120 @@ def test_a_value_too_deep_to_encode_is_an_encoding_error_naming_the_root(depth: 
             assert "nested too deeply" in caught.reason
         else:
             assert decode_stored(data) == event
+
+
+# ─── model_bytes: every event kind's bytes without pydantic's dump ─────────────────────────────
+
+WIRE_TEXT = EDGE_TEXT | st.sampled_from(["x\ud800", "\udc00"])
+WIRE_JSON = st.recursive(
+    st.none() | st.booleans() | st.integers(-(2**60), 2**60) | WIRE_TEXT | st.floats(),
+    lambda inner: (
+        st.lists(inner, max_size=3) | st.dictionaries(WIRE_TEXT, inner, max_size=3) | st.tuples(inner, inner)
+    ),
+    max_leaves=12,
+)
+
+
+def _ints(metadata: list[Any]) -> st.SearchStrategy[int]:
+    low = max((m.ge for m in metadata if hasattr(m, "ge")), default=-(2**60))
+    high = min((m.le for m in metadata if hasattr(m, "le")), default=2**60)
+    return st.sampled_from([low, high, MAX_SAFE_INTEGER, MAX_SAFE_INTEGER + 1]).filter(
+        lambda n: low <= n <= high
+    ) | st.integers(low, min(high, 2**20))
+
+
+def _for(annotation: Any, metadata: list[Any]) -> st.SearchStrategy[Any]:
+    """Values a field of this annotation accepts (every annotation the event models use)."""
+    origin, args = typing.get_origin(annotation), typing.get_args(annotation)
+    if annotation is Any:
+        return WIRE_JSON
+    if origin is typing.Annotated:
+        extra = [getattr(m, "metadata", [m]) for m in args[1:]]  # a FieldInfo holds its Ge/Le
+        return _for(args[0], [*metadata, *(m for ms in extra for m in ms)])
+    if origin is typing.Literal:
+        return st.sampled_from(args)
+    if origin in (types.UnionType, typing.Union):
+        return st.one_of(*(_for(arg, []) for arg in args))
+    if origin is list:
+        return st.lists(_for(args[0], []), max_size=3)
+    if origin is tuple:
+        return st.tuples(*(_for(arg, []) for arg in args))
+    if origin is dict:
+        return st.dictionaries(WIRE_TEXT, _for(args[1], []), max_size=3)
+    if annotation is type(None):
+        return st.none()
+    if isinstance(annotation, type) and issubclass(annotation, enum.Enum):
+        return st.sampled_from(list(annotation))
+    if isinstance(annotation, type) and issubclass(annotation, WireModel):
+        return st.deferred(lambda: _model(annotation))
+    simple = {str: WIRE_TEXT, bool: st.booleans(), float: st.floats(allow_nan=False) | st.integers(-9, 9)}
+    if annotation is int:
+        return _ints(metadata)
+    return simple[annotation]
+
+
+def _model(cls: type[WireModel]) -> st.SearchStrategy[WireModel]:
+    fields = cls.model_fields
+    required = {n: _for(f.annotation, f.metadata) for n, f in fields.items() if f.is_required()}
+    optional = {n: _for(f.annotation, f.metadata) for n, f in fields.items() if not f.is_required()}
+    return st.fixed_dictionaries(required, optional=optional).map(lambda values: cls(**values))
+
+
+EVERY_EVENT = st.one_of(*(_model(cls) for cls in typing.get_args(typing.get_args(ev.SessionEvent)[0])))
+
+
+def _reference(event: Event) -> bytes | None:
+    """The bytes through pydantic's dump (``to_wire``, then RFC 8785), None where that refuses."""
+    try:
+        return canonical_json(event.to_wire())
+    except (EncodingError, PydanticSerializationError):
+        return None
+
+
+@settings(max_examples=1500, deadline=None)
+@given(EVERY_EVENT)
+def test_model_bytes_equal_the_dumped_wire_form_for_every_event_kind(event: Event) -> None:
+    """``model_bytes`` (what ``canonical_bytes`` writes for most events) gives the bytes of the event's
+    ``to_wire`` dict, or leaves the event to that path; ``canonical_bytes`` gives them or refuses."""
+    reference = _reference(event)
+    fast = model_bytes(event)
+    if fast is not None:
+        assert fast == reference
+    if reference is None:
+        with pytest.raises(EncodingError):
+            canonical_bytes(event)
+    else:
+        assert canonical_bytes(event) == reference
+
+
+class _Wider(Message):
+    extra_note: str = "not a Message field"
+
+
+def test_model_bytes_takes_plain_events_and_leaves_the_rest() -> None:
+    plain = [
+        ev.CheckpointTaken(turn=1, history_len=4),
+        ev.RunStarted(run_id="r", goal="g"),  # _write_null fields written as null, empty attachments left out
+        ev.LlmCompleted(turn=1, message=Message.text("assistant", 'hé \x00 \\ "')),
+        ev.ToolCompleted(turn=1, results=[ToolResult(call_id="c", output="o", token_count=3)]),
+    ]
+    for event in plain:
+        assert model_bytes(event) == canonical_json(event.to_wire())
+    assert b'"agent_id":null' in (model_bytes(plain[1]) or b"")
+    left = [
+        Custom(custom_kind="k", payload={"x": 1.5}),  # a float: RFC 8785's number form
+        Custom(custom_kind="k", payload=2**60),  # beyond ±(2**53-1)
+        ev.RunStarted(run_id="r", goal="x\ud800"),  # a lone surrogate: the general path names it
+        ev.LlmCompleted.model_construct(
+            kind="llm_completed", turn=1, message=_Wider(role="user")
+        ),  # a subclass
+        ev.OperationCancelled(turn=1, operation_id="o", reason=ev.CancellationReason.USER),  # an enum
+        # deeper than the walk goes: pydantic's dump decides (it refuses ~254 levels)
+        LlmCompleted(
+            turn=1,
+            message=Message(role="assistant"),
+            provider_replay=ProviderReplay(protocol="p", native_message=_nested(150)),
+        ),
+    ]
+    for event in left:
+        assert model_bytes(event) is None

@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import json
 import math
+import typing
 from collections.abc import Callable, Iterator
 from typing import Any
 
@@ -25,6 +26,7 @@ import rfc8785
 
 from .errors import EncodingError, EventDecodeError
 from .events import Custom, Event, SessionEvent, event_from_json_or_none, event_from_wire
+from .messages import WireModel
 
 __all__ = [
     "MAX_SAFE_INTEGER",
@@ -32,6 +34,7 @@ __all__ = [
     "canonical_json",
     "custom_bytes",
     "decode_stored",
+    "model_bytes",
     "parse_json",
     "register_upcaster",
     "upcast_invented_memory_hits",
@@ -110,17 +113,17 @@ def canonical_bytes(event: Event) -> bytes:
     A ``Custom`` event whose payload is plain JSON (see :func:`_plain`) skips pydantic's dump: its wire
     form is then ``{"kind", "custom_kind", "payload"}`` (``payload`` left out when None) with the payload as
     it is, which is what ``to_wire`` gives for such a payload (``tests/test_encoding.py`` compares both on
-    generated payloads; anything else, and every error, takes the general path).
+    generated payloads). Any other event whose values are all plain skips it too (:func:`model_bytes`).
+    Anything else, and every error, takes the general path (``to_wire``, then :func:`canonical_json`).
 
     Raises:
         EncodingError: the event holds NaN/Infinity, an integer beyond ±(2**53-1) or a lone surrogate
             (``field`` names it), or nests deeper than the encoders go (``field`` ``$``; pydantic's
             serializer refuses ~254 levels, the stdlib's ~1,000).
     """
-    if type(event) is Custom:
-        data = custom_bytes(event.custom_kind, event.payload)
-        if data is not None:
-            return data
+    data = custom_bytes(event.custom_kind, event.payload) if type(event) is Custom else model_bytes(event)
+    if data is not None:
+        return data
     try:
         wire = event.to_wire()
     except (ValueError, RecursionError) as exc:  # PydanticSerializationError is a ValueError
@@ -164,6 +167,118 @@ def custom_bytes(custom_kind: str, payload: Any, *, plain: bool = False) -> byte
         return _FAST.encode(wire).encode("utf-8")
     except (UnicodeError, RecursionError):
         return None  # a lone surrogate, or nested too deeply for the C encoder: the general path names it
+
+
+def model_bytes(model: WireModel) -> bytes | None:
+    """RFC 8785 bytes of ``model.to_wire()`` read from the model's fields without pydantic's dump, or None
+    where that is not done (then ``canonical_json(model.to_wire())`` gives the bytes, or the error).
+
+    The wire form is built as ``WireModel`` dumps it: every field in turn, ``None`` left out (written for
+    the class's ``_write_null`` fields), an empty list left out for its ``_skip_empty`` fields, a nested
+    model by the same rules. Only values whose dump is themselves are taken: ``str``, ``bool``, ``None``,
+    ``int`` within ±(2**53-1), lists and ``str``-keyed dicts of those (keys below U+D800, :func:`_plain`), and
+    models of exactly a type the field declares, whose class dumps through ``WireModel``'s serializer alone
+    (no alias, excluded field, field or model serializer of its own, computed field or extra). Anything
+    else (a float, an enum, a tuple, a subclass instance, a lone surrogate, nesting deeper than
+    :data:`_WALK_DEPTH` levels, well within pydantic's ~254, so the general path refuses what it refused)
+    gives None. ``tests/test_encoding.py`` compares both paths on generated events of every kind.
+
+    Returns:
+        The bytes (as :func:`canonical_bytes`), or None.
+    """
+    try:
+        return _FAST.encode(_wire_of(model)).encode("utf-8")
+    except (_NotPlain, RecursionError, UnicodeError):
+        return None
+
+
+class _NotPlain(Exception):
+    """A value :func:`model_bytes` leaves to pydantic's dump."""
+
+
+_WALK_DEPTH = 100
+"""Models and containers :func:`model_bytes` walks into, at most; deeper values go to pydantic's dump."""
+
+
+_Plan = tuple[tuple[str, frozenset[type]], ...]
+_PLANS: dict[type, _Plan | None] = {}
+"""Per model class: its fields with the model types each declares; None for a class :func:`model_bytes`
+does not dump. (``_skip_empty`` and ``_write_null`` are read at each dump, as ``WireModel``'s serializer
+reads them.)"""
+
+
+def _plan(cls: type[WireModel]) -> _Plan | None:
+    try:
+        return _PLANS[cls]
+    except KeyError:
+        plan = _PLANS[cls] = _make_plan(cls)
+        return plan
+
+
+def _make_plan(cls: type[WireModel]) -> _Plan | None:
+    decorators = cls.__pydantic_decorators__
+    own = next(c for c in cls.__mro__ if "_omit_absent" in vars(c))
+    if (
+        own is not WireModel
+        or list(decorators.model_serializers) != ["_omit_absent"]
+        or decorators.field_serializers
+        or decorators.computed_fields
+        or cls.model_config.get("extra") == "allow"
+        or cls.model_config.get("serialize_by_alias")
+    ):
+        return None
+    fields = []
+    for name, info in cls.model_fields.items():
+        if info.exclude or info.alias or info.serialization_alias:
+            return None
+        fields.append((name, frozenset(_models_in(info.annotation))))
+    return tuple(fields)
+
+
+def _models_in(annotation: Any) -> Iterator[type]:
+    """The model classes a field's annotation names (through unions, lists, ``Annotated``...)."""
+    if isinstance(annotation, type) and issubclass(annotation, WireModel):
+        yield annotation
+    for arg in typing.get_args(annotation):
+        yield from _models_in(arg)
+
+
+def _wire_of(model: WireModel, depth: int = 0) -> dict[str, Any]:
+    cls = type(model)
+    fields = _plan(cls)
+    if fields is None or depth > _WALK_DEPTH:
+        raise _NotPlain
+    skip, nulls, values = cls._skip_empty, cls._write_null, model.__dict__
+    wire: dict[str, Any] = {}
+    for name, models in fields:
+        value = values[name]
+        if value is None:
+            if name in nulls:
+                wire[name] = None
+        elif not (name in skip and value == []):
+            wire[name] = _wire_value(value, models, depth + 1)
+    return wire
+
+
+def _wire_value(value: Any, models: frozenset[type], depth: int) -> Any:
+    kind = type(value)
+    if kind is str or kind is bool or value is None:
+        return value
+    if kind is int:
+        if -MAX_SAFE_INTEGER <= value <= MAX_SAFE_INTEGER:
+            return value
+    elif depth > _WALK_DEPTH:
+        pass
+    elif kind is list:
+        return [_wire_value(item, models, depth + 1) for item in value]
+    elif kind is dict:
+        for key in value:
+            if type(key) is not str or (not key.isascii() and max(key) >= "\ud800"):
+                raise _NotPlain
+        return {key: _wire_value(item, models, depth + 1) for key, item in value.items()}
+    elif kind in models:
+        return _wire_of(value, depth)
+    raise _NotPlain
 
 
 def _find_unencodable(value: Any, path: str) -> tuple[str, str] | None:
