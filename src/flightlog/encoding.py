@@ -208,11 +208,9 @@ reads them.)"""
 
 
 def _plan(cls: type[WireModel]) -> _Plan | None:
-    try:
-        return _PLANS[cls]
-    except KeyError:
-        plan = _PLANS[cls] = _make_plan(cls)
-        return plan
+    if cls not in _PLANS:
+        _PLANS[cls] = _make_plan(cls)
+    return _PLANS[cls]
 
 
 def _make_plan(cls: type[WireModel]) -> _Plan | None:

@@ -482,8 +482,10 @@ class Recorder:
         """Notify the events committed by a block: those queued with a seq below ``end`` (``appended``:
         the block appended events, queued or not: nothing is queued when nobody subscribes)."""
         with self._lock:
-            done = [item for item in self._queued if item[0].seq < end]
-            self._queued = [item for item in self._queued if item[0].seq >= end]
+            queued = self._queued
+            done = [item for item in queued if item[0].seq < end] if queued else []
+            if done:  # nothing queued (nobody subscribes) or nothing done: nothing to split
+                self._queued = [item for item in queued if item[0].seq >= end]
         if appended:
             crash_point("append.committed")  # test-only fault injection (flightlog.testing.crashpoints)
         self._notify(done)
