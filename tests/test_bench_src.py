@@ -15,6 +15,7 @@ import pytest
 ROOT = Path(__file__).resolve().parents[1]
 
 SCRIPTS = {
+    "append_instructions.py": ["--src", "{src}"],
     "ledger.py": ["--quick", "--src", "{src}"],
     "import_scaling.py": ["--json", "--quick", "--src={src}"],
     "startup.py": ["--rounds", "1", "--runs", "1", "--src", "{src}"],

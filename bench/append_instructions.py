@@ -1,0 +1,96 @@
+"""Instructions per ``Recorder.append`` (callgrind), for comparing trees where wall time is too noisy.
+
+Runs this script's driver twice under ``valgrind --tool=callgrind`` (N and 3N appends at NORMAL into a fresh
+store, after 40 warm-up appends, the same events built before either run) and prints
+``(Ir(3N) - Ir(N)) / 2N``: start-up, imports and building the events cancel out. Counts, not times: the
+figure does not move with the machine's load, so two trees can be compared on a busy machine (the kernel's
+part of a COMMIT, its write of the WAL, is not counted).
+
+    .venv/bin/python bench/append_instructions.py                        # this checkout, running loop
+    .venv/bin/python bench/append_instructions.py --src ../other/src     # another tree, same harness
+    .venv/bin/python bench/append_instructions.py --workload idle --batch 10
+
+``--workload loop`` appends ``run_started`` first (the runs snapshot's state moves on every append, as in an
+agent loop); ``idle`` does not (``ledger.py``'s append workload: the snapshot never changes). ``--batch B``
+appends with ``append_many`` of B events and reports instructions per event. Needs ``valgrind`` on PATH.
+"""
+
+from __future__ import annotations
+
+import argparse
+import re
+import shutil
+import subprocess
+import sys
+import tempfile
+from pathlib import Path
+
+from _tree import measured_tree
+
+_WARMUP = 40
+
+
+def _drive(appends: int, workload: str, batch: int, built: int) -> None:
+    """The measured process: ``appends`` appends (after the warm-up) of ``built`` prebuilt events."""
+    from ledger import Workload
+
+    from flightlog.recorder import Recorder
+    from flightlog.store.sqlite import SqliteStore
+
+    source = Workload(7)
+    events = source.events(built)[_WARMUP : _WARMUP + appends]
+    with (
+        tempfile.TemporaryDirectory() as workdir,
+        SqliteStore(Path(workdir) / "x.db", synchronous="NORMAL") as store,
+    ):
+        recorder = Recorder.create(store, session_id="bench")
+        if workload == "loop":
+            recorder.append(source.run_started())
+        for event in Workload(7).events(_WARMUP):
+            recorder.append(event)
+        for start in range(0, len(events), batch):
+            recorder.append_many(events[start : start + batch])
+
+
+def _instructions(args: argparse.Namespace, appends: int) -> int:
+    """Instructions callgrind counts for one driver run of ``appends`` appends."""
+    command = [
+        "valgrind", "--tool=callgrind", "--callgrind-out-file=/dev/null",
+        sys.executable, __file__, "--child", str(appends), "--src", str(args.tree),
+        "--workload", args.workload, "--batch", str(args.batch), "--appends", str(args.appends),
+    ]  # fmt: skip
+    done = subprocess.run(command, capture_output=True, text=True, check=True)
+    found = re.search(r"Collected : (\d+)", done.stderr)
+    if found is None:
+        raise SystemExit(f"append_instructions.py: no callgrind total in: {done.stderr[-500:]}")
+    return int(found.group(1))
+
+
+def main() -> int:
+    tree = measured_tree(sys.argv[1:])
+    sys.path[:0] = [str(tree), str(Path(__file__).parent)]
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--src", type=Path, default=tree, help="flightlog source tree to measure (this one)")
+    parser.add_argument("--appends", type=int, default=100, help="N: the runs make N and 3N appends (100)")
+    parser.add_argument("--workload", choices=("loop", "idle"), default="loop")
+    parser.add_argument("--batch", type=int, default=1, help="events per append_many (1: Recorder.append)")
+    parser.add_argument("--child", type=int, default=None, help=argparse.SUPPRESS)
+    args = parser.parse_args()
+    args.tree = tree
+    built = _WARMUP + 3 * args.appends
+    if args.child is not None:
+        _drive(args.child, args.workload, args.batch, built)
+        return 0
+    if shutil.which("valgrind") is None:
+        print("append_instructions.py: valgrind is not on PATH", file=sys.stderr)
+        return 2
+    small, large = (_instructions(args, n) for n in (args.appends, 3 * args.appends))
+    per = (large - small) / (2 * args.appends)
+    print(
+        f"{tree}: {args.workload}, {args.batch} event(s)/txn: {per / 1e3:.1f}k instructions per event appended"
+    )
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
