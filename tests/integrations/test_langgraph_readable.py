@@ -101,7 +101,7 @@ def test_a_thread_reads_as_what_happened(db: Path, store: Store) -> None:
     # interrupted: waiting for a human, the gate listed by `pending` and in the run's refs
     run = _run(db)
     assert (run["source"], run["state"]) == ("workflow", "waiting_input")
-    assert [r["label"] for r in run["refs"]] == ["approve: pending", "approve: pending"]
+    assert [r["label"] for r in run["refs"]] == ["approve: pending"]  # one approval, one ref (seed 002)
     pending = json.loads(_cli(db, "pending", "--json"))
     assert [(p["session_id"], p["tool"]) for p in pending] == [(SID, "approve")]
     shown = _cli(db, "show", "chat")
@@ -129,7 +129,7 @@ def test_a_thread_reads_as_what_happened(db: Path, store: Store) -> None:
     run = _run(db)
     assert (run["state"], run["terminal"]["outcome"]) == ("terminal", "completed")
     assert run["budget"]["tokens_used"] == 7 and run["budget"]["steps_taken"] == 2
-    assert [r["label"] for r in run["refs"]] == ["approve: approved", "approve: approved"]
+    assert [r["label"] for r in run["refs"]] == ["approve: approved"]
     shown = _cli(db, "show", "chat")
     assert "approved (responder: user)" in shown and "run ended: completed" in shown
     gate = next(e for e in _events(store) if e["kind"] == "tool_gated")["call_id"]

@@ -106,7 +106,9 @@ def test_approved_through_run_state_in_another_process(started: tuple[Path, Path
     assert json.loads(_cli(db, "pending", "--json")) == []
     run = _run_state(db)
     assert run["state"] == "terminal" and run["terminal"]["outcome"] == "completed"
-    assert {r["label"] for r in run["refs"] if r["kind"] == "approval"} == {"refund: approved"}
+    # one approval, one ref: the call's (its permission_requested is the same approval, seed 002)
+    approvals = [(r["reference"], r["label"]) for r in run["refs"] if r["kind"] == "approval"]
+    assert approvals == [(f"approval:{SID}:{CALL}", "refund: approved")]
     shown = _cli(db, "show", "support-1")
     assert f"call {CALL} approved by alice" in shown
     assert "refunded order 42" in shown  # the tool ran after the approval (its output is an item)

@@ -178,3 +178,26 @@ def test_register_mounts_the_commands_on_another_app(tmp_path: Path) -> None:
     assert opened == [False, True]
     names = {c.name for c in app.registered_commands}
     assert names == {"run", "resume", "pending", "approve", "deny", "abort"}
+
+
+def _approval_refs(db: Path, sid: str) -> list[tuple[str, str | None]]:
+    from flightlog.runs import list_runs
+
+    with open_store(str(db)) as store:
+        (run,) = [r for r in list_runs(store) if r.run_id == sid]
+    return [(r.reference, r.label) for r in run.refs if r.kind.value == "approval"]
+
+
+def test_runs_show_one_approval_per_gated_call_closed_by_an_abort(tmp_path: Path) -> None:
+    db = tmp_path / "k.db"
+    code, out, _ = cli(db, "run", "kernel.cli_agents:approval_agent", "--goal", "note", "--json", "-q")
+    sid = _session(out)
+    assert code == 3 and _approval_refs(db, sid) == [(f"approval:{sid}:n1", "note: pending")]
+    assert cli(db, "abort", sid)[0] == 0
+    assert _approval_refs(db, sid) == [(f"approval:{sid}:n1", "note: cancelled")]
+    assert cli(db, "pending", "--json")[1] == "[]\n"  # an aborted run waits for nobody
+    # the run stays resumable: its call can still be decided, and the resume runs it
+    assert cli(db, "approve", sid, "n1", "--as", "alice")[0] == 0
+    code, out, err = cli(db, "resume", sid, "--json", "-q")
+    assert code == 0 and json.loads(out)["status"] == "completed", err
+    assert _approval_refs(db, sid) == [(f"approval:{sid}:n1", "note: approved")]

@@ -536,3 +536,81 @@ def test_snapshot_wire_is_the_models_wire_byte_for_byte(
         return
     assert wire == snapshot.to_wire() and list(wire) == list(snapshot.to_wire())
     assert pydantic_core.to_json(wire).decode() == snapshot.model_dump_json()
+
+
+def _asked(call_id: str) -> list[Event]:
+    """What the kernel (and the Agents SDK integration) record for one gated call: ``tool_gated`` and its
+    ``permission_requested`` (which names no call)."""
+    return [
+        gated(call_id),
+        ev.PermissionRequested(turn=1, tool="shell", arguments="{}", reason="needs approval"),
+    ]
+
+
+def _decided(call_id: str, approved: bool) -> list[Event]:
+    """What ``flightlog approve``/``deny`` record: ``permission_resolved``, a denial, the decision record."""
+    out: list[Event] = [ev.PermissionResolved(turn=1, approved=approved, responder="user")]
+    if not approved:
+        out.append(denied(call_id))
+    payload = {"turn": 1, "call_id": call_id, "gate": "approval", "approved": approved, "responder": "alice"}
+    return [*out, custom("approval_decision", payload)]
+
+
+def test_one_gated_call_is_one_approval_ref_decided_in_any_order() -> None:
+    # seed 002: a ref is "an approval record"; the kernel's approval is named by its call id (approve SID
+    # CALL), so the permission_requested beside a tool_gated is the same approval, not a second one
+    events = [
+        started(),
+        requested("c1", "c2"),
+        *_asked("c1"),
+        *_asked("c2"),
+        suspended("approval", "c1", "c2"),
+        *_decided("c2", False),  # the later call decided first
+        *_decided("c1", True),
+        resumed(["c1"], ["c2"]),
+        completed("c1"),
+    ]
+    refs = [(r.reference, r.label) for r in snap(events).refs]
+    assert refs == [("approval:s1:c1", "shell: approved"), ("approval:s1:c2", "shell: denied")]
+    assert snap(events).state is RunState.RUNNING
+
+
+def test_an_unanswered_permission_beside_a_gate_still_waits_for_input() -> None:
+    snapshot = snap([started(), requested("c1"), *_asked("c1"), suspended("approval", "c1")])
+    assert snapshot.state is RunState.WAITING_INPUT
+    assert [(r.reference, r.label) for r in snapshot.refs] == [("approval:s1:c1", "shell: pending")]
+
+
+@pytest.mark.parametrize(
+    ("closing", "label"),
+    [
+        ([cancelled("c1")], "shell: cancelled"),
+        ([ev.Rollbacked(turn=1, checkpoint_history_len=1)], "shell: superseded"),
+        ([started("r2")], "shell: superseded"),
+        ([terminal("failed")], "shell: run ended"),
+    ],
+)
+def test_a_gate_closed_without_a_decision_is_no_longer_pending(closing: list[Event], label: str) -> None:
+    events = [started(), requested("c1"), *_asked("c1"), suspended("approval", "c1"), *closing]
+    assert [(r.reference, r.label) for r in snap(events).refs] == [("approval:s1:c1", label)]
+
+
+def test_a_cancelled_gate_decided_and_resumed_later_says_so() -> None:
+    # a kernel abort keeps the run resumable: its gate can still be approved, and the resume runs the call
+    events = [
+        started(),
+        requested("c1"),
+        *_asked("c1"),
+        suspended("approval", "c1"),
+        cancelled("c1"),
+        *_decided("c1", True),
+        resumed(["c1"]),
+    ]
+    assert [(r.reference, r.label) for r in snap(events).refs] == [("approval:s1:c1", "shell: approved")]
+
+
+def test_a_permission_without_a_gate_closed_by_the_run_end_is_not_pending() -> None:
+    events = [started(), ev.PermissionRequested(turn=1, tool="rm", arguments="{}"), terminal()]
+    assert [(r.reference, r.label) for r in snap(events).refs] == [
+        ("approval:s1:permission-1", "rm: run ended")
+    ]

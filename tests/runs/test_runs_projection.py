@@ -316,6 +316,22 @@ def test_migrating_a_database_with_events_marks_the_projection_for_rebuild(
         assert [s.state for s in list_runs(store)] == [RunState.RUNNING]
 
 
+def test_a_projection_built_by_the_previous_fold_rules_is_marked_for_rebuild(
+    db_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    mine = next(i for i, (d, _) in enumerate(sqlite_backend.MIGRATIONS) if d.startswith("runs fold rules 2"))
+    monkeypatch.setattr(sqlite_backend, "MIGRATIONS", sqlite_backend.MIGRATIONS[:mine])
+    with SqliteStore(db_path) as store:  # fold rules 1: its rows were current then
+        record(store, "s1", [started(), requested("c1"), gated("c1"), cancelled("c1")])
+        assert store.run_projection_version() == 1
+    monkeypatch.undo()
+    with SqliteStore(db_path) as store:
+        assert store.run_projection_version() == 0 and not projection_ready(store)
+        assert [r.label for r in list_runs(store)[0].refs] == ["shell: cancelled"]  # folded from the ledger
+        rebuild_projection(store)
+        assert projection_ready(store) and [r.label for r in list_runs(store)[0].refs] == ["shell: cancelled"]
+
+
 def test_rebuild_refuses_a_read_only_store(db_path: Path) -> None:
     from flightlog.errors import ReadOnlyStore
 

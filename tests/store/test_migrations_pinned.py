@@ -22,6 +22,7 @@ SQLITE = [
     "2d9f5d588218c734aaf867a60d546abe4478fffe7809d6e6b40e5eb099a07d3f",  # long-term memory (store/memory_sqlite.py)
     "886c4e56654c261a64cfb8d7e5db4ea36e2972b9a556539f5e0bff9a438f0bd0",  # signal queue (store/signals.py)
     "89dc009b34bd1e3af6867cce60d27beea889858b717600c99738bfade11a936a",  # runs list (ddl.SQLITE_RUNS_LIST)
+    "fa66b9076cc9546535d8a0ff5f67c6a5d91db8c13f3b1cb9bda06281e37b619a",  # runs fold rules 2 (ddl.RUNS_FOLD_2)
 ]
 POSTGRES = [
     "444ebb775f784a74816dc21fb6f9d2dfc5abc2ea66031eabf69ab6856626b231",
@@ -30,6 +31,7 @@ POSTGRES = [
     "585b448dc986f90d8886b87118e50989ac26fa0b0f0a15ad3daf2be086ed45a7",  # signal queue (store/signals.py)
     "df1e20687bcb5cf6e95a5f6628418f6311f32ae33bfd3cfddbc4a576185e6731",  # runs list (ddl.POSTGRES_RUNS_LIST)
     "36e00a4a14fdaaa868646a75cbe11319f6af60c03cba207127505e8e30256bd8",  # HOT run rows (ddl.POSTGRES_RUNS_HOT)
+    "fa66b9076cc9546535d8a0ff5f67c6a5d91db8c13f3b1cb9bda06281e37b619a",  # runs fold rules 2 (ddl.RUNS_FOLD_2)
 ]
 
 

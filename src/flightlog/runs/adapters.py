@@ -101,8 +101,15 @@ Refs (ordered by first appearance, at most :data:`MAX_REFS`, oldest dropped firs
 
 * ``approval:<session>:<call_id>`` (approval) per ``tool_gated``, labelled ``<tool>: pending``, then
   ``approved``/``denied`` (``resumed``, ``tool_denied``) or ``resolved`` (a result arrived without a
-  recorded decision); ``approval:<session>:permission-<seq>`` per ``permission_requested``, decided by
-  the next ``permission_resolved``.
+  recorded decision). A gate closed without a decision says how: ``cancelled`` (an ``operation_cancelled``
+  listing its call; a later ``resumed`` deciding it relabels it, as after ``flightlog abort`` then
+  ``approve`` and ``resume``), ``superseded`` (``rollbacked``, or a new ``run_started``) or ``run ended``
+  (``run_terminal``). One approval is one ref (seed 002: "an approval record"), named by its call as
+  ``flightlog approve SESSION CALL`` names it: the ``permission_requested`` the kernel and the integrations
+  record right after a ``tool_gated`` of the same tool is that gate's, and adds no ref (it keeps the run
+  ``waiting_input`` until a ``permission_resolved`` or the call's decision). Any other
+  ``permission_requested`` is ``approval:<session>:permission-<seq>``, decided by the next
+  ``permission_resolved`` (oldest first), closed as a gate is by ``superseded``/``run ended``.
 * ``sha256:<hex>`` (artifact) from ``page_out.archive_ref``, ``context_renewed.handoff_ref`` and
   ``compressed.preserved_refs`` when they are artifact handles (other strings are not references).
 * ``milestone:<session>:<phase_id>`` (gate), labelled ``passed`` or ``blocked``.
@@ -193,7 +200,7 @@ __all__ = [
     "session_snapshot",
 ]
 
-FOLD_VERSION = 1
+FOLD_VERSION = 2
 """Version of the fold rules below; a stored projection built by another version is rebuilt."""
 
 MAX_REFS = 64
@@ -459,7 +466,9 @@ class SessionFold:
     suspended: str | None = None  # input | paused
     tools: list[str] = field(default_factory=list)
     gates: dict[str, str] = field(default_factory=dict)  # call_id -> approval ref
-    permissions: list[str] = field(default_factory=list)  # approval refs, oldest first
+    permissions: list[str] = field(default_factory=list)  # approval refs, oldest first (a gate's: its own)
+    asked: str | None = None  # the ref of the latest tool_gated, until a permission_requested pairs with it
+    asked_tool: str | None = None  # its tool
     refs: dict[str, list[Any]] = field(default_factory=dict)  # reference -> [kind, label]
     context: dict[str, Any] | None = None  # ContextUse.to_json() of the open run's latest model call
     processes: list[ProcessEntry] = field(default_factory=list, compare=False)
@@ -543,12 +552,17 @@ class SessionFold:
         self.terminal_reason = self.terminal_at_ms = None
         self.terminal_budget = False
         self.open_tokens, self.open_steps, self.budget_axis = None, 0, None
-        self._clear_pending()
+        self._clear_pending("superseded")  # a new run: the previous one's open approvals wait no more
         self.suspended = None
         self.stopping = False
         self.context = None
 
-    def _clear_pending(self) -> None:
+    def _clear_pending(self, closed: str | None = None) -> None:
+        """Drop every pending call and open approval; label the approvals ``closed`` (when given)."""
+        if closed is not None:
+            for reference in [*self.gates.values(), *self.permissions]:
+                self._approval(reference, closed)
+        self.asked = self.asked_tool = None
         self.awaiting_model = False
         self.tools = []
         self.gates = {}
@@ -561,7 +575,7 @@ class SessionFold:
         self.terminal_reason, self.terminal_at_ms = e.reason, at
         self.terminal_budget = self.budget_axis is not None
         self.open_tokens, self.open_steps = None, 0
-        self._clear_pending()
+        self._clear_pending("run ended")
         self.suspended = None
         self.stopping = False
 
@@ -579,10 +593,15 @@ class SessionFold:
         self.tools.extend(c.id for c in e.calls if c.id not in self.tools)
         self._progress()
 
-    def _drop_call(self, call_id: str) -> None:
+    def _drop_call(self, call_id: str, closed: str | None = None) -> None:
         if call_id in self.tools:
             self.tools.remove(call_id)
-        self.gates.pop(call_id, None)
+        reference = self.gates.pop(call_id, None)
+        if reference is not None:
+            if closed is not None:
+                self._approval(reference, closed)
+            if reference in self.permissions:  # its permission_requested is answered with it
+                self.permissions.remove(reference)
 
     def _on_tool_completed(self, seq: int, at: int, e: ToolCompleted) -> None:
         for result in e.results:
@@ -600,16 +619,28 @@ class SessionFold:
     def _on_tool_gated(self, seq: int, at: int, e: ToolGated) -> None:
         reference = f"approval:{_id(self.header.session_id)}:{_id(e.call_id)}"
         self.gates[e.call_id] = reference
+        self.asked, self.asked_tool = reference, e.tool
         self._ref(ReceiptKind.APPROVAL, reference, _detail(f"{e.tool}: pending"))
 
     def _on_permission_requested(self, seq: int, at: int, e: PermissionRequested) -> None:
+        # The kernel and the integrations record a gated call as tool_gated + permission_requested (which
+        # names no call): one approval, so one ref, the gate's, which the permission only keeps waiting.
+        asked, self.asked = self.asked, None
+        if asked is not None and e.tool == self.asked_tool and asked in self.gates.values():
+            self.permissions.append(asked)
+            return
         reference = f"approval:{_id(self.header.session_id)}:permission-{seq}"
         self.permissions.append(reference)
         self._ref(ReceiptKind.APPROVAL, reference, _detail(f"{e.tool}: pending"))
 
     def _on_permission_resolved(self, seq: int, at: int, e: PermissionResolved) -> None:
-        if self.permissions:
-            self._approval(self.permissions.pop(0), "approved" if e.approved else "denied")
+        if not self.permissions:
+            return
+        reference = self.permissions.pop(0)
+        # A gate's decision names its call (resumed, tool_denied, tool_completed), a permission_resolved
+        # none: answered oldest first, it must not label a gate that may not be the one decided.
+        if reference not in self.gates.values():
+            self._approval(reference, "approved" if e.approved else "denied")
 
     def _on_suspended(self, seq: int, at: int, e: Suspended) -> None:
         wants_input = bool(e.pending_calls) or any(w in e.reason.lower() for w in _INPUT_WORDS)
@@ -620,20 +651,28 @@ class SessionFold:
         for decision, call_ids in (("approved", e.approved), ("denied", e.denied)):
             for call_id in call_ids:
                 reference = self.gates.pop(call_id, None)
-                if reference is not None:
-                    self._approval(reference, decision)
+                if reference is None:  # a gate an abort closed, decided after it (the run stays resumable)
+                    reference = f"approval:{_id(self.header.session_id)}:{_id(call_id)}"
+                elif reference in self.permissions:
+                    self.permissions.remove(reference)
+                self._approval(reference, decision)
         self._progress()
 
     def _on_operation_cancelled(self, seq: int, at: int, e: OperationCancelled) -> None:
         self.stopping = self.phase == "open"
         self.awaiting_model = False  # the cancelled operation (a model call, tool I/O) is not pending
         for call_id in e.pending_call_ids:
-            self._drop_call(call_id)
+            self._drop_call(call_id, "cancelled")
 
     def _on_rollbacked(self, seq: int, at: int, e: Event) -> None:
         self.awaiting_model = False
         self.tools = []
+        for reference in self.gates.values():
+            self._approval(reference, "superseded")
+            if reference in self.permissions:
+                self.permissions.remove(reference)
         self.gates = {}
+        self.asked = self.asked_tool = None
 
     def _on_budget_exceeded(self, seq: int, at: int, e: BudgetExceeded) -> None:
         self.budget_axis = e.budget

@@ -15,6 +15,7 @@ __all__ = [
     "POSTGRES_MIGRATIONS",
     "POSTGRES_RUNS_HOT",
     "POSTGRES_RUNS_LIST",
+    "RUNS_FOLD_2",
     "SQLITE_MIGRATIONS",
     "SQLITE_RUNS_LIST",
 ]
@@ -514,3 +515,15 @@ which sort). An append's compare-and-set of its run row then changes no indexed 
 updates the row in place (a heap-only tuple) instead of inserting a new entry into each of the table's
 eight indexes: 536 of 1,790 WAL bytes per append, measured with ``pg_waldump`` (issue 19). The cost: a runs
 list sorted by last event sorts the matching rows instead of walking an index (bench/README.md)."""
+
+RUNS_FOLD_2: tuple[str, str] = (
+    "runs fold rules 2: one approval ref per gated call, closed gates labelled (rebuild the projection)",
+    """
+    UPDATE runs_meta SET value = CASE WHEN EXISTS (SELECT 1 FROM events) THEN 0 ELSE 2 END
+        WHERE key = 'fold_version';
+    """,
+)
+"""Both backends, last: ``flightlog.runs.FOLD_VERSION`` went from 1 to 2. A database with events marks its
+projection stale (0: ``flightlog runs --rebuild`` refolds it; until then the listings fold the ledgers), an
+empty one is current at 2. The store sits below ``flightlog.runs``, so the number is written here, as the
+first ``runs_meta`` row wrote 1."""

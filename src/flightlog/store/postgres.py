@@ -77,7 +77,7 @@ from .base import (
     retired_error,
     row_stamps,
 )
-from .ddl import POSTGRES_MIGRATIONS, POSTGRES_RUNS_HOT, POSTGRES_RUNS_LIST
+from .ddl import POSTGRES_MIGRATIONS, POSTGRES_RUNS_HOT, POSTGRES_RUNS_LIST, RUNS_FOLD_2
 from .group import CommitGroup, Gate
 from .memory_postgres import MIGRATION as MEMORY_MIGRATION
 from .memory_postgres import PostgresMemory
@@ -100,9 +100,11 @@ MIGRATIONS: list[tuple[str, str]] = [
     SIGNALS_MIGRATION,
     POSTGRES_RUNS_LIST,
     POSTGRES_RUNS_HOT,
+    RUNS_FOLD_2,
 ]
 """Ordered migrations (:data:`flightlog.store.ddl.POSTGRES_MIGRATIONS`, then long-term memory's, then the signal queue's, then the paged runs list's, then
-:data:`flightlog.store.ddl.POSTGRES_RUNS_HOT`): list index + 1 is the schema version."""
+:data:`flightlog.store.ddl.POSTGRES_RUNS_HOT`, then :data:`flightlog.store.ddl.RUNS_FOLD_2`): list index + 1 is the
+schema version."""
 
 _MIGRATION_LOCK: Final = (
     0x466C6967_68746C67  # pg_advisory_xact_lock key serialising migrations ("Fligh" "tlg")
