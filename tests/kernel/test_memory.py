@@ -196,6 +196,37 @@ def test_memory_survives_across_runs_and_sessions(store: SqliteStore) -> None:
     assert first_request[-1].text_content().endswith(FACT)
 
 
+def test_a_query_does_not_inject_a_memory_already_in_the_history(store: SqliteStore) -> None:
+    """The demo's second run: the fact is injected at run start, then its memory_query finds it again;
+    the model is given it once (the query's answer says it is above), and a new record still comes in."""
+    Kernel(store, remember_agent(), notary=None).run_sync("remember deploys", handle_signals=False)
+    second = Kernel(store, recall_agent(), notary=None).run_sync(
+        "When do production deploys happen?", handle_signals=False
+    )
+    assert second.status == "completed" and FACT in (second.final_message or "")
+    history = [m.text_content() for m in replay_session(store, second.session_id)]
+    assert [t for t in history if t.startswith("[MEMORY")] == [next(t for t in history if FACT in t)]
+    (queried,) = [e for e in of(store, second.session_id, ev.MemoryQueried) if e.turn == 1]
+    assert queried.requested_k == 3
+    results = of(store, second.session_id, ev.MemoryRetrievalResult)
+    assert [len(r.hits) for r in results] == [1, 0]  # the query's hit is the one injected at start
+    (answer,) = [r for r in _tool_results(store, second.session_id) if r.call_id == "query-1"]
+    rid = results[0].hits[0].record.record_id
+    assert f"already in the conversation above: {rid}" in str(answer.output)
+
+    # a record the history does not hold yet is injected by the query, beside the one it holds
+    remember(
+        store, scope=SCOPE, kind=ev.MemoryKind.PROJECT, name="freeze", content="Deploys freeze in December."
+    )
+    third = Kernel(store, recall_agent(), notary=None).run_sync(
+        "What follows the 14:00 standup?", handle_signals=False
+    )
+    memories = [
+        t for t in (m.text_content() for m in replay_session(store, third.session_id)) if "[MEMORY" in t
+    ]
+    assert [t.split("] ", 1)[1] for t in memories] == [FACT, "Deploys freeze in December."]
+
+
 def test_erasing_a_memory_keeps_every_chain_verifying(store: SqliteStore, db_path: Path) -> None:
     Kernel(store, remember_agent()).run_sync("remember deploys", handle_signals=False)
     second = Kernel(store, recall_agent()).run_sync("When do deploys happen?", handle_signals=False)

@@ -25,7 +25,9 @@ kernel does for a failed write) and the tool answers an error; an accepted one u
 false}`` and ``memory_retrieval_result{hits}`` after the tool's ``tool_completed`` (one transaction); each
 hit then enters the history as a user message ``[MEMORY record_id=<id> kind=<kind>] <text>`` (upstream's
 host form; :func:`flightlog.replay.memory_message`), so a live run, a resumed one and ``replay`` show the
-same. Hits in the ledger carry the text's salted handle, never the text (:mod:`flightlog.integrity.erasure`).
+same. A hit whose message (same record, same content handle) is already in the run's current history, such
+as a memory injected at run start, is left out of ``memory_retrieval_result`` (the tool's answer names it
+as already above), so the model is not given the same memory twice. Hits in the ledger carry the text's salted handle, never the text (:mod:`flightlog.integrity.erasure`).
 
 **Asynchronous retrieval.** With ``policy.service`` (a :class:`MemoryService`), the query is submitted
 under a durable id (``<run_id>:turn-<turn>:memory-<n>``), ``memory_queried`` records
@@ -311,6 +313,7 @@ class MemoryContext:
     notary: Notary | None
     events: list[Event] = field(default_factory=list)
     queries: int = 0
+    state: KernelState | None = None
 
 
 def _context() -> MemoryContext:
@@ -374,7 +377,8 @@ _KINDS = {k.value for k in MemoryKind}
 
 @tool(effect="read_only")
 def memory_query(query: str, top_k: int = 5, kinds: list[str] | None = None) -> str:
-    """Search long-term memory; the memories found are added to the conversation as [MEMORY ...] messages.
+    """Search long-term memory; the memories found are added to the conversation as [MEMORY ...] messages
+    (those already in it are named, not repeated).
 
     Args:
         query: What to look for (words).
@@ -402,16 +406,40 @@ def memory_query(query: str, top_k: int = 5, kinds: list[str] | None = None) -> 
         ]
         return f"memory query {query_id} submitted; the run waits for its result"
     hits = recall(ctx.store, policy.scope, query, kinds=request.kinds, top_k=k)
+    shown = in_history(ctx.state) if ctx.state is not None else set()
+    new = [h for h in hits if (h.record.record_id, h.record.content) not in shown]
     ctx.events += [
         MemoryQueried(
             turn=ctx.turn, scope=policy.scope, query=query, requested_k=k, requires_async_response=False
         ),
-        MemoryRetrievalResult(hits=hits),
+        MemoryRetrievalResult(hits=new),
     ]
     if not hits:
         return "no memories matched"
     ids = ", ".join(h.record.record_id for h in hits)
-    return f"{len(hits)} memories recalled ({ids}); they follow as [MEMORY ...] messages"
+    answer = f"{len(hits)} memories recalled ({ids})"
+    if new:
+        answer += f"; {', '.join(h.record.record_id for h in new)} follow as [MEMORY ...] messages"
+    if len(new) < len(hits):
+        above = ", ".join(h.record.record_id for h in hits if h not in new)
+        answer += f"; already in the conversation above: {above}"
+    return answer
+
+
+def in_history(state: KernelState) -> set[tuple[str, str]]:
+    """``(record_id, content handle)`` of the recalled memories whose ``[MEMORY ...]`` message is in the
+    run's current history (a compaction or a rollback may have taken one out: then it is not)."""
+    recalled = [h for _, e in state.events if isinstance(e, MemoryRetrievalResult) for h in e.hits]
+    if not recalled:
+        return set()
+    heads = {
+        m.text_content().split("] ", 1)[0] + "]" for m in state.history() if m.role == "user" and m.content
+    }
+    return {
+        (h.record.record_id, h.record.content)
+        for h in recalled
+        if f"[MEMORY record_id={h.record.record_id} kind={h.record.kind.value}]" in heads
+    }
 
 
 def memory_tools(existing: Sequence[Tool]) -> tuple[Tool, ...]:
@@ -430,7 +458,13 @@ def turn_context(activation: Any) -> MemoryContext | None:
         return None
     st = activation.state
     return MemoryContext(
-        activation.kernel.store, policy, activation.session_id, st.run_id, st.turn, activation.kernel.notary
+        activation.kernel.store,
+        policy,
+        activation.session_id,
+        st.run_id,
+        st.turn,
+        activation.kernel.notary,
+        state=st,
     )
 
 
