@@ -195,7 +195,8 @@ def test_runs_show_one_approval_per_gated_call_closed_by_an_abort(tmp_path: Path
     assert code == 3 and _approval_refs(db, sid) == [(f"approval:{sid}:n1", "note: pending")]
     assert cli(db, "abort", sid)[0] == 0
     assert _approval_refs(db, sid) == [(f"approval:{sid}:n1", "note: cancelled")]
-    assert cli(db, "pending", "--json")[1] == "[]\n"  # an aborted run waits for nobody
+    # `pending` lists suspended sessions, not a cancelled one
+    assert cli(db, "pending", "--json")[1] == "[]\n"
     # the run stays resumable: its call can still be decided, and the resume runs it
     assert cli(db, "approve", sid, "n1", "--as", "alice")[0] == 0
     code, out, err = cli(db, "resume", sid, "--json", "-q")
