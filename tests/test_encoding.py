@@ -11,8 +11,10 @@ import pytest
 import rfc8785
 from hypothesis import given, settings
 from hypothesis import strategies as st
+from pydantic import ValidationError
 from pydantic_core import PydanticSerializationError
 
+from flightlog import encoding as enc
 from flightlog import events as ev
 from flightlog.encoding import (
     MAX_SAFE_INTEGER,
@@ -23,8 +25,8 @@ from flightlog.encoding import (
     model_bytes,
 )
 from flightlog.errors import EncodingError
-from flightlog.events import Custom, Event, LlmCompleted, ProviderReplay
-from flightlog.messages import Message, ToolResult, WireModel
+from flightlog.events import CancellationReason, Custom, Event, LlmCompleted, ProviderReplay
+from flightlog.messages import Message, ToolCall, ToolResult, WireModel, content_part_adapter
 
 TEXT = st.text(alphabet=st.characters(blacklist_categories=("Cs",)), max_size=20)
 VALUES = st.recursive(
@@ -280,3 +282,240 @@ def test_model_bytes_takes_plain_events_and_leaves_the_rest() -> None:
     ]
     for event in left:
         assert model_bytes(event) is None
+
+
+# ─── Event bytes without the event: equal to canonical_bytes of the model, or None ──────────────────
+
+TURNS = st.integers(0, 50) | st.sampled_from([2**32 - 1, 2**32, -1, True])
+SOME_TEXT = EDGE_TEXT | st.sampled_from(["lone \ud800", "\udfff"])
+RESULTS = st.lists(st.tuples(SOME_TEXT, SOME_TEXT, st.booleans() | st.just(1)), max_size=3)
+CALLS = st.lists(st.tuples(SOME_TEXT, SOME_TEXT, SOME_TEXT), max_size=3)
+PARTS = st.lists(
+    st.tuples(st.just("text"), SOME_TEXT, st.none())
+    | st.tuples(st.just("thinking"), SOME_TEXT, st.none() | SOME_TEXT)
+    | st.tuples(st.just("redacted_thinking"), SOME_TEXT, st.none()),
+    max_size=4,
+)
+
+
+_PART_FIELD = {"text": "text", "thinking": "thinking", "redacted_thinking": "data"}
+
+
+def _part(part_type: str, text: str, signature: str | None) -> Any:
+    """The content part (a model) those fields stand for, validated from its wire form."""
+    wire = {"type": part_type, _PART_FIELD[part_type]: text}
+    return content_part_adapter.validate_python(
+        wire if signature is None else {**wire, "signature": signature}
+    )
+
+
+def _model_bytes(build: Any) -> bytes | None:
+    """``canonical_bytes`` of the event ``build()`` makes; None when building or encoding it refuses."""
+    try:
+        return canonical_bytes(build())
+    except (ValidationError, EncodingError):
+        return None
+
+
+def _plainly_fine(turn: Any, *texts: str) -> bool:
+    """Fields every shortcut must take (an in-range int turn, no lone surrogate)."""
+    return type(turn) is int and 0 <= turn < 2**32 and all(_no_surrogate(text) for text in texts)
+
+
+def _no_surrogate(text: str) -> bool:
+    return not any("\ud800" <= char <= "\udfff" for char in text)
+
+
+@settings(max_examples=300, deadline=None)
+@given(TURNS, RESULTS)
+def test_tool_completed_bytes_equal_the_models(turn: Any, results: list[tuple[Any, Any, Any]]) -> None:
+    """``tool_completed_bytes`` gives ``canonical_bytes(ToolCompleted(...))``, or None (then the caller
+    builds the event): never other bytes; and it takes every in-range, surrogate-free input."""
+    data = enc.tool_completed_bytes(turn, results)
+    reference = _model_bytes(
+        lambda: ev.ToolCompleted(
+            turn=turn, results=[ToolResult(call_id=c, output=o, is_error=e) for c, o, e in results]
+        )
+    )
+    if data is not None:
+        assert data == reference
+    texts = [text for c, o, _ in results for text in (c, o)]
+    if _plainly_fine(turn, *texts) and all(type(e) is bool for _, _, e in results):
+        assert data is not None
+
+
+@settings(max_examples=300, deadline=None)
+@given(TURNS, CALLS)
+def test_tool_requested_bytes_equal_the_models(turn: Any, calls: list[tuple[str, str, str]]) -> None:
+    """``tool_requested_bytes`` gives ``canonical_bytes(ToolRequested(...))`` or None, as above."""
+    data = enc.tool_requested_bytes(turn, calls)
+    reference = _model_bytes(
+        lambda: ev.ToolRequested(turn=turn, calls=[ToolCall(id=i, name=n, arguments=a) for i, n, a in calls])
+    )
+    if data is not None:
+        assert data == reference
+    if _plainly_fine(turn, *[text for call in calls for text in call]):
+        assert data is not None
+
+
+@settings(max_examples=400, deadline=None)
+@given(
+    TURNS,
+    PARTS,
+    CALLS,
+    st.none() | SOME_TEXT,
+    st.none() | SOME_TEXT,
+    st.lists(ANY_VALUES, max_size=3),
+    st.booleans(),
+)
+def test_llm_completed_bytes_equal_the_models(
+    turn: Any,
+    parts: list[tuple[str, str, str | None]],
+    calls: list[tuple[str, str, str]],
+    provider: str | None,
+    model: str | None,
+    native: list[Any],
+    vouch: bool,
+) -> None:
+    """``llm_completed_bytes`` gives ``canonical_bytes(LlmCompleted(...))`` or None, as above; with
+    ``native_plain`` said only when ``_plain`` holds (the contract), and native blocks of any JSON value
+    (floats, huge integers, astral keys, lone surrogates: never plain, so None or equal bytes)."""
+    plain = _plain(native)
+    data = enc.llm_completed_bytes(
+        turn,
+        parts,
+        calls,
+        protocol="anthropic.messages",
+        provider=provider,
+        model=model,
+        native_blocks=native,
+        native_plain=vouch and plain,
+    )
+    reference = _model_bytes(
+        lambda: ev.LlmCompleted(
+            turn=turn,
+            message=Message(
+                role="assistant",
+                content=[_part(*part) for part in parts],
+                tool_calls=[ToolCall(id=i, name=n, arguments=a) for i, n, a in calls],
+            ),
+            provider_replay=ev.ProviderReplay(
+                protocol="anthropic.messages", provider=provider, model=model, native_blocks=native
+            ),
+        )
+    )
+    if data is not None:
+        assert data == reference
+    texts = [t for part in parts for t in part if t is not None] + [t for c in calls for t in c]
+    texts += [t for t in (provider, model) if t is not None]
+    if plain and _plainly_fine(turn, *texts) and reference is not None:
+        assert data is not None
+
+
+def test_event_bytes_refuse_what_the_model_would_change() -> None:
+    """A bool turn (pydantic writes it as 1) and a subclass of str are refused, not written as given."""
+
+    class Name(str):
+        pass
+
+    assert enc.tool_completed_bytes(True, []) is None
+    assert enc.tool_requested_bytes(1, [(Name("a"), "b", "c")]) is None
+    assert enc.tool_completed_bytes(1, [("a", "b", 1)]) is None  # type: ignore[list-item]
+    assert (
+        enc.llm_completed_bytes(
+            1, [("image", "x", None)], [], protocol="p", provider=None, model=None, native_blocks=[]
+        )
+        is None
+    )
+    assert (
+        enc.llm_completed_bytes(
+            1, [("text", "x", "sig")], [], protocol="p", provider=None, model=None, native_blocks=[]
+        )
+        is None
+    )
+    assert (
+        enc.llm_completed_bytes(
+            1, [], [], protocol="p", provider=None, model=None, native_blocks=[1.5], native_plain=False
+        )
+        is None
+    )
+
+
+@settings(max_examples=300, deadline=None)
+@given(SOME_TEXT, SOME_TEXT, st.none() | SOME_TEXT)
+def test_run_started_bytes_equal_the_models(run_id: str, goal: str, agent_id: str | None) -> None:
+    """``run_started_bytes`` gives ``canonical_bytes(RunStarted(...))`` (``agent_id`` and
+    ``system_prompt`` written as null, ``criteria`` as []) or None, as above."""
+    data = enc.run_started_bytes(run_id, goal, agent_id)
+    reference = _model_bytes(lambda: ev.RunStarted(run_id=run_id, goal=goal, agent_id=agent_id))
+    if data is not None:
+        assert data == reference
+    if _plainly_fine(0, run_id, goal, *([agent_id] if agent_id is not None else [])):
+        assert data is not None
+
+
+@settings(max_examples=300, deadline=None)
+@given(SOME_TEXT, TURNS, st.integers(-2, 2**60) | st.sampled_from([2**53 - 1, 2**53, True]))
+def test_run_terminal_bytes_equal_the_models(reason: str, turns: Any, tokens: Any) -> None:
+    """``run_terminal_bytes`` gives ``canonical_bytes(RunTerminal(...))`` or None, as above (tokens beyond
+    2**53-1, which encoding refuses, and negative ones, which the model refuses, give None)."""
+    data = enc.run_terminal_bytes(reason, turns, tokens)
+    reference = _model_bytes(lambda: ev.RunTerminal(reason=reason, turns_used=turns, total_tokens=tokens))
+    if data is not None:
+        assert data == reference
+    if _plainly_fine(turns, reason) and type(tokens) is int and 0 <= tokens <= MAX_SAFE_INTEGER:
+        assert data is not None
+
+
+@settings(max_examples=300, deadline=None)
+@given(
+    TURNS,
+    SOME_TEXT,
+    st.sampled_from([*CancellationReason, "user", "deadline", "nope", "USER"]),
+    st.lists(SOME_TEXT, max_size=3),
+)
+def test_operation_cancelled_bytes_equal_the_models(
+    turn: Any, operation_id: str, reason: str, pending: list[str]
+) -> None:
+    """``operation_cancelled_bytes`` gives ``canonical_bytes(OperationCancelled(...))`` or None, as above
+    (a reason that is no ``CancellationReason`` value gives None)."""
+    data = enc.operation_cancelled_bytes(turn, operation_id, reason, pending)
+    reference = _model_bytes(
+        lambda: ev.OperationCancelled(
+            turn=turn,
+            operation_id=operation_id,
+            reason=reason,  # type: ignore[arg-type]
+            pending_call_ids=pending,
+        )
+    )
+    if data is not None:
+        assert data == reference
+    if _plainly_fine(turn, operation_id, *pending) and reason in {r.value for r in CancellationReason}:
+        assert data is not None
+
+
+@pytest.mark.parametrize("depth", [150, 300, 3000])
+def test_event_bytes_of_a_value_too_deep_are_none_or_the_models(depth: int) -> None:
+    """Native blocks nested deeper than the model path's serializer goes (~254 levels) or the C encoder
+    (~1,000): ``llm_completed_bytes`` gives None (the model path then refuses with ``EncodingError`` at
+    ``$``), never other bytes or a ``RecursionError``; blocks within ``NATIVE_DEPTH_LIMIT`` are written.
+    The importers' reader refuses lines nested deeper than ``MAX_LINE_DEPTH``, below that limit."""
+    from flightlog.importers.base import MAX_LINE_DEPTH
+
+    assert MAX_LINE_DEPTH + 3 <= enc.NATIVE_DEPTH_LIMIT  # a record's blocks, as the importer vouches them
+    native = [_nested(depth)]
+    data = enc.llm_completed_bytes(1, [], [], protocol="p", provider=None, model=None, native_blocks=native)
+    if depth <= enc.NATIVE_DEPTH_LIMIT - 2:
+        assert data is not None
+    model = LlmCompleted(
+        turn=1,
+        message=Message(role="assistant"),
+        provider_replay=ProviderReplay(protocol="p", native_blocks=native),
+    )
+    try:
+        reference = canonical_bytes(model)
+    except EncodingError as caught:
+        assert caught.field == "$"
+        assert data is None
+    else:
+        assert data is None or data == reference

@@ -19,24 +19,31 @@ from __future__ import annotations
 import json
 import math
 import typing
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Sequence
 from typing import Any
 
 import rfc8785
 
 from .errors import EncodingError, EventDecodeError
-from .events import Custom, Event, SessionEvent, event_from_json_or_none, event_from_wire
+from .events import CancellationReason, Custom, Event, SessionEvent, event_from_json_or_none, event_from_wire
 from .messages import WireModel
 
 __all__ = [
     "MAX_SAFE_INTEGER",
+    "NATIVE_DEPTH_LIMIT",
     "canonical_bytes",
     "canonical_json",
     "custom_bytes",
     "decode_stored",
+    "llm_completed_bytes",
     "model_bytes",
+    "operation_cancelled_bytes",
     "parse_json",
     "register_upcaster",
+    "run_started_bytes",
+    "run_terminal_bytes",
+    "tool_completed_bytes",
+    "tool_requested_bytes",
     "upcast_invented_memory_hits",
 ]
 
@@ -277,6 +284,238 @@ def _wire_value(value: Any, models: frozenset[type], depth: int) -> Any:
     elif kind in models:
         return _wire_of(value, depth)
     raise _NotPlain
+
+
+# ─── Event bytes without the event (issue 19: the importers' commonest kinds) ────────────────────────
+#
+# Each function below writes the RFC 8785 bytes of one event kind straight from its fields, without building
+# the pydantic model, dumping it (``to_wire``) and checking the dump (``_plain``): the wire form is written
+# here by hand, so each is proven equal to ``canonical_bytes`` of the model by a hypothesis test
+# (``tests/test_encoding.py``) over generated fields, edge strings and out-of-range turns included. Each
+# returns None, never guessing, whenever its shortcut could differ from the model path (a turn outside
+# ``u32``, a value not of the exact type the field holds, a payload that is not plain JSON, a lone
+# surrogate): the caller then builds the model, whose validation and encoding raise what they raise.
+
+_U32_MAX = 2**32 - 1
+
+TextPartFields = tuple[str, str, str | None]
+"""A content part as ``(type, text, signature)``: ``("text", text, None)``, ``("thinking", thinking,
+signature or None)`` or ``("redacted_thinking", data, None)`` (the :mod:`flightlog.messages` parts)."""
+
+_PART_FIELD = {"text": "text", "thinking": "thinking", "redacted_thinking": "data"}
+"""The field holding a part's text, by part type (``TextPart.text``, ``ThinkingPart.thinking``,
+``RedactedThinkingPart.data``)."""
+
+
+def _turn_ok(turn: Any) -> bool:
+    """Whether ``turn`` is an ``int`` a ``U32`` field holds as it is (bools are refused: pydantic would
+    write ``1`` for ``True``, a different value)."""
+    return type(turn) is int and 0 <= turn <= _U32_MAX
+
+
+def _strs(*values: Any) -> bool:
+    """Whether every value is an exact ``str``."""
+    return all(type(value) is str for value in values)
+
+
+NATIVE_DEPTH_LIMIT = 200
+"""The deepest nesting of native blocks :func:`llm_completed_bytes` writes: the model path (pydantic's
+serializer) refuses values nested deeper than about 254 levels, where the stdlib encoder would still write
+them, so deeper blocks are left to it (it raises ``EncodingError``)."""
+
+
+def _depth_within(value: Any, limit: int) -> bool:
+    """Whether ``value`` nests at most ``limit`` containers deep (iterative: any depth is measured)."""
+    stack = [(value, 0)]
+    while stack:
+        item, depth = stack.pop()
+        if type(item) is dict:
+            item = item.values()
+        elif type(item) is not list:
+            continue
+        if depth >= limit:
+            return False
+        stack.extend((child, depth + 1) for child in item)
+    return True
+
+
+def _encode_vouched(wire: dict[str, Any]) -> bytes | None:
+    """The stdlib encoder's bytes of a wire dict the caller knows plain (:func:`_plain`); None on a lone
+    surrogate (the UTF-8 step refuses it) or a value nested deeper than the C encoder goes: the model path
+    then names the field, or says it is nested too deeply (as :func:`custom_bytes`)."""
+    try:
+        return _FAST.encode(wire).encode("utf-8")
+    except (UnicodeError, RecursionError):
+        return None
+
+
+def tool_completed_bytes(turn: int, results: Sequence[tuple[str, str, bool]]) -> bytes | None:
+    """RFC 8785 bytes of ``ToolCompleted(turn=turn, results=[ToolResult(call_id, output, is_error)...])``
+    (no ``token_count``), without building it.
+
+    Args:
+        turn: The event's turn (a ``u32``).
+        results: ``(call_id, output, is_error)`` per result, in order.
+
+    Returns:
+        The bytes ``canonical_bytes`` gives for that event, or None (see the section note above: then
+        build the event).
+    """
+    if not _turn_ok(turn):
+        return None
+    out = []
+    for call_id, output, is_error in results:
+        if not (type(call_id) is str and type(output) is str and type(is_error) is bool):
+            return None
+        out.append({"call_id": call_id, "is_error": is_error, "output": output})
+    return _encode_vouched({"kind": "tool_completed", "results": out, "turn": turn})
+
+
+def _calls_wire(calls: Sequence[tuple[str, str, str]]) -> list[dict[str, Any]] | None:
+    """``ToolCall(id, name, arguments)`` wire dicts of ``(id, name, arguments)`` triples (None: not all
+    exact strings)."""
+    out = []
+    for call_id, name, arguments in calls:
+        if not (type(call_id) is str and type(name) is str and type(arguments) is str):
+            return None
+        out.append({"arguments": arguments, "id": call_id, "name": name})
+    return out
+
+
+def tool_requested_bytes(turn: int, calls: Sequence[tuple[str, str, str]]) -> bytes | None:
+    """RFC 8785 bytes of ``ToolRequested(turn=turn, calls=[ToolCall(id, name, arguments)...])`` without
+    building it.
+
+    Args:
+        turn: The event's turn (a ``u32``).
+        calls: ``(id, name, arguments)`` per call, in order.
+
+    Returns:
+        The bytes ``canonical_bytes`` gives for that event, or None (then build the event).
+    """
+    wire = _calls_wire(calls)
+    if wire is None or not _turn_ok(turn):
+        return None
+    return _encode_vouched({"calls": wire, "kind": "tool_requested", "turn": turn})
+
+
+def llm_completed_bytes(
+    turn: int,
+    parts: Sequence[TextPartFields],
+    calls: Sequence[tuple[str, str, str]],
+    *,
+    protocol: str,
+    provider: str | None,
+    model: str | None,
+    native_blocks: list[Any],
+    native_plain: bool = False,
+) -> bytes | None:
+    """RFC 8785 bytes of ``LlmCompleted(turn, message=Message(role="assistant", content=<parts>,
+    tool_calls=<calls>), provider_replay=ProviderReplay(protocol, provider, model, native_blocks))``
+    without building it.
+
+    Args:
+        turn: The event's turn (a ``u32``).
+        parts: The message's content parts as :data:`TextPartFields`, in order.
+        calls: The message's ``(id, name, arguments)`` tool calls, in order.
+        protocol: ``ProviderReplay.protocol``.
+        provider: ``ProviderReplay.provider`` (None: left out, as the model writes it).
+        model: ``ProviderReplay.model`` (None: left out).
+        native_blocks: ``ProviderReplay.native_blocks`` (a list of JSON values).
+        native_plain: The caller has checked that ``native_blocks`` is plain JSON (:func:`_plain`), e.g.
+            while walking it for another reason, and nests at most :data:`NATIVE_DEPTH_LIMIT` levels (e.g.
+            blocks of a line the importers' reader accepted: at most ``MAX_LINE_DEPTH``, 128); otherwise
+            both are checked here. Say True only when both hold.
+
+    Returns:
+        The bytes ``canonical_bytes`` gives for that event, or None (then build the event).
+    """
+    calls_wire = _calls_wire(calls)
+    if calls_wire is None or not _turn_ok(turn) or type(native_blocks) is not list:
+        return None
+    if not (_strs(protocol) and (provider is None or _strs(provider)) and (model is None or _strs(model))):
+        return None
+    if not (native_plain or (_plain(native_blocks) and _depth_within(native_blocks, NATIVE_DEPTH_LIMIT))):
+        return None
+    content = []
+    for part_type, text, signature in parts:
+        field = _PART_FIELD.get(part_type)
+        if field is None or type(text) is not str:
+            return None
+        part = {"type": part_type, field: text}
+        if signature is not None:
+            if part_type != "thinking" or type(signature) is not str:
+                return None
+            part["signature"] = signature
+        content.append(part)
+    message: dict[str, Any] = {"content": content, "role": "assistant"}
+    if calls_wire:
+        message["tool_calls"] = calls_wire
+    replay: dict[str, Any] = {"native_blocks": native_blocks, "protocol": protocol}
+    if provider is not None:
+        replay["provider"] = provider
+    if model is not None:
+        replay["model"] = model
+    return _encode_vouched(
+        {"kind": "llm_completed", "message": message, "provider_replay": replay, "turn": turn}
+    )
+
+
+def run_started_bytes(run_id: str, goal: str, agent_id: str | None) -> bytes | None:
+    """RFC 8785 bytes of ``RunStarted(run_id=run_id, goal=goal, agent_id=agent_id)`` (no criteria, system
+    prompt or attachments) without building it; None when the model path could differ (then build it).
+
+    Args:
+        run_id: ``RunStarted.run_id``.
+        goal: ``RunStarted.goal``.
+        agent_id: ``RunStarted.agent_id`` (None is written as ``null``, as the model writes it).
+    """
+    if not (_strs(run_id, goal) and (agent_id is None or _strs(agent_id))):
+        return None
+    wire: dict[str, Any] = {"agent_id": agent_id, "criteria": [], "goal": goal, "kind": "run_started"}
+    wire["run_id"] = run_id
+    wire["system_prompt"] = None
+    return _encode_vouched(wire)
+
+
+def run_terminal_bytes(reason: str, turns_used: int, total_tokens: int) -> bytes | None:
+    """RFC 8785 bytes of ``RunTerminal(reason, turns_used, total_tokens)`` without building it; None when
+    the model path could differ (``turns_used`` outside ``u32``, ``total_tokens`` negative or beyond
+    2**53-1, which the model refuses or encoding refuses: then build it).
+    """
+    if not (_strs(reason) and _turn_ok(turns_used)):
+        return None
+    if not (type(total_tokens) is int and 0 <= total_tokens <= MAX_SAFE_INTEGER):
+        return None
+    wire = {"kind": "run_terminal", "reason": reason, "total_tokens": total_tokens, "turns_used": turns_used}
+    return _encode_vouched(wire)
+
+
+_CANCELLATION_REASONS = frozenset(reason.value for reason in CancellationReason)
+
+
+def operation_cancelled_bytes(
+    turn: int, operation_id: str, reason: str, pending_call_ids: Sequence[str]
+) -> bytes | None:
+    """RFC 8785 bytes of ``OperationCancelled(turn, operation_id, reason, pending_call_ids)`` without
+    building it; None when the model path could differ (a turn outside ``u32``, a reason that is not a
+    :class:`~flightlog.events.CancellationReason` value, a value not an exact ``str``: then build it).
+
+    Args:
+        reason: A :class:`~flightlog.events.CancellationReason` (a ``str`` enum) or its value.
+    """
+    if not (_turn_ok(turn) and _strs(operation_id, *pending_call_ids)):
+        return None
+    if not isinstance(reason, str) or reason not in _CANCELLATION_REASONS:
+        return None
+    wire = {
+        "kind": "operation_cancelled",
+        "operation_id": operation_id,
+        "pending_call_ids": list(pending_call_ids),
+        "reason": str.__str__(reason),
+        "turn": turn,
+    }
+    return _encode_vouched(wire)
 
 
 def _find_unencodable(value: Any, path: str) -> tuple[str, str] | None:

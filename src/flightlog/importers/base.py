@@ -242,6 +242,13 @@ class EventSpool(MutableSequence[SessionEvent]):
         else:
             self._write("custom", data)
 
+    def append_bytes(self, kind: str, data: bytes) -> None:
+        """Store at the end an event given as its canonical bytes and ``kind``, without building it: the
+        caller vouches that ``data`` is :func:`~flightlog.encoding.canonical_bytes` of a valid event of
+        that kind (the encoders of :mod:`flightlog.encoding` that write an event's bytes from its fields,
+        each proven equal to the model's; what is read back decodes as that event)."""
+        self._write(kind, data)
+
     def _write(self, kind: str, data: bytes) -> None:
         if not self._at_end:  # a read moved the position; appends alone leave it at the end
             self._file.seek(0, 2)

@@ -108,6 +108,15 @@ from functools import lru_cache
 from pathlib import Path
 from typing import Any
 
+from ..encoding import (
+    TextPartFields,
+    llm_completed_bytes,
+    operation_cancelled_bytes,
+    run_started_bytes,
+    run_terminal_bytes,
+    tool_completed_bytes,
+    tool_requested_bytes,
+)
 from ..events import (
     AgentProcessChanged,
     CancellationReason,
@@ -135,6 +144,7 @@ from ..messages import (
 )
 from .background import with_task_sessions
 from .base import (
+    EventSpool,
     ImportedSession,
     ImportWarning,
     append_custom,
@@ -638,6 +648,12 @@ class _CallInfo:
 
 
 Handler = Callable[[int, JsonObj], None]
+_CallFields = tuple[str, str, str]
+"""A ``ToolCall`` as ``(id, name, arguments)``."""
+_ResultFields = tuple[str, str, bool]
+"""A ``ToolResult`` as ``(call_id, output, is_error)`` (no ``token_count``)."""
+_PROTOCOL = "anthropic.messages"
+_PROVIDER = "anthropic"
 
 
 class _SessionBuilder:
@@ -655,6 +671,9 @@ class _SessionBuilder:
         self._agent_id = agent_id
         self.metadata: JsonObj = {}
         self.events = new_event_list()  # on disk during an import_file (bounded memory)
+        # An import_file's spool takes the commonest events as bytes written without their models
+        # (:mod:`flightlog.encoding`'s ``*_bytes``, each proven equal to the model's); a list gets models.
+        self._spool = self.events if isinstance(self.events, EventSpool) else None
         self.times: list[int | None] = []  # per event, the source time of the record that produced it
         self._at: int | None = None
         self._seen: set[str] | None = set() if dedupe else None
@@ -778,9 +797,7 @@ class _SessionBuilder:
         self.times.append(self._at)
         origins = self._origins
         if isinstance(event, RunStarted | LlmCompleted):
-            origins.append(seq)
-            self._last_core = len(origins)
-            self.has_conversation = True
+            self._count_core(seq)
         elif isinstance(event, ToolCompleted):
             origins += [seq] * len(event.results)
         elif isinstance(event, Compressed):
@@ -794,6 +811,27 @@ class _SessionBuilder:
             del origins[event.checkpoint_history_len :]
             self._last_core = len(origins)
         self._count = len(origins)
+
+    def _count_core(self, seq: int) -> None:
+        """A core message (``run_started``, ``llm_completed``) at ``seq`` joins the replay history."""
+        self._origins.append(seq)
+        self._last_core = self._count = len(self._origins)
+        self.has_conversation = True
+
+    def _emit_bytes(self, kind: str, data: bytes, *, results: int = 0) -> None:
+        """Append an event given as its canonical bytes (into ``_spool``: an :class:`EventSpool` only), with
+        :meth:`_emit`'s bookkeeping: ``run_started`` and ``llm_completed`` are core messages,
+        ``tool_completed`` adds ``results`` messages; the other kinds written this way (``tool_requested``,
+        ``run_terminal``, ``operation_cancelled``) add none."""
+        assert self._spool is not None
+        seq = len(self.events) + _SEQ_OFFSET
+        self._spool.append_bytes(kind, data)
+        self.times.append(self._at)
+        if kind == "llm_completed" or kind == "run_started":
+            self._count_core(seq)
+        elif results:
+            self._origins += [seq] * results
+            self._count = len(self._origins)
 
     def _custom(self, kind: str, payload: Any, *, plain: bool = False) -> None:
         """Emit ``Custom(custom_kind=kind, payload)`` (``plain``: the payload is known plain JSON, see
@@ -841,14 +879,17 @@ class _SessionBuilder:
         run_id = _str(record.get("uuid")) or f"line-{line}"
         recorded_in = self._note_copy(run_id)
         attachments, extras = self._prompt_attachments(content)
-        self._emit(
-            RunStarted(
-                run_id=run_id, goal=_text_of(content), agent_id=self._agent_id, attachments=attachments
-            )
-        )
+        goal = _text_of(content)
+        data = None
+        if self._spool is not None and not attachments:
+            data = run_started_bytes(run_id, goal, self._agent_id)
+        if data is not None:
+            self._emit_bytes("run_started", data)
+        else:
+            self._emit(RunStarted(run_id=run_id, goal=goal, agent_id=self._agent_id, attachments=attachments))
         self._run = _Run(run_id, recorded_in=recorded_in)
         if self._task is None:
-            self._task = _text_of(content)[:_TASK_CHARS]
+            self._task = goal[:_TASK_CHARS]
         if extras:
             self._keep(line, "claude_code.user.extra_content", {"uuid": run_id, "blocks": extras})
         self._mark(record, self._count)
@@ -900,10 +941,13 @@ class _SessionBuilder:
         if run is None:
             return
         final = "aborted" if run.interrupted else reason
-        if run.recorded_in is not None:  # a resume copy: counted in the session that recorded it first
-            self._emit(RunTerminal(reason=final, turns_used=0, total_tokens=0))
-            return
-        self._emit(RunTerminal(reason=final, turns_used=run.turns, total_tokens=run.tokens))
+        # a resume copy: counted in the session that recorded it first
+        turns, tokens = (0, 0) if run.recorded_in is not None else (run.turns, run.tokens)
+        data = run_terminal_bytes(final, turns, tokens) if self._spool is not None else None
+        if data is not None:
+            self._emit_bytes("run_terminal", data)
+        else:
+            self._emit(RunTerminal(reason=final, turns_used=turns, total_tokens=tokens))
 
     def _eof_reason(self, agent_completed: bool) -> str:
         """``completed`` when the run's last completion answered without calling tools and nothing is
@@ -918,14 +962,18 @@ class _SessionBuilder:
         self._flush_boundary()
         pending = list(self._pending)
         operation = self._run.run_id if self._run else (_str(record.get("uuid")) or f"line-{line}")
-        self._emit(
-            OperationCancelled(
-                turn=self._turn,
-                operation_id=operation,
-                reason=CancellationReason.USER,
-                pending_call_ids=pending,
+        user = CancellationReason.USER
+        data = None
+        if self._spool is not None:
+            data = operation_cancelled_bytes(self._turn, operation, user, pending)
+        if data is not None:
+            self._emit_bytes("operation_cancelled", data)
+        else:
+            self._emit(
+                OperationCancelled(
+                    turn=self._turn, operation_id=operation, reason=user, pending_call_ids=pending
+                )
             )
-        )
         if self._run is not None:
             self._run.interrupted = True
         self._mark(record)
@@ -977,13 +1025,9 @@ class _SessionBuilder:
         fixes = _Fixes()
         native = _safe_json(completion.blocks, None, fixes)
         self._warn_fixes(completion.line, fixes)
-        replay = ProviderReplay(
-            protocol="anthropic.messages", provider="anthropic", model=completion.model, native_blocks=native
-        )
-        message = Message(role="assistant", content=parts, tool_calls=calls)
-        self._emit(LlmCompleted(turn=self._turn, message=message, provider_replay=replay))
+        self._emit_llm_completed(parts, calls, completion.model, native, fixes.plain)
         if calls:
-            self._emit(ToolRequested(turn=self._turn, calls=calls))
+            self._emit_tool_requested(calls)
         if self._run is not None:
             self._run.turns += 1
             self._run.last_called_tools = bool(calls)
@@ -991,10 +1035,51 @@ class _SessionBuilder:
         for uuid in completion.uuids:
             self._hist[uuid] = self._count
 
-    def _map_blocks(self, completion: _Completion) -> tuple[list[ContentPart], list[ToolCall]]:
-        """Content parts and tool calls of a completion's blocks (repeated call ids skipped)."""
-        parts: list[ContentPart] = []
-        calls: list[ToolCall] = []
+    def _emit_llm_completed(
+        self,
+        parts: list[TextPartFields],
+        calls: list[_CallFields],
+        model: str | None,
+        native: Any,
+        plain: bool,
+    ) -> None:
+        """``LlmCompleted`` of the mapped completion: into a spool as its bytes when
+        :func:`~flightlog.encoding.llm_completed_bytes` takes the fields (``plain``: ``native`` is plain
+        JSON, the walk that made it said so), else as the model."""
+        data = None
+        if self._spool is not None:
+            data = llm_completed_bytes(
+                self._turn,
+                parts,
+                calls,
+                protocol=_PROTOCOL,
+                provider=_PROVIDER,
+                model=model,
+                native_blocks=native,
+                native_plain=plain,
+            )
+        if data is not None:
+            self._emit_bytes("llm_completed", data)
+            return
+        replay = ProviderReplay(protocol=_PROTOCOL, provider=_PROVIDER, model=model, native_blocks=native)
+        message = Message(
+            role="assistant", content=[_part_model(*part) for part in parts], tool_calls=_call_models(calls)
+        )
+        self._emit(LlmCompleted(turn=self._turn, message=message, provider_replay=replay))
+
+    def _emit_tool_requested(self, calls: list[_CallFields]) -> None:
+        """``ToolRequested`` of a completion's calls (as bytes into a spool when they encode so)."""
+        data = tool_requested_bytes(self._turn, calls) if self._spool is not None else None
+        if data is not None:
+            self._emit_bytes("tool_requested", data)
+        else:
+            self._emit(ToolRequested(turn=self._turn, calls=_call_models(calls)))
+
+    def _map_blocks(self, completion: _Completion) -> tuple[list[TextPartFields], list[_CallFields]]:
+        """Content parts (:data:`~flightlog.encoding.TextPartFields`) and tool calls (``(id, name,
+        arguments)``) of a completion's blocks (repeated call ids skipped)."""
+        parts: list[TextPartFields] = []
+        calls: list[_CallFields] = []
         for index, block in enumerate(completion.blocks):
             if block.get("type") == "tool_use":
                 call = self._tool_call(completion, index, block)
@@ -1006,8 +1091,8 @@ class _SessionBuilder:
                 parts.append(part)
         return parts, calls
 
-    def _tool_call(self, completion: _Completion, index: int, block: JsonObj) -> ToolCall | None:
-        """A ``tool_use`` block as a ``ToolCall``, registered for pairing.
+    def _tool_call(self, completion: _Completion, index: int, block: JsonObj) -> _CallFields | None:
+        """A ``tool_use`` block as a ``ToolCall``'s ``(id, name, arguments)``, registered for pairing.
 
         None when the same completion (same ``message.id``: its lines written again, or a resumed copy)
         already made a call with this id. A later completion reusing the id makes a new call ``<id>#2``.
@@ -1024,13 +1109,13 @@ class _SessionBuilder:
         if call_id not in self._resolved:
             self._pending[call_id] = None
         arguments = json.dumps(block.get("input", {}), ensure_ascii=False)
-        return ToolCall(id=call_id, name=name, arguments=arguments)
+        return (call_id, name, arguments)
 
     # ── tool results ──
 
     def _on_tool_results(self, line: int, record: JsonObj) -> None:
         """Pair each ``tool_result`` block to its call; rejections add ``ToolDenied``."""
-        by_turn: dict[int, list[ToolResult]] = {}
+        by_turn: dict[int, list[_ResultFields]] = {}
         notes: list[JsonObj] = []
         extras: list[JsonObj] = []
         for block in _blocks(_message(record).get("content")):
@@ -1039,9 +1124,14 @@ class _SessionBuilder:
                 continue
             result = self._tool_result(line, record, block, notes)
             if result is not None:
-                by_turn.setdefault(self._result_turn(result.call_id), []).append(result)
+                by_turn.setdefault(self._result_turn(result[0]), []).append(result)
         for turn, results in by_turn.items():
-            self._emit(ToolCompleted(turn=turn, results=results))
+            data = tool_completed_bytes(turn, results) if self._spool is not None else None
+            if data is not None:
+                self._emit_bytes("tool_completed", data, results=len(results))
+            else:
+                models = [ToolResult(call_id=c, output=o, is_error=e) for c, o, e in results]
+                self._emit(ToolCompleted(turn=turn, results=models))
         for note in notes:
             self._custom("claude_code.orphan_tool_result", note)
         if extras:
@@ -1056,8 +1146,8 @@ class _SessionBuilder:
 
     def _tool_result(
         self, line: int, record: JsonObj, block: JsonObj, notes: list[JsonObj]
-    ) -> ToolResult | None:
-        """One result block as a ``ToolResult`` paired with the earliest unanswered call of its
+    ) -> _ResultFields | None:
+        """One result block as a ``ToolResult``'s ``(call_id, output, is_error)`` paired with the earliest unanswered call of its
         ``tool_use_id`` (``""`` included). With no such call: None (warned) when it repeats the last result
         recorded for that id word for word, else an orphan under a session-unique id."""
         native = _str(block.get("tool_use_id"))
@@ -1078,7 +1168,7 @@ class _SessionBuilder:
         self._note_agent_exit(native, call_id, record, is_error)
         if is_error and _is_rejection(output, record):
             self._deny(call_id, output)
-        return ToolResult(call_id=call_id, output=output, is_error=is_error)
+        return (call_id, output, is_error)
 
     def _deny(self, call_id: str, reason: str) -> None:
         """``ToolDenied`` for a call the user rejected."""
@@ -1233,19 +1323,32 @@ class _SessionBuilder:
         )
 
 
-def _content_part(block: JsonObj) -> ContentPart | None:
-    """A text/thinking/redacted-thinking block as a content part (other types live in native_blocks)."""
+def _content_part(block: JsonObj) -> TextPartFields | None:
+    """A text/thinking/redacted-thinking block as a content part's fields (other types live in
+    native_blocks); :func:`_part_model` makes the part."""
     btype = block.get("type")
     if btype == "text":
-        return TextPart(text=_str(block.get("text")))
+        return ("text", _str(block.get("text")), None)
     if btype == "thinking":
         signature = block.get("signature")
-        return ThinkingPart(
-            thinking=_str(block.get("thinking")), signature=signature if isinstance(signature, str) else None
-        )
+        return ("thinking", _str(block.get("thinking")), signature if isinstance(signature, str) else None)
     if btype == "redacted_thinking":
-        return RedactedThinkingPart(data=_str(block.get("data")))
+        return ("redacted_thinking", _str(block.get("data")), None)
     return None
+
+
+def _part_model(part_type: str, text: str, signature: str | None) -> ContentPart:
+    """The content part of :data:`~flightlog.encoding.TextPartFields`."""
+    if part_type == "text":
+        return TextPart(text=text)
+    if part_type == "thinking":
+        return ThinkingPart(thinking=text, signature=signature)
+    return RedactedThinkingPart(data=text)
+
+
+def _call_models(calls: list[_CallFields]) -> list[ToolCall]:
+    """``ToolCall`` models of ``(id, name, arguments)`` triples."""
+    return [ToolCall(id=call_id, name=name, arguments=arguments) for call_id, name, arguments in calls]
 
 
 # ─── File importer: routes records to the main and child builders ─────────────────────────────
