@@ -295,3 +295,52 @@ def test_the_finder_skips_only_events_that_cannot_matter() -> None:
         ["run_started", "background_task.stop", "run_terminal"],
         ["run_started", "background_task.notification", "background_task.output", "run_terminal"],
     ]
+
+
+def test_the_finder_decodes_only_requests_that_can_change_what_it_watches(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """Walking a spool, a ``tool_requested`` event is decoded only when a call has a watched name or reuses
+    a watched call's id (issue 19): requests of other tools with fresh ids are read in their bytes only,
+    and the tasks found equal those of the same events in a list."""
+    from flightlog.events import SessionEvent, ToolCompleted, ToolRequested
+    from flightlog.importers import base
+    from flightlog.importers.background import task_sessions
+    from flightlog.importers.base import EventSpool, ImportedSession
+    from flightlog.messages import ToolCall, ToolResult
+
+    def call(call_id: str, name: str, arguments: str = "{}") -> ToolRequested:
+        return ToolRequested(turn=1, calls=[ToolCall(id=call_id, name=name, arguments=arguments)])
+
+    background = json.dumps({"command": "sleep 9", "run_in_background": True})
+    events: list[SessionEvent] = [
+        call("r1", "Read", '{"note": "\\"name\\":\\"Bash\\""}'),  # the name only inside a string: skipped
+        call("b", "Bash", background),  # a watched name: decoded
+        call("g", "Grep"),  # skipped
+        call("fg", "Bash", '{"command": "ls"}'),  # Bash, not in the background: skipped
+        call("esc", "Bash", '{"command": "sleep 1", "run_in_backgroun\\u0064": true}'),  # decoded
+        ToolCompleted(turn=1, results=[ToolResult(call_id="b", output="running in background with ID: t1")]),
+        call("b", "Read"),  # reuses a watched id: decoded (forgets "b")
+        call("r2", "Read"),  # skipped
+    ]
+    decoded: list[str] = []
+    real = base.decode_stored
+
+    def counting(data: bytes, **kwargs: object) -> SessionEvent:
+        event = real(data)
+        if isinstance(event, ToolRequested):
+            decoded.append(event.calls[0].id)
+        return event
+
+    spool = EventSpool()
+    try:
+        for event in events:
+            spool.append(event)
+        monkeypatch.setattr(base, "decode_stored", counting)
+        spooled = task_sessions(ImportedSession("s", "t", "claude-code", spool))
+    finally:
+        spool.close()
+    listed = task_sessions(ImportedSession("s", "t", "claude-code", events))
+    assert decoded == ["b", "esc", "b"]
+    assert [s.key for s in spooled] == [s.key for s in listed] == ["s:task:t1"]
+    assert [list(s.events) for s in spooled] == [list(s.events) for s in listed]

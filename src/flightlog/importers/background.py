@@ -64,6 +64,15 @@ _CALL_ID = re.compile(rb'"call_id":("(?:[^"\\]|\\.)*")')
 inside a string is escaped, so ``"call_id":"`` is only ever the key itself)."""
 _WATCHED_NAMES = frozenset({"Bash", "exec_command", "write_stdin", *_READERS, *_STOPPERS})
 """The tool names whose calls ``on_result`` reads (a result of any other call changes nothing)."""
+_NAMED_WATCHED = tuple(b'"name":' + canonical_json(name) for name in sorted(_WATCHED_NAMES - {"Bash"}))
+"""A ``ToolCall`` of a watched name other than ``Bash``, as its ``name`` member in a ``tool_requested``
+event's canonical bytes (RFC 8785 escapes every ``"`` inside a string, so ``"name":"`` is only ever the key
+itself)."""
+_NAMED_BASH = b'"name":"Bash"'
+_BACKGROUND_HINTS = (b"run_in_background", b"\\\\u")
+r"""A ``Bash`` call is watched only when its arguments set ``run_in_background``: their text then spells
+the key as it is or with a ``\u`` escape (the only escape a letter or ``_`` can take), which the
+canonical bytes show as ``\\u`` (the backslash escaped)."""
 _ENDED = {"completed": "completed", "failed": "failed", "killed": "killed", "error": "failed"}
 
 
@@ -118,6 +127,7 @@ class _Finder:
             "custom": _NOTIFIED,
             "run_started": _NOTIFIED,
             "tool_completed": self.answers_watched,
+            "tool_requested": self.may_change_watch,
         }
         for index, event in events_of(self.session.events, _WALKED, needs):
             at = self.times[index]
@@ -146,6 +156,16 @@ class _Finder:
             self.watched.add(key)
         elif self.calls.pop(call.id, None) is not None:
             self.watched.discard(key)
+
+    def may_change_watch(self, data: bytes) -> bool:
+        """Whether :meth:`watch` of a ``tool_requested`` event's calls (given as its canonical bytes) can
+        change what is watched: some call has a watched name, or reuses the id of a watched call (to forget
+        it); a ``Bash`` call counts only when its arguments may set ``run_in_background``. Otherwise each of
+        its calls is one :meth:`watch` leaves alone, so the event need not be decoded. (May say True for a watched id that is only the value of
+        another member, e.g. a name: the event is then decoded for nothing.)"""
+        if any(named in data for named in _NAMED_WATCHED) or any(key in data for key in self.watched):
+            return True
+        return _NAMED_BASH in data and any(hint in data for hint in _BACKGROUND_HINTS)
 
     def answers_watched(self, data: bytes) -> bool:
         """Whether a ``tool_completed`` event's canonical bytes hold a result for a watched call (may say
