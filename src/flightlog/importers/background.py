@@ -64,6 +64,9 @@ _CALL_ID = re.compile(rb'"call_id":("(?:[^"\\]|\\.)*")')
 inside a string is escaped, so ``"call_id":"`` is only ever the key itself)."""
 _WATCHED_NAMES = frozenset({"Bash", "exec_command", "write_stdin", *_READERS, *_STOPPERS})
 """The tool names whose calls ``on_result`` reads (a result of any other call changes nothing)."""
+_ID = re.compile(rb'"id":("(?:[^"\\]|\\.)*")')
+"""A call's ``id`` in a ``tool_requested`` event's canonical bytes, as its RFC 8785 string (the only
+``"id":"`` there: a ``"`` inside a string is escaped)."""
 _NAMED_WATCHED = tuple(b'"name":' + canonical_json(name) for name in sorted(_WATCHED_NAMES - {"Bash"}))
 """A ``ToolCall`` of a watched name other than ``Bash``, as its ``name`` member in a ``tool_requested``
 event's canonical bytes (RFC 8785 escapes every ``"`` inside a string, so ``"name":"`` is only ever the key
@@ -161,9 +164,12 @@ class _Finder:
         """Whether :meth:`watch` of a ``tool_requested`` event's calls (given as its canonical bytes) can
         change what is watched: some call has a watched name, or reuses the id of a watched call (to forget
         it); a ``Bash`` call counts only when its arguments may set ``run_in_background``. Otherwise each of
-        its calls is one :meth:`watch` leaves alone, so the event need not be decoded. (May say True for a watched id that is only the value of
-        another member, e.g. a name: the event is then decoded for nothing.)"""
-        if any(named in data for named in _NAMED_WATCHED) or any(key in data for key in self.watched):
+        its calls is one :meth:`watch` leaves alone, so the event need not be decoded. The ids are read from the bytes and looked up (a search of
+        the bytes for every watched id would cost the number of watched calls per event: quadratic)."""
+        if any(named in data for named in _NAMED_WATCHED):
+            return True
+        watched = self.watched
+        if watched and any(key in watched for key in _ID.findall(data)):
             return True
         return _NAMED_BASH in data and any(hint in data for hint in _BACKGROUND_HINTS)
 

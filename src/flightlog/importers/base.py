@@ -470,6 +470,10 @@ def read_jsonl(
                 )
                 return
             line = line.removesuffix(b"\n")
+            value = _plain_object(line)
+            if value is not None:
+                yield JsonLine(number, value)
+                continue
             pieces = [line] if b"\0" not in line else _split_nuls(name, number, line, warnings)
             for raw in pieces:
                 if not raw.strip():
@@ -477,6 +481,24 @@ def read_jsonl(
                 item = _decode_line(name, number, raw, warnings, keep_unparsed)
                 if item is not None:
                     yield item
+
+
+def _plain_object(line: bytes) -> JsonObj | None:
+    """The JSON object a line is, when it is one with nothing for :func:`_decode_line` to report or repair
+    (most lines): valid UTF-8 with no NUL and no ``\\u`` escape (so no surrogate to scrub), the object
+    alone on the line (no white space around it). None for any other line, which then takes the general
+    path (NUL split, :func:`_decode_line`), whose result for such a line would be this same object: the
+    same strict decoding, the same scanner as :func:`_loads`, and nothing to clean or warn about."""
+    if b"\0" in line:
+        return None
+    try:
+        text = line.decode("utf-8")
+        value, end = _SCAN_ONCE(text, 0)
+    except (UnicodeDecodeError, StopIteration, ValueError, RecursionError):
+        return None  # the general path decodes again and reports what is wrong, if anything
+    if end != len(text) or type(value) is not dict or "\\u" in text:
+        return None
+    return value
 
 
 def _torn(line: bytes) -> bool:
