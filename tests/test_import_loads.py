@@ -44,6 +44,9 @@ OBJECTS = st.dictionaries(st.text(max_size=3), VALUES, max_size=3)
 LINE_PARTS = st.sampled_from(
     ["", " ", "\r", "\x00", "\x00\x00", "\\ud800", "\\udc00", '"\\u00e9"', "\xff", "\udcff", "x", "{", "[1]"]
 )
+DEPTHS = st.sampled_from([0, 0, 126, 127, 128, 200])
+"""Lists nested this deep inside a line's object (0: none); the reader refuses objects nested deeper than
+``MAX_LINE_DEPTH`` (128) as lines that are no JSON object."""
 AROUND = st.just("") | LINE_PARTS
 """What a line holds before or after its object (nothing, half the time)."""
 INNER = st.sampled_from(["", "\\ud800", "x\\udc00", "\\u00e9", "\\ud83d\\ude00", "\x00", "\udcff", "\\\\u"])
@@ -52,19 +55,21 @@ byte, an escaped backslash before ``u``)."""
 
 
 @settings(max_examples=400, deadline=None)
-@given(st.lists(st.tuples(OBJECTS, AROUND, AROUND, st.booleans(), INNER), max_size=6), st.booleans())
+@given(st.lists(st.tuples(OBJECTS, AROUND, AROUND, st.booleans(), INNER, DEPTHS), max_size=6), st.booleans())
 def test_read_jsonl_fast_path_is_the_general_path(
-    tmp_path_factory: Any, lines: list[tuple[dict[str, Any], str, str, bool, str]], bom: bool
+    tmp_path_factory: Any, lines: list[tuple[dict[str, Any], str, str, bool, str, int]], bom: bool
 ) -> None:
     """``read_jsonl`` yields the same records, raw bytes and warnings whether or not its fast path for
     plain object lines (``_plain_object``) is taken: objects with whitespace, NULs, surrogate escapes,
-    invalid UTF-8 (``\\udcff`` written back as the byte 0xFF), garbage and bare values around or inside."""
+    invalid UTF-8 (``\\udcff`` written back as the byte 0xFF), garbage and bare values around or inside,
+    and nesting around the reader's depth limit."""
     from flightlog.importers import base
 
     data = b"\xef\xbb\xbf" if bom else b""
-    for value, before, after, ascii_only, inner in lines:
+    for value, before, after, ascii_only, inner, depth in lines:
         body = json.dumps(value, ensure_ascii=ascii_only)
         body = '{"s": "' + inner + '"' + (", " + body[1:] if value else "}")
+        body = '{"d": ' + "[" * depth + "]" * depth + ", " + body[1:] if depth else body
         text = before + body + after
         data += text.encode("utf-8", "surrogateescape" if "\udcff" in text else "surrogatepass") + b"\n"
     path = tmp_path_factory.mktemp("jsonl") / "t.jsonl"

@@ -486,7 +486,7 @@ def read_jsonl(
 def _plain_object(line: bytes) -> JsonObj | None:
     """The JSON object a line is, when it is one with nothing for :func:`_decode_line` to report or repair
     (most lines): valid UTF-8 with no NUL and no ``\\u`` escape (so no surrogate to scrub), the object
-    alone on the line (no white space around it). None for any other line, which then takes the general
+    alone on the line (no white space around it), nested at most :data:`MAX_LINE_DEPTH` levels. None for any other line, which then takes the general
     path (NUL split, :func:`_decode_line`), whose result for such a line would be this same object: the
     same strict decoding, the same scanner as :func:`_loads`, and nothing to clean or warn about."""
     if b"\0" in line:
@@ -498,6 +498,8 @@ def _plain_object(line: bytes) -> JsonObj | None:
         return None  # the general path decodes again and reports what is wrong, if anything
     if end != len(text) or type(value) is not dict or "\\u" in text:
         return None
+    if text.count("[") + text.count("{") > MAX_LINE_DEPTH and depth_exceeds(value, MAX_LINE_DEPTH):
+        return None  # nested too deeply: the general path refuses it as no JSON object, and warns
     return value
 
 
