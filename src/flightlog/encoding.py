@@ -35,6 +35,7 @@ __all__ = [
     "canonical_json",
     "custom_bytes",
     "decode_stored",
+    "depth_exceeds",
     "llm_completed_bytes",
     "model_bytes",
     "operation_cancelled_bytes",
@@ -170,10 +171,7 @@ def custom_bytes(custom_kind: str, payload: Any, *, plain: bool = False) -> byte
         wire["payload"] = payload
     if not ((plain and type(custom_kind) is str) or _plain(wire)):
         return None
-    try:
-        return _FAST.encode(wire).encode("utf-8")
-    except (UnicodeError, RecursionError):
-        return None  # a lone surrogate, or nested too deeply for the C encoder: the general path names it
+    return _encode_vouched(wire)
 
 
 def model_bytes(model: WireModel) -> bytes | None:
@@ -324,19 +322,19 @@ serializer) refuses values nested deeper than about 254 levels, where the stdlib
 them, so deeper blocks are left to it (it raises ``EncodingError``)."""
 
 
-def _depth_within(value: Any, limit: int) -> bool:
-    """Whether ``value`` nests at most ``limit`` containers deep (iterative: any depth is measured)."""
-    stack = [(value, 0)]
+def depth_exceeds(value: Any, limit: int) -> bool:
+    """True when arrays/objects nest deeper than ``limit`` (``value`` itself is level 1; iterative: never
+    hits the recursion limit)."""
+    stack: list[tuple[Any, int]] = [(value, 1)]
     while stack:
         item, depth = stack.pop()
-        if type(item) is dict:
-            item = item.values()
-        elif type(item) is not list:
-            continue
-        if depth >= limit:
-            return False
-        stack.extend((child, depth + 1) for child in item)
-    return True
+        if depth > limit:
+            return True
+        if isinstance(item, dict):
+            stack.extend((child, depth + 1) for child in item.values() if isinstance(child, dict | list))
+        elif isinstance(item, list):
+            stack.extend((child, depth + 1) for child in item if isinstance(child, dict | list))
+    return False
 
 
 def _encode_vouched(wire: dict[str, Any]) -> bytes | None:
@@ -435,7 +433,7 @@ def llm_completed_bytes(
         return None
     if not (_strs(protocol) and (provider is None or _strs(provider)) and (model is None or _strs(model))):
         return None
-    if not (native_plain or (_plain(native_blocks) and _depth_within(native_blocks, NATIVE_DEPTH_LIMIT))):
+    if not (native_plain or (_plain(native_blocks) and not depth_exceeds(native_blocks, NATIVE_DEPTH_LIMIT))):
         return None
     content = []
     for part_type, text, signature in parts:

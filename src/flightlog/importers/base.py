@@ -31,7 +31,7 @@ from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any
 
-from ..encoding import canonical_bytes, custom_bytes, decode_stored
+from ..encoding import canonical_bytes, custom_bytes, decode_stored, depth_exceeds
 from ..events import Custom, SessionEvent
 from ..messages import ContentPart, RedactedThinkingPart, ThinkingPart
 
@@ -498,9 +498,15 @@ def _plain_object(line: bytes) -> JsonObj | None:
         return None  # the general path decodes again and reports what is wrong, if anything
     if end != len(text) or type(value) is not dict or "\\u" in text:
         return None
-    if text.count("[") + text.count("{") > MAX_LINE_DEPTH and depth_exceeds(value, MAX_LINE_DEPTH):
+    if _too_deep(text, value):
         return None  # nested too deeply: the general path refuses it as no JSON object, and warns
     return value
+
+
+def _too_deep(text: str, value: Any) -> bool:
+    """Whether the record ``value`` parsed from ``text`` nests deeper than :data:`MAX_LINE_DEPTH`: only a line
+    with more brackets than the limit can, so the walk runs after one C-speed count of each."""
+    return text.count("[") + text.count("{") > MAX_LINE_DEPTH and depth_exceeds(value, MAX_LINE_DEPTH)
 
 
 def _torn(line: bytes) -> bool:
@@ -537,12 +543,7 @@ def _decode_line(
         reason = "line: JSON nested too deeply"
     else:
         reason = "" if isinstance(value, dict) else "line: not a JSON object"
-        # only a line with more brackets than the limit can nest deeper (one C-speed count each first)
-        if (
-            not reason
-            and text.count("[") + text.count("{") > MAX_LINE_DEPTH
-            and depth_exceeds(value, MAX_LINE_DEPTH)
-        ):
+        if not reason and _too_deep(text, value):
             reason = f"line: JSON nested deeper than {MAX_LINE_DEPTH} levels"
     if reason:
         kept = "kept byte-exact" if keep_unparsed else "skipped"
@@ -581,21 +582,6 @@ def _loads(text: str) -> Any:
     except StopIteration:  # whitespace (or nothing) first: json.loads skips it, or says what is wrong
         return json.loads(text)
     return value if end == len(text) else json.loads(text)
-
-
-def depth_exceeds(value: Any, limit: int) -> bool:
-    """True when arrays/objects nest deeper than ``limit`` (``value`` itself is level 1; iterative: never
-    hits the recursion limit)."""
-    stack: list[tuple[Any, int]] = [(value, 1)]
-    while stack:
-        item, depth = stack.pop()
-        if depth > limit:
-            return True
-        if isinstance(item, dict):
-            stack.extend((child, depth + 1) for child in item.values() if isinstance(child, dict | list))
-        elif isinstance(item, list):
-            stack.extend((child, depth + 1) for child in item if isinstance(child, dict | list))
-    return False
 
 
 def short_error(exc: Exception) -> str:
