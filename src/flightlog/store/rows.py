@@ -29,6 +29,7 @@ __all__ = [
     "RUN_FIELDS",
     "SESSION_COLUMNS",
     "as_bytes",
+    "consecutive",
     "digest",
     "index_checkpoint",
     "like_escape",
@@ -113,6 +114,11 @@ def taken(rows: Sequence[NewEvent], head_seq: int) -> int | None:
             clashes.append(row.seq)
         seen.add(row.seq)
     return min(clashes) if clashes else None
+
+
+def consecutive(rows: Sequence[NewEvent]) -> bool:
+    """Whether the rows' seqs are ``rows[0].seq, rows[0].seq + 1, ...`` in order (True for no rows)."""
+    return not rows or [row.seq for row in rows] == list(range(rows[0].seq, rows[0].seq + len(rows)))
 
 
 def like_escape(text: str) -> str:

@@ -39,7 +39,7 @@ from .ddl import RUNS_FOLD_2, SQLITE_MIGRATIONS, SQLITE_RUNS_LIST
 from .group import CommitGroup, Gate
 from .memory_sqlite import MIGRATION as MEMORY_MIGRATION
 from .memory_sqlite import SqliteMemory
-from .rows import now_ms, run_tuple, taken
+from .rows import consecutive, now_ms, run_tuple
 from .signals import SQLITE_MIGRATION as SIGNALS_MIGRATION
 from .sql import (
     HEAD_FOR_APPEND,
@@ -372,57 +372,75 @@ class SqliteStore(SqlStore):
         recorded_at_ms: Sequence[int] | None = None,
         deferrable: bool = False,
     ) -> int:
-        """:meth:`SqlStore.append_events` in two statements instead of three (``deferrable`` is not used:
-        written at once): the rows are inserted by one
-        ``INSERT ... SELECT`` that writes them only where the session's stored head is the one they extend
-        and its authority epoch is ``epoch`` (``_INSERT_CHECKED``: the fencing token checked inside the
-        write), then the head moves. When it writes nothing, :meth:`_refusal` reads the head and epoch as
-        the shared path does and names the error; nothing was written, so an enclosing block needs no
-        savepoint for it. The checks run under the transaction's write lock (``BEGIN IMMEDIATE``), as the
-        shared path's do; outside this thread's transaction the shared path runs (it opens one).
+        """:meth:`SqlStore.append_events` inside this thread's transaction (``deferrable`` is not used:
+        written at once); outside one, the shared path runs (it opens one).
+
+        One row: one ``INSERT ... SELECT`` that writes it only where the session's stored head is the one it
+        extends and its authority epoch is ``epoch`` (``_INSERT_CHECKED``: the fencing token checked inside
+        the write), then the head moves; when it writes nothing, :meth:`_refusal` reads the head and epoch
+        and names the error. Two statements, where the shared path takes three.
+
+        Rows with consecutive seqs (a recorder's batch): one read of the head, the epoch and any stored
+        row at those seqs (``_HEAD_AND_TAKEN``), decided as the shared path decides, then a plain
+        ``executemany`` of the rows and the head's move. The check runs once per batch, not once per row:
+        under the transaction's write lock (``BEGIN IMMEDIATE``) and this thread's hold on the connection
+        (the gate), nothing else writes between the read and the rows, and the rows themselves change
+        neither the head nor the epoch, so a check repeated on every row (as ``_INSERT_CHECKED`` over
+        ``executemany`` did) gives the same answer as the first; and since no stored row holds any of
+        their seqs, the insert cannot stop halfway on a taken key. Any refusal is raised before the first
+        write, so an enclosing block needs no savepoint for it.
 
         Raises:
-            SessionNotFound, StaleWriter, AppendConflict: as :meth:`Store.append_events`.
+            SessionNotFound, StaleWriter, AppendConflict: as :meth:`Store.append_events` (AppendConflict
+                names the lowest seq that cannot be written).
         """
-        if not rows or taken(rows, rows[0].seq - 1) is not None or not self._in_own_transaction():
+        if not rows or not self._in_own_transaction():
             return super().append_events(session_id, rows, head, epoch=epoch, recorded_at_ms=recorded_at_ms)
+        first = rows[0]
+        if len(rows) > 1:
+            if not consecutive(rows):
+                return super().append_events(
+                    session_id, rows, head, epoch=epoch, recorded_at_ms=recorded_at_ms
+                )
+            return self._append_batch(session_id, rows, head, epoch, recorded_at_ms)
+        stamp = now_ms()
+        at = row_stamps(rows, recorded_at_ms, stamp)[0]
+        params = (session_id, first.seq, first.kind, first.event_bytes, first.prev_hash, first.hash, at)
+        guard = (session_id, first.seq - 1, first.prev_hash)
+        sql = _INSERT_CHECKED_ANY_EPOCH if epoch is None else _INSERT_CHECKED
+        try:
+            written = self._conn.execute(
+                sql, (*params, *guard) if epoch is None else (*params, *guard, epoch)
+            )
+        except sqlite3.IntegrityError as exc:
+            raise AppendConflict(session_id=session_id, seq=first.seq) from exc
+        except sqlite3.Error as exc:
+            raise _translate(exc, self.url) from exc
+        if written.rowcount == 0:
+            raise self._refusal(session_id, first, epoch)
+        self._execute(UPDATE_HEAD, (head.seq, head.hash, head.root, stamp, session_id))
+        return stamp
+
+    def _append_batch(
+        self,
+        session_id: str,
+        rows: Sequence[NewEvent],
+        head: SessionHead,
+        epoch: int | None,
+        recorded_at_ms: Sequence[int] | None,
+    ) -> int:
+        """:meth:`append_events` of rows with consecutive seqs, in this thread's transaction: every check in
+        one read (``_HEAD_AND_TAKEN``) before the first write, then the rows and the head."""
         stamp = now_ms()
         stamps = row_stamps(rows, recorded_at_ms, stamp)
         first = rows[0]
-        guard: tuple[Any, ...] = (session_id, first.seq - 1, first.prev_hash)
-        sql = _INSERT_CHECKED_ANY_EPOCH
-        if epoch is not None:
-            sql, guard = _INSERT_CHECKED, (*guard, epoch)
-        try:
-            if len(rows) == 1:
-                written = self._conn.execute(
-                    sql,
-                    (
-                        session_id,
-                        first.seq,
-                        first.kind,
-                        first.event_bytes,
-                        first.prev_hash,
-                        first.hash,
-                        stamps[0],
-                        *guard,
-                    ),
-                ).rowcount
-            else:
-                written = self._conn.executemany(
-                    sql,
-                    [
-                        (session_id, r.seq, r.kind, r.event_bytes, r.prev_hash, r.hash, at, *guard)
-                        for r, at in zip(rows, stamps, strict=True)
-                    ],
-                ).rowcount
-        except sqlite3.IntegrityError as exc:
-            raise AppendConflict(session_id=session_id, seq=self._first_taken(session_id, rows)) from exc
-        except sqlite3.Error as exc:
-            raise _translate(exc, self.url) from exc
-        if written == 0:
-            raise self._refusal(session_id, first, epoch)
-        self._execute(UPDATE_HEAD, (head.seq, head.hash, head.root, stamp, session_id))
+        found = self._execute(_HEAD_AND_TAKEN, (first.seq, rows[-1].seq, session_id)).fetchone()
+        problem = append_refusal(session_id, None if found is None else found[:3], first, epoch)
+        if problem is not None:
+            raise problem
+        if found[3] is not None:  # a row past the head: only in a store edited outside flightlog
+            raise AppendConflict(session_id=session_id, seq=int(found[3]))
+        self._insert_events(session_id, rows, head, stamp, found[2], stamps)
         return stamp
 
     def _refusal(self, session_id: str, first: NewEvent, epoch: int | None) -> StoreError:
@@ -578,6 +596,13 @@ _INSERT_CHECKED_ANY_EPOCH = (
 (``INSERT_EVENT``'s), then ``(session_id, head_seq, head_hash)``."""
 _INSERT_CHECKED = _INSERT_CHECKED_ANY_EPOCH + " AND a.epoch = ?"
 """:data:`_INSERT_CHECKED_ANY_EPOCH`, also only while the authority epoch is the last param."""
+_HEAD_AND_TAKEN = (
+    "SELECT s.head_seq, s.head_hash, a.epoch,"
+    " (SELECT MIN(e.seq) FROM events e WHERE e.session_id = s.session_id AND e.seq BETWEEN ? AND ?)"
+    " FROM sessions s JOIN authority_epochs a ON a.session_id = s.session_id WHERE s.session_id = ?"
+)
+"""A session's ``(head_seq, head_hash, authority epoch)`` (:data:`~flightlog.store.sql.HEAD_FOR_APPEND`'s
+row) and the lowest stored seq in ``[first, last]`` (None when none is): params ``(first, last, session_id)``."""
 
 _RUN_UPDATE = (
     "UPDATE runs SET state = ?, updated_at_ms = ?, last_seq = ?, snapshot = ?, fold = ? "
