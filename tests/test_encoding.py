@@ -92,6 +92,21 @@ def test_canonical_json_equals_rfc8785_or_both_refuse(value: Any) -> None:
         assert canonical_json(value) == reference
 
 
+def _outcome(encode: Any, value: Any) -> tuple[str, Any]:
+    try:
+        return "ok", encode(value)
+    except (ValueError, TypeError, RecursionError) as exc:
+        return type(exc).__name__, None
+
+
+@settings(max_examples=700, deadline=None)
+@given(ANY_VALUES | st.sampled_from([{"a": {1, 2}}, [b"x"], {(1,): 2}, 1.0e308, -0.0]))
+def test_the_prebuilt_c_encoder_writes_what_the_fast_encoder_writes(value: Any) -> None:
+    """``_fast_json`` (the stdlib's C encoder built once) gives ``_FAST.encode``'s text, or the same error,
+    on any value: floats, NaN, huge integers, lone surrogates, non-JSON types and non-str keys included."""
+    assert _outcome(enc._fast_json, value) == _outcome(enc._FAST.encode, value)
+
+
 def test_stdlib_escapes_exactly_as_rfc8785() -> None:
     """RFC 8785 §3.2.2.2: ``\\b \\f \\n \\r \\t`` short forms, other C0 as lowercase ``\\u00xx``, ``"`` and
     ``\\\\`` escaped; DEL, ``/`` and everything else written raw (checked character by character)."""

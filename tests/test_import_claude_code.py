@@ -567,6 +567,23 @@ def test_unknown_record_types_are_kept_as_custom(tmp_path: Path) -> None:
     assert customs(session.events, "claude_code.summary")[0].payload["summary"] == "Title"
 
 
+@pytest.mark.parametrize(
+    "cwd", ["/home/dev/p", None, "c" * 40_000, 2**60, float("nan"), {"deep": "x" * 40_000}, ["a"], True]
+)
+def test_a_kept_record_drops_cwd_whatever_it_holds_and_warns_only_of_what_it_keeps(
+    tmp_path: Path, cwd: Any
+) -> None:
+    """``cwd`` is never kept, and a value in it (too long, a number RFC 8785 cannot hold) is neither
+    truncated nor counted in a warning: only what the payload keeps is."""
+    novel = rec("brand-new-thing", "n1", "r1", data={"x": 1, "big": 2**60})
+    novel["cwd"] = cwd
+    warnings: list[ImportWarning] = []
+    session = only(claude_code.read(basic(tmp_path, novel), warnings))
+    [kept] = customs(session.events, "claude_code.brand-new-thing")
+    assert "cwd" not in kept.payload and kept.payload["data"] == {"x": 1, "big": str(2**60)}
+    assert [w.reason for w in warnings] == ["1 number(s) not representable in RFC 8785 kept as text"]
+
+
 def test_numbers_outside_rfc8785_and_long_strings_in_kept_records(tmp_path: Path) -> None:
     odd = '{"type": "queue-operation", "operation": "enqueue", "n": NaN, "big": 123456789012345678901, "s": "%s"}'
     path = basic(tmp_path, odd % ("y" * 100_000))

@@ -729,8 +729,9 @@ class _SessionBuilder:
 
     # ── intake ──
 
-    def feed(self, line: int, record: JsonObj) -> None:
-        """Take one record (top-level, or a sub-agent message unwrapped from a progress record).
+    def feed(self, line: int, record: JsonObj, kind: str | None = None) -> None:
+        """Take one record (top-level, or a sub-agent message unwrapped from a progress record); ``kind``:
+        its :func:`_classify`, when the caller has it already.
 
         Records whose ``uuid`` was already fed are skipped and counted as duplicates (by the caller for the
         main session: :class:`_FileImporter` feeds it deduplicated records only).
@@ -738,7 +739,7 @@ class _SessionBuilder:
         if self._seen is not None and self.ctx.skip_duplicate(line, record, self._seen):
             return
         self._note_envelope(record)
-        self._route(line, record, self._refine(record, _classify(record)))
+        self._route(line, record, self._refine(record, _classify(record) if kind is None else kind))
 
     def keep_unparsed(self, line: int, payload: JsonObj) -> None:
         """A line that is no JSON object: ``Custom("claude_code.unparsed_line", payload)`` byte-exact
@@ -783,10 +784,13 @@ class _SessionBuilder:
         ms = _epoch_ms(record.get("timestamp"))
         if ms is not None:
             self._times.append(ms)
+        metadata = self.metadata
+        if "gitBranch" in metadata and "version" in metadata:
+            return
         for key in ("version", "gitBranch"):
             value = record.get(key)
-            if key not in self.metadata and isinstance(value, str) and value:
-                self.metadata[key] = value
+            if key not in metadata and isinstance(value, str) and value:
+                metadata[key] = value
 
     # ── event emission and replay bookkeeping ──
 
@@ -845,8 +849,15 @@ class _SessionBuilder:
         walk doing that also tells whether the payload is plain JSON, which its encoding then skips
         checking again)."""
         fixes = _Fixes()
-        trimmed = {k: v for k, v in record.items() if k not in _DROPPED_KEYS}
-        payload: JsonObj = _safe_json(trimmed, _MAX_CUSTOM_CHARS, fixes)
+        cwd = record.get("cwd")
+        if (type(cwd) is str and len(cwd) <= _MAX_CUSTOM_CHARS) or cwd is None:
+            # the walk builds a new dict anyway, and a leaf it keeps as it is changes no count: drop the
+            # key from that dict (absent, or null, it is a no-op) instead of copying the record first
+            payload: JsonObj = _safe_json(record, _MAX_CUSTOM_CHARS, fixes)
+            payload.pop("cwd", None)
+        else:
+            trimmed = {k: v for k, v in record.items() if k not in _DROPPED_KEYS}
+            payload = _safe_json(trimmed, _MAX_CUSTOM_CHARS, fixes)
         self._warn_fixes(line, fixes)
         self._custom(kind, payload, plain=fixes.plain)
 
@@ -1390,9 +1401,10 @@ class _FileImporter:
         if record.get("isSidechain") is True or self._agent_file is not None:
             self._feed_sidechain(line, record)
             return
-        if _is_agent_progress(record):
+        kind = _classify(record)
+        if kind == _AGENT_PROGRESS:
             self._feed_progress_child(line, record)
-        self.main.feed(line, record)
+        self.main.feed(line, record, kind)
 
     def _child(self, key: str, agent_id: str | None, root: str | None = None) -> tuple[_SessionBuilder, bool]:
         """The child builder for ``key`` and whether it was just created."""
