@@ -187,3 +187,46 @@ def test_pending_lists_waiting_calls_across_sessions(store: SqliteStore) -> None
     assert [(p.session_id, p.call_id) for p in pending(store)] == [(a, "w1"), (b, "w1")]
     assert pending(store, b)[0].session_id == b
     assert pending(store, done) == []
+
+
+def _two_notes_kernel(store: SqliteStore) -> Kernel:
+    script = [
+        calls(call("write_note", {"text": "one"}, id="w1"), call("write_note", {"text": "two"}, id="w2")),
+        reply("both handled"),
+    ]
+    provider = ScriptedProvider(script, by_turn=True)  # type: ignore[arg-type]
+    return Kernel(store, agent(provider, tools=[echo, write_note], policy=POLICY))
+
+
+def test_resuming_an_aborted_wait_reopens_it_so_status_and_pending_agree(store: SqliteStore) -> None:
+    from flightlog.kernel import abort
+    from flightlog.runs import list_runs
+
+    sid = _two_notes_kernel(store).run_sync("write two notes").session_id
+    assert abort(store, sid, requested_by="ops")
+    assert store.get_session(sid).status == "cancelled" and pending(store) == []
+    approve(store, sid, "w1", responder="alice")  # decided while cancelled: the decision is kept
+    result = _two_notes_kernel(store).resume_sync(sid)
+    assert (result.status, result.pending_calls, result.detail) == ("suspended", ("w2",), "approval")
+    assert store.get_session(sid).status == "suspended"  # the status the result states
+    assert kinds(store, sid)[-3:] == ["tool_gated", "permission_requested", "suspended"]
+    assert of(store, sid, ToolGated)[-1] == ToolGated(
+        turn=1, call_id="w2", tool="write_note", reason="writes need a human"
+    )
+    assert of(store, sid, Suspended)[-1] == Suspended(turn=1, reason="approval", pending_calls=["w2"])
+    rows = pending(store, decided=True)
+    assert [(p.call_id, p.decision, p.decided_by) for p in rows] == [
+        ("w2", None, None),
+        ("w1", "approved", "alice"),
+    ]
+    (run,) = [r for r in list_runs(store) if r.run_id == sid]
+    assert run.state.value == "waiting_input"
+    before = len(events(store, sid))
+    again = _two_notes_kernel(store).resume_sync(sid)  # still waiting, no longer cancelled: writes nothing
+    assert again.status == "suspended" and len(events(store, sid)) == before
+    deny(store, sid, "w2", responder="bob")
+    done = _two_notes_kernel(store).resume_sync(sid)
+    assert (done.status, done.final_message) == ("completed", "both handled")
+    assert of(store, sid, Resumed) == [Resumed(turn=1, approved=["w1"], denied=["w2"])]
+    assert written == ["one"]
+    assert verify_session(store, sid).ok

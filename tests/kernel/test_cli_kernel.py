@@ -202,3 +202,25 @@ def test_runs_show_one_approval_per_gated_call_closed_by_an_abort(tmp_path: Path
     code, out, err = cli(db, "resume", sid, "--json", "-q")
     assert code == 0 and json.loads(out)["status"] == "completed", err
     assert _approval_refs(db, sid) == [(f"approval:{sid}:n1", "note: approved")]
+
+
+def test_resume_of_an_aborted_wait_reopens_it_exit_3(tmp_path: Path) -> None:
+    db = tmp_path / "k.db"
+    code, out, _ = cli(db, "run", "kernel.cli_agents:approval_agent", "--goal", "note", "--json", "-q")
+    sid = _session(out)
+    assert cli(db, "abort", sid)[0] == 0
+    code, out, err = cli(db, "resume", sid)
+    assert code == EXIT_CODES["suspended"] == 3, err
+    assert (
+        f"session {sid}: suspended (approval)" in out
+        and f"waiting: n1  (flightlog approve|deny {sid} n1)" in out
+    )
+    assert "waiting for approval: flightlog approve" in err  # the re-opened gate, live on stderr
+    with open_store(db) as store:
+        assert store.get_session(sid).status == "suspended"
+    assert [row["call_id"] for row in json.loads(cli(db, "pending", "--json")[1])] == ["n1"]
+    assert _approval_refs(db, sid) == [(f"approval:{sid}:n1", "note: pending")]
+    assert cli(db, "approve", sid, "n1")[0] == 0
+    code, out, err = cli(db, "resume", sid, "--json", "-q")
+    assert code == 0 and json.loads(out)["status"] == "completed", err
+    assert cli_agents.NOTES == ["hello"]

@@ -31,7 +31,7 @@ from dataclasses import dataclass, replace
 
 from ..decisions import denial_reason
 from ..errors import SessionNotFound
-from ..events import Custom, Event, PermissionResolved, Suspended, ToolDenied, ToolGated
+from ..events import Custom, Event, PermissionResolved, ToolDenied, ToolGated
 from ..integrity.audit import Auditor, require_intact
 from ..integrity.grants import session_policy_digest
 from ..integrity.notary import USER_NOTARY, Notary, UserNotary, resolve_notary
@@ -174,11 +174,13 @@ def tree_of(store: Store, session_id: str) -> tuple[str | None, str]:
 
 
 def _decided(state: KernelState) -> list[PendingCall]:
-    """The calls decided since the session's latest ``suspended`` (its ``approval_decision`` records), with
+    """The calls decided since the wait the session is in began (its ``approval_decision`` records; a wait a
+    resume re-opened after an abort began at its first ``suspended``: ``KernelState.current_wait``), with
     the gate each one closed (``tool_gated``: tool, turn, reason)."""
-    start = max((i for i, (_, e) in enumerate(state.events) if isinstance(e, Suspended)), default=None)
-    if start is None:
+    wait = state.current_wait()
+    if not wait:
         return []
+    start = wait[0][0]
     gated = {e.call_id: e for _, e in state.events if isinstance(e, ToolGated)}
     plans = {plan.call_id: plan for plan in state.plans}
     rows = []

@@ -358,6 +358,34 @@ class KernelState:
         (:func:`flightlog.replay.replay_is_native` / :func:`~flightlog.replay.provider_replay_seed`)."""
         return self.transcript.native_seed(protocol)
 
+    def current_wait(self) -> list[tuple[int, Suspended]]:
+        """The ``(index in events, suspended)`` pairs of the wait the run is in, oldest first; empty when it
+        is not suspended. One, unless a resume re-opened a wait an abort had closed (each re-opening records
+        a ``suspended`` of its own, :meth:`flightlog.kernel.Kernel.resume`): a wait lasts from the first
+        ``suspended`` after the latest event that starts an activation or a turn (:data:`_WAIT_STARTS`)."""
+        if self.phase != "suspended":
+            return []
+        found: list[tuple[int, Suspended]] = []
+        for index in range(len(self.events) - 1, -1, -1):
+            event = self.events[index][1]
+            if event.kind in _WAIT_STARTS:
+                break
+            if isinstance(event, Suspended):
+                found.append((index, event))
+        return found[::-1]
+
+    def wait_cancelled(self) -> bool:
+        """Whether the run waits for decisions on open gates and was cancelled since (an ``abort`` of a
+        suspended run records ``operation_cancelled`` and the status ``cancelled``; its gates stay open)."""
+        if self.phase != "suspended" or not self.gates:
+            return False
+        for _seq, event in reversed(self.events):
+            if isinstance(event, Suspended):
+                return False
+            if isinstance(event, OperationCancelled):
+                return True
+        return False
+
     def verdict(self, gate: GateKind, call_id: str) -> Verdict | None:
         """The human decision on ``call_id`` for a gate of kind ``gate`` in this turn, if any."""
         return self.verdicts.get((gate, call_id))
@@ -374,6 +402,11 @@ class KernelState:
         """The run id (the session id before ``run_started``)."""
         return self.run.run_id if self.run is not None else self.session_id
 
+
+_WAIT_STARTS = frozenset(
+    {"run_started", "resumed", "checkpoint_taken", "tool_completed", "rollbacked", "run_terminal"}
+)
+"""Event kinds after which a new wait starts (:meth:`KernelState.current_wait`)."""
 
 _Handler = Callable[[KernelState, int, Any], None]
 _HANDLERS: dict[str, _Handler] = {

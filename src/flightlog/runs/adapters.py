@@ -41,7 +41,8 @@ events, but no ``run_started`` yet                     ``initializing``
 ``suspended`` for approval/input (pending calls, or    ``waiting_input``
 a reason naming approval/permission/input/user)
 ``suspended`` for anything else                        ``paused``
-``operation_cancelled`` not followed by progress       ``stopping``
+``operation_cancelled`` not followed by progress or   ``stopping``
+a ``suspended``
 ``run_terminal``                                       ``terminal`` (outcome below)
 ===================================================== ==========================================
 
@@ -645,6 +646,7 @@ class SessionFold:
     def _on_suspended(self, seq: int, at: int, e: Suspended) -> None:
         wants_input = bool(e.pending_calls) or any(w in e.reason.lower() for w in _INPUT_WORDS)
         self.suspended = "input" if wants_input else "paused"
+        self.stopping = False  # a wait a resume re-opened after an abort: the run waits, it is not stopping
 
     def _on_resumed(self, seq: int, at: int, e: Resumed) -> None:
         self.suspended = None
