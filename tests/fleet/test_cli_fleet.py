@@ -70,3 +70,40 @@ def test_submit_then_worker_then_copy(store_url: str, out_dir: Path, tmp_path: P
 def test_submit_refuses_a_file_spec(store_url: str) -> None:
     result = CliRunner().invoke(_app(store_url), ["submit", "agents/x.py:agent", "--goal", "g"])
     assert result.exit_code == 2
+
+
+def test_approve_of_a_fleet_run_says_a_worker_resumes_it(store_url: str, out_dir: Path) -> None:
+    from flightlog.cli.kernel import register as register_kernel
+    from flightlog.fleet import submit
+    from flightlog.kernel import Agent, Kernel, Policy, abort
+    from flightlog.kernel.policy import Rule
+
+    from . import fleet_agent
+
+    base = fleet_agent.agent()
+    gated = Agent(
+        name=base.name, route=base.route, tools=base.tools, policy=Policy(rules=[Rule("ask", tool="*")])
+    )
+    app = _app(store_url)
+
+    @contextmanager
+    def open_db(read_only: bool) -> Iterator[Store]:
+        with open_store(store_url, read_only=read_only) as store:
+            yield store
+
+    register_kernel(app, open_db)
+    with open_store(store_url) as store:
+        sid = submit(store, SPEC, fleet_agent.GOAL, session_id="f-1", agent=gated)
+        first, *rest = Kernel(store, gated).resume_sync(sid, handle_signals=False).pending_calls
+    worker = "a fleet worker, which resumes f-1 by itself (`flightlog worker` starts one)"
+    approved = CliRunner().invoke(app, ["approve", sid, first])
+    assert approved.exit_code == 0, approved.output
+    assert f"approved {first} of f-1; continue with: {worker}" in approved.stdout
+    assert "flightlog resume" not in approved.stdout
+    listed = CliRunner().invoke(app, ["pending"])
+    assert f"waiting for: {worker}" in listed.stdout
+    with open_store(store_url) as store:  # an aborted fleet run: no worker claims it, resume does
+        assert rest and abort(store, sid)
+    denied = CliRunner().invoke(app, ["deny", sid, rest[0]])
+    assert denied.exit_code == 0, denied.output
+    assert "continue with: flightlog resume f-1" in denied.stdout

@@ -194,12 +194,12 @@ def register(app: typer.Typer, open_db: OpenDb) -> None:
     ) -> None:
         """List tool calls waiting for a decision, and those decided (by whom) waiting for a resume."""
         from ..kernel import pending
-        from ..kernel.approvals import resume_hint
+        from ..kernel.approvals import continue_hint
 
         with open_db(True) as store:
             rows = pending(store, decided=True)
             hints = {
-                sid: resume_hint(store.get_session(sid).source, sid)
+                sid: continue_hint(store, sid)
                 for sid in {r.root_session_id or r.session_id for r in rows if r.decision is not None}
             }
         if json_out:
@@ -231,16 +231,15 @@ def register(app: typer.Typer, open_db: OpenDb) -> None:
         ] = "user",
         json_out: Annotated[bool, typer.Option("--json", help="Print the decision as JSON.")] = False,
     ) -> None:
-        """Approve a waiting call (an in-doubt effect: run it again). Then `resume` the session."""
+        """Approve a waiting call (an in-doubt effect: run it again). Then `resume` the session (a fleet run: a worker does)."""
         from ..kernel import approve
-        from ..kernel.approvals import resume_hint, tree_of
+        from ..kernel.approvals import continue_hint
 
         _operator(err, responder)
         with open_db(False) as store:
             sid = store.resolve_session(session)
             verdict = _decide(lambda: approve(store, sid, call, responder=responder))
-            root = tree_of(store, sid)[1]
-            hint = resume_hint(store.get_session(root).source, root)
+            hint = continue_hint(store, sid)
         if json_out:
             _decision_json(sid, verdict)
             return
@@ -259,16 +258,15 @@ def register(app: typer.Typer, open_db: OpenDb) -> None:
         ] = "user",
         json_out: Annotated[bool, typer.Option("--json", help="Print the decision as JSON.")] = False,
     ) -> None:
-        """Deny a waiting call (an in-doubt effect: mark it failed). Then `resume` the session."""
+        """Deny a waiting call (an in-doubt effect: mark it failed). Then `resume` the session (a fleet run: a worker does)."""
         from ..kernel import deny
-        from ..kernel.approvals import resume_hint, tree_of
+        from ..kernel.approvals import continue_hint
 
         _operator(err, responder)
         with open_db(False) as store:
             sid = store.resolve_session(session)
             verdict = _decide(lambda: deny(store, sid, call, responder=responder, reason=reason))
-            root = tree_of(store, sid)[1]
-            hint = resume_hint(store.get_session(root).source, root)
+            hint = continue_hint(store, sid)
         if json_out:
             _decision_json(sid, verdict)
             return

@@ -37,7 +37,7 @@ from ..integrity.grants import session_policy_digest
 from ..integrity.notary import USER_NOTARY, Notary, UserNotary, resolve_notary
 from ..narration import MAX_OPERATOR, operator_problem
 from ..recorder import Recorder
-from ..store.base import Store
+from ..store.base import RUNNABLE_STATUSES, Store
 from .errors import DecidedByItsRuntime, InvalidOperator, NotPending
 from .records import APPROVAL_DECISION, GateKind, Verdict
 from .state import Gate, KernelState, load_state
@@ -47,6 +47,7 @@ __all__ = [
     "PendingCall",
     "approve",
     "check_operator",
+    "continue_hint",
     "deny",
     "operator_problem",
     "pending",
@@ -233,11 +234,30 @@ _RESUMED_BY_ITS_APP = {
 }
 
 
-def resume_hint(source: str, session_id: str) -> str:
+def resume_hint(source: str, session_id: str, *, fleet: bool = False) -> str:
     """How a session continues once its decisions are recorded, for the CLI and the dashboard: ``flightlog
-    resume SESSION`` for the kernel's own runs, the framework's call for an integration's session (its app
+    resume SESSION`` for the kernel's own runs, a fleet worker for a fleet run a worker may claim
+    (``fleet``: see :func:`continue_hint`), the framework's call for an integration's session (its app
     resumes it: see :func:`resumed_by_its_app`)."""
+    if fleet:
+        return f"a fleet worker, which resumes {session_id} by itself (`flightlog worker` starts one)"
     return _RESUMED_BY_ITS_APP.get(source, f"flightlog resume {session_id}")
+
+
+def continue_hint(store: Store, session_id: str) -> str:
+    """:func:`resume_hint` for the run tree of ``session_id``: its root (:func:`tree_of`), which a resume
+    drives. A fleet run (a lease row, :mod:`flightlog.fleet`) whose status a worker claims (``queued``,
+    ``running``, ``suspended``: ``RUNNABLE_STATUSES``) is resumed by a worker once a decision lands in it
+    or in a sub-agent (``Store.wake_lease``), so the hint names the worker; an aborted one (``cancelled``)
+    no worker claims: ``flightlog resume``.
+
+    Raises:
+        SessionNotFound: no such session.
+    """
+    _, root = tree_of(store, session_id)
+    session = store.get_session(root)
+    fleet = session.status in RUNNABLE_STATUSES and store.get_lease(root) is not None
+    return resume_hint(session.source, root, fleet=fleet)
 
 
 def resumed_by_its_app(source: str) -> bool:

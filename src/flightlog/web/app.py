@@ -379,7 +379,7 @@ def _routes(app: FastAPI, dash: _Dashboard) -> None:
             ),
             next=views.session_href(id),
             session_id=id,
-            command=views.resume_command(id, store.get_session(id).source),
+            command=views.resume_command(store, id),
         )
 
     @app.get("/api/event")
@@ -506,15 +506,15 @@ def _routes(app: FastAPI, dash: _Dashboard) -> None:
         if reason is not None and (len(reason) > MAX_REASON or views.visible(reason) != reason):
             return fail(400, f"the reason must be at most {MAX_REASON} printable characters")
 
-        sources: list[str] = []
+        hints: list[str] = []
 
         def record() -> None:
             with dash.open_db(False) as store:
-                sources.append(store.get_session(session_id).source)
                 if decision == "approve":
                     approve(store, session_id, call_id, responder=operator)
                 else:
                     deny(store, session_id, call_id, responder=operator, reason=reason)
+                hints.append(views.resume_command(store, session_id))
 
         try:
             await run_in_threadpool(record)
@@ -531,7 +531,7 @@ def _routes(app: FastAPI, dash: _Dashboard) -> None:
                 {
                     "ok": True,
                     "message": views.show(message, 300),
-                    "resume": views.show(views.resume_command(session_id, sources[0]), 300),
+                    "resume": views.show(hints[0], 300),
                 }
             )
         return RedirectResponse(_local(form.get("next")), status_code=303)

@@ -35,7 +35,7 @@ from ..events import (
     ToolGated,
     ToolRequested,
 )
-from ..kernel.approvals import LANGGRAPH_SOURCE, PendingCall, resume_hint
+from ..kernel.approvals import LANGGRAPH_SOURCE, PendingCall, continue_hint, resume_hint
 from ..kernel.approvals import pending as kernel_pending
 from ..live import RunView, list_run_views, live_records, merge, wall_ms
 from ..messages import (
@@ -148,10 +148,11 @@ def session_href(session_id: str, **params: object) -> str:
     return "/session?" + urlencode(query, quote_via=quote)
 
 
-def resume_command(session_id: str, source: str = "") -> str:
-    """How a session continues once its decisions are recorded (:func:`flightlog.kernel.approvals.resume_hint`:
-    ``flightlog resume SESSION``, or the SDK call for an Agents SDK session, ``source`` ``openai-agents``)."""
-    return resume_hint(source, session_id)
+def resume_command(store: Store | None, session_id: str) -> str:
+    """How a session continues once its decisions are recorded (:func:`flightlog.kernel.approvals.continue_hint`:
+    ``flightlog resume ROOT`` of its run tree, a fleet worker for a fleet run, or the SDK call for an
+    integration's session); ``flightlog resume SESSION`` when no store is given."""
+    return resume_hint("", session_id) if store is None else continue_hint(store, session_id)
 
 
 def _clock(ms: int) -> str:
@@ -364,9 +365,7 @@ def waiting_rows(
         {
             "session": show(sid, 120),
             "href": session_href(sid),
-            "command": show(
-                resume_command(sid, store.get_session(sid).source if store is not None else ""), 200
-            ),
+            "command": show(resume_command(store, sid), 200),
             "decisions": [
                 show(f"{c.call_id} ({c.tool}) {c.decision} by {c.decided_by}", LINE_LIMIT)
                 for c in decided.get(sid, [])
