@@ -224,3 +224,29 @@ def test_resume_of_an_aborted_wait_reopens_it_exit_3(tmp_path: Path) -> None:
     code, out, err = cli(db, "resume", sid, "--json", "-q")
     assert code == 0 and json.loads(out)["status"] == "completed", err
     assert cli_agents.NOTES == ["hello"]
+
+
+def test_resume_of_an_ended_toml_run_says_it_has_ended(tmp_path: Path) -> None:
+    (tmp_path / "agent.toml").write_text(
+        f"""
+name = "from-toml"
+tools = ["{AGENTS}:note", {{ref = "{AGENTS}:plain_lookup", effect = "read_only"}}]
+route = [{{ref = "{AGENTS}:make_provider"}}]
+"""
+    )
+    db = tmp_path / "k.db"
+    code, out, err = cli(db, "run", str(tmp_path / "agent.toml"), "--goal", "x", "--json", "-q")
+    assert code == 0, err
+    sid = _session(out)
+    with open_store(db) as store:
+        (last,) = [row.seq for row in store.read_events(sid) if row.kind == "run_terminal"]  # a seal follows
+    code, out, err = cli(db, "resume", sid)  # an agent.toml run records no spec: none is needed to say so
+    assert code == EXIT_CODES["completed"] == 0, err
+    assert f"session {sid} has ended: completed at seq {last} (run_terminal); nothing to resume" in out
+    assert "--spec" not in out + err and "noted and done" in out
+    code, out, _ = cli(db, "resume", sid, "--json")
+    assert code == 0 and json.loads(out)["status"] == "completed"
+    code, out, err = cli(db, "run", "kernel.cli_agents:broken", "--goal", "x", "--json", "-q")
+    failed = _session(out)
+    code, out, err = cli(db, "resume", failed)
+    assert code == EXIT_CODES["failed"] == 1 and f"session {failed} has ended: failed at seq" in out, err

@@ -156,6 +156,10 @@ def register(app: typer.Typer, open_db: OpenDb) -> None:
     ) -> None:
         """Continue a session (after approvals, a crash or a cancel); exit codes as for ``run``.
 
+        A run that has ended is not resumed: its status and the seq of its ``run_terminal`` are printed,
+        with its result, and the exit code is its status's (0 completed, 1 failed or budget exhausted);
+        no agent spec is needed or imported for it.
+
         The session must pass the full check ``flightlog audit`` makes before anything it names is
         imported: the recorded spec only as a signed ``module:attribute``."""
         from ..integrity.audit import Auditor, require_intact
@@ -176,13 +180,22 @@ def register(app: typer.Typer, open_db: OpenDb) -> None:
             auditor = Auditor.for_notary(notary)
             if spec is None:
                 spec = recorded_spec(store, sid, auditor=auditor)  # the full check, then the signed spec
-                if not spec:
-                    raise typer.BadParameter(
-                        "no agent spec recorded for this session (a run from an agent.toml or a .py path "
-                        "records none); give --spec"
-                    )
             else:
                 require_intact(store, sid, auditor=auditor)  # your own --spec, but not for a tampered session
+            ended = _ended(store, sid)  # read after the full check; no agent is imported for an ended run
+            if ended is not None:
+                result, seq = ended
+                if not json_out:
+                    out.print(
+                        f"session {sid} has ended: {result.status} at seq {seq} (run_terminal); nothing to resume"
+                    )
+                _report(out, result, json_out)
+                raise typer.Exit(_code(result))
+            if not spec:
+                raise typer.BadParameter(
+                    "no agent spec recorded for this session (a run from an agent.toml or a .py path "
+                    "records none); give --spec"
+                )
             progress = None if quiet else Progress(err, lambda: sid)
             result = Kernel(store, _agent(spec), on_event=progress, notary=notary).resume_sync(sid)
         _report(out, result, json_out)
@@ -326,6 +339,19 @@ def _tree_root(store: Store, sid: str, err: Console) -> str:
     if root != sid:
         err.print(f"{sid} is a sub-agent; resuming its run tree from {root}")
     return root
+
+
+def _ended(store: Store, sid: str) -> tuple[RunResult, int] | None:
+    """``(result, seq of its run_terminal)`` of a kernel run that has ended, else None (read from the ledger:
+    call it only after the full check)."""
+    from ..kernel.result import result_of
+    from ..kernel.state import load_state
+
+    state = load_state(store, sid)
+    if state.terminal is None:
+        return None
+    seq = next(seq for seq, event in reversed(state.events) if event.kind == "run_terminal")
+    return result_of(state), seq
 
 
 def _operator(err: Console, name: str) -> None:
