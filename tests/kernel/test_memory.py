@@ -432,3 +432,32 @@ def test_agent_toml_memory_table(tmp_path: Path, store: SqliteStore, db_path: Pa
         spec.write_text(AGENT_TOML.split("[memory]")[0] + "[memory]\n" + bad + "\n", encoding="utf-8")
         with pytest.raises(AgentSpecError, match=re.escape(reason)):
             load_agent(str(spec))
+
+
+def test_async_retrieval_does_not_inject_a_memory_already_in_the_history(
+    store: SqliteStore, tmp_path: Path
+) -> None:
+    """As the in-store memory_query: a hit the service returns for a memory injected at run start (same
+    record id, kind and text) is left out of memory_retrieval_result and its text is not stored again."""
+    Kernel(store, remember_agent(), notary=None).run_sync("remember deploys", handle_signals=False)
+    service = SpoolMemoryService(tmp_path / "spool")
+    policy = MemoryPolicy(scope=SCOPE, inject=3, service=service)
+    agent, _model = _agent(
+        calls(call("memory_query", {"query": "deploy day"}, id="q1")), reply("ok"), policy=policy
+    )
+    result = Kernel(store, agent, notary=None).run_sync("When do deploys happen?", handle_signals=False)
+    assert (result.status, result.detail) == ("suspended", MEMORY_SUSPENSION)
+    (injected,) = of(store, result.session_id, ev.MemoryRetrievalResult)[0].hits
+    (query_id,) = [qid for qid, _q in service.pending()]
+    again = injected.model_copy(update={"record": injected.record.model_copy(update={"content": FACT})})
+    december = {"record_id": "svc-2", "name": "freeze", "content": "Deploys freeze in December."}
+    other = again.model_copy(update={"record": again.record.model_copy(update=december)})
+    service.answer(query_id, [again, other])
+    done = Kernel(store, agent, notary=None).resume_sync(result.session_id, handle_signals=False)
+    assert done.status == "completed"
+    *_, arrived = of(store, result.session_id, ev.MemoryRetrievalResult)
+    assert [h.record.record_id for h in arrived.hits] == ["svc-2"]  # the injected one is not repeated
+    memories = [
+        t for t in (m.text_content() for m in replay_session(store, result.session_id)) if "[MEMORY" in t
+    ]
+    assert [t.split("] ", 1)[1] for t in memories] == [FACT, "Deploys freeze in December."]

@@ -637,7 +637,9 @@ class Kernel:
             return result_of(state)
         waiting = memory.waiting_query(state)
         arrived = (
-            None if waiting is None else memory.collect(self.store, self.agent.memory, waiting, session_id)
+            None
+            if waiting is None
+            else memory.collect(self.store, self.agent.memory, waiting, session_id, state)
         )
         if waiting is not None and arrived is None:  # the memory service has no result yet: still waiting
             activation.close()

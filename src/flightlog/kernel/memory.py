@@ -35,7 +35,8 @@ under a durable id (``<run_id>:turn-<turn>:memory-<n>``), ``memory_queried`` rec
 pending_calls: [query id]}``). ``Kernel.resume`` (from any process, with an agent whose service answers
 for the same ids) polls the service: not ready, the run stays suspended and nothing is written; ready,
 ``resumed`` and ``memory_retrieval_result`` (texts stored as salted artifacts first) are recorded and the
-run goes on with the hits in its history.
+run goes on with the hits in its history; a hit already in the history (same record id, kind and text) is
+left out, as for an in-store query.
 
 **Injection at run start** (``policy.inject`` > 0): the goal is the query; the hits are recorded after
 ``run_started`` (``memory_queried`` turn 0, then ``memory_retrieval_result``), in the start's transaction.
@@ -63,6 +64,7 @@ from ..events import (
     Suspended,
 )
 from ..integrity.notary import Notary
+from ..replay import memory_message
 from ..salted import put_personal_artifact
 from .memory_bank import MEDIA_TYPE, recall, remember
 from .paging import current_access
@@ -442,6 +444,16 @@ def in_history(state: KernelState) -> set[tuple[str, str]]:
     }
 
 
+def _shown_texts(state: KernelState) -> set[str]:
+    """The texts of the ``[MEMORY ...]`` user messages in the run's current history
+    (:func:`flightlog.replay.memory_message`: the text behind each handle, as the model is given it)."""
+    return {
+        text
+        for m in state.history()
+        if m.role == "user" and (text := m.text_content()).startswith("[MEMORY record_id=")
+    }
+
+
 def memory_tools(existing: Sequence[Tool]) -> tuple[Tool, ...]:
     """The memory tools whose names the agent's own tools do not already take."""
     names = {t.name for t in existing}
@@ -502,11 +514,20 @@ def waiting_query(state: KernelState) -> str | None:
     return suspension.pending_calls[0] if suspension.pending_calls else None
 
 
-def collect(store: Store, policy: MemoryPolicy | None, query_id: str, session_id: str) -> Event | None:
+def collect(
+    store: Store,
+    policy: MemoryPolicy | None,
+    query_id: str,
+    session_id: str,
+    state: KernelState | None = None,
+) -> Event | None:
     """The ``memory_retrieval_result`` of an asynchronous query once the service has it, else None.
 
     Hits are checked as upstream's ``MemoryQuery::validate_hits`` does (scope, unique non-empty ids,
     scores finite in [0, 1]); their texts are stored as salted artifacts and the ledger gets the handles.
+    As for an in-store ``memory_query``, a hit whose memory (same record id, kind and text) is already in
+    ``state``'s current history, such as one injected at run start, is left out (its text is not stored),
+    so the model is not given the same memory twice; every hit is checked all the same.
 
     Raises:
         KernelError: no service to ask (the agent lost its ``memory.service``), or invalid hits.
@@ -520,6 +541,7 @@ def collect(store: Store, policy: MemoryPolicy | None, query_id: str, session_id
         return None
     seen: set[str] = set()
     stored: list[MemoryRecall] = []
+    shown = _shown_texts(state) if state is not None else set()
     for hit in hits:
         rid = hit.record.record_id
         if hit.record.scope != policy.scope:
@@ -529,6 +551,12 @@ def collect(store: Store, policy: MemoryPolicy | None, query_id: str, session_id
         if not 0.0 <= hit.score <= 1.0:
             raise KernelError(f"memory recall {rid} score must be finite and between zero and one")
         seen.add(rid)
+    for hit in hits:
+        if (
+            memory_message(hit.record.record_id, hit.record.kind.value, hit.record.content).text_content()
+            in shown
+        ):
+            continue  # already in the conversation (the in-store path's rule, in_history)
         handle = put_personal_artifact(
             store, hit.record.content.encode("utf-8"), MEDIA_TYPE, session_id=session_id
         )
