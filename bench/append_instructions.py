@@ -13,7 +13,9 @@ part of a COMMIT, its write of the WAL, is not counted).
 
 ``--workload loop`` appends ``run_started`` first (the runs snapshot's state moves on every append, as in an
 agent loop); ``idle`` does not (``ledger.py``'s append workload: the snapshot never changes). ``--batch B``
-appends with ``append_many`` of B events and reports instructions per event. Needs ``valgrind`` on PATH.
+appends with ``append_many`` of B events and reports instructions per event. ``--encoded`` appends the
+same events as prebuilt ``(kind, canonical bytes)`` pairs with ``Recorder.append_encoded`` (an importer's
+path), B per call. Needs ``valgrind`` on PATH.
 """
 
 from __future__ import annotations
@@ -31,15 +33,17 @@ from _tree import measured_tree
 _WARMUP = 40
 
 
-def _drive(appends: int, workload: str, batch: int, built: int) -> None:
+def _drive(appends: int, workload: str, batch: int, built: int, encoded: bool) -> None:
     """The measured process: ``appends`` appends (after the warm-up) of ``built`` prebuilt events."""
     from ledger import Workload
 
+    from flightlog.encoding import canonical_bytes
     from flightlog.recorder import Recorder
     from flightlog.store.sqlite import SqliteStore
 
     source = Workload(7)
     events = source.events(built)[_WARMUP : _WARMUP + appends]
+    rows = [(event.kind, canonical_bytes(event)) for event in events] if encoded else []
     with (
         tempfile.TemporaryDirectory() as workdir,
         SqliteStore(Path(workdir) / "x.db", synchronous="NORMAL") as store,
@@ -50,7 +54,10 @@ def _drive(appends: int, workload: str, batch: int, built: int) -> None:
         for event in Workload(7).events(_WARMUP):
             recorder.append(event)
         for start in range(0, len(events), batch):
-            recorder.append_many(events[start : start + batch])
+            if encoded:
+                recorder.append_encoded(rows[start : start + batch])
+            else:
+                recorder.append_many(events[start : start + batch])
 
 
 def _instructions(args: argparse.Namespace, appends: int) -> int:
@@ -68,6 +75,7 @@ def _child(args: argparse.Namespace, appends: int) -> list[str]:
         "valgrind", "--tool=callgrind", "--callgrind-out-file=/dev/null",
         sys.executable, __file__, "--child", str(appends), "--src", str(args.tree),
         "--workload", args.workload, "--batch", str(args.batch), "--appends", str(args.appends),
+        *(["--encoded"] if args.encoded else []),
     ]  # fmt: skip
 
 
@@ -79,12 +87,15 @@ def main() -> int:
     parser.add_argument("--appends", type=int, default=100, help="N: the runs make N and 3N appends (100)")
     parser.add_argument("--workload", choices=("loop", "idle"), default="loop")
     parser.add_argument("--batch", type=int, default=1, help="events per append_many (1: Recorder.append)")
+    parser.add_argument(
+        "--encoded", action="store_true", help="append prebuilt (kind, bytes) pairs with append_encoded"
+    )
     parser.add_argument("--child", type=int, default=None, help=argparse.SUPPRESS)
     args = parser.parse_args()
     args.tree = tree
     built = _WARMUP + 3 * args.appends
     if args.child is not None:
-        _drive(args.child, args.workload, args.batch, built)
+        _drive(args.child, args.workload, args.batch, built, args.encoded)
         return 0
     if shutil.which("valgrind") is None:
         print("append_instructions.py: valgrind is not on PATH", file=sys.stderr)
@@ -93,8 +104,10 @@ def main() -> int:
     subprocess.run(_child(args, 1)[3:], capture_output=True, check=True)
     small, large = (_instructions(args, n) for n in (args.appends, 3 * args.appends))
     per = (large - small) / (2 * args.appends)
+    how = "append_encoded" if args.encoded else "append_many" if args.batch > 1 else "append"
     print(
-        f"{tree}: {args.workload}, {args.batch} event(s)/txn: {per / 1e3:.1f}k instructions per event appended"
+        f"{tree}: {args.workload}, {how}, {args.batch} event(s)/txn: "
+        f"{per / 1e3:.1f}k instructions per event appended"
     )
     return 0
 

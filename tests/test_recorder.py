@@ -22,6 +22,7 @@ from flightlog.errors import (
     AppendConflict,
     EffectConflict,
     EncodingError,
+    EventDecodeError,
     LedgerIntegrityError,
     SessionNotFound,
     StaleWriter,
@@ -132,6 +133,43 @@ def test_append_many_links_every_row_in_one_transaction(store: SqliteStore, reco
     assert verify_session(store, SID).ok
     assert recorder.append_many([]) == []
     assert recorder.next_seq == 6
+
+
+def _started() -> RunStarted:
+    return RunStarted(run_id="r", goal="g", criteria=[], agent_id=None, system_prompt=None)
+
+
+def test_append_encoded_refuses_a_kind_its_bytes_do_not_say(store: SqliteStore, recorder: Recorder) -> None:
+    """No subscriber or projector decodes these rows: the refusal is the kind check itself, up front."""
+    recorder.append(_event(0))
+    before = _state(recorder)
+    good = (_started().kind, canonical_bytes(_started()))
+    mislabelled = ("run_started", canonical_bytes(_event(1)))
+    with pytest.raises(
+        EventDecodeError, match=r"seq 2: kind 'run_started' given, but the bytes are a 'custom'"
+    ):
+        recorder.append_encoded([good, mislabelled])  # all or none: the good one is not written either
+    # a custom payload holding a "kind" of its own is parsed, not trusted on a byte match
+    nested = Custom(custom_kind="x", payload={"kind": "run_started"})
+    with pytest.raises(
+        EventDecodeError, match=r"seq 1: kind 'run_started' given, but the bytes are a 'custom'"
+    ):
+        recorder.append_encoded([("run_started", canonical_bytes(nested))])
+    decoy = (
+        b'{"a":{"kind":"run_started"},"custom_kind":"x","kind":"custom","payload":null}'  # nested one first
+    )
+    with pytest.raises(
+        EventDecodeError, match=r"seq 1: kind 'run_started' given, but the bytes are a 'custom'"
+    ):
+        recorder.append_encoded([("run_started", decoy)])
+    with pytest.raises(EventDecodeError, match=r"kind 'custom' given with bytes that are not JSON"):
+        recorder.append_encoded([("custom", b'{"kind": custom}')])
+    with pytest.raises(EventDecodeError, match=r"the bytes are no event \(no top-level string kind\)"):
+        recorder.append_encoded([("custom", b"[1]")])
+    assert _state(recorder) == before and len(_events(store)) == 1
+    rows = recorder.append_encoded([("custom", canonical_bytes(nested)), good])
+    assert [(r.seq, r.kind) for r in rows] == [(1, "custom"), (2, "run_started")]
+    assert verify_session(store, SID).ok
 
 
 def test_append_many_is_all_or_nothing(store: SqliteStore, recorder: Recorder) -> None:

@@ -26,7 +26,7 @@ from contextlib import contextmanager
 from typing import Any
 
 from .encoding import canonical_bytes, canonical_json, decode_stored
-from .errors import LedgerIntegrityError
+from .errors import EventDecodeError, LedgerIntegrityError
 from .events import Custom, Event, SessionEvent
 from .ledger import GENESIS, ChainCheck, CompactRange, VerifyReport, chain_hash, check_head, leaf_hash
 from .notarization import SEAL_KIND, Notarizer, SessionSealed, SessionSigner, SignedHead
@@ -392,10 +392,20 @@ class Recorder:
         declaration, and for a projector with one, the events it says it reads (:data:`EventReads`).
         ``recorded_at_ms`` as for :meth:`append_many`.
 
+        Each pair must agree before anything is written: the bytes' top-level ``"kind"`` is the given kind
+        (what ``verify`` would otherwise flag afterwards as ``kind_mismatch``). The check decodes no event:
+        a byte search for the top-level ``"kind":"<kind>"`` (:func:`_kind_agrees`); bytes where that is not
+        sure (a nested ``"kind"`` before it or beside it, such as in a ``custom`` payload) are parsed as JSON.
+
         Raises:
-            EventDecodeError: an event that is read is not a valid event (names its seq); nothing written.
+            EventDecodeError: a pair's bytes are an event of another kind, or no JSON object (names the seq
+                it would have taken, the kind given and what the bytes say); an event that is read is not a
+                valid event (names its seq). Nothing written.
             AppendConflict, StaleWriter, SessionSealed: as :meth:`append_many`.
         """
+        for index, (kind, data) in enumerate(rows):
+            if not _kind_agrees(kind, data):
+                _check_kind(kind, data, self._next_seq + index)
         return self._append_rows(
             _Batch([kind for kind, _ in rows], [data for _, data in rows], None), recorded_at_ms
         )
@@ -637,6 +647,57 @@ class Recorder:
         ``flightlog erase`` removes both without touching a ledger row.
         """
         return put_personal_artifact(self.store, content, media_type, session_id=self.session_id)
+
+
+_KIND_KEY = b'"kind":"'
+"""How canonical bytes (RFC 8785) spell the start of a ``"kind"`` member: a ``"`` inside a string is
+escaped, so these bytes occur only where some object has a member ``kind`` with a string value."""
+
+
+_KIND_HEADS: dict[str, bytes] = {}
+"""``{"kind":"<kind>"`` as canonical bytes, per kind seen (at most :data:`_KIND_HEADS_MAX` kept): how the
+bytes of an event start when no key sorts before ``kind`` (most kinds)."""
+_KIND_HEADS_MAX = 256
+
+
+def _kind_agrees(kind: str, data: bytes) -> bool:
+    """True when ``data`` (canonical bytes) surely has the top-level member ``"kind":"<kind>"``, by byte
+    search; False when that is not sure (then :func:`_check_kind` parses it). Sure when it is a member of
+    the top-level object: the bytes start with it (``{"kind":...``, most kinds sort no key before
+    ``kind``), or no ``{``/``[`` comes before it (scalar members only, such as ``custom_kind``); or when it
+    is the only ``"kind":"`` in the bytes."""
+    head = _KIND_HEADS.get(kind)
+    if head is None:
+        head = b"{" + _KIND_KEY + kind.encode() + b'"'
+        if len(_KIND_HEADS) < _KIND_HEADS_MAX:
+            _KIND_HEADS[kind] = head
+    if data.startswith(head):
+        return True
+    at = data.find(head[1:])
+    if at < 1 or data[0] != 0x7B:  # "{"
+        return False
+    if data.find(b"{", 1, at) < 0 and data.find(b"[", 1, at) < 0:  # no nested value before it
+        return True
+    return data.count(_KIND_KEY) == 1
+
+
+def _check_kind(kind: str, data: bytes, seq: int) -> None:
+    """The slow half of :meth:`Recorder.append_encoded`'s check: parse ``data`` and compare its top-level
+    ``kind`` with ``kind``.
+
+    Raises:
+        EventDecodeError: they differ, or ``data`` is no JSON object (names ``seq``, both kinds).
+    """
+    try:
+        value = json.loads(data)
+    except ValueError as exc:
+        raise EventDecodeError(
+            seq=seq, reason=f"kind {kind!r} given with bytes that are not JSON: {exc}"
+        ) from None
+    said = value.get("kind") if isinstance(value, dict) else None
+    if said != kind:
+        what = f"a {said!r} event" if isinstance(said, str) else "no event (no top-level string kind)"
+        raise EventDecodeError(seq=seq, reason=f"kind {kind!r} given, but the bytes are {what}")
 
 
 class _Batch:
