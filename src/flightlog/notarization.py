@@ -93,9 +93,10 @@ class Notarizer(Protocol):
         """
         ...
 
-    def resume(self, store: Store, session_id: str, *, full: bool = True) -> Anchor:
+    def resume(self, store: Store, session_id: str, *, full: bool = True, retain: bool = True) -> Anchor:
         """Verify an existing session (in full, or from its latest signed checkpoint with ``full=False``)
-        and return where to continue.
+        and return where to continue; ``retain=False`` for a read: nothing is written (a retained head that
+        lags the database's latest checkpoint is left for a writer to retain).
 
         Raises:
             SessionNotFound: no such session.

@@ -271,8 +271,13 @@ class Recorder:
         take_authority: bool = True,
         notary: Notarizer | None = None,
         full: bool = True,
+        retain: bool = True,
     ) -> Recorder:
         """Resume writing an existing session after recomputing its whole chain.
+
+        With ``take_authority=False, retain=False`` it is a verified view for reading: nothing is written
+        (no epoch bump, no retained head), and it must not be used to append (it holds no authority: see
+        the integrations' read paths, :mod:`flightlog.integrations.openai_agents`).
 
         Args:
             store: The store holding the session.
@@ -284,6 +289,8 @@ class Recorder:
             full: With a notary, False resumes from the latest signed checkpoint in O(log n) + the rows
                 after it, without re-reading the rows it covers (a full verify still catches edits to
                 them). Default True: every row is recomputed.
+            retain: With a notary, False writes no retained head that lags the latest checkpoint (for a
+                read; default True: a writer resuming retains it).
 
         Raises:
             SessionNotFound: no such session.
@@ -293,7 +300,7 @@ class Recorder:
             ValueError: ``full=False`` without a notary.
         """
         if notary is not None:
-            anchor = notary.resume(store, session_id, full=full)
+            anchor = notary.resume(store, session_id, full=full, retain=retain)
             bump = store.bump_authority_epoch if take_authority else store.authority_epoch
             return cls(
                 store,

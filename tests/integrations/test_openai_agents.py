@@ -51,6 +51,8 @@ from flightlog.integrations.openai_agents import (
 from flightlog.recorder import Recorder, verify_session
 from flightlog.sessions import iter_events
 
+from .dump import dump
+
 # Item shapes as the SDK stores them (``to_input_item()`` of run items, the Responses API's input params).
 USER = {"role": "user", "content": "What is the weather in Paris? ünïcødé ✓"}
 ASSISTANT = {
@@ -241,15 +243,18 @@ def test_new_session_sees_history_and_fences_the_old_writer(db: Path) -> None:
 
     async def play() -> None:
         await old.add_items(_items("a", "b"))
-        assert await new.get_items() == _items("a", "b")  # attach bumped the epoch: `old` is fenced off
+        assert await new.get_items() == _items("a", "b")  # a read: verified, nothing written, nobody fenced
+        await old.add_items(_items("c"))
+        assert await new.get_items() == _items("a", "b", "c")  # the head moved: verified and folded again
+        await new.add_items(_items("d"))  # the first write attaches, bumping the epoch: `old` is fenced off
         with pytest.raises(StaleWriter):
             await old.add_items(_items("lost"))
         with pytest.raises(StaleWriter):
             await old.get_items()  # its folded history may be stale: refused, not guessed
         with pytest.raises(StaleWriter):
             await old.pop_item()
-        await new.add_items(_items("c"))
-        assert await new.get_items() == _items("a", "b", "c")
+        await new.add_items(_items("e"))
+        assert await new.get_items() == _items("a", "b", "c", "d", "e")
 
     try:
         _run(play())
@@ -258,6 +263,33 @@ def test_new_session_sees_history_and_fences_the_old_writer(db: Path) -> None:
         old.close()
         new.close()
         store.close()
+
+
+def test_a_read_writes_nothing_the_epoch_included(db: Path) -> None:
+    writer = FlightlogSession("s", db)  # signed with the user's key, as by default
+    reader = FlightlogSession("s", db)
+    fresh = FlightlogSession("never-written", db)
+
+    async def play() -> None:
+        await writer.add_items(_items("a", "b"))
+        before = dump(db)
+        assert await reader.get_items() == _items("a", "b")
+        assert await reader.get_items(limit=1) == _items("b")
+        assert reader.item_output("call-x") is None and reader.open_call("tool", None) is None
+        assert await fresh.get_items() == []  # no session is created by a read
+        assert dump(db) == before  # byte for byte: no epoch bump, no row, no session
+        await writer.add_items(_items("c"))  # the writer was not fenced off by the reads
+        assert await reader.get_items() == _items("a", "b", "c")
+
+    try:
+        _run(play())
+        with flightlog.open_store(db) as store:
+            with pytest.raises(SessionNotFound):
+                store.get_session(session_id_for("never-written"))
+            assert verify_session(store, session_id_for("s")).ok
+    finally:
+        for session in (writer, reader, fresh):
+            session.close()
 
 
 def test_sessions_are_separate_and_store_is_left_open(db: Path) -> None:

@@ -28,6 +28,7 @@ from flightlog.integrity.notary import USER_NOTARY, resolve_notary
 from flightlog.recorder import Recorder, verify_session
 from flightlog.sessions import iter_events
 
+from .dump import dump
 from .rechain import rechain
 
 
@@ -183,3 +184,27 @@ def test_a_rechained_history_is_refused(db: Path) -> None:
         assert verify_session(store, sid).ok  # the plain chain cannot see it
     with pytest.raises(LedgerIntegrityError):
         FlightlogHistory("re", db).messages()
+
+
+def test_reading_the_history_writes_nothing_and_fences_no_writer(db: Path) -> None:
+    writer = FlightlogHistory("x", db)
+    writer.run_sync(_agent(_scripted([])), "add 1 and 2")
+    sid = session_id_for("x")
+    with flightlog.open_store(db) as store:
+        epoch = store.authority_epoch(sid)
+    before = dump(db)
+    reader = FlightlogHistory("x", db)
+    try:
+        assert _json(reader.messages()) == _json(writer.messages())  # verified, then read
+        assert dump(db) == before  # byte for byte: no epoch bump, no row, no status
+        writer.run_sync(_agent(_scripted([])), "again")  # the writer was not fenced off by the read
+        assert len(reader.messages()) == len(writer.messages()) > 4  # the reader verifies what was added
+        with flightlog.open_store(db) as store:
+            assert store.authority_epoch(sid) == epoch
+        reader.record(writer.messages()[-1:])  # the reader's first write takes authority
+        with flightlog.open_store(db) as store:
+            assert store.authority_epoch(sid) == epoch + 1
+            assert verify_session(store, sid).ok
+    finally:
+        reader.close()
+        writer.close()

@@ -59,16 +59,19 @@ message per item (user, assistant, function call, function output), whether or n
 or :meth:`FlightlogSession.record_result` wrote their events beside the items.
 The current history is a fold over the stream: ``item`` appends ``(seq, item)``; ``pop`` removes the last
 live item, which must be the one whose seq it names (else ``LedgerIntegrityError``); ``clear`` empties
-the list; other events are ignored. The fold runs once, when the session is first used (after
-:meth:`~flightlog.recorder.Recorder.attach` recomputed the chain), and is then kept current by this
-object's own writes. Items are kept as the stored canonical bytes and parsed afresh on every read, so
+the list; other events are ignored. The fold runs when the session is first used (after the chain was recomputed:
+:meth:`~flightlog.recorder.Recorder.attach` for a write, the same check without authority for a read) and
+is then kept current by this object's own writes (a reader's, by folding again when the head moved). Items are kept as the stored canonical bytes and parsed afresh on every read, so
 callers get new objects each time (as with ``SQLiteSession``'s ``json.loads``).
 
-Writers and fencing: the first operation attaches a :class:`~flightlog.recorder.Recorder`, which bumps the
-session's authority epoch. A ``FlightlogSession`` opened earlier on the same session id (in this process
-or another) is thereby fenced off: every later operation on it raises
-:class:`~flightlog.errors.StaleWriter` (writes are refused by the store; reads are refused too, because
-its folded history may be stale) and nothing is written. One live ``FlightlogSession`` per session id at a
+Writers and fencing: the first write (or :meth:`FlightlogSession.open`) attaches a
+:class:`~flightlog.recorder.Recorder`, which bumps the session's authority epoch. A ``FlightlogSession``
+that wrote to the same session id earlier (in this process or another) is thereby fenced off: every later
+operation on it raises :class:`~flightlog.errors.StaleWriter` (writes are refused by the store; reads are
+refused too, because its folded history may be stale) and nothing is written. Reads before a first write
+(``get_items`` and the tracing processor's look-ups) write nothing, the epoch included: they verify the
+chain as an attach does (without taking authority or writing a retained head), fold it, and verify and
+fold again when the session's head moved, so a reader never fences off a writer and sees its items. One live ``FlightlogSession`` per session id at a
 time; share it between tasks (it is safe to) rather than opening one per request.
 
 Concurrency: the store is blocking, so every operation runs in a worker thread (``asyncio.to_thread``),
@@ -131,7 +134,7 @@ from ..narration import operator_problem
 from ..recorder import Recorder, verify_session
 from ..replay import AGENTS_CLEAR, AGENTS_ITEM, AGENTS_POP, AGENTS_SESSION
 from ..store.base import Store
-from ._stores import StoreHandle
+from ._stores import StoreHandle, read_view, still_current
 
 if TYPE_CHECKING:
     from agents.items import ToolApprovalItem
@@ -238,7 +241,8 @@ class FlightlogSession(SessionABC):
         self._stores = StoreHandle(store)
         self._notary = resolve_notary(notary)
         self._lock = threading.Lock()
-        self._recorder: Recorder | None = None
+        self._recorder: Recorder | None = None  # the writer, attached by the first write
+        self._view: Recorder | None = None  # what the reads before it verified (_read)
         self._items: list[tuple[int, bytes]] = []  # live items: (seq, stored event bytes)
         self._gates = _Gates()  # runs, gates and decisions folded from the ledger (kept current)
         self._closed = False
@@ -259,7 +263,7 @@ class FlightlogSession(SessionABC):
 
         def read() -> list[tuple[int, bytes]]:
             with self._lock:
-                self._ready()
+                self._read()
                 if effective is None or effective < 0:
                     return list(self._items)
                 # the last min(N, len) items; len - N would go negative, and a negative slice start
@@ -370,7 +374,7 @@ class FlightlogSession(SessionABC):
         rejection message reaches the model).
         """
         with self._lock:
-            self._ready()
+            self._read()
             candidates = [
                 (call, state)
                 for call, state in self._gates.calls.values()
@@ -385,7 +389,7 @@ class FlightlogSession(SessionABC):
         """The ``output`` of this session's live ``function_call_output`` item for ``call_id`` (its text;
         a structured output as JSON), or None when the history holds none (the call did not run)."""
         with self._lock:
-            self._ready()
+            self._read()
             rows = [data for _, data in self._items if b'"function_call_output"' in data]  # parse only those
         for item in map(_item, reversed(rows)):
             if not isinstance(item, dict) or item.get("type") != "function_call_output":
@@ -590,7 +594,7 @@ class FlightlogSession(SessionABC):
         return self._stores.get()
 
     def _ready(self, *, reattach: bool = False) -> Recorder:
-        """The recorder, attaching (or creating) and folding on first use; refuses when fenced off (with
+        """The writer, attaching (or creating) and folding on the first write; refuses when fenced off (with
         ``reattach``: attaches again instead, verifying and folding the chain anew)."""
         self._check_open()
         rec = self._recorder
@@ -601,8 +605,26 @@ class FlightlogSession(SessionABC):
             if not reattach:
                 raise StaleWriter(session_id=self.ledger_session_id, epoch=rec.epoch, current_epoch=current)
         rec = self._attach(self._open_store())
-        self._recorder = rec
+        self._recorder, self._view = rec, None
         return rec
+
+    def _read(self) -> None:
+        """Make ``_items``/``_gates`` current for a read without writing anything: the writer's fold once
+        this object wrote (refused when fenced off, as every operation), else the session verified for
+        reading (:func:`~flightlog.integrations._stores.read_view`: no epoch bump, so no writer is fenced
+        off by a reader) and folded, again only when its head moved; empty when it was never written."""
+        self._check_open()
+        if self._recorder is not None:
+            self._ready()
+            return
+        store = self._open_store()
+        if self._view is not None and still_current(store, self._view):
+            return
+        view = read_view(store, self.ledger_session_id, self._notary)
+        self._items, self._gates = (
+            _fold(store, self.ledger_session_id, view, verified_only=True) if view else ([], _Gates())
+        )
+        self._view = view
 
     def _write(self, rec: Recorder, events: list[Event], *, status: str | None = None) -> None:
         """Append ``events`` (and set ``status``) in one transaction. A suspension, a run's end and an
@@ -735,13 +757,16 @@ def _item(data: bytes) -> TResponseInputItem:
     return item
 
 
-def _fold(store: Store, session_id: str, rec: Recorder) -> tuple[list[tuple[int, bytes]], _Gates]:
+def _fold(
+    store: Store, session_id: str, rec: Recorder, *, verified_only: bool = False
+) -> tuple[list[tuple[int, bytes]], _Gates]:
     """The live items of a stored session (module docstring: fold rules) and its runs, gates and decisions,
-    read after ``rec`` attached."""
+    read after ``rec`` attached; with ``verified_only`` (a read view) only the rows ``rec`` verified, as a
+    writer may append meanwhile."""
     items: list[tuple[int, bytes]] = []
     gates = _Gates()
     count, last_hash = 0, ""
-    for row in store.read_events(session_id):
+    for row in store.read_events(session_id, stop=rec.next_seq if verified_only else None):
         count, last_hash = row.seq + 1, row.hash
         event = decode_stored(row.event_bytes, seq=row.seq)
         gates.feed(event)

@@ -40,9 +40,11 @@ event is signed in it (a run's messages are recorded once, when it ends: that is
 ``FlightlogSaver`` signs when a graph stops), so a history is signed with fewer than the cadence's events and
 a re-chained ledger is refused by the next attach, not only by an audit.
 
-Reading and writing verify first: the first use attaches a :class:`~flightlog.recorder.Recorder` (recomputing
+Reading and writing verify first: the first write attaches a :class:`~flightlog.recorder.Recorder` (recomputing
 the chain, and with the default notary the signatures and retained head; ``LedgerIntegrityError`` names the
-first diverging seq). Several processes may write one history: a write that finds the session moved on (its
+first diverging seq), which takes authority over the session (bumps its epoch). A read before it
+(:meth:`FlightlogHistory.messages`) verifies the same way but writes nothing, epoch included, and verifies
+again only when the session's head moved. Several processes may write one history: a write that finds the session moved on (its
 head or authority epoch changed) re-attaches before appending, and the store refuses an append that would
 fork the chain.
 """
@@ -94,7 +96,7 @@ from ..messages import ContentPart, Message, TextPart, ThinkingPart, ToolCall, T
 from ..recorder import Recorder
 from ..sessions import iter_events
 from ..store.base import Store, StoredEvent
-from ._stores import StoreHandle
+from ._stores import StoreHandle, read_view, still_current
 
 __all__ = ["PROTOCOL", "REQUEST_KIND", "SESSION_PREFIX", "SOURCE", "FlightlogHistory", "session_id_for"]
 
@@ -235,14 +237,15 @@ class FlightlogHistory:
         self._stores = StoreHandle(store)
         self._notary = resolve_notary(notary)
         self._lock = threading.Lock()
-        self._recorder: Recorder | None = None
+        self._recorder: Recorder | None = None  # the writer, attached by the first write
+        self._view: Recorder | None = None  # what reads before it verified (integrations._stores.read_view)
 
     # ─── Pydantic AI's history ───────────────────────────────────────────────────────────────
     def messages(self) -> list[ModelMessage]:
         """The recorded messages, oldest first, as ``ModelMessagesTypeAdapter`` validates them (pass them as
         ``agent.run(..., message_history=...)``); [] for a history never written."""
         with self._lock:
-            rec = self._attached()
+            rec = self._viewed()
             if rec is None:
                 return []
             native: list[Any] = []
@@ -312,11 +315,22 @@ class FlightlogHistory:
         """Closes the store when this object opened it. Idempotent."""
         with self._lock:
             self._stores.close()
-            self._recorder = None
+            self._recorder = self._view = None
 
     # ─── internals (self._lock held) ──────────────────────────────────────────────────────────
     def _open_store(self) -> Store:
         return self._stores.get()
+
+    def _viewed(self) -> Recorder | None:
+        """What a read folds: the writer when nobody moved the session on since it attached, else the
+        session verified again for reading (:func:`~flightlog.integrations._stores.read_view`: no epoch
+        bump, nothing written; kept while the session's head stays); None when it was never written."""
+        store = self._open_store()
+        for rec in (self._recorder, self._view):
+            if rec is not None and still_current(store, rec):
+                return rec
+        self._view = read_view(store, self.ledger_session_id, self._notary)
+        return self._view
 
     def _attached(self, *, create: bool = False) -> Recorder | None:
         """The recorder, (re-)attached when another writer moved the session on; None when it does not exist
