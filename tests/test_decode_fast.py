@@ -16,7 +16,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from flightlog.encoding import MAX_SAFE_INTEGER, canonical_bytes, decode_stored, parse_json
+from flightlog.encoding import MAX_SAFE_INTEGER, canonical_bytes, decode_rows, decode_stored, parse_json
 from flightlog.errors import EventDecodeError
 from flightlog.events import (
     Custom,
@@ -158,3 +158,57 @@ def test_hand_written_json_decodes_the_same_both_ways(data: bytes) -> None:
     assert decode_stored(data) == reference
     fast = event_from_json_or_none(data)
     assert fast == reference  # pydantic alone agrees on these too (no integer beyond 2**53 among them)
+
+
+_ODD_ROWS = [
+    b'{"kind":"custom","custom_kind":1}',  # refused: names the field
+    b"[1]",  # not an object
+    b"{",  # not JSON
+    canonical_bytes(Custom(custom_kind="k", payload={"x": 1e16})),  # a long integer literal: reference path
+    b'{"hits":[],"kind":"memory_retrieval_result","query":"q","turn":1}',  # a kind with an upcaster
+    b'{ "kind" : "custom", "custom_kind" : "k" }',  # white space
+]
+
+
+def _decoded_or_error(data: Any, seq: int) -> tuple[str, Any]:
+    try:
+        return "event", decode_stored(data, seq=seq)
+    except EventDecodeError as exc:
+        return "error", (str(exc), exc.seq)
+
+
+@settings(max_examples=200, deadline=None)
+@given(
+    st.lists(
+        st.one_of(
+            EVENTS.map(canonical_bytes),
+            st.sampled_from(_ODD_ROWS),
+            st.sampled_from(_ODD_ROWS).map(lambda b: b.decode("utf-8", "replace")),  # a TEXT value
+            EVENTS.map(lambda e: bytearray(canonical_bytes(e))),  # not bytes: the reference path
+        ),
+        max_size=6,
+    )
+)
+def test_decode_rows_decodes_each_row_as_decode_stored_does(blobs: list[Any]) -> None:
+    """The replay read path's loop gives, row by row, the event decode_stored gives (equal, same fields-set),
+    and stops at the first row it refuses with decode_stored's error naming that row's seq."""
+    rows = [(seq, blob, "prev", "hash") for seq, blob in enumerate(blobs, start=3)]
+    expected = [_decoded_or_error(blob, seq) for seq, blob, _, _ in rows]
+    got: list[tuple[str, Any]] = []
+    pairs = decode_rows(rows)
+    while True:
+        try:
+            seq, event = next(pairs)
+        except StopIteration:
+            break
+        except EventDecodeError as exc:
+            got.append(("error", (str(exc), exc.seq)))
+            break
+        assert seq == rows[len(got)][0]
+        got.append(("event", event))
+    assert got == expected[: len(got)]
+    assert len(got) == len(expected) or got[-1][0] == "error"
+    for (kind, value), (_, want) in zip(got, expected, strict=False):
+        if kind == "event":
+            assert type(value) is type(want) and value.model_fields_set == want.model_fields_set
+            assert canonical_bytes(value) == canonical_bytes(want)  # 1e16 read as an int would not encode

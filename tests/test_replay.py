@@ -266,6 +266,79 @@ def test_tool_completed_one_tool_message_per_result() -> None:
     ]
 
 
+class _Text(str):
+    """A ``str`` subclass: validation stores a plain ``str``, so the assembled path must not take it."""
+
+
+def _validated_tool_message(call_id: str, output: str, is_error: bool) -> Message:
+    """The reference: what ``_tool_message`` built before it assembled its models (pydantic validation)."""
+    part = ToolResultPart(call_id=call_id, output=output, is_error=True if is_error else None)
+    return Message(role="tool", content=[part])
+
+
+def _same_model(made: Message | ToolResultPart, reference: Message | ToolResultPart) -> None:
+    assert type(made) is type(reference)
+    assert made == reference
+    assert list(made.__dict__.items()) == list(reference.__dict__.items())  # values and field order
+    assert {k: type(v) for k, v in made.__dict__.items()} == {
+        k: type(v) for k, v in reference.__dict__.items()
+    }
+    assert made.model_fields_set == reference.model_fields_set
+    assert (made.__pydantic_extra__, made.__pydantic_private__) == (None, None)
+    assert made.model_dump() == reference.model_dump()
+    assert made.model_dump_json() == reference.model_dump_json()
+
+
+@given(call_id=st.text(), output=st.text(), is_error=st.booleans(), subclass=st.booleans())
+def test_tool_messages_assembled_equal_validated_ones(
+    call_id: str, output: str, is_error: bool, subclass: bool
+) -> None:
+    """``_tool_message`` assembles its two models from a validated result's values without validating them
+    again: the message, its part, their fields-set, dumps, copies and pickles equal the validated ones."""
+    import copy
+    import pickle
+
+    if subclass:
+        call_id = _Text(call_id)
+    reference = _validated_tool_message(call_id, output, is_error)
+    made = replay_module._tool_message(call_id, output, is_error)
+    _same_model(made, reference)
+    _same_model(made.content[0], reference.content[0])
+    assert type(made.content[0].call_id) is str  # a subclass took the validating constructors
+    assert (
+        made.tool_calls == []
+        and made.tool_calls is not replay_module._tool_message("c", "o", False).tool_calls
+    )
+    _same_model(pickle.loads(pickle.dumps(made)), reference)
+    _same_model(copy.deepcopy(made), reference)
+    moved = made.model_copy(update={"name": "n"})
+    _same_model(moved, reference.model_copy(update={"name": "n"}))
+    assert made.model_fields_set == {"role", "content"}  # the copy's update did not touch the original
+
+
+def test_tool_messages_are_assembled_on_this_pydantic() -> None:
+    """The import-time probe found the layout pydantic's validation leaves (else the fast path is off)."""
+    assert replay_module._ASSEMBLE is True
+    assert replay_module._assembly_matches() is True
+
+
+def test_feed_all_folds_as_feed_does_event_by_event() -> None:
+    events = list(
+        seqd(
+            RunStarted(run_id="r", goal="g"),
+            LlmCompleted(turn=0, message=Message.text("assistant", "a")),
+            ToolCompleted(turn=0, results=[ToolResult(call_id="c", output="o")]),
+            Rollbacked(turn=0, checkpoint_history_len=2),
+        )
+    )
+    one, many = Rebuilder(), Rebuilder()
+    for seq, event in events:
+        one.feed(seq, event)
+    many.feed_all(iter(events))
+    assert many.entries == one.entries
+    assert [m.role for m in many.messages()] == ["user", "assistant"]
+
+
 # ─── compressed, page_out, page_in, context_renewed ───────────────────────────────────────────
 
 

@@ -19,7 +19,7 @@ from __future__ import annotations
 import json
 import math
 import typing
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from typing import Any
 
 import rfc8785
@@ -34,6 +34,7 @@ __all__ = [
     "canonical_bytes",
     "canonical_json",
     "custom_bytes",
+    "decode_rows",
     "decode_stored",
     "depth_exceeds",
     "llm_completed_bytes",
@@ -642,6 +643,33 @@ def decode_stored(data: bytes, *, seq: int | None = None) -> SessionEvent:
         event = event_from_json_or_none(data)
         if event is not None and event.kind not in _UPCASTERS:
             return event
+    return _decode_reference(data, seq)
+
+
+def decode_rows(rows: Iterable[Sequence[Any]]) -> Iterator[tuple[int, SessionEvent]]:
+    """``(seq, event)`` of each stored row ``(seq, event_bytes, ...)``, in the rows' order.
+
+    Each row is decoded exactly as ``decode_stored(event_bytes, seq=seq)`` decodes it (the same fast path,
+    reference path and errors), in one loop instead of a call per row: the replay read path
+    (:func:`flightlog.sessions.replay_session` feeds it :meth:`~flightlog.store.base.Store.read_chain`
+    pages). Lazy: a row is read when its event is pulled.
+
+    Raises:
+        EventDecodeError: a row's bytes do not decode (names its seq); the events before it were yielded.
+    """
+    fast, upcasters, digits, zeros = event_from_json_or_none, _UPCASTERS, _DIGITS_TO_ZERO, _SIXTEEN_ZEROS
+    for row in rows:
+        seq, data = row[0], row[1]
+        if isinstance(data, bytes) and data.translate(digits).find(zeros) < 0:
+            event = fast(data)
+            if event is not None and event.kind not in upcasters:
+                yield seq, event
+                continue
+        yield seq, _decode_reference(data, seq)
+
+
+def _decode_reference(data: bytes, seq: int | None) -> SessionEvent:
+    """:func:`decode_stored`'s reference path: :func:`parse_json`, the kind's upcasters, validation."""
     try:
         raw = parse_json(data)
     except (ValueError, UnicodeDecodeError) as exc:

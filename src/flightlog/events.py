@@ -708,6 +708,9 @@ Event = _Event
 """The common base class (for ``isinstance`` checks)."""
 
 _ADAPTER: TypeAdapter[SessionEvent] = TypeAdapter(SessionEvent)
+_VALIDATE_JSON = _ADAPTER.validator.validate_json
+"""The adapter's core validator, called straight (what ``TypeAdapter.validate_json`` calls after checking its
+keyword options; once per stored event on the read path, so the wrapper's Python frame is skipped)."""
 
 SEED_KINDS: tuple[str, ...] = (
     "run_started",
@@ -915,9 +918,10 @@ def event_from_json_or_none(data: bytes) -> SessionEvent | None:
     the :class:`~flightlog.errors.EventDecodeError` naming the field and ``seq``.
     """
     try:
-        return _ADAPTER.validate_json(data)
+        event: SessionEvent = _VALIDATE_JSON(data)
     except ValidationError:
         return None
+    return event
 
 
 def decode_event(data: bytes | str, *, seq: int | None = None) -> SessionEvent:

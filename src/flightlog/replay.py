@@ -57,7 +57,9 @@ from __future__ import annotations
 import json
 from collections.abc import Callable, Iterable, Iterator, Sequence
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, TypeVar
+
+from pydantic import BaseModel
 
 from .events import (
     Compressed,
@@ -263,8 +265,71 @@ def _run_started_message(event: RunStarted) -> Message:
 
 
 def _tool_message(call_id: str, output: str, is_error: bool) -> Message:
-    part = ToolResultPart(call_id=call_id, output=output, is_error=True if is_error else None)
-    return Message(role="tool", content=[part])
+    """``Message(role="tool", content=[ToolResultPart(call_id, output, is_error=True or None)])``.
+
+    The values come from a validated ``ToolResult`` (``str``, ``str``, ``bool``), so where they are exact
+    ``str`` the two models are assembled as pydantic's validation would leave them (:func:`_assembled`:
+    the same field values and fields-set), without validating them again: ~1.6 µs instead of ~3.5 µs, once
+    per tool result on every replay. Anything else, or a pydantic whose models are laid out otherwise
+    (:data:`_ASSEMBLE`, probed at import), takes the validating constructors.
+    """
+    flag = True if is_error else None
+    if _ASSEMBLE and type(call_id) is str and type(output) is str:
+        part = _assembled(
+            ToolResultPart,
+            {"type": "tool_result", "call_id": call_id, "output": output, "is_error": flag},
+            {"call_id", "output", "is_error"},
+        )
+        return _assembled(
+            Message, {"role": "tool", "content": [part], "tool_calls": [], "name": None}, {"role", "content"}
+        )
+    return Message(role="tool", content=[ToolResultPart(call_id=call_id, output=output, is_error=flag)])
+
+
+_Model = TypeVar("_Model", bound=BaseModel)
+_set_slot = object.__setattr__
+
+
+def _assembled(cls: type[_Model], values: dict[str, Any], fields_set: set[str]) -> _Model:
+    """An instance of ``cls`` holding ``values`` (every field, in declaration order, already valid) and
+    ``fields_set`` (the fields the caller passed): the four slots validation fills, set directly (what
+    pydantic's ``model_construct`` does, without its per-field default handling; ~0.4 µs)."""
+    model = object.__new__(cls)
+    _set_slot(model, "__dict__", values)
+    _set_slot(model, "__pydantic_fields_set__", fields_set)
+    _set_slot(model, "__pydantic_extra__", None)
+    _set_slot(model, "__pydantic_private__", None)
+    return model
+
+
+def _assembly_matches() -> bool:
+    """Whether :func:`_assembled` tool messages equal validated ones on this pydantic (same values, same
+    fields-set, no extra or private values, same dump), for an error and a non-error result."""
+    for flag in (True, None):
+        validated = Message(role="tool", content=[ToolResultPart(call_id="c", output="o", is_error=flag)])
+        part = _assembled(
+            ToolResultPart,
+            {"type": "tool_result", "call_id": "c", "output": "o", "is_error": flag},
+            {"call_id", "output", "is_error"},
+        )
+        made = _assembled(
+            Message, {"role": "tool", "content": [part], "tool_calls": [], "name": None}, {"role", "content"}
+        )
+        pairs = ((validated, made), (validated.content[0], part))
+        if any(
+            a.__dict__ != b.__dict__
+            or list(a.__dict__) != list(b.__dict__)
+            or a.model_fields_set != b.model_fields_set
+            or (a.__pydantic_extra__, a.__pydantic_private__) != (None, None)
+            or a.model_dump_json() != b.model_dump_json()
+            for a, b in pairs
+        ):
+            return False
+    return True
+
+
+_ASSEMBLE = _assembly_matches()
+"""True where :func:`_tool_message` may assemble its models (checked once, at import)."""
 
 
 def summary_message(turn: int, summary: str | None) -> Message:
@@ -415,11 +480,16 @@ class Rebuilder:
 
     def feed(self, seq: int, event: SessionEvent) -> None:
         """Fold one event (in ascending seq order)."""
-        if self._agents is not None and event.kind in _AGENTS_NARRATED:
-            return
-        handler = _REBUILD_HANDLERS.get(event.kind)
-        if handler is not None:
-            handler(self, seq, event)
+        self.feed_all(((seq, event),))
+
+    def feed_all(self, events: Iterable[tuple[int, SessionEvent]]) -> None:
+        """Fold ``(seq, event)`` pairs in ascending seq order (:meth:`feed` of each, in one loop)."""
+        handlers = _REBUILD_HANDLERS
+        for seq, event in events:
+            kind = event.kind
+            handler = handlers.get(kind)
+            if handler is not None and (self._agents is None or kind not in _AGENTS_NARRATED):
+                handler(self, seq, event)
 
     def messages(self) -> list[Message]:
         """The history as of the last event fed."""

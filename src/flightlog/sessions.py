@@ -10,7 +10,7 @@ import json
 from collections.abc import Callable, Iterator, Sequence
 from typing import IO
 
-from .encoding import decode_stored
+from .encoding import decode_rows, decode_stored
 from .events import SessionEvent
 from .messages import Message
 from .replay import Rebuilder
@@ -111,11 +111,9 @@ def replay_session(
         ValueError: ``max_part_bytes`` is negative.
     """
     rebuilder = Rebuilder(archive_loader(store), max_part_bytes, keep_replay=False)
-    feed = rebuilder.feed
     stop = None if at is None else max(at + 1, 0)
     for page in store.read_chain(session_id, stop=stop):  # ascending, unique seqs (the primary key)
-        for seq, data, _prev, _hash in page:
-            feed(seq, decode_stored(data, seq=seq))
+        rebuilder.feed_all(decode_rows(page))
     return rebuilder.messages()
 
 
