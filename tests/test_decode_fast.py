@@ -16,6 +16,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+import flightlog.encoding as encoding_module
 from flightlog.encoding import MAX_SAFE_INTEGER, canonical_bytes, decode_rows, decode_stored, parse_json
 from flightlog.errors import EventDecodeError
 from flightlog.events import (
@@ -212,3 +213,77 @@ def test_decode_rows_decodes_each_row_as_decode_stored_does(blobs: list[Any]) ->
         if kind == "event":
             assert type(value) is type(want) and value.model_fields_set == want.model_fields_set
             assert canonical_bytes(value) == canonical_bytes(want)  # 1e16 read as an int would not encode
+
+
+def test_kinds_read_without_the_digit_scan() -> None:
+    """Kinds of only strings, booleans, string literals and U32 skip the scan; any kind that can hold a long
+    integer (an ``Any`` payload, a float, a U64) keeps it."""
+    exact = encoding_module._NO_LONG_INTEGERS
+    assert {"checkpoint_taken", "tool_requested", "tool_completed", "run_started"} <= exact
+    assert not {"custom", "llm_completed", "compressed", "entropy_sample", "memory_retrieval_result"} & exact
+
+
+def test_the_schema_walk_refuses_anything_that_can_hold_a_long_integer() -> None:
+    from pydantic import BaseModel, ConfigDict, TypeAdapter
+
+    from flightlog.messages import U32 as Bounded32
+    from flightlog.messages import U64 as Bounded64
+
+    def walk(model: type[BaseModel]) -> bool:
+        return encoding_module._no_long_integers(TypeAdapter(model).core_schema)
+
+    class Small(BaseModel):
+        a: Bounded32
+        b: list[str] = []
+        c: bool | None = None
+        d: tuple[Bounded32, str] = (0, "")
+
+    class WithAny(BaseModel):
+        a: Any
+
+    class WithFloat(BaseModel):
+        a: float
+
+    class WithU64(BaseModel):
+        a: Bounded64
+
+    class WithInt(BaseModel):
+        a: int
+
+    class WithDict(BaseModel):
+        a: dict[str, str]
+
+    class Extra(BaseModel):
+        model_config = ConfigDict(extra="allow")
+        a: str
+
+    class Nested(BaseModel):
+        inner: list[Small]
+        other: list[WithAny] = []
+
+    assert walk(Small)
+    assert not any(map(walk, (WithAny, WithFloat, WithU64, WithInt, WithDict, Nested)))
+    assert not walk(Extra)
+
+
+@pytest.mark.parametrize("digits", ["1" * 16, "9" * 20, "4294967296"])
+def test_a_scan_free_kind_with_a_long_number_decodes_as_the_reference_does(digits: str) -> None:
+    """In a string, a long digit run takes the fast path and gives the reference's event; as a number in a
+    U32 field, both decoders refuse it (the error from the reference path, naming the seq)."""
+    event = ToolCompleted(turn=1, results=[ToolResult(call_id=digits, output=f"x {digits} y", token_count=3)])
+    data = canonical_bytes(event)
+    assert decode_stored(data) == _reference(data) == event
+    for field in (b'"turn":1', b'"token_count":3'):
+        name = field.split(b":")[0]
+        bad = data.replace(field, name + b":" + digits.encode())
+        assert bad != data
+        with pytest.raises(EventDecodeError) as caught:
+            decode_stored(bad, seq=4)
+        assert caught.value.seq == 4
+        with pytest.raises(EventDecodeError):
+            _reference(bad)
+        outcome, error = _decoded_or_error(bad, 4)
+        assert outcome == "error"
+        with pytest.raises(EventDecodeError) as in_rows:
+            list(decode_rows([(4, bad)]))
+        assert str(in_rows.value) == error[0]

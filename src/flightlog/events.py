@@ -909,6 +909,12 @@ def event_from_wire(data: Any, *, seq: int | None = None) -> SessionEvent:
         raise EventDecodeError(reason=_describe(exc), seq=seq) from exc
 
 
+def kind_schemas() -> dict[str, Any]:
+    """Each event kind's pydantic core (validation) schema, by ``kind``: the event adapter's tagged union's
+    choices (read by :mod:`flightlog.encoding` to tell which kinds can hold an integer beyond 2**53)."""
+    return dict(_ADAPTER.core_schema["choices"])
+
+
 def event_from_json_or_none(data: bytes) -> SessionEvent | None:
     """Build an event straight from JSON bytes with pydantic's JSON parser, or ``None`` if it refuses them.
 
