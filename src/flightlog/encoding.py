@@ -704,28 +704,16 @@ def decode_stored(data: bytes, *, seq: int | None = None) -> SessionEvent:
 def decode_rows(rows: Iterable[Sequence[Any]]) -> Iterator[tuple[int, SessionEvent]]:
     """``(seq, event)`` of each stored row ``(seq, event_bytes, ...)``, in the rows' order.
 
-    Each row is decoded exactly as ``decode_stored(event_bytes, seq=seq)`` decodes it (the same fast path,
-    reference path and errors), in one loop instead of a call per row: the replay read path
+    Each row is decoded by ``decode_stored(event_bytes, seq=seq)`` (the same fast path, reference path and
+    errors), in one generator instead of a loop in each caller: the replay read path
     (:func:`flightlog.sessions.replay_session` feeds it :meth:`~flightlog.store.base.Store.read_chain`
     pages). Lazy: a row is read when its event is pulled.
 
     Raises:
         EventDecodeError: a row's bytes do not decode (names its seq); the events before it were yielded.
     """
-    fast, upcasters, digits, zeros = event_from_json_or_none, _UPCASTERS, _DIGITS_TO_ZERO, _SIXTEEN_ZEROS
-    exact = _NO_LONG_INTEGERS
     for row in rows:
-        seq, data = row[0], row[1]
-        if isinstance(data, bytes):
-            event = fast(data)
-            if (
-                event is not None
-                and event.kind not in upcasters
-                and (event.kind in exact or data.translate(digits).find(zeros) < 0)
-            ):
-                yield seq, event
-                continue
-        yield seq, _decode_reference(data, seq)
+        yield row[0], decode_stored(row[1], seq=row[0])
 
 
 def _decode_reference(data: bytes, seq: int | None) -> SessionEvent:
