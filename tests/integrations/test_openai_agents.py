@@ -392,6 +392,46 @@ def test_cli_lists_shows_verifies_and_exports(db: Path, tmp_path: Path) -> None:
     assert lines[4]["event"] == {"kind": "custom", "custom_kind": POP_KIND, "payload": {"seq": 3}}
 
 
+def test_a_session_used_only_as_memory_is_no_run_until_a_run_starts(db: Path) -> None:
+    """``add_items``/``pop_item`` alone record no ``run_started``: the session is listed by ``ls`` but is
+    no run (not a stuck ``initializing`` one) in ``runs``, the paged list, a rebuild and the ledger fold
+    alike; its first run (``record_events`` opens one) makes it a run."""
+    from flightlog.runs import compute_runs, list_runs, projection_ready, rebuild_projection, run_page
+    from flightlog.store.sqlite import SqliteStore
+
+    session = FlightlogSession("memory-only", db, notary=None)
+    _run(session.add_items([USER, ASSISTANT]))
+    _run(session.pop_item())
+    cli = CliRunner()
+    listed = cli.invoke(app, ["--db", str(db), "ls"])
+    assert listed.exit_code == 0 and "openai-agents:memory-only" in listed.output, listed.output
+    runs = cli.invoke(app, ["--db", str(db), "runs", "--json"])
+    assert runs.exit_code == 0 and json.loads(runs.stdout) == [], runs.output
+    store = SqliteStore(db)
+    try:
+        assert projection_ready(store)
+        assert list_runs(store) == [] and run_page(store).entries == []
+        assert run_page(store, state="initializing", sort="updated").entries == []
+        assert compute_runs(store) == []  # what a stale projection's readers fold from the ledgers
+        rebuild_projection(store)
+        assert list_runs(store) == [] and run_page(store).entries == []
+    finally:
+        store.close()
+
+    session.record_events([Custom(custom_kind="note", payload={"n": 1})])  # opens a run first
+    session.close()
+    store = SqliteStore(db)
+    try:
+        (run,) = list_runs(store)
+        assert (run.run_id, run.state.value) == ("openai-agents:memory-only", "running")
+        assert [e.run_id for e in run_page(store).entries] == [run.run_id]
+        incremental = list_runs(store)
+        rebuild_projection(store)
+        assert list_runs(store) == incremental == [s for s, _ in compute_runs(store)]
+    finally:
+        store.close()
+
+
 # ─── tamper evidence ────────────────────────────────────────────────────────────────────────────────
 def test_one_flipped_byte_is_named_and_attach_refuses(db: Path) -> None:
     session = FlightlogSession("s", db)

@@ -23,6 +23,7 @@ SQLITE = [
     "886c4e56654c261a64cfb8d7e5db4ea36e2972b9a556539f5e0bff9a438f0bd0",  # signal queue (store/signals.py)
     "89dc009b34bd1e3af6867cce60d27beea889858b717600c99738bfade11a936a",  # runs list (ddl.SQLITE_RUNS_LIST)
     "fa66b9076cc9546535d8a0ff5f67c6a5d91db8c13f3b1cb9bda06281e37b619a",  # runs fold rules 2 (ddl.RUNS_FOLD_2)
+    "0b1c75751cdc048abf3d2ac62a867585818e7f5ff8c2a5d0cd6f36785d3fef65",  # runs fold rules 3 (ddl.RUNS_FOLD_3)
 ]
 POSTGRES = [
     "444ebb775f784a74816dc21fb6f9d2dfc5abc2ea66031eabf69ab6856626b231",
@@ -32,6 +33,7 @@ POSTGRES = [
     "df1e20687bcb5cf6e95a5f6628418f6311f32ae33bfd3cfddbc4a576185e6731",  # runs list (ddl.POSTGRES_RUNS_LIST)
     "36e00a4a14fdaaa868646a75cbe11319f6af60c03cba207127505e8e30256bd8",  # HOT run rows (ddl.POSTGRES_RUNS_HOT)
     "fa66b9076cc9546535d8a0ff5f67c6a5d91db8c13f3b1cb9bda06281e37b619a",  # runs fold rules 2 (ddl.RUNS_FOLD_2)
+    "0b1c75751cdc048abf3d2ac62a867585818e7f5ff8c2a5d0cd6f36785d3fef65",  # runs fold rules 3 (ddl.RUNS_FOLD_3)
 ]
 
 

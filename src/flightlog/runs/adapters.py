@@ -9,6 +9,10 @@ coherent (``state == terminal`` exactly when ``terminal`` is present).
 Which run is which
 ==================
 
+* **No run_started, no run.** A session whose ledger never held a ``run_started`` (and that no parent's
+  ``agent_process_changed`` names) is not a unit of agent work: an OpenAI Agents SDK session used only as
+  conversation memory (``add_items``/``pop_item``), say. Its projection row is kept (the fold resumes from
+  it) with the state column ``not_a_run`` and never listed; it becomes a run at its first ``run_started``.
 * **One session = one run.** ``run_id`` is the session id. A session may hold several ``run_started`` /
   ``run_terminal`` cycles (an imported Claude Code session has one per prompt); ``state`` and ``terminal``
   describe the latest, ``budget`` sums the whole session (the unit of work).
@@ -33,7 +37,7 @@ State mapping (latest run of a session)
 ===================================================== ==========================================
 ledger                                                 state
 ===================================================== ==========================================
-events, but no ``run_started`` yet                     ``initializing``
+a process entry, but no ``run_started`` yet           ``initializing``
 ``run_started`` and nothing pending                    ``running``
 ``checkpoint_taken`` without a later ``llm_completed`` ``waiting_model``
 ``tool_requested`` call ids without result/denial      ``waiting_tool``
@@ -201,8 +205,9 @@ __all__ = [
     "session_snapshot",
 ]
 
-FOLD_VERSION = 2
-"""Version of the fold rules below; a stored projection built by another version is rebuilt."""
+FOLD_VERSION = 3
+"""Version of the fold rules below; a stored projection built by another version is rebuilt (3: a session
+that holds no run is no longer listed as ``initializing``)."""
 
 MAX_REFS = 64
 """Most refs one snapshot keeps (oldest dropped first), so a row stays small in a long session."""
@@ -823,6 +828,10 @@ class SessionFold:
             ReceiptRef(kind=ReceiptKind(kind), reference=reference, label=label)
             for reference, (kind, label) in self.refs.items()
         ]
+
+    def holds_run(self) -> bool:
+        """Whether the session's ledger held a ``run_started`` (else it is no run of its own)."""
+        return self.phase != "none"
 
     def snapshot(self) -> AgentRunSnapshot:
         """The session's snapshot from its events alone (no status refinement, no process entry)."""

@@ -36,7 +36,7 @@ import pydantic_core
 from ..encoding import decode_stored
 from ..errors import SessionNotFound
 from ..events import Event
-from ..store.base import RunListing, RunRow, SessionRecord, Store, StoredEvent
+from ..store.base import NOT_A_RUN, RunListing, RunRow, SessionRecord, Store, StoredEvent
 from .adapters import (
     FOLD_VERSION,
     STATUS_STATES,
@@ -177,7 +177,7 @@ def _row(run_id: str, parts: _Parts) -> RunRow:
         run_id=run_id,
         parent=shown.parent,
         source=shown.source,
-        state=shown.state,
+        state=shown.state if _holds_run(parts) else NOT_A_RUN,
         outcome=shown.outcome,
         updated_at_ms=_updated(parts),
         last_seq=fold.last_seq if fold is not None else -1,
@@ -185,6 +185,14 @@ def _row(run_id: str, parts: _Parts) -> RunRow:
         snapshot=shown.wire,
         fold=_encode(state),  # key order is fixed by construction
     )
+
+
+def _holds_run(parts: _Parts) -> bool:
+    """Whether a row's parts describe a run: a parent's process entry names it, or its ledger held a
+    ``run_started`` (:meth:`SessionFold.holds_run`). A session without either (an Agents SDK session used
+    only for ``add_items``/``pop_item``) is stored as :data:`NOT_A_RUN`, never listed: calling it an
+    ``initializing`` run would fabricate a spawn intent nothing recorded (seed 002)."""
+    return parts.process is not None or (parts.fold is not None and parts.fold.holds_run())
 
 
 def _plain_render(parts: _Parts) -> _Render | None:
@@ -606,6 +614,8 @@ def compute_runs(
         parts.setdefault(agent_id, _Parts()).process = entry
     runs: list[tuple[AgentRunSnapshot, int, str]] = []
     for run_id, part in parts.items():
+        if not _holds_run(part):
+            continue
         snapshot = refine_with_status(_snapshot(part), part.status if part.fold is not None else None)
         keep = (states is None or snapshot.state.value in states) and source in (None, snapshot.source.value)
         if keep and parent in (None, snapshot.parent):

@@ -33,6 +33,7 @@ from ..errors import LedgerRetired
 from .memory import MemoryIndex
 
 __all__ = [
+    "NOT_A_RUN",
     "NO_SCHEMA",
     "RUNNABLE_STATUSES",
     "ArtifactRecord",
@@ -231,7 +232,8 @@ class RunRow:
         run_id: The run id (primary key).
         parent: The parent run id, or None.
         source: The ``RunSource`` value.
-        state: The ``RunState`` value the events give (before the session status refines it).
+        state: The ``RunState`` value the events give (before the session status refines it), or
+            :data:`NOT_A_RUN` for a session that holds no run (never listed).
         outcome: The ``TerminalOutcome`` value when ``state`` is ``terminal``, else None.
         updated_at_ms: Epoch ms of the latest event folded into the row.
         last_seq: Seq of the last event of the run's own session folded into the row (-1: none).
@@ -436,6 +438,12 @@ NO_SCHEMA = (
     "submit, db copy)"
 )
 """Why a read-only open of a database with no flightlog schema (a new, empty one) is refused."""
+
+NOT_A_RUN = "not_a_run"
+"""The ``state`` column of a projection row whose session is no run (its ledger never held a
+``run_started`` and no process entry names it: an OpenAI Agents SDK session used only as conversation
+memory, say). Not a ``RunState`` value: :meth:`Store.query_runs` and :meth:`Store.page_runs` never return
+such rows; the row exists so the projection resumes from it when a run does start."""
 
 RUNNABLE_STATUSES: tuple[str, ...] = ("queued", "running", "suspended")
 """Session statuses a fleet worker may claim (with a free or expired lease; a parked one only after its
@@ -758,7 +766,8 @@ class Store(abc.ABC):
         refined_statuses: Mapping[str, str] | None = None,
         limit: int | None = None,
     ) -> list[RunListing]:
-        """Projection rows matching every filter given, newest ``updated_at_ms`` first (then ``run_id``).
+        """Projection rows matching every filter given, newest ``updated_at_ms`` first (then ``run_id``);
+        never a :data:`NOT_A_RUN` row.
 
         Args:
             states: Keep rows whose effective state is one of these: ``refined_statuses[session_status]``
@@ -792,7 +801,8 @@ class Store(abc.ABC):
     def page_runs(self, query: RunPageQuery) -> list[tuple[Any, ...]]:
         """One page of the runs list (keyset pagination: each page is one indexed query whatever the
         page number), ordered by ``query.sort`` then ``run_id``, at most ``query.limit`` rows: plain tuples
-        of the :class:`RunListing` fields then ``started_at_ms`` (the session's creation, epoch ms).
+        of the :class:`RunListing` fields then ``started_at_ms`` (the session's creation, epoch ms); never a
+        :data:`NOT_A_RUN` row.
 
         Raises:
             ValueError: ``query.sort`` is not ``started`` or ``updated``.

@@ -16,6 +16,7 @@ __all__ = [
     "POSTGRES_RUNS_HOT",
     "POSTGRES_RUNS_LIST",
     "RUNS_FOLD_2",
+    "RUNS_FOLD_3",
     "SQLITE_MIGRATIONS",
     "SQLITE_RUNS_LIST",
 ]
@@ -527,3 +528,13 @@ RUNS_FOLD_2: tuple[str, str] = (
 projection stale (0: ``flightlog runs --rebuild`` refolds it; until then the listings fold the ledgers), an
 empty one is current at 2. The store sits below ``flightlog.runs``, so the number is written here, as the
 first ``runs_meta`` row wrote 1."""
+
+RUNS_FOLD_3: tuple[str, str] = (
+    "runs fold rules 3: a session that holds no run is not listed (rebuild the projection)",
+    """
+    UPDATE runs_meta SET value = CASE WHEN EXISTS (SELECT 1 FROM events) THEN 0 ELSE 3 END
+        WHERE key = 'fold_version';
+    """,
+)
+"""Both backends, last: ``flightlog.runs.FOLD_VERSION`` went from 2 to 3 (a session whose ledger holds no
+``run_started`` is stored as ``not_a_run``, no longer listed as ``initializing``); as :data:`RUNS_FOLD_2`."""

@@ -38,6 +38,7 @@ from typing import Any, ClassVar
 from ..errors import AppendConflict, EffectConflict, SessionNotFound, StaleWriter, StoreError
 from . import rows as R
 from .base import (
+    NOT_A_RUN,
     RUNNABLE_STATUSES,
     ArtifactRecord,
     CheckpointRecord,
@@ -643,8 +644,8 @@ class SqlStore(Store):
     ) -> list[tuple[Any, ...]]:
         if not self._has_table("runs"):
             return []
-        where: list[str] = []
-        params: list[Any] = []
+        where: list[str] = ["state <> ?"]  # a session that holds no run is never listed
+        params: list[Any] = [NOT_A_RUN]
         if states is not None:
             clause, values = self.state_clause(list(states), dict(refined_statuses or {}))
             where.append(clause)
@@ -655,7 +656,8 @@ class SqlStore(Store):
                 params.append(value)
         sql = (
             "SELECT run_id, parent, source, state, updated_at_ms, session_status, snapshot FROM runs"
-            + (" WHERE " + " AND ".join(where) if where else "")
+            + " WHERE "
+            + " AND ".join(where)
             + " ORDER BY updated_at_ms DESC, run_id"
             + (f" LIMIT {max(0, int(limit))}" if limit is not None else "")
         )
@@ -674,8 +676,8 @@ class SqlStore(Store):
         if not self._has_table("runs"):
             return []
         key = f"r.{query.sort}_at_ms"
-        where: list[str] = []
-        params: list[Any] = []
+        where: list[str] = ["r.state <> ?"]  # a session that holds no run is never listed
+        params: list[Any] = [NOT_A_RUN]
         if query.states is not None:
             clause, values = self.state_clause(list(query.states), dict(query.refined_statuses or {}))
             where.append(clause)
@@ -707,7 +709,8 @@ class SqlStore(Store):
         sql = (
             "SELECT r.run_id, r.parent, r.source, r.state, r.updated_at_ms, r.session_status, r.snapshot, "
             "r.started_at_ms FROM runs r"
-            + (" WHERE " + " AND ".join(where) if where else "")
+            + " WHERE "
+            + " AND ".join(where)
             + f" ORDER BY {key}{order}, r.run_id{order} LIMIT {max(0, int(query.limit))}"
         )
         return self._all(sql, params)

@@ -67,6 +67,7 @@ from ..errors import (
 )
 from ..ledger import GENESIS, CompactRange, chain_hash, leaf_hash, verify_rows
 from ..store.base import (
+    NOT_A_RUN,
     CosignatureRecord,
     ErasureRecord,
     ImportRecord,
@@ -74,6 +75,7 @@ from ..store.base import (
     LeaseRecord,
     LiveRunRecord,
     NewEvent,
+    RunPageQuery,
     RunRow,
     SessionHead,
     SessionRecord,
@@ -732,6 +734,30 @@ class StoreContract(MemoryContract):
         assert store.run_projection_version() == 0
         store.clear_run_rows()
         assert store.query_runs() == []
+
+    def test_a_row_that_is_not_a_run_is_never_listed_or_paged(self, store: Store) -> None:
+        """A ``NOT_A_RUN`` row (a session that holds no run) is kept for the projection but left out of
+        every listing and page, whatever the filters, the status refinement or the sort (issue: an Agents SDK
+        session used only as memory was listed as a stuck ``initializing`` run)."""
+        _new_session(store, "run", task="chat with memory")
+        _new_session(store, "mem", task="chat with memory")
+        run = RunRow("run", None, "direct", "running", None, 2000, 3, "completed", '{"a":1}', "{}")
+        memory = RunRow("mem", None, "direct", NOT_A_RUN, None, 3000, 2, "completed", '{"m":1}', "{}")
+        store.put_run_rows([run, memory])
+        assert store.get_run_rows(["mem"]) == {"mem": memory}  # kept: the fold resumes from it
+        refined = {"completed": "terminal"}
+        assert [r.run_id for r in store.query_runs()] == ["run"]
+        assert [r.run_id for r in store.query_runs(source="direct", limit=5)] == ["run"]
+        assert [r.run_id for r in store.query_runs(states=["terminal"], refined_statuses=refined)] == ["run"]
+        assert [r[0] for r in store.query_run_tuples()] == ["run"]
+        for sort in ("started", "updated"):
+            for query in (
+                RunPageQuery(sort=sort),
+                RunPageQuery(sort=sort, descending=False, source="direct"),
+                RunPageQuery(sort=sort, states=["terminal"], refined_statuses=refined),
+                RunPageQuery(sort=sort, text="memory"),
+            ):
+                assert [r[0] for r in store.page_runs(query)] == ["run"], query
 
     def test_replace_run_row_is_a_compare_and_set(self, store: Store) -> None:
         first = RunRow("r", None, "direct", "running", None, 1, 0, "running", "{}", '{"f":0}')

@@ -51,7 +51,7 @@ from ..narration import narrate
 from ..runs import AgentRunSnapshot, RunSource, RunState, build_tree, refine_with_status
 from ..runs.context import PROMPT_PROGRAM_INVOKED, ContextUse
 from ..runs.projection import RunNode, context_uses, projection_ready
-from ..store.base import SessionRecord, Store, StoredEvent
+from ..store.base import NOT_A_RUN, SessionRecord, Store, StoredEvent
 from .budget import budget_label
 
 __all__ = [
@@ -524,7 +524,7 @@ def run_view(store: Store, session_id: str) -> RunView | None:
     if not projection_ready(store):
         return None
     row = store.get_run_rows([session_id]).get(session_id)
-    if row is None:
+    if row is None or row.state == NOT_A_RUN:  # a session that holds no run has no run state
         return None
     durable = refine_with_status(AgentRunSnapshot.model_validate_json(row.snapshot), row.session_status)
     return merge(
