@@ -257,18 +257,35 @@ def test_ambiguous_prefix_exits_2_listing_matches(imported: Path) -> None:
 
 
 def test_ambiguous_prefix_says_when_it_lists_only_some_matches(imported: Path) -> None:
-    """Six Claude Code sessions (four files, a sub-agent, a background task): the line names five of
-    them and says there are more; the three Codex sessions are all named, with no "and more"."""
+    """Eight sessions start with ``c`` (four Claude Code files, three Codex sessions, the import's core job):
+    the line names five of them and says there are more; the four Claude Code sessions are all named, with no
+    "and more" and without their sub-agent and background task (each its parent's own stream)."""
+    code, _, err = run(imported, "show", "c")
+    assert code == 2
+    [line] = err.strip().splitlines()
+    assert line.count(", ") == 5  # five names, then ", and more"
+    assert line.endswith(", and more (give a longer prefix)")
     code, _, err = run(imported, "show", "claude-code")
     assert code == 2
     [line] = err.strip().splitlines()
-    assert line.count("claude-code:") == 5
-    assert line.endswith(", and more (give a longer prefix)")
+    assert line.count("claude-code:") == 4
+    assert ":agent:" not in line and ":task:" not in line and "and more" not in line
     code, _, err = run(imported, "show", "codex")
     assert code == 2
     [line] = err.strip().splitlines()
     assert line.count("codex:") == 3
     assert "and more" not in line
+
+
+def test_a_prefix_of_a_session_with_a_sub_agent_resolves_to_it(imported: Path) -> None:
+    """The sample with a sub-agent: its id's first characters match its ``:agent:`` stream too, and name the
+    parent; a prefix reaching into the stream's own id names the stream."""
+    parent = "claude-code:491e126e-1e71-469c-ade2-fcc8af567c74"
+    for prefix, session in (("491e", parent), (parent[12:] + ":agent", parent + ":agent:afb92ff")):
+        code, out, err = run(imported, "show", prefix, "--json")
+        assert code == 0, err
+        first = json.loads(out.splitlines()[0])["event"]  # the import's record names the source key
+        assert first["payload"]["native_key"] == session
 
 
 def test_reading_a_missing_database_is_a_usage_error(tmp_path: Path) -> None:

@@ -28,6 +28,7 @@ import typer
 from ..errors import FlightlogError
 from ..narration import plural
 from .console import terminal_safe
+from .options import session_arg
 
 if TYPE_CHECKING:  # imported inside the commands at run time: `flightlog --version` stays fast
     from ..integrity.heads import RetainedHead
@@ -69,7 +70,7 @@ def _say(text: str) -> None:
 
 @audit_app.command("prove")
 def prove_cmd(
-    session: Annotated[str, typer.Argument(help="Session id or unique prefix.")],
+    session: Annotated[str, session_arg()],
     seq: Annotated[int | None, typer.Option("--seq", help="Prove this event is in the tree head.")] = None,
     from_size: Annotated[int | None, typer.Option("--from", help="Prove consistency from this size.")] = None,
     to_size: Annotated[
@@ -202,7 +203,7 @@ def _unsigned_problem(proof: Any, size: int) -> str:
 
 @audit_app.command("audit")
 def audit_cmd(
-    session: Annotated[str | None, typer.Argument(help="Session id or unique prefix.")] = None,
+    session: Annotated[str | None, session_arg()] = None,
     all_sessions: Annotated[
         bool, typer.Option("--all", help="Audit every session and the index log.")
     ] = False,
@@ -547,7 +548,7 @@ def witness_serve_cmd(
 
 @witness_app.command("submit")
 def witness_submit_cmd(
-    session: Annotated[str | None, typer.Argument(help="Session id or unique prefix.")] = None,
+    session: Annotated[str | None, session_arg()] = None,
     url: Annotated[str, typer.Option("--url", help="The witness (http://host:port).")] = "",
     index: Annotated[bool, typer.Option("--index", help="Submit the index log's latest checkpoint.")] = False,
     witness_key: Annotated[

@@ -31,6 +31,7 @@ from typer.core import TyperGroup
 from ..errors import FlightlogError, SessionNotFound
 from ..narration import narrate, plural, printable, short
 from .console import console
+from .options import session_arg
 
 if TYPE_CHECKING:  # imported inside the commands at run time: `flightlog --version` stays fast
     from ..events import SessionEvent
@@ -147,7 +148,7 @@ def register(app: typer.Typer, open_db: OpenDb) -> None:
 
     @app.command("resume")
     def resume_cmd(
-        session: Annotated[str, typer.Argument(help="Session id or unique prefix.")],
+        session: Annotated[str, session_arg()],
         spec: Annotated[
             str | None, typer.Option("--spec", help="Agent spec (default: the one recorded at run).")
         ] = None,
@@ -234,7 +235,7 @@ def register(app: typer.Typer, open_db: OpenDb) -> None:
 
     @app.command("approve")
     def approve_cmd(
-        session: Annotated[str, typer.Argument(help="Session id or unique prefix.")],
+        session: Annotated[str, session_arg()],
         call: Annotated[str, typer.Argument(help="The call id (see `pending`).")],
         responder: Annotated[
             str,
@@ -260,7 +261,7 @@ def register(app: typer.Typer, open_db: OpenDb) -> None:
 
     @app.command("deny")
     def deny_cmd(
-        session: Annotated[str, typer.Argument(help="Session id or unique prefix.")],
+        session: Annotated[str, session_arg()],
         call: Annotated[str, typer.Argument(help="The call id (see `pending`).")],
         reason: Annotated[str | None, typer.Option("--reason", help="Told to the model.")] = None,
         responder: Annotated[
@@ -287,7 +288,7 @@ def register(app: typer.Typer, open_db: OpenDb) -> None:
 
     @app.command("abort")
     def abort_cmd(
-        session: Annotated[str, typer.Argument(help="Session id or unique prefix.")],
+        session: Annotated[str, session_arg()],
         requested_by: Annotated[
             str | None,
             typer.Option(

@@ -35,6 +35,19 @@ if TYPE_CHECKING:  # the store and the recorder load inside the functions: start
 EXIT_CLOSED_PIPE = 141
 """Exit code when stdout's reader went away (128 + SIGPIPE, as a shell reports for ``cat`` killed by one)."""
 
+SESSION_HELP = (
+    "Session id or unique prefix (of the id, or of the part after its format prefix such as claude-code:). "
+    "A prefix that matches one session and only that session's own sub-agent and task streams "
+    "(<id>:agent:..., <id>:task:...) names the session; one shared by two sessions is ambiguous."
+)
+"""Help of every ``SESSION`` argument (the rule is ``Store.resolve_session``'s)."""
+
+
+def session_arg(help: str = SESSION_HELP) -> Any:
+    """The ``SESSION`` positional argument's ``typer.Argument`` (for ``Annotated``), with ``help``."""
+    return typer.Argument(help=help)
+
+
 CONTEXT = {"help_option_names": ["-h", "--help"]}
 """Click context settings of every flightlog command: ``-h`` is ``--help`` (inherited by subcommands)."""
 

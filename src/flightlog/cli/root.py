@@ -43,6 +43,7 @@ from .options import (
     print_json,
     progress_bar,
     refuse_quietly_diverged,
+    session_arg,
     state,
 )
 
@@ -389,7 +390,7 @@ def _since(text: str) -> int:
 
 @app.command("show")
 def show_cmd(
-    session: Annotated[str, typer.Argument(help="Session id or unique prefix.")],
+    session: Annotated[str, session_arg()],
     json_out: Annotated[bool, typer.Option("--json", help="Print events as JSON lines.")] = False,
 ) -> None:
     """Print a session's timeline: seq, time, kind and a one-line narration per event; a run's system
@@ -425,7 +426,7 @@ def show_cmd(
 
 @app.command("replay")
 def replay_cmd(
-    session: Annotated[str, typer.Argument(help="Session id or unique prefix.")],
+    session: Annotated[str, session_arg()],
     at: Annotated[int | None, typer.Option("--at", help="Reconstruct as of this seq (inclusive).")] = None,
     max_part_bytes: Annotated[
         int | None, typer.Option("--max-part-bytes", help="Cap each text part at this many UTF-8 bytes.")
@@ -533,7 +534,7 @@ def _print_message(index: int, message: Message) -> None:
 
 @app.command("verify")
 def verify_cmd(
-    session: Annotated[str | None, typer.Argument(help="Session id or unique prefix.")] = None,
+    session: Annotated[str | None, session_arg()] = None,
     all_sessions: Annotated[
         bool, typer.Option("--all", help="Verify every session and the index log.")
     ] = False,
@@ -563,7 +564,7 @@ def verify_cmd(
 
 @app.command("export")
 def export_cmd(
-    session: Annotated[str, typer.Argument(help="Session id or unique prefix.")],
+    session: Annotated[str, session_arg()],
     output: Annotated[
         Path | None, typer.Option("--output", "-o", help="Write here instead of stdout.")
     ] = None,

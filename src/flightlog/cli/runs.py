@@ -26,6 +26,7 @@ import typer
 from ..errors import SessionNotFound
 from ..narration import narrate, short
 from .console import console
+from .options import session_arg
 
 if TYPE_CHECKING:  # the read model and the store load inside the commands: `flightlog --version` stays fast
     from ..live import RunView
@@ -322,7 +323,7 @@ def tail_line(row: StoredEvent, text: str, *, as_json: bool) -> str:
 
 def _tail_command(open_db: OpenDb) -> Callable[..., None]:
     def tail_cmd(
-        session: Annotated[str, typer.Argument(help="Session id or unique prefix.")],
+        session: Annotated[str, session_arg()],
         follow: Annotated[
             bool,
             typer.Option("--follow", "-f", help="Keep printing new events until the run ends (or Ctrl-C)."),

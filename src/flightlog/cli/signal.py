@@ -22,6 +22,7 @@ from typing import TYPE_CHECKING, Annotated, Literal
 import typer
 
 from .console import console
+from .options import SESSION_HELP, session_arg
 
 if TYPE_CHECKING:  # the store loads inside the command: `flightlog --version` stays fast
     from ..store.base import Store
@@ -60,9 +61,7 @@ def register(app: typer.Typer, open_db: OpenDb) -> None:
 
     @app.command("signal")
     def signal_cmd(
-        session: Annotated[
-            str, typer.Argument(help="Session id or unique prefix of a running or suspended run.")
-        ],
+        session: Annotated[str, session_arg(f"A running or suspended run. {SESSION_HELP}")],
         message: Annotated[
             str | None, typer.Option("--message", help="A user message for the model.")
         ] = None,

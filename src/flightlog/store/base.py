@@ -517,7 +517,12 @@ class Store(abc.ABC):
     def resolve_session(self, prefix: str) -> str:
         """The one session id equal to or starting with ``prefix`` (also after a ``format:`` part).
 
-        Raises ``SessionNotFound`` when none or several match (``matches`` lists them).
+        A matching session that is another match's own stream (its ``parent_session_id`` is that match and
+        its id is the match's id followed by ``:``, as a Claude Code sub-agent ``<id>:agent:<x>`` or
+        background task ``<id>:task:<x>``) is not counted: a prefix naming one session apart from its own
+        streams resolves to that session.
+
+        Raises ``SessionNotFound`` when none or several match (``matches`` lists them, streams left out).
         """
 
     @abc.abstractmethod

@@ -282,9 +282,16 @@ class SqlStore(Store):
         if len(after_colon) == 1:
             return str(after_colon[0][0])
         pattern = R.like_escape(prefix) + "%"
+        # A match that is another match's own stream (its parent, and its id is the parent's id + ":...",
+        # as a Claude Code sub-agent's "<id>:agent:<x>" or background task's "<id>:task:<x>") does not
+        # make the prefix ambiguous: the prefix names the parent.
+        s_like, p_like = (f"{alias}.session_id LIKE ?{self.LIKE_ESCAPE}" for alias in "sp")
         rows = self._all(
-            f"SELECT session_id FROM sessions WHERE {like} OR {like} ORDER BY session_id LIMIT 6",
-            (pattern, "%:" + pattern),
+            f"SELECT s.session_id FROM sessions s WHERE ({s_like} OR {s_like}) AND NOT EXISTS ("
+            f"SELECT 1 FROM sessions p WHERE p.session_id = s.parent_session_id AND ({p_like} OR {p_like}) "
+            "AND substr(s.session_id, 1, length(p.session_id) + 1) = p.session_id || ':'"
+            ") ORDER BY s.session_id LIMIT 6",
+            (pattern, "%:" + pattern, pattern, "%:" + pattern),
         )
         if len(rows) != 1:
             raise SessionNotFound(session_id=prefix, matches=[r[0] for r in rows])

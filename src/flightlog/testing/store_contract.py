@@ -670,6 +670,30 @@ class StoreContract(MemoryContract):
         assert store.resolve_session("beef") == "codex:beef01"
         assert store.resolve_session("a_") == "a_x"  # LIKE wildcards are literal
 
+    def test_a_prefix_names_a_session_apart_from_its_own_streams(self, store: Store) -> None:
+        """A Claude Code session's sub-agents (``<id>:agent:<x>``, nested ``...:task:<y>``) match any prefix
+        of it: they do not make the prefix ambiguous, a second parent does; a child whose id does not extend
+        its parent's (a kernel sub-agent's hash id) is a session of its own."""
+        _new_session(store, "claude-code:ab12")
+        _new_session(store, "claude-code:ab12:agent:x", parent_session_id="claude-code:ab12")
+        _new_session(store, "claude-code:ab12:agent:x:task:y", parent_session_id="claude-code:ab12:agent:x")
+        _new_session(store, "claude-code:ab12:task:z", parent_session_id="claude-code:ab12")
+        assert store.resolve_session("ab") == "claude-code:ab12"
+        assert store.resolve_session("claude-code:a") == "claude-code:ab12"
+        assert store.resolve_session("claude-code:ab12:agent") == "claude-code:ab12:agent:x"
+        assert store.resolve_session("ab12:agent:x:t") == "claude-code:ab12:agent:x:task:y"
+        _new_session(store, "claude-code:ab34")
+        _new_session(store, "claude-code:ab34:agent:q", parent_session_id="claude-code:ab34")
+        with pytest.raises(SessionNotFound) as two:
+            store.resolve_session("ab")
+        assert two.value.matches == ("claude-code:ab12", "claude-code:ab34")  # the parents, not their streams
+        assert store.resolve_session("ab3") == "claude-code:ab34"
+        _new_session(store, "k-1")
+        _new_session(store, "k-9f", parent_session_id="k-1")  # a kernel child: its id is not "k-1:..."
+        with pytest.raises(SessionNotFound) as kernel:
+            store.resolve_session("k-")
+        assert kernel.value.matches == ("k-1", "k-9f")
+
     def test_resolve_session_refuses_ambiguity_and_unknowns(self, store: Store) -> None:
         for sid in ("abc123", "abc456", "codex:abc789"):
             _new_session(store, sid)
