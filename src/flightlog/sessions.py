@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import json
 from collections.abc import Callable, Iterator, Sequence
-from typing import IO
+from typing import IO, NamedTuple
 
 from .encoding import decode_rows, decode_stored
 from .events import SessionEvent
@@ -17,7 +17,53 @@ from .replay import Rebuilder
 from .salted import get_personal_artifact
 from .store.base import SessionRecord, Store, StoredEvent
 
-__all__ = ["archive_loader", "export_jsonl", "export_line", "find_sessions", "iter_events", "replay_session"]
+__all__ = [
+    "CreatedAt",
+    "archive_loader",
+    "created_at",
+    "export_jsonl",
+    "export_line",
+    "find_sessions",
+    "iter_events",
+    "replay_session",
+]
+
+
+class CreatedAt(NamedTuple):
+    """What a session's ``created_at_ms`` is (:func:`created_at`).
+
+    Attributes:
+        basis: ``recorded`` (a session recorded live: when it was created), ``source`` (an import: the
+            transcript's own first timestamp) or ``import`` (an import whose source gives no zone-aware time:
+            the import time, never the transcript's).
+        source_clock: For ``import``: the transcript's own first timestamp as it wrote it, when it has one
+            without a zone (aider's ``started_at``, OpenHands' ``first_timestamp``, in the session metadata),
+            else None. Shown as written, never converted (its zone is unknown).
+    """
+
+    basis: str
+    source_clock: str | None
+
+
+def created_at(record: SessionRecord) -> CreatedAt:
+    """What ``record.created_at_ms`` means, for display (``flightlog ls``, the dashboard's session page).
+
+    An import records the source's first zone-aware timestamp as the creation time and says so in its
+    metadata (``created_from``: ``source`` or ``import``, see :mod:`flightlog.importers`); an import recorded
+    before that key existed is ``source`` when its rows carry the source's times (``source_times``), else
+    ``import``. Any other session is ``recorded``.
+    """
+    if not record.source.startswith("import:"):
+        return CreatedAt("recorded", None)
+    meta = record.metadata or {}
+    basis = meta.get("created_from")
+    if basis not in ("source", "import"):
+        basis = "source" if meta.get("source_times") is True else "import"
+    clock = None
+    if basis == "import":
+        found = meta.get("first_timestamp", meta.get("started_at"))
+        clock = found if isinstance(found, str) and found.strip() else None
+    return CreatedAt(basis, clock)
 
 
 def find_sessions(

@@ -334,7 +334,11 @@ def ls_cmd(
     ] = None,
     json_out: Annotated[bool, typer.Option("--json", help="Print a JSON array.")] = False,
 ) -> None:
-    """List sessions: id, task, status, events, head hash, creation time (oldest first)."""
+    """List sessions: id, task, status, events, head hash, creation time (oldest first).
+
+    An imported session's creation time is its transcript's first timestamp; "(import)" marks the import time,
+    for a transcript that gives no zone-aware time (aider, OpenHands, SWE-agent, Agents SDK RunState).
+    """
     from ..sessions import find_sessions
 
     since_ms = _since(since) if since is not None else None
@@ -351,6 +355,7 @@ def ls_cmd(
                 "source": s.source,
                 "parent_session_id": s.parent_session_id,
                 "created_at": iso_time(s.created_at_ms),
+                **_created_fields(s),
             }
             for s in found
         ]
@@ -361,13 +366,24 @@ def ls_cmd(
     # an imported status is the source's own word (a mini-swe-agent exit status: "InternalServerError")
     status_width = max([10, *(len(r["status"]) for r in rows)])
     out.print(
-        f"{'session':<{width}}  {'status':<{status_width}} {'events':>6}  {'head':<12}  {'created (UTC)':<19}  task"
+        f"{'session':<{width}}  {'status':<{status_width}} {'events':>6}  {'head':<12}  {'created (UTC)':<28}  task"
     )
     for row in rows:
+        # an import whose transcript gives no zone-aware time was created at the import: say so
+        created = (row["created_at"] or "")[:19] + (" (import)" if row["created_from"] == "import" else "")
         out.print(
             f"{row['session_id']:<{width}}  {row['status']:<{status_width}} {row['events']:>6}  {row['head'][:12]:<12}  "
-            f"{(row['created_at'] or '')[:19]:<19}  {short(row['task'], 60)}"
+            f"{created:<28}  {short(row['task'], 60)}"
         )
+
+
+def _created_fields(record: Any) -> dict[str, Any]:
+    """``ls --json``'s ``created_from`` (:class:`flightlog.sessions.CreatedAt` basis: ``recorded``, ``source``,
+    ``import``) and, for ``import``, ``source_clock`` (the transcript's zoneless first timestamp, as written)."""
+    from ..sessions import created_at
+
+    basis, clock = created_at(record)
+    return {"created_from": basis, **({"source_clock": clock} if clock is not None else {})}
 
 
 _UNITS_MS = {"s": 1000, "m": 60_000, "h": 3_600_000, "d": 86_400_000, "w": 7 * 86_400_000}

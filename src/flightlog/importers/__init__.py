@@ -9,6 +9,10 @@ nothing half-imported. A new session starts with a ``custom`` event ``import_sou
 sha256, size, importer name and version, and the warnings (skipped lines), so provenance is inside the
 hash chain. Rows carry the transcript's own times as ``recorded_at_ms`` when the format has them (Claude
 Code, Codex: ``ImportedSession.event_times_ms``; the session's metadata then says ``"source_times": true``).
+The session's ``created_at_ms`` is the transcript's first zone-aware timestamp (``ImportedSession.started_at_ms``)
+and its metadata says ``"created_from": "source"``; a source without one (aider and OpenHands write local
+times without a zone, SWE-agent trajectories and Agents SDK ``RunState`` none) is created at the import time,
+``"created_from": "import"`` (:func:`flightlog.sessions.created_at` reads it for display).
 
 **Identity and growth.** A session is recorded under the source's own id (``ImportedSession.key``:
 ``claude-code:<sessionId>``, ``codex:<rollout id>``, ``gemini-cli:<sessionId>``, ``aider:<first launch>``,
@@ -612,6 +616,8 @@ class _Writer:
                 **self.provenance,
                 "incremental": True,
                 **({"source_times": True} if self.times else {}),
+                # created_at_ms: the transcript's first zone-aware time, else (none) the import time
+                "created_from": "source" if session.started_at_ms is not None else "import",
                 **({"supersedes": session.key} if sid != session.key else {}),
             },
             status=status,

@@ -51,6 +51,7 @@ from ..narration import narrate
 from ..runs import AgentRunSnapshot, RunSource, RunState, build_tree, refine_with_status
 from ..runs.context import PROMPT_PROGRAM_INVOKED, ContextUse
 from ..runs.projection import RunNode, context_uses, projection_ready
+from ..sessions import created_at
 from ..store.base import NOT_A_RUN, SessionRecord, Store, StoredEvent
 from .budget import budget_label
 
@@ -512,11 +513,23 @@ def _header(record: SessionRecord) -> dict[str, str]:
         "task": show(record.task, 600),
         "status": show(record.status, 60),
         "source": show(record.source, 60),
-        "created": _clock(record.created_at_ms) if record.created_at_ms else "",
+        **_created(record),
         "head_hash": record.head_hash,
         "parent": show(record.parent_session_id, 160) if record.parent_session_id else "",
         "parent_href": session_href(record.parent_session_id) if record.parent_session_id else "",
     }
+
+
+def _created(record: SessionRecord) -> dict[str, str]:
+    """The header's creation cell: ``created_label`` (``created``, or ``imported`` for an import whose
+    transcript gives no zone-aware time) and ``created`` (the time, and the transcript's own zoneless clock
+    when it wrote one; :func:`flightlog.sessions.created_at`)."""
+    when = _clock(record.created_at_ms) if record.created_at_ms else ""
+    basis, clock = created_at(record)
+    if basis != "import":
+        return {"created_label": "created", "created": when}
+    note = f"; the transcript's own clock: {show(clock, 60)}, zone not recorded" if clock else ""
+    return {"created_label": "imported", "created": f"{when} (the import time{note})"}
 
 
 def run_view(store: Store, session_id: str) -> RunView | None:
