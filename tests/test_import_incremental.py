@@ -71,11 +71,15 @@ def test_growing_file_appends_exactly_what_a_single_import_records(tmp_path: Pat
             before = {sid: len(ledger(store, sid)) for sid in first.session_ids}
             source.write_bytes(data)
             second = import_file(store, source)
-            # every session a single import records, byte for byte (a sample whose file name is not its
-            # sessionId leaves a stem-keyed session behind when the first lines name no sessionId yet)
-            got = {sid: ledger(store, sid) for sid in expected}
+            # every session a single import records, byte for byte, in the session recording its key (a
+            # sample whose file name is not its sessionId was keyed by the stem while its first lines named
+            # no sessionId yet: that session is continued, never left behind beside a second one)
+            recording = {sid: store.find_import(identity_key(sid)) for sid in expected}
+            target = {sid: known.session_id for sid, known in recording.items() if known is not None}
+            got = {sid: ledger(store, target[sid]) for sid in target}
             assert got == expected, f"split after byte {split}"
-            added = sum(len(got[sid]) - before.get(sid, -1) for sid in got)
+            assert len(list(store.list_sessions())) == len(expected), f"split after byte {split}"
+            added = sum(len(got[sid]) - before.get(target[sid], -1) for sid in got)
             assert second.events == added  # nothing recorded twice
             assert set(second.continued) <= set(before)
 
@@ -239,3 +243,50 @@ def test_a_str_path_imports_like_a_path(tmp_path: Path) -> None:
     with SqliteStore(tmp_path / "c.sqlite") as c:
         results = list(import_paths(c, [str(SAMPLES / "codex")]))
         assert {r.format for r in results} == {"codex"} and len(results) == 3
+
+
+SUMMARY = b'{"type":"summary","summary":"Fix the build","leafUuid":"0f0e0d0c-1111-2222-3333-444455556666"}\n'
+
+
+def test_a_file_imported_before_its_session_id_line_is_continued_not_duplicated(tmp_path: Path) -> None:
+    """A Claude Code file whose first lines carry no ``sessionId`` is keyed by its stem; once it grew a
+    line naming its session, an import continues the session recorded under the stem (one session, the
+    same events a single import of the grown file records), and later imports find it by the new key."""
+    sample = (SAMPLES / "claude-code" / "spotter_short.jsonl").read_bytes()
+    source = tmp_path / "renamed-copy.jsonl"
+    source.write_bytes(SUMMARY)
+    with SqliteStore(tmp_path / "db.sqlite") as store:
+        first = import_file(store, source)
+        assert first.session_ids == ["claude-code:renamed-copy"]
+        source.write_bytes(SUMMARY + sample)
+        grown = import_file(store, source)
+        assert grown.session_ids == ["claude-code:renamed-copy"] and grown.continued == [
+            "claude-code:renamed-copy"
+        ]
+        assert [s.session_id for s in store.list_sessions()] == ["claude-code:renamed-copy"]
+        sid = "claude-code:55604662-cf2a-4331-851a-ec234028f8ca"
+        assert store.find_import(identity_key(sid)).session_id == "claude-code:renamed-copy"  # type: ignore[union-attr]
+        assert (
+            ledger(store, "claude-code:renamed-copy")
+            == one_shot(tmp_path, source.name, SUMMARY + sample)[sid]
+        )
+        source.write_bytes(SUMMARY + sample + SUMMARY.replace(b'6666"', b'6667"'))
+        assert import_file(store, source).session_ids == ["claude-code:renamed-copy"]
+        assert len(list(store.list_sessions())) == 1
+        assert audit_session(store, "claude-code:renamed-copy").ok
+
+
+def test_a_different_transcript_under_an_earlier_stem_key_is_refused_naming_the_seq(tmp_path: Path) -> None:
+    """The session recorded under the stem is not this transcript's beginning: refused, nothing recorded."""
+    sample = (SAMPLES / "claude-code" / "spotter_short.jsonl").read_bytes()
+    source = tmp_path / "renamed-copy.jsonl"
+    source.write_bytes(SUMMARY)
+    with SqliteStore(tmp_path / "db.sqlite") as store:
+        import_file(store, source)
+        source.write_bytes(SUMMARY.replace(b"Fix the build", b"Another session") + sample)
+        with pytest.raises(
+            ImportFormatError, match=r"claude-code:renamed-copy differs from this source at seq 1 "
+        ):
+            import_file(store, source)
+        assert [s.session_id for s in store.list_sessions()] == ["claude-code:renamed-copy"]
+        assert store.find_import(identity_key("claude-code:55604662-cf2a-4331-851a-ec234028f8ca")) is None

@@ -66,7 +66,7 @@ from __future__ import annotations
 import hashlib
 from collections.abc import Iterable, Iterator, Sequence
 from contextlib import nullcontext
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from types import ModuleType
 from typing import TYPE_CHECKING
@@ -415,7 +415,7 @@ def _record_sessions(
         "size_bytes": size,
     }
     with store.transaction():
-        targets = _targets(store, sessions, sha)
+        targets = _targets(store, sessions, sha, path)
         main = targets[sessions[0].key]
         if previous is not None and not main.existing:
             return _duplicate(result, previous.session_id)  # --seal of bytes an older version imported
@@ -441,11 +441,7 @@ def _with_resume_copies(
 ) -> list[ImportedSession]:
     """The Claude Code sessions read again with the runs other sessions already record marked as resume
     copies (:mod:`flightlog.importers.resume`); ``sessions`` itself when none is."""
-    existing = [
-        known.session_id
-        for known in (store.find_import(identity_key(s.key)) for s in sessions)
-        if known is not None
-    ]
+    existing = [known.session_id for known in (_known(store, s, path) for s in sessions) if known is not None]
     scratch: list[ImportWarning] = []
     index = index or resume.RunIndex()
     recorded = resume.recorded_runs(store, sessions, existing, scratch, path, index)
@@ -537,13 +533,31 @@ class _Target:
     existing: bool
 
 
-def _targets(store: Store, sessions: list[ImportedSession], sha: str) -> dict[str, _Target]:
+def _known(store: Store, session: ImportedSession, path: Path) -> ImportRecord | None:
+    """The ``imports`` row of the session recording ``session``: its identity row, else
+    the identity row of one of its :attr:`~ImportedSession.earlier_keys` written by an import of a file of
+    this name (the same file, before it showed its own id), else None."""
+    known = store.find_import(identity_key(session.key))
+    if known is not None:
+        return known
+    for key in session.earlier_keys:
+        earlier = store.find_import(identity_key(key))
+        if earlier is not None and earlier.source_name == path.name:
+            return earlier
+    return None
+
+
+def _targets(store: Store, sessions: list[ImportedSession], sha: str, path: Path) -> dict[str, _Target]:
     """Each source session's target: the session its identity row names (an incremental import made
-    it), else ``key`` when free, else ``key@<sha256[:12]>`` (a session an older version imported under
-    ``key``, kept as it is: readable, never continued)."""
+    it), else the session an import of this file recorded under one of its ``earlier_keys`` (its identity
+    row is added: later imports find it by its key; the caller checks the recorded events are the file's
+    first ones), else ``key`` when free, else ``key@<sha256[:12]>`` (a session an older version imported
+    under ``key``, kept as it is: readable, never continued)."""
     targets: dict[str, _Target] = {}
     for session in sessions:
-        known = store.find_import(identity_key(session.key))
+        known = _known(store, session, path)
+        if known is not None and known.source_sha256 != identity_key(session.key):
+            store.record_import(replace(known, source_sha256=identity_key(session.key)))
         if known is not None:
             targets[session.key] = _Target(known.session_id, True)
             continue

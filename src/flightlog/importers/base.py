@@ -124,6 +124,11 @@ class ImportedSession:
             the rest close what the end of the file left open (an open completion, pending calls, the last
             run) and are recorded only when the session ended. None: the importer reads the file as a
             finished whole (every event is settled, and the session ended).
+        earlier_keys: Keys an earlier import of this same file may have recorded the session under, before
+            the file showed its own id (a Claude Code file whose first lines carry no ``sessionId`` is keyed
+            by its file stem until one does): :func:`~flightlog.importers.import_file` continues such a
+            session (after checking its recorded events are the file's first ones) instead of recording a
+            second one.
     """
 
     key: str
@@ -136,6 +141,7 @@ class ImportedSession:
     ended_at_ms: int | None = None
     event_times_ms: list[int | None] = field(default_factory=list)
     settled: int | None = None
+    earlier_keys: tuple[str, ...] = ()
 
 
 @dataclass(frozen=True)

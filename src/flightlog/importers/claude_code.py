@@ -83,7 +83,9 @@ Record → event rules:
 Times: each event carries (``ImportedSession.event_times_ms``) the ``timestamp`` of the record that produced
 it (a completion: its latest line's; events with no record of their own: the latest time before them).
 
-Keys and metadata: ``ImportedSession.key`` is ``claude-code:<sessionId>``; metadata holds ``sessionId``,
+Keys and metadata: ``ImportedSession.key`` is ``claude-code:<sessionId>`` (``claude-code:<file stem>`` while no
+line carries a ``sessionId``: a session an import recorded under it is continued once the grown file shows its
+id, ``ImportedSession.earlier_keys``); metadata holds ``sessionId``,
 ``version``, ``gitBranch`` (never ``cwd`` or other paths); ``started_at_ms``/``ended_at_ms`` are the
 earliest/latest top-level ``timestamp`` (epoch ms). Duplicated records (same ``uuid``) are skipped and
 counted in one warning naming the first duplicate's line.
@@ -281,7 +283,15 @@ def read(
         for session in child_importer.finish():
             session.metadata.update(importer.ctx.agent_stats.get(session.key, {}))
             sessions[session.key] = session
-    return with_task_sessions(sessions.values())
+    found = with_task_sessions(sessions.values())
+    seen, main = importer.ctx.seen_session_id, importer.ctx.main_key
+    if own_agent is None and seen is not None and seen != parent_id:
+        # Until a line carried the sessionId, this file was keyed by its stem: an import of it then recorded
+        # the sessions under those keys, which an import of the grown file continues (import_file).
+        for session in found:
+            if session.key == main or session.key.startswith(main + ":"):
+                session.earlier_keys = (_KEY_PREFIX + parent_id + session.key[len(main) :],)
+    return found
 
 
 # ─── Shared per-file context ──────────────────────────────────────────────────────────────────
