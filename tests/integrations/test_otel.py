@@ -357,6 +357,29 @@ def test_a_missing_extra_is_named(module: str, sdk: str, extra: str) -> None:
     assert install_hint(extra) in out  # both install commands, the extra named
 
 
+def test_a_receiver_that_cannot_be_reached_fails_the_export_at_the_first_request(tmp_path: Path) -> None:
+    """``export_otlp`` / ``flightlog export --otlp`` to a port nothing listens on: one request, no retries
+    (the OpenTelemetry exporter retried a refused connection for ~8 s, silently), one line naming the
+    endpoint, exit 1; a long-lived exporter still retries a connection that fails."""
+    db = tmp_path / "one.db"
+    with flightlog.open_store(str(db)) as s:
+        sid = _kernel(s, notary=None).run_sync("add 1 and 2").session_id
+        gone = Receiver()
+        gone.close()  # nothing listens there now: the connection is refused
+        with pytest.raises(ExportFailed) as refused:
+            export_otlp(s, sid, gone.url)
+        assert refused.value.url == gone.url and "refused" in refused.value.reason
+        assert refused.value.reason.endswith("(1 request)")
+        with pytest.raises(ExportFailed) as retried:  # the default (LiveExporter's): retried within 2 s
+            export_session(s, sid, otlp_exporter(gone.url, timeout_s=2.0))
+        assert not retried.value.reason.endswith("(1 request)")
+    result = CliRunner().invoke(app, ["--db", str(db), "export", sid, "--otlp", gone.url])
+    assert result.exit_code == 1
+    [line] = result.stderr.strip().splitlines()
+    assert line.startswith(f"flightlog: error: export to {gone.url}: ConnectionError: ")
+    assert line.endswith("(1 request)")
+
+
 def test_export_otlp_without_the_extra_says_so_in_one_line(tmp_path: Path) -> None:
     import subprocess
     import sys

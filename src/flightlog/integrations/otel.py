@@ -421,7 +421,11 @@ def otlp_endpoint(url: str) -> str:
 
 
 def otlp_exporter(
-    url: str, *, headers: Mapping[str, str] | None = None, timeout_s: float = 10.0
+    url: str,
+    *,
+    headers: Mapping[str, str] | None = None,
+    timeout_s: float = 10.0,
+    retry_unreachable: bool = True,
 ) -> SpanExporter:
     """An OTLP/HTTP (protobuf) span exporter for ``url`` (see :func:`otlp_endpoint`); ``timeout_s`` seconds.
 
@@ -430,11 +434,17 @@ def otlp_exporter(
     ``flightlog.integrations.otel`` logger instead, naming the endpoint, the receiver's last answer or the
     connection error, and the requests sent (the OpenTelemetry exporter's own lines for it are dropped);
     :func:`export_session` raises :class:`~flightlog.errors.ExportFailed` with the same text.
+
+    ``retry_unreachable=False`` (a one-shot export, :func:`export_otlp`) fails at the first request that
+    cannot connect (``requests``' ``ConnectionError``: refused, unknown host, connect timeout, TLS or proxy
+    failure) instead of retrying it for the whole ``timeout_s`` (~8 s of silence for the default 10 s); a
+    receiver's transient answer is still retried. Keep the default for a long-lived exporter
+    (:class:`LiveExporter`), which should ride out a receiver's restart.
     """
     from opentelemetry.exporter.otlp.proto.http.trace_exporter import OTLPSpanExporter
 
     endpoint = otlp_endpoint(url)
-    session = _ObservedSession()
+    session = _ObservedSession(fail_unreachable=not retry_unreachable)
     inner = OTLPSpanExporter(
         endpoint=endpoint, headers=dict(headers or {}), timeout=timeout_s, session=session
     )
@@ -445,9 +455,10 @@ class _ObservedSession(requests.Session):
     """A ``requests.Session`` that keeps, per thread, what each request of the current export got: the
     status line of the response, or the exception (raised on as before)."""
 
-    def __init__(self) -> None:
+    def __init__(self, *, fail_unreachable: bool = False) -> None:
         super().__init__()
         self._local = threading.local()
+        self.fail_unreachable = fail_unreachable
 
     def outcomes(self) -> list[str]:
         """This thread's outcomes since :meth:`reset` (oldest first)."""
@@ -462,9 +473,17 @@ class _ObservedSession(requests.Session):
             response = super().send(request, **kwargs)
         except Exception as exc:
             self.outcomes().append(f"{type(exc).__name__}: {exc}")
+            if self.fail_unreachable and isinstance(exc, requests.exceptions.ConnectionError):
+                # not a connection error to the OpenTelemetry exporter, so it does not retry it
+                raise _Unreachable(str(exc)) from exc
             raise
         self.outcomes().append(f"HTTP {response.status_code} {response.reason or ''}".rstrip())
         return response
+
+
+class _Unreachable(Exception):
+    """A request that could not connect, raised past the OpenTelemetry exporter's retries
+    (:func:`otlp_exporter` with ``retry_unreachable=False``)."""
 
 
 class _Quiet(logging.Filter):
@@ -497,6 +516,8 @@ class _OtlpExporter(SpanExporter):
         logger.addFilter(quiet)
         try:
             result = self.inner.export(spans)
+        except _Unreachable:  # an exporter release that lets the session's error out of export()
+            result = SpanExportResult.FAILURE
         finally:
             logger.removeFilter(quiet)
         if result is SpanExportResult.SUCCESS:
@@ -532,11 +553,15 @@ def export_otlp(
 ) -> int:
     """:func:`export_session` to an OTLP/HTTP receiver at ``url``; returns the number of spans sent.
 
+    A receiver that cannot be connected to fails the export at the first request (no retries:
+    :func:`otlp_exporter`'s ``retry_unreachable=False``); a transient answer (HTTP 429/502/503/504) is
+    retried for up to 10 s.
+
     Raises:
         ValueError: ``url`` is not an http(s) URL.
         SessionNotFound, LedgerIntegrityError, ExportFailed: as :func:`export_session`.
     """
-    exporter = otlp_exporter(url, headers=headers)
+    exporter = otlp_exporter(url, headers=headers, retry_unreachable=False)
     try:
         return export_session(store, session_id, exporter, capture_content=capture_content, url=url)
     finally:
