@@ -60,6 +60,31 @@ def test_help_keeps_bracketed_text() -> None:
     assert "[default: latest signed checkpoint]" in " ".join(out.split())
 
 
+README = (Path(__file__).parents[1] / "README.md").read_text(encoding="utf-8")
+WITH_ARGUMENTS = [
+    path for path, command in commands() if any(p.param_type_name == "argument" for p in command.params)
+]
+
+
+@pytest.mark.parametrize("path", WITH_ARGUMENTS, ids=" ".join)
+def test_positional_arguments_are_named_as_the_readme_names_them(path: tuple[str, ...]) -> None:
+    """Help printed ``{session}`` and ``session <str>`` where the README writes ``SESSION``: every positional
+    argument's name in the usage line and the Arguments list is the one in the README's synopsis of it."""
+    command = dict(commands())[path]
+    code, out, _ = invoke(*path, "--help")
+    assert code == 0
+    usage = out.splitlines()[0]
+    [synopsis] = [line for line in README.splitlines() if line.startswith(f"  {' '.join(path)} ")]
+    for param in command.params:
+        if param.param_type_name != "argument":
+            continue
+        name = param.metavar
+        assert name is not None and name == name.upper(), (path, param.name)
+        assert re.search(rf"[{{\[]{name}[}}\]]", usage), usage  # required {NAME}, optional [NAME]
+        assert re.search(rf"^  {name} <", out, re.MULTILINE), out
+        assert re.search(rf"\b{name}\b", synopsis), synopsis
+
+
 @pytest.mark.parametrize("path", ALL, ids=lambda p: " ".join(p) or "flightlog")
 def test_every_help_answers_to_dash_h_and_shows_no_bool_metavar(path: tuple[str, ...]) -> None:
     """``-h`` was refused ("No such option: -h"); flags were shown as ``--json <bool>``."""

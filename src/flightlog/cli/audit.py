@@ -109,7 +109,9 @@ def prove_cmd(
 
 @audit_app.command("verify-proof")
 def verify_proof_cmd(
-    path: Annotated[str | None, typer.Argument(help="Proof JSON file, or - for stdin.")] = None,
+    path: Annotated[
+        str | None, typer.Argument(metavar="FILE", help="Proof JSON file, or - for stdin.")
+    ] = None,
     unsigned_root_ok: Annotated[
         bool,
         typer.Option(
@@ -475,7 +477,7 @@ def keys_rotate_cmd(
 
 @keys_app.command("trust")
 def keys_trust_cmd(
-    vkey: Annotated[str, typer.Argument(help="Verifier key <name>+<hex id>+<base64 key>.")],
+    vkey: Annotated[str, typer.Argument(metavar="VKEY", help="Verifier key <name>+<hex id>+<base64 key>.")],
     not_before: Annotated[int, typer.Option("--not-before", help="Valid from (epoch ms).")] = 0,
     not_after: Annotated[int | None, typer.Option("--not-after", help="Valid until (epoch ms).")] = None,
     json_out: Annotated[bool, typer.Option("--json", help="Print the trusted entry as JSON.")] = False,
@@ -602,7 +604,10 @@ def witness_submit_cmd(
 
 @witness_app.command("trust")
 def witness_trust_cmd(
-    vkey: Annotated[str, typer.Argument(help="Witness verifier key <name>+<hex id>+<base64(0x04 || key)>.")],
+    vkey: Annotated[
+        str,
+        typer.Argument(metavar="VKEY", help="Witness verifier key <name>+<hex id>+<base64(0x04 || key)>."),
+    ],
     url: Annotated[
         str | None, typer.Option("--url", help="Where verify/audit ask it for its latest heads.")
     ] = None,
@@ -619,7 +624,7 @@ def witness_trust_cmd(
 
 @grants_app.command("sign")
 def grants_sign_cmd(
-    policy: Annotated[Path, typer.Argument(help="Grant policy JSON file.")],
+    policy: Annotated[Path, typer.Argument(metavar="POLICY", help="Grant policy JSON file.")],
     output: Annotated[Path, typer.Option("--output", "-o", help="Where to write the DSSE envelope.")],
 ) -> None:
     """Sign a grant policy with the policy key (created on first use, distinct from the log key)."""
@@ -640,7 +645,7 @@ def grants_sign_cmd(
 
 @grants_app.command("verify")
 def grants_verify_cmd(
-    envelope: Annotated[Path, typer.Argument(help="DSSE envelope JSON file.")],
+    envelope: Annotated[Path, typer.Argument(metavar="ENVELOPE", help="DSSE envelope JSON file.")],
     epoch: Annotated[int | None, typer.Option("--epoch", help="Check against this authority epoch.")] = None,
     json_out: Annotated[bool, typer.Option("--json", help="Print the verified policy as JSON.")] = False,
 ) -> None:
@@ -676,7 +681,9 @@ def grants_key_cmd() -> None:
 
 
 @grants_app.command("trust")
-def grants_trust_cmd(vkey: Annotated[str, typer.Argument(help="Policy verifier key.")]) -> None:
+def grants_trust_cmd(
+    vkey: Annotated[str, typer.Argument(metavar="VKEY", help="Policy verifier key.")],
+) -> None:
     """Trust another policy key (never a log key)."""
     from ..integrity.grants import trust_policy_key
 
@@ -688,7 +695,9 @@ def grants_trust_cmd(vkey: Annotated[str, typer.Argument(help="Policy verifier k
 
 @audit_app.command("erase")
 def erase_cmd(
-    artifact: Annotated[str, typer.Argument(help="Salted artifact handle salted:sha256:<hex>.")],
+    artifact: Annotated[
+        str, typer.Argument(metavar="ARTIFACT", help="Salted artifact handle salted:sha256:<hex>.")
+    ],
     reason: Annotated[str, typer.Option("--reason", help="Why (ledgered: no personal data here).")] = "",
     json_out: Annotated[
         bool,

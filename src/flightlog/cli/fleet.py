@@ -73,7 +73,9 @@ def _opened(url: str | None, open_db: OpenDb, read_only: bool = False) -> Iterat
 
 def _submit_command(open_db: OpenDb) -> Callable[..., None]:
     def submit_cmd(
-        spec: Annotated[str, typer.Argument(help="Agent: module:attribute (every worker must import it).")],
+        spec: Annotated[
+            str, typer.Argument(metavar="SPEC", help="Agent: module:attribute (every worker must import it).")
+        ],
         goal: Annotated[str, typer.Option("--goal", help="The goal (first user message).")],
         criteria: Annotated[
             list[str] | None, typer.Option("--criteria", help="Acceptance criterion (repeatable).")
@@ -220,8 +222,10 @@ def db_copy_command() -> Callable[..., None]:
     """The ``db copy SRC DST`` command function (mount it on the ``db`` group)."""
 
     def copy_cmd(
-        src: Annotated[str, typer.Argument(help="Source store: path or URL.")],
-        dst: Annotated[str, typer.Argument(help="Destination store: path or URL (created/migrated).")],
+        src: Annotated[str, typer.Argument(metavar="SRC", help="Source store: path or URL.")],
+        dst: Annotated[
+            str, typer.Argument(metavar="DST", help="Destination store: path or URL (created/migrated).")
+        ],
         offline: Annotated[
             bool, typer.Option("--offline", help="Do not ask witnesses (stored cosignatures only).")
         ] = False,

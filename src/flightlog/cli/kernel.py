@@ -121,7 +121,8 @@ def register(app: typer.Typer, open_db: OpenDb) -> None:
     @app.command("run")
     def run_cmd(
         spec: Annotated[
-            str, typer.Argument(help="Agent: module:attribute, file.py:attribute or agent.toml.")
+            str,
+            typer.Argument(metavar="SPEC", help="Agent: module:attribute, file.py:attribute or agent.toml."),
         ],
         goal: Annotated[str, typer.Option("--goal", help="The goal (first user message).")],
         criteria: Annotated[
@@ -236,7 +237,7 @@ def register(app: typer.Typer, open_db: OpenDb) -> None:
     @app.command("approve")
     def approve_cmd(
         session: Annotated[str, session_arg()],
-        call: Annotated[str, typer.Argument(help="The call id (see `pending`).")],
+        call: Annotated[str, typer.Argument(metavar="CALL", help="The call id (see `pending`).")],
         responder: Annotated[
             str,
             typer.Option(
@@ -262,7 +263,7 @@ def register(app: typer.Typer, open_db: OpenDb) -> None:
     @app.command("deny")
     def deny_cmd(
         session: Annotated[str, session_arg()],
-        call: Annotated[str, typer.Argument(help="The call id (see `pending`).")],
+        call: Annotated[str, typer.Argument(metavar="CALL", help="The call id (see `pending`).")],
         reason: Annotated[str | None, typer.Option("--reason", help="Told to the model.")] = None,
         responder: Annotated[
             str,

@@ -104,7 +104,7 @@ def register(app: typer.Typer, open_db: OpenDb) -> None:
 
     @group.command("search")
     def search_cmd(
-        query: Annotated[str, typer.Argument(help="Words to look for.")],
+        query: Annotated[str, typer.Argument(metavar="QUERY", help="Words to look for.")],
         scope: ScopeOpt = None,
         kind: KindOpt = None,
         limit: Annotated[int, typer.Option("--limit", "-k", min=1, help="Hits at most.")] = 5,
@@ -127,7 +127,9 @@ def register(app: typer.Typer, open_db: OpenDb) -> None:
 
     @group.command("forget")
     def forget_cmd(
-        record_id: Annotated[str, typer.Argument(help="The memory's record id (mem-...).")],
+        record_id: Annotated[
+            str, typer.Argument(metavar="RECORD_ID", help="The memory's record id (mem-...).")
+        ],
         reason: Annotated[str, typer.Option("--reason", help="Why (ledgered: no personal data here).")] = "",
         json_out: JsonOpt = False,
     ) -> None:

@@ -45,7 +45,7 @@ SESSION_HELP = (
 
 def session_arg(help: str = SESSION_HELP) -> Any:
     """The ``SESSION`` positional argument's ``typer.Argument`` (for ``Annotated``), with ``help``."""
-    return typer.Argument(help=help)
+    return typer.Argument(metavar="SESSION", help=help)
 
 
 CONTEXT = {"help_option_names": ["-h", "--help"]}

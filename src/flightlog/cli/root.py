@@ -123,7 +123,7 @@ def import_cmd(
     paths: Annotated[
         list[Path],
         typer.Argument(
-            metavar="PATH...",
+            metavar="PATH",
             help="Transcript files or folders (recursive: *.jsonl, *.traj, *.traj.json, OpenHands *.json and "
             "V1 conversation folders, legacy Gemini CLI *.json, .aider.chat.history.md); - reads one "
             "transcript from stdin.",

@@ -50,7 +50,7 @@ def register(app: typer.Typer, open_db: OpenDb) -> None:
         folders: Annotated[
             list[Path] | None,
             typer.Argument(
-                metavar="[FOLDER]...",
+                metavar="FOLDER",
                 help="Folders to follow (default: ~/.claude/projects, $CODEX_HOME/sessions or "
                 "~/.codex/sessions, and Gemini CLI's ~/.gemini/tmp when its importer is installed; missing "
                 "ones are looked at again at every poll).",
