@@ -115,3 +115,20 @@ def test_signed_checkpoints_and_cosignatures_are_marked(client: TestClient, db_p
         ("checkpoint", 5, f"signed checkpoint over events 0-5 by {key.name}+{key.key_id:08x}"),
         ("cosignature", 5, "witness witness.example/w cosigned size 6"),  # the size-5 one is another head
     ]
+
+
+def test_the_page_of_a_session_that_holds_no_run_shows_no_run_state(
+    client: TestClient, db_path: Path
+) -> None:
+    """A session of custom events only (no ``run_started``) is no run: its page says the run state is
+    unknown and shows no budget, as it does while the runs projection is stale (it answered 500: the
+    template read budget cells the view left out)."""
+    _record(db_path)
+    for stale in (False, True):
+        if stale:
+            with SqliteStore(db_path) as store:
+                store.set_run_projection_version(0)
+        page = client.get("/session", params={"id": "p"})
+        assert page.status_code == 200, page.text
+        assert '<dd id="state">unknown</dd>' in page.text
+        assert '<dd id="budget"></dd>' in page.text

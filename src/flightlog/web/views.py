@@ -548,8 +548,8 @@ def run_view(store: Store, session_id: str) -> RunView | None:
 def session_status(store: Store, session_id: str) -> tuple[str, dict[str, str]]:
     """The run's state (durable refined by live state; "" when unknown) and its budget cells."""
     view = run_view(store, session_id)
-    if view is None:
-        return "", {}
+    if view is None:  # no run (a session that holds none, or the projection is stale): no cells known
+        return "", {"tokens": "", "steps": "", "duration": ""}
     b = view.snapshot.budget
     state = view.snapshot.state.value + (" (abandoned)" if view.abandoned else "")
     cells = {
