@@ -72,8 +72,11 @@ def test_runs_filters(imported: Path) -> None:
 
 
 def test_runs_parent_prefix_must_be_unique(imported: Path) -> None:
+    # the parent's prefix matches its sub-agent too, which is its own stream: the prefix names the parent
+    code, out, _ = run(imported, "runs", "--json", "--parent", "claude-code:491e126e")
+    assert code == 0 and [r["run_id"] for r in json.loads(out)] == [CHILD]
     with pytest.raises(SessionNotFound):
-        run(imported, "runs", "--parent", "claude-code:491e126e")  # the parent and its sub-agent
+        run(imported, "runs", "--parent", "claude-code:")  # several sessions
     code, out, _ = run(imported, "runs", "--json", "--parent", "ghost-agent")  # not a session: kept as is
     assert code == 0 and json.loads(out) == []
 
