@@ -12,7 +12,7 @@ from typer.testing import CliRunner
 
 from flightlog.cli import app
 from flightlog.errors import StoreError
-from flightlog.events import Custom
+from flightlog.events import Custom, RunStarted
 from flightlog.integrity.bundle import export_bundle
 from flightlog.integrity.erasure import (
     ERASED_KIND,
@@ -215,7 +215,8 @@ def test_the_erasure_log_is_a_session_but_not_a_run(
     incrementally kept projection, after a rebuild, and when the runs are folded from the ledgers."""
     from flightlog.runs.projection import INTERNAL_PREFIX, compute_runs, list_runs, rebuild_projection
 
-    _, handle, _ = referenced
+    rec, handle, _ = referenced
+    rec.append(RunStarted(run_id="r-1", goal="use the picture"))  # a run (a session of custom events is none)
     erase_artifact(store, handle, reason="test", notary=notary)
     assert ERASURE_LOG.startswith(INTERNAL_PREFIX)
     assert ERASURE_LOG in {r.session_id for r in store.list_sessions()}
