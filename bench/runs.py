@@ -72,6 +72,7 @@ from flightlog.recorder import Recorder  # noqa: E402
 from flightlog.runs import list_runs, list_runs_json, project, rebuild_projection, run_page  # noqa: E402
 from flightlog.runs.adapters import STATUS_STATES  # noqa: E402
 from flightlog.runs.page import parse_cursor  # noqa: E402
+from flightlog.store.base import NOT_A_RUN  # noqa: E402
 from flightlog.store.sqlite import SqliteStore  # noqa: E402
 
 _SELECT = "SELECT run_id, parent, source, state, updated_at_ms, session_status, snapshot FROM runs"
@@ -240,8 +241,8 @@ def queries(path: Path, facts: dict[str, Any], rounds: int) -> list[Result]:
     raw = sqlite3.connect(f"file:{path}?mode=ro", uri=True)
 
     def bare(states: list[str] | None = None, **eq: str) -> Callable[[], list[Any]]:
-        where: list[str] = []
-        params: list[Any] = []
+        where: list[str] = ["state <> ?"]  # the store's own: a session that holds no run is never listed
+        params: list[Any] = [NOT_A_RUN]
         if states is not None:
             clause, values = SqliteStore.state_clause(states, _REFINED)
             where.append(clause)
@@ -249,7 +250,7 @@ def queries(path: Path, facts: dict[str, Any], rounds: int) -> list[Result]:
         for column, value in eq.items():
             where.append(f"{column} = ?")
             params.append(value)
-        sql = _SELECT + (" WHERE " + " AND ".join(where) if where else "") + _ORDER
+        sql = _SELECT + " WHERE " + " AND ".join(where) + _ORDER
         return lambda: raw.execute(sql, params).fetchall()
 
     parent = facts["busy_parent"]
@@ -309,9 +310,11 @@ def _page_cases(
         return []
 
     def floor(where: str = "", params: Sequence[Any] = (), key: str = "started") -> Callable[[], list[Any]]:
+        # the store's own first term: a session that holds no run is never listed
         sql = (
             _PAGE_SELECT
-            + (f" WHERE {where}" if where else "")
+            + f" WHERE r.state <> '{NOT_A_RUN}'"
+            + (f" AND {where}" if where else "")
             + f" ORDER BY r.{key}_at_ms DESC, r.run_id DESC LIMIT 101"
         )
         return lambda: raw.execute(sql, params).fetchall()[:100]
