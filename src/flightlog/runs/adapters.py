@@ -207,7 +207,8 @@ __all__ = [
 
 FOLD_VERSION = 3
 """Version of the fold rules below; a stored projection built by another version is rebuilt (3: a session
-that holds no run is no longer listed as ``initializing``)."""
+that holds no run is no longer listed as ``initializing``, and a ``suspended`` after an
+``operation_cancelled`` ends ``stopping``: the run waits again)."""
 
 MAX_REFS = 64
 """Most refs one snapshot keeps (oldest dropped first), so a row stays small in a long session."""

@@ -537,4 +537,6 @@ RUNS_FOLD_3: tuple[str, str] = (
     """,
 )
 """Both backends, last: ``flightlog.runs.FOLD_VERSION`` went from 2 to 3 (a session whose ledger holds no
-``run_started`` is stored as ``not_a_run``, no longer listed as ``initializing``); as :data:`RUNS_FOLD_2`."""
+``run_started`` is stored as ``not_a_run``, no longer listed as ``initializing``; a ``suspended`` after an
+``operation_cancelled`` ends ``stopping``, as when a resume re-opens an aborted run's wait or a LangGraph
+thread's new input supersedes its gates and the graph interrupts again); as :data:`RUNS_FOLD_2`."""
