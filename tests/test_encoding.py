@@ -534,3 +534,34 @@ def test_event_bytes_of_a_value_too_deep_are_none_or_the_models(depth: int) -> N
         assert data is None
     else:
         assert data is None or data == reference
+
+
+def test_a_value_that_holds_itself_raises_instead_of_walking_forever() -> None:
+    """A cyclic payload (a list or dict holding itself) is refused with EncodingError at ``$``: the plain
+    check walks one level at a time up to ``_PLAIN_DEPTH`` and rfc8785's recursive encoder then meets
+    Python's recursion limit. Before, the plain check's stack never emptied."""
+    cyclic_list: list[Any] = []
+    cyclic_list.append(cyclic_list)
+    cyclic_dict: dict[str, Any] = {}
+    cyclic_dict["x"] = {"y": cyclic_dict, "z": cyclic_dict}  # two references: the levels double
+    for value in (cyclic_list, cyclic_dict):
+        with pytest.raises(EncodingError) as caught:
+            canonical_json(value)
+        assert caught.value.field == "$"
+        assert "nested too deeply" in caught.value.reason
+        with pytest.raises(EncodingError):
+            canonical_bytes(Custom(custom_kind="x", payload={"v": value}))
+
+
+def test_plain_values_nested_past_the_plain_walk_still_encode_exactly() -> None:
+    """Past ``_PLAIN_DEPTH`` levels the value goes to rfc8785, which gives the same bytes."""
+    deep: Any = 1
+    for _ in range(enc._PLAIN_DEPTH + 20):
+        deep = [deep]
+    n = enc._PLAIN_DEPTH + 20
+    try:
+        data = canonical_json(deep)
+    except EncodingError as caught:  # rfc8785 recursing past this interpreter's limit
+        assert "nested too deeply" in caught.reason
+    else:
+        assert data == b"[" * n + b"1" + b"]" * n

@@ -115,34 +115,55 @@ def _plain(value: Any) -> bool:
     identically by both (RFC 8785 §3.2.2.2: only ``"``, ``\\`` and U+0000..U+001F, with the short forms
     and lowercase ``\\u00xx``). Lone surrogates make the UTF-8 step fail, falling back to rfc8785's error.
     """
-    # One pass over a container's children (ASCII keys need no character scan: ``isascii`` is O(1)); a
-    # container is pushed and walked in turn, so depth never hits the recursion limit.
-    stack = [value]
-    push = stack.append
-    while stack:
-        item = stack.pop()
-        kind = type(item)
-        if kind is dict:
-            for key in item:
-                if type(key) is not str or (not key.isascii() and max(key) >= "\ud800"):
-                    return False
-            children: Any = item.values()
-        elif kind is list:
-            children = item
-        else:
-            children = (item,)
-        for child in children:
-            kind = type(child)
-            if kind is str or kind is bool or child is None:
-                continue
-            if kind is int:
-                if not -MAX_SAFE_INTEGER <= child <= MAX_SAFE_INTEGER:
-                    return False
-            elif kind is dict or kind is list:
-                push(child)
+    # One pass over a container's children (ASCII keys need no character scan: ``isascii`` is O(1)), one
+    # level of nesting at a time, so depth never hits the recursion limit and a value that holds itself
+    # (a cycle) stops at _PLAIN_DEPTH levels or _PLAIN_CONTAINERS containers instead of walking forever:
+    # past either rfc8785's recursive encoder decides (a cycle raises RecursionError there, reported as
+    # too deep).
+    level = [value]
+    depth = walked = 0
+    while level:
+        depth += 1
+        if depth > _PLAIN_DEPTH:
+            return False
+        deeper: list[Any] = []
+        push = deeper.append
+        for item in level:
+            kind = type(item)
+            if kind is dict:
+                for key in item:
+                    if type(key) is not str or (not key.isascii() and max(key) >= "\ud800"):
+                        return False
+                children: Any = item.values()
+            elif kind is list:
+                children = item
             else:
-                return False
+                children = (item,)
+            for child in children:
+                kind = type(child)
+                if kind is str or kind is bool or child is None:
+                    continue
+                if kind is int:
+                    if not -MAX_SAFE_INTEGER <= child <= MAX_SAFE_INTEGER:
+                        return False
+                elif kind is dict or kind is list:
+                    push(child)
+                else:
+                    return False
+        walked += len(deeper)
+        if walked > _PLAIN_CONTAINERS:  # a cycle through two or more references doubles every level
+            return False
+        level = deeper
     return True
+
+
+_PLAIN_DEPTH = 1024
+"""Levels of nesting :func:`_plain` walks before it leaves a value to rfc8785 (which recurses, and raises
+RecursionError on a cycle or a value nested past the interpreter's limit): the stdlib's C encoder itself
+stops at about 1,000 levels, so no value it could write is turned away."""
+_PLAIN_CONTAINERS = 1 << 20
+"""Containers :func:`_plain` walks before it leaves a value to rfc8785 (same bytes, slower): bounds the walk
+of a value that holds itself through several references, whose levels double."""
 
 
 def canonical_bytes(event: Event) -> bytes:
@@ -556,9 +577,16 @@ def _find_unencodable(value: Any, path: str) -> tuple[str, str] | None:
 
 
 def _walk(value: Any, path: str) -> Iterator[tuple[str, Any]]:
+    """``(json path, key or leaf)`` of every dict key and leaf under ``value``, depth first; each container is
+    entered once (by identity), so a value that holds itself (a cycle) ends the walk instead of looping."""
     stack: list[tuple[str, Any]] = [(path, value)]
+    entered: set[int] = set()
     while stack:
         here, item = stack.pop()
+        if isinstance(item, dict | list | tuple):
+            if id(item) in entered:
+                continue
+            entered.add(id(item))
         if isinstance(item, dict):
             for key, child in reversed(list(item.items())):
                 yield f"{here}.{key}", key
