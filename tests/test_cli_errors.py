@@ -182,6 +182,23 @@ def test_importing_a_folder_without_transcripts_fails(tmp_path: Path, db: Path) 
     assert code == 2 and "no transcripts" in _one_error_line(stderr)
 
 
+def test_a_folder_without_transcripts_among_several_paths_is_named(tmp_path: Path, db: Path) -> None:
+    """`import A B` where folder A holds no transcript imports B and names A in a warning (it was skipped
+    without a word); exit 0, as B's transcript was imported."""
+    empty = tmp_path / "empty"
+    empty.mkdir()
+    (empty / "notes.txt").write_text("not a transcript")
+    full = tmp_path / "full"
+    full.mkdir()
+    sample = Path(__file__).parent / "data" / "samples" / "claude-code" / "spotter_short.jsonl"
+    (full / "one.jsonl").write_bytes(sample.read_bytes())
+    code, _, stderr = run(db, "import", str(empty), str(full))
+    assert code == 0
+    warnings = [line for line in stderr.splitlines() if "warning" in line]
+    assert len(warnings) == 1 and "no transcripts" in warnings[0] and str(empty) in warnings[0]
+    assert ".aider.chat.history.md" in warnings[0]
+
+
 @pytest.mark.parametrize("command", [["show"], ["replay"], ["export"], ["export", "-o", "OUT"]])
 def test_printing_a_tampered_session_warns_and_exits_1(db: Path, tmp_path: Path, command: list[str]) -> None:
     """show / replay / export of a session whose stored bytes were edited print what is stored, then one

@@ -191,13 +191,21 @@ def _import_paths(
 
     with open_db() as store:
         notary = Notary.from_env()  # the user's log key, created on first use; imports are signed
-        files = list(iter_transcripts(paths))
+        files: list[Path] = []
+        empty: list[Path] = []  # folders named that hold no transcript
+        for path in paths:
+            found = list(iter_transcripts([path]))
+            files.extend(found)
+            if not found:
+                empty.append(path)
         if not files:
             err.print(
-                "flightlog: error: no transcripts (*.jsonl, *.traj, OpenHands *.json) found under "
+                f"flightlog: error: no transcripts ({_FOLDER_PICKS}) found under "
                 + ", ".join(shown(p) for p in paths)
             )
             raise typer.Exit(2)
+        for path in empty:  # the other paths are imported: say which named folder gave nothing
+            err.print(f"flightlog: warning: no transcripts ({_FOLDER_PICKS}) found under {shown(path)}")
         job = None
         if any(p.is_dir() for p in paths):
             goal = f"import {plural(len(files), 'transcript')} from {plural(len(paths), 'path')}"
@@ -216,6 +224,13 @@ def _import_paths(
         print_json(results)
     if failed:
         raise typer.Exit(1)
+
+
+_FOLDER_PICKS = (
+    "*.jsonl, *.traj, *.traj.json, OpenHands and Gemini CLI *.json, OpenHands V1 base_state.json,"
+    " .aider.chat.history.md; name other files, such as RunState JSON, one by one"
+)
+"""What a folder import picks up (:func:`flightlog.importers.iter_transcripts`), as error messages say it."""
 
 
 @contextmanager
