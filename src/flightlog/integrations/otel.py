@@ -472,13 +472,27 @@ class _ObservedSession(requests.Session):
         try:
             response = super().send(request, **kwargs)
         except Exception as exc:
-            self.outcomes().append(f"{type(exc).__name__}: {exc}")
+            if isinstance(exc, requests.exceptions.ConnectionError):
+                self.outcomes().append(f"cannot connect: {_connect_failure(exc)}")
+            else:
+                self.outcomes().append(f"{type(exc).__name__}: {exc}")
             if self.fail_unreachable and isinstance(exc, requests.exceptions.ConnectionError):
                 # not a connection error to the OpenTelemetry exporter, so it does not retry it
                 raise _Unreachable(str(exc)) from exc
             raise
         self.outcomes().append(f"HTTP {response.status_code} {response.reason or ''}".rstrip())
         return response
+
+
+def _connect_failure(exc: Exception) -> str:
+    """Why a request could not connect, without urllib3's wrapping: ``requests`` raises a ConnectionError
+    around urllib3's ``MaxRetryError`` ("Max retries exceeded with url: ...", although its own retries are
+    off) around the socket error (``reason``: "Failed to establish a new connection: [Errno 111] Connection
+    refused", after the connection object's repr)."""
+    cause = exc.args[0] if exc.args else exc
+    text = str(getattr(cause, "reason", cause))
+    head, sep, rest = text.partition(">: ")  # "<urllib3.connection.HTTPConnection object at 0x...>: "
+    return rest if sep and head.startswith("<") else text
 
 
 class _Unreachable(Exception):
