@@ -172,9 +172,9 @@ def test_decisions_on_calls_that_do_not_wait_are_refused_without_side_effects(st
         with pytest.raises(NotPending, match=call_id):
             approve(store, sid, call_id)
     assert store.authority_epoch(sid) == epoch  # nothing fenced
-    approve(store, sid, "w1")
-    with pytest.raises(NotPending):
-        deny(store, sid, "w1")  # already decided
+    approve(store, sid, "w1", responder="alice")
+    with pytest.raises(NotPending, match="'w1' was already approved by alice"):
+        deny(store, sid, "w1")  # already decided: the error says how and by whom
     _kernel(store).resume_sync(sid)
     with pytest.raises(NotPending):
         approve(store, sid, "w1")  # the run has moved on

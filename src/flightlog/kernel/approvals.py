@@ -323,7 +323,11 @@ def deny(
 def _open_gate(state: KernelState, session_id: str, call_id: str) -> Gate:
     gate = state.gates.get(call_id) if state.phase == "suspended" else None
     if gate is None:
-        raise NotPending(session_id=session_id, call_id=call_id)
+        verdict = state.verdict("approval", call_id) or state.verdict("effect_in_doubt", call_id)
+        decided = None
+        if verdict is not None:
+            decided = f"{'approved' if verdict.approved else 'denied'} by {verdict.responder}"
+        raise NotPending(session_id=session_id, call_id=call_id, decided=decided)
     return gate
 
 

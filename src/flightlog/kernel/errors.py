@@ -43,12 +43,15 @@ class NotPending(KernelError, LookupError):
     session_id: str
     call_id: str
 
-    def __init__(self, *, session_id: str, call_id: str) -> None:
-        super().__init__(
-            f"session {session_id}: no call {call_id!r} is waiting for a decision",
-            session_id=session_id,
-            call_id=call_id,
+    def __init__(self, *, session_id: str, call_id: str, decided: str | None = None) -> None:
+        """``decided``: how the call was already decided while its wait is still the current one (e.g.
+        ``"approved by alice"``), said in the message; None when it was never gated or the run moved on."""
+        reason = (
+            f"call {call_id!r} was already {decided}; it no longer waits for a decision"
+            if decided
+            else f"no call {call_id!r} is waiting for a decision"
         )
+        super().__init__(f"session {session_id}: {reason}", session_id=session_id, call_id=call_id)
 
 
 class DecidedByItsRuntime(KernelError, ValueError):
