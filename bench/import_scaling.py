@@ -7,9 +7,15 @@ transcript (``--quick``: 12.5 MB) against the issue's floor, read + ``json.loads
 line per line in one transaction (SQLite, WAL, ``synchronous=FULL``, as the store), and against the
 *same-work* floor: the same read and ``json.loads``, then, for each event flightlog records from the file
 (written out beforehand and decoded before the clock starts), its canonical JSON encoding, the chain hash
-and RFC 9162 leaf hash, and one ``INSERT`` of the row in one transaction (the least any importer recording
-the same ledger must do); each side's peak RSS; and s/MB at that size against a quarter of it (linearity).
-Every import runs in a fresh subprocess (its own peak RSS), the three sides alternating over ``--rounds``.
+and RFC 9162 leaf hash, and one ``INSERT`` of the row in one transaction (weaker than the work: no
+mapping, projection, session rows or module loading); and against the *mapped* same-work floor
+(``bench/_claude_floor.py``): from the first byte read, in plain stdlib, the mapping of the file's Claude
+Code records to the same events, their canonical bytes, chain, leaf and tree hashes, one ``INSERT`` each,
+and the session, runs and imports rows. Its database is compared with flightlog's off the clock (every
+event's bytes, hashes and time, heads, runs snapshots; each round's heads again): where they differ, or
+the file holds a record it does not map, its row is refused on stderr, naming the first differing seq.
+Printed besides: each side's peak RSS; and s/MB at that size against a quarter of it (linearity).
+Every import runs in a fresh subprocess (its own peak RSS), the sides alternating over ``--rounds``.
 ``--src DIR`` measures another flightlog tree with this harness (before/after comparisons).
 
 The transcript is synthetic but real-shaped: the records of ``tests/data/samples/claude-code/
@@ -34,9 +40,11 @@ import time
 from pathlib import Path
 from typing import Any
 
-from _tree import measured_tree  # bench/ is sys.path[0] when a script runs
+import _claude_floor  # bench/ is sys.path[0] when a script runs
+from _tree import measured_tree
 
 ROOT = Path(__file__).resolve().parent.parent
+BENCH = ROOT / "bench"
 
 SRC = measured_tree(sys.argv[1:])  # --src DIR (checked: a path without flightlog is refused)
 sys.path.insert(0, str(SRC))  # measure this checkout (or --src), installed or not
@@ -98,7 +106,9 @@ def time_import(transcript: Path, workdir: Path, profile: bool) -> float:
 _WORKER = """
 import hashlib, json, resource, sqlite3, struct, sys, time
 sys.path.insert(0, sys.argv[4])
+sys.path.insert(0, sys.argv[6])  # bench/ (the mapped floor's module, imported on the clock)
 side, transcript, db, _, events_file = sys.argv[1:6]
+heads = None
 if side == "same":
     # the events flightlog records for this transcript (its canonical bytes, decoded): loaded before the
     # clock starts, as the floor is only charged for encoding, hashing and writing them
@@ -114,6 +124,10 @@ if side == "flightlog":
     from pathlib import Path
     import_file(store, Path(transcript), format=claude_code.FORMAT)
     store.close()
+elif side == "mapped":  # the same work from the file: bench/_claude_floor.py
+    from pathlib import Path
+    import _claude_floor
+    heads = _claude_floor.import_transcript(Path(transcript), Path(db))
 else:
     con = sqlite3.connect(db, isolation_level=None)
     con.execute("PRAGMA journal_mode=WAL")
@@ -153,7 +167,7 @@ try:  # VmHWM: this process's own peak (ru_maxrss keeps the parent's across exec
         rss_mb = int(next(l for l in fh if l.startswith("VmHWM:")).split()[1]) / 1024
 except OSError:
     rss_mb = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
-print(json.dumps({"seconds": seconds, "cpu_s": cpu, "rss_mb": rss_mb, "import_s": imported}))
+print(json.dumps({"seconds": seconds, "cpu_s": cpu, "rss_mb": rss_mb, "import_s": imported, "heads": heads}))
 """
 
 
@@ -179,10 +193,11 @@ print(json.dumps([count, same]))
 """
 
 
-def write_events(transcript: Path, workdir: Path, out: Path) -> tuple[int, bool]:
+def write_events(transcript: Path, workdir: Path, out: Path) -> tuple[int, bool, str | None]:
     """Write, one JSON line each, the events a flightlog import of ``transcript`` records (every session),
-    in a subprocess (the workers' peak RSS must not inherit this process's); return their count and
-    whether the floor's stdlib encoding gives each one's stored bytes."""
+    in a subprocess (the workers' peak RSS must not inherit this process's); return their count, whether
+    the floor's stdlib encoding gives each one's stored bytes, and where the mapped floor's database
+    (``bench/_claude_floor.py``, run here, off the clock) differs from flightlog's (None: nowhere)."""
     db = workdir / "events.db"
     done = subprocess.run(
         [sys.executable, "-c", _EVENTS_WORKER, str(SRC), str(transcript), str(db), str(out)],
@@ -190,10 +205,22 @@ def write_events(transcript: Path, workdir: Path, out: Path) -> tuple[int, bool]
         capture_output=True,
         text=True,
     )
-    for leftover in workdir.glob("events.db*"):
+    mapped = workdir / "mapped-check.db"
+    try:
+        _claude_floor.import_transcript(transcript, mapped)
+        difference = _claude_floor.first_difference(mapped, db)
+    except _claude_floor.NotHandled as exc:
+        difference = f"the mapped floor does not handle this file: {exc}"
+    if difference is None:
+        REFERENCE_HEADS[transcript] = [list(head) for head in _claude_floor.heads(db)]
+    for leftover in [*workdir.glob("events.db*"), *workdir.glob("mapped-check.db*")]:
         leftover.unlink()
     count, same = json.loads(done.stdout.strip().splitlines()[-1])
-    return int(count), bool(same)
+    return int(count), bool(same), difference
+
+
+REFERENCE_HEADS: dict[Path, list[list[Any]]] = {}
+"""Each checked transcript's session heads as flightlog recorded them (a mapped run must give the same)."""
 
 
 def run_side(side: str, transcript: Path, workdir: Path, events: Path | None = None) -> dict[str, float]:
@@ -201,7 +228,17 @@ def run_side(side: str, transcript: Path, workdir: Path, events: Path | None = N
     and peak RSS (MB)."""
     db = workdir / f"{side}-{time.monotonic_ns()}.db"
     out = subprocess.run(
-        [sys.executable, "-c", _WORKER, side, str(transcript), str(db), str(SRC), str(events or "")],
+        [
+            sys.executable,
+            "-c",
+            _WORKER,
+            side,
+            str(transcript),
+            str(db),
+            str(SRC),
+            str(events or ""),
+            str(BENCH),
+        ],
         check=True,
         capture_output=True,
         text=True,
@@ -228,26 +265,32 @@ def json_rows(mb: float, rounds: int) -> list[dict[str, Any]]:
         size = write_transcript(big, int(mb * 1_000_000)) / 1_000_000
         small_size = write_transcript(small, int(mb * 250_000)) / 1_000_000
         events_file = workdir / "events.jsonl"
-        n_events, stdlib_is_jcs = write_events(big, workdir, events_file)
-        ours: list[dict[str, float]] = []
-        floor: list[dict[str, float]] = []
-        same: list[dict[str, float]] = []
+        n_events, stdlib_is_jcs, refused = write_events(big, workdir, events_file)
+        if refused is not None:
+            print(f"  the mapped same-work floor's row is refused: {refused}", file=sys.stderr, flush=True)
+        names = ("flightlog", "floor", "same") + (("mapped",) if refused is None else ())
+        runs: dict[str, list[dict[str, Any]]] = {name: [] for name in names}
         quarter: list[float] = []
         for n in range(rounds):
-            order = ("flightlog", "floor", "same") if n % 2 == 0 else ("same", "floor", "flightlog")
-            for side in order:
-                into = {"flightlog": ours, "floor": floor, "same": same}[side]
-                into.append(run_side(side, big, workdir, events_file))
+            for side in names if n % 2 == 0 else names[::-1]:
+                runs[side].append(run_side(side, big, workdir, events_file))
             quarter.append(run_side("flightlog", small, workdir)["seconds"])
+            if refused is None and runs["mapped"][-1]["heads"] != REFERENCE_HEADS[big]:
+                refused = f"round {n + 1}: its session heads differ from flightlog's"
+                print(
+                    f"  the mapped same-work floor's row is refused: {refused}", file=sys.stderr, flush=True
+                )
             print(
-                f"  round {n + 1}: flightlog {ours[-1]['seconds']:.2f} s, floor {floor[-1]['seconds']:.2f} s, "
-                f"same-work floor {same[-1]['seconds']:.2f} s, {small_size:.1f} MB {quarter[-1]:.2f} s",
+                f"  round {n + 1}: "
+                + ", ".join(f"{side} {runs[side][-1]['seconds']:.2f} s" for side in names)
+                + f", {small_size:.1f} MB {quarter[-1]:.2f} s",
                 file=sys.stderr,
                 flush=True,
             )
+    ours, floor, same = runs["flightlog"], runs["floor"], runs["same"]
     seconds, floor_s = _median([o["seconds"] for o in ours]), _median([f["seconds"] for f in floor])
     same_s = _median([f["seconds"] for f in same])
-    for label, sides, median_s, target, detail in (
+    compared: list[tuple[str, list[dict[str, Any]], float, float | None, str]] = [
         (
             "read + json.loads + one INSERT per line",
             floor,
@@ -265,9 +308,31 @@ def json_rows(mb: float, rounds: int) -> list[dict[str, Any]]:
             f"same-work floor: the {n_events:,} events flightlog records (decoded before the clock starts) "
             f"encoded with the stdlib's sorted compact encoder (RFC 8785 bytes for these events: "
             f"{'checked equal' if stdlib_is_jcs else 'NOT equal, ratio understated'}), sha256 chain hash + "
-            "RFC 9162 leaf hash each, one INSERT each, one transaction, WAL FULL",
+            "RFC 9162 leaf hash each, one INSERT each, one transaction, WAL FULL; no mapping, projection, "
+            "session rows or module loading (weaker than the work)",
         ),
-    ):
+    ]
+    if refused is None:
+        mapped = runs["mapped"]
+        over_floor = [f["seconds"] / m["seconds"] for m, f in zip(mapped, floor, strict=True)]
+        over_floor_cpu = [f["cpu_s"] / m["cpu_s"] for m, f in zip(mapped, floor, strict=True)]
+        compared.append(
+            (
+                "the same work from the file (bench/_claude_floor.py: read + json.loads + the mapping to "
+                "the same events + canonical encoding + chain, leaf and tree hashes + one INSERT per event "
+                "+ session, runs and imports rows)",
+                mapped,
+                _median([m["seconds"] for m in mapped]),
+                None,
+                "same-work floor from the first byte read, plain stdlib, in a fresh process: every event's "
+                "bytes, hashes and time, each session's head and tree root and each runs snapshot checked "
+                "equal to flightlog's (off the clock; each round's heads too); it does less than a general "
+                "importer (no per-value checks), so it bounds from below; this floor over the issue's floor: "
+                f"{_median(over_floor):.3f}x ({min(over_floor):.3f}-{max(over_floor):.3f}), CPU "
+                f"{_median(over_floor_cpu):.3f}x ({min(over_floor_cpu):.3f}-{max(over_floor_cpu):.3f})",
+            )
+        )
+    for label, sides, median_s, target, detail in compared:
         ratios = [f["seconds"] / o["seconds"] for o, f in zip(ours, sides, strict=True)]
         ratio = _median(ratios)
         cpu = _median([f["cpu_s"] / o["cpu_s"] for o, f in zip(ours, sides, strict=True)])

@@ -68,3 +68,91 @@ def test_the_same_work_floor_writes_the_bytes_flightlog_stores(ledger: ModuleTyp
         conn.close()
     assert stored == [canonical_bytes(e) for e in events]
     assert state == "waiting_tool"  # the fold read the wire values: a call requested, not answered
+
+
+# ── bench/_claude_floor.py: the Claude Code import's same-work floor (bench/import_scaling.py) ──
+
+SAMPLE = Path(__file__).resolve().parent / "data" / "samples" / "claude-code" / "spotter_tool_heavy.jsonl"
+
+
+@pytest.fixture(scope="module")
+def claude_floor() -> ModuleType:
+    sys.path.insert(0, str(BENCH))
+    try:
+        return importlib.import_module("_claude_floor")
+    finally:
+        sys.path.remove(str(BENCH))
+
+
+def _flightlog_import(transcript: Path, db: Path) -> None:
+    from flightlog.importers import claude_code, import_file
+    from flightlog.store import SqliteStore
+
+    store = SqliteStore(db)
+    try:
+        import_file(store, transcript, format=claude_code.FORMAT)
+    finally:
+        store.close()
+
+
+def test_the_mapped_floor_records_what_flightlog_records(claude_floor: ModuleType, tmp_path: Path) -> None:
+    import sqlite3
+
+    _flightlog_import(SAMPLE, tmp_path / "flightlog.db")
+    heads = claude_floor.import_transcript(SAMPLE, tmp_path / "floor.db")
+    assert claude_floor.first_difference(tmp_path / "floor.db", tmp_path / "flightlog.db") is None
+    assert [list(h) for h in heads] == [list(h) for h in claude_floor.heads(tmp_path / "flightlog.db")]
+    conn = sqlite3.connect(tmp_path / "floor.db")
+    try:
+        kinds = {kind for (kind,) in conn.execute("SELECT DISTINCT kind FROM events")}
+        sessions = conn.execute("SELECT count(*) FROM sessions").fetchone()[0]
+    finally:
+        conn.close()
+    assert kinds == {
+        "custom", "run_started", "llm_completed", "tool_requested", "tool_completed", "operation_cancelled",
+        "run_terminal",
+    }  # fmt: skip
+    assert sessions == 2  # the main session and its background task's
+
+
+def test_the_check_names_the_first_differing_seq(claude_floor: ModuleType, tmp_path: Path) -> None:
+    import sqlite3
+
+    _flightlog_import(SAMPLE, tmp_path / "flightlog.db")
+    claude_floor.import_transcript(SAMPLE, tmp_path / "floor.db")
+    conn = sqlite3.connect(tmp_path / "floor.db")
+    try:
+        conn.execute("UPDATE events SET event = CAST(replace(CAST(event AS TEXT), 'user', 'User') AS BLOB)"
+                     " WHERE seq >= 19 AND kind = 'operation_cancelled'")  # fmt: skip
+        conn.commit()
+    finally:
+        conn.close()
+    difference = claude_floor.first_difference(tmp_path / "floor.db", tmp_path / "flightlog.db")
+    assert difference is not None and "seq 19 differs (event bytes)" in difference
+
+
+@pytest.mark.parametrize(
+    ("line", "reason"),
+    [
+        ({"type": "system", "subtype": "compact_boundary", "uuid": "x1"}, "a compact boundary"),
+        ({"type": "user", "isSidechain": True, "uuid": "x2", "message": {"content": "hi"}}, "a sidechain"),
+        ({"type": "user", "uuid": "x3", "message": {"content": [{"type": "image"}]}}, "not text"),
+    ],
+)
+def test_a_record_the_floor_does_not_map_raises(
+    claude_floor: ModuleType, tmp_path: Path, line: dict[str, object], reason: str
+) -> None:
+    import json
+
+    transcript = tmp_path / "t.jsonl"
+    lines = SAMPLE.read_text(encoding="utf-8").splitlines()
+    transcript.write_text("\n".join([*lines[:5], json.dumps(line), *lines[5:]]) + "\n", encoding="utf-8")
+    with pytest.raises(claude_floor.NotHandled, match=f"line 6: .*{reason}"):
+        claude_floor.import_transcript(transcript, tmp_path / "floor.db")
+    import sqlite3
+
+    conn = sqlite3.connect(tmp_path / "floor.db")
+    try:
+        assert conn.execute("SELECT count(*) FROM events").fetchone()[0] == 0  # rolled back whole
+    finally:
+        conn.close()
