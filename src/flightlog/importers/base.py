@@ -29,7 +29,7 @@ from contextvars import ContextVar
 from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
-from typing import Any
+from typing import IO, Any
 
 from ..encoding import canonical_bytes, custom_bytes, decode_stored, depth_exceeds
 from ..events import Custom, SessionEvent
@@ -207,6 +207,10 @@ def clean_surrogates(value: Any) -> tuple[Any, int]:
     return fix(value), count
 
 
+_SPOOL_BUFFER = 1 << 18
+"""Bytes an :class:`EventSpool` buffers before writing to its file (reads flush it first)."""
+
+
 class EventSpool(MutableSequence[SessionEvent]):
     """An importer's events kept on disk, as their RFC 8785 canonical bytes in an anonymous temporary file
     (deleted when closed or collected), so an import's memory does not grow with the transcript: only the
@@ -216,7 +220,9 @@ class EventSpool(MutableSequence[SessionEvent]):
     setting, inserting or deleting an item raises ``TypeError``."""
 
     def __init__(self) -> None:
-        self._file = tempfile.TemporaryFile()  # noqa: SIM115 - lives as long as the spool; see close()
+        # It lives as long as the spool (see close()). A 256 KiB buffer: appends of ~1 KB events reach the
+        # file in 256 KiB writes instead of 8 KiB ones (-0.9 us an event, issue 19)
+        self._file: IO[bytes] = tempfile.TemporaryFile("w+b", buffering=_SPOOL_BUFFER)  # noqa: SIM115
         # closed with the spool when it is collected (an importer may drop a builder it replaced)
         self._finalizer = weakref.finalize(self, self._file.close)
         self._offsets = array("q", [0])

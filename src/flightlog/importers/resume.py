@@ -62,6 +62,14 @@ class RunIndex:
                     found.setdefault(session_id, []).append(run_id)
         return found
 
+    def is_empty(self, store: Store) -> bool:
+        """Whether the store holds no Claude Code session, or the index (once loaded) no run: then
+        :meth:`sessions_with` finds nothing whatever the run ids. Stops at the first such session; the
+        index itself is loaded only by :meth:`sessions_with`."""
+        if self._runs is None and not any(record.source == SOURCE for record in store.list_sessions()):
+            self._runs = {}
+        return self._runs is not None and not self._runs
+
     def runs_of(self, store: Store, session_id: str) -> set[str]:
         """The run ids the index holds for ``session_id``."""
         return {run_id for run_id, holders in self._load(store).items() if session_id in holders}
@@ -118,10 +126,13 @@ def recorded_runs(
     """
     if existing:
         return _frozen(store, existing)
+    index = index or RunIndex()
+    if index.is_empty(store):  # no stored session starts a run: nothing to look up (no decode of the runs)
+        return {}
     run_ids = {run_id for s in sessions for run_id in run_ids_of(s)}
     if not run_ids:
         return {}
-    candidates = (index or RunIndex()).sessions_with(store, run_ids, [s.key for s in sessions])
+    candidates = index.sessions_with(store, run_ids, [s.key for s in sessions])
     return _trusted(store, candidates, warnings, path)
 
 
