@@ -203,14 +203,35 @@ class _Ledger:
         now = time.time_ns() // 1_000_000
         self.conn.execute(
             "INSERT INTO sessions VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
-            (self.session_id, meta["task"], status, "import:claude-code", self.first_at, now, self.seq - 1,
-             self.prev, self.root(), parent, json.dumps(meta["metadata"], sort_keys=True)),
-        )  # fmt: skip
+            (
+                self.session_id,
+                meta["task"],
+                status,
+                "import:claude-code",
+                self.first_at,
+                now,
+                self.seq - 1,
+                self.prev,
+                self.root(),
+                parent,
+                json.dumps(meta["metadata"], sort_keys=True),
+            ),
+        )
         self.conn.execute(
             "INSERT INTO runs VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
-            (self.session_id, parent, source, state, None, self.at, self.seq - 1, status, _COMPACT(snapshot),
-             _COMPACT({"v": 3, "session": fold_row})),
-        )  # fmt: skip
+            (
+                self.session_id,
+                parent,
+                source,
+                state,
+                None,
+                self.at,
+                self.seq - 1,
+                status,
+                _COMPACT(snapshot),
+                _COMPACT({"v": 3, "session": fold_row}),
+            ),
+        )
 
 
 class _Mapper:
@@ -226,6 +247,7 @@ class _Mapper:
         self.metadata: dict[str, str] = {}
         self.seen: set[str] = set()
         self.at: int | None = None
+        self.record_at: int | None = None  # the time of the record being handled
         self.line = 0
         self.task: str | None = None
         self.turn = self.count = self.last_core = 0
@@ -233,7 +255,7 @@ class _Mapper:
         self.run: list[Any] | None = None  # [run_id, turns, tokens, interrupted, last_called_tools]
         self.completion: dict[str, Any] | None = None
         self.closed: set[str] = set()
-        self.deferred: list[tuple[int, dict[str, Any], str]] = []
+        self.deferred: list[tuple[int, dict[str, Any], str, int | None]] = []
         self.calls: dict[str, tuple[str, int, Any]] = {}  # call id → (name, turn, input)
         self.answered: set[str] = set()
         self.pending: dict[str, None] = {}
@@ -267,13 +289,14 @@ class _Mapper:
         kind = self.classify(line, record)
         if self.completion is not None:
             if kind == "assistant" and self.key(record) == self.completion["key"]:
+                self.record_at = at
                 self.merge(record)
                 return
             if kind in _DEFERRED:
-                self.deferred.append((line, record, kind))
+                self.deferred.append((line, record, kind, at))
                 return
             self.close_completion()
-        self.handle(line, record, kind)
+        self.handle(line, record, kind, at)
 
     def classify(self, line: int, record: dict[str, Any]) -> str:
         rtype = record.get("type")
@@ -307,8 +330,10 @@ class _Mapper:
             return "local"
         return "prompt"
 
-    def handle(self, line: int, record: dict[str, Any], kind: str) -> None:
-        self.at = _ms(record.get("timestamp")) or self.at
+    def handle(self, line: int, record: dict[str, Any], kind: str, at: int | None) -> None:
+        """Dispatch a record; ``at``: its ``timestamp`` as epoch ms (parsed once, in :meth:`feed`)."""
+        self.record_at = at
+        self.at = at or self.at
         if kind == "prompt":
             self.on_prompt(line, record)
         elif kind == "assistant":
@@ -362,8 +387,17 @@ class _Mapper:
         if any(block.get("type") != "text" for block in blocks):
             raise NotHandled(f"line {line}: a prompt with a block that is not text")
         run_id, goal = _str(record.get("uuid")) or f"line-{line}", _text(blocks)
-        self.emit("run_started", {"agent_id": None, "criteria": [], "goal": goal, "kind": "run_started",
-                                  "run_id": run_id, "system_prompt": None})  # fmt: skip
+        self.emit(
+            "run_started",
+            {
+                "agent_id": None,
+                "criteria": [],
+                "goal": goal,
+                "kind": "run_started",
+                "run_id": run_id,
+                "system_prompt": None,
+            },
+        )
         self.core()
         fold = self.fold
         fold.phase, fold.stopping, fold.tools, fold.open_steps = "open", False, [], 0
@@ -380,8 +414,12 @@ class _Mapper:
         run, self.run = self.run, None
         if run is None:
             return
-        wire = {"kind": "run_terminal", "reason": "aborted" if run[3] else reason, "total_tokens": run[2],
-                "turns_used": run[1]}  # fmt: skip
+        wire = {
+            "kind": "run_terminal",
+            "reason": "aborted" if run[3] else reason,
+            "total_tokens": run[2],
+            "turns_used": run[1],
+        }
         self.emit("run_terminal", wire)
         fold = self.fold
         fold.closed_tokens = (fold.closed_tokens or 0) + run[2]
@@ -391,8 +429,16 @@ class _Mapper:
     def on_interrupt(self, line: int, record: dict[str, Any]) -> None:
         pending = list(self.pending)
         operation = self.run[0] if self.run else (_str(record.get("uuid")) or f"line-{line}")
-        self.emit("operation_cancelled", {"kind": "operation_cancelled", "operation_id": operation,
-                                          "pending_call_ids": pending, "reason": "user", "turn": self.turn})  # fmt: skip
+        self.emit(
+            "operation_cancelled",
+            {
+                "kind": "operation_cancelled",
+                "operation_id": operation,
+                "pending_call_ids": pending,
+                "reason": "user",
+                "turn": self.turn,
+            },
+        )
         fold = self.fold
         fold.stopping = fold.phase == "open"
         fold.tools = [t for t in fold.tools if t not in pending]
@@ -408,8 +454,15 @@ class _Mapper:
         key = self.key(record)
         if key in self.closed:
             raise NotHandled(f"line {line}: a late line of completion {key}")
-        self.completion = {"key": key, "line": line, "model": None, "blocks": [], "uuids": [], "usage": None,
-                           "at": None}  # fmt: skip
+        self.completion = {
+            "key": key,
+            "line": line,
+            "model": None,
+            "blocks": [],
+            "uuids": [],
+            "usage": None,
+            "at": None,
+        }
         self.merge(record)
 
     def merge(self, record: dict[str, Any]) -> None:
@@ -418,7 +471,7 @@ class _Mapper:
         completion["blocks"].extend(_blocks(message.get("content")))
         completion["model"] = completion["model"] or _str(message.get("model")) or None
         completion["usage"] = message.get("usage") or completion["usage"]
-        completion["at"] = _ms(record.get("timestamp")) or completion["at"]
+        completion["at"] = self.record_at or completion["at"]
         if type(record.get("uuid")) is str:
             completion["uuids"].append(record["uuid"])
 
@@ -447,8 +500,11 @@ class _Mapper:
         message: dict[str, Any] = {"content": parts, "role": "assistant"}
         if calls:
             message["tool_calls"] = calls
-        replay: dict[str, Any] = {"native_blocks": completion["blocks"], "protocol": "anthropic.messages",
-                                  "provider": "anthropic"}  # fmt: skip
+        replay: dict[str, Any] = {
+            "native_blocks": completion["blocks"],
+            "protocol": "anthropic.messages",
+            "provider": "anthropic",
+        }
         if completion["model"] is not None:
             replay["model"] = completion["model"]
         wire = {"kind": "llm_completed", "message": message, "provider_replay": replay, "turn": self.turn}
@@ -469,8 +525,8 @@ class _Mapper:
         for uuid in completion["uuids"]:
             self.hist[uuid] = self.count
         deferred, self.deferred = self.deferred, []
-        for line, record, kind in deferred:
-            self.handle(line, record, kind)
+        for line, record, kind, at in deferred:
+            self.handle(line, record, kind, at)
 
     def call(self, line: int, block: dict[str, Any]) -> dict[str, str]:
         call_id, name = _str(block.get("id")), _str(block.get("name"))
@@ -532,8 +588,14 @@ class _Mapper:
         else:
             raise NotHandled("a file whose last run was closed before its end")
         key = self.ledger.session_id
-        metadata = {"sessionId": self.session_id, **self.metadata, **self.provenance, "incremental": True,
-                    "source_times": True, "created_from": "source"}  # fmt: skip
+        metadata = {
+            "sessionId": self.session_id,
+            **self.metadata,
+            **self.provenance,
+            "incremental": True,
+            "source_times": True,
+            "created_from": "source",
+        }
         sessions = [
             (
                 self.ledger,
@@ -548,15 +610,34 @@ class _Mapper:
             if at is None:
                 raise NotHandled(f"task {task_id}: no time")
             ledger = _Ledger(self.conn, child, _header(self.provenance, child), at)
-            ledger.add("run_started", ENCODE({"agent_id": None, "criteria": [], "goal": command,
-                                              "kind": "run_started", "run_id": child, "system_prompt": None}).encode(),
-                       at)  # fmt: skip
+            ledger.add(
+                "run_started",
+                ENCODE(
+                    {
+                        "agent_id": None,
+                        "criteria": [],
+                        "goal": command,
+                        "kind": "run_started",
+                        "run_id": child,
+                        "system_prompt": None,
+                    }
+                ).encode(),
+                at,
+            )
             fold = _Fold()
             fold.phase = "open"
             description = arguments.get("description")
-            meta = {"run_source": "task", "task_id": task_id, "command": command, "started_by": call_id,
-                    **({"description": description} if type(description) is str else {}), **self.provenance,
-                    "incremental": True, "source_times": True, "created_from": "source"}  # fmt: skip
+            meta = {
+                "run_source": "task",
+                "task_id": task_id,
+                "command": command,
+                "started_by": call_id,
+                **({"description": description} if type(description) is str else {}),
+                **self.provenance,
+                "incremental": True,
+                "source_times": True,
+                "created_from": "source",
+            }
             task = (description if type(description) is str else command)[:200]
             sessions.append(
                 (
@@ -599,8 +680,13 @@ def import_transcript(transcript: Path, db: Path) -> list[tuple[str, int, str, s
         while chunk := fh.read(1 << 20):
             digest.update(chunk)
             size += len(chunk)
-    provenance = {"format": "claude-code", "importer_version": "1", "source_sha256": digest.hexdigest(),
-                  "source_name": transcript.name, "size_bytes": size}  # fmt: skip
+    provenance = {
+        "format": "claude-code",
+        "importer_version": "1",
+        "source_sha256": digest.hexdigest(),
+        "source_name": transcript.name,
+        "size_bytes": size,
+    }
     conn = sqlite3.connect(db, isolation_level=None)
     try:
         conn.execute("PRAGMA journal_mode=WAL")
