@@ -156,3 +156,30 @@ def test_a_record_the_floor_does_not_map_raises(
         assert conn.execute("SELECT count(*) FROM events").fetchone()[0] == 0  # rolled back whole
     finally:
         conn.close()
+
+
+@pytest.fixture(scope="module")
+def import_scaling() -> ModuleType:
+    sys.path.insert(0, str(BENCH))  # import_scaling.py imports its siblings _tree and _claude_floor
+    try:
+        return importlib.import_module("import_scaling")
+    finally:
+        sys.path.remove(str(BENCH))
+
+
+def test_the_bench_prints_the_mapped_floor_s_row_when_it_matches(import_scaling: ModuleType) -> None:
+    rows = import_scaling.json_rows(0.05, 1)
+    assert any("the same work from the file" in row["path"] for row in rows)
+
+
+def test_the_bench_refuses_the_mapped_floor_s_row_when_it_differs(
+    import_scaling: ModuleType, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    monkeypatch.setattr(
+        import_scaling._claude_floor,
+        "first_difference",
+        lambda *_: "claude-code:s: seq 3 differs (event bytes)",
+    )
+    rows = import_scaling.json_rows(0.05, 1)
+    assert not any("the same work from the file" in row["path"] for row in rows)
+    assert "row is refused: claude-code:s: seq 3 differs (event bytes)" in capsys.readouterr().err
