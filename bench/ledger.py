@@ -1,12 +1,12 @@
 """Ledger benchmarks: flightlog against raw floors measured in the same run, on the same machine.
 
-Run ``python bench/ledger.py [--turns 10000] [--appends 2000] [--quick] [--json] [--profile]``.
+Run ``python bench/ledger.py [--turns 10000] [--appends 2000] [--quick] [--json] [--profile] [--no-io]``.
 
 Every flightlog number is printed next to a *floor*: the least work any correct implementation of the
 same guarantee must do, written directly against ``sqlite3``/``hashlib``/``json`` and measured in this
-process side by side with it (appends alternate 50-event blocks between flightlog and floor; verify and
-replay rotate the order every round and report the median), so both see the same disk, CPU and
-neighbours. Ratios are always ``flightlog throughput / floor throughput`` (1.0 = as fast as the floor;
+process side by side with it (appends alternate 10-event blocks between flightlog and its floors, the
+order rotating every block; verify and replay rotate the order every round and report the median), so
+both see the same disk, CPU and neighbours. Ratios are always ``flightlog throughput / floor throughput`` (1.0 = as fast as the floor;
 higher is better), so they carry over between machines far better than absolute numbers do.
 
 Workload: a synthetic but realistic agent session. One turn is four events: ``checkpoint_taken``,
@@ -24,7 +24,13 @@ exercised). A session of N turns starts with ``run_started`` and holds 4N + 1 ev
    leaf and tree head, the epoch check, the session-row update) shows up in the ratio. At FULL the fsync
    dominates, so the ratio shows whether the overhead matters for durable writes; the same pair at
    ``synchronous=NORMAL`` (no fsync per commit) exposes the pure CPU overhead, and ``append_many`` of 10
-   events per transaction against a raw ``executemany`` of 10 shows the batched path.
+   events per transaction against a raw ``executemany`` of 10 shows the batched path. Each row also
+   prints the paired ratio (windows of 50 events that ran interleaved, so both sides saw the same disk:
+   median and quartiles). The FULL rows add two things that do not move with the disk's speed: the I/O
+   per commit of each side, counted with ``strace`` in a child process per side (syncs, WAL frames and
+   bytes, pages checkpointed; ``--no-io`` skips it), and each side's time per event split into COMMIT
+   (timed by the floors; flightlog's I/O is the same-work floor's) and the rest, which gives the COMMIT
+   time at which flightlog, and the same-work floor, would reach the row's target.
 2. **Verify MB/s.** ``verify_session(store, sid, decode=False)`` and ``decode=True`` over an N-turn
    session, against ``hashlib.sha256`` throughput over the same payloads already in memory (one
    ``sha256(payload)`` per event in a loop): the speed of the one primitive verification cannot avoid.
@@ -60,10 +66,12 @@ import os
 import platform
 import pstats
 import random
+import re
 import shutil
 import sqlite3
 import statistics
 import struct
+import subprocess
 import sys
 import tempfile
 import time
@@ -116,7 +124,8 @@ CREATE TABLE IF NOT EXISTS events (
 )
 """
 _WARMUP = 20  # appends made before the clock starts, on both sides
-_BLOCK = 50  # events per side before the paired append benchmarks switch sides
+_BLOCK = 50  # events per side before the breakdown's writers switch sides
+_APPEND_BLOCK = 10  # events per side before the paired append benchmarks switch sides
 
 
 def _log(message: str) -> None:
@@ -248,6 +257,8 @@ class Report:
     profiles: dict[str, list[dict[str, Any]]] = field(default_factory=dict)
     breakdown: list[dict[str, Any]] = field(default_factory=list)
     disk: dict[str, Any] = field(default_factory=dict)
+    io: dict[str, dict[str, Any]] = field(default_factory=dict)  # append row name -> io_accounting()
+    commits: dict[str, dict[str, float]] = field(default_factory=dict)  # append row name -> commit_split()
 
 
 def _projectors() -> int:
@@ -343,6 +354,7 @@ class FloorWriter:
         self.conn.execute(f"PRAGMA synchronous = {synchronous}")
         self.conn.execute(_RAW_DDL)
         self.prev, self.seq = "GENESIS", 0
+        self.commit_s = 0.0  # seconds spent in COMMIT (the WAL write and, at FULL, the sync)
 
     def write(self, chunk: Sequence[tuple[str, bytes]]) -> None:
         stamp = time.time_ns() // 1_000_000
@@ -357,7 +369,9 @@ class FloorWriter:
             self.conn.execute(_INSERT, params[0])
         else:
             self.conn.executemany(_INSERT, params)
+        start = time.perf_counter()
         self.conn.execute("COMMIT")
+        self.commit_s += time.perf_counter() - start
         self.prev, self.seq = prev, seq
 
     def close(self) -> None:
@@ -422,6 +436,7 @@ class SameWorkWriter:
         self.conn.execute(f"PRAGMA synchronous = {synchronous}")
         self.conn.executescript(_SAME_WORK_DDL)
         self.prev, self.seq, self.tree, self.state = "GENESIS", 0, _RawTree(), "pending"
+        self.commit_s = 0.0  # seconds spent in COMMIT (the WAL write and, at FULL, the sync)
         self.fold: dict[str, Any] = {"first_at_ms": None, "last_at_ms": None, "last_seq": -1}
         self.fold |= {"awaiting_model": False, "open_steps": 0, "tools": [], "phase": "none"}
 
@@ -471,7 +486,9 @@ class SameWorkWriter:
                 conn.execute(_SAME_WORK_RUN, moved)
             else:
                 conn.execute(_SAME_WORK_RUN_STATE, (state, *moved))
+            start = time.perf_counter()
             conn.execute("COMMIT")
+            self.commit_s += time.perf_counter() - start
         except BaseException:
             conn.execute("ROLLBACK")
             raise
@@ -502,24 +519,56 @@ def _fold(fold: dict[str, Any], seq: int, at_ms: int, wire: dict[str, Any]) -> N
         fold["tools"] = [t for t in fold["tools"] if t not in done]
 
 
-def interleave(sides: Sequence[tuple[Callable[[Any], Any], Sequence[Any]]], block: int) -> list[float]:
-    """Seconds each side spends calling its function on its items, run side by side in blocks.
+def interleave_blocks(
+    sides: Sequence[tuple[Callable[[Any], Any], Sequence[Any]]], block: int
+) -> list[list[float]]:
+    """Seconds each side spends calling its function on each block of its items, run side by side.
 
     All sides have the same number of items. Blocks of ``block`` items go to each side in turn, and the
     order of the sides rotates every block, so every side sees the same fsync latency, page cache and CPU
     contention even on a noisy machine (a sequential A-then-B run can differ by 2x on a shared VM for
-    reasons of its own).
+    reasons of its own). Returns one list per side, one time per block: block ``k`` of every side ran
+    within the same few milliseconds, so ``times[a][k] / times[b][k]`` is a ratio paired in time.
     """
-    elapsed = [0.0] * len(sides)
+    times: list[list[float]] = [[] for _ in sides]
     order = list(range(len(sides)))
+    clock = time.perf_counter
     for n, first in enumerate(range(0, len(sides[0][1]), block)):
         for index in order[n % len(order) :] + order[: n % len(order)]:
             fn, items = sides[index]
-            start = time.perf_counter()
+            start = clock()
             for item in items[first : first + block]:
                 fn(item)
-            elapsed[index] += time.perf_counter() - start
-    return elapsed
+            times[index].append(clock() - start)
+    return times
+
+
+def interleave(sides: Sequence[tuple[Callable[[Any], Any], Sequence[Any]]], block: int) -> list[float]:
+    """Total seconds of each side over :func:`interleave_blocks`."""
+    return [sum(t) for t in interleave_blocks(sides, block)]
+
+
+def _quartiles(values: Sequence[float]) -> tuple[float, float, float]:
+    """(lower quartile, median, upper quartile) of ``values`` (at least one)."""
+    if len(values) < 2:
+        return values[0], values[0], values[0]
+    low, mid, high = statistics.quantiles(values, n=4, method="inclusive")
+    return low, mid, high
+
+
+@dataclass
+class PairedRound:
+    """One round of :func:`paired_appends`: events/s of each side and the time of each side's blocks."""
+
+    flightlog: float
+    floor: float
+    same: float
+    blocks: list[list[float]]
+    """Seconds per block: flightlog's, the floor's, the same work's (block k of each side paired in time)."""
+    floor_commit_s: float = 0.0
+    """Seconds the issue's floor spent in COMMIT over the timed appends."""
+    same_commit_s: float = 0.0
+    """Seconds the same-work floor spent in COMMIT over the timed appends."""
 
 
 def paired_appends(
@@ -531,10 +580,10 @@ def paired_appends(
     synchronous: str,
     batch: int,
     tag: str,
-) -> tuple[float, float, float]:
-    """(flightlog, floor, same-work floor) in events/s, measured side by side (:func:`interleave`) on fresh
-    files: ``Recorder.append``/``append_many``, the issue's floor (:class:`FloorWriter`) and the same-work
-    floor (:class:`SameWorkWriter`)."""
+) -> PairedRound:
+    """flightlog, the issue's floor and the same-work floor measured side by side
+    (:func:`interleave_blocks`, blocks of :data:`_APPEND_BLOCK` events) on fresh files:
+    ``Recorder.append``/``append_many``, :class:`FloorWriter` and :class:`SameWorkWriter`."""
     paths = (workdir / f"{tag}-flightlog.db", workdir / f"{tag}-floor.db", workdir / f"{tag}-same.db")
     mine, floor = FlightlogWriter(paths[0], synchronous), FloorWriter(paths[1], synchronous)
     same = SameWorkWriter(paths[2], synchronous)
@@ -544,13 +593,14 @@ def paired_appends(
             floor.write(rows[i : i + 1])
             same.write(wires[i : i + 1])
         timed = len(events) - _WARMUP
-        elapsed = interleave(
+        floor.commit_s = same.commit_s = 0.0
+        blocks = interleave_blocks(
             [
                 (mine.write, list(_chunks(events[_WARMUP:], batch))),
                 (floor.write, list(_chunks(rows[_WARMUP:], batch))),
                 (same.write, list(_chunks(wires[_WARMUP:], batch))),
             ],
-            max(_BLOCK // batch, 1),
+            max(_APPEND_BLOCK // batch, 1),
         )
     finally:
         mine.close()
@@ -558,10 +608,77 @@ def paired_appends(
         same.close()
         for path in paths:
             _remove_db(path)
-    return timed / elapsed[0], timed / elapsed[1], timed / elapsed[2]
+    elapsed = [sum(t) for t in blocks]
+    return PairedRound(
+        timed / elapsed[0], timed / elapsed[1], timed / elapsed[2], blocks, floor.commit_s, same.commit_s
+    )
 
 
-def bench_appends(report: Report, workdir: Path, workload: Workload, appends: int, rounds: int) -> None:
+def commit_split(samples: Sequence[PairedRound], events: int, target: float) -> dict[str, float]:
+    """Each side's µs per event split into its COMMIT (WAL write + sync) and the rest, over every round.
+
+    The floors time their own ``COMMIT``. flightlog's is taken as the same-work floor's: the same syncs,
+    WAL frames and bytes per commit (:func:`io_accounting` counts them) in the same blocks. ``sync_to_meet``
+    is the COMMIT time at which flightlog's ratio reaches ``target`` with these CPU parts
+    (``(S + R_floor) / (S + R_flightlog) >= target``, taking the floor's COMMIT as the same-work's:
+    its two frames fewer make it a little shorter, so the true figure is a little higher), and
+    ``same_sync_to_meet`` the same for the same-work floor: below it, a ratio under the target says the
+    disk is too fast for the guarantees' CPU, not that flightlog's I/O is heavier."""
+    n = events * len(samples)
+    mine = sum(sum(s.blocks[0]) for s in samples) / n * 1e6
+    floor = sum(sum(s.blocks[1]) for s in samples) / n * 1e6
+    same = sum(sum(s.blocks[2]) for s in samples) / n * 1e6
+    floor_commit = sum(s.floor_commit_s for s in samples) / n * 1e6
+    same_commit = sum(s.same_commit_s for s in samples) / n * 1e6
+    rest = {"flightlog": mine - same_commit, "same work": same - same_commit, "floor": floor - floor_commit}
+
+    def meets(r: float) -> float:
+        return max(0.0, (target * r - rest["floor"]) / (1 - target))
+
+    return {
+        "floor_commit_us": floor_commit,
+        "same_commit_us": same_commit,
+        **{f"{side}_rest_us": value for side, value in rest.items()},
+        "sync_to_meet_us": meets(rest["flightlog"]),
+        "same_sync_to_meet_us": meets(rest["same work"]),
+    }
+
+
+def commit_text(split: dict[str, float], target: float) -> str:
+    """One line of :func:`commit_split`."""
+    return (
+        f"per event: COMMIT (WAL write + sync) {split['same_commit_us']:,.0f} µs on the same-work floor "
+        f"(flightlog's I/O is the same), {split['floor_commit_us']:,.0f} µs on the floor; the rest "
+        f"flightlog {split['flightlog_rest_us']:,.0f} µs, same work {split['same work_rest_us']:,.0f} µs, "
+        f"floor {split['floor_rest_us']:,.0f} µs: flightlog reaches {target:g}x when a COMMIT takes >= "
+        f"{split['sync_to_meet_us']:,.0f} µs, the same-work floor when >= {split['same_sync_to_meet_us']:,.0f} µs"
+    )
+
+
+_PAIRED_WINDOW = 5
+"""Consecutive blocks of :data:`_APPEND_BLOCK` events summed into one paired ratio (:func:`_paired_note`)."""
+
+
+def _paired_note(samples: Sequence[PairedRound], mine: int, floor: int) -> str:
+    """The paired ratio: ``floor time / flightlog time`` over windows of :data:`_PAIRED_WINDOW` blocks that
+    ran interleaved within the same fraction of a second, so both sides of a window saw the same disk;
+    its median and quartiles over every window of every round."""
+    ratios = []
+    for s in samples:
+        for k in range(0, len(s.blocks[mine]), _PAIRED_WINDOW):
+            spent = sum(s.blocks[mine][k : k + _PAIRED_WINDOW])
+            if spent > 0:
+                ratios.append(sum(s.blocks[floor][k : k + _PAIRED_WINDOW]) / spent)
+    low, mid, high = _quartiles(ratios)
+    return (
+        f"paired windows of {_APPEND_BLOCK * _PAIRED_WINDOW} events: median {mid:.2f}x, "
+        f"quartiles {low:.2f}-{high:.2f}x over {len(ratios)}"
+    )
+
+
+def bench_appends(
+    report: Report, workdir: Path, workload: Workload, appends: int, rounds: int, *, io: bool = True
+) -> None:
     events = workload.events(appends + _WARMUP)
     rows = [(e.kind, canonical_bytes(e)) for e in events]
     wires = [e.to_wire() for e in events]  # the same-work floor's input: plain values, encoded in its append
@@ -581,7 +698,9 @@ def bench_appends(report: Report, workdir: Path, workload: Workload, appends: in
                 )
             )
         # Every round times the same number of events on every side: the harmonic mean is total/total.
-        mine, floor, same = (statistics.harmonic_mean([s[i] for s in samples]) for i in range(3))
+        mine = statistics.harmonic_mean([s.flightlog for s in samples])
+        floor = statistics.harmonic_mean([s.floor for s in samples])
+        same = statistics.harmonic_mean([s.same for s in samples])
         report.results.append(
             Result(
                 "appends",
@@ -592,7 +711,8 @@ def bench_appends(report: Report, workdir: Path, workload: Workload, appends: in
                 f"raw sqlite3 INSERT{'' if batch == 1 else ' x10'}+COMMIT, 1 sha256/row",
                 mine / floor,
                 target,
-                rounds=[round(s[0] / s[1], 3) for s in samples],
+                note=_paired_note(samples, 0, 1),
+                rounds=[round(s.flightlog / s.floor, 3) for s in samples],
             )
         )
         report.results.append(
@@ -604,10 +724,137 @@ def bench_appends(report: Report, workdir: Path, workload: Workload, appends: in
                 same,
                 SAME_WORK_APPEND,
                 mine / same,
-                rounds=[round(s[0] / s[2], 3) for s in samples],
-                note=f"the same-work floor itself runs at {same / floor:.2f}x the issue's floor",
+                rounds=[round(s.flightlog / s.same, 3) for s in samples],
+                note=f"the same-work floor itself runs at {same / floor:.2f}x the issue's floor "
+                f"({_paired_note(samples, 2, 1)}); flightlog ÷ same work: {_paired_note(samples, 0, 2)}",
             )
         )
+        if synchronous == "FULL" and target is not None:
+            report.commits[name] = commit_split(samples, len(events) - _WARMUP, target)
+        if io and synchronous == "FULL":
+            _log(f"appends: {name}: I/O per commit (strace)")
+            report.io[name] = io_accounting(synchronous, batch, appends)
+
+
+# ─── I/O per commit (strace) ──────────────────────────────────────────────────────────────────
+
+_IO_SIDES = ("flightlog", "same work", "floor")
+_IO_MARK = "/nonexistent/flightlog-bench-io-mark-"
+_IO_CALLS = "trace=fsync,fdatasync,pwrite64,write,openat"
+_IO_LINE = re.compile(r"^(?:\d+ +)?(\w+)\((\d+)<([^>]*)>.*\) = (-?\d+)")
+
+
+def _io_mark(name: str) -> None:
+    """A system call strace shows and nothing else makes: the failed open of a path that cannot exist."""
+    try:
+        os.close(os.open(_IO_MARK + name, os.O_RDONLY))
+    except FileNotFoundError:
+        return
+    raise RuntimeError(f"{_IO_MARK}{name} exists; the I/O accounting uses it as a marker")
+
+
+def io_child(side: str, synchronous: str, batch: int, appends: int) -> None:
+    """The process :func:`io_accounting` runs under strace: ``appends`` events appended by ``side``'s writer
+    (batches of ``batch``) after :data:`_WARMUP` single appends and a WAL checkpoint, between two marks."""
+    events = Workload(7).events(appends + _WARMUP)
+    workdir = Path(tempfile.mkdtemp(prefix="flightlog-bench-io-"))
+    path = workdir / "io.db"
+    try:
+        writer: FlightlogWriter | FloorWriter | SameWorkWriter
+        items: Sequence[Any]
+        if side == "flightlog":
+            writer, items = FlightlogWriter(path, synchronous), events
+        elif side == "floor":
+            writer, items = FloorWriter(path, synchronous), [(e.kind, canonical_bytes(e)) for e in events]
+        else:
+            writer, items = SameWorkWriter(path, synchronous), [e.to_wire() for e in events]
+        for i in range(_WARMUP):
+            writer.write(items[i : i + 1])
+        # Start from an empty WAL on every side: the schema's own pages are not the appends' to copy.
+        conn = sqlite3.connect(path, isolation_level=None)
+        try:
+            busy = conn.execute("PRAGMA wal_checkpoint(TRUNCATE)").fetchone()[0]
+        finally:
+            conn.close()
+        if busy:
+            raise RuntimeError(f"{side}: the WAL checkpoint before the counted appends was blocked")
+        _io_mark("begin")
+        for chunk in _chunks(items[_WARMUP:], batch):
+            writer.write(chunk)
+        _io_mark("end")
+        writer.close()
+    finally:
+        shutil.rmtree(workdir, ignore_errors=True)
+
+
+def parse_strace(lines: Iterable[str], commits: int) -> dict[str, float]:
+    """Per-commit I/O between the two marks of an ``strace -f -y`` log of :func:`io_child`: syncs
+    (``fsync``/``fdatasync`` of any file), WAL syncs, WAL frames (SQLite writes each frame's 24-byte header
+    and its page in two writes), WAL bytes, and main-file pages and bytes (the checkpoints' copies).
+
+    Raises:
+        RuntimeError: the log lacks a mark, or a counted call's line cannot be read (an interrupted call).
+    """
+    counts = dict.fromkeys(("syncs", "wal_syncs", "wal_frames", "wal_bytes", "db_writes", "db_bytes"), 0)
+    inside = seen = False
+    for line in lines:
+        if _IO_MARK in line:
+            inside, seen = line.split(_IO_MARK, 1)[1].startswith("begin"), True
+            continue
+        if not inside or "openat(" in line:
+            continue
+        found = _IO_LINE.match(line)
+        if found is None:
+            raise RuntimeError(f"strace line not understood: {line.strip()[:200]}")
+        call, _, target, result = found.groups()
+        wal = target.endswith("-wal")
+        if call in ("fsync", "fdatasync"):
+            counts["syncs"] += 1
+            counts["wal_syncs"] += wal
+        elif wal:
+            counts["wal_bytes"] += int(result)
+            counts["wal_frames"] += int(result) == 24
+        elif target.endswith(".db"):
+            counts["db_writes"] += 1
+            counts["db_bytes"] += int(result)
+    if not seen or inside:
+        raise RuntimeError("strace log without both I/O marks")
+    return {key: value / commits for key, value in counts.items()}
+
+
+def io_accounting(synchronous: str, batch: int, appends: int) -> dict[str, Any]:
+    """I/O per commit of each side (flightlog, the same-work floor, the issue's floor) appending the same
+    ``appends`` events in batches of ``batch``, counted with ``strace`` in a child process per side
+    (:func:`io_child`): counts, not times, so they do not move with the disk's speed. Returns
+    ``{"commits": n, side: {...per commit...}}``, or ``{"skipped": reason}`` without strace."""
+    if shutil.which("strace") is None:
+        return {"skipped": "strace is not on PATH"}
+    commits = len(range(0, appends, batch))
+    out: dict[str, Any] = {"commits": commits}
+    with tempfile.TemporaryDirectory(prefix="flightlog-bench-strace-") as tmp:
+        for side in _IO_SIDES:
+            log = Path(tmp) / f"{side}.strace"
+            command = [
+                "strace", "-f", "-qq", "-y", "-e", _IO_CALLS, "-o", str(log),
+                sys.executable, __file__, "--io-child", side, "--io-sync", synchronous,
+                "--io-batch", str(batch), "--appends", str(appends), "--src", str(_SRC),
+            ]  # fmt: skip
+            subprocess.run(command, check=True, stdout=subprocess.DEVNULL)
+            with log.open(encoding="utf-8", errors="replace") as lines:
+                out[side] = parse_strace(lines, commits)
+    return out
+
+
+def io_text(io: dict[str, Any]) -> str:
+    """One line: syncs, WAL frames and WAL KB per commit of each side."""
+    if "skipped" in io:
+        return f"I/O per commit not counted ({io['skipped']})"
+    sides = "; ".join(
+        f"{side} {io[side]['syncs']:.2f} syncs, {io[side]['wal_frames']:.2f} WAL frames "
+        f"({io[side]['wal_bytes'] / 1000:.1f} KB), {io[side]['db_writes']:.2f} pages checkpointed"
+        for side in _IO_SIDES
+    )
+    return f"I/O per commit (strace, {io['commits']} commits): {sides}"
 
 
 def _remove_db(path: Path) -> None:
@@ -1231,6 +1478,11 @@ def render(report: Report) -> str:
             f"\ndisk: {d['db_bytes'] / d['events']:,.0f} B/event for {d['payload_bytes'] / d['events']:,.0f} B "
             f"of payload = {d['ratio']:.3f}x (target <= {DISK_TARGET}x); the minimal table: {d['floor_ratio']:.3f}x"
         )
+    for r in report.results:
+        if r.section == "appends" and r.target is not None and r.name in report.commits:
+            out.append(f"\n{r.name}: {commit_text(report.commits[r.name], r.target)}")
+    for name, io in report.io.items():
+        out.append(f"\n{name}: {io_text(io)}")
     replay = [r for r in report.results if r.section == "replay"]
     for r in replay:
         out.append(f"\nreplay: {r.flightlog / r.floor:.1f}x the floor's time ({r.note})")
@@ -1332,6 +1584,12 @@ def schema_rows(report: Report) -> list[dict[str, Any]]:
                     f"; vs the same work done raw (encoding, 2 hashes + tree head, fenced insert, head and"
                     f" runs rows): {same_work.ratio:.2f}x ({same_work.note})"
                 )
+            if r.note:
+                detail += f"; {r.note}"
+            if r.name in report.commits and r.target is not None:
+                detail += f"; {commit_text(report.commits[r.name], r.target)}"
+            if r.name in report.io:
+                detail += f"; {io_text(report.io[r.name])}"
             rows.append(_schema_row(r, path, target, detail))
     same = next(
         (r for r in report.results if r.section == "verify" and r.floor_name.startswith("same work")), None
@@ -1403,7 +1661,16 @@ def main(argv: Sequence[str] | None = None) -> int:
         help="time verify and replay (and their floors) by this process's CPU time, not wall time",
     )
     parser.add_argument("--src", type=Path, default=_SRC, help="flightlog source tree to measure (this one)")
+    parser.add_argument(
+        "--no-io", action="store_true", help="skip the I/O per commit counts of the FULL append rows (strace)"
+    )
+    parser.add_argument("--io-child", choices=_IO_SIDES, default=None, help=argparse.SUPPRESS)
+    parser.add_argument("--io-sync", default="FULL", help=argparse.SUPPRESS)
+    parser.add_argument("--io-batch", type=int, default=1, help=argparse.SUPPRESS)
     args = parser.parse_args(argv)
+    if args.io_child is not None:
+        io_child(args.io_child, args.io_sync, args.io_batch, args.appends or 500)
+        return 0
     turns = args.turns or (2000 if args.quick else 10_000)
     appends = args.appends or (500 if args.quick else 2000)
     rounds = args.rounds or (1 if args.quick else 3)
@@ -1427,7 +1694,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     workdir = Path(tempfile.mkdtemp(prefix="flightlog-bench-"))
     started = time.perf_counter()
     try:
-        bench_appends(report, workdir, workload, appends, rounds)
+        bench_appends(report, workdir, workload, appends, rounds, io=not args.no_io)
 
         session_db = workdir / "session.db"
         small_turns = min(turns, max(turns // 10, 256))  # >= 2 read batches of 512 rows

@@ -1,10 +1,12 @@
 """bench/ledger.py's same-work append floor encodes with the standard library, not the measured tree's
 encoder, and its bytes are RFC 8785's (what flightlog stores) on the benchmark's workload: so the floor does
-the same work, and a tree's encoding gains are not credited to its floor too."""
+the same work, and a tree's encoding gains are not credited to its floor too. Its I/O per commit (counted with
+strace, so independent of the disk's speed) is flightlog's: the same syncs, WAL frames and bytes."""
 
 from __future__ import annotations
 
 import importlib
+import shutil
 import sys
 from pathlib import Path
 from types import ModuleType
@@ -183,3 +185,51 @@ def test_the_bench_refuses_the_mapped_floor_s_row_when_it_differs(
     rows = import_scaling.json_rows(0.05, 1)
     assert not any("the same work from the file" in row["path"] for row in rows)
     assert "row is refused: claude-code:s: seq 3 differs (event bytes)" in capsys.readouterr().err
+
+
+# ── bench/ledger.py: I/O per commit of the append rows, counted with strace ──
+
+STRACE_LOG = """\
+901 openat(AT_FDCWD</w>, "/w/io.db-wal", O_RDWR|O_CREAT) = 5</w/io.db-wal>
+901 pwrite64(5</w/io.db-wal>, "\\0\\0"..., 4096, 4152) = 4096
+901 openat(AT_FDCWD</w>, "/nonexistent/flightlog-bench-io-mark-begin", O_RDONLY|O_CLOEXEC) = -1 ENOENT (No such file or directory)
+901 pwrite64(5</w/io.db-wal>, "7\\177\\6\\202"..., 32, 0) = 32
+901 pwrite64(5</w/io.db-wal>, "\\0\\0\\0\\3"..., 24, 32) = 24
+901 pwrite64(5</w/io.db-wal>, "\\r\\0\\0\\0"..., 4096, 56) = 4096
+901 pwrite64(5</w/io.db-wal>, "\\0\\0\\0\\1) = "..., 24, 4152) = 24
+901 pwrite64(5</w/io.db-wal>, "\\r\\0\\0\\0"..., 4096, 4176) = 4096
+901 fdatasync(5</w/io.db-wal>) = 0
+901 pwrite64(4</w/io.db>, "\\r\\0\\0\\0"..., 4096, 8192) = 4096
+901 fsync(4</w/io.db>) = 0
+901 openat(AT_FDCWD</w>, "/nonexistent/flightlog-bench-io-mark-end", O_RDONLY|O_CLOEXEC) = -1 ENOENT (No such file or directory)
+901 fdatasync(5</w/io.db-wal>) = 0
+"""
+
+
+def test_the_io_count_reads_frames_syncs_and_checkpoint_pages_between_the_marks(ledger: ModuleType) -> None:
+    got = ledger.parse_strace(STRACE_LOG.splitlines(), commits=2)
+    assert got == {
+        "syncs": 1.0, "wal_syncs": 0.5, "wal_frames": 1.0, "wal_bytes": (32 + 2 * 24 + 2 * 4096) / 2,
+        "db_writes": 0.5, "db_bytes": 2048.0,
+    }  # fmt: skip
+    with pytest.raises(RuntimeError, match="both I/O marks"):
+        ledger.parse_strace(STRACE_LOG.splitlines()[:5], commits=2)
+    broken = STRACE_LOG.replace(
+        "901 fdatasync(5</w/io.db-wal>) = 0\n901 pwrite64(4",
+        "901 fdatasync(5 <unfinished ...>\n901 pwrite64(4",
+    )
+    with pytest.raises(RuntimeError, match="not understood"):
+        ledger.parse_strace(broken.splitlines(), commits=2)
+
+
+@pytest.mark.skipif(shutil.which("strace") is None, reason="needs strace")
+def test_flightlog_syncs_and_writes_no_more_than_the_same_work_floor(ledger: ModuleType) -> None:
+    """Counted, not timed: an append that gained a second transaction, a checkpoint or another page per
+    commit would show here however fast the disk is."""
+    io = ledger.io_accounting("FULL", 1, 60)
+    mine, same, floor = io["flightlog"], io["same work"], io["floor"]
+    assert mine["syncs"] == same["syncs"] == floor["syncs"] < 1.1
+    assert (
+        mine["wal_frames"] == same["wal_frames"] == floor["wal_frames"] + 2
+    )  # the head and runs rows' pages
+    assert mine["wal_bytes"] == same["wal_bytes"]
