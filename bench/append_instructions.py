@@ -15,7 +15,9 @@ part of a COMMIT, its write of the WAL, is not counted).
 agent loop); ``idle`` does not (``ledger.py``'s append workload: the snapshot never changes). ``--batch B``
 appends with ``append_many`` of B events and reports instructions per event. ``--encoded`` appends the
 same events as prebuilt ``(kind, canonical bytes)`` pairs with ``Recorder.append_encoded`` (an importer's
-path), B per call. Needs ``valgrind`` on PATH.
+path), B per call. ``--floor same-work`` (``issue``) counts ``bench/ledger.py``'s same-work floor (the issue's
+floor) appending the same events in the same batches, so flightlog's instructions above the work its
+guarantees need are a difference of two counts. Needs ``valgrind`` on PATH.
 """
 
 from __future__ import annotations
@@ -31,6 +33,32 @@ from pathlib import Path
 from _tree import measured_tree
 
 _WARMUP = 40
+
+
+def _drive_floor(appends: int, workload: str, batch: int, built: int, floor: str) -> None:
+    """The measured process of a floor (``bench/ledger.py``'s ``SameWorkWriter`` or ``FloorWriter``): the
+    same events as :func:`_drive`, as the floor takes them (wire values, or precomputed canonical bytes)."""
+    from ledger import FloorWriter, SameWorkWriter, Workload
+
+    from flightlog.encoding import canonical_bytes
+
+    source = Workload(7)
+    head = [source.run_started()] if workload == "loop" else []
+    warm = Workload(7).events(_WARMUP)
+    events = source.events(built)[_WARMUP : _WARMUP + appends]
+    if floor == "same-work":
+        items: list[object] = [e.to_wire() for e in [*head, *warm, *events]]
+    else:
+        items = [(e.kind, canonical_bytes(e)) for e in [*head, *warm, *events]]
+    with tempfile.TemporaryDirectory() as workdir:
+        path = Path(workdir) / "x.db"
+        writer = SameWorkWriter(path, "NORMAL") if floor == "same-work" else FloorWriter(path, "NORMAL")
+        first = len(head) + _WARMUP
+        for item in items[:first]:
+            writer.write([item])
+        for start in range(first, len(items), batch):
+            writer.write(items[start : start + batch])
+        writer.close()
 
 
 def _drive(appends: int, workload: str, batch: int, built: int, encoded: bool) -> None:
@@ -75,7 +103,7 @@ def _child(args: argparse.Namespace, appends: int) -> list[str]:
         "valgrind", "--tool=callgrind", "--callgrind-out-file=/dev/null",
         sys.executable, __file__, "--child", str(appends), "--src", str(args.tree),
         "--workload", args.workload, "--batch", str(args.batch), "--appends", str(args.appends),
-        *(["--encoded"] if args.encoded else []),
+        *(["--encoded"] if args.encoded else []), *(["--floor", args.floor] if args.floor else []),
     ]  # fmt: skip
 
 
@@ -90,12 +118,23 @@ def main() -> int:
     parser.add_argument(
         "--encoded", action="store_true", help="append prebuilt (kind, bytes) pairs with append_encoded"
     )
+    parser.add_argument(
+        "--floor",
+        choices=("same-work", "issue"),
+        default=None,
+        help="count a floor of bench/ledger.py instead of flightlog: the same-work floor or the issue's",
+    )
     parser.add_argument("--child", type=int, default=None, help=argparse.SUPPRESS)
     args = parser.parse_args()
     args.tree = tree
     built = _WARMUP + 3 * args.appends
+    if args.floor and args.encoded:
+        parser.error("--floor and --encoded: a floor takes its own input")
     if args.child is not None:
-        _drive(args.child, args.workload, args.batch, built, args.encoded)
+        if args.floor:
+            _drive_floor(args.child, args.workload, args.batch, built, args.floor)
+        else:
+            _drive(args.child, args.workload, args.batch, built, args.encoded)
         return 0
     if shutil.which("valgrind") is None:
         print("append_instructions.py: valgrind is not on PATH", file=sys.stderr)
@@ -105,8 +144,9 @@ def main() -> int:
     small, large = (_instructions(args, n) for n in (args.appends, 3 * args.appends))
     per = (large - small) / (2 * args.appends)
     how = "append_encoded" if args.encoded else "append_many" if args.batch > 1 else "append"
+    who = f"the {args.floor} floor" if args.floor else str(tree)
     print(
-        f"{tree}: {args.workload}, {how}, {args.batch} event(s)/txn: "
+        f"{who}: {args.workload}, {how}, {args.batch} event(s)/txn: "
         f"{per / 1e3:.1f}k instructions per event appended"
     )
     return 0
