@@ -741,6 +741,7 @@ def bench_appends(
 _IO_SIDES = ("flightlog", "same work", "floor")
 _IO_MARK = "/nonexistent/flightlog-bench-io-mark-"
 _IO_CALLS = "trace=fsync,fdatasync,pwrite64,write,openat"
+_IO_NOTE = re.compile(r"^(?:\d+ +)?(?:---|\+\+\+) ")  # a signal delivered, a process exited: no I/O
 _IO_LINE = re.compile(r"^(?:\d+ +)?(\w+)\((\d+)<([^>]*)>.*\) = (-?\d+)")
 
 
@@ -801,7 +802,7 @@ def parse_strace(lines: Iterable[str], commits: int) -> dict[str, float]:
         if _IO_MARK in line:
             inside, seen = line.split(_IO_MARK, 1)[1].startswith("begin"), True
             continue
-        if not inside or "openat(" in line:
+        if not inside or "openat(" in line or _IO_NOTE.match(line):
             continue
         found = _IO_LINE.match(line)
         if found is None:
