@@ -24,8 +24,15 @@ Rows (issue 19's table):
   ``SqliteSaver``'s ``get_state`` plus reading and sha256-chaining every row of the thread from flightlog's
   file in raw ``sqlite3``, in one process) and each column's process CPU.
 
+The disk row's floor column also gives a **same-work disk floor** measured in the same run, same turns
+(``bench/_langgraph_floor.py``, raw ``sqlite3`` + ``hashlib`` + LangGraph's serde, fed every ``put`` and
+``put_writes`` flightlog's saver receives): each message once, each checkpoint and each ``put_writes`` as
+one serialized row, a binary chain hash and RFC 9162 leaf hash per row, and the thread's and the log index's
+signed notes each time the graph stops; ``floor / raw`` says whether 2x raw is reachable at all, and the
+detail gives flightlog / floor.
+
 Before the rows it prints where flightlog's bytes per turn go at the largest ``--turns``
-(:func:`_breakdown`).
+(:func:`_breakdown`), then the floor's.
 
 Nothing here asserts on timings. Temporary files live under ``TMPDIR`` and are removed at exit.
 """
@@ -107,26 +114,53 @@ def _size(path: Path) -> int:
     return sum(p.stat().st_size for p in path.parent.glob(path.name + "*"))
 
 
-def _record(kind: str, path: Path, marks: list[int]) -> tuple[dict[int, int], int]:
-    """Run ``max(marks)`` turns; the file size at each mark and the raw message bytes of the thread."""
+def _floor_module() -> Any:
+    """``bench/_langgraph_floor.py`` (bench/ is off ``sys.path``: this file would shadow ``langgraph``)."""
+    import importlib.util
+
+    spec = importlib.util.spec_from_file_location("_langgraph_floor", _HERE / "_langgraph_floor.py")
+    assert spec is not None and spec.loader is not None
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+def _record(
+    kind: str, path: Path, marks: list[int], floor_path: Path | None = None
+) -> tuple[dict[int, int], int, dict[int, int]]:
+    """Run ``max(marks)`` turns; the file size at each mark, the raw message bytes of the thread, and (with
+    ``floor_path``) the same-work disk floor's file size at each mark, fed the same turns' ``put`` and
+    ``put_writes`` calls (``bench/_langgraph_floor.py``)."""
     from langchain_core.messages import HumanMessage
     from langgraph.checkpoint.serde.jsonplus import JsonPlusSerializer
 
     saver, closer = _open_saver(kind, path)
+    floor = None
+    if floor_path is not None:
+        module = _floor_module()
+        floor = module.DiskFloor(floor_path, origin="flightlog.local/" + "0" * 32)
+        module.spy(saver, floor)
     graph = _graph(saver)
     cfg = {"configurable": {"thread_id": "bench"}}
     sizes: dict[int, int] = {}
+    floor_sizes: dict[int, int] = {}
     try:
         for turn in range(1, max(marks) + 1):
             graph.invoke({"messages": [HumanMessage(f"{USER}{turn}")]}, cfg)
+            if floor is not None:
+                floor.stop(cfg)
             if turn in marks:
                 sizes[turn] = _size(path)
+                if floor_path is not None:
+                    floor_sizes[turn] = _size(floor_path)
         messages = graph.get_state(cfg).values["messages"]
     finally:
         closer.close()
+        if floor is not None:
+            floor.close()
     serde = JsonPlusSerializer()
     raw = sum(len(serde.dumps_typed(m)[1]) for m in messages)
-    return sizes, raw
+    return sizes, raw, floor_sizes
 
 
 _GET = """
@@ -223,9 +257,14 @@ def main() -> None:
         for kind in kinds:
             path = tmp / f"{kind}.db"
             start = time.perf_counter()
-            disk[kind], raw = _record(kind, path, marks)
+            floor_path = tmp / "floor.db" if kind == "flightlog" else None
+            disk[kind], raw, floor_sizes = _record(kind, path, marks, floor_path)
+            if floor_sizes:
+                disk["floor"] = floor_sizes
             print(f"{kind}: {max(marks)} turns recorded in {time.perf_counter() - start:.1f} s", file=log)
         print(_breakdown(tmp / "flightlog.db", max(marks), raw), file=log)
+        if "floor" in disk:
+            print(_floor_module().breakdown(tmp / "floor.db", max(marks)), file=log)
         expect = 2 * max(marks)
         for _ in range(rounds):  # interleaved, so load drifts touch every column alike
             runs = [(kind, kind, None) for kind in kinds]
@@ -307,16 +346,29 @@ def _rows(
     if "sqlite" in disk:
         theirs = _per_turn(disk["sqlite"], marks)
         peer = "SqliteSaver " + " / ".join(f"{b / 1024:.1f} KB" for b in theirs) + " per turn; "
+    same = ""
+    bound = ""
+    if "floor" in disk:
+        floor = _per_turn(disk["floor"], marks)
+        same = (
+            "same-work floor " + " / ".join(f"{b / 1024:.2f} KB" for b in floor) + f" per turn "
+            f"(floor / raw {floor[-1] / raw_turn:.2f}x); "
+        )
+        bound = (
+            f"; flightlog / same-work floor {ours[-1] / floor[-1]:.2f}x; the floor alone is "
+            f"{floor[-1] / raw_turn:.2f}x raw, so {DISK_TARGET}x raw is "
+            f"{'reachable' if floor[-1] / raw_turn <= DISK_TARGET else 'out of reach for any saver with these guarantees'}"
+        )
     rows: list[dict[str, Any]] = [
         {
             "path": "LangGraph MessagesState: disk per turn",
             "flightlog": f"{label} per turn over turns {marks} ({disk['flightlog'][top] / 1e6:.2f} MB at T={top})",
-            "floor": f"{peer}raw messages {raw_turn / 1024:.2f} KB per turn",
+            "floor": f"{same}{peer}raw messages {raw_turn / 1024:.2f} KB per turn",
             "ratio": round(vs_raw, 2),
             "spread": None,
             "target": f"flat (last/second interval <= {FLAT}) and <= {DISK_TARGET}x raw",
             "met": growth <= FLAT and vs_raw <= DISK_TARGET,
-            "detail": f"bytes per turn, last interval / second: {growth:.2f}; ratio = last interval / raw",
+            "detail": f"bytes per turn, last interval / second: {growth:.2f}; ratio = last interval / raw{bound}",
         }
     ]
     mine = statistics.median(gets["flightlog"]) * 1000
