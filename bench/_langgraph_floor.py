@@ -6,7 +6,9 @@ serde: the least any saver must store per turn while it keeps
 
 * every checkpoint LangGraph ``put``: its id, parent id, namespace, metadata, channel versions, versions seen,
   ``updated_channels`` and every channel value, serialized by LangGraph's ``JsonPlusSerializer`` (one row
-  each), except that a list of messages names its messages by row instead of holding them;
+  each), except that a list of messages names its messages by row instead of holding them (``new_versions``
+  is not stored: it is the ``channel_versions`` entries that differ from the parent's, and ``SqliteSaver``
+  drops it too);
 * every ``put_writes`` call (task id, task path, each write's channel and value; one row each), a list of
   messages again naming its messages;
 * each message's bytes once (one row each; a message is the same message when its serialized bytes are):
