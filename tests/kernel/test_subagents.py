@@ -237,17 +237,20 @@ def test_a_spawner_picks_the_child_by_role(store: SqliteStore) -> None:
     assert [e.role for e in of(store, "p", AgentProcessChanged)] == ["verify"] * 3
 
 
-def _waiting_tree() -> Agent:
-    child = child_agent(
+def _asking_child() -> Agent:
+    return child_agent(
         calls(call("write_note", {"text": "hello"}, id="w")),
         reply("written"),
         tools=[write_note],
         policy=Policy(rules=(Rule("ask", tool="write_note"),)),
     )
+
+
+def _waiting_tree() -> Agent:
     return parent_agent(
         calls(call("child", {"task": "write"}, id="c")),
         reply("all done"),
-        tools=[write_note, subagent(child)],
+        tools=[write_note, subagent(_asking_child())],
     )
 
 
@@ -285,6 +288,75 @@ def test_abort_of_a_parent_cascades_to_its_children(store: SqliteStore) -> None:
     approve(store, kid, "w", notary=None)
     assert kernel(store, _waiting_tree()).resume_sync("p").status == "completed"
     assert WRITTEN == ["hello"] and of(store, "p", AgentProcessChanged)[-1].state == "joined"
+
+
+def test_resuming_an_aborted_tree_reopens_the_childs_wait_and_the_parents(store: SqliteStore) -> None:
+    from flightlog.events import PermissionRequested, Suspended, ToolGated
+    from flightlog.runs import list_runs
+
+    from .helpers import kinds
+
+    assert kernel(store, _waiting_tree()).run_sync("go", session_id="p").status == "suspended"
+    (kid,) = children(store, "p")
+    assert abort(store, "p", notary=None)
+    assert pending(store) == []  # both sessions cancelled
+    result = kernel(store, _waiting_tree()).resume_sync("p")
+    assert (result.status, result.detail, result.pending_calls) == ("suspended", "sub_agent_await", ())
+    assert [store.get_session(s).status for s in ("p", kid)] == ["suspended", "suspended"]
+    # the child's wait, re-opened as it was opened (seed 000)
+    assert kinds(store, kid)[-4:] == [
+        "operation_cancelled",
+        "tool_gated",
+        "permission_requested",
+        "suspended",
+    ]
+    assert of(store, kid, ToolGated)[-1].call_id == "w"
+    assert of(store, kid, PermissionRequested)[-1].tool == "write_note"
+    assert of(store, kid, Suspended)[-1] == Suspended(turn=1, reason="approval", pending_calls=["w"])
+    # the parent records what it records for a child waiting: the process entry, then its own suspension
+    assert [e.state for e in of(store, "p", AgentProcessChanged)][-2:] == ["killed", "waiting_input"]
+    assert kinds(store, "p")[-2:] == ["agent_process_changed", "suspended"]
+    assert of(store, "p", Suspended)[-1] == Suspended(turn=1, reason="sub_agent_await", pending_calls=["c"])
+    (row,) = pending(store)
+    assert (row.session_id, row.call_id, row.parent_session_id, row.root_session_id) == (kid, "w", "p", "p")
+    states = {r.run_id: r.state.value for r in list_runs(store)}
+    assert (states["p"], states[kid]) == ("waiting_input", "waiting_input")
+    before = (len(events(store, "p")), len(events(store, kid)))
+    assert kernel(store, _waiting_tree()).resume_sync("p").status == "suspended"  # still waiting: no write
+    assert (len(events(store, "p")), len(events(store, kid))) == before
+    approve(store, kid, "w")
+    done = kernel(store, _waiting_tree()).resume_sync("p")
+    assert (done.status, done.final_message, WRITTEN) == ("completed", "all done", ["hello"])
+    assert children(store, "p") == [kid] and of(store, "p", AgentProcessChanged)[-1].state == "joined"
+    assert verify_session(store, "p").ok and verify_session(store, kid).ok
+
+
+def test_an_aborted_tree_with_one_child_decided_runs_it_and_reopens_the_other(store: SqliteStore) -> None:
+    from flightlog.events import Suspended
+    from flightlog.kernel.effects import effect_key
+    from flightlog.kernel.subagents import child_session_id
+
+    def tree() -> Agent:
+        both = calls(call("child", {"task": "a"}, id="a"), call("child", {"task": "b"}, id="b"))
+        return parent_agent(both, reply("all done"), tools=[write_note, subagent(_asking_child())])
+
+    assert kernel(store, tree()).run_sync("go", session_id="p").status == "suspended"
+    assert {r.call_id for r in pending(store)} == {"w"} and len(pending(store)) == 2
+    kid_a, kid_b = (child_session_id(effect_key("p", 1, c)) for c in ("a", "b"))
+    assert sorted(children(store, "p")) == sorted([kid_a, kid_b])
+    assert abort(store, "p", notary=None)
+    approve(store, kid_a, "w")  # decided while cancelled
+    result = kernel(store, tree()).resume_sync("p")
+    assert (result.status, result.detail) == ("suspended", "sub_agent_await")
+    assert WRITTEN == ["hello"] and store.get_session(kid_a).status == "completed"
+    assert store.get_session(kid_b).status == "suspended"  # re-opened by its own resume
+    assert of(store, kid_b, Suspended)[-1] == Suspended(turn=1, reason="approval", pending_calls=["w"])
+    assert [(r.session_id, r.call_id) for r in pending(store)] == [(kid_b, "w")]
+    assert of(store, "p", Suspended)[-1] == Suspended(turn=1, reason="sub_agent_await", pending_calls=["b"])
+    approve(store, kid_b, "w")
+    done = kernel(store, tree()).resume_sync("p")
+    assert (done.status, WRITTEN) == ("completed", ["hello", "hello"])
+    assert verify_session(store, "p").ok and verify_session(store, kid_b).ok
 
 
 def test_cancelling_the_parent_cancels_its_running_child_and_resume_finishes_the_tree(

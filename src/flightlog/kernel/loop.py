@@ -33,9 +33,9 @@ and leaves the run resumable. A ``StaleWriter`` (another process took authority,
 loop at once without writing.
 
 Resume (``Kernel.resume``) folds the stored ledger, then records ``resumed(turn, approved, denied)`` and
-continues from the phase the ledger is in; a session still waiting for decisions stays suspended and
-nothing is written, unless an ``abort`` cancelled it while it waited: then the resume re-opens the wait
-(``tool_gated`` + ``permission_requested`` of each open gate again, ``suspended``, status ``suspended``).
+continues from the phase the ledger is in; a session still waiting for decisions (its own, or its
+sub-agents') stays suspended and nothing is written, unless an ``abort`` cancelled it while it waited: then
+the resume re-opens each closed wait of the tree (:mod:`flightlog.kernel.reopen`; status ``suspended``).
 
 While an activation drives a run it keeps a live record (:class:`flightlog.live.LiveRegistry`, the
 store's ``live_runs`` table): published once when the activation starts (its phase's state: ``running``,
@@ -68,14 +68,11 @@ from ..events import (
     Event,
     LlmCompleted,
     OperationCancelled,
-    PermissionRequested,
     Resumed,
     Rollbacked,
     RollbackReason,
     RunStarted,
     RunTerminal,
-    Suspended,
-    ToolGated,
 )
 from ..integrity.audit import Auditor, require_intact
 from ..integrity.grants import record_grant
@@ -112,6 +109,7 @@ from .records import (
     model_usage,
     route_failover,
 )
+from .reopen import needs_reopening, reopen_children, reopening
 from .requests import program_of
 from .result import RunResult, result_of
 from .signals import run_blocking
@@ -375,26 +373,6 @@ class _Activation(ContextActivation):
         self.append(*events, *plan.events, status="suspended" if plan.asks else None)
 
 
-def _reopened_wait(state: KernelState, suspension: Suspended) -> list[Event]:
-    """What re-opens the wait of a run an abort cancelled while it waited for decisions: the ``tool_gated``
-    and ``permission_requested`` that opened each still-open gate, recorded again as they were, then
-    ``suspended(turn, reason, pending_calls=<open gates>)`` (seed 000: a run "paused, waiting for
-    human-in-the-loop interaction"), so the session's status, ``pending`` and the runs read model say it
-    waits again. Calls decided in the meantime keep their decision (``KernelState.current_wait``)."""
-    opened: dict[str, list[Event]] = {}
-    events = [event for _, event in state.events]
-    for index, event in enumerate(events):
-        if isinstance(event, ToolGated) and event.call_id in state.gates:
-            after = events[index + 1] if index + 1 < len(events) else None
-            asked = [after] if isinstance(after, PermissionRequested) and after.tool == event.tool else []
-            opened[event.call_id] = [event, *asked]  # the latest gate of a call is the open one
-    reopened: list[Event] = [e for call_id in state.gates for e in opened.get(call_id, [])]
-    reopened.append(
-        Suspended(turn=suspension.turn, reason=suspension.reason, pending_calls=list(state.gates))
-    )
-    return reopened
-
-
 def _idle(state: KernelState) -> bool:
     """Nothing to do: terminal, or suspended with decisions still missing."""
     return state.phase == "terminal" or (state.phase == "suspended" and bool(state.gates))
@@ -596,11 +574,14 @@ class Kernel:
     async def resume(self, session_id: str) -> RunResult:
         """Continue a session from its ledger: after a crash, a cancel, or human decisions.
 
-        A terminal session returns its result unchanged; a session still waiting for decisions returns
-        ``suspended`` without writing anything, except one an ``abort`` cancelled while it waited: its wait
-        is re-opened (the open gates' ``tool_gated`` + ``permission_requested`` again, then ``suspended``;
-        status ``suspended``, so ``pending`` and the dashboard list the calls again) and it returns
-        ``suspended``. Otherwise records ``resumed(turn, approved, denied)`` and drives the run on.
+        A terminal session returns its result unchanged; a session still waiting for decisions (on its own
+        gates, or on sub-agents that all wait for one, further down) returns ``suspended`` without writing
+        anything, except where an ``abort`` closed a wait of that tree: each closed wait is re-opened
+        (:mod:`flightlog.kernel.reopen`: a run's open gates' ``tool_gated`` + ``permission_requested``
+        again, then ``suspended``; a parent's ``agent_process_changed(waiting_input)`` per awaited child,
+        then ``suspended(turn, "sub_agent_await")``; children first, each with status ``suspended``, so
+        ``pending`` and the dashboard list the calls again) and it returns ``suspended``. Otherwise records
+        ``resumed(turn, approved, denied)`` and drives the run on.
 
         Raises:
             SessionNotFound: no such session.
@@ -620,7 +601,8 @@ class Kernel:
         require_children_intact(self.store, state, auditor)  # a tampered child stops its whole tree
         if state.run is None:
             raise KernelError(f"session {session_id} has no run_started: not a kernel run")
-        if (_idle(state) and not state.wait_cancelled()) or waiting_on_children(self.store, state):
+        waits = _idle(state) or waiting_on_children(self.store, state)  # on humans, in all of the tree
+        if waits and not needs_reopening(self.store, state):
             return result_of(state)
         ceiling = resume_ceiling(self.store, session_id, state.grant, self.agent)
         # Every row was just checked in full: the recorder re-verifies only what may have moved since, the
@@ -628,11 +610,14 @@ class Kernel:
         recorder = Recorder.attach(self.store, session_id, notary=self.notary, full=self.notary is None)
         if recorder.next_seq != len(state.events):  # it moved on before we took authority: refold
             state = load_state(self.store, session_id)
+            waits = _idle(state) or waiting_on_children(self.store, state)
         activation = _Activation(self, recorder, state, ceiling)
         activation.surface.anchored = report.anchored  # recorded server commands run only if signed
-        if _idle(state):
-            if state.wait_cancelled() and state.suspension is not None:  # an abort closed the wait: re-open
-                activation.append(*_reopened_wait(state, state.suspension), status="suspended")
+        if waits:  # an abort closed a wait of the tree: re-open it (kernel.reopen), children first
+            reopen_children(self.store, state, self.notary)
+            reopened = reopening(state)
+            if reopened:
+                activation.append(*reopened, status="suspended")
             activation.close()
             return result_of(state)
         waiting = memory.waiting_query(state)

@@ -377,7 +377,12 @@ class KernelState:
     def wait_cancelled(self) -> bool:
         """Whether the run waits for decisions on open gates and was cancelled since (an ``abort`` of a
         suspended run records ``operation_cancelled`` and the status ``cancelled``; its gates stay open)."""
-        if self.phase != "suspended" or not self.gates:
+        return bool(self.gates) and self.wait_closed()
+
+    def wait_closed(self) -> bool:
+        """Whether the run is suspended and an ``operation_cancelled`` follows its latest ``suspended`` (an
+        ``abort`` closed the wait; :mod:`flightlog.kernel.reopen` re-opens it)."""
+        if self.phase != "suspended":
             return False
         for _seq, event in reversed(self.events):
             if isinstance(event, Suspended):

@@ -43,6 +43,9 @@ signed grant apply to the child as ceilings (:class:`InheritedPolicy`: the stric
 **Cancellation.** Cancelling the parent cancels its running children (each records
 ``operation_cancelled``); :func:`flightlog.kernel.abort` of a parent aborts its unfinished children first
 (recursively) and records ``agent_process_changed(killed, result_termination="user_abort")`` for each.
+Resuming an aborted tree whose children still wait for a human re-opens their waits and the parent's
+(:mod:`flightlog.kernel.reopen`); a child decided meanwhile runs, the others' waits are re-opened by their
+own resume.
 
 Wire values follow upstream (UPSTREAM.md §7): roles, isolations and inheritance names as in
 :mod:`flightlog.kernel.delegation`; ``result_termination`` ``completed``, ``max_turns``, ``token_budget``,
@@ -91,18 +94,22 @@ if TYPE_CHECKING:
     from .loop import Kernel
 
 __all__ = [
+    "SUB_AGENT_AWAIT",
     "AwaitingChildren",
     "InheritedPolicy",
     "SubAgent",
     "SubAgentFailed",
     "SubAgentTool",
     "abort_children",
+    "awaited_children",
     "child_session_id",
     "spawner",
     "subagent",
     "waiting_on_children",
 ]
 
+SUB_AGENT_AWAIT = "sub_agent_await"
+"""``suspended.reason`` of a parent whose delegating calls wait for their children (module docs)."""
 _STRICTNESS = {"allow": 0, "ask": 1, "deny": 2}
 _EXITS = ("joined", "failed")
 _WALL_SHARE = 0.9
@@ -132,7 +139,7 @@ class AwaitingChildren(BaseException):
         waiting = [
             p.call_id for p in plans if effects.state(effect_key(session_id, turn, p.call_id)) == "pending"
         ]
-        return Suspended(turn=turn, reason="sub_agent_await", pending_calls=waiting)
+        return Suspended(turn=turn, reason=SUB_AGENT_AWAIT, pending_calls=waiting)
 
 
 @dataclass(frozen=True)
@@ -690,8 +697,11 @@ async def _delegate(tool: SubAgentTool, role: str, task: str) -> str:
         if _exists(call.store, call.agent_id, call.parent.session_id)
         else None
     )
-    if child is None or (child.phase != "terminal" and not _idle_tree(call.store, child)):
-        call.mark("running")
+    if child is None or child.phase != "terminal":
+        if child is None or not _idle_tree(call.store, child):
+            call.mark("running")
+        # a child whose tree waits for humans is resumed too: that writes nothing, or re-opens the waits an
+        # abort closed (kernel.reopen), and drives nothing
         await _drive_child(call, grant, task)
         child = load_state(call.store, call.agent_id)
     if child.phase == "terminal":
@@ -721,15 +731,26 @@ def waiting_on_children(store: Store, state: KernelState) -> bool:
     """Whether a session suspended on ``sub_agent_await`` has every awaited child waiting for a human
     (directly or further down); :meth:`Kernel.resume <flightlog.kernel.Kernel.resume>` then writes nothing."""
     suspension = state.suspension
-    if state.phase != "suspended" or suspension is None or suspension.reason != "sub_agent_await":
+    if state.phase != "suspended" or suspension is None or suspension.reason != SUB_AGENT_AWAIT:
         return False
-    for call_id in suspension.pending_calls:
-        agent_id = child_session_id(effect_key(state.session_id, state.turn, call_id))
+    for agent_id in awaited_children(state):
         if not _exists(store, agent_id, state.session_id) or not _idle_tree(
             store, load_state(store, agent_id)
         ):
             return False
     return bool(suspension.pending_calls)
+
+
+def awaited_children(state: KernelState) -> list[str]:
+    """The child session ids a session suspended on ``sub_agent_await`` waits for (one per pending
+    delegating call of its turn, :func:`child_session_id`); ``[]`` for any other state."""
+    suspension = state.suspension
+    if state.phase != "suspended" or suspension is None or suspension.reason != SUB_AGENT_AWAIT:
+        return []
+    return [
+        child_session_id(effect_key(state.session_id, state.turn, call_id))
+        for call_id in suspension.pending_calls
+    ]
 
 
 def require_children_intact(store: Store, state: KernelState, auditor: Auditor) -> None:
