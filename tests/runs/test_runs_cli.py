@@ -125,6 +125,31 @@ def test_runs_rebuild_and_stale_note(imported: Path) -> None:
     assert "stale" not in err
 
 
+@pytest.mark.parametrize("json_out", [False, True])
+def test_runs_rebuild_of_a_tampered_session_warns_and_exits_1(imported: Path, json_out: bool) -> None:
+    """`runs --rebuild` folds what is stored; a session whose bytes were edited is listed, then named in one
+    warning with its first divergent seq, exit 1 (as show/replay/export; it exited 0 silently)."""
+    import sqlite3
+
+    raw = sqlite3.connect(imported)
+    raw.execute("DROP TRIGGER IF EXISTS events_no_update")
+    raw.execute(
+        "UPDATE events SET event = CAST(REPLACE(CAST(event AS TEXT), 'do the thing', 'do the THING') AS BLOB) "
+        "WHERE session_id = 'kernel-1' AND seq = 0"
+    )
+    assert raw.total_changes == 1
+    raw.commit()
+    raw.close()
+    code, out, err = run(imported, "runs", "--rebuild", *(["--json"] if json_out else []))
+    warnings = [line for line in err.splitlines() if line.startswith("flightlog: warning:")]
+    assert code == 1 and len(warnings) == 1, err
+    assert "kernel-1 fails verification at seq 0 (hash_mismatch)" in warnings[0]
+    assert "rebuilt the runs projection from 7 session ledger(s)" in err
+    listed = [i["run_id"] for i in json.loads(out)] if json_out else out
+    assert "kernel-1" in listed  # still listed, as stored: the warning says it is not what was recorded
+    assert run(imported, "runs")[0] == 0  # without --rebuild nothing is folded again: no full check
+
+
 def test_runs_on_an_empty_database(db_path: Path) -> None:
     SqliteStore(db_path).close()
     assert run(db_path, "runs")[1].strip() == "(no runs)"

@@ -10,7 +10,7 @@ from __future__ import annotations
 import json
 import os
 import sys
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterable, Iterator
 from contextlib import contextmanager
 from datetime import UTC, datetime
 from pathlib import Path
@@ -220,17 +220,26 @@ def refuse_quietly_diverged(store: Store, sid: str) -> None:
     """After printing a session (show, replay, export, tail), check its chain (streaming, no decoding): a
     session that fails verification gets one warning line naming the first divergent seq, and exit 1,
     so what was just printed is never taken for the recorded history silently."""
+    if warn_diverged(store, [sid]):
+        raise typer.Exit(1)
+
+
+def warn_diverged(store: Store, session_ids: Iterable[str]) -> bool:
+    """Check each session's chain (streaming, no decoding) and print one warning line per session that
+    fails verification, naming its first divergent seq; returns whether any did (the caller exits 1)."""
     from ..recorder import verify_session
 
-    report = verify_session(store, sid, decode=False)
-    if report.ok:
-        return
-    first = report.divergences[0]
-    err.print(
-        f"flightlog: warning: {sid} fails verification at seq {first.seq} ({first.reason}); what was "
-        f"printed may not be what was recorded (see `flightlog verify {sid}`)"
-    )
-    raise typer.Exit(1)
+    found = False
+    for sid in session_ids:
+        report = verify_session(store, sid, decode=False)
+        if report.ok:
+            continue
+        first, found = report.divergences[0], True
+        err.print(
+            f"flightlog: warning: {sid} fails verification at seq {first.seq} ({first.reason}); what was "
+            f"printed may not be what was recorded (see `flightlog verify {sid}`)"
+        )
+    return found
 
 
 _USAGE_ERRORS = (SessionNotFound, ImportFormatError)

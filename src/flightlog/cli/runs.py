@@ -26,7 +26,7 @@ import typer
 from ..errors import SessionNotFound
 from ..narration import narrate, short
 from .console import console
-from .options import session_arg
+from .options import session_arg, warn_diverged
 
 if TYPE_CHECKING:  # the read model and the store load inside the commands: `flightlog --version` stays fast
     from ..live import RunView
@@ -148,6 +148,8 @@ def _runs_command(open_db: OpenDb) -> Callable[..., None]:
                     store, state=state, source=source, parent=parent_id, lease_ms=lease_ms, limit=limit
                 )
                 sys.stdout.write(text + "\n")
+                if rebuild:
+                    _refuse_diverged(store)
                 return
             views = list_run_views(
                 store,
@@ -166,8 +168,22 @@ def _runs_command(open_db: OpenDb) -> Callable[..., None]:
             _print_tree(views, uses, scores)
         else:
             _print_table(views, uses, scores)
+        if rebuild:
+            with open_db(True) as store:
+                _refuse_diverged(store)
 
     return runs_cmd
+
+
+def _refuse_diverged(store: Store) -> None:
+    """After ``--rebuild`` (which folds the stored bytes of every session) and the listing: check each
+    folded session's chain; one warning per session that fails verification, naming its first divergent
+    seq, and exit 1, as ``show``, ``replay`` and ``export`` do."""
+    from ..runs import folded_sessions
+
+    sys.stdout.flush()
+    if warn_diverged(store, folded_sessions(store)):
+        raise typer.Exit(1)
 
 
 def _ago(ms: int | None, now: int) -> str:

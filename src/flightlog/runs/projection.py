@@ -57,6 +57,7 @@ __all__ = [
     "build_tree",
     "compute_runs",
     "context_uses",
+    "folded_sessions",
     "is_run",
     "list_runs",
     "list_runs_json",
@@ -397,12 +398,18 @@ def rebuild_projection(store: Store) -> int:
     with store.transaction():
         store.clear_run_rows()
         store.set_run_projection_version(0)
-    ids = [r.session_id for r in store.list_sessions() if r.head_seq >= 0 and is_run(r.session_id)]
+    ids = folded_sessions(store)
     for start in range(0, len(ids), _CHUNK):
         with store.transaction():
             _rebuild_chunk(store, ids[start : start + _CHUNK])
     store.set_run_projection_version(FOLD_VERSION)
     return len(ids)
+
+
+def folded_sessions(store: Store) -> list[str]:
+    """The sessions :func:`rebuild_projection` folds: every session with events that is a run candidate
+    (:func:`is_run`), in the store's listing order."""
+    return [r.session_id for r in store.list_sessions() if r.head_seq >= 0 and is_run(r.session_id)]
 
 
 def _rebuild_chunk(store: Store, session_ids: Sequence[str]) -> None:
