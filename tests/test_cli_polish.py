@@ -284,6 +284,37 @@ def test_ls_limit_and_filters(imported_db: Path) -> None:
     assert code == 2 and "neither a duration" in err
 
 
+def test_ls_says_no_run_for_a_session_that_holds_none(tmp_path: Path) -> None:
+    """A session with items only (as a memory-only FlightlogSession writes) or no events holds no run: `runs`
+    leaves it out, and `ls` said `running` (the status every session is created with); it says `no run`,
+    in text and --json (which keeps the row's status as session_status), and --status matches what it shows."""
+    from flightlog.events import RunStarted
+
+    db = tmp_path / "ls.db"
+    with SqliteStore(db) as store:
+        Recorder.create(store, session_id="items", notary=None).append(Custom(custom_kind="item", payload={}))
+        Recorder.create(store, session_id="empty", notary=None)
+        Recorder.create(store, session_id="a-run", notary=None).append(RunStarted(run_id="r", goal="go"))
+        done = Recorder.create(store, session_id="ended", notary=None)
+        done.append(Custom(custom_kind="item", payload={}))
+        done.finish("completed")
+    code, out, err = invoke("--db", str(db), "ls", "--json")
+    assert code == 0, err
+    shown = {r["session_id"]: (r["status"], r["session_status"]) for r in json.loads(out)}
+    assert shown == {
+        "items": ("no run", "running"),
+        "empty": ("no run", "running"),
+        "a-run": ("running", "running"),
+        "ended": ("completed", "completed"),
+    }
+    code, out, _ = invoke("--db", str(db), "ls")
+    lines = {line.split()[0]: line for line in out.splitlines()[1:]}
+    assert "no run" in lines["items"] and "running" not in lines["items"]
+    assert "running" in lines["a-run"]
+    assert _ls(db, "--status", "running") == ["a-run"]
+    assert _ls(db, "--status", "no run") == ["items", "empty"]
+
+
 # ─── --json on the acting commands ────────────────────────────────────────────────────────────
 
 

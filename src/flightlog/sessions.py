@@ -73,12 +73,15 @@ def find_sessions(
     since_ms: int | None = None,
     task: str | None = None,
     limit: int | None = None,
+    status_of: Callable[[SessionRecord], str] | None = None,
 ) -> list[SessionRecord]:
     """Sessions that pass every filter given, oldest first (what ``flightlog ls`` lists).
 
     Args:
         store: The store.
         statuses: Keep sessions whose status is one of these (exact match); empty keeps all.
+        status_of: The status ``statuses`` matches for a record (default its row's ``status``; ``ls``
+            passes one that says ``no run`` for a session holding no run).
         since_ms: Keep sessions created at or after this epoch time, in ms.
         task: Keep sessions whose task contains this text (case-insensitive).
         limit: Keep only the ``limit`` most recently created of those (still oldest first); None keeps all.
@@ -92,7 +95,7 @@ def find_sessions(
     kept = [
         record
         for record in store.list_sessions()
-        if (not statuses or record.status in statuses)
+        if (not statuses or (status_of(record) if status_of else record.status) in statuses)
         and (since_ms is None or record.created_at_ms >= since_ms)
         and (needle is None or needle in record.task.casefold())
     ]

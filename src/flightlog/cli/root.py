@@ -330,7 +330,8 @@ def ls_cmd(
     status: Annotated[
         list[str] | None,
         typer.Option(
-            "--status", help="Keep sessions with this status (repeatable): completed, running, incomplete..."
+            "--status",
+            help="Keep sessions with this status (repeatable): completed, running, incomplete, 'no run'...",
         ),
     ] = None,
     since: Annotated[
@@ -351,19 +352,32 @@ def ls_cmd(
 ) -> None:
     """List sessions: id, task, status, events, head hash, creation time (oldest first).
 
+    A session that holds no run (no ``run_started``: items of an SDK session, custom events only) and was
+    never ended shows "no run" (``runs`` does not list it), not the "running" it was created with;
+    ``--json`` keeps that row status as ``session_status``.
+
     An imported session's creation time is its transcript's first timestamp; "(import)" marks the import time,
     for a transcript that gives no zone-aware time (aider, OpenHands, SWE-agent, Agents SDK RunState).
     """
+    from ..runs.projection import NO_RUN, no_run_sessions
     from ..sessions import find_sessions
 
     since_ms = _since(since) if since is not None else None
     with open_db(read_only=True) as store:
-        found = find_sessions(store, statuses=status or (), since_ms=since_ms, task=task, limit=limit)
+        no_run = no_run_sessions(store, store.list_sessions())
+
+        def shown(record: Any) -> str:
+            return NO_RUN if record.session_id in no_run else str(record.status)
+
+        found = find_sessions(
+            store, statuses=status or (), since_ms=since_ms, task=task, limit=limit, status_of=shown
+        )
         rows: list[dict[str, Any]] = [
             {
                 "session_id": s.session_id,
                 "task": s.task,
-                "status": s.status,
+                "status": shown(s),
+                "session_status": s.status,
                 "events": s.events,
                 "head": s.head_hash,
                 "merkle_root": s.merkle_root,

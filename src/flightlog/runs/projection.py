@@ -61,6 +61,7 @@ __all__ = [
     "is_run",
     "list_runs",
     "list_runs_json",
+    "no_run_sessions",
     "parse_wires",
     "project",
     "projection_ready",
@@ -441,6 +442,28 @@ def _rebuild_chunk(store: Store, session_ids: Sequence[str]) -> None:
 def projection_ready(store: Store) -> bool:
     """True when the stored projection is current (built by this fold version, not marked stale)."""
     return store.run_projection_version() == FOLD_VERSION
+
+
+NO_RUN = "no run"
+"""What ``flightlog ls`` shows as the status of a session :func:`no_run_sessions` names."""
+
+
+def no_run_sessions(store: Store, records: Iterable[SessionRecord]) -> set[str]:
+    """The sessions among ``records`` whose row says ``running`` but that hold no run (no ``run_started``;
+    ``runs`` never lists them, seed 002 projects units of agent work): a session with no events, or one
+    whose projection row is :data:`~flightlog.store.base.NOT_A_RUN` (a ``FlightlogSession`` used only for
+    items, a Recorder session of custom events). ``running`` is the status every session is created with,
+    so for these it says nothing about a run; other statuses (set by ``finish``) are kept.
+
+    Reads the projection only when it is current (:func:`projection_ready`); with a stale one (an older
+    fold, until ``runs --rebuild``) only the event-less sessions are named. One indexed read per 500 ids.
+    """
+    running = [r for r in records if r.status == "running"]
+    found = {r.session_id for r in running if r.head_seq < 0}
+    if projection_ready(store):
+        ids = [r.session_id for r in running if r.head_seq >= 0]
+        found |= {i for i, row in store.get_run_rows(ids).items() if row.state == NOT_A_RUN}
+    return found
 
 
 def _states(state: RunState | str | None) -> list[str] | None:
