@@ -170,6 +170,7 @@ ERRORS = [
         divergences=[errors.Divergence(2, "hash_mismatch", "x")],
     ),
     errors.SessionNotFound(session_id="ab", matches=["abc", "abd"]),
+    errors.SessionNotFound(session_id="ab", exact=True),
     errors.AppendConflict(session_id="s", seq=4),
     errors.StaleWriter(session_id="s", epoch=1, current_epoch=2),
     errors.ReadOnlyStore(url="sqlite:///x"),

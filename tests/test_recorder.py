@@ -652,3 +652,12 @@ def canonical_sha(content: bytes) -> str:
     import hashlib
 
     return hashlib.sha256(content).hexdigest()
+
+
+def test_verify_session_takes_a_full_id_and_says_how_to_resolve_a_prefix(store: SqliteStore) -> None:
+    """The command line resolves a unique prefix; a Python call given one raised a bare "no session matches"
+    and nothing said why: the message now names the full-id rule and ``store.resolve_session``."""
+    Recorder.create(store, session_id="claude-code:491e126e").append(Custom(custom_kind="c", payload={}))
+    with pytest.raises(SessionNotFound, match=r"full id.*store\.resolve_session\('491e'\)"):
+        verify_session(store, "491e")
+    assert verify_session(store, store.resolve_session("491e")).ok

@@ -8,7 +8,7 @@ One base, with a builtin second base where callers expect one (``except ValueErr
     +-- EventDecodeError(ValueError)         seq, reason
     +-- LedgerIntegrityError                 session_id, seq, reason, divergences
     +-- StoreError
-    |   +-- SessionNotFound(LookupError)     session_id (or prefix), ambiguous matches
+    |   +-- SessionNotFound(LookupError)     session_id (or prefix), ambiguous matches, exact
     |   +-- AppendConflict                   session_id, seq
     |   +-- StaleWriter                      session_id, epoch, current_epoch
     |   +-- ReadOnlyStore                    url
@@ -191,19 +191,27 @@ class SessionNotFound(StoreError, LookupError):
     """No session has this id, or a prefix matches several (``matches`` lists them).
 
     The message names at most five matches and says "and more" when ``matches`` holds more than five
-    (the SQL stores look up six).
+    (the SQL stores look up six). ``exact`` is True for a lookup by exact id (``Store.get_session``, which
+    every Python entry point taking a session id goes through): its message says that prefixes are not
+    resolved there and how to resolve one (``Store.resolve_session``, the command line's rule).
     """
 
     session_id: str
     matches: tuple[str, ...]
+    exact: bool
 
-    def __init__(self, *, session_id: str, matches: Sequence[str] = ()) -> None:
+    def __init__(self, *, session_id: str, matches: Sequence[str] = (), exact: bool = False) -> None:
         if matches:
             more = ", and more (give a longer prefix)" if len(matches) > 5 else ""
             msg = f"session prefix {session_id!r} is ambiguous: matches {', '.join(matches[:5])}{more}"
+        elif exact:
+            msg = (
+                f"no session has the id {session_id!r} (Python calls take the full id; to use a unique "
+                f"prefix as the command line does, pass store.resolve_session({session_id!r}))"
+            )
         else:
             msg = f"no session matches {session_id!r}"
-        super().__init__(msg, session_id=session_id, matches=tuple(matches))
+        super().__init__(msg, session_id=session_id, matches=tuple(matches), exact=exact)
 
 
 class AppendConflict(StoreError):

@@ -511,7 +511,9 @@ class Store(abc.ABC):
 
     @abc.abstractmethod
     def get_session(self, session_id: str) -> SessionRecord:
-        """The session row. Raises ``SessionNotFound``."""
+        """The session row of exactly ``session_id`` (no prefix: :meth:`resolve_session` resolves one).
+
+        Raises ``SessionNotFound(exact=True)``, whose message says how to resolve a prefix."""
 
     @abc.abstractmethod
     def resolve_session(self, prefix: str) -> str:

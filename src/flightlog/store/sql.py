@@ -266,7 +266,7 @@ class SqlStore(Store):
     def get_session(self, session_id: str) -> SessionRecord:
         row = self._one(f"SELECT {R.SESSION_COLUMNS} FROM sessions WHERE session_id = ?", (session_id,))
         if row is None:
-            raise SessionNotFound(session_id=session_id)
+            raise SessionNotFound(session_id=session_id, exact=True)  # says how to resolve a prefix
         return R.session(row)
 
     def resolve_session(self, prefix: str) -> str:

@@ -670,6 +670,16 @@ class StoreContract(MemoryContract):
         assert store.resolve_session("beef") == "codex:beef01"
         assert store.resolve_session("a_") == "a_x"  # LIKE wildcards are literal
 
+    def test_an_exact_lookup_of_a_prefix_says_how_to_resolve_it(self, store: Store) -> None:
+        """``get_session`` (what every Python entry point taking a session id uses) takes the full id; a
+        prefix the command line would resolve is refused with a message naming ``resolve_session``."""
+        _new_session(store, "claude-code:491e126e")
+        with pytest.raises(SessionNotFound) as info:
+            store.get_session("491e")
+        assert info.value.exact and info.value.session_id == "491e"
+        assert "store.resolve_session('491e')" in str(info.value) and "full id" in str(info.value)
+        assert store.get_session(store.resolve_session("491e")).session_id == "claude-code:491e126e"
+
     def test_a_prefix_names_a_session_apart_from_its_own_streams(self, store: Store) -> None:
         """A Claude Code session's sub-agents (``<id>:agent:<x>``, nested ``...:task:<y>``) match any prefix
         of it: they do not make the prefix ambiguous, a second parent does; a child whose id does not extend
