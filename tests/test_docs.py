@@ -210,3 +210,49 @@ def test_readme_python_example_runs(tmp_path: Path, monkeypatch: pytest.MonkeyPa
     report = namespace["report"]
     assert report.ok  # type: ignore[attr-defined]
     assert "sealed" in report.summary()  # type: ignore[attr-defined]
+
+
+def test_readme_says_what_the_core_job_session_of_a_folder_import_holds(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The README explains the ``core_job:import:…`` session a folder import adds (it did not): its id, task,
+    events and status, checked here against what an import of a folder records."""
+    import json
+    import shutil
+
+    from typer.testing import CliRunner
+
+    from flightlog.cli import app
+
+    text = " ".join((ROOT / "README.md").read_text(encoding="utf-8").split())
+    for claim in (
+        "session `core_job:import:<12 hex>` whose task is `import N transcripts from M paths`",
+        "holding `run_started`, a `core_job.progress` event",
+        "then `core_job.summary` (those counts and the events imported) and `run_terminal`",
+        "its status ends `completed`",
+        "no paths (metadata: job, host, pid)",
+    ):
+        assert claim in text, claim
+    monkeypatch.setenv("FLIGHTLOG_KEY_DIR", str(tmp_path / "keys"))
+    monkeypatch.setenv("FLIGHTLOG_HEAD_DIR", str(tmp_path / "heads"))
+    folder = tmp_path / "transcripts"
+    folder.mkdir()
+    for name in ("spotter_short.jsonl", "spotter_tool_heavy.jsonl"):
+        shutil.copy(ROOT / "tests" / "data" / "samples" / "claude-code" / name, folder / name)
+    db = str(tmp_path / "f.db")
+    runner = CliRunner()
+    assert runner.invoke(app, ["--db", db, "import", str(folder)]).exit_code == 0
+    listed = json.loads(runner.invoke(app, ["--db", db, "ls", "--json"]).stdout)
+    (job,) = [row for row in listed if row["source"] == "core_job"]
+    assert re.fullmatch(r"core_job:import:[0-9a-f]{12}", job["session_id"])
+    assert (job["task"], job["status"]) == ("import 2 transcripts from 1 path", "completed")
+    shown = runner.invoke(app, ["--db", db, "show", job["session_id"], "--json"]).stdout
+    kinds = [
+        e.get("custom_kind", e["kind"]) for e in (json.loads(line)["event"] for line in shown.splitlines())
+    ]
+    assert kinds[0] == "run_started" and "core_job.progress" in kinds, kinds
+    assert kinds[-3:] == ["core_job.summary", "run_terminal", "session_sealed"]  # signed and sealed
+    assert str(folder) not in shown and "spotter" not in shown
+    with flightlog.open_store(db) as store:
+        meta = store.get_session(job["session_id"]).metadata
+    assert set(meta) == {"job", "host", "pid"}
