@@ -7,7 +7,7 @@ import http.server
 import json
 import logging
 import threading
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -45,7 +45,9 @@ def _value(v: AnyValue) -> Any:
 class Receiver:
     """An OTLP/HTTP traces endpoint on 127.0.0.1: decodes each POST and keeps the spans."""
 
-    def __init__(self, status: int = 200) -> None:
+    def __init__(self, status: int = 200, first: Sequence[int] = ()) -> None:
+        """``first``: the answers to the first requests (then ``status``)."""
+        answers = list(first)
         self.spans: list[dict[str, Any]] = []
         self.paths: list[str] = []
         self.resources: list[dict[str, Any]] = []
@@ -74,7 +76,7 @@ class Receiver:
                                     "attributes": {a.key: _value(a.value) for a in span.attributes},
                                 }
                             )
-                self.send_response(status)
+                self.send_response(answers.pop(0) if answers else status)
                 self.send_header("Content-Type", "application/x-protobuf")
                 self.send_header("Content-Length", "0")
                 self.end_headers()
@@ -379,6 +381,43 @@ def test_a_receiver_that_cannot_be_reached_fails_the_export_at_the_first_request
     [line] = result.stderr.strip().splitlines()
     assert line.startswith(f"flightlog: error: export to {gone.url}: cannot connect: ")
     assert line.endswith("(1 request)")
+
+
+def test_a_busy_receiver_is_retried_saying_so_once_and_a_give_up_names_it(tmp_path: Path) -> None:
+    """A receiver answering 429/503: ``export --otlp`` retried silently for up to 10 s. It now says once, on
+    stderr, what the receiver answered and that it retries (then succeeds when the receiver recovers); one
+    still busy when the time is up fails the export with one line naming the URL and its last answer."""
+    db = tmp_path / "busy.db"
+    with flightlog.open_store(str(db)) as s:
+        sid = _kernel(s, notary=None).run_sync("add 1 and 2").session_id
+    recovers = Receiver(first=[429, 503])
+    try:
+        result = CliRunner().invoke(app, ["--db", str(db), "export", sid, "--otlp", recovers.url])
+    finally:
+        recovers.close()
+    assert result.exit_code == 0, result.stderr
+    endpoint = otlp_endpoint(recovers.url)
+    assert result.stderr.strip().splitlines() == [
+        f"flightlog: note: OTLP receiver {endpoint} answered HTTP 429 Too Many Requests; "
+        "retrying for up to 10 s",
+        f"sent {len(recovers.spans) // 3} spans of {sid} to {recovers.url}",
+    ]
+    assert len(recovers.paths) == 3  # answered 429, 503, then 200: the same spans each time
+    said: list[str] = []
+    busy = Receiver(status=503)
+    try:
+        with flightlog.open_store(str(db)) as s, pytest.raises(ExportFailed) as gave_up:
+            export_otlp(s, sid, busy.url, timeout_s=4.0, on_retry=said.append)  # 1 s to the 1st retry
+    finally:
+        busy.close()
+    assert said == [
+        f"OTLP receiver {otlp_endpoint(busy.url)} answered HTTP 503 Service Unavailable; retrying for up to 4 s"
+    ]
+    assert (
+        str(gave_up.value)
+        == f"export to {busy.url}: HTTP 503 Service Unavailable ({len(busy.paths)} requests)"
+    )
+    assert len(busy.paths) >= 2
 
 
 def test_export_otlp_without_the_extra_says_so_in_one_line(tmp_path: Path) -> None:

@@ -650,7 +650,13 @@ def export_cmd(
             raise typer.BadParameter(str(exc)) from None
         with open_db(read_only=True) as store:
             sid = store.resolve_session(session)
-            count = export_otlp(store, sid, otlp, capture_content=otlp_content)
+            count = export_otlp(  # a busy receiver is retried: say so once, not 10 s of silence
+                store,
+                sid,
+                otlp,
+                capture_content=otlp_content,
+                on_retry=lambda line: err.print(f"flightlog: note: {line}"),
+            )
         err.print(f"sent {plural(count, 'span')} of {sid} to {otlp}")
         return
     problem = None

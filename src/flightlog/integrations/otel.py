@@ -46,7 +46,7 @@ from __future__ import annotations
 import json
 import logging
 import threading
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 from urllib.parse import urlsplit
@@ -426,6 +426,7 @@ def otlp_exporter(
     headers: Mapping[str, str] | None = None,
     timeout_s: float = 10.0,
     retry_unreachable: bool = True,
+    on_retry: Callable[[str], None] | None = None,
 ) -> SpanExporter:
     """An OTLP/HTTP (protobuf) span exporter for ``url`` (see :func:`otlp_endpoint`); ``timeout_s`` seconds.
 
@@ -440,11 +441,25 @@ def otlp_exporter(
     failure) instead of retrying it for the whole ``timeout_s`` (~8 s of silence for the default 10 s); a
     receiver's transient answer is still retried. Keep the default for a long-lived exporter
     (:class:`LiveExporter`), which should ride out a receiver's restart.
+
+    ``on_retry`` is called once per export, when the exporter sends its first retry, with one line naming
+    the endpoint, what the previous request got and how long retries may go on, e.g. ``OTLP receiver
+    http://127.0.0.1:4318/v1/traces answered HTTP 429 Too Many Requests; retrying for up to 10 s``
+    (``flightlog export --otlp`` prints it on stderr). It is called on the exporting thread; an exception it
+    raises propagates out of the export.
     """
     from opentelemetry.exporter.otlp.proto.http.trace_exporter import OTLPSpanExporter
 
     endpoint = otlp_endpoint(url)
-    session = _ObservedSession(fail_unreachable=not retry_unreachable)
+
+    def retrying(outcome: str) -> None:
+        said = outcome if outcome.startswith("cannot connect") else f"answered {outcome}"
+        if on_retry is not None:
+            on_retry(f"OTLP receiver {endpoint} {said}; retrying for up to {timeout_s:g} s")
+
+    session = _ObservedSession(
+        fail_unreachable=not retry_unreachable, on_retry=retrying if on_retry is not None else None
+    )
     inner = OTLPSpanExporter(
         endpoint=endpoint, headers=dict(headers or {}), timeout=timeout_s, session=session
     )
@@ -453,12 +468,16 @@ def otlp_exporter(
 
 class _ObservedSession(requests.Session):
     """A ``requests.Session`` that keeps, per thread, what each request of the current export got: the
-    status line of the response, or the exception (raised on as before)."""
+    status line of the response, or the exception (raised on as before); the first request sent after one
+    (a retry) calls ``on_retry`` with what that one got, once per export."""
 
-    def __init__(self, *, fail_unreachable: bool = False) -> None:
+    def __init__(
+        self, *, fail_unreachable: bool = False, on_retry: Callable[[str], None] | None = None
+    ) -> None:
         super().__init__()
         self._local = threading.local()
         self.fail_unreachable = fail_unreachable
+        self.on_retry = on_retry
 
     def outcomes(self) -> list[str]:
         """This thread's outcomes since :meth:`reset` (oldest first)."""
@@ -469,6 +488,9 @@ class _ObservedSession(requests.Session):
         self._local.outcomes = []
 
     def send(self, request: requests.PreparedRequest, **kwargs: Any) -> requests.Response:
+        outcomes = self.outcomes()
+        if len(outcomes) == 1 and self.on_retry is not None:  # the export's first retry: say why, once
+            self.on_retry(outcomes[0])
         try:
             response = super().send(request, **kwargs)
         except Exception as exc:
@@ -564,18 +586,25 @@ def export_otlp(
     *,
     capture_content: bool = False,
     headers: Mapping[str, str] | None = None,
+    timeout_s: float = 10.0,
+    on_retry: Callable[[str], None] | None = None,
 ) -> int:
     """:func:`export_session` to an OTLP/HTTP receiver at ``url``; returns the number of spans sent.
 
     A receiver that cannot be connected to fails the export at the first request (no retries:
-    :func:`otlp_exporter`'s ``retry_unreachable=False``); a transient answer (HTTP 429/502/503/504) is
-    retried for up to 10 s.
+    :func:`otlp_exporter`'s ``retry_unreachable=False``); a transient answer (HTTP 429/502/503/504 for the
+    OpenTelemetry exporter) is retried for up to ``timeout_s`` seconds (the exporter's backoff, or the
+    receiver's ``Retry-After`` when that fits in what is left). ``on_retry`` gets one line when the first
+    retry starts (:func:`otlp_exporter`); a receiver still busy when the time is up fails the export with
+    ``ExportFailed`` naming ``url``, its last answer and the requests sent.
 
     Raises:
         ValueError: ``url`` is not an http(s) URL.
         SessionNotFound, LedgerIntegrityError, ExportFailed: as :func:`export_session`.
     """
-    exporter = otlp_exporter(url, headers=headers, retry_unreachable=False)
+    exporter = otlp_exporter(
+        url, headers=headers, timeout_s=timeout_s, retry_unreachable=False, on_retry=on_retry
+    )
     try:
         return export_session(store, session_id, exporter, capture_content=capture_content, url=url)
     finally:
