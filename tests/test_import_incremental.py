@@ -266,6 +266,15 @@ def test_a_file_imported_before_its_session_id_line_is_continued_not_duplicated(
         assert [s.session_id for s in store.list_sessions()] == ["claude-code:renamed-copy"]
         sid = "claude-code:55604662-cf2a-4331-851a-ec234028f8ca"
         assert store.find_import(identity_key(sid)).session_id == "claude-code:renamed-copy"  # type: ignore[union-attr]
+        # the transcript's own id, or a prefix of it, finds the session recorded under the stem
+        assert store.resolve_session("5560") == store.resolve_session(sid) == "claude-code:renamed-copy"
+        # and the row takes the task and creation time the transcript gives (the stub had neither)
+        with SqliteStore(tmp_path / "once.sqlite") as once:
+            import_file(once, source)
+            whole = once.get_session(sid)
+        row = store.get_session("claude-code:renamed-copy")
+        assert whole.task and (row.task, row.created_at_ms) == (whole.task, whole.created_at_ms)
+        assert row.metadata["created_from"] == "source"
         assert (
             ledger(store, "claude-code:renamed-copy")
             == one_shot(tmp_path, source.name, SUMMARY + sample)[sid]

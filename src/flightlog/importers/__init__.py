@@ -18,7 +18,10 @@ times without a zone, SWE-agent trajectories and Agents SDK ``RunState`` none) i
 ``claude-code:<sessionId>``, ``codex:<rollout id>``, ``gemini-cli:<sessionId>``, ``aider:<first launch>``,
 ``openhands:<file stem>``, ``swe-agent:<instance>``),
 and an ``imports`` row ``source:<key>`` (:func:`identity_key`) names the session that records it (whose
-metadata says ``"incremental": true``).
+metadata says ``"incremental": true``); ``Store.resolve_session`` falls back to those keys, so a session
+recorded under an earlier key (a Claude Code file imported before its ``sessionId`` line, under its stem)
+is found by its source's id too, and it takes the task and creation time a later import gives when the first
+one had neither.
 Importing a source again appends only what it gained: the importer re-reads the whole source (its fold
 state is recomputed from the source, never stored), :func:`check_prefix` checks that the events it reads
 first are byte for byte the recorded ones (their chain hash, recomputed from the stored header, equals the
@@ -615,7 +618,26 @@ class _Writer:
             recorder.checkpoint()
             self.store.set_session_status(self.target.session_id, status)
         if self.target.existing:
+            self._adopt_details()
             self.result.continued.append(self.target.session_id)
+
+    def _adopt_details(self) -> None:
+        """A session whose first import came before its source gave a task and a time (a Claude Code file
+        imported before its first prompt, recorded under its stem: empty task, created at the import)
+        takes them from this import of the grown source, as a single import of it records them."""
+        session, sid = self.session, self.target.session_id
+        record = self.store.get_session(sid)
+        if record.task or record.metadata.get("created_from") != "import":
+            return
+        if not session.task and session.started_at_ms is None:
+            return
+        started = session.started_at_ms
+        self.store.set_session_details(
+            sid,
+            task=session.task,
+            created_at_ms=record.created_at_ms if started is None else started,
+            metadata={**record.metadata, "created_from": "import" if started is None else "source"},
+        )
 
     def _create(self, status: str) -> Recorder:
         session, sid = self.session, self.target.session_id

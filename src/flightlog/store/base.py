@@ -522,7 +522,10 @@ class Store(abc.ABC):
         A matching session that is another match's own stream (its ``parent_session_id`` is that match and
         its id is the match's id followed by ``:``, as a Claude Code sub-agent ``<id>:agent:<x>`` or
         background task ``<id>:task:<x>``) is not counted: a prefix naming one session apart from its own
-        streams resolves to that session.
+        streams resolves to that session. When no session id matches, the source keys of imports are
+        tried the same way (identity rows ``source:<key>``): a session recorded under another id than its
+        source's (a Claude Code file imported before its ``sessionId`` line, under its stem) is found by
+        the source's id too.
 
         Raises ``SessionNotFound`` when none or several match (``matches`` lists them, streams left out).
         """
@@ -534,6 +537,14 @@ class Store(abc.ABC):
     @abc.abstractmethod
     def set_session_status(self, session_id: str, status: str) -> None:
         """Change a session's status (not a ledger row: the ledger is append-only)."""
+
+    @abc.abstractmethod
+    def set_session_details(
+        self, session_id: str, *, task: str, created_at_ms: int, metadata: Mapping[str, Any]
+    ) -> None:
+        """Replace a session row's task, creation time (epoch ms) and metadata (not ledger rows: what a
+        later import of its source gives, when the first import was made before the source gave them).
+        Raises ``SessionNotFound``."""
 
     # ─── events ────────────────────────────────────────────────────────────────────────────
     @abc.abstractmethod

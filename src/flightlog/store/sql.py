@@ -293,9 +293,29 @@ class SqlStore(Store):
             ") ORDER BY s.session_id LIMIT 6",
             (pattern, "%:" + pattern, pattern, "%:" + pattern),
         )
+        if not rows:
+            return self._resolve_by_source_key(prefix)
         if len(rows) != 1:
             raise SessionNotFound(session_id=prefix, matches=[r[0] for r in rows])
         return str(rows[0][0])
+
+    def _resolve_by_source_key(self, prefix: str) -> str:
+        """``resolve_session``'s last resort: the session an import records a source session in, when the
+        source's own key (its identity row ``source:<key>``, :func:`flightlog.importers.identity_key`)
+        matches ``prefix`` as a session id would (from its start or after a ``:``), one session apart from
+        its own streams. A Claude Code file imported before its ``sessionId`` line is recorded under its
+        stem (``claude-code:<stem>``); its real id still finds it."""
+        like = f"source_sha256 LIKE ?{self.LIKE_ESCAPE}"
+        pattern = R.like_escape(prefix) + "%"
+        rows = self._all(
+            f"SELECT DISTINCT session_id FROM imports WHERE {like} OR {like} ORDER BY session_id LIMIT 6",
+            ("source:" + pattern, "source:%:" + pattern),
+        )
+        ids = [str(r[0]) for r in rows]
+        kept = [i for i in ids if not any(i.startswith(other + ":") for other in ids)]
+        if len(kept) != 1:
+            raise SessionNotFound(session_id=prefix, matches=kept)
+        return kept[0]
 
     def list_sessions(self, batch: int = 500) -> Iterator[SessionRecord]:
         """Every session, oldest first (keyset pages of ``batch`` rows)."""
@@ -317,6 +337,19 @@ class SqlStore(Store):
             count = self._write(
                 "UPDATE sessions SET status = ?, updated_at_ms = ? WHERE session_id = ?",
                 (status, R.now_ms(), session_id),
+            )
+            if count == 0:
+                raise SessionNotFound(session_id=session_id)
+            self._notify(session_id)
+
+    def set_session_details(
+        self, session_id: str, *, task: str, created_at_ms: int, metadata: Mapping[str, Any]
+    ) -> None:
+        with self._joined():
+            count = self._write(
+                "UPDATE sessions SET task = ?, created_at_ms = ?, metadata = ?, updated_at_ms = ? "
+                "WHERE session_id = ?",
+                (task, created_at_ms, json.dumps(dict(metadata), sort_keys=True), R.now_ms(), session_id),
             )
             if count == 0:
                 raise SessionNotFound(session_id=session_id)

@@ -160,6 +160,7 @@ def _snapshot(store: Store, session_id: str) -> tuple[SessionRecord, list[Stored
 _WRITES: dict[str, Callable[[Store], object]] = {
     "create_session": lambda s: s.create_session(SessionRecord("s-new")),
     "set_session_status": lambda s: s.set_session_status("s-1", "failed"),
+    "set_session_details": lambda s: s.set_session_details("s-1", task="t", created_at_ms=1, metadata={}),
     "append_events": lambda s: s.append_events("s-1", *chained_rows(["x"], start=1, prev="0" * 64)),
     "bump_authority_epoch": lambda s: s.bump_authority_epoch("s-1"),
     "record_grant_policy": lambda s: s.record_grant_policy("s-1", "p", "{}"),
@@ -191,6 +192,22 @@ class StoreContract(MemoryContract):
         raise NotImplementedError("the backend's test class must supply a `reopen_read_only` fixture")
 
     # ─── sessions ─────────────────────────────────────────────────────────────────────────
+    def test_set_session_details_replaces_task_creation_time_and_metadata(self, store: Store) -> None:
+        _new_session(store, "s-1", metadata={"created_from": "import"})
+        _append(store, "s-1", ["a"])
+        store.set_session_details(
+            "s-1", task="fix it", created_at_ms=1234, metadata={"created_from": "source"}
+        )
+        record = store.get_session("s-1")
+        assert (record.task, record.created_at_ms, record.metadata) == (
+            "fix it",
+            1234,
+            {"created_from": "source"},
+        )
+        assert (record.events, record.status) == (1, "running")  # nothing else changes
+        with pytest.raises(SessionNotFound):
+            store.set_session_details("nope", task="", created_at_ms=1, metadata={})
+
     def test_create_session_starts_empty_at_epoch_zero(self, store: Store) -> None:
         _new_session(
             store, "s-1", task="fix the bug", source="kernel", parent_session_id="p", metadata={"n": 1}
@@ -679,6 +696,33 @@ class StoreContract(MemoryContract):
         assert info.value.exact and info.value.session_id == "491e"
         assert "store.resolve_session('491e')" in str(info.value) and "full id" in str(info.value)
         assert store.get_session(store.resolve_session("491e")).session_id == "claude-code:491e126e"
+
+    def test_a_session_recorded_under_another_key_is_found_by_its_sources_id(self, store: Store) -> None:
+        """A Claude Code file imported before its ``sessionId`` line is recorded under its stem; its identity
+        row names the real id, so that id or a prefix of it (as a session id's) finds the session, its
+        sub-agent's row does not make the prefix ambiguous, and a plain sha256 dedup row is no id."""
+        real = "claude-code:55604662-cf2a-4331-851a-ec234028f8ca"
+        _new_session(store, "claude-code:renamed-copy")
+        _new_session(store, "claude-code:renamed-copy:agent:a1", parent_session_id="claude-code:renamed-copy")
+        for key, sid in (
+            (f"source:{real}", "claude-code:renamed-copy"),
+            (f"source:{real}:agent:a1", "claude-code:renamed-copy:agent:a1"),
+            ("5560aa" + "0" * 58, "claude-code:renamed-copy"),
+        ):
+            store.record_import(ImportRecord(key, sid, "claude-code", "1", "renamed-copy.jsonl", 0))
+        assert store.resolve_session("5560") == "claude-code:renamed-copy"
+        assert store.resolve_session(real) == "claude-code:renamed-copy"
+        assert store.resolve_session("claude-code:5560") == "claude-code:renamed-copy"
+        assert store.resolve_session(real + ":agent:a") == "claude-code:renamed-copy:agent:a1"
+        with pytest.raises(SessionNotFound):
+            store.resolve_session("5560aa0")  # a dedup row's sha256 is not a session's id
+        _new_session(store, "claude-code:other")
+        store.record_import(
+            ImportRecord("source:claude-code:5560ff", "claude-code:other", "claude-code", "1", "o", 0)
+        )
+        with pytest.raises(SessionNotFound) as two:
+            store.resolve_session("5560")
+        assert two.value.matches == ("claude-code:other", "claude-code:renamed-copy")
 
     def test_a_prefix_names_a_session_apart_from_its_own_streams(self, store: Store) -> None:
         """A Claude Code session's sub-agents (``<id>:agent:<x>``, nested ``...:task:<y>``) match any prefix
