@@ -23,7 +23,7 @@ needs nothing more, so a resume after a crash finishes what is left.
 
 from __future__ import annotations
 
-from ..events import Event, PermissionRequested, Suspended, ToolGated
+from ..events import Event, Suspended
 from ..integrity.notary import Notary
 from ..recorder import Recorder
 from ..store.base import Store
@@ -37,14 +37,7 @@ def reopened_wait(state: KernelState, suspension: Suspended) -> list[Event]:
     """What re-opens the wait of a run an abort cancelled while it waited on its own gates (module docs):
     the ``tool_gated`` and ``permission_requested`` that opened each still-open gate, recorded again as they
     were, then ``suspended(turn, reason, pending_calls=<open gates>)`` of ``suspension``."""
-    opened: dict[str, list[Event]] = {}
-    events = [event for _, event in state.events]
-    for index, event in enumerate(events):
-        if isinstance(event, ToolGated) and event.call_id in state.gates:
-            after = events[index + 1] if index + 1 < len(events) else None
-            asked = [after] if isinstance(after, PermissionRequested) and after.tool == event.tool else []
-            opened[event.call_id] = [event, *asked]  # the latest gate of a call is the open one
-    reopened: list[Event] = [e for call_id in state.gates for e in opened.get(call_id, [])]
+    reopened: list[Event] = list(state.gate_openings())  # folded: KernelState.gate_openings
     reopened.append(
         Suspended(turn=suspension.turn, reason=suspension.reason, pending_calls=list(state.gates))
     )

@@ -32,6 +32,7 @@ from ..events import (
     Custom,
     LlmCompleted,
     OperationCancelled,
+    PermissionRequested,
     ProviderReplay,
     Resumed,
     Rollbacked,
@@ -181,6 +182,10 @@ class KernelState:
     _request_chars: dict[str, int] = field(default_factory=dict)
     _raw_arguments: dict[str, str] = field(default_factory=dict)
     _released: set[str] = field(default_factory=set)
+    _wait: list[tuple[int, Suspended]] = field(default_factory=list)
+    _cancelled: bool = False
+    _openings: dict[str, list[SessionEvent]] = field(default_factory=dict)
+    _gated_before: ToolGated | None = None
 
     # ─── folding ──────────────────────────────────────────────────────────────────────────
     def apply(self, seq: int, recorded_at_ms: int, event: SessionEvent) -> None:
@@ -196,10 +201,29 @@ class KernelState:
         if handler is not None:
             handler(self, recorded_at_ms, event)
         self.wall.touch(recorded_at_ms)
+        self._fold_wait(event)
         if isinstance(event, Custom):
             custom = _CUSTOM_HANDLERS.get(event.custom_kind)
             if custom is not None:
                 custom(self, event.payload if isinstance(event.payload, dict) else {})
+
+    def _fold_wait(self, event: SessionEvent) -> None:
+        """Keep what :meth:`current_wait`, :meth:`wait_cancelled` and :meth:`gate_openings` answer, so a
+        resume asks them without scanning ``events`` backwards (``event`` was just appended to it)."""
+        kind = event.kind
+        if kind in _WAIT_STARTS:
+            self._wait = []
+        elif isinstance(event, Suspended):
+            self._wait.append((len(self.events) - 1, event))
+            self._cancelled = False
+        elif isinstance(event, OperationCancelled):
+            self._cancelled = True
+        gated, self._gated_before = self._gated_before, None
+        if isinstance(event, ToolGated):
+            self._openings[event.call_id] = [event]  # the latest gate of a call is the open one
+            self._gated_before = event
+        elif isinstance(event, PermissionRequested) and gated is not None and event.tool == gated.tool:
+            self._openings[gated.call_id].append(event)
 
     def _on_run_started(self, at_ms: int, event: RunStarted) -> None:
         # a new run of a session that holds several (a LangGraph thread, an imported transcript) starts with
@@ -362,17 +386,9 @@ class KernelState:
         """The ``(index in events, suspended)`` pairs of the wait the run is in, oldest first; empty when it
         is not suspended. One, unless a resume re-opened a wait an abort had closed (each re-opening records
         a ``suspended`` of its own, :meth:`flightlog.kernel.Kernel.resume`): a wait lasts from the first
-        ``suspended`` after the latest event that starts an activation or a turn (:data:`_WAIT_STARTS`)."""
-        if self.phase != "suspended":
-            return []
-        found: list[tuple[int, Suspended]] = []
-        for index in range(len(self.events) - 1, -1, -1):
-            event = self.events[index][1]
-            if event.kind in _WAIT_STARTS:
-                break
-            if isinstance(event, Suspended):
-                found.append((index, event))
-        return found[::-1]
+        ``suspended`` after the latest event that starts an activation or a turn (:data:`_WAIT_STARTS`).
+        Kept by the fold (O(1) here)."""
+        return list(self._wait) if self.phase == "suspended" else []
 
     def wait_cancelled(self) -> bool:
         """Whether the run waits for decisions on open gates and was cancelled since (an ``abort`` of a
@@ -381,15 +397,14 @@ class KernelState:
 
     def wait_closed(self) -> bool:
         """Whether the run is suspended and an ``operation_cancelled`` follows its latest ``suspended`` (an
-        ``abort`` closed the wait; :mod:`flightlog.kernel.reopen` re-opens it)."""
-        if self.phase != "suspended":
-            return False
-        for _seq, event in reversed(self.events):
-            if isinstance(event, Suspended):
-                return False
-            if isinstance(event, OperationCancelled):
-                return True
-        return False
+        ``abort`` closed the wait; :mod:`flightlog.kernel.reopen` re-opens it). Kept by the fold (O(1))."""
+        return self.phase == "suspended" and self._cancelled
+
+    def gate_openings(self) -> list[SessionEvent]:
+        """The events that opened each open gate (``gates``, in its order): the call's latest ``tool_gated``
+        and the ``permission_requested`` right after it (same tool) when there is one, as recorded; what a
+        resume records again to re-open a wait an abort closed (:mod:`flightlog.kernel.reopen`)."""
+        return [event for call_id in self.gates for event in self._openings.get(call_id, [])]
 
     def verdict(self, gate: GateKind, call_id: str) -> Verdict | None:
         """The human decision on ``call_id`` for a gate of kind ``gate`` in this turn, if any."""
