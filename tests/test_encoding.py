@@ -536,6 +536,42 @@ def test_event_bytes_of_a_value_too_deep_are_none_or_the_models(depth: int) -> N
         assert data is None or data == reference
 
 
+@settings(max_examples=800, deadline=None)
+@given(VALUES, st.integers(1, 6))
+def test_plain_with_a_depth_limit_is_plain_and_no_deeper_in_one_walk(value: Any, limit: int) -> None:
+    """``_plain(v, n)`` answers ``_plain(v) and not depth_exceeds(v, n)`` (what ``llm_completed_bytes``
+    asked in two walks): both count ``v`` itself as level 1."""
+    assert _plain(value, limit) == (_plain(value) and not enc.depth_exceeds(value, limit))
+
+
+def test_native_blocks_are_written_up_to_exactly_the_native_depth_limit() -> None:
+    """Unvouched blocks nesting ``NATIVE_DEPTH_LIMIT`` levels (the blocks list itself is level 1) are
+    written; one level more gives None (then the model path decides)."""
+
+    def blocks(levels: int) -> list[Any]:
+        value: list[Any] = ["x"]
+        for _ in range(levels - 1):
+            value = [value]
+        return value
+
+    def written(native: list[Any]) -> bytes | None:
+        return enc.llm_completed_bytes(
+            1, [], [], protocol="p", provider=None, model=None, native_blocks=native
+        )
+
+    at_limit = blocks(enc.NATIVE_DEPTH_LIMIT)
+    assert not enc.depth_exceeds(at_limit, enc.NATIVE_DEPTH_LIMIT)
+    reference = canonical_bytes(
+        LlmCompleted(
+            turn=1,
+            message=Message(role="assistant"),
+            provider_replay=ProviderReplay(protocol="p", native_blocks=at_limit),
+        )
+    )
+    assert written(at_limit) == reference
+    assert written(blocks(enc.NATIVE_DEPTH_LIMIT + 1)) is None
+
+
 def test_a_value_that_holds_itself_raises_instead_of_walking_forever() -> None:
     """A cyclic payload (a list or dict holding itself) is refused with EncodingError at ``$``: the plain
     check walks one level at a time up to ``_PLAIN_DEPTH`` and rfc8785's recursive encoder then meets

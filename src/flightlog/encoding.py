@@ -106,25 +106,40 @@ def _c_encoder() -> Callable[[Any], str]:
 _fast_json = _c_encoder()
 
 
-def _plain(value: Any) -> bool:
-    """True when the stdlib encoder's output equals RFC 8785's for ``value``.
+_PLAIN_DEPTH = 1024
+"""Levels of nesting :func:`_plain` walks before it leaves a value to rfc8785 (which recurses, and raises
+RecursionError on a cycle or a value nested past the interpreter's limit): the stdlib's C encoder itself
+stops at about 1,000 levels, so no value it could write is turned away."""
+_PLAIN_CONTAINERS = 1 << 20
+"""Containers :func:`_plain` walks before it leaves a value to rfc8785 (same bytes, slower): bounds the walk
+of a value that holds itself through several references, whose levels double."""
+
+
+def _plain(value: Any, max_depth: int = _PLAIN_DEPTH) -> bool:
+    """True when the stdlib encoder's output equals RFC 8785's for ``value`` and it nests at most
+    ``max_depth`` levels of arrays/objects.
 
     That holds when the value has no floats (JCS formats numbers per ECMAScript), no integers beyond
     ±(2**53-1), and no object key with a character at or above U+D800 (JCS sorts keys by UTF-16 code
     units, Python by code points; the two orders agree below the surrogate range). Strings are escaped
     identically by both (RFC 8785 §3.2.2.2: only ``"``, ``\\`` and U+0000..U+001F, with the short forms
     and lowercase ``\\u00xx``). Lone surrogates make the UTF-8 step fail, falling back to rfc8785's error.
+
+    Levels are counted as :func:`depth_exceeds` counts them (``value`` itself is level 1), so
+    ``_plain(v, n)`` is ``_plain(v) and not depth_exceeds(v, n)`` for ``n <= _PLAIN_DEPTH`` in one walk
+    (``tests/test_encoding.py``); the default, :data:`_PLAIN_DEPTH`, is where the walk hands a value to
+    rfc8785, a caller with a tighter limit (:func:`llm_completed_bytes`) passes it.
     """
     # One pass over a container's children (ASCII keys need no character scan: ``isascii`` is O(1)), one
     # level of nesting at a time, so depth never hits the recursion limit and a value that holds itself
-    # (a cycle) stops at _PLAIN_DEPTH levels or _PLAIN_CONTAINERS containers instead of walking forever:
+    # (a cycle) stops at max_depth levels or _PLAIN_CONTAINERS containers instead of walking forever:
     # past either rfc8785's recursive encoder decides (a cycle raises RecursionError there, reported as
     # too deep).
     level = [value]
     depth = walked = 0
     while level:
         depth += 1
-        if depth > _PLAIN_DEPTH:
+        if depth > max_depth:
             return False
         deeper: list[Any] = []
         push = deeper.append
@@ -155,15 +170,6 @@ def _plain(value: Any) -> bool:
             return False
         level = deeper
     return True
-
-
-_PLAIN_DEPTH = 1024
-"""Levels of nesting :func:`_plain` walks before it leaves a value to rfc8785 (which recurses, and raises
-RecursionError on a cycle or a value nested past the interpreter's limit): the stdlib's C encoder itself
-stops at about 1,000 levels, so no value it could write is turned away."""
-_PLAIN_CONTAINERS = 1 << 20
-"""Containers :func:`_plain` walks before it leaves a value to rfc8785 (same bytes, slower): bounds the walk
-of a value that holds itself through several references, whose levels double."""
 
 
 def canonical_bytes(event: Event) -> bytes:
@@ -375,7 +381,9 @@ them, so deeper blocks are left to it (it raises ``EncodingError``)."""
 
 def depth_exceeds(value: Any, limit: int) -> bool:
     """True when arrays/objects nest deeper than ``limit`` (``value`` itself is level 1; iterative: never
-    hits the recursion limit)."""
+    hits the recursion limit). For any value (subclasses of ``dict``/``list`` count), as the importers'
+    readers need before they convert a line; levels are counted as :func:`_plain`'s ``max_depth`` counts
+    them, which answers this in the same walk for a value it finds plain."""
     stack: list[tuple[Any, int]] = [(value, 1)]
     while stack:
         item, depth = stack.pop()
@@ -484,7 +492,7 @@ def llm_completed_bytes(
         return None
     if not (_strs(protocol) and (provider is None or _strs(provider)) and (model is None or _strs(model))):
         return None
-    if not (native_plain or (_plain(native_blocks) and not depth_exceeds(native_blocks, NATIVE_DEPTH_LIMIT))):
+    if not (native_plain or _plain(native_blocks, NATIVE_DEPTH_LIMIT)):  # one walk: plain, and how deep
         return None
     content = []
     for part_type, text, signature in parts:
