@@ -134,7 +134,11 @@ def _plain(value: Any, max_depth: int = _PLAIN_DEPTH) -> bool:
     # level of nesting at a time, so depth never hits the recursion limit and a value that holds itself
     # (a cycle) stops at max_depth levels or _PLAIN_CONTAINERS containers instead of walking forever:
     # past either rfc8785's recursive encoder decides (a cycle raises RecursionError there, reported as
-    # too deep).
+    # too deep). Two cycle guards, on purpose: this hot walk (every event encoded) bounds levels and
+    # containers, which costs two integer compares a level; _walk, run only to name the field of a value
+    # already refused, keeps a set of entered ids instead, since it must visit every container once to
+    # find the first bad one and say where. An id set here would cost a hash insert per container on
+    # every encoding; bounds there would stop the search short of the field it is looking for.
     level = [value]
     depth = walked = 0
     while level:
@@ -586,7 +590,10 @@ def _find_unencodable(value: Any, path: str) -> tuple[str, str] | None:
 
 def _walk(value: Any, path: str) -> Iterator[tuple[str, Any]]:
     """``(json path, key or leaf)`` of every dict key and leaf under ``value``, depth first; each container is
-    entered once (by identity), so a value that holds itself (a cycle) ends the walk instead of looping."""
+    entered once (by identity), so a value that holds itself (a cycle) ends the walk instead of looping.
+    (Its own cycle guard, not :func:`_plain`'s level/container bounds: this walk runs only on the error
+    path, must reach every container to name the first bad field, and is not on the hot path; see the
+    note in :func:`_plain`.)"""
     stack: list[tuple[str, Any]] = [(path, value)]
     entered: set[int] = set()
     while stack:
