@@ -30,6 +30,7 @@ from flightlog.errors import (
 from flightlog.events import Custom
 from flightlog.recorder import Recorder, verify_session
 from flightlog.store import Store, open_store
+from flightlog.store.base import NewEvent
 from flightlog.store.postgres import MIGRATIONS, PostgresStore, translate
 from flightlog.testing.store_contract import StoreContract, chained_rows
 
@@ -40,6 +41,19 @@ class TestPostgresStore(StoreContract):
     @pytest.fixture
     def store(self, pg_store: PostgresStore) -> Iterator[Store]:
         yield pg_store
+
+    @pytest.fixture
+    def store_past_head(self) -> Callable[[Store, str, NewEvent], None]:
+        def _insert(store: Store, session_id: str, row: NewEvent) -> None:
+            assert isinstance(store, PostgresStore)
+            with _raw(store) as raw:
+                raw.execute(
+                    "INSERT INTO events (session_id, seq, kind, event, prev_hash, hash, recorded_at_ms, epoch)"
+                    " VALUES (%s, %s, %s, %s, %s, %s, 0, 0)",
+                    (session_id, row.seq, row.kind, row.event_bytes, row.prev_hash, row.hash),
+                )
+
+        return _insert
 
     @pytest.fixture
     def reopen(self, open_pg: Callable[..., PostgresStore]) -> Callable[[Store], Store]:

@@ -22,7 +22,7 @@ from flightlog.events import Custom
 from flightlog.recorder import Recorder, verify_session
 from flightlog.store import SessionRecord, SqliteStore, Store, open_store
 from flightlog.store import sqlite as sqlite_module
-from flightlog.store.base import LeaseClaim, LeaseRecord
+from flightlog.store.base import LeaseClaim, LeaseRecord, NewEvent
 from flightlog.store.sqlite import MIGRATIONS
 from flightlog.testing.store_contract import StoreContract, chained_rows
 
@@ -46,6 +46,19 @@ class TestSqliteStore(StoreContract):
     def store(self, db_path: Path) -> Iterator[Store]:
         with closing(SqliteStore(db_path)) as store:
             yield store
+
+    @pytest.fixture
+    def store_past_head(self) -> Callable[[Store, str, NewEvent], None]:
+        def _insert(store: Store, session_id: str, row: NewEvent) -> None:
+            assert isinstance(store, SqliteStore)
+            with store.transaction():
+                store._conn.execute(
+                    "INSERT INTO events (session_id, seq, kind, event, prev_hash, hash, recorded_at_ms)"
+                    " VALUES (?, ?, ?, ?, ?, ?, 0)",
+                    (session_id, row.seq, row.kind, row.event_bytes, row.prev_hash, row.hash),
+                )
+
+        return _insert
 
     @pytest.fixture
     def reopen(self, opened: list[Store]) -> Callable[[Store], Store]:

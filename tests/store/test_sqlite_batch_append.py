@@ -5,7 +5,8 @@ The claim: it refuses exactly what the shared path (:meth:`flightlog.store.sql.S
 read the head and epoch, decide, then write) refuses, with the same error naming the same seq, epochs and
 session, writes what it writes when nothing is refused, and when it refuses has written nothing, so the
 transaction stays usable; even a store with a row past its head (edited outside flightlog), where the
-per-row check (and the shared path) wrote the rows before the taken one and then failed.
+per-row check (and, until the shared path looked for stored rows past the head too, the shared path)
+wrote the rows before the taken one and then failed.
 """
 
 from __future__ import annotations

@@ -122,6 +122,21 @@ def native(sql: str) -> str:
     return sql.replace("?", "%s")
 
 
+_TAKEN_KEY = re.compile(r"\(session_id, seq\)=\((.*), (-?\d+)\)", re.DOTALL)
+"""The key in a unique violation's detail on ``events``: ``Key (session_id, seq)=(<id>, <seq>) already
+exists.`` (the key part is not translated, so this holds whatever ``lc_messages`` says)."""
+
+
+def taken_seq(exc: pg_errors.UniqueViolation, rows: Sequence[NewEvent] | Sequence[StoredEvent]) -> int:
+    """The seq whose stored row stopped an insert of ``rows``: the one PostgreSQL names in the violation's
+    detail when it is one of theirs, else (a detail without the key) the lowest seq of ``rows``."""
+    found = _TAKEN_KEY.search(exc.diag.message_detail or "")
+    seqs = {row.seq for row in rows}
+    if found is not None and int(found.group(2)) in seqs:
+        return int(found.group(2))
+    return min(seqs)
+
+
 def redact(url: str) -> str:
     """``url`` with any password (user part, ``password=`` parameters, keyword strings) replaced by ``***``.
 
@@ -912,7 +927,7 @@ class PostgresStore(SqlStore):
         try:
             self._send(conn, _APPEND, values)
         except pg_errors.UniqueViolation as exc:
-            raise AppendConflict(session_id=session_id, seq=rows[0].seq) from exc
+            raise AppendConflict(session_id=session_id, seq=taken_seq(exc, rows)) from exc
         except psycopg.Error as exc:
             raise self._translate(exc) from exc
 
@@ -965,7 +980,7 @@ class PostgresStore(SqlStore):
             try:
                 found = cursor().fetchone()
             except pg_errors.UniqueViolation as exc:
-                raise AppendConflict(session_id=session_id, seq=first.seq) from exc
+                raise AppendConflict(session_id=session_id, seq=taken_seq(exc, rows)) from exc
             except psycopg.Error as exc:
                 raise self._translate(exc) from exc
             check(found)
@@ -977,7 +992,7 @@ class PostgresStore(SqlStore):
             if not isinstance(exc, pg_errors.DivisionByZero | pg_errors.UniqueViolation):
                 return self._translate(exc)
             if isinstance(exc, pg_errors.UniqueViolation):
-                return AppendConflict(session_id=session_id, seq=first.seq)
+                return AppendConflict(session_id=session_id, seq=taken_seq(exc, rows))
             try:
                 check(conn.execute(_HEAD, {"sid": session_id}).fetchone())
             except (SessionNotFound, StaleWriter, AppendConflict) as refusal:
@@ -1058,7 +1073,7 @@ class PostgresStore(SqlStore):
                     self._settle(conn)
                     cur.executemany(native(INSERT_EVENT), copied)
                 except pg_errors.UniqueViolation as exc:
-                    raise AppendConflict(session_id=session_id, seq=rows[0].seq) from exc
+                    raise AppendConflict(session_id=session_id, seq=taken_seq(exc, rows)) from exc
                 except psycopg.Error as exc:
                     raise self._translate(exc) from exc
             self._run(

@@ -367,9 +367,12 @@ class SqlStore(Store):
         deferrable: bool = False,
     ) -> int:
         """Check, then write, in this thread's transaction (or one of its own): the session exists, its
-        authority epoch is ``epoch`` (``StaleWriter``), ``rows`` extend its head (``AppendConflict``); then
-        the rows and the new head (:meth:`_insert_events`). Every check runs before the first write, so
-        an enclosing block needs no savepoint for it. ``deferrable`` is not used here (written at once)."""
+        authority epoch is ``epoch`` (``StaleWriter``), ``rows`` extend its head and none of their seqs is
+        repeated or already stored, past the head too (``AppendConflict`` naming the lowest such seq; a
+        row past the head is only in a store edited outside flightlog); then the rows and the new head
+        (:meth:`_insert_events`). Every check runs before the first write, so a refused batch writes
+        nothing and an enclosing block needs no savepoint for it. ``deferrable`` is not used here (written
+        at once)."""
         stamp = R.now_ms()
         stamps = row_stamps(rows, recorded_at_ms, stamp)
         with self._joined():
@@ -378,12 +381,28 @@ class SqlStore(Store):
             if problem is not None:
                 raise problem
             head_seq, _, current = found
-            clash = R.taken(rows, head_seq)
-            if clash is not None:
-                raise AppendConflict(session_id=session_id, seq=clash)
+            clashes = [
+                c
+                for c in (R.taken(rows, head_seq), self._stored_past(session_id, rows, head_seq))
+                if c is not None
+            ]
+            if clashes:
+                raise AppendConflict(session_id=session_id, seq=min(clashes))
             self._insert_events(session_id, rows, head, stamp, current, stamps)
             self._notify(session_id)
         return stamp
+
+    def _stored_past(self, session_id: str, rows: Sequence[NewEvent], head_seq: int) -> int | None:
+        """The lowest seq of ``rows`` past ``head_seq`` that a stored row already holds, else None (one
+        indexed range read of the primary key; empty unless the store was edited outside flightlog)."""
+        seqs = {row.seq for row in rows if row.seq > head_seq}
+        if not seqs:
+            return None
+        stored = self._all(
+            "SELECT seq FROM events WHERE session_id = ? AND seq BETWEEN ? AND ?",
+            (session_id, min(seqs), max(seqs)),
+        )
+        return min((int(seq) for (seq,) in stored if int(seq) in seqs), default=None)
 
     def read_events(
         self, session_id: str, *, start: int = 0, stop: int | None = None, batch: int = 512

@@ -17,12 +17,15 @@ fixtures (the class itself has no ``Test`` prefix, so pytest does not collect it
         def reopen_read_only(self):                     # callable: same database, new read-only handle
             ...
 
-Handles returned by ``reopen``/``reopen_read_only`` are owned (and closed) by those fixtures.
+Handles returned by ``reopen``/``reopen_read_only`` are owned (and closed) by those fixtures. A fourth,
+optional, ``store_past_head``: a callable ``(store, session_id, row)`` that stores ``row`` (a
+:class:`~flightlog.store.base.NewEvent`) without moving the session's head, as only an edit of the database
+outside flightlog can; without it the tests of such a store skip, naming the fixture.
 
 What it pins (STYLE.md section d, ARCHITECTURE.md invariants 1, 3, 6, 7): stored bytes come back
 identical; ``append_events`` is all-or-nothing and moves the head in the same transaction; a taken
-``(session_id, seq)`` raises ``AppendConflict`` and a stale authority epoch ``StaleWriter``, both writing
-nothing; reads stream in ascending seq over any range; effect intents are idempotent per key and bytes,
+``(session_id, seq)`` raises ``AppendConflict`` (naming the lowest taken seq, a row stored past the head
+included) and a stale authority epoch ``StaleWriter``, both writing nothing; reads stream in ascending seq over any range; effect intents are idempotent per key and bytes,
 completions happen once; artifacts are content-addressed and deduplicated; checkpoints, grants and imports
 are recorded; read-only handles refuse every write; reopening (migrating again) changes nothing; session
 prefixes resolve exactly, uniquely, after a ``format:`` part, and refuse ambiguity. Also (issue 6, every
@@ -87,6 +90,8 @@ from .memory_contract import MemoryContract
 __all__ = ["StoreContract", "chained_rows"]
 
 Reopen = Callable[[Store], Store]
+PastHead = Callable[[Store, str, NewEvent], None]
+"""``store_past_head(store, session_id, row)``: store ``row`` without moving the head (an outside edit)."""
 
 
 def chained_rows(
@@ -190,6 +195,10 @@ class StoreContract(MemoryContract):
     @pytest.fixture
     def reopen_read_only(self) -> Iterator[Reopen]:
         raise NotImplementedError("the backend's test class must supply a `reopen_read_only` fixture")
+
+    @pytest.fixture
+    def store_past_head(self) -> PastHead:
+        pytest.skip("the backend's test class supplies no `store_past_head` fixture (an outside edit)")
 
     # ─── sessions ─────────────────────────────────────────────────────────────────────────
     def test_set_session_details_replaces_task_creation_time_and_metadata(self, store: Store) -> None:
@@ -325,6 +334,41 @@ class StoreContract(MemoryContract):
         with pytest.raises(AppendConflict) as info:
             store.append_events("s-1", [*good, taken], SessionHead(4, good[-1].hash, "f" * 64))
         assert info.value.seq == 2
+
+    @pytest.mark.parametrize("in_transaction", [False, True])
+    @pytest.mark.parametrize(
+        ("shape", "past"),
+        [("one", 0), ("batch", 0), ("batch", 2), ("repeated", 1), ("gap", 2)],
+    )
+    def test_a_row_stored_past_the_head_refuses_the_batch_naming_its_seq(
+        self, store: Store, store_past_head: PastHead, shape: str, past: int, in_transaction: bool
+    ) -> None:
+        """A store edited outside flightlog holds a row past the session's head: an append whose rows
+        reach its seq raises ``AppendConflict`` naming that seq (the lowest that cannot be written), and
+        writes none of its rows (those before the taken one included), in a transaction or not; the head
+        stays. ``repeated``: the batch also repeats a later seq; ``gap``: its seqs skip one (shapes a
+        backend may send down another path than its batch of consecutive rows)."""
+        _new_session(store)
+        existing = _append(store, "s-1", ["a", "b"])
+        rows, head = chained_rows(
+            [f"n{i}" for i in range(1 if shape == "one" else 4)], start=2, prev=existing[-1].hash
+        )
+        if shape == "repeated":
+            rows = [*rows, rows[-1]]
+        elif shape == "gap":
+            rows = [*rows[:1], *rows[2:]]
+        outside = rows[past]
+        store_past_head(store, "s-1", outside)
+        before = _snapshot(store, "s-1")
+        assert before[0].head_seq == 1 and [e.seq for e in before[1]] == [0, 1, outside.seq]
+        with pytest.raises(AppendConflict) as info:
+            if in_transaction:
+                with store.transaction():
+                    store.append_events("s-1", rows, head)
+            else:
+                store.append_events("s-1", rows, head)
+        assert (info.value.session_id, info.value.seq) == ("s-1", outside.seq)
+        assert _snapshot(store, "s-1") == before
 
     def test_stale_epoch_raises_stale_writer_and_writes_nothing(self, store: Store) -> None:
         _new_session(store)
