@@ -394,9 +394,11 @@ class SqlStore(Store):
 
     def _stored_past(self, session_id: str, rows: Sequence[NewEvent], head_seq: int) -> int | None:
         """The lowest seq of ``rows`` past ``head_seq`` that a stored row already holds, else None (one
-        indexed range read of the primary key; empty unless the store was edited outside flightlog)."""
+        indexed range read of the primary key; empty unless the store was edited outside flightlog). Not
+        read for one row: its insert is one statement that writes nothing when the seq is taken, and
+        :meth:`_insert_events` names it."""
         seqs = {row.seq for row in rows if row.seq > head_seq}
-        if not seqs:
+        if len(rows) < 2 or not seqs:
             return None
         stored = self._all(
             "SELECT seq FROM events WHERE session_id = ? AND seq BETWEEN ? AND ?",
