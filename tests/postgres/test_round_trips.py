@@ -142,24 +142,49 @@ def test_notify_goes_after_the_commit_and_its_failure_fails_no_append(
 
 
 def test_a_deferred_append_refused_at_the_commit_writes_nothing(
-    open_pg: Callable[..., PostgresStore],
+    open_pg: Callable[..., PostgresStore], caplog: pytest.LogCaptureFixture
 ) -> None:
     """A stale writer's lone append (deferred to its commit) is refused there: ``StaleWriter``, no event, the
     run row not advanced (its compare-and-set was in the same pipeline, after the refused statement), the
-    recorder's head back where it was; the writer holding authority goes on."""
+    recorder's head back where it was, and no psycopg warning about the statements the refusal skipped
+    (``postgres._pipeline``); the writer holding authority goes on."""
     store = open_pg(min_size=1, max_size=1)
     recorder = Recorder.create(store, session_id="s1")
     recorder.append(ev.RunStarted(run_id="r1", goal="g"))
     recorder.append(ev.CheckpointTaken(turn=0, history_len=0))
     row = store.get_run_rows(["s1"])["s1"]
     rival = Recorder.attach(store, "s1")
-    with traced(store) as round_trips:
+    with traced(store) as round_trips, caplog.at_level(logging.WARNING, logger="psycopg"):
         with pytest.raises(StaleWriter):
             recorder.append(ev.CheckpointTaken(turn=1, history_len=1))
         # the pipeline, its ROLLBACK, psycopg's DEALLOCATE ALL after a failed pipeline, the head's read
         assert round_trips() <= 4
+    assert [r.getMessage() for r in caplog.records if r.name.startswith("psycopg")] == []
     assert store.get_session("s1").head_seq == 1 and recorder.next_seq == 2
     assert store.get_run_rows(["s1"])["s1"] == row
     rival.append(ev.CheckpointTaken(turn=1, history_len=1))
     assert [e.seq for e in store.read_events("s1")] == [0, 1, 2]
     assert store.get_run_rows(["s1"])["s1"].last_seq == 2 and projection_ready(store)
+
+
+def test_a_failed_statement_in_a_pipeline_raises_itself_and_logs_nothing(
+    pg_store: PostgresStore, caplog: pytest.LogCaptureFixture
+) -> None:
+    """A statement that fails in a pipeline (as a refused deferred append or a missed run-row swap does)
+    is the error raised; the statements after it, which PostgreSQL skips ('pipeline aborted'), add no
+    'error ignored terminating <psycopg.Pipeline>' warning (psycopg logged one on every such path); the
+    connection is usable after it."""
+    import psycopg
+    from psycopg import errors as pg_errors
+
+    with psycopg.connect(pg_store._conninfo, autocommit=True) as conn, caplog.at_level(logging.WARNING):
+        with pytest.raises(pg_errors.DivisionByZero), postgres._pipeline(conn):
+            conn.execute("SELECT 1 / 0")
+            conn.execute("SELECT 2")
+            conn.execute("SELECT 3")
+        assert conn.execute("SELECT 4").fetchone() == (4,)
+        # alone in its pipeline, the error surfaces only when the pipeline syncs
+        with pytest.raises(pg_errors.DivisionByZero), postgres._pipeline(conn):
+            conn.execute("SELECT 1 / 0")
+    assert "error ignored" not in caplog.text
+    assert [r for r in caplog.records if r.name.startswith("psycopg")] == []

@@ -236,11 +236,44 @@ _Params = Sequence[Any] | Mapping[str, Any]
 """A statement's parameters: positional, or named (``%(name)s``)."""
 
 
+@contextmanager
+def _pipeline(conn: psycopg.Connection[Any]) -> Iterator[None]:
+    """``conn.pipeline()`` that raises the first error of its statements, and only that one.
+
+    In pipeline mode psycopg raises a statement's error from a later ``execute`` inside the block; leaving
+    the block then syncs the pipeline, whose statements after the failed one come back ``pipeline aborted``
+    (:class:`psycopg.errors.PipelineAborted`), which psycopg logs as ``error ignored terminating
+    <psycopg.Pipeline [INERROR]>: pipeline aborted`` on every refused deferred append or missed run-row
+    swap, expected paths of this store. Here the first error is caught in the block (no more statements
+    are sent), the pipeline is left normally, its ``pipeline aborted`` (the consequence) is dropped, and
+    the first error is raised; any other error from leaving it is added to that error as a note.
+
+    Raises:
+        psycopg.Error: the first statement that failed, else an error syncing the pipeline.
+    """
+    failed: psycopg.Error | None = None
+    try:
+        with conn.pipeline():
+            try:
+                yield
+            except psycopg.Error as exc:
+                failed = exc
+    except pg_errors.PipelineAborted:
+        if failed is None:
+            raise
+    except psycopg.Error as exc:
+        if failed is None:
+            raise
+        failed.add_note(f"then, leaving the pipeline: {type(exc).__name__}: {exc}")
+    if failed is not None:
+        raise failed
+
+
 def _commit(conn: psycopg.Connection[Any], notify: set[str]) -> None:
     """``NOTIFY`` the listeners of ``notify`` (session ids) and ``COMMIT``, in one pipeline (one round trip):
     PostgreSQL delivers the notifications only once the commit is durable."""
     crash_point("commit.before")  # test-only fault injection (flightlog.testing.crashpoints)
-    with conn.pipeline():
+    with _pipeline(conn):
         if notify:
             conn.execute(*_notifying(notify))
         conn.execute("COMMIT")
@@ -731,7 +764,7 @@ class PostgresStore(SqlStore):
         statements.extend(self._tail(tx, checked=swap is not None))
         cursors: list[psycopg.Cursor[Any]] = []
         try:
-            with conn.pipeline():
+            with _pipeline(conn):
                 for sql, params in statements:
                     cursors.append(conn.execute(native(sql), params or None))
         except psycopg.Error as exc:
@@ -769,7 +802,7 @@ class PostgresStore(SqlStore):
         cursors: list[psycopg.Cursor[Any]] = []
         appended: psycopg.Cursor[Any] | None = None
         try:
-            with conn.pipeline():
+            with _pipeline(conn):
                 if begin:
                     conn.execute("BEGIN")
                 if pending is not None:
