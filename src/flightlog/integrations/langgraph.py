@@ -309,6 +309,7 @@ from ..messages import ContentPart, Message, TextPart, ToolCall, ToolResult
 from ..narration import operator_problem
 from ..recorder import Recorder, verify_session
 from ..store.base import Store
+from ..store.links import LANGGRAPH_DELTA_MAGIC
 
 if TYPE_CHECKING:
     from langgraph.callbacks import GraphCallbackHandler
@@ -770,8 +771,9 @@ _scanstring: Callable[[str, int], tuple[str, int]] = json.decoder.scanstring  # 
 KEYFRAME = 16
 """A checkpoint body is stored whole at least every this many checkpoints down a parent chain (the others
 as patches on their parent's), so reading one applies at most ``KEYFRAME - 1`` patches."""
-DELTA_MAGIC = b"flightlog.lg.delta/1\n"
-"""First bytes of a content-linked list delta artifact (module docstring: ``depth``), followed by its
+DELTA_MAGIC = LANGGRAPH_DELTA_MAGIC
+"""First bytes of a content-linked list delta artifact (module docstring: ``depth``; declared in
+:mod:`flightlog.store.links`, so ``flightlog db copy`` follows its links without importing this module), followed by its
 canonical JSON ``{"t", "e", "d", "b", "bt"?, "h"?, "ht"?, "a"?, "at"?}``: ``e`` the sha256 (hex) of the
 new elements serialized as a plain value (the same bytes as the write that added them, so stored once),
 ``t`` their serde type tag, ``d`` the depth, ``b`` the sha256 of the value extended: a whole list, whose

@@ -14,14 +14,20 @@ retained heads outside the database are filed under that id. So:
   RFC 9162 tree are recomputed from the source rows as they stream, so a source row that does not link is
   refused before it is written); grant policies; external effects (intent, then completion when
   completed); signed checkpoints with their frontiers; witness cosignatures of its origin; import
-  records; the artifacts and salted (erasable) artifacts its events reference, with erasure records.
+  records; the artifacts and salted (erasable) artifacts its events reference, with erasure records, and
+  every artifact those artifacts link to, transitively, by a link format declared in
+  :mod:`flightlog.store.links` (a LangGraph thread's content-linked list deltas). A linked artifact the
+  source does not hold refuses the copy (:class:`CopyNotVerified`); a ``sha256:<hex>`` in an event that
+  names no artifact of the source is left alone (event text may quote a digest).
 * **The index log** (when every source session is copied): its leaves in order (their ``checkpoint_id``
   column mapped to the destination's checkpoint ids), its signed checkpoints (frontiers recomputed from
   the leaves) and the cosignatures of its origin.
 * **Verified on arrival** with the check ``flightlog verify --all`` makes (:func:`audit_session` per
   session: chain, tree, signed checkpoints against the trusted keys, seal, retained head, witness
-  cosignatures, salted artifacts; then :func:`~flightlog.integrity.indexlog.audit_index` and the sessions the index
-  log or a retained head knows but the copy lacks), inside the destination transaction.
+  cosignatures, salted artifacts; then every artifact copied for the session, and every one they link to,
+  read back from the destination and hashed; then :func:`~flightlog.integrity.indexlog.audit_index` and
+  the sessions the index log or a retained head knows but the copy lacks), inside the destination
+  transaction.
 
 Everything happens in **one destination transaction**: a refusal or a copy that does not verify
 (:class:`CopyNotVerified`) leaves the destination as it was. Not copied: authority epochs (a new database
@@ -49,6 +55,7 @@ went on in the live store as ``stale_copy``, not ``rollback`` / ``missing``.
 
 from __future__ import annotations
 
+import hashlib
 import re
 from collections.abc import Callable, Iterable, Iterator, Sequence
 from contextlib import nullcontext
@@ -76,6 +83,7 @@ from ..store.base import (
     StoredEvent,
     retired_error,
 )
+from ..store.links import artifact_links
 from ..store.sqlite import SqliteStore
 
 __all__ = ["CopyNotVerified", "CopyReport", "copy_session", "copy_store"]
@@ -105,6 +113,8 @@ class CopyReport:
         retired: Which store the copy retired (``source`` after a whole copy, ``destination`` after a
             partial one; None when the ledger has no id to name in a record).
         retirement: How (``moved to <url> at <time>``, ``a partial copy of <url> made at <time>``).
+        needed: Per session, the plain artifacts (sha256 hex) its events name that the copy carried, where
+            the arrival check starts following artifact links.
     """
 
     sessions: list[str] = field(default_factory=list)
@@ -121,6 +131,7 @@ class CopyReport:
     notes: list[str] = field(default_factory=list)
     retired: str | None = None
     retirement: str | None = None
+    needed: dict[str, list[str]] = field(default_factory=dict, repr=False)
 
 
 class CopyNotVerified(LedgerIntegrityError):
@@ -468,6 +479,7 @@ def _verify(
             first = audit.divergences[0]
             reason = f"{first.reason} ({first.detail})" if first.detail else first.reason
             raise CopyNotVerified(session_id=sid, seq=first.seq, reason=reason, divergences=audit.divergences)
+        _check_artifacts(dst, sid, report.needed.get(sid, []))
         report.verified += 1
     if not whole or ledger_id is None:
         return
@@ -555,7 +567,7 @@ def _copy_side_tables(
     for record in _tables(src).imports_of(session_id):
         if dst.find_import(record.source_sha256) is None:
             dst.record_import(record)
-    report.artifacts += _copy_artifacts(src, dst, session_id, handles)
+    report.artifacts += _copy_artifacts(src, dst, session_id, handles, report)
 
 
 def _effects(src: Store, session_id: str) -> list[EffectRecord]:
@@ -572,18 +584,82 @@ def _effects(src: Store, session_id: str) -> list[EffectRecord]:
     return found + [e for e in src.pending_effects(session_id) if e.idempotency_key not in seen]
 
 
-def _copy_artifacts(src: Store, dst: Store, session_id: str, handles: Iterable[tuple[bool, str]]) -> int:
+def _copy_artifacts(
+    src: Store, dst: Store, session_id: str, handles: Iterable[tuple[bool, str]], report: CopyReport
+) -> int:
+    """Copy the artifacts the session's events name and, transitively, the artifacts they link to
+    (:func:`~flightlog.store.links.artifact_links`); how many were copied. The plain ones the events name
+    that the source holds go to ``report.needed`` for the arrival check.
+
+    Raises:
+        CopyNotVerified: a linked artifact is missing from the source, or stored bytes do not hash to the
+            digest that names them.
+    """
     count = 0
+    roots: list[str] = []
+    pending: list[tuple[str, str | None]] = []  # (digest, the artifact linking to it; None: an event)
     for salted, digest in sorted(handles):
         if salted:
             count += _copy_salted(src, dst, session_id, digest)
+        else:
+            pending.append((digest, None))
+    pending.reverse()
+    seen: set[str] = set()
+    while pending:
+        digest, parent = pending.pop()
+        if digest in seen:
             continue
+        seen.add(digest)
         info = src.artifact_info(digest)
         content = src.get_artifact(digest) if info is not None else None
-        if info is not None and content is not None:
-            dst.put_artifact(content, info.media_type)
-            count += 1
+        if info is None or content is None:
+            if parent is None:
+                continue  # an event quoting a digest the source never stored as an artifact
+            raise CopyNotVerified(
+                session_id=session_id,
+                reason=f"artifact sha256:{digest}, linked from artifact sha256:{parent}, is missing "
+                "from the source",
+            )
+        stored = dst.put_artifact(content, info.media_type)
+        if stored.sha256 != digest:
+            raise CopyNotVerified(
+                session_id=session_id,
+                reason=f"artifact sha256:{digest} in the source holds bytes of sha256 {stored.sha256}",
+            )
+        count += 1
+        if parent is None:
+            roots.append(digest)
+        pending.extend((link, digest) for link in reversed(artifact_links(content)) if link not in seen)
+    report.needed[session_id] = roots
     return count
+
+
+def _check_artifacts(dst: Store, session_id: str, roots: Sequence[str]) -> None:
+    """The arrival check of a session's plain artifacts: each of ``roots`` and every artifact they link to
+    (transitively) is in ``dst`` and hashes to its name.
+
+    Raises:
+        CopyNotVerified: naming the session and the first artifact missing or not matching its digest.
+    """
+    seen: set[str] = set()
+    pending = [(digest, "an event") for digest in reversed(roots)]
+    while pending:
+        batch: dict[str, str] = {}  # digest -> what names it; at most _BATCH artifacts in memory at once
+        while pending and len(batch) < _BATCH:
+            digest, why = pending.pop()
+            if digest not in seen:
+                seen.add(digest)
+                batch[digest] = why
+        found = dst.get_artifacts(list(batch))
+        for digest, why in batch.items():
+            content = found.get(digest)
+            if content is None or hashlib.sha256(content).hexdigest() != digest:
+                state = "missing" if content is None else "corrupt (its bytes hash otherwise)"
+                raise CopyNotVerified(
+                    session_id=session_id,
+                    reason=f"artifact sha256:{digest} (named by {why}) is {state} in the copy",
+                )
+            pending.extend((link, f"artifact sha256:{digest}") for link in artifact_links(content))
 
 
 def _copy_salted(src: Store, dst: Store, session_id: str, digest: str) -> int:

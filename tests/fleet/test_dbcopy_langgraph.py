@@ -1,0 +1,137 @@
+"""``flightlog db copy`` of a LangGraph thread: the content-linked list deltas name their element and base
+artifacts inside artifact content, not in events; the copy carries them all (transitively), and refuses,
+retiring nothing, when one is missing."""
+
+from __future__ import annotations
+
+import sqlite3
+from pathlib import Path
+from typing import Any
+
+import pytest
+from hypothesis import given
+from hypothesis import strategies as st
+from langchain_core.messages import AIMessage, HumanMessage
+from langchain_core.runnables import RunnableConfig
+from langgraph.graph import START, MessagesState, StateGraph
+
+import flightlog
+from flightlog.integrations.langgraph import SEGMENT, FlightlogSaver, _delta_bytes, session_id_for
+from flightlog.ops.dbcopy import CopyNotVerified, copy_store
+from flightlog.store.base import ArtifactRecord
+from flightlog.store.links import artifact_links
+
+TURNS = 40  # 80 messages: list deltas deeper than 2 * SEGMENT, so anchors name links too
+SID = session_id_for("t")
+CFG: RunnableConfig = {"configurable": {"thread_id": "t"}}
+
+
+def _graph(saver: FlightlogSaver) -> Any:
+    def model(state: MessagesState) -> dict[str, Any]:
+        return {"messages": [AIMessage(content=f"answer {len(state['messages'])}")]}
+
+    g = StateGraph(MessagesState)
+    g.add_node("model", model)
+    g.add_edge(START, "model")
+    return g.compile(checkpointer=saver)
+
+
+def _snapshot(state: Any) -> Any:
+    return (state.values, state.next, state.config, state.metadata, state.parent_config)
+
+
+def _thread(db: Path) -> Any:
+    """Write a ``TURNS``-turn thread to the SQLite file ``db``; its ``get_state`` from a fresh process view."""
+    with flightlog.open_store(str(db)) as store:
+        graph = _graph(FlightlogSaver(store))
+        for turn in range(TURNS):
+            graph.invoke({"messages": [HumanMessage(f"question {turn}")]}, CFG)
+    with flightlog.open_store(str(db)) as store:
+        return _snapshot(_graph(FlightlogSaver(store)).get_state(CFG))
+
+
+def _linked_only(db: Path) -> list[str]:
+    """Artifacts of ``db`` that no event names, only another artifact's content links to."""
+    raw = sqlite3.connect(db)
+    try:
+        events = b"".join(bytes(r[0]) for r in raw.execute("SELECT event FROM events"))
+        linked = {
+            link
+            for (content,) in raw.execute("SELECT content FROM artifacts")
+            for link in artifact_links(bytes(content))
+        }
+    finally:
+        raw.close()
+    return sorted(d for d in linked if d.encode() not in events)
+
+
+def test_a_copied_thread_reads_back_the_same(tmp_path: Path, store_url: str) -> None:
+    """SQLite to SQLite and to PostgreSQL (``store_url``)."""
+    db = tmp_path / "lg.db"
+    before = _thread(db)
+    assert _linked_only(db), "the thread should have artifacts named only by other artifacts"
+    with flightlog.open_store(str(db)) as src, flightlog.open_store(store_url) as dst:
+        report = copy_store(src, dst)
+    with flightlog.open_store(store_url) as copy:
+        assert _snapshot(_graph(FlightlogSaver(copy)).get_state(CFG)) == before
+    assert len(before[0]["messages"]) == 2 * TURNS
+    assert report.verified == 1 and report.retired == "source"
+    held = sqlite3.connect(db).execute("SELECT COUNT(*) FROM artifacts").fetchone()[0]
+    assert report.artifacts == held  # every artifact of the thread
+
+
+def test_a_source_missing_a_linked_artifact_is_refused_and_stays_live(tmp_path: Path) -> None:
+    db = tmp_path / "lg.db"
+    _thread(db)
+    gone = _linked_only(db)[0]
+    raw = sqlite3.connect(db)
+    raw.execute("DELETE FROM artifacts WHERE sha256 = ?", (gone,))
+    raw.commit()
+    raw.close()
+    with flightlog.open_store(str(db)) as src, flightlog.open_store(str(tmp_path / "copy.db")) as dst:
+        with pytest.raises(CopyNotVerified) as caught:
+            copy_store(src, dst)
+        assert caught.value.session_id == SID
+        assert f"sha256:{gone}" in str(caught.value) and "missing from the source" in str(caught.value)
+        assert list(dst.list_sessions()) == []  # one transaction: nothing written
+        assert src.retirement() is None  # the source is not retired: it is still the live store
+
+
+def test_a_copy_that_lost_a_linked_artifact_does_not_verify(tmp_path: Path) -> None:
+    """A destination that acknowledges an artifact without keeping it fails the arrival check."""
+    db = tmp_path / "lg.db"
+    _thread(db)
+    dropped = _linked_only(db)[-1]
+    with flightlog.open_store(str(db)) as src, flightlog.open_store(str(tmp_path / "copy.db")) as dst:
+        put = dst.put_artifact
+
+        def lossy(content: bytes, media_type: str) -> ArtifactRecord:
+            record = put(content, media_type)
+            if record.sha256 == dropped:
+                dst._conn.execute("DELETE FROM artifacts WHERE sha256 = ?", (dropped,))  # type: ignore[attr-defined]
+            return record
+
+        dst.put_artifact = lossy  # type: ignore[method-assign]
+        with pytest.raises(CopyNotVerified) as caught:
+            copy_store(src, dst)
+        assert caught.value.session_id == SID
+        message = str(caught.value)
+        assert f"artifact sha256:{dropped}" in message and "missing in the copy" in message
+        assert src.retirement() is None
+    with flightlog.open_store(str(tmp_path / "copy.db")) as dst:
+        assert list(dst.list_sessions()) == []
+
+
+_HEX = st.text("0123456789abcdef", min_size=64, max_size=64)
+
+
+@given(e=_HEX, b=_HEX, a=st.none() | _HEX, h=st.lists(_HEX, max_size=SEGMENT))
+def test_delta_links_are_its_digests(e: str, b: str, a: str | None, h: list[str]) -> None:
+    header: dict[str, Any] = {"t": "json", "e": e, "b": b, "d": 1, "bt": "json"}
+    if a is not None:
+        header.update(a=a, at="json")
+    if h:
+        header.update(h=h, ht="json")
+    expected = list(dict.fromkeys([e, b, *([a] if a else []), *h]))
+    assert artifact_links(_delta_bytes(header)) == expected
+    assert artifact_links(b"not a delta " + e.encode()) == []  # bare hex outside a declared format: no link
