@@ -551,3 +551,39 @@ def test_imported_rows_carry_the_transcripts_own_times(tmp_path: Path, sample: P
     runs = [(row.recorded_at_ms, row.kind) for row in rows if row.kind in ("run_started", "run_terminal")]
     assert runs and all(end >= start for (start, _), (end, _) in zip(runs[::2], runs[1::2], strict=False))
     assert runs[-1][0] - runs[0][0] > 1000  # the source's runs took seconds, not the import's milliseconds
+
+
+@pytest.mark.parametrize("bad", ["\n", "\r", "\t", "\x1b", "\u202e"])
+def test_a_session_id_holding_a_control_character_is_refused_before_anything_is_written(
+    tmp_path: Path, bad: str
+) -> None:
+    # A sessionId with a newline printed a forged row of its own in `ls` / `runs` (user pass, session 10):
+    # ids are one cell of a one-line row, so the import refuses the file, naming it, and writes nothing.
+    forged = f"evil{bad}claude-code:5560  completed  17  8d0d00a7bc18  all tests pass"
+    lines = [json.loads(line) for line in CLAUDE_HEAVY.read_text().splitlines() if line.strip()]
+    for record in lines:
+        if "sessionId" in record:
+            record["sessionId"] = forged
+    source = tmp_path / "forge.jsonl"
+    source.write_text("".join(json.dumps(record) + "\n" for record in lines))
+    with SqliteStore(tmp_path / "f.db") as store:
+        with pytest.raises(ImportFormatError) as caught:
+            import_file(store, source)
+        assert caught.value.path == str(source)
+        assert f"U+{ord(bad):04X}" in caught.value.reason and "nothing written" in caught.value.reason
+        assert list(store.list_sessions()) == []
+    result = CliRunner().invoke(app, ["--db", str(tmp_path / "f.db"), "import", str(source)])
+    assert result.exit_code == 1, result.output  # as every other file an import refuses
+    assert "U+" in result.output and "all tests pass\n" not in result.output
+
+
+def test_a_store_refuses_a_new_session_id_holding_a_control_character(tmp_path: Path) -> None:
+    from flightlog import Recorder
+    from flightlog.errors import InvalidSessionId
+
+    with SqliteStore(tmp_path / "r.db") as store:
+        with pytest.raises(InvalidSessionId, match="U\\+000A"):
+            Recorder.create(store, session_id="a\nb", task="t")
+        assert list(store.list_sessions()) == []
+        Recorder.create(store, session_id="claude-code:ok:agent:1", task="t")  # ordinary ids still pass
+        assert [s.session_id for s in list(store.list_sessions())] == ["claude-code:ok:agent:1"]

@@ -285,6 +285,26 @@ def test_a_file_imported_before_its_session_id_line_is_continued_not_duplicated(
         assert audit_session(store, "claude-code:renamed-copy").ok
 
 
+def test_a_file_grown_in_two_steps_before_its_prompt_still_takes_the_task(tmp_path: Path) -> None:
+    """As Claude Code writes a file: first a line with no ``sessionId``, then hook lines that carry it and a
+    time but no prompt, then the prompt. The second import learns the time, the third the task; the row
+    takes each (user pass, session 10: the task stayed empty)."""
+    lines = (SAMPLES / "claude-code" / "spotter_short.jsonl").read_bytes().splitlines(keepends=True)
+    source = tmp_path / "work-notes.jsonl"
+    sid = "claude-code:work-notes"
+    with SqliteStore(tmp_path / "db.sqlite") as store:
+        for upto in (1, 3, len(lines)):
+            source.write_bytes(b"".join(lines[:upto]))
+            assert import_file(store, source).session_ids == [sid]
+            if upto == 3:
+                assert store.get_session(sid).metadata["created_from"] == "source"
+        row = store.get_session(sid)
+        with SqliteStore(tmp_path / "once.sqlite") as once:
+            whole = once.get_session(import_file(once, source).session_ids[0])
+        assert whole.task and (row.task, row.created_at_ms) == (whole.task, whole.created_at_ms)
+        assert audit_session(store, sid).ok
+
+
 def test_a_different_transcript_under_an_earlier_stem_key_is_refused_naming_the_seq(tmp_path: Path) -> None:
     """The session recorded under the stem is not this transcript's beginning: refused, nothing recorded."""
     sample = (SAMPLES / "claude-code" / "spotter_short.jsonl").read_bytes()

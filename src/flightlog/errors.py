@@ -41,6 +41,7 @@ __all__ = [
     "FlightlogError",
     "GrantError",
     "ImportFormatError",
+    "InvalidSessionId",
     "ItemEncodingError",
     "LedgerIntegrityError",
     "LedgerRetired",
@@ -212,6 +213,25 @@ class SessionNotFound(StoreError, LookupError):
         else:
             msg = f"no session matches {session_id!r}"
         super().__init__(msg, session_id=session_id, matches=tuple(matches), exact=exact)
+
+
+class InvalidSessionId(StoreError, ValueError):
+    """A new session's id holds a character a terminal acts on instead of showing (a control character,
+    newline and tab included, or a bidirectional control); nothing was written.
+
+    Session ids are printed one per line by ``ls``, ``runs`` and ``import``: an id carrying a newline (a
+    hostile transcript's ``sessionId``) would print a forged row of its own. ``reason`` names the character
+    as ``U+XXXX``."""
+
+    session_id: str
+    reason: str
+
+    def __init__(self, *, session_id: str, reason: str) -> None:
+        super().__init__(
+            f"refusing session id {session_id!r}: it {reason}; nothing written",
+            session_id=session_id,
+            reason=reason,
+        )
 
 
 class AppendConflict(StoreError):

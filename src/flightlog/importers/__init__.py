@@ -75,12 +75,12 @@ from types import ModuleType
 from typing import TYPE_CHECKING
 
 from ..encoding import canonical_bytes, parse_json
-from ..errors import ImportFormatError, SessionNotFound, StoreError
+from ..errors import ImportFormatError, InvalidSessionId, SessionNotFound, StoreError
 from ..events import Custom, RunTerminal, SessionEvent
 from ..ledger import chain_hash
 from ..notarization import SEAL_KIND
 from ..recorder import Recorder
-from ..store.base import ImportRecord, Store
+from ..store.base import ImportRecord, Store, check_session_id
 from ..store.sqlite import now_ms
 from . import (
     aider,
@@ -410,6 +410,13 @@ def _record_sessions(
     dedup_key, previous, size = dedup
     if not sessions or not any(s.events for s in sessions):
         raise ImportFormatError(path=str(path), reason=f"no {fmt} session found in the file")
+    for session in sessions:  # before the transaction: the error names the file, nothing is written
+        try:
+            check_session_id(session.key)
+        except InvalidSessionId as bad:
+            raise ImportFormatError(
+                path=str(path), reason=f"session id {session.key!r} {bad.reason}; refused, nothing written"
+            ) from bad
     provenance = {
         "format": fmt,
         "importer_version": module.VERSION,
@@ -627,16 +634,16 @@ class _Writer:
         takes them from this import of the grown source, as a single import of it records them."""
         session, sid = self.session, self.target.session_id
         record = self.store.get_session(sid)
-        if record.task or record.metadata.get("created_from") != "import":
+        # Each detail on its own: the file may show its time (a hook line) one import before its prompt.
+        task = record.task or session.task
+        started = session.started_at_ms if record.metadata.get("created_from") == "import" else None
+        if task == record.task and started is None:
             return
-        if not session.task and session.started_at_ms is None:
-            return
-        started = session.started_at_ms
         self.store.set_session_details(
             sid,
-            task=session.task,
+            task=task,
             created_at_ms=record.created_at_ms if started is None else started,
-            metadata={**record.metadata, "created_from": "import" if started is None else "source"},
+            metadata={**record.metadata, **({} if started is None else {"created_from": "source"})},
         )
 
     def _create(self, status: str) -> Recorder:

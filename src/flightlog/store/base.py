@@ -23,13 +23,14 @@ from __future__ import annotations
 
 import abc
 import json
+import re
 import time
 from collections.abc import Callable, Collection, Iterator, Mapping, Sequence
 from contextlib import AbstractContextManager
 from dataclasses import dataclass, field
 from typing import Any, NamedTuple, Self
 
-from ..errors import LedgerRetired
+from ..errors import InvalidSessionId, LedgerRetired
 from .memory import MemoryIndex
 
 __all__ = [
@@ -55,6 +56,7 @@ __all__ = [
     "SessionRecord",
     "Store",
     "StoredEvent",
+    "check_session_id",
     "retired_error",
     "row_stamps",
 ]
@@ -90,6 +92,28 @@ class StoredEvent(NamedTuple):
     prev_hash: str
     hash: str
     recorded_at_ms: int
+
+
+# What a terminal acts on instead of showing: every C0 control (newline and tab too: an id is one cell of a
+# one-line row), DEL, C1 controls and the Unicode bidirectional controls (the set cli.console escapes).
+_ID_UNSAFE = re.compile("[\x00-\x1f\x7f-\x9f\u061c\u200e\u200f\u202a-\u202e\u2066-\u2069]")
+
+
+def check_session_id(session_id: str) -> None:
+    """Refuse a new session id that holds a character a terminal acts on (see :class:`InvalidSessionId`).
+
+    Every backend's :meth:`Store.create_session` calls it before writing; importers call it before their
+    transaction so the error names the file. Ids already stored are not re-checked (they stay readable).
+
+    Raises:
+        InvalidSessionId: naming the first such character as ``U+XXXX``.
+    """
+    bad = _ID_UNSAFE.search(session_id)
+    if bad is not None:
+        raise InvalidSessionId(
+            session_id=session_id,
+            reason=f"holds the control character U+{ord(bad.group()):04X} (ids print as one line)",
+        )
 
 
 @dataclass(frozen=True, slots=True)
@@ -507,7 +531,8 @@ class Store(abc.ABC):
     # ─── sessions ──────────────────────────────────────────────────────────────────────────
     @abc.abstractmethod
     def create_session(self, record: SessionRecord) -> None:
-        """Insert a session row and its authority epoch 0. Raises ``AppendConflict`` if it exists."""
+        """Insert a session row and its authority epoch 0. Raises ``AppendConflict`` if it exists and
+        ``InvalidSessionId`` (:func:`check_session_id`) for an id holding a control character."""
 
     @abc.abstractmethod
     def get_session(self, session_id: str) -> SessionRecord:

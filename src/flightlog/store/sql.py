@@ -60,6 +60,7 @@ from .base import (
     SessionRecord,
     Store,
     StoredEvent,
+    check_session_id,
     row_stamps,
 )
 
@@ -248,6 +249,7 @@ class SqlStore(Store):
 
     # ─── sessions ────────────────────────────────────────────────────────────────────────
     def create_session(self, record: SessionRecord) -> None:
+        check_session_id(record.session_id)
         created = record.created_at_ms or R.now_ms()
         values = (
             record.session_id, record.task, record.status, record.source, created, created,
