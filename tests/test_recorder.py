@@ -661,3 +661,24 @@ def test_verify_session_takes_a_full_id_and_says_how_to_resolve_a_prefix(store: 
     with pytest.raises(SessionNotFound, match=r"full id.*store\.resolve_session\('491e'\)"):
         verify_session(store, "491e")
     assert verify_session(store, store.resolve_session("491e")).ok
+
+
+def test_every_python_entry_point_taking_a_session_id_says_how_to_resolve_a_prefix(
+    store: SqliteStore,
+) -> None:
+    """User pass (session 10): ``replay_session`` returned ``[]`` for a prefix (and for an id no session
+    has), and ``abort`` raised the bare "no session matches"; both now raise the exact-id message."""
+    from flightlog.kernel.abort import abort
+    from flightlog.sessions import replay_session
+
+    Recorder.create(store, session_id="claude-code:491e126e").append(Custom(custom_kind="c", payload={}))
+    Recorder.create(store, session_id="empty-but-real")
+    for call in (
+        lambda sid: replay_session(store, sid),
+        lambda sid: abort(store, sid),
+        lambda sid: store.authority_epoch(sid),
+        lambda sid: store.set_session_status(sid, "failed"),
+    ):
+        with pytest.raises(SessionNotFound, match=r"full id.*store\.resolve_session\('491e'\)"):
+            call("491e")
+    assert replay_session(store, "empty-but-real") == []  # a session with no messages is still []

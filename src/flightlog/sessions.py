@@ -157,12 +157,18 @@ def replay_session(
 
     Raises:
         EventDecodeError: a stored event up to ``at`` does not decode (names its seq).
+        SessionNotFound: no session has exactly this id (a prefix is not resolved here:
+            :meth:`Store.resolve_session`).
         ValueError: ``max_part_bytes`` is negative.
     """
     rebuilder = Rebuilder(archive_loader(store), max_part_bytes, keep_replay=False)
     stop = None if at is None else max(at + 1, 0)
+    read = False
     for page in store.read_chain(session_id, stop=stop):  # ascending, unique seqs (the primary key)
         rebuilder.feed_all(decode_rows(page))
+        read = True
+    if not read:
+        store.get_session(session_id)  # no rows: an empty session, or none (SessionNotFound, not [])
     return rebuilder.messages()
 
 

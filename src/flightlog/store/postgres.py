@@ -1094,7 +1094,7 @@ class PostgresStore(SqlStore):
                 (session_id,),
             ).fetchone()
             if found is None:
-                raise SessionNotFound(session_id=session_id)
+                raise SessionNotFound(session_id=session_id, exact=True)
             if rows[0].seq != found[0] + 1 or rows[0].prev_hash != found[1]:
                 raise AppendConflict(session_id=session_id, seq=min(rows[0].seq, found[0] + 1))
             copied = [

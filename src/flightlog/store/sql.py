@@ -102,7 +102,7 @@ def append_refusal(
     not the session's), ``AppendConflict`` (``first`` does not extend the head, naming the first seq
     that cannot be written); None when nothing stands in the way."""
     if found is None:
-        return SessionNotFound(session_id=session_id)
+        return SessionNotFound(session_id=session_id, exact=True)
     head_seq, head_hash, current = found
     if epoch is not None and current != epoch:
         return StaleWriter(session_id=session_id, epoch=epoch, current_epoch=current)
@@ -341,7 +341,7 @@ class SqlStore(Store):
                 (status, R.now_ms(), session_id),
             )
             if count == 0:
-                raise SessionNotFound(session_id=session_id)
+                raise SessionNotFound(session_id=session_id, exact=True)
             self._notify(session_id)
 
     def set_session_details(
@@ -354,7 +354,7 @@ class SqlStore(Store):
                 (task, created_at_ms, json.dumps(dict(metadata), sort_keys=True), R.now_ms(), session_id),
             )
             if count == 0:
-                raise SessionNotFound(session_id=session_id)
+                raise SessionNotFound(session_id=session_id, exact=True)
             self._notify(session_id)
 
     # ─── events: the append transaction ─────────────────────────────────────────────────────
@@ -442,7 +442,7 @@ class SqlStore(Store):
     def authority_epoch(self, session_id: str) -> int:
         row = self._one("SELECT epoch FROM authority_epochs WHERE session_id = ?", (session_id,))
         if row is None:
-            raise SessionNotFound(session_id=session_id)
+            raise SessionNotFound(session_id=session_id, exact=True)
         return int(row[0])
 
     def bump_authority_epoch(self, session_id: str) -> int:
@@ -453,7 +453,7 @@ class SqlStore(Store):
                 (R.now_ms(), session_id),
             )
             if not rows:
-                raise SessionNotFound(session_id=session_id)
+                raise SessionNotFound(session_id=session_id, exact=True)
             return int(rows[0][0])
 
     # ─── grants ──────────────────────────────────────────────────────────────────────────
