@@ -92,6 +92,19 @@ def import_folder(db: Path, folder: Path, *, seal: bool = True) -> str:
     return result.output
 
 
+def tamper_goal(db: Path, session_id: str) -> None:
+    """Edit the stored bytes of the session's ``run_started`` (its goal), as an attacker with the file would."""
+    raw = sqlite3.connect(db)
+    with raw:
+        raw.execute("DROP TRIGGER IF EXISTS events_no_update")
+        raw.execute(
+            'UPDATE events SET event = CAST(REPLACE(CAST(event AS TEXT), \'"goal":"\', \'"goal":"X\') AS BLOB) '
+            "WHERE session_id = ? AND kind = 'run_started'",
+            (session_id,),
+        )
+    raw.close()
+
+
 @pytest.mark.parametrize("sample", PAIRS)
 def test_resume_copy_is_counted_once_names_its_origin_and_replays(tmp_path: Path, sample: str) -> None:
     original = records(SAMPLES / sample)
@@ -202,15 +215,7 @@ def test_a_session_that_fails_the_audit_is_not_trusted_as_the_origin(tmp_path: P
     write(first / f"{old_id}.jsonl", original)
     write(second / f"{NEW_ID}.jsonl", resumed_copy(original))
     import_folder(tmp_path / "db", first)
-    raw = sqlite3.connect(tmp_path / "db")
-    with raw:
-        raw.execute("DROP TRIGGER IF EXISTS events_no_update")
-        raw.execute(
-            'UPDATE events SET event = CAST(REPLACE(CAST(event AS TEXT), \'"goal":"\', \'"goal":"X\') AS BLOB) '
-            "WHERE session_id = ? AND kind = 'run_started'",
-            (f"claude-code:{old_id}",),
-        )
-    raw.close()
+    tamper_goal(tmp_path / "db", f"claude-code:{old_id}")
     result = runner.invoke(app, ["--db", str(tmp_path / "db"), "import", "--seal", str(second)])
     assert result.exit_code == 0, result.output
     assert f"also in claude-code:{old_id}, which fails the audit" in result.output
@@ -222,3 +227,40 @@ def test_a_session_that_fails_the_audit_is_not_trusted_as_the_origin(tmp_path: P
     )
     with SqliteStore(tmp_path / "db") as store:
         assert "resumed_from" not in store.get_session(f"claude-code:{NEW_ID}").metadata
+
+
+def test_the_candidates_audit_checks_the_index_log_once_and_refuses_what_require_refuses(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """User pass (session 10): with hundreds of candidate sessions an import re-read the whole index log
+    once per candidate (``require_intact`` each: 17 of 22 s). ``Auditor.require_each`` checks it once and
+    answers, session by session, what :func:`require_intact` answers, a tampered session included."""
+    from flightlog.errors import LedgerIntegrityError
+    from flightlog.integrity import audit
+
+    folder = tmp_path / "f"
+    folder.mkdir()
+    original = records(SAMPLES / "spotter_tool_heavy.jsonl")
+    ids = [f"0000000{n}-0000-4000-8000-000000000000" for n in range(3)]
+    for sid in ids:
+        write(folder / f"{sid}.jsonl", [{**r, "sessionId": sid} if "sessionId" in r else r for r in original])
+    import_folder(tmp_path / "db", folder)
+    tamper_goal(tmp_path / "db", f"claude-code:{ids[1]}")
+    calls = []
+    real = audit.audit_index
+    monkeypatch.setattr(audit, "audit_index", lambda *a, **k: calls.append(1) or real(*a, **k))
+    sessions = [f"claude-code:{sid}" for sid in ids]
+    with SqliteStore(tmp_path / "db") as store:
+        each = dict(audit.Auditor.from_env().require_each(store, sessions))
+        assert len(calls) == 1
+        for sid in sessions:
+            try:
+                expected: object = audit.require_intact(store, sid).ok
+            except LedgerIntegrityError as exc:
+                expected = (exc.seq, exc.reason)
+            got = each[sid]
+            assert (
+                got.ok if not isinstance(got, LedgerIntegrityError) else (got.seq, got.reason)
+            ) == expected
+        assert isinstance(each[sessions[1]], LedgerIntegrityError)
+        assert not isinstance(each[sessions[0]], LedgerIntegrityError)

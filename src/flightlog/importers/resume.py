@@ -183,19 +183,19 @@ def _trusted(
     does not itself record it as a copy when there is one (else the first by session id)."""
     if not candidates:
         return {}
-    from ..integrity.audit import require_intact  # the audit stack loads only when a copy is found
+    from ..integrity.audit import Auditor  # the audit stack loads only when a copy is found
 
     mapping: dict[str, str] = {}
     copies: dict[str, str] = {}
-    for session_id, hits in sorted(candidates.items()):
-        try:
-            require_intact(store, session_id)
-        except LedgerIntegrityError as exc:
+    # the full check require_intact makes, with the index log checked once for all the candidates
+    for session_id, outcome in Auditor.from_env().require_each(store, sorted(candidates)):
+        hits = candidates[session_id]
+        if isinstance(outcome, LedgerIntegrityError):
             warnings.append(
                 ImportWarning(
                     path.name,
                     None,
-                    f"{len(hits)} run(s) are also in {session_id}, which fails the audit ({exc.reason}): "
+                    f"{len(hits)} run(s) are also in {session_id}, which fails the audit ({outcome.reason}): "
                     "not trusted, imported as new runs",
                 )
             )

@@ -26,7 +26,7 @@ use it too, so the commands and the entry points cannot drift apart.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Literal
 
@@ -204,6 +204,32 @@ class Auditor:
                 continue  # a live writer appended while we read: check the settled ledger again
             break
         raise _refusal(report)
+
+    def require_each(
+        self, store: Store, session_ids: Sequence[str]
+    ) -> Iterator[tuple[str, AuditReport | LedgerIntegrityError]]:
+        """:meth:`require` of each of ``session_ids`` in order, yielding ``(session_id, passing report)`` or
+        ``(session_id, the LedgerIntegrityError require would raise)``; the store's retirement and the index
+        log are checked once for all of them (as ``audit --all`` shares them), not once per session: an
+        index log that diverges refuses every session, as it does in :meth:`require`.
+
+        Raises:
+            SessionNotFound: a session of ``session_ids`` does not exist.
+        """
+        retired = self.retirement(store)
+        index = self.index(store, sessions=False, retired=retired)
+        for session_id in session_ids:
+            for attempt in range(_ATTEMPTS):
+                before = store.get_session(session_id).head_seq
+                report = self.session(store, session_id, index=index, retired=retired)
+                report.index_divergences.extend(index.divergences)
+                report.notes.extend(f"index: {note}" for note in index.notes)
+                if report.ok:
+                    break
+                if attempt + 1 < _ATTEMPTS and store.get_session(session_id).head_seq != before:
+                    continue  # a live writer appended while we read: check the settled ledger again
+                break
+            yield session_id, report if report.ok else _refusal(report)
 
 
 def require_intact(store: Store, session_id: str, *, auditor: Auditor | None = None) -> AuditReport:
