@@ -249,3 +249,15 @@ def test_resume_of_an_integration_session_says_where_it_continues(
     assert code == 2 and out == ""
     assert hint in err and "not with flightlog resume" in err and "Traceback" not in err
     assert "--spec" not in err
+
+
+def test_importing_a_fifo_says_it_is_not_a_regular_file(tmp_path: Path) -> None:
+    """``import`` of a FIFO that exists said ``no such file or folder`` (user pass, session 10): it now says
+    what it is not, and reads nothing from it (a read would block until a writer came)."""
+    import os
+
+    fifo = tmp_path / "fifo.jsonl"
+    os.mkfifo(fifo)
+    result = CliRunner().invoke(app, ["--db", str(tmp_path / "f.db"), "import", str(fifo)])
+    assert result.exit_code == 2, result.output
+    assert f"{fifo}: not a regular file or a folder" in result.output

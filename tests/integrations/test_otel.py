@@ -436,3 +436,25 @@ def test_export_otlp_without_the_extra_says_so_in_one_line(tmp_path: Path) -> No
     done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120)
     assert done.returncode == 1
     assert done.stderr.strip().splitlines() == [f"flightlog: error: --otlp needs: {install_hint('otel')}"]
+
+
+def test_a_receiver_that_never_answers_is_named_without_urllib3s_wording(tmp_path: Path) -> None:
+    """A receiver that takes the connection and never answers: the error said ``ReadTimeout:
+    HTTPConnectionPool(...): Read timed out. (read timeout=9.999982595443726)`` (user pass, session 10);
+    it now says ``no answer within N s (timed out)``, naming the endpoint as the other failures do."""
+    import socket
+
+    with flightlog.open_store(str(tmp_path / "mute.db")) as s:
+        sid = _kernel(s, notary=None).run_sync("add 1 and 2").session_id
+        mute = socket.socket()
+        mute.bind(("127.0.0.1", 0))
+        mute.listen(4)  # the kernel completes the handshake; nothing ever reads or answers
+        url = f"http://127.0.0.1:{mute.getsockname()[1]}"
+        try:
+            with pytest.raises(ExportFailed) as silent:
+                export_otlp(s, sid, url, timeout_s=1.0)
+        finally:
+            mute.close()
+    assert silent.value.url == url
+    assert "no answer within" in silent.value.reason and "timed out" in silent.value.reason
+    assert "read timeout=" not in silent.value.reason and "HTTPConnectionPool" not in silent.value.reason

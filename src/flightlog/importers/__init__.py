@@ -284,6 +284,8 @@ def iter_transcripts(paths: Iterable[Path | str]) -> Iterator[Path]:
             yield from sorted(p for p in found if p.is_file())
         elif path.is_file():
             yield path
+        elif path.exists():  # a FIFO, a socket, a device: reading it could block or never end
+            raise ImportFormatError(path=str(path), reason="not a regular file or a folder")
         else:
             raise ImportFormatError(path=str(path), reason="no such file or folder")
 

@@ -496,6 +496,10 @@ class _ObservedSession(requests.Session):
         except Exception as exc:
             if isinstance(exc, requests.exceptions.ConnectionError):
                 self.outcomes().append(f"cannot connect: {_connect_failure(exc)}")
+            elif isinstance(exc, requests.exceptions.Timeout):  # not urllib3's "(read timeout=9.99998...)"
+                timeout = kwargs.get("timeout")
+                within = f" within {float(timeout):.0f} s" if isinstance(timeout, int | float) else ""
+                self.outcomes().append(f"no answer{within} (timed out)")
             else:
                 self.outcomes().append(f"{type(exc).__name__}: {exc}")
             if self.fail_unreachable and isinstance(exc, requests.exceptions.ConnectionError):
