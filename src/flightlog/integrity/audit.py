@@ -195,15 +195,33 @@ class Auditor:
 
     def require(self, store: Store, session_id: str) -> AuditReport:
         """:meth:`session`, raising on any divergence (see :func:`require_intact`)."""
+        report = self._settled(store, session_id)
+        if report.ok:
+            return report
+        raise _refusal(report)
+
+    def _settled(
+        self,
+        store: Store,
+        session_id: str,
+        *,
+        index: IndexReport | None = None,
+        retired: RetirementCheck | Literal["load"] | None = "load",
+    ) -> AuditReport:
+        """:meth:`session` until it passes or the head stops moving: a live writer that appends while the
+        rows are read is never mistaken for tampering (up to ``_ATTEMPTS`` checks). A shared ``index``'s
+        divergences and notes count against the session, as they do when :meth:`session` makes its own."""
         for attempt in range(_ATTEMPTS):
             before = store.get_session(session_id).head_seq
-            report = self.session(store, session_id)
-            if report.ok:
+            report = self.session(store, session_id, index=index, retired=retired)
+            if index is not None:
+                report.index_divergences.extend(index.divergences)
+                report.notes.extend(f"index: {note}" for note in index.notes)
+            if report.ok or attempt + 1 == _ATTEMPTS:
                 return report
-            if attempt + 1 < _ATTEMPTS and store.get_session(session_id).head_seq != before:
-                continue  # a live writer appended while we read: check the settled ledger again
-            break
-        raise _refusal(report)
+            if store.get_session(session_id).head_seq == before:
+                return report  # settled: the divergence is real
+        raise AssertionError("unreachable")  # pragma: no cover
 
     def require_each(
         self, store: Store, session_ids: Sequence[str]
@@ -219,16 +237,7 @@ class Auditor:
         retired = self.retirement(store)
         index = self.index(store, sessions=False, retired=retired)
         for session_id in session_ids:
-            for attempt in range(_ATTEMPTS):
-                before = store.get_session(session_id).head_seq
-                report = self.session(store, session_id, index=index, retired=retired)
-                report.index_divergences.extend(index.divergences)
-                report.notes.extend(f"index: {note}" for note in index.notes)
-                if report.ok:
-                    break
-                if attempt + 1 < _ATTEMPTS and store.get_session(session_id).head_seq != before:
-                    continue  # a live writer appended while we read: check the settled ledger again
-                break
+            report = self._settled(store, session_id, index=index, retired=retired)
             yield session_id, report if report.ok else _refusal(report)
 
 
