@@ -4,7 +4,9 @@ retiring nothing, when one is missing."""
 
 from __future__ import annotations
 
+import re
 import sqlite3
+from hashlib import sha256
 from pathlib import Path
 from typing import Any
 
@@ -14,10 +16,14 @@ from hypothesis import strategies as st
 from langchain_core.messages import AIMessage, HumanMessage
 from langchain_core.runnables import RunnableConfig
 from langgraph.graph import START, MessagesState, StateGraph
+from typer.testing import CliRunner
 
 import flightlog
+from flightlog.cli import app
+from flightlog.events import Custom
 from flightlog.integrations.langgraph import SEGMENT, FlightlogSaver, _delta_bytes, session_id_for
 from flightlog.ops.dbcopy import CopyNotVerified, copy_store
+from flightlog.recorder import Recorder
 from flightlog.store.base import ArtifactRecord
 from flightlog.store.links import artifact_links
 
@@ -85,19 +91,24 @@ def test_a_source_missing_a_linked_artifact_is_refused_and_stays_live(tmp_path: 
     db = tmp_path / "lg.db"
     _thread(db)
     gone = _linked(db)[0]
+    message = _refused_copy(db, gone)  # by the link walk, or (named by a LangGraph record) before it
+    assert f"sha256:{gone}" in message and "missing from the source" in message
+
+
+def _refused_copy(db: Path, gone: str) -> str:
+    """Delete artifact ``gone`` from ``db``; a copy of it is refused, writing nothing and retiring nothing.
+    The refusal's text."""
     raw = sqlite3.connect(db)
     raw.execute("DELETE FROM artifacts WHERE sha256 = ?", (gone,))
     raw.commit()
     raw.close()
-    with flightlog.open_store(str(db)) as src, flightlog.open_store(str(tmp_path / "copy.db")) as dst:
+    with flightlog.open_store(str(db)) as src, flightlog.open_store(str(db.with_name("copy.db"))) as dst:
         with pytest.raises(CopyNotVerified) as caught:
             copy_store(src, dst)
         assert caught.value.session_id == SID
-        message = str(caught.value)  # found missing by the link walk, or (also named by an event) on arrival
-        assert f"sha256:{gone}" in message
-        assert "missing from the source" in message or "missing in the copy" in message
         assert list(dst.list_sessions()) == []  # one transaction: nothing written
         assert src.retirement() is None  # the source is not retired: it is still the live store
+    return str(caught.value)
 
 
 def test_a_copy_that_lost_a_linked_artifact_does_not_verify(tmp_path: Path) -> None:
@@ -138,3 +149,45 @@ def test_delta_links_are_its_digests(e: str, b: str, a: str | None, h: list[str]
     expected = list(dict.fromkeys([e, b, *([a] if a else []), *h]))
     assert artifact_links(_delta_bytes(header)) == expected
     assert artifact_links(b"not a delta " + e.encode()) == []  # bare hex outside a declared format: no link
+
+
+def _quoting(url: str) -> tuple[str, str, str]:
+    """A session whose events name a stored artifact and quote two digests no artifact has (an exact
+    handle string and a mention in text); its id and the two quoted digests."""
+    with flightlog.open_store(url) as store:
+        rec = Recorder.create(store, task="quotes")
+        ref = rec.put_artifact(b"kept", "text/plain")
+        rec.append(Custom(custom_kind="note", payload={"text": "pulled image sha256:" + "cd" * 32}))
+        rec.append(Custom(custom_kind="note", payload={"ref": ref, "digest": "sha256:" + "ab" * 32}))
+        return rec.session_id, "cd" * 32, "ab" * 32
+
+
+def test_digests_events_quote_but_no_artifact_holds_are_copied_and_reported(
+    tmp_path: Path, store_url: str
+) -> None:
+    """Before: skipped without a word. A quoted digest was never an artifact: the copy goes on, and says so."""
+    src_url = str(tmp_path / "quotes.db")
+    sid, first, second = _quoting(src_url)
+    result = CliRunner().invoke(app, ["db", "copy", src_url, store_url])
+    assert result.exit_code == 0, result.output
+    note = (
+        f"note: {sid}: its events quote 2 sha256 digest(s) that name no artifact of the source (the first "
+        f"at seq 0: sha256:{first}); copied as the events hold them, nothing to carry"
+    )
+    assert note in result.stderr, result.stderr
+    assert "copied 1 session(s)" in result.stdout
+    with flightlog.open_store(store_url) as copy:
+        assert copy.get_artifact(sha256(b"kept").hexdigest()) == b"kept"
+        assert copy.get_artifact(second) is None
+
+
+def test_an_artifact_a_langgraph_record_names_is_required(tmp_path: Path) -> None:
+    """Unlike a quote, a LangGraph record's ``ref`` was stored with it: the copy is refused naming it."""
+    db = tmp_path / "lg.db"
+    _thread(db)
+    raw = sqlite3.connect(db)
+    ((seq, event),) = raw.execute("SELECT seq, event FROM events WHERE seq = 1").fetchall()
+    (gone,) = re.findall(r'"ref":"sha256:([0-9a-f]{64})"', bytes(event).decode())
+    raw.close()
+    message = _refused_copy(db, gone)
+    assert f"artifact sha256:{gone}, named by the record at seq {seq}, is missing from the source" in message

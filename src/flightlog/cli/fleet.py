@@ -296,7 +296,7 @@ def db_copy_command() -> Callable[..., None]:
             }
             sys.stdout.write(json.dumps(wire) + "\n")
             return
-        for note, times in Counter(report.notes).items():  # one line per distinct note (it names no session)
+        for note, times in Counter(report.notes).items():  # one line per distinct note
             _err.print(f"note: {note}" + (f" (x{times})" if times > 1 else ""))
         ledger = f" of ledger {report.ledger_id}" if report.ledger_id else ""
         index = (

@@ -1,7 +1,7 @@
 """Checkpoint-aware verification of a session: :func:`audit_session` (streaming, O(n)) and
 :func:`audit_rows` check the chain and tree like :func:`flightlog.recorder.verify_session`, plus every
-signed checkpoint, the seal, the retained, witnessed and indexed heads, a retirement record and the
-salted artifacts the events reference.
+signed checkpoint, the seal, the retained, witnessed and indexed heads, a retirement record, the
+salted artifacts the events reference and the artifacts a linking record names, with what they link to.
 
 **Index log and witnesses.** Each checkpoint is also appended, in the same transaction, to the ledger-wide
 index log (:mod:`flightlog.integrity.indexlog`; its own signed checkpoints, origin ``flightlog.local/<ledger id>/_/index``,
@@ -28,8 +28,10 @@ Divergence reasons added here (on top of :func:`flightlog.ledger.verify_rows`'s)
 ``checkpoint_mismatch`` (signed root or chain hash differs from the stored rows), ``truncated`` (a signed
 checkpoint covers more events than stored), ``rollback`` (the retained head covers more events than
 stored), ``stale_head`` (the database's latest checkpoint is older than the retained head), ``fork`` (the
-stored rows disagree with the retained head), ``after_seal``, ``bad_seal`` and ``artifact_missing`` (a
-salted artifact referenced by an event is gone without an erasure record).
+stored rows disagree with the retained head), ``after_seal``, ``bad_seal``, ``artifact_missing`` (a
+salted artifact referenced by an event is gone without an erasure record, or a linked artifact is not
+stored: :mod:`flightlog.integrity.linked`) and ``artifact_corrupt`` (a linked artifact's bytes hash
+otherwise).
 """
 
 from __future__ import annotations
@@ -47,10 +49,12 @@ from ..errors import (
 from ..ledger import GENESIS, CompactRange, verify_rows
 from ..notarization import SEAL_KIND
 from ..salted import SALTED_PREFIX
+from ..store.links import LINKING_PREFIX, linking_refs
 from .checkpoints import SignedCheckpoint, open_checkpoint, open_stored_checkpoints, origin_for
 from .erasure import check_artifacts
 from .heads import HeadStore, IndexedHead, RetainedHead, WitnessedHead
 from .keys import Keyring, load_keyring
+from .linked import check_linked
 from .notes import NoteError
 from .retirement import StaleCopy, load_retirement
 
@@ -121,6 +125,10 @@ class AuditReport:
             :attr:`ok` (``audit --all`` reports them once, on the index log's own row).
         notes: Things not checked and why (an unreachable witness), one line each.
         artifacts: Salted artifacts the events reference, by first seq.
+        linking: The plain artifacts the session's linking records name (sha256 hex -> first seq), where
+            the link check starts (:mod:`flightlog.integrity.linked`).
+        linked: Plain artifacts the session's linking records name, and every artifact their content links
+            to, that :func:`~flightlog.integrity.linked.check_linked` read and hashed (0: no such record).
         retired: How the store was retired (``moved to <url> at <time>``, :mod:`flightlog.integrity.retirement`),
             None for a live store.
     """
@@ -144,9 +152,11 @@ class AuditReport:
     index_divergences: list[Divergence] = field(default_factory=list)
     notes: list[str] = field(default_factory=list)
     artifacts: list[ArtifactRef] = field(default_factory=list)
+    linked: int = 0
     retired: str | None = None
     tree: CompactRange = field(default_factory=CompactRange, repr=False)
     latest: SignedCheckpoint | None = field(default=None, repr=False)
+    linking: dict[str, int] = field(default_factory=dict, repr=False)
     seal_seq: int | None = field(default=None, repr=False)
 
     @property
@@ -181,6 +191,8 @@ class AuditReport:
         erased = [a for a in self.artifacts if a.state == "erased"]
         if self.artifacts:
             parts.append(f"{len(self.artifacts)} salted artifact(s), {len(erased)} erased")
+        if self.linked:
+            parts.append(f"{self.linked} artifact(s) of linking records and their links checked")
         if self.retired is not None:
             parts.append(f"read-only: {self.retired}")
         return "; ".join(parts)
@@ -210,6 +222,7 @@ class AuditReport:
                 {"handle": a.handle, "seq": a.seq, "state": a.state, "detail": a.detail}
                 for a in self.artifacts
             ],
+            "linked": self.linked,
             "notes": list(self.notes),
             "divergences": [{"seq": d.seq, "reason": d.reason, "detail": d.detail} for d in self.divergences],
             "index_divergences": [
@@ -227,14 +240,15 @@ class _Seal:
 
 @dataclass
 class _Tee:
-    """Folds leaves while rows stream into ``verify_rows``; keeps roots and hashes at wanted sizes, seals
-    and salted artifact references."""
+    """Folds leaves while rows stream into ``verify_rows``; keeps roots and hashes at wanted sizes, seals,
+    salted artifact references and the artifacts linking records name (:func:`~flightlog.store.links.linking_refs`)."""
 
     wanted: set[int]
     tree: CompactRange = field(default_factory=CompactRange)
     roots: dict[int, tuple[bytes, str]] = field(default_factory=dict)
     seals: list[_Seal] = field(default_factory=list)
     salted: dict[str, int] = field(default_factory=dict)
+    linking: dict[str, int] = field(default_factory=dict)
 
     def __post_init__(self) -> None:
         if 0 in self.wanted:
@@ -252,6 +266,9 @@ class _Tee:
             if b"salted:sha256:" in data:
                 for match in _SALTED.finditer(data):
                     self.salted.setdefault(match.group(1).decode("ascii"), row.seq)
+            if data.startswith(LINKING_PREFIX):
+                for digest in linking_refs(data):
+                    self.linking.setdefault(digest, row.seq)
             last = row.hash
             yield row
         self._snapshot(last)
@@ -323,9 +340,12 @@ def audit_session(
     Everything :func:`flightlog.recorder.verify_session` checks, plus: every stored checkpoint's signature
     (key valid at its time, right origin) and that its root and chain hash match the rows; the seal; that
     the database is not older than, nor inconsistent with, the retained head, any head a witness
-    cosigned or any checkpoint of the session the signed index log holds; and the state of every salted
-    artifact the events reference. Reads every row once (O(n)
-    hashing, O(log n) memory for the tree, plus one small record per checkpoint).
+    cosigned or any checkpoint of the session the signed index log holds; the state of every salted
+    artifact the events reference; and, where the session holds records of a linking format (a LangGraph
+    thread), every artifact they name and every one those link to, present and hashing to its name
+    (:mod:`flightlog.integrity.linked`). Reads every row once (O(n)
+    hashing, O(log n) memory for the tree, plus one small record per checkpoint; linked artifacts are read
+    in batches, each once).
 
     Args:
         store: The store.
@@ -385,6 +405,8 @@ def audit_session(
             report.divergences.sort(key=lambda d: d.seq)
     if report.artifacts:
         check_artifacts(store, report)
+    if report.linking:
+        check_linked(store, report)
     return report
 
 
@@ -486,6 +508,7 @@ def audit_rows(
     report.artifacts = [
         ArtifactRef(SALTED_PREFIX + d, seq) for d, seq in sorted(tee.salted.items(), key=lambda i: i[1])
     ]
+    report.linking = tee.linking
     report.divergences.sort(key=lambda d: d.seq)
     return report
 

@@ -17,8 +17,11 @@ retained heads outside the database are filed under that id. So:
   records; the artifacts and salted (erasable) artifacts its events reference, with erasure records, and
   every artifact those artifacts link to, transitively, by a link format declared in
   :mod:`flightlog.store.links` (a LangGraph thread's content-linked list deltas). A linked artifact the
-  source does not hold refuses the copy (:class:`CopyNotVerified`); a ``sha256:<hex>`` in an event that
-  names no artifact of the source is left alone (event text may quote a digest).
+  source does not hold refuses the copy (:class:`CopyNotVerified`), and so does one a LangGraph record
+  names (the saver stores it with the record). Any other ``sha256:<hex>`` an event quotes that names no
+  artifact of the source is copied as the event holds it (event text may quote a digest that was never
+  an artifact: an image's, a file's the agent hashed), and reported: one note per such session in
+  :attr:`CopyReport.notes` (how many, the first by seq), printed by ``flightlog db copy``.
 * **The index log** (when every source session is copied): its leaves in order (their ``checkpoint_id``
   column mapped to the destination's checkpoint ids), its signed checkpoints (frontiers recomputed from
   the leaves) and the cosignatures of its origin.
@@ -55,9 +58,8 @@ went on in the live store as ``stale_copy``, not ``rollback`` / ``missing``.
 
 from __future__ import annotations
 
-import hashlib
 import re
-from collections.abc import Callable, Iterable, Iterator, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from contextlib import nullcontext
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -83,7 +85,7 @@ from ..store.base import (
     StoredEvent,
     retired_error,
 )
-from ..store.links import artifact_links
+from ..store.links import LINKING_PREFIX, LinkWalk, artifact_links, linking_refs
 from ..store.sqlite import SqliteStore
 
 __all__ = ["CopyNotVerified", "CopyReport", "copy_session", "copy_store"]
@@ -109,7 +111,8 @@ class CopyReport:
         cosignatures: Witness cosignatures copied (sessions and index log).
         verified: Sessions that passed the full check on arrival.
         index_verified: The index log passed its check on arrival (False when it was not copied).
-        notes: What the check could not look at (an unreachable witness), one line each.
+        notes: What the check could not look at (an unreachable witness), and per session the ``sha256:``
+            digests its events quote that name no artifact of the source, one line each.
         retired: Which store the copy retired (``source`` after a whole copy, ``destination`` after a
             partial one; None when the ledger has no id to name in a record).
         retirement: How (``moved to <url> at <time>``, ``a partial copy of <url> made at <time>``).
@@ -390,7 +393,8 @@ def _index_wanted(src: Store, dst: Store) -> bool:
 def _copy_one(src: Store, dst: Store, tables: _Tables, session_id: str, report: CopyReport) -> Pin:
     """Copy one session; its pin (size and root as copied, verified link by link)."""
     record = src.get_session(session_id)
-    handles: set[tuple[bool, str]] = set()
+    handles: dict[tuple[bool, str], int] = {}  # (salted, sha256 hex) -> first seq quoting it
+    linking: set[str] = set()  # what LangGraph records name (store.links.linking_refs)
     dst.create_session(
         SessionRecord(
             session_id=record.session_id,
@@ -404,11 +408,11 @@ def _copy_one(src: Store, dst: Store, tables: _Tables, session_id: str, report: 
         )
     )
     pin = Pin(0, CompactRange().root())
-    for batch, head in _verified_batches(src, record, handles):
+    for batch, head in _verified_batches(src, record, handles, linking):
         tables.append_copied(session_id, batch, head)
         report.events += len(batch)
         pin = Pin(head.seq + 1, bytes.fromhex(head.root))
-    _copy_side_tables(src, dst, tables, session_id, handles, report)
+    _copy_side_tables(src, dst, tables, session_id, handles, linking, report)
     if report.ledger_id is not None:
         report.cosignatures += _copy_cosignatures(src, dst, origin_for(report.ledger_id, session_id))
     report.sessions.append(session_id)
@@ -473,13 +477,13 @@ def _verify(
     ledger_id = report.ledger_id
     for sid in ids:
         witnessed = checks.witnessed(dst, origin_for(ledger_id, sid) if ledger_id else None, report)
+        _check_artifacts(dst, sid, report.needed.get(sid, []))  # first: it says what went missing in the copy
         audit = audit_session(dst, sid, keyring=checks.keyring, heads=checks.heads, witnessed=witnessed)
         report.notes.extend(audit.notes)
         if not audit.ok:
             first = audit.divergences[0]
             reason = f"{first.reason} ({first.detail})" if first.detail else first.reason
             raise CopyNotVerified(session_id=sid, seq=first.seq, reason=reason, divergences=audit.divergences)
-        _check_artifacts(dst, sid, report.needed.get(sid, []))
         report.verified += 1
     if not whole or ledger_id is None:
         return
@@ -508,9 +512,10 @@ def _verify(
 
 
 def _verified_batches(
-    src: Store, record: SessionRecord, handles: set[tuple[bool, str]]
+    src: Store, record: SessionRecord, handles: dict[tuple[bool, str], int], linking: set[str]
 ) -> Iterator[tuple[list[StoredEvent], SessionHead]]:
-    """The source rows in batches with the head each moves to, checked link by link as they stream."""
+    """The source rows in batches with the head each moves to, checked link by link as they stream; fills
+    ``handles`` (every ``[salted:]sha256:<hex>`` the rows quote, with its first seq) and ``linking``."""
     tree, prev, expected = CompactRange(), GENESIS, 0
     batch: list[StoredEvent] = []
     for row in src.read_events(record.session_id):
@@ -518,7 +523,10 @@ def _verified_batches(
         if problem is not None:
             raise CopyNotVerified(session_id=record.session_id, seq=row.seq, reason=problem)
         tree.append(leaf_hash(row.event_bytes))
-        handles.update((bool(m.group(1)), m.group(2).decode()) for m in _HANDLE.finditer(row.event_bytes))
+        for m in _HANDLE.finditer(row.event_bytes):
+            handles.setdefault((bool(m.group(1)), m.group(2).decode()), row.seq)
+        if row.event_bytes.startswith(LINKING_PREFIX):
+            linking.update(linking_refs(row.event_bytes))
         batch.append(row)
         prev, expected = row.hash, row.seq + 1
         if len(batch) >= _BATCH:
@@ -548,7 +556,8 @@ def _copy_side_tables(
     dst: Store,
     tables: _Tables,
     session_id: str,
-    handles: set[tuple[bool, str]],
+    handles: dict[tuple[bool, str], int],
+    linking: set[str],
     report: CopyReport,
 ) -> None:
     for policy_id, policy_json in src.grant_policies(session_id):
@@ -567,7 +576,7 @@ def _copy_side_tables(
     for record in _tables(src).imports_of(session_id):
         if dst.find_import(record.source_sha256) is None:
             dst.record_import(record)
-    report.artifacts += _copy_artifacts(src, dst, session_id, handles, report)
+    report.artifacts += _copy_artifacts(src, dst, session_id, handles, linking, report)
 
 
 def _effects(src: Store, session_id: str) -> list[EffectRecord]:
@@ -585,18 +594,28 @@ def _effects(src: Store, session_id: str) -> list[EffectRecord]:
 
 
 def _copy_artifacts(
-    src: Store, dst: Store, session_id: str, handles: Iterable[tuple[bool, str]], report: CopyReport
+    src: Store,
+    dst: Store,
+    session_id: str,
+    handles: dict[tuple[bool, str], int],
+    linking: set[str],
+    report: CopyReport,
 ) -> int:
     """Copy the artifacts the session's events name and, transitively, the artifacts they link to
     (:func:`~flightlog.store.links.artifact_links`); how many were copied. The plain ones the events name
-    that the source holds go to ``report.needed`` for the arrival check.
+    that the source holds go to ``report.needed`` for the arrival check. A ``sha256:<hex>`` an event
+    quotes that names no artifact of the source is copied as the event holds it, with one note per session
+    in ``report.notes`` (how many, the first by seq): event text may quote a digest (an image, a file the
+    agent hashed) that was never an artifact, so it does not refuse the copy.
 
     Raises:
-        CopyNotVerified: a linked artifact is missing from the source, or stored bytes do not hash to the
-            digest that names them.
+        CopyNotVerified: a linked artifact, or one a LangGraph record names
+            (:func:`~flightlog.store.links.linking_refs`: stored with the record, never merely quoted), is
+            missing from the source, or stored bytes do not hash to the digest that names them.
     """
     count = 0
     roots: list[str] = []
+    unstored: list[tuple[int, str]] = []
     pending: list[tuple[str, str | None]] = []  # (digest, the artifact linking to it; None: an event)
     for salted, digest in sorted(handles):
         if salted:
@@ -613,8 +632,17 @@ def _copy_artifacts(
         info = src.artifact_info(digest)
         content = src.get_artifact(digest) if info is not None else None
         if info is None or content is None:
+            seq = handles.get((False, digest))
+            if parent is None and seq is not None and digest not in linking:
+                unstored.append((seq, digest))  # an event quoting a digest the source never stored
+                continue
             if parent is None:
-                continue  # an event quoting a digest the source never stored as an artifact
+                raise CopyNotVerified(
+                    session_id=session_id,
+                    seq=seq,
+                    reason=f"artifact sha256:{digest}, named by the record at seq {seq}, is missing from the "
+                    "source",
+                )
             raise CopyNotVerified(
                 session_id=session_id,
                 reason=f"artifact sha256:{digest}, linked from artifact sha256:{parent}, is missing "
@@ -631,6 +659,13 @@ def _copy_artifacts(
             roots.append(digest)
         pending.extend((link, digest) for link in reversed(artifact_links(content)) if link not in seen)
     report.needed[session_id] = roots
+    if unstored:
+        seq, digest = min(unstored)
+        report.notes.append(
+            f"{session_id}: its events quote {len(unstored)} sha256 digest(s) that name no artifact of the "
+            f"source (the first at seq {seq}: sha256:{digest}); copied as the events hold them, nothing "
+            "to carry"
+        )
     return count
 
 
@@ -641,25 +676,14 @@ def _check_artifacts(dst: Store, session_id: str, roots: Sequence[str]) -> None:
     Raises:
         CopyNotVerified: naming the session and the first artifact missing or not matching its digest.
     """
-    seen: set[str] = set()
-    pending = [(digest, "an event") for digest in reversed(roots)]
-    while pending:
-        batch: dict[str, str] = {}  # digest -> what names it; at most _BATCH artifacts in memory at once
-        while pending and len(batch) < _BATCH:
-            digest, why = pending.pop()
-            if digest not in seen:
-                seen.add(digest)
-                batch[digest] = why
-        found = dst.get_artifacts(list(batch))
-        for digest, why in batch.items():
-            content = found.get(digest)
-            if content is None or hashlib.sha256(content).hexdigest() != digest:
-                state = "missing" if content is None else "corrupt (its bytes hash otherwise)"
-                raise CopyNotVerified(
-                    session_id=session_id,
-                    reason=f"artifact sha256:{digest} (named by {why}) is {state} in the copy",
-                )
-            pending.extend((link, f"artifact sha256:{digest}") for link in artifact_links(content))
+    for item in LinkWalk(dst, dict.fromkeys(roots, 0)):  # a batch of contents in memory at a time
+        if item.state != "present":
+            why = "an event" if item.parent is None else f"artifact sha256:{item.parent}"
+            state = "missing" if item.state == "missing" else "corrupt (its bytes hash otherwise)"
+            raise CopyNotVerified(
+                session_id=session_id,
+                reason=f"artifact {item.handle} (named by {why}) is {state} in the copy",
+            )
 
 
 def _copy_salted(src: Store, dst: Store, session_id: str, digest: str) -> int:

@@ -16,15 +16,29 @@ Declared formats:
 
 A link names a digest only; nothing here trusts it further: a copy stores the named content, and the
 destination computes its sha256 itself, so a link to tampered bytes leaves the named artifact missing.
+
+Which events can name an artifact of a declared format is declared here too (:func:`linking_refs`), so a
+check walks links only from those events' artifacts, never reading every artifact an event mentions:
+the LangGraph records (``custom`` events of kind ``langgraph.*``) name every artifact they store by an
+exact ``"ref":"sha256:<hex>"`` member, stored in the same transaction as the record. :class:`LinkWalk`
+reads such roots and everything they link to, in batches, each artifact once.
 """
 
 from __future__ import annotations
 
+import hashlib
 import re
+from collections import deque
+from collections.abc import Iterator, Mapping
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING
 
 from ..encoding import parse_json
 
-__all__ = ["LANGGRAPH_DELTA_MAGIC", "artifact_links"]
+if TYPE_CHECKING:
+    from .base import Store
+
+__all__ = ["LANGGRAPH_DELTA_MAGIC", "LINKING_PREFIX", "LinkWalk", "Linked", "artifact_links", "linking_refs"]
 
 LANGGRAPH_DELTA_MAGIC = b"flightlog.lg.delta/1\n"
 """First bytes of a LangGraph content-linked list delta artifact (module docstring)."""
@@ -59,3 +73,93 @@ def artifact_links(content: bytes) -> list[str]:
         if isinstance(value, str) and _HEX64.fullmatch(value):
             out[value] = None
     return list(out)
+
+
+LINKING_PREFIX = b'{"custom_kind":"langgraph.'
+"""How every stored event that can name an artifact of a declared link format begins (a LangGraph record:
+a ``custom`` event, stored as RFC 8785 JSON, so ``custom_kind`` is its first member); a reader scanning many
+rows tests ``row.event_bytes.startswith(LINKING_PREFIX)`` (constant time) before calling
+:func:`linking_refs`."""
+_REF = re.compile(rb'"ref":"sha256:([0-9a-f]{64})"')
+WALK_BATCH = 128
+"""Artifacts :class:`LinkWalk` holds in memory at once (one ``get_artifacts`` call)."""
+
+
+def linking_refs(event: bytes) -> list[str]:
+    """The artifacts a stored event names that can be of a declared link format, as sha256 hex digests (in
+    order, repeats kept): the ``"ref":"sha256:<hex>"`` members of a LangGraph record (module docs); ``[]``
+    for any other event (one prefix test, so a session of no linking integration costs one per row)."""
+    if not event.startswith(LINKING_PREFIX):
+        return []
+    return [m.group(1).decode("ascii") for m in _REF.finditer(event)]
+
+
+@dataclass(frozen=True)
+class Linked:
+    """One artifact a :class:`LinkWalk` reached.
+
+    Attributes:
+        digest: Its sha256, hex.
+        state: ``present`` (its bytes hash to ``digest``), ``missing`` (the store does not hold it) or
+            ``corrupt`` (its bytes hash otherwise; its links are not followed).
+        parent: The artifact whose content links to it (hex), None for a root (named by an event).
+        seq: The first event naming the root it was reached from.
+        content: Its bytes (None when missing).
+    """
+
+    digest: str
+    state: str
+    parent: str | None
+    seq: int
+    content: bytes | None = field(repr=False)
+
+    @property
+    def handle(self) -> str:
+        """``sha256:<digest>``."""
+        return "sha256:" + self.digest
+
+
+@dataclass
+class LinkWalk:
+    """Breadth-first over ``roots`` (digest -> first seq of an event naming it) and, transitively, the
+    artifacts their content links to (:func:`artifact_links`), each read once, at most :data:`WALK_BATCH`
+    at a time: memory is one batch of contents plus one parent pointer per artifact reached.
+
+    Iterate it for :class:`Linked` items (roots in ``roots`` order first); :meth:`path` names how one was
+    reached. The reads go through ``store.get_artifacts`` (a few statements per batch).
+    """
+
+    store: Store
+    roots: Mapping[str, int]
+    batch: int = WALK_BATCH
+    parents: dict[str, str | None] = field(default_factory=dict, repr=False)
+
+    def __iter__(self) -> Iterator[Linked]:
+        pending: deque[tuple[str, str | None, int]] = deque((d, None, s) for d, s in self.roots.items())
+        self.parents.update(dict.fromkeys(self.roots))
+        while pending:
+            taken = [pending.popleft() for _ in range(min(self.batch, len(pending)))]
+            found = self.store.get_artifacts([d for d, _, _ in taken])
+            for digest, parent, seq in taken:
+                content = found.get(digest)
+                if content is None:
+                    yield Linked(digest, "missing", parent, seq, None)
+                    continue
+                if hashlib.sha256(content).hexdigest() != digest:
+                    yield Linked(digest, "corrupt", parent, seq, content)
+                    continue
+                for link in artifact_links(content):
+                    if link not in self.parents:
+                        self.parents[link] = digest
+                        pending.append((link, digest, seq))
+                yield Linked(digest, "present", parent, seq, content)
+
+    def path(self, digest: str) -> list[str]:
+        """The digests from a root down to the artifact that links to ``digest`` (``[]`` for a root or an
+        artifact not reached), each one linking to the next: the shortest way the walk found."""
+        out: list[str] = []
+        parent = self.parents.get(digest)
+        while parent is not None:
+            out.append(parent)
+            parent = self.parents.get(parent)
+        return out[::-1]
