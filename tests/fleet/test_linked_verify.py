@@ -12,9 +12,11 @@ import json
 import sqlite3
 from collections.abc import Sequence
 from pathlib import Path
+from typing import Any
 from urllib.parse import parse_qs, urlsplit
 
 import psycopg
+from fastapi.testclient import TestClient
 from typer.testing import CliRunner
 
 import flightlog
@@ -24,11 +26,15 @@ from flightlog.integrations.langgraph import _delta_bytes
 from flightlog.integrity.verify import audit_session
 from flightlog.recorder import Recorder
 from flightlog.store.base import Store
+from flightlog.web.app import create_app
+from flightlog.web.security import Auth
+from flightlog.web.views import session_page
 from postgres.server import database_url
 
 from .test_dbcopy_langgraph import SID, _linked, _thread
 
 _runner = CliRunner()
+TOKEN = "test-token-0123456789abcdef"
 
 
 def _cli(db: str, *args: str) -> tuple[int, str]:
@@ -132,3 +138,28 @@ def test_a_session_without_linking_records_reads_no_artifact(tmp_path: Path) -> 
         report = audit_session(store, rec.session_id)
     assert report.ok and report.linked == 0, report.divergences
     assert isinstance(store, Store)
+
+
+def test_the_dashboard_lists_what_only_a_link_names_with_the_path(store_url: str) -> None:
+    """SQLite and PostgreSQL: the Artifacts table lists ``elements``, ``base`` and ``deep`` (named by no
+    event) after what events name, each with its link path and state; a deleted one as missing."""
+    sid, d = _chain(store_url)
+    _tamper(store_url, "DELETE FROM artifacts WHERE sha256 = ?", (d["deep"],))
+    with flightlog.open_store(store_url) as store:
+        page = session_page(store, sid)
+    short = {k: f"sha256:{v[:12]}…" for k, v in d.items()}
+    assert [(a["handle"], a["seq"], a["state"], a["via"]) for a in page.artifacts] == [
+        (f"sha256:{d['top']}", 1, "present", ""),
+        (f"sha256:{d['elements']}", 1, "present", short["top"]),
+        (f"sha256:{d['base']}", 1, "present", short["top"]),
+        (f"sha256:{d['deep']}", 1, "missing", f"{short['top']} → {short['base']}"),
+    ]
+    assert page.artifacts[1]["size"] == "12" and page.artifacts[1]["media_type"] == "application/octet-stream"
+
+    def open_db(read_only: bool) -> Any:
+        return flightlog.open_store(store_url, read_only=read_only)
+
+    with TestClient(create_app(open_db, token=TOKEN), base_url="http://127.0.0.1:8000") as client:
+        client.cookies.set("flightlog_ui_8000", Auth(TOKEN).cookie_value)
+        html = client.get("/session", params={"id": sid}).text
+    assert f'<code class="via">{short["top"]} → {short["base"]}</code>' in html

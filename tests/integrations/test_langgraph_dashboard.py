@@ -18,6 +18,7 @@ import flightlog
 from flightlog.integrations.langgraph import FlightlogSaver
 from flightlog.web.app import create_app
 from flightlog.web.security import Auth
+from flightlog.web.views import session_page
 
 from .test_langgraph_readable import CFG, SID, TOKEN, _graph
 
@@ -42,3 +43,37 @@ def test_an_interrupt_is_listed_with_where_it_is_answered_not_approve_buttons(tm
                 'class="answer-in' in page.text and "graph.invoke(Command(resume=...), config)" in page.text
             )
             assert 'class="decide"' not in page.text  # no Approve/Deny form for the interrupt
+
+
+def test_artifacts_only_a_link_names_are_listed_with_their_link_path(tmp_path: Path) -> None:
+    """Before, the Artifacts table listed only what events name: a thread's content-linked deltas named
+    the rest of its history inside artifact content, invisible on the page."""
+    from flightlog.store.links import artifact_links
+
+    db = tmp_path / "lg.db"
+    with flightlog.open_store(str(db)) as store:
+        graph = _graph(FlightlogSaver(store))
+        for turn in range(12):
+            graph.invoke({"messages": [HumanMessage(f"question {turn}")]}, CFG)
+        page = session_page(store, SID)
+        contents = store.get_artifacts([row["handle"] for row in page.artifacts])
+    rows = {row["handle"]: row for row in page.artifacts}
+    linked = {f"sha256:{link}" for content in contents.values() for link in artifact_links(content)}
+    assert linked, "the thread should hold content-linked deltas"
+    assert linked <= set(rows)  # every link target is listed, named by an event or only by a link
+    only = [row for row in page.artifacts if row["via"]]
+    for row in only:
+        assert row["state"] == "present" and row["size"] and row["via"].startswith("sha256:")
+        first = row["via"].split(" → ")[0].removeprefix("sha256:").removesuffix("…")
+        assert any(h.startswith(f"sha256:{first}") and not rows[h]["via"] for h in rows)  # an event names it
+    assert all(not row["via"] for row in page.artifacts[: len(page.artifacts) - len(only)])
+
+    def open_db(read_only: bool) -> Any:
+        return flightlog.open_store(str(db), read_only=read_only)
+
+    with TestClient(create_app(open_db, token=TOKEN), base_url="http://127.0.0.1:8000") as client:
+        client.cookies.set("flightlog_ui_8000", Auth(TOKEN).cookie_value)
+        html = client.get("/session", params={"id": SID}).text
+    assert "<th>linked from</th>" in html
+    for row in only:
+        assert f"<code>{row['handle']}</code>" in html and row["via"] in html

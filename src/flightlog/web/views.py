@@ -53,6 +53,7 @@ from ..runs.context import PROMPT_PROGRAM_INVOKED, ContextUse
 from ..runs.projection import RunNode, context_uses, projection_ready
 from ..sessions import created_at
 from ..store.base import NOT_A_RUN, SessionRecord, Store, StoredEvent
+from ..store.links import LINKING_PREFIX, LinkWalk, linking_refs
 from .budget import budget_label
 
 __all__ = [
@@ -475,7 +476,9 @@ class SessionPage:
         tool_calls: The latest tool calls with arguments and results.
         thinking: The latest thinking blocks.
         providers: The latest provider-native payloads (``provider_replay``).
-        artifacts: Artifacts the events reference (handle, size, media type, first seq, state).
+        artifacts: Artifacts the events reference (handle, size, media type, first seq, state, ``via``
+            empty), then the artifacts only a link inside a linking record's artifacts names
+            (:func:`linked_artifacts`; ``via``: the link path).
         state: The run's state (durable refined by live), when the projection knows it.
         budget: Tokens/steps/duration for the header.
         context: The recorded window fill of the latest model calls (:func:`context_cells` each, plus
@@ -562,7 +565,14 @@ def session_status(store: Store, session_id: str) -> tuple[str, dict[str, str]]:
 
 def _artifact(store: Store, salted: bool, digest: str, seq: int) -> dict[str, Any]:
     handle = ("salted:" if salted else "") + "sha256:" + digest
-    row: dict[str, Any] = {"handle": handle, "seq": seq, "size": "", "media_type": "", "state": "missing"}
+    row: dict[str, Any] = {
+        "handle": handle,
+        "seq": seq,
+        "size": "",
+        "media_type": "",
+        "state": "missing",
+        "via": "",
+    }
     try:
         if salted:
             info = store.salted_artifact_info(digest)
@@ -600,9 +610,13 @@ def session_page(store: Store, session_id: str, *, start: int | None = None) -> 
     thinking: list[dict[str, Any]] = []
     providers: list[dict[str, Any]] = []
     handles: dict[tuple[bool, str], int] = {}
+    linking: dict[str, int] = {}
     for row in store.read_events(session_id):
         for match in _HANDLE.finditer(row.event_bytes):
             handles.setdefault((bool(match.group(1)), match.group(2).decode("ascii")), row.seq)
+        if row.event_bytes.startswith(LINKING_PREFIX):
+            for digest in linking_refs(row.event_bytes):
+                linking.setdefault(digest, row.seq)
         event, error = _decoded(row)
         if start <= row.seq < start + EVENT_PAGE:
             page.events.append(event_row(session_id, row, event, error))
@@ -627,7 +641,29 @@ def session_page(store: Store, session_id: str, *, start: int | None = None) -> 
     page.thinking = thinking[-KEEP_BLOCKS:]
     page.providers = providers[-KEEP_BLOCKS:]
     page.artifacts = [_artifact(store, salted, digest, seq) for (salted, digest), seq in handles.items()]
+    if linking:
+        named = {digest for salted, digest in handles if not salted}
+        page.artifacts += linked_artifacts(store, linking, named)
     return page
+
+
+def linked_artifacts(store: Store, roots: dict[str, int], named: set[str]) -> list[dict[str, Any]]:
+    """Rows for the artifacts reached through links (:class:`~flightlog.store.links.LinkWalk` from
+    ``roots``, sha256 hex -> first seq of the linking record naming it) that no event names (``named``),
+    in the order reached: ``handle``, ``seq`` (the record's), ``size``, ``media_type``, ``state``
+    (``present``, ``missing`` or ``corrupt``: bytes of another sha256) and ``via``: the link path, from the
+    record's artifact down to the one linking to it (short handles joined by arrows)."""
+    walk = LinkWalk(store, roots)
+    out: list[dict[str, Any]] = []
+    for item in walk:
+        if item.digest in named:
+            continue
+        row = _artifact(store, False, item.digest, item.seq)
+        if item.state != "present":
+            row["state"] = item.state
+        row["via"] = " → ".join(f"sha256:{d[:12]}…" for d in walk.path(item.digest))
+        out.append(row)
+    return out
 
 
 def _entropy(event: SessionEvent, samples: list[dict[str, Any]]) -> None:
