@@ -163,3 +163,33 @@ def test_the_dashboard_lists_what_only_a_link_names_with_the_path(store_url: str
         client.cookies.set("flightlog_ui_8000", Auth(TOKEN).cookie_value)
         html = client.get("/session", params={"id": sid}).text
     assert f'<code class="via">{short["top"]} → {short["base"]}</code>' in html
+
+
+def test_the_link_walk_reads_a_batch_at_a_time(tmp_path: Path) -> None:
+    """A record naming 300 deltas, each linking to its elements and to a 300-delta chain: every artifact is
+    checked once, never more than WALK_BATCH read at once."""
+    from flightlog.store.links import WALK_BATCH
+
+    with flightlog.open_store(str(tmp_path / "chain.db")) as store:
+        rec = Recorder.create(store, task="chain")
+        below = rec.put_artifact(b"first").removeprefix("sha256:")
+        named = []
+        for n in range(300):
+            elements = rec.put_artifact(f"elements {n}".encode()).removeprefix("sha256:")
+            below = rec.put_artifact(_delta_bytes({"e": elements, "b": below})).removeprefix("sha256:")
+            named.append(rec.put_artifact(_delta_bytes({"e": elements, "b": below})))
+        rec.append(
+            Custom(custom_kind="langgraph.checkpoint", payload={"writes": [{"ref": h} for h in named]})
+        )
+        reads: list[int] = []
+        get = store.get_artifacts
+
+        def counted(handles: Sequence[str]) -> dict[str, bytes]:
+            reads.append(len(handles))
+            return get(handles)
+
+        store.get_artifacts = counted  # type: ignore[method-assign]
+        report = audit_session(store, rec.session_id)
+    assert report.ok, report.divergences
+    assert report.linked == sum(reads) == 901  # 300 named, 300 in the chain, 300 elements, the first
+    assert max(reads) == WALK_BATCH
