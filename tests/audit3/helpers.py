@@ -24,8 +24,8 @@ _runner = CliRunner()
 Edit = Callable[[int, bytes], bytes]
 
 
-def cli(db: Path, *args: str) -> tuple[int, str, str]:
-    """``flightlog --db DB ARGS...``: exit code, stdout, stderr."""
+def cli(db: Path | str, *args: str) -> tuple[int, str, str]:
+    """``flightlog --db DB ARGS...`` (a file path or a store URL): exit code, stdout, stderr."""
     result = _runner.invoke(app, ["--db", str(db), *args])
     return result.exit_code, result.stdout, result.stderr
 
@@ -41,7 +41,7 @@ def refused(db: Path, *args: str, reason: str) -> str:
     return lines[0]
 
 
-def suspended_run(db: Path) -> str:
+def suspended_run(db: Path | str) -> str:
     """``flightlog run`` the approval agent until it waits for a decision on ``n1``; its session id."""
     code, out, err = cli(db, "run", SPEC, "--goal", "take a note", "--json", "--quiet")
     assert code == 3, err
@@ -71,10 +71,13 @@ def execute(db: Path, *statements: str) -> None:
         raw.close()
 
 
-def rechain(db: Path, session_id: str, edit: Edit, *, keep: int | None = None) -> None:
+def rechain(
+    db: Path, session_id: str, edit: Edit, *, keep: int | None = None, drop_checkpoints: bool = True
+) -> None:
     """Rewrite a session's rows through ``edit(seq, bytes)`` (keeping the first ``keep`` when given),
     recompute every chain hash and the tree head, delete its checkpoints (the attacker cannot sign new
-    ones) and rewrite the session row: a perfect ledger to a chain-only check."""
+    ones; ``drop_checkpoints=False`` leaves the old ones, which then contradict the rows) and rewrite the
+    session row: a perfect ledger to a chain-only check."""
     raw = _raw(db)
     try:
         rows = raw.execute(
@@ -82,12 +85,13 @@ def rechain(db: Path, session_id: str, edit: Edit, *, keep: int | None = None) -
             (session_id,),
         ).fetchall()[:keep]
         raw.execute("DELETE FROM events WHERE session_id = ?", (session_id,))
-        raw.execute(
-            "DELETE FROM checkpoint_frontiers WHERE checkpoint_id IN "
-            "(SELECT checkpoint_id FROM checkpoints WHERE session_id = ?)",
-            (session_id,),
-        )
-        raw.execute("DELETE FROM checkpoints WHERE session_id = ?", (session_id,))
+        if drop_checkpoints:
+            raw.execute(
+                "DELETE FROM checkpoint_frontiers WHERE checkpoint_id IN "
+                "(SELECT checkpoint_id FROM checkpoints WHERE session_id = ?)",
+                (session_id,),
+            )
+            raw.execute("DELETE FROM checkpoints WHERE session_id = ?", (session_id,))
         prev, tree = GENESIS, CompactRange()
         for seq, kind, data, at in rows:
             data = edit(seq, bytes(data))

@@ -8,18 +8,14 @@ from pathlib import Path
 import pytest
 
 from flightlog.store import Store, open_store
-from postgres.server import database_url, fresh_schema, schema_url
+from postgres.server import backend_url
 
 
 @pytest.fixture(params=["sqlite", "postgres"])
 def store_url(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[str]:
     """A store URL on each backend (a fresh SQLite file; a fresh PostgreSQL schema)."""
-    if request.param == "sqlite":
-        yield str(tmp_path / "fleet.db")
-        return
-    database_url()
-    with fresh_schema("fleet") as schema:
-        yield schema_url(schema)
+    with backend_url(request.param, tmp_path / "fleet.db", "fleet") as url:
+        yield url
 
 
 @pytest.fixture

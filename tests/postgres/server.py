@@ -160,6 +160,18 @@ def fresh_schema(prefix: str = "t") -> Iterator[str]:
             conn.execute(f"DROP SCHEMA IF EXISTS {name} CASCADE")
 
 
+@contextlib.contextmanager
+def backend_url(backend: str, sqlite_file: Path, prefix: str = "t") -> Iterator[str]:
+    """A store URL on ``backend``: ``sqlite`` (``sqlite_file``) or ``postgres`` (a fresh schema of the
+    test database named ``prefix_...``, dropped afterwards)."""
+    if backend == "sqlite":
+        yield str(sqlite_file)
+        return
+    database_url()
+    with fresh_schema(prefix) as schema:
+        yield schema_url(schema)
+
+
 def blocked_by(backend_pid: int, *, timeout_s: float = 60.0) -> list[int]:
     """Wait until some backend is blocked by ``backend_pid`` (waits on a lock it holds: PostgreSQL's
     ``pg_blocking_pids``); returns the blocked backends' pids.

@@ -272,6 +272,7 @@ def check_sessions(
     from ..integrity.audit import Auditor
     from ..integrity.retirement import split_missing
     from ..integrity.verify import missing_sessions
+    from ..kernel.rowcheck import row_divergences
     from ..store.sqlite import now_ms
     from .options import progress_bar, record_finished_job
 
@@ -291,6 +292,7 @@ def check_sessions(
         with progress_bar(len(ids), "verify", quiet=json_out or not all_sessions) as advance:
             for sid in ids:
                 report = auditor.session(store, sid, index=index, retired=retired)
+                report.divergences.extend(row_divergences(store, report))  # the row vs the verified ledger
                 reports.append(report)
                 if not json_out:
                     _print_report(report)

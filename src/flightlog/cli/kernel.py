@@ -35,7 +35,7 @@ from .options import session_arg
 
 if TYPE_CHECKING:  # imported inside the commands at run time: `flightlog --version` stays fast
     from ..events import SessionEvent
-    from ..kernel import RunResult
+    from ..kernel import PendingCall, RunResult
     from ..kernel.records import Verdict
     from ..store import Store, StoredEvent
 
@@ -213,6 +213,7 @@ def register(app: typer.Typer, open_db: OpenDb) -> None:
 
         with open_db(True) as store:
             rows = pending(store, decided=True)
+            _warn_row_status(store, rows)
             hints = {
                 sid: continue_hint(store, sid)
                 for sid in {r.root_session_id or r.session_id for r in rows if r.decision is not None}
@@ -232,6 +233,19 @@ def register(app: typer.Typer, open_db: OpenDb) -> None:
                 out.print(
                     f"{head}  [{row.kind}] {row.decision} by {who}; "
                     f"waiting for: {hints[row.root_session_id or row.session_id]}{tree}"
+                )
+
+    def _warn_row_status(store: Store, rows: list[PendingCall]) -> None:
+        """One stderr line per listed session whose ``sessions`` row says it neither waits nor runs: the
+        listing comes from its ledger, the row contradicts it (``flightlog verify`` says ``row_mismatch``)."""
+        from ..store.base import RUNNABLE_STATUSES
+
+        for sid in dict.fromkeys(r.session_id for r in rows):
+            status = store.get_session(sid).status
+            if status not in RUNNABLE_STATUSES:
+                err.print(
+                    f"flightlog: warning: {sid}: its sessions row says status {status!r}, its ledger waits "
+                    f"(listed from the ledger; see `flightlog verify {sid}`)"
                 )
 
     @app.command("approve")

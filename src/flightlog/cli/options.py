@@ -217,27 +217,51 @@ def print_json(value: Any) -> None:
 
 
 def refuse_quietly_diverged(store: Store, sid: str) -> None:
-    """After printing a session (show, replay, export, tail), check its chain (streaming, no decoding): a
-    session that fails verification gets one warning line naming the first divergent seq, and exit 1,
-    so what was just printed is never taken for the recorded history silently."""
-    if warn_diverged(store, [sid]):
+    """After printing a session (show, replay, export, tail), check it (:func:`warn_diverged`: one
+    streaming pass, no decoding): a session that fails gets one warning line naming the first divergent
+    seq, and exit 1, so what was just printed is never taken for the recorded history silently."""
+    if warn_diverged(store, [sid], rows=True):
         raise typer.Exit(1)
 
 
-def warn_diverged(store: Store, session_ids: Iterable[str]) -> bool:
-    """Check each session's chain (streaming, no decoding) and print one warning line per session that
-    fails verification, naming its first divergent seq; returns whether any did (the caller exits 1)."""
-    from ..recorder import verify_session
+def warn_diverged(store: Store, session_ids: Iterable[str], *, rows: bool = False) -> bool:
+    """Check each session and print one warning line per session that fails, naming its first divergent
+    seq, reason and detail; returns whether any did (the caller exits 1).
 
+    With ``rows``, a session whose ledger passes is also checked against its ``sessions`` row
+    (:func:`flightlog.kernel.rowcheck.row_divergences`: the status ``show`` prints, ``row_mismatch``).
+
+    The check is :func:`flightlog.integrity.verify.audit_session` without decoding: the chain and tree
+    head, and every stored signed checkpoint, the seal and the retained head (under the user's trusted
+    keys and head directory, the store's retirement loaded once), so a session edited and then re-chained
+    (every hash recomputed) is caught by the checkpoint or retained head it contradicts
+    (``checkpoint_mismatch``, ``fork``, ``rollback``...). Witnesses and the index log are not consulted
+    (network, a pass over the whole index log): ``flightlog verify`` does that.
+
+    Raises:
+        KeyManifestError: the trusted-key manifest is unreadable or untrusted.
+    """
+    from ..integrity.heads import HeadStore
+    from ..integrity.keys import load_keyring
+    from ..integrity.retirement import load_retirement
+    from ..integrity.verify import audit_session
+
+    keyring, heads = load_keyring(), HeadStore.default()
+    retired = load_retirement(store, keyring)
     found = False
     for sid in session_ids:
-        report = verify_session(store, sid, decode=False)
+        report = audit_session(store, sid, keyring=keyring, heads=heads, decode=False, retired=retired)
+        if rows:
+            from ..kernel.rowcheck import row_divergences
+
+            report.divergences.extend(row_divergences(store, report))
         if report.ok:
             continue
         first, found = report.divergences[0], True
+        detail = f": {first.detail}" if first.detail else ""
         err.print(
-            f"flightlog: warning: {sid} fails verification at seq {first.seq} ({first.reason}); what was "
-            f"printed may not be what was recorded (see `flightlog verify {sid}`)"
+            f"flightlog: warning: {sid} fails verification at seq {first.seq} ({first.reason}){detail}; what "
+            f"was printed may not be what was recorded (see `flightlog verify {sid}`)"
         )
     return found
 

@@ -629,7 +629,8 @@ def export_cmd(
 ) -> None:
     """Export a session as JSONL: seq, prev_hash, hash and the event (its RFC 8785 form = stored bytes).
 
-    With --bundle DIR: everything ``flightlog audit --bundle DIR`` needs to verify it offline. With
+    With --bundle DIR: everything ``flightlog audit --bundle DIR`` needs to verify it offline (a session
+    that fails ``flightlog audit``, stored cosignatures only, is refused, nothing written). With
     --otlp URL: its spans (invoke_agent, chat, execute_tool) to an OTLP/HTTP receiver (the otel extra).
     """
     from ..sessions import export_jsonl
@@ -672,11 +673,14 @@ def export_cmd(
     with open_db(read_only=True) as store:
         sid = store.resolve_session(session)
         if bundle is not None:
+            from ..integrity.audit import Auditor, require_intact
             from ..integrity.bundle import export_bundle
 
+            # A bundle's manifest is signed with the user's key: a session that fails the full check
+            # (stored cosignatures, not asked online) is refused before anything is written.
+            require_intact(store, sid, auditor=Auditor.from_env(online=False))
             manifest = export_bundle(store, sid, bundle)
             err.print(f"wrote a bundle of {plural(manifest['events'], 'event')} of {sid} to {bundle}")
-            refuse_quietly_diverged(store, sid)
             return
         if output is None:
             export_jsonl(store, sid, sys.stdout)

@@ -31,7 +31,9 @@ stored), ``stale_head`` (the database's latest checkpoint is older than the reta
 stored rows disagree with the retained head), ``after_seal``, ``bad_seal``, ``artifact_missing`` (a
 salted artifact referenced by an event is gone without an erasure record, or a linked artifact is not
 stored: :mod:`flightlog.integrity.linked`) and ``artifact_corrupt`` (a linked artifact's bytes hash
-otherwise).
+otherwise). ``flightlog verify`` and ``audit`` add ``row_mismatch`` to a report that passes: the unhashed
+``sessions`` row contradicts the verified ledger (:func:`flightlog.kernel.rowcheck.row_divergences`, above
+this layer).
 """
 
 from __future__ import annotations

@@ -40,6 +40,7 @@ from ..recorder import Recorder
 from ..store.base import RUNNABLE_STATUSES, Store
 from .errors import DecidedByItsRuntime, InvalidOperator, NotPending
 from .records import APPROVAL_DECISION, GateKind, Verdict
+from .rowcheck import session_may_wait
 from .state import Gate, KernelState, load_state
 
 __all__ = [
@@ -120,11 +121,19 @@ class PendingCall:
 
 
 def pending(store: Store, session_id: str | None = None, *, decided: bool = False) -> list[PendingCall]:
-    """Calls waiting for a decision, across sessions (status ``suspended``) or in one session.
+    """Calls waiting for a decision, across sessions or in one session, decided from each session's
+    ledger (its events folded: :func:`~flightlog.kernel.state.load_state`), never from the ``sessions``
+    row's status, which no hash covers (a row edited to ``completed`` hides no wait; ``flightlog verify``
+    reports it as ``row_mismatch``, :mod:`flightlog.kernel.rowcheck`).
+
+    Across sessions, a session whose row says ``suspended`` is folded; any other only when its stored
+    events may hold a wait (:func:`~flightlog.kernel.rowcheck.session_may_wait`: a run that ended costs
+    its last two events decoded, any other a byte search of its rows), so a store of finished runs is not
+    folded. A wait an ``abort`` closed (status ``cancelled``) is listed only for its own ``session_id``.
 
     Args:
         store: The store.
-        session_id: One session (default: every suspended session).
+        session_id: One session (default: every session whose ledger waits).
         decided: Also list the calls of those sessions already decided in this suspension (waiting for a
             resume), with ``decision`` and ``decided_by`` set.
 
@@ -135,12 +144,16 @@ def pending(store: Store, session_id: str | None = None, *, decided: bool = Fals
     if session_id is not None:
         ids = [session_id]
     else:
-        ids = [s.session_id for s in store.list_sessions() if s.status == "suspended"]
+        ids = [
+            s.session_id
+            for s in store.list_sessions()
+            if s.status == "suspended" or session_may_wait(store, s)
+        ]
     found: list[PendingCall] = []
     for sid in ids:
         state = load_state(store, sid)
-        if state.phase != "suspended":
-            continue
+        if state.phase != "suspended" or (session_id is None and state.wait_closed()):
+            continue  # across sessions, a wait an abort closed is not listed (its status: cancelled)
         rows = [
             PendingCall(sid, gate.turn, gate.call_id, gate.tool, gate.arguments, gate.reason, gate.kind)
             for gate in state.gates.values()

@@ -1,0 +1,151 @@
+"""The ``sessions`` row against the ledger: what the unhashed row says must not outrank the verified events.
+
+A session's row (``status``, ``task``, ``metadata``, ``parent_session_id``...) is a summary the backend keeps
+beside the events; no chain hash, tree head or signature covers it, so anyone who can write the database
+can change it without breaking any of them. Readers that act on a wait therefore decide from the ledger
+(:func:`flightlog.kernel.pending` folds the events, :func:`session_may_wait` is its pre-filter), and
+``flightlog verify`` / ``flightlog audit`` compare the row with what the verified ledger fixes
+(:func:`row_divergences`), reporting a contradiction as a ``row_mismatch`` divergence.
+
+What the ledger fixes about the status (the kernel changes the status in the transaction that appends
+the events that change its fold, :meth:`flightlog.kernel.activation.Activation.append`, ``abort``,
+``reopen``):
+
+* a sealed session (a verified ``session_sealed`` event, :meth:`flightlog.recorder.Recorder.finish`):
+  the status the seal names;
+* a run whose latest wait is open (``suspended`` not followed by a resume or an ``operation_cancelled``):
+  ``suspended``, or ``running``/``queued`` (a fleet run a worker may claim: ``RUNNABLE_STATUSES``), never
+  an ended status such as ``completed``: that would hide its gates;
+* a wait an ``abort`` closed: ``cancelled`` (or a runnable status, as above).
+
+Anything else (the status of an imported session, whose first event is ``import_source``: the
+document's, its waits decided in the app that wrote it; the task, the metadata, the parent) is not fixed
+by the events and is not compared: the row stays the only record of it.
+"""
+
+from __future__ import annotations
+
+from collections import deque
+from typing import Any
+
+from ..encoding import decode_stored
+from ..errors import Divergence
+from ..events import Custom, RunTerminal, SessionEvent
+from ..integrity.verify import AuditReport
+from ..notarization import SEAL_KIND
+from ..store.base import RUNNABLE_STATUSES, SessionRecord, Store
+from .state import load_state
+
+__all__ = ["ROW_MISMATCH", "row_divergences", "session_may_wait"]
+
+ROW_MISMATCH = "row_mismatch"
+"""Divergence reason: a field of the ``sessions`` row contradicts the verified ledger."""
+
+IMPORT_SOURCE = "import_source"
+"""``custom_kind`` of an imported session's first event (``flightlog.importers``; the kernel does not
+import the importers)."""
+
+SUSPENDED_MARK = b'"kind":"suspended"'
+"""What the canonical bytes of every ``suspended`` event hold (RFC 8785: sorted keys, no spaces; no
+upcaster produces that kind). A session without it in any row has never waited."""
+
+
+def session_may_wait(store: Store, record: SessionRecord) -> bool:
+    """Whether the ledger of ``record``'s session may hold an open wait, read from the stored bytes (which
+    the chain hash covers), never from the row's status or the ``kind`` column. False proves the fold
+    (:func:`~flightlog.kernel.state.load_state`) has no wait; True only says it may (fold it).
+
+    False when the last stored event is a ``run_terminal`` (the fold's phase is then ``terminal``,
+    whatever came before), or a ``session_sealed`` right after one (the seal changes no phase); when the
+    first event is an ``import_source`` (an imported document: its waits are decided in the app that wrote
+    it, never by ``flightlog approve``, and its status is the document's); else when no stored event
+    holds :data:`SUSPENDED_MARK` (a run that never suspended has no wait). ``record`` only
+    says where to start reading the tail (``head_seq - 1``); the rows read go to the end of what is
+    stored, so an edited ``head_seq`` costs a longer read, never a wrong answer.
+
+    Cost: the tail (two rows decoded) for a run that ended; else one read of the session's rows, a byte
+    search per row, no decoding.
+
+    Raises:
+        EventDecodeError: one of the last two events, or the first, does not decode (names its seq).
+    """
+    sid = record.session_id
+    tail: deque[tuple[Any, ...]] = deque(maxlen=2)
+    for page in store.read_chain(sid, start=max(0, record.head_seq - 1)):
+        tail.extend(page)
+    last = [decode_stored(row[1], seq=row[0]) for row in tail]
+    if last and isinstance(last[-1], RunTerminal):
+        return False
+    if len(last) == 2 and isinstance(last[0], RunTerminal):
+        end = last[1]
+        if isinstance(end, Custom) and end.custom_kind == SEAL_KIND:
+            return False
+    for page in store.read_chain(sid):
+        for row in page:
+            if row[0] == 0 and _is_import(decode_stored(row[1], seq=0)):
+                return False
+            if SUSPENDED_MARK in row[1]:
+                return True
+    return False
+
+
+def _is_import(event: SessionEvent) -> bool:
+    return isinstance(event, Custom) and event.custom_kind == IMPORT_SOURCE
+
+
+def row_divergences(store: Store, report: AuditReport) -> list[Divergence]:
+    """Every field of the session's row that contradicts its verified ledger, as ``row_mismatch``
+    divergences naming the field, the row's value and the ledger's, at the seq that fixes the ledger's.
+
+    ``report`` is the session's audit (:func:`flightlog.integrity.verify.audit_session`); none when it
+    does not pass (the fold of unverified events is no evidence either). A session whose head moved
+    since it was audited (the row's ``head_seq + 1 != report.events``) is not compared: a live writer
+    changes the status and the events in one transaction, and the next check sees them together.
+
+    Cost: none for a sealed session or one whose row says it may still wait or run; otherwise
+    :func:`session_may_wait` (two rows decoded for a run that ended), plus one fold when it may wait.
+
+    Raises:
+        SessionNotFound: the session is gone.
+    """
+    if not report.ok:
+        return []
+    record = store.get_session(report.session_id)
+    sid, status, events = record.session_id, record.status, report.events
+    if record.head_seq + 1 != events:
+        return []
+    if report.sealed and report.seal_seq is not None:
+        if status == report.seal_status:
+            return []
+        return [
+            Divergence(
+                report.seal_seq,
+                ROW_MISMATCH,
+                f"sessions row status {status!r}, the ledger's {report.seal_status!r}: the signed seal at "
+                f"seq {report.seal_seq} names it",
+            )
+        ]
+    if status in RUNNABLE_STATUSES or not session_may_wait(store, record):
+        return []
+    state = load_state(store, sid)
+    wait = state.current_wait()
+    if not wait or len(state.events) != events:
+        return []
+    closed = state.wait_closed()
+    if closed and status == "cancelled":
+        return []
+    start = state.events[wait[0][0]][0]
+    gates = ", ".join(state.gates) or "none"
+    ledger = "cancelled" if closed else "suspended"
+    why = (
+        f"an abort closed the wait opened at seq {start}"
+        if closed
+        else f"the wait opened at seq {start} is open"
+    )
+    return [
+        Divergence(
+            start,
+            ROW_MISMATCH,
+            f"sessions row status {status!r}, the ledger's {ledger!r}: {why} (gates: {gates})",
+        )
+    ]
