@@ -7,6 +7,7 @@ import json
 import sqlite3
 from collections.abc import Callable
 from pathlib import Path
+from typing import Any
 
 from typer.testing import CliRunner
 
@@ -60,9 +61,9 @@ def _raw(db: Path) -> sqlite3.Connection:
     return raw
 
 
-def execute(db: Path, *statements: str) -> None:
-    """Edit the file behind flightlog's back (append-only triggers dropped first)."""
-    raw = _raw(db)
+def execute(db: Path | str, *statements: str) -> None:
+    """Edit the database behind flightlog's back (:func:`connect`: append-only triggers off first)."""
+    raw = connect(db)
     try:
         for statement in statements:
             raw.execute(statement)
@@ -71,39 +72,63 @@ def execute(db: Path, *statements: str) -> None:
         raw.close()
 
 
+def connect(db: Path | str) -> Any:
+    """A raw DB-API connection to the store behind flightlog's back: the SQLite file with its append-only
+    triggers dropped, or the PostgreSQL schema of a store URL (``...?schema=NAME``) with the ``events``
+    triggers disabled (an attacker who owns the database can). Commit and close it."""
+    if "://" not in str(db):
+        return _raw(Path(db))
+    import psycopg
+
+    base, _, schema = str(db).partition("?schema=")
+    conn = psycopg.connect(base, options=f"-c search_path={schema}")
+    conn.execute("ALTER TABLE events DISABLE TRIGGER USER")
+    return conn
+
+
 def rechain(
-    db: Path, session_id: str, edit: Edit, *, keep: int | None = None, drop_checkpoints: bool = True
+    db: Path | str,
+    session_id: str,
+    edit: Edit,
+    *,
+    keep: int | None = None,
+    drop_checkpoints: bool = True,
 ) -> None:
     """Rewrite a session's rows through ``edit(seq, bytes)`` (keeping the first ``keep`` when given),
     recompute every chain hash and the tree head, delete its checkpoints (the attacker cannot sign new
     ones; ``drop_checkpoints=False`` leaves the old ones, which then contradict the rows) and rewrite the
-    session row: a perfect ledger to a chain-only check."""
-    raw = _raw(db)
+    session row: a perfect ledger to a chain-only check. ``db``: a SQLite file or a PostgreSQL store URL."""
+    raw = connect(db)
+    mark = "%s" if "://" in str(db) else "?"
+
+    def run(sql: str, params: tuple[Any, ...]) -> Any:
+        return raw.execute(sql.replace("?", mark), params)
+
     try:
-        rows = raw.execute(
+        rows = run(
             "SELECT seq, kind, event, recorded_at_ms FROM events WHERE session_id = ? ORDER BY seq",
             (session_id,),
         ).fetchall()[:keep]
-        raw.execute("DELETE FROM events WHERE session_id = ?", (session_id,))
+        run("DELETE FROM events WHERE session_id = ?", (session_id,))
         if drop_checkpoints:
-            raw.execute(
+            run(
                 "DELETE FROM checkpoint_frontiers WHERE checkpoint_id IN "
                 "(SELECT checkpoint_id FROM checkpoints WHERE session_id = ?)",
                 (session_id,),
             )
-            raw.execute("DELETE FROM checkpoints WHERE session_id = ?", (session_id,))
+            run("DELETE FROM checkpoints WHERE session_id = ?", (session_id,))
         prev, tree = GENESIS, CompactRange()
         for seq, kind, data, at in rows:
             data = edit(seq, bytes(data))
             digest = chain_hash(prev, seq, data)
-            raw.execute(
+            run(
                 "INSERT INTO events (session_id, seq, kind, event, prev_hash, hash, recorded_at_ms) "
                 "VALUES (?, ?, ?, ?, ?, ?, ?)",
                 (session_id, seq, kind, data, prev, digest, at),
             )
             tree.append(leaf_hash(data))
             prev = digest
-        raw.execute(
+        run(
             "UPDATE sessions SET head_seq = ?, head_hash = ?, merkle_root = ? WHERE session_id = ?",
             (len(rows) - 1, prev, tree.root().hex(), session_id),
         )

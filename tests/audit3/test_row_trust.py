@@ -7,22 +7,20 @@
 2. A session edited and re-chained (every hash recomputed) passes a chain-only check. ``show``,
    ``replay``, ``export`` and ``runs --rebuild`` warn naming the first signed checkpoint (or retained head)
    it contradicts and exit 1; ``export --bundle`` (its manifest is signed) refuses, writing nothing (on
-   main all exited 0 and the bundle was written and signed).
+   main all exited 0 and the bundle was written and signed). On SQLite and PostgreSQL.
 """
 
 from __future__ import annotations
 
 import json
-import sqlite3
 from collections.abc import Iterator
 from pathlib import Path
 
-import psycopg
 import pytest
 
 from postgres.server import backend_url
 
-from .helpers import cli, rechain, suspended_run, swap_goal
+from .helpers import cli, connect, execute, rechain, suspended_run, swap_goal
 
 PAD = " " * 10
 """The indent of ``verify``'s detail lines."""
@@ -37,14 +35,7 @@ def url(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[str]:
 
 def set_status(url: str, session_id: str, status: str) -> None:
     """``UPDATE sessions SET status`` behind flightlog's back, as anyone who can write the database can."""
-    if "://" not in url:
-        with sqlite3.connect(url) as raw:
-            raw.execute("UPDATE sessions SET status = ? WHERE session_id = ?", (status, session_id))
-        raw.close()
-        return
-    base, _, schema = url.partition("?schema=")
-    with psycopg.connect(base, autocommit=True, options=f"-c search_path={schema}") as conn:
-        conn.execute("UPDATE sessions SET status = %s WHERE session_id = %s", (status, session_id))
+    execute(url, f"UPDATE sessions SET status = '{status}' WHERE session_id = '{session_id}'")
 
 
 def last_seq(url: str, session_id: str) -> int:
@@ -152,18 +143,19 @@ def test_an_aborted_wait_is_cancelled_in_the_ledger(tmp_path: Path) -> None:
     says_row_mismatch(str(db), sid, waits, detail)
 
 
-def first_checkpoint(db: Path, session_id: str) -> int:
-    with sqlite3.connect(db) as raw:
-        (size,) = raw.execute(
-            "SELECT MIN(size) FROM checkpoints WHERE session_id = ?", (session_id,)
-        ).fetchone()
-    raw.close()
-    return int(size)
+def first_checkpoint(url: str, session_id: str) -> int:
+    """The size of the session's first stored signed checkpoint."""
+    raw = connect(url)
+    try:
+        query = f"SELECT MIN(size) FROM checkpoints WHERE session_id = '{session_id}'"
+        return int(raw.execute(query).fetchone()[0])
+    finally:
+        raw.close()
 
 
 @pytest.mark.parametrize("command", [["show"], ["replay"], ["export"]])
-def test_a_rechained_session_is_not_printed_silently(tmp_path: Path, command: list[str]) -> None:
-    db = tmp_path / "flightlog.db"
+def test_a_rechained_session_is_not_printed_silently(url: str, command: list[str]) -> None:
+    db = url
     sid = suspended_run(db)
     assert cli(db, *command, sid)[0] == 0
     rechain(db, sid, swap_goal("something else"), drop_checkpoints=False)
@@ -178,12 +170,10 @@ def test_a_rechained_session_is_not_printed_silently(tmp_path: Path, command: li
     ]
 
 
-def test_a_rechained_session_whose_checkpoints_are_gone_contradicts_its_retained_head(
-    tmp_path: Path,
-) -> None:
-    db = tmp_path / "flightlog.db"
+def test_a_rechained_session_whose_checkpoints_are_gone_contradicts_its_retained_head(url: str) -> None:
+    db = url
     sid = suspended_run(db)
-    size = last_seq(str(db), sid) + 1
+    size = last_seq(db, sid) + 1
     rechain(db, sid, swap_goal("something else"))
     code, _, err = cli(db, "show", sid)
     assert code == 1
@@ -193,8 +183,8 @@ def test_a_rechained_session_whose_checkpoints_are_gone_contradicts_its_retained
     )
 
 
-def test_runs_rebuild_warns_about_a_rechained_session(tmp_path: Path) -> None:
-    db = tmp_path / "flightlog.db"
+def test_runs_rebuild_warns_about_a_rechained_session(url: str) -> None:
+    db = url
     sid = suspended_run(db)
     assert cli(db, "runs", "--rebuild")[0] == 0
     rechain(db, sid, swap_goal("something else"), drop_checkpoints=False)
@@ -207,8 +197,8 @@ def test_runs_rebuild_warns_about_a_rechained_session(tmp_path: Path) -> None:
     )
 
 
-def test_export_bundle_refuses_a_rechained_session_and_writes_nothing(tmp_path: Path) -> None:
-    db, bundle = tmp_path / "flightlog.db", tmp_path / "bundle"
+def test_export_bundle_refuses_a_rechained_session_and_writes_nothing(url: str, tmp_path: Path) -> None:
+    db, bundle = url, tmp_path / "bundle"
     sid = suspended_run(db)
     rechain(db, sid, swap_goal("something else"), drop_checkpoints=False)
     size = first_checkpoint(db, sid)
