@@ -116,6 +116,9 @@ def test_verify_says_stale_copy_not_rolled_back_or_missing(
     assert str(open_run["retired"]).startswith(f"moved to {dst.resolve()} at ")
     assert by_id["after-the-move"]["state"] == "stale_copy"
     assert all(by_id[sid]["ok"] for sid in ids if sid != "open-run")  # the sealed ones did not go on
+    # show prints what the retired store holds, as its retirement record pins it: no warning for that
+    code, out, err = cli(src, "show", "open-run")
+    assert (code, err) == (0, "") and out.startswith("session open-run")
     index = rows[-1]
     assert index["state"] == "index"
     assert [d["reason"] for d in index["divergences"]] == ["stale_copy"]  # type: ignore[union-attr, index]

@@ -236,7 +236,9 @@ def warn_diverged(store: Store, session_ids: Iterable[str], *, rows: bool = Fals
     keys and head directory, the store's retirement loaded once), so a session edited and then re-chained
     (every hash recomputed) is caught by the checkpoint or retained head it contradicts
     (``checkpoint_mismatch``, ``fork``, ``rollback``...). Witnesses and the index log are not consulted
-    (network, a pass over the whole index log): ``flightlog verify`` does that.
+    (network, a pass over the whole index log): ``flightlog verify`` does that. In a retired store, a
+    session that went on in the live store (``stale_copy`` alone) is not warned about: what was printed is
+    what this store holds, as its signed retirement record pins it.
 
     Raises:
         KeyManifestError: the trusted-key manifest is unreadable or untrusted.
@@ -255,9 +257,11 @@ def warn_diverged(store: Store, session_ids: Iterable[str], *, rows: bool = Fals
             from ..kernel.rowcheck import row_divergences
 
             report.divergences.extend(row_divergences(store, report))
-        if report.ok:
+        # a stale copy (a retired store's session that went on in the live one) printed what it holds
+        problems = [d for d in report.divergences if d.reason != "stale_copy"]
+        if not problems:
             continue
-        first, found = report.divergences[0], True
+        first, found = problems[0], True
         detail = f": {first.detail}" if first.detail else ""
         err.print(
             f"flightlog: warning: {sid} fails verification at seq {first.seq} ({first.reason}){detail}; what "
