@@ -231,8 +231,8 @@ def warn_diverged(store: Store, session_ids: Iterable[str], *, rows: bool = Fals
     With ``rows``, a session whose ledger passes is also checked against its ``sessions`` row
     (:func:`flightlog.kernel.rowcheck.row_divergences`: the status ``show`` prints, ``row_mismatch``).
 
-    The check is :func:`flightlog.integrity.verify.audit_session` without decoding: the chain and tree
-    head, and every stored signed checkpoint, the seal and the retained head (under the user's trusted
+    The check is :func:`flightlog.integrity.verify.audit_session` without decoding or artifact lookups:
+    the chain and tree head, and every stored signed checkpoint, the seal and the retained head (under the user's trusted
     keys and head directory, the store's retirement loaded once), so a session edited and then re-chained
     (every hash recomputed) is caught by the checkpoint or retained head it contradicts
     (``checkpoint_mismatch``, ``fork``, ``rollback``...). Witnesses and the index log are not consulted
@@ -252,7 +252,9 @@ def warn_diverged(store: Store, session_ids: Iterable[str], *, rows: bool = Fals
     retired = load_retirement(store, keyring)
     found = False
     for sid in session_ids:
-        report = audit_session(store, sid, keyring=keyring, heads=heads, decode=False, retired=retired)
+        report = audit_session(
+            store, sid, keyring=keyring, heads=heads, decode=False, retired=retired, artifacts=False
+        )
         if rows:
             from ..kernel.rowcheck import row_divergences
 

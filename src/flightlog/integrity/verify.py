@@ -335,6 +335,7 @@ def audit_session(
     witnessed: Sequence[WitnessedHead] = (),
     retired: RetirementCheck | Literal["load"] | None = "load",
     indexed: Sequence[IndexedHead] = (),
+    artifacts: bool = True,
 ) -> AuditReport:
     """Stream-verify a session's chain and tree, its signed checkpoints, seal, retained, witnessed and
     indexed heads.
@@ -364,6 +365,9 @@ def audit_session(
         indexed: The session's checkpoints the signed index log holds, already authenticated
             (:func:`flightlog.integrity.indexlog.indexed_heads`): with the retained head deleted, they still catch a
             re-chained or rolled-back session. :func:`flightlog.integrity.audit.require_intact` passes them.
+        artifacts: Also look up the salted artifacts and read the linked ones (False: the rows, checkpoints,
+            seal and heads only; ``report.artifacts`` then stay ``unchecked`` and ``report.linked`` 0: the
+            check ``show``/``replay`` make after printing).
 
     Raises:
         SessionNotFound: no such session.
@@ -405,9 +409,9 @@ def audit_session(
                 )
             )
             report.divergences.sort(key=lambda d: d.seq)
-    if report.artifacts:
+    if artifacts and report.artifacts:
         check_artifacts(store, report)
-    if report.linking:
+    if artifacts and report.linking:
         check_linked(store, report)
     return report
 
