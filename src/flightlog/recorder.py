@@ -21,8 +21,9 @@ import json
 import logging
 import threading
 import uuid
-from collections.abc import Callable, Iterable, Iterator, Sequence
-from contextlib import contextmanager
+from collections.abc import Callable, Iterable, Sequence
+from contextlib import AbstractContextManager
+from types import TracebackType
 from typing import Any
 
 from .encoding import canonical_bytes, canonical_json, decode_stored
@@ -451,8 +452,7 @@ class Recorder:
                 self._notary.checkpoint(self.store, self._tree, self._head)
         return stored
 
-    @contextmanager
-    def atomic(self) -> Iterator[None]:
+    def atomic(self) -> AbstractContextManager[None]:
         """Group appends and other store writes into one transaction.
 
         On any exception the block's writes roll back and the in-memory head returns to where it was.
@@ -464,25 +464,11 @@ class Recorder:
         a thread that holds the store and appends to this recorder never waits on one that holds this
         recorder and waits for the store. Heads only ever move back on a rollback, and each block's commit
         notifies its own events, so two blocks of this recorder in one commit group settle correctly.
+
+        Returns a context manager for one ``with`` (a class rather than a generator: every append enters
+        one).
         """
-        with self.store.transaction(), self._lock:
-            saved = (self._next_seq, self._head, self._tree)
-            queued_before = len(self._queued)
-            self._depth += 1
-            try:
-                if self._depth == 1:
-                    end = [saved[0]]  # the block's end seq, set when it ends
-                    self.store.call_after_commit(lambda: self._flush(end[0], appended=end[0] > saved[0]))
-                    self.store.call_after_rollback(lambda: self._restore(saved))
-                yield
-                if self._depth == 1:
-                    end[0] = self._next_seq
-            except BaseException:
-                self._rewind(saved)
-                del self._queued[queued_before:]
-                raise
-            finally:
-                self._depth -= 1
+        return _Atomic(self)
 
     def _rewind(self, saved: tuple[int, str, CompactRange]) -> None:
         """Move the head back to ``saved`` (lock held); never forward: when two blocks of one commit group
@@ -497,15 +483,21 @@ class Recorder:
 
     def _flush(self, end: int, *, appended: bool) -> None:
         """Notify the events committed by a block: those queued with a seq below ``end`` (``appended``:
-        the block appended events, queued or not: nothing is queued when nobody subscribes)."""
-        with self._lock:
-            queued = self._queued
-            done = [item for item in queued if item[0].seq < end] if queued else []
-            if done:  # nothing queued (nobody subscribes) or nothing done: nothing to split
-                self._queued = [item for item in queued if item[0].seq >= end]
+        the block appended events, queued or not: nothing is queued when nobody subscribes).
+
+        An empty queue is read without the lock: what this block must notify was queued before its
+        commit, so it is there by now unless taken already (by an earlier block's flush or a rollback)."""
+        done: list[tuple[StoredEvent, Event]] = []
+        if self._queued:  # nobody subscribes: nothing is ever queued
+            with self._lock:
+                queued = self._queued
+                done = [item for item in queued if item[0].seq < end]
+                if done:  # nothing done: nothing to split
+                    self._queued = [item for item in queued if item[0].seq >= end]
         if appended:
             crash_point("append.committed")  # test-only fault injection (flightlog.testing.crashpoints)
-        self._notify(done)
+        if done:
+            self._notify(done)
 
     def _stage(self, batch: _Batch) -> tuple[list[NewEvent], CompactRange]:
         tree = self._tree.copy()
@@ -654,6 +646,67 @@ class Recorder:
         ``flightlog erase`` removes both without touching a ledger row.
         """
         return put_personal_artifact(self.store, content, media_type, session_id=self.session_id)
+
+
+class _Atomic:
+    """One block of :meth:`Recorder.atomic` (enter once): the store's transaction, then the recorder's
+    lock; the outermost block of the recorder registers what its commit (notify its events) and its
+    rollback (restore the head) do; any exception inside rewinds the head and drops what it queued."""
+
+    __slots__ = ("_end", "_outer", "_queued_before", "_recorder", "_saved", "_transaction")
+
+    def __init__(self, recorder: Recorder) -> None:
+        self._recorder = recorder
+        self._transaction = recorder.store.transaction()
+
+    def __enter__(self) -> None:
+        recorder = self._recorder
+        transaction = self._transaction
+        transaction.__enter__()
+        try:
+            recorder._lock.acquire()
+        except BaseException as exc:
+            transaction.__exit__(type(exc), exc, exc.__traceback__)
+            raise
+        self._saved = saved = (recorder._next_seq, recorder._head, recorder._tree)
+        self._queued_before = len(recorder._queued)
+        recorder._depth += 1
+        self._outer = recorder._depth == 1
+        if self._outer:
+            self._end = saved[0]  # the block's end seq, set when it ends
+            try:
+                recorder.store.call_after_commit(self._committed)
+                recorder.store.call_after_rollback(self._rolled_back)
+            except BaseException as exc:
+                self.__exit__(type(exc), exc, exc.__traceback__)
+                raise
+
+    def __exit__(
+        self, kind: type[BaseException] | None, exc: BaseException | None, tb: TracebackType | None
+    ) -> bool:
+        recorder = self._recorder
+        try:
+            try:
+                if exc is None:
+                    if self._outer:
+                        self._end = recorder._next_seq
+                else:
+                    recorder._rewind(self._saved)
+                    del recorder._queued[self._queued_before :]
+            finally:
+                recorder._depth -= 1
+                recorder._lock.release()
+        except BaseException as failed:
+            if not self._transaction.__exit__(type(failed), failed, failed.__traceback__):
+                raise
+            return True
+        return bool(self._transaction.__exit__(kind, exc, tb))
+
+    def _committed(self) -> None:
+        self._recorder._flush(self._end, appended=self._end > self._saved[0])
+
+    def _rolled_back(self) -> None:
+        self._recorder._restore(self._saved)
 
 
 _KIND_KEY = b'"kind":"'

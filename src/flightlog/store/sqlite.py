@@ -22,9 +22,10 @@ import os
 import sqlite3
 import threading
 import time
-from collections.abc import Callable, Iterator, Sequence
-from contextlib import AbstractContextManager, contextmanager
+from collections.abc import Callable, Sequence
+from contextlib import AbstractContextManager
 from pathlib import Path
+from types import TracebackType
 from typing import Any
 
 from ..errors import (
@@ -201,74 +202,21 @@ class SqliteStore(SqlStore):
         with self._lock:  # commits an open group first
             self._conn.close()
 
-    @contextmanager
-    def transaction(self) -> Iterator[None]:
+    def transaction(self) -> AbstractContextManager[None]:
         """One ``BEGIN IMMEDIATE`` transaction; a nested block is a SAVEPOINT. Rolls back on any exception.
 
         With group commit (the default), blocks of several threads that end while others wait for this
         store share one ``COMMIT`` (see :mod:`flightlog.store.group`); the block still returns only once
         its writes are durable, and a failed ``COMMIT`` fails every block of the group.
-        """
-        gate = self._gate
-        gate.acquire()
-        try:
-            if self._depth:
-                yield from self._savepoint()
-                return
-            self._check_writable()
-            group = gate.group
-            joined = group is not None
-            try:
-                self._conn.execute("SAVEPOINT flightlog_member" if joined else "BEGIN IMMEDIATE")
-            except sqlite3.Error as exc:
-                raise _translate(exc, self.url) from exc
-            if group is None:
-                group = gate.group = CommitGroup()
-            self._depth, self._owner = 1, threading.get_ident()
-            self._after_commit, self._after_rollback = [], []
-            try:
-                if self._guard_retired:  # under the write lock: a retirement commits before or not at all
-                    self._refuse_if_retired()
-                yield
-                if joined:
-                    self._conn.execute("RELEASE flightlog_member")
-            except BaseException as exc:
-                self._depth, self._owner = 0, None
-                callbacks, self._after_rollback, self._after_commit = self._after_rollback, [], []
-                self._abandon(group, joined)
-                for callback in reversed(callbacks):
-                    callback()
-                if isinstance(exc, sqlite3.Error):
-                    raise _translate(exc, self.url) from exc
-                raise
-            self._depth, self._owner = 0, None
-            after_commit, after_rollback = self._after_commit, self._after_rollback
-            self._after_commit, self._after_rollback = [], []
-            defer = gate.end_member(group, self._commit_group)
-        finally:
-            gate.release()
-        gate.conclude(
-            group,
-            deferred=defer,
-            commit=self._commit_group,
-            after_commit=after_commit,
-            after_rollback=after_rollback,
-            translate=lambda exc: _translate(exc, self.url) if isinstance(exc, sqlite3.Error) else exc,
-        )
 
-    def _savepoint(self) -> Iterator[None]:
-        name = f"flightlog_sp{self._depth}"
-        self._execute(f"SAVEPOINT {name}")
-        self._depth += 1
-        try:
-            yield
-        except BaseException:
-            self._conn.execute(f"ROLLBACK TO {name}")
-            self._conn.execute(f"RELEASE {name}")
-            raise
-        finally:
-            self._depth -= 1
-        self._execute(f"RELEASE {name}")
+        Returns a context manager for one ``with`` (a :class:`_Transaction`; a class rather than a
+        generator: every append enters one).
+        """
+        return _Transaction(self)
+
+    def _translate_error(self, exc: BaseException) -> BaseException:
+        """``exc`` in the flightlog error tree when it is a driver error, else ``exc`` itself."""
+        return _translate(exc, self.url) if isinstance(exc, sqlite3.Error) else exc
 
     def _abandon(self, group: CommitGroup, joined: bool) -> None:
         """Undo a failed outermost block: its savepoint when it joined a group (the group goes on), else
@@ -583,6 +531,125 @@ class SqliteStore(SqlStore):
         row = self._conn.execute("SELECT value FROM ledger_meta WHERE key = 'retired'").fetchone()
         if row is not None:
             raise retired_error(self.url, str(row[0]))
+
+
+class _Transaction:
+    """One block of :meth:`SqliteStore.transaction` (enter once): the outermost opens the transaction (or
+    joins the open commit group in a savepoint), a nested one is a ``SAVEPOINT``; ``__exit__`` commits,
+    releases or rolls back as the block ended. The gate is held from ``__enter__`` until the block's own
+    part ends; a successful outermost block waits for its group's commit after releasing it."""
+
+    __slots__ = ("_group", "_joined", "_savepoint", "_store")
+
+    def __init__(self, store: SqliteStore) -> None:
+        self._store = store
+        self._savepoint: str | None = None
+        self._group: CommitGroup | None = None
+        self._joined = False
+
+    def __enter__(self) -> None:
+        store = self._store
+        gate = store._gate
+        gate.acquire()
+        try:
+            if store._depth:
+                name = f"flightlog_sp{store._depth}"
+                store._execute(f"SAVEPOINT {name}")
+                store._depth += 1
+                self._savepoint = name
+                return
+            store._check_writable()
+            group = gate.group
+            joined = group is not None
+            try:
+                store._conn.execute("SAVEPOINT flightlog_member" if joined else "BEGIN IMMEDIATE")
+            except sqlite3.Error as exc:
+                raise _translate(exc, store.url) from exc
+        except BaseException:
+            gate.release()
+            raise
+        if group is None:
+            group = gate.group = CommitGroup()
+        store._depth, store._owner = 1, threading.get_ident()
+        store._after_commit, store._after_rollback = [], []
+        self._group, self._joined = group, joined
+        if store._guard_retired:  # under the write lock: a retirement commits before or not at all
+            try:
+                store._refuse_if_retired()
+            except BaseException as exc:
+                self._fail(exc)  # rolls back and releases the gate
+                raise
+
+    def __exit__(
+        self, kind: type[BaseException] | None, exc: BaseException | None, tb: TracebackType | None
+    ) -> None:
+        store = self._store
+        if self._savepoint is not None:
+            self._end_savepoint(exc)
+            return
+        group = self._group
+        assert group is not None, "__exit__ of a block that was not entered"
+        if exc is not None:
+            self._fail(exc)
+            return  # the block's exception propagates
+        if self._joined:
+            try:
+                store._conn.execute("RELEASE flightlog_member")
+            except BaseException as failed:
+                self._fail(failed)
+                raise
+        gate = store._gate
+        try:
+            store._depth, store._owner = 0, None
+            after_commit, after_rollback = store._after_commit, store._after_rollback
+            store._after_commit, store._after_rollback = [], []
+            defer = gate.end_member(group, store._commit_group)
+        finally:
+            gate.release()
+        if not defer and group.error is None:  # committed on its own: what conclude would do, inline
+            for callback in after_commit:
+                callback()
+            return
+        gate.conclude(
+            group,
+            deferred=defer,
+            commit=store._commit_group,
+            after_commit=after_commit,
+            after_rollback=after_rollback,
+            translate=store._translate_error,
+        )
+
+    def _end_savepoint(self, exc: BaseException | None) -> None:
+        """End a nested block (gate held): release its savepoint, or roll back to it on ``exc``."""
+        store = self._store
+        name = self._savepoint
+        try:
+            store._depth -= 1
+            if exc is not None:
+                store._conn.execute(f"ROLLBACK TO {name}")
+                store._conn.execute(f"RELEASE {name}")
+                return  # the caller's exception propagates
+            store._execute(f"RELEASE {name}")
+        finally:
+            store._gate.release()
+
+    def _fail(self, exc: BaseException) -> None:
+        """Undo a failed outermost block (gate held; released here) and run its rollback callbacks (newest
+        first); ``exc`` (why it failed) is raised here translated when it is a driver error, else the
+        caller lets it propagate."""
+        store = self._store
+        group = self._group
+        assert group is not None
+        try:
+            store._depth, store._owner = 0, None
+            callbacks, store._after_rollback, store._after_commit = store._after_rollback, [], []
+            store._abandon(group, self._joined)
+            for callback in reversed(callbacks):
+                callback()
+        finally:
+            store._gate.release()
+        if isinstance(exc, sqlite3.Error):
+            raise _translate(exc, store.url) from exc
 
 
 _CHECKED_HEAD = (
