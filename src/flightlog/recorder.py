@@ -435,15 +435,20 @@ class Recorder:
                 recorded_at_ms=recorded_at_ms,
                 deferrable=True,
             )
-            stamps = list(recorded_at_ms) if recorded_at_ms is not None else [stamp] * len(staged)
             crash_point("append.written")  # test-only fault injection (flightlog.testing.crashpoints)
             self._next_seq = head.seq + 1
             self._head = head.hash
             self._tree = tree
-            stored = [
-                StoredEvent(self.session_id, r.seq, r.kind, r.event_bytes, r.prev_hash, r.hash, at)
-                for r, at in zip(staged, stamps, strict=True)
-            ]
+            sid = self.session_id
+            if recorded_at_ms is None:
+                stored = [
+                    StoredEvent(sid, r.seq, r.kind, r.event_bytes, r.prev_hash, r.hash, stamp) for r in staged
+                ]
+            else:
+                stored = [
+                    StoredEvent(sid, r.seq, r.kind, r.event_bytes, r.prev_hash, r.hash, at)
+                    for r, at in zip(staged, recorded_at_ms, strict=True)
+                ]
             for projector in _PROJECTORS:
                 projector(self, batch.pairs(stored, _READS.get(projector)))
             if self._subscribers:  # queued for them until the commit; nobody listening: nothing held
@@ -770,7 +775,7 @@ class _Batch:
         self.kinds = kinds
         self._encoded = encoded
         self._events: list[Event | None] = list(events) if events is not None else [None] * len(kinds)
-        self._given = events is not None
+        self._given: Sequence[Event] | None = events
 
     def encoded(self) -> Sequence[bytes]:
         """Each event's canonical bytes (``canonical_bytes`` of each given event, when none were given).
@@ -790,6 +795,8 @@ class _Batch:
 
     def full(self, stored: list[StoredEvent]) -> list[tuple[StoredEvent, Event]]:
         """Every row with its event."""
+        if self._given is not None:
+            return list(zip(stored, self._given, strict=True))
         return [(row, self._event(i, row)) for i, row in enumerate(stored)]
 
     def pairs(
@@ -797,7 +804,7 @@ class _Batch:
     ) -> list[tuple[StoredEvent, Event | None]]:
         """Every row with its event, or None where the events were not given and ``reads`` says the
         projector does not read it."""
-        if reads is None or self._given:
+        if reads is None or self._given is not None:
             return list(self.full(stored))
         return [
             (row, self._event(i, row) if reads(row.kind, row.event_bytes) else None)

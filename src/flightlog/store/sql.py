@@ -127,8 +127,14 @@ def run_swap(changed: tuple[int, ...], null_safe_eq: str) -> str:
 def run_swap_params(row: RunRow, expected: RunRow, null_safe_eq: str) -> tuple[str, tuple[Any, ...]]:
     """The compare-and-set of ``expected`` to ``row`` (:func:`run_swap`) and its params."""
     old, new = R.run_tuple(expected), R.run_tuple(row)
-    changed = tuple(i for i in range(1, len(new)) if new[i] != old[i]) or (len(new) - 1,)
-    return run_swap(changed, null_safe_eq), (*(new[i] for i in changed), *old)
+    changed = tuple([i for i in _RUN_VALUE_INDEXES if new[i] != old[i]]) or _RUN_LAST
+    return run_swap(changed, null_safe_eq), (*[new[i] for i in changed], *old)
+
+
+_RUN_VALUE_INDEXES = range(1, len(R.RUN_FIELDS))
+"""Indexes of a run row's columns that a compare-and-set may set (all but ``run_id``)."""
+_RUN_LAST = (len(R.RUN_FIELDS) - 1,)
+"""What a compare-and-set of an unchanged row sets (its last column, to itself)."""
 
 
 def marks(values: Collection[Any]) -> str:

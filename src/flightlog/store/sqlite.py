@@ -353,21 +353,25 @@ class SqliteStore(SqlStore):
                 )
             return self._append_batch(session_id, rows, head, epoch, recorded_at_ms)
         stamp = now_ms()
-        at = row_stamps(rows, recorded_at_ms, stamp)[0]
-        params = (session_id, first.seq, first.kind, first.event_bytes, first.prev_hash, first.hash, at)
-        guard = (session_id, first.seq - 1, first.prev_hash)
-        sql = _INSERT_CHECKED_ANY_EPOCH if epoch is None else _INSERT_CHECKED
+        at = stamp if recorded_at_ms is None else row_stamps(rows, recorded_at_ms, stamp)[0]
+        seq, kind, data, prev = first.seq, first.kind, first.event_bytes, first.prev_hash
+        params = (session_id, seq, kind, data, prev, first.hash, at, session_id, seq - 1, prev)
+        execute = self._conn.execute
         try:
-            written = self._conn.execute(
-                sql, (*params, *guard) if epoch is None else (*params, *guard, epoch)
-            )
+            if epoch is None:
+                written = execute(_INSERT_CHECKED_ANY_EPOCH, params)
+            else:
+                written = execute(_INSERT_CHECKED, (*params, epoch))
         except sqlite3.IntegrityError as exc:
-            raise AppendConflict(session_id=session_id, seq=first.seq) from exc
+            raise AppendConflict(session_id=session_id, seq=seq) from exc
         except sqlite3.Error as exc:
             raise _translate(exc, self.url) from exc
         if written.rowcount == 0:
             raise self._refusal(session_id, first, epoch)
-        self._execute(UPDATE_HEAD, (head.seq, head.hash, head.root, stamp, session_id))
+        try:
+            execute(UPDATE_HEAD, (head.seq, head.hash, head.root, stamp, session_id))
+        except sqlite3.Error as exc:
+            raise _translate(exc, self.url) from exc
         return stamp
 
     def _append_batch(
