@@ -154,6 +154,10 @@ class SqliteStore(SqlStore):
         self._guard_retired = False
         """Check every write transaction against a retirement (on once the schema has ``ledger_meta``)."""
         self._conn = self._connect(synchronous.upper(), busy_timeout_ms)
+        self._run = self._conn.cursor().execute
+        """``execute`` of one cursor kept for the statements of the write path whose result is read at
+        once (BEGIN, COMMIT, the retirement check, the append's and the runs row's writes): it spares a
+        cursor object per statement. Used with the gate held only, and never handed out."""
         try:
             if not read_only:
                 self._migrate()
@@ -239,7 +243,7 @@ class SqliteStore(SqlStore):
         try:
             if group.error is None:
                 crash_point("commit.before")  # test-only fault injection (flightlog.testing.crashpoints)
-                self._conn.execute("COMMIT")
+                self._run("COMMIT")
                 crash_point("commit.after")
         except BaseException as exc:
             group.error = exc
@@ -356,7 +360,7 @@ class SqliteStore(SqlStore):
         at = stamp if recorded_at_ms is None else row_stamps(rows, recorded_at_ms, stamp)[0]
         seq, kind, data, prev = first.seq, first.kind, first.event_bytes, first.prev_hash
         params = (session_id, seq, kind, data, prev, first.hash, at, session_id, seq - 1, prev)
-        execute = self._conn.execute
+        execute = self._run
         try:
             if epoch is None:
                 written = execute(_INSERT_CHECKED_ANY_EPOCH, params)
@@ -482,7 +486,10 @@ class SqliteStore(SqlStore):
         own changes and leaves the transaction usable)."""
         if row.run_id != expected.run_id or not self._in_own_transaction():
             return super().replace_run_row(row, expected)
-        return self._execute(*run_swap_params(row, expected, self.NULL_SAFE_EQ)).rowcount == 1
+        try:
+            return self._run(*run_swap_params(row, expected, self.NULL_SAFE_EQ)).rowcount == 1
+        except sqlite3.Error as exc:
+            raise _translate(exc, self.url) from exc
 
     def put_run_rows(self, rows: Sequence[RunRow]) -> None:
         """Upsert rows. An existing row whose parent, source, outcome and status are unchanged (every
@@ -501,7 +508,7 @@ class SqliteStore(SqlStore):
 
     def _put_run_row(self, r: RunRow) -> None:
         try:
-            execute = self._conn.execute
+            execute = self._run
             moved = (r.updated_at_ms, r.last_seq, r.snapshot, r.fold)
             kept = (r.run_id, r.parent, r.source, r.outcome, r.session_status)
             if execute(_RUN_UPDATE_SAME_STATE, (*moved, *kept, r.state)).rowcount:
@@ -532,9 +539,9 @@ class SqliteStore(SqlStore):
                 return  # best effort: a reader holding the WAL keeps it until the next checkpoint
 
     def _refuse_if_retired(self) -> None:
-        row = self._conn.execute("SELECT value FROM ledger_meta WHERE key = 'retired'").fetchone()
-        if row is not None:
-            raise retired_error(self.url, str(row[0]))
+        rows = self._run("SELECT value FROM ledger_meta WHERE key = 'retired'").fetchall()  # 0 or 1 row
+        if rows:
+            raise retired_error(self.url, str(rows[0][0]))
 
 
 class _Transaction:
@@ -566,7 +573,7 @@ class _Transaction:
             group = gate.group
             joined = group is not None
             try:
-                store._conn.execute("SAVEPOINT flightlog_member" if joined else "BEGIN IMMEDIATE")
+                store._run("SAVEPOINT flightlog_member" if joined else "BEGIN IMMEDIATE")
             except sqlite3.Error as exc:
                 raise _translate(exc, store.url) from exc
         except BaseException:
@@ -598,7 +605,7 @@ class _Transaction:
             return  # the block's exception propagates
         if self._joined:
             try:
-                store._conn.execute("RELEASE flightlog_member")
+                store._run("RELEASE flightlog_member")
             except BaseException as failed:
                 self._fail(failed)
                 raise
