@@ -364,7 +364,7 @@ class Recorder:
             AppendConflict: another writer took this seq; nothing written, head unchanged.
             StaleWriter: the session's authority epoch moved on (``abort`` or another attach).
         """
-        return self.append_many([event])[0]
+        return self._append_rows(_Batch([event.kind], None, (event,)), None)[0]
 
     def append_many(
         self,
@@ -679,9 +679,10 @@ class _Atomic:
         self._outer = recorder._depth == 1
         if self._outer:
             self._end = saved[0]  # the block's end seq, set when it ends
+            store = recorder.store
             try:
-                recorder.store.call_after_commit(self._committed)
-                recorder.store.call_after_rollback(self._rolled_back)
+                store.call_after_commit(self._committed)
+                store.call_after_rollback(self._rolled_back)
             except BaseException as exc:
                 self.__exit__(type(exc), exc, exc.__traceback__)
                 raise

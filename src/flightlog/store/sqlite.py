@@ -66,6 +66,9 @@ MIGRATIONS: list[tuple[str, str]] = [
 is the schema version."""
 
 
+_ident = threading.get_ident
+
+
 class _Exclusive:
     """``with store._lock:`` for calls outside a block: takes the gate, committing an open group first."""
 
@@ -262,15 +265,15 @@ class SqliteStore(SqlStore):
 
     def _in_own_transaction(self) -> bool:
         """True when the calling thread has a transaction open (another thread's does not count)."""
-        return self._owner == threading.get_ident()  # None (no transaction open) never equals an ident
+        return self._owner == _ident()  # None (no transaction open) never equals an ident
 
     def call_after_commit(self, callback: Callable[[], None]) -> None:
-        if not self._in_own_transaction():
+        if self._owner != _ident():  # not this thread's transaction (_in_own_transaction, inline)
             raise RuntimeError("call_after_commit outside a transaction")
         self._after_commit.append(callback)
 
     def call_after_rollback(self, callback: Callable[[], None]) -> None:
-        if not self._in_own_transaction():
+        if self._owner != _ident():  # not this thread's transaction (_in_own_transaction, inline)
             raise RuntimeError("call_after_rollback outside a transaction")
         self._after_rollback.append(callback)
 
@@ -581,7 +584,7 @@ class _Transaction:
             raise
         if group is None:
             group = gate.group = CommitGroup()
-        store._depth, store._owner = 1, threading.get_ident()
+        store._depth, store._owner = 1, _ident()
         store._after_commit, store._after_rollback = [], []
         self._group, self._joined = group, joined
         if store._guard_retired:  # under the write lock: a retirement commits before or not at all
