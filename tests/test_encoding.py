@@ -7,6 +7,7 @@ import types
 import typing
 from typing import Any
 
+import pydantic_core
 import pytest
 import rfc8785
 from hypothesis import given, settings
@@ -264,6 +265,38 @@ def test_model_bytes_equal_the_dumped_wire_form_for_every_event_kind(event: Even
             canonical_bytes(event)
     else:
         assert canonical_bytes(event) == reference
+
+
+def test_pydantic_core_writes_rfc8785_strings_for_every_code_point() -> None:
+    """``model_bytes`` hands its key-ordered wire dict to ``pydantic_core.to_json``: every character but
+    the surrogates, as a value and as a key (below U+D800, the keys the walk takes), is escaped or written
+    raw exactly as RFC 8785 does, and integers within ±(2**53-1) are written alike."""
+    chars = [chr(c) for c in range(0x110000) if not 0xD800 <= c <= 0xDFFF]
+    every = "".join(chars)
+    assert pydantic_core.to_json({"k": every}) == rfc8785.dumps({"k": every})
+    keys = {c: 1 for c in chars if c < "\ud800"}
+    assert pydantic_core.to_json(keys) == rfc8785.dumps(keys)
+    for c in chars[:0x80]:  # one string per ASCII character: each escape on its own
+        assert pydantic_core.to_json([c, f"a{c}b"]) == rfc8785.dumps([c, f"a{c}b"])
+    ints = [0, 1, -1, MAX_SAFE_INTEGER, -MAX_SAFE_INTEGER, True, False, None]
+    assert pydantic_core.to_json(ints) == rfc8785.dumps(ints)
+    with pytest.raises(PydanticSerializationError):  # a lone surrogate: model_bytes leaves the event
+        pydantic_core.to_json({"k": "x\ud800"})
+
+
+def test_model_bytes_writes_keys_in_canonical_order_and_follows_write_null(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """The generated writer puts fields (and a dict's keys) in sorted order, and reads ``_write_null`` at
+    each dump (as ``WireModel``'s serializer does: ``tests/test_wire_legacy.py`` clears it)."""
+    event = Custom(custom_kind="k", payload={"b": 1, "a": {"d": [], "c": None}})
+    assert list(enc._wire_of(event)) == ["custom_kind", "kind", "payload"]
+    assert list(enc._wire_of(event)["payload"]) == ["a", "b"]
+    started = ev.RunStarted(run_id="r", goal="g")
+    assert model_bytes(started) == canonical_json(started.to_wire())
+    monkeypatch.setattr(ev.RunStarted, "_write_null", frozenset())
+    assert b"agent_id" not in (model_bytes(started) or b"agent_id")
+    assert model_bytes(started) == canonical_json(started.to_wire())
 
 
 class _Wider(Message):

@@ -22,7 +22,9 @@ import typing
 from collections.abc import Callable, Iterable, Iterator, Sequence
 from typing import Any
 
+import pydantic_core
 import rfc8785
+from pydantic_core import PydanticSerializationError
 
 from .errors import EncodingError, EventDecodeError
 from .events import (
@@ -249,13 +251,24 @@ def model_bytes(model: WireModel) -> bytes | None:
     :data:`_WALK_DEPTH` levels, well within pydantic's ~254, so the general path refuses what it refused)
     gives None. ``tests/test_encoding.py`` compares both paths on generated events of every kind.
 
+    The wire dict is built with every object's keys already in RFC 8785 order (a model's fields sorted once
+    per class, a dict's keys sorted as it is copied; keys below U+D800 sort the same by code point and by
+    UTF-16 unit), so ``pydantic_core.to_json`` writes the canonical bytes in one call, without the stdlib
+    encoder's sort and the UTF-8 step (about 3x faster on 1-2 KB events). For these values its output is
+    RFC 8785's: no white space, the same string escapes (``"``, ``\\``, ``\\b \\t \\n \\f \\r``,
+    other controls as lowercase ``\\u00xx``, everything else raw UTF-8; ``tests/test_encoding.py`` checks
+    every code point), integers as digits; a lone surrogate makes it raise, and the general path names it.
+
     Returns:
         The bytes (as :func:`canonical_bytes`), or None.
     """
     try:
-        return _fast_json(_wire_of(model)).encode("utf-8")
-    except (_NotPlain, RecursionError, UnicodeError):
+        return _to_json(_wire_of(model))
+    except (_NotPlain, RecursionError, PydanticSerializationError):
         return None
+
+
+_to_json = pydantic_core.to_json
 
 
 class _NotPlain(Exception):
@@ -266,20 +279,35 @@ _WALK_DEPTH = 100
 """Models and containers :func:`model_bytes` walks into, at most; deeper values go to pydantic's dump."""
 
 
-_Plan = tuple[tuple[str, frozenset[type]], ...]
-_PLANS: dict[type, _Plan | None] = {}
-"""Per model class: its fields with the model types each declares; None for a class :func:`model_bytes`
-does not dump. (``_skip_empty`` and ``_write_null`` are read at each dump, as ``WireModel``'s serializer
-reads them.)"""
+_Writer = Callable[[WireModel, int], dict[str, Any]]
+_WRITERS: dict[type, _Writer | None] = {}
+"""Per model class: the function writing a model's wire dict (:func:`_make_writer`); None for a class
+:func:`model_bytes` does not dump."""
 
 
-def _plan(cls: type[WireModel]) -> _Plan | None:
-    if cls not in _PLANS:
-        _PLANS[cls] = _make_plan(cls)
-    return _PLANS[cls]
+def _wire_of(model: WireModel, depth: int = 0) -> dict[str, Any]:
+    """The wire dict of ``model`` with its keys in RFC 8785 order (``model_bytes``' walk).
+
+    Raises:
+        _NotPlain: a value pydantic's dump must write (see :func:`model_bytes`).
+    """
+    cls = type(model)
+    try:
+        writer = _WRITERS[cls]
+    except KeyError:
+        writer = _WRITERS[cls] = _make_writer(cls)
+    if writer is None:
+        raise _NotPlain
+    return writer(model, depth)
 
 
-def _make_plan(cls: type[WireModel]) -> _Plan | None:
+def _make_writer(cls: type[WireModel]) -> _Writer | None:
+    """A function ``(model, depth) -> wire dict`` for models of exactly ``cls``, generated once per class:
+    one branch per field, in sorted field-name order, so that the common values (a ``str``, an ``int``
+    within ±(2**53-1), an absent ``None``) take no call and no loop over a field table. Any other value goes
+    to :func:`_wire_value` with the model types the field declares. ``_skip_empty`` and ``_write_null`` are
+    read from the class at each dump, as ``WireModel``'s serializer reads them. None for a class whose dump
+    is not its fields' values (see :func:`model_bytes`)."""
     decorators = cls.__pydantic_decorators__
     own = next(c for c in cls.__mro__ if "_omit_absent" in vars(c))
     if (
@@ -291,12 +319,42 @@ def _make_plan(cls: type[WireModel]) -> _Plan | None:
         or cls.model_config.get("serialize_by_alias")
     ):
         return None
-    fields = []
-    for name, info in cls.model_fields.items():
+    for info in cls.model_fields.values():
         if info.exclude or info.alias or info.serialization_alias:
             return None
-        fields.append((name, frozenset(_models_in(info.annotation))))
-    return tuple(fields)
+    scope: dict[str, Any] = {
+        "cls": cls,
+        "NotPlain": _NotPlain,
+        "wire_value": _wire_value,
+        "WALK": _WALK_DEPTH,
+        "MAX": MAX_SAFE_INTEGER,
+    }
+    lines = [
+        "def write(model, depth):",
+        "    if depth > WALK:",
+        "        raise NotPlain",
+        "    values, nulls, skip = model.__dict__, cls._write_null, cls._skip_empty",
+        "    wire = {}",
+        "    deeper = depth + 1",
+    ]
+    for index, name in enumerate(sorted(cls.model_fields)):
+        key = repr(name)
+        scope[f"models{index}"] = frozenset(_models_in(cls.model_fields[name].annotation))
+        lines += [
+            f"    value = values[{key}]",
+            "    kind = type(value)",
+            "    if kind is str or (kind is int and -MAX <= value <= MAX):",
+            f"        wire[{key}] = value",
+            "    elif value is None:",
+            f"        if {key} in nulls:",
+            f"            wire[{key}] = None",
+            f"    elif not ({key} in skip and value == []):",
+            f"        wire[{key}] = wire_value(value, models{index}, deeper)",
+        ]
+    lines.append("    return wire")
+    exec(compile("\n".join(lines), f"<wire writer of {cls.__qualname__}>", "exec"), scope)
+    writer: _Writer = scope["write"]
+    return writer
 
 
 def _models_in(annotation: Any) -> Iterator[type]:
@@ -305,23 +363,6 @@ def _models_in(annotation: Any) -> Iterator[type]:
         yield annotation
     for arg in typing.get_args(annotation):
         yield from _models_in(arg)
-
-
-def _wire_of(model: WireModel, depth: int = 0) -> dict[str, Any]:
-    cls = type(model)
-    fields = _plan(cls)
-    if fields is None or depth > _WALK_DEPTH:
-        raise _NotPlain
-    skip, nulls, values = cls._skip_empty, cls._write_null, model.__dict__
-    wire: dict[str, Any] = {}
-    for name, models in fields:
-        value = values[name]
-        if value is None:
-            if name in nulls:
-                wire[name] = None
-        elif not (name in skip and value == []):
-            wire[name] = _wire_value(value, models, depth + 1)
-    return wire
 
 
 def _wire_value(value: Any, models: frozenset[type], depth: int) -> Any:
@@ -339,7 +380,7 @@ def _wire_value(value: Any, models: frozenset[type], depth: int) -> Any:
         for key in value:
             if type(key) is not str or (not key.isascii() and max(key) >= "\ud800"):
                 raise _NotPlain
-        return {key: _wire_value(item, models, depth + 1) for key, item in value.items()}
+        return {key: _wire_value(value[key], models, depth + 1) for key in sorted(value)}
     elif kind in models:
         return _wire_of(value, depth)
     raise _NotPlain
