@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import json
 from collections.abc import Sequence
 
@@ -27,7 +28,7 @@ from flightlog.runs import (
     refine_with_status,
     session_snapshot,
 )
-from flightlog.runs.adapters import MAX_REFS, is_logical_ref, process_state
+from flightlog.runs.adapters import _HEADER_FIELDS, _SCALARS, MAX_REFS, is_logical_ref, process_state
 from flightlog.runs.adapters import SessionFold as Fold
 from flightlog.store import SessionRecord
 
@@ -536,6 +537,38 @@ def test_snapshot_wire_is_the_models_wire_byte_for_byte(
         return
     assert wire == snapshot.to_wire() and list(wire) == list(snapshot.to_wire())
     assert pydantic_core.to_json(wire).decode() == snapshot.model_dump_json()
+
+
+def _reference_to_json(f: SessionFold) -> dict[str, object]:
+    """``SessionFold.to_json`` as it was written before the dict display: every scalar field read by name
+    in sorted order, then the header's fields and copies of the containers."""
+    state: dict[str, object] = {name: getattr(f, name) for name in _SCALARS}
+    state["header"] = {name: getattr(f.header, name) for name in _HEADER_FIELDS}
+    state["tools"], state["gates"], state["permissions"] = list(f.tools), dict(f.gates), list(f.permissions)
+    state["refs"] = {reference: list(entry) for reference, entry in f.refs.items()}
+    state["context"] = dict(f.context) if f.context is not None else None
+    return state
+
+
+@settings(max_examples=200, deadline=None)
+@given(HEADERS, st.lists(EVENTS, max_size=20), OVERRIDES)
+def test_fold_to_json_keeps_every_field_in_its_stored_order(
+    header: SessionHeader, events: list[Event], overrides: dict[str, object]
+) -> None:
+    """The stored fold text is ``to_json``'s JSON: its keys, their order and values are those of the
+    field-by-name construction, for every field of the dataclass but ``processes``, and it shares no
+    container with the fold."""
+    made = fold(events, header)
+    for name, value in overrides.items():
+        setattr(made, name, value)
+    state = made.to_json()
+    reference = _reference_to_json(made)
+    assert state == reference and list(state) == list(reference)
+    assert list(state["header"]) == list(_HEADER_FIELDS)  # type: ignore[call-overload]
+    assert set(state) == {f.name for f in dataclasses.fields(SessionFold)} - {"processes"}
+    assert json.dumps(state) == json.dumps(reference)
+    for name in ("tools", "gates", "permissions", "refs"):
+        assert state[name] is not getattr(made, name)
 
 
 def _asked(call_id: str) -> list[Event]:
