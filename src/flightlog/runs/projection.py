@@ -126,9 +126,14 @@ def _snapshot(parts: _Parts) -> AgentRunSnapshot:
 
 
 def _updated(parts: _Parts) -> int:
+    """The latest of the fold's last event time and the process entry's time (epoch ms; a missing or zero
+    stamp does not count), 0 when neither has one."""
     fold, process = parts.fold, parts.process
-    stamps = [t for t in (fold.last_at_ms if fold else None, process.at_ms if process else None) if t]
-    return max(stamps, default=0)
+    folded = fold.last_at_ms if fold else None
+    entered = process.at_ms if process else None
+    if folded and entered:
+        return max(folded, entered)
+    return folded or entered or 0
 
 
 _ENCODE = json.JSONEncoder(separators=(",", ":")).encode  # what json.dumps(..., separators=...) writes
@@ -156,14 +161,9 @@ _UNRENDERED = {"last_seq": None, "last_at_ms": None, "context": None}
 ``last_seq`` come from the first two, not the snapshot; ``context`` is served beside it)."""
 
 
-class _Render(NamedTuple):
-    """What a row shows of its snapshot: the indexed columns and the seed 002 wire JSON."""
-
-    parent: str | None
-    source: str
-    state: str
-    outcome: str | None
-    wire: str
+_Render = tuple[str | None, str, str, str | None, str]
+"""What a row shows of its snapshot: ``(parent, source, state, outcome, wire)``, the indexed columns and the
+seed 002 wire JSON (a plain tuple: a named tuple's constructor is a Python call on every append)."""
 
 
 def _row(run_id: str, parts: _Parts) -> RunRow:
@@ -174,17 +174,17 @@ def _row(run_id: str, parts: _Parts) -> RunRow:
         "session": session,
         "process": process.to_json() if process is not None else None,
     }
-    shown = _plain_render(parts) or _model_render(parts, session)
+    parent, source, shown_state, outcome, wire = _plain_render(parts) or _model_render(parts, session)
     return RunRow(
         run_id=run_id,
-        parent=shown.parent,
-        source=shown.source,
-        state=shown.state if _holds_run(parts) else NOT_A_RUN,
-        outcome=shown.outcome,
+        parent=parent,
+        source=source,
+        state=shown_state if _holds_run(parts) else NOT_A_RUN,
+        outcome=outcome,
         updated_at_ms=_updated(parts),
         last_seq=fold.last_seq if fold is not None else -1,
         session_status=parts.status if fold is not None else None,
-        snapshot=shown.wire,
+        snapshot=wire,
         fold=_encode(state),  # key order is fixed by construction
     )
 
@@ -214,7 +214,7 @@ def _plain_render(parts: _Parts) -> _Render | None:
         parts.rendered = (wire, None, text)
     terminal = wire.get("terminal")
     outcome = terminal["outcome"] if terminal is not None else None
-    return _Render(wire.get("parent"), wire["source"], wire["state"], outcome, text)
+    return wire.get("parent"), wire["source"], wire["state"], outcome, text
 
 
 def _model_render(parts: _Parts, session: dict[str, Any] | None) -> _Render:
@@ -236,7 +236,7 @@ def _model_render(parts: _Parts, session: dict[str, Any] | None) -> _Render:
         wire = rendered[2] if same and rendered is not None else snapshot.model_dump_json()
         parts.rendered = (key, snapshot, wire)
     outcome = snapshot.terminal.outcome.value if snapshot.terminal else None
-    return _Render(snapshot.parent, snapshot.source.value, snapshot.state.value, outcome, wire)
+    return snapshot.parent, snapshot.source.value, snapshot.state.value, outcome, wire
 
 
 def _later(current: ProcessEntry | None, entry: ProcessEntry) -> ProcessEntry:
