@@ -304,8 +304,10 @@ def _wire_of(model: WireModel, depth: int = 0) -> dict[str, Any]:
 def _make_writer(cls: type[WireModel]) -> _Writer | None:
     """A function ``(model, depth) -> wire dict`` for models of exactly ``cls``, generated once per class:
     one branch per field, in sorted field-name order, so that the common values (a ``str``, an ``int``
-    within ±(2**53-1), an absent ``None``) take no call and no loop over a field table. Any other value goes
-    to :func:`_wire_value` with the model types the field declares. ``_skip_empty`` and ``_write_null`` are
+    within ±(2**53-1), an absent ``None``) take no call and no loop over a field table, and a model of a type
+    the field declares, or a list of them, goes to :func:`_wire_of` directly. Any other value goes to
+    :func:`_wire_value` with the model types the field declares (the same result, with the same depth
+    counts). ``_skip_empty`` and ``_write_null`` are
     read from the class at each dump, as ``WireModel``'s serializer reads them. None for a class whose dump
     is not its fields' values (see :func:`model_bytes`)."""
     decorators = cls.__pydantic_decorators__
@@ -326,6 +328,7 @@ def _make_writer(cls: type[WireModel]) -> _Writer | None:
         "cls": cls,
         "NotPlain": _NotPlain,
         "wire_value": _wire_value,
+        "wire_of": _wire_of,
         "WALK": _WALK_DEPTH,
         "MAX": MAX_SAFE_INTEGER,
     }
@@ -338,8 +341,8 @@ def _make_writer(cls: type[WireModel]) -> _Writer | None:
         "    deeper = depth + 1",
     ]
     for index, name in enumerate(sorted(cls.model_fields)):
-        key = repr(name)
-        scope[f"models{index}"] = frozenset(_models_in(cls.model_fields[name].annotation))
+        key, models = repr(name), f"models{index}"
+        scope[models] = frozenset(_models_in(cls.model_fields[name].annotation))
         lines += [
             f"    value = values[{key}]",
             "    kind = type(value)",
@@ -348,9 +351,18 @@ def _make_writer(cls: type[WireModel]) -> _Writer | None:
             "    elif value is None:",
             f"        if {key} in nulls:",
             f"            wire[{key}] = None",
-            f"    elif not ({key} in skip and value == []):",
-            f"        wire[{key}] = wire_value(value, models{index}, deeper)",
+            f"    elif {key} in skip and value == []:",
+            "        pass",
         ]
+        if scope[models]:  # a field declaring models: a model, or a list of them, without _wire_value's hop
+            lines += [
+                f"    elif kind in {models}:",
+                f"        wire[{key}] = wire_of(value, deeper)",
+                "    elif kind is list and deeper <= WALK:",
+                f"        wire[{key}] = [wire_of(item, deeper + 1) if type(item) in {models}"
+                f" else wire_value(item, {models}, deeper + 1) for item in value]",
+            ]
+        lines += ["    else:", f"        wire[{key}] = wire_value(value, {models}, deeper)"]
     lines.append("    return wire")
     exec(compile("\n".join(lines), f"<wire writer of {cls.__qualname__}>", "exec"), scope)
     writer: _Writer = scope["write"]

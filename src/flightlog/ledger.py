@@ -58,6 +58,7 @@ EMPTY_ROOT = hashlib.sha256(b"").hexdigest()
 """RFC 9162 §2.1.1: the hash of an empty tree is sha256 of the empty string."""
 
 _U64 = struct.Struct("<Q")
+_sha256 = hashlib.sha256
 
 
 def chain_hash(prev_hash: str, seq: int, event_bytes: bytes) -> str:
@@ -126,14 +127,13 @@ class CompactRange:
 
     def append(self, leaf: bytes) -> None:
         """Add one leaf hash (32 bytes) at index ``size``."""
-        self.hashes.append(leaf)
+        hashes = self.hashes
         self.size += 1
         n = self.size
-        while n & 1 == 0:
-            right = self.hashes.pop()
-            left = self.hashes.pop()
-            self.hashes.append(node_hash(left, right))
+        while n & 1 == 0:  # node_hash(left, right) inline: no Python call per node
+            leaf = _sha256(b"\x01" + hashes.pop() + leaf).digest()
             n >>= 1
+        hashes.append(leaf)
 
     def root(self) -> bytes:
         """The tree head of the leaves appended so far (``EMPTY_ROOT`` bytes when none)."""
@@ -141,7 +141,7 @@ class CompactRange:
             return bytes.fromhex(EMPTY_ROOT)
         acc = self.hashes[-1]
         for left in reversed(self.hashes[:-1]):
-            acc = node_hash(left, acc)
+            acc = _sha256(b"\x01" + left + acc).digest()  # node_hash(left, acc), inline
         return acc
 
     def copy(self) -> CompactRange:
