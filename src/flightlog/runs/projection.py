@@ -348,11 +348,13 @@ def _advance(store: Store, recorder: Any, batch: Sequence[tuple[StoredEvent, Eve
     for stored, event in batch:
         fold.feed_row(stored.seq, stored.recorded_at_ms, stored.kind, event)
     session_id: str = recorder.session_id
-    latest = _latest(fold.take_processes())
-    if session_id in latest:
-        parts.process = _later(parts.process, latest.pop(session_id))
-    if latest:  # sub-agent rows to read and update: _apply does it, from the stored row (parts spent)
-        return False
+    taken = fold.take_processes()
+    if taken:  # almost no append has agent_process_changed entries: no call, no dict for those
+        latest = _latest(taken)
+        if session_id in latest:
+            parts.process = _later(parts.process, latest.pop(session_id))
+        if latest:  # sub-agent rows to read and update: _apply does it, from the stored row (parts spent)
+            return False
     row = _row(session_id, parts)
     _remember(recorder, row, parts)  # a failed swap's fallback (_apply) remembers what it writes instead
     store.replace_run_row_or(row, written, lambda: _general(store, recorder, batch))
