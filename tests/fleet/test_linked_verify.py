@@ -193,3 +193,96 @@ def test_the_link_walk_reads_a_batch_at_a_time(tmp_path: Path) -> None:
     assert report.ok, report.divergences
     assert report.linked == sum(reads) == 901  # 300 named, 300 in the chain, 300 elements, the first
     assert max(reads) == WALK_BATCH
+
+
+def test_the_dashboard_shows_the_state_the_check_found_for_an_event_named_artifact(tmp_path: Path) -> None:
+    """A real thread with two artifacts its records name swapped (each key now holds the other's bytes):
+    verify reports both ``artifact_corrupt``; before, the Artifacts table said ``present`` for both (it asked
+    only whether the store holds the key, and dropped the walk's hash result for event-named rows)."""
+    from flightlog.store.links import linking_refs
+    from flightlog.web.views import ARTIFACT_PAGE
+
+    db = tmp_path / "lg.db"
+    _thread(db)
+    with flightlog.open_store(str(db)) as store:
+        roots = list(
+            dict.fromkeys(
+                digest for row in store.read_events(SID) for digest in linking_refs(row.event_bytes)
+            )
+        )
+    a, b = roots[0], roots[-1]
+    assert a != b
+    for old, new in ((a, "swap"), (b, a), ("swap", b)):
+        _tamper(str(db), "UPDATE artifacts SET sha256 = ? WHERE sha256 = ?", (new, old))
+    with flightlog.open_store(str(db)) as store:
+        report = audit_session(store, SID)
+        page = session_page(store, SID)
+        rows = {row["handle"]: row for row in page.artifacts}
+        while page.artifacts_later:  # the thread's table may span pages
+            page = session_page(store, SID, artifacts_from=page.artifacts_from + ARTIFACT_PAGE)
+            rows.update((row["handle"], row) for row in page.artifacts)
+    corrupt = {x.detail.split(",")[0].removeprefix("artifact sha256:") for x in report.divergences}
+    assert {x.reason for x in report.divergences} == {"artifact_corrupt"} and corrupt == {a, b}
+    assert len(rows) == page.artifacts_total
+    for digest in (a, b):
+        assert rows[f"sha256:{digest}"]["state"] == "corrupt" and rows[f"sha256:{digest}"]["via"] == ""
+    assert all(
+        row["state"] == "present" for h, row in rows.items() if h.removeprefix("sha256:") not in corrupt
+    )
+
+
+def test_a_deep_delta_chain_gives_a_bounded_artifacts_page(tmp_path: Path) -> None:
+    """A record naming the top of a 3000-delta chain: before, every row spelled its whole link path (a
+    208 MB page for this chain); now a page holds ARTIFACT_PAGE rows, each "linked from" cell at most
+    VIA_SHOWN steps, and the later pages reach every row."""
+    from flightlog.web.views import ARTIFACT_PAGE, VIA_SHOWN
+
+    db = str(tmp_path / "deep.db")
+    with flightlog.open_store(db) as store:
+        rec = Recorder.create(store, task="deep")
+        first = below = rec.put_artifact(b"first").removeprefix("sha256:")
+        for _ in range(3000):
+            below = rec.put_artifact(_delta_bytes({"b": below})).removeprefix("sha256:")
+        rec.append(Custom(custom_kind="langgraph.checkpoint", payload={"m": {"ref": f"sha256:{below}"}}))
+        sid = rec.session_id
+        page = session_page(store, sid)
+        last = session_page(store, sid, artifacts_from=3000)
+        past = session_page(store, sid, artifacts_from=5000)
+    assert len(page.artifacts) == ARTIFACT_PAGE and page.artifacts_total == 3001 and page.artifacts_from == 0
+    assert page.artifacts[0]["handle"] == f"sha256:{below}" and page.artifacts[0]["via"] == ""
+    for row in page.artifacts[1:]:
+        assert row["state"] == "present" and row["via"].count("sha256:") <= VIA_SHOWN, row["via"]
+    assert page.artifacts_later.endswith("artifacts_from=100") and not page.artifacts_earlier
+    ((deepest),) = last.artifacts
+    assert deepest["handle"] == f"sha256:{first}" and not last.artifacts_later
+    assert deepest["via"] == f"sha256:{below[:12]}… → (2998 more) → sha256:{last_parent(db, first)[:12]}…"
+    assert past.artifacts == [] and past.artifacts_total == 3001
+
+    def open_db(read_only: bool) -> Any:
+        return flightlog.open_store(db, read_only=read_only)
+
+    with TestClient(create_app(open_db, token=TOKEN), base_url="http://127.0.0.1:8000") as client:
+        client.cookies.set("flightlog_ui_8000", Auth(TOKEN).cookie_value)
+        html = client.get("/session", params={"id": sid}).text
+        tail = client.get("/session", params={"id": sid, "artifacts_from": "3000"}).text
+        bad = client.get("/session", params={"id": sid, "artifacts_from": "-1"})
+    assert html.count('<code class="via">') == ARTIFACT_PAGE - 1 and len(html) < 200_000, len(html)
+    assert "rows 1..100 of 3001" in html and "artifacts_from=100#artifacts" in html
+    assert "rows 3001..3001 of 3001" in tail and "artifacts_from=2900#artifacts" in tail
+    assert bad.status_code == 400 and "artifacts_from" in bad.text
+
+
+def last_parent(db: str, digest: str) -> str:
+    """The artifact of ``db`` whose content links to ``digest`` (exactly one)."""
+    from flightlog.store.links import artifact_links
+
+    raw = sqlite3.connect(db)
+    try:
+        (parent,) = [
+            key
+            for key, content in raw.execute("SELECT sha256, content FROM artifacts")
+            if digest in artifact_links(content)
+        ]
+    finally:
+        raw.close()
+    return str(parent)

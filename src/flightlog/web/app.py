@@ -7,7 +7,8 @@ Pages and endpoints (every one behind :class:`~flightlog.web.security.Guard`):
                                  queue and the runs waiting for a resume; live through ``/api/stream/runs``
 ``GET /session?id=``             one session: header and run state, verification, its waiting calls,
                                  replay at any seq (``at=``), the event timeline (``start=`` pages it),
-                                 tool calls, thinking, provider-native payloads, artifacts; live through
+                                 tool calls, thinking, provider-native payloads, artifacts (100 rows a
+                                 page, ``artifacts_from=`` pages them); live through
                                  ``/api/stream/session``
 ``GET /api/runs``                the runs page's data as JSON (what the stream sends)
 ``GET /runs``                    every run, 100 per page: sort, filters (state, source, start date, text
@@ -337,15 +338,17 @@ def _routes(app: FastAPI, dash: _Dashboard) -> None:
         return JSONResponse(views.sanitize(_runs_data(dash, state_v, source_v)))
 
     @app.get("/session", response_class=HTMLResponse)
-    def session_page(id: str = "", start: str | None = None, at: str | None = None) -> Response:
+    def session_page(
+        id: str = "", start: str | None = None, at: str | None = None, artifacts_from: str | None = None
+    ) -> Response:
         """One session: timeline, replay, tool calls, thinking, payloads, artifacts, verification."""
         try:
-            start_v, at_v = _int(start), _int(at)
+            start_v, at_v, artifacts_v = _int(start), _int(at), _int(artifacts_from)
         except ValueError:
-            return dash.error(400, "start and at must be integers >= 0")
+            return dash.error(400, "start, at and artifacts_from must be integers >= 0")
         store = dash.reader
         try:
-            page = views.session_page(store, id, start=start_v)
+            page = views.session_page(store, id, start=start_v, artifacts_from=artifacts_v or 0)
         except SessionNotFound:
             return dash.error(404, "no recorded session has this id (a sub-agent entry may have none)")
         replay, replay_error = None, ""

@@ -19,6 +19,7 @@ from collections import OrderedDict
 from collections.abc import Iterator
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
+from itertools import islice
 from typing import Any
 from urllib.parse import quote, urlencode
 
@@ -53,10 +54,11 @@ from ..runs.context import PROMPT_PROGRAM_INVOKED, ContextUse
 from ..runs.projection import RunNode, context_uses, projection_ready
 from ..sessions import created_at
 from ..store.base import NOT_A_RUN, SessionRecord, Store, StoredEvent
-from ..store.links import LINKING_PREFIX, LinkWalk, linking_refs
+from ..store.links import LINKING_PREFIX, Linked, LinkWalk, linking_refs
 from .budget import budget_label
 
 __all__ = [
+    "ARTIFACT_PAGE",
     "EVENT_PAGE",
     "RAW_PREVIEW",
     "Exact",
@@ -81,6 +83,11 @@ log = logging.getLogger("flightlog.web")
 
 EVENT_PAGE = 300
 """Timeline rows per page."""
+ARTIFACT_PAGE = 100
+"""Artifacts table rows per page (``artifacts_from=`` pages it)."""
+VIA_SHOWN = 3
+"""Link-path steps the "linked from" cell spells out; a longer path shows its first and last step and how
+many lie between (the cell is bounded, whatever the chain's depth)."""
 RAW_PREVIEW = 4000
 """Characters of an event's pretty-printed JSON shown inline (the rest behind "show more")."""
 TEXT_LIMIT = 2000
@@ -476,9 +483,13 @@ class SessionPage:
         tool_calls: The latest tool calls with arguments and results.
         thinking: The latest thinking blocks.
         providers: The latest provider-native payloads (``provider_replay``).
-        artifacts: Artifacts the events reference (handle, size, media type, first seq, state, ``via``
-            empty), then the artifacts only a link inside a linking record's artifacts names
-            (:func:`linked_artifacts`; ``via``: the link path).
+        artifacts: One page (:data:`ARTIFACT_PAGE` rows from ``artifacts_from``) of: the artifacts the
+            events reference (handle, size, media type, first seq, state, ``via`` empty), then the artifacts
+            only a link inside a linking record's artifacts names (:func:`linked_artifacts`; ``via``: the
+            link path, bounded). ``state`` is what the link walk found for every artifact it reached
+            (``corrupt``: bytes of another sha256, ``missing``), else what the store says.
+        artifacts_from: Index of the first row of ``artifacts`` among all rows.
+        artifacts_total: All rows of the table (every page).
         state: The run's state (durable refined by live), when the projection knows it.
         budget: Tokens/steps/duration for the header.
         context: The recorded window fill of the latest model calls (:func:`context_cells` each, plus
@@ -495,6 +506,8 @@ class SessionPage:
     thinking: list[dict[str, Any]] = field(default_factory=list)
     providers: list[dict[str, Any]] = field(default_factory=list)
     artifacts: list[dict[str, Any]] = field(default_factory=list)
+    artifacts_from: int = 0
+    artifacts_total: int = 0
     state: str = ""
     budget: dict[str, str] = field(default_factory=dict)
     context: list[dict[str, str]] = field(default_factory=list)
@@ -509,6 +522,19 @@ class SessionPage:
     def next_seq(self) -> int:
         """The seq after the last one shown."""
         return self.events[-1]["seq"] + 1 if self.events else self.start
+
+    @property
+    def artifacts_earlier(self) -> str:
+        """The URL of the previous page of the Artifacts table ("" on the first)."""
+        if not self.artifacts_from:
+            return ""
+        return session_href(self.session_id, artifacts_from=max(0, self.artifacts_from - ARTIFACT_PAGE))
+
+    @property
+    def artifacts_later(self) -> str:
+        """The URL of the next page of the Artifacts table ("" on the last)."""
+        after = self.artifacts_from + ARTIFACT_PAGE
+        return session_href(self.session_id, artifacts_from=after) if after < self.artifacts_total else ""
 
 
 def _header(record: SessionRecord) -> dict[str, str]:
@@ -588,13 +614,17 @@ def _artifact(store: Store, salted: bool, digest: str, seq: int) -> dict[str, An
     return row
 
 
-def session_page(store: Store, session_id: str, *, start: int | None = None) -> SessionPage:
+def session_page(
+    store: Store, session_id: str, *, start: int | None = None, artifacts_from: int = 0
+) -> SessionPage:
     """Fold a session once for its page: the timeline window and the latest calls, thinking, payloads.
 
     Args:
         store: The store.
         session_id: The exact session id.
         start: First seq of the timeline window (None: the last :data:`EVENT_PAGE` events).
+        artifacts_from: First row of the Artifacts table shown (:data:`ARTIFACT_PAGE` rows from it; past
+            the end: the last page).
 
     Raises:
         SessionNotFound: no such session.
@@ -640,30 +670,97 @@ def session_page(store: Store, session_id: str, *, start: int | None = None) -> 
     page.context = page.context[-KEEP_CONTEXT:]
     page.thinking = thinking[-KEEP_BLOCKS:]
     page.providers = providers[-KEEP_BLOCKS:]
-    page.artifacts = [_artifact(store, salted, digest, seq) for (salted, digest), seq in handles.items()]
-    if linking:
-        named = {digest for salted, digest in handles if not salted}
-        page.artifacts += linked_artifacts(store, linking, named)
+    _artifact_page(store, page, handles, linking, max(0, artifacts_from))
     return page
 
 
-def linked_artifacts(store: Store, roots: dict[str, int], named: set[str]) -> list[dict[str, Any]]:
-    """Rows for the artifacts reached through links (:class:`~flightlog.store.links.LinkWalk` from
-    ``roots``, sha256 hex -> first seq of the linking record naming it) that no event names (``named``),
-    in the order reached: ``handle``, ``seq`` (the record's), ``size``, ``media_type``, ``state``
-    (``present``, ``missing`` or ``corrupt``: bytes of another sha256) and ``via``: the link path, from the
-    record's artifact down to the one linking to it (short handles joined by arrows)."""
+def _artifact_page(
+    store: Store, page: SessionPage, handles: dict[tuple[bool, str], int], linking: dict[str, int], first: int
+) -> None:
+    """Fill ``page.artifacts`` with the rows ``first`` .. ``first + ARTIFACT_PAGE`` of the table (none past
+    its end): the handles events name, then what only links name (:func:`linked_artifacts`), each row's
+    state the walk's hash result where it reached the artifact. Rows outside the page are counted, not
+    built."""
+    end = first + ARTIFACT_PAGE
+    named = {digest for salted, digest in handles if not salted}
+    window = (first - len(handles), end - len(handles))
+    linked = linked_artifacts(store, linking, named, window=window) if linking else LinkedRows(0, {}, [])
+    rows = [
+        _artifact(store, salted, digest, seq)
+        for (salted, digest), seq in islice(handles.items(), first, min(end, len(handles)))
+    ]
+    for row in rows:
+        if not row["handle"].startswith("salted:"):
+            row["state"] = linked.states.get(row["handle"].removeprefix("sha256:"), row["state"])
+    page.artifacts = rows + linked.rows
+    page.artifacts_from, page.artifacts_total = first, len(handles) + linked.count
+
+
+@dataclass
+class LinkedRows:
+    """What :func:`linked_artifacts` found.
+
+    Attributes:
+        count: Artifacts only links name (no event), all of them.
+        states: The walk's result for each artifact an event names that it did not find ``present``
+            (sha256 hex -> ``missing`` or ``corrupt``).
+        rows: The rows of the requested window, in the order reached (:func:`linked_artifacts`).
+    """
+
+    count: int
+    states: dict[str, str]
+    rows: list[dict[str, Any]]
+
+
+def linked_artifacts(
+    store: Store, roots: dict[str, int], named: set[str], *, window: tuple[int, int] | None = None
+) -> LinkedRows:
+    """Walk the artifacts reached through links (:class:`~flightlog.store.links.LinkWalk` from ``roots``,
+    sha256 hex -> first seq of the linking record naming it) and keep: the walk's state for each one an
+    event names (``named``) that is not present, the number reached that no event names, and rows for
+    those, in the order reached, within ``window`` (``(first, end)``: indices among them, end exclusive;
+    None: all): ``handle``, ``seq`` (the record's), ``size``, ``media_type``, ``state`` (``present``,
+    ``missing`` or ``corrupt``: bytes of another sha256) and ``via``: how it was reached, from the record's
+    artifact down to the one linking to it (short handles joined by arrows; past :data:`VIA_SHOWN` steps
+    the first and the last, with the number between: bounded, whatever the depth).
+
+    Memory: the walk's (one batch of contents, one parent pointer per artifact reached) plus a depth and a
+    root per artifact reached and the window's rows."""
     walk = LinkWalk(store, roots)
-    out: list[dict[str, Any]] = []
+    lo, hi = window if window is not None else (0, -1)
+    depth: dict[str, int] = {}
+    root: dict[str, str] = {}
+    states: dict[str, str] = {}
+    rows: list[dict[str, Any]] = []
+    count = 0
     for item in walk:
+        if item.parent is None:
+            depth[item.digest], root[item.digest] = 0, item.digest
+        else:
+            depth[item.digest], root[item.digest] = depth[item.parent] + 1, root[item.parent]
         if item.digest in named:
+            if item.state != "present":
+                states[item.digest] = item.state
             continue
-        row = _artifact(store, False, item.digest, item.seq)
-        if item.state != "present":
-            row["state"] = item.state
-        row["via"] = " → ".join(f"sha256:{d[:12]}…" for d in walk.path(item.digest))
-        out.append(row)
-    return out
+        if lo <= count and (hi < 0 or count < hi):
+            row = _artifact(store, False, item.digest, item.seq)
+            if item.state != "present":
+                row["state"] = item.state
+            row["via"] = _via(walk, item, depth, root)
+            rows.append(row)
+        count += 1
+    return LinkedRows(count, states, rows)
+
+
+def _via(walk: LinkWalk, item: Linked, depth: dict[str, int], root: dict[str, str]) -> str:
+    """The "linked from" cell of ``item``: its link path (:meth:`LinkWalk.path`), bounded."""
+    if item.parent is None:
+        return ""
+    steps = depth[item.digest]  # artifacts on the path, the root through the parent
+    if steps <= VIA_SHOWN:
+        return " → ".join(f"sha256:{d[:12]}…" for d in walk.path(item.digest))
+    between = steps - 2
+    return f"sha256:{root[item.digest][:12]}… → ({between} more) → sha256:{item.parent[:12]}…"
 
 
 def _entropy(event: SessionEvent, samples: list[dict[str, Any]]) -> None:
