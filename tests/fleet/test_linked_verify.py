@@ -286,3 +286,66 @@ def last_parent(db: str, digest: str) -> str:
     finally:
         raw.close()
     return str(parent)
+
+
+def test_a_record_naming_an_unreadable_ref_diverges(tmp_path: Path) -> None:
+    """Before, a ``langgraph.*`` record whose ref is not lowercase sha256 hex verified ok with "0 linked"
+    (the link check skipped it) though the saver refuses to read it; now each is ``ref_unreadable``."""
+    db = str(tmp_path / "refs.db")
+    with flightlog.open_store(db) as store:
+        rec = Recorder.create(store, task="refs")
+        good = rec.put_artifact(b"value")
+        rec.append(
+            Custom(custom_kind="note", payload={"ref": "sha256:NOT-HEX", "type": "msgpack"})
+        )  # not linking
+        rec.append(
+            Custom(custom_kind="langgraph.checkpoint", payload={"m": {"ref": "sha256:NOT-HEX", "type": "t"}})
+        )
+        upper = good.upper().replace("SHA256:", "sha256:")
+        rec.append(Custom(custom_kind="langgraph.writes", payload={"w": [{"ref": upper, "type": "t"}]}))
+        rec.append(
+            Custom(
+                custom_kind="langgraph.checkpoint",
+                payload={
+                    "m": {"ref": good, "type": "t"},
+                    "metadata": {"ref": "main"},
+                },  # a user's key: no entry
+            )
+        )
+        sid = rec.session_id
+    code, out = _cli(db, "verify", sid, "--json")
+    assert code == 1, out
+    (report,) = json.loads(out)
+    assert [(x["seq"], x["reason"]) for x in report["divergences"]] == [
+        (1, "ref_unreadable"),
+        (2, "ref_unreadable"),
+    ]
+    assert (
+        'names ref "sha256:NOT-HEX", not a sha256:<64 lowercase hex> handle'
+        in report["divergences"][0]["detail"]
+    )
+    assert f'names ref "{upper}"' in report["divergences"][1]["detail"]
+    code, out = _cli(db, "verify", sid)
+    assert code == 1 and "seq 1: ref_unreadable (the LangGraph record at seq 1 names ref" in out, out
+
+
+def test_verify_prints_a_bounded_number_of_divergences_per_session(tmp_path: Path) -> None:
+    """A delta whose run names 1000 missing artifacts: before, 1002 lines; now the first DIVERGENCE_LINES
+    and a "+N more divergent" line, exit 1 either way, ``--json`` still lists every one."""
+    from flightlog.cli.audit import DIVERGENCE_LINES
+
+    db = str(tmp_path / "many.db")
+    gone = [f"{n:064x}" for n in range(1000)]
+    with flightlog.open_store(db) as store:
+        rec = Recorder.create(store, task="many")
+        top = rec.put_artifact(_delta_bytes({"h": gone}))
+        rec.append(Custom(custom_kind="langgraph.checkpoint", payload={"m": {"ref": top, "type": "t"}}))
+        sid = rec.session_id
+    code, out = _cli(db, "verify", sid)
+    assert code == 1, out
+    lines = out.splitlines()
+    assert len(lines) <= DIVERGENCE_LINES + 6, len(lines)
+    assert f"artifact sha256:{gone[0]}, linked from artifact {top}" in out
+    assert f"(+{1000 - DIVERGENCE_LINES} more divergent; --json lists them all)" in out
+    code, out = _cli(db, "verify", sid, "--json")
+    assert code == 1 and len(json.loads(out)[0]["divergences"]) == 1000

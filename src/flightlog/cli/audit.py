@@ -47,6 +47,9 @@ grants_app = typer.Typer(help="Sign and verify grant policies (DSSE, policy key)
 audit_app.add_typer(keys_app, name="keys")
 audit_app.add_typer(witness_app, name="witness")
 audit_app.add_typer(grants_app, name="grants")
+DIVERGENCE_LINES = 20
+"""Divergences ``verify`` / ``audit`` print per session (the first, in seq order); the rest are counted in
+one ``(+N more divergent; --json lists them all)`` line (the exit code is the same either way)."""
 
 
 @contextmanager
@@ -388,8 +391,12 @@ def _print_report(report: AuditReport) -> None:
         _say(f"          note: {note}")
     for ref in report.artifacts:
         _say(f"          artifact {ref.handle}: {ref.state}" + (f" ({ref.detail})" if ref.detail else ""))
-    for d in report.divergences:
+    for d in report.divergences[:DIVERGENCE_LINES]:
         _say(f"          seq {d.seq}: {d.reason}" + (f" ({d.detail})" if d.detail else ""))
+    if len(report.divergences) > DIVERGENCE_LINES:
+        _say(
+            f"          (+{len(report.divergences) - DIVERGENCE_LINES} more divergent; --json lists them all)"
+        )
     for d in report.index_divergences:
         _say(f"          index log leaf {d.seq}: {d.reason}" + (f" ({d.detail})" if d.detail else ""))
 

@@ -31,7 +31,8 @@ stored), ``stale_head`` (the database's latest checkpoint is older than the reta
 stored rows disagree with the retained head), ``after_seal``, ``bad_seal``, ``artifact_missing`` (a
 salted artifact referenced by an event is gone without an erasure record, or a linked artifact is not
 stored: :mod:`flightlog.integrity.linked`) and ``artifact_corrupt`` (a linked artifact's bytes hash
-otherwise). ``flightlog verify`` and ``audit`` add ``row_mismatch`` to a report that passes: the unhashed
+otherwise), ``ref_unreadable`` (a linking record's ``"ref"`` is not a ``sha256:<64 lowercase hex>``
+handle: :func:`~flightlog.store.links.unreadable_refs`). ``flightlog verify`` and ``audit`` add ``row_mismatch`` to a report that passes: the unhashed
 ``sessions`` row contradicts the verified ledger (:func:`flightlog.kernel.rowcheck.row_divergences`, above
 this layer).
 """
@@ -51,7 +52,7 @@ from ..errors import (
 from ..ledger import GENESIS, CompactRange, verify_rows
 from ..notarization import SEAL_KIND
 from ..salted import SALTED_PREFIX
-from ..store.links import LINKING_PREFIX, linking_refs
+from ..store.links import LINKING_PREFIX, linking_refs, unreadable_refs
 from .checkpoints import SignedCheckpoint, open_checkpoint, open_stored_checkpoints, origin_for
 from .erasure import check_artifacts
 from .heads import HeadStore, IndexedHead, RetainedHead, WitnessedHead
@@ -251,6 +252,7 @@ class _Tee:
     seals: list[_Seal] = field(default_factory=list)
     salted: dict[str, int] = field(default_factory=dict)
     linking: dict[str, int] = field(default_factory=dict)
+    unreadable: list[tuple[int, str]] = field(default_factory=list)
 
     def __post_init__(self) -> None:
         if 0 in self.wanted:
@@ -271,6 +273,7 @@ class _Tee:
             if data.startswith(LINKING_PREFIX):
                 for digest in linking_refs(data):
                     self.linking.setdefault(digest, row.seq)
+                self.unreadable.extend((row.seq, ref) for ref in unreadable_refs(data))
             last = row.hash
             yield row
         self._snapshot(last)
@@ -515,6 +518,15 @@ def audit_rows(
         ArtifactRef(SALTED_PREFIX + d, seq) for d, seq in sorted(tee.salted.items(), key=lambda i: i[1])
     ]
     report.linking = tee.linking
+    report.divergences.extend(
+        Divergence(
+            seq,
+            "ref_unreadable",
+            f"the LangGraph record at seq {seq} names ref {ref if len(ref) <= 120 else ref[:120] + '…'}, not a sha256:<64 lowercase hex> "
+            "handle: the thread's saver refuses to read it",
+        )
+        for seq, ref in tee.unreadable
+    )
     report.divergences.sort(key=lambda d: d.seq)
     return report
 

@@ -38,7 +38,15 @@ from ..encoding import parse_json
 if TYPE_CHECKING:
     from .base import Store
 
-__all__ = ["LANGGRAPH_DELTA_MAGIC", "LINKING_PREFIX", "LinkWalk", "Linked", "artifact_links", "linking_refs"]
+__all__ = [
+    "LANGGRAPH_DELTA_MAGIC",
+    "LINKING_PREFIX",
+    "LinkWalk",
+    "Linked",
+    "artifact_links",
+    "linking_refs",
+    "unreadable_refs",
+]
 
 LANGGRAPH_DELTA_MAGIC = b"flightlog.lg.delta/1\n"
 """First bytes of a LangGraph content-linked list delta artifact (module docstring)."""
@@ -92,6 +100,26 @@ def linking_refs(event: bytes) -> list[str]:
     if not event.startswith(LINKING_PREFIX):
         return []
     return [m.group(1).decode("ascii") for m in _REF.finditer(event)]
+
+
+_ANY_REF = re.compile(rb'"ref":("(?:[^"\\]|\\.)*"|[^,}\]"]*)(?=,"type":")')
+_GOOD_REF = re.compile(rb'"sha256:[0-9a-f]{64}"')
+
+
+def unreadable_refs(event: bytes) -> list[str]:
+    """The value entries of a LangGraph record (module docs) whose ``"ref"`` is not a ``sha256:<64
+    lowercase hex>`` handle (the saver refuses to read such a record; :func:`linking_refs` skips them),
+    each as its JSON text (a string keeps its quotes: ``'"sha256:NOT-HEX"'``, ``'null'``), in order; ``[]``
+    for any other event. An entry is a ``"ref"`` member followed by its ``"type"`` (every entry the saver
+    writes has both, and RFC 8785 orders them so), so a user's metadata key ``ref`` is not mistaken for
+    one."""
+    if not event.startswith(LINKING_PREFIX):
+        return []
+    return [
+        m.group(1).decode("utf-8", "replace")
+        for m in _ANY_REF.finditer(event)
+        if not _GOOD_REF.fullmatch(m.group(1))
+    ]
 
 
 @dataclass(frozen=True)
