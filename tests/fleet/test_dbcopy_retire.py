@@ -158,8 +158,7 @@ def test_a_retired_store_refuses_writes_naming_the_live_store(
     code, _, err = cli(src, "db", "copy", str(src), str(tmp_path / "again.db"))
     assert code == 1 and len(err.splitlines()) == 1
     assert f"is retired (moved to {dst.resolve()}" in err and f"copy from {dst.resolve()}" in err
-    with SqliteStore(tmp_path / "again.db") as again:
-        assert list(again.list_sessions()) == []
+    assert not (tmp_path / "again.db").exists()  # the refused copy removes the file it created
 
     code, out, _ = cli(src, "show", "open-run")  # reading goes on
     assert code == 0 and "step" in out
@@ -351,3 +350,35 @@ def _waits_for_lock(store: object) -> bool:
         "JOIN pg_namespace n ON n.oid = c.relnamespace WHERE NOT l.granted AND n.nspname = current_schema())"
     )
     return bool(row[0])
+
+
+def test_a_copy_onto_itself_is_refused_up_front(ledger: tuple[Path, list[str]], tmp_path: Path) -> None:
+    """Before, ``db copy X X`` said "database is locked by another writer" (exit 1); now exit 2 naming the
+    problem, through any spelling of the same file (relative, a symlink, a sqlite:/// URL)."""
+    src, _ = ledger
+    link = tmp_path / "link.db"
+    link.symlink_to(src)
+    for dst in (str(src), str(tmp_path / "x" / ".." / "src.db"), str(link), f"sqlite:///{src}"):
+        code, out, err = cli(src, "db", "copy", str(src), dst)
+        assert code == 2 and out == "", (dst, err)
+        assert err.splitlines() == [
+            f"flightlog: error: db copy: SRC and DST are the same database ({src}); name another DST (a new "
+            "file or an empty database)"
+        ], err
+    assert cli(src, "verify", "--all", "--offline")[0] == 0  # untouched, not retired
+
+
+def test_a_refused_copy_keeps_a_destination_file_that_existed(
+    ledger: tuple[Path, list[str]], tmp_path: Path
+) -> None:
+    """The copy removes only what it created: an existing DST (here one holding a session of SRC, so the
+    copy refuses) stays, byte for byte."""
+    src, _ = ledger
+    dst = tmp_path / "dst.db"
+    assert cli(src, "db", "copy", str(src), str(dst))[0] == 0
+    code, _, err = cli(dst, "db", "copy", str(dst), str(dst.with_name("dst-again.db")))
+    assert code == 0, err
+    before = dst.read_bytes()
+    code, _, err = cli(dst, "db", "copy", str(dst.with_name("dst-again.db")), str(dst))
+    assert code == 1 and err.startswith("flightlog: error: "), err
+    assert dst.exists() and dst.read_bytes() == before

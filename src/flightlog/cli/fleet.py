@@ -22,6 +22,7 @@ import threading
 from collections import Counter
 from collections.abc import Callable, Iterator
 from contextlib import AbstractContextManager, contextmanager
+from pathlib import Path
 from typing import TYPE_CHECKING, Annotated, Any
 
 import typer
@@ -218,6 +219,45 @@ def _restore(previous: dict[int, Any]) -> None:
         signal.signal(sig, handler)
 
 
+def _refuse_same_database(src: str, dst: str) -> Path | None:
+    """Exit 2 (one ``flightlog: error:`` line) when SRC and DST open the same database (the same SQLite file,
+    through any path, link or URL spelling; the same PostgreSQL URL); else the SQLite file DST names when
+    it does not exist yet (the copy creates it), None otherwise."""
+    from ..errors import FlightlogError
+    from ..store import redact_url, sqlite_file
+
+    try:
+        a, b = sqlite_file(src), sqlite_file(dst)
+    except FlightlogError as exc:
+        _err.print(f"flightlog: error: {exc}")
+        raise typer.Exit(2) from None
+    if a is None or b is None or ":memory:" in (a, b):
+        same = a is None and b is None and src == dst
+    else:
+        pa, pb = Path(a).resolve(), Path(b).resolve()
+        same = pa == pb or (pa.exists() and pb.exists() and pa.samefile(pb))
+    if same:
+        _err.print(
+            f"flightlog: error: db copy: SRC and DST are the same database ({redact_url(src)}); "
+            "name another DST (a new file or an empty database)"
+        )
+        raise typer.Exit(2)
+    return Path(b) if b is not None and b != ":memory:" and not Path(b).exists() else None
+
+
+@contextmanager
+def _remove_on_failure(created: Path | None) -> Iterator[None]:
+    """On an exception, delete the SQLite file ``created`` (and its ``-wal`` / ``-shm``): the copy made it
+    and holds nothing (it writes only once everything verifies). Never a file that existed before (None)."""
+    try:
+        yield
+    except BaseException:
+        if created is not None:
+            for path in (created, Path(f"{created}-wal"), Path(f"{created}-shm")):
+                path.unlink(missing_ok=True)
+        raise
+
+
 def db_copy_command() -> Callable[..., None]:
     """The ``db copy SRC DST`` command function (mount it on the ``db`` group)."""
 
@@ -251,9 +291,10 @@ def db_copy_command() -> Callable[..., None]:
         from ..store.sqlite import now_ms
         from .options import record_finished_job
 
+        created = _refuse_same_database(src, dst)
         started_ms = now_ms()
         goal = f"db copy to {redact_url(dst)}"
-        with open_store(src) as source, open_store(dst) as target:
+        with _remove_on_failure(created), open_store(src) as source, open_store(dst) as target:
 
             def progress(sid: str, events: int) -> None:
                 if not json_out:

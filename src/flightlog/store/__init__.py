@@ -42,7 +42,26 @@ __all__ = [
     "StoredEvent",
     "open_store",
     "redact_url",
+    "sqlite_file",
 ]
+
+
+def sqlite_file(path_or_url: str | Path) -> str | None:
+    """The SQLite file (or ``:memory:``) a store path or URL opens, as :func:`open_store` reads it (a path,
+    ``sqlite:///abs/path``, ``sqlite://relative/path``); None for a ``postgresql://`` URL.
+
+    Raises:
+        StoreUnavailable: another URL scheme.
+    """
+    text = str(path_or_url)
+    if text.startswith(("postgres://", "postgresql://")):
+        return None
+    if text.startswith("sqlite://"):
+        text = text.removeprefix("sqlite://")
+        return text[1:] if text.startswith("//") else text
+    if "://" in text:
+        raise StoreUnavailable(url=redact_url(text), reason="unknown URL scheme (use a path or sqlite:///)")
+    return text
 
 
 def open_store(
@@ -78,11 +97,8 @@ def open_store(
         return PostgresStore(
             text, read_only=read_only, synchronous_commit=commit, group_commit=bool(group_commit)
         )
-    if text.startswith("sqlite://"):
-        text = text.removeprefix("sqlite://")
-        text = text[1:] if text.startswith("//") else text
-    elif "://" in text:
-        raise StoreUnavailable(url=redact_url(text), reason="unknown URL scheme (use a path or sqlite:///)")
+    file = sqlite_file(text)
+    text = "" if file is None else file  # None only for PostgreSQL, opened above
     if read_only and text != ":memory:" and not Path(text).exists():
         raise StoreUnavailable(url=f"sqlite:///{text}", reason="no such database file")
     return SqliteStore(
