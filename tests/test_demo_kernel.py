@@ -121,3 +121,56 @@ def test_the_kernel_demo_needs_the_providers_extra(tmp_path: Path, monkeypatch: 
         assert run_kernel_demo(store, console) == 0
         assert list(store.list_sessions()) == []
     assert "flightlog[providers]" in console.file.getvalue()  # type: ignore[attr-defined]
+
+
+def test_the_demo_agent_runs_standalone_without_its_work_directory(tmp_path: Path) -> None:
+    """``flightlog run flightlog.cli.demo_kernel:demo_agent`` (what ``flightlog demo`` prints) outside the
+    demo, in its own process as a user runs it: before, the replay server could not write ``replay.jsonl``
+    into the missing work directory, each request dumped a traceback and the run failed (exit 1); now the
+    directory is made and the run goes to the approval it asks for (exit 3)."""
+    import os
+    import subprocess
+    import sys
+
+    from flightlog.cli.demo_kernel import DEMO_DIR_ENV, GOAL
+
+    workdir = tmp_path / "not" / "made" / "yet"
+    done = subprocess.run(
+        [sys.executable, "-m", "flightlog", "--db", str(tmp_path / "x.db"), "run", SPEC, "--goal", GOAL],
+        env={**os.environ, DEMO_DIR_ENV: str(workdir)},
+        stdin=subprocess.DEVNULL,
+        capture_output=True,
+        text=True,
+        timeout=600,
+        check=False,
+    )
+    output = done.stdout + done.stderr
+    assert done.returncode == 3, output
+    assert "Traceback" not in output and "waiting for approval" in output
+    assert [json.loads(line)["matched"] for line in (workdir / "replay.jsonl").read_text().splitlines()] == [
+        True
+    ]
+
+
+def test_the_demo_agent_names_a_work_directory_it_cannot_make(tmp_path: Path) -> None:
+    from typer.testing import CliRunner
+
+    from flightlog.cli import app
+    from flightlog.cli.demo_kernel import DEMO_DIR_ENV, GOAL
+
+    (tmp_path / "file").write_text("not a directory")
+    workdir = tmp_path / "file" / "demo"
+    result = CliRunner().invoke(
+        app, ["--db", str(tmp_path / "x.db"), "run", SPEC, "--goal", GOAL], env={DEMO_DIR_ENV: str(workdir)}
+    )
+    assert result.exit_code == 2, result.stdout + result.stderr
+    (line,) = result.stderr.splitlines()
+    assert f"cannot create the demo's work directory {workdir}" in line and f"set {DEMO_DIR_ENV} to" in line
+
+
+def test_a_replay_journal_in_a_missing_directory_is_refused_up_front(tmp_path: Path) -> None:
+    from flightlog.providers.replay_server import ReplayServer
+
+    journal = tmp_path / "gone" / "replay.jsonl"
+    with pytest.raises(FileNotFoundError, match=f"replay journal {journal}: no directory {journal.parent}"):
+        ReplayServer([], journal=journal)

@@ -40,7 +40,7 @@ from typing import Any
 from rich.console import Console
 
 from ..events import Custom
-from ..kernel import Agent, Policy, Rule, current_effect_key, tool
+from ..kernel import Agent, AgentSpecError, Policy, Rule, current_effect_key, tool
 from ..narration import summarize_message
 from ..providers._sdk import INSTALL_HINT
 from ..providers.replay_server import packaged_cassettes, replay_provider
@@ -133,9 +133,25 @@ def get_user_country() -> str:
 
 
 def demo_agent() -> Agent:
-    """The demo agent on the recorded-replay provider (a ``seek`` replay server living as long as the process)."""
+    """The demo agent on the recorded-replay provider (a ``seek`` replay server living as long as the process).
+
+    Runs standalone too (``flightlog run flightlog.cli.demo_kernel:demo_agent --goal ...``): its work
+    directory (``$FLIGHTLOG_DEMO_DIR``, default ``<tmp>/flightlog-demo``) is created when missing.
+
+    Raises:
+        AgentSpecError: the work directory cannot be created (the message names it and the variable).
+    """
+    workdir = _workdir()
+    try:
+        workdir.mkdir(parents=True, exist_ok=True)
+    except OSError as exc:
+        raise AgentSpecError(
+            spec=SPEC,
+            reason=f"cannot create the demo's work directory {workdir} ({exc.strerror or exc}); set "
+            f"{DEMO_DIR_ENV} to a writable directory",
+        ) from exc
     provider, _server = replay_provider(
-        packaged_cassettes()[CASSETTE], seek=True, journal=_journal_file(_workdir())
+        packaged_cassettes()[CASSETTE], seek=True, journal=_journal_file(workdir)
     )
     return Agent(
         name="demo-city-agent",

@@ -133,8 +133,18 @@ class ReplayServer:
             api_root: Path prefix added to :attr:`base_url`.
             seek: Let a request skip ahead to the first later interaction it matches (a process resuming
                 a recorded conversation midway; see the module docs).
-            journal: Append one JSON line per answered request to this file (see the module docs).
+            journal: Append one JSON line per answered request to this file (see the module docs); its
+                directory must exist.
+
+        Raises:
+            FileNotFoundError: ``journal``'s directory does not exist (checked here, so a run fails
+                before its first request instead of each request failing inside the server).
         """
+        if journal is not None and not Path(journal).absolute().parent.is_dir():
+            raise FileNotFoundError(
+                f"replay journal {journal}: no directory {Path(journal).absolute().parent} (create it, or "
+                "pass another journal path)"
+            )
         self.interactions = list(interactions)
         self.api_root = api_root
         self.seek = seek
@@ -516,6 +526,7 @@ def replay_provider(
     Raises:
         ImportError: The SDK or pyyaml is missing (``pip install 'flightlog[providers]'``).
         ValueError: The cassette is empty or not a provider cassette.
+        FileNotFoundError: ``journal``'s directory does not exist.
     """
     server = ReplayServer.from_cassette(cassette, seek=seek, journal=journal)
     if not server.interactions:
