@@ -331,7 +331,8 @@ def test_a_record_naming_an_unreadable_ref_diverges(tmp_path: Path) -> None:
 
 def test_verify_prints_a_bounded_number_of_divergences_per_session(tmp_path: Path) -> None:
     """A delta whose run names 1000 missing artifacts: before, 1002 lines; now the first DIVERGENCE_LINES
-    and a "+N more divergent" line, exit 1 either way, ``--json`` still lists every one."""
+    and a "+N more divergent" line, exit 1 either way, ``--json`` still lists every one; the session page's
+    Verification table lists the first KEEP_DIVERGENCES (before: all 1000 rows)."""
     from flightlog.cli.audit import DIVERGENCE_LINES
 
     db = str(tmp_path / "many.db")
@@ -349,3 +350,15 @@ def test_verify_prints_a_bounded_number_of_divergences_per_session(tmp_path: Pat
     assert f"(+{1000 - DIVERGENCE_LINES} more divergent; --json lists them all)" in out
     code, out = _cli(db, "verify", sid, "--json")
     assert code == 1 and len(json.loads(out)[0]["divergences"]) == 1000
+
+    def open_db(read_only: bool) -> Any:
+        return flightlog.open_store(db, read_only=read_only)
+
+    from flightlog.web.views import KEEP_DIVERGENCES
+
+    with TestClient(create_app(open_db, token=TOKEN), base_url="http://127.0.0.1:8000") as client:
+        client.cookies.set("flightlog_ui_8000", Auth(TOKEN).cookie_value)
+        html = client.get("/session", params={"id": sid}).text
+    listed = html.split('<table class="divergences">', 1)[1].split("</table>", 1)[0]
+    assert listed.count("<td>artifact_missing</td>") == KEEP_DIVERGENCES  # the page's table is bounded too
+    assert f"+{1000 - KEEP_DIVERGENCES} more divergent (<code>flightlog verify {sid} --json</code>" in html

@@ -85,6 +85,9 @@ EVENT_PAGE = 300
 """Timeline rows per page."""
 ARTIFACT_PAGE = 100
 """Artifacts table rows per page (``artifacts_from=`` pages it)."""
+KEEP_DIVERGENCES = 100
+"""Divergences the session page's Verification table lists (the first by seq; the rest are counted, and
+``flightlog verify SESSION --json`` lists them all)."""
 VIA_SHOWN = 3
 """Link-path steps the "linked from" cell spells out; a longer path shows its first and last step and how
 many lie between (the cell is bounded, whatever the chain's depth)."""
@@ -833,8 +836,9 @@ def verification(store: Store, session_id: str) -> dict[str, Any]:
     trusted keys cannot be loaded.
 
     Returns:
-        ``ok``, ``summary``, ``events``, ``head``, ``root``, ``divergences`` (seq, reason, detail) and
-        ``notes``, display-safe.
+        ``ok``, ``summary``, ``events``, ``head``, ``root``, ``divergences`` (seq, reason, detail; the
+        first :data:`KEEP_DIVERGENCES`), ``more`` (how many divergences that list leaves out) and ``notes``,
+        display-safe.
 
     Raises:
         SessionNotFound: no such session.
@@ -867,8 +871,9 @@ def verification(store: Store, session_id: str) -> dict[str, Any]:
         "root": root,
         "divergences": [
             {"seq": d.seq, "reason": show(d.reason, 80), "detail": show(d.detail, LINE_LIMIT)}
-            for d in divergences
+            for d in divergences[:KEEP_DIVERGENCES]
         ],
+        "more": max(0, len(divergences) - KEEP_DIVERGENCES),
         "notes": [show(n, LINE_LIMIT) for n in notes],
     }
 
