@@ -214,6 +214,7 @@ def register(app: typer.Typer, open_db: OpenDb) -> None:
         with open_db(True) as store:
             rows = pending(store, decided=True)
             _warn_row_status(store, rows)
+            _note_retired(store)
             hints = {
                 sid: continue_hint(store, sid)
                 for sid in {r.root_session_id or r.session_id for r in rows if r.decision is not None}
@@ -238,15 +239,26 @@ def register(app: typer.Typer, open_db: OpenDb) -> None:
     def _warn_row_status(store: Store, rows: list[PendingCall]) -> None:
         """One stderr line per listed session whose ``sessions`` row says it neither waits nor runs: the
         listing comes from its ledger, the row contradicts it (``flightlog verify`` says ``row_mismatch``)."""
+        from ..kernel.rowcheck import row_warning
         from ..store.base import RUNNABLE_STATUSES
 
         for sid in dict.fromkeys(r.session_id for r in rows):
             status = store.get_session(sid).status
             if status not in RUNNABLE_STATUSES:
-                err.print(
-                    f"flightlog: warning: {sid}: its sessions row says status {status!r}, its ledger waits "
-                    f"(listed from the ledger; see `flightlog verify {sid}`)"
-                )
+                err.print(f"flightlog: warning: {sid}: {row_warning(sid, status)}")
+
+    def _note_retired(store: Store) -> None:
+        """One stderr note when the store was retired by ``db copy``: what it lists is what the store held
+        then (a wait may have been decided in the live store since), and a decision here is refused."""
+        from ..integrity.keys import load_keyring
+        from ..integrity.retirement import load_retirement
+
+        retired = load_retirement(store, load_keyring())
+        if retired is not None:
+            err.print(
+                f"flightlog: note: this store is retired ({retired.describe()}): it lists the waits it held "
+                "then, which the live store may have decided since; decide there (approve/deny here refuse)"
+            )
 
     @app.command("approve")
     def approve_cmd(

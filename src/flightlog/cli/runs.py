@@ -126,6 +126,7 @@ def _runs_command(open_db: OpenDb) -> Callable[..., None]:
         ] = False,
     ) -> None:
         """List agent runs: state, outcome, budget and liveness (durable ledger, refined by live heartbeats)."""
+        from ..kernel.rowheld import SETTLED_BY_ROW, held_by_ledger
         from ..live import list_run_views, list_runs_json_live
         from ..runs import projection_ready, rebuild_projection
         from ..runs.projection import context_uses
@@ -147,10 +148,11 @@ def _runs_command(open_db: OpenDb) -> Callable[..., None]:
                 text = list_runs_json_live(
                     store, state=state, source=source, parent=parent_id, lease_ms=lease_ms, limit=limit
                 )
-                sys.stdout.write(text + "\n")
-                if rebuild:
-                    _refuse_diverged(store)
-                return
+                if SETTLED_BY_ROW not in text:  # no run the row's status ended: nothing the ledger may hold
+                    sys.stdout.write(text + "\n")
+                    if rebuild:
+                        _refuse_diverged(store)
+                    return
             views = list_run_views(
                 store,
                 state=state,
@@ -160,6 +162,9 @@ def _runs_command(open_db: OpenDb) -> Callable[..., None]:
                 abandoned_only=abandoned,
                 limit=limit,
             )
+            views, held = held_by_ledger(store, views)  # the ledger's open wait outranks the row's status
+            if state is not None and held:
+                views = [v for v in views if v.snapshot.run_id not in held or v.snapshot.state == state]
             uses = {} if json_out else context_uses(store, [v.snapshot.run_id for v in views])
             scores = _entropy(store, views) if entropy else None
         if json_out:
@@ -171,18 +176,34 @@ def _runs_command(open_db: OpenDb) -> Callable[..., None]:
         if rebuild:
             with open_db(True) as store:
                 _refuse_diverged(store)
+        else:
+            _warn_held(open_db, held)
 
     return runs_cmd
 
 
+def _warn_held(open_db: OpenDb, held: set[str]) -> None:
+    """One stderr line per listed run whose ``sessions`` row ended it while its ledger waits (listed in the
+    state its events give: :func:`flightlog.kernel.rowheld.held_by_ledger`), as ``flightlog pending`` warns."""
+    from ..kernel.rowcheck import row_warning
+
+    if not held:
+        return
+    sys.stdout.flush()
+    with open_db(True) as store:
+        for sid in sorted(held):
+            _err.print(f"flightlog: warning: {sid}: {row_warning(sid, store.get_session(sid).status)}")
+
+
 def _refuse_diverged(store: Store) -> None:
     """After ``--rebuild`` (which folds the stored bytes of every session) and the listing: check each
-    folded session's chain; one warning per session that fails verification, naming its first divergent
+    folded session's chain, and its ``sessions`` row against the verified ledger (``row_mismatch``: a row
+    that ends a run whose ledger waits); one warning per session that fails, naming its first divergent
     seq, and exit 1, as ``show``, ``replay`` and ``export`` do."""
     from ..runs import folded_sessions
 
     sys.stdout.flush()
-    if warn_diverged(store, folded_sessions(store)):
+    if warn_diverged(store, folded_sessions(store), rows=True):
         raise typer.Exit(1)
 
 

@@ -37,7 +37,7 @@ from ..integrity.grants import session_policy_digest
 from ..integrity.notary import USER_NOTARY, Notary, UserNotary, resolve_notary
 from ..narration import MAX_OPERATOR, operator_problem
 from ..recorder import Recorder
-from ..store.base import RUNNABLE_STATUSES, Store
+from ..store.base import RUNNABLE_STATUSES, SessionRecord, Store
 from .errors import DecidedByItsRuntime, InvalidOperator, NotPending
 from .records import APPROVAL_DECISION, GateKind, Verdict
 from .rowcheck import session_may_wait
@@ -55,6 +55,7 @@ __all__ = [
     "resume_hint",
     "resumed_by_its_app",
     "tree_of",
+    "waiting_calls",
 ]
 
 
@@ -142,29 +143,57 @@ def pending(store: Store, session_id: str | None = None, *, decided: bool = Fals
         request order.
     """
     if session_id is not None:
-        ids = [session_id]
-    else:
-        ids = [
-            s.session_id
-            for s in store.list_sessions()
-            if s.status == "suspended" or session_may_wait(store, s)
-        ]
+        state = load_state(store, session_id)
+        return _calls(store, state, decided) if state.phase == "suspended" else []
     found: list[PendingCall] = []
-    for sid in ids:
-        state = load_state(store, sid)
-        if state.phase != "suspended" or (session_id is None and state.wait_closed()):
-            continue  # across sessions, a wait an abort closed is not listed (its status: cancelled)
-        rows = [
-            PendingCall(sid, gate.turn, gate.call_id, gate.tool, gate.arguments, gate.reason, gate.kind)
-            for gate in state.gates.values()
-        ]
-        if decided:
-            rows.extend(_decided(state))
-        parent, root = tree_of(store, sid)
-        if parent is not None:
-            rows = [replace(row, parent_session_id=parent, root_session_id=root) for row in rows]
-        found.extend(rows)
+    for record in store.list_sessions():
+        calls = waiting_calls(store, record, decided=decided)
+        found.extend(calls or ())
     return found
+
+
+def waiting_calls(store: Store, record: SessionRecord, *, decided: bool = False) -> list[PendingCall] | None:
+    """What :func:`pending` lists for one session across sessions, or None when its ledger holds no
+    open wait (the dashboard's approvals queue asks this per session, so it lists what ``flightlog
+    pending`` lists).
+
+    The session is folded when its row says ``suspended`` or its stored events may hold a wait
+    (:func:`~flightlog.kernel.rowcheck.session_may_wait`); never decided from the row alone. A wait an
+    ``abort`` closed is None here (:func:`pending` with ``session_id`` still lists it).
+
+    Args:
+        store: The store.
+        record: The session's row (``session_id``; ``status`` and ``head_seq`` only choose what is read).
+        decided: Also list the calls already decided in this suspension (``decision``, ``decided_by``).
+
+    Returns:
+        None (no open wait), else one entry per open gate (then, with ``decided``, per decided call),
+        in request order; an empty list is a wait whose every gate is decided (it waits for a resume).
+
+    Raises:
+        SessionNotFound: the session is gone.
+        EventDecodeError: a stored event does not decode (names its seq).
+    """
+    if record.status != "suspended" and not session_may_wait(store, record):
+        return None
+    state = load_state(store, record.session_id)
+    if state.phase != "suspended" or state.wait_closed():
+        return None  # across sessions, a wait an abort closed is not listed (its status: cancelled)
+    return _calls(store, state, decided)
+
+
+def _calls(store: Store, state: KernelState, decided: bool) -> list[PendingCall]:
+    sid = state.session_id
+    rows = [
+        PendingCall(sid, gate.turn, gate.call_id, gate.tool, gate.arguments, gate.reason, gate.kind)
+        for gate in state.gates.values()
+    ]
+    if decided:
+        rows.extend(_decided(state))
+    parent, root = tree_of(store, sid)
+    if parent is not None:
+        rows = [replace(row, parent_session_id=parent, root_session_id=root) for row in rows]
+    return rows
 
 
 def tree_of(store: Store, session_id: str) -> tuple[str | None, str]:

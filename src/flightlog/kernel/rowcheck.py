@@ -16,7 +16,10 @@ the events that change its fold, :meth:`flightlog.kernel.activation.Activation.a
 * a run whose latest wait is open (``suspended`` not followed by a resume or an ``operation_cancelled``):
   ``suspended``, or ``running``/``queued`` (a fleet run a worker may claim: ``RUNNABLE_STATUSES``), never
   an ended status such as ``completed``: that would hide its gates;
-* a wait an ``abort`` closed: ``cancelled`` (or a runnable status, as above).
+* a wait an ``abort`` closed: ``cancelled``, nothing else (the abort writes it in the transaction that
+  closes the wait, and every later status change comes with the events that re-open the wait or end the
+  run: :mod:`flightlog.kernel.reopen`, a resume's ``resumed``), so ``suspended``, ``running`` or
+  ``queued`` there contradicts the ledger too.
 
 Anything else (the status of an imported session, whose first event is ``import_source``: the
 document's, its waits decided in the app that wrote it; the task, the metadata, the parent) is not fixed
@@ -36,7 +39,7 @@ from ..notarization import SEAL_KIND
 from ..store.base import RUNNABLE_STATUSES, SessionRecord, Store
 from .state import load_state
 
-__all__ = ["ROW_MISMATCH", "row_divergences", "session_may_wait"]
+__all__ = ["ROW_MISMATCH", "row_divergences", "row_warning", "session_may_wait"]
 
 ROW_MISMATCH = "row_mismatch"
 """Divergence reason: a field of the ``sessions`` row contradicts the verified ledger."""
@@ -89,6 +92,16 @@ def session_may_wait(store: Store, record: SessionRecord) -> bool:
     return False
 
 
+def row_warning(session_id: str, status: str) -> str:
+    """What a reader that listed a wait from the ledger says when the session's row names another status
+    (``flightlog pending``'s warning, the dashboard's note on the run): the row's status, and the command
+    that reports the contradiction."""
+    return (
+        f"its sessions row says status {status!r}, its ledger waits (listed from the ledger; see "
+        f"`flightlog verify {session_id}`)"
+    )
+
+
 def _is_import(event: SessionEvent) -> bool:
     return isinstance(event, Custom) and event.custom_kind == IMPORT_SOURCE
 
@@ -102,8 +115,8 @@ def row_divergences(store: Store, report: AuditReport) -> list[Divergence]:
     since it was audited (the row's ``head_seq + 1 != report.events``) is not compared: a live writer
     changes the status and the events in one transaction, and the next check sees them together.
 
-    Cost: none for a sealed session or one whose row says it may still wait or run; otherwise
-    :func:`session_may_wait` (two rows decoded for a run that ended), plus one fold when it may wait.
+    Cost: none for a sealed session; otherwise :func:`session_may_wait` (two rows decoded for a run that
+    ended, else a byte search of its rows), plus one fold when it may wait.
 
     Raises:
         SessionNotFound: the session is gone.
@@ -125,14 +138,14 @@ def row_divergences(store: Store, report: AuditReport) -> list[Divergence]:
                 f"seq {report.seal_seq} names it",
             )
         ]
-    if status in RUNNABLE_STATUSES or not session_may_wait(store, record):
+    if not session_may_wait(store, record):
         return []
     state = load_state(store, sid)
     wait = state.current_wait()
     if not wait or len(state.events) != events:
         return []
     closed = state.wait_closed()
-    if closed and status == "cancelled":
+    if status == "cancelled" if closed else status in RUNNABLE_STATUSES:
         return []
     start = state.events[wait[0][0]][0]
     gates = ", ".join(state.gates) or "none"

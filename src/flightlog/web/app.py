@@ -272,8 +272,9 @@ def _runs_data(dash: _Dashboard, state: str | None, source: str | None) -> dict[
     store = dash.reader
     suspended = dash.pending.suspended(store)
     waiting = {sid for sid, calls in suspended.items() if not calls}
+    warnings = dash.pending.row_warnings(store)
     return {
-        "runs": views.run_tree(store, state=state, source=source, waiting=waiting),
+        "runs": views.run_tree(store, state=state, source=source, waiting=waiting, warnings=warnings),
         "pending": views.pending_rows([c for calls in suspended.values() for c in calls], store),
         "waiting": views.waiting_rows(suspended, dash.pending.decided(store), store),
     }
@@ -284,9 +285,11 @@ def _session_status(dash: _Dashboard, session_id: str) -> dict[str, Any]:
     record = store.get_session(session_id)
     suspended = dash.pending.suspended(store, session_id)
     calls = suspended.get(session_id, [])
+    warning = dash.pending.row_warnings(store, session_id).get(session_id, "")
     state, budget = views.session_status(store, session_id)
     return {
         "status": views.show(record.status, 60),
+        "row_warning": views.show(warning, views.LINE_LIMIT),
         "state": state,
         "budget": budget,
         "context": views.session_context(store, session_id),

@@ -36,8 +36,9 @@ from ..events import (
     ToolGated,
     ToolRequested,
 )
-from ..kernel.approvals import LANGGRAPH_SOURCE, PendingCall, continue_hint, resume_hint
-from ..kernel.approvals import pending as kernel_pending
+from ..kernel.approvals import LANGGRAPH_SOURCE, PendingCall, continue_hint, resume_hint, waiting_calls
+from ..kernel.rowcheck import row_warning
+from ..kernel.rowheld import held_by_ledger
 from ..live import RunView, list_run_views, live_records, merge, wall_ms
 from ..messages import (
     ImagePart,
@@ -53,7 +54,7 @@ from ..runs import AgentRunSnapshot, RunSource, RunState, build_tree, refine_wit
 from ..runs.context import PROMPT_PROGRAM_INVOKED, ContextUse
 from ..runs.projection import RunNode, context_uses, projection_ready
 from ..sessions import created_at
-from ..store.base import NOT_A_RUN, SessionRecord, Store, StoredEvent
+from ..store.base import NOT_A_RUN, RUNNABLE_STATUSES, SessionRecord, Store, StoredEvent
 from ..store.links import LINKING_PREFIX, Linked, LinkWalk, linking_refs
 from .budget import budget_label
 
@@ -236,6 +237,7 @@ def _run_node(
     waiting: set[str],
     tasks: dict[str, str | None],
     uses: dict[str, ContextUse],
+    warnings: dict[str, str],
 ) -> dict[str, Any]:
     view = views[node.snapshot.run_id]
     s = view.snapshot
@@ -256,7 +258,8 @@ def _run_node(
         "context": context_cells(uses.get(s.run_id))["text"],
         "liveness": liveness,
         "awaiting_resume": s.run_id in waiting,
-        "children": [_run_node(child, views, waiting, tasks, uses) for child in node.children],
+        "row_warning": show(warnings.get(s.run_id, ""), LINE_LIMIT),
+        "children": [_run_node(child, views, waiting, tasks, uses, warnings) for child in node.children],
     }
 
 
@@ -266,6 +269,7 @@ def run_tree(
     state: str | None = None,
     source: str | None = None,
     waiting: set[str] | None = None,
+    warnings: dict[str, str] | None = None,
     limit: int = MAX_RUNS,
 ) -> list[dict[str, Any]]:
     """The parent/child tree of runs matching the filters (durable merged with live; newest first).
@@ -275,17 +279,22 @@ def run_tree(
         state: A ``RunState`` value to keep, or None.
         source: A ``RunSource`` value to keep, or None.
         waiting: Session ids whose decisions are recorded and that wait for a resume (flagged).
+        warnings: Session id -> the warning its node carries (``row_warning``: a ``sessions`` row that
+            contradicts the ledger's wait, :meth:`PendingCache.row_warnings`). A run the row ended while
+            its ledger waits is shown in the state its events give (:func:`flightlog.kernel.rowheld.held_by_ledger`).
         limit: At most this many runs.
 
     Raises:
         ValueError: ``state`` or ``source`` is not a seed 002 value.
     """
-    views = list_run_views(store, state=state, source=source, limit=limit)
+    views, held = held_by_ledger(store, list_run_views(store, state=state, source=source, limit=limit))
+    if state is not None and held:  # a run the row ended that its ledger holds in another state
+        views = [v for v in views if v.snapshot.run_id not in held or v.snapshot.state == state]
     by_id = {v.snapshot.run_id: v for v in views}
     tasks = {run_id: _task(store, run_id) for run_id in by_id}
     uses = context_uses(store, list(by_id))
     nodes = build_tree([v.snapshot for v in views])
-    return [_run_node(node, by_id, waiting or set(), tasks, uses) for node in nodes]
+    return [_run_node(node, by_id, waiting or set(), tasks, uses, warnings or {}) for node in nodes]
 
 
 STATES: tuple[str, ...] = tuple(s.value for s in RunState)
@@ -296,44 +305,58 @@ SOURCES: tuple[str, ...] = tuple(s.value for s in RunSource)
 
 
 class PendingCache:
-    """Gates per suspended session (open ones, and those decided since it suspended), refolded only when
-    the session's head moves. Thread-safe."""
+    """Gates per session whose ledger waits (open ones, and those decided since it suspended), decided as
+    ``flightlog pending`` decides them (:func:`flightlog.kernel.approvals.waiting_calls`: from the events,
+    never from the row's status alone), refolded only when the session's head or status moves. Thread-safe."""
 
     def __init__(self) -> None:
         self._lock = threading.Lock()
-        self._cache: dict[str, tuple[int, str, list[PendingCall]]] = {}
+        self._cache: dict[str, tuple[int, str, str, list[PendingCall] | None]] = {}
 
-    def _of(self, store: Store, record: SessionRecord) -> list[PendingCall]:
-        key = (record.head_seq, record.head_hash)
+    def _of(self, store: Store, record: SessionRecord) -> list[PendingCall] | None:
+        key = (record.head_seq, record.head_hash, record.status)
         with self._lock:
             cached = self._cache.get(record.session_id)
-        if cached is not None and cached[:2] == key:
-            return cached[2]
+        if cached is not None and cached[:3] == key:
+            return cached[3]
         try:
-            calls = kernel_pending(store, record.session_id, decided=True)
+            calls = waiting_calls(store, record, decided=True)
         except FlightlogError:
             log.exception("cannot fold the gates of %s", record.session_id)
-            calls = []
+            calls = None
         with self._lock:
             self._cache[record.session_id] = (*key, calls)
         return calls
 
     def _suspended(self, store: Store, session_id: str | None) -> dict[str, list[PendingCall]]:
         records = [store.get_session(session_id)] if session_id is not None else list(store.list_sessions())
-        return {r.session_id: self._of(store, r) for r in records if r.status == "suspended"}
+        found = {r.session_id: self._of(store, r) for r in records}
+        return {sid: calls for sid, calls in found.items() if calls is not None}
 
     def suspended(self, store: Store, session_id: str | None = None) -> dict[str, list[PendingCall]]:
-        """Open gates by suspended session (a session with none left waits for a resume)."""
+        """Open gates by session whose ledger waits (a session with none left waits for a resume)."""
         return {
             sid: [c for c in calls if c.decision is None]
             for sid, calls in self._suspended(store, session_id).items()
         }
 
     def decided(self, store: Store, session_id: str | None = None) -> dict[str, list[PendingCall]]:
-        """Calls decided since each suspended session suspended, with who decided (``decided_by``)."""
+        """Calls decided since each waiting session suspended, with who decided (``decided_by``)."""
         return {
             sid: [c for c in calls if c.decision is not None]
             for sid, calls in self._suspended(store, session_id).items()
+        }
+
+    def row_warnings(self, store: Store, session_id: str | None = None) -> dict[str, str]:
+        """Sessions whose ledger waits while their ``sessions`` row says an ended status (not ``suspended``,
+        ``running`` or ``queued``), each with the display warning ``flightlog pending`` prints
+        (:func:`flightlog.kernel.rowcheck.row_warning`): the dashboard lists the wait from the ledger and
+        says the row contradicts it (``flightlog verify`` reports it as ``row_mismatch``)."""
+        records = [store.get_session(session_id)] if session_id is not None else list(store.list_sessions())
+        return {
+            r.session_id: row_warning(r.session_id, r.status)
+            for r in records
+            if r.status not in RUNNABLE_STATUSES and self._of(store, r) is not None
         }
 
 
@@ -572,9 +595,10 @@ def run_view(store: Store, session_id: str) -> RunView | None:
     if row is None or row.state == NOT_A_RUN:  # a session that holds no run has no run state
         return None
     durable = refine_with_status(AgentRunSnapshot.model_validate_json(row.snapshot), row.session_status)
-    return merge(
+    view = merge(
         durable, live_records(store).get(session_id), now_ms=wall_ms(), last_durable_ms=row.updated_at_ms
     )
+    return held_by_ledger(store, [view])[0][0]  # the ledger's open wait outranks the row's status
 
 
 def session_status(store: Store, session_id: str) -> tuple[str, dict[str, str]]:

@@ -213,6 +213,7 @@
       el("span", { class: "badge source", text: node.source }),
       node.liveness ? el("span", { class: "badge liveness", text: node.liveness }) : null,
       node.awaiting_resume ? el("span", { class: "badge resume", text: "decided, waiting for resume" }) : null,
+      node.row_warning ? el("span", { class: "badge row-warning", title: node.row_warning, text: "row contradicts ledger" }) : null,
       " ",
       el("span", { class: "muted budget", title: "spent/limit (a sub-agent's limits are its grant)", text: node.budget }),
       node.duration ? el("span", { class: "muted", text: " " + node.duration }) : null,
@@ -287,6 +288,9 @@
     source.addEventListener("status", function (message) {
       const st = JSON.parse(message.data);
       setText("status", st.status);
+      setText("row-warning", st.row_warning || "");
+      const rowWarning = doc.getElementById("row-warning");
+      if (rowWarning) rowWarning.hidden = !st.row_warning;
       setText("state", st.state || "unknown");
       setText("head", String(st.head_seq + 1));
       const b = st.budget || {};
