@@ -87,6 +87,10 @@ def test_the_dashboard_lists_the_wait_the_ledger_holds(url: str, status: str) ->
         assert [(r["id"], r["state"], r["outcome"], r["row_warning"]) for r in data["runs"]] == [
             (sid, "waiting_input", "", expected)
         ]
+        [listed] = client.get("/api/runs/page").json()["runs"]
+        assert (listed["state"], listed["outcome"]) == ("waiting_input", None)
+        assert listed.get("row_warning", "") == expected
+        assert client.get("/api/runs/page?state=terminal").json()["runs"] == []
         page = client.get(f"/session?id={sid}").text
         assert '<dd id="state">waiting_input</dd>' in page
         if expected:

@@ -21,7 +21,7 @@ from ..sessions import iter_events
 from ..store.base import Store
 from .approvals import waiting_calls
 
-__all__ = ["SETTLED_BY_ROW", "held_by_ledger"]
+__all__ = ["SETTLED_BY_ROW", "held_by_ledger", "ledger_snapshot"]
 
 SETTLED_BY_ROW = "session marked "
 """How the ``detail`` of a terminal the row's status made begins (:func:`flightlog.runs.refine_with_status`)."""
@@ -47,7 +47,7 @@ def held_by_ledger(store: Store, views: list[RunView]) -> tuple[list[RunView], s
         if terminal is None or not (terminal.detail or "").startswith(SETTLED_BY_ROW):
             out.append(view)
             continue
-        ledger = _unsettled(store, snapshot)
+        ledger = ledger_snapshot(store, snapshot)
         if ledger is None:
             out.append(view)
             continue
@@ -56,8 +56,15 @@ def held_by_ledger(store: Store, views: list[RunView]) -> tuple[list[RunView], s
     return out, held
 
 
-def _unsettled(store: Store, snapshot: AgentRunSnapshot) -> AgentRunSnapshot | None:
-    """The snapshot the events of ``snapshot``'s session give, when its ledger waits; else None."""
+def ledger_snapshot(store: Store, snapshot: AgentRunSnapshot) -> AgentRunSnapshot | None:
+    """``snapshot`` in the state the events of its session give (``terminal`` dropped), when its ledger
+    holds an open wait (:func:`~flightlog.kernel.approvals.waiting_calls`) and its events leave it in
+    flight; else None (the row's end stands: no session of its own, no open wait, or an import whose
+    waits its app decides).
+
+    Raises:
+        EventDecodeError: a stored event does not decode (names its seq).
+    """
     try:
         record = store.get_session(snapshot.run_id)
     except SessionNotFound:

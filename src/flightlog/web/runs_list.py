@@ -5,6 +5,10 @@ Read-only. ``/runs?state=&source=&parent=&since=YYYY-MM-DD&until=YYYY-MM-DD&q=TE
 the 1,000th page costs what the first does); ``q`` searches goals and messages. ``/api/runs/page`` returns
 the same page as JSON (``runs`` and ``next``, the cursor of the next page). Times are UTC. Every string is
 escaped by the templates.
+
+A run the ``sessions`` row's status ended while its ledger holds an open wait is listed in the state its
+events give, with ``row_warning`` (:func:`flightlog.kernel.rowheld.ledger_snapshot`; the row is unhashed).
+Only a terminal the row made (its detail ``session marked …``) is checked: a substring test per row.
 """
 
 from __future__ import annotations
@@ -17,7 +21,9 @@ from urllib.parse import urlencode
 from fastapi import Depends, FastAPI, Response
 from fastapi.responses import HTMLResponse, JSONResponse
 
-from ..runs import run_page
+from ..kernel.rowcheck import row_warning
+from ..kernel.rowheld import SETTLED_BY_ROW, ledger_snapshot
+from ..runs import AgentRunSnapshot, run_page
 from ..runs.page import SORTS
 from .views import SOURCES, STATES
 
@@ -87,11 +93,20 @@ def runs_page_data(dash: _Dashboard, params: dict[str, str]) -> dict[str, Any]:
     runs = []
     for entry in page.entries:
         wire = json.loads(entry.wire)
+        entry_state, warning = entry.state, ""
+        if SETTLED_BY_ROW in entry.wire:  # the row's status ended it: not when its ledger waits
+            ledger = ledger_snapshot(dash.reader, AgentRunSnapshot.model_validate(wire))
+            if ledger is not None:
+                if state and ledger.state.value != state:
+                    continue  # listed for the row's state; the ledger holds it in another
+                wire, entry_state = ledger.model_dump(mode="json"), ledger.state.value
+                warning = row_warning(entry.run_id, dash.reader.get_session(entry.run_id).status)
         budget = wire.get("budget") or {}
         runs.append(
             {
                 "run_id": entry.run_id,
-                "state": entry.state,
+                "state": entry_state,
+                "row_warning": warning,
                 "source": wire.get("source", ""),
                 "parent": wire.get("parent"),
                 "outcome": (wire.get("terminal") or {}).get("outcome"),
