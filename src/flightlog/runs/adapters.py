@@ -1119,6 +1119,12 @@ def refine_with_status(snapshot: AgentRunSnapshot, status: str | None) -> AgentR
         ``snapshot`` unchanged when it is terminal or the status is not in :data:`STATUS_STATES`; a
         ``paused`` copy for ``cancelled`` (resumable); else a terminal copy with the
         :data:`STATUS_OUTCOMES` outcome, ``detail`` ``session marked <status>``, ``ended_at_ms`` unknown.
+
+    Why the row may end a run: ``Recorder.finish(status)`` writes no ``run_terminal`` (an integration's or a
+    plain recorder's session; an import whose document says how it ended), so the row is the only record
+    of that end. The row is unhashed, though: the surfaces that list runs (``flightlog runs``, the
+    dashboard) put a run whose ledger holds an open wait back in the state its events give
+    (:func:`flightlog.kernel.rowheld.held_by_ledger`; deciding a wait takes the kernel's fold, above this layer).
     """
     state = STATUS_STATES.get(status or "")
     if state is None or snapshot.state.is_terminal() or state is snapshot.state:
