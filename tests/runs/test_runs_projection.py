@@ -34,6 +34,7 @@ from flightlog.runs import projection as projection_module
 from flightlog.store import SqliteStore, Store
 from flightlog.store import sqlite as sqlite_backend
 from flightlog.store.base import RunRow
+from flightlog.store.rows import run_row
 
 from .conftest import (
     cancelled,
@@ -462,6 +463,31 @@ def test_projection_rows_hold_only_logical_json(store: SqliteStore) -> None:
     row = all_rows(store)["s1"]
     assert json.loads(row.snapshot)["run_id"] == "s1" and "/tmp/x" not in row.snapshot
     assert json.loads(row.fold)["v"] == FOLD_VERSION
+
+
+def test_projected_row_holds_each_value_in_its_own_field(store: SqliteStore) -> None:
+    """``_row`` builds the row with ``run_row`` (slot by slot): every field is pinned to its value, each
+    distinct, so a value stored in the wrong slot fails here (a rebuild would agree with the mistake)."""
+    record(store, "s1", [started(), llm(1), terminal()], parent_session_id="boss")
+    row = all_rows(store)["s1"]
+    last = list(store.read_events("s1"))[-1]
+    snapshot, fold = json.loads(row.snapshot), json.loads(row.fold)
+    assert (row.run_id, row.parent, row.source) == ("s1", "boss", snapshot["source"])
+    assert (row.state, row.outcome) == ("terminal", "completed") == (snapshot["state"], "completed")
+    assert (row.updated_at_ms, row.last_seq, row.session_status) == (last.recorded_at_ms, 2, "running")
+    assert snapshot["run_id"] == "s1" and snapshot["parent"] == "boss"
+    assert fold["v"] == FOLD_VERSION and fold["session"]["last_seq"] == 2
+
+
+def test_run_row_builds_the_frozen_row_init_builds() -> None:
+    values = ("r", "p", "fleet", "terminal", "completed", 7, 3, None, '{"s":1}', '{"f":1}')
+    row = run_row(*values)
+    assert type(row) is RunRow and row == RunRow(*values) and dataclasses.astuple(row) == values
+    assert run_row(*values[:7], "running", *values[8:]) != row  # each value lands in its own slot
+    with pytest.raises(dataclasses.FrozenInstanceError):
+        row.state = "running"  # type: ignore[misc]
+    assert dataclasses.replace(row, last_seq=4) == RunRow(*values[:6], 4, *values[7:])
+    assert hash(row) == hash(RunRow(*values))
 
 
 def test_unused_event_kinds_do_not_disturb_state(store: SqliteStore) -> None:

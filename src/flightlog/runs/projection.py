@@ -37,6 +37,7 @@ from ..encoding import decode_stored
 from ..errors import SessionNotFound
 from ..events import Event
 from ..store.base import NOT_A_RUN, RunListing, RunRow, SessionRecord, Store, StoredEvent
+from ..store.rows import run_row
 from .adapters import (
     FOLD_VERSION,
     STATUS_STATES,
@@ -175,7 +176,7 @@ def _row(run_id: str, parts: _Parts) -> RunRow:
         "process": process.to_json() if process is not None else None,
     }
     parent, source, shown_state, outcome, wire = _plain_render(parts) or _model_render(parts, session)
-    return RunRow(
+    return run_row(  # RunRow(...) at under half the cost (runs on every append)
         run_id=run_id,
         parent=parent,
         source=source,

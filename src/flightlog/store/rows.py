@@ -11,6 +11,7 @@ import hashlib
 import json
 import time
 from collections.abc import Sequence
+from dataclasses import fields
 from typing import Any
 
 from .base import IndexCheckpointRecord, NewEvent, RunRow, SessionRecord
@@ -34,6 +35,7 @@ __all__ = [
     "index_checkpoint",
     "like_escape",
     "now_ms",
+    "run_row",
     "run_tuple",
     "session",
     "taken",
@@ -95,6 +97,51 @@ def run_tuple(r: RunRow) -> tuple[Any, ...]:
         r.run_id, r.parent, r.source, r.state, r.outcome, r.updated_at_ms, r.last_seq, r.session_status,
         r.snapshot, r.fold,
     )  # fmt: skip
+
+
+if tuple(f.name for f in fields(RunRow)) != RUN_FIELDS or hasattr(RunRow, "__post_init__"):
+    raise TypeError("run_row: RunRow's fields are no longer RUN_FIELDS, or it gained a __post_init__")
+(
+    _set_run_id, _set_parent, _set_source, _set_state, _set_outcome, _set_updated_at_ms, _set_last_seq,
+    _set_session_status, _set_snapshot, _set_fold,
+) = [getattr(RunRow, name).__set__ for name in RUN_FIELDS]  # the slots' member descriptors  # fmt: skip
+_new = object.__new__
+
+
+def run_row(
+    run_id: str,
+    parent: str | None,
+    source: str,
+    state: str,
+    outcome: str | None,
+    updated_at_ms: int,
+    last_seq: int,
+    session_status: str | None,
+    snapshot: str,
+    fold: str,
+) -> RunRow:
+    """``RunRow(...)`` with the same arguments, at under half the cost (the runs projection builds one on
+    every append: ~9k instructions against ~21k for the dataclass's ``__init__`` called by keyword).
+
+    A frozen dataclass's generated ``__init__`` stores each field with ``object.__setattr__`` (its own
+    ``__setattr__`` refuses); each of those calls ends in the field's slot descriptor. This calls the
+    descriptors' ``__set__`` directly. The result is an ordinary ``RunRow``: equal to the one ``__init__``
+    builds, frozen, and ``dataclasses.replace`` works on it. ``RunRow`` has no defaults, validation or
+    ``__post_init__`` that this would skip; importing this module raises ``TypeError`` if it gains a
+    ``__post_init__`` or its fields stop matching :data:`RUN_FIELDS`.
+    """
+    row = _new(RunRow)
+    _set_run_id(row, run_id)
+    _set_parent(row, parent)
+    _set_source(row, source)
+    _set_state(row, state)
+    _set_outcome(row, outcome)
+    _set_updated_at_ms(row, updated_at_ms)
+    _set_last_seq(row, last_seq)
+    _set_session_status(row, session_status)
+    _set_snapshot(row, snapshot)
+    _set_fold(row, fold)
+    return row
 
 
 def as_bytes(data: object) -> bytes:
