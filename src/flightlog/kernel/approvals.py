@@ -40,7 +40,7 @@ from ..recorder import Recorder
 from ..store.base import RUNNABLE_STATUSES, SessionRecord, Store
 from .errors import DecidedByItsRuntime, InvalidOperator, NotPending
 from .records import APPROVAL_DECISION, GateKind, Verdict
-from .rowcheck import session_may_wait
+from .rowcheck import session_may_wait, sessions_may_wait
 from .state import Gate, KernelState, load_state
 
 __all__ = [
@@ -128,9 +128,9 @@ def pending(store: Store, session_id: str | None = None, *, decided: bool = Fals
     reports it as ``row_mismatch``, :mod:`flightlog.kernel.rowcheck`).
 
     Across sessions, a session whose row says ``suspended`` is folded; any other only when its stored
-    events may hold a wait (:func:`~flightlog.kernel.rowcheck.session_may_wait`: a run that ended costs
-    its last two events decoded, any other a byte search of its rows), so a store of finished runs is not
-    folded. A wait an ``abort`` closed (status ``cancelled``) is listed only for its own ``session_id``.
+    events may hold a wait (:func:`~flightlog.kernel.rowcheck.sessions_may_wait`: one byte search of the
+    store's events, then at most three rows decoded per session that ever suspended), so a store of
+    finished runs is not folded. A wait an ``abort`` closed (status ``cancelled``) is listed only for its own ``session_id``.
 
     Args:
         store: The store.
@@ -146,13 +146,17 @@ def pending(store: Store, session_id: str | None = None, *, decided: bool = Fals
         state = load_state(store, session_id)
         return _calls(store, state, decided) if state.phase == "suspended" else []
     found: list[PendingCall] = []
-    for record in store.list_sessions():
-        calls = waiting_calls(store, record, decided=decided)
+    records = list(store.list_sessions())
+    may = sessions_may_wait(store)  # after the listing: a session that moved since is folded as it is now
+    for record in records:
+        calls = waiting_calls(store, record, decided=decided, may_wait=record.session_id in may)
         found.extend(calls or ())
     return found
 
 
-def waiting_calls(store: Store, record: SessionRecord, *, decided: bool = False) -> list[PendingCall] | None:
+def waiting_calls(
+    store: Store, record: SessionRecord, *, decided: bool = False, may_wait: bool | None = None
+) -> list[PendingCall] | None:
     """What :func:`pending` lists for one session across sessions, or None when its ledger holds no
     open wait (the dashboard's approvals queue asks this per session, so it lists what ``flightlog
     pending`` lists).
@@ -165,6 +169,9 @@ def waiting_calls(store: Store, record: SessionRecord, *, decided: bool = False)
         store: The store.
         record: The session's row (``session_id``; ``status`` and ``head_seq`` only choose what is read).
         decided: Also list the calls already decided in this suspension (``decision``, ``decided_by``).
+        may_wait: :func:`~flightlog.kernel.rowcheck.session_may_wait`'s answer when the caller has it
+            (:func:`~flightlog.kernel.rowcheck.sessions_may_wait` for a whole store, read after
+            ``record``); None: read it here.
 
     Returns:
         None (no open wait), else one entry per open gate (then, with ``decided``, per decided call),
@@ -174,7 +181,9 @@ def waiting_calls(store: Store, record: SessionRecord, *, decided: bool = False)
         SessionNotFound: the session is gone.
         EventDecodeError: a stored event does not decode (names its seq).
     """
-    if record.status != "suspended" and not session_may_wait(store, record):
+    if record.status != "suspended" and not (
+        session_may_wait(store, record) if may_wait is None else may_wait
+    ):
         return None
     state = load_state(store, record.session_id)
     if state.phase != "suspended" or state.wait_closed():

@@ -39,7 +39,7 @@ from ..notarization import SEAL_KIND
 from ..store.base import RUNNABLE_STATUSES, SessionRecord, Store
 from .state import load_state
 
-__all__ = ["ROW_MISMATCH", "row_divergences", "row_warning", "session_may_wait"]
+__all__ = ["ROW_MISMATCH", "row_divergences", "row_warning", "session_may_wait", "sessions_may_wait"]
 
 ROW_MISMATCH = "row_mismatch"
 """Divergence reason: a field of the ``sessions`` row contradicts the verified ledger."""
@@ -76,19 +76,51 @@ def session_may_wait(store: Store, record: SessionRecord) -> bool:
     tail: deque[tuple[Any, ...]] = deque(maxlen=2)
     for page in store.read_chain(sid, start=max(0, record.head_seq - 1)):
         tail.extend(page)
-    last = [decode_stored(row[1], seq=row[0]) for row in tail]
-    if last and isinstance(last[-1], RunTerminal):
+    if _ended([(row[0], row[1]) for row in tail]):
         return False
-    if len(last) == 2 and isinstance(last[0], RunTerminal):
-        end = last[1]
-        if isinstance(end, Custom) and end.custom_kind == SEAL_KIND:
-            return False
     for page in store.read_chain(sid):
         for row in page:
             if row[0] == 0 and _is_import(decode_stored(row[1], seq=0)):
                 return False
             if SUSPENDED_MARK in row[1]:
                 return True
+    return False
+
+
+def sessions_may_wait(store: Store) -> set[str]:
+    """The ids of every session for which :func:`session_may_wait` holds, found in one pass over the
+    store (:meth:`~flightlog.store.base.Store.marked_ends`: one byte search of every stored event for
+    :data:`SUSPENDED_MARK`, then the first and last two rows of each session holding it), instead of
+    reads per session. The same rule on the same bytes: a session not in the set provably has no wait;
+    neither the row (its ``status``, its ``head_seq``) nor the ``kind`` column is read.
+
+    Cost: the byte search scans every stored event once; rows are decoded (at most three) only for the
+    sessions holding the mark.
+
+    Raises:
+        EventDecodeError: a decoded row (first, or one of the last two, of a session holding the mark)
+            does not decode (names its seq).
+    """
+    found: set[str] = set()
+    for sid, rows in store.marked_ends(SUSPENDED_MARK).items():
+        if _ended(rows[-2:]):
+            continue
+        seq, data = rows[0]
+        if seq == 0 and _is_import(decode_stored(data, seq=0)):
+            continue
+        found.add(sid)
+    return found
+
+
+def _ended(tail: list[tuple[int, bytes]]) -> bool:
+    """Whether the last two stored rows (``(seq, bytes)``, ascending; fewer for a short session) end the
+    run: a ``run_terminal`` last, or a ``session_sealed`` right after one (decoded, never the ``kind``)."""
+    last = [decode_stored(data, seq=seq) for seq, data in tail]
+    if last and isinstance(last[-1], RunTerminal):
+        return True
+    if len(last) == 2 and isinstance(last[0], RunTerminal):
+        end = last[1]
+        return isinstance(end, Custom) and end.custom_kind == SEAL_KIND
     return False
 
 

@@ -632,6 +632,30 @@ class Store(abc.ABC):
         if page:
             yield page
 
+    def marked_ends(self, needle: bytes) -> dict[str, list[tuple[int, bytes]]]:
+        """Every session with a stored event whose bytes contain ``needle``, mapped to its first row and
+        its last two rows (``(seq, event_bytes)``, ascending seq, each row once): what a reader needs to
+        decide, from the bytes the chain hash covers, which of those sessions ended. "Last" is the end of
+        what is stored, never the ``sessions`` row's ``head_seq``; the ``kind`` column is not read.
+        Memory: three rows per session found.
+
+        This default reads each session's rows (:meth:`read_chain`); a SQL backend does it in one query.
+        """
+        found: dict[str, list[tuple[int, bytes]]] = {}
+        for record in self.list_sessions():
+            first: tuple[int, bytes] | None = None
+            tail: list[tuple[int, bytes]] = []
+            hit = False
+            for page in self.read_chain(record.session_id):
+                for row in page:
+                    seq, data = int(row[0]), bytes(row[1])
+                    first = first or (seq, data)
+                    tail = [*tail[-1:], (seq, data)]
+                    hit = hit or needle in data
+            if hit and first is not None:
+                found[record.session_id] = sorted({first, *tail})
+        return found
+
     # ─── authority epochs (fencing tokens) ─────────────────────────────────────────────────
     @abc.abstractmethod
     def authority_epoch(self, session_id: str) -> int:

@@ -889,6 +889,7 @@ class PostgresStore(SqlStore):
     INSERT_ORDER = "ord"
     NULL_SAFE_EQ = "IS NOT DISTINCT FROM"
     EVENT_TEXT = "convert_from(e.event, 'UTF8')"
+    BYTES_CONTAIN = "position(?::bytea in event) > 0"
 
     def _text_match(self, column: str) -> str:
         return f"{column} ILIKE ?{self.LIKE_ESCAPE}"

@@ -158,6 +158,9 @@ class SqlStore(Store):
     NULL_SAFE_EQ: ClassVar[str] = "IS"
     EVENT_TEXT: ClassVar[str] = "CAST(e.event AS TEXT)"
     """An event row's stored bytes as text, for a ``LIKE`` (UTF-8: the canonical encoding's)."""
+    BYTES_CONTAIN: ClassVar[str] = "instr(CAST(event AS BLOB), ?) > 0"
+    """An ``events`` row's stored bytes contain the parameter (bytes); a row tampered to TEXT is compared
+    as its UTF-8 bytes."""
 
     # ─── primitives (see the module docs) ────────────────────────────────────────────────
     @abc.abstractmethod
@@ -443,6 +446,23 @@ class SqlStore(Store):
             if set(map(type, map(_SECOND, rows))) != {bytes}:
                 rows = [(row[0], R.as_bytes(row[1]), *row[2:]) for row in rows]
             yield rows
+
+    def marked_ends(self, needle: bytes) -> dict[str, list[tuple[int, bytes]]]:
+        """One query: the sessions whose stored bytes hold ``needle`` (a byte search of every event,
+        :attr:`BYTES_CONTAIN`), then each one's first and last two rows through the primary key."""
+        rows = self._all(
+            "WITH m AS (SELECT DISTINCT session_id FROM events WHERE "
+            f"{self.BYTES_CONTAIN}), "
+            "t AS (SELECT m.session_id, (SELECT MAX(x.seq) FROM events x WHERE x.session_id = m.session_id) "
+            "AS last FROM m) "
+            "SELECT e.session_id, e.seq, e.event FROM t JOIN events e ON e.session_id = t.session_id "
+            "WHERE e.seq = 0 OR e.seq >= t.last - 1 ORDER BY e.session_id, e.seq",
+            (needle,),
+        )
+        found: dict[str, list[tuple[int, bytes]]] = {}
+        for session_id, seq, data in rows:
+            found.setdefault(str(session_id), []).append((int(seq), R.as_bytes(data)))
+        return found
 
     # ─── authority epochs ────────────────────────────────────────────────────────────────
     def authority_epoch(self, session_id: str) -> int:

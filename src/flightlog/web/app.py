@@ -270,22 +270,21 @@ def stop_streams(app: FastAPI) -> None:
 
 def _runs_data(dash: _Dashboard, state: str | None, source: str | None) -> dict[str, Any]:
     store = dash.reader
-    suspended = dash.pending.suspended(store)
+    suspended, decided, warnings = dash.pending.queue(store)
     waiting = {sid for sid, calls in suspended.items() if not calls}
-    warnings = dash.pending.row_warnings(store)
     return {
         "runs": views.run_tree(store, state=state, source=source, waiting=waiting, warnings=warnings),
         "pending": views.pending_rows([c for calls in suspended.values() for c in calls], store),
-        "waiting": views.waiting_rows(suspended, dash.pending.decided(store), store),
+        "waiting": views.waiting_rows(suspended, decided, store),
     }
 
 
 def _session_status(dash: _Dashboard, session_id: str) -> dict[str, Any]:
     store = dash.reader
     record = store.get_session(session_id)
-    suspended = dash.pending.suspended(store, session_id)
+    suspended, decided, warnings = dash.pending.queue(store, session_id)
     calls = suspended.get(session_id, [])
-    warning = dash.pending.row_warnings(store, session_id).get(session_id, "")
+    warning = warnings.get(session_id, "")
     state, budget = views.session_status(store, session_id)
     return {
         "status": views.show(record.status, 60),
@@ -296,7 +295,7 @@ def _session_status(dash: _Dashboard, session_id: str) -> dict[str, Any]:
         "children": subtree.child_rows(store, session_id),
         "head_seq": record.head_seq,
         "pending": views.pending_rows(calls, store),
-        "waiting": views.waiting_rows(suspended, dash.pending.decided(store, session_id), store),
+        "waiting": views.waiting_rows(suspended, decided, store),
     }
 
 

@@ -20,7 +20,7 @@ from collections.abc import Iterator
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from itertools import islice
-from typing import Any
+from typing import Any, NamedTuple
 from urllib.parse import quote, urlencode
 
 from ..encoding import decode_stored
@@ -37,7 +37,7 @@ from ..events import (
     ToolRequested,
 )
 from ..kernel.approvals import LANGGRAPH_SOURCE, PendingCall, continue_hint, resume_hint, waiting_calls
-from ..kernel.rowcheck import row_warning
+from ..kernel.rowcheck import row_warning, sessions_may_wait
 from ..kernel.rowheld import held_by_ledger
 from ..live import RunView, list_run_views, live_records, merge, wall_ms
 from ..messages import (
@@ -62,8 +62,10 @@ __all__ = [
     "ARTIFACT_PAGE",
     "EVENT_PAGE",
     "RAW_PREVIEW",
+    "SET_PASS",
     "Exact",
     "PendingCache",
+    "Queue",
     "SessionPage",
     "clip",
     "event_row",
@@ -304,6 +306,11 @@ SOURCES: tuple[str, ...] = tuple(s.value for s in RunSource)
 # ─── approvals ────────────────────────────────────────────────────────────────────────────────
 
 
+SET_PASS = 200
+"""Rows missing :class:`PendingCache` past which one store-wide pass decides which may wait (a byte search
+of every event) instead of a read per session (~0.1 ms each on SQLite)."""
+
+
 class PendingCache:
     """Gates per session whose ledger waits (open ones, and those decided since it suspended), decided as
     ``flightlog pending`` decides them (:func:`flightlog.kernel.approvals.waiting_calls`: from the events,
@@ -313,14 +320,17 @@ class PendingCache:
         self._lock = threading.Lock()
         self._cache: dict[str, tuple[int, str, str, list[PendingCall] | None]] = {}
 
-    def _of(self, store: Store, record: SessionRecord) -> list[PendingCall] | None:
+    def _of(
+        self, store: Store, record: SessionRecord, may: set[str] | None = None
+    ) -> list[PendingCall] | None:
         key = (record.head_seq, record.head_hash, record.status)
         with self._lock:
             cached = self._cache.get(record.session_id)
         if cached is not None and cached[:3] == key:
             return cached[3]
         try:
-            calls = waiting_calls(store, record, decided=True)
+            may_wait = None if may is None else record.session_id in may
+            calls = waiting_calls(store, record, decided=True, may_wait=may_wait)
         except FlightlogError:
             log.exception("cannot fold the gates of %s", record.session_id)
             calls = None
@@ -328,36 +338,65 @@ class PendingCache:
             self._cache[record.session_id] = (*key, calls)
         return calls
 
-    def _suspended(self, store: Store, session_id: str | None) -> dict[str, list[PendingCall]]:
-        records = [store.get_session(session_id)] if session_id is not None else list(store.list_sessions())
-        found = {r.session_id: self._of(store, r) for r in records}
-        return {sid: calls for sid, calls in found.items() if calls is not None}
+    def _records(self, store: Store, session_id: str | None) -> tuple[list[SessionRecord], set[str] | None]:
+        """The rows to answer for, and, when more than :data:`SET_PASS` of them miss the cache, the
+        sessions that may wait found in one pass over the store
+        (:func:`~flightlog.kernel.rowcheck.sessions_may_wait`, read after the rows: a session that moves
+        in between is folded as it is then, and refolded when its row is next seen moved)."""
+        if session_id is not None:
+            return [store.get_session(session_id)], None
+        records = list(store.list_sessions())
+        with self._lock:
+            missing = sum(
+                1
+                for r in records
+                if (c := self._cache.get(r.session_id)) is None
+                or c[:3] != (r.head_seq, r.head_hash, r.status)
+            )
+        if missing <= SET_PASS:
+            return records, None
+        try:
+            return records, sessions_may_wait(store)
+        except FlightlogError:  # a row that does not decode: read per session, so only its session fails
+            log.exception("cannot decide the waits in one pass; reading per session")
+            return records, None
 
-    def suspended(self, store: Store, session_id: str | None = None) -> dict[str, list[PendingCall]]:
-        """Open gates by session whose ledger waits (a session with none left waits for a resume)."""
-        return {
-            sid: [c for c in calls if c.decision is None]
-            for sid, calls in self._suspended(store, session_id).items()
-        }
+    def queue(self, store: Store, session_id: str | None = None) -> Queue:
+        """The approvals queue of every session (or of ``session_id``) from one read of the rows: open
+        gates and decided calls by session whose ledger waits, and the row warnings.
 
-    def decided(self, store: Store, session_id: str | None = None) -> dict[str, list[PendingCall]]:
-        """Calls decided since each waiting session suspended, with who decided (``decided_by``)."""
-        return {
-            sid: [c for c in calls if c.decision is not None]
-            for sid, calls in self._suspended(store, session_id).items()
-        }
+        Raises:
+            SessionNotFound: ``session_id`` is gone.
+        """
+        records, may = self._records(store, session_id)
+        found = {r.session_id: (r, self._of(store, r, may)) for r in records}
+        waits = {sid: calls for sid, (_, calls) in found.items() if calls is not None}
+        return Queue(
+            {sid: [c for c in calls if c.decision is None] for sid, calls in waits.items()},
+            {sid: [c for c in calls if c.decision is not None] for sid, calls in waits.items()},
+            {
+                sid: row_warning(sid, r.status)
+                for sid, (r, calls) in found.items()
+                if calls is not None and r.status not in RUNNABLE_STATUSES
+            },
+        )
 
-    def row_warnings(self, store: Store, session_id: str | None = None) -> dict[str, str]:
-        """Sessions whose ledger waits while their ``sessions`` row says an ended status (not ``suspended``,
-        ``running`` or ``queued``), each with the display warning ``flightlog pending`` prints
-        (:func:`flightlog.kernel.rowcheck.row_warning`): the dashboard lists the wait from the ledger and
-        says the row contradicts it (``flightlog verify`` reports it as ``row_mismatch``)."""
-        records = [store.get_session(session_id)] if session_id is not None else list(store.list_sessions())
-        return {
-            r.session_id: row_warning(r.session_id, r.status)
-            for r in records
-            if r.status not in RUNNABLE_STATUSES and self._of(store, r) is not None
-        }
+
+class Queue(NamedTuple):
+    """:meth:`PendingCache.queue`'s answer.
+
+    Attributes:
+        suspended: Open gates by session whose ledger waits (a session with none left waits for a resume).
+        decided: Calls decided since each waiting session suspended, with who decided (``decided_by``).
+        warnings: Sessions whose ledger waits while their ``sessions`` row says an ended status (not
+            ``suspended``, ``running`` or ``queued``), each with the display warning ``flightlog pending``
+            prints (:func:`flightlog.kernel.rowcheck.row_warning`): the dashboard lists the wait from the
+            ledger and says the row contradicts it (``flightlog verify`` reports it as ``row_mismatch``).
+    """
+
+    suspended: dict[str, list[PendingCall]]
+    decided: dict[str, list[PendingCall]]
+    warnings: dict[str, str]
 
 
 def pending_rows(calls: list[PendingCall], store: Store | None = None) -> list[dict[str, Any]]:
