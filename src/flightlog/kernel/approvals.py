@@ -188,10 +188,12 @@ def waiting_calls(
     state = load_state(store, record.session_id)
     if state.phase != "suspended" or state.wait_closed():
         return None  # across sessions, a wait an abort closed is not listed (its status: cancelled)
-    return _calls(store, state, decided)
+    return _calls(store, state, decided, record)
 
 
-def _calls(store: Store, state: KernelState, decided: bool) -> list[PendingCall]:
+def _calls(
+    store: Store, state: KernelState, decided: bool, record: SessionRecord | None = None
+) -> list[PendingCall]:
     sid = state.session_id
     rows = [
         PendingCall(sid, gate.turn, gate.call_id, gate.tool, gate.arguments, gate.reason, gate.kind)
@@ -199,20 +201,21 @@ def _calls(store: Store, state: KernelState, decided: bool) -> list[PendingCall]
     ]
     if decided:
         rows.extend(_decided(state))
-    parent, root = tree_of(store, sid)
+    parent, root = tree_of(store, sid, record=record)
     if parent is not None:
         rows = [replace(row, parent_session_id=parent, root_session_id=root) for row in rows]
     return rows
 
 
-def tree_of(store: Store, session_id: str) -> tuple[str | None, str]:
+def tree_of(store: Store, session_id: str, *, record: SessionRecord | None = None) -> tuple[str | None, str]:
     """``(parent_session_id, root_session_id)`` of a session, following ``parent_session_id`` up (a
-    sub-agent's parent is recorded on its session row; see :mod:`flightlog.kernel.subagents`).
+    sub-agent's parent is recorded on its session row; see :mod:`flightlog.kernel.subagents`). ``record``:
+    the session's row when the caller has it (not read again).
 
     Raises:
         SessionNotFound: no such session.
     """
-    parent = store.get_session(session_id).parent_session_id
+    parent = (record or store.get_session(session_id)).parent_session_id
     root, seen = session_id, {session_id}
     up = parent
     while up is not None and up not in seen:
