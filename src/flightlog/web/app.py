@@ -4,13 +4,15 @@ Pages and endpoints (every one behind :class:`~flightlog.web.security.Guard`):
 
 =============================== ==========================================================================
 ``GET /``                        runs: filters (``state``, ``source``), the parent/child tree, the approvals
-                                 queue and the runs waiting for a resume; live through ``/api/stream/runs``
+                                 queue (100 sessions that may wait a page, ``queue_from=`` pages them, with
+                                 their count) and the runs waiting for a resume; live through
+                                 ``/api/stream/runs``
 ``GET /session?id=``             one session: header and run state, verification, its waiting calls,
                                  replay at any seq (``at=``), the event timeline (``start=`` pages it),
                                  tool calls, thinking, provider-native payloads, artifacts (100 rows a
                                  page, ``artifacts_from=`` pages them); live through
                                  ``/api/stream/session``
-``GET /api/runs``                the runs page's data as JSON (what the stream sends)
+``GET /api/runs``                the runs page's data as JSON (what the stream sends; ``queue_from=`` too)
 ``GET /runs``                    every run, 100 per page: sort, filters (state, source, start date, text
                                  in goals and messages), keyset pages (:mod:`flightlog.web.runs_list`);
                                  ``/api/runs/page`` the same page as JSON
@@ -64,7 +66,7 @@ from collections.abc import AsyncIterator, Callable, Iterator
 from contextlib import AbstractContextManager, asynccontextmanager, contextmanager
 from pathlib import Path
 from typing import Any
-from urllib.parse import parse_qsl
+from urllib.parse import parse_qsl, urlencode
 
 from fastapi import FastAPI, Request
 from fastapi.responses import HTMLResponse, JSONResponse, PlainTextResponse, RedirectResponse, Response
@@ -268,23 +270,30 @@ def stop_streams(app: FastAPI) -> None:
     dash.stopping.set()
 
 
-def _runs_data(dash: _Dashboard, state: str | None, source: str | None) -> dict[str, Any]:
+def _runs_data(
+    dash: _Dashboard, state: str | None, source: str | None, queue_from: int = 0
+) -> dict[str, Any]:
     store = dash.reader
-    suspended, decided, warnings = dash.pending.queue(store)
-    waiting = {sid for sid, calls in suspended.items() if not calls}
+    queue = dash.pending.queue(store, start=queue_from, limit=views.QUEUE_PAGE)
+    waiting = {sid for sid, calls in queue.suspended.items() if not calls}
+    filters = {k: v for k, v in (("state", state), ("source", source)) if v}
     return {
-        "runs": views.run_tree(store, state=state, source=source, waiting=waiting, warnings=warnings),
-        "pending": views.pending_rows([c for calls in suspended.values() for c in calls], store),
-        "waiting": views.waiting_rows(suspended, decided, store),
+        "runs": views.run_tree(
+            store, state=state, source=source, waiting=waiting, warnings=queue.warnings, marks=queue.marks
+        ),
+        "pending": views.pending_rows([c for calls in queue.suspended.values() for c in calls], store),
+        "waiting": views.waiting_rows(queue.suspended, queue.decided, store),
+        "queue": views.queue_nav(queue, lambda start: "/?" + urlencode({**filters, "queue_from": start})),
     }
 
 
 def _session_status(dash: _Dashboard, session_id: str) -> dict[str, Any]:
     store = dash.reader
     record = store.get_session(session_id)
-    suspended, decided, warnings = dash.pending.queue(store, session_id)
+    queue = dash.pending.queue(store, session_id)
+    suspended, decided = queue.suspended, queue.decided
     calls = suspended.get(session_id, [])
-    warning = warnings.get(session_id, "")
+    warning = queue.warnings.get(session_id, "")
     state, budget = views.session_status(store, session_id)
     return {
         "status": views.show(record.status, 60),
@@ -305,14 +314,22 @@ def _new_rows(dash: _Dashboard, session_id: str, start: int) -> list[dict[str, A
 
 def _routes(app: FastAPI, dash: _Dashboard) -> None:
     @app.get("/", response_class=HTMLResponse)
-    def runs_page(state: str | None = None, source: str | None = None) -> Response:
-        """The runs tree with filters, the approvals queue and runs waiting for a resume."""
+    def runs_page(
+        state: str | None = None, source: str | None = None, queue_from: str | None = None
+    ) -> Response:
+        """The runs tree with filters, one page of the approvals queue and runs waiting for a resume."""
         try:
             state_v, source_v = _choice(state, views.STATES), _choice(source, views.SOURCES)
         except ValueError:
             return dash.error(400, "unknown state or source filter")
-        data = _runs_data(dash, state_v, source_v)
-        query = "&".join(f"{k}={v}" for k, v in (("state", state_v), ("source", source_v)) if v)
+        try:
+            queue_v = _int(queue_from) or 0
+        except ValueError:
+            return dash.error(400, "queue_from must be an integer >= 0")
+        data = _runs_data(dash, state_v, source_v, queue_v)
+        query = "&".join(
+            f"{k}={v}" for k, v in (("state", state_v), ("source", source_v), ("queue_from", queue_v)) if v
+        )
         return dash.page(
             "runs.html",
             title="Runs",
@@ -331,13 +348,16 @@ def _routes(app: FastAPI, dash: _Dashboard) -> None:
         return Response(status_code=204)
 
     @app.get("/api/runs")
-    def runs_json(state: str | None = None, source: str | None = None) -> Response:
-        """The runs page's data as JSON."""
+    def runs_json(
+        state: str | None = None, source: str | None = None, queue_from: str | None = None
+    ) -> Response:
+        """The runs page's data as JSON (``queue_from=`` pages the approvals queue)."""
         try:
             state_v, source_v = _choice(state, views.STATES), _choice(source, views.SOURCES)
+            queue_v = _int(queue_from) or 0
         except ValueError:
-            return JSONResponse({"error": "unknown state or source filter"}, status_code=400)
-        return JSONResponse(views.sanitize(_runs_data(dash, state_v, source_v)))
+            return JSONResponse({"error": "unknown state or source filter, or queue_from"}, status_code=400)
+        return JSONResponse(views.sanitize(_runs_data(dash, state_v, source_v, queue_v)))
 
     @app.get("/session", response_class=HTMLResponse)
     def session_page(
@@ -402,12 +422,15 @@ def _routes(app: FastAPI, dash: _Dashboard) -> None:
         return Response(text, media_type="application/json; charset=utf-8")
 
     @app.get("/api/stream/runs")
-    async def runs_stream(state: str | None = None, source: str | None = None) -> Response:
-        """Server-sent ``runs`` messages whenever the tree, the queue or the waiting list change."""
+    async def runs_stream(
+        state: str | None = None, source: str | None = None, queue_from: str | None = None
+    ) -> Response:
+        """Server-sent ``runs`` messages whenever the tree, the queue's page or the waiting list change."""
         try:
             state_v, source_v = _choice(state, views.STATES), _choice(source, views.SOURCES)
+            queue_v = _int(queue_from) or 0
         except ValueError:
-            return PlainTextResponse("unknown state or source filter\n", status_code=400)
+            return PlainTextResponse("unknown state or source filter, or queue_from\n", status_code=400)
 
         async def body() -> AsyncIterator[str]:
             clock = asyncio.get_running_loop().time
@@ -415,7 +438,7 @@ def _routes(app: FastAPI, dash: _Dashboard) -> None:
             store = dash.reader
             yield "retry: 2000\n\n"
             while not dash.stopping.is_set():
-                data = await run_in_threadpool(_runs_data, dash, state_v, source_v)
+                data = await run_in_threadpool(_runs_data, dash, state_v, source_v, queue_v)
                 message = _sse("runs", data)
                 if message != last:
                     last, since = message, clock()

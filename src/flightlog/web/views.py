@@ -16,7 +16,7 @@ import logging
 import re
 import threading
 from collections import OrderedDict
-from collections.abc import Iterator
+from collections.abc import Callable, Collection, Iterator
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from itertools import islice
@@ -61,6 +61,7 @@ from .budget import budget_label
 __all__ = [
     "ARTIFACT_PAGE",
     "EVENT_PAGE",
+    "QUEUE_PAGE",
     "RAW_PREVIEW",
     "SET_PASS",
     "Exact",
@@ -70,6 +71,7 @@ __all__ = [
     "clip",
     "event_row",
     "pending_rows",
+    "queue_nav",
     "raw_event",
     "resume_command",
     "run_tree",
@@ -88,6 +90,9 @@ EVENT_PAGE = 300
 """Timeline rows per page."""
 ARTIFACT_PAGE = 100
 """Artifacts table rows per page (``artifacts_from=`` pages it)."""
+
+QUEUE_PAGE = 100
+"""Sessions that may wait folded and shown per page of the approvals queue (``queue_from=`` pages it)."""
 KEEP_DIVERGENCES = 100
 """Divergences the session page's Verification table lists (the first by seq; the rest are counted, and
 ``flightlog verify SESSION --json`` lists them all)."""
@@ -273,6 +278,7 @@ def run_tree(
     waiting: set[str] | None = None,
     warnings: dict[str, str] | None = None,
     limit: int = MAX_RUNS,
+    marks: Callable[[Collection[str]], tuple[set[str], dict[str, str]]] | None = None,
 ) -> list[dict[str, Any]]:
     """The parent/child tree of runs matching the filters (durable merged with live; newest first).
 
@@ -285,6 +291,8 @@ def run_tree(
             contradicts the ledger's wait, :meth:`PendingCache.row_warnings`). A run the row ended while
             its ledger waits is shown in the state its events give (:func:`flightlog.kernel.rowheld.held_by_ledger`).
         limit: At most this many runs.
+        marks: Given the listed runs' ids, more ``(waiting, warnings)`` to flag (:attr:`Queue.marks`: the
+            waits off the approvals queue's page), merged with ``waiting`` and ``warnings``.
 
     Raises:
         ValueError: ``state`` or ``source`` is not a seed 002 value.
@@ -293,10 +301,15 @@ def run_tree(
     if state is not None and held:  # a run the row ended that its ledger holds in another state
         views = [v for v in views if v.snapshot.run_id not in held or v.snapshot.state == state]
     by_id = {v.snapshot.run_id: v for v in views}
+    waiting, warnings = set(waiting or ()), dict(warnings or {})
+    if marks is not None:
+        more_waiting, more_warnings = marks(list(by_id))
+        waiting |= more_waiting
+        warnings.update(more_warnings)
     tasks = {run_id: _task(store, run_id) for run_id in by_id}
     uses = context_uses(store, list(by_id))
     nodes = build_tree([v.snapshot for v in views])
-    return [_run_node(node, by_id, waiting or set(), tasks, uses, warnings or {}) for node in nodes]
+    return [_run_node(node, by_id, waiting, tasks, uses, warnings) for node in nodes]
 
 
 STATES: tuple[str, ...] = tuple(s.value for s in RunState)
@@ -362,24 +375,80 @@ class PendingCache:
             log.exception("cannot decide the waits in one pass; reading per session")
             return records, None
 
-    def queue(self, store: Store, session_id: str | None = None) -> Queue:
+    def queue(
+        self, store: Store, session_id: str | None = None, *, start: int = 0, limit: int | None = None
+    ) -> Queue:
         """The approvals queue of every session (or of ``session_id``) from one read of the rows: open
         gates and decided calls by session whose ledger waits, and the row warnings.
+
+        Paged (``limit`` not None): of the sessions that may wait (:attr:`Queue.total` counts them), in
+        :meth:`~flightlog.store.base.Store.list_sessions` order (oldest first), the first ``limit`` whose
+        position in that listing is ``start`` or later are folded, and only those; one among them whose
+        fold holds no open wait is left out, so a page lists at most ``limit`` sessions. ``start`` is a
+        position among all sessions, not among those that may wait, so a page boundary does not move when
+        the count changes between requests (exact once the folds are cached). Unpaged: every session.
+
+        Args:
+            store: The store.
+            session_id: Only this session (``start``/``limit`` ignored).
+            start: Position (in the listing of every session) the page starts at (past the end: none).
+            limit: Sessions that may wait folded for this page, or None (all).
 
         Raises:
             SessionNotFound: ``session_id`` is gone.
         """
         records, may = self._records(store, session_id)
-        found = {r.session_id: (r, self._of(store, r, may)) for r in records}
-        waits = {sid: calls for sid, (_, calls) in found.items() if calls is not None}
+        if may is None:  # few rows missed the cache: fold them all, the count is exact
+            folded = {r.session_id: (r, self._of(store, r)) for r in records}
+            candidates = [(i, r) for i, r in enumerate(records) if folded[r.session_id][1] is not None]
+            exact = True
+        else:  # the pass decides which may wait; the rest is cached as not waiting without a fold
+            folded = {}
+            candidates = []
+            for i, r in enumerate(records):
+                if r.status == "suspended" or r.session_id in may:
+                    candidates.append((i, r))
+                else:
+                    folded[r.session_id] = (r, self._of(store, r, may))
+            exact = False
+        paged = limit is not None and session_id is None
+        start = max(0, start) if paged else 0
+        before = [i for i, _ in candidates if i < start]
+        after = [(i, r) for i, r in candidates if i >= start]
+        page = [r for _, r in (after[:limit] if paged else after)]
+        for r in page:
+            if r.session_id not in folded:
+                folded[r.session_id] = (r, self._of(store, r, may))
+        shown = {r.session_id for r in page}
+        waits = {r.session_id: calls for r in page if (calls := folded[r.session_id][1]) is not None}
+        by_id = {r.session_id: r for _, r in candidates}
+
+        def marks(ids: Collection[str]) -> tuple[set[str], dict[str, str]]:
+            found = {sid: self._of(store, by_id[sid], may) for sid in ids if sid in by_id}
+            return (
+                {sid for sid, calls in found.items() if calls is not None and all(c.decision for c in calls)},
+                {
+                    sid: row_warning(sid, by_id[sid].status)
+                    for sid, calls in found.items()
+                    if calls is not None and by_id[sid].status not in RUNNABLE_STATUSES
+                },
+            )
+
         return Queue(
             {sid: [c for c in calls if c.decision is None] for sid, calls in waits.items()},
             {sid: [c for c in calls if c.decision is not None] for sid, calls in waits.items()},
             {
                 sid: row_warning(sid, r.status)
-                for sid, (r, calls) in found.items()
-                if calls is not None and r.status not in RUNNABLE_STATUSES
+                for sid, (r, calls) in folded.items()
+                if sid in shown and calls is not None and r.status not in RUNNABLE_STATUSES
             },
+            len(candidates),
+            exact,
+            len(before),
+            len(page),
+            before[-limit] if paged and limit and len(before) >= limit else (0 if before else None),
+            after[limit][0] if paged and limit is not None and len(after) > limit else None,
+            marks,
         )
 
 
@@ -393,11 +462,46 @@ class Queue(NamedTuple):
             ``suspended``, ``running`` or ``queued``), each with the display warning ``flightlog pending``
             prints (:func:`flightlog.kernel.rowcheck.row_warning`): the dashboard lists the wait from the
             ledger and says the row contradicts it (``flightlog verify`` reports it as ``row_mismatch``).
+        total: Sessions that may wait, across every page. With ``exact`` False an upper bound: the sessions
+            whose row says ``suspended`` or whose stored events hold a wait mark not followed by the run's
+            end (:func:`~flightlog.kernel.rowcheck.sessions_may_wait`, no fold); a counted session whose
+            fold holds no open wait (an ``abort`` closed it) is left off its page. With ``exact`` True
+            (every session folded, as when few rows changed since the last request): the waiting sessions.
+        exact: Whether ``total`` counts folded waits (True) or sessions that may wait (False).
+        before: Sessions among the ``total`` before this page.
+        shown: Sessions among the ``total`` this page covers (those folded; the waits among them listed).
+        earlier: ``start`` of the page before this one (None: this is the first).
+        later: ``start`` of the page after this one (None: this is the last).
+        marks: ``ids -> (waiting for a resume, row warnings)`` for any sessions (the run tree's), each
+            folded (cached) only when it may wait: a wait off this page is still flagged on its run.
     """
 
     suspended: dict[str, list[PendingCall]]
     decided: dict[str, list[PendingCall]]
     warnings: dict[str, str]
+    total: int
+    exact: bool
+    before: int
+    shown: int
+    earlier: int | None
+    later: int | None
+    marks: Callable[[Collection[str]], tuple[set[str], dict[str, str]]]
+
+
+def queue_nav(queue: Queue, href: Callable[[int], str]) -> dict[str, Any]:
+    """The queue's paging line: ``total`` (and whether it is ``exact``), the 1-based range of sessions this
+    page covers (``first``, ``last``; 0 and 0 when none), ``more`` (sessions after this page) and the links
+    ``earlier``/``later`` (``href(start)``; "" at either end)."""
+    last = queue.before + queue.shown
+    return {
+        "total": queue.total,
+        "exact": queue.exact,
+        "first": queue.before + 1 if queue.shown else 0,
+        "last": last,
+        "more": queue.total - last,
+        "earlier": "" if queue.earlier is None else href(queue.earlier),
+        "later": "" if queue.later is None else href(queue.later),
+    }
 
 
 def pending_rows(calls: list[PendingCall], store: Store | None = None) -> list[dict[str, Any]]:

@@ -157,6 +157,19 @@
     box.replaceChildren(list);
   }
 
+  function renderQueueNav(q) {
+    const box = doc.getElementById("queue-nav");
+    if (!box || !q) return;
+    if (!q.total) return box.replaceChildren();
+    const what = q.exact
+      ? " waiting."
+      : " that may wait (an upper bound: a session whose events hold no open wait is left off its page).";
+    const line = el("p", { class: "queue-nav muted", text: "Sessions " + q.first + "–" + q.last + " of " + q.total + what });
+    if (q.earlier) line.append(" ", el("a", { href: q.earlier, text: "earlier" }));
+    if (q.later) line.append(" ", el("a", { href: q.later, text: "+" + q.more + " more" }));
+    box.replaceChildren(line);
+  }
+
   doc.addEventListener("submit", async function (event) {
     const form = event.target;
     if (!(form instanceof HTMLFormElement) || !form.classList.contains("decide")) return;
@@ -244,6 +257,7 @@
       box.replaceChildren(data.runs.length ? runTree(data.runs) : el("p", { class: "empty", text: "No runs." }));
       renderPending(data.pending, next);
       renderWaiting(data.waiting);
+      renderQueueNav(data.queue);
       box.dataset.updated = String(Date.now());
     });
   }
