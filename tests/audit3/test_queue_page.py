@@ -16,7 +16,7 @@ from urllib.parse import parse_qs, urlsplit
 import pytest
 
 from flightlog.events import RunStarted
-from flightlog.store import open_store
+from flightlog.store import Store, open_store
 from flightlog.web import views
 from postgres.server import backend_url
 
@@ -58,6 +58,9 @@ def test_the_queue_pages_reach_every_wait(url: str, set_pass: int, monkeypatch: 
         for i in range(6):
             record(store, f"w{i}", RunStarted(run_id=f"w{i}", goal="g"), suspend())
     set_status(url, tampered, "completed")
+    with open_store(url, read_only=True) as store:  # the one-query keys are the default's, in listing order
+        assert store.session_keys() == Store.session_keys(store)
+        assert [k[0] for k in store.session_keys()] == [r.session_id for r in store.list_sessions()]
     waits = [tampered] + [f"w{i}" for i in range(6)]
 
     def total(queue: dict[str, Any]) -> int:

@@ -559,6 +559,13 @@ class Store(abc.ABC):
     def list_sessions(self) -> Iterator[SessionRecord]:
         """Every session, oldest first."""
 
+    def session_keys(self) -> list[tuple[str, str, int, str]]:
+        """``(session_id, status, head_seq, head_hash)`` of every session, oldest first (the order of
+        :meth:`list_sessions`), without the rest of the row (no ``metadata`` decoded): what a cache keyed
+        on each session's head needs. This default reads :meth:`list_sessions`; a SQL backend reads the
+        four columns in one query."""
+        return [(r.session_id, r.status, r.head_seq, r.head_hash) for r in self.list_sessions()]
+
     @abc.abstractmethod
     def set_session_status(self, session_id: str, status: str) -> None:
         """Change a session's status (not a ledger row: the ledger is append-only)."""

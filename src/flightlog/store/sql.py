@@ -328,6 +328,13 @@ class SqlStore(Store):
             raise SessionNotFound(session_id=prefix, matches=kept)
         return kept[0]
 
+    def session_keys(self) -> list[tuple[str, str, int, str]]:
+        """``(session_id, status, head_seq, head_hash)`` of every session, oldest first, in one query."""
+        rows = self._all(
+            "SELECT session_id, status, head_seq, head_hash FROM sessions ORDER BY created_at_ms, session_id"
+        )
+        return [(str(r[0]), str(r[1]), int(r[2]), str(r[3])) for r in rows]
+
     def list_sessions(self, batch: int = 500) -> Iterator[SessionRecord]:
         """Every session, oldest first (keyset pages of ``batch`` rows)."""
         after: tuple[int, str] = (-(2**63), "")

@@ -325,6 +325,10 @@ of every event) instead of reads per session (bench/runs.py's 100,000-run SQLite
 the pass 0.7 s, the reads per session 6.4 s)."""
 
 
+SessionKey = tuple[str, str, int, str]
+"""``(session_id, status, head_seq, head_hash)``: :meth:`~flightlog.store.base.Store.session_keys`' rows."""
+
+
 class PendingCache:
     """Gates per session whose ledger waits (open ones, and those decided since it suspended), decided as
     ``flightlog pending`` decides them (:func:`flightlog.kernel.approvals.waiting_calls`: from the events,
@@ -335,45 +339,45 @@ class PendingCache:
         self._cache: dict[str, tuple[int, str, str, list[PendingCall] | None]] = {}
 
     def _of(
-        self, store: Store, record: SessionRecord, may: set[str] | None = None
+        self, store: Store, key: SessionKey, may: set[str] | None = None, record: SessionRecord | None = None
     ) -> list[PendingCall] | None:
-        key = (record.head_seq, record.head_hash, record.status)
+        """The session's gates (None: no open wait), cached by ``key`` (``Store.session_keys``' tuple); a
+        miss reads the row (``record`` when the caller holds it) and folds as ``flightlog pending`` does."""
+        sid, status, head_seq, head_hash = key
         with self._lock:
-            cached = self._cache.get(record.session_id)
-        if cached is not None and cached[:3] == key:
+            cached = self._cache.get(sid)
+        if cached is not None and cached[:3] == (head_seq, head_hash, status):
             return cached[3]
         try:
-            may_wait = None if may is None else record.session_id in may
-            calls = waiting_calls(store, record, decided=True, may_wait=may_wait)
+            may_wait = None if may is None else sid in may
+            row = record or store.get_session(sid)
+            calls = waiting_calls(store, row, decided=True, may_wait=may_wait)
         except FlightlogError:
-            log.exception("cannot fold the gates of %s", record.session_id)
+            log.exception("cannot fold the gates of %s", sid)
             calls = None
         with self._lock:
-            self._cache[record.session_id] = (*key, calls)
+            self._cache[sid] = (head_seq, head_hash, status, calls)
         return calls
 
-    def _records(self, store: Store, session_id: str | None) -> tuple[list[SessionRecord], set[str] | None]:
-        """The rows to answer for, and, when more than :data:`SET_PASS` of them miss the cache, the
-        sessions that may wait found in one pass over the store
-        (:func:`~flightlog.kernel.rowcheck.sessions_may_wait`, read after the rows: a session that moves
-        in between is folded as it is then, and refolded when its row is next seen moved)."""
-        if session_id is not None:
-            return [store.get_session(session_id)], None
-        records = list(store.list_sessions())
+    def _keys(self, store: Store) -> tuple[list[SessionKey], set[str] | None]:
+        """Every session's key (``Store.session_keys``: no metadata decoded), and, when more than
+        :data:`SET_PASS` of them miss the cache, the sessions that may wait found in one pass over the
+        store (:func:`~flightlog.kernel.rowcheck.sessions_may_wait`, read after the keys: a session that
+        moves in between is folded as it is then, and refolded when its key is next seen moved)."""
+        keys = store.session_keys()
         with self._lock:
             missing = sum(
                 1
-                for r in records
-                if (c := self._cache.get(r.session_id)) is None
-                or c[:3] != (r.head_seq, r.head_hash, r.status)
+                for sid, status, seq, hsh in keys
+                if (c := self._cache.get(sid)) is None or c[:3] != (seq, hsh, status)
             )
         if missing <= SET_PASS:
-            return records, None
+            return keys, None
         try:
-            return records, sessions_may_wait(store)
+            return keys, sessions_may_wait(store)
         except FlightlogError:  # a row that does not decode: read per session, so only its session fails
             log.exception("cannot decide the waits in one pass; reading per session")
-            return records, None
+            return keys, None
 
     def queue(
         self, store: Store, session_id: str | None = None, *, start: int = 0, limit: int | None = None
@@ -397,51 +401,60 @@ class PendingCache:
         Raises:
             SessionNotFound: ``session_id`` is gone.
         """
-        records, may = self._records(store, session_id)
+        given: dict[str, SessionRecord] = {}
+        if session_id is not None:
+            r = given[session_id] = store.get_session(session_id)
+            keys: list[SessionKey] = [(r.session_id, r.status, r.head_seq, r.head_hash)]
+            may = None
+        else:
+            keys, may = self._keys(store)
+        folded: dict[str, list[PendingCall] | None] = {}
+        candidates: list[tuple[int, SessionKey]] = []
         if may is None:  # few rows missed the cache: fold them all, the count is exact
-            folded = {r.session_id: (r, self._of(store, r)) for r in records}
-            candidates = [(i, r) for i, r in enumerate(records) if folded[r.session_id][1] is not None]
+            for i, k in enumerate(keys):
+                folded[k[0]] = self._of(store, k, record=given.get(k[0]))
+                if folded[k[0]] is not None:
+                    candidates.append((i, k))
             exact = True
-        else:  # the pass decides which may wait; the rest is cached as not waiting without a fold
-            folded = {}
-            candidates = []
-            for i, r in enumerate(records):
-                if r.status == "suspended" or r.session_id in may:
-                    candidates.append((i, r))
-                else:
-                    folded[r.session_id] = (r, self._of(store, r, may))
+        else:  # the pass decides which may wait; the rest is cached as not waiting, without a fold
+            settled: dict[str, tuple[int, str, str, list[PendingCall] | None]] = {}
+            for i, k in enumerate(keys):
+                sid, status, seq, hsh = k
+                if status == "suspended" or sid in may:
+                    candidates.append((i, k))
+                else:  # what _of would cache: waiting_calls answers None without a read
+                    folded[sid] = None
+                    settled[sid] = (seq, hsh, status, None)
+            with self._lock:
+                self._cache.update(settled)
             exact = False
         paged = limit is not None and session_id is None
         start = max(0, start) if paged else 0
         before = [i for i, _ in candidates if i < start]
-        after = [(i, r) for i, r in candidates if i >= start]
-        page = [r for _, r in (after[:limit] if paged else after)]
-        for r in page:
-            if r.session_id not in folded:
-                folded[r.session_id] = (r, self._of(store, r, may))
-        shown = {r.session_id for r in page}
-        waits = {r.session_id: calls for r in page if (calls := folded[r.session_id][1]) is not None}
-        by_id = {r.session_id: r for _, r in candidates}
+        after = [(i, k) for i, k in candidates if i >= start]
+        page = [k for _, k in (after[:limit] if paged else after)]
+        for k in page:
+            if k[0] not in folded:
+                folded[k[0]] = self._of(store, k, may)
+        shown = {k[0]: k for k in page}
+        waits = {sid: calls for sid in shown if (calls := folded[sid]) is not None}
+        by_id = {k[0]: k for _, k in candidates}
 
         def marks(ids: Collection[str]) -> tuple[set[str], dict[str, str]]:
             found = {sid: self._of(store, by_id[sid], may) for sid in ids if sid in by_id}
             return (
                 {sid for sid, calls in found.items() if calls is not None and all(c.decision for c in calls)},
                 {
-                    sid: row_warning(sid, by_id[sid].status)
+                    sid: row_warning(sid, by_id[sid][1])
                     for sid, calls in found.items()
-                    if calls is not None and by_id[sid].status not in RUNNABLE_STATUSES
+                    if calls is not None and by_id[sid][1] not in RUNNABLE_STATUSES
                 },
             )
 
         return Queue(
             {sid: [c for c in calls if c.decision is None] for sid, calls in waits.items()},
             {sid: [c for c in calls if c.decision is not None] for sid, calls in waits.items()},
-            {
-                sid: row_warning(sid, r.status)
-                for sid, (r, calls) in folded.items()
-                if sid in shown and calls is not None and r.status not in RUNNABLE_STATUSES
-            },
+            {sid: row_warning(sid, shown[sid][1]) for sid in waits if shown[sid][1] not in RUNNABLE_STATUSES},
             len(candidates),
             exact,
             len(before),
