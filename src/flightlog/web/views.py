@@ -479,7 +479,7 @@ class Queue(NamedTuple):
             whose row says ``suspended`` or whose stored events hold a wait mark not followed by the run's
             end (:func:`~flightlog.kernel.rowcheck.sessions_may_wait`, no fold); a counted session whose
             fold holds no open wait (an ``abort`` closed it) is left off its page. With ``exact`` True
-            (every session folded, as when few rows changed since the last request): the waiting sessions.
+            (every session folded: at most :data:`SET_PASS` missed the cache): the waiting sessions.
         exact: Whether ``total`` counts folded waits (True) or sessions that may wait (False).
         before: Sessions among the ``total`` before this page.
         shown: Sessions among the ``total`` this page covers (those folded; the waits among them listed).
