@@ -191,6 +191,7 @@ def test_approve_in_the_page_then_the_runner_resumes(page: Page, db: Path) -> No
     expect(row).to_be_visible(timeout=WAIT_MS)
     expect(row.locator(".args")).to_contain_text("<b>bold</b><img src=x onerror=")  # shown as text
     expect(_run(page, "gated-run").locator(".badge.state")).to_have_text("waiting_input")
+    expect(page.locator("#queue-nav")).to_have_text("Sessions 1–1 of 1 waiting.")  # the stream's line
 
     row.get_by_role("button", name="Approve").click()  # no operator name yet: refused in the page
     expect(page.locator("#notice")).to_contain_text("operator name")
@@ -208,6 +209,7 @@ def test_approve_in_the_page_then_the_runner_resumes(page: Page, db: Path) -> No
     run = _run(page, "gated-run")
     expect(run.locator(".badge.outcome")).to_have_text("completed", timeout=WAIT_MS)
     expect(page.locator("#waiting")).not_to_contain_text("gated-run")
+    expect(page.locator("#queue-nav")).to_have_text("")  # nothing may wait: no line
 
     with SqliteStore(db, read_only=True) as store:
         events = [event for _row, event in iter_events(store, "gated-run")]
