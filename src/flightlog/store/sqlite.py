@@ -620,10 +620,6 @@ class _Transaction:
             defer = gate.end_member(group, store._commit_group)
         finally:
             gate.release()
-        if not defer and group.error is None:  # committed on its own: what conclude would do, inline
-            for callback in after_commit:
-                callback()
-            return
         gate.conclude(
             group,
             deferred=defer,
