@@ -9,6 +9,7 @@ nesting) and on every event the importers make of the repository's sample transc
 from __future__ import annotations
 
 import re
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -17,13 +18,22 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 import flightlog.encoding as encoding_module
-from flightlog.encoding import MAX_SAFE_INTEGER, canonical_bytes, decode_rows, decode_stored, parse_json
+from flightlog.encoding import (
+    MAX_SAFE_INTEGER,
+    canonical_bytes,
+    decode_rows,
+    decode_stored,
+    decodes_without,
+    parse_json,
+)
 from flightlog.errors import EventDecodeError
 from flightlog.events import (
     Custom,
     LlmCompleted,
+    MemoryRetrievalResult,
     ProviderReplay,
     RunStarted,
+    RunTerminal,
     SessionEvent,
     ToolCompleted,
     ToolRequested,
@@ -287,3 +297,41 @@ def test_a_scan_free_kind_with_a_long_number_decodes_as_the_reference_does(digit
         with pytest.raises(EventDecodeError) as in_rows:
             list(decode_rows([(4, bad)]))
         assert str(in_rows.value) == error[0]
+
+
+def _strings(value: Any) -> Iterator[str]:
+    """Every string of a decoded JSON value: object keys and string values, at any depth."""
+    if isinstance(value, str):
+        yield value
+    elif isinstance(value, list):
+        for item in value:
+            yield from _strings(item)
+    elif isinstance(value, dict):
+        for key, item in value.items():
+            yield key
+            yield from _strings(item)
+
+
+@settings(max_examples=300, deadline=None)
+@given(EVENTS)
+def test_decodes_without_never_denies_a_string_the_event_holds(event: Any) -> None:
+    """``decodes_without`` proves only absences: for every string the stored bytes decode to (the kind
+    included), it answers False, whatever escapes canonical JSON wrote for it."""
+    data = canonical_bytes(event)
+    for text in _strings(parse_json(data)):
+        assert not decodes_without(data, (text.encode(),)), text
+
+
+def test_decodes_without_reads_escapes_and_upcasters_as_unknown() -> None:
+    """A kind spelled with a JSON escape (bytes no canonical writer makes, but a store can hold) still
+    decodes to that kind, so a backslash anywhere says False; so does the kind of a registered upcaster
+    (it may rewrite the event into any value)."""
+    end = canonical_bytes(RunTerminal(reason="completed", turns_used=1, total_tokens=2))
+    escaped = end.replace(b'"run_terminal"', b'"run\\u005fterminal"')
+    assert b"run_terminal" not in escaped and isinstance(decode_stored(escaped), RunTerminal)
+    assert not decodes_without(end, (b"run_terminal",)) and not decodes_without(escaped, (b"run_terminal",))
+    plain = canonical_bytes(RunStarted(run_id="r", goal="g"))
+    assert decodes_without(plain, (b"run_terminal",))
+    recall = canonical_bytes(MemoryRetrievalResult(hits=[]))
+    assert "memory_retrieval_result" in encoding_module._UPCASTERS
+    assert b"run_terminal" not in recall and not decodes_without(recall, (b"run_terminal",))

@@ -11,6 +11,7 @@ from pathlib import Path
 
 import pytest
 
+from flightlog.encoding import canonical_bytes
 from flightlog.events import Custom, Event, RunStarted, RunTerminal, Suspended
 from flightlog.kernel.rowcheck import SUSPENDED_MARK, row_warning, session_may_wait, sessions_may_wait
 from flightlog.notarization import SEAL_KIND
@@ -19,7 +20,7 @@ from flightlog.store import Store, open_store
 from flightlog.web import views
 from postgres.server import backend_url
 
-from .helpers import suspended_run
+from .helpers import execute, suspended_run
 from .test_row_trust import set_status
 
 
@@ -73,6 +74,26 @@ def test_the_pass_answers_as_the_per_session_rule(url: str) -> None:
         assert store.marked_ends(SUSPENDED_MARK) == generic
         assert [seq for seq, _ in generic["sealed"]] == [0, 2, 3]
         assert "never" not in generic and "marked" not in generic  # an escaped mark inside a string
+
+
+def test_an_end_spelled_with_an_escape_is_still_read_as_the_end(url: str) -> None:
+    """A last row whose bytes spell ``run_terminal`` with a JSON escape (written behind flightlog's back:
+    no canonical writer makes it) decodes to the end, and both rules read it so: the pass's byte check
+    that skips decoding a row provably not an end does not skip it."""
+    with open_store(url) as store:
+        record(store, "escaped", RunStarted(run_id="escaped", goal="g"), suspend())
+        record(store, "open", RunStarted(run_id="open", goal="g"), suspend())
+    data = canonical_bytes(end()).replace(b'"run_terminal"', b'"run\\u005fterminal"')
+    literal = f"decode('{data.hex()}', 'hex')" if "://" in url else f"X'{data.hex()}'"
+    execute(
+        url,
+        "INSERT INTO events (session_id, seq, kind, event, prev_hash, hash, recorded_at_ms) "
+        f"VALUES ('escaped', 2, 'custom', {literal}, 'x', 'y', 0)",
+    )
+    with open_store(url, read_only=True) as store:
+        assert store.marked_ends(SUSPENDED_MARK)["escaped"][-1] == (2, data)
+        assert sessions_may_wait(store) == {"open"}
+        assert not session_may_wait(store, store.get_session("escaped"))
 
 
 @pytest.mark.parametrize("status", ["completed", "running"])

@@ -31,9 +31,9 @@ from __future__ import annotations
 from collections import deque
 from typing import Any
 
-from ..encoding import decode_stored
+from ..encoding import decode_stored, decodes_without
 from ..errors import Divergence
-from ..events import Custom, RunTerminal, SessionEvent
+from ..events import Custom, RunTerminal
 from ..integrity.verify import AuditReport
 from ..notarization import SEAL_KIND
 from ..store.base import RUNNABLE_STATUSES, SessionRecord, Store
@@ -52,6 +52,10 @@ SUSPENDED_MARK = b'"kind":"suspended"'
 """What the canonical bytes of every ``suspended`` event hold (RFC 8785: sorted keys, no spaces; no
 upcaster produces that kind). A session without it in any row has never waited."""
 
+_END_SPELLINGS = (str(RunTerminal.model_fields["kind"].default).encode(), SEAL_KIND.encode())
+"""The strings an event that can end the run decodes with: ``run_terminal``'s kind, the seal's
+``custom_kind``; a last row holding neither (:func:`~flightlog.encoding.decodes_without`) ends nothing."""
+
 
 def session_may_wait(store: Store, record: SessionRecord) -> bool:
     """Whether the ledger of ``record``'s session may hold an open wait, read from the stored bytes (which
@@ -66,11 +70,12 @@ def session_may_wait(store: Store, record: SessionRecord) -> bool:
     says where to start reading the tail (``head_seq - 1``); the rows read go to the end of what is
     stored, so an edited ``head_seq`` costs a longer read, never a wrong answer.
 
-    Cost: the tail (two rows decoded) for a run that ended; else one read of the session's rows, a byte
-    search per row, no decoding.
+    Cost: the tail (the last row decoded; the one before it too when the last is a seal) for a run that
+    ended; else one read of the session's rows, a byte search per row, the first row decoded.
 
     Raises:
-        EventDecodeError: one of the last two events, or the first, does not decode (names its seq).
+        EventDecodeError: a row read to decide does not decode (names its seq): the last, the one before it
+            when the last is a seal, the first when the tail does not end the run.
     """
     sid = record.session_id
     tail: deque[tuple[Any, ...]] = deque(maxlen=2)
@@ -80,7 +85,7 @@ def session_may_wait(store: Store, record: SessionRecord) -> bool:
         return False
     for page in store.read_chain(sid):
         for row in page:
-            if row[0] == 0 and _is_import(decode_stored(row[1], seq=0)):
+            if row[0] == 0 and _is_import(0, row[1]):
                 return False
             if SUSPENDED_MARK in row[1]:
                 return True
@@ -94,19 +99,21 @@ def sessions_may_wait(store: Store) -> set[str]:
     reads per session. The same rule on the same bytes: a session not in the set provably has no wait;
     neither the row (its ``status``, its ``head_seq``) nor the ``kind`` column is read.
 
-    Cost: the byte search scans every stored event once; rows are decoded (at most three) only for the
-    sessions holding the mark.
+    Cost: the byte search scans every stored event once; rows are decoded only for the sessions holding
+    the mark: the last (the one before it too when the last is a seal), then the first when the run did
+    not end.
 
     Raises:
-        EventDecodeError: a decoded row (first, or one of the last two, of a session holding the mark)
-            does not decode (names its seq).
+        EventDecodeError: a row read to decide (as :func:`session_may_wait` reads them) does not decode
+            (names its seq).
     """
     found: set[str] = set()
     for sid, rows in store.marked_ends(SUSPENDED_MARK).items():
-        if _ended(rows[-2:]):
+        last = rows[-1][0]
+        if _ended([row for row in rows[-2:] if row[0] >= last - 1]):  # never seq 0 across a gap
             continue
         seq, data = rows[0]
-        if seq == 0 and _is_import(decode_stored(data, seq=0)):
+        if seq == 0 and _is_import(seq, data):
             continue
         found.add(sid)
     return found
@@ -114,13 +121,19 @@ def sessions_may_wait(store: Store) -> set[str]:
 
 def _ended(tail: list[tuple[int, bytes]]) -> bool:
     """Whether the last two stored rows (``(seq, bytes)``, ascending; fewer for a short session) end the
-    run: a ``run_terminal`` last, or a ``session_sealed`` right after one (decoded, never the ``kind``)."""
-    last = [decode_stored(data, seq=seq) for seq, data in tail]
-    if last and isinstance(last[-1], RunTerminal):
+    run: a ``run_terminal`` last, or a ``session_sealed`` right after one (decoded, never the ``kind``). The
+    row before the last is decoded only when the last is a seal: nothing else about it decides the end."""
+    if not tail:
+        return False
+    seq, data = tail[-1]
+    if decodes_without(data, _END_SPELLINGS):  # provably neither: nothing to decode
+        return False
+    last = decode_stored(data, seq=seq)
+    if isinstance(last, RunTerminal):
         return True
-    if len(last) == 2 and isinstance(last[0], RunTerminal):
-        end = last[1]
-        return isinstance(end, Custom) and end.custom_kind == SEAL_KIND
+    if len(tail) == 2 and isinstance(last, Custom) and last.custom_kind == SEAL_KIND:
+        seq, data = tail[0]
+        return isinstance(decode_stored(data, seq=seq), RunTerminal)
     return False
 
 
@@ -134,7 +147,12 @@ def row_warning(session_id: str, status: str) -> str:
     )
 
 
-def _is_import(event: SessionEvent) -> bool:
+def _is_import(seq: int, data: bytes) -> bool:
+    """Whether the first row (``seq`` 0) is an ``import_source`` record (decoded, unless its bytes prove
+    it is not: :func:`~flightlog.encoding.decodes_without`)."""
+    if decodes_without(data, (IMPORT_SOURCE.encode(),)):
+        return False
+    event = decode_stored(data, seq=seq)
     return isinstance(event, Custom) and event.custom_kind == IMPORT_SOURCE
 
 

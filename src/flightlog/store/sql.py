@@ -161,6 +161,14 @@ class SqlStore(Store):
     BYTES_CONTAIN: ClassVar[str] = "instr(CAST(event AS BLOB), ?) > 0"
     """An ``events`` row's stored bytes contain the parameter (bytes); a row tampered to TEXT is compared
     as its UTF-8 bytes."""
+    EVENTS_SCAN: ClassVar[str] = "events NOT INDEXED"
+    """The ``events`` table read whole for a byte search of every row: SQLite in rowid (storage) order, not
+    through the primary key index (which would look each row up by rowid, in ``session_id`` order)."""
+    SESSION_KEY_COLUMNS: ClassVar[str] = (
+        "CAST(session_id AS TEXT), CAST(status AS TEXT), CAST(head_seq AS INTEGER), CAST(head_hash AS TEXT)"
+    )
+    """:meth:`session_keys`' columns, typed by the query (SQLite columns take any type) so the rows are
+    used as the driver returns them."""
 
     # ─── primitives (see the module docs) ────────────────────────────────────────────────
     @abc.abstractmethod
@@ -330,10 +338,9 @@ class SqlStore(Store):
 
     def session_keys(self) -> list[tuple[str, str, int, str]]:
         """``(session_id, status, head_seq, head_hash)`` of every session, oldest first, in one query."""
-        rows = self._all(
-            "SELECT session_id, status, head_seq, head_hash FROM sessions ORDER BY created_at_ms, session_id"
+        return self._all(
+            f"SELECT {self.SESSION_KEY_COLUMNS} FROM sessions ORDER BY created_at_ms, session_id"
         )
-        return [(str(r[0]), str(r[1]), int(r[2]), str(r[3])) for r in rows]
 
     def list_sessions(self, batch: int = 500) -> Iterator[SessionRecord]:
         """Every session, oldest first (keyset pages of ``batch`` rows)."""
@@ -455,20 +462,30 @@ class SqlStore(Store):
             yield rows
 
     def marked_ends(self, needle: bytes) -> dict[str, list[tuple[int, bytes]]]:
-        """One query: the sessions whose stored bytes hold ``needle`` (a byte search of every event,
-        :attr:`BYTES_CONTAIN`), then each one's first and last two rows through the primary key."""
+        """One query, one row per session found: the sessions whose stored bytes hold ``needle`` (one byte
+        search of every event, :attr:`BYTES_CONTAIN`, in the table's own order: :attr:`EVENTS_SCAN`), each
+        one's last stored seq (the primary key, covering), then its rows at that seq, the one before and
+        seq 0 (three primary-key lookups). A store whose seqs have a gap before the last returns the last
+        row without the one before it, which proves no end (the reader folds that session)."""
         rows = self._all(
-            "WITH m AS (SELECT DISTINCT session_id FROM events WHERE "
+            f"WITH m AS MATERIALIZED (SELECT DISTINCT session_id FROM {self.EVENTS_SCAN} WHERE "
             f"{self.BYTES_CONTAIN}), "
-            "t AS (SELECT m.session_id, (SELECT MAX(x.seq) FROM events x WHERE x.session_id = m.session_id) "
-            "AS last FROM m) "
-            "SELECT e.session_id, e.seq, e.event FROM t JOIN events e ON e.session_id = t.session_id "
-            "WHERE e.seq = 0 OR e.seq >= t.last - 1 ORDER BY e.session_id, e.seq",
+            "t AS MATERIALIZED (SELECT session_id, (SELECT MAX(x.seq) FROM events x "
+            "WHERE x.session_id = m.session_id) AS last FROM m) "
+            "SELECT t.session_id, t.last, "
+            "(SELECT e.event FROM events e WHERE e.session_id = t.session_id AND e.seq = 0), "
+            "(SELECT e.event FROM events e WHERE e.session_id = t.session_id AND e.seq = t.last - 1), "
+            "(SELECT e.event FROM events e WHERE e.session_id = t.session_id AND e.seq = t.last) FROM t",
             (needle,),
         )
         found: dict[str, list[tuple[int, bytes]]] = {}
-        for session_id, seq, data in rows:
-            found.setdefault(str(session_id), []).append((int(seq), R.as_bytes(data)))
+        for session_id, last, first, before, data in rows:
+            ends = [(last, data if type(data) is bytes else R.as_bytes(data))]
+            if before is not None and last > 0:
+                ends.insert(0, (last - 1, before if type(before) is bytes else R.as_bytes(before)))
+            if first is not None and last > 1:
+                ends.insert(0, (0, first if type(first) is bytes else R.as_bytes(first)))
+            found[str(session_id)] = ends
         return found
 
     # ─── authority epochs ────────────────────────────────────────────────────────────────

@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import json
 import logging
+import operator
 import re
 import threading
 from collections import OrderedDict
@@ -328,6 +329,8 @@ the pass 0.7 s, the reads per session 6.4 s)."""
 SessionKey = tuple[str, str, int, str]
 """``(session_id, status, head_seq, head_hash)``: :meth:`~flightlog.store.base.Store.session_keys`' rows."""
 
+_FIRST = operator.itemgetter(0)
+
 
 class PendingCache:
     """Gates per session whose ledger waits (open ones, and those decided since it suspended), decided as
@@ -336,18 +339,20 @@ class PendingCache:
 
     def __init__(self) -> None:
         self._lock = threading.Lock()
-        self._cache: dict[str, tuple[int, str, str, list[PendingCall] | None]] = {}
+        self._decided: dict[str, SessionKey] = {}
+        """Session id -> the key its answer was decided at (a fold, or the pass's "cannot wait")."""
+        self._gates: dict[str, list[PendingCall]] = {}
+        """Session id -> its gates, for a session decided as waiting (absent: decided as not waiting)."""
 
     def _of(
         self, store: Store, key: SessionKey, may: set[str] | None = None, record: SessionRecord | None = None
     ) -> list[PendingCall] | None:
         """The session's gates (None: no open wait), cached by ``key`` (``Store.session_keys``' tuple); a
         miss reads the row (``record`` when the caller holds it) and folds as ``flightlog pending`` does."""
-        sid, status, head_seq, head_hash = key
+        sid = key[0]
         with self._lock:
-            cached = self._cache.get(sid)
-        if cached is not None and cached[:3] == (head_seq, head_hash, status):
-            return cached[3]
+            if self._decided.get(sid) == key:
+                return self._gates.get(sid)
         try:
             may_wait = None if may is None else sid in may
             row = record or store.get_session(sid)
@@ -356,8 +361,24 @@ class PendingCache:
             log.exception("cannot fold the gates of %s", sid)
             calls = None
         with self._lock:
-            self._cache[sid] = (head_seq, head_hash, status, calls)
+            self._decided[sid] = key
+            if calls is None:
+                self._gates.pop(sid, None)
+            else:
+                self._gates[sid] = calls
         return calls
+
+    def _settle(self, keys: list[SessionKey], candidates: list[tuple[int, SessionKey]]) -> None:
+        """Cache every session of ``keys`` but the ``candidates`` as decided not to wait (what :meth:`_of`
+        would cache: the pass proved it, :func:`~flightlog.kernel.approvals.waiting_calls` answers None
+        without a read)."""
+        settled = dict(zip(map(_FIRST, keys), keys, strict=True))
+        for _, k in candidates:
+            settled.pop(k[0], None)
+        with self._lock:
+            self._decided.update(settled)
+            for sid in [sid for sid in self._gates if sid in settled]:
+                del self._gates[sid]
 
     def _keys(self, store: Store) -> tuple[list[SessionKey], set[str] | None]:
         """Every session's key (``Store.session_keys``: no metadata decoded), and, when more than
@@ -366,10 +387,9 @@ class PendingCache:
         moves in between is folded as it is then, and refolded when its key is next seen moved)."""
         keys = store.session_keys()
         with self._lock:
-            missing = sum(
-                1
-                for sid, status, seq, hsh in keys
-                if (c := self._cache.get(sid)) is None or c[:3] != (seq, hsh, status)
+            decided = self._decided
+            missing = (
+                sum(map(operator.ne, map(decided.get, [k[0] for k in keys]), keys)) if decided else len(keys)
             )
         if missing <= SET_PASS:
             return keys, None
@@ -417,16 +437,8 @@ class PendingCache:
                     candidates.append((i, k))
             exact = True
         else:  # the pass decides which may wait; the rest is cached as not waiting, without a fold
-            settled: dict[str, tuple[int, str, str, list[PendingCall] | None]] = {}
-            for i, k in enumerate(keys):
-                sid, status, seq, hsh = k
-                if status == "suspended" or sid in may:
-                    candidates.append((i, k))
-                else:  # what _of would cache: waiting_calls answers None without a read
-                    folded[sid] = None
-                    settled[sid] = (seq, hsh, status, None)
-            with self._lock:
-                self._cache.update(settled)
+            candidates = [(i, k) for i, k in enumerate(keys) if k[0] in may or k[1] == "suspended"]
+            self._settle(keys, candidates)
             exact = False
         paged = limit is not None and session_id is None
         start = max(0, start) if paged else 0
