@@ -350,7 +350,7 @@ class SqliteStore(SqlStore):
             SessionNotFound, StaleWriter, AppendConflict: as :meth:`Store.append_events` (AppendConflict
                 names the lowest seq that cannot be written).
         """
-        if not rows or not self._in_own_transaction():
+        if not rows or self._owner != _ident():  # not this thread's transaction (inline)
             return super().append_events(session_id, rows, head, epoch=epoch, recorded_at_ms=recorded_at_ms)
         first = rows[0]
         if len(rows) > 1:
@@ -487,7 +487,7 @@ class SqliteStore(SqlStore):
         """:meth:`SqlStore.replace_run_row`; inside this thread's transaction (an append's) the one
         statement runs directly, without the joined-block wrapper (a failed SQLite statement undoes its
         own changes and leaves the transaction usable)."""
-        if row.run_id != expected.run_id or not self._in_own_transaction():
+        if row.run_id != expected.run_id or self._owner != _ident():  # not this thread's transaction (inline)
             return super().replace_run_row(row, expected)
         try:
             return self._run(*run_swap_params(row, expected, self.NULL_SAFE_EQ)).rowcount == 1

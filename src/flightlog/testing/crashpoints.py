@@ -52,6 +52,8 @@ The points (:data:`POINTS`), each placed where a crash leaves a distinct state b
 
 from __future__ import annotations
 
+import functools
+import operator
 import os
 import signal
 import threading
@@ -89,15 +91,15 @@ def _environment_lookup() -> Callable[[], object]:
     ``os.environ.get`` encodes the name and decodes the value on every call (~1 µs on a slow machine, and an
     append passes four crash points). On POSIX ``os.environ`` keeps its entries in a dict of encoded names
     (``_data``), which every ``os.environ[...] =`` and ``del`` (so ``monkeypatch.setenv``) update: a
-    lookup there sees exactly what ``os.environ.get`` sees. Where that dict
-    is not there (another platform or implementation), the plain ``os.environ.get``.
+    lookup there sees exactly what ``os.environ.get`` sees. The lookup is ``operator.contains`` bound by
+    ``functools.partial``, both in C, so it runs no Python frame of its own (a lambda would: one per crash
+    point). Where that dict is not there (another platform or implementation), the plain ``os.environ.get``.
     """
     data = getattr(os.environ, "_data", None)
     encodekey = getattr(os.environ, "encodekey", None)
     if isinstance(data, dict) and callable(encodekey):
-        key = encodekey(ENV)
-        return lambda: key in data
-    return lambda: os.environ.get(ENV)
+        return functools.partial(operator.contains, data, encodekey(ENV))
+    return functools.partial(os.environ.get, ENV)
 
 
 _lookup = _environment_lookup()
