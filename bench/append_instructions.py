@@ -2,10 +2,14 @@
 
 Runs this script's driver twice under ``valgrind --tool=callgrind`` (N and 3N appends at NORMAL into a fresh
 store, after 40 warm-up appends, the same events built before either run) and prints
-``(Ir(3N) - Ir(N)) / 2N``: start-up, imports and building the events cancel out (a first, uncounted run
-compiles the tree's bytecode). Counts, not times: the
+``(Ir(3N) - Ir(N)) / 2N``: start-up, imports, building the events and converting them to a floor's input
+(or to ``--encoded`` pairs) cancel out, as ``bench/ledger.py`` makes them before its clock (a first, uncounted
+run compiles the tree's bytecode). Counts, not times: the
 figure does not move with the machine's load, so two trees can be compared on a busy machine (the kernel's
-part of a COMMIT, its write of the WAL, is not counted).
+part of a COMMIT, its write of the WAL, is not counted). Counts are not time: valgrind's virtual CPU has no SHA
+extensions, so OpenSSL's SHA-256 counts its generic code here (~2k instructions per 64-byte block, ~95k per
+append on every side) where a CPU with ``sha_ni`` spends a few µs; interpreter instructions run slowest
+(bench/README.md, "append FULL: where the time goes").
 
     .venv/bin/python bench/append_instructions.py                        # this checkout, running loop
     .venv/bin/python bench/append_instructions.py --src ../other/src     # another tree, same harness
@@ -23,6 +27,7 @@ guarantees need are a difference of two counts. Needs ``valgrind`` on PATH.
 from __future__ import annotations
 
 import argparse
+import os
 import re
 import shutil
 import subprocess
@@ -33,6 +38,11 @@ from pathlib import Path
 from _tree import measured_tree
 
 _WARMUP = 40
+_ENV = {**os.environ, "PYTHONHASHSEED": os.environ.get("PYTHONHASHSEED", "0")}
+"""The counted runs' environment: one string-hash seed (0 unless ``PYTHONHASHSEED`` is set), so dict layouts,
+and with them the count, do not move between runs. With a random seed per run the same tree's count moved by
+5-10k; with one seed runs from one shell print the same count, and another environment moves it by 0.5k at most
+(bench/README.md, "append FULL: where the time goes")."""
 
 
 def _drive_floor(appends: int, workload: str, batch: int, built: int, floor: str) -> None:
@@ -45,11 +55,14 @@ def _drive_floor(appends: int, workload: str, batch: int, built: int, floor: str
     source = Workload(7)
     head = [source.run_started()] if workload == "loop" else []
     warm = Workload(7).events(_WARMUP)
-    events = source.events(built)[_WARMUP : _WARMUP + appends]
+    # Every built event is converted, in the N run as in the 3N run, so the conversion (made before the
+    # clock in ledger.py) cancels out of the difference like the events' construction does.
+    built_events = [*head, *warm, *source.events(built)[_WARMUP:]]
     if floor == "same-work":
-        items: list[object] = [e.to_wire() for e in [*head, *warm, *events]]
+        converted: list[object] = [e.to_wire() for e in built_events]
     else:
-        items = [(e.kind, canonical_bytes(e)) for e in [*head, *warm, *events]]
+        converted = [(e.kind, canonical_bytes(e)) for e in built_events]
+    items = converted[: len(head) + _WARMUP + appends]
     with tempfile.TemporaryDirectory() as workdir:
         path = Path(workdir) / "x.db"
         writer = SameWorkWriter(path, "NORMAL") if floor == "same-work" else FloorWriter(path, "NORMAL")
@@ -70,8 +83,10 @@ def _drive(appends: int, workload: str, batch: int, built: int, encoded: bool) -
     from flightlog.store.sqlite import SqliteStore
 
     source = Workload(7)
-    events = source.events(built)[_WARMUP : _WARMUP + appends]
-    rows = [(event.kind, canonical_bytes(event)) for event in events] if encoded else []
+    timed = source.events(built)[_WARMUP:]
+    events = timed[:appends]
+    # Every built event is encoded, in the N run as in the 3N run: the encoding cancels out of the difference.
+    rows = [(event.kind, canonical_bytes(event)) for event in timed][:appends] if encoded else []
     with (
         tempfile.TemporaryDirectory() as workdir,
         SqliteStore(Path(workdir) / "x.db", synchronous="NORMAL") as store,
@@ -90,7 +105,7 @@ def _drive(appends: int, workload: str, batch: int, built: int, encoded: bool) -
 
 def _instructions(args: argparse.Namespace, appends: int) -> int:
     """Instructions callgrind counts for one driver run of ``appends`` appends."""
-    done = subprocess.run(_child(args, appends), capture_output=True, text=True, check=True)
+    done = subprocess.run(_child(args, appends), capture_output=True, text=True, check=True, env=_ENV)
     found = re.search(r"Collected : (\d+)", done.stderr)
     if found is None:
         raise SystemExit(f"append_instructions.py: no callgrind total in: {done.stderr[-500:]}")
@@ -140,7 +155,7 @@ def main() -> int:
         print("append_instructions.py: valgrind is not on PATH", file=sys.stderr)
         return 2
     # One run first, not counted: it compiles the tree's bytecode, which would otherwise land in one count.
-    subprocess.run(_child(args, 1)[3:], capture_output=True, check=True)
+    subprocess.run(_child(args, 1)[3:], capture_output=True, check=True, env=_ENV)
     small, large = (_instructions(args, n) for n in (args.appends, 3 * args.appends))
     per = (large - small) / (2 * args.appends)
     how = "append_encoded" if args.encoded else "append_many" if args.batch > 1 else "append"
