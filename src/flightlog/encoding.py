@@ -41,6 +41,7 @@ from .messages import WireModel
 __all__ = [
     "MAX_SAFE_INTEGER",
     "NATIVE_DEPTH_LIMIT",
+    "SUSPENDED_MARK",
     "canonical_bytes",
     "canonical_json",
     "custom_bytes",
@@ -65,6 +66,9 @@ MAX_SAFE_INTEGER = 2**53 - 1
 
 Upcaster = Callable[[dict[str, Any]], dict[str, Any]]
 _UPCASTERS: dict[str, list[Upcaster]] = {}
+SUSPENDED_MARK = b'"kind":"suspended"'
+"""What the canonical bytes of every ``suspended`` event hold (RFC 8785: sorted keys, no spaces).
+:func:`decode_stored` refuses a ``suspended`` event whose bytes lack it, so a row without it is no wait."""
 _UPCAST_KINDS: list[bytes] = []
 """The kinds in :data:`_UPCASTERS`, UTF-8 (:func:`decodes_without` searches for them)."""
 
@@ -788,8 +792,15 @@ def decode_stored(data: bytes, *, seq: int | None = None) -> SessionEvent:
     path (:func:`parse_json`, upcasters, :func:`~flightlog.events.event_from_wire`), which raises the
     error. ``tests/test_decode_fast.py`` checks by property that both paths give equal events.
 
+    A ``suspended`` event decodes only from bytes holding :data:`SUSPENDED_MARK` (its canonical spelling):
+    the readers that decide whether a ledger may wait without decoding it (``kernel.rowcheck``, the
+    dashboard's approvals queue) search the stored bytes for that mark, so a wait spelled otherwise (a JSON
+    escape, white space: bytes no flightlog writer makes) is refused here rather than acted on by the fold
+    and missed by the queue.
+
     Raises:
-        EventDecodeError: the bytes are not JSON, not an object, or not a valid event (names ``seq``).
+        EventDecodeError: the bytes are not JSON, not an object, or not a valid event, or a ``suspended``
+            event not spelled canonically (names ``seq``).
     """
     if isinstance(data, bytes):
         event = event_from_json_or_none(data)
@@ -798,8 +809,22 @@ def decode_stored(data: bytes, *, seq: int | None = None) -> SessionEvent:
             and event.kind not in _UPCASTERS
             and (event.kind in _NO_LONG_INTEGERS or data.translate(_DIGITS_TO_ZERO).find(_SIXTEEN_ZEROS) < 0)
         ):
-            return event
-    return _decode_reference(data, seq)
+            return _marked(event, data, seq)
+    return _marked(_decode_reference(data, seq), data, seq)
+
+
+def _marked(event: SessionEvent, data: bytes, seq: int | None) -> SessionEvent:
+    """``event``, unless it is a ``suspended`` event whose bytes lack :data:`SUSPENDED_MARK`.
+
+    Raises:
+        EventDecodeError: that case (names ``seq``).
+    """
+    if event.kind == "suspended" and SUSPENDED_MARK not in (data if isinstance(data, bytes) else bytes(data)):
+        raise EventDecodeError(
+            reason='a suspended event not in canonical form (its bytes do not hold \'"kind":"suspended"\')',
+            seq=seq,
+        )
+    return event
 
 
 def decodes_without(data: bytes, spellings: tuple[bytes, ...]) -> bool:
@@ -841,7 +866,8 @@ def _decode_reference(data: bytes, seq: int | None) -> SessionEvent:
         raise EventDecodeError(reason=f"not JSON: {exc}", seq=seq) from exc
     if not isinstance(raw, dict):
         raise EventDecodeError(reason="not a JSON object", seq=seq)
-    for upcaster in _UPCASTERS.get(str(raw.get("kind")), ()):
+    kind = raw.get("kind")
+    for upcaster in _UPCASTERS.get(kind, ()) if isinstance(kind, str) else ():
         raw = upcaster(raw)
     return event_from_wire(raw, seq=seq)
 

@@ -1,10 +1,9 @@
-"""Attacks on the approvals queue's wait pre-filter (``ed46bc1``: :func:`sessions_may_wait`,
-:meth:`SqlStore.marked_ends`, :func:`decodes_without`), as someone who can write the database: each test is
-a case where ``flightlog pending`` / the dashboard's queue hides a wait the stored bytes hold, a row no other
-reader reads breaks the queue, or ``decodes_without`` denies a string the decoded event holds.
-
-Every test here is a known bug, marked ``xfail(strict=True)`` so the suite stays green and a fix turns it
-into an unexpected pass (then drop the mark). On SQLite and PostgreSQL where both hold the bytes.
+"""Attacks on the approvals queue's wait pre-filter (:func:`sessions_may_wait`, :meth:`SqlStore.marked_ends`,
+:func:`decodes_without`), as someone who can write the database, each once a bug: a row no other reader reads
+hid a wait from ``flightlog pending`` and the dashboard's queue, or broke both; a wait spelled without the
+canonical mark was acted on by the fold and missed by the queue; a TEXT row that is not UTF-8 made a
+traceback; an upcaster ran on an event whose bytes never spell its kind. On SQLite and PostgreSQL where
+both hold the bytes.
 """
 
 from __future__ import annotations
@@ -17,6 +16,7 @@ import pytest
 
 from flightlog import encoding
 from flightlog.encoding import canonical_bytes, decode_stored, decodes_without, register_upcaster
+from flightlog.errors import EventDecodeError
 from flightlog.events import Custom, RunStarted, RunTerminal, Suspended
 from flightlog.kernel.rowcheck import session_may_wait, sessions_may_wait
 from flightlog.kernel.state import load_state
@@ -77,12 +77,6 @@ def verify_says(url: str, session_id: str, text: str) -> str:
     return out
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="SqlStore.marked_ends takes the last seq as MAX(seq) over every row, a row at seq 2**63-1 "
-    "(rows.MAX_SEQ) included, which read_events/read_chain (seq < MAX_SEQ), the fold, session_may_wait "
-    "and verify never read: its run_terminal ends the wait for the store-wide pass only",
-)
 def test_an_end_no_other_reader_reads_does_not_hide_the_wait(
     url: str, monkeypatch: pytest.MonkeyPatch
 ) -> None:
@@ -100,13 +94,6 @@ def test_an_end_no_other_reader_reads_does_not_hide_the_wait(
     assert listed(url) == [sid]
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="SqlStore.marked_ends (SQLite): a row whose seq is TEXT (any session, even one without a "
-    "sessions row) holding the mark makes MAX(seq) a str, and the pass raises TypeError (not a "
-    "FlightlogError): `flightlog pending` and /api/runs (500) fail for every session, while no other "
-    "reader reads the row (seq < MAX_SEQ is false for TEXT) and verify of the waiting session says ok",
-)
 def test_a_row_with_a_text_seq_does_not_break_the_pass(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
@@ -119,17 +106,11 @@ def test_a_row_with_a_text_seq_does_not_break_the_pass(
     assert dashboard_pending(db) == [(sid, "n1")]
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason='rowcheck.SUSPENDED_MARK is searched as the canonical spelling b\'"kind":"suspended"\', but '
-    "decode_stored (both paths) also decodes non-canonical bytes (a JSON escape, white space) to a "
-    "`suspended` event the fold waits on; session_may_wait/sessions_may_wait answer False, so pending, "
-    "the queue and verify's row check (row_divergences) are all silent on an unsigned session",
-)
 @pytest.mark.parametrize("spelling", [b'"kind":"\\u0073uspended"', b'"kind": "suspended"'])
-def test_a_wait_spelled_without_the_mark_is_still_listed(
-    url: str, spelling: bytes, monkeypatch: pytest.MonkeyPatch
-) -> None:
+def test_a_wait_spelled_without_the_mark_is_refused_by_every_reader(url: str, spelling: bytes) -> None:
+    """Bytes no flightlog writer makes (re-chained, so only a signature would tell): the queue's byte rules
+    pass the session over, and the fold, ``resume`` and ``audit`` refuse the row naming its seq instead of
+    acting on a wait the queue does not show."""
     with open_store(url) as store:
         recorder = Recorder.create(store, session_id="w", source="kernel")
         recorder.append_many(
@@ -139,23 +120,20 @@ def test_a_wait_spelled_without_the_mark_is_still_listed(
             ]
         )
     rechain(url, "w", lambda seq, data: data.replace(b'"kind":"suspended"', spelling))  # hashes recomputed
-    set_status(url, "w", "completed")
     with open_store(url, read_only=True) as store:
-        assert load_state(store, "w").phase == "suspended"  # the ledger waits
-        assert session_may_wait(store, store.get_session("w"))
-        assert "w" in sessions_may_wait(store)
-        assert "w" in views.PendingCache().queue(store).suspended
-        monkeypatch.setattr(views, "SET_PASS", 0)
-        assert "w" in views.PendingCache().queue(store).suspended
-    verify_says(url, "w", "row_mismatch")
+        try:
+            answer: bool | int | None = session_may_wait(store, store.get_session("w"))
+        except EventDecodeError as exc:  # the escape is no proof of "no end": the last row is decoded
+            answer = exc.seq
+        assert answer == (1 if b"\\" in spelling else False)
+        assert "w" not in sessions_may_wait(store)
+        with pytest.raises(EventDecodeError, match="canonical") as refused:
+            load_state(store, "w")
+        assert refused.value.seq == 1
+    code, out, err = cli(url, "audit", "w")
+    assert code == 1 and "seq 1" in out + err, (out, err)
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="a TEXT event holding bytes that are not UTF-8 (SQLite) makes the sqlite3 driver raise "
-    "OperationalError on read (not a FlightlogError): /api/runs answers 500 for a session that never "
-    "waited, and `flightlog verify` dies with a traceback instead of naming the row",
-)
 def test_a_text_row_that_is_not_utf8_does_not_break_the_dashboard(tmp_path: Path) -> None:
     db = str(tmp_path / "flightlog.db")
     sid = suspended_run(db)
@@ -167,16 +145,15 @@ def test_a_text_row_that_is_not_utf8_does_not_break_the_dashboard(tmp_path: Path
     assert dashboard_pending(db) == [(sid, "n1")]
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="encoding.decodes_without searches for each upcaster's kind in the bytes, but _decode_reference "
-    "looks upcasters up by str(raw.get('kind')): an upcaster registered for 'None' (or 'True', '1.0') "
-    "runs on an event without a kind (or kind true, 1e0), whose bytes never spell it",
-)
-def test_decodes_without_denies_no_string_an_upcaster_writes(monkeypatch: pytest.MonkeyPatch) -> None:
+def test_an_upcaster_runs_only_on_the_kind_its_bytes_spell(monkeypatch: pytest.MonkeyPatch) -> None:
+    """An upcaster registered for ``"None"`` once ran on ``{"kind":null}`` (looked up by ``str(kind)``), so
+    ``decodes_without`` said "no run_terminal" of bytes that decoded to one. Upcasters run on string kinds
+    only; those bytes are no event."""
     monkeypatch.setattr(encoding, "_UPCASTERS", {})
     monkeypatch.setattr(encoding, "_UPCAST_KINDS", [])
     register_upcaster("None", lambda raw: json.loads(END))
     data = b'{"kind":null}'
-    assert isinstance(decode_stored(data, seq=1), RunTerminal)
-    assert not decodes_without(data, (b"run_terminal",))
+    with pytest.raises(EventDecodeError):
+        decode_stored(data, seq=1)
+    assert decodes_without(data, (b"run_terminal",))
+    assert isinstance(decode_stored(b'{"kind":"None"}', seq=1), RunTerminal)  # its own kind: upcast

@@ -31,7 +31,7 @@ from __future__ import annotations
 from collections import deque
 from typing import Any
 
-from ..encoding import decode_stored, decodes_without
+from ..encoding import SUSPENDED_MARK, decode_stored, decodes_without
 from ..errors import Divergence
 from ..events import Custom, RunTerminal
 from ..integrity.verify import AuditReport
@@ -39,7 +39,14 @@ from ..notarization import SEAL_KIND
 from ..store.base import RUNNABLE_STATUSES, SessionRecord, Store
 from .state import load_state
 
-__all__ = ["ROW_MISMATCH", "row_divergences", "row_warning", "session_may_wait", "sessions_may_wait"]
+__all__ = [
+    "ROW_MISMATCH",
+    "SUSPENDED_MARK",
+    "row_divergences",
+    "row_warning",
+    "session_may_wait",
+    "sessions_may_wait",
+]
 
 ROW_MISMATCH = "row_mismatch"
 """Divergence reason: a field of the ``sessions`` row contradicts the verified ledger."""
@@ -48,9 +55,9 @@ IMPORT_SOURCE = "import_source"
 """``custom_kind`` of an imported session's first event (``flightlog.importers``; the kernel does not
 import the importers)."""
 
-SUSPENDED_MARK = b'"kind":"suspended"'
-"""What the canonical bytes of every ``suspended`` event hold (RFC 8785: sorted keys, no spaces; no
-upcaster produces that kind). A session without it in any row has never waited."""
+# SUSPENDED_MARK (from ``encoding``): what the canonical bytes of every ``suspended`` event hold (RFC 8785:
+# sorted keys, no spaces); ``decode_stored`` refuses a ``suspended`` event without it, so a session without
+# it in any row has no wait any reader acts on.
 
 _END_SPELLINGS = (str(RunTerminal.model_fields["kind"].default).encode(), SEAL_KIND.encode())
 """The strings an event that can end the run decodes with: ``run_terminal``'s kind, the seal's

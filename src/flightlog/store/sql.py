@@ -161,6 +161,9 @@ class SqlStore(Store):
     BYTES_CONTAIN: ClassVar[str] = "instr(CAST(event AS BLOB), ?) > 0"
     """An ``events`` row's stored bytes contain the parameter (bytes); a row tampered to TEXT is compared
     as its UTF-8 bytes."""
+    EVENT_BYTES: ClassVar[str] = "CAST(event AS BLOB)"
+    """An ``events`` row's stored bytes as the readers select them: SQLite hands a tampered TEXT value over as
+    its bytes (the driver would decode it, and raise on bytes that are not UTF-8) and a BLOB unchanged."""
     EVENTS_SCAN: ClassVar[str] = "events NOT INDEXED"
     """The ``events`` table read whole for a byte search of every row: SQLite in rowid (storage) order, not
     through the primary key index (which would look each row up by rowid, in ``session_id`` order)."""
@@ -435,7 +438,10 @@ class SqlStore(Store):
         self, session_id: str, *, start: int = 0, stop: int | None = None, batch: int = 512
     ) -> Iterator[StoredEvent]:
         """Stream rows in ascending seq, ``batch`` rows per query (keyset pagination, bounded memory)."""
-        sql = f"SELECT {R.EVENT_COLUMNS} FROM events WHERE session_id = ? AND seq >= ? AND seq < ? ORDER BY seq LIMIT ?"
+        columns = R.EVENT_COLUMNS.format(event=self.EVENT_BYTES)
+        sql = (
+            f"SELECT {columns} FROM events WHERE session_id = ? AND seq >= ? AND seq < ? ORDER BY seq LIMIT ?"
+        )
         for seq, kind, data, prev_hash, hash_, at in self._pages(sql, (session_id,), start, stop, batch):
             yield StoredEvent(session_id, seq, kind, R.as_bytes(data), prev_hash, hash_, at)
 
@@ -452,7 +458,7 @@ class SqlStore(Store):
         the driver returns them, ``batch`` rows per query (keyset pagination); a page holding a value that
         is not ``bytes`` (a tampered TEXT or INTEGER event in SQLite, a driver's memoryview) is mapped with
         :func:`rows.as_bytes`, as :meth:`read_events` maps every row."""
-        columns = "seq, event, prev_hash, hash, kind" if kinds else "seq, event, prev_hash, hash"
+        columns = f"seq, {self.EVENT_BYTES}, prev_hash, hash" + (", kind" if kinds else "")
         sql = (
             f"SELECT {columns} FROM events WHERE session_id = ? AND seq >= ? AND seq < ? ORDER BY seq LIMIT ?"
         )
@@ -465,18 +471,22 @@ class SqlStore(Store):
         """One query, one row per session found: the sessions whose stored bytes hold ``needle`` (one byte
         search of every event, :attr:`BYTES_CONTAIN`, in the table's own order: :attr:`EVENTS_SCAN`), each
         one's last stored seq (the primary key, covering), then its rows at that seq, the one before and
-        seq 0 (three primary-key lookups). A store whose seqs have a gap before the last returns the last
-        row without the one before it, which proves no end (the reader folds that session)."""
+        seq 0 (three primary-key lookups). Only the rows every reader reads count (``0 <= seq <``
+        ``rows.MAX_SEQ``, as :meth:`read_chain`): a row planted beyond them (or, in SQLite, with a TEXT seq)
+        neither ends a run here nor breaks the pass. A store whose seqs have a gap before the last returns
+        the last row without the one before it, which proves no end (the reader folds that session)."""
+        event = self.EVENT_BYTES.replace("event", "e.event")
         rows = self._all(
             f"WITH m AS MATERIALIZED (SELECT DISTINCT session_id FROM {self.EVENTS_SCAN} WHERE "
-            f"{self.BYTES_CONTAIN}), "
+            f"{self.BYTES_CONTAIN} AND seq >= 0 AND seq < ?), "
             "t AS MATERIALIZED (SELECT session_id, (SELECT MAX(x.seq) FROM events x "
-            "WHERE x.session_id = m.session_id) AS last FROM m) "
+            "WHERE x.session_id = m.session_id AND x.seq >= 0 AND x.seq < ?) AS last FROM m) "
             "SELECT t.session_id, t.last, "
-            "(SELECT e.event FROM events e WHERE e.session_id = t.session_id AND e.seq = 0), "
-            "(SELECT e.event FROM events e WHERE e.session_id = t.session_id AND e.seq = t.last - 1), "
-            "(SELECT e.event FROM events e WHERE e.session_id = t.session_id AND e.seq = t.last) FROM t",
-            (needle,),
+            f"(SELECT {event} FROM events e WHERE e.session_id = t.session_id AND e.seq = 0), "
+            f"(SELECT {event} FROM events e WHERE e.session_id = t.session_id AND e.seq = t.last - 1), "
+            f"(SELECT {event} FROM events e WHERE e.session_id = t.session_id AND e.seq = t.last) FROM t "
+            "WHERE t.last IS NOT NULL",
+            (needle, R.MAX_SEQ, R.MAX_SEQ),
         )
         found: dict[str, list[tuple[int, bytes]]] = {}
         for session_id, last, first, before, data in rows:
