@@ -4,6 +4,7 @@ retiring nothing, when one is missing."""
 
 from __future__ import annotations
 
+import json
 import re
 import sqlite3
 from hashlib import sha256
@@ -21,7 +22,13 @@ from typer.testing import CliRunner
 import flightlog
 from flightlog.cli import app
 from flightlog.events import Custom
-from flightlog.integrations.langgraph import SEGMENT, FlightlogSaver, _delta_bytes, session_id_for
+from flightlog.integrations.langgraph import (
+    CHECKPOINT_KIND,
+    SEGMENT,
+    FlightlogSaver,
+    _delta_bytes,
+    session_id_for,
+)
 from flightlog.ops.dbcopy import CopyNotVerified, copy_store
 from flightlog.recorder import Recorder
 from flightlog.store.base import ArtifactRecord
@@ -182,12 +189,18 @@ def test_digests_events_quote_but_no_artifact_holds_are_copied_and_reported(
 
 
 def test_an_artifact_a_langgraph_record_names_is_required(tmp_path: Path) -> None:
-    """Unlike a quote, a LangGraph record's ``ref`` was stored with it: the copy is refused naming it."""
+    """Unlike a quote, a LangGraph record's ``ref`` was stored with it: the copy is refused naming it.
+
+    The record is the thread's first checkpoint (it names one ref), found by its kind: LangGraph saves the
+    first task's writes and that checkpoint from its background thread in either order, so its seq is 1 or
+    2 (it was read at seq 1, which held the writes, naming two refs, in ~1 of 4 runs with the saver's calls
+    delayed at random)."""
     db = tmp_path / "lg.db"
     _thread(db)
     raw = sqlite3.connect(db)
-    ((seq, event),) = raw.execute("SELECT seq, event FROM events WHERE seq = 1").fetchall()
-    (gone,) = re.findall(r'"ref":"sha256:([0-9a-f]{64})"', bytes(event).decode())
+    rows = raw.execute("SELECT seq, event FROM events ORDER BY seq").fetchall()
     raw.close()
+    seq, event = next((s, bytes(e)) for s, e in rows if json.loads(e).get("custom_kind") == CHECKPOINT_KIND)
+    (gone,) = re.findall(r'"ref":"sha256:([0-9a-f]{64})"', event.decode())
     message = _refused_copy(db, gone)
     assert f"artifact sha256:{gone}, named by the record at seq {seq}, is missing from the source" in message
