@@ -4,8 +4,8 @@ remount on resume after SIGKILL, smuggling refused, the tool surface checked by 
 from __future__ import annotations
 
 import os
+import re
 import signal
-import socket
 import subprocess
 import sys
 import threading
@@ -369,42 +369,41 @@ def test_a_server_that_does_not_start_is_recorded_and_the_run_goes_on(
     assert changes(store, "s8") == [] and tool_names(provider.requests[0]) == []
 
 
-def _free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        port: int = sock.getsockname()[1]
-        return port
-
-
-def _wait_for_line(stream: Any, text: str, timeout_s: float = 60.0) -> threading.Thread:
-    """Read ``stream`` (in a thread, to its end) until a line contains ``text``, bounded by ``timeout_s``;
-    returns the reader thread."""
+def _wait_for_line(
+    stream: Any, pattern: str, timeout_s: float = 60.0
+) -> tuple[re.Match[str], threading.Thread]:
+    """Read ``stream`` (in a thread, to its end) until a line matches ``pattern``, bounded by ``timeout_s``;
+    returns the match and the reader thread."""
     seen = threading.Event()
     lines: list[str] = []
+    found: list[re.Match[str]] = []
 
     def read() -> None:
         for line in stream:
             lines.append(line)
-            if text in line:
+            if not found and (match := re.search(pattern, line)):
+                found.append(match)
                 seen.set()
 
     reader = threading.Thread(target=read, daemon=True)
     reader.start()
-    assert seen.wait(timeout_s), f"no {text!r} from the server: {''.join(lines)}"
-    return reader
+    assert seen.wait(timeout_s), f"no {pattern!r} from the server: {''.join(lines)}"
+    return found[0], reader
 
 
 def test_a_server_over_streamable_http(store: SqliteStore, tmp_path: Path) -> None:
-    port = _free_port()
+    # Port 0: the server binds a free port and says which. (A port found free here and closed, then
+    # passed to the server, could be taken in between by another process: then no server, and a wait.)
     proc = subprocess.Popen(
-        [sys.executable, SERVER, "http", str(port)],
+        [sys.executable, SERVER, "http", "0"],
         stderr=subprocess.PIPE,
         stdout=subprocess.DEVNULL,
         text=True,
     )
     reader: threading.Thread | None = None
     try:
-        reader = _wait_for_line(proc.stderr, "Uvicorn running on")
+        running, reader = _wait_for_line(proc.stderr, r"Uvicorn running on http://127\.0\.0\.1:(\d+)")
+        port = int(running.group(1))
         provider = ScriptedProvider([calls(call("h__add", {"a": 20, "b": 22}, id="c1")), reply("done")])
         remote = McpServer(
             id="h", url=f"http://127.0.0.1:{port}/mcp", tools=["add"], effects={"add": "read_only"}
