@@ -13,9 +13,11 @@ from __future__ import annotations
 
 import json
 import operator
+import threading
 from pathlib import Path
 from typing import Annotated, Any, TypedDict
 
+import pytest
 from fastapi.testclient import TestClient
 from langchain_core.messages import HumanMessage
 from langchain_core.runnables import RunnableConfig
@@ -25,7 +27,7 @@ from typer.testing import CliRunner
 
 import flightlog
 from flightlog.cli import app
-from flightlog.events import OperationCancelled, Resumed, RunStarted
+from flightlog.events import Custom, OperationCancelled, Resumed, RunStarted, RunTerminal
 from flightlog.integrations.langgraph import FlightlogSaver, session_id_for
 from flightlog.recorder import verify_session
 from flightlog.sessions import iter_events
@@ -108,10 +110,45 @@ def _pending(db: Path) -> list[tuple[str, str | None, str | None]]:
     return sorted((row["tool"], row["decision"], row["decided_by"]) for row in json.loads(result.output))
 
 
-def test_interrupts_answered_by_id_are_listed_as_decided_until_none_is_left(tmp_path: Path) -> None:
+class _LastAnswer(FlightlogSaver):
+    """Saves the ``email`` task's answer (its writes with ``__resume__``) on a chosen side of the checkpoint
+    that ends the run. LangGraph saves both from its background thread, in either order: with the saver's
+    calls delayed at random, the answer came after that checkpoint in 7 of 30 runs, and the test, which
+    expected the run's ``resumed``, failed. ``late``: the answer is held, for the test to make after
+    ``invoke`` returns; else the root checkpoint's ``put`` waits (60 s at most) until it is recorded."""
+
+    def __init__(self, *args: Any, late: bool, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        self.late = late
+        self.held: list[tuple[Any, ...]] = []
+        self.answered = threading.Event()
+
+    def put_writes(self, config: RunnableConfig, writes: Any, task_id: str, task_path: str = "") -> None:
+        answer = task_path.endswith("email") and any(channel == "__resume__" for channel, _ in writes)
+        if answer and self.late:
+            self.held.append((config, list(writes), task_id, task_path))
+            return
+        super().put_writes(config, writes, task_id, task_path)
+        if answer:
+            self.answered.set()
+
+    def put(
+        self, config: RunnableConfig, checkpoint: Any, metadata: Any, new_versions: Any
+    ) -> RunnableConfig:
+        if not self.late and not config["configurable"].get("checkpoint_ns"):
+            assert self.answered.wait(60), "the email task's answer never reached the saver"
+        return super().put(config, checkpoint, metadata, new_versions)
+
+
+@pytest.mark.parametrize("late", [False, True], ids=["answer-first", "answer-after-the-end"])
+def test_interrupts_answered_by_id_are_listed_as_decided_until_none_is_left(
+    tmp_path: Path, late: bool
+) -> None:
     """As a kernel run or an Agents SDK session: an answered interrupt is listed by ``pending`` as decided
     (by whom) while another still waits, and the run resumes once none is left open; each answer is
-    recorded when LangGraph writes it (a resume map reaches the saver only as each task's resume write)."""
+    recorded when LangGraph writes it (a resume map reaches the saver only as each task's resume write).
+    The last answer recorded after the checkpoint that ended the run (``late``) is a decision, and the
+    ended run is not resumed."""
     db = tmp_path / "lg.db"
     cfg: RunnableConfig = {"configurable": {"thread_id": "fan"}}
     sid = session_id_for("fan")
@@ -126,14 +163,27 @@ def test_interrupts_answered_by_id_are_listed_as_decided_until_none_is_left(tmp_
         assert [(r["kind"], r["who"]) for r in decision_rows(store, sid)] == [("approve", "bob")]
     # the last answer, from a saver that folds the thread afresh (as another process would)
     with flightlog.open_store(str(db)) as store:
-        graph = _fan_out(FlightlogSaver(store, notary=None))
+        saver = _LastAnswer(store, notary=None, late=late)
+        graph = _fan_out(saver)
         done = graph.invoke(Command(resume={asked["email"]: "no"}), {**cfg, "metadata": {"approver": "dan"}})
         assert sorted(done["out"]) == ["email: no", "refund: yes"]
+        if late:
+            (answer,) = saver.held
+            assert store.get_session(sid).status == "completed"
+            FlightlogSaver.put_writes(saver, *answer)
         assert _pending(db) == []
         rows = decision_rows(store, sid)
         assert sorted((r["kind"], r["who"]) for r in rows) == [("approve", "bob"), ("deny", "dan")]
-        (resumed,) = [e for _row, e in iter_events(store, sid) if isinstance(e, Resumed)]
-        assert (resumed.approved, resumed.denied) == ([asked["refund"]], [asked["email"]])
+        events = [e for _row, e in iter_events(store, sid)]
+        kinds = [type(e).__name__ for e in events]
+        end = kinds.index("RunTerminal")
+        if late:  # decided after the run's end: no resume
+            assert "Resumed" not in kinds and kinds[end + 1 :].count("PermissionResolved") == 1
+        else:
+            (resumed,) = [e for e in events if isinstance(e, Resumed)]
+            assert (resumed.approved, resumed.denied) == ([asked["refund"]], [asked["email"]])
+            assert kinds.index("Resumed") < end and "PermissionResolved" not in kinds[end + 1 :]
+        assert kinds.count("RunTerminal") == 1
         assert store.get_session(sid).status == "completed"
         assert verify_session(store, sid).ok
 
@@ -175,8 +225,21 @@ def test_new_input_instead_of_an_answer_closes_the_pending_interrupt(tmp_path: P
         graph = _build(FlightlogSaver(store))
         done = graph.invoke(Command(resume="yes"), {**cfg, "metadata": {"approver": "bob"}})
         assert done["answer"] == "yes"
-        (resumed,) = [e for _, e in iter_events(store, sid) if isinstance(e, Resumed)]
-        assert (resumed.approved, resumed.denied) == ([second], [])
+        events = [e for _, e in iter_events(store, sid)]
+        (decided,) = [e for e in events if isinstance(e, Custom) and e.custom_kind == "approval_decision"]
+        assert (decided.payload["call_id"], decided.payload["approved"]) == (second, True)
+        end = max(i for i, e in enumerate(events) if isinstance(e, RunTerminal))
+        assert isinstance(events[end], RunTerminal) and events[end].reason == "completed"
+        # LangGraph saves the answer (the resume writes) from its background thread, in either order with
+        # the checkpoint that ends the run (review is the last node): with the saver's calls delayed at
+        # random, it came after that checkpoint in 4 of 30 runs. Before it, the run resumes the new gate
+        # alone; after it, the answer is recorded as a decision and the ended run is not resumed.
+        resumed = [(i, e) for i, e in enumerate(events) if isinstance(e, Resumed)]
+        if events.index(decided) < end:
+            ((at, only),) = resumed
+            assert (only.approved, only.denied) == ([second], []) and events.index(decided) < at < end
+        else:
+            assert resumed == []
         assert _open_calls(db) == [] and store.get_session(sid).status == "completed"
         assert [(r["kind"], r["who"]) for r in decision_rows(store, sid)] == [("approve", "bob")]
         assert verify_session(store, sid).ok
