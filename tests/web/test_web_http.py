@@ -479,7 +479,10 @@ def test_streams_send_runs_and_new_events(db_path: Path) -> None:
     run_gated(db_path, "s1")
     app = create_app(opener(db_path), token=TOKEN, poll_s=0.05)
     headers = {"Authorization": f"Bearer {TOKEN}"}
-    with DashboardServer(app) as server, httpx.Client(base_url=server.url, headers=headers) as http:
+    with (
+        DashboardServer(app) as server,
+        httpx.Client(base_url=server.url, headers=headers, timeout=60) as http,
+    ):
         with http.stream("GET", "/api/stream/runs") as stream:
             assert stream.headers["content-type"].startswith("text/event-stream")
             data = _sse(stream.iter_lines(), "runs")
@@ -560,7 +563,7 @@ def test_ui_command_prints_the_url_serves_and_stops_on_sigint(tmp_path: Path, gi
         else:
             assert printed is not None and len(printed) >= 32
         token = TOKEN if given else printed
-        with httpx.Client(base_url=base, follow_redirects=True) as http:
+        with httpx.Client(base_url=base, follow_redirects=True, timeout=60) as http:
             deadline = time.monotonic() + 60
             while True:
                 try:
