@@ -167,7 +167,7 @@ def test_the_session_status_stream_carries_the_children(db_path: Path) -> None:
     headers = {"Authorization": f"Bearer {TOKEN}"}
     with (
         DashboardServer(app) as server,
-        httpx.Client(base_url=server.url, headers=headers) as http,
+        httpx.Client(base_url=server.url, headers=headers, timeout=60) as http,
         http.stream("GET", "/api/stream/session", params={"id": lead}) as stream,
     ):
         status = _sse(stream.iter_lines(), "status")
