@@ -80,6 +80,10 @@ def browser(tmp_path_factory: pytest.TempPathFactory) -> Iterator[BrowserContext
         context = playwright.chromium.launch_persistent_context(
             str(profile), executable_path=str(CHROMIUM), headless=True, args=ARGS
         )
+        # Every wait of the browser tests is for a state, bounded by WAIT_MS: an ``expect`` without its
+        # own timeout waited 5 s (playwright's default), an action or navigation 30 s.
+        context.set_default_timeout(WAIT_MS)
+        expect.set_options(timeout=WAIT_MS)
         try:
             yield context
         finally:
