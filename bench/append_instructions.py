@@ -9,7 +9,7 @@ figure does not move with the machine's load, so two trees can be compared on a 
 part of a COMMIT, its write of the WAL, is not counted). Counts are not time: valgrind's virtual CPU has no SHA
 extensions, so OpenSSL's SHA-256 counts its generic code here (~2k instructions per 64-byte block, ~95k per
 append on every side) where a CPU with ``sha_ni`` spends a few µs; interpreter instructions run slowest
-(bench/README.md, "append FULL: where the time goes").
+(bench/HISTORY.md, "append FULL: where the time goes").
 
     .venv/bin/python bench/append_instructions.py                        # this checkout, running loop
     .venv/bin/python bench/append_instructions.py --src ../other/src     # another tree, same harness
@@ -42,7 +42,7 @@ _ENV = {**os.environ, "PYTHONHASHSEED": os.environ.get("PYTHONHASHSEED", "0")}
 """The counted runs' environment: one string-hash seed (0 unless ``PYTHONHASHSEED`` is set), so dict layouts,
 and with them the count, do not move between runs. With a random seed per run the same tree's count moved by
 5-10k; with one seed runs from one shell print the same count, and another environment moves it by 0.5k at most
-(bench/README.md, "append FULL: where the time goes")."""
+(bench/HISTORY.md, "append FULL: where the time goes")."""
 
 
 def _drive_floor(appends: int, workload: str, batch: int, built: int, floor: str) -> None:
