@@ -3,9 +3,11 @@
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import http.server
 import json
 import logging
+import socket
 import threading
 from collections.abc import Iterator, Sequence
 from pathlib import Path
@@ -45,8 +47,9 @@ def _value(v: AnyValue) -> Any:
 class Receiver:
     """An OTLP/HTTP traces endpoint on 127.0.0.1: decodes each POST and keeps the spans."""
 
-    def __init__(self, status: int = 200, first: Sequence[int] = ()) -> None:
-        """``first``: the answers to the first requests (then ``status``)."""
+    def __init__(self, status: int = 200, first: Sequence[int] = (), retry_after: str | None = None) -> None:
+        """``first``: the answers to the first requests (then ``status``); ``retry_after``: the
+        ``Retry-After`` header sent with every answer (none by default)."""
         answers = list(first)
         self.spans: list[dict[str, Any]] = []
         self.paths: list[str] = []
@@ -79,6 +82,8 @@ class Receiver:
                 self.send_response(answers.pop(0) if answers else status)
                 self.send_header("Content-Type", "application/x-protobuf")
                 self.send_header("Content-Length", "0")
+                if retry_after is not None:
+                    self.send_header("Retry-After", retry_after)
                 self.end_headers()
                 receiver.received.set()
 
@@ -97,6 +102,21 @@ class Receiver:
 
     def named(self, prefix: str) -> list[dict[str, Any]]:
         return [s for s in self.spans if s["name"].split(" ")[0] == prefix]
+
+
+@contextlib.contextmanager
+def refused_url() -> Iterator[str]:
+    """A loopback URL on a port bound and never listened on: Linux refuses every connection to it, and no
+    other process can take the port while the test uses it (a closed receiver's port could be reused)."""
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as bound:
+        bound.bind(("127.0.0.1", 0))
+        yield f"http://127.0.0.1:{bound.getsockname()[1]}"
+
+
+BUSY_TIMEOUT_S = 60.0
+"""The exporter's time for a receiver that answers 503 at once with ``Retry-After: 0``: the exporter
+retries it at once until its retries run out, in well under a second, so this only bounds a stalled
+machine (a short timeout raced the answer: "no answer (timed out)" instead of the 503)."""
 
 
 @pytest.fixture
@@ -261,27 +281,32 @@ def _loud(caplog: pytest.LogCaptureFixture) -> list[tuple[str, str, bool]]:
 
 
 def test_a_failed_live_export_logs_one_line_naming_the_endpoint_and_the_error(
-    store: Store, caplog: pytest.LogCaptureFixture
+    store: Store, caplog: pytest.LogCaptureFixture, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     """A receiver answering 503 (a transient failure the OTLP exporter retries): the run goes on and the one
     line logged names the endpoint and the receiver's answer, with no traceback. The OpenTelemetry exporter
     logged a line per retry, none naming the endpoint, then "Failed to export spans batch due to timeout,
     max retries or shutdown." without the error."""
-    busy = Receiver(status=503)
+    # one batch, sent at close(): not a second one when a slow run outlasts the processor's 5 s delay
+    monkeypatch.setenv("OTEL_BSP_SCHEDULE_DELAY", str(int(BUSY_TIMEOUT_S * 1000)))
+    busy = Receiver(status=503, retry_after="0")
     try:
-        live = LiveExporter(otlp_exporter(busy.url, timeout_s=0.5))
+        live = LiveExporter(otlp_exporter(busy.url, timeout_s=BUSY_TIMEOUT_S))
         caplog.set_level(logging.DEBUG, logger="opentelemetry")
         result = _kernel(store, notary=None, on_event=live).run_sync("add 1 and 2")
         live.close()
     finally:
         busy.close()
     assert result.status == "completed" and busy.spans  # the spans reached it; it answered 503
+    requests = len(busy.paths)
+    batch = len(busy.spans) // requests
+    assert requests >= 2 and len(busy.spans) == batch * requests  # retried: the same batch each time
     endpoint = otlp_endpoint(busy.url)
     assert _loud(caplog) == [
         (
             "flightlog.integrations.otel",
-            f"OTLP export of {len(busy.spans)} span(s) to {endpoint} failed: HTTP 503 Service Unavailable "
-            f"({len(busy.paths)} request{'s' if len(busy.paths) > 1 else ''})",
+            f"OTLP export of {batch} span(s) to {endpoint} failed: HTTP 503 Service Unavailable "
+            f"({requests} requests)",
             False,
         )
     ]
@@ -293,23 +318,21 @@ def test_a_failed_export_raises_with_the_error_and_logs_nothing(
     """``export_session`` (``export_otlp``, ``flightlog export --otlp``) raises one ``ExportFailed`` naming the receiver's answer or
     the connection error (it said "the exporter reported a failure"), and logs nothing beside it."""
     sid = _kernel(store, notary=None).run_sync("add 1 and 2").session_id
-    busy = Receiver(status=503)
+    busy = Receiver(status=503, retry_after="0")
     try:
         with pytest.raises(ExportFailed) as answered:
-            export_session(store, sid, otlp_exporter(busy.url, timeout_s=0.5), url=busy.url)
+            export_session(store, sid, otlp_exporter(busy.url, timeout_s=BUSY_TIMEOUT_S), url=busy.url)
     finally:
         busy.close()
-    assert answered.value.url == busy.url and answered.value.reason.startswith(
-        "HTTP 503 Service Unavailable ("
-    )
-    gone = Receiver()
-    gone.close()  # nothing listens there now: the connection is refused
-    with pytest.raises(ExportFailed) as refused:
-        export_session(store, sid, otlp_exporter(gone.url, timeout_s=0.5))
-    assert refused.value.url == otlp_endpoint(gone.url)  # no url given: the exporter's endpoint
+    assert answered.value.url == busy.url
+    assert answered.value.reason == f"HTTP 503 Service Unavailable ({len(busy.paths)} requests)"
+    with refused_url() as gone, pytest.raises(ExportFailed) as refused:
+        # 0.5 s: the retry's backoff (>= 0.8 s) does not fit; a refused connect answers at once
+        export_session(store, sid, otlp_exporter(gone, timeout_s=0.5))
+    assert refused.value.url == otlp_endpoint(gone)  # no url given: the exporter's endpoint
     assert refused.value.reason.startswith("cannot connect: ") and "refused" in refused.value.reason
     assert "Max retries" not in refused.value.reason and " object at 0x" not in refused.value.reason
-    closed = otlp_exporter(gone.url)
+    closed = otlp_exporter(gone)
     closed.shutdown()  # nothing is sent: what the exporter said is the reason
     with pytest.raises(ExportFailed, match="Exporter already shutdown, ignoring batch"):
         export_session(store, sid, closed)
@@ -367,19 +390,19 @@ def test_a_receiver_that_cannot_be_reached_fails_the_export_at_the_first_request
     db = tmp_path / "one.db"
     with flightlog.open_store(str(db)) as s:
         sid = _kernel(s, notary=None).run_sync("add 1 and 2").session_id
-        gone = Receiver()
-        gone.close()  # nothing listens there now: the connection is refused
-        with pytest.raises(ExportFailed) as refused:
-            export_otlp(s, sid, gone.url)
-        assert refused.value.url == gone.url and "refused" in refused.value.reason
-        assert refused.value.reason.endswith("(1 request)")
-        with pytest.raises(ExportFailed) as retried:  # the default (LiveExporter's): retried within 2 s
-            export_session(s, sid, otlp_exporter(gone.url, timeout_s=2.0))
-        assert not retried.value.reason.endswith("(1 request)")
-    result = CliRunner().invoke(app, ["--db", str(db), "export", sid, "--otlp", gone.url])
+    with refused_url() as gone:
+        with flightlog.open_store(str(db)) as s:
+            with pytest.raises(ExportFailed) as refused:
+                export_otlp(s, sid, gone)
+            assert refused.value.url == gone and "refused" in refused.value.reason
+            assert refused.value.reason.endswith("(1 request)")
+            with pytest.raises(ExportFailed) as retried:  # the default (LiveExporter's): retried within 2 s
+                export_session(s, sid, otlp_exporter(gone, timeout_s=2.0))
+            assert not retried.value.reason.endswith("(1 request)")
+        result = CliRunner().invoke(app, ["--db", str(db), "export", sid, "--otlp", gone])
     assert result.exit_code == 1
     [line] = result.stderr.strip().splitlines()
-    assert line.startswith(f"flightlog: error: export to {gone.url}: cannot connect: ")
+    assert line.startswith(f"flightlog: error: export to {gone}: cannot connect: ")
     assert line.endswith("(1 request)")
 
 
