@@ -8,7 +8,8 @@ root's). Checked here:
 
 * a worker finishes a tree: every chain verifies, each side effect once, budgets add up;
 * a worker SIGKILLed mid-tree at a named crash point: a second worker takes the root over once the lease
-  expires (``lease_lost``) and finishes the tree: no child session duplicated, each side effect once;
+  expires (the test expires it: ``lease_lost``, exactly once) and finishes the tree: no child session
+  duplicated, each side effect once;
 * fencing: a writer still holding a child session from before the takeover cannot append (``StaleWriter``),
   and the child's chain does not fork;
 * a child waiting for approval parks the tree; approving it wakes the parked root (``Store.wake_lease``) and a
@@ -43,7 +44,9 @@ from . import fleet_tree_agent
 SPEC = "fleet.fleet_tree_agent:tree"
 GATED_SPEC = "fleet.fleet_tree_agent:gated_tree"
 TESTS = Path(__file__).resolve().parents[1]
-LEASE_S = 2.0
+LEASE_S = 60.0
+"""Every worker's lease: far above any renewal stall (renewed every 20 s), so no worker loses a lease it is
+still renewing. A dead worker's lease is expired by the test (``_expire``), not by a timer."""
 WAIT_S = 120.0
 """Overall limit on any wait for an observable state (a hang, not a slow machine)."""
 
@@ -70,6 +73,11 @@ def _wait_until(what: str, check: Callable[[], bool], proc: subprocess.Popen[str
         if time.monotonic() > deadline:
             pytest.fail(f"timed out waiting for {what}")
         time.sleep(0.05)  # poll interval of an observable state, not a timer the test races
+
+
+def _expire(store: Store, sid: str, holder: str) -> None:
+    """End ``holder``'s lease on ``sid`` now (a renewal with no time left): the next claim is a takeover."""
+    assert store.renew_lease(sid, holder, ttl_ms=0), f"{holder} no longer holds {sid}"
 
 
 def _stop(proc: subprocess.Popen[str]) -> str:
@@ -155,6 +163,7 @@ def test_a_second_worker_takes_a_killed_tree_over(store_url: str, out_dir: Path,
         assert store.get_session(lead).status == "running"
         lease = store.get_lease(lead)
         assert lease is not None and lease.holder is not None  # the dead worker still holds it
+        _expire(store, lead, lease.holder)  # as if its lease had run out (it renews nothing now)
         # a writer of the dead holder, attached to each child it left (fenced by the takeover below)
         stale = {kid: Recorder.attach(store, kid, take_authority=False) for kid in _children(store, lead)}
         assert stale or crash_at not in WITH_CHILDREN
