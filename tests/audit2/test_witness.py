@@ -15,6 +15,7 @@ from pathlib import Path
 import pytest
 from typer.testing import CliRunner
 
+from child_lines import read_line
 from flightlog.cli import app
 from flightlog.errors import FlightlogError
 from flightlog.integrity.checkpoints import origin_for
@@ -337,7 +338,10 @@ def test_cli_serve_trust_submit_verify(
     )
     try:
         assert server.stdout is not None
-        key_line, trusted_line, listen_line = (server.stdout.readline() for _ in range(3))
+        key_line, trusted_line, listen_line = (
+            read_line(server, f"line {i} of 3 `witness serve` prints (key, trusted, listening)")
+            for i in (1, 2, 3)
+        )
         assert key_line.startswith("witness key: ") and str(notary.signer.verifier) in trusted_line
         url = listen_line.split()[-1]
         vkey = key_line.split()[-1]
