@@ -21,6 +21,7 @@ import pytest
 from fastapi.testclient import TestClient
 from typer.testing import CliRunner
 
+from child_lines import read_line
 from flightlog.errors import install_hint
 from flightlog.events import (
     AgentProcessChanged,
@@ -554,7 +555,7 @@ def test_ui_command_prints_the_url_serves_and_stops_on_sigint(tmp_path: Path, gi
     )
     try:
         assert proc.stdout is not None
-        line = proc.stdout.readline()
+        line = read_line(proc, "the URL `flightlog ui` prints")
         match = re.search(r"(http://127\.0\.0\.1:\d+)/(?:\?token=(\S+))?", line)
         assert match, line
         base, printed = match.group(1), match.group(2)
