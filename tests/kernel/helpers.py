@@ -10,6 +10,7 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import Any, TypeVar
 
+from child_lines import read_line
 from flightlog.events import Custom, Event, SessionEvent
 from flightlog.kernel import Agent, Kernel, tool
 from flightlog.kernel.scripted import ScriptedProvider
@@ -119,7 +120,7 @@ def zygote_process(tmp_path: Path, source: str) -> Iterator[subprocess.Popen[str
         ) as proc,
     ):
         assert proc.stdin is not None and proc.stdout is not None
-        assert proc.stdout.readline() == "READY\n"
+        assert read_line(proc, "the zygote's READY") == "READY\n"
         yield proc
         proc.stdin.close()
         proc.wait(timeout=60)
