@@ -13,6 +13,7 @@ from typing import Any
 import pytest
 from typer.testing import CliRunner
 
+from child_lines import read_line
 from flightlog.cli import app
 from flightlog.events import Compressed, ContextRenewed, PageIn, PageOut, Rollbacked, SessionEvent
 from flightlog.kernel import Agent, Kernel
@@ -474,7 +475,7 @@ def test_three_hundred_turns_killed_at_random_points_and_mid_compaction_then_che
             job = {"db": db, "sid": sid, "steps": steps, "crash_at": f"{point}:{hit}" if point else ""}
             zygote.stdin.write(json.dumps(job) + "\n")
             zygote.stdin.flush()
-            answer = json.loads(zygote.stdout.readline())
+            answer = json.loads(read_line(zygote, f"the zygote's answer to job {job}"))
             with open_store(db) as store:
                 state = load_state(store, sid)
                 assert verify_session(store, sid).ok
