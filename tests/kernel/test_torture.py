@@ -42,6 +42,7 @@ from pathlib import Path
 
 import pytest
 
+from child_lines import read_line
 from flightlog.kernel import Kernel, approve, deny, pending
 from flightlog.kernel.state import load_state
 from flightlog.recorder import verify_session
@@ -102,7 +103,7 @@ class Zygote:
         job = {"db": str(db), "sid": sid, "out": str(out), "mode": mode, "crash_at": crash_at, "delay": delay}
         self.proc.stdin.write(json.dumps(job) + "\n")
         self.proc.stdin.flush()
-        answer = self.proc.stdout.readline()
+        answer = read_line(self.proc, f"the zygote's answer to job {job}")
         assert answer, "zygote died"
         return json.loads(answer)  # type: ignore[no-any-return]
 
