@@ -14,6 +14,7 @@ from pathlib import Path
 import pytest
 from typer.testing import CliRunner
 
+from child_lines import read_line
 from flightlog.cli import app
 from flightlog.events import Custom, Rollbacked, RollbackReason, SignalDeliveryDisposed
 from flightlog.kernel import Kernel, SignalRefused, send_signal
@@ -237,7 +238,8 @@ def test_a_signal_from_another_process_is_delivered_once_even_across_a_kill(
     proc = _agent(tmp_path, db_path, "run", crash_at)
     try:
         assert proc.stdout is not None and proc.stdin is not None
-        assert proc.stdout.readline() == "IN-CALL\n"  # the run is mid-turn: its model call waits
+        # the run is mid-turn: its model call waits
+        assert read_line(proc, "IN-CALL (the run waits in its model call)") == "IN-CALL\n"
         env = {**os.environ, "FLIGHTLOG_DB": str(db_path)}
         sent = subprocess.run(
             [sys.executable, "-m", "flightlog", "signal", "s5", "--message", "also /etc", "--json"],
