@@ -25,6 +25,7 @@ from langgraph.types import Command, Interrupt, interrupt
 from typer.testing import CliRunner
 
 import flightlog
+from child_lines import read_line
 from flightlog.cli import app
 from flightlog.encoding import decode_stored
 from flightlog.errors import LedgerIntegrityError
@@ -465,7 +466,7 @@ class _Writer:
 
     def done(self, i: int) -> list[str]:
         assert self.proc.stdout is not None
-        line = self.proc.stdout.readline()  # blocks until printed, or EOF when the process died
+        line = read_line(self.proc, f"done {i}")  # "" when the process died
         assert line.startswith(f"done {i} "), (line, self.errors.read_text())
         return line.split()[2].split(",")
 
