@@ -46,6 +46,7 @@ from langgraph.types import Command, interrupt
 from pydantic import BaseModel
 
 import flightlog
+from child_lines import read_line
 from flightlog.errors import LedgerIntegrityError
 from flightlog.integrations import langgraph as lg
 from flightlog.integrations.langgraph import FlightlogSaver, session_id_for
@@ -745,7 +746,7 @@ class _Writer:
 
     def expect(self, want: str) -> None:
         assert self.proc.stdout is not None
-        line = self.proc.stdout.readline()  # blocks until printed, or EOF when the process died
+        line = read_line(self.proc, repr(want))  # "" when the process died
         assert line.strip() == want, (line, self.errors.read_text())
 
     def kill(self) -> None:
