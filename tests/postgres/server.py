@@ -5,8 +5,9 @@ Order of preference:
 1. ``$FLIGHTLOG_TEST_PG_URL`` (any libpq URL; must answer).
 2. The machine's server on ``127.0.0.1:5432`` (trust auth, user ``postgres``), when it answers.
 3. A private server: ``initdb`` + ``pg_ctl`` from ``/usr/lib/postgresql/*/bin`` in a temporary folder, on a
-   free loopback port, run as the ``postgres`` user when we are root (PostgreSQL refuses to run as root),
-   stopped when the test process exits.
+   free loopback port (another one when something took it before the server bound it), run as the
+   ``postgres`` user when we are root (PostgreSQL refuses to run as root), stopped when the test process
+   exits.
 
 With none of these, tests skip with the reason, except in CI (``CI=true``), where they fail: the
 Postgres backend must be exercised there. Tests use a database ``flightlog_test`` (created once) and
@@ -48,6 +49,7 @@ def _answers(url: str) -> bool:
 
 
 def _free_port() -> int:
+    """A loopback port nothing is bound to now (port 0 bound and read, then closed: not reserved)."""
     with socket.socket() as sock:
         sock.bind(("127.0.0.1", 0))
         return int(sock.getsockname()[1])
@@ -75,20 +77,10 @@ def _start_private() -> str:
     data = root / "data"
     if os.geteuid() == 0:
         shutil.chown(root, "postgres", "postgres")
-    port = _free_port()
     env = {**os.environ, "LC_ALL": "C.UTF-8"}
     subprocess.run(
         _as_postgres(
             [str(bindir / "initdb"), "-D", str(data), "-A", "trust", "-U", "postgres", "-E", "UTF8"]
-        ),
-        check=True,
-        capture_output=True,
-        env=env,
-    )
-    options = f"-p {port} -k {root} -c listen_addresses=127.0.0.1 -c fsync=off -c max_connections=200"
-    subprocess.run(
-        _as_postgres(
-            [str(bindir / "pg_ctl"), "-D", str(data), "-o", options, "-l", str(root / "log"), "-w", "start"]
         ),
         check=True,
         capture_output=True,
@@ -103,8 +95,45 @@ def _start_private() -> str:
         )
         shutil.rmtree(root, ignore_errors=True)
 
-    atexit.register(stop)
+    atexit.register(stop)  # before the start: a start that fails late may leave a server running
+    port = _start_on_a_free_port(bindir, data, root, env)
     return f"postgresql://postgres@127.0.0.1:{port}/postgres"
+
+
+PORT_ATTEMPTS = 5
+"""Free ports :func:`_start_on_a_free_port` tries before it gives up."""
+
+
+def _start_on_a_free_port(bindir: Path, data: Path, root: Path, env: dict[str, str]) -> int:
+    """Start the server in ``data`` on a free loopback port; returns the port. A port is free when
+    :func:`_free_port` reads it, but PostgreSQL binds it itself later, so another process may take it in
+    between: a start that fails with the port in use is retried on a new port (``PORT_ATTEMPTS`` in all);
+    any other failure raises at once with the server's log.
+
+    Raises:
+        RuntimeError: the server did not start (its log and ``pg_ctl``'s output in the message).
+    """
+    for attempt in range(1, PORT_ATTEMPTS + 1):
+        port = _free_port()
+        log = root / f"log.{attempt}"
+        options = f"-p {port} -k {root} -c listen_addresses=127.0.0.1 -c fsync=off -c max_connections=200"
+        started = subprocess.run(
+            _as_postgres(
+                [str(bindir / "pg_ctl"), "-D", str(data), "-o", options, "-l", str(log), "-w", "start"]
+            ),
+            capture_output=True,
+            env=env,
+            check=False,
+        )
+        if started.returncode == 0:
+            return port
+        said = log.read_text(errors="replace") if log.exists() else ""
+        if "Address already in use" not in said:
+            output = (started.stdout + started.stderr).decode(errors="replace")
+            raise RuntimeError(
+                f"pg_ctl start on port {port} exited {started.returncode}: {output[-500:]}; {log}: {said[-1000:]}"
+            )
+    raise RuntimeError(f"PostgreSQL found each of {PORT_ATTEMPTS} free ports taken when it bound it ({root})")
 
 
 def server_url() -> str:
