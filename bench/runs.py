@@ -22,6 +22,12 @@ the cyclic GC paused (flightlog pauses it itself for bulk listings); the median 
 * ``run_page``: the dashboard's runs list (:func:`flightlog.runs.run_page`, 100 rows, keyset pages): the first
   page, a page ~200 deep, filtered by state and source, a text search, sorted by last event; each against
   the same page's bare SQL (101 rows).
+* the state filters as the surfaces run them (``runs --state waiting_input --json``, the dashboard's
+  ``/runs?state=waiting_input``): the projection's filter plus the runs a ``sessions`` row ended while their
+  ledger waits (:func:`flightlog.kernel.rowheld.held_runs`: the rows the status settles, the pass over their
+  events, a fold of those that may wait; none in this mix), against the same bare SQL as the filter alone.
+  The ``--json`` path is also timed without the held runs (the filter alone, what main ran): its live merge
+  reads every in-flight row, so it has no ratio target; the page row has the pages' target.
 * approvals queue cold: the dashboard's queue as the first GET of ``/`` or ``/api/runs`` computes it with a
   fresh cache: ``PendingCache().queue(limit=QUEUE_PAGE)`` (the count of sessions that may wait, the first
   page's 100 folded) then its ``marks`` for the run tree (the newest ``MAX_RUNS`` sessions), against the
@@ -72,6 +78,7 @@ from flightlog.events import (  # noqa: E402
     ToolRequested,
 )
 from flightlog.kernel.rowcheck import SUSPENDED_MARK  # noqa: E402
+from flightlog.kernel.rowheld import held_runs  # noqa: E402
 from flightlog.live import LiveRegistry, list_runs_json_live  # noqa: E402
 from flightlog.messages import Message, ToolCall  # noqa: E402
 from flightlog.recorder import Recorder  # noqa: E402
@@ -285,6 +292,18 @@ def queries(path: Path, facts: dict[str, Any], rounds: int) -> list[Result]:
                 bare(["waiting_tool"]),
                 len,
             ),
+            (
+                "runs --state waiting_input --json, the filter alone",
+                lambda: list_runs_json_live(store, state="waiting_input"),
+                bare(["waiting_input"]),
+                _json_len,
+            ),
+            (
+                "runs --state waiting_input --json (held runs added)",
+                lambda: _held_json(store, "waiting_input"),
+                bare(["waiting_input"]),
+                _json_len,
+            ),
             ("list_runs(source=fleet)", lambda: list_runs(store, source="fleet"), bare(source="fleet"), len),
             ("list_runs(parent=P)", lambda: list_runs(store, parent=parent), bare(parent=parent), len),
             (
@@ -306,6 +325,19 @@ def queries(path: Path, facts: dict[str, Any], rounds: int) -> list[Result]:
             results.append(compare(name, ours, floor, rounds, count))
     raw.close()
     return results
+
+
+def _held_json(store: SqliteStore, state: str) -> str:
+    """What ``runs --state STATE --json`` computes: the runs the row ended while their ledger holds them in
+    ``state``, then (none found, as in this mix) the filter's JSON as stored."""
+    if held_runs(store, state):
+        raise AssertionError(f"this mix holds no run a row ended while its ledger waits ({state})")
+    return list_runs_json_live(store, state=state)
+
+
+def _held_page(store: SqliteStore, state: str) -> Any:
+    """What the dashboard's ``/runs?state=STATE`` computes: the held runs, then the page with them."""
+    return run_page(store, state=state, also=[row.run_id for row, _ in held_runs(store, state)])
 
 
 def _queue_page(store: SqliteStore, tree: list[str]) -> Queue:
@@ -363,6 +395,7 @@ def _page_cases(
         "s.session_id = r.run_id AND s.task LIKE ? ESCAPE '\\'))"
     )
     state_sql, state_params = SqliteStore.state_clause(["terminal"], _REFINED)
+    waiting_sql, waiting_params = SqliteStore.state_clause(["waiting_input"], _REFINED)
     return [
         ("run_page() first page (dashboard runs list)", lambda: run_page(store), floor(), count),
         (
@@ -375,6 +408,12 @@ def _page_cases(
             "run_page(state=terminal, source=fleet)",
             lambda: run_page(store, state="terminal", source="fleet"),
             floor(f"{state_sql} AND r.source = ?", [*state_params, "fleet"]),
+            count,
+        ),
+        (
+            "run_page(state=waiting_input) (held runs added)",
+            lambda: _held_page(store, "waiting_input"),
+            floor(waiting_sql, waiting_params),
             count,
         ),
         (
@@ -454,6 +493,9 @@ def json_rows(
         "run_page() first page (dashboard runs list)": f"runs list first page (100 of {runs}) vs raw query",
         "run_page() page ~200 (keyset cursor)": f"runs list page ~200 of {runs} (keyset) vs raw query",
         "run_page(state=terminal, source=fleet)": f"runs list page, state+source filter, {runs} runs vs raw query",
+        "run_page(state=waiting_input) (held runs added)": (
+            f"runs list page, state filter with the runs the ledger holds in it, {runs} runs vs raw query"
+        ),
         "run_page(text='make test')": f"runs list page, text search, {runs} runs vs raw query",
         "run_page(sort=updated)": f"runs list page sorted by last event, {runs} runs vs raw query",
         "list_runs() all": f"list_runs() objects over {runs} runs vs raw query",

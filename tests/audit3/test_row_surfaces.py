@@ -223,5 +223,5 @@ def test_the_row_is_reported_not_rewritten(tmp_path: Path) -> None:
     with dashboard(str(db)) as client:
         assert client.get("/api/runs").status_code == 200
     code, out, _ = cli(db, "ls", "--json")
-    assert code == 0
-    assert [s["status"] for s in json.loads(out)] == ["completed"]
+    assert code == 0  # ls shows the status the ledger fixes, the row's stays as it was
+    assert [(s["status"], s["session_status"]) for s in json.loads(out)] == [("suspended", "completed")]

@@ -74,6 +74,11 @@ def test_the_pass_answers_as_the_per_session_rule(url: str) -> None:
         assert store.marked_ends(SUSPENDED_MARK) == generic
         assert [seq for seq, _ in generic["sealed"]] == [0, 2, 3]
         assert "never" not in generic and "marked" not in generic  # an escaped mark inside a string
+        among = ["sealed", waits, "never", "gone"]  # the byte search over these sessions' events only
+        assert store.marked_ends(SUSPENDED_MARK, among) == {k: generic[k] for k in ("sealed", waits)}
+        assert Store.marked_ends(store, SUSPENDED_MARK, among) == store.marked_ends(SUSPENDED_MARK, among)
+        assert store.marked_ends(SUSPENDED_MARK, []) == {}
+        assert sessions_may_wait(store, among) == {waits}
 
 
 def test_an_end_spelled_with_an_escape_is_still_read_as_the_end(url: str) -> None:

@@ -354,19 +354,28 @@ def ls_cmd(
 
     A session that holds no run (no ``run_started``: items of an SDK session, custom events only) and was
     never ended shows "no run" (``runs`` does not list it), not the "running" it was created with;
-    ``--json`` keeps that row status as ``session_status``.
+    ``--json`` keeps that row status as ``session_status``. A session whose row status ends its run while
+    its ledger holds an open wait (the row is not hashed) shows the status the ledger fixes, "suspended",
+    with a warning on stderr as ``runs`` gives (``session_status`` keeps the row's).
 
     An imported session's creation time is its transcript's first timestamp; "(import)" marks the import time,
     for a transcript that gives no zone-aware time (aider, OpenHands, SWE-agent, Agents SDK RunState).
     """
+    from ..kernel.rowcheck import row_warning
+    from ..kernel.rowheld import LEDGER_STATUS, held_sessions
     from ..runs.projection import NO_RUN, no_run_sessions
     from ..sessions import find_sessions
 
     since_ms = _since(since) if since is not None else None
     with open_db(read_only=True) as store:
         no_run = no_run_sessions(store, store.list_sessions())
+        held = held_sessions(
+            store
+        )  # the row ends the run, its ledger waits: the store-wide pass, no fold of all
 
         def shown(record: Any) -> str:
+            if record.session_id in held:
+                return LEDGER_STATUS
             return NO_RUN if record.session_id in no_run else str(record.status)
 
         found = find_sessions(
@@ -388,8 +397,14 @@ def ls_cmd(
             }
             for s in found
         ]
+    warnings = [
+        f"flightlog: warning: {r['session_id']}: {row_warning(r['session_id'], r['session_status'])}"
+        for r in rows
+        if r["session_id"] in held
+    ]
     if json_out:
         print_json(rows)
+        _warn(warnings)
         return
     width = max([len("session"), *(len(r["session_id"]) for r in rows)])
     # an imported status is the source's own word (a mini-swe-agent exit status: "InternalServerError")
@@ -404,6 +419,15 @@ def ls_cmd(
             f"{row['session_id']:<{width}}  {row['status']:<{status_width}} {row['events']:>6}  {row['head'][:12]:<12}  "
             f"{created:<28}  {short(row['task'], 60)}"
         )
+    _warn(warnings)
+
+
+def _warn(lines: list[str]) -> None:
+    """Each line on stderr, after what stdout printed."""
+    if lines:
+        sys.stdout.flush()
+        for line in lines:
+            err.print(line)
 
 
 def _created_fields(record: Any) -> dict[str, Any]:

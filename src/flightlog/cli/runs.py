@@ -126,7 +126,7 @@ def _runs_command(open_db: OpenDb) -> Callable[..., None]:
         ] = False,
     ) -> None:
         """List agent runs: state, outcome, budget and liveness (durable ledger, refined by live heartbeats)."""
-        from ..kernel.rowheld import SETTLED_BY_ROW, held_by_ledger
+        from ..kernel.rowheld import SETTLED_BY_ROW, held_in, with_held
         from ..live import list_run_views, list_runs_json_live
         from ..runs import projection_ready, rebuild_projection
         from ..runs.projection import context_uses
@@ -144,7 +144,8 @@ def _runs_command(open_db: OpenDb) -> Callable[..., None]:
                     "flightlog: note: runs projection missing or stale; folding the ledgers (try --rebuild)"
                 )
             parent_id = _resolve_parent(store, parent)
-            if json_out and not abandoned:
+            extra = [] if abandoned else held_in(store, state, source=source, parent=parent_id)
+            if json_out and not abandoned and not extra:
                 text = list_runs_json_live(
                     store, state=state, source=source, parent=parent_id, lease_ms=lease_ms, limit=limit
                 )
@@ -162,9 +163,7 @@ def _runs_command(open_db: OpenDb) -> Callable[..., None]:
                 abandoned_only=abandoned,
                 limit=limit,
             )
-            views, held = held_by_ledger(store, views)  # the ledger's open wait outranks the row's status
-            if state is not None and held:
-                views = [v for v in views if v.snapshot.run_id not in held or v.snapshot.state == state]
+            views, held = with_held(store, views, state, extra, limit)  # the ledger's wait outranks the row
             uses = {} if json_out else context_uses(store, [v.snapshot.run_id for v in views])
             scores = _entropy(store, views) if entropy else None
         if json_out:

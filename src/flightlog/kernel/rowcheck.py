@@ -29,6 +29,7 @@ by the events and is not compared: the row stays the only record of it.
 from __future__ import annotations
 
 from collections import deque
+from collections.abc import Collection
 from typing import Any
 
 from ..encoding import SUSPENDED_MARK, decode_stored, decodes_without
@@ -99,12 +100,13 @@ def session_may_wait(store: Store, record: SessionRecord) -> bool:
     return False
 
 
-def sessions_may_wait(store: Store) -> set[str]:
-    """The ids of every session for which :func:`session_may_wait` holds, found in one pass over the
-    store (:meth:`~flightlog.store.base.Store.marked_ends`: one byte search of every stored event for
-    :data:`SUSPENDED_MARK`, then the first and last two rows of each session holding it), instead of
-    reads per session. The same rule on the same bytes: a session not in the set provably has no wait;
-    neither the row (its ``status``, its ``head_seq``) nor the ``kind`` column is read.
+def sessions_may_wait(store: Store, among: Collection[str] | None = None) -> set[str]:
+    """The ids of every session (of ``among`` when given) for which :func:`session_may_wait` holds, found
+    in one pass over the store (:meth:`~flightlog.store.base.Store.marked_ends`: one byte search of every
+    stored event for :data:`SUSPENDED_MARK`, of ``among``'s only when given, then the first and last two
+    rows of each session holding it), instead of reads per session. The same rule on the same bytes: a
+    session not in the set provably has no wait; neither the row (its ``status``, its ``head_seq``) nor the
+    ``kind`` column is read.
 
     Cost: the byte search scans every stored event once; rows are decoded only for the sessions holding
     the mark: the last (the one before it too when the last is a seal), then the first when the run did
@@ -115,7 +117,7 @@ def sessions_may_wait(store: Store) -> set[str]:
             (names its seq).
     """
     found: set[str] = set()
-    for sid, rows in store.marked_ends(SUSPENDED_MARK).items():
+    for sid, rows in store.marked_ends(SUSPENDED_MARK, among).items():
         last = rows[-1][0]
         if _ended([row for row in rows[-2:] if row[0] >= last - 1]):  # never seq 0 across a gap
             continue

@@ -8,6 +8,12 @@ live, nothing fabricated). :func:`held_by_ledger` is the check the surfaces that
 runs``, the dashboard) apply to what the read model gives: a run the row settled terminal whose ledger
 waits, as :func:`flightlog.kernel.approvals.waiting_calls` (``flightlog pending``) decides it, is shown in
 the state its events give, never as ended; ``flightlog verify`` reports the row as ``row_mismatch``.
+
+The filters agree with the unfiltered list: :func:`held_runs` finds the runs a state filter run in SQL on
+the projection (which follows the row's status) would leave out, without folding every run: the rows the
+status settles, the pass :func:`~flightlog.kernel.rowcheck.sessions_may_wait` over their events, a fold of
+those that may wait. ``flightlog ls`` (sessions, not runs) reads :func:`held_sessions`: the same, or the
+store-wide pass without a projection.
 """
 
 from __future__ import annotations
@@ -16,12 +22,28 @@ from dataclasses import replace
 
 from ..errors import SessionNotFound
 from ..live import RunView
-from ..runs import AgentRunSnapshot, RunState, SessionFold, SessionHeader
+from ..runs import AgentRunSnapshot, RunState, SessionFold, SessionHeader, projection_ready
+from ..runs.adapters import STATUS_STATES
 from ..sessions import iter_events
-from ..store.base import Store
+from ..store.base import NOT_A_RUN, RunRow, SessionRecord, Store
 from .approvals import waiting_calls
+from .rowcheck import sessions_may_wait
 
-__all__ = ["SETTLED_BY_ROW", "held_by_ledger", "ledger_snapshot"]
+__all__ = [
+    "LEDGER_STATUS",
+    "SETTLED_BY_ROW",
+    "held_by_ledger",
+    "held_in",
+    "held_runs",
+    "held_sessions",
+    "ledger_snapshot",
+    "ledger_state",
+    "with_held",
+]
+
+LEDGER_STATUS = "suspended"
+"""The session status the ledger fixes for a run whose wait is open (what the kernel writes with the
+``suspended`` event; :mod:`flightlog.kernel.rowcheck`): what ``flightlog ls`` shows for a held session."""
 
 SETTLED_BY_ROW = "session marked "
 """How the ``detail`` of a terminal the row's status made begins (:func:`flightlog.runs.refine_with_status`)."""
@@ -69,12 +91,149 @@ def ledger_snapshot(store: Store, snapshot: AgentRunSnapshot) -> AgentRunSnapsho
         record = store.get_session(snapshot.run_id)
     except SessionNotFound:
         return None  # a process entry with no session of its own: no ledger to outrank the row
+    state = ledger_state(store, record)
+    if state is None:
+        return None
+    return snapshot.model_copy(update={"state": state, "terminal": None})
+
+
+def ledger_state(store: Store, record: SessionRecord) -> RunState | None:
+    """The state the events of ``record``'s session give, when its ledger holds an open wait
+    (:func:`~flightlog.kernel.approvals.waiting_calls`) and its events leave the run in flight; else None.
+
+    Raises:
+        EventDecodeError: a stored event does not decode (names its seq).
+    """
     if waiting_calls(store, record) is None:
         return None
     fold = SessionFold(SessionHeader.of(record)).feed_all(
         (row.seq, row.recorded_at_ms, event) for row, event in iter_events(store, record.session_id)
     )
-    ledger = fold.snapshot()
-    if ledger.state is RunState.TERMINAL:
-        return None
-    return snapshot.model_copy(update={"state": ledger.state, "terminal": None})
+    state = fold.snapshot().state
+    return None if state is RunState.TERMINAL else state
+
+
+def _ends_run(status: str | None) -> bool:
+    """Whether a session status settles a run its events leave in flight as ended
+    (:data:`~flightlog.runs.STATUS_STATES`: ``completed``, ``failed``...; not ``cancelled``: paused)."""
+    return STATUS_STATES.get(status or "") is RunState.TERMINAL
+
+
+def held_sessions(store: Store) -> dict[str, RunState]:
+    """Every session whose row's status ends its run while its ledger holds an open wait, mapped to the
+    state its events give (:func:`ledger_state`), found without folding every session: with the runs
+    projection, the candidates :func:`held_runs` reads (the rows the status settles, the pass over their
+    events); without it (missing or stale), the row's status of every session
+    (:meth:`~flightlog.store.base.Store.session_keys`: no metadata decoded), then the store-wide pass
+    :func:`~flightlog.kernel.rowcheck.sessions_may_wait`, and only a session in both is read again (its
+    current row) and folded.
+
+    Raises:
+        EventDecodeError: a row read to decide does not decode (names its seq).
+    """
+    if projection_ready(store):
+        return {row.run_id: snapshot.state for row, snapshot in held_runs(store)}
+    ending = {key[0] for key in store.session_keys() if _ends_run(key[1])}
+    held: dict[str, RunState] = {}
+    for sid in sorted(ending & sessions_may_wait(store)):  # keys first: a row ended since is read below
+        try:
+            record = store.get_session(sid)
+        except SessionNotFound:
+            continue  # deleted since the pass: nothing left to list
+        if not _ends_run(record.status):
+            continue  # its row changed since the keys were read: the row no longer ends it
+        state = ledger_state(store, record)
+        if state is not None:
+            held[sid] = state
+    return held
+
+
+def held_runs(store: Store, state: RunState | str | None = None) -> list[tuple[RunRow, AgentRunSnapshot]]:
+    """The ``runs`` projection rows of the runs :func:`held_by_ledger` puts back (the row's status settles
+    the run terminal, its ledger holds an open wait), each with the snapshot it is listed with (the events'
+    snapshot, in the state the ledger gives, ``terminal`` dropped), only those in ``state`` when given;
+    newest ``updated_at_ms`` first, then ``run_id``. What a state filter run on the projection (which the
+    row's status refines) leaves out of ``state`` (a non-terminal one) and keeps in ``terminal``.
+
+    Without folding every run: the candidates are the rows the status settles terminal while their
+    events hold the run in flight (in ``state`` when given: :meth:`~flightlog.store.base.Store.settled_runs`,
+    indexed; none in an honest store but the sessions ``Recorder.finish`` ended), the pass
+    (:func:`~flightlog.kernel.rowcheck.sessions_may_wait`, its byte search over the candidates' events only)
+    keeps those whose ledger may wait, and only those are read again and folded (:func:`ledger_state`:
+    the state listed is the fold's).
+
+    Raises:
+        EventDecodeError: a stored event read to decide does not decode (names its seq).
+    """
+    wanted = None if state is None else RunState(state)
+    ending = [status for status in STATUS_STATES if _ends_run(status)]
+    candidates = store.settled_runs(ending, None if wanted is None else wanted.value)
+    if not candidates:
+        return []
+    found: list[tuple[RunRow, AgentRunSnapshot]] = []
+    for run_id, row in sorted(store.get_run_rows(sessions_may_wait(store, candidates)).items()):
+        if row.state in (RunState.TERMINAL.value, NOT_A_RUN) or not _ends_run(row.session_status):
+            continue  # changed since the candidates were read: the row no longer settles it
+        try:
+            record = store.get_session(run_id)
+        except SessionNotFound:
+            continue  # deleted since: nothing left to list
+        got = ledger_state(store, record)
+        if got is None or (wanted is not None and got is not wanted):
+            continue
+        snapshot = AgentRunSnapshot.model_validate_json(row.snapshot)
+        found.append((row, snapshot.model_copy(update={"state": got, "terminal": None})))
+    found.sort(key=lambda item: (-item[0].updated_at_ms, item[0].run_id))
+    return found
+
+
+def held_in(
+    store: Store, state: str | None, *, source: str | None = None, parent: str | None = None
+) -> list[tuple[RunRow, AgentRunSnapshot]]:
+    """What a state filter on the projection leaves out of ``state`` (:func:`held_runs`), of ``source`` and
+    ``parent`` when given: none without a filter (the listing puts such runs back itself:
+    :func:`held_by_ledger`), for ``terminal`` (the filter keeps them there; :func:`with_held` drops them),
+    or without a projection to read them from (a stale one is refolded by the listing).
+
+    Raises:
+        EventDecodeError: a stored event read to decide does not decode (names its seq).
+    """
+    if state is None or RunState(state).is_terminal() or not projection_ready(store):
+        return []
+    return [
+        (row, snapshot)
+        for row, snapshot in held_runs(store, state)
+        if source in (None, row.source) and parent in (None, row.parent)
+    ]
+
+
+def with_held(
+    store: Store,
+    views: list[RunView],
+    state: str | None,
+    extra: list[tuple[RunRow, AgentRunSnapshot]],
+    limit: int | None = None,
+) -> tuple[list[RunView], set[str]]:
+    """``views`` (a listing filtered by ``state``, newest first) as the unfiltered listing shows its runs:
+    every run the row settled terminal while its ledger waits in the state its events give
+    (:func:`held_by_ledger`), dropped when that is not ``state``; ``extra`` (:func:`held_in`: those the
+    filter left out) placed by their last event; at most ``limit``. Also the ids of the listed runs so
+    held (each warned about by the surfaces).
+
+    Raises:
+        EventDecodeError: a held session's stored event does not decode (names its seq).
+    """
+    views, held = held_by_ledger(store, views)
+    if state is not None and held:  # a run the row ended that its ledger holds in another state
+        views = [v for v in views if v.snapshot.run_id not in held or v.snapshot.state == state]
+    listed = {v.snapshot.run_id for v in views}
+    for row, snapshot in extra:
+        if row.run_id in listed:
+            continue  # listed by the filter after all (a row changed since): once
+        view = RunView(snapshot, snapshot.state, None, False, row.updated_at_ms)
+        key = (-row.updated_at_ms, row.run_id)
+        at = next((i for i, v in enumerate(views) if (-(v.last_seen_ms or 0), v.snapshot.run_id) > key), None)
+        views.insert(len(views) if at is None else at, view)
+        held.add(row.run_id)
+    views = views[:limit]
+    return views, held & {v.snapshot.run_id for v in views}

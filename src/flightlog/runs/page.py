@@ -14,6 +14,7 @@ wrong.
 from __future__ import annotations
 
 import json
+from collections.abc import Collection
 from dataclasses import dataclass
 from typing import Any, NamedTuple
 
@@ -74,6 +75,7 @@ def run_page(
     descending: bool = True,
     cursor: str | None = None,
     limit: int = 100,
+    also: Collection[str] = (),
 ) -> RunPage:
     """One page of the durable runs list, every filter given applied.
 
@@ -90,6 +92,10 @@ def run_page(
         descending: Newest first.
         cursor: :attr:`RunPage.next_cursor` of the previous page (same filters and sort).
         limit: Rows per page, 1 to :data:`MAX_PAGE`.
+        also: Runs to list whatever ``state`` their row gives, every other filter applied, in their place
+            in the order: those the caller decided are in ``state`` although the session status settles
+            them in another (:func:`flightlog.kernel.rowheld.held_runs`: the status is unhashed, their
+            ledger waits). Their entries keep the refined state and wire; the caller shows them as it decided.
 
     Raises:
         ValueError: an unknown state, source or sort, a bad cursor, or a limit out of range.
@@ -113,7 +119,22 @@ def run_page(
         after=parse_cursor(cursor) if cursor else None,
         limit=limit + 1,  # one more: is there a next page?
     )
-    rows = store.page_runs(query) if projection_ready(store) else _folded_page(store, query)
+    ready = projection_ready(store)
+    rows = store.page_runs(query) if ready else _folded_page(store, query)
+    if also and state is not None:
+        more = query._replace(states=None, run_ids=list(also))
+        listed = {row[0] for row in rows}
+        rows = [
+            *rows,
+            *(
+                r
+                for r in (store.page_runs(more) if ready else _folded_page(store, more))
+                if r[0] not in listed
+            ),
+        ]
+        at = 7 if sort == "started" else 4  # started_at_ms, updated_at_ms
+        rows.sort(key=lambda row: (row[at], row[0]), reverse=descending)
+        rows = rows[: limit + 1]
     refined, terminal = _REFINED, _TERMINAL
     # row: RunListing's fields then started_at_ms; the test is _settled_by_status's, inline (no object per row)
     entries = [
@@ -149,6 +170,8 @@ def _folded_page(store: Store, query: RunPageQuery) -> list[tuple[Any, ...]]:
             continue
         key = (started if query.sort == "started" else updated, snapshot.run_id)
         if query.after is not None and (key >= query.after if query.descending else key <= query.after):
+            continue
+        if query.run_ids is not None and snapshot.run_id not in query.run_ids:
             continue
         listing = RunListing(
             snapshot.run_id, snapshot.parent, snapshot.source.value, snapshot.state.value, updated,

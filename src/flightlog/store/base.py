@@ -309,6 +309,7 @@ class RunPageQuery(NamedTuple):
         descending: Newest first (default) or oldest first.
         after: The keyset cursor: ``(sort value, run_id)`` of the last row of the previous page.
         limit: Rows per page.
+        run_ids: Keep only these runs (None: any).
     """
 
     states: Collection[str] | None = None
@@ -322,6 +323,7 @@ class RunPageQuery(NamedTuple):
     descending: bool = True
     after: tuple[int, str] | None = None
     limit: int = 100
+    run_ids: Collection[str] | None = None
 
 
 @dataclass(frozen=True, slots=True)
@@ -639,17 +641,22 @@ class Store(abc.ABC):
         if page:
             yield page
 
-    def marked_ends(self, needle: bytes) -> dict[str, list[tuple[int, bytes]]]:
+    def marked_ends(
+        self, needle: bytes, among: Collection[str] | None = None
+    ) -> dict[str, list[tuple[int, bytes]]]:
         """Every session with a stored event whose bytes contain ``needle``, mapped to its first row and
         its last two rows (``(seq, event_bytes)``, ascending seq, each row once): what a reader needs to
         decide, from the bytes the chain hash covers, which of those sessions ended. "Last" is the end of
         what is stored, never the ``sessions`` row's ``head_seq``; the ``kind`` column is not read.
-        Memory: three rows per session found.
+        Memory: three rows per session found. ``among``: only these sessions (None: every one).
 
         This default reads each session's rows (:meth:`read_chain`); a SQL backend does it in one query.
         """
         found: dict[str, list[tuple[int, bytes]]] = {}
+        wanted = None if among is None else set(among)
         for record in self.list_sessions():
+            if wanted is not None and record.session_id not in wanted:
+                continue
             first: tuple[int, bytes] | None = None
             tail: list[tuple[int, bytes]] = []
             hit = False
@@ -852,6 +859,18 @@ class Store(abc.ABC):
             refined_statuses: Session status → the state it forces on a run whose events leave it in flight.
             limit: Return at most this many rows (None: all).
         """
+
+    def settled_runs(self, statuses: Collection[str], state: str | None = None) -> list[str]:
+        """The ids of the runs whose projection row holds the run in flight (its events' ``state``: this
+        one when given; never ``terminal`` nor :data:`NOT_A_RUN`) while its ``session_status`` is one of
+        ``statuses``: the rows a status refinement settles in another state. This default filters
+        :meth:`query_run_tuples`' rows; a SQL backend asks its indexes."""
+        wanted = set(statuses)
+        return [
+            str(row[0])
+            for row in self.query_run_tuples()
+            if row[5] in wanted and row[3] != "terminal" and (state is None or row[3] == state)
+        ]
 
     def query_run_tuples(
         self,

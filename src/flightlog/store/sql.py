@@ -467,17 +467,34 @@ class SqlStore(Store):
                 rows = [(row[0], R.as_bytes(row[1]), *row[2:]) for row in rows]
             yield rows
 
-    def marked_ends(self, needle: bytes) -> dict[str, list[tuple[int, bytes]]]:
+    def marked_ends(
+        self, needle: bytes, among: Collection[str] | None = None
+    ) -> dict[str, list[tuple[int, bytes]]]:
         """One query, one row per session found: the sessions whose stored bytes hold ``needle`` (one byte
         search of every event, :attr:`BYTES_CONTAIN`, in the table's own order: :attr:`EVENTS_SCAN`), each
         one's last stored seq (the primary key, covering), then its rows at that seq, the one before and
         seq 0 (three primary-key lookups). Only the rows every reader reads count (``0 <= seq <``
         ``rows.MAX_SEQ``, as :meth:`read_chain`): a row planted beyond them (or, in SQLite, with a TEXT seq)
         neither ends a run here nor breaks the pass. A store whose seqs have a gap before the last returns
-        the last row without the one before it, which proves no end (the reader folds that session)."""
+        the last row without the one before it, which proves no end (the reader folds that session).
+        ``among``: the byte search reads only these sessions' events (by the primary key), 500 a query."""
+        if among is None:
+            return self._marked_ends(needle, [])
+        ids = list(dict.fromkeys(among))
+        found: dict[str, list[tuple[int, bytes]]] = {}
+        for start in range(0, len(ids), 500):
+            found.update(self._marked_ends(needle, ids[start : start + 500]))
+        return found
+
+    def _marked_ends(self, needle: bytes, among: list[str]) -> dict[str, list[tuple[int, bytes]]]:
+        """:meth:`marked_ends` in one query: every session when ``among`` is empty, else those."""
         event = self.EVENT_BYTES.replace("event", "e.event")
+        scan, restrict, values = self.EVENTS_SCAN, "", list[Any]()
+        if among:
+            clause, values = self._any("session_id", among)
+            scan, restrict = "events", clause + " AND "
         rows = self._all(
-            f"WITH m AS MATERIALIZED (SELECT DISTINCT session_id FROM {self.EVENTS_SCAN} WHERE "
+            f"WITH m AS MATERIALIZED (SELECT DISTINCT session_id FROM {scan} WHERE {restrict}"
             f"{self.BYTES_CONTAIN} AND seq >= 0 AND seq < ?), "
             "t AS MATERIALIZED (SELECT session_id, (SELECT MAX(x.seq) FROM events x "
             "WHERE x.session_id = m.session_id AND x.seq >= 0 AND x.seq < ?) AS last FROM m) "
@@ -486,7 +503,7 @@ class SqlStore(Store):
             f"(SELECT {event} FROM events e WHERE e.session_id = t.session_id AND e.seq = t.last - 1), "
             f"(SELECT {event} FROM events e WHERE e.session_id = t.session_id AND e.seq = t.last) FROM t "
             "WHERE t.last IS NOT NULL",
-            (needle, R.MAX_SEQ, R.MAX_SEQ),
+            (*values, needle, R.MAX_SEQ, R.MAX_SEQ),
         )
         found: dict[str, list[tuple[int, bytes]]] = {}
         for session_id, last, first, before, data in rows:
@@ -756,6 +773,17 @@ class SqlStore(Store):
         )
         return [RunListing(*row) for row in rows]
 
+    def settled_runs(self, statuses: Collection[str], state: str | None = None) -> list[str]:
+        if not self._has_table("runs") or not statuses:
+            return []
+        clause, params = self._any("session_status", list(statuses))
+        where = f"{clause} AND state NOT IN ('terminal', ?)"
+        params.append(NOT_A_RUN)
+        if state is not None:
+            where += " AND state = ?"
+            params.append(state)
+        return [str(row[0]) for row in self._all(f"SELECT run_id FROM runs WHERE {where}", params)]
+
     def query_run_tuples(
         self,
         *,
@@ -825,6 +853,11 @@ class SqlStore(Store):
                 f"s.session_id = r.run_id AND {self._text_match('s.task')}))"
             )
             params.extend([*values, needle, needle])
+        if query.run_ids is not None:
+            ids = list(query.run_ids)
+            clause, values = self._any("r.run_id", ids) if ids else ("1 = 0", [])
+            where.append(clause)
+            params.extend(values)
         if query.after is not None:
             where.append(f"({key}, r.run_id) {'<' if query.descending else '>'} (?, ?)")
             params.extend(query.after)

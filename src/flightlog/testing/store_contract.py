@@ -849,6 +849,13 @@ class StoreContract(MemoryContract):
         refined = {"cancelled": "paused", "completed": "terminal"}
         assert [r.run_id for r in store.query_runs(states=["paused"], refined_statuses=refined)] == ["r-1"]
         assert [r.run_id for r in store.query_runs(states=["running"], refined_statuses=refined)] == []
+        assert store.settled_runs(["cancelled"]) == ["r-1"]  # in flight by its events, settled by its status
+        assert store.settled_runs(["cancelled"], "running") == ["r-1"]
+        assert store.settled_runs(["cancelled"], "queued") == []
+        assert (
+            store.settled_runs(["completed"]) == []
+        )  # r-2's events end it: nothing for the status to settle
+        assert Store.settled_runs(store, ["cancelled"]) == ["r-1"]  # the backend-neutral default
         moved = RunRow("r-1", None, "fleet", "waiting_tool", None, 4000, 4, "cancelled", "{}", '{"f":1}')
         store.put_run_rows([moved])
         assert store.get_run_rows(["r-1"])["r-1"] == moved

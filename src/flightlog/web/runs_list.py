@@ -9,6 +9,9 @@ escaped by the templates.
 A run the ``sessions`` row's status ended while its ledger holds an open wait is listed in the state its
 events give, with ``row_warning`` (:func:`flightlog.kernel.rowheld.ledger_snapshot`; the row is unhashed).
 Only a terminal the row made (its detail ``session marked …``) is checked: a substring test per row.
+``state=`` agrees with the unfiltered list: the SQL filter follows the row's status, so a state a run is in
+flight in also lists the runs :func:`flightlog.kernel.rowheld.held_in` finds the ledger holds in it (no fold
+of every run), and ``terminal`` leaves them out.
 """
 
 from __future__ import annotations
@@ -22,7 +25,7 @@ from fastapi import Depends, FastAPI, Response
 from fastapi.responses import HTMLResponse, JSONResponse
 
 from ..kernel.rowcheck import row_warning
-from ..kernel.rowheld import SETTLED_BY_ROW, ledger_snapshot
+from ..kernel.rowheld import SETTLED_BY_ROW, held_in, ledger_snapshot
 from ..runs import AgentRunSnapshot, run_page
 from ..runs.page import SORTS
 from .views import SOURCES, STATES
@@ -77,6 +80,7 @@ def runs_page_data(dash: _Dashboard, params: dict[str, str]) -> dict[str, Any]:
         for k in ("state", "source", "parent", "since", "until", "q", "sort", "order")
         if params.get(k)
     }
+    held = [row.run_id for row, _ in held_in(dash.reader, state or None)]  # the row ended them: not in SQL's
     page = run_page(
         dash.reader,
         state=state or None,
@@ -89,6 +93,7 @@ def runs_page_data(dash: _Dashboard, params: dict[str, str]) -> dict[str, Any]:
         descending=order != "asc",
         cursor=params.get("cursor") or None,
         limit=PAGE_SIZE,
+        also=held,
     )
     runs = []
     for entry in page.entries:

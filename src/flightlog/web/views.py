@@ -39,7 +39,7 @@ from ..events import (
 )
 from ..kernel.approvals import LANGGRAPH_SOURCE, PendingCall, continue_hint, resume_hint, waiting_calls
 from ..kernel.rowcheck import row_warning, sessions_may_wait
-from ..kernel.rowheld import held_by_ledger
+from ..kernel.rowheld import held_by_ledger, held_in, with_held
 from ..live import RunView, list_run_views, live_records, merge, wall_ms
 from ..messages import (
     ImagePart,
@@ -290,7 +290,8 @@ def run_tree(
         waiting: Session ids whose decisions are recorded and that wait for a resume (flagged).
         warnings: Session id -> the warning its node carries (``row_warning``: a ``sessions`` row that
             contradicts the ledger's wait, :meth:`PendingCache.row_warnings`). A run the row ended while
-            its ledger waits is shown in the state its events give (:func:`flightlog.kernel.rowheld.held_by_ledger`).
+            its ledger waits is shown in the state its events give (:func:`flightlog.kernel.rowheld.held_by_ledger`),
+            under that state's filter too (:func:`flightlog.kernel.rowheld.held_in`).
         limit: At most this many runs.
         marks: Given the listed runs' ids, more ``(waiting, warnings)`` to flag (:attr:`Queue.marks`: the
             waits off the approvals queue's page), merged with ``waiting`` and ``warnings``.
@@ -298,9 +299,10 @@ def run_tree(
     Raises:
         ValueError: ``state`` or ``source`` is not a seed 002 value.
     """
-    views, held = held_by_ledger(store, list_run_views(store, state=state, source=source, limit=limit))
-    if state is not None and held:  # a run the row ended that its ledger holds in another state
-        views = [v for v in views if v.snapshot.run_id not in held or v.snapshot.state == state]
+    extra = held_in(store, state, source=source)  # the filter follows the row: the ledger's runs in state
+    views, _ = with_held(
+        store, list_run_views(store, state=state, source=source, limit=limit), state, extra, limit
+    )
     by_id = {v.snapshot.run_id: v for v in views}
     waiting, warnings = set(waiting or ()), dict(warnings or {})
     if marks is not None:
