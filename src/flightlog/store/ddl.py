@@ -515,7 +515,7 @@ POSTGRES_RUNS_HOT: tuple[str, str] = (
 which sort). An append's compare-and-set of its run row then changes no indexed column, so PostgreSQL
 updates the row in place (a heap-only tuple) instead of inserting a new entry into each of the table's
 eight indexes: 536 of 1,790 WAL bytes per append, measured with ``pg_waldump`` (issue 19). The cost: a runs
-list sorted by last event sorts the matching rows instead of walking an index (bench/README.md)."""
+list sorted by last event sorts the matching rows instead of walking an index (bench/README.md, `runs.py`; the figures: bench/HISTORY.md)."""
 
 RUNS_FOLD_2: tuple[str, str] = (
     "runs fold rules 2: one approval ref per gated call, closed gates labelled (rebuild the projection)",
