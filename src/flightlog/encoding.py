@@ -67,8 +67,8 @@ MAX_SAFE_INTEGER = 2**53 - 1
 Upcaster = Callable[[dict[str, Any]], dict[str, Any]]
 _UPCASTERS: dict[str, list[Upcaster]] = {}
 SUSPENDED_MARK = b'"kind":"suspended"'
-"""What the canonical bytes of every ``suspended`` event hold (RFC 8785: sorted keys, no spaces).
-:func:`decode_stored` refuses a ``suspended`` event whose bytes lack it, so a row without it is no wait."""
+"""What the canonical bytes of every ``suspended`` event hold (RFC 8785: sorted keys, no spaces; no
+upcaster produces that kind): what ``kernel.rowcheck`` searches the stored bytes for."""
 _UPCAST_KINDS: list[bytes] = []
 """The kinds in :data:`_UPCASTERS`, UTF-8 (:func:`decodes_without` searches for them)."""
 
@@ -792,15 +792,8 @@ def decode_stored(data: bytes, *, seq: int | None = None) -> SessionEvent:
     path (:func:`parse_json`, upcasters, :func:`~flightlog.events.event_from_wire`), which raises the
     error. ``tests/test_decode_fast.py`` checks by property that both paths give equal events.
 
-    A ``suspended`` event decodes only from bytes holding :data:`SUSPENDED_MARK` (its canonical spelling):
-    the readers that decide whether a ledger may wait without decoding it (``kernel.rowcheck``, the
-    dashboard's approvals queue) search the stored bytes for that mark, so a wait spelled otherwise (a JSON
-    escape, white space: bytes no flightlog writer makes) is refused here rather than acted on by the fold
-    and missed by the queue.
-
     Raises:
-        EventDecodeError: the bytes are not JSON, not an object, or not a valid event, or a ``suspended``
-            event not spelled canonically (names ``seq``).
+        EventDecodeError: the bytes are not JSON, not an object, or not a valid event (names ``seq``).
     """
     if isinstance(data, bytes):
         event = event_from_json_or_none(data)
@@ -809,22 +802,8 @@ def decode_stored(data: bytes, *, seq: int | None = None) -> SessionEvent:
             and event.kind not in _UPCASTERS
             and (event.kind in _NO_LONG_INTEGERS or data.translate(_DIGITS_TO_ZERO).find(_SIXTEEN_ZEROS) < 0)
         ):
-            return _marked(event, data, seq)
-    return _marked(_decode_reference(data, seq), data, seq)
-
-
-def _marked(event: SessionEvent, data: bytes, seq: int | None) -> SessionEvent:
-    """``event``, unless it is a ``suspended`` event whose bytes lack :data:`SUSPENDED_MARK`.
-
-    Raises:
-        EventDecodeError: that case (names ``seq``).
-    """
-    if event.kind == "suspended" and SUSPENDED_MARK not in (data if isinstance(data, bytes) else bytes(data)):
-        raise EventDecodeError(
-            reason='a suspended event not in canonical form (its bytes do not hold \'"kind":"suspended"\')',
-            seq=seq,
-        )
-    return event
+            return event
+    return _decode_reference(data, seq)
 
 
 def decodes_without(data: bytes, spellings: tuple[bytes, ...]) -> bool:

@@ -1,8 +1,8 @@
 """Attacks on the approvals queue's wait pre-filter (:func:`sessions_may_wait`, :meth:`SqlStore.marked_ends`,
 :func:`decodes_without`), as someone who can write the database, each once a bug: a row no other reader reads
-hid a wait from ``flightlog pending`` and the dashboard's queue, or broke both; a wait spelled without the
-canonical mark was acted on by the fold and missed by the queue; a TEXT row that is not UTF-8 made a
-traceback; an upcaster ran on an event whose bytes never spell its kind. On SQLite and PostgreSQL where
+hid a wait from ``flightlog pending`` and the dashboard's queue, or broke both; a TEXT row that is not UTF-8
+made a traceback; an upcaster ran on an event whose bytes never spell its kind. One is a known limit, marked
+``xfail(strict=True)``: a wait spelled without the canonical mark is acted on by the fold, missed by the queue. On SQLite and PostgreSQL where
 both hold the bytes.
 """
 
@@ -106,11 +106,18 @@ def test_a_row_with_a_text_seq_does_not_break_the_pass(
     assert dashboard_pending(db) == [(sid, "n1")]
 
 
+@pytest.mark.xfail(
+    strict=True,
+    reason="known limit: rowcheck searches the stored bytes for the canonical SUSPENDED_MARK, but decode_stored "
+    "also decodes a re-spelled wait (a JSON escape, white space: bytes no flightlog writer makes, re-chained), "
+    "so the fold acts on a wait pending and the queue do not list. Refusing such bytes in decode_stored was "
+    "tried and reverted: one undecodable session still fails `runs --rebuild`, `runs` and `pending` for the "
+    "whole store (as a non-JSON row already does); that isolation comes first",
+)
 @pytest.mark.parametrize("spelling", [b'"kind":"\\u0073uspended"', b'"kind": "suspended"'])
-def test_a_wait_spelled_without_the_mark_is_refused_by_every_reader(url: str, spelling: bytes) -> None:
-    """Bytes no flightlog writer makes (re-chained, so only a signature would tell): the queue's byte rules
-    pass the session over, and the fold, ``resume`` and ``audit`` refuse the row naming its seq instead of
-    acting on a wait the queue does not show."""
+def test_a_wait_spelled_without_the_mark_is_still_listed(
+    url: str, spelling: bytes, monkeypatch: pytest.MonkeyPatch
+) -> None:
     with open_store(url) as store:
         recorder = Recorder.create(store, session_id="w", source="kernel")
         recorder.append_many(
@@ -120,18 +127,14 @@ def test_a_wait_spelled_without_the_mark_is_refused_by_every_reader(url: str, sp
             ]
         )
     rechain(url, "w", lambda seq, data: data.replace(b'"kind":"suspended"', spelling))  # hashes recomputed
+    set_status(url, "w", "completed")
     with open_store(url, read_only=True) as store:
-        try:
-            answer: bool | int | None = session_may_wait(store, store.get_session("w"))
-        except EventDecodeError as exc:  # the escape is no proof of "no end": the last row is decoded
-            answer = exc.seq
-        assert answer == (1 if b"\\" in spelling else False)
-        assert "w" not in sessions_may_wait(store)
-        with pytest.raises(EventDecodeError, match="canonical") as refused:
-            load_state(store, "w")
-        assert refused.value.seq == 1
-    code, out, err = cli(url, "audit", "w")
-    assert code == 1 and "seq 1" in out + err, (out, err)
+        assert load_state(store, "w").phase == "suspended"  # the ledger waits
+        assert session_may_wait(store, store.get_session("w"))
+        assert "w" in sessions_may_wait(store)
+        monkeypatch.setattr(views, "SET_PASS", 0)
+        assert "w" in views.PendingCache().queue(store).suspended
+    verify_says(url, "w", "row_mismatch")
 
 
 def test_a_text_row_that_is_not_utf8_does_not_break_the_dashboard(tmp_path: Path) -> None:

@@ -57,8 +57,9 @@ IMPORT_SOURCE = "import_source"
 import the importers)."""
 
 # SUSPENDED_MARK (from ``encoding``): what the canonical bytes of every ``suspended`` event hold (RFC 8785:
-# sorted keys, no spaces); ``decode_stored`` refuses a ``suspended`` event without it, so a session without
-# it in any row has no wait any reader acts on.
+# sorted keys, no spaces). A session without it in any row has never waited, unless its bytes were rewritten
+# to a non-canonical spelling and re-chained (the fold would read that wait; this byte search does not): a
+# known limit, pinned by tests/audit3/test_queue_attacks.py.
 
 _END_SPELLINGS = (str(RunTerminal.model_fields["kind"].default).encode(), SEAL_KIND.encode())
 """The strings an event that can end the run decodes with: ``run_terminal``'s kind, the seal's
