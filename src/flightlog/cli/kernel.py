@@ -28,7 +28,7 @@ import typer
 from rich.console import Console
 from typer.core import TyperGroup
 
-from ..errors import FlightlogError, SessionNotFound
+from ..errors import EventDecodeError, FlightlogError, SessionNotFound
 from ..narration import narrate, plural, printable, short
 from .console import console
 from .options import session_arg
@@ -211,8 +211,13 @@ def register(app: typer.Typer, open_db: OpenDb) -> None:
         from ..kernel import pending
         from ..kernel.approvals import continue_hint
 
+        undecodable: list[tuple[str, EventDecodeError]] = []
         with open_db(True) as store:
-            rows = pending(store, decided=True)
+            rows = pending(store, decided=True, undecodable=undecodable)
+            for sid, exc in undecodable:  # listed without them: say so, exit 1 after the listing
+                err.print(
+                    f"flightlog: warning: {sid}: its waits cannot be read: {exc} (see `flightlog verify {sid}`)"
+                )
             _warn_row_status(store, rows)
             _note_retired(store)
             hints = {
@@ -221,7 +226,13 @@ def register(app: typer.Typer, open_db: OpenDb) -> None:
             }
         if json_out:
             sys.stdout.write(json.dumps([r.to_wire() for r in rows], indent=2, ensure_ascii=False) + "\n")
-            return
+        else:
+            _print_pending(rows, hints)
+        if undecodable:
+            raise typer.Exit(1)
+
+    def _print_pending(rows: list[PendingCall], hints: dict[str, str]) -> None:
+        """``pending``'s text: one line per call (``hints``: each decided session's continue command)."""
         if not rows:
             out.print("nothing is waiting for a decision")
         for row in rows:

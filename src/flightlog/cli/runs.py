@@ -23,7 +23,7 @@ from typing import TYPE_CHECKING, Annotated
 
 import typer
 
-from ..errors import SessionNotFound
+from ..errors import EventDecodeError, SessionNotFound
 from ..narration import narrate, short
 from .console import console
 from .options import session_arg, warn_diverged
@@ -133,10 +133,15 @@ def _runs_command(open_db: OpenDb) -> Callable[..., None]:
 
         _choice(state, RUN_STATES, "--state")
         _choice(source, RUN_SOURCES, "--source")
+        undecodable: list[tuple[str, EventDecodeError]] = []
         if rebuild:
             with open_db(False) as store:
-                count = rebuild_projection(store)
+                count = rebuild_projection(store, undecodable=undecodable)
             _err.print(f"rebuilt the runs projection from {count} session ledger(s)")
+            for sid, exc in undecodable:  # named before the listing: it lacks these runs
+                _err.print(
+                    f"flightlog: warning: {sid}: not in the runs projection: {exc} (see `flightlog verify {sid}`)"
+                )
         lease_ms = int(lease * 1000)
         with open_db(True) as store:
             if not projection_ready(store):
@@ -153,6 +158,8 @@ def _runs_command(open_db: OpenDb) -> Callable[..., None]:
                     sys.stdout.write(text + "\n")
                     if rebuild:
                         _refuse_diverged(store)
+                    if undecodable:
+                        raise typer.Exit(1)
                     return
             views = list_run_views(
                 store,
@@ -175,6 +182,8 @@ def _runs_command(open_db: OpenDb) -> Callable[..., None]:
         if rebuild:
             with open_db(True) as store:
                 _refuse_diverged(store)
+            if undecodable:
+                raise typer.Exit(1)
         else:
             _warn_held(open_db, held)
 

@@ -30,7 +30,7 @@ import json
 from dataclasses import dataclass, replace
 
 from ..decisions import denial_reason
-from ..errors import SessionNotFound
+from ..errors import EventDecodeError, SessionNotFound
 from ..events import Custom, Event, PermissionResolved, ToolDenied, ToolGated
 from ..integrity.audit import Auditor, require_intact
 from ..integrity.grants import session_policy_digest
@@ -121,7 +121,13 @@ class PendingCall:
         }
 
 
-def pending(store: Store, session_id: str | None = None, *, decided: bool = False) -> list[PendingCall]:
+def pending(
+    store: Store,
+    session_id: str | None = None,
+    *,
+    decided: bool = False,
+    undecodable: list[tuple[str, EventDecodeError]] | None = None,
+) -> list[PendingCall]:
     """Calls waiting for a decision, across sessions or in one session, decided from each session's
     ledger (its events folded: :func:`~flightlog.kernel.state.load_state`), never from the ``sessions``
     row's status, which no hash covers (a row edited to ``completed`` hides no wait; ``flightlog verify``
@@ -137,19 +143,41 @@ def pending(store: Store, session_id: str | None = None, *, decided: bool = Fals
         session_id: One session (default: every session whose ledger waits).
         decided: Also list the calls of those sessions already decided in this suspension (waiting for a
             resume), with ``decision`` and ``decided_by`` set.
+        undecodable: Across sessions, when given: a session whose stored events do not decode (a tampered
+            or corrupt row) is added here as ``(session id, error naming the seq)`` and the other sessions
+            are still listed; when None, that error propagates.
 
     Returns:
         One entry per open gate (then, with ``decided``, per decided call), sessions oldest first, gates in
         request order.
+
+    Raises:
+        EventDecodeError: a stored event does not decode (names its seq), unless ``undecodable`` is given
+            for a listing across sessions.
     """
     if session_id is not None:
         state = load_state(store, session_id)
         return _calls(store, state, decided) if state.phase == "suspended" else []
     found: list[PendingCall] = []
     records = list(store.list_sessions())
-    may = sessions_may_wait(store)  # after the listing: a session that moved since is folded as it is now
+    try:
+        may: set[str] | None = sessions_may_wait(
+            store
+        )  # after the listing: a session that moved is read as it is
+    except EventDecodeError:
+        if undecodable is None:
+            raise
+        may = None  # one session's rows do not decode: decide each session on its own, to name it
     for record in records:
-        calls = waiting_calls(store, record, decided=decided, may_wait=record.session_id in may)
+        try:
+            calls = waiting_calls(
+                store, record, decided=decided, may_wait=None if may is None else record.session_id in may
+            )
+        except EventDecodeError as exc:
+            if undecodable is None:
+                raise
+            undecodable.append((record.session_id, exc))
+            continue
         found.extend(calls or ())
     return found
 

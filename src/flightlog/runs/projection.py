@@ -34,7 +34,7 @@ from typing import Any, NamedTuple
 import pydantic_core
 
 from ..encoding import decode_stored
-from ..errors import SessionNotFound
+from ..errors import EventDecodeError, SessionNotFound
 from ..events import Event
 from ..store.base import NOT_A_RUN, RunListing, RunRow, SessionRecord, Store, StoredEvent
 from ..store.rows import run_row
@@ -387,17 +387,24 @@ def _apply(store: Store, recorder: Any, batch: Sequence[tuple[StoredEvent, Event
     _remember(recorder, rows[0], parts)
 
 
-def rebuild_projection(store: Store) -> int:
+def rebuild_projection(store: Store, *, undecodable: list[tuple[str, EventDecodeError]] | None = None) -> int:
     """Recompute every ``runs`` row from the ledgers (what incremental maintenance would have made).
 
     Clears the projection and marks it stale, refolds sessions in chunks of short transactions (appends
     that land meanwhile keep their rows current through :func:`project`), then marks it current.
 
+    Args:
+        store: The store.
+        undecodable: When given, a session whose stored events do not decode (a tampered or corrupt row)
+            gets no ``runs`` row and is added here as ``(session id, error naming the seq)``, and the
+            others are still folded; when None, that error propagates and the projection is left stale.
+
     Returns:
-        The number of sessions folded.
+        The number of sessions folded (those in ``undecodable`` included).
 
     Raises:
         ReadOnlyStore: the store is read-only.
+        EventDecodeError: a session's events do not decode and ``undecodable`` is None.
     """
     with store.transaction():
         store.clear_run_rows()
@@ -405,7 +412,7 @@ def rebuild_projection(store: Store) -> int:
     ids = folded_sessions(store)
     for start in range(0, len(ids), _CHUNK):
         with store.transaction():
-            _rebuild_chunk(store, ids[start : start + _CHUNK])
+            _rebuild_chunk(store, ids[start : start + _CHUNK], undecodable)
     store.set_run_projection_version(FOLD_VERSION)
     return len(ids)
 
@@ -416,13 +423,21 @@ def folded_sessions(store: Store) -> list[str]:
     return [r.session_id for r in store.list_sessions() if r.head_seq >= 0 and is_run(r.session_id)]
 
 
-def _rebuild_chunk(store: Store, session_ids: Sequence[str]) -> None:
+def _rebuild_chunk(
+    store: Store, session_ids: Sequence[str], undecodable: list[tuple[str, EventDecodeError]] | None
+) -> None:
     existing = store.get_run_rows(session_ids)
     rows: list[RunRow] = []
     entries: list[ProcessEntry] = []
     for session_id in session_ids:
         record = store.get_session(session_id)
-        fold = _fold_session(store, record)
+        try:
+            fold = _fold_session(store, record)
+        except EventDecodeError as exc:
+            if undecodable is None:
+                raise
+            undecodable.append((session_id, exc))
+            continue
         if fold.last_seq < 0:
             continue
         entries.extend(fold.take_processes())

@@ -1,0 +1,64 @@
+"""One session whose stored bytes do not decode (a corrupt or tampered row) is named, and the rest of the
+store stays readable: ``flightlog pending`` lists the other sessions' waits and ``flightlog runs --rebuild``
+folds the other runs, each naming the bad session and its seq and exiting 1. Before, either command failed
+for the whole store without naming the session, and ``runs --rebuild`` left the projection empty. On SQLite
+and PostgreSQL.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from flightlog.store import open_store
+from postgres.server import backend_url
+
+from .helpers import cli, execute, suspended_run
+
+BROKEN = b'{"kind":"suspended",'
+"""Bytes that are not JSON, holding the wait mark (so the store-wide pass reads this session's tail)."""
+
+
+@pytest.fixture(params=["sqlite", "postgres"])
+def url(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[str]:
+    """A store URL on each backend (a fresh SQLite file; a fresh PostgreSQL schema)."""
+    with backend_url(request.param, tmp_path / "flightlog.db", "undecodable") as found:
+        yield found
+
+
+def _break(url: str) -> tuple[str, str, int]:
+    """Two waiting runs, the second given a row at its next seq that does not decode: (good, bad, seq)."""
+    good, bad = suspended_run(url), suspended_run(url)
+    with open_store(url, read_only=True) as store:
+        seq = store.get_session(bad).head_seq + 1
+    literal = f"decode('{BROKEN.hex()}', 'hex')" if "://" in url else f"X'{BROKEN.hex()}'"
+    execute(
+        url,
+        "INSERT INTO events (session_id, seq, kind, event, prev_hash, hash, recorded_at_ms) "
+        f"VALUES ('{bad}', {seq}, 'custom', {literal}, 'x', 'y', 0)",
+    )
+    return good, bad, seq
+
+
+def test_pending_names_the_session_it_cannot_read_and_lists_the_others(url: str) -> None:
+    good, bad, seq = _break(url)
+    code, out, err = cli(url, "pending")
+    assert code == 1, (out, err)
+    assert good in out and bad not in out, out
+    assert f"{bad}: its waits cannot be read: undecodable event at seq {seq}" in err, err
+    code, out, err = cli(url, "pending", "--json")
+    assert code == 1 and [row["session_id"] for row in json.loads(out)] == [good], (out, err)
+
+
+def test_runs_rebuild_folds_the_other_runs_and_names_the_one_it_cannot(url: str) -> None:
+    good, bad, seq = _break(url)
+    code, out, err = cli(url, "runs", "--rebuild")
+    assert code == 1, (out, err)
+    assert f"{bad}: not in the runs projection: undecodable event at seq {seq}" in err, err
+    assert good in out and bad not in out, out
+    code, out, err = cli(url, "runs", "--json")  # the projection is current: the good run is listed
+    assert code == 0, err
+    assert [run["run_id"] for run in json.loads(out)] == [good]
