@@ -9,7 +9,6 @@ both hold the bytes.
 from __future__ import annotations
 
 import json
-from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
@@ -24,7 +23,6 @@ from flightlog.recorder import Recorder
 from flightlog.store import open_store
 from flightlog.store.rows import MAX_SEQ
 from flightlog.web import views
-from postgres.server import backend_url
 
 from .helpers import cli, execute, rechain, suspended_run
 from .test_row_surfaces import dashboard
@@ -32,13 +30,6 @@ from .test_row_trust import set_status
 
 END = canonical_bytes(RunTerminal(reason="completed", turns_used=1, total_tokens=10))
 """A canonical ``run_terminal``: what a row must decode to for the pre-filter to call the run ended."""
-
-
-@pytest.fixture(params=["sqlite", "postgres"])
-def url(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[str]:
-    """A store URL on each backend (a fresh SQLite file; a fresh PostgreSQL schema)."""
-    with backend_url(request.param, tmp_path / "flightlog.db", "qattack") as found:
-        yield found
 
 
 def insert(url: str, session_id: str, seq: str, event: str) -> None:

@@ -8,8 +8,6 @@ folds (the count is exact)."""
 from __future__ import annotations
 
 import re
-from collections.abc import Iterator
-from pathlib import Path
 from typing import Any
 from urllib.parse import parse_qs, urlsplit
 
@@ -18,7 +16,6 @@ import pytest
 from flightlog.events import RunStarted
 from flightlog.store import Store, open_store
 from flightlog.web import views
-from postgres.server import backend_url
 
 from .helpers import cli, suspended_run
 from .test_row_surfaces import dashboard
@@ -26,13 +23,6 @@ from .test_row_trust import set_status
 from .test_wait_pass import end, record, suspend
 
 PAGE = 3
-
-
-@pytest.fixture(params=["sqlite", "postgres"])
-def url(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[str]:
-    """A store URL on each backend (a fresh SQLite file; a fresh PostgreSQL schema)."""
-    with backend_url(request.param, tmp_path / "flightlog.db", "queuepage") as found:
-        yield found
 
 
 def page_sessions(data: dict[str, Any]) -> list[str]:

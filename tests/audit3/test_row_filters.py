@@ -15,28 +15,16 @@ On SQLite and PostgreSQL.
 from __future__ import annotations
 
 import json
-from collections.abc import Iterator
-from pathlib import Path
-
-import pytest
 
 from flightlog.events import RunStarted
 from flightlog.kernel.rowheld import held_in
 from flightlog.recorder import Recorder
 from flightlog.runs import run_page
 from flightlog.store import open_store
-from postgres.server import backend_url
 
 from .helpers import cli, execute, suspended_run
 from .test_row_surfaces import dashboard, warning
 from .test_row_trust import set_status
-
-
-@pytest.fixture(params=["sqlite", "postgres"])
-def url(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[str]:
-    """A store URL on each backend (a fresh SQLite file; a fresh PostgreSQL schema)."""
-    with backend_url(request.param, tmp_path / "flightlog.db", "rowfilt") as found:
-        yield found
 
 
 def three_runs(url: str) -> tuple[str, str, str]:

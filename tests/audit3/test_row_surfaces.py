@@ -31,20 +31,12 @@ from flightlog.recorder import Recorder
 from flightlog.store import SqliteStore, Store, open_store
 from flightlog.web.app import create_app
 from flightlog.web.security import Auth
-from postgres.server import backend_url
 
 from .helpers import cli, suspended_run
 from .test_row_trust import last_seq, says_row_mismatch, set_status
 
 TOKEN = "row-surfaces-token-0123456789abcdef"
 BASE = "http://127.0.0.1:8000"
-
-
-@pytest.fixture(params=["sqlite", "postgres"])
-def url(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[str]:
-    """A store URL on each backend (a fresh SQLite file; a fresh PostgreSQL schema)."""
-    with backend_url(request.param, tmp_path / "flightlog.db", "rowsurf") as found:
-        yield found
 
 
 def opener(url: str) -> Callable[[bool], AbstractContextManager[Store]]:

@@ -13,24 +13,14 @@
 from __future__ import annotations
 
 import json
-from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
-
-from postgres.server import backend_url
 
 from .helpers import cli, connect, execute, rechain, suspended_run, swap_goal
 
 PAD = " " * 10
 """The indent of ``verify``'s detail lines."""
-
-
-@pytest.fixture(params=["sqlite", "postgres"])
-def url(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[str]:
-    """A store URL on each backend (a fresh SQLite file; a fresh PostgreSQL schema)."""
-    with backend_url(request.param, tmp_path / "flightlog.db", "rows") as found:
-        yield found
 
 
 def set_status(url: str, session_id: str, status: str) -> None:

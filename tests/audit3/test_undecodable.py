@@ -8,25 +8,13 @@ and PostgreSQL.
 from __future__ import annotations
 
 import json
-from collections.abc import Iterator
-from pathlib import Path
-
-import pytest
 
 from flightlog.store import open_store
-from postgres.server import backend_url
 
 from .helpers import cli, execute, suspended_run
 
 BROKEN = b'{"kind":"suspended",'
 """Bytes that are not JSON, holding the wait mark (so the store-wide pass reads this session's tail)."""
-
-
-@pytest.fixture(params=["sqlite", "postgres"])
-def url(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[str]:
-    """A store URL on each backend (a fresh SQLite file; a fresh PostgreSQL schema)."""
-    with backend_url(request.param, tmp_path / "flightlog.db", "undecodable") as found:
-        yield found
 
 
 def _break(url: str) -> tuple[str, str, int]:

@@ -6,9 +6,6 @@ queue when it takes the pass (:data:`flightlog.web.views.SET_PASS` lowered so a 
 
 from __future__ import annotations
 
-from collections.abc import Iterator
-from pathlib import Path
-
 import pytest
 
 from flightlog.encoding import canonical_bytes
@@ -18,17 +15,9 @@ from flightlog.notarization import SEAL_KIND
 from flightlog.recorder import Recorder
 from flightlog.store import Store, open_store
 from flightlog.web import views
-from postgres.server import backend_url
 
 from .helpers import execute, suspended_run
 from .test_row_trust import set_status
-
-
-@pytest.fixture(params=["sqlite", "postgres"])
-def url(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[str]:
-    """A store URL on each backend (a fresh SQLite file; a fresh PostgreSQL schema)."""
-    with backend_url(request.param, tmp_path / "flightlog.db", "waitpass") as found:
-        yield found
 
 
 def record(store: Store, session_id: str, *events: Event) -> None:
