@@ -160,10 +160,8 @@ def pending(
         return _calls(store, state, decided) if state.phase == "suspended" else []
     found: list[PendingCall] = []
     records = list(store.list_sessions())
-    try:
-        may: set[str] | None = sessions_may_wait(
-            store
-        )  # after the listing: a session that moved is read as it is
+    try:  # after the listing: a session that moved since is folded as it is now
+        may: set[str] | None = sessions_may_wait(store)
     except EventDecodeError:
         if undecodable is None:
             raise
