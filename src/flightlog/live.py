@@ -42,7 +42,7 @@ from .encoding import decode_stored
 from .events import SessionEvent
 from .runs.adapters import STATUS_OUTCOMES
 from .runs.model import AgentRunSnapshot, RunSource, RunState
-from .runs.projection import RunEntry, parse_wires, run_entries
+from .runs.projection import RunEntry, Undecodable, parse_wires, run_entries
 from .store.base import LiveRunRecord, Store, StoredEvent
 
 __all__ = [
@@ -301,10 +301,12 @@ def _entries_for(
     source: RunSource | str | None,
     parent: str | None,
     limit: int | None,
+    undecodable: Undecodable | None,
 ) -> list[RunEntry]:
     """Durable entries that may end up in ``wanted`` after merging (live never changes terminality).
 
-    ``limit`` is applied here only when merging cannot drop a row (no in-flight state wanted)."""
+    ``limit`` is applied here only when merging cannot drop a row (no in-flight state wanted);
+    ``undecodable`` as :func:`~flightlog.runs.projection.run_entries` takes it."""
     if wanted is None:
         states = None
     elif wanted.is_terminal():
@@ -312,7 +314,9 @@ def _entries_for(
     else:
         states, limit = [s.value for s in RunState if not s.is_terminal()], None
     source_value = None if source is None else RunSource(source).value
-    return run_entries(store, states=states, source=source_value, parent=parent, limit=limit)
+    return run_entries(
+        store, states=states, source=source_value, parent=parent, limit=limit, undecodable=undecodable
+    )
 
 
 def list_run_views(
@@ -326,6 +330,7 @@ def list_run_views(
     lease_ms: int = DEFAULT_LEASE_MS,
     abandoned_only: bool = False,
     limit: int | None = None,
+    undecodable: Undecodable | None = None,
 ) -> list[RunView]:
     """Durable snapshots merged with live state, most recently updated first.
 
@@ -339,12 +344,17 @@ def list_run_views(
         lease_ms: Heartbeat lease (ms).
         abandoned_only: Keep abandoned runs only.
         limit: At most this many views (the most recently updated); None for all.
+        undecodable: When given and the projection is missing or stale (the ledgers are folded): each
+            session whose stored events do not decode is left out and added here as ``(session id, error
+            naming the seq)`` (:func:`~flightlog.runs.projection.compute_runs`).
 
     Raises:
         ValueError: ``state`` or ``source`` is not a seed 002 value.
+        EventDecodeError: the ledgers are folded, a session's events do not decode and ``undecodable``
+            is None.
     """
     wanted = RunState(state) if state is not None else None
-    entries = _entries_for(store, wanted, source, parent, None if abandoned_only else limit)
+    entries = _entries_for(store, wanted, source, parent, None if abandoned_only else limit, undecodable)
     lives = live_records(store, registry)
     now = wall_ms() if now_ms is None else now_ms
     snapshots = parse_wires([entry.wire for entry in entries])
@@ -376,17 +386,22 @@ def list_runs_json_live(
     now_ms: int | None = None,
     lease_ms: int = DEFAULT_LEASE_MS,
     limit: int | None = None,
+    undecodable: Undecodable | None = None,
 ) -> str:
     """:func:`list_run_views` as a seed 002 JSON array; runs no live record touches pass through as stored.
 
+    ``undecodable`` as :func:`list_run_views` takes it.
+
     Raises:
         ValueError: ``state`` or ``source`` is not a seed 002 value.
+        EventDecodeError: the ledgers are folded, a session's events do not decode and ``undecodable``
+            is None.
     """
     wanted = RunState(state) if state is not None else None
     lives = live_records(store, registry)
     now = wall_ms() if now_ms is None else now_ms
     out: list[str] = []
-    for entry in _entries_for(store, wanted, source, parent, limit):
+    for entry in _entries_for(store, wanted, source, parent, limit, undecodable):
         if limit is not None and len(out) >= limit:
             break
         live = lives.get(entry.run_id)

@@ -1,8 +1,9 @@
 """One session whose stored bytes do not decode (a corrupt or tampered row) is named, and the rest of the
 store stays readable: ``flightlog pending`` lists the other sessions' waits and ``flightlog runs --rebuild``
-folds the other runs, each naming the bad session and its seq and exiting 1. Before, either command failed
-for the whole store without naming the session, and ``runs --rebuild`` left the projection empty. On SQLite
-and PostgreSQL.
+folds the other runs, and ``flightlog runs`` on a stale projection (the ledgers folded at read time) lists
+them, each naming the bad session and its seq and exiting 1. Before, each command failed for the whole store
+(``runs`` on a stale projection and ``pending`` without naming the session), and ``runs --rebuild`` left the
+projection empty. On SQLite and PostgreSQL.
 """
 
 from __future__ import annotations
@@ -50,3 +51,18 @@ def test_runs_rebuild_folds_the_other_runs_and_names_the_one_it_cannot(url: str)
     code, out, err = cli(url, "runs", "--json")  # the projection is current: the good run is listed
     assert code == 0, err
     assert [run["run_id"] for run in json.loads(out)] == [good]
+
+
+def test_runs_on_a_stale_projection_lists_the_other_runs_and_names_the_one_it_cannot(url: str) -> None:
+    good, bad, seq = _break(url)
+    with open_store(url) as store:
+        store.set_run_projection_version(0)  # what a failed projector leaves: readers fold the ledgers
+    for args in (("runs",), ("runs", "--tree"), ("runs", "--state", "waiting_input")):
+        code, out, err = cli(url, *args)
+        assert code == 1, (args, out, err)
+        assert f"{bad}: not listed: undecodable event at seq {seq}" in err, (args, err)
+        assert good in out and bad not in out, (args, out)
+    code, out, err = cli(url, "runs", "--json")
+    assert code == 1, (out, err)
+    assert [run["run_id"] for run in json.loads(out)] == [good]
+    assert f"{bad}: not listed: undecodable event at seq {seq}" in err, err

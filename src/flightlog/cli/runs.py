@@ -23,7 +23,7 @@ from typing import TYPE_CHECKING, Annotated
 
 import typer
 
-from ..errors import EventDecodeError, SessionNotFound
+from ..errors import SessionNotFound
 from ..narration import narrate, short
 from .console import console
 from .options import session_arg, warn_diverged
@@ -31,7 +31,7 @@ from .options import session_arg, warn_diverged
 if TYPE_CHECKING:  # the read model and the store load inside the commands: `flightlog --version` stays fast
     from ..live import RunView
     from ..runs.context import ContextUse
-    from ..runs.projection import RunNode
+    from ..runs.projection import RunNode, Undecodable
     from ..store.base import Store, StoredEvent
 
 __all__ = ["register", "tail_line", "view_line"]
@@ -133,7 +133,7 @@ def _runs_command(open_db: OpenDb) -> Callable[..., None]:
 
         _choice(state, RUN_STATES, "--state")
         _choice(source, RUN_SOURCES, "--source")
-        undecodable: list[tuple[str, EventDecodeError]] = []
+        undecodable: Undecodable = []  # --rebuild's
         if rebuild:
             with open_db(False) as store:
                 count = rebuild_projection(store, undecodable=undecodable)
@@ -143,6 +143,7 @@ def _runs_command(open_db: OpenDb) -> Callable[..., None]:
                     f"flightlog: warning: {sid}: not in the runs projection: {exc} (see `flightlog verify {sid}`)"
                 )
         lease_ms = int(lease * 1000)
+        unread: Undecodable = []  # a stale projection is folded: the sessions whose events do not decode
         with open_db(True) as store:
             if not projection_ready(store):
                 _err.print(
@@ -152,15 +153,22 @@ def _runs_command(open_db: OpenDb) -> Callable[..., None]:
             extra = [] if abandoned else held_in(store, state, source=source, parent=parent_id)
             if json_out and not abandoned and not extra:
                 text = list_runs_json_live(
-                    store, state=state, source=source, parent=parent_id, lease_ms=lease_ms, limit=limit
+                    store,
+                    state=state,
+                    source=source,
+                    parent=parent_id,
+                    lease_ms=lease_ms,
+                    limit=limit,
+                    undecodable=unread,
                 )
                 if SETTLED_BY_ROW not in text:  # no run the row's status ended: nothing the ledger may hold
                     sys.stdout.write(text + "\n")
                     if rebuild:
                         _refuse_diverged(store)
-                    if undecodable:
+                    if _warn_unread(unread) or undecodable:
                         raise typer.Exit(1)
                     return
+                unread.clear()  # folded again below
             views = list_run_views(
                 store,
                 state=state,
@@ -169,6 +177,7 @@ def _runs_command(open_db: OpenDb) -> Callable[..., None]:
                 lease_ms=lease_ms,
                 abandoned_only=abandoned,
                 limit=limit,
+                undecodable=unread,
             )
             views, held = with_held(store, views, state, extra, limit)  # the ledger's wait outranks the row
             uses = {} if json_out else context_uses(store, [v.snapshot.run_id for v in views])
@@ -182,12 +191,21 @@ def _runs_command(open_db: OpenDb) -> Callable[..., None]:
         if rebuild:
             with open_db(True) as store:
                 _refuse_diverged(store)
-            if undecodable:
-                raise typer.Exit(1)
         else:
             _warn_held(open_db, held)
+        if _warn_unread(unread) or undecodable:
+            raise typer.Exit(1)
 
     return runs_cmd
+
+
+def _warn_unread(unread: Undecodable) -> bool:
+    """After the listing: one stderr line per session a stale projection's fold left out because its
+    stored events do not decode (:func:`flightlog.runs.compute_runs`); whether there was any."""
+    sys.stdout.flush()
+    for sid, exc in unread:
+        _err.print(f"flightlog: warning: {sid}: not listed: {exc} (see `flightlog verify {sid}`)")
+    return bool(unread)
 
 
 def _warn_held(open_db: OpenDb, held: set[str]) -> None:

@@ -55,6 +55,7 @@ __all__ = [
     "INTERNAL_PREFIX",
     "RunEntry",
     "RunNode",
+    "Undecodable",
     "build_tree",
     "compute_runs",
     "context_uses",
@@ -70,6 +71,10 @@ __all__ = [
     "rebuild_projection",
     "run_entries",
 ]
+
+Undecodable = list[tuple[str, EventDecodeError]]
+"""Sessions a pass over the ledgers left out because their stored events do not decode (a tampered or
+corrupt row): ``(session id, error naming the seq)``, in the order met."""
 
 log = logging.getLogger("flightlog.runs")
 
@@ -387,7 +392,7 @@ def _apply(store: Store, recorder: Any, batch: Sequence[tuple[StoredEvent, Event
     _remember(recorder, rows[0], parts)
 
 
-def rebuild_projection(store: Store, *, undecodable: list[tuple[str, EventDecodeError]] | None = None) -> int:
+def rebuild_projection(store: Store, *, undecodable: Undecodable | None = None) -> int:
     """Recompute every ``runs`` row from the ledgers (what incremental maintenance would have made).
 
     Clears the projection and marks it stale, refolds sessions in chunks of short transactions (appends
@@ -423,9 +428,7 @@ def folded_sessions(store: Store) -> list[str]:
     return [r.session_id for r in store.list_sessions() if r.head_seq >= 0 and is_run(r.session_id)]
 
 
-def _rebuild_chunk(
-    store: Store, session_ids: Sequence[str], undecodable: list[tuple[str, EventDecodeError]] | None
-) -> None:
+def _rebuild_chunk(store: Store, session_ids: Sequence[str], undecodable: Undecodable | None) -> None:
     existing = store.get_run_rows(session_ids)
     rows: list[RunRow] = []
     entries: list[ProcessEntry] = []
@@ -525,6 +528,7 @@ def run_entries(
     source: str | None = None,
     parent: str | None = None,
     limit: int | None = None,
+    undecodable: Undecodable | None = None,
 ) -> list[RunEntry]:
     """Durable runs matching every filter given, most recently updated first, as wire JSON.
 
@@ -538,9 +542,17 @@ def run_entries(
         source: A ``RunSource`` value to keep.
         parent: Keep the direct children of this run.
         limit: At most this many (the most recently updated); None for all.
+        undecodable: When given and the ledgers are folded: each session whose stored events do not
+            decode is left out and added here as ``(session id, error naming the seq)`` (:func:`compute_runs`).
+
+    Raises:
+        EventDecodeError: the ledgers are folded, a session's events do not decode and ``undecodable``
+            is None.
     """
     if not projection_ready(store):
-        runs = compute_runs(store, states=states, source=source, parent=parent)[:limit]
+        runs = compute_runs(store, states=states, source=source, parent=parent, undecodable=undecodable)[
+            :limit
+        ]
         return [RunEntry(s.run_id, s.state.value, updated, s.model_dump_json()) for s, updated in runs]
     with _bulk():
         listings = store.query_runs(
@@ -644,18 +656,37 @@ def compute_runs(
     states: Collection[str] | None = None,
     source: str | None = None,
     parent: str | None = None,
+    undecodable: Undecodable | None = None,
 ) -> list[tuple[AgentRunSnapshot, int]]:
     """Fold every ledger in memory: ``(snapshot, updated_at_ms)`` pairs, filtered, newest first.
 
     What the queries answer from when the projection is missing or stale (e.g. an older database opened
     read-only): the rows a rebuild would store, refined by the session status.
+
+    Args:
+        store: Any store (read-only is fine).
+        states: ``RunState`` values to keep (the status refinement included).
+        source: A ``RunSource`` value to keep.
+        parent: Keep the direct children of this run.
+        undecodable: When given, a session whose stored events do not decode (a tampered or corrupt row)
+            is left out and added here as ``(session id, error naming the seq)``, in listing order, and the
+            others are still folded (as :func:`rebuild_projection` does); when None, that error propagates.
+
+    Raises:
+        EventDecodeError: a session's events do not decode and ``undecodable`` is None.
     """
     parts: dict[str, _Parts] = {}
     entries: list[ProcessEntry] = []
     for record in store.list_sessions():
         if record.head_seq < 0 or not is_run(record.session_id):
             continue
-        fold = _fold_session(store, record)
+        try:
+            fold = _fold_session(store, record)
+        except EventDecodeError as exc:
+            if undecodable is None:
+                raise
+            undecodable.append((record.session_id, exc))
+            continue
         entries.extend(fold.take_processes())
         parts[record.session_id] = _Parts(fold, None, record.status)
     for agent_id, entry in _latest(entries).items():
