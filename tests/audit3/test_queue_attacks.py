@@ -102,9 +102,9 @@ def test_a_row_with_a_text_seq_does_not_break_the_pass(
     reason="known limit: rowcheck searches the stored bytes for the canonical SUSPENDED_MARK, but decode_stored "
     "also decodes a re-spelled wait (a JSON escape, white space: bytes no flightlog writer makes, re-chained), "
     "so the fold acts on a wait pending and the queue do not list. Refusing such bytes in decode_stored was "
-    "tried and reverted: it turns a re-spelled wait into an undecodable session, which `pending` and "
-    "`runs --rebuild` now name and pass over, but `runs` on a stale projection still fails for the whole "
-    "store, and the dashboard drops it to its log",
+    "tried and reverted: it turns a re-spelled wait into an undecodable session, which `pending`, `runs` "
+    "(with or without --rebuild) and the dashboard now name and pass over (tests/audit3/test_undecodable.py): "
+    "that refusal may be tried again",
 )
 @pytest.mark.parametrize("spelling", [b'"kind":"\\u0073uspended"', b'"kind": "suspended"'])
 def test_a_wait_spelled_without_the_mark_is_still_listed(

@@ -21,7 +21,7 @@ from typing import Any, NamedTuple
 from ..errors import SessionNotFound
 from ..store.base import RunListing, RunPageQuery, Store
 from .model import RunSource, RunState
-from .projection import _REFINED, _TERMINAL, _refined, compute_runs, projection_ready
+from .projection import _REFINED, _TERMINAL, Undecodable, _refined, compute_runs, projection_ready
 
 __all__ = ["MAX_PAGE", "SORTS", "RunPage", "RunPageEntry", "parse_cursor", "run_page"]
 
@@ -76,6 +76,7 @@ def run_page(
     cursor: str | None = None,
     limit: int = 100,
     also: Collection[str] = (),
+    undecodable: Undecodable | None = None,
 ) -> RunPage:
     """One page of the durable runs list, every filter given applied.
 
@@ -96,9 +97,14 @@ def run_page(
             in the order: those the caller decided are in ``state`` although the session status settles
             them in another (:func:`flightlog.kernel.rowheld.held_runs`: the status is unhashed, their
             ledger waits). Their entries keep the refined state and wire; the caller shows them as it decided.
+        undecodable: When given and the projection is missing or stale (the ledgers are folded): each
+            session whose stored events do not decode is left out and added here as ``(session id, error
+            naming the seq)`` (:func:`~flightlog.runs.projection.compute_runs`).
 
     Raises:
         ValueError: an unknown state, source or sort, a bad cursor, or a limit out of range.
+        EventDecodeError: the ledgers are folded, a session's events do not decode and ``undecodable``
+            is None.
 
     Source: seed 002 (the durable snapshots), issue 18 item 4 (the dashboard's runs list).
     """
@@ -120,7 +126,7 @@ def run_page(
         limit=limit + 1,  # one more: is there a next page?
     )
     ready = projection_ready(store)
-    rows = store.page_runs(query) if ready else _folded_page(store, query)
+    rows = store.page_runs(query) if ready else _folded_page(store, query, undecodable)
     if also and state is not None:
         more = query._replace(states=None, run_ids=list(also))
         listed = {row[0] for row in rows}
@@ -128,7 +134,7 @@ def run_page(
             *rows,
             *(
                 r
-                for r in (store.page_runs(more) if ready else _folded_page(store, more))
+                for r in (store.page_runs(more) if ready else _folded_page(store, more, []))
                 if r[0] not in listed
             ),
         ]
@@ -150,12 +156,13 @@ def run_page(
     return RunPage(entries, f"{key}:{last.run_id}")
 
 
-def _folded_page(store: Store, query: RunPageQuery) -> list[tuple[Any, ...]]:
-    """:meth:`Store.page_runs` computed from the ledgers (the projection is missing or stale)."""
+def _folded_page(store: Store, query: RunPageQuery, undecodable: Undecodable | None) -> list[tuple[Any, ...]]:
+    """:meth:`Store.page_runs` computed from the ledgers (the projection is missing or stale);
+    ``undecodable`` as :func:`~flightlog.runs.projection.compute_runs` takes it."""
     found: list[tuple[tuple[int, str], RunListing, int]] = []
     needle = json.dumps(query.text, ensure_ascii=False)[1:-1].lower() if query.text else None
     for snapshot, updated in compute_runs(
-        store, states=query.states, source=query.source, parent=query.parent
+        store, states=query.states, source=query.source, parent=query.parent, undecodable=undecodable
     ):
         try:
             record = store.get_session(snapshot.run_id)

@@ -277,10 +277,19 @@ def _runs_data(
     queue = dash.pending.queue(store, start=queue_from, limit=views.QUEUE_PAGE)
     waiting = {sid for sid, calls in queue.suspended.items() if not calls}
     filters = {k: v for k, v in (("state", state), ("source", source)) if v}
+    unreadable = dict(queue.unreadable)  # the tree adds those it finds: every one is named at the top
+    runs = views.run_tree(
+        store,
+        state=state,
+        source=source,
+        waiting=waiting,
+        warnings=queue.warnings,
+        marks=queue.marks,
+        unreadable=unreadable,
+    )
     return {
-        "runs": views.run_tree(
-            store, state=state, source=source, waiting=waiting, warnings=queue.warnings, marks=queue.marks
-        ),
+        "runs": runs,
+        "unreadable": views.unreadable_rows(unreadable),
         "pending": views.pending_rows([c for calls in queue.suspended.values() for c in calls], store),
         "waiting": views.waiting_rows(queue.suspended, queue.decided, store),
         "queue": views.queue_nav(queue, lambda start: "/?" + urlencode({**filters, "queue_from": start})),
@@ -293,7 +302,7 @@ def _session_status(dash: _Dashboard, session_id: str) -> dict[str, Any]:
     queue = dash.pending.queue(store, session_id)
     suspended, decided = queue.suspended, queue.decided
     calls = suspended.get(session_id, [])
-    warning = queue.warnings.get(session_id, "")
+    warning = queue.warnings.get(session_id) or queue.unreadable.get(session_id, "")
     state, budget = views.session_status(store, session_id)
     return {
         "status": views.show(record.status, 60),

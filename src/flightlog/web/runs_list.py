@@ -3,8 +3,10 @@
 Read-only. ``/runs?state=&source=&parent=&since=YYYY-MM-DD&until=YYYY-MM-DD&q=TEXT&sort=started|updated
 &order=desc|asc&cursor=...``: one page of :func:`flightlog.runs.run_page` (100 runs, keyset pagination, so
 the 1,000th page costs what the first does); ``q`` searches goals and messages. ``/api/runs/page`` returns
-the same page as JSON (``runs`` and ``next``, the cursor of the next page). Times are UTC. Every string is
-escaped by the templates.
+the same page as JSON (``runs``, ``unreadable`` and ``next``, the cursor of the next page). Times are UTC.
+Every string is escaped by the templates. On a missing or stale projection (the ledgers folded), a session
+whose stored events do not decode is left out and named in ``unreadable`` (``session``, ``href``,
+``warning`` naming the seq), as ``flightlog runs`` warns.
 
 A run the ``sessions`` row's status ended while its ledger holds an open wait is listed in the state its
 events give, with ``row_warning`` (:func:`flightlog.kernel.rowheld.ledger_snapshot`; the row is unhashed).
@@ -28,9 +30,10 @@ from ..kernel.rowcheck import row_warning
 from ..kernel.rowheld import SETTLED_BY_ROW, held_in, ledger_snapshot
 from ..runs import AgentRunSnapshot, run_page
 from ..runs.page import SORTS
-from .views import SOURCES, STATES
+from .views import SOURCES, STATES, not_listed, unreadable_rows
 
 if TYPE_CHECKING:
+    from ..runs.projection import Undecodable
     from .app import _Dashboard
 
 __all__ = ["PAGE_SIZE", "register", "runs_page_data"]
@@ -81,6 +84,7 @@ def runs_page_data(dash: _Dashboard, params: dict[str, str]) -> dict[str, Any]:
         if params.get(k)
     }
     held = [row.run_id for row, _ in held_in(dash.reader, state or None)]  # the row ended them: not in SQL's
+    left_out: Undecodable = []  # a stale projection is folded: the sessions whose events do not decode
     page = run_page(
         dash.reader,
         state=state or None,
@@ -94,6 +98,7 @@ def runs_page_data(dash: _Dashboard, params: dict[str, str]) -> dict[str, Any]:
         cursor=params.get("cursor") or None,
         limit=PAGE_SIZE,
         also=held,
+        undecodable=left_out,
     )
     runs = []
     for entry in page.entries:
@@ -124,7 +129,15 @@ def runs_page_data(dash: _Dashboard, params: dict[str, str]) -> dict[str, Any]:
     if page.next_cursor is not None:
         next_url = "/runs?" + urlencode({**filters, "cursor": page.next_cursor})
     form = {k: params.get(k, "") for k in _FILTERS}
-    return {"runs": runs, "next": page.next_cursor, "next_url": next_url, "filters": filters, "form": form}
+    unreadable = unreadable_rows({sid: not_listed(sid, exc) for sid, exc in left_out})
+    return {
+        "runs": runs,
+        "unreadable": unreadable,
+        "next": page.next_cursor,
+        "next_url": next_url,
+        "filters": filters,
+        "form": form,
+    }
 
 
 def _query(
@@ -178,4 +191,4 @@ def register(app: FastAPI, dash: _Dashboard) -> None:
             data = runs_page_data(dash, query)
         except ValueError as exc:
             return JSONResponse({"error": str(exc)}, status_code=400)
-        return JSONResponse({"runs": data["runs"], "next": data["next"]})
+        return JSONResponse({"runs": data["runs"], "unreadable": data["unreadable"], "next": data["next"]})

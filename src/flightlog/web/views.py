@@ -53,7 +53,7 @@ from ..messages import (
 from ..narration import narrate
 from ..runs import AgentRunSnapshot, RunSource, RunState, build_tree, refine_with_status
 from ..runs.context import PROMPT_PROGRAM_INVOKED, ContextUse
-from ..runs.projection import RunNode, context_uses, projection_ready
+from ..runs.projection import RunNode, Undecodable, context_uses, projection_ready
 from ..sessions import created_at
 from ..store.base import NOT_A_RUN, RUNNABLE_STATUSES, SessionRecord, Store, StoredEvent
 from ..store.links import LINKING_PREFIX, Linked, LinkWalk, linking_refs
@@ -71,6 +71,7 @@ __all__ = [
     "SessionPage",
     "clip",
     "event_row",
+    "not_listed",
     "pending_rows",
     "queue_nav",
     "raw_event",
@@ -81,6 +82,8 @@ __all__ = [
     "session_page",
     "session_status",
     "show",
+    "unreadable_rows",
+    "unreadable_waits",
     "verification",
     "visible",
 ]
@@ -246,6 +249,7 @@ def _run_node(
     tasks: dict[str, str | None],
     uses: dict[str, ContextUse],
     warnings: dict[str, str],
+    unreadable: dict[str, str],
 ) -> dict[str, Any]:
     view = views[node.snapshot.run_id]
     s = view.snapshot
@@ -267,7 +271,10 @@ def _run_node(
         "liveness": liveness,
         "awaiting_resume": s.run_id in waiting,
         "row_warning": show(warnings.get(s.run_id, ""), LINE_LIMIT),
-        "children": [_run_node(child, views, waiting, tasks, uses, warnings) for child in node.children],
+        "unreadable": show(unreadable.get(s.run_id, ""), LINE_LIMIT),
+        "children": [
+            _run_node(child, views, waiting, tasks, uses, warnings, unreadable) for child in node.children
+        ],
     }
 
 
@@ -279,7 +286,8 @@ def run_tree(
     waiting: set[str] | None = None,
     warnings: dict[str, str] | None = None,
     limit: int = MAX_RUNS,
-    marks: Callable[[Collection[str]], tuple[set[str], dict[str, str]]] | None = None,
+    marks: Callable[[Collection[str]], tuple[set[str], dict[str, str], dict[str, str]]] | None = None,
+    unreadable: dict[str, str] | None = None,
 ) -> list[dict[str, Any]]:
     """The parent/child tree of runs matching the filters (durable merged with live; newest first).
 
@@ -293,26 +301,55 @@ def run_tree(
             its ledger waits is shown in the state its events give (:func:`flightlog.kernel.rowheld.held_by_ledger`),
             under that state's filter too (:func:`flightlog.kernel.rowheld.held_in`).
         limit: At most this many runs.
-        marks: Given the listed runs' ids, more ``(waiting, warnings)`` to flag (:attr:`Queue.marks`: the
-            waits off the approvals queue's page), merged with ``waiting`` and ``warnings``.
+        marks: Given the listed runs' ids, more ``(waiting, warnings, unreadable)`` to flag
+            (:attr:`Queue.marks`: the waits off the approvals queue's page), merged with ``waiting``,
+            ``warnings`` and ``unreadable``.
+        unreadable: Session id -> the warning its node carries (``unreadable``) because its stored events
+            do not decode (:attr:`Queue.unreadable`); filled in place with those ``marks`` finds and with
+            the sessions a missing or stale projection's fold leaves out of the tree (:func:`not_listed`),
+            so the caller can name every one.
 
     Raises:
         ValueError: ``state`` or ``source`` is not a seed 002 value.
     """
     extra = held_in(store, state, source=source)  # the filter follows the row: the ledger's runs in state
-    views, _ = with_held(
-        store, list_run_views(store, state=state, source=source, limit=limit), state, extra, limit
-    )
+    left_out: Undecodable = []  # a stale projection is folded: the sessions whose events do not decode
+    listed = list_run_views(store, state=state, source=source, limit=limit, undecodable=left_out)
+    views, _ = with_held(store, listed, state, extra, limit)
     by_id = {v.snapshot.run_id: v for v in views}
     waiting, warnings = set(waiting or ()), dict(warnings or {})
+    notes = {} if unreadable is None else unreadable
+    notes.update((sid, not_listed(sid, exc)) for sid, exc in left_out)
     if marks is not None:
-        more_waiting, more_warnings = marks(list(by_id))
+        more_waiting, more_warnings, more_unreadable = marks(list(by_id))
         waiting |= more_waiting
         warnings.update(more_warnings)
+        notes.update(more_unreadable)
     tasks = {run_id: _task(store, run_id) for run_id in by_id}
     uses = context_uses(store, list(by_id))
     nodes = build_tree([v.snapshot for v in views])
-    return [_run_node(node, by_id, waiting, tasks, uses, warnings) for node in nodes]
+    return [_run_node(node, by_id, waiting, tasks, uses, warnings, notes) for node in nodes]
+
+
+def not_listed(session_id: str, error: EventDecodeError) -> str:
+    """The warning for a session a fold of the ledgers left out of a runs listing (what ``flightlog runs``
+    prints on a stale projection): ``error`` names the seq that does not decode."""
+    return f"not listed: {error} (see `flightlog verify {session_id}`)"
+
+
+def unreadable_waits(session_id: str, error: str) -> str:
+    """The warning for a session whose waits cannot be folded (what ``flightlog pending`` prints):
+    ``error`` names the seq that does not decode."""
+    return f"its waits cannot be read: {error} (see `flightlog verify {session_id}`)"
+
+
+def unreadable_rows(unreadable: dict[str, str]) -> list[dict[str, str]]:
+    """The dashboard's list of sessions it cannot fully read (session id -> warning), sorted by id: each
+    ``session``, ``href`` (its session page) and ``warning``."""
+    return [
+        {"session": show(sid, 160), "href": session_href(sid), "warning": show(text, LINE_LIMIT)}
+        for sid, text in sorted(unreadable.items())
+    ]
 
 
 STATES: tuple[str, ...] = tuple(s.value for s in RunState)
@@ -345,6 +382,8 @@ class PendingCache:
         """Session id -> the key its answer was decided at (a fold, or the pass's "cannot wait")."""
         self._gates: dict[str, list[PendingCall]] = {}
         """Session id -> its gates, for a session decided as waiting (absent: decided as not waiting)."""
+        self._unread: dict[str, str] = {}
+        """Session id -> why its gates could not be folded (the error, naming the seq), at its decided key."""
 
     def _of(
         self, store: Store, key: SessionKey, may: set[str] | None = None, record: SessionRecord | None = None
@@ -355,20 +394,31 @@ class PendingCache:
         with self._lock:
             if self._decided.get(sid) == key:
                 return self._gates.get(sid)
+        error = None
         try:
             may_wait = None if may is None else sid in may
             row = record or store.get_session(sid)
             calls = waiting_calls(store, row, decided=True, may_wait=may_wait)
-        except FlightlogError:
+        except FlightlogError as exc:  # shown as the session's warning (:meth:`unreadable`), and logged
             log.exception("cannot fold the gates of %s", sid)
-            calls = None
+            calls, error = None, str(exc)
         with self._lock:
             self._decided[sid] = key
             if calls is None:
                 self._gates.pop(sid, None)
             else:
                 self._gates[sid] = calls
+            if error is None:
+                self._unread.pop(sid, None)
+            else:
+                self._unread[sid] = error
         return calls
+
+    def unreadable(self, ids: Collection[str]) -> dict[str, str]:
+        """Of ``ids``, the sessions whose gates the last fold could not read, each with its warning
+        (:func:`unreadable_waits`: the error names the seq)."""
+        with self._lock:
+            return {sid: unreadable_waits(sid, self._unread[sid]) for sid in ids if sid in self._unread}
 
     def _settle(self, keys: list[SessionKey], candidates: list[tuple[int, SessionKey]]) -> None:
         """Cache every session of ``keys`` but the ``candidates`` as decided not to wait (what :meth:`_of`
@@ -381,6 +431,8 @@ class PendingCache:
             self._decided.update(settled)
             for sid in [sid for sid in self._gates if sid in settled]:
                 del self._gates[sid]
+            for sid in [sid for sid in self._unread if sid in settled]:
+                del self._unread[sid]
 
     def _keys(self, store: Store) -> tuple[list[SessionKey], set[str] | None]:
         """Every session's key (``Store.session_keys``: no metadata decoded), and, when more than
@@ -454,7 +506,7 @@ class PendingCache:
         waits = {sid: calls for sid in shown if (calls := folded[sid]) is not None}
         by_id = {k[0]: k for _, k in candidates}
 
-        def marks(ids: Collection[str]) -> tuple[set[str], dict[str, str]]:
+        def marks(ids: Collection[str]) -> tuple[set[str], dict[str, str], dict[str, str]]:
             found = {sid: self._of(store, by_id[sid], may) for sid in ids if sid in by_id}
             return (
                 {sid for sid, calls in found.items() if calls is not None and all(c.decision for c in calls)},
@@ -463,6 +515,7 @@ class PendingCache:
                     for sid, calls in found.items()
                     if calls is not None and by_id[sid][1] not in RUNNABLE_STATUSES
                 },
+                self.unreadable(found),
             )
 
         return Queue(
@@ -476,6 +529,7 @@ class PendingCache:
             before[-limit] if paged and limit and len(before) >= limit else (0 if before else None),
             after[limit][0] if paged and limit is not None and len(after) > limit else None,
             marks,
+            self.unreadable(folded),
         )
 
 
@@ -499,8 +553,12 @@ class Queue(NamedTuple):
         shown: Sessions among the ``total`` this page covers (those folded; the waits among them listed).
         earlier: ``start`` of the page before this one (None: this is the first).
         later: ``start`` of the page after this one (None: this is the last).
-        marks: ``ids -> (waiting for a resume, row warnings)`` for any sessions (the run tree's), each
-            folded (cached) only when it may wait: a wait off this page is still flagged on its run.
+        marks: ``ids -> (waiting for a resume, row warnings, unreadable)`` for any sessions (the run
+            tree's), each folded (cached) only when it may wait: a wait off this page is still flagged on
+            its run.
+        unreadable: Sessions folded for this answer whose stored events do not decode (a tampered or
+            corrupt row), each with its warning naming the seq (:func:`unreadable_waits`): their waits are
+            not listed, as ``flightlog pending`` passes over them.
     """
 
     suspended: dict[str, list[PendingCall]]
@@ -512,7 +570,8 @@ class Queue(NamedTuple):
     shown: int
     earlier: int | None
     later: int | None
-    marks: Callable[[Collection[str]], tuple[set[str], dict[str, str]]]
+    marks: Callable[[Collection[str]], tuple[set[str], dict[str, str], dict[str, str]]]
+    unreadable: dict[str, str]
 
 
 def queue_nav(queue: Queue, href: Callable[[int], str]) -> dict[str, Any]:

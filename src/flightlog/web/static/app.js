@@ -157,6 +157,16 @@
     box.replaceChildren(list);
   }
 
+  function renderUnreadable(rows) {
+    const box = doc.getElementById("unreadable");
+    if (!box || !rows) return;
+    const list = el("ul", { class: "unreadable-list" });
+    for (const row of rows) {
+      list.append(el("li", { class: "unreadable warn" }, el("a", { href: row.href, text: row.session }), ": " + row.warning));
+    }
+    box.replaceChildren(...(rows.length ? [list] : []));
+  }
+
   function renderQueueNav(q) {
     const box = doc.getElementById("queue-nav");
     if (!box || !q) return;
@@ -227,6 +237,7 @@
       node.liveness ? el("span", { class: "badge liveness", text: node.liveness }) : null,
       node.awaiting_resume ? el("span", { class: "badge resume", text: "decided, waiting for resume" }) : null,
       node.row_warning ? el("span", { class: "badge row-warning", title: node.row_warning, text: "row contradicts ledger" }) : null,
+      node.unreadable ? el("span", { class: "badge unreadable", title: node.unreadable, text: "ledger does not decode" }) : null,
       " ",
       el("span", { class: "muted budget", title: "spent/limit (a sub-agent's limits are its grant)", text: node.budget }),
       node.duration ? el("span", { class: "muted", text: " " + node.duration }) : null,
@@ -255,6 +266,7 @@
     source.addEventListener("runs", function (message) {
       const data = JSON.parse(message.data);
       box.replaceChildren(data.runs.length ? runTree(data.runs) : el("p", { class: "empty", text: "No runs." }));
+      renderUnreadable(data.unreadable);
       renderPending(data.pending, next);
       renderWaiting(data.waiting);
       renderQueueNav(data.queue);
