@@ -92,6 +92,28 @@ def test_the_dashboard_lists_the_wait_the_ledger_holds(url: str, status: str) ->
             assert '<dd id="row-warning" class="warn" hidden></dd>' in page
 
 
+@pytest.mark.parametrize("stale", [False, True], ids=["projection", "stale"])
+def test_the_session_page_shows_the_status_the_lists_show(url: str, stale: bool) -> None:
+    """A row edited to ``completed`` while the ledger waits: the session page says ``suspended`` (as
+    ``flightlog ls`` does) and the state the runs lists give, with the row warning; before, it showed the
+    row's ``completed`` (and hid the signal form, which the row's status decides), and with a stale
+    projection the run state ``unknown``."""
+    sid = suspended_run(url)
+    set_status(url, sid, "completed")
+    if stale:
+        with open_store(url) as store:
+            store.set_run_projection_version(0)
+    code, out, _ = cli(url, "ls", "--json")
+    assert code == 0 and [s["status"] for s in json.loads(out)] == ["suspended"]
+    with dashboard(url) as client:
+        [run] = client.get("/api/runs").json()["runs"]
+        page = client.get(f"/session?id={sid}").text
+    assert '<dd id="status">suspended</dd>' in page
+    assert f'<dd id="state">{run["state"]}</dd>' in page and run["state"] == "waiting_input"
+    assert warning(sid, "completed").replace("'", "&#39;") in page
+    assert '<section id="signal">' in page
+
+
 def test_runs_does_not_let_the_row_end_a_waiting_run(url: str) -> None:
     sid = suspended_run(url)
     waits = last_seq(url, sid)

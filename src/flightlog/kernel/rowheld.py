@@ -36,6 +36,7 @@ __all__ = [
     "held_in",
     "held_runs",
     "held_sessions",
+    "held_state",
     "ledger_snapshot",
     "ledger_state",
     "with_held",
@@ -119,6 +120,18 @@ def _ends_run(status: str | None) -> bool:
     return STATUS_STATES.get(status or "") is RunState.TERMINAL
 
 
+def held_state(store: Store, record: SessionRecord) -> RunState | None:
+    """The state the events give to ``record``'s run when its row's status ends the run while its ledger
+    holds an open wait (a session :func:`held_sessions` names, shown ``suspended``, :data:`LEDGER_STATUS`,
+    by ``flightlog ls``); else None. Costs nothing for a row that does not end the run, otherwise
+    :func:`ledger_state` (the wait check, then one fold when it may wait).
+
+    Raises:
+        EventDecodeError: a stored event read to decide does not decode (names its seq).
+    """
+    return ledger_state(store, record) if _ends_run(record.status) else None
+
+
 def held_sessions(store: Store) -> dict[str, RunState]:
     """Every session whose row's status ends its run while its ledger holds an open wait, mapped to the
     state its events give (:func:`ledger_state`), found without folding every session: with the runs
@@ -140,9 +153,7 @@ def held_sessions(store: Store) -> dict[str, RunState]:
             record = store.get_session(sid)
         except SessionNotFound:
             continue  # deleted since the pass: nothing left to list
-        if not _ends_run(record.status):
-            continue  # its row changed since the keys were read: the row no longer ends it
-        state = ledger_state(store, record)
+        state = held_state(store, record)  # None too when its row no longer ends it (changed since the keys)
         if state is not None:
             held[sid] = state
     return held

@@ -81,6 +81,7 @@ from ..kernel.abort import abort
 from ..kernel.approvals import approve, deny, operator_problem
 from ..kernel.attention import send_signal
 from ..kernel.errors import NotPending
+from ..kernel.rowheld import LEDGER_STATUS, held_state
 from ..sessions import replay_session
 from ..store.base import Store
 from ..store.signals import SIGNAL_KINDS
@@ -297,6 +298,9 @@ def _runs_data(
 
 
 def _session_status(dash: _Dashboard, session_id: str) -> dict[str, Any]:
+    """The session page's status block. A session whose row's status ends its run while its ledger waits
+    shows the ledger's status and state, as ``flightlog ls`` and the runs lists do, with the row warning
+    (:func:`flightlog.kernel.rowheld.held_state`)."""
     store = dash.reader
     record = store.get_session(session_id)
     queue = dash.pending.queue(store, session_id)
@@ -304,8 +308,11 @@ def _session_status(dash: _Dashboard, session_id: str) -> dict[str, Any]:
     calls = suspended.get(session_id, [])
     warning = queue.warnings.get(session_id) or queue.unreadable.get(session_id, "")
     state, budget = views.session_status(store, session_id)
+    held = None if session_id in queue.unreadable else held_state(store, record)
+    if held is not None:
+        state = state or held.value  # a stale projection gives no state; the ledger's is the one listed
     return {
-        "status": views.show(record.status, 60),
+        "status": views.show(LEDGER_STATUS if held is not None else record.status, 60),
         "row_warning": views.show(warning, views.LINE_LIMIT),
         "state": state,
         "budget": budget,
