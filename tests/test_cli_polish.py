@@ -315,6 +315,42 @@ def test_ls_says_no_run_for_a_session_that_holds_none(tmp_path: Path) -> None:
     assert _ls(db, "--status", "no run") == ["items", "empty"]
 
 
+@pytest.fixture(params=["sqlite", "postgres"])
+def store_url(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[str]:
+    """An empty, migrated store on each backend (a SQLite file; a fresh PostgreSQL schema)."""
+    from postgres.server import backend_url
+
+    with backend_url(request.param, tmp_path / "ls.db", "cli_polish") as url:
+        open_store(url).close()
+        yield url
+
+
+def test_ls_names_the_statuses_present_for_one_no_session_has_and_says_no_sessions(store_url: str) -> None:
+    """Statuses are open-ended (``Recorder.finish`` takes any word, an import keeps its source's), so a
+    ``--status`` no session has is no usage error (exit 0), but a note names the statuses present; an empty
+    listing says so. Both on stderr: ``--json`` stays a parsable array. Before, a bare header, exit 0."""
+    for args in ((), ("--json",)):
+        code, out, err = invoke("--db", store_url, "ls", *args)
+        assert (code, err) == (0, "flightlog: note: no sessions\n"), (args, out)
+    with open_store(store_url) as store:
+        Recorder.create(store, session_id="s1", notary=None).finish("InternalServerError")
+        Recorder.create(store, session_id="s2", notary=None).finish("completed")
+    code, out, err = invoke("--db", store_url, "ls", "--json", "--status", "bogus", "--status", "completed")
+    assert code == 0 and [row["session_id"] for row in json.loads(out)] == ["s2"], err
+    assert (
+        err
+        == "flightlog: note: no session has status 'bogus' (statuses present: InternalServerError, completed)\n"
+    )
+    code, out, err = invoke("--db", store_url, "ls", "--status", "bogus")
+    assert code == 0 and out.splitlines()[0].startswith("session  status"), out
+    assert err.splitlines() == [
+        "flightlog: note: no session has status 'bogus' (statuses present: InternalServerError, completed)",
+        "flightlog: note: no sessions match the filters",
+    ]
+    code, out, err = invoke("--db", store_url, "ls", "--json", "--task", "nothing like it")
+    assert (code, out.strip(), err) == (0, "[]", "flightlog: note: no sessions match the filters\n")
+
+
 # ─── --json on the acting commands ────────────────────────────────────────────────────────────
 
 

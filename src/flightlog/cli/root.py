@@ -358,6 +358,10 @@ def ls_cmd(
     its ledger holds an open wait (the row is not hashed) shows the status the ledger fixes, "suspended",
     with a warning on stderr as ``runs`` gives (``session_status`` keeps the row's).
 
+    Statuses are open-ended (``Recorder.finish`` takes any word; an import keeps its source's, e.g. a
+    mini-swe-agent exit status): a ``--status`` no session has is not an error, but a note on stderr names
+    the statuses present; an empty listing says "no sessions" on stderr (``--json`` stays ``[]``).
+
     An imported session's creation time is its transcript's first timestamp; "(import)" marks the import time,
     for a transcript that gives no zone-aware time (aider, OpenHands, SWE-agent, Agents SDK RunState).
     """
@@ -397,11 +401,16 @@ def ls_cmd(
             }
             for s in found
         ]
+        missing = [value for value in dict.fromkeys(status or ()) if all(r["status"] != value for r in rows)]
+        present = sorted({shown(record) for record in store.list_sessions()}) if missing else []
     warnings = [
         f"flightlog: warning: {r['session_id']}: {row_warning(r['session_id'], r['session_status'])}"
         for r in rows
         if r["session_id"] in held
     ]
+    warnings += _ls_notes(
+        rows, [v for v in missing if v not in present], present, bool(status or since or task)
+    )
     if json_out:
         print_json(rows)
         _warn(warnings)
@@ -420,6 +429,20 @@ def ls_cmd(
             f"{created:<28}  {short(row['task'], 60)}"
         )
     _warn(warnings)
+
+
+def _ls_notes(
+    rows: list[dict[str, Any]], unknown: list[str], present: list[str], filtered: bool
+) -> list[str]:
+    """``ls``'s notes on stderr: each ``--status`` value no session has, naming the statuses present
+    (open-ended: ``Recorder.finish`` takes any word, an import keeps its source's), and an empty listing."""
+    notes = [
+        f"flightlog: note: no session has status {value!r} (statuses present: {', '.join(present) or 'none'})"
+        for value in unknown
+    ]
+    if not rows:
+        notes.append("flightlog: note: no sessions" + (" match the filters" if filtered else ""))
+    return notes
 
 
 def _warn(lines: list[str]) -> None:
