@@ -890,7 +890,7 @@ class PostgresStore(SqlStore):
     NULL_SAFE_EQ = "IS NOT DISTINCT FROM"
     EVENT_TEXT = "convert_from(e.event, 'UTF8')"
     BYTES_CONTAIN = "position(?::bytea in event) > 0"
-    EVENT_BYTES = "event"
+    EVENT_BYTES_OF = "{column}"
     EVENTS_SCAN = "events"
     SESSION_KEY_COLUMNS = "session_id, status, head_seq, head_hash"  # typed columns: str, str, int, str
 

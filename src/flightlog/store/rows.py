@@ -49,7 +49,7 @@ SESSION_COLUMNS = (
     "parent_session_id, metadata"
 )
 EVENT_COLUMNS = "seq, kind, {event}, prev_hash, hash, recorded_at_ms"
-"""``read_events``' columns; ``{event}`` is the store's expression for the stored bytes (``SqlStore.EVENT_BYTES``)."""
+"""``read_events``' columns; ``{event}`` is the store's expression for the stored bytes (``SqlStore.EVENT_BYTES_OF``)."""
 EFFECT_COLUMNS = "session_id, idempotency_key, intent_hash, intent_json, status, result_json, created_at_ms, completed_at_ms"
 CHECKPOINT_COLUMNS = "session_id, checkpoint_id, size, root, body, created_at_ms"
 IMPORT_COLUMNS = "source_sha256, session_id, importer, importer_version, source_name, imported_at_ms"

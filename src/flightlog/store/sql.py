@@ -161,8 +161,9 @@ class SqlStore(Store):
     BYTES_CONTAIN: ClassVar[str] = "instr(CAST(event AS BLOB), ?) > 0"
     """An ``events`` row's stored bytes contain the parameter (bytes); a row tampered to TEXT is compared
     as its UTF-8 bytes."""
-    EVENT_BYTES: ClassVar[str] = "CAST(event AS BLOB)"
-    """An ``events`` row's stored bytes as the readers select them: SQLite hands a tampered TEXT value over as
+    EVENT_BYTES_OF: ClassVar[str] = "CAST({column} AS BLOB)"
+    """An ``events`` row's stored bytes as the readers select them, ``{column}`` the event column as the
+    query names it (``event``, or ``e.event`` under an alias): SQLite hands a tampered TEXT value over as
     its bytes (the driver would decode it, and raise on bytes that are not UTF-8) and a BLOB unchanged."""
     EVENTS_SCAN: ClassVar[str] = "events NOT INDEXED"
     """The ``events`` table read whole for a byte search of every row: SQLite in rowid (storage) order, not
@@ -438,7 +439,7 @@ class SqlStore(Store):
         self, session_id: str, *, start: int = 0, stop: int | None = None, batch: int = 512
     ) -> Iterator[StoredEvent]:
         """Stream rows in ascending seq, ``batch`` rows per query (keyset pagination, bounded memory)."""
-        columns = R.EVENT_COLUMNS.format(event=self.EVENT_BYTES)
+        columns = R.EVENT_COLUMNS.format(event=self.EVENT_BYTES_OF.format(column="event"))
         sql = (
             f"SELECT {columns} FROM events WHERE session_id = ? AND seq >= ? AND seq < ? ORDER BY seq LIMIT ?"
         )
@@ -458,7 +459,9 @@ class SqlStore(Store):
         the driver returns them, ``batch`` rows per query (keyset pagination); a page holding a value that
         is not ``bytes`` (a tampered TEXT or INTEGER event in SQLite, a driver's memoryview) is mapped with
         :func:`rows.as_bytes`, as :meth:`read_events` maps every row."""
-        columns = f"seq, {self.EVENT_BYTES}, prev_hash, hash" + (", kind" if kinds else "")
+        columns = f"seq, {self.EVENT_BYTES_OF.format(column='event')}, prev_hash, hash" + (
+            ", kind" if kinds else ""
+        )
         sql = (
             f"SELECT {columns} FROM events WHERE session_id = ? AND seq >= ? AND seq < ? ORDER BY seq LIMIT ?"
         )
@@ -488,7 +491,7 @@ class SqlStore(Store):
 
     def _marked_ends(self, needle: bytes, among: list[str]) -> dict[str, list[tuple[int, bytes]]]:
         """:meth:`marked_ends` in one query: every session when ``among`` is empty, else those."""
-        event = self.EVENT_BYTES.replace("event", "e.event")
+        event = self.EVENT_BYTES_OF.format(column="e.event")
         scan, restrict, values = self.EVENTS_SCAN, "", list[Any]()
         if among:
             clause, values = self._any("session_id", among)
