@@ -6,6 +6,7 @@ tree's (a new user's pass of issue 19 found ``bench/ledger.py --quick --src ../o
 from __future__ import annotations
 
 import os
+import re
 import subprocess
 import sys
 from pathlib import Path
@@ -19,6 +20,7 @@ SCRIPTS = {
     "ledger.py": ["--quick", "--src", "{src}"],
     "import_scaling.py": ["--json", "--quick", "--src={src}"],
     "startup.py": ["--rounds", "1", "--runs", "1", "--src", "{src}"],
+    "queue_cold.py": ["--rounds", "1", "--src", "{src}"],
     "fleet.py": ["--json", "--quick"],  # the tree comes from FLIGHTLOG_BENCH_SRC
 }
 
@@ -39,3 +41,20 @@ def test_a_src_without_flightlog_is_refused_naming_it(script: str, tmp_path: Pat
     [line] = done.stderr.strip().splitlines()
     assert str(src) in line and "no flightlog package" in line, line
     assert done.stdout == ""
+
+
+def test_the_readme_names_every_script_that_takes_src() -> None:
+    """bench/README.md's ``--src DIR (...)`` sentence lists every script that reads ``--src`` (imports
+    ``bench/_tree.py``; ``fleet.py`` reads FLIGHTLOG_BENCH_SRC instead), and this test runs each: the
+    sentence once missed ``queue_cold.py`` and ``append_instructions.py``."""
+    takers = {
+        path.name
+        for path in (ROOT / "bench").glob("*.py")
+        if re.search(r"^from _tree import", path.read_text(encoding="utf-8"), re.M)
+        and path.name != "fleet.py"
+    }
+    readme = (ROOT / "bench" / "README.md").read_text(encoding="utf-8")
+    sentence = re.search(r"`--src DIR` \(([^)]*)\)", readme)
+    assert sentence is not None, "bench/README.md: no `--src DIR` (...) sentence"
+    assert set(re.findall(r"`([a-z_]+\.py)`", sentence.group(1))) == takers
+    assert takers <= set(SCRIPTS)
