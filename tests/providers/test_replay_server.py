@@ -283,3 +283,38 @@ def test_profile_separates_options_from_the_transcript() -> None:
     assert protocol_of("/v1/responses") == "openai.responses"
     with pytest.raises(ValueError, match="no provider protocol"):
         protocol_of("/v1/embeddings")
+
+
+def test_a_journal_that_cannot_be_written_is_refused_naming_it(tmp_path: Path) -> None:
+    """A directory where the journal should be: refused when the server is made, one line naming the path
+    and the OS error. Before, each request's journal write raised inside the server thread (a traceback on
+    stderr) and the client saw the connection closed without a response."""
+    journal = tmp_path / "journal"
+    journal.mkdir()
+    with pytest.raises(IsADirectoryError) as caught:
+        ReplayServer([_interaction({"model": "m"})], journal=journal)
+    assert str(caught.value) == f"replay journal {journal}: Is a directory (give a file path)"
+
+
+def test_a_journal_write_that_fails_serves_nothing_and_says_why(tmp_path: Path) -> None:
+    """The journal replaced by a directory after the server started: the request gets a 599
+    ``replay_journal`` answer naming the path and the OS error, the position does not move (the same
+    request is served once the journal can be written again), and ``assert_clean`` reports it."""
+    body = {"model": "m", "messages": []}
+    journal = tmp_path / "replay.jsonl"
+    with ReplayServer([_interaction(body)], journal=journal) as server:
+        journal.mkdir()  # nothing written yet: the path is free
+        status, _, answer = post(server.root_url + "/v1/messages", body)
+        assert status == MISMATCH_STATUS
+        error = json.loads(answer)["error"]
+        assert error["type"] == "replay_journal"
+        assert (
+            error["message"] == f"replay journal {journal}: not written: Is a directory; nothing was served"
+        )
+        assert server.served == 0 and server.remaining == 1
+        journal.rmdir()
+        assert post(server.root_url + "/v1/messages", body)[0] == 200
+        assert server.served == 1
+        with pytest.raises(AssertionError, match=f"replay journal {journal}: not written: Is a directory"):
+            server.assert_clean()
+    assert [json.loads(line)["matched"] for line in journal.read_text().splitlines()] == [True]

@@ -37,7 +37,11 @@ conversation, not a counter, says where a process continues.
 **Journal (``journal=path``).** Every answered request is also appended as one JSON line to ``journal``
 (``{"pid", "index", "matched", "skipped", "differences"}``; ``index`` is the interaction served, or the
 one expected on a mismatch), so the requests of every process of a run (crashed ones included) can be
-checked afterwards for mismatches.
+checked afterwards for mismatches. A journal that cannot be written is refused when the server is made
+(``OSError`` naming the path and the reason: no directory, a directory in its place, no write permission).
+A write that fails later (the path replaced, the disk full) serves nothing: the request is answered with a
+599 ``replay_journal`` error naming the path and the OS error, the position does not move, and
+:meth:`ReplayServer.assert_clean` reports it as a mismatch.
 
 The server binds ``127.0.0.1`` on a free port (stdlib :class:`http.server.ThreadingHTTPServer`) and never
 opens an outbound connection.
@@ -45,6 +49,7 @@ opens an outbound connection.
 
 from __future__ import annotations
 
+import errno
 import json
 import os
 import threading
@@ -139,12 +144,11 @@ class ReplayServer:
         Raises:
             FileNotFoundError: ``journal``'s directory does not exist (checked here, so a run fails
                 before its first request instead of each request failing inside the server).
+            IsADirectoryError: ``journal`` is a directory.
+            PermissionError: ``journal`` (or, when it does not exist yet, its directory) cannot be written.
         """
-        if journal is not None and not Path(journal).absolute().parent.is_dir():
-            raise FileNotFoundError(
-                f"replay journal {journal}: no directory {Path(journal).absolute().parent} (create it, or "
-                "pass another journal path)"
-            )
+        if journal is not None:
+            _check_journal(Path(journal))
         self.interactions = list(interactions)
         self.api_root = api_root
         self.seek = seek
@@ -284,15 +288,21 @@ class ReplayServer:
             else:
                 problems = self._differences(index, method, url.path, url.query, body)
             found = index if not problems else self._seek(index + 1, method, url.path, url.query, body)
+            try:  # journaled before the state moves: a failed write serves nothing
+                if found is None:
+                    self._log(index, matched=False, skipped=[], differences=problems)
+                else:
+                    self._log(found, matched=True, skipped=list(range(index, found)), differences=[])
+            except OSError as exc:
+                failed = _journal_failed(self.journal, exc)
+                state.mismatches.append(Mismatch(index, method, url.path, tuple(failed)))
+                return _mismatch_answer(index, failed, "replay_journal")
             if found is None:
                 state.mismatches.append(Mismatch(index, method, url.path, tuple(problems)))
-                self._log(index, matched=False, skipped=[], differences=problems)
                 return _mismatch_answer(index, problems)
-            skipped = list(range(index, found))
-            state.skipped.extend(skipped)
+            state.skipped.extend(range(index, found))
             state.position = found + 1
             state.served += 1
-            self._log(found, matched=True, skipped=skipped, differences=[])
         response = self.interactions[found].response
         return response.status, response.reason, list(response.headers), response.body
 
@@ -333,11 +343,36 @@ def _decoded(body: bytes) -> Any:
         return text
 
 
-def _mismatch_answer(index: int, problems: list[str]) -> tuple[int, str, list[tuple[str, str]], bytes]:
+def _check_journal(journal: Path) -> None:
+    """Refuse a journal the server could not append to, naming it (:class:`ReplayServer`'s ``Raises``)."""
+    parent = journal.absolute().parent
+    if not parent.is_dir():
+        raise FileNotFoundError(
+            f"replay journal {journal}: no directory {parent} (create it, or pass another journal path)"
+        )
+    if journal.is_dir():
+        raise IsADirectoryError(f"replay journal {journal}: {os.strerror(errno.EISDIR)} (give a file path)")
+    target = journal if journal.exists() else parent
+    if not os.access(target, os.W_OK):
+        raise PermissionError(
+            f"replay journal {journal}: {os.strerror(errno.EACCES)} ({target} is not writable)"
+        )
+
+
+def _journal_failed(journal: Path | None, exc: OSError) -> list[str]:
+    """The one difference a failed journal write reports (path and OS error), as a mismatch's."""
+    return [f"replay journal {journal}: not written: {exc.strerror or exc}; nothing was served"]
+
+
+def _mismatch_answer(
+    index: int, problems: list[str], kind: str = "replay_mismatch"
+) -> tuple[int, str, list[tuple[str, str]], bytes]:
     payload = {
         "error": {
-            "type": "replay_mismatch",
-            "message": f"request does not match recorded interaction #{index}: " + "; ".join(problems),
+            "type": kind,
+            "message": f"request does not match recorded interaction #{index}: " + "; ".join(problems)
+            if kind == "replay_mismatch"
+            else "; ".join(problems),
             "differences": problems,
         }
     }
