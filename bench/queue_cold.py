@@ -6,9 +6,12 @@ Run ``python bench/queue_cold.py --db DB [--src DIR] [--rounds 3] [--calls 3]`` 
 * the queue as ``bench/runs.py``'s 24th row computes it: ``PendingCache().queue(limit=QUEUE_PAGE)`` on a
   fresh cache, then its ``marks`` for the run tree (the newest ``MAX_RUNS`` sessions);
 * ``floor``: ``bench/runs.py``'s floor, the sessions whose stored bytes hold the wait mark (one scan);
-* ``same work``: what the cold call must read, raw: every session's key in listing order (the cache it
-  settles, the page positions) and the pass's statement (the byte search, each marked session's last seq
-  and its rows at seq 0, last-1 and last), ``fetchall()`` only, nothing decoded.
+* ``same work``: what the cold call must read, raw: the pass's statement (the byte search, each marked
+  session's last seq and its rows at seq 0, last-1 and last), then the keys statement
+  (``Store.session_keys_among``: the keys of the sessions the pass found, passed as one JSON parameter,
+  and of those whose row says ``suspended``, in listing order, each flagged before the page's start or
+  not), ``fetchall()`` only, nothing decoded. The ids it passes are the pass's answer, computed once
+  before the timings.
 
 Process CPU time (``time.process_time``) is printed beside wall time: on a shared machine the CPU time of
 the same work moves much less with the neighbours' load. Nothing here asserts on timings.
@@ -18,6 +21,7 @@ from __future__ import annotations
 
 import argparse
 import gc
+import json
 import sqlite3
 import statistics
 import sys
@@ -31,13 +35,25 @@ from _tree import ROOT, checked, src_arg  # bench/ is sys.path[0] when a script 
 _SRC = checked(src_arg(sys.argv) or ROOT / "src", "--src")
 sys.path.insert(0, str(_SRC))
 
-from flightlog.kernel.rowcheck import SUSPENDED_MARK  # noqa: E402
+from flightlog.kernel.rowcheck import SUSPENDED_MARK, sessions_may_wait  # noqa: E402
 from flightlog.store.sqlite import SqliteStore  # noqa: E402
 from flightlog.web.views import MAX_RUNS, QUEUE_PAGE, PendingCache  # noqa: E402
 
 FLOOR = "SELECT DISTINCT session_id FROM events WHERE instr(event, ?) > 0"
 """``bench/runs.py``'s floor for the row (its ``_MARKED``)."""
-KEYS = "SELECT session_id, status, head_seq, head_hash FROM sessions ORDER BY created_at_ms, session_id"
+_COLUMNS = (
+    "created_at_ms, session_id, CAST(session_id AS TEXT), CAST(status AS TEXT), CAST(head_seq AS INTEGER), "
+    "CAST(head_hash AS TEXT) FROM sessions WHERE "
+)
+_AMONG = "session_id IN (SELECT value FROM json_each(?))"
+KEYS = (
+    "WITH b(c, s) AS (SELECT created_at_ms, session_id FROM sessions "
+    "ORDER BY created_at_ms, session_id LIMIT 1 OFFSET ?), "
+    f"k(c, s, sid, st, hs, hh) AS (SELECT {_COLUMNS}{_AMONG} UNION ALL "
+    f"SELECT {_COLUMNS}CAST(status AS TEXT) = ? AND NOT ({_AMONG})) "
+    "SELECT (k.c, k.s) < (SELECT c, s FROM b), sid, st, hs, hh FROM k ORDER BY k.c, k.s"
+)
+"""``SqlStore.session_keys_among``'s statement on SQLite (the first page: ``start`` 0)."""
 PASS = (
     "WITH m AS MATERIALIZED (SELECT DISTINCT session_id FROM events NOT INDEXED WHERE instr(event, ?) > 0), "
     "t AS MATERIALIZED (SELECT session_id, (SELECT MAX(x.seq) FROM events x "
@@ -83,9 +99,12 @@ def main() -> int:
         def floor() -> int:
             return len(raw.execute(FLOOR, (SUSPENDED_MARK,)).fetchall())
 
+        ids = json.dumps(sorted(sessions_may_wait(store)))
+
         def same() -> int:
-            raw.execute(KEYS).fetchall()
-            return len(raw.execute(PASS, (SUSPENDED_MARK,)).fetchall())
+            found = len(raw.execute(PASS, (SUSPENDED_MARK,)).fetchall())
+            raw.execute(KEYS, (0, ids, "suspended", ids)).fetchall()
+            return found
 
         cases = {"queue": queue, "floor": floor, "same work": same}
         for fn in cases.values():

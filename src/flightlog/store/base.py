@@ -568,6 +568,31 @@ class Store(abc.ABC):
         four columns in one query."""
         return [(r.session_id, r.status, r.head_seq, r.head_hash) for r in self.list_sessions()]
 
+    def session_keys_among(
+        self, ids: Collection[str], status: str, start: int = 0
+    ) -> tuple[int, list[tuple[str, str, int, str]]]:
+        """The :meth:`session_keys` rows of the sessions whose id is in ``ids`` or whose row's status is
+        ``status``, in listing order (:meth:`list_sessions`: oldest first), and how many of them are listed
+        before position ``start`` (a 0-based index into the listing of every session; at or past its end:
+        all of them). What a reader paging a few sessions of a big store needs without a row per session
+        of the rest.
+
+        This default reads :meth:`session_keys`; a SQL backend answers in one query, ``ids`` passed as one
+        parameter whatever their number.
+        """
+        wanted = set(ids)
+        found = [(i, k) for i, k in enumerate(self.session_keys()) if k[0] in wanted or k[1] == status]
+        return sum(1 for i, _ in found if i < start), [k for _, k in found]
+
+    def session_positions(self, ids: Collection[str]) -> dict[str, int]:
+        """Each of ``ids``' position in the listing of every session (0-based: how many sessions
+        :meth:`list_sessions` lists before it); an id of no session is left out.
+
+        This default reads :meth:`session_keys`; a SQL backend counts in SQL.
+        """
+        wanted = set(ids)
+        return {k[0]: i for i, k in enumerate(self.session_keys()) if k[0] in wanted}
+
     @abc.abstractmethod
     def set_session_status(self, session_id: str, status: str) -> None:
         """Change a session's status (not a ledger row: the ledger is append-only)."""

@@ -1077,6 +1077,10 @@ class PostgresStore(SqlStore):
     def _any(cls, column: str, values: Collection[Any]) -> tuple[str, list[Any]]:
         return f"{column} = ANY(?)", [list(values)]
 
+    @classmethod
+    def _in_values(cls, column: str, values: Collection[str]) -> tuple[str, list[Any]]:
+        return cls._any(column, values)
+
     # ─── migrations ───────────────────────────────────────────────────────────────────────
     def schema_version(self) -> int:
         with self._conn() as conn:

@@ -229,6 +229,13 @@ class SqlStore(Store):
         """SQL for "``column`` is one of ``values``" and its params (default: an ``IN`` list)."""
         return f"{column} IN ({marks(values)})", list(values)
 
+    @classmethod
+    def _in_values(cls, column: str, values: Collection[str]) -> tuple[str, list[Any]]:
+        """SQL for "``column`` is one of ``values``" with every value in one parameter, however many
+        (no parameter limit to reach): by default a JSON array read by SQLite's ``json_each`` (the JSON
+        functions are built in since SQLite 3.38, and in most builds before it)."""
+        return f"{column} IN (SELECT value FROM json_each(?))", [json.dumps(list(values))]
+
     def _one_in(self, table: str, sql: str, params: Sequence[Any] = ()) -> Any:
         """``_one``, or None when ``table`` does not exist (a read-only handle on a database from before
         the migration that added it)."""
@@ -345,6 +352,42 @@ class SqlStore(Store):
         return self._all(
             f"SELECT {self.SESSION_KEY_COLUMNS} FROM sessions ORDER BY created_at_ms, session_id"
         )
+
+    def session_keys_among(
+        self, ids: Collection[str], status: str, start: int = 0
+    ) -> tuple[int, list[tuple[str, str, int, str]]]:
+        """One query: the sessions whose id is in ``ids`` (one parameter: :meth:`_in_values`, a primary-key
+        lookup each) and the rest whose row says ``status`` (one scan of the rows), sorted by the listing's
+        ``created_at_ms, session_id``, each flagged before the listing's row at ``start`` or not (that row
+        found by ``OFFSET start`` in the listing order; none past the end: every one is before). Comparing
+        the columns in SQL keeps the backend's own order (types, collation) for both."""
+        among, values = self._in_values("session_id", ids)
+        rows = f"SELECT created_at_ms, session_id, {self.SESSION_KEY_COLUMNS} FROM sessions WHERE "
+        found = self._all(
+            "WITH b(c, s) AS (SELECT created_at_ms, session_id FROM sessions "
+            "ORDER BY created_at_ms, session_id LIMIT 1 OFFSET ?), "
+            f"k(c, s, sid, st, hs, hh) AS ({rows}{among} UNION ALL "
+            f"{rows}CAST(status AS TEXT) = ? AND NOT ({among})) "
+            "SELECT (k.c, k.s) < (SELECT c, s FROM b), sid, st, hs, hh FROM k ORDER BY k.c, k.s",
+            (max(0, start), *values, status, *values),
+        )
+        before = sum(1 for row in found if row[0] is None or row[0])
+        return before, [(sid, st, hs, hh) for _, sid, st, hs, hh in found]
+
+    def session_positions(self, ids: Collection[str]) -> dict[str, int]:
+        """One query: per session of ``ids`` (a primary-key lookup each), the sessions created before it (a
+        count over the ``created_at_ms`` index) plus those created in the same millisecond with a lower id,
+        the listing's order compared in SQL. Cost: a count of index entries up to each one's position
+        (meant for a few ids)."""
+        among, values = self._in_values("s.session_id", ids)
+        rows = self._all(
+            "SELECT CAST(s.session_id AS TEXT), "
+            "(SELECT count(*) FROM sessions x WHERE x.created_at_ms < s.created_at_ms) + "
+            "(SELECT count(*) FROM sessions x WHERE x.created_at_ms = s.created_at_ms "
+            f"AND x.session_id < s.session_id) FROM sessions s WHERE {among}",
+            values,
+        )
+        return {str(sid): int(position) for sid, position in rows}
 
     def list_sessions(self, batch: int = 500) -> Iterator[SessionRecord]:
         """Every session, oldest first (keyset pages of ``batch`` rows)."""

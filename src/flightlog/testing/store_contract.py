@@ -254,6 +254,39 @@ class StoreContract(MemoryContract):
         assert [r.session_id for r in store.list_sessions()] == ["a", "c", "b"]
         assert [r.created_at_ms for r in store.list_sessions()] == [1000, 2000, 3000]
 
+    def test_keys_among_and_positions_follow_the_listing(self, store: Store) -> None:
+        """``session_keys_among`` and ``session_positions`` answer as the listing (``session_keys``) read
+        in Python would, ties in ``created_at_ms`` broken by id as the listing breaks them, at every
+        ``start``, for more ids than SQLite takes parameters."""
+        rows = [
+            ("b", 3000, "running"),
+            ("a", 1000, "suspended"),
+            ("c", 2000, "completed"),
+            ("B", 1000, "queued"),
+        ]
+        rows += [
+            ("a:x", 1000, "suspended"),
+            ("é", 2000, "running"),
+            ("z", 4000, "cancelled"),
+            ("Z", 2000, "failed"),
+        ]
+        for sid, created, status in rows:
+            _new_session(store, sid, created_at_ms=created, status=status)
+        keys = store.session_keys()
+        assert [k[0] for k in keys] == [r.session_id for r in store.list_sessions()]
+        many = [f"none-{i}" for i in range(40_000)] + ["c"]
+        for ids in ([], ["a", "z", "nope"], [k[0] for k in keys], many):
+            wanted = set(ids)
+            found = [(i, k) for i, k in enumerate(keys) if k[0] in wanted or k[1] == "suspended"]
+            for start in range(len(keys) + 2):
+                before = sum(1 for i, _ in found if i < start)
+                assert store.session_keys_among(ids, "suspended", start) == (before, [k for _, k in found])
+        assert store.session_keys_among(["a"], "nothing") == (0, [k for k in keys if k[0] == "a"])
+        assert store.session_positions([*(sid for sid, _, _ in rows), "nope"]) == {
+            k[0]: i for i, k in enumerate(keys)
+        }
+        assert store.session_positions([]) == {}
+
     def test_set_session_status_is_not_a_ledger_row(self, store: Store) -> None:
         _new_session(store)
         _append(store, "s-1", [1])

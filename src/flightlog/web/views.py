@@ -362,7 +362,8 @@ SOURCES: tuple[str, ...] = tuple(s.value for s in RunSource)
 SET_PASS = 200
 """Rows missing :class:`PendingCache` past which one store-wide pass decides which may wait (a byte search
 of every event) instead of reads per session (bench/runs.py's 100,000-run SQLite store, under cProfile:
-the pass 0.7 s, the reads per session 6.4 s)."""
+the pass 0.7 s, the reads per session 6.4 s); also the count of sessions that may wait up to which the
+queue folds them all (then its count is exact)."""
 
 
 SessionKey = tuple[str, str, int, str]
@@ -371,10 +372,31 @@ SessionKey = tuple[str, str, int, str]
 _FIRST = operator.itemgetter(0)
 
 
+class _Found(NamedTuple):
+    """The sessions one :meth:`PendingCache.queue` call pages: ``keys`` in listing order (those that may
+    wait; with ``exact``, those folded as waiting), ``before`` of them listed before the page's ``start``,
+    ``at`` their positions in the listing of every session when known (else :meth:`Store.session_positions`
+    gives the few needed), the pass's answer ``may`` (None: none taken) and the folds made."""
+
+    keys: list[SessionKey]
+    before: int
+    at: list[int] | None
+    may: set[str] | None
+    exact: bool
+    folded: dict[str, list[PendingCall] | None]
+
+
 class PendingCache:
     """Gates per session whose ledger waits (open ones, and those decided since it suspended), decided as
     ``flightlog pending`` decides them (:func:`flightlog.kernel.approvals.waiting_calls`: from the events,
-    never from the row's status alone), refolded only when the session's head or status moves. Thread-safe."""
+    never from the row's status alone), refolded only when the session's head or status moves. Thread-safe.
+
+    A cold cache (or one whose last pass found more than :data:`SET_PASS` sessions that may wait) takes the
+    store-wide pass and reads the keys of only the sessions it finds (:meth:`Store.session_keys_among`): no
+    row per session of the rest. When the last pass found at most :data:`SET_PASS`, the next call lists every
+    session's key first, then takes the pass and caches every other session as not waiting; calls after it
+    list the keys and fold only the sessions whose key moved, without a pass, while at most
+    :data:`SET_PASS` of them miss the cache (a store of few waits polled by the dashboard)."""
 
     def __init__(self) -> None:
         self._lock = threading.Lock()
@@ -384,6 +406,8 @@ class PendingCache:
         """Session id -> its gates, for a session decided as waiting (absent: decided as not waiting)."""
         self._unread: dict[str, str] = {}
         """Session id -> why its gates could not be folded (the error, naming the seq), at its decided key."""
+        self._list_keys = False
+        """Whether the next call lists every session's key first (the last pass found few that may wait)."""
 
     def _of(
         self, store: Store, key: SessionKey, may: set[str] | None = None, record: SessionRecord | None = None
@@ -434,30 +458,76 @@ class PendingCache:
             for sid in [sid for sid in self._unread if sid in settled]:
                 del self._unread[sid]
 
-    def _keys(self, store: Store) -> tuple[list[SessionKey], set[str] | None]:
-        """Every session's key (``Store.session_keys``: no metadata decoded), and, when more than
-        :data:`SET_PASS` of them miss the cache, the sessions that may wait found in one pass over the
-        store (:func:`~flightlog.kernel.rowcheck.sessions_may_wait`, read after the keys: a session that
-        moves in between is folded as it is then, and refolded when its key is next seen moved)."""
-        keys = store.session_keys()
+    def _misses(self, keys: list[SessionKey]) -> int:
+        """How many of ``keys`` the cache does not hold at that key."""
         with self._lock:
             decided = self._decided
-            missing = (
+            return (
                 sum(map(operator.ne, map(decided.get, [k[0] for k in keys]), keys)) if decided else len(keys)
             )
-        if missing <= SET_PASS:
-            return keys, None
+
+    def _pass(self, store: Store) -> set[str] | None:
+        """The sessions that may wait (:func:`~flightlog.kernel.rowcheck.sessions_may_wait`), or None when
+        a row does not decode (then every session is read on its own, so only its session fails)."""
         try:
-            return keys, sessions_may_wait(store)
-        except FlightlogError:  # a row that does not decode: read per session, so only its session fails
+            return sessions_may_wait(store)
+        except FlightlogError:
             log.exception("cannot decide the waits in one pass; reading per session")
-            return keys, None
+            return None
+
+    def _fold_all(self, store: Store, keys: list[SessionKey], at: list[int], may: set[str] | None) -> _Found:
+        """``keys`` (at positions ``at``) folded (cached), those waiting kept: an exact answer."""
+        folded = {k[0]: self._of(store, k, may) for k in keys}
+        kept = [(i, k) for i, k in zip(at, keys, strict=True) if folded[k[0]] is not None]
+        return _Found([k for _, k in kept], 0, [i for i, _ in kept], may, True, folded)
+
+    def _listed(self, store: Store) -> _Found:
+        """Every session's key (``Store.session_keys``: no metadata decoded), then, when more than
+        :data:`SET_PASS` of them miss the cache, the store-wide pass (read after the keys: a session that
+        moves in between is folded as it is then, and refolded when its key is next seen moved) and every
+        session it rules out cached as not waiting; else every session folded (cached)."""
+        keys = store.session_keys()
+        may = self._pass(store) if self._misses(keys) > SET_PASS else None
+        if may is None:
+            return self._fold_all(store, keys, list(range(len(keys))), None)
+        candidates = [(i, k) for i, k in enumerate(keys) if k[0] in may or k[1] == "suspended"]
+        self._settle(keys, candidates)
+        return self._candidates(store, [k for _, k in candidates], [i for i, _ in candidates], may)
+
+    def _lazy(self, store: Store, start: int) -> _Found:
+        """The store-wide pass, then the keys of only the sessions it finds and of those whose row says
+        ``suspended``, in listing order (:meth:`Store.session_keys_among`, after the pass). The pass
+        failing: :meth:`_listed`'s reads per session."""
+        may = self._pass(store)
+        if may is None:
+            keys = store.session_keys()
+            return self._fold_all(store, keys, list(range(len(keys))), None)
+        before, keys = store.session_keys_among(may, "suspended", start)
+        found = self._candidates(store, keys, None, may)
+        if found.exact:  # those listed before the page, among the waits kept
+            before = sum(1 for k in keys[:before] if found.folded[k[0]] is not None)
+        return found._replace(before=before)
+
+    def _candidates(
+        self, store: Store, keys: list[SessionKey], at: list[int] | None, may: set[str]
+    ) -> _Found:
+        """The pass's candidates ``keys`` (listing order; ``at`` their positions when known): all folded,
+        and the answer exact, when at most :data:`SET_PASS` of them miss the cache. Sets whether the next
+        call lists every key first (:class:`PendingCache`)."""
+        self._list_keys = len(keys) <= SET_PASS
+        if self._misses(keys) > SET_PASS:
+            return _Found(keys, 0, at, may, False, {})
+        if at is not None:
+            return self._fold_all(store, keys, at, may)
+        folded = {k[0]: self._of(store, k, may) for k in keys}
+        kept = [k for k in keys if folded[k[0]] is not None]
+        return _Found(kept, 0, None, may, True, folded)
 
     def queue(
         self, store: Store, session_id: str | None = None, *, start: int = 0, limit: int | None = None
     ) -> Queue:
-        """The approvals queue of every session (or of ``session_id``) from one read of the rows: open
-        gates and decided calls by session whose ledger waits, and the row warnings.
+        """The approvals queue of every session (or of ``session_id``): open gates and decided calls by
+        session whose ledger waits, and the row warnings.
 
         Paged (``limit`` not None): of the sessions that may wait (:attr:`Queue.total` counts them), in
         :meth:`~flightlog.store.base.Store.list_sessions` order (oldest first), the first ``limit`` whose
@@ -475,36 +545,25 @@ class PendingCache:
         Raises:
             SessionNotFound: ``session_id`` is gone.
         """
-        given: dict[str, SessionRecord] = {}
-        if session_id is not None:
-            r = given[session_id] = store.get_session(session_id)
-            keys: list[SessionKey] = [(r.session_id, r.status, r.head_seq, r.head_hash)]
-            may = None
-        else:
-            keys, may = self._keys(store)
-        folded: dict[str, list[PendingCall] | None] = {}
-        candidates: list[tuple[int, SessionKey]] = []
-        if may is None:  # few rows missed the cache: fold them all, the count is exact
-            for i, k in enumerate(keys):
-                folded[k[0]] = self._of(store, k, record=given.get(k[0]))
-                if folded[k[0]] is not None:
-                    candidates.append((i, k))
-            exact = True
-        else:  # the pass decides which may wait; the rest is cached as not waiting, without a fold
-            candidates = [(i, k) for i, k in enumerate(keys) if k[0] in may or k[1] == "suspended"]
-            self._settle(keys, candidates)
-            exact = False
         paged = limit is not None and session_id is None
         start = max(0, start) if paged else 0
-        before = [i for i, _ in candidates if i < start]
-        after = [(i, k) for i, k in candidates if i >= start]
-        page = [k for _, k in (after[:limit] if paged else after)]
+        if session_id is not None:
+            r = store.get_session(session_id)
+            key: SessionKey = (r.session_id, r.status, r.head_seq, r.head_hash)
+            calls = self._of(store, key, record=r)
+            found = _Found([key] if calls is not None else [], 0, [0], None, True, {session_id: calls})
+        else:
+            found = self._listed(store) if self._list_keys else self._lazy(store, start)
+        keys, may, folded = found.keys, found.may, found.folded
+        before = found.before if found.at is None else sum(1 for i in found.at if i < start)
+        after = keys[before:]
+        page = after[:limit] if paged else after
         for k in page:
             if k[0] not in folded:
                 folded[k[0]] = self._of(store, k, may)
         shown = {k[0]: k for k in page}
         waits = {sid: calls for sid in shown if (calls := folded[sid]) is not None}
-        by_id = {k[0]: k for _, k in candidates}
+        by_id = {k[0]: k for k in keys}
 
         def marks(ids: Collection[str]) -> tuple[set[str], dict[str, str], dict[str, str]]:
             found = {sid: self._of(store, by_id[sid], may) for sid in ids if sid in by_id}
@@ -518,19 +577,31 @@ class PendingCache:
                 self.unreadable(found),
             )
 
+        earlier = before - limit if paged and limit and before >= limit else None
+        later = before + limit if paged and limit is not None and len(after) > limit else None
+        at = self._positions(store, found, [i for i in (earlier, later) if i is not None])
         return Queue(
             {sid: [c for c in calls if c.decision is None] for sid, calls in waits.items()},
             {sid: [c for c in calls if c.decision is not None] for sid, calls in waits.items()},
             {sid: row_warning(sid, shown[sid][1]) for sid in waits if shown[sid][1] not in RUNNABLE_STATUSES},
-            len(candidates),
-            exact,
-            len(before),
+            len(keys),
+            found.exact,
+            before,
             len(page),
-            before[-limit] if paged and limit and len(before) >= limit else (0 if before else None),
-            after[limit][0] if paged and limit is not None and len(after) > limit else None,
+            at[earlier] if earlier is not None else (0 if before else None),
+            at[later] if later is not None else None,
             marks,
             self.unreadable(folded),
         )
+
+    @staticmethod
+    def _positions(store: Store, found: _Found, indices: list[int]) -> dict[int, int | None]:
+        """Index among ``found.keys`` -> that session's position in the listing of every session (None: the
+        session is gone since its key was read; the page then has no link that way)."""
+        if found.at is not None:
+            return {i: found.at[i] for i in indices}
+        where = store.session_positions([found.keys[i][0] for i in indices])
+        return {i: where.get(found.keys[i][0]) for i in indices}
 
 
 class Queue(NamedTuple):
@@ -547,7 +618,8 @@ class Queue(NamedTuple):
             whose row says ``suspended`` or whose stored events hold a wait mark not followed by the run's
             end (:func:`~flightlog.kernel.rowcheck.sessions_may_wait`, no fold); a counted session whose
             fold holds no open wait (an ``abort`` closed it) is left off its page. With ``exact`` True
-            (every session folded: at most :data:`SET_PASS` missed the cache): the waiting sessions.
+            (every session that may wait folded: at most :data:`SET_PASS` of them missed the cache, or
+            every session's key listed and at most :data:`SET_PASS` missed it): the waiting sessions.
         exact: Whether ``total`` counts folded waits (True) or sessions that may wait (False).
         before: Sessions among the ``total`` before this page.
         shown: Sessions among the ``total`` this page covers (those folded; the waits among them listed).
