@@ -551,7 +551,8 @@ class PendingCache:
             r = store.get_session(session_id)
             key: SessionKey = (r.session_id, r.status, r.head_seq, r.head_hash)
             calls = self._of(store, key, record=r)
-            found = _Found([key] if calls is not None else [], 0, [0], None, True, {session_id: calls})
+            kept = [key] if calls is not None else []
+            found = _Found(kept, 0, [0] * len(kept), None, True, {session_id: calls})
         else:
             found = self._listed(store) if self._list_keys else self._lazy(store, start)
         keys, may, folded = found.keys, found.may, found.folded
