@@ -24,6 +24,7 @@ SQLITE = [
     "89dc009b34bd1e3af6867cce60d27beea889858b717600c99738bfade11a936a",  # runs list (ddl.SQLITE_RUNS_LIST)
     "fa66b9076cc9546535d8a0ff5f67c6a5d91db8c13f3b1cb9bda06281e37b619a",  # runs fold rules 2 (ddl.RUNS_FOLD_2)
     "0b1c75751cdc048abf3d2ac62a867585818e7f5ff8c2a5d0cd6f36785d3fef65",  # runs fold rules 3 (ddl.RUNS_FOLD_3)
+    "f4f006793771344aca75ba1f6b7548cb0ba9880d0bfc3383cc8610904c75da00",  # runs fold rules 4 (ddl.RUNS_FOLD_4)
 ]
 POSTGRES = [
     "444ebb775f784a74816dc21fb6f9d2dfc5abc2ea66031eabf69ab6856626b231",
@@ -34,6 +35,7 @@ POSTGRES = [
     "36e00a4a14fdaaa868646a75cbe11319f6af60c03cba207127505e8e30256bd8",  # HOT run rows (ddl.POSTGRES_RUNS_HOT)
     "fa66b9076cc9546535d8a0ff5f67c6a5d91db8c13f3b1cb9bda06281e37b619a",  # runs fold rules 2 (ddl.RUNS_FOLD_2)
     "0b1c75751cdc048abf3d2ac62a867585818e7f5ff8c2a5d0cd6f36785d3fef65",  # runs fold rules 3 (ddl.RUNS_FOLD_3)
+    "f4f006793771344aca75ba1f6b7548cb0ba9880d0bfc3383cc8610904c75da00",  # runs fold rules 4 (ddl.RUNS_FOLD_4)
 ]
 
 

@@ -92,6 +92,12 @@ Budget
   *import* time, not the transcript's clock, so for them both stay ``None``. A duration the transcript
   itself recorded (Claude Code sub-agents' ``metadata["totalDurationMs"]``) wins for any import. In-flight
   runs have no duration.
+* The last event's time (the runs list's "last event", ``updated_at_ms``): the latest row's
+  ``recorded_at_ms``, except that an import's ``Custom("session_sealed")`` is the import's own record (the
+  importer seals a transcript that ended when it records it, at the import time), not the run's: it does not
+  move it, so an import of a transcript with its own clock is last active when its transcript was, and one
+  imported a year later does not rank as fresh (seed 002: nothing fabricated; the seal stays in the ledger
+  and the dashboard shows it as recorded at import).
 
 Context use (beside the snapshot, not in it)
 ============================================
@@ -156,6 +162,7 @@ from ..events import (
     ToolRequested,
 )
 from ..narration import short
+from ..notarization import SEAL_KIND
 from .context import PROMPT_PROGRAM_INVOKED, ContextUse, stored_int
 from .model import (
     AgentRunSnapshot,
@@ -204,10 +211,11 @@ __all__ = [
     "session_snapshot",
 ]
 
-FOLD_VERSION = 3
+FOLD_VERSION = 4
 """Version of the fold rules below; a stored projection built by another version is rebuilt (3: a session
 that holds no run is no longer listed as ``initializing``, and a ``suspended`` after an
-``operation_cancelled`` ends ``stopping``: the run waits again)."""
+``operation_cancelled`` ends ``stopping``: the run waits again; 4: an import's own seal, written at the
+import, is not the run's last event, and the header says whether the session is an import)."""
 
 MAX_REFS = 64
 """Most refs one snapshot keeps (oldest dropped first), so a row stays small in a long session."""
@@ -352,6 +360,7 @@ class SessionHeader:
         imported: True for ``import:*`` sessions whose row timestamps are import time, not run time
             (those without ``metadata["source_times"] is True``).
         duration_hint_ms: A duration (ms) the transcript itself recorded, else None.
+        from_import: True for every ``import:*`` session (its seal is the import's record, not the run's).
     """
 
     session_id: str
@@ -359,6 +368,7 @@ class SessionHeader:
     parent: str | None = None
     imported: bool = False
     duration_hint_ms: int | None = None
+    from_import: bool = False
 
     @classmethod
     def of(cls, record: SessionRecordLike) -> SessionHeader:
@@ -369,7 +379,12 @@ class SessionHeader:
         imported = from_import and metadata.get("source_times") is not True
         hint = _uint(metadata.get("totalDurationMs")) if from_import else None
         return cls(
-            record.session_id, _source_of(record.source, metadata), record.parent_session_id, imported, hint
+            record.session_id,
+            _source_of(record.source, metadata),
+            record.parent_session_id,
+            imported,
+            hint,
+            from_import,
         )
 
 
@@ -518,6 +533,7 @@ class SessionFold:
                 "parent": header.parent,
                 "imported": header.imported,
                 "duration_hint_ms": header.duration_hint_ms,
+                "from_import": header.from_import,
             },
             "tools": list(self.tools),
             "gates": dict(self.gates),
@@ -558,7 +574,8 @@ class SessionFold:
         self.last_seq = seq
         if self.first_at_ms is None:
             self.first_at_ms = at_ms
-        self.last_at_ms = at_ms
+        if kind != "custom" or not self.header.from_import or not _is_seal(event):
+            self.last_at_ms = at_ms  # an import's seal is the import's record (module docstring)
         handler = _HANDLERS.get(kind)
         if handler is not None:
             handler(self, seq, at_ms, event)
@@ -1004,6 +1021,15 @@ _HANDLERS: dict[str, Any] = {
     "custom": SessionFold._on_custom,
 }
 
+def _is_seal(event: Event | None) -> bool:
+    """Whether ``event`` is a ``Custom("session_sealed")`` (decoded: :func:`reads_event` asks for it)."""
+    return isinstance(event, Custom) and event.custom_kind == SEAL_KIND
+
+
+def _on_seal(fold: SessionFold, payload: dict[str, Any]) -> None:
+    """Nothing to fold: listed so that :func:`reads_event` has the seal decoded for :meth:`feed_row`."""
+
+
 _CUSTOM_HANDLERS: dict[str, Any] = {
     "budget_configured": SessionFold._on_budget_configured,
     "budget_limits": SessionFold._on_budget_limits,
@@ -1012,6 +1038,7 @@ _CUSTOM_HANDLERS: dict[str, Any] = {
     "external_effect_completed": SessionFold._on_effect_completed,
     "run_ref": SessionFold._on_run_ref,
     PROMPT_PROGRAM_INVOKED: SessionFold._on_prompt_program_invoked,
+    SEAL_KIND: _on_seal,
 }
 
 _ROW_ONLY = frozenset({"run_started", "checkpoint_taken", "llm_completed", "rollbacked"})

@@ -17,6 +17,7 @@ __all__ = [
     "POSTGRES_RUNS_LIST",
     "RUNS_FOLD_2",
     "RUNS_FOLD_3",
+    "RUNS_FOLD_4",
     "SQLITE_MIGRATIONS",
     "SQLITE_RUNS_LIST",
 ]
@@ -540,3 +541,15 @@ RUNS_FOLD_3: tuple[str, str] = (
 ``run_started`` is stored as ``not_a_run``, no longer listed as ``initializing``; a ``suspended`` after an
 ``operation_cancelled`` ends ``stopping``, as when a resume re-opens an aborted run's wait or a LangGraph
 thread's new input supersedes its gates and the graph interrupts again); as :data:`RUNS_FOLD_2`."""
+
+RUNS_FOLD_4: tuple[str, str] = (
+    "runs fold rules 4: an import's seal is not its run's last event (rebuild the projection)",
+    """
+    UPDATE runs_meta SET value = CASE WHEN EXISTS (SELECT 1 FROM events) THEN 0 ELSE 4 END
+        WHERE key = 'fold_version';
+    """,
+)
+"""Both backends, last: ``flightlog.runs.FOLD_VERSION`` went from 3 to 4 (an import's
+``Custom("session_sealed")``, written at the import time, no longer moves the run's last event time, so
+an old transcript imported today is not listed as last active today; the fold's header records
+``from_import``); as :data:`RUNS_FOLD_2`."""

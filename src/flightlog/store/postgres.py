@@ -77,7 +77,7 @@ from .base import (
     retired_error,
     row_stamps,
 )
-from .ddl import POSTGRES_MIGRATIONS, POSTGRES_RUNS_HOT, POSTGRES_RUNS_LIST, RUNS_FOLD_2, RUNS_FOLD_3
+from .ddl import POSTGRES_MIGRATIONS, POSTGRES_RUNS_HOT, POSTGRES_RUNS_LIST, RUNS_FOLD_2, RUNS_FOLD_3, RUNS_FOLD_4
 from .group import CommitGroup, Gate
 from .memory_postgres import MIGRATION as MEMORY_MIGRATION
 from .memory_postgres import PostgresMemory
@@ -102,9 +102,10 @@ MIGRATIONS: list[tuple[str, str]] = [
     POSTGRES_RUNS_HOT,
     RUNS_FOLD_2,
     RUNS_FOLD_3,
+    RUNS_FOLD_4,
 ]
 """Ordered migrations (:data:`flightlog.store.ddl.POSTGRES_MIGRATIONS`, then long-term memory's, then the signal queue's, then the paged runs list's, then
-:data:`flightlog.store.ddl.POSTGRES_RUNS_HOT`, then :data:`flightlog.store.ddl.RUNS_FOLD_2`, then :data:`flightlog.store.ddl.RUNS_FOLD_3`): list index + 1 is the
+:data:`flightlog.store.ddl.POSTGRES_RUNS_HOT`, then :data:`flightlog.store.ddl.RUNS_FOLD_2`, then :data:`flightlog.store.ddl.RUNS_FOLD_3`, then :data:`flightlog.store.ddl.RUNS_FOLD_4`): list index + 1 is the
 schema version."""
 
 _MIGRATION_LOCK: Final = (

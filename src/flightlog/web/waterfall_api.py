@@ -40,6 +40,15 @@ check, not by this picture.
 :class:`flightlog.web.usage.UsageReader`) and the context fill the kernel recorded with the call
 (``fill`` tokens, ``usable`` tokens or null; :class:`flightlog.runs.context.ContextUse`).
 
+An imported session (``source`` ``import:*``) is bounded by its transcript's own clock (its rows carry the
+source's times, ``ImportedSession.event_times_ms``): the importer's own records, the ``session_sealed``
+mark and every signed checkpoint (with its cosignatures; an import signs when it records), are written at
+the import time, maybe months later. They are listed with ``recorded_at_import: true`` and a label saying
+"recorded at import" and its date, and left out of ``end_ms`` (the page draws them at the right edge), so
+the run is not a sliver of a chart spanning the import. A sub-agent import's bar ends at its last row,
+not at its session row's ``updated_at_ms`` (the import time). The runs list's "last event" follows the
+same rule (:mod:`flightlog.runs.adapters`).
+
 Every label is display-safe text (:func:`flightlog.web.views.show`); the page puts it in with
 ``textContent`` only. At most :data:`MAX_ROWS` rows are read (``truncated`` says so).
 """
@@ -48,6 +57,7 @@ from __future__ import annotations
 
 import json
 from collections.abc import Callable
+from datetime import UTC, datetime
 from typing import Any
 
 from fastapi import FastAPI
@@ -57,7 +67,7 @@ from ..errors import SessionNotFound
 from ..integrity.checkpoints import Checkpoint
 from ..integrity.notes import NoteError, parse_note
 from ..runs.context import PROMPT_PROGRAM_INVOKED, ContextUse
-from ..store.base import Store
+from ..store.base import SessionRecord, Store
 from . import views
 from .prices import uncached_input
 from .usage import CODEX_CONTEXT, CODEX_TOKENS, UsageReader, count
@@ -95,7 +105,9 @@ _INNER = ("model", "tool", "approval", "suspended", "compaction")
 class _Fold:
     """The fold over one session's rows (in seq order)."""
 
-    def __init__(self) -> None:
+    def __init__(self, *, from_import: bool = False) -> None:
+        self.from_import = from_import
+        """An import: its seal is the import's record, not the run's (module docstring)."""
         self.spans: list[dict[str, Any]] = []
         self.marks: list[dict[str, Any]] = []
         self.turns: dict[int, dict[str, Any]] = {}
@@ -142,7 +154,11 @@ class _Fold:
         payload = data.get("payload")
         payload = payload if isinstance(payload, dict) else {}
         if kind == "custom":
-            self._custom(str(data.get("custom_kind", "")), payload, seq, at)
+            custom = str(data.get("custom_kind", ""))
+            if custom == _SEALED and self.from_import:
+                self.marks.append(_at_import(self._mark("sealed", custom, seq, at)))
+                return  # the import's record: the run's time ends before it
+            self._custom(custom, payload, seq, at)
         elif kind == "llm_completed":
             if not self.end("model", seq, at):
                 self.begin("model", f"model call, turn {self.turn}", kind, seq, self.prev_ms or at)
@@ -264,9 +280,22 @@ class _Fold:
         }
 
 
-def _integrity(store: Store, session_id: str) -> list[dict[str, Any]]:
+def _at_import(mark: dict[str, Any]) -> dict[str, Any]:
+    """``mark`` flagged as the import's own record, its label saying so with the date (UTC)."""
+    when = datetime.fromtimestamp(mark["at_ms"] / 1000, tz=UTC).strftime("%Y-%m-%d %H:%M:%S UTC")
+    label = views.show(f"{mark['label']} (recorded at import, {when})", 200)
+    return {**mark, "label": label, "recorded_at_import": True}
+
+
+def _integrity(store: Store, session_id: str, *, from_import: bool) -> list[dict[str, Any]]:
     """Signed checkpoints and their witness cosignatures as marks (as stored: the signatures are checked
-    by the Verification section and the in-browser proof check, not here)."""
+    by the Verification section and the in-browser proof check, not here); an import's are flagged as
+    recorded at import (:func:`_at_import`)."""
+    marks = _integrity_marks(store, session_id)
+    return [_at_import(m) for m in marks] if from_import else marks
+
+
+def _integrity_marks(store: Store, session_id: str) -> list[dict[str, Any]]:
     marks: list[dict[str, Any]] = []
     for cp in store.checkpoints(session_id):
         seq = max(cp.size - 1, 0)
@@ -298,9 +327,9 @@ def _integrity(store: Store, session_id: str) -> list[dict[str, Any]]:
     return marks
 
 
-def _fold(store: Store, session_id: str, stop: int) -> tuple[_Fold, int | None]:
+def _fold(store: Store, session_id: str, stop: int, *, from_import: bool) -> tuple[_Fold, int | None]:
     """The fold over the first ``stop`` rows of a session, and the first row's write time."""
-    fold = _Fold()
+    fold = _Fold(from_import=from_import)
     start: int | None = None
     for row in store.read_events(session_id, stop=stop):
         start = row.recorded_at_ms if start is None else start
@@ -324,7 +353,8 @@ def _children(store: Store, session_id: str, depth: int, left: list[int]) -> lis
         except SessionNotFound:
             continue
         left[0] -= 1
-        fold, _start = _fold(store, child.run_id, CHILD_ROWS)
+        from_import = _from_import(child_record)
+        fold, _start = _fold(store, child.run_id, CHILD_ROWS, from_import=from_import)
         inner = [
             {**span, "session": views.Exact(child.run_id)} for span in fold.spans if span["lane"] in _INNER
         ]
@@ -334,7 +364,8 @@ def _children(store: Store, session_id: str, depth: int, left: list[int]) -> lis
                 "label": views.show(f"{child.run_id} ({child.state})", 200),
                 "href": views.session_href(child.run_id),
                 "start_ms": child_record.created_at_ms,
-                "end_ms": max(child_record.updated_at_ms, fold.last_ms),
+                # an import's session row was last written at the import: its rows' clock ends the bar
+                "end_ms": fold.last_ms if from_import else max(child_record.updated_at_ms, fold.last_ms),
                 "open": child.state != "terminal",
                 "depth": depth,
                 "spans": inner,
@@ -349,7 +380,8 @@ def waterfall(store: Store, session_id: str) -> dict[str, Any]:
     """The picture of one session (see the module docstring).
 
     Returns:
-        ``start_ms`` (the first row's write time, epoch ms), ``end_ms`` (the last row's or sub-agent's),
+        ``start_ms`` (the first row's write time, epoch ms), ``end_ms`` (the last row's or sub-agent's;
+        an import's own records, ``recorded_at_import``, left out),
         ``events``, ``truncated``, ``spans``, ``marks``,
         ``children`` (sub-agent spans), ``integrity``, ``turns``.
 
@@ -357,11 +389,13 @@ def waterfall(store: Store, session_id: str) -> dict[str, Any]:
         SessionNotFound: no such session.
     """
     record = store.get_session(session_id)
-    fold, start = _fold(store, session_id, MAX_ROWS)
+    from_import = _from_import(record)
+    fold, start = _fold(store, session_id, MAX_ROWS, from_import=from_import)
     children = _children(store, session_id, 1, [MAX_CHILDREN])
     start = min([record.created_at_ms if start is None else start, *(c["start_ms"] for c in children)])
-    integrity = _integrity(store, session_id)
-    end = max([fold.last_ms, start, *(c["end_ms"] for c in children), *(m["at_ms"] for m in integrity)])
+    integrity = _integrity(store, session_id, from_import=from_import)
+    run = [m["at_ms"] for m in integrity if not m.get("recorded_at_import")]
+    end = max([fold.last_ms, start, *(c["end_ms"] for c in children), *run])
     return {
         "start_ms": start,
         "end_ms": end,
@@ -373,6 +407,11 @@ def waterfall(store: Store, session_id: str) -> dict[str, Any]:
         "children": children,
         "turns": [fold.turns[t] for t in sorted(fold.turns)],
     }
+
+
+def _from_import(record: SessionRecord) -> bool:
+    """Whether a session was recorded by an importer (its seal and checkpoints are the import's)."""
+    return record.source.startswith("import:")
 
 
 def register(app: FastAPI, reader: Callable[[], Store]) -> None:
