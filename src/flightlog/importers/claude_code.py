@@ -146,6 +146,7 @@ from ..messages import (
 )
 from .background import with_task_sessions
 from .base import (
+    TASK_CHARS,
     EventSpool,
     ImportedSession,
     ImportWarning,
@@ -168,7 +169,6 @@ VERSION = "1"
 JsonObj = dict[str, Any]
 
 _KEY_PREFIX = "claude-code:"
-_TASK_CHARS = 200
 _MAX_CUSTOM_CHARS = 32 * 1024
 _MAX_SAFE_INTEGER = 2**53 - 1
 _SEQ_OFFSET = 1
@@ -910,7 +910,7 @@ class _SessionBuilder:
             self._emit(RunStarted(run_id=run_id, goal=goal, agent_id=self._agent_id, attachments=attachments))
         self._run = _Run(run_id, recorded_in=recorded_in)
         if self._task is None:
-            self._task = goal[:_TASK_CHARS]
+            self._task = goal[:TASK_CHARS]
         if extras:
             self._keep(line, "claude_code.user.extra_content", {"uuid": run_id, "blocks": extras})
         self._mark(record, self._count)
@@ -1236,7 +1236,7 @@ class _SessionBuilder:
         if child_key is None:
             return
         stats = {k: info[k] for k in _AGENT_STAT_KEYS if isinstance(info.get(k), str | int) and k in info}
-        self.ctx.agent_stats.setdefault(child_key, {}).update(_safe_json(stats, _TASK_CHARS, _Fixes()))
+        self.ctx.agent_stats.setdefault(child_key, {}).update(_safe_json(stats, TASK_CHARS, _Fixes()))
         turn = self._result_turn(call_id)
         self._spawn(child_key, turn)
         termination = _str(info.get("status")) or ("error" if is_error else "completed")

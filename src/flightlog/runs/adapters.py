@@ -1021,6 +1021,7 @@ _HANDLERS: dict[str, Any] = {
     "custom": SessionFold._on_custom,
 }
 
+
 def _is_seal(event: Event | None) -> bool:
     """Whether ``event`` is a ``Custom("session_sealed")`` (decoded: :func:`reads_event` asks for it)."""
     return isinstance(event, Custom) and event.custom_kind == SEAL_KIND

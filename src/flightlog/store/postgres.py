@@ -77,7 +77,14 @@ from .base import (
     retired_error,
     row_stamps,
 )
-from .ddl import POSTGRES_MIGRATIONS, POSTGRES_RUNS_HOT, POSTGRES_RUNS_LIST, RUNS_FOLD_2, RUNS_FOLD_3, RUNS_FOLD_4
+from .ddl import (
+    POSTGRES_MIGRATIONS,
+    POSTGRES_RUNS_HOT,
+    POSTGRES_RUNS_LIST,
+    RUNS_FOLD_2,
+    RUNS_FOLD_3,
+    RUNS_FOLD_4,
+)
 from .group import CommitGroup, Gate
 from .memory_postgres import MIGRATION as MEMORY_MIGRATION
 from .memory_postgres import PostgresMemory

@@ -37,6 +37,7 @@ from ..events import (
     ToolGated,
     ToolRequested,
 )
+from ..importers.base import TASK_CHARS
 from ..kernel.approvals import LANGGRAPH_SOURCE, PendingCall, continue_hint, resume_hint, waiting_calls
 from ..kernel.rowcheck import row_warning, sessions_may_wait
 from ..kernel.rowheld import held_by_ledger, held_in, with_held
@@ -153,6 +154,20 @@ def show(text: object, limit: int = LINE_LIMIT) -> str:
     return visible(clip(text if isinstance(text, str) else str(text), limit))
 
 
+def task_text(task: str, source: str, limit: int) -> str:
+    """A session's task as display text, cut to ``limit`` characters, saying truthfully what is missing.
+
+    An import records only its source's first :data:`flightlog.importers.base.TASK_CHARS` characters as the
+    task (the prompt itself is in the run's ``run_started``), and not how long the prompt was: a task of an
+    import that long is marked ``… [cut at import to 200 characters]`` (cut here too when ``limit`` is
+    shorter), never with a count of the characters left, which would count only the rest of the stub. Any
+    other task is :func:`show` (its count is the true one).
+    """
+    if not source.startswith("import:") or len(task) < TASK_CHARS:
+        return show(task, limit)
+    return visible(f"{task[:limit]}… [cut at import to {TASK_CHARS} characters]")
+
+
 def sanitize(value: Any) -> Any:
     """``value`` (JSON-ready) with :func:`visible` applied to every string in it, keys included."""
     if isinstance(value, Exact):
@@ -210,10 +225,12 @@ def _duration(ms: int | None) -> str:
     return f"{ms / 1000:.1f}s" if ms < 60_000 else f"{ms // 60_000}m{(ms % 60_000) // 1000:02d}s"
 
 
-def _task(store: Store, run_id: str) -> str | None:
-    """The task of the run's session, or None when the run has no recorded session (a process entry)."""
+def _task(store: Store, run_id: str) -> tuple[str, str] | None:
+    """The task and source of the run's session, or None when the run has no recorded session (a process
+    entry)."""
     try:
-        return store.get_session(run_id).task
+        record = store.get_session(run_id)
+        return record.task, record.source
     except SessionNotFound:
         return None
 
@@ -246,7 +263,7 @@ def _run_node(
     node: RunNode,
     views: dict[str, RunView],
     waiting: set[str],
-    tasks: dict[str, str | None],
+    tasks: dict[str, tuple[str, str] | None],
     uses: dict[str, ContextUse],
     warnings: dict[str, str],
     unreadable: dict[str, str],
@@ -258,7 +275,7 @@ def _run_node(
     return {
         "id": show(s.run_id, 160),
         "href": session_href(s.run_id) if tasks.get(s.run_id) is not None else "",
-        "task": show(tasks.get(s.run_id) or "", 160),
+        "task": task_text(*(tasks.get(s.run_id) or ("", "")), 160),
         "state": s.state.value,
         "source": s.source.value,
         "outcome": terminal.outcome.value if terminal else "",
@@ -868,7 +885,7 @@ class SessionPage:
 
 def _header(record: SessionRecord) -> dict[str, str]:
     return {
-        "task": show(record.task, 600),
+        "task": task_text(record.task, record.source, 600),
         "status": show(record.status, 60),
         "source": show(record.source, 60),
         **_created(record),
