@@ -669,7 +669,7 @@ def test_max_part_bytes_cuts_text_thinking_and_tool_output() -> None:
     cut = truncate_utf8(long, 50)
     assert cut.endswith(TRUNCATION_SUFFIX) and len(cut.encode()) <= 50
     assert clipped_msg.content == [
-        ThinkingPart(thinking=cut, signature="s" * 100),
+        ThinkingPart(thinking=cut),  # the signature signs the whole text: a cut part carries none
         TextPart(text=cut),
         RedactedThinkingPart(data="d" * 100),
         ToolCallPart(id="c", name="t", arguments="a" * 100),

@@ -217,11 +217,13 @@ def truncate_utf8(text: str, max_bytes: int) -> str:
 
 
 def _clip_part(part: ContentPart, limit: int) -> ContentPart:
-    """The part with its text, thinking or tool output cut to ``limit`` bytes (other parts as they are)."""
+    """The part with its text, thinking or tool output cut to ``limit`` bytes (other parts as they are); a
+    cut thinking part loses its signature (it signs the whole text: the cut part could not be replayed)."""
     if isinstance(part, TextPart):
         return _clipped(part, "text", part.text, limit)
     if isinstance(part, ThinkingPart):
-        return _clipped(part, "thinking", part.thinking, limit)
+        cut = _clipped(part, "thinking", part.thinking, limit)
+        return cut if cut is part else cut.model_copy(update={"signature": None})
     if isinstance(part, ToolResultPart):
         return _clipped(part, "output", part.output, limit)
     return part
@@ -232,14 +234,32 @@ def _clipped(part: ContentPart, name: str, value: str, limit: int) -> ContentPar
     return part if cut is value else part.model_copy(update={name: cut})
 
 
-def _clip_message(message: Message, limit: int | None) -> Message:
-    """The message with every long part cut (signatures, opaque data, tool-call arguments untouched)."""
+def _part_bytes(part: ContentPart) -> int:
+    """UTF-8 bytes of the part's text, thinking or tool output (0 for other parts)."""
+    if isinstance(part, TextPart):
+        return len(part.text.encode("utf-8"))
+    if isinstance(part, ThinkingPart):
+        return len(part.thinking.encode("utf-8"))
+    if isinstance(part, ToolResultPart):
+        return len(part.output.encode("utf-8"))
+    return 0
+
+
+def _clip_message(message: Message, limit: int | None) -> tuple[Message, dict[int, int] | None]:
+    """The message with every long part cut (opaque data, tool-call arguments untouched; a cut thinking
+    part without its signature), and the cuts: part index -> the part's UTF-8 bytes before the cut (None
+    when nothing was cut)."""
     if limit is None:
-        return message
+        return message, None
     parts = [_clip_part(part, limit) for part in message.content]
     if all(new is old for new, old in zip(parts, message.content, strict=True)):
-        return message
-    return message.model_copy(update={"content": parts})
+        return message, None
+    cuts = {
+        index: _part_bytes(old)
+        for index, (new, old) in enumerate(zip(parts, message.content, strict=True))
+        if new is not old
+    }
+    return message.model_copy(update={"content": parts}), cuts
 
 
 # ─── Message reconstruction ───────────────────────────────────────────────────────────────────
@@ -254,6 +274,16 @@ class _Entry:
     origin: int
     seq: int | None = None
     replay: ProviderReplay | None = None
+    cuts: dict[int, int] | None = None
+    """The parts ``max_part_bytes`` cut: part index -> its UTF-8 bytes before the cut (None: none)."""
+
+    @classmethod
+    def clipped(
+        cls, message: Message, limit: int | None, origin: int, seq: int | None = None, replay: Any = None
+    ) -> _Entry:
+        """The entry of ``message`` with its parts cut to ``limit`` bytes (:func:`_clip_message`)."""
+        clipped, cuts = _clip_message(message, limit)
+        return cls(clipped, origin, seq, replay, cuts)
 
 
 def _run_started_message(event: RunStarted) -> Message:
@@ -495,15 +525,20 @@ class Rebuilder:
         """The history as of the last event fed."""
         return [entry.message for entry in self.entries]
 
+    def cuts(self) -> list[dict[int, int]]:
+        """Per message of :meth:`messages`, the parts ``max_part_bytes`` cut: part index -> the part's UTF-8
+        bytes before the cut (its text, thinking or tool output); ``{}`` for a message cut nowhere."""
+        return [entry.cuts or {} for entry in self.entries]
+
     def _add(self, message: Message, origin: int) -> None:
-        self.entries.append(_Entry(_clip_message(message, self._limit), origin))
+        self.entries.append(_Entry.clipped(message, self._limit, origin))
 
     def _on_run_started(self, seq: int, event: RunStarted) -> None:
         self._add(_run_started_message(event), seq)
 
     def _on_llm_completed(self, seq: int, event: LlmCompleted) -> None:
         replay = event.provider_replay if self._keep_replay else None
-        self.entries.append(_Entry(_clip_message(event.message, self._limit), seq, seq, replay))
+        self.entries.append(_Entry.clipped(event.message, self._limit, seq, seq, replay))
 
     def _on_tool_completed(self, seq: int, event: ToolCompleted) -> None:
         for result in event.results:
@@ -546,9 +581,7 @@ class Rebuilder:
         kept = [entry for entry in self.entries if not low <= entry.origin <= high]
         at = next((i for i, entry in enumerate(self.entries) if low <= entry.origin <= high), None)
         position = len(kept) if at is None else at
-        kept.insert(
-            position, _Entry(_clip_message(summary_message(event.turn, event.summary), self._limit), seq)
-        )
+        kept.insert(position, _Entry.clipped(summary_message(event.turn, event.summary), self._limit, seq))
         self.entries = kept
 
     def _apply_rewrites(self, rewrites: Any) -> None:
@@ -573,12 +606,12 @@ class Rebuilder:
             else:
                 continue
             message = entry.message.model_copy(update={"content": content})
-            entry.message = _clip_message(message, self._limit)
+            entry.message, entry.cuts = _clip_message(message, self._limit)
 
     def _on_context_renewed(self, seq: int, event: ContextRenewed) -> None:
         handoff = self._load(event.handoff_ref)
         messages = list(handoff) if handoff else [renewal_message(event)]
-        self.entries = [_Entry(_clip_message(message, self._limit), seq) for message in messages]
+        self.entries = [_Entry.clipped(message, self._limit, seq) for message in messages]
 
     def _load(self, ref: str | None) -> Sequence[Message] | None:
         if not ref or self._loader is None:

@@ -26,6 +26,7 @@ __all__ = [
     "find_sessions",
     "iter_events",
     "replay_session",
+    "replay_session_cuts",
 ]
 
 
@@ -161,6 +162,23 @@ def replay_session(
             :meth:`Store.resolve_session`).
         ValueError: ``max_part_bytes`` is negative.
     """
+    return _rebuilt(store, session_id, at, max_part_bytes).messages()
+
+
+def replay_session_cuts(
+    store: Store, session_id: str, *, at: int | None = None, max_part_bytes: int | None = None
+) -> tuple[list[Message], list[dict[int, int]]]:
+    """:func:`replay_session`'s messages, and per message the parts ``max_part_bytes`` cut: part index ->
+    that part's UTF-8 bytes before the cut (:meth:`flightlog.replay.Rebuilder.cuts`; ``{}``: none cut).
+
+    Raises:
+        EventDecodeError, SessionNotFound, ValueError: as :func:`replay_session`.
+    """
+    rebuilder = _rebuilt(store, session_id, at, max_part_bytes)
+    return rebuilder.messages(), rebuilder.cuts()
+
+
+def _rebuilt(store: Store, session_id: str, at: int | None, max_part_bytes: int | None) -> Rebuilder:
     rebuilder = Rebuilder(archive_loader(store), max_part_bytes, keep_replay=False)
     stop = None if at is None else max(at + 1, 0)
     read = False
@@ -169,7 +187,7 @@ def replay_session(
         read = True
     if not read:
         store.get_session(session_id)  # no rows: an empty session, or none (SessionNotFound, not [])
-    return rebuilder.messages()
+    return rebuilder
 
 
 def export_line(row: StoredEvent) -> str:

@@ -449,7 +449,9 @@ def test_session_snapshot_from_a_record() -> None:
     assert (snapshot.run_id, snapshot.parent, snapshot.source) == ("fleet-1", "boss", RunSource.FLEET)
     assert snapshot.state is RunState.TERMINAL  # status refinement
     imported = SessionRecord(session_id="codex:1", source="import:codex", metadata={"run_source": "bogus"})
-    assert SessionHeader.of(imported) == SessionHeader("codex:1", "direct", None, True, None, from_import=True)
+    assert SessionHeader.of(imported) == SessionHeader(
+        "codex:1", "direct", None, True, None, from_import=True
+    )
     assert SessionHeader.of(SessionRecord(session_id="t", source="task")).source == "task"
 
 

@@ -521,7 +521,13 @@ def replay_cmd(
     session: Annotated[str, session_arg()],
     at: Annotated[int | None, typer.Option("--at", help="Reconstruct as of this seq (inclusive).")] = None,
     max_part_bytes: Annotated[
-        int | None, typer.Option("--max-part-bytes", help="Cap each text part at this many UTF-8 bytes.")
+        int | None,
+        typer.Option(
+            "--max-part-bytes",
+            help="Cap each text, thinking and tool output part at this many UTF-8 bytes; a cut part is "
+            "marked (text: '[cut from N bytes]'; --json: \"truncated\": its bytes before the cut) and a cut "
+            "thinking part loses its signature.",
+        ),
     ] = None,
     json_out: Annotated[
         bool,
@@ -544,7 +550,7 @@ def replay_cmd(
     system prompt, when it has one: that of the last run_started up to there). --json prints an object:
     system_prompt (the full text, or null) and messages (the array of messages)."""
     from ..replay import system_prompt
-    from ..sessions import iter_events, replay_session
+    from ..sessions import iter_events, replay_session_cuts
 
     if check:
         _check_requests(session, json_out)
@@ -560,16 +566,17 @@ def replay_cmd(
             if at > last:
                 head = f"last seq {last}" if last >= 0 else "the session has no events"
                 raise typer.BadParameter(f"seq {at} is past the head ({head})", param_hint="--at")
-        messages = replay_session(store, sid, at=at, max_part_bytes=max_part_bytes)
+        messages, cuts = replay_session_cuts(store, sid, at=at, max_part_bytes=max_part_bytes)
         prompt = system_prompt(((row.seq, event) for row, event in iter_events(store, sid)), at=at)
         if json_out:
-            print_json({"system_prompt": prompt, "messages": [m.to_wire() for m in messages]})
+            wires = [_marked_wire(m, cut) for m, cut in zip(messages, cuts, strict=True)]
+            print_json({"system_prompt": prompt, "messages": wires})
         else:
             if prompt:
                 out.print("[system prompt]")
                 out.print(f"    {short(prompt, 300)}")
-            for index, message in enumerate(messages):
-                _print_message(index, message)
+            for index, (message, cut) in enumerate(zip(messages, cuts, strict=True)):
+                _print_message(index, message, cut)
         refuse_quietly_diverged(store, sid)
 
 
@@ -612,14 +619,27 @@ def _check_requests(session: str, json_out: bool) -> None:
             raise typer.Exit(1)
 
 
-def _print_message(index: int, message: Message) -> None:
+def _marked_wire(message: Message, cuts: dict[int, int]) -> dict[str, Any]:
+    """``message.to_wire()`` with ``"truncated": <UTF-8 bytes before the cut>`` on each part
+    ``--max-part-bytes`` cut."""
+    wire = message.to_wire()
+    if cuts:
+        wire["content"] = [
+            {**part, "truncated": cuts[index]} if index in cuts else part
+            for index, part in enumerate(wire["content"])
+        ]
+    return wire
+
+
+def _print_message(index: int, message: Message, cuts: dict[int, int]) -> None:
     out.print(f"[{index}] {message.role}")
-    for part in message.content:
+    for number, part in enumerate(message.content):
         wire = part.to_wire()
         kind = wire.pop("type")
         body = wire.get("text") or wire.get("thinking") or wire.get("output") or wire.get("ref") or ""
         label = "" if kind == "text" else f"({kind}) "
-        out.print(f"    {label}{short(str(body), 300)}")
+        cut = f" [cut from {cuts[number]:,} bytes]" if number in cuts else ""
+        out.print(f"    {label}{short(str(body), 300)}{cut}")
     for call in message.tool_calls:
         out.print(f"    -> {call.name} [{call.id}] {short(call.arguments, 200)}")
 
