@@ -177,9 +177,42 @@ class _Dashboard:
         html = self.templates.get_template(template).render(csrf=self.auth.csrf, **context)
         return HTMLResponse(html, status_code=http_status)
 
-    def error(self, http_status: int, message: str) -> HTMLResponse:
-        """An error page."""
-        return self.page("error.html", http_status, title=str(http_status), message=message)
+    def error(
+        self, http_status: int, message: str, links: list[dict[str, str]] | None = None
+    ) -> HTMLResponse:
+        """An error page; ``links`` (``{"href", "label"}``) are listed under the message."""
+        return self.page(
+            "error.html", http_status, title=str(http_status), message=message, links=links or []
+        )
+
+    def resolve_page(self, path: str, session_id: str, params: dict[str, str | None]) -> Response | None:
+        """None when ``session_id`` names a session exactly; else the answer a page at ``path`` gives, resolving
+        the id as the command line does (:meth:`flightlog.store.base.Store.resolve_session`): a unique prefix
+        (or an import's source id) redirects (303) to the page of the full id with the same ``params``; several
+        matches give a 409 page linking each; none a 404; an empty id a 400 naming the ``id`` parameter."""
+        if not session_id:
+            return self.error(400, views.missing("id"))
+        store = self.reader
+        try:
+            store.get_session(session_id)
+            return None
+        except SessionNotFound:
+            pass
+        try:
+            full = store.resolve_session(session_id)
+        except SessionNotFound as exc:
+            if not exc.matches:
+                return self.error(
+                    404, "no recorded session has this id or prefix (a sub-agent entry may have none)"
+                )
+            links = [{"href": _page_href(path, m, params), "label": views.show(m, 160)} for m in exc.matches]
+            return self.error(409, views.show(f"the prefix {session_id!r} matches several sessions:"), links)
+        return RedirectResponse(_page_href(path, full, params), status_code=303)
+
+
+def _page_href(path: str, session_id: str, params: dict[str, str | None]) -> str:
+    query = views.session_href(session_id, **{k: v for k, v in params.items() if v is not None})
+    return path + "?" + query.split("?", 1)[1]
 
 
 def _choice(value: str | None, allowed: tuple[str, ...]) -> str | None:
@@ -385,6 +418,10 @@ def _routes(app: FastAPI, dash: _Dashboard) -> None:
         except ValueError:
             return dash.error(400, "start, at and artifacts_from must be integers >= 0")
         store = dash.reader
+        params = {"start": start, "at": at, "artifacts_from": artifacts_from}
+        elsewhere = dash.resolve_page("/session", id, params)
+        if elsewhere is not None:
+            return elsewhere
         try:
             page = views.session_page(store, id, start=start_v, artifacts_from=artifacts_v or 0)
         except SessionNotFound:
@@ -426,6 +463,8 @@ def _routes(app: FastAPI, dash: _Dashboard) -> None:
     @app.get("/api/event")
     def event_json(session: str = "", seq: str = "") -> Response:
         """One stored event, pretty-printed (served as JSON text, never as HTML)."""
+        if not session:
+            return PlainTextResponse(views.missing("session") + "\n", status_code=400)
         try:
             seq_v = _int(seq)
         except ValueError:
@@ -470,6 +509,8 @@ def _routes(app: FastAPI, dash: _Dashboard) -> None:
     async def session_stream(request: Request, id: str = "", after: str | None = None) -> Response:
         """Server-sent ``ev`` messages for new events (from ``after`` or ``Last-Event-ID`` + 1) and
         ``status`` messages when the status, run state or waiting calls change."""
+        if not id:
+            return PlainTextResponse(views.missing("id") + "\n", status_code=400)
         try:
             position = _int(after) or 0
             last_id = _int(request.headers.get("last-event-id"))

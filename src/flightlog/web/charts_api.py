@@ -138,6 +138,8 @@ def register(app: FastAPI, reader: Callable[[], Store]) -> None:
     @app.get("/api/charts")
     def charts_json(session: str = "") -> Response:
         """The run's cumulative cost and entropy per turn."""
+        if not session:
+            return JSONResponse({"error": views.missing("session")}, status_code=400)
         try:
             data = charts(reader(), session)
         except SessionNotFound:

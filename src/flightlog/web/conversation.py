@@ -498,6 +498,9 @@ def register(app: FastAPI, dash: _Dashboard) -> None:
             at_v, since_v = _seq(at), _seq(since)
         except ValueError:
             return dash.error(400, "at and from must be integers >= 0")
+        elsewhere = dash.resolve_page("/conversation", id, {"at": at, "from": since})
+        if elsewhere is not None:
+            return elsewhere
         try:
             data = conversation(dash.reader, id, at_v, since_v)
         except SessionNotFound:
@@ -516,6 +519,8 @@ def register(app: FastAPI, dash: _Dashboard) -> None:
     @app.get("/api/conversation/image")
     def conversation_image(id: str = "", at: str = "", m: str = "", p: str = "") -> Response:
         """An image part of the transcript at ``at`` (see the module docs)."""
+        if not id:
+            return PlainTextResponse(views.missing("id") + "\n", status_code=400)
         try:
             at_v, m_v, p_v = _seq(at), _seq(m), _seq(p)
         except ValueError:

@@ -166,6 +166,8 @@ def register(app: FastAPI, reader: Callable[[], Store]) -> None:
     @app.get("/api/integrity")
     def integrity_json(session: str = "") -> Response:
         """The session's checkpoints, cosignatures and seals, with the keys the server trusts."""
+        if not session:
+            return JSONResponse({"error": views.missing("session")}, status_code=400)
         try:
             doc = integrity_document(reader(), session)
         except SessionNotFound:

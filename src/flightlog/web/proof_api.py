@@ -79,6 +79,8 @@ def register(app: FastAPI, reader: Callable[[], Store]) -> None:
     @app.get("/api/proof")
     def proof_json(session: str = "", seq: str = "") -> Response:
         """One event's inclusion proof with the signed checkpoint and the server's trusted keys."""
+        if not session:
+            return JSONResponse({"error": views.missing("session")}, status_code=400)
         if not seq.isascii() or not seq.isdigit() or len(seq) > 16 or int(seq) > MAX_SEQ:
             return JSONResponse({"error": "seq must be an integer >= 0"}, status_code=400)
         try:

@@ -181,6 +181,11 @@ def sanitize(value: Any) -> Any:
     return value
 
 
+def missing(name: str) -> str:
+    """The message for a request without its session parameter ``name`` (``id`` or ``session``)."""
+    return f"missing query parameter {name}= (the session id)"
+
+
 def session_href(session_id: str, **params: object) -> str:
     """The dashboard URL of a session page (the id is query-encoded, never part of a path)."""
     query = {"id": session_id, **{k: str(v) for k, v in params.items() if v is not None}}

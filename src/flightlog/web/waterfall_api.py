@@ -420,6 +420,8 @@ def register(app: FastAPI, reader: Callable[[], Store]) -> None:
     @app.get("/api/waterfall")
     def waterfall_json(session: str = "") -> Response:
         """The run's spans, marks, sub-agents and per-turn tokens and context fill."""
+        if not session:
+            return JSONResponse({"error": views.missing("session")}, status_code=400)
         try:
             data = waterfall(reader(), session)
         except SessionNotFound:
