@@ -71,6 +71,12 @@ def _wire(store: Store, record: MemoryRecord, extra: dict[str, Any] | None = Non
     return {"record": record.to_wire(), "text": text, **(extra or {})}
 
 
+def score_text(score: float) -> str:
+    """A relevance score in [0, 1) to 3 significant digits (BM25 over a few records gives scores like
+    1.69e-06, which a fixed ``.3f`` shows as 0.000 for every hit)."""
+    return f"{score:.3g}"
+
+
 def _line(store: Store, record: MemoryRecord, prefix: str = "") -> str:
     from ..kernel.memory_bank import text_of
     from ..replay import MEMORY_ERASED
@@ -120,8 +126,9 @@ def register(app: typer.Typer, open_db: OpenDb) -> None:
                     json.dumps([_wire(store, h.record, {"score": h.score, "why": h.why}) for h in hits])
                 )
                 return
-            for hit in hits:
-                _out.print(_line(store, hit.record, f"{hit.score:.3f}  "), markup=False, highlight=False)
+            for rank, hit in enumerate(hits, start=1):
+                line = _line(store, hit.record, f"#{rank}  {score_text(hit.score)}  ")
+                _out.print(line, markup=False, highlight=False)
             if not hits:
                 _out.print("no memories matched", markup=False)
 

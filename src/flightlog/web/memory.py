@@ -39,7 +39,8 @@ def _row(store: Store, record: MemoryRecord, score: float | None = None) -> dict
         "updated_at": record.updated_at,
         "author": record.provenance.author.value,
         "session_id": record.provenance.session_id,
-        "score": None if score is None else round(score, 4),
+        "score": score,  # as the engine gave it (BM25 over a few records: 1.69e-06; rounding made it 0.0)
+        "score_text": "" if score is None else f"{score:.3g}",
     }
 
 
@@ -58,8 +59,8 @@ def memory_rows(store: Store, q: str, scope: str, kind: str) -> list[dict[str, A
     kinds = [MemoryKind(kind)] if kind else []
     if q.strip():
         return [
-            _row(store, h.record, h.score)
-            for h in recall(store, scoped, q, kinds=kinds, top_k=50, mark=False)
+            {**_row(store, h.record, h.score), "rank": rank}
+            for rank, h in enumerate(recall(store, scoped, q, kinds=kinds, top_k=50, mark=False), start=1)
         ]
     return [_row(store, r.record) for r in store.memory.rows(scoped, kinds, limit=500)]
 
