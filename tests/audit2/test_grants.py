@@ -263,3 +263,23 @@ def test_cli_sign_verify_key_trust(tmp_path: Path) -> None:
     assert other.verifier in load_policy_keys()
     assert runner.invoke(app, ["grants", "sign", str(tmp_path / "nope.json"), "-o", "x"]).exit_code == 2
     assert runner.invoke(app, ["grants", "verify", str(tmp_path / "nope.json")]).exit_code == 2
+
+
+def test_cli_sign_names_each_field_of_a_bad_policy_on_its_own_line(tmp_path: Path) -> None:
+    """One ``flightlog: error: FILE: FIELD: message`` line per validation error, no pydantic URLs (before:
+    the raw ValidationError on one line, with errors.pydantic.dev links)."""
+    policy_file = tmp_path / "bad.json"
+    policy_file.write_text(json.dumps({**POLICY.model_dump(mode="json"), "policy_id": 5, "bogus": 1}))
+    result = runner.invoke(app, ["grants", "sign", str(policy_file), "-o", str(tmp_path / "out.json")])
+    assert result.exit_code == 2 and not (tmp_path / "out.json").exists()
+    assert result.stderr.splitlines() == [
+        f"flightlog: error: {policy_file}: policy_id: Input should be a valid string (got 5)",
+        f"flightlog: error: {policy_file}: bogus: Extra inputs are not permitted (got 1)",
+    ]
+    policy_file.write_text('{"policy_id": "p"')
+    result = runner.invoke(app, ["grants", "sign", str(policy_file), "-o", str(tmp_path / "out.json")])
+    assert result.exit_code == 2 and "pydantic.dev" not in result.stderr
+    assert (
+        result.stderr
+        == f"flightlog: error: {policy_file}: not JSON: EOF while parsing an object at line 1 column 17\n"
+    )

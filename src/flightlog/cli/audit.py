@@ -31,6 +31,8 @@ from .console import terminal_safe
 from .options import session_arg
 
 if TYPE_CHECKING:  # imported inside the commands at run time: `flightlog --version` stays fast
+    from pydantic import ValidationError
+
     from ..integrity.heads import RetainedHead
     from ..integrity.indexlog import IndexReport
     from ..integrity.retirement import RetirementCheck
@@ -642,14 +644,37 @@ def grants_sign_cmd(
     from ..integrity.grants import GrantPolicy, load_policy_signer, policy_digest, sign_grant
 
     try:
-        parsed = GrantPolicy.model_validate_json(policy.read_bytes())
-    except (OSError, ValidationError) as exc:
+        data = policy.read_bytes()
+    except OSError as exc:
         raise typer.BadParameter(f"cannot read a grant policy from {policy}: {exc}") from exc
+    try:
+        parsed = GrantPolicy.model_validate_json(data)
+    except ValidationError as exc:
+        for line in policy_errors(policy, exc):
+            sys.stderr.write(terminal_safe(f"flightlog: error: {line}") + "\n")
+        raise typer.Exit(2) from None
     signer = load_policy_signer()
     output.write_text(json.dumps(sign_grant(parsed, signer), indent=2) + "\n", encoding="utf-8")
     _say(
         f"signed {parsed.policy_id} ({policy_digest(parsed)}) with {signer.verifier.name}+{signer.key_id:08x}"
     )
+
+
+def policy_errors(path: Path, exc: ValidationError) -> list[str]:
+    """One line per error of a grant policy file that does not validate: ``FILE: FIELD: message (got
+    VALUE)``, the field as its path in the policy (``grants[0].tool``), or ``FILE: not JSON: ...`` naming
+    the line and column (pydantic's messages, without its documentation URLs)."""
+    from ..narration import short
+
+    lines = []
+    for error in exc.errors(include_url=False):
+        if error["type"] == "json_invalid":
+            lines.append(f"{path}: not JSON: {str(error['msg']).removeprefix('Invalid JSON: ')}")
+            continue
+        field = "".join(f"[{p}]" if isinstance(p, int) else f".{p}" for p in error["loc"]).lstrip(".")
+        given = "" if error["type"] == "missing" else f" (got {short(repr(error.get('input')), 60)})"
+        lines.append(f"{path}: {field or 'the policy'}: {error['msg']}{given}")
+    return lines
 
 
 @grants_app.command("verify")
