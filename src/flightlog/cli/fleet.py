@@ -280,7 +280,7 @@ def db_copy_command() -> Callable[..., None]:
         ] = False,
     ) -> None:
         """Move a ledger: every session (events verbatim, effects, artifacts, signed checkpoints, grants,
-        imports, cosignatures) and the index log from SRC to DST, which takes SRC's ledger id. The copy is
+        imports, cosignatures), the index log and the long-term memories from SRC to DST, which takes SRC's ledger id. The copy is
         checked as `verify --all` checks before it commits; refuses if DST has any of the sessions or
         sessions of another ledger. Nothing is written unless everything verifies. SRC is then retired:
         read-only, refusing writes with a pointer to DST, verified as a stale copy (a record signed by your
@@ -329,6 +329,7 @@ def db_copy_command() -> Callable[..., None]:
                 "index_leaves": report.index_leaves,
                 "index_checkpoints": report.index_checkpoints,
                 "cosignatures": report.cosignatures,
+                "memories": report.memories,
                 "verified": report.verified,
                 "index_verified": report.index_verified,
                 "retired": report.retired,
@@ -348,8 +349,9 @@ def db_copy_command() -> Callable[..., None]:
         _out.print(
             f"copied {len(report.sessions)} session(s){ledger}, {plural(report.events, 'event')}, {report.artifacts} "
             f"artifact(s), {report.effects} effect(s), {report.checkpoints} checkpoint(s){index}, "
-            f"{report.cosignatures} cosignature(s); all verified (chains, signed checkpoints, seals, "
-            f"retained heads{', index log' if report.index_verified else ''})"
+            f"{report.cosignatures} cosignature(s), {plural(report.memories, 'memory record')}; all verified (chains, signed checkpoints, seals, "
+            f"retained heads{', index log' if report.index_verified else ''}"
+            f"{', memories byte for byte' if report.memories else ''})"
         )
         if report.retired == "source":
             _out.print(

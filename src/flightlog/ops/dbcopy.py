@@ -25,6 +25,12 @@ retained heads outside the database are filed under that id. So:
 * **The index log** (when every source session is copied): its leaves in order (their ``checkpoint_id``
   column mapped to the destination's checkpoint ids), its signed checkpoints (frontiers recomputed from
   the leaves) and the cosignatures of its origin.
+* **Long-term memory** (a whole copy: the source retires, so its memories move with the ledger): every
+  record of :mod:`flightlog.store.memory` (its ``record_json`` verbatim, re-indexed for search in the
+  destination) and its salted text, unless a session's copy carried it already. Read back at the end:
+  each record must equal the source's byte for byte, each text and salt too, and each text must hash to
+  its handle in the source; a destination already holding memories is refused (``StoreError``). A
+  partial copy leaves them in the source, which stays live.
 * **Verified on arrival** with the check ``flightlog verify --all`` makes (:func:`audit_session` per
   session: chain, tree, signed checkpoints against the trusted keys, seal, retained head, witness
   cosignatures, salted artifacts; then every artifact copied for the session, and every one they link to,
@@ -58,6 +64,7 @@ went on in the live store as ``stale_copy``, not ``rollback`` / ``missing``.
 
 from __future__ import annotations
 
+import hashlib
 import re
 from collections.abc import Callable, Iterator, Sequence
 from contextlib import nullcontext
@@ -76,6 +83,7 @@ from ..integrity.retirement import Pin, Retirement, sign_retirement
 from ..integrity.verify import audit_session, missing_sessions
 from ..integrity.witness_client import TrustedWitness, load_witnesses, witnessed_heads
 from ..ledger import GENESIS, CompactRange, chain_hash, leaf_hash
+from ..salted import SALTED_PREFIX
 from ..store.base import (
     EffectRecord,
     ImportRecord,
@@ -86,6 +94,7 @@ from ..store.base import (
     retired_error,
 )
 from ..store.links import LINKING_PREFIX, LinkWalk, artifact_links, linking_refs
+from ..store.memory import MemoryIndex, row_of
 from ..store.sqlite import SqliteStore
 
 __all__ = ["CopyNotVerified", "CopyReport", "copy_session", "copy_store"]
@@ -116,6 +125,7 @@ class CopyReport:
         retired: Which store the copy retired (``source`` after a whole copy, ``destination`` after a
             partial one; None when the ledger has no id to name in a record).
         retirement: How (``moved to <url> at <time>``, ``a partial copy of <url> made at <time>``).
+        memories: Long-term memory records copied (a whole copy only), each read back byte for byte.
         needed: Per session, the plain artifacts (sha256 hex) its events name that the copy carried, where
             the arrival check starts following artifact links.
     """
@@ -134,6 +144,7 @@ class CopyReport:
     notes: list[str] = field(default_factory=list)
     retired: str | None = None
     retirement: str | None = None
+    memories: int = 0
     needed: dict[str, list[str]] = field(default_factory=dict, repr=False)
 
 
@@ -250,6 +261,8 @@ def copy_store(
                 assert report.ledger_id is not None
                 index_pin = _copy_index(src, dst, report.ledger_id, report)
             _verify(dst, ids, whole, index, checks, report)
+            if whole:  # the source retires: its memories go with the ledger (a partial copy leaves them live)
+                report.memories = _copy_memories(src, dst)
             if report.ledger_id is not None:
                 _retire(
                     src,
@@ -697,6 +710,92 @@ def _copy_salted(src: Store, dst: Store, session_id: str, digest: str) -> int:
     if erased is not None:
         dst.erase_salted_artifact(erased)
     return int(stored is not None)
+
+
+def _memory_of(store: Store) -> MemoryIndex | None:
+    try:
+        return store.memory
+    except NotImplementedError:  # a backend that keeps no memory index
+        return None
+
+
+def _copy_memories(src: Store, dst: Store) -> int:
+    """Copy every long-term memory record of ``src`` (:mod:`flightlog.store.memory`) with its salted text,
+    then read them all back from ``dst``: each ``record_json`` must equal the source's byte for byte, and
+    each text and salt too, hashing to the record's handle. How many were copied.
+
+    Raises:
+        StoreError: ``dst`` keeps no memory index or no salted artifacts while ``src`` has memories, or
+            already holds memories (a copy never merges them).
+        CopyNotVerified: a record's text is not in the source (erased, never stored) or does not hash to
+            its handle, or a record or text reads back otherwise from ``dst``; ``session_id`` names the
+            record (``memory <record_id>``).
+    """
+    source = _memory_of(src)
+    if source is None or not source.stored_page("", 1):
+        return 0
+    target = _memory_of(dst)
+    if target is None or not dst.index_supported():
+        raise StoreError(f"{dst.url} keeps no long-term memory (salted artifacts); the source has memories")
+    if target.stored_page("", 1):
+        raise StoreError(f"{dst.url} already holds long-term memories; refusing to merge the source's")
+    count = 0
+    for record_id, stored in source.stored():
+        record = row_of(stored).record
+        content, salt = _memory_text(src, record_id, record.content)
+        digest = record.content.removeprefix(SALTED_PREFIX)
+        info = src.salted_artifact_info(digest)
+        if dst.get_salted_artifact(digest) is None and info is not None:  # a session's copy may carry it
+            dst.put_salted_artifact(digest, salt, content, info.media_type)
+        target.put(record, content.decode("utf-8"))
+        count += 1
+    copied = target.stored()
+    for record_id, stored in source.stored():
+        arrived = next(copied, None)
+        record = row_of(stored).record
+        if arrived != (record_id, stored):
+            raise CopyNotVerified(
+                session_id=f"memory {record_id}",
+                reason="the record reads back otherwise from the copy"
+                if arrived is None or arrived[0] == record_id
+                else f"the copy holds memory {arrived[0]!r} in its place",
+            )
+        if dst.get_salted_artifact(record.content.removeprefix(SALTED_PREFIX)) != src.get_salted_artifact(
+            record.content.removeprefix(SALTED_PREFIX)
+        ):
+            raise CopyNotVerified(
+                session_id=f"memory {record_id}", reason=f"its text {record.content} differs in the copy"
+            )
+    extra = next(copied, None)
+    if extra is not None:
+        raise CopyNotVerified(
+            session_id=f"memory {extra[0]}", reason="the copy holds it, the source does not"
+        )
+    return count
+
+
+def _memory_text(src: Store, record_id: str, handle: str) -> tuple[bytes, bytes]:
+    """``(content, salt)`` of a memory's text in ``src``, checked against its handle.
+
+    Raises:
+        CopyNotVerified: not a salted handle, not in the source, not UTF-8, or not hashing to the handle.
+    """
+    where = f"memory {record_id}"
+    if not handle.startswith(SALTED_PREFIX):
+        raise CopyNotVerified(session_id=where, reason=f"its content {handle[:80]!r} is not a salted handle")
+    stored = src.get_salted_artifact(handle.removeprefix(SALTED_PREFIX))
+    if stored is None:
+        raise CopyNotVerified(
+            session_id=where, reason=f"its text {handle} is not in the source (erased or never stored)"
+        )
+    content, salt = stored
+    if hashlib.sha256(salt + content).hexdigest() != handle.removeprefix(SALTED_PREFIX):
+        raise CopyNotVerified(session_id=where, reason=f"its text does not hash to {handle} in the source")
+    try:
+        content.decode("utf-8")
+    except UnicodeDecodeError as exc:
+        raise CopyNotVerified(session_id=where, reason=f"its text {handle} is not UTF-8: {exc}") from None
+    return content, salt
 
 
 # ─── verbatim appends and listings the Store API does not offer (yet) on every backend ─────────

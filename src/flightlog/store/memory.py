@@ -25,7 +25,7 @@ from __future__ import annotations
 
 import abc
 import re
-from collections.abc import Collection
+from collections.abc import Collection, Iterator
 from dataclasses import dataclass
 
 from ..errors import StoreError
@@ -158,6 +158,19 @@ class MemoryIndex(abc.ABC):
     def delete_handle(self, handle: str) -> list[str]:
         """Delete every record whose text is this salted handle (an erasure, :mod:`flightlog.integrity.erasure`);
         returns their record ids."""
+
+    @abc.abstractmethod
+    def stored_page(self, after: str, limit: int) -> list[tuple[str, str]]:
+        """Up to ``limit`` rows as stored, ``(record_id, record_json)`` with ``record_id > after``, in
+        ``record_id`` order (``record_json`` verbatim: the text column, not re-encoded)."""
+
+    def stored(self, *, page: int = 500) -> Iterator[tuple[str, str]]:
+        """Every row as stored, ``(record_id, record_json)`` in ``record_id`` order, ``page`` rows in memory
+        at a time (what ``flightlog db copy`` carries and compares byte for byte)."""
+        after = ""
+        while batch := self.stored_page(after, page):
+            yield from batch
+            after = batch[-1][0]
 
     @abc.abstractmethod
     def mark_recalled(self, record_ids: Collection[str], at: int) -> None:

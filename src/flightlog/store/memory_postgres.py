@@ -155,6 +155,15 @@ class PostgresMemory(MemoryIndex):
             self.delete(record_id)
         return ids
 
+    def stored_page(self, after: str, limit: int) -> list[tuple[str, str]]:
+        rows = self._store._all(
+            # byte order on both sides of the keyset (SQLite's order), whatever the database's collation
+            'SELECT record_id, record_json FROM memories WHERE record_id COLLATE "C" > %s '
+            'ORDER BY record_id COLLATE "C" LIMIT %s',
+            (after, limit),
+        )
+        return [(str(r[0]), str(r[1])) for r in rows]
+
     def mark_recalled(self, record_ids: Collection[str], at: int) -> None:
         s = self._store
         with s.transaction():

@@ -177,6 +177,15 @@ class SqliteMemory(MemoryIndex):
             self.delete(record_id)
         return ids
 
+    def stored_page(self, after: str, limit: int) -> list[tuple[str, str]]:
+        if not self._store._has_table("memories"):
+            return []
+        rows = self._store._all(
+            "SELECT record_id, record_json FROM memories WHERE record_id > ? ORDER BY record_id LIMIT ?",
+            (after, limit),
+        )
+        return [(str(r[0]), str(r[1])) for r in rows]
+
     def mark_recalled(self, record_ids: Collection[str], at: int) -> None:
         s = self._store
         with s.transaction():
