@@ -23,6 +23,8 @@ as tools, each child its own session), ``delegation`` (the parent's fold of gran
 from __future__ import annotations
 
 import importlib
+import sys
+import types
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
@@ -105,10 +107,22 @@ _LAZY: dict[str, str] = {
 }
 
 
-# ``abort`` is also the name of its submodule: importing ``flightlog.kernel.abort`` after this package sets the
-# package's ``abort`` to that module, hiding a lazily bound function (``kernel.abort(...)``: "'module' object is
-# not callable"). Bound here, after the submodule's import, the name stays the function.
-from .abort import abort  # noqa: E402
+class _Package(types.ModuleType):
+    """This package's module type. ``abort`` is also the name of its submodule: importing
+    ``flightlog.kernel.abort`` sets the package's attribute ``abort`` to that module (the import system's
+    ``setattr(parent, child, module)``), which would hide the function (``kernel.abort(...)``: "'module'
+    object is not callable"). Here that setattr binds the submodule's function instead, so ``abort`` can
+    load lazily like every other name: the submodule imports the integrity audit and the kernel state,
+    which the everyday read commands (``ls``, ``runs``, ``show``, ``pending``) do not need."""
+
+    def __setattr__(self, name: str, value: Any) -> None:
+        if name == "abort" and isinstance(value, types.ModuleType):
+            value = value.abort
+        super().__setattr__(name, value)
+
+
+sys.modules[__name__].__class__ = _Package
+_LAZY["abort"] = "abort"
 
 
 def __getattr__(name: str) -> Any:

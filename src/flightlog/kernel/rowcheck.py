@@ -30,15 +30,16 @@ from __future__ import annotations
 
 from collections import deque
 from collections.abc import Collection
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from ..encoding import SUSPENDED_MARK, decode_stored, decodes_without
 from ..errors import Divergence
 from ..events import Custom, RunTerminal
-from ..integrity.verify import AuditReport
 from ..notarization import SEAL_KIND
 from ..store.base import RUNNABLE_STATUSES, SessionRecord, Store
-from .state import load_state
+
+if TYPE_CHECKING:  # the audit and the kernel's fold load with the check that needs them, not with `ls`
+    from ..integrity.verify import AuditReport
 
 __all__ = [
     "ROW_MISMATCH",
@@ -200,6 +201,8 @@ def row_divergences(store: Store, report: AuditReport) -> list[Divergence]:
         ]
     if not session_may_wait(store, record):
         return []
+    from .state import load_state  # local: the fold pulls in the kernel runtime (see the module imports)
+
     state = load_state(store, sid)
     wait = state.current_wait()
     if not wait or len(state.events) != events:

@@ -26,7 +26,6 @@ from ..runs import AgentRunSnapshot, RunState, SessionFold, SessionHeader, proje
 from ..runs.adapters import STATUS_STATES
 from ..sessions import iter_events
 from ..store.base import NOT_A_RUN, RunRow, SessionRecord, Store
-from .approvals import waiting_calls
 from .rowcheck import sessions_may_wait
 
 __all__ = [
@@ -105,6 +104,8 @@ def ledger_state(store: Store, record: SessionRecord) -> RunState | None:
     Raises:
         EventDecodeError: a stored event does not decode (names its seq).
     """
+    from .approvals import waiting_calls  # local: approvals loads the audit; only a candidate needs it
+
     if waiting_calls(store, record) is None:
         return None
     fold = SessionFold(SessionHeader.of(record)).feed_all(
