@@ -5,10 +5,12 @@ from __future__ import annotations
 
 import json
 import sqlite3
+import traceback
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
+from click.testing import Result
 from typer.testing import CliRunner
 
 from flightlog.cli import app
@@ -25,10 +27,24 @@ _runner = CliRunner()
 Edit = Callable[[int, bytes], bytes]
 
 
+def invoke(db: Path | str, *args: str) -> Result:
+    """``flightlog --db DB ARGS...`` (a file path or a store URL) in this process: click's ``Result``."""
+    return _runner.invoke(app, ["--db", str(db), *args])
+
+
 def cli(db: Path | str, *args: str) -> tuple[int, str, str]:
     """``flightlog --db DB ARGS...`` (a file path or a store URL): exit code, stdout, stderr."""
-    result = _runner.invoke(app, ["--db", str(db), *args])
+    result = invoke(db, *args)
     return result.exit_code, result.stdout, result.stderr
+
+
+def described(result: Result) -> str:
+    """An assertion message for a command that exited otherwise than expected: its exit code, stdout,
+    stderr and, when it raised (click's runner exits 1 then with an EMPTY stderr), the traceback."""
+    said = f"exit code {result.exit_code}\n--- stdout ---\n{result.stdout}\n--- stderr ---\n{result.stderr}"
+    if result.exc_info is not None and not isinstance(result.exception, SystemExit):
+        said += "\n--- raised ---\n" + "".join(traceback.format_exception(*result.exc_info))
+    return said
 
 
 def refused(db: Path, *args: str, reason: str) -> str:
@@ -44,9 +60,9 @@ def refused(db: Path, *args: str, reason: str) -> str:
 
 def suspended_run(db: Path | str) -> str:
     """``flightlog run`` the approval agent until it waits for a decision on ``n1``; its session id."""
-    code, out, err = cli(db, "run", SPEC, "--goal", "take a note", "--json", "--quiet")
-    assert code == 3, err
-    return str(json.loads(out)["session_id"])
+    result = invoke(db, "run", SPEC, "--goal", "take a note", "--json", "--quiet")
+    assert result.exit_code == 3, described(result)
+    return str(json.loads(result.stdout)["session_id"])
 
 
 def _raw(db: Path) -> sqlite3.Connection:
