@@ -158,6 +158,29 @@ def test_an_interrupt_cuts_the_model_call_short_and_rolls_the_turn_back(store: S
     assert check_session(store, "s3").ok
 
 
+def test_a_failed_look_at_the_signal_queue_fails_the_run_not_reads_as_an_interrupt(
+    store: SqliteStore, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The mid-call watcher's store error propagates (the model call cancelled); before, it was swallowed and
+    recorded as a ``UserInterrupt`` rollback, so the run went on as if an operator had interrupted it."""
+    from flightlog.errors import StoreError
+    from flightlog.kernel import loop
+
+    async def broken(store: object, session_id: str, every_s: float) -> None:
+        raise StoreError("signal queue unreadable (test)")
+
+    async def hang(request: ModelRequest) -> ModelResponse:
+        await asyncio.Event().wait()  # never answers: only the watcher ends this call
+        raise AssertionError("unreachable")
+
+    monkeypatch.setattr(loop, "watch_interrupt", broken)
+    provider = ScriptedProvider([hang, reply("unreachable")])
+    k = Kernel(store, agent(provider), notary=None, heartbeat_s=None, signal_poll_s=0.01)
+    with pytest.raises(StoreError, match="signal queue unreadable"):
+        k.run_sync("long task", session_id="s9")
+    assert of(store, "s9", Rollbacked) == []
+
+
 def test_a_full_queue_drops_and_a_finished_run_refuses(store: SqliteStore, db_path: Path) -> None:
     def turn_one(request: ModelRequest) -> ModelResponse:
         for i in range(QUEUE_SIZE + 1):

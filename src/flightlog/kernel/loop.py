@@ -287,7 +287,12 @@ class _Activation(ContextActivation):
     async def _watched_call(
         self, provider: ModelProvider, request: ModelRequest
     ) -> ModelResponse | ModelFailure | None:
-        """:meth:`_call`, cut short (None) by a critical signal seen in the queue (:mod:`.attention`)."""
+        """:meth:`_call`, cut short (None) by a critical signal seen in the queue (:mod:`.attention`).
+
+        Raises:
+            Exception: whatever a look at the signal queue raised (a store error): the call is cancelled and
+                the error propagates; it is never read as an interrupt.
+        """
         every = self.kernel.signal_poll_s
         if every is None:
             return await self._call(provider, request)
@@ -297,6 +302,7 @@ class _Activation(ContextActivation):
             await asyncio.wait({call, watcher}, return_when=asyncio.FIRST_COMPLETED)
             if call.done():
                 return call.result()
+            watcher.result()  # a failed look at the queue raises here, not as a user interrupt
             return None
         finally:
             for task in (call, watcher):
