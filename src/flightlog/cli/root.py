@@ -356,7 +356,9 @@ def ls_cmd(
     never ended shows "no run" (``runs`` does not list it), not the "running" it was created with;
     ``--json`` keeps that row status as ``session_status``. A session whose row status ends its run while
     its ledger holds an open wait (the row is not hashed) shows the status the ledger fixes, "suspended",
-    with a warning on stderr as ``runs`` gives (``session_status`` keeps the row's).
+    with a warning on stderr as ``runs`` gives (``session_status`` keeps the row's). When such a session's
+    stored events do not decode, whether its ledger waits is unknown: it shows its row's status, a warning
+    names it and the seq, and the command exits 1 after the listing.
 
     Statuses are open-ended (``Recorder.finish`` takes any word; an import keeps its source's, e.g. a
     mini-swe-agent exit status): a ``--status`` no session has is not an error, but a note on stderr names
@@ -367,15 +369,15 @@ def ls_cmd(
     """
     from ..kernel.rowcheck import row_warning
     from ..kernel.rowheld import LEDGER_STATUS, held_sessions
-    from ..runs.projection import NO_RUN, no_run_sessions
+    from ..runs.projection import NO_RUN, Undecodable, no_run_sessions
     from ..sessions import find_sessions
 
     since_ms = _since(since) if since is not None else None
     with open_db(read_only=True) as store:
         no_run = no_run_sessions(store, store.list_sessions())
-        held = held_sessions(
-            store
-        )  # the row ends the run, its ledger waits: the store-wide pass, no fold of all
+        unread: Undecodable = []  # the row ends the run, its events do not decode: its wait is unknown
+        # the row ends the run, its ledger waits: the store-wide pass, no fold of all
+        held = held_sessions(store, undecodable=unread)
 
         def shown(record: Any) -> str:
             if record.session_id in held:
@@ -408,12 +410,19 @@ def ls_cmd(
         for r in rows
         if r["session_id"] in held
     ]
+    warnings += [
+        f"flightlog: warning: {sid}: its waits cannot be read: {exc}; its row's status is shown"
+        f" (see `flightlog verify {sid}`)"
+        for sid, exc in dict(unread).items()
+    ]
     warnings += _ls_notes(
         rows, [v for v in missing if v not in present], present, bool(status or since or task)
     )
     if json_out:
         print_json(rows)
         _warn(warnings)
+        if unread:
+            raise typer.Exit(1)
         return
     width = max([len("session"), *(len(r["session_id"]) for r in rows)])
     # an imported status is the source's own word (a mini-swe-agent exit status: "InternalServerError")
@@ -429,6 +438,8 @@ def ls_cmd(
             f"{created:<28}  {short(row['task'], 60)}"
         )
     _warn(warnings)
+    if unread:
+        raise typer.Exit(1)
 
 
 def _ls_notes(

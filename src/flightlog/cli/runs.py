@@ -144,13 +144,18 @@ def _runs_command(open_db: OpenDb) -> Callable[..., None]:
                 )
         lease_ms = int(lease * 1000)
         unread: Undecodable = []  # a stale projection is folded: the sessions whose events do not decode
+        unheld: Undecodable = []  # a run the row ended whose events do not decode: its wait is unknown
         with open_db(True) as store:
             if not projection_ready(store):
                 _err.print(
                     "flightlog: note: runs projection missing or stale; folding the ledgers (try --rebuild)"
                 )
             parent_id = _resolve_parent(store, parent)
-            extra = [] if abandoned else held_in(store, state, source=source, parent=parent_id)
+            extra = (
+                []
+                if abandoned
+                else held_in(store, state, source=source, parent=parent_id, undecodable=unheld)
+            )
             if json_out and not abandoned and not extra:
                 text = list_runs_json_live(
                     store,
@@ -165,7 +170,7 @@ def _runs_command(open_db: OpenDb) -> Callable[..., None]:
                     sys.stdout.write(text + "\n")
                     if rebuild:
                         _refuse_diverged(store)
-                    if _warn_unread(unread) or undecodable:
+                    if _warn_unread(unread + unheld) or undecodable:
                         raise typer.Exit(1)
                     return
                 unread.clear()  # folded again below
@@ -179,7 +184,8 @@ def _runs_command(open_db: OpenDb) -> Callable[..., None]:
                 limit=limit,
                 undecodable=unread,
             )
-            views, held = with_held(store, views, state, extra, limit)  # the ledger's wait outranks the row
+            # the ledger's wait outranks the row
+            views, held = with_held(store, views, state, extra, limit, undecodable=unheld)
             uses = {} if json_out else context_uses(store, [v.snapshot.run_id for v in views])
             scores = _entropy(store, views) if entropy else None
         if json_out:
@@ -193,17 +199,18 @@ def _runs_command(open_db: OpenDb) -> Callable[..., None]:
                 _refuse_diverged(store)
         else:
             _warn_held(open_db, held)
-        if _warn_unread(unread) or undecodable:
+        if _warn_unread(unread + unheld) or undecodable:
             raise typer.Exit(1)
 
     return runs_cmd
 
 
 def _warn_unread(unread: Undecodable) -> bool:
-    """After the listing: one stderr line per session a stale projection's fold left out because its
-    stored events do not decode (:func:`flightlog.runs.compute_runs`); whether there was any."""
+    """After the listing: one stderr line per session left out because its stored events do not decode (a
+    stale projection's fold, :func:`flightlog.runs.compute_runs`, or a run the row ended whose ledger may
+    wait, :func:`flightlog.kernel.rowheld.held_by_ledger`); whether there was any."""
     sys.stdout.flush()
-    for sid, exc in unread:
+    for sid, exc in dict(unread).items():  # once a session
         _err.print(f"flightlog: warning: {sid}: not listed: {exc} (see `flightlog verify {sid}`)")
     return bool(unread)
 

@@ -14,16 +14,24 @@ the projection (which follows the row's status) would leave out, without folding
 status settles, the pass :func:`~flightlog.kernel.rowcheck.sessions_may_wait` over their events, a fold of
 those that may wait. ``flightlog ls`` (sessions, not runs) reads :func:`held_sessions`: the same, or the
 store-wide pass without a projection.
+
+A candidate whose stored events do not decode (a tampered or corrupt row) cannot be decided: each function
+takes an ``undecodable`` list as :func:`flightlog.runs.compute_runs` does; given one, such a session is
+appended to it (with the error naming the seq) and left out, so one bad session does not fail the listing
+of the rest (the surfaces name it: ``flightlog runs``/``ls`` warn and exit 1, the dashboard lists it under
+``unreadable``); without one, the error is raised.
 """
 
 from __future__ import annotations
 
+from collections.abc import Collection
 from dataclasses import replace
 
-from ..errors import SessionNotFound
+from ..errors import EventDecodeError, SessionNotFound
 from ..live import RunView
 from ..runs import AgentRunSnapshot, RunState, SessionFold, SessionHeader, projection_ready
 from ..runs.adapters import STATUS_STATES
+from ..runs.projection import Undecodable
 from ..sessions import iter_events
 from ..store.base import NOT_A_RUN, RunRow, SessionRecord, Store
 from .rowcheck import sessions_may_wait
@@ -49,7 +57,9 @@ SETTLED_BY_ROW = "session marked "
 """How the ``detail`` of a terminal the row's status made begins (:func:`flightlog.runs.refine_with_status`)."""
 
 
-def held_by_ledger(store: Store, views: list[RunView]) -> tuple[list[RunView], set[str]]:
+def held_by_ledger(
+    store: Store, views: list[RunView], *, undecodable: Undecodable | None = None
+) -> tuple[list[RunView], set[str]]:
     """``views`` with every run the row's status settled terminal while its ledger holds an open wait put
     back in the state its events give (the session refolded, no status refinement), and the ids of those runs.
 
@@ -58,8 +68,15 @@ def held_by_ledger(store: Store, views: list[RunView]) -> tuple[list[RunView], s
     (two stored rows decoded when the run ended, else a byte search, then one fold when it may wait), and one
     more fold when it is held.
 
+    Args:
+        store: The store.
+        views: A runs listing (its order is kept).
+        undecodable: When given, a candidate whose stored events do not decode is left out of the answer
+            and appended to it, ``(run id, error naming the seq)``: whether its ledger waits is unknown.
+
     Raises:
-        EventDecodeError: a held session's stored event does not decode (names its seq).
+        EventDecodeError: a candidate's stored event does not decode (names its seq) and ``undecodable``
+            is None.
     """
     out: list[RunView] = []
     held: set[str] = set()
@@ -69,7 +86,13 @@ def held_by_ledger(store: Store, views: list[RunView]) -> tuple[list[RunView], s
         if terminal is None or not (terminal.detail or "").startswith(SETTLED_BY_ROW):
             out.append(view)
             continue
-        ledger = ledger_snapshot(store, snapshot)
+        try:
+            ledger = ledger_snapshot(store, snapshot)
+        except EventDecodeError as exc:
+            if undecodable is None:
+                raise
+            undecodable.append((snapshot.run_id, exc))
+            continue
         if ledger is None:
             out.append(view)
             continue
@@ -133,7 +156,7 @@ def held_state(store: Store, record: SessionRecord) -> RunState | None:
     return ledger_state(store, record) if _ends_run(record.status) else None
 
 
-def held_sessions(store: Store) -> dict[str, RunState]:
+def held_sessions(store: Store, *, undecodable: Undecodable | None = None) -> dict[str, RunState]:
     """Every session whose row's status ends its run while its ledger holds an open wait, mapped to the
     state its events give (:func:`ledger_state`), found without folding every session: with the runs
     projection, the candidates :func:`held_runs` reads (the rows the status settles, the pass over their
@@ -142,25 +165,40 @@ def held_sessions(store: Store) -> dict[str, RunState]:
     :func:`~flightlog.kernel.rowcheck.sessions_may_wait`, and only a session in both is read again (its
     current row) and folded.
 
+    Args:
+        store: The store.
+        undecodable: When given, a candidate whose stored events do not decode is left out and appended to
+            it, ``(session id, error naming the seq)``: whether its ledger waits is unknown.
+
     Raises:
-        EventDecodeError: a row read to decide does not decode (names its seq).
+        EventDecodeError: a row read to decide does not decode (names its seq) and ``undecodable`` is None.
     """
     if projection_ready(store):
-        return {row.run_id: snapshot.state for row, snapshot in held_runs(store)}
+        return {row.run_id: snapshot.state for row, snapshot in held_runs(store, undecodable=undecodable)}
     ending = {key[0] for key in store.session_keys() if _ends_run(key[1])}
     held: dict[str, RunState] = {}
-    for sid in sorted(ending & sessions_may_wait(store)):  # keys first: a row ended since is read below
+    # keys first: a row ended since is read below
+    for sid in sorted(_may_wait(store, ending, undecodable, scan_all=True)):
         try:
             record = store.get_session(sid)
         except SessionNotFound:
             continue  # deleted since the pass: nothing left to list
-        state = held_state(store, record)  # None too when its row no longer ends it (changed since the keys)
+        try:
+            # None too when its row no longer ends it (changed since the keys)
+            state = held_state(store, record)
+        except EventDecodeError as exc:
+            if undecodable is None:
+                raise
+            undecodable.append((sid, exc))
+            continue
         if state is not None:
             held[sid] = state
     return held
 
 
-def held_runs(store: Store, state: RunState | str | None = None) -> list[tuple[RunRow, AgentRunSnapshot]]:
+def held_runs(
+    store: Store, state: RunState | str | None = None, *, undecodable: Undecodable | None = None
+) -> list[tuple[RunRow, AgentRunSnapshot]]:
     """The ``runs`` projection rows of the runs :func:`held_by_ledger` puts back (the row's status settles
     the run terminal, its ledger holds an open wait), each with the snapshot it is listed with (the events'
     snapshot, in the state the ledger gives, ``terminal`` dropped), only those in ``state`` when given;
@@ -172,10 +210,11 @@ def held_runs(store: Store, state: RunState | str | None = None) -> list[tuple[R
     indexed; none in an honest store but the sessions ``Recorder.finish`` ended), the pass
     (:func:`~flightlog.kernel.rowcheck.sessions_may_wait`, its byte search over the candidates' events only)
     keeps those whose ledger may wait, and only those are read again and folded (:func:`ledger_state`:
-    the state listed is the fold's).
+    the state listed is the fold's). ``undecodable`` as :func:`held_by_ledger` takes it.
 
     Raises:
-        EventDecodeError: a stored event read to decide does not decode (names its seq).
+        EventDecodeError: a stored event read to decide does not decode (names its seq) and ``undecodable``
+            is None.
     """
     wanted = None if state is None else RunState(state)
     ending = [status for status in STATUS_STATES if _ends_run(status)]
@@ -183,14 +222,20 @@ def held_runs(store: Store, state: RunState | str | None = None) -> list[tuple[R
     if not candidates:
         return []
     found: list[tuple[RunRow, AgentRunSnapshot]] = []
-    for run_id, row in sorted(store.get_run_rows(sessions_may_wait(store, candidates)).items()):
+    for run_id, row in sorted(store.get_run_rows(_may_wait(store, candidates, undecodable)).items()):
         if row.state in (RunState.TERMINAL.value, NOT_A_RUN) or not _ends_run(row.session_status):
             continue  # changed since the candidates were read: the row no longer settles it
         try:
             record = store.get_session(run_id)
         except SessionNotFound:
             continue  # deleted since: nothing left to list
-        got = ledger_state(store, record)
+        try:
+            got = ledger_state(store, record)
+        except EventDecodeError as exc:
+            if undecodable is None:
+                raise
+            undecodable.append((run_id, exc))
+            continue
         if got is None or (wanted is not None and got is not wanted):
             continue
         snapshot = AgentRunSnapshot.model_validate_json(row.snapshot)
@@ -199,22 +244,48 @@ def held_runs(store: Store, state: RunState | str | None = None) -> list[tuple[R
     return found
 
 
+def _may_wait(
+    store: Store, among: Collection[str], undecodable: Undecodable | None, *, scan_all: bool = False
+) -> set[str]:
+    """Of ``among``, the sessions that may wait (:func:`~flightlog.kernel.rowcheck.sessions_may_wait`: its
+    byte search over ``among``'s events only, or over every event with ``scan_all``, one scan). When a row
+    the pass decodes does not decode and ``undecodable`` is given: every one of ``among`` (each is then
+    decided on its own, so only a bad session is named).
+
+    Raises:
+        EventDecodeError: the pass fails and ``undecodable`` is None.
+    """
+    try:
+        return sessions_may_wait(store, None if scan_all else among) & set(among)
+    except EventDecodeError:
+        if undecodable is None:
+            raise
+        return set(among)
+
+
 def held_in(
-    store: Store, state: str | None, *, source: str | None = None, parent: str | None = None
+    store: Store,
+    state: str | None,
+    *,
+    source: str | None = None,
+    parent: str | None = None,
+    undecodable: Undecodable | None = None,
 ) -> list[tuple[RunRow, AgentRunSnapshot]]:
     """What a state filter on the projection leaves out of ``state`` (:func:`held_runs`), of ``source`` and
     ``parent`` when given: none without a filter (the listing puts such runs back itself:
     :func:`held_by_ledger`), for ``terminal`` (the filter keeps them there; :func:`with_held` drops them),
     or without a projection to read them from (a stale one is refolded by the listing).
+    ``undecodable`` as :func:`held_by_ledger` takes it.
 
     Raises:
-        EventDecodeError: a stored event read to decide does not decode (names its seq).
+        EventDecodeError: a stored event read to decide does not decode (names its seq) and ``undecodable``
+            is None.
     """
     if state is None or RunState(state).is_terminal() or not projection_ready(store):
         return []
     return [
         (row, snapshot)
-        for row, snapshot in held_runs(store, state)
+        for row, snapshot in held_runs(store, state, undecodable=undecodable)
         if source in (None, row.source) and parent in (None, row.parent)
     ]
 
@@ -225,17 +296,20 @@ def with_held(
     state: str | None,
     extra: list[tuple[RunRow, AgentRunSnapshot]],
     limit: int | None = None,
+    *,
+    undecodable: Undecodable | None = None,
 ) -> tuple[list[RunView], set[str]]:
     """``views`` (a listing filtered by ``state``, newest first) as the unfiltered listing shows its runs:
     every run the row settled terminal while its ledger waits in the state its events give
     (:func:`held_by_ledger`), dropped when that is not ``state``; ``extra`` (:func:`held_in`: those the
     filter left out) placed by their last event; at most ``limit``. Also the ids of the listed runs so
-    held (each warned about by the surfaces).
+    held (each warned about by the surfaces). ``undecodable`` as :func:`held_by_ledger` takes it.
 
     Raises:
-        EventDecodeError: a held session's stored event does not decode (names its seq).
+        EventDecodeError: a candidate's stored event does not decode (names its seq) and ``undecodable``
+            is None.
     """
-    views, held = held_by_ledger(store, views)
+    views, held = held_by_ledger(store, views, undecodable=undecodable)
     if state is not None and held:  # a run the row ended that its ledger holds in another state
         views = [v for v in views if v.snapshot.run_id not in held or v.snapshot.state == state]
     listed = {v.snapshot.run_id for v in views}

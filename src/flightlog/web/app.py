@@ -76,12 +76,13 @@ from starlette.concurrency import run_in_threadpool
 from starlette.responses import StreamingResponse
 from starlette.staticfiles import StaticFiles
 
-from ..errors import FlightlogError, SessionNotFound
+from ..errors import EventDecodeError, FlightlogError, SessionNotFound
 from ..kernel.abort import abort
 from ..kernel.approvals import approve, deny, operator_problem
 from ..kernel.attention import send_signal
 from ..kernel.errors import NotPending
 from ..kernel.rowheld import LEDGER_STATUS, held_state
+from ..runs.projection import Undecodable
 from ..sessions import replay_session
 from ..store.base import Store
 from ..store.signals import SIGNAL_KINDS
@@ -340,8 +341,15 @@ def _session_status(dash: _Dashboard, session_id: str) -> dict[str, Any]:
     suspended, decided = queue.suspended, queue.decided
     calls = suspended.get(session_id, [])
     warning = queue.warnings.get(session_id) or queue.unreadable.get(session_id, "")
-    state, budget = views.session_status(store, session_id)
-    held = None if session_id in queue.unreadable else held_state(store, record)
+    unread: Undecodable = []  # the row ended its run, its events do not decode: whether it waits is unknown
+    state, budget = views.session_status(store, session_id, undecodable=unread)
+    held = None
+    try:
+        held = None if session_id in queue.unreadable else held_state(store, record)
+    except EventDecodeError as exc:
+        unread.append((session_id, exc))
+    if unread:  # said (over a cached fold's warning: the bytes read now decide), the rest of the page shown
+        warning = views.unreadable_waits(session_id, str(unread[0][1]))
     if held is not None:
         state = state or held.value  # a stale projection gives no state; the ledger's is the one listed
     return {

@@ -6,7 +6,8 @@ the 1,000th page costs what the first does); ``q`` searches goals and messages. 
 the same page as JSON (``runs``, ``unreadable`` and ``next``, the cursor of the next page). Times are UTC.
 Every string is escaped by the templates. On a missing or stale projection (the ledgers folded), a session
 whose stored events do not decode is left out and named in ``unreadable`` (``session``, ``href``,
-``warning`` naming the seq), as ``flightlog runs`` warns.
+``warning`` naming the seq), as ``flightlog runs`` warns; so is a run the row's status ended whose events,
+read to decide whether its ledger waits, do not decode.
 
 A run the ``sessions`` row's status ended while its ledger holds an open wait is listed in the state its
 events give, with ``row_warning`` (:func:`flightlog.kernel.rowheld.ledger_snapshot`; the row is unhashed).
@@ -26,6 +27,7 @@ from urllib.parse import urlencode
 from fastapi import Depends, FastAPI, Response
 from fastapi.responses import HTMLResponse, JSONResponse
 
+from ..errors import EventDecodeError
 from ..kernel.rowcheck import row_warning
 from ..kernel.rowheld import SETTLED_BY_ROW, held_in, ledger_snapshot
 from ..runs import AgentRunSnapshot, run_page
@@ -83,8 +85,10 @@ def runs_page_data(dash: _Dashboard, params: dict[str, str]) -> dict[str, Any]:
         for k in ("state", "source", "parent", "since", "until", "q", "sort", "order")
         if params.get(k)
     }
-    held = [row.run_id for row, _ in held_in(dash.reader, state or None)]  # the row ended them: not in SQL's
-    left_out: Undecodable = []  # a stale projection is folded: the sessions whose events do not decode
+    # a stale projection is folded, or a run the row ended may wait: the sessions whose events do not decode
+    left_out: Undecodable = []
+    ended = held_in(dash.reader, state or None, undecodable=left_out)  # the row ended them: not in SQL's
+    held = [row.run_id for row, _ in ended]
     page = run_page(
         dash.reader,
         state=state or None,
@@ -105,7 +109,11 @@ def runs_page_data(dash: _Dashboard, params: dict[str, str]) -> dict[str, Any]:
         wire = json.loads(entry.wire)
         entry_state, warning = entry.state, ""
         if SETTLED_BY_ROW in entry.wire:  # the row's status ended it: not when its ledger waits
-            ledger = ledger_snapshot(dash.reader, AgentRunSnapshot.model_validate(wire))
+            try:
+                ledger = ledger_snapshot(dash.reader, AgentRunSnapshot.model_validate(wire))
+            except EventDecodeError as exc:  # whether its ledger waits is unknown: named, not listed
+                left_out.append((entry.run_id, exc))
+                continue
             if ledger is not None:
                 if state and ledger.state.value != state:
                     continue  # listed for the row's state; the ledger holds it in another
@@ -129,7 +137,7 @@ def runs_page_data(dash: _Dashboard, params: dict[str, str]) -> dict[str, Any]:
     if page.next_cursor is not None:
         next_url = "/runs?" + urlencode({**filters, "cursor": page.next_cursor})
     form = {k: params.get(k, "") for k in _FILTERS}
-    unreadable = unreadable_rows({sid: not_listed(sid, exc) for sid, exc in left_out})
+    unreadable = unreadable_rows({sid: not_listed(sid, exc) for sid, exc in left_out})  # once a session
     return {
         "runs": runs,
         "unreadable": unreadable,

@@ -58,7 +58,7 @@ def child_rows(store: Store, session_id: str) -> list[dict[str, Any]]:
 
 
 def _node(store: Store, session_id: str) -> dict[str, Any]:
-    view = run_view(store, session_id)
+    view = run_view(store, session_id, undecodable=[])  # unknown: its own page names the seq
     node: dict[str, Any] = {
         "id": show(session_id, 160),
         "href": session_href(session_id) if _has_session(store, session_id) else "",

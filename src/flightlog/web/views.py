@@ -328,16 +328,18 @@ def run_tree(
             ``warnings`` and ``unreadable``.
         unreadable: Session id -> the warning its node carries (``unreadable``) because its stored events
             do not decode (:attr:`Queue.unreadable`); filled in place with those ``marks`` finds and with
-            the sessions a missing or stale projection's fold leaves out of the tree (:func:`not_listed`),
-            so the caller can name every one.
+            the sessions a missing or stale projection's fold leaves out of the tree, or the check of a run
+            the row ended (:func:`flightlog.kernel.rowheld.held_by_ledger`) cannot read
+            (:func:`not_listed`), so the caller can name every one.
 
     Raises:
         ValueError: ``state`` or ``source`` is not a seed 002 value.
     """
-    extra = held_in(store, state, source=source)  # the filter follows the row: the ledger's runs in state
-    left_out: Undecodable = []  # a stale projection is folded: the sessions whose events do not decode
+    # a stale projection is folded, or a run the row ended may wait: the sessions whose events do not decode
+    left_out: Undecodable = []
+    extra = held_in(store, state, source=source, undecodable=left_out)  # the ledger's runs in state
     listed = list_run_views(store, state=state, source=source, limit=limit, undecodable=left_out)
-    views, _ = with_held(store, listed, state, extra, limit)
+    views, _ = with_held(store, listed, state, extra, limit, undecodable=left_out)
     by_id = {v.snapshot.run_id: v for v in views}
     waiting, warnings = set(waiting or ()), dict(warnings or {})
     notes = {} if unreadable is None else unreadable
@@ -912,8 +914,14 @@ def _created(record: SessionRecord) -> dict[str, str]:
     return {"created_label": "imported", "created": f"{when} (the import time{note})"}
 
 
-def run_view(store: Store, session_id: str) -> RunView | None:
-    """One run of the runs read model, durable merged with live state (None: not in the read model)."""
+def run_view(store: Store, session_id: str, *, undecodable: Undecodable | None = None) -> RunView | None:
+    """One run of the runs read model, durable merged with live state (None: not in the read model, or its
+    state unknown: the row's status ended it and its stored events, read to decide whether its ledger waits,
+    do not decode, then appended to ``undecodable``; :func:`flightlog.kernel.rowheld.held_by_ledger`).
+
+    Raises:
+        EventDecodeError: that read fails and ``undecodable`` is None (names the seq).
+    """
     if not projection_ready(store):
         return None
     row = store.get_run_rows([session_id]).get(session_id)
@@ -923,12 +931,20 @@ def run_view(store: Store, session_id: str) -> RunView | None:
     view = merge(
         durable, live_records(store).get(session_id), now_ms=wall_ms(), last_durable_ms=row.updated_at_ms
     )
-    return held_by_ledger(store, [view])[0][0]  # the ledger's open wait outranks the row's status
+    kept, _ = held_by_ledger(store, [view], undecodable=undecodable)  # its open wait outranks the row
+    return kept[0] if kept else None
 
 
-def session_status(store: Store, session_id: str) -> tuple[str, dict[str, str]]:
-    """The run's state (durable refined by live state; "" when unknown) and its budget cells."""
-    view = run_view(store, session_id)
+def session_status(
+    store: Store, session_id: str, *, undecodable: Undecodable | None = None
+) -> tuple[str, dict[str, str]]:
+    """The run's state (durable refined by live state; "" when unknown) and its budget cells.
+    ``undecodable`` as :func:`run_view` takes it.
+
+    Raises:
+        EventDecodeError: as :func:`run_view` raises it.
+    """
+    view = run_view(store, session_id, undecodable=undecodable)
     if view is None:  # no run (a session that holds none, or the projection is stale): no cells known
         return "", {"tokens": "", "steps": "", "duration": ""}
     b = view.snapshot.budget
@@ -987,7 +1003,8 @@ def session_page(
         start = max(0, head - EVENT_PAGE + 1)
     start = max(0, min(start, max(head, 0)))
     page = SessionPage(session_id, _header(record), head, start)
-    page.state, page.budget = session_status(store, session_id)
+    # a run the row ended whose events do not decode: state unknown (the timeline names the seq)
+    page.state, page.budget = session_status(store, session_id, undecodable=[])
     calls: OrderedDict[str, _Call] = OrderedDict()
     thinking: list[dict[str, Any]] = []
     providers: list[dict[str, Any]] = []
