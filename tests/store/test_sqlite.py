@@ -61,6 +61,19 @@ class TestSqliteStore(StoreContract):
         return _insert
 
     @pytest.fixture
+    def store_null_id(self) -> Callable[[Store, int, str], None]:
+        def _insert(store: Store, created_at_ms: int, status: str) -> None:
+            assert isinstance(store, SqliteStore)
+            with store.transaction():
+                store._conn.execute(
+                    "INSERT INTO sessions (session_id, status, source, created_at_ms, updated_at_ms)"
+                    " VALUES (NULL, ?, 'x', ?, ?)",
+                    (status, created_at_ms, created_at_ms),
+                )
+
+        return _insert
+
+    @pytest.fixture
     def reopen(self, opened: list[Store]) -> Callable[[Store], Store]:
         def _reopen(store: Store) -> Store:
             assert isinstance(store, SqliteStore)

@@ -137,6 +137,14 @@ _RUN_LAST = (len(R.RUN_FIELDS) - 1,)
 """What a compare-and-set of an unchanged row sets (its last column, to itself)."""
 
 
+LISTED = "session_id IS NOT NULL"
+"""The ``sessions`` rows the listings count and list (:meth:`SqlStore.session_keys`, ``session_keys_among``,
+``session_positions``, ``list_sessions``): all but a row with a NULL id, which SQLite's ``TEXT PRIMARY KEY``
+accepts (a raw write; flightlog never writes one: :func:`~flightlog.store.base.check_session_id`) and which
+names no session (``get_session`` cannot find it). Leaving it out of every listing alike keeps their
+positions in step (the approvals queue's pages); PostgreSQL's primary key refuses NULL."""
+
+
 def marks(values: Collection[Any]) -> str:
     """``?,?,...``: one placeholder per value."""
     return ",".join("?" * len(values))
@@ -348,9 +356,10 @@ class SqlStore(Store):
         return kept[0]
 
     def session_keys(self) -> list[tuple[str, str, int, str]]:
-        """``(session_id, status, head_seq, head_hash)`` of every session, oldest first, in one query."""
+        """``(session_id, status, head_seq, head_hash)`` of every session, oldest first, in one query (a row
+        with a NULL id is no session: :data:`LISTED`)."""
         return self._all(
-            f"SELECT {self.SESSION_KEY_COLUMNS} FROM sessions ORDER BY created_at_ms, session_id"
+            f"SELECT {self.SESSION_KEY_COLUMNS} FROM sessions WHERE {LISTED} ORDER BY created_at_ms, session_id"
         )
 
     def session_keys_among(
@@ -360,14 +369,15 @@ class SqlStore(Store):
         lookup each) and the rest whose row says ``status`` (one scan of the rows), sorted by the listing's
         ``created_at_ms, session_id``, each flagged before the listing's row at ``start`` or not (that row
         found by ``OFFSET start`` in the listing order; none past the end: every one is before). Comparing
-        the columns in SQL keeps the backend's own order (types, collation) for both."""
+        the columns in SQL keeps the backend's own order (types, collation) for both. A row with a NULL id
+        is neither found nor counted (:data:`LISTED`)."""
         among, values = self._in_values("session_id", ids)
         rows = f"SELECT created_at_ms, session_id, {self.SESSION_KEY_COLUMNS} FROM sessions WHERE "
         found = self._all(
-            "WITH b(c, s) AS (SELECT created_at_ms, session_id FROM sessions "
+            f"WITH b(c, s) AS (SELECT created_at_ms, session_id FROM sessions WHERE {LISTED} "
             "ORDER BY created_at_ms, session_id LIMIT 1 OFFSET ?), "
             f"k(c, s, sid, st, hs, hh) AS ({rows}{among} UNION ALL "
-            f"{rows}CAST(status AS TEXT) = ? AND NOT ({among})) "
+            f"{rows}CAST(status AS TEXT) = ? AND {LISTED} AND NOT ({among})) "
             "SELECT (k.c, k.s) < (SELECT c, s FROM b), sid, st, hs, hh FROM k ORDER BY k.c, k.s",
             (max(0, start), *values, status, *values),
         )
@@ -377,12 +387,14 @@ class SqlStore(Store):
     def session_positions(self, ids: Collection[str]) -> dict[str, int]:
         """One query: per session of ``ids`` (a primary-key lookup each), the sessions created before it (a
         count over the ``created_at_ms`` index) plus those created in the same millisecond with a lower id,
-        the listing's order compared in SQL. Cost: a count of index entries up to each one's position
-        (meant for a few ids)."""
+        the listing's order compared in SQL; rows with a NULL id are not counted (:data:`LISTED`: taken
+        off, a lookup of the primary key's NULL entries). Cost: a count of index entries up to each one's
+        position (meant for a few ids)."""
         among, values = self._in_values("s.session_id", ids)
         rows = self._all(
             "SELECT CAST(s.session_id AS TEXT), "
-            "(SELECT count(*) FROM sessions x WHERE x.created_at_ms < s.created_at_ms) + "
+            "(SELECT count(*) FROM sessions x WHERE x.created_at_ms < s.created_at_ms) - "
+            "(SELECT count(*) FROM sessions x WHERE x.session_id IS NULL AND x.created_at_ms < s.created_at_ms) + "
             "(SELECT count(*) FROM sessions x WHERE x.created_at_ms = s.created_at_ms "
             f"AND x.session_id < s.session_id) FROM sessions s WHERE {among}",
             values,
@@ -390,11 +402,12 @@ class SqlStore(Store):
         return {str(sid): int(position) for sid, position in rows}
 
     def list_sessions(self, batch: int = 500) -> Iterator[SessionRecord]:
-        """Every session, oldest first (keyset pages of ``batch`` rows)."""
+        """Every session, oldest first (keyset pages of ``batch`` rows; a row with a NULL id is no session:
+        :data:`LISTED`)."""
         after: tuple[int, str] = (-(2**63), "")
         while True:
             rows = self._all(
-                f"SELECT {R.SESSION_COLUMNS} FROM sessions WHERE (created_at_ms, session_id) > (?, ?) "
+                f"SELECT {R.SESSION_COLUMNS} FROM sessions WHERE (created_at_ms, session_id) > (?, ?) AND {LISTED} "
                 "ORDER BY created_at_ms, session_id LIMIT ?",
                 (*after, batch),
             )

@@ -20,7 +20,10 @@ fixtures (the class itself has no ``Test`` prefix, so pytest does not collect it
 Handles returned by ``reopen``/``reopen_read_only`` are owned (and closed) by those fixtures. A fourth,
 optional, ``store_past_head``: a callable ``(store, session_id, row)`` that stores ``row`` (a
 :class:`~flightlog.store.base.NewEvent`) without moving the session's head, as only an edit of the database
-outside flightlog can; without it the tests of such a store skip, naming the fixture.
+outside flightlog can; without it the tests of such a store skip, naming the fixture. A fifth, optional,
+``store_null_id``: a callable ``(store, created_at_ms, status)`` that writes a ``sessions`` row whose id is
+NULL, as an outside edit can where the backend's primary key accepts one (SQLite's ``TEXT PRIMARY KEY``);
+a backend that refuses it supplies none, and the test skips.
 
 What it pins (STYLE.md section d, ARCHITECTURE.md invariants 1, 3, 6, 7): stored bytes come back
 identical; ``append_events`` is all-or-nothing and moves the head in the same transaction; a taken
@@ -92,6 +95,8 @@ __all__ = ["StoreContract", "chained_rows"]
 Reopen = Callable[[Store], Store]
 PastHead = Callable[[Store, str, NewEvent], None]
 """``store_past_head(store, session_id, row)``: store ``row`` without moving the head (an outside edit)."""
+NullId = Callable[[Store, int, str], None]
+"""``store_null_id(store, created_at_ms, status)``: write a ``sessions`` row with a NULL id (an outside edit)."""
 
 
 def chained_rows(
@@ -200,6 +205,10 @@ class StoreContract(MemoryContract):
     def store_past_head(self) -> PastHead:
         pytest.skip("the backend's test class supplies no `store_past_head` fixture (an outside edit)")
 
+    @pytest.fixture
+    def store_null_id(self) -> NullId:
+        pytest.skip("the backend's test class supplies no `store_null_id` fixture (its key refuses NULL)")
+
     # ─── sessions ─────────────────────────────────────────────────────────────────────────
     def test_set_session_details_replaces_task_creation_time_and_metadata(self, store: Store) -> None:
         _new_session(store, "s-1", metadata={"created_from": "import"})
@@ -286,6 +295,29 @@ class StoreContract(MemoryContract):
             k[0]: i for i, k in enumerate(keys)
         }
         assert store.session_positions([]) == {}
+
+    def test_a_row_with_a_null_id_is_in_no_listing(self, store: Store, store_null_id: NullId) -> None:
+        """A ``sessions`` row whose id is NULL (an outside edit) names no session: every listing leaves it
+        out alike, so ``session_keys_among``'s ``before`` and ``session_positions`` count the sessions
+        ``session_keys`` and ``list_sessions`` list (the approvals queue's pages, its ``later`` link)."""
+        for sid, created, status in (
+            ("a", 1000, "suspended"),
+            ("b", 1000, "running"),
+            ("c", 2000, "suspended"),
+        ):
+            _new_session(store, sid, created_at_ms=created, status=status)
+        for created in (0, 1000, 3000):
+            store_null_id(store, created, "suspended")
+        keys = store.session_keys()
+        assert [k[0] for k in keys] == ["a", "b", "c"]
+        assert [r.session_id for r in store.list_sessions()] == ["a", "b", "c"]
+        assert store.session_positions(["a", "b", "c"]) == {"a": 0, "b": 1, "c": 2}
+        for start in range(5):  # a, c by their status, b by its id: every session, min(start, 3) before
+            assert store.session_keys_among(["b"], "suspended", start) == (min(start, 3), keys), start
+            assert store.session_keys_among([], "suspended", start) == (
+                min(start, 3) - (start > 1),
+                [keys[0], keys[2]],
+            )
 
     def test_set_session_status_is_not_a_ledger_row(self, store: Store) -> None:
         _new_session(store)
