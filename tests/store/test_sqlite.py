@@ -427,3 +427,25 @@ def test_a_new_database_file_is_private(tmp_path: Path) -> None:
         assert stat.S_IMODE((tmp_path / "private.db").stat().st_mode) == 0o600
     finally:
         store.close()
+
+
+def test_an_id_holding_nul_is_found_by_the_lookups_of_many_ids(db_path: Path) -> None:
+    """An id holding U+0000 (refused by ``check_session_id`` now; an older store or a raw write may hold
+    one): ``session_keys_among`` and ``session_positions`` find it by its whole id, as ``session_keys``
+    lists it. Before, their JSON parameter (``json_each``) cut it at the NUL, so it was not found."""
+    ids = ["a", "b\x00", "b\x00c", "c"]
+    with closing(SqliteStore(db_path)) as store:
+        with store.transaction():
+            for created, sid in enumerate(ids):
+                store._conn.execute(
+                    "INSERT INTO sessions (session_id, status, source, created_at_ms, updated_at_ms)"
+                    " VALUES (?, 'running', 'x', ?, ?)",
+                    (sid, created, created),
+                )
+        keys = store.session_keys()
+        assert [k[0] for k in keys] == ids
+        assert store.session_positions([*ids, "b", "nope"]) == {sid: i for i, sid in enumerate(ids)}
+        for start in range(len(ids) + 1):
+            found = store.session_keys_among(["b\x00", "c", "b"], "nothing", start)
+            assert found == (sum(1 for i in (1, 3) if i < start), [keys[1], keys[3]]), start
+        assert store.session_keys_among(["b\x00c"], "running", 0) == (0, keys)

@@ -241,8 +241,19 @@ class SqlStore(Store):
     def _in_values(cls, column: str, values: Collection[str]) -> tuple[str, list[Any]]:
         """SQL for "``column`` is one of ``values``" with every value in one parameter, however many
         (no parameter limit to reach): by default a JSON array read by SQLite's ``json_each`` (the JSON
-        functions are built in since SQLite 3.38, and in most builds before it)."""
-        return f"{column} IN (SELECT value FROM json_each(?))", [json.dumps(list(values))]
+        functions are built in since SQLite 3.38, and in most builds before it), a primary-key lookup each.
+
+        ``json_each`` cuts a string at U+0000 (its ``value`` ends there: SQLite 3.40 and 3.45 alike), so a
+        value holding one (an id :func:`~flightlog.store.base.check_session_id` refuses now, but an older
+        store or a raw write may hold) is matched by its UTF-8 bytes instead: ``hex(column)`` against a
+        second JSON array of their hex spellings (``hex`` reads a TEXT value whole), a scan of the table
+        read only when such a value is given."""
+        plain = [v for v in values if "\x00" not in v]
+        clause, params = f"{column} IN (SELECT value FROM json_each(?))", [json.dumps(plain)]
+        cut = [v.encode("utf-8", "surrogatepass").hex().upper() for v in values if "\x00" in v]
+        if not cut:
+            return clause, params
+        return f"({clause} OR hex({column}) IN (SELECT value FROM json_each(?)))", [*params, json.dumps(cut)]
 
     def _one_in(self, table: str, sql: str, params: Sequence[Any] = ()) -> Any:
         """``_one``, or None when ``table`` does not exist (a read-only handle on a database from before
