@@ -449,3 +449,24 @@ def test_an_id_holding_nul_is_found_by_the_lookups_of_many_ids(db_path: Path) ->
             found = store.session_keys_among(["b\x00", "c", "b"], "nothing", start)
             assert found == (sum(1 for i in (1, 3) if i < start), [keys[1], keys[3]]), start
         assert store.session_keys_among(["b\x00c"], "running", 0) == (0, keys)
+
+
+def test_a_blob_id_is_found_by_its_text_as_the_listing_lists_it(db_path: Path) -> None:
+    """A ``sessions`` row whose id is a BLOB (a raw write): ``session_keys`` lists it under its text, and
+    ``session_keys_among``/``session_positions`` find it by that text, so the approvals queue counts (and
+    names) it as the listing does. Before, the lookups missed it: the queue dropped it silently."""
+    with closing(SqliteStore(db_path)) as store:
+        for created, sid in enumerate(["a", "b", "c"]):
+            store.create_session(SessionRecord(session_id=sid, created_at_ms=created + 1, status="running"))
+        with store.transaction():
+            store._conn.execute(
+                "UPDATE sessions SET session_id = CAST(session_id AS BLOB) WHERE session_id = 'b'"
+            )
+        keys = store.session_keys()
+        assert [k[0] for k in keys] == ["a", "b", "c"]
+        assert store.session_positions(["a", "b", "c"]) == {"a": 0, "b": 1, "c": 2}
+        for start in range(4):
+            assert store.session_keys_among(["b", "c"], "nothing", start) == (
+                sum(1 for i in (1, 2) if i < start),
+                keys[1:],
+            )

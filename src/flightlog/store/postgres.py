@@ -901,6 +901,7 @@ class PostgresStore(SqlStore):
     EVENT_BYTES_OF = "{column}"
     EVENTS_SCAN = "events"
     SESSION_KEY_COLUMNS = "session_id, status, head_seq, head_hash"  # typed columns: str, str, int, str
+    BLOB_ID = None  # a text column: every id is text
 
     def _text_match(self, column: str) -> str:
         return f"{column} ILIKE ?{self.LIKE_ESCAPE}"

@@ -181,6 +181,12 @@ class SqlStore(Store):
     )
     """:meth:`session_keys`' columns, typed by the query (SQLite columns take any type) so the rows are
     used as the driver returns them."""
+    BLOB_ID: ClassVar[str | None] = "{column} >= X''"
+    """The ``sessions`` rows whose id (``{column}``) is a BLOB (a raw write; SQLite orders every BLOB after
+    every TEXT, so a range of the primary key's index) or None when the backend's ids are always text.
+    :meth:`session_keys` lists such a row under its id cast to text; the lookups of many ids
+    (:meth:`session_keys_among`, :meth:`session_positions`) find it by that text too, so it is counted as
+    the listing counts it (the approvals queue then names it unreadable: ``get_session`` finds no such id)."""
 
     # ─── primitives (see the module docs) ────────────────────────────────────────────────
     @abc.abstractmethod
@@ -383,14 +389,18 @@ class SqlStore(Store):
         the columns in SQL keeps the backend's own order (types, collation) for both. A row with a NULL id
         is neither found nor counted (:data:`LISTED`)."""
         among, values = self._in_values("session_id", ids)
+        wanted, blob_values = "CAST(status AS TEXT) = ?", list[Any]()
+        if self.BLOB_ID is not None:  # a BLOB id is found by its text, as session_keys lists it
+            by_text, blob_values = self._in_values("CAST(session_id AS TEXT)", ids)
+            wanted = f"({wanted} OR ({self.BLOB_ID.format(column='session_id')} AND {by_text}))"
         rows = f"SELECT created_at_ms, session_id, {self.SESSION_KEY_COLUMNS} FROM sessions WHERE "
         found = self._all(
             f"WITH b(c, s) AS (SELECT created_at_ms, session_id FROM sessions WHERE {LISTED} "
             "ORDER BY created_at_ms, session_id LIMIT 1 OFFSET ?), "
             f"k(c, s, sid, st, hs, hh) AS ({rows}{among} UNION ALL "
-            f"{rows}CAST(status AS TEXT) = ? AND {LISTED} AND NOT ({among})) "
+            f"{rows}{wanted} AND {LISTED} AND NOT ({among})) "
             "SELECT (k.c, k.s) < (SELECT c, s FROM b), sid, st, hs, hh FROM k ORDER BY k.c, k.s",
-            (max(0, start), *values, status, *values),
+            (max(0, start), *values, status, *blob_values, *values),
         )
         before = sum(1 for row in found if row[0] is None or row[0])
         return before, [(sid, st, hs, hh) for _, sid, st, hs, hh in found]
@@ -399,9 +409,18 @@ class SqlStore(Store):
         """One query: per session of ``ids`` (a primary-key lookup each), the sessions created before it (a
         count over the ``created_at_ms`` index) plus those created in the same millisecond with a lower id,
         the listing's order compared in SQL; rows with a NULL id are not counted (:data:`LISTED`: taken
-        off, a lookup of the primary key's NULL entries). Cost: a count of index entries up to each one's
-        position (meant for a few ids)."""
+        off, a lookup of the primary key's NULL entries); a BLOB id is found by its text (:attr:`BLOB_ID`).
+        Cost: a count of index entries up to each one's position (meant for a few ids)."""
         among, values = self._in_values("s.session_id", ids)
+        if self.BLOB_ID is not None:
+            by_text, blob_values = self._in_values("CAST(s.session_id AS TEXT)", ids)
+            among, values = (
+                f"({among} OR ({self.BLOB_ID.format(column='s.session_id')} AND {by_text}))",
+                [
+                    *values,
+                    *blob_values,
+                ],
+            )
         rows = self._all(
             "SELECT CAST(s.session_id AS TEXT), "
             "(SELECT count(*) FROM sessions x WHERE x.created_at_ms < s.created_at_ms) - "
