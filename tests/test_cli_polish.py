@@ -349,6 +349,9 @@ def test_ls_names_the_statuses_present_for_one_no_session_has_and_says_no_sessio
     ]
     code, out, err = invoke("--db", store_url, "ls", "--json", "--task", "nothing like it")
     assert (code, out.strip(), err) == (0, "[]", "flightlog: note: no sessions match the filters\n")
+    for args in (("-n", "0"), ("-n", "0", "--json")):  # none asked for: no note that the store has none
+        code, out, err = invoke("--db", store_url, "ls", *args)
+        assert (code, err) == (0, ""), (args, out, err)
 
 
 # ─── --json on the acting commands ────────────────────────────────────────────────────────────

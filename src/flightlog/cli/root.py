@@ -362,7 +362,8 @@ def ls_cmd(
 
     Statuses are open-ended (``Recorder.finish`` takes any word; an import keeps its source's, e.g. a
     mini-swe-agent exit status): a ``--status`` no session has is not an error, but a note on stderr names
-    the statuses present; an empty listing says "no sessions" on stderr (``--json`` stays ``[]``).
+    the statuses present; an empty listing says "no sessions" on stderr (``--json`` stays ``[]``; nothing
+    for ``--limit 0``).
 
     An imported session's creation time is its transcript's first timestamp; "(import)" marks the import time,
     for a transcript that gives no zone-aware time (aider, OpenHands, SWE-agent, Agents SDK RunState).
@@ -416,7 +417,7 @@ def ls_cmd(
         for sid, exc in dict(unread).items()
     ]
     warnings += _ls_notes(
-        rows, [v for v in missing if v not in present], present, bool(status or since or task)
+        rows, [v for v in missing if v not in present], present, bool(status or since or task), limit
     )
     if json_out:
         print_json(rows)
@@ -443,15 +444,16 @@ def ls_cmd(
 
 
 def _ls_notes(
-    rows: list[dict[str, Any]], unknown: list[str], present: list[str], filtered: bool
+    rows: list[dict[str, Any]], unknown: list[str], present: list[str], filtered: bool, limit: int | None
 ) -> list[str]:
     """``ls``'s notes on stderr: each ``--status`` value no session has, naming the statuses present
-    (open-ended: ``Recorder.finish`` takes any word, an import keeps its source's), and an empty listing."""
+    (open-ended: ``Recorder.finish`` takes any word, an import keeps its source's), and an empty listing
+    (none for ``--limit 0``: no row was asked for, so none listed says nothing about the store)."""
     notes = [
         f"flightlog: note: no session has status {value!r} (statuses present: {', '.join(present) or 'none'})"
         for value in unknown
     ]
-    if not rows:
+    if not rows and limit != 0:
         notes.append("flightlog: note: no sessions" + (" match the filters" if filtered else ""))
     return notes
 
