@@ -470,3 +470,4 @@ def test_a_blob_id_is_found_by_its_text_as_the_listing_lists_it(db_path: Path) -
                 sum(1 for i in (1, 2) if i < start),
                 keys[1:],
             )
+        assert store.session_keys_among(["b"], "running", 0) == (0, keys)  # by its status and its id: once

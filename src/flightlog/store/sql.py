@@ -389,18 +389,22 @@ class SqlStore(Store):
         the columns in SQL keeps the backend's own order (types, collation) for both. A row with a NULL id
         is neither found nor counted (:data:`LISTED`)."""
         among, values = self._in_values("session_id", ids)
-        wanted, blob_values = "CAST(status AS TEXT) = ?", list[Any]()
-        if self.BLOB_ID is not None:  # a BLOB id is found by its text, as session_keys lists it
-            by_text, blob_values = self._in_values("CAST(session_id AS TEXT)", ids)
-            wanted = f"({wanted} OR ({self.BLOB_ID.format(column='session_id')} AND {by_text}))"
         rows = f"SELECT created_at_ms, session_id, {self.SESSION_KEY_COLUMNS} FROM sessions WHERE "
+        blobs, blob_values = "", list[Any]()
+        if self.BLOB_ID is not None:  # a BLOB id found by its text, as session_keys lists it (an index range)
+            by_text, found_by_text = self._in_values("CAST(session_id AS TEXT)", ids)
+            blobs = (
+                f" UNION ALL {rows}{self.BLOB_ID.format(column='session_id')} AND {by_text}"
+                " AND NOT coalesce(CAST(status AS TEXT) = ?, FALSE)"  # not the status branch's already
+            )
+            blob_values = [*found_by_text, status]
         found = self._all(
             f"WITH b(c, s) AS (SELECT created_at_ms, session_id FROM sessions WHERE {LISTED} "
             "ORDER BY created_at_ms, session_id LIMIT 1 OFFSET ?), "
             f"k(c, s, sid, st, hs, hh) AS ({rows}{among} UNION ALL "
-            f"{rows}{wanted} AND {LISTED} AND NOT ({among})) "
+            f"{rows}CAST(status AS TEXT) = ? AND {LISTED} AND NOT ({among}){blobs}) "
             "SELECT (k.c, k.s) < (SELECT c, s FROM b), sid, st, hs, hh FROM k ORDER BY k.c, k.s",
-            (max(0, start), *values, status, *blob_values, *values),
+            (max(0, start), *values, status, *values, *blob_values),
         )
         before = sum(1 for row in found if row[0] is None or row[0])
         return before, [(sid, st, hs, hh) for _, sid, st, hs, hh in found]
