@@ -37,6 +37,7 @@ from ..integrity.grants import session_policy_digest
 from ..integrity.notary import USER_NOTARY, Notary, UserNotary, resolve_notary
 from ..narration import MAX_OPERATOR, operator_problem
 from ..recorder import Recorder
+from ..runs.projection import pass_over
 from ..store.base import RUNNABLE_STATUSES, SessionRecord, Store
 from .errors import DecidedByItsRuntime, InvalidOperator, NotPending
 from .records import APPROVAL_DECISION, GateKind, Verdict
@@ -172,9 +173,7 @@ def pending(
                 store, record, decided=decided, may_wait=None if may is None else record.session_id in may
             )
         except EventDecodeError as exc:
-            if undecodable is None:
-                raise
-            undecodable.append((record.session_id, exc))
+            pass_over(undecodable, record.session_id, exc)
             continue
         found.extend(calls or ())
     return found

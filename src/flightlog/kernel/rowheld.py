@@ -31,7 +31,7 @@ from ..errors import EventDecodeError, SessionNotFound
 from ..live import RunView
 from ..runs import AgentRunSnapshot, RunState, SessionFold, SessionHeader, projection_ready
 from ..runs.adapters import STATUS_STATES
-from ..runs.projection import Undecodable
+from ..runs.projection import Undecodable, pass_over
 from ..sessions import iter_events
 from ..store.base import NOT_A_RUN, RunRow, SessionRecord, Store
 from .rowcheck import sessions_may_wait
@@ -89,9 +89,7 @@ def held_by_ledger(
         try:
             ledger = ledger_snapshot(store, snapshot)
         except EventDecodeError as exc:
-            if undecodable is None:
-                raise
-            undecodable.append((snapshot.run_id, exc))
+            pass_over(undecodable, snapshot.run_id, exc)
             continue
         if ledger is None:
             out.append(view)
@@ -187,9 +185,7 @@ def held_sessions(store: Store, *, undecodable: Undecodable | None = None) -> di
             # None too when its row no longer ends it (changed since the keys)
             state = held_state(store, record)
         except EventDecodeError as exc:
-            if undecodable is None:
-                raise
-            undecodable.append((sid, exc))
+            pass_over(undecodable, sid, exc)
             continue
         if state is not None:
             held[sid] = state
@@ -232,9 +228,7 @@ def held_runs(
         try:
             got = ledger_state(store, record)
         except EventDecodeError as exc:
-            if undecodable is None:
-                raise
-            undecodable.append((run_id, exc))
+            pass_over(undecodable, run_id, exc)
             continue
         if got is None or (wanted is not None and got is not wanted):
             continue

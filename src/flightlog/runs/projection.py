@@ -76,6 +76,19 @@ Undecodable = list[tuple[str, EventDecodeError]]
 """Sessions a pass over the ledgers left out because their stored events do not decode (a tampered or
 corrupt row): ``(session id, error naming the seq)``, in the order met."""
 
+
+def pass_over(undecodable: Undecodable | None, session_id: str, exc: EventDecodeError) -> None:
+    """Leave ``session_id`` out of a pass, recording ``exc`` in ``undecodable``; re-raise ``exc`` when the
+    caller takes no list (it wants the pass to fail on the first undecodable session).
+
+    Raises:
+        EventDecodeError: ``exc``, when ``undecodable`` is None.
+    """
+    if undecodable is None:
+        raise exc
+    undecodable.append((session_id, exc))
+
+
 log = logging.getLogger("flightlog.runs")
 
 INTERNAL_PREFIX = "flightlog:"
@@ -437,9 +450,7 @@ def _rebuild_chunk(store: Store, session_ids: Sequence[str], undecodable: Undeco
         try:
             fold = _fold_session(store, record)
         except EventDecodeError as exc:
-            if undecodable is None:
-                raise
-            undecodable.append((session_id, exc))
+            pass_over(undecodable, session_id, exc)
             continue
         if fold.last_seq < 0:
             continue
@@ -683,9 +694,7 @@ def compute_runs(
         try:
             fold = _fold_session(store, record)
         except EventDecodeError as exc:
-            if undecodable is None:
-                raise
-            undecodable.append((record.session_id, exc))
+            pass_over(undecodable, record.session_id, exc)
             continue
         entries.extend(fold.take_processes())
         parts[record.session_id] = _Parts(fold, None, record.status)
