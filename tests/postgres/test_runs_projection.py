@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import dataclasses
 import logging
+import threading
 from typing import Any
 
 import pytest
@@ -18,6 +19,8 @@ from flightlog.runs import list_runs, projection_ready, rebuild_projection
 from flightlog.store import Store
 from flightlog.store.base import RunRow
 from flightlog.store.postgres import PostgresStore
+
+from .server import blocked_by
 
 
 def started() -> ev.RunStarted:
@@ -161,3 +164,57 @@ def test_replace_run_row_failure_leaves_the_transaction_usable(pg_store: Postgre
             pg_store.replace_run_row(bad, row)
         assert pg_store.replace_run_row(dataclasses.replace(row, fold='{"f":2}'), row)
     assert pg_store.get_run_rows(["r"])["r"].fold == '{"f":2}'
+
+
+def test_a_swap_that_waits_for_another_writer_of_its_row_sees_that_write(pg_store: PostgresStore) -> None:
+    """The race the compare-and-set closes, on PostgreSQL: the child's deferred swap (guarded by the row's
+    ``session_status`` and ``fold``) waits for the row lock of the parent's uncommitted process entry for
+    it; once that commits, the swap's guard is evaluated again on the new row, misses (the entry is in the
+    fold's ``process``, while ``last_seq`` did not move), and the general path writes a row holding both.
+    Observed through ``pg_blocking_pids``, no timer. A swap guarded by ``last_seq`` would overwrite the
+    parent's entry with the child's cached row (checked by mutation, appendproj pass)."""
+    store = pg_store
+    parent = Recorder.create(store, session_id="p")
+    child = Recorder.create(store, session_id="c", parent_session_id="p")
+    parent.append(started())
+    child.append(started())
+    child.append(checkpoint())  # the child's recorder now holds the row it wrote: its next append swaps
+    holding, release = threading.Event(), threading.Event()
+    holder: list[int] = []
+    failures: list[BaseException] = []
+
+    def parent_entry() -> None:
+        try:
+            with parent.atomic():
+                parent.append(process("c", "running", "p"))  # writes the child's row, holds its lock
+                conn = store._tx.conn
+                assert conn is not None
+                holder.append(conn.info.backend_pid)
+                holding.set()
+                assert release.wait(60), "never released"
+        except BaseException as exc:  # raised below, in the test's thread
+            failures.append(exc)
+            holding.set()
+
+    def child_append() -> None:
+        try:
+            child.append(llm(1, "c1"))
+        except BaseException as exc:  # raised below
+            failures.append(exc)
+
+    first = threading.Thread(target=parent_entry)
+    first.start()
+    assert holding.wait(60) and not failures, failures
+    second = threading.Thread(target=child_append)
+    second.start()
+    blocked_by(holder[0])  # the child's commit pipeline waits for the child row's lock
+    release.set()
+    first.join(60)
+    second.join(60)
+    assert not first.is_alive() and not second.is_alive() and not failures, failures
+    row = store.get_run_rows(["c"])["c"]
+    assert row.last_seq == store.get_session("c").head_seq == 2
+    assert '"state":"running"' in row.fold.split('"process":', 1)[1]  # the parent's entry was kept
+    incremental = _rows(store)
+    rebuild_projection(store)
+    assert _rows(store) == incremental

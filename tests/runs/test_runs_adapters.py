@@ -542,14 +542,35 @@ def test_snapshot_wire_is_the_models_wire_byte_for_byte(
 
 
 def _reference_to_json(f: SessionFold) -> dict[str, object]:
-    """``SessionFold.to_json`` as it was written before the dict display: every scalar field read by name
-    in sorted order, then the header's fields and copies of the containers."""
+    """``SessionFold.to_json`` as it was written before the dict display (every scalar field read by name in
+    sorted order, then the header's fields and copies of the containers), then without each member whose
+    value is exactly its field's default (same type, equal), but ``last_seq`` and the header's
+    ``session_id`` (FOLD_VERSION 5)."""
     state: dict[str, object] = {name: getattr(f, name) for name in _SCALARS}
-    state["header"] = {name: getattr(f.header, name) for name in _HEADER_FIELDS}
+    header = {name: getattr(f.header, name) for name in _HEADER_FIELDS}
     state["tools"], state["gates"], state["permissions"] = list(f.tools), dict(f.gates), list(f.permissions)
     state["refs"] = {reference: list(entry) for reference, entry in f.refs.items()}
     state["context"] = dict(f.context) if f.context is not None else None
-    return state
+    state = {k: v for k, v in state.items() if k == "last_seq" or not _default(SessionFold, k, v)}
+    state["header"] = {
+        k: v for k, v in header.items() if k == "session_id" or not _default(SessionHeader, k, v)
+    }
+    order = [*_SCALARS, "header", "tools", "gates", "permissions", "refs", "context"]
+    return {k: state[k] for k in order if k in state}
+
+
+def _default(cls: type, name: str, value: object) -> bool:
+    """Whether ``value`` is exactly the default of ``cls``'s field ``name`` (same type, equal)."""
+    spec = {f.name: f for f in dataclasses.fields(cls)}.get(name)
+    if spec is None:
+        return False
+    if spec.default is not dataclasses.MISSING:
+        default: object = spec.default
+    elif spec.default_factory is not dataclasses.MISSING:
+        default = spec.default_factory()
+    else:
+        return False
+    return type(value) is type(default) and value == default
 
 
 @settings(max_examples=200, deadline=None)
@@ -558,19 +579,37 @@ def test_fold_to_json_keeps_every_field_in_its_stored_order(
     header: SessionHeader, events: list[Event], overrides: dict[str, object]
 ) -> None:
     """The stored fold text is ``to_json``'s JSON: its keys, their order and values are those of the
-    field-by-name construction, for every field of the dataclass but ``processes``, and it shares no
-    container with the fold."""
+    field-by-name construction less the members at their defaults, for every field of the dataclass but
+    ``processes``; it shares no container with the fold, and ``from_json`` of its JSON gives the fold back,
+    every field of the same type (a count ``False`` or ``0.0`` is not read back as ``0``)."""
     made = fold(events, header)
     for name, value in overrides.items():
         setattr(made, name, value)
     state = made.to_json()
     reference = _reference_to_json(made)
     assert state == reference and list(state) == list(reference)
-    assert list(state["header"]) == list(_HEADER_FIELDS)  # type: ignore[call-overload]
-    assert set(state) == {f.name for f in dataclasses.fields(SessionFold)} - {"processes"}
+    assert list(state["header"]) == list(reference["header"])  # type: ignore[call-overload]
     assert json.dumps(state) == json.dumps(reference)
     for name in ("tools", "gates", "permissions", "refs"):
-        assert state[name] is not getattr(made, name)
+        if name in state:
+            assert state[name] is not getattr(made, name)
+    back = SessionFold.from_json(json.loads(json.dumps(state)))
+    assert back == made
+    for spec in dataclasses.fields(SessionFold):
+        if spec.name != "processes":
+            assert type(getattr(back, spec.name)) is type(getattr(made, spec.name)), spec.name
+
+
+def test_fold_to_json_leaves_out_the_defaults() -> None:
+    """A fresh fold stores its ``last_seq`` and session id only; what an event sets is stored."""
+    empty = SessionFold(SessionHeader("s"))
+    assert empty.to_json() == {"last_seq": -1, "header": {"session_id": "s"}}
+    assert SessionFold.from_json(empty.to_json()) == empty
+    made = fold([started(), checkpoint()], SessionHeader("s", RunSource.FLEET.value, "p"))
+    stored = made.to_json()
+    assert stored["phase"] == "open" and stored["awaiting_model"] is True
+    assert stored["header"] == {"session_id": "s", "source": "fleet", "parent": "p"}
+    assert "tools" not in stored and "context" not in stored and "stopping" not in stored
 
 
 def _asked(call_id: str) -> list[Event]:

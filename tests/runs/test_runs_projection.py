@@ -51,6 +51,7 @@ from .conftest import (
     suspended,
     terminal,
 )
+from .projection_races import check_concurrent_writers_lose_nothing
 
 SAMPLES = Path(__file__).resolve().parents[1] / "data" / "samples"
 
@@ -604,3 +605,9 @@ def test_snapshot_reuse_follows_every_change(store: SqliteStore) -> None:
         incremental = all_rows(store)
         rebuild_projection(store)
         assert all_rows(store) == incremental
+
+
+def test_concurrent_writers_of_one_row_lose_nothing(store: SqliteStore) -> None:
+    """The child's appends, its parent's process entries, its status and rebuilds, from four threads at
+    once: every change reaches the row and the row equals a rebuild (``projection_races``)."""
+    check_concurrent_writers_lose_nothing(store, rebuilds=3)

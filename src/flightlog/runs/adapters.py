@@ -211,11 +211,12 @@ __all__ = [
     "session_snapshot",
 ]
 
-FOLD_VERSION = 4
-"""Version of the fold rules below; a stored projection built by another version is rebuilt (3: a session
-that holds no run is no longer listed as ``initializing``, and a ``suspended`` after an
-``operation_cancelled`` ends ``stopping``: the run waits again; 4: an import's own seal, written at the
-import, is not the run's last event, and the header says whether the session is an import)."""
+FOLD_VERSION = 5
+"""Version of the fold rules below and of the stored fold text; a stored projection built by another
+version is rebuilt (3: a session that holds no run is no longer listed as ``initializing``, and a
+``suspended`` after an ``operation_cancelled`` ends ``stopping``: the run waits again; 4: an import's own
+seal, written at the import, is not the run's last event, and the header says whether the session is an
+import; 5: the same rules, the stored text leaves out members at their defaults, :meth:`SessionFold.to_json`)."""
 
 MAX_REFS = 64
 """Most refs one snapshot keeps (oldest dropped first), so a row stays small in a long session."""
@@ -370,6 +371,22 @@ class SessionHeader:
     duration_hint_ms: int | None = None
     from_import: bool = False
 
+    def to_json(self) -> dict[str, Any]:
+        """The stored form: ``session_id``, then each other field in declaration order when it is not its
+        default (``SessionHeader(**header.to_json()) == header``)."""
+        header: dict[str, Any] = {"session_id": self.session_id}
+        if self.source != RunSource.DIRECT.value:
+            header["source"] = self.source
+        if self.parent is not None:
+            header["parent"] = self.parent
+        if self.imported is not False:
+            header["imported"] = self.imported
+        if self.duration_hint_ms is not None:
+            header["duration_hint_ms"] = self.duration_hint_ms
+        if self.from_import is not False:
+            header["from_import"] = self.from_import
+        return header
+
     @classmethod
     def of(cls, record: SessionRecordLike) -> SessionHeader:
         """The header of a stored session row."""
@@ -496,51 +513,71 @@ class SessionFold:
 
     # ── persistence ──
     def to_json(self) -> dict[str, Any]:
-        """The persisted state: a JSON-ready dict (copies of the containers; ``processes`` excluded).
+        """The persisted state: a JSON-ready dict of the members that differ from their defaults (copies of
+        the containers; ``processes`` excluded); :meth:`from_json` gives the defaults back.
 
-        Keys: the scalar fields in sorted order (:data:`_SCALARS`), then ``header`` (its fields in
-        declaration order), ``tools``, ``gates``, ``permissions``, ``refs``, ``context``; the stored fold
-        text is this dict's JSON, so the order is part of it (``tests/runs/test_runs_adapters.py`` pins it).
+        Keys, each only when not its field's default (None, False, 0, ``"none"``, empty): the scalar fields
+        in sorted order (:data:`_SCALARS`; ``last_seq`` always), then ``header`` (always: ``session_id``,
+        then its other fields in declaration order, each only when not its default), ``tools``, ``gates``,
+        ``permissions``, ``refs``, ``context``. The stored fold text is this dict's JSON, so the order is part
+        of it (``tests/runs/test_runs_adapters.py`` pins it). A default is left out only when the value is
+        the default exactly (an ``int`` 0 is left out, a ``0.0`` or ``False`` in a count is written; a
+        ``False`` flag is left out, a ``0`` is written), so :meth:`from_json` gives back an equal fold of the
+        same types. Since ``FOLD_VERSION`` 5 (until then every member was written: 30, each ~700
+        instructions of ``pydantic_core.to_json`` on every append; bench/HISTORY.md, appendproj).
         """
-        # Dict displays with constant keys (one presized dict each, attributes read by specialised loads):
-        # a quarter of the instructions of ``dict(zip(names, attrgetter(self)))``; it runs on every append.
-        header = self.header
-        refs = self.refs
-        context = self.context
-        return {
-            "asked": self.asked,
-            "asked_tool": self.asked_tool,
-            "awaiting_model": self.awaiting_model,
-            "budget_axis": self.budget_axis,
-            "closed_tokens": self.closed_tokens,
-            "closed_turns": self.closed_turns,
-            "first_at_ms": self.first_at_ms,
-            "last_at_ms": self.last_at_ms,
-            "last_seq": self.last_seq,
-            "max_steps": self.max_steps,
-            "open_steps": self.open_steps,
-            "open_tokens": self.open_tokens,
-            "phase": self.phase,
-            "stopping": self.stopping,
-            "suspended": self.suspended,
-            "terminal_at_ms": self.terminal_at_ms,
-            "terminal_budget": self.terminal_budget,
-            "terminal_reason": self.terminal_reason,
-            "token_budget": self.token_budget,
-            "header": {
-                "session_id": header.session_id,
-                "source": header.source,
-                "parent": header.parent,
-                "imported": header.imported,
-                "duration_hint_ms": header.duration_hint_ms,
-                "from_import": header.from_import,
-            },
-            "tools": list(self.tools),
-            "gates": dict(self.gates),
-            "permissions": list(self.permissions),
-            "refs": {reference: list(entry) for reference, entry in refs.items()} if refs else {},
-            "context": dict(context) if context is not None else None,
-        }
+        # One test per field, a store only for the few set: bench/ledger.py's appends write 5 or 6 of the
+        # 30 members (a dict display of all 30 cost more to encode than these tests cost to run).
+        state: dict[str, Any] = {}
+        if self.asked is not None:
+            state["asked"] = self.asked
+        if self.asked_tool is not None:
+            state["asked_tool"] = self.asked_tool
+        if self.awaiting_model is not False:
+            state["awaiting_model"] = self.awaiting_model
+        if self.budget_axis is not None:
+            state["budget_axis"] = self.budget_axis
+        if self.closed_tokens is not None:
+            state["closed_tokens"] = self.closed_tokens
+        if self.closed_turns or type(self.closed_turns) is not int:
+            state["closed_turns"] = self.closed_turns
+        if self.first_at_ms is not None:
+            state["first_at_ms"] = self.first_at_ms
+        if self.last_at_ms is not None:
+            state["last_at_ms"] = self.last_at_ms
+        state["last_seq"] = self.last_seq
+        if self.max_steps is not None:
+            state["max_steps"] = self.max_steps
+        if self.open_steps or type(self.open_steps) is not int:
+            state["open_steps"] = self.open_steps
+        if self.open_tokens is not None:
+            state["open_tokens"] = self.open_tokens
+        if self.phase != "none":
+            state["phase"] = self.phase
+        if self.stopping is not False:
+            state["stopping"] = self.stopping
+        if self.suspended is not None:
+            state["suspended"] = self.suspended
+        if self.terminal_at_ms is not None:
+            state["terminal_at_ms"] = self.terminal_at_ms
+        if self.terminal_budget is not False:
+            state["terminal_budget"] = self.terminal_budget
+        if self.terminal_reason is not None:
+            state["terminal_reason"] = self.terminal_reason
+        if self.token_budget is not None:
+            state["token_budget"] = self.token_budget
+        state["header"] = self.header.to_json()
+        if self.tools:
+            state["tools"] = list(self.tools)
+        if self.gates:
+            state["gates"] = dict(self.gates)
+        if self.permissions:
+            state["permissions"] = list(self.permissions)
+        if self.refs:
+            state["refs"] = {reference: list(entry) for reference, entry in self.refs.items()}
+        if self.context is not None:
+            state["context"] = dict(self.context)
+        return state
 
     @classmethod
     def from_json(cls, data: Mapping[str, Any]) -> SessionFold:

@@ -120,8 +120,6 @@ class _Parts:
     rendered: tuple[Any, AgentRunSnapshot | None, str] | None = field(default=None, compare=False, repr=False)
     """What :func:`_row` last rendered from these parts: its render key (:func:`_plain_render`: the wire
     dict, with no snapshot), the snapshot and the snapshot JSON."""
-    legacy: bool = field(default=False, compare=False)
-    """The stored fold predates context use (it lacks the ``context`` fact): refold before resuming."""
 
 
 def _parts(row: RunRow | None) -> _Parts:
@@ -133,10 +131,9 @@ def _parts(row: RunRow | None) -> _Parts:
     if data.get("v") == FOLD_VERSION and session is not None:
         fold = SessionFold.from_json(session)
     process = ProcessEntry.from_json(data["process"]) if data.get("process") else None
-    parts = _Parts(fold, process, row.session_status if fold is not None else None)
-    # A fold stored before context use was folded (no "context" key): the session's next append refolds it.
-    parts.legacy = session is not None and "context" not in session
-    return parts
+    # A fold of another version (one stored before context use was folded among them) is not resumed
+    # from: the session's next append refolds its ledger.
+    return _Parts(fold, process, row.session_status if fold is not None else None)
 
 
 def _snapshot(parts: _Parts) -> AgentRunSnapshot:
@@ -188,11 +185,11 @@ seed 002 wire JSON (a plain tuple: a named tuple's constructor is a Python call 
 def _row(run_id: str, parts: _Parts) -> RunRow:
     fold, process = parts.fold, parts.process
     session = fold.to_json() if fold is not None else None
-    state = {
-        "v": FOLD_VERSION,
-        "session": session,
-        "process": process.to_json() if process is not None else None,
-    }
+    state: dict[str, Any] = {"v": FOLD_VERSION}  # then "session" and "process", each when there is one
+    if session is not None:
+        state["session"] = session
+    if process is not None:
+        state["process"] = process.to_json()
     parent, source, shown_state, outcome, wire = _plain_render(parts) or _model_render(parts, session)
     return run_row(  # RunRow(...) at under half the cost (runs on every append)
         run_id=run_id,
@@ -386,7 +383,7 @@ def _apply(store: Store, recorder: Any, batch: Sequence[tuple[StoredEvent, Event
     session_id: str = recorder.session_id
     first = batch[0][0].seq
     parts = _parts(store.get_run_rows([session_id]).get(session_id))
-    if parts.fold is None or parts.fold.last_seq != first - 1 or parts.legacy:
+    if parts.fold is None or parts.fold.last_seq != first - 1:
         record = store.get_session(session_id)
         parts.fold, parts.status = _fold_session(store, record, stop=first), record.status
     fold = parts.fold
@@ -715,15 +712,15 @@ def compute_runs(
 def context_uses(store: Store, run_ids: Collection[str]) -> dict[str, ContextUse]:
     """The context use (:mod:`flightlog.runs.context`) of each run that recorded one, by run id.
 
-    One read of the projection's rows when it is current (a row folded before context use was folded
-    counts as unknown until its session is appended to again or ``--rebuild``); otherwise each named
-    session's ledger is folded. Runs without a recorded session or without a record are left out.
+    One read of the projection's rows when it is current (a row of another fold version counts as unknown
+    until its session is appended to again or ``--rebuild``); otherwise each named session's ledger is
+    folded. Runs without a recorded session or without a record are left out.
     """
     uses: dict[str, ContextUse] = {}
     if projection_ready(store):
         for run_id, row in store.get_run_rows(list(run_ids)).items():
             parts = _parts(row)
-            use = parts.fold.context_use() if parts.fold is not None and not parts.legacy else None
+            use = parts.fold.context_use() if parts.fold is not None else None
             if use is not None:
                 uses[run_id] = use
         return uses

@@ -18,6 +18,7 @@ __all__ = [
     "RUNS_FOLD_2",
     "RUNS_FOLD_3",
     "RUNS_FOLD_4",
+    "RUNS_FOLD_5",
     "SQLITE_MIGRATIONS",
     "SQLITE_RUNS_LIST",
 ]
@@ -553,3 +554,16 @@ RUNS_FOLD_4: tuple[str, str] = (
 ``Custom("session_sealed")``, written at the import time, no longer moves the run's last event time, so
 an old transcript imported today is not listed as last active today; the fold's header records
 ``from_import``); as :data:`RUNS_FOLD_2`."""
+
+RUNS_FOLD_5: tuple[str, str] = (
+    "runs fold text 5: members at their defaults left out (rebuild the projection)",
+    """
+    UPDATE runs_meta SET value = CASE WHEN EXISTS (SELECT 1 FROM events) THEN 0 ELSE 5 END
+        WHERE key = 'fold_version';
+    """,
+)
+"""Both backends, last: ``flightlog.runs.FOLD_VERSION`` went from 4 to 5. The fold rules are unchanged; the
+stored fold text leaves out each member at its default (``SessionFold.to_json``), which an append encodes
+at ~700 instructions a member (an idle session's fold: 30 members to 6; bench/HISTORY.md, appendproj).
+A row of version 4 is not resumed from (its fold is refolded from the ledger on the session's next
+append); as :data:`RUNS_FOLD_2`."""

@@ -961,14 +961,21 @@ class StoreContract(MemoryContract):
         assert store.get_run_rows(["r"]) == {"r": moved}
         later = RunRow("r", "p", "fleet", "terminal", "completed", 3, 2, "completed", "{}", '{"f":2}')
         assert not store.replace_run_row(later, first)  # the stored row is no longer ``first``
+        # The comparison is of the row's key, session_status and fold (the projection computes the rest
+        # from them): any difference in either, NULL against a value included, misses.
         changes: list[dict[str, Any]] = [
             {"session_status": None},
-            {"parent": "p"},
-            {"snapshot": "{}"},
-            {"state": "x"},
+            {"session_status": "completed"},
+            {"fold": '{"f":0}'},
+            {"fold": '{"f":1} '},
+            {"fold": '{"f":1,"process":{"agent_id":"r"}}'},
         ]
         for change in changes:
             assert not store.replace_run_row(later, dataclasses.replace(moved, **change))
+        unset = dataclasses.replace(moved, session_status=None)
+        store.put_run_rows([unset])
+        assert not store.replace_run_row(later, moved)  # a stored NULL status is not "running"
+        store.put_run_rows([moved])
         assert store.get_run_rows(["r"]) == {"r": moved}  # nothing written
         assert store.replace_run_row(later, moved)  # every column may change, indexed ones included
         assert store.get_run_rows(["r"]) == {"r": later}

@@ -1,0 +1,94 @@
+"""Writers of one ``runs`` row at once: what the projection must not lose, whichever writer's transaction
+comes first (the append's compare-and-set of its row is guarded by the row's ``session_status`` and
+``fold``; the general path reads the row and upserts it).
+
+Run on SQLite, whose writers take the database's write lock for their whole transaction. Not on PostgreSQL
+(appendproj pass, found with this scenario, open): there the general path's read of a row and its upsert
+are not serialised with another writer of that row (``get_run_rows`` takes no row lock), so a child's
+general path can overwrite its parent's concurrent process entry or status; and a pipeline that a missed
+swap aborts can leave psycopg's prepared-statement cache naming a statement the server skipped
+(``prepared statement "_pg3_2" does not exist``). The swap itself is checked on PostgreSQL by
+``tests/postgres/test_runs_projection.py`` (a swap that waits for another writer's row lock)."""
+
+from __future__ import annotations
+
+import threading
+from collections.abc import Callable
+
+from flightlog import events as ev
+from flightlog.recorder import Recorder
+from flightlog.runs import projection_ready, rebuild_projection
+from flightlog.store import Store
+from flightlog.store.base import RunRow
+
+from .conftest import process
+
+_JOIN_S = 300.0
+"""How long a writer thread may take (generous: a shared 2-core machine); nothing waits on a timer."""
+
+
+def _rows(store: Store) -> dict[str, RunRow]:
+    return store.get_run_rows(["p", "c"])
+
+
+def _together(*works: Callable[[], None]) -> None:
+    """Run each work in its own thread, started together; re-raise the first failure."""
+    start = threading.Barrier(len(works))
+    failures: list[BaseException] = []
+
+    def body(work: Callable[[], None]) -> None:
+        try:
+            start.wait(timeout=_JOIN_S)
+            work()
+        except BaseException as exc:  # handed to the main thread below
+            failures.append(exc)
+
+    threads = [threading.Thread(target=body, args=(work,)) for work in works]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join(timeout=_JOIN_S)
+    assert not any(thread.is_alive() for thread in threads), "a writer thread did not finish"
+    if failures:
+        raise failures[0]
+
+
+def check_concurrent_writers_lose_nothing(store: Store, *, rounds: int = 25, rebuilds: int = 0) -> None:
+    """A child's recorder appends while its parent's recorder appends process entries naming it and its
+    status flips (and ``rebuilds`` rebuilds run), each in its own thread. Each of those writers moves the
+    child's row: its ``fold`` (the child's events; the parent's entry, in the fold's ``process``) or its
+    ``session_status``. Afterwards the projection is current, the child's row holds its last event, its
+    parent's last entry and its last status, and it equals a rebuild: no writer's change was lost."""
+    parent = Recorder.create(store, session_id="p")
+    child = Recorder.create(store, session_id="c", parent_session_id="p")
+    parent.append(ev.RunStarted(run_id="p", goal="delegate"))
+    child.append(ev.RunStarted(run_id="c", goal="work"))
+
+    def parent_work() -> None:
+        for n in range(rounds):
+            parent.append(process("c", "running" if n % 2 else "paused"))
+        parent.append(process("c", "running"))
+
+    def child_work() -> None:
+        for n in range(rounds):
+            child.append(ev.CheckpointTaken(turn=n + 1, history_len=1))
+
+    def status_work() -> None:
+        for n in range(rounds):
+            store.set_session_status("c", "suspended" if n % 2 else "running")
+        store.set_session_status("c", "running")
+
+    def rebuild_work() -> None:
+        for _ in range(rebuilds):
+            rebuild_projection(store)
+
+    _together(parent_work, child_work, status_work, *([rebuild_work] if rebuilds else []))
+    assert projection_ready(store)
+    incremental = _rows(store)
+    row = incremental["c"]
+    assert row.last_seq == store.get_session("c").head_seq == rounds
+    assert row.session_status == "running"
+    assert '"state":"running"' in row.fold.split('"process":', 1)[1]
+    assert row.state == "waiting_model"
+    rebuild_projection(store)
+    assert _rows(store) == incremental
