@@ -121,7 +121,7 @@ def run_swap(changed: tuple[int, ...], null_safe_eq: str) -> str:
     other column from its ``fold`` text, which holds the session's fold and its parent's process entry,
     and ``session_status``), and every writer that changes a row moves one of them (an append moves the
     fold's ``last_seq``, a parent's process entry its ``process``, the ``sessions.status`` trigger the
-    status). So a stored row whose two equal ``expected``'s equals ``expected``. Until the appendproj pass
+    status). So a stored row whose status and fold equal ``expected``'s is ``expected``. Until the appendproj pass
     the guard compared all nine columns; the other seven added no check and ~13k instructions per append
     (bench/HISTORY.md)."""
     key = (changed, null_safe_eq)
