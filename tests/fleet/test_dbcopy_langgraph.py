@@ -32,7 +32,12 @@ from flightlog.integrations.langgraph import (
 from flightlog.ops.dbcopy import CopyNotVerified, copy_store
 from flightlog.recorder import Recorder
 from flightlog.store.base import ArtifactRecord
-from flightlog.store.links import artifact_links
+from flightlog.store.links import (
+    LANGGRAPH_DELTA_MAGIC_2,
+    artifact_links,
+    langgraph_delta_bytes,
+    langgraph_delta_header,
+)
 
 TURNS = 40  # 80 messages: list deltas deeper than 2 * SEGMENT, so anchors name links too
 SID = session_id_for("t")
@@ -156,6 +161,38 @@ def test_delta_links_are_its_digests(e: str, b: str, a: str | None, h: list[str]
     expected = list(dict.fromkeys([e, b, *([a] if a else []), *h]))
     assert artifact_links(_delta_bytes(header)) == expected
     assert artifact_links(b"not a delta " + e.encode()) == []  # bare hex outside a declared format: no link
+
+
+@given(
+    e=_HEX,
+    b=_HEX,
+    depth=st.integers(1, 2**40),
+    anchor=st.none() | st.tuples(_HEX, st.lists(_HEX, max_size=SEGMENT)),
+)
+def test_binary_delta_links_are_its_digests(
+    e: str, b: str, depth: int, anchor: tuple[str, list[str]] | None
+) -> None:
+    """The form the saver writes (links as raw digests) reads back to the same header as the JSON form,
+    and names the same links; cut short or with a link member in its JSON part, it is no delta."""
+    header: dict[str, Any] = {"t": "msgpack", "e": e, "b": b, "d": depth}
+    if anchor is not None:
+        header.update(a=anchor[0], h=anchor[1], ht="msgpack", at="msgpack")
+    content = langgraph_delta_bytes(header)
+    assert content.startswith(LANGGRAPH_DELTA_MAGIC_2)
+    assert langgraph_delta_header(content) == header == langgraph_delta_header(_delta_bytes(header))
+    assert artifact_links(content) == artifact_links(_delta_bytes(header))
+    assert len(content) < len(_delta_bytes(header))
+    assert langgraph_delta_header(content[:-1]) is None  # a digest cut short
+    assert langgraph_delta_header(content + b"\0") is None
+    json_part = content[: content.index(b"\n", len(LANGGRAPH_DELTA_MAGIC_2))]
+    assert langgraph_delta_header(json_part.replace(b'"t":', b'"e":') + content[len(json_part) :]) is None
+
+
+@pytest.mark.parametrize("member", ["e", "b"])
+def test_a_binary_delta_refuses_a_link_that_is_not_a_digest(member: str) -> None:
+    header = {"t": "msgpack", "e": "ab" * 32, "b": "cd" * 32, "d": 1, member: "sha256:" + "ef" * 32}
+    with pytest.raises(ValueError, match=f"delta member '{member}'"):
+        langgraph_delta_bytes(header)
 
 
 def _quoting(url: str) -> tuple[str, str, str]:

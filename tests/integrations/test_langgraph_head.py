@@ -25,10 +25,13 @@ from langgraph.types import Command, interrupt
 import flightlog
 from flightlog.encoding import canonical_json
 from flightlog.errors import LedgerIntegrityError
+from flightlog.integrations import langgraph as lg
 from flightlog.integrations.langgraph import (
+    BINARY_DELTA_MAGIC,
     CHECKPOINT_KIND,
     DELTA_MAGIC,
     HEAD_KIND,
+    NULL_HANDLE,
     SEGMENT,
     WRITES_KIND,
     FlightlogSaver,
@@ -261,7 +264,7 @@ def test_a_rechained_head_record_is_refused_naming_its_seq(db: Path, store: Stor
         (SEGMENT + 3, b"answer", False),
         (SEGMENT + 2, b"question", False),
         (2 * SEGMENT + 2, b'"t":', True),
-        (2 * SEGMENT, b'"h":', True),
+        (2 * SEGMENT, b'"ht":', True),  # the anchor's JSON part (its links are raw digests)
     ],
     ids=["elements of an answer", "elements of an input", "a link", "an anchor"],
 )
@@ -339,6 +342,85 @@ def test_a_thread_written_in_the_older_form_still_reads(
     with _fresh(db) as (fresh, other, counting):
         assert _snapshot(fresh.get_state(_cfg())) == _snapshot(want)
         assert counting.rows <= 100
+
+
+def _stored_forms(db: Path) -> tuple[int, int, int, int]:
+    """How many value entries of type ``null`` name an artifact and how many do not, and how many list
+    delta links are in the JSON form (:data:`DELTA_MAGIC`) and in the binary form."""
+    raw = sqlite3.connect(db)
+    try:
+        events = [bytes(e) for (e,) in raw.execute("SELECT event FROM events")]
+        contents = [bytes(c) for (c,) in raw.execute("SELECT content FROM artifacts")]
+    finally:
+        raw.close()
+    with_ref = sum(e.count(b'"ref":"' + NULL_HANDLE.encode() + b'","type":"null"') for e in events)
+    bare = sum(e.count(b'{"type":"null"') + e.count(b',"type":"null"') for e in events) - with_ref
+    return (
+        with_ref,
+        bare,
+        sum(c.startswith(DELTA_MAGIC) for c in contents),
+        sum(c.startswith(BINARY_DELTA_MAGIC) for c in contents),
+    )
+
+
+def test_a_thread_written_in_the_forms_before_2026_12_05_still_reads(
+    db: Path, store: Store, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Before 2026-12-05 a ``None`` value named the empty artifact by ``ref``, list delta links held hex
+    digests (:data:`DELTA_MAGIC`) and the root namespace's records held ``"checkpoint_ns": ""``; such a
+    thread reads the same from a new process (head read and full fold), and this release writes on in the
+    new forms, one chain of links mixing both."""
+    with monkeypatch.context() as m:
+        m.setattr(FlightlogSaver, "_typed", _typed_as_before)
+        m.setattr(lg, "langgraph_delta_bytes", _delta_bytes)
+        m.setattr(lg, "_ns_entry", lambda ns: {"checkpoint_ns": ns})
+        want = _write_thread(store, SEGMENT // 2 + 2, ask=False)  # deep enough to write an anchor
+    with_ref, bare, hex_links, binary = _stored_forms(db)
+    assert with_ref > 0 and bare == 0 and hex_links >= SEGMENT and binary == 0
+    assert all(b'"checkpoint_ns":""' in data for _, data in _rows(db, WRITES_KIND))
+    with _fresh(db) as (fresh, _, counting):
+        assert _snapshot(fresh.get_state(_cfg())) == _snapshot(want)
+        assert counting.rows <= 100  # the head read
+        assert _snapshot(next(iter(fresh.get_state_history(_cfg())))) == _snapshot(want)  # the full fold
+    graph = _graph(FlightlogSaver(store))
+    for turn in range(SEGMENT // 2 + 2):  # across the next anchor
+        graph.invoke({"messages": [HumanMessage(f"later question {turn}")]}, _cfg())
+    want = graph.get_state(_cfg())
+    assert len(want.values["messages"]) == 4 * (SEGMENT // 2 + 2)
+    after = _stored_forms(db)
+    assert after[0] == with_ref and after[1] > 0 and after[2] == hex_links and after[3] >= SEGMENT
+    assert b'"checkpoint_ns"' not in _rows(db, WRITES_KIND)[-1][1] + _rows(db, CHECKPOINT_KIND)[-1][1]
+    with _fresh(db) as (fresh, other, counting):
+        assert _snapshot(fresh.get_state(_cfg())) == _snapshot(want)
+        assert counting.rows <= 100
+        history = list(fresh.get_state_history(_cfg()))
+        assert _snapshot(history[0]) == _snapshot(want)
+        notary = fresh.checkpointer.notary
+        assert notary is not None
+        assert audit_session(other, session_id_for("t"), keyring=notary.keyring, heads=notary.heads).ok
+
+
+def _typed_as_before(self: FlightlogSaver, rec: Any, value: Any) -> dict[str, str]:
+    """``FlightlogSaver._typed`` as released before 2026-12-05: every value an artifact, ``None`` too."""
+    kind, data = self.serde.dumps_typed(value)
+    return {"type": kind, "ref": rec.put_artifact(data)}
+
+
+def test_a_null_value_is_stored_without_an_artifact(db: Path, store: Store) -> None:
+    want = _write_thread(store, 3)
+    with_ref, bare, hex_links, binary = _stored_forms(db)
+    assert with_ref == 0 and bare > 0 and hex_links == 0 and binary > 0
+    assert store.get_artifact(NULL_HANDLE) is None  # nothing stored for the empty value
+    with _fresh(db) as (fresh, other, _):
+        assert _snapshot(fresh.get_state(_cfg())) == _snapshot(want)
+        nulls = [w for w in _pending(other) if w[1].startswith("branch:to:")]
+        assert nulls and all(value is None for *_, value in nulls)  # None writes read back as None
+
+
+def _pending(store: Store) -> list[tuple[str, str, Any]]:
+    """Every pending write of every checkpoint of thread ``t``, folded from the ledger."""
+    saver = FlightlogSaver(store)
+    return [w for t in saver.list(_cfg()) for w in (t.pending_writes or [])]
 
 
 @given(

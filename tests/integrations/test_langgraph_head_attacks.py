@@ -146,9 +146,15 @@ def _an_older_head_replayed(db: Path, store: Store) -> bytes:
 
 
 def _a_head_naming_another_threads_messages(db: Path, store: Store) -> bytes:
-    """Thread ``t``'s latest head record with its ``messages`` value taken from thread ``o``'s."""
+    """Thread ``t``'s latest head record with a ``messages`` value naming thread ``o``'s latest list (a
+    head record names only the values its body rows do not: here it names none)."""
     _graph(FlightlogSaver(store)).invoke({"messages": [HumanMessage("another user's secret")]}, _cfg("o"))
-    theirs = json.loads(_kind_rows(db, lg.HEAD_KIND, "o")[-1][1])["payload"]["values"]["messages"]
+    stored = [
+        json.loads(data)["payload"]["channels"]["messages"]
+        for _, data in _kind_rows(db, lg.CHECKPOINT_KIND, "o")
+        if b'"messages":{' in data
+    ][-1]
+    theirs = {k: stored[k] for k in ("depth", "ref", "type")}
     record = json.loads(_kind_rows(db, lg.HEAD_KIND)[-1][1])
     record["payload"]["values"]["messages"] = theirs
     return _canonical(record)
@@ -343,9 +349,14 @@ def _set_artifact(db: Path, handle: str, content: bytes | None) -> None:
 
 
 def _messages_chain(db: Path) -> list[dict[str, Any]]:
-    """The latest head record's ``messages`` list as stored: each delta's header (plus its own ``handle``),
-    newest first, down to the depth-1 delta."""
-    handle = json.loads(_kind_rows(db, lg.HEAD_KIND)[-1][1])["payload"]["values"]["messages"]["ref"]
+    """The latest ``messages`` list as stored (named by the last checkpoint row that changed it, which the
+    latest head record's body rows include): each delta's header (plus its own ``handle``), newest first,
+    down to the depth-1 delta."""
+    handle = [
+        json.loads(data)["payload"]["channels"]["messages"]["ref"]
+        for _, data in _kind_rows(db, lg.CHECKPOINT_KIND)
+        if b'"messages":{' in data
+    ][-1]
     chain = []
     while True:
         header = lg._split_delta(_artifact(db, handle))

@@ -16,14 +16,17 @@ Ledger layout (one flightlog session per LangGraph ``thread_id``, id ``langgraph
 ``langgraph``, ``metadata["run_source"] = "workflow"``). What LangGraph stores is kept in these
 :class:`~flightlog.events.Custom` events, so LangGraph gets back exactly what it stored:
 
-* ``langgraph.checkpoint`` (one per ``put``, one transaction with its artifacts): ``checkpoint_ns``,
-  ``checkpoint_id``, ``parent_checkpoint_id`` (absent for a root), the checkpoint without
+* ``langgraph.checkpoint`` (one per ``put``, one transaction with its artifacts): ``checkpoint_ns`` (absent
+  for the root namespace ``""`` since 2026-12-05, as in ``langgraph.writes`` and ``langgraph.head``; a
+  reader takes a missing one as ``""``), ``checkpoint_id``, ``parent_checkpoint_id`` (absent for a root), the checkpoint without
   ``channel_values`` (its *body*) as ``checkpoint`` (whole) or ``patch`` (below), ``metadata``, and
   ``channels``: for each channel in
   ``new_versions`` only, ``{"version", "type", "ref"}`` where ``ref`` is the ``sha256:<hex>`` handle of the
   serialized value (``self.serde.dumps_typed``) stored as a content-addressed, deduplicated artifact and
   ``type`` the serde's type tag; a channel in ``new_versions`` without a value is ``{"version", "type":
-  "empty"}``. A list value that begins with the parent checkpoint's value of the channel (the same
+  "empty"}``. The serde's ``None`` (type ``null``, no bytes) is ``{"version", "type": "null"}``, without
+  ``ref`` and without an artifact (:data:`NULL_HANDLE`; since 2026-12-05: an entry written before names
+  the empty artifact by ``ref`` and reads the same); so is such a value in a write or a head record. A list value that begins with the parent checkpoint's value of the channel (the same
   elements, serialized one by one and compared by sha256) is stored as a delta, ``{"version", "type",
   "ref", "base", "depth"}``: only the new elements are stored, and ``base`` is the version it
   extends, so a ``MessagesState`` thread grows by its new messages per step, not by its whole history. The
@@ -35,7 +38,11 @@ Ledger layout (one flightlog session per LangGraph ``thread_id``, id ``langgraph
   on a delta of the older form (before 2026-12-02: ``base`` only, linked by version; read by walking the
   thread's versions) is stored whole instead, and the chain restarts there. A release before 2026-12-02
   cannot read a thread once this one wrote a content-linked delta to it (it hands the link's bytes to the
-  serde and fails with ``TypeError``): upgrade every process that reads or writes a thread together.
+  serde and fails with ``TypeError``): upgrade every process that reads or writes a thread together. Since
+  2026-12-05 a link is written in the binary form (:data:`BINARY_DELTA_MAGIC`: its digests as raw bytes,
+  about 100 bytes a link instead of 184); the JSON form (:data:`DELTA_MAGIC`) still reads, and a chain may
+  mix both. A release before 2026-12-05 reads neither a binary link nor a ``null`` entry without ``ref``:
+  the same rule, upgrade readers and writers together.
   ``checkpoint`` and ``metadata`` are ``{"json": value}`` when the value is plain JSON that round-trips
   exactly, else ``{"type", "ref"}`` like a channel value. A body that is exact JSON, like its parent's, is
   stored as ``patch`` instead:
@@ -50,8 +57,10 @@ Ledger layout (one flightlog session per LangGraph ``thread_id``, id ``langgraph
   ``checkpoint_id``, ``task_id``, ``task_path`` and ``writes``: ``[{"idx", "channel", "type", "ref"}]``.
 * ``langgraph.head`` (:data:`HEAD_KIND`; since 2026-12-02): the last event of each write that stops the graph,
   just before the signature: what the root namespace's latest checkpoint reads from (the seqs of its body's
-  events and of its writes events, and the reference of each channel value), so a new process reads it
-  without folding the thread (reads, below).
+  events and of its writes events, and the reference of each channel value the body's events do not name
+  themselves: since 2026-12-05 a value stored by one of those events, such as a ``MessagesState`` list that
+  changes every step, is read from that event's entry, not repeated), so a new process reads it without
+  folding the thread (reads, below).
 * ``langgraph.thread_deleted`` (``delete_thread``): ``thread_id``. The fold forgets the thread's
   checkpoints, writes and open interrupts (gates, decisions, interrupt-call links): its next run starts
   with none.
@@ -309,7 +318,12 @@ from ..messages import ContentPart, Message, TextPart, ToolCall, ToolResult
 from ..narration import operator_problem
 from ..recorder import Recorder, verify_session
 from ..store.base import Store
-from ..store.links import LANGGRAPH_DELTA_MAGIC
+from ..store.links import (
+    LANGGRAPH_DELTA_MAGIC,
+    LANGGRAPH_DELTA_MAGIC_2,
+    langgraph_delta_bytes,
+    langgraph_delta_header,
+)
 
 if TYPE_CHECKING:
     from langgraph.callbacks import GraphCallbackHandler
@@ -318,11 +332,13 @@ if TYPE_CHECKING:
 
 __all__ = [
     "APPROVAL_DECISION",
+    "BINARY_DELTA_MAGIC",
     "CHECKPOINT_KIND",
     "DELTA_MAGIC",
     "DENIALS",
     "HEAD_KIND",
     "INTERRUPT_CALL_KIND",
+    "NULL_HANDLE",
     "PROTOCOL",
     "PRUNED_KIND",
     "RESPONDER_KEYS",
@@ -376,11 +392,12 @@ writes as references (the artifacts are shared, not copied)."""
 HEAD_KIND = "langgraph.head"
 """``custom_kind`` of the record each write that stops the graph (``run_terminal`` / ``suspended``) ends
 with, just before the recorder signs: what the root namespace's latest checkpoint (highest id) reads from,
-so a new process reads it without folding the thread (module docstring: reads): ``checkpoint_ns`` (``""``),
-``checkpoint_id``, ``bodies`` (the seqs of the ``langgraph.checkpoint`` events its body is built from: a
+so a new process reads it without folding the thread (module docstring: reads): ``checkpoint_ns`` (``""``;
+not stored since 2026-12-05), ``checkpoint_id``, ``bodies`` (the seqs of the ``langgraph.checkpoint`` events its body is built from: a
 whole body, then each patch up to its own), ``writes`` (the seqs of the events holding its pending writes,
 ledger order), ``values`` (``{channel: {"type", "ref", "depth"?}}``, or ``{"type": "empty"}``, for each
-channel of its ``channel_versions`` the thread holds a value entry for) and, when there are any, ``early``
+channel of its ``channel_versions`` the thread holds a value entry for, except, since 2026-12-05, a value
+one of the ``bodies`` events stores: a reader takes it from that event's own entry) and, when there are any, ``early``
 (the seqs of writes events whose checkpoint is not recorded yet, for ids above ``checkpoint_id``: LangGraph
 may save them first, and a checkpoint put after the record may own them)."""
 SUBGRAPH_PREFIX = "langgraph-subgraph:"
@@ -576,18 +593,42 @@ def _signed_size(anchor: Anchor) -> int:
     return 0 if latest is None else latest.size
 
 
+NULL_HANDLE = "sha256:" + hashlib.sha256(b"").hexdigest()
+"""The handle of the serde's ``None`` (type ``null``, no bytes). Since 2026-12-05 a value entry of type
+``null`` whose bytes are empty is stored without ``ref`` (and no artifact), and read as this handle, whose
+content is the empty string by definition (its sha256 is the handle): an entry written before then names it
+by ``ref``, and reads the same."""
+
+
+def _handle(entry: Mapping[str, Any]) -> str:
+    """The handle of a stored value entry: its ``ref``, or :data:`NULL_HANDLE` for a ``null`` entry stored
+    without one.
+
+    Raises:
+        KeyError: no ``ref`` and the type is not ``null``."""
+    ref = entry.get("ref")
+    if ref is None and entry["type"] == "null":
+        return NULL_HANDLE
+    return entry["ref"]  # type: ignore[no-any-return]  # a stored entry's handle: a string, checked on read
+
+
+def _ref_entry(kind: str, handle: str) -> dict[str, Any]:
+    """A value entry ``{"type", "ref"}``, without ``ref`` for the serde's ``None`` (:data:`NULL_HANDLE`)."""
+    return {"type": kind} if kind == "null" and handle == NULL_HANDLE else {"type": kind, "ref": handle}
+
+
 def _blob_ref(entry: dict[str, Any], seq: int) -> _Ref | None:
     """A stored channel value entry (``{"type": "empty"}``, ``{"type", "ref"}`` or a delta with ``base``,
-    and ``depth`` when content-linked)."""
+    and ``depth`` when content-linked; ``{"type": "null"}``: :data:`NULL_HANDLE`)."""
     if entry["type"] == "empty":
         return None
-    return _Ref(entry["type"], entry["ref"], seq, entry.get("base"), entry.get("depth"))
+    return _Ref(entry["type"], _handle(entry), seq, entry.get("base"), entry.get("depth"))
 
 
 def _blob_entry(ref: _Ref | None) -> dict[str, Any]:
     if ref is None:
         return {"type": "empty"}
-    entry: dict[str, Any] = {"type": ref.type, "ref": ref.handle}
+    entry = _ref_entry(ref.type, ref.handle)
     if ref.base is not None:
         entry["base"] = ref.base
     if ref.depth is not None:
@@ -597,8 +638,9 @@ def _blob_entry(ref: _Ref | None) -> dict[str, Any]:
 
 def _value_entry(ref: _Ref) -> dict[str, Any]:
     """A head record's entry for a channel value (:data:`HEAD_KIND`): what loads it without the events
-    that stored it (``type``, ``ref``, and ``depth`` for a content-linked delta)."""
-    entry: dict[str, Any] = {"type": ref.type, "ref": ref.handle}
+    that stored it (``type``, ``ref`` (none for :data:`NULL_HANDLE`), and ``depth`` for a content-linked
+    delta)."""
+    entry = _ref_entry(ref.type, ref.handle)
     if ref.depth is not None:
         entry["depth"] = ref.depth
     return entry
@@ -622,14 +664,9 @@ def _anchor_run(run: Any, depth: int, elements: str) -> bool:
 
 
 def _split_delta(content: bytes) -> dict[str, Any] | None:
-    """The header of a content-linked delta artifact; None when not laid out so."""
-    if not content.startswith(DELTA_MAGIC):
-        return None
-    try:
-        header = parse_json(content[len(DELTA_MAGIC) :])
-    except ValueError:
-        return None
-    return header if isinstance(header, dict) else None
+    """The header of a content-linked delta artifact (:data:`DELTA_MAGIC` or :data:`BINARY_DELTA_MAGIC`,
+    links as hex); None when not laid out so."""
+    return langgraph_delta_header(content)
 
 
 _T = TypeVar("_T")
@@ -717,6 +754,15 @@ _CHECKPOINT_PREFIX = b'{"custom_kind":"langgraph.checkpoint","kind":"custom",'
 _USAGE_PREFIX = b'{"custom_kind":"model_usage","kind":"custom",'
 _WRITES_PREFIX = b'{"custom_kind":"langgraph.writes","kind":"custom","payload":{"checkpoint_id":"'
 _NS_KEY = ',"checkpoint_ns":"'
+_TASK_KEY = ',"task_id":"'
+
+
+def _ns_entry(ns: str) -> dict[str, str]:
+    """The ``checkpoint_ns`` member of a checkpoint, writes or head record: none for the root namespace
+    ``""`` (since 2026-12-05; a reader takes a missing one as ``""``, and records written before hold it)."""
+    return {"checkpoint_ns": ns} if ns else {}
+
+
 _HEAD_PREFIX = b'{"custom_kind":"langgraph.head","kind":"custom",'
 _MARKER_PREFIXES = tuple(
     b'{"custom_kind":"' + kind.encode() + b'","kind":"custom",'
@@ -778,7 +824,14 @@ canonical JSON ``{"t", "e", "d", "b", "bt"?, "h"?, "ht"?, "a"?, "at"?}``: ``e`` 
 new elements serialized as a plain value (the same bytes as the write that added them, so stored once),
 ``t`` their serde type tag, ``d`` the depth, ``b`` the sha256 of the value extended: a whole list, whose
 serde type is ``bt``, when ``d`` is 1, else a delta of depth ``d - 1``; an anchor's ``h``, ``ht``, ``a``
-and ``at``: :data:`SEGMENT`."""
+and ``at``: :data:`SEGMENT`. The form written before 2026-12-05, still read; the saver writes
+:data:`BINARY_DELTA_MAGIC`."""
+BINARY_DELTA_MAGIC = LANGGRAPH_DELTA_MAGIC_2
+"""First bytes of a content-linked list delta artifact in the form the saver writes since 2026-12-05: the
+same header, its links (``e``, ``b``, ``a``, ``h``) as raw 32-byte digests after the JSON of the other
+members and a newline (:func:`flightlog.store.links.langgraph_delta_bytes`): a link is 32 bytes, not 64
+hex characters. Both forms read to the same header (:func:`flightlog.store.links.langgraph_delta_header`),
+and a chain may mix them."""
 SEGMENT = 32
 """Every delta whose ``depth`` is a multiple of this is an anchor: it also names (``h``) the elements of
 itself and the ``SEGMENT - 1`` deltas below it and (``a``) the value ``SEGMENT`` deltas down, so a read
@@ -819,11 +872,14 @@ def _gc_paused() -> Iterator[None]:
 
 def _writes_key(data: bytes) -> tuple[str, str] | None:
     """``(checkpoint_ns, checkpoint_id)`` of a stored ``langgraph.writes`` event (its payload's first two
-    keys in canonical order), read without parsing the rest; None when the bytes are not laid out so
-    (the caller then parses them whole)."""
+    keys in canonical order, or its first then ``task_id`` for the root namespace's ``""``, not stored
+    since 2026-12-05), read without parsing the rest; None when the bytes are not laid out so (the caller
+    then parses them whole)."""
     text = data.decode("utf-8")
     try:
         checkpoint_id, end = _scanstring(text, len(_WRITES_PREFIX))
+        if text.startswith(_TASK_KEY, end):
+            return "", checkpoint_id
         if not text.startswith(_NS_KEY, end):
             return None
         ns, _ = _scanstring(text, end + len(_NS_KEY))
@@ -1397,7 +1453,7 @@ class FlightlogSaver(BaseCheckpointSaver[str]):
             head = parse_json(rows[at][1])["payload"]
             bodies, writes, early = head["bodies"], head["writes"], head.get("early", [])
             if (
-                head["checkpoint_ns"] != ""
+                head.get("checkpoint_ns", "") != ""
                 or not bodies
                 or not all(type(q) is int and 0 <= q < rows[at][0] for q in (*bodies, *writes, *early))
             ):
@@ -1465,7 +1521,8 @@ class FlightlogSaver(BaseCheckpointSaver[str]):
         head: dict[str, Any],
     ) -> bool:
         """Build ``thread``'s root namespace from the head record ``head`` (at ``rows[at]``) and the rows
-        it names, then fold the rows after it. False when the rows are not what the record says or a row
+        it names (the values the body rows store, from their own entries; the record's ``values`` for the
+        others, never over a body row's), then fold the rows after it. False when the rows are not what the record says or a row
         after it is one the partial index cannot fold (a marker that rewrites the thread, a checkpoint
         whose parent it does not hold, ...): the caller then folds the thread whole."""
         try:
@@ -1474,9 +1531,14 @@ class FlightlogSaver(BaseCheckpointSaver[str]):
                 if not data.startswith(_CHECKPOINT_PREFIX):
                     return False
                 payload = parse_json(data)["payload"]
-                if payload["checkpoint_ns"] != "" or ("patch" in payload) == (seq == head["bodies"][0]):
+                if payload.get("checkpoint_ns", "") != "" or ("patch" in payload) == (
+                    seq == head["bodies"][0]
+                ):
                     return False
                 self._add_checkpoint(thread, seq, payload)
+                for channel, entry in payload["channels"].items():  # what the body rows name themselves
+                    if "base" not in entry or "depth" in entry:  # (not a delta of the older form)
+                        thread.blobs[("", channel, entry["version"])] = _blob_ref(entry, seq)
             roots = thread.checkpoints[""]
             cp = roots[head["checkpoint_id"]]
             if cp.body.seq != head["bodies"][-1]:
@@ -1484,11 +1546,12 @@ class FlightlogSaver(BaseCheckpointSaver[str]):
             thread.checkpoints[""] = {head["checkpoint_id"]: cp}
             versions = self._body(thread, cp.body)["channel_versions"]
             h = rows[at][0]
-            for channel, entry in head["values"].items():
-                thread.blobs[("", channel, versions[channel])] = (
+            for channel, entry in head["values"].items():  # the values the body rows do not name
+                thread.blobs.setdefault(
+                    ("", channel, versions[channel]),
                     None
                     if entry["type"] == "empty"
-                    else _Ref(entry["type"], entry["ref"], h, None, entry.get("depth"))
+                    else _Ref(entry["type"], _handle(entry), h, None, entry.get("depth")),
                 )
             key = ("", head["checkpoint_id"])
             early = head.get("early", ())
@@ -1602,7 +1665,7 @@ class FlightlogSaver(BaseCheckpointSaver[str]):
         _merge_writes(
             stored,
             [
-                _Write(task_id, w["channel"], _Ref(w["type"], w["ref"], seq), task_path, w["idx"])
+                _Write(task_id, w["channel"], _Ref(w["type"], _handle(w), seq), task_path, w["idx"])
                 for w in payload["writes"]
             ],
         )
@@ -1688,10 +1751,10 @@ class FlightlogSaver(BaseCheckpointSaver[str]):
                 if not seqs or seqs[-1] != seq:
                     seqs.append(seq)
                 stored[(w["task_id"], w["idx"])] = _Write(
-                    w["task_id"], w["channel"], _Ref(w["type"], w["ref"], seq), w["task_path"], w["idx"]
+                    w["task_id"], w["channel"], _Ref(w["type"], _handle(w), seq), w["task_path"], w["idx"]
                 )
         elif kind == WRITES_KIND:
-            ns, checkpoint_id = payload["checkpoint_ns"], payload["checkpoint_id"]
+            ns, checkpoint_id = payload.get("checkpoint_ns", ""), payload["checkpoint_id"]
             self._writes_of(thread, ns, checkpoint_id)  # the ones filed before it first: ledger order
             self._merge_writes_event(thread.writes.setdefault((ns, checkpoint_id), {}), seq, payload)
             thread.write_seqs.setdefault((ns, checkpoint_id), []).append(seq)
@@ -1701,14 +1764,14 @@ class FlightlogSaver(BaseCheckpointSaver[str]):
         the checkpoint filed (:meth:`_add_checkpoint`), the readable history length at it. The fold's most
         frequent event: :func:`_blob_ref` is inlined, each ``_Ref`` built by ``tuple.__new__`` (no
         ``__new__`` frame)."""
-        ns, checkpoint_id = payload["checkpoint_ns"], payload["checkpoint_id"]
+        ns, checkpoint_id = payload.get("checkpoint_ns", ""), payload["checkpoint_id"]
         blobs, new = thread.blobs, tuple.__new__
         for channel, entry in payload["channels"].items():
             kind = entry["type"]
             blobs[(ns, channel, entry["version"])] = (
                 None
                 if kind == "empty"
-                else new(_Ref, (kind, entry["ref"], seq, entry.get("base"), entry.get("depth")))
+                else new(_Ref, (kind, _handle(entry), seq, entry.get("base"), entry.get("depth")))
             )
         self._add_checkpoint(thread, seq, payload)
         thread.cp_history[(ns, checkpoint_id)] = thread.history
@@ -1717,7 +1780,7 @@ class FlightlogSaver(BaseCheckpointSaver[str]):
     def _add_checkpoint(self, thread: _Thread, seq: int, payload: dict[str, Any]) -> None:
         """File a checkpoint (a ``langgraph.checkpoint`` payload or a ``thread_copied`` entry); a body
         stored as a ``patch`` is bound to its parent's body as the thread holds it at this row."""
-        ns, entry = payload["checkpoint_ns"], payload["metadata"]
+        ns, entry = payload.get("checkpoint_ns", ""), payload["metadata"]
         if "json" in entry:
             metadata = entry["json"]
         else:
@@ -1758,14 +1821,21 @@ class FlightlogSaver(BaseCheckpointSaver[str]):
     def _val(entry: dict[str, Any], seq: int) -> _Val:
         if "json" in entry:
             return _Val(entry["json"], None)
-        return _Val(None, _Ref(entry["type"], entry["ref"], seq))
+        return _Val(None, _Ref(entry["type"], _handle(entry), seq))
 
     def _load(self, thread: _Thread, ref: _Ref) -> Any:
-        """Deserialize an artifact after checking that its bytes hash to its handle."""
-        return self._loads(thread, ref, self.store.get_artifact(ref.handle))
+        """Deserialize an artifact after checking that its bytes hash to its handle (:data:`NULL_HANDLE`:
+        the empty bytes, not read)."""
+        return self._loads(
+            thread, ref, b"" if ref.handle == NULL_HANDLE else self.store.get_artifact(ref.handle)
+        )
 
     def _loads(self, thread: _Thread, ref: _Ref, content: bytes | None) -> Any:
-        """Deserialize the bytes read for ``ref`` after checking that they hash to its handle."""
+        """Deserialize the bytes read for ``ref`` after checking that they hash to its handle (the empty
+        bytes for :data:`NULL_HANDLE` when the store holds no such artifact: a thread written since
+        2026-12-05 stores none)."""
+        if content is None and ref.handle == NULL_HANDLE:
+            content = b""
         content = _checked(
             thread, ref.seq, ref.handle.removeprefix("sha256:"), content, f"artifact {ref.handle}"
         )
@@ -2137,7 +2207,11 @@ class FlightlogSaver(BaseCheckpointSaver[str]):
         return thread.recorder
 
     def _typed(self, rec: Recorder, value: Any) -> dict[str, str]:
+        """``value`` serialized and stored as an artifact: its entry ``{"type", "ref"}``; the serde's
+        ``None`` (type ``null``, no bytes) is ``{"type": "null"}``, no artifact (:data:`NULL_HANDLE`)."""
         kind, data = self.serde.dumps_typed(value)
+        if kind == "null" and not data:
+            return {"type": kind}
         return {"type": kind, "ref": rec.put_artifact(data)}
 
     def _inline_or_ref(self, rec: Recorder, value: Any) -> dict[str, Any]:
@@ -2221,6 +2295,7 @@ class FlightlogSaver(BaseCheckpointSaver[str]):
             bodies.append(b.seq)
             b = b.base
         values: dict[str, Any] = {}
+        named = set(bodies)  # rows a reader folds anyway: their own channel entries are not repeated
         for channel, version in self._body(thread, cp.body).get("channel_versions", {}).items():
             key = ("", channel, version)
             if key not in thread.blobs:
@@ -2228,9 +2303,11 @@ class FlightlogSaver(BaseCheckpointSaver[str]):
             ref = thread.blobs[key]
             if ref is not None and ref.base is not None and ref.depth is None:
                 return None
+            if ref is not None and ref.seq in named:
+                continue
             values[channel] = {"type": "empty"} if ref is None else _value_entry(ref)
         head: dict[str, Any] = {
-            "checkpoint_ns": "",
+            **_ns_entry(""),
             "checkpoint_id": latest,
             "bodies": bodies[::-1],
             "writes": builtins.list(thread.write_seqs.get(("", latest), ())),
@@ -2306,7 +2383,7 @@ class FlightlogSaver(BaseCheckpointSaver[str]):
                 elif _is_messages(new):
                     appended.extend(new)
             payload: dict[str, Any] = {
-                "checkpoint_ns": ns,
+                **_ns_entry(ns),
                 "checkpoint_id": checkpoint["id"],
                 **self._body_entry(thread, rec, ns, parent, body, checkpoint["id"], channels),
                 "metadata": self._inline_or_ref(rec, meta),
@@ -2612,7 +2689,8 @@ class FlightlogSaver(BaseCheckpointSaver[str]):
         header["d"] = depth
         if depth % SEGMENT == 0:
             header.update(self._anchor_fields(thread, ns, channel, base, header))
-        return {"type": elements["type"], "ref": rec.put_artifact(_delta_bytes(header)), "depth": depth}
+        content = langgraph_delta_bytes(header)
+        return {"type": elements["type"], "ref": rec.put_artifact(content), "depth": depth}
 
     def _anchor_fields(
         self, thread: _Thread, ns: str, channel: str, base: _Ref, header: dict[str, Any]
@@ -3039,7 +3117,7 @@ class FlightlogSaver(BaseCheckpointSaver[str]):
                     thread, cp.metadata.get("step"), kept, config, [], checkpoint_id
                 )
             payload = {
-                "checkpoint_ns": ns,
+                **_ns_entry(ns),
                 "checkpoint_id": checkpoint_id,
                 "task_id": task_id,
                 "task_path": task_path,
@@ -3138,7 +3216,7 @@ class FlightlogSaver(BaseCheckpointSaver[str]):
                     "checkpoint_id": checkpoint_id,
                     "checkpoint": {"json": self._body(src, cp.body)}
                     if cp.body.val is None or cp.body.val.ref is None
-                    else {"type": cp.body.val.ref.type, "ref": cp.body.val.ref.handle},
+                    else _ref_entry(cp.body.val.ref.type, cp.body.val.ref.handle),
                     "metadata": cp.metadata_entry(),
                     **({"parent_checkpoint_id": cp.parent_id} if cp.parent_id else {}),
                 }
@@ -3157,8 +3235,7 @@ class FlightlogSaver(BaseCheckpointSaver[str]):
                     "task_path": w.task_path,
                     "idx": w.idx,
                     "channel": w.channel,
-                    "type": w.ref.type,
-                    "ref": w.ref.handle,
+                    **_ref_entry(w.ref.type, w.ref.handle),
                 }
                 for (ns, checkpoint_id), stored in src.writes.items()
                 for w in stored.values()

@@ -13,6 +13,11 @@ Declared formats:
   :class:`~flightlog.integrations.langgraph.FlightlogSaver` (that module's docstring, ``depth``): the magic,
   then canonical JSON whose ``e`` (the appended elements), ``b`` (the value it extends) and, on an anchor,
   ``a`` (the value ``SEGMENT`` deltas down) and ``h`` (elements of the deltas below) are sha256 hex digests.
+* :data:`LANGGRAPH_DELTA_MAGIC_2`, the same delta with its links as raw digests (the saver writes it since
+  2026-12-05; half the bytes of hex): the magic, the canonical JSON of its other members (``t``, ``d``,
+  ``bt``, ``at``, ``ht``), a newline, then 32-byte sha256 digests: ``e``, ``b`` and, on an anchor (``ht``
+  present), ``a`` then each of ``h``. :func:`langgraph_delta_header` reads both forms to one header, digests
+  as hex.
 
 A link names a digest only; nothing here trusts it further: a copy stores the named content, and the
 destination computes its sha256 itself, so a link to tampered bytes leaves the named artifact missing.
@@ -33,17 +38,20 @@ from collections.abc import Iterator, Mapping
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
-from ..encoding import parse_json
+from ..encoding import canonical_json, parse_json
 
 if TYPE_CHECKING:
     from .base import Store
 
 __all__ = [
     "LANGGRAPH_DELTA_MAGIC",
+    "LANGGRAPH_DELTA_MAGIC_2",
     "LINKING_PREFIX",
     "LinkWalk",
     "Linked",
     "artifact_links",
+    "langgraph_delta_bytes",
+    "langgraph_delta_header",
     "linking_refs",
     "unreadable_refs",
 ]
@@ -51,25 +59,86 @@ __all__ = [
 LANGGRAPH_DELTA_MAGIC = b"flightlog.lg.delta/1\n"
 """First bytes of a LangGraph content-linked list delta artifact (module docstring)."""
 
+LANGGRAPH_DELTA_MAGIC_2 = b"flightlog.lg.delta/2\n"
+"""First bytes of a LangGraph content-linked list delta artifact in the binary form (module docstring)."""
+
 _HEX64 = re.compile(r"[0-9a-f]{64}")
 _DELTA_LINKS = ("e", "b", "a")
 _DELTA_RUNS = ("h",)
+_DIGEST = 32
+
+
+def langgraph_delta_bytes(header: Mapping[str, object]) -> bytes:
+    """A LangGraph content-linked delta in the binary form (:data:`LANGGRAPH_DELTA_MAGIC_2`) of ``header``:
+    ``e`` and ``b`` sha256 hex digests, on an anchor (``ht`` present) ``a`` and the list ``h`` too, its
+    other members (``t``, ``d``, ``bt``, ``at``, ``ht``) JSON values.
+
+    Raises:
+        ValueError: a link is missing or not 64 lowercase hex digits, or ``h`` is not a list of them
+            (names the member).
+    """
+    anchor = "ht" in header
+    names = ("e", "b", "a") if anchor else ("e", "b")
+    run = header.get("h", []) if anchor else []
+    if not isinstance(run, list):
+        raise ValueError(f"delta member 'h' is not a list of digests: {run!r}")
+    digests = [*(header.get(name) for name in names), *run]
+    for name, value in zip([*names, *("h" for _ in run)], digests, strict=True):
+        if not (isinstance(value, str) and _HEX64.fullmatch(value)):
+            raise ValueError(f"delta member {name!r} is not a sha256 hex digest: {value!r}")
+    rest = {k: v for k, v in header.items() if k not in _DELTA_LINKS and k not in _DELTA_RUNS}
+    return b"".join(
+        [LANGGRAPH_DELTA_MAGIC_2, canonical_json(rest), b"\n", *(bytes.fromhex(str(d)) for d in digests)]
+    )
+
+
+def _binary_header(body: bytes) -> dict[str, object] | None:
+    """The header of a binary delta's ``body`` (after the magic), links as hex; None when not laid out so."""
+    end = body.find(b"\n")
+    if end < 0:
+        return None
+    try:
+        header = parse_json(body[:end])
+    except ValueError:
+        return None
+    links = body[end + 1 :]
+    if not isinstance(header, dict) or any(k in header for k in (*_DELTA_LINKS, *_DELTA_RUNS)):
+        return None
+    anchor = "ht" in header
+    count, odd = divmod(len(links), _DIGEST)
+    if odd or (count < 3 if anchor else count != 2):  # e and b; an anchor's a and h too
+        return None
+    digests = [links[i : i + _DIGEST].hex() for i in range(0, len(links), _DIGEST)]
+    header.update(zip(("e", "b", "a"), digests, strict=False))
+    if anchor:
+        header["h"] = digests[3:]
+    return header
+
+
+def langgraph_delta_header(content: bytes) -> dict[str, object] | None:
+    """The header of a LangGraph content-linked delta artifact in either form (module docstring), its links
+    as sha256 hex digests; None when ``content`` is not one (no magic, a header that does not parse, or
+    links that are not whole digests)."""
+    if content.startswith(LANGGRAPH_DELTA_MAGIC_2):
+        return _binary_header(content[len(LANGGRAPH_DELTA_MAGIC_2) :])
+    if not content.startswith(LANGGRAPH_DELTA_MAGIC):
+        return None
+    try:
+        header = parse_json(content[len(LANGGRAPH_DELTA_MAGIC) :])
+    except ValueError:
+        return None
+    return header if isinstance(header, dict) else None
 
 
 def artifact_links(content: bytes) -> list[str]:
     """The artifacts ``content`` names by a declared link format, as sha256 hex digests (in field order,
     without repeats; ``[]`` for content of no declared format).
 
-    Only values that are exactly 64 lowercase hex digits are links; a delta whose JSON header does not parse
+    Only values that are exactly 64 lowercase hex digits are links; a delta whose header does not parse
     names none (the integration that reads it refuses it on its own).
     """
-    if not content.startswith(LANGGRAPH_DELTA_MAGIC):
-        return []
-    try:
-        header = parse_json(content[len(LANGGRAPH_DELTA_MAGIC) :])
-    except ValueError:
-        return []
-    if not isinstance(header, dict):
+    header = langgraph_delta_header(content)
+    if header is None:
         return []
     values: list[object] = [header.get(name) for name in _DELTA_LINKS]
     for name in _DELTA_RUNS:
@@ -111,8 +180,8 @@ def unreadable_refs(event: bytes) -> list[str]:
     lowercase hex>`` handle (the saver refuses to read such a record; :func:`linking_refs` skips them),
     each as its JSON text (a string keeps its quotes: ``'"sha256:NOT-HEX"'``, ``'null'``), in order; ``[]``
     for any other event. An entry is a ``"ref"`` member followed by its ``"type"`` (every entry the saver
-    writes has both, and RFC 8785 orders them so), so a user's metadata key ``ref`` is not mistaken for
-    one."""
+    writes with a ``ref`` has both, and RFC 8785 orders them so; a ``null`` entry it writes without one
+    names no artifact), so a user's metadata key ``ref`` is not mistaken for one."""
     if not event.startswith(LINKING_PREFIX):
         return []
     return [
