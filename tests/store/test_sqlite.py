@@ -471,3 +471,26 @@ def test_a_blob_id_is_found_by_its_text_as_the_listing_lists_it(db_path: Path) -
                 keys[1:],
             )
         assert store.session_keys_among(["b"], "running", 0) == (0, keys)  # by its status and its id: once
+
+
+def test_unnamed_sessions_names_null_and_blob_ids(db_path: Path) -> None:
+    """``unnamed_sessions`` names every ``sessions`` row whose id is not text: a NULL id (no listing lists
+    it) and a BLOB one (``get_session`` cannot find it), its text decoded even when it is not UTF-8, so
+    ``verify --all`` can name each; a text id is never among them."""
+    with closing(SqliteStore(db_path)) as store:
+        for created, sid in enumerate(["a", "b", "c", "d"]):
+            store.create_session(SessionRecord(session_id=sid, created_at_ms=created + 1, status="running"))
+        assert store.unnamed_sessions() == []
+        with store.transaction():
+            store._conn.execute(
+                "UPDATE sessions SET session_id = NULL, status = 'suspended' WHERE session_id = 'a'"
+            )
+            store._conn.execute(
+                "UPDATE sessions SET session_id = CAST(session_id AS BLOB) WHERE session_id = 'c'"
+            )
+            store._conn.execute("UPDATE sessions SET session_id = X'64ff' WHERE session_id = 'd'")
+        assert store.unnamed_sessions() == [
+            (None, "null", 1, "suspended"),
+            ("c", "blob", 3, "running"),
+            ("d\\xff", "blob", 4, "running"),
+        ]

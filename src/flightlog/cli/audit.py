@@ -38,6 +38,7 @@ if TYPE_CHECKING:  # imported inside the commands at run time: `flightlog --vers
     from ..integrity.retirement import RetirementCheck
     from ..integrity.verify import AuditReport
     from ..store import Store
+    from ..store.base import UnnamedSessionRow
 
 __all__ = ["audit_app", "check_sessions", "grants_app", "keys_app", "witness_app"]
 
@@ -285,8 +286,10 @@ def check_sessions(
     reports: list[AuditReport] = []
     started_ms = now_ms()
     with _store() as store:
+        # --all: a row whose id is not text (NULL, BLOB: a raw write) names no session to verify; named below
+        unnamed = store.unnamed_sessions() if all_sessions else []
         ids = (
-            [s.session_id for s in store.list_sessions()]
+            [s.session_id for s in store.list_sessions() if isinstance(s.session_id, str)]
             if all_sessions
             else [store.resolve_session(session or "")]
         )
@@ -305,7 +308,7 @@ def check_sessions(
         assert auditor.heads is not None
         retained = missing_sessions(store, auditor.heads) if all_sessions else []
     retained, elsewhere = split_missing(retained, retired)
-    missing = _missing_rows(retained, index) + _stale_rows(elsewhere, retired)
+    missing = _missing_rows(retained, index) + _stale_rows(elsewhere, retired) + _unnamed_rows(unnamed)
     if json_out:
         gone = [{k: v for k, v in row.items() if k != "why"} for row in missing]
         _emit([r.to_json() for r in reports] + gone + ([index.to_json()] if index is not None else []))
@@ -313,6 +316,8 @@ def check_sessions(
         for row in missing:
             if row["state"] == "stale_copy":
                 _say(f"STALE     {row['session_id']}  {row['why']}")
+            elif row["state"] == "unnamed_row":
+                _say(f"UNNAMED   {row['why']}")
             else:
                 _say(f"MISSING   {row['session_id']}  {row['why']}, but the database has no such session")
         if index is not None:
@@ -353,6 +358,30 @@ def _stale_rows(elsewhere: list[RetainedHead], retired: RetirementCheck | None) 
             ),
         }
         for head in elsewhere
+    ]
+
+
+def _unnamed_rows(unnamed: list[UnnamedSessionRow]) -> list[dict[str, Any]]:
+    """``sessions`` rows whose id is not text (:meth:`flightlog.store.base.Store.unnamed_sessions`): no
+    session to verify, so each is a problem ``verify --all`` names (by its id's text and its columns)."""
+    return [
+        {
+            "session_id": row.session_id,
+            "ok": False,
+            "state": "unnamed_row",
+            "id_type": row.id_type,
+            "created_at_ms": row.created_at_ms
+            if isinstance(row.created_at_ms, int)
+            else repr(row.created_at_ms),
+            "status": row.status,
+            "why": (
+                f"a sessions row whose id is {'NULL' if row.session_id is None else 'a BLOB'}"
+                + ("" if row.session_id is None else f" ({row.session_id!r} as text)")
+                + f", created_at_ms {row.created_at_ms!r}, status {row.status!r}: written outside "
+                "flightlog, it names no session, so nothing of it can be verified"
+            ),
+        }
+        for row in unnamed
     ]
 
 

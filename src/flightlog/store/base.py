@@ -56,6 +56,7 @@ __all__ = [
     "SessionRecord",
     "Store",
     "StoredEvent",
+    "UnnamedSessionRow",
     "check_session_id",
     "retired_error",
     "row_stamps",
@@ -277,6 +278,21 @@ class RunRow:
     session_status: str | None
     snapshot: str
     fold: str
+
+
+class UnnamedSessionRow(NamedTuple):
+    """A ``sessions`` row whose id names no session (a raw write: flightlog never writes one,
+    :func:`check_session_id`): no listing lists it as a session (``get_session`` cannot find it), so
+    ``verify --all`` names it (:meth:`Store.unnamed_sessions`)."""
+
+    session_id: str | None
+    """The id as text: None for a NULL id; a BLOB id's bytes decoded as UTF-8 (``backslashreplace``)."""
+    id_type: str
+    """``"null"`` or ``"blob"``: what the row's id is instead of text."""
+    created_at_ms: Any
+    """The row's ``created_at_ms`` as stored (to find the row)."""
+    status: str | None
+    """The row's ``status`` as stored."""
 
 
 class RunListing(NamedTuple):
@@ -560,6 +576,12 @@ class Store(abc.ABC):
     @abc.abstractmethod
     def list_sessions(self) -> Iterator[SessionRecord]:
         """Every session, oldest first."""
+
+    def unnamed_sessions(self) -> list[UnnamedSessionRow]:
+        """The ``sessions`` rows whose id is not text (NULL, or a BLOB in SQLite; a raw write), oldest
+        first: rows no session is found by, which ``flightlog verify --all`` names as unverifiable. This
+        default: none (a backend whose key holds text only, as PostgreSQL's ``text`` primary key)."""
+        return []
 
     def session_keys(self) -> list[tuple[str, str, int, str]]:
         """``(session_id, status, head_seq, head_hash)`` of every session, oldest first (the order of

@@ -60,6 +60,7 @@ from .base import (
     SessionRecord,
     Store,
     StoredEvent,
+    UnnamedSessionRow,
     check_session_id,
     row_stamps,
 )
@@ -460,6 +461,24 @@ class SqlStore(Store):
             if len(rows) < batch:
                 return
             after = (rows[-1][4], rows[-1][0])
+
+    def unnamed_sessions(self) -> list[UnnamedSessionRow]:
+        """The rows :data:`LISTED` leaves out (a NULL id) and those whose id is a BLOB (:attr:`BLOB_ID`),
+        oldest first: index lookups of the primary key's NULL entries and BLOB range, no scan."""
+        blob = "" if self.BLOB_ID is None else f" OR {self.BLOB_ID.format(column='session_id')}"
+        rows = self._all(
+            f"SELECT session_id, created_at_ms, CAST(status AS TEXT) FROM sessions WHERE session_id IS NULL{blob} "
+            "ORDER BY created_at_ms"
+        )
+        return [
+            UnnamedSessionRow(
+                None if sid is None else bytes(sid).decode("utf-8", "backslashreplace"),
+                "null" if sid is None else "blob",
+                created,
+                status,
+            )
+            for sid, created, status in rows
+        ]
 
     def set_session_status(self, session_id: str, status: str) -> None:
         with self._joined():

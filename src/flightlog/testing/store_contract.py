@@ -319,6 +319,20 @@ class StoreContract(MemoryContract):
                 [keys[0], keys[2]],
             )
 
+    def test_unnamed_sessions_names_a_null_id_row(self, store: Store, store_null_id: NullId) -> None:
+        """A ``sessions`` row whose id is NULL is in no listing, and ``unnamed_sessions`` names it (with its
+        ``created_at_ms`` and status) so ``verify --all`` can report it; the sessions with ids are not."""
+        _new_session(store, "a", created_at_ms=1000, status="running")
+        assert store.unnamed_sessions() == []
+        store_null_id(store, 2000, "suspended")
+        assert store.unnamed_sessions() == [(None, "null", 2000, "suspended")]
+        assert [r.session_id for r in store.list_sessions()] == ["a"]
+
+    def test_no_session_an_honest_writer_creates_is_unnamed(self, store: Store) -> None:
+        for sid, created in (("a", 1000), ("b", 1000), ("c", 2000)):
+            _new_session(store, sid, created_at_ms=created, status="suspended")
+        assert store.unnamed_sessions() == []
+
     def test_set_session_status_is_not_a_ledger_row(self, store: Store) -> None:
         _new_session(store)
         _append(store, "s-1", [1])
