@@ -914,10 +914,14 @@ def _created(record: SessionRecord) -> dict[str, str]:
     return {"created_label": "imported", "created": f"{when} (the import time{note})"}
 
 
-def run_view(store: Store, session_id: str, *, undecodable: Undecodable | None = None) -> RunView | None:
+def run_view(
+    store: Store, session_id: str, *, undecodable: Undecodable | None = None, held: set[str] | None = None
+) -> RunView | None:
     """One run of the runs read model, durable merged with live state (None: not in the read model, or its
     state unknown: the row's status ended it and its stored events, read to decide whether its ledger waits,
     do not decode, then appended to ``undecodable``; :func:`flightlog.kernel.rowheld.held_by_ledger`).
+    ``held``, when given, gets ``session_id`` when the run is shown in the state its ledger gives, not the
+    end its row's status gave.
 
     Raises:
         EventDecodeError: that read fails and ``undecodable`` is None (names the seq).
@@ -931,7 +935,9 @@ def run_view(store: Store, session_id: str, *, undecodable: Undecodable | None =
     view = merge(
         durable, live_records(store).get(session_id), now_ms=wall_ms(), last_durable_ms=row.updated_at_ms
     )
-    kept, _ = held_by_ledger(store, [view], undecodable=undecodable)  # its open wait outranks the row
+    kept, put_back = held_by_ledger(store, [view], undecodable=undecodable)  # its open wait outranks the row
+    if held is not None:
+        held |= put_back
     return kept[0] if kept else None
 
 

@@ -336,7 +336,12 @@
       "tr",
       { class: "child", "data-child": c.id },
       el("td", {}, c.href ? el("a", { class: "child-link", href: c.href, text: c.id }) : c.id),
-      el("td", { class: "state" }, el("span", { class: "badge state state-" + c.state_class, text: c.state })),
+      el(
+        "td",
+        { class: "state" },
+        el("span", { class: "badge state state-" + c.state_class, text: c.state }),
+        c.warning ? el("span", { class: "muted row-warning", text: " " + c.warning }) : null
+      ),
       el("td", { class: "source" }, el("span", { class: "badge source source-" + c.source, text: c.source })),
       el("td", { class: "outcome", text: c.outcome || "-" }),
       el("td", { class: "tokens", text: b.tokens + "/" + b.token_limit }),
