@@ -70,4 +70,4 @@ def test_the_run_tree_names_an_undecodable_run_and_shows_held_ones_as_their_ledg
             assert "terminal" not in page.text.split('id="subagents"', 1)[1].split("</section>", 1)[0]
             shown = NAMES.index(bad) <= at + 1  # the bad run is an ancestor, the session or its child
             assert (why in page.text) is shown, sid
-            assert ('state state-undecodable' in page.text) is shown, sid
+            assert ("state state-undecodable" in page.text) is shown, sid

@@ -58,9 +58,7 @@ def child_rows(store: Store, session_id: str) -> list[dict[str, Any]]:
     return rows
 
 
-def _cells(
-    store: Store, view: RunView | None, unread: Undecodable, held: set[str]
-) -> dict[str, Any]:
+def _cells(store: Store, view: RunView | None, unread: Undecodable, held: set[str]) -> dict[str, Any]:
     """A tree node's state, source, outcome, budget and warning: none known without ``view``; when
     ``unread`` holds the run, ``undecodable`` (the warning naming the seq; the source and budget of ``view``,
     the read model's, which the row's status does not move); else the view's (with the row warning when
