@@ -76,7 +76,8 @@ def find_sessions(
     limit: int | None = None,
     status_of: Callable[[SessionRecord], str] | None = None,
 ) -> list[SessionRecord]:
-    """Sessions that pass every filter given, oldest first (what ``flightlog ls`` lists).
+    """Sessions that pass every filter given, oldest first (what ``flightlog ls`` lists); a row whose id is
+    not text names no session and is not among them (:meth:`~flightlog.store.base.Store.unnamed_sessions`).
 
     Args:
         store: The store.
@@ -96,7 +97,10 @@ def find_sessions(
     kept = [
         record
         for record in store.list_sessions()
-        if (not statuses or (status_of(record) if status_of else record.status) in statuses)
+        if isinstance(
+            record.session_id, str
+        )  # a BLOB id (a raw write) names no session: Store.unnamed_sessions
+        and (not statuses or (status_of(record) if status_of else record.status) in statuses)
         and (since_ms is None or record.created_at_ms >= since_ms)
         and (needle is None or needle in record.task.casefold())
     ]

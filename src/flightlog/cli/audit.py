@@ -374,12 +374,7 @@ def _unnamed_rows(unnamed: list[UnnamedSessionRow]) -> list[dict[str, Any]]:
             if isinstance(row.created_at_ms, int)
             else repr(row.created_at_ms),
             "status": row.status,
-            "why": (
-                f"a sessions row whose id is {'NULL' if row.session_id is None else 'a BLOB'}"
-                + ("" if row.session_id is None else f" ({row.session_id!r} as text)")
-                + f", created_at_ms {row.created_at_ms!r}, status {row.status!r}: written outside "
-                "flightlog, it names no session, so nothing of it can be verified"
-            ),
+            "why": f"{row.describe()}: written outside flightlog, it names no session, so nothing of it can be verified",
         }
         for row in unnamed
     ]

@@ -375,7 +375,8 @@ def ls_cmd(
 
     since_ms = _since(since) if since is not None else None
     with open_db(read_only=True) as store:
-        no_run = no_run_sessions(store, store.list_sessions())
+        unnamed = store.unnamed_sessions()  # rows whose id is not text (a raw write): named, not listed
+        no_run = no_run_sessions(store, (r for r in store.list_sessions() if isinstance(r.session_id, str)))
         unread: Undecodable = []  # the row ends the run, its events do not decode: its wait is unknown
         # the row ends the run, its ledger waits: the store-wide pass, no fold of all
         held = held_sessions(store, undecodable=unread)
@@ -405,7 +406,11 @@ def ls_cmd(
             for s in found
         ]
         missing = [value for value in dict.fromkeys(status or ()) if all(r["status"] != value for r in rows)]
-        present = sorted({shown(record) for record in store.list_sessions()}) if missing else []
+        present = (
+            sorted({shown(r) for r in store.list_sessions() if isinstance(r.session_id, str)})
+            if missing
+            else []
+        )
     warnings = [
         f"flightlog: warning: {r['session_id']}: {row_warning(r['session_id'], r['session_status'])}"
         for r in rows
@@ -416,13 +421,17 @@ def ls_cmd(
         f" (see `flightlog verify {sid}`)"
         for sid, exc in dict(unread).items()
     ]
+    warnings += [
+        f"flightlog: warning: {row.describe()}: it names no session, not listed (see `flightlog verify --all`)"
+        for row in unnamed
+    ]
     warnings += _ls_notes(
         rows, [v for v in missing if v not in present], present, bool(status or since or task), limit
     )
     if json_out:
         print_json(rows)
         _warn(warnings)
-        if unread:
+        if unread or unnamed:
             raise typer.Exit(1)
         return
     width = max([len("session"), *(len(r["session_id"]) for r in rows)])
@@ -439,7 +448,7 @@ def ls_cmd(
             f"{created:<28}  {short(row['task'], 60)}"
         )
     _warn(warnings)
-    if unread:
+    if unread or unnamed:
         raise typer.Exit(1)
 
 

@@ -126,7 +126,7 @@ def _runs_command(open_db: OpenDb) -> Callable[..., None]:
         ] = False,
     ) -> None:
         """List agent runs: state, outcome, budget and liveness (durable ledger, refined by live heartbeats)."""
-        from ..kernel.rowheld import SETTLED_BY_ROW, held_in, with_held
+        from ..kernel.rowheld import SETTLED_BY_ROW, held_in, listed_with_held
         from ..live import list_run_views, list_runs_json_live
         from ..runs import projection_ready, rebuild_projection
         from ..runs.projection import context_uses
@@ -174,18 +174,21 @@ def _runs_command(open_db: OpenDb) -> Callable[..., None]:
                         raise typer.Exit(1)
                     return
                 unread.clear()  # folded again below
-            views = list_run_views(
-                store,
-                state=state,
-                source=source,
-                parent=parent_id,
-                lease_ms=lease_ms,
-                abandoned_only=abandoned,
-                limit=limit,
-                undecodable=unread,
-            )
-            # the ledger's wait outranks the row
-            views, held = with_held(store, views, state, extra, limit, undecodable=unheld)
+
+            def fetch(most: int | None) -> list[RunView]:
+                return list_run_views(
+                    store,
+                    state=state,
+                    source=source,
+                    parent=parent_id,
+                    lease_ms=lease_ms,
+                    abandoned_only=abandoned,
+                    limit=most,
+                    undecodable=unread,
+                )
+
+            # the ledger's wait outranks the row; runs it leaves out do not shorten --limit's listing
+            views, held = listed_with_held(store, fetch, state, extra, limit, undecodable=unheld)
             uses = {} if json_out else context_uses(store, [v.snapshot.run_id for v in views])
             scores = _entropy(store, views) if entropy else None
         if json_out:

@@ -24,7 +24,7 @@ of the rest (the surfaces name it: ``flightlog runs``/``ls`` warn and exit 1, th
 
 from __future__ import annotations
 
-from collections.abc import Collection
+from collections.abc import Callable, Collection
 from dataclasses import replace
 
 from ..errors import EventDecodeError, SessionNotFound
@@ -46,6 +46,7 @@ __all__ = [
     "held_state",
     "ledger_snapshot",
     "ledger_state",
+    "listed_with_held",
     "with_held",
 ]
 
@@ -317,3 +318,37 @@ def with_held(
         held.add(row.run_id)
     views = views[:limit]
     return views, held & {v.snapshot.run_id for v in views}
+
+
+def listed_with_held(
+    store: Store,
+    fetch: Callable[[int | None], list[RunView]],
+    state: str | None,
+    extra: list[tuple[RunRow, AgentRunSnapshot]],
+    limit: int | None = None,
+    *,
+    undecodable: Undecodable | None = None,
+) -> tuple[list[RunView], set[str]]:
+    """:func:`with_held` over ``fetch(n)`` (a listing filtered by ``state``, newest first, of at most ``n``
+    runs; None: all), with a full page: when the check leaves runs out of the first ``limit`` fetched (a run
+    the row ended whose events do not decode, one its ledger holds in another state than ``state``), more
+    are fetched (at least twice as many each time) until ``limit`` runs are listed or the listing has no
+    more, so ``runs --limit N`` and the dashboard list N runs when the store holds N listable ones.
+    Each fetch after the first repeats the check on the runs before (the sessions left out are reported
+    once: ``undecodable`` gets those of the last fetch only). ``undecodable`` as :func:`held_by_ledger`
+    takes it.
+
+    Raises:
+        EventDecodeError: a candidate's stored event does not decode (names its seq) and ``undecodable``
+            is None.
+    """
+    want = limit
+    while True:
+        got = fetch(want)
+        left: Undecodable | None = None if undecodable is None else []
+        views, held = with_held(store, got, state, extra, limit, undecodable=left)
+        if limit is None or want is None or len(views) >= limit or len(got) < want:
+            if undecodable is not None and left is not None:
+                undecodable.extend(left)
+            return views, held
+        want = max(2 * want, want + limit - len(views))  # runs were left out: fetch past them

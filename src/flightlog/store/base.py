@@ -294,6 +294,13 @@ class UnnamedSessionRow(NamedTuple):
     status: str | None
     """The row's ``status`` as stored."""
 
+    def describe(self) -> str:
+        """``a sessions row whose id is NULL|a BLOB ('<text>' as text), created_at_ms …, status …``."""
+        what = "NULL" if self.session_id is None else f"a BLOB ({self.session_id!r} as text)"
+        return (
+            f"a sessions row whose id is {what}, created_at_ms {self.created_at_ms!r}, status {self.status!r}"
+        )
+
 
 class RunListing(NamedTuple):
     """What a ``runs`` query returns per row (the fold state left out), newest first."""

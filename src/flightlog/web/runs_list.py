@@ -31,7 +31,7 @@ from ..errors import EventDecodeError
 from ..kernel.rowcheck import row_warning
 from ..kernel.rowheld import SETTLED_BY_ROW, held_in, ledger_snapshot
 from ..runs import AgentRunSnapshot, run_page
-from ..runs.page import SORTS
+from ..runs.page import SORTS, RunPageEntry
 from .views import SOURCES, STATES, not_listed, unreadable_rows
 
 if TYPE_CHECKING:
@@ -89,23 +89,51 @@ def runs_page_data(dash: _Dashboard, params: dict[str, str]) -> dict[str, Any]:
     left_out: Undecodable = []
     ended = held_in(dash.reader, state or None, undecodable=left_out)  # the row ended them: not in SQL's
     held = [row.run_id for row, _ in ended]
-    page = run_page(
-        dash.reader,
-        state=state or None,
-        source=source or None,
-        parent=params.get("parent") or None,
-        since_ms=_day_ms(params.get("since", ""), "since"),
-        until_ms=_day_ms(params.get("until", ""), "until"),
-        text=params.get("q") or None,
-        sort=sort or "started",
-        descending=order != "asc",
-        cursor=params.get("cursor") or None,
-        limit=PAGE_SIZE,
-        also=held,
-        undecodable=left_out,
-    )
+    runs: list[dict[str, Any]] = []
+    cursor = params.get("cursor") or None
+    while True:  # runs the check leaves out do not shorten the page: it is filled from the next
+        page = run_page(
+            dash.reader,
+            state=state or None,
+            source=source or None,
+            parent=params.get("parent") or None,
+            since_ms=_day_ms(params.get("since", ""), "since"),
+            until_ms=_day_ms(params.get("until", ""), "until"),
+            text=params.get("q") or None,
+            sort=sort or "started",
+            descending=order != "asc",
+            cursor=cursor,
+            limit=PAGE_SIZE - len(runs),
+            also=held,
+            undecodable=left_out,
+        )
+        runs += _shown(dash, page.entries, state, left_out)
+        if len(runs) >= PAGE_SIZE or page.next_cursor is None:
+            break
+        cursor = page.next_cursor
+    next_url = None
+    if page.next_cursor is not None:
+        next_url = "/runs?" + urlencode({**filters, "cursor": page.next_cursor})
+    form = {k: params.get(k, "") for k in _FILTERS}
+    unreadable = unreadable_rows({sid: not_listed(sid, exc) for sid, exc in left_out})  # once a session
+    return {
+        "runs": runs,
+        "unreadable": unreadable,
+        "next": page.next_cursor,
+        "next_url": next_url,
+        "filters": filters,
+        "form": form,
+    }
+
+
+def _shown(
+    dash: _Dashboard, entries: list[RunPageEntry], state: str, left_out: Undecodable
+) -> list[dict[str, Any]]:
+    """The rows of ``entries`` as the page lists them: a run the row's status ended whose ledger waits in
+    the state its events give (with the row warning; left out when that is not ``state``), one whose
+    events do not decode left out and appended to ``left_out`` (named, not listed)."""
     runs = []
-    for entry in page.entries:
+    for entry in entries:
         wire = json.loads(entry.wire)
         entry_state, warning = entry.state, ""
         if SETTLED_BY_ROW in entry.wire:  # the row's status ended it: not when its ledger waits
@@ -133,19 +161,7 @@ def runs_page_data(dash: _Dashboard, params: dict[str, str]) -> dict[str, Any]:
                 "updated": _when(entry.updated_at_ms),
             }
         )
-    next_url = None
-    if page.next_cursor is not None:
-        next_url = "/runs?" + urlencode({**filters, "cursor": page.next_cursor})
-    form = {k: params.get(k, "") for k in _FILTERS}
-    unreadable = unreadable_rows({sid: not_listed(sid, exc) for sid, exc in left_out})  # once a session
-    return {
-        "runs": runs,
-        "unreadable": unreadable,
-        "next": page.next_cursor,
-        "next_url": next_url,
-        "filters": filters,
-        "form": form,
-    }
+    return runs
 
 
 def _query(

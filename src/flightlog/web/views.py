@@ -40,7 +40,7 @@ from ..events import (
 from ..importers.base import TASK_CHARS
 from ..kernel.approvals import LANGGRAPH_SOURCE, PendingCall, continue_hint, resume_hint, waiting_calls
 from ..kernel.rowcheck import row_warning, sessions_may_wait
-from ..kernel.rowheld import held_by_ledger, held_in, with_held
+from ..kernel.rowheld import held_by_ledger, held_in, listed_with_held
 from ..live import RunView, list_run_views, live_records, merge, wall_ms
 from ..messages import (
     ImagePart,
@@ -338,8 +338,11 @@ def run_tree(
     # a stale projection is folded, or a run the row ended may wait: the sessions whose events do not decode
     left_out: Undecodable = []
     extra = held_in(store, state, source=source, undecodable=left_out)  # the ledger's runs in state
-    listed = list_run_views(store, state=state, source=source, limit=limit, undecodable=left_out)
-    views, _ = with_held(store, listed, state, extra, limit, undecodable=left_out)
+
+    def fetch(most: int | None) -> list[RunView]:
+        return list_run_views(store, state=state, source=source, limit=most, undecodable=left_out)
+
+    views, _ = listed_with_held(store, fetch, state, extra, limit, undecodable=left_out)  # limit runs listed
     by_id = {v.snapshot.run_id: v for v in views}
     waiting, warnings = set(waiting or ()), dict(warnings or {})
     notes = {} if unreadable is None else unreadable

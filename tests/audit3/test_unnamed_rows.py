@@ -1,8 +1,10 @@
-"""``flightlog verify --all`` and a ``sessions`` row whose id is NULL or a BLOB (a raw write to SQLite; a
+"""``flightlog verify --all``, ``flightlog ls`` and a ``sessions`` row whose id is NULL or a BLOB (a raw write to SQLite; a
 PostgreSQL ``text`` key holds neither): the row names no session, so it cannot be verified, and the sweep
 names it (``UNNAMED``, JSON state ``unnamed_row``) and exits 1. Before, a NULL-id row was left out silently
 (exit 0 with every other session ok) and a BLOB id crashed the sweep (``'bytes' object has no attribute
-'encode'``) after printing the sessions before it."""
+'encode'``) after printing the sessions before it. ``ls`` lists the sessions, names such a row on stderr and
+exits 1, and ``ls -n N`` lists N sessions when the newest row is one; before, a BLOB id crashed it
+(``unsupported format string passed to bytes.__format__``; ``--json``: bytes not JSON serializable)."""
 
 from __future__ import annotations
 
@@ -65,3 +67,18 @@ def test_verify_all_names_a_row_whose_id_is_not_text(db: str, edit: str, named: 
     assert rows[0]["session_id"] == (None if "NULL" in edit else "b")
     assert rows[0]["id_type"] == ("null" if "NULL" in edit else "blob")
     assert rows[0]["status"] == "completed"
+
+
+@pytest.mark.parametrize("edit", ["session_id = NULL", "session_id = CAST(session_id AS BLOB)"])
+def test_ls_lists_the_sessions_and_names_a_row_whose_id_is_not_text(db: str, edit: str) -> None:
+    execute(db, f"UPDATE sessions SET {edit} WHERE session_id = 'c'")  # the newest
+    for args in (("ls",), ("ls", "--json"), ("ls", "-n", "2"), ("ls", "-n", "2", "--json")):
+        code, out, err = cli(db, *args)
+        assert code == 1, (args, out, err)
+        if "--json" in args:
+            assert [row["session_id"] for row in json.loads(out)] == ["a", "b"], (args, out)
+        else:
+            assert [line.split()[0] for line in out.splitlines()[1:]] == ["a", "b"], (args, out)
+        lines = err.strip().splitlines()
+        assert len(lines) == 1 and "a sessions row whose id is " in lines[0], (args, err)
+        assert "it names no session, not listed (see `flightlog verify --all`)" in lines[0], lines[0]
