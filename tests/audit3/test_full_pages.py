@@ -25,8 +25,8 @@ from .test_wait_pass import record, suspend
 IDS = [f"s{i}" for i in range(6)]
 BAD = IDS[-2:]
 """The newest two: the first a newest-first listing meets."""
-GOOD = [sid for sid in reversed(IDS) if sid not in BAD]
-"""The runs listable, newest first."""
+GOOD = [sid for sid in IDS if sid not in BAD]
+"""The runs listable."""
 
 
 def _store(url: str) -> None:
@@ -47,22 +47,29 @@ def _warned(err: str) -> set[str]:
 def test_runs_limit_lists_n_runs_past_those_left_out(url: str, state: str | None) -> None:
     _store(url)
     filters = () if state is None else ("--state", state)
+    code, out, err = cli(url, "runs", "--json", *filters)
+    whole = [
+        run["run_id"] for run in json.loads(out)
+    ]  # newest first (ties in the same ms: the store's order)
+    assert sorted(whole) == sorted(GOOD), out
     for limit in (1, 3, 4, 5):
         code, out, err = cli(url, "runs", "--json", "--limit", str(limit), *filters)
         assert code == 1, (out, err)
-        assert [run["run_id"] for run in json.loads(out)] == GOOD[:limit], (limit, out)
+        assert [run["run_id"] for run in json.loads(out)] == whole[:limit], (limit, out)
         assert _warned(err) == set(BAD), err
     code, out, err = cli(url, "runs", "--limit", "3", *filters)
-    assert code == 1 and [line.split()[0] for line in out.splitlines()[1:]] == GOOD[:3], out
+    assert code == 1 and [line.split()[0] for line in out.splitlines()[1:]] == whole[:3], out
 
 
 def test_the_dashboard_tree_lists_its_limit_past_runs_left_out(url: str) -> None:
     _store(url)
     with open_store(url, read_only=True) as store:
         for state in (None, "waiting_input"):
+            whole = [node["id"] for node in views.run_tree(store, state=state)]
+            assert sorted(whole) == sorted(GOOD), whole
             unreadable: dict[str, str] = {}
             nodes = views.run_tree(store, state=state, limit=3, unreadable=unreadable)
-            assert [node["id"] for node in nodes] == GOOD[:3], (state, nodes)
+            assert [node["id"] for node in nodes] == whole[:3], (state, nodes)
             assert set(unreadable) == set(BAD), unreadable
 
 
@@ -83,4 +90,4 @@ def test_a_runs_page_is_filled_past_runs_left_out(
             if data["next"] is None:
                 break
             query = "?" + "&".join(f"{k}={v}" for k, v in (("state", state), ("cursor", data["next"])) if v)
-    assert seen == GOOD
+    assert sorted(seen) == sorted(GOOD)

@@ -590,6 +590,24 @@ class Store(abc.ABC):
         default: none (a backend whose key holds text only, as PostgreSQL's ``text`` primary key)."""
         return []
 
+    def ledger_marks(self, ids: Collection[str]) -> dict[str, tuple[int, int, str, int]]:
+        """Per session of ``ids`` that has stored events, what its ``events`` rows themselves say, whatever
+        its ``sessions`` row says: ``(row count, last seq, the last row's stored hash, a sum over the rows
+        that an edit of a row's bytes moves)``: the bytes' lengths here; a backend with row versions adds
+        them (PostgreSQL's ``xmin``), so an ``UPDATE`` moves it even when the length stays. An insert
+        anywhere in the ledger, a deleted row, a re-chain (the last hash) or an edited row's length moves
+        the mark without the ``sessions`` row moving: what a cache of folds keyed on the row's head checks
+        (the dashboard's approvals queue). Sessions with no rows are left out.
+
+        This default reads every row (:meth:`read_events`); a SQL backend answers in one query over the
+        sessions' index entries (meant for a few sessions, not the whole store)."""
+        marks: dict[str, tuple[int, int, str, int]] = {}
+        for sid in ids:
+            rows = list(self.read_events(sid))
+            if rows:
+                marks[sid] = (len(rows), rows[-1].seq, rows[-1].hash, sum(len(r.event_bytes) for r in rows))
+        return marks
+
     def session_keys(self) -> list[tuple[str, str, int, str]]:
         """``(session_id, status, head_seq, head_hash)`` of every session, oldest first (the order of
         :meth:`list_sessions`), without the rest of the row (no ``metadata`` decoded): what a cache keyed

@@ -897,6 +897,8 @@ class PostgresStore(SqlStore):
     FOR_UPDATE = " FOR UPDATE"
     SKIP_LOCKED = " FOR UPDATE OF l SKIP LOCKED"
     INSERT_ORDER = "ord"
+    ROW_MARK = "(e.xmin::text::bigint + octet_length(e.event))"
+    """An ``UPDATE`` writes a new row version, with a new ``xmin`` (the transaction that wrote it)."""
     NULL_SAFE_EQ = "IS NOT DISTINCT FROM"
     EVENT_TEXT = "convert_from(e.event, 'UTF8')"
     BYTES_CONTAIN = "position(?::bytea in event) > 0"

@@ -187,6 +187,9 @@ class SqlStore(Store):
     EVENTS_SCAN: ClassVar[str] = "events NOT INDEXED"
     """The ``events`` table read whole for a byte search of every row: SQLite in rowid (storage) order, not
     through the primary key index (which would look each row up by rowid, in ``session_id`` order)."""
+    ROW_MARK: ClassVar[str] = "length(e.event)"
+    """What :meth:`ledger_marks` sums over an ``events`` row (aliased ``e``): a value an edit of the row's
+    bytes moves; SQLite has no row version, so the length (read from the record header: no blob loaded)."""
     SESSION_KEY_COLUMNS: ClassVar[str] = (
         "CAST(session_id AS TEXT), CAST(status AS TEXT), CAST(head_seq AS INTEGER), CAST(head_hash AS TEXT)"
     )
@@ -461,6 +464,21 @@ class SqlStore(Store):
             if len(rows) < batch:
                 return
             after = (rows[-1][4], rows[-1][0])
+
+    def ledger_marks(self, ids: Collection[str]) -> dict[str, tuple[int, int, str, int]]:
+        """One query: per session of ``ids``, its rows' count, last seq, that row's stored hash and the sum
+        of :attr:`ROW_MARK` over its rows (a range of the primary key's index per id, and each row's record
+        header for the length)."""
+        if not ids:
+            return {}
+        among, values = self._in_values("e.session_id", ids)
+        rows = self._all(
+            f"SELECT e.session_id, count(*), max(e.seq), sum({self.ROW_MARK}), (SELECT h.hash FROM events h "
+            "WHERE h.session_id = e.session_id ORDER BY h.seq DESC LIMIT 1) "
+            f"FROM events e WHERE {among} GROUP BY e.session_id",
+            values,
+        )
+        return {str(sid): (int(n), int(last), str(digest), int(mark)) for sid, n, last, mark, digest in rows}
 
     def unnamed_sessions(self) -> list[UnnamedSessionRow]:
         """The rows :data:`LISTED` leaves out (a NULL id) and those whose id is a BLOB (:attr:`BLOB_ID`),

@@ -328,6 +328,30 @@ class StoreContract(MemoryContract):
         assert store.unnamed_sessions() == [(None, "null", 2000, "suspended")]
         assert [r.session_id for r in store.list_sessions()] == ["a"]
 
+    def test_ledger_marks_move_with_the_events_rows_not_the_session_row(
+        self, store: Store, store_past_head: PastHead
+    ) -> None:
+        """``ledger_marks`` reads the ``events`` rows: an append moves a session's mark, and so does a row
+        stored past the head (an outside edit that leaves the ``sessions`` row as it was); a session with
+        no rows, or none of that id, is left out."""
+        for sid in ("s-1", "s-2", "empty"):
+            _new_session(store, sid)
+        _append(store, "s-1", ["a", "b"])
+        _append(store, "s-2", ["c"])
+        marks = store.ledger_marks(["s-1", "s-2", "empty", "nope"])
+        assert set(marks) == {"s-1", "s-2"}
+        rows = {sid: list(store.read_events(sid)) for sid in ("s-1", "s-2")}
+        for sid, (count, last, digest, _) in marks.items():
+            assert (count, last, digest) == (len(rows[sid]), rows[sid][-1].seq, rows[sid][-1].hash)
+        assert store.ledger_marks([]) == {}
+        head = store.get_session("s-1")
+        past, _ = chained_rows(["d"], start=head.head_seq + 1, prev=head.head_hash)
+        store_past_head(store, "s-1", past[0])
+        assert store.get_session("s-1").head_seq == head.head_seq  # the row did not move
+        moved = store.ledger_marks(["s-1", "s-2"])
+        assert moved["s-1"][:2] == (3, head.head_seq + 1) and moved["s-1"] != marks["s-1"]
+        assert moved["s-2"] == marks["s-2"]
+
     def test_no_session_an_honest_writer_creates_is_unnamed(self, store: Store) -> None:
         for sid, created in (("a", 1000), ("b", 1000), ("c", 2000)):
             _new_session(store, sid, created_at_ms=created, status="suspended")

@@ -395,6 +395,8 @@ queue folds them all (then its count is exact)."""
 
 SessionKey = tuple[str, str, int, str]
 """``(session_id, status, head_seq, head_hash)``: :meth:`~flightlog.store.base.Store.session_keys`' rows."""
+LedgerMark = tuple[int, int, str, int]
+""":meth:`~flightlog.store.base.Store.ledger_marks`' values: what a session's ``events`` rows say."""
 
 _FIRST = operator.itemgetter(0)
 
@@ -435,6 +437,12 @@ class PendingCache:
         """Session id -> why its gates could not be folded (the error, naming the seq), at its decided key."""
         self._list_keys = False
         """Whether the next call lists every session's key first (the last pass found few that may wait)."""
+        self._settled: set[str] = set()
+        """Sessions whose cached answer is the pass's "cannot wait" (:meth:`_settle`), not a fold's: a later
+        pass that finds one may wait refolds it, whatever its row's key."""
+        self._marks: dict[str, LedgerMark | None] = {}
+        """Session id -> its ledger's mark (:meth:`Store.ledger_marks`) read before the fold that decided it:
+        each call drops the answers whose ledger moved since (:meth:`_recheck`), the row's key or not."""
 
     def _of(
         self, store: Store, key: SessionKey, may: set[str] | None = None, record: SessionRecord | None = None
@@ -443,18 +451,23 @@ class PendingCache:
         miss reads the row (``record`` when the caller holds it) and folds as ``flightlog pending`` does."""
         sid = key[0]
         with self._lock:
-            if self._decided.get(sid) == key:
+            # a session the pass settled that this call's pass finds may wait: its ledger moved, refold
+            if self._decided.get(sid) == key and (may is None or sid not in may or sid not in self._settled):
                 return self._gates.get(sid)
         error = None
+        mark = None
         try:
             may_wait = None if may is None else sid in may
             row = record or store.get_session(sid)
+            mark = store.ledger_marks([sid]).get(sid)  # before the fold: a row added during it moves it
             calls = waiting_calls(store, row, decided=True, may_wait=may_wait)
         except FlightlogError as exc:  # shown as the session's warning (:meth:`unreadable`), and logged
             log.exception("cannot fold the gates of %s", sid)
             calls, error = None, str(exc)
         with self._lock:
             self._decided[sid] = key
+            self._marks[sid] = mark
+            self._settled.discard(sid)
             if calls is None:
                 self._gates.pop(sid, None)
             else:
@@ -480,10 +493,33 @@ class PendingCache:
             settled.pop(k[0], None)
         with self._lock:
             self._decided.update(settled)
+            self._settled.update(settled)
+            for sid in [sid for sid in self._marks if sid in settled]:
+                del self._marks[sid]  # the pass read every byte: its answer is the current one
             for sid in [sid for sid in self._gates if sid in settled]:
                 del self._gates[sid]
             for sid in [sid for sid in self._unread if sid in settled]:
                 del self._unread[sid]
+
+    def _recheck(self, store: Store) -> None:
+        """Forget every answer a fold gave whose ledger moved since (:meth:`Store.ledger_marks`, one query
+        over those sessions' rows): a row inserted past the recorded head, a row deleted, a re-chain or an
+        edited row's bytes leave the ``sessions`` row's key as it was, and must not leave its old answer
+        listed. Answers the store-wide pass gave without a fold (:meth:`_settle`) are not rechecked here:
+        a later pass that finds such a session may wait refolds it (:meth:`_of`)."""
+        with self._lock:
+            held = dict(self._marks)
+        if not held:
+            return
+        now = store.ledger_marks(list(held))
+        moved = [sid for sid, mark in held.items() if now.get(sid) != mark]
+        with self._lock:
+            for sid in moved:
+                if self._marks.get(sid) == held[sid]:  # not refolded by another thread since
+                    self._decided.pop(sid, None)
+                    self._gates.pop(sid, None)
+                    self._unread.pop(sid, None)
+                    del self._marks[sid]
 
     def _misses(self, keys: list[SessionKey]) -> int:
         """How many of ``keys`` the cache does not hold at that key."""
@@ -574,6 +610,7 @@ class PendingCache:
         """
         paged = limit is not None and session_id is None
         start = max(0, start) if paged else 0
+        self._recheck(store)  # what the ledger moved under an unmoved row is folded again
         if session_id is not None:
             r = store.get_session(session_id)
             key: SessionKey = (r.session_id, r.status, r.head_seq, r.head_hash)
