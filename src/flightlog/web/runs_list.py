@@ -7,7 +7,8 @@ the same page as JSON (``runs``, ``unreadable`` and ``next``, the cursor of the 
 Every string is escaped by the templates. On a missing or stale projection (the ledgers folded), a session
 whose stored events do not decode is left out and named in ``unreadable`` (``session``, ``href``,
 ``warning`` naming the seq), as ``flightlog runs`` warns; so is a run the row's status ended whose events,
-read to decide whether its ledger waits, do not decode.
+read to decide whether its ledger waits, do not decode. A page the check leaves runs out of is filled from
+the next keyset page (``next`` then follows the last run read), so it lists 100 runs while there are more.
 
 A run the ``sessions`` row's status ended while its ledger holds an open wait is listed in the state its
 events give, with ``row_warning`` (:func:`flightlog.kernel.rowheld.ledger_snapshot`; the row is unhashed).
