@@ -14,7 +14,17 @@ if TYPE_CHECKING:  # annotations only: the CLI imports plural/short without load
     from . import events as ev
     from .messages import Message
 
-__all__ = ["MAX_OPERATOR", "narrate", "operator_problem", "plural", "printable", "short", "summarize_message"]
+__all__ = [
+    "MAX_OPERATOR",
+    "STATE_SYNONYMS",
+    "narrate",
+    "operator_problem",
+    "plural",
+    "printable",
+    "short",
+    "state_word",
+    "summarize_message",
+]
 
 _PLURALS = {"leaf": "leaves", "criterion": "criteria", "entry": "entries", "match": "matches"}
 
@@ -22,6 +32,27 @@ _PLURALS = {"leaf": "leaves", "criterion": "criteria", "entry": "entries", "matc
 def plural(count: int, noun: str) -> str:
     """``count`` and ``noun`` agreeing in number: ``1 leaf``, ``2 leaves``, ``0 sessions``, ``1 session``."""
     return f"{count} {noun if count == 1 else _PLURALS.get(noun, noun + 's')}"
+
+
+STATE_SYNONYMS: dict[str, str] = {"aborted": "cancelled", "abort": "cancelled", "canceled": "cancelled"}
+"""Words that name one state in other spellings, and the term every surface shows for it: seed 002's
+``TerminalOutcome::Cancelled`` ("cancelled by the user or a parent"). A Claude Code import ends a run the user
+interrupted as ``aborted`` (its ``run_terminal.reason`` and session status, stored as written)."""
+
+
+def state_word(word: str) -> str:
+    """The word ``ls``, ``show``, ``runs`` and the dashboard print for a stored status or end reason.
+
+    Args:
+        word: A session status or a ``run_terminal.reason``, as stored (open-ended: an import keeps its
+            source's words).
+
+    Returns:
+        Seed 002's term when ``word`` is another spelling of it (:data:`STATE_SYNONYMS`, exact match),
+        else ``word`` unchanged. Display only: stored bytes, ``--json``'s ``session_status`` and the runs read
+        model keep the stored word.
+    """
+    return STATE_SYNONYMS.get(word, word)
 
 
 def short(text: str, limit: int = 80) -> str:
@@ -259,7 +290,7 @@ _NARRATORS: dict[str, Callable[[Any], str]] = {
     "tool_completed": _tool_completed,
     "custom": _custom,
     "run_terminal": lambda e: (
-        f"run ended: {e.reason} after {e.turns_used} turn(s), {plural(e.total_tokens, 'token')}"
+        f"run ended: {state_word(e.reason)} after {e.turns_used} turn(s), {plural(e.total_tokens, 'token')}"
     ),
     "compressed": lambda e: (
         f"turn {e.turn}: compressed seqs {e.archived_seq_range[0]}..{e.archived_seq_range[1]}"

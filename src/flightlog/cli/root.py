@@ -25,7 +25,7 @@ import typer
 
 from .. import __version__
 from ..errors import ImportFormatError, install_hint
-from ..narration import narrate, plural, short
+from ..narration import narrate, plural, short, state_word
 from .lazy import LazyTyper
 from .options import (
     CONTEXT,
@@ -361,7 +361,9 @@ def ls_cmd(
     names it and the seq, and the command exits 1 after the listing.
 
     Statuses are open-ended (``Recorder.finish`` takes any word; an import keeps its source's, e.g. a
-    mini-swe-agent exit status): a ``--status`` no session has is not an error, but a note on stderr names
+    mini-swe-agent exit status); another spelling of a seed 002 term shows as that term, as ``show``, ``runs``
+    and the dashboard say it (``aborted`` → ``cancelled``, ``narration.state_word``; ``session_status`` keeps
+    the stored word; ``--status`` takes either): a ``--status`` no session has is not an error, but a note on stderr names
     the statuses present; an empty listing says "no sessions" on stderr (``--json`` stays ``[]``; nothing
     for ``--limit 0``).
 
@@ -384,10 +386,11 @@ def ls_cmd(
         def shown(record: Any) -> str:
             if record.session_id in held:
                 return LEDGER_STATUS
-            return NO_RUN if record.session_id in no_run else str(record.status)
+            return NO_RUN if record.session_id in no_run else state_word(str(record.status))
 
+        wanted = [state_word(value) for value in status or ()]  # --status aborted finds what shows cancelled
         found = find_sessions(
-            store, statuses=status or (), since_ms=since_ms, task=task, limit=limit, status_of=shown
+            store, statuses=wanted, since_ms=since_ms, task=task, limit=limit, status_of=shown
         )
         rows: list[dict[str, Any]] = [
             {
@@ -405,7 +408,7 @@ def ls_cmd(
             }
             for s in found
         ]
-        missing = [value for value in dict.fromkeys(status or ()) if all(r["status"] != value for r in rows)]
+        missing = [value for value in dict.fromkeys(wanted) if all(r["status"] != value for r in rows)]
         present = (
             sorted({shown(r) for r in store.list_sessions() if isinstance(r.session_id, str)})
             if missing
@@ -517,7 +520,7 @@ def show_cmd(
         sid = store.resolve_session(session)
         record = store.get_session(sid)
         if not json_out:
-            out.print(f"session {sid}  [{record.status}]  {short(record.task, 70)}")
+            out.print(f"session {sid}  [{state_word(record.status)}]  {short(record.task, 70)}")
         prompt: str | None = None
         for row, event in iter_events(store, sid):
             if json_out:

@@ -24,7 +24,7 @@ from typing import TYPE_CHECKING, Annotated
 import typer
 
 from ..errors import SessionNotFound
-from ..narration import narrate, short
+from ..narration import narrate, short, state_word
 from .console import console
 from .options import session_arg, warn_diverged
 
@@ -269,7 +269,8 @@ def _duration(ms: int | None) -> str:
 
 def view_line(view: RunView, now: int, context: ContextUse | None = None) -> list[str]:
     """The table cells of one run: id, state, outcome, tokens, steps, duration, context use (fill of the
-    latest model call / usable window, ``-`` when none was recorded), parent, liveness, detail."""
+    latest model call / usable window, ``-`` when none was recorded), parent, liveness, detail (a stored reason
+    that spells the outcome another way, ``aborted``, as its term: ``narration.state_word``)."""
     s = view.snapshot
     terminal = s.terminal
     return [
@@ -282,7 +283,7 @@ def view_line(view: RunView, now: int, context: ContextUse | None = None) -> lis
         context.label() if context is not None else "-",
         s.parent or "",
         _liveness(view, now),
-        short(terminal.detail, 40) if terminal and terminal.detail else "",
+        short(state_word(terminal.detail), 40) if terminal and terminal.detail else "",
     ]
 
 

@@ -82,6 +82,7 @@ from ..kernel.approvals import approve, deny, operator_problem
 from ..kernel.attention import send_signal
 from ..kernel.errors import NotPending
 from ..kernel.rowheld import LEDGER_STATUS, held_state
+from ..narration import state_word
 from ..runs.projection import Undecodable
 from ..sessions import replay_session
 from ..store.base import Store
@@ -352,8 +353,10 @@ def _session_status(dash: _Dashboard, session_id: str) -> dict[str, Any]:
         warning = views.unreadable_waits(session_id, str(unread[0][1]))
     if held is not None:
         state = state or held.value  # a stale projection gives no state; the ledger's is the one listed
+    stored = LEDGER_STATUS if held is not None else record.status
     return {
-        "status": views.show(LEDGER_STATUS if held is not None else record.status, 60),
+        "status": views.show(state_word(stored), 60),
+        "signals": stored in ("running", "suspended", "cancelled"),  # the kernel's words: a run it can resume
         "row_warning": views.show(warning, views.LINE_LIMIT),
         "state": state,
         "budget": budget,

@@ -51,7 +51,7 @@ from ..messages import (
     ToolCallPart,
     ToolResultPart,
 )
-from ..narration import narrate
+from ..narration import narrate, state_word
 from ..runs import AgentRunSnapshot, RunSource, RunState, build_tree, refine_with_status
 from ..runs.context import PROMPT_PROGRAM_INVOKED, ContextUse
 from ..runs.projection import RunNode, Undecodable, context_uses, projection_ready
@@ -284,7 +284,7 @@ def _run_node(
         "state": s.state.value,
         "source": s.source.value,
         "outcome": terminal.outcome.value if terminal else "",
-        "detail": show(terminal.detail, 200) if terminal and terminal.detail else "",
+        "detail": show(state_word(terminal.detail), 200) if terminal and terminal.detail else "",
         "tokens": "" if s.budget.tokens_used is None else str(s.budget.tokens_used),
         "steps": "" if s.budget.steps_taken is None else str(s.budget.steps_taken),
         "duration": _duration(s.budget.duration_ms),
@@ -933,7 +933,7 @@ class SessionPage:
 def _header(record: SessionRecord) -> dict[str, str]:
     return {
         "task": task_text(record.task, record.source, 600),
-        "status": show(record.status, 60),
+        "status": show(state_word(record.status), 60),
         "source": show(record.source, 60),
         **_created(record),
         "head_hash": record.head_hash,

@@ -1,0 +1,74 @@
+"""Rough edges a new user hit (session 14's user pass), each through the command line a user types: one
+word per state on every surface, what an unsealed import's ledger holds, a retired store said so, a repair
+with nothing to do, and the rest."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+from typer.testing import CliRunner
+
+from flightlog.cli import app
+
+runner = CliRunner()
+SAMPLES = Path(__file__).parent / "data" / "samples"
+ABORTED = "claude-code:55604662-cf2a-4331-851a-ec234028f8ca"  # the user interrupted it: stored "aborted"
+
+
+def invoke(*args: str) -> tuple[int, str, str]:
+    result = runner.invoke(app, list(args))
+    return result.exit_code, result.stdout, result.stderr
+
+
+def _imported(tmp_path: Path, *names: str, seal: bool = True) -> Path:
+    db = tmp_path / "s.db"
+    paths = [str(SAMPLES / "claude-code" / name) for name in names]
+    code, _out, err = invoke("--db", str(db), "import", *(["--seal"] if seal else []), *paths)
+    assert code == 0, err
+    return db
+
+
+# ─── 1. one word for a run the user ended ─────────────────────────────────────────────────────
+
+
+def test_a_run_the_user_ended_reads_cancelled_everywhere(tmp_path: Path) -> None:
+    """The import stores Claude Code's "aborted" (session status and ``run_terminal.reason``); ``ls`` and
+    ``show`` printed it while ``runs`` said "cancelled" (seed 002's ``TerminalOutcome``)."""
+    db = _imported(tmp_path, "spotter_short.jsonl")
+    code, out, err = invoke("--db", str(db), "ls")
+    assert code == 0, err
+    (row,) = [line for line in out.splitlines() if line.startswith(ABORTED)]
+    assert row.split()[1] == "cancelled" and "aborted" not in out
+    code, out, err = invoke("--db", str(db), "ls", "--json")
+    (listed,) = json.loads(out)
+    assert (listed["status"], listed["session_status"]) == ("cancelled", "aborted")  # the stored word kept
+    for word in ("cancelled", "aborted"):  # either spelling filters
+        code, out, err = invoke("--db", str(db), "ls", "--status", word, "--json")
+        assert [r["session_id"] for r in json.loads(out)] == [ABORTED], err
+    code, out, err = invoke("--db", str(db), "show", ABORTED)
+    assert code == 0, err
+    assert out.splitlines()[0].startswith(f"session {ABORTED}  [cancelled]")
+    assert "run ended: cancelled after 1 turn(s)" in out and "aborted" not in out
+    code, out, err = invoke("--db", str(db), "show", ABORTED, "--json")
+    assert json.loads(out.splitlines()[-2])["event"]["reason"] == "aborted"  # the wire form is unchanged
+    code, out, err = invoke("--db", str(db), "runs")
+    assert code == 0, err
+    (line,) = [line for line in out.splitlines() if line.startswith(ABORTED)]
+    assert line.split()[1:3] == ["terminal", "cancelled"] and line.split()[-1] == "cancelled"
+
+
+def test_the_word_map_leaves_other_words_alone() -> None:
+    from flightlog.narration import state_word
+
+    assert [
+        state_word(w) for w in ("aborted", "canceled", "cancelled", "completed", "Aborted", "killed")
+    ] == [
+        "cancelled",
+        "cancelled",
+        "cancelled",
+        "completed",
+        "Aborted",
+        "killed",
+    ]
+
