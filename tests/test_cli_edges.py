@@ -72,3 +72,46 @@ def test_the_word_map_leaves_other_words_alone() -> None:
         "killed",
     ]
 
+
+# ─── 2. an import whose ledger holds no end ───────────────────────────────────────────────────
+
+
+def _status_lines(db: Path, sid: str) -> tuple[str, str, list[str]]:
+    """(``ls`` status, ``show``'s bracketed status, ``runs`` cells) of one session."""
+    code, out, err = invoke("--db", str(db), "ls", "--json")
+    assert code == 0, err
+    (listed,) = [r for r in json.loads(out) if r["session_id"] == sid]
+    code, out, err = invoke("--db", str(db), "show", sid)
+    assert code == 0, err
+    shown = out.splitlines()[0].split("[", 1)[1].split("]", 1)[0]
+    code, out, err = invoke("--db", str(db), "runs")
+    (line,) = [line for line in out.splitlines() if line.startswith(sid + " ")]
+    return listed["status"], shown, line.split()
+
+
+def test_an_unsealed_import_says_its_last_run_is_open(tmp_path: Path) -> None:
+    """The file shows its last run ended; that ``run_terminal`` waits for the source to end, so the ledger
+    holds an open run: ``ls`` said "completed" (the file's end), now what the ledger holds."""
+    sid = "claude-code:s1"
+    db = _imported(tmp_path, "claudecodelog_dag_compact_after_rewind.jsonl", seal=False)
+    code, out, _ = invoke("--db", str(db), "show", sid, "--json")
+    kinds = [json.loads(line)["kind"] for line in out.splitlines()]
+    assert kinds[-1] != "run_terminal" and "run_started" in kinds[kinds.index("run_terminal") :]
+    ls_status, show_status, runs = _status_lines(db, sid)
+    assert (ls_status, show_status) == ("incomplete", "incomplete")
+    assert (
+        runs[1:3] == ["terminal", "interrupted"] and runs[-1] == "incomplete"
+    )  # "session marked incomplete"
+    # the end recorded (the caller says the transcript is complete): every surface says completed
+    code, _out, err = invoke(
+        "--db",
+        str(db),
+        "import",
+        "--seal",
+        str(SAMPLES / "claude-code" / "claudecodelog_dag_compact_after_rewind.jsonl"),
+    )
+    assert code == 0, err
+    ls_status, show_status, runs = _status_lines(db, sid)
+    assert (ls_status, show_status) == ("completed", "completed")
+    assert runs[1:3] == ["terminal", "completed"]
+

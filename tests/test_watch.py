@@ -185,14 +185,16 @@ def test_watch_refuses_a_file_given_as_folder(tmp_path: Path) -> None:
 
 
 @pytest.mark.parametrize(
-    ("lines", "plain", "live"), [(10, "incomplete", "running"), (19, "aborted", "aborted")]
+    ("lines", "plain", "live"), [(10, "incomplete", "running"), (19, "incomplete", "incomplete")]
 )
 def test_a_live_import_says_running_only_for_a_run_still_in_its_turn(
     tmp_path: Path, lines: int, plain: str, live: str
 ) -> None:
     """`watch` (``live=True``) shows an open session mid-turn as ``running``; one whose last run the file
-    shows interrupted by the user ("[Request interrupted by user]" is line 18) keeps the reason a plain
-    import gives it, ``aborted``, instead of reading ``running`` for as long as nobody writes to it."""
+    shows interrupted by the user ("[Request interrupted by user]" is line 18) keeps the status a plain
+    import gives it instead of reading ``running`` for as long as nobody writes to it: ``incomplete``, what
+    its ledger holds (the run's ``aborted`` end waits for the source to end; it used to read ``aborted``,
+    an end the ledger does not hold)."""
     source = tmp_path / SAMPLE.name
     source.write_bytes(b"".join(SAMPLE.read_bytes().splitlines(keepends=True)[:lines]))
     statuses = []

@@ -35,8 +35,10 @@ the same bytes again (same sha256, same format) records nothing and reports the 
 **Settled events and the end of a session.** While a source may still grow, only its *settled* events
 are recorded (``ImportedSession.settled``): what the end of the file closes (an open completion, pending
 calls, the last run's ``run_terminal``) is left out, and a torn last line is waited for
-(:func:`~flightlog.importers.base.torn_tail_waits`); the session's status says what the end of the file
-shows (``completed`` or ``incomplete``; ``running`` with ``live``, as ``flightlog watch`` passes). A
+(:func:`~flightlog.importers.base.torn_tail_waits`); the session's status says what the recorded events
+hold, not the file's unrecorded end: the last recorded run's end (``completed``, ``aborted``...), else
+``incomplete`` (``running`` with ``live``, as ``flightlog watch`` passes), so ``ls``, ``show`` and ``runs``
+say the ledger's state until the end is recorded. A
 session is recorded whole, and sealed with a notary (a ``session_sealed`` event and a checkpoint over
 it), only when its source shows it ended:
 
@@ -76,7 +78,7 @@ from typing import TYPE_CHECKING
 
 from ..encoding import canonical_bytes, parse_json
 from ..errors import ImportFormatError, InvalidSessionId, SessionNotFound, StoreError
-from ..events import Custom, RunTerminal, SessionEvent
+from ..events import Custom, RunStarted, RunTerminal, SessionEvent
 from ..ledger import chain_hash
 from ..notarization import SEAL_KIND
 from ..recorder import Recorder
@@ -607,9 +609,11 @@ class _Writer:
     def write(self, *, ended: bool, live: bool) -> None:
         """Record the session's settled events (all of them when ``ended``), then its status or seal."""
         count = len(self.session.events) if ended or self.session.settled is None else self.session.settled
-        status = _status(self.session)
-        # mid-turn while watched: running; a run the file shows ended (aborted...) keeps its reason
-        if live and not ended and status == "incomplete":
+        status = _status(self.session.events, count)  # what the ledger holds, not the file's unrecorded end
+        # mid-turn while watched: running; a run the file shows ended (aborted...), its end not yet
+        # recorded, stays incomplete rather than read "running" for as long as nobody writes to it
+        total = len(self.session.events)
+        if live and not ended and status == "incomplete" and _status(self.session.events, total) == status:
             status = "running"
         if self.target.existing:
             found = self._continue(count, seal_due=ended and self.notary is not None)
@@ -792,9 +796,16 @@ def _row_times(session: ImportedSession) -> list[int] | None:
     return times
 
 
-def _status(session: ImportedSession) -> str:
-    """``completed`` when the last run ended normally, else the last terminal reason or ``incomplete``."""
-    for event in reversed(session.events):
+def _status(events: Sequence[SessionEvent], count: int) -> str:
+    """The status of a session whose ledger holds the first ``count`` of ``events``: ``completed`` when its
+    last run ended normally, its terminal reason when it ended otherwise (``aborted``...), else
+    ``incomplete`` (no run ended, or a ``run_started`` after the last ``run_terminal``: the ledger holds
+    an open run, whatever the unrecorded end of the file says). Reads back from ``count - 1`` by index, as
+    far as the last run's start: ``events`` may be spooled to disk (a slice would load them all)."""
+    for index in range(count - 1, -1, -1):
+        event = events[index]
+        if isinstance(event, RunStarted):
+            return "incomplete"
         if isinstance(event, RunTerminal):
             return "completed" if event.reason in ("completed", "end_turn", "stop") else event.reason
     return "incomplete"
