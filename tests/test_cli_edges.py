@@ -115,3 +115,28 @@ def test_an_unsealed_import_says_its_last_run_is_open(tmp_path: Path) -> None:
     assert (ls_status, show_status) == ("completed", "completed")
     assert runs[1:3] == ["terminal", "completed"]
 
+
+# ─── 3. a retired store says so ───────────────────────────────────────────────────────────────
+
+
+def test_a_retired_store_says_where_the_ledger_went(tmp_path: Path) -> None:
+    """The source of ``db copy`` listed as if live until a write was refused; now every read says it is
+    a read-only copy and names the live store, and a write is refused naming it."""
+    db = _imported(tmp_path, "spotter_short.jsonl")
+    live = tmp_path / "live.db"
+    code, _out, err = invoke("--db", str(db), "db", "copy", str(db), str(live))
+    assert code == 0, err
+    note = f"flightlog: note: this store was moved to {live} at "
+    for args in (["ls"], ["runs"], ["show", ABORTED], ["verify", ABORTED]):
+        code, out, err = invoke("--db", str(db), *args)
+        assert code == 0 and err.startswith(note) and f"read-only stale copy; write to {live}" in err, args
+    code, out, err = invoke("--db", str(db), "ls", "--json")
+    assert [r["session_id"] for r in json.loads(out)] == [ABORTED] and note in err  # stdout stays JSON
+    code, out, err = invoke("--db", str(db), "abort", ABORTED)
+    assert (
+        code == 1
+        and err.count("\n") == 1
+        and f"(flightlog db copy): it is a read-only stale copy; write to {live}" in err
+    )
+    code, out, err = invoke("--db", str(live), "ls")
+    assert code == 0 and "note" not in err

@@ -52,6 +52,7 @@ __all__ = [
     "StoreError",
     "StoreUnavailable",
     "install_hint",
+    "retired_phrase",
 ]
 
 
@@ -285,22 +286,30 @@ class LedgerRetired(ReadOnlyStore):
     at_ms: int
 
     def __init__(self, *, url: str, state: str, peer: str, at_ms: int) -> None:
-        from datetime import UTC, datetime
-
-        when = datetime.fromtimestamp(at_ms / 1000, tz=UTC).strftime("%Y-%m-%d %H:%M:%S UTC")
-        what = (
-            f"was moved to {peer} at {when} (flightlog db copy): it is a read-only stale copy"
-            if state == "moved"
-            else f"is a read-only partial copy of {peer} made at {when} (flightlog db copy)"
-        )
         StoreError.__init__(
             self,
-            f"store {url} {what}; write to {peer}",
+            f"store {url} {retired_phrase(state, peer, at_ms)}",
             url=url,
             state=state,
             peer=peer,
             at_ms=at_ms,
         )
+
+
+def retired_phrase(state: str, peer: str, at_ms: int) -> str:
+    """What a retired store is, as :class:`LedgerRetired` and every reader of one say it: ``was moved to
+    <peer> at <YYYY-MM-DD HH:MM:SS UTC> (flightlog db copy): it is a read-only stale copy; write to <peer>``
+    (``state`` ``moved``), else ``is a read-only partial copy of <peer> made at <time> ...; write to <peer>``.
+    ``at_ms`` is epoch ms."""
+    from datetime import UTC, datetime
+
+    when = datetime.fromtimestamp(at_ms / 1000, tz=UTC).strftime("%Y-%m-%d %H:%M:%S UTC")
+    what = (
+        f"was moved to {peer} at {when} (flightlog db copy): it is a read-only stale copy"
+        if state == "moved"
+        else f"is a read-only partial copy of {peer} made at {when} (flightlog db copy)"
+    )
+    return f"{what}; write to {peer}"
 
 
 class StoreUnavailable(StoreError):

@@ -119,7 +119,10 @@ def test_verify_says_stale_copy_not_rolled_back_or_missing(
     assert all(by_id[sid]["ok"] for sid in ids if sid != "open-run")  # the sealed ones did not go on
     # show prints what the retired store holds, as its retirement record pins it: no warning for that
     code, out, err = cli(src, "show", "open-run")
-    assert (code, err) == (0, "") and out.startswith("session open-run")
+    assert code == 0 and out.startswith("session open-run")
+    note = f"flightlog: note: this store was moved to {dst.resolve()} at "  # said once; no warning
+    assert err.startswith(note) and err.endswith(f"read-only stale copy; write to {dst.resolve()}\n")
+    assert err.count("\n") == 1
     index = rows[-1]
     assert index["state"] == "index"
     assert [d["reason"] for d in index["divergences"]] == ["stale_copy"]  # type: ignore[union-attr, index]

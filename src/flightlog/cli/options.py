@@ -201,9 +201,21 @@ def open_db(read_only: bool = False) -> Iterator[Store]:
         raise StoreUnavailable(url=redact_url(exc.url), reason=reason) from None
     say_created(new)
     try:
+        if read_only:  # a write is refused naming the same (LedgerRetired), so it is said once
+            _say_retired(store)
         yield store
     finally:
         store.close()
+
+
+def _say_retired(store: Store) -> None:
+    """One stderr note when ``flightlog db copy`` retired the store being read (``--json`` output on
+    stdout unchanged): what ``ls`` lists is a read-only copy, the ledger goes on where it was copied to."""
+    from ..store.base import retired_notice
+
+    notice = retired_notice(store)
+    if notice is not None:
+        err.print(f"flightlog: note: {notice}")
 
 
 def iso_time(ms: int | None) -> str | None:

@@ -30,7 +30,7 @@ from contextlib import AbstractContextManager
 from dataclasses import dataclass, field
 from typing import Any, NamedTuple, Self
 
-from ..errors import InvalidSessionId, LedgerRetired
+from ..errors import InvalidSessionId, LedgerRetired, retired_phrase
 from .memory import MemoryIndex
 
 __all__ = [
@@ -59,6 +59,7 @@ __all__ = [
     "UnnamedSessionRow",
     "check_session_id",
     "retired_error",
+    "retired_notice",
     "row_stamps",
 ]
 
@@ -71,6 +72,21 @@ def retired_error(url: str, summary: str) -> LedgerRetired:
         return LedgerRetired(url=url, state=str(doc["state"]), peer=str(doc["peer"]), at_ms=int(doc["at_ms"]))
     except (ValueError, KeyError, TypeError):
         return LedgerRetired(url=url, state="moved", peer="(unreadable retirement summary)", at_ms=0)
+
+
+def retired_notice(store: Store) -> str | None:
+    """What a reader of ``store`` is told when ``flightlog db copy`` retired it (the CLI on stderr, the
+    dashboard in its header): ``this store <retired_phrase>`` from the retirement summary the backend
+    refuses writes with (the signed record is checked by ``verify``/``audit``, not here); None for a live
+    store or a backend that is never retired."""
+    try:
+        summary = store.retirement()
+    except NotImplementedError:
+        return None
+    if summary is None:
+        return None
+    error = retired_error("", summary)
+    return f"this store {retired_phrase(error.state, error.peer, error.at_ms)}"
 
 
 class StoredEvent(NamedTuple):

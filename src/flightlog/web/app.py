@@ -85,7 +85,7 @@ from ..kernel.rowheld import LEDGER_STATUS, held_state
 from ..narration import state_word
 from ..runs.projection import Undecodable
 from ..sessions import replay_session
-from ..store.base import Store
+from ..store.base import Store, retired_notice
 from ..store.signals import SIGNAL_KINDS
 from . import actions, charts_api, conversation, integrity_api, proof_api, subtree, views, waterfall_api
 from .memory import register as register_memory
@@ -175,8 +175,11 @@ class _Dashboard:
             await asyncio.sleep(self.poll_s)
 
     def page(self, template: str, http_status: int = 200, **context: Any) -> HTMLResponse:
-        """Render ``template`` (autoescaped, every string made visible) with the CSRF token."""
-        html = self.templates.get_template(template).render(csrf=self.auth.csrf, **context)
+        """Render ``template`` (autoescaped, every string made visible) with the CSRF token, and the header's
+        note when ``flightlog db copy`` retired the store (read on every page: a copy may retire it while the
+        dashboard runs)."""
+        retired = retired_notice(self._reader) if self._reader is not None else None
+        html = self.templates.get_template(template).render(csrf=self.auth.csrf, retired=retired, **context)
         return HTMLResponse(html, status_code=http_status)
 
     def error(
