@@ -363,12 +363,30 @@ def test_db_repair_quarantines_a_poisoned_wal_and_keeps_the_ledger(db_copy: Path
 def test_db_repair_restores_originals_when_verification_fails(db_copy: Path, tmp_path: Path) -> None:
     sid = str(_sessions(db_copy)[0]["session_id"])
     tamper_one_byte(db_copy, sid, 1)
+    wal = _poison_wal(db_copy, tmp_path)  # a WAL to set aside, so the repair runs and verifies
     original = db_copy.read_bytes()
     code, _, err = run(db_copy, "db", "repair", "--discard-wal")
     assert code == 1
+    assert Path(f"{db_copy}-wal").read_bytes() == wal
     assert "restored" in err
     assert db_copy.read_bytes() == original
     assert list(db_copy.parent.glob("copy.db.repair-*"))  # backups kept, never deleted
+
+
+@pytest.mark.parametrize("wal", [None, b""], ids=["no-wal", "empty-wal"])
+def test_db_repair_with_nothing_to_repair_writes_nothing(db_copy: Path, wal: bytes | None) -> None:
+    """No WAL frame to set aside: it wrote a backup folder, a repair.json and (by its read-only check) a
+    ``-shm`` anyway; now it says so and leaves the folder as it was."""
+    if wal is not None:
+        Path(f"{db_copy}-wal").write_bytes(wal)
+    before = {p.name: p.read_bytes() for p in db_copy.parent.iterdir() if p.is_file()}
+    code, out, err = run(db_copy, "db", "repair", "--discard-wal")
+    assert code == 0, err
+    held = "no WAL" if wal is None else "an empty WAL"
+    assert out.startswith(
+        f"nothing to repair: {db_copy} has {held}, so no commit to set aside; nothing written"
+    )
+    assert {p.name: p.read_bytes() for p in db_copy.parent.iterdir()} == before
 
 
 def test_db_repair_of_missing_file_fails_cleanly(tmp_path: Path) -> None:

@@ -17,6 +17,7 @@ from typing import Any
 
 import pytest
 import typer.main
+from tests.test_cli import _poison_wal
 from typer.testing import CliRunner
 
 from flightlog.cli import EXIT_CLOSED_PIPE, app
@@ -488,6 +489,7 @@ def test_one_session_one_leaf_reads_in_the_singular(tmp_path: Path) -> None:
     code, out, err = invoke("--db", str(db), "verify", "--all")
     assert code == 0, out + err
     assert re.search(r"index log  1 leaf  ", out) and "1 leaves" not in out
+    _poison_wal(db, tmp_path)  # a WAL to set aside: with none, the repair has nothing to do or count
     code, out, err = invoke("--db", str(db), "db", "repair", "--discard-wal")
     assert code == 0, err
     assert re.search(r"1 session, \d+ events", out) and "1 sessions" not in out

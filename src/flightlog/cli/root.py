@@ -803,7 +803,8 @@ def repair_cmd(
         bool, typer.Option("--discard-wal", help="Set the WAL aside (commits only in it are quarantined).")
     ] = False,
 ) -> None:
-    """Recover a database whose WAL is poisoned: backup, quarantine the WAL, verify read-only."""
+    """Recover a database whose WAL is poisoned: backup, quarantine the WAL, verify read-only. With no WAL
+    (or an empty one) there is nothing to set aside: it says so, writes nothing and exits 0."""
     from ..ops.repair import repair_discard_wal
 
     if not discard_wal:
@@ -811,10 +812,14 @@ def repair_cmd(
             "refusing to repair without --discard-wal (commits only in the WAL would be set aside)"
         )
     report = repair_discard_wal(state.db, discard_wal=True)
-    if report.wal_present:
-        out.print(f"WAL {report.wal_size_bytes} bytes sha256 {report.wal_sha256} quarantined")
-    else:
-        out.print("no WAL present; nothing quarantined")
+    if report.nothing_to_do:
+        held = "an empty WAL" if report.wal_present else "no WAL"
+        out.print(
+            f"nothing to repair: {report.database} has {held}, so no commit to set aside; nothing written "
+            f"(`flightlog verify --all` checks the database)"
+        )
+        return
+    out.print(f"WAL {report.wal_size_bytes} bytes sha256 {report.wal_sha256} quarantined")
     out.print(f"backups and repair.json in {report.backup_dir}")
     out.print(
         f"verified read-only: integrity_check {report.integrity_check}, "

@@ -10,6 +10,10 @@ WAL)". The procedure, in order, never deleting anything:
 4. Quarantine: move the ``-wal`` and ``-shm`` files into the folder's ``quarantine/`` (a rename, not a delete).
 5. Verify with a read-only open: ``PRAGMA integrity_check`` and every session's chain (streaming).
 6. On any failure, restore the original files from the backup and raise :class:`RepairError`.
+
+A database with no WAL, or an empty one (0 bytes: no frames), has nothing to set aside: the repair says so
+(``RepairReport.nothing_to_do``) and writes nothing, no backup folder, not even the ``-shm`` a read-only
+open would create (``flightlog verify --all`` checks such a database).
 """
 
 from __future__ import annotations
@@ -32,7 +36,9 @@ __all__ = ["RepairReport", "repair_discard_wal"]
 
 @dataclass
 class RepairReport:
-    """What a repair did: backup folder, WAL size (bytes) and sha256, sessions verified, lost frames note."""
+    """What a repair did: backup folder, WAL size (bytes) and sha256, sessions verified, lost frames note;
+    ``nothing_to_do`` when there was no WAL frame to set aside (then ``backup_dir`` is "" and nothing was
+    written or verified)."""
 
     database: str
     backup_dir: str
@@ -43,6 +49,7 @@ class RepairReport:
     sessions_verified: int = 0
     events_verified: int = 0
     integrity_check: str = ""
+    nothing_to_do: bool = False
 
 
 def _fsync_path(path: Path) -> None:
@@ -108,7 +115,8 @@ def repair_discard_wal(db: str | Path, *, discard_wal: bool) -> RepairReport:
         discard_wal: Must be True: the caller accepts that commits only in the WAL are set aside.
 
     Returns:
-        A :class:`RepairReport`; its ``backup_dir`` holds the backups, ``repair.json`` and ``quarantine/``.
+        A :class:`RepairReport`; its ``backup_dir`` holds the backups, ``repair.json`` and ``quarantine/``;
+        with ``nothing_to_do`` (no WAL, or one of 0 bytes) nothing was written.
 
     Raises:
         RepairError: refused (flag missing, no such file) or failed (originals restored, nothing deleted).
@@ -122,6 +130,9 @@ def repair_discard_wal(db: str | Path, *, discard_wal: bool) -> RepairReport:
     if not path.is_file():
         raise RepairError(path=str(path), reason="no such database file")
     wal, shm = Path(f"{path}-wal"), Path(f"{path}-shm")
+    wal_size = wal.stat().st_size if wal.exists() else None
+    if not wal_size:
+        return RepairReport(str(path), "", wal_size is not None, wal_size, None, nothing_to_do=True)
     present = [p for p in (path, wal, shm) if p.exists()]
     stamp = time.strftime("%Y%m%dT%H%M%SZ", time.gmtime())
     folder = Path(f"{path}.repair-{stamp}")
