@@ -19,7 +19,7 @@ from flightlog.providers.cassette import (
     load_cassette,
     pydantic_ai_normalise,
 )
-from flightlog.providers.replay_match import normalise_body, request_differences
+from flightlog.providers.replay_match import normalise_body, request_differences, shared_history
 from flightlog.providers.replay_server import MISMATCH_STATUS, ReplayServer, cassette_profile, protocol_of
 
 from .recorded import CASSETTES
@@ -318,3 +318,38 @@ def test_a_journal_write_that_fails_serves_nothing_and_says_why(tmp_path: Path) 
         with pytest.raises(AssertionError, match=f"replay journal {journal}: not written: Is a directory"):
             server.assert_clean()
     assert [json.loads(line)["matched"] for line in journal.read_text().splitlines()] == [True]
+
+
+def test_a_resumed_process_names_the_interaction_its_request_diverged_at(tmp_path: Path) -> None:
+    """A run resumed after a signal sends interaction #1's conversation plus the signal's message; the
+    resuming process's server (``seek``) starts at #0 and reported the mismatch against #0 ("recorded 1
+    items"). It names #1 now, with #1's differences, in the answer, ``mismatches`` and the journal."""
+    recorded = load_cassette(ANTHROPIC_PARSED)
+    signalled = json.loads(json.dumps(recorded[1].request.body))
+    signalled["messages"].append({"role": "user", "content": [{"type": "text", "text": "[steer] stop"}]})
+    journal = tmp_path / "replay.jsonl"
+    with ReplayServer.from_cassette(ANTHROPIC_PARSED, seek=True, journal=journal) as server:
+        status, _, answer = post(server.root_url + "/v1/messages", signalled)
+        assert status == MISMATCH_STATUS
+        error = json.loads(answer)["error"]
+        assert error["message"].startswith("request does not match recorded interaction #1: ")
+        assert error["differences"] == ["$.messages: recorded 3 items != sent 4"]
+        assert [m.index for m in server.mismatches] == [1] and server.served == 0
+        # nothing consumed: the recorded request is still served at #1, #0 skipped (another process's)
+        assert post(server.root_url + "/v1/messages", recorded[1].request.body)[0] == 200
+        assert server.skipped == [0]
+    assert [json.loads(line)["index"] for line in journal.read_text().splitlines()] == [1, 1]
+    # without seek the position is the one expected: a request diverging from it names it
+    with ReplayServer.from_cassette(ANTHROPIC_PARSED) as server:
+        assert post(server.root_url + "/v1/messages", signalled)[0] == MISMATCH_STATUS
+        assert [m.index for m in server.mismatches] == [0]
+
+
+def test_shared_history_counts_the_leading_equal_items() -> None:
+    first, second = (i.request for i in load_cassette(ANTHROPIC_PARSED))
+    body = json.dumps(second.body).encode()
+    kwargs: dict[str, Any] = {"method": "POST", "path": "/v1/messages", "body": body}
+    assert shared_history(second, "vcrpy", **kwargs) == 3
+    assert shared_history(first, "vcrpy", **kwargs) == 1
+    assert shared_history(first, "vcrpy", **{**kwargs, "path": "/v1/other"}) == -1
+    assert shared_history(first, "vcrpy", **{**kwargs, "body": b"not json"}) == -1

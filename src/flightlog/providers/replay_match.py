@@ -39,7 +39,7 @@ from urllib.parse import parse_qsl
 
 from .cassette import Dialect, RecordedRequest, pydantic_ai_normalise
 
-__all__ = ["normalise_body", "request_differences"]
+__all__ = ["normalise_body", "request_differences", "shared_history"]
 
 _IGNORED_QUERY = frozenset({"beta"})
 _MAX_SHOWN = 160
@@ -71,6 +71,39 @@ def request_differences(
         problems.append(f"query: recorded {dict(recorded.query)} != sent {query!r}")
     problems.extend(_body_differences(recorded, dialect, path, body))
     return problems
+
+
+def shared_history(
+    recorded: RecordedRequest, dialect: Dialect, *, method: str, path: str, body: bytes
+) -> int:
+    """How far a live request's conversation follows a recorded one's: the number of leading items of the
+    conversation list (``messages``: Anthropic Messages, OpenAI Chat; ``input``: OpenAI Responses) that are
+    equal after normalisation (rules 1-7). A request that differs at its last item (a message added after
+    a signal) shares all the others with the interaction it diverged at, fewer with earlier ones.
+
+    Returns:
+        The count (items), 0 when neither body has such a list; -1 when the method or path differ, or
+        either body is not a JSON object (nothing shared).
+    """
+    if method.upper() != recorded.method or path != recorded.path or recorded.body is None:
+        return -1
+    try:
+        sent = json.loads(body.decode("utf-8", errors="replace") or "null")
+    except ValueError:
+        return -1
+    expected, actual = normalise_body(recorded.body, path, dialect), normalise_body(sent, path, dialect)
+    if not isinstance(expected, dict) or not isinstance(actual, dict):
+        return -1
+    key = "input" if path.endswith("/responses") else "messages"
+    ours, theirs = expected.get(key), actual.get(key)
+    if not isinstance(ours, list) or not isinstance(theirs, list):
+        return 0
+    count = 0
+    for mine, other in zip(ours, theirs, strict=False):
+        if mine != other:
+            break
+        count += 1
+    return count
 
 
 def normalise_body(body: Any, path: str, dialect: Dialect) -> Any:

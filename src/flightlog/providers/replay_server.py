@@ -30,7 +30,9 @@ first request is the one the session has reached (interaction #1, #2...), not #0
 request that does not match the next interaction is compared with the later ones, in order; the first
 that matches is served and the ones before it are *skipped* (listed in :attr:`ReplayServer.skipped`:
 another process served them). The position only moves forward, and a request that matches no remaining
-interaction is still a 599 mismatch. Each request of a recorded conversation carries its history (or the
+interaction is still a 599 mismatch, reported (answer, :attr:`ReplayServer.mismatches`, journal) against the
+interaction it diverged at: the remaining one whose conversation it follows furthest, not the position
+(#0 in a process that just started). Each request of a recorded conversation carries its history (or the
 id of the previous response), so it matches the interaction recorded at that point and no other: the
 conversation, not a counter, says where a process continues.
 
@@ -63,7 +65,7 @@ from urllib.parse import urlsplit
 
 from .base import Capabilities, ModelProvider
 from .cassette import Interaction, load_cassette
-from .replay_match import request_differences
+from .replay_match import request_differences, shared_history
 
 __all__ = [
     "MISMATCH_STATUS",
@@ -288,6 +290,11 @@ class ReplayServer:
             else:
                 problems = self._differences(index, method, url.path, url.query, body)
             found = index if not problems else self._seek(index + 1, method, url.path, url.query, body)
+            if found is None and self.seek and index < len(self.interactions):
+                index = self._diverged_at(
+                    index, method, url.path, body
+                )  # not the position this process is at
+                problems = self._differences(index, method, url.path, url.query, body)
             try:  # journaled before the state moves: a failed write serves nothing
                 if found is None:
                     self._log(index, matched=False, skipped=[], differences=problems)
@@ -320,6 +327,19 @@ class ReplayServer:
             if not self._differences(index, method, path, query, body):
                 return index
         return None
+
+    def _diverged_at(self, start: int, method: str, path: str, body: bytes) -> int:
+        """With ``seek``, for a request no interaction matches: the one from ``start`` on it diverged at, the
+        one whose conversation it follows furthest (:func:`~flightlog.providers.replay_match.shared_history`;
+        the earliest on a tie, so ``start`` when it follows none). A resumed process starts at #0, so its
+        position alone would name #0 for a request that left the recording at #3 (a signal's message)."""
+        best, reach = start, -1
+        for index in range(start, len(self.interactions)):
+            expected = self.interactions[index]
+            shared = shared_history(expected.request, expected.dialect, method=method, path=path, body=body)
+            if shared > reach:
+                best, reach = index, shared
+        return best
 
     def _log(self, index: int, *, matched: bool, skipped: list[int], differences: list[str]) -> None:
         if self.journal is None:
