@@ -461,3 +461,59 @@ def test_async_retrieval_does_not_inject_a_memory_already_in_the_history(
         t for t in (m.text_content() for m in replay_session(store, result.session_id)) if "[MEMORY" in t
     ]
     assert [t.split("] ", 1)[1] for t in memories] == [FACT, "Deploys freeze in December."]
+
+
+# ─── a recall's why: the number said, and which way is better ─────────────────────────────────
+
+
+def test_why_names_the_relevance_without_a_negative_zero() -> None:
+    """FTS5's ``bm25()`` of a weak match over a small index is a tiny negative number: ``{:.4f}`` printed
+    ``fts5 bm25 -0.0000``, a negative zero that said neither the value nor which way is better."""
+    from flightlog.kernel.memory_bank import why_text
+
+    assert why_text(True, -1.6923e-06, ["deploy"]) == (
+        "fts5 bm25 relevance 1.692e-06 (-bm25(), higher matches better) over: deploy"
+    )
+    assert (
+        why_text(True, -0.0, ["a", "b"])
+        == "fts5 bm25 relevance 0 (-bm25(), higher matches better) over: a, b"
+    )
+    assert why_text(True, -2.5, ["x"]).startswith("fts5 bm25 relevance 2.5 (")
+    assert why_text(False, 0.06079, ["x"]) == "ts_rank relevance 0.06079 (higher matches better) over: x"
+
+
+def test_a_recall_over_a_small_index_says_its_relevance(store: SqliteStore) -> None:
+    remember(
+        store,
+        scope=SCOPE,
+        kind=ev.MemoryKind.PROJECT,
+        name="deploy-day",
+        content=FACT,
+        description="deploy day",
+    )
+    (hit,) = recall(store, SCOPE, "When do deploys happen?")
+    assert re.fullmatch(
+        r"fts5 bm25 relevance \d[\d.e+-]* \(-bm25\(\), higher matches better\) over: when, do, deploys, happen",
+        hit.why,
+    ), hit.why
+    assert "-0.0" not in hit.why
+
+
+def test_a_run_recorded_with_the_old_why_still_replays_exactly(
+    store: SqliteStore, db_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Only new recalls change: a run whose recall recorded the old wording keeps it (stored bytes), and
+    ``replay --check`` still rebuilds every request it made (nothing recomputes a recorded ``why``)."""
+    from flightlog.kernel import memory_bank
+
+    Kernel(store, remember_agent(), notary=None).run_sync("remember deploys", handle_signals=False)
+    old = "fts5 bm25 -0.0000 over: when, do, deploys, happen"
+    with monkeypatch.context() as patch:
+        patch.setattr(memory_bank, "why_text", lambda sqlite, raw, words: old)
+        second = Kernel(store, recall_agent(), notary=None).run_sync(
+            "When do deploys happen?", handle_signals=False
+        )
+    recalled = [e for e in events(store, second.session_id) if isinstance(e, ev.MemoryRetrievalResult)]
+    assert [h.why for e in recalled for h in e.hits] == [old]
+    result = CliRunner().invoke(app, ["--db", str(db_path), "replay", second.session_id, "--check"])
+    assert result.exit_code == 0 and "all reproduce" in result.stdout, result.stdout + result.stderr

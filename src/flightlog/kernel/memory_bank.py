@@ -21,7 +21,7 @@ Times are epoch milliseconds.
 from __future__ import annotations
 
 import uuid
-from collections.abc import Collection
+from collections.abc import Collection, Sequence
 from dataclasses import dataclass
 
 from ..events import (
@@ -47,6 +47,7 @@ __all__ = [
     "recall",
     "remember",
     "text_of",
+    "why_text",
 ]
 
 MEDIA_TYPE = "text/plain; charset=utf-8; flightlog=memory"
@@ -162,7 +163,9 @@ def recall(
 
     Returns:
         Upstream ``MemoryRecall`` hits: the record (content: its salted handle, the stats as before this
-        recall), ``score`` in [0, 1) and ``why`` naming the engine and the query words that matched.
+        recall), ``score`` in [0, 1) and ``why`` naming the engine, its raw relevance and the query
+        words (:func:`why_text`; recorded in ``memory_retrieval_result`` as it was given, so an old
+        recall keeps its old wording).
 
     Raises:
         ValueError: ``top_k`` < 1 or ``min_score`` outside [0, 1] (upstream ``MemoryQuery::validate``).
@@ -172,16 +175,35 @@ def recall(
     if min_score is not None and not 0.0 <= min_score <= 1.0:
         raise ValueError("memory query min_score must be finite and between zero and one")
     hits = store.memory.search(scope, query, kinds, limit=top_k)
-    engine = "fts5 bm25" if type(store.memory).__name__.startswith("Sqlite") else "ts_rank"
-    words = ", ".join(query_terms(query))
+    sqlite = type(store.memory).__name__.startswith("Sqlite")
+    words = query_terms(query)
     recalls = [
-        MemoryRecall(record=hit.row.record, score=hit.score, why=f"{engine} {hit.raw_rank:.4f} over: {words}")
+        MemoryRecall(record=hit.row.record, score=hit.score, why=why_text(sqlite, hit.raw_rank, words))
         for hit in hits
         if min_score is None or hit.score >= min_score
     ]
     if mark and recalls:
         store.memory.mark_recalled([r.record.record_id for r in recalls], now_ms() if at is None else at)
     return recalls
+
+
+def why_text(sqlite: bool, raw_rank: float, words: Sequence[str]) -> str:
+    """A recall's ``why``: the engine, its relevance before scaling to ``score``, and the query words.
+
+    ``fts5 bm25 relevance 1.692e-06 (-bm25(), higher matches better) over: deploy`` (SQLite: FTS5's
+    ``bm25()`` is negative, lower is better, so its negation is shown) or ``ts_rank relevance 0.0608 (higher
+    matches better) over: deploy`` (PostgreSQL). Four significant digits, so a weak match over a small
+    index reads as its value, never ``-0.0000`` (what ``{bm25:.4f}`` printed: a negative zero that said
+    neither the number nor which way is better).
+
+    Args:
+        sqlite: The SQLite engine (else PostgreSQL).
+        raw_rank: The engine's rank (:attr:`flightlog.store.memory.MemoryHit.raw_rank`).
+        words: The query's words, in order.
+    """
+    relevance = (-raw_rank if sqlite else raw_rank) + 0.0  # + 0.0: -0.0 becomes 0.0
+    engine, sign = ("fts5 bm25", "-bm25(), ") if sqlite else ("ts_rank", "")
+    return f"{engine} relevance {relevance:.4g} ({sign}higher matches better) over: {', '.join(words)}"
 
 
 def text_of(store: Store, handle: str) -> str | None:
