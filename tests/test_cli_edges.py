@@ -56,6 +56,8 @@ def test_a_run_the_user_ended_reads_cancelled_everywhere(tmp_path: Path) -> None
     assert code == 0, err
     (line,) = [line for line in out.splitlines() if line.startswith(ABORTED)]
     assert line.split()[1:3] == ["terminal", "cancelled"] and line.split()[-1] == "cancelled"
+    code, out, err = invoke("--db", str(db), "verify", ABORTED)  # the seal's signed status, as a word
+    assert code == 0 and "sealed (cancelled)" in out and "aborted" not in out, out + err
 
 
 def test_the_word_map_leaves_other_words_alone() -> None:
@@ -140,3 +142,4 @@ def test_a_retired_store_says_where_the_ledger_went(tmp_path: Path) -> None:
     )
     code, out, err = invoke("--db", str(live), "ls")
     assert code == 0 and "note" not in err
+

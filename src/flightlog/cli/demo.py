@@ -26,7 +26,7 @@ from ..importers import import_file
 from ..integrity.notary import Notary
 from ..integrity.verify import AuditReport, audit_session
 from ..ledger import VerifyReport
-from ..narration import plural, short, summarize_message
+from ..narration import plural, short, state_word, summarize_message
 from ..recorder import Recorder, verify_session
 from ..sessions import replay_session
 from ..store import SqliteStore, Store
@@ -101,7 +101,7 @@ def run_demo(store: Store, console: Console, *, notary: Notary | None = None) ->
     for record in store.list_sessions():
         if record.session_id in session_ids:
             console.print(
-                f"   {record.session_id}  {record.status:<10} {record.events:>4} events  "
+                f"   {record.session_id}  {state_word(record.status):<10} {record.events:>4} events  "
                 f"{short(record.task, 50)}"
             )
     claude = next((s for s in session_ids if s.startswith("claude-code:")), session_ids[0])

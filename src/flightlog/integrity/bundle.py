@@ -52,7 +52,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from ..errors import FlightlogError
-from ..narration import plural
+from ..narration import plural, state_word
 from ..store.base import CheckpointRecord, StoredEvent
 from .checkpoints import Checkpoint, origin_for
 from .heads import WitnessedHead
@@ -268,7 +268,7 @@ class BundleReport:
             lines = [f"not complete: {audit.divergences[0]}" + (" ..." if len(audit.divergences) > 1 else "")]
         tail = audit.unanchored
         if audit.sealed:
-            lines.append(f"sealed ({audit.seal_status})" if audit.seal_status else "sealed")
+            lines.append(f"sealed ({state_word(audit.seal_status)})" if audit.seal_status else "sealed")
         elif tail is not None:
             lines.append(f"open (unanchored tail seqs {tail[0]}..{tail[1]})")
         else:

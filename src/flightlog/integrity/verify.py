@@ -50,6 +50,7 @@ from ..errors import (
     StoreError,
 )
 from ..ledger import GENESIS, CompactRange, verify_rows
+from ..narration import state_word
 from ..notarization import SEAL_KIND
 from ..salted import SALTED_PREFIX
 from ..store.links import LINKING_PREFIX, linking_refs, unreadable_refs
@@ -179,7 +180,7 @@ class AuditReport:
 
     def summary(self) -> str:
         """One line: state, anchoring, unanchored tail, retained head, witness, erased artifacts."""
-        parts = [self.state() + (f" ({self.seal_status})" if self.seal_status else "")]
+        parts = [self.state() + (f" ({state_word(self.seal_status)})" if self.seal_status else "")]
         parts.append(f"{self.checkpoints} signed checkpoint(s), anchored through {self.anchored} event(s)")
         tail = self.unanchored
         if tail is not None:
