@@ -143,3 +143,33 @@ def test_a_retired_store_says_where_the_ledger_went(tmp_path: Path) -> None:
     code, out, err = invoke("--db", str(live), "ls")
     assert code == 0 and "note" not in err
 
+
+# ─── 7. the demo's output ─────────────────────────────────────────────────────────────────────
+
+
+def test_the_demo_numbers_its_sections_once_and_says_what_runs_says(tmp_path: Path) -> None:
+    """Section 6's steps were numbered 1-6 under the tour's own 1-11; its context line said "89%" where
+    ``runs`` said 75% (the fullest request against the last one, unnamed); its run tree began with a bare
+    "<id>  lead" line (no state, no usage) after the kill, or none at all."""
+    import re
+
+    db = tmp_path / "demo.db"
+    code, out, err = invoke("--db", str(db), "demo")
+    assert code == 0, out + err
+    numbered = [int(m.group(1)) for m in re.finditer(r"(?m)^(\d+)\. ", out)]
+    assert numbered == list(range(1, 12))
+    assert re.findall(r"(?m)^   ([a-f])\. ", out) == list("abcdef")
+    fill = re.search(r"usable window filled: (\S+ \(\d+%\)) at most, (\S+ \(\d+%\)) by the last request", out)
+    assert fill is not None, out
+    sid = re.search(r"\$ flightlog replay (\w{12}) --check", out)
+    assert sid is not None
+    code, runs, _ = invoke("--db", str(db), "runs")
+    (line,) = [r for r in runs.splitlines() if r.startswith(sid.group(1))]
+    assert fill.group(2) in line  # the last request's fill is the context runs shows
+    leads = re.findall(
+        r"(?m)^   ([0-9a-f]{32})  lead      (running|terminal \(completed\))  used \d+/2000 tokens$", out
+    )
+    assert [state for _sid, state in leads] == ["running", "terminal (completed)"] and leads[0][0] == leads[
+        1
+    ][0]
+    assert f"{ABORTED}  cancelled" in out and "sealed (cancelled)" in out and "aborted" not in out

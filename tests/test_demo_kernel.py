@@ -101,7 +101,7 @@ def test_the_kernel_demo_suspends_approves_survives_a_kill_and_completes(tmp_pat
     ]
     assert journal[0]["pid"] != journal[1]["pid"]
 
-    for step in ("1. run", "2. list", "3. approve", "4. resume", "5. resume again", "6. verify"):
+    for step in ("a. run", "b. list", "c. approve", "d. resume", "e. resume again", "f. verify"):
         assert step in output
     assert CASSETTE in output and "killed (exit -9)" in output and "0 mismatches" in output
 

@@ -11,6 +11,8 @@ and rebuilds every recorded request from the ledger (``replay --check``).
 
 from __future__ import annotations
 
+from typing import Any
+
 from rich.console import Console
 
 from ..events import Compressed, Custom, PageOut
@@ -50,6 +52,13 @@ def demo_agent() -> Agent:
     return Agent(name="outgrowing", route=[model], tools=[step], max_tokens=200, context=context)
 
 
+def _fill(context: dict[str, Any]) -> str:
+    """A request's recorded fill as ``runs`` prints a run's (its latest): ``2,045/2,300 (89%)`` of the
+    usable window (window minus the output reserve), so the two read alike."""
+    usable = context["tokens"] - context["output_reserve"]
+    return f"{context['fill_tokens']:,}/{usable:,} ({context['fill_tokens'] / usable:.0%})"
+
+
 def run_context_demo(store: Store, console: Console) -> int:
     """Run the context demo (module docs) against ``store``; returns 0 when it went as expected."""
     console.print("A run that outgrows its context window (flightlog.cli.demo_context)")
@@ -63,13 +72,15 @@ def run_context_demo(store: Store, console: Console) -> int:
         f"  window {WINDOW} tokens; {len(compressions)} compactions, {len(pages)} large outputs paged out"
     )
     fills = [
-        e.payload["context"]["fill_ratio"]
+        e.payload["context"]
         for _s, e in pairs
         if isinstance(e, Custom)
         and e.custom_kind == "prompt_program_invoked"
         and e.payload["actor"] == "kernel"
     ]
-    console.print(f"  fullest request: {max(fills):.0%} of the usable window")
+    fullest = max(fills, key=lambda context: int(context["fill_tokens"]))
+    console.print(f"  usable window filled: {_fill(fullest)} at most, {_fill(fills[-1])} by the last request")
+    console.print("  (`flightlog runs` shows the last)")
     if not compressions:
         console.print("  expected at least one compaction")
         return 1

@@ -216,7 +216,7 @@ class _Demo:
     def run(self) -> str:
         """Step 1: start the run; it suspends waiting for approval. Returns the session id."""
         self.say(
-            "\n1. run the agent (process 1): the model asks for the lookup, a side effect: wait for a human"
+            "\n   a. run the agent (process 1): the model asks for the lookup, a side effect: wait for a human"
         )
         out = self.flightlog(["run", SPEC, "--goal", GOAL, "--json"], expect=3)
         result = json.loads(out)
@@ -226,7 +226,7 @@ class _Demo:
 
     def approve(self, sid: str) -> None:
         """Steps 2-3: list what waits and approve it, each from another process."""
-        self.say("\n2. list what waits (process 2)")
+        self.say("\n   b. list what waits (process 2)")
         rows = json.loads(self.flightlog(["pending", "--json"], expect=0))
         mine = [row for row in rows if row["session_id"] == sid]
         if len(mine) != 1:
@@ -236,12 +236,12 @@ class _Demo:
             f"   -> {row['call_id']}  {row['tool']}({row['arguments']})  [{row['kind']}] {row['reason']}"
         )
         call_id = str(row["call_id"])
-        self.say(f"\n3. approve it (process 3) as {RESPONDER}")
+        self.say(f"\n   c. approve it (process 3) as {RESPONDER}")
         self.show_child(self.flightlog(["approve", sid, call_id, "--as", RESPONDER], expect=0))
 
     def crash(self, sid: str) -> str:
         """Step 4: resume, and SIGKILL the process while the lookup is in flight. Returns the effect key."""
-        self.say("\n4. resume (process 4) and kill it with SIGKILL while the lookup is in flight")
+        self.say("\n   d. resume (process 4) and kill it with SIGKILL while the lookup is in flight")
         argv = self.command(["resume", sid])
         env = {**self.env, HOLD_ENV: str(_HOLD_S)}
         with subprocess.Popen(
@@ -278,7 +278,7 @@ class _Demo:
 
     def finish(self, sid: str, key: str) -> None:
         """Step 5: resume in a new process; the lookup reconciles as done and the run completes."""
-        self.say("\n5. resume again (process 5): reconcile settles the lookup, the run completes")
+        self.say("\n   e. resume again (process 5): reconcile settles the lookup, the run completes")
         out = json.loads(self.flightlog(["resume", sid, "--json"], expect=0))
         outcomes = [
             event.payload.get("outcome")
@@ -292,7 +292,7 @@ class _Demo:
 
     def check(self, sid: str) -> None:
         """Step 6: verify the chain, check the replay journal, print the replayed transcript."""
-        self.say(f"\n6. verify and replay the whole run (flightlog verify {sid}; flightlog replay {sid})")
+        self.say(f"\n   f. verify and replay the whole run (flightlog verify {sid}; flightlog replay {sid})")
         report = verify_session(self.store, sid)
         self.say(
             f"   {'ok' if report.ok else 'DIVERGES'}  {sid}  {report.events} events  root {report.root[:16]}"

@@ -188,6 +188,18 @@ def _tree(store: Store, sid: str, console: Console, depth: int = 0) -> list[str]
     return found
 
 
+def _lead_line(store: Store, sid: str) -> str:
+    """The tree's first line: the lead as its children are shown (role, state, tokens used/limit), from its
+    own ledger (a child's line comes from the lead's process table)."""
+    state = load_state(store, sid)
+    if state.terminal is not None:
+        where = f"terminal ({state.terminal.reason})"
+    else:
+        where = "suspended" if state.phase == "suspended" else "running"
+    limit = state.limits.tokens if state.limits is not None and state.limits.tokens is not None else "?"
+    return f"   {sid}  {'lead':<9} {where}  used {state.tokens_used}/{limit} tokens"
+
+
 def _label(entry: AgentProcessChanged) -> str:
     ended = f" ({entry.result_termination})" if entry.result_termination else ""
     return f"{entry.role:<9} {entry.state}{ended}"
@@ -241,7 +253,8 @@ def _run(store: SqliteStore, console: Console, folder: str) -> int:
             f"   expected a SIGKILL mid-tree, got exit {done.returncode}: {done.stderr.strip()[-300:]}"
         )
         return 1
-    console.print(f"   -> killed (SIGKILL) after the first researcher finished; lead session {lead}")
+    console.print("   -> killed (SIGKILL) after the first researcher finished")
+    console.print(_lead_line(store, lead), markup=False, highlight=False, soft_wrap=True)
     _tree(store, lead, console)
     kernel = Kernel(store, tree_agent())
     result = kernel.resume_sync(lead, handle_signals=False)
@@ -255,7 +268,8 @@ def _run(store: SqliteStore, console: Console, folder: str) -> int:
         console.print(f"   $ flightlog approve {row.session_id[:12]} {row.call_id}")
     result = Kernel(store, tree_agent()).resume_sync(lead, handle_signals=False)
     console.print(f"   $ flightlog resume {lead[:12]}  -> {result.status}: {result.final_message!r}")
-    console.print(f"   $ flightlog runs --tree   (grants and usage from the lead's ledger)\n   {lead}  lead")
+    console.print("   the tree, from the lead's ledger (its children: their grants and usage)")
+    console.print(_lead_line(store, lead), markup=False, highlight=False, soft_wrap=True)
     sessions = _tree(store, lead, console)
     keys = [line.split("\t", 1)[0] for line in notes_file().read_text(encoding="utf-8").splitlines()]
     once = len(keys) == len(set(keys)) == 4
