@@ -5,6 +5,15 @@ when pytest loads this file, before any fixture of any scope runs (module-scoped
 function-scoped autouse ones), and are inherited by every subprocess a test starts. Each test then gets
 fresh directories of its own.
 
+Ctrl-C: the README's test command ignored the first one when it landed in a test that runs a kernel with
+its default signal handling (``run_sync``/``resume_sync``, ``handle_signals=True``: the kernel cancels its
+run cleanly, as it should for an application, and the test fails) or inside a pydantic serializer (pydantic
+turns the KeyboardInterrupt into a ``PydanticSerializationError``, the test fails); the suite then went on
+with the next test. ``_ctrl_c_stops_the_suite`` notes every SIGINT during a test (its own handler, and a
+wrapper around the kernel's) and raises KeyboardInterrupt after the test, so the session stops at the
+first Ctrl-C; a test marked ``own_sigint`` sends SIGINT to itself (the kernel's handling under test) and
+is left alone.
+
 Hypothesis: the ``flightlog`` profile (loaded here, so it applies to every property test) has no
 per-example ``deadline`` and no ``too_slow`` health check. Both time the machine, not the code: on a slow,
 loaded machine an example or its data generation may take longer than Hypothesis's 200 ms default, and the
@@ -15,9 +24,12 @@ from __future__ import annotations
 
 import os
 import shutil
+import signal
 import tempfile
-from collections.abc import Iterator
+import threading
+from collections.abc import Callable, Iterator
 from pathlib import Path
+from types import FrameType
 from typing import TYPE_CHECKING
 
 import pytest
@@ -56,6 +68,56 @@ def _isolated_user_dirs(
     monkeypatch.setenv("FLIGHTLOG_DB", str(home / "default.db"))
     monkeypatch.delenv("FLIGHTLOG_LOG_KEY", raising=False)
     yield
+
+
+@pytest.fixture(autouse=True)
+def _ctrl_c_stops_the_suite(
+    request: pytest.FixtureRequest, monkeypatch: pytest.MonkeyPatch
+) -> Iterator[None]:
+    """A Ctrl-C the test did not let through (see the module docs) stops the session after it."""
+    if (
+        request.node.get_closest_marker("own_sigint")
+        or threading.current_thread() is not threading.main_thread()
+    ):
+        yield
+        return
+    from flightlog.events import CancellationReason
+    from flightlog.kernel import signals
+
+    pressed = threading.Event()
+
+    def on_sigint(signum: int, frame: FrameType | None) -> None:
+        pressed.set()
+        raise KeyboardInterrupt
+
+    real = signals.install_signal_handlers
+
+    def install(cancel: Callable[[CancellationReason], None]) -> Callable[[], None]:
+        def on_signal(reason: CancellationReason) -> None:
+            if reason is CancellationReason.USER:
+                pressed.set()
+            cancel(reason)
+
+        uninstall = real(on_signal)
+
+        def restore() -> None:
+            uninstall()  # asyncio puts back signal.default_int_handler, not the handler it replaced
+            if threading.current_thread() is threading.main_thread():
+                signal.signal(signal.SIGINT, on_sigint)
+
+        return restore
+
+    previous = signal.signal(signal.SIGINT, on_sigint)
+    monkeypatch.setattr(signals, "install_signal_handlers", install)
+    try:
+        yield
+    finally:
+        signal.signal(signal.SIGINT, previous)
+    # a Ctrl-C that reached pytest already stopped the session (its fixtures are torn down after it)
+    if pressed.is_set() and request.session.exitstatus != pytest.ExitCode.INTERRUPTED:
+        raise KeyboardInterrupt(
+            "Ctrl-C during the test (a kernel run or a library took it); stopping the suite"
+        )
 
 
 SAMPLES = Path(__file__).parent / "data" / "samples"

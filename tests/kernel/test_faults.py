@@ -308,6 +308,7 @@ def test_abort_of_an_ended_run_does_nothing(store: SqliteStore) -> None:
     assert abort(store, sid) is False and len(events(store, sid)) == n
 
 
+@pytest.mark.own_sigint
 @pytest.mark.parametrize(("sig", "reason"), [(signal.SIGINT, "user"), (signal.SIGTERM, "host_shutdown")])
 def test_signals_cancel_cleanly_and_the_run_stays_resumable(
     store: SqliteStore, sig: int, reason: str
