@@ -173,3 +173,28 @@ def test_the_demo_numbers_its_sections_once_and_says_what_runs_says(tmp_path: Pa
         1
     ][0]
     assert f"{ABORTED}  cancelled" in out and "sealed (cancelled)" in out and "aborted" not in out
+
+
+def test_show_heads_a_session_with_the_status_ls_lists(tmp_path: Path) -> None:
+    """``show`` printed the row's word where ``ls`` says what the ledger holds: "suspended" for a row
+    edited to end a run that still waits, "no run" for a session that holds none."""
+    import sqlite3
+
+    from tests.web.conftest import run_gated
+
+    from flightlog.events import Custom
+    from flightlog.recorder import Recorder
+    from flightlog.store import SqliteStore
+
+    db = tmp_path / "k.db"
+    assert run_gated(db, "g1").status == "suspended"
+    with SqliteStore(db) as store:
+        Recorder.create(store, session_id="items").append(Custom(custom_kind="item", payload={}))
+    with sqlite3.connect(db) as conn:
+        conn.execute("UPDATE sessions SET status = 'completed' WHERE session_id = 'g1'")
+    _code, out, _ = invoke("--db", str(db), "ls", "--json")
+    listed = {r["session_id"]: r["status"] for r in json.loads(out)}
+    assert listed == {"g1": "suspended", "items": "no run"}
+    for sid, status in listed.items():
+        _code, out, err = invoke("--db", str(db), "show", sid)  # 1 for g1: its row contradicts its ledger
+        assert out.startswith(f"session {sid}  [{status}]"), out + err

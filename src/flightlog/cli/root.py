@@ -49,6 +49,7 @@ from .options import (
 
 if TYPE_CHECKING:
     from ..messages import Message
+    from ..store.base import SessionRecord, Store
 
 __all__ = ["EXIT_CLOSED_PIPE", "app", "handle_errors", "main"]
 
@@ -455,6 +456,23 @@ def ls_cmd(
         raise typer.Exit(1)
 
 
+def _listed_status(store: Store, record: SessionRecord) -> str:
+    """The status ``ls`` lists for one session, for ``show``'s header: "suspended" when the row ends a run
+    its ledger holds open (``kernel.rowheld``), "no run" for a session holding none, else the row's word
+    (``narration.state_word``). Events that do not decode leave the row's word, as ``ls`` shows it; the
+    timeline read after it stops at the same seq with the error naming it."""
+    from ..errors import EventDecodeError
+    from ..kernel.rowheld import LEDGER_STATUS, held_state
+    from ..runs.projection import NO_RUN, no_run_sessions
+
+    try:
+        if held_state(store, record) is not None:
+            return LEDGER_STATUS
+    except EventDecodeError:
+        pass  # iter_events raises it below, naming the seq
+    return NO_RUN if record.session_id in no_run_sessions(store, [record]) else state_word(record.status)
+
+
 def _ls_notes(
     rows: list[dict[str, Any]], unknown: list[str], present: list[str], filtered: bool, limit: int | None
 ) -> list[str]:
@@ -512,7 +530,7 @@ def show_cmd(
 ) -> None:
     """Print a session's timeline: seq, time, kind and a one-line narration per event; a run's system
     prompt on a "system prompt:" line under the run_started that sets it, once (a later run with the same
-    prompt does not repeat it), cut to 300 characters."""
+    prompt does not repeat it), cut to 300 characters. The header line gives the status ``ls`` lists."""
     from ..events import RunStarted
     from ..sessions import iter_events
 
@@ -520,7 +538,7 @@ def show_cmd(
         sid = store.resolve_session(session)
         record = store.get_session(sid)
         if not json_out:
-            out.print(f"session {sid}  [{state_word(record.status)}]  {short(record.task, 70)}")
+            out.print(f"session {sid}  [{_listed_status(store, record)}]  {short(record.task, 70)}")
         prompt: str | None = None
         for row, event in iter_events(store, sid):
             if json_out:
