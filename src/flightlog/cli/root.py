@@ -462,11 +462,12 @@ def _listed_status(store: Store, record: SessionRecord) -> str:
     (``narration.state_word``). Events that do not decode leave the row's word, as ``ls`` shows it; the
     timeline read after it stops at the same seq with the error naming it."""
     from ..errors import EventDecodeError
+    from ..kernel.rowcheck import session_may_wait
     from ..kernel.rowheld import LEDGER_STATUS, held_state
     from ..runs.projection import NO_RUN, no_run_sessions
 
-    try:
-        if held_state(store, record) is not None:
+    try:  # the byte pre-filter first, as ls's pass: a session that cannot wait loads no fold, no audit
+        if session_may_wait(store, record) and held_state(store, record) is not None:
             return LEDGER_STATUS
     except EventDecodeError:
         pass  # iter_events raises it below, naming the seq
