@@ -259,16 +259,17 @@ def register(app: typer.Typer, open_db: OpenDb) -> None:
                 err.print(f"flightlog: warning: {sid}: {row_warning(sid, status)}")
 
     def _note_retired(store: Store) -> None:
-        """One stderr note when the store was retired by ``db copy``: what it lists is what the store held
-        then (a wait may have been decided in the live store since), and a decision here is refused."""
+        """When the store was retired by ``db copy`` (``open_db`` said where the ledger went, from the
+        summary), one more stderr note from its verified record: what it lists is what the store held then
+        (a wait may have been decided in the live store since), and a decision here is refused."""
         from ..integrity.keys import load_keyring
         from ..integrity.retirement import load_retirement
 
         retired = load_retirement(store, load_keyring())
         if retired is not None:
             err.print(
-                f"flightlog: note: this store is retired ({retired.describe()}): it lists the waits it held "
-                "then, which the live store may have decided since; decide there (approve/deny here refuse)"
+                f"flightlog: note: the waits listed are those this store held when retired ({retired.describe()}); "
+                "the live store may have decided them since: decide there (approve/deny here refuse)"
             )
 
     @app.command("approve")
