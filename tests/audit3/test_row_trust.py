@@ -74,8 +74,9 @@ def test_an_edited_status_hides_no_wait_and_verify_reports_it(url: str) -> None:
         ]
     code, out, _ = cli(db, "verify", "--all")
     assert code == 1 and f"{PAD}seq {waits}: row_mismatch ({detail})" in out.splitlines()
-    code, out, err = cli(db, "show", sid)  # it prints the row's status, then says the ledger disagrees
-    assert code == 1 and out.startswith(f"session {sid}  [completed]")
+    # it heads the timeline with what ls lists (the ledger's wait), then says the row disagrees
+    code, out, err = cli(db, "show", sid)
+    assert code == 1 and out.startswith(f"session {sid}  [suspended]")
     assert err.splitlines() == [
         f"flightlog: warning: {sid} fails verification at seq {waits} (row_mismatch): {detail}; what was "
         f"printed may not be what was recorded (see `flightlog verify {sid}`)"
