@@ -376,7 +376,7 @@ def events_of(
     codes = events._kinds
     for start in range(0, len(events), 512):
         stop = min(start + 512, len(events))
-        if not any(codes[i] in wanted for i in range(start, stop)):
+        if wanted.isdisjoint(codes[start:stop]):  # no event of a wanted kind in this chunk
             continue
         for index, data in enumerate(events.raw_range(start, stop), start=start):
             code = codes[index]
