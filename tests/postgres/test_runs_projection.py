@@ -6,6 +6,7 @@ from __future__ import annotations
 import dataclasses
 import logging
 import threading
+from collections.abc import Callable
 from typing import Any
 
 import pytest
@@ -19,6 +20,7 @@ from flightlog.runs import list_runs, projection_ready, rebuild_projection
 from flightlog.store import Store
 from flightlog.store.base import RunRow
 from flightlog.store.postgres import PostgresStore
+from runs.projection_races import check_concurrent_writers_lose_nothing
 
 from .server import blocked_by
 
@@ -218,3 +220,44 @@ def test_a_swap_that_waits_for_another_writer_of_its_row_sees_that_write(pg_stor
     incremental = _rows(store)
     rebuild_projection(store)
     assert _rows(store) == incremental
+
+
+def test_concurrent_writers_of_one_row_lose_nothing(pg_store: PostgresStore) -> None:
+    """The four-writer scenario of ``tests/runs/projection_races.py`` on PostgreSQL: a child's appends, its
+    parent's process entries for it, its status flips and rebuilds, each in its own thread; no writer's
+    change is lost (the general path locks the rows it reads, pgrace pass)."""
+    check_concurrent_writers_lose_nothing(pg_store, rebuilds=3)
+
+
+def test_a_missed_swap_leaves_no_statement_named_prepared_that_the_server_skipped(
+    pg_store: PostgresStore, open_pg: Callable[..., PostgresStore]
+) -> None:
+    """A swap that misses stops its pipeline: the server skips the statements after it, so a statement that
+    psycopg prepares on that use (its ``prepare_threshold``-th) is never prepared, while psycopg's cache
+    names it prepared (in a pipeline it checks a statement's result only on its first use); its next use
+    then failed with ``prepared statement "_pg3_N" does not exist``. The store clears that cache after a
+    failed pipeline (pgrace pass). On a fresh connection (a handle with one), so psycopg's counts are known."""
+    recorder = Recorder.create(pg_store, session_id="s1")
+    recorder.append(started())
+    row = pg_store.get_run_rows(["s1"])["s1"]
+    moved = dataclasses.replace(row, fold=row.fold.replace('"v":', '"moved":1,"v":'))
+    store = open_pg(min_size=1, max_size=1)
+    fell_back: list[int] = []
+    with store.transaction():
+        conn = store._tx.conn
+        assert conn is not None and conn.prepare_threshold is not None
+        # A first miss while psycopg has nothing prepared: its ROLLBACK TO (which, checked, would clear
+        # psycopg's cache) is counted, so from its next use on it is not checked.
+        store.replace_run_row_or(row, moved, lambda: fell_back.append(0))
+        assert store.get_run_rows(["s1"])["s1"] == row
+        for _ in range(conn.prepare_threshold):  # the statement's next use is the one psycopg prepares
+            assert store.get_session("s1").head_seq == 0
+        store.replace_run_row_or(
+            dataclasses.replace(row, updated_at_ms=1), moved, lambda: fell_back.append(1)
+        )
+        assert (
+            store.get_session("s1").head_seq == 0
+        )  # sent after the swap, in its pipeline: skipped, sent again
+        assert fell_back == [0, 1]
+        assert store.get_session("s1").head_seq == 0
+    assert store.get_run_rows(["s1"])["s1"] == row

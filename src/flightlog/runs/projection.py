@@ -35,7 +35,7 @@ import pydantic_core
 
 from ..encoding import decode_stored
 from ..errors import EventDecodeError, SessionNotFound
-from ..events import Event
+from ..events import AgentProcessChanged, Event
 from ..store.base import NOT_A_RUN, RunListing, RunRow, SessionRecord, Store, StoredEvent
 from ..store.rows import run_row
 from .adapters import (
@@ -378,11 +378,17 @@ def _advance(store: Store, recorder: Any, batch: Sequence[tuple[StoredEvent, Eve
 
 
 def _apply(store: Store, recorder: Any, batch: Sequence[tuple[StoredEvent, Event | None]]) -> None:
-    """The general path (in a savepoint): read the rows, resume from the stored fold, refold the ledger
-    when that is missing or behind, write the session's row and its sub-agents' rows."""
+    """The general path (in a savepoint): lock and read the rows (``Store.lock_run_rows``: the session's and
+    those of the sub-agents the batch names, in one sorted statement, so no other writer changes them
+    before this upsert), resume from the stored fold, refold the ledger when that is missing or behind,
+    write the session's row and its sub-agents' rows. A refold that names sub-agents the batch does not
+    locks theirs in a second statement (a rare lock-order exception: a deadlock there fails the
+    projection, marking it stale; the append stands)."""
     session_id: str = recorder.session_id
     first = batch[0][0].seq
-    parts = _parts(store.get_run_rows([session_id]).get(session_id))
+    named = {event.agent_id for _, event in batch if isinstance(event, AgentProcessChanged)}
+    locked = store.lock_run_rows(named | {session_id})
+    parts = _parts(locked.get(session_id))
     if parts.fold is None or parts.fold.last_seq != first - 1:
         record = store.get_session(session_id)
         parts.fold, parts.status = _fold_session(store, record, stop=first), record.status
@@ -393,9 +399,11 @@ def _apply(store: Store, recorder: Any, batch: Sequence[tuple[StoredEvent, Event
     if session_id in latest:
         parts.process = _later(parts.process, latest.pop(session_id))
     rows = [_row(session_id, parts)]
-    children = store.get_run_rows(list(latest)) if latest else {}
+    unlocked = set(latest) - named
+    if unlocked:
+        locked.update(store.lock_run_rows(unlocked))
     for agent_id, entry in latest.items():
-        child = _parts(children.get(agent_id))
+        child = _parts(locked.get(agent_id))
         child.process = _later(child.process, entry)
         rows.append(_row(agent_id, child))
     store.put_run_rows(rows)
@@ -422,11 +430,15 @@ def rebuild_projection(store: Store, *, undecodable: Undecodable | None = None) 
         EventDecodeError: a session's events do not decode and ``undecodable`` is None.
     """
     with store.transaction():
+        store.hold_run_rows()  # no append's row write interleaves with the delete (lock order)
         store.clear_run_rows()
         store.set_run_projection_version(0)
     ids = folded_sessions(store)
     for start in range(0, len(ids), _CHUNK):
         with store.transaction():
+            # Before reading the ledgers: an append whose events this chunk does not see writes its row
+            # after the chunk commits (resuming from the chunk's row), never before it (overwritten).
+            store.hold_run_rows()
             _rebuild_chunk(store, ids[start : start + _CHUNK], undecodable)
     store.set_run_projection_version(FOLD_VERSION)
     return len(ids)

@@ -887,6 +887,30 @@ class Store(abc.ABC):
     def get_run_rows(self, run_ids: Collection[str]) -> dict[str, RunRow]:
         """The projection rows of these runs (absent ids are left out)."""
 
+    def lock_run_rows(self, run_ids: Collection[str]) -> dict[str, RunRow]:
+        """Inside a write transaction that then writes (:meth:`put_run_rows`) a row for every id given: the
+        current projection rows of these runs, as :meth:`get_run_rows` (absent ids are left out), and no
+        other writer changes or creates a row of these ids until the transaction ends. What the projector's
+        general path reads before it upserts (else a concurrent writer's change to a row, made between the
+        read and the upsert, was overwritten: pgrace pass).
+
+        This default suits a backend whose write transactions are serialised (SQLite's ``BEGIN
+        IMMEDIATE``): a plain read. PostgreSQL locks the rows in sorted id order, and an absent id gets a
+        placeholder row (seen by no other transaction) that the caller's write replaces.
+
+        Raises:
+            RuntimeError: outside a transaction, on a backend that locks.
+        """
+        return self.get_run_rows(run_ids)
+
+    @abc.abstractmethod
+    def hold_run_rows(self) -> None:
+        """Inside a write transaction: no other transaction writes a projection row (an append's row swap
+        or upsert, the ``sessions.status`` trigger) until this one ends; readers go on. What a rebuild
+        takes before it reads the ledgers of a chunk and writes their rows, and before it clears the rows,
+        so a concurrent append's row is never overwritten with an older fold (a backend whose write
+        transactions are serialised already, as SQLite's ``BEGIN IMMEDIATE``, does nothing)."""
+
     @abc.abstractmethod
     def put_run_rows(self, rows: Sequence[RunRow]) -> None:
         """Insert or replace projection rows (one transaction; joins an open one)."""

@@ -242,6 +242,22 @@ _SWAP_OR_RETIRED = (
 """:data:`_SWAP` that also fails when the store is retired: an append's last statement before ``COMMIT``,
 so it is the retirement check too (:data:`_REFUSE_IF_RETIRED`, one statement fewer)."""
 
+_PLACEHOLDER_FOLD = ""
+"""The ``fold`` of a placeholder row (:data:`_LOCK_RUN_ROWS`): no row the projection writes has it (a fold
+is JSON)."""
+
+_LOCK_RUN_ROWS = (
+    f"INSERT INTO runs ({R.RUN_COLUMNS}) SELECT id, NULL, '', '', NULL, 0, -1, NULL, '', '{_PLACEHOLDER_FOLD}'"
+    " FROM unnest(%s::text[]) AS id ORDER BY id"
+    " ON CONFLICT (run_id) DO UPDATE SET fold = runs.fold"
+    f" RETURNING {R.RUN_COLUMNS}"
+)
+"""Lock the ``runs`` rows of the given ids (sorted, distinct) and return them: a stored row is locked by
+the no-op ``DO UPDATE`` and returned as it is now (under READ COMMITTED the update applies to the row's
+latest committed version, waiting for its writer), an absent id is inserted as a placeholder, which locks
+its key (a concurrent insert of it waits for this transaction, or this one for it, then updates its row).
+Rows are taken in ``ORDER BY id``, so writers of overlapping rows lock them in one order."""
+
 _Params = Sequence[Any] | Mapping[str, Any]
 """A statement's parameters: positional, or named (``%(name)s``)."""
 
@@ -258,6 +274,8 @@ def _pipeline(conn: psycopg.Connection[Any]) -> Iterator[None]:
     are sent), the pipeline is left normally, its ``pipeline aborted`` (the consequence) is dropped, and
     the first error is raised; any other error from leaving it is added to that error as a note.
 
+    A failed pipeline also clears psycopg's prepared-statement cache (:func:`_forget_prepared`).
+
     Raises:
         psycopg.Error: the first statement that failed, else an error syncing the pipeline.
     """
@@ -269,14 +287,35 @@ def _pipeline(conn: psycopg.Connection[Any]) -> Iterator[None]:
             except psycopg.Error as exc:
                 failed = exc
     except pg_errors.PipelineAborted:
+        _forget_prepared(conn)
         if failed is None:
             raise
     except psycopg.Error as exc:
+        _forget_prepared(conn)
         if failed is None:
             raise
         failed.add_note(f"then, leaving the pipeline: {type(exc).__name__}: {exc}")
     if failed is not None:
+        _forget_prepared(conn)
         raise failed
+
+
+def _forget_prepared(conn: psycopg.Connection[Any]) -> None:
+    """Clear psycopg's prepared-statement cache of ``conn`` (and deallocate every statement on the server,
+    ``DEALLOCATE ALL``, which psycopg sends after the connection's next statement) after a failed pipeline.
+
+    Why: psycopg prepares a statement on its ``prepare_threshold``-th use by queueing its ``Parse`` before
+    the statement and names it prepared at once; in pipeline mode it checks the outcome only on a
+    statement's first use (``PrepareManager.maybe_add_to_cache`` returns no key to validate for a counted
+    statement; psycopg 3.2-3.3). When an earlier statement of the pipeline fails (a missed run-row swap, a
+    refused deferred append: expected paths of this store), the server skips that ``Parse`` and the cache
+    names a statement that does not exist: its next use failed with ``prepared statement "_pg3_N" does not
+    exist`` (found by the appendproj pass's concurrent-writers scenario; pgrace pass). psycopg's own
+    ``Connection.rollback()`` clears the cache the same way (our transactions are SQL ``BEGIN``/``ROLLBACK``
+    on autocommit connections, whose ``ROLLBACK`` clears it only on the statement's first checked use).
+    ``_prepared`` is psycopg's private attribute: a psycopg without it fails here, loudly (pinned by
+    ``tests/postgres/test_runs_projection.py``)."""
+    conn._prepared.clear()
 
 
 def _commit(conn: psycopg.Connection[Any], notify: set[str]) -> None:
@@ -1172,6 +1211,28 @@ class PostgresStore(SqlStore):
             (session_id,),
         )
         return [ImportRecord(*row) for row in rows]
+
+    def lock_run_rows(self, run_ids: Collection[str]) -> dict[str, RunRow]:
+        """:meth:`Store.lock_run_rows` in one statement (:data:`_LOCK_RUN_ROWS`): every id's row is locked
+        in sorted id order, an absent one inserted as a placeholder (``fold`` empty, left out of the
+        result), so two writers of overlapping rows queue instead of deadlocking, and a writer of a row
+        not stored yet waits for another's insert of it (then locks the row it committed).
+
+        Raises:
+            RuntimeError: outside a transaction (the locks and placeholders would not outlive the call).
+        """
+        if not self._tx.depth:
+            raise RuntimeError("lock_run_rows outside a transaction")
+        ids = sorted(set(run_ids))
+        if not ids:
+            return {}
+        rows = self._all(_LOCK_RUN_ROWS, (ids,))
+        return {row[0]: RunRow(*row) for row in rows if row[-1] != _PLACEHOLDER_FOLD}
+
+    def hold_run_rows(self) -> None:
+        """``LOCK TABLE runs IN EXCLUSIVE MODE`` (only plain reads go on) until the transaction ends."""
+        with self._joined() as conn:
+            self._run(conn, "LOCK TABLE runs IN EXCLUSIVE MODE")
 
     def put_run_rows(self, rows: Sequence[RunRow]) -> None:
         """Upsert rows (one statement per row; joins an open transaction)."""

@@ -527,6 +527,9 @@ class SqliteStore(SqlStore):
     def lock_index(self) -> None:
         return  # BEGIN IMMEDIATE already serialises every writer of the file
 
+    def hold_run_rows(self) -> None:
+        return  # BEGIN IMMEDIATE already serialises every writer of the file
+
     @property
     def memory(self) -> SqliteMemory:
         """The long-term memory index in this database (:mod:`flightlog.store.memory`)."""

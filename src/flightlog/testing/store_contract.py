@@ -991,6 +991,25 @@ class StoreContract(MemoryContract):
             ):
                 assert [r[0] for r in store.page_runs(query)] == ["run"], query
 
+    def test_lock_run_rows_reads_the_rows_and_leaves_no_placeholder(self, store: Store) -> None:
+        """``lock_run_rows`` (the projector's general path) answers as ``get_run_rows``; an absent id the
+        transaction then writes is stored as written, one it does not write (the block failed) is not."""
+        run = RunRow("r-1", None, "direct", "running", None, 1000, 2, "running", '{"a":1}', '{"v":1}')
+        store.put_run_rows([run])
+        with store.transaction():
+            store.hold_run_rows()
+            assert store.lock_run_rows(["r-1", "new", "r-1"]) == {"r-1": run}
+            store.put_run_rows([run, dataclasses.replace(run, run_id="new")])
+        assert store.get_run_rows(["r-1", "new"]) == {
+            "r-1": run,
+            "new": dataclasses.replace(run, run_id="new"),
+        }
+        with pytest.raises(KeyError), store.transaction():
+            assert store.lock_run_rows(["gone", "r-1"]) == {"r-1": run}
+            raise KeyError("abort")
+        assert store.get_run_rows(["gone"]) == {}
+        assert {r.run_id for r in store.query_runs()} == {"r-1", "new"}
+
     def test_replace_run_row_is_a_compare_and_set(self, store: Store) -> None:
         first = RunRow("r", None, "direct", "running", None, 1, 0, "running", "{}", '{"f":0}')
         store.put_run_rows([first])
