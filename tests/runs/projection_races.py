@@ -1,19 +1,21 @@
 """Writers of one ``runs`` row at once: what the projection must not lose, whichever writer's transaction
 comes first (the append's compare-and-set of its row is guarded by the row's ``session_status`` and
-``fold``; the general path reads the row and upserts it).
+``fold``; the general path locks the rows it reads, ``Store.lock_run_rows``, then upserts them; a rebuild
+holds the ``runs`` table per chunk, ``Store.hold_run_rows``).
 
-Run on SQLite, whose writers take the database's write lock for their whole transaction. Not on PostgreSQL
-(appendproj pass, found with this scenario, open): there the general path's read of a row and its upsert
-are not serialised with another writer of that row (``get_run_rows`` takes no row lock), so a child's
-general path can overwrite its parent's concurrent process entry or status; and a pipeline that a missed
-swap aborts can leave psycopg's prepared-statement cache naming a statement the server skipped
-(``prepared statement "_pg3_2" does not exist``). The swap itself is checked on PostgreSQL by
-``tests/postgres/test_runs_projection.py`` (a swap that waits for another writer's row lock)."""
+Run on SQLite (``tests/runs/test_runs_projection.py``), whose writers take the database's write lock for
+their whole transaction, and on PostgreSQL (``tests/postgres/test_runs_projection.py``), where the row
+locks serialise the writers. On PostgreSQL this scenario found (appendproj pass) and the pgrace pass fixed:
+the general path's unlocked read and upsert let a child's append overwrite its parent's concurrent process
+entry (4-5 of 10 runs lost a change); and a pipeline aborted by a missed swap left psycopg's
+prepared-statement cache naming a statement the server skipped (``prepared statement "_pg3_2" does not
+exist``; pinned by a deterministic test beside the PostgreSQL one)."""
 
 from __future__ import annotations
 
+import dataclasses
 import threading
-from collections.abc import Callable
+from collections.abc import Callable, Collection
 
 from flightlog import events as ev
 from flightlog.recorder import Recorder
@@ -90,5 +92,37 @@ def check_concurrent_writers_lose_nothing(store: Store, *, rounds: int = 25, reb
     assert row.session_status == "running"
     assert '"state":"running"' in row.fold.split('"process":', 1)[1]
     assert row.state == "waiting_model"
+    rebuild_projection(store)
+    assert _rows(store) == incremental
+
+
+def check_a_refold_locks_every_row_it_writes_at_once(store: Store) -> None:
+    """A general path whose refold (its stored fold unreadable: another fold version) names a sub-agent its
+    batch does not runs again locking the sub-agent's row with its own in one sorted statement (no second
+    lock statement, so no lock-order exception); the rows it writes equal a rebuild."""
+    parent = Recorder.create(store, session_id="p")
+    Recorder.create(store, session_id="c", parent_session_id="p")
+    parent.append(ev.RunStarted(run_id="p", goal="delegate"))
+    parent.append(process("c", "running"))
+    stored = store.get_run_rows(["p"])["p"]
+    store.put_run_rows(
+        [dataclasses.replace(stored, fold='{"v":0}')]
+    )  # an older fold: the next append refolds
+    locks: list[list[str]] = []
+    lock = store.lock_run_rows
+
+    def counted(run_ids: Collection[str]) -> dict[str, RunRow]:
+        locks.append(sorted(run_ids))
+        return lock(run_ids)
+
+    store.lock_run_rows = counted  # type: ignore[method-assign]
+    try:
+        parent.append(ev.CheckpointTaken(turn=1, history_len=1))
+    finally:
+        del store.lock_run_rows
+    assert locks == [["p"], ["c", "p"]]
+    assert projection_ready(store)
+    incremental = _rows(store)
+    assert '"state":"running"' in incremental["c"].fold
     rebuild_projection(store)
     assert _rows(store) == incremental

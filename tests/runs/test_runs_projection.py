@@ -51,7 +51,10 @@ from .conftest import (
     suspended,
     terminal,
 )
-from .projection_races import check_concurrent_writers_lose_nothing
+from .projection_races import (
+    check_a_refold_locks_every_row_it_writes_at_once,
+    check_concurrent_writers_lose_nothing,
+)
 
 SAMPLES = Path(__file__).resolve().parents[1] / "data" / "samples"
 
@@ -611,3 +614,7 @@ def test_concurrent_writers_of_one_row_lose_nothing(store: SqliteStore) -> None:
     """The child's appends, its parent's process entries, its status and rebuilds, from four threads at
     once: every change reaches the row and the row equals a rebuild (``projection_races``)."""
     check_concurrent_writers_lose_nothing(store, rebuilds=3)
+
+
+def test_a_refold_locks_every_row_it_writes_at_once(store: SqliteStore) -> None:
+    check_a_refold_locks_every_row_it_writes_at_once(store)

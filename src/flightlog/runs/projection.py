@@ -7,12 +7,14 @@
   (a session recorded before the projection existed) it refolds the session from its ledger first.
   Most appends skip the read: a recorder keeps the row it last wrote and the fold behind it, and writes
   the next row with one compare-and-set against it (``Store.replace_run_row``); anything else takes the
-  general path. A failure in the projection never loses an append: its writes roll back (to a savepoint,
+  general path, which locks the rows it reads until its upsert (``Store.lock_run_rows``), so a concurrent
+  writer's change to them (a parent's process entry, the status trigger) is never overwritten. A failure in the projection never loses an append: its writes roll back (to a savepoint,
   or the one failed statement), the error is logged and the projection is marked stale
   (``run_projection_version`` 0), so readers fold the ledgers instead until :func:`rebuild_projection` runs.
 * :func:`rebuild_projection` recomputes every row from the ledgers and produces exactly the rows
   incremental maintenance produces (the fold is deterministic and resumable; a hypothesis test pins it).
-  It works in chunks of sessions, each its own short transaction, so live writers are not blocked.
+  It works in chunks of sessions, each its own short transaction holding the rows' writers off
+  (``Store.hold_run_rows``) while it folds and writes, so live writers wait for a chunk, never for the rebuild.
 * Queries: :func:`list_runs` (snapshots), :func:`list_runs_json` (the seed wire format, as stored),
   :func:`build_tree`. When the projection is missing or stale they fold the ledgers in memory
   (:func:`compute_runs`): slower, never wrong.
@@ -308,11 +310,30 @@ def project(recorder: Any, batch: list[tuple[StoredEvent, Event | None]]) -> Non
     _general(store, recorder, batch)
 
 
+class _MoreRows(Exception):
+    """:func:`_apply` must also lock these rows (a refold named sub-agents the batch does not): its savepoint
+    is rolled back (its locks released) and it runs again locking them all in one statement."""
+
+    def __init__(self, run_ids: set[str]) -> None:
+        super().__init__(sorted(run_ids))
+        self.run_ids = run_ids
+
+
 def _general(store: Store, recorder: Any, batch: Sequence[tuple[StoredEvent, Event | None]]) -> None:
-    """:func:`_apply` in a savepoint; a failure marks the projection stale (never raises)."""
+    """:func:`_apply` in a savepoint; a failure marks the projection stale (never raises).
+
+    When a refold names sub-agents whose rows :func:`_apply` did not lock, it runs once more (a new
+    savepoint) locking those too, so its rows are always locked in one sorted statement (no lock-order
+    exception, no deadlock between two projectors); the refold reads the same ledger prefix again (the
+    append holds its session's row), so a third run is never needed and is not made."""
+    extra: set[str] = set()
     try:
-        with store.transaction():
-            _apply(store, recorder, batch)
+        try:
+            with store.transaction():
+                _apply(store, recorder, batch, extra)
+        except _MoreRows as more:
+            with store.transaction():
+                _apply(store, recorder, batch, more.run_ids)
     except Exception:
         _failed(store, recorder.session_id)
 
@@ -377,16 +398,22 @@ def _advance(store: Store, recorder: Any, batch: Sequence[tuple[StoredEvent, Eve
     return True
 
 
-def _apply(store: Store, recorder: Any, batch: Sequence[tuple[StoredEvent, Event | None]]) -> None:
-    """The general path (in a savepoint): lock and read the rows (``Store.lock_run_rows``: the session's and
-    those of the sub-agents the batch names, in one sorted statement, so no other writer changes them
-    before this upsert), resume from the stored fold, refold the ledger when that is missing or behind,
-    write the session's row and its sub-agents' rows. A refold that names sub-agents the batch does not
-    locks theirs in a second statement (a rare lock-order exception: a deadlock there fails the
-    projection, marking it stale; the append stands)."""
+def _apply(
+    store: Store, recorder: Any, batch: Sequence[tuple[StoredEvent, Event | None]], extra: set[str]
+) -> None:
+    """The general path (in a savepoint): lock and read the rows (``Store.lock_run_rows``: the session's,
+    those of the sub-agents the batch names and ``extra``, in one sorted statement, so no other writer
+    changes them before this upsert), resume from the stored fold, refold the ledger when that is missing
+    or behind, write the session's row and its sub-agents' rows.
+
+    Raises:
+        _MoreRows: a refold named sub-agents whose rows were not locked (:func:`_general` runs it again
+            with them in ``extra``); nothing is written.
+    """
     session_id: str = recorder.session_id
     first = batch[0][0].seq
     named = {event.agent_id for _, event in batch if isinstance(event, AgentProcessChanged)}
+    named |= extra
     locked = store.lock_run_rows(named | {session_id})
     parts = _parts(locked.get(session_id))
     if parts.fold is None or parts.fold.last_seq != first - 1:
@@ -398,10 +425,10 @@ def _apply(store: Store, recorder: Any, batch: Sequence[tuple[StoredEvent, Event
     latest = _latest(fold.take_processes())
     if session_id in latest:
         parts.process = _later(parts.process, latest.pop(session_id))
-    rows = [_row(session_id, parts)]
     unlocked = set(latest) - named
     if unlocked:
-        locked.update(store.lock_run_rows(unlocked))
+        raise _MoreRows(named | unlocked)
+    rows = [_row(session_id, parts)]
     for agent_id, entry in latest.items():
         child = _parts(locked.get(agent_id))
         child.process = _later(child.process, entry)
