@@ -8,13 +8,14 @@
   Most appends skip the read: a recorder keeps the row it last wrote and the fold behind it, and writes
   the next row with one compare-and-set against it (``Store.replace_run_row``); anything else takes the
   general path, which locks the rows it reads until its upsert (``Store.lock_run_rows``), so a concurrent
-  writer's change to them (a parent's process entry, the status trigger) is never overwritten. A failure in the projection never loses an append: its writes roll back (to a savepoint,
-  or the one failed statement), the error is logged and the projection is marked stale
-  (``run_projection_version`` 0), so readers fold the ledgers instead until :func:`rebuild_projection` runs.
+  writer's change to them (a parent's process entry, the status trigger) is never overwritten. A failure
+  in the projection never loses an append: its writes roll back (to a savepoint, or the one failed
+  statement), the error is logged and the projection is marked stale (``run_projection_version`` 0), so
+  readers fold the ledgers instead until :func:`rebuild_projection` runs.
 * :func:`rebuild_projection` recomputes every row from the ledgers and produces exactly the rows
   incremental maintenance produces (the fold is deterministic and resumable; a hypothesis test pins it).
   It works in chunks of sessions, each its own short transaction holding the rows' writers off
-  (``Store.hold_run_rows``) while it folds and writes, so live writers wait for a chunk, never for the rebuild.
+  (``Store.hold_run_rows``) while it folds and writes: live writers wait for a chunk, not the rebuild.
 * Queries: :func:`list_runs` (snapshots), :func:`list_runs_json` (the seed wire format, as stored),
   :func:`build_tree`. When the projection is missing or stale they fold the ledgers in memory
   (:func:`compute_runs`): slower, never wrong.
@@ -428,6 +429,12 @@ def _apply(
     unlocked = set(latest) - named
     if unlocked:
         raise _MoreRows(named | unlocked)
+    # Every locked id must be written (an absent one holds a placeholder until then): only an id of
+    # ``extra`` the second run no longer refolds can be left, if a rebuild chunk wrote the session's row
+    # between the two runs; such an absent row fails the projection (rolled back, marked stale).
+    unwritten = named - set(latest) - set(locked) - {session_id}
+    if unwritten:
+        raise RuntimeError(f"runs projection: no row to write for the locked runs {sorted(unwritten)}")
     rows = [_row(session_id, parts)]
     for agent_id, entry in latest.items():
         child = _parts(locked.get(agent_id))
