@@ -9,6 +9,7 @@ import threading
 from collections.abc import Callable
 from typing import Any
 
+import psycopg
 import pytest
 
 from flightlog import events as ev
@@ -25,7 +26,7 @@ from runs.projection_races import (
     check_concurrent_writers_lose_nothing,
 )
 
-from .server import blocked_by
+from .server import blocked_by, database_url
 
 
 def started() -> ev.RunStarted:
@@ -271,3 +272,30 @@ def test_a_missed_swap_leaves_no_statement_named_prepared_that_the_server_skippe
 
 def test_a_refold_locks_every_row_it_writes_at_once(pg_store: PostgresStore) -> None:
     check_a_refold_locks_every_row_it_writes_at_once(pg_store)
+
+
+def test_a_runs_row_edited_outside_flightlog_is_rewritten_by_the_next_append(
+    pg_store: PostgresStore, pg_url: str
+) -> None:
+    """An edit of a row's ``state``, ``outcome``, ``parent``, ``source`` or ``snapshot`` in SQL (its fold and
+    status left alone) makes the append's compare-and-set miss (it compares every column), so the general
+    path rewrites the row from the fold: no edit survives the next append (bebf6ae's two-column guard kept
+    it)."""
+    recorder = Recorder.create(pg_store, session_id="s1")
+    recorder.append(started())
+    recorder.append(checkpoint())
+    schema = pg_url.rsplit("?schema=", 1)[1]
+    edits = [
+        "state = 'terminal', outcome = 'completed'",
+        "parent = 'evil'",
+        "source = 'evil'",
+        "snapshot = replace(snapshot, 'waiting_model', 'terminal')",
+    ]
+    for edit in edits:
+        with psycopg.connect(database_url(), autocommit=True) as conn:
+            assert conn.execute(f"UPDATE {schema}.runs SET {edit} WHERE run_id = 's1'").rowcount == 1
+        recorder.append(checkpoint())
+        incremental = _rows(pg_store)
+        assert incremental["s1"].state == "waiting_model" and incremental["s1"].parent is None, edit
+        rebuild_projection(pg_store)
+        assert _rows(pg_store) == incremental, edit

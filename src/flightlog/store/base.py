@@ -920,16 +920,15 @@ class Store(abc.ABC):
         """Compare-and-set one projection row: store ``row`` only if the stored row still equals ``expected``.
 
         One guarded write, no read: what the projector does on most appends, with the row it last wrote as
-        ``expected``. Joins an open transaction (else runs in one of its own). The comparison is of the
-        row's key, ``session_status`` and ``fold``: the projection computes every other column from those
-        two, and every writer that changes a row moves one of them (:func:`flightlog.store.sql.run_swap`),
-        so a row whose key equals ``expected``'s is ``expected``. The columns that differ between
-        ``expected`` and ``row`` are set.
+        ``expected``. Joins an open transaction (else runs in one of its own). The comparison is of every
+        column: ``session_status`` and ``fold`` would do against flightlog's own writers (the projection
+        computes every other column from them), the others make a row edited outside flightlog miss, so
+        the projector rewrites it instead of keeping the edit (:func:`flightlog.store.sql.run_swap`). The
+        columns that differ between ``expected`` and ``row`` are set.
 
         Returns:
-            True when the stored row's ``session_status`` and ``fold`` equalled ``expected``'s (so it
-            equalled ``expected``) and it now equals ``row``; False when it is absent or its key differs,
-            with nothing written.
+            True when the stored row equalled ``expected`` and now equals ``row``; False when it is absent
+            or differs from ``expected`` in any column, with nothing written.
 
         Raises:
             ValueError: ``row`` and ``expected`` are rows of different runs.

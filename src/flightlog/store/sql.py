@@ -114,22 +114,31 @@ def append_refusal(
 
 def run_swap(changed: tuple[int, ...], null_safe_eq: str) -> str:
     """``replace_run_row``'s UPDATE setting the columns at ``changed`` (indexes into ``RUN_FIELDS``),
-    guarded by the row's ``session_status`` (compared with ``null_safe_eq``) and ``fold``: params are the
-    new values of ``changed``, then the expected row's ``run_id``, ``session_status`` and ``fold``. Setting
-    only what changed leaves an unchanged column's index alone.
+    guarded by every column (compared with ``null_safe_eq``): params are the new values of ``changed``,
+    then the expected row's values (``run_id`` first). Setting only what changed leaves an unchanged
+    column's index alone.
 
-    Why those two: a ``runs`` row is a function of them (:mod:`flightlog.runs.projection` computes every
-    other column from its ``fold`` text, which holds the session's fold and its parent's process entry,
-    and ``session_status``), and every writer that changes a row moves one of them (an append moves the
-    fold's ``last_seq``, a parent's process entry its ``process``, the ``sessions.status`` trigger the
-    status). So a stored row whose status and fold equal ``expected``'s is ``expected``. Until the appendproj pass
-    the guard compared all nine columns; the other seven added no check and ~13k instructions per append
-    (bench/HISTORY.md)."""
+    ``session_status`` and ``fold`` alone would do against flightlog's own writers: a ``runs`` row is a
+    function of them (:mod:`flightlog.runs.projection` computes every other column from its ``fold`` text,
+    which holds the session's fold and its parent's process entry, and ``session_status``), and every
+    writer that changes a row moves one of them (an append moves the fold's ``last_seq``, a parent's
+    process entry its ``process``, the ``sessions.status`` trigger the status). The appendproj pass
+    (bebf6ae) guarded on those two only; then a row edited outside flightlog (``state``, ``outcome``,
+    ``parent``, ``source`` or ``snapshot`` changed, its fold and status left alone) passed the guard and,
+    the swap setting only the columns the recorder's row changed, kept the edit through every later append
+    (this session's attack pass). Guarded on every column, such a row misses and the projector's general
+    path rewrites it from the fold, as before bebf6ae.
+
+    Measured (``bench/append_instructions.py --workload idle``, callgrind, bench/HISTORY.md's appendproj
+    entry), per idle append: two-column guard 470.9k instructions; every column guarded 484.0k (+13.1k);
+    the two-column guard setting every column 502.8k (an unchanged indexed column set still rewrites its
+    index entries); the two columns plus only the columns not set 483.6k (no cheaper within the noise,
+    and more code)."""
     key = (changed, null_safe_eq)
     sql = _RUN_SWAPS.get(key)
     if sql is None:
         sets = ", ".join(f"{R.RUN_FIELDS[i]} = ?" for i in changed)
-        guard = f"session_status {null_safe_eq} ? AND fold = ?"
+        guard = " AND ".join(f"{c} {null_safe_eq} ?" for c in R.RUN_FIELDS[1:])
         sql = _RUN_SWAPS[key] = f"UPDATE runs SET {sets} WHERE run_id = ? AND {guard}"
     return sql
 
@@ -138,8 +147,7 @@ def run_swap_params(row: RunRow, expected: RunRow, null_safe_eq: str) -> tuple[s
     """The compare-and-set of ``expected`` to ``row`` (:func:`run_swap`) and its params."""
     old, new = R.run_tuple(expected), R.run_tuple(row)
     changed = tuple([i for i in _RUN_VALUE_INDEXES if new[i] != old[i]]) or _RUN_LAST
-    guard = (expected.run_id, expected.session_status, expected.fold)
-    return run_swap(changed, null_safe_eq), (*[new[i] for i in changed], *guard)
+    return run_swap(changed, null_safe_eq), (*[new[i] for i in changed], *old)
 
 
 _RUN_VALUE_INDEXES = range(1, len(R.RUN_FIELDS))
@@ -866,8 +874,8 @@ class SqlStore(Store):
         return found
 
     def replace_run_row(self, row: RunRow, expected: RunRow) -> bool:
-        """One ``UPDATE`` guarded by ``expected``'s ``session_status`` and ``fold`` that sets only the columns
-        that differ from it (:func:`run_swap_params`), as a guarded statement: the caller's (the append's) transaction
+        """One ``UPDATE`` guarded by every column of ``expected`` that sets only the columns that differ
+        from it (:func:`run_swap_params`), as a guarded statement: the caller's (the append's) transaction
         stays usable whatever happens to it."""
         if row.run_id != expected.run_id:
             raise ValueError(f"replace_run_row: row of {row.run_id!r} cannot replace {expected.run_id!r}")

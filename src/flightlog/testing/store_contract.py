@@ -1018,8 +1018,9 @@ class StoreContract(MemoryContract):
         assert store.get_run_rows(["r"]) == {"r": moved}
         later = RunRow("r", "p", "fleet", "terminal", "completed", 3, 2, "completed", "{}", '{"f":2}')
         assert not store.replace_run_row(later, first)  # the stored row is no longer ``first``
-        # The comparison is of the row's key, session_status and fold (the projection computes the rest
-        # from them): any difference in either, NULL against a value included, misses.
+        # The comparison is of every column (session_status and fold would do against flightlog's own
+        # writers; the rest catch a row edited outside flightlog): any difference, NULL against a value
+        # included, misses.
         changes: list[dict[str, Any]] = [
             {"session_status": None},
             {"session_status": "completed"},
@@ -1029,6 +1030,23 @@ class StoreContract(MemoryContract):
         ]
         for change in changes:
             assert not store.replace_run_row(later, dataclasses.replace(moved, **change))
+        # A row edited outside flightlog with its status and fold left alone misses too (the projector's
+        # general path then rewrites it from the fold): no edit survives the session's next append.
+        next_fold = dataclasses.replace(moved, fold='{"f":1,"n":1}')
+        edits: list[dict[str, Any]] = [
+            {"state": "terminal"},
+            {"outcome": "completed"},
+            {"parent": "evil"},
+            {"source": "evil"},
+            {"snapshot": '{"s":9}'},
+            {"updated_at_ms": 9},
+            {"last_seq": 9},
+        ]
+        for edit in edits:
+            store.put_run_rows([dataclasses.replace(moved, **edit)])
+            assert not store.replace_run_row(next_fold, moved), edit
+            assert store.get_run_rows(["r"]) == {"r": dataclasses.replace(moved, **edit)}, edit  # not written
+        store.put_run_rows([moved])
         unset = dataclasses.replace(moved, session_status=None)
         store.put_run_rows([unset])
         assert not store.replace_run_row(later, moved)  # a stored NULL status is not "running"
