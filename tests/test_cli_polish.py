@@ -286,6 +286,26 @@ def test_ls_limit_and_filters(imported_db: Path) -> None:
     assert code == 2 and "neither a duration" in err
 
 
+@pytest.mark.parametrize(
+    "args",
+    [
+        ("ls", "-n"),
+        ("runs", "--limit"),
+        ("runs", "--tree", "--limit"),
+        ("memory", "search", "x", "-k"),
+    ],
+)
+def test_a_count_past_what_sql_holds_is_a_bad_option(imported_db: Path, args: tuple[str, ...]) -> None:
+    """A count option reaches SQL as a 64-bit integer: one past 2**63 - 1 is refused as the option it is
+    (exit 2, naming it), not a store error (``runs --limit 99999999999999999999`` exited 1 with SQLite's
+    'datatype mismatch', PostgreSQL's 'bigint out of range'); 2**63 - 1 itself is a count like any other."""
+    code, _, err = invoke("--db", str(imported_db), *args, str(2**63))
+    assert code == 2 and "Invalid value for '--limit'" in err, err
+    assert "Traceback" not in err
+    code, _, err = invoke("--db", str(imported_db), *args, str(2**63 - 1))
+    assert code in (0, 1) and "Traceback" not in err and "out of range" not in err, err
+
+
 def test_ls_says_no_run_for_a_session_that_holds_none(tmp_path: Path) -> None:
     """A session with items only (as a memory-only FlightlogSession writes) or no events holds no run: `runs`
     leaves it out, and `ls` said `running` (the status every session is created with); it says `no run`,

@@ -32,6 +32,11 @@ from .console import console
 if TYPE_CHECKING:  # the store and the recorder load inside the functions: start-up stays light
     from ..store import Store
 
+SQL_INT_MAX = 2**63 - 1
+"""The largest value an int option that reaches SQL may take (``max=`` of ``ls -n``, ``runs --limit``, ``memory
+search -k``): SQLite's INTEGER and PostgreSQL's bigint stop there, so a larger value is a bad option (exit 2,
+naming it), not a store error."""
+
 EXIT_CLOSED_PIPE = 141
 """Exit code when stdout's reader went away (128 + SIGPIPE, as a shell reports for ``cat`` killed by one)."""
 

@@ -30,6 +30,7 @@ from .lazy import LazyTyper
 from .options import (
     CONTEXT,
     EXIT_CLOSED_PIPE,
+    SQL_INT_MAX,
     Advance,
     Group,
     closed_pipe,
@@ -347,7 +348,9 @@ def ls_cmd(
     ] = None,
     limit: Annotated[
         int | None,
-        typer.Option("--limit", "-n", help="Show the N most recently created (oldest first).", min=0),
+        typer.Option(
+            "--limit", "-n", help="Show the N most recently created (oldest first).", min=0, max=SQL_INT_MAX
+        ),
     ] = None,
     json_out: Annotated[bool, typer.Option("--json", help="Print a JSON array.")] = False,
 ) -> None:
