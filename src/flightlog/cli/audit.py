@@ -288,6 +288,7 @@ def check_sessions(
     with _store() as store:
         # --all: a row whose id is not text (NULL, BLOB: a raw write) names no session to verify; named below
         unnamed = store.unnamed_sessions() if all_sessions else []
+        orphans = store.orphan_events() if all_sessions else []  # events rows no sessions row owns
         ids = (
             [s.session_id for s in store.list_sessions() if isinstance(s.session_id, str)]
             if all_sessions
@@ -309,6 +310,7 @@ def check_sessions(
         retained = missing_sessions(store, auditor.heads) if all_sessions else []
     retained, elsewhere = split_missing(retained, retired)
     missing = _missing_rows(retained, index) + _stale_rows(elsewhere, retired) + _unnamed_rows(unnamed)
+    missing += _orphan_rows(orphans)
     if json_out:
         gone = [{k: v for k, v in row.items() if k != "why"} for row in missing]
         _emit([r.to_json() for r in reports] + gone + ([index.to_json()] if index is not None else []))
@@ -318,6 +320,8 @@ def check_sessions(
                 _say(f"STALE     {row['session_id']}  {row['why']}")
             elif row["state"] == "unnamed_row":
                 _say(f"UNNAMED   {row['why']}")
+            elif row["state"] == "orphan_events":
+                _say(f"ORPHAN    {row['session_id']}  {row['why']}")
             else:
                 _say(f"MISSING   {row['session_id']}  {row['why']}, but the database has no such session")
         if index is not None:
@@ -377,6 +381,22 @@ def _unnamed_rows(unnamed: list[UnnamedSessionRow]) -> list[dict[str, Any]]:
             "why": f"{row.describe()}: written outside flightlog, it names no session, so nothing of it can be verified",
         }
         for row in unnamed
+    ]
+
+
+def _orphan_rows(orphans: list[tuple[str, int]]) -> list[dict[str, Any]]:
+    """``events`` rows whose session id has no ``sessions`` row (:meth:`flightlog.store.base.Store.orphan_events`):
+    no session holds them, so ``verify --all`` names them (by id and row count)."""
+    return [
+        {
+            "session_id": sid,
+            "ok": False,
+            "state": "orphan_events",
+            "rows": rows,
+            "why": f"{rows} events row(s) of session id {sid!r} with no sessions row: written or left outside "
+            "flightlog, no session holds them, so nothing of them is verified",
+        }
+        for sid, rows in orphans
     ]
 
 

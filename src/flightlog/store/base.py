@@ -302,17 +302,24 @@ class UnnamedSessionRow(NamedTuple):
     ``verify --all`` names it (:meth:`Store.unnamed_sessions`)."""
 
     session_id: str | None
-    """The id as text: None for a NULL id; a BLOB id's bytes decoded as UTF-8 (``backslashreplace``)."""
+    """The id as text: None for a NULL id; a BLOB id's bytes decoded as UTF-8 (``backslashreplace``); a
+    TEXT id that is not UTF-8: its bytes in hex."""
     id_type: str
-    """``"null"`` or ``"blob"``: what the row's id is instead of text."""
+    """``"null"``, ``"blob"`` or ``"text_not_utf8"``: what the row's id is instead of text."""
     created_at_ms: Any
     """The row's ``created_at_ms`` as stored (to find the row)."""
     status: str | None
-    """The row's ``status`` as stored."""
+    """The row's ``status`` as stored (bytes that are not UTF-8 decoded with ``backslashreplace``)."""
 
     def describe(self) -> str:
-        """``a sessions row whose id is NULL|a BLOB ('<text>' as text), created_at_ms …, status …``."""
-        what = "NULL" if self.session_id is None else f"a BLOB ({self.session_id!r} as text)"
+        """``a sessions row whose id is NULL|a BLOB ('<text>' as text)|TEXT that is not UTF-8 (bytes <hex>),
+        created_at_ms …, status …``."""
+        if self.session_id is None:
+            what = "NULL"
+        elif self.id_type == "text_not_utf8":
+            what = f"TEXT that is not UTF-8 (bytes {self.session_id})"
+        else:
+            what = f"a BLOB ({self.session_id!r} as text)"
         return (
             f"a sessions row whose id is {what}, created_at_ms {self.created_at_ms!r}, status {self.status!r}"
         )
@@ -601,10 +608,19 @@ class Store(abc.ABC):
         """Every session, oldest first."""
 
     def unnamed_sessions(self) -> list[UnnamedSessionRow]:
-        """The ``sessions`` rows whose id is not text (NULL, or a BLOB in SQLite; a raw write), oldest
-        first: rows no session is found by, which ``flightlog verify --all`` names as unverifiable. This
+        """The ``sessions`` rows whose id is not text (NULL, or in SQLite a BLOB or TEXT whose bytes are
+        not UTF-8; a raw write), oldest first: rows no session is found by, which ``flightlog verify --all``
+        names as unverifiable. This
         default: none (a backend whose key holds text only, as PostgreSQL's ``text`` primary key)."""
         return []
+
+    @abc.abstractmethod
+    def orphan_events(self) -> list[tuple[str, int]]:
+        """The ``events`` rows whose ``session_id`` matches no ``sessions`` row (a raw write, or a
+        ``sessions`` row deleted or re-keyed under them), as ``(id, row count)`` per such id, ordered by id:
+        no session holds them, so no check of a session reads them, and ``flightlog verify --all`` names
+        them. The id as text (bytes that are not UTF-8, or a BLOB's, decoded with ``backslashreplace``).
+        Cost: one pass over the events' primary-key index, one ``sessions`` key lookup per distinct id."""
 
     def ledger_marks(self, ids: Collection[str]) -> dict[str, tuple[int, int, str, int]]:
         """Per session of ``ids`` that has stored events, what its ``events`` rows themselves say, whatever
@@ -614,6 +630,13 @@ class Store(abc.ABC):
         anywhere in the ledger, a deleted row, a re-chain (the last hash) or an edited row's length moves
         the mark without the ``sessions`` row moving: what a cache of folds keyed on the row's head checks
         (the dashboard's approvals queue). Sessions with no rows are left out.
+
+        Not a verifier: a sum can be balanced. On SQLite two rewrites whose lengths compensate (one row
+        ``k`` bytes longer, another ``k`` shorter), or one that keeps its row's length, keep every part of
+        the mark; on PostgreSQL rows rewritten in one transaction share one new ``xmin``, so lengths chosen
+        against the ``xmin`` deltas keep the sum. Only reading the bytes (``flightlog verify``:
+        ``hash_mismatch``) sees every edit; a cache keyed on the mark answers from the edited-away bytes
+        until the row moves or a pass reads them.
 
         This default reads every row (:meth:`read_events`); a SQL backend answers in one query over the
         sessions' index entries (meant for a few sessions, not the whole store)."""

@@ -937,11 +937,14 @@ class PostgresStore(SqlStore):
     SKIP_LOCKED = " FOR UPDATE OF l SKIP LOCKED"
     INSERT_ORDER = "ord"
     ROW_MARK = "(e.xmin::text::bigint + octet_length(e.event))"
-    """An ``UPDATE`` writes a new row version, with a new ``xmin`` (the transaction that wrote it)."""
+    """An ``UPDATE`` writes a new row version, with a new ``xmin`` (the transaction that wrote it). Rows
+    rewritten in one transaction share it, so lengths chosen against the old ``xmin`` values keep the sum
+    (:meth:`Store.ledger_marks`: not a verifier)."""
     NULL_SAFE_EQ = "IS NOT DISTINCT FROM"
     EVENT_TEXT = "convert_from(e.event, 'UTF8')"
     BYTES_CONTAIN = "position(?::bytea in event) > 0"
     EVENT_BYTES_OF = "{column}"
+    TEXT_BYTES_OF = "convert_to({column}, 'UTF8')"
     EVENTS_SCAN = "events"
     SESSION_KEY_COLUMNS = "session_id, status, head_seq, head_hash"  # typed columns: str, str, int, str
     BLOB_ID = None  # a text column: every id is text

@@ -156,6 +156,9 @@ _RUN_LAST = (len(R.RUN_FIELDS) - 1,)
 """What a compare-and-set of an unchanged row sets (its last column, to itself)."""
 
 
+_NOT_ASCII = f"*[^{chr(1)}-{chr(127)}]*"
+"""A ``GLOB`` pattern matching text that holds a character past ASCII (an id that may not be UTF-8)."""
+
 LISTED = "session_id IS NOT NULL"
 """The ``sessions`` rows the listings count and list (:meth:`SqlStore.session_keys`, ``session_keys_among``,
 ``session_positions``, ``list_sessions``): all but a row with a NULL id, which SQLite's ``TEXT PRIMARY KEY``
@@ -192,12 +195,16 @@ class SqlStore(Store):
     """An ``events`` row's stored bytes as the readers select them, ``{column}`` the event column as the
     query names it (``event``, or ``e.event`` under an alias): SQLite hands a tampered TEXT value over as
     its bytes (the driver would decode it, and raise on bytes that are not UTF-8) and a BLOB unchanged."""
+    TEXT_BYTES_OF: ClassVar[str] = "CAST({column} AS BLOB)"
+    """A TEXT column's stored bytes, ``{column}`` the column: SQLite keeps whatever bytes a raw write gives
+    (the driver raises on reading bytes that are not UTF-8 as text)."""
     EVENTS_SCAN: ClassVar[str] = "events NOT INDEXED"
     """The ``events`` table read whole for a byte search of every row: SQLite in rowid (storage) order, not
     through the primary key index (which would look each row up by rowid, in ``session_id`` order)."""
     ROW_MARK: ClassVar[str] = "length(e.event)"
     """What :meth:`ledger_marks` sums over an ``events`` row (aliased ``e``): a value an edit of the row's
-    bytes moves; SQLite has no row version, so the length (read from the record header: no blob loaded)."""
+    bytes moves; SQLite has no row version, so the length (read from the record header: no blob loaded).
+    A sum of lengths is kept by compensating rewrites (:meth:`Store.ledger_marks`: not a verifier)."""
     SESSION_KEY_COLUMNS: ClassVar[str] = (
         "CAST(session_id AS TEXT), CAST(status AS TEXT), CAST(head_seq AS INTEGER), CAST(head_hash AS TEXT)"
     )
@@ -459,19 +466,48 @@ class SqlStore(Store):
 
     def list_sessions(self, batch: int = 500) -> Iterator[SessionRecord]:
         """Every session, oldest first (keyset pages of ``batch`` rows; a row with a NULL id is no session:
-        :data:`LISTED`)."""
+        :data:`LISTED`; nor is a TEXT id that is not UTF-8, which the driver cannot hand over as text: a
+        page that fails is read again without those rows, :meth:`_undecodable_ids`, found only then)."""
         after: tuple[int, str] = (-(2**63), "")
+        undecodable: list[bytes] | None = None
         while True:
-            rows = self._all(
-                f"SELECT {R.SESSION_COLUMNS} FROM sessions WHERE (created_at_ms, session_id) > (?, ?) AND {LISTED} "
-                "ORDER BY created_at_ms, session_id LIMIT ?",
-                (*after, batch),
-            )
+            try:
+                rows = self._session_page(after, batch, undecodable or [])
+            except StoreError:
+                if undecodable is not None or not (
+                    undecodable := [raw for raw, _, _ in self._undecodable_ids()]
+                ):
+                    raise
+                rows = self._session_page(after, batch, undecodable)
             for row in rows:
                 yield R.session(row)
             if len(rows) < batch:
                 return
             after = (rows[-1][4], rows[-1][0])
+
+    def orphan_events(self) -> list[tuple[str, int]]:
+        """:meth:`Store.orphan_events`: the events' ids grouped (their primary key's index, covering), each
+        looked up in ``sessions``' primary key; an id is compared as stored (a BLOB id matches only a BLOB
+        id)."""
+        ids = self.TEXT_BYTES_OF.format(column="g.sid")
+        rows = self._all(
+            f"SELECT {ids}, g.n FROM (SELECT session_id AS sid, count(*) AS n FROM events GROUP BY session_id) g "
+            "WHERE NOT EXISTS (SELECT 1 FROM sessions s WHERE s.session_id = g.sid) ORDER BY g.sid"
+        )
+        return [(bytes(sid).decode("utf-8", "backslashreplace"), int(n)) for sid, n in rows]
+
+    def _session_page(self, after: tuple[int, str], batch: int, skip: list[bytes]) -> list[Any]:
+        """:meth:`list_sessions`' page after ``after``, leaving out the TEXT ids whose bytes are ``skip``."""
+        left_out = (
+            f" AND NOT (typeof(session_id) = 'text' AND CAST(session_id AS BLOB) IN ({marks(skip)}))"
+            if skip
+            else ""
+        )
+        return self._all(
+            f"SELECT {R.SESSION_COLUMNS} FROM sessions WHERE (created_at_ms, session_id) > (?, ?) AND {LISTED}"
+            f"{left_out} ORDER BY created_at_ms, session_id LIMIT ?",
+            (*after, *skip, batch),
+        )
 
     def ledger_marks(self, ids: Collection[str]) -> dict[str, tuple[int, int, str, int]]:
         """One query: per session of ``ids``, its rows' count, last seq, that row's stored hash and the sum
@@ -489,22 +525,53 @@ class SqlStore(Store):
         return {str(sid): (int(n), int(last), str(digest), int(mark)) for sid, n, last, mark, digest in rows}
 
     def unnamed_sessions(self) -> list[UnnamedSessionRow]:
-        """The rows :data:`LISTED` leaves out (a NULL id) and those whose id is a BLOB (:attr:`BLOB_ID`),
-        oldest first: index lookups of the primary key's NULL entries and BLOB range, no scan."""
+        """The rows :data:`LISTED` leaves out (a NULL id), those whose id is a BLOB (:attr:`BLOB_ID`) and
+        those whose id is TEXT that is not UTF-8 (:meth:`_undecodable_ids`), oldest first: index lookups of
+        the primary key's NULL entries and BLOB range, and the scan of ``_undecodable_ids``. A status that
+        is not UTF-8 is decoded with ``backslashreplace``."""
         blob = "" if self.BLOB_ID is None else f" OR {self.BLOB_ID.format(column='session_id')}"
+        status_bytes = self.TEXT_BYTES_OF.format(column="status")
         rows = self._all(
-            f"SELECT session_id, created_at_ms, CAST(status AS TEXT) FROM sessions WHERE session_id IS NULL{blob} "
+            f"SELECT session_id, created_at_ms, {status_bytes} FROM sessions WHERE session_id IS NULL{blob} "
             "ORDER BY created_at_ms"
         )
-        return [
+        found = [
             UnnamedSessionRow(
                 None if sid is None else bytes(sid).decode("utf-8", "backslashreplace"),
                 "null" if sid is None else "blob",
                 created,
-                status,
+                None if status is None else bytes(status).decode("utf-8", "backslashreplace"),
             )
             for sid, created, status in rows
         ]
+        found.extend(
+            UnnamedSessionRow(raw.hex(), "text_not_utf8", created, status)
+            for raw, created, status in self._undecodable_ids()
+        )
+        return sorted(found, key=lambda row: (row.created_at_ms is None, row.created_at_ms))
+
+    def _undecodable_ids(self) -> list[tuple[bytes, Any, str | None]]:
+        """``(id bytes, created_at_ms, status)`` of each row whose id is TEXT that is not UTF-8 (SQLite keeps
+        whatever bytes a raw write gives, ``CAST(x'ff41' AS TEXT)``; the driver raises on reading them as
+        text). One scan of the primary key's index for ids holding a character past ASCII (a ``GLOB``, in
+        SQLite's C), each of those decoded here. None where every id is text the server checked
+        (:attr:`BLOB_ID` None: PostgreSQL)."""
+        if self.BLOB_ID is None:
+            return []
+        status_bytes = self.TEXT_BYTES_OF.format(column="status")
+        rows = self._all(
+            f"SELECT CAST(session_id AS BLOB), created_at_ms, {status_bytes} FROM sessions "
+            "WHERE typeof(session_id) = 'text' AND session_id GLOB ?",
+            (_NOT_ASCII,),
+        )
+        found: list[tuple[bytes, Any, str | None]] = []
+        for sid, created, status in rows:
+            try:
+                bytes(sid).decode("utf-8")
+            except UnicodeDecodeError:
+                text = None if status is None else bytes(status).decode("utf-8", "backslashreplace")
+                found.append((bytes(sid), created, text))
+        return found
 
     def set_session_status(self, session_id: str, status: str) -> None:
         with self._joined():

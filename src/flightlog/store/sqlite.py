@@ -292,13 +292,22 @@ class SqliteStore(SqlStore):
     # ─── SqlStore primitives ─────────────────────────────────────────────────────────────
     def _one(self, sql: str, params: Sequence[Any] = ()) -> Any:
         if self._in_own_transaction():  # this thread holds the gate already
-            return self._execute(sql, params).fetchone()
+            return self._fetch(self._execute(sql, params).fetchone)
         with self._lock:
-            return self._execute(sql, params).fetchone()
+            return self._fetch(self._execute(sql, params).fetchone)
 
     def _all(self, sql: str, params: Sequence[Any] = ()) -> list[Any]:
         with self._lock:
-            return self._execute(sql, params).fetchall()
+            rows: list[Any] = self._fetch(self._execute(sql, params).fetchall)
+            return rows
+
+    def _fetch(self, fetch: Callable[[], Any]) -> Any:
+        """``fetch()`` with its driver error translated as :meth:`_execute`'s (a row's TEXT that is not
+        UTF-8, written outside flightlog, fails here: a named ``StoreError``, not a traceback)."""
+        try:
+            return fetch()
+        except sqlite3.Error as exc:
+            raise _translate(exc, self.url) from exc
 
     def _joined(self) -> AbstractContextManager[Any]:
         return contextlib.nullcontext() if self._in_own_transaction() else self.transaction()

@@ -328,6 +328,19 @@ class StoreContract(MemoryContract):
         assert store.unnamed_sessions() == [(None, "null", 2000, "suspended")]
         assert [r.session_id for r in store.list_sessions()] == ["a"]
 
+    def test_orphan_events_names_rows_no_session_holds(self, store: Store, store_past_head: PastHead) -> None:
+        """``events`` rows whose session id has no ``sessions`` row (an outside write) are named with their
+        count, ordered by id; a session's own rows, and a session with none, are not."""
+        _new_session(store, "a")
+        _new_session(store, "empty")
+        rows = _append(store, "a", ["x", "y"])
+        assert store.orphan_events() == []
+        for row in rows:
+            store_past_head(store, "ghost", row)
+        store_past_head(store, "b-ghost", rows[0])
+        assert store.orphan_events() == [("b-ghost", 1), ("ghost", 2)]
+        assert [r.session_id for r in store.list_sessions()] == ["a", "empty"]
+
     def test_ledger_marks_move_with_the_events_rows_not_the_session_row(
         self, store: Store, store_past_head: PastHead
     ) -> None:
