@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+import re
 import shutil
 import sqlite3
 from collections.abc import Iterator
@@ -387,6 +388,89 @@ def test_db_repair_with_nothing_to_repair_writes_nothing(db_copy: Path, wal: byt
         f"nothing to repair: {db_copy} has {held}, so no commit to set aside; nothing written"
     )
     assert {p.name: p.read_bytes() for p in db_copy.parent.iterdir()} == before
+
+
+def _unchecked_wal(db: Path, sql: str, *params: object) -> None:
+    """Commit ``sql`` to ``db`` and leave it only in the WAL (no checkpoint folds it into the file)."""
+    conn = sqlite3.connect(db, isolation_level=None)
+    conn.execute("PRAGMA wal_autocheckpoint=0")
+    reader = sqlite3.connect(db.resolve().as_uri() + "?mode=ro", uri=True)  # a read-only last close
+    reader.execute("SELECT 1 FROM sessions").fetchone()  # cannot checkpoint: the WAL stays
+    conn.execute(sql, params)
+    conn.close()
+    reader.close()
+    assert Path(f"{db}-wal").stat().st_size > 0
+
+
+def test_db_repair_refuses_a_healthy_wal_unless_forced(db_copy: Path) -> None:
+    """A WAL SQLite reads and that passes integrity_check is not poisoned, only not yet checkpointed:
+    discarding it would lose committed transactions, so it is refused (nothing written) unless --force."""
+    _unchecked_wal(db_copy, "CREATE TABLE later (x)")
+    wal = Path(f"{db_copy}-wal").read_bytes()
+    before = sorted(p.name for p in db_copy.parent.iterdir())
+    code, out, err = run(db_copy, "db", "repair", "--discard-wal")
+    assert code == 2, out + err
+    message = " ".join(err.split())
+    assert "the WAL is not poisoned (SQLite reads it, integrity_check ok)" in message
+    found = re.search(
+        r"would lose (\d+) committed frames? changing (\d+) pages? of the database file", message
+    )
+    assert found and int(found.group(1)) >= 1 and int(found.group(2)) >= 1, message
+    assert "--force discards them anyway" in message and "nothing written" in message
+    assert sorted(p.name for p in db_copy.parent.iterdir()) == before  # no backup folder either
+    assert Path(f"{db_copy}-wal").read_bytes() == wal
+
+    code, out, err = run(db_copy, "db", "repair", "--discard-wal", "--force")
+    assert code == 0, out + err
+    assert "discarded" in err and "committed frame" in err
+    [backup] = db_copy.parent.glob("copy.db.repair-*")
+    assert (backup / "quarantine" / "copy.db-wal").read_bytes() == wal
+    report = json.loads((backup / "repair.json").read_text())
+    assert report["wal"]["readable"] is True and report["wal"]["changed_pages"] >= 1
+
+
+def test_db_repair_of_a_checkpointed_wal_loses_nothing_and_needs_no_force(db_copy: Path) -> None:
+    """Frames already copied into the database file (a checkpoint that could not truncate the WAL) are
+    not lost by discarding: no --force needed."""
+    _unchecked_wal(db_copy, "CREATE TABLE later (x)")
+    conn = sqlite3.connect(db_copy, isolation_level=None)
+    reader = sqlite3.connect(db_copy.resolve().as_uri() + "?mode=ro", uri=True)
+    reader.execute("SELECT 1 FROM sessions").fetchone()
+    _busy, frames, copied = conn.execute("PRAGMA wal_checkpoint(PASSIVE)").fetchone()  # no truncation
+    assert frames == copied > 0
+    conn.close()
+    reader.close()
+    assert Path(f"{db_copy}-wal").stat().st_size > 0
+    code, out, err = run(db_copy, "db", "repair", "--discard-wal")
+    assert code == 0, out + err
+    assert "quarantined" in out and "warning" not in err.lower()
+
+
+def test_db_repair_refuses_a_poisoned_wal_holding_a_retirement_record(db_copy: Path, tmp_path: Path) -> None:
+    """SQLite cannot vouch for a poisoned WAL's pages, so the retirement record's origin line is looked for
+    in its raw bytes: dropping it would make a retired store writable again."""
+    origin = b"flightlog.local/0123456789abcdef/_/retired\nstate moved\n"
+    other = tmp_path / "other.db"
+    conn = sqlite3.connect(other)
+    conn.execute("PRAGMA journal_mode=WAL")
+    conn.execute("PRAGMA wal_autocheckpoint=0")
+    conn.execute("CREATE TABLE junk (x BLOB)")
+    conn.execute("INSERT INTO junk VALUES (?)", (origin * 40,))
+    conn.commit()
+    holder = sqlite3.connect(other)
+    holder.execute("SELECT 1").fetchone()
+    Path(f"{db_copy}-wal").write_bytes(Path(f"{other}-wal").read_bytes())
+    holder.close()
+    conn.close()
+    code, out, err = run(db_copy, "db", "repair", "--discard-wal")
+    assert code == 2, out + err
+    message = " ".join(err.split())
+    assert "the WAL holds the retirement record `flightlog db copy` wrote" in message
+    assert "writable again" in message and "--force discards it anyway" in message
+    assert not list(db_copy.parent.glob("copy.db.repair-*"))
+    code, out, err = run(db_copy, "db", "repair", "--discard-wal", "--force")
+    assert code == 0, out + err
+    assert "WARNING: the discarded WAL held this store's retirement record" in " ".join(err.split())
 
 
 def test_db_repair_of_missing_file_fails_cleanly(tmp_path: Path) -> None:

@@ -130,7 +130,7 @@ def test_the_table_parser_sees_what_a_reader_sees() -> None:
     """The parser itself: a sample of rows read as a human reads them (it must not pass on nothing)."""
     table = _readme_command_table()
     assert len(table) == len(_real_command_tree()) >= 30
-    assert table[("db", "repair")] == {"--discard-wal"}
+    assert table[("db", "repair")] == {"--discard-wal", "--force"}
     assert table[("export",)] == {"-o", "--output", "--bundle", "--otlp", "--otlp-content"}
     assert table[("worker",)] >= {"--db", "-c", "--concurrency", "--json"}
     assert "--install-completion" in table[()] and "-h" in table[()]

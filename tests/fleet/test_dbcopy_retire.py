@@ -106,6 +106,8 @@ def test_verify_says_stale_copy_not_rolled_back_or_missing(
         "seq 6: stale_copy (stale copy: the retained head covers 9 events; this database holds the 6" in out
     )
     assert "STALE     after-the-move  stale copy: a head is retained" in out
+    assert "STALE     open-run  6 events" in out and "STALE     index log" in out  # not DIVERGES
+    assert "DIVERGES" not in out
     assert re.search(r"leaf \d+: stale_copy \(stale copy: the retained index head covers \d+ leaves", out)
 
     code, out, err = cli(src, "verify", "--all", "--json")
@@ -116,6 +118,8 @@ def test_verify_says_stale_copy_not_rolled_back_or_missing(
     assert [(d["seq"], d["reason"]) for d in open_run["divergences"]] == [(6, "stale_copy")]  # type: ignore[union-attr, index]
     assert str(open_run["retired"]).startswith(f"moved to {dst.resolve()} at ")
     assert by_id["after-the-move"]["state"] == "stale_copy"
+    assert open_run["verdict"] == "stale_copy"
+    assert {by_id[sid]["verdict"] for sid in ids if sid != "open-run"} == {"ok"}
     assert all(by_id[sid]["ok"] for sid in ids if sid != "open-run")  # the sealed ones did not go on
     # show prints what the retired store holds, as its retirement record pins it: no warning for that
     code, out, err = cli(src, "show", "open-run")
@@ -126,9 +130,82 @@ def test_verify_says_stale_copy_not_rolled_back_or_missing(
     index = rows[-1]
     assert index["state"] == "index"
     assert [d["reason"] for d in index["divergences"]] == ["stale_copy"]  # type: ignore[union-attr, index]
+    assert index["verdict"] == "stale_copy"
 
     code, out, _ = cli(src, "audit", "open-run")  # one session: the same answer
     assert code == 1 and "stale_copy" in out and "rollback" not in out
+
+
+def _retired_in_the_file_alone(db: Path, tmp_path: Path) -> bool:
+    """Whether ``db``'s main file, without its WAL, holds the retirement (what `db repair --discard-wal`
+    would leave)."""
+    alone = tmp_path / "alone" / "file.db"
+    alone.parent.mkdir()
+    shutil.copyfile(db, alone)
+    conn = sqlite3.connect(alone)
+    try:
+        return conn.execute("SELECT 1 FROM ledger_meta WHERE key = 'retired'").fetchone() is not None
+    finally:
+        conn.close()
+
+
+def test_the_retirement_reaches_the_database_file_while_a_reader_holds_it_open(
+    ledger: tuple[Path, list[str]], tmp_path: Path
+) -> None:
+    """The user's repro: a dashboard (a read-only reader) open on SRC during `db copy`. The retirement was
+    left only in SRC's WAL (the reader kept the copy's close from checkpointing, and the reader cannot), so
+    `db repair --discard-wal` dropped it and SRC was writable again beside DST. The copy now checkpoints
+    SRC after retiring it: an idle reader does not stop that."""
+    src, _ = ledger
+    dst = tmp_path / "dst.db"
+    with SqliteStore(src, read_only=True) as reader:
+        assert reader.list_sessions()  # it has read, and holds the database open
+        code, out, err = cli(src, "db", "copy", str(src), str(dst))
+        assert code == 0, out + err
+        assert "not in the database file yet" not in out + err
+        assert Path(f"{src}-wal").stat().st_size == 0  # folded in and truncated
+        assert reader.retirement() is not None
+    assert _retired_in_the_file_alone(src, tmp_path)
+    code, out, err = cli(src, "db", "repair", "--discard-wal")
+    assert code == 0 and out.startswith(f"nothing to repair: {src} has an empty WAL"), out + err
+    code, out, err = cli(src, "import", str(sorted(SAMPLES.glob("*.jsonl"))[-1]))
+    assert code == 1 and f"was moved to {dst.resolve()} at " in err
+
+
+def test_a_reader_on_an_older_snapshot_keeps_the_retirement_in_the_wal_and_repair_refuses_to_drop_it(
+    ledger: tuple[Path, list[str]], tmp_path: Path
+) -> None:
+    """A reader inside a read transaction begun before the copy pins an older snapshot, so the checkpoint
+    cannot copy the retirement's frames (SQLite waits for it up to the busy timeout, then gives up): the
+    copy says so, the record stays durable in the WAL, and `db repair --discard-wal` refuses to drop it,
+    with or without a ledger change since."""
+    src, _ = ledger
+    dst = tmp_path / "dst.db"
+    reader = sqlite3.connect(src.resolve().as_uri() + "?mode=ro", uri=True, isolation_level=None)
+    try:
+        reader.execute("BEGIN")
+        reader.execute("SELECT count(*) FROM events").fetchone()  # the snapshot before the copy
+        with SqliteStore(src, busy_timeout_ms=100) as source, SqliteStore(dst) as target:
+            report = copy_store(source, target)
+        assert report.retired == "source"
+        [note] = [n for n in report.notes if "not in the database file yet" in n]
+        assert note.startswith(f"the retirement of {source.url} is committed in its WAL, but a reader held")
+        reader.execute("COMMIT")
+    finally:
+        reader.close()  # read-only: its close cannot checkpoint, so the WAL stays as the user found it
+    assert Path(f"{src}-wal").stat().st_size > 0
+    assert not _retired_in_the_file_alone(src, tmp_path)
+    code, out, err = cli(src, "db", "repair", "--discard-wal")
+    assert code == 2, out + err
+    message = " ".join(err.split())
+    assert (
+        "the retirement record `flightlog db copy` wrote, which the database file does not hold yet"
+        in message
+    )
+    assert "split brain" in message and "--force discards it anyway" in message
+    assert not list(tmp_path.glob("src.db.repair-*"))
+    code, out, err = cli(src, "import", str(sorted(SAMPLES.glob("*.jsonl"))[-1]))
+    assert code == 1 and f"was moved to {dst.resolve()} at " in err  # still retired
 
 
 def test_a_retired_store_refuses_writes_naming_the_live_store(

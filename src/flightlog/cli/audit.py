@@ -429,8 +429,13 @@ def _missing_rows(retained: list[Any], index: IndexReport | None) -> list[dict[s
     return list(rows.values())
 
 
+_LABELS = {"ok": "ok", "stale_copy": "STALE", "diverges": "DIVERGES"}
+"""How ``verify`` prints a verdict (:func:`flightlog.integrity.retirement.verdict`); a stale copy's
+sessions the store never held print ``STALE`` too."""
+
+
 def _print_report(report: AuditReport) -> None:
-    status = "ok" if report.ok else "DIVERGES"
+    status = _LABELS[report.verdict()]
     _say(f"{status:<9} {report.session_id}  {plural(report.events, 'event')}  root {report.root[:16]}")
     _say(f"          {report.summary()}")
     for note in report.notes:
@@ -448,7 +453,7 @@ def _print_report(report: AuditReport) -> None:
 
 
 def _print_index(report: IndexReport) -> None:
-    status = "ok" if not report.divergences else "DIVERGES"
+    status = _LABELS[report.verdict()] if report.divergences else "ok"  # missing sessions: rows of their own
     _say(f"{status:<9} index log  {plural(report.leaves, 'leaf')}  root {report.root[:16]}")
     _say(f"          {report.summary()}")
     for d in report.divergences:

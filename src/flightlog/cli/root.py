@@ -824,16 +824,27 @@ def repair_cmd(
     discard_wal: Annotated[
         bool, typer.Option("--discard-wal", help="Set the WAL aside (commits only in it are quarantined).")
     ] = False,
+    force: Annotated[
+        bool,
+        typer.Option(
+            "--force",
+            help="With --discard-wal: discard even a WAL SQLite reads that passes integrity_check (its "
+            "committed frames are lost), or one holding a retirement record the database file lacks.",
+        ),
+    ] = False,
 ) -> None:
-    """Recover a database whose WAL is poisoned: backup, quarantine the WAL, verify read-only. With no WAL
-    (or an empty one) there is nothing to set aside: it says so, writes nothing and exits 0."""
+    """Recover a database whose WAL is poisoned: backup, quarantine the WAL, verify read-only. Refuses a
+    WAL that is not poisoned (SQLite reads it and integrity_check passes: its committed frames would be
+    lost) or that holds a retirement record the database file lacks (`db copy` retired this store), unless
+    --force. With no WAL (or an empty one) there is nothing to set aside: it says so, writes nothing and
+    exits 0."""
     from ..ops.repair import repair_discard_wal
 
     if not discard_wal:
         raise typer.BadParameter(
             "refusing to repair without --discard-wal (commits only in the WAL would be set aside)"
         )
-    report = repair_discard_wal(state.db, discard_wal=True)
+    report = repair_discard_wal(state.db, discard_wal=True, force=force)
     if report.nothing_to_do:
         held = "an empty WAL" if report.wal_present else "no WAL"
         out.print(
@@ -841,6 +852,17 @@ def repair_cmd(
             f"(`flightlog verify --all` checks the database)"
         )
         return
+    if report.dropped_retirement:
+        err.print(
+            f"flightlog: WARNING: the discarded WAL held this store's retirement record (`flightlog db copy` "
+            f"moved its ledger elsewhere): {report.database} is writable again; do not write to it, the "
+            f"ledger lives in the store it was copied to (the record is in {report.backup_dir}/quarantine)"
+        )
+    if report.wal is not None and report.wal.loses_commits():
+        err.print(
+            f"flightlog: warning: discarded {plural(report.wal.frames, 'committed frame')} SQLite could read "
+            f"({plural(report.wal.changed_pages, 'page')} of the database file), kept in {report.backup_dir}"
+        )
     out.print(f"WAL {report.wal_size_bytes} bytes sha256 {report.wal_sha256} quarantined")
     out.print(f"backups and repair.json in {report.backup_dir}")
     out.print(

@@ -98,12 +98,12 @@ def _ui_command(open_db: OpenDb) -> Callable[..., None]:
                 "holds the token can read every session and decide approvals (plain HTTP)"
             )
         if token:  # the operator's own token is not echoed into terminals and logs
-            out.print(f"flightlog dashboard: {server.url}/")
+            out.print(f"flightlog dashboard listening on {server.url}/")
             out.print(
                 f"open {server.url}/?token=<your token> once (it sets a cookie); Ctrl-C stops the server"
             )
         else:
-            out.print(f"flightlog dashboard: {server.url}/?token={secret}")
+            out.print(f"flightlog dashboard listening on {server.url}/?token={secret}")
             out.print("open that URL once (it sets a cookie); Ctrl-C stops the server")
         with contextlib.suppress(KeyboardInterrupt):  # uvicorn re-raises the Ctrl-C it shut down on
             server.run()

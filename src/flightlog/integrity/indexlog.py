@@ -61,6 +61,7 @@ from .checkpoints import (
 from .heads import HeadStore, IndexedHead, WitnessedHead
 from .keys import Keyring, load_keyring
 from .notes import NoteError, parse_note
+from .retirement import verdict
 
 if TYPE_CHECKING:
     from ..store.base import IndexCheckpointRecord, Store
@@ -514,12 +515,20 @@ class IndexReport:
             parts.append(f"read-only: {self.retired}")
         return "; ".join(parts + self.notes)
 
+    def verdict(self) -> Literal["ok", "stale_copy", "diverges"]:
+        """``ok``, ``stale_copy`` (every divergence is ``stale_copy``: a retired store's index log that
+        went on in the live store) or ``diverges`` (:func:`flightlog.integrity.retirement.verdict`); an
+        indexed session missing from the database makes it ``diverges``."""
+        reasons = [d.reason for d in self.divergences] + ["missing"] * bool(self.missing)
+        return verdict(self.ok, reasons)
+
     def to_json(self) -> dict[str, Any]:
         """Stable JSON fields (the ``state: "index"`` row of ``audit --all --json``)."""
         return {
             "session_id": None,
             "state": "index",
             "ok": self.ok,
+            "verdict": self.verdict(),
             "ledger_id": self.ledger_id,
             "leaves": self.leaves,
             "root": self.root,

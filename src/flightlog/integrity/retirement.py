@@ -78,9 +78,27 @@ __all__ = [
     "retired_origin",
     "sign_retirement",
     "split_missing",
+    "verdict",
 ]
 
 State = Literal["moved", "partial"]
+
+
+def verdict(ok: bool, reasons: Iterable[str]) -> Literal["ok", "stale_copy", "diverges"]:
+    """One word for a verified session or index log: ``ok``; ``stale_copy`` when every divergence is
+    ``stale_copy`` (a retired store whose ledger went on in the live store: still a failure, exit 1);
+    else ``diverges``. ``verify`` prints it as ``ok`` / ``STALE`` / ``DIVERGES`` and puts it in each
+    ``--json`` row's ``verdict``.
+
+    Args:
+        ok: The report's ``ok``.
+        reasons: The reasons of its divergences (a session's own and its index log's).
+    """
+    if ok:
+        return "ok"
+    found = set(reasons)
+    return "stale_copy" if found == {"stale_copy"} else "diverges"
+
 
 _DECIMAL = re.compile(r"0|[1-9][0-9]*")
 _SAFE = "-._~:"

@@ -60,7 +60,7 @@ from .heads import HeadStore, IndexedHead, RetainedHead, WitnessedHead
 from .keys import Keyring, load_keyring
 from .linked import check_linked
 from .notes import NoteError
-from .retirement import StaleCopy, load_retirement
+from .retirement import StaleCopy, load_retirement, verdict
 
 if TYPE_CHECKING:
     from ..store.base import CheckpointRecord, Store, StoredEvent
@@ -174,6 +174,12 @@ class AuditReport:
         """``(first, last)`` seqs after the last verified checkpoint, or None when all are anchored."""
         return (self.anchored, self.events - 1) if self.anchored < self.events else None
 
+    def verdict(self) -> Literal["ok", "stale_copy", "diverges"]:
+        """``ok``, ``stale_copy`` (every divergence, the index log's too, is ``stale_copy``: a retired store
+        whose session went on in the live store) or ``diverges``
+        (:func:`flightlog.integrity.retirement.verdict`)."""
+        return verdict(self.ok, [d.reason for d in (*self.divergences, *self.index_divergences)])
+
     def state(self) -> str:
         """``sealed``, ``open`` or ``empty``."""
         return "sealed" if self.sealed else ("open" if self.events else "empty")
@@ -207,6 +213,7 @@ class AuditReport:
         return {
             "session_id": self.session_id,
             "ok": self.ok,
+            "verdict": self.verdict(),
             "state": self.state(),
             "seal_status": self.seal_status,
             "events": self.events,

@@ -279,6 +279,8 @@ def copy_store(
                     ),
                     notary,
                 )
+    if report.retired is not None:
+        _fold_retirement(src if report.retired == "source" else dst, report)
     if ids and report.retired != "destination":  # a retired destination built it before retiring
         from ..runs import rebuild_projection  # local: the read model builds on the core
 
@@ -322,6 +324,23 @@ def _retire(
         dst.retire(record.summary(), note)
     report.retired = "source" if whole else "destination"
     report.retirement = record.describe()
+
+
+def _fold_retirement(retired: Store, report: CopyReport) -> None:
+    """Checkpoint a retired SQLite store, so its retirement lives in the database file and not only in its
+    WAL (where ``db repair --discard-wal`` could set it aside, making the store writable again next to
+    the live one). A reader holding an older snapshot past the busy timeout keeps frames in the WAL: the
+    record is durable there (the commit was fsynced) and reaches the file at a later checkpoint; a note
+    says so."""
+    if not isinstance(retired, SqliteStore):
+        return
+    frames, copied = retired.checkpoint_wal()
+    if copied < frames:
+        report.notes.append(
+            f"the retirement of {retired.url} is committed in its WAL, but a reader held an older snapshot, "
+            f"so {frames - copied} of {frames} WAL frames are not in the database file yet (SQLite copies "
+            "them at its next checkpoint; `db repair --discard-wal` refuses to drop them)"
+        )
 
 
 def copy_session(

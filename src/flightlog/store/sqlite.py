@@ -555,6 +555,32 @@ class SqliteStore(SqlStore):
             except sqlite3.Error:
                 return  # best effort: a reader holding the WAL keeps it until the next checkpoint
 
+    def checkpoint_wal(self) -> tuple[int, int]:
+        """Copy every committed WAL frame into the database file and empty the WAL: ``PRAGMA
+        wal_checkpoint(TRUNCATE)``, which (in SQLite's FULL/RESTART/TRUNCATE modes) calls the busy handler,
+        so it waits up to ``busy_timeout_ms`` for a writer to finish and for readers on an older snapshot
+        to move on, as SQLite intends (https://sqlite.org/pragma.html#pragma_wal_checkpoint).
+
+        Returns:
+            ``(frames, copied)``: frames in the WAL and frames now in the database file; ``copied <
+            frames`` when a reader still held an older snapshot at the timeout (those frames stay durable
+            in the WAL and reach the file at a later checkpoint). ``(0, 0)`` for ``":memory:"``.
+
+        Raises:
+            ReadOnlyStore: opened read-only.
+            StoreError: SQLite failed otherwise (translated).
+        """
+        if self.read_only:
+            raise ReadOnlyStore(url=self.url)
+        if self.path == ":memory:":
+            return (0, 0)
+        with self._lock:
+            try:
+                _busy, frames, copied = self._conn.execute("PRAGMA wal_checkpoint(TRUNCATE)").fetchone()
+            except sqlite3.Error as exc:
+                raise _translate(exc, self.url) from exc
+        return (int(frames), int(copied)) if frames >= 0 else (0, 0)
+
     def _refuse_if_retired(self) -> None:
         rows = self._run("SELECT value FROM ledger_meta WHERE key = 'retired'").fetchall()  # 0 or 1 row
         if rows:

@@ -21,8 +21,14 @@ from .app import stop_streams
 __all__ = ["DashboardServer", "bind", "url_host"]
 
 
+_BACKLOG = 2048
+"""Pending connections the kernel queues before the server accepts them (uvicorn's default backlog)."""
+
+
 def bind(host: str, port: int) -> socket.socket:
-    """A listening-ready TCP socket bound to ``host:port`` (port 0: any free port).
+    """A TCP socket bound to ``host:port`` (port 0: any free port) and listening: from the moment it
+    returns, the kernel accepts connections into its backlog (:data:`_BACKLOG`), and the server answers
+    them once it runs. So a URL printed after ``bind`` can be used at once.
 
     Raises:
         OSError: the address is in use or cannot be bound.
@@ -32,6 +38,7 @@ def bind(host: str, port: int) -> socket.socket:
     try:
         sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
         sock.bind((host, port))
+        sock.listen(_BACKLOG)
         sock.set_inheritable(True)
     except BaseException:
         sock.close()
