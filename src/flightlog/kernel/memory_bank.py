@@ -198,7 +198,7 @@ def why_text(sqlite: bool, raw_rank: float, words: Sequence[str]) -> str:
 
     Args:
         sqlite: The SQLite engine (else PostgreSQL).
-        raw_rank: The engine's rank (:attr:`flightlog.store.memory.MemoryHit.raw_rank`).
+        raw_rank: The engine's rank (``raw_rank`` of :class:`flightlog.store.memory.MemoryHit`).
         words: The query's words, in order.
     """
     relevance = (-raw_rank if sqlite else raw_rank) + 0.0  # + 0.0: -0.0 becomes 0.0
