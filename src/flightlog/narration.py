@@ -26,7 +26,13 @@ __all__ = [
     "summarize_message",
 ]
 
-_PLURALS = {"leaf": "leaves", "criterion": "criteria", "entry": "entries", "match": "matches"}
+_PLURALS = {
+    "leaf": "leaves",
+    "criterion": "criteria",
+    "entry": "entries",
+    "match": "matches",
+    "memory": "memories",
+}
 
 
 def plural(count: int, noun: str) -> str:
@@ -220,6 +226,12 @@ def _custom(e: ev.Custom) -> str:
         return f"{kind} from {who} delivered: {short(str(payload.get('text', '')), 60)}"
     if e.custom_kind == "kernel_note":  # replay.KERNEL_NOTE: what the kernel told the model after a rollback
         return f"turn {payload.get('turn', '?')}: kernel told the model: {short(str(payload.get('text', '')), 60)}"
+    if e.custom_kind == "memory_already_in_history":  # kernel.memory.MEMORY_ALREADY_IN_HISTORY
+        ids = [str(i) for i in _of(payload.get("record_ids"), list)]
+        return (
+            f"turn {payload.get('turn', '?')}: memory recall: {plural(len(ids), 'memory')} already in the "
+            f"conversation, not added again ({short(printable(', '.join(ids)), 60)})"
+        )
     if e.custom_kind.startswith("langgraph.") and (line := _langgraph(e.custom_kind, payload)) is not None:
         return line
     hint = payload.get("key") or payload.get("type") or payload.get("role") or ""
@@ -345,7 +357,12 @@ _NARRATORS: dict[str, Callable[[Any], str]] = {
     "memory_validation_failed": lambda e: (
         f"turn {e.turn}: memory {e.record_id} rejected: {short(e.error, 40)}"
     ),
-    "memory_retrieval_result": lambda e: f"memory recall: {len(e.hits)} hit(s)",
+    # each hit is one [MEMORY ...] message (flightlog.replay); a hit already in the conversation is named
+    # by the memory_already_in_history record after it, not counted here
+    "memory_retrieval_result": lambda e: (
+        f"memory recall: {plural(len(e.hits), 'hit')} added to the conversation"
+        + (f" ({short(', '.join(h.record.record_id for h in e.hits), 60)})" if e.hits else "")
+    ),
 }
 
 

@@ -888,6 +888,7 @@ MEMORY_KINDS = {
     "MemoryQueried": "test_a_write_then_a_query_record_memory_events_field_by_field",
     "MemoryRetrievalResult": "test_async_retrieval_suspends_and_the_result_arrives_on_resume_in_another_process",
     "MemoryValidationFailed": "test_rejected_writes_record_upstreams_error_strings",
+    "memory_already_in_history": "test_a_query_does_not_inject_a_memory_already_in_the_history",
 }
 
 FAULT_KINDS = {

@@ -24,6 +24,7 @@ from flightlog.cli import app
 from flightlog.cli.demo_memory import FACT, SCOPE, answer_from_memory, recall_agent, remember_agent
 from flightlog.kernel import Agent, Kernel
 from flightlog.kernel.memory import (
+    MEMORY_ALREADY_IN_HISTORY,
     MEMORY_SUSPENSION,
     MemoryPolicy,
     SpoolMemoryService,
@@ -33,6 +34,7 @@ from flightlog.kernel.memory import (
 from flightlog.kernel.memory_bank import recall, remember, text_of
 from flightlog.kernel.scripted import ScriptedProvider, call, calls, reply
 from flightlog.messages import Message
+from flightlog.narration import narrate
 from flightlog.recorder import verify_session
 from flightlog.sessions import replay_session
 from flightlog.store import SqliteStore
@@ -70,6 +72,10 @@ def test_a_write_then_a_query_record_memory_events_field_by_field(store: SqliteS
     rid, handle = row.record.record_id, row.record.content
     assert handle.startswith("salted:sha256:") and text_of(store, handle) == text
     written, queried, retrieved = _memory_events(store, result.session_id)
+    ledger = events(store, result.session_id)
+    for event in (written, queried):  # recorded with the call, before its tool_completed
+        assert isinstance(ledger[ledger.index(event) + 1], ev.ToolCompleted)
+    assert isinstance(ledger[ledger.index(retrieved) - 2], ev.ToolCompleted)  # then entropy_sample, the hits
     assert written == ev.MemoryWritten(
         turn=1,
         record_id=rid,
@@ -212,7 +218,22 @@ def test_a_query_does_not_inject_a_memory_already_in_the_history(store: SqliteSt
     assert [len(r.hits) for r in results] == [1, 0]  # the query's hit is the one injected at start
     (answer,) = [r for r in _tool_results(store, second.session_id) if r.call_id == "query-1"]
     rid = results[0].hits[0].record.record_id
+    assert str(answer.output).startswith(f"1 memory recalled ({rid})")
     assert f"already in the conversation above: {rid}" in str(answer.output)
+    # the ledger says why the query's hits are empty, and records the query before the answer it gave
+    turn_one = [e for e in events(store, second.session_id) if getattr(e, "turn", 1) == 1]
+    kinds = [e.kind if e.kind != "custom" else e.custom_kind for e in turn_one]  # type: ignore[attr-defined]
+    after_gate = kinds[kinds.index("permission_resolved") + 1 :]
+    assert after_gate[:2] == ["memory_queried", "tool_completed"]
+    above = [e for e in events(store, second.session_id) if isinstance(e, ev.Custom)]
+    (note,) = [e for e in above if e.custom_kind == MEMORY_ALREADY_IN_HISTORY]
+    assert note.payload == {"turn": 1, "record_ids": [rid]}
+    ledger = events(store, second.session_id)
+    assert ledger.index(note) == ledger.index(results[1]) + 1
+    assert narrate(results[1]) == "memory recall: 0 hits added to the conversation"
+    assert narrate(note) == (
+        f"turn 1: memory recall: 1 memory already in the conversation, not added again ({rid})"
+    )
 
     # a record the history does not hold yet is injected by the query, beside the one it holds
     remember(
@@ -457,6 +478,11 @@ def test_async_retrieval_does_not_inject_a_memory_already_in_the_history(
     assert done.status == "completed"
     *_, arrived = of(store, result.session_id, ev.MemoryRetrievalResult)
     assert [h.record.record_id for h in arrived.hits] == ["svc-2"]  # the injected one is not repeated
+    ledger = events(store, result.session_id)
+    note = ledger[ledger.index(arrived) + 1]
+    assert note == ev.Custom(
+        custom_kind=MEMORY_ALREADY_IN_HISTORY, payload={"turn": 1, "record_ids": [injected.record.record_id]}
+    )
     memories = [
         t for t in (m.text_content() for m in replay_session(store, result.session_id)) if "[MEMORY" in t
     ]
@@ -516,4 +542,25 @@ def test_a_run_recorded_with_the_old_why_still_replays_exactly(
     recalled = [e for e in events(store, second.session_id) if isinstance(e, ev.MemoryRetrievalResult)]
     assert [h.why for e in recalled for h in e.hits] == [old]
     result = CliRunner().invoke(app, ["--db", str(db_path), "replay", second.session_id, "--check"])
+    assert result.exit_code == 0 and "all reproduce" in result.stdout, result.stdout + result.stderr
+
+
+def test_a_run_recorded_with_its_memory_query_after_the_tool_result_still_replays_exactly(
+    store: SqliteStore, db_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Runs recorded before 2026-12-05 have ``memory_queried`` after the ``tool_completed`` it led to
+    (reproduced here by not taking the calls' events first); they keep that order and still rebuild every
+    request they made."""
+    from flightlog.kernel import memory
+
+    Kernel(store, remember_agent(), notary=None).run_sync("remember deploys", handle_signals=False)
+    with monkeypatch.context() as patch:
+        patch.setattr(memory, "drain_calls", lambda context: [])
+        old = Kernel(store, recall_agent(), notary=None).run_sync(
+            "When do deploys happen?", handle_signals=False
+        )
+    ledger = events(store, old.session_id)
+    (queried,) = [e for e in ledger if isinstance(e, ev.MemoryQueried) and e.turn == 1]
+    assert isinstance(ledger[ledger.index(queried) - 2], ev.ToolCompleted)  # the old order
+    result = CliRunner().invoke(app, ["--db", str(db_path), "replay", old.session_id, "--check"])
     assert result.exit_code == 0 and "all reproduce" in result.stdout, result.stdout + result.stderr

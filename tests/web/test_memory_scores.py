@@ -31,7 +31,7 @@ def test_memory_search_shows_the_rank_and_the_score_in_significant_digits(db_pat
     shown = f"{hit.score:.3g}"
     result = runner.invoke(app, ["--db", str(db_path), "memory", "search", "deploys"])
     assert result.exit_code == 0, result.output
-    assert result.stdout.startswith(f"#1  {shown}  mem-"), result.stdout
+    assert result.stdout.startswith(f"#1  relevance {shown}  mem-"), result.stdout
     assert "0.000 " not in result.stdout
     wire = json.loads(
         runner.invoke(app, ["--db", str(db_path), "memory", "search", "deploys", "--json"]).stdout

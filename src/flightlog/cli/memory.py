@@ -130,7 +130,7 @@ def register(app: typer.Typer, open_db: OpenDb) -> None:
                 )
                 return
             for rank, hit in enumerate(hits, start=1):
-                line = _line(store, hit.record, f"#{rank}  {score_text(hit.score)}  ")
+                line = _line(store, hit.record, f"#{rank}  relevance {score_text(hit.score)}  ")
                 _out.print(line, markup=False, highlight=False)
             if not hits:
                 _out.print("no memories matched", markup=False)

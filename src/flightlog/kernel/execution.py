@@ -10,9 +10,11 @@ Order of work for a turn in phase ``tools``:
    the agent allows it. Denied and invalid calls get error results without running; ``side_effect`` calls
    go through :class:`~flightlog.kernel.effects.Effects` (exactly once).
 3. ``tool_completed(turn, results)``, results in call order (a result too large for the context window is
-   recorded as a stub, its output paged out to an artifact), followed in the same transaction by the
-   context events of the turn: ``page_out`` per paged result, ``page_in``, ``context_pin``,
-   ``context_renewed`` (see :mod:`flightlog.kernel.paging`).
+   recorded as a stub, its output paged out to an artifact), preceded in the same transaction by what the
+   built-in memory tools did during the calls (``memory_queried``, ``memory_written``,
+   ``memory_validation_failed``) and followed by the context events of the turn: ``page_out`` per paged
+   result, ``page_in``, ``context_pin``, ``context_renewed`` (see :mod:`flightlog.kernel.paging`), then
+   what the memory tools brought back (:mod:`flightlog.kernel.memory`).
 
 Under a signed grant, right before a call runs, each of its path arguments is resolved on the filesystem
 and checked again (:func:`~flightlog.kernel.confine.runtime_problem`): one that now resolves outside the
@@ -75,6 +77,10 @@ class TurnContext(Protocol):
 
     def deadline_left_s(self) -> float | None:
         """Seconds left of the wall-clock budget, None when unlimited."""
+        ...
+
+    def call_events(self) -> list[Event]:
+        """What the built-in tools did during the calls, recorded just before ``tool_completed``."""
         ...
 
     def settle_results(self, results: list[ToolResult]) -> tuple[list[ToolResult], list[Event]]:
@@ -253,9 +259,11 @@ async def execute_turn(ctx: TurnContext, run_id: str) -> None:
     except AwaitingChildren as waiting:
         ctx.append(waiting.suspended(state.turn, plans, ctx.effects, ctx.session_id), status="suspended")
         return
+    during = ctx.call_events()
     results, context_events = ctx.settle_results(results)
     suspends = any(event.kind == "suspended" for event in context_events)  # an async memory query
     ctx.append(
+        *during,
         ToolCompleted(turn=state.turn, results=results),
         *context_events,
         status="suspended" if suspends else None,

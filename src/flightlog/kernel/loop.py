@@ -635,7 +635,7 @@ class Kernel:
         if waiting is not None and arrived is None:  # the memory service has no result yet: still waiting
             activation.close()
             return result_of(state)
-        activation.append(self._resumed(state), *([arrived] if arrived else []), status="running")
+        activation.append(self._resumed(state), *(arrived or []), status="running")
         return await self._drive(activation)
 
     @staticmethod

@@ -20,14 +20,24 @@ kernel does for a failed write) and the tool answers an error; an accepted one u
 (:func:`flightlog.kernel.memory_bank.remember`) and records
 ``memory_written{turn, record_id, scope, memory_kind, name, size_bytes}``.
 
+**Order in the ledger.** What a memory tool did during its call (``memory_queried``, ``memory_written``,
+``memory_validation_failed``) is recorded just before the turn's ``tool_completed``, what it brought back
+(``memory_retrieval_result``, ``memory_already_in_history``, a memory ``suspended``) just after it, all in
+the turn's one transaction: the order things happened. Runs recorded before 2026-12-05 have the first group
+after ``tool_completed`` too; no reader depends on it (``memory_queried`` and ``memory_written`` add no
+message), so they replay as recorded.
+
 **Queries** (``memory_query(query, top_k, kinds)``): ``k = clamp(top_k, 1, policy.top_k)`` (upstream
 ``retrieval_top_k``, default 5). In-store retrieval records ``memory_queried{…, requires_async_response:
-false}`` and ``memory_retrieval_result{hits}`` after the tool's ``tool_completed`` (one transaction); each
+false}`` and ``memory_retrieval_result{hits}``; each
 hit then enters the history as a user message ``[MEMORY record_id=<id> kind=<kind>] <text>`` (upstream's
 host form; :func:`flightlog.replay.memory_message`), so a live run, a resumed one and ``replay`` show the
 same. A hit whose message (same record, same content handle) is already in the run's current history, such
 as a memory injected at run start, is left out of ``memory_retrieval_result`` (the tool's answer names it
-as already above), so the model is not given the same memory twice. Hits in the ledger carry the text's salted handle, never the text (:mod:`flightlog.integrity.erasure`).
+as already above), so the model is not given the same memory twice; the ledger says so with
+``custom:memory_already_in_history{turn, record_ids}`` (:data:`MEMORY_ALREADY_IN_HISTORY`, right after the
+``memory_retrieval_result``; the seed's event has no field for it), so an empty ``hits`` is not read as
+"nothing recalled". Hits in the ledger carry the text's salted handle, never the text (:mod:`flightlog.integrity.erasure`).
 
 **Asynchronous retrieval.** With ``policy.service`` (a :class:`MemoryService`), the query is submitted
 under a durable id (``<run_id>:turn-<turn>:memory-<n>``), ``memory_queried`` records
@@ -36,7 +46,7 @@ pending_calls: [query id]}``). ``Kernel.resume`` (from any process, with an agen
 for the same ids) polls the service: not ready, the run stays suspended and nothing is written; ready,
 ``resumed`` and ``memory_retrieval_result`` (texts stored as salted artifacts first) are recorded and the
 run goes on with the hits in its history; a hit already in the history (same record id, kind and text) is
-left out, as for an in-store query.
+left out, as for an in-store query, and named by a ``memory_already_in_history`` after the result.
 
 **Injection at run start** (``policy.inject`` > 0): the goal is the query; the hits are recorded after
 ``run_started`` (``memory_queried`` turn 0, then ``memory_retrieval_result``), in the start's transaction.
@@ -52,6 +62,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, Protocol, runtime_checkable
 
 from ..events import (
+    Custom,
     Event,
     MemoryKind,
     MemoryQueried,
@@ -64,6 +75,7 @@ from ..events import (
     Suspended,
 )
 from ..integrity.notary import Notary
+from ..narration import plural
 from ..replay import memory_message
 from ..salted import put_personal_artifact
 from .memory_bank import MEDIA_TYPE, recall, remember
@@ -75,6 +87,7 @@ if TYPE_CHECKING:
     from .state import KernelState
 
 __all__ = [
+    "MEMORY_ALREADY_IN_HISTORY",
     "MEMORY_QUERY",
     "MEMORY_SUSPENSION",
     "MEMORY_WRITE",
@@ -93,6 +106,10 @@ MEMORY_QUERY = "memory_query"
 """Name of the built-in tool that queries memory."""
 MEMORY_SUSPENSION = "memory_retrieval"
 """``suspended.reason`` of a run waiting for an asynchronous memory retrieval."""
+MEMORY_ALREADY_IN_HISTORY = "memory_already_in_history"
+"""``Custom`` kind naming the recalled memories left out of a ``memory_retrieval_result`` because their
+``[MEMORY ...]`` message is already in the run's history: payload ``{"turn": int, "record_ids": [str]}``
+(record ids in the order recalled)."""
 
 
 @dataclass(frozen=True)
@@ -304,8 +321,9 @@ class MemoryRejected(ValueError):
 
 @dataclass
 class MemoryContext:
-    """One turn's view for the memory tools: where to write, and the events they leave for the kernel
-    to append after the turn's ``tool_completed``."""
+    """One turn's view for the memory tools: where to write, and the events they leave for the kernel to
+    append: ``calls`` (what the tools did) before the turn's ``tool_completed``, ``events`` (what they
+    brought back) after it."""
 
     store: Store
     policy: MemoryPolicy
@@ -314,6 +332,7 @@ class MemoryContext:
     turn: int
     notary: Notary | None
     events: list[Event] = field(default_factory=list)
+    calls: list[Event] = field(default_factory=list)
     queries: int = 0
     state: KernelState | None = None
 
@@ -342,7 +361,7 @@ def memory_write(name: str, content: str, kind: str = "project", description: st
     if error is not None:
         existing = ctx.store.memory.find(policy.scope, MemoryKind(kind), name) if kind in _KINDS else None
         record_id = existing.record.record_id if existing is not None else name
-        ctx.events.append(MemoryValidationFailed(turn=ctx.turn, record_id=record_id, error=error))
+        ctx.calls.append(MemoryValidationFailed(turn=ctx.turn, record_id=record_id, error=error))
         raise MemoryRejected(error)
     from ..events import MemoryAuthor
 
@@ -360,7 +379,7 @@ def memory_write(name: str, content: str, kind: str = "project", description: st
         notary=ctx.notary,
     )
     record = done.record
-    ctx.events.append(
+    ctx.calls.append(
         MemoryWritten(
             turn=ctx.turn,
             record_id=record.record_id,
@@ -400,32 +419,42 @@ def memory_query(query: str, top_k: int = 5, kinds: list[str] | None = None) -> 
         ctx.queries += 1
         query_id = f"{ctx.run_id}:turn-{ctx.turn}:memory-{ctx.queries}"
         policy.service.submit(query_id, request)
-        ctx.events += [
+        ctx.calls.append(
             MemoryQueried(
                 turn=ctx.turn, scope=policy.scope, query=query, requested_k=k, requires_async_response=True
-            ),
-            Suspended(turn=ctx.turn, reason=MEMORY_SUSPENSION, pending_calls=[query_id]),
-        ]
+            )
+        )
+        ctx.events.append(Suspended(turn=ctx.turn, reason=MEMORY_SUSPENSION, pending_calls=[query_id]))
         return f"memory query {query_id} submitted; the run waits for its result"
     hits = recall(ctx.store, policy.scope, query, kinds=request.kinds, top_k=k)
     shown = in_history(ctx.state) if ctx.state is not None else set()
     new = [h for h in hits if (h.record.record_id, h.record.content) not in shown]
-    ctx.events += [
+    above = [h.record.record_id for h in hits if h not in new]
+    ctx.calls.append(
         MemoryQueried(
             turn=ctx.turn, scope=policy.scope, query=query, requested_k=k, requires_async_response=False
-        ),
-        MemoryRetrievalResult(hits=new),
-    ]
+        )
+    )
+    ctx.events += [MemoryRetrievalResult(hits=new), *already_in_history(ctx.turn, above)]
     if not hits:
         return "no memories matched"
     ids = ", ".join(h.record.record_id for h in hits)
-    answer = f"{len(hits)} memories recalled ({ids})"
+    answer = f"{plural(len(hits), 'memory')} recalled ({ids})"
     if new:
         answer += f"; {', '.join(h.record.record_id for h in new)} follow as [MEMORY ...] messages"
-    if len(new) < len(hits):
-        above = ", ".join(h.record.record_id for h in hits if h not in new)
-        answer += f"; already in the conversation above: {above}"
+    if above:
+        answer += f"; already in the conversation above: {', '.join(above)}"
     return answer
+
+
+def already_in_history(turn: int, record_ids: Sequence[str]) -> list[Event]:
+    """The ``memory_already_in_history`` record of the hits left out of a ``memory_retrieval_result``
+    (:data:`MEMORY_ALREADY_IN_HISTORY`); none when ``record_ids`` is empty."""
+    if not record_ids:
+        return []
+    return [
+        Custom(custom_kind=MEMORY_ALREADY_IN_HISTORY, payload={"turn": turn, "record_ids": list(record_ids)})
+    ]
 
 
 def in_history(state: KernelState) -> set[tuple[str, str]]:
@@ -480,11 +509,20 @@ def turn_context(activation: Any) -> MemoryContext | None:
     )
 
 
-def drain(context: MemoryContext | None) -> list[Event]:
-    """The events the memory tools left (appended after ``tool_completed``), emptied."""
+def drain_calls(context: MemoryContext | None) -> list[Event]:
+    """What the memory tools did during their calls (appended before ``tool_completed``), emptied."""
     if context is None:
         return []
-    events, context.events = context.events, []
+    calls, context.calls = context.calls, []
+    return calls
+
+
+def drain(context: MemoryContext | None) -> list[Event]:
+    """What the memory tools brought back (appended after ``tool_completed``), emptied; calls not taken
+    by :func:`drain_calls` first come before them."""
+    if context is None:
+        return []
+    events, context.calls, context.events = [*context.calls, *context.events], [], []
     return events
 
 
@@ -520,8 +558,9 @@ def collect(
     query_id: str,
     session_id: str,
     state: KernelState | None = None,
-) -> Event | None:
-    """The ``memory_retrieval_result`` of an asynchronous query once the service has it, else None.
+) -> list[Event] | None:
+    """The ``memory_retrieval_result`` of an asynchronous query once the service has it (followed by a
+    ``memory_already_in_history`` when it left hits out), else None.
 
     Hits are checked as upstream's ``MemoryQuery::validate_hits`` does (scope, unique non-empty ids,
     scores finite in [0, 1]); their texts are stored as salted artifacts and the ledger gets the handles.
@@ -541,6 +580,7 @@ def collect(
         return None
     seen: set[str] = set()
     stored: list[MemoryRecall] = []
+    above: list[str] = []
     shown = _shown_texts(state) if state is not None else set()
     for hit in hits:
         rid = hit.record.record_id
@@ -556,9 +596,11 @@ def collect(
             memory_message(hit.record.record_id, hit.record.kind.value, hit.record.content).text_content()
             in shown
         ):
-            continue  # already in the conversation (the in-store path's rule, in_history)
+            above.append(hit.record.record_id)  # already in the conversation (the in-store rule, in_history)
+            continue
         handle = put_personal_artifact(
             store, hit.record.content.encode("utf-8"), MEDIA_TYPE, session_id=session_id
         )
         stored.append(hit.model_copy(update={"record": hit.record.model_copy(update={"content": handle})}))
-    return MemoryRetrievalResult(hits=stored)
+    turn = state.turn if state is not None else 0
+    return [MemoryRetrievalResult(hits=stored), *already_in_history(turn, above)]
