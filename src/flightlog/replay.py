@@ -141,7 +141,6 @@ AGENTS_CLEAR = "openai_agents.clear"
 _AGENTS_NARRATED = frozenset({"run_started", "llm_completed", "tool_completed"})
 """Kinds that add no message in an Agents SDK session: its items already hold the same conversation."""
 
-_SUFFIX_BYTES = len(TRUNCATION_SUFFIX.encode("utf-8"))
 
 CONTEXT_REWRITE = "context_rewrite"
 """``Custom`` kind carrying the exact rewrites of an in-place ``compressed`` (recorded just before it):
@@ -190,17 +189,19 @@ def _turn_of(event: SessionEvent) -> int | None:
 # ─── Truncation ───────────────────────────────────────────────────────────────────────────────
 
 
-def truncate_utf8(text: str, max_bytes: int) -> str:
+def truncate_utf8(text: str, max_bytes: int, suffix: str = TRUNCATION_SUFFIX) -> str:
     """Cut ``text`` to at most ``max_bytes`` UTF-8 bytes, never inside a character.
 
     Args:
         text: Any string without lone surrogates (event text never has them: encoding refuses them).
         max_bytes: The cap in UTF-8 bytes, suffix included; >= 0.
+        suffix: The marker ending a cut text (default :data:`TRUNCATION_SUFFIX`; ``""``: none, for a
+            caller that marks cuts itself, as ``flightlog replay`` does).
 
     Returns:
-        ``text`` unchanged when it fits. Otherwise the longest prefix that, followed by
-        :data:`TRUNCATION_SUFFIX`, fits in ``max_bytes``, plus that suffix; when ``max_bytes`` is below the
-        suffix's 22 bytes, the longest prefix that fits, without suffix.
+        ``text`` unchanged when it fits. Otherwise the longest prefix that, followed by ``suffix``, fits in
+        ``max_bytes``, plus that suffix; when ``max_bytes`` is below the suffix's bytes (22 for
+        :data:`TRUNCATION_SUFFIX`), the longest prefix that fits, without suffix.
 
     Raises:
         ValueError: ``max_bytes`` is negative.
@@ -210,13 +211,22 @@ def truncate_utf8(text: str, max_bytes: int) -> str:
     encoded = text.encode("utf-8")
     if len(encoded) <= max_bytes:
         return text
-    suffix = TRUNCATION_SUFFIX if max_bytes >= _SUFFIX_BYTES else ""
+    if len(suffix.encode("utf-8")) > max_bytes:
+        suffix = ""
     budget = max_bytes - len(suffix.encode("utf-8"))
     # A cut inside a multi-byte character leaves an incomplete tail sequence; "ignore" drops just that.
     return encoded[:budget].decode("utf-8", errors="ignore") + suffix
 
 
-def _clip_part(part: ContentPart, limit: int) -> ContentPart:
+@dataclass(frozen=True, slots=True)
+class _Cap:
+    """``max_part_bytes`` and the marker a cut part ends with (:func:`truncate_utf8`)."""
+
+    max_bytes: int
+    suffix: str
+
+
+def _clip_part(part: ContentPart, limit: _Cap) -> ContentPart:
     """The part with its text, thinking or tool output cut to ``limit`` bytes (other parts as they are); a
     cut thinking part loses its signature (it signs the whole text: the cut part could not be replayed)."""
     if isinstance(part, TextPart):
@@ -229,8 +239,8 @@ def _clip_part(part: ContentPart, limit: int) -> ContentPart:
     return part
 
 
-def _clipped(part: ContentPart, name: str, value: str, limit: int) -> ContentPart:
-    cut = truncate_utf8(value, limit)
+def _clipped(part: ContentPart, name: str, value: str, limit: _Cap) -> ContentPart:
+    cut = truncate_utf8(value, limit.max_bytes, limit.suffix)
     return part if cut is value else part.model_copy(update={name: cut})
 
 
@@ -245,7 +255,7 @@ def _part_bytes(part: ContentPart) -> int:
     return 0
 
 
-def _clip_message(message: Message, limit: int | None) -> tuple[Message, dict[int, int] | None]:
+def _clip_message(message: Message, limit: _Cap | None) -> tuple[Message, dict[int, int] | None]:
     """The message with every long part cut (opaque data, tool-call arguments untouched; a cut thinking
     part without its signature), and the cuts: part index -> the part's UTF-8 bytes before the cut (None
     when nothing was cut)."""
@@ -279,7 +289,7 @@ class _Entry:
 
     @classmethod
     def clipped(
-        cls, message: Message, limit: int | None, origin: int, seq: int | None = None, replay: Any = None
+        cls, message: Message, limit: _Cap | None, origin: int, seq: int | None = None, replay: Any = None
     ) -> _Entry:
         """The entry of ``message`` with its parts cut to ``limit`` bytes (:func:`_clip_message`)."""
         clipped, cuts = _clip_message(message, limit)
@@ -486,6 +496,7 @@ class Rebuilder:
         max_part_bytes: int | None = None,
         *,
         keep_replay: bool = True,
+        mark_cuts: bool = True,
     ) -> None:
         """Start an empty history.
 
@@ -495,6 +506,8 @@ class Rebuilder:
             keep_replay: Keep each ``llm_completed``'s ``provider_replay`` in its entry (what
             :func:`provider_replay_seed` reads); False leaves ``entry.replay`` None, for a fold that
             returns only the messages (fewer objects kept alive, so less work for the garbage collector).
+            mark_cuts: End a cut part with :data:`TRUNCATION_SUFFIX` (counted in the cap); False cuts it to
+                the cap with no marker, for a caller that marks it from :meth:`cuts` (``flightlog replay``).
 
         Raises:
             ValueError: ``max_part_bytes`` is negative.
@@ -503,7 +516,9 @@ class Rebuilder:
             raise ValueError(f"max_part_bytes must be >= 0, got {max_part_bytes}")
         self.entries: list[_Entry] = []
         self._loader = loader
-        self._limit = max_part_bytes
+        self._limit = (
+            None if max_part_bytes is None else _Cap(max_part_bytes, TRUNCATION_SUFFIX if mark_cuts else "")
+        )
         self._rewrite: dict[str, Any] | None = None
         self._keep_replay = keep_replay
         self._agents: set[int] | None = None  # an Agents SDK session: the seqs of its live item messages

@@ -166,24 +166,33 @@ def replay_session(
             :meth:`Store.resolve_session`).
         ValueError: ``max_part_bytes`` is negative.
     """
-    return _rebuilt(store, session_id, at, max_part_bytes).messages()
+    return _rebuilt(store, session_id, at, max_part_bytes, True).messages()
 
 
 def replay_session_cuts(
-    store: Store, session_id: str, *, at: int | None = None, max_part_bytes: int | None = None
+    store: Store,
+    session_id: str,
+    *,
+    at: int | None = None,
+    max_part_bytes: int | None = None,
+    mark_cuts: bool = True,
 ) -> tuple[list[Message], list[dict[int, int]]]:
     """:func:`replay_session`'s messages, and per message the parts ``max_part_bytes`` cut: part index ->
     that part's UTF-8 bytes before the cut (:meth:`flightlog.replay.Rebuilder.cuts`; ``{}``: none cut).
+    ``mark_cuts=False``: a cut part is its first ``max_part_bytes`` bytes, without the in-text
+    ``[replay truncated]`` marker (for a caller that marks it from the cuts).
 
     Raises:
         EventDecodeError, SessionNotFound, ValueError: as :func:`replay_session`.
     """
-    rebuilder = _rebuilt(store, session_id, at, max_part_bytes)
+    rebuilder = _rebuilt(store, session_id, at, max_part_bytes, mark_cuts)
     return rebuilder.messages(), rebuilder.cuts()
 
 
-def _rebuilt(store: Store, session_id: str, at: int | None, max_part_bytes: int | None) -> Rebuilder:
-    rebuilder = Rebuilder(archive_loader(store), max_part_bytes, keep_replay=False)
+def _rebuilt(
+    store: Store, session_id: str, at: int | None, max_part_bytes: int | None, mark_cuts: bool
+) -> Rebuilder:
+    rebuilder = Rebuilder(archive_loader(store), max_part_bytes, keep_replay=False, mark_cuts=mark_cuts)
     stop = None if at is None else max(at + 1, 0)
     read = False
     for page in store.read_chain(session_id, stop=stop):  # ascending, unique seqs (the primary key)

@@ -563,6 +563,11 @@ def show_cmd(
 # ─── replay / verify / export ─────────────────────────────────────────────────────────────────
 
 
+TEXT_VIEW_CHARS = 300
+"""Characters of each part (whitespace runs as one space) ``replay``'s text view prints; ``--json`` prints
+all of it."""
+
+
 @app.command("replay")
 def replay_cmd(
     session: Annotated[str, session_arg()],
@@ -571,9 +576,10 @@ def replay_cmd(
         int | None,
         typer.Option(
             "--max-part-bytes",
-            help="Cap each text, thinking and tool output part at this many UTF-8 bytes; a cut part is "
-            "marked (text: '[cut from N bytes]'; --json: \"truncated\": its bytes before the cut) and a cut "
-            "thinking part loses its signature.",
+            help="Cap the system prompt and each text, thinking and tool output part at this many UTF-8 "
+            "bytes; a cut one is its first N bytes, marked once (text: '[cut to N of M bytes by "
+            '--max-part-bytes]\'; --json: "truncated" on the part, "system_prompt_truncated" beside the '
+            "prompt: its bytes before the cut) and a cut thinking part loses its signature.",
         ),
     ] = None,
     json_out: Annotated[
@@ -581,7 +587,8 @@ def replay_cmd(
         typer.Option(
             "--json",
             help='Print {"system_prompt": the prompt the model had (null when none), "messages": [...]} '
-            "as JSON.",
+            "as JSON, every part whole (unless --max-part-bytes cuts it); the text view shows "
+            f"{TEXT_VIEW_CHARS} characters of each and says when it shows fewer.",
         ),
     ] = False,
     check: Annotated[
@@ -596,7 +603,7 @@ def replay_cmd(
     """Reconstruct the messages a model would see, at the head or at any sequence (after the run's
     system prompt, when it has one: that of the last run_started up to there). --json prints an object:
     system_prompt (the full text, or null) and messages (the array of messages)."""
-    from ..replay import system_prompt
+    from ..replay import system_prompt, truncate_utf8
     from ..sessions import iter_events, replay_session_cuts
 
     if check:
@@ -613,15 +620,25 @@ def replay_cmd(
             if at > last:
                 head = f"last seq {last}" if last >= 0 else "the session has no events"
                 raise typer.BadParameter(f"seq {at} is past the head ({head})", param_hint="--at")
-        messages, cuts = replay_session_cuts(store, sid, at=at, max_part_bytes=max_part_bytes)
+        messages, cuts = replay_session_cuts(
+            store, sid, at=at, max_part_bytes=max_part_bytes, mark_cuts=False
+        )
         prompt = system_prompt(((row.seq, event) for row, event in iter_events(store, sid)), at=at)
+        prompt_cut: int | None = None
+        if prompt is not None and max_part_bytes is not None:
+            whole = len(prompt.encode("utf-8"))
+            if whole > max_part_bytes:
+                prompt, prompt_cut = truncate_utf8(prompt, max_part_bytes, suffix=""), whole
         if json_out:
             wires = [_marked_wire(m, cut) for m, cut in zip(messages, cuts, strict=True)]
-            print_json({"system_prompt": prompt, "messages": wires})
+            doc: dict[str, Any] = {"system_prompt": prompt, "messages": wires}
+            if prompt_cut is not None:
+                doc = {"system_prompt": prompt, "system_prompt_truncated": prompt_cut, "messages": wires}
+            print_json(doc)
         else:
             if prompt:
                 out.print("[system prompt]")
-                out.print(f"    {short(prompt, 300)}")
+                out.print(f"    {_shown(prompt, prompt_cut)}")
             for index, (message, cut) in enumerate(zip(messages, cuts, strict=True)):
                 _print_message(index, message, cut)
         refuse_quietly_diverged(store, sid)
@@ -678,6 +695,27 @@ def _marked_wire(message: Message, cuts: dict[int, int]) -> dict[str, Any]:
     return wire
 
 
+def _shown(text: str, cut_from: int | None) -> str:
+    """``text`` on one line for the text view, with one marker saying what was left out: the view's own cut
+    to :data:`TEXT_VIEW_CHARS` characters, ``--max-part-bytes``'s (``cut_from``: the bytes before it), or
+    both."""
+    flat = " ".join(text.split())
+    view_cut = len(flat) > TEXT_VIEW_CHARS
+    shown = flat[:TEXT_VIEW_CHARS] if view_cut else flat
+    if view_cut and cut_from is not None:
+        note = (
+            f"{TEXT_VIEW_CHARS} of {len(flat):,} characters shown; the part was cut to "
+            f"{len(text.encode('utf-8')):,} of {cut_from:,} bytes by --max-part-bytes"
+        )
+    elif view_cut:
+        note = f"{TEXT_VIEW_CHARS} of {len(flat):,} characters shown; --json prints all"
+    elif cut_from is not None:
+        note = f"cut to {len(text.encode('utf-8')):,} of {cut_from:,} bytes by --max-part-bytes"
+    else:
+        return shown
+    return f"{shown}… [{note}]"
+
+
 def _print_message(index: int, message: Message, cuts: dict[int, int]) -> None:
     out.print(f"[{index}] {message.role}")
     for number, part in enumerate(message.content):
@@ -685,8 +723,7 @@ def _print_message(index: int, message: Message, cuts: dict[int, int]) -> None:
         kind = wire.pop("type")
         body = wire.get("text") or wire.get("thinking") or wire.get("output") or wire.get("ref") or ""
         label = "" if kind == "text" else f"({kind}) "
-        cut = f" [cut from {cuts[number]:,} bytes]" if number in cuts else ""
-        out.print(f"    {label}{short(str(body), 300)}{cut}")
+        out.print(f"    {label}{_shown(str(body), cuts.get(number))}")
     for call in message.tool_calls:
         out.print(f"    -> {call.name} [{call.id}] {short(call.arguments, 200)}")
 
