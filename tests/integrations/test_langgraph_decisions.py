@@ -243,3 +243,25 @@ def test_new_input_instead_of_an_answer_closes_the_pending_interrupt(tmp_path: P
         assert _open_calls(db) == [] and store.get_session(sid).status == "completed"
         assert [(r["kind"], r["who"]) for r in decision_rows(store, sid)] == [("approve", "bob")]
         assert verify_session(store, sid).ok
+
+
+def test_a_finished_interrupt_thread_counts_the_steps_its_nodes_ran(tmp_path: Path) -> None:
+    """A graph of plain nodes (``plan`` → ``act`` → ``review``, which interrupts), resumed with
+    ``Command(resume=...)``, read ``run ended: completed after 0 turn(s)`` and ``steps 0``: the run's turns
+    were its model calls, and it called none. A run without a model call now counts the LangGraph
+    supersteps its nodes ran; one ended by new input counts those before it."""
+    db = tmp_path / "steps.db"
+    with SqliteStore(db) as store:
+        graph = _build(FlightlogSaver(store, notary=None))
+        graph.invoke({"items": ["start"]}, _cfg("steps"))
+        graph.invoke(Command(resume="yes"), _cfg("steps"))
+        graph.invoke({"items": ["again"]}, _cfg("steps"))  # a second run, stopped at review's interrupt
+        graph.invoke({"items": ["instead"]}, _cfg("steps"))  # new input instead of an answer
+        sid = session_id_for("steps")
+        ends = [e for _, e in iter_events(store, sid) if isinstance(e, RunTerminal)]
+        assert [(e.reason, e.turns_used) for e in ends] == [("completed", 3), ("interrupted", 2)]
+    shown = CliRunner().invoke(app, ["--db", str(db), "show", sid])
+    assert "run ended: completed after 3 turn(s), 0 tokens" in shown.output
+    runs = CliRunner().invoke(app, ["--db", str(db), "runs", "--json"])
+    (row,) = [r for r in json.loads(runs.output) if r["run_id"] == sid]
+    assert row["budget"]["steps_taken"] == 5  # 3 + 2 closed; the open third run has run no node yet

@@ -139,7 +139,9 @@ namespace (``checkpoint_ns == ""``; subgraphs: see below) as seed 000 events, so
   a ``Send`` task's as above, and the exception) and ``run_terminal("error in node ...")``;
 * a ``loop`` checkpoint with nothing left to run (no ``branch:to:*``, ``__start__`` or pending sends: a
   non-empty ``__pregel_tasks``, which LangGraph keeps as ``[]`` once its sends ran) →
-  ``run_terminal("completed")`` with the run's model calls and tokens;
+  ``run_terminal("completed")`` with the run's tokens and turns: its model calls, or, for a run that
+  called no model (a graph of plain nodes), the LangGraph supersteps its nodes ran (``_node_steps``; since
+  2026-12-05: such a run ended ``after 0 turn(s)`` before, and its runs row ``steps 0``);
 * ``copy_thread`` → on the target, before its ``langgraph.thread_copied`` (the source's own events are
   not copied: they describe the source's runs, under its session): the state the copy holds, as of the
   source's latest root checkpoint (what the copy's next run continues from): the target's open run ended
@@ -1194,23 +1196,44 @@ def _history_after(history: int, events: Sequence[Event]) -> int:
     return history
 
 
-def _terminal(reason: str, thread: _Thread, before: Sequence[Event]) -> RunTerminal:
-    """``run_terminal`` of the open run: its model calls and tokens, those in ``before`` included."""
-    llm, tokens = thread.run_llm, thread.run_tokens
+def _terminal(reason: str, thread: _Thread, before: Sequence[Event], step: Any = None) -> RunTerminal:
+    """``run_terminal`` of the open run: its turns and tokens, those in ``before`` included.
+
+    ``turns_used``: the run's model calls (a kernel turn: one model call and the tools it asked for); a run
+    that called no model (a graph of plain nodes) counts the LangGraph supersteps it ran up to ``step``,
+    the step of the root checkpoint that ends it (:func:`_node_steps`; 0 when ``step`` is None)."""
+    llm, tokens, run_id = thread.run_llm, thread.run_tokens, thread.run_id
     for e in before:
         if isinstance(e, RunStarted):
-            llm, tokens = 0, 0
+            llm, tokens, run_id = 0, 0, e.run_id
         elif isinstance(e, LlmCompleted):
             llm += 1
         elif isinstance(e, Custom) and e.custom_kind == USAGE_KIND:
             tokens += int(e.payload.get("total_tokens") or 0)
-    return RunTerminal(reason=reason, turns_used=llm, total_tokens=tokens)
+    turns = llm if llm else _node_steps(thread, run_id, step)
+    return RunTerminal(reason=reason, turns_used=turns, total_tokens=tokens)
 
 
-def _end_run(thread: _Thread, turn: int) -> builtins.list[Event]:
+def _node_steps(thread: _Thread, run_id: str, step: Any) -> int:
+    """The LangGraph supersteps in which nodes of run ``run_id`` ran, through ``step`` (inclusive).
+
+    A run starts at a root checkpoint (its ``run_started.run_id``): an ``input`` one of step ``s`` is
+    followed by step ``s + 1``, LangGraph's ``__start__`` writing the input, so the run's nodes run from
+    ``s + 2``; a run started at a ``loop`` checkpoint of step ``s`` (a thread continued from a checkpoint)
+    includes that step. 0 when the start checkpoint or either step is unknown."""
+    start = thread.checkpoints.get("", {}).get(run_id)
+    first = start.metadata.get("step") if start is not None else None
+    if start is None or not isinstance(first, int) or not isinstance(step, int):
+        return 0
+    begin = first + 2 if start.metadata.get("source") == "input" else first
+    return max(0, step - begin + 1)
+
+
+def _end_run(thread: _Thread, turn: int, last_step: Any = None) -> builtins.list[Event]:
     """What ends the thread's open run before a new one starts (new input, a copied thread's state): its
     open gates closed by ``operation_cancelled`` (reason ``user``: new input instead of an answer supersedes
-    them), then ``run_terminal("interrupted")``; nothing when no run is open."""
+    them), then ``run_terminal("interrupted")`` (``last_step``: the run's last superstep, for
+    :func:`_terminal`); nothing when no run is open."""
     if not thread.run_open:
         return []
     events: builtins.list[Event] = []
@@ -1223,7 +1246,7 @@ def _end_run(thread: _Thread, turn: int) -> builtins.list[Event]:
                 pending_call_ids=list(thread.gates),
             )
         )
-    return [*events, _terminal("interrupted", thread, events)]
+    return [*events, _terminal("interrupted", thread, events, last_step)]
 
 
 def _open_after(run_open: bool, events: Sequence[Event]) -> bool:
@@ -2784,7 +2807,7 @@ class FlightlogSaver(BaseCheckpointSaver[str]):
         turn = step if isinstance(step, int) and step > 0 else 0
         events: builtins.list[Event] = []
         if meta.get("source") == "input":
-            events.extend(_end_run(thread, turn))
+            events.extend(_end_run(thread, turn, step - 1 if isinstance(step, int) else None))
             start = values.get("__start__")
             held = values.get("messages")
             prompt = _system_prompt(held if _is_messages(held) else _input_messages(start))
@@ -2822,7 +2845,7 @@ class FlightlogSaver(BaseCheckpointSaver[str]):
             and _finished(values)
             and not any(isinstance(e, RunTerminal) for e in events)
         ):
-            events.append(_terminal("completed", thread, events))
+            events.append(_terminal("completed", thread, events, step))
         return events
 
     def _stop_events(
@@ -2901,7 +2924,7 @@ class FlightlogSaver(BaseCheckpointSaver[str]):
                 events.append(Rollbacked(turn=turn, checkpoint_history_len=history, reason=fatal))
                 if thread.run_open or any(isinstance(e, RunStarted) for e in before):
                     events.append(
-                        _terminal(f"error in node {node}: {error}"[:500], thread, [*before, *events])
+                        _terminal(f"error in node {node}: {error}"[:500], thread, [*before, *events], step)
                     )
             elif channel == "__resume__" and gates:
                 answers = self._answers(thread, checkpoint_id, task_id, value, writes, gates, aliases)
