@@ -229,7 +229,12 @@ def test_seek_still_refuses_a_request_no_interaction_matches() -> None:
     with ReplayServer.from_cassette(CASSETTE, seek=True) as server:
         assert _post(server.root_url + "/v1/messages", tampered) == MISMATCH_STATUS
         (mismatch,) = server.mismatches
-        assert mismatch.index == 0 and server.served == 0
+        # The request follows interaction #1's conversation furthest (it is #1's body with one answer
+        # changed), so the mismatch names #1 and the difference, not #0's wholly different body.
+        assert mismatch.index == 1 and server.served == 0
+        assert mismatch.differences == (
+            "$.messages[2].content[0].content[0].text: recorded 'Mexico' != sent 'Canada'",
+        )
 
 
 def test_anthropic_tool_result_is_error_false_is_the_default() -> None:
