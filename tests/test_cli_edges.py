@@ -73,6 +73,7 @@ def test_the_word_map_leaves_other_words_alone() -> None:
         "Aborted",
         "killed",
     ]
+    assert state_word("incomplete") == "interrupted"  # an import's run with no end: the runs outcome
 
 
 # ─── 2. an import whose ledger holds no end ───────────────────────────────────────────────────
@@ -100,10 +101,11 @@ def test_an_unsealed_import_says_its_last_run_is_open(tmp_path: Path) -> None:
     kinds = [json.loads(line)["kind"] for line in out.splitlines()]
     assert kinds[-1] != "run_terminal" and "run_started" in kinds[kinds.index("run_terminal") :]
     ls_status, show_status, runs = _status_lines(db, sid)
-    assert (ls_status, show_status) == ("incomplete", "incomplete")
+    # one word: the outcome the runs read model gives an import that ended without an end (seed 002)
+    assert (ls_status, show_status) == ("interrupted", "interrupted")
     assert (
         runs[1:3] == ["terminal", "interrupted"] and runs[-1] == "incomplete"
-    )  # "session marked incomplete"
+    )  # "session marked incomplete": the stored word, as the detail
     # the end recorded (the caller says the transcript is complete): every surface says completed
     code, _out, err = invoke(
         "--db",

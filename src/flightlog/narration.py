@@ -40,10 +40,18 @@ def plural(count: int, noun: str) -> str:
     return f"{count} {noun if count == 1 else _PLURALS.get(noun, noun + 's')}"
 
 
-STATE_SYNONYMS: dict[str, str] = {"aborted": "cancelled", "abort": "cancelled", "canceled": "cancelled"}
+STATE_SYNONYMS: dict[str, str] = {
+    "aborted": "cancelled",
+    "abort": "cancelled",
+    "canceled": "cancelled",
+    "incomplete": "interrupted",
+}
 """Words that name one state in other spellings, and the term every surface shows for it: seed 002's
-``TerminalOutcome::Cancelled`` ("cancelled by the user or a parent"). A Claude Code import ends a run the user
-interrupted as ``aborted`` (its ``run_terminal.reason`` and session status, stored as written)."""
+``TerminalOutcome::Cancelled`` ("cancelled by the user or a parent") and ``TerminalOutcome::Interrupted``
+("interrupted before completion"). A Claude Code import ends a run the user interrupted as ``aborted`` (its
+``run_terminal.reason`` and session status, stored as written); an import whose transcript ends mid-run is
+``incomplete`` (its session status, and its ``run_terminal.reason`` when sealed), which the runs read model
+folds to the outcome ``interrupted`` (:data:`flightlog.runs.adapters.STATUS_OUTCOMES`)."""
 
 
 def state_word(word: str) -> str:

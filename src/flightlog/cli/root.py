@@ -282,9 +282,10 @@ def _import_files(
                 _advance(advance, job, events, failed=1)
                 continue
             events += result.events
-            results.append({**_import_json(result), "path": shown(path)})
+            ended = _import_end(store, result)
+            results.append({**_import_json(result), **ended, "path": shown(path)})
             if not json_out:
-                _print_import(result)
+                _print_import(result, ended)
             _advance(advance, job, events)
     return results, failed
 
@@ -308,9 +309,35 @@ def _import_json(r: Any) -> dict[str, Any]:
     }
 
 
-def _print_import(result: Any) -> None:
+SEAL_ADDS = (
+    "--seal would record what the transcript's end closes (the last run's run_terminal with its turns and "
+    "tokens, pending calls, a torn last line) and seal the session"
+)
+"""What ``flightlog import`` says ``--seal`` would add to a session it left open."""
+
+
+def _import_end(store: Store, result: Any) -> dict[str, Any]:
+    """The main session's end, for ``import``'s line and JSON: ``status`` (the word ``ls`` lists),
+    ``session_status`` (the row's), ``sealed`` (its last row is its seal) and, when not sealed, ``seal``:
+    what ``--seal`` would add."""
+    from ..importers import is_sealed
+    from ..runs.projection import listed_word, no_run_sessions, resumable_sessions
+
+    record = store.get_session(result.session_ids[0])
+    sealed = is_sealed(store, record.session_id, record.head_seq)
+    word = listed_word(
+        record, no_run=no_run_sessions(store, [record]), resumable=resumable_sessions(store, [record])
+    )
+    end: dict[str, Any] = {"status": word, "session_status": record.status, "sealed": sealed}
+    if not sealed:
+        end["seal"] = SEAL_ADDS
+    return end
+
+
+def _print_import(result: Any, end: dict[str, Any]) -> None:
+    state = f"{end['status']}, sealed" if end["sealed"] else f"{end['status']}, not sealed: {SEAL_ADDS}"
     if result.duplicate:
-        out.print(f"{result.session_ids[0]}  already imported from {result.path.name}")
+        out.print(f"{result.session_ids[0]}  already imported from {result.path.name} ({state})")
         return
     main, *children = result.session_ids
     tasks = sum(1 for child in children if ":task:" in child)  # background tasks (importers.background)
@@ -320,9 +347,9 @@ def _print_import(result: Any) -> None:
     grew = " (continued)" if result.continued else ""
     count = f"+{plural(result.events, 'event')}" if result.continued else plural(result.events, "event")
     if not result.events:
-        out.print(f"{main}  up to date with {result.path.name}")
+        out.print(f"{main}  up to date with {result.path.name} ({state})")
     else:
-        out.print(f"{main}  {count} from {result.path.name} [{result.format}]{extra}{grew}")
+        out.print(f"{main}  {count} from {result.path.name} [{result.format}]{extra}{grew} ({state})")
     for warning in result.warnings:
         err.print(f"  warning: {warning}")
 
@@ -333,7 +360,8 @@ def ls_cmd(
         list[str] | None,
         typer.Option(
             "--status",
-            help="Keep sessions with this status (repeatable): completed, running, incomplete, 'no run'...",
+            help="Keep sessions with this status, a word ls prints or the stored one (repeatable): completed, "
+            "running, suspended, paused, cancelled, interrupted, 'no run'...",
         ),
     ] = None,
     since: Annotated[
@@ -364,25 +392,31 @@ def ls_cmd(
     stored events do not decode, whether its ledger waits is unknown: it shows its row's status, a warning
     names it and the seq, and the command exits 1 after the listing.
 
+    A run ``flightlog abort`` stopped (row ``cancelled``, no ``run_terminal``: ``flightlog resume`` continues
+    it) shows "paused", as ``runs`` lists it (``runs.projection.resumable_sessions``).
+
     Statuses are open-ended (``Recorder.finish`` takes any word; an import keeps its source's, e.g. a
     mini-swe-agent exit status); another spelling of a seed 002 term shows as that term, as ``show``, ``runs``
-    and the dashboard say it (``aborted`` → ``cancelled``, ``narration.state_word``; ``session_status`` keeps
-    the stored word; ``--status`` takes either): a ``--status`` no session has is not an error, but a note on stderr names
-    the statuses present; an empty listing says "no sessions" on stderr (``--json`` stays ``[]``; nothing
-    for ``--limit 0``).
+    and the dashboard say it (``aborted`` → ``cancelled``; ``incomplete``, an import whose transcript ends
+    mid-run, → ``interrupted``, its outcome in ``runs``; ``narration.state_word``; ``session_status`` keeps
+    the stored word; ``--status`` takes either): a ``--status`` no session has is not an error, but a note on
+    stderr names the statuses present; an empty listing prints nothing on stdout (no header) and says "no
+    sessions" on stderr, one line (``--json`` stays ``[]``; nothing for ``--limit 0``).
 
     An imported session's creation time is its transcript's first timestamp; "(import)" marks the import time,
     for a transcript that gives no zone-aware time (aider, OpenHands, SWE-agent, Agents SDK RunState).
     """
     from ..kernel.rowcheck import row_warning
     from ..kernel.rowheld import LEDGER_STATUS, held_sessions
-    from ..runs.projection import NO_RUN, Undecodable, no_run_sessions
+    from ..runs.projection import Undecodable, listed_word, no_run_sessions, resumable_sessions
     from ..sessions import find_sessions
 
     since_ms = _since(since) if since is not None else None
     with open_db(read_only=True) as store:
         unnamed = store.unnamed_sessions()  # rows whose id is not text (a raw write): named, not listed
-        no_run = no_run_sessions(store, (r for r in store.list_sessions() if isinstance(r.session_id, str)))
+        named = [r for r in store.list_sessions() if isinstance(r.session_id, str)]
+        no_run = no_run_sessions(store, named)
+        resumable = resumable_sessions(store, named)  # aborted, resumable: "paused", as runs lists them
         unread: Undecodable = []  # the row ends the run, its events do not decode: its wait is unknown
         # the row ends the run, its ledger waits: the store-wide pass, no fold of all
         held = held_sessions(store, undecodable=unread)
@@ -390,7 +424,7 @@ def ls_cmd(
         def shown(record: Any) -> str:
             if record.session_id in held:
                 return LEDGER_STATUS
-            return NO_RUN if record.session_id in no_run else state_word(str(record.status))
+            return listed_word(record, no_run=no_run, resumable=resumable)
 
         wanted = [state_word(value) for value in status or ()]  # --status aborted finds what shows cancelled
         found = find_sessions(
@@ -413,11 +447,7 @@ def ls_cmd(
             for s in found
         ]
         missing = [value for value in dict.fromkeys(wanted) if all(r["status"] != value for r in rows)]
-        present = (
-            sorted({shown(r) for r in store.list_sessions() if isinstance(r.session_id, str)})
-            if missing
-            else []
-        )
+        present = sorted({shown(r) for r in named}) if missing else []
     warnings = [
         f"flightlog: warning: {r['session_id']}: {row_warning(r['session_id'], r['session_status'])}"
         for r in rows
@@ -437,6 +467,11 @@ def ls_cmd(
     )
     if json_out:
         print_json(rows)
+        _warn(warnings)
+        if unread or unnamed:
+            raise typer.Exit(1)
+        return
+    if not rows:  # the help's promise: an empty listing says "no sessions" (stderr), no table header
         _warn(warnings)
         if unread or unnamed:
             raise typer.Exit(1)
@@ -467,14 +502,15 @@ def _listed_status(store: Store, record: SessionRecord) -> str:
     from ..errors import EventDecodeError
     from ..kernel.rowcheck import session_may_wait
     from ..kernel.rowheld import LEDGER_STATUS, held_state
-    from ..runs.projection import NO_RUN, no_run_sessions
+    from ..runs.projection import listed_word, no_run_sessions, resumable_sessions
 
     try:  # the byte pre-filter first, as ls's pass: a session that cannot wait loads no fold, no audit
         if session_may_wait(store, record) and held_state(store, record) is not None:
             return LEDGER_STATUS
+        resumable = resumable_sessions(store, [record])
     except EventDecodeError:
-        pass  # iter_events raises it below, naming the seq
-    return NO_RUN if record.session_id in no_run_sessions(store, [record]) else state_word(record.status)
+        resumable = set()  # iter_events raises it below, naming the seq
+    return listed_word(record, no_run=no_run_sessions(store, [record]), resumable=resumable)
 
 
 def _ls_notes(
@@ -483,13 +519,16 @@ def _ls_notes(
     """``ls``'s notes on stderr: each ``--status`` value no session has, naming the statuses present
     (open-ended: ``Recorder.finish`` takes any word, an import keeps its source's), and an empty listing
     (none for ``--limit 0``: no row was asked for, so none listed says nothing about the store)."""
-    notes = [
-        f"flightlog: note: no session has status {value!r} (statuses present: {', '.join(present) or 'none'})"
+    missing = [
+        f"no session has status {value!r} (statuses present: {', '.join(present) or 'none'})"
         for value in unknown
     ]
-    if not rows and limit != 0:
-        notes.append("flightlog: note: no sessions" + (" match the filters" if filtered else ""))
-    return notes
+    if not rows and limit != 0:  # one line: the empty listing, and why when a status named none
+        return [
+            "flightlog: note: "
+            + "; ".join(["no sessions" + (" match the filters" if filtered else ""), *missing])
+        ]
+    return [f"flightlog: note: {line}" for line in missing]
 
 
 def _warn(lines: list[str]) -> None:

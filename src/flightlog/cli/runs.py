@@ -57,10 +57,13 @@ RUN_STATES = (
 model at start-up (``tests/test_cli_startup.py`` checks they agree)."""
 RUN_SOURCES = ("direct", "workflow", "fleet", "core_job", "task")
 """``flightlog.runs.RunSource``'s values, as :data:`RUN_STATES`."""
+RUN_OUTCOMES = ("completed", "failed", "cancelled", "interrupted", "budget_exhausted")
+"""``flightlog.runs.TerminalOutcome``'s values (seed 002), as :data:`RUN_STATES`: the outcome of a terminal run."""
 LEASE_S = 30.0
 """``flightlog.live.DEFAULT_LEASE_MS`` in seconds: ``runs --lease``'s default (checked as :data:`RUN_STATES`)."""
 _STATES = ", ".join(RUN_STATES)
 _SOURCES = ", ".join(RUN_SOURCES)
+_OUTCOMES = ", ".join(RUN_OUTCOMES)
 
 
 def register(app: typer.Typer, open_db: OpenDb) -> None:
@@ -74,7 +77,13 @@ def register(app: typer.Typer, open_db: OpenDb) -> None:
 
 def _choice(value: str | None, allowed: tuple[str, ...], hint: str) -> str | None:
     if value is not None and value not in allowed:
-        raise typer.BadParameter(f"{value!r} is not one of: {', '.join(allowed)}", param_hint=hint)
+        word = state_word(value)  # ls prints a terminal run's outcome ("cancelled"): point at --outcome
+        also = (
+            f"; {word!r} is an outcome, use --outcome {word}"
+            if hint == "--state" and word in RUN_OUTCOMES
+            else ""
+        )
+        raise typer.BadParameter(f"{value!r} is not one of: {', '.join(allowed)}{also}", param_hint=hint)
     return value
 
 
@@ -94,6 +103,12 @@ def _runs_command(open_db: OpenDb) -> Callable[..., None]:
     def runs_cmd(
         state: Annotated[
             str | None, typer.Option("--state", help=f"Keep runs in this state: {_STATES}.")
+        ] = None,
+        outcome: Annotated[
+            str | None,
+            typer.Option(
+                "--outcome", help=f"Keep terminal runs with this outcome: {_OUTCOMES} (aborted: cancelled)."
+            ),
         ] = None,
         source: Annotated[
             str | None, typer.Option("--source", help=f"Keep runs of this source: {_SOURCES}.")
@@ -135,6 +150,14 @@ def _runs_command(open_db: OpenDb) -> Callable[..., None]:
 
         _choice(state, RUN_STATES, "--state")
         _choice(source, RUN_SOURCES, "--source")
+        outcome = _choice(None if outcome is None else state_word(outcome), RUN_OUTCOMES, "--outcome")
+        if outcome is not None:  # an outcome is a terminal run's (seed 002 TerminalSummary)
+            if state not in (None, "terminal"):
+                raise typer.BadParameter(
+                    f"--outcome {outcome} lists terminal runs; it takes no --state {state}",
+                    param_hint="--state",
+                )
+            state = "terminal"
         undecodable: Undecodable = []  # --rebuild's
         if rebuild:
             with open_db(False) as store:
@@ -158,7 +181,7 @@ def _runs_command(open_db: OpenDb) -> Callable[..., None]:
                 if abandoned
                 else held_in(store, state, source=source, parent=parent_id, undecodable=unheld)
             )
-            if json_out and not abandoned and not extra:
+            if json_out and not abandoned and not extra and outcome is None:
                 text = list_runs_json_live(
                     store,
                     state=state,
@@ -178,16 +201,24 @@ def _runs_command(open_db: OpenDb) -> Callable[..., None]:
                 unread.clear()  # folded again below
 
             def fetch(most: int | None) -> list[RunView]:
-                return list_run_views(
+                listed = list_run_views(
                     store,
                     state=state,
                     source=source,
                     parent=parent_id,
                     lease_ms=lease_ms,
                     abandoned_only=abandoned,
-                    limit=most,
+                    limit=most
+                    if outcome is None
+                    else None,  # the outcome is no indexed column: all, then cut
                     undecodable=unread,
                 )
+                if outcome is None:
+                    return listed
+                kept = [
+                    v for v in listed if v.snapshot.terminal and v.snapshot.terminal.outcome.value == outcome
+                ]
+                return kept[:most]
 
             # the ledger's wait outranks the row; runs it leaves out do not shorten --limit's listing
             views, held = listed_with_held(store, fetch, state, extra, limit, undecodable=unheld)

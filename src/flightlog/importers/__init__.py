@@ -119,6 +119,7 @@ __all__ = [
     "identity_key",
     "import_file",
     "import_paths",
+    "is_sealed",
     "iter_transcripts",
     "recognises",
 ]
@@ -699,7 +700,7 @@ class _Writer:
         sid = self.target.session_id
         record = self.store.get_session(sid)
         stored = record.events - 1  # the import_source header is seq 0
-        sealed = _sealed(self.store, sid, record.head_seq)
+        sealed = is_sealed(self.store, sid, record.head_seq)
         if sealed:
             stored -= 1
         if sealed and count > stored:
@@ -728,8 +729,9 @@ class _Writer:
         self.result.events += max(0, count - start)
 
 
-def _sealed(store: Store, session_id: str, head_seq: int) -> bool:
-    """Whether the session's last row is its seal (``Custom`` ``session_sealed``)."""
+def is_sealed(store: Store, session_id: str, head_seq: int) -> bool:
+    """Whether the session's last row (at ``head_seq``, -1: none) is its seal (``Custom``
+    ``session_sealed``): an import sealed as ended, which a grown source can no longer continue."""
     if head_seq < 0:
         return False
     for row in store.read_events(session_id, start=head_seq, stop=head_seq + 1):

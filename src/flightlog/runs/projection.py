@@ -39,6 +39,7 @@ import pydantic_core
 from ..encoding import decode_stored
 from ..errors import EventDecodeError, SessionNotFound
 from ..events import AgentProcessChanged, Event
+from ..narration import state_word
 from ..store.base import NOT_A_RUN, RunListing, RunRow, SessionRecord, Store, StoredEvent
 from ..store.rows import run_row
 from .adapters import (
@@ -66,12 +67,14 @@ __all__ = [
     "is_run",
     "list_runs",
     "list_runs_json",
+    "listed_word",
     "no_run_sessions",
     "parse_wires",
     "project",
     "projection_ready",
     "reads_event",
     "rebuild_projection",
+    "resumable_sessions",
     "run_entries",
 ]
 
@@ -539,6 +542,48 @@ def no_run_sessions(store: Store, records: Iterable[SessionRecord]) -> set[str]:
         ids = [r.session_id for r in running if r.head_seq >= 0]
         found |= {i for i, row in store.get_run_rows(ids).items() if row.state == NOT_A_RUN}
     return found
+
+
+def resumable_sessions(store: Store, records: Iterable[SessionRecord]) -> set[str]:
+    """The sessions among ``records`` whose row says ``cancelled`` (or ``canceled``) while their events
+    leave the run in flight (no ``run_terminal``): the kernel's status for a run ``flightlog abort`` or a
+    cancellation stopped, which ``flightlog resume`` continues (:mod:`flightlog.kernel.abort`). The runs
+    read model lists them ``paused`` (:data:`~flightlog.runs.adapters.STATUS_STATES`), and so do ``ls``,
+    ``show`` and the dashboard (:func:`listed_word`); a run whose events ended it (an import whose transcript
+    says it was cancelled) is not among them.
+
+    Reads the current projection (:func:`projection_ready`), one indexed read per 500 ids; with a stale one
+    it folds each such session's events (only rows that say ``cancelled``).
+
+    Raises:
+        EventDecodeError: with a stale projection, a stored event of such a session does not decode.
+    """
+    cancelled = [r for r in records if STATUS_STATES.get(r.status) is RunState.PAUSED and r.head_seq >= 0]
+    if not cancelled:
+        return set()
+    if projection_ready(store):
+        rows = store.get_run_rows([r.session_id for r in cancelled])
+        return {i for i, row in rows.items() if row.state not in (RunState.TERMINAL.value, NOT_A_RUN)}
+    found = set()
+    for record in cancelled:
+        fold = _fold_session(store, record)
+        if fold.holds_run() and not fold.state().is_terminal():
+            found.add(record.session_id)
+    return found
+
+
+def listed_word(record: SessionRecord, *, no_run: Collection[str], resumable: Collection[str]) -> str:
+    """The status ``ls``, ``show`` and the dashboard's session header print for a session row: :data:`NO_RUN`
+    for a session in ``no_run`` (:func:`no_run_sessions`), ``paused`` for one in ``resumable``
+    (:func:`resumable_sessions`: aborted, resumable; ``runs`` says ``paused`` too), else the row's word
+    through :func:`flightlog.narration.state_word` (``aborted`` → ``cancelled``, ``incomplete`` →
+    ``interrupted``: the outcome ``runs`` gives). The caller handles a row its ledger contradicts
+    (:mod:`flightlog.kernel.rowheld`)."""
+    if record.session_id in no_run:
+        return NO_RUN
+    if record.session_id in resumable:
+        return RunState.PAUSED.value
+    return state_word(str(record.status))
 
 
 def _states(state: RunState | str | None) -> list[str] | None:

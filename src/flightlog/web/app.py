@@ -83,7 +83,7 @@ from ..kernel.attention import send_signal
 from ..kernel.errors import NotPending
 from ..kernel.rowheld import LEDGER_STATUS, held_state
 from ..narration import state_word
-from ..runs.projection import Undecodable
+from ..runs.projection import Undecodable, listed_word, no_run_sessions, resumable_sessions
 from ..sessions import replay_session
 from ..store.base import Store, retired_notice
 from ..store.signals import SIGNAL_KINDS
@@ -348,8 +348,10 @@ def _session_status(dash: _Dashboard, session_id: str) -> dict[str, Any]:
     unread: Undecodable = []  # the row ended its run, its events do not decode: whether it waits is unknown
     state, budget = views.session_status(store, session_id, undecodable=unread)
     held = None
+    resumable: set[str] = set()  # aborted and resumable: "paused" as ls and runs say it, nothing to abort
     try:
         held = None if session_id in queue.unreadable else held_state(store, record)
+        resumable = set() if held is not None else resumable_sessions(store, [record])
     except EventDecodeError as exc:
         unread.append((session_id, exc))
     if unread:  # said (over a cached fold's warning: the bytes read now decide), the rest of the page shown
@@ -357,9 +359,12 @@ def _session_status(dash: _Dashboard, session_id: str) -> dict[str, Any]:
     if held is not None:
         state = state or held.value  # a stale projection gives no state; the ledger's is the one listed
     stored = LEDGER_STATUS if held is not None else record.status
+    word = listed_word(record, no_run=no_run_sessions(store, [record]), resumable=resumable)
     return {
-        "status": views.show(state_word(stored), 60),
+        "status": views.show(state_word(stored) if held is not None else word, 60),
         "signals": stored in ("running", "suspended", "cancelled"),  # the kernel's words: a run it can resume
+        "abortable": bool(state) and not state.startswith("terminal") and session_id not in resumable,
+        "aborted": session_id in resumable,
         "row_warning": views.show(warning, views.LINE_LIMIT),
         "state": state,
         "budget": budget,

@@ -31,7 +31,9 @@ from fastapi.responses import HTMLResponse, JSONResponse
 from ..errors import EventDecodeError
 from ..kernel.rowcheck import row_warning
 from ..kernel.rowheld import SETTLED_BY_ROW, held_in, ledger_snapshot
+from ..narration import state_word
 from ..runs import AgentRunSnapshot, run_page
+from ..runs.model import TerminalOutcome
 from ..runs.page import SORTS, RunPageEntry
 from .views import SOURCES, STATES, not_listed, unreadable_rows
 
@@ -74,7 +76,10 @@ def runs_page_data(dash: _Dashboard, params: dict[str, str]) -> dict[str, Any]:
     """
     state, source, sort, order = (params.get(k, "") for k in ("state", "source", "sort", "order"))
     if state and state not in STATES:
-        raise ValueError(f"unknown state {state[:40]!r}")
+        word = state_word(state)  # a session's word ls prints ("cancelled") names a terminal run's outcome
+        outcome = word in {o.value for o in TerminalOutcome}
+        hint = f": {word} is an outcome, listed under state=terminal" if outcome else ""
+        raise ValueError(f"unknown state {state[:40]!r}{hint}")
     if source and source not in SOURCES:
         raise ValueError(f"unknown source {source[:40]!r}")
     if sort and sort not in SORTS:

@@ -984,7 +984,8 @@ def run_view(
 def session_status(
     store: Store, session_id: str, *, undecodable: Undecodable | None = None
 ) -> tuple[str, dict[str, str]]:
-    """The run's state (durable refined by live state; "" when unknown) and its budget cells.
+    """The run's state (durable refined by live state; a terminal one with its outcome, as the runs list
+    shows it: ``terminal · interrupted``; "" when unknown) and its budget cells.
     ``undecodable`` as :func:`run_view` takes it.
 
     Raises:
@@ -994,7 +995,9 @@ def session_status(
     if view is None:  # no run (a session that holds none, or the projection is stale): no cells known
         return "", {"tokens": "", "steps": "", "duration": ""}
     b = view.snapshot.budget
-    state = view.snapshot.state.value + (" (abandoned)" if view.abandoned else "")
+    terminal = view.snapshot.terminal
+    outcome = f" · {terminal.outcome.value}" if terminal and view.snapshot.state.is_terminal() else ""
+    state = view.snapshot.state.value + outcome + (" (abandoned)" if view.abandoned else "")
     cells = {
         "tokens": "" if b.tokens_used is None else str(b.tokens_used),
         "steps": "" if b.steps_taken is None else str(b.steps_taken),

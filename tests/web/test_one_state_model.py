@@ -1,0 +1,150 @@
+"""One run, one story: what ``ls``, ``show``, ``runs``, ``verify``, ``import`` and the dashboard's session page
+say about the same run agree with what its ledger holds (a new user's pass: an aborted run read "cancelled"
+in ``ls`` while ``runs`` said "paused" and the dashboard offered to abort it again; an unsealed import read
+"incomplete" beside "terminal · interrupted")."""
+
+from __future__ import annotations
+
+import json
+import re
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+from fastapi.testclient import TestClient
+from typer.testing import CliRunner
+
+from flightlog.cli import app
+from flightlog.web.app import create_app
+from flightlog.web.security import Auth
+
+from .conftest import TOKEN, opener, resume_gated, run_gated
+
+BASE = "http://127.0.0.1:8000"
+SAMPLES = Path(__file__).parents[1] / "data" / "samples"
+SHORT = SAMPLES / "claude-code" / "spotter_short.jsonl"
+SHORT_ID = "claude-code:55604662-cf2a-4331-851a-ec234028f8ca"
+
+
+def invoke(db: Path, *args: str) -> tuple[int, str, str]:
+    result = CliRunner().invoke(app, ["--db", str(db), *args])
+    return result.exit_code, result.stdout, result.stderr
+
+
+@pytest.fixture
+def client(db_path: Path) -> Iterator[TestClient]:
+    with TestClient(create_app(opener(db_path), token=TOKEN), base_url=BASE) as c:
+        c.cookies.set("flightlog_ui_8000", Auth(TOKEN).cookie_value)
+        yield c
+
+
+def _views(db: Path, client: TestClient, sid: str) -> dict[str, str]:
+    """The word each surface gives the session's run: ls (table and --json), show, runs, the dashboard."""
+    code, out, err = invoke(db, "ls")
+    assert code == 0, err
+    (row,) = [line.split() for line in out.splitlines() if line.startswith(sid + " ")]
+    code, out, err = invoke(db, "ls", "--json")
+    (listed,) = [r for r in json.loads(out) if r["session_id"] == sid]
+    code, out, err = invoke(db, "show", sid)
+    assert code == 0, err
+    shown = out.splitlines()[0].split("[", 1)[1].split("]", 1)[0]
+    code, out, err = invoke(db, "runs")
+    assert code == 0, err
+    (run,) = [line.split() for line in out.splitlines() if line.startswith(sid + " ")]
+    page = client.get("/session", params={"id": sid})
+    assert page.status_code == 200
+    status = re.search(r'<dd id="status">([^<]*)</dd>', page.text)
+    state = re.search(r'<dd id="state">([^<]*)</dd>', page.text)
+    assert status and state
+    return {
+        "ls": row[1],
+        "ls_json": listed["status"],
+        "show": shown,
+        "runs": " ".join(run[1:3]) if run[1] == "terminal" else run[1],
+        "page_status": status.group(1),
+        "page_state": state.group(1).replace("&middot;", "·"),
+        "page": page.text,
+    }
+
+
+def test_an_aborted_run_reads_paused_everywhere_and_resumes(db_path: Path, client: TestClient) -> None:
+    """``flightlog abort`` records ``operation_cancelled`` and no ``run_terminal``: the run stays resumable
+    (``flightlog resume`` continues it), so every view says "paused", none "cancelled", and the dashboard
+    offers no second abort but says how to resume."""
+    sid = "aborted-run"
+    assert run_gated(db_path, sid).status == "suspended"
+    code, out, err = invoke(db_path, "abort", sid, "--as", "bob")
+    assert code == 0, err
+    seen = _views(db_path, client, sid)
+    assert [seen[k] for k in ("ls", "ls_json", "show", "runs", "page_status", "page_state")] == ["paused"] * 6
+    assert 'id="abort"' not in seen["page"] and f"flightlog resume {sid}" in seen["page"]
+    code, out, err = invoke(db_path, "ls", "--json")
+    assert [r["session_status"] for r in json.loads(out)] == ["cancelled"]  # the stored word, kept
+    code, out, err = invoke(db_path, "ls", "--status", "paused", "--json")
+    assert [r["session_id"] for r in json.loads(out)] == [sid], err
+    code, out, err = invoke(db_path, "verify", sid)
+    assert code == 0 and "open;" in out, out + err  # no seal: the run is not over
+    code, out, err = invoke(db_path, "runs", "--outcome", "cancelled", "--json")
+    assert (code, json.loads(out)) == (0, []), err  # not ended, so no outcome
+    # resumable, as every view says: resume runs it to the gate again
+    assert resume_gated(db_path, sid).status == "suspended"
+    seen = _views(db_path, client, sid)
+    assert (seen["ls"], seen["runs"], seen["page_status"]) == ("suspended", "waiting_input", "suspended")
+    assert 'id="abort"' in seen["page"]
+
+
+def test_an_unsealed_import_reads_interrupted_and_says_what_seal_adds(
+    db_path: Path, client: TestClient
+) -> None:
+    """A transcript without an end: ``ls``/``show`` said "incomplete", ``runs`` "terminal · interrupted".
+    Now one word, the run's outcome; the import says the status and that ``--seal`` would seal it, and
+    ``ls --status`` takes the words ``ls`` prints (and the stored one)."""
+    code, out, err = invoke(db_path, "import", str(SHORT))
+    assert code == 0, err
+    assert out.strip().endswith("(interrupted, not sealed: --seal would record what the transcript's end closes"
+                                " (the last run's run_terminal with its turns and tokens, pending calls, a torn"
+                                " last line) and seal the session)")  # fmt: skip
+    code, out, err = invoke(db_path, "import", "--json", str(SHORT))
+    (result,) = json.loads(out)
+    assert (result["status"], result["session_status"], result["sealed"]) == (
+        "interrupted",
+        "incomplete",
+        False,
+    )
+    assert "--seal would record" in result["seal"]
+    seen = _views(db_path, client, SHORT_ID)
+    assert [seen[k] for k in ("ls", "ls_json", "show", "page_status")] == ["interrupted"] * 4
+    assert seen["runs"] == "terminal interrupted" and seen["page_state"] == "terminal · interrupted"
+    assert ">session status</dt>" in seen["page"] and ">run state</dt>" in seen["page"]
+    for word in ("interrupted", "incomplete"):
+        code, out, err = invoke(db_path, "ls", "--status", word, "--json")
+        assert [r["session_id"] for r in json.loads(out)] == [SHORT_ID], (word, err)
+    code, out, err = invoke(db_path, "runs", "--outcome", "interrupted", "--json")
+    assert [r["run_id"] for r in json.loads(out)] == [SHORT_ID], err
+    # sealed: the source's end recorded (the user interrupted it), every view says cancelled
+    code, out, err = invoke(db_path, "import", "--seal", str(SHORT))
+    assert code == 0 and out.strip().endswith("(cancelled, sealed)"), out + err
+    seen = _views(db_path, client, SHORT_ID)
+    assert [seen[k] for k in ("ls", "show", "page_status")] == ["cancelled"] * 3
+    assert seen["runs"] == "terminal cancelled" and seen["page_state"] == "terminal · cancelled"
+    assert 'id="abort"' not in seen["page"]
+
+
+def test_runs_points_a_state_that_is_an_outcome_at_outcome(db_path: Path) -> None:
+    """``ls`` prints "cancelled"; ``runs --state cancelled`` was a bare usage error."""
+    code, _out, err = invoke(db_path, "runs", "--state", "cancelled")
+    assert code == 2 and "'cancelled' is an outcome, use --outcome cancelled" in err
+    code, _out, err = invoke(db_path, "runs", "--state", "aborted")
+    assert code == 2 and "use --outcome cancelled" in err
+    code, _out, err = invoke(db_path, "runs", "--outcome", "paused")
+    assert code == 2 and "'paused' is not one of: completed, failed, cancelled" in err
+    code, _out, err = invoke(db_path, "runs", "--outcome", "failed", "--state", "running")
+    assert code == 2 and "it takes no --state running" in err
+
+
+def test_the_dashboard_runs_list_points_an_outcome_at_terminal(client: TestClient) -> None:
+    """``/runs?state=cancelled``: the word ``ls`` prints is a terminal run's outcome, and the error says so."""
+    page = client.get("/runs", params={"state": "aborted"})
+    assert page.status_code == 400 and "cancelled is an outcome, listed under state=terminal" in page.text
+    page = client.get("/runs", params={"state": "bogus"})
+    assert page.status_code == 400 and "unknown state &#39;bogus&#39;" in page.text and "outcome" not in page.text
