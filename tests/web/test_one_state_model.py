@@ -147,4 +147,8 @@ def test_the_dashboard_runs_list_points_an_outcome_at_terminal(client: TestClien
     page = client.get("/runs", params={"state": "aborted"})
     assert page.status_code == 400 and "cancelled is an outcome, listed under state=terminal" in page.text
     page = client.get("/runs", params={"state": "bogus"})
-    assert page.status_code == 400 and "unknown state &#39;bogus&#39;" in page.text and "outcome" not in page.text
+    assert (
+        page.status_code == 400
+        and "unknown state &#39;bogus&#39;" in page.text
+        and "outcome" not in page.text
+    )
