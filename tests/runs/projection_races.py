@@ -23,7 +23,7 @@ from flightlog.runs import projection_ready, rebuild_projection
 from flightlog.store import Store
 from flightlog.store.base import RunRow
 
-from .conftest import process
+from .conftest import checkpoint, process, started
 
 _JOIN_S = 300.0
 """How long a writer thread may take (generous: a shared 2-core machine); nothing waits on a timer."""
@@ -126,3 +126,32 @@ def check_a_refold_locks_every_row_it_writes_at_once(store: Store) -> None:
     assert '"state":"running"' in incremental["c"].fold
     rebuild_projection(store)
     assert _rows(store) == incremental
+
+
+ROW_EDITS = (
+    "state = 'terminal', outcome = 'completed'",
+    "parent = 'evil'",
+    "source = 'evil'",
+    "snapshot = replace(snapshot, 'waiting_model', 'terminal')",
+)
+"""SQL ``SET`` clauses that edit a ``runs`` row's computed columns, its ``fold`` and status left alone."""
+
+
+def check_an_edited_row_is_rewritten_by_the_next_append(store: Store, run_sql: Callable[[str], int]) -> None:
+    """An edit of a row's ``state``, ``outcome``, ``parent``, ``source`` or ``snapshot`` in SQL (``run_sql``
+    runs one statement outside flightlog and returns its row count) makes the append's compare-and-set miss
+    (it compares every column), so the general path rewrites the row from the fold: no edit survives the next
+    append, and the row equals a rebuild (bebf6ae's two-column guard kept the edit, and ``runs`` listed an
+    open session ``terminal``)."""
+    recorder = Recorder.create(store, session_id="s1")
+    recorder.append(started())
+    recorder.append(checkpoint())
+    for edit in ROW_EDITS:
+        assert run_sql(f"UPDATE runs SET {edit} WHERE run_id = 's1'") == 1, edit
+        recorder.append(checkpoint())
+        incremental = store.get_run_rows(["s1"])
+        row = incremental["s1"]
+        assert (row.state, row.outcome, row.parent) == ("waiting_model", None, None), edit
+        assert row.source != "evil" and "waiting_model" in row.snapshot, edit
+        rebuild_projection(store)
+        assert store.get_run_rows(["s1"]) == incremental, edit

@@ -54,6 +54,7 @@ from .conftest import (
 )
 from .projection_races import (
     check_a_refold_locks_every_row_it_writes_at_once,
+    check_an_edited_row_is_rewritten_by_the_next_append,
     check_concurrent_writers_lose_nothing,
 )
 
@@ -622,22 +623,8 @@ def test_a_refold_locks_every_row_it_writes_at_once(store: SqliteStore) -> None:
 
 
 def test_a_runs_row_edited_outside_flightlog_is_rewritten_by_the_next_append(store: SqliteStore) -> None:
-    """An edit of a row's ``state``, ``outcome``, ``parent``, ``source`` or ``snapshot`` in SQL (its fold and
-    status left alone) makes the append's compare-and-set miss (it compares every column), so the general
-    path rewrites the row from the fold: no edit survives the next append (bebf6ae's two-column guard kept
-    it, and ``runs`` listed an open session ``terminal``)."""
-    recorder = record(store, "s1", [started(), checkpoint()])
-    edits = [
-        "state = 'terminal', outcome = 'completed'",
-        "parent = 'evil'",
-        "source = 'evil'",
-        "snapshot = replace(snapshot, 'waiting_model', 'terminal')",
-    ]
-    for edit in edits:
+    def run_sql(sql: str) -> int:
         with sqlite3.connect(store.path) as conn:
-            assert conn.execute(f"UPDATE runs SET {edit} WHERE run_id = 's1'").rowcount == 1
-        recorder.append(checkpoint())
-        incremental = all_rows(store)
-        assert list_runs(store)[0].state is RunState.WAITING_MODEL, edit
-        rebuild_projection(store)
-        assert all_rows(store) == incremental, edit
+            return conn.execute(sql).rowcount
+
+    check_an_edited_row_is_rewritten_by_the_next_append(store, run_sql)

@@ -340,7 +340,8 @@ def register(app: typer.Typer, open_db: OpenDb) -> None:
             typer.Option("--json", help="Print {session_id, aborted} as JSON (aborted false: had ended)."),
         ] = False,
     ) -> None:
-        """Fence off a running writer of the session and mark it cancelled (resumable later)."""
+        """Fence off a running writer of the session and cancel its pending operation: the run is paused
+        (ls, runs and the dashboard say paused) until flightlog resume continues it."""
         from ..kernel.abort import abort
 
         if requested_by is not None:
@@ -351,7 +352,10 @@ def register(app: typer.Typer, open_db: OpenDb) -> None:
         if json_out:
             sys.stdout.write(json.dumps({"session_id": sid, "aborted": done}) + "\n")
             return
-        out.print(f"aborted {sid}" if done else f"{sid} has already ended; nothing to abort")
+        if not done:
+            out.print(f"{sid} has already ended; nothing to abort")
+            return
+        out.print(f"aborted {sid}: its run is paused; continue it with: flightlog resume {sid}")
 
 
 def _capture_session(
