@@ -577,16 +577,15 @@ class _Mapper:
     # ── end of file ──
 
     def finish(self) -> list[tuple[_Ledger, _Fold, dict[str, Any], str]]:
-        """The main session (its status read from the end of the file, whose own events stay unwritten:
-        flightlog records only the settled ones) and the task sessions, each with its row values."""
+        """The main session (its status what its recorded events hold: the file's own end stays unwritten,
+        flightlog records only the settled events) and the task sessions, each with its row values."""
         if self.ledger is None or self.first_at is None or self.min_at != self.first_at:
             raise NotHandled("the file's first time is not its earliest, or it holds no session id or time")
-        run = self.run
-        if run is not None:
-            finished = run[1] > 0 and not run[4] and not self.pending
-            status = "aborted" if run[3] else "completed" if finished else "incomplete"
-        else:
+        if self.run is None:
             raise NotHandled("a file whose last run was closed before its end")
+        # What the ledger holds (flightlog's importer, f7d31e4): the last run's start is recorded and its end
+        # is not (it waits for the source to end), so the run is open whatever the file's end shows.
+        status = "incomplete"
         key = self.ledger.session_id
         metadata = {
             "sessionId": self.session_id,
