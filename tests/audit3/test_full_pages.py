@@ -9,11 +9,13 @@ PostgreSQL."""
 from __future__ import annotations
 
 import json
+import time
 
 import pytest
 
 from flightlog.events import RunStarted
 from flightlog.store import open_store
+from flightlog.store.rows import now_ms
 from flightlog.web import runs_list, views
 
 from .helpers import cli, execute
@@ -30,13 +32,25 @@ GOOD = [sid for sid in IDS if sid not in BAD]
 
 
 def _store(url: str) -> None:
+    """Record ``IDS`` in order, each in a later millisecond than the one before: the listing is newest
+    first by ``updated_at_ms`` with ties in ``run_id`` order, so runs recorded in one millisecond would put
+    ``s3`` before ``s4`` and a limited listing could list ``s3`` without meeting ``s4`` (it names only the
+    runs it meets)."""
     with open_store(url) as store:
         for sid in IDS:
             record(store, sid, RunStarted(run_id=sid, goal="g"), suspend())
+            _next_millisecond(store.get_session(sid).updated_at_ms)
         heads = {sid: store.get_session(sid).head_seq for sid in BAD}
     execute(url, "UPDATE sessions SET status = 'completed'")
     for sid in BAD:
         _append_broken(url, sid, heads[sid] + 1, BROKEN)
+
+
+def _next_millisecond(after_ms: int) -> None:
+    """Return once the wall clock (the recorder's, :func:`flightlog.store.rows.now_ms`) is past ``after_ms``:
+    waits for the clock to move on, not for a duration."""
+    while now_ms() <= after_ms:
+        time.sleep(0.0005)
 
 
 def _warned(err: str) -> set[str]:
