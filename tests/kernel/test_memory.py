@@ -549,13 +549,21 @@ def test_a_run_recorded_with_its_memory_query_after_the_tool_result_still_replay
     store: SqliteStore, db_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     """Runs recorded before 2026-12-05 have ``memory_queried`` after the ``tool_completed`` it led to
-    (reproduced here by not taking the calls' events first); they keep that order and still rebuild every
-    request they made."""
+    (reproduced here by staging the call's event with what the query brought back); they keep that order
+    and still rebuild every request they made."""
     from flightlog.kernel import memory
 
     Kernel(store, remember_agent(), notary=None).run_sync("remember deploys", handle_signals=False)
+    real = memory.turn_context
+
+    def old_order(activation: Any) -> memory.MemoryContext | None:
+        context = real(activation)
+        if context is not None:
+            context.record = context.events.append
+        return context
+
     with monkeypatch.context() as patch:
-        patch.setattr(memory, "drain_calls", lambda context: [])
+        patch.setattr(memory, "turn_context", old_order)
         old = Kernel(store, recall_agent(), notary=None).run_sync(
             "When do deploys happen?", handle_signals=False
         )

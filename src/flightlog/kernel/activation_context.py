@@ -376,11 +376,6 @@ class ContextActivation(Activation):
         """The messages of an archive artifact (``sha256:<hex>``), None when unknown."""
         return self._loader(ref)
 
-    def call_events(self) -> list[Event]:
-        """What the built-in tools recorded doing during this turn's calls (``memory_queried``,
-        ``memory_written``, ``memory_validation_failed``), appended just before ``tool_completed``."""
-        return memory.drain_calls(self.memory_context)
-
     def settle_results(self, results: list[ToolResult]) -> tuple[list[ToolResult], list[Event]]:
         """Page out large results and record what the built-in tools did (events after
         ``tool_completed``, in its transaction; see :mod:`flightlog.kernel.paging`)."""

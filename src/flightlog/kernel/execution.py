@@ -10,11 +10,13 @@ Order of work for a turn in phase ``tools``:
    the agent allows it. Denied and invalid calls get error results without running; ``side_effect`` calls
    go through :class:`~flightlog.kernel.effects.Effects` (exactly once).
 3. ``tool_completed(turn, results)``, results in call order (a result too large for the context window is
-   recorded as a stub, its output paged out to an artifact), preceded in the same transaction by what the
-   built-in memory tools did during the calls (``memory_queried``, ``memory_written``,
-   ``memory_validation_failed``) and followed by the context events of the turn: ``page_out`` per paged
-   result, ``page_in``, ``context_pin``, ``context_renewed`` (see :mod:`flightlog.kernel.paging`), then
-   what the memory tools brought back (:mod:`flightlog.kernel.memory`).
+   recorded as a stub, its output paged out to an artifact), followed in its transaction by the context
+   events of the turn: ``page_out`` per paged result, ``page_in``, ``context_pin``, ``context_renewed``
+   (see :mod:`flightlog.kernel.paging`), then what the memory tools brought back
+   (:mod:`flightlog.kernel.memory`). What the memory tools did (``memory_queried``, ``memory_written``,
+   ``memory_validation_failed``) is already recorded by then, during the call, in the transaction of the
+   store write it describes: so it is on record whichever way the turn ends (rolled back, suspended,
+   cancelled, out of time, killed).
 
 Under a signed grant, right before a call runs, each of its path arguments is resolved on the filesystem
 and checked again (:func:`~flightlog.kernel.confine.runtime_problem`): one that now resolves outside the
@@ -39,6 +41,7 @@ import asyncio
 from collections.abc import Sequence
 from typing import Protocol
 
+from ..errors import StaleWriter
 from ..events import Event, Rollbacked, RollbackReason, RunTerminal, ToolCompleted
 from ..messages import ToolResult
 from .agent import Agent
@@ -79,10 +82,6 @@ class TurnContext(Protocol):
         """Seconds left of the wall-clock budget, None when unlimited."""
         ...
 
-    def call_events(self) -> list[Event]:
-        """What the built-in tools did during the calls, recorded just before ``tool_completed``."""
-        ...
-
     def settle_results(self, results: list[ToolResult]) -> tuple[list[ToolResult], list[Event]]:
         """The results to record (large ones paged out) and the context events that follow them."""
         ...
@@ -115,6 +114,8 @@ async def _invoke(tool: Tool, plan: CallPlan, ceiling: Ceiling | None) -> Outcom
             value = await tool.invoke(plan.arguments or {})
     except FatalToolError as exc:
         raise _Fatal(tool.name, exc) from exc
+    except StaleWriter:
+        raise  # a built-in tool's append found another writer: the loop stops (never a tool result)
     except ToolArgumentsError as exc:
         return Outcome(str(exc), True)
     except Exception as exc:
@@ -259,11 +260,9 @@ async def execute_turn(ctx: TurnContext, run_id: str) -> None:
     except AwaitingChildren as waiting:
         ctx.append(waiting.suspended(state.turn, plans, ctx.effects, ctx.session_id), status="suspended")
         return
-    during = ctx.call_events()
     results, context_events = ctx.settle_results(results)
     suspends = any(event.kind == "suspended" for event in context_events)  # an async memory query
     ctx.append(
-        *during,
         ToolCompleted(turn=state.turn, results=results),
         *context_events,
         status="suspended" if suspends else None,

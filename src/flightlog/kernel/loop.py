@@ -18,6 +18,7 @@ A turn transaction ``n``::
         tool_argument_repaired..., Custom("tool_decisions"), permission_resolved/tool_denied...,
         [tool_gated, permission_requested..., suspended(n, "approval")]        one transaction
     [Custom("external_effect_intent"), Custom("external_effect_completed")]    per side effect
+    [memory_written | memory_validation_failed | memory_queried]    per memory call, with its store write
     tool_completed(n, results)                           results in call order
     ... until the model answers without tool calls: llm_completed, model_usage, run_terminal("completed")
 

@@ -20,12 +20,28 @@ kernel does for a failed write) and the tool answers an error; an accepted one u
 (:func:`flightlog.kernel.memory_bank.remember`) and records
 ``memory_written{turn, record_id, scope, memory_kind, name, size_bytes}``.
 
-**Order in the ledger.** What a memory tool did during its call (``memory_queried``, ``memory_written``,
-``memory_validation_failed``) is recorded just before the turn's ``tool_completed``, what it brought back
-(``memory_retrieval_result``, ``memory_already_in_history``, a memory ``suspended``) just after it, all in
-the turn's one transaction: the order things happened. Runs recorded before 2026-12-05 have the first group
-after ``tool_completed`` too; no reader depends on it (``memory_queried`` and ``memory_written`` add no
-message), so they replay as recorded.
+**Order in the ledger.** What a memory tool did (``memory_written``, ``memory_validation_failed``,
+``memory_queried``) is recorded during its call, in the transaction of the store write it describes: the
+upsert (and the erasure of an overwritten text) commits with its ``memory_written``, a query's recall
+counts with its ``memory_queried``, or neither does. So a memory the store holds, which later runs recall,
+is on record however the turn ends: completed, rolled back by a ``FatalToolError`` (before the
+``rollbacked``), stopped by a sub-agent call (before the ``suspended``), out of wall clock or cancelled
+(before ``operation_cancelled``), left by an exception, or SIGKILLed (the crash points ``memory.stored``
+and ``memory.recorded``, :mod:`flightlog.testing.crashpoints`, bracket the commit;
+``tests/kernel/test_memory_record.py``, and ``tests/postgres/test_memory.py`` on PostgreSQL). The tools
+run on the event loop (``in_thread=False``), as every other append of the activation does. What a query
+brought back (``memory_retrieval_result``, ``memory_already_in_history``, a memory ``suspended``) is
+staged and recorded just after the turn's ``tool_completed``, in its transaction: it enters the history
+only with the tool results, so a turn that does not complete records none of it (its ``memory_queried``
+stays: the query was made), and the staged events die with the turn's context (each turn, and each
+retry of it, gets a fresh one). A turn that is run again (resumed after a crash, a cancel, a sub-agent
+wait; retried after a rollback) runs its ``memory_write`` again: the same ``(scope, kind, name)``
+upserts the same record (same ``record_id``), and that write is recorded too, so the ledger may hold two
+``memory_written`` of one call, one per store write. On the normal path the order is as before: what the
+calls did, then ``tool_completed``, then what they brought back; with several calls in a turn, each call's
+events sit where the call ran, among the other calls' records (``external_effect_*``, sub-agent events).
+Runs recorded before 2026-12-05 have the first group after ``tool_completed``; no reader depends on it
+(``memory_queried`` and ``memory_written`` add no message), so they replay as recorded.
 
 **Queries** (``memory_query(query, top_k, kinds)``): ``k = clamp(top_k, 1, policy.top_k)`` (upstream
 ``retrieval_top_k``, default 5). In-store retrieval records ``memory_queried{…, requires_async_response:
@@ -55,7 +71,7 @@ left out, as for an in-store query, and named by a ``memory_already_in_history``
 from __future__ import annotations
 
 import json
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field, fields
 from functools import cache
 from pathlib import Path
@@ -78,6 +94,7 @@ from ..integrity.notary import Notary
 from ..narration import plural
 from ..replay import memory_message
 from ..salted import put_personal_artifact
+from ..testing.crashpoints import crash_point
 from .memory_bank import MEDIA_TYPE, recall, remember
 from .paging import current_access
 from .tools import Tool, tool
@@ -321,9 +338,13 @@ class MemoryRejected(ValueError):
 
 @dataclass
 class MemoryContext:
-    """One turn's view for the memory tools: where to write, and the events they leave for the kernel to
-    append: ``calls`` (what the tools did) before the turn's ``tool_completed``, ``events`` (what they
-    brought back) after it."""
+    """One turn's view for the memory tools: where to write, how to record what they do, and what they
+    bring back for the kernel to append after the turn's ``tool_completed`` (``events``).
+
+    ``record`` appends events to the run's ledger durably, in one transaction that joins an open
+    ``store.transaction()`` (the activation's ``append``): what a tool did (``memory_written``,
+    ``memory_validation_failed``, ``memory_queried``) is recorded with the store write it describes, during
+    the call (see "Order in the ledger" in the module docs)."""
 
     store: Store
     policy: MemoryPolicy
@@ -331,8 +352,8 @@ class MemoryContext:
     run_id: str
     turn: int
     notary: Notary | None
+    record: Callable[..., None]
     events: list[Event] = field(default_factory=list)
-    calls: list[Event] = field(default_factory=list)
     queries: int = 0
     state: KernelState | None = None
 
@@ -345,7 +366,7 @@ def _context() -> MemoryContext:
     return context
 
 
-@tool(effect="idempotent")
+@tool(effect="idempotent", in_thread=False)  # on the event loop: it appends to the ledger (module docs)
 def memory_write(name: str, content: str, kind: str = "project", description: str = "") -> str:
     """Remember a fact for later runs (long-term memory). Writing the same kind and name again updates it.
 
@@ -361,34 +382,37 @@ def memory_write(name: str, content: str, kind: str = "project", description: st
     if error is not None:
         existing = ctx.store.memory.find(policy.scope, MemoryKind(kind), name) if kind in _KINDS else None
         record_id = existing.record.record_id if existing is not None else name
-        ctx.calls.append(MemoryValidationFailed(turn=ctx.turn, record_id=record_id, error=error))
+        ctx.record(MemoryValidationFailed(turn=ctx.turn, record_id=record_id, error=error))
         raise MemoryRejected(error)
     from ..events import MemoryAuthor
 
-    done = remember(
-        ctx.store,
-        scope=policy.scope,
-        kind=MemoryKind(kind),
-        name=name,
-        content=content,
-        description=description,
-        author=MemoryAuthor.MODEL,
-        trust=policy.trust,
-        session_id=ctx.session_id,
-        evidence_refs=[f"turn:{ctx.turn}"],
-        notary=ctx.notary,
-    )
-    record = done.record
-    ctx.calls.append(
-        MemoryWritten(
-            turn=ctx.turn,
-            record_id=record.record_id,
-            scope=record.scope,
-            memory_kind=record.kind,
-            name=record.name,
-            size_bytes=len(content.encode("utf-8")),
+    with ctx.store.transaction():  # the upsert and its memory_written commit together, or neither does
+        done = remember(
+            ctx.store,
+            scope=policy.scope,
+            kind=MemoryKind(kind),
+            name=name,
+            content=content,
+            description=description,
+            author=MemoryAuthor.MODEL,
+            trust=policy.trust,
+            session_id=ctx.session_id,
+            evidence_refs=[f"turn:{ctx.turn}"],
+            notary=ctx.notary,
         )
-    )
+        crash_point("memory.stored")  # test-only fault injection (flightlog.testing.crashpoints)
+        record = done.record
+        ctx.record(
+            MemoryWritten(
+                turn=ctx.turn,
+                record_id=record.record_id,
+                scope=record.scope,
+                memory_kind=record.kind,
+                name=record.name,
+                size_bytes=len(content.encode("utf-8")),
+            )
+        )
+    crash_point("memory.recorded")
     verb = "remembered" if done.inserted else "updated"
     return f"{verb} {record.kind.value} memory {name!r} ({record.record_id})"
 
@@ -396,7 +420,7 @@ def memory_write(name: str, content: str, kind: str = "project", description: st
 _KINDS = {k.value for k in MemoryKind}
 
 
-@tool(effect="read_only")
+@tool(effect="read_only", in_thread=False)  # on the event loop: it appends to the ledger (module docs)
 def memory_query(query: str, top_k: int = 5, kinds: list[str] | None = None) -> str:
     """Search long-term memory; the memories found are added to the conversation as [MEMORY ...] messages
     (those already in it are named, not repeated).
@@ -418,23 +442,24 @@ def memory_query(query: str, top_k: int = 5, kinds: list[str] | None = None) -> 
     if policy.service is not None:
         ctx.queries += 1
         query_id = f"{ctx.run_id}:turn-{ctx.turn}:memory-{ctx.queries}"
-        policy.service.submit(query_id, request)
-        ctx.calls.append(
+        policy.service.submit(query_id, request)  # idempotent per id: a re-run call submits it again
+        ctx.record(
             MemoryQueried(
                 turn=ctx.turn, scope=policy.scope, query=query, requested_k=k, requires_async_response=True
             )
         )
         ctx.events.append(Suspended(turn=ctx.turn, reason=MEMORY_SUSPENSION, pending_calls=[query_id]))
         return f"memory query {query_id} submitted; the run waits for its result"
-    hits = recall(ctx.store, policy.scope, query, kinds=request.kinds, top_k=k)
+    with ctx.store.transaction():  # the recall counts and memory_queried commit together
+        hits = recall(ctx.store, policy.scope, query, kinds=request.kinds, top_k=k)
+        ctx.record(
+            MemoryQueried(
+                turn=ctx.turn, scope=policy.scope, query=query, requested_k=k, requires_async_response=False
+            )
+        )
     shown = in_history(ctx.state) if ctx.state is not None else set()
     new = [h for h in hits if (h.record.record_id, h.record.content) not in shown]
     above = [h.record.record_id for h in hits if h not in new]
-    ctx.calls.append(
-        MemoryQueried(
-            turn=ctx.turn, scope=policy.scope, query=query, requested_k=k, requires_async_response=False
-        )
-    )
     ctx.events += [MemoryRetrievalResult(hits=new), *already_in_history(ctx.turn, above)]
     if not hits:
         return "no memories matched"
@@ -505,24 +530,16 @@ def turn_context(activation: Any) -> MemoryContext | None:
         st.run_id,
         st.turn,
         activation.kernel.notary,
+        activation.append,
         state=st,
     )
 
 
-def drain_calls(context: MemoryContext | None) -> list[Event]:
-    """What the memory tools did during their calls (appended before ``tool_completed``), emptied."""
-    if context is None:
-        return []
-    calls, context.calls = context.calls, []
-    return calls
-
-
 def drain(context: MemoryContext | None) -> list[Event]:
-    """What the memory tools brought back (appended after ``tool_completed``), emptied; calls not taken
-    by :func:`drain_calls` first come before them."""
+    """What the memory tools brought back (appended after ``tool_completed``), emptied."""
     if context is None:
         return []
-    events, context.calls, context.events = [*context.calls, *context.events], [], []
+    events, context.events = context.events, []
     return events
 
 

@@ -45,6 +45,11 @@ The points (:data:`POINTS`), each placed where a crash leaves a distinct state b
     the child session does not exist yet (:mod:`flightlog.kernel.subagents`).
 ``subagent.settled``
     The child's exit and ``budget_usage_reported`` are durable in the parent; the call's completion is not.
+``memory.stored``
+    The built-in ``memory_write``: the memory is upserted into the store's index in the open transaction;
+    its ``memory_written`` is not written yet, nothing is committed (:mod:`flightlog.kernel.memory`).
+``memory.recorded``
+    The memory and its ``memory_written`` are durable together; the turn's ``tool_completed`` is not.
 ``signals.disposed``
     A turn boundary's ``signal_delivery_disposed`` events are written and their queue rows marked disposed,
     in the open transaction, not committed (:mod:`flightlog.kernel.attention`).
@@ -80,6 +85,8 @@ POINTS = frozenset(
         "subagent.spawned",
         "subagent.settled",
         "signals.disposed",
+        "memory.stored",
+        "memory.recorded",
     }
 )
 """Every point the code reaches (see the module docs)."""
