@@ -25,7 +25,7 @@ from flightlog import events as ev
 from flightlog.cli import app
 from flightlog.kernel import Agent, Budgets, FatalToolError, Kernel, Policy, Rule, abort, approve, tool
 from flightlog.kernel.memory import MemoryPolicy
-from flightlog.kernel.memory_bank import text_of
+from flightlog.kernel.memory_bank import recall, text_of
 from flightlog.kernel.scripted import ScriptedProvider, call, calls, reply
 from flightlog.kernel.subagents import subagent
 from flightlog.recorder import verify_session
@@ -334,3 +334,20 @@ def test_a_writer_fenced_off_mid_turn_stores_no_memory_it_cannot_record(
     assert result.status == "cancelled" and "tool_completed" not in kinds(store, "s") and ran == []
     assert kinds(store, "s")[-1] == "operation_cancelled"
     _on_record(store, db_path, "s", [])
+
+
+def test_a_rewrite_erases_the_old_text_in_the_write_s_transaction(store: SqliteStore, db_path: Path) -> None:
+    """A later turn rewrites the memory: the same record, its old text erased (the erasure log is written
+    in the write's transaction, beside the upsert and its ``memory_written``), both writes on record."""
+    agent = _agent(
+        calls(_write("editor", "The user edits in vim.", "w1")),
+        calls(_write("editor", "The user edits in helix.", "w2")),
+        reply("done"),
+    )
+    result = Kernel(store, agent, notary=None).run_sync("remember", handle_signals=False)
+    assert result.status == "completed"
+    first, second = _on_record(store, db_path, result.session_id, ["editor", "editor"])
+    assert first.record_id == second.record_id
+    (row,) = store.memory.rows(SCOPE)
+    assert text_of(store, row.record.content) == "The user edits in helix."
+    assert [h.record.name for h in recall(store, SCOPE, "vim")] == []

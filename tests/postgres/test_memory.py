@@ -66,3 +66,27 @@ def test_a_kernel_memory_write_and_its_memory_written_commit_together(
     assert [w.record_id for w in written] == [row.record.record_id] * (len(stored) + 1)
     assert text_of(store, row.record.content) == "Deploys happen on Thursdays."
     assert check_session(store, "crashy").ok
+
+
+def test_a_kernel_rewrite_erases_the_old_text_with_its_memory_written(pg_store: PostgresStore) -> None:
+    """Two turns write the same memory: one record, its old text erased in the second write's
+    transaction (beside the upsert and its ``memory_written``), both writes on record."""
+    from flightlog.kernel import Agent, Kernel
+    from flightlog.kernel.memory import MemoryPolicy
+    from flightlog.kernel.scripted import ScriptedProvider, call, calls, reply
+
+    def write(content: str, call_id: str) -> object:
+        return calls(call("memory_write", {"name": "editor", "content": content}, id=call_id))
+
+    script = [write("The user edits in vim.", "w1"), write("The user edits in helix.", "w2"), reply("done")]
+    agent = Agent(
+        name="mem", route=[ScriptedProvider(script)], memory=MemoryPolicy(scope=SCOPE), max_tokens=200
+    )
+    result = Kernel(pg_store, agent, notary=None, heartbeat_s=None).run_sync("remember", handle_signals=False)
+    assert result.status == "completed"
+    (row,) = pg_store.memory.rows(SCOPE)
+    written = [e for _r, e in iter_events(pg_store, result.session_id) if isinstance(e, ev.MemoryWritten)]
+    assert [w.record_id for w in written] == [row.record.record_id] * 2
+    assert text_of(pg_store, row.record.content) == "The user edits in helix."
+    assert recall(pg_store, SCOPE, "vim") == []
+    assert check_session(pg_store, result.session_id).ok
