@@ -130,6 +130,21 @@ def test_erase_removes_content_and_salt_and_verify_still_passes(
     assert not any(form in files for secret in (PERSONAL, salt) for form in _forms(secret))
 
 
+def test_an_erasure_inside_a_transaction_purges_the_pages_once_it_commits(
+    db_path: Path, store: SqliteStore, notary: Notary, referenced: tuple[Recorder, str, bytes]
+) -> None:
+    """An erasure that joins an open transaction (the kernel's ``memory_write`` erases an overwritten
+    memory text in its write's transaction) still purges the freed pages from the WAL, after the commit;
+    the store is still open (closing it checkpoints anyway)."""
+    _, handle, salt = referenced
+    files = b"".join(p.read_bytes() for p in db_path.parent.glob(db_path.name + "*"))
+    assert PERSONAL in files and salt in files  # the check below is not vacuous
+    with store.transaction():
+        erase_artifact(store, handle, reason="memory updated", notary=notary)
+    files = b"".join(p.read_bytes() for p in db_path.parent.glob(db_path.name + "*"))
+    assert not any(form in files for secret in (PERSONAL, salt) for form in _forms(secret))
+
+
 def test_erase_is_idempotent_and_refuses_unknown_handles(
     store: SqliteStore, notary: Notary, referenced: tuple[Recorder, str, bytes]
 ) -> None:

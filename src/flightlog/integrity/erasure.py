@@ -103,7 +103,9 @@ def erase_artifact(
 ) -> ErasureRecord:
     """Erase a salted artifact's content and salt, and ledger the erasure in the erasure log.
 
-    Idempotent: erasing an erased artifact returns its record and writes nothing.
+    Idempotent: erasing an erased artifact returns its record and writes nothing. Inside an open
+    transaction the erasure joins it; the freed pages are purged from the journal (best effort,
+    ``Store.purge_freed_pages``) once the outermost transaction commits.
 
     Args:
         store: The store.
@@ -137,7 +139,9 @@ def erase_artifact(
         record = ErasureRecord(digest, at, ERASURE_LOG, row.seq)
         store.erase_salted_artifact(record)
         _forget_memories(store, SALTED_PREFIX + digest)
-    store.purge_freed_pages()
+        # once the outermost transaction commits: inside one (the kernel's memory_write erases an
+        # overwritten text in its write's transaction) the purge would be skipped, the old pages kept
+        store.call_after_commit(store.purge_freed_pages)
     return record
 
 

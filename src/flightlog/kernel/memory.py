@@ -29,7 +29,7 @@ is on record however the turn ends: completed, rolled back by a ``FatalToolError
 (before ``operation_cancelled``), left by an exception, or SIGKILLed (the crash points ``memory.stored``
 and ``memory.recorded``, :mod:`flightlog.testing.crashpoints`, bracket the commit;
 ``tests/kernel/test_memory_record.py``, and ``tests/postgres/test_memory.py`` on PostgreSQL). The tools
-run on the event loop (``in_thread=False``), as every other append of the activation does. What a query
+run on the event loop (``in_thread=False``), where the activation's other appends run. What a query
 brought back (``memory_retrieval_result``, ``memory_already_in_history``, a memory ``suspended``) is
 staged and recorded just after the turn's ``tool_completed``, in its transaction: it enters the history
 only with the tool results, so a turn that does not complete records none of it (its ``memory_queried``
