@@ -27,7 +27,7 @@ counts with its ``memory_queried``, or neither does. So a memory the store holds
 is on record however the turn ends: completed, rolled back by a ``FatalToolError`` (before the
 ``rollbacked``), stopped by a sub-agent call (before the ``suspended``), out of wall clock or cancelled
 (before ``operation_cancelled``), left by an exception, or SIGKILLed (the crash points ``memory.stored``
-and ``memory.recorded``, :mod:`flightlog.testing.crashpoints`, bracket the commit;
+and ``memory.recorded`` of ``flightlog.testing.crashpoints`` bracket the commit;
 ``tests/kernel/test_memory_record.py``, and ``tests/postgres/test_memory.py`` on PostgreSQL). The tools
 run on the event loop (``in_thread=False``), where the activation's other appends run. What a query
 brought back (``memory_retrieval_result``, ``memory_already_in_history``, a memory ``suspended``) is
