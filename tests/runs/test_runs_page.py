@@ -31,6 +31,10 @@ def test_a_stale_projection_pages_from_the_ledgers(tmp_path: Path) -> None:
         ({"sort": "goal"}, "sort must be"),
         ({"limit": 0}, "limit must be"),
         ({"cursor": "nonsense"}, "not a runs-list cursor"),
+        ({"cursor": "--5:r01"}, "not a runs-list cursor"),
+        ({"cursor": "\u00b2:r01"}, "not a runs-list cursor"),  # str.isdigit's superscript two
+        ({"cursor": f"{2**63}:r01"}, "out of range"),  # past SQLite INTEGER: an OverflowError in SQL
+        ({"cursor": f"-{2**63 + 1}:r01"}, "out of range"),
         ({"state": "sleeping"}, "sleeping"),
     ],
 )

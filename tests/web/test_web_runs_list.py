@@ -49,6 +49,7 @@ def test_the_runs_list_pages_filters_and_escapes(db_path: Path, monkeypatch: pyt
         assert len(dated["runs"]) == 5 and dated["runs"][0]["started"].startswith("2023-11-14")
         children = client.get("/runs", params={"parent": "r00"})
         assert re.findall(r"<code>(r\d\d)</code>", children.text) == ["r08", "r04"]
-        for bad in ({"state": "asleep"}, {"since": "yesterday"}, {"cursor": "x"}, {"sort": "name"}):
+        forged = ({"cursor": f"{10**19}:r00"}, {"cursor": f"-{10**19}:r00"})  # past a 64-bit integer
+        for bad in ({"state": "asleep"}, {"since": "yesterday"}, {"cursor": "x"}, {"sort": "name"}, *forged):
             assert client.get("/runs", params=bad).status_code == 400
             assert "error" in client.get("/api/runs/page", params=bad).json()

@@ -31,6 +31,8 @@ SORTS = ("started", "updated")
 MAX_PAGE = 500
 """The most rows one page returns."""
 
+_I64_MIN, _I64_MAX = -(2**63), 2**63 - 1  # the store's integer columns (SQLite INTEGER, PostgreSQL bigint)
+
 
 class RunPageEntry(NamedTuple):
     """One listed run: id, effective durable state, start and last event time (epoch ms), wire JSON."""
@@ -53,13 +55,21 @@ class RunPage:
 def parse_cursor(cursor: str) -> tuple[int, str]:
     """``"<sort value>:<run id>"`` (what :attr:`RunPage.next_cursor` holds) as ``(value, run id)``.
 
+    The value is an epoch-ms time as the store holds it: ASCII digits with an optional ``-``, within a
+    signed 64-bit integer (SQLite's INTEGER and PostgreSQL's bigint), so a forged cursor is this error and
+    never reaches SQL (where it would be an OverflowError).
+
     Raises:
-        ValueError: not a cursor this module wrote.
+        ValueError: not a cursor this module wrote (the message says ``cursor`` and quotes it).
     """
     value, sep, run_id = cursor.partition(":")
-    if not sep or not run_id or not value.lstrip("-").isdigit() or len(value) > 20:
+    digits = value.removeprefix("-")
+    if not sep or not run_id or not digits.isascii() or not digits.isdigit() or len(digits) > 19:
         raise ValueError(f"not a runs-list cursor: {cursor[:80]!r}")
-    return int(value), run_id
+    number = int(value)
+    if not _I64_MIN <= number <= _I64_MAX:
+        raise ValueError(f"not a runs-list cursor (its time is out of range): {cursor[:80]!r}")
+    return number, run_id
 
 
 def run_page(
