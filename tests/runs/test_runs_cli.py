@@ -101,6 +101,16 @@ def test_runs_table_and_tree(imported: Path) -> None:
     assert lines[child_line].index(CHILD) > lines[parent_line].index(PARENT)  # indented under it
 
 
+def test_a_child_whose_parent_is_not_listed_is_drawn_under_a_marker_naming_it(imported: Path) -> None:
+    code, out, _ = run(imported, "runs", "--tree", "--parent", PARENT)  # the children only
+    assert code == 0
+    lines = out.splitlines()
+    assert lines[0] == f"(parent {PARENT} not listed)"
+    assert lines[1].startswith("└── " + CHILD)  # under the marker, not a root
+    code, out, _ = run(imported, "runs", "--json", "--parent", PARENT)
+    assert [item["parent"] for item in json.loads(out)] == [PARENT]  # --json carries it as it is
+
+
 def test_runs_abandoned_and_live(imported: Path) -> None:
     code, out, _ = run(imported, "runs", "--abandoned", "--lease", "0", "--json")
     assert code == 0 and [item["run_id"] for item in json.loads(out)] == ["kernel-1"]

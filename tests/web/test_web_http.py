@@ -394,6 +394,42 @@ def test_children_nest_under_their_parent(client: TestClient, db_path: Path) -> 
     assert child["id"] == "child-1" and child["href"] == ""  # a process entry without a session: no link
 
 
+def test_a_child_whose_parent_is_filtered_out_is_drawn_under_a_marker_naming_it(
+    client: TestClient, db_path: Path
+) -> None:
+    with SqliteStore(db_path) as store:
+        parent = Recorder.create(store, task="parent work", session_id="parent-2")
+        parent.append(RunStarted(run_id="p", goal="parent work"))
+        for agent in ("child-2", "child-3"):
+            parent.append(
+                AgentProcessChanged(
+                    turn=1,
+                    agent_id=agent,
+                    parent_session_id="parent-2",
+                    role="worker",
+                    isolation="shared",
+                    context_inheritance="none",
+                    state="running",
+                )
+            )
+        parent.finish("completed")
+    data = client.get("/api/runs", params={"state": "running"}).json()
+    assert sorted((r["id"], r["unlisted_parent"]) for r in data["runs"]) == [
+        ("child-2", "parent-2"),
+        ("child-3", "parent-2"),
+    ]
+    html = client.get("/?state=running").text
+    drawn = re.search(
+        r'<li class="unlisted-parent muted">\(parent <a href="/session\?id=parent-2">parent-2</a> not listed\)</li>'
+        r'\s*<li class="run state-running orphan" data-run="child-[23]"',
+        html,
+    )
+    assert drawn, html
+    assert html.count("not listed)") == 1  # one marker for both siblings
+    whole = client.get("/api/runs").json()["runs"]
+    assert [(r["id"], r["unlisted_parent"]) for r in whole] == [("parent-2", "")]  # listed: nested, no marker
+
+
 def test_session_page_shows_timeline_replay_calls_payloads_thinking_artifacts(
     client: TestClient, db_path: Path
 ) -> None:

@@ -387,9 +387,10 @@ def _label(view: RunView, now: int, context: ContextUse | None) -> str:
 
 
 def _print_tree(views: list[RunView], uses: Uses, entropy: dict[str, str] | None = None) -> None:
-    """One line per run, children indented under their parent with tree guides."""
+    """One line per run, children indented under their parent with tree guides; children whose parent the
+    listing left out (``--limit``, a filter) under a ``(parent ID not listed)`` line, not drawn as roots."""
     from ..live import wall_ms
-    from ..runs import build_tree
+    from ..runs import build_tree, unlisted_parents
 
     if not views:
         _out.print("(no runs)")
@@ -406,8 +407,13 @@ def _print_tree(views: list[RunView], uses: Uses, entropy: dict[str, str] | None
         for index, child in enumerate(node.children):
             walk(child, inner, index == len(node.children) - 1, False)
 
-    for node in build_tree([v.snapshot for v in views]):
-        walk(node, "", True, True)
+    for parent, nodes in unlisted_parents(build_tree([v.snapshot for v in views])):
+        if parent is None:
+            walk(nodes[0], "", True, True)
+            continue
+        _out.print(f"(parent {parent} not listed)")
+        for index, node in enumerate(nodes):
+            walk(node, "", index == len(nodes) - 1, False)
 
 
 # ─── tail ─────────────────────────────────────────────────────────────────────────────────────

@@ -47,6 +47,7 @@ from .projection import (
     projection_ready,
     reads_event,
     rebuild_projection,
+    unlisted_parents,
 )
 
 __all__ = [
@@ -80,6 +81,7 @@ __all__ = [
     "refine_with_status",
     "run_page",
     "session_snapshot",
+    "unlisted_parents",
 ]
 
 

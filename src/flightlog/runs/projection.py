@@ -76,6 +76,7 @@ __all__ = [
     "rebuild_projection",
     "resumable_sessions",
     "run_entries",
+    "unlisted_parents",
 ]
 
 Undecodable = list[tuple[str, EventDecodeError]]
@@ -869,6 +870,37 @@ def build_tree(snapshots: Sequence[AgentRunSnapshot]) -> list[RunNode]:
                 reached.add(current.snapshot.run_id)
                 stack.extend(current.children)
     return roots
+
+
+def unlisted_parents(roots: Sequence[RunNode]) -> list[tuple[str | None, list[RunNode]]]:
+    """The roots of :func:`build_tree` grouped by a parent the listing left out.
+
+    A root whose ``parent`` names a run not in the tree (a ``--limit``, ``--parent``, state or source filter
+    left it out) is a child all the same: it is put in a group keyed by that parent id, at the place of the
+    group's first root, its siblings after it in listing order. A root with no parent, or caught in a
+    parent cycle (its parent is listed), is a group of its own keyed None. Every root appears once.
+
+    Returns:
+        ``(missing parent id or None, roots)`` in listing order.
+    """
+    listed: set[str] = set()
+    stack = list(roots)
+    while stack:
+        node = stack.pop()
+        listed.add(node.snapshot.run_id)
+        stack.extend(node.children)
+    groups: list[tuple[str | None, list[RunNode]]] = []
+    by_parent: dict[str, list[RunNode]] = {}
+    for node in roots:
+        parent = node.snapshot.parent
+        if parent is None or parent in listed:
+            groups.append((None, [node]))
+        elif parent in by_parent:
+            by_parent[parent].append(node)
+        else:
+            by_parent[parent] = [node]
+            groups.append((parent, by_parent[parent]))
+    return groups
 
 
 def _detach(nodes: dict[str, RunNode], node: RunNode) -> None:

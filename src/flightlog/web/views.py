@@ -52,7 +52,7 @@ from ..messages import (
     ToolResultPart,
 )
 from ..narration import narrate, state_word
-from ..runs import AgentRunSnapshot, RunSource, RunState, build_tree, refine_with_status
+from ..runs import AgentRunSnapshot, RunSource, RunState, build_tree, refine_with_status, unlisted_parents
 from ..runs.context import PROMPT_PROGRAM_INVOKED, ContextUse
 from ..runs.projection import RunNode, Undecodable, context_uses, projection_ready
 from ..sessions import created_at
@@ -294,6 +294,8 @@ def _run_node(
         "awaiting_resume": s.run_id in waiting,
         "row_warning": show(warnings.get(s.run_id, ""), LINE_LIMIT),
         "unreadable": show(unreadable.get(s.run_id, ""), LINE_LIMIT),
+        "unlisted_parent": "",
+        "parent_href": "",
         "children": [
             _run_node(child, views, waiting, tasks, uses, warnings, unreadable) for child in node.children
         ],
@@ -312,6 +314,11 @@ def run_tree(
     unreadable: dict[str, str] | None = None,
 ) -> list[dict[str, Any]]:
     """The parent/child tree of runs matching the filters (durable merged with live; newest first).
+
+    A root whose parent the listing leaves out (the filters, ``limit``) carries that parent's id in
+    ``unlisted_parent`` and its session page in ``parent_href`` (both ``""`` on every other node); its
+    siblings follow it (:func:`flightlog.runs.unlisted_parents`), so the page draws them under one
+    ``(parent ID not listed)`` line.
 
     Args:
         store: The store.
@@ -354,8 +361,16 @@ def run_tree(
         notes.update(more_unreadable)
     tasks = {run_id: _task(store, run_id) for run_id in by_id}
     uses = context_uses(store, list(by_id))
-    nodes = build_tree([v.snapshot for v in views])
-    return [_run_node(node, by_id, waiting, tasks, uses, warnings, notes) for node in nodes]
+    rows = []
+    for parent, nodes in unlisted_parents(build_tree([v.snapshot for v in views])):
+        for node in nodes:  # a child whose parent is left out: drawn under "(parent ID not listed)"
+            row = _run_node(node, by_id, waiting, tasks, uses, warnings, notes)
+            rows.append(
+                row | {"unlisted_parent": show(parent, 160), "parent_href": session_href(parent)}
+                if parent
+                else row
+            )
+    return rows
 
 
 def not_listed(session_id: str, error: EventDecodeError) -> str:

@@ -245,14 +245,30 @@
       node.task ? el("span", { class: "task", text: node.task }) : null,
       node.detail ? el("span", { class: "detail", text: node.detail }) : null
     );
-    const item = el("li", { class: "run state-" + node.state, "data-run": node.id }, line);
+    const item = el("li", { class: "run state-" + node.state + (node.unlisted_parent ? " orphan" : ""), "data-run": node.id }, line);
     if (node.children && node.children.length) item.append(runTree(node.children));
     return item;
   }
 
   function runTree(nodes) {
     const list = el("ul", { class: "tree" });
-    for (const node of nodes) list.append(runNode(node));
+    let parent = "";
+    for (const node of nodes) {
+      if (node.unlisted_parent && node.unlisted_parent !== parent) {
+        // a child whose parent the listing leaves out: under a line naming that parent, as the page draws it
+        list.append(
+          el(
+            "li",
+            { class: "unlisted-parent muted" },
+            "(parent ",
+            el("a", { href: node.parent_href, text: node.unlisted_parent }),
+            " not listed)"
+          )
+        );
+      }
+      parent = node.unlisted_parent || "";
+      list.append(runNode(node));
+    }
     return list;
   }
 
