@@ -145,7 +145,7 @@ def test_runs_points_a_state_that_is_an_outcome_at_outcome(db_path: Path) -> Non
 def test_the_dashboard_runs_list_points_an_outcome_at_terminal(client: TestClient) -> None:
     """``/runs?state=cancelled``: the word ``ls`` prints is a terminal run's outcome, and the error says so."""
     page = client.get("/runs", params={"state": "aborted"})
-    assert page.status_code == 400 and "cancelled is an outcome, listed under state=terminal" in page.text
+    assert page.status_code == 400 and "cancelled is an outcome, use outcome=cancelled" in page.text
     page = client.get("/runs", params={"state": "bogus"})
     assert (
         page.status_code == 400

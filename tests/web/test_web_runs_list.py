@@ -53,3 +53,41 @@ def test_the_runs_list_pages_filters_and_escapes(db_path: Path, monkeypatch: pyt
         for bad in ({"state": "asleep"}, {"since": "yesterday"}, {"cursor": "x"}, {"sort": "name"}, *forged):
             assert client.get("/runs", params=bad).status_code == 400
             assert "error" in client.get("/api/runs/page", params=bad).json()
+
+
+def test_the_runs_list_filters_by_outcome_as_runs_outcome_does(
+    db_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr(runs_list, "PAGE_SIZE", 2)
+    with SqliteStore(db_path) as store:
+        record_runs(store)  # r09, r06, r03, r00 completed
+        for sid, reason in (("x-failed", "failed"), ("x-cancelled", "cancelled")):
+            recorder = Recorder.create(store, session_id=sid, created_at_ms=1_700_000_100_000)
+            recorder.append(ev.RunStarted(run_id=sid, goal="ends"))
+            recorder.append(ev.RunTerminal(reason=reason, turns_used=1, total_tokens=10))
+    with TestClient(create_app(opener(db_path), token=TOKEN), base_url="http://127.0.0.1:8000") as client:
+        client.cookies.set("flightlog_ui_8000", Auth(TOKEN).cookie_value)
+        seen: list[str] = []
+        url: str | None = "/runs?outcome=completed"
+        while url is not None:  # pages of 2, filled past the runs of other outcomes
+            page = client.get(url)
+            assert page.status_code == 200
+            found = re.findall(r"<code>([\w-]+)</code>", page.text)
+            assert len(found) == 2 or 'rel="next"' not in page.text
+            seen += found
+            assert '<option value="completed" selected>completed</option>' in page.text  # the control
+            more = re.search(r'<a rel="next" href="([^"]+)"', page.text)
+            url = html.unescape(more.group(1)) if more else None
+        assert seen == ["r09", "r06", "r03", "r00"]
+        for word, run in (("failed", "x-failed"), ("cancelled", "x-cancelled"), ("aborted", "x-cancelled")):
+            listed = client.get("/api/runs/page", params={"outcome": word}).json()
+            assert [(r["run_id"], r["outcome"]) for r in listed["runs"]] == [(run, run[2:])]
+        both = client.get("/api/runs/page", params={"outcome": "failed", "state": "terminal"}).json()
+        assert [r["run_id"] for r in both["runs"]] == ["x-failed"]
+        unknown = client.get("/api/runs/page", params={"outcome": "paused"})
+        assert unknown.status_code == 400
+        assert unknown.json()["error"] == (
+            "unknown outcome 'paused': one of completed, failed, cancelled, interrupted, budget_exhausted"
+        )
+        clash = client.get("/runs", params={"outcome": "failed", "state": "running"})
+        assert clash.status_code == 400 and "outcome=failed lists terminal runs" in clash.text

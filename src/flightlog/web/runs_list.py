@@ -1,7 +1,7 @@
 """The dashboard's runs list (``/runs``): every run, sorted, filtered and paged (issue 18 item 4).
 
-Read-only. ``/runs?state=&source=&parent=&since=YYYY-MM-DD&until=YYYY-MM-DD&q=TEXT&sort=started|updated
-&order=desc|asc&cursor=...``: one page of :func:`flightlog.runs.run_page` (100 runs, keyset pagination, so
+Read-only. ``/runs?state=&outcome=&source=&parent=&since=YYYY-MM-DD&until=YYYY-MM-DD&q=TEXT
+&sort=started|updated&order=desc|asc&cursor=...``: one page of :func:`flightlog.runs.run_page` (100 runs, keyset pagination, so
 the 1,000th page costs what the first does); ``q`` searches goals and messages. ``/api/runs/page`` returns
 the same page as JSON (``runs``, ``unreadable`` and ``next``, the cursor of the next page). Times are UTC.
 Every string is escaped by the templates. On a missing or stale projection (the ledgers folded), a session
@@ -9,6 +9,13 @@ whose stored events do not decode is left out and named in ``unreadable`` (``ses
 ``warning`` naming the seq), as ``flightlog runs`` warns; so is a run the row's status ended whose events,
 read to decide whether its ledger waits, do not decode. A page the check leaves runs out of is filled from
 the next keyset page (``next`` then follows the last run read), so it lists 100 runs while there are more.
+
+``outcome=`` (seed 002 ``TerminalOutcome``: ``completed``, ``failed``, ``cancelled``, ``interrupted``,
+``budget_exhausted``; ``aborted`` is read as ``cancelled``, :func:`flightlog.narration.state_word`) keeps the
+terminal runs that ended so, as ``flightlog runs --outcome`` does: it implies ``state=terminal`` (another
+state with it is a 400) and is checked on each listed run's outcome, the one the page shows (the runs
+projection's outcome column does not hold the outcome a session status settles), so a page of a rare
+outcome reads terminal runs, 100 at a time, until it fills.
 
 A run the ``sessions`` row's status ended while its ledger holds an open wait is listed in the state its
 events give, with ``row_warning`` (:func:`flightlog.kernel.rowheld.ledger_snapshot`; the row is unhashed).
@@ -33,9 +40,8 @@ from ..kernel.rowcheck import row_warning
 from ..kernel.rowheld import SETTLED_BY_ROW, held_in, ledger_snapshot
 from ..narration import state_word
 from ..runs import AgentRunSnapshot, run_page
-from ..runs.model import TerminalOutcome
 from ..runs.page import SORTS, RunPageEntry
-from .views import SOURCES, STATES, not_listed, unreadable_rows
+from .views import OUTCOMES, SOURCES, STATES, not_listed, unreadable_rows
 
 if TYPE_CHECKING:
     from ..runs.projection import Undecodable
@@ -46,7 +52,7 @@ __all__ = ["PAGE_SIZE", "register", "runs_page_data"]
 PAGE_SIZE = 100
 """Runs per page."""
 
-_FILTERS = ("state", "source", "parent", "since", "until", "q", "sort", "order")
+_FILTERS = ("state", "outcome", "source", "parent", "since", "until", "q", "sort", "order")
 
 
 def _day_ms(value: str, name: str) -> int | None:
@@ -72,13 +78,16 @@ def runs_page_data(dash: _Dashboard, params: dict[str, str]) -> dict[str, Any]:
     """One page of runs and its links (see the module docs).
 
     Raises:
-        ValueError: an unknown state, source, sort or order, a bad date or cursor (the message names it).
+        ValueError: an unknown state, outcome, source, sort or order, an outcome with a state other than
+            ``terminal``, a bad date or cursor (the message names it).
     """
     state, source, sort, order = (params.get(k, "") for k in ("state", "source", "sort", "order"))
+    outcome = _outcome(params.get("outcome", ""), state)
+    if outcome:
+        state = "terminal"
     if state and state not in STATES:
         word = state_word(state)  # a session's word ls prints ("cancelled") names a terminal run's outcome
-        outcome = word in {o.value for o in TerminalOutcome}
-        hint = f": {word} is an outcome, listed under state=terminal" if outcome else ""
+        hint = f": {word} is an outcome, use outcome={word}" if word in OUTCOMES else ""
         raise ValueError(f"unknown state {state[:40]!r}{hint}")
     if source and source not in SOURCES:
         raise ValueError(f"unknown source {source[:40]!r}")
@@ -86,11 +95,7 @@ def runs_page_data(dash: _Dashboard, params: dict[str, str]) -> dict[str, Any]:
         raise ValueError(f"sort must be one of {', '.join(SORTS)}")
     if order and order not in ("desc", "asc"):
         raise ValueError("order must be desc or asc")
-    filters = {
-        k: params[k]
-        for k in ("state", "source", "parent", "since", "until", "q", "sort", "order")
-        if params.get(k)
-    }
+    filters = {k: params[k] for k in _FILTERS if params.get(k)}
     # a stale projection is folded, or a run the row ended may wait: the sessions whose events do not decode
     left_out: Undecodable = []
     ended = held_in(dash.reader, state or None, undecodable=left_out)  # the row ended them: not in SQL's
@@ -113,7 +118,9 @@ def runs_page_data(dash: _Dashboard, params: dict[str, str]) -> dict[str, Any]:
             also=held,
             undecodable=left_out,
         )
-        runs += _shown(dash, page.entries, state, left_out)
+        runs += [
+            r for r in _shown(dash, page.entries, state, left_out) if not outcome or r["outcome"] == outcome
+        ]
         if len(runs) >= PAGE_SIZE or page.next_cursor is None:
             break
         cursor = page.next_cursor
@@ -130,6 +137,23 @@ def runs_page_data(dash: _Dashboard, params: dict[str, str]) -> dict[str, Any]:
         "filters": filters,
         "form": form,
     }
+
+
+def _outcome(value: str, state: str) -> str:
+    """The ``outcome=`` filter as ``flightlog runs --outcome`` reads it (``""``: none).
+
+    Raises:
+        ValueError: not a seed 002 outcome (the message lists them), or given with a state other than
+            ``terminal``.
+    """
+    if not value:
+        return ""
+    word = state_word(value)  # "aborted" (a Claude Code import's word) is seed 002's "cancelled"
+    if word not in OUTCOMES:
+        raise ValueError(f"unknown outcome {value[:40]!r}: one of {', '.join(OUTCOMES)}")
+    if state and state != "terminal":
+        raise ValueError(f"outcome={word} lists terminal runs; it takes no state={state[:40]}")
+    return word
 
 
 def _shown(
@@ -172,6 +196,7 @@ def _shown(
 
 def _query(
     state: str = "",
+    outcome: str = "",
     source: str = "",
     parent: str = "",
     since: str = "",
@@ -183,7 +208,7 @@ def _query(
 ) -> dict[str, str]:
     """The query parameters both routes take (a FastAPI dependency), the empty ones left out."""
     given = {
-        "state": state, "source": source, "parent": parent, "since": since, "until": until, "q": q,
+        "state": state, "outcome": outcome, "source": source, "parent": parent, "since": since, "until": until, "q": q,
         "sort": sort, "order": order, "cursor": cursor,
     }  # fmt: skip
     return {k: v for k, v in given.items() if v}
@@ -205,6 +230,7 @@ def register(app: FastAPI, dash: _Dashboard) -> None:
             "runs_list.html",
             title="All runs",
             states=STATES,
+            outcomes=OUTCOMES,
             sources=SOURCES,
             sorts=SORTS,
             first_url="/runs?" + urlencode(data["filters"]),

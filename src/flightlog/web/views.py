@@ -52,7 +52,15 @@ from ..messages import (
     ToolResultPart,
 )
 from ..narration import narrate, state_word
-from ..runs import AgentRunSnapshot, RunSource, RunState, build_tree, refine_with_status, unlisted_parents
+from ..runs import (
+    AgentRunSnapshot,
+    RunSource,
+    RunState,
+    TerminalOutcome,
+    build_tree,
+    refine_with_status,
+    unlisted_parents,
+)
 from ..runs.context import PROMPT_PROGRAM_INVOKED, ContextUse
 from ..runs.projection import RunNode, Undecodable, context_uses, projection_ready
 from ..sessions import created_at
@@ -396,6 +404,8 @@ def unreadable_rows(unreadable: dict[str, str]) -> list[dict[str, str]]:
 
 STATES: tuple[str, ...] = tuple(s.value for s in RunState)
 SOURCES: tuple[str, ...] = tuple(s.value for s in RunSource)
+OUTCOMES: tuple[str, ...] = tuple(o.value for o in TerminalOutcome)
+"""Seed 002 ``TerminalOutcome``'s values: the ``outcome=`` filter of ``/runs`` (``flightlog runs --outcome``'s)."""
 
 
 # ─── approvals ────────────────────────────────────────────────────────────────────────────────
