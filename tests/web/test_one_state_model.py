@@ -77,7 +77,8 @@ def test_an_aborted_run_reads_paused_everywhere_and_resumes(db_path: Path, clien
     assert code == 0, err
     seen = _views(db_path, client, sid)
     assert [seen[k] for k in ("ls", "ls_json", "show", "runs", "page_status", "page_state")] == ["paused"] * 6
-    assert 'id="abort"' not in seen["page"] and f"flightlog resume {sid}" in seen["page"]
+    assert '<section id="abort" hidden>' in seen["page"] and '<section id="aborted">' in seen["page"]
+    assert f"flightlog resume {sid}" in seen["page"]
     code, out, err = invoke(db_path, "ls", "--json")
     assert [r["session_status"] for r in json.loads(out)] == ["cancelled"]  # the stored word, kept
     code, out, err = invoke(db_path, "ls", "--status", "paused", "--json")
@@ -90,7 +91,7 @@ def test_an_aborted_run_reads_paused_everywhere_and_resumes(db_path: Path, clien
     assert resume_gated(db_path, sid).status == "suspended"
     seen = _views(db_path, client, sid)
     assert (seen["ls"], seen["runs"], seen["page_status"]) == ("suspended", "waiting_input", "suspended")
-    assert 'id="abort"' in seen["page"]
+    assert '<section id="abort">' in seen["page"] and '<section id="aborted" hidden>' in seen["page"]
 
 
 def test_an_unsealed_import_reads_interrupted_and_says_what_seal_adds(
@@ -127,7 +128,7 @@ def test_an_unsealed_import_reads_interrupted_and_says_what_seal_adds(
     seen = _views(db_path, client, SHORT_ID)
     assert [seen[k] for k in ("ls", "show", "page_status")] == ["cancelled"] * 3
     assert seen["runs"] == "terminal cancelled" and seen["page_state"] == "terminal · cancelled"
-    assert 'id="abort"' not in seen["page"]
+    assert '<section id="abort" hidden>' in seen["page"]
 
 
 def test_runs_points_a_state_that_is_an_outcome_at_outcome(db_path: Path) -> None:

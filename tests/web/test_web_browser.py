@@ -8,6 +8,7 @@ missing outside CI; in CI (``$CI`` set) a missing browser fails (``.ci/run`` ins
 from __future__ import annotations
 
 import os
+import re
 import threading
 import time
 from collections.abc import Callable, Iterator
@@ -15,8 +16,16 @@ from pathlib import Path
 
 import pytest
 
-from flightlog.events import Custom, PermissionResolved, ToolCompleted, ToolGated
+from flightlog.events import (
+    AgentProcessChanged,
+    Custom,
+    PermissionResolved,
+    RunStarted,
+    ToolCompleted,
+    ToolGated,
+)
 from flightlog.kernel import Kernel, pending
+from flightlog.kernel.abort import abort
 from flightlog.messages import ToolResult
 from flightlog.recorder import Recorder
 from flightlog.sessions import iter_events
@@ -227,6 +236,57 @@ def test_approve_in_the_page_then_the_runner_resumes(page: Page, db: Path) -> No
     page.reload()
     expect(page.locator("#operator")).to_have_value("Grace Hopper")  # remembered in localStorage
     _assert_inert(page)
+
+
+def test_the_abort_section_follows_the_run_live(page: Page, db: Path, server: DashboardServer) -> None:
+    """An abort pauses the open run page's run, a resume makes it abortable again: the live status
+    swaps the *Abort the run* and *Aborted* sections without a reload."""
+    sid = "abort-live"
+    assert _off_loop(lambda: run_gated(db, sid)).status == "suspended"  # type: ignore[attr-defined]
+    page.goto(f"{server.url}/session?id={sid}")
+    expect(page.locator("#live")).to_have_text("live", timeout=WAIT_MS)
+    expect(page.locator("#abort")).to_be_visible()
+    expect(page.locator("#aborted")).to_be_hidden()
+    page.evaluate("window.__sameDocument = true")
+
+    def stop() -> bool:
+        with SqliteStore(db) as store:
+            return abort(store, sid, requested_by="ada")
+
+    assert _off_loop(stop) is True
+    expect(page.locator("#aborted")).to_be_visible(timeout=WAIT_MS)
+    expect(page.locator("#abort")).to_be_hidden()
+    expect(page.locator("#status")).to_have_text("paused")
+    assert _off_loop(lambda: resume_gated(db, sid)).status == "suspended"  # type: ignore[attr-defined]
+    expect(page.locator("#abort")).to_be_visible(timeout=WAIT_MS)
+    expect(page.locator("#aborted")).to_be_hidden()
+    assert page.evaluate("window.__sameDocument") is True, "seen without a reload"
+
+
+def test_a_child_whose_parent_is_filtered_out_is_drawn_live_under_a_marker(
+    page: Page, db: Path, server: DashboardServer
+) -> None:
+    with SqliteStore(db) as store:
+        parent = Recorder.create(store, task="parent work", session_id="marker-parent")
+        parent.append(RunStarted(run_id="p", goal="parent work"))
+        parent.append(
+            AgentProcessChanged(
+                turn=1,
+                agent_id="marker-child",
+                parent_session_id="marker-parent",
+                role="worker",
+                isolation="shared",
+                context_inheritance="none",
+                state="running",
+            )
+        )
+        parent.finish("completed")
+    page.goto(f"{server.url}/?state=running")
+    expect(page.locator("#runs")).to_have_attribute("data-updated", re.compile(r"^\d+$"))  # app.js drew it
+    marker = page.locator("#runs li.unlisted-parent")
+    expect(marker).to_have_text("(parent marker-parent not listed)")
+    expect(marker.locator("a")).to_have_attribute("href", "/session?id=marker-parent")
+    expect(page.locator('#runs li.unlisted-parent + li.run.orphan[data-run="marker-child"]')).to_be_visible()
 
 
 def test_hostile_events_render_inert(page: Page, db: Path, server: DashboardServer) -> None:

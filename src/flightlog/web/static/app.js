@@ -315,6 +315,11 @@
     if (node) node.textContent = text;
   }
 
+  function setHidden(id, hidden) {
+    const node = doc.getElementById(id);
+    if (node) node.hidden = Boolean(hidden);
+  }
+
   function initSession() {
     const timeline = doc.getElementById("events");
     if (!timeline || !timeline.dataset.stream) return;
@@ -342,6 +347,10 @@
       renderPending(st.pending, location.pathname + location.search);
       renderWaiting(st.waiting);
       renderChildren(st.children || []);
+      // the actions the run takes now: an abort pauses it (resumable), a resume makes it abortable again
+      setHidden("signal", !st.signals);
+      setHidden("aborted", !st.aborted);
+      setHidden("abort", st.aborted || !st.abortable);
       doc.dispatchEvent(new CustomEvent("flightlog:status")); // a sub-agent moved: waterfall.js redraws
     });
   }
