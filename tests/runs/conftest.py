@@ -127,6 +127,8 @@ FOLD_EVENTS: list[Event] = [
     ev.PermissionResolved(turn=1, approved=True, responder="policy_gate"),
     ev.PageOut(turn=1, archive_ref="sha256:" + "ab" * 32),
     custom("token_usage", {"total_tokens": 5}),
+    custom("codex.event_msg.token_count", {"info": {"total_token_usage": {"total_tokens": 40}}}),
+    custom("codex.event_msg.token_count", {"info": {"total_token_usage": {"total_tokens": 7}}}),  # fell
     custom("budget_configured", {"max_steps": 9}),
     process("kid", "exited", termination="completed"),
     terminal("completed"),

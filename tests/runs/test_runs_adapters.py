@@ -5,6 +5,7 @@ from __future__ import annotations
 import dataclasses
 import json
 from collections.abc import Sequence
+from pathlib import Path
 
 import pydantic_core
 import pytest
@@ -13,6 +14,7 @@ from hypothesis import strategies as st
 
 from flightlog import events as ev
 from flightlog.events import Event
+from flightlog.importers import import_file
 from flightlog.runs import (
     AgentRunSnapshot,
     ProcessEntry,
@@ -23,6 +25,7 @@ from flightlog.runs import (
     SessionHeader,
     TerminalOutcome,
     combine,
+    list_runs,
     outcome_for_reason,
     process_snapshot,
     refine_with_status,
@@ -30,7 +33,7 @@ from flightlog.runs import (
 )
 from flightlog.runs.adapters import _HEADER_FIELDS, _SCALARS, MAX_REFS, is_logical_ref, process_state
 from flightlog.runs.adapters import SessionFold as Fold
-from flightlog.store import SessionRecord
+from flightlog.store import SessionRecord, SqliteStore
 
 from .conftest import (
     FOLD_EVENTS,
@@ -49,6 +52,7 @@ from .conftest import (
 )
 
 HANDLE = "sha256:" + "ab" * 32
+SAMPLES = Path(__file__).resolve().parent.parent / "data" / "samples"
 
 
 def fold(events: Sequence[Event], header: SessionHeader | None = None) -> SessionFold:
@@ -244,6 +248,37 @@ def test_terminal_totals_sum_over_runs_and_replace_open_usage() -> None:
     assert budget.steps_taken == 3
     events.append(terminal("completed", turns=1, tokens=9))
     assert snap(events).budget.tokens_used == 59
+
+
+def _codex_count(total: int | None) -> Event:
+    info = None if total is None else {"total_token_usage": {"input_tokens": 1, "total_tokens": total}}
+    return custom("codex.event_msg.token_count", {"info": info, "rate_limits": {}})
+
+
+def test_a_codex_imports_running_total_counts_toward_its_open_run() -> None:
+    """An import without ``--seal`` leaves its last run open: the rollout's ``token_count`` running
+    total still gives its tokens, counted as the importer counts a run it ends (codex rule 2)."""
+    events = [_codex_count(10), started(), _codex_count(None)]  # a count before the run; "info": null
+    assert snap(events).budget.tokens_used is None  # nothing counted in this run yet
+    events += [_codex_count(110), _codex_count(110), llm(1), _codex_count(250)]  # Codex writes each twice
+    assert snap(events).budget.tokens_used == 240
+    events += [terminal("completed", tokens=240), started("r2"), _codex_count(400)]
+    assert snap(events).budget.tokens_used == 240 + 150  # the run's growth, the ended one's total kept
+    events += [
+        _codex_count(30)
+    ]  # the running total fell (a new Codex session): the latest total, as the importer
+    assert snap(events).budget.tokens_used == 240 + 30
+
+
+def test_an_unsealed_codex_import_lists_the_tokens_its_rollout_counted(tmp_path: Path) -> None:
+    rollout = SAMPLES / "codex" / "localpush_rollout-2026-02-23T20-34-25-019c8bfe.jsonl"
+    tokens = []
+    for seal in (False, True):
+        with SqliteStore(tmp_path / f"seal-{seal}.db") as store:
+            import_file(store, rollout, seal=seal)
+            [run] = list_runs(store)
+            tokens.append(run.budget.tokens_used)
+    assert tokens == [299_496, 299_496]  # the sealed import's run_terminal.total_tokens, without it too
 
 
 def test_duration_and_end_time_come_from_the_recorded_rows() -> None:

@@ -26,6 +26,7 @@ SQLITE = [
     "0b1c75751cdc048abf3d2ac62a867585818e7f5ff8c2a5d0cd6f36785d3fef65",  # runs fold rules 3 (ddl.RUNS_FOLD_3)
     "f4f006793771344aca75ba1f6b7548cb0ba9880d0bfc3383cc8610904c75da00",  # runs fold rules 4 (ddl.RUNS_FOLD_4)
     "ed2dd688f90ccc0ed635ff208ba4d5e10257f9d34e9d7920f1f232a57596f474",  # runs fold text 5 (ddl.RUNS_FOLD_5)
+    "d74bca2e771205ceb6706ced715cb8721a635d42425b1c167546da9a807fee84",  # runs fold rules 6 (ddl.RUNS_FOLD_6)
 ]
 POSTGRES = [
     "444ebb775f784a74816dc21fb6f9d2dfc5abc2ea66031eabf69ab6856626b231",
@@ -38,6 +39,7 @@ POSTGRES = [
     "0b1c75751cdc048abf3d2ac62a867585818e7f5ff8c2a5d0cd6f36785d3fef65",  # runs fold rules 3 (ddl.RUNS_FOLD_3)
     "f4f006793771344aca75ba1f6b7548cb0ba9880d0bfc3383cc8610904c75da00",  # runs fold rules 4 (ddl.RUNS_FOLD_4)
     "ed2dd688f90ccc0ed635ff208ba4d5e10257f9d34e9d7920f1f232a57596f474",  # runs fold text 5 (ddl.RUNS_FOLD_5)
+    "d74bca2e771205ceb6706ced715cb8721a635d42425b1c167546da9a807fee84",  # runs fold rules 6 (ddl.RUNS_FOLD_6)
 ]
 
 

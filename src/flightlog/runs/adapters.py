@@ -79,7 +79,12 @@ Budget
 
 * ``tokens_used``: the sum of ``run_terminal.total_tokens`` over the session's ended runs, plus the open
   run's ``Custom("token_usage" | "model_usage", {"total_tokens"} | {"input_tokens", "output_tokens"})``
-  records (``model_usage``: the kernel's per-call record); ``None`` when neither exists. (``budget_usage_reported`` reports a reservation's usage, possibly sub-agents'
+  records (``model_usage``: the kernel's per-call record), and the open run's growth of a Codex CLI
+  import's running total (``Custom("codex.event_msg.token_count")``'s ``info.total_token_usage.total_tokens``,
+  counted as the importer counts a run it ends: the latest total less the one before the run's
+  ``run_started``, or the latest total when it fell below that; :mod:`flightlog.importers.codex` rule 2), so
+  an import without ``--seal``, whose last run has no ``run_terminal``, still shows what the rollout
+  counted; ``None`` when none of these exists. (``budget_usage_reported`` reports a reservation's usage, possibly sub-agents'
   included, and is not counted.)
 * ``steps_taken``: the sum of ``run_terminal.turns_used`` plus the open run's ``llm_completed`` count;
   ``None`` before any ``run_started``.
@@ -211,12 +216,13 @@ __all__ = [
     "session_snapshot",
 ]
 
-FOLD_VERSION = 5
+FOLD_VERSION = 6
 """Version of the fold rules below and of the stored fold text; a stored projection built by another
 version is rebuilt (3: a session that holds no run is no longer listed as ``initializing``, and a
 ``suspended`` after an ``operation_cancelled`` ends ``stopping``: the run waits again; 4: an import's own
 seal, written at the import, is not the run's last event, and the header says whether the session is an
-import; 5: the same rules, the stored text leaves out members at their defaults, :meth:`SessionFold.to_json`)."""
+import; 5: the same rules, the stored text leaves out members at their defaults, :meth:`SessionFold.to_json`;
+6: a Codex import's token counts count toward the open run's ``tokens_used``)."""
 
 MAX_REFS = 64
 """Most refs one snapshot keeps (oldest dropped first), so a row stays small in a long session."""
@@ -496,6 +502,8 @@ class SessionFold:
     closed_turns: int = 0
     open_tokens: int | None = None
     open_steps: int = 0
+    codex_total: int = 0  # a Codex import's latest running total_tokens (session-wide)
+    codex_start: int = 0  # that total when the open run started
     budget_axis: str | None = None
     token_budget: int | None = None
     max_steps: int | None = None
@@ -541,6 +549,10 @@ class SessionFold:
             state["closed_tokens"] = self.closed_tokens
         if self.closed_turns or type(self.closed_turns) is not int:
             state["closed_turns"] = self.closed_turns
+        if self.codex_start or type(self.codex_start) is not int:
+            state["codex_start"] = self.codex_start
+        if self.codex_total or type(self.codex_total) is not int:
+            state["codex_total"] = self.codex_total
         if self.first_at_ms is not None:
             state["first_at_ms"] = self.first_at_ms
         if self.last_at_ms is not None:
@@ -645,6 +657,7 @@ class SessionFold:
         self.terminal_reason = self.terminal_at_ms = None
         self.terminal_budget = False
         self.open_tokens, self.open_steps, self.budget_axis = None, 0, None
+        self.codex_start = self.codex_total
         self._clear_pending("superseded")  # a new run: the previous one's open approvals wait no more
         self.suspended = None
         self.stopping = False
@@ -821,6 +834,22 @@ class SessionFold:
             total = sum(p for p in parts if p is not None) if any(p is not None for p in parts) else None
         if total is not None and self.phase == "open":
             self.open_tokens = (self.open_tokens or 0) + total
+
+    def _codex_used(self, total: int) -> int:
+        """The open run's tokens at running total ``total`` (the importer's ``RunTerminal.total_tokens``)."""
+        return total - self.codex_start if total >= self.codex_start else total
+
+    def _on_codex_token_count(self, payload: dict[str, Any]) -> None:
+        """A Codex rollout's ``token_count``: the open run's tokens grow as its running total does."""
+        info = payload.get("info")
+        usage = info.get("total_token_usage") if isinstance(info, dict) else None
+        total = _uint(usage.get("total_tokens")) if isinstance(usage, dict) else None
+        if total is None:
+            return  # "info": null (rate limits only), or no count: nothing counted
+        if self.phase == "open":  # the growth since the last count (a repeated count adds nothing)
+            grown = self._codex_used(total) - self._codex_used(self.codex_total)
+            self.open_tokens = max(0, (self.open_tokens or 0) + grown)
+        self.codex_total = total
 
     def _on_effect_completed(self, payload: dict[str, Any]) -> None:
         key = payload.get("key")
@@ -1073,6 +1102,7 @@ _CUSTOM_HANDLERS: dict[str, Any] = {
     "budget_limits": SessionFold._on_budget_limits,
     "token_usage": SessionFold._on_token_usage,
     "model_usage": SessionFold._on_token_usage,
+    "codex.event_msg.token_count": SessionFold._on_codex_token_count,
     "external_effect_completed": SessionFold._on_effect_completed,
     "run_ref": SessionFold._on_run_ref,
     PROMPT_PROGRAM_INVOKED: SessionFold._on_prompt_program_invoked,

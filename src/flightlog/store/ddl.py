@@ -19,6 +19,7 @@ __all__ = [
     "RUNS_FOLD_3",
     "RUNS_FOLD_4",
     "RUNS_FOLD_5",
+    "RUNS_FOLD_6",
     "SQLITE_MIGRATIONS",
     "SQLITE_RUNS_LIST",
 ]
@@ -567,3 +568,14 @@ stored fold text leaves out each member at its default (``SessionFold.to_json``)
 at ~700 instructions a member (an idle session's fold: 30 members to 6; bench/HISTORY.md, appendproj).
 A row of version 4 is not resumed from (its fold is refolded from the ledger on the session's next
 append); as :data:`RUNS_FOLD_2`."""
+
+RUNS_FOLD_6: tuple[str, str] = (
+    "runs fold rules 6: a Codex import's token counts count toward its open run (rebuild the projection)",
+    """
+    UPDATE runs_meta SET value = CASE WHEN EXISTS (SELECT 1 FROM events) THEN 0 ELSE 6 END
+        WHERE key = 'fold_version';
+    """,
+)
+"""Both backends, last: ``flightlog.runs.FOLD_VERSION`` went from 5 to 6 (the open run's ``tokens_used``
+counts a Codex CLI import's ``Custom("codex.event_msg.token_count")`` running total, so a rollout imported
+without ``--seal`` lists the tokens it counted, not ``-``); as :data:`RUNS_FOLD_2`."""

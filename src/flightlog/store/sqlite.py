@@ -36,7 +36,15 @@ from ..errors import (
 )
 from ..testing.crashpoints import crash_point
 from .base import NO_SCHEMA, NewEvent, RunRow, SessionHead, retired_error, row_stamps
-from .ddl import RUNS_FOLD_2, RUNS_FOLD_3, RUNS_FOLD_4, RUNS_FOLD_5, SQLITE_MIGRATIONS, SQLITE_RUNS_LIST
+from .ddl import (
+    RUNS_FOLD_2,
+    RUNS_FOLD_3,
+    RUNS_FOLD_4,
+    RUNS_FOLD_5,
+    RUNS_FOLD_6,
+    SQLITE_MIGRATIONS,
+    SQLITE_RUNS_LIST,
+)
 from .group import CommitGroup, Gate
 from .memory_sqlite import MIGRATION as MEMORY_MIGRATION
 from .memory_sqlite import SqliteMemory
@@ -63,8 +71,9 @@ MIGRATIONS: list[tuple[str, str]] = [
     RUNS_FOLD_3,
     RUNS_FOLD_4,
     RUNS_FOLD_5,
+    RUNS_FOLD_6,
 ]
-"""Ordered migrations (:data:`flightlog.store.ddl.SQLITE_MIGRATIONS`, then long-term memory's, then the signal queue's, then the paged runs list's, then the fold rules' :data:`flightlog.store.ddl.RUNS_FOLD_2`, then :data:`flightlog.store.ddl.RUNS_FOLD_3`, then :data:`flightlog.store.ddl.RUNS_FOLD_4`, then :data:`flightlog.store.ddl.RUNS_FOLD_5`): list index + 1
+"""Ordered migrations (:data:`flightlog.store.ddl.SQLITE_MIGRATIONS`, then long-term memory's, then the signal queue's, then the paged runs list's, then the fold rules' :data:`flightlog.store.ddl.RUNS_FOLD_2`, then :data:`flightlog.store.ddl.RUNS_FOLD_3`, then :data:`flightlog.store.ddl.RUNS_FOLD_4`, then :data:`flightlog.store.ddl.RUNS_FOLD_5`, then :data:`flightlog.store.ddl.RUNS_FOLD_6`): list index + 1
 is the schema version."""
 
 
