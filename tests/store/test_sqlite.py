@@ -74,6 +74,18 @@ class TestSqliteStore(StoreContract):
         return _insert
 
     @pytest.fixture
+    def store_odd_id(self) -> Callable[[Store, str, bytes, bool], None]:
+        def _rekey(store: Store, session_id: str, raw: bytes, as_text: bool) -> None:
+            assert isinstance(store, SqliteStore)
+            value = "CAST(? AS TEXT)" if as_text else "?"
+            with store.transaction():
+                store._conn.execute(
+                    f"UPDATE sessions SET session_id = {value} WHERE session_id = ?", (raw, session_id)
+                )
+
+        return _rekey
+
+    @pytest.fixture
     def reopen(self, opened: list[Store]) -> Callable[[Store], Store]:
         def _reopen(store: Store) -> Store:
             assert isinstance(store, SqliteStore)
@@ -471,6 +483,25 @@ def test_a_blob_id_is_found_by_its_text_as_the_listing_lists_it(db_path: Path) -
                 keys[1:],
             )
         assert store.session_keys_among(["b"], "running", 0) == (0, keys)  # by its status and its id: once
+
+
+def test_session_keys_reads_a_status_that_is_not_utf8_and_pages_skip_a_blob_id(db_path: Path) -> None:
+    """Beyond the contract's odd ids (``store_odd_id``): a status whose bytes are not UTF-8 is listed
+    ``backslashreplace``-decoded by ``session_keys``, and ``list_sessions``' keyset pages leave a BLOB id
+    out whatever the page size."""
+    with closing(SqliteStore(db_path)) as store:
+        for created, sid in enumerate(["a", "b", "c"]):
+            store.create_session(SessionRecord(session_id=sid, created_at_ms=created + 1, status="running"))
+        with store.transaction():
+            store._conn.execute(
+                "UPDATE sessions SET session_id = x'ff62', status = x'ff' WHERE session_id = 'b'"
+            )
+        assert [(k[0], k[1]) for k in store.session_keys()] == [
+            ("a", "running"),
+            ("\\xffb", "\\xff"),
+            ("c", "running"),
+        ]
+        assert [r.session_id for r in store.list_sessions(batch=1)] == ["a", "c"]
 
 
 def test_unnamed_sessions_names_null_and_blob_ids(db_path: Path) -> None:

@@ -605,7 +605,9 @@ class Store(abc.ABC):
 
     @abc.abstractmethod
     def list_sessions(self) -> Iterator[SessionRecord]:
-        """Every session, oldest first."""
+        """Every session, oldest first; each ``session_id`` a ``str``. A row no session is found by (an id
+        that is NULL, a BLOB or TEXT that is not UTF-8: an outside edit, SQLite) is left out:
+        :meth:`unnamed_sessions` names it."""
 
     def unnamed_sessions(self) -> list[UnnamedSessionRow]:
         """The ``sessions`` rows whose id is not text (NULL, or in SQLite a BLOB or TEXT whose bytes are
@@ -651,7 +653,9 @@ class Store(abc.ABC):
         """``(session_id, status, head_seq, head_hash)`` of every session, oldest first (the order of
         :meth:`list_sessions`), without the rest of the row (no ``metadata`` decoded): what a cache keyed
         on each session's head needs. This default reads :meth:`list_sessions`; a SQL backend reads the
-        four columns in one query."""
+        four columns in one query, and lists a row whose id is a BLOB or TEXT that is not UTF-8 under its
+        bytes decoded with ``backslashreplace`` (a ``str``; no session has that id), so a reader counts
+        it and can name it."""
         return [(r.session_id, r.status, r.head_seq, r.head_hash) for r in self.list_sessions()]
 
     def session_keys_among(

@@ -159,6 +159,18 @@ _RUN_LAST = (len(R.RUN_FIELDS) - 1,)
 _NOT_ASCII = f"*[^{chr(1)}-{chr(127)}]*"
 """A ``GLOB`` pattern matching text that holds a character past ASCII (an id that may not be UTF-8)."""
 
+
+def _key(row: Sequence[Any]) -> tuple[str, str, int, str]:
+    """A :meth:`SqlStore.session_keys` row as the driver gives it, the id and status as text: bytes
+    (SQLite's ``CAST(... AS BLOB)``) decoded with ``backslashreplace``, text (PostgreSQL) as it is."""
+    sid, status, head_seq, head_hash = row
+    if isinstance(sid, bytes | bytearray | memoryview):
+        sid = bytes(sid).decode("utf-8", "backslashreplace")
+    if isinstance(status, bytes | bytearray | memoryview):
+        status = bytes(status).decode("utf-8", "backslashreplace")
+    return sid, status, head_seq, head_hash
+
+
 LISTED = "session_id IS NOT NULL"
 """The ``sessions`` rows the listings count and list (:meth:`SqlStore.session_keys`, ``session_keys_among``,
 ``session_positions``, ``list_sessions``): all but a row with a NULL id, which SQLite's ``TEXT PRIMARY KEY``
@@ -206,10 +218,11 @@ class SqlStore(Store):
     bytes moves; SQLite has no row version, so the length (read from the record header: no blob loaded).
     A sum of lengths is kept by compensating rewrites (:meth:`Store.ledger_marks`: not a verifier)."""
     SESSION_KEY_COLUMNS: ClassVar[str] = (
-        "CAST(session_id AS TEXT), CAST(status AS TEXT), CAST(head_seq AS INTEGER), CAST(head_hash AS TEXT)"
+        "CAST(session_id AS BLOB), CAST(status AS BLOB), CAST(head_seq AS INTEGER), CAST(head_hash AS TEXT)"
     )
-    """:meth:`session_keys`' columns, typed by the query (SQLite columns take any type) so the rows are
-    used as the driver returns them."""
+    """:meth:`session_keys`' columns, typed by the query (SQLite columns take any type): the id and status
+    as their bytes, decoded by :func:`_key` (an id or status that is not UTF-8, a raw write, is read
+    with ``backslashreplace``, never raised on)."""
     BLOB_ID: ClassVar[str | None] = "{column} >= X''"
     """The ``sessions`` rows whose id (``{column}``) is a BLOB (a raw write; SQLite orders every BLOB after
     every TEXT, so a range of the primary key's index) or None when the backend's ids are always text.
@@ -403,10 +416,18 @@ class SqlStore(Store):
 
     def session_keys(self) -> list[tuple[str, str, int, str]]:
         """``(session_id, status, head_seq, head_hash)`` of every session, oldest first, in one query (a row
-        with a NULL id is no session: :data:`LISTED`)."""
-        return self._all(
+        with a NULL id is no session: :data:`LISTED`).
+
+        Every row with an id is counted, so positions agree with :meth:`session_keys_among` and
+        :meth:`session_positions`: a BLOB id (:attr:`BLOB_ID`) and a TEXT id that is not UTF-8 (SQLite; a
+        raw write) are listed under their bytes decoded with ``backslashreplace`` (``'\\xffc'``), always a
+        ``str``, never raised on (the driver raised on the TEXT one, so the dashboard's approvals queue
+        answered 500); ``get_session`` finds no such id, so the queue names the row unreadable.
+        :meth:`list_sessions` leaves both out: it yields the sessions one can open."""
+        rows = self._all(
             f"SELECT {self.SESSION_KEY_COLUMNS} FROM sessions WHERE {LISTED} ORDER BY created_at_ms, session_id"
         )
+        return [_key(row) for row in rows]
 
     def session_keys_among(
         self, ids: Collection[str], status: str, start: int = 0
@@ -436,7 +457,7 @@ class SqlStore(Store):
             (max(0, start), *values, status, *values, *blob_values),
         )
         before = sum(1 for row in found if row[0] is None or row[0])
-        return before, [(sid, st, hs, hh) for _, sid, st, hs, hh in found]
+        return before, [_key(row[1:]) for row in found]
 
     def session_positions(self, ids: Collection[str]) -> dict[str, int]:
         """One query: per session of ``ids`` (a primary-key lookup each), the sessions created before it (a
@@ -466,8 +487,12 @@ class SqlStore(Store):
 
     def list_sessions(self, batch: int = 500) -> Iterator[SessionRecord]:
         """Every session, oldest first (keyset pages of ``batch`` rows; a row with a NULL id is no session:
-        :data:`LISTED`; nor is a TEXT id that is not UTF-8, which the driver cannot hand over as text: a
-        page that fails is read again without those rows, :meth:`_undecodable_ids`, found only then)."""
+        :data:`LISTED`; nor is a BLOB id, :attr:`BLOB_ID`, which ``get_session`` cannot find (it was yielded
+        as ``bytes``, against the ``str`` type; every caller skipped it); nor a TEXT id that is not UTF-8,
+        which the driver cannot hand over as text: a page that fails is read again without those rows,
+        :meth:`_undecodable_ids`, found only then). Each session's ``session_id`` is a ``str``. The rows
+        left out are named by :meth:`unnamed_sessions` (``ls``, ``verify --all``) and counted, under their
+        decoded bytes, by :meth:`session_keys`."""
         after: tuple[int, str] = (-(2**63), "")
         undecodable: list[bytes] | None = None
         while True:
@@ -503,6 +528,8 @@ class SqlStore(Store):
             if skip
             else ""
         )
+        if self.BLOB_ID is not None:  # a BLOB id names no session (list_sessions)
+            left_out += f" AND NOT {self.BLOB_ID.format(column='session_id')}"
         return self._all(
             f"SELECT {R.SESSION_COLUMNS} FROM sessions WHERE (created_at_ms, session_id) > (?, ?) AND {LISTED}"
             f"{left_out} ORDER BY created_at_ms, session_id LIMIT ?",

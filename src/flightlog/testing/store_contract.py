@@ -23,7 +23,10 @@ optional, ``store_past_head``: a callable ``(store, session_id, row)`` that stor
 outside flightlog can; without it the tests of such a store skip, naming the fixture. A fifth, optional,
 ``store_null_id``: a callable ``(store, created_at_ms, status)`` that writes a ``sessions`` row whose id is
 NULL, as an outside edit can where the backend's primary key accepts one (SQLite's ``TEXT PRIMARY KEY``);
-a backend that refuses it supplies none, and the test skips.
+a backend that refuses it supplies none, and the test skips. A sixth, optional, ``store_odd_id``: a
+callable ``(store, session_id, raw, as_text)`` that re-keys a session's ``sessions`` row to the bytes
+``raw``, stored as TEXT (``as_text``) or as a BLOB, as an outside edit can where the key takes them
+(SQLite); a backend whose key holds only UTF-8 text (PostgreSQL's ``text``) supplies none.
 
 What it pins (STYLE.md section d, ARCHITECTURE.md invariants 1, 3, 6, 7): stored bytes come back
 identical; ``append_events`` is all-or-nothing and moves the head in the same transaction; a taken
@@ -97,6 +100,8 @@ PastHead = Callable[[Store, str, NewEvent], None]
 """``store_past_head(store, session_id, row)``: store ``row`` without moving the head (an outside edit)."""
 NullId = Callable[[Store, int, str], None]
 """``store_null_id(store, created_at_ms, status)``: write a ``sessions`` row with a NULL id (an outside edit)."""
+OddId = Callable[[Store, str, bytes, bool], None]
+"""``store_odd_id(store, session_id, raw, as_text)``: re-key a ``sessions`` row to ``raw`` (an outside edit)."""
 
 
 def chained_rows(
@@ -209,6 +214,10 @@ class StoreContract(MemoryContract):
     def store_null_id(self) -> NullId:
         pytest.skip("the backend's test class supplies no `store_null_id` fixture (its key refuses NULL)")
 
+    @pytest.fixture
+    def store_odd_id(self) -> OddId:
+        pytest.skip("the backend's test class supplies no `store_odd_id` fixture (its key holds UTF-8 text)")
+
     # ─── sessions ─────────────────────────────────────────────────────────────────────────
     def test_set_session_details_replaces_task_creation_time_and_metadata(self, store: Store) -> None:
         _new_session(store, "s-1", metadata={"created_from": "import"})
@@ -318,6 +327,32 @@ class StoreContract(MemoryContract):
                 min(start, 3) - (start > 1),
                 [keys[0], keys[2]],
             )
+
+    def test_list_sessions_and_session_keys_never_hand_over_an_id_that_is_not_text(
+        self, store: Store, store_odd_id: OddId
+    ) -> None:
+        """A BLOB id and a TEXT id whose bytes are not UTF-8 (outside edits): ``list_sessions`` yields
+        neither (it yielded the BLOB one as ``bytes``, against its ``str`` type; no session is found by
+        it), ``session_keys`` and ``session_keys_among`` list both under their bytes decoded with
+        ``backslashreplace``, as ``str`` (they raised on the TEXT one), so the approvals queue counts and
+        names them; ``unnamed_sessions`` names every one."""
+        for created, sid in enumerate(["a", "b", "c", "d"]):
+            _new_session(store, sid, created_at_ms=1000 + created, status="running")
+        store_odd_id(store, "b", b"b", False)
+        store_odd_id(store, "c", b"\xffc", True)
+        store_odd_id(store, "d", b"\xffd", False)
+        assert [r.session_id for r in store.list_sessions()] == ["a"]
+        keys = store.session_keys()
+        assert [(k[0], k[1]) for k in keys] == [
+            ("a", "running"),
+            ("b", "running"),
+            ("\\xffc", "running"),
+            ("\\xffd", "running"),
+        ]
+        assert all(isinstance(k[0], str) for k in keys)
+        assert store.session_keys_among([], "running", 0) == (0, keys)
+        assert store.session_keys_among(["b"], "nothing", 4) == (1, [keys[1]])
+        assert len(store.unnamed_sessions()) == 3
 
     def test_unnamed_sessions_names_a_null_id_row(self, store: Store, store_null_id: NullId) -> None:
         """A ``sessions`` row whose id is NULL is in no listing, and ``unnamed_sessions`` names it (with its
