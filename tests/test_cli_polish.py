@@ -97,6 +97,50 @@ def test_every_help_answers_to_dash_h_and_shows_no_bool_metavar(path: tuple[str,
     assert "╭" not in short[1], "plain help, no panels"
 
 
+@pytest.mark.parametrize("path", ALL, ids=lambda p: " ".join(p) or "flightlog")
+def test_help_prints_no_restructuredtext(path: tuple[str, ...]) -> None:
+    """The docstrings are reStructuredText: ``ls``, ``show``, ``resume`` and ``export`` printed
+    ````run_started```` and ````flightlog audit```` as written. Help shows `code` and a role's text."""
+    code, out, _ = invoke(*path, "--help")
+    assert code == 0
+    assert "``" not in out, out
+    assert re.search(r":(func|class|meth|mod|attr|data|exc|ref):`", out) is None, out
+
+
+def test_plain_help_converts_literals_and_roles() -> None:
+    from flightlog.cli.options import plain_help
+
+    text = "no ``run_started``; :func:`flightlog.kernel.abort` or :class:`~flightlog.runs.RunState`"
+    assert plain_help(text) == "no `run_started`; `flightlog.kernel.abort` or `RunState`"
+    assert plain_help(":ref:`the guide <guide-x>` [env X]") == "`the guide` [env X]"
+
+
+def test_help_names_no_internal_and_no_huge_range() -> None:
+    """``ls --help`` ran ~30 lines naming ``runs.projection.resumable_sessions`` and ``narration.state_word``;
+    ``--limit`` showed ``<int range> [0<=x<=9223372036854775807]``: a plain ``<int>`` now, still checked."""
+    code, out, _ = invoke("ls", "--help")
+    assert code == 0 and len(out.splitlines()) <= 32
+    assert "resumable_sessions" not in out and "state_word" not in out and "projection" not in out
+    for path in (("ls",), ("runs",), ("memory", "search")):
+        code, out, _ = invoke(*path, "--help")
+        assert code == 0 and "9223372036854775807" not in out and "<int range>" not in out, out
+        assert re.search(r"--limit <int>", out), out
+    code, _, err = invoke("ls", "-n", "-1")
+    assert code == 2 and "Invalid value for '--limit' / '-n': -1 is less than 0" in err, err
+
+
+def test_verify_and_audit_say_when_to_use_which() -> None:
+    verify, audit = (" ".join(invoke(name, "--help")[1].split()) for name in ("verify", "audit"))
+    assert "`audit` makes the same check" in verify and "audit --bundle DIR" in verify
+    assert "Use `verify` for the sessions of your own database" in audit
+
+
+def test_abort_defaults_its_operator_to_user_as_approve_deny_and_signal() -> None:
+    for path in (("approve",), ("deny",), ("signal",), ("abort",)):
+        code, out, _ = invoke(*path, "--help")
+        assert code == 0 and "[default: user]" in " ".join(out.split()), (path, out)
+
+
 # ─── usage errors ─────────────────────────────────────────────────────────────────────────────
 
 
@@ -411,6 +455,9 @@ def test_abort_prints_json(tmp_path: Path) -> None:
     code, out, err = invoke("--db", str(db), "abort", sid, "--json")
     assert code == 0, err
     assert json.loads(out) == {"session_id": sid, "aborted": True}
+    with SqliteStore(db, read_only=True) as store:  # no --as: "user", as approve and deny record
+        *_, (_row, last) = iter_events(store, sid)
+    assert isinstance(last, Custom) and last.payload == {**last.payload, "requested_by": "user"}
 
 
 def test_abort_as_an_operator_records_who_asked(tmp_path: Path) -> None:

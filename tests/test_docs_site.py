@@ -344,6 +344,23 @@ def test_each_integration_section_runs_on_its_own(
     )
 
 
+def _integration_snippets() -> list[Snippet]:
+    return [s for found in _sections(INTEGRATIONS).values() for s in found if _not_run(s) is None]
+
+
+@pytest.mark.parametrize("snippet", _integration_snippets(), ids=lambda s: s.where)
+def test_each_integration_snippet_runs_alone_and_again(
+    snippet: Snippet, tmp_path: Path, monkeypatch: pytest.MonkeyPatch, fresh_imports: None
+) -> None:
+    """A user pastes one snippet, then runs it again: LangGraph's second snippet needed the first
+    (``NameError: flightlog``), and its first failed a second run in the same folder (its thread ``t1``, kept
+    in ``langgraph.db``, added two more steps). Each runs alone, twice, in one folder."""
+    assert len(_integration_snippets()) >= 6
+    name = "docs_snippet_" + re.sub(r"\W", "_", snippet.where)
+    for _ in range(2):
+        _run_in_order([snippet], name, tmp_path, monkeypatch)
+
+
 def _run_in_order(found: list[Snippet], name: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     """Run ``found`` in order in one fresh namespace, in ``tmp_path`` (the exceptions: module docstring)."""
     monkeypatch.chdir(tmp_path)

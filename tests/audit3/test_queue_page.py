@@ -67,9 +67,11 @@ def test_the_queue_pages_reach_every_wait(url: str, set_pass: int, monkeypatch: 
         assert (queue["total"], queue["first"], queue["last"]) == (total(queue), 1, PAGE)
         assert queue["more"] == total(queue) - PAGE and queue["earlier"] == ""
         html = client.get("/").text
-        shown = re.search(r"Sessions 1–3 of (\d+) (waiting|that may wait).*?\+(\d+) more</a>", html, re.S)
+        shown = re.search(
+            r"Sessions 1–3 of (\d+) (suspended|that may be suspended).*?\+(\d+) more</a>", html, re.S
+        )
         assert shown is not None
-        assert int(shown[1]) == len(waits) + (0 if shown[2] == "waiting" else 1) == int(shown[3]) + PAGE
+        assert int(shown[1]) == len(waits) + (0 if shown[2] == "suspended" else 1) == int(shown[3]) + PAGE
         assert 'class="badge row-warning"' in html
         href = queue["later"]
         seen += first

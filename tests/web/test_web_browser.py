@@ -204,7 +204,8 @@ def test_approve_in_the_page_then_the_runner_resumes(page: Page, db: Path) -> No
     expect(row).to_be_visible(timeout=WAIT_MS)
     expect(row.locator(".args")).to_contain_text("<b>bold</b><img src=x onerror=")  # shown as text
     expect(_run(page, "gated-run").locator(".badge.state")).to_have_text("waiting_input")
-    expect(page.locator("#queue-nav")).to_have_text("Sessions 1–1 of 1 waiting.")  # the stream's line
+    suspended = "Sessions 1–1 of 1 suspended (waiting for a decision or, once decided, for a resume)."
+    expect(page.locator("#queue-nav")).to_have_text(suspended)  # the stream's line
 
     row.get_by_role("button", name="Approve").click()  # no operator name yet: refused in the page
     expect(page.locator("#notice")).to_contain_text("operator name")
@@ -214,6 +215,14 @@ def test_approve_in_the_page_then_the_runner_resumes(page: Page, db: Path) -> No
     expect(page.locator("#waiting")).to_contain_text("flightlog resume gated-run", timeout=WAIT_MS)
     expect(row).to_have_count(0, timeout=WAIT_MS)
     expect(_run(page, "gated-run").locator(".badge.resume")).to_be_visible()
+    # Decided, not resumed: nothing waits for a decision, and the count under it says what it counts
+    # (it said "1 waiting" under "Nothing is waiting for a decision.").
+    expect(page.locator("#pending")).to_have_text("Nothing is waiting for a decision.")
+    expect(page.locator("#queue-nav")).to_have_text(suspended)
+    page.reload()  # the server's rendering agrees with the stream's
+    expect(page.locator("#pending")).to_have_text("Nothing is waiting for a decision.")
+    expect(page.locator("#waiting")).to_contain_text("approved by Grace Hopper), waiting for a resume")
+    expect(page.locator("#queue-nav")).to_have_text(suspended)
 
     # The runner's side of the design: once nothing waits, it resumes the run itself.
     with SqliteStore(db, read_only=True) as store:

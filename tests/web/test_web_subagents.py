@@ -1,5 +1,5 @@
 """The dashboard over a real sub-agent tree run through the kernel: a child's page links to its parent, a
-parent's page lists its children (full ids, state, spent/granted tokens and turns from the runs read model),
+parent's page lists its children (full ids, state, spent/granted tokens and steps from the runs read model),
 and the runs tree shows spent/limit per run as ``flightlog runs --tree`` does. Hostile text stays inert."""
 
 # ruff: noqa: F811  (the fixtures imported from a sibling test module are parameters here)
@@ -110,12 +110,34 @@ def test_a_session_without_children_hides_the_list_and_unknown_spend_shows_a_das
         "token_limit": "-",
         "steps": "-",
         "step_limit": "-",
+        "tokens_of": "- (no limit)",
+        "steps_of": "- (no limit)",
     }
+    assert budget_cells(BudgetSummary(tokens_used=1245, steps_taken=2))["tokens_of"] == "1245 (no limit)"
     assert budget_label(BudgetSummary()) == "tokens -  steps -"
     assert (
         budget_label(BudgetSummary(tokens_used=45, token_budget=300, steps_taken=3))
         == "tokens 45/300  steps 3"
     )
+
+
+def test_a_run_without_limits_reads_no_limit_in_one_word_per_thing(client: TestClient, db_path: Path) -> None:
+    """The page said ``source kernel`` beside a ``direct`` badge, ``turns 2/-`` where ``runs`` says steps,
+    and never explained ``-``: the ledger's writer is "recorded by", the badge the run source, a run with
+    no limit reads "(no limit)"."""
+    script = ScriptedProvider([calls(call("echo", {"text": "x"}, id="e")), reply("ok")], by_turn=True)
+    agent = Agent("solo", [script], tools=[echo])
+    with SqliteStore(db_path) as store:
+        result = Kernel(store, agent, notary=None, heartbeat_s=None).run_sync("go", session_id="solo-1")
+    assert result.status == "completed"
+    (used, limit, steps, max_steps) = _budgets(db_path)["solo-1"]
+    assert (limit, max_steps) == (None, None) and used is not None and steps == 2
+    html = client.get("/session", params={"id": "solo-1"}).text
+    assert re.search(r'>recorded by</dt><dd id="recorded-by">kernel</dd>', html)
+    lineage = html[html.index('id="lineage"') : html.index('id="subagents"')]
+    assert "source-direct" in lineage and 'title="run source (seed 002 RunSource)"' in lineage
+    assert f"tokens {used} (no limit), steps 2 (no limit)</span>" in lineage
+    assert "turns" not in lineage and "/-" not in lineage
 
 
 def test_the_runs_tree_shows_spent_over_limit_per_run_as_runs_tree(client: TestClient, db_path: Path) -> None:
@@ -176,6 +198,7 @@ def test_the_session_status_stream_carries_the_children(db_path: Path) -> None:
     for kid in kids:
         used, _, steps, _ = budgets[kid]
         cells = {"tokens": str(used), "token_limit": "300", "steps": str(steps), "step_limit": "5"}
+        cells.update(tokens_of=f"{used}/300", steps_of=f"{steps}/5")
         assert rows[kid]["budget"] == cells and rows[kid]["href"] == session_href(kid)
         assert (rows[kid]["state"], rows[kid]["outcome"]) == ("terminal", "completed")
 

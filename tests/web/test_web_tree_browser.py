@@ -97,9 +97,9 @@ def test_a_three_level_tree_nests_on_the_waterfall_and_links_both_ways(
         expect(nodes.nth(i).locator(".badge.state-terminal")).to_have_text("terminal")
         expect(nodes.nth(i).locator(".badge.source-direct")).to_have_text("direct")
         expect(nodes.nth(i).locator(".badge.outcome-completed")).to_have_count(1)
-    expect(nodes.nth(0).locator(".budget")).to_contain_text("/3000, turns")
-    expect(nodes.nth(1).locator(".budget")).to_contain_text("/600, turns 2/8")
-    expect(nodes.nth(2).locator(".budget")).to_contain_text("/200, turns 2/4")
+    expect(nodes.nth(0).locator(".budget")).to_contain_text("/3000, steps")
+    expect(nodes.nth(1).locator(".budget")).to_contain_text("/600, steps 2/8")
+    expect(nodes.nth(2).locator(".budget")).to_contain_text("/200, steps 2/4")
     nodes.nth(1).locator("a.ancestor-link").click()
     expect(page.locator("#session-id")).to_have_text(child, timeout=WAIT_MS)
     row = page.locator(f'#children tr.child[data-child="{grandchild}"]')  # and back down

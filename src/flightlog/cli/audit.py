@@ -244,10 +244,13 @@ def audit_cmd(
         ),
     ] = False,
 ) -> None:
-    """Verify chains, signed checkpoints, seals, retained and witnessed heads: sealed vs open, unanchored tails.
+    """Check sessions (`verify`'s check, on the database) or an exported bundle offline (--bundle DIR):
+    chains, signed checkpoints, seals, retained and witnessed heads; sealed vs open, unanchored tails.
 
-    With --all, the index log is checked too, and sessions it (or a retained head) knows but the database
-    no longer holds are listed. With --bundle, an exported bundle is checked offline.
+    Use `verify` for the sessions of your own database (the same check); use `audit --bundle DIR` for a
+    bundle `flightlog export --bundle` wrote, with no database and no network, trusting only the keys
+    you give (--key, --witness-key). With --all, the index log is checked too, and sessions it (or a
+    retained head) knows but the database no longer holds are listed.
     """
     if sum((bool(session), all_sessions, bundle is not None)) != 1:
         raise typer.BadParameter("give a SESSION, --all or --bundle DIR")

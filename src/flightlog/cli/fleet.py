@@ -110,7 +110,14 @@ def _submit_command(open_db: OpenDb) -> Callable[..., None]:
 def _worker_command(open_db: OpenDb) -> Callable[..., None]:
     def worker_cmd(
         db: Annotated[
-            str | None, typer.Option("--db", help="Store URL or path (default: the global --db).")
+            str | None,
+            typer.Option(
+                "--db",
+                metavar="PATH|URL",
+                help="The global --db (flightlog --db PATH|URL worker), also taken here for scripts that "
+                "give it after the command; this one wins when both are given.",
+                show_default=False,
+            ),
         ] = None,
         concurrency: Annotated[int, typer.Option("--concurrency", "-c", help="Sessions at once.", min=1)] = 1,
         lease: Annotated[float, typer.Option("--lease", help="Lease length in seconds.", min=0.1)] = 30.0,

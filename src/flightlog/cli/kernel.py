@@ -329,12 +329,13 @@ def register(app: typer.Typer, open_db: OpenDb) -> None:
     def abort_cmd(
         session: Annotated[str, session_arg()],
         requested_by: Annotated[
-            str | None,
+            str,
             typer.Option(
                 "--as",
-                help="Your operator name, recorded as abort_requested beside the abort (1-80 printable characters).",
+                help="Your operator name, recorded as abort_requested beside the abort (1-80 printable "
+                "characters), as approve and deny record theirs.",
             ),
-        ] = None,
+        ] = "user",
         json_out: Annotated[
             bool,
             typer.Option("--json", help="Print {session_id, aborted} as JSON (aborted false: had ended)."),
@@ -344,8 +345,7 @@ def register(app: typer.Typer, open_db: OpenDb) -> None:
         (ls, runs and the dashboard say paused) until flightlog resume continues it."""
         from ..kernel.abort import abort
 
-        if requested_by is not None:
-            _operator(err, requested_by)
+        _operator(err, requested_by)
         with open_db(False) as store:
             sid = store.resolve_session(session)
             done = abort(store, sid, requested_by=requested_by)

@@ -22,7 +22,7 @@ from typing import TYPE_CHECKING, Annotated, Any
 import typer
 
 from .console import console
-from .options import SQL_INT_MAX
+from .options import count_option
 
 if TYPE_CHECKING:  # the event models load inside the commands: `flightlog --version` stays fast
     from ..events import MemoryKind, MemoryRecord, MemoryScope
@@ -114,9 +114,7 @@ def register(app: typer.Typer, open_db: OpenDb) -> None:
         query: Annotated[str, typer.Argument(metavar="QUERY", help="Words to look for.")],
         scope: ScopeOpt = None,
         kind: KindOpt = None,
-        limit: Annotated[
-            int, typer.Option("--limit", "-k", min=1, max=SQL_INT_MAX, help="Hits at most.")
-        ] = 5,
+        limit: Annotated[int, count_option("--limit", "-k", low=1, help="Hits at most.")] = 5,
         json_out: JsonOpt = False,
     ) -> None:
         """Full-text search, best first (BM25 on SQLite, ts_rank on PostgreSQL); does not count as a recall."""

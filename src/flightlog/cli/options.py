@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import sys
 from collections.abc import Callable, Iterable, Iterator
 from contextlib import contextmanager
@@ -33,9 +34,27 @@ if TYPE_CHECKING:  # the store and the recorder load inside the functions: start
     from ..store import Store
 
 SQL_INT_MAX = 2**63 - 1
-"""The largest value an int option that reaches SQL may take (``max=`` of ``ls -n``, ``runs --limit``, ``memory
-search -k``): SQLite's INTEGER and PostgreSQL's bigint stop there, so a larger value is a bad option (exit 2,
-naming it), not a store error."""
+"""The largest value an int option that reaches SQL may take (:func:`count_option`: ``ls -n``, ``runs
+--limit``, ``memory search -k``): SQLite's INTEGER and PostgreSQL's bigint stop there, so a larger value is a
+bad option (exit 2, naming it), not a store error."""
+
+
+def count_option(*names: str, help: str, low: int = 0) -> Any:
+    """A count option's ``typer.Option`` (for ``Annotated[int | None, ...]``): ``low`` to :data:`SQL_INT_MAX`,
+    checked when parsed (a value outside is a bad option, exit 2, naming the option), while ``--help`` shows
+    a plain ``<int>`` (a ``min=``/``max=`` range printed ``<int range> [0<=x<=9223372036854775807]``)."""
+
+    def check(value: int | None) -> int | None:
+        if value is not None and value < low:
+            raise typer.BadParameter(f"{value} is less than {low}")
+        if value is not None and value > SQL_INT_MAX:
+            raise typer.BadParameter(
+                f"{value} is more than a database count holds ({SQL_INT_MAX}, 2**63 - 1)"
+            )
+        return value
+
+    return typer.Option(*names, help=help, callback=check)
+
 
 EXIT_CLOSED_PIPE = 141
 """Exit code when stdout's reader went away (128 + SIGPIPE, as a shell reports for ``cat`` killed by one)."""
@@ -57,9 +76,43 @@ CONTEXT = {"help_option_names": ["-h", "--help"]}
 """Click context settings of every flightlog command: ``-h`` is ``--help`` (inherited by subcommands)."""
 
 
+_RST_ROLE = re.compile(r":[a-z]+(?::[a-z]+)?:`~?([^`<]*?)\s*(?:<[^`>]*>)?`")
+"""A Sphinx role (``:func:`x```, ``:class:`~a.b.C```, ``:ref:`text <target>```): group 1 is its text."""
+
+
+def plain_help(text: str) -> str:
+    """``text`` (a command's docstring or an option's help) as ``--help`` prints it: reStructuredText's
+    ``code`` as `code`, a Sphinx role as its text (``:class:`~a.b.C``` as `C`, a dotted name's last part
+    when written with ``~``). Everything else is kept as written."""
+    text = _RST_ROLE.sub(lambda m: "`" + (m[1].rsplit(".", 1)[-1] if m[0].count("`~") else m[1]) + "`", text)
+    return text.replace("``", "`")
+
+
+def _plain_help_tree(command: Any) -> None:
+    """:func:`plain_help` on the help of ``command``, its parameters and its sub-commands (once)."""
+    if getattr(command, "_flightlog_plain", False):
+        return
+    command._flightlog_plain = True
+    for owner in (command, *getattr(command, "params", ())):
+        for attr in ("help", "short_help"):
+            if isinstance(value := getattr(owner, attr, None), str):
+                setattr(owner, attr, plain_help(value))
+    sub = getattr(command, "commands", None)
+    if isinstance(sub, dict):  # a nested group (the root's own are lazy: get_command cleans each)
+        for child in sub.values():
+            _plain_help_tree(child)
+
+
 class Group(TyperGroup):
     """Maps flightlog errors, usage mistakes and a closed stdout to one stderr line (or none, for the pipe)
-    and an exit code, for the console and CliRunner alike (STYLE.md (f))."""
+    and an exit code, for the console and CliRunner alike (STYLE.md (f)); every command it hands out has
+    :func:`plain_help` help (the docstrings are reStructuredText, which ``--help`` would print as is)."""
+
+    def get_command(self, ctx: Any, cmd_name: str) -> Any:
+        command = super().get_command(ctx, cmd_name)
+        if command is not None:
+            _plain_help_tree(command)
+        return command
 
     def make_context(self, info_name: str | None, args: list[str], parent: Any = None, **extra: Any) -> Any:
         with cli_errors():

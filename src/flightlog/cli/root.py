@@ -30,10 +30,10 @@ from .lazy import LazyTyper
 from .options import (
     CONTEXT,
     EXIT_CLOSED_PIPE,
-    SQL_INT_MAX,
     Advance,
     Group,
     closed_pipe,
+    count_option,
     data_dir_db,
     default_db,
     err,
@@ -376,36 +376,28 @@ def ls_cmd(
     ] = None,
     limit: Annotated[
         int | None,
-        typer.Option(
-            "--limit", "-n", help="Show the N most recently created (oldest first).", min=0, max=SQL_INT_MAX
-        ),
+        count_option("--limit", "-n", help="Show the N most recently created (oldest first)."),
     ] = None,
     json_out: Annotated[bool, typer.Option("--json", help="Print a JSON array.")] = False,
 ) -> None:
     """List sessions: id, task, status, events, head hash, creation time (oldest first).
 
-    A session that holds no run (no ``run_started``: items of an SDK session, custom events only) and was
-    never ended shows "no run" (``runs`` does not list it), not the "running" it was created with;
-    ``--json`` keeps that row status as ``session_status``. A session whose row status ends its run while
-    its ledger holds an open wait (the row is not hashed) shows the status the ledger fixes, "suspended",
-    with a warning on stderr as ``runs`` gives (``session_status`` keeps the row's). When such a session's
-    stored events do not decode, whether its ledger waits is unknown: it shows its row's status, a warning
-    names it and the seq, and the command exits 1 after the listing.
+    The status is the word `runs` and the dashboard use: "no run" for a session that never started a run
+    (custom events only), "paused" for a run `flightlog abort` stopped (`flightlog resume` continues it),
+    "suspended" for a run waiting for a decision even if its row says it ended (a warning on stderr says
+    so), "cancelled" for an import's "aborted", "interrupted" for a transcript that ends mid-run. --status
+    takes the word shown or the stored one; --json gives both (`status`, `session_status`).
 
-    A run ``flightlog abort`` stopped (row ``cancelled``, no ``run_terminal``: ``flightlog resume`` continues
-    it) shows "paused", as ``runs`` lists it (``runs.projection.resumable_sessions``).
-
-    Statuses are open-ended (``Recorder.finish`` takes any word; an import keeps its source's, e.g. a
-    mini-swe-agent exit status); another spelling of a seed 002 term shows as that term, as ``show``, ``runs``
-    and the dashboard say it (``aborted`` → ``cancelled``; ``incomplete``, an import whose transcript ends
-    mid-run, → ``interrupted``, its outcome in ``runs``; ``narration.state_word``; ``session_status`` keeps
-    the stored word; ``--status`` takes either): a ``--status`` no session has is not an error, but a note on
-    stderr names the statuses present; an empty listing prints nothing on stdout (no header) and says "no
-    sessions" on stderr, one line (``--json`` stays ``[]``; nothing for ``--limit 0``).
-
-    An imported session's creation time is its transcript's first timestamp; "(import)" marks the import time,
-    for a transcript that gives no zone-aware time (aider, OpenHands, SWE-agent, Agents SDK RunState).
+    An imported session's creation time is its transcript's first timestamp; "(import)" marks the import
+    time when the transcript has no zone-aware time. Nothing matched: "no sessions" on stderr, nothing on
+    stdout. Exit 1 when whether a session waits cannot be told (its stored events do not decode: named on
+    stderr, after the listing).
     """
+    # Rules behind the words (kept out of --help): runs.projection.listed_word / resumable_sessions,
+    # narration.state_word (seed 002 spellings), kernel.rowheld.held_sessions (a row ended over an open
+    # wait: the row is not hashed, the ledger's status is shown). A --status no session has is not an
+    # error: a note on stderr names the statuses present; ``--json`` stays ``[]``; ``--limit 0`` prints
+    # nothing.
     from ..kernel.rowcheck import row_warning
     from ..kernel.rowheld import LEDGER_STATUS, held_sessions
     from ..runs.projection import Undecodable, listed_word, no_run_sessions, resumable_sessions
@@ -786,8 +778,12 @@ def verify_cmd(
         ),
     ] = False,
 ) -> None:
-    """Full check: chains, tree heads, signed checkpoints, seal, retained and witnessed heads; exit 1 listing
-    every divergent sequence, 0 when intact. Says sealed, or open with the unanchored tail seqs."""
+    """Check sessions in this database: chains, tree heads, signed checkpoints, seal, retained and witnessed
+    heads; exit 1 listing every divergent sequence, 0 when intact. Says sealed, or open with the unanchored
+    tail seqs.
+
+    The everyday check. `audit` makes the same check on the database and can also check an exported bundle
+    with no database (`audit --bundle DIR`, against keys you give): use it for a copy someone handed you."""
     from .audit import check_sessions
 
     if bool(session) == all_sessions:

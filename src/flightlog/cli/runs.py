@@ -26,7 +26,7 @@ import typer
 from ..errors import SessionNotFound
 from ..narration import narrate, short, state_word
 from .console import console
-from .options import SQL_INT_MAX, session_arg, warn_diverged
+from .options import count_option, session_arg, warn_diverged
 
 if TYPE_CHECKING:  # the read model and the store load inside the commands: `flightlog --version` stays fast
     from ..live import RunView
@@ -131,9 +131,7 @@ def _runs_command(open_db: OpenDb) -> Callable[..., None]:
         ] = False,
         limit: Annotated[
             int | None,
-            typer.Option(
-                "--limit", help="Show at most this many runs (most recently updated).", min=0, max=SQL_INT_MAX
-            ),
+            count_option("--limit", help="Show at most this many runs (most recently updated)."),
         ] = None,
         lease: Annotated[
             float, typer.Option("--lease", help="Heartbeat lease in seconds.", min=0.0)

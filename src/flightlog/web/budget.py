@@ -1,9 +1,11 @@
-"""Spent/granted budget cells of a run for the dashboard (tokens and turns, as ``flightlog runs --tree``).
+"""Spent/granted budget cells of a run for the dashboard (tokens and steps, as ``flightlog runs --tree``).
 
-A sub-agent's limits are its grant (the kernel writes the reserved tokens and turns into the child's
+A sub-agent's limits are its grant (the kernel writes the reserved tokens and steps into the child's
 ``run_started``; the runs read model carries them as ``token_budget`` / ``max_steps``), so "spent/granted"
 is ``tokens_used``/``token_budget`` and ``steps_taken``/``max_steps`` of the run's seed 002
-``BudgetSummary`` (``flightlog.runs``). Nothing is estimated: a fact the read model does not hold is ``-``.
+``BudgetSummary`` (``flightlog.runs``). Nothing is estimated: a spend the read model does not hold is ``-``;
+a run that records no limit shows ``(no limit)``, as ``flightlog runs --tree`` omits its ``/limit``.
+The word is "steps" everywhere (the seed's ``steps_taken`` / ``max_steps``, ``runs`` and the README).
 Pure: no I/O.
 """
 
@@ -11,21 +13,29 @@ from __future__ import annotations
 
 from ..runs import BudgetSummary
 
-__all__ = ["budget_cells", "budget_label"]
+__all__ = ["budget_cells", "budget_label", "spent_of"]
 
 
 def _num(value: int | None) -> str:
     return "-" if value is None else str(value)
 
 
+def spent_of(spent: int | None, limit: int | None) -> str:
+    """``spent/limit`` as shown to a user: ``45/300``, ``45 (no limit)``; ``-`` for an unknown spend."""
+    return _num(spent) + (f"/{limit}" if limit is not None else " (no limit)")
+
+
 def budget_cells(budget: BudgetSummary) -> dict[str, str]:
-    """Spent and granted tokens and turns of one run: ``tokens``, ``token_limit``, ``steps``,
-    ``step_limit`` (decimal strings, ``-`` when the read model holds no value)."""
+    """Spent and granted tokens and steps of one run: ``tokens``, ``token_limit``, ``steps``,
+    ``step_limit`` (decimal strings, ``-`` when the read model holds no value), and the two as shown,
+    ``tokens_of`` and ``steps_of`` (:func:`spent_of`: ``45/300``, ``45 (no limit)``)."""
     return {
         "tokens": _num(budget.tokens_used),
         "token_limit": _num(budget.token_budget),
         "steps": _num(budget.steps_taken),
         "step_limit": _num(budget.max_steps),
+        "tokens_of": spent_of(budget.tokens_used, budget.token_budget),
+        "steps_of": spent_of(budget.steps_taken, budget.max_steps),
     }
 
 

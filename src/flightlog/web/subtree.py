@@ -1,6 +1,6 @@
 """A parent's sub-agents for its dashboard page, as display-safe dicts (see :mod:`.budget` for the cells).
 
-Each child shows its spent/granted tokens and turns (its grant is its limits).
+Each child shows its spent/granted tokens and steps (its grant is its limits).
 
 Ids and states come from the durable read model (refined by live heartbeats, as ``flightlog runs``); every
 string passes :func:`flightlog.web.views.show` and is rendered by Jinja2 autoescape or ``textContent``.

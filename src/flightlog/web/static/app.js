@@ -172,8 +172,8 @@
     if (!box || !q) return;
     if (!q.total) return box.replaceChildren();
     const what = q.exact
-      ? " waiting."
-      : " that may wait (an upper bound: a session whose events hold no open wait is left off its page).";
+      ? " suspended (waiting for a decision or, once decided, for a resume)."
+      : " that may be suspended (an upper bound: a session whose events hold no open wait is left off its page).";
     const line = el("p", { class: "queue-nav muted", text: "Sessions " + q.first + "–" + q.last + " of " + q.total + what });
     if (q.earlier) line.append(" ", el("a", { href: q.earlier, text: "earlier" }));
     if (q.later) line.append(" ", el("a", { href: q.later, text: "+" + q.more + " more" }));
@@ -233,7 +233,7 @@
       el("span", { class: "badge state", text: node.state }),
       node.outcome ? el("span", { class: "badge outcome outcome-" + node.outcome, text: node.outcome }) : null,
       " ",
-      el("span", { class: "badge source", text: node.source }),
+      el("span", { class: "badge source", title: "run source (seed 002 RunSource)", text: node.source }),
       node.liveness ? el("span", { class: "badge liveness", text: node.liveness }) : null,
       node.awaiting_resume ? el("span", { class: "badge resume", text: "decided, waiting for resume" }) : null,
       node.row_warning ? el("span", { class: "badge row-warning", title: node.row_warning, text: "row contradicts ledger" }) : null,
@@ -369,8 +369,8 @@
       ),
       el("td", { class: "source" }, el("span", { class: "badge source source-" + c.source, text: c.source })),
       el("td", { class: "outcome", text: c.outcome || "-" }),
-      el("td", { class: "tokens", text: b.tokens + "/" + b.token_limit }),
-      el("td", { class: "steps", text: b.steps + "/" + b.step_limit })
+      el("td", { class: "tokens", text: b.tokens_of }),
+      el("td", { class: "steps", text: b.steps_of })
     );
   }
 
@@ -402,8 +402,14 @@
 
   function start() {
     initOperator();
-    initRuns();
-    initSession();
+    // The live streams open once the page has loaded: an open stream must not keep the page "loading"
+    // (a headless `--dump-dom`, a load spinner).
+    const live = () => {
+      initRuns();
+      initSession();
+    };
+    if (doc.readyState === "complete") live();
+    else window.addEventListener("load", live, { once: true });
   }
 
   if (doc.readyState === "loading") doc.addEventListener("DOMContentLoaded", start);
