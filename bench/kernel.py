@@ -117,7 +117,9 @@ def _kernel_run(
     db: Path, turns: int, workload: str, synchronous: str, capture: bool
 ) -> tuple[float, list[list[Event]]]:
     agent = Agent(
-        name="bench", route=[ScriptedProvider(_script(turns, workload))], tools=[lookup, store_value]
+        name="bench",
+        route=[ScriptedProvider(_script(turns, workload), by_turn=False)],
+        tools=[lookup, store_value],
     )
     with SqliteStore(db, synchronous=synchronous) as store:
         kernel = Kernel(store, agent)

@@ -268,7 +268,9 @@ def test_current_effect_key_is_the_calls_key_in_the_tool_only(tmp_path: Path) ->
         seen.append(current_effect_key())
         return "seen"
 
-    provider = ScriptedProvider([calls(call("act", {}, id="c1"), call("look", {}, id="c2")), reply("ok")])
+    provider = ScriptedProvider(
+        [calls(call("act", {}, id="c1"), call("look", {}, id="c2")), reply("ok")], by_turn=False
+    )
     with SqliteStore(tmp_path / "k.db") as store:
         result = Kernel(store, Agent(name="a", route=[provider], tools=[act, look])).run_sync("go")
     assert result.status == "completed"

@@ -353,6 +353,7 @@ _NARRATORS: dict[str, Callable[[Any], str]] = {
     "rollbacked": lambda e: (
         f"turn {e.turn}: rolled back to {e.checkpoint_history_len} message(s)"
         + (f" ({e.reason.kind})" if e.reason else "")
+        + (f": {short(e.reason.error, 160)}" if isinstance(getattr(e.reason, "error", None), str) else "")
     ),
     "agent_process_changed": lambda e: (
         f"turn {e.turn}: sub-agent {short(e.agent_id, 40)} {e.state}"

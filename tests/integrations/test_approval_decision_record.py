@@ -115,7 +115,7 @@ def test_the_kernels_decisions_keep_their_bytes(tmp_path: Path) -> None:
     ]
     policy = Policy(rules=(Rule("ask", tool="write_*", reason="writes need a human"),))
     with SqliteStore(db) as store:
-        provider = ScriptedProvider(script)  # type: ignore[arg-type]
+        provider = ScriptedProvider(script, by_turn=False)  # type: ignore[arg-type]
         kernel = Kernel(store, Agent(name="writer", route=[provider], tools=[write_note], policy=policy))
         sid = kernel.run_sync("write two notes").session_id
         approve(store, sid, "w1", responder="alice", notary=None)

@@ -154,6 +154,7 @@ def _provider() -> ScriptedProvider:
         ],
         model="gpt-test",
         protocol="openai.chat",
+        by_turn=False,
     )
 
 

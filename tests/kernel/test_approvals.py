@@ -183,7 +183,7 @@ def test_decisions_on_calls_that_do_not_wait_are_refused_without_side_effects(st
 def test_pending_lists_waiting_calls_across_sessions(store: SqliteStore) -> None:
     a = _kernel(store).run_sync("first").session_id
     b = _kernel(store).run_sync("second").session_id
-    done = Kernel(store, agent(ScriptedProvider([reply("x")]))).run_sync("third").session_id
+    done = Kernel(store, agent(ScriptedProvider([reply("x")], by_turn=False))).run_sync("third").session_id
     assert [(p.session_id, p.call_id) for p in pending(store)] == [(a, "w1"), (b, "w1")]
     assert pending(store, b)[0].session_id == b
     assert pending(store, done) == []

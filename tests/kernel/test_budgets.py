@@ -33,7 +33,7 @@ def _looping(n: int, usage: Usage | None = None) -> list[object]:
 def _run(
     store: SqliteStore, budgets: Budgets, script: list[object], **kw: object
 ) -> tuple[str, ScriptedProvider]:
-    provider = ScriptedProvider(script)  # type: ignore[arg-type]
+    provider = ScriptedProvider(script, by_turn=False)  # type: ignore[arg-type]
     clock = kw.pop("clock", None)
     k = Kernel(store, agent(provider, budgets=budgets, **kw), **({"clock": clock} if clock else {}))  # type: ignore[arg-type]
     result = k.run_sync("loop")
@@ -76,7 +76,7 @@ def test_cost_budget_with_prices(store: SqliteStore) -> None:
 
 
 def test_per_model_prices_and_missing_prices() -> None:
-    p = ScriptedProvider([], model="m")
+    p = ScriptedProvider([], model="m", by_turn=False)
     budgets = Budgets(cost=1.0, model_prices={"m": Prices(0.5, 1.5)})
     assert budgets.price_for("m") == Prices(0.5, 1.5) and budgets.price_for("x") is None
     Agent(name="a", route=[p], budgets=budgets)
@@ -107,7 +107,7 @@ def test_wall_clock_budget_between_turns(store: SqliteStore) -> None:
 def test_wall_clock_deadline_cancels_an_in_flight_model_call(store: SqliteStore) -> None:
     """The budget is read from the kernel's (fake, frozen) clock, so the run reaches its model call
     however slow the machine; the call would take an hour, so the deadline is what ends it."""
-    provider = ScriptedProvider([reply("too late")], latency_s=3600)
+    provider = ScriptedProvider([reply("too late")], latency_s=3600, by_turn=False)
     k = Kernel(store, agent(provider, budgets=Budgets(wall_clock_ms=100)), clock=FakeClock())
     result = k.run_sync("hurry")
     sid = result.session_id
@@ -136,7 +136,7 @@ def test_wall_clock_deadline_cancels_running_tools_and_lists_them(store: SqliteS
         return text
 
     provider = ScriptedProvider(
-        [calls(call("fast", {"text": "fast"}, id="e"), call("forever", {"text": "x"}, id="f"))]
+        [calls(call("fast", {"text": "fast"}, id="e"), call("forever", {"text": "x"}, id="f"))], by_turn=False
     )
     k = Kernel(
         store, agent(provider, tools=[fast, forever], budgets=Budgets(wall_clock_ms=300)), clock=FakeClock()

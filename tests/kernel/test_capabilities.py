@@ -64,7 +64,8 @@ def test_mcp_tools_are_called_through_a_real_stdio_server(store: SqliteStore, tm
             calls(call("t__add", {"a": 2, "b": 3}, id="c1"), call("t__echo", {"text": "hi"}, id="c2")),
             calls(call("t__add", {"a": "two", "b": 3}, id="c3")),
             reply("done"),
-        ]
+        ],
+        by_turn=False,
     )
     agent = Agent(name="mcp", route=[provider], tools=[echo], capabilities=[server(tmp_path)])
     result = run(Kernel(store, agent, notary=None).run("add", session_id="s1"))
@@ -117,7 +118,8 @@ def test_unmount_mid_run_removes_the_tools_from_the_next_request(store: SqliteSt
             calls(call("t__echo", {"text": "one"}, id="c1")),
             calls(call("t__echo", {"text": "two"}, id="c2")),
             reply("done"),
-        ]
+        ],
+        by_turn=False,
     )
     agent = Agent(name="mcp", route=[provider], capabilities=[server(tmp_path)])
     holder: dict[str, Kernel] = {}
@@ -150,7 +152,9 @@ def test_unmount_mid_run_removes_the_tools_from_the_next_request(store: SqliteSt
 def test_smuggling_is_refused_by_policy_shadowing_and_the_allow_list(
     store: SqliteStore, tmp_path: Path
 ) -> None:
-    provider = ScriptedProvider([calls(call("run_shell", {"command": "rm -rf /"}, id="c1")), reply("ok")])
+    provider = ScriptedProvider(
+        [calls(call("run_shell", {"command": "rm -rf /"}, id="c1")), reply("ok")], by_turn=False
+    )
     sneaky = server(tmp_path, tools=["*"], prefix="")  # no prefix: its `echo` would shadow the agent's
     policy = Policy(rules=[Rule(action="deny", tool="run_shell")])
     agent = Agent(name="mcp", route=[provider], tools=[echo], capabilities=[sneaky], policy=policy)
@@ -172,7 +176,9 @@ def test_a_signed_grant_keeps_server_tools_outside_it_off_the_surface(
     store: SqliteStore, tmp_path: Path
 ) -> None:
     grant = GrantPolicy(policy_id="mcp-test", tools_allow=["t__echo"], authority_epoch=0)
-    provider = ScriptedProvider([calls(call("t__add", {"a": 1, "b": 2}, id="c1")), reply("ok")])
+    provider = ScriptedProvider(
+        [calls(call("t__add", {"a": 1, "b": 2}, id="c1")), reply("ok")], by_turn=False
+    )
     agent = Agent(
         name="mcp",
         route=[provider],
@@ -189,7 +195,8 @@ def test_a_signed_grant_keeps_server_tools_outside_it_off_the_surface(
 
 def test_a_policy_unlock_mounts_a_locked_skill_pack(store: SqliteStore) -> None:
     provider = ScriptedProvider(
-        [calls(call("nothing", {}, id="c0")), calls(call("echo", {"text": "x"}, id="c1")), reply("ok")]
+        [calls(call("nothing", {}, id="c0")), calls(call("echo", {"text": "x"}, id="c1")), reply("ok")],
+        by_turn=False,
     )
 
     def after_first_turn(state: Any) -> str | None:
@@ -211,7 +218,9 @@ def test_a_policy_unlock_mounts_a_locked_skill_pack(store: SqliteStore) -> None:
 def test_replay_check_catches_a_tool_no_capability_change_explains(
     store: SqliteStore, tmp_path: Path
 ) -> None:
-    provider = ScriptedProvider([calls(call("t__echo", {"text": "a"}, id="c1")), reply("done")])
+    provider = ScriptedProvider(
+        [calls(call("t__echo", {"text": "a"}, id="c1")), reply("done")], by_turn=False
+    )
     agent = Agent(name="mcp", route=[provider], capabilities=[server(tmp_path)])
     holder: dict[str, Kernel] = {}
 
@@ -234,7 +243,8 @@ def test_replay_check_catches_a_tool_no_capability_change_explains(
 
 def test_skill_pack_mounted_from_the_host_at_the_next_boundary(store: SqliteStore) -> None:
     provider = ScriptedProvider(
-        [calls(call("nothing", {}, id="c0")), calls(call("echo", {"text": "x"}, id="c1")), reply("done")]
+        [calls(call("nothing", {}, id="c0")), calls(call("echo", {"text": "x"}, id="c1")), reply("done")],
+        by_turn=False,
     )
     agent = Agent(name="skills", route=[provider], capabilities=[SkillPack("basics", [echo], locked=True)])
     holder: dict[str, Kernel] = {}
@@ -294,7 +304,8 @@ def test_a_server_sigkilled_mid_run_is_recorded_as_crashed(store: SqliteStore, t
             calls(call("t__echo", {"text": "two"}, id="c2")),
             calls(call("t__echo", {"text": "three"}, id="c3")),
             reply("done"),
-        ]
+        ],
+        by_turn=False,
     )
     starts = tmp_path / "starts.txt"
 
@@ -360,7 +371,7 @@ def test_resume_runs_a_recorded_server_command_only_when_signed(
 def test_a_server_that_does_not_start_is_recorded_and_the_run_goes_on(
     store: SqliteStore, tmp_path: Path
 ) -> None:
-    provider = ScriptedProvider([reply("fine without it")])
+    provider = ScriptedProvider([reply("fine without it")], by_turn=False)
     broken = McpServer(id="gone", command=str(tmp_path / "no-such-server"), timeout_s=60)
     agent = Agent(name="mcp", route=[provider], capabilities=[broken])
     assert run(Kernel(store, agent, notary=None).run("x", session_id="s8")).status == "completed"
@@ -404,7 +415,9 @@ def test_a_server_over_streamable_http(store: SqliteStore, tmp_path: Path) -> No
     try:
         running, reader = _wait_for_line(proc.stderr, r"Uvicorn running on http://127\.0\.0\.1:(\d+)")
         port = int(running.group(1))
-        provider = ScriptedProvider([calls(call("h__add", {"a": 20, "b": 22}, id="c1")), reply("done")])
+        provider = ScriptedProvider(
+            [calls(call("h__add", {"a": 20, "b": 22}, id="c1")), reply("done")], by_turn=False
+        )
         remote = McpServer(
             id="h", url=f"http://127.0.0.1:{port}/mcp", tools=["add"], effects={"add": "read_only"}
         )

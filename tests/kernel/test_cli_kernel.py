@@ -211,10 +211,10 @@ def test_resume_of_an_aborted_wait_reopens_it_exit_3(tmp_path: Path) -> None:
     assert cli(db, "abort", sid)[0] == 0
     code, out, err = cli(db, "resume", sid)
     assert code == EXIT_CODES["suspended"] == 3, err
-    assert (
-        f"session {sid}: suspended (approval)" in out
-        and f"waiting: n1  (flightlog approve|deny {sid} n1)" in out
-    )
+    assert f"session {sid}: suspended (approval)" in out and "  waiting: n1; decide with one of:\n" in out
+    # the two decisions as commands that paste as they are (not `approve|deny SESSION CALL`)
+    commands = [line.strip() for line in out.splitlines() if line.strip().startswith("flightlog ")]
+    assert commands == [f"flightlog approve {sid} n1", f"flightlog deny {sid} n1"]
     assert "waiting for approval: flightlog approve" in err  # the re-opened gate, live on stderr
     with open_store(db) as store:
         assert store.get_session(sid).status == "suspended"
@@ -250,3 +250,21 @@ route = [{{ref = "{AGENTS}:make_provider"}}]
     failed = _session(out)
     code, out, err = cli(db, "resume", failed)
     assert code == EXIT_CODES["failed"] == 1 and f"session {failed} has ended: failed at seq" in out, err
+
+
+def test_a_provider_failing_at_import_is_a_spec_error_not_a_traceback(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The openai SDK refuses to build a client without a key, when the agent's module is imported: the run
+    is refused as a bad SPEC (exit 2) with the SDK's message, which names OPENAI_API_KEY (new-user pass)."""
+    monkeypatch.delenv("OPENAI_API_KEY", raising=False)
+    agent_file = tmp_path / "keyless.py"
+    agent_file.write_text(
+        "from flightlog.kernel import Agent\n"
+        "from flightlog.providers.openai_chat import OpenAIChatProvider\n"
+        'agent = Agent(name="keyless", route=[OpenAIChatProvider("gpt-4o")])\n'
+    )
+    code, out, err = cli(tmp_path / "k.db", "run", f"{agent_file}:agent", "--goal", "hi")
+    assert code == 2 and out == "", err
+    said = " ".join(err.split())
+    assert "importing" in said and "a model provider failed" in said and "OPENAI_API_KEY" in said

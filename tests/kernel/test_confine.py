@@ -152,7 +152,8 @@ def test_a_call_whose_path_resolves_outside_does_not_run(workspace: Path, store:
                 call("read_plain", {"path": "src/file_link"}, id="file"),
             ),
             reply("done"),
-        ]
+        ],
+        by_turn=False,
     )
     result = kernel(
         store, provider, tools=[read_plain], policy=Policy(default="allow"), grant=_signed(SRC)
@@ -183,7 +184,8 @@ def test_a_side_effect_through_a_dangling_symlink_writes_nothing_outside(
                 call("write_confined", {"path": "src/fine.txt", "text": "ok"}, id="w2"),
             ),
             reply("done"),
-        ]
+        ],
+        by_turn=False,
     )
     tools = [write_confined]
     result = kernel(
@@ -208,7 +210,7 @@ def test_the_grant_is_current_only_inside_a_tool_call(workspace: Path, store: Sq
         seen.append(None if ceiling is None else ceiling.digest)
         return "ok"
 
-    provider = ScriptedProvider([calls(call("look", {}, id="l1")), reply("done")])
+    provider = ScriptedProvider([calls(call("look", {}, id="l1")), reply("done")], by_turn=False)
     kernel(store, provider, tools=[look], policy=Policy(default="allow"), grant=_signed(SRC)).run_sync("go")
     assert seen == [SRC.digest]  # a sync tool, run in a worker thread, sees it
     assert current_ceiling() is None
@@ -431,7 +433,8 @@ def test_a_kernel_run_refuses_a_redirection_and_runs_the_allowed_command(
                 call("shell", {"command": "echo ${HOME}"}, id="expand"),
             ),
             reply("done"),
-        ]
+        ],
+        by_turn=False,
     )
     grant = _ceiling(path_globs=["src/**"], command_prefixes=["echo"])
     result = kernel(

@@ -232,7 +232,7 @@ def test_overflow_shapes_are_recognised_and_other_400s_are_not() -> None:
 
 
 def overflow_agent(script: list[Any]) -> tuple[Agent, ScriptedProvider, SummaryProvider]:
-    provider = ScriptedProvider(script, model="claude-sonnet-4-0")
+    provider = ScriptedProvider(script, model="claude-sonnet-4-0", by_turn=False)
     summarizer = SummaryProvider()
     agent = Agent(
         name="o", route=[provider], tools=[echo], context=ContextPolicy(summarizer=summarizer, tools=False)
@@ -297,7 +297,7 @@ def test_a_large_output_is_paged_out_and_paged_back_in(store: SqliteStore) -> No
         return calls(call("page_in", {"ref": ref}, id="back"))
 
     steps = [sized(lambda r, i=i: calls(call("work", {"step": i}, id=f"s{i}"))) for i in range(1, 8)]
-    script = ScriptedProvider([*steps, sized(read_back), reply("ok")], model="step-model")
+    script = ScriptedProvider([*steps, sized(read_back), reply("ok")], model="step-model", by_turn=False)
     agent = Agent(name="p", route=[script], tools=[context_agent.work], context=agent.context)
     result = Kernel(store, agent).run_sync("go")
     sid = result.session_id
@@ -327,7 +327,7 @@ def test_pinned_results_survive_compaction_verbatim(store: SqliteStore) -> None:
         anthropic_overflow(),
         reply("done"),
     ]
-    provider = ScriptedProvider(script, model="claude-sonnet-4-0")
+    provider = ScriptedProvider(script, model="claude-sonnet-4-0", by_turn=False)
     agent = Agent(name="pin", route=[provider], tools=[echo], context=ContextPolicy(summarizer=summarizer))
     sid = Kernel(store, agent).run_sync("go").session_id
     assert customs(store, sid, "context_pin") == [{"turn": 2, "call_ids": ["keep"]}]
@@ -358,7 +358,7 @@ def test_the_agent_can_renew_its_own_context(store: SqliteStore) -> None:
         calls(call("renew_context", {"progress": "echoed a", "open_items": ["echo b"]}, id="r")),
         reply("done"),
     ]
-    provider = ScriptedProvider(script)
+    provider = ScriptedProvider(script, by_turn=False)
     agent = Agent(name="r", route=[provider], tools=[echo], context=ContextPolicy())
     sid = Kernel(store, agent).run_sync("echo a then b").session_id
     (renewed,) = of(store, sid, ContextRenewed)
@@ -556,9 +556,9 @@ def test_the_example_runs_from_the_cli_and_its_requests_check(tmp_path: Path) ->
 
 def test_a_failing_summary_call_is_retried_then_replaced_by_the_rule_summary(store: SqliteStore) -> None:
     down = ProviderError("503", retryable=True)
-    summarizer = ScriptedProvider([down, down, down], model="summary-model")
+    summarizer = ScriptedProvider([down, down, down], model="summary-model", by_turn=False)
     provider = ScriptedProvider(
-        [*three_turns(), anthropic_overflow(), reply("done")], model="claude-sonnet-4-0"
+        [*three_turns(), anthropic_overflow(), reply("done")], model="claude-sonnet-4-0", by_turn=False
     )
     context = ContextPolicy(summarizer=summarizer, tools=False)
     agent = Agent(name="f", route=[provider], tools=[echo], context=context, max_retries=2, backoff_base_s=0)

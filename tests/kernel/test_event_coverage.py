@@ -199,7 +199,9 @@ def repaired_and_invalid_calls(store: SqliteStore, tmp_path: Path) -> Outcome:
     last = reply("3, hi")
     k = Kernel(
         store,
-        agent(ScriptedProvider([first, last]), budgets=Budgets(tokens=1000), system_prompt="sp"),
+        agent(
+            ScriptedProvider([first, last], by_turn=False), budgets=Budgets(tokens=1000), system_prompt="sp"
+        ),
         notary=None,  # unsigned: no seal here (signed_grant_and_seal has the default's seal)
     )
     spec = "tests.kernel.helpers:agent"
@@ -374,9 +376,10 @@ def retry_then_failover(store: SqliteStore, tmp_path: Path) -> Outcome:
         [
             ProviderError("rate limited", retryable=True, retry_after_s=2.0),
             ProviderError("bad key", retryable=False),
-        ]
+        ],
+        by_turn=False,
     )
-    backup = ScriptedProvider([answer := reply("ok")], model="backup-model")
+    backup = ScriptedProvider([answer := reply("ok")], model="backup-model", by_turn=False)
     delays: list[float] = []
 
     async def sleep(delay: float) -> None:
@@ -436,7 +439,11 @@ def retry_then_failover(store: SqliteStore, tmp_path: Path) -> Outcome:
 def turn_budget(store: SqliteStore, tmp_path: Path) -> Outcome:
     """One turn allowed: the second is refused before its model call."""
     first = calls(call("echo", {"text": "a"}, id="e1"))
-    k = Kernel(store, agent(ScriptedProvider([first, reply("never")]), budgets=Budgets(turns=1)), notary=None)
+    k = Kernel(
+        store,
+        agent(ScriptedProvider([first, reply("never")], by_turn=False), budgets=Budgets(turns=1)),
+        notary=None,
+    )
     result = k.run_sync("loop", session_id="cov-4")
     assert (result.status, result.detail) == ("budget_exhausted", "budget exhausted: turns")
     rid = run_id_of(events(store, "cov-4"))
@@ -478,7 +485,7 @@ def cancel_and_resume(store: SqliteStore, tmp_path: Path) -> Outcome:
         await asyncio.Event().wait()  # until the cancellation arrives
         raise AssertionError("not reached")
 
-    provider = ScriptedProvider([cancel_me, answer := reply("done")])
+    provider = ScriptedProvider([cancel_me, answer := reply("done")], by_turn=False)
     box["k"] = k = Kernel(store, agent(provider), notary=None)
     result = k.run_sync("stop me", session_id="cov-5", handle_signals=False)
     assert (result.status, result.detail) == ("cancelled", "cancelled (user)")
@@ -587,7 +594,7 @@ def signed_grant_and_seal(store: SqliteStore, tmp_path: Path) -> Outcome:
     last = reply("ok")
     k = Kernel(
         store,
-        agent(ScriptedProvider([first, last]), grant=sign_grant(GRANT, signer)),
+        agent(ScriptedProvider([first, last], by_turn=False), grant=sign_grant(GRANT, signer)),
         notary=notary,
     )
     assert k.run_sync("granted", session_id="cov-7").status == "completed"
@@ -649,7 +656,7 @@ def phased_run(store: SqliteStore, tmp_path: Path) -> Outcome:
     from flightlog.kernel.milestones import Phase, Verdict
 
     script = [reply("hm"), reply("PLAN: add"), calls(call("add", {"a": 1, "b": 2}, id="a1")), reply("3")]
-    provider = ScriptedProvider(script)
+    provider = ScriptedProvider(script, by_turn=False)
 
     def judge(given: Any) -> Verdict:
         return Verdict((given.answer or "").startswith(("PLAN", "3")), ("no plan",))

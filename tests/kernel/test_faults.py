@@ -46,7 +46,8 @@ def test_retryable_errors_back_off_exponentially_honouring_retry_after_capped(st
             ProviderError("429 slow down", retryable=True, retry_after_s=2.0),
             ProviderError("503", retryable=True),
             reply("finally"),
-        ]
+        ],
+        by_turn=False,
     )
     result = _kernel(store, provider, sleeps=sleeps).run_sync("go")
     sid = result.session_id
@@ -99,15 +100,19 @@ def test_retryable_errors_back_off_exponentially_honouring_retry_after_capped(st
 
 def test_retry_after_is_capped(store: SqliteStore) -> None:
     sleeps = Sleeps()
-    provider = ScriptedProvider([ProviderError("429", retryable=True, retry_after_s=3600), reply("ok")])
+    provider = ScriptedProvider(
+        [ProviderError("429", retryable=True, retry_after_s=3600), reply("ok")], by_turn=False
+    )
     _kernel(store, provider, sleeps=sleeps).run_sync("go")
     assert sleeps.delays == [10.0]
 
 
 def test_exhausted_retries_fail_over_to_the_next_route_position_and_stay_there(store: SqliteStore) -> None:
     sleeps = Sleeps()
-    primary = ScriptedProvider([ProviderError("overloaded", retryable=True)] * 3, model="big")
-    fallback = ScriptedProvider([calls(call("echo", {"text": "a"}, id="c1")), reply("done")], model="small")
+    primary = ScriptedProvider([ProviderError("overloaded", retryable=True)] * 3, model="big", by_turn=False)
+    fallback = ScriptedProvider(
+        [calls(call("echo", {"text": "a"}, id="c1")), reply("done")], model="small", by_turn=False
+    )
     result = _kernel(store, primary, fallback, sleeps=sleeps).run_sync("go")
     sid = result.session_id
     assert result.status == "completed" and len(primary.requests) == 3 and len(fallback.requests) == 2
@@ -129,9 +134,9 @@ def test_exhausted_retries_fail_over_to_the_next_route_position_and_stay_there(s
 
 def test_non_retryable_errors_and_adapter_bugs_fail_over_at_once(store: SqliteStore) -> None:
     sleeps = Sleeps()
-    first = ScriptedProvider([ProviderError("401 bad key", retryable=False)], model="a")
-    second = ScriptedProvider([RuntimeError("adapter bug")], model="b")
-    third = ScriptedProvider([reply("ok")], model="c")
+    first = ScriptedProvider([ProviderError("401 bad key", retryable=False)], model="a", by_turn=False)
+    second = ScriptedProvider([RuntimeError("adapter bug")], model="b", by_turn=False)
+    third = ScriptedProvider([reply("ok")], model="c", by_turn=False)
     result = _kernel(store, first, second, third, sleeps=sleeps).run_sync("go")
     assert result.status == "completed" and sleeps.delays == []
     causes = [f["cause"] for f in customs(store, result.session_id, "route_failover")]
@@ -139,7 +144,7 @@ def test_non_retryable_errors_and_adapter_bugs_fail_over_at_once(store: SqliteSt
 
 
 def test_an_exhausted_route_fails_the_run(store: SqliteStore) -> None:
-    provider = ScriptedProvider([ProviderError("down", retryable=False)])
+    provider = ScriptedProvider([ProviderError("down", retryable=False)], by_turn=False)
     result = _kernel(store, provider).run_sync("go")
     assert (result.status, result.detail) == ("failed", "provider_failure: down")
     assert of(store, result.session_id, RunTerminal) == [
@@ -153,7 +158,7 @@ def test_a_model_call_timeout_rolls_back_and_retries(store: SqliteStore) -> None
         await asyncio.Event().wait()  # never returns: only the timeout/cancellation ends it
         raise AssertionError("not reached")
 
-    provider = ScriptedProvider([hang, reply("fast now")])
+    provider = ScriptedProvider([hang, reply("fast now")], by_turn=False)
     result = _kernel(store, provider, model_timeout_s=0.05).run_sync("go")
     assert result.status == "completed"
     (rollback,) = of(store, result.session_id, Rollbacked)
@@ -178,7 +183,7 @@ def test_a_model_call_timeout_rolls_back_and_retries(store: SqliteStore) -> None
     ],
 )
 def test_malformed_replies_roll_back_and_retry(store: SqliteStore, bad: ModelResponse, why: str) -> None:
-    provider = ScriptedProvider([bad, reply("good")])
+    provider = ScriptedProvider([bad, reply("good")], by_turn=False)
     result = _kernel(store, provider).run_sync("go")
     assert result.status == "completed"
     (rollback,) = of(store, result.session_id, Rollbacked)
@@ -214,7 +219,7 @@ def _fatal_script() -> list[object]:
 
 def test_a_fatal_tool_error_rolls_the_turn_back_and_retries_it(store: SqliteStore) -> None:
     ran.clear()
-    provider = ScriptedProvider(_fatal_script())  # type: ignore[arg-type]
+    provider = ScriptedProvider(_fatal_script(), by_turn=False)  # type: ignore[arg-type]
     result = _kernel(store, provider, tools=[echo, corrupt, after]).run_sync("go")
     sid = result.session_id
     assert result.status == "completed" and ran == []
@@ -233,7 +238,7 @@ def test_a_fatal_tool_error_rolls_the_turn_back_and_retries_it(store: SqliteStor
 
 
 def test_a_fatal_tool_error_fails_the_run_when_asked_to(store: SqliteStore) -> None:
-    provider = ScriptedProvider(_fatal_script())  # type: ignore[arg-type]
+    provider = ScriptedProvider(_fatal_script(), by_turn=False)  # type: ignore[arg-type]
     k = _kernel(store, provider, tools=[echo, corrupt, after], on_fatal_tool_error="fail")
     result = k.run_sync("go")
     assert (result.status, result.detail) == ("failed", "fatal_tool_error: workspace corrupt at x")
@@ -303,7 +308,7 @@ def test_abort_records_who_asked_beside_its_cancellation(store: SqliteStore) -> 
 
 
 def test_abort_of_an_ended_run_does_nothing(store: SqliteStore) -> None:
-    sid = _kernel(store, ScriptedProvider([reply("x")])).run_sync("go").session_id
+    sid = _kernel(store, ScriptedProvider([reply("x")], by_turn=False)).run_sync("go").session_id
     n = len(events(store, sid))
     assert abort(store, sid) is False and len(events(store, sid)) == n
 
@@ -357,7 +362,7 @@ def test_kernel_cancel_during_a_model_call(store: SqliteStore) -> None:
         await asyncio.Event().wait()  # never returns: only the timeout/cancellation ends it
         raise AssertionError("not reached")
 
-    box["k"] = _kernel(store, ScriptedProvider([cancel_me]))
+    box["k"] = _kernel(store, ScriptedProvider([cancel_me], by_turn=False))
     result = box["k"].run_sync("go", handle_signals=False)
     (cancelled,) = of(store, result.session_id, OperationCancelled)
     assert (cancelled.reason.value, cancelled.pending_call_ids) == ("user", [])

@@ -104,7 +104,8 @@ def test_a_valid_grant_is_ledgered_at_start_and_named_by_every_decision(db_path:
 
 def test_a_tool_outside_the_grant_is_denied_even_when_the_policy_allows_it(store: SqliteStore) -> None:
     provider = ScriptedProvider(
-        [calls(call("add", {"a": 1, "b": 2}, id="a1"), call("echo", {"text": "x"}, id="e1")), reply("ok")]
+        [calls(call("add", {"a": 1, "b": 2}, id="a1"), call("echo", {"text": "x"}, id="e1")), reply("ok")],
+        by_turn=False,
     )
     allow_all = Policy(rules=(Rule("allow", tool="add"),), default="allow")
     result = kernel(store, provider, tools=[add, echo], policy=allow_all, grant=_signed()).run_sync("go")
@@ -124,7 +125,7 @@ def test_a_tool_outside_the_grant_is_denied_even_when_the_policy_allows_it(store
 
 
 def test_the_grant_never_loosens_the_agents_policy(store: SqliteStore) -> None:
-    provider = ScriptedProvider([calls(call("echo", {"text": "x"}, id="e1")), reply("ok")])
+    provider = ScriptedProvider([calls(call("echo", {"text": "x"}, id="e1")), reply("ok")], by_turn=False)
     strict = Policy(rules=(Rule("deny", tool="echo", reason="no echo"),))
     wide = GrantPolicy(policy_id="wide", approval_required=[])
     result = kernel(store, provider, policy=strict, grant=_signed(wide)).run_sync("go")
@@ -152,7 +153,7 @@ def _tampered() -> dict[str, Any]:
 def test_a_bad_grant_refuses_the_run_and_records_nothing(store: SqliteStore, make: Any, reason: str) -> None:
     envelope = make()
     load_policy_signer()  # the policy key exists and is trusted: only the envelope is wrong
-    provider = ScriptedProvider([reply("never")])
+    provider = ScriptedProvider([reply("never")], by_turn=False)
     with pytest.raises(GrantError, match=reason):
         kernel(store, provider, grant=envelope).run_sync("go", session_id="refused")
     assert list(store.list_sessions()) == []
@@ -163,9 +164,9 @@ def test_explicit_grant_keys_replace_the_trust_list(store: SqliteStore) -> None:
     other = load_policy_signer(Path(str(store.path)).parent / "other-keys")
     envelope = sign_grant(GRANT, other)
     with pytest.raises(GrantError, match="no signature by a trusted policy key"):
-        kernel(store, ScriptedProvider([reply("x")]), grant=envelope).run_sync("go")
+        kernel(store, ScriptedProvider([reply("x")], by_turn=False), grant=envelope).run_sync("go")
     result = kernel(
-        store, ScriptedProvider([reply("x")]), grant=envelope, grant_keys=[other.verifier]
+        store, ScriptedProvider([reply("x")], by_turn=False), grant=envelope, grant_keys=[other.verifier]
     ).run_sync("go")
     assert result.status == "completed"
     assert _grant_events(store, result.session_id)[0]["key"] == str(other.verifier)
@@ -173,7 +174,9 @@ def test_explicit_grant_keys_replace_the_trust_list(store: SqliteStore) -> None:
 
 def test_resume_refuses_a_swapped_or_added_grant(store: SqliteStore) -> None:
     def suspended(grant: dict[str, Any] | None) -> str:
-        provider = ScriptedProvider([calls(call("write_note", {"text": "x"}, id="w1")), reply("ok")])
+        provider = ScriptedProvider(
+            [calls(call("write_note", {"text": "x"}, id="w1")), reply("ok")], by_turn=False
+        )
         ask = Policy(rules=(Rule("ask", tool="write_*"),))
         return kernel(store, provider, tools=[write_note], policy=ask, grant=grant).run_sync("go").session_id
 
@@ -183,7 +186,7 @@ def test_resume_refuses_a_swapped_or_added_grant(store: SqliteStore) -> None:
     before = {sid: len(events(store, sid)) for sid in (with_grant, without)}
     other = _signed(GRANT.model_copy(update={"policy_id": "other"}))
     for sid in (with_grant, without):
-        provider = ScriptedProvider([reply("ok")])
+        provider = ScriptedProvider([reply("ok")], by_turn=False)
         with pytest.raises(KernelError, match="grant"):
             kernel(store, provider, tools=[write_note], grant=other).resume_sync(sid)
         assert len(events(store, sid)) == before[sid]  # nothing written

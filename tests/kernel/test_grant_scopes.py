@@ -339,7 +339,8 @@ def test_an_argument_outside_the_grant_is_denied_in_a_run(store: SqliteStore) ->
                 call("copy_to", {"target": "/etc/cron.d/x"}, id="d1"),
             ),
             reply("done"),
-        ]
+        ],
+        by_turn=False,
     )
     allow_all = Policy(default="allow")
     tools = [read_file, run_shell, fetch_url, copy_to]
@@ -368,7 +369,9 @@ def test_an_argument_outside_the_grant_is_denied_in_a_run(store: SqliteStore) ->
 
 
 def test_a_policy_deny_keeps_its_reason_under_a_wide_grant(store: SqliteStore) -> None:
-    provider = ScriptedProvider([calls(call("run_shell", {"command": "git status"}, id="c1")), reply("ok")])
+    provider = ScriptedProvider(
+        [calls(call("run_shell", {"command": "git status"}, id="c1")), reply("ok")], by_turn=False
+    )
     strict = Policy(rules=(Rule("deny", tool="run_shell", reason="no shell here"),), default="allow")
     result = kernel(store, provider, tools=[run_shell], policy=strict, grant=_signed()).run_sync("go")
     (denied,) = of(store, result.session_id, ToolDenied)

@@ -103,7 +103,9 @@ def test_a_driven_run_heartbeats_so_a_silent_ledger_is_not_abandoned(
     else:
         script = [calls(call("slow_tool", {}, id="t1")), reply("done")]
         state = "waiting_tool"
-    kernel = Kernel(store, agent(ScriptedProvider(script), tools=[slow_tool]), heartbeat_s=0.02)
+    kernel = Kernel(
+        store, agent(ScriptedProvider(script, by_turn=False), tools=[slow_tool]), heartbeat_s=0.02
+    )
     thread, results = start(kernel)
     try:
         assert gate.entered.wait(TIMEOUT_S)
@@ -129,7 +131,7 @@ def test_a_driven_run_heartbeats_so_a_silent_ledger_is_not_abandoned(
 def test_the_live_record_is_deleted_when_the_run_suspends(store: SqliteStore, reader: SqliteStore) -> None:
     from flightlog.kernel import Policy, Rule
 
-    provider = ScriptedProvider([calls(call("echo", {"text": "x"}, id="e1"))])
+    provider = ScriptedProvider([calls(call("echo", {"text": "x"}, id="e1"))], by_turn=False)
     ask = Policy(rules=(Rule("ask", tool="echo"),))
     result = Kernel(store, agent(provider, policy=ask), heartbeat_s=0.02).run_sync("go", session_id=SID)
     assert result.status == "suspended"
@@ -148,7 +150,9 @@ def test_without_a_heartbeat_nothing_is_published(store: SqliteStore, reader: Sq
         return "ok"
 
     script = [calls(call("slow_tool", {}, id="t1")), reply("done")]
-    kernel = Kernel(store, agent(ScriptedProvider(script), tools=[slow_tool]), heartbeat_s=None)
+    kernel = Kernel(
+        store, agent(ScriptedProvider(script, by_turn=False), tools=[slow_tool]), heartbeat_s=None
+    )
     assert kernel.live is None
     thread, results = start(kernel)
     try:
@@ -159,7 +163,7 @@ def test_without_a_heartbeat_nothing_is_published(store: SqliteStore, reader: Sq
         thread.join(TIMEOUT_S)
     assert results[0].status == "completed"
     with pytest.raises(ValueError, match="heartbeat_s"):
-        Kernel(store, agent(ScriptedProvider([])), heartbeat_s=0)
+        Kernel(store, agent(ScriptedProvider([], by_turn=False)), heartbeat_s=0)
 
 
 def test_a_resumed_activation_starts_in_the_state_of_its_phase(

@@ -76,7 +76,8 @@ def test_a_phased_agent_advances_is_blocked_advances_again_and_gets_its_tool(sto
             reply("done, I believe"),  # turn 3: ship blocked (nothing deployed)
             calls(call("deploy", {"target": "prod"}, id="c1")),  # turn 4: the unlocked tool
             reply("shipped"),  # turn 5: ship passes, the run completes
-        ]
+        ],
+        by_turn=False,
     )
     result = run(Kernel(store, phased(provider), notary=None).run("ship it", session_id="m1"))
     assert result.status == "completed" and result.final_message == "shipped"
@@ -141,9 +142,12 @@ def test_a_model_judge_records_its_verdict_and_reasons(store: SqliteStore) -> No
             reply(json.dumps({"passed": True, "reasons": ["deployed"]})),
         ],
         model="judge-model",
+        by_turn=False,
     )
     judge = ModelJudge(judge_model, rubric="Pass only when the agent reports a deployment.")
-    provider = ScriptedProvider([reply("PLAN: go"), reply("thinking"), reply("deployed everywhere")])
+    provider = ScriptedProvider(
+        [reply("PLAN: go"), reply("thinking"), reply("deployed everywhere")], by_turn=False
+    )
     result = run(Kernel(store, phased(provider, judge=judge), notary=None).run("ship", session_id="m2"))
     assert result.status == "completed"
     verdicts = customs(store, "m2", MILESTONE_VERDICT)
@@ -163,7 +167,7 @@ def test_a_model_judge_records_its_verdict_and_reasons(store: SqliteStore) -> No
 
 
 def test_retry_budget_exhausted_ends_the_run(store: SqliteStore) -> None:
-    provider = ScriptedProvider([reply("PLAN: x"), reply("nope"), reply("still no")])
+    provider = ScriptedProvider([reply("PLAN: x"), reply("nope"), reply("still no")], by_turn=False)
     agent = phased(provider, max_attempts=2)
     result = run(Kernel(store, agent, notary=None).run("ship", session_id="m3"))
     assert result.status == "failed"
@@ -182,4 +186,8 @@ def test_parse_verdict_needs_a_boolean_passed() -> None:
 
 def test_phases_must_unlock_declared_capabilities() -> None:
     with pytest.raises(ValueError, match="undeclared capabilities"):
-        Agent(name="x", route=[ScriptedProvider()], milestones=[Phase("p", judge=planned, unlocks=["nope"])])
+        Agent(
+            name="x",
+            route=[ScriptedProvider(by_turn=False)],
+            milestones=[Phase("p", judge=planned, unlocks=["nope"])],
+        )

@@ -46,7 +46,7 @@ def test_a_signal_sent_during_the_last_turn_is_recorded_dropped_when_the_run_end
         send_signal(store, "s1", "message", "one more thing", sender="ops")
         return reply("done")
 
-    result = kernel(store, ScriptedProvider([last_turn])).run_sync("finish", session_id="s1")
+    result = kernel(store, ScriptedProvider([last_turn], by_turn=False)).run_sync("finish", session_id="s1")
 
     assert result.status == "completed"
     assert pending_signals(store, "s1") == []
@@ -69,7 +69,7 @@ def test_a_message_sent_mid_turn_is_delivered_at_the_next_boundary(store: Sqlite
         send_signal(store, "s1", "message", "also look in /etc", sender="ops")  # while the call is in flight
         return calls(call("echo", {"text": "looking"}, id="c1"))
 
-    provider = ScriptedProvider([turn_one, reply("found it")])
+    provider = ScriptedProvider([turn_one, reply("found it")], by_turn=False)
     result = kernel(store, provider).run_sync("find the file", session_id="s1")
 
     assert result.status == "completed"
@@ -126,7 +126,7 @@ def test_the_policy_is_upstreams_and_dedupe_ignores_a_repeat(store: SqliteStore)
         send_signal(store, "s2", "message", "fyi", urgency="low")
         return calls(call("echo", {"text": "x"}, id="c1"))
 
-    provider = ScriptedProvider([turn_one, reply("ok")])
+    provider = ScriptedProvider([turn_one, reply("ok")], by_turn=False)
     kernel(store, provider).run_sync("task", session_id="s2")
     disposed = of(store, "s2", SignalDeliveryDisposed)
     assert [(d.disposition, d.queue_depth) for d in disposed] == [
@@ -143,7 +143,7 @@ def test_an_interrupt_cuts_the_model_call_short_and_rolls_the_turn_back(store: S
         await asyncio.Event().wait()  # never answers: only the interrupt ends this call
         raise AssertionError("unreachable")
 
-    provider = ScriptedProvider([hang, reply("summary: nothing done")])
+    provider = ScriptedProvider([hang, reply("summary: nothing done")], by_turn=False)
     k = Kernel(store, agent(provider), notary=None, heartbeat_s=None, signal_poll_s=0.01)
     result = k.run_sync("long task", session_id="s3")
     assert result.status == "completed" and result.final_message == "summary: nothing done"
@@ -174,7 +174,7 @@ def test_a_failed_look_at_the_signal_queue_fails_the_run_not_reads_as_an_interru
         raise AssertionError("unreachable")
 
     monkeypatch.setattr(loop, "watch_interrupt", broken)
-    provider = ScriptedProvider([hang, reply("unreachable")])
+    provider = ScriptedProvider([hang, reply("unreachable")], by_turn=False)
     k = Kernel(store, agent(provider), notary=None, heartbeat_s=None, signal_poll_s=0.01)
     with pytest.raises(StoreError, match="signal queue unreadable"):
         k.run_sync("long task", session_id="s9")
@@ -187,7 +187,7 @@ def test_a_full_queue_drops_and_a_finished_run_refuses(store: SqliteStore, db_pa
             send_signal(store, "s4", "message", f"m{i}")
         return calls(call("echo", {"text": "x"}, id="c1"))
 
-    kernel(store, ScriptedProvider([turn_one, reply("ok")])).run_sync("task", session_id="s4")
+    kernel(store, ScriptedProvider([turn_one, reply("ok")], by_turn=False)).run_sync("task", session_id="s4")
     disposed = of(store, "s4", SignalDeliveryDisposed)
     assert len(disposed) == QUEUE_SIZE + 1 and disposed[-1].disposition == "dropped"
     assert len(customs(store, "s4", "signal_message")) == QUEUE_SIZE
@@ -315,7 +315,8 @@ def test_a_denial_rolls_the_turn_back_when_the_policy_says_so(store: SqliteStore
             calls(call("add", {"a": 1, "b": 2}, id="a1")),
             calls(call("echo", {"text": "three"}, id="e1")),
             reply("three"),
-        ]
+        ],
+        by_turn=False,
     )
     result = kernel(store, provider, policy=policy).run_sync("add 1 and 2", session_id="g1")
     assert result.status == "completed" and result.final_message == "three"
@@ -340,7 +341,7 @@ def test_a_model_that_insists_gets_error_results_after_max_retries(store: Sqlite
 
     policy = Policy(rules=(Rule("deny", tool="add"),), on_deny="rollback")
     script = [calls(call("add", {"a": 1, "b": 2}, id=f"a{i}")) for i in range(3)] + [reply("fine")]
-    result = kernel(store, ScriptedProvider(script), policy=policy, max_retries=2).run_sync(
+    result = kernel(store, ScriptedProvider(script, by_turn=False), policy=policy, max_retries=2).run_sync(
         "add", session_id="g2"
     )
     assert result.status == "completed"

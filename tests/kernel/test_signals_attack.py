@@ -33,7 +33,9 @@ def test_a_huge_signal_is_refused_and_never_enters_the_history(store: SqliteStor
         send_signal(store, "s1", "message", "é" * (MAX_TEXT_BYTES // 2))  # exactly the bound: queued
         return calls(call("echo", {"text": "x"}, id="c1"))
 
-    result = kernel(store, ScriptedProvider([turn_one, reply("ok")])).run_sync("task", session_id="s1")
+    result = kernel(store, ScriptedProvider([turn_one, reply("ok")], by_turn=False)).run_sync(
+        "task", session_id="s1"
+    )
     assert result.status == "completed"
     (usage,) = refused
     assert usage.startswith("2 ") and "--steer" in usage and f"at most {MAX_TEXT_BYTES}" in usage
@@ -49,7 +51,7 @@ def test_control_characters_in_a_signal_are_inert_in_show(store: SqliteStore, db
         send_signal(store, "s2", "message", hostile, sender="ops")
         return calls(call("echo", {"text": "x"}, id="c1"))
 
-    kernel(store, ScriptedProvider([turn_one, reply("ok")])).run_sync("task", session_id="s2")
+    kernel(store, ScriptedProvider([turn_one, reply("ok")], by_turn=False)).run_sync("task", session_id="s2")
     (delivered,) = customs(store, "s2", "signal_message")
     assert delivered["text"] == "[SIGNAL] " + hostile  # the model is told exactly what was sent
     shown = runner.invoke(app, ["--db", str(db_path), "show", "s2"])

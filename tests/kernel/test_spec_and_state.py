@@ -59,7 +59,7 @@ def test_agent_from_dict_validates() -> None:
 
 
 def test_agent_definitions_are_checked() -> None:
-    provider = ScriptedProvider([])
+    provider = ScriptedProvider([], by_turn=False)
     with pytest.raises(ValueError, match="at least one model provider"):
         Agent(name="a", route=[])
     with pytest.raises(TypeError, match="use @tool"):
@@ -75,7 +75,7 @@ def test_the_folded_history_equals_reconstruct_after_rollbacks_and_resumes(store
         calls(call("echo", {"text": "b"}, id="2")),
         reply("done"),
     ]
-    result = kernel(store, ScriptedProvider(script)).run_sync("go")  # type: ignore[arg-type]
+    result = kernel(store, ScriptedProvider(script, by_turn=False)).run_sync("go")  # type: ignore[arg-type]
     state = load_state(store, result.session_id)
     assert state.history() == replay_session(store, result.session_id)
     pairs = list(enumerate(events(store, result.session_id)))
@@ -104,11 +104,11 @@ def test_the_transcript_fed_event_by_event_equals_reconstruct() -> None:
 
 
 def test_resume_edge_cases(store: SqliteStore) -> None:
-    done = kernel(store, ScriptedProvider([reply("x")])).run_sync("go")
+    done = kernel(store, ScriptedProvider([reply("x")], by_turn=False)).run_sync("go")
     n = len(events(store, done.session_id))
-    again = kernel(store, ScriptedProvider([])).resume_sync(done.session_id)
+    again = kernel(store, ScriptedProvider([], by_turn=False)).resume_sync(done.session_id)
     assert again == done and len(events(store, done.session_id)) == n  # terminal: nothing written
     foreign = Recorder.create(store, session_id="imported")
     foreign.record_custom("anything", {})
     with pytest.raises(KernelError, match="no run_started"):
-        Kernel(store, agent(ScriptedProvider([]))).resume_sync("imported")
+        Kernel(store, agent(ScriptedProvider([], by_turn=False))).resume_sync("imported")

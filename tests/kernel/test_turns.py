@@ -34,7 +34,8 @@ def test_a_run_records_each_turn_transaction_in_order(store: SqliteStore) -> Non
                 call("add", {"a": 1, "b": 2}, id="c1"), call("echo", {"text": "hi"}, id="c2"), text="working"
             ),
             reply("3 and hi", usage=Usage(input_tokens=40, output_tokens=7)),
-        ]
+        ],
+        by_turn=False,
     )
     result = kernel(store, provider, system_prompt="be brief").run_sync("add 1 and 2", criteria=["exact"])
 
@@ -169,8 +170,12 @@ def test_a_run_records_each_turn_transaction_in_order(store: SqliteStore) -> Non
 
 
 def test_capability_evidence_is_recorded_per_route_position_as_seed_003(store: SqliteStore) -> None:
-    primary = ScriptedProvider([reply("ok")], model="big", capabilities=Capabilities(strict_schema=True))
-    fallback = ScriptedProvider([], model="small", capabilities=Capabilities(parallel_tool_calls=True))
+    primary = ScriptedProvider(
+        [reply("ok")], model="big", capabilities=Capabilities(strict_schema=True), by_turn=False
+    )
+    fallback = ScriptedProvider(
+        [], model="small", capabilities=Capabilities(parallel_tool_calls=True), by_turn=False
+    )
     result = Kernel(store, Agent(name="a", route=[primary, fallback])).run_sync("hi")
     assert customs(store, result.session_id, "provider_capability_evidence") == [
         {
@@ -218,7 +223,8 @@ def test_each_model_call_sees_the_replayed_ledger_and_the_native_seed(store: Sql
             calls(call("add", {"a": 2, "b": 2}, id="c1")),
             calls(call("echo", {"text": "x"}, id="c2")),
             reply("4"),
-        ]
+        ],
+        by_turn=False,
     )
     image = ImagePart(ref="sha256:" + "ab" * 32, media_type="image/png")
     result = kernel(store, provider, system_prompt="sys").run_sync("sum", attachments=[image])
@@ -240,7 +246,7 @@ def test_no_native_seed_when_a_recorded_turn_has_another_protocol(store: SqliteS
         ),
         provider_replay=None,
     )
-    provider = ScriptedProvider([foreign, reply("done")])
+    provider = ScriptedProvider([foreign, reply("done")], by_turn=False)
     kernel(store, provider).run_sync("go")
     assert provider.requests[1].native_seed is None
 
@@ -267,7 +273,8 @@ def test_read_only_calls_of_a_turn_run_concurrently_and_results_keep_call_order(
                 call("wait_for_peer", {"name": "second"}, id="b"),
             ),
             reply("ok"),
-        ]
+        ],
+        by_turn=False,
     )
     result = kernel(store, provider, tools=[wait_for_peer]).run_sync("go")
     assert result.status == "completed"
@@ -287,7 +294,8 @@ def test_side_effect_and_idempotent_calls_run_one_after_the_other(store: SqliteS
         return name
 
     provider = ScriptedProvider(
-        [calls(call("step", {"name": "a"}, id="a"), call("step", {"name": "b"}, id="b")), reply("ok")]
+        [calls(call("step", {"name": "a"}, id="a"), call("step", {"name": "b"}, id="b")), reply("ok")],
+        by_turn=False,
     )
     kernel(store, provider, tools=[step]).run_sync("go")
     assert order == ["start a", "end a", "start b", "end b"]
@@ -299,7 +307,9 @@ def test_tool_exceptions_become_error_results_and_the_run_goes_on(store: SqliteS
         """Always fails."""
         raise ValueError(why)
 
-    provider = ScriptedProvider([calls(call("explode", {"why": "boom"}, id="x")), reply("recovered")])
+    provider = ScriptedProvider(
+        [calls(call("explode", {"why": "boom"}, id="x")), reply("recovered")], by_turn=False
+    )
     result = kernel(store, provider, tools=[explode]).run_sync("go")
     assert result.status == "completed" and result.final_message == "recovered"
     (completed,) = of(store, result.session_id, ToolCompleted)
@@ -322,7 +332,8 @@ def test_unknown_tools_and_unusable_arguments_get_error_results_without_governan
                 call("add", {"a": 1, "b": 2}, id="ok"),
             ),
             reply("done"),
-        ]
+        ],
+        by_turn=False,
     )
     result = kernel(store, provider).run_sync("go")
     sid = result.session_id
@@ -346,7 +357,8 @@ def test_repaired_arguments_are_recorded_and_used(store: SqliteStore) -> None:
                 call("echo", '{"text": "ok"}', id="n"),
             ),
             reply("42"),
-        ]
+        ],
+        by_turn=False,
     )
     result = kernel(store, provider).run_sync("go")
     assert of(store, result.session_id, ToolArgumentRepaired) == [
@@ -366,7 +378,7 @@ def test_repaired_arguments_are_recorded_and_used(store: SqliteStore) -> None:
 def test_streamed_tokens_reach_live_subscribers_only(store: SqliteStore) -> None:
     tokens: list[str] = []
     late: list[str] = []
-    provider = ScriptedProvider([reply("streamed answer")], stream_chunk_chars=5)
+    provider = ScriptedProvider([reply("streamed answer")], stream_chunk_chars=5, by_turn=False)
     k = Kernel(store, agent(provider, stream=True), on_token=tokens.append)
     unsubscribe = k.subscribe_tokens(late.append)
     result = k.run_sync("go")
@@ -380,7 +392,7 @@ def test_streamed_tokens_reach_live_subscribers_only(store: SqliteStore) -> None
 
 def test_live_event_subscriber_sees_every_durable_event(store: SqliteStore) -> None:
     seen: list[tuple[int, str]] = []
-    provider = ScriptedProvider([calls(call("echo", {"text": "a"}, id="c")), reply("b")])
+    provider = ScriptedProvider([calls(call("echo", {"text": "a"}, id="c")), reply("b")], by_turn=False)
     k = Kernel(store, agent(provider), on_event=lambda row, event: seen.append((row.seq, event.kind)))
     result = k.run_sync("go")
     assert [s for s, _ in seen] == list(range(len(kinds(store, result.session_id))))

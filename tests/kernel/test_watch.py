@@ -64,7 +64,7 @@ def by_hand(turn: int, rollbacks: int, threshold: float) -> bool:
 def test_a_looping_agent_trips_the_watch_at_the_turn_the_formula_gives(store: SqliteStore) -> None:
     expected = next(t for t in range(1, 20) if by_hand(t, rollbacks=1, threshold=0.65))
     assert expected == 6  # 0.35 * 1.0 + 0.30 + 0.15 / 3 = 0.70 (turn 5: 0.63)
-    provider = ScriptedProvider([*looping_script(10, fail_at=2), reply("gave up")])
+    provider = ScriptedProvider([*looping_script(10, fail_at=2), reply("gave up")], by_turn=False)
     k = kernel(store, provider, tools=[probe], entropy_watch=EntropyWatch())
     result = k.run_sync("find the file")
     sid = result.session_id
@@ -110,7 +110,7 @@ def test_a_looping_agent_trips_the_watch_at_the_turn_the_formula_gives(store: Sq
 
 
 def test_a_denied_watch_gate_stops_the_run(store: SqliteStore) -> None:
-    provider = ScriptedProvider([*looping_script(8), reply("never")])
+    provider = ScriptedProvider([*looping_script(8), reply("never")], by_turn=False)
     k = kernel(store, provider, tools=[probe], entropy_watch=EntropyWatch(threshold=0.5))
     first = k.run_sync("find the file")
     expected = next(t for t in range(1, 20) if by_hand(t, rollbacks=0, threshold=0.5))
@@ -127,7 +127,7 @@ def test_a_denied_watch_gate_stops_the_run(store: SqliteStore) -> None:
 
 
 def test_the_stop_action_ends_the_run_at_the_alert(store: SqliteStore) -> None:
-    provider = ScriptedProvider([*looping_script(8), reply("never")])
+    provider = ScriptedProvider([*looping_script(8), reply("never")], by_turn=False)
     result = kernel(
         store, provider, tools=[probe], entropy_watch=EntropyWatch(threshold=0.5, action="stop")
     ).run_sync("find the file")
@@ -145,7 +145,7 @@ def test_the_compact_action_archives_the_loop_and_continues(store: SqliteStore) 
         reply("summary: probed /missing four times, it never exists"),
         reply("stopped"),
     ]
-    provider = ScriptedProvider(script)
+    provider = ScriptedProvider(script, by_turn=False)
     result = kernel(
         store, provider, tools=[probe], entropy_watch=EntropyWatch(threshold=0.5, action="compact")
     ).run_sync("find the file")
@@ -160,7 +160,7 @@ def test_the_compact_action_archives_the_loop_and_continues(store: SqliteStore) 
 
 
 def test_without_a_watch_samples_are_recorded_and_nothing_trips(store: SqliteStore) -> None:
-    provider = ScriptedProvider([*looping_script(7), reply("done")])
+    provider = ScriptedProvider([*looping_script(7), reply("done")], by_turn=False)
     result = kernel(store, provider, tools=[probe]).run_sync("find the file")
     assert result.status == "completed"
     assert len(of(store, result.session_id, EntropySample)) == 7

@@ -31,7 +31,7 @@ def test_signals_are_delivered_once_and_interrupts_roll_back(pg_store: PostgresS
         await asyncio.Event().wait()
         raise AssertionError("unreachable")
 
-    provider = ScriptedProvider([turn_one, hang, reply("stopped")])
+    provider = ScriptedProvider([turn_one, hang, reply("stopped")], by_turn=False)
     agent = Agent(name="pg-signals", route=[provider], tools=[echo])
     kernel = Kernel(pg_store, agent, notary=None, heartbeat_s=None, signal_poll_s=0.01)
     result = kernel.run_sync("task", session_id="pg-s1")

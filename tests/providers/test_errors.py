@@ -186,7 +186,7 @@ def test_missing_credentials_are_provider_errors(monkeypatch: pytest.MonkeyPatch
         monkeypatch.delenv(name, raising=False)
     with pytest.raises(ProviderError, match="api_key") as info:
         OpenAIChatProvider("m")
-    assert info.value.retryable is False
+    assert info.value.retryable is False and "OPENAI_API_KEY" in str(info.value)  # the SDK's own message
 
     async def call() -> ProviderError:
         async with AnthropicProvider("m", base_url="http://127.0.0.1:9") as provider:
@@ -196,6 +196,10 @@ def test_missing_credentials_are_provider_errors(monkeypatch: pytest.MonkeyPatch
 
     error = asyncio.run(call())
     assert error.retryable is False and "no API key" in str(error)
+    # what to set, which the anthropic SDK's own TypeError does not say (found by a new-user pass)
+    assert "set ANTHROPIC_API_KEY (the environment variable the anthropic SDK reads) or pass api_key=" in str(
+        error
+    )
 
 
 # ─── Missing optional dependencies ───────────────────────────────────────────────────────────────

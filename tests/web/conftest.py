@@ -109,7 +109,7 @@ def blocking_agent(release: threading.Event) -> Agent:
         return "released"
 
     script = [calls(call("wait_here", {"reason": "the test holds me"}, id="h1")), reply("finished")]
-    provider = ScriptedProvider(script)  # type: ignore[arg-type]
+    provider = ScriptedProvider(script, by_turn=False)  # type: ignore[arg-type]
     return Agent(name="live", route=[provider], tools=[wait_here])
 
 

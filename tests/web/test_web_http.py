@@ -667,7 +667,9 @@ def test_the_session_stream_wakes_on_a_commit_not_on_the_poll_interval(db_path: 
 def test_the_session_page_and_the_runs_tree_show_the_recorded_context_use(
     client: TestClient, db_path: Path
 ) -> None:
-    provider = ScriptedProvider([calls(call("echo", {"text": "x" * 400}, id="e1")), reply("done")])
+    provider = ScriptedProvider(
+        [calls(call("echo", {"text": "x" * 400}, id="e1")), reply("done")], by_turn=False
+    )
     window = ContextPolicy(windows={provider.model: ContextWindow(4000, 200)})
     agent = Agent(name="ctx", route=[provider], tools=[echo], context=window)
     with SqliteStore(db_path) as store:

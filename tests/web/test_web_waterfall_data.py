@@ -19,9 +19,10 @@ def test_retries_and_a_failover_end_the_failed_calls_at_their_rollback(db_path: 
         [
             ProviderError("rate limited", retryable=True, retry_after_s=0.0),
             ProviderError("bad key", retryable=False),
-        ]
+        ],
+        by_turn=False,
     )
-    backup = ScriptedProvider([reply("ok")], model="backup-model")
+    backup = ScriptedProvider([reply("ok")], model="backup-model", by_turn=False)
 
     async def sleep(delay: float) -> None:
         return None

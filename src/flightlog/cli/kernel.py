@@ -98,7 +98,9 @@ def _report(console: Console, result: RunResult, json_out: bool) -> None:
         console.print(result.final_message)
     if result.status == "suspended":
         for call_id in result.pending_calls:
-            console.print(f"  waiting: {call_id}  (flightlog approve|deny {result.session_id} {call_id})")
+            console.print(f"  waiting: {call_id}; decide with one of:")
+            console.print(f"    flightlog approve {result.session_id} {call_id}")
+            console.print(f"    flightlog deny {result.session_id} {call_id}")
         if not result.pending_calls and result.detail == "sub_agent_await":
             console.print("  waiting for its sub-agents: `flightlog pending` lists what they wait for")
 
@@ -160,19 +162,24 @@ def register(app: typer.Typer, open_db: OpenDb) -> None:
 
         A run that has ended is not resumed: its status and the seq of its ``run_terminal`` are printed,
         with its result, and the exit code is its status's (0 completed, 1 failed or budget exhausted);
-        no agent spec is needed or imported for it.
+        no agent spec is needed or imported for it. An imported transcript (``flightlog import``/``watch``)
+        records another agent's runs: it is refused (exit 2), naming its format and file.
 
         The session must pass the full check ``flightlog audit`` makes before anything it names is
         imported: the recorded spec only as a signed ``module:attribute``."""
         from ..integrity.audit import Auditor, require_intact
         from ..integrity.notary import Notary
         from ..kernel import Kernel
-        from ..kernel.approvals import resume_hint, resumed_by_its_app
+        from ..kernel.approvals import imported_transcript, resume_hint, resumed_by_its_app
         from ..kernel.spec import recorded_spec
 
         with open_db(False) as store:
             sid = _tree_root(store, store.resolve_session(session), err)
-            source = store.get_session(sid).source
+            record = store.get_session(sid)
+            source = record.source
+            imported = imported_transcript(record)
+            if imported is not None:  # no agent spec to ask for, no run of the kernel's to report
+                raise typer.BadParameter(f"{imported}; `flightlog show {sid}` shows what it recorded")
             if resumed_by_its_app(source):  # no spec to give: its framework runs it, not the kernel
                 raise typer.BadParameter(
                     f"session {sid} is a {source} session, run by its own app; it continues with "

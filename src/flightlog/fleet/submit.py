@@ -18,6 +18,7 @@ from ..kernel import Agent, load_agent
 from ..kernel.errors import AgentSpecError
 from ..kernel.records import BUDGET_LIMITS, capability_evidence
 from ..kernel.spec import AGENT_SPEC, is_logical
+from ..kernel.state import KERNEL_SOURCE
 from ..recorder import Recorder
 from ..runs import RunSource
 from ..store.base import Store
@@ -79,7 +80,7 @@ def submit(
             store,
             session_id=session_id,
             task=goal,
-            source="kernel",
+            source=KERNEL_SOURCE,
             metadata=metadata,
             status=QUEUED,
             notary=resolve_notary(notary),

@@ -45,12 +45,14 @@ from .rowcheck import session_may_wait, sessions_may_wait
 from .state import Gate, KernelState, load_state
 
 __all__ = [
+    "IMPORT_SOURCE_PREFIX",
     "MAX_OPERATOR",
     "PendingCall",
     "approve",
     "check_operator",
     "continue_hint",
     "deny",
+    "imported_transcript",
     "operator_problem",
     "pending",
     "resume_hint",
@@ -343,6 +345,29 @@ def resumed_by_its_app(source: str) -> bool:
     """Whether a session of ``source`` is an integration's (LangGraph, Agents SDK, Pydantic AI), which its
     framework runs and resumes: ``flightlog resume`` has no agent spec for it."""
     return source in _RESUMED_BY_ITS_APP
+
+
+IMPORT_SOURCE_PREFIX = "import:"
+"""``Session.source`` prefix of a transcript written by :mod:`flightlog.importers` (``import:FORMAT``)."""
+
+
+def imported_transcript(record: SessionRecord) -> str | None:
+    """Why the kernel cannot resume ``record``'s session when it is an imported transcript, else None.
+
+    An import (``flightlog import``/``watch``: source ``import:FORMAT``) records what another agent did, with
+    that agent's ``run_started``/``run_terminal`` events; the kernel has no agent, grant or state of its own
+    to continue it from, and must not append a kernel run to it. The reason names the format and the file
+    it came from (the import's provenance: ``source_name`` in the session metadata)."""
+    if not record.source.startswith(IMPORT_SOURCE_PREFIX):
+        return None
+    meta = record.metadata if isinstance(record.metadata, dict) else {}
+    name = meta.get("source_name")
+    origin = f" from {name}" if isinstance(name, str) and name else ""
+    fmt = record.source[len(IMPORT_SOURCE_PREFIX) :] or "?"
+    return (
+        f"session {record.session_id} is an imported {fmt} transcript{origin} (source {record.source}), "
+        "not a kernel run: the kernel cannot resume it"
+    )
 
 
 def approve(

@@ -310,11 +310,11 @@ def send_signal(
 
     Raises:
         SessionNotFound: no such session.
-        SignalRefused: the run has finished (``run_terminal``), or the session is not a kernel run, or
-            ``text`` is empty or longer than 65536 UTF-8 bytes.
+        SignalRefused: the run has finished (``run_terminal``), or the session is not a kernel run (an
+            imported transcript, or no ``run_started``), or ``text`` is empty or longer than 65536 UTF-8 bytes.
         InvalidOperator: ``sender`` breaks the operator-name rule.
     """
-    from .approvals import check_operator
+    from .approvals import check_operator, imported_transcript
     from .state import load_state
 
     check_operator(sender)
@@ -325,6 +325,9 @@ def send_signal(
         raise SignalRefused(
             session_id=session_id, reason=f"the signal text is {size} bytes; at most {MAX_TEXT_BYTES}"
         )
+    imported = imported_transcript(store.get_session(session_id))
+    if imported is not None:  # its last run may be open (no run_terminal), but no kernel runs it
+        raise SignalRefused(session_id=session_id, reason=imported)
     state = load_state(store, session_id)
     if state.run is None:
         raise SignalRefused(session_id=session_id, reason="not a kernel run (no run_started)")

@@ -91,6 +91,7 @@ from . import memory
 from .activation import ModelFailure
 from .activation_context import ContextActivation
 from .agent import Agent
+from .approvals import imported_transcript
 from .attention import boundary_events, watch_interrupt
 from .budgets import Reservation, admit_turn, reserve
 from .capabilities import Capability, ToolSurface
@@ -115,7 +116,7 @@ from .requests import program_of
 from .result import RunResult, result_of
 from .signals import run_blocking
 from .spec import AGENT_SPEC
-from .state import KernelState, load_state
+from .state import KERNEL_SOURCE, KernelState, load_state
 from .subagents import require_children_intact, waiting_on_children
 from .transcript import Transcript
 from .watch import watch_events
@@ -561,7 +562,7 @@ class Kernel:
                 self.store,
                 session_id=session_id,
                 task=goal,
-                source="kernel",
+                source=KERNEL_SOURCE,
                 metadata=meta,
                 notary=self.notary,
                 parent_session_id=parent_session_id,
@@ -596,7 +597,9 @@ class Kernel:
                 check ``flightlog audit`` makes (chain, signed checkpoints, seal, retained, witnessed and
                 indexed heads), checked before anything is read from it, even for a finished or waiting
                 session (refuse, don't guess).
-            KernelError: the session has no ``run_started`` (not a kernel run); the agent brings a grant
+            KernelError: the session is an imported transcript (source ``import:FORMAT``:
+                :func:`~flightlog.kernel.approvals.imported_transcript`) or has no ``run_started`` (not a
+                kernel run), nothing written; the agent brings a grant
                 other than the ledgered one, or the stored grant disagrees with the ledger.
             GrantError: the session's grant no longer verifies (untrusted key, expired); nothing written.
         """
@@ -604,6 +607,9 @@ class Kernel:
         # suspension or a result read from a history `audit` rejects (a dropped seal, a rollback...).
         auditor = Auditor.for_notary(self.notary)
         report = require_intact(self.store, session_id, auditor=auditor)
+        imported = imported_transcript(self.store.get_session(session_id))
+        if imported is not None:  # another agent's recorded runs: nothing of the kernel's to continue
+            raise KernelError(imported)
         state = load_state(self.store, session_id)
         require_children_intact(self.store, state, auditor)  # a tampered child stops its whole tree
         if state.run is None:

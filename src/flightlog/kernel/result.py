@@ -65,7 +65,9 @@ TERMINAL_STATUS: dict[str, RunStatus] = {
 
 
 def result_of(state: KernelState, *, fenced: str | None = None) -> RunResult:
-    """Describe a session's state as a :class:`RunResult`."""
+    """Describe a session's state as a :class:`RunResult`: its last run's (a ``run_started`` begins a new
+    run, :meth:`KernelState._on_run_started`); an ended run's turns and tokens are those its
+    ``run_terminal`` recorded."""
     status: RunStatus
     pending: tuple[str, ...] = ()
     detail: str | None = None
@@ -79,12 +81,14 @@ def result_of(state: KernelState, *, fenced: str | None = None) -> RunResult:
         status = "cancelled"
         detail = f"fenced off: {fenced}" if fenced else _cancel_detail(state)
         pending = tuple(_cancel_pending(state))
+    ended = state.terminal
     return RunResult(
         session_id=state.session_id,
         status=status,
         final_message=state.final_message(),
-        turns=state.turn,
-        tokens=state.tokens_used,
+        # an ended run's own record (what `show` narrates), else the count folded so far
+        turns=ended.turns_used if ended is not None else state.turn,
+        tokens=ended.total_tokens if ended is not None else state.tokens_used,
         cost=state.cost_used if state.limits is not None and state.limits.cost is not None else None,
         pending_calls=pending,
         detail=detail,

@@ -1,11 +1,15 @@
 """A scripted model provider: a fake behind the provider seam, for tests, demos and benchmarks.
 
-``ScriptedProvider(script=[...])`` answers each :meth:`~ScriptedProvider.complete` with the next script
-item: a :class:`~flightlog.providers.base.ModelResponse` (returned), an exception such as
+``ScriptedProvider(script=[...])`` answers each :meth:`~ScriptedProvider.complete` with a script item: a
+:class:`~flightlog.providers.base.ModelResponse` (returned), an exception such as
 :class:`~flightlog.providers.base.ProviderError` (raised), or a callable ``request -> ModelResponse``
-(sync or async; called). With ``by_turn=True`` the item is chosen by the number of assistant messages
-in the request's history instead of by call count, so a fresh process resuming a session gets the same
-answer for the same turn (what crash tests need).
+(sync or async; called). By default the item is chosen by the request's turn (the number of assistant
+messages in its history), so a fresh process resuming a session gets the same answer for the same turn and
+a resumed run never asks again for a tool call it already made (restart-safe, as a real model answering the
+recorded history is). ``by_turn=False`` plays the items in call order instead, counting every call of this
+instance: what a script needs whose answers do not follow the history (a retried or failed-over call
+answered differently the second time, a summarizer sharing the instance, a history compacted or renewed);
+such a script restarts from its first item in a new process.
 
 :func:`reply` and :func:`calls` build responses whose ``provider_replay`` carries the neutral message as
 the native payload (protocol ``scripted``), so resume can seed it back like a real adapter's.
@@ -87,7 +91,8 @@ class ScriptedProvider:
         protocol: Wire protocol identity (``scripted``).
         capabilities: What it declares (default: nothing, so every degradation is recorded).
         latency_s: Simulated latency per call, in seconds (0: none).
-        by_turn: Pick the item by the number of assistant messages in the request (restart-safe).
+        by_turn: Pick the item by the number of assistant messages in the request (default: restart-safe);
+            False: by call count in this instance (the script restarts in a new process).
         stream_chunk_chars: Size of the text chunks sent to ``on_token`` when the request streams.
 
     Attributes:
@@ -102,7 +107,7 @@ class ScriptedProvider:
         protocol: str = "scripted",
         capabilities: Capabilities | None = None,
         latency_s: float = 0.0,
-        by_turn: bool = False,
+        by_turn: bool = True,
         stream_chunk_chars: int = 4,
     ) -> None:
         self.protocol = protocol
@@ -121,13 +126,13 @@ class ScriptedProvider:
 
     @property
     def remaining(self) -> int:
-        """Script items not played yet (call-count mode)."""
-        return len(self._script) - self._next
+        """Script items after the furthest one asked for so far (the next by call count, or the one for the
+        highest turn asked), in this instance: how much of the script has not been reached."""
+        return max(0, len(self._script) - self._next)
 
     def _pick(self, request: ModelRequest) -> ScriptItem:
         index = sum(1 for m in request.messages if m.role == "assistant") if self._by_turn else self._next
-        if not self._by_turn:
-            self._next += 1
+        self._next = max(self._next, index + 1)
         if index >= len(self._script):
             raise ProviderError(f"script exhausted at item {index}", retryable=False)
         return self._script[index]

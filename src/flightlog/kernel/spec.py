@@ -61,7 +61,7 @@ from typing import Any
 from ..encoding import decode_stored
 from ..events import Custom
 from ..integrity.audit import Auditor, require_intact
-from ..providers.base import ModelProvider
+from ..providers.base import ModelProvider, ProviderError
 from ..store.base import Store
 from .agent import Agent
 from .budgets import Budgets
@@ -133,7 +133,8 @@ def resolve(ref: str, *, base: Path | None = None) -> Any:
     """The object a ``module:attribute`` reference names.
 
     Raises:
-        AgentSpecError: malformed reference, module not importable, attribute missing.
+        AgentSpecError: malformed reference, module not importable (or a model provider it builds at import
+            raises :class:`~flightlog.providers.base.ProviderError`, e.g. no API key), attribute missing.
     """
     module_name, sep, attribute = ref.rpartition(":")
     if not sep or not module_name or not attribute:
@@ -142,6 +143,10 @@ def resolve(ref: str, *, base: Path | None = None) -> Any:
         obj = _import_module(module_name, base)
     except ImportError as exc:
         raise AgentSpecError(spec=ref, reason=f"cannot import {module_name}: {exc}") from exc
+    except ProviderError as exc:  # a provider built at import refused (e.g. the openai SDK finds no API key)
+        raise AgentSpecError(
+            spec=ref, reason=f"importing {module_name}: a model provider failed: {exc}"
+        ) from exc
     for part in attribute.split("."):
         if not hasattr(obj, part):
             raise AgentSpecError(spec=ref, reason=f"{module_name} has no attribute {attribute!r}")

@@ -25,6 +25,7 @@ from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
+from ..encoding import decode_stored
 from ..events import (
     CheckpointTaken,
     Compressed,
@@ -74,7 +75,20 @@ from .transcript import Transcript
 ENTROPY_SUSPENSION = "entropy_alert"
 """``suspended.reason`` of a run the entropy watch handed to a human (:mod:`flightlog.kernel.entropy`)."""
 
-__all__ = ["ENTROPY_SUSPENSION", "Gate", "KernelState", "Phase", "WallClock", "has_tool_calls", "load_state"]
+__all__ = [
+    "ENTROPY_SUSPENSION",
+    "KERNEL_SOURCE",
+    "WALL_CLOCK_STARTS",
+    "WALL_CLOCK_STOPS",
+    "ActiveTime",
+    "Gate",
+    "KernelState",
+    "Phase",
+    "WallClock",
+    "active_time",
+    "has_tool_calls",
+    "load_state",
+]
 
 Phase = Literal["new", "ready", "calling", "compacting", "final", "tools", "suspended", "terminal"]
 
@@ -138,6 +152,64 @@ class WallClock:
         open_ms = (self.last_ms or 0) - self.start_ms if self.start_ms is not None else 0
         return self.closed_ms + max(0, open_ms)
 
+    def feed(self, kind: str, at_ms: int) -> None:
+        """Fold one row of ``kind`` recorded at ``at_ms``: an activation begins at a
+        :data:`WALL_CLOCK_STARTS` row and ends at a :data:`WALL_CLOCK_STOPS` row."""
+        if kind in WALL_CLOCK_STARTS:
+            self.begin(at_ms)
+        elif kind in WALL_CLOCK_STOPS:
+            self.close(at_ms)
+        else:
+            self.touch(at_ms)
+
+
+KERNEL_SOURCE = "kernel"
+"""``Session.source`` of a run the kernel records (``Kernel.run``, a fleet ``submit``)."""
+
+WALL_CLOCK_STARTS = frozenset({"run_started", "resumed"})
+"""Row kinds that begin an activation of the wall clock (:class:`WallClock`)."""
+WALL_CLOCK_STOPS = frozenset({"suspended", "operation_cancelled"})
+"""Row kinds that end one (waiting for a human, cancelled); a crash ends it at its last row."""
+
+
+@dataclass(frozen=True)
+class ActiveTime:
+    """A kernel run's wall-clock budget as the kernel counts it (:mod:`flightlog.kernel.budgets`).
+
+    Attributes:
+        used_ms: Active time, in ms: the activations' spans (:class:`WallClock`); time suspended, waiting
+            for a human, or dead after a crash is not in it.
+        limit_ms: The recorded ``wall_clock_ms`` limit (``budget_limits``), None when unlimited.
+    """
+
+    used_ms: int
+    limit_ms: int | None
+
+
+def active_time(store: Store, session_id: str) -> ActiveTime:
+    """The active time of a session's runs and its wall-clock limit, as :class:`KernelState` folds them,
+    without decoding events but ``custom`` rows before the first ``checkpoint_taken`` (``budget_limits`` is
+    recorded at run start, before the first turn: :mod:`flightlog.kernel.budgets`). For displays (the
+    dashboard) that must show the budgeted quantity, not the elapsed time.
+
+    Raises:
+        SessionNotFound: no such session.
+        EventDecodeError: one of those ``custom`` rows does not decode.
+    """
+    store.get_session(session_id)
+    wall, limit, started = WallClock(), None, False
+    for row in store.read_events(session_id):
+        wall.feed(row.kind, row.recorded_at_ms)
+        started = started or row.kind == "checkpoint_taken"
+        if row.kind == "custom" and not started:
+            event = decode_stored(row.event_bytes, seq=row.seq)
+            limits = (
+                event.payload if isinstance(event, Custom) and event.custom_kind == BUDGET_LIMITS else None
+            )
+            if isinstance(limits, dict):
+                limit = Budgets.from_wire(limits).wall_clock_ms
+    return ActiveTime(wall.used_ms, limit)
+
 
 @dataclass
 class KernelState:
@@ -200,7 +272,7 @@ class KernelState:
         handler = _HANDLERS.get(event.kind)
         if handler is not None:
             handler(self, recorded_at_ms, event)
-        self.wall.touch(recorded_at_ms)
+        self.wall.feed(event.kind, recorded_at_ms)
         self._fold_wait(event)
         if isinstance(event, Custom):
             custom = _CUSTOM_HANDLERS.get(event.custom_kind)
@@ -227,10 +299,10 @@ class KernelState:
 
     def _on_run_started(self, at_ms: int, event: RunStarted) -> None:
         # a new run of a session that holds several (a LangGraph thread, an imported transcript) starts with
-        # none of the previous run's gates: an unanswered one is not pending in the new run
-        self.run, self.phase, self.turn = event, "ready", 0
+        # none of the previous run's gates: an unanswered one is not pending in the new run, and its
+        # run_terminal does not end the new one (the session's outcome is its last run's)
+        self.run, self.phase, self.turn, self.terminal = event, "ready", 0, None
         self.plans, self.gates, self.verdicts, self._released = [], {}, {}, set()
-        self.wall.begin(at_ms)
 
     def _on_checkpoint(self, at_ms: int, event: CheckpointTaken) -> None:
         if event.turn != self.turn:
@@ -262,7 +334,6 @@ class KernelState:
                 self.gates[call_id].kind = kind
             self.verdicts.pop((kind, call_id), None)
         self.phase, self.suspension = "suspended", event
-        self.wall.close(at_ms)
 
     def _on_resumed(self, at_ms: int, event: Resumed) -> None:
         # An approval to re-run an in-doubt effect is good for the one activation that resumed with it:
@@ -274,7 +345,6 @@ class KernelState:
             reason = self.suspension.reason if self.suspension is not None else None
             self.phase = "ready" if reason in (MEMORY_SUSPENSION, ENTROPY_SUSPENSION) else "tools"
         self.suspension = None
-        self.wall.begin(at_ms)
 
     def _on_tool_completed(self, at_ms: int, event: ToolCompleted) -> None:
         self.phase, self.plans, self.gates, self.verdicts = "ready", [], {}, {}
@@ -288,9 +358,6 @@ class KernelState:
             self.attempts += 1
         self.phase, self.retry_turn = "ready", True
         self.plans, self.gates, self.verdicts = [], {}, {}
-
-    def _on_operation_cancelled(self, at_ms: int, event: OperationCancelled) -> None:
-        self.wall.close(at_ms)
 
     def _on_milestone(self, at_ms: int, event: SessionEvent) -> None:
         # A judged answer: the run goes on with a new turn (kernel.milestones); a last phase's
@@ -439,7 +506,6 @@ _HANDLERS: dict[str, _Handler] = {
     "resumed": KernelState._on_resumed,
     "tool_completed": KernelState._on_tool_completed,
     "rollbacked": KernelState._on_rollbacked,
-    "operation_cancelled": KernelState._on_operation_cancelled,
     "run_terminal": KernelState._on_run_terminal,
     "milestone_advanced": KernelState._on_milestone,
     "milestone_blocked": KernelState._on_milestone,

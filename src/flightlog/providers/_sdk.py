@@ -28,6 +28,7 @@ __all__ = [
     "JsonObj",
     "UsageFields",
     "align_seed",
+    "api_key_variable",
     "arguments_object",
     "call_sdk_method",
     "context_overflow",
@@ -174,8 +175,19 @@ def provider_error(exc: BaseException, sdk: ModuleType, where: str) -> ProviderE
         overflow = isinstance(body, dict) and str(body.get("code") or "") in OVERFLOW_CODES
         return ProviderError(f"{where}: {exc}", retryable=False, context_overflow=overflow)
     if isinstance(exc, TypeError) and _NO_CREDENTIALS in str(exc):
-        return ProviderError(f"{where}: no API key: {exc}", retryable=False)
+        variable = api_key_variable(sdk.__name__)
+        return ProviderError(
+            f"{where}: no API key: set {variable} (the environment variable the {sdk.__name__} SDK reads) "
+            f"or pass api_key=: {exc}",
+            retryable=False,
+        )
     return None
+
+
+def api_key_variable(sdk_name: str) -> str:
+    """The environment variable an official SDK reads its API key from when none is passed:
+    ``ANTHROPIC_API_KEY`` (``anthropic``), ``OPENAI_API_KEY`` (``openai``); as each SDK's client documents."""
+    return f"{sdk_name.upper()}_API_KEY"
 
 
 OVERFLOW_CODES = frozenset({"context_length_exceeded"})

@@ -41,6 +41,7 @@ from ..importers.base import TASK_CHARS
 from ..kernel.approvals import LANGGRAPH_SOURCE, PendingCall, continue_hint, resume_hint, waiting_calls
 from ..kernel.rowcheck import row_warning, sessions_may_wait
 from ..kernel.rowheld import held_by_ledger, held_in, listed_with_held
+from ..kernel.state import KERNEL_SOURCE, active_time
 from ..live import RunView, list_run_views, live_records, merge, wall_ms
 from ..messages import (
     ImagePart,
@@ -1026,9 +1027,23 @@ def session_status(
     cells = {
         "tokens": "" if b.tokens_used is None else str(b.tokens_used),
         "steps": "" if b.steps_taken is None else str(b.steps_taken),
-        "duration": _duration(b.duration_ms),
+        "duration": _budget_time(store, session_id, b.duration_ms),
     }
     return state, cells
+
+
+def _budget_time(store: Store, session_id: str, elapsed_ms: int | None) -> str:
+    """The time cell of a run's budget row. A kernel run's wall-clock budget counts active time only
+    (:func:`~flightlog.kernel.state.active_time`; not the time suspended, waiting for a human or dead
+    after a crash), so its cell shows that, against its limit when one is recorded, then the elapsed time
+    (the read model's ``duration_ms``, first event to the end): ``active 1.2s of 60.0s · elapsed 29.4s``.
+    Any other run: its elapsed time (``29.4s``)."""
+    if store.get_session(session_id).source != KERNEL_SOURCE:
+        return _duration(elapsed_ms)
+    active = active_time(store, session_id)
+    limit = f" of {_duration(active.limit_ms)}" if active.limit_ms is not None else ""
+    elapsed = f" · elapsed {_duration(elapsed_ms)}" if elapsed_ms is not None else ""
+    return f"active {_duration(active.used_ms)}{limit}{elapsed}"
 
 
 def _artifact(store: Store, salted: bool, digest: str, seq: int) -> dict[str, Any]:
