@@ -80,7 +80,10 @@ def test_a_kernel_rewrite_erases_the_old_text_with_its_memory_written(pg_store: 
 
     script = [write("The user edits in vim.", "w1"), write("The user edits in helix.", "w2"), reply("done")]
     agent = Agent(
-        name="mem", route=[ScriptedProvider(script)], memory=MemoryPolicy(scope=SCOPE), max_tokens=200
+        name="mem",
+        route=[ScriptedProvider(script, by_turn=False)],
+        memory=MemoryPolicy(scope=SCOPE),
+        max_tokens=200,
     )
     result = Kernel(pg_store, agent, notary=None, heartbeat_s=None).run_sync("remember", handle_signals=False)
     assert result.status == "completed"
