@@ -7,12 +7,14 @@ only (:mod:`flightlog.kernel.budgets`). The row now reads ``active A of LIMIT ·
 
 from __future__ import annotations
 
+import sqlite3
 import time
 from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
 
+from flightlog.errors import EventDecodeError
 from flightlog.kernel import Agent, Budgets, Kernel, Policy, Rule, approve, tool
 from flightlog.kernel.scripted import ScriptedProvider, call, calls, reply
 from flightlog.kernel.state import active_time, load_state
@@ -80,3 +82,28 @@ def test_a_run_the_kernel_did_not_record_shows_its_elapsed_time(store: SqliteSto
     elapsed = view.snapshot.budget.duration_ms
     assert elapsed is not None
     assert session_status(store, "other")[1]["duration"] == _fmt(elapsed)
+
+
+def test_an_undecodable_limit_row_says_the_active_time_is_unknown(store: SqliteStore, db_path: Path) -> None:
+    model = ScriptedProvider([reply("done")])
+    sid = (
+        Kernel(store, Agent(name="t", route=[model], budgets=Budgets(wall_clock_ms=1000)))
+        .run_sync("go")
+        .session_id
+    )
+    limits = [
+        r.seq for r in store.read_events(sid) if r.kind == "custom" and b"budget_limits" in r.event_bytes
+    ]
+    raw = sqlite3.connect(db_path)
+    try:
+        raw.execute("DROP TRIGGER events_no_update")
+        raw.execute("UPDATE events SET event = X'7B7D' WHERE session_id = ? AND seq = ?", (sid, limits[0]))
+        raw.commit()
+    finally:
+        raw.close()
+    unread: list[tuple[str, EventDecodeError]] = []
+    cell = session_status(store, sid, undecodable=unread)[1]["duration"]
+    assert cell.startswith("active time unknown (an event does not decode)")
+    assert [(s, e.seq) for s, e in unread] == [(sid, limits[0])]
+    with pytest.raises(EventDecodeError):
+        session_status(store, sid)

@@ -1027,23 +1027,33 @@ def session_status(
     cells = {
         "tokens": "" if b.tokens_used is None else str(b.tokens_used),
         "steps": "" if b.steps_taken is None else str(b.steps_taken),
-        "duration": _budget_time(store, session_id, b.duration_ms),
+        "duration": _budget_time(store, session_id, b.duration_ms, undecodable),
     }
     return state, cells
 
 
-def _budget_time(store: Store, session_id: str, elapsed_ms: int | None) -> str:
+def _budget_time(
+    store: Store, session_id: str, elapsed_ms: int | None, undecodable: Undecodable | None
+) -> str:
     """The time cell of a run's budget row. A kernel run's wall-clock budget counts active time only
     (:func:`~flightlog.kernel.state.active_time`; not the time suspended, waiting for a human or dead
     after a crash), so its cell shows that, against its limit when one is recorded, then the elapsed time
-    (the read model's ``duration_ms``, first event to the end): ``active 1.2s of 60.0s · elapsed 29.4s``.
-    Any other run: its elapsed time (``29.4s``)."""
+    (the read model's ``duration_ms``, first event to the end): ``active 1.2s of 1m00s · elapsed 29.4s``.
+    Any other run: its elapsed time (``29.4s``). When a row the limit is read from does not decode, the
+    cell says the active time is unknown and the error goes to ``undecodable`` (raised when it is None).
+    """
+    elapsed = f"elapsed {_duration(elapsed_ms)}" if elapsed_ms is not None else ""
     if store.get_session(session_id).source != KERNEL_SOURCE:
         return _duration(elapsed_ms)
-    active = active_time(store, session_id)
+    try:
+        active = active_time(store, session_id)
+    except EventDecodeError as exc:
+        if undecodable is None:
+            raise
+        undecodable.append((session_id, exc))
+        return " · ".join(["active time unknown (an event does not decode)", *([elapsed] if elapsed else [])])
     limit = f" of {_duration(active.limit_ms)}" if active.limit_ms is not None else ""
-    elapsed = f" · elapsed {_duration(elapsed_ms)}" if elapsed_ms is not None else ""
-    return f"active {_duration(active.used_ms)}{limit}{elapsed}"
+    return " · ".join([f"active {_duration(active.used_ms)}{limit}", *([elapsed] if elapsed else [])])
 
 
 def _artifact(store: Store, salted: bool, digest: str, seq: int) -> dict[str, Any]:
