@@ -546,18 +546,31 @@ class Rebuilder:
         return [entry.cuts or {} for entry in self.entries]
 
     def _add(self, message: Message, origin: int) -> None:
-        self.entries.append(_Entry.clipped(message, self._limit, origin))
+        limit = self._limit  # no cap (every replay but --max-part-bytes): no clip call, no cuts tuple
+        self.entries.append(
+            _Entry(message, origin) if limit is None else _Entry.clipped(message, limit, origin)
+        )
 
     def _on_run_started(self, seq: int, event: RunStarted) -> None:
         self._add(_run_started_message(event), seq)
 
     def _on_llm_completed(self, seq: int, event: LlmCompleted) -> None:
         replay = event.provider_replay if self._keep_replay else None
-        self.entries.append(_Entry.clipped(event.message, self._limit, seq, seq, replay))
+        limit = self._limit
+        self.entries.append(
+            _Entry(event.message, seq, seq, replay)
+            if limit is None
+            else _Entry.clipped(event.message, limit, seq, seq, replay)
+        )
 
     def _on_tool_completed(self, seq: int, event: ToolCompleted) -> None:
+        if self._limit is not None:
+            for result in event.results:
+                self._add(_tool_message(result.call_id, result.output, result.is_error), seq)
+            return
+        append = self.entries.append  # no cap: :meth:`_add` without its call per result
         for result in event.results:
-            self._add(_tool_message(result.call_id, result.output, result.is_error), seq)
+            append(_Entry(_tool_message(result.call_id, result.output, result.is_error), seq))
 
     def _on_custom(self, seq: int, event: Custom) -> None:
         if event.custom_kind == CONTEXT_REWRITE and isinstance(event.payload, dict):

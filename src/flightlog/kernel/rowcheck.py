@@ -65,6 +65,8 @@ import the importers)."""
 _END_SPELLINGS = (str(RunTerminal.model_fields["kind"].default).encode(), SEAL_KIND.encode())
 """The strings an event that can end the run decodes with: ``run_terminal``'s kind, the seal's
 ``custom_kind``; a last row holding neither (:func:`~flightlog.encoding.decodes_without`) ends nothing."""
+_IMPORT_SPELLING = (IMPORT_SOURCE.encode(),)
+"""What a first row that is an ``import_source`` record holds (:func:`_is_import`)."""
 
 
 def session_may_wait(store: Store, record: SessionRecord) -> bool:
@@ -120,8 +122,10 @@ def sessions_may_wait(store: Store, among: Collection[str] | None = None) -> set
     """
     found: set[str] = set()
     for sid, rows in store.marked_ends(SUSPENDED_MARK, among).items():
-        last = rows[-1][0]
-        if _ended([row for row in rows[-2:] if row[0] >= last - 1]):  # never seq 0 across a gap
+        tail = rows[-2:]
+        if len(tail) == 2 and tail[0][0] < tail[1][0] - 1:
+            tail = tail[1:]  # never seq 0 across a gap
+        if _ended(tail):
             continue
         seq, data = rows[0]
         if seq == 0 and _is_import(seq, data):
@@ -161,7 +165,7 @@ def row_warning(session_id: str, status: str) -> str:
 def _is_import(seq: int, data: bytes) -> bool:
     """Whether the first row (``seq`` 0) is an ``import_source`` record (decoded, unless its bytes prove
     it is not: :func:`~flightlog.encoding.decodes_without`)."""
-    if decodes_without(data, (IMPORT_SOURCE.encode(),)):
+    if decodes_without(data, _IMPORT_SPELLING):
         return False
     event = decode_stored(data, seq=seq)
     return isinstance(event, Custom) and event.custom_kind == IMPORT_SOURCE

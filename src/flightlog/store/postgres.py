@@ -948,6 +948,7 @@ class PostgresStore(SqlStore):
     EVENT_BYTES_OF = "{column}"
     TEXT_BYTES_OF = "convert_to({column}, 'UTF8')"
     EVENTS_SCAN = "events"
+    SESSIONS_BY_CREATED = "sessions"  # the planner picks its index itself
     SESSION_KEY_COLUMNS = "session_id, status, head_seq, head_hash"  # typed columns: str, str, int, str
     BLOB_ID = None  # a text column: every id is text
 

@@ -213,6 +213,11 @@ class SqlStore(Store):
     EVENTS_SCAN: ClassVar[str] = "events NOT INDEXED"
     """The ``events`` table read whole for a byte search of every row: SQLite in rowid (storage) order, not
     through the primary key index (which would look each row up by rowid, in ``session_id`` order)."""
+    SESSIONS_BY_CREATED: ClassVar[str] = "sessions INDEXED BY sessions_created"
+    """The ``sessions`` table read in the listing's order (``created_at_ms, session_id``) to find the row at
+    an offset: SQLite through the ``created_at_ms`` index, which stops at that row. Without it SQLite (no
+    statistics) plans a ``WHERE`` over the table as a scan and sort of every row (bench/runs.py's
+    100,000-run store: ~16 ms against ~0.01 ms for the first page's row)."""
     ROW_MARK: ClassVar[str] = "length(e.event)"
     """What :meth:`ledger_marks` sums over an ``events`` row (aliased ``e``): a value an edit of the row's
     bytes moves; SQLite has no row version, so the length (read from the record header: no blob loaded).
@@ -449,7 +454,7 @@ class SqlStore(Store):
             )
             blob_values = [*found_by_text, status]
         found = self._all(
-            f"WITH b(c, s) AS (SELECT created_at_ms, session_id FROM sessions WHERE {LISTED} "
+            f"WITH b(c, s) AS (SELECT created_at_ms, session_id FROM {self.SESSIONS_BY_CREATED} WHERE {LISTED} "
             "ORDER BY created_at_ms, session_id LIMIT 1 OFFSET ?), "
             f"k(c, s, sid, st, hs, hh) AS ({rows}{among} UNION ALL "
             f"{rows}CAST(status AS TEXT) = ? AND {LISTED} AND NOT ({among}){blobs}) "
