@@ -17,7 +17,8 @@ from typer.testing import CliRunner
 from child_lines import read_line
 from flightlog.cli import app
 from flightlog.events import Custom, Rollbacked, RollbackReason, SignalDeliveryDisposed
-from flightlog.kernel import Kernel, SignalRefused, send_signal
+from flightlog.kernel import EntropyWatch, Kernel, SignalRefused, approve, deny, send_signal
+from flightlog.kernel.budgets import Budgets
 from flightlog.kernel.attention import disposition_for
 from flightlog.kernel.requests import check_session
 from flightlog.kernel.scripted import ScriptedProvider, call, calls, reply
@@ -62,6 +63,73 @@ def test_a_signal_sent_during_the_last_turn_is_recorded_dropped_when_the_run_end
     ]  # the end's transaction, then the seal
     assert customs(store, "s1", "signal_message") == []  # the model was never told
     assert check_session(store, "s1").ok
+
+
+def _assert_dropped_never_told(store: SqliteStore, session_id: str, count: int) -> None:
+    disposed = of(store, session_id, SignalDeliveryDisposed)
+    assert [d.disposition for d in disposed] == ["dropped"] * count
+    assert all(d.operation_id.endswith(":end:attention") for d in disposed)
+    assert customs(store, session_id, "signal_message") == []  # nothing the model never saw
+    assert not any("[SIGNAL]" in m.text_content() for m in replay_session(store, session_id))
+    assert pending_signals(store, session_id) == [] and check_session(store, session_id).ok
+
+
+def test_a_signal_is_not_delivered_when_the_turn_budget_ends_the_run_at_that_boundary(
+    store: SqliteStore,
+) -> None:
+    """Turn budget 1, a steer sent during turn 1: the next boundary would dispose of it, but the budget ends
+    the run there without a model call. Recorded ``dropped`` (the end-of-run rule), never ``interrupt`` plus a
+    ``signal_message`` the model never saw (found by the runtime attack pass, ``signals_end.py D``)."""
+
+    def turn_one(request: ModelRequest) -> ModelResponse:
+        send_signal(store, "s1", "steer", "change plan")
+        return calls(call("echo", {"text": "x"}, id="c1"))
+
+    provider = ScriptedProvider([turn_one, reply("never")])
+    result = kernel(store, provider, budgets=Budgets(turns=1)).run_sync("go", session_id="s1")
+
+    assert result.status == "budget_exhausted" and len(provider.requests) == 1
+    _assert_dropped_never_told(store, "s1", 1)
+
+
+def test_signals_queued_at_an_entropy_gate_are_dropped_when_the_gate_is_denied(store: SqliteStore) -> None:
+    """Signals queued while the run waits on an entropy ``ask`` gate; the gate is denied, so the resume ends
+    the run (``no_progress``) before any model call: every one is recorded ``dropped`` (``signals_end.py A``).
+    """
+    provider = ScriptedProvider([calls(call("echo", {"text": "x"}, id="c1")), reply("never")])
+    watched = kernel(store, provider, entropy_watch=EntropyWatch(threshold=0.0))
+    assert watched.run_sync("go", session_id="s1").status == "suspended"
+    send_signal(store, "s1", "message", "one")
+    send_signal(store, "s1", "interrupt", "stop now")
+    deny(store, "s1", "entropy:1")
+
+    assert (
+        kernel(store, provider, entropy_watch=EntropyWatch(threshold=0.0)).resume_sync("s1").status
+        == "failed"
+    )
+    assert len(provider.requests) == 1
+    _assert_dropped_never_told(store, "s1", 2)
+
+
+def test_signals_queued_at_an_approved_entropy_gate_reach_the_next_request(store: SqliteStore) -> None:
+    seen: list[list[str]] = []
+
+    def turn_two(request: ModelRequest) -> ModelResponse:
+        seen.append(texts(request))
+        return reply("done")
+
+    provider = ScriptedProvider([calls(call("echo", {"text": "x"}, id="c1")), turn_two])
+    watched = kernel(store, provider, entropy_watch=EntropyWatch(threshold=0.0))
+    assert watched.run_sync("go", session_id="s1").status == "suspended"
+    send_signal(store, "s1", "message", "one")
+    approve(store, "s1", "entropy:1")
+
+    assert (
+        kernel(store, provider, entropy_watch=EntropyWatch(threshold=0.0)).resume_sync("s1").status
+        == "completed"
+    )
+    assert seen == [["go", "[SIGNAL] one"]]
+    assert [d.disposition for d in of(store, "s1", SignalDeliveryDisposed)] == ["queue"]
 
 
 def test_a_message_sent_mid_turn_is_delivered_at_the_next_boundary(store: SqliteStore) -> None:

@@ -4,8 +4,9 @@ Any process queues a signal for a running or suspended run (:func:`send_signal`,
 ``message``, a ``steer`` (changed instructions) or an ``interrupt``, with an urgency (the priority hint;
 default ``normal``, ``high``, ``critical`` by kind). The queue is durable (:mod:`flightlog.store.signals`).
 
-**At each turn boundary** (before the model call of every turn, the first one included) the kernel disposes of
-every signal still queued for its session, oldest first, in **one transaction** that appends, per signal,
+**At each turn boundary** (before the model call of every turn, the first one included, once the budgets
+admitted the turn and no entropy action ended or suspended the run: a signal is delivered only when a model
+call follows) the kernel disposes of every signal still queued for its session, oldest first, in **one transaction** that appends, per signal,
 ``signal_delivery_disposed(turn, operation_id, delivery_id, attempt, signal_id, disposition, queue_depth)``
 (then, when the signal is delivered, ``Custom("signal_message", {signal_id, kind, sender, disposition,
 text})``, which :mod:`flightlog.replay` turns into a ``user`` message of the history: part of the next model
@@ -33,7 +34,9 @@ for a ``critical`` signal; one found cancels the call, and one transaction recor
 interrupt as ``interrupt_now``); the turn is then taken again with the ``[INTERRUPT]`` message in its history.
 
 **At the end** of a run (its terminal transaction, any reason but an ``abort`` from another process) every
-signal still queued (one sent during the last turn, after the last boundary read the queue) is recorded
+signal still queued (one sent during the last turn, after the last boundary read the queue, or one the
+boundary left queued because the run ended there without a model call: a budget ran out, an entropy ``stop``
+or a denied ``ask`` gate) is recorded
 ``signal_delivery_disposed(dropped)`` with ``operation_id`` ``<run_id>:end:attention``: the model was never
 told, and the ledger says so. A ``send_signal`` that passed its "not finished" check just before that
 transaction and committed just after it can still leave its row queued (the check and the insert are two

@@ -232,8 +232,6 @@ class _Activation(ContextActivation):
     # ─── one turn transaction: budgets, checkpoint, model call ────────────────────────────
     async def _turn(self) -> None:
         st = self.state
-        if st.phase == "ready" and self._attend():
-            return  # signals were disposed (kernel.attention): the next step takes the turn with them
         turn, is_new = st.next_turn()
         operation_id = f"{st.run_id}:turn-{turn}:model"
         if is_new and (axis := admit_turn(self.limits, self.spent())) is not None:
@@ -250,12 +248,17 @@ class _Activation(ContextActivation):
         if not isinstance(reservation, Reservation):
             self._exhausted(reservation, turn, operation_id, f"{st.run_id}:turn-{turn}:r{st.attempts}")
             return
+        if st.phase == "ready" and (self._watch_action() or self._attend()):
+            # An entropy action, or signals disposed (kernel.attention): the next step continues. Signals
+            # are disposed only once the budgets admitted the turn and no entropy action ends or suspends
+            # the run, so a signal recorded delivered is one the next model request carries.
+            return
         request = self._request(provider, reservation)
         if st.phase == "ready":
             program = program_of(provider.protocol, provider.model, request)
             fill = self._fill(provider, program)
-            if self._watch_action() or self._manage_context(turn, provider, fill):
-                return  # an entropy action, compaction or renewal was recorded: the next step continues
+            if self._manage_context(turn, provider, fill):
+                return  # a compaction or renewal was recorded: the next step continues
             self.append(
                 CheckpointTaken(turn=turn, history_len=len(st.history())),
                 *self._program_records("kernel", turn, provider, program, fill, self._sections()),
