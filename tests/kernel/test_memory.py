@@ -22,7 +22,7 @@ from typer.testing import CliRunner
 from flightlog import events as ev
 from flightlog.cli import app
 from flightlog.cli.demo_memory import FACT, SCOPE, answer_from_memory, recall_agent, remember_agent
-from flightlog.kernel import Agent, Kernel
+from flightlog.kernel import Agent, Kernel, KernelError
 from flightlog.kernel.memory import (
     MEMORY_ALREADY_IN_HISTORY,
     MEMORY_SUSPENSION,
@@ -487,6 +487,69 @@ def test_async_retrieval_does_not_inject_a_memory_already_in_the_history(
         t for t in (m.text_content() for m in replay_session(store, result.session_id)) if "[MEMORY" in t
     ]
     assert [t.split("] ", 1)[1] for t in memories] == [FACT, "Deploys freeze in December."]
+
+
+def _service_hit(record_id: str, kind: str = "user", content: str = "text") -> ev.MemoryRecall:
+    return ev.MemoryRecall.model_validate(
+        {
+            "record": {
+                "record_id": record_id,
+                "scope": SCOPE.to_wire(),
+                "name": record_id,
+                "kind": kind,
+                "content": content,
+                "description": "d",
+                "provenance": {"author": "host", "trust": "untrusted"},
+                "created_at": 1,
+                "updated_at": 1,
+                "confidence": 0.9,
+            },
+            "score": 0.5,
+            "why": "w",
+        }
+    )
+
+
+@pytest.mark.parametrize(
+    ("answer", "error"),
+    [
+        ([_service_hit(f"r{i}") for i in range(3)], "answered 3 hits; the query asked for at most 2"),
+        (
+            [_service_hit("r0"), _service_hit("r1", "project")],
+            "r1 is of kind 'project'; the query asked for user",
+        ),
+        ([_service_hit("r0", content="Z" * 10_001)], "r0 content is 10001 bytes; at most 10000"),
+    ],
+)
+def test_an_async_answer_outside_the_query_is_rejected_whole_and_the_run_stays_suspended(
+    store: SqliteStore, tmp_path: Path, answer: list[ev.MemoryRecall], error: str
+) -> None:
+    """Upstream's validate_hits (UPSTREAM.md §8): at most requested_k hits, kinds among those asked for; and
+    the write-side content bound. One bad hit rejects the answer: nothing is recorded, the run still waits,
+    and once the service answers within the query the same resume goes on (found by the runtime attack pass,
+    ``memory_service.py``: 12 hits of another kind, one of 50 KB, were all recorded and injected)."""
+    service = SpoolMemoryService(tmp_path / "spool")
+    query = {"query": "sky", "top_k": 2, "kinds": ["user"]}
+    agent, _model = _agent(
+        calls(call("memory_query", query, id="q1")),
+        reply("ok"),
+        policy=MemoryPolicy(scope=SCOPE, service=service),
+    )
+    result = Kernel(store, agent, notary=None).run_sync("recall", handle_signals=False)
+    (query_id,) = [qid for qid, _q in service.pending()]
+    before = len(events(store, result.session_id))
+    service.answer(query_id, answer)
+
+    with pytest.raises(KernelError, match=re.escape(error)):
+        Kernel(store, agent, notary=None).resume_sync(result.session_id, handle_signals=False)
+    assert len(events(store, result.session_id)) == before
+    assert store.get_session(result.session_id).status == "suspended"
+
+    service.answer(query_id, [_service_hit("r0"), _service_hit("r1", content="Z" * 10_000)])
+    done = Kernel(store, agent, notary=None).resume_sync(result.session_id, handle_signals=False)
+    assert done.status == "completed"
+    (arrived,) = of(store, result.session_id, ev.MemoryRetrievalResult)
+    assert [h.record.record_id for h in arrived.hits] == ["r0", "r1"]
 
 
 # ─── a recall's why: the number said, and which way is better ─────────────────────────────────

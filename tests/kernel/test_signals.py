@@ -18,8 +18,8 @@ from child_lines import read_line
 from flightlog.cli import app
 from flightlog.events import Custom, Rollbacked, RollbackReason, SignalDeliveryDisposed
 from flightlog.kernel import EntropyWatch, Kernel, SignalRefused, approve, deny, send_signal
-from flightlog.kernel.budgets import Budgets
 from flightlog.kernel.attention import disposition_for
+from flightlog.kernel.budgets import Budgets
 from flightlog.kernel.requests import check_session
 from flightlog.kernel.scripted import ScriptedProvider, call, calls, reply
 from flightlog.messages import Message

@@ -637,11 +637,15 @@ class Kernel:
             activation.close()
             return result_of(state)
         waiting = memory.waiting_query(state)
-        arrived = (
-            None
-            if waiting is None
-            else memory.collect(self.store, self.agent.memory, waiting, session_id, state)
-        )
+        try:
+            arrived = (
+                None
+                if waiting is None
+                else memory.collect(self.store, self.agent.memory, waiting, session_id, state)
+            )
+        except BaseException:  # an answer the checks reject (nothing recorded): the run stays suspended
+            activation.close()
+            raise
         if waiting is not None and arrived is None:  # the memory service has no result yet: still waiting
             activation.close()
             return result_of(state)

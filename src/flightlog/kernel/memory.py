@@ -62,7 +62,11 @@ pending_calls: [query id]}``). ``Kernel.resume`` (from any process, with an agen
 for the same ids) polls the service: not ready, the run stays suspended and nothing is written; ready,
 ``resumed`` and ``memory_retrieval_result`` (texts stored as salted artifacts first) are recorded and the
 run goes on with the hits in its history; a hit already in the history (same record id, kind and text) is
-left out, as for an in-store query, and named by a ``memory_already_in_history`` after the result.
+left out, as for an in-store query, and named by a ``memory_already_in_history`` after the result. The
+answer is checked first as upstream's ``validate_hits`` (at most ``requested_k`` hits, the policy's scope,
+unique ids, scores in [0, 1], kinds among those asked for) plus the write-side ``max_content_bytes``; an
+answer that breaks one is rejected whole (:func:`collect`): the resume raises ``KernelError`` naming the
+hit and the rule, nothing is recorded, and the run stays suspended until the service answers within it.
 
 **Injection at run start** (``policy.inject`` > 0): the goal is the query; the hits are recorded after
 ``run_started`` (``memory_queried`` turn 0, then ``memory_retrieval_result``), in the start's transaction.
@@ -78,8 +82,10 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, Protocol, runtime_checkable
 
 from ..events import (
+    CheckpointTaken,
     Custom,
     Event,
+    LlmCompleted,
     MemoryKind,
     MemoryQueried,
     MemoryRecall,
@@ -91,6 +97,7 @@ from ..events import (
     Suspended,
 )
 from ..integrity.notary import Notary
+from ..messages import ToolCall
 from ..narration import plural
 from ..replay import memory_message
 from ..salted import put_personal_artifact
@@ -569,6 +576,42 @@ def waiting_query(state: KernelState) -> str | None:
     return suspension.pending_calls[0] if suspension.pending_calls else None
 
 
+def _asked(
+    state: KernelState | None, query_id: str, policy: MemoryPolicy
+) -> tuple[int, tuple[MemoryKind, ...]]:
+    """``(requested_k, kinds)`` of the asynchronous query ``query_id`` as the ledger has them: ``requested_k``
+    from its ``memory_queried`` (the ``n``-th with ``requires_async_response`` of its turn, ``n`` from the id
+    ``<run_id>:turn-<turn>:memory-<n>``), ``kinds`` from the arguments of the turn's ``memory_query`` call
+    with that query text. Without a state or a match: ``policy.top_k`` (no query asks for more) and any kind.
+    """
+    head, _, number = query_id.rpartition(":memory-")
+    turn_text = head.rpartition(":turn-")[2]
+    if state is None or not number.isdigit() or not turn_text.isdigit():
+        return policy.top_k, ()
+    turn, n = int(turn_text), int(number)
+    asked: list[MemoryQueried] = []
+    calls: list[ToolCall] = []
+    for _seq, event in state.events:
+        if isinstance(event, CheckpointTaken) and event.turn == turn:
+            asked, calls = [], []  # a retried turn submits its queries again, numbered from 1
+        elif isinstance(event, MemoryQueried) and event.turn == turn and event.requires_async_response:
+            asked.append(event)
+        elif isinstance(event, LlmCompleted) and event.turn == turn:
+            calls = [c for c in event.message.tool_calls if c.name == MEMORY_QUERY]
+    if not 1 <= n <= len(asked):
+        return policy.top_k, ()
+    queried = asked[n - 1]
+    for candidate in calls:
+        try:
+            arguments = json.loads(candidate.arguments or "{}")
+        except ValueError:
+            continue
+        if isinstance(arguments, dict) and arguments.get("query") == queried.query:
+            named = arguments.get("kinds") or []
+            return queried.requested_k, tuple(MemoryKind(k) for k in named if k in _KINDS)
+    return queried.requested_k, ()
+
+
 def collect(
     store: Store,
     policy: MemoryPolicy | None,
@@ -579,8 +622,15 @@ def collect(
     """The ``memory_retrieval_result`` of an asynchronous query once the service has it (followed by a
     ``memory_already_in_history`` when it left hits out), else None.
 
-    Hits are checked as upstream's ``MemoryQuery::validate_hits`` does (scope, unique non-empty ids,
-    scores finite in [0, 1]); their texts are stored as salted artifacts and the ledger gets the handles.
+    Hits are checked as upstream's ``MemoryQuery::validate_hits`` does (UPSTREAM.md §8): at most the
+    ``requested_k`` the run's ``memory_queried`` recorded, the policy's scope, unique non-empty ids, scores
+    finite in [0, 1], kinds among those the ``memory_query`` call asked for (any when it named none); and,
+    flightlog's own rule, each text within ``policy.max_content_bytes`` (the bound a ``memory_write`` obeys:
+    a service cannot put into the history what the run could not have written). As upstream's
+    ``validate_hits`` does, one bad hit rejects the whole answer: nothing is recorded, the run stays
+    suspended on the query, and the error names the hit and the rule, so the service can answer again and
+    the run be resumed (or the run aborted). Their texts are stored as salted artifacts and the ledger gets
+    the handles.
     As for an in-store ``memory_query``, a hit whose memory (same record id, kind and text) is already in
     ``state``'s current history, such as one injected at run start, is left out (its text is not stored),
     so the model is not given the same memory twice; every hit is checked all the same.
@@ -595,12 +645,29 @@ def collect(
     hits = policy.service.poll(query_id)
     if hits is None:
         return None
+    requested_k, kinds = _asked(state, query_id, policy)
+    if len(hits) > requested_k:
+        raise KernelError(
+            f"memory query {query_id}: the service answered {len(hits)} hits; the query asked for at most"
+            f" {requested_k}"
+        )
     seen: set[str] = set()
     stored: list[MemoryRecall] = []
     above: list[str] = []
     shown = _shown_texts(state) if state is not None else set()
     for hit in hits:
         rid = hit.record.record_id
+        if kinds and hit.record.kind not in kinds:
+            raise KernelError(
+                f"memory recall {rid} is of kind {hit.record.kind.value!r}; the query asked for"
+                f" {', '.join(k.value for k in kinds)}"
+            )
+        size = len(hit.record.content.encode("utf-8"))
+        if size > policy.max_content_bytes:
+            raise KernelError(
+                f"memory recall {rid} content is {size} bytes; at most {policy.max_content_bytes}"
+                " (the policy's max_content_bytes)"
+            )
         if hit.record.scope != policy.scope:
             raise KernelError(f"memory recall {rid} escaped the requested scope")
         if not rid or rid in seen:
