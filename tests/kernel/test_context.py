@@ -599,3 +599,27 @@ def test_agent_toml_takes_a_context_table(tmp_path: Path) -> None:
     assert (agent.context.compact_at, agent.context.keep_turns) == (0.8, 3)
     assert isinstance(agent.context.summarizer, SummaryProvider)
     assert [t.name for t in agent.tools] == ["page_in", "pin", "renew_context"]
+
+
+@pytest.mark.parametrize(("reserve", "asked"), [(10, 10), (0, 4096), (5000, 4096)])
+def test_a_requests_max_tokens_is_capped_by_the_windows_output_reserve(
+    store: SqliteStore, reserve: int, asked: int
+) -> None:
+    """``ContextWindow.output_reserve`` says the request's ``max_tokens`` is capped by it: a 100-token window
+    reserving 10 for the answer must not ask for the agent's 4096 (found by the runtime attack pass,
+    ``malformed.py tinywin``); the budget reservation is made for the capped figure. A reserve of 0 caps
+    nothing, nor does one above the agent's ``max_tokens``."""
+    provider = ScriptedProvider([calls(call("echo", {"text": "x"}, id="c1")), reply("done")], model="tiny")
+    window = ContextWindow(tokens=100 if reserve < 100 else 10_000, output_reserve=reserve)
+    agent = Agent(
+        name="tiny",
+        route=[provider],
+        tools=[echo],
+        context=ContextPolicy(windows={"tiny": window}),
+        max_tokens=4096,
+    )
+    result = Kernel(store, agent).run_sync("go", session_id="s1", handle_signals=False)
+    assert result.status == "completed"
+    assert [r.max_tokens for r in provider.requests] == [asked, asked]
+    usages = customs(store, "s1", "model_usage")
+    assert [u["reserved_tokens"] for u in usages] == [asked, asked]

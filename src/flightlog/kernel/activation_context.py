@@ -59,6 +59,16 @@ class ContextActivation(Activation):
             stream=self.agent.stream,
         )
 
+    def output_cap(self, provider: ModelProvider) -> int:
+        """The ``max_tokens`` a turn's request asks for before budgets cap it (tokens): the agent's
+        ``max_tokens``, capped by the route position's ``output_reserve`` when its window is known and
+        reserves any (:class:`~flightlog.kernel.context.ContextWindow`), so input within ``usable`` plus the
+        answer fit the window. The budget reservation is made for this figure."""
+        window = self.agent.context_policy.window(provider.model)
+        if window is None or window.output_reserve < 1:
+            return self.agent.max_tokens
+        return min(self.agent.max_tokens, window.output_reserve)
+
     def _fill(self, provider: ModelProvider, program: Program) -> Fill:
         """The window fill of a request on ``provider`` (see :mod:`flightlog.kernel.context`)."""
         window = self.agent.context_policy.window(provider.model)
@@ -122,7 +132,7 @@ class ContextActivation(Activation):
         """A forced compaction before ``turn`` for the entropy watch's ``compact`` action."""
         provider = self.provider()
         st = self.state
-        request = self._request(provider, Reservation(st.run_id, self.agent.max_tokens))
+        request = self._request(provider, Reservation(st.run_id, self.output_cap(provider)))
         fill = self._fill(provider, program_of(provider.protocol, provider.model, request))
         return self._plan(turn, provider, fill, True, trigger="entropy")
 

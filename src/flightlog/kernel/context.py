@@ -76,8 +76,9 @@ class ContextWindow:
 
     Attributes:
         tokens: The whole window (input + output), in tokens.
-        output_reserve: Tokens kept free for the answer (the request's ``max_tokens`` is capped by it
-            when smaller), in tokens.
+        output_reserve: Tokens kept free for the answer, in tokens: a turn's request asks for at most
+            this many (its ``max_tokens`` is the agent's ``max_tokens`` capped by it; a reserve of 0 caps
+            nothing), and the budget reservation is made for the capped figure.
     """
 
     tokens: int

@@ -241,7 +241,7 @@ class _Activation(ContextActivation):
         reservation = reserve(
             self.limits,
             self.spent(),
-            max_tokens=self.agent.max_tokens,
+            max_tokens=self.output_cap(provider),
             prices=self.limits.price_for(provider.model),
             reservation_id=f"{st.run_id}:turn-{turn}:r{st.attempts}",
         )
