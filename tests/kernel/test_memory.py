@@ -31,7 +31,7 @@ from flightlog.kernel.memory import (
     find_secrets,
     validate_write,
 )
-from flightlog.kernel.memory_bank import recall, remember, text_of
+from flightlog.kernel.memory_bank import forget, recall, remember, text_of
 from flightlog.kernel.scripted import ScriptedProvider, call, calls, reply
 from flightlog.messages import Message
 from flightlog.narration import narrate
@@ -181,6 +181,34 @@ def test_a_rewrite_updates_the_same_record_and_erases_the_old_text(store: Sqlite
     assert text_of(store, second.record.content) == "helix"
     assert [h.record.name for h in recall(store, SCOPE, "helix")] == ["editor"]
     assert recall(store, SCOPE, "vim") == []
+
+
+def _db_bytes(directory: Path) -> bytes:
+    return b"".join(p.read_bytes().lower() for p in directory.iterdir() if p.name.startswith("memory.db"))
+
+
+def test_a_rewritten_or_forgotten_text_leaves_no_word_in_the_database_file(tmp_path: Path) -> None:
+    """The FTS5 index kept the (lowercased, stemmed) words of an overwritten memory text in the .db file after
+    the salted text was erased (found by the memloss pass). Words are looked for by a suffix, as FTS5 stores
+    a term after the prefix it shares with the one before it. Both paths: FTS5 ``secure-delete`` on SQLite
+    >= 3.42, an ``optimize`` after each delete on older SQLite (this machine's 3.40.1)."""
+    db = tmp_path / "memory.db"
+    user = ev.MemoryKind.USER
+    with SqliteStore(db) as store:
+        for i in range(30):  # an index of more than one page
+            remember(store, scope=SCOPE, kind=user, name=f"n{i}", content=f"ordinary fact {i}", at_ms=1)
+        remember(store, scope=SCOPE, kind=user, name="editor", content="Quokkavim xylophonics", at_ms=1)
+        remember(store, scope=SCOPE, kind=user, name="editor", content="helix", at_ms=2)
+        pet = remember(store, scope=SCOPE, kind=user, name="pet", content="Zebrafinchery", at_ms=1)
+    rewritten = _db_bytes(tmp_path)
+    assert b"helix" in rewritten and b"rafinch" in rewritten  # live memories: the probe can see words
+    assert [w for w in (b"kkavim", b"lophon") if w in rewritten] == []
+    with SqliteStore(db) as store:
+        assert forget(store, pet.record.record_id) is not None
+        assert [h.record.name for h in recall(store, SCOPE, "helix")] == ["editor"]
+        assert recall(store, SCOPE, "zebrafinchery") == []
+    forgotten = _db_bytes(tmp_path)
+    assert b"helix" in forgotten and b"rafinch" not in forgotten
 
 
 def test_memory_survives_across_runs_and_sessions(store: SqliteStore) -> None:

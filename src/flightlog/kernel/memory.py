@@ -65,7 +65,7 @@ run goes on with the hits in its history; a hit already in the history (same rec
 left out, as for an in-store query, and named by a ``memory_already_in_history`` after the result. The
 answer is checked first as upstream's ``validate_hits`` (at most ``requested_k`` hits, the policy's scope,
 unique ids, scores in [0, 1], kinds among those asked for) plus the write-side ``max_content_bytes``; an
-answer that breaks one is rejected whole (:func:`collect`): the resume raises ``KernelError`` naming the
+answer that breaks one is rejected whole (``collect``): the resume raises ``KernelError`` naming the
 hit and the rule, nothing is recorded, and the run stays suspended until the service answers within it.
 
 **Injection at run start** (``policy.inject`` > 0): the goal is the query; the hits are recorded after

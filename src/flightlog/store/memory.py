@@ -14,8 +14,10 @@ itself lives in ``salted_artifacts``, erasable, see :mod:`flightlog.integrity.er
 
 Query text becomes an OR of its words (letters and digits only; everything else is a separator, so no
 query syntax of either engine reaches it): a record matching more of the words, and rarer ones, ranks
-higher. Deleting a record (``forget``) deletes its index rows; on SQLite the FTS index is then merged
-(``optimize``) so the deleted tokens leave the index segments too (``secure_delete`` zeroes the pages).
+higher. Deleting a record (``forget``) or overwriting its text deletes its old index row; on SQLite no word
+of it may stay in the database file: FTS5's ``secure-delete`` option (SQLite >= 3.42) removes the tokens
+from the index segments, and on older SQLite the index is merged (``optimize``) after each such delete
+(``flightlog.store.memory_sqlite.FTS5_SECURE_DELETE``); ``PRAGMA secure_delete`` zeroes the freed pages.
 Erasing the text's salted artifact is the caller's part (:mod:`flightlog.kernel.memory_bank`).
 
 Tables: ``memories`` (+ ``memories_fts`` on SQLite), created by a new migration of each backend.

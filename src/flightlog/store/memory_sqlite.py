@@ -3,6 +3,7 @@
 
 from __future__ import annotations
 
+import sqlite3
 from collections.abc import Collection
 from typing import TYPE_CHECKING, Any
 
@@ -21,7 +22,13 @@ from .memory import (
 if TYPE_CHECKING:
     from .sqlite import SqliteStore
 
-__all__ = ["MIGRATION", "SqliteMemory"]
+__all__ = ["FTS5_SECURE_DELETE", "MIGRATION", "SqliteMemory"]
+
+FTS5_SECURE_DELETE = sqlite3.sqlite_version_info >= (3, 42, 0)
+"""Whether the linked SQLite's FTS5 has the ``secure-delete`` option (SQLite 3.42.0): a deleted row's
+tokens are then removed from the index segments by the delete itself. Older SQLite (Debian 12 ships
+3.40.1) leaves them in the segments until a merge, so every delete there is followed by an ``optimize``
+(a merge of the whole index: its cost grows with the index, paid per rewrite or erasure)."""
 
 MIGRATION = (
     "long-term memory: memories (upstream MemoryRecord, content as a salted handle) + memories_fts (FTS5)",
@@ -70,7 +77,7 @@ class SqliteMemory(MemoryIndex):
             ).fetchone()
             if clash is not None:
                 raise MemoryConflict(record_id=record.record_id, holder=str(clash[0]))
-            s._execute("DELETE FROM memories_fts WHERE record_id = ?", (record.record_id,))
+            self._drop_indexed(record.record_id)  # an overwritten text leaves the index too
             s._execute(
                 "INSERT INTO memories VALUES (?, ?, ?, ?, ?, ?, ?, ?) ON CONFLICT(record_id) DO UPDATE SET "
                 "tenant_id = excluded.tenant_id, namespace = excluded.namespace, kind = excluded.kind, "
@@ -161,11 +168,25 @@ class SqliteMemory(MemoryIndex):
             if found is None:
                 return None
             s._execute("DELETE FROM memories WHERE record_id = ?", (record_id,))
-            s._execute("DELETE FROM memories_fts WHERE record_id = ?", (record_id,))
-            # Merge the index segments, so the deleted row's tokens are not left behind in older segments
-            # (secure_delete zeroes the pages the merge frees).
-            s._execute("INSERT INTO memories_fts (memories_fts) VALUES ('optimize')")
+            self._drop_indexed(record_id)
         return row_of(found[0])
+
+    def _drop_indexed(self, record_id: str) -> None:
+        """Delete ``record_id``'s FTS row so that none of its words stays in the database file: with FTS5's
+        ``secure-delete`` (:data:`FTS5_SECURE_DELETE`; switched on, and the index merged once to purge what
+        earlier deletes left, the first time), else by merging the index (``optimize``) after the delete.
+        Either way the pages freed are zeroed (the connection's ``PRAGMA secure_delete``). In the caller's
+        transaction."""
+        s = self._store
+        if FTS5_SECURE_DELETE:
+            on = s._execute("SELECT v FROM memories_fts_config WHERE k = 'secure-delete'").fetchone()
+            if on is None or not on[0]:
+                s._execute("INSERT INTO memories_fts (memories_fts, rank) VALUES ('secure-delete', 1)")
+                s._execute("INSERT INTO memories_fts (memories_fts) VALUES ('optimize')")
+            s._execute("DELETE FROM memories_fts WHERE record_id = ?", (record_id,))
+            return
+        if s._execute("DELETE FROM memories_fts WHERE record_id = ?", (record_id,)).rowcount:
+            s._execute("INSERT INTO memories_fts (memories_fts) VALUES ('optimize')")
 
     def delete_handle(self, handle: str) -> list[str]:
         if not self._store._has_table("memories"):
