@@ -580,6 +580,39 @@ def test_an_async_answer_outside_the_query_is_rejected_whole_and_the_run_stays_s
     assert [h.record.record_id for h in arrived.hits] == ["r0", "r1"]
 
 
+def test_a_run_waiting_for_the_memory_service_says_so_in_runs_and_pending(
+    store: SqliteStore, db_path: Path, tmp_path: Path
+) -> None:
+    """A run suspended on ``memory_retrieval`` showed as ``waiting_input`` with an empty detail and
+    ``pending`` listed nothing (runtime attack pass, ``odd_states.py``): both now name the query and what
+    the user can do (resume once the service answers)."""
+    service = SpoolMemoryService(tmp_path / "spool")
+    agent, _model = _agent(
+        calls(call("memory_query", {"query": "sky"}, id="q1")),
+        reply("ok"),
+        policy=MemoryPolicy(scope=SCOPE, service=service),
+    )
+    sid = Kernel(store, agent, notary=None).run_sync("recall", handle_signals=False).session_id
+    (query_id,) = [qid for qid, _q in service.pending()]
+
+    listed = runner.invoke(app, ["--db", str(db_path), "runs"])
+    assert listed.exit_code == 0, listed.output
+    (line,) = [row for row in listed.output.splitlines() if row.startswith(sid)]
+    assert "waiting_input" in line and f"waiting for memory retrieval {query_id}" in line
+    waiting = runner.invoke(app, ["--db", str(db_path), "pending"])
+    assert waiting.exit_code == 0 and "nothing is waiting" not in waiting.output
+    assert f"{sid}  turn 1  {query_id}  memory_query  [memory_retrieval]" in waiting.output
+    assert f"flightlog resume {sid}" in waiting.output
+    as_json = json.loads(runner.invoke(app, ["--db", str(db_path), "pending", "--json"]).output)
+    assert [(r["session_id"], r["call_id"], r["kind"]) for r in as_json] == [
+        (sid, query_id, "memory_retrieval")
+    ]
+
+    service.answer(query_id, [])
+    assert Kernel(store, agent, notary=None).resume_sync(sid, handle_signals=False).status == "completed"
+    assert "nothing is waiting" in runner.invoke(app, ["--db", str(db_path), "pending"]).output
+
+
 # ─── a recall's why: the number said, and which way is better ─────────────────────────────────
 
 

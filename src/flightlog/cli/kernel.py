@@ -217,10 +217,12 @@ def register(app: typer.Typer, open_db: OpenDb) -> None:
         """List tool calls waiting for a decision, and those decided (by whom) waiting for a resume."""
         from ..kernel import pending
         from ..kernel.approvals import continue_hint
+        from ..kernel.memory import memory_waits
 
         undecodable: list[tuple[str, EventDecodeError]] = []
         with open_db(True) as store:
             rows = pending(store, decided=True, undecodable=undecodable)
+            memory = memory_waits(store)
             for sid, exc in undecodable:  # listed without them: say so, exit 1 after the listing
                 err.print(
                     f"flightlog: warning: {sid}: its waits cannot be read: {exc} (see `flightlog verify {sid}`)"
@@ -232,15 +234,42 @@ def register(app: typer.Typer, open_db: OpenDb) -> None:
                 for sid in {r.root_session_id or r.session_id for r in rows if r.decision is not None}
             }
         if json_out:
-            sys.stdout.write(json.dumps([r.to_wire() for r in rows], indent=2, ensure_ascii=False) + "\n")
+            waits = [_memory_row(sid, turn, query) for sid, turn, query in memory]
+            sys.stdout.write(
+                json.dumps([*(r.to_wire() for r in rows), *waits], indent=2, ensure_ascii=False) + "\n"
+            )
         else:
-            _print_pending(rows, hints)
+            _print_pending(rows, hints, not memory)
+            for sid, turn, query in memory:
+                out.print(
+                    f"{sid}  turn {turn}  {query}  memory_query  [memory_retrieval] waiting for the memory "
+                    f"service; once it answers: flightlog resume {sid}"
+                )
         if undecodable:
             raise typer.Exit(1)
 
-    def _print_pending(rows: list[PendingCall], hints: dict[str, str]) -> None:
-        """``pending``'s text: one line per call (``hints``: each decided session's continue command)."""
-        if not rows:
+    def _memory_row(session_id: str, turn: int, query_id: str) -> dict[str, object]:
+        """``pending --json``'s row of a run waiting for an asynchronous memory retrieval: a call row's keys,
+        ``kind`` ``memory_retrieval``, ``call_id`` the query id (nothing to approve: resume once the service
+        answers)."""
+        return {
+            "session_id": session_id,
+            "turn": turn,
+            "call_id": query_id,
+            "tool": "memory_query",
+            "arguments": "",
+            "reason": "waiting for the memory service",
+            "kind": "memory_retrieval",
+            "decision": None,
+            "decided_by": None,
+            "parent_session_id": None,
+            "root_session_id": session_id,
+        }
+
+    def _print_pending(rows: list[PendingCall], hints: dict[str, str], alone: bool = True) -> None:
+        """``pending``'s text: one line per call (``hints``: each decided session's continue command);
+        ``alone``: nothing else waits (then an empty listing says so)."""
+        if not rows and alone:
             out.print("nothing is waiting for a decision")
         for row in rows:
             head = f"{row.session_id}  turn {row.turn}  {row.call_id}  {row.tool}({short(row.arguments, 60)})"

@@ -222,12 +222,13 @@ def _runs_command(open_db: OpenDb) -> Callable[..., None]:
             views, held = listed_with_held(store, fetch, state, extra, limit, undecodable=unheld)
             uses = {} if json_out else context_uses(store, [v.snapshot.run_id for v in views])
             scores = _entropy(store, views) if entropy else None
+            waits = {} if json_out or tree else _waits(store, views)
         if json_out:
             sys.stdout.write("[" + ",".join(v.snapshot.model_dump_json() for v in views) + "]\n")
         elif tree:
             _print_tree(views, uses, scores)
         else:
-            _print_table(views, uses, scores)
+            _print_table(views, uses, scores, waits)
         if rebuild:
             with open_db(True) as store:
                 _refuse_diverged(store)
@@ -321,6 +322,7 @@ def view_line(view: RunView, now: int, context: ContextUse | None = None) -> lis
 _HEADERS = ("run", "state", "outcome", "tokens", "steps", "duration", "context", "parent", "live", "detail")
 _RIGHT = frozenset({"tokens", "steps", "duration", "context"})
 _LIVE = _HEADERS.index("live")
+_DETAIL = _HEADERS.index("detail")
 
 Uses = dict[str, "ContextUse"]
 
@@ -343,8 +345,34 @@ def _entropy(store: Store, views: list[RunView]) -> dict[str, str]:
     return cells
 
 
-def _print_table(views: list[RunView], uses: Uses, entropy: dict[str, str] | None = None) -> None:
-    """Aligned columns, never truncated (ids are long; pipes and narrow terminals must keep them whole)."""
+def _waits(store: Store, views: list[RunView]) -> dict[str, str]:
+    """Per waiting run (``waiting_input``/``paused``): what it waits for, from its folded ledger
+    (:func:`flightlog.kernel.memory.wait_detail`); the detail column of a run that has no terminal detail."""
+    from ..errors import EventDecodeError
+    from ..kernel.memory import wait_detail
+    from ..kernel.state import load_state
+
+    found: dict[str, str] = {}
+    for view in views:
+        if view.snapshot.state.value not in ("waiting_input", "paused"):
+            continue
+        try:
+            detail = wait_detail(load_state(store, view.snapshot.run_id))
+        except EventDecodeError:
+            continue  # the listing warns about sessions whose events do not decode; the cell stays empty
+        if detail is not None:
+            found[view.snapshot.run_id] = detail
+    return found
+
+
+def _print_table(
+    views: list[RunView],
+    uses: Uses,
+    entropy: dict[str, str] | None = None,
+    waits: dict[str, str] | None = None,
+) -> None:
+    """Aligned columns, never truncated (ids are long; pipes and narrow terminals must keep them whole);
+    ``waits``: the detail of runs that wait (:func:`_waits`), in full."""
     from ..live import wall_ms
 
     if not views:
@@ -357,6 +385,9 @@ def _print_table(views: list[RunView], uses: Uses, entropy: dict[str, str] | Non
         + ([entropy[view.snapshot.run_id]] if entropy else [])
         for view in views
     ]
+    for view, line in zip(views, lines, strict=True):
+        if not line[_DETAIL] and (waiting := (waits or {}).get(view.snapshot.run_id)):
+            line[_DETAIL] = waiting
     rows = [list(headers), *lines]
     widths = [max(len(row[i]) for row in rows) for i in range(len(headers))]
     for row in rows:

@@ -576,6 +576,46 @@ def waiting_query(state: KernelState) -> str | None:
     return suspension.pending_calls[0] if suspension.pending_calls else None
 
 
+def wait_detail(state: KernelState) -> str | None:
+    """What a suspended run waits for, in a few words (``flightlog runs``' detail column); None when it does
+    not wait. A memory wait: ``waiting for memory retrieval <query id> (resume once the service answers)``;
+    a wait on calls: ``waiting for a decision on <call ids> (flightlog pending)``; else its reason."""
+    if state.phase != "suspended" or state.suspension is None:
+        return None
+    query = waiting_query(state)
+    if query is not None:
+        return f"waiting for memory retrieval {query} (resume once the service answers)"
+    calls = state.suspension.pending_calls
+    if calls:
+        return f"waiting for a decision on {', '.join(calls)} (flightlog pending)"
+    return f"waiting: {state.suspension.reason}"
+
+
+def memory_waits(store: Store) -> list[tuple[str, int, str]]:
+    """``(session_id, turn, query id)`` of every run waiting for an asynchronous memory retrieval, sessions in
+    listing order: what ``flightlog pending`` adds after the calls waiting for a decision. Found as
+    :func:`flightlog.kernel.approvals.pending` finds waits (the sessions whose ledger may wait, folded; a wait
+    an ``abort`` closed is left out).
+
+    Raises:
+        EventDecodeError: a stored event of a folded session does not decode (names its seq).
+    """
+    from .rowcheck import sessions_may_wait
+    from .state import load_state
+
+    records = list(store.list_sessions())
+    may = sessions_may_wait(store)
+    found: list[tuple[str, int, str]] = []
+    for record in records:
+        if record.session_id not in may:
+            continue
+        state = load_state(store, record.session_id)
+        query = waiting_query(state)
+        if query is not None and not state.wait_closed():
+            found.append((record.session_id, state.turn, query))
+    return found
+
+
 def _asked(
     state: KernelState | None, query_id: str, policy: MemoryPolicy
 ) -> tuple[int, tuple[MemoryKind, ...]]:
