@@ -24,7 +24,7 @@ from typing import TYPE_CHECKING, Annotated, Any
 import typer
 
 from .. import __version__
-from ..errors import ImportFormatError, install_hint
+from ..errors import ImportFormatError, SessionNotFound, install_hint
 from ..narration import narrate, plural, short, state_word
 from .lazy import LazyTyper
 from .options import (
@@ -570,7 +570,11 @@ def show_cmd(
     from ..sessions import iter_events
 
     with open_db(read_only=True) as store:
-        sid = store.resolve_session(session)
+        try:
+            sid = store.resolve_session(session)
+        except SessionNotFound:
+            _never_started(store, session)
+            raise
         record = store.get_session(sid)
         if not json_out:
             out.print(f"session {sid}  [{_listed_status(store, record)}]  {short(record.task, 70)}")
@@ -589,6 +593,20 @@ def show_cmd(
                 prompt = event.system_prompt
                 out.print(f"{'':43}system prompt: {short(prompt, 300)}")
         refuse_quietly_diverged(store, sid)
+
+
+def _never_started(store: Store, run_id: str) -> None:
+    """For ``show`` of an id with no session: when ``runs`` lists it from its parent's process table only,
+    say so on stderr (spawned by whom, at which seq, never started) before the usage error."""
+    from ..runs.projection import spawned_only
+
+    entry = spawned_only(store, run_id)
+    if entry is not None:
+        err.print(
+            f"flightlog: {run_id} is a sub-agent{f' ({entry.role})' if entry.role else ''} that "
+            f"{entry.recorded_by} spawned (its process table, seq {entry.seq}: {entry.state}); it never "
+            f"started, so it has no session to show (see `flightlog show {entry.recorded_by}`)"
+        )
 
 
 # ─── replay / verify / export ─────────────────────────────────────────────────────────────────

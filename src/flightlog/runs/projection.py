@@ -76,6 +76,7 @@ __all__ = [
     "rebuild_projection",
     "resumable_sessions",
     "run_entries",
+    "spawned_only",
     "unlisted_parents",
 ]
 
@@ -141,6 +142,17 @@ def _parts(row: RunRow | None) -> _Parts:
     # A fold of another version (one stored before context use was folded among them) is not resumed
     # from: the session's next append refolds its ledger.
     return _Parts(fold, process, row.session_status if fold is not None else None)
+
+
+def spawned_only(store: Store, run_id: str) -> ProcessEntry | None:
+    """The parent's process entry of ``run_id`` (exact id) when that is all the store knows of it: a
+    sub-agent its parent recorded (``agent_process_changed``) that never got a session of its own (the
+    parent died before starting it, say). None when the run has a session, no entry names it, or the
+    projection is not current (:func:`projection_ready`; nothing is folded here)."""
+    if not projection_ready(store):
+        return None
+    parts = _parts(store.get_run_rows([run_id]).get(run_id))
+    return parts.process if parts.fold is None else None
 
 
 def _snapshot(parts: _Parts) -> AgentRunSnapshot:
