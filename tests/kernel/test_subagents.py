@@ -444,7 +444,10 @@ def test_the_tree_from_the_command_line(tmp_path: Path, monkeypatch: pytest.Monk
     assert code == 0 and f"resuming its run tree from {lead}" in err and "the report is published" in out
     code, out, _ = flightlog("runs", "--tree")
     lines = out.splitlines()
-    assert lines[0].startswith(f"{lead}  terminal (completed)  tokens 45/2000  steps 3/30")
+    # the lead's own tokens, then the tree's (its sub-agents' grants come out of its budget)
+    assert lines[0].startswith(
+        f"{lead}  terminal (completed)  tokens 45/2000 (with sub-agents 225/2000)  steps 3/30"
+    )
     assert sum(1 for line in lines if "tokens 45/300  steps 3/5" in line) == 2  # the researchers' grants
     code, out, _ = flightlog("show", lead)
     assert f"sub-agent {writer} joined (completed)" in out

@@ -260,3 +260,15 @@ def test_tail_follows_a_writer_in_another_process(db_path: Path, tmp_path: Path)
             tail.stdout.close()
         if tail.stderr is not None:
             tail.stderr.close()
+
+
+def test_a_parents_tree_line_shows_what_its_sub_agents_spent_of_its_budget() -> None:
+    """Parent 30 + child 30 of the parent's 50-token budget showed as ``tokens 30/50`` (runtime attack pass,
+    ``budget_display.py 50``): ``run_terminal.total_tokens`` is the run's own count (seed 000 gives the field
+    no other meaning), so the tree line adds the listed sub-agents' and says the overshoot."""
+    from flightlog.cli.runs import _tokens_cell
+
+    assert _tokens_cell("30", 50, None) == "tokens 30/50"
+    assert _tokens_cell("30", 50, 60) == "tokens 30/50 (with sub-agents 60/50, 10 over)"
+    assert _tokens_cell("30", 100, 60) == "tokens 30/100 (with sub-agents 60/100)"
+    assert _tokens_cell("30", None, 60) == "tokens 30 (with sub-agents 60)"

@@ -222,7 +222,7 @@ def register(app: typer.Typer, open_db: OpenDb) -> None:
         undecodable: list[tuple[str, EventDecodeError]] = []
         with open_db(True) as store:
             rows = pending(store, decided=True, undecodable=undecodable)
-            memory = memory_waits(store)
+            memory = memory_waits(store, undecodable)
             for sid, exc in undecodable:  # listed without them: say so, exit 1 after the listing
                 err.print(
                     f"flightlog: warning: {sid}: its waits cannot be read: {exc} (see `flightlog verify {sid}`)"

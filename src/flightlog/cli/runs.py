@@ -358,8 +358,8 @@ def _waits(store: Store, views: list[RunView]) -> dict[str, str]:
             continue
         try:
             detail = wait_detail(load_state(store, view.snapshot.run_id))
-        except EventDecodeError:
-            continue  # the listing warns about sessions whose events do not decode; the cell stays empty
+        except EventDecodeError as exc:  # what it waits for is unknown: say why, the listing goes on
+            detail = f"wait unknown: seq {exc.seq} does not decode (see flightlog verify)"
         if detail is not None:
             found[view.snapshot.run_id] = detail
     return found
@@ -398,14 +398,35 @@ def _print_table(
         _out.print("  ".join(cells).rstrip())
 
 
-def _label(view: RunView, now: int, context: ContextUse | None) -> str:
-    """A tree line: spent/limit where the run records a limit (a sub-agent's limits are its grant)."""
+def _tree_tokens(node: RunNode) -> int | None:
+    """Tokens a run and every listed descendant used (their ``tokens_used``); None when it has no listed
+    descendant that reports any (then there is nothing to add to its own figure)."""
+    below = [t for child in node.children if (t := _tree_tokens(child) or child.snapshot.budget.tokens_used)]
+    if not below:
+        return None
+    return (node.snapshot.budget.tokens_used or 0) + sum(below)
+
+
+def _tokens_cell(own: str, limit: int | None, tree: int | None) -> str:
+    """``tokens <own>[/<limit>]``, then, when listed sub-agents used tokens too (a sub-agent's grant comes
+    out of its parent's budget: :mod:`flightlog.kernel.delegation`), `` (with sub-agents <tree>[/<limit>][,
+    <n> over])``."""
+    cell = f"tokens {own}" + (f"/{limit}" if limit is not None else "")
+    if tree is None:
+        return cell
+    over = f", {tree - limit} over" if limit is not None and tree > limit else ""
+    return cell + f" (with sub-agents {tree}" + (f"/{limit}" if limit is not None else "") + over + ")"
+
+
+def _label(view: RunView, now: int, context: ContextUse | None, tree_tokens: int | None = None) -> str:
+    """A tree line: spent/limit where the run records a limit (a sub-agent's limits are its grant); a run
+    whose listed sub-agents used tokens also shows the tree's total against its limit (:func:`_tokens_cell`)."""
     cells = view_line(view, now, context)
     budget = view.snapshot.budget
     parts = [
         cells[0],
         cells[1] + (f" ({cells[2]})" if cells[2] else ""),
-        f"tokens {cells[3]}" + (f"/{budget.token_budget}" if budget.token_budget is not None else ""),
+        _tokens_cell(cells[3], budget.token_budget, tree_tokens),
         f"steps {cells[4]}" + (f"/{budget.max_steps}" if budget.max_steps is not None else ""),
     ]
     if context is not None:
@@ -431,7 +452,7 @@ def _print_tree(views: list[RunView], uses: Uses, entropy: dict[str, str] | None
         guide = "" if root else ("└── " if last else "├── ")
         run_id = node.snapshot.run_id
         extra = f"  entropy {entropy[run_id]}" if entropy else ""
-        _out.print(prefix + guide + _label(by_id[run_id], now, uses.get(run_id)) + extra)
+        _out.print(prefix + guide + _label(by_id[run_id], now, uses.get(run_id), _tree_tokens(node)) + extra)
         inner = prefix if root else prefix + ("    " if last else "│   ")
         for index, child in enumerate(node.children):
             walk(child, inner, index == len(node.children) - 1, False)
