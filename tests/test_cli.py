@@ -307,6 +307,29 @@ def test_demo_runs_end_to_end_twice(tmp_path: Path) -> None:
     assert code == 0, "the demo never touches the user's database"
 
 
+def test_demo_help_names_every_step_where_it_records_and_why_its_imports_are_sealed(tmp_path: Path) -> None:
+    """``demo --help`` describes all eleven steps, says which database the sessions go to (and how to keep
+    them apart), and gives the event counts a user comparing with ``flightlog import`` sees: sealed (the
+    demo passes --seal) and plain, as the bundled transcripts give them."""
+    from flightlog.cli.demo import example_transcripts
+
+    result = runner.invoke(app, ["demo", "--help"])
+    text = " ".join(result.stdout.split())
+    assert result.exit_code == 0
+    for number in range(1, 12):
+        assert f" {number}. " in text, number
+    assert "--db /tmp/demo.db demo" in text and "$FLIGHTLOG_DB" in text and "with --seal" in text
+    counts = {}
+    for flags in (["--seal"], []):  # as the demo imports them (signed, sealed), and a plain import
+        code, out, err = run(tmp_path / f"{len(flags)}.db", "import", "--json", *flags,
+                             *map(str, example_transcripts()))  # fmt: skip
+        assert code == 0, err
+        counts[bool(flags)] = sorted((r["events"] for r in json.loads(out)), reverse=True)
+    sealed, plain = counts[True], counts[False]
+    assert f"({sealed[0]} and {sealed[1]} events)" in text
+    assert f"({plain[0]} and {plain[1]} events, interrupted, not sealed)" in text
+
+
 def test_every_command_has_help() -> None:
     for args in (
         ["--help"],

@@ -8,6 +8,7 @@ import os
 import signal
 import subprocess
 import sys
+import threading
 import time
 from collections.abc import Callable, Iterator
 from pathlib import Path
@@ -22,6 +23,8 @@ from flightlog.errors import StoreUnavailable
 from flightlog.events import Custom, RunTerminal
 from flightlog.importers import import_file
 from flightlog.importers.watch import Watcher, default_folders
+from flightlog.live import list_run_views
+from flightlog.runs.model import RunState
 from flightlog.store import SqliteStore
 
 SAMPLE = Path(__file__).parent / "data" / "samples" / "claude-code" / "spotter_tool_heavy.jsonl"
@@ -184,22 +187,58 @@ def test_watch_refuses_a_file_given_as_folder(tmp_path: Path) -> None:
     assert result.exit_code == 2 and "is not a folder" in result.stderr
 
 
-@pytest.mark.parametrize(
-    ("lines", "plain", "live"), [(10, "incomplete", "running"), (19, "incomplete", "incomplete")]
-)
-def test_a_live_import_says_running_only_for_a_run_still_in_its_turn(
-    tmp_path: Path, lines: int, plain: str, live: str
+@pytest.mark.parametrize(("lines", "state"), [(10, RunState.RUNNING), (19, RunState.WAITING_INPUT)])
+def test_a_followed_session_is_live_while_watched_and_the_ledger_decides_after(
+    tmp_path: Path, lines: int, state: RunState
 ) -> None:
-    """`watch` (``live=True``) shows an open session mid-turn as ``running``; one whose last run the file
-    shows interrupted by the user ("[Request interrupted by user]" is line 18) keeps the status a plain
-    import gives it instead of reading ``running`` for as long as nobody writes to it: ``incomplete``, what
-    its ledger holds (the run's ``aborted`` end waits for the source to end; it used to read ``aborted``,
-    an end the ledger does not hold)."""
-    source = tmp_path / SAMPLE.name
+    """While a watch follows a transcript whose ledger holds an open run, ``ls`` says ``running`` and
+    ``runs`` the live state (``running`` mid-turn; ``waiting_input`` when the file shows the run ended,
+    "[Request interrupted by user]" is line 18, its end waiting for the next import: a session idle
+    between prompts), never ``abandoned`` although the transcript's own times are months old. When the
+    watch stops, the row says what the ledger holds again: ``incomplete`` (``interrupted``), no live
+    record left. A plain import of the same lines says ``incomplete`` from the start."""
+    folder = tmp_path / "projects"
+    folder.mkdir()
+    source = folder / SAMPLE.name
     source.write_bytes(b"".join(SAMPLE.read_bytes().splitlines(keepends=True)[:lines]))
-    statuses = []
-    for name, is_live in (("plain", False), ("live", True)):
-        with SqliteStore(tmp_path / f"{name}.sqlite") as store:
-            result = import_file(store, source, live=is_live)
-            statuses.append(store.get_session(result.session_ids[0]).status)
-    assert statuses == [plain, live]
+    with SqliteStore(tmp_path / "plain.sqlite") as store:
+        assert store.get_session(import_file(store, source).session_ids[0]).status == "incomplete"
+    with SqliteStore(tmp_path / "db.sqlite") as store:
+        watcher = Watcher(store, [folder])
+        watcher.poll()
+        assert store.get_session(SESSION).status == "running"
+        (view,) = [v for v in list_run_views(store) if v.snapshot.run_id == SESSION]
+        assert (view.snapshot.state, view.abandoned, view.live is not None) == (state, False, True)
+        stop = threading.Event()
+        stop.set()
+        watcher.run(stop)  # returns at once: releases what it follows
+        assert store.get_session(SESSION).status == "incomplete"
+        assert store.live_runs() == []
+        (view,) = [v for v in list_run_views(store) if v.snapshot.run_id == SESSION]
+        assert view.snapshot.state is RunState.TERMINAL
+
+        # a watch started again over the same bytes (nothing imported, the file's end not read again:
+        # published running) follows the session again
+        again = Watcher(store, [folder])
+        again.poll()
+        assert store.get_session(SESSION).status == "running"
+        assert [r.state for r in store.live_runs()] == [RunState.RUNNING.value]
+
+
+def test_watch_warns_once_about_a_missing_folder_and_still_follows_it(
+    tmp_path: Path, start_watch: Callable[[], subprocess.Popen[bytes]]
+) -> None:
+    """A mistyped (or not yet created) folder is named in one warning on stderr, and still followed: a
+    transcript written once it appears is recorded."""
+    log = tmp_path / "watch0.log"
+    watch = start_watch()  # follows tmp_path / "projects", which does not exist yet
+    wait_for(lambda: log.exists() and "flightlog: watching" in log.read_text(), "the watch to start", watch)
+    warning = f"flightlog: warning: {tmp_path / 'projects'} does not exist (yet)"
+    assert log.read_text().count(warning) == 1
+    transcript = tmp_path / "projects" / "-home-dev-spotter" / SAMPLE.name
+    transcript.parent.mkdir(parents=True)
+    transcript.write_bytes(SAMPLE.read_bytes())
+    wait_for(lambda: ledger(tmp_path / "db.sqlite", SESSION), "the transcript in the new folder", watch)
+    watch.send_signal(signal.SIGTERM)
+    assert watch.wait(timeout=TIMEOUT_S) == 0
+    assert log.read_text().count(warning) == 1

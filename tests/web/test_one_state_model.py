@@ -14,6 +14,7 @@ import pytest
 from fastapi.testclient import TestClient
 from typer.testing import CliRunner
 
+import flightlog
 from flightlog.cli import app
 from flightlog.web.app import create_app
 from flightlog.web.security import Auth
@@ -102,9 +103,11 @@ def test_an_unsealed_import_reads_interrupted_and_says_what_seal_adds(
     ``ls --status`` takes the words ``ls`` prints (and the stored one)."""
     code, out, err = invoke(db_path, "import", str(SHORT))
     assert code == 0, err
-    assert out.strip().endswith("(interrupted, not sealed: --seal would record what the transcript's end closes"
-                                " (the last run's run_terminal with its turns and tokens, pending calls, a torn"
-                                " last line) and seal the session)")  # fmt: skip
+    assert out.strip().endswith("(interrupted, not sealed)")  # what --seal adds: once, on stderr
+    assert err.count("--seal would record") == 1
+    assert ("flightlog: note: 1 session not sealed; for each, --seal would record what the transcript's end closes"
+            " (the last run's run_terminal with its turns and tokens, pending calls, a torn last line) and"
+            " seal the session") in " ".join(err.split())  # fmt: skip
     code, out, err = invoke(db_path, "import", "--json", str(SHORT))
     (result,) = json.loads(out)
     assert (result["status"], result["session_status"], result["sealed"]) == (
@@ -153,3 +156,14 @@ def test_the_dashboard_runs_list_points_an_outcome_at_terminal(client: TestClien
         and "unknown state &#39;bogus&#39;" in page.text
         and "outcome" not in page.text
     )
+
+
+def test_a_folder_import_says_what_seal_adds_once(db_path: Path) -> None:
+    """Each unsealed transcript's line stays short; the ``--seal`` note comes once, with the count."""
+    examples = Path(flightlog.__file__).parent / "data" / "examples"
+    code, out, err = invoke(db_path, "import", str(examples))
+    assert code == 0, err
+    lines = [line for line in out.splitlines() if "not sealed" in line]
+    assert len(lines) == 2 and all(line.endswith("(interrupted, not sealed)") for line in lines), out
+    assert "--seal" not in out and err.count("--seal would record") == 1
+    assert "flightlog: note: 2 sessions not sealed; for each, --seal would record" in err

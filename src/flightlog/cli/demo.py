@@ -1,7 +1,10 @@
 """``flightlog demo``: the main job end to end on bundled real transcripts.
 
 1. Import the example transcripts shipped in ``flightlog/data/examples`` (a Claude Code session and a Codex
-   CLI rollout; attribution in ``PROVENANCE.md`` beside them). Re-running the demo does not import twice.
+   CLI rollout; attribution in ``PROVENANCE.md`` beside them) with ``seal=True`` (``import --seal``): the
+   demo states they are finished, so each records its last run's ``run_terminal`` and a seal, two events
+   more than a plain ``flightlog import`` gives (it leaves them open), and the step says so. Re-running the
+   demo does not import twice.
 2. Verify every imported session's chain and tree head; with the user's notary (``flightlog demo`` passes
    it) the imports are signed and sealed, and verification also checks the signed checkpoints, the seal
    and the retained head.
@@ -9,6 +12,12 @@
 4. Replay the Claude Code session (the messages a model would see).
 5. Copy the database to a scratch file, flip one byte of one stored event there, and show that ``verify``
    names that sequence and that ``attach`` refuses to resume. The user's database is never touched.
+
+6-11. The runtime, each step a module of its own recording into the same database: a durable kernel run
+   across processes (:mod:`~flightlog.cli.demo_kernel`), a run outgrowing its context window
+   (:mod:`~flightlog.cli.demo_context`), milestones and capabilities (:mod:`~flightlog.cli.demo_capabilities`),
+   long-term memory (:mod:`~flightlog.cli.demo_memory`), a run tree (:mod:`~flightlog.cli.demo_subagents`),
+   the entropy watch and signals (:mod:`~flightlog.cli.demo_watch`). ``flightlog demo --help`` lists them.
 """
 
 from __future__ import annotations
@@ -76,7 +85,11 @@ def run_demo(store: Store, console: Console, *, notary: Notary | None = None) ->
         notary: Sign and seal the imports and check signatures (None: chains and tree heads only).
     """
     console.print(f"flightlog demo — database {store.url}\n")
-    console.print("1. import the bundled example transcripts")
+    console.print("1. import the bundled example transcripts, sealed (as `flightlog import --seal`)")
+    console.print(
+        "   the demo states they are finished: each gets its last run's end and a seal (2 events more"
+        " than a plain `flightlog import` of the same files, which leaves them open: interrupted, not sealed)"
+    )
     session_ids: list[str] = []
     for path in example_transcripts():
         result = import_file(store, path, notary=notary, seal=True)  # a finished transcript

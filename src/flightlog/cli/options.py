@@ -31,6 +31,7 @@ from ..errors import (
 from .console import console
 
 if TYPE_CHECKING:  # the store and the recorder load inside the functions: start-up stays light
+    from ..live import RunView
     from ..store import Store
 
 SQL_INT_MAX = 2**63 - 1
@@ -440,3 +441,50 @@ def record_finished_job(
     except FlightlogError as exc:
         err.print(f"flightlog: note: this {job} is not recorded as a core_job run: {exc}")
         return None
+
+
+def abandoned_notes(
+    store: Store, session_ids: Iterable[str] | None = None, views: Iterable[RunView] | None = None
+) -> list[str]:
+    """One ``flightlog: note:`` line per abandoned run (:func:`flightlog.live.is_abandoned`: the ledger
+    holds it in a state a process drives, and no heartbeat or event came within the 30 s lease) among
+    ``views`` (None: the store's runs, as ``runs`` lists them with the default lease) whose id is in
+    ``session_ids`` (None: all), saying what to do: ``flightlog resume`` for a kernel run (its
+    ledger is where it continues from), ``flightlog watch``/``import --seal`` for an imported transcript
+    whose watch stopped, else that its process stopped without recording an end. ``ls``, ``show`` and
+    ``runs`` print them on stderr after what stdout shows."""
+    from ..live import list_run_views, wall_ms
+
+    wanted = None if session_ids is None else set(session_ids)
+    now, notes = wall_ms(), []
+    for view in list_run_views(store, abandoned_only=True) if views is None else views:
+        sid = view.snapshot.run_id
+        if not view.abandoned or (wanted is not None and sid not in wanted):
+            continue
+        try:
+            source = store.get_session(sid).source
+        except SessionNotFound:  # a run id that names no session (a fleet run): no session hint
+            source = ""
+        if source == "kernel":
+            hint = f"`flightlog resume {sid}` continues it from its ledger"
+        elif source.startswith("import:"):
+            hint = (
+                "the watch recording it stopped: `flightlog watch` follows it again, `import --seal` ends it"
+            )
+        else:
+            hint = "the process recording it stopped without recording an end"
+        seen = ago(view.last_seen_ms, now)
+        notes.append(f"flightlog: note: {sid} is abandoned (last seen {seen}; killed or crashed?): {hint}")
+    return notes
+
+
+def ago(ms: int | None, now: int) -> str:
+    """How long before ``now`` (epoch ms) ``ms`` was, in its largest whole unit: ``42s ago``, ``3m ago``,
+    ``5h ago``, ``298d ago``; ``never`` for None."""
+    if ms is None:
+        return "never"
+    seconds = max(0, now - ms) // 1000
+    for unit, size in (("d", 86400), ("h", 3600), ("m", 60)):
+        if seconds >= size:
+            return f"{seconds // size}{unit} ago"
+    return f"{seconds}s ago"

@@ -32,6 +32,7 @@ from .options import (
     EXIT_CLOSED_PIPE,
     Advance,
     Group,
+    abandoned_notes,
     closed_pipe,
     count_option,
     data_dir_db,
@@ -266,7 +267,7 @@ def _import_files(
     from ..importers.resume import RunIndex
 
     results: list[dict[str, Any]] = []
-    failed = events = 0
+    failed = events = unsealed = 0
     run_index = RunIndex()  # resume copies: the store's runs are read once for all the files
     with progress_bar(len(files), "import", quiet=json_out) as advance:
         for path in files:
@@ -286,7 +287,10 @@ def _import_files(
             results.append({**_import_json(result), **ended, "path": shown(path)})
             if not json_out:
                 _print_import(result, ended)
+            unsealed += not ended["sealed"]
             _advance(advance, job, events)
+    if unsealed and not json_out:  # once, not on every line (the JSON says it per result: "seal")
+        err.print(f"flightlog: note: {plural(unsealed, 'session')} not sealed; for each, {SEAL_ADDS}")
     return results, failed
 
 
@@ -335,7 +339,7 @@ def _import_end(store: Store, result: Any) -> dict[str, Any]:
 
 
 def _print_import(result: Any, end: dict[str, Any]) -> None:
-    state = f"{end['status']}, sealed" if end["sealed"] else f"{end['status']}, not sealed: {SEAL_ADDS}"
+    state = f"{end['status']}, {'sealed' if end['sealed'] else 'not sealed'}"  # what --seal adds: said once
     if result.duplicate:
         out.print(f"{result.session_ids[0]}  already imported from {result.path.name} ({state})")
         return
@@ -440,6 +444,7 @@ def ls_cmd(
         ]
         missing = [value for value in dict.fromkeys(wanted) if all(r["status"] != value for r in rows)]
         present = sorted({shown(r) for r in named}) if missing else []
+        abandoned = abandoned_notes(store, [r["session_id"] for r in rows]) if rows else []
     warnings = [
         f"flightlog: warning: {r['session_id']}: {row_warning(r['session_id'], r['session_status'])}"
         for r in rows
@@ -457,6 +462,7 @@ def ls_cmd(
     warnings += _ls_notes(
         rows, [v for v in missing if v not in present], present, bool(status or since or task), limit
     )
+    warnings += abandoned  # a killed run reads "running" until someone resumes it: say so, and how
     if json_out:
         print_json(rows)
         _warn(warnings)
@@ -593,6 +599,8 @@ def show_cmd(
                 prompt = event.system_prompt
                 out.print(f"{'':43}system prompt: {short(prompt, 300)}")
         refuse_quietly_diverged(store, sid)
+        if not json_out:
+            _warn(abandoned_notes(store, [sid]))
 
 
 def _never_started(store: Store, run_id: str) -> None:
@@ -966,7 +974,35 @@ def repair_cmd(
 
 @app.command("demo")
 def demo_cmd() -> None:
-    """Import the bundled example transcripts, verify, list, replay one, then show tamper detection."""
+    """The whole tour, offline, in eleven steps.
+
+    \b
+     1. import the two bundled example transcripts (Claude Code, Codex CLI)
+        with --seal: the demo states they are finished, so each records its
+        last run's end and a seal (60 and 17 events); a plain `flightlog
+        import` of the same files leaves them open (58 and 15 events,
+        interrupted, not sealed). A second demo imports nothing twice.
+     2. verify every chain and tree head (with your key: signatures, seals)
+     3. list the sessions
+     4. replay the Claude Code session (what a model would be given)
+     5. flip one byte in a scratch copy of the database: verify names the
+        seq, attach refuses it (your database is not touched)
+     6. a durable agent run on the real Anthropic SDK adapter, replaying a
+        recorded conversation, across five processes: it waits for approval
+        of a tool call, is approved, killed mid-call and resumed without
+        repeating the call (skipped without the providers extra)
+     7. a run that outgrows its context window: compacts, pages, finishes
+     8. a phased agent unlocks a tool by passing its milestone
+     9. long-term memory: one run remembers a fact, the next one uses it
+    10. a run tree: parallel sub-agents, killed mid-tree, resumed, an
+        approval inside a child
+    11. a looping agent caught by the entropy watch, steered by a signal
+
+    Every session it records goes into the database --db names (default:
+    $FLIGHTLOG_DB, else flightlog.db in your user data directory), beside
+    your own sessions; `flightlog --db /tmp/demo.db demo` keeps them in a
+    scratch file instead.
+    """
     from ..integrity.notary import Notary
     from .demo import run_demo
 

@@ -26,7 +26,7 @@ import typer
 from ..errors import SessionNotFound
 from ..narration import narrate, short, state_word
 from .console import console
-from .options import count_option, session_arg, warn_diverged
+from .options import abandoned_notes, ago, count_option, session_arg, warn_diverged
 
 if TYPE_CHECKING:  # the read model and the store load inside the commands: `flightlog --version` stays fast
     from ..live import RunView
@@ -223,12 +223,17 @@ def _runs_command(open_db: OpenDb) -> Callable[..., None]:
             uses = {} if json_out else context_uses(store, [v.snapshot.run_id for v in views])
             scores = _entropy(store, views) if entropy else None
             waits = {} if json_out or tree else _waits(store, views)
+            notes = [] if json_out else abandoned_notes(store, views=views)
         if json_out:
             sys.stdout.write("[" + ",".join(v.snapshot.model_dump_json() for v in views) + "]\n")
         elif tree:
             _print_tree(views, uses, scores)
         else:
             _print_table(views, uses, scores, waits)
+        if notes:  # what to do about each abandoned run listed (resume a kernel run)
+            sys.stdout.flush()
+            for note in notes:
+                _err.print(note)
         if rebuild:
             with open_db(True) as store:
                 _refuse_diverged(store)
@@ -275,21 +280,11 @@ def _refuse_diverged(store: Store) -> None:
         raise typer.Exit(1)
 
 
-def _ago(ms: int | None, now: int) -> str:
-    if ms is None:
-        return "never"
-    seconds = max(0, now - ms) // 1000
-    for unit, size in (("d", 86400), ("h", 3600), ("m", 60)):
-        if seconds >= size:
-            return f"{seconds // size}{unit} ago"
-    return f"{seconds}s ago"
-
-
 def _liveness(view: RunView, now: int) -> str:
     if view.abandoned:
-        return f"abandoned (last seen {_ago(view.last_seen_ms, now)})"
+        return f"abandoned (last seen {ago(view.last_seen_ms, now)})"
     if view.live is not None:
-        return f"live ({_ago(view.live.heartbeat_at_ms, now)})"
+        return f"live ({ago(view.live.heartbeat_at_ms, now)})"
     return ""
 
 

@@ -10,7 +10,12 @@ folders given, importing each transcript again when it changes (:class:`flightlo
 one stdout line per import that recorded events (``--json``: one JSON object a line), one stderr line per
 file it could not import. It runs until SIGINT (Ctrl-C) or SIGTERM, and is itself recorded as a run of
 source ``core_job`` (job ``watch``): ended ``cancelled`` when stopped so, and ``interrupted`` by the next
-``watch`` when it was killed. Exit codes: **0** stopped by a signal; **2** usage (a folder that is not one).
+``watch`` when it was killed. A folder that does not exist yet (a typo, or an agent tool never run) is
+still followed, in case it appears, with one warning on stderr naming it at the start; a path that exists
+and is a file is refused. While it runs, the sessions it follows are live (``ls``: ``running``; ``runs``:
+``running``/``waiting_input`` · live); when it stops, each says what its ledger holds
+(:mod:`flightlog.importers.watch`). Exit codes: **0** stopped by a signal; **2** usage (a path given that is
+a file, not a folder).
 """
 
 from __future__ import annotations
@@ -52,8 +57,8 @@ def register(app: typer.Typer, open_db: OpenDb) -> None:
             typer.Argument(
                 metavar="FOLDER",
                 help="Folders to follow (default: ~/.claude/projects, $CODEX_HOME/sessions or "
-                "~/.codex/sessions, and Gemini CLI's ~/.gemini/tmp when its importer is installed; missing "
-                "ones are looked at again at every poll).",
+                "~/.codex/sessions, and Gemini CLI's ~/.gemini/tmp when its importer is installed; a missing "
+                "one is warned about once on stderr and looked at again at every poll; a file is refused).",
             ),
         ] = None,
         interval: Annotated[
@@ -79,6 +84,9 @@ def register(app: typer.Typer, open_db: OpenDb) -> None:
                 err.print(f"flightlog: note: {stale} (a watch that was killed) ended as interrupted")
             goal = f"watch {len(chosen)} folder(s) for agent transcripts"
             job = CoreJob.start(store, "watch", goal, notary=notary, metadata={"folders": len(chosen)})
+            for folder in chosen:
+                if not folder.is_dir():  # a typo, or a tool not run yet: watched, it may appear later
+                    err.print(f"flightlog: warning: {folder} does not exist (yet); watching for it to appear")
             err.print(f"flightlog: watching {', '.join(str(f) for f in chosen)} (run {job.session_id})")
             watcher = Watcher(store, chosen, notary=notary, interval_s=interval)
 

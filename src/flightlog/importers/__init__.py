@@ -37,8 +37,9 @@ are recorded (``ImportedSession.settled``): what the end of the file closes (an 
 calls, the last run's ``run_terminal``) is left out, and a torn last line is waited for
 (:func:`~flightlog.importers.base.torn_tail_waits`); the session's status says what the recorded events
 hold, not the file's unrecorded end: the last recorded run's end (``completed``, ``aborted``...), else
-``incomplete`` (``running`` with ``live``, as ``flightlog watch`` passes), so ``ls``, ``show`` and ``runs``
-say the ledger's state until the end is recorded. A
+``incomplete`` (``running`` with ``live``, as ``flightlog watch`` passes: the watcher sets it back to
+``incomplete`` when it stops), so ``ls``, ``show`` and ``runs`` say the ledger's state until the end is
+recorded. A
 session is recorded whole, and sealed with a notary (a ``session_sealed`` event and a checkpoint over
 it), only when its source shows it ended:
 
@@ -168,6 +169,10 @@ class ImportResult:
         duplicate: True when these exact bytes had been imported before (nothing recorded).
         warnings: Lines skipped or changed, with line numbers.
         continued: Sessions an earlier import created that this one appended to.
+        idle: Sessions a ``live`` import left ``running`` although their transcript shows the last run
+            ended, its end not yet recorded (a Claude Code session waiting for its next prompt):
+            ``flightlog watch`` publishes them as ``waiting_input``, the others it left running as
+            ``running``.
     """
 
     path: Path
@@ -178,6 +183,7 @@ class ImportResult:
     duplicate: bool = False
     warnings: list[ImportWarning] = field(default_factory=list)
     continued: list[str] = field(default_factory=list)
+    idle: list[str] = field(default_factory=list)
 
 
 def file_sha256(path: Path) -> tuple[str, int]:
@@ -337,8 +343,9 @@ def import_file(
             docstring) and a notary is given.
         seal: The caller states the transcript is complete: record what its end closes (the last run,
             pending calls, a torn last line kept byte-exact) and seal each session (with a notary).
-        live: The source is being written now (``flightlog watch``): an open session whose last run is
-            mid-turn gets the status ``running`` rather than ``incomplete``.
+        live: The source is being written now (``flightlog watch``): a session whose ledger holds an open
+            run gets the status ``running`` rather than ``incomplete``, also when the file shows that run
+            ended (then it is listed in ``ImportResult.idle``).
         run_index: Where to look up the runs other Claude Code sessions record (resume copies), kept up
             to date with what this import records; None: read from the store.
 
@@ -611,11 +618,14 @@ class _Writer:
         """Record the session's settled events (all of them when ``ended``), then its status or seal."""
         count = len(self.session.events) if ended or self.session.settled is None else self.session.settled
         status = _status(self.session.events, count)  # what the ledger holds, not the file's unrecorded end
-        # mid-turn while watched: running; a run the file shows ended (aborted...), its end not yet
-        # recorded, stays incomplete rather than read "running" for as long as nobody writes to it
-        total = len(self.session.events)
-        if live and not ended and status == "incomplete" and _status(self.session.events, total) == status:
+        # while watched the ledger's open run is live: running, also when the file shows the run ended
+        # (its end waits for the next import): the session is idle between prompts, which the watcher
+        # publishes as waiting_input (ImportResult.idle); when the watch stops, the row goes back to
+        # incomplete (Watcher.run), what the ledger holds
+        if live and not ended and status == "incomplete":
             status = "running"
+            if _status(self.session.events, len(self.session.events)) != "incomplete":
+                self.result.idle.append(self.target.session_id)
         if self.target.existing:
             found = self._continue(count, seal_due=ended and self.notary is not None)
             if found is None:

@@ -18,25 +18,47 @@ the whole file each time (its fold state is recomputed, never stored).
 
 A file that cannot be imported (no known format, a source that rewrote its past) is reported once and
 tried again only when it changes.
+
+**Live while followed** (seed 002: durable outranks live, nothing fabricated). A followed session whose
+ledger holds an open run (no ``run_terminal`` recorded after its last ``run_started``) has the row status
+``running``, not ``incomplete``, and a live record (:class:`flightlog.live.LiveRegistry`, the
+``live_runs`` table the kernel publishes to) heartbeated every :data:`HEARTBEAT_S` seconds while
+:meth:`Watcher.run` runs: ``running`` while the file is mid-turn, ``waiting_input`` when it shows the last
+run ended and its end waits for the next import (a Claude Code session idle between prompts:
+``ImportResult.idle``). So ``ls`` says ``running`` and ``runs`` says ``running``/``waiting_input`` · live,
+never ``abandoned`` while the watch goes on, however old the transcript's own times are. When
+:meth:`Watcher.run` returns (Ctrl-C, SIGTERM, an error) it clears those live records and sets each such
+row back to ``incomplete``: what the ledger holds decides again (``ls``: ``interrupted``, ``runs``:
+``terminal · interrupted`` until an import records the end or ``--seal``). A watch killed with SIGKILL
+leaves its rows ``running``; with no heartbeat they read ``abandoned`` after the lease, and the next
+watch follows them again (a file it finds already imported, whose end it does not read again, is
+published ``running``, also when idle, until it grows).
 """
 
 from __future__ import annotations
 
 import os
 import threading
+import time
 from collections.abc import Callable, Iterator
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from ..errors import ImportFormatError
+from ..errors import ImportFormatError, SessionNotFound
+from ..live import LiveRegistry
+from ..runs.model import RunState
+from ..runs.projection import no_run_sessions
 from . import FORMATS, ImportResult, claude_code, import_file, iter_transcripts, openhands_v1
 
 if TYPE_CHECKING:
     from ..integrity.notary import Notary
     from ..store.base import Store
 
-__all__ = ["WatchReport", "Watcher", "default_folders"]
+__all__ = ["HEARTBEAT_S", "WatchReport", "Watcher", "default_folders"]
+
+HEARTBEAT_S = 5.0
+"""Seconds between heartbeats of the followed sessions' live records (well inside the 30 s lease)."""
 
 Signature = tuple[tuple[str, int, int], ...]
 """What a poll compares: (name, size in bytes, mtime in ns) of a transcript and its companion files."""
@@ -92,6 +114,8 @@ class Watcher:
         self.interval_s = interval_s
         self._seen: dict[Path, Signature] = {}
         self.imported_events = 0
+        self.live = LiveRegistry(store)
+        self._followed: set[str] = set()  # sessions this watch set running and publishes live
 
     def files(self) -> Iterator[Path]:
         """Transcripts under the folders now (as ``flightlog import`` finds them, plus Gemini chats)."""
@@ -119,16 +143,54 @@ class Watcher:
         except FileNotFoundError:
             return WatchReport(path, error="vanished while being read")
         self.imported_events += result.events
+        self._follow(result)
         return WatchReport(path, result=result)
+
+    def _follow(self, result: ImportResult) -> None:
+        """Publish each session of ``result`` whose ledger holds an open run as live (module docstring);
+        a row an earlier watch left ``incomplete`` (its bytes imported already) reads ``running`` again."""
+        idle = set(result.idle)
+        for session_id in result.session_ids:
+            status = self.store.get_session(session_id).status
+            if status not in ("running", "incomplete") or _holds_no_run(self.store, session_id):
+                continue
+            if status == "incomplete":
+                self.store.set_session_status(session_id, "running")
+            state = RunState.WAITING_INPUT if session_id in idle else RunState.RUNNING
+            if result.events:
+                self.live.clear(session_id)  # a fresh publication: newer than the events just recorded
+            self.live.publish(session_id, state)
+            self._followed.add(session_id)
+
+    def release(self) -> None:
+        """Stop publishing the followed sessions: clear their live records and set each row this watch
+        left ``running`` back to ``incomplete`` (what the ledger holds: its open run's end not recorded)."""
+        for session_id in sorted(self._followed):
+            self.live.clear(session_id)
+            try:
+                if self.store.get_session(session_id).status == "running":
+                    self.store.set_session_status(session_id, "incomplete")
+            except SessionNotFound:  # erased or moved by another process meanwhile: nothing to set back
+                continue
+        self._followed.clear()
 
     def run(
         self, stop: threading.Event, on_report: Callable[[WatchReport], None] = lambda report: None
     ) -> None:
-        """Poll until ``stop`` is set, handing each report to ``on_report``."""
-        while not stop.is_set():
-            for report in self.poll():
-                on_report(report)
-            stop.wait(self.interval_s)
+        """Poll until ``stop`` is set, handing each report to ``on_report``; heartbeat the followed
+        sessions every :data:`HEARTBEAT_S` seconds, and :meth:`release` them when it returns or raises."""
+        beat = time.monotonic()
+        try:
+            while not stop.is_set():
+                for report in self.poll():
+                    on_report(report)
+                if time.monotonic() - beat >= HEARTBEAT_S:
+                    beat = time.monotonic()
+                    for session_id in sorted(self._followed):
+                        self.live.heartbeat(session_id)
+                stop.wait(self.interval_s)
+        finally:
+            self.release()
 
 
 def _signature(path: Path) -> Signature | None:
@@ -152,3 +214,10 @@ def _gemini_chats(folder: Path) -> Iterator[Path]:
     if not any(name.startswith("gemini") for name in FORMATS):
         return
     yield from sorted(p for p in folder.glob("*/chats/*.json") if p.is_file())
+
+
+def _holds_no_run(store: Store, session_id: str) -> bool:
+    """Whether the session holds no run (no ``run_started`` yet: a Claude Code file before its first
+    prompt); such a session stays ``no run`` in ``ls`` and is not published live."""
+    record = replace(store.get_session(session_id), status="running")  # the rule reads running rows
+    return session_id in no_run_sessions(store, [record])
