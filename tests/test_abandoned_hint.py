@@ -11,6 +11,7 @@ from typer.testing import CliRunner
 
 from flightlog import events as ev
 from flightlog.cli import app
+from flightlog.cli.options import ABANDONED_NOTES
 from flightlog.live import LiveRegistry, wall_ms
 from flightlog.recorder import Recorder
 from flightlog.store import SqliteStore
@@ -48,3 +49,16 @@ def test_an_abandoned_kernel_run_says_how_to_resume_it(tmp_path: Path) -> None:
     assert (code, err) == (0, "")
     code, out, err = invoke(db, "runs", "--json")
     assert code == 0 and err == ""
+
+
+def test_many_abandoned_runs_are_named_a_few_and_counted(tmp_path: Path) -> None:
+    db = tmp_path / "db.sqlite"
+    minute_ago = wall_ms() - 60_000
+    with SqliteStore(db) as store:
+        for n in range(ABANDONED_NOTES + 2):
+            sid = f"dead-{n}"
+            recorder = Recorder.create(store, session_id=sid, task="work", source="kernel")
+            recorder.append_many([ev.RunStarted(run_id=sid, goal="work")], recorded_at_ms=[minute_ago])
+    code, _, err = invoke(db, "ls")
+    assert code == 0
+    assert err.count("is abandoned") == ABANDONED_NOTES and "2 more abandoned" in err

@@ -475,7 +475,14 @@ def abandoned_notes(
             hint = "the process recording it stopped without recording an end"
         seen = ago(view.last_seen_ms, now)
         notes.append(f"flightlog: note: {sid} is abandoned (last seen {seen}; killed or crashed?): {hint}")
+    if len(notes) > ABANDONED_NOTES:  # a killed watch may leave many: name a few, count the rest
+        more = len(notes) - ABANDONED_NOTES
+        notes[ABANDONED_NOTES:] = [f"flightlog: note: {more} more abandoned (`flightlog runs --abandoned`)"]
     return notes
+
+
+ABANDONED_NOTES = 5
+"""At most this many abandoned runs are named by :func:`abandoned_notes`; one more line counts the rest."""
 
 
 def ago(ms: int | None, now: int) -> str:
