@@ -15,7 +15,11 @@ from fastapi.testclient import TestClient
 from typer.testing import CliRunner
 
 import flightlog
+from flightlog import events as ev
 from flightlog.cli import app
+from flightlog.live import LiveRegistry, wall_ms
+from flightlog.recorder import Recorder
+from flightlog.store import SqliteStore
 from flightlog.web.app import create_app
 from flightlog.web.security import Auth
 
@@ -167,3 +171,19 @@ def test_a_folder_import_says_what_seal_adds_once(db_path: Path) -> None:
     assert len(lines) == 2 and all(line.endswith("(interrupted, not sealed)") for line in lines), out
     assert "--seal" not in out and err.count("--seal would record") == 1
     assert "flightlog: note: 2 sessions not sealed; for each, --seal would record" in err
+
+
+def test_an_abandoned_kernel_run_says_how_to_resume_it_on_its_page(db_path: Path, client: TestClient) -> None:
+    """A kernel run nothing drove within the lease (its process killed) shows ``running (abandoned)`` and a
+    section naming ``flightlog resume``; a run heard from (a fresh heartbeat) has that section hidden."""
+    minute_ago = wall_ms() - 60_000
+    with SqliteStore(db_path) as store:
+        for sid in ("dead", "alive"):
+            recorder = Recorder.create(store, session_id=sid, task="work", source="kernel")
+            recorder.append_many([ev.RunStarted(run_id=sid, goal="work")], recorded_at_ms=[minute_ago])
+        LiveRegistry(store).publish("alive", "running")
+    dead = client.get("/session", params={"id": "dead"}).text
+    assert '<section id="abandoned">' in dead and "<code>flightlog resume dead</code>" in dead
+    assert "running (abandoned)" in dead
+    alive = client.get("/session", params={"id": "alive"}).text
+    assert '<section id="abandoned" hidden>' in alive

@@ -365,6 +365,8 @@ def _session_status(dash: _Dashboard, session_id: str) -> dict[str, Any]:
         "signals": stored in ("running", "suspended", "cancelled"),  # the kernel's words: a run it can resume
         "abortable": bool(state) and not state.startswith("terminal") and session_id not in resumable,
         "aborted": session_id in resumable,
+        # a kernel run nothing drove within the lease (killed, crashed): resume continues it
+        "abandoned": state.endswith(" (abandoned)") and record.source == "kernel",
         "row_warning": views.show(warning, views.LINE_LIMIT),
         "state": state,
         "budget": budget,

@@ -350,6 +350,7 @@
       // the actions the run takes now: an abort pauses it (resumable), a resume makes it abortable again
       setHidden("signal", !st.signals);
       setHidden("aborted", !st.aborted);
+      setHidden("abandoned", !st.abandoned);
       setHidden("abort", st.aborted || !st.abortable);
       doc.dispatchEvent(new CustomEvent("flightlog:status")); // a sub-agent moved: waterfall.js redraws
     });
