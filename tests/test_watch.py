@@ -22,7 +22,7 @@ from flightlog.encoding import decode_stored
 from flightlog.errors import StoreUnavailable
 from flightlog.events import Custom, RunTerminal
 from flightlog.importers import import_file
-from flightlog.importers.watch import Watcher, default_folders
+from flightlog.importers.watch import RECENT_S, Watcher, default_folders
 from flightlog.live import list_run_views
 from flightlog.runs.model import RunState
 from flightlog.store import SqliteStore
@@ -223,6 +223,29 @@ def test_a_followed_session_is_live_while_watched_and_the_ledger_decides_after(
         again.poll()
         assert store.get_session(SESSION).status == "running"
         assert [r.state for r in store.live_runs()] == [RunState.RUNNING.value]
+
+
+def test_an_old_transcript_found_at_start_is_not_shown_live_until_it_grows(tmp_path: Path) -> None:
+    """A watch started over old sessions (a transcript last written more than ``RECENT_S`` ago) imports
+    them but does not publish them ``running``: the ledger decides (``incomplete``, no live record). When
+    the file grows while watched, the session is followed live from then on."""
+    folder = tmp_path / "projects"
+    folder.mkdir()
+    source = folder / SAMPLE.name
+    lines = SAMPLE.read_bytes().splitlines(keepends=True)
+    source.write_bytes(b"".join(lines[:10]))
+    old = time.time() - RECENT_S - 60
+    os.utime(source, (old, old))
+    with SqliteStore(tmp_path / "db.sqlite") as store:
+        watcher = Watcher(store, [folder])
+        watcher.poll()
+        assert store.get_session(SESSION).status == "incomplete"
+        assert store.live_runs() == []
+        with source.open("ab") as out:
+            out.write(b"".join(lines[10:12]))
+        watcher.poll()
+        assert store.get_session(SESSION).status == "running"
+        assert SESSION in {r.run_id for r in store.live_runs()}
 
 
 def test_watch_warns_once_about_a_missing_folder_and_still_follows_it(

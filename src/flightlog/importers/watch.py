@@ -19,7 +19,11 @@ the whole file each time (its fold state is recomputed, never stored).
 A file that cannot be imported (no known format, a source that rewrote its past) is reported once and
 tried again only when it changes.
 
-**Live while followed** (seed 002: durable outranks live, nothing fabricated). A followed session whose
+**Live while followed** (seed 002: durable outranks live, nothing fabricated). A session is followed
+when its file grows while the watch runs, or when the watch finds it modified within :data:`RECENT_S`
+seconds (in use, perhaps idle between prompts); an older transcript found already written is imported and
+keeps what its ledger says (``interrupted``): a watch started over months of sessions does not show them
+all ``running``. A followed session whose
 ledger holds an open run (no ``run_terminal`` recorded after its last ``run_started``) has the row status
 ``running``, not ``incomplete``, and a live record (:class:`flightlog.live.LiveRegistry`, the
 ``live_runs`` table the kernel publishes to) heartbeated every :data:`HEARTBEAT_S` seconds while
@@ -31,8 +35,8 @@ never ``abandoned`` while the watch goes on, however old the transcript's own ti
 row back to ``incomplete``: what the ledger holds decides again (``ls``: ``interrupted``, ``runs``:
 ``terminal · interrupted`` until an import records the end or ``--seal``). A watch killed with SIGKILL
 leaves its rows ``running``; with no heartbeat they read ``abandoned`` after the lease, and the next
-watch follows them again (a file it finds already imported, whose end it does not read again, is
-published ``running``, also when idle, until it grows).
+watch follows them again when they are recent (a file it finds already imported, whose end it does not
+read again, is published ``running``, also when idle, until it grows).
 """
 
 from __future__ import annotations
@@ -55,10 +59,16 @@ if TYPE_CHECKING:
     from ..integrity.notary import Notary
     from ..store.base import Store
 
-__all__ = ["HEARTBEAT_S", "WatchReport", "Watcher", "default_folders"]
+__all__ = ["HEARTBEAT_S", "RECENT_S", "WatchReport", "Watcher", "default_folders"]
 
 HEARTBEAT_S = 5.0
 """Seconds between heartbeats of the followed sessions' live records (well inside the 30 s lease)."""
+
+RECENT_S = 600.0
+"""A transcript this watch finds already written is followed live only when it (or a companion file) was
+modified within this many seconds of being found: a session in use, perhaps idle between prompts. Older
+ones are imported and left to what their ledger holds (an old session is not "running" because a watch
+started); one that grows later is followed from then on."""
 
 Signature = tuple[tuple[str, int, int], ...]
 """What a poll compares: (name, size in bytes, mtime in ns) of a transcript and its companion files."""
@@ -131,19 +141,21 @@ class Watcher:
             signature = _signature(path)
             if signature is None or self._seen.get(path) == signature:
                 continue
-            reports.append(self._import(path))
+            grew = path in self._seen  # changed while watched; else found already written
+            reports.append(self._import(path, follow=grew or _recent(signature)))
             self._seen[path] = signature
         return reports
 
-    def _import(self, path: Path) -> WatchReport:
+    def _import(self, path: Path, *, follow: bool = True) -> WatchReport:
         try:
-            result = import_file(self.store, path, notary=self.notary, live=True)
+            result = import_file(self.store, path, notary=self.notary, live=follow)
         except ImportFormatError as exc:
             return WatchReport(path, error=exc.reason)
         except FileNotFoundError:
             return WatchReport(path, error="vanished while being read")
         self.imported_events += result.events
-        self._follow(result)
+        if follow:
+            self._follow(result)
         return WatchReport(path, result=result)
 
     def _follow(self, result: ImportResult) -> None:
@@ -191,6 +203,12 @@ class Watcher:
                 stop.wait(self.interval_s)
         finally:
             self.release()
+
+
+def _recent(signature: Signature) -> bool:
+    """Whether the newest file of ``signature`` was modified within :data:`RECENT_S` seconds of now."""
+    newest_ns = max(mtime_ns for _name, _size, mtime_ns in signature)
+    return time.time_ns() - newest_ns <= RECENT_S * 1e9
 
 
 def _signature(path: Path) -> Signature | None:
