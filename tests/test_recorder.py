@@ -24,6 +24,7 @@ from flightlog.errors import (
     EncodingError,
     EventDecodeError,
     LedgerIntegrityError,
+    SessionBusy,
     SessionNotFound,
     StaleWriter,
     StoreError,
@@ -372,6 +373,30 @@ def test_attach_rebuilds_the_head_and_takes_authority(
     observer = Recorder.attach(other_store, SID, take_authority=False)
     assert observer.epoch == 1
     assert resumed.append(_event(7)).prev_hash == recorder.head
+
+
+def test_attach_leaves_a_session_another_writer_appends_to_before_the_bump(
+    store: SqliteStore, other_store: SqliteStore, recorder: Recorder, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The live writer appends after the rows were verified, right before the epoch bump: the bump and a
+    look at the head share one transaction, so the head is not the verified one, the bump rolls back, and
+    attach says another writer holds the session (never a stale head that a later append would trip on)."""
+    recorder.append_many([_event(i) for i in range(7)])
+    real = other_store.transaction
+
+    def racing() -> Any:
+        monkeypatch.setattr(other_store, "transaction", real)
+        recorder.append(_event(7))  # the live writer, between the check and the bump
+        return real()
+
+    monkeypatch.setattr(other_store, "transaction", racing)
+    with pytest.raises(SessionBusy, match=f"session {SID} is held by another writer") as info:
+        Recorder.attach(other_store, SID)
+    assert isinstance(info.value, AppendConflict) and info.value.seq == 7
+    assert store.authority_epoch(SID) == 0  # not taken: the live writer goes on
+    assert recorder.append(_event(8)).seq == 8
+    resumed = Recorder.attach(other_store, SID)  # once it stops, a resume takes over
+    assert (resumed.next_seq, resumed.head, resumed.epoch) == (9, recorder.head, 1)
 
 
 def test_attach_refuses_an_empty_session(store: SqliteStore, recorder: Recorder) -> None:

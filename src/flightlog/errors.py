@@ -10,6 +10,7 @@ One base, with a builtin second base where callers expect one (``except ValueErr
     +-- StoreError
     |   +-- SessionNotFound(LookupError)     session_id (or prefix), ambiguous matches, exact
     |   +-- AppendConflict                   session_id, seq
+    |   |   `-- SessionBusy                  session_id, seq
     |   +-- StaleWriter                      session_id, epoch, current_epoch
     |   +-- ReadOnlyStore                    url
     |   |   `-- LedgerRetired                url, state, peer, at_ms
@@ -47,6 +48,7 @@ __all__ = [
     "LedgerRetired",
     "ReadOnlyStore",
     "RepairError",
+    "SessionBusy",
     "SessionNotFound",
     "StaleWriter",
     "StoreError",
@@ -244,6 +246,21 @@ class AppendConflict(StoreError):
     def __init__(self, *, session_id: str, seq: int) -> None:
         super().__init__(
             f"session {session_id} already has an event at seq {seq} (another writer?); nothing written",
+            session_id=session_id,
+            seq=seq,
+        )
+
+
+class SessionBusy(AppendConflict):
+    """Another writer appended to the session (its event ``seq``) while this process verified it to take it
+    over (``Recorder.attach``, hence ``Kernel.resume``): a live process holds the session. Nothing was
+    written and its authority was not taken (that writer goes on undisturbed); never read as tampering."""
+
+    def __init__(self, *, session_id: str, seq: int) -> None:
+        StoreError.__init__(
+            self,
+            f"session {session_id} is held by another writer (it appended seq {seq} while this process "
+            "verified the session to take it over); nothing written, that writer goes on",
             session_id=session_id,
             seq=seq,
         )

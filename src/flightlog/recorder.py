@@ -27,7 +27,7 @@ from types import TracebackType
 from typing import Any
 
 from .encoding import canonical_bytes, canonical_json, decode_stored
-from .errors import EventDecodeError, LedgerIntegrityError
+from .errors import EventDecodeError, LedgerIntegrityError, SessionBusy
 from .events import Custom, Event, SessionEvent
 from .ledger import GENESIS, ChainCheck, CompactRange, VerifyReport, chain_hash, check_head, leaf_hash
 from .notarization import SEAL_KIND, Notarizer, SessionSealed, SessionSigner, SignedHead
@@ -297,23 +297,60 @@ class Recorder:
             SessionNotFound: no such session.
             LedgerIntegrityError: the ledger is empty, or any row diverges (gap, broken link, hash
                 mismatch, undecodable event, truncated or mismatched head); with a notary also a bad
-                checkpoint, rollback, stale or forked head; names the first sequence.
+                checkpoint, rollback, stale or forked head; names the first sequence. Only when the
+                session's head stood still meanwhile: see ``SessionBusy``.
+            SessionBusy: (taking authority) another writer appended while the rows were verified, or
+                between the check and the epoch bump: a live process holds the session. The bump is made
+                in one transaction with a look at the head, and rolled back when the head is not the one
+                verified, so that writer is not fenced off and nothing is written.
             ValueError: ``full=False`` without a notary.
         """
+        if notary is None and not full:
+            raise ValueError("cheap resume (full=False) needs a notary to check signatures")
+        if not take_authority:
+            return cls._verified_at(store, session_id, notary, full=full, retain=retain, epoch=None)
+        before = store.get_session(session_id).head_seq
+        try:
+            recorder = cls._verified_at(store, session_id, notary, full=full, retain=retain, epoch=-1)
+        except LedgerIntegrityError as exc:
+            moved = store.get_session(session_id).head_seq
+            if moved != before:  # a live writer appended while the rows were read: not tampering
+                raise SessionBusy(session_id=session_id, seq=moved) from exc
+            raise
+        # Take authority only over the head just verified, in one transaction: a writer that appended since
+        # keeps the session (the bump rolls back), one that appends later is fenced off by the new epoch.
+        with store.transaction():
+            epoch = store.bump_authority_epoch(session_id)
+            now = store.get_session(session_id)
+            if (now.head_seq, now.head_hash) != (recorder._next_seq - 1, recorder._head):
+                raise SessionBusy(session_id=session_id, seq=now.head_seq)
+        recorder._epoch = epoch
+        return recorder
+
+    @classmethod
+    def _verified_at(
+        cls,
+        store: Store,
+        session_id: str,
+        notary: Notarizer | None,
+        *,
+        full: bool,
+        retain: bool,
+        epoch: int | None,
+    ) -> Recorder:
+        """A recorder at the verified head of the session (:meth:`attach`'s checks); its epoch is ``epoch``,
+        or the session's current one when None (a read)."""
         if notary is not None:
             anchor = notary.resume(store, session_id, full=full, retain=retain)
-            bump = store.bump_authority_epoch if take_authority else store.authority_epoch
             return cls(
                 store,
                 session_id,
                 next_seq=anchor.size,
                 head=anchor.head,
                 tree=anchor.tree,
-                epoch=bump(session_id),
+                epoch=store.authority_epoch(session_id) if epoch is None else epoch,
                 notary=anchor.state,
             )
-        if not full:
-            raise ValueError("cheap resume (full=False) needs a notary to check signatures")
         report, folded = _verified(store, session_id, decode=True, fold_tree=True)
         assert folded is not None
         tree = folded
@@ -329,10 +366,8 @@ class Recorder:
                 reason=f"{first.reason}: {first.detail}" if first.detail else first.reason,
                 divergences=report.divergences,
             )
-        epoch = (
-            store.bump_authority_epoch(session_id) if take_authority else store.authority_epoch(session_id)
-        )
-        return cls(store, session_id, next_seq=report.events, head=report.head, tree=tree, epoch=epoch)
+        current = store.authority_epoch(session_id) if epoch is None else epoch
+        return cls(store, session_id, next_seq=report.events, head=report.head, tree=tree, epoch=current)
 
     # ─── state ────────────────────────────────────────────────────────────────────────────
     @property
@@ -585,10 +620,14 @@ class Recorder:
 
         Raises:
             EffectConflict: ``key`` was recorded with different intent bytes.
+            StaleWriter: another writer took this session's authority (checked by the store before the
+                intent row is written: a fenced-off recorder records nothing).
         """
         digest = intent_hash(intent)
         with self.atomic():
-            created = self.store.record_intent(self.session_id, key, digest, canonical_json(intent).decode())
+            created = self.store.record_intent(
+                self.session_id, key, digest, canonical_json(intent).decode(), epoch=self._epoch
+            )
             if created:
                 self.record_custom(
                     "external_effect_intent", {"key": key, "intent_hash": digest, "intent": intent}
@@ -596,10 +635,17 @@ class Recorder:
         return created
 
     def complete_effect(self, key: str, result: Any) -> bool:
-        """Record an effect's completion exactly once, then ledger it. False when already completed."""
+        """Record an effect's completion exactly once, then ledger it. False when already completed.
+
+        Raises:
+            EffectConflict: ``key`` was completed with a different result.
+            LookupError: no intent was recorded for ``key``.
+            StaleWriter: another writer took this session's authority (checked by the store before the
+                row is touched: a fenced-off recorder never completes an effect, nor learns its result).
+        """
         text = canonical_json(result).decode()
         with self.atomic():
-            done = self.store.complete_effect(self.session_id, key, text)
+            done = self.store.complete_effect(self.session_id, key, text, epoch=self._epoch)
             if done:
                 self.record_custom("external_effect_completed", {"key": key, "result": result})
         return done

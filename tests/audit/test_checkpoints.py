@@ -12,7 +12,7 @@ from typing import Any
 import pytest
 
 from flightlog.encoding import decode_stored
-from flightlog.errors import FlightlogError, LedgerIntegrityError, StoreError
+from flightlog.errors import FlightlogError, LedgerIntegrityError, SessionBusy, StoreError
 from flightlog.events import Custom
 from flightlog.integrity.checkpoints import (
     Checkpoint,
@@ -334,6 +334,34 @@ def test_cheap_resume_reads_only_the_tail(
     resumed = Recorder.attach(store, SID, notary=notary, full=False)
     assert sorted(seen) == [199, 200, 201, 202]  # the last anchored row and the tail
     assert resumed.root == rec.root
+
+
+def test_cheap_resume_reads_an_append_during_its_check_as_another_writer_not_tampering(
+    store: SqliteStore, notary: Notary, open_db: Callable[..., SqliteStore], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A live writer appends right after the cheap resume read the session row and before it read the tail:
+    the row and the rows disagree, but the head moved meanwhile, so it is another writer (``SessionBusy``,
+    the epoch untouched), not the tampering message ``head_mismatch`` (what two racing resumes got)."""
+    rec = Recorder.create(store, session_id=SID, notary=notary)
+    rec.append_many([step(i) for i in range(10)])
+    other = open_db()
+    real = other.get_session
+    reads: list[int] = []
+
+    def racing(session_id: str) -> Any:
+        record = real(session_id)
+        reads.append(record.head_seq)
+        if len(reads) == 2:  # the cheap path's read of the session row: the writer appends right after it
+            rec.append(step(10))
+        return record
+
+    monkeypatch.setattr(other, "get_session", racing)
+    with pytest.raises(SessionBusy, match=f"session {SID} is held by another writer") as info:
+        Recorder.attach(other, SID, notary=notary, full=False)
+    assert info.value.seq == 10 and store.authority_epoch(SID) == 0
+    assert rec.append(step(11)).seq == 11  # the live writer goes on
+    monkeypatch.undo()
+    assert Recorder.attach(other, SID, notary=notary, full=False).next_seq == 12
 
 
 def test_cheap_resume_refuses_a_tail_row_whose_kind_column_was_edited(

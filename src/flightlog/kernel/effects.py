@@ -20,6 +20,13 @@ When the same call comes round again (a resume after a crash, a cancel, a suspen
   suspends (``suspended(reason="effect_in_doubt")``) and a human decides: approve runs it again, deny marks
   it failed. Nothing is ever silently re-run.
 
+**Worker threads.** A sync tool run in a worker thread cannot be stopped once started. Its effect is run
+*detached* (``run_once(..., detached=True)``): in a task of its own that a cancellation of the turn does
+not reach, which records the completion when the thread returns. On a wall-clock deadline the kernel waits
+a bounded grace for such effects (:meth:`Effects.settle_in_flight`) and records their completions before
+it ends the run; what is still running then is abandoned in doubt (its task cancelled, its intent without
+completion) and the run is suspended ``effect_in_doubt`` rather than sealed (:mod:`flightlog.kernel.loop`).
+
 While a side-effect tool runs, and while its ``reconcile`` runs, :func:`current_effect_key` returns the
 call's key: stable across crashes and resumes and unique per call, so the tool can stamp it on what it
 does (an idempotency key, a row id) and ``reconcile`` can look exactly that up, even when the same tool is
@@ -28,12 +35,14 @@ called with the same arguments in another turn or session.
 
 from __future__ import annotations
 
+import asyncio
 import json
 from collections.abc import Awaitable, Callable
 from contextvars import ContextVar
 from dataclasses import dataclass
 from typing import Any, Literal
 
+from ..errors import AppendConflict, StaleWriter
 from ..events import Custom
 from ..recorder import Recorder
 from ..testing.crashpoints import crash_point
@@ -91,6 +100,7 @@ class Effects:
     def __init__(self, recorder: Recorder) -> None:
         self._recorder = recorder
         self._none: set[str] = set()  # keys seen without a row; we are the only writer (epoch fencing)
+        self._in_flight: set[asyncio.Task[Outcome]] = set()  # detached effects still running
 
     def state(self, key: str) -> EffectState:
         """``none`` (never started), ``pending`` (in doubt when no run of this process owns it) or
@@ -113,12 +123,25 @@ class Effects:
         return Outcome.from_json(record.result_json)
 
     async def run_once(
-        self, key: str, intent: dict[str, Any], run: Callable[[], Awaitable[Outcome]]
+        self,
+        key: str,
+        intent: dict[str, Any],
+        run: Callable[[], Awaitable[Outcome]],
+        *,
+        detached: bool = False,
     ) -> Outcome:
         """Run an effect exactly once: recorded result if completed, else intent → ``run()`` → completion.
 
         Also used to re-run an in-doubt effect a human or ``reconcile`` released: the intent is already
         recorded with the same bytes, so recording it again is a no-op.
+
+        Args:
+            key: The effect's idempotency key (:func:`effect_key`).
+            intent: Its intent (:func:`intent_of`).
+            run: Performs the effect.
+            detached: ``run`` cannot be stopped once started (a worker thread): it runs, and its completion
+                is recorded, in a task of its own that cancelling the caller does not reach (see the
+                module docs and :meth:`settle_in_flight`).
 
         Raises:
             EffectConflict: ``key`` was recorded with another intent.
@@ -134,12 +157,56 @@ class Effects:
         crash_point("effect.intent")  # test-only fault injection (flightlog.testing.crashpoints)
         token = _CURRENT_KEY.set(key)
         try:
-            outcome = await run()
+            if detached:  # the task copies this context: the tool sees its key
+                task = asyncio.create_task(self._finish(key, run), name=key)
+                self._in_flight.add(task)
+                task.add_done_callback(self._in_flight.discard)
+                return await asyncio.shield(task)
+            return await self._finish(key, run)
         finally:
             _CURRENT_KEY.reset(token)
+
+    async def _finish(self, key: str, run: Callable[[], Awaitable[Outcome]]) -> Outcome:
+        outcome = await run()
         crash_point("effect.ran")
         self.complete(key, outcome)
         return outcome
+
+    @property
+    def in_flight(self) -> int:
+        """How many detached effects are still running."""
+        return len(self._in_flight)
+
+    async def settle_in_flight(self, grace_s: float) -> list[str]:
+        """Wait up to ``grace_s`` seconds for the detached effects still running (their completions are
+        recorded as they return), then abandon the rest: their tasks are cancelled, so nothing of theirs is
+        recorded afterwards (the thread itself runs on: the effect stays in doubt, intent without
+        completion).
+
+        Returns:
+            The keys of the effects abandoned in doubt (empty when all finished in time).
+
+        Raises:
+            StaleWriter, AppendConflict: recording a completion found another writer (re-raised: this
+                process lost the session). Any other error of a finished task was already its outcome.
+        """
+        tasks = set(self._in_flight)
+        if not tasks:
+            return []
+        done, pending = await asyncio.wait(tasks, timeout=grace_s)
+        for task in pending:
+            task.cancel()
+        for task in done:
+            error = None if task.cancelled() else task.exception()
+            if isinstance(error, (StaleWriter, AppendConflict)):
+                raise error
+        return sorted(task.get_name() for task in pending)
+
+    def abandon_in_flight(self) -> None:
+        """Cancel the detached effects still running (an activation that stops without waiting for them: a
+        cancellation, a fenced-off writer): nothing of theirs is recorded afterwards; they stay in doubt."""
+        for task in list(self._in_flight):
+            task.cancel()
 
     def complete(self, key: str, outcome: Outcome) -> None:
         """Record the completion of ``key`` (once; a repeat with the same bytes is a no-op)."""

@@ -32,7 +32,11 @@ children have not finished) and a resume continues each child from its own ledge
 A tool raising :class:`~flightlog.kernel.errors.FatalToolError` stops the turn: calls not started yet do
 not run, and the kernel records ``rollbacked(turn, checkpoint_history_len,
 reason=FatalToolError(tool_name, error))``, then retries the turn or fails the run (``run_terminal(reason=
-"failed")``) per ``Agent.on_fatal_tool_error`` and ``max_retries``. Any other exception is an error result.
+"failed")``) per ``Agent.on_fatal_tool_error`` and ``max_retries``. A ``StaleWriter`` or ``AppendConflict`` (including ``SessionBusy``) raised through a tool
+(a built-in tool's append, a sub-agent's child session taken or held by another process) means this
+process lost a session it writes: it is re-raised, nothing is recorded for the call (a side effect stays
+in doubt, its completion unwritten) and the loop stops as fenced off. Any other exception is an error
+result.
 """
 
 from __future__ import annotations
@@ -41,7 +45,7 @@ import asyncio
 from collections.abc import Sequence
 from typing import Protocol
 
-from ..errors import StaleWriter
+from ..errors import AppendConflict, StaleWriter
 from ..events import Event, Rollbacked, RollbackReason, RunTerminal, ToolCompleted
 from ..messages import ToolResult
 from .agent import Agent
@@ -56,7 +60,7 @@ from .state import KernelState
 from .subagents import AwaitingChildren, SubAgentTool
 from .tools import Tool, ToolArgumentsError, render_output
 
-__all__ = ["TurnContext", "execute_turn"]
+__all__ = ["TurnContext", "execute_turn", "in_doubt_gates"]
 
 
 class TurnContext(Protocol):
@@ -114,8 +118,10 @@ async def _invoke(tool: Tool, plan: CallPlan, ceiling: Ceiling | None) -> Outcom
             value = await tool.invoke(plan.arguments or {})
     except FatalToolError as exc:
         raise _Fatal(tool.name, exc) from exc
-    except StaleWriter:
-        raise  # a built-in tool's append found another writer: the loop stops (never a tool result)
+    except (StaleWriter, AppendConflict):
+        # This process lost a session it writes (this one, or a sub-agent's child the tool drives) to
+        # another writer: the activation stops as fenced off, never a tool result nor a completed effect.
+        raise
     except ToolArgumentsError as exc:
         return Outcome(str(exc), True)
     except Exception as exc:
@@ -139,7 +145,7 @@ async def _side_effect(ctx: TurnContext, tool: Tool, plan: CallPlan) -> Outcome:
             fatal.append(exc)
             return Outcome(f"FatalToolError: {exc.error}", True)
 
-    outcome = await ctx.effects.run_once(key, intent_of(plan), run)
+    outcome = await ctx.effects.run_once(key, intent_of(plan), run, detached=tool.threaded)
     if fatal:
         raise fatal[0]
     return outcome
@@ -213,14 +219,21 @@ async def _in_doubt(ctx: TurnContext, plans: Sequence[CallPlan]) -> list[CallPla
     return undecided
 
 
-def _suspend_in_doubt(ctx: TurnContext, plans: Sequence[CallPlan]) -> None:
-    turn = ctx.state.turn
+def in_doubt_gates(session_id: str, turn: int, plans: Sequence[CallPlan], why: str = "") -> list[Event]:
+    """``tool_gated`` + ``permission_requested`` per in-doubt call of ``plans``, then
+    ``suspended(turn, reason="effect_in_doubt", pending_calls)``: what leaves the calls to a human (``flightlog
+    pending`` lists them; approve runs the effect again, deny marks it failed). ``why`` is added to each
+    reason (e.g. that the wall clock ran out while it ran)."""
     reasons = [
-        f"effect_in_doubt: intent {effect_key(ctx.session_id, turn, p.call_id)} recorded without completion; "
-        "approve to run it again, deny to mark it failed"
+        f"effect_in_doubt: intent {effect_key(session_id, turn, p.call_id)} recorded without completion"
+        f"{why}; approve to run it again, deny to mark it failed"
         for p in plans
     ]
-    ctx.append(*gate_events(turn, plans, "effect_in_doubt", reasons), status="suspended")
+    return gate_events(turn, plans, "effect_in_doubt", reasons)
+
+
+def _suspend_in_doubt(ctx: TurnContext, plans: Sequence[CallPlan]) -> None:
+    ctx.append(*in_doubt_gates(ctx.session_id, ctx.state.turn, plans), status="suspended")
 
 
 def _on_fatal(ctx: TurnContext, fatal: _Fatal) -> None:

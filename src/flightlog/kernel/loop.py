@@ -29,9 +29,20 @@ A failed model call records ``rollbacked(n, checkpoint_history_len, reason)`` (`
 
 A budget axis running out records ``budget_exceeded(budget=axis)`` and ``run_terminal("budget_exhausted")``
 (the wall clock running out mid-operation first records ``operation_cancelled(reason="deadline")``). A
+side effect running in a worker thread cannot be stopped: when the wall clock runs out during one, the
+kernel waits up to ``Kernel.effect_grace_s`` (default 30 s) for it and records its completion, then ends
+the run as above. One still running after the grace is in doubt (intent, no completion; the thread may act
+later): the run is then *not* sealed but records ``operation_cancelled(reason="deadline")`` and, in its
+transaction, ``tool_gated`` + ``permission_requested`` per such call and ``suspended(reason=
+"effect_in_doubt")``, so ``flightlog pending`` lists it; approve (it is run again) or deny (marked failed),
+then a resume settles it and, the clock being out, ends the run ``budget_exhausted`` (seed 003: an effect
+is never left unsettled nor silently re-run). A
 signal or ``Kernel.cancel`` records ``operation_cancelled(reason=user|host_shutdown, pending_call_ids)``
-and leaves the run resumable. A ``StaleWriter`` (another process took authority, e.g. ``abort``) stops the
-loop at once without writing.
+and leaves the run resumable. A ``StaleWriter`` (another process took authority, e.g. ``abort``) or an
+``AppendConflict`` (another process writes this session, or a sub-agent's child session the turn drives:
+``SessionBusy`` when it holds it) stops the loop at once without writing: the result is ``cancelled`` with
+detail ``fenced off: <the error>`` (exit code 1 from the CLI), and what was in flight stays in doubt for
+the process that holds the session, or a later resume, to settle.
 
 Resume (``Kernel.resume``) folds the stored ledger, then records ``resumed(turn, approved, denied)`` and
 continues from the phase the ledger is in; a session still waiting for decisions (its own, or its
@@ -60,7 +71,7 @@ from collections.abc import Awaitable, Callable, Mapping, Sequence
 from contextlib import AbstractContextManager, nullcontext
 from typing import Any
 
-from ..errors import StaleWriter
+from ..errors import AppendConflict, StaleWriter
 from ..events import (
     BudgetExceeded,
     CancellationReason,
@@ -97,8 +108,9 @@ from .budgets import Reservation, admit_turn, reserve
 from .capabilities import Capability, ToolSurface
 from .ceiling import Ceiling, resume_ceiling, start_grant
 from .denials import denial_rollback
+from .effects import effect_key
 from .errors import KernelError
-from .execution import execute_turn
+from .execution import execute_turn, in_doubt_gates
 from .operations import DeadlineHit, Operation
 from .paging import Notes, current_access
 from .planning import calls_in, plan_calls
@@ -145,15 +157,17 @@ class _Activation(ContextActivation):
                 while self.state.phase not in ("terminal", "suspended"):
                     await self._step()
             except DeadlineHit:
+                await self._settle_in_flight()
                 self._guarded(self._on_deadline)
             except asyncio.CancelledError:
                 self._guarded(self._on_cancel)
                 task = asyncio.current_task()
                 if task is not None:
                     task.uncancel()
-            except StaleWriter as exc:
+            except (StaleWriter, AppendConflict) as exc:  # another writer has this session or a child's
                 self._fenced = str(exc)
             finally:
+                self.effects.abandon_in_flight()  # what still runs in a worker thread stays in doubt
                 self.close()
                 await self.surface.close()
         return self.result()
@@ -172,7 +186,7 @@ class _Activation(ContextActivation):
     def _guarded(self, record: Callable[[], None]) -> None:
         try:
             record()
-        except StaleWriter as exc:
+        except (StaleWriter, AppendConflict) as exc:
             self._fenced = str(exc)
 
     async def _step(self) -> None:
@@ -201,7 +215,28 @@ class _Activation(ContextActivation):
             status="completed",
         )
 
+    async def _settle_in_flight(self) -> None:
+        """Wait up to ``Kernel.effect_grace_s`` for the side effects still running in worker threads (their
+        completions are recorded as they return); the rest stay in doubt (see :meth:`_on_deadline`)."""
+        running = self.effects.in_flight
+        if not running:
+            return
+        grace = self.kernel.effect_grace_s
+        log.warning(
+            "session %s: wall-clock budget ran out while %d side effect(s) ran in worker threads; "
+            "waiting up to %.1f s for their outcome",
+            self.session_id,
+            running,
+            grace,
+        )
+        try:
+            await self.effects.settle_in_flight(grace)
+        except (StaleWriter, AppendConflict) as exc:
+            self._fenced = str(exc)
+
     def _on_deadline(self) -> None:
+        if self._fenced is not None:
+            return  # another writer has the session: nothing more is written
         st = self.state
         operation = self.operation or Operation.of(f"{st.run_id}:turn-{st.turn}")
         cancelled = OperationCancelled(
@@ -210,12 +245,23 @@ class _Activation(ContextActivation):
             reason=CancellationReason.DEADLINE,
             pending_call_ids=operation.pending(),
         )
+        doubt = [p for p in st.plans if p.call_id in cancelled.pending_call_ids and self._in_doubt(p.call_id)]
+        if (
+            doubt
+        ):  # an effect may or may not have happened: never seal over it (seed 003), leave it to a human
+            why = " (the wall-clock budget ran out while it ran)"
+            self.append(cancelled, *in_doubt_gates(self.session_id, st.turn, doubt, why), status="suspended")
+            return
         self.append(
             cancelled,
             BudgetExceeded(turn=st.turn, operation_id=operation.operation_id, budget="wall_clock"),
             RunTerminal(reason="budget_exhausted", turns_used=st.turn, total_tokens=st.tokens_used),
             status="budget_exhausted",
         )
+
+    def _in_doubt(self, call_id: str) -> bool:
+        """Whether the call's side effect has an intent and no completion."""
+        return self.effects.state(effect_key(self.session_id, self.state.turn, call_id)) == "pending"
 
     def _on_cancel(self) -> None:
         st = self.state
@@ -419,6 +465,11 @@ class Kernel:
             ``heartbeat_s`` is None).
     """
 
+    EFFECT_GRACE_S: float = 30.0
+    """Seconds the kernel waits, once the wall-clock budget runs out, for side effects still running in worker
+    threads before it leaves them in doubt (the run suspended ``effect_in_doubt``; module docs). Set
+    ``kernel.effect_grace_s`` on an instance to change it."""
+
     def __init__(
         self,
         store: Store,
@@ -436,6 +487,7 @@ class Kernel:
             raise ValueError(f"heartbeat_s must be > 0 seconds or None, not {heartbeat_s}")
         self.store = store
         self.heartbeat_s = heartbeat_s
+        self.effect_grace_s = self.EFFECT_GRACE_S
         self.signal_poll_s = signal_poll_s
         self.live = LiveRegistry(store) if heartbeat_s is not None else None
         self.agent = agent
@@ -605,6 +657,10 @@ class Kernel:
                 kernel run), nothing written; the agent brings a grant
                 other than the ledgered one, or the stored grant disagrees with the ledger.
             GrantError: the session's grant no longer verifies (untrusted key, expired); nothing written.
+            SessionBusy: another process appended to the session while this one checked it to take it
+                over (a live writer holds it, e.g. a racing resume): nothing written, that writer goes on
+                undisturbed (its authority is not taken); from the CLI one ``flightlog: error:`` line,
+                exit code 1.
         """
         # The full check first, even when there is nothing to write: the caller must not act on a
         # suspension or a result read from a history `audit` rejects (a dropped seal, a rollback...).

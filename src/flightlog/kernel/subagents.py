@@ -28,6 +28,13 @@ a grant already recorded is reused, never recomputed or refilled).
 child's gates show in ``flightlog pending`` with its parent; after ``approve``, resuming the parent (or the
 child: the CLI resumes its root) resumes the child, then the parent.
 
+**Taking a child over.** The process that holds the parent's authority owns its children. A child another
+process is still writing (the parent's previous holder, fenced off in the parent by this one's resume, so
+nothing it does there can be recorded) is taken over: its resume is retried while it reports
+:class:`~flightlog.errors.SessionBusy` (up to :data:`CHILD_TAKEOVER_ATTEMPTS` times, a short growing pause
+between tries) until it catches the child between two appends and takes its authority, fencing that
+process off. Still busy after that, the error stops the parent's activation fenced off (never a tool result).
+
 **Budgets.** A grant is the child's requested :class:`~flightlog.kernel.budgets.Budgets` capped by what the
 parent has left (its limits minus its own usage and what its children hold or used, see
 :mod:`flightlog.kernel.delegation`; wall clock: at most 90% of the parent's remaining, so a child times out
@@ -62,7 +69,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Protocol, runtime_checkable
 
-from ..errors import SessionNotFound
+from ..errors import SessionBusy, SessionNotFound
 from ..events import AgentProcessChanged, BudgetExceeded, BudgetUsageReported, Custom, Suspended
 from ..integrity.audit import Auditor, require_intact
 from ..messages import ContentPart, Message, TextPart
@@ -608,23 +615,36 @@ async def _drive_child(call: _Call, grant: Grant, task: str) -> None:
         heartbeat_s=parent_kernel.heartbeat_s,
     )
     if _exists(call.store, call.agent_id, call.parent.session_id):
-        coro = kernel.resume(call.agent_id)
-    else:
-        meta = {
-            "subagent": {
-                "parent": call.parent.session_id,
-                "call_id": call.plan.call_id,
-                "role": call.sub.role,
-            }
-        }
-        coro = kernel.run(
-            task,
-            attachments=_attachments(call),
-            session_id=call.agent_id,
-            metadata=meta,
-            parent_session_id=call.parent.session_id,
-        )
+        await _resume_child(kernel, call.agent_id, parent_kernel.sleep)
+        return
+    meta = {
+        "subagent": {"parent": call.parent.session_id, "call_id": call.plan.call_id, "role": call.sub.role}
+    }
+    coro = kernel.run(
+        task,
+        attachments=_attachments(call),
+        session_id=call.agent_id,
+        metadata=meta,
+        parent_session_id=call.parent.session_id,
+    )
     await asyncio.create_task(coro, context=contextvars.Context())
+
+
+CHILD_TAKEOVER_ATTEMPTS = 8
+"""How many times a delegating call resumes a child another process is writing (``SessionBusy``) before it
+gives up (module docs, "Taking a child over")."""
+
+
+async def _resume_child(kernel: Any, child_id: str, sleep: Callable[[float], Any]) -> None:
+    """Resume an existing child, taking it over from a process still writing it (module docs)."""
+    for attempt in range(CHILD_TAKEOVER_ATTEMPTS):
+        try:
+            await asyncio.create_task(kernel.resume(child_id), context=contextvars.Context())
+            return
+        except SessionBusy:
+            if attempt + 1 == CHILD_TAKEOVER_ATTEMPTS:
+                raise  # the parent's activation stops fenced off (kernel.execution)
+        await sleep(0.05 * (attempt + 1))
 
 
 def _termination(state: KernelState) -> str:

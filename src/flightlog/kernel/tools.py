@@ -199,6 +199,12 @@ class Tool:
             raise ToolArgumentsError(f"invalid arguments for {self.name}: {problems}") from None
         return {name: getattr(instance, name) for name in type(instance).model_fields}
 
+    @property
+    def threaded(self) -> bool:
+        """Whether a call runs the function in a worker thread (sync, ``in_thread``): once started it cannot
+        be cancelled, it runs to its end whatever the caller does."""
+        return self.in_thread and not inspect.iscoroutinefunction(self.fn)
+
     async def invoke(self, arguments: Mapping[str, Any]) -> Any:
         """Validate ``arguments`` and run the function; returns its value (awaited when async).
 

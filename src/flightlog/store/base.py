@@ -805,17 +805,27 @@ class Store(abc.ABC):
 
     # ─── external effects ──────────────────────────────────────────────────────────────────
     @abc.abstractmethod
-    def record_intent(self, session_id: str, key: str, intent_hash: str, intent_json: str) -> bool:
+    def record_intent(
+        self, session_id: str, key: str, intent_hash: str, intent_json: str, *, epoch: int | None = None
+    ) -> bool:
         """Durably record an effect intent. True if new, False if the same bytes were already recorded.
 
-        Raises ``EffectConflict`` when ``key`` exists with another ``intent_hash``.
+        With ``epoch`` (the writer's authority epoch, its fencing token, as for :meth:`append_events`) the
+        session's current epoch is checked first, in the write's transaction: ``StaleWriter`` when it
+        differs (nothing written). Raises ``EffectConflict`` when ``key`` exists with another
+        ``intent_hash``, ``SessionNotFound`` with ``epoch`` for an unknown session.
         """
 
     @abc.abstractmethod
-    def complete_effect(self, session_id: str, key: str, result_json: str) -> bool:
+    def complete_effect(
+        self, session_id: str, key: str, result_json: str, *, epoch: int | None = None
+    ) -> bool:
         """Record the completion once. True if recorded now, False if already completed with these bytes.
 
-        Raises ``EffectConflict`` when already completed with other bytes, ``LookupError`` with no intent.
+        With ``epoch`` (the writer's authority epoch) the session's current epoch is checked first, in the
+        write's transaction: a fenced-off writer gets ``StaleWriter`` and completes nothing, whatever the
+        row holds. Raises ``EffectConflict`` when already completed with other bytes, ``LookupError`` with
+        no intent, ``SessionNotFound`` with ``epoch`` for an unknown session.
         """
 
     @abc.abstractmethod

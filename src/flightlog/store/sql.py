@@ -807,8 +807,23 @@ class SqlStore(Store):
         return [(r[0], r[1]) for r in rows]
 
     # ─── external effects ────────────────────────────────────────────────────────────────
-    def record_intent(self, session_id: str, key: str, intent_hash: str, intent_json: str) -> bool:
+    def _require_epoch(self, session_id: str, epoch: int | None) -> None:
+        """Raise ``StaleWriter`` when ``epoch`` is given and not the session's authority epoch. Read with the
+        rows an append locks (:data:`HEAD_FOR_APPEND`, in its order), under this write's transaction: a
+        concurrent bump either waits for this write or is seen by it."""
+        if epoch is None:
+            return
+        refusal = append_refusal(
+            session_id, self._one(HEAD_FOR_APPEND + self.FOR_UPDATE, (session_id,)), None, epoch
+        )
+        if refusal is not None:
+            raise refusal
+
+    def record_intent(
+        self, session_id: str, key: str, intent_hash: str, intent_json: str, *, epoch: int | None = None
+    ) -> bool:
         with self._joined():
+            self._require_epoch(session_id, epoch)
             inserted = self._write(
                 "INSERT INTO external_effects (session_id, idempotency_key, intent_hash, intent_json, status,"
                 " created_at_ms) VALUES (?, ?, ?, ?, 'pending', ?) ON CONFLICT DO NOTHING",
@@ -823,8 +838,11 @@ class SqlStore(Store):
                 )
             return False
 
-    def complete_effect(self, session_id: str, key: str, result_json: str) -> bool:
+    def complete_effect(
+        self, session_id: str, key: str, result_json: str, *, epoch: int | None = None
+    ) -> bool:
         with self._joined():
+            self._require_epoch(session_id, epoch)
             row = self._one(
                 "SELECT status, result_json FROM external_effects WHERE session_id = ? AND idempotency_key = ?"
                 + self.FOR_UPDATE,

@@ -32,7 +32,7 @@ What it pins (STYLE.md section d, ARCHITECTURE.md invariants 1, 3, 6, 7): stored
 identical; ``append_events`` is all-or-nothing and moves the head in the same transaction; a taken
 ``(session_id, seq)`` raises ``AppendConflict`` (naming the lowest taken seq, a row stored past the head
 included) and a stale authority epoch ``StaleWriter``, both writing nothing; reads stream in ascending seq over any range; effect intents are idempotent per key and bytes,
-completions happen once; artifacts are content-addressed and deduplicated; checkpoints, grants and imports
+completions happen once, and neither an intent nor a completion is written for a stale epoch (``StaleWriter``); artifacts are content-addressed and deduplicated; checkpoints, grants and imports
 are recorded; read-only handles refuse every write; reopening (migrating again) changes nothing; session
 prefixes resolve exactly, uniquely, after a ``format:`` part, and refuse ambiguity. Also (issue 6, every
 backend the same): the ledger id, checkpoint frontiers and latest checkpoint; the ``runs`` projection rows,
@@ -714,6 +714,26 @@ class StoreContract(MemoryContract):
         assert info.value.idempotency_key == "k1"
         assert info.value.stored_hash != info.value.new_hash
         assert store.get_effect("s-1", "k1") == done
+
+    def test_a_fenced_writer_records_and_completes_no_effect(self, store: Store) -> None:
+        # The epoch is the fencing token of effect rows too: after a bump, the old holder can neither record
+        # an intent nor complete one (nor learn a result through EffectConflict); the new holder can.
+        _new_session(store)
+        assert store.record_intent("s-1", "k1", "aa" * 32, "{}", epoch=0) is True
+        now = store.bump_authority_epoch("s-1")
+        with pytest.raises(StaleWriter) as info:
+            store.complete_effect("s-1", "k1", '{"ok":"stale"}', epoch=0)
+        assert (info.value.session_id, info.value.epoch, info.value.current_epoch) == ("s-1", 0, now)
+        with pytest.raises(StaleWriter):
+            store.record_intent("s-1", "k2", "bb" * 32, "{}", epoch=0)
+        record = store.get_effect("s-1", "k1")
+        assert record is not None and (record.status, record.result_json) == ("pending", None)
+        assert store.get_effect("s-1", "k2") is None
+        assert store.complete_effect("s-1", "k1", '{"ok":true}', epoch=now) is True
+        with pytest.raises(StaleWriter):  # completed already, other bytes: still the fence first
+            store.complete_effect("s-1", "k1", '{"ok":false}', epoch=0)
+        with pytest.raises(SessionNotFound):
+            store.complete_effect("s-404", "k1", "{}", epoch=0)
 
     def test_completion_without_intent_raises_lookup_error(self, store: Store) -> None:
         _new_session(store)
