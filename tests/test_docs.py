@@ -172,6 +172,7 @@ ERRORS = [
     errors.SessionNotFound(session_id="ab", matches=["abc", "abd"]),
     errors.SessionNotFound(session_id="ab", exact=True),
     errors.AppendConflict(session_id="s", seq=4),
+    errors.SessionBusy(session_id="s", seq=4),
     errors.StaleWriter(session_id="s", epoch=1, current_epoch=2),
     errors.ReadOnlyStore(url="sqlite:///x"),
     errors.StoreUnavailable(url="sqlite:///x", reason="gone"),
