@@ -11,7 +11,12 @@ valid, 1 a problem found, 2 a usage mistake (bad option, unknown session, unread
 :mod:`flightlog.integrity.audit` (chain, tree, signed checkpoints, seal, retained head, witnessed heads (each trusted
 witness with a URL is asked, unless ``--offline``), the index log and the session's checkpoints it holds,
 salted artifacts), the same check every command that acts on a session runs first; with ``--all`` the
-index log is reported once, with the sessions it (or a retained head) knows but the database lost.
+index log is reported once, with the sessions it (or a retained head) knows but the database lost. Then the
+unhashed rows against the verified ledger: the ``sessions`` row (``row_mismatch``,
+:func:`flightlog.kernel.rowcheck.row_divergences`) and the ``runs`` projection
+(:class:`flightlog.runs.check.ProjectionCheck`: ``projection_mismatch`` / ``projection_missing`` per
+session; with ``--all`` sub-agent rows and ``projection_extra`` rows, printed ``DIVERGES`` / ``MISSING`` /
+``EXTRA``; a stale projection is a note, not a problem).
 """
 
 from __future__ import annotations
@@ -249,8 +254,10 @@ def audit_cmd(
 
     Use `verify` for the sessions of your own database (the same check); use `audit --bundle DIR` for a
     bundle `flightlog export --bundle` wrote, with no database and no network, trusting only the keys
-    you give (--key, --witness-key). With --all, the index log is checked too, and sessions it (or a
-    retained head) knows but the database no longer holds are listed.
+    you give (--key, --witness-key). The sessions and runs rows are compared with the verified ledger
+    (projection_mismatch names the run, the column, the stored and the folded value; a stale runs
+    projection is a note). With --all, the index log is checked too, sub-agent and extra runs rows, and
+    sessions it (or a retained head) knows but the database no longer holds are listed.
     """
     if sum((bool(session), all_sessions, bundle is not None)) != 1:
         raise typer.BadParameter("give a SESSION, --all or --bundle DIR")
@@ -270,18 +277,21 @@ def check_sessions(
     Args:
         session: A session id or unique prefix (or None with ``all_sessions``).
         all_sessions: Every session, the index log, and sessions missing from the database.
-        json_out: Print a JSON array (one row per session, then missing sessions, then the index log).
+        json_out: Print a JSON array (one row per session, then missing sessions, the runs projection's
+            findings (:meth:`flightlog.runs.check.RunFinding.to_json`) and its notes row, then the index log).
         offline: Do not ask witnesses over the network.
         record: With ``all_sessions``, record the sweep as a ``core_job`` run once done
             (:func:`flightlog.cli.options.record_finished_job`; the check itself only reads).
 
     Raises:
-        typer.Exit: code 1 when anything diverges or is missing.
+        typer.Exit: code 1 when anything diverges or is missing (a ``runs`` row included; a stale runs
+            projection alone is a note, exit 0).
     """
     from ..integrity.audit import Auditor
     from ..integrity.retirement import split_missing
     from ..integrity.verify import missing_sessions
     from ..kernel.rowcheck import row_divergences
+    from ..runs.check import ProjectionCheck
     from ..store.sqlite import now_ms
     from .options import progress_bar, record_finished_job
 
@@ -301,14 +311,25 @@ def check_sessions(
         # --all: the index log is checked once, and reported on its own row; one session: each report
         # carries the index log's problems (a damaged index log cannot vouch for the session).
         index = auditor.index(store, retired=retired) if all_sessions else None
+        runs = ProjectionCheck(store, whole=all_sessions)  # folds each session's rows as they are verified
+        stale = runs.stale_note()
+        events = 0
         with progress_bar(len(ids), "verify", quiet=json_out or not all_sessions) as advance:
             for sid in ids:
-                report = auditor.session(store, sid, index=index, retired=retired)
+                report = auditor.session(store, sid, index=index, retired=retired, tap=runs.tap)
+                verified = report.ok
                 report.divergences.extend(row_divergences(store, report))  # the row vs the verified ledger
+                found, notes = runs.session(sid, ok=verified, events=report.events)  # its runs row too
+                report.divergences.extend(found)
+                report.notes.extend(notes)
+                if stale is not None and not all_sessions:
+                    report.notes.append(stale)
                 reports.append(report)
                 if not json_out:
                     _print_report(report)
-                advance(1, events=sum(r.events for r in reports))
+                events += report.events
+                advance(1, events=events)  # a running total: summing every report was O(n²) in sessions
+        findings, runs_notes = runs.store_findings() if all_sessions else ([], [])
         assert auditor.heads is not None
         retained = missing_sessions(store, auditor.heads) if all_sessions else []
     retained, elsewhere = split_missing(retained, retired)
@@ -316,6 +337,7 @@ def check_sessions(
     missing += _orphan_rows(orphans)
     if json_out:
         gone = [{k: v for k, v in row.items() if k != "why"} for row in missing]
+        gone += [f.to_json() for f in findings] + _projection_rows(stale, runs_notes, all_sessions)
         _emit([r.to_json() for r in reports] + gone + ([index.to_json()] if index is not None else []))
     else:
         for row in missing:
@@ -327,13 +349,20 @@ def check_sessions(
                 _say(f"ORPHAN    {row['session_id']}  {row['why']}")
             else:
                 _say(f"MISSING   {row['session_id']}  {row['why']}, but the database has no such session")
+        for finding in findings:
+            _say(f"{_RUN_LABELS[finding.state]:<9} {finding.run_id}  {finding.why}")
+        for note in ([stale] if stale is not None and all_sessions else []) + runs_notes:
+            _say(f"note: {note}")
         if index is not None:
             _print_index(index)
     problem = (
-        bool(missing) or not all(r.ok for r in reports) or (index is not None and bool(index.divergences))
+        bool(missing)
+        or bool(findings)
+        or not all(r.ok for r in reports)
+        or (index is not None and bool(index.divergences))
     )
     if all_sessions and record:  # a core_job run, recorded once done (the check itself only reads)
-        bad = sum(not r.ok for r in reports) + len(missing)
+        bad = sum(not r.ok for r in reports) + len(missing) + len(findings)
         summary = {"sessions": len(reports), "divergent": bad, "missing": len(missing)}
         goal = f"verify --all: {plural(len(reports), 'session')} and the index log"
         record_finished_job(
@@ -347,6 +376,24 @@ def check_sessions(
         )
     if problem:
         raise typer.Exit(1)
+
+
+_RUN_LABELS = {
+    "projection_mismatch": "DIVERGES",
+    "projection_missing": "MISSING",
+    "projection_extra": "EXTRA",
+}
+"""How ``verify --all`` prints a problem of the ``runs`` projection (:class:`flightlog.runs.check.RunFinding`)."""
+
+
+def _projection_rows(stale: str | None, notes: list[str], all_sessions: bool) -> list[dict[str, Any]]:
+    """``--all --json``: the runs projection's notes (stale, not compared) as one row, ``ok`` true (a stale
+    projection is read by no one: readers fold the ledgers)."""
+    said = ([stale] if stale is not None else []) + notes
+    if not all_sessions or not said:
+        return []
+    state = "projection_stale" if stale is not None else "projection_unchecked"
+    return [{"session_id": None, "ok": True, "state": state, "notes": said}]
 
 
 def _stale_rows(elsewhere: list[RetainedHead], retired: RetirementCheck | None) -> list[dict[str, Any]]:

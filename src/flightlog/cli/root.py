@@ -805,8 +805,8 @@ def verify_cmd(
     ] = False,
 ) -> None:
     """Check sessions in this database: chains, tree heads, signed checkpoints, seal, retained and witnessed
-    heads; exit 1 listing every divergent sequence, 0 when intact. Says sealed, or open with the unanchored
-    tail seqs.
+    heads, and the sessions and runs rows against the verified ledger; exit 1 listing every divergent
+    sequence, 0 when intact. Says sealed, or open with the unanchored tail seqs.
 
     The everyday check. `audit` makes the same check on the database and can also check an exported bundle
     with no database (`audit --bundle DIR`, against keys you give): use it for a copy someone handed you."""

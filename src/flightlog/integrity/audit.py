@@ -26,12 +26,12 @@ use it too, so the commands and the entry points cannot drift apart.
 
 from __future__ import annotations
 
-from collections.abc import Iterator, Sequence
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Literal
 
 from ..errors import Divergence, FlightlogError, LedgerIntegrityError, StoreError
-from ..store.base import Store
+from ..store.base import SessionRecord, Store, StoredEvent
 from .checkpoints import origin_for
 from .heads import HeadStore, WitnessedHead
 from .indexlog import IndexReport, audit_index, index_origin, indexed_heads
@@ -134,6 +134,7 @@ class Auditor:
         *,
         index: IndexReport | None = None,
         retired: RetirementCheck | Literal["load"] | None = "load",
+        tap: Callable[[SessionRecord, Iterable[StoredEvent]], Iterable[StoredEvent]] | None = None,
     ) -> AuditReport:
         """The full check of one session (see the module docs); never raises on a divergence.
 
@@ -145,6 +146,7 @@ class Auditor:
                 ``report.index_divergences``.
             retired: The store's retirement (:meth:`retirement`; loaded when ``"load"``; pass it when
                 checking many sessions): on a retired store, heads beyond what it held are ``stale_copy``.
+            tap: Wraps the stream of the session's rows (:func:`~flightlog.integrity.verify.audit_session`).
 
         Raises:
             SessionNotFound: no such session.
@@ -167,6 +169,7 @@ class Auditor:
             witnessed=witnessed,
             retired=retired,
             indexed=indexed,
+            tap=tap,
         )
         report.notes.extend(notes)
         if own_index:

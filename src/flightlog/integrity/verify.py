@@ -40,7 +40,7 @@ this layer).
 from __future__ import annotations
 
 import re
-from collections.abc import Iterable, Iterator, Sequence
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Literal
 
@@ -63,7 +63,7 @@ from .notes import NoteError
 from .retirement import StaleCopy, load_retirement, verdict
 
 if TYPE_CHECKING:
-    from ..store.base import CheckpointRecord, Store, StoredEvent
+    from ..store.base import CheckpointRecord, SessionRecord, Store, StoredEvent
     from .retirement import Pin, RetirementCheck
 
 __all__ = [
@@ -347,6 +347,7 @@ def audit_session(
     retired: RetirementCheck | Literal["load"] | None = "load",
     indexed: Sequence[IndexedHead] = (),
     artifacts: bool = True,
+    tap: Callable[[SessionRecord, Iterable[StoredEvent]], Iterable[StoredEvent]] | None = None,
 ) -> AuditReport:
     """Stream-verify a session's chain and tree, its signed checkpoints, seal, retained, witnessed and
     indexed heads.
@@ -379,6 +380,10 @@ def audit_session(
         artifacts: Also look up the salted artifacts and read the linked ones (False: the rows, checkpoints,
             seal and heads only; ``report.artifacts`` then stay ``unchecked`` and ``report.linked`` 0: the
             check ``show``/``replay`` make after printing).
+        tap: ``tap(record, rows)`` wraps the stream of stored rows the check reads (it must yield them
+            unchanged, in order; ``record`` is the session row read before them), so a caller can fold the
+            very rows that are verified in the same pass (``verify``/``audit``'s
+            :class:`~flightlog.runs.check.ProjectionCheck`); trust what it made only when the report is ok.
 
     Raises:
         SessionNotFound: no such session.
@@ -392,9 +397,10 @@ def audit_session(
     if retired == "load":
         retired = load_retirement(store, keyring)
     pin, as_retired, found = _retired_pin(retired, session_id)
+    rows: Iterable[StoredEvent] = store.read_events(session_id)
     report = audit_rows(
         session_id,
-        store.read_events(session_id),
+        rows if tap is None else tap(record, rows),
         store.checkpoints(session_id),
         keyring=keyring,
         ledger_id=ledger_id,
