@@ -128,8 +128,27 @@ class EventDecodeError(FlightlogError, ValueError):
 class Divergence(tuple[int, str, str]):
     """One divergent sequence found by verification: ``(seq, reason, detail)``.
 
-    ``reason`` is one of ``gap``, ``broken_link``, ``hash_mismatch``, ``undecodable``, ``kind_mismatch``
-    (the row's ``kind`` column says another kind than its bytes), ``head_mismatch``, ``truncated``.
+    ``reason`` is one of (every reason the code produces; the detail says more):
+
+    * the chain and tree (:func:`flightlog.ledger.verify_rows`): ``gap``, ``broken_link``,
+      ``hash_mismatch``, ``undecodable``, ``kind_mismatch`` (the row's ``kind`` column says another kind
+      than its bytes), ``head_mismatch`` (the recorded head or tree head differs from the rows),
+      ``truncated`` (a recorded head or signed checkpoint covers more events than stored);
+    * signed checkpoints, seal and heads kept outside the database (:mod:`flightlog.integrity.verify`):
+      ``bad_checkpoint``, ``checkpoint_mismatch``, ``rollback``, ``stale_head``, ``fork``, ``after_seal``,
+      ``bad_seal``;
+    * artifacts: ``artifact_missing``, ``artifact_corrupt`` (:mod:`flightlog.integrity.linked`),
+      ``ref_unreadable``;
+    * a retired store (:mod:`flightlog.integrity.retirement`): ``stale_copy``, ``retired_mismatch``,
+      ``bad_retirement``;
+    * the index log's own problems (``seq`` is then a leaf index, :mod:`flightlog.integrity.indexlog`):
+      ``bad_leaf``, ``index_mismatch``, and ``bad_checkpoint``, ``truncated``, ``rollback``, ``stale_head``,
+      ``fork`` as for a session;
+    * the unhashed rows against the verified ledger (``verify``/``audit``): ``row_mismatch`` (the
+      ``sessions`` row, :func:`flightlog.kernel.rowcheck.row_divergences`), ``projection_mismatch`` and
+      ``projection_missing`` (the ``runs`` projection, :class:`flightlog.runs.check.ProjectionCheck`; a
+      listed ``runs`` row no ledger accounts for is the finding ``projection_extra``,
+      :class:`flightlog.runs.check.RunFinding`, not a session's divergence).
     """
 
     __slots__ = ()
@@ -252,15 +271,17 @@ class AppendConflict(StoreError):
 
 
 class SessionBusy(AppendConflict):
-    """Another writer appended to the session (its event ``seq``) while this process verified it to take it
-    over (``Recorder.attach``, hence ``Kernel.resume``): a live process holds the session. Nothing was
-    written and its authority was not taken (that writer goes on undisturbed); never read as tampering."""
+    """Another writer appended to the session (up to its event ``seq``) while this process verified it: to
+    take it over (``Recorder.attach``, hence ``Kernel.resume``), or through every retry of the full check
+    (:func:`flightlog.integrity.audit.require_intact`, hence every entry point that acts on a session). A
+    live process holds the session. Nothing was written and its authority was not taken (that writer goes
+    on undisturbed); never read as tampering, and not a verification either (try again when it is idle)."""
 
     def __init__(self, *, session_id: str, seq: int) -> None:
         StoreError.__init__(
             self,
-            f"session {session_id} is held by another writer (it appended seq {seq} while this process "
-            "verified the session to take it over); nothing written, that writer goes on",
+            f"session {session_id} is held by another writer (it appended up to seq {seq} while this "
+            "process verified the session); nothing written, that writer goes on",
             session_id=session_id,
             seq=seq,
         )

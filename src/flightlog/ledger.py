@@ -33,6 +33,7 @@ from .errors import Divergence, EventDecodeError
 __all__ = [
     "EMPTY_ROOT",
     "GENESIS",
+    "ROWS_PAST",
     "ChainCheck",
     "ChainRow",
     "ChainTuple",
@@ -484,6 +485,12 @@ def verify_rows(
     return check.finish(expected_head)
 
 
+ROWS_PAST = "rows past the recorded head seq"
+"""How a ``head_mismatch`` divergence's detail starts when rows follow the recorded head (the head seq
+follows): what a live writer's append made, when the head was read before the rows
+(:meth:`flightlog.integrity.audit.Auditor.settled` tells it from tampering)."""
+
+
 def check_head(report: VerifyReport, next_seq: int, expected_head: tuple[int, str]) -> None:
     """Compare a finished report's head with a head recorded elsewhere (``(seq, hash)``), appending a
     ``truncated`` or ``head_mismatch`` divergence when they disagree (what ``verify_rows`` does with its
@@ -503,6 +510,4 @@ def _check_head(report: VerifyReport, next_seq: int, expected_head: tuple[int, s
     elif head_seq == next_seq - 1 and head_hash != report.head:
         report.divergences.append(Divergence(head_seq, "head_mismatch", "recorded head hash differs"))
     elif head_seq < next_seq - 1:
-        report.divergences.append(
-            Divergence(head_seq + 1, "head_mismatch", f"rows past the recorded head seq {head_seq}")
-        )
+        report.divergences.append(Divergence(head_seq + 1, "head_mismatch", f"{ROWS_PAST} {head_seq}"))

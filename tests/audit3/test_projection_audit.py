@@ -274,7 +274,7 @@ def test_an_unreadable_fold_text_is_named_not_a_crash(url: str) -> None:
     )
     for sid, why in (
         ("s1", "its fold text holds no readable process entry (Expecting value: line 1 column 1 (char 0))"),
-        ("k", "its process entry does not render ("),
+        ("k", "its fold text holds no readable process entry (process entry field 'state' holds 123 (int)"),
     ):
         code, rows = json_rows(url, "verify", sid)
         assert code == 1, rows

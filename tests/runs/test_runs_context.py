@@ -4,22 +4,26 @@ from __future__ import annotations
 
 import dataclasses
 import json
+import logging
+import sqlite3
 from pathlib import Path
 from typing import Any
 
+import pytest
 from typer.testing import CliRunner
 
 from flightlog import events as ev
 from flightlog.kernel import Agent, Kernel, tool
 from flightlog.kernel.context import ContextPolicy, ContextWindow
 from flightlog.kernel.scripted import StepProvider
-from flightlog.runs import rebuild_projection
+from flightlog.recorder import Recorder
+from flightlog.runs import projection_ready, rebuild_projection
 from flightlog.runs.context import ContextUse
 from flightlog.runs.projection import context_uses
 from flightlog.store import SqliteStore
 
 from .cli_app import make_app
-from .conftest import checkpoint, record, started
+from .conftest import checkpoint, process, record, started, terminal
 
 runner = CliRunner()
 WINDOW, MAX_TOKENS = 4000, 200
@@ -129,3 +133,46 @@ def test_runs_shows_the_context_use_of_a_kernel_run(db_path: Path) -> None:
     assert f"context {use.label()}" in tree.stdout
     as_json = runner.invoke(make_app(db_path), ["runs", "--json"])
     assert "context" not in json.loads(as_json.stdout)[0]  # the seed 002 wire form is unchanged
+
+
+@pytest.mark.parametrize(
+    ("edit", "why"),
+    [
+        ('replace(fold, \'"state":"completed"\', \'"state":123\')', "process entry field 'state' holds 123"),
+        ("'not json'", "Expecting value"),
+        ("'[1]'", "a list, not a JSON object"),
+    ],
+)
+def test_a_row_edited_in_sql_that_does_not_decode_is_named_and_read_from_its_ledger(
+    db_path: Path, caplog: pytest.LogCaptureFixture, edit: str, why: str
+) -> None:
+    with SqliteStore(db_path) as store:
+        record(store, "p", [started("p"), process("k", "completed", parent="p"), terminal()])
+        record(store, "k", [started("k"), invoked(1, 900)])
+        expected = {"k": ContextUse(1, 900, "reported+estimate", 4000, 200, "m-1")}
+        assert context_uses(store, ["k", "p"]) == expected
+    with sqlite3.connect(db_path) as raw:  # a raw write to the unhashed projection
+        raw.execute(f"UPDATE runs SET fold = {edit} WHERE run_id = 'k'")
+    raw.close()
+    with SqliteStore(db_path) as store:
+        assert projection_ready(store)
+        with caplog.at_level(logging.WARNING, logger="flightlog.runs"):
+            assert context_uses(store, ["k", "p"]) == expected  # the ledger's, not a crash
+        (warning,) = [r.getMessage() for r in caplog.records if r.levelno == logging.WARNING]
+        assert warning.startswith("runs row 'k': its fold text does not decode (") and why in warning
+        for args in (["runs"], ["runs", "--tree"], ["runs", "--json"]):
+            out = runner.invoke(make_app(db_path), args)
+            assert out.exit_code == 0, (args, out.stderr, out.exception)
+            assert "k" in out.stdout.split() or '"run_id":"k"' in out.stdout.replace(" ", "")
+        caplog.clear()
+        with caplog.at_level(logging.ERROR, logger="flightlog.runs"):
+            Recorder.attach(store, "k").append(
+                checkpoint(2)
+            )  # the projector reads the row: it fails, the append does not
+        assert store.get_session("k").head_seq == 2
+        assert any("runs row 'k'" in (r.exc_text or "") or "for k" in r.getMessage() for r in caplog.records)
+        assert not projection_ready(store)  # marked stale: readers fold the ledgers until --rebuild
+        assert context_uses(store, ["k", "p"]) == expected
+        assert runner.invoke(make_app(db_path), ["runs"]).exit_code == 0
+        rebuild_projection(store)
+        assert context_uses(store, ["k", "p"]) == expected

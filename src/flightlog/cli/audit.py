@@ -316,7 +316,10 @@ def check_sessions(
         events = 0
         with progress_bar(len(ids), "verify", quiet=json_out or not all_sessions) as advance:
             for sid in ids:
-                report = auditor.session(store, sid, index=index, retired=retired, tap=runs.tap)
+                # checked again while a live writer moves the head (never read as tampering: Auditor.settled)
+                report = auditor.settled(
+                    store, sid, index=index, retired=retired, tap=runs.tap, shared_index=False
+                )
                 verified = report.ok
                 report.divergences.extend(row_divergences(store, report))  # the row vs the verified ledger
                 found, notes = runs.session(sid, ok=verified, events=report.events)  # its runs row too
@@ -479,8 +482,8 @@ def _missing_rows(retained: list[Any], index: IndexReport | None) -> list[dict[s
     return list(rows.values())
 
 
-_LABELS = {"ok": "ok", "stale_copy": "STALE", "diverges": "DIVERGES"}
-"""How ``verify`` prints a verdict (:func:`flightlog.integrity.retirement.verdict`); a stale copy's
+_LABELS = {"ok": "ok", "stale_copy": "STALE", "diverges": "DIVERGES", "moved": "MOVED"}
+"""How ``verify`` prints a verdict (:meth:`flightlog.integrity.verify.AuditReport.verdict`); a stale copy's
 sessions the store never held print ``STALE`` too."""
 
 
@@ -488,6 +491,12 @@ def _print_report(report: AuditReport) -> None:
     status = _LABELS[report.verdict()]
     _say(f"{status:<9} {report.session_id}  {plural(report.events, 'event')}  root {report.root[:16]}")
     _say(f"          {report.summary()}")
+    if report.moved is not None:
+        _say(
+            f"          moved during the check: a live writer appended (head seq {report.moved[0]} -> "
+            f"{report.moved[1]}) through every check; the rows past seq {report.moved[0]} are not "
+            "verified: re-run"
+        )
     for note in report.notes:
         _say(f"          note: {note}")
     for ref in report.artifacts:

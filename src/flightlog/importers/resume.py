@@ -28,7 +28,7 @@ from collections.abc import Collection, Iterable
 from pathlib import Path
 
 from ..encoding import parse_json
-from ..errors import LedgerIntegrityError
+from ..errors import LedgerIntegrityError, SessionBusy
 from ..events import RunStarted
 from ..store.base import Store
 from .base import ImportedSession, ImportWarning, events_of
@@ -190,12 +190,17 @@ def _trusted(
     # the full check require_intact makes, with the index log checked once for all the candidates
     for session_id, outcome in Auditor.from_env().require_each(store, sorted(candidates)):
         hits = candidates[session_id]
-        if isinstance(outcome, LedgerIntegrityError):
+        if isinstance(outcome, (LedgerIntegrityError, SessionBusy)):
+            why = (
+                outcome.reason
+                if isinstance(outcome, LedgerIntegrityError)
+                else "not verified: another writer kept appending through the check"
+            )
             warnings.append(
                 ImportWarning(
                     path.name,
                     None,
-                    f"{len(hits)} run(s) are also in {session_id}, which fails the audit ({outcome.reason}): "
+                    f"{len(hits)} run(s) are also in {session_id}, which fails the audit ({why}): "
                     "not trusted, imported as new runs",
                 )
             )

@@ -30,7 +30,8 @@ from collections.abc import Callable, Iterable, Iterator, Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Literal
 
-from ..errors import Divergence, FlightlogError, LedgerIntegrityError, StoreError
+from ..errors import Divergence, FlightlogError, LedgerIntegrityError, SessionBusy, StoreError
+from ..ledger import ROWS_PAST
 from ..store.base import SessionRecord, Store, StoredEvent
 from .checkpoints import origin_for
 from .heads import HeadStore, WitnessedHead
@@ -197,40 +198,77 @@ class Auditor:
         )
 
     def require(self, store: Store, session_id: str) -> AuditReport:
-        """:meth:`session`, raising on any divergence (see :func:`require_intact`)."""
-        report = self._settled(store, session_id)
+        """:meth:`settled`, raising on any divergence or a head that would not settle (see
+        :func:`require_intact`)."""
+        report = self.settled(store, session_id)
         if report.ok:
             return report
         raise _refusal(report)
 
-    def _settled(
+    def settled(
         self,
         store: Store,
         session_id: str,
         *,
         index: IndexReport | None = None,
         retired: RetirementCheck | Literal["load"] | None = "load",
+        tap: Callable[[SessionRecord, Iterable[StoredEvent]], Iterable[StoredEvent]] | None = None,
+        shared_index: bool = True,
     ) -> AuditReport:
-        """:meth:`session` until it passes or the head stops moving: a live writer that appends while the
-        rows are read is never mistaken for tampering (up to ``_ATTEMPTS`` checks). A shared ``index``'s
-        divergences and notes count against the session, as they do when :meth:`session` makes its own."""
+        """:meth:`session` until it passes or the session's head stands still during a check, so a live
+        writer that appends while the rows are read is never mistaken for tampering.
+
+        The session row is read before the rows, so an append during the check shows as rows past the
+        recorded head (a ``head_mismatch`` whose detail starts with :data:`flightlog.ledger.ROWS_PAST`,
+        beyond the head read before the check). When the head moved during a check:
+
+        * any other divergence of the session is inside what was read (the chain, the tree, the
+          checkpoints and heads of that prefix are checked whatever comes after): it is reported at once
+          as the tampering it is, with :attr:`~flightlog.integrity.verify.AuditReport.moved` set and the
+          writer's rows-past divergence left out;
+        * else the check runs again (at most ``_ATTEMPTS`` = 5 checks); still moving after the last, the
+          report has no such divergence, ``moved`` is ``(head seq before, head seq after)`` and its
+          verdict is ``moved`` (not ok: re-run; :func:`require_intact` raises ``SessionBusy``).
+
+        A head that stood still during a check leaves its report as it is (every divergence is real).
+
+        Args:
+            store: The store.
+            session_id: The session (exact id).
+            index: A shared index log report (:meth:`index`), or None for the session's own.
+            retired: As :meth:`session`.
+            tap: As :meth:`session` (called once per check: the last call's fold goes with the report).
+            shared_index: With ``index``, count its divergences and notes against the session (as
+                :meth:`session` does with its own); False when they are reported once elsewhere
+                (``audit --all``).
+
+        Raises:
+            SessionNotFound: no such session.
+        """
         for attempt in range(_ATTEMPTS):
             before = store.get_session(session_id).head_seq
-            report = self.session(store, session_id, index=index, retired=retired)
-            if index is not None:
+            report = self.session(store, session_id, index=index, retired=retired, tap=tap)
+            if index is not None and shared_index:
                 report.index_divergences.extend(index.divergences)
                 report.notes.extend(f"index: {note}" for note in index.notes)
-            if report.ok or attempt + 1 == _ATTEMPTS:
+            if report.ok:
                 return report
-            if store.get_session(session_id).head_seq == before:
+            after = store.get_session(session_id).head_seq
+            if after == before:
                 return report  # settled: the divergence is real
+            real = [d for d in report.divergences if not _written_meanwhile(d, before)]
+            if real or attempt + 1 == _ATTEMPTS:
+                if len(real) < len(report.divergences) or not real:
+                    report.divergences = real
+                    report.moved = (before, after)
+                return report
         raise AssertionError("unreachable")  # pragma: no cover
 
     def require_each(
         self, store: Store, session_ids: Sequence[str]
-    ) -> Iterator[tuple[str, AuditReport | LedgerIntegrityError]]:
+    ) -> Iterator[tuple[str, AuditReport | LedgerIntegrityError | SessionBusy]]:
         """:meth:`require` of each of ``session_ids`` in order, yielding ``(session_id, passing report)`` or
-        ``(session_id, the LedgerIntegrityError require would raise)``; the store's retirement and the index
+        ``(session_id, the LedgerIntegrityError or SessionBusy require would raise)``; the store's retirement and the index
         log are checked once for all of them (as ``audit --all`` shares them), not once per session: an
         index log that diverges refuses every session, as it does in :meth:`require`.
 
@@ -240,7 +278,7 @@ class Auditor:
         retired = self.retirement(store)
         index = self.index(store, sessions=False, retired=retired)
         for session_id in session_ids:
-            report = self._settled(store, session_id, index=index, retired=retired)
+            report = self.settled(store, session_id, index=index, retired=retired)
             yield session_id, report if report.ok else _refusal(report)
 
 
@@ -249,7 +287,9 @@ def require_intact(store: Store, session_id: str, *, auditor: Auditor | None = N
 
     Call before acting on a session (importing the agent it names, running, deciding, reporting its
     status). When a live writer moves the session's head during the check, it is run again on the
-    settled ledger (up to 5 times) so a concurrent append is never mistaken for tampering.
+    settled ledger (up to 5 times) so a concurrent append is never mistaken for tampering; a head still
+    moving after that is ``SessionBusy``, while a divergence inside the rows read is refused at once
+    whatever the head does (:meth:`Auditor.settled`).
 
     Args:
         store: The store.
@@ -265,12 +305,26 @@ def require_intact(store: Store, session_id: str, *, auditor: Auditor | None = N
         LedgerIntegrityError: any divergence of the session, or of the index log that vouches for it;
             ``seq`` and ``reason`` name the first (when only the index log diverges, ``seq`` is None and
             the reason starts with "index log leaf N").
+        SessionBusy: nothing diverges in what was read, but another writer kept appending through every
+            check (``seq``: the head it had reached); the session is not verified, try again later.
         KeyManifestError: with the default auditor, an unreadable key manifest or witness list.
     """
     return (auditor or Auditor.from_env()).require(store, session_id)
 
 
-def _refusal(report: AuditReport) -> LedgerIntegrityError:
+def _written_meanwhile(divergence: Divergence, before: int) -> bool:
+    """Whether ``divergence`` is what an append made while the check read the rows: rows past the head the
+    session row recorded (read first), beyond ``before``, the head seq read before the check."""
+    return (
+        divergence.reason == "head_mismatch"
+        and divergence.seq > before
+        and divergence.detail.startswith(ROWS_PAST)
+    )
+
+
+def _refusal(report: AuditReport) -> LedgerIntegrityError | SessionBusy:
+    if not report.divergences and not report.index_divergences and report.moved is not None:
+        return SessionBusy(session_id=report.session_id, seq=report.moved[1])
     if report.divergences:
         first = report.divergences[0]
         return LedgerIntegrityError(

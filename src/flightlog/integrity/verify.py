@@ -135,6 +135,10 @@ class AuditReport:
             to, that :func:`~flightlog.integrity.linked.check_linked` read and hashed (0: no such record).
         retired: How the store was retired (``moved to <url> at <time>``, :mod:`flightlog.integrity.retirement`),
             None for a live store.
+        moved: ``(head seq before, head seq after)`` the last check when a live writer kept appending while
+            the rows were read, past :meth:`flightlog.integrity.audit.Auditor.settled`'s retries: the rows past the
+            head read first are not verified (not :attr:`ok`, verdict ``moved``: re-run), while every
+            divergence inside what was read is still in :attr:`divergences`. None when the check settled.
     """
 
     session_id: str
@@ -158,6 +162,7 @@ class AuditReport:
     artifacts: list[ArtifactRef] = field(default_factory=list)
     linked: int = 0
     retired: str | None = None
+    moved: tuple[int, int] | None = None
     tree: CompactRange = field(default_factory=CompactRange, repr=False)
     latest: SignedCheckpoint | None = field(default=None, repr=False)
     linking: dict[str, int] = field(default_factory=dict, repr=False)
@@ -165,19 +170,22 @@ class AuditReport:
 
     @property
     def ok(self) -> bool:
-        """True when nothing diverges, in the session or in the index log consulted for it (an unanchored
-        tail is reported, not a divergence)."""
-        return not self.divergences and not self.index_divergences
+        """True when nothing diverges, in the session or in the index log consulted for it, and the check
+        settled (:attr:`moved` is None); an unanchored tail is reported, not a divergence."""
+        return not self.divergences and not self.index_divergences and self.moved is None
 
     @property
     def unanchored(self) -> tuple[int, int] | None:
         """``(first, last)`` seqs after the last verified checkpoint, or None when all are anchored."""
         return (self.anchored, self.events - 1) if self.anchored < self.events else None
 
-    def verdict(self) -> Literal["ok", "stale_copy", "diverges"]:
+    def verdict(self) -> Literal["ok", "stale_copy", "diverges", "moved"]:
         """``ok``, ``stale_copy`` (every divergence, the index log's too, is ``stale_copy``: a retired store
         whose session went on in the live store) or ``diverges``
-        (:func:`flightlog.integrity.retirement.verdict`)."""
+        (:func:`flightlog.integrity.retirement.verdict`); ``moved`` when nothing diverges but a live writer
+        kept moving the head during the check (:attr:`moved`: not verified, re-run)."""
+        if self.moved is not None and not self.divergences and not self.index_divergences:
+            return "moved"
         return verdict(self.ok, [d.reason for d in (*self.divergences, *self.index_divergences)])
 
     def state(self) -> str:
@@ -229,6 +237,7 @@ class AuditReport:
             "indexed": self.indexed,
             "ledger_id": self.ledger_id,
             "retired": self.retired,
+            "moved": None if self.moved is None else {"from": self.moved[0], "to": self.moved[1]},
             "artifacts": [
                 {"handle": a.handle, "seq": a.seq, "state": a.state, "detail": a.detail}
                 for a in self.artifacts

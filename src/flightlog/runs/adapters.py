@@ -140,7 +140,7 @@ from __future__ import annotations
 
 import re
 from collections.abc import Iterable, Mapping
-from dataclasses import asdict, dataclass, field, fields
+from dataclasses import MISSING, asdict, dataclass, field, fields
 from typing import Any, Protocol
 from urllib.parse import quote
 
@@ -454,8 +454,41 @@ class ProcessEntry:
 
     @classmethod
     def from_json(cls, data: Mapping[str, Any]) -> ProcessEntry:
-        """Inverse of :meth:`to_json`."""
-        return cls(**{f.name: data[f.name] for f in fields(cls) if f.name in data})
+        """Inverse of :meth:`to_json`, checking each field's type (the stored form is unhashed text a raw
+        write can change: an entry that would crash a reader later is refused here instead).
+
+        Raises:
+            ValueError: ``data`` is not a JSON object, lacks a required field or a field holds another type
+                (the message names the field and what it holds).
+        """
+        if not isinstance(data, Mapping):
+            raise ValueError(f"process entry is a {type(data).__name__}, not a JSON object")
+        values: dict[str, Any] = {}
+        for f in fields(cls):
+            if f.name not in data:
+                if f.default is MISSING:
+                    raise ValueError(f"process entry lacks its {f.name!r} field")
+                continue
+            value, wanted = data[f.name], _ENTRY_TYPES[f.name]
+            if not isinstance(value, wanted) or isinstance(value, bool):
+                raise ValueError(
+                    f"process entry field {f.name!r} holds {short(repr(value), 40)} "
+                    f"({type(value).__name__}), not {' or '.join(t.__name__ for t in wanted)}"
+                )
+            values[f.name] = value
+        return cls(**values)
+
+
+_ENTRY_TYPES: dict[str, tuple[type, ...]] = {
+    "agent_id": (str,),
+    "recorded_by": (str,),
+    "seq": (int,),
+    "at_ms": (int,),
+    "state": (str,),
+    "result_termination": (str, type(None)),
+    "role": (str,),
+}
+"""The type each :class:`ProcessEntry` field holds in its stored form (:meth:`ProcessEntry.from_json`)."""
 
 
 def process_snapshot(entry: ProcessEntry) -> AgentRunSnapshot:

@@ -39,7 +39,7 @@ import pydantic_core
 from ..encoding import decode_stored
 from ..errors import EventDecodeError, SessionNotFound
 from ..events import AgentProcessChanged, Event
-from ..narration import state_word
+from ..narration import short, state_word
 from ..store.base import NOT_A_RUN, RunListing, RunRow, SessionRecord, Store, StoredEvent
 from ..store.rows import run_row
 from .adapters import (
@@ -60,6 +60,7 @@ __all__ = [
     "RunEntry",
     "RunNode",
     "Undecodable",
+    "UnreadableRunRow",
     "build_tree",
     "compute_runs",
     "context_uses",
@@ -130,18 +131,49 @@ class _Parts:
     dict, with no snapshot), the snapshot and the snapshot JSON."""
 
 
+class UnreadableRunRow(ValueError):
+    """A stored ``runs`` row's ``fold`` text does not decode (not JSON, or a process entry or session fold
+    of the wrong shape: a raw write to the database). The message names the run and what is wrong.
+
+    The projector (an append) fails on it like on any other error, so the projection is marked stale and
+    the readers fold the ledgers; a reader of a current projection (:func:`context_uses`,
+    :func:`spawned_only`) logs a warning naming the row and reads the run's ledger instead;
+    ``flightlog verify`` names the row (:mod:`flightlog.runs.check`) and ``flightlog runs --rebuild``
+    rewrites it from the ledgers."""
+
+    run_id: str
+
+    def __init__(self, run_id: str, reason: str) -> None:
+        super().__init__(f"runs row {run_id!r}: its fold text does not decode ({reason})")
+        self.run_id = run_id
+
+
 def _parts(row: RunRow | None) -> _Parts:
+    """The parts a stored row was computed from.
+
+    Raises:
+        UnreadableRunRow: its ``fold`` text does not decode.
+    """
     if row is None:
         return _Parts()
-    data = json.loads(row.fold)
-    fold = None
-    session = data.get("session")
-    if data.get("v") == FOLD_VERSION and session is not None:
-        fold = SessionFold.from_json(session)
-    process = ProcessEntry.from_json(data["process"]) if data.get("process") else None
+    try:
+        data = json.loads(row.fold)
+        if not isinstance(data, dict):
+            raise ValueError(f"a {type(data).__name__}, not a JSON object")
+        fold = None
+        session = data.get("session")
+        if data.get("v") == FOLD_VERSION and session is not None:
+            fold = SessionFold.from_json(session)
+        process = ProcessEntry.from_json(data["process"]) if data.get("process") else None
+    except (ValueError, TypeError, KeyError) as exc:
+        raise UnreadableRunRow(row.run_id, short(str(exc), 120)) from exc
     # A fold of another version (one stored before context use was folded among them) is not resumed
     # from: the session's next append refolds its ledger.
     return _Parts(fold, process, row.session_status if fold is not None else None)
+
+
+def _unreadable(exc: UnreadableRunRow) -> None:
+    log.warning("%s; read from its ledger instead (run `flightlog runs --rebuild`)", exc)
 
 
 def spawned_only(store: Store, run_id: str) -> ProcessEntry | None:
@@ -151,7 +183,11 @@ def spawned_only(store: Store, run_id: str) -> ProcessEntry | None:
     projection is not current (:func:`projection_ready`; nothing is folded here)."""
     if not projection_ready(store):
         return None
-    parts = _parts(store.get_run_rows([run_id]).get(run_id))
+    try:
+        parts = _parts(store.get_run_rows([run_id]).get(run_id))
+    except UnreadableRunRow as exc:  # as with a stale projection: the caller reads the ledgers
+        _unreadable(exc)
+        return None
     return parts.process if parts.fold is None else None
 
 
@@ -818,16 +854,26 @@ def context_uses(store: Store, run_ids: Collection[str]) -> dict[str, ContextUse
 
     One read of the projection's rows when it is current (a row of another fold version counts as unknown
     until its session is appended to again or ``--rebuild``); otherwise each named session's ledger is
-    folded. Runs without a recorded session or without a record are left out.
+    folded, as is the ledger of a row whose fold text does not decode (:class:`UnreadableRunRow`, logged as
+    a warning naming the row). Runs without a recorded session or without a record are left out.
+
+    Raises:
+        EventDecodeError: a ledger it folds holds an event that does not decode (names the seq).
     """
     uses: dict[str, ContextUse] = {}
+    unread: list[str] = []
     if projection_ready(store):
         for run_id, row in store.get_run_rows(list(run_ids)).items():
-            parts = _parts(row)
+            try:
+                parts = _parts(row)
+            except UnreadableRunRow as exc:
+                _unreadable(exc)
+                unread.append(run_id)
+                continue
             use = parts.fold.context_use() if parts.fold is not None else None
             if use is not None:
                 uses[run_id] = use
-        return uses
+        run_ids = unread
     for run_id in run_ids:
         try:
             record = store.get_session(run_id)
