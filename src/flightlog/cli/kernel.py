@@ -163,7 +163,8 @@ def register(app: typer.Typer, open_db: OpenDb) -> None:
         A run that has ended is not resumed: its status and the seq of its ``run_terminal`` are printed,
         with its result, and the exit code is its status's (0 completed, 1 failed or budget exhausted);
         no agent spec is needed or imported for it. An imported transcript (``flightlog import``/``watch``)
-        records another agent's runs: it is refused (exit 2), naming its format and file.
+        records another agent's runs: once it passes the full check it is refused (exit 2), naming its
+        format and file (a tampered one is refused as tampered, exit 1).
 
         The session must pass the full check ``flightlog audit`` makes before anything it names is
         imported: the recorded spec only as a signed ``module:attribute``."""
@@ -177,9 +178,7 @@ def register(app: typer.Typer, open_db: OpenDb) -> None:
             sid = _tree_root(store, store.resolve_session(session), err)
             record = store.get_session(sid)
             source = record.source
-            imported = imported_transcript(record)
-            if imported is not None:  # no agent spec to ask for, no run of the kernel's to report
-                raise typer.BadParameter(f"{imported}; `flightlog show {sid}` shows what it recorded")
+            imported = imported_transcript(record)  # refused below, once the full check has passed
             if resumed_by_its_app(source):  # no spec to give: its framework runs it, not the kernel
                 raise typer.BadParameter(
                     f"session {sid} is a {source} session, run by its own app; it continues with "
@@ -187,10 +186,12 @@ def register(app: typer.Typer, open_db: OpenDb) -> None:
                 )
             notary = Notary.from_env()
             auditor = Auditor.for_notary(notary)
-            if spec is None:
+            if spec is None and imported is None:
                 spec = recorded_spec(store, sid, auditor=auditor)  # the full check, then the signed spec
             else:
                 require_intact(store, sid, auditor=auditor)  # your own --spec, but not for a tampered session
+            if imported is not None:  # no agent spec to ask for, no run of the kernel's to report
+                raise typer.BadParameter(f"{imported}; `flightlog show {sid}` shows what it recorded")
             ended = _ended(store, sid)  # read after the full check; no agent is imported for an ended run
             if ended is not None:
                 result, seq = ended
