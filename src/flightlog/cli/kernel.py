@@ -217,8 +217,7 @@ def register(app: typer.Typer, open_db: OpenDb) -> None:
     ) -> None:
         """List tool calls waiting for a decision, and those decided (by whom) waiting for a resume."""
         from ..kernel import pending
-        from ..kernel.approvals import continue_hint
-        from ..kernel.memory import memory_waits
+        from ..kernel.approvals import continue_hint, memory_waits
 
         undecodable: list[tuple[str, EventDecodeError]] = []
         with open_db(True) as store:

@@ -40,6 +40,7 @@ from ..recorder import Recorder
 from ..runs.projection import pass_over
 from ..store.base import RUNNABLE_STATUSES, SessionRecord, Store
 from .errors import DecidedByItsRuntime, InvalidOperator, NotPending
+from .memory import waiting_query
 from .records import APPROVAL_DECISION, GateKind, Verdict
 from .rowcheck import session_may_wait, sessions_may_wait
 from .state import Gate, KernelState, load_state
@@ -53,6 +54,7 @@ __all__ = [
     "continue_hint",
     "deny",
     "imported_transcript",
+    "memory_waits",
     "operator_problem",
     "pending",
     "resume_hint",
@@ -478,3 +480,47 @@ def _decide(
         if parent is not None:  # a fleet worker parked the tree's root on its own head: wake it
             store.wake_lease(root)
     return verdict
+
+
+def memory_waits(
+    store: Store, undecodable: list[tuple[str, EventDecodeError]] | None = None
+) -> list[tuple[str, int, str]]:
+    """``(session_id, turn, query id)`` of every run waiting for an asynchronous memory retrieval, sessions in
+    listing order: what ``flightlog pending`` adds after the calls waiting for a decision. Found as
+    :func:`pending` finds waits (the sessions whose ledger may wait, folded; a wait
+    an ``abort`` closed is left out).
+
+    Args:
+        store: The store.
+        undecodable: When given, a session whose stored events do not decode is added here as ``(session id,
+            error naming the seq)`` (unless already there) and the others are still listed; when None, that
+            error propagates.
+
+    Raises:
+        EventDecodeError: a stored event of a folded session does not decode (names its seq), unless
+            ``undecodable`` is given.
+    """
+    records = list(store.list_sessions())
+    try:
+        may: set[str] | None = sessions_may_wait(store)
+    except EventDecodeError:
+        if undecodable is None:
+            raise
+        may = None  # one session's rows do not decode: fold the sessions whose row says suspended
+    found: list[tuple[str, int, str]] = []
+    for record in records:
+        sid = record.session_id
+        if (sid not in may) if may is not None else record.status != "suspended":
+            continue
+        try:
+            state = load_state(store, sid)
+        except EventDecodeError as exc:
+            if undecodable is None:
+                raise
+            if all(known != sid for known, _exc in undecodable):
+                undecodable.append((sid, exc))
+            continue
+        query = waiting_query(state)
+        if query is not None and not state.wait_closed():
+            found.append((sid, state.turn, query))
+    return found

@@ -107,7 +107,6 @@ from .paging import current_access
 from .tools import Tool, tool
 
 if TYPE_CHECKING:
-    from ..errors import EventDecodeError
     from ..store.base import Store
     from .state import KernelState
 
@@ -590,54 +589,6 @@ def wait_detail(state: KernelState) -> str | None:
     if calls:
         return f"waiting for a decision on {', '.join(calls)} (flightlog pending)"
     return f"waiting: {state.suspension.reason}"
-
-
-def memory_waits(
-    store: Store, undecodable: list[tuple[str, EventDecodeError]] | None = None
-) -> list[tuple[str, int, str]]:
-    """``(session_id, turn, query id)`` of every run waiting for an asynchronous memory retrieval, sessions in
-    listing order: what ``flightlog pending`` adds after the calls waiting for a decision. Found as
-    :func:`flightlog.kernel.approvals.pending` finds waits (the sessions whose ledger may wait, folded; a wait
-    an ``abort`` closed is left out).
-
-    Args:
-        store: The store.
-        undecodable: When given, a session whose stored events do not decode is added here as ``(session id,
-            error naming the seq)`` (unless already there) and the others are still listed; when None, that
-            error propagates.
-
-    Raises:
-        EventDecodeError: a stored event of a folded session does not decode (names its seq), unless
-            ``undecodable`` is given.
-    """
-    from ..errors import EventDecodeError
-    from .rowcheck import sessions_may_wait
-    from .state import load_state
-
-    records = list(store.list_sessions())
-    try:
-        may: set[str] | None = sessions_may_wait(store)
-    except EventDecodeError:
-        if undecodable is None:
-            raise
-        may = None  # one session's rows do not decode: fold the sessions whose row says suspended
-    found: list[tuple[str, int, str]] = []
-    for record in records:
-        sid = record.session_id
-        if (sid not in may) if may is not None else record.status != "suspended":
-            continue
-        try:
-            state = load_state(store, sid)
-        except EventDecodeError as exc:
-            if undecodable is None:
-                raise
-            if all(known != sid for known, _exc in undecodable):
-                undecodable.append((sid, exc))
-            continue
-        query = waiting_query(state)
-        if query is not None and not state.wait_closed():
-            found.append((sid, state.turn, query))
-    return found
 
 
 def _asked(
