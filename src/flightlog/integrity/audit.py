@@ -224,7 +224,7 @@ class Auditor:
 
         * any other divergence of the session is inside what was read (the chain, the tree, the
           checkpoints and heads of that prefix are checked whatever comes after): it is reported at once
-          as the tampering it is, with :attr:`~flightlog.integrity.verify.AuditReport.moved` set and the
+          as the tampering it is, with ``AuditReport.moved`` set and the
           writer's rows-past divergence left out;
         * else the check runs again (at most ``_ATTEMPTS`` = 5 checks); still moving after the last, the
           report has no such divergence, ``moved`` is ``(head seq before, head seq after)`` and its
