@@ -911,23 +911,24 @@ def build_tree(snapshots: Sequence[AgentRunSnapshot]) -> list[RunNode]:
             roots.append(node)
         else:
             parent.children.append(node)
-    reached: set[str] = set()
-    stack = list(roots)
-    while stack:
-        node = stack.pop()
-        reached.add(node.snapshot.run_id)
-        stack.extend(node.children)
+    reached = _reach(roots, set())
     for snapshot in snapshots:
         if snapshot.run_id not in reached:
             node = nodes[snapshot.run_id]
             _detach(nodes, node)
             roots.append(node)
-            stack = [node]
-            while stack:
-                current = stack.pop()
-                reached.add(current.snapshot.run_id)
-                stack.extend(current.children)
+            _reach([node], reached)
     return roots
+
+
+def _reach(tops: Sequence[RunNode], reached: set[str]) -> set[str]:
+    """``reached`` with the run ids of ``tops`` and of every run under them added (returned)."""
+    stack = list(tops)
+    while stack:
+        node = stack.pop()
+        reached.add(node.snapshot.run_id)
+        stack.extend(node.children)
+    return reached
 
 
 def unlisted_parents(roots: Sequence[RunNode]) -> list[tuple[str | None, list[RunNode]]]:
@@ -941,12 +942,7 @@ def unlisted_parents(roots: Sequence[RunNode]) -> list[tuple[str | None, list[Ru
     Returns:
         ``(missing parent id or None, roots)`` in listing order.
     """
-    listed: set[str] = set()
-    stack = list(roots)
-    while stack:
-        node = stack.pop()
-        listed.add(node.snapshot.run_id)
-        stack.extend(node.children)
+    listed = _reach(roots, set())
     groups: list[tuple[str | None, list[RunNode]]] = []
     by_parent: dict[str, list[RunNode]] = {}
     for node in roots:
