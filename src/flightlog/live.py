@@ -11,8 +11,8 @@ Merge rule (:func:`merge`, seed 002 "durable outranks live"):
   is ignored (and live never reports ``terminal`` itself: :meth:`LiveRegistry.publish` refuses);
 * a run the ledger still holds in flight takes the larger of the durable and live ``tokens_used`` /
   ``steps_taken`` when the live heartbeat is fresh (younger than the lease), and the live ``state`` too
-  unless the ledger has an event newer than that state's publication (``changed_at_ms`` before the
-  run's last durable event): a durable fact outranks an older live state, and the heartbeat still counts
+  unless the ledger has an event no older than that state's publication (``changed_at_ms`` before the
+  run's last durable event, or in the same ms: which came first is then unknown): a durable fact outranks an older live state, and the heartbeat still counts
   for liveness;
 * everything else (ids, parent, source, refs, budgets configured, terminal summary) is durable only.
 
@@ -283,8 +283,10 @@ def merge(
     if live is None or state is None:
         abandoned = is_abandoned(durable.state, last_seen, now_ms=now_ms, lease_ms=lease_ms)
         return RunView(durable, durable.state, None, abandoned, last_seen)
-    if last_durable_ms is not None and live.changed_at_ms < last_durable_ms:
-        state = durable.state  # the ledger moved on since this live state was published
+    if last_durable_ms is not None and live.changed_at_ms <= last_durable_ms:
+        # The ledger moved on since this live state was published; in the same ms, which came first is
+        # unknown and the durable fact outranks it (seed 002).
+        state = durable.state
     budget = durable.budget.model_copy(
         update={
             "tokens_used": _max(durable.budget.tokens_used, live.tokens_used),

@@ -112,6 +112,16 @@ MERGE_TABLE = [
         True,
     ),
     (
+        # The kernel publishes "running" as a run starts; its checkpoint can land in the same ms (CI saw it).
+        "a live state published in the same ms as the latest durable event yields to it",
+        RunState.WAITING_MODEL,
+        LiveRunRecord("r", "running", FRESH, FRESH - 1, None, None, 1),
+        FRESH - 1,
+        RunState.WAITING_MODEL,
+        False,
+        True,
+    ),
+    (
         "a live state newer than the latest durable event refines it",
         RunState.RUNNING,
         live("waiting_model", FRESH),
