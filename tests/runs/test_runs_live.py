@@ -279,7 +279,9 @@ def test_registry_refuses_terminal_and_bad_counts() -> None:
 def test_live_state_crosses_processes_through_the_store(db_path: Path) -> None:
     with SqliteStore(db_path) as writer, SqliteStore(db_path, read_only=True) as reader:
         record(writer, "s1", [started()])
-        registry = LiveRegistry(writer)
+        # published after the ledger's last event (in the same ms the durable state would outrank it)
+        last_ms = max(r.recorded_at_ms for r in writer.read_events("s1"))
+        registry = LiveRegistry(writer, clock=Clock(last_ms + 1))
         registry.publish("s1", "waiting_tool", tokens_used=42)
         assert [r.state for r in reader.live_runs()] == ["waiting_tool"]
         views = list_run_views(reader)
