@@ -122,6 +122,7 @@ FOLD_EVENTS: list[Event] = [
     suspended("backoff"),
     cancelled("c1"),
     ev.Rollbacked(turn=1, checkpoint_history_len=0),
+    ev.Rollbacked(turn=1, checkpoint_history_len=0, reason=ev.RollbackReason.ProviderFailure(error="no key")),
     ev.BudgetExceeded(turn=1, operation_id="o", budget="turns"),
     ev.PermissionRequested(turn=1, tool="rm", arguments="{}"),
     ev.PermissionResolved(turn=1, approved=True, responder="policy_gate"),
@@ -132,6 +133,7 @@ FOLD_EVENTS: list[Event] = [
     custom("budget_configured", {"max_steps": 9}),
     process("kid", "exited", termination="completed"),
     terminal("completed"),
+    terminal("failed"),
     terminal("weird"),
 ]
 """One event of each shape the fold handles, for generated sequences (hypothesis ``sampled_from``)."""

@@ -31,7 +31,14 @@ from flightlog.runs import (
     refine_with_status,
     session_snapshot,
 )
-from flightlog.runs.adapters import _HEADER_FIELDS, _SCALARS, MAX_REFS, is_logical_ref, process_state
+from flightlog.runs.adapters import (
+    _HEADER_FIELDS,
+    _SCALARS,
+    FAILURE_CHARS,
+    MAX_REFS,
+    is_logical_ref,
+    process_state,
+)
 from flightlog.runs.adapters import SessionFold as Fold
 from flightlog.store import SessionRecord, SqliteStore
 
@@ -173,6 +180,87 @@ def test_detail_is_one_short_line() -> None:
     assert snapshot.terminal is not None and snapshot.terminal.detail is not None
     assert len(snapshot.terminal.detail) <= 120
     assert "\n" not in snapshot.terminal.detail
+
+
+def _rolled(reason: ev.RollbackReasonT | None = None) -> ev.Rollbacked:
+    return ev.Rollbacked(turn=1, checkpoint_history_len=1, reason=reason)
+
+
+def _provider(error: str) -> ev.RollbackReasonT:
+    return ev.RollbackReason.ProviderFailure(error=error)
+
+
+FAILURE_CASES: list[tuple[str, list[Event], str]] = [
+    (
+        "provider failed for good (the kernel's rollback, run_terminal failed)",
+        [started(), checkpoint(), _rolled(_provider("ProviderError: no API key")), terminal("failed")],
+        "failed: provider_failure: ProviderError: no API key",
+    ),
+    (
+        "fatal tool error",
+        [
+            started(),
+            llm(1, "c1"),
+            _rolled(ev.RollbackReason.FatalToolError(tool_name="shell", error="disk full")),
+            terminal("failed"),
+        ],
+        "failed: fatal_tool_error (shell): disk full",
+    ),
+    (
+        "model call timed out",
+        [started(), _rolled(ev.RollbackReason.Timeout()), terminal("failed")],
+        "failed: timeout",
+    ),
+    (
+        "a retry answered: the earlier failure is not why the run failed later",
+        [started(), _rolled(_provider("503")), checkpoint(), llm(), terminal("failed")],
+        "failed",
+    ),
+    (
+        "out of budget while a retry waited: the outcome says why",
+        [started(), _rolled(_provider("503")), terminal("budget_exhausted")],
+        "budget_exhausted",
+    ),
+    (
+        "the owner's own words are kept alone (LangGraph)",
+        [
+            started(),
+            _rolled(ev.RollbackReason.FatalToolError(tool_name="tools", error="boom")),
+            terminal("error in node tools: boom"),
+        ],
+        "error in node tools: boom",
+    ),
+    (
+        "a rollback without a reason says nothing",
+        [started(), _rolled(_provider("x")), _rolled(), terminal("failed")],
+        "failed",
+    ),
+    (
+        "a new run forgets the last one's rollback",
+        [started(), _rolled(_provider("x")), terminal("failed"), started("r2"), terminal("failed")],
+        "failed",
+    ),
+]
+
+
+@pytest.mark.parametrize(("name", "events", "detail"), FAILURE_CASES, ids=[c[0] for c in FAILURE_CASES])
+def test_a_failed_run_says_the_rollback_reason_its_ledger_recorded(
+    name: str, events: list[Event], detail: str
+) -> None:
+    snapshot = snap(events)
+    assert snapshot.terminal is not None and snapshot.terminal.detail == detail
+    assert wire(snapshot)["terminal"]["detail"] == detail  # type: ignore[index]
+
+
+def test_the_fold_keeps_the_failure_verbatim_but_bounded() -> None:
+    error = "line one\n  line two " + "y" * 1_000
+    made = fold([started(), _rolled(_provider(error)), terminal("failed")])
+    assert made.failure is not None and len(made.failure) == FAILURE_CHARS
+    assert made.failure == ("provider_failure: " + error)[: FAILURE_CHARS - 1] + "…"  # newline kept
+    assert json.loads(json.dumps(made.to_json()))["failure"] == made.failure
+    detail = made.snapshot().terminal.detail  # type: ignore[union-attr]
+    assert detail is not None and len(detail) <= 120 and "\n" not in detail
+    assert detail.startswith("failed: provider_failure: line one line two yyy")
 
 
 # ─── budgets: recorded facts only ─────────────────────────────────────────────────────────────

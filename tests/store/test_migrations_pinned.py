@@ -27,6 +27,7 @@ SQLITE = [
     "f4f006793771344aca75ba1f6b7548cb0ba9880d0bfc3383cc8610904c75da00",  # runs fold rules 4 (ddl.RUNS_FOLD_4)
     "ed2dd688f90ccc0ed635ff208ba4d5e10257f9d34e9d7920f1f232a57596f474",  # runs fold text 5 (ddl.RUNS_FOLD_5)
     "d74bca2e771205ceb6706ced715cb8721a635d42425b1c167546da9a807fee84",  # runs fold rules 6 (ddl.RUNS_FOLD_6)
+    "042c9fa7a84f8011a5f1d08c19ff3d70a51805df8bf72e87da56abba155ebefc",  # runs fold rules 7 (ddl.RUNS_FOLD_7)
 ]
 POSTGRES = [
     "444ebb775f784a74816dc21fb6f9d2dfc5abc2ea66031eabf69ab6856626b231",
@@ -40,6 +41,7 @@ POSTGRES = [
     "f4f006793771344aca75ba1f6b7548cb0ba9880d0bfc3383cc8610904c75da00",  # runs fold rules 4 (ddl.RUNS_FOLD_4)
     "ed2dd688f90ccc0ed635ff208ba4d5e10257f9d34e9d7920f1f232a57596f474",  # runs fold text 5 (ddl.RUNS_FOLD_5)
     "d74bca2e771205ceb6706ced715cb8721a635d42425b1c167546da9a807fee84",  # runs fold rules 6 (ddl.RUNS_FOLD_6)
+    "042c9fa7a84f8011a5f1d08c19ff3d70a51805df8bf72e87da56abba155ebefc",  # runs fold rules 7 (ddl.RUNS_FOLD_7)
 ]
 
 

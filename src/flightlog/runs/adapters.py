@@ -67,6 +67,19 @@ cancelled; ``interrupted``/``incomplete`` (an imported transcript that ended mid
 budget_exhausted. Any other reason: budget_exhausted when a ``budget_exceeded`` was recorded in that run,
 else failed; ``detail`` keeps the verbatim reason (cut to 120 chars) either way.
 
+Why a run failed: the kernel ends a run whose model call failed for good (retries and route positions
+spent) or whose tool failed fatally by recording, in one transaction, ``rollbacked(reason=...)`` (seed 000
+``RollbackReason``: ``provider_failure`` with the provider's error text, ``fatal_tool_error``, ``timeout``,
+``malformed_replay``...) then ``run_terminal("failed")``. The fold keeps the reason of the open run's latest
+``rollbacked`` (:attr:`SessionFold.failure`: ``<kind>[ (<tool>)][: <error or reason>]``, verbatim, cut to
+:data:`FAILURE_CHARS`); a later ``llm_completed`` (the turn went on: a retry or a failover answered) or
+``run_started`` clears it, and so does a ``rollbacked`` that records no reason. When the run then ends
+``failed`` under a reason that is one of the words above (``failed``, ``error``...: the word says nothing
+more), ``detail`` is ``<reason>: <failure>`` (``failed: provider_failure: no API key``), cut to 120 chars;
+a reason in the owner's own words (LangGraph's ``error in node <node>: <error>``) is kept alone, and an
+outcome other than ``failed`` (a run that ran out of budget while a retry waited) never shows it. Nothing
+else is invented: a failed run whose ledger records no rollback reason keeps its reason alone.
+
 ``Recorder.finish(status)`` is not an event: the session's ``status`` refines the snapshot only when the
 events say nothing terminal (:func:`refine_with_status`): ``completed``, ``failed``/``error``, ``aborted``,
 ``interrupted``/``incomplete``, ``budget_exhausted`` make an in-flight snapshot terminal with that outcome
@@ -158,6 +171,8 @@ from ..events import (
     PermissionRequested,
     PermissionResolved,
     Resumed,
+    Rollbacked,
+    RollbackReasonT,
     RunStarted,
     RunTerminal,
     Suspended,
@@ -197,6 +212,7 @@ class SessionRecordLike(Protocol):
 
 
 __all__ = [
+    "FAILURE_CHARS",
     "FOLD_VERSION",
     "MAX_REFS",
     "STATUS_OUTCOMES",
@@ -213,21 +229,27 @@ __all__ = [
     "process_state",
     "reads_event",
     "refine_with_status",
+    "rollback_cause",
     "session_snapshot",
 ]
 
-FOLD_VERSION = 6
+FOLD_VERSION = 7
 """Version of the fold rules below and of the stored fold text; a stored projection built by another
 version is rebuilt (3: a session that holds no run is no longer listed as ``initializing``, and a
 ``suspended`` after an ``operation_cancelled`` ends ``stopping``: the run waits again; 4: an import's own
 seal, written at the import, is not the run's last event, and the header says whether the session is an
 import; 5: the same rules, the stored text leaves out members at their defaults, :meth:`SessionFold.to_json`;
-6: a Codex import's token counts count toward the open run's ``tokens_used``)."""
+6: a Codex import's token counts count toward the open run's ``tokens_used``; 7: a run that failed after a
+turn rolled back keeps the rollback's reason, :attr:`SessionFold.failure`)."""
 
 MAX_REFS = 64
 """Most refs one snapshot keeps (oldest dropped first), so a row stays small in a long session."""
 
 _DETAIL_CHARS = 120
+
+FAILURE_CHARS = 500
+"""Most characters of a rollback's reason the fold keeps (:attr:`SessionFold.failure`); a longer one is cut
+to this many, its last an ellipsis."""
 
 
 def _words(text: str) -> list[str]:
@@ -344,6 +366,40 @@ def _id(text: str) -> str:
 
 def _detail(text: str) -> str:
     return short(text, _DETAIL_CHARS)
+
+
+def _bounded(text: str, limit: int) -> str:
+    """``text`` verbatim (whitespace kept) when it has at most ``limit`` characters, else its first
+    ``limit - 1`` and an ellipsis."""
+    return text if len(text) <= limit else text[: limit - 1] + "…"
+
+
+def _is_word(reason: str) -> bool:
+    """Whether a terminal reason is one of the outcome words (module docstring), not the owner's own text."""
+    return reason.strip().lower() in _REASON_OUTCOMES
+
+
+def rollback_cause(reason: RollbackReasonT) -> str:
+    """A rollback's recorded reason as one string: ``<kind>[ (<tool_name>)][: <error or reason>]``.
+
+    Args:
+        reason: A ``rollbacked`` event's ``reason`` (seed 000 ``RollbackReason``, tagged by ``kind``).
+
+    Returns:
+        The kind, then the tool it names (``fatal_tool_error``, ``governance_denied``) in parentheses, then
+        its text (``error``: ``provider_failure``, ``fatal_tool_error``; ``reason``: ``governance_denied``,
+        ``malformed_replay``) after a colon, verbatim: ``provider_failure: script exhausted at item 0``,
+        ``fatal_tool_error (shell): disk full``, ``timeout``.
+
+    Source: :class:`flightlog.events.RollbackReason`'s members and their fields.
+    """
+    tool = getattr(reason, "tool_name", None)
+    text = getattr(reason, "error", None)
+    if text is None:
+        text = getattr(reason, "reason", None)
+    return (
+        reason.kind + (f" ({tool})" if tool is not None else "") + (f": {text}" if text is not None else "")
+    )
 
 
 def _uint(value: Any) -> int | None:
@@ -531,6 +587,7 @@ class SessionFold:
     terminal_reason: str | None = None
     terminal_at_ms: int | None = None
     terminal_budget: bool = False
+    failure: str | None = None  # the open (or ended) run's latest rollbacked reason, module docstring
     closed_tokens: int | None = None
     closed_turns: int = 0
     open_tokens: int | None = None
@@ -586,6 +643,8 @@ class SessionFold:
             state["codex_start"] = self.codex_start
         if self.codex_total or type(self.codex_total) is not int:
             state["codex_total"] = self.codex_total
+        if self.failure is not None:
+            state["failure"] = self.failure
         if self.first_at_ms is not None:
             state["first_at_ms"] = self.first_at_ms
         if self.last_at_ms is not None:
@@ -689,6 +748,7 @@ class SessionFold:
         self.phase = "open"
         self.terminal_reason = self.terminal_at_ms = None
         self.terminal_budget = False
+        self.failure = None
         self.open_tokens, self.open_steps, self.budget_axis = None, 0, None
         self.codex_start = self.codex_total
         self._clear_pending("superseded")  # a new run: the previous one's open approvals wait no more
@@ -724,6 +784,8 @@ class SessionFold:
 
     def _on_llm_completed(self, seq: int, at: int, e: Event) -> None:
         self.awaiting_model = False
+        if self.phase == "open":  # the model answered after the rollback: the run went past it
+            self.failure = None
         self.open_steps += 1
         self._progress()
 
@@ -804,7 +866,9 @@ class SessionFold:
         for call_id in e.pending_call_ids:
             self._drop_call(call_id, "cancelled")
 
-    def _on_rollbacked(self, seq: int, at: int, e: Event) -> None:
+    def _on_rollbacked(self, seq: int, at: int, e: Rollbacked) -> None:
+        if self.phase == "open":  # a rollback between runs (an import's rewind) is no run's failure
+            self.failure = None if e.reason is None else _bounded(rollback_cause(e.reason), FAILURE_CHARS)
         self.awaiting_model = False
         self.tools = []
         for reference in self.gates.values():
@@ -964,6 +1028,8 @@ class SessionFold:
         reason = self.terminal_reason
         outcome = outcome_for_reason(reason, budget_exceeded=self.terminal_budget)
         detail = reason if self.budget_axis is None else f"{reason} ({self.budget_axis} budget exceeded)"
+        if self.failure is not None and outcome is TerminalOutcome.FAILED and _is_word(reason):
+            detail = f"{reason}: {self.failure}"  # the word says failed; the rollback says why
         return outcome, None if self.header.imported else self.terminal_at_ms, _detail(detail)
 
     def context_use(self) -> ContextUse | None:
@@ -1142,7 +1208,7 @@ _CUSTOM_HANDLERS: dict[str, Any] = {
     SEAL_KIND: _on_seal,
 }
 
-_ROW_ONLY = frozenset({"run_started", "checkpoint_taken", "llm_completed", "rollbacked"})
+_ROW_ONLY = frozenset({"run_started", "checkpoint_taken", "llm_completed"})
 """Kinds whose handler reads the row (seq, time) and never the event."""
 
 _CUSTOM_PREFIX = b'{"custom_kind":"'

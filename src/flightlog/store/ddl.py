@@ -20,6 +20,7 @@ __all__ = [
     "RUNS_FOLD_4",
     "RUNS_FOLD_5",
     "RUNS_FOLD_6",
+    "RUNS_FOLD_7",
     "SQLITE_MIGRATIONS",
     "SQLITE_RUNS_LIST",
 ]
@@ -579,3 +580,15 @@ RUNS_FOLD_6: tuple[str, str] = (
 """Both backends, last: ``flightlog.runs.FOLD_VERSION`` went from 5 to 6 (the open run's ``tokens_used``
 counts a Codex CLI import's ``Custom("codex.event_msg.token_count")`` running total, so a rollout imported
 without ``--seal`` lists the tokens it counted, not ``-``); as :data:`RUNS_FOLD_2`."""
+
+RUNS_FOLD_7: tuple[str, str] = (
+    "runs fold rules 7: a failed run keeps its rollback's reason (rebuild the projection)",
+    """
+    UPDATE runs_meta SET value = CASE WHEN EXISTS (SELECT 1 FROM events) THEN 0 ELSE 7 END
+        WHERE key = 'fold_version';
+    """,
+)
+"""Both backends, last: ``flightlog.runs.FOLD_VERSION`` went from 6 to 7 (the fold keeps the reason of the
+open run's latest ``rollbacked``, ``SessionFold.failure``, and a run that then ends ``failed`` says it in its
+terminal ``detail``: ``failed: provider_failure: <the provider's error>``, where it said ``failed``); as
+:data:`RUNS_FOLD_2`."""

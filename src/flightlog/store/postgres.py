@@ -86,6 +86,7 @@ from .ddl import (
     RUNS_FOLD_4,
     RUNS_FOLD_5,
     RUNS_FOLD_6,
+    RUNS_FOLD_7,
 )
 from .group import CommitGroup, Gate
 from .memory_postgres import MIGRATION as MEMORY_MIGRATION
@@ -114,9 +115,10 @@ MIGRATIONS: list[tuple[str, str]] = [
     RUNS_FOLD_4,
     RUNS_FOLD_5,
     RUNS_FOLD_6,
+    RUNS_FOLD_7,
 ]
 """Ordered migrations (:data:`flightlog.store.ddl.POSTGRES_MIGRATIONS`, then long-term memory's, then the signal queue's, then the paged runs list's, then
-:data:`flightlog.store.ddl.POSTGRES_RUNS_HOT`, then :data:`flightlog.store.ddl.RUNS_FOLD_2`, then :data:`flightlog.store.ddl.RUNS_FOLD_3`, then :data:`flightlog.store.ddl.RUNS_FOLD_4`, then :data:`flightlog.store.ddl.RUNS_FOLD_5`, then :data:`flightlog.store.ddl.RUNS_FOLD_6`): list index + 1 is the
+:data:`flightlog.store.ddl.POSTGRES_RUNS_HOT`, then :data:`flightlog.store.ddl.RUNS_FOLD_2`, then :data:`flightlog.store.ddl.RUNS_FOLD_3`, then :data:`flightlog.store.ddl.RUNS_FOLD_4`, then :data:`flightlog.store.ddl.RUNS_FOLD_5`, then :data:`flightlog.store.ddl.RUNS_FOLD_6`, then :data:`flightlog.store.ddl.RUNS_FOLD_7`): list index + 1 is the
 schema version."""
 
 _MIGRATION_LOCK: Final = (

@@ -42,6 +42,7 @@ from .ddl import (
     RUNS_FOLD_4,
     RUNS_FOLD_5,
     RUNS_FOLD_6,
+    RUNS_FOLD_7,
     SQLITE_MIGRATIONS,
     SQLITE_RUNS_LIST,
 )
@@ -72,8 +73,9 @@ MIGRATIONS: list[tuple[str, str]] = [
     RUNS_FOLD_4,
     RUNS_FOLD_5,
     RUNS_FOLD_6,
+    RUNS_FOLD_7,
 ]
-"""Ordered migrations (:data:`flightlog.store.ddl.SQLITE_MIGRATIONS`, then long-term memory's, then the signal queue's, then the paged runs list's, then the fold rules' :data:`flightlog.store.ddl.RUNS_FOLD_2`, then :data:`flightlog.store.ddl.RUNS_FOLD_3`, then :data:`flightlog.store.ddl.RUNS_FOLD_4`, then :data:`flightlog.store.ddl.RUNS_FOLD_5`, then :data:`flightlog.store.ddl.RUNS_FOLD_6`): list index + 1
+"""Ordered migrations (:data:`flightlog.store.ddl.SQLITE_MIGRATIONS`, then long-term memory's, then the signal queue's, then the paged runs list's, then the fold rules' :data:`flightlog.store.ddl.RUNS_FOLD_2`, then :data:`flightlog.store.ddl.RUNS_FOLD_3`, then :data:`flightlog.store.ddl.RUNS_FOLD_4`, then :data:`flightlog.store.ddl.RUNS_FOLD_5`, then :data:`flightlog.store.ddl.RUNS_FOLD_6`, then :data:`flightlog.store.ddl.RUNS_FOLD_7`): list index + 1
 is the schema version."""
 
 
