@@ -92,6 +92,7 @@ __all__ = [
     "event_from_wire",
     "is_kernel_os_event",
     "primitive",
+    "rollback_text",
 ]
 
 
@@ -177,6 +178,24 @@ RollbackReasonT = Annotated[
     _FatalToolError | _GovernanceDenied | _ProviderFailure | _Timeout | _UserInterrupt | _MalformedReplay,
     Field(discriminator="kind"),
 ]
+
+
+def rollback_text(reason: RollbackReasonT) -> str:
+    """A rollback reason as one line of text: ``<kind>`` then, when it records one, ``: <text>``.
+
+    Args:
+        reason: A ``rollbacked`` event's reason.
+
+    Returns:
+        The kind and the text it records, verbatim: ``error`` (``provider_failure``, ``fatal_tool_error``)
+        or ``reason`` (``governance_denied``, ``malformed_replay``): ``provider_failure: 401 bad key``,
+        ``timeout``. What ``RunResult.detail`` says of a run the kernel failed, and the runs read model's
+        ``SessionFold.failure``.
+
+    Source: seed 000 ``RollbackReason`` (its members' fields).
+    """
+    text = getattr(reason, "error", None) or getattr(reason, "reason", None)
+    return f"{reason.kind}: {text}" if text else reason.kind
 
 
 class CancellationReason(StrEnum):

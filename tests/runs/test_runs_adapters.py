@@ -204,7 +204,7 @@ FAILURE_CASES: list[tuple[str, list[Event], str]] = [
             _rolled(ev.RollbackReason.FatalToolError(tool_name="shell", error="disk full")),
             terminal("failed"),
         ],
-        "failed: fatal_tool_error (shell): disk full",
+        "failed: fatal_tool_error: disk full",
     ),
     (
         "model call timed out",

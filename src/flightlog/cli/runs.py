@@ -296,8 +296,10 @@ def _duration(ms: int | None) -> str:
 
 def view_line(view: RunView, now: int, context: ContextUse | None = None) -> list[str]:
     """The table cells of one run: id, state, outcome, tokens, steps, duration, context use (fill of the
-    latest model call / usable window, ``-`` when none was recorded), parent, liveness, detail (a stored reason
-    that spells the outcome another way, ``aborted``, as its term: ``narration.state_word``)."""
+    latest model call / usable window, ``-`` when none was recorded), parent, liveness, detail (the terminal
+    detail, seed 002 ``TerminalSummary.detail``, whole: at most 120 characters, such as a failed run's
+    ``failed: provider_failure: <the provider's error>``; a stored reason that spells the outcome another
+    way, ``aborted``, as its term: ``narration.state_word``)."""
     s = view.snapshot
     terminal = s.terminal
     return [
@@ -310,7 +312,7 @@ def view_line(view: RunView, now: int, context: ContextUse | None = None) -> lis
         context.label() if context is not None else "-",
         s.parent or "",
         _liveness(view, now),
-        short(state_word(terminal.detail), 40) if terminal and terminal.detail else "",
+        short(state_word(terminal.detail), 120) if terminal and terminal.detail else "",
     ]
 
 

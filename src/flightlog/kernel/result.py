@@ -6,6 +6,8 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Literal
 
+from ..events import rollback_text
+
 if TYPE_CHECKING:
     from .state import KernelState
 
@@ -108,9 +110,7 @@ def _terminal_detail(state: KernelState) -> str | None:
         return f"budget exhausted: {exceeded.budget}"
     rollback = _last(state, "rollbacked")
     if rollback is not None and rollback.reason is not None:
-        wire = rollback.reason.to_wire()
-        extra = wire.get("error") or wire.get("reason") or ""
-        return f"{wire['kind']}: {extra}".rstrip(": ")
+        return rollback_text(rollback.reason)
     return state.terminal.reason if state.terminal is not None else None
 
 

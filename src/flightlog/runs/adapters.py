@@ -71,7 +71,8 @@ Why a run failed: the kernel ends a run whose model call failed for good (retrie
 spent) or whose tool failed fatally by recording, in one transaction, ``rollbacked(reason=...)`` (seed 000
 ``RollbackReason``: ``provider_failure`` with the provider's error text, ``fatal_tool_error``, ``timeout``,
 ``malformed_replay``...) then ``run_terminal("failed")``. The fold keeps the reason of the open run's latest
-``rollbacked`` (:attr:`SessionFold.failure`: ``<kind>[ (<tool>)][: <error or reason>]``, verbatim, cut to
+``rollbacked`` (:attr:`SessionFold.failure`: ``<kind>[: <error or reason>]``,
+:func:`flightlog.events.rollback_text`, as the kernel's ``RunResult.detail`` says it; verbatim, cut to
 :data:`FAILURE_CHARS`); a later ``llm_completed`` (the turn went on: a retry or a failover answered) or
 ``run_started`` clears it, and so does a ``rollbacked`` that records no reason. When the run then ends
 ``failed`` under a reason that is one of the words above (``failed``, ``error``...: the word says nothing
@@ -172,7 +173,6 @@ from ..events import (
     PermissionResolved,
     Resumed,
     Rollbacked,
-    RollbackReasonT,
     RunStarted,
     RunTerminal,
     Suspended,
@@ -180,6 +180,7 @@ from ..events import (
     ToolDenied,
     ToolGated,
     ToolRequested,
+    rollback_text,
 )
 from ..narration import short
 from ..notarization import SEAL_KIND
@@ -229,7 +230,6 @@ __all__ = [
     "process_state",
     "reads_event",
     "refine_with_status",
-    "rollback_cause",
     "session_snapshot",
 ]
 
@@ -377,29 +377,6 @@ def _bounded(text: str, limit: int) -> str:
 def _is_word(reason: str) -> bool:
     """Whether a terminal reason is one of the outcome words (module docstring), not the owner's own text."""
     return reason.strip().lower() in _REASON_OUTCOMES
-
-
-def rollback_cause(reason: RollbackReasonT) -> str:
-    """A rollback's recorded reason as one string: ``<kind>[ (<tool_name>)][: <error or reason>]``.
-
-    Args:
-        reason: A ``rollbacked`` event's ``reason`` (seed 000 ``RollbackReason``, tagged by ``kind``).
-
-    Returns:
-        The kind, then the tool it names (``fatal_tool_error``, ``governance_denied``) in parentheses, then
-        its text (``error``: ``provider_failure``, ``fatal_tool_error``; ``reason``: ``governance_denied``,
-        ``malformed_replay``) after a colon, verbatim: ``provider_failure: script exhausted at item 0``,
-        ``fatal_tool_error (shell): disk full``, ``timeout``.
-
-    Source: :class:`flightlog.events.RollbackReason`'s members and their fields.
-    """
-    tool = getattr(reason, "tool_name", None)
-    text = getattr(reason, "error", None)
-    if text is None:
-        text = getattr(reason, "reason", None)
-    return (
-        reason.kind + (f" ({tool})" if tool is not None else "") + (f": {text}" if text is not None else "")
-    )
 
 
 def _uint(value: Any) -> int | None:
@@ -868,7 +845,7 @@ class SessionFold:
 
     def _on_rollbacked(self, seq: int, at: int, e: Rollbacked) -> None:
         if self.phase == "open":  # a rollback between runs (an import's rewind) is no run's failure
-            self.failure = None if e.reason is None else _bounded(rollback_cause(e.reason), FAILURE_CHARS)
+            self.failure = None if e.reason is None else _bounded(rollback_text(e.reason), FAILURE_CHARS)
         self.awaiting_model = False
         self.tools = []
         for reference in self.gates.values():

@@ -346,7 +346,7 @@ def _session_status(dash: _Dashboard, session_id: str) -> dict[str, Any]:
     calls = suspended.get(session_id, [])
     warning = queue.warnings.get(session_id) or queue.unreadable.get(session_id, "")
     unread: Undecodable = []  # the row ended its run, its events do not decode: whether it waits is unknown
-    state, budget = views.session_status(store, session_id, undecodable=unread)
+    state, budget, ended = views.session_status(store, session_id, undecodable=unread)
     held = None
     resumable: set[str] = set()  # aborted and resumable: "paused" as ls and runs say it, nothing to abort
     try:
@@ -369,6 +369,7 @@ def _session_status(dash: _Dashboard, session_id: str) -> dict[str, Any]:
         "abandoned": state.endswith(" (abandoned)") and record.source == "kernel",
         "row_warning": views.show(warning, views.LINE_LIMIT),
         "state": state,
+        "ended": ended,
         "budget": budget,
         "context": views.session_context(store, session_id),
         "children": subtree.child_rows(store, session_id),

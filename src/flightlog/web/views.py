@@ -911,6 +911,7 @@ class SessionPage:
         artifacts_total: All rows of the table (every page).
         state: The run's state (durable refined by live), when the projection knows it.
         budget: Tokens/steps/duration for the header.
+        ended: How the run ended, when its terminal detail says more than its outcome (:func:`session_status`).
         context: The recorded window fill of the latest model calls (:func:`context_cells` each, plus
             ``seq``), oldest first, at most :data:`KEEP_CONTEXT`.
         entropy: The entropy watch's samples, oldest turn first: ``{turn, score (2 decimals), alert}``.
@@ -929,6 +930,7 @@ class SessionPage:
     artifacts_total: int = 0
     state: str = ""
     budget: dict[str, str] = field(default_factory=dict)
+    ended: str = ""
     context: list[dict[str, str]] = field(default_factory=list)
     entropy: list[dict[str, Any]] = field(default_factory=list)
 
@@ -1009,17 +1011,23 @@ def run_view(
 
 def session_status(
     store: Store, session_id: str, *, undecodable: Undecodable | None = None
-) -> tuple[str, dict[str, str]]:
+) -> tuple[str, dict[str, str], str]:
     """The run's state (durable refined by live state; a terminal one with its outcome, as the runs list
-    shows it: ``terminal · interrupted``; "" when unknown) and its budget cells.
+    shows it: ``terminal · interrupted``; "" when unknown), its budget cells and how it ended.
     ``undecodable`` as :func:`run_view` takes it.
+
+    Returns:
+        ``(state, cells, ended)``: ``cells`` maps ``tokens``, ``steps``, ``duration`` to their text;
+        ``ended`` is a terminal run's ``detail`` (seed 002 ``TerminalSummary.detail``, what its ledger says
+        it ended with: ``failed: provider_failure: <the provider's error>``, at most 120 characters) when it
+        says more than the outcome word, else "".
 
     Raises:
         EventDecodeError: as :func:`run_view` raises it.
     """
     view = run_view(store, session_id, undecodable=undecodable)
     if view is None:  # no run (a session that holds none, or the projection is stale): no cells known
-        return "", {"tokens": "", "steps": "", "duration": ""}
+        return "", {"tokens": "", "steps": "", "duration": ""}, ""
     b = view.snapshot.budget
     terminal = view.snapshot.terminal
     outcome = f" · {terminal.outcome.value}" if terminal and view.snapshot.state.is_terminal() else ""
@@ -1029,7 +1037,10 @@ def session_status(
         "steps": "" if b.steps_taken is None else str(b.steps_taken),
         "duration": _budget_time(store, session_id, b.duration_ms, undecodable),
     }
-    return state, cells
+    ended = ""
+    if outcome and terminal and terminal.detail and state_word(terminal.detail) != terminal.outcome.value:
+        ended = show(state_word(terminal.detail), LINE_LIMIT)  # says more than the outcome word
+    return state, cells, ended
 
 
 def _budget_time(
@@ -1103,7 +1114,7 @@ def session_page(
     start = max(0, min(start, max(head, 0)))
     page = SessionPage(session_id, _header(record), head, start)
     # a run the row ended whose events do not decode: state unknown (the timeline names the seq)
-    page.state, page.budget = session_status(store, session_id, undecodable=[])
+    page.state, page.budget, page.ended = session_status(store, session_id, undecodable=[])
     calls: OrderedDict[str, _Call] = OrderedDict()
     thinking: list[dict[str, Any]] = []
     providers: list[dict[str, Any]] = []

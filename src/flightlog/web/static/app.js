@@ -339,6 +339,9 @@
       const rowWarning = doc.getElementById("row-warning");
       if (rowWarning) rowWarning.hidden = !st.row_warning;
       setText("state", st.state || "unknown");
+      setText("ended", st.ended || "");
+      setHidden("ended-label", !st.ended);
+      setHidden("ended", !st.ended);
       setText("head", String(st.head_seq + 1));
       const b = st.budget || {};
       setText("budget", (b.tokens ? b.tokens + " tokens " : "") + (b.steps ? b.steps + " steps " : "") + (b.duration || ""));

@@ -1,0 +1,108 @@
+"""A kernel run whose provider failed says why (its ledger's rollback reason) in ``runs`` and ``runs --json``,
+after ``runs --rebuild``, through ``verify``'s projection check, and after the migration from fold rules 6."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+import pytest
+from typer.testing import CliRunner
+
+from flightlog.cli import app as flightlog_app
+from flightlog.kernel import Agent, Kernel
+from flightlog.kernel.scripted import ScriptedProvider
+from flightlog.providers.base import ProviderError
+from flightlog.runs import FOLD_VERSION, adapters, list_runs, projection_ready, rebuild_projection
+from flightlog.store import SqliteStore
+from flightlog.store import sqlite as sqlite_backend
+
+from .cli_app import make_app
+
+ERROR = "Error code: 401 - invalid API key"
+"""What the provider raised: the ledger's ``rollbacked.reason.error``."""
+WHY = f"failed: provider_failure: {ERROR}"
+"""The run's terminal detail (seed 002 ``TerminalSummary.detail``)."""
+
+runner = CliRunner()
+
+
+def fail_a_run(store: SqliteStore) -> str:
+    """A kernel run whose only provider refuses (not retryable, no other route position): it fails."""
+    provider = ScriptedProvider([ProviderError(ERROR, retryable=False)], by_turn=False)
+    result = Kernel(store, Agent(name="f", route=[provider])).run_sync("go", handle_signals=False)
+    assert (result.status, result.detail) == ("failed", f"provider_failure: {ERROR}")
+    return result.session_id
+
+
+def runs(db_path: Path, *args: str) -> tuple[int, str, str]:
+    result = runner.invoke(make_app(db_path), ["runs", *args])
+    if result.exception and not isinstance(result.exception, SystemExit):
+        raise result.exception
+    return result.exit_code, result.stdout, result.stderr
+
+
+def row_of(table: str, run_id: str) -> str:
+    return next(line for line in table.splitlines() if line.startswith(run_id))
+
+
+def detail_in_json(db_path: Path, run_id: str, *args: str) -> Any:
+    code, out, _ = runs(db_path, "--json", *args)
+    assert code == 0
+    return next(item for item in json.loads(out) if item["run_id"] == run_id)["terminal"]
+
+
+def test_runs_says_why_a_kernel_run_failed(db_path: Path) -> None:
+    with SqliteStore(db_path) as store:
+        sid = fail_a_run(store)
+    code, out, err = runs(db_path)
+    assert code == 0 and err == ""
+    line = row_of(out, sid)
+    assert line.split()[1:3] == ["terminal", "failed"] and line.endswith(WHY)
+    terminal = detail_in_json(db_path, sid)  # the seed's wire form: outcome, ended_at_ms, detail
+    assert (terminal["outcome"], terminal["detail"]) == ("failed", WHY) and set(terminal) == {
+        "outcome",
+        "ended_at_ms",
+        "detail",
+    }
+
+
+def test_the_reason_survives_a_rebuild_and_verify_checks_the_row(db_path: Path) -> None:
+    with SqliteStore(db_path) as store:
+        sid = fail_a_run(store)
+        stored = store.get_run_rows([sid])[sid]
+        assert json.loads(stored.fold)["session"]["failure"] == f"provider_failure: {ERROR}"
+    assert detail_in_json(db_path, sid, "--rebuild")["detail"] == WHY
+    with SqliteStore(db_path) as store:
+        assert store.get_run_rows([sid])[sid] == stored  # the rebuild folds the same row from the ledger
+    result = runner.invoke(flightlog_app, ["--db", str(db_path), "verify", sid])
+    assert result.exit_code == 0, result.stdout + result.stderr  # the runs row agrees with its ledger
+
+
+def _fold_rules_6(fold: adapters.SessionFold, seq: int, at: int, event: Any) -> None:
+    """``rollbacked`` as fold rules 6 folded it: the turn undone, its reason not kept."""
+    fold.awaiting_model, fold.tools = False, []
+
+
+def test_a_store_of_fold_rules_6_is_migrated_and_rebuilt_with_the_reason(
+    db_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    mine = next(i for i, (d, _) in enumerate(sqlite_backend.MIGRATIONS) if d.startswith("runs fold rules 7"))
+    monkeypatch.setattr(sqlite_backend, "MIGRATIONS", sqlite_backend.MIGRATIONS[:mine])
+    monkeypatch.setitem(adapters._HANDLERS, "rollbacked", _fold_rules_6)
+    with SqliteStore(db_path) as store:  # a database, and its projection, made by fold rules 6
+        sid = fail_a_run(store)
+        assert store.run_projection_version() == 6 and projection_ready(store) is False
+        assert "failure" not in json.loads(store.get_run_rows([sid])[sid].fold)["session"]
+        assert json.loads(store.get_run_rows([sid])[sid].snapshot)["terminal"]["detail"] == "failed"
+    monkeypatch.undo()
+    with SqliteStore(db_path) as store:  # migrating: the projection is stale, the listings fold the ledgers
+        assert store.run_projection_version() == 0 and not projection_ready(store)
+        assert list_runs(store)[0].terminal.detail == WHY  # type: ignore[union-attr]
+    code, out, err = runs(db_path)
+    assert code == 0 and "runs projection missing or stale" in err and row_of(out, sid).endswith(WHY)
+    with SqliteStore(db_path) as store:
+        rebuild_projection(store)
+        assert store.run_projection_version() == FOLD_VERSION == 7 and projection_ready(store)
+        assert json.loads(store.get_run_rows([sid])[sid].snapshot)["terminal"]["detail"] == WHY
