@@ -66,7 +66,7 @@ def test_the_budget_row_shows_active_time_against_the_limit_then_elapsed(store: 
     assert view is not None and view.snapshot.budget.duration_ms is not None
     elapsed = view.snapshot.budget.duration_ms
     assert elapsed - active.used_ms >= WAIT_S * 1000  # the wait is in the elapsed time only
-    _, cells = session_status(store, sid)
+    _, cells, _ = session_status(store, sid)
     assert cells["duration"] == f"active {_fmt(active.used_ms)} of 1m00s · elapsed {_fmt(elapsed)}"
 
 
