@@ -34,7 +34,7 @@ from ..errors import Divergence, FlightlogError, LedgerIntegrityError, SessionBu
 from ..ledger import ROWS_PAST
 from ..store.base import SessionRecord, Store, StoredEvent
 from .checkpoints import origin_for
-from .heads import HeadStore, WitnessedHead
+from .heads import HeadStore, WitnessedHead, copy_hint
 from .indexlog import IndexReport, audit_index, index_origin, indexed_heads
 from .keys import Keyring, load_keyring
 from .notary import Notary
@@ -330,15 +330,21 @@ def _refusal(report: AuditReport) -> LedgerIntegrityError | SessionBusy:
         return LedgerIntegrityError(
             session_id=report.session_id,
             seq=first.seq,
-            reason=_reason(first),
+            reason=_hinted(_reason(first), copy_hint(report.divergences)),
             divergences=report.divergences,
         )
     first = report.index_divergences[0]
     return LedgerIntegrityError(
         session_id=report.session_id,
-        reason=f"index log leaf {first.seq}: {_reason(first)}",
+        reason=_hinted(
+            f"index log leaf {first.seq}: {_reason(first)}", copy_hint(report.index_divergences, index=True)
+        ),
         divergences=report.index_divergences,
     )
+
+
+def _hinted(reason: str, hint: str) -> str:
+    return f"{reason}; {hint}" if hint else reason
 
 
 def _reason(divergence: Divergence) -> str:

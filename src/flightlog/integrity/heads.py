@@ -21,16 +21,19 @@ import hashlib
 import json
 import os
 import re
-from collections.abc import Iterator
+from collections.abc import Callable, Iterable, Iterator, Mapping
 from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 from ..errors import (
+    Divergence,
+    LedgerIntegrityError,
     StoreError,
     StoreUnavailable,
 )
+from ..ledger import CompactRange
 from .checkpoints import Checkpoint, SignedCheckpoint
 from .notes import NoteError, parse_note
 
@@ -40,6 +43,9 @@ __all__ = [
     "IndexedHead",
     "RetainedHead",
     "WitnessedHead",
+    "copy_hint",
+    "extension_problem",
+    "prefix_root",
 ]
 
 ENV_HEAD_DIR = "FLIGHTLOG_HEAD_DIR"
@@ -137,17 +143,45 @@ class HeadStore:
                 continue
         return heads
 
-    def save(self, ledger_id: str, session_id: str, signed: SignedCheckpoint, *, sealed: bool) -> bool:
-        """Retain ``signed`` unless the file already holds a larger head. Atomic (write, fsync, rename).
+    def save(
+        self,
+        ledger_id: str,
+        session_id: str,
+        signed: SignedCheckpoint,
+        *,
+        sealed: bool,
+        roots: Mapping[int, bytes] | None = None,
+    ) -> bool:
+        """Retain ``signed`` when it extends the retained head. Atomic (write, fsync, rename).
+
+        A head moves forward only onto a tree that extends it (RFC 9162 §2.1.4: the new tree's root at the
+        retained size is the retained root). ``roots`` gives what the writer knows of its own tree: its root
+        at earlier sizes (``signed.size`` is ``signed.root`` already). A retained head of a size ``roots``
+        does not cover is left as it is (a lagging head is safe; the next writer's check, made inside its
+        transaction, settles it).
+
+        Args:
+            ledger_id: The database's ledger id.
+            session_id: The session.
+            signed: The checkpoint to retain.
+            sealed: Whether it is the session's seal checkpoint.
+            roots: Root of the writer's tree by size, 32 bytes each (default: none known).
 
         Returns:
-            True when written.
+            True when written; False when a larger head is retained, or one the writer cannot show it extends.
+
+        Raises:
+            LedgerIntegrityError: the retained head is a fork of ``signed`` (its root differs from the
+                writer's at its size): the file is kept as the evidence it is; ``seq`` is its last event.
+            NoteError: the retained file is unreadable.
         """
         path = self.path(ledger_id, session_id)
         current = self.load(ledger_id, session_id)
         if current is not None:
-            size = Checkpoint.parse(parse_note(current.note).text).size
-            if size > signed.size or (size == signed.size and current.sealed and not sealed):
+            cp = Checkpoint.parse(parse_note(current.note).text)
+            if not _extends(cp, signed, roots, session_id, "the retained head", "events"):
+                return False
+            if cp.size == signed.size and current.sealed and not sealed:
                 return False
         doc = {
             "format": self.FORMAT,
@@ -180,18 +214,32 @@ class HeadStore:
         doc = _read_head(path, "retained index head", expect, f"an index head of ledger {ledger_id}")
         return None if doc is None else str(doc["checkpoint"])
 
-    def save_index(self, ledger_id: str, signed: SignedCheckpoint) -> bool:
-        """Retain the index log's checkpoint unless a larger one is retained (several processes append to
+    def save_index(
+        self, ledger_id: str, signed: SignedCheckpoint, roots: Mapping[int, bytes] | None = None
+    ) -> bool:
+        """Retain the index log's checkpoint when it extends the retained one (several processes append to
         one ledger's index: the compare-and-write holds an exclusive lock file; refused where the OS has none).
+
+        As :meth:`save`: ``roots`` is the writer's index root by size (32 bytes each); a retained index head
+        it does not cover is left as it is.
 
         Returns:
             True when written.
+
+        Raises:
+            LedgerIntegrityError: the retained index head is a fork of ``signed`` (kept; ``seq`` is its last
+                leaf, the session id ``(index log)``).
+            NoteError: the retained file is unreadable.
+            StoreUnavailable: no file locking on this platform.
         """
         path = self.index_path(ledger_id)
         with _file_lock(path.with_name(".index.lock")):
             current = self.load_index(ledger_id)
-            if current is not None and Checkpoint.parse(parse_note(current).text).size >= signed.size:
-                return False
+            if current is not None:
+                cp = Checkpoint.parse(parse_note(current).text)
+                extends = _extends(cp, signed, roots, "(index log)", "the retained index head", "leaves")
+                if not extends or cp.size == signed.size:
+                    return False
             doc = {
                 "format": self.INDEX_FORMAT,
                 "ledger_id": ledger_id,
@@ -203,6 +251,135 @@ class HeadStore:
             # leave this head lagging, which is safe; checks compare the database against it, never back.
             _write_atomic(path, doc, fsync=False)
         return True
+
+
+def _extends(
+    current: Checkpoint,
+    signed: SignedCheckpoint,
+    roots: Mapping[int, bytes] | None,
+    session_id: str,
+    what: str,
+    unit: str,
+) -> bool:
+    """Whether ``signed`` may replace the retained ``current``: False when ``current`` is larger or of a size
+    ``roots`` does not know; raises when the writer's root at ``current.size`` differs (a fork)."""
+    if current.size > signed.size:
+        return False
+    known = signed.root if current.size == signed.size else (roots or {}).get(current.size)
+    if known is None:
+        return False
+    problem = extension_problem(what, unit, current.size, current.root, signed.size, known)
+    if problem is not None:
+        raise LedgerIntegrityError(
+            session_id=session_id,
+            seq=problem.seq,
+            reason=f"{problem.reason}: {problem.detail}",
+            divergences=[problem],
+        )
+    return True
+
+
+_HEAD_REASONS = frozenset({"rollback", "fork", "stale_head"})
+
+
+def copy_hint(divergences: Iterable[Divergence], *, index: bool = False) -> str:
+    """What a divergence from a retained head means and what to do, or "" for any other divergence.
+
+    Args:
+        divergences: The divergences found (a ``rollback``, ``fork`` or ``stale_head`` whose detail names a
+            retained head gets the hint).
+        index: They are the index log's: it covers every session of the database, so every one is refused.
+
+    Returns:
+        One sentence without a trailing period, or "".
+    """
+    if not any(d.reason in _HEAD_REASONS and "retained" in d.detail for d in divergences):
+        return ""
+    scope = (
+        "; the index log covers every session of this database, so every session is refused until then"
+        if index
+        else ""
+    )
+    return (
+        "the heads retained outside the database say this ledger went further: a copy of this database "
+        "(same ledger id, same retained heads) was written to, or this file was restored from an older copy "
+        "(a plain cp without its -wal file loses the latest commits: use sqlite3 .backup); `flightlog db copy` "
+        "makes a copy that shares nothing; to keep THIS file as the truth, `flightlog heads accept-restore "
+        f"--reason TEXT` records that decision in the ledger and re-anchors the retained heads{scope}"
+    )
+
+
+def extension_problem(
+    what: str, unit: str, retained_size: int, retained_root: bytes, size: int, root_at: bytes | None
+) -> Divergence | None:
+    """Whether a log of ``size`` entries extends a retained head (RFC 9162 §2.1.4: a consistent log's root
+    at the retained size is the retained root).
+
+    Args:
+        what: The head, for the message ("the retained head").
+        unit: What the log holds ("events", "leaves").
+        retained_size: Entries the retained head covers.
+        retained_root: Its root, 32 bytes.
+        size: Entries the log holds.
+        root_at: The log's root over its first ``retained_size`` entries (None when ``size`` is smaller).
+
+    Returns:
+        None when it extends it; else a ``rollback`` divergence at ``size`` (the head covers more than the
+        log holds) or a ``fork`` at the head's last entry (the roots differ).
+    """
+    if retained_size > size:
+        return Divergence(
+            size,
+            "rollback",
+            f"{what} covers {retained_size} {unit}, the database holds {size}: rolled back to an earlier "
+            "copy or truncated",
+        )
+    if retained_size and root_at != retained_root:
+        return Divergence(
+            retained_size - 1,
+            "fork",
+            f"the database's {unit} differ from {what} at size {retained_size} (a root over the first "
+            f"{retained_size} that is not the retained one)",
+        )
+    return None
+
+
+def prefix_root(
+    tree: CompactRange,
+    size: int,
+    frontier: CompactRange | None,
+    hashes: Callable[[int, int], Iterable[bytes]],
+) -> bytes | None:
+    """The root over the first ``size`` leaves of the log whose compact range is ``tree`` (RFC 9162 MTH).
+
+    With ``frontier`` (a stored compact range at ``size``, a cache) the leaves ``[size, tree.size)`` are
+    folded into a copy of it: when that lands on ``tree``'s root, the frontier's root is the log's root at
+    ``size`` (equivalent to an RFC 9162 §2.1.4 consistency proof). Otherwise the first ``size`` leaves are
+    hashed again (O(size)).
+
+    Args:
+        tree: The log's compact range (all its leaves).
+        size: Leaves to take the root over.
+        frontier: A compact range claimed for the first ``size`` leaves, or None.
+        hashes: ``hashes(start, stop)``: the leaf hashes (32 bytes each) of ``[start, stop)``, ascending.
+
+    Returns:
+        The root, 32 bytes; None when ``size`` exceeds ``tree.size``.
+    """
+    if size > tree.size:
+        return None
+    if size == tree.size:
+        return tree.root()
+    if frontier is not None and frontier.size == size:
+        folded = frontier.copy()
+        for leaf in hashes(size, tree.size):
+            folded.append(leaf)
+        if folded.size == tree.size and folded.root() == tree.root():
+            return frontier.root()
+    rebuilt = CompactRange()
+    for leaf in hashes(0, size):
+        rebuilt.append(leaf)
+    return rebuilt.root()
 
 
 def _write_atomic(path: Path, doc: dict[str, Any], *, fsync: bool = True) -> None:

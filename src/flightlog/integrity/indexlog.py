@@ -58,7 +58,7 @@ from .checkpoints import (
     open_stored_checkpoints,
     origin_for,
 )
-from .heads import HeadStore, IndexedHead, WitnessedHead
+from .heads import HeadStore, IndexedHead, WitnessedHead, copy_hint, extension_problem, prefix_root
 from .keys import Keyring, load_keyring
 from .notes import NoteError, parse_note
 from .retirement import verdict
@@ -165,23 +165,58 @@ def append_to_index(
     Raises:
         AppendConflict: another writer appended the same index position (cannot happen under the
             store's write lock; the transaction then rolls back).
+        LedgerIntegrityError: the index log does not extend its retained head (``rollback``: the head
+            covers more leaves; ``fork``: its root differs at its size): another copy of this database
+            went on, or this one was restored from an older copy. The append, and so the whole write, is
+            refused and the retained head kept as evidence; the reason starts with "index log leaf N".
+        NoteError: the retained index head file is unreadable.
     """
     if not store.index_supported():
         return None
     store.lock_index()  # before reading the head: concurrent appenders queue rather than conflict
     tree = index_tree(store)
+    proved = _extends_retained(store, notary.heads, ledger_id, session_id, tree)
+    proved[tree.size] = tree.root()
     leaf = parse_note(signed.note).text.encode("utf-8")
     store.append_index_leaf(tree.size, session_id, checkpoint_id, leaf)
     tree.append(leaf_hash(leaf))
     head = notary.sign(index_origin(ledger_id), tree.size, tree.root(), None)
     store.record_index_checkpoint(tree.size, head.root.hex(), head.note, encode_frontier(tree))
-    store.call_after_commit(lambda: _retain(notary.heads, ledger_id, head))
+    store.call_after_commit(lambda: _retain(notary.heads, ledger_id, head, proved))
     return head
 
 
-def _retain(heads: HeadStore, ledger_id: str, head: SignedCheckpoint) -> None:
+def _extends_retained(
+    store: Store, heads: HeadStore, ledger_id: str, session_id: str, tree: CompactRange
+) -> dict[int, bytes]:
+    """Check that the stored index log (``tree``) extends its retained head; the roots checked, by size."""
+    note = heads.load_index(ledger_id)
+    if note is None:
+        return {}
+    cp = Checkpoint.parse(parse_note(note).text)
+    frontier = None
+    if cp.size < tree.size:
+        record = store.latest_index_checkpoint(max_size=cp.size)
+        if record is not None and record.size == cp.size and record.frontier is not None:
+            try:
+                frontier = decode_frontier(cp.size, record.frontier)
+            except ValueError:
+                frontier = None
+    root = prefix_root(tree, cp.size, frontier, _store_leaves(store).hashes)
+    problem = extension_problem("the retained index head", "leaves", cp.size, cp.root, tree.size, root)
+    if problem is not None:
+        reason = f"index log leaf {problem.seq}: {problem.reason}: {problem.detail}"
+        raise LedgerIntegrityError(
+            session_id=session_id,
+            reason=f"{reason}; {copy_hint([problem], index=True)}",
+            divergences=[problem],
+        )
+    return {cp.size: cp.root}
+
+
+def _retain(heads: HeadStore, ledger_id: str, head: SignedCheckpoint, proved: dict[int, bytes]) -> None:
     try:
-        heads.save_index(ledger_id, head)
+        heads.save_index(ledger_id, head, proved)
     except (OSError, FlightlogError):
         log.exception("could not retain the index head of ledger %s at size %d", ledger_id, head.size)
 

@@ -31,7 +31,8 @@ nothing.
 from __future__ import annotations
 
 import logging
-from dataclasses import dataclass
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
 from ..errors import (
@@ -42,9 +43,17 @@ from ..errors import (
 )
 from ..ledger import CompactRange, chain_hash, kind_mismatch, leaf_hash
 from ..notarization import Anchor
-from .checkpoints import SignedCheckpoint, decode_frontier, encode_frontier, open_checkpoint, origin_for
+from .checkpoints import (
+    Checkpoint,
+    SignedCheckpoint,
+    decode_frontier,
+    encode_frontier,
+    open_checkpoint,
+    origin_for,
+)
+from .heads import copy_hint, extension_problem, prefix_root
 from .indexlog import append_to_index
-from .notes import NoteError
+from .notes import NoteError, parse_note
 from .verify import audit_session, open_retained, seal_payload
 
 if TYPE_CHECKING:
@@ -69,6 +78,8 @@ class SessionNotary:
     latest: SignedCheckpoint | None = None
     sealed: bool = False
     pending: SignedCheckpoint | None = None
+    proved: dict[int, bytes] = field(default_factory=dict)
+    """Roots of this writer's tree by size (32 bytes each) that the retained head was checked against."""
 
     @property
     def origin(self) -> str:
@@ -127,7 +138,9 @@ class SessionNotary:
             return None
         if self.latest is not None and self.latest.size == tree.size:
             return self.latest
+        proved = self._extends_retained(store, tree)
         self._hook(store)
+        self.proved = proved
         signed = self.notary.sign(self.origin, tree.size, tree.root(), chain)
         checkpoint_id = store.record_checkpoint(self.session_id, tree.size, signed.root.hex(), signed.note)
         store.record_checkpoint_frontier(checkpoint_id, encode_frontier(tree))
@@ -135,6 +148,46 @@ class SessionNotary:
             append_to_index(store, self.notary, self.ledger_id, self.session_id, checkpoint_id, signed)
         self.latest = self.pending = signed
         return signed
+
+    def _extends_retained(self, store: Store, tree: CompactRange) -> dict[int, bytes]:
+        """Check, inside the transaction, that ``tree`` extends the session's retained head, so a checkpoint
+        never moves the head onto a fork (another copy of the database went on).
+
+        Returns:
+            Roots of ``tree`` by size known to match: the latest checkpoint's and the retained head's.
+
+        Raises:
+            LedgerIntegrityError: ``rollback`` (the head covers more events than ``tree``) or ``fork`` (its
+                root differs from ``tree``'s at its size), naming the seq.
+            NoteError: the head file is unreadable.
+        """
+        known = {} if self.latest is None else {self.latest.size: self.latest.root}
+        head = self.notary.heads.load(self.ledger_id, self.session_id)
+        if head is None:
+            return known
+        cp = Checkpoint.parse(parse_note(head.note).text)
+        root = known.get(cp.size)
+        if root is None:
+            root = prefix_root(tree, cp.size, self._frontier(store, cp.size), self._leaf_hashes(store))
+        problem = extension_problem("the retained head", "events", cp.size, cp.root, tree.size, root)
+        if problem is not None:
+            raise _refuse(self.session_id, [problem])
+        return {**known, cp.size: cp.root}
+
+    def _frontier(self, store: Store, size: int) -> CompactRange | None:
+        record = store.latest_checkpoint(self.session_id, max_size=size)
+        blob = store.checkpoint_frontier(record.checkpoint_id) if record and record.size == size else None
+        try:
+            return decode_frontier(size, blob) if blob is not None else None
+        except ValueError:
+            return None
+
+    def _leaf_hashes(self, store: Store) -> Callable[[int, int], Iterator[bytes]]:
+        def hashes(start: int, stop: int) -> Iterator[bytes]:
+            for row in store.read_events(self.session_id, start=start, stop=stop):
+                yield leaf_hash(row.event_bytes)
+
+        return hashes
 
     def seal(self, store: Store) -> None:
         """Mark the session sealed (inside the caller's transaction; undone if it rolls back)."""
@@ -148,7 +201,9 @@ class SessionNotary:
             return
         signed, self.pending = self.pending, None
         try:
-            self.notary.heads.save(self.ledger_id, self.session_id, signed, sealed=self.sealed)
+            self.notary.heads.save(
+                self.ledger_id, self.session_id, signed, sealed=self.sealed, roots=self.proved
+            )
         except (OSError, FlightlogError):
             log.exception("could not retain the head of %s at size %d", self.session_id, signed.size)
 
@@ -158,10 +213,12 @@ class SessionNotary:
 
 def _refuse(session_id: str, divergences: list[Divergence]) -> LedgerIntegrityError:
     first = divergences[0]
+    hint = copy_hint(divergences)
+    reason = f"{first.reason}: {first.detail}" if first.detail else first.reason
     return LedgerIntegrityError(
         session_id=session_id,
         seq=first.seq,
-        reason=f"{first.reason}: {first.detail}" if first.detail else first.reason,
+        reason=f"{reason}; {hint}" if hint else reason,
         divergences=divergences,
     )
 
@@ -198,14 +255,18 @@ def resume(
     if report.ledger_id is None:
         raise LedgerIntegrityError(session_id=session_id, reason="the database has no ledger id")
     state = SessionNotary(notary, report.ledger_id, session_id, report.latest, report.seal_seq is not None)
-    _catch_up(state, report.retained, retain=retain)
+    retained, _ = open_retained(notary.heads, report.ledger_id, session_id, notary.keyring)
+    _catch_up(state, retained if retained and retained.size == report.retained else None, retain=retain)
     return Anchor(report.events, report.head, report.tree, state)
 
 
-def _catch_up(state: SessionNotary, retained: int | None, *, retain: bool) -> None:
+def _catch_up(state: SessionNotary, retained: SignedCheckpoint | None, *, retain: bool) -> None:
     """Retain the database's latest checkpoint when the head file lags it (e.g. a crash before writing);
-    with ``retain`` False only mark it pending (a read writes nothing)."""
-    if state.latest is not None and (retained is None or retained < state.latest.size):
+    with ``retain`` False only mark it pending (a read writes nothing). ``retained`` is the retained head the
+    caller verified against the rows (None when there is none)."""
+    if retained is not None:
+        state.proved[retained.size] = retained.root
+    if state.latest is not None and (retained is None or retained.size < state.latest.size):
         state.pending = state.latest
         if retain:
             state.retain()
@@ -256,7 +317,7 @@ def _cheap_resume(store: Store, session_id: str, notary: Notary, *, retain: bool
             ],
         )
     state = SessionNotary(notary, ledger_id, session_id, latest, seal_payload(tail_last) is not None)
-    _catch_up(state, retained.size if retained else None, retain=retain)
+    _catch_up(state, retained, retain=retain)
     return Anchor(tree.size, head, tree, state)
 
 
