@@ -358,6 +358,7 @@ def check_sessions(
             _say(f"note: {note}")
         if index is not None:
             _print_index(index)
+        _print_copy_hint(reports, index, missing)
     problem = (
         bool(missing)
         or bool(findings)
@@ -379,6 +380,20 @@ def check_sessions(
         )
     if problem:
         raise typer.Exit(1)
+
+
+def _print_copy_hint(
+    reports: list[AuditReport], index: IndexReport | None, missing: list[dict[str, Any]]
+) -> None:
+    """One ``note:`` line saying what a divergence from a retained head means and what to do (none else)."""
+    from ..integrity.heads import copy_hint
+
+    found = [d for r in reports for d in (*r.divergences, *r.index_divergences)]
+    found += index.divergences if index is not None else []
+    unknown = any(row["state"] == "missing" and row.get("retained_file") for row in missing)
+    hint = copy_hint(found, index=index is not None and bool(index.divergences), unknown_head=unknown)
+    if hint:
+        _say(f"note: {hint}")
 
 
 _RUN_LABELS = {

@@ -969,6 +969,57 @@ def repair_cmd(
     )
 
 
+@db_app.command("accept-restore")
+def accept_restore_cmd(
+    reason: Annotated[
+        str, typer.Option("--reason", help="Why this file is the truth (recorded in the ledger).")
+    ] = "",
+    operator: Annotated[
+        str,
+        typer.Option(
+            "--as", help="Your operator name, recorded with the decision (1-80 printable characters)."
+        ),
+    ] = "user",
+    json_out: Annotated[bool, typer.Option("--json", help="Print what was replaced as JSON.")] = False,
+) -> None:
+    """Keep THIS database as the truth after it was restored from an older copy, or after another copy of it
+    (same ledger id) was written to: verifies the database apart from its retained heads (refused if
+    anything else diverges), moves the heads it does not extend aside (never deleted), records the decision
+    in the restore log (session flightlog:restores) and retains this database's heads. Nothing to accept:
+    says so, writes nothing."""
+    from ..integrity.notary import Notary
+    from ..ops.restore import RESTORE_LOG, accept_restore
+
+    if not reason.strip():
+        raise typer.BadParameter("give --reason TEXT: it is recorded in the ledger", param_hint="--reason")
+    with open_db(read_only=False) as store:
+        try:
+            record = accept_restore(store, reason=reason, operator=operator, notary=Notary.from_env())
+        except ValueError as exc:
+            raise typer.BadParameter(str(exc), param_hint="--as") from exc
+    if json_out:
+        print_json(
+            {
+                "replaced": [h.to_json() for h in record.replaced],
+                "set_aside": None if record.set_aside is None else str(record.set_aside),
+                "log_session_id": RESTORE_LOG if record.log_seq is not None else None,
+                "log_seq": record.log_seq,
+                "reanchored": record.reanchored,
+            }
+        )
+        return
+    if not record.replaced:
+        out.print("nothing to accept: every retained head agrees with this database; nothing written")
+        return
+    for head in record.replaced:
+        what = "index log" if head.session_id is None else head.session_id
+        held = "no such session" if head.root is None and head.size == 0 else f"holds {head.size}"
+        out.print(f"replaced  {what}: retained head at size {head.retained_size}, this database {held}")
+    out.print(
+        f"old heads kept in {record.set_aside}; decision recorded at {RESTORE_LOG} seq {record.log_seq}"
+    )
+
+
 # ─── demo ─────────────────────────────────────────────────────────────────────────────────────
 
 

@@ -325,20 +325,20 @@ def _written_meanwhile(divergence: Divergence, before: int) -> bool:
 def _refusal(report: AuditReport) -> LedgerIntegrityError | SessionBusy:
     if not report.divergences and not report.index_divergences and report.moved is not None:
         return SessionBusy(session_id=report.session_id, seq=report.moved[1])
+    whole = bool(copy_hint(report.index_divergences))  # the index log is behind: every session is refused
+    hint = copy_hint([*report.divergences, *report.index_divergences], index=whole)
     if report.divergences:
         first = report.divergences[0]
         return LedgerIntegrityError(
             session_id=report.session_id,
             seq=first.seq,
-            reason=_hinted(_reason(first), copy_hint(report.divergences)),
+            reason=_hinted(_reason(first), hint),
             divergences=report.divergences,
         )
     first = report.index_divergences[0]
     return LedgerIntegrityError(
         session_id=report.session_id,
-        reason=_hinted(
-            f"index log leaf {first.seq}: {_reason(first)}", copy_hint(report.index_divergences, index=True)
-        ),
+        reason=_hinted(f"index log leaf {first.seq}: {_reason(first)}", hint),
         divergences=report.index_divergences,
     )
 

@@ -282,18 +282,20 @@ def _extends(
 _HEAD_REASONS = frozenset({"rollback", "fork", "stale_head"})
 
 
-def copy_hint(divergences: Iterable[Divergence], *, index: bool = False) -> str:
+def copy_hint(divergences: Iterable[Divergence], *, index: bool = False, unknown_head: bool = False) -> str:
     """What a divergence from a retained head means and what to do, or "" for any other divergence.
 
     Args:
         divergences: The divergences found (a ``rollback``, ``fork`` or ``stale_head`` whose detail names a
             retained head gets the hint).
         index: They are the index log's: it covers every session of the database, so every one is refused.
+        unknown_head: A head is retained for a session the database does not hold (hint too).
 
     Returns:
         One sentence without a trailing period, or "".
     """
-    if not any(d.reason in _HEAD_REASONS and "retained" in d.detail for d in divergences):
+    named = any(d.reason in _HEAD_REASONS and "retained" in d.detail for d in divergences)
+    if not named and not unknown_head:
         return ""
     scope = (
         "; the index log covers every session of this database, so every session is refused until then"
@@ -304,7 +306,7 @@ def copy_hint(divergences: Iterable[Divergence], *, index: bool = False) -> str:
         "the heads retained outside the database say this ledger went further: a copy of this database "
         "(same ledger id, same retained heads) was written to, or this file was restored from an older copy "
         "(a plain cp without its -wal file loses the latest commits: use sqlite3 .backup); `flightlog db copy` "
-        "makes a copy that shares nothing; to keep THIS file as the truth, `flightlog heads accept-restore "
+        "makes a copy that shares nothing; to keep THIS file as the truth, `flightlog db accept-restore "
         f"--reason TEXT` records that decision in the ledger and re-anchors the retained heads{scope}"
     )
 

@@ -1,0 +1,144 @@
+"""Copies of a database that share its ledger id and retained heads (new-user pass H1, H2, L9/L15).
+
+A copy made outside ``flightlog db copy`` (here ``sqlite3 .backup``) keeps the ledger id, so writing to it
+moves the retained heads the original is checked against. The original is then refused (the check is
+right), with a message saying what happened and what to do; a later write to the original must never move
+the retained index head onto its fork (H2); ``db accept-restore`` is the deliberate way out, on record.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import sqlite3
+from pathlib import Path
+
+import pytest
+
+from flightlog.errors import LedgerIntegrityError
+from flightlog.integrity.checkpoints import origin_for
+from flightlog.integrity.heads import HeadStore
+from flightlog.integrity.keys import LogSigner
+from flightlog.integrity.notary import Notary
+from flightlog.ops.restore import RESTORE_LOG
+
+from .helpers import SPEC, cli, refused, suspended_run
+
+
+def backup(source: Path, target: Path) -> None:
+    """``sqlite3 SOURCE ".backup TARGET"``: a copy with the same ledger id."""
+    src, dst = sqlite3.connect(source), sqlite3.connect(target)
+    src.backup(dst)
+    src.close()
+    dst.close()
+
+
+def head_files() -> dict[str, bytes]:
+    """Every retained head file (relative path -> bytes)."""
+    root = Path(os.environ["FLIGHTLOG_HEAD_DIR"])
+    return {str(p.relative_to(root)): p.read_bytes() for p in sorted(root.rglob("*.json"))}
+
+
+@pytest.fixture
+def copies(tmp_path: Path) -> tuple[Path, Path, str]:
+    """``a.db`` holding a run waiting on ``n1``; ``b.db`` its ``.backup`` copy, written to (``n1`` approved
+    there), so the retained heads are ``b.db``'s."""
+    a, b = tmp_path / "a.db", tmp_path / "b.db"
+    sid = suspended_run(a)
+    backup(a, b)
+    assert cli(b, "approve", sid, "n1", "--as", "bob")[0] == 0
+    return a, b, sid
+
+
+def test_a_new_run_in_the_original_never_moves_the_index_head_onto_its_fork(
+    copies: tuple[Path, Path, str],
+) -> None:
+    a, _, _ = copies
+    code, _, err = cli(a, "verify", "--all", "--offline")
+    assert code == 1
+    before = head_files()
+
+    code, _, err = cli(a, "run", SPEC, "--goal", "another note", "--quiet")
+    assert code == 1, err
+    assert "index log leaf" in err and "rollback" in err, err
+    assert head_files() == before  # the evidence stays
+    code, out, _ = cli(a, "verify", "--all", "--offline")
+    assert code == 1
+    assert "DIVERGES  index log" in out and "retained index head" in out, out
+
+
+def test_a_checkpoint_that_would_retain_a_fork_is_refused(tmp_path: Path) -> None:
+    notary = Notary.for_signer(LogSigner.generate("test.example/log"), HeadStore(tmp_path / "heads"))
+    lid = "ab" * 16
+    ours = notary.sign(origin_for(lid, "s"), 8, bytes([1]) * 32, None)
+    theirs = notary.sign(origin_for(lid, "s"), 4, bytes([2]) * 32, None)
+    assert notary.heads.save(lid, "s", theirs, sealed=False)
+    kept = notary.heads.path(lid, "s").read_bytes()
+    with pytest.raises(LedgerIntegrityError, match=r"diverges at sequence 3: fork"):
+        notary.heads.save(lid, "s", ours, sealed=False, roots={4: bytes([3]) * 32})
+    assert not notary.heads.save(lid, "s", ours, sealed=False)  # no proof it extends it: left as it is
+    assert notary.heads.path(lid, "s").read_bytes() == kept
+    assert notary.heads.save(lid, "s", ours, sealed=False, roots={4: bytes([2]) * 32})
+
+    index_ours = notary.sign("o/index", 3, bytes([1]) * 32, None)
+    index_theirs = notary.sign("o/index", 3, bytes([2]) * 32, None)
+    assert notary.heads.save_index(lid, index_theirs)
+    with pytest.raises(LedgerIntegrityError, match=r"\(index log\) diverges at sequence 2: fork"):
+        notary.heads.save_index(lid, index_ours)
+
+
+def test_the_original_is_refused_with_what_it_means_then_accepted_on_record(
+    copies: tuple[Path, Path, str],
+) -> None:
+    a, b, sid = copies
+    line = refused(a, "approve", sid, "n1", reason="rollback")
+    for words in ("a copy of this database", "restored from an older copy", "-wal", "flightlog db copy"):
+        assert words in line, line
+    assert "flightlog db accept-restore --reason" in line and "every session is refused" in line, line
+    code, out, _ = cli(a, "verify", "--all", "--offline")
+    assert code == 1 and "note: " in out and "flightlog db accept-restore" in out, out
+
+    before = head_files()
+    code, _, err = cli(a, "db", "accept-restore")
+    assert code == 2 and "--reason" in err
+    code, out, err = cli(
+        a, "db", "accept-restore", "--reason", "a.db is production", "--as", "alice", "--json"
+    )
+    assert code == 0, err
+    done = json.loads(out)
+    assert {h["session_id"] for h in done["replaced"]} == {sid, None}
+    assert done["log_session_id"] == RESTORE_LOG and done["reanchored"] == [sid]
+    aside = Path(done["set_aside"])
+    assert sorted(p.read_bytes() for p in aside.iterdir()) == sorted(
+        data for name, data in before.items() if Path(name).name in {p.name for p in aside.iterdir()}
+    )  # moved aside byte for byte, never deleted
+
+    code, out, _ = cli(a, "show", RESTORE_LOG, "--json")
+    assert code == 0
+    [event] = [row for row in map(json.loads, out.splitlines()) if row["kind"] == "custom"]
+    assert event["event"]["payload"]["reason"] == "a.db is production"
+    assert event["event"]["payload"]["operator"] == "alice"
+    assert cli(a, "verify", "--all", "--offline")[0] == 0
+    assert cli(a, "approve", sid, "n1")[0] == 0
+    code, out, _ = cli(a, "db", "accept-restore", "--reason", "again")
+    assert code == 0 and "nothing to accept" in out
+
+    refused(b, "deny", sid, "n1", reason="fork")  # the copy is now the one behind
+
+
+def test_accept_restore_refuses_a_tampered_database_and_moves_nothing(copies: tuple[Path, Path, str]) -> None:
+    a, _, sid = copies
+    raw = sqlite3.connect(a)
+    raw.execute("DROP TRIGGER IF EXISTS events_no_update")
+    raw.execute(
+        "UPDATE events SET event = replace(event, 'take a note', 'take a NOTE') WHERE session_id = ? "
+        "AND kind = 'run_started'",
+        (sid,),
+    )
+    raw.commit()
+    raw.close()
+    before = head_files()
+    code, _, err = cli(a, "db", "accept-restore", "--reason", "x")
+    assert code == 1 and "hash_mismatch" in err and "consistent database only" in err, err
+    assert head_files() == before
+    assert not list(Path(os.environ["FLIGHTLOG_HEAD_DIR"]).rglob("replaced-*"))
