@@ -198,11 +198,34 @@ class Auditor:
         )
 
     def require(self, store: Store, session_id: str) -> AuditReport:
-        """:meth:`settled`, raising on any divergence or a head that would not settle (see
-        :func:`require_intact`)."""
-        report = self.settled(store, session_id)
+        """:meth:`settled`, raising on any divergence or a head that would not settle, or on a ``runs`` row
+        that contradicts the verified ledger (see :func:`require_intact`)."""
+        return self._required(store, session_id)
+
+    def _required(
+        self,
+        store: Store,
+        session_id: str,
+        *,
+        index: IndexReport | None = None,
+        retired: RetirementCheck | Literal["load"] | None = "load",
+    ) -> AuditReport:
+        """:meth:`require`, with a shared index report and retirement (``require_each``) when given."""
+        from ..runs.check import ProjectionCheck  # local: kept out of the import-time graph
+
+        runs = ProjectionCheck(store)  # folds the rows the check verifies, in the same pass
+        report = self.settled(store, session_id, index=index, retired=retired, tap=runs.tap)
         if report.ok:
-            return report
+            found, _ = runs.session(session_id, ok=True, events=report.events)
+            if not found:
+                return report
+            first = found[0]  # an act would rewrite the row: refused, so the evidence stays
+            raise LedgerIntegrityError(
+                session_id=session_id,
+                seq=first.seq,
+                reason=_hinted(_reason(first), _PROJECTION_HINT),
+                divergences=found,
+            )
         raise _refusal(report)
 
     def settled(
@@ -278,8 +301,10 @@ class Auditor:
         retired = self.retirement(store)
         index = self.index(store, sessions=False, retired=retired)
         for session_id in session_ids:
-            report = self.settled(store, session_id, index=index, retired=retired)
-            yield session_id, report if report.ok else _refusal(report)
+            try:
+                yield session_id, self._required(store, session_id, index=index, retired=retired)
+            except (LedgerIntegrityError, SessionBusy) as refused:
+                yield session_id, refused
 
 
 def require_intact(store: Store, session_id: str, *, auditor: Auditor | None = None) -> AuditReport:
@@ -341,6 +366,12 @@ def _refusal(report: AuditReport) -> LedgerIntegrityError | SessionBusy:
         reason=_hinted(f"index log leaf {first.seq}: {_reason(first)}", hint),
         divergences=report.index_divergences,
     )
+
+
+_PROJECTION_HINT = (
+    "acting would rewrite the runs row and erase this evidence of an edit: `flightlog audit SESSION` lists every "
+    "column; `flightlog runs --rebuild` rewrites the projection from the verified ledgers, deliberately"
+)
 
 
 def _hinted(reason: str, hint: str) -> str:
