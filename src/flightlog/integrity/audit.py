@@ -15,7 +15,11 @@ session passes it. It checks, in one streaming pass over the session's rows:
   checkpoints it holds, compared with the rows like the retained head. A re-chained session whose retained
   head file was deleted still disagrees with the index log (``fork``/``stale_head``), and a session whose
   retained head is missing while the index log knows it gets a note saying so;
-* salted artifacts (present, erased with a record, or missing).
+* salted artifacts (present, erased with a record, or missing);
+* the session's ``runs`` row against the fold of the rows verified (:class:`flightlog.runs.check.ProjectionCheck`,
+  as ``audit`` compares it): an act appends, and an append rewrites that row from the fold, so acting on an
+  edited row would erase the ``projection_mismatch`` evidence; :meth:`Auditor.require` refuses it instead
+  (``flightlog runs --rebuild`` rewrites the projection deliberately). A projection marked stale is no refusal.
 
 Cost: O(n) hashing over the session's rows plus O(L) over the index log's L leaves (one per checkpoint
 ledger-wide, about one per 64 events), O(log n) memory.
@@ -327,9 +331,11 @@ def require_intact(store: Store, session_id: str, *, auditor: Auditor | None = N
 
     Raises:
         SessionNotFound: no such session.
-        LedgerIntegrityError: any divergence of the session, or of the index log that vouches for it;
+        LedgerIntegrityError: any divergence of the session, or of the index log that vouches for it, or
+            a ``runs`` row that contradicts the verified ledger (``projection_mismatch``/``projection_missing``);
             ``seq`` and ``reason`` name the first (when only the index log diverges, ``seq`` is None and
-            the reason starts with "index log leaf N").
+            the reason starts with "index log leaf N"); a divergence from a retained head says what it means
+            and what to do (:func:`flightlog.integrity.heads.copy_hint`).
         SessionBusy: nothing diverges in what was read, but another writer kept appending through every
             check (``seq``: the head it had reached); the session is not verified, try again later.
         KeyManifestError: with the default auditor, an unreadable key manifest or witness list.

@@ -10,6 +10,14 @@ retained one: that is how a database rolled back to an earlier copy, a truncated
 replayed old head and a fork are caught. The index log keeps its own retained head beside them
 (``index.json``, format ``flightlog-index-head/1``).
 
+A retained head moves forward only onto a tree that extends it (RFC 9162 §2.1.4: the new tree's root at the
+retained size is the retained root). Every checkpoint and index-log append checks that inside its
+transaction (:func:`extension_problem`, :func:`prefix_root`) and refuses the write on a ``rollback`` or
+``fork``, and :meth:`HeadStore.save` / :meth:`HeadStore.save_index` raise rather than overwrite a fork: a
+copy of the database (same ledger id, same heads) that went on is never accepted silently, and the head it
+left stays as evidence until ``flightlog db accept-restore`` (:mod:`flightlog.ops.restore`) replaces it on
+record.
+
 :class:`WitnessedHead` and :class:`IndexedHead` are heads already verified elsewhere
 (:mod:`flightlog.integrity.witness`, :mod:`flightlog.integrity.indexlog`), passed to
 :func:`flightlog.integrity.verify.audit_session` and checked like the retained head.
