@@ -165,12 +165,16 @@ def _verified_trees(store: Store, auditor: Auditor) -> dict[str, tuple[CompactRa
     heads; raises on the first divergence."""
     index = auditor.index(store, sessions=True, retired=None)
     if index.divergences or index.missing:
-        first = index.divergences[0] if index.divergences else Divergence(index.missing[0].leaf, "missing")
+        gone = [
+            Divergence(m.leaf, "missing", f"the index log holds session {m.session_id}, the database not")
+            for m in index.missing
+        ]
+        first = (index.divergences or gone)[0]
         raise LedgerIntegrityError(
             session_id="(index log)",
             seq=first.seq,
             reason=f"{first.reason}: {first.detail}; accept-restore re-anchors a consistent database only",
-            divergences=index.divergences,
+            divergences=[*index.divergences, *gone],
         )
     trees = {}
     for session in store.list_sessions():
