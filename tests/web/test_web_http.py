@@ -603,7 +603,15 @@ def test_ui_command_prints_the_url_serves_and_stops_on_sigint(tmp_path: Path, gi
         with httpx.Client(base_url=base, follow_redirects=True, timeout=60) as http:
             # the line is printed once the port listens: the first request connects, no retry (a
             # request queued before the server runs is answered once it does)
-            assert http.get("/").status_code == 401
+            denied = http.get("/")
+            assert denied.status_code == 401
+            # the 401 page says where the token is: in the printed URL, or (a given token is not
+            # printed: the URL holds a placeholder) the operator's own, to add to the URL
+            if given:
+                assert "?token=<your token>" in denied.text and "$FLIGHTLOG_UI_TOKEN" in denied.text
+                assert "printed (it carries" not in denied.text
+            else:
+                assert "open the URL that `flightlog ui` printed (it carries ?token=...)" in denied.text
             login = http.get(f"/?token={token}")
             assert login.status_code == 200 and "Runs" in login.text  # 303 → cookie → the page
             assert http.get("/api/runs").json()["runs"] == []

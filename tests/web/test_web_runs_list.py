@@ -91,3 +91,20 @@ def test_the_runs_list_filters_by_outcome_as_runs_outcome_does(
         )
         clash = client.get("/runs", params={"outcome": "failed", "state": "running"})
         assert clash.status_code == 400 and "outcome=failed lists terminal runs" in clash.text
+
+
+def test_the_runs_list_shows_each_runs_goal_escaped_and_bounded(db_path: Path) -> None:
+    """Rows are not bare ids: each names its run's goal (the session's task, as the runs tree shows it),
+    escaped and cut to 160 characters; a long id is cut by the page with its full value in the title."""
+    long_id = "claude-code:491e126e-1e71-469c-ade2-fcc8af567c74:agent:afb92ff"
+    with SqliteStore(db_path) as store:
+        hostile = Recorder.create(store, task="<img src=x onerror=alert(1)> " + "w" * 300, session_id=long_id)
+        hostile.append(ev.RunStarted(run_id="x", goal="ignored here: the task is the goal"))
+    with TestClient(create_app(opener(db_path), token=TOKEN), base_url="http://127.0.0.1:8000") as client:
+        client.cookies.set("flightlog_ui_8000", Auth(TOKEN).cookie_value)
+        page = client.get("/runs").text
+        (row,) = client.get("/api/runs/page").json()["runs"]
+    assert row["goal"] == "<img src=x onerror=alert(1)> " + "w" * 131 + "… [169 more characters]"  # 160 kept
+    assert '<td class="goal"><span title="&lt;img src=x onerror=alert(1)&gt; www' in page
+    assert "<img src=x" not in page
+    assert '<a class="cut" href="/session?id=claude-code%3A491e126e' in page and f'title="{long_id}"' in page

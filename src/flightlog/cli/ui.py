@@ -83,7 +83,7 @@ def _ui_command(open_db: OpenDb) -> Callable[..., None]:
             pass
         try:
             server = DashboardServer(
-                create_app(open_db, token=secret, bind_host=host),
+                create_app(open_db, token=secret, bind_host=host, token_printed=not token),
                 host=host,
                 port=port,
                 log_level="warning",

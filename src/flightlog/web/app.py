@@ -266,6 +266,7 @@ def create_app(
     bind_host: str = "127.0.0.1",
     poll_s: float = 0.4,
     ping_s: float = 5.0,
+    token_printed: bool = True,
 ) -> FastAPI:
     """Build the dashboard.
 
@@ -277,6 +278,8 @@ def create_app(
         poll_s: The longest a live stream waits for a change notification before reading again, in
             seconds (``Store.wait_for_events``' timeout).
         ping_s: Seconds between keep-alive comments on a quiet stream.
+        token_printed: Whether the URL printed at start carries the token (False when the operator gave
+            it: the 401 page then says to add it, :func:`flightlog.web.security.unauthorized_text`).
 
     Raises:
         ValueError: the token is shorter than 8 characters.
@@ -290,7 +293,7 @@ def create_app(
 
     app = FastAPI(title="flightlog", docs_url=None, redoc_url=None, openapi_url=None, lifespan=lifespan)
     app.state.dashboard = dash
-    app.add_middleware(Guard, auth=dash.auth, bind_host=bind_host)
+    app.add_middleware(Guard, auth=dash.auth, bind_host=bind_host, token_printed=token_printed)
     app.mount("/static", StaticFiles(directory=_STATIC), name="static")
     _routes(app, dash)
     register_memory(app, dash)

@@ -17,6 +17,10 @@
   rollback the truncated tail *removed*, an in-place rewrite the message *changed*); the two key
   sequences are aligned with :class:`difflib.SequenceMatcher`.
 
+A session that fails verification (:func:`flightlog.web.views.verification`, the session page's check) says
+so above the transcript, naming the first divergent seq, and marks each message, and each call's result,
+that an event found divergent put in the history.
+
 The page also lists the events that rewrote the history (``compressed``, ``rollbacked``,
 ``context_renewed``), each linked to the diff of what it changed (``from = seq - 1``, ``at = seq``).
 
@@ -253,11 +257,13 @@ def message_view(
     key: Key,
     message: Message,
     notes: dict[str, list[str]],
-    results: dict[str, ToolResultPart] | None = None,
+    results: dict[str, tuple[int, ToolResultPart]] | None = None,
 ) -> dict[str, Any]:
     """One message for display: ``role``, ``name``, ``origin`` (seq), ``parts`` and ``calls`` (each with
-    its ``result`` from ``results`` and its ``notes``), every string display-safe. ``paired`` says
-    whether results were looked up (None: a diff, which shows ``tool`` messages on their own)."""
+    its ``result`` and ``result_origin``, the seq of the event that put it in the history, from
+    ``results``: call id -> (that seq, the result); and its ``notes``), every string display-safe.
+    ``paired`` says whether results were looked up (None: a diff, which shows ``tool`` messages on their
+    own)."""
     parts = []
     for number, part in enumerate(message.content):
         if isinstance(part, ToolCallPart):
@@ -266,13 +272,14 @@ def message_view(
         parts.append(_part(part, href))
     calls = []
     for call in _calls(message):
-        result = None if results is None else results.get(call.id)
+        origin, result = (None, None) if results is None else results.get(call.id, (None, None))
         calls.append(
             {
                 "id": views.show(call.id, 120),
                 "name": views.show(call.name, 120),
                 "arguments": views.show(_pretty_arguments(call.arguments), views.TEXT_LIMIT),
                 "result": None if result is None else views.show(result.output, PART_BYTES + 100),
+                "result_origin": origin,
                 "error": bool(result and result.is_error),
                 "notes": [views.show(_shorter(n, result), views.LINE_LIMIT) for n in notes.get(call.id, [])],
             }
@@ -296,12 +303,12 @@ def conversation_rows(
     A ``tool`` message whose every result sits beside its call (an earlier assistant message's) is
     folded into that call; any other result is shown on its own.
     """
-    results: dict[str, ToolResultPart] = {}
-    for _key, message in transcript.messages:
+    results: dict[str, tuple[int, ToolResultPart]] = {}
+    for key, message in transcript.messages:
         if message.role == "tool":
             for part in message.content:
                 if isinstance(part, ToolResultPart):
-                    results.setdefault(part.call_id, part)
+                    results.setdefault(part.call_id, (key[0], part))
     called: set[str] = set()
     shown: list[int] = []
     for index, (_key, message) in enumerate(transcript.messages):
@@ -486,6 +493,13 @@ def _seq(value: str | None) -> int | None:
     return int(value)
 
 
+def _origins(data: dict[str, Any]) -> set[int]:
+    """The seqs of the events that put the drawn messages, and their calls' results, in the history."""
+    drawn = [*data["rows"], *(r[side] for r in data["diff"] or () for side in ("old", "new") if r[side])]
+    results = {c["result_origin"] for m in drawn for c in m["calls"]}
+    return {m["origin"] for m in drawn} | (results - {None})
+
+
 def register(app: FastAPI, dash: _Dashboard) -> None:
     """Add ``/conversation`` and ``/api/conversation/image`` to the dashboard."""
 
@@ -507,6 +521,7 @@ def register(app: FastAPI, dash: _Dashboard) -> None:
             return dash.error(404, "no recorded session has this id")
         except FlightlogError as exc:
             return dash.error(409, f"cannot replay: {exc}")
+        verify = views.verification(dash.reader, id)
         return dash.page(
             "conversation.html",
             title="Conversation",
@@ -514,6 +529,8 @@ def register(app: FastAPI, dash: _Dashboard) -> None:
             exact_id=views.Exact(id),
             session_href=views.session_href(id),
             data=data,
+            verify=verify,
+            marked=bool(_origins(data) & verify["marks"].keys()),
         )
 
     @app.get("/api/conversation/image")

@@ -41,7 +41,7 @@ from ..kernel.rowheld import SETTLED_BY_ROW, held_in, ledger_snapshot
 from ..narration import state_word
 from ..runs import AgentRunSnapshot, run_page
 from ..runs.page import SORTS, RunPageEntry
-from .views import OUTCOMES, SOURCES, STATES, not_listed, unreadable_rows
+from .views import OUTCOMES, SOURCES, STATES, not_listed, run_goal, unreadable_rows
 
 if TYPE_CHECKING:
     from ..runs.projection import Undecodable
@@ -181,6 +181,7 @@ def _shown(
         runs.append(
             {
                 "run_id": entry.run_id,
+                "goal": run_goal(dash.reader, entry.run_id),
                 "state": entry_state,
                 "row_warning": warning,
                 "source": wire.get("source", ""),

@@ -36,7 +36,7 @@ from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 log = logging.getLogger("flightlog.web")
 
-__all__ = ["CSP", "SAFE_METHODS", "Auth", "Guard", "new_token"]
+__all__ = ["CSP", "SAFE_METHODS", "Auth", "Guard", "new_token", "unauthorized_text"]
 
 CSP = (
     "default-src 'none'; script-src 'self'; style-src 'self'; img-src 'self'; connect-src 'self'; "
@@ -110,6 +110,17 @@ class Auth:
         return candidate is not None and _same(candidate, self.csrf)
 
 
+def unauthorized_text(token_printed: bool) -> str:
+    """The body of the 401 answer: how to sign in, true to whether ``flightlog ui`` printed the token."""
+    where = (
+        "open the URL that `flightlog ui` printed (it carries ?token=...) once"
+        if token_printed
+        else "open this dashboard once with ?token=<your token> added to the URL: the token you gave "
+        "`flightlog ui` ($FLIGHTLOG_UI_TOKEN or --token), which it does not print"
+    )
+    return f"401 Unauthorized: {where}, or send Authorization: Bearer <token>\n"
+
+
 def cookie_name(port: int | None) -> str:
     """The session cookie's name: per port, since cookies are shared by every port of a host."""
     return f"flightlog_ui_{port}" if port else "flightlog_ui"
@@ -144,11 +155,17 @@ class Guard:
         app: The application.
         auth: The dashboard's secrets.
         bind_host: The address the server listens on (decides the ``Host`` allow-list).
+        token_printed: Whether ``flightlog ui`` printed the URL with the token (it made the token); False
+            when the operator gave it (``$FLIGHTLOG_UI_TOKEN``, ``--token``: the URL printed then holds a
+            placeholder). The 401 page says where the token is accordingly.
     """
 
-    def __init__(self, app: ASGIApp, *, auth: Auth, bind_host: str = "127.0.0.1") -> None:
+    def __init__(
+        self, app: ASGIApp, *, auth: Auth, bind_host: str = "127.0.0.1", token_printed: bool = True
+    ) -> None:
         self.app = app
         self.auth = auth
+        self.unauthorized = unauthorized_text(token_printed)
         bound = _hostname(bind_host) if bind_host not in WILDCARD_HOSTS else ""
         self.allowed_hosts: frozenset[str] | None = (
             None if bind_host in WILDCARD_HOSTS else LOOPBACK_NAMES | {bound}
@@ -219,12 +236,7 @@ class Guard:
             jar = SimpleCookie()
         morsel = jar.get(name)
         if morsel is None or not self.auth.cookie_ok(morsel.value):
-            return (
-                401,
-                "401 Unauthorized: open the URL that `flightlog ui` printed (it carries ?token=...), "
-                "or send Authorization: Bearer <token>\n",
-                [(b"www-authenticate", b"Bearer")],
-            )
+            return 401, self.unauthorized, [(b"www-authenticate", b"Bearer")]
         state["auth"] = "cookie"
         if scope["method"] not in SAFE_METHODS and not self._same_origin(scope, host):
             return 403, "403 Forbidden: cross-origin request refused\n", []

@@ -86,6 +86,7 @@ __all__ = [
     "queue_nav",
     "raw_event",
     "resume_command",
+    "run_goal",
     "run_tree",
     "sanitize",
     "session_href",
@@ -247,6 +248,14 @@ def _task(store: Store, run_id: str) -> tuple[str, str] | None:
         return record.task, record.source
     except SessionNotFound:
         return None
+
+
+def run_goal(store: Store, run_id: str, limit: int = 160) -> str:
+    """The run's goal as the runs tree shows it: its session's task (what ``flightlog ls`` lists), display-safe
+    and cut to ``limit`` characters (:func:`task_text`); ``""`` for a run with no recorded session (a
+    process entry). The seed 002 snapshot carries no goal, so it comes from the ``sessions`` row."""
+    task = _task(store, run_id)
+    return "" if task is None else task_text(*task, limit)
 
 
 def context_cells(use: ContextUse | None) -> dict[str, str]:
@@ -1313,8 +1322,11 @@ def verification(store: Store, session_id: str) -> dict[str, Any]:
 
     Returns:
         ``ok``, ``summary``, ``events``, ``head``, ``root``, ``divergences`` (seq, reason, detail; the
-        first :data:`KEEP_DIVERGENCES`), ``more`` (how many divergences that list leaves out) and ``notes``,
-        display-safe.
+        first :data:`KEEP_DIVERGENCES`), ``first`` (the first of them, or None), ``marks`` (seq -> its
+        reasons joined by ``", "``, over those listed: what the timeline and the conversation mark),
+        ``more`` (how many divergences that list leaves out) and ``notes``, display-safe. ``ok`` may be
+        False with no divergence (a check that did not settle, the index log's own problems: ``summary``
+        says which).
 
     Raises:
         SessionNotFound: no such session.
@@ -1339,16 +1351,20 @@ def verification(store: Store, session_id: str) -> dict[str, Any]:
         basic = verify_session(store, session_id)
         summary, head, root = "chain and tree head checked", basic.head, basic.root
         divergences, events, ok = list(basic.divergences), basic.events, basic.ok
+    kept = divergences[:KEEP_DIVERGENCES]
+    rows = [{"seq": d.seq, "reason": show(d.reason, 80), "detail": show(d.detail, LINE_LIMIT)} for d in kept]
+    marks: dict[int, list[str]] = {}
+    for d in kept:
+        marks.setdefault(d.seq, []).append(d.reason)
     return {
         "ok": ok,
         "summary": show(summary, 600),
+        "first": rows[0] if rows else None,
+        "marks": {seq: show(", ".join(reasons), 200) for seq, reasons in marks.items()},
         "events": events,
         "head": head,
         "root": root,
-        "divergences": [
-            {"seq": d.seq, "reason": show(d.reason, 80), "detail": show(d.detail, LINE_LIMIT)}
-            for d in divergences[:KEEP_DIVERGENCES]
-        ],
+        "divergences": rows,
         "more": max(0, len(divergences) - KEEP_DIVERGENCES),
         "notes": [show(n, LINE_LIMIT) for n in notes],
     }

@@ -13,8 +13,10 @@
     return meta ? meta.getAttribute("content") || "" : "";
   }
 
+  // a path of the dashboard, or an anchor on this page ("#approvals"); anything else is "#"
   function localPath(href) {
-    return typeof href === "string" && href.startsWith("/") && !href.startsWith("//") ? href : "#";
+    if (typeof href !== "string") return "#";
+    return (href.startsWith("/") && !href.startsWith("//")) || /^#[A-Za-z0-9_-]*$/.test(href) ? href : "#";
   }
 
   // el("span", {class: "badge", text: "x", href: "/..."}, child, ...): text goes in as a Text node.
@@ -60,10 +62,6 @@
       input.value = localStorage.getItem(OPERATOR_KEY) || "";
     } catch (e) {
       /* storage disabled: the field still works for this page */
-    }
-    // the signal and abort forms post their own operator field: start it from the header's name
-    for (const field of doc.querySelectorAll("form.signal input[name=operator], form.abort input[name=operator]")) {
-      if (!field.value) field.value = input.value;
     }
     input.addEventListener("input", function () {
       try {
@@ -180,6 +178,17 @@
     box.replaceChildren(line);
   }
 
+  // POST form fields asking for JSON: the route's {ok: true, ...}, or {ok: false, error}
+  async function postJson(path, body) {
+    const response = await fetch(path, {
+      method: "POST",
+      body: body,
+      credentials: "same-origin",
+      headers: { Accept: "application/json" },
+    });
+    return response.json().catch(() => ({ ok: false, error: "HTTP " + response.status }));
+  }
+
   doc.addEventListener("submit", async function (event) {
     const form = event.target;
     if (!(form instanceof HTMLFormElement) || !form.classList.contains("decide")) return;
@@ -200,13 +209,7 @@
     const buttons = form.querySelectorAll("button");
     buttons.forEach((b) => (b.disabled = true));
     try {
-      const response = await fetch("/approvals/decide", {
-        method: "POST",
-        body: body,
-        credentials: "same-origin",
-        headers: { Accept: "application/json" },
-      });
-      const data = await response.json().catch(() => ({ ok: false, error: "HTTP " + response.status }));
+      const data = await postJson("/approvals/decide", body);
       if (data.ok) {
         notice(data.message + ". The run continues when it is resumed: " + data.resume, false);
         const item = form.closest(".pending");
@@ -221,29 +224,90 @@
     }
   });
 
+  // ─── signal and abort: the header's operator name, as approve and deny ─────────────────────
+  // Posted with fetch (JSON answer), so a refusal is said under the form and what was typed stays.
+  function formStatus(form, message, isError) {
+    let line = form.nextElementSibling;
+    if (!line || !line.classList.contains("form-status")) {
+      line = el("p", { class: "form-status", role: "status", "aria-live": "polite" });
+      form.after(line);
+    }
+    line.textContent = message;
+    line.classList.toggle("error", Boolean(isError));
+    line.scrollIntoView({ block: "nearest" });
+  }
+
+  const ACTIONS = {
+    signal: {
+      path: "/signals/send",
+      done: (data, body) => body.get("kind") + " queued as " + body.get("operator") + " (signal " + data.signal_id + "): delivered at the run's next turn boundary",
+    },
+    abort: { path: "/runs/abort", done: (data) => data.message },
+  };
+
+  doc.addEventListener("submit", async function (event) {
+    const form = event.target;
+    if (!(form instanceof HTMLFormElement)) return;
+    const action = form.classList.contains("signal") ? ACTIONS.signal : form.classList.contains("abort") ? ACTIONS.abort : null;
+    if (!action) return;
+    event.preventDefault();
+    const input = operatorInput();
+    const operator = input ? input.value.trim() : "";
+    if (!operator) {
+      formStatus(form, "Enter your operator name (top right) first: it is recorded with the " + (action === ACTIONS.signal ? "signal" : "abort") + ".", true);
+      if (input) input.focus();
+      return;
+    }
+    const body = new URLSearchParams(new FormData(form));
+    body.set("operator", operator);
+    body.set("csrf", csrf());
+    const button = form.querySelector("button[type=submit]");
+    if (button) button.disabled = true;
+    try {
+      const data = await postJson(action.path, body);
+      if (data.ok) {
+        formStatus(form, action.done(data, body), false);
+        const text = form.querySelector("input[name=text]");
+        if (text) text.value = "";
+      } else {
+        formStatus(form, data.error || "not recorded", true);
+      }
+    } catch (error) {
+      formStatus(form, "not recorded: " + error, true);
+    } finally {
+      if (button) button.disabled = false;
+    }
+  });
+
   // ─── runs page ────────────────────────────────────────────────────────────────────────────
+  // Parts of a line with one space between each present part, as the template's line breaks give them
+  // (without it the live tree read "steps 1context 94/136,000").
+  function spaced(...parts) {
+    const present = parts.filter((p) => p !== null && p !== undefined && p !== "");
+    return present.flatMap((p, i) => (i ? [" ", p] : [p]));
+  }
+
   function runNode(node) {
     const line = el(
       "div",
       { class: "run-line" },
-      node.href
-        ? el("a", { class: "run-id", href: node.href, text: node.id })
-        : el("span", { class: "run-id", text: node.id }),
-      " ",
-      el("span", { class: "badge state", text: node.state }),
-      node.outcome ? el("span", { class: "badge outcome outcome-" + node.outcome, text: node.outcome }) : null,
-      " ",
-      el("span", { class: "badge source", title: "run source (seed 002 RunSource)", text: node.source }),
-      node.liveness ? el("span", { class: "badge liveness", text: node.liveness }) : null,
-      node.awaiting_resume ? el("span", { class: "badge resume", text: "decided, waiting for resume" }) : null,
-      node.row_warning ? el("span", { class: "badge row-warning", title: node.row_warning, text: "row contradicts ledger" }) : null,
-      node.unreadable ? el("span", { class: "badge unreadable", title: node.unreadable, text: "ledger does not decode" }) : null,
-      " ",
-      el("span", { class: "muted budget", title: "spent/limit (a sub-agent's limits are its grant)", text: node.budget }),
-      node.duration ? el("span", { class: "muted", text: " " + node.duration }) : null,
-      node.context ? el("span", { class: "muted context", title: "context window fill of the latest model call", text: "context " + node.context }) : null,
-      node.task ? el("span", { class: "task", text: node.task }) : null,
-      node.detail ? el("span", { class: "detail", text: node.detail }) : null
+      ...spaced(
+        node.href
+          ? el("a", { class: "run-id", href: node.href, text: node.id })
+          : el("span", { class: "run-id", text: node.id }),
+        el("span", { class: "badge state", text: node.state }),
+        node.outcome ? el("span", { class: "badge outcome outcome-" + node.outcome, text: node.outcome }) : null,
+        el("span", { class: "badge source", title: "run source (seed 002 RunSource)", text: node.source }),
+        node.liveness ? el("span", { class: "badge liveness", text: node.liveness }) : null,
+        node.awaiting_resume ? el("span", { class: "badge resume", text: "decided, waiting for resume" }) : null,
+        node.row_warning ? el("span", { class: "badge row-warning", title: node.row_warning, text: "row contradicts ledger" }) : null,
+        node.unreadable ? el("span", { class: "badge unreadable", title: node.unreadable, text: "ledger does not decode" }) : null,
+        el("span", { class: "muted budget", title: "spent/limit (a sub-agent's limits are its grant)", text: node.budget }),
+        node.duration ? el("span", { class: "muted", text: node.duration }) : null,
+        node.context ? el("span", { class: "muted context", title: "context window fill of the latest model call", text: "context " + node.context }) : null,
+        node.task ? el("span", { class: "task", text: node.task }) : null,
+        node.detail ? el("span", { class: "detail", text: node.detail }) : null
+      )
     );
     const item = el("li", { class: "run state-" + node.state + (node.unlisted_parent ? " orphan" : ""), "data-run": node.id }, line);
     if (node.children && node.children.length) item.append(runTree(node.children));
@@ -347,6 +411,7 @@
       setText("budget", (b.tokens ? b.tokens + " tokens " : "") + (b.steps ? b.steps + " steps " : "") + (b.duration || ""));
       const c = st.context || {};
       setText("context", c.text ? c.text + " at turn " + c.turn + " (" + c.basis + ")" : "not recorded");
+      renderAttention(st.pending, st.waiting);
       renderPending(st.pending, location.pathname + location.search);
       renderWaiting(st.waiting);
       renderChildren(st.children || []);
@@ -357,6 +422,27 @@
       setHidden("abort", st.aborted || !st.abortable);
       doc.dispatchEvent(new CustomEvent("flightlog:status")); // a sub-agent moved: waterfall.js redraws
     });
+  }
+
+  // the banner at the top of a session page: what it waits for (drawn as macros.html's attention())
+  function renderAttention(pending, waiting) {
+    const box = doc.getElementById("attention");
+    if (!box) return;
+    const lines = pending.map((p) =>
+      el(
+        "p",
+        { class: "wait" },
+        "Waiting for " + (p.kind === "approval" ? "approval" : "a decision (" + p.kind + ")") + ": ",
+        el("strong", { class: "tool", text: p.tool }),
+        " call ",
+        el("code", { class: "call", text: p.call }),
+        " (turn " + p.turn + ") ",
+        el("a", { href: "#approvals", text: p.answer_in ? "How it is answered" : "Approve or deny" })
+      )
+    );
+    for (const w of waiting) lines.push(el("p", { class: "resume" }, "Decided, waiting for a resume: ", el("code", { text: w.command })));
+    box.replaceChildren(...lines);
+    box.hidden = lines.length === 0;
   }
 
   function childRow(c) {
