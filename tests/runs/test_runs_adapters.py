@@ -32,6 +32,8 @@ from flightlog.runs import (
     session_snapshot,
 )
 from flightlog.runs.adapters import (
+    _FOLD_CHECKS,
+    _HEADER_CHECKS,
     _HEADER_FIELDS,
     _SCALARS,
     FAILURE_CHARS,
@@ -704,7 +706,8 @@ def test_fold_to_json_keeps_every_field_in_its_stored_order(
     """The stored fold text is ``to_json``'s JSON: its keys, their order and values are those of the
     field-by-name construction less the members at their defaults, for every field of the dataclass but
     ``processes``; it shares no container with the fold, and ``from_json`` of its JSON gives the fold back,
-    every field of the same type (a count ``False`` or ``0.0`` is not read back as ``0``)."""
+    every field of the same type, when every member holds what a fold can (else it refuses it, naming an
+    edited member: a count ``False`` is not read back as ``0``, nor an unknown ref kind rendered later)."""
     made = fold(events, header)
     for name, value in overrides.items():
         setattr(made, name, value)
@@ -716,11 +719,41 @@ def test_fold_to_json_keeps_every_field_in_its_stored_order(
     for name in ("tools", "gates", "permissions", "refs"):
         if name in state:
             assert state[name] is not getattr(made, name)
-    back = SessionFold.from_json(json.loads(json.dumps(state)))
-    assert back == made
+    held = all(_a_fold_holds(name, value) for name, value in overrides.items())
+    try:
+        back = SessionFold.from_json(json.loads(json.dumps(state)))
+    except ValueError as exc:
+        assert not held, exc
+        assert any(f"session fold field {name!r} holds " in str(exc) for name in overrides), exc
+        return
+    assert held and back == made
     for spec in dataclasses.fields(SessionFold):
         if spec.name != "processes":
             assert type(getattr(back, spec.name)) is type(getattr(made, spec.name)), spec.name
+
+
+_RANGES = {
+    "token_budget": (0, 2**64 - 1),
+    "closed_tokens": (0, 2**64 - 1),
+    "open_tokens": (0, 2**64 - 1),
+    "closed_turns": (0, 2**64 - 1),
+    "max_steps": (0, 2**32 - 1),
+    "terminal_at_ms": (-(2**63), 2**63 - 1),
+}
+"""The values an event history can leave in each integer member :data:`OVERRIDES` sets (sums of events'
+``U32``/``U64`` fields, a stored time)."""
+
+
+def _a_fold_holds(name: str, value: object) -> bool:
+    """Whether the fold of some event history can hold ``value`` in member ``name`` (of :data:`OVERRIDES`)."""
+    if name == "refs":
+        assert isinstance(value, dict)
+        kinds = {k.value for k in ReceiptKind}
+        return all(kind in kinds and (label is None or type(label) is str) for kind, label in value.values())
+    if name == "terminal_reason" or (value is None and name != "closed_turns"):
+        return True
+    low, high = _RANGES[name]
+    return type(value) is int and low <= value <= high
 
 
 def test_fold_to_json_leaves_out_the_defaults() -> None:
@@ -733,6 +766,75 @@ def test_fold_to_json_leaves_out_the_defaults() -> None:
     assert stored["phase"] == "open" and stored["awaiting_model"] is True
     assert stored["header"] == {"session_id": "s", "source": "fleet", "parent": "p"}
     assert "tools" not in stored and "context" not in stored and "stopping" not in stored
+
+
+_STORED = {"last_seq": 3, "phase": "open", "header": {"session_id": "s"}}
+"""A stored fold text's members (a run open at seq 3), for the edits below."""
+
+
+@pytest.mark.parametrize(
+    ("edit", "said"),
+    [
+        ({"phase": 5}, "field 'phase' holds 5 (int), not str"),
+        ({"phase": "opened"}, "field 'phase' holds 'opened' (str), not one of 'none', 'open', 'closed'"),
+        ({"last_seq": True}, "field 'last_seq' holds True (bool), not int"),
+        ({"closed_turns": -1}, "field 'closed_turns' holds -1 (int), not in 0..18446744073709551615"),
+        ({"max_steps": 2**32}, "field 'max_steps' holds 4294967296 (int), not in 0..4294967295"),
+        ({"open_tokens": 1.5}, "field 'open_tokens' holds 1.5 (float), not int or None"),
+        ({"awaiting_model": 1}, "field 'awaiting_model' holds 1 (int), not bool"),
+        ({"suspended": "asleep"}, "field 'suspended' holds 'asleep' (str), not one of 'input', 'paused'"),
+        (
+            {"terminal_reason": "\ud800"},
+            "field 'terminal_reason' holds '\\ud800' (str), a string with a lone",
+        ),
+        ({"tools": "c1"}, "field 'tools' holds 'c1' (str), not a list"),
+        ({"tools": ["c1", 2]}, "field 'tools' holds ['c1', 2] (list), item 1: not str"),
+        ({"gates": {"c1": None}}, "field 'gates' holds {'c1': None} (dict), entry 'c1': not str"),
+        ({"refs": {"r": "x"}}, "field 'refs' holds {'r': 'x'} (dict), entry 'r': not a [kind, label] pair"),
+        ({"refs": {"r": ["nope", None]}}, "entry 'r': not one of 'artifact', 'gate', 'receipt', 'approval'"),
+        ({"refs": {"r": ["gate", 3]}}, "field 'refs' holds {'r': ['gate', 3]} (dict), entry 'r': not str"),
+        ({"context": {"turn": "1"}}, "field 'context' holds {'turn': '1'} (dict), not a context use"),
+        ({"context": [1]}, "field 'context' holds [1] (list), not a context use"),
+        ({"surprise": 1}, "session fold holds an unknown field 'surprise'"),
+        ({"header": {"session_id": 7}}, "session fold header field 'session_id' holds 7 (int), not str"),
+        (
+            {"header": {"session_id": "s", "source": "nope"}},
+            "header field 'source' holds 'nope' (str), not one of",
+        ),
+        (
+            {"header": {"session_id": "s", "imported": "yes"}},
+            "header field 'imported' holds 'yes' (str), not bool",
+        ),
+        ({"header": {"session_id": "s", "extra": 1}}, "session fold header holds an unknown field 'extra'"),
+        ({"header": {"source": "fleet"}}, "session fold header lacks its 'session_id' field"),
+        ({"header": "s"}, "session fold header is a str, not a JSON object"),
+        ({"header": None}, "session fold header is a NoneType, not a JSON object"),
+    ],
+)
+def test_a_stored_fold_that_no_history_makes_is_refused_naming_the_field(
+    edit: dict[str, object], said: str
+) -> None:
+    """A stored fold text is unhashed (a raw write can change it): ``from_json`` refuses a member no event
+    history leaves (the readers then fold the ledger: ``UnreadableRunRow``) instead of folding on from it
+    and rendering, or failing, later."""
+    assert Fold.from_json(dict(_STORED)).phase == "open"  # the unedited text reads
+    with pytest.raises(ValueError, match=r"^session fold") as refused:
+        Fold.from_json({**_STORED, **edit})
+    assert said in str(refused.value)
+
+
+def test_every_stored_member_has_its_check() -> None:
+    """A member added to the fold (or its header) is refused by ``from_json`` until its check is written."""
+    assert set(_FOLD_CHECKS) == {f.name for f in dataclasses.fields(Fold)} - {"processes"}
+    assert set(_HEADER_CHECKS) == set(_HEADER_FIELDS)
+
+
+@pytest.mark.parametrize("missing", ["last_seq", "header"])
+def test_a_stored_fold_lacking_a_required_member_is_refused(missing: str) -> None:
+    with pytest.raises(ValueError, match=rf"^session fold lacks its '{missing}' field$"):
+        Fold.from_json({k: v for k, v in _STORED.items() if k != missing})
+    with pytest.raises(ValueError, match=r"^session fold is a list, not a JSON object$"):
+        Fold.from_json([_STORED])  # type: ignore[arg-type]
 
 
 def _asked(call_id: str) -> list[Event]:

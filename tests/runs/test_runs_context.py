@@ -141,6 +141,16 @@ def test_runs_shows_the_context_use_of_a_kernel_run(db_path: Path) -> None:
         ('replace(fold, \'"state":"completed"\', \'"state":123\')', "process entry field 'state' holds 123"),
         ("'not json'", "Expecting value"),
         ("'[1]'", "a list, not a JSON object"),
+        # the session fold's members are checked too: each of these was read as it stood and folded on
+        (
+            'replace(fold, \'"phase":"open"\', \'"phase":"opened"\')',
+            "session fold field 'phase' holds 'opened'",
+        ),
+        (
+            "replace(fold, '\"last_seq\":1', '\"last_seq\":true')",
+            "session fold field 'last_seq' holds True (bool)",
+        ),
+        ('replace(fold, \'"turn":1,\', \'"turn":"1",\')', "session fold field 'context' holds {"),
     ],
 )
 def test_a_row_edited_in_sql_that_does_not_decode_is_named_and_read_from_its_ledger(

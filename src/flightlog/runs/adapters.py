@@ -153,7 +153,7 @@ Id components are percent-encoded (``/`` → ``%2F``), so a reference is never a
 from __future__ import annotations
 
 import re
-from collections.abc import Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import MISSING, asdict, dataclass, field, fields
 from typing import Any, Protocol
 from urllib.parse import quote
@@ -487,41 +487,20 @@ class ProcessEntry:
 
     @classmethod
     def from_json(cls, data: Mapping[str, Any]) -> ProcessEntry:
-        """Inverse of :meth:`to_json`, checking each field's type (the stored form is unhashed text a raw
-        write can change: an entry that would crash a reader later is refused here instead).
+        """Inverse of :meth:`to_json`, checking each field (the stored form is unhashed text a raw write can
+        change: an entry that would crash a reader later is refused here instead).
 
         Raises:
-            ValueError: ``data`` is not a JSON object, lacks a required field or a field holds another type
-                (the message names the field and what it holds).
+            ValueError: ``data`` is not a JSON object, lacks a required field, holds an unknown one, or a
+                field holds what no entry holds (another type, a string with a lone surrogate, which no
+                event holds: RFC 8785 §3.2.2.2, the canonical encoding; an integer outside 64 bits); the
+                message names the field and what it holds.
         """
-        if not isinstance(data, Mapping):
-            raise ValueError(f"process entry is a {type(data).__name__}, not a JSON object")
-        values: dict[str, Any] = {}
+        checked = _checked("process entry", data, _ENTRY_CHECKS)
         for f in fields(cls):
-            if f.name not in data:
-                if f.default is MISSING:
-                    raise ValueError(f"process entry lacks its {f.name!r} field")
-                continue
-            value, wanted = data[f.name], _ENTRY_TYPES[f.name]
-            if not isinstance(value, wanted) or isinstance(value, bool):
-                raise ValueError(
-                    f"process entry field {f.name!r} holds {short(repr(value), 40)} "
-                    f"({type(value).__name__}), not {' or '.join(t.__name__ for t in wanted)}"
-                )
-            values[f.name] = value
-        return cls(**values)
-
-
-_ENTRY_TYPES: dict[str, tuple[type, ...]] = {
-    "agent_id": (str,),
-    "recorded_by": (str,),
-    "seq": (int,),
-    "at_ms": (int,),
-    "state": (str,),
-    "result_termination": (str, type(None)),
-    "role": (str,),
-}
-"""The type each :class:`ProcessEntry` field holds in its stored form (:meth:`ProcessEntry.from_json`)."""
+            if f.name not in checked and f.default is MISSING:
+                raise ValueError(f"process entry lacks its {f.name!r} field")
+        return cls(**checked)
 
 
 def process_snapshot(entry: ProcessEntry) -> AgentRunSnapshot:
@@ -598,7 +577,7 @@ class SessionFold:
         of it (``tests/runs/test_runs_adapters.py`` pins it). A default is left out only when the value is
         the default exactly (an ``int`` 0 is left out, a ``0.0`` or ``False`` in a count is written; a
         ``False`` flag is left out, a ``0`` is written), so :meth:`from_json` gives back an equal fold of the
-        same types. Since ``FOLD_VERSION`` 5 (until then every member was written: 30, each ~700
+        same types (or refuses a member no event history makes, a count ``False`` say, naming it). Since ``FOLD_VERSION`` 5 (until then every member was written: 30, each ~700
         instructions of ``pydantic_core.to_json`` on every append; bench/HISTORY.md, appendproj).
         """
         # One test per field, a store only for the few set: bench/ledger.py's appends write 5 or 6 of the
@@ -662,9 +641,26 @@ class SessionFold:
 
     @classmethod
     def from_json(cls, data: Mapping[str, Any]) -> SessionFold:
-        """Inverse of :meth:`to_json` (takes ownership of ``data``'s containers)."""
-        header = SessionHeader(**data["header"])
-        return cls(header=header, **{k: v for k, v in data.items() if k in _STATE_FIELDS})
+        """Inverse of :meth:`to_json` (takes ownership of ``data``'s containers), checking every member:
+        the stored form is unhashed text a raw write can change, and a member of another type or value
+        would fold or render wrongly, or fail, at some later append or read; it is refused here instead.
+
+        Raises:
+            ValueError: ``data`` or its ``header`` is not a JSON object, lacks ``header``, ``last_seq`` or
+                the header's ``session_id``, holds a field no fold has, or a member holds what no fold
+                holds (:data:`_FOLD_CHECKS`: another type, a bool for an integer, an integer outside its
+                range, a ``phase``, ``suspended``, ``source`` or ref kind outside its values, a string with
+                a lone surrogate, a ``context`` that is no :class:`~flightlog.runs.context.ContextUse`).
+                The message names the field and what it holds.
+        """
+        state = _checked("session fold", data, _FOLD_CHECKS)
+        for required in ("header", "last_seq"):
+            if required not in state:
+                raise ValueError(f"session fold lacks its {required!r} field")
+        header = _checked("session fold header", state.pop("header"), _HEADER_CHECKS)
+        if "session_id" not in header:
+            raise ValueError("session fold header lacks its 'session_id' field")
+        return cls(header=SessionHeader(**header), **state)
 
     def take_processes(self) -> list[ProcessEntry]:
         """The process-table entries fed since the last call (then forgotten)."""
@@ -1137,6 +1133,176 @@ def _in_range(
 _HEADER_FIELDS = tuple(f.name for f in fields(SessionHeader))
 _STATE_FIELDS = frozenset(f.name for f in fields(SessionFold)) - {"header", "processes"}
 _SCALARS = tuple(sorted(_STATE_FIELDS - {"tools", "gates", "permissions", "refs", "context"}))
+
+
+# ─── the stored forms' checks (ProcessEntry.from_json, SessionFold.from_json) ─────────────────
+
+_Check = Callable[[Any], str | None]
+"""A stored member's check: None when the value is one the member holds, else why not (``not int``...)."""
+
+
+def _checked(owner: str, data: Any, checks: Mapping[str, _Check]) -> dict[str, Any]:
+    """``data`` as a dict once every member passes its check in ``checks``.
+
+    Raises:
+        ValueError: ``data`` is not a JSON object, holds a member ``checks`` does not name, or one that
+            fails its check: ``{owner} field 'name' holds <value> (<type>), <why>``.
+    """
+    if not isinstance(data, Mapping):
+        raise ValueError(f"{owner} is a {type(data).__name__}, not a JSON object")
+    for name, value in data.items():
+        check = checks.get(name)
+        if check is None:
+            raise ValueError(f"{owner} holds an unknown field {short(repr(name), 40)}")
+        why = check(value)
+        if why is not None:
+            raise ValueError(
+                f"{owner} field {name!r} holds {short(repr(value), 40)} ({type(value).__name__}), {why}"
+            )
+    return dict(data)
+
+
+def _text_fault(value: Any) -> str | None:
+    """Why ``value`` is no stored text: not a ``str``, or one with a lone surrogate (no event holds one:
+    the canonical encoding refuses it, RFC 8785 §3.2.2.2, so no fold or entry does)."""
+    if type(value) is not str:
+        return "not str"
+    try:
+        value.encode()
+    except UnicodeEncodeError:
+        return "a string with a lone surrogate"
+    return None
+
+
+def _text(*values: str, null: bool = False) -> _Check:
+    """A text member (one of ``values`` when given; None too when ``null``)."""
+
+    def check(value: Any) -> str | None:
+        if value is None:
+            return None if null else "not str"
+        why = _text_fault(value)
+        if why is None and values and value not in values:
+            return "not one of " + ", ".join(map(repr, values))
+        return why
+
+    return check
+
+
+def _integer(low: int, high: int, *, null: bool = False) -> _Check:
+    """An integer member in ``low..high`` (a bool is none; None too when ``null``)."""
+
+    def check(value: Any) -> str | None:
+        if value is None:
+            return None if null else "not int"
+        if type(value) is not int:
+            return "not int" + (" or None" if null else "")
+        return None if low <= value <= high else f"not in {low}..{high}"
+
+    return check
+
+
+def _flag(value: Any) -> str | None:
+    return None if type(value) is bool else "not bool"
+
+
+def _texts(value: Any) -> str | None:
+    """A list of texts (call ids, approval refs)."""
+    if type(value) is not list:
+        return "not a list"
+    return next((f"item {i}: {why}" for i, v in enumerate(value) if (why := _text_fault(v))), None)
+
+
+def _text_map(value: Any) -> str | None:
+    """A JSON object of texts to texts (call id -> approval ref)."""
+    if type(value) is not dict:
+        return "not a JSON object"
+    return next(
+        (f"entry {short(repr(k), 40)}: {why}" for k, v in value.items() if (why := _text_fault(v))), None
+    )
+
+
+def _ref_map(value: Any) -> str | None:
+    """``refs``: reference -> ``[kind, label]``, the kind a :class:`ReceiptKind` value, the label text or
+    None."""
+    if type(value) is not dict:
+        return "not a JSON object"
+    for reference, entry in value.items():
+        why = _text_fault(reference)
+        if why is None and (type(entry) is not list or len(entry) != 2):
+            why = "not a [kind, label] pair"
+        why = why or _REF_KIND(entry[0]) or _LABEL(entry[1])
+        if why is not None:
+            return f"entry {short(repr(reference), 40)}: {why}"
+    return None
+
+
+def _context_fault(value: Any) -> str | None:
+    """``context``: None or a :class:`~flightlog.runs.context.ContextUse`'s JSON."""
+    if value is None or (type(value) is dict and ContextUse.from_json(value) is not None):
+        return None
+    return "not a context use (turn, fill_tokens, basis...)"
+
+
+_I64 = (-(2**63), 2**63 - 1)
+"""A stored time's range (epoch ms; the store's ``recorded_at_ms`` is a signed 64-bit integer)."""
+_COUNTS = (0, 2**64 - 1)
+"""A count's range (tokens, turns, steps: sums of events' ``U32``/``U64`` fields; the snapshot clamps)."""
+_REF_KIND, _LABEL = _text(*(kind.value for kind in ReceiptKind)), _text(null=True)
+
+_ENTRY_CHECKS: dict[str, _Check] = {
+    "agent_id": _text(),
+    "recorded_by": _text(),
+    "seq": _integer(0, 2**63 - 1),
+    "at_ms": _integer(*_I64),
+    "state": _text(),
+    "result_termination": _text(null=True),
+    "role": _text(),
+}
+"""What each :class:`ProcessEntry` field holds in its stored form (:meth:`ProcessEntry.from_json`)."""
+
+_HEADER_CHECKS: dict[str, _Check] = {
+    "session_id": _text(),
+    "source": _text(*_SOURCE_VALUES),
+    "parent": _text(null=True),
+    "imported": _flag,
+    "duration_hint_ms": _integer(*_COUNTS, null=True),
+    "from_import": _flag,
+}
+"""What each :class:`SessionHeader` field holds in a stored fold (:meth:`SessionFold.from_json`)."""
+
+_FOLD_CHECKS: dict[str, _Check] = {
+    "header": lambda value: None,  # checked member by member (_HEADER_CHECKS)
+    "last_seq": _integer(-1, 2**63 - 1),
+    "first_at_ms": _integer(*_I64, null=True),
+    "last_at_ms": _integer(*_I64, null=True),
+    "phase": _text("none", "open", "closed"),
+    "terminal_reason": _text(null=True),
+    "terminal_at_ms": _integer(*_I64, null=True),
+    "terminal_budget": _flag,
+    "closed_tokens": _integer(*_COUNTS, null=True),
+    "closed_turns": _integer(*_COUNTS),
+    "open_tokens": _integer(*_COUNTS, null=True),
+    "open_steps": _integer(*_COUNTS),
+    "codex_total": _integer(*_COUNTS),
+    "codex_start": _integer(*_COUNTS),
+    "budget_axis": _text(null=True),
+    "token_budget": _integer(*_COUNTS, null=True),
+    "max_steps": _integer(0, 2**32 - 1, null=True),
+    "awaiting_model": _flag,
+    "stopping": _flag,
+    "suspended": _text("input", "paused", null=True),
+    "tools": _texts,
+    "gates": _text_map,
+    "permissions": _texts,
+    "asked": _text(null=True),
+    "asked_tool": _text(null=True),
+    "refs": _ref_map,
+    "context": _context_fault,
+    "failure": _text(null=True),
+}
+"""What each :class:`SessionFold` member holds in its stored form (:meth:`SessionFold.from_json`): what the
+handlers above can set, so the fold of any history passes and an edited one that would fold or render
+otherwise (or fail) does not."""
 
 _HANDLERS: dict[str, Any] = {
     "run_started": SessionFold._on_run_started,
