@@ -15,6 +15,8 @@ from __future__ import annotations
 import json
 from typing import Any
 
+import pytest
+
 from flightlog import events as ev
 from flightlog.recorder import Recorder
 from flightlog.store import open_store
@@ -282,3 +284,38 @@ def test_an_unreadable_fold_text_is_named_not_a_crash(url: str) -> None:
         assert any(d.startswith(f"runs row '{sid}' column fold: stored ") for d in details), details
         assert any(d.startswith(f"runs row '{sid}': {why}") for d in details), details
     assert cli(url, "verify", "--all")[0] == 1
+
+
+def test_a_process_entry_no_ledger_holds_is_refused_where_it_is_read(url: str) -> None:
+    """A stored process entry holding a lone surrogate (no event holds one: the canonical encoding refuses
+    it) was taken, and the row's render failed (``its process entry does not render``); it is refused where
+    the fold text is read, naming the field, and the row compared without it."""
+    recorded(url)
+    execute(url, 'UPDATE runs SET fold = replace(fold, \'"recorded_by":"p"\', \'"recorded_by":"\\ud800"\')')
+    code, rows = json_rows(url, "verify", "k")
+    assert code == 1, rows
+    details = [d["detail"] for d in rows[0]["divergences"]]
+    said = (
+        "runs row 'k': its fold text holds no readable process entry (process entry field 'recorded_by' "
+        "holds '\\ud800' (str), a string with a lone su"
+    )
+    assert any(d.startswith(said) for d in details), details
+    assert mismatch("k", "parent", "'p'", "None") in details, details
+
+
+def test_a_sessions_row_whose_parent_is_no_text_is_named_not_a_crash(url: str) -> None:
+    """SQLite keeps a BLOB a raw write puts in ``parent_session_id``; no snapshot renders from it (verify
+    raised pydantic's ValidationError): the run is named, not compared."""
+    if "postgres" in url:
+        pytest.skip("PostgreSQL's text column holds text only")
+    recorded(url)
+    execute(url, "UPDATE sessions SET parent_session_id = X'ff' WHERE session_id = 's1'")
+    code, rows = json_rows(url, "verify", "s1")
+    assert code == 1, rows
+    assert [(d["reason"], d["detail"]) for d in rows[0]["divergences"]] == [
+        (
+            "projection_mismatch",
+            "runs row 's1': not compared: the sessions row's parent_session_id holds b'\\xff' (bytes), not "
+            "text, so no snapshot renders from it",
+        )
+    ]

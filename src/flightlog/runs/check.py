@@ -215,14 +215,20 @@ class ProjectionCheck:
     ) -> tuple[list[Divergence], ProcessEntry | None]:
         """The stored row of ``session_id`` against the row its verified ``fold`` renders with ``record``'s
         status and the row's own process entry: ``(divergences, that process entry)``."""
-        stored = self.store.get_run_rows([session_id]).get(session_id)
-        process, unreadable = _stored_process(stored)
-        try:
-            expected = _row(session_id, _Parts(fold, process, record.status))
-        except (ValueError, TypeError, KeyError, AttributeError) as exc:  # an edited entry: other types
-            unreadable = f"its process entry does not render ({short(str(exc), 80)})"
-            process, expected = None, _row(session_id, _Parts(fold, None, record.status))
         seq = fold.last_seq
+        parent = record.parent_session_id
+        if parent is not None and type(parent) is not str:  # SQLite keeps what a raw write gives (a BLOB)
+            detail = (
+                f"runs row {session_id!r}: not compared: the sessions row's parent_session_id holds "
+                f"{short(repr(parent), 40)} ({type(parent).__name__}), not text, so no snapshot renders from it"
+            )
+            return [Divergence(seq, PROJECTION_MISMATCH, detail)], None
+        stored = self.store.get_run_rows([session_id]).get(session_id)
+        # The row renders: the fold is the verified ledger's (events hold no lone surrogate, the header's
+        # texts are checked above or by SessionHeader.of) and a stored process entry is read only when
+        # ProcessEntry.from_json finds every field one an entry holds.
+        process, unreadable = _stored_process(stored)
+        expected = _row(session_id, _Parts(fold, process, record.status))
         if stored is None:
             detail = (
                 f"the runs projection has no row for run {session_id!r}: the verified ledger folds to state "
