@@ -97,10 +97,9 @@ def find_sessions(
     kept = [
         record
         for record in store.list_sessions()
-        if isinstance(
-            record.session_id, str
-        )  # a BLOB id (a raw write) names no session: Store.unnamed_sessions
-        and (not statuses or (status_of(record) if status_of else record.status) in statuses)
+        # list_sessions yields text ids only (a NULL, BLOB or undecodable id names no session:
+        # Store.unnamed_sessions)
+        if (not statuses or (status_of(record) if status_of else record.status) in statuses)
         and (since_ms is None or record.created_at_ms >= since_ms)
         and (needle is None or needle in record.task.casefold())
     ]

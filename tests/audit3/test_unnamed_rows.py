@@ -46,7 +46,7 @@ def test_verify_all_passes_before_the_edit(db: str) -> None:
         ),
         (  # TEXT whose bytes are not UTF-8: the driver raised reading it (ls, verify --all, runs, pending)
             "session_id = CAST(x'ff62' AS TEXT)",
-            "a sessions row whose id is TEXT that is not UTF-8 (bytes ff62), created_at_ms ",
+            "a sessions row whose id is TEXT that is not UTF-8 ('\\\\xffb' as text), created_at_ms ",
         ),
     ],
 )
@@ -69,7 +69,7 @@ def test_verify_all_names_a_row_whose_id_is_not_text(db: str, edit: str, named: 
     rows = [row for row in json.loads(out) if row.get("state") == "unnamed_row"]
     assert len(rows) == 1, out
     assert rows[0]["ok"] is False
-    expected = {"NULL": (None, "null"), "BLOB": ("b", "blob"), "TEXT": ("ff62", "text_not_utf8")}
+    expected = {"NULL": (None, "null"), "BLOB": ("b", "blob"), "TEXT": ("\\xffb", "text_not_utf8")}
     assert (rows[0]["session_id"], rows[0]["id_type"]) == next(v for k, v in expected.items() if k in edit)
     assert rows[0]["status"] == "completed"
     for args in (("runs",), ("pending",), ("audit", "--all", "--offline")):

@@ -303,7 +303,7 @@ def check_sessions(
         unnamed = store.unnamed_sessions() if all_sessions else []
         orphans = store.orphan_events() if all_sessions else []  # events rows no sessions row owns
         ids = (
-            [s.session_id for s in store.list_sessions() if isinstance(s.session_id, str)]
+            [s.session_id for s in store.list_sessions()]  # every id text (a row whose id is not: unnamed)
             if all_sessions
             else [store.resolve_session(session or "")]
         )

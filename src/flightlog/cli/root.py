@@ -410,7 +410,7 @@ def ls_cmd(
     since_ms = _since(since) if since is not None else None
     with open_db(read_only=True) as store:
         unnamed = store.unnamed_sessions()  # rows whose id is not text (a raw write): named, not listed
-        named = [r for r in store.list_sessions() if isinstance(r.session_id, str)]
+        named = list(store.list_sessions())  # every id text: a row whose id is not, unnamed, is not listed
         no_run = no_run_sessions(store, named)
         resumable = resumable_sessions(store, named)  # aborted, resumable: "paused", as runs lists them
         unread: Undecodable = []  # the row ends the run, its events do not decode: its wait is unknown

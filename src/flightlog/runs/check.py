@@ -278,7 +278,7 @@ class ProjectionCheck:
         moved = []
         for record in self.store.list_sessions():
             sid = record.session_id
-            if isinstance(sid, str) and is_run(sid) and record.head_seq + 1 != self._events.get(sid, 0):
+            if is_run(sid) and record.head_seq + 1 != self._events.get(sid, 0):
                 moved.append(sid)
         return moved
 

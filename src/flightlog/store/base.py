@@ -302,8 +302,9 @@ class UnnamedSessionRow(NamedTuple):
     ``verify --all`` names it (:meth:`Store.unnamed_sessions`)."""
 
     session_id: str | None
-    """The id as text: None for a NULL id; a BLOB id's bytes decoded as UTF-8 (``backslashreplace``); a
-    TEXT id that is not UTF-8: its bytes in hex."""
+    """The id as text: None for a NULL id; a BLOB id's bytes, or those of a TEXT id that is not UTF-8,
+    decoded as UTF-8 with ``backslashreplace`` (``'\\xffb'``): the spelling :meth:`Store.session_keys`
+    lists it under and the lookups of many ids find it by."""
     id_type: str
     """``"null"``, ``"blob"`` or ``"text_not_utf8"``: what the row's id is instead of text."""
     created_at_ms: Any
@@ -312,12 +313,12 @@ class UnnamedSessionRow(NamedTuple):
     """The row's ``status`` as stored (bytes that are not UTF-8 decoded with ``backslashreplace``)."""
 
     def describe(self) -> str:
-        """``a sessions row whose id is NULL|a BLOB ('<text>' as text)|TEXT that is not UTF-8 (bytes <hex>),
-        created_at_ms …, status …``."""
+        """``a sessions row whose id is NULL|a BLOB ('<text>' as text)|TEXT that is not UTF-8 ('<text>' as
+        text), created_at_ms …, status …``."""
         if self.session_id is None:
             what = "NULL"
         elif self.id_type == "text_not_utf8":
-            what = f"TEXT that is not UTF-8 (bytes {self.session_id})"
+            what = f"TEXT that is not UTF-8 ({self.session_id!r} as text)"
         else:
             what = f"a BLOB ({self.session_id!r} as text)"
         return (
@@ -667,8 +668,9 @@ class Store(abc.ABC):
         all of them). What a reader paging a few sessions of a big store needs without a row per session
         of the rest.
 
-        This default reads :meth:`session_keys`; a SQL backend answers in one query, ``ids`` passed as one
-        parameter whatever their number.
+        An id is matched as :meth:`session_keys` spells it (a row whose id is not UTF-8 text, an outside
+        edit, by its bytes decoded with ``backslashreplace``). This default reads :meth:`session_keys`; a
+        SQL backend answers in one query, ``ids`` passed as one parameter whatever their number.
         """
         wanted = set(ids)
         found = [(i, k) for i, k in enumerate(self.session_keys()) if k[0] in wanted or k[1] == status]
@@ -676,7 +678,8 @@ class Store(abc.ABC):
 
     def session_positions(self, ids: Collection[str]) -> dict[str, int]:
         """Each of ``ids``' position in the listing of every session (0-based: how many sessions
-        :meth:`list_sessions` lists before it); an id of no session is left out.
+        :meth:`list_sessions` lists before it); an id of no session is left out. An id is matched, and
+        keyed, as :meth:`session_keys` spells it.
 
         This default reads :meth:`session_keys`; a SQL backend counts in SQL.
         """

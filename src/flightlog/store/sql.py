@@ -31,6 +31,7 @@ from __future__ import annotations
 import abc
 import json
 import operator
+import re
 from collections.abc import Collection, Iterator, Mapping, Sequence
 from contextlib import AbstractContextManager
 from typing import Any, ClassVar
@@ -161,14 +162,41 @@ _NOT_ASCII = f"*[^{chr(1)}-{chr(127)}]*"
 
 
 def _key(row: Sequence[Any]) -> tuple[str, str, int, str]:
-    """A :meth:`SqlStore.session_keys` row as the driver gives it, the id and status as text: bytes
-    (SQLite's ``CAST(... AS BLOB)``) decoded with ``backslashreplace``, text (PostgreSQL) as it is."""
+    """A :meth:`SqlStore.session_keys` row as the driver gives it, the id and status as text
+    (:func:`spelled`)."""
     sid, status, head_seq, head_hash = row
-    if isinstance(sid, bytes | bytearray | memoryview):
-        sid = bytes(sid).decode("utf-8", "backslashreplace")
-    if isinstance(status, bytes | bytearray | memoryview):
-        status = bytes(status).decode("utf-8", "backslashreplace")
-    return sid, status, head_seq, head_hash
+    return spelled(sid), spelled(status), head_seq, head_hash
+
+
+def spelled(value: Any) -> Any:
+    """A text column's value as the listings spell it: bytes (SQLite's ``CAST(... AS BLOB)``, PostgreSQL's
+    ``convert_to``) decoded as UTF-8 with ``backslashreplace`` (a byte that is not UTF-8 as ``\\xHH``),
+    anything else as it is."""
+    if isinstance(value, bytes | bytearray | memoryview):
+        return bytes(value).decode("utf-8", "backslashreplace")
+    return value
+
+
+_SPELLED_BYTE = re.compile(r"\\x([89a-f][0-9a-f])")
+"""What ``backslashreplace`` writes for a byte that is not UTF-8 (always 0x80 or above)."""
+
+
+def spelled_bytes(text: str) -> bytes | None:
+    """The bytes :func:`spelled` writes as ``text`` when they are not UTF-8 (an id a raw write stored,
+    listed by :meth:`SqlStore.session_keys` under this spelling), else None (``text`` spells no such bytes:
+    it is found as itself).
+
+    Each ``\\xHH`` (HH 80 to ff) is read as that byte: an id whose own text holds such a spelling beside
+    bytes that are not UTF-8 spells like another row, and only the reading where every one is a byte is
+    looked up."""
+    if "\\x" not in text:
+        return None
+    parts = _SPELLED_BYTE.split(text)
+    raw = b"".join(
+        bytes.fromhex(part) if i % 2 else part.encode("utf-8", "surrogatepass")
+        for i, part in enumerate(parts)
+    )
+    return raw if len(parts) > 1 and spelled(raw) == text else None
 
 
 LISTED = "session_id IS NOT NULL"
@@ -307,6 +335,17 @@ class SqlStore(Store):
         if not cut:
             return clause, params
         return f"({clause} OR hex({column}) IN (SELECT value FROM json_each(?)))", [*params, json.dumps(cut)]
+
+    def _spelled_in(self, column: str, values: Collection[str]) -> tuple[str, list[Any]]:
+        """SQL `` OR ...`` for "``column`` holds the bytes one of ``values`` spells" (:func:`spelled_bytes`:
+        a BLOB or TEXT id that is not UTF-8, as :meth:`session_keys` lists it) and its params; ``""`` when no
+        value spells such bytes (then nothing is added to a query). ``hex(column)`` against one JSON
+        array of their hex spellings (``hex`` reads a TEXT or BLOB value whole): a scan of the index,
+        made only when such a value is given."""
+        raw = [b.hex().upper() for b in map(spelled_bytes, values) if b is not None]
+        if not raw:
+            return "", []
+        return f" OR hex({column}) IN (SELECT value FROM json_each(?))", [json.dumps(raw)]
 
     def _one_in(self, table: str, sql: str, params: Sequence[Any] = ()) -> Any:
         """``_one``, or None when ``table`` does not exist (a read-only handle on a database from before
@@ -448,11 +487,14 @@ class SqlStore(Store):
         blobs, blob_values = "", list[Any]()
         if self.BLOB_ID is not None:  # a BLOB id found by its text, as session_keys lists it (an index range)
             by_text, found_by_text = self._in_values("CAST(session_id AS TEXT)", ids)
+            odd, odd_values = self._spelled_in(
+                "session_id", ids
+            )  # bytes that are not UTF-8, by their spelling
             blobs = (
-                f" UNION ALL {rows}{self.BLOB_ID.format(column='session_id')} AND {by_text}"
+                f" UNION ALL {rows}({self.BLOB_ID.format(column='session_id')} AND {by_text}{odd})"
                 " AND NOT coalesce(CAST(status AS TEXT) = ?, FALSE)"  # not the status branch's already
             )
-            blob_values = [*found_by_text, status]
+            blob_values = [*found_by_text, *odd_values, status]
         found = self._all(
             f"WITH b(c, s) AS (SELECT created_at_ms, session_id FROM {self.SESSIONS_BY_CREATED} WHERE {LISTED} "
             "ORDER BY created_at_ms, session_id LIMIT 1 OFFSET ?), "
@@ -473,22 +515,20 @@ class SqlStore(Store):
         among, values = self._in_values("s.session_id", ids)
         if self.BLOB_ID is not None:
             by_text, blob_values = self._in_values("CAST(s.session_id AS TEXT)", ids)
+            odd, odd_values = self._spelled_in("s.session_id", ids)
             among, values = (
-                f"({among} OR ({self.BLOB_ID.format(column='s.session_id')} AND {by_text}))",
-                [
-                    *values,
-                    *blob_values,
-                ],
+                f"({among} OR ({self.BLOB_ID.format(column='s.session_id')} AND {by_text}){odd})",
+                [*values, *blob_values, *odd_values],
             )
         rows = self._all(
-            "SELECT CAST(s.session_id AS TEXT), "
+            f"SELECT {self.TEXT_BYTES_OF.format(column='s.session_id')}, "
             "(SELECT count(*) FROM sessions x WHERE x.created_at_ms < s.created_at_ms) - "
             "(SELECT count(*) FROM sessions x WHERE x.session_id IS NULL AND x.created_at_ms < s.created_at_ms) + "
             "(SELECT count(*) FROM sessions x WHERE x.created_at_ms = s.created_at_ms "
             f"AND x.session_id < s.session_id) FROM sessions s WHERE {among}",
             values,
         )
-        return {str(sid): int(position) for sid, position in rows}
+        return {spelled(sid): int(position) for sid, position in rows}
 
     def list_sessions(self, batch: int = 500) -> Iterator[SessionRecord]:
         """Every session, oldest first (keyset pages of ``batch`` rows; a row with a NULL id is no session:
@@ -577,7 +617,7 @@ class SqlStore(Store):
             for sid, created, status in rows
         ]
         found.extend(
-            UnnamedSessionRow(raw.hex(), "text_not_utf8", created, status)
+            UnnamedSessionRow(spelled(raw), "text_not_utf8", created, status)
             for raw, created, status in self._undecodable_ids()
         )
         return sorted(found, key=lambda row: (row.created_at_ms is None, row.created_at_ms))

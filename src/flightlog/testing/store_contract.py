@@ -354,6 +354,33 @@ class StoreContract(MemoryContract):
         assert store.session_keys_among(["b"], "nothing", 4) == (1, [keys[1]])
         assert len(store.unnamed_sessions()) == 3
 
+    def test_an_id_that_is_not_text_is_found_by_the_spelling_the_listing_gives(
+        self, store: Store, store_odd_id: OddId
+    ) -> None:
+        """Every lookup of many ids finds a row by the one spelling :meth:`Store.session_keys` lists it
+        under (its bytes decoded with ``backslashreplace``): a TEXT id and a BLOB id whose bytes are not
+        UTF-8 (outside edits) are found by ``session_keys_among`` and ``session_positions`` as the listing
+        counts them, and ``unnamed_sessions`` names them so too (the TEXT one was named in hex and neither
+        was found: the approvals queue left them out of the page the listing counted them on)."""
+        for created, sid in enumerate(["a", "b", "c", "d"]):
+            _new_session(store, sid, created_at_ms=1000 + created, status="running")
+        store_odd_id(store, "b", b"\xffb", True)
+        store_odd_id(store, "c", b"c\xfe\xff", False)
+        keys = store.session_keys()
+        spellings = ["a", "\\xffb", "c\\xfe\\xff", "d"]
+        assert [k[0] for k in keys] == spellings
+        assert store.session_positions([*spellings, "\\xff", "b"]) == {
+            sid: i for i, sid in enumerate(spellings)
+        }
+        for start in range(5):
+            assert store.session_keys_among(spellings[1:3], "nothing", start) == (
+                sum(1 for i in (1, 2) if i < start),
+                keys[1:3],
+            ), start
+        assert store.session_keys_among(["\\xffb"], "running", 0) == (0, keys)  # by status and id: once
+        assert sorted(row.session_id or "" for row in store.unnamed_sessions()) == sorted(spellings[1:3])
+        assert [r.session_id for r in store.list_sessions()] == ["a", "d"]  # only text: no filter needed
+
     def test_unnamed_sessions_names_a_null_id_row(self, store: Store, store_null_id: NullId) -> None:
         """A ``sessions`` row whose id is NULL is in no listing, and ``unnamed_sessions`` names it (with its
         ``created_at_ms`` and status) so ``verify --all`` can report it; the sessions with ids are not."""
