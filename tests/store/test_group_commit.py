@@ -382,3 +382,31 @@ def test_an_interrupt_while_waiting_for_the_group_leaves_head_and_ledger_agreein
     assert [e.seq for e in store.read_events("r1")] == [0]
     assert (r1.next_seq, heard) == (1, [0]), "head and subscribers agree with the committed row"
     assert r1.append(_custom(2)).seq == 1
+
+
+def test_every_commit_callback_runs_when_one_fails(store: SqliteStore) -> None:
+    """A block's commit callbacks all run, in order, after the commit, even when one raises (a purge of
+    freed pages that fails); the first failure is raised after them, later ones noted on it. Before, the
+    callbacks after a failing one never ran: a recorder appending later in the same transaction kept its
+    old head over rows the database had committed."""
+    ran: list[str] = []
+
+    def fails(name: str) -> Callable[[], None]:
+        def callback() -> None:
+            ran.append(name)
+            raise OSError(f"{name} failed")
+
+        return callback
+
+    recorder = Recorder.create(store, session_id="s")
+    with pytest.raises(OSError, match=r"^first failed") as raised, store.transaction():
+        store.call_after_commit(fails("first"))
+        recorder.append(Custom(custom_kind="x", payload={}))  # its head moves after the commit
+        store.call_after_commit(fails("second"))
+        store.call_after_commit(lambda: ran.append("third"))
+    assert ran == ["first", "second", "third"]
+    assert raised.value.__notes__ == ["a later commit callback failed too: OSError('second failed')"]
+    record = store.get_session("s")
+    assert (record.head_seq, record.head_hash) == (0, recorder.head) and recorder.next_seq == 1
+    recorder.append(Custom(custom_kind="y", payload={}))
+    assert verify_session(store, "s").ok

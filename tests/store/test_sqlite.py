@@ -17,7 +17,7 @@ from pathlib import Path
 
 import pytest
 
-from flightlog.errors import AppendConflict, ReadOnlyStore, StoreUnavailable
+from flightlog.errors import AppendConflict, ReadOnlyStore, StoreError, StoreUnavailable
 from flightlog.events import Custom
 from flightlog.recorder import Recorder, verify_session
 from flightlog.store import SessionRecord, SqliteStore, Store, open_store
@@ -525,3 +525,50 @@ def test_unnamed_sessions_names_null_and_blob_ids(db_path: Path) -> None:
             ("c", "blob", 3, "running"),
             ("d\\xff", "blob", 4, "running"),
         ]
+
+
+class _FailingPragma:
+    """The store's connection, but ``PRAGMA wal_checkpoint`` raises ``error`` (a real one SQLite gave)."""
+
+    def __init__(self, conn: sqlite3.Connection, error: sqlite3.Error) -> None:
+        self._conn, self._error = conn, error
+
+    def execute(self, sql: str, *args: object) -> sqlite3.Cursor:
+        if sql.startswith("PRAGMA wal_checkpoint"):
+            raise self._error
+        return self._conn.execute(sql, *args)
+
+    def __getattr__(self, name: str) -> object:
+        return getattr(self._conn, name)
+
+
+def _sqlite_error(sql: str) -> sqlite3.Error:
+    """The error SQLite raises for ``sql`` on a fresh in-memory database (with its result code)."""
+    with closing(sqlite3.connect(":memory:")) as conn:
+        try:
+            conn.execute(sql)
+        except sqlite3.Error as exc:
+            return exc
+    raise AssertionError(f"{sql!r} did not fail")
+
+
+def test_purge_freed_pages_passes_over_a_busy_wal_and_raises_any_other_error(
+    db_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """``purge_freed_pages`` is best effort against other holders of the WAL only: an open statement of its
+    own connection (``SQLITE_LOCKED``, a real one) leaves the WAL for the next checkpoint; any other error
+    is raised, translated and naming the store, where before every ``sqlite3.Error`` was swallowed."""
+    with closing(SqliteStore(db_path)) as store:
+        store.create_session(SessionRecord(session_id="a"))
+        store.create_session(SessionRecord(session_id="b"))
+        reading = store._conn.execute("SELECT session_id FROM sessions")
+        reading.fetchone()  # the statement stays open: the checkpoint answers SQLITE_LOCKED
+        store.purge_freed_pages()
+        reading.close()
+        store.purge_freed_pages()
+        error = _sqlite_error("SELECT * FROM no_such_table")
+        monkeypatch.setattr(store, "_conn", _FailingPragma(store._conn, error))
+        with pytest.raises(StoreError, match="no such table: no_such_table") as raised:
+            store.purge_freed_pages()
+        assert raised.value.__cause__ is error and str(db_path) in str(raised.value)
+        assert "while purging freed pages from the WAL" in "".join(raised.value.__notes__)

@@ -17,6 +17,9 @@ the commits that are *ready at the same time* share one:
   (the recorder restores its in-memory head): all or nothing, as for one transaction.
 * A call outside any transaction (a read, an autocommit write) first commits an open group, so it never
   sees, or mixes its writes into, blocks that have not committed.
+* A block's commit callbacks all run, in order, even when one raises (:func:`run_all`): a failing one (a
+  purge of freed pages) never keeps a later one (a recorder moving its head past its committed rows) from
+  running; the first failure is raised after them.
 
 With one thread (or no contention) nothing waits and every transaction commits on its own, as before:
 group commit costs one comparison per commit then. See ``bench/fleet.py`` for what it buys.
@@ -25,9 +28,9 @@ group commit costs one comparison per commit then. See ``bench/fleet.py`` for wh
 from __future__ import annotations
 
 import threading
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 
-__all__ = ["MAX_GROUP", "CommitGroup", "Gate"]
+__all__ = ["MAX_GROUP", "CommitGroup", "Gate", "run_all"]
 
 MAX_GROUP = 64
 """Most transactions sharing one commit (bounds the wait of the first one in a group)."""
@@ -164,10 +167,11 @@ class Gate:
             if error is group.error:
                 raise error
             raise error from group.error
-        for callback in after_commit:
-            callback()
-        if interrupted is not None:
-            raise interrupted
+        try:
+            run_all(after_commit)
+        finally:
+            if interrupted is not None:
+                raise interrupted
 
     def wait(self, group: CommitGroup, commit: Callable[[CommitGroup], None]) -> None:
         """Wait (gate released) until ``group`` committed or failed; if it is still open after
@@ -184,3 +188,24 @@ class Gate:
             finally:
                 if acquired:
                     self.release()
+
+
+def run_all(callbacks: Iterable[Callable[[], None]]) -> None:
+    """Run every callback in order, even after one raised, then raise the first failure (each later one
+    added to it as a note): what was committed is committed, so every callback that reflects it runs.
+
+    Raises:
+        Exception: the first callback's failure (a ``BaseException`` such as ``KeyboardInterrupt`` stops at
+            once).
+    """
+    failure: Exception | None = None
+    for callback in callbacks:
+        try:
+            callback()
+        except Exception as exc:
+            if failure is None:
+                failure = exc
+            else:
+                failure.add_note(f"a later commit callback failed too: {exc!r}")
+    if failure is not None:
+        raise failure

@@ -556,6 +556,18 @@ class SqliteStore(SqlStore):
         return SqliteMemory(self)
 
     def purge_freed_pages(self) -> None:
+        """Copy the WAL into the file and truncate it (``PRAGMA wal_checkpoint(TRUNCATE)``; ``secure_delete``
+        zeroes freed pages as they are written), so erased content leaves the journal; nothing for a
+        read-only or in-memory store, or inside a transaction (the erasure calls it after the commit).
+
+        Best effort against other connections only: a reader on an older snapshot or a writer keeps the WAL
+        until the next checkpoint (the pragma reports ``busy``; ``SQLITE_BUSY``/``SQLITE_LOCKED`` raised, an
+        open statement of this connection, say, is the same), https://sqlite.org/pragma.html#pragma_wal_checkpoint.
+
+        Raises:
+            StoreError: SQLite failed otherwise (an I/O error, a damaged file: translated, naming the
+                store; its note says the purge failed, after what called it committed).
+        """
         if self.read_only or self.path == ":memory:":
             return
         with self._lock:
@@ -563,8 +575,12 @@ class SqliteStore(SqlStore):
                 return
             try:
                 self._conn.execute("PRAGMA wal_checkpoint(TRUNCATE)").fetchall()
-            except sqlite3.Error:
-                return  # best effort: a reader holding the WAL keeps it until the next checkpoint
+            except sqlite3.Error as exc:
+                if _busy(exc):
+                    return  # the next checkpoint copies and truncates it
+                error = _translate(exc, self.url)
+                error.add_note("while purging freed pages from the WAL (PRAGMA wal_checkpoint(TRUNCATE))")
+                raise error from exc
 
     def checkpoint_wal(self) -> tuple[int, int]:
         """Copy every committed WAL frame into the database file and empty the WAL: ``PRAGMA
@@ -755,6 +771,14 @@ def _statements(script: str) -> list[str]:
     if buffer.strip():
         statements.append(buffer.strip())
     return statements
+
+
+def _busy(exc: sqlite3.Error) -> bool:
+    """Whether SQLite answered ``SQLITE_BUSY`` or ``SQLITE_LOCKED`` (any extended code of either: the low
+    byte, https://sqlite.org/rescode.html): another connection, or an open statement, holds what it
+    needed."""
+    code = getattr(exc, "sqlite_errorcode", None)
+    return isinstance(code, int) and code & 0xFF in (sqlite3.SQLITE_BUSY, sqlite3.SQLITE_LOCKED)
 
 
 def _translate(exc: sqlite3.Error, url: str) -> StoreError:
