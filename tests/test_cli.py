@@ -455,18 +455,65 @@ def test_db_repair_refuses_a_healthy_wal_unless_forced(db_copy: Path) -> None:
 def test_db_repair_of_a_checkpointed_wal_loses_nothing_and_needs_no_force(db_copy: Path) -> None:
     """Frames already copied into the database file (a checkpoint that could not truncate the WAL) are
     not lost by discarding: no --force needed."""
-    _unchecked_wal(db_copy, "CREATE TABLE later (x)")
-    conn = sqlite3.connect(db_copy, isolation_level=None)
-    reader = sqlite3.connect(db_copy.resolve().as_uri() + "?mode=ro", uri=True)
+    _checkpointed_wal(db_copy)
+    code, out, err = run(db_copy, "db", "repair", "--discard-wal")
+    assert code == 0, out + err
+    assert "quarantined" in out and "warning" not in err.lower()
+
+
+def _checkpointed_wal(db: Path) -> None:
+    """Leave ``db`` a WAL whose committed frames are all in the database file (a checkpoint that could not
+    truncate it: a reader held it)."""
+    _unchecked_wal(db, "CREATE TABLE later (x)")
+    conn = sqlite3.connect(db, isolation_level=None)
+    reader = sqlite3.connect(db.resolve().as_uri() + "?mode=ro", uri=True)
     reader.execute("SELECT 1 FROM sessions").fetchone()
     _busy, frames, copied = conn.execute("PRAGMA wal_checkpoint(PASSIVE)").fetchone()  # no truncation
     assert frames == copied > 0
     conn.close()
     reader.close()
-    assert Path(f"{db_copy}-wal").stat().st_size > 0
-    code, out, err = run(db_copy, "db", "repair", "--discard-wal")
-    assert code == 0, out + err
-    assert "quarantined" in out and "warning" not in err.lower()
+    assert Path(f"{db}-wal").stat().st_size > 0
+
+
+@pytest.mark.parametrize("checkpointed", [False, True], ids=["commits-in-wal", "checkpointed"])
+def test_db_repair_inspects_the_wal_on_one_copy_and_verifies_the_ledger_once(
+    db_copy: Path, monkeypatch: pytest.MonkeyPatch, checkpointed: bool
+) -> None:
+    """``inspect_wal`` copies the database once into its scratch folder (it copied it twice: 2x the
+    database's size of scratch disk), and verifies the ledger read with the WAL only when the WAL changes
+    pages: one that changes none adds nothing, and the repair verifies that same file after the
+    quarantine (it was verified twice). What it finds is unchanged: the frames, the pages they change."""
+    from flightlog.ops import repair
+
+    if checkpointed:
+        _checkpointed_wal(db_copy)
+    else:
+        _unchecked_wal(db_copy, "CREATE TABLE later (x)")
+    copies: list[str] = []
+    verified: list[str] = []
+    real_copy, real_verify = shutil.copyfile, repair.verify_session
+
+    def copyfile(src: str | Path, dst: str | Path, **options: bool) -> object:
+        if "flightlog-repair-" in str(dst):  # into inspect_wal's scratch folder (not the backups)
+            copies.append(Path(src).name)
+        return real_copy(src, dst, **options)
+
+    def verify_session(store: object, session_id: str, **options: object) -> object:
+        verified.append(session_id)
+        return real_verify(store, session_id, **options)  # type: ignore[arg-type]
+
+    monkeypatch.setattr(repair.shutil, "copyfile", copyfile)
+    monkeypatch.setattr(repair, "verify_session", verify_session)
+    found = repair.inspect_wal(db_copy)
+    assert sorted(copies) == ["copy.db", "copy.db-wal"]
+    assert found.readable and found.integrity_check == "ok" and found.frames >= 1
+    assert (found.changed_pages == 0) is checkpointed
+    assert (verified == []) is checkpointed
+    verified.clear()
+    copies.clear()
+    report = repair.repair_discard_wal(db_copy, discard_wal=True, force=True)
+    assert report.sessions_verified >= 9 and sorted(copies) == ["copy.db", "copy.db-wal"]
+    assert len(verified) == (1 if checkpointed else 2) * report.sessions_verified
 
 
 def test_db_repair_refuses_a_poisoned_wal_holding_a_retirement_record(db_copy: Path, tmp_path: Path) -> None:

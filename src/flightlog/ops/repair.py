@@ -6,8 +6,9 @@ WAL)". The procedure, in order, never deleting anything:
 1. Refuse unless the caller passed ``discard_wal=True`` (frames only in the WAL are lost).
 2. Look at what the WAL holds (:func:`inspect_wal`, on a scratch copy of the database and its WAL in a
    temporary folder, never the originals). If SQLite reads it, ``PRAGMA integrity_check`` passes with
-   it, every session verifies with it (a WAL of another database passes integrity_check: SQLite cannot
-   tell whose frames they are) and its committed frames change pages of the database file, the WAL is
+   it, its committed frames change pages of the database file and every session verifies with it (a WAL
+   of another database passes integrity_check: SQLite cannot tell whose frames they are; one that changes
+   no page adds nothing to lose, and the database read with it, the file, is verified at step 6), the WAL is
    not poisoned, only not yet checkpointed: refuse unless ``force=True``, naming how many committed
    frames and changed pages would be lost. If discarding would drop a retirement record (``flightlog db
    copy`` retires the source; the record may live only in the WAL while a reader kept it from being
@@ -126,6 +127,11 @@ def _backup(files: list[Path], folder: Path) -> None:
 
 
 def _verify_read_only(db: Path, report: RepairReport) -> None:
+    """``PRAGMA integrity_check`` on a read-only open, then every session's chain (:func:`_verify_ledger`).
+
+    Raises:
+        RepairError: the open failed, the check found a problem, or a session diverges.
+    """
     try:
         conn = sqlite3.connect(db.resolve().as_uri() + "?mode=ro", uri=True)
         try:
@@ -136,6 +142,15 @@ def _verify_read_only(db: Path, report: RepairReport) -> None:
         raise RepairError(path=str(db), reason=f"read-only open failed after quarantine: {exc}") from exc
     if report.integrity_check != "ok":
         raise RepairError(path=str(db), reason=f"integrity_check: {report.integrity_check}")
+    _verify_ledger(db, report)
+
+
+def _verify_ledger(db: Path, report: RepairReport) -> None:
+    """Verify every session's chain (streaming, read-only), counting sessions and events in ``report``.
+
+    Raises:
+        RepairError: a session diverges (the first divergence named).
+    """
     store = SqliteStore(db, read_only=True)
     try:
         for session in store.list_sessions():
@@ -259,10 +274,14 @@ def _refuse_losing(path: Path, contents: WalContents, *, force: bool) -> None:
 
 
 def inspect_wal(db: str | Path) -> WalContents:
-    """What discarding ``db``'s WAL would drop, measured on copies in a temporary folder (the originals are
-    only read): the database file alone, and the database with its WAL (SQLite recovers the WAL's
-    committed frames, ``PRAGMA integrity_check``, then ``PRAGMA wal_checkpoint(TRUNCATE)`` folds them in;
-    the pages that then differ from the file alone are what the WAL adds).
+    """What discarding ``db``'s WAL would drop, measured on one copy of the database in a temporary folder
+    (the originals are only read): the copy is read alone first (does the file hold a retirement?), then
+    with a copy of the WAL beside it (SQLite recovers the WAL's committed frames, ``PRAGMA
+    integrity_check``, then ``PRAGMA wal_checkpoint(TRUNCATE)`` folds them in); the pages that then differ
+    from the original file are what the WAL adds. Only when it adds some is every session verified with
+    it: when it adds none the database read with it is the file, which the repair verifies anyway
+    (:func:`repair_discard_wal`, step 6), and no commit or retirement is lost. Scratch space: one copy of
+    the database and one of its WAL.
 
     Args:
         db: The SQLite database file; its ``-wal`` must exist.
@@ -276,11 +295,12 @@ def inspect_wal(db: str | Path) -> WalContents:
     path = Path(db)
     wal = Path(f"{path}-wal")
     with tempfile.TemporaryDirectory(prefix="flightlog-repair-") as scratch:
-        alone, viewed = Path(scratch) / "alone.db", Path(scratch) / "viewed.db"
-        shutil.copyfile(path, alone)
+        viewed = Path(scratch) / "viewed.db"
         shutil.copyfile(path, viewed)
+        retired_in_file = _retired_in(viewed)  # no WAL beside the copy yet: the file alone
+        for side in (Path(f"{viewed}-wal"), Path(f"{viewed}-shm")):  # what that open left, if anything
+            side.unlink(missing_ok=True)
         shutil.copyfile(wal, f"{viewed}-wal")
-        retired_in_file = _retired_in(alone)
         try:
             conn = sqlite3.connect(viewed, isolation_level=None)
             try:
@@ -292,22 +312,22 @@ def inspect_wal(db: str | Path) -> WalContents:
                 conn.close()
         except sqlite3.Error as exc:
             check, retired, frames = f"error: {exc}", None, 0
-        if retired is not None:
+        changed = _changed_pages(path, viewed) if retired is not None else 0
+        if changed:
             check = _same_ledger(viewed)
         if retired is None or check != "ok":  # SQLite cannot vouch for the WAL's pages: look for a record
             return WalContents(False, check, 0, 0, _raw_retirement(wal) and not retired_in_file)
-        return WalContents(
-            True, check, frames, _changed_pages(alone, viewed), retired and not retired_in_file
-        )
+        return WalContents(True, check, frames, changed, retired and not retired_in_file)
 
 
 def _same_ledger(viewed: Path) -> str:
-    """``ok`` when the database read with the WAL (checkpointed into ``viewed``) is a ledger whose every
-    session verifies (:func:`_verify_read_only`), else why not: a WAL of another database passes
-    ``integrity_check`` (SQLite cannot tell whose frames they are) but holds no such ledger."""
+    """``ok`` when the database read with the WAL (checkpointed into ``viewed``, after its
+    ``integrity_check`` passed) is a ledger whose every session verifies (:func:`_verify_ledger`), else why
+    not: a WAL of another database passes ``integrity_check`` (SQLite cannot tell whose frames they are)
+    but holds no such ledger."""
     probe = RepairReport(str(viewed), "", True, None, None)
     try:
-        _verify_read_only(viewed, probe)
+        _verify_ledger(viewed, probe)
     except FlightlogError as exc:
         return f"not this ledger with the WAL: {exc}"
     return "ok"
@@ -345,14 +365,14 @@ def _raw_retirement(wal: Path) -> bool:
     return False
 
 
-def _changed_pages(alone: Path, viewed: Path) -> int:
-    """Pages (of the database's page size) that differ between two database files, counting pages only
-    one of them has."""
+def _changed_pages(original: Path, viewed: Path) -> int:
+    """Pages (of ``viewed``'s page size) that differ between two database files, counting pages only one
+    of them has: ``original`` is the database file (only read), ``viewed`` the copy read with the WAL."""
     with sqlite3.connect(viewed) as conn:
         page = int(conn.execute("PRAGMA page_size").fetchone()[0])
     conn.close()
     changed = 0
-    with alone.open("rb") as a, viewed.open("rb") as b:
+    with original.open("rb") as a, viewed.open("rb") as b:
         while True:
             left, right = a.read(page), b.read(page)
             if not left and not right:
