@@ -623,3 +623,26 @@ def test_a_requests_max_tokens_is_capped_by_the_windows_output_reserve(
     assert [r.max_tokens for r in provider.requests] == [asked, asked]
     usages = customs(store, "s1", "model_usage")
     assert [u["reserved_tokens"] for u in usages] == [asked, asked]
+
+
+def test_a_summary_requests_max_tokens_is_capped_by_the_summarizers_output_reserve(
+    store: SqliteStore,
+) -> None:
+    """The compaction's summary call is a model call like a turn's: it asks for at most the
+    ``output_reserve`` of the summarizer model's window, not ``summary_max_tokens`` (1024) on a window that
+    reserves 50 for the answer, and its budget reservation is made for the capped figure."""
+    summarizer = ScriptedProvider([reply("step 2 done; summary")], model="small-summarizer", by_turn=False)
+    provider = ScriptedProvider(
+        [*three_turns(), anthropic_overflow(), reply("done")], model="claude-sonnet-4-0"
+    )
+    windows = {"small-summarizer": ContextWindow(tokens=8000, output_reserve=50)}
+    context = ContextPolicy(windows=windows, summarizer=summarizer, summary_max_tokens=1024, tools=False)
+    agent = Agent(name="o", route=[provider], tools=[echo], context=context)
+    result = Kernel(store, agent).run_sync("go", session_id="s1", handle_signals=False)
+    assert result.status == "completed"
+    assert [r.max_tokens for r in summarizer.requests] == [50]
+    (usage,) = [u for u in customs(store, "s1", "model_usage") if u.get("purpose") == "compaction"]
+    assert usage["reserved_tokens"] == 50
+    compactor = [c for c in customs(store, "s1", "prompt_program_invoked") if c["actor"] == "compactor"]
+    assert [c["max_tokens"] for c in compactor] == [50]
+    assert checked(store, "s1").ok

@@ -3,6 +3,7 @@ the tool its phase unlocks; verdicts are recorded; phases are gate receipts in t
 
 from __future__ import annotations
 
+import dataclasses
 import json
 from typing import Any
 
@@ -17,6 +18,7 @@ from flightlog.events import (
 )
 from flightlog.kernel import Agent, Kernel, tool
 from flightlog.kernel.capabilities import ToolCapability
+from flightlog.kernel.context import ContextPolicy, ContextWindow
 from flightlog.kernel.milestones import (
     MILESTONE_VERDICT,
     JudgeInput,
@@ -191,3 +193,18 @@ def test_phases_must_unlock_declared_capabilities() -> None:
             route=[ScriptedProvider(by_turn=False)],
             milestones=[Phase("p", judge=planned, unlocks=["nope"])],
         )
+
+
+def test_a_model_judges_max_tokens_is_capped_by_its_windows_output_reserve(store: SqliteStore) -> None:
+    """A judge's call asks for at most the ``output_reserve`` of the judge model's window in the agent's
+    context policy (as a turn's and a summary's do), not its own 512."""
+    judge_model = ScriptedProvider([reply('{"passed": true}')], model="judge-model", by_turn=False)
+    provider = ScriptedProvider([reply("PLAN: go"), reply("deployed")], by_turn=False)
+    agent = phased(provider, judge=ModelJudge(judge_model, rubric="r", max_tokens=512))
+    windows = {"judge-model": ContextWindow(tokens=4000, output_reserve=40)}
+    agent = dataclasses.replace(agent, context=ContextPolicy(windows=windows))
+    result = run(Kernel(store, agent, notary=None).run("ship", session_id="m9"))
+    assert result.status == "completed"
+    assert [r.max_tokens for r in judge_model.requests] == [40]
+    usage = [u for u in customs(store, "m9", "model_usage") if u.get("purpose") == "milestone_judge"]
+    assert [u["reserved_tokens"] for u in usage] == [40]

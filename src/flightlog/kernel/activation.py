@@ -102,7 +102,9 @@ class Activation:
         self.memory_context: MemoryContext | None = None
         self._loader = archive_loader(kernel.store)
         self.surface = ToolSurface(self.agent, ceiling, self.append, recorder.checkpoint)
-        self.milestones = Milestones(self.agent.milestones, self.surface, self.append)
+        self.milestones = Milestones(
+            self.agent.milestones, self.surface, self.append, self.agent.context_policy
+        )
         kernel._surface = self.surface
         self.entropy = EntropyTracker(kernel.agent.entropy_watch)  # kernel.entropy: a fold like state
         for _seq, event in state.events:

@@ -33,7 +33,15 @@ from .compaction import (
     rule_summary,
     summary_request,
 )
-from .context import RENEWAL_THRESHOLD, Calibration, Fill, action_for, estimate_fill, estimate_tokens
+from .context import (
+    RENEWAL_THRESHOLD,
+    Calibration,
+    Fill,
+    action_for,
+    cap_output,
+    estimate_fill,
+    estimate_tokens,
+)
 from .inplace import plan_in_place
 from .operations import Operation
 from .paging import PAGE_IN, Notes, archived_result, stub_output, tokens_of
@@ -59,15 +67,18 @@ class ContextActivation(Activation):
             stream=self.agent.stream,
         )
 
-    def output_cap(self, provider: ModelProvider) -> int:
-        """The ``max_tokens`` a turn's request asks for before budgets cap it (tokens): the agent's
-        ``max_tokens``, capped by the route position's ``output_reserve`` when its window is known and
-        reserves any (:class:`~flightlog.kernel.context.ContextWindow`), so input within ``usable`` plus the
-        answer fit the window. The budget reservation is made for this figure."""
-        window = self.agent.context_policy.window(provider.model)
-        if window is None or window.output_reserve < 1:
-            return self.agent.max_tokens
-        return min(self.agent.max_tokens, window.output_reserve)
+    def output_cap(self, provider: ModelProvider, wanted: int | None = None) -> int:
+        """The ``max_tokens`` a request to ``provider`` asks for before budgets cap it (tokens).
+
+        Every model call the kernel makes follows the rule: a turn's (``wanted`` None: the agent's
+        ``max_tokens``), a compaction's summary (:attr:`ContextPolicy.summary_max_tokens
+        <flightlog.kernel.context.ContextPolicy.summary_max_tokens>`) and a milestone judge's
+        (:attr:`ModelJudge.max_tokens <flightlog.kernel.milestones.ModelJudge.max_tokens>`), each capped by
+        the ``output_reserve`` of ``provider``'s model's window when it is known and reserves any
+        (:class:`~flightlog.kernel.context.ContextWindow`), so input within ``usable`` plus the answer fit
+        the window. The budget reservation is made for this figure."""
+        asked = self.agent.max_tokens if wanted is None else wanted
+        return cap_output(asked, self.agent.context_policy.window(provider.model))
 
     def _fill(self, provider: ModelProvider, program: Program) -> Fill:
         """The window fill of a request on ``provider`` (see :mod:`flightlog.kernel.context`)."""
@@ -184,7 +195,7 @@ class ContextActivation(Activation):
         reservation = reserve(
             self.limits,
             self.spent(),
-            max_tokens=policy.summary_max_tokens,
+            max_tokens=self.output_cap(provider, policy.summary_max_tokens),
             prices=self.limits.price_for(provider.model),
             reservation_id=reservation_id,
         )

@@ -46,6 +46,7 @@ __all__ = [
     "ContextWindow",
     "Fill",
     "action_for",
+    "cap_output",
     "estimate_fill",
     "estimate_tokens",
     "window_for",
@@ -98,6 +99,23 @@ class ContextWindow:
     def to_wire(self) -> dict[str, int]:
         """``{"tokens", "output_reserve"}``."""
         return {"tokens": self.tokens, "output_reserve": self.output_reserve}
+
+
+def cap_output(asked: int, window: ContextWindow | None) -> int:
+    """The ``max_tokens`` a request may ask for on a model with ``window`` (tokens).
+
+    Args:
+        asked: What the caller wants for the answer, in tokens (an agent's ``max_tokens``, a summary's or
+            a judge's cap).
+        window: The model's window, None when unknown.
+
+    Returns:
+        ``asked``, capped by ``window.output_reserve`` when the window is known and reserves any (a
+        reserve of 0 caps nothing), so input within ``usable`` plus the answer fit the window.
+    """
+    if window is None or window.output_reserve < 1:
+        return asked
+    return min(asked, window.output_reserve)
 
 
 def _w(tokens: int, output: int) -> ContextWindow:

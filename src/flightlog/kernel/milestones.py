@@ -49,6 +49,7 @@ from ..events import Custom, Event, MilestoneAdvanced, MilestoneBlocked, RunTerm
 from ..messages import Message
 from ..providers.base import ModelProvider, ModelRequest
 from .capabilities import Prepared, ToolSurface, label_of
+from .context import ContextPolicy, cap_output
 from .records import model_usage
 from .requests import digest
 
@@ -101,15 +102,17 @@ class ModelJudge:
     Attributes:
         provider: The model that judges.
         rubric: What passing means (sent as the system prompt, with the reply format).
-        max_tokens: Output cap of the judge call, in tokens.
+        max_tokens: Output cap of the judge call, in tokens (the kernel caps it by the ``output_reserve``
+            of the judge model's window, :func:`~flightlog.kernel.context.cap_output`).
     """
 
     provider: ModelProvider
     rubric: str
     max_tokens: int = 512
 
-    def request(self, given: JudgeInput) -> ModelRequest:
-        """The judge's request: rubric as system prompt, criteria and the answer as one user message."""
+    def request(self, given: JudgeInput, max_tokens: int | None = None) -> ModelRequest:
+        """The judge's request: rubric as system prompt, criteria and the answer as one user message,
+        asking for ``max_tokens`` (tokens; None: :attr:`max_tokens`)."""
         criteria = "\n".join(f"{i}. {c}" for i, c in enumerate(given.phase.criteria, start=1)) or "(none)"
         system = (
             f"{self.rubric}\n\nYou judge whether milestone phase {given.phase.id!r} is met. Reply with only "
@@ -117,7 +120,10 @@ class ModelJudge:
         )
         text = f"Criteria:\n{criteria}\n\nThe agent's answer:\n{given.answer or '(no answer)'}"
         return ModelRequest(
-            system_prompt=system, messages=[Message.text("user", text)], tools=(), max_tokens=self.max_tokens
+            system_prompt=system,
+            messages=[Message.text("user", text)],
+            tools=(),
+            max_tokens=self.max_tokens if max_tokens is None else max_tokens,
         )
 
 
@@ -188,14 +194,21 @@ class Milestones:
         phases: ``Agent.milestones``.
         capabilities: The activation's tool surface (mounts the unlocks).
         append: Appends events in one transaction (``status`` sets the session status with them).
+        context: The agent's context policy: a :class:`ModelJudge`'s ``max_tokens`` is capped by the
+            ``output_reserve`` of its model's window there (None: no window known).
     """
 
     def __init__(
-        self, phases: Sequence[Phase], capabilities: ToolSurface, append: Callable[..., None]
+        self,
+        phases: Sequence[Phase],
+        capabilities: ToolSurface,
+        append: Callable[..., None],
+        context: ContextPolicy | None = None,
     ) -> None:
         self.phases = tuple(phases)
         self.capabilities = capabilities
         self._append = append
+        self._context = context
 
     def open_phase(self, state: KernelState) -> Phase | None:
         """The phase the run is in, None when there is no contract or every phase passed."""
@@ -264,10 +277,12 @@ class Milestones:
         try:
             if isinstance(judge, ModelJudge):
                 record.update(judge="model", model=judge.provider.model, rubric_digest=digest(judge.rubric))
-                request = judge.request(given)
+                model = judge.provider.model
+                window = self._context.window(model) if self._context is not None else None
+                request = judge.request(given, cap_output(judge.max_tokens, window))
                 response = await judge.provider.complete(request)
                 usage = model_usage(
-                    given.turn, judge.provider, state.route_position, response.usage, None, judge.max_tokens
+                    given.turn, judge.provider, state.route_position, response.usage, None, request.max_tokens
                 )
                 usage.payload["purpose"] = "milestone_judge"
                 extra.append(usage)
