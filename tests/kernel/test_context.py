@@ -633,7 +633,7 @@ def test_a_summary_requests_max_tokens_is_capped_by_the_summarizers_output_reser
     reserves 50 for the answer, and its budget reservation is made for the capped figure."""
     summarizer = ScriptedProvider([reply("step 2 done; summary")], model="small-summarizer", by_turn=False)
     provider = ScriptedProvider(
-        [*three_turns(), anthropic_overflow(), reply("done")], model="claude-sonnet-4-0"
+        [*three_turns(), anthropic_overflow(), reply("done")], model="claude-sonnet-4-0", by_turn=False
     )
     windows = {"small-summarizer": ContextWindow(tokens=8000, output_reserve=50)}
     context = ContextPolicy(windows=windows, summarizer=summarizer, summary_max_tokens=1024, tools=False)
