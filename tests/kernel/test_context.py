@@ -15,7 +15,15 @@ from typer.testing import CliRunner
 
 from child_lines import read_line
 from flightlog.cli import app
-from flightlog.events import Compressed, ContextRenewed, PageIn, PageOut, Rollbacked, SessionEvent
+from flightlog.events import (
+    Compressed,
+    ContextRenewed,
+    PageIn,
+    PageOut,
+    Rollbacked,
+    RunTerminal,
+    SessionEvent,
+)
 from flightlog.kernel import Agent, Kernel
 from flightlog.kernel.context import ContextPolicy, ContextWindow, window_for
 from flightlog.kernel.requests import check_requests, program_of
@@ -646,3 +654,64 @@ def test_a_summary_requests_max_tokens_is_capped_by_the_summarizers_output_reser
     compactor = [c for c in customs(store, "s1", "prompt_program_invoked") if c["actor"] == "compactor"]
     assert [c["max_tokens"] for c in compactor] == [50]
     assert checked(store, "s1").ok
+
+
+# ─── a request that cannot fit ────────────────────────────────────────────────────────────────
+
+
+def tiny_agent(*route: ScriptedProvider) -> Agent:
+    """A 1000-token window (100 reserved) and a system prompt of ~10,000 tokens (40,000 characters)."""
+    windows = {"tiny": ContextWindow(tokens=1000, output_reserve=100)}
+    return Agent(
+        name="tiny",
+        route=list(route),
+        tools=[echo],
+        system_prompt="Follow the house rules. " * 1700,
+        context=ContextPolicy(windows=windows, summarizer=SummaryProvider(), tools=False),
+    )
+
+
+def test_a_system_prompt_larger_than_the_window_ends_the_run_before_any_call(store: SqliteStore) -> None:
+    """No compaction can shrink the system prompt: the run ends ``context_overflow`` without a model call
+    (upstream refuses a fixed-context overflow before the provider call), naming the sizes in tokens."""
+    provider = ScriptedProvider([reply("done")], model="tiny", by_turn=False)
+    result = Kernel(store, tiny_agent(provider)).run_sync("go", session_id="s1", handle_signals=False)
+    assert provider.requests == []
+    assert (result.status, result.turns, result.tokens) == ("failed", 0, 0)
+    (terminal,) = of(store, "s1", RunTerminal)
+    assert terminal.reason == "context_overflow"
+    (exceeded,) = customs(store, "s1", "context_budget_exceeded")
+    assert exceeded["overflow_kind"] == "fixed_context" and exceeded["max_tokens"] == 900
+    assert exceeded["required_tokens"] > 10_000 and exceeded["model"] == "tiny"
+    assert result.detail == (
+        f"context overflow: the system prompt and tools need ~{exceeded['required_tokens']} tokens, "
+        "tiny's window holds 900 input tokens"
+    )
+    assert customs(store, "s1", "compaction_started") == customs(store, "s1", "prompt_program_invoked") == []
+    assert verify_session(store, "s1").ok
+
+
+def test_a_system_prompt_too_large_for_one_window_fails_over_to_the_next(store: SqliteStore) -> None:
+    tiny = ScriptedProvider([reply("never")], model="tiny", by_turn=False)
+    large = ScriptedProvider([reply("done")], model="claude-sonnet-4-0", by_turn=False)
+    result = Kernel(store, tiny_agent(tiny, large)).run_sync("go", session_id="s1", handle_signals=False)
+    assert result.status == "completed" and result.final_message == "done"
+    assert tiny.requests == [] and len(large.requests) == 1
+    (failover,) = customs(store, "s1", "route_failover")
+    assert (failover["from_model"], failover["to_model"]) == ("tiny", "claude-sonnet-4-0")
+    assert "900 input tokens of tiny's window" in failover["cause"]
+
+
+def test_a_too_long_answer_with_nothing_to_archive_ends_the_run_without_a_second_call(
+    store: SqliteStore,
+) -> None:
+    """The provider refuses the first request and the forced compaction finds nothing to archive (only the
+    goal): the same request would be refused again, so the run ends ``context_overflow`` (upstream's
+    overflow ladder) instead of calling again and failing."""
+    agent, provider, summarizer = overflow_agent([anthropic_overflow(), reply("never")])
+    result = Kernel(store, agent).run_sync("go", session_id="s1", handle_signals=False)
+    assert len(provider.requests) == 1 and summarizer.calls == 0
+    assert result.status == "failed" and of(store, "s1", RunTerminal)[0].reason == "context_overflow"
+    (exceeded,) = customs(store, "s1", "context_budget_exceeded")
+    assert (exceeded["overflow_kind"], exceeded["max_tokens"]) == ("provider", 136_000)
+    assert result.detail is not None and "claude-sonnet-4-0 refused the request as too long" in result.detail

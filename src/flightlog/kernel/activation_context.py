@@ -15,7 +15,7 @@ from collections.abc import Sequence
 from typing import Any
 
 from ..encoding import canonical_json
-from ..events import Compressed, ContextRenewed, Custom, Event, PageIn, PageOut
+from ..events import Compressed, ContextRenewed, Custom, Event, PageIn, PageOut, RunTerminal
 from ..messages import Message, ToolResult
 from ..providers.base import ModelProvider, ModelRequest, ModelResponse
 from ..testing.crashpoints import crash_point
@@ -45,7 +45,14 @@ from .context import (
 from .inplace import plan_in_place
 from .operations import Operation
 from .paging import PAGE_IN, Notes, archived_result, stub_output, tokens_of
-from .records import CONTEXT_PIN, PROMPT_PROGRAM_COMPILED, PROMPT_PROGRAM_INVOKED, model_usage
+from .records import (
+    CONTEXT_BUDGET_EXCEEDED,
+    CONTEXT_PIN,
+    PROMPT_PROGRAM_COMPILED,
+    PROMPT_PROGRAM_INVOKED,
+    model_usage,
+    route_failover,
+)
 from .renewal import handoff_message
 from .requests import Program, digest, program_of, sections_of
 
@@ -110,6 +117,75 @@ class ContextActivation(Activation):
             self._renew(turn, progress=None, open_items=())
             return True
         return False
+
+    def refuse_fixed_overflow(self, turn: int, provider: ModelProvider, program: Program, fill: Fill) -> bool:
+        """End the run, or fail over, before a call whose fixed part cannot fit; True when recorded.
+
+        The fixed part is the request's system prompt and tool specs (``program.platform``): no compaction
+        or renewal shrinks it. When its estimate (:func:`~flightlog.kernel.context.estimate_tokens`, the
+        position's calibration) exceeds the window's ``usable`` input tokens, no model call is made: the
+        next route position is tried (``route_failover``; its window may be larger), else the run ends
+        (:meth:`_end_unfit`, ``overflow_kind`` ``fixed_context``). A model without a known window is never
+        refused here. Source: upstream refuses a ``FixedContext`` overflow before the provider call
+        (deepstrike ``context/renderer.rs`` ``render_projected``, ``scheduler/state_machine/mod.rs``
+        ``emit_call_llm``: ``ContextBudgetExceeded`` then ``TerminationReason::ContextOverflow``); upstream
+        counts the system blocks and the task-state turn, ours the system prompt and the tool specs.
+        """
+        window = fill.window
+        st = self.state
+        chars = len(canonical_json(program.platform).decode())
+        fixed = estimate_tokens(chars, st.calibration.get(provider.model))
+        if window is None or fixed <= window.usable:
+            return False
+        position = st.route_position
+        if position + 1 < len(self.agent.route):
+            cause = f"the system prompt and tool specs need ~{fixed} tokens, over the {window.usable} input tokens of {provider.model}'s window"
+            self.append(
+                route_failover(provider, self.agent.route[position + 1], cause, position, position + 1)
+            )
+            return True
+        self._end_unfit(turn, provider, "fixed_context", fixed, window.usable)
+        return True
+
+    def refuse_exhausted_overflow(self, turn: int, provider: ModelProvider, fill: Fill) -> bool:
+        """End the run instead of re-sending a request the provider called too long when the forced
+        compaction found nothing to archive (and no renewal was due); True when recorded.
+
+        Called after :meth:`_manage_context` declined: the request is then the one refused, so it cannot fit
+        either. Only on the last route position (with a later one the call is made and its failure fails
+        over, as any non-retryable failure does). ``overflow_kind`` ``provider``, ``required_tokens`` the
+        fill estimate. Source: upstream's overflow ladder ends the run ``ContextOverflow`` when
+        ``force_compact`` saves nothing (deepstrike ``scheduler/state_machine/eviction.rs``
+        ``run_context_overflow_ladder``).
+        """
+        st = self.state
+        if not st.overflow or st.overflow_compacted == turn or st.route_position + 1 < len(self.agent.route):
+            return False
+        window = fill.window
+        self._end_unfit(turn, provider, "provider", fill.tokens, None if window is None else window.usable)
+        return True
+
+    def _end_unfit(
+        self, turn: int, provider: ModelProvider, kind: str, required: int, usable: int | None
+    ) -> None:
+        """``Custom("context_budget_exceeded")`` and ``run_terminal(reason="context_overflow")`` (status
+        ``failed``) in one transaction: ``required_tokens`` the estimate, ``max_tokens`` the window's
+        ``usable`` input tokens (upstream's field names; absent when the window is unknown)."""
+        st = self.state
+        payload: dict[str, Any] = {
+            "turn": turn,
+            "model": provider.model,
+            "route_position": st.route_position,
+            "overflow_kind": kind,
+            "required_tokens": required,
+        }
+        if usable is not None:
+            payload["max_tokens"] = usable
+        self.append(
+            Custom(custom_kind=CONTEXT_BUDGET_EXCEEDED, payload=payload),
+            RunTerminal(reason="context_overflow", turns_used=st.turn, total_tokens=st.tokens_used),
+            status="failed",
+        )
 
     def _rewrite_in_place(self, turn: int, provider: ModelProvider, fill: Fill) -> bool:
         """Upstream's snip/micro tiers, once per turn (:mod:`flightlog.kernel.inplace`); True when recorded."""

@@ -303,8 +303,12 @@ class _Activation(ContextActivation):
         if st.phase == "ready":
             program = program_of(provider.protocol, provider.model, request)
             fill = self._fill(provider, program)
+            if self.refuse_fixed_overflow(turn, provider, program, fill):
+                return  # it cannot fit and nothing shrinks it: failed over or ended, no call made
             if self._manage_context(turn, provider, fill):
                 return  # a compaction or renewal was recorded: the next step continues
+            if self.refuse_exhausted_overflow(turn, provider, fill):
+                return  # "too long" and nothing left to archive: the same request would be refused
             self.append(
                 CheckpointTaken(turn=turn, history_len=len(st.history())),
                 *self._program_records("kernel", turn, provider, program, fill, self._sections()),

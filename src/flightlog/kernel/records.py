@@ -37,6 +37,11 @@ transaction as the seed events they complete:
 ``compaction_failed``                      ``{turn, attempt, error, retry}``: a summary call failed
 ``context_overflow``                       ``{turn, model, route_position, error}``: the provider said the
                                            request does not fit; the turn is compacted and retried once
+``context_budget_exceeded``                ``{turn, model, route_position, overflow_kind, required_tokens,
+                                           max_tokens?}``: the request cannot fit the window and nothing
+                                           left can shrink it; written with ``run_terminal(reason=
+                                           "context_overflow")`` instead of a model call
+                                           (:meth:`~flightlog.kernel.activation_context.ContextActivation.unfit`)
 ``context_pin``                            ``{turn, call_ids}``: tool results the agent pinned (built-in
                                            ``pin`` tool); they survive compaction verbatim
 ``external_effect_intent`` / ``_completed`` written by :meth:`flightlog.recorder.Recorder.record_intent`
@@ -60,6 +65,7 @@ __all__ = [
     "CAPABILITY_EVIDENCE",
     "COMPACTION_FAILED",
     "COMPACTION_STARTED",
+    "CONTEXT_BUDGET_EXCEEDED",
     "CONTEXT_OVERFLOW",
     "CONTEXT_PIN",
     "EFFECT_RECONCILED",
@@ -82,6 +88,7 @@ CAPABILITY_EVIDENCE = "provider_capability_evidence"
 PROMPT_PROGRAM_COMPILED = "prompt_program_compiled"
 PROMPT_PROGRAM_INVOKED = "prompt_program_invoked"
 CONTEXT_OVERFLOW = "context_overflow"
+CONTEXT_BUDGET_EXCEEDED = "context_budget_exceeded"
 COMPACTION_STARTED = "compaction_started"
 COMPACTION_FAILED = "compaction_failed"
 CONTEXT_PIN = "context_pin"

@@ -6,7 +6,8 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Literal
 
-from ..events import rollback_text
+from ..events import Custom, rollback_text
+from .records import CONTEXT_BUDGET_EXCEEDED
 
 if TYPE_CHECKING:
     from .state import KernelState
@@ -62,6 +63,7 @@ TERMINAL_STATUS: dict[str, RunStatus] = {
     "completed": "completed",
     "budget_exhausted": "budget_exhausted",
     "failed": "failed",
+    "context_overflow": "failed",
 }
 """The run status of each ``run_terminal`` reason (any other reason reads as ``failed``)."""
 
@@ -104,7 +106,28 @@ def _last(state: KernelState, kind: str) -> Any:
     return None
 
 
+def _overflow_detail(state: KernelState) -> str | None:
+    """What the run's ``context_budget_exceeded`` record (:mod:`flightlog.kernel.records`) says, with its
+    sizes in tokens; None without one."""
+    for _seq, event in reversed(state.events):
+        if isinstance(event, Custom) and event.custom_kind == CONTEXT_BUDGET_EXCEEDED:
+            p = event.payload
+            room = f"{p['max_tokens']} input tokens" if "max_tokens" in p else "an unknown size"
+            if p.get("overflow_kind") == "fixed_context":
+                return (
+                    f"context overflow: the system prompt and tools need ~{p['required_tokens']} tokens, "
+                    f"{p['model']}'s window holds {room}"
+                )
+            return (
+                f"context overflow: {p['model']} refused the request as too long (~{p['required_tokens']} "
+                f"tokens estimated, window {room}) and nothing is left to archive"
+            )
+    return None
+
+
 def _terminal_detail(state: KernelState) -> str | None:
+    if state.terminal is not None and state.terminal.reason == "context_overflow":
+        return _overflow_detail(state) or "context overflow"
     exceeded = _last(state, "budget_exceeded")
     if state.terminal is not None and state.terminal.reason == "budget_exhausted" and exceeded is not None:
         return f"budget exhausted: {exceeded.budget}"
