@@ -514,7 +514,7 @@ def test_worker_prints_a_line_per_claim_and_result_and_no_python_dict(tmp_path: 
     assert code == 0, err
     lines = out.splitlines()
     assert lines[0] == "w-1  claimed (queued)"
-    assert re.fullmatch(r"w-1  completed after \d+ turns?, \d+ tokens?", lines[1]), lines
+    assert re.fullmatch(r"w-1  completed after \d+ steps?, \d+ tokens?", lines[1]), lines
     assert "results: completed 1" in err and "{" not in err
 
 

@@ -31,7 +31,7 @@ KEY_LINES = [
     # part 2: the durable agent run across processes
     re.compile(r"-> exit 3: session \w+ suspended, waiting for approval", re.M),
     re.compile(r"-> killed \(exit -9\) after the intent was durable", re.M),
-    re.compile(r"-> exit 0: completed after \d+ turns", re.M),
+    re.compile(r"-> exit 0: completed after \d+ steps", re.M),
     re.compile(r"ran exactly once \(1 line in the account log\)", re.M),
     re.compile(r"replay server: served .*; 0 mismatches", re.M),
     re.compile(

@@ -22,6 +22,7 @@ __all__ = [
     "plural",
     "printable",
     "short",
+    "spent_of",
     "state_word",
     "summarize_message",
 ]
@@ -38,6 +39,13 @@ _PLURALS = {
 def plural(count: int, noun: str) -> str:
     """``count`` and ``noun`` agreeing in number: ``1 leaf``, ``2 leaves``, ``0 sessions``, ``1 session``."""
     return f"{count} {noun if count == 1 else _PLURALS.get(noun, noun + 's')}"
+
+
+def spent_of(spent: int | None, limit: int | None) -> str:
+    """A budget as every surface shows it (``runs --tree``, the dashboard's tree, lineage and sub-agent
+    tables): ``45/300`` (spent/limit), ``45 (no limit)`` for a run that records none, ``-`` for a spend the
+    read model does not hold."""
+    return ("-" if spent is None else str(spent)) + (f"/{limit}" if limit is not None else " (no limit)")
 
 
 STATE_SYNONYMS: dict[str, str] = {

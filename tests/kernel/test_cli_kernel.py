@@ -75,7 +75,7 @@ def test_run_approve_resume_with_a_dotted_spec(tmp_path: Path) -> None:
 
     code, out, err = cli(db, "resume", sid[:8])  # the spec was recorded at run
     assert code == 0, err
-    assert f"session {sid}: completed after 3 turn(s)" in out and "noted and done" in out
+    assert f"session {sid}: completed after 3 steps" in out and "noted and done" in out
     assert cli_agents.NOTES == ["hello"]
     code, out, _ = cli(db, "pending")
     assert "nothing is waiting" in out

@@ -537,7 +537,7 @@ def test_the_demo_shows_a_run_outgrowing_its_window(store: SqliteStore) -> None:
         run_context_demo(store, Console(file=out, width=200, markup=False, highlight=False)) == 0
     )  # as `demo`
     text = out.getvalue()
-    assert "completed after 41 turns: 'all 40 steps done'" in text
+    assert "completed after 41 steps: 'all 40 steps done'" in text
     assert "large outputs paged out" in text and "[compressed turn" in text
     assert "model requests rebuilt from the ledger; all reproduce" in text
 
@@ -613,12 +613,13 @@ def test_agent_toml_takes_a_context_table(tmp_path: Path) -> None:
 def test_a_requests_max_tokens_is_capped_by_the_windows_output_reserve(
     store: SqliteStore, reserve: int, asked: int
 ) -> None:
-    """``ContextWindow.output_reserve`` says the request's ``max_tokens`` is capped by it: a 100-token window
+    """``ContextWindow.output_reserve`` says the request's ``max_tokens`` is capped by it: a window
     reserving 10 for the answer must not ask for the agent's 4096 (found by the runtime attack pass,
     ``malformed.py tinywin``); the budget reservation is made for the capped figure. A reserve of 0 caps
     nothing, nor does one above the agent's ``max_tokens``."""
     provider = ScriptedProvider([calls(call("echo", {"text": "x"}, id="c1")), reply("done")], model="tiny")
-    window = ContextWindow(tokens=100 if reserve < 100 else 10_000, output_reserve=reserve)
+    # 2000 tokens: a 100-token window cannot hold the four tool specs, and such a request is not sent
+    window = ContextWindow(tokens=2000 if reserve < 2000 else 10_000, output_reserve=reserve)
     agent = Agent(
         name="tiny",
         route=[provider],

@@ -268,7 +268,10 @@ def test_a_parents_tree_line_shows_what_its_sub_agents_spent_of_its_budget() -> 
     no other meaning), so the tree line adds the listed sub-agents' and says the overshoot."""
     from flightlog.cli.runs import _tokens_cell
 
-    assert _tokens_cell("30", 50, None) == "tokens 30/50"
-    assert _tokens_cell("30", 50, 60) == "tokens 30/50 (with sub-agents 60/50, 10 over)"
-    assert _tokens_cell("30", 100, 60) == "tokens 30/100 (with sub-agents 60/100)"
-    assert _tokens_cell("30", None, 60) == "tokens 30 (with sub-agents 60)"
+    assert _tokens_cell(30, 50, None) == "tokens 30/50"
+    assert _tokens_cell(30, 50, 60) == "tokens 30/50 (with sub-agents 60/50, 10 over)"
+    assert _tokens_cell(30, 100, 60) == "tokens 30/100 (with sub-agents 60/100)"
+    # no limit reads "(no limit)", as the dashboard's tables and tree show it
+    assert _tokens_cell(30, None, None) == "tokens 30 (no limit)"
+    assert _tokens_cell(30, None, 60) == "tokens 30 (no limit; with sub-agents 60)"
+    assert _tokens_cell(None, None, None) == "tokens - (no limit)"

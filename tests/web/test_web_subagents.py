@@ -114,10 +114,10 @@ def test_a_session_without_children_hides_the_list_and_unknown_spend_shows_a_das
         "steps_of": "- (no limit)",
     }
     assert budget_cells(BudgetSummary(tokens_used=1245, steps_taken=2))["tokens_of"] == "1245 (no limit)"
-    assert budget_label(BudgetSummary()) == "tokens -  steps -"
+    assert budget_label(BudgetSummary()) == "tokens - (no limit)  steps - (no limit)"
     assert (
         budget_label(BudgetSummary(tokens_used=45, token_budget=300, steps_taken=3))
-        == "tokens 45/300  steps 3"
+        == "tokens 45/300  steps 3 (no limit)"
     )
 
 
@@ -138,6 +138,16 @@ def test_a_run_without_limits_reads_no_limit_in_one_word_per_thing(client: TestC
     assert "source-direct" in lineage and 'title="run source (seed 002 RunSource)"' in lineage
     assert f"tokens {used} (no limit), steps 2 (no limit)</span>" in lineage
     assert "turns" not in lineage and "/-" not in lineage
+    # the tree badge and `runs --tree` mark it too, as the tables do (they printed "tokens N  steps 2")
+    from typer.testing import CliRunner
+
+    from flightlog.cli import app
+
+    (node,) = client.get("/api/runs").json()["runs"]
+    assert node["budget"] == f"tokens {used} (no limit)  steps 2 (no limit)"
+    tree = CliRunner().invoke(app, ["--db", str(db_path), "runs", "--tree"])
+    assert tree.exit_code == 0, tree.output
+    assert f"solo-1  terminal (completed)  tokens {used} (no limit)  steps 2 (no limit)" in tree.stdout
 
 
 def test_the_runs_tree_shows_spent_over_limit_per_run_as_runs_tree(client: TestClient, db_path: Path) -> None:

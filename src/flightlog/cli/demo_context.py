@@ -20,7 +20,7 @@ from ..kernel import Agent, Kernel, tool
 from ..kernel.context import ContextPolicy, ContextWindow
 from ..kernel.requests import check_session
 from ..kernel.scripted import StepProvider, SummaryProvider
-from ..narration import summarize_message
+from ..narration import plural, summarize_message
 from ..sessions import iter_events, replay_session
 from ..store import Store
 
@@ -67,7 +67,7 @@ def run_context_demo(store: Store, console: Console) -> int:
     pairs = [(row.seq, event) for row, event in iter_events(store, sid)]
     compressions = [(seq, e) for seq, e in pairs if isinstance(e, Compressed)]
     pages = [e for _s, e in pairs if isinstance(e, PageOut) and e.action == "micro_compact"]
-    console.print(f"  {result.status} after {result.turns} turns: {result.final_message!r}")
+    console.print(f"  {result.status} after {plural(result.turns, 'step')}: {result.final_message!r}")
     console.print(
         f"  window {WINDOW} tokens; {len(compressions)} compactions, {len(pages)} large outputs paged out"
     )

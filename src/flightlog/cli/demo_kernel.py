@@ -41,7 +41,7 @@ from rich.console import Console
 
 from ..events import Custom
 from ..kernel import Agent, AgentSpecError, Policy, Rule, current_effect_key, tool
-from ..narration import summarize_message
+from ..narration import plural, summarize_message
 from ..providers._sdk import INSTALL_HINT
 from ..providers.replay_server import packaged_cassettes, replay_provider
 from ..recorder import verify_session
@@ -287,7 +287,9 @@ class _Demo:
         ]
         if outcomes != ["completed"] or self._logged(key) != 1:
             raise _DemoFailed(f"lookup reconciled {outcomes}, logged {self._logged(key)} time(s)")
-        self.say(f"   -> exit 0: {out['status']} after {out['turns']} turns, {out['tokens']} tokens")
+        self.say(
+            f"   -> exit 0: {out['status']} after {plural(out['turns'], 'step')}, {out['tokens']} tokens"
+        )
         self.say("   -> the lookup was reconciled as done and ran exactly once (1 line in the account log)")
 
     def check(self, sid: str) -> None:

@@ -190,10 +190,11 @@ class _WorkerReport:
         self._line(wire, f"{claim.session_id}  {how}")
 
     def result(self, result: RunResult) -> None:
-        """``SID  completed after 2 turns, 812 tokens`` (with the detail when not completed)."""
+        """``SID  completed after 2 steps, 812 tokens`` (with the detail when not completed): steps as ``runs``
+        counts them (the run's model turns, ``RunResult.turns``)."""
         detail = f" ({result.detail})" if result.detail else ""
         text = (
-            f"{result.session_id}  {result.status}{detail} after {plural(result.turns, 'turn')}, "
+            f"{result.session_id}  {result.status}{detail} after {plural(result.turns, 'step')}, "
             f"{plural(result.tokens, 'token')}"
         )
         self._line({"event": "result", **result.to_wire()}, text)

@@ -91,7 +91,7 @@ def _report(console: Console, result: RunResult, json_out: bool) -> None:
         return
     detail = f" ({result.detail})" if result.detail else ""
     console.print(
-        f"session {result.session_id}: {result.status}{detail} after {result.turns} turn(s), "
+        f"session {result.session_id}: {result.status}{detail} after {plural(result.turns, 'step')}, "
         f"{plural(result.tokens, 'token')}"
     )
     if result.final_message:

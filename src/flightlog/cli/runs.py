@@ -24,7 +24,7 @@ from typing import TYPE_CHECKING, Annotated
 import typer
 
 from ..errors import SessionNotFound
-from ..narration import narrate, short, state_word
+from ..narration import narrate, short, spent_of, state_word
 from .console import console
 from .options import abandoned_notes, ago, count_option, session_arg, warn_diverged
 
@@ -404,27 +404,31 @@ def _tree_tokens(node: RunNode) -> int | None:
     return (node.snapshot.budget.tokens_used or 0) + sum(below)
 
 
-def _tokens_cell(own: str, limit: int | None, tree: int | None) -> str:
-    """``tokens <own>[/<limit>]``, then, when listed sub-agents used tokens too (a sub-agent's grant comes
-    out of its parent's budget: :mod:`flightlog.kernel.delegation`), `` (with sub-agents <tree>[/<limit>][,
-    <n> over])``."""
-    cell = f"tokens {own}" + (f"/{limit}" if limit is not None else "")
+def _tokens_cell(own: int | None, limit: int | None, tree: int | None) -> str:
+    """``tokens <own>/<limit>`` or ``tokens <own> (no limit)`` (:func:`~flightlog.narration.spent_of`),
+    then, when listed sub-agents used tokens too (a sub-agent's grant comes out of its parent's budget:
+    :mod:`flightlog.kernel.delegation`), `` (with sub-agents <tree>/<limit>[, <n> over])``, or with no
+    limit ``tokens <own> (no limit; with sub-agents <tree>)``."""
     if tree is None:
-        return cell
-    over = f", {tree - limit} over" if limit is not None and tree > limit else ""
-    return cell + f" (with sub-agents {tree}" + (f"/{limit}" if limit is not None else "") + over + ")"
+        return f"tokens {spent_of(own, limit)}"
+    spent = "-" if own is None else str(own)
+    if limit is None:
+        return f"tokens {spent} (no limit; with sub-agents {tree})"
+    over = f", {tree - limit} over" if tree > limit else ""
+    return f"tokens {spent}/{limit} (with sub-agents {tree}/{limit}{over})"
 
 
 def _label(view: RunView, now: int, context: ContextUse | None, tree_tokens: int | None = None) -> str:
-    """A tree line: spent/limit where the run records a limit (a sub-agent's limits are its grant); a run
-    whose listed sub-agents used tokens also shows the tree's total against its limit (:func:`_tokens_cell`)."""
+    """A tree line: spent/limit (a sub-agent's limits are its grant), ``(no limit)`` where the run records
+    none, as the dashboard shows it; a run whose listed sub-agents used tokens also shows the tree's total
+    against its limit (:func:`_tokens_cell`)."""
     cells = view_line(view, now, context)
     budget = view.snapshot.budget
     parts = [
         cells[0],
         cells[1] + (f" ({cells[2]})" if cells[2] else ""),
-        _tokens_cell(cells[3], budget.token_budget, tree_tokens),
-        f"steps {cells[4]}" + (f"/{budget.max_steps}" if budget.max_steps is not None else ""),
+        _tokens_cell(budget.tokens_used, budget.token_budget, tree_tokens),
+        f"steps {spent_of(budget.steps_taken, budget.max_steps)}",
     ]
     if context is not None:
         parts.append(f"context {cells[6]}")

@@ -19,7 +19,9 @@ Thresholds and labels are upstream's (UPSTREAM.md §1, deepstrike ``context/conf
 (and for a provider "too long" answer), renewal above 0.98; compaction aims at 0.65 and keeps the last
 2 turns. The in-place tiers run first (once per turn); a summary compaction follows when the fill is
 still above ``compact_at`` (default the collapse threshold). Large tool outputs are also paged out when
-they arrive (``page_out_tokens``).
+they arrive (``page_out_tokens``). A request whose system prompt and tool specs alone exceed ``usable`` is
+never sent (upstream's fixed-context refusal: the run fails over or ends ``context_overflow``,
+:meth:`flightlog.kernel.activation_context.ContextActivation.refuse_fixed_overflow`).
 """
 
 from __future__ import annotations

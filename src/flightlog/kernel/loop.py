@@ -27,6 +27,10 @@ A failed model call records ``rollbacked(n, checkpoint_history_len, reason)`` (`
 ``Custom("provider_retry")`` (then a backoff sleep and a new ``checkpoint_taken``),
 ``Custom("route_failover")`` (next route position), or ``run_terminal("failed")`` (route exhausted).
 
+A request that cannot fit the window (its system prompt and tool specs alone, or one the provider called
+too long with nothing left to archive) is not sent: ``Custom("context_budget_exceeded")`` and
+``run_terminal("context_overflow")`` (or, for the first, ``route_failover`` when a later position exists).
+
 A budget axis running out records ``budget_exceeded(budget=axis)`` and ``run_terminal("budget_exhausted")``
 (the wall clock running out mid-operation first records ``operation_cancelled(reason="deadline")``). A
 side effect running in a worker thread cannot be stopped: when the wall clock runs out during one, the

@@ -4,13 +4,15 @@ A sub-agent's limits are its grant (the kernel writes the reserved tokens and st
 ``run_started``; the runs read model carries them as ``token_budget`` / ``max_steps``), so "spent/granted"
 is ``tokens_used``/``token_budget`` and ``steps_taken``/``max_steps`` of the run's seed 002
 ``BudgetSummary`` (``flightlog.runs``). Nothing is estimated: a spend the read model does not hold is ``-``;
-a run that records no limit shows ``(no limit)``, as ``flightlog runs --tree`` omits its ``/limit``.
+a run that records no limit shows ``(no limit)``, here and in ``flightlog runs --tree``
+(:func:`flightlog.narration.spent_of`).
 The word is "steps" everywhere (the seed's ``steps_taken`` / ``max_steps``, ``runs`` and the README).
 Pure: no I/O.
 """
 
 from __future__ import annotations
 
+from ..narration import spent_of
 from ..runs import BudgetSummary
 
 __all__ = ["budget_cells", "budget_label", "spent_of"]
@@ -18,11 +20,6 @@ __all__ = ["budget_cells", "budget_label", "spent_of"]
 
 def _num(value: int | None) -> str:
     return "-" if value is None else str(value)
-
-
-def spent_of(spent: int | None, limit: int | None) -> str:
-    """``spent/limit`` as shown to a user: ``45/300``, ``45 (no limit)``; ``-`` for an unknown spend."""
-    return _num(spent) + (f"/{limit}" if limit is not None else " (no limit)")
 
 
 def budget_cells(budget: BudgetSummary) -> dict[str, str]:
@@ -40,12 +37,7 @@ def budget_cells(budget: BudgetSummary) -> dict[str, str]:
 
 
 def budget_label(budget: BudgetSummary) -> str:
-    """The budget as ``flightlog runs --tree`` prints it: ``tokens 45/300  steps 3/5`` (spent/limit; the
-    ``/limit`` part only where the run records a limit, ``-`` for an unknown spend)."""
-    tokens = f"tokens {_num(budget.tokens_used)}" + (
-        f"/{budget.token_budget}" if budget.token_budget is not None else ""
-    )
-    steps = f"steps {_num(budget.steps_taken)}" + (
-        f"/{budget.max_steps}" if budget.max_steps is not None else ""
-    )
-    return f"{tokens}  {steps}"
+    """The budget as ``flightlog runs --tree`` prints it: ``tokens 45/300  steps 3 (no limit)``
+    (:func:`spent_of` for each)."""
+    tokens = spent_of(budget.tokens_used, budget.token_budget)
+    return f"tokens {tokens}  steps {spent_of(budget.steps_taken, budget.max_steps)}"
