@@ -28,6 +28,7 @@ SQLITE = [
     "ed2dd688f90ccc0ed635ff208ba4d5e10257f9d34e9d7920f1f232a57596f474",  # runs fold text 5 (ddl.RUNS_FOLD_5)
     "d74bca2e771205ceb6706ced715cb8721a635d42425b1c167546da9a807fee84",  # runs fold rules 6 (ddl.RUNS_FOLD_6)
     "042c9fa7a84f8011a5f1d08c19ff3d70a51805df8bf72e87da56abba155ebefc",  # runs fold rules 7 (ddl.RUNS_FOLD_7)
+    "f7a9da5785ec3d97baa0dfee24e2bf27163b338d5a3df99bbee3fe70e7821380",  # wait-mark index (ddl.SQLITE_EVENTS_SUSPENDED)
 ]
 POSTGRES = [
     "444ebb775f784a74816dc21fb6f9d2dfc5abc2ea66031eabf69ab6856626b231",
@@ -42,6 +43,7 @@ POSTGRES = [
     "ed2dd688f90ccc0ed635ff208ba4d5e10257f9d34e9d7920f1f232a57596f474",  # runs fold text 5 (ddl.RUNS_FOLD_5)
     "d74bca2e771205ceb6706ced715cb8721a635d42425b1c167546da9a807fee84",  # runs fold rules 6 (ddl.RUNS_FOLD_6)
     "042c9fa7a84f8011a5f1d08c19ff3d70a51805df8bf72e87da56abba155ebefc",  # runs fold rules 7 (ddl.RUNS_FOLD_7)
+    "d6fb37e4b5bf23ee46b3c4c28707cd6e378903689d924629b350df8c17cb214d",  # wait-mark index (ddl.POSTGRES_EVENTS_SUSPENDED)
 ]
 
 

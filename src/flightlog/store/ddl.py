@@ -12,6 +12,7 @@ definitions are written twice; everything that reads or writes those tables is w
 from __future__ import annotations
 
 __all__ = [
+    "POSTGRES_EVENTS_SUSPENDED",
     "POSTGRES_MIGRATIONS",
     "POSTGRES_RUNS_HOT",
     "POSTGRES_RUNS_LIST",
@@ -21,6 +22,7 @@ __all__ = [
     "RUNS_FOLD_5",
     "RUNS_FOLD_6",
     "RUNS_FOLD_7",
+    "SQLITE_EVENTS_SUSPENDED",
     "SQLITE_MIGRATIONS",
     "SQLITE_RUNS_LIST",
 ]
@@ -592,3 +594,29 @@ RUNS_FOLD_7: tuple[str, str] = (
 open run's latest ``rollbacked``, ``SessionFold.failure``, and a run that then ends ``failed`` says it in its
 terminal ``detail``: ``failed: provider_failure: <the provider's error>``, where it said ``failed``); as
 :data:`RUNS_FOLD_2`."""
+
+SQLITE_EVENTS_SUSPENDED: tuple[str, str] = (
+    "events_suspended: a partial index of the events whose stored bytes hold the wait mark",
+    """
+    CREATE INDEX IF NOT EXISTS events_suspended ON events(session_id, seq)
+        WHERE instr(CAST(event AS BLOB), X'226b696e64223a2273757370656e64656422') > 0;
+    """,
+)
+"""SQLite, after :data:`RUNS_FOLD_7`: the ``events`` rows whose stored bytes (a TEXT row's as its UTF-8
+bytes) hold ``flightlog.encoding.SUSPENDED_MARK`` (``"kind":"suspended"``, the hex literal here), kept by
+SQLite itself on every insert, update and delete (no write path has code for it). The approvals queue's
+pass (:meth:`flightlog.store.sql.SqlStore.marked_ends`) reads it instead of searching every stored event:
+its statement repeats this ``WHERE`` word for word (:attr:`flightlog.store.sql.SqlStore.MARK_CONTAINS`),
+which is how SQLite's planner proves a partial index usable (https://sqlite.org/partialindex.html, 3.2).
+Building it reads every event once (bench/README.md, "One cold approvals-queue call")."""
+
+POSTGRES_EVENTS_SUSPENDED: tuple[str, str] = (
+    "events_suspended: a partial index of the events whose stored bytes hold the wait mark",
+    """
+    CREATE INDEX IF NOT EXISTS events_suspended ON events(session_id, seq)
+        WHERE position('\\x226b696e64223a2273757370656e64656422'::bytea in event) > 0;
+    """,
+)
+"""PostgreSQL, after :data:`RUNS_FOLD_7`: as :data:`SQLITE_EVENTS_SUSPENDED` (``position`` on ``bytea`` is
+immutable, as an index predicate must be; the planner proves the index usable from the query's identical
+clause: https://www.postgresql.org/docs/current/indexes-partial.html)."""

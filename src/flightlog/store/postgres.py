@@ -78,6 +78,7 @@ from .base import (
     row_stamps,
 )
 from .ddl import (
+    POSTGRES_EVENTS_SUSPENDED,
     POSTGRES_MIGRATIONS,
     POSTGRES_RUNS_HOT,
     POSTGRES_RUNS_LIST,
@@ -116,9 +117,10 @@ MIGRATIONS: list[tuple[str, str]] = [
     RUNS_FOLD_5,
     RUNS_FOLD_6,
     RUNS_FOLD_7,
+    POSTGRES_EVENTS_SUSPENDED,
 ]
 """Ordered migrations (:data:`flightlog.store.ddl.POSTGRES_MIGRATIONS`, then long-term memory's, then the signal queue's, then the paged runs list's, then
-:data:`flightlog.store.ddl.POSTGRES_RUNS_HOT`, then :data:`flightlog.store.ddl.RUNS_FOLD_2`, then :data:`flightlog.store.ddl.RUNS_FOLD_3`, then :data:`flightlog.store.ddl.RUNS_FOLD_4`, then :data:`flightlog.store.ddl.RUNS_FOLD_5`, then :data:`flightlog.store.ddl.RUNS_FOLD_6`, then :data:`flightlog.store.ddl.RUNS_FOLD_7`): list index + 1 is the
+:data:`flightlog.store.ddl.POSTGRES_RUNS_HOT`, then :data:`flightlog.store.ddl.RUNS_FOLD_2`, then :data:`flightlog.store.ddl.RUNS_FOLD_3`, then :data:`flightlog.store.ddl.RUNS_FOLD_4`, then :data:`flightlog.store.ddl.RUNS_FOLD_5`, then :data:`flightlog.store.ddl.RUNS_FOLD_6`, then :data:`flightlog.store.ddl.RUNS_FOLD_7`, then :data:`flightlog.store.ddl.POSTGRES_EVENTS_SUSPENDED`): list index + 1 is the
 schema version."""
 
 _MIGRATION_LOCK: Final = (
@@ -947,6 +949,7 @@ class PostgresStore(SqlStore):
     NULL_SAFE_EQ = "IS NOT DISTINCT FROM"
     EVENT_TEXT = "convert_from(e.event, 'UTF8')"
     BYTES_CONTAIN = "position(?::bytea in event) > 0"
+    MARK_CONTAINS = "position('\\x{hex}'::bytea in event) > 0"
     EVENT_BYTES_OF = "{column}"
     TEXT_BYTES_OF = "convert_to({column}, 'UTF8')"
     EVENTS_SCAN = "events"

@@ -36,6 +36,7 @@ from collections.abc import Collection, Iterator, Mapping, Sequence
 from contextlib import AbstractContextManager
 from typing import Any, ClassVar
 
+from ..encoding import SUSPENDED_MARK
 from ..errors import AppendConflict, EffectConflict, SessionNotFound, StaleWriter, StoreError
 from . import rows as R
 from .base import (
@@ -241,11 +242,23 @@ class SqlStore(Store):
     EVENTS_SCAN: ClassVar[str] = "events NOT INDEXED"
     """The ``events`` table read whole for a byte search of every row: SQLite in rowid (storage) order, not
     through the primary key index (which would look each row up by rowid, in ``session_id`` order)."""
+    MARK_INDEX: ClassVar[str] = "events_suspended"
+    """The partial index of the ``events`` rows whose stored bytes hold ``SUSPENDED_MARK``
+    (:data:`flightlog.store.ddl.SQLITE_EVENTS_SUSPENDED`, ``POSTGRES_EVENTS_SUSPENDED``), kept by the
+    database on every write."""
+    MARK_CONTAINS: ClassVar[str] = "instr(CAST(event AS BLOB), X'{hex}') > 0"
+    """:attr:`BYTES_CONTAIN` with the needle as a literal (``{hex}``: its bytes in lower-case hex): for
+    ``SUSPENDED_MARK``, word for word the :attr:`MARK_INDEX` index's ``WHERE``, which is what lets the
+    planner read that index (a bound parameter would not: the planner cannot prove the index covers it)."""
+    SESSIONS_CREATED: ClassVar[str] = "sessions_created"
+    """The index of ``sessions`` by ``created_at_ms`` (the first migration's)."""
     SESSIONS_BY_CREATED: ClassVar[str] = "sessions INDEXED BY sessions_created"
     """The ``sessions`` table read in the listing's order (``created_at_ms, session_id``) to find the row at
     an offset: SQLite through the ``created_at_ms`` index, which stops at that row. Without it SQLite (no
     statistics) plans a ``WHERE`` over the table as a scan and sort of every row (bench/runs.py's
-    100,000-run store: ~16 ms against ~0.01 ms for the first page's row)."""
+    100,000-run store: ~16 ms against ~0.01 ms for the first page's row). Named only while
+    :attr:`SESSIONS_CREATED` exists (:meth:`_has_index`): a store whose index was dropped by hand is read
+    by a plain scan (``INDEXED BY`` a missing index fails the statement: "no such index")."""
     ROW_MARK: ClassVar[str] = "length(e.event)"
     """What :meth:`ledger_marks` sums over an ``events`` row (aliased ``e``): a value an edit of the row's
     bytes moves; SQLite has no row version, so the length (read from the record header: no blob loaded).
@@ -311,6 +324,12 @@ class SqlStore(Store):
 
     def _has_table(self, name: str) -> bool:
         """Whether ``name`` exists (a read-only handle may see a database from before its migration)."""
+        return True
+
+    def _has_index(self, name: str) -> bool:
+        """Whether the index ``name`` exists (a read-only handle may see a database from before the
+        migration that added it; an index may be dropped by hand). Default True: a backend whose planner
+        picks indexes itself runs the same statements with or without one (PostgreSQL)."""
         return True
 
     @classmethod
@@ -496,7 +515,7 @@ class SqlStore(Store):
             )
             blob_values = [*found_by_text, *odd_values, status]
         found = self._all(
-            f"WITH b(c, s) AS (SELECT created_at_ms, session_id FROM {self.SESSIONS_BY_CREATED} WHERE {LISTED} "
+            f"WITH b(c, s) AS (SELECT created_at_ms, session_id FROM {self._sessions_by_created()} WHERE {LISTED} "
             "ORDER BY created_at_ms, session_id LIMIT 1 OFFSET ?), "
             f"k(c, s, sid, st, hs, hh) AS ({rows}{among} UNION ALL "
             f"{rows}CAST(status AS TEXT) = ? AND {LISTED} AND NOT ({among}){blobs}) "
@@ -505,6 +524,10 @@ class SqlStore(Store):
         )
         before = sum(1 for row in found if row[0] is None or row[0])
         return before, [_key(row[1:]) for row in found]
+
+    def _sessions_by_created(self) -> str:
+        """:attr:`SESSIONS_BY_CREATED` while its index exists, else the plain table."""
+        return self.SESSIONS_BY_CREATED if self._has_index(self.SESSIONS_CREATED) else "sessions"
 
     def session_positions(self, ids: Collection[str]) -> dict[str, int]:
         """One query: per session of ``ids`` (a primary-key lookup each), the sessions created before it (a
@@ -757,14 +780,22 @@ class SqlStore(Store):
     def marked_ends(
         self, needle: bytes, among: Collection[str] | None = None
     ) -> dict[str, list[tuple[int, bytes]]]:
-        """One query, one row per session found: the sessions whose stored bytes hold ``needle`` (one byte
-        search of every event, :attr:`BYTES_CONTAIN`, in the table's own order: :attr:`EVENTS_SCAN`), each
+        """One query, one row per session found: the sessions whose stored bytes hold ``needle``, each
         one's last stored seq (the primary key, covering), then its rows at that seq, the one before and
         seq 0 (three primary-key lookups). Only the rows every reader reads count (``0 <= seq <``
         ``rows.MAX_SEQ``, as :meth:`read_chain`): a row planted beyond them (or, in SQLite, with a TEXT seq)
         neither ends a run here nor breaks the pass. A store whose seqs have a gap before the last returns
         the last row without the one before it, which proves no end (the reader folds that session).
-        ``among``: the byte search reads only these sessions' events (by the primary key), 500 a query."""
+
+        How the rows holding ``needle`` are found: for ``SUSPENDED_MARK`` on a store with the
+        :attr:`MARK_INDEX` partial index (every store migrated since
+        :data:`~flightlog.store.ddl.SQLITE_EVENTS_SUSPENDED`), by reading that index: the database's own
+        index of the same stored bytes, kept on every insert, update and delete, whose entries
+        ``PRAGMA integrity_check`` compares with the rows (:attr:`MARK_CONTAINS`, the index's clause);
+        otherwise (another needle, a read-only handle on a store from before that migration, the index
+        dropped by hand) by one byte search of every stored event (:attr:`BYTES_CONTAIN`, in the table's
+        own order: :attr:`EVENTS_SCAN`). Both answer the same rows.
+        ``among``: only these sessions' events are searched (by the primary key), 500 a query."""
         if among is None:
             return self._marked_ends(needle, [])
         ids = list(dict.fromkeys(among))
@@ -777,12 +808,15 @@ class SqlStore(Store):
         """:meth:`marked_ends` in one query: every session when ``among`` is empty, else those."""
         event = self.EVENT_BYTES_OF.format(column="e.event")
         scan, restrict, values = self.EVENTS_SCAN, "", list[Any]()
+        contain, needles = self.BYTES_CONTAIN, [needle]
+        if needle == SUSPENDED_MARK and self._has_index(self.MARK_INDEX):
+            scan, contain, needles = "events", self.MARK_CONTAINS.format(hex=needle.hex()), []
         if among:
             clause, values = self._any("session_id", among)
             scan, restrict = "events", clause + " AND "
         rows = self._all(
             f"WITH m AS MATERIALIZED (SELECT DISTINCT session_id FROM {scan} WHERE {restrict}"
-            f"{self.BYTES_CONTAIN} AND seq >= 0 AND seq < ?), "
+            f"{contain} AND seq >= 0 AND seq < ?), "
             "t AS MATERIALIZED (SELECT session_id, (SELECT MAX(x.seq) FROM events x "
             "WHERE x.session_id = m.session_id AND x.seq >= 0 AND x.seq < ?) AS last FROM m) "
             "SELECT t.session_id, t.last, "
@@ -790,7 +824,7 @@ class SqlStore(Store):
             f"(SELECT {event} FROM events e WHERE e.session_id = t.session_id AND e.seq = t.last - 1), "
             f"(SELECT {event} FROM events e WHERE e.session_id = t.session_id AND e.seq = t.last) FROM t "
             "WHERE t.last IS NOT NULL",
-            (*values, needle, R.MAX_SEQ, R.MAX_SEQ),
+            (*values, *needles, R.MAX_SEQ, R.MAX_SEQ),
         )
         found: dict[str, list[tuple[int, bytes]]] = {}
         for session_id, last, first, before, data in rows:

@@ -43,6 +43,7 @@ from .ddl import (
     RUNS_FOLD_5,
     RUNS_FOLD_6,
     RUNS_FOLD_7,
+    SQLITE_EVENTS_SUSPENDED,
     SQLITE_MIGRATIONS,
     SQLITE_RUNS_LIST,
 )
@@ -74,8 +75,9 @@ MIGRATIONS: list[tuple[str, str]] = [
     RUNS_FOLD_5,
     RUNS_FOLD_6,
     RUNS_FOLD_7,
+    SQLITE_EVENTS_SUSPENDED,
 ]
-"""Ordered migrations (:data:`flightlog.store.ddl.SQLITE_MIGRATIONS`, then long-term memory's, then the signal queue's, then the paged runs list's, then the fold rules' :data:`flightlog.store.ddl.RUNS_FOLD_2`, then :data:`flightlog.store.ddl.RUNS_FOLD_3`, then :data:`flightlog.store.ddl.RUNS_FOLD_4`, then :data:`flightlog.store.ddl.RUNS_FOLD_5`, then :data:`flightlog.store.ddl.RUNS_FOLD_6`, then :data:`flightlog.store.ddl.RUNS_FOLD_7`): list index + 1
+"""Ordered migrations (:data:`flightlog.store.ddl.SQLITE_MIGRATIONS`, then long-term memory's, then the signal queue's, then the paged runs list's, then the fold rules' :data:`flightlog.store.ddl.RUNS_FOLD_2`, then :data:`flightlog.store.ddl.RUNS_FOLD_3`, then :data:`flightlog.store.ddl.RUNS_FOLD_4`, then :data:`flightlog.store.ddl.RUNS_FOLD_5`, then :data:`flightlog.store.ddl.RUNS_FOLD_6`, then :data:`flightlog.store.ddl.RUNS_FOLD_7`, then :data:`flightlog.store.ddl.SQLITE_EVENTS_SUSPENDED`): list index + 1
 is the schema version."""
 
 
@@ -155,6 +157,8 @@ class SqliteStore(SqlStore):
         self.read_only = read_only
         self._tables: set[str] = set()
         """Tables seen to exist (:meth:`_has_table`)."""
+        self._indexes: dict[str, bool] = {}
+        """Whether each index asked about exists (:meth:`_has_index`), asked once per handle."""
         self._gate = Gate(enabled=group_commit)
         self._lock = _Exclusive(self)
         """Held for every call outside a block; entering it commits an open group first."""
@@ -475,6 +479,17 @@ class SqliteStore(SqlStore):
         )
         if found:
             self._tables.add(name)
+        return found
+
+    def _has_index(self, name: str) -> bool:
+        """Asked once per index and handle (``sqlite_master``): a migration run by another handle meanwhile
+        is seen by the next handle, and an index dropped by hand while this one is open is still named
+        (an ``INDEXED BY`` it fails with "no such index"; a statement the planner chose it for is planned
+        again by SQLite without it)."""
+        found = self._indexes.get(name)
+        if found is None:
+            row = self._one("SELECT 1 FROM sqlite_master WHERE type = 'index' AND name = ?", (name,))
+            found = self._indexes[name] = row is not None
         return found
 
     # ─── migrations ───────────────────────────────────────────────────────────────────────
