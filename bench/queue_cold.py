@@ -5,9 +5,10 @@ Run ``python bench/queue_cold.py --db DB [--src DIR] [--rounds 3] [--calls 3]`` 
 
 * the queue as ``bench/runs.py``'s 24th row computes it: ``PendingCache().queue(limit=QUEUE_PAGE)`` on a
   fresh cache, then its ``marks`` for the run tree (the newest ``MAX_RUNS`` sessions);
-* ``floor``: ``bench/runs.py``'s floor, the sessions whose stored bytes hold the wait mark (one scan);
-* ``same work``: what the cold call must read, raw: the pass's statement (the byte search, each marked
-  session's last seq and its rows at seq 0, last-1 and last), then the keys statement
+* ``floor``: ``bench/runs.py``'s floor, the sessions whose stored bytes hold the wait mark (by the store's
+  clause: the ``events_suspended`` partial index, or one scan on a store without it);
+* ``same work``: what the cold call must read, raw: the pass's statement (the sessions holding the mark, as
+  the floor finds them, each one's last seq and its rows at seq 0, last-1 and last), then the keys statement
   (``Store.session_keys_among``: the keys of the sessions the pass found, passed as one JSON parameter,
   and of those whose row says ``suspended``, in listing order, each flagged before the page's start or
   not), ``fetchall()`` only, nothing decoded. The ids it passes are the pass's answer, computed once
@@ -39,7 +40,13 @@ from flightlog.kernel.rowcheck import SUSPENDED_MARK, sessions_may_wait  # noqa:
 from flightlog.store.sqlite import SqliteStore  # noqa: E402
 from flightlog.web.views import MAX_RUNS, QUEUE_PAGE, PendingCache  # noqa: E402
 
-FLOOR = "SELECT DISTINCT session_id FROM events WHERE instr(event, ?) > 0"
+INDEX = "events_suspended"
+"""The partial index of the events holding the wait mark (``flightlog.store.ddl.SQLITE_EVENTS_SUSPENDED``):
+a store recorded before its migration has it once a writable handle has opened it."""
+MARKED = f"instr(CAST(event AS BLOB), X'{SUSPENDED_MARK.hex()}') > 0"
+"""The store's clause for the wait mark (``SqliteStore.MARK_CONTAINS``: the mark as a literal), word for word
+the ``events_suspended`` partial index's ``WHERE``, so SQLite reads that index when the store has it."""
+FLOOR = f"SELECT DISTINCT session_id FROM events WHERE {MARKED}"
 """``bench/runs.py``'s floor for the row (its ``_MARKED``)."""
 _COLUMNS = (
     "created_at_ms, session_id, CAST(session_id AS TEXT), CAST(status AS TEXT), CAST(head_seq AS INTEGER), "
@@ -55,7 +62,7 @@ KEYS = (
 )
 """``SqlStore.session_keys_among``'s statement on SQLite (the first page: ``start`` 0)."""
 PASS = (
-    "WITH m AS MATERIALIZED (SELECT DISTINCT session_id FROM events NOT INDEXED WHERE instr(event, ?) > 0), "
+    f"WITH m AS MATERIALIZED (SELECT DISTINCT session_id FROM {{events}} WHERE {MARKED}), "
     "t AS MATERIALIZED (SELECT session_id, (SELECT MAX(x.seq) FROM events x "
     "WHERE x.session_id = m.session_id) AS last FROM m) "
     "SELECT t.session_id, t.last, "
@@ -63,6 +70,9 @@ PASS = (
     "(SELECT e.event FROM events e WHERE e.session_id = t.session_id AND e.seq = t.last - 1), "
     "(SELECT e.event FROM events e WHERE e.session_id = t.session_id AND e.seq = t.last) FROM t"
 )
+"""The pass's statement, ``{events}`` the table as it reads it: ``events`` (the ``events_suspended`` index)
+on a store that has the index, ``events NOT INDEXED`` (the byte search of every event, in storage order)
+on one recorded before its migration."""
 
 
 def _time(fn: Callable[[], Any]) -> tuple[float, float, Any]:
@@ -87,6 +97,8 @@ def main() -> int:
     if not args.db.is_file():
         parser.error(f"--db {args.db}: no such file (record it with bench/runs.py --db {args.db})")
     raw = sqlite3.connect(f"file:{args.db}?mode=ro", uri=True)
+    indexed = raw.execute(f"SELECT 1 FROM sqlite_master WHERE type = 'index' AND name = '{INDEX}'").fetchone()
+    marked = PASS.format(events="events" if indexed else "events NOT INDEXED")
     times: dict[str, list[tuple[float, float]]] = {"queue": [], "floor": [], "same work": []}
     with SqliteStore(args.db, read_only=True) as store:
         tree = [r.session_id for r in store.list_sessions()][-MAX_RUNS:]
@@ -97,12 +109,12 @@ def main() -> int:
             return found.total
 
         def floor() -> int:
-            return len(raw.execute(FLOOR, (SUSPENDED_MARK,)).fetchall())
+            return len(raw.execute(FLOOR).fetchall())
 
         ids = json.dumps(sorted(sessions_may_wait(store)))
 
         def same() -> int:
-            found = len(raw.execute(PASS, (SUSPENDED_MARK,)).fetchall())
+            found = len(raw.execute(marked).fetchall())
             raw.execute(KEYS, (0, ids, "suspended", ids)).fetchall()
             return found
 
@@ -118,7 +130,10 @@ def main() -> int:
                 if len(set(counts.values())) != 1:
                     raise AssertionError(f"the queue and the floors count different sessions: {counts}")
     raw.close()
-    print(f"src {_SRC}; {args.rounds} rounds x {args.calls} calls; medians (min-max)")
+    print(
+        f"src {_SRC}; {args.db}: {'with' if indexed else 'without'} the {INDEX} index; "
+        f"{args.rounds} rounds x {args.calls} calls; medians (min-max)"
+    )
     for name, pairs in times.items():
         walls, cpus = [w for w, _ in pairs], [c for _, c in pairs]
         print(

@@ -1,5 +1,5 @@
-"""The store-wide pass that decides which sessions may wait (:func:`sessions_may_wait`, one byte search of
-every stored event, :meth:`Store.marked_ends`) answers as the per-session rule (:func:`session_may_wait`)
+"""The store-wide pass that decides which sessions may wait (:func:`sessions_may_wait`, the stored events
+holding the mark, :meth:`Store.marked_ends`; how it finds them: test_mark_index.py) answers as the per-session rule (:func:`session_may_wait`)
 on the same bytes, on SQLite and PostgreSQL: a wait found, an ended run skipped, an import skipped, a run
 that never suspended skipped, and a ``sessions`` row edited to hide a wait still listed by the dashboard's
 queue when it takes the pass (:data:`flightlog.web.views.SET_PASS` lowered so a small store takes it)."""

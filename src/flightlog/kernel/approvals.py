@@ -139,8 +139,8 @@ def pending(
     reports it as ``row_mismatch``, :mod:`flightlog.kernel.rowcheck`).
 
     Across sessions, a session whose row says ``suspended`` is folded; any other only when its stored
-    events may hold a wait (:func:`~flightlog.kernel.rowcheck.sessions_may_wait`: one byte search of the
-    store's events, then at most three rows decoded per session that ever suspended), so a store of
+    events may hold a wait (:func:`~flightlog.kernel.rowcheck.sessions_may_wait`: the store's events holding
+    the wait mark, then at most three rows decoded per session that ever suspended), so a store of
     finished runs is not folded. A wait an ``abort`` closed (status ``cancelled``) is listed only for its own ``session_id``.
 
     Args:

@@ -106,15 +106,20 @@ def session_may_wait(store: Store, record: SessionRecord) -> bool:
 
 def sessions_may_wait(store: Store, among: Collection[str] | None = None) -> set[str]:
     """The ids of every session (of ``among`` when given) for which :func:`session_may_wait` holds, found
-    in one pass over the store (:meth:`~flightlog.store.base.Store.marked_ends`: one byte search of every
-    stored event for :data:`SUSPENDED_MARK`, of ``among``'s only when given, then the first and last two
-    rows of each session holding it), instead of reads per session. The same rule on the same bytes: a
-    session not in the set provably has no wait; neither the row (its ``status``, its ``head_seq``) nor the
-    ``kind`` column is read.
+    in one pass over the store (:meth:`~flightlog.store.base.Store.marked_ends`: the stored events holding
+    :data:`SUSPENDED_MARK`, of ``among``'s only when given, then the first and last two rows of each
+    session holding it), instead of reads per session. The same rule on the same bytes: a session not in
+    the set provably has no wait; neither the row (its ``status``, its ``head_seq``) nor the ``kind``
+    column is read. A SQL store finds the events holding the mark through its ``events_suspended`` partial
+    index (:data:`flightlog.store.ddl.SQLITE_EVENTS_SUSPENDED`): the database's own index of those stored
+    bytes, kept by the database on every insert, update and delete (an edit of a row behind flightlog's
+    back moves it too; ``PRAGMA integrity_check`` compares its entries with the rows), so the answer is
+    still decided from the bytes the chain covers; without that index (a read-only handle on a store from
+    before its migration), by one byte search of every stored event.
 
-    Cost: the byte search scans every stored event once; rows are decoded only for the sessions holding
-    the mark: the last (the one before it too when the last is a seal), then the first when the run did
-    not end.
+    Cost: a read of the index's entries (else the byte search scans every stored event once); rows are
+    decoded only for the sessions holding the mark: the last (the one before it too when the last is a
+    seal), then the first when the run did not end.
 
     Raises:
         EventDecodeError: a row read to decide (as :func:`session_may_wait` reads them) does not decode

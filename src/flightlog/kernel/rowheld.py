@@ -205,7 +205,7 @@ def held_runs(
     Without folding every run: the candidates are the rows the status settles terminal while their
     events hold the run in flight (in ``state`` when given: :meth:`~flightlog.store.base.Store.settled_runs`,
     indexed; none in an honest store but the sessions ``Recorder.finish`` ended), the pass
-    (:func:`~flightlog.kernel.rowcheck.sessions_may_wait`, its byte search over the candidates' events only)
+    (:func:`~flightlog.kernel.rowcheck.sessions_may_wait`, its search of the candidates' events only)
     keeps those whose ledger may wait, and only those are read again and folded (:func:`ledger_state`:
     the state listed is the fold's). ``undecodable`` as :func:`held_by_ledger` takes it.
 
@@ -243,7 +243,7 @@ def _may_wait(
     store: Store, among: Collection[str], undecodable: Undecodable | None, *, scan_all: bool = False
 ) -> set[str]:
     """Of ``among``, the sessions that may wait (:func:`~flightlog.kernel.rowcheck.sessions_may_wait`: its
-    byte search over ``among``'s events only, or over every event with ``scan_all``, one scan). When a row
+    search of ``among``'s events only, or of every event with ``scan_all``, one pass). When a row
     the pass decodes does not decode and ``undecodable`` is given: every one of ``among`` (each is then
     decided on its own, so only a bad session is named).
 

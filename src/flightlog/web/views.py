@@ -422,8 +422,8 @@ OUTCOMES: tuple[str, ...] = tuple(o.value for o in TerminalOutcome)
 
 
 SET_PASS = 200
-"""Rows missing :class:`PendingCache` past which one store-wide pass decides which may wait (a byte search
-of every event) instead of reads per session (bench/runs.py's 100,000-run SQLite store, under cProfile:
+"""Rows missing :class:`PendingCache` past which one store-wide pass decides which may wait (the events
+holding the wait mark, read from the store's partial index of them) instead of reads per session (bench/runs.py's 100,000-run SQLite store, under cProfile:
 the pass 0.7 s, the reads per session 6.4 s); also the count of sessions that may wait up to which the
 queue folds them all (then its count is exact)."""
 
