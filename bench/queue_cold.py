@@ -131,8 +131,13 @@ def main() -> int:
                     raise AssertionError(f"the queue and the floors count different sessions: {counts}")
     raw.close()
     print(
-        f"src {_SRC}; {args.db}: {'with' if indexed else 'without'} the {INDEX} index; "
-        f"{args.rounds} rounds x {args.calls} calls; medians (min-max)"
+        f"src {_SRC}; {args.db}: "
+        + (
+            f"with the {INDEX} index; "
+            if indexed
+            else f"without the {INDEX} index (a writable open adds it); "
+        )
+        + f"{args.rounds} rounds x {args.calls} calls; medians (min-max)"
     )
     for name, pairs in times.items():
         walls, cpus = [w for w, _ in pairs], [c for _, c in pairs]

@@ -577,6 +577,8 @@ def main(argv: Sequence[str] | None = None) -> int:
         path = args.db or directory / "runs.db"
         if path.exists():
             _log(f"reusing {path}")
+            with SqliteStore(path, synchronous="NORMAL"):
+                pass  # a writable open migrates a store an older tree recorded (the events_suspended index)
             facts = _facts(path)
         else:
             _log(f"recording {runs:,} runs into {path}")
