@@ -168,3 +168,22 @@ def test_a_migrated_store_gets_the_index(url: str, monkeypatch: pytest.MonkeyPat
         assert isinstance(store, SqlStore)
         assert "events_suspended" in pass_plan(store, url)
         assert sessions_may_wait(store) == {waits}
+
+
+def test_an_index_redefined_to_leave_a_wait_out_is_not_read(url: str) -> None:
+    """Whoever owns the database may replace the index with one under the same name that leaves a session
+    out (its ``WHERE`` one condition longer): the pass's clause no longer implies that ``WHERE``, so the
+    planner cannot read it, and the full search still finds the wait."""
+    waits = waits_and_ends(url)
+    contains = (postgres.PostgresStore if "://" in url else sqlite.SqliteStore).MARK_CONTAINS
+    clause = contains.format(hex=SUSPENDED_MARK.hex())
+    execute(
+        url,
+        "DROP INDEX events_suspended",
+        f"CREATE INDEX events_suspended ON events(session_id, seq) WHERE {clause} AND session_id <> '{waits}'",
+    )
+    with open_store(url, read_only=True) as store:
+        assert isinstance(store, SqlStore)
+        assert "events_suspended" not in pass_plan(store, url)
+        assert sessions_may_wait(store) == {waits}
+        assert store.marked_ends(SUSPENDED_MARK) == Store.marked_ends(store, SUSPENDED_MARK)
