@@ -361,6 +361,21 @@ def test_each_integration_snippet_runs_alone_and_again(
         _run_in_order([snippet], name, tmp_path, monkeypatch)
 
 
+PROVIDERS = DOCS / "guide" / "providers.md"
+"""A page whose snippets a user copies one at a time (each sets up a different provider)."""
+
+
+@pytest.mark.parametrize(
+    "snippet", [s for s in _python(PROVIDERS) if _not_run(s) is None], ids=lambda s: s.where
+)
+def test_each_providers_snippet_runs_alone(
+    snippet: Snippet, tmp_path: Path, monkeypatch: pytest.MonkeyPatch, fresh_imports: None
+) -> None:
+    """The custom-provider snippet, pasted alone, failed with ``NameError: flightlog`` (it used the replay
+    snippet's imports: ``flightlog``, ``Kernel``, ``Agent``). Each runs in a fresh namespace."""
+    _run_in_order([snippet], "docs_providers_" + re.sub(r"\W", "_", snippet.where), tmp_path, monkeypatch)
+
+
 def _run_in_order(found: list[Snippet], name: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     """Run ``found`` in order in one fresh namespace, in ``tmp_path`` (the exceptions: module docstring)."""
     monkeypatch.chdir(tmp_path)
