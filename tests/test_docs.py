@@ -257,3 +257,17 @@ def test_readme_says_what_the_core_job_session_of_a_folder_import_holds(
     with flightlog.open_store(db) as store:
         meta = store.get_session(job["session_id"]).metadata
     assert set(meta) == {"job", "host", "pid"}
+
+
+def test_readme_and_importers_guide_name_every_folder_watch_follows_by_default() -> None:
+    """``watch``'s default folders, as the code lists them (``~/.gemini/tmp`` was missing from the README)."""
+    from flightlog.importers.watch import default_folders
+
+    folders = ["~/" + str(p.relative_to("/h")) for p in default_folders({"HOME": "/h"})]
+    assert "~/.gemini/tmp" in folders
+    readme = " ".join(ROOT.joinpath("README.md").read_text(encoding="utf-8").split())
+    watch_line = readme[readme.index("watch [FOLDER]...") :][:400]
+    guide = " ".join(ROOT.joinpath("docs", "guide", "importers.md").read_text(encoding="utf-8").split())
+    for folder in folders:
+        assert folder in watch_line, f"README's watch line omits {folder}"
+        assert f"`{folder}`" in guide, f"docs/guide/importers.md omits {folder}"
