@@ -255,6 +255,29 @@ def test_cli_export_bundle_and_offline_audit(
     assert "seq 2: hash_mismatch" in result.stdout
 
 
+def test_cli_audit_of_a_bundle_from_an_untrusted_signer_names_the_key_flag(
+    tmp_path: Path, sealed_bundle: Path, notary: Notary, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """An auditor on another machine (another key dir) ran `audit --bundle` and got ten "no signature by a
+    trusted key" lines and no word of --key: one hint names it, one line says what was checked anyway."""
+    monkeypatch.setenv("FLIGHTLOG_KEY_DIR", str(tmp_path / "auditor-keys"))
+    result = runner.invoke(app, ["audit", "--bundle", str(sealed_bundle)])
+    assert result.exit_code == 1 and "REJECTED" in result.stdout
+    signer = f"{notary.signer.name}+{notary.signer.key_id:08x}"
+    assert result.stdout.splitlines()[-2:] == [
+        f"hint: pass --key VKEY to check the signatures: no key of {signer} is trusted here"
+        " (`flightlog keys show` prints its VKEY where the bundle was made)",
+        "      without it: the hash chain of its 11 events and the files' sha256 (against manifest.json)"
+        " were checked and agree; who signed them was not",
+    ]
+    _edit_entry(sealed_bundle, 2)  # something else wrong too: the hint only, no "agree"
+    result = runner.invoke(app, ["audit", "--bundle", str(sealed_bundle)])
+    assert result.stdout.splitlines()[-1].startswith("hint: pass --key VKEY") and "agree" not in result.stdout
+    vkey = str(notary.signer.verifier)
+    result = runner.invoke(app, ["audit", "--bundle", str(sealed_bundle), "--key", vkey])
+    assert "seq 2: hash_mismatch" in result.stdout and "hint:" not in result.stdout
+
+
 @pytest.mark.parametrize(
     "args",
     [

@@ -22,6 +22,7 @@ session; with ``--all`` sub-agent rows and ``projection_extra`` rows, printed ``
 from __future__ import annotations
 
 import json
+import re
 import sys
 from collections.abc import Iterator
 from contextlib import contextmanager
@@ -38,6 +39,7 @@ from .options import session_arg
 if TYPE_CHECKING:  # imported inside the commands at run time: `flightlog --version` stays fast
     from pydantic import ValidationError
 
+    from ..integrity.bundle import BundleReport
     from ..integrity.heads import RetainedHead
     from ..integrity.indexlog import IndexReport
     from ..integrity.retirement import RetirementCheck
@@ -569,8 +571,36 @@ def _audit_bundle(directory: Path, keys: list[str], witness_keys: list[str] | No
             _say(f"          PROBLEM: {problem}")
         for d in report.audit.divergences if report.audit is not None else []:
             _say(f"          seq {d.seq}: {d.reason}" + (f" ({d.detail})" if d.detail else ""))
+        if not keys:
+            for line in _untrusted_signer_hint(report):
+                _say(line)
     if not report.ok:
         raise typer.Exit(1)
+
+
+_UNTRUSTED = "no signature by a trusted key"
+"""The reason :func:`flightlog.integrity.notes.open_note` gives for a note no trusted key signed."""
+
+
+def _untrusted_signer_hint(report: BundleReport) -> list[str]:
+    """Two lines for ``audit --bundle`` without ``--key`` when signatures failed only for want of a trusted
+    key: the flag that fixes it, and what was checked without it (nothing when something else failed too)."""
+    divergences = report.audit.divergences if report.audit is not None else []
+    reasons = [*report.problems, *(f"{d.reason} ({d.detail})" for d in divergences)]
+    untrusted = [r for r in reasons if _UNTRUSTED in r]
+    if not untrusted:
+        return []
+    signers = sorted(set(re.findall(r"signed by ([^)\s]+)", " ".join(untrusted))))
+    lines = [
+        f"hint: pass --key VKEY to check the signatures: no key of {', '.join(signers) or 'the signer'} is"
+        " trusted here (`flightlog keys show` prints its VKEY where the bundle was made)"
+    ]
+    if len(untrusted) == len(reasons) and report.audit is not None:
+        lines.append(
+            f"      without it: the hash chain of its {plural(report.audit.events, 'event')} and the files' sha256"
+            " (against manifest.json) were checked and agree; who signed them was not"
+        )
+    return lines
 
 
 # ─── keys ─────────────────────────────────────────────────────────────────────────────────────
