@@ -759,7 +759,8 @@ def check_prefix(
 
     Raises:
         ImportFormatError: they differ; the reason names the session and the first differing seq (the
-            source rewrote what an earlier import recorded: refused rather than forked).
+            source rewrote what an earlier import recorded: refused rather than forked) and the user's
+            ways on: the recorded version stays, another database takes this one, a restored file grows.
     """
     if count <= 0:
         return
@@ -777,7 +778,9 @@ def check_prefix(
         path=str(path),
         reason=f"{session_id} differs from this source at seq {seq} (recorded {recorded}, read now {now}): "
         "the source changed what an earlier import recorded; refusing to fork the session (nothing "
-        "recorded)",
+        f"recorded). What was recorded stays (`flightlog show {session_id}`); to record this version as well, "
+        f"import it into another database (`flightlog --db OTHER.db import {path}`); once the file starts "
+        "with what was recorded again, an import appends its new lines",
     )
 
 
