@@ -94,7 +94,21 @@ REPRODUCE: dict[str, Callable[[Path, int], list[str]]] = {
     "unknown session": lambda db, _: ["--db", str(db), "show", "no-such-session"],
     "ambiguous session": lambda db, _: ["--db", str(db), "show", "claude-code"],
     "missing file": lambda db, _: ["--db", str(db), "import", str(db.with_name("missing.jsonl"))],
+    "a session resumed elsewhere": lambda db, _: ["--db", str(_langgraph(db)), "resume", "langgraph:t1"],
 }
+
+
+def _langgraph(db: Path) -> Path:
+    """``db`` with a LangGraph thread ``langgraph:t1`` (a session of source ``langgraph``, as the saver writes)."""
+    from flightlog.events import Custom
+    from flightlog.recorder import Recorder
+    from flightlog.store import SqliteStore
+
+    with SqliteStore(db) as store:
+        Recorder.create(store, session_id="langgraph:t1", source="langgraph").append(
+            Custom(custom_kind="x", payload={})
+        )
+    return db
 
 
 def test_every_documented_case_has_a_reproduction_and_no_other() -> None:
@@ -121,6 +135,7 @@ def test_each_case_exits_with_its_documented_code(
     if expected == 2:  # "reported as one `flightlog: error: ...` line"
         assert done.stderr.startswith("flightlog: error: "), (case, done.stderr)
         assert len(done.stderr.strip().splitlines()) == 1, (case, done.stderr)
+        assert "Invalid value" not in done.stderr or case == "bad option", (case, done.stderr)
 
 
 def test_not_a_transcript_still_imports_the_other_files(user: Path) -> None:

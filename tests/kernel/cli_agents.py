@@ -43,6 +43,28 @@ def approval_agent() -> Agent:
     )
 
 
+@tool(effect="read_only")
+def abort_me() -> str:
+    """What `flightlog abort` from another terminal does mid-call: fence off every running session of the
+    database ``$CLI_AGENTS_DB`` (the run calling this tool is fenced off at its next append)."""
+    import os
+
+    from flightlog.kernel import abort
+    from flightlog.store import SqliteStore
+
+    with SqliteStore(os.environ["CLI_AGENTS_DB"]) as store:
+        for record in store.list_sessions():
+            if record.status == "running":
+                abort(store, str(record.session_id), requested_by="alice")
+    return "aborted"
+
+
+def aborted_agent() -> Agent:
+    """Calls ``abort_me`` on its first turn, so its own run is fenced off mid-call."""
+    provider = ScriptedProvider([calls(call("abort_me", {}, id="a1")), reply("never")], by_turn=True)
+    return Agent(name="cli-aborted", route=[provider], tools=[abort_me])
+
+
 broken = Agent(
     name="cli-broken", route=[ScriptedProvider([ProviderError("down", retryable=False)], by_turn=True)]
 )

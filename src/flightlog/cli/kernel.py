@@ -22,7 +22,7 @@ import os
 import sys
 from collections.abc import Callable, Iterator
 from contextlib import AbstractContextManager, contextmanager
-from typing import TYPE_CHECKING, Annotated, Any
+from typing import TYPE_CHECKING, Annotated, Any, NoReturn
 
 import typer
 from rich.console import Console
@@ -85,15 +85,32 @@ def _code(result: RunResult) -> int:
     return EXIT_CODES.get(result.status, 1)
 
 
-def _report(console: Console, result: RunResult, json_out: bool) -> None:
+def _listed(store: Store, result: RunResult) -> str:
+    """The word ``ls`` prints for the session of a run that stopped ``cancelled`` without ending (no
+    ``run_terminal``): ``paused`` once an abort or a cancel left it resumable (seed 002 ``Paused``; the
+    kernel's :data:`~flightlog.kernel.result.RunStatus` calls it ``cancelled``), the row's word otherwise (a
+    writer that took over: ``running``). Any other status is printed as it is."""
+    from ..runs.projection import listed_word, resumable_sessions
+
+    if result.status != "cancelled":
+        return result.status
+    record = store.get_session(result.session_id)
+    return listed_word(record, no_run=(), resumable=resumable_sessions(store, [record]))
+
+
+def _report(console: Console, result: RunResult, json_out: bool, word: str | None = None) -> None:
+    """Print ``result`` (``--json``: its wire form); ``word`` is the status word to print (default the
+    result's own; :func:`_listed` gives ``ls``'s for a stopped run)."""
     if json_out:
         sys.stdout.write(json.dumps(result.to_wire(), indent=2, ensure_ascii=False) + "\n")
         return
     detail = f" ({result.detail})" if result.detail else ""
     console.print(
-        f"session {result.session_id}: {result.status}{detail} after {plural(result.turns, 'step')}, "
+        f"session {result.session_id}: {word or result.status}{detail} after {plural(result.turns, 'step')}, "
         f"{plural(result.tokens, 'token')}"
     )
+    if word == "paused":
+        console.print(f"  resumable: flightlog resume {result.session_id}")
     if result.final_message:
         console.print(result.final_message)
     if result.status == "suspended":
@@ -103,6 +120,15 @@ def _report(console: Console, result: RunResult, json_out: bool) -> None:
             console.print(f"    flightlog deny {result.session_id} {call_id}")
         if not result.pending_calls and result.detail == "sub_agent_await":
             console.print("  waiting for its sub-agents: `flightlog pending` lists what they wait for")
+
+
+def _wrong_session(message: str) -> NoReturn:
+    """Refuse a command line that names a session this command does not act on (an integration's, whose
+    app resumes it; an imported transcript): a usage mistake, one ``flightlog: error:`` line and exit 2, as
+    README's exit-code paragraph lists it ("a session resumed elsewhere"), with no click "Invalid value:"
+    prefix and no ``--help`` pointer (the message says what continues it)."""
+    console(stderr=True).print(f"flightlog: error: {message}")
+    raise typer.Exit(2)
 
 
 def _agent(spec: str) -> Any:
@@ -146,7 +172,8 @@ def register(app: typer.Typer, open_db: OpenDb) -> None:
             progress = None if quiet else Progress(err, lambda: sid[0])
             kernel = Kernel(store, agent, on_event=_capture_session(progress, sid), notary=Notary.from_env())
             result = kernel.run_sync(goal, criteria or (), session_id=session, metadata=metadata)
-        _report(out, result, json_out)
+            word = _listed(store, result)
+        _report(out, result, json_out, word)
         raise typer.Exit(_code(result))
 
     @app.command("resume")
@@ -180,7 +207,7 @@ def register(app: typer.Typer, open_db: OpenDb) -> None:
             source = record.source
             imported = imported_transcript(record)  # refused below, once the full check has passed
             if resumed_by_its_app(source):  # no spec to give: its framework runs it, not the kernel
-                raise typer.BadParameter(
+                _wrong_session(
                     f"session {sid} is a {source} session, run by its own app; it continues with "
                     f"{resume_hint(source, sid)}, not with flightlog resume"
                 )
@@ -191,7 +218,7 @@ def register(app: typer.Typer, open_db: OpenDb) -> None:
             else:
                 require_intact(store, sid, auditor=auditor)  # your own --spec, but not for a tampered session
             if imported is not None:  # no agent spec to ask for, no run of the kernel's to report
-                raise typer.BadParameter(f"{imported}; `flightlog show {sid}` shows what it recorded")
+                _wrong_session(f"{imported}; `flightlog show {sid}` shows what it recorded")
             ended = _ended(store, sid)  # read after the full check; no agent is imported for an ended run
             if ended is not None:
                 result, seq = ended
@@ -208,7 +235,8 @@ def register(app: typer.Typer, open_db: OpenDb) -> None:
                 )
             progress = None if quiet else Progress(err, lambda: sid)
             result = Kernel(store, _agent(spec), on_event=progress, notary=notary).resume_sync(sid)
-        _report(out, result, json_out)
+            word = _listed(store, result)
+        _report(out, result, json_out, word)
         raise typer.Exit(_code(result))
 
     @app.command("pending")
@@ -233,13 +261,13 @@ def register(app: typer.Typer, open_db: OpenDb) -> None:
                 sid: continue_hint(store, sid)
                 for sid in {r.root_session_id or r.session_id for r in rows if r.decision is not None}
             }
+            elsewhere = _answered_elsewhere(store, rows)
         if json_out:
             waits = [_memory_row(sid, turn, query) for sid, turn, query in memory]
-            sys.stdout.write(
-                json.dumps([*(r.to_wire() for r in rows), *waits], indent=2, ensure_ascii=False) + "\n"
-            )
+            calls = [{**r.to_wire(), "answer_in": elsewhere.get(r.session_id)} for r in rows]
+            sys.stdout.write(json.dumps([*calls, *waits], indent=2, ensure_ascii=False) + "\n")
         else:
-            _print_pending(rows, hints, not memory)
+            _print_pending(rows, hints, elsewhere, not memory)
             for sid, turn, query in memory:
                 out.print(
                     f"{sid}  turn {turn}  {query}  memory_query  [memory_retrieval] waiting for the memory "
@@ -264,17 +292,35 @@ def register(app: typer.Typer, open_db: OpenDb) -> None:
             "decided_by": None,
             "parent_session_id": None,
             "root_session_id": session_id,
+            "answer_in": None,
         }
 
-    def _print_pending(rows: list[PendingCall], hints: dict[str, str], alone: bool = True) -> None:
-        """``pending``'s text: one line per call (``hints``: each decided session's continue command);
-        ``alone``: nothing else waits (then an empty listing says so)."""
+    def _answered_elsewhere(store: Store, rows: list[PendingCall]) -> dict[str, str]:
+        """Session -> the call that answers its waits, for the listed sessions `approve`/`deny` cannot decide:
+        a LangGraph thread's interrupt, answered by ``Command(resume=...)`` in the graph
+        (:class:`~flightlog.kernel.errors.DecidedByItsRuntime`; the dashboard shows the same hint)."""
+        from ..kernel.approvals import LANGGRAPH_SOURCE, resume_hint
+
+        sources = {sid: store.get_session(sid).source for sid in {r.session_id for r in rows}}
+        return {sid: resume_hint(src, sid) for sid, src in sources.items() if src == LANGGRAPH_SOURCE}
+
+    def _print_pending(
+        rows: list[PendingCall], hints: dict[str, str], elsewhere: dict[str, str], alone: bool = True
+    ) -> None:
+        """``pending``'s text: one line per call (``hints``: each decided session's continue command;
+        ``elsewhere``: where the waits of a session `approve` cannot decide are answered); ``alone``: nothing
+        else waits (then an empty listing says so)."""
         if not rows and alone:
             out.print("nothing is waiting for a decision")
         for row in rows:
             head = f"{row.session_id}  turn {row.turn}  {row.call_id}  {row.tool}({short(row.arguments, 60)})"
             tree = f"  (sub-agent of {row.parent_session_id})" if row.parent_session_id else ""
-            if row.decision is None:
+            if row.decision is None and row.session_id in elsewhere:
+                out.print(
+                    f"{head}  [{row.kind}] {short(row.reason, 60)}{tree}; answered where it runs, not here: "
+                    f"{elsewhere[row.session_id]}"
+                )
+            elif row.decision is None:
                 out.print(f"{head}  [{row.kind}] {short(row.reason, 60)}{tree}")
             else:
                 who = short(printable(row.decided_by or "?"), 80)
