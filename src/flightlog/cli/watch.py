@@ -14,7 +14,8 @@ source ``core_job`` (job ``watch``): ended ``cancelled`` when stopped so, and ``
 still followed, in case it appears, with one warning on stderr naming it at the start; a path that exists
 and is a file is refused. While it runs, the sessions it follows are live (``ls``: ``running``; ``runs``:
 ``running``/``waiting_input`` · live); when it stops, each says what its ledger holds
-(:mod:`flightlog.importers.watch`). Exit codes: **0** stopped by a signal; **2** usage (a path given that is
+(:mod:`flightlog.importers.watch`), and one stderr line says what it left: its run ``cancelled``, the
+followed sessions counted by the word ``ls`` gives them (``interrupted``: an open run, not sealed). Exit codes: **0** stopped by a signal; **2** usage (a path given that is
 a file, not a folder).
 """
 
@@ -103,6 +104,37 @@ def register(app: typer.Typer, open_db: OpenDb) -> None:
                 job.finish("failed", {"events": watcher.imported_events})
                 raise
             job.finish("cancelled", {"events": watcher.imported_events})
+            err.print(_stopped_line(store, job.session_id, watcher.imported_events, watcher.released))
+
+
+def _stopped_line(store: Store, job_id: str, events: int, released: list[str]) -> str:
+    """What a stopped watch left, in the words ``ls`` prints: its own run (``cancelled``: stopped by the user,
+    seed 002 ``Cancelled``; the next watch is a new run) and the sessions it followed, each back to what its
+    ledger holds (an open run not sealed: ``interrupted``, which the next import or watch continues; the app
+    writing it may still be running)."""
+    from ..errors import SessionNotFound
+    from ..narration import plural, state_word
+    from ..runs.projection import listed_word, no_run_sessions, resumable_sessions
+
+    records = []
+    for sid in released:
+        try:
+            records.append(store.get_session(sid))
+        except SessionNotFound:  # erased or moved meanwhile: nothing of it is left here
+            continue
+    no_run, resumable = no_run_sessions(store, records), resumable_sessions(store, records)
+    words: dict[str, int] = {}
+    for record in records:
+        word = listed_word(record, no_run=no_run, resumable=resumable)
+        words[word] = words.get(word, 0) + 1
+    line = f"flightlog: stopped; run {job_id} {state_word('cancelled')} ({plural(events, 'event')} recorded)"
+    if not records:
+        return line + "; it followed no live session"
+    states = ", ".join(f"{n} {word}" for word, n in sorted(words.items()))
+    line += f"; {plural(len(records), 'followed session')} no longer live, now {states}"
+    if "interrupted" in words:
+        line += " (not sealed: a later import or watch continues where it stopped)"
+    return line
 
 
 def _print_report(item: WatchReport, out: Console, err: Console, json_out: bool) -> None:

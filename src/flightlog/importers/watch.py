@@ -126,6 +126,7 @@ class Watcher:
         self.imported_events = 0
         self.live = LiveRegistry(store)
         self._followed: set[str] = set()  # sessions this watch set running and publishes live
+        self.released: list[str] = []  # the sessions the last release() stopped following, sorted
 
     def files(self) -> Iterator[Path]:
         """Transcripts under the folders now (as ``flightlog import`` finds them, plus Gemini chats)."""
@@ -176,8 +177,10 @@ class Watcher:
 
     def release(self) -> None:
         """Stop publishing the followed sessions: clear their live records and set each row this watch
-        left ``running`` back to ``incomplete`` (what the ledger holds: its open run's end not recorded)."""
-        for session_id in sorted(self._followed):
+        left ``running`` back to ``incomplete`` (what the ledger holds: its open run's end not recorded).
+        :attr:`released` lists them afterwards (for the CLI's closing line)."""
+        self.released = sorted(self._followed)
+        for session_id in self.released:
             self.live.clear(session_id)
             try:
                 if self.store.get_session(session_id).status == "running":
