@@ -16,13 +16,20 @@ Every process that runs or resumes the agent loads this module and starts its ow
 ``seek=True``: a resumed process's first request is the one the session has reached (the recorded
 interaction #1, carrying the whole conversation so far), and the server skips ahead to it.
 
+The recording has only the approve path. A denied lookup is answered from ``city_agent_denied.yaml``
+beside this file: NOT a recording but a continuation written for this example (the recorded second
+request with the tool result a denial, and a hand-written answer), appended to the served interactions.
+The kernel tells the model ``denied by <operator>: <reason>``, which varies, so the server compares each
+request with that text replaced by the branch's placeholder (:func:`denial_as_recorded`); any other
+difference still gets HTTP 599.
+
 From a checkout (terminal 1 runs the agent, terminal 2 decides)::
 
     # terminal 1: stops with exit code 3, waiting for approval
     flightlog run examples.city_agent:agent --goal "What is the largest city in the user country?"
     # terminal 2
     flightlog pending
-    flightlog approve SESSION CALL
+    flightlog approve SESSION CALL     # or: flightlog deny SESSION CALL --as bob --reason "not now"
     # terminal 1 (kill -9 it while the lookup holds, then resume again: the lookup is not repeated)
     CITY_AGENT_HOLD_S=30 flightlog resume SESSION
     flightlog resume SESSION
@@ -47,10 +54,15 @@ from typing import Any
 
 from flightlog.kernel import Agent, Policy, Rule, current_effect_key, tool
 from flightlog.providers.anthropic import AnthropicProvider
+from flightlog.providers.cassette import load_cassette
 from flightlog.providers.replay_server import ReplayServer, packaged_cassettes
 
 GOAL = "What is the largest city in the user country?"
 CASSETTE = packaged_cassettes()["anthropic/thinking-tool-use-roundtrip"]
+DENIED_BRANCH = Path(__file__).with_name("city_agent_denied.yaml")
+"""The deny path: written for this example, not recorded (see the module docs and the file's header)."""
+DENIAL_PLACEHOLDER = "denied by OPERATOR: REASON"
+"""What the deny branch's request holds where the live one says who denied the lookup and why."""
 
 
 def lookups_path() -> Path:
@@ -87,14 +99,48 @@ def get_user_country() -> str:
     return "Mexico"
 
 
+def denial_as_recorded(body: bytes) -> bytes:
+    """A live request body as the deny branch holds it: the text of each tool result marked ``is_error``
+    that starts ``denied by `` (the kernel's ``denied by <operator>: <reason>``) replaced by
+    :data:`DENIAL_PLACEHOLDER`; any other body unchanged (a body that is not JSON too)."""
+    try:
+        doc = json.loads(body)
+    except ValueError:
+        return body
+    changed = False
+    for message in doc.get("messages", []) if isinstance(doc, dict) else []:
+        blocks = message.get("content") if isinstance(message, dict) else None
+        for block in blocks if isinstance(blocks, list) else []:
+            if isinstance(block, dict) and block.get("type") == "tool_result" and block.get("is_error"):
+                text = _tool_result_text(block.get("content"))
+                if text is not None and text.startswith("denied by "):
+                    block["content"], changed = DENIAL_PLACEHOLDER, True
+    return json.dumps(doc).encode("utf-8") if changed else body
+
+
+def _tool_result_text(content: Any) -> str | None:
+    """The text of a tool result's content: a string, or a list of one text block."""
+    if isinstance(content, str):
+        return content
+    if isinstance(content, list) and len(content) == 1 and isinstance(content[0], dict):
+        text = content[0].get("text")
+        return text if isinstance(text, str) else None
+    return None
+
+
 def build(journal: str | Path | None = None) -> tuple[Agent, ReplayServer]:
     """The agent and the (started) replay server it talks to; the caller closes both.
+
+    The server serves the recorded conversation, then the deny branch (module docs).
 
     Args:
         journal: Replay journal file (default: ``$FLIGHTLOG_REPLAY_JOURNAL``, else none).
     """
-    server = ReplayServer.from_cassette(
-        CASSETTE, seek=True, journal=journal or os.environ.get("FLIGHTLOG_REPLAY_JOURNAL")
+    server = ReplayServer(
+        [*load_cassette(CASSETTE), *load_cassette(DENIED_BRANCH)],
+        seek=True,
+        journal=journal or os.environ.get("FLIGHTLOG_REPLAY_JOURNAL"),
+        compare_as=denial_as_recorded,
     ).start()
     model = AnthropicProvider(
         "claude-sonnet-4-0",

@@ -122,7 +122,8 @@ def test_the_example_runs_suspends_and_resumes_on_the_recording(tmp_path: Path, 
         assert [m.role for m in messages] == ["user", "assistant", "tool", "assistant"]
     # The resumed process's server started at #0 and skipped to the interaction the session had reached.
     first_server.assert_clean(all_served=False)
-    second_server.assert_clean()
+    second_server.assert_clean(all_served=False)
+    assert second_server.remaining == 1  # only the deny branch, after the recording: not taken
     assert (first_server.served, first_server.skipped) == (1, [])
     assert (second_server.served, second_server.skipped) == (1, [0])
     assert [(e["index"], e["matched"], e["skipped"]) for e in _jsonl(journal)] == [
@@ -182,6 +183,52 @@ def test_the_example_from_the_cli_exits_3_then_0(tmp_path: Path, lookups: Path) 
     assert [(e["index"], e["matched"]) for e in _jsonl(journal)] == [(0, True), (1, True)]
     assert len({e["pid"] for e in _jsonl(journal)}) == 2
     assert len(_jsonl(lookups)) == 1
+
+
+@pytest.mark.parametrize("deny", [["--as", "bob", "--reason", "not now"], []], ids=["reason", "defaults"])
+def test_the_example_denied_from_the_cli_completes_without_the_lookup(
+    tmp_path: Path, lookups: Path, deny: list[str]
+) -> None:
+    """The run's own output invites `deny`; the recording has only the approve path, so a denial then
+    resume failed (HTTP 599, 'Mexico' != 'denied by bob: ...') and sealed the session failed (user pass,
+    session 16). The example's written deny branch answers any operator and reason; the lookup never runs."""
+    db, journal = tmp_path / "cli.db", tmp_path / "replay.jsonl"
+    env = {**os.environ, "FLIGHTLOG_REPLAY_JOURNAL": str(journal)}
+    code, out, err = _cli(db, env, "run", "examples.city_agent:agent", "--goal", city_agent.GOAL, "--json")
+    assert code == 3, err
+    sid = json.loads(out)["session_id"]
+    code, out, err = _cli(db, env, "deny", sid, CALL, *deny)
+    assert code == 0, err
+    code, out, err = _cli(db, env, "resume", sid, "--json")
+    assert code == 0, err
+    result = json.loads(out)
+    assert result["status"] == "completed"
+    assert result["final_message"].startswith("I couldn't look up your country: the lookup was denied.")
+    code, out, err = _cli(db, env, "verify", sid)
+    assert code == 0 and out.startswith("ok"), err
+    code, out, err = _cli(db, env, "replay", sid, "--check")
+    assert code == 0 and "all reproduce" in out, err
+    assert [(e["index"], e["matched"]) for e in _jsonl(journal)] == [(0, True), (2, True)]
+    assert not lookups.exists()  # denied: the billed lookup never ran
+
+
+def test_the_deny_branch_is_compared_with_the_denial_text_set_aside_only() -> None:
+    """:func:`denial_as_recorded` replaces only a denied tool result's text; other bodies pass unchanged."""
+    denied = {
+        "messages": [
+            {
+                "role": "user",
+                "content": [{"type": "tool_result", "is_error": True, "content": "denied by x: y"}],
+            }
+        ]
+    }
+    body = json.dumps(denied).encode()
+    assert json.loads(city_agent.denial_as_recorded(body))["messages"][0]["content"][0]["content"] == (
+        city_agent.DENIAL_PLACEHOLDER
+    )
+    failed = json.dumps(denied).replace("denied by x: y", "KeyError: boom").encode()
+    assert city_agent.denial_as_recorded(failed) == failed  # a tool error is no denial: compared as sent
+    assert city_agent.denial_as_recorded(b"not json") == b"not json"
 
 
 # ─── The replay server: seek mode, journal, tolerated is_error ─────────────────────────────────

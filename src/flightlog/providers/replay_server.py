@@ -36,6 +36,11 @@ interaction it diverged at: the remaining one whose conversation it follows furt
 id of the previous response), so it matches the interaction recorded at that point and no other: the
 conversation, not a counter, says where a process continues.
 
+**Compared as (``compare_as=function``).** A cassette may hold a branch written for an example rather than
+recorded, whose request has a placeholder where the live request carries free text (who denied a call, and
+why). ``compare_as`` maps each live body (bytes) to the body compared with the recorded ones (the answer,
+:attr:`ReplayServer.received` and the journal are unaffected); nothing is rewritten without it.
+
 **Journal (``journal=path``).** Every answered request is also appended as one JSON line to ``journal``
 (``{"pid", "index", "matched", "skipped", "differences"}``; ``index`` is the interaction served, or the
 one expected on a mismatch), so the requests of every process of a run (crashed ones included) can be
@@ -55,7 +60,7 @@ import errno
 import json
 import os
 import threading
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
@@ -132,6 +137,7 @@ class ReplayServer:
         api_root: str = "",
         seek: bool = False,
         journal: str | Path | None = None,
+        compare_as: Callable[[bytes], bytes] | None = None,
     ) -> None:
         """Prepare (not start) a server for ``interactions``.
 
@@ -142,6 +148,8 @@ class ReplayServer:
                 a recorded conversation midway; see the module docs).
             journal: Append one JSON line per answered request to this file (see the module docs); its
                 directory must exist.
+            compare_as: Maps a live request body to the body compared with the recorded requests (see the
+                module docs); called in the handler thread; what it raises fails that request only.
 
         Raises:
             FileNotFoundError: ``journal``'s directory does not exist (checked here, so a run fails
@@ -155,6 +163,7 @@ class ReplayServer:
         self.api_root = api_root
         self.seek = seek
         self.journal = Path(journal) if journal is not None else None
+        self.compare_as = compare_as
         self._state = _State()
         self._httpd: ThreadingHTTPServer | None = None
         self._thread: threading.Thread | None = None
@@ -284,6 +293,7 @@ class ReplayServer:
         state = self._state
         with state.lock:
             state.received.append(_decoded(body))
+            body = self.compare_as(body) if self.compare_as is not None else body
             index = state.position
             if index >= len(self.interactions):
                 problems = [f"no recorded interaction left ({len(self.interactions)} served)"]
