@@ -134,6 +134,23 @@ def test_a_mismatch_is_answered_599_recorded_and_not_consumed() -> None:
             server.assert_clean(all_served=False)
 
 
+def test_compare_as_maps_the_live_body_before_matching_only() -> None:
+    """``compare_as`` (an example's written branch with a placeholder): the mapped body is matched, the
+    received body and the answer are the live ones; without it the same request mismatches."""
+    recorded = _interaction({"messages": [{"role": "user", "content": "denied by PLACEHOLDER"}]})
+    sent = {"messages": [{"role": "user", "content": "denied by bob: not now"}]}
+
+    def placeholder(body: bytes) -> bytes:
+        return body.replace(b"bob: not now", b"PLACEHOLDER")
+
+    with ReplayServer([recorded], compare_as=placeholder) as server:
+        status, _, body = post(server.root_url + "/v1/messages", sent)
+        assert (status, body) == (200, b'{"ok": true}') and server.received == [sent]
+        server.assert_clean()
+    with ReplayServer([recorded]) as server:
+        assert post(server.root_url + "/v1/messages", sent)[0] == MISMATCH_STATUS
+
+
 def test_requests_past_the_end_and_unserved_interactions_are_reported() -> None:
     body = {"model": "m", "messages": []}
     with ReplayServer([_interaction(body)]) as server:
