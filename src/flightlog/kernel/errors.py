@@ -21,6 +21,7 @@ from __future__ import annotations
 from ..errors import FlightlogError
 
 __all__ = [
+    "FATAL_RESULT_PREFIX",
     "AgentSpecError",
     "CommandRefused",
     "DecidedByItsRuntime",
@@ -141,11 +142,20 @@ class OutsideCeiling(KernelError, PermissionError):
         super().__init__(f"{value!r}: {reason}", value=value, reason=reason)
 
 
+FATAL_RESULT_PREFIX = "FatalToolError: "
+"""How the result of a call that raised :class:`FatalToolError` starts (then the error's text): the recorded
+completion of a ``side_effect`` call, and the call's result in a turn committed after it."""
+
+
 class FatalToolError(Exception):
     """Raised by a tool when the turn cannot go on (corrupt state, lost invariant, broken environment).
 
     The kernel stops executing the turn's remaining calls, records
     ``rollbacked(reason=FatalToolError(tool_name, error))`` (history back to the turn's checkpoint) and
-    then retries the turn or ends the run, per ``Agent.on_fatal_tool_error``. Any other exception a tool
-    raises becomes an ``is_error`` tool result the model sees.
+    then retries the turn or ends the run, per ``Agent.on_fatal_tool_error``. A turn in which a
+    ``side_effect`` call already completed is not rolled back (that would hide a done effect from the model,
+    whose retry would do it again): it is committed with the fatal call's result
+    ``FatalToolError: <error>`` and ``not executed`` results for the calls it stopped
+    (:mod:`flightlog.kernel.execution`). Any other exception a tool raises becomes an ``is_error`` tool
+    result the model sees.
     """

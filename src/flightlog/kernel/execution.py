@@ -30,9 +30,31 @@ stopped; the turn then records ``suspended(turn, reason="sub_agent_await", pendi
 children have not finished) and a resume continues each child from its own ledger.
 
 A tool raising :class:`~flightlog.kernel.errors.FatalToolError` stops the turn: calls not started yet do
-not run, and the kernel records ``rollbacked(turn, checkpoint_history_len,
-reason=FatalToolError(tool_name, error))``, then retries the turn or fails the run (``run_terminal(reason=
-"failed")``) per ``Agent.on_fatal_tool_error`` and ``max_retries``. A ``StaleWriter`` or ``AppendConflict`` (including ``SessionBusy``) raised through a tool
+not run (calls of its concurrent group finish first). What the kernel records depends on what the turn did:
+
+* **Nothing irreversible ran** (only ``read_only``/``idempotent`` calls, denied or invalid ones): the turn
+  is rolled back, ``rollbacked(turn, checkpoint_history_len, reason=FatalToolError(tool_name, error))``,
+  then retried or the run fails (``run_terminal(reason="failed")``) per ``Agent.on_fatal_tool_error`` and
+  ``max_retries``: running those calls again is harmless.
+* **A** ``side_effect`` **call of the turn completed** (a delegating call included: its child ran): the
+  turn is *committed*, not rolled back. A completed external effect cannot be undone, and a rollback would
+  hide it from the model, whose retried turn (with fresh call ids, as real models answer) would then run it
+  again: the exactly-once key is per call id. So ``tool_completed(turn, results)`` records every call: the
+  completed ones with their results, the fatal one with ``FatalToolError: <error>``
+  (:data:`~flightlog.kernel.errors.FATAL_RESULT_PREFIX`) and each call that did not run with
+  ``not executed: ...`` (all ``is_error`` but the completed ones). With ``on_fatal_tool_error="retry"``
+  (and retries left) the run goes on to the next turn, the model seeing all of it; else
+  ``run_terminal(reason="failed")`` follows in the same transaction. This is upstream's own later answer
+  (deepstrike ``scheduler/state_machine/mod.rs`` ``rollback_reason_for_tool_result``: fatal results commit as
+  visible errors; ``runtime/kernel/wire/driver.rs`` ``close_out_fatal_batch``: the calls the fatal one
+  stopped are answered "not executed"), applied where a rollback would lie.
+
+When a delegating call of the fatal call's group stopped with its child waiting (not finished), the turn
+suspends ``sub_agent_await`` as without the fatal error: the child is an effect in flight, neither undone
+nor complete. Resuming runs the turn's calls again (a completed effect returns its recorded result; a
+``read_only`` or ``idempotent`` call runs again, and may raise again, then the rule above applies).
+
+A ``StaleWriter`` or ``AppendConflict`` (including ``SessionBusy``) raised through a tool
 (a built-in tool's append, a sub-agent's child session taken or held by another process) means this
 process lost a session it writes: it is re-raised, nothing is recorded for the call (a side effect stays
 in doubt, its completion unwritten) and the loop stops as fenced off. Any other exception is an error
@@ -52,7 +74,7 @@ from .agent import Agent
 from .ceiling import Ceiling, active
 from .confine import runtime_problem
 from .effects import Effects, Outcome, effect_key, intent_of
-from .errors import FatalToolError
+from .errors import FATAL_RESULT_PREFIX, FatalToolError
 from .operations import Operation, deadline
 from .planning import ToolSurface, gate_events
 from .records import CallPlan
@@ -92,10 +114,19 @@ class TurnContext(Protocol):
 
 
 class _Fatal(Exception):
-    def __init__(self, tool_name: str, error: FatalToolError) -> None:
+    """A call raised :class:`FatalToolError`; ``done`` gathers the results of the calls that finished."""
+
+    def __init__(self, tool_name: str, call_id: str, error: FatalToolError) -> None:
         super().__init__(tool_name)
         self.tool_name = tool_name
+        self.call_id = call_id
         self.error = error
+        self.done: list[ToolResult] = []
+
+    @property
+    def output(self) -> str:
+        """The fatal call's result text (``FatalToolError: <error>``)."""
+        return f"{FATAL_RESULT_PREFIX}{self.error}"
 
 
 def _runs(plan: CallPlan, state: KernelState) -> bool:
@@ -117,7 +148,7 @@ async def _invoke(tool: Tool, plan: CallPlan, ceiling: Ceiling | None) -> Outcom
         with active(ceiling):
             value = await tool.invoke(plan.arguments or {})
     except FatalToolError as exc:
-        raise _Fatal(tool.name, exc) from exc
+        raise _Fatal(tool.name, plan.call_id, exc) from exc
     except (StaleWriter, AppendConflict):
         # This process lost a session it writes (this one, or a sub-agent's child the tool drives) to
         # another writer: the activation stops as fenced off, never a tool result nor a completed effect.
@@ -143,7 +174,7 @@ async def _side_effect(ctx: TurnContext, tool: Tool, plan: CallPlan) -> Outcome:
             return await _invoke(tool, plan, ctx.ceiling)
         except _Fatal as exc:
             fatal.append(exc)
-            return Outcome(f"FatalToolError: {exc.error}", True)
+            return Outcome(exc.output, True)
 
     outcome = await ctx.effects.run_once(key, intent_of(plan), run, detached=tool.threaded)
     if fatal:
@@ -191,14 +222,27 @@ def _groups(plans: Sequence[CallPlan], agent: Agent) -> list[list[CallPlan]]:
 
 
 async def _run_group(ctx: TurnContext, group: list[CallPlan]) -> list[ToolResult]:
+    """The group's results in call order.
+
+    Raises:
+        AwaitingChildren: a delegating call's child stopped unfinished (wins over a fatal error: module docs).
+        _Fatal: a call raised ``FatalToolError``; its ``done`` holds the group's finished results.
+        BaseException: any other exception of a call, the first in call order.
+    """
     if len(group) == 1:
         return [await _run_call(ctx, group[0])]
     answers = await asyncio.gather(*(_run_call(ctx, p) for p in group), return_exceptions=True)
-    results: list[ToolResult] = []
-    for answer in answers:
-        if isinstance(answer, BaseException):
-            raise answer
-        results.append(answer)
+    failures = [a for a in answers if isinstance(a, BaseException)]
+    first = next((f for f in failures if not isinstance(f, _Fatal | AwaitingChildren)), None)
+    first = first or next((f for f in failures if isinstance(f, AwaitingChildren)), None)
+    if first is not None:
+        raise first
+    results = [a for a in answers if isinstance(a, ToolResult)]
+    if failures:
+        fatal = failures[0]
+        assert isinstance(fatal, _Fatal)
+        fatal.done = results
+        raise fatal
     return results
 
 
@@ -236,15 +280,55 @@ def _suspend_in_doubt(ctx: TurnContext, plans: Sequence[CallPlan]) -> None:
     ctx.append(*in_doubt_gates(ctx.session_id, ctx.state.turn, plans), status="suspended")
 
 
-def _on_fatal(ctx: TurnContext, fatal: _Fatal) -> None:
+def _effects_done(ctx: TurnContext, plans: Sequence[CallPlan], fatal: _Fatal) -> bool:
+    """Whether a ``side_effect`` call of the turn other than the fatal one has a recorded completion."""
+    for plan in plans:
+        tool = ctx.surface.tool(plan.tool)
+        if plan.call_id == fatal.call_id or tool is None or tool.effect != "side_effect":
+            continue
+        if ctx.effects.state(effect_key(ctx.session_id, ctx.state.turn, plan.call_id)) == "completed":
+            return True
+    return False
+
+
+def _close_out(plans: Sequence[CallPlan], done: Sequence[ToolResult], fatal: _Fatal) -> list[ToolResult]:
+    """Every call's result for a turn committed after a fatal error (module docs), in call order: the
+    finished ones as they are, the fatal one ``FatalToolError: <error>``, the others ``not executed``."""
+    finished = {result.call_id: result for result in done}
+    stopped = (
+        f"not executed: `{fatal.tool_name}` failed fatally ({fatal.error}) and stopped this turn before this "
+        "call ran; it did not take effect"
+    )
+    results: list[ToolResult] = []
+    for plan in plans:
+        if plan.call_id in finished:
+            results.append(finished[plan.call_id])
+        elif plan.call_id == fatal.call_id:
+            results.append(ToolResult(call_id=plan.call_id, output=fatal.output, is_error=True))
+        else:
+            results.append(ToolResult(call_id=plan.call_id, output=stopped, is_error=True))
+    return results
+
+
+def _on_fatal(ctx: TurnContext, plans: Sequence[CallPlan], fatal: _Fatal) -> None:
     state = ctx.state
+    retry = ctx.agent.on_fatal_tool_error == "retry" and state.fatal_retries + 1 <= ctx.agent.max_retries
+    terminal = RunTerminal(reason="failed", turns_used=state.turn, total_tokens=state.tokens_used)
+    if _effects_done(ctx, plans, fatal):
+        results, context_events = ctx.settle_results(_close_out(plans, fatal.done, fatal))
+        ending = () if retry else (terminal,)
+        ctx.append(
+            ToolCompleted(turn=state.turn, results=results),
+            *context_events,
+            *ending,
+            status=None if retry else "failed",
+        )
+        return
     reason = RollbackReason.FatalToolError(tool_name=fatal.tool_name, error=str(fatal.error))
     rollback = Rollbacked(turn=state.turn, checkpoint_history_len=state.checkpoint_len, reason=reason)
-    retry = ctx.agent.on_fatal_tool_error == "retry" and state.fatal_retries + 1 <= ctx.agent.max_retries
     if retry:
         ctx.append(rollback)
         return
-    terminal = RunTerminal(reason="failed", turns_used=state.turn, total_tokens=state.tokens_used)
     ctx.append(rollback, terminal, status="failed")
 
 
@@ -268,7 +352,8 @@ async def execute_turn(ctx: TurnContext, run_id: str) -> None:
             for group in _groups(plans, ctx.agent):
                 results.extend(await _run_group(ctx, group))
     except _Fatal as fatal:
-        _on_fatal(ctx, fatal)
+        fatal.done = [*results, *fatal.done]
+        _on_fatal(ctx, plans, fatal)
         return
     except AwaitingChildren as waiting:
         ctx.append(waiting.suspended(state.turn, plans, ctx.effects, ctx.session_id), status="suspended")

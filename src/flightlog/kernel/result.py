@@ -7,6 +7,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Literal
 
 from ..events import Custom, rollback_text
+from .errors import FATAL_RESULT_PREFIX
 from .records import CONTEXT_BUDGET_EXCEEDED
 
 if TYPE_CHECKING:
@@ -131,10 +132,29 @@ def _terminal_detail(state: KernelState) -> str | None:
     exceeded = _last(state, "budget_exceeded")
     if state.terminal is not None and state.terminal.reason == "budget_exhausted" and exceeded is not None:
         return f"budget exhausted: {exceeded.budget}"
+    fatal = _committed_fatal(state)
+    if fatal is not None:
+        return f"fatal_tool_error: {fatal}"
     rollback = _last(state, "rollbacked")
     if rollback is not None and rollback.reason is not None:
         return rollback_text(rollback.reason)
     return state.terminal.reason if state.terminal is not None else None
+
+
+def _committed_fatal(state: KernelState) -> str | None:
+    """The error of a fatal call in a turn committed rather than rolled back (a ``side_effect`` of it had
+    completed, :mod:`flightlog.kernel.execution`) that failed the run; None otherwise."""
+    if state.terminal is None or state.terminal.reason != "failed":
+        return None
+    for _seq, event in reversed(state.events):
+        if event.kind == "rollbacked":
+            return None
+        if event.kind == "tool_completed":
+            errors = [
+                r.output for r in event.results if r.is_error and r.output.startswith(FATAL_RESULT_PREFIX)
+            ]
+            return errors[0][len(FATAL_RESULT_PREFIX) :] if errors else None
+    return None
 
 
 def _cancel_detail(state: KernelState) -> str | None:
