@@ -95,6 +95,14 @@ REPRODUCE: dict[str, Callable[[Path, int], list[str]]] = {
     "ambiguous session": lambda db, _: ["--db", str(db), "show", "claude-code"],
     "missing file": lambda db, _: ["--db", str(db), "import", str(db.with_name("missing.jsonl"))],
     "a session resumed elsewhere": lambda db, _: ["--db", str(_langgraph(db)), "resume", "langgraph:t1"],
+    "bad agent spec": lambda db, _: [
+        "--db",
+        str(db),
+        "run",
+        "kernel.cli_agents:raising_factory",
+        "--goal",
+        "go",
+    ],
 }
 
 

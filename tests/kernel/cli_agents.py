@@ -69,3 +69,8 @@ broken = Agent(
     name="cli-broken", route=[ScriptedProvider([ProviderError("down", retryable=False)], by_turn=True)]
 )
 not_an_agent = 42
+
+
+def raising_factory() -> Agent:
+    """A factory with a mistake in it, as ``subagent(role="helper")`` raises (a bad agent spec)."""
+    raise ValueError("sub-agent role must be one of explore, plan, implement, verify, custom, not 'helper'")

@@ -33,6 +33,7 @@ def test_specs_resolve_modules_files_and_factories() -> None:
         ("nocolon", "expected module:attribute"),
         ("kernel.cli_agents:missing", "has no attribute"),
         ("kernel.cli_agents:not_an_agent", "names a int"),
+        ("kernel.cli_agents:raising_factory", "its factory raised ValueError: sub-agent role must be"),
         ("/no/such/file.py:x", "cannot import"),
         ("/no/such/agent.toml", "No such file"),
     ]:

@@ -41,8 +41,9 @@ class Agent:
             (``rollbacked(reason=Timeout)``) and counts as a failed attempt.
         max_tokens: Output cap per model call, in tokens (the budget reservation estimate).
         stream: Ask providers to stream; token deltas go to live subscribers only, never to the ledger.
-        on_fatal_tool_error: After a ``FatalToolError`` rollback: ``retry`` the turn (up to
-            ``max_retries`` times) or ``fail`` the run.
+        on_fatal_tool_error: After a ``FatalToolError``: ``retry`` the turn (up to ``max_retries`` times)
+            or ``fail`` the run. A turn a completed ``side_effect`` call makes irreversible is committed,
+            not rolled back (:mod:`flightlog.kernel.execution`): ``retry`` then goes on to the next turn.
         parallel_read_only: Run consecutive ``read_only`` calls of one turn concurrently.
         grant: A signed grant policy (DSSE envelope, as a mapping or its JSON text) the run is held to:
             verified and ledgered at run start, a ceiling over ``policy`` (see

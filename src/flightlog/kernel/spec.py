@@ -250,7 +250,8 @@ def load_agent(spec: str) -> Agent:
     """Load an agent from ``module:attribute`` or a ``.toml`` file (see the module docs).
 
     Raises:
-        AgentSpecError: the spec cannot be loaded or does not name an agent.
+        AgentSpecError: the spec cannot be loaded or does not name an agent, or the factory it names raised
+            (any ``Exception``: the message names the spec, the exception's type and text).
     """
     if spec.endswith(".toml"):
         path = Path(spec)
@@ -261,7 +262,10 @@ def load_agent(spec: str) -> Agent:
         return agent_from_dict(data, source=spec, base=path.parent)
     obj = resolve(spec)
     if not isinstance(obj, Agent) and callable(obj):
-        obj = obj()
+        try:
+            obj = obj()
+        except Exception as exc:  # the user's factory: any mistake in it is a bad spec, said in one line
+            raise AgentSpecError(spec=spec, reason=f"its factory raised {type(exc).__name__}: {exc}") from exc
     if not isinstance(obj, Agent):
         raise AgentSpecError(spec=spec, reason=f"names a {type(obj).__name__}, not an Agent")
     return obj
