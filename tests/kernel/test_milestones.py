@@ -27,7 +27,7 @@ from flightlog.kernel.milestones import (
     Verdict,
     parse_verdict,
 )
-from flightlog.kernel.requests import check_session
+from flightlog.kernel.requests import check_requests, check_session
 from flightlog.kernel.scripted import ScriptedProvider, call, calls, reply
 from flightlog.replay import reconstruct
 from flightlog.runs import ReceiptKind, session_snapshot
@@ -166,6 +166,48 @@ def test_a_model_judge_records_its_verdict_and_reasons(store: SqliteStore) -> No
         and "Pass only when" in judge_model.requests[0].system_prompt
     )
     assert "thinking" in judge_model.requests[0].messages[0].text_content()
+
+
+def test_a_model_judge_request_is_on_record_and_replay_check_rebuilds_it(store: SqliteStore) -> None:
+    judge_model = ScriptedProvider(
+        [reply('{"passed": false, "reasons": ["no"]}'), reply('{"passed": true}')],
+        model="judge-model",
+        by_turn=False,
+    )
+    judge = ModelJudge(judge_model, rubric="Pass only when the agent reports a deployment.")
+    provider = ScriptedProvider(
+        [reply("PLAN: go"), reply("thinking"), reply("deployed everywhere")], by_turn=False
+    )
+    agent = phased(provider, judge=judge)
+    assert run(Kernel(store, agent, notary=None).run("ship", session_id="m5")).status == "completed"
+    pairs = [(row.seq, e) for row, e in iter_events(store, "m5")]
+    invoked = [
+        (seq, e.payload)
+        for seq, e in pairs
+        if e.kind == "custom"
+        and e.custom_kind == "prompt_program_invoked"  # type: ignore[union-attr]
+        and e.payload["actor"] == "milestone_judge"  # type: ignore[union-attr]
+    ]
+    assert len(invoked) == 2 == len(judge_model.requests)  # one per judge call, before its model_usage
+    first_usage = next(
+        seq
+        for seq, e in pairs
+        if e.kind == "custom"
+        and e.custom_kind == "model_usage"  # type: ignore[union-attr]
+        and e.payload.get("purpose") == "milestone_judge"  # type: ignore[union-attr]
+    )
+    assert invoked[0][0] < first_usage
+    assert invoked[0][1]["sections"][1]["items"] == ["deployed"]
+    check = check_session(store, "m5")
+    kernel_calls = len(provider.requests)
+    assert check.ok and check.checked == kernel_calls + 2  # the judge's requests are checked too
+    # a tampered criterion no longer rebuilds the request the judge was sent
+    seq = invoked[1][0]
+    tampered = json.loads(json.dumps(invoked[1][1]))
+    tampered["sections"][1]["items"] = ["anything goes"]
+    forged = [(s, e.model_copy(update={"payload": tampered}) if s == seq else e) for s, e in pairs]
+    bad = check_requests(forged)
+    assert [(m.seq, m.actor) for m in bad.mismatches] == [(seq, "milestone_judge")]
 
 
 def test_retry_budget_exhausted_ends_the_run(store: SqliteStore) -> None:

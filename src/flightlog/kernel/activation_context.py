@@ -12,7 +12,7 @@ and what the built-in tools and tool execution need: archives to page in, large 
 from __future__ import annotations
 
 from collections.abc import Sequence
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from ..encoding import canonical_json
 from ..events import Compressed, ContextRenewed, Custom, Event, PageIn, PageOut, RunTerminal
@@ -48,6 +48,7 @@ from .paging import PAGE_IN, Notes, archived_result, stub_output, tokens_of
 from .records import (
     CONTEXT_BUDGET_EXCEEDED,
     CONTEXT_PIN,
+    JUDGE_ACTOR,
     PROMPT_PROGRAM_COMPILED,
     PROMPT_PROGRAM_INVOKED,
     model_usage,
@@ -56,11 +57,28 @@ from .records import (
 from .renewal import handoff_message
 from .requests import Program, digest, program_of, sections_of
 
+if TYPE_CHECKING:
+    from ..recorder import Recorder
+    from .ceiling import Ceiling
+    from .loop import Kernel
+    from .state import KernelState
+
 __all__ = ["ContextActivation"]
+
+_STAGES = {"compactor": "compaction", JUDGE_ACTOR: "milestone"}
+"""``prompt_program_compiled.stage`` per actor (``turn`` for the kernel's own calls)."""
+_PROMPT_ORIGINS = {"compactor": "compactor", JUDGE_ACTOR: "milestone"}
+"""Where each actor's system prompt comes from (``run_started`` for the kernel's own calls)."""
 
 
 class ContextActivation(Activation):
     """An :class:`~flightlog.kernel.activation.Activation` that manages its model context (module docs)."""
+
+    def __init__(
+        self, kernel: Kernel, recorder: Recorder, state: KernelState, ceiling: Ceiling | None = None
+    ) -> None:
+        super().__init__(kernel, recorder, state, ceiling)
+        self.milestones.records = self.judge_records  # a model judge's request goes on record too
 
     # ─── context: fill, compaction, renewal, paging, request records ──────────────────────
     def _request(self, provider: ModelProvider, reservation: Reservation) -> ModelRequest:
@@ -408,6 +426,16 @@ class ContextActivation(Activation):
             sections.append({"id": "system_prompt", "origin": "run_started", "messages": 0})
         return sections + sections_of(st.transcript.origins(), st.kinds)
 
+    def judge_records(
+        self, turn: int, provider: ModelProvider, request: ModelRequest, sections: list[dict[str, Any]]
+    ) -> list[Event]:
+        """The ``prompt_program_*`` records of a milestone judge's request (actor ``milestone_judge``): its
+        compiled program holds the judge's system prompt verbatim, so ``replay --check`` rebuilds it."""
+        program = program_of(provider.protocol, provider.model, request)
+        return self._program_records(
+            JUDGE_ACTOR, turn, provider, program, self._fill(provider, program), sections
+        )
+
     def _program_records(
         self,
         actor: str,
@@ -427,7 +455,7 @@ class ContextActivation(Activation):
             compiled = {
                 "actor": actor,
                 "turn": turn,
-                "stage": "compaction" if actor == "compactor" else "turn",
+                "stage": _STAGES.get(actor, "turn"),
                 "route": {
                     "adapter": provider.protocol,
                     "model": provider.model,
@@ -438,7 +466,7 @@ class ContextActivation(Activation):
                     {
                         "id": "system_prompt",
                         "version": 1,
-                        "origin": "compactor" if actor == "compactor" else "run_started",
+                        "origin": _PROMPT_ORIGINS.get(actor, "run_started"),
                         "content_hash": digest(prompt),
                     },
                     {"id": "tools", "version": 1, "origin": "agent", "content_hash": program.tool_spec_hash},
@@ -449,6 +477,8 @@ class ContextActivation(Activation):
                 "tools": platform["tools"],
                 "stream": platform["stream"],
             }
+            if actor == JUDGE_ACTOR:  # a user's rubric: the ledger must hold it to rebuild the request
+                compiled["system_prompt"] = prompt
             events.append(Custom(custom_kind=PROMPT_PROGRAM_COMPILED, payload=compiled))
         invoked = {
             "actor": actor,

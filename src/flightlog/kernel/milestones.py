@@ -9,7 +9,10 @@ runtime (UPSTREAM.md §5):
 * **Judge.** A Python function ``judge(JudgeInput) -> Verdict | bool`` (sync or async), or a
   :class:`ModelJudge` (a model call with a rubric; its reply is a JSON object ``{"passed": bool,
   "reasons": [str]}``; its tokens go to the run's budget as ``model_usage`` with ``purpose:
-  "milestone_judge"``). Every verdict is recorded: ``Custom("milestone_verdict", {turn, phase_id, judge:
+  "milestone_judge"``; before the call, its request is recorded as ``prompt_program_compiled`` (when it
+  changed; it keeps the judge's system prompt) and ``prompt_program_invoked`` (with the phase's criteria) of
+  actor ``milestone_judge``, in a transaction of its own, so ``replay --check`` rebuilds it from the ledger,
+  :mod:`flightlog.kernel.requests`). Every verdict is recorded: ``Custom("milestone_verdict", {turn, phase_id, judge:
   "function"|"model", passed, reasons, model?, rubric_digest?})``. A judge that raises, or a model reply
   that is not such an object, blocks the phase with the error as the reason.
 * **Pass.** Each unlocked capability is mounted (``capability_changed``, ``mounted_by =
@@ -50,7 +53,7 @@ from ..messages import Message
 from ..providers.base import ModelProvider, ModelRequest
 from .capabilities import Prepared, ToolSurface, label_of
 from .context import ContextPolicy, cap_output
-from .records import model_usage
+from .records import JUDGE_ACTOR, judge_request, model_usage
 from .requests import digest
 
 if TYPE_CHECKING:
@@ -94,6 +97,9 @@ class JudgeInput:
 Judge = Callable[[JudgeInput], "Verdict | bool | Awaitable[Verdict | bool]"]
 """A Python judge (sync or async)."""
 
+JudgeRecords = Callable[[int, ModelProvider, ModelRequest, list[dict[str, Any]]], list[Event]]
+"""Builds the ``prompt_program_*`` records of a judge request: ``(turn, provider, request, sections)``."""
+
 
 @dataclass(frozen=True)
 class ModelJudge:
@@ -112,19 +118,14 @@ class ModelJudge:
 
     def request(self, given: JudgeInput, max_tokens: int | None = None) -> ModelRequest:
         """The judge's request: rubric as system prompt, criteria and the answer as one user message,
-        asking for ``max_tokens`` (tokens; None: :attr:`max_tokens`)."""
-        criteria = "\n".join(f"{i}. {c}" for i, c in enumerate(given.phase.criteria, start=1)) or "(none)"
+        asking for ``max_tokens`` (tokens; None: :attr:`max_tokens`); built by
+        :func:`~flightlog.kernel.records.judge_request`, which ``replay --check`` rebuilds it with."""
         system = (
             f"{self.rubric}\n\nYou judge whether milestone phase {given.phase.id!r} is met. Reply with only "
             'a JSON object: {"passed": true|false, "reasons": ["..."]}.'
         )
-        text = f"Criteria:\n{criteria}\n\nThe agent's answer:\n{given.answer or '(no answer)'}"
-        return ModelRequest(
-            system_prompt=system,
-            messages=[Message.text("user", text)],
-            tools=(),
-            max_tokens=self.max_tokens if max_tokens is None else max_tokens,
-        )
+        cap = self.max_tokens if max_tokens is None else max_tokens
+        return judge_request(system, list(given.phase.criteria), given.answer, cap)
 
 
 def parse_verdict(text: str) -> Verdict:
@@ -196,6 +197,8 @@ class Milestones:
         append: Appends events in one transaction (``status`` sets the session status with them).
         context: The agent's context policy: a :class:`ModelJudge`'s ``max_tokens`` is capped by the
             ``output_reserve`` of its model's window there (None: no window known).
+        records: The ``prompt_program_compiled``/``_invoked`` events of a :class:`ModelJudge` request
+            (``(turn, provider, request, sections)``), appended before the call; None records none.
     """
 
     def __init__(
@@ -204,11 +207,13 @@ class Milestones:
         capabilities: ToolSurface,
         append: Callable[..., None],
         context: ContextPolicy | None = None,
+        records: JudgeRecords | None = None,
     ) -> None:
         self.phases = tuple(phases)
         self.capabilities = capabilities
         self._append = append
         self._context = context
+        self.records = records
 
     def open_phase(self, state: KernelState) -> Phase | None:
         """The phase the run is in, None when there is no contract or every phase passed."""
@@ -280,11 +285,13 @@ class Milestones:
                 model = judge.provider.model
                 window = self._context.window(model) if self._context is not None else None
                 request = judge.request(given, cap_output(judge.max_tokens, window))
+                if self.records is not None:  # write-ahead, its own transaction, as a compaction's call
+                    self._append(*self.records(given.turn, judge.provider, request, _sections(phase)))
                 response = await judge.provider.complete(request)
                 usage = model_usage(
                     given.turn, judge.provider, state.route_position, response.usage, None, request.max_tokens
                 )
-                usage.payload["purpose"] = "milestone_judge"
+                usage.payload["purpose"] = JUDGE_ACTOR
                 extra.append(usage)
                 verdict = parse_verdict(response.message.text_content())
             else:
@@ -297,6 +304,16 @@ class Milestones:
             verdict = Verdict(False, (f"judge failed: {type(exc).__name__}: {exc}",))
         record.update(passed=verdict.passed, reasons=list(verdict.reasons))
         return verdict, record, extra
+
+
+def _sections(phase: Phase) -> list[dict[str, Any]]:
+    """Where a judge request's parts come from: its rubric, the phase's criteria (kept here verbatim, so
+    ``replay --check`` rebuilds the request) and the judged answer (the history's last assistant message)."""
+    return [
+        {"id": "rubric", "origin": "milestone", "messages": 0},
+        {"id": "criteria", "origin": "milestone", "phase_id": phase.id, "items": list(phase.criteria)},
+        {"id": "answer", "origin": "history", "messages": 1},
+    ]
 
 
 def _tokens(events: Sequence[Event]) -> int:

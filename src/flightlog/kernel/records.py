@@ -56,7 +56,8 @@ from typing import Any, Literal
 
 from ..decisions import APPROVAL_DECISION, GateKind, approval_decision
 from ..events import Custom
-from ..providers.base import ModelProvider, Usage
+from ..messages import Message
+from ..providers.base import ModelProvider, ModelRequest, Usage
 
 __all__ = [
     "ABORT_REQUESTED",
@@ -70,6 +71,7 @@ __all__ = [
     "CONTEXT_PIN",
     "EFFECT_RECONCILED",
     "GRANT_POLICY",
+    "JUDGE_ACTOR",
     "MODEL_USAGE",
     "PROMPT_PROGRAM_COMPILED",
     "PROMPT_PROGRAM_INVOKED",
@@ -80,6 +82,7 @@ __all__ = [
     "GateKind",
     "Verdict",
     "capability_evidence",
+    "judge_request",
     "model_usage",
     "route_failover",
 ]
@@ -87,6 +90,9 @@ __all__ = [
 CAPABILITY_EVIDENCE = "provider_capability_evidence"
 PROMPT_PROGRAM_COMPILED = "prompt_program_compiled"
 PROMPT_PROGRAM_INVOKED = "prompt_program_invoked"
+JUDGE_ACTOR = "milestone_judge"
+"""``actor`` of a :class:`~flightlog.kernel.milestones.ModelJudge` call's ``prompt_program_*`` records (also
+``model_usage.purpose`` of its tokens)."""
 CONTEXT_OVERFLOW = "context_overflow"
 CONTEXT_BUDGET_EXCEEDED = "context_budget_exceeded"
 COMPACTION_STARTED = "compaction_started"
@@ -237,3 +243,25 @@ def model_usage(
     if cost is not None:
         payload["cost"] = cost
     return Custom(custom_kind=MODEL_USAGE, payload=payload)
+
+
+def judge_request(
+    system_prompt: str, criteria: list[str], answer: str | None, max_tokens: int
+) -> ModelRequest:
+    """A milestone judge's model request, from what its ``prompt_program_*`` records keep (no tools).
+
+    Args:
+        system_prompt: The rubric and reply format (``prompt_program_compiled.system_prompt``).
+        criteria: The phase's criteria, in order (the ``criteria`` section of ``prompt_program_invoked``).
+        answer: The judged answer: the text of the last assistant message, None when empty.
+        max_tokens: Output cap, in tokens.
+
+    Returns:
+        ``system_prompt`` and one user message: the numbered criteria (``(none)``) and the answer
+        (``(no answer)``).
+    """
+    listed = "\n".join(f"{i}. {c}" for i, c in enumerate(criteria, start=1)) or "(none)"
+    text = f"Criteria:\n{listed}\n\nThe agent's answer:\n{answer or '(no answer)'}"
+    return ModelRequest(
+        system_prompt=system_prompt, messages=[Message.text("user", text)], tools=(), max_tokens=max_tokens
+    )

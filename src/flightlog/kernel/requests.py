@@ -19,7 +19,11 @@ code (``request_body``), so the same request always gives the same HTTP body.
 ``prompt_program_compiled`` ``{actor, turn, stage, route: {adapter, model, route_position}, dialect:
 {id, version}, sections, dropped_sections, tool_spec_hash, digest, tools, stream}``: recorded before the
 first call of an actor and again whenever its platform digest changes (failover, a new tool surface);
-``tools`` holds the full specs so the ledger alone rebuilds requests.
+``tools`` holds the full specs so the ledger alone rebuilds requests. Actors: ``kernel`` (a turn's call),
+``compactor`` (a summary call), ``milestone_judge`` (a :class:`~flightlog.kernel.milestones.ModelJudge`
+call: its compiled record also holds ``system_prompt``, the rubric being the user's, and its invoked
+record's ``criteria`` section the phase's ``items``; the judged answer is the history's last assistant
+message, so its request is rebuilt from the ledger like the others).
 
 ``prompt_program_invoked`` ``{actor, turn, platform_digest, domain_digest, invocation_digest,
 tool_spec_hash, request_digest, request_chars, max_tokens, sections, dropped_sections, context}``: one per
@@ -50,7 +54,7 @@ from ..sessions import archive_loader, iter_events
 from ..store.base import Store
 from .capabilities import SurfaceFold
 from .compaction import COMPACTION_STARTED, summary_request
-from .records import PROMPT_PROGRAM_COMPILED, PROMPT_PROGRAM_INVOKED
+from .records import JUDGE_ACTOR, PROMPT_PROGRAM_COMPILED, PROMPT_PROGRAM_INVOKED, judge_request
 
 __all__ = [
     "DIALECT_VERSION",
@@ -232,7 +236,8 @@ class Mismatch:
     Attributes:
         seq: Seq of its ``prompt_program_invoked``.
         turn: Its turn.
-        actor: ``kernel`` (a turn's model call) or ``compactor`` (a summary call).
+        actor: ``kernel`` (a turn's model call), ``compactor`` (a summary call) or ``milestone_judge`` (a
+            :class:`~flightlog.kernel.milestones.ModelJudge` call).
         reason: What differs (``request_digest`` recorded vs rebuilt, or why it could not be rebuilt).
     """
 
@@ -346,6 +351,14 @@ class _Checker:
             reason = f"request_digest recorded {recorded}, rebuilt {rebuilt.request_digest}"
             self.mismatches.append(Mismatch(seq, turn, actor, reason))
 
+    def _answer(self) -> str | None:
+        """The answer a milestone judge judged: the last assistant message's text (as
+        :meth:`~flightlog.kernel.state.KernelState.final_message`)."""
+        for message in reversed(self.rebuilder.messages()):
+            if message.role == "assistant":
+                return message.text_content() or None
+        return None
+
     def _rebuild(self, actor: str, payload: dict[str, Any]) -> Program:
         compiled = self.compiled.get(actor)
         if compiled is None:
@@ -359,6 +372,10 @@ class _Checker:
             if self.plan is None:
                 raise ValueError("no compaction_started before the summary call")
             request = summary_request(self.rebuilder, self.plan, max_tokens)
+        elif actor == JUDGE_ACTOR:
+            request = judge_request(
+                str(compiled["system_prompt"]), _criteria(payload), self._answer(), max_tokens
+            )
         else:
             request = ModelRequest(
                 system_prompt=self.system_prompt,
@@ -369,6 +386,22 @@ class _Checker:
                 stream=bool(compiled.get("stream", False)),
             )
         return program_of(route["adapter"], route["model"], request)
+
+
+def _criteria(payload: dict[str, Any]) -> list[str]:
+    """The criteria a judge request listed (its invoked record's ``criteria`` section).
+
+    Raises:
+        ValueError: the record has no ``criteria`` section with a list of ``items``.
+    """
+    for section in payload.get("sections") or ():
+        if (
+            isinstance(section, dict)
+            and section.get("id") == "criteria"
+            and isinstance(section.get("items"), list)
+        ):
+            return [str(item) for item in section["items"]]
+    raise ValueError("the judge request's record has no criteria section")
 
 
 def check_requests(

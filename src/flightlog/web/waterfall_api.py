@@ -10,7 +10,8 @@ Lanes (``spans``, each ``{lane, label, kind, turn, seq, end_seq, start_ms, end_m
 =============== ===================================================================================
 ``model``        ``Custom("prompt_program_invoked")`` by the ``kernel`` actor (seed 003) to the next
                  ``llm_completed``; an ``llm_completed`` with no such record starts at the row before
-``compaction``   ``prompt_program_invoked`` by the ``compactor`` actor to the next ``compressed``
+``compaction``   ``prompt_program_invoked`` by the ``compactor`` actor to the next ``compressed`` (a
+                 ``milestone_judge`` actor's record draws no span)
 ``tool``         ``tool_requested`` to ``tool_completed``; a request ended by ``tool_denied`` or a
                  suspension ends there (labelled so)
 ``approval``     ``permission_requested`` to ``permission_resolved`` (the wait for a person)
@@ -221,6 +222,10 @@ class _Fold:
                 self.turn = payload["turn"]
             if payload.get("actor") == "compactor":
                 self.begin("compaction", f"compaction call, turn {self.turn}", custom, seq, at)
+                return
+            if (
+                payload.get("actor", "kernel") != "kernel"
+            ):  # a milestone judge's call: no llm_completed ends it
                 return
             self.begin("model", f"model call, turn {self.turn}", custom, seq, at)
             use = ContextUse.from_invoked(payload)
