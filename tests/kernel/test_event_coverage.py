@@ -881,6 +881,7 @@ CONTEXT_KINDS = {
     "context_overflow": "test_a_context_too_long_answer_is_compacted_past",
     "context_pin": "test_pinned_results_survive_compaction_verbatim",
     "context_rewrite": "test_a_chatty_run_cuts_in_place_then_archives_and_replays_what_the_model_saw",
+    "context_budget_exceeded": "test_a_system_prompt_larger_than_the_window_ends_the_run_before_any_call",
 }
 CAPABILITY_KINDS = {
     # written only by MCP servers (or a refused tool); checked in test_capabilities.py:
