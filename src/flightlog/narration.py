@@ -241,7 +241,8 @@ def _custom(e: ev.Custom) -> str:
         kind = short(printable(str(payload.get("kind") or "signal")), 20)
         return f"{kind} from {who} delivered: {short(str(payload.get('text', '')), 60)}"
     if e.custom_kind == "kernel_note":  # replay.KERNEL_NOTE: what the kernel told the model after a rollback
-        return f"turn {payload.get('turn', '?')}: kernel told the model: {short(str(payload.get('text', '')), 60)}"
+        # as long as a rollback's error (its line above): a fatal error's note holds the error text
+        return f"turn {payload.get('turn', '?')}: kernel told the model: {short(str(payload.get('text', '')), 160)}"
     if e.custom_kind == "memory_already_in_history":  # kernel.memory.MEMORY_ALREADY_IN_HISTORY
         ids = [str(i) for i in _of(payload.get("record_ids"), list)]
         return (

@@ -19,12 +19,13 @@ from flightlog.kernel.requests import check_session
 from flightlog.kernel.scripted import ScriptedProvider, call, calls, reply
 from flightlog.kernel.subagents import subagent
 from flightlog.messages import ToolResultPart
+from flightlog.narration import narrate
 from flightlog.providers.base import ModelRequest, ModelResponse
 from flightlog.recorder import verify_session
 from flightlog.sessions import replay_session
 from flightlog.store import SqliteStore
 
-from .helpers import kinds, of
+from .helpers import customs, events, kinds, of
 
 charges: list[int] = []
 notes: list[str] = []
@@ -176,6 +177,42 @@ def test_a_fatal_error_with_nothing_irreversible_done_still_rolls_back(store: Sq
     (rollback,) = of(store, result.session_id, Rollbacked)
     assert rollback.reason is not None and rollback.reason.kind == "fatal_tool_error"
     assert not _shown(model.requests[1], "tidied")  # an idempotent call may run again: rolled back
+    _check(store, result.session_id)
+
+
+NOTE = "The previous step failed (`boom`: disk vanished). Please try a different approach."
+"""Upstream's note for a ``FatalToolError`` rollback (deepstrike ``scheduler/rollback.rs``)."""
+
+
+def _told(request: ModelRequest) -> ModelResponse:
+    """The retry after the rollback: its request is the user's message then the kernel's note, and no trace
+    of the undone answer (it asked for ``boom``)."""
+    texts = [(m.role, m.text_content()) for m in request.messages]
+    assert texts == [("user", "go"), ("user", NOTE)], texts
+    return reply("stopped: the disk is gone")
+
+
+def test_a_rolled_back_fatal_turn_tells_the_model_why_before_the_retry(store: SqliteStore) -> None:
+    model = ScriptedProvider([calls(call("boom", {"x": 1}, id="b1")), _told], by_turn=False)
+    result = Kernel(store, Agent("pay", [model], tools=[boom])).run_sync("go")
+    sid = result.session_id
+    assert (result.status, result.final_message) == ("completed", "stopped: the disk is gone")
+    assert [k for k in kinds(store, sid) if k in ("rollbacked", "custom:kernel_note")] == [
+        "rollbacked",
+        "custom:kernel_note",
+    ]
+    assert customs(store, sid, "kernel_note") == [{"turn": 1, "text": NOTE}]
+    assert [m.text_content() for m in replay_session(store, sid)][:2] == ["go", NOTE]
+    _check(store, sid)  # replay --check rebuilds the retried request, note included
+    assert "turn 1: kernel told the model: " + NOTE in [narrate(e) for e in events(store, sid)]
+
+
+def test_a_fatal_rollback_that_fails_the_run_tells_no_one(store: SqliteStore) -> None:
+    model = ScriptedProvider([calls(call("boom", {"x": 1}, id="b1"))], by_turn=False)
+    agent = Agent("pay", [model], tools=[boom], on_fatal_tool_error="fail")
+    result = Kernel(store, agent).run_sync("go")
+    assert (result.status, result.detail) == ("failed", "fatal_tool_error: disk vanished")
+    assert customs(store, result.session_id, "kernel_note") == []  # no retry: no one to tell
     _check(store, result.session_id)
 
 

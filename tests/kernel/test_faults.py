@@ -231,9 +231,9 @@ def test_a_fatal_tool_error_rolls_the_turn_back_and_retries_it(store: SqliteStor
     assert [(t.turn, [r.call_id for r in t.results]) for t in completed] == [(1, ["t1"]), (2, ["t3"])]
     history = replay_session(store, sid)
     assert not any(c.id == "bad" for m in history for c in m.tool_calls)  # rolled back out of the history
-    assert (
-        provider.requests[2].messages == provider.requests[1].messages
-    )  # the retry starts from the checkpoint
+    # the retry starts from the checkpoint, then the kernel's note says why (upstream's wording)
+    note = "The previous step failed (`corrupt`: workspace corrupt at x). Please try a different approach."
+    assert provider.requests[2].messages == [*provider.requests[1].messages, Message.text("user", note)]
     assert result.turns == 3
 
 

@@ -152,7 +152,8 @@ class FatalToolError(Exception):
 
     The kernel stops executing the turn's remaining calls, records
     ``rollbacked(reason=FatalToolError(tool_name, error))`` (history back to the turn's checkpoint) and
-    then retries the turn or ends the run, per ``Agent.on_fatal_tool_error``. A turn in which a
+    then retries the turn, telling the model ``The previous step failed (`<tool>`: <error>). Please try a
+    different approach.`` (a ``kernel_note``), or ends the run, per ``Agent.on_fatal_tool_error``. A turn in which a
     ``side_effect`` call already completed is not rolled back (that would hide a done effect from the model,
     whose retry would do it again): it is committed with the fatal call's result
     ``FatalToolError: <error>`` and ``not executed`` results for the calls it stopped

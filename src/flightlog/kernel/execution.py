@@ -35,7 +35,12 @@ not run (calls of its concurrent group finish first). What the kernel records de
 * **Nothing irreversible ran** (only ``read_only``/``idempotent`` calls, denied or invalid ones): the turn
   is rolled back, ``rollbacked(turn, checkpoint_history_len, reason=FatalToolError(tool_name, error))``,
   then retried or the run fails (``run_terminal(reason="failed")``) per ``Agent.on_fatal_tool_error`` and
-  ``max_retries``: running those calls again is harmless.
+  ``max_retries``: running those calls again is harmless. A retry is told why: the ``rollbacked`` is
+  followed in its transaction by ``Custom("kernel_note", {turn, text})``, a ``user`` message
+  :mod:`flightlog.replay` puts after the rolled-back history (as a denial's, :mod:`flightlog.kernel.denials`),
+  upstream's note :func:`fatal_note`: ``The previous step failed (`<tool>`: <error>). Please try a different
+  approach.`` Without it the retried request would be the one that led to the failing call, and the model
+  would likely ask for it again.
 * **A** ``side_effect`` **call of the turn completed** (a delegating call included: its child ran): the
   turn is *committed*, not rolled back. A completed external effect cannot be undone, and a rollback would
   hide it from the model, whose retried turn (with fresh call ids, as real models answer) would then run it
@@ -68,8 +73,9 @@ from collections.abc import Sequence
 from typing import Protocol
 
 from ..errors import AppendConflict, StaleWriter
-from ..events import Event, Rollbacked, RollbackReason, RunTerminal, ToolCompleted
+from ..events import Custom, Event, Rollbacked, RollbackReason, RunTerminal, ToolCompleted
 from ..messages import ToolResult
+from ..replay import KERNEL_NOTE
 from .agent import Agent
 from .ceiling import Ceiling, active
 from .confine import runtime_problem
@@ -82,7 +88,7 @@ from .state import KernelState
 from .subagents import AwaitingChildren, SubAgentTool
 from .tools import Tool, ToolArgumentsError, render_output
 
-__all__ = ["TurnContext", "execute_turn", "in_doubt_gates"]
+__all__ = ["TurnContext", "execute_turn", "fatal_note", "in_doubt_gates"]
 
 
 class TurnContext(Protocol):
@@ -310,6 +316,21 @@ def _close_out(plans: Sequence[CallPlan], done: Sequence[ToolResult], fatal: _Fa
     return results
 
 
+def fatal_note(tool_name: str, error: str) -> str:
+    """What the model is told before a turn rolled back for a ``FatalToolError`` is taken again (module
+    docs): the note is the text of a ``Custom("kernel_note")`` recorded after the ``rollbacked``.
+
+    Args:
+        tool_name: The tool that raised.
+        error: The error's text, verbatim.
+
+    Source: upstream's concise model-facing note for a ``FatalToolError`` rollback (deepstrike
+    ``scheduler/rollback.rs`` ``build_rollback_note``), pushed as a user message before the retried model
+    call (``scheduler/state_machine/mod.rs``, ``LoopEvent::ToolResults``).
+    """
+    return f"The previous step failed (`{tool_name}`: {error}). Please try a different approach."
+
+
 def _on_fatal(ctx: TurnContext, plans: Sequence[CallPlan], fatal: _Fatal) -> None:
     state = ctx.state
     retry = ctx.agent.on_fatal_tool_error == "retry" and state.fatal_retries + 1 <= ctx.agent.max_retries
@@ -327,7 +348,8 @@ def _on_fatal(ctx: TurnContext, plans: Sequence[CallPlan], fatal: _Fatal) -> Non
     reason = RollbackReason.FatalToolError(tool_name=fatal.tool_name, error=str(fatal.error))
     rollback = Rollbacked(turn=state.turn, checkpoint_history_len=state.checkpoint_len, reason=reason)
     if retry:
-        ctx.append(rollback)
+        note = {"turn": state.turn, "text": fatal_note(fatal.tool_name, str(fatal.error))}
+        ctx.append(rollback, Custom(custom_kind=KERNEL_NOTE, payload=note))
         return
     ctx.append(rollback, terminal, status="failed")
 
