@@ -40,6 +40,7 @@ from .errors import EventDecodeError
 from .messages import U32, U64, ContentPart, Message, ToolCall, ToolResult, WireModel
 
 __all__ = [
+    "FATAL_RESULT_PREFIX",
     "KERNEL_OS_KINDS",
     "SEED_KINDS",
     "AgentProcessChanged",
@@ -90,6 +91,7 @@ __all__ = [
     "category",
     "decode_event",
     "event_from_wire",
+    "fatal_result_text",
     "is_kernel_os_event",
     "primitive",
     "rollback_text",
@@ -196,6 +198,33 @@ def rollback_text(reason: RollbackReasonT) -> str:
     """
     text = getattr(reason, "error", None) or getattr(reason, "reason", None)
     return f"{reason.kind}: {text}" if text else reason.kind
+
+
+FATAL_RESULT_PREFIX = "FatalToolError: "
+"""How the result of a call that raised the kernel's ``FatalToolError`` starts (then the error's text): the
+recorded completion of a ``side_effect`` call, and the call's result in a turn the kernel committed rather
+than rolled back (:mod:`flightlog.kernel.execution`)."""
+
+
+def fatal_result_text(results: list[ToolResult]) -> str | None:
+    """Why a turn committed after a fatal tool error failed, in :func:`rollback_text`'s form.
+
+    Args:
+        results: A ``tool_completed`` event's results.
+
+    Returns:
+        ``fatal_tool_error: <error>`` (``fatal_tool_error`` for an empty error) for the first result that is
+        an error starting with :data:`FATAL_RESULT_PREFIX`, the error verbatim; None when none does. What
+        ``RunResult.detail`` says of such a run, and the runs read model's ``SessionFold.failure``.
+
+    Source: the kernel's record of a committed fatal turn (:mod:`flightlog.kernel.execution`); the kind
+    word is seed 000 ``RollbackReason::FatalToolError``'s.
+    """
+    for result in results:
+        if result.is_error and result.output.startswith(FATAL_RESULT_PREFIX):
+            error = result.output[len(FATAL_RESULT_PREFIX) :]
+            return f"fatal_tool_error: {error}" if error else "fatal_tool_error"
+    return None
 
 
 class CancellationReason(StrEnum):

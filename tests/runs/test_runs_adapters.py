@@ -15,6 +15,7 @@ from hypothesis import strategies as st
 from flightlog import events as ev
 from flightlog.events import Event
 from flightlog.importers import import_file
+from flightlog.messages import ToolResult
 from flightlog.runs import (
     AgentRunSnapshot,
     ProcessEntry,
@@ -156,6 +157,7 @@ def test_state_mapping(name: str, events: list[Event], expected: RunState) -> No
         ("interrupted", TerminalOutcome.INTERRUPTED),
         ("budget_exhausted", TerminalOutcome.BUDGET_EXHAUSTED),
         ("max_turns", TerminalOutcome.BUDGET_EXHAUSTED),
+        ("context_overflow", TerminalOutcome.FAILED),
         ("something new", TerminalOutcome.FAILED),
     ],
 )
@@ -177,6 +179,12 @@ def test_unknown_reason_after_budget_exceeded_is_budget_exhausted() -> None:
     assert outcome_for_reason("whatever", budget_exceeded=True) is TerminalOutcome.BUDGET_EXHAUSTED
 
 
+def test_context_overflow_is_a_failure_word_even_after_a_budget_exceeded() -> None:
+    """The kernel's ``context_overflow`` (a request that cannot fit the window) is a known failed reason, not
+    an unknown one that a recorded ``budget_exceeded`` would turn into ``budget_exhausted``."""
+    assert outcome_for_reason("context_overflow", budget_exceeded=True) is TerminalOutcome.FAILED
+
+
 def test_detail_is_one_short_line() -> None:
     snapshot = snap([started(), terminal("x" * 500 + "\n" + "secret-looking trace")])
     assert snapshot.terminal is not None and snapshot.terminal.detail is not None
@@ -190,6 +198,28 @@ def _rolled(reason: ev.RollbackReasonT | None = None) -> ev.Rollbacked:
 
 def _provider(error: str) -> ev.RollbackReasonT:
     return ev.RollbackReason.ProviderFailure(error=error)
+
+
+def _fatal_turn(*, is_error: bool = True) -> ev.ToolCompleted:
+    """The kernel's ``tool_completed`` of a turn committed after a fatal tool error (kernel.execution)."""
+    return ev.ToolCompleted(
+        turn=1,
+        results=[
+            ToolResult(call_id="c1", output="charged 500"),
+            ToolResult(call_id="b1", output="FatalToolError: disk full", is_error=is_error),
+        ],
+    )
+
+
+_OVERFLOW = {
+    "turn": 1,
+    "model": "tiny",
+    "route_position": 0,
+    "overflow_kind": "fixed_context",
+    "required_tokens": 10500,
+    "max_tokens": 900,
+}
+"""A ``context_budget_exceeded`` payload as the kernel writes it (kernel.activation_context)."""
 
 
 FAILURE_CASES: list[tuple[str, list[Event], str]] = [
@@ -207,6 +237,40 @@ FAILURE_CASES: list[tuple[str, list[Event], str]] = [
             terminal("failed"),
         ],
         "failed: fatal_tool_error: disk full",
+    ),
+    (
+        "fatal tool error in a turn the kernel committed (a side effect of it had completed)",
+        [started(), llm(1, "c1", "b1"), _fatal_turn(), custom("entropy_sample", {}), terminal("failed")],
+        "failed: fatal_tool_error: disk full",
+    ),
+    (
+        "a committed fatal turn retried: the model answered after it",
+        [started(), llm(1, "c1", "b1"), _fatal_turn(), checkpoint(2), llm(2), terminal("failed")],
+        "failed",
+    ),
+    (
+        "a tool_completed holding no fatal result keeps the rollback's reason",
+        [started(), _rolled(_provider("503")), ev.ToolCompleted(turn=1, results=[]), terminal("failed")],
+        "failed: provider_failure: 503",
+    ),
+    (
+        "a result that merely reads like a fatal one, not an error, says nothing",
+        [started(), llm(1, "c1"), _fatal_turn(is_error=False), terminal("failed")],
+        "failed",
+    ),
+    (
+        "a request that cannot fit (the kernel's context_budget_exceeded, run_terminal context_overflow)",
+        [started(), custom("context_budget_exceeded", _OVERFLOW), terminal("context_overflow")],
+        "context_overflow: the system prompt and tools need ~10500 tokens, tiny's window holds 900 input tokens",
+    ),
+    (
+        "a context_budget_exceeded the fold cannot read says nothing (no model recorded)",
+        [
+            started(),
+            custom("context_budget_exceeded", {**_OVERFLOW, "model": None}),
+            terminal("context_overflow"),
+        ],
+        "context_overflow",
     ),
     (
         "model call timed out",

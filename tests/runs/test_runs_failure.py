@@ -1,20 +1,26 @@
-"""A kernel run whose provider failed says why (its ledger's rollback reason) in ``runs`` and ``runs --json``,
-after ``runs --rebuild``, through ``verify``'s projection check, and after the migration from fold rules 6."""
+"""A kernel run that failed says why in ``runs`` and ``runs --json``, after ``runs --rebuild``, through
+``verify``'s projection check, and after the migration from fold rules 6: a provider's failure (its ledger's
+rollback reason), a fatal tool error in a turn the kernel kept (its ``tool_completed`` result), a request too
+large for the window (its ``context_budget_exceeded`` record)."""
 
 from __future__ import annotations
 
 import json
 from pathlib import Path
 from typing import Any
+from unittest.mock import ANY
 
 import pytest
 from typer.testing import CliRunner
 
 from flightlog.cli import app as flightlog_app
-from flightlog.kernel import Agent, Kernel
-from flightlog.kernel.scripted import ScriptedProvider
+from flightlog.events import Custom, Rollbacked
+from flightlog.kernel import Agent, FatalToolError, Kernel, tool
+from flightlog.kernel.context import ContextPolicy, ContextWindow
+from flightlog.kernel.scripted import ScriptedProvider, call, calls, reply
 from flightlog.providers.base import ProviderError
 from flightlog.runs import FOLD_VERSION, adapters, list_runs, projection_ready, rebuild_projection
+from flightlog.sessions import iter_events
 from flightlog.store import SqliteStore
 from flightlog.store import sqlite as sqlite_backend
 
@@ -78,6 +84,89 @@ def test_the_reason_survives_a_rebuild_and_verify_checks_the_row(db_path: Path) 
         assert store.get_run_rows([sid])[sid] == stored  # the rebuild folds the same row from the ledger
     result = runner.invoke(flightlog_app, ["--db", str(db_path), "verify", sid])
     assert result.exit_code == 0, result.stdout + result.stderr  # the runs row agrees with its ledger
+
+
+@tool(effect="side_effect")
+def pay(amount_cents: int) -> str:
+    """Charge the customer; the ledger is gone for a negative amount.
+
+    Args:
+        amount_cents: Amount in cents.
+    """
+    if amount_cents < 0:
+        raise FatalToolError("disk vanished")
+    return f"charged {amount_cents}"
+
+
+def fail_a_kept_turn(store: SqliteStore) -> str:
+    """A run whose turn charged (a completed side effect) and then hit a fatal tool error: the kernel keeps
+    the turn (no ``rollbacked``) and, with ``on_fatal_tool_error="fail"``, ends the run ``failed``."""
+    model = ScriptedProvider(
+        [calls(call("pay", {"amount_cents": 500}, id="c1"), call("pay", {"amount_cents": -1}, id="c2"))],
+        by_turn=False,
+    )
+    agent = Agent("pay", [model], tools=[pay], on_fatal_tool_error="fail")
+    result = Kernel(store, agent).run_sync("charge once", handle_signals=False)
+    assert (result.status, result.detail) == ("failed", "fatal_tool_error: disk vanished")
+    assert not any(isinstance(e, Rollbacked) for _row, e in iter_events(store, result.session_id))
+    return result.session_id
+
+
+def overflow_a_run(store: SqliteStore) -> str:
+    """A run whose system prompt (~10,000 tokens) cannot fit its model's 900 usable input tokens: the kernel
+    records ``context_budget_exceeded`` and ends the run ``context_overflow`` before any model call."""
+    provider = ScriptedProvider([reply("never")], model="tiny", by_turn=False)
+    agent = Agent(
+        name="tiny",
+        route=[provider],
+        system_prompt="Follow the house rules. " * 1700,
+        context=ContextPolicy(windows={"tiny": ContextWindow(tokens=1000, output_reserve=100)}, tools=False),
+    )
+    result = Kernel(store, agent).run_sync("go", handle_signals=False)
+    assert result.status == "failed" and provider.requests == []
+    return result.session_id
+
+
+def _overflow_why(store: SqliteStore, sid: str) -> str:
+    """The detail the ``context_budget_exceeded`` record gives (its sizes, read from the ledger)."""
+    (payload,) = [
+        e.payload
+        for _row, e in iter_events(store, sid)
+        if isinstance(e, Custom) and e.custom_kind == "context_budget_exceeded"
+    ]
+    return (
+        f"context_overflow: the system prompt and tools need ~{payload['required_tokens']} tokens, "
+        "tiny's window holds 900 input tokens"
+    )
+
+
+def says_why(db_path: Path, sid: str, why: str) -> None:
+    """``runs``, ``runs --json`` and ``runs --rebuild`` give the failed run ``why``; verify agrees."""
+    with SqliteStore(db_path) as store:
+        stored = store.get_run_rows([sid])[sid]
+    code, out, err = runs(db_path)
+    assert code == 0 and err == ""
+    line = row_of(out, sid)
+    assert line.split()[1:3] == ["terminal", "failed"] and line.endswith(why)
+    assert detail_in_json(db_path, sid) == {"outcome": "failed", "ended_at_ms": ANY, "detail": why}
+    assert detail_in_json(db_path, sid, "--rebuild")["detail"] == why
+    with SqliteStore(db_path) as store:
+        assert store.get_run_rows([sid])[sid] == stored  # the rebuild folds the same row from the ledger
+    result = runner.invoke(flightlog_app, ["--db", str(db_path), "verify", sid])
+    assert result.exit_code == 0, result.stdout + result.stderr  # the runs row agrees with its ledger
+
+
+def test_runs_says_why_a_kept_fatal_turn_failed_the_run(db_path: Path) -> None:
+    with SqliteStore(db_path) as store:
+        sid = fail_a_kept_turn(store)
+    says_why(db_path, sid, "failed: fatal_tool_error: disk vanished")
+
+
+def test_runs_says_a_context_overflow_failed_the_run_and_how_big_it_was(db_path: Path) -> None:
+    with SqliteStore(db_path) as store:
+        sid = overflow_a_run(store)
+        why = _overflow_why(store, sid)
+    says_why(db_path, sid, why)
 
 
 def _fold_rules_6(fold: adapters.SessionFold, seq: int, at: int, event: Any) -> None:

@@ -1,5 +1,6 @@
-"""The dashboard says why a run failed, from its ledger's rollback reason (the runs read model's terminal
-detail): on the session page, in the runs tree and in ``/api/runs``; a completed run's page adds nothing."""
+"""The dashboard says why a run failed, from its ledger (a rollback's reason, a kept turn's fatal tool
+result: the runs read model's terminal detail): on the session page, in the runs tree and in ``/api/runs``;
+a completed run's page adds nothing."""
 
 # ruff: noqa: F811  (the fixtures imported from a sibling test module are parameters here)
 from __future__ import annotations
@@ -8,6 +9,7 @@ import html
 from pathlib import Path
 
 from fastapi.testclient import TestClient
+from tests.runs.test_runs_failure import fail_a_kept_turn
 
 from flightlog.kernel import Agent, Kernel
 from flightlog.kernel.scripted import ScriptedProvider, reply
@@ -47,3 +49,17 @@ def test_a_completed_runs_page_shows_no_ended_with_line(client: TestClient, db_p
     page = client.get("/session", params={"id": "fine"}).text
     assert '<dd id="state">terminal · completed</dd>' in page
     assert '<dd id="ended" hidden></dd>' in page
+
+
+def test_a_run_failed_by_a_kept_fatal_turn_says_the_tool_error(client: TestClient, db_path: Path) -> None:
+    """The turn charged, then a tool failed fatally: the kernel kept the turn (no ``rollbacked``), and the
+    dashboard says why from its ``tool_completed`` result, as ``flightlog runs`` does."""
+    why = "failed: fatal_tool_error: disk vanished"
+    with SqliteStore(db_path) as store:
+        sid = fail_a_kept_turn(store)
+    page = client.get("/session", params={"id": sid})
+    assert page.status_code == 200, page.text
+    assert '<dd id="state">terminal · failed</dd>' in page.text
+    assert f'<dd id="ended">{why}</dd>' in page.text
+    node = next(n for n in client.get("/api/runs").json()["runs"] if n["id"] == sid)
+    assert (node["outcome"], node["detail"]) == ("failed", why)

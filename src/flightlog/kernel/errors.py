@@ -19,6 +19,7 @@ kernel answers with a ``rollbacked(reason=FatalToolError)`` (see :mod:`flightlog
 from __future__ import annotations
 
 from ..errors import FlightlogError
+from ..events import FATAL_RESULT_PREFIX
 
 __all__ = [
     "FATAL_RESULT_PREFIX",
@@ -140,11 +141,6 @@ class OutsideCeiling(KernelError, PermissionError):
 
     def __init__(self, *, value: str, reason: str) -> None:
         super().__init__(f"{value!r}: {reason}", value=value, reason=reason)
-
-
-FATAL_RESULT_PREFIX = "FatalToolError: "
-"""How the result of a call that raised :class:`FatalToolError` starts (then the error's text): the recorded
-completion of a ``side_effect`` call, and the call's result in a turn committed after it."""
 
 
 class FatalToolError(Exception):

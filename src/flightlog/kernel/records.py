@@ -63,6 +63,7 @@ from ..decisions import APPROVAL_DECISION, GateKind, approval_decision
 from ..events import Custom
 from ..messages import Message
 from ..providers.base import ModelProvider, ModelRequest, Usage
+from ..runs.context import CONTEXT_BUDGET_EXCEEDED
 
 __all__ = [
     "ABORT_REQUESTED",
@@ -99,7 +100,6 @@ JUDGE_ACTOR = "milestone_judge"
 """``actor`` of a :class:`~flightlog.kernel.milestones.ModelJudge` call's ``prompt_program_*`` records (also
 ``model_usage.purpose`` of its tokens)."""
 CONTEXT_OVERFLOW = "context_overflow"
-CONTEXT_BUDGET_EXCEEDED = "context_budget_exceeded"
 COMPACTION_STARTED = "compaction_started"
 COMPACTION_FAILED = "compaction_failed"
 CONTEXT_PIN = "context_pin"

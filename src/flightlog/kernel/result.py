@@ -6,8 +6,8 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Literal
 
-from ..events import Custom, rollback_text
-from .errors import FATAL_RESULT_PREFIX
+from ..events import Custom, ToolCompleted, fatal_result_text, rollback_text
+from ..runs.context import overflow_text
 from .records import CONTEXT_BUDGET_EXCEEDED
 
 if TYPE_CHECKING:
@@ -108,21 +108,13 @@ def _last(state: KernelState, kind: str) -> Any:
 
 
 def _overflow_detail(state: KernelState) -> str | None:
-    """What the run's ``context_budget_exceeded`` record (:mod:`flightlog.kernel.records`) says, with its
-    sizes in tokens; None without one."""
+    """What the run's latest ``context_budget_exceeded`` record (:mod:`flightlog.kernel.records`) says, with
+    its sizes in tokens (:func:`flightlog.runs.context.overflow_text`, as ``runs`` says it); None without
+    one."""
     for _seq, event in reversed(state.events):
         if isinstance(event, Custom) and event.custom_kind == CONTEXT_BUDGET_EXCEEDED:
-            p = event.payload
-            room = f"{p['max_tokens']} input tokens" if "max_tokens" in p else "an unknown size"
-            if p.get("overflow_kind") == "fixed_context":
-                return (
-                    f"context overflow: the system prompt and tools need ~{p['required_tokens']} tokens, "
-                    f"{p['model']}'s window holds {room}"
-                )
-            return (
-                f"context overflow: {p['model']} refused the request as too long (~{p['required_tokens']} "
-                f"tokens estimated, window {room}) and nothing is left to archive"
-            )
+            text = overflow_text(event.payload) if isinstance(event.payload, dict) else None
+            return None if text is None else f"context overflow: {text}"
     return None
 
 
@@ -134,7 +126,7 @@ def _terminal_detail(state: KernelState) -> str | None:
         return f"budget exhausted: {exceeded.budget}"
     fatal = _committed_fatal(state)
     if fatal is not None:
-        return f"fatal_tool_error: {fatal}"
+        return fatal
     rollback = _last(state, "rollbacked")
     if rollback is not None and rollback.reason is not None:
         return rollback_text(rollback.reason)
@@ -142,18 +134,16 @@ def _terminal_detail(state: KernelState) -> str | None:
 
 
 def _committed_fatal(state: KernelState) -> str | None:
-    """The error of a fatal call in a turn committed rather than rolled back (a ``side_effect`` of it had
-    completed, :mod:`flightlog.kernel.execution`) that failed the run; None otherwise."""
+    """``fatal_tool_error: <error>`` of a fatal call in a turn committed rather than rolled back (a
+    ``side_effect`` of it had completed, :mod:`flightlog.kernel.execution`) that failed the run
+    (:func:`~flightlog.events.fatal_result_text`); None otherwise."""
     if state.terminal is None or state.terminal.reason != "failed":
         return None
     for _seq, event in reversed(state.events):
         if event.kind == "rollbacked":
             return None
-        if event.kind == "tool_completed":
-            errors = [
-                r.output for r in event.results if r.is_error and r.output.startswith(FATAL_RESULT_PREFIX)
-            ]
-            return errors[0][len(FATAL_RESULT_PREFIX) :] if errors else None
+        if isinstance(event, ToolCompleted):
+            return fatal_result_text(event.results)
     return None
 
 

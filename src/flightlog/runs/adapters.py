@@ -61,7 +61,8 @@ blocked → ``paused``; stopping/terminating → ``stopping``; exited/joined/ter
 
 Terminal outcome (``run_terminal.reason``, or an entry's ``result_termination``/``state``):
 ``completed``/``end_turn``/``stop``/``done``/``success``... → completed; ``failed``/``error``/
-``provider_failure``/``timeout``... → failed; ``cancelled``/``aborted``/``rewound``/``killed``... →
+``provider_failure``/``timeout``/``context_overflow`` (the kernel's: the request cannot fit the model's
+window)... → failed; ``cancelled``/``aborted``/``rewound``/``killed``... →
 cancelled; ``interrupted``/``incomplete`` (an imported transcript that ended mid-run)/``host_shutdown``/
 ``lease_lost`` → interrupted; ``budget_exhausted``/``max_turns``/``max_steps``/``token_limit``... →
 budget_exhausted. Any other reason: budget_exhausted when a ``budget_exceeded`` was recorded in that run,
@@ -70,13 +71,24 @@ else failed; ``detail`` keeps the verbatim reason (cut to 120 chars) either way.
 Why a run failed: the kernel ends a run whose model call failed for good (retries and route positions
 spent) or whose tool failed fatally by recording, in one transaction, ``rollbacked(reason=...)`` (seed 000
 ``RollbackReason``: ``provider_failure`` with the provider's error text, ``fatal_tool_error``, ``timeout``,
-``malformed_replay``...) then ``run_terminal("failed")``. The fold keeps the reason of the open run's latest
-``rollbacked`` (:attr:`SessionFold.failure`: ``<kind>[: <error or reason>]``,
-:func:`flightlog.events.rollback_text`, as the kernel's ``RunResult.detail`` says it; verbatim, cut to
-:data:`FAILURE_CHARS`); a later ``llm_completed`` (the turn went on: a retry or a failover answered) or
-``run_started`` clears it, and so does a ``rollbacked`` that records no reason. When the run then ends
-``failed`` under a reason that is one of the words above (``failed``, ``error``...: the word says nothing
-more), ``detail`` is ``<reason>: <failure>`` (``failed: provider_failure: no API key``), cut to 120 chars;
+``malformed_replay``...) then ``run_terminal("failed")``. A fatal tool error in a turn the kernel commits
+instead (a ``side_effect`` of it had completed, :mod:`flightlog.kernel.execution`) is recorded as the
+turn's ``tool_completed`` holding the call's result ``FatalToolError: <error>``
+(:data:`flightlog.events.FATAL_RESULT_PREFIX`), then ``run_terminal("failed")``; a request that cannot fit
+the model's window as ``Custom("context_budget_exceeded")`` then ``run_terminal("context_overflow")``. The
+fold keeps the open run's latest of these (:attr:`SessionFold.failure`): a ``rollbacked``'s reason
+(``<kind>[: <error or reason>]``, :func:`flightlog.events.rollback_text`), a ``tool_completed``'s first
+fatal result (``fatal_tool_error: <error>``, :func:`flightlog.events.fatal_result_text`; a
+``tool_completed`` with none changes nothing), a ``context_budget_exceeded``'s sizes
+(:func:`flightlog.runs.context.overflow_text`: ``the system prompt and tools need ~<n> tokens, <model>'s
+window holds <m> input tokens``; a record it cannot read changes nothing), each as the kernel's
+``RunResult.detail`` says it, verbatim, cut to :data:`FAILURE_CHARS`. A later ``llm_completed`` (the turn
+went on: a retry or a failover answered) or ``run_started`` clears it, and so does a ``rollbacked`` that
+records no reason. When the run then ends ``failed`` under a reason that is one of the words above
+(``failed``, ``error``, ``context_overflow``...: the word says nothing more), ``detail`` is
+``<reason>: <failure>`` (``failed: provider_failure: no API key``, ``failed: fatal_tool_error: disk
+vanished``, ``context_overflow: the system prompt and tools need ~10500 tokens, tiny's window holds 900
+input tokens``), cut to 120 chars;
 a reason in the owner's own words (LangGraph's ``error in node <node>: <error>``) is kept alone, and an
 outcome other than ``failed`` (a run that ran out of budget while a retry waited) never shows it. Nothing
 else is invented: a failed run whose ledger records no rollback reason keeps its reason alone.
@@ -180,11 +192,12 @@ from ..events import (
     ToolDenied,
     ToolGated,
     ToolRequested,
+    fatal_result_text,
     rollback_text,
 )
 from ..narration import short
 from ..notarization import SEAL_KIND
-from .context import PROMPT_PROGRAM_INVOKED, ContextUse, stored_int
+from .context import CONTEXT_BUDGET_EXCEEDED, PROMPT_PROGRAM_INVOKED, ContextUse, overflow_text, stored_int
 from .model import (
     AgentRunSnapshot,
     BudgetSummary,
@@ -239,8 +252,9 @@ version is rebuilt (3: a session that holds no run is no longer listed as ``init
 ``suspended`` after an ``operation_cancelled`` ends ``stopping``: the run waits again; 4: an import's own
 seal, written at the import, is not the run's last event, and the header says whether the session is an
 import; 5: the same rules, the stored text leaves out members at their defaults, :meth:`SessionFold.to_json`;
-6: a Codex import's token counts count toward the open run's ``tokens_used``; 7: a run that failed after a
-turn rolled back keeps the rollback's reason, :attr:`SessionFold.failure`)."""
+6: a Codex import's token counts count toward the open run's ``tokens_used``; 7: a run that failed keeps
+why, :attr:`SessionFold.failure`: a rolled-back turn's reason, a committed turn's fatal tool result, a
+``context_budget_exceeded`` record; ``context_overflow`` is a ``failed`` word)."""
 
 MAX_REFS = 64
 """Most refs one snapshot keeps (oldest dropped first), so a row stays small in a long session."""
@@ -248,7 +262,7 @@ MAX_REFS = 64
 _DETAIL_CHARS = 120
 
 FAILURE_CHARS = 500
-"""Most characters of a rollback's reason the fold keeps (:attr:`SessionFold.failure`); a longer one is cut
+"""Most characters of a failure's text (a rollback's reason, a fatal result's error) the fold keeps (:attr:`SessionFold.failure`); a longer one is cut
 to this many, its last an ellipsis."""
 
 
@@ -265,7 +279,8 @@ _REASON_OUTCOMES: dict[str, TerminalOutcome] = {
     ),
     **dict.fromkeys(
         _words(
-            "failed failure fail error errored provider_failure fatal_tool_error malformed_replay crashed timeout timed_out"
+            "failed failure fail error errored provider_failure fatal_tool_error malformed_replay crashed timeout timed_out "
+            "context_overflow"
         ),
         TerminalOutcome.FAILED,
     ),
@@ -543,7 +558,7 @@ class SessionFold:
     terminal_reason: str | None = None
     terminal_at_ms: int | None = None
     terminal_budget: bool = False
-    failure: str | None = None  # the open (or ended) run's latest rollbacked reason, module docstring
+    failure: str | None = None  # why the open (or ended) run's latest turn failed, module docstring
     closed_tokens: int | None = None
     closed_turns: int = 0
     open_tokens: int | None = None
@@ -778,6 +793,9 @@ class SessionFold:
                 self.permissions.remove(reference)
 
     def _on_tool_completed(self, seq: int, at: int, e: ToolCompleted) -> None:
+        fatal = fatal_result_text(e.results) if self.phase == "open" else None
+        if fatal is not None:  # a turn committed after a fatal tool error (module docstring)
+            self.failure = _bounded(fatal, FAILURE_CHARS)
         for result in e.results:
             reference = self.gates.get(result.call_id)
             if reference is not None:
@@ -932,6 +950,12 @@ class SessionFold:
         use = ContextUse.from_invoked(payload)
         if use is not None:
             self.context = use.to_json()
+
+    def _on_context_budget_exceeded(self, payload: dict[str, Any]) -> None:
+        """The kernel's record of a request that cannot fit, before its ``run_terminal("context_overflow")``."""
+        text = overflow_text(payload) if self.phase == "open" else None
+        if text is not None:
+            self.failure = _bounded(text, FAILURE_CHARS)
 
     def _on_run_ref(self, payload: dict[str, Any]) -> None:
         kind, reference, label = payload.get("kind"), payload.get("reference"), payload.get("label")
@@ -1348,6 +1372,7 @@ _CUSTOM_HANDLERS: dict[str, Any] = {
     "external_effect_completed": SessionFold._on_effect_completed,
     "run_ref": SessionFold._on_run_ref,
     PROMPT_PROGRAM_INVOKED: SessionFold._on_prompt_program_invoked,
+    CONTEXT_BUDGET_EXCEEDED: SessionFold._on_context_budget_exceeded,
     SEAL_KIND: _on_seal,
 }
 

@@ -19,10 +19,14 @@ from collections.abc import Mapping
 from dataclasses import asdict, dataclass
 from typing import Any
 
-__all__ = ["PROMPT_PROGRAM_INVOKED", "ContextUse"]
+__all__ = ["CONTEXT_BUDGET_EXCEEDED", "PROMPT_PROGRAM_INVOKED", "ContextUse", "overflow_text"]
 
 PROMPT_PROGRAM_INVOKED = "prompt_program_invoked"
 """The ``custom_kind`` of the kernel's per-call request record (seed 003 name)."""
+
+CONTEXT_BUDGET_EXCEEDED = "context_budget_exceeded"
+"""The ``custom_kind`` of the kernel's record of a request that cannot fit its model's window, written with
+``run_terminal(reason="context_overflow")`` (:mod:`flightlog.kernel.records`, the same name)."""
 
 
 def stored_int(value: Any) -> int | None:
@@ -46,6 +50,37 @@ def _count(value: Any) -> int | None:
     """``value`` as a stored non-negative integer (:func:`stored_int`), else None."""
     count = stored_int(value)
     return count if count is not None and count >= 0 else None
+
+
+def overflow_text(payload: Mapping[str, Any]) -> str | None:
+    """What a ``context_budget_exceeded`` record says, sizes in tokens, as the kernel's ``RunResult.detail``
+    and the runs read model's terminal detail give it.
+
+    Args:
+        payload: The record's payload: ``{turn, model, route_position, overflow_kind, required_tokens,
+            max_tokens?}`` (:meth:`flightlog.kernel.activation_context.ContextActivation.unfit`).
+
+    Returns:
+        ``fixed_context``: ``the system prompt and tools need ~<required> tokens, <model>'s window holds
+        <max> input tokens``; ``provider``: ``<model> refused the request as too long (~<required> tokens
+        estimated, window <max> input tokens) and nothing is left to archive`` (``an unknown size`` for a
+        window the record leaves out). None when the record holds no ``model`` text, no
+        ``required_tokens`` count or another ``overflow_kind``: nothing is said that it does not record.
+    """
+    model, required = payload.get("model"), _count(payload.get("required_tokens"))
+    if not isinstance(model, str) or required is None:
+        return None
+    usable = _count(payload.get("max_tokens"))
+    room = "an unknown size" if usable is None else f"{usable} input tokens"
+    kind = payload.get("overflow_kind")
+    if kind == "fixed_context":
+        return f"the system prompt and tools need ~{required} tokens, {model}'s window holds {room}"
+    if kind == "provider":
+        return (
+            f"{model} refused the request as too long (~{required} tokens estimated, window {room}) "
+            "and nothing is left to archive"
+        )
+    return None
 
 
 @dataclass(frozen=True)
