@@ -189,6 +189,12 @@ class Watcher:
                 continue
         self._followed.clear()
 
+    def heartbeat(self) -> int:
+        """Refresh the heartbeat of every followed session's live record; returns how many."""
+        for session_id in sorted(self._followed):
+            self.live.heartbeat(session_id)
+        return len(self._followed)
+
     def run(
         self, stop: threading.Event, on_report: Callable[[WatchReport], None] = lambda report: None
     ) -> None:
@@ -201,8 +207,7 @@ class Watcher:
                     on_report(report)
                 if time.monotonic() - beat >= HEARTBEAT_S:
                     beat = time.monotonic()
-                    for session_id in sorted(self._followed):
-                        self.live.heartbeat(session_id)
+                    self.heartbeat()
                 stop.wait(self.interval_s)
         finally:
             self.release()
