@@ -11,10 +11,13 @@ import sys
 import threading
 import time
 from collections.abc import Callable, Iterator
+from contextlib import AbstractContextManager, contextmanager
+from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
 import pytest
+from fastapi.testclient import TestClient
 from typer.testing import CliRunner
 
 from flightlog.cli import app
@@ -22,13 +25,17 @@ from flightlog.encoding import decode_stored
 from flightlog.errors import StoreUnavailable
 from flightlog.events import Custom, RunTerminal
 from flightlog.importers import import_file
-from flightlog.importers.watch import RECENT_S, Watcher, default_folders
-from flightlog.live import list_run_views
+from flightlog.importers.watch import RECENT_S, Watcher, default_folders, release_abandoned
+from flightlog.live import DEFAULT_LEASE_MS, LiveRegistry, list_run_views
+from flightlog.recorder import Recorder
 from flightlog.runs.model import RunState
 from flightlog.store import SqliteStore
+from flightlog.web.app import create_app
+from flightlog.web.security import Auth
 
 SAMPLE = Path(__file__).parent / "data" / "samples" / "claude-code" / "spotter_tool_heavy.jsonl"
-SESSION = "claude-code:d6e0bada-1959-4eec-a9d2-0bfade768d8f"
+SAMPLE_ID = "d6e0bada-1959-4eec-a9d2-0bfade768d8f"
+SESSION = f"claude-code:{SAMPLE_ID}"
 TIMEOUT_S = 60.0
 
 
@@ -217,12 +224,18 @@ def test_a_followed_session_is_live_while_watched_and_the_ledger_decides_after(
         (view,) = [v for v in list_run_views(store) if v.snapshot.run_id == SESSION]
         assert view.snapshot.state is RunState.TERMINAL
 
-        # a watch started again over the same bytes (nothing imported, the file's end not read again:
-        # published running) follows the session again
+        # a watch started again over the same bytes (recent, but nothing new: no sign of life) does not
+        # claim the run is live; once the file grows it follows it, in the state the file gives
         again = Watcher(store, [folder])
+        (report,) = again.poll()
+        assert report.result is not None and report.result.duplicate
+        assert store.get_session(SESSION).status == "incomplete"
+        assert store.live_runs() == []
+        with source.open("ab") as out:
+            out.write(SAMPLE.read_bytes().splitlines(keepends=True)[lines])
         again.poll()
         assert store.get_session(SESSION).status == "running"
-        assert [r.state for r in store.live_runs()] == [RunState.RUNNING.value]
+        assert SESSION in {r.run_id for r in store.live_runs()}
 
 
 def test_an_old_transcript_found_at_start_is_not_shown_live_until_it_grows(tmp_path: Path) -> None:
@@ -265,3 +278,143 @@ def test_watch_warns_once_about_a_missing_folder_and_still_follows_it(
     watch.send_signal(signal.SIGTERM)
     assert watch.wait(timeout=TIMEOUT_S) == 0
     assert log.read_text().count(warning) == 1
+
+
+def live_states(db: Path) -> dict[str, str]:
+    """The live records' states by run id ({} while the watch has not created the store)."""
+    try:
+        store = SqliteStore(db, read_only=True)
+    except StoreUnavailable:
+        return {}
+    with store:
+        return {record.run_id: record.state for record in store.live_runs()}
+
+
+def runs_json(db: Path) -> list[dict[str, Any]]:
+    """The dashboard's runs (``GET /api/runs``), the tree flattened."""
+
+    @contextmanager
+    def open_db(read_only: bool) -> Iterator[SqliteStore]:
+        with SqliteStore(db, read_only=read_only) as store:
+            yield store
+
+    token = "test-token-0123456789abcdef"
+    with TestClient(create_app(open_db, token=token), base_url="http://127.0.0.1:8000") as client:
+        client.cookies.set("flightlog_ui_8000", Auth(token).cookie_value)
+        response = client.get("/api/runs")
+    assert response.status_code == 200, response.text
+    flat, todo = [], list(response.json()["runs"])
+    while todo:
+        node = todo.pop()
+        flat.append(node)
+        todo.extend(node.get("children", []))
+    return flat
+
+
+def test_a_killed_watch_reads_abandoned_after_the_lease_and_the_next_one_sets_it_back(
+    tmp_path: Path, start_watch: Callable[[], subprocess.Popen[bytes]]
+) -> None:
+    """A watch killed with SIGKILL (no release) leaves the sessions it followed ``running``, their live
+    records no longer heartbeated. Within the lease ``runs`` shows their live states; once it lapsed (the
+    records are aged past the lease here rather than waited for) ``runs``, ``ls`` and the dashboard read
+    them ``abandoned``, in the state their events give, no outcome invented. The next watch sets them back
+    to what their ledgers hold (``interrupted``, no live record): their files are recent but hold nothing
+    new, so it does not claim them live (the old code published both ``running``) until one grows."""
+    lines = SAMPLE.read_bytes().splitlines(keepends=True)
+    project = tmp_path / "projects" / "-home-dev-spotter"
+    project.mkdir(parents=True)
+    (project / SAMPLE.name).write_bytes(b"".join(lines[:19]))  # its run ended, the end not recorded yet
+    busy_id = "0badcafe-1959-4eec-a9d2-0bfade768d8f"
+    busy, busy_file = f"claude-code:{busy_id}", project / f"{busy_id}.jsonl"
+    busy_file.write_bytes(b"".join(lines[:10]).replace(SAMPLE_ID.encode(), busy_id.encode()))  # mid-turn
+    db = tmp_path / "db.sqlite"
+    followed = {SESSION: "waiting_input", busy: "running"}
+    watch = start_watch()
+    wait_for(lambda: followed.items() <= live_states(db).items(), "both sessions published live", watch)
+    watch.send_signal(signal.SIGKILL)
+    watch.wait()
+
+    with SqliteStore(db) as store:
+        records = [r for r in store.live_runs() if r.run_id in followed]
+        last_beat = max(r.heartbeat_at_ms for r in records)
+        within = {v.snapshot.run_id: v for v in list_run_views(store, now_ms=last_beat)}
+        after = {v.snapshot.run_id: v for v in list_run_views(store, now_ms=last_beat + DEFAULT_LEASE_MS + 1)}
+        for sid, state in followed.items():
+            assert store.get_session(sid).status == "running"
+            assert (within[sid].snapshot.state.value, within[sid].abandoned) == (state, False)
+            assert (after[sid].abandoned, after[sid].live, after[sid].snapshot.terminal) == (True, None, None)
+        for record in records:  # the lease lapses: as if 30 s passed since the last heartbeat
+            store.put_live_run(replace(record, heartbeat_at_ms=record.heartbeat_at_ms - DEFAULT_LEASE_MS - 1))
+    runs = CliRunner().invoke(app, ["--db", str(db), "runs"])
+    ls = CliRunner().invoke(app, ["--db", str(db), "ls"])
+    for sid in followed:
+        assert any(sid in line and "abandoned (last seen" in line for line in runs.stdout.splitlines())
+        assert f"{sid} is abandoned" in ls.stderr
+    dashboard = {node["id"]: node for node in runs_json(db)}
+    assert {sid: dashboard[sid]["liveness"] for sid in followed} == dict.fromkeys(followed, "abandoned")
+
+    fresh = "ffffffff-1959-4eec-a9d2-0bfade768d8f"  # a new file: its line is printed once a poll ended
+    (project / f"{fresh}.jsonl").write_bytes(b"".join(lines[:10]).replace(SAMPLE_ID.encode(), fresh.encode()))
+    watch = start_watch()
+    log = tmp_path / "watch1.log"
+    wait_for(lambda: log.exists() and f"from {fresh}.jsonl" in log.read_text(), "the first poll", watch)
+    with SqliteStore(db, read_only=True) as store:
+        views = {v.snapshot.run_id: v for v in list_run_views(store)}
+        for sid in followed:
+            assert store.get_session(sid).status == "incomplete"
+            assert views[sid].snapshot.terminal is not None and not views[sid].abandoned
+        assert not followed.keys() & live_states(db).keys()
+    # both sessions and the idle one's background task (a child run of its own, followed with it)
+    assert "3 session(s) the killed watch followed" in log.read_text()
+    with busy_file.open("ab") as out:  # the busy session goes on: followed live again
+        out.write(lines[10].replace(SAMPLE_ID.encode(), busy_id.encode()))
+    wait_for(lambda: live_states(db).get(busy) == "running", "the grown session published again", watch)
+    watch.send_signal(signal.SIGTERM)
+    assert watch.wait(timeout=TIMEOUT_S) == 0
+    assert live_states(db) == {}
+
+
+def test_release_abandoned_clears_only_the_imports_the_killed_processes_published(tmp_path: Path) -> None:
+    """A live record of another process, or of a session that is not an import (a kernel run), is not a
+    killed watch's to set back."""
+    folder = tmp_path / "projects"
+    folder.mkdir()
+    (folder / SAMPLE.name).write_bytes(b"".join(SAMPLE.read_bytes().splitlines(keepends=True)[:10]))
+    with SqliteStore(tmp_path / "db.sqlite") as store:
+        Watcher(store, [folder]).poll()  # followed, never released: as a killed watch leaves it
+        Recorder.create(store, session_id="kernel-run", task="t", status="running")
+        LiveRegistry(store).publish("kernel-run", RunState.WAITING_MODEL)
+        mine = os.getpid()
+        assert release_abandoned(store, [mine + 1]) == []
+        assert release_abandoned(store, [mine]) == [SESSION]
+        assert store.get_session(SESSION).status == "incomplete"
+        assert [r.run_id for r in store.live_runs()] == ["kernel-run"]
+
+
+def test_a_heartbeat_round_is_one_transaction(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Every followed session's heartbeat is written in one transaction per round (one commit: one fsync
+    on SQLite), at one clock reading, not one transaction per session."""
+    folder = tmp_path / "projects"
+    folder.mkdir()
+    head = b"".join(SAMPLE.read_bytes().splitlines(keepends=True)[:10])
+    for number in range(3):
+        other = f"{number:08x}-1959-4eec-a9d2-0bfade768d8f"
+        (folder / f"{other}.jsonl").write_bytes(head.replace(SAMPLE_ID.encode(), other.encode()))
+    with SqliteStore(tmp_path / "db.sqlite") as store:
+        watcher = Watcher(store, [folder])
+        watcher.poll()
+        before = {r.run_id: r.heartbeat_at_ms for r in store.live_runs()}
+        opened = []
+        transaction = store.transaction
+
+        def counted() -> AbstractContextManager[None]:
+            opened.append(1)
+            return transaction()
+
+        monkeypatch.setattr(store, "transaction", counted)
+        time.sleep(0.002)  # the next heartbeat is a later ms than the publication
+        assert watcher.heartbeat() == 3
+        assert len(opened) == 1
+        beats = {r.run_id: r.heartbeat_at_ms for r in store.live_runs()}
+        assert beats.keys() == before.keys() and len(set(beats.values())) == 1
+        assert all(beats[sid] > before[sid] for sid in beats)

@@ -34,7 +34,7 @@ import logging
 import os
 import threading
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass, replace
 
@@ -148,14 +148,31 @@ class LiveRegistry:
 
     def heartbeat(self, session_id: str) -> LiveRunRecord | None:
         """Refresh the heartbeat of a published run; None (nothing written) when it was never published."""
+        written = self.heartbeat_many([session_id])
+        return written[0] if written else None
+
+    def heartbeat_many(self, session_ids: Iterable[str]) -> list[LiveRunRecord]:
+        """Refresh the heartbeats of several published runs, all at one clock reading, in one store
+        transaction (one commit, where :meth:`heartbeat` commits once per run: on SQLite with
+        ``synchronous=FULL`` each commit is an fsync). Runs never published are skipped; returns the
+        records written, in the order of ``session_ids``.
+
+        Raises:
+            StoreError: the store refused the write (no heartbeat of this call is stored then).
+        """
+        at = self._clock()
         with self._lock:
-            previous = self._records.get(session_id)
-            if previous is None:
-                return None
-            record = replace(previous, heartbeat_at_ms=self._clock())
-            self._records[session_id] = record
-        self._write(record)
-        return record
+            records = [
+                replace(previous, heartbeat_at_ms=at)
+                for previous in (self._records.get(session_id) for session_id in session_ids)
+                if previous is not None
+            ]
+            self._records.update((record.run_id, record) for record in records)
+        if self.store is not None and records:
+            with self.store.transaction():
+                for record in records:
+                    self.store.put_live_run(record)
+        return records
 
     def clear(self, session_id: str) -> None:
         """Forget a run's live state (call when the run ends or the process leaves it)."""

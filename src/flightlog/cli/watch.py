@@ -68,7 +68,7 @@ def register(app: typer.Typer, open_db: OpenDb) -> None:
         json_out: Annotated[bool, typer.Option("--json", help="One JSON object a line per import.")] = False,
     ) -> None:
         """Follow agent transcript folders and record each session as it is written (until Ctrl-C)."""
-        from ..importers.watch import Watcher, default_folders
+        from ..importers.watch import Watcher, default_folders, release_abandoned
         from ..integrity.notary import Notary
         from ..runs.jobs import CoreJob, close_abandoned
 
@@ -81,8 +81,15 @@ def register(app: typer.Typer, open_db: OpenDb) -> None:
         stop = threading.Event()
         with open_db(False) as store, _stopped_by_signals(stop):
             notary = Notary.from_env()
-            for stale in close_abandoned(store, "watch", notary=notary):
+            killed = close_abandoned(store, "watch", notary=notary)
+            for stale in killed:
                 err.print(f"flightlog: note: {stale} (a watch that was killed) ended as interrupted")
+            released = release_abandoned(store, _pids(store, killed))
+            if released:
+                err.print(
+                    f"flightlog: note: {len(released)} session(s) the killed watch followed say what their "
+                    "ledgers hold again (interrupted) until their transcripts change"
+                )
             goal = f"watch {len(chosen)} folder(s) for agent transcripts"
             job = CoreJob.start(store, "watch", goal, notary=notary, metadata={"folders": len(chosen)})
             for folder in chosen:
@@ -135,6 +142,12 @@ def _stopped_line(store: Store, job_id: str, events: int, released: list[str]) -
     if "interrupted" in words:
         line += " (not sealed: a later import or watch continues where it stopped)"
     return line
+
+
+def _pids(store: Store, session_ids: list[str]) -> list[int]:
+    """The process ids recorded in the metadata of these ``core_job`` runs (``CoreJob.start`` records it)."""
+    found = (store.get_session(session_id).metadata.get("pid") for session_id in session_ids)
+    return [pid for pid in found if isinstance(pid, int)]
 
 
 def _print_report(item: WatchReport, out: Console, err: Console, json_out: bool) -> None:

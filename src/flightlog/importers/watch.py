@@ -7,7 +7,7 @@ Gemini CLI's ``~/.gemini/tmp/*/chats`` when a Gemini importer is registered; or 
 imports a file again whenever its size or modification time changed (for a Claude Code transcript, also
 those of its ``<sessionId>/subagents/agent-*.jsonl`` files; for an OpenHands V1 ``base_state.json``, its
 conversation's ``events/*.json``): :func:`~flightlog.importers.import_file`
-with ``live=True``, which appends only the new settled events of each session and waits for a torn last
+(with ``live=True`` for a file it may follow, below), which appends only the new settled events of each session and waits for a torn last
 line. A line landing is recorded by the next poll: within ``interval_s`` plus the import's time.
 
 Restart without duplicates: the watcher keeps no state of its own. After a restart (or a SIGKILL: an
@@ -21,22 +21,31 @@ tried again only when it changes.
 
 **Live while followed** (seed 002: durable outranks live, nothing fabricated). A session is followed
 when its file grows while the watch runs, or when the watch finds it modified within :data:`RECENT_S`
-seconds (in use, perhaps idle between prompts); an older transcript found already written is imported and
-keeps what its ledger says (``interrupted``): a watch started over months of sessions does not show them
-all ``running``. A followed session whose
-ledger holds an open run (no ``run_terminal`` recorded after its last ``run_started``) has the row status
-``running``, not ``incomplete``, and a live record (:class:`flightlog.live.LiveRegistry`, the
-``live_runs`` table the kernel publishes to) heartbeated every :data:`HEARTBEAT_S` seconds while
-:meth:`Watcher.run` runs: ``running`` while the file is mid-turn, ``waiting_input`` when it shows the last
-run ended and its end waits for the next import (a Claude Code session idle between prompts:
-``ImportResult.idle``). So ``ls`` says ``running`` and ``runs`` says ``running``/``waiting_input`` · live,
-never ``abandoned`` while the watch goes on, however old the transcript's own times are. When
-:meth:`Watcher.run` returns (Ctrl-C, SIGTERM, an error) it clears those live records and sets each such
-row back to ``incomplete``: what the ledger holds decides again (``ls``: ``interrupted``, ``runs``:
-``terminal · interrupted`` until an import records the end or ``--seal``). A watch killed with SIGKILL
-leaves its rows ``running``; with no heartbeat they read ``abandoned`` after the lease, and the next
-watch follows them again when they are recent (a file it finds already imported, whose end it does not
-read again, is published ``running``, also when idle, until it grows).
+seconds (in use, perhaps idle between prompts) holding bytes no import recorded yet (written since the
+last import, e.g. while no watch ran). A transcript found already written that gives nothing new keeps
+what its ledger says (``interrupted``): an old one (a watch started over months of sessions does not show
+them all ``running``), and a recent one whose bytes were all imported before (a restart: the watch has
+seen no sign of life, so it does not claim the run is live; it follows it from the moment it grows). A
+followed session whose ledger holds an open run (no ``run_terminal`` recorded after its last
+``run_started``) has the row status ``running``, not ``incomplete``, and a live record
+(:class:`flightlog.live.LiveRegistry`, the ``live_runs`` table the kernel publishes to) heartbeated
+every :data:`HEARTBEAT_S` seconds while :meth:`Watcher.run` runs (all of them in one transaction per
+round: :meth:`Watcher.heartbeat`): ``running`` while the file is mid-turn, ``waiting_input`` when it
+shows the last run ended and its end waits for the next import (a Claude Code session idle between
+prompts: ``ImportResult.idle``). So ``ls`` says ``running`` and ``runs`` says ``running``/
+``waiting_input`` · live, never ``abandoned`` while the watch goes on, however old the transcript's own
+times are. When :meth:`Watcher.run` returns (Ctrl-C, SIGTERM, an error) it clears those live records and
+sets each such row back to ``incomplete``: what the ledger holds decides again (``ls``: ``interrupted``,
+``runs``: ``terminal · interrupted`` until an import records the end or ``--seal``).
+
+**Killed** (``kill -9``: no :meth:`Watcher.release`). Its rows stay ``running`` and its live records stop
+being heartbeated: ``runs`` and the dashboard show the live state (``live (Ns ago)``) until the 30 s lease
+(:data:`flightlog.live.DEFAULT_LEASE_MS`) lapses, then the state the ledger's events give, flagged
+``abandoned`` (no end was recorded, so no outcome is invented), and ``ls`` says ``running`` with a note on
+stderr that it is abandoned. The next ``flightlog watch`` on this host ends the killed watch's own run
+(:func:`flightlog.runs.jobs.close_abandoned`) and does its release (:func:`release_abandoned`: every live
+record of its process id cleared, each row set back to ``incomplete``) before it polls; then it follows
+again what the rule above picks.
 """
 
 from __future__ import annotations
@@ -44,7 +53,7 @@ from __future__ import annotations
 import os
 import threading
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Collection, Iterator
 from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import TYPE_CHECKING
@@ -59,7 +68,7 @@ if TYPE_CHECKING:
     from ..integrity.notary import Notary
     from ..store.base import Store
 
-__all__ = ["HEARTBEAT_S", "RECENT_S", "WatchReport", "Watcher", "default_folders"]
+__all__ = ["HEARTBEAT_S", "RECENT_S", "WatchReport", "Watcher", "default_folders", "release_abandoned"]
 
 HEARTBEAT_S = 5.0
 """Seconds between heartbeats of the followed sessions' live records (well inside the 30 s lease)."""
@@ -143,19 +152,21 @@ class Watcher:
             if signature is None or self._seen.get(path) == signature:
                 continue
             grew = path in self._seen  # changed while watched; else found already written
-            reports.append(self._import(path, follow=grew or _recent(signature)))
+            reports.append(self._import(path, grew=grew, recent=_recent(signature)))
             self._seen[path] = signature
         return reports
 
-    def _import(self, path: Path, *, follow: bool = True) -> WatchReport:
+    def _import(self, path: Path, *, grew: bool, recent: bool) -> WatchReport:
+        """Import ``path`` (``live`` when it grew while watched or is recent) and follow its sessions when
+        it grew while watched, or is recent and holds bytes no import recorded yet (module docstring)."""
         try:
-            result = import_file(self.store, path, notary=self.notary, live=follow)
+            result = import_file(self.store, path, notary=self.notary, live=grew or recent)
         except ImportFormatError as exc:
             return WatchReport(path, error=exc.reason)
         except FileNotFoundError:
             return WatchReport(path, error="vanished while being read")
         self.imported_events += result.events
-        if follow:
+        if grew or (recent and not result.duplicate):
             self._follow(result)
         return WatchReport(path, result=result)
 
@@ -190,10 +201,9 @@ class Watcher:
         self._followed.clear()
 
     def heartbeat(self) -> int:
-        """Refresh the heartbeat of every followed session's live record; returns how many."""
-        for session_id in sorted(self._followed):
-            self.live.heartbeat(session_id)
-        return len(self._followed)
+        """Refresh the heartbeat of every followed session's live record, in one store transaction (one
+        commit per round, not one per session: ``bench/watch_heartbeat.py``); returns how many."""
+        return len(self.live.heartbeat_many(sorted(self._followed)))
 
     def run(
         self, stop: threading.Event, on_report: Callable[[WatchReport], None] = lambda report: None
@@ -211,6 +221,40 @@ class Watcher:
                 stop.wait(self.interval_s)
         finally:
             self.release()
+
+
+def release_abandoned(store: Store, pids: Collection[int]) -> list[str]:
+    """Set back what killed watches left live: :meth:`Watcher.release` for the processes ``pids`` (gone
+    without running it: ``kill -9``). Each live record one of them published for an imported session
+    (source ``import:*``) is cleared and the session's row, when ``running``, set to ``incomplete`` (what
+    its ledger holds); one transaction. Live records of other processes, and of sessions that are not
+    imports (kernel runs), are left alone. Call it before a new :class:`Watcher` polls: the watch follows
+    again the sessions its rule picks (module docstring).
+
+    Args:
+        store: The store the killed watches wrote to.
+        pids: Process ids of watches known to be gone (``flightlog watch`` passes those of the ``watch``
+            runs :func:`flightlog.runs.jobs.close_abandoned` ended: this host, process gone).
+
+    Returns:
+        The ids of the sessions set back, sorted.
+    """
+    wanted, released = set(pids), []
+    with store.transaction():
+        for record in store.live_runs():
+            if record.pid not in wanted:
+                continue
+            try:
+                session = store.get_session(record.run_id)
+            except SessionNotFound:  # a live record naming no session: not a followed import
+                continue
+            if not session.source.startswith("import:"):
+                continue
+            store.delete_live_run(record.run_id)
+            if session.status == "running":
+                store.set_session_status(record.run_id, "incomplete")
+            released.append(record.run_id)
+    return sorted(released)
 
 
 def _recent(signature: Signature) -> bool:
