@@ -15,7 +15,9 @@ still followed, in case it appears, with one warning on stderr naming it at the 
 and is a file is refused. While it runs, the sessions it follows are live (``ls``: ``running``; ``runs``:
 ``running``/``waiting_input`` · live); when it stops, each says what its ledger holds
 (:mod:`flightlog.importers.watch`), and one stderr line says what it left: its run ``cancelled``, the
-followed sessions counted by the word ``ls`` gives them (``interrupted``: an open run, not sealed). Exit codes: **0** stopped by a signal; **2** usage (a path given that is
+followed sessions counted by the word ``ls`` gives them (``interrupted``: an open run, not sealed); what a
+killed watch left live, the next one sets back at its start
+(:func:`flightlog.importers.watch.release_abandoned`, one note on stderr). Exit codes: **0** stopped by a signal; **2** usage (a path given that is
 a file, not a folder).
 """
 
