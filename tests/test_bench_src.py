@@ -21,6 +21,7 @@ SCRIPTS = {
     "import_scaling.py": ["--json", "--quick", "--src={src}"],
     "startup.py": ["--rounds", "1", "--runs", "1", "--src", "{src}"],
     "queue_cold.py": ["--rounds", "1", "--src", "{src}"],
+    "watch_heartbeat.py": ["--sessions", "1", "--window", "1", "--src", "{src}"],
     "fleet.py": ["--json", "--quick"],  # the tree comes from FLIGHTLOG_BENCH_SRC
 }
 

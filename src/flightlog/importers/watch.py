@@ -238,6 +238,9 @@ def release_abandoned(store: Store, pids: Collection[int]) -> list[str]:
 
     Returns:
         The ids of the sessions set back, sorted.
+
+    Raises:
+        StoreError: the store refused the write (nothing is set back then).
     """
     wanted, released = set(pids), []
     with store.transaction():
