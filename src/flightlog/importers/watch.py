@@ -6,9 +6,9 @@ folders (:func:`default_folders`: ``~/.claude/projects``, ``$CODEX_HOME/sessions
 Gemini CLI's ``~/.gemini/tmp/*/chats`` when a Gemini importer is registered; or the folders given), and
 imports a file again whenever its size or modification time changed (for a Claude Code transcript, also
 those of its ``<sessionId>/subagents/agent-*.jsonl`` files; for an OpenHands V1 ``base_state.json``, its
-conversation's ``events/*.json``): :func:`~flightlog.importers.import_file`
-(with ``live=True`` for a file it may follow, below), which appends only the new settled events of each session and waits for a torn last
-line. A line landing is recorded by the next poll: within ``interval_s`` plus the import's time.
+conversation's ``events/*.json``): :func:`~flightlog.importers.import_file` (with ``live=True`` for a
+file it may follow, below), which appends only the new settled events of each session and waits for a torn
+last line. A line landing is recorded by the next poll: within ``interval_s`` plus the import's time.
 
 Restart without duplicates: the watcher keeps no state of its own. After a restart (or a SIGKILL: an
 import is one transaction, so it recorded all of a file's new events or none) it imports every file again,
