@@ -290,6 +290,38 @@ def test_abort_of_a_parent_cascades_to_its_children(store: SqliteStore) -> None:
     assert WRITTEN == ["hello"] and of(store, "p", AgentProcessChanged)[-1].state == "joined"
 
 
+def test_a_child_stopped_by_its_parents_abort_reads_paused_like_its_parent(tmp_path: Path) -> None:
+    """``killed`` by a parent's abort is resumable (delegation.PROCESS_STATES): ``runs`` and ``ls`` show the
+    child ``paused`` as its parent, never ``terminal``, and the stored rows still match a refold."""
+    from typer.testing import CliRunner
+
+    from flightlog.cli import app
+
+    with SqliteStore(tmp_path / "t.db") as store:
+        assert kernel(store, _waiting_tree()).run_sync("go", session_id="p").status == "suspended"
+        (kid,) = children(store, "p")
+        assert abort(store, "p", notary=None)
+    runner = CliRunner()
+
+    def flightlog(*args: str) -> Any:
+        result = runner.invoke(app, ["--db", str(tmp_path / "t.db"), *args])
+        assert result.exit_code == 0, result.stdout + result.stderr
+        return json.loads(result.stdout) if "--json" in args else result.stdout
+
+    runs = {row["run_id"]: row for row in flightlog("runs", "--json")}
+    assert (runs["p"]["state"], runs[kid]["state"]) == ("paused", "paused")
+    assert "terminal" not in runs[kid] and runs[kid]["parent"] == "p"
+    statuses = {row["session_id"]: row["status"] for row in flightlog("ls", "--json")}
+    assert (statuses["p"], statuses[kid]) == ("paused", "paused")
+    tree = flightlog("runs", "--tree")
+    assert "terminal" not in tree and tree.count("paused") == 2
+    flightlog("verify", "--all")  # the runs rows agree with a refold of the ledgers
+    with SqliteStore(tmp_path / "t.db") as store:
+        approve(store, kid, "w", notary=None)
+        assert kernel(store, _waiting_tree()).resume_sync("p").status == "completed"
+    assert WRITTEN == ["hello"]
+
+
 def test_resuming_an_aborted_tree_reopens_the_childs_wait_and_the_parents(store: SqliteStore) -> None:
     from flightlog.events import PermissionRequested, Suspended, ToolGated
     from flightlog.runs import list_runs

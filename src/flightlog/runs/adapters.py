@@ -57,7 +57,9 @@ the calls it lists; ``checkpoint_taken``, ``llm_completed``, ``tool_requested`` 
 progress and clear ``stopping``. A process-table entry maps its ``state`` string:
 queued/pending → ``queued``; spawned/spawning/starting/created → ``initializing``; suspended/paused/
 blocked → ``paused``; stopping/terminating → ``stopping``; exited/joined/terminated/completed/failed/killed/... →
-``terminal``; the seed's state names map to themselves; anything else → ``running`` (listed, not ended).
+``terminal``, except the kernel's ``killed`` with ``result_termination="user_abort"`` (a child stopped by
+its parent's abort, resumable with it: :data:`RESUMABLE_KILL`) → ``paused``, and never over the child's own
+ledger; the seed's state names map to themselves; anything else → ``running`` (listed, not ended).
 
 Terminal outcome (``run_terminal.reason``, or an entry's ``result_termination``/``state``):
 ``completed``/``end_turn``/``stop``/``done``/``success``... → completed; ``failed``/``error``/
@@ -229,6 +231,7 @@ __all__ = [
     "FAILURE_CHARS",
     "FOLD_VERSION",
     "MAX_REFS",
+    "RESUMABLE_KILL",
     "STATUS_OUTCOMES",
     "STATUS_STATES",
     "ProcessEntry",
@@ -238,6 +241,7 @@ __all__ = [
     "combine",
     "custom_kind_of",
     "is_logical_ref",
+    "is_resumable_kill",
     "outcome_for_reason",
     "process_snapshot",
     "process_state",
@@ -518,9 +522,21 @@ class ProcessEntry:
         return cls(**checked)
 
 
+RESUMABLE_KILL = ("killed", "user_abort")
+"""``(state, result_termination)`` of the entry the kernel writes per child when their parent is aborted
+(:func:`flightlog.kernel.abort.abort`): the child was stopped with its parent and resumes with it
+(:data:`flightlog.kernel.delegation.PROCESS_STATES`), so it reads ``paused``, not ``terminal``."""
+
+
+def is_resumable_kill(entry: ProcessEntry) -> bool:
+    """Whether ``entry`` is the kernel's ``killed`` by a parent's abort (:data:`RESUMABLE_KILL`)."""
+    return (entry.state.strip().lower(), entry.result_termination) == RESUMABLE_KILL
+
+
 def process_snapshot(entry: ProcessEntry) -> AgentRunSnapshot:
-    """The snapshot of a sub-agent known only from its parent's process table (source ``direct``)."""
-    state = process_state(entry.state)
+    """The snapshot of a sub-agent known only from its parent's process table (source ``direct``); the
+    kernel's ``killed`` by a parent's abort (:func:`is_resumable_kill`) is ``paused``."""
+    state = RunState.PAUSED if is_resumable_kill(entry) else process_state(entry.state)
     terminal = None
     if state is RunState.TERMINAL:
         reason = entry.result_termination or entry.state
@@ -1450,7 +1466,9 @@ def combine(session: AgentRunSnapshot | None, process: ProcessEntry | None) -> A
     """One run's snapshot from its own session (if recorded) and its parent's process entry (if any).
 
     The child's ledger decides when it says terminal; else a terminal process entry does; else the child's
-    own state. Budget and refs come from the child's session only.
+    own state. The kernel's ``killed`` by a parent's abort (:func:`is_resumable_kill`) is not terminal: the
+    child's own ledger (its abort, status ``cancelled``: ``paused``) describes it. Budget and refs come
+    from the child's session only.
 
     Raises:
         ValueError: both are None.
@@ -1465,7 +1483,7 @@ def combine(session: AgentRunSnapshot | None, process: ProcessEntry | None) -> A
     update: dict[str, Any] = {}
     if session.parent is None:
         update["parent"] = from_process.parent
-    if not session.state.is_terminal() and from_process.state.is_terminal():
+    if not session.state.is_terminal() and from_process.state.is_terminal():  # never a resumable kill
         update["state"], update["terminal"] = from_process.state, from_process.terminal
     return session.model_copy(update=update) if update else session
 
