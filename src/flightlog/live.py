@@ -13,7 +13,8 @@ Merge rule (:func:`merge`, seed 002 "durable outranks live"):
   ``steps_taken`` when the live heartbeat is fresh (younger than the lease), and the live ``state`` too
   unless the ledger has an event no older than that state's publication (``changed_at_ms`` before the
   run's last durable event, or in the same ms: which came first is then unknown): a durable fact outranks an older live state, and the heartbeat still counts
-  for liveness;
+  for liveness, except when the ledger has since *paused* the run (an ``abort`` fences the writer off; it
+  may heartbeat on while a tool of its finishes): a record older than the pause is not shown as live;
 * everything else (ids, parent, source, refs, budgets configured, terminal summary) is durable only.
 
 Abandoned runs: a run is *abandoned* when the ledger holds it in a state that needs a process driving it
@@ -303,6 +304,8 @@ def merge(
     if last_durable_ms is not None and live.changed_at_ms <= last_durable_ms:
         # The ledger moved on since this live state was published; in the same ms, which came first is
         # unknown and the durable fact outranks it (seed 002).
+        if durable.state is RunState.PAUSED:  # stopped since (aborted: its writer fenced off): not live
+            return RunView(durable, durable.state, None, False, last_seen)
         state = durable.state
     budget = durable.budget.model_copy(
         update={

@@ -1,6 +1,6 @@
 """A child process for the capability crash test: an agent that mounts the test MCP server and calls its
-side-effecting ``append_note`` (run: ``python caps_agent.py DB SESSION TMPDIR``; the test sets
-``FLIGHTLOG_TEST_CRASH_AT``)."""
+side-effecting ``append_note`` (run: ``python caps_agent.py DB SESSION TMPDIR [TOOL]``; the crash tests
+set ``FLIGHTLOG_TEST_CRASH_AT``)."""
 
 from __future__ import annotations
 
@@ -17,13 +17,19 @@ from flightlog.kernel.scripted import ScriptedProvider, call, calls, reply  # no
 from flightlog.store import SqliteStore  # noqa: E402
 
 
-def build(tmp: Path, *, reconcile: bool = False) -> Agent:
-    """The agent: turn 1 appends a note through the server (a side effect), turn 2 answers. With
-    ``reconcile``, an in-doubt ``append_note`` is settled by reading the notes file."""
+def build(tmp: Path, *, reconcile: bool = False, tool: str = "append_note") -> Agent:
+    """The agent: turn 1 appends a note through the server's ``tool`` (a side effect; ``block`` waits for
+    ``TMP/release`` first), turn 2 answers. With ``reconcile``, an in-doubt ``append_note`` is settled by
+    reading the notes file."""
     provider = ScriptedProvider(
-        [calls(call("t__append_note", {"note": "hello"}, id="c1")), reply("done")], by_turn=True
+        [calls(call(f"t__{tool}", {"note": "hello"}, id="c1")), reply("done")], by_turn=True
     )
-    env = {"NOTES_FILE": str(tmp / "notes.txt"), "STARTS_FILE": str(tmp / "starts.txt")}
+    env = {
+        "NOTES_FILE": str(tmp / "notes.txt"),
+        "STARTS_FILE": str(tmp / "starts.txt"),
+        "BLOCK_FILE": str(tmp / "block.txt"),
+        "RELEASE_FILE": str(tmp / "release"),
+    }
     notes = tmp / "notes.txt"
 
     def noted(intent: dict[str, Any]) -> str | None:
@@ -43,4 +49,6 @@ def build(tmp: Path, *, reconcile: bool = False) -> Agent:
 if __name__ == "__main__":
     db, session_id, tmp = sys.argv[1], sys.argv[2], Path(sys.argv[3])
     with SqliteStore(db) as store:
-        Kernel(store, build(tmp)).run_sync("note it", session_id=session_id)
+        Kernel(store, build(tmp, tool=sys.argv[4] if len(sys.argv) > 4 else "append_note")).run_sync(
+            "note it", session_id=session_id
+        )

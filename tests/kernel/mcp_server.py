@@ -9,6 +9,9 @@ Built with the official ``mcp`` SDK (``MCPServer`` in mcp 2, ``FastMCP`` in mcp 
 * ``run_shell(command)``: a tool no test agent permits (smuggling checks); it would only echo.
 * ``fail()``: answers with an MCP tool error (``isError``).
 * ``crash()``: the server process exits at once (a crashed server).
+* ``block(note)``: starts a child process of its own (``sleep``), writes ``<server pid> <child pid>`` to
+  ``$BLOCK_FILE``, waits (up to 300 s) for ``$RELEASE_FILE`` to exist, then appends ``note`` like
+  ``append_note`` (a slow side effect, for the tests that kill the kernel while it runs).
 
 Each start appends a line to ``$STARTS_FILE`` when set, so tests can count (re)starts. ``python mcp_server.py
 http PORT`` serves over streamable HTTP instead (``http://127.0.0.1:PORT/mcp``).
@@ -17,7 +20,9 @@ http PORT`` serves over streamable HTTP instead (``http://127.0.0.1:PORT/mcp``).
 from __future__ import annotations
 
 import os
+import subprocess
 import sys
+import time
 from pathlib import Path
 
 try:
@@ -67,6 +72,19 @@ def fail() -> str:
 def crash() -> str:
     """Exit the server process at once."""
     os._exit(3)
+
+
+@server.tool()
+def block(note: str) -> str:
+    """Append a note once released (see the module docs)."""
+    child = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(300)"])
+    Path(os.environ["BLOCK_FILE"]).write_text(f"{os.getpid()} {child.pid}", encoding="utf-8")
+    release = Path(os.environ["RELEASE_FILE"])
+    for _ in range(3000):
+        if release.exists():
+            break
+        time.sleep(0.1)
+    return append_note(note)
 
 
 def serve_http(port: int) -> None:

@@ -32,6 +32,7 @@ from flightlog.kernel import (
 from flightlog.kernel.ceiling import Ceiling, active
 from flightlog.kernel.confine import real_path_problem
 from flightlog.kernel.scripted import ScriptedProvider, call, calls, reply
+from flightlog.kernel.tether import tethered
 from flightlog.store import SqliteStore
 
 from .helpers import customs, kernel, of
@@ -362,7 +363,7 @@ def test_run_command_runs_argv_without_a_shell(monkeypatch: pytest.MonkeyPatch) 
     done = run_command(program)
     assert done.returncode == 0 and done.stdout == "['a b', 'c d', 'e']\n"
     ((args, kwargs),) = seen
-    assert args == [sys.executable, "-c", "import sys; print(sys.argv[1:])", "a b", "c d", "e"]
+    assert args == tethered([sys.executable, "-c", "import sys; print(sys.argv[1:])", "a b", "c d", "e"])
     assert kwargs["shell"] is False
     # an argv is passed as given: "$HOME" and ">" reach the program, nothing expands or redirects
     done = run_command([sys.executable, "-c", "import sys; print(sys.argv[1:])", "$HOME", ">", "x"])

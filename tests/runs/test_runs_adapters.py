@@ -569,7 +569,9 @@ def test_process_snapshot() -> None:
     # the kernel's kill by a parent's abort is resumable: paused, alone or over the child's own ledger
     by_abort = ProcessEntry("child", "parent", 4, 10, "killed", result_termination="user_abort")
     assert (process_snapshot(by_abort).state, process_snapshot(by_abort).terminal) == (RunState.PAUSED, None)
-    own = process_snapshot(ProcessEntry("child", "parent", 3, 9, "running")).model_copy(update={"parent": None})
+    own = process_snapshot(ProcessEntry("child", "parent", 3, 9, "running")).model_copy(
+        update={"parent": None}
+    )
     assert combine(own, by_abort).state is RunState.RUNNING
     running = process_snapshot(ProcessEntry("child", "parent", 4, 10, "running"))
     assert wire(running) == {

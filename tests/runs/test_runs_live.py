@@ -122,6 +122,16 @@ MERGE_TABLE = [
         True,
     ),
     (
+        # `flightlog abort` fences the writer off; its process heartbeats on while a tool of its finishes.
+        "a run paused after the live state was published is not live",
+        RunState.PAUSED,
+        LiveRunRecord("r", "waiting_tool", FRESH, FRESH - 5_000, None, None, 1),
+        FRESH - 1,
+        RunState.PAUSED,
+        False,
+        False,
+    ),
+    (
         "a live state newer than the latest durable event refines it",
         RunState.RUNNING,
         live("waiting_model", FRESH),

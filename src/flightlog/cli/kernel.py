@@ -114,6 +114,10 @@ def _report(console: Console, result: RunResult, json_out: bool, word: str | Non
     if result.final_message:
         console.print(result.final_message)
     if result.status == "suspended":
+        if result.detail == "effect_in_doubt":
+            from ..kernel.execution import IN_DOUBT_WARNING  # loaded already: the kernel ran
+
+            console.print(f"  in doubt: {IN_DOUBT_WARNING}")
         for call_id in result.pending_calls:
             console.print(f"  waiting: {call_id}; decide with one of:")
             console.print(f"    flightlog approve {result.session_id} {call_id}")

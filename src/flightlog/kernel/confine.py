@@ -66,6 +66,7 @@ from .errors import OutsideCeiling
 from .policy import glob_match
 from .records import CallPlan
 from .shell import parse_command
+from .tether import tethered
 from .tools import Tool
 
 __all__ = ["open_path", "real_path_problem", "resolve_path", "run_command", "runtime_problem"]
@@ -311,8 +312,13 @@ def run_command(
         input: Text fed to its standard input (default: none, ``/dev/null``).
         env: Its environment (default: this process's).
 
+    On Linux the command runs under :mod:`~flightlog.kernel.tether`: it dies with the kernel process (a
+    command must not finish an effect behind a resume that found its call in doubt); its own children do
+    not, unless they die with it.
+
     Returns:
-        The finished process, stdout and stderr captured as text; a non-zero exit is not an error here.
+        The finished process, stdout and stderr captured as text; a non-zero exit is not an error here
+        (``args`` is the tethered command line on Linux).
 
     Raises:
         CommandRefused: the string has a shell construct (redirection, expansion, chaining...), named.
@@ -335,7 +341,7 @@ def run_command(
         if workdir is not None:
             workdir = str(resolve_path(workdir))
     return subprocess.run(
-        argv,
+        tethered(argv, cwd=workdir, path=(os.environ if env is None else env).get("PATH", os.defpath)),
         shell=False,
         cwd=workdir,
         input=input,

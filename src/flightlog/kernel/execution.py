@@ -88,7 +88,7 @@ from .state import KernelState
 from .subagents import AwaitingChildren, SubAgentTool
 from .tools import Tool, ToolArgumentsError, render_output
 
-__all__ = ["TurnContext", "execute_turn", "fatal_note", "in_doubt_gates"]
+__all__ = ["IN_DOUBT_WARNING", "TurnContext", "execute_turn", "fatal_note", "in_doubt_gates"]
 
 
 class TurnContext(Protocol):
@@ -269,6 +269,15 @@ async def _in_doubt(ctx: TurnContext, plans: Sequence[CallPlan]) -> list[CallPla
     return undecided
 
 
+IN_DOUBT_WARNING = (
+    "it may still be finishing outside this process (a remote MCP server, a service it called): "
+    "check its effect first"
+)
+"""Said with every in-doubt call (its gate's reason, the CLI's ``resume``): the kernel's own tools and the
+stdio MCP servers it starts die with it (:mod:`flightlog.kernel.tether`, Linux), but what a call reached
+elsewhere may complete after the kernel stopped, so a decision taken at once can race it."""
+
+
 def in_doubt_gates(session_id: str, turn: int, plans: Sequence[CallPlan], why: str = "") -> list[Event]:
     """``tool_gated`` + ``permission_requested`` per in-doubt call of ``plans``, then
     ``suspended(turn, reason="effect_in_doubt", pending_calls)``: what leaves the calls to a human (``flightlog
@@ -276,7 +285,7 @@ def in_doubt_gates(session_id: str, turn: int, plans: Sequence[CallPlan], why: s
     reason (e.g. that the wall clock ran out while it ran)."""
     reasons = [
         f"effect_in_doubt: intent {effect_key(session_id, turn, p.call_id)} recorded without completion"
-        f"{why}; approve to run it again, deny to mark it failed"
+        f"{why}; {IN_DOUBT_WARNING}; approve to run it again, deny to mark it failed"
         for p in plans
     ]
     return gate_events(turn, plans, "effect_in_doubt", reasons)

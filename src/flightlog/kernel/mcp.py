@@ -20,6 +20,12 @@ transport failure (the process exited, the connection dropped) marks the connect
 (:attr:`McpConnection.crashed`); the kernel records it at the next turn boundary and remounts the server
 on resume.
 
+A stdio server dies with the kernel process (Linux: started through :mod:`flightlog.kernel.tether`, which
+kills the server's process group when the kernel dies, ``SIGKILL`` included), so no server finishes a call
+for a run that is gone while a resume finds that call in doubt. Elsewhere, and for a remote server over
+HTTP (not the kernel's process), a call may still complete after the kernel died: the in-doubt call's
+decision (``flightlog pending``) says so.
+
 Upstream (UPSTREAM.md §9): MCP servers are marker capabilities of kind ``mcp_server`` mounted through the
 same path as any capability, ``McpServer:<id>``; flightlog also lists each tool it mounts (``Tool:<name>``).
 """
@@ -35,6 +41,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from ..errors import install_hint
+from .tether import tethered
 from .tools import Effect, Reconciler, Tool, ToolArgumentsError
 
 _Flag = asyncio.Event
@@ -221,10 +228,14 @@ class McpConnection:
             connect = names.get("streamable_http_client") or names["streamablehttp_client"]
             return _two(connect(server.url))
         from mcp import StdioServerParameters, stdio_client
+        from mcp.client.stdio import get_default_environment
 
-        params = StdioServerParameters(
-            command=server.command or "", args=list(server.args), env=dict(server.env or {}), cwd=server.cwd
-        )
+        env = dict(server.env or {})
+        command = server.command or ""
+        path = {**get_default_environment(), **env}.get("PATH")
+        # The server dies with this process (tether.py); a missing program is named here, as without it.
+        argv = tethered([command, *server.args], cwd=server.cwd, path=path)
+        params = StdioServerParameters(command=argv[0], args=argv[1:], env=env, cwd=server.cwd)
         return stdio_client(params)
 
     async def list_tools(self) -> list[dict[str, Any]]:
