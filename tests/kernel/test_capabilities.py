@@ -85,6 +85,7 @@ def test_mcp_tools_are_called_through_a_real_stdio_server(store: SqliteStore, tm
     assert refused == {
         "t__run_shell": "not in the server's allow list",
         "t__fail": "not in the server's allow list",
+        "t__block": "not in the server's allow list",
     }
     # The model saw the server's schema; the calls went through the server.
     first = provider.requests[0]
