@@ -96,9 +96,8 @@ class ContextActivation(Activation):
         """The ``max_tokens`` a request to ``provider`` asks for before budgets cap it (tokens).
 
         Every model call the kernel makes follows the rule: a turn's (``wanted`` None: the agent's
-        ``max_tokens``), a compaction's summary (:attr:`ContextPolicy.summary_max_tokens
-        <flightlog.kernel.context.ContextPolicy.summary_max_tokens>`) and a milestone judge's
-        (:attr:`ModelJudge.max_tokens <flightlog.kernel.milestones.ModelJudge.max_tokens>`), each capped by
+        ``max_tokens``), a compaction's summary (``ContextPolicy.summary_max_tokens``) and a milestone judge's
+        (``ModelJudge.max_tokens``), each capped by
         the ``output_reserve`` of ``provider``'s model's window when it is known and reserves any
         (:class:`~flightlog.kernel.context.ContextWindow`), so input within ``usable`` plus the answer fit
         the window. The budget reservation is made for this figure."""
