@@ -95,6 +95,13 @@ REPRODUCE: dict[str, Callable[[Path, int], list[str]]] = {
     "ambiguous session": lambda db, _: ["--db", str(db), "show", "claude-code"],
     "missing file": lambda db, _: ["--db", str(db), "import", str(db.with_name("missing.jsonl"))],
     "a session resumed elsewhere": lambda db, _: ["--db", str(_langgraph(db)), "resume", "langgraph:t1"],
+    "a call answered elsewhere": lambda db, _: [
+        "--db",
+        str(_langgraph(db)),
+        "deny",
+        "langgraph:t1",
+        "call_1",
+    ],
     "bad agent spec": lambda db, _: [
         "--db",
         str(db),

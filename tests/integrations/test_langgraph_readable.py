@@ -111,9 +111,10 @@ def test_a_thread_reads_as_what_happened(db: Path, store: Store) -> None:
     head = store.get_session(SID).head_seq
     call_id = pending[0]["call_id"]
     refused = CliRunner().invoke(app, ["--db", str(db), "approve", SID, call_id, "--as", "eve"])
-    assert refused.exit_code == 1
+    assert refused.exit_code == 2 and refused.stderr.startswith("flightlog: error: session "), refused.stderr
     assert (
-        "is a LangGraph thread: answer its interrupt in the graph with Command(resume=...)" in refused.output
+        "is a LangGraph thread: answer its interrupt with graph.invoke(Command(resume=...), config) in the "
+        "LangGraph app" in refused.stderr
     )
     assert store.get_session(SID).head_seq == head
 

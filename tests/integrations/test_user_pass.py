@@ -242,8 +242,12 @@ def test_an_interrupt_in_a_tool_waits_on_the_models_call(
     assert f"langgraph interrupt {interrupt_id} gates call call_1" in shown
     assert "tools()" not in shown and f"{interrupt_id} needs approval" not in shown
     refused = runner.invoke(app, ["--db", str(db), "approve", "langgraph:t1", "call_1", "--as", "eve"])
-    assert refused.exit_code == 1
-    assert "Command(resume=...)" in refused.output
+    assert refused.exit_code == 2  # the wrong command, not a problem with the data: one line says where
+    assert refused.stdout == "" and len(refused.stderr.splitlines()) == 1
+    assert (
+        "answer its interrupt with graph.invoke(Command(resume=...), config) in the LangGraph app"
+        in refused.output
+    )
     assert "; refund call_1 waits there; nothing was written" in " ".join(refused.output.split())
 
     reply = _resume_elsewhere(db, shape, answer, "alice", *([interrupt_id] if by_id else []))

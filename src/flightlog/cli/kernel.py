@@ -496,12 +496,19 @@ def _operator(err: Console, name: str) -> None:
 
 
 def _decide(action: Callable[[], Verdict]) -> Verdict:
+    """Run ``approve``/``deny``: a call no gate waits on is a bad CALL (exit 2); a call of a session whose
+    runtime answers it (a LangGraph interrupt, :class:`~flightlog.kernel.errors.DecidedByItsRuntime`) is the
+    wrong command, not a problem with the data: one ``flightlog: error:`` line naming where it is answered,
+    exit 2, as for ``resume`` of a session resumed elsewhere (README's exit-code paragraph)."""
     from ..kernel import NotPending
+    from ..kernel.errors import DecidedByItsRuntime
 
     try:
         return action()
     except NotPending as exc:
         raise typer.BadParameter(str(exc), param_hint="CALL") from None
+    except DecidedByItsRuntime as exc:
+        _wrong_session(str(exc))
 
 
 def _decision_json(session_id: str, verdict: Verdict) -> None:

@@ -455,7 +455,8 @@ def _decide(
         state = load_state(store, session_id)
         gate = state.gates.get(call_id) if state.phase == "suspended" else None
         waiting = None if gate is None else f"{gate.tool} {call_id}"
-        raise DecidedByItsRuntime(session_id=session_id, source=source, waiting=waiting)
+        answer_in = resume_hint(source, session_id)
+        raise DecidedByItsRuntime(session_id=session_id, source=source, answer_in=answer_in, waiting=waiting)
     # Check the gate before attaching: attaching takes authority, which would fence a run still going.
     state = load_state(store, session_id)
     _open_gate(state, session_id, call_id)

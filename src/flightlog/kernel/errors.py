@@ -65,16 +65,21 @@ class DecidedByItsRuntime(KernelError, ValueError):
     session_id: str
     source: str
     waiting: str | None
+    answer_in: str
 
-    def __init__(self, *, session_id: str, source: str, waiting: str | None = None) -> None:
-        """``waiting``: the gate named, ``"<tool> <call id>"``, when one waits on the call asked for."""
+    def __init__(self, *, session_id: str, source: str, answer_in: str, waiting: str | None = None) -> None:
+        """``answer_in``: the call that answers it, as ``pending --json`` gives it
+        (:func:`~flightlog.kernel.approvals.resume_hint`: ``graph.invoke(Command(resume=...), config) in the
+        LangGraph app``); ``waiting``: the gate named, ``"<tool> <call id>"``, when one waits on the call
+        asked for."""
         there = f"; {waiting} waits there" if waiting else ""
         super().__init__(
-            f"session {session_id} is a LangGraph thread: answer its interrupt in the graph with "
-            f"Command(resume=...) (the saver records the answer and who gave it){there}; nothing was written",
+            f"session {session_id} is a LangGraph thread: answer its interrupt with {answer_in} "
+            f"(the saver records the answer and who gave it){there}; nothing was written",
             session_id=session_id,
             source=source,
             waiting=waiting,
+            answer_in=answer_in,
         )
 
 
