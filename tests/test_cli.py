@@ -446,6 +446,7 @@ def test_db_repair_refuses_a_healthy_wal_unless_forced(db_copy: Path) -> None:
     code, out, err = run(db_copy, "db", "repair", "--discard-wal", "--force")
     assert code == 0, out + err
     assert "discarded" in err and "committed frame" in err
+    assert "accept-restore" not in err  # no retained head covers a commit it discarded
     [backup] = db_copy.parent.glob("copy.db.repair-*")
     assert (backup / "quarantine" / "copy.db-wal").read_bytes() == wal
     report = json.loads((backup / "repair.json").read_text())
@@ -541,6 +542,30 @@ def test_db_repair_refuses_a_poisoned_wal_holding_a_retirement_record(db_copy: P
     code, out, err = run(db_copy, "db", "repair", "--discard-wal", "--force")
     assert code == 0, out + err
     assert "WARNING: the discarded WAL held this store's retirement record" in " ".join(err.split())
+
+
+def test_db_repair_that_drops_retained_commits_says_accept_restore_is_next(tmp_path: Path) -> None:
+    """Commits only in the WAL, signed and retained (the heads outside the database moved with them), then
+    discarded: the database now reads as rolled back and is refused until ``db accept-restore``; the
+    repair's output says so in one line (it said nothing of it), and the way out it names works."""
+    db = tmp_path / "ledger.db"
+    assert run(db, "import", str(SAMPLES / "claude-code" / "spotter_short.jsonl"))[0] == 0
+    reader = sqlite3.connect(db.resolve().as_uri() + "?mode=ro", uri=True)  # a read-only last close
+    reader.execute("SELECT 1 FROM sessions").fetchone()  # keeps the WAL from being checkpointed
+    code, _, err = run(db, "import", str(SAMPLES / "claude-code" / "spotter_tool_heavy.jsonl"))
+    reader.close()
+    assert code == 0, err
+    assert Path(f"{db}-wal").stat().st_size > 0
+    code, out, err = run(db, "db", "repair", "--discard-wal", "--force")
+    assert code == 0, out + err
+    [line] = [line for line in err.splitlines() if "accept-restore" in line]
+    assert line.startswith("flightlog: warning: the retained heads cover discarded commits (session "), line
+    assert " and the index log behind them): every session is refused as rolled back" in line, line
+    assert "`flightlog db accept-restore --reason TEXT` keeps this database as the truth" in line, line
+    assert run(db, "verify", "--all", "--offline")[0] == 1  # what the line warns of
+    code, _, err = run(db, "db", "accept-restore", "--reason", "the WAL was poisoned", "--as", "ops")
+    assert code == 0, err
+    assert run(db, "verify", "--all", "--offline")[0] == 0
 
 
 def test_db_repair_of_missing_file_fails_cleanly(tmp_path: Path) -> None:

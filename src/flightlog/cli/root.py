@@ -961,11 +961,38 @@ def repair_cmd(
             f"flightlog: warning: discarded {plural(report.wal.frames, 'committed frame')} SQLite could read "
             f"({plural(report.wal.changed_pages, 'page')} of the database file), kept in {report.backup_dir}"
         )
+    _warn_heads_ahead()  # also after a WAL SQLite could not read: its commits may have been retained
     out.print(f"WAL {report.wal_size_bytes} bytes sha256 {report.wal_sha256} quarantined")
     out.print(f"backups and repair.json in {report.backup_dir}")
     out.print(
         f"verified read-only: integrity_check {report.integrity_check}, "
         f"{plural(report.sessions_verified, 'session')}, {plural(report.events_verified, 'event')}"
+    )
+
+
+def _warn_heads_ahead() -> None:
+    """After a repair discarded commits: one stderr line when the retained heads cover some of them (the
+    heads outside the database moved with those commits; :func:`~flightlog.ops.restore.heads_not_extended`),
+    since every command that acts on those sessions (all of them when the index log's head is among them)
+    now refuses the database as rolled back until ``flightlog db accept-restore`` keeps it as the truth."""
+    from ..integrity.heads import HeadStore
+    from ..ops.restore import heads_not_extended
+
+    with open_db(read_only=True) as store:
+        ahead = heads_not_extended(store, HeadStore.default())
+    if not ahead:
+        return
+    sessions = [h.session_id for h in ahead if h.session_id is not None]
+    index = len(sessions) < len(ahead)
+    named = ", ".join(f"session {sid}" for sid in sessions[:3])
+    more = f" and {len(sessions) - 3} more" if len(sessions) > 3 else ""
+    if index:
+        more += " and the index log" if named else "the index log"
+    refused = "every session" if index else ("that session" if len(sessions) == 1 else "those sessions")
+    err.print(
+        f"flightlog: warning: the retained heads cover discarded commits ({named}{more} behind "
+        f"them): {refused} is refused as rolled back (`flightlog verify --all` names each) until "
+        f"`flightlog db accept-restore --reason TEXT` keeps this database as the truth"
     )
 
 

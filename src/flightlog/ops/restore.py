@@ -54,7 +54,14 @@ if TYPE_CHECKING:
     from ..integrity.notary import Notary
     from ..store.base import Store
 
-__all__ = ["RESTORED_KIND", "RESTORE_LOG", "ReplacedHead", "RestoreRecord", "accept_restore"]
+__all__ = [
+    "RESTORED_KIND",
+    "RESTORE_LOG",
+    "ReplacedHead",
+    "RestoreRecord",
+    "accept_restore",
+    "heads_not_extended",
+]
 
 RESTORE_LOG = "flightlog:restores"
 """Session id of the ledger-wide restore log."""
@@ -158,6 +165,32 @@ def accept_restore(store: Store, *, reason: str, operator: str, notary: Notary) 
         raise
     record.reanchored = _reanchor(store, notary, ledger_id, replaced)
     return record
+
+
+def heads_not_extended(store: Store, heads: HeadStore) -> list[ReplacedHead]:
+    """The retained heads of ``store``'s ledger that it does not extend (behind them, or forked), read only:
+    what :func:`accept_restore` would set aside, found without its full verification (each head's size and
+    root are read from its checkpoint note unverified, and each session's tree is folded from its stored
+    rows). For a warning after ``db repair --discard-wal`` dropped commits, whose chains the repair has just
+    verified; ``verify`` and ``accept-restore`` make the checks that decide.
+
+    Returns:
+        One :class:`ReplacedHead` per head not extended (``session_id`` None: the index log's), in the head
+        directory's order; empty when every head agrees.
+
+    Raises:
+        StoreError: the store cannot be read, or its ledger id is not 8-64 lowercase hex.
+    """
+    ledger_id = store.ledger_id()
+    held = {s.session_id for s in store.list_sessions()}
+    trees: dict[str, tuple[CompactRange, bool]] = {}
+    for head in heads.sessions(ledger_id):
+        if head.session_id in held:
+            tree = CompactRange()
+            for row in store.read_events(head.session_id):
+                tree.append(leaf_hash(row.event_bytes))
+            trees[head.session_id] = (tree, False)
+    return list(_disagreeing(store, heads, ledger_id, trees))
 
 
 def _verified_trees(store: Store, auditor: Auditor) -> dict[str, tuple[CompactRange, bool]]:
