@@ -10,7 +10,9 @@ from __future__ import annotations
 
 import json
 import os
+import shutil
 import sqlite3
+import subprocess
 from pathlib import Path
 
 import pytest
@@ -142,3 +144,55 @@ def test_accept_restore_refuses_a_tampered_database_and_moves_nothing(copies: tu
     assert code == 1 and "hash_mismatch" in err and "consistent database only" in err, err
     assert head_files() == before
     assert not list(Path(os.environ["FLIGHTLOG_HEAD_DIR"]).rglob("replaced-*"))
+
+
+def test_accept_restore_on_postgresql_after_a_dump_is_restored(tmp_path: Path) -> None:
+    """The PostgreSQL case: a ``pg_dump`` of a schema taken before a decision, restored into another schema
+    (same ledger id) while the original went on with the decision (the retained heads with it): the restored
+    schema is refused as rolled back, then kept as the truth with ``db accept-restore`` (it verifies and
+    acts again), and the original now reads as the fork."""
+    import psycopg
+
+    from postgres.server import backend_url, fresh_schema, schema_url
+
+    pg_dump, psql = shutil.which("pg_dump"), shutil.which("psql")
+    if pg_dump is None or psql is None:
+        pytest.skip("needs pg_dump and psql on PATH (a dump restored is the PostgreSQL copy)")
+    with backend_url("postgres", tmp_path / "unused.db", "copies") as a, fresh_schema("restored") as restored:
+        sid = suspended_run(a)
+        base, _, schema = a.partition("?schema=")
+        dumped = subprocess.run([pg_dump, "--schema", schema, "--no-owner", base], capture_output=True)
+        if dumped.returncode != 0:
+            pytest.skip(f"pg_dump cannot dump this server: {dumped.stderr.decode(errors='replace')[-300:]}")
+        assert cli(a, "approve", sid, "n1", "--as", "bob")[0] == 0  # the retained heads go past the dump
+        script = dumped.stdout.replace(schema.encode(), restored.encode())  # a uuid-named schema: no clash
+        subprocess.run([psql, "-q", "-v", "ON_ERROR_STOP=1", base], input=script, check=True)
+        b = schema_url(restored)
+        with psycopg.connect(base) as conn:  # the same ledger id: a copy, not a new ledger
+            ids = {
+                conn.execute(f"SELECT value FROM {name}.ledger_meta WHERE key = 'ledger_id'").fetchone()
+                for name in (schema, restored)
+            }
+        [(ledger_id,)] = ids
+        assert len(ledger_id) >= 8
+
+        refused(b, "approve", sid, "n1", reason="rollback")
+        assert cli(b, "verify", "--all", "--offline")[0] == 1
+        before = head_files()
+        code, out, err = cli(b, "db", "accept-restore", "--reason", "restored last night's dump", "--json")
+        assert code == 0, err
+        done = json.loads(out)
+        assert {h["session_id"] for h in done["replaced"]} == {sid, None}
+        assert done["log_session_id"] == RESTORE_LOG and done["reanchored"] == [sid]
+        aside = Path(done["set_aside"])
+        assert {p.name: p.read_bytes() for p in aside.iterdir()} == {
+            Path(name).name: data
+            for name, data in before.items()
+            if Path(name).name in {p.name for p in aside.iterdir()}
+        }  # moved aside byte for byte
+        assert cli(b, "verify", "--all", "--offline")[0] == 0
+        assert cli(b, "approve", sid, "n1")[0] == 0
+        code, out, _ = cli(b, "db", "accept-restore", "--reason", "again")
+        assert code == 0 and "nothing to accept" in out
+
+        refused(a, "deny", sid, "n1", reason="fork")  # the original is now the one apart
