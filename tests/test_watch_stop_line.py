@@ -6,6 +6,7 @@ app may still be writing is left ``interrupted`` (not sealed, continued by the n
 
 from __future__ import annotations
 
+import json
 import os
 import signal
 import subprocess
@@ -61,3 +62,50 @@ def test_ctrl_c_prints_one_line_naming_what_the_watch_left_in_which_state(tmp_pa
         "watch continues where it stopped)"
     )
     assert _status(db) == "incomplete"  # `ls`: interrupted, as the line says
+
+
+def test_ctrl_c_with_json_closes_stdout_with_one_object_saying_the_same(tmp_path: Path) -> None:
+    """``--json``: the closing line's facts also end stdout as one JSON object after the import lines (keys
+    as the import lines and ``ls --json`` name them), so a consumer of stdout alone learns the watch ended;
+    the stderr line stays."""
+    folder, db = tmp_path / "projects", tmp_path / "db.sqlite"
+    stdout, stderr = tmp_path / "watch.out", tmp_path / "watch.log"
+    folder.mkdir()
+    lines = SAMPLE.read_bytes().splitlines(keepends=True)
+    (folder / SAMPLE.name).write_bytes(b"".join(lines[:10]))  # mid-run: the app is still writing it
+    env = {
+        **os.environ,
+        "FLIGHTLOG_KEY_DIR": str(tmp_path / "keys"),
+        "FLIGHTLOG_HEAD_DIR": str(tmp_path / "heads"),
+    }
+    command = [
+        *(sys.executable, "-m", "flightlog", "--db", str(db), "watch", str(folder)),
+        *("--interval", "0.05", "--json"),
+    ]
+    with stdout.open("wb") as out, stderr.open("wb") as err:
+        proc = subprocess.Popen(command, env=env, stdout=out, stderr=err)
+    try:
+        deadline = time.monotonic() + TIMEOUT_S
+        while not stdout.read_bytes().endswith(b"\n") or _status(db) != "running":  # the import's line
+            assert proc.poll() is None and time.monotonic() < deadline, stderr.read_text()
+            time.sleep(0.05)
+        proc.send_signal(signal.SIGINT)
+        assert proc.wait(timeout=TIMEOUT_S) == 0, stderr.read_text()
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.wait()
+    *imports, last = [json.loads(line) for line in stdout.read_text(encoding="utf-8").splitlines()]
+    assert [row["session_ids"][0] for row in imports] == [SESSION]
+    events = sum(row["events"] for row in imports)
+    assert last["stopped"] is True and last["run_id"].startswith("core_job:watch:"), last
+    assert last == {
+        "stopped": True,
+        "run_id": last["run_id"],
+        "status": "cancelled",
+        "events": events,
+        "session_ids": [SESSION],
+        "statuses": {SESSION: "interrupted"},
+    }
+    said = stderr.read_text(encoding="utf-8").splitlines()[-1]
+    assert said.startswith(f"flightlog: stopped; run {last['run_id']} cancelled ({events} events recorded)")

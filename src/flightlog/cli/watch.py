@@ -15,9 +15,10 @@ still followed, in case it appears, with one warning on stderr naming it at the 
 and is a file is refused. While it runs, the sessions it follows are live (``ls``: ``running``; ``runs``:
 ``running``/``waiting_input`` · live); when it stops, each says what its ledger holds
 (:mod:`flightlog.importers.watch`), and one stderr line says what it left: its run ``cancelled``, the
-followed sessions counted by the word ``ls`` gives them (``interrupted``: an open run, not sealed); what a
-killed watch left live, the next one sets back at its start
-(:func:`flightlog.importers.watch.release_abandoned`, one note on stderr). Exit codes: **0** stopped by a signal; **2** usage (a path given that is
+followed sessions counted by the word ``ls`` gives them (``interrupted``: an open run, not sealed); with
+``--json``, also one closing JSON object on stdout (:func:`_print_stopped_json`); what a killed watch left
+live, the next one sets back at its start (:func:`flightlog.importers.watch.release_abandoned`, one note on
+stderr). Exit codes: **0** stopped by a signal; **2** usage (a path given that is
 a file, not a folder).
 """
 
@@ -67,7 +68,13 @@ def register(app: typer.Typer, open_db: OpenDb) -> None:
         interval: Annotated[
             float, typer.Option("--interval", help="Seconds between polls.", min=0.05, max=60.0)
         ] = 0.25,
-        json_out: Annotated[bool, typer.Option("--json", help="One JSON object a line per import.")] = False,
+        json_out: Annotated[
+            bool,
+            typer.Option(
+                "--json",
+                help='One JSON object a line per import, and a closing one ({"stopped": true, ...}) when stopped.',
+            ),
+        ] = False,
     ) -> None:
         """Follow agent transcript folders and record each session as it is written (until Ctrl-C)."""
         from ..importers.watch import Watcher, default_folders, release_abandoned
@@ -113,16 +120,17 @@ def register(app: typer.Typer, open_db: OpenDb) -> None:
                 job.finish("failed", {"events": watcher.imported_events})
                 raise
             job.finish("cancelled", {"events": watcher.imported_events})
-            err.print(_stopped_line(store, job.session_id, watcher.imported_events, watcher.released))
+            left = _left(store, watcher.released)
+            err.print(_stopped_line(job.session_id, watcher.imported_events, left))
+            if json_out:
+                _print_stopped_json(job.session_id, watcher.imported_events, left)
 
 
-def _stopped_line(store: Store, job_id: str, events: int, released: list[str]) -> str:
-    """What a stopped watch left, in the words ``ls`` prints: its own run (``cancelled``: stopped by the user,
-    seed 002 ``Cancelled``; the next watch is a new run) and the sessions it followed, each back to what its
-    ledger holds (an open run not sealed: ``interrupted``, which the next import or watch continues; the app
-    writing it may still be running)."""
+def _left(store: Store, released: list[str]) -> dict[str, str]:
+    """The sessions a stopped watch followed, each with the word ``ls`` prints for it now (back to what its
+    ledger holds: an open run not sealed is ``interrupted``, which the next import or watch continues; the
+    app writing it may still be running), in ``released`` order; one erased or moved meanwhile is left out."""
     from ..errors import SessionNotFound
-    from ..narration import plural, state_word
     from ..runs.projection import listed_word, no_run_sessions, resumable_sessions
 
     records = []
@@ -132,15 +140,40 @@ def _stopped_line(store: Store, job_id: str, events: int, released: list[str]) -
         except SessionNotFound:  # erased or moved meanwhile: nothing of it is left here
             continue
     no_run, resumable = no_run_sessions(store, records), resumable_sessions(store, records)
+    return {r.session_id: listed_word(r, no_run=no_run, resumable=resumable) for r in records}
+
+
+def _print_stopped_json(job_id: str, events: int, left: dict[str, str]) -> None:
+    """``--json``'s closing object on stdout, the stderr line's facts keyed as the import lines and ``ls
+    --json`` key theirs: ``{"stopped": true, "run_id": JOB, "status": "cancelled", "events": N,
+    "session_ids": [followed...], "statuses": {session id: ls's word}}``."""
+    from ..narration import state_word
+
+    row = {
+        "stopped": True,
+        "run_id": job_id,
+        "status": state_word("cancelled"),
+        "events": events,
+        "session_ids": list(left),
+        "statuses": left,
+    }
+    sys.stdout.write(json.dumps(row) + "\n")
+    sys.stdout.flush()
+
+
+def _stopped_line(job_id: str, events: int, left: dict[str, str]) -> str:
+    """What a stopped watch left, in the words ``ls`` prints: its own run (``cancelled``: stopped by the user,
+    seed 002 ``Cancelled``; the next watch is a new run) and the sessions it followed (``left``: :func:`_left`)."""
+    from ..narration import plural, state_word
+
     words: dict[str, int] = {}
-    for record in records:
-        word = listed_word(record, no_run=no_run, resumable=resumable)
+    for word in left.values():
         words[word] = words.get(word, 0) + 1
     line = f"flightlog: stopped; run {job_id} {state_word('cancelled')} ({plural(events, 'event')} recorded)"
-    if not records:
+    if not left:
         return line + "; it followed no live session"
     states = ", ".join(f"{n} {word}" for word, n in sorted(words.items()))
-    line += f"; {plural(len(records), 'followed session')} no longer live, now {states}"
+    line += f"; {plural(len(left), 'followed session')} no longer live, now {states}"
     if "interrupted" in words:
         line += " (not sealed: a later import or watch continues where it stopped)"
     return line
