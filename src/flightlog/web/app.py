@@ -134,6 +134,7 @@ class _Dashboard:
         self.poll_s = poll_s
         self.ping_s = ping_s
         self.pending = views.PendingCache()
+        self.verified = views.VerificationCache()
         self.stopping = threading.Event()
         self.templates = _environment()
         self._reader: Store | None = None
@@ -466,7 +467,7 @@ def _routes(app: FastAPI, dash: _Dashboard) -> None:
             title="Session",
             page=page,
             status=status,
-            verify=views.verification(store, id),
+            verify=dash.verified.check(store, id, reuse=False),  # fresh on every load; kept for /conversation
             decisions=actions.decision_rows(store, id),
             lineage=subtree.lineage(store, id),
             replay=replay,

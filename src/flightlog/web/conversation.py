@@ -17,7 +17,8 @@
   rollback the truncated tail *removed*, an in-place rewrite the message *changed*); the two key
   sequences are aligned with :class:`difflib.SequenceMatcher`.
 
-A session that fails verification (:func:`flightlog.web.views.verification`, the session page's check) says
+A session that fails verification (:func:`flightlog.web.views.verification`, the session page's check,
+reused while the session's head and ledger mark hold, up to 30 s: :class:`flightlog.web.views.VerificationCache`) says
 so above the transcript, naming the first divergent seq, and marks each message, and each call's result,
 that an event found divergent put in the history.
 
@@ -521,7 +522,7 @@ def register(app: FastAPI, dash: _Dashboard) -> None:
             return dash.error(404, "no recorded session has this id")
         except FlightlogError as exc:
             return dash.error(409, f"cannot replay: {exc}")
-        verify = views.verification(dash.reader, id)
+        verify = dash.verified.check(dash.reader, id, reuse=True)  # kept while the head and the mark hold
         return dash.page(
             "conversation.html",
             title="Conversation",
