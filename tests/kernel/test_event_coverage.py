@@ -62,7 +62,7 @@ from flightlog.integrity.keys import LogSigner
 from flightlog.integrity.notary import Notary
 from flightlog.kernel import Agent, Budgets, Kernel, Policy, Rule, approve, pending, records, tool
 from flightlog.kernel.entropy import recompute_samples
-from flightlog.kernel.errors import AgentSpecError, NotPending
+from flightlog.kernel.errors import AgentSpecError, DecidedByItsRuntime, NotPending
 from flightlog.kernel.requests import check_session
 from flightlog.kernel.scripted import ScriptedProvider, call, calls, reply
 from flightlog.kernel.subagents import subagent
@@ -1030,6 +1030,14 @@ def test_the_scenarios_cover_every_kind_the_kernel_writes(tmp_path: Path) -> Non
 
 
 def test_kernel_errors_pickle() -> None:
-    for error in (NotPending(session_id="s", call_id="c"), AgentSpecError(spec="m:a", reason="nope")):
+    decided = DecidedByItsRuntime(
+        session_id="s", source="langgraph", answer_in="graph.invoke(...)", waiting="t c"
+    )
+    for error in (
+        NotPending(session_id="s", call_id="c"),
+        AgentSpecError(spec="m:a", reason="nope"),
+        decided,
+    ):
         clone = pickle.loads(pickle.dumps(error))
         assert type(clone) is type(error) and str(clone) == str(error)
+    assert pickle.loads(pickle.dumps(decided)).answer_in == "graph.invoke(...)"
