@@ -324,17 +324,23 @@ def _entries_for(
     parent: str | None,
     limit: int | None,
     undecodable: Undecodable | None,
+    driven_only: bool = False,
 ) -> list[RunEntry]:
     """Durable entries that may end up in ``wanted`` after merging (live never changes terminality).
 
     ``limit`` is applied here only when merging cannot drop a row (no in-flight state wanted);
-    ``undecodable`` as :func:`~flightlog.runs.projection.run_entries` takes it."""
+    ``undecodable`` as :func:`~flightlog.runs.projection.run_entries` takes it. ``driven_only``: only
+    entries whose durable state is one of :data:`DRIVEN_STATES`, the only ones :func:`merge` can find
+    abandoned (it tests the durable state), so ``--abandoned`` and the abandoned notes read those rows
+    from the index instead of parsing every run."""
     if wanted is None:
         states = None
     elif wanted.is_terminal():
         states = [RunState.TERMINAL.value]
     else:
         states, limit = [s.value for s in RunState if not s.is_terminal()], None
+    if driven_only:
+        states = [s.value for s in RunState if s in DRIVEN_STATES and (states is None or s.value in states)]
     source_value = None if source is None else RunSource(source).value
     return run_entries(
         store, states=states, source=source_value, parent=parent, limit=limit, undecodable=undecodable
@@ -376,7 +382,9 @@ def list_run_views(
             is None.
     """
     wanted = RunState(state) if state is not None else None
-    entries = _entries_for(store, wanted, source, parent, None if abandoned_only else limit, undecodable)
+    entries = _entries_for(
+        store, wanted, source, parent, None if abandoned_only else limit, undecodable, abandoned_only
+    )
     lives = live_records(store, registry)
     now = wall_ms() if now_ms is None else now_ms
     snapshots = parse_wires([entry.wire for entry in entries])

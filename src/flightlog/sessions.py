@@ -7,7 +7,7 @@ them. Everything streams: memory is bounded by the output (the replayed messages
 from __future__ import annotations
 
 import json
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from typing import IO, NamedTuple
 
 from .encoding import decode_rows, decode_stored
@@ -75,6 +75,7 @@ def find_sessions(
     task: str | None = None,
     limit: int | None = None,
     status_of: Callable[[SessionRecord], str] | None = None,
+    records: Iterable[SessionRecord] | None = None,
 ) -> list[SessionRecord]:
     """Sessions that pass every filter given, oldest first (what ``flightlog ls`` lists); a row whose id is
     not text names no session and is not among them (:meth:`~flightlog.store.base.Store.unnamed_sessions`).
@@ -87,6 +88,8 @@ def find_sessions(
         since_ms: Keep sessions created at or after this epoch time, in ms.
         task: Keep sessions whose task contains this text (case-insensitive).
         limit: Keep only the ``limit`` most recently created of those (still oldest first); None keeps all.
+        records: The sessions to filter, as ``store.list_sessions()`` yields them (its default; ``ls``
+            passes the list it already read, so 100,000 rows are read and decoded once).
 
     Raises:
         ValueError: ``limit`` is negative.
@@ -96,7 +99,7 @@ def find_sessions(
     needle = task.casefold() if task else None
     kept = [
         record
-        for record in store.list_sessions()
+        for record in (store.list_sessions() if records is None else records)
         # list_sessions yields text ids only (a NULL, BLOB or undecodable id names no session:
         # Store.unnamed_sessions)
         if (not statuses or (status_of(record) if status_of else record.status) in statuses)

@@ -424,7 +424,7 @@ def ls_cmd(
 
         wanted = [state_word(value) for value in status or ()]  # --status aborted finds what shows cancelled
         found = find_sessions(
-            store, statuses=wanted, since_ms=since_ms, task=task, limit=limit, status_of=shown
+            store, statuses=wanted, since_ms=since_ms, task=task, limit=limit, status_of=shown, records=named
         )
         rows: list[dict[str, Any]] = [
             {
@@ -480,16 +480,20 @@ def ls_cmd(
     out.print(
         f"{'session':<{width}}  {'status':<{status_width}} {'events':>6}  {'head':<12}  {'created (UTC)':<28}  task"
     )
-    for row in rows:
-        # an import whose transcript gives no zone-aware time was created at the import: say so
-        created = (row["created_at"] or "")[:19] + (" (import)" if row["created_from"] == "import" else "")
-        out.print(
-            f"{row['session_id']:<{width}}  {row['status']:<{status_width}} {row['events']:>6}  {row['head'][:12]:<12}  "
-            f"{created:<28}  {short(row['task'], 60)}"
-        )
+    out.print_lines(_ls_line(row, width, status_width) for row in rows)  # one write per thousand rows
     _warn(warnings)
     if unread or unnamed:
         raise typer.Exit(1)
+
+
+def _ls_line(row: dict[str, Any], width: int, status_width: int) -> str:
+    """One row of ``ls``'s table (``row``: an ``ls --json`` object)."""
+    # an import whose transcript gives no zone-aware time was created at the import: say so
+    created = (row["created_at"] or "")[:19] + (" (import)" if row["created_from"] == "import" else "")
+    return (
+        f"{row['session_id']:<{width}}  {row['status']:<{status_width}} {row['events']:>6}  {row['head'][:12]:<12}  "
+        f"{created:<28}  {short(row['task'], 60)}"
+    )
 
 
 def _listed_status(store: Store, record: SessionRecord) -> str:
