@@ -507,10 +507,13 @@ def abandoned_notes(
     from ..live import list_run_views, wall_ms
 
     wanted = None if session_ids is None else set(session_ids)
-    now, notes = wall_ms(), []
+    now, notes, more = wall_ms(), [], 0
     for view in list_run_views(store, abandoned_only=True) if views is None else views:
         sid = view.snapshot.run_id
         if not view.abandoned or (wanted is not None and sid not in wanted):
+            continue
+        if len(notes) == ABANDONED_NOTES:  # only counted: no session row read for a note not printed
+            more += 1
             continue
         try:
             source = store.get_session(sid).source
@@ -526,9 +529,8 @@ def abandoned_notes(
             hint = "the process recording it stopped without recording an end"
         seen = ago(view.last_seen_ms, now)
         notes.append(f"flightlog: note: {sid} is abandoned (last seen {seen}; killed or crashed?): {hint}")
-    if len(notes) > ABANDONED_NOTES:  # a killed watch may leave many: name a few, count the rest
-        more = len(notes) - ABANDONED_NOTES
-        notes[ABANDONED_NOTES:] = [f"flightlog: note: {more} more abandoned (`flightlog runs --abandoned`)"]
+    if more:  # a killed watch may leave many: name a few, count the rest
+        notes.append(f"flightlog: note: {more} more abandoned (`flightlog runs --abandoned`)")
     return notes
 
 
