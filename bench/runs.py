@@ -28,6 +28,9 @@ the cyclic GC paused (flightlog pauses it itself for bulk listings); the median 
   events, a fold of those that may wait; none in this mix), against the same bare SQL as the filter alone.
   The ``--json`` path is also timed without the held runs (the filter alone, what main ran): its live merge
   reads every in-flight row, so it has no ratio target; the page row has the pages' target.
+* ``ls --json``: the whole command (``flightlog.cli.root.app``, in process, stdout captured, stderr dropped)
+  against the raw read of every ``sessions`` row's columns it prints, in its order; no target: it also
+  decides each session's word (the held sessions' pass, "no run", "paused") and the abandoned notes.
 * approvals queue cold: the dashboard's queue as the first GET of ``/`` or ``/api/runs`` computes it with a
   fresh cache: ``PendingCache().queue(limit=QUEUE_PAGE)`` (the count of sessions that may wait, the first
   page's 100 folded) then its ``marks`` for the run tree (the newest ``MAX_RUNS`` sessions), against the
@@ -46,7 +49,9 @@ Nothing here asserts on timings. Temporary files live under ``TMPDIR`` and are r
 from __future__ import annotations
 
 import argparse
+import contextlib
 import gc
+import io
 import json
 import random
 import shutil
@@ -65,6 +70,7 @@ if _SRC.is_dir() and str(_SRC) not in sys.path:
     sys.path.insert(0, str(_SRC))  # measure this checkout, installed or not
 
 from flightlog import recorder as recorder_module  # noqa: E402
+from flightlog.cli.root import app as cli_app  # noqa: E402
 from flightlog.events import (  # noqa: E402
     AgentProcessChanged,
     CheckpointTaken,
@@ -314,6 +320,12 @@ def queries(path: Path, facts: dict[str, Any], rounds: int) -> list[Result]:
             ),
             *_page_cases(store, raw, facts),
             (
+                "ls --json (the CLI command, in process)",
+                lambda: _ls_json(path),
+                _sessions_floor(raw),
+                _json_len,
+            ),
+            (
                 "PendingCache().queue() cold (dashboard approvals queue)",
                 lambda: _queue_page(store, tree),
                 lambda: raw.execute(_MARKED).fetchall(),
@@ -325,6 +337,28 @@ def queries(path: Path, facts: dict[str, Any], rounds: int) -> list[Result]:
             results.append(compare(name, ours, floor, rounds, count))
     raw.close()
     return results
+
+
+def _ls_json(path: Path) -> str:
+    """What ``flightlog --db PATH ls --json`` prints, the whole command run in this process (its store
+    opened read-only, every check it makes: the held sessions' pass, the no-run and paused words, the
+    abandoned notes, which go to a discarded stderr)."""
+    out = io.StringIO()
+    with contextlib.redirect_stdout(out), contextlib.redirect_stderr(io.StringIO()):
+        code = cli_app(["--db", str(path), "ls", "--json"], standalone_mode=False)
+    if code:
+        raise AssertionError(f"flightlog ls --json exited {code}")
+    return out.getvalue()
+
+
+def _sessions_floor(raw: sqlite3.Connection) -> Callable[[], list[Any]]:
+    """``ls --json``'s floor: the ``sessions`` columns it prints (the metadata it reads the creation basis
+    from among them), every row, in its order (creation time, then id)."""
+    sql = (
+        "SELECT session_id, task, status, head_seq, head_hash, merkle_root, source, parent_session_id, "
+        "created_at_ms, metadata FROM sessions ORDER BY created_at_ms, session_id"
+    )
+    return lambda: raw.execute(sql).fetchall()
 
 
 def _held_json(store: SqliteStore, state: str) -> str:

@@ -507,7 +507,8 @@ def abandoned_notes(
     from ..live import list_run_views, wall_ms
 
     wanted = None if session_ids is None else set(session_ids)
-    now, notes, more = wall_ms(), [], 0
+    now, more = wall_ms(), 0
+    notes: list[str] = []
     for view in list_run_views(store, abandoned_only=True) if views is None else views:
         sid = view.snapshot.run_id
         if not view.abandoned or (wanted is not None and sid not in wanted):
