@@ -7,6 +7,7 @@ from __future__ import annotations
 import re
 from pathlib import Path
 
+import pytest
 from typer.testing import CliRunner
 
 from flightlog import events as ev
@@ -62,3 +63,41 @@ def test_many_abandoned_runs_are_named_a_few_and_counted(tmp_path: Path) -> None
     code, _, err = invoke(db, "ls")
     assert code == 0
     assert err.count("is abandoned") == ABANDONED_NOTES and "2 more abandoned" in err
+
+
+def test_the_notes_read_only_runs_a_process_drives_and_the_rows_they_print(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """At 100,000 runs the notes parsed every run's snapshot and read every abandoned run's session row to
+    print five (bench/README.md, runs section): only runs in a state a process drives can be abandoned, and
+    only the named ones need their source."""
+    import flightlog.live as live
+    from flightlog.cli.options import abandoned_notes
+
+    db = tmp_path / "db.sqlite"
+    minute_ago = wall_ms() - 60_000
+    with SqliteStore(db) as store:
+        for n in range(ABANDONED_NOTES + 3):
+            sid = f"dead-{n}"
+            recorder = Recorder.create(store, session_id=sid, task="work", source="kernel")
+            recorder.append_many([ev.RunStarted(run_id=sid, goal="work")], recorded_at_ms=[minute_ago])
+        for n in range(4):
+            sid = f"done-{n}"
+            recorder = Recorder.create(store, session_id=sid, task="work", source="kernel")
+            recorder.append_many(
+                [
+                    ev.RunStarted(run_id=sid, goal="work"),
+                    ev.RunTerminal(reason="completed", turns_used=1, total_tokens=10),
+                ]
+            )
+    parsed: list[int] = []
+    read: list[str] = []
+    parse = live.parse_wires
+    monkeypatch.setattr(live, "parse_wires", lambda wires: parsed.append(len(wires)) or parse(wires))
+    with SqliteStore(db, read_only=True) as store:
+        get = store.get_session
+        monkeypatch.setattr(store, "get_session", lambda sid: read.append(sid) or get(sid))
+        notes = abandoned_notes(store)
+    assert parsed == [ABANDONED_NOTES + 3]  # the finished runs are not parsed
+    assert len(read) == ABANDONED_NOTES
+    assert len(notes) == ABANDONED_NOTES + 1 and notes[-1].startswith("flightlog: note: 3 more abandoned")
