@@ -52,14 +52,19 @@ def test_an_abandoned_kernel_run_says_how_to_resume_it(tmp_path: Path) -> None:
     assert code == 0 and err == ""
 
 
+def _dead_runs(store: SqliteStore, count: int) -> None:
+    """``count`` kernel runs ``dead-<n>`` that started a minute ago and were not heard from since."""
+    minute_ago = wall_ms() - 60_000
+    for n in range(count):
+        sid = f"dead-{n}"
+        recorder = Recorder.create(store, session_id=sid, task="work", source="kernel")
+        recorder.append_many([ev.RunStarted(run_id=sid, goal="work")], recorded_at_ms=[minute_ago])
+
+
 def test_many_abandoned_runs_are_named_a_few_and_counted(tmp_path: Path) -> None:
     db = tmp_path / "db.sqlite"
-    minute_ago = wall_ms() - 60_000
     with SqliteStore(db) as store:
-        for n in range(ABANDONED_NOTES + 2):
-            sid = f"dead-{n}"
-            recorder = Recorder.create(store, session_id=sid, task="work", source="kernel")
-            recorder.append_many([ev.RunStarted(run_id=sid, goal="work")], recorded_at_ms=[minute_ago])
+        _dead_runs(store, ABANDONED_NOTES + 2)
     code, _, err = invoke(db, "ls")
     assert code == 0
     assert err.count("is abandoned") == ABANDONED_NOTES and "2 more abandoned" in err
@@ -75,12 +80,8 @@ def test_the_notes_read_only_runs_a_process_drives_and_the_rows_they_print(
     from flightlog.cli.options import abandoned_notes
 
     db = tmp_path / "db.sqlite"
-    minute_ago = wall_ms() - 60_000
     with SqliteStore(db) as store:
-        for n in range(ABANDONED_NOTES + 3):
-            sid = f"dead-{n}"
-            recorder = Recorder.create(store, session_id=sid, task="work", source="kernel")
-            recorder.append_many([ev.RunStarted(run_id=sid, goal="work")], recorded_at_ms=[minute_ago])
+        _dead_runs(store, ABANDONED_NOTES + 3)
         for n in range(4):
             sid = f"done-{n}"
             recorder = Recorder.create(store, session_id=sid, task="work", source="kernel")
