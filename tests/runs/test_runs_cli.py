@@ -13,6 +13,7 @@ from pathlib import Path
 import pytest
 from typer.testing import CliRunner
 
+from flightlog.cli import app as flightlog_app
 from flightlog.errors import SessionNotFound
 from flightlog.importers import import_file
 from flightlog.live import LiveRegistry
@@ -122,6 +123,28 @@ def test_runs_abandoned_and_live(imported: Path) -> None:
     assert [(i["run_id"], i["budget"]["tokens_used"]) for i in json.loads(out)] == [("kernel-1", 7)]
     code, out, _ = run(imported, "runs")
     assert "live (" in out
+
+
+def test_ls_and_show_say_when_they_fold_the_ledgers_for_a_stale_projection(imported: Path) -> None:
+    """After a fold-version upgrade the projection is stale and the abandoned-run hints fold every ledger
+    (minutes at 100,000 runs): ``ls`` and ``show`` say so once, naming the rebuild, as ``runs`` does."""
+    note = "flightlog: note: runs projection missing or stale; folding the ledgers (try `flightlog runs --rebuild`)"
+
+    def cli(*args: str) -> tuple[int, str, str]:
+        result = runner.invoke(flightlog_app, ["--db", str(imported), *args])
+        return result.exit_code, result.stdout, result.stderr
+
+    code, _, err = cli("ls")
+    assert code == 0 and "projection" not in err
+    with SqliteStore(imported) as store:
+        store.set_run_projection_version(0)
+    for command in (["ls"], ["show", "kernel-1"], ["runs"]):
+        code, out, err = cli(*command)
+        assert code == 0 and out, (command, err)
+        assert " ".join(err.split()).count(note) == 1, (command, err)
+    assert cli("runs", "--rebuild")[0] == 0
+    code, _, err = cli("ls")
+    assert code == 0 and "projection" not in err
 
 
 def test_runs_rebuild_and_stale_note(imported: Path) -> None:

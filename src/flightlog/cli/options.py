@@ -503,17 +503,23 @@ def abandoned_notes(
     ``session_ids`` (None: all), saying what to do: ``flightlog resume`` for a kernel run (its
     ledger is where it continues from), ``flightlog watch``/``import --seal`` for an imported transcript
     whose watch stopped, else that its process stopped without recording an end. ``ls``, ``show`` and
-    ``runs`` print them on stderr after what stdout shows."""
+    ``runs`` print them on stderr after what stdout shows. With ``views`` None and the runs projection
+    missing or stale (an older flightlog built it: a fold-version upgrade), the ledgers are folded to find
+    them, which takes minutes at 100,000 runs: the first line says so and how to rebuild it, as ``runs``
+    does."""
     from ..live import list_run_views, wall_ms
+    from ..runs.projection import projection_ready
 
     wanted = None if session_ids is None else set(session_ids)
-    now, more = wall_ms(), 0
+    now, more, named = wall_ms(), 0, 0
     notes: list[str] = []
+    if views is None and not projection_ready(store):
+        notes.append(STALE_PROJECTION_NOTE)
     for view in list_run_views(store, abandoned_only=True) if views is None else views:
         sid = view.snapshot.run_id
         if not view.abandoned or (wanted is not None and sid not in wanted):
             continue
-        if len(notes) == ABANDONED_NOTES:  # only counted: no session row read for a note not printed
+        if named == ABANDONED_NOTES:  # only counted: no session row read for a note not printed
             more += 1
             continue
         try:
@@ -528,7 +534,7 @@ def abandoned_notes(
             )
         else:
             hint = "the process recording it stopped without recording an end"
-        seen = ago(view.last_seen_ms, now)
+        seen, named = ago(view.last_seen_ms, now), named + 1
         notes.append(f"flightlog: note: {sid} is abandoned (last seen {seen}; killed or crashed?): {hint}")
     if more:  # a killed watch may leave many: name a few, count the rest
         notes.append(f"flightlog: note: {more} more abandoned (`flightlog runs --abandoned`)")
@@ -537,6 +543,12 @@ def abandoned_notes(
 
 ABANDONED_NOTES = 5
 """At most this many abandoned runs are named by :func:`abandoned_notes`; one more line counts the rest."""
+
+STALE_PROJECTION_NOTE = (
+    "flightlog: note: runs projection missing or stale; folding the ledgers (try `flightlog runs --rebuild`)"
+)
+"""What ``ls``, ``show`` (:func:`abandoned_notes`) and ``runs`` print before folding every ledger because
+the stored runs projection is not this flightlog's (``flightlog.runs.projection.projection_ready``)."""
 
 
 def ago(ms: int | None, now: int) -> str:

@@ -26,7 +26,7 @@ import typer
 from ..errors import SessionNotFound
 from ..narration import narrate, short, spent_of, state_word
 from .console import console
-from .options import abandoned_notes, ago, count_option, session_arg, warn_diverged
+from .options import STALE_PROJECTION_NOTE, abandoned_notes, ago, count_option, session_arg, warn_diverged
 
 if TYPE_CHECKING:  # the read model and the store load inside the commands: `flightlog --version` stays fast
     from ..live import RunView
@@ -170,9 +170,7 @@ def _runs_command(open_db: OpenDb) -> Callable[..., None]:
         unheld: Undecodable = []  # a run the row ended whose events do not decode: its wait is unknown
         with open_db(True) as store:
             if not projection_ready(store):
-                _err.print(
-                    "flightlog: note: runs projection missing or stale; folding the ledgers (try --rebuild)"
-                )
+                _err.print(STALE_PROJECTION_NOTE)
             parent_id = _resolve_parent(store, parent)
             extra = (
                 []
