@@ -156,6 +156,48 @@ def test_the_calls_a_fatal_error_stopped_are_answered_not_executed(store: Sqlite
     _check(store, result.session_id)
 
 
+@tool(effect="read_only")
+def unplug(x: int) -> str:
+    """Always fail fatally.
+
+    Args:
+        x: anything.
+    """
+    raise FatalToolError("cable cut")
+
+
+def test_each_concurrent_call_that_raised_fatally_is_recorded_with_its_own_error(store: SqliteStore) -> None:
+    """Two read-only calls of one concurrent group both raise: both ran, so neither is ``not executed``."""
+    model = ScriptedProvider(
+        [
+            calls(
+                call("charge", {"amount_cents": 5}, id="c1"),
+                call("boom", {"x": 1}, id="b1"),
+                call("unplug", {"x": 1}, id="u1"),
+                call("tidy", {"x": 1}, id="t1"),
+            ),
+            reply("stopping"),
+        ],
+        by_turn=False,
+    )
+    agent = Agent("pay", [model], tools=[charge, boom, unplug, tidy])  # boom and unplug run concurrently
+    result = Kernel(store, agent).run_sync("go")
+    (first,) = of(store, result.session_id, ToolCompleted)
+    assert [(r.call_id, r.output, bool(r.is_error)) for r in first.results] == [
+        ("c1", "charged 5", False),
+        ("b1", "FatalToolError: disk vanished", True),
+        ("u1", "FatalToolError: cable cut", True),
+        (
+            "t1",
+            "not executed: `boom` failed fatally (disk vanished) and stopped this turn before this call ran; "
+            "it did not take effect",
+            True,
+        ),
+    ]
+    assert _shown(model.requests[1], "FatalToolError: cable cut")
+    _check(store, result.session_id)
+
+
 def test_with_on_fatal_fail_the_committed_turn_then_fails_the_run(store: SqliteStore) -> None:
     model = _model("charge", "charged", amount_cents=500)
     agent = Agent("pay", [model], tools=[charge, boom], parallel_read_only=False, on_fatal_tool_error="fail")

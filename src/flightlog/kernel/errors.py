@@ -157,7 +157,8 @@ class FatalToolError(Exception):
     different approach.`` (a ``kernel_note``), or ends the run, per ``Agent.on_fatal_tool_error``. A turn in which a
     ``side_effect`` call already completed is not rolled back (that would hide a done effect from the model,
     whose retry would do it again): it is committed with the fatal call's result
-    ``FatalToolError: <error>`` and ``not executed`` results for the calls it stopped
+    ``FatalToolError: <error>`` (each concurrent call that raised one: its own) and ``not executed``
+    results for the calls it stopped before they started
     (:mod:`flightlog.kernel.execution`). Any other exception a tool raises becomes an ``is_error`` tool
     result the model sees.
     """

@@ -46,8 +46,9 @@ not run (calls of its concurrent group finish first). What the kernel records de
   hide it from the model, whose retried turn (with fresh call ids, as real models answer) would then run it
   again: the exactly-once key is per call id. So ``tool_completed(turn, results)`` records every call: the
   completed ones with their results, the fatal one with ``FatalToolError: <error>``
-  (:data:`~flightlog.kernel.errors.FATAL_RESULT_PREFIX`) and each call that did not run with
-  ``not executed: ...`` (all ``is_error`` but the completed ones). With ``on_fatal_tool_error="retry"``
+  (:data:`~flightlog.kernel.errors.FATAL_RESULT_PREFIX`), as is each call of its concurrent group that
+  raised one too (it ran: its own error), and each call that never started with ``not executed: ...`` (all
+  ``is_error`` but the completed ones). With ``on_fatal_tool_error="retry"``
   (and retries left) the run goes on to the next turn, the model seeing all of it; else
   ``run_terminal(reason="failed")`` follows in the same transaction. This is upstream's own later answer
   (deepstrike ``scheduler/state_machine/mod.rs`` ``rollback_reason_for_tool_result``: fatal results commit as
@@ -120,7 +121,9 @@ class TurnContext(Protocol):
 
 
 class _Fatal(Exception):
-    """A call raised :class:`FatalToolError`; ``done`` gathers the results of the calls that finished."""
+    """A call raised :class:`FatalToolError`; ``done`` gathers the results of the calls that finished, ``also``
+    the other calls of its concurrent group that raised one too (they ran: each is answered with its own
+    error, never ``not executed``)."""
 
     def __init__(self, tool_name: str, call_id: str, error: FatalToolError) -> None:
         super().__init__(tool_name)
@@ -128,6 +131,7 @@ class _Fatal(Exception):
         self.call_id = call_id
         self.error = error
         self.done: list[ToolResult] = []
+        self.also: list[_Fatal] = []
 
     @property
     def output(self) -> str:
@@ -232,7 +236,8 @@ async def _run_group(ctx: TurnContext, group: list[CallPlan]) -> list[ToolResult
 
     Raises:
         AwaitingChildren: a delegating call's child stopped unfinished (wins over a fatal error: module docs).
-        _Fatal: a call raised ``FatalToolError``; its ``done`` holds the group's finished results.
+        _Fatal: a call raised ``FatalToolError`` (the first in call order); its ``done`` holds the group's
+            finished results, its ``also`` the group's other calls that raised one.
         BaseException: any other exception of a call, the first in call order.
     """
     if len(group) == 1:
@@ -244,10 +249,10 @@ async def _run_group(ctx: TurnContext, group: list[CallPlan]) -> list[ToolResult
     if first is not None:
         raise first
     results = [a for a in answers if isinstance(a, ToolResult)]
-    if failures:
-        fatal = failures[0]
-        assert isinstance(fatal, _Fatal)
-        fatal.done = results
+    fatals = [f for f in failures if isinstance(f, _Fatal)]
+    if fatals:
+        fatal, *also = fatals
+        fatal.done, fatal.also = results, also
         raise fatal
     return results
 
@@ -308,8 +313,11 @@ def _effects_done(ctx: TurnContext, plans: Sequence[CallPlan], fatal: _Fatal) ->
 
 def _close_out(plans: Sequence[CallPlan], done: Sequence[ToolResult], fatal: _Fatal) -> list[ToolResult]:
     """Every call's result for a turn committed after a fatal error (module docs), in call order: the
-    finished ones as they are, the fatal one ``FatalToolError: <error>``, the others ``not executed``."""
+    finished ones as they are, each call that raised ``FatalToolError`` (the fatal one and those of its
+    concurrent group, which ran too) ``FatalToolError: <its error>``, the others (never started)
+    ``not executed``."""
     finished = {result.call_id: result for result in done}
+    failed = {raised.call_id: raised.output for raised in (fatal, *fatal.also)}
     stopped = (
         f"not executed: `{fatal.tool_name}` failed fatally ({fatal.error}) and stopped this turn before this "
         "call ran; it did not take effect"
@@ -318,8 +326,8 @@ def _close_out(plans: Sequence[CallPlan], done: Sequence[ToolResult], fatal: _Fa
     for plan in plans:
         if plan.call_id in finished:
             results.append(finished[plan.call_id])
-        elif plan.call_id == fatal.call_id:
-            results.append(ToolResult(call_id=plan.call_id, output=fatal.output, is_error=True))
+        elif plan.call_id in failed:
+            results.append(ToolResult(call_id=plan.call_id, output=failed[plan.call_id], is_error=True))
         else:
             results.append(ToolResult(call_id=plan.call_id, output=stopped, is_error=True))
     return results
