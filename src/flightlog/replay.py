@@ -31,7 +31,8 @@ Message reconstruction rules (seed 000 event kinds; the rules are flightlog's, s
 ``custom``           ``signal_message`` and ``kernel_note`` only: a ``user`` message with its ``text`` (a
                      signal the kernel delivered at a turn boundary, :mod:`flightlog.kernel.attention`;
                      what a rolled-back turn was refused, :mod:`flightlog.kernel.denials`, or why
-                     it failed, :mod:`flightlog.kernel.execution`)
+                     it failed, :mod:`flightlog.kernel.execution`, or that its model call timed out,
+                     :mod:`flightlog.kernel.loop`)
 ``custom`` in an     the history is the session's items (``openai_agents.item``: one message per
 OpenAI Agents SDK    Responses API item, :func:`agents_item_message`), less those a ``pop`` names and
 session              those before a ``clear``; ``run_started``, ``llm_completed`` and ``tool_completed``
@@ -125,8 +126,9 @@ SIGNAL_MESSAGE = "signal_message"
 
 KERNEL_NOTE = "kernel_note"
 """``Custom`` kind of a note the kernel tells the model after a rollback: ``{turn, text}``; replay adds
-``Message.text("user", text)`` (written by :mod:`flightlog.kernel.denials` after a denial's rollback and by
-:mod:`flightlog.kernel.execution` after a ``FatalToolError``'s)."""
+``Message.text("user", text)`` (written by :mod:`flightlog.kernel.denials` after a denial's rollback, by
+:mod:`flightlog.kernel.execution` after a ``FatalToolError``'s and by :mod:`flightlog.kernel.loop` after a
+timed-out model call's)."""
 
 _USER_NOTES = frozenset({SIGNAL_MESSAGE, KERNEL_NOTE})
 

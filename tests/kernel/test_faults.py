@@ -22,8 +22,10 @@ from flightlog.events import (
 )
 from flightlog.kernel import Agent, FatalToolError, Kernel, Policy, Rule, tool
 from flightlog.kernel.abort import abort
+from flightlog.kernel.requests import check_session
 from flightlog.kernel.scripted import ScriptedProvider, call, calls, reply
 from flightlog.messages import Message, ToolCall
+from flightlog.narration import narrate
 from flightlog.providers.base import ModelRequest, ModelResponse, ProviderError
 from flightlog.recorder import verify_session
 from flightlog.sessions import replay_session
@@ -96,6 +98,9 @@ def test_retryable_errors_back_off_exponentially_honouring_retry_after_capped(st
     ]
     assert [c.turn for c in of(store, sid, CheckpointTaken)] == [1, 1, 1]
     assert result.turns == 1
+    # no note after a provider failure, as upstream (kernel.activation.TIMEOUT_NOTE): the same request again
+    assert provider.requests[2].messages == provider.requests[1].messages == provider.requests[0].messages
+    assert customs(store, sid, "kernel_note") == []
 
 
 def test_retry_after_is_capped(store: SqliteStore) -> None:
@@ -130,6 +135,7 @@ def test_exhausted_retries_fail_over_to_the_next_route_position_and_stay_there(s
     assert [r.reason for r in of(store, sid, Rollbacked)] == [
         RollbackReason.ProviderFailure(error="overloaded")
     ] * 3
+    assert fallback.requests[0].messages == primary.requests[0].messages  # no note after a provider failure
 
 
 def test_non_retryable_errors_and_adapter_bugs_fail_over_at_once(store: SqliteStore) -> None:
@@ -153,19 +159,59 @@ def test_an_exhausted_route_fails_the_run(store: SqliteStore) -> None:
     assert store.get_session(result.session_id).status == "failed"
 
 
-def test_a_model_call_timeout_rolls_back_and_retries(store: SqliteStore) -> None:
-    async def hang(request: ModelRequest) -> ModelResponse:
-        await asyncio.Event().wait()  # never returns: only the timeout/cancellation ends it
-        raise AssertionError("not reached")
+async def _hang(request: ModelRequest) -> ModelResponse:
+    await asyncio.Event().wait()  # never returns: only the timeout/cancellation ends it
+    raise AssertionError("not reached")
 
-    provider = ScriptedProvider([hang, reply("fast now")], by_turn=False)
+
+TIMEOUT_NOTE = "The previous step timed out. Please try a faster approach."
+"""Upstream's note for a ``Timeout`` rollback (deepstrike ``scheduler/rollback.rs`` ``build_rollback_note``)."""
+
+
+def _told_of_the_timeout(request: ModelRequest) -> ModelResponse:
+    """The turn taken again after the timeout: the user's message, then the kernel's note."""
+    texts = [(m.role, m.text_content()) for m in request.messages]
+    assert texts == [("user", "go"), ("user", TIMEOUT_NOTE)], texts
+    return reply("fast now")
+
+
+def _timeout_check(store: SqliteStore, sid: str) -> None:
+    """The note is on the ledger, replayed, rebuilt by ``replay --check`` and narrated."""
+    assert customs(store, sid, "kernel_note") == [{"turn": 1, "text": TIMEOUT_NOTE}]
+    assert [m.text_content() for m in replay_session(store, sid)][:2] == ["go", TIMEOUT_NOTE]
+    assert verify_session(store, sid).ok
+    check = check_session(store, sid)
+    assert check.ok, check
+    assert "turn 1: kernel told the model: " + TIMEOUT_NOTE in [narrate(e) for e in events(store, sid)]
+
+
+def test_a_model_call_timeout_rolls_back_and_retries_telling_the_model(store: SqliteStore) -> None:
+    provider = ScriptedProvider([_hang, _told_of_the_timeout], by_turn=False)
     result = _kernel(store, provider, model_timeout_s=0.05).run_sync("go")
-    assert result.status == "completed"
-    (rollback,) = of(store, result.session_id, Rollbacked)
+    sid = result.session_id
+    assert (result.status, result.final_message) == ("completed", "fast now")
+    (rollback,) = of(store, sid, Rollbacked)
     assert rollback == Rollbacked(turn=1, checkpoint_history_len=1, reason=RollbackReason.Timeout())
-    assert (
-        customs(store, result.session_id, "provider_retry")[0]["error"] == "model call timed out after 0.05s"
-    )
+    assert customs(store, sid, "provider_retry")[0]["error"] == "model call timed out after 0.05s"
+    assert kinds(store, sid)[6:9] == ["rollbacked", "custom:provider_retry", "custom:kernel_note"]
+    _timeout_check(store, sid)
+
+
+def test_a_timed_out_turn_failed_over_tells_the_next_model(store: SqliteStore) -> None:
+    slow = ScriptedProvider([_hang], model="slow", by_turn=False)
+    quick = ScriptedProvider([_told_of_the_timeout], model="quick", by_turn=False)
+    result = _kernel(store, slow, quick, model_timeout_s=0.05, max_retries=0).run_sync("go")
+    sid = result.session_id
+    assert (result.status, result.final_message) == ("completed", "fast now")
+    assert [f["to_model"] for f in customs(store, sid, "route_failover")] == ["quick"]
+    _timeout_check(store, sid)
+
+
+def test_a_timed_out_call_that_fails_the_run_tells_no_one(store: SqliteStore) -> None:
+    provider = ScriptedProvider([_hang], by_turn=False)
+    result = _kernel(store, provider, model_timeout_s=0.05, max_retries=0).run_sync("go")
+    assert result.status == "failed"
+    assert customs(store, result.session_id, "kernel_note") == []  # no retry: no one to tell
 
 
 @pytest.mark.parametrize(

@@ -15,9 +15,10 @@ import asyncio
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
-from ..events import BudgetExceeded, Event, RollbackReason, RollbackReasonT, RunTerminal, SessionEvent
+from ..events import BudgetExceeded, Custom, Event, RollbackReason, RollbackReasonT, RunTerminal, SessionEvent
 from ..providers.base import ModelProvider, ModelRequest, ModelResponse, ProviderError
 from ..recorder import Recorder
+from ..replay import KERNEL_NOTE
 from ..sessions import archive_loader
 from ..store.base import StoredEvent
 from .budgets import Axis, Budgets, Spent
@@ -36,7 +37,17 @@ from .state import KernelState
 if TYPE_CHECKING:
     from .loop import Kernel
 
-__all__ = ["Activation", "ModelFailure"]
+__all__ = ["TIMEOUT_NOTE", "Activation", "ModelFailure"]
+
+TIMEOUT_NOTE = "The previous step timed out. Please try a faster approach."
+"""What the model is told before a turn whose model call timed out (``Agent.model_timeout_s``) is taken
+again, on the same route position or the next. Source: upstream's concise note for a ``Timeout`` rollback
+(deepstrike ``scheduler/rollback.rs`` ``build_rollback_note``), pushed before the model is asked again when a
+timeout struck with no tool batch pending (``scheduler/state_machine/mod.rs``, ``LoopEvent::Timeout``).
+Upstream adds no note after a provider failure of the model call (its transport retries it unseen and,
+exhausted, ends the run: ``runtime/kernel/wire/driver.rs``
+``a_provider_failure_commits_a_terminal_and_never_re_asks``; its ``The previous attempt failed`` note was
+only ever for a tool result tagged ``ProviderFailure``), so neither does flightlog."""
 
 
 @dataclass(frozen=True)
@@ -48,6 +59,16 @@ class ModelFailure:
     retryable: bool
     retry_after_s: float | None = None
     context_overflow: bool = False
+
+    def retry_note(self, turn: int) -> list[Event]:
+        """What the kernel tells the model before ``turn`` is taken again after this failure (retried or
+        failed over), recorded after the ``rollbacked`` in its transaction: ``[Custom("kernel_note", {turn,
+        text: TIMEOUT_NOTE})]`` after a timeout of the model call (``RollbackReason.Timeout``), replayed as a
+        ``user`` message (:data:`flightlog.replay.KERNEL_NOTE`); ``[]`` after any other failure
+        (``ProviderFailure``, ``MalformedReplay``), as upstream (:data:`TIMEOUT_NOTE`)."""
+        if self.reason.kind != "timeout":
+            return []
+        return [Custom(custom_kind=KERNEL_NOTE, payload={"turn": turn, "text": TIMEOUT_NOTE})]
 
 
 def _malformed(response: ModelResponse, provider: ModelProvider) -> str | None:

@@ -25,7 +25,10 @@ A turn transaction ``n``::
 A failed model call records ``rollbacked(n, checkpoint_history_len, reason)`` (``ProviderFailure``,
 ``Timeout`` or ``MalformedReplay``) with, in the same transaction, what happens next:
 ``Custom("provider_retry")`` (then a backoff sleep and a new ``checkpoint_taken``),
-``Custom("route_failover")`` (next route position), or ``run_terminal("failed")`` (route exhausted).
+``Custom("route_failover")`` (next route position), or ``run_terminal("failed")`` (route exhausted). A
+retried or failed-over turn whose model call timed out is then told so: ``Custom("kernel_note")`` with
+upstream's ``The previous step timed out. Please try a faster approach.``
+(:data:`~flightlog.kernel.activation.TIMEOUT_NOTE`; no note after a provider failure, as upstream).
 
 A request that cannot fit the window (its system prompt and tool specs alone, or one the provider called
 too long with nothing left to archive) is not sent: ``Custom("context_budget_exceeded")`` and
@@ -401,12 +404,15 @@ class _Activation(ContextActivation):
             }
             if failure.retry_after_s is not None:
                 retry["retry_after_s"] = failure.retry_after_s
-            self.append(rollback, Custom(custom_kind=PROVIDER_RETRY, payload=retry))
+            self.append(
+                rollback, Custom(custom_kind=PROVIDER_RETRY, payload=retry), *failure.retry_note(turn)
+            )
             await self.kernel.sleep(delay)
             return
         if position + 1 < len(self.agent.route):
             target = self.agent.route[position + 1]
-            self.append(rollback, route_failover(provider, target, failure.error, position, position + 1))
+            failover = route_failover(provider, target, failure.error, position, position + 1)
+            self.append(rollback, failover, *failure.retry_note(turn))
             return
         terminal = RunTerminal(reason="failed", turns_used=st.turn, total_tokens=st.tokens_used)
         self.append(rollback, terminal, status="failed")

@@ -45,8 +45,10 @@ transaction as the seed events they complete:
 ``kernel_note``                            ``{turn, text}``: what the model is told after a rollback,
                                            before the turn is taken again (``replay`` adds a ``user``
                                            message, :data:`flightlog.replay.KERNEL_NOTE`): a denial's
-                                           (:mod:`flightlog.kernel.denials`) or a ``FatalToolError``'s
-                                           (:mod:`flightlog.kernel.execution`), upstream's wording
+                                           (:mod:`flightlog.kernel.denials`), a ``FatalToolError``'s
+                                           (:mod:`flightlog.kernel.execution`) or a model call
+                                           timeout's (:mod:`flightlog.kernel.loop`, with its
+                                           ``provider_retry``/``route_failover``), upstream's wording
 ``context_pin``                            ``{turn, call_ids}``: tool results the agent pinned (built-in
                                            ``pin`` tool); they survive compaction verbatim
 ``external_effect_intent`` / ``_completed`` written by :meth:`flightlog.recorder.Recorder.record_intent`
