@@ -7,7 +7,9 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from typer.testing import CliRunner
 
+from flightlog.cli.kernel import kernel_app
 from flightlog.events import (
     Custom,
     PermissionRequested,
@@ -21,6 +23,7 @@ from flightlog.kernel import Kernel, Tool, approve, deny, pending, tool
 from flightlog.kernel.execution import IN_DOUBT_WARNING
 from flightlog.kernel.scripted import ScriptedProvider, call, calls, reply
 from flightlog.messages import ToolResult
+from flightlog.narration import short
 from flightlog.recorder import verify_session
 from flightlog.store import SqliteStore, StoredEvent
 
@@ -145,7 +148,7 @@ def test_a_completed_effect_returns_its_recorded_result_without_running_again(
 
 
 def test_without_reconcile_an_in_doubt_effect_suspends_for_a_human(
-    tmp_path: Path, store: SqliteStore, other_store: SqliteStore
+    tmp_path: Path, db_path: Path, store: SqliteStore, other_store: SqliteStore
 ) -> None:
     appender = Appender(tmp_path / "out.txt", reconcile=False)
     sid = _crash_run(store, appender, "after")
@@ -173,6 +176,13 @@ def test_without_reconcile_an_in_doubt_effect_suspends_for_a_human(
     n = len(events(other_store, sid))
     assert _kernel(other_store, appender).resume_sync(sid).status == "suspended"  # still undecided
     assert len(events(other_store, sid)) == n
+    # `pending`'s table cuts the reason short: the warning is its own line under the call's, as `resume` says it
+    listed = CliRunner().invoke(kernel_app, ["--db", str(db_path), "pending"])
+    assert (listed.exit_code, listed.stderr) == (0, "")
+    assert listed.stdout.splitlines() == [
+        f'{sid}  turn 1  a1  append_line({{"line": "one"}})  [effect_in_doubt] ' + short(gated.reason, 60),
+        f"  in doubt: {IN_DOUBT_WARNING}",
+    ]
 
 
 def test_deny_marks_an_in_doubt_effect_failed(

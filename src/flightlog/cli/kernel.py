@@ -313,7 +313,11 @@ def register(app: typer.Typer, open_db: OpenDb) -> None:
     ) -> None:
         """``pending``'s text: one line per call (``hints``: each decided session's continue command;
         ``elsewhere``: where the waits of a session `approve` cannot decide are answered); ``alone``: nothing
-        else waits (then an empty listing says so)."""
+        else waits (then an empty listing says so). An undecided in-doubt call gets a second line,
+        ``  in doubt: <IN_DOUBT_WARNING>`` as ``resume`` prints it: its reason is cut short on the first line,
+        and the warning (check the effect before approving) is what the operator must read."""
+        from ..kernel.execution import IN_DOUBT_WARNING  # loaded already: `pending` imported the kernel
+
         if not rows and alone:
             out.print("nothing is waiting for a decision")
         for row in rows:
@@ -326,6 +330,8 @@ def register(app: typer.Typer, open_db: OpenDb) -> None:
                 )
             elif row.decision is None:
                 out.print(f"{head}  [{row.kind}] {short(row.reason, 60)}{tree}")
+                if row.kind == "effect_in_doubt":
+                    out.print(f"  in doubt: {IN_DOUBT_WARNING}")
             else:
                 who = short(printable(row.decided_by or "?"), 80)
                 out.print(
