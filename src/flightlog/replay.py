@@ -56,9 +56,10 @@ the archived messages and adds the summary).
 
 from __future__ import annotations
 
+import copy
 import json
 from collections.abc import Callable, Iterable, Iterator, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any, TypeVar
 
 from pydantic import BaseModel
@@ -540,6 +541,17 @@ class Rebuilder:
             if handler is not None and (self._agents is None or kind not in _AGENTS_NARRATED):
                 handler(self, seq, event)
 
+    def fork(self) -> Rebuilder:
+        """An independent copy of this fold as of the last event fed: feeding either leaves the other as it is.
+
+        Entries are never changed in place (a rewrite replaces its entry), so the copy shares them and
+        costs one list copy (O(messages) pointers); the loader and the cap are shared too.
+        """
+        twin = copy.copy(self)
+        twin.entries = list(self.entries)
+        twin._agents = None if self._agents is None else set(self._agents)
+        return twin
+
     def messages(self) -> list[Message]:
         """The history as of the last event fed."""
         return [entry.message for entry in self.entries]
@@ -622,11 +634,11 @@ class Rebuilder:
         for rewrite in rewrites if isinstance(rewrites, list) else ():
             if not isinstance(rewrite, dict) or not isinstance(rewrite.get("text"), str):
                 continue
-            matching = [e for e in self.entries if e.origin == rewrite.get("origin")]
+            matching = [i for i, e in enumerate(self.entries) if e.origin == rewrite.get("origin")]
             index, part = rewrite.get("index"), rewrite.get("part")
             if not isinstance(index, int) or not 0 <= index < len(matching) or not isinstance(part, int):
                 continue
-            entry = matching[index]
+            entry = self.entries[matching[index]]
             content = list(entry.message.content)
             if not 0 <= part < len(content):
                 continue
@@ -637,8 +649,10 @@ class Rebuilder:
                 content[part] = target.model_copy(update={"output": rewrite["text"]})
             else:
                 continue
-            message = entry.message.model_copy(update={"content": content})
-            entry.message, entry.cuts = _clip_message(message, self._limit)
+            message, cuts = _clip_message(entry.message.model_copy(update={"content": content}), self._limit)
+            self.entries[matching[index]] = replace(
+                entry, message=message, cuts=cuts
+            )  # never in place: fork()
 
     def _on_context_renewed(self, seq: int, event: ContextRenewed) -> None:
         handoff = self._load(event.handoff_ref)

@@ -1393,14 +1393,24 @@ class VerificationCache:
     SIZE = 64
     """Sessions kept."""
 
-    def __init__(self, clock: Callable[[], float] = time.monotonic) -> None:
+    def __init__(
+        self, clock: Callable[[], float] = time.monotonic, wall: Callable[[], float] = time.time
+    ) -> None:
         self._clock = clock
+        self._wall = wall
         self._lock = threading.Lock()
         self._kept: OrderedDict[str, tuple[tuple[Any, ...], float, dict[str, Any]]] = OrderedDict()
 
     def check(self, store: Store, session_id: str, *, reuse: bool) -> dict[str, Any]:
         """:func:`verification` of ``session_id``; with ``reuse``, the kept result while its key holds and it
         is younger than :data:`MAX_AGE_S` (class docstring). The result is kept either way.
+
+        Returns:
+            :func:`verification`'s dict plus ``checked_at`` (the wall-clock time the check started, Unix
+            seconds), ``checked`` (it as ``HH:MM:SS`` UTC), ``age_s`` (whole seconds since then, by the
+            monotonic clock) and ``reused`` (whether this call returned a kept result): what lets a page
+            say how old a reused "verified" is; ``checked_at`` also identifies the check (a page may key
+            what it read from the ledger on it).
 
         Raises:
             SessionNotFound: no such session.
@@ -1412,14 +1422,16 @@ class VerificationCache:
             kept = self._kept.get(session_id)
             if reuse and kept is not None and kept[0] == key and now - kept[1] < self.MAX_AGE_S:
                 self._kept.move_to_end(session_id)
-                return kept[2]
+                return {**kept[2], "age_s": int(now - kept[1]), "reused": True}
+        started = self._wall()
         result = verification(store, session_id)
+        result.update(checked_at=started, checked=time.strftime("%H:%M:%S", time.gmtime(started)))
         with self._lock:
             self._kept[session_id] = (key, now, result)
             self._kept.move_to_end(session_id)
             while len(self._kept) > self.SIZE:
                 self._kept.popitem(last=False)
-        return result
+        return {**result, "age_s": 0, "reused": False}
 
 
 def new_events(store: Store, session_id: str, start: int, limit: int = 200) -> Iterator[dict[str, Any]]:
