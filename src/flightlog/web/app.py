@@ -26,8 +26,9 @@ Pages and endpoints (every one behind :class:`~flightlog.web.security.Guard`):
                                  the session page (:mod:`flightlog.web.waterfall_api`)
 ``GET /api/charts?session=``    the run's cumulative cost at list prices and entropy score per turn
                                  (:mod:`flightlog.web.charts_api`)
-``GET /conversation?id=``        the replayed transcript at any seq (``at=``) as a conversation, and the
-                                 message-level diff from another seq (``from=``)
+``GET /conversation?id=``        the replayed transcript at any seq (``at=``) as a conversation, a page
+                                 at a time (``before=``), and the message-level diff from another seq
+                                 (``from=``)
                                  (:mod:`flightlog.web.conversation`; images through
                                  ``/api/conversation/image``)
 ``GET /api/stream/runs``         SSE: ``runs`` messages (the whole tree and queue) whenever they change

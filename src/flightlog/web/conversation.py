@@ -1,10 +1,13 @@
 """The conversation view (``/conversation``): a session's replayed transcript as a conversation, and a diff.
 
-``GET /conversation?id=SESSION&at=SEQ&from=SEQ``:
+``GET /conversation?id=SESSION&at=SEQ&from=SEQ&before=INDEX``:
 
 * the transcript as of ``at`` (inclusive; the head when absent), folded by the one replay fold
   (:class:`flightlog.replay.Rebuilder`, what ``flightlog replay`` and the kernel use; archives loaded
-  by :func:`flightlog.sessions.archive_loader`), each part cut at :data:`PART_BYTES`;
+  by :func:`flightlog.sessions.archive_loader`), each part cut at :data:`PART_BYTES`; folded on from the
+  nearest prefix a :class:`FoldCache` kept (read under the verification the page shows, so never before it);
+* drawn :data:`MAX_MESSAGES` rows at a time: the latest, or the last before message index ``before``,
+  with links to the earlier and the later rows;
 * shown as turns: user, assistant and system messages; thinking collapsed; each tool call beside the
   result the history holds for it (the ``tool`` message answering it is not shown again); images; and,
   from the events up to ``at`` (replay does not carry them), each call's denial (``tool_denied``), its
@@ -18,8 +21,9 @@
   sequences are aligned with :class:`difflib.SequenceMatcher`.
 
 A session that fails verification (:func:`flightlog.web.views.verification`, the session page's check,
-reused while the session's head and ledger mark hold, up to 30 s: :class:`flightlog.web.views.VerificationCache`) says
-so above the transcript, naming the first divergent seq, and marks each message, and each call's result,
+reused while the session's head and ledger mark hold, up to 30 s: :class:`flightlog.web.views.VerificationCache`;
+the page says when the check it shows was made, ``verified HH:MM:SS UTC (Ns ago)``, and when it is a kept
+one) says so above the transcript, naming the first divergent seq, and marks each message, and each call's result,
 that an event found divergent put in the history.
 
 The page also lists the events that rewrote the history (``compressed``, ``rollbacked``,

@@ -1384,7 +1384,8 @@ class VerificationCache:
     that moved (an append, a rolled-back file, a re-chain) is checked again and never shown a stale
     "verified". An edit the mark cannot see (its docstring says which: one that keeps every row's length on
     SQLite) or a change outside the database (the retained heads, the trusted keys) is seen by the next
-    session page load, or by the conversation page once the result is :data:`MAX_AGE_S` old. At most
+    session page load, or by the conversation page once the result is :data:`MAX_AGE_S` old; meanwhile the
+    conversation page says how old the result it shows is (:meth:`check`'s ``checked`` and ``age_s``). At most
     :data:`SIZE` sessions are kept (least recently used dropped). Thread-safe; two requests that miss at
     once may both check."""
 
