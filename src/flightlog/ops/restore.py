@@ -11,7 +11,11 @@ on record:
 1. Refuse a retired store (``db copy`` moved its ledger: copy from the live one).
 2. Verify the database without the retained heads: every session (chain, tree, signed checkpoints,
    seal, its checkpoints in the index log, artifacts) and the index log with its own signed checkpoints.
-   Anything diverging there is refused: re-anchoring accepts an older consistent state, never tampering.
+   Anything diverging there is refused. **Limit**: the retained heads keep only each session's latest
+   (size, root), so this cannot tell an older state from a history rewritten by someone who can write the
+   file and also deleted its checkpoints and index leaves (the chain recomputed): such a database verifies
+   without its heads, and accepting it re-anchors the rewrite (found by this session's attack pass). Run it
+   only for a copy you restored or wrote yourself; a witness's cosigned head is never replaced.
 3. Find the retained heads the database does not extend: a session head larger than the session or
    with another root at its size, a head of a session the database does not hold, the index head likewise.
    None: nothing to accept, nothing written.
