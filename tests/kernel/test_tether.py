@@ -200,3 +200,20 @@ def test_the_tether_passes_the_programs_io_and_exit_status_through(tmp_path: Pat
         check=False,
     )
     assert (done.returncode, done.stdout, done.stderr) == (7, "got hello\n", "err\n")
+
+
+def test_a_stray_usr1_does_not_kill_a_healthy_program(tmp_path: Path) -> None:
+    """A server signalling its group with SIGUSR1, or ``pkill -USR1 -f server.py`` (whose pattern matches the
+    tether's command line too), must not make the tether kill the program mid-call while the kernel lives
+    (attack2 a3: the death signal was SIGUSR1). The program ignores SIGUSR1, says it is up, then exits 7
+    when told: the tether passes 7 through instead of dying by SIGKILL (137)."""
+    program = "trap '' USR1; echo up; read line; exit 7"
+    with subprocess.Popen(
+        tethered(["sh", "-c", program]), stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True
+    ) as tether:
+        assert tether.stdin is not None and tether.stdout is not None
+        assert tether.stdout.readline() == "up\n"  # the program runs under the tether
+        os.kill(tether.pid, signal.SIGUSR1)
+        tether.stdin.write("done\n")
+        tether.stdin.close()
+        assert tether.wait(timeout=60) == 7

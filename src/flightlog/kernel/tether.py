@@ -14,9 +14,10 @@ the tether's death and ``exec``\\ s ``PROGRAM`` (looked up on ``PATH`` as ``exec
 its own copies of stdin and stdout (the program has them), waits for the program and exits with its status
 (``128 + signal`` when a signal ended it). When the kernel dies it kills the program's whole process group
 with ``SIGKILL`` when it leads one (the MCP SDK starts each server in a session of its own, so the server's
-own children go too), else the program alone. ``SIGTERM``, ``SIGINT`` and ``SIGHUP`` do not end the tether
-early: it keeps waiting for the program, which receives them itself (a process-group signal), so a client's
-shutdown grace period still applies to the program.
+own children go too), else the program alone. ``SIGTERM``, ``SIGINT``, ``SIGHUP``, ``SIGUSR1`` and ``SIGUSR2``
+do not end the tether early: it keeps waiting for the program, which receives them itself (a process-group
+signal), so a client's shutdown grace period still applies to the program, and a signal meant for the program
+alone (``pkill -f`` matches the tether's command line too) never takes the program down with the tether.
 
 Limits (documented in docs/guide/kernel.md):
 
@@ -46,8 +47,11 @@ from collections.abc import Sequence
 
 __all__ = ["DEATH_SIGNAL", "TETHER", "tethered"]
 
-DEATH_SIGNAL = signal.SIGUSR1
-"""What the tether asks to receive when the kernel dies (caught: it then kills the program)."""
+DEATH_SIGNAL: int = signal.SIGRTMIN + 7 if hasattr(signal, "SIGRTMIN") else signal.SIGUSR1
+"""What the tether asks to receive when the kernel dies (caught: it then kills the program): a real-time
+signal on Linux, which no server sends its group and ``pkill -USR1 -f server.py`` (whose pattern also
+matches the tether's command line) does not send, so a stray signal never kills a healthy program mid-call
+(``SIGUSR1`` did: found by the attack2 pass). ``SIGUSR1`` where there is none (the tether is Linux-only)."""
 
 TETHER = os.path.abspath(__file__)
 """This file, run as the tether program."""
@@ -140,8 +144,10 @@ def main(args: Sequence[str]) -> int:
     if os.getppid() != kernel:  # the kernel died before the request: start nothing
         return 128 + signal.SIGKILL
     program = _start(argv)
-    for sig in (signal.SIGTERM, signal.SIGINT, signal.SIGHUP):
-        signal.signal(sig, lambda signum, frame: None)  # the program got it too (its group): wait for it
+    for sig in (signal.SIGTERM, signal.SIGINT, signal.SIGHUP, signal.SIGUSR1, signal.SIGUSR2):
+        # the program got it too (its group), or it was meant for the program (`pkill -f` matches this
+        # command line too): never end the tether, which would take the program with it; wait for it
+        signal.signal(sig, lambda signum, frame: None)
     devnull = os.open(os.devnull, os.O_RDWR)
     os.dup2(devnull, 0)
     os.dup2(devnull, 1)
