@@ -313,7 +313,8 @@ def copy_hint(divergences: Iterable[Divergence], *, index: bool = False, unknown
     return (
         "the heads retained outside the database say this ledger went further: a copy of this database "
         "(same ledger id, same retained heads) was written to, or this file was restored from an older copy "
-        "(a plain cp without its -wal file loses the latest commits: use sqlite3 .backup); `flightlog db copy` "
+        "(a plain cp without its -wal file loses the latest commits; a sqlite3 .backup copy is whole but shares "
+        "these heads: write to one copy only); `flightlog db copy` "
         "makes a copy that shares nothing; to keep THIS file as the truth, `flightlog db accept-restore "
         f"--reason TEXT` records that decision in the ledger and re-anchors the retained heads{scope}"
     )
