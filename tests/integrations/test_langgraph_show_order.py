@@ -54,7 +54,10 @@ def test_show_is_ledger_order_and_the_order_is_the_one_the_guide_explains(tmp_pa
             assert payload["checkpoint_id"] in recorded
     kinds = [wire.get("custom_kind") or kind for _, kind, wire in rows]
     end = kinds.index("run_terminal")
-    assert kinds[end + 1 :] == ["langgraph.checkpoint", "langgraph.head"]
+    assert kinds[end + 1] == "langgraph.checkpoint"  # the final checkpoint, right after run_terminal
+    # then its head record, and at times a last writes record LangGraph saves after it (CI saw one)
+    assert "langgraph.head" in kinds[end + 2 :]
+    assert set(kinds[end + 2 :]) <= {"langgraph.head", "langgraph.writes"}
     text = " ".join(DOC.read_text(encoding="utf-8").split())
     assert (
         "`flightlog show` lists a thread in ledger order (by seq), which is the order LangGraph called"
