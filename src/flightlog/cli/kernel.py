@@ -31,7 +31,7 @@ from typer.core import TyperGroup
 from ..errors import EventDecodeError, FlightlogError, SessionNotFound
 from ..narration import narrate, plural, printable, short
 from .console import console
-from .options import session_arg
+from .options import operator_option, session_arg
 
 if TYPE_CHECKING:  # imported inside the commands at run time: `flightlog --version` stays fast
     from ..events import SessionEvent
@@ -368,12 +368,7 @@ def register(app: typer.Typer, open_db: OpenDb) -> None:
     def approve_cmd(
         session: Annotated[str, session_arg()],
         call: Annotated[str, typer.Argument(metavar="CALL", help="The call id (see `pending`).")],
-        responder: Annotated[
-            str,
-            typer.Option(
-                "--as", help="Your operator name, recorded with the decision (1-80 printable characters)."
-            ),
-        ] = "user",
+        responder: Annotated[str, operator_option()] = "user",
         json_out: Annotated[bool, typer.Option("--json", help="Print the decision as JSON.")] = False,
     ) -> None:
         """Approve a waiting call (an in-doubt effect: run it again). Then `resume` the session (a fleet run: a worker does)."""
@@ -395,12 +390,7 @@ def register(app: typer.Typer, open_db: OpenDb) -> None:
         session: Annotated[str, session_arg()],
         call: Annotated[str, typer.Argument(metavar="CALL", help="The call id (see `pending`).")],
         reason: Annotated[str | None, typer.Option("--reason", help="Told to the model.")] = None,
-        responder: Annotated[
-            str,
-            typer.Option(
-                "--as", help="Your operator name, recorded with the decision (1-80 printable characters)."
-            ),
-        ] = "user",
+        responder: Annotated[str, operator_option()] = "user",
         json_out: Annotated[bool, typer.Option("--json", help="Print the decision as JSON.")] = False,
     ) -> None:
         """Deny a waiting call (an in-doubt effect: mark it failed). Then `resume` the session (a fleet run: a worker does)."""

@@ -73,6 +73,14 @@ def session_arg(help: str = SESSION_HELP) -> Any:
     return typer.Argument(metavar="SESSION", help=help)
 
 
+def operator_option() -> Any:
+    """The ``--as NAME`` option's ``typer.Option`` (for ``Annotated[str, ...]``): who records a decision
+    (``approve``, ``deny``, ``db accept-restore``)."""
+    return typer.Option(
+        "--as", help="Your operator name, recorded with the decision (1-80 printable characters)."
+    )
+
+
 CONTEXT = {"help_option_names": ["-h", "--help"]}
 """Click context settings of every flightlog command: ``-h`` is ``--help`` (inherited by subcommands)."""
 

@@ -41,6 +41,7 @@ from .options import (
     handle_errors,
     iso_time,
     open_db,
+    operator_option,
     out,
     print_json,
     progress_bar,
@@ -1005,12 +1006,7 @@ def accept_restore_cmd(
     reason: Annotated[
         str, typer.Option("--reason", help="Why this file is the truth (recorded in the ledger).")
     ] = "",
-    operator: Annotated[
-        str,
-        typer.Option(
-            "--as", help="Your operator name, recorded with the decision (1-80 printable characters)."
-        ),
-    ] = "user",
+    operator: Annotated[str, operator_option()] = "user",
     json_out: Annotated[bool, typer.Option("--json", help="Print what was replaced as JSON.")] = False,
 ) -> None:
     """Keep THIS database as the truth after it was restored from an older copy, or after another copy of it
