@@ -31,16 +31,22 @@ def _status(db: Path) -> str | None:
     return str(found[0]) if found else None
 
 
-def test_ctrl_c_prints_one_line_naming_what_the_watch_left_in_which_state(tmp_path: Path) -> None:
-    folder, db, log = tmp_path / "projects", tmp_path / "db.sqlite", tmp_path / "watch.log"
+def _mid_run(folder: Path, tmp_path: Path) -> dict[str, str]:
+    """``folder`` holding the sample's first 10 lines (mid-run: the app is still writing it); the watch's
+    environment, with keys and heads under ``tmp_path``."""
     folder.mkdir()
     lines = SAMPLE.read_bytes().splitlines(keepends=True)
-    (folder / SAMPLE.name).write_bytes(b"".join(lines[:10]))  # mid-run: the app is still writing it
-    env = {
+    (folder / SAMPLE.name).write_bytes(b"".join(lines[:10]))
+    return {
         **os.environ,
         "FLIGHTLOG_KEY_DIR": str(tmp_path / "keys"),
         "FLIGHTLOG_HEAD_DIR": str(tmp_path / "heads"),
     }
+
+
+def test_ctrl_c_prints_one_line_naming_what_the_watch_left_in_which_state(tmp_path: Path) -> None:
+    folder, db, log = tmp_path / "projects", tmp_path / "db.sqlite", tmp_path / "watch.log"
+    env = _mid_run(folder, tmp_path)
     command = [sys.executable, "-m", "flightlog", "--db", str(db), "watch", str(folder), "--interval", "0.05"]
     with log.open("wb") as output:
         proc = subprocess.Popen(command, env=env, stdout=subprocess.DEVNULL, stderr=output)
@@ -70,14 +76,7 @@ def test_ctrl_c_with_json_closes_stdout_with_one_object_saying_the_same(tmp_path
     the stderr line stays."""
     folder, db = tmp_path / "projects", tmp_path / "db.sqlite"
     stdout, stderr = tmp_path / "watch.out", tmp_path / "watch.log"
-    folder.mkdir()
-    lines = SAMPLE.read_bytes().splitlines(keepends=True)
-    (folder / SAMPLE.name).write_bytes(b"".join(lines[:10]))  # mid-run: the app is still writing it
-    env = {
-        **os.environ,
-        "FLIGHTLOG_KEY_DIR": str(tmp_path / "keys"),
-        "FLIGHTLOG_HEAD_DIR": str(tmp_path / "heads"),
-    }
+    env = _mid_run(folder, tmp_path)
     command = [
         *(sys.executable, "-m", "flightlog", "--db", str(db), "watch", str(folder)),
         *("--interval", "0.05", "--json"),
