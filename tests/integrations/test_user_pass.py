@@ -253,8 +253,8 @@ def test_an_interrupt_in_a_tool_waits_on_the_models_call(
     reply = _resume_elsewhere(db, shape, answer, "alice", *([interrupt_id] if by_id else []))
     assert reply == ("Done: refunded order 42" if answer == "yes" else "Done: refund of 42 refused")
     with flightlog.open_store(str(db)) as store:
-        assert _refund_notes(store) == [
-            'waiting for approval: {"question": "refund order 42?"}',
+        assert _refund_notes(store) == [  # decided: the gate's note no longer says it waits
+            'asked for approval: {"question": "refund order 42?"}',
             f"{verdict} by alice",
         ]
         from .conftest import resumes_after_answer  # (here: langgraph_refund_worker.py imports this module)

@@ -12,6 +12,7 @@ import pytest
 from flightlog.events import Custom, RunStarted, ToolCompleted, ToolRequested
 from flightlog.kernel import Agent, Kernel, Policy, Rule, RunResult, tool
 from flightlog.kernel.scripted import ScriptedProvider, call, calls, reply
+from flightlog.live import LiveRegistry, wall_ms
 from flightlog.messages import ToolCall, ToolResult
 from flightlog.recorder import Recorder
 from flightlog.store import SqliteStore, Store
@@ -131,3 +132,14 @@ def run_blocking(path: Path, release: threading.Event, goal: str, session_id: st
             .run_sync(goal, session_id=session_id, handle_signals=False)
             .status
         )
+
+
+def dead_and_alive(path: Path) -> None:
+    """Two kernel runs, ``dead`` and ``alive``, whose one event is a minute old: ``alive`` has a fresh
+    heartbeat, ``dead`` none (abandoned: nothing drove it within the lease)."""
+    minute_ago = wall_ms() - 60_000
+    with SqliteStore(path) as store:
+        for sid in ("dead", "alive"):
+            recorder = Recorder.create(store, session_id=sid, task="work", source="kernel")
+            recorder.append_many([RunStarted(run_id=sid, goal="work")], recorded_at_ms=[minute_ago])
+        LiveRegistry(store).publish("alive", "running")

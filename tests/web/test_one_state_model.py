@@ -15,15 +15,11 @@ from fastapi.testclient import TestClient
 from typer.testing import CliRunner
 
 import flightlog
-from flightlog import events as ev
 from flightlog.cli import app
-from flightlog.live import LiveRegistry, wall_ms
-from flightlog.recorder import Recorder
-from flightlog.store import SqliteStore
 from flightlog.web.app import create_app
 from flightlog.web.security import Auth
 
-from .conftest import TOKEN, opener, resume_gated, run_gated
+from .conftest import TOKEN, dead_and_alive, opener, resume_gated, run_gated
 
 BASE = "http://127.0.0.1:8000"
 SAMPLES = Path(__file__).parents[1] / "data" / "samples"
@@ -176,12 +172,7 @@ def test_a_folder_import_says_what_seal_adds_once(db_path: Path) -> None:
 def test_an_abandoned_kernel_run_says_how_to_resume_it_on_its_page(db_path: Path, client: TestClient) -> None:
     """A kernel run nothing drove within the lease (its process killed) shows ``running (abandoned)`` and a
     section naming ``flightlog resume``; a run heard from (a fresh heartbeat) has that section hidden."""
-    minute_ago = wall_ms() - 60_000
-    with SqliteStore(db_path) as store:
-        for sid in ("dead", "alive"):
-            recorder = Recorder.create(store, session_id=sid, task="work", source="kernel")
-            recorder.append_many([ev.RunStarted(run_id=sid, goal="work")], recorded_at_ms=[minute_ago])
-        LiveRegistry(store).publish("alive", "running")
+    dead_and_alive(db_path)
     dead = client.get("/session", params={"id": "dead"}).text
     assert '<section id="abandoned">' in dead and "<code>flightlog resume dead</code>" in dead
     assert "running (abandoned)" in dead

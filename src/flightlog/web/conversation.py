@@ -44,6 +44,7 @@ from __future__ import annotations
 import base64
 import binascii
 import bisect
+import copy
 import difflib
 import hashlib
 import json
@@ -58,7 +59,7 @@ from fastapi.responses import HTMLResponse, PlainTextResponse
 
 from ..encoding import decode_stored
 from ..errors import FlightlogError, SessionNotFound
-from ..events import Custom, RunStarted, SessionEvent, ToolDenied, ToolGated
+from ..events import Custom, RunStarted, SessionEvent, ToolCompleted, ToolDenied, ToolGated
 from ..messages import (
     ImagePart,
     Message,
@@ -70,6 +71,7 @@ from ..messages import (
     ToolResultPart,
 )
 from ..replay import Rebuilder
+from ..runs import SessionFold, SessionHeader, TerminalSummary
 from ..sessions import archive_loader, iter_events
 from ..store.base import Store
 from . import views
@@ -132,6 +134,9 @@ class _Fold:
     head: int = -1
     notes: dict[str, list[str]] = field(default_factory=dict)
     changes: list[dict[str, Any]] = field(default_factory=list)
+    ended: TerminalSummary | None = None
+    """How the session's latest run ended as of the largest seq folded (the runs read model's fold of the
+    same events: :meth:`~flightlog.runs.SessionFold.terminal`); None while it is open (or none began)."""
 
 
 def _keyed(rebuilder: Rebuilder, at: int, system_prompt: str | None = None) -> Transcript:
@@ -144,18 +149,37 @@ def _keyed(rebuilder: Rebuilder, at: int, system_prompt: str | None = None) -> T
     return Transcript(at, keyed, system_prompt)
 
 
+WAITING = "waiting for approval: "
+"""A gated call's note while it waits (its gate's reason follows)."""
+ASKED = "asked for approval: "
+"""The same note once the wait is over: a decision, a denial or the call's result came after the gate."""
+
+
 def _note(event: SessionEvent, notes: dict[str, list[str]]) -> None:
-    """Denials, approval gates and decisions, by call id (what replay leaves out)."""
+    """Denials, approval gates and decisions, by call id (what replay leaves out). A gate's note says
+    :data:`WAITING` until a decision, a denial or a result of its call follows it, then :data:`ASKED`."""
     if isinstance(event, ToolDenied):
+        _answered(notes, event.call_id)
         notes.setdefault(event.call_id, []).append(f"denied: {event.reason}")
     elif isinstance(event, ToolGated):
-        notes.setdefault(event.call_id, []).append(f"waiting for approval: {event.reason}")
+        notes.setdefault(event.call_id, []).append(f"{WAITING}{event.reason}")
+    elif isinstance(event, ToolCompleted):
+        for result in event.results:
+            _answered(notes, result.call_id)
     elif isinstance(event, Custom) and event.custom_kind == "approval_decision":
         payload = event.payload if isinstance(event.payload, dict) else {}
         call_id = payload.get("call_id")
         if isinstance(call_id, str):
+            _answered(notes, call_id)
             verb = "approved" if payload.get("approved") is True else "denied"
             notes.setdefault(call_id, []).append(f"{verb} by {payload.get('responder', '?')}")
+
+
+def _answered(notes: dict[str, list[str]], call_id: str) -> None:
+    """The call's :data:`WAITING` notes said as :data:`ASKED` (its wait is over)."""
+    held = notes.get(call_id)
+    if held:
+        notes[call_id] = [ASKED + n.removeprefix(WAITING) if n.startswith(WAITING) else n for n in held]
 
 
 def _change(seq: int, event: SessionEvent) -> dict[str, Any]:
@@ -179,7 +203,8 @@ def transcripts(
         SessionNotFound: no such session.
         EventDecodeError: a stored event does not decode (names its seq).
     """
-    head = store.get_session(session_id).head_seq
+    record = store.get_session(session_id)
+    head = record.head_seq
     wanted = sorted({min(max(a, 0), head) for a in ats} if head >= 0 else set())
     found: dict[int, Transcript] = {}
     fold = _Fold(head=head)
@@ -188,9 +213,13 @@ def transcripts(
         kept = folds.nearest(seq) if folds is not None else None
         if kept is not None and (state is None or kept.seq > state.seq):
             state = kept.fork()
+        if state is None:
+            state = _State(
+                -1, Rebuilder(archive_loader(store), PART_BYTES), SessionFold(SessionHeader.of(record))
+            )
         state = _fold_to(store, session_id, seq, folds, state)
         found[seq] = _keyed(state.rebuilder, seq, state.prompt)
-        fold.notes = state.notes
+        fold.notes, fold.ended = state.notes, state.run.terminal()
     if changes:
         fold.changes = folds.changes(store, session_id) if folds is not None else _changes(store, session_id)
     return {a: found[min(max(a, 0), head)] for a in ats if head >= 0}, fold
@@ -198,28 +227,29 @@ def transcripts(
 
 @dataclass
 class _State:
-    """The fold as of ``seq`` (-1: before any event): the history, the last system prompt, the notes."""
+    """The fold as of ``seq`` (-1: before any event): the history, the run's fold (the runs read model's:
+    how its latest run ended), the last system prompt, the notes."""
 
     seq: int
     rebuilder: Rebuilder
+    run: SessionFold
     prompt: str | None = None
     notes: dict[str, list[str]] = field(default_factory=dict)
 
     def fork(self) -> _State:
         """A copy that later feeds leave this one as it is."""
         notes = {call: list(n) for call, n in self.notes.items()}
-        return _State(self.seq, self.rebuilder.fork(), self.prompt, notes)
+        return _State(self.seq, self.rebuilder.fork(), copy.deepcopy(self.run), self.prompt, notes)
 
 
-def _fold_to(store: Store, session_id: str, at: int, folds: Prefixes | None, state: _State | None) -> _State:
-    """``state`` (the empty fold when None; fed here, so private to the caller) fed on to ``at`` (<= the
-    head), keeping a copy in ``folds`` at every :data:`FoldCache.STRIDE`-th seq on the way."""
-    if state is None:
-        state = _State(-1, Rebuilder(archive_loader(store), PART_BYTES))
+def _fold_to(store: Store, session_id: str, at: int, folds: Prefixes | None, state: _State) -> _State:
+    """``state`` (fed here, so private to the caller) fed on to ``at`` (<= the head), keeping a copy in
+    ``folds`` at every :data:`FoldCache.STRIDE`-th seq on the way."""
     for row, event in iter_events(store, session_id, start=state.seq + 1, stop=at + 1):
         if isinstance(event, RunStarted):
             state.prompt = event.system_prompt  # sent beside the history, not in it (replay.system_prompt)
         state.rebuilder.feed(row.seq, event)
+        state.run.feed(row.seq, row.recorded_at_ms, event)
         _note(event, state.notes)
         state.seq = row.seq
         if folds is not None and (row.seq + 1) % FoldCache.STRIDE == 0 and row.seq < at:
@@ -537,9 +567,12 @@ def conversation(
         ``head``, ``at``, ``from`` (None without a diff), ``system_prompt`` (the one the model had as of
         ``at``, or None), ``count`` (messages), ``rows`` (conversation rows: the last
         :data:`MAX_MESSAGES` before message index ``before``, the latest when None), ``left_out`` (shown
-        rows before them) and ``later`` (:func:`conversation_rows`); with ``since``, ``diff``
+        rows before them), ``earlier`` (the messages before them, ``count``'s unit: a result drawn
+        beside its call is a message of its own; the ``before`` of the earlier page; 0 when none) and
+        ``later`` (:func:`conversation_rows`); with ``since``, ``diff``
         (:func:`diff_rows`, unchanged runs folded) and ``summary`` (messages per diff status); and
-        ``changes`` (the session's history rewrites with their diff links).
+        ``changes`` (the session's history rewrites with their diff links); ``ended`` (how the session's
+        latest run ended as of ``at``, ``outcome`` and ``detail``, None while it is open).
 
     Raises:
         SessionNotFound: no such session.
@@ -549,6 +582,8 @@ def conversation(
     at_v = head if at is None else min(at, head)
     found, fold = transcripts(store, session_id, [at_v] + ([since] if since is not None else []), folds=folds)
     result: dict[str, Any] = {"head": head, "at": at_v, "from": None, "rows": [], "left_out": 0, "count": 0}
+    result["earlier"] = 0
+    result["ended"] = None
     result["later"] = None
     result["system_prompt"] = None
     result.update(diff=None, summary={}, changes=[_change_link(session_id, c) for c in fold.changes])
@@ -559,9 +594,11 @@ def conversation(
     result["system_prompt"] = None if not prompt else views.show(prompt, PART_BYTES + 100)
     result["system_prompt_chars"] = len(prompt or "")
     result["count"] = len(transcript.messages)
+    result["ended"] = _ended(fold.ended)
     if since is None:
         rows = conversation_rows(session_id, transcript, fold.notes, MAX_MESSAGES, before)
         result["rows"], result["left_out"], result["later"] = rows
+        result["earlier"] = rows[0][0]["index"] if rows[0] else 0  # the messages before the first row drawn
         return result
     ops = _diff_ops(found[since], transcript)
     result["from"] = min(since, head)
@@ -570,6 +607,15 @@ def conversation(
     }
     result["diff"] = diff_rows(session_id, found[since], transcript, fold.notes)
     return result
+
+
+def _ended(terminal: TerminalSummary | None) -> dict[str, str] | None:
+    """How the run ended as the page says it: ``outcome`` (seed 002's word) and ``detail``
+    (:func:`~flightlog.web.views.ended_detail`: "" when it says no more than the outcome), or None while
+    it is open."""
+    if terminal is None:
+        return None
+    return {"outcome": terminal.outcome.value, "detail": views.ended_detail(terminal)}
 
 
 def _change_link(session_id: str, change: dict[str, Any]) -> dict[str, Any]:

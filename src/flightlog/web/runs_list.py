@@ -38,6 +38,7 @@ from fastapi.responses import HTMLResponse, JSONResponse
 from ..errors import EventDecodeError
 from ..kernel.rowcheck import row_warning
 from ..kernel.rowheld import SETTLED_BY_ROW, held_in, ledger_snapshot
+from ..live import DRIVEN_STATES, LiveRunRecord, live_records, merge, wall_ms
 from ..narration import state_word
 from ..runs import AgentRunSnapshot, run_page
 from ..runs.page import SORTS, RunPageEntry
@@ -161,8 +162,13 @@ def _shown(
 ) -> list[dict[str, Any]]:
     """The rows of ``entries`` as the page lists them: a run the row's status ended whose ledger waits in
     the state its events give (with the row warning; left out when that is not ``state``), one whose
-    events do not decode left out and appended to ``left_out`` (named, not listed)."""
+    events do not decode left out and appended to ``left_out`` (named, not listed). ``abandoned``: the run
+    is in a state a process drives and nothing was heard from it within the lease, as the home page's
+    run tree and the session page decide it (:func:`flightlog.live.merge`); the page says ``running
+    (abandoned)`` as they do."""
     runs = []
+    live = live_records(dash.reader)
+    now = wall_ms()
     for entry in entries:
         wire = json.loads(entry.wire)
         entry_state, warning = entry.state, ""
@@ -183,6 +189,7 @@ def _shown(
                 "run_id": entry.run_id,
                 "goal": run_goal(dash.reader, entry.run_id),
                 "state": entry_state,
+                "abandoned": _abandoned(wire, entry, live.get(entry.run_id), now),
                 "row_warning": warning,
                 "source": wire.get("source", ""),
                 "parent": wire.get("parent"),
@@ -193,6 +200,15 @@ def _shown(
             }
         )
     return runs
+
+
+def _abandoned(wire: dict[str, Any], entry: RunPageEntry, live: LiveRunRecord | None, now_ms: int) -> bool:
+    """Whether the listed run (its seed 002 ``wire``) is abandoned as :func:`flightlog.live.merge` decides
+    it: in a driven state, no fresh heartbeat, and no durable event within the lease."""
+    if wire.get("state") not in {s.value for s in DRIVEN_STATES}:
+        return False
+    snapshot = AgentRunSnapshot.model_validate(wire)
+    return merge(snapshot, live, now_ms=now_ms, last_durable_ms=entry.updated_at_ms).abandoned
 
 
 def _query(

@@ -32,11 +32,13 @@ from ..events import (
     EntropyAlert,
     EntropySample,
     LlmCompleted,
+    RunStarted,
     SessionEvent,
     ToolCompleted,
     ToolDenied,
     ToolGated,
     ToolRequested,
+    decode_event,
 )
 from ..importers.base import TASK_CHARS
 from ..kernel.approvals import LANGGRAPH_SOURCE, PendingCall, continue_hint, resume_hint, waiting_calls
@@ -59,6 +61,7 @@ from ..runs import (
     RunSource,
     RunState,
     TerminalOutcome,
+    TerminalSummary,
     build_tree,
     refine_with_status,
     unlisted_parents,
@@ -243,19 +246,36 @@ def _duration(ms: int | None) -> str:
 
 
 def _task(store: Store, run_id: str) -> tuple[str, str] | None:
-    """The task and source of the run's session, or None when the run has no recorded session (a process
-    entry)."""
+    """The task and source of the run's session (a session recorded without a task, ``Recorder.create``
+    given none: its first ``run_started``'s goal, :func:`ledger_goal`), or None when the run has no
+    recorded session (a process entry)."""
     try:
         record = store.get_session(run_id)
-        return record.task, record.source
     except SessionNotFound:
         return None
+    return record.task or ledger_goal(store, run_id), record.source
+
+
+def ledger_goal(store: Store, session_id: str) -> str:
+    """The ``goal`` of the session's first ``run_started`` (seed 000's wire form), or ``""`` when its
+    ledger holds none or that event does not decode (the session's fold fails on it too, and the pages
+    name it there). Reads the rows up to that event (a run's is normally its first), decoding only it:
+    no fold, so nothing stored (the runs projection, ``FOLD_VERSION``) changes."""
+    for row in store.read_events(session_id):
+        if row.kind == "run_started":
+            try:
+                event = decode_event(row.event_bytes, seq=row.seq)
+            except EventDecodeError:
+                return ""
+            return event.goal if isinstance(event, RunStarted) else ""
+    return ""
 
 
 def run_goal(store: Store, run_id: str, limit: int = 160) -> str:
-    """The run's goal as the runs tree shows it: its session's task (what ``flightlog ls`` lists), display-safe
-    and cut to ``limit`` characters (:func:`task_text`); ``""`` for a run with no recorded session (a
-    process entry). The seed 002 snapshot carries no goal, so it comes from the ``sessions`` row."""
+    """The run's goal as the runs tree shows it: its session's task (what ``flightlog ls`` lists; for a
+    session recorded without one, its ``run_started``'s goal: :func:`ledger_goal`), display-safe and cut
+    to ``limit`` characters (:func:`task_text`); ``""`` for a run with no recorded session (a process
+    entry). The seed 002 snapshot carries no goal, so it comes from the ``sessions`` row or the ledger."""
     task = _task(store, run_id)
     return "" if task is None else task_text(*task, limit)
 
@@ -1048,10 +1068,16 @@ def session_status(
         "steps": "" if b.steps_taken is None else str(b.steps_taken),
         "duration": _budget_time(store, session_id, b.duration_ms, undecodable),
     }
-    ended = ""
-    if outcome and terminal and terminal.detail and state_word(terminal.detail) != terminal.outcome.value:
-        ended = show(state_word(terminal.detail), LINE_LIMIT)  # says more than the outcome word
-    return state, cells, ended
+    return state, cells, ended_detail(terminal) if outcome else ""
+
+
+def ended_detail(terminal: TerminalSummary | None) -> str:
+    """A terminal run's ``detail`` as the pages show it (:func:`~flightlog.narration.state_word`,
+    display-safe, at most :data:`LINE_LIMIT` characters) when it says more than the outcome word, else
+    ``""`` (none, or only the outcome again)."""
+    if terminal is None or not terminal.detail or state_word(terminal.detail) == terminal.outcome.value:
+        return ""
+    return show(state_word(terminal.detail), LINE_LIMIT)
 
 
 def _budget_time(
