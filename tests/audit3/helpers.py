@@ -4,6 +4,7 @@ outside it), never read the log key."""
 from __future__ import annotations
 
 import json
+import os
 import sqlite3
 import traceback
 from collections.abc import Callable
@@ -65,6 +66,20 @@ def suspended_run(db: Path | str) -> str:
     return str(json.loads(result.stdout)["session_id"])
 
 
+def backup(source: Path, target: Path) -> None:
+    """``sqlite3 SOURCE ".backup TARGET"``: a copy with the same ledger id."""
+    src, dst = sqlite3.connect(source), sqlite3.connect(target)
+    src.backup(dst)
+    src.close()
+    dst.close()
+
+
+def head_files() -> dict[str, bytes]:
+    """Every retained head file and head history (relative path -> bytes)."""
+    root = Path(os.environ["FLIGHTLOG_HEAD_DIR"])
+    return {str(p.relative_to(root)): p.read_bytes() for p in sorted(root.rglob("*.json*"))}
+
+
 def _raw(db: Path) -> sqlite3.Connection:
     raw = sqlite3.connect(db)
     for trigger in (
@@ -99,6 +114,7 @@ def connect(db: Path | str) -> Any:
     base, _, schema = str(db).partition("?schema=")
     conn = psycopg.connect(base, options=f"-c search_path={schema}")
     conn.execute("ALTER TABLE events DISABLE TRIGGER USER")
+    conn.execute("ALTER TABLE index_leaves DISABLE TRIGGER USER")
     return conn
 
 

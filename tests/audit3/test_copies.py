@@ -24,21 +24,7 @@ from flightlog.integrity.keys import LogSigner
 from flightlog.integrity.notary import Notary
 from flightlog.ops.restore import RESTORE_LOG
 
-from .helpers import SPEC, cli, refused, suspended_run
-
-
-def backup(source: Path, target: Path) -> None:
-    """``sqlite3 SOURCE ".backup TARGET"``: a copy with the same ledger id."""
-    src, dst = sqlite3.connect(source), sqlite3.connect(target)
-    src.backup(dst)
-    src.close()
-    dst.close()
-
-
-def head_files() -> dict[str, bytes]:
-    """Every retained head file (relative path -> bytes)."""
-    root = Path(os.environ["FLIGHTLOG_HEAD_DIR"])
-    return {str(p.relative_to(root)): p.read_bytes() for p in sorted(root.rglob("*.json"))}
+from .helpers import SPEC, backup, cli, head_files, refused, suspended_run
 
 
 @pytest.fixture

@@ -1007,13 +1007,22 @@ def accept_restore_cmd(
         str, typer.Option("--reason", help="Why this file is the truth (recorded in the ledger).")
     ] = "",
     operator: Annotated[str, operator_option()] = "user",
+    accept_fork: Annotated[
+        bool,
+        typer.Option(
+            "--accept-fork",
+            help="Keep this database even where it is not an older copy of what was retained (a fork, or "
+            "signed checkpoints gone: possibly a rewritten history); recorded as a fork.",
+        ),
+    ] = False,
     json_out: Annotated[bool, typer.Option("--json", help="Print what was replaced as JSON.")] = False,
 ) -> None:
-    """Keep THIS database as the truth after it was restored from an older copy, or after another copy of it
-    (same ledger id) was written to: verifies the database apart from its retained heads (refused if
-    anything else diverges), moves the heads it does not extend aside (never deleted), records the decision
-    in the restore log (session flightlog:restores) and retains this database's heads. Nothing to accept:
-    says so, writes nothing."""
+    """Keep THIS database as the truth after it was restored from an older copy: verifies the database apart
+    from its retained heads (refused if anything else diverges), refuses it unless it is an older copy (a
+    prefix of every head retained for it, its signed checkpoints kept) or --accept-fork is given, moves the
+    heads it does not extend aside (never deleted), records the decision in the restore log (session
+    flightlog:restores) and retains this database's heads. Warns of sessions the replaced heads had more
+    events of (effects they ran may run again). Nothing to accept: says so, writes nothing."""
     from ..integrity.notary import Notary
     from ..ops.restore import RESTORE_LOG, accept_restore
 
@@ -1021,9 +1030,19 @@ def accept_restore_cmd(
         raise typer.BadParameter("give --reason TEXT: it is recorded in the ledger", param_hint="--reason")
     with open_db(read_only=False) as store:
         try:
-            record = accept_restore(store, reason=reason, operator=operator, notary=Notary.from_env())
+            record = accept_restore(
+                store, reason=reason, operator=operator, notary=Notary.from_env(), accept_fork=accept_fork
+            )
         except ValueError as exc:
             raise typer.BadParameter(str(exc), param_hint="--as") from exc
+    for head in record.behind:
+        err.print(
+            f"flightlog: warning: session {head.session_id}: the replaced head covered "
+            f"{plural(head.retained_size, 'event')}, this database holds {head.size}: events "
+            f"{head.size}..{head.retained_size - 1} were recorded only in the other copy, and what they did "
+            "is recorded nowhere here; a tool call among them may have performed its effect, and a resume may "
+            "perform it again: the external service's check of the idempotency key is the only guard"
+        )
     if json_out:
         print_json(
             {
@@ -1032,6 +1051,8 @@ def accept_restore_cmd(
                 "log_session_id": RESTORE_LOG if record.log_seq is not None else None,
                 "log_seq": record.log_seq,
                 "reanchored": record.reanchored,
+                "accepted_fork": record.accepted_fork,
+                "behind": [h.session_id for h in record.behind],
             }
         )
         return
@@ -1040,8 +1061,11 @@ def accept_restore_cmd(
         return
     for head in record.replaced:
         what = "index log" if head.session_id is None else head.session_id
-        held = "no such session" if head.root is None and head.size == 0 else f"holds {head.size}"
-        out.print(f"replaced  {what}: retained head at size {head.retained_size}, this database {held}")
+        gone = head.session_id is not None and head.size == 0
+        held = "no such session" if gone else f"holds {head.size}"
+        problem = head.problem()
+        kept = f" (kept as a fork: {problem})" if problem else ""
+        out.print(f"replaced  {what}: retained head at size {head.retained_size}, this database {held}{kept}")
     out.print(
         f"old heads kept in {record.set_aside}; decision recorded at {RESTORE_LOG} seq {record.log_seq}"
     )

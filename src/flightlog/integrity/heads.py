@@ -10,6 +10,18 @@ retained one: that is how a database rolled back to an earlier copy, a truncated
 replayed old head and a fork are caught. The index log keeps its own retained head beside them
 (``index.json``, format ``flightlog-index-head/1``).
 
+**Head history.** Beside each head file, ``<name>.history.jsonl`` keeps every (size, root) that head was
+ever moved to, one JSON line ``{"size": n, "root": "<hex>"}`` appended when the head is written
+(:meth:`HeadStore.history`, :meth:`HeadStore.history_path`; the index log's is ``index.history.jsonl``).
+The latest head alone cannot tell a database restored from an older copy from one whose history was
+rewritten and truncated (the chain recomputed, the checkpoints and index leaves deleted): both are smaller
+than the head. The history can: an older copy's tree has the retained root at every retained size it
+reaches (RFC 9162 §2.1.4 consistency), a rewrite does not (``flightlog db accept-restore`` refuses it).
+Appended with ``O_APPEND`` and not fsynced (a power failure can only lose its latest lines, which the head
+file, written after it, still holds); bounded: past :data:`HISTORY_LIMIT` entries the older half is
+thinned to every other entry (the first and the newest kept), so recent sizes stay dense and old ones
+sparser.
+
 A retained head moves forward only onto a tree that extends it (RFC 9162 §2.1.4: the new tree's root at the
 retained size is the retained root). Every checkpoint and index-log append checks that inside its
 transaction (:func:`extension_problem`, :func:`prefix_root`) and refuses the write on a ``rollback`` or
@@ -47,6 +59,7 @@ from .notes import NoteError, parse_note
 
 __all__ = [
     "ENV_HEAD_DIR",
+    "HISTORY_LIMIT",
     "HeadStore",
     "IndexedHead",
     "RetainedHead",
@@ -54,6 +67,9 @@ __all__ = [
     "copy_hint",
     "extension_problem",
     "prefix_root",
+    "read_history",
+    "thinned",
+    "write_history",
 ]
 
 ENV_HEAD_DIR = "FLIGHTLOG_HEAD_DIR"
@@ -61,6 +77,11 @@ ENV_HEAD_DIR = "FLIGHTLOG_HEAD_DIR"
 
 
 _LEDGER_ID = re.compile(r"[0-9a-f]{8,64}")
+
+HISTORY_LIMIT = 4096
+"""Entries a head history holds before its older half is thinned (module docstring)."""
+
+_HISTORY_SUFFIX = ".history.jsonl"
 
 
 # ─── retained heads ───────────────────────────────────────────────────────────────────────────
@@ -200,8 +221,41 @@ class HeadStore:
             "sealed": sealed,
             "checkpoint": signed.note,
         }
+        _append_history(self.history_path(path), signed.size, signed.root)
         _write_atomic(path, doc)
         return True
+
+    @staticmethod
+    def history_path(head: Path) -> Path:
+        """The head history beside the head file ``head``: ``<name>.history.jsonl`` (module docstring)."""
+        return head.with_name(head.name.removesuffix(".json") + _HISTORY_SUFFIX)
+
+    def history(self, ledger_id: str, session_id: str | None) -> list[tuple[int, bytes]]:
+        """Every (size, root) the session's retained head (``session_id`` None: the index log's) was moved
+        to, read from its history and its head file, ascending by size, one entry per size. Unverified, like
+        the head file's own fields (the history is written by this process's kind only; the head's signed
+        note is not parsed here).
+
+        Returns:
+            ``[(size, root)]``, roots 32 bytes; empty when neither file exists.
+
+        Raises:
+            NoteError: a history line other than a torn last one is not ``{"size": int, "root": hex}``,
+                or two entries give one size two roots (names the file and line).
+            StoreError: the ledger id is not 8-64 lowercase hex.
+        """
+        path = self.index_path(ledger_id) if session_id is None else self.path(ledger_id, session_id)
+        found = read_history(self.history_path(path))
+        if session_id is None:
+            note = self.load_index(ledger_id)
+        else:
+            head = self.load(ledger_id, session_id)
+            note = None if head is None else head.note
+        if note is not None:
+            cp = Checkpoint.parse(parse_note(note).text)
+            if found.setdefault(cp.size, cp.root) != cp.root:
+                raise NoteError(reason=f"{path} and its history give size {cp.size} two roots")
+        return sorted(found.items())
 
     def index_path(self, ledger_id: str) -> Path:
         """Where the ledger's index-log head lives: ``<directory>/<ledger id>/index.json``.
@@ -257,6 +311,7 @@ class HeadStore:
             }
             # Not fsynced (one checkpoint in 64 events pays for it otherwise): a power failure can only
             # leave this head lagging, which is safe; checks compare the database against it, never back.
+            _append_history(self.history_path(path), signed.size, signed.root)
             _write_atomic(path, doc, fsync=False)
         return True
 
@@ -391,6 +446,80 @@ def prefix_root(
     for leaf in hashes(0, size):
         rebuilt.append(leaf)
     return rebuilt.root()
+
+
+def _append_history(path: Path, size: int, root: bytes) -> None:
+    """Append ``(size, root)`` to the head history ``path``; past :data:`HISTORY_LIMIT` entries, thin it
+    (module docstring)."""
+    path.parent.mkdir(parents=True, exist_ok=True, mode=0o700)
+    line = json.dumps({"size": size, "root": root.hex()}) + "\n"
+    fd = os.open(path, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o600)
+    try:
+        os.write(fd, line.encode("ascii"))
+        grown = os.fstat(fd).st_size
+    finally:
+        os.close(fd)
+    if grown > HISTORY_LIMIT * len(line):
+        try:
+            entries = sorted(read_history(path).items())
+        except NoteError:
+            return  # kept as it is: whoever reads it is told
+        if len(entries) > HISTORY_LIMIT:
+            _write_history(path, thinned(entries))
+
+
+def thinned(entries: list[tuple[int, bytes]]) -> list[tuple[int, bytes]]:
+    """``entries`` (ascending by size) with every other entry of the older half dropped, the first kept."""
+    half = len(entries) // 2
+    return [e for i, e in enumerate(entries[:half]) if i % 2 == 0] + entries[half:]
+
+
+def write_history(path: Path, entries: Iterable[tuple[int, bytes]]) -> None:
+    """Replace the head history ``path`` with ``entries`` (atomically; removed when there are none)."""
+    _write_history(path, list(entries))
+
+
+def _write_history(path: Path, entries: list[tuple[int, bytes]]) -> None:
+    if not entries:
+        path.unlink(missing_ok=True)
+        return
+    tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
+    tmp.write_text(
+        "".join(json.dumps({"size": size, "root": root.hex()}) + "\n" for size, root in entries),
+        encoding="ascii",
+    )
+    os.replace(tmp, path)
+
+
+def read_history(path: Path) -> dict[int, bytes]:
+    """The head history ``path`` by size (an unreadable torn last line, a crash mid-append, is skipped).
+
+    Raises:
+        NoteError: another line is not an entry, or one size has two roots (names the file and line).
+    """
+    try:
+        text = path.read_text(encoding="utf-8")
+    except FileNotFoundError:
+        return {}
+    except (OSError, ValueError) as exc:
+        raise NoteError(reason=f"head history {path} is unreadable: {exc}") from exc
+    lines = text.split("\n")
+    found: dict[int, bytes] = {}
+    for number, line in enumerate(lines, 1):
+        if not line:
+            continue
+        try:
+            doc = json.loads(line)
+            size, root = doc["size"], bytes.fromhex(doc["root"])
+            if type(size) is not int or size < 0 or len(root) != 32:
+                raise ValueError("not a size and a 32-byte root")
+        except (ValueError, KeyError, TypeError) as exc:
+            if number == len(lines):  # no newline after it: torn
+                continue
+            raise NoteError(reason=f"head history {path} line {number} is not an entry: {exc}") from exc
+        if found.setdefault(size, root) != root:
+            raise NoteError(reason=f"head history {path} line {number} gives size {size} a second root")
+    return found
 
 
 def _write_atomic(path: Path, doc: dict[str, Any], *, fsync: bool = True) -> None:

@@ -32,7 +32,9 @@ stored rows disagree with the retained head), ``after_seal``, ``bad_seal``, ``ar
 salted artifact referenced by an event is gone without an erasure record, or a linked artifact is not
 stored: :mod:`flightlog.integrity.linked`) and ``artifact_corrupt`` (a linked artifact's bytes hash
 otherwise), ``ref_unreadable`` (a linking record's ``"ref"`` is not a ``sha256:<64 lowercase hex>``
-handle: :func:`~flightlog.store.links.unreadable_refs`). ``flightlog verify`` and ``audit`` add ``row_mismatch`` to a report that passes: the unhashed
+handle: :func:`~flightlog.store.links.unreadable_refs`), ``unanchored_restore`` (events of the restore log
+:data:`RESTORE_LOG` no signed checkpoint covers: ``db accept-restore`` checkpoints each entry in the
+transaction that records it, so such a tail was not written by it). ``flightlog verify`` and ``audit`` add ``row_mismatch`` to a report that passes: the unhashed
 ``sessions`` row contradicts the verified ledger (:func:`flightlog.kernel.rowcheck.row_divergences`, above
 this layer).
 """
@@ -67,6 +69,7 @@ if TYPE_CHECKING:
     from .retirement import Pin, RetirementCheck
 
 __all__ = [
+    "RESTORE_LOG",
     "ArtifactRef",
     "AuditReport",
     "audit_rows",
@@ -75,6 +78,10 @@ __all__ = [
     "open_retained",
     "seal_payload",
 ]
+
+RESTORE_LOG = "flightlog:restores"
+"""Session id of the ledger-wide restore log (:mod:`flightlog.ops.restore`): every entry is checkpointed in
+the transaction that records it, so an unanchored tail in it is a divergence (``unanchored_restore``)."""
 
 _SEAL_MARK = b'"custom_kind":"session_sealed"'
 _SALTED = re.compile(rb'"salted:sha256:([0-9a-f]{64})"')  # a JSON string that is exactly a handle
@@ -423,6 +430,18 @@ def audit_session(
         pin=pin,
         retired_as=as_retired,
     )
+    tail = report.unanchored
+    if session_id == RESTORE_LOG and tail is not None:
+        report.divergences.append(
+            Divergence(
+                tail[0],
+                "unanchored_restore",
+                f"seqs {tail[0]}..{tail[1]} of the restore log are covered by no signed checkpoint: "
+                "`db accept-restore` checkpoints each entry in the transaction that records it, so these were "
+                "not written by it",
+            )
+        )
+        report.divergences.sort(key=lambda d: d.seq)
     if retired is not None:
         report.retired = retired.describe()
         if pin is not None and not pin.matches(report.events, report.root):

@@ -1,4 +1,4 @@
-"""``db accept-restore``: keep THIS database as the truth after it was restored from, or diverged from, a copy.
+"""``db accept-restore``: keep THIS database as the truth after it was restored from an older copy of it.
 
 The retained heads (:mod:`flightlog.integrity.heads`) live outside the database, one folder per ledger id,
 and never move backwards or onto a fork. A copy of the database made outside ``flightlog db copy``
@@ -11,32 +11,53 @@ on record:
 1. Refuse a retired store (``db copy`` moved its ledger: copy from the live one).
 2. Verify the database without the retained heads: every session (chain, tree, signed checkpoints,
    seal, its checkpoints in the index log, artifacts) and the index log with its own signed checkpoints.
-   Anything diverging there is refused. **Limit**: the retained heads keep only each session's latest
-   (size, root), so this cannot tell an older state from a history rewritten by someone who can write the
-   file and also deleted its checkpoints and index leaves (the chain recomputed): such a database verifies
-   without its heads, and accepting it re-anchors the rewrite (found by this session's attack pass). Run it
-   only for a copy you restored or wrote yourself; a witness's cosigned head is never replaced.
+   Anything diverging there is refused.
 3. Find the retained heads the database does not extend: a session head larger than the session or
    with another root at its size, a head of a session the database does not hold, the index head likewise.
    None: nothing to accept, nothing written.
-4. Move those head files aside into ``<head dir>/<ledger id>/replaced-<ms>/`` (renamed, never deleted:
-   the other copy's evidence stays readable).
-5. Record the decision in the ledger: a ``Custom`` event ``heads_replaced`` appended to the ledger-wide
+4. Tell an older copy from a rewrite, with the **head history** (every (size, root) each head was moved
+   to, :meth:`~flightlog.integrity.heads.HeadStore.history`): an older copy is a prefix of what was
+   retained, so its tree has the retained root at every retained size it reaches (RFC 9162 §2.1.4); and a
+   session that had a signed checkpoint retained at such a size still holds a signed checkpoint covering
+   it. Anything else is a **fork** (a copy that went on apart, or a history rewritten by someone who can
+   write the file and deleted its checkpoints and index leaves, the chain recomputed): refused, naming the
+   session, the size and both roots, unless ``--accept-fork`` (``accept_fork=True``) keeps it anyway,
+   recorded as a fork. What this cannot see: rows past the largest retained size the copy reaches are
+   checked against no retained root (an unanchored tail is rewritable by whoever writes the file; so are
+   rows between two retained sizes when the copy ends between them), and the history is thinned past
+   :data:`~flightlog.integrity.heads.HISTORY_LIMIT` entries. A witness's cosigned head is never replaced.
+5. Move those head files, and their histories, aside into ``<head dir>/<ledger id>/replaced-<ms>/``
+   (renamed, never deleted: the other copy's evidence stays readable).
+6. Record the decision in the ledger: a ``Custom`` event ``heads_replaced`` appended to the ledger-wide
    **restore log**, the session ``flightlog:restores`` (hash-chained; signed, indexed and witnessable like
-   any session; never sealed), payload ``{reason, operator, replaced_at_ms, set_aside, heads: [{session_id,
-   retained_size, retained_root, size, root}], index: {...} | null}`` (``size``/``root``: what the database
-   holds; ``root`` at the retained size, null when it holds fewer). On failure the files are moved back.
-6. Retain each affected session's latest verified checkpoint; the restore log's own commit retains the
-   index head. Sessions whose heads agreed are untouched.
+   any session; never sealed; every entry checkpointed in its transaction, so ``verify`` refuses an
+   unanchored tail there), payload ``{reason, operator, replaced_at_ms, set_aside, accept_fork, heads:
+   [{session_id, retained_size, retained_root, size, root, fork, unsigned}], index: {...} | null}``
+   (``size``/``root``: what the database holds; ``root`` at the retained size, null when it holds fewer;
+   ``fork``: ``{size, retained_root, root}`` at the first retained size whose root differs, else null;
+   ``unsigned``: the retained signed size no checkpoint of the database covers, else null). On failure the
+   files are moved back, unless a writer retained a new head meanwhile (a head never moves backwards:
+   the set-aside file then stays where it is) and an emptied folder is removed.
+7. Retain each affected session's latest verified checkpoint; the restore log's own commit retains the
+   index head; each new history starts from the retained entries the database agrees with. Sessions whose
+   heads agreed are untouched.
 
-A head a witness cosigned is not replaced (a witness never goes back): ``verify`` goes on reporting it.
+**Effects of the replaced history.** A session whose replaced head covers more events than this database
+holds had events only in the other copy: tool calls whose side effects (an e-mail sent, a payment made)
+may have been performed, and which a resume of this database may perform again. Neither the retained
+heads nor this database record what those events were (a head is a size and a root), so
+:attr:`RestoreRecord.behind` names those sessions and the event counts, and the CLI warns: the only guard left is the external
+service's idempotency check on the key a tool stamps on what it does
+(:func:`flightlog.kernel.effects.current_effect_key`, ``"{session_id}:{turn}:{call_id}"``), and it guards
+only a call re-run with the same turn and call id (one the model makes anew has a new key).
 
-Source: ARCHITECTURE.md invariants 5 (refuse, don't guess) and 10 (one live store per ledger); the erasure
-log (:mod:`flightlog.integrity.erasure`) for the ledger-wide log session.
+Source: ARCHITECTURE.md invariants 5 (refuse, don't guess), 7 (exactly-once effects) and 10 (one live
+store per ledger); the erasure log (:mod:`flightlog.integrity.erasure`) for the ledger-wide log session.
 """
 
 from __future__ import annotations
 
+import contextlib
 import os
 import time
 from collections.abc import Iterator
@@ -47,31 +68,51 @@ from typing import TYPE_CHECKING, Any
 from ..errors import Divergence, FlightlogError, LedgerIntegrityError, SessionNotFound, StoreError
 from ..integrity.audit import Auditor
 from ..integrity.checkpoints import Checkpoint, open_checkpoint, origin_for
-from ..integrity.heads import HeadStore, prefix_root
+from ..integrity.heads import HeadStore, prefix_root, read_history, write_history
 from ..integrity.indexlog import index_tree
 from ..integrity.notes import parse_note
 from ..integrity.retirement import load_retirement
+from ..integrity.verify import RESTORE_LOG
 from ..ledger import CompactRange, leaf_hash
 from ..recorder import Recorder
 
 if TYPE_CHECKING:
+    from collections.abc import Callable, Iterable
+
     from ..integrity.notary import Notary
     from ..store.base import Store
 
 __all__ = [
     "RESTORED_KIND",
     "RESTORE_LOG",
+    "Fork",
     "ReplacedHead",
     "RestoreRecord",
     "accept_restore",
     "heads_not_extended",
 ]
 
-RESTORE_LOG = "flightlog:restores"
-"""Session id of the ledger-wide restore log."""
-
 RESTORED_KIND = "heads_replaced"
 """``Custom.custom_kind`` of a restore decision."""
+
+
+@dataclass(frozen=True)
+class Fork:
+    """The first retained size at which the database's tree does not have the retained root.
+
+    Attributes:
+        size: Events (leaves) of that retained head.
+        retained_root: Its root, hex.
+        root: The database's root over its first ``size`` events (leaves), hex.
+    """
+
+    size: int
+    retained_root: str
+    root: str
+
+    def to_json(self) -> dict[str, Any]:
+        """``{size, retained_root, root}``."""
+        return {"size": self.size, "retained_root": self.retained_root, "root": self.root}
 
 
 @dataclass(frozen=True)
@@ -85,6 +126,11 @@ class ReplacedHead:
         size: Events (leaves) the database holds (0 when it has no such session).
         root: The database's root at ``retained_size``, hex; None when it holds fewer.
         path: The head file (before it was moved).
+        fork: Where the database is not a prefix of the head history (None: it is an older copy).
+        unsigned: The largest retained (signed) size the database reaches when no signed checkpoint of
+            it covers that size (the checkpoints were deleted); None otherwise.
+        agreed: The head history entries ``(size, root)`` the database has (its root at that size is the
+            retained one): the new history starts from them.
     """
 
     session_id: str | None
@@ -93,6 +139,28 @@ class ReplacedHead:
     size: int
     root: str | None
     path: Path
+    fork: Fork | None = None
+    unsigned: int | None = None
+    agreed: tuple[tuple[int, bytes], ...] = field(default=(), repr=False, compare=False)
+
+    @property
+    def what(self) -> str:
+        """``session <id>`` or ``the index log``, for messages."""
+        return "the index log" if self.session_id is None else f"session {self.session_id}"
+
+    def problem(self) -> str | None:
+        """Why this is not an older copy (one clause), or None when it is."""
+        if self.fork is not None:
+            return (
+                f"{self.what} is not a prefix of its retained head history: at size {self.fork.size} the "
+                f"retained root is {self.fork.retained_root[:16]}, this database's {self.fork.root[:16]}"
+            )
+        if self.unsigned is not None:
+            return (
+                f"{self.what} had a signed checkpoint retained at size {self.unsigned}; no signed checkpoint "
+                "of this database covers it (deleted?)"
+            )
+        return None
 
     def to_json(self) -> dict[str, Any]:
         """The payload entry (module docstring)."""
@@ -102,6 +170,8 @@ class ReplacedHead:
             "retained_root": self.retained_root,
             "size": self.size,
             "root": self.root,
+            "fork": None if self.fork is None else self.fork.to_json(),
+            "unsigned": self.unsigned,
         }
 
 
@@ -114,15 +184,34 @@ class RestoreRecord:
         set_aside: The folder they were moved to (None when nothing was).
         log_seq: Seq of the ``heads_replaced`` event in :data:`RESTORE_LOG` (None when nothing was written).
         reanchored: Sessions whose head is now the database's latest checkpoint.
+        accepted_fork: True when a fork was kept with ``accept_fork``.
     """
 
     replaced: list[ReplacedHead] = field(default_factory=list)
     set_aside: Path | None = None
     log_seq: int | None = None
     reanchored: list[str] = field(default_factory=list)
+    accepted_fork: bool = False
+
+    @property
+    def behind(self) -> list[ReplacedHead]:
+        """Replaced session heads covering more events than this database holds of the session: events
+        recorded only in the other copy (effects they performed may be performed again; module docstring)."""
+        return [h for h in self.replaced if h.session_id is not None and h.retained_size > h.size]
 
 
-def accept_restore(store: Store, *, reason: str, operator: str, notary: Notary) -> RestoreRecord:
+@dataclass(frozen=True)
+class _Held:
+    """A session of the database: its tree and the size its latest signed checkpoint covers (None: not
+    known, no signed-checkpoint check)."""
+
+    tree: CompactRange
+    anchored: int | None
+
+
+def accept_restore(
+    store: Store, *, reason: str, operator: str, notary: Notary, accept_fork: bool = False
+) -> RestoreRecord:
     """Re-anchor the retained heads on this database, recording the decision (module docstring).
 
     Args:
@@ -130,6 +219,8 @@ def accept_restore(store: Store, *, reason: str, operator: str, notary: Notary) 
         reason: Why (recorded in the ledger; must not be empty).
         operator: Who decided (the operator-name rule of :func:`flightlog.narration.operator_problem`).
         notary: Signs the restore log and owns the retained heads it moves.
+        accept_fork: Keep the database even where it is not an older copy of what was retained (a fork,
+            or signed checkpoints gone): recorded as such.
 
     Returns:
         The record; ``replaced`` empty when every retained head already agrees (nothing written).
@@ -138,7 +229,8 @@ def accept_restore(store: Store, *, reason: str, operator: str, notary: Notary) 
         ValueError: an empty reason or an invalid operator name.
         StoreError: the store is retired (its ledger lives elsewhere); a head could not be re-anchored.
         LedgerIntegrityError: the database diverges apart from its retained heads (names the session and
-            seq); nothing is moved or written.
+            seq), or, without ``accept_fork``, is not an older copy of what was retained (a ``fork`` at the
+            retained size's last seq, or ``unsigned``); nothing is moved or written.
     """
     from ..narration import operator_problem
 
@@ -154,19 +246,23 @@ def accept_restore(store: Store, *, reason: str, operator: str, notary: Notary) 
             "accept here"
         )
     ledger_id = store.ledger_id()
-    trees = _verified_trees(store, Auditor(notary.keyring, None, [], online=False))
-    replaced = list(_disagreeing(store, notary.heads, ledger_id, trees))
+    held = _verified(store, Auditor(notary.keyring, None, [], online=False))
+    replaced = list(_disagreeing(store, notary.heads, ledger_id, held))
     record = RestoreRecord(replaced)
     if not replaced:
         return record
+    forks = [h for h in replaced if h.problem() is not None]
+    if forks and not accept_fork:
+        raise _fork_refused(forks)
+    record.accepted_fork = bool(forks)
     record.set_aside = notary.heads.index_path(ledger_id).parent / f"replaced-{time.time_ns() // 1_000_000}"
     moved = _move_aside(replaced, record.set_aside)
     try:
         record.log_seq = _ledger(store, notary, reason, operator, record)
     except BaseException:
-        for source, target in moved:
-            os.replace(target, source)
+        _put_back(moved, record.set_aside)
         raise
+    _restart_histories(replaced)
     record.reanchored = _reanchor(store, notary, ledger_id, replaced)
     return record
 
@@ -184,21 +280,48 @@ def heads_not_extended(store: Store, heads: HeadStore) -> list[ReplacedHead]:
 
     Raises:
         StoreError: the store cannot be read, or its ledger id is not 8-64 lowercase hex.
+        NoteError: a head history is unreadable.
     """
     ledger_id = store.ledger_id()
-    held = {s.session_id for s in store.list_sessions()}
-    trees: dict[str, tuple[CompactRange, bool]] = {}
+    sessions = {s.session_id for s in store.list_sessions()}
+    held: dict[str, _Held] = {}
     for head in heads.sessions(ledger_id):
-        if head.session_id in held:
+        if head.session_id in sessions:
             tree = CompactRange()
             for row in store.read_events(head.session_id):
                 tree.append(leaf_hash(row.event_bytes))
-            trees[head.session_id] = (tree, False)
-    return list(_disagreeing(store, heads, ledger_id, trees))
+            held[head.session_id] = _Held(tree, None)
+    return list(_disagreeing(store, heads, ledger_id, held))
 
 
-def _verified_trees(store: Store, auditor: Auditor) -> dict[str, tuple[CompactRange, bool]]:
-    """Every session's tree and sealed flag, each session and the index log verified without retained
+def _fork_refused(forks: list[ReplacedHead]) -> LedgerIntegrityError:
+    """The refusal of a database that is not an older copy (names the first, counts the rest)."""
+    first = forks[0]
+    seq = first.fork.size - 1 if first.fork is not None else first.unsigned
+    reason = "fork" if first.fork is not None else "unsigned"
+    more = f" (and {len(forks) - 1} more head(s))" if len(forks) > 1 else ""
+    divergences = [
+        Divergence(
+            h.fork.size - 1 if h.fork is not None else (h.unsigned or 0),
+            "fork" if h.fork is not None else "unsigned",
+            h.problem() or "",
+        )
+        for h in forks
+    ]
+    return LedgerIntegrityError(
+        session_id=first.session_id or "(index log)",
+        seq=seq,
+        reason=(
+            f"{reason}: {first.problem()}{more}; accept-restore accepts an older copy (a prefix of what was "
+            "retained) only: this may be a history rewritten after its checkpoints were deleted; "
+            "`--accept-fork` keeps it anyway, recorded as a fork in flightlog:restores"
+        ),
+        divergences=divergences,
+    )
+
+
+def _verified(store: Store, auditor: Auditor) -> dict[str, _Held]:
+    """Every session's tree and anchoring, each session and the index log verified without retained
     heads; raises on the first divergence."""
     index = auditor.index(store, sessions=True, retired=None)
     if index.divergences or index.missing:
@@ -213,7 +336,7 @@ def _verified_trees(store: Store, auditor: Auditor) -> dict[str, tuple[CompactRa
             reason=f"{first.reason}: {first.detail}; accept-restore re-anchors a consistent database only",
             divergences=[*index.divergences, *gone],
         )
-    trees = {}
+    held = {}
     for session in store.list_sessions():
         report = auditor.settled(store, session.session_id, index=index, retired=None, shared_index=False)
         if not report.ok:
@@ -224,24 +347,35 @@ def _verified_trees(store: Store, auditor: Auditor) -> dict[str, tuple[CompactRa
                 reason=f"{first.reason}: {first.detail}; accept-restore re-anchors a consistent database only",
                 divergences=report.divergences,
             )
-        trees[session.session_id] = (report.tree, report.sealed)
-    return trees
+        held[session.session_id] = _Held(report.tree, report.anchored)
+    return held
 
 
 def _disagreeing(
-    store: Store, heads: HeadStore, ledger_id: str, trees: dict[str, tuple[CompactRange, bool]]
+    store: Store, heads: HeadStore, ledger_id: str, held: dict[str, _Held]
 ) -> Iterator[ReplacedHead]:
     for head in heads.sessions(ledger_id):
         cp = Checkpoint.parse(parse_note(head.note).text)
-        tree = trees.get(head.session_id, (CompactRange(), False))[0]
+        ours = held.get(head.session_id)
+        tree = CompactRange() if ours is None else ours.tree
 
         def hashes(start: int, stop: int, sid: str = head.session_id) -> Iterator[bytes]:
             for row in store.read_events(sid, start=start, stop=stop):
                 yield leaf_hash(row.event_bytes)
 
-        root = prefix_root(tree, cp.size, None, hashes) if head.session_id in trees else None
+        root = prefix_root(tree, cp.size, None, hashes) if ours is not None else None
         if root != cp.root:
-            yield ReplacedHead(head.session_id, cp.size, cp.root.hex(), tree.size, _hex(root), head.path)
+            history = heads.history(ledger_id, head.session_id)
+            yield _judged(
+                head.session_id,
+                cp,
+                tree,
+                _hex(root),
+                head.path,
+                history,
+                hashes,
+                None if ours is None else ours.anchored,
+            )
     note = heads.load_index(ledger_id)
     if note is not None and store.index_supported():
         cp = Checkpoint.parse(parse_note(note).text)
@@ -254,7 +388,47 @@ def _disagreeing(
         root = prefix_root(tree, cp.size, None, leaves)
         if root != cp.root:
             path = heads.index_path(ledger_id)
-            yield ReplacedHead(None, cp.size, cp.root.hex(), tree.size, _hex(root), path)
+            history = heads.history(ledger_id, None)
+            yield _judged(None, cp, tree, _hex(root), path, history, leaves, None)
+
+
+def _judged(
+    session_id: str | None,
+    cp: Checkpoint,
+    tree: CompactRange,
+    root: str | None,
+    path: Path,
+    history: list[tuple[int, bytes]],
+    hashes: Callable[[int, int], Iterable[bytes]],
+    anchored: int | None,
+) -> ReplacedHead:
+    """A head the database does not extend, judged against its history: older copy or fork."""
+    reached = [(size, want) for size, want in history if size <= tree.size]
+    ours = _roots_at([size for size, _ in reached], hashes)
+    agreed = tuple((size, want) for size, want in reached if ours.get(size) == want)
+    fork = next(
+        (Fork(size, want.hex(), ours[size].hex()) for size, want in reached if ours.get(size) != want), None
+    )
+    largest = max((size for size, _ in agreed), default=0)
+    unsigned = (
+        largest if fork is None and anchored is not None and largest > 0 and anchored < largest else None
+    )
+    return ReplacedHead(session_id, cp.size, cp.root.hex(), tree.size, root, path, fork, unsigned, agreed)
+
+
+def _roots_at(sizes: list[int], hashes: Callable[[int, int], Iterable[bytes]]) -> dict[int, bytes]:
+    """The log's root over its first ``n`` leaves for each ``n`` of ``sizes`` (ascending, each at most the
+    log's size), in one pass over ``hashes(0, max)``."""
+    if not sizes:
+        return {}
+    wanted, roots, tree = set(sizes), {}, CompactRange()
+    if 0 in wanted:
+        roots[0] = tree.root()
+    for leaf in hashes(0, max(sizes)):
+        tree.append(leaf)
+        if tree.size in wanted:
+            roots[tree.size] = tree.root()
+    return roots
 
 
 def _hex(root: bytes | None) -> str | None:
@@ -262,13 +436,48 @@ def _hex(root: bytes | None) -> str | None:
 
 
 def _move_aside(replaced: list[ReplacedHead], folder: Path) -> list[tuple[Path, Path]]:
+    """Move each head file and its history into ``folder``; the (source, target) pairs moved."""
     folder.mkdir(mode=0o700)
     moved = []
     for head in replaced:
-        target = folder / head.path.name
-        os.replace(head.path, target)
-        moved.append((head.path, target))
+        for source in (head.path, HeadStore.history_path(head.path)):
+            target = folder / source.name
+            try:
+                os.replace(source, target)
+            except FileNotFoundError:
+                if source == head.path:
+                    raise
+                continue
+            moved.append((source, target))
     return moved
+
+
+def _put_back(moved: list[tuple[Path, Path]], folder: Path) -> None:
+    """Undo :func:`_move_aside` without moving a head backwards: a head file a writer retained meanwhile is
+    kept (the set-aside one stays in ``folder`` as evidence), a history written meanwhile gets the
+    set-aside entries appended; ``folder`` is removed when emptied."""
+    for source, target in moved:
+        if source.name.endswith(".json"):
+            try:
+                os.link(target, source)  # fails when a writer retained a head meanwhile: theirs is newer
+            except FileExistsError:
+                continue
+            target.unlink()
+        else:
+            with target.open("rb") as old, source.open("ab") as live:
+                live.write(old.read())
+            target.unlink()
+    with contextlib.suppress(OSError):  # not empty: a head kept aside, a newer one retained meanwhile
+        folder.rmdir()
+
+
+def _restart_histories(replaced: list[ReplacedHead]) -> None:
+    """Start each replaced head's new history from the retained entries the database agrees with (the
+    old history stays in the set-aside folder); entries a writer appended since are kept."""
+    for head in replaced:
+        if head.agreed:
+            path = HeadStore.history_path(head.path)
+            write_history(path, sorted({**dict(head.agreed), **read_history(path)}.items()))
 
 
 def _ledger(store: Store, notary: Notary, reason: str, operator: str, record: RestoreRecord) -> int:
@@ -278,6 +487,7 @@ def _ledger(store: Store, notary: Notary, reason: str, operator: str, record: Re
         "operator": operator,
         "replaced_at_ms": time.time_ns() // 1_000_000,
         "set_aside": record.set_aside.name,
+        "accept_fork": record.accepted_fork,
         "heads": [h.to_json() for h in record.replaced if h.session_id is not None],
         "index": next((h.to_json() for h in record.replaced if h.session_id is None), None),
     }

@@ -579,14 +579,15 @@ def no_run_sessions(store: Store, records: Iterable[SessionRecord]) -> set[str]:
     """The sessions among ``records`` whose row says ``running`` but that hold no run (no ``run_started``;
     ``runs`` never lists them, seed 002 projects units of agent work): a session with no events, or one
     whose projection row is :data:`~flightlog.store.base.NOT_A_RUN` (a ``FlightlogSession`` used only for
-    items, a Recorder session of custom events). ``running`` is the status every session is created with,
-    so for these it says nothing about a run; other statuses (set by ``finish``) are kept.
+    items, a Recorder session of custom events) or one of flightlog's own logs (:func:`is_run` false: the erasure
+    and restore logs, never projected, never finished). ``running`` is the status every session is created
+    with, so for these it says nothing about a run; other statuses (set by ``finish``) are kept.
 
     Reads the projection only when it is current (:func:`projection_ready`); with a stale one (an older
     fold, until ``runs --rebuild``) only the event-less sessions are named. One indexed read per 500 ids.
     """
     running = [r for r in records if r.status == "running"]
-    found = {r.session_id for r in running if r.head_seq < 0}
+    found = {r.session_id for r in running if r.head_seq < 0 or not is_run(r.session_id)}
     if projection_ready(store):
         ids = [r.session_id for r in running if r.head_seq >= 0]
         found |= {i for i, row in store.get_run_rows(ids).items() if row.state == NOT_A_RUN}
