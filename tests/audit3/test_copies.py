@@ -167,6 +167,7 @@ def test_accept_restore_on_postgresql_after_a_dump_is_restored(tmp_path: Path) -
         before = head_files()
         code, out, err = cli(b, "db", "accept-restore", "--reason", "restored last night's dump", "--json")
         assert code == 0, err
+        assert f"warning: session {sid}: the replaced head covered " in err, err  # the decision's events
         done = json.loads(out)
         assert {h["session_id"] for h in done["replaced"]} == {sid, None}
         assert done["log_session_id"] == RESTORE_LOG and done["reanchored"] == [sid]

@@ -18,6 +18,7 @@ import pytest
 
 from flightlog.encoding import canonical_json
 from flightlog.errors import StoreError
+from flightlog.integrity import heads as heads_module
 from flightlog.integrity.checkpoints import origin_for
 from flightlog.integrity.heads import HISTORY_LIMIT, HeadStore, thinned
 from flightlog.integrity.keys import LogSigner
@@ -235,6 +236,18 @@ def test_the_head_history_keeps_every_size_and_is_thinned_past_its_limit(tmp_pat
     entries = [(n, bytes(32)) for n in range(1, HISTORY_LIMIT + 2)]
     kept = thinned(entries)
     assert (
-        kept[0] == entries[0] and kept[-(len(entries) - len(entries) // 2) :] == entries[len(entries) // 2 :]
+        kept[0] == entries[0]
+        and kept[len(kept) - len(entries) + len(entries) // 2 :] == entries[len(entries) // 2 :]
     )
     assert len(kept) < HISTORY_LIMIT
+
+
+def test_a_long_history_is_thinned_as_it_is_written(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(heads_module, "HISTORY_LIMIT", 8)
+    notary = _notary(tmp_path)
+    lid = "cd" * 16
+    for size in range(1, 41):
+        signed = notary.sign(origin_for(lid, "s"), size, bytes([size]) * 32, None)
+        assert notary.heads.save(lid, "s", signed, sealed=False, roots={size - 1: bytes([size - 1]) * 32})
+    sizes = [size for size, _ in notary.heads.history(lid, "s")]
+    assert sizes[0] == 1 and sizes[-4:] == [37, 38, 39, 40] and len(sizes) <= 9, sizes
