@@ -297,17 +297,17 @@ def heads_not_extended(store: Store, heads: HeadStore) -> list[ReplacedHead]:
 def _fork_refused(forks: list[ReplacedHead]) -> LedgerIntegrityError:
     """The refusal of a database that is not an older copy (names the first, counts the rest)."""
     first = forks[0]
-    seq = first.fork.size - 1 if first.fork is not None else first.unsigned
     reason = "fork" if first.fork is not None else "unsigned"
     more = f" (and {len(forks) - 1} more head(s))" if len(forks) > 1 else ""
     divergences = [
         Divergence(
-            h.fork.size - 1 if h.fork is not None else (h.unsigned or 0),
+            (h.fork.size if h.fork is not None else h.unsigned or 1) - 1,  # the retained size's last seq
             "fork" if h.fork is not None else "unsigned",
             h.problem() or "",
         )
         for h in forks
     ]
+    seq = divergences[0].seq
     return LedgerIntegrityError(
         session_id=first.session_id or "(index log)",
         seq=seq,
@@ -461,6 +461,11 @@ def _put_back(moved: list[tuple[Path, Path]], folder: Path) -> None:
             try:
                 os.link(target, source)  # fails when a writer retained a head meanwhile: theirs is newer
             except FileExistsError:
+                continue
+            except OSError:  # no hard links here: a check, then a rename (a writer may win the gap)
+                if source.exists():
+                    continue
+                os.replace(target, source)
                 continue
             target.unlink()
         else:
