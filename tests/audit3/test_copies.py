@@ -19,12 +19,27 @@ import pytest
 
 from flightlog.errors import LedgerIntegrityError
 from flightlog.integrity.checkpoints import origin_for
-from flightlog.integrity.heads import HeadStore
+from flightlog.integrity.heads import ACCEPT_RESTORE_STEP, HEADS_AHEAD, HeadStore
 from flightlog.integrity.keys import LogSigner
 from flightlog.integrity.notary import Notary
 from flightlog.ops.restore import RESTORE_LOG
 
-from .helpers import SPEC, backup, cli, head_files, refused, suspended_run
+from .helpers import SPEC, backup, cli, head_files, suspended_run
+
+
+def refused_for_heads(db: Path, *args: str, reason: str) -> str:
+    """Run a command the retained heads make refuse: exit 1, the refusal said in a few lines of at most 100
+    columns (it was one line of 700 characters): the session and what the heads mean first, then what was
+    found (``reason``), then the next step, ``ls`` and ``pending``'s words. Returns the lines joined."""
+    code, out, err = cli(db, *args)
+    assert code == 1, (code, out, err)
+    lines = err.rstrip("\n").splitlines()
+    assert lines[0].startswith(f"flightlog: error: refusing to act on session {args[1]}: "), err
+    assert 5 <= len(lines) <= 14 and max(map(len, lines)) <= 100, err
+    said = " ".join(line.strip() for line in lines)
+    assert "found: at seq " in said and f": {reason}: " in said, err
+    assert f"next: {ACCEPT_RESTORE_STEP} (it records that decision" in said, err
+    return said
 
 
 @pytest.fixture
@@ -79,10 +94,10 @@ def test_the_original_is_refused_with_what_it_means_then_accepted_on_record(
     copies: tuple[Path, Path, str],
 ) -> None:
     a, b, sid = copies
-    line = refused(a, "approve", sid, "n1", reason="rollback")
-    for words in ("a copy of this database", "restored from an older copy", "-wal", "flightlog db copy"):
-        assert words in line, line
-    assert "flightlog db accept-restore --reason" in line and "every session is refused" in line, line
+    said = refused_for_heads(a, "approve", sid, "n1", reason="rollback")
+    for words in ("another copy of it", "restored from an older copy", "-wal", "flightlog db copy"):
+        assert words in said, said
+    assert "every session is refused" in said, said
     code, out, _ = cli(a, "verify", "--all", "--offline")
     assert code == 1 and "note: " in out and "flightlog db accept-restore" in out, out
 
@@ -111,7 +126,7 @@ def test_the_original_is_refused_with_what_it_means_then_accepted_on_record(
     code, out, _ = cli(a, "db", "accept-restore", "--reason", "again")
     assert code == 0 and "nothing to accept" in out
 
-    refused(b, "deny", sid, "n1", reason="fork")  # the copy is now the one behind
+    refused_for_heads(b, "deny", sid, "n1", reason="fork")  # the copy is now the one behind
 
 
 def test_accept_restore_refuses_a_tampered_database_and_moves_nothing(copies: tuple[Path, Path, str]) -> None:
@@ -162,7 +177,7 @@ def test_accept_restore_on_postgresql_after_a_dump_is_restored(tmp_path: Path) -
         [(ledger_id,)] = ids
         assert len(ledger_id) >= 8
 
-        refused(b, "approve", sid, "n1", reason="rollback")
+        refused_for_heads(b, "approve", sid, "n1", reason="rollback")
         assert cli(b, "verify", "--all", "--offline")[0] == 1
         before = head_files()
         code, out, err = cli(b, "db", "accept-restore", "--reason", "restored last night's dump", "--json")
@@ -182,4 +197,30 @@ def test_accept_restore_on_postgresql_after_a_dump_is_restored(tmp_path: Path) -
         code, out, _ = cli(b, "db", "accept-restore", "--reason", "again")
         assert code == 0 and "nothing to accept" in out
 
-        refused(a, "deny", sid, "n1", reason="fork")  # the original is now the one apart
+        refused_for_heads(a, "deny", sid, "n1", reason="fork")  # the original is now the one apart
+
+
+def test_ls_and_pending_say_first_that_acting_on_this_store_is_refused(
+    copies: tuple[Path, Path, str],
+) -> None:
+    """``ls`` and ``pending`` listed the waiting ``n1`` of a store whose retained heads are ahead, and only
+    ``approve`` then said (in 700 characters on one line) that it refuses: now both say it first, in the
+    refusal's words (what the heads mean, the next step), every line within 100 columns; a store whose heads
+    agree, and this one once accepted, get no such lines."""
+    a, b, sid = copies
+    warning = "flightlog: warning: approve, deny, resume and abort refuse every session of this database: "
+    for command in (["ls"], ["pending"], ["pending", "--json"]):
+        code, out, err = cli(a, *command)
+        assert code == 0, err
+        assert sid in out  # still listed: the store is read as it is
+        lines = err.splitlines()
+        assert lines[0].startswith(warning) and max(map(len, lines)) <= 100, err
+        said = " ".join(line.strip() for line in lines)
+        assert HEADS_AHEAD in said and f"next: {ACCEPT_RESTORE_STEP} " in said, err
+    code, out, _ = cli(a, "pending")
+    assert out.startswith(f"{sid}  turn 2  n1  note(")  # what approve would refuse, said above it
+    for command in (["ls"], ["pending"]):
+        assert "warning" not in cli(b, *command)[2]  # b wrote last: its heads agree
+    assert cli(a, "db", "accept-restore", "--reason", "a.db is production")[0] == 0
+    for command in (["ls"], ["pending"]):
+        assert "warning" not in cli(a, *command)[2]

@@ -414,13 +414,93 @@ def _exit_code(exc: FlightlogError) -> int:
 
 
 def handle_errors(exc: FlightlogError) -> NoReturn:
-    """Print one ``flightlog: error: ...`` line (traceback with ``--debug``) and exit 1 or 2."""
+    """Print one ``flightlog: error: ...`` line (traceback with ``--debug``) and exit 1 or 2; a refusal
+    for the retained heads is a few wrapped lines instead (:func:`error_lines`)."""
     if state.debug:
         import traceback
 
         traceback.print_exception(exc)
-    err.print(f"flightlog: error: {exc}")
+    for line in error_lines(exc):
+        err.print(line)
     raise typer.Exit(_exit_code(exc))
+
+
+LINE_WIDTH = 100
+"""The width the few multi-line messages (:func:`wrapped`) are wrapped at."""
+
+
+def wrapped(text: str, *, indent: str = "  ", width: int = LINE_WIDTH) -> list[str]:
+    """``text`` as lines of at most ``width`` characters (a longer word is left whole), each line after
+    the first indented by ``indent``; breaks only at spaces, never inside a word or a command."""
+    import textwrap
+
+    return textwrap.wrap(
+        text, width=width, subsequent_indent=indent, break_long_words=False, break_on_hyphens=False
+    ) or [""]
+
+
+def error_lines(exc: FlightlogError) -> list[str]:
+    """What ``flightlog: error:`` prints for ``exc``: one line, except a session refused because the
+    retained heads disagree with the database (:data:`~flightlog.integrity.heads.HEADS_AHEAD` in its
+    reason): that message ran to 700 characters on one line, so it is said as the refusal and what it
+    means, what was found, whether every session is refused, the next step
+    (:data:`~flightlog.integrity.heads.ACCEPT_RESTORE_STEP`, as ``ls`` and ``pending`` say it) and why
+    copies do this, each wrapped at :data:`LINE_WIDTH` columns."""
+    from ..errors import LedgerIntegrityError
+
+    if not isinstance(exc, LedgerIntegrityError):
+        return [f"flightlog: error: {exc}"]
+    from ..integrity.heads import (
+        ACCEPT_RESTORE_DOES,
+        ACCEPT_RESTORE_STEP,
+        HEADS_AHEAD,
+        INDEX_SCOPE,
+        WHY_COPIES,
+    )
+
+    found, hinted, _ = exc.reason.partition(f"; {HEADS_AHEAD}")
+    if not hinted:
+        return [f"flightlog: error: {exc}"]
+    where = f"at seq {exc.seq}: " if exc.seq is not None else ""
+    more = f" (+{len(exc.divergences) - 1} more divergent)" if len(exc.divergences) > 1 else ""
+    parts = [
+        f"flightlog: error: refusing to act on session {exc.session_id}: {HEADS_AHEAD}",
+        f"  found: {where}{found}{more}",
+        *([f"  {INDEX_SCOPE}"] if INDEX_SCOPE in exc.reason else []),
+        f"  next: {ACCEPT_RESTORE_STEP}",
+        f"    ({ACCEPT_RESTORE_DOES})",
+        "  `flightlog verify --all` names each divergence",
+        f"  why: {WHY_COPIES}",
+    ]
+    return [line for part in parts for line in wrapped(part, indent="    " if part[0] == " " else "  ")]
+
+
+def heads_ahead_lines(store: Store, session_ids: Iterable[str] = ()) -> list[str]:
+    """What ``ls`` and ``pending`` print up front (stderr) when acting on what they list will be refused
+    for the retained heads (:func:`flightlog.integrity.heads.heads_ahead`: the index log's head, then those
+    of ``session_ids``): one warning saying which sessions are refused and why
+    (:data:`~flightlog.integrity.heads.HEADS_AHEAD`), then the next step, as the refusal words it; wrapped at
+    :data:`LINE_WIDTH`. Nothing for a store whose heads agree, or a retired store (its own note says that
+    acting there is refused)."""
+    from ..integrity.heads import ACCEPT_RESTORE_STEP, HEADS_AHEAD, HeadStore, heads_ahead
+    from ..store.base import retired_notice
+
+    if retired_notice(store) is not None:
+        return []
+    ahead = heads_ahead(store, HeadStore.default(), session_ids)
+    if ahead is None:
+        return []
+    if ahead.index:
+        whom = "every session of this database"
+    else:
+        named = ", ".join(ahead.sessions[:3])
+        whom = f"session {named}" if len(ahead.sessions) == 1 else f"sessions {named}"
+        whom += f" and {len(ahead.sessions) - 3} more" if len(ahead.sessions) > 3 else ""
+    return [
+        *wrapped(f"flightlog: warning: approve, deny, resume and abort refuse {whom}: {HEADS_AHEAD}"),
+        f"  next: {ACCEPT_RESTORE_STEP}",
+        "    (`flightlog verify --all` names each divergence)",
+    ]
 
 
 Advance = Callable[..., None]

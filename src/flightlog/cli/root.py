@@ -39,6 +39,7 @@ from .options import (
     default_db,
     err,
     handle_errors,
+    heads_ahead_lines,
     iso_time,
     open_db,
     operator_option,
@@ -446,6 +447,9 @@ def ls_cmd(
         missing = [value for value in dict.fromkeys(wanted) if all(r["status"] != value for r in rows)]
         present = sorted({shown(r) for r in named}) if missing else []
         abandoned = abandoned_notes(store, [r["session_id"] for r in rows]) if rows else []
+        # said before the table: what it lists as waiting, approve would refuse
+        refused = heads_ahead_lines(store, [r["session_id"] for r in rows if r["status"] in _ACTED_ON])
+    _warn(refused)
     warnings = [
         f"flightlog: warning: {r['session_id']}: {row_warning(r['session_id'], r['session_status'])}"
         for r in rows
@@ -485,6 +489,11 @@ def ls_cmd(
     _warn(warnings)
     if unread or unnamed:
         raise typer.Exit(1)
+
+
+_ACTED_ON = frozenset({"suspended", "running", "paused"})
+"""``ls`` words of a session an operator may act on (approve, deny, resume, abort): whose retained heads
+:func:`~flightlog.cli.options.heads_ahead_lines` reads, when the index log's agrees."""
 
 
 def _ls_line(row: dict[str, Any], width: int, status_width: int) -> str:

@@ -45,11 +45,12 @@ from collections.abc import Callable, Iterable, Iterator, Mapping
 from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from ..errors import (
     Divergence,
     LedgerIntegrityError,
+    SessionNotFound,
     StoreError,
     StoreUnavailable,
 )
@@ -57,15 +58,25 @@ from ..ledger import CompactRange
 from .checkpoints import Checkpoint, SignedCheckpoint
 from .notes import NoteError, parse_note
 
+if TYPE_CHECKING:
+    from ..store.base import Store
+
 __all__ = [
+    "ACCEPT_RESTORE_DOES",
+    "ACCEPT_RESTORE_STEP",
     "ENV_HEAD_DIR",
+    "HEADS_AHEAD",
     "HISTORY_LIMIT",
+    "INDEX_SCOPE",
+    "WHY_COPIES",
     "HeadStore",
+    "HeadsAhead",
     "IndexedHead",
     "RetainedHead",
     "WitnessedHead",
     "copy_hint",
     "extension_problem",
+    "heads_ahead",
     "prefix_root",
     "read_history",
     "thinned",
@@ -344,9 +355,33 @@ def _extends(
 
 _HEAD_REASONS = frozenset({"rollback", "fork", "stale_head"})
 
+HEADS_AHEAD = (
+    "the heads retained outside this database record a state it does not hold: it was restored from an "
+    "older copy, or another copy of it (same ledger id) was written to"
+)
+"""What a divergence from a retained head means, in one clause: the first words of :func:`copy_hint`, and
+what ``ls``/``pending`` say up front of a store whose heads are ahead (the CLI finds it in a refusal)."""
+
+ACCEPT_RESTORE_STEP = "to keep THIS file as the truth: flightlog db accept-restore --reason TEXT"
+"""The next step out of such a refusal, as :func:`copy_hint`, the CLI's refusal and its listings say it."""
+
+ACCEPT_RESTORE_DOES = "it records that decision in the ledger and re-anchors the retained heads"
+"""What :data:`ACCEPT_RESTORE_STEP` does, said beside it."""
+
+INDEX_SCOPE = "the index log covers every session of this database, so every session is refused until then"
+"""Added to :func:`copy_hint` when the index log is the one behind."""
+
+WHY_COPIES = (
+    "a plain cp without its -wal file loses the latest commits; a sqlite3 .backup copy is whole but shares "
+    "these heads: write to one copy only; `flightlog db copy` makes a copy that shares nothing"
+)
+"""How copies come to disagree with the heads, and how to make one that does not."""
+
 
 def copy_hint(divergences: Iterable[Divergence], *, index: bool = False, unknown_head: bool = False) -> str:
-    """What a divergence from a retained head means and what to do, or "" for any other divergence.
+    """What a divergence from a retained head means and what to do, or "" for any other divergence:
+    :data:`HEADS_AHEAD`, why copies do that, :data:`ACCEPT_RESTORE_STEP` (which records the decision in the
+    ledger and re-anchors the retained heads), then :data:`INDEX_SCOPE` with ``index``.
 
     Args:
         divergences: The divergences found (a ``rollback``, ``fork`` or ``stale_head`` whose detail names a
@@ -360,19 +395,75 @@ def copy_hint(divergences: Iterable[Divergence], *, index: bool = False, unknown
     named = any(d.reason in _HEAD_REASONS and "retained" in d.detail for d in divergences)
     if not named and not unknown_head:
         return ""
-    scope = (
-        "; the index log covers every session of this database, so every session is refused until then"
-        if index
-        else ""
-    )
-    return (
-        "the heads retained outside the database say this ledger went further: a copy of this database "
-        "(same ledger id, same retained heads) was written to, or this file was restored from an older copy "
-        "(a plain cp without its -wal file loses the latest commits; a sqlite3 .backup copy is whole but shares "
-        "these heads: write to one copy only); `flightlog db copy` "
-        "makes a copy that shares nothing; to keep THIS file as the truth, `flightlog db accept-restore "
-        f"--reason TEXT` records that decision in the ledger and re-anchors the retained heads{scope}"
-    )
+    scope = f"; {INDEX_SCOPE}" if index else ""
+    return f"{HEADS_AHEAD} ({WHY_COPIES}); {ACCEPT_RESTORE_STEP} ({ACCEPT_RESTORE_DOES}){scope}"
+
+
+@dataclass(frozen=True)
+class HeadsAhead:
+    """Retained heads a store does not extend, as :func:`heads_ahead` finds them cheaply.
+
+    Attributes:
+        index: The index log's retained head is ahead of, or forked from, the store's index log: the full
+            check refuses every session of the store (:data:`INDEX_SCOPE`).
+        sessions: Sessions (of those asked about) whose own retained head is ahead or forked; empty with
+            ``index`` (every session is refused then).
+    """
+
+    index: bool
+    sessions: tuple[str, ...] = ()
+
+
+def heads_ahead(store: Store, heads: HeadStore, session_ids: Iterable[str] = ()) -> HeadsAhead | None:
+    """Whether the full check (:func:`flightlog.integrity.audit.require_intact`) will refuse to act on
+    this store because of its retained heads, found without that check: what a listing (``ls``,
+    ``pending``) says up front, before anyone tries to approve what it lists. Reads the index log's head
+    file (its size and root against ``Store.index_size`` and the stored index checkpoint of that size)
+    and, only when that one agrees, the head file of each session of ``session_ids`` (its size and root
+    against the session row's event count and ``merkle_root``). Notes are read unverified and rows are not
+    hashed: this says what an act will run into, the act's own check decides. A head file that cannot be
+    read is passed over (the act reports it).
+
+    Returns:
+        None when every head read agrees (or the store's ledger id is not valid); else :class:`HeadsAhead`.
+
+    Raises:
+        StoreError: the store cannot be read.
+    """
+    try:
+        ledger_id = store.ledger_id()
+        index = _head_of(heads.load_index(ledger_id)) if store.index_supported() else None
+    except (StoreError, NoteError):
+        return None
+    if index is not None:
+        size = store.index_size()
+        kept = store.latest_index_checkpoint(max_size=index.size) if index.size <= size else None
+        if index.size > size or (
+            kept is not None and kept.size == index.size and kept.root != index.root.hex()
+        ):
+            return HeadsAhead(index=True)
+    ahead = []
+    for sid in dict.fromkeys(session_ids):
+        try:
+            head = heads.load(ledger_id, sid)
+            cp = None if head is None else _head_of(head.note)
+            record = store.get_session(sid)
+        except (NoteError, SessionNotFound):
+            continue
+        if cp is not None and (
+            cp.size > record.events or (cp.size == record.events and record.merkle_root != cp.root.hex())
+        ):
+            ahead.append(sid)
+    return HeadsAhead(index=False, sessions=tuple(ahead)) if ahead else None
+
+
+def _head_of(note: str | None) -> Checkpoint | None:
+    """The checkpoint a retained head's note holds, unverified (None: no head).
+
+    Raises:
+        NoteError: the note or its checkpoint text is malformed.
+    """
+    return None if note is None else Checkpoint.parse(parse_note(note).text)
 
 
 def extension_problem(
