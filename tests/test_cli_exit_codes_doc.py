@@ -102,6 +102,14 @@ REPRODUCE: dict[str, Callable[[Path, int], list[str]]] = {
         "langgraph:t1",
         "call_1",
     ],
+    "a signal nothing would deliver": lambda db, _: [
+        "--db",
+        str(_langgraph(db)),
+        "signal",
+        "langgraph:t1",
+        "--message",
+        "stop",
+    ],
     "bad agent spec": lambda db, _: [
         "--db",
         str(db),

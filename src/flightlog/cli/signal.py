@@ -6,9 +6,11 @@ Mounting (the ``flightlog`` app adds it at top level)::
     register_signal(app, open_db)     # open_db(read_only: bool) -> context manager yielding a Store
 
 Exit codes: **0** queued (stdout names the signal and when it is delivered); **1** refused (the run has
-finished, or the session is not a kernel run: one stderr line naming the session); **2** usage (no or several
-of ``--message``/``--steer``/``--interrupt``, a text over 65536 UTF-8 bytes, an unknown session, a bad
-``--priority`` or ``--as``).
+finished: one stderr line naming the session); **2** usage (no or several of
+``--message``/``--steer``/``--interrupt``, a text over 65536 UTF-8 bytes, an unknown session, a bad
+``--priority`` or ``--as``, a session no flightlog kernel runs: a LangGraph thread, another integration's
+session, an imported transcript, which nothing would deliver a signal to; one ``flightlog: error:`` line
+saying what works instead, :func:`flightlog.kernel.attention.no_signal_reader`).
 """
 
 from __future__ import annotations
@@ -87,7 +89,8 @@ def register(app: typer.Typer, open_db: OpenDb) -> None:
         ] = None,
         json_out: Annotated[bool, typer.Option("--json", help="Print the queued signal as JSON.")] = False,
     ) -> None:
-        """Queue a signal for a run; the kernel disposes of it at the run's next turn boundary."""
+        """Queue a signal for a kernel run; the kernel disposes of it at the run's next turn boundary (a
+        session no flightlog kernel runs is refused, exit 2, naming what works instead)."""
         from ..kernel.approvals import operator_problem
         from ..kernel.attention import send_signal
         from ..store.signals import URGENCIES
@@ -98,11 +101,17 @@ def register(app: typer.Typer, open_db: OpenDb) -> None:
         problem = operator_problem(responder)
         if problem is not None:
             raise typer.BadParameter(f"invalid operator name: {problem}", param_hint="--as")
+        from ..kernel.errors import NoSignalReader
+
         with open_db(False) as store:
             sid = store.resolve_session(session)
-            record = send_signal(
-                store, sid, kind, text, urgency=priority, sender=responder, dedupe_key=dedupe
-            )
+            try:
+                record = send_signal(
+                    store, sid, kind, text, urgency=priority, sender=responder, dedupe_key=dedupe
+                )
+            except NoSignalReader as exc:  # the wrong command for this session, as `resume` of it is
+                console(stderr=True).print(f"flightlog: error: {exc}")
+                raise typer.Exit(2) from None
         if json_out:
             sys.stdout.write(json.dumps(record.to_wire(), ensure_ascii=False) + "\n")
             return

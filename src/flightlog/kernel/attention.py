@@ -42,8 +42,14 @@ told, and the ledger says so. A ``send_signal`` that passed its "not finished" c
 transaction and committed just after it can still leave its row queued (the check and the insert are two
 transactions); its caller was told it was queued.
 
-A signal to a finished run (or to a session that is not a kernel run), or with an empty text or one over
-:data:`~flightlog.store.signals.MAX_TEXT_BYTES`, is refused (:class:`SignalRefused`).
+**Who reads signals.** Only the kernel: its turn boundaries and its mid-call watcher read the queue and
+record ``signal_delivery_disposed`` (seed 000) for the session they run. So a signal is accepted only for a
+session of source ``kernel`` (``Kernel.run``, a fleet ``submit``, a kernel sub-agent); any other (a LangGraph
+thread, an Agents SDK or Pydantic AI session, an imported transcript) is refused with what works instead
+(:func:`no_signal_reader`, :class:`NoSignalReader`): a queued row nothing ever delivers would be a lie.
+
+A signal to a finished run, or with an empty text or one over :data:`~flightlog.store.signals.MAX_TEXT_BYTES`,
+is refused (:class:`SignalRefused`).
 """
 
 from __future__ import annotations
@@ -56,7 +62,7 @@ from typing import Literal
 from ..events import CheckpointTaken, Custom, Event, SignalDeliveryDisposed, Suspended
 from ..integrity.keys import now_ms
 from ..replay import SIGNAL_MESSAGE
-from ..store.base import Store, StoredEvent
+from ..store.base import SessionRecord, Store, StoredEvent
 from ..store.signals import (
     MAX_TEXT_BYTES,
     SignalKind,
@@ -67,7 +73,7 @@ from ..store.signals import (
     pending_signals,
 )
 from ..testing.crashpoints import crash_point
-from .errors import SignalRefused
+from .errors import NoSignalReader, SignalRefused
 from .state import KernelState
 
 __all__ = [
@@ -80,6 +86,7 @@ __all__ = [
     "dispose",
     "disposition_for",
     "message_text",
+    "no_signal_reader",
     "send_signal",
     "watch_interrupt",
 ]
@@ -286,6 +293,47 @@ async def watch_interrupt(store: Store, session_id: str, every_s: float) -> None
         await asyncio.sleep(every_s)
 
 
+_INSTEAD = {
+    "langgraph": "steer it with the graph's own API: answer an interrupt with graph.invoke(Command(resume=...), "
+    'config), add input with graph.invoke({"messages": [...]}, config)',
+    "langgraph.subgraph": "steer its parent graph with LangGraph's own API: graph.invoke(Command(resume=...), "
+    'config) or graph.invoke({"messages": [...]}, config)',
+    "openai-agents": "give the agent your message in the Agents SDK app (Runner.run with this session)",
+    "pydantic-ai": "give the agent your message in the Pydantic AI app (FlightlogHistory.run(agent, prompt))",
+}
+"""What works instead of a signal, by the source of a session its own framework runs."""
+
+_FRAMEWORK = {
+    "langgraph": "a LangGraph thread",
+    "langgraph.subgraph": "a LangGraph subgraph run",
+    "openai-agents": "an OpenAI Agents SDK session",
+    "pydantic-ai": "a Pydantic AI history",
+}
+
+
+def no_signal_reader(record: SessionRecord) -> str | None:
+    """Why a signal to ``record``'s session would never be delivered, with what works instead; None when
+    the flightlog kernel runs it (source ``kernel``: ``Kernel.run``, a fleet ``submit``, a kernel
+    sub-agent), the only runtime that reads the signal queue (module docs). One sentence, no trailing period.
+    """
+    from .approvals import IMPORT_SOURCE_PREFIX
+    from .state import KERNEL_SOURCE
+
+    source, sid = record.source, record.session_id
+    if source == KERNEL_SOURCE:
+        return None
+    unread = "the flightlog kernel, the only runtime that reads signals, does not run it, so nothing would deliver one"
+    if source in _FRAMEWORK:
+        return f"session {sid} is {_FRAMEWORK[source]} (source {source}) and its app runs it: {unread}; {_INSTEAD[source]}"
+    if source.startswith(IMPORT_SOURCE_PREFIX):
+        fmt = source[len(IMPORT_SOURCE_PREFIX) :] or "?"
+        return (
+            f"session {sid} is an imported {fmt} transcript (source {source}), a record of another agent's "
+            f"run: {unread}; write to that agent where it runs"
+        )
+    return f"session {sid} (source {source}): {unread}"
+
+
 def send_signal(
     store: Store,
     session_id: str,
@@ -313,11 +361,13 @@ def send_signal(
 
     Raises:
         SessionNotFound: no such session.
-        SignalRefused: the run has finished (``run_terminal``), or the session is not a kernel run (an
-            imported transcript, or no ``run_started``), or ``text`` is empty or longer than 65536 UTF-8 bytes.
+        NoSignalReader: no flightlog kernel runs the session (:func:`no_signal_reader`: an integration's
+            session, an imported transcript): nothing would deliver the signal; nothing is queued.
+        SignalRefused: the run has finished (``run_terminal``), or the session holds no kernel run (no
+            ``run_started``), or ``text`` is empty or longer than 65536 UTF-8 bytes.
         InvalidOperator: ``sender`` breaks the operator-name rule.
     """
-    from .approvals import check_operator, imported_transcript
+    from .approvals import check_operator
     from .state import load_state
 
     check_operator(sender)
@@ -328,9 +378,10 @@ def send_signal(
         raise SignalRefused(
             session_id=session_id, reason=f"the signal text is {size} bytes; at most {MAX_TEXT_BYTES}"
         )
-    imported = imported_transcript(store.get_session(session_id))
-    if imported is not None:  # its last run may be open (no run_terminal), but no kernel runs it
-        raise SignalRefused(session_id=session_id, reason=imported)
+    record = store.get_session(session_id)
+    unread = no_signal_reader(record)
+    if unread is not None:  # its last run may be open (no run_terminal), but no kernel reads its queue
+        raise NoSignalReader(session_id=session_id, source=record.source, reason=unread)
     state = load_state(store, session_id)
     if state.run is None:
         raise SignalRefused(session_id=session_id, reason="not a kernel run (no run_started)")

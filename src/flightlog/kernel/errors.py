@@ -9,6 +9,7 @@
         +-- AgentSpecError(ValueError)     spec, reason: an agent spec cannot be loaded
         +-- CommandRefused(ValueError)     command, construct: not one plain command (kernel.shell)
         +-- SignalRefused                  session_id, reason: a signal to a finished run (kernel.attention)
+        |   `-- NoSignalReader             source: no flightlog kernel runs the session, nothing reads it
         `-- OutsideCeiling(PermissionError) value, reason: a path or command outside the grant, found
                                            when the tool opens or runs it (kernel.confine)
 
@@ -29,6 +30,7 @@ __all__ = [
     "FatalToolError",
     "InvalidOperator",
     "KernelError",
+    "NoSignalReader",
     "NotPending",
     "OutsideCeiling",
     "SignalRefused",
@@ -45,14 +47,23 @@ class NotPending(KernelError, LookupError):
     session_id: str
     call_id: str
 
-    def __init__(self, *, session_id: str, call_id: str, decided: str | None = None) -> None:
+    def __init__(
+        self, *, session_id: str, call_id: str, decided: str | None = None, unsettled: bool = False
+    ) -> None:
         """``decided``: how the call was already decided while its wait is still the current one (e.g.
-        ``"approved by alice"``), said in the message; None when it was never gated or the run moved on."""
-        reason = (
-            f"call {call_id!r} was already {decided}; it no longer waits for a decision"
-            if decided
-            else f"no call {call_id!r} is waiting for a decision"
-        )
+        ``"approved by alice"``), said in the message; None when it was never gated or the run moved on.
+        ``unsettled``: the call's effect has an intent and no completion and no gate is open (its run was
+        killed mid-call, or is still running it): the message says a resume comes first."""
+        if decided:
+            reason = f"call {call_id!r} was already {decided}; it no longer waits for a decision"
+        elif unsettled:
+            reason = (
+                f"call {call_id!r} is in doubt (its effect started, no completion is recorded) but no gate is "
+                f"open yet: if its run was killed, `flightlog resume {session_id}` settles it or stops on it "
+                "for approve/deny"
+            )
+        else:
+            reason = f"no call {call_id!r} is waiting for a decision"
         super().__init__(f"session {session_id}: {reason}", session_id=session_id, call_id=call_id)
 
 
@@ -131,6 +142,25 @@ class SignalRefused(KernelError):
     def __init__(self, *, session_id: str, reason: str) -> None:
         super().__init__(
             f"session {session_id}: signal refused: {reason}", session_id=session_id, reason=reason
+        )
+
+
+class NoSignalReader(SignalRefused):
+    """A signal to a session no flightlog kernel runs (an integration's, whose framework runs it; an
+    imported transcript; anything else not of source ``kernel``): the kernel is the only runtime that reads
+    the signal queue, at its turn boundaries, so a queued signal would never be delivered. ``reason`` says
+    what the session is and what works instead (for a LangGraph thread, the graph's own interrupt and
+    ``Command`` API); the CLI reports it as a usage mistake (exit 2), as ``resume`` of such a session."""
+
+    source: str
+
+    def __init__(self, *, session_id: str, source: str, reason: str) -> None:
+        FlightlogError.__init__(
+            self,
+            f"session {session_id}: signal refused: {reason}",
+            session_id=session_id,
+            reason=reason,
+            source=source,
         )
 
 

@@ -80,7 +80,7 @@ from starlette.staticfiles import StaticFiles
 from ..errors import EventDecodeError, FlightlogError, SessionNotFound
 from ..kernel.abort import abort
 from ..kernel.approvals import approve, deny, operator_problem
-from ..kernel.attention import send_signal
+from ..kernel.attention import no_signal_reader, send_signal
 from ..kernel.errors import NotPending
 from ..kernel.rowheld import LEDGER_STATUS, held_state
 from ..narration import state_word
@@ -365,10 +365,15 @@ def _session_status(dash: _Dashboard, session_id: str) -> dict[str, Any]:
         state = state or held.value  # a stale projection gives no state; the ledger's is the one listed
     stored = LEDGER_STATUS if held is not None else record.status
     word = listed_word(record, no_run=no_run_sessions(store, [record]), resumable=resumable)
+    kernel = no_signal_reader(record) is None  # a LangGraph thread's graph, an import's agent: not ours
     return {
         "status": views.show(state_word(stored) if held is not None else word, 60),
-        "signals": stored in ("running", "suspended", "cancelled"),  # the kernel's words: a run it can resume
-        "abortable": bool(state) and not state.startswith("terminal") and session_id not in resumable,
+        # only where a kernel runs the session: it alone reads signals, and an abort stops only its runs
+        "signals": kernel and stored in ("running", "suspended", "cancelled"),  # the kernel's words
+        "abortable": kernel
+        and bool(state)
+        and not state.startswith("terminal")
+        and session_id not in resumable,
         "aborted": session_id in resumable,
         # a kernel run nothing drove within the lease (killed, crashed): resume continues it
         "abandoned": state.endswith(" (abandoned)") and record.source == "kernel",

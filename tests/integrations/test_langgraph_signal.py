@@ -1,0 +1,128 @@
+"""``flightlog signal`` to a session no flightlog kernel runs (new-user pass, session 17): a LangGraph thread
+said "queued ... delivered at the run's next turn boundary", and the dashboard offered Signal and Abort on
+its page, yet only the kernel reads the signal queue (its turn boundaries record
+``signal_delivery_disposed``), so nothing would ever deliver it. Such a signal is now refused (exit 2, one
+line saying why and what works instead, nothing queued) and the page offers neither button; a kernel run
+still takes one."""
+
+from __future__ import annotations
+
+import json
+import operator
+from collections.abc import Callable, Iterator
+from contextlib import AbstractContextManager, contextmanager
+from pathlib import Path
+from typing import Annotated, Any, TypedDict
+
+from fastapi.testclient import TestClient
+from langgraph.graph import END, START, StateGraph
+from langgraph.types import interrupt
+from typer.testing import CliRunner
+
+import flightlog
+from flightlog.cli import app
+from flightlog.integrations.langgraph import FlightlogSaver
+from flightlog.store import SqliteStore, Store
+from flightlog.store.signals import pending_signals
+from flightlog.web.app import create_app
+from flightlog.web.security import Auth
+
+SAMPLES = Path(__file__).parents[1] / "data" / "samples" / "claude-code"
+TOKEN = "test-token-0123456789abcdef"
+runner = CliRunner()
+
+
+class _Steps(TypedDict):
+    steps: Annotated[list[str], operator.add]
+
+
+def _ask(state: _Steps) -> dict[str, Any]:
+    return {"steps": [f"asked: {interrupt('ok to act?')}"]}
+
+
+def _waiting_thread(db: Path) -> None:
+    """A thread ``t1`` recorded by the saver, stopped at its interrupt (its run open: no ``run_terminal``)."""
+    builder = StateGraph(_Steps)
+    builder.add_node("ask", _ask)
+    builder.add_edge(START, "ask")
+    builder.add_edge("ask", END)
+    with flightlog.open_store(str(db)) as store:
+        graph = builder.compile(checkpointer=FlightlogSaver(store))
+        graph.invoke({"steps": []}, {"configurable": {"thread_id": "t1"}})
+
+
+def flightlog_cli(db: Path, *args: str) -> tuple[int, str, str]:
+    result = runner.invoke(app, ["--db", str(db), *args])
+    return result.exit_code, result.stdout, result.stderr
+
+
+def _queued(db: Path, session_id: str) -> int:
+    with SqliteStore(db, read_only=True) as store:
+        return len(pending_signals(store, session_id))
+
+
+def test_a_signal_to_a_langgraph_thread_is_refused_naming_the_graphs_own_api(tmp_path: Path) -> None:
+    db = tmp_path / "lg.db"
+    _waiting_thread(db)
+    code, out, err = flightlog_cli(db, "signal", "langgraph:t1", "--message", "stop what you are doing")
+    assert (code, out) == (2, ""), err
+    (line,) = err.splitlines()
+    assert line.startswith(
+        "flightlog: error: session langgraph:t1: signal refused: session langgraph:t1 is a "
+    )
+    assert "LangGraph thread (source langgraph) and its app runs it: the flightlog kernel" in line
+    assert "nothing would deliver one" in line and "graph.invoke(Command(resume=...), config)" in line
+    assert _queued(db, "langgraph:t1") == 0  # nothing queued that nothing would read
+    assert "queued" not in line
+
+
+def test_a_kernel_run_still_takes_a_signal_and_an_import_is_refused(tmp_path: Path) -> None:
+    db = tmp_path / "k.db"
+    code, out, err = flightlog_cli(
+        db, "run", "kernel.cli_agents:approval_agent", "--goal", "note", "-q", "--json"
+    )
+    assert code == 3, err
+    sid = json.loads(out)["session_id"]
+    code, out, err = flightlog_cli(db, "signal", sid, "--message", "the file is under /etc")
+    assert code == 0 and out.startswith("queued message ") and "next turn boundary" in out, err
+    assert _queued(db, sid) == 1
+    assert flightlog_cli(db, "import", str(SAMPLES / "spotter_short.jsonl"))[0] == 0
+    (imported,) = [
+        r["session_id"]
+        for r in json.loads(flightlog_cli(db, "ls", "--json")[1])
+        if r["source"] == "import:claude-code"
+    ]
+    code, out, err = flightlog_cli(db, "signal", imported, "--message", "hello")
+    assert (code, out) == (2, "") and len(err.splitlines()) == 1, err
+    assert "is an imported claude-code transcript (source import:claude-code)" in err
+    assert "write to that agent where it runs" in err and _queued(db, imported) == 0
+
+
+def _opener(path: Path) -> Callable[[bool], AbstractContextManager[Store]]:
+    """``open_db(read_only)`` for a database file, as the CLI's is."""
+
+    @contextmanager
+    def open_db(read_only: bool) -> Iterator[Store]:
+        store = SqliteStore(path, read_only=read_only)
+        try:
+            yield store
+        finally:
+            store.close()
+
+    return open_db
+
+
+def test_the_dashboard_offers_signal_and_abort_only_where_a_kernel_runs_the_session(tmp_path: Path) -> None:
+    db = tmp_path / "both.db"
+    _waiting_thread(db)
+    code, out, err = flightlog_cli(
+        db, "run", "kernel.cli_agents:approval_agent", "--goal", "note", "-q", "--json"
+    )
+    assert code == 3, err
+    sid = json.loads(out)["session_id"]
+    with TestClient(create_app(_opener(db), token=TOKEN), base_url="http://127.0.0.1:8000") as client:
+        client.cookies.set("flightlog_ui_8000", Auth(TOKEN).cookie_value)
+        thread = client.get("/session", params={"id": "langgraph:t1"}).text
+        kernel = client.get("/session", params={"id": sid}).text
+    assert '<section id="signal" hidden>' in thread and '<section id="abort" hidden>' in thread
+    assert '<section id="signal">' in kernel and '<section id="abort">' in kernel
