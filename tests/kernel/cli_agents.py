@@ -43,6 +43,14 @@ def approval_agent() -> Agent:
     )
 
 
+def noting_agent() -> Agent:
+    """Writes its note without asking (a side effect, no reconcile): killed between the note's intent and
+    its completion, the call is in doubt."""
+    return Agent(
+        name="cli-noting", route=[make_provider()], tools=[note, tool(effect="read_only")(plain_lookup)]
+    )
+
+
 @tool(effect="read_only")
 def abort_me() -> str:
     """What `flightlog abort` from another terminal does mid-call: fence off every running session of the

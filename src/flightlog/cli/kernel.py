@@ -31,7 +31,7 @@ from typer.core import TyperGroup
 from ..errors import EventDecodeError, FlightlogError, SessionNotFound
 from ..narration import narrate, plural, printable, short
 from .console import console
-from .options import operator_option, session_arg
+from .options import error_lines, heads_ahead_lines, operator_option, session_arg, wrapped
 
 if TYPE_CHECKING:  # imported inside the commands at run time: `flightlog --version` stays fast
     from ..events import SessionEvent
@@ -133,6 +133,42 @@ def _wrong_session(message: str) -> NoReturn:
     prefix and no ``--help`` pointer (the message says what continues it)."""
     console(stderr=True).print(f"flightlog: error: {message}")
     raise typer.Exit(2)
+
+
+def _in_doubt_lines(row: PendingCall) -> list[str]:
+    """``pending``'s block for an undecided in-doubt call, each line at most 100 columns for the usual
+    ids (the arguments are cut to fit; a longer word is not broken): the call, then what in doubt means
+    (:data:`~flightlog.kernel.execution.IN_DOUBT_WARNING`, as ``resume`` says it), then what each decision
+    does with its command line; for a run killed mid-call (``run_abandoned``: no gate is open yet) the
+    resume that settles it or opens it for those decisions. The ``reason`` (the intent's key) is in
+    ``--json``."""
+    from ..kernel.execution import IN_DOUBT_WARNING  # loaded already: `pending` imported the kernel
+
+    call = f"{row.session_id}  turn {row.turn}  {row.call_id}  {row.tool}"
+    head = f"{call}({short(row.arguments, max(12, 98 - len(call)))})"
+    if row.parent_session_id:
+        head += f"  (sub-agent of {row.parent_session_id})"
+    sid, root = row.session_id, row.root_session_id or row.session_id
+    if row.run_abandoned:
+        said = (
+            "its run was killed mid-call: the effect started, no completion is recorded, and nothing "
+            f"drives the run; {IN_DOUBT_WARNING}"
+        )
+        todo = [
+            f"  nothing to approve yet: `flightlog resume {root}` settles it (the tool's reconcile) or stops "
+            "on it for a decision: approve runs it again, deny marks it failed"
+        ]
+    else:
+        said = f"the effect started, no completion is recorded; {IN_DOUBT_WARNING}"
+        todo = [
+            f"  approve runs it again: flightlog approve {sid} {row.call_id}",
+            f"  deny marks it failed, never run again: flightlog deny {sid} {row.call_id}",
+        ]
+    return [
+        head,
+        *wrapped(f"  in doubt: {said}", indent="    "),
+        *(line for part in todo for line in wrapped(part, indent="    ")),
+    ]
 
 
 def _agent(spec: str) -> Any:
@@ -247,14 +283,20 @@ def register(app: typer.Typer, open_db: OpenDb) -> None:
     def pending_cmd(
         json_out: Annotated[bool, typer.Option("--json", help="Print a JSON array.")] = False,
     ) -> None:
-        """List tool calls waiting for a decision, and those decided (by whom) waiting for a resume."""
+        """List tool calls waiting for a decision, and those decided (by whom) waiting for a resume; an
+        effect in doubt in a run that was killed mid-call (abandoned) too, which a resume settles or opens
+        for a decision. Says first when acting on this store is refused (its retained heads are ahead)."""
         from ..kernel import pending
-        from ..kernel.approvals import continue_hint, memory_waits
+        from ..kernel.approvals import abandoned_in_doubt, continue_hint, memory_waits
 
         undecodable: list[tuple[str, EventDecodeError]] = []
         with open_db(True) as store:
             rows = pending(store, decided=True, undecodable=undecodable)
+            rows += abandoned_in_doubt(store, undecodable=undecodable)
             memory = memory_waits(store, undecodable)
+            listed = [*(r.session_id for r in rows), *(sid for sid, _, _ in memory)]
+            for line in heads_ahead_lines(store, listed):  # up front: approve would refuse what is listed
+                err.print(line)
             for sid, exc in undecodable:  # listed without them: say so, exit 1 after the listing
                 err.print(
                     f"flightlog: warning: {sid}: its waits cannot be read: {exc} (see `flightlog verify {sid}`)"
@@ -313,11 +355,8 @@ def register(app: typer.Typer, open_db: OpenDb) -> None:
     ) -> None:
         """``pending``'s text: one line per call (``hints``: each decided session's continue command;
         ``elsewhere``: where the waits of a session `approve` cannot decide are answered); ``alone``: nothing
-        else waits (then an empty listing says so). An undecided in-doubt call gets a second line,
-        ``  in doubt: <IN_DOUBT_WARNING>`` as ``resume`` prints it: its reason is cut short on the first line,
-        and the warning (check the effect before approving) is what the operator must read."""
-        from ..kernel.execution import IN_DOUBT_WARNING  # loaded already: `pending` imported the kernel
-
+        else waits (then an empty listing says so). An undecided in-doubt call is a block instead
+        (:func:`_in_doubt_lines`)."""
         if not rows and alone:
             out.print("nothing is waiting for a decision")
         for row in rows:
@@ -328,10 +367,10 @@ def register(app: typer.Typer, open_db: OpenDb) -> None:
                     f"{head}  [{row.kind}] {short(row.reason, 60)}{tree}; answered where it runs, not here: "
                     f"{elsewhere[row.session_id]}"
                 )
+            elif row.decision is None and row.kind == "effect_in_doubt":
+                out.print_lines(_in_doubt_lines(row))
             elif row.decision is None:
                 out.print(f"{head}  [{row.kind}] {short(row.reason, 60)}{tree}")
-                if row.kind == "effect_in_doubt":
-                    out.print(f"  in doubt: {IN_DOUBT_WARNING}")
             else:
                 who = short(printable(row.decided_by or "?"), 80)
                 out.print(
@@ -524,13 +563,16 @@ def _decision_json(session_id: str, verdict: Verdict) -> None:
 
 
 class _Group(TyperGroup):
-    """Standalone error mapping: one ``flightlog: error:`` line; exit 2 for an unknown session, else 1."""
+    """Standalone error mapping: one ``flightlog: error:`` line (a few for a refusal for the retained heads,
+    :func:`~flightlog.cli.options.error_lines`); exit 2 for an unknown session, else 1."""
 
     def invoke(self, ctx: Any) -> Any:
         try:
             return super().invoke(ctx)
         except FlightlogError as exc:
-            Console(stderr=True, highlight=False, markup=False, emoji=False).print(f"flightlog: error: {exc}")
+            say = Console(stderr=True, highlight=False, markup=False, emoji=False)
+            for line in error_lines(exc):
+                say.print(line)
             raise typer.Exit(2 if isinstance(exc, SessionNotFound) else 1) from None
 
 

@@ -39,6 +39,7 @@ from ..narration import MAX_OPERATOR, operator_problem
 from ..recorder import Recorder
 from ..runs.projection import pass_over
 from ..store.base import RUNNABLE_STATUSES, SessionRecord, Store
+from .effects import effect_key
 from .errors import DecidedByItsRuntime, InvalidOperator, NotPending
 from .memory import waiting_query
 from .records import APPROVAL_DECISION, GateKind, Verdict
@@ -49,6 +50,7 @@ __all__ = [
     "IMPORT_SOURCE_PREFIX",
     "MAX_OPERATOR",
     "PendingCall",
+    "abandoned_in_doubt",
     "approve",
     "check_operator",
     "continue_hint",
@@ -95,6 +97,9 @@ class PendingCall:
             spawned it; None for a top-level run.
         root_session_id: For a sub-agent's call, the top of its run tree (the session to ``resume``); None
             for a top-level run (``to_wire`` then names the session itself).
+        run_abandoned: An in-doubt call of a run nothing drives any more (killed or crashed mid-call:
+            :func:`abandoned_in_doubt`): no gate is open yet, so ``approve``/``deny`` refuse it until a
+            ``resume`` settles it (the tool's reconcile) or opens its gate.
     """
 
     session_id: str
@@ -108,6 +113,7 @@ class PendingCall:
     decided_by: str | None = None
     parent_session_id: str | None = None
     root_session_id: str | None = None
+    run_abandoned: bool = False
 
     def to_wire(self) -> dict[str, object]:
         """JSON-ready dict (the CLI's ``pending --json`` rows)."""
@@ -123,6 +129,7 @@ class PendingCall:
             "decided_by": self.decided_by,
             "parent_session_id": self.parent_session_id,
             "root_session_id": self.root_session_id or self.session_id,
+            "run_abandoned": self.run_abandoned,
         }
 
 
@@ -233,6 +240,103 @@ def _calls(
     parent, root = tree_of(store, sid, record=record)
     if parent is not None:
         rows = [replace(row, parent_session_id=parent, root_session_id=root) for row in rows]
+    return rows
+
+
+EFFECT_INTENT, EFFECT_COMPLETED = "external_effect_intent", "external_effect_completed"
+"""The ``Custom`` kinds :meth:`flightlog.recorder.Recorder.record_intent`/``complete_effect`` write."""
+
+ABANDONED_IN_DOUBT = (
+    "effect_in_doubt: its run was killed or crashed mid-call (abandoned: nothing has driven it within the "
+    "lease): the intent is recorded, no completion"
+)
+"""The ``reason`` of an :func:`abandoned_in_doubt` row."""
+
+
+def abandoned_in_doubt(
+    store: Store,
+    *,
+    undecodable: list[tuple[str, EventDecodeError]] | None = None,
+    lease_ms: int | None = None,
+) -> list[PendingCall]:
+    """In-doubt calls of kernel runs that nothing drives any more, before any resume: a side effect whose
+    ``external_effect_intent`` the ledger holds without its ``external_effect_completed``, in the run's
+    current turn, its call still unanswered, in a run the read model finds abandoned
+    (:func:`flightlog.live.list_run_views`: a state a process drives, and no heartbeat or event within the
+    lease). A live run's call in flight is not listed: its tool is running. Each row has ``kind``
+    ``effect_in_doubt`` and ``run_abandoned`` set: no gate is open, so a ``resume`` comes first (it settles
+    the call with the tool's reconcile, or suspends the run on it for approve/deny).
+
+    Args:
+        store: The store.
+        undecodable: A session whose stored events do not decode is added here (and passed over); None:
+            the error propagates.
+        lease_ms: The liveness lease (default :data:`flightlog.live.DEFAULT_LEASE_MS`).
+
+    Returns:
+        One row per such call, sessions in the read model's order, calls in plan order.
+
+    Raises:
+        EventDecodeError: a stored event does not decode and ``undecodable`` is None.
+    """
+    from ..live import DEFAULT_LEASE_MS, list_run_views
+    from .state import KERNEL_SOURCE
+
+    views = list_run_views(
+        store, abandoned_only=True, lease_ms=lease_ms or DEFAULT_LEASE_MS, undecodable=undecodable
+    )
+    rows: list[PendingCall] = []
+    for sid in dict.fromkeys(view.snapshot.run_id for view in views):
+        try:
+            record = store.get_session(sid)
+        except SessionNotFound:  # a run id that names no session (a fleet run)
+            continue
+        if record.source != KERNEL_SOURCE:
+            continue
+        try:
+            state = load_state(store, sid)
+        except EventDecodeError as exc:
+            pass_over(undecodable, sid, exc)
+            continue
+        calls = _unfinished_effects(state)
+        parent, root = tree_of(store, sid, record=record)
+        rows.extend(
+            replace(c, parent_session_id=parent, root_session_id=root) if parent else c for c in calls
+        )
+    return rows
+
+
+def _unfinished_effects(state: KernelState) -> list[PendingCall]:
+    """The current turn's planned calls whose effect intent has no completion in ``state``'s ledger."""
+    if state.phase in ("terminal", "suspended"):
+        return []
+    started: set[str] = set()
+    for _, event in state.events:
+        if isinstance(event, Custom) and isinstance(event.payload, dict):
+            key = event.payload.get("key")
+            if event.custom_kind == EFFECT_INTENT and isinstance(key, str):
+                started.add(key)
+            elif event.custom_kind == EFFECT_COMPLETED and isinstance(key, str):
+                started.discard(key)
+    rows = []
+    for plan in state.plans:
+        if effect_key(state.session_id, state.turn, plan.call_id) not in started:
+            continue
+        arguments = (
+            "" if plan.arguments is None else json.dumps(plan.arguments, sort_keys=True, ensure_ascii=False)
+        )
+        rows.append(
+            PendingCall(
+                state.session_id,
+                state.turn,
+                plan.call_id,
+                plan.tool,
+                arguments,
+                ABANDONED_IN_DOUBT,
+                "effect_in_doubt",
+                run_abandoned=True,
+            )
+        )
     return rows
 
 
@@ -433,7 +537,8 @@ def _open_gate(state: KernelState, session_id: str, call_id: str) -> Gate:
         decided = None
         if verdict is not None:
             decided = f"{'approved' if verdict.approved else 'denied'} by {verdict.responder}"
-        raise NotPending(session_id=session_id, call_id=call_id, decided=decided)
+        unsettled = decided is None and any(c.call_id == call_id for c in _unfinished_effects(state))
+        raise NotPending(session_id=session_id, call_id=call_id, decided=decided, unsettled=unsettled)
     return gate
 
 

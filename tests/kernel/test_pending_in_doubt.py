@@ -1,0 +1,177 @@
+"""``flightlog pending`` on effects in doubt (new-user pass, session 17).
+
+* A run killed between a side effect's intent and its completion left the call in doubt, but ``pending``
+  listed nothing until a ``resume`` had found it. Now, once the read model finds the run abandoned (no
+  heartbeat, no event within the lease), ``pending`` lists it as in doubt, saying that a resume comes first
+  (no gate is open: ``approve`` refuses it, and says so). A live run's call in flight is not listed.
+* The in-doubt row printed its kind twice and spent the width on the intent's key, while what approve and
+  deny do was only in ``--json`` and the dashboard. Its text now says what each decision does, every line
+  within 100 columns.
+
+The killed run is a real ``flightlog run`` in a subprocess that SIGKILLs itself at the test-only crash point
+``effect.intent`` (:mod:`flightlog.testing.crashpoints`); the lease is judged at a fixed clock (the moment the
+process died, then a minute later), never by waiting for it.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+import threading
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+from typer.testing import CliRunner
+
+import flightlog.live
+from flightlog.cli import app
+from flightlog.kernel import Agent, Kernel, tool
+from flightlog.kernel.execution import IN_DOUBT_WARNING
+from flightlog.kernel.scripted import ScriptedProvider, call, calls, reply
+from flightlog.store import SqliteStore
+
+from . import cli_agents
+
+TESTS = Path(__file__).parents[1]
+SPEC = "kernel.cli_agents:noting_agent"
+runner = CliRunner()
+
+
+def flightlog_cli(db: Path, *args: str) -> tuple[int, str, str]:
+    result = runner.invoke(app, ["--db", str(db), *args])
+    return result.exit_code, result.stdout, result.stderr
+
+
+@pytest.fixture(autouse=True)
+def _notes() -> Iterator[None]:
+    cli_agents.NOTES.clear()
+    yield
+    cli_agents.NOTES.clear()
+
+
+def _killed_mid_call(db: Path) -> tuple[str, int]:
+    """``flightlog run`` the noting agent until it dies just after note ``n1``'s intent is durable; the
+    session id and the wall clock (ms) once the process is gone."""
+    env = {
+        **os.environ,
+        "FLIGHTLOG_TEST_CRASH_AT": "effect.intent:1",
+        "PYTHONPATH": os.pathsep.join([str(TESTS), os.environ.get("PYTHONPATH", "")]),
+    }
+    done = subprocess.run(
+        [sys.executable, "-m", "flightlog", "--db", str(db), "run", SPEC, "--goal", "note", "-q"],
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
+    assert done.returncode == -9, done.stderr  # SIGKILL at the crash point
+    died = flightlog.live.wall_ms()
+    with SqliteStore(db, read_only=True) as store:
+        (record,) = store.list_sessions()
+        assert record.status == "running" and [
+            e.idempotency_key for e in store.pending_effects(record.session_id)
+        ]
+    return str(record.session_id), died
+
+
+def _clock_at(monkeypatch: pytest.MonkeyPatch, now_ms: int) -> None:
+    """The read model's clock (liveness: :func:`flightlog.live.list_run_views`) stopped at ``now_ms``."""
+    monkeypatch.setattr(flightlog.live, "wall_ms", lambda: now_ms)
+
+
+def test_a_killed_runs_call_is_in_doubt_before_any_resume(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    db = tmp_path / "k.db"
+    sid, died = _killed_mid_call(db)
+
+    _clock_at(monkeypatch, died)  # within the lease: the read model cannot tell it from a live run yet
+    code, out, err = flightlog_cli(db, "pending")
+    assert (code, out) == (0, "nothing is waiting for a decision\n"), err
+
+    _clock_at(monkeypatch, died + 60_000)  # a minute later: abandoned
+    code, out, err = flightlog_cli(db, "pending")
+    assert code == 0, err
+    lines = out.splitlines()
+    assert lines[0] == f'{sid}  turn 2  n1  note({{"text": "hello"}})'
+    said = " ".join(line.strip() for line in lines[1:])
+    assert said == (
+        "in doubt: its run was killed mid-call: the effect started, no completion is recorded, and nothing "
+        f"drives the run; {IN_DOUBT_WARNING} nothing to approve yet: `flightlog resume {sid}` settles it (the "
+        "tool's reconcile) or stops on it for a decision: approve runs it again, deny marks it failed"
+    )
+    assert max(map(len, lines)) <= 100
+    (row,) = json.loads(flightlog_cli(db, "pending", "--json")[1])
+    assert (row["call_id"], row["kind"], row["decision"], row["run_abandoned"]) == (
+        "n1",
+        "effect_in_doubt",
+        None,
+        True,
+    )
+    assert row["arguments"] == '{"text": "hello"}' and "killed or crashed mid-call" in row["reason"]
+
+    code, out, err = flightlog_cli(
+        db, "approve", sid, "n1"
+    )  # no gate is open: refused, saying what comes first
+    assert code == 2 and out == "", err
+    assert "is in doubt (its effect started, no completion is recorded) but no gate is open yet" in err
+    assert f"`flightlog resume {sid}` settles it" in err
+
+    code, out, err = flightlog_cli(db, "resume", sid, "--spec", SPEC, "-q")  # no reconcile: a human decides
+    assert code == 3 and "suspended (effect_in_doubt)" in out, err
+    assert cli_agents.NOTES == []  # never silently re-run
+    code, out, err = flightlog_cli(db, "pending")
+    assert code == 0, err
+    lines = out.splitlines()
+    assert lines[0] == f'{sid}  turn 2  n1  note({{"text": "hello"}})' and max(map(len, lines)) <= 100
+    assert lines[-2:] == [
+        f"  approve runs it again: flightlog approve {sid} n1",
+        f"  deny marks it failed, never run again: flightlog deny {sid} n1",
+    ]
+    assert json.loads(flightlog_cli(db, "pending", "--json")[1])[0]["run_abandoned"] is False
+    assert flightlog_cli(db, "approve", sid, "n1", "--as", "ops")[0] == 0
+    code, out, err = flightlog_cli(db, "resume", sid, "--spec", SPEC, "-q")
+    assert code == 0 and "completed" in out, err
+    assert cli_agents.NOTES == ["hello"]  # run again once, as approved
+
+
+def test_a_live_runs_call_in_flight_is_not_in_doubt(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """A run whose side effect is running right now (intent durable, completion not yet): ``pending`` lists
+    nothing (the read model's clock held at the moment the tool started); once the tool returns, the run
+    completes."""
+    db = tmp_path / "live.db"
+    started, release = threading.Event(), threading.Event()
+
+    @tool(effect="side_effect")
+    def hold(text: str) -> str:
+        """Wait until the test lets go."""
+        started.set()
+        assert release.wait(120)
+        return f"held {text}"
+
+    provider = ScriptedProvider([calls(call("hold", {"text": "x"}, id="h1")), reply("done")], by_turn=True)
+    agent = Agent(name="holder", route=[provider], tools=[hold])
+    status: list[str] = []
+
+    def drive() -> None:
+        with SqliteStore(db) as store:
+            status.append(
+                Kernel(store, agent).run_sync("hold on", session_id="live", handle_signals=False).status
+            )
+
+    worker = threading.Thread(target=drive)
+    worker.start()
+    try:
+        assert started.wait(120)  # the tool runs: its intent is durable, its completion is not
+        _clock_at(monkeypatch, flightlog.live.wall_ms())
+        with SqliteStore(db, read_only=True) as store:
+            assert [e.idempotency_key for e in store.pending_effects("live")] == ["live:1:h1"]
+        code, out, err = flightlog_cli(db, "pending", "--json")
+        assert (code, json.loads(out)) == (0, []), err
+    finally:
+        release.set()
+        worker.join(120)
+    assert status == ["completed"]
