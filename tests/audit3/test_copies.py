@@ -23,6 +23,7 @@ from flightlog.integrity.heads import ACCEPT_RESTORE_STEP, HEADS_AHEAD, HeadStor
 from flightlog.integrity.keys import LogSigner
 from flightlog.integrity.notary import Notary
 from flightlog.ops.restore import RESTORE_LOG
+from flightlog.store import SqliteStore
 
 from .helpers import SPEC, backup, cli, head_files, suspended_run
 
@@ -224,3 +225,25 @@ def test_ls_and_pending_say_first_that_acting_on_this_store_is_refused(
     assert cli(a, "db", "accept-restore", "--reason", "a.db is production")[0] == 0
     for command in (["ls"], ["pending"]):
         assert "warning" not in cli(a, *command)[2]
+
+
+def test_pending_names_a_session_whose_own_head_is_ahead_when_the_index_agrees(tmp_path: Path) -> None:
+    """Only the waiting session's retained head covers more than the database holds (its file replaced by
+    a head of a larger size; the index log's head agrees): ``pending`` names that session, and approve
+    refuses it, as said."""
+    db = tmp_path / "one.db"
+    sid = suspended_run(db)
+    with SqliteStore(db, read_only=True) as store:
+        ledger_id = store.ledger_id()
+    heads = HeadStore(Path(os.environ["FLIGHTLOG_HEAD_DIR"]))
+    path = heads.path(ledger_id, sid)
+    doc = json.loads(path.read_text())
+    notary = Notary.for_signer(LogSigner.generate("test.example/log"), HeadStore(tmp_path / "other"))
+    doc["checkpoint"] = notary.sign(origin_for(ledger_id, sid), doc["size"] + 5, bytes(32), None).note
+    path.write_text(json.dumps(doc))
+    code, out, err = cli(db, "pending")
+    assert code == 0 and out.startswith(f"{sid}  turn 2  n1  note("), err
+    said = " ".join(line.strip() for line in err.splitlines())
+    assert said.startswith(f"flightlog: warning: approve, deny, resume and abort refuse session {sid}: "), err
+    assert HEADS_AHEAD in said and f"next: {ACCEPT_RESTORE_STEP}" in said, err
+    assert cli(db, "approve", sid, "n1")[0] == 1

@@ -294,8 +294,9 @@ def register(app: typer.Typer, open_db: OpenDb) -> None:
             rows = pending(store, decided=True, undecodable=undecodable)
             rows += abandoned_in_doubt(store, undecodable=undecodable)
             memory = memory_waits(store, undecodable)
-            listed = [*(r.session_id for r in rows), *(sid for sid, _, _ in memory)]
-            for line in heads_ahead_lines(store, listed):  # up front: approve would refuse what is listed
+            listed = dict.fromkeys([*(r.session_id for r in rows), *(sid for sid, _, _ in memory)])
+            records = [store.get_session(sid) for sid in listed]
+            for line in heads_ahead_lines(store, records):  # up front: approve would refuse what is listed
                 err.print(line)
             for sid, exc in undecodable:  # listed without them: say so, exit 1 after the listing
                 err.print(

@@ -33,6 +33,7 @@ from .console import console
 if TYPE_CHECKING:  # the store and the recorder load inside the functions: start-up stays light
     from ..live import RunView
     from ..store import Store
+    from ..store.base import SessionRecord
 
 SQL_INT_MAX = 2**63 - 1
 """The largest value an int option that reaches SQL may take (:func:`count_option`: ``ls -n``, ``runs
@@ -475,10 +476,10 @@ def error_lines(exc: FlightlogError) -> list[str]:
     return [line for part in parts for line in wrapped(part, indent="    " if part[0] == " " else "  ")]
 
 
-def heads_ahead_lines(store: Store, session_ids: Iterable[str] = ()) -> list[str]:
+def heads_ahead_lines(store: Store, records: Iterable[SessionRecord] = ()) -> list[str]:
     """What ``ls`` and ``pending`` print up front (stderr) when acting on what they list will be refused
     for the retained heads (:func:`flightlog.integrity.heads.heads_ahead`: the index log's head, then those
-    of ``session_ids``): one warning saying which sessions are refused and why
+    of the sessions of ``records``): one warning saying which sessions are refused and why
     (:data:`~flightlog.integrity.heads.HEADS_AHEAD`), then the next step, as the refusal words it; wrapped at
     :data:`LINE_WIDTH`. Nothing for a store whose heads agree, or a retired store (its own note says that
     acting there is refused)."""
@@ -487,7 +488,7 @@ def heads_ahead_lines(store: Store, session_ids: Iterable[str] = ()) -> list[str
 
     if retired_notice(store) is not None:
         return []
-    ahead = heads_ahead(store, HeadStore.default(), session_ids)
+    ahead = heads_ahead(store, HeadStore.default(), records)
     if ahead is None:
         return []
     if ahead.index:

@@ -448,7 +448,7 @@ def ls_cmd(
         present = sorted({shown(r) for r in named}) if missing else []
         abandoned = abandoned_notes(store, [r["session_id"] for r in rows]) if rows else []
         # said before the table: what it lists as waiting, approve would refuse
-        refused = heads_ahead_lines(store, [r["session_id"] for r in rows if r["status"] in _ACTED_ON])
+        refused = heads_ahead_lines(store, [s for s in found if shown(s) in _ACTED_ON])
     _warn(refused)
     warnings = [
         f"flightlog: warning: {r['session_id']}: {row_warning(r['session_id'], r['session_status'])}"
@@ -491,8 +491,8 @@ def ls_cmd(
         raise typer.Exit(1)
 
 
-_ACTED_ON = frozenset({"suspended", "running", "paused"})
-"""``ls`` words of a session an operator may act on (approve, deny, resume, abort): whose retained heads
+_ACTED_ON = frozenset({"suspended", "paused"})
+"""``ls`` words of a session waiting for an operator (approve, deny, resume): whose retained heads
 :func:`~flightlog.cli.options.heads_ahead_lines` reads, when the index log's agrees."""
 
 

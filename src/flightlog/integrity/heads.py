@@ -50,7 +50,6 @@ from typing import TYPE_CHECKING, Any
 from ..errors import (
     Divergence,
     LedgerIntegrityError,
-    SessionNotFound,
     StoreError,
     StoreUnavailable,
 )
@@ -59,7 +58,7 @@ from .checkpoints import Checkpoint, SignedCheckpoint
 from .notes import NoteError, parse_note
 
 if TYPE_CHECKING:
-    from ..store.base import Store
+    from ..store.base import SessionRecord, Store
 
 __all__ = [
     "ACCEPT_RESTORE_DOES",
@@ -414,15 +413,16 @@ class HeadsAhead:
     sessions: tuple[str, ...] = ()
 
 
-def heads_ahead(store: Store, heads: HeadStore, session_ids: Iterable[str] = ()) -> HeadsAhead | None:
+def heads_ahead(store: Store, heads: HeadStore, records: Iterable[SessionRecord] = ()) -> HeadsAhead | None:
     """Whether the full check (:func:`flightlog.integrity.audit.require_intact`) will refuse to act on
     this store because of its retained heads, found without that check: what a listing (``ls``,
     ``pending``) says up front, before anyone tries to approve what it lists. Reads the index log's head
-    file (its size and root against ``Store.index_size`` and the stored index checkpoint of that size)
-    and, only when that one agrees, the head file of each session of ``session_ids`` (its size and root
-    against the session row's event count and ``merkle_root``). Notes are read unverified and rows are not
-    hashed: this says what an act will run into, the act's own check decides. A head file that cannot be
-    read is passed over (the act reports it).
+    file (its size and root against ``Store.index_size`` and the stored index checkpoint of that size;
+    every checkpoint is indexed, so a restored or diverged copy shows here) and, only when that one
+    agrees, the head file of each session of ``records`` (its size and root against the row's event count
+    and ``merkle_root``; no query per session). Notes are read unverified and rows are not hashed: this
+    says what an act will run into, the act's own check decides. A head file that cannot be read is passed
+    over (the act reports it).
 
     Returns:
         None when every head read agrees (or the store's ledger id is not valid); else :class:`HeadsAhead`.
@@ -443,18 +443,17 @@ def heads_ahead(store: Store, heads: HeadStore, session_ids: Iterable[str] = ())
         ):
             return HeadsAhead(index=True)
     ahead = []
-    for sid in dict.fromkeys(session_ids):
+    for record in records:
         try:
-            head = heads.load(ledger_id, sid)
+            head = heads.load(ledger_id, record.session_id)
             cp = None if head is None else _head_of(head.note)
-            record = store.get_session(sid)
-        except (NoteError, SessionNotFound):
+        except NoteError:
             continue
         if cp is not None and (
             cp.size > record.events or (cp.size == record.events and record.merkle_root != cp.root.hex())
         ):
-            ahead.append(sid)
-    return HeadsAhead(index=False, sessions=tuple(ahead)) if ahead else None
+            ahead.append(record.session_id)
+    return HeadsAhead(index=False, sessions=tuple(dict.fromkeys(ahead))) if ahead else None
 
 
 def _head_of(note: str | None) -> Checkpoint | None:
