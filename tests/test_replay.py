@@ -971,3 +971,31 @@ def test_a_fold_that_keeps_no_provider_replay_gives_the_same_history(
     assert provider_replay_seed(numbered, "p", at=at, archive_loader=loader) == [
         (e.seq, e.replay) for e in kept.entries if e.replay is not None and e.replay.protocol == "p"
     ]
+
+
+def test_overlapping_pauses_in_two_threads_leave_the_collector_on() -> None:
+    """Two reads folding at once in two threads: the first to end must not turn the collector back on while
+    the other still runs, and the last to end must (a plain save-and-restore gets one of the two wrong)."""
+    import gc
+    import threading
+
+    from flightlog.replay import collector_paused
+
+    entered, release, done = threading.Event(), threading.Event(), threading.Event()
+
+    def other() -> None:
+        with collector_paused():
+            entered.set()
+            release.wait(60)
+        done.set()
+
+    assert gc.isenabled()
+    worker = threading.Thread(target=other)
+    worker.start()
+    assert entered.wait(60)
+    with collector_paused():
+        release.set()
+        assert done.wait(60)  # the other read ended while this one still runs
+        assert not gc.isenabled()
+    worker.join(60)
+    assert gc.isenabled()

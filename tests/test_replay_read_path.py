@@ -11,6 +11,7 @@ replay is also the kernel's own history. The fold property is in ``tests/test_re
 
 from __future__ import annotations
 
+import gc
 import json
 import sqlite3
 from pathlib import Path
@@ -24,7 +25,7 @@ from flightlog.kernel import Kernel
 from flightlog.kernel.state import load_state
 from flightlog.messages import Message
 from flightlog.recorder import Recorder
-from flightlog.replay import IN_PLACE_ACTIONS, Rebuilder
+from flightlog.replay import IN_PLACE_ACTIONS, SIGNAL_MESSAGE, Rebuilder
 from flightlog.sessions import archive_loader, replay_session
 from flightlog.store import Store
 from flightlog.store.sqlite import SqliteStore
@@ -98,3 +99,43 @@ def test_a_compacted_kernel_run_replays_as_before_at_every_seq(
         assert assert_replay_matches_at_every_seq(store, sid, cap) > 100
         if cap is None:
             assert replay_session(store, sid) == load_state(store, sid).history()
+
+
+def test_replay_runs_no_collection_and_leaves_the_collector_as_it_found_it(tmp_path: Path) -> None:
+    """The fold of a whole session runs with the cyclic collector paused (``replay.collector_paused``): its
+    600 kept messages (~4,800 containers) set off 8 young passes with it on (700 allocations each), and with
+    it paused one, the young pass over them all once it is back on (here when the messages are listed); it
+    is back on after, also when an event refuses to decode; a collector the caller turned off stays off."""
+    db = tmp_path / "gc.db"
+    with SqliteStore(db) as store:
+        rec = Recorder.create(store, session_id="s")
+        rec.append_many([Custom(custom_kind=SIGNAL_MESSAGE, payload={"text": f"t{i}"}) for i in range(600)])
+    started: list[int] = []
+
+    def seen(phase: str, info: dict[str, int]) -> None:
+        if phase == "start":
+            started.append(info["generation"])
+
+    with SqliteStore(db) as store:
+        assert gc.isenabled()
+        gc.collect()
+        gc.callbacks.append(seen)
+        try:
+            messages = replay_session(store, "s")
+        finally:
+            gc.callbacks.remove(seen)
+        assert len(messages) == 600 and len(started) <= 1 and gc.isenabled()
+        gc.disable()
+        try:
+            assert len(replay_session(store, "s")) == 600
+            assert not gc.isenabled()
+        finally:
+            gc.enable()
+    conn = sqlite3.connect(db)
+    conn.execute("DROP TRIGGER events_no_update")
+    conn.execute('UPDATE events SET event = CAST(\'{"kind":"nope"}\' AS BLOB) WHERE seq = 7')
+    conn.commit()
+    conn.close()
+    with SqliteStore(db) as store, pytest.raises(EventDecodeError):
+        replay_session(store, "s")
+    assert gc.isenabled()

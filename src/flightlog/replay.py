@@ -57,8 +57,11 @@ the archived messages and adds the summary).
 from __future__ import annotations
 
 import copy
+import gc
 import json
+import threading
 from collections.abc import Callable, Iterable, Iterator, Sequence
+from contextlib import contextmanager
 from dataclasses import dataclass, replace
 from typing import Any, TypeVar
 
@@ -106,6 +109,7 @@ __all__ = [
     "ArchiveLoader",
     "Rebuilder",
     "agents_item_message",
+    "collector_paused",
     "memory_message",
     "milestone_message",
     "pending_tool_calls",
@@ -117,6 +121,41 @@ __all__ = [
     "system_prompt",
     "truncate_utf8",
 ]
+
+_collector_lock = threading.Lock()
+_collector_pauses = 0  # bulk folds currently holding the collector off (guarded by _collector_lock)
+
+
+@contextmanager
+def collector_paused() -> Iterator[None]:
+    """Pause Python's cyclic garbage collector for a bulk fold, then resume it if it was on.
+
+    A bulk fold (a whole session's replay, a LangGraph thread's index) allocates many small containers
+    that stay alive (the transcript, the index) or die by reference counting; the collector's passes over
+    the live ones meanwhile (young, middle and, each time the kept objects tip the long-lived threshold,
+    full passes over the whole heap) find nothing to free. Nothing is left uncollected: cycles made
+    meanwhile, in any thread, are collected once it is on again (the containers allocated meanwhile are
+    young then, and the next young pass walks them once). Counted across threads (one lock): the collector
+    is turned back on when the last overlapping pause that found it on ends, so two threads folding at
+    once never leave it off; a host that turned it off itself finds it off afterwards.
+    """
+    global _collector_pauses
+    with _collector_lock:
+        if _collector_pauses == 0 and not gc.isenabled():
+            paused = False  # the host turned it off: leave it as it is
+        else:
+            paused = True
+            _collector_pauses += 1
+            gc.disable()
+    try:
+        yield
+    finally:
+        if paused:
+            with _collector_lock:
+                _collector_pauses -= 1
+                if _collector_pauses == 0:
+                    gc.enable()
+
 
 TRUNCATION_SUFFIX = "… [replay truncated]"
 """Appended to a part cut by ``max_part_bytes`` (22 UTF-8 bytes; counts toward the cap)."""

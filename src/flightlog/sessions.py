@@ -13,7 +13,7 @@ from typing import IO, NamedTuple
 from .encoding import decode_rows, decode_stored
 from .events import SessionEvent
 from .messages import Message
-from .replay import Rebuilder
+from .replay import Rebuilder, collector_paused
 from .salted import get_personal_artifact
 from .store.base import SessionRecord, Store, StoredEvent
 
@@ -197,9 +197,10 @@ def _rebuilt(
     rebuilder = Rebuilder(archive_loader(store), max_part_bytes, keep_replay=False, mark_cuts=mark_cuts)
     stop = None if at is None else max(at + 1, 0)
     read = False
-    for page in store.read_chain(session_id, stop=stop):  # ascending, unique seqs (the primary key)
-        rebuilder.feed_all(decode_rows(page))
-        read = True
+    with collector_paused():  # the kept transcript is many small containers (replay.collector_paused)
+        for page in store.read_chain(session_id, stop=stop):  # ascending, unique seqs (the primary key)
+            rebuilder.feed_all(decode_rows(page))
+            read = True
     if not read:
         store.get_session(session_id)  # no rows: an empty session, or none (SessionNotFound, not [])
     return rebuilder

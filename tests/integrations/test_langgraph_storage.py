@@ -188,8 +188,8 @@ def test_diff_then_patch_gives_the_new_object(old: dict[str, Any], new: dict[str
 
 
 def test_the_fold_leaves_the_garbage_collector_as_it_found_it(store: Store) -> None:
-    """The fold pauses the cyclic collector (``_gc_paused``) and turns it back on, also when it refuses
-    a thread; a collector the caller turned off stays off."""
+    """The fold pauses the cyclic collector (``replay.collector_paused``) and turns it back on, also when it
+    refuses a thread; a collector the caller turned off stays off."""
     test_a_patch_without_its_parent_is_refused_naming_its_seq(store)  # a refused fold
     assert gc.isenabled()
     _chat(FlightlogSaver(store, notary=None)).invoke({"messages": [HumanMessage("more")]}, _cfg("y"))
@@ -200,30 +200,3 @@ def test_the_fold_leaves_the_garbage_collector_as_it_found_it(store: Store) -> N
         assert not gc.isenabled()
     finally:
         gc.enable()
-
-
-def test_overlapping_pauses_in_two_threads_leave_the_collector_on() -> None:
-    """Two reads folding at once in two threads: the first to end must not turn the collector back on while
-    the other still runs, and the last to end must (a plain save-and-restore gets one of the two wrong)."""
-    import threading
-
-    from flightlog.integrations.langgraph import _gc_paused
-
-    entered, release, done = threading.Event(), threading.Event(), threading.Event()
-
-    def other() -> None:
-        with _gc_paused():
-            entered.set()
-            release.wait(60)
-        done.set()
-
-    assert gc.isenabled()
-    worker = threading.Thread(target=other)
-    worker.start()
-    assert entered.wait(60)
-    with _gc_paused():
-        release.set()
-        assert done.wait(60)  # the other read ended while this one still runs
-        assert not gc.isenabled()
-    worker.join(60)
-    assert gc.isenabled()

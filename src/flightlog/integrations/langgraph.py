@@ -249,14 +249,12 @@ import asyncio
 import builtins
 import copy
 import functools
-import gc
 import hashlib
 import json
 import random
 import struct
 import threading
 from collections.abc import AsyncIterator, Callable, Iterator, Mapping, Sequence
-from contextlib import contextmanager
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, NamedTuple, TypeVar
 
@@ -319,6 +317,7 @@ from ..ledger import GENESIS, CompactRange
 from ..messages import ContentPart, Message, TextPart, ToolCall, ToolResult
 from ..narration import operator_problem
 from ..recorder import Recorder, verify_session
+from ..replay import collector_paused
 from ..store.base import Store
 from ..store.links import (
     LANGGRAPH_DELTA_MAGIC,
@@ -839,37 +838,6 @@ SEGMENT = 32
 itself and the ``SEGMENT - 1`` deltas below it and (``a``) the value ``SEGMENT`` deltas down, so a read
 follows at most ``SEGMENT - 1`` links to the highest anchor and then one link per anchor, about
 ``depth / SEGMENT + SEGMENT`` artifacts instead of one per delta, before it reads the elements."""
-
-
-_gc_lock = threading.Lock()
-_gc_pauses = 0  # reads currently holding the collector off (guarded by _gc_lock)
-
-
-@contextmanager
-def _gc_paused() -> Iterator[None]:
-    """Pause Python's cyclic garbage collector for a bulk read (the fold of a thread, a list channel's
-    delta chain), then resume it if it was on. They allocate many small containers that stay alive (the
-    index) or die by reference counting; the collector's passes over them meanwhile are pure overhead
-    (measured: more than half of a first ``get_state``'s CPU at 1,000 turns). Nothing is left
-    uncollected: cycles made meanwhile, in any thread, are collected once it is on again. Counted across
-    threads (one lock): the collector is turned back on when the last overlapping read that found it on
-    ends, so two threads folding at once never leave it off."""
-    global _gc_pauses
-    with _gc_lock:
-        if _gc_pauses == 0 and not gc.isenabled():
-            paused = False  # the host turned it off: leave it as it is
-        else:
-            paused = True
-            _gc_pauses += 1
-            gc.disable()
-    try:
-        yield
-    finally:
-        if paused:
-            with _gc_lock:
-                _gc_pauses -= 1
-                if _gc_pauses == 0:
-                    gc.enable()
 
 
 def _writes_key(data: bytes) -> tuple[str, str] | None:
@@ -1632,7 +1600,7 @@ class FlightlogSaver(BaseCheckpointSaver[str]):
         prev = thread.head
         sha256, pack, apply = hashlib.sha256, _U64.pack, self._apply_bytes
         # chain_hash (ledger.py) inlined: sha256(prev_hash ‖ u64_le(seq) ‖ event_bytes), hex
-        with _gc_paused():
+        with collector_paused():
             for page in self.store.read_chain(thread.session_id, start=thread.next_seq, stop=size):
                 for seq, data, prev_hash, hash_ in page:
                     if (
@@ -1932,7 +1900,7 @@ class FlightlogSaver(BaseCheckpointSaver[str]):
         refs = [*([] if ref is None else [ref]), *reversed(chain)]
         contents = self.store.get_artifacts([r.handle for r in refs])  # one read for the whole chain
         value: Any = []
-        with _gc_paused():
+        with collector_paused():
             for r in refs:
                 value.extend(self._loads(thread, r, contents.get(r.handle)))
         return value
@@ -2000,7 +1968,7 @@ class FlightlogSaver(BaseCheckpointSaver[str]):
         contents = self.store.get_artifacts([root, *(e for _, e in parts)])
         loaded = [(root_type, checked(root, contents.get(root)))]
         loaded.extend((kind, checked(e, contents.get(e))) for kind, e in reversed(parts))
-        with _gc_paused():
+        with collector_paused():
             value = self._deserialize(thread, ref.seq, loaded[0], ref.handle)
             if type(value) is not builtins.list:
                 raise bad(root, "the whole value a delta chain extends is not a list")
