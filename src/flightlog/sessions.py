@@ -161,6 +161,7 @@ def replay_session(
     Applies the seed 000 replay rules (see :func:`flightlog.replay.reconstruct`); page-out archives are
     loaded from the artifact store. Reads the rows up to ``at`` only (raw pages, :meth:`Store.read_chain`)
     and decodes each into its event, so an undecodable one up to ``at`` raises as in :func:`iter_events`.
+    The fold runs with Python's cyclic collector paused (:func:`flightlog.replay.collector_paused`).
 
     Raises:
         EventDecodeError: a stored event up to ``at`` does not decode (names its seq).
