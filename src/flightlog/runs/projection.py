@@ -26,8 +26,6 @@ changes and refines the snapshot at read time (:func:`~flightlog.runs.adapters.r
 
 from __future__ import annotations
 
-import contextlib
-import gc
 import json
 import logging
 from collections.abc import Collection, Iterable, Iterator, Sequence
@@ -40,6 +38,7 @@ from ..encoding import decode_stored
 from ..errors import EventDecodeError, SessionNotFound
 from ..events import AgentProcessChanged, Event
 from ..narration import short, state_word
+from ..replay import collector_paused
 from ..store.base import NOT_A_RUN, RunListing, RunRow, SessionRecord, Store, StoredEvent
 from ..store.rows import run_row
 from .adapters import (
@@ -653,23 +652,6 @@ class RunEntry(NamedTuple):
     wire: str
 
 
-@contextlib.contextmanager
-def _bulk() -> Iterator[None]:
-    """Pause the cyclic GC while building many objects at once.
-
-    A listing creates a few container objects per run; with the collector on, every generation-2 pass
-    rescans all of them, so building 100,000 snapshots took ~6x longer than 10 × 10,000. Nothing built
-    here forms cycles; the collector is re-enabled (if it was on) on the way out.
-    """
-    enabled = gc.isenabled()
-    gc.disable()
-    try:
-        yield
-    finally:
-        if enabled:
-            gc.enable()
-
-
 def run_entries(
     store: Store,
     *,
@@ -703,7 +685,7 @@ def run_entries(
             :limit
         ]
         return [RunEntry(s.run_id, s.state.value, updated, s.model_dump_json()) for s, updated in runs]
-    with _bulk():
+    with collector_paused():
         listings = store.query_runs(
             states=states, source=source, parent=parent, refined_statuses=_REFINED, limit=limit
         )
@@ -729,7 +711,7 @@ def _refined(listing: RunListing) -> str:
 
 def parse_wires(wires: Sequence[str]) -> list[AgentRunSnapshot]:
     """Parse many seed 002 JSON snapshots in one call (one Rust-side parse of a JSON array)."""
-    with _bulk():
+    with collector_paused():
         return snapshot_list_adapter().validate_json("[" + ",".join(wires) + "]")
 
 
@@ -768,7 +750,7 @@ def _wires(
     """The stored wire JSON of every matching row (the projection is current), refined where the session
     status settles a run: one indexed query, and per row one test and no object (100,000 runs take about
     the time of fetching the rows)."""
-    with _bulk():
+    with collector_paused():
         rows = store.query_run_tuples(
             states=states, source=source, parent=parent, refined_statuses=_REFINED, limit=limit
         )
