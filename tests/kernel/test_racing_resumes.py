@@ -42,12 +42,6 @@ def _racing_resumes(db: Path, env: dict[str, str], lead: str) -> list[tuple[int,
 
 
 @pytest.mark.slow
-@pytest.mark.xfail(
-    raises=KeyError,
-    strict=False,
-    reason="known race, session 16: about 1 run in 7, two racing resumes leave one child's budget grant "
-    "unreleased (no budget_usage_reported for it: KeyError in check_child_settled); in the closing note",
-)
 def test_two_resumes_racing_on_a_crashed_tree_stop_cleanly_and_leave_a_true_record(tmp_path: Path) -> None:
     db = tmp_path / "tree.db"
     for tree in range(TREES):

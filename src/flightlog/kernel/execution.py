@@ -76,6 +76,7 @@ from typing import Protocol
 from ..errors import AppendConflict, StaleWriter
 from ..events import Custom, Event, Rollbacked, RollbackReason, RunTerminal, ToolCompleted
 from ..messages import ToolResult
+from ..recorder import Recorder
 from ..replay import KERNEL_NOTE
 from .agent import Agent
 from .ceiling import Ceiling, active
@@ -86,7 +87,7 @@ from .operations import Operation, deadline
 from .planning import ToolSurface, gate_events
 from .records import CallPlan
 from .state import KernelState
-from .subagents import AwaitingChildren, SubAgentTool
+from .subagents import AwaitingChildren, SubAgentTool, finished_children
 from .tools import Tool, ToolArgumentsError, render_output
 
 __all__ = ["IN_DOUBT_WARNING", "TurnContext", "execute_turn", "fatal_note", "in_doubt_gates"]
@@ -97,6 +98,7 @@ class TurnContext(Protocol):
 
     agent: Agent
     state: KernelState
+    recorder: Recorder
     effects: Effects
     session_id: str
     operation: Operation | None
@@ -358,6 +360,7 @@ def _on_fatal(ctx: TurnContext, plans: Sequence[CallPlan], fatal: _Fatal) -> Non
         ctx.append(
             ToolCompleted(turn=state.turn, results=results),
             *context_events,
+            *finished_children(ctx.recorder.store, state),
             *ending,
             status=None if retry else "failed",
         )
@@ -402,6 +405,7 @@ async def execute_turn(ctx: TurnContext, run_id: str) -> None:
     ctx.append(
         ToolCompleted(turn=state.turn, results=results),
         *context_events,
+        *finished_children(ctx.recorder.store, state),
         status="suspended" if suspends else None,
     )
     ctx.operation = None

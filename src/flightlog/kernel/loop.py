@@ -136,7 +136,7 @@ from .result import RunResult, result_of
 from .signals import run_blocking
 from .spec import AGENT_SPEC
 from .state import KERNEL_SOURCE, KernelState, load_state
-from .subagents import require_children_intact, waiting_on_children
+from .subagents import finished_children, require_children_intact, waiting_on_children
 from .transcript import Transcript
 from .watch import watch_events
 
@@ -218,6 +218,7 @@ class _Activation(ContextActivation):
     def _complete(self) -> None:
         st = self.state
         self.append(
+            *finished_children(self.kernel.store, st),
             RunTerminal(reason="completed", turns_used=st.turn, total_tokens=st.tokens_used),
             status="completed",
         )
@@ -433,6 +434,7 @@ class _Activation(ContextActivation):
             return
         if not calls:
             tokens = st.tokens_used + response.usage.total_tokens
+            events += finished_children(self.kernel.store, st)
             events.append(RunTerminal(reason="completed", turns_used=turn, total_tokens=tokens))
             self.append(*events, status="completed")
             return
@@ -719,7 +721,10 @@ class Kernel:
         if waiting is not None and arrived is None:  # the memory service has no result yet: still waiting
             activation.close()
             return result_of(state)
-        activation.append(self._resumed(state), *(arrived or []), status="running")
+        # A child that ended while no holder of this session settled it gets its release now (exactly once:
+        # this process holds the authority, and the fold it reads is the ledger's head).
+        released = finished_children(self.store, state)
+        activation.append(self._resumed(state), *(arrived or []), *released, status="running")
         return await self._drive(activation)
 
     @staticmethod

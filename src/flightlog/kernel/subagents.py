@@ -22,6 +22,13 @@ the call is in doubt; its reconciler answers "done" (with the answer) when the c
 call runs again, which *resumes* the existing child from its own ledger (a finished child is never re-run,
 a grant already recorded is reused, never recomputed or refilled).
 
+**Settled once, whoever finished the child.** Only the process holding the parent's authority can write
+the release (the epoch fences the others). A child can end without its own call settling it: driven to its
+end by a process fenced off in the parent meanwhile (its release refused), while the holder's call was
+answered otherwise (an error from its own resume of the child). The holder then writes the missing release
+(:func:`finished_children`: the open grants whose child's ledger is terminal) on resume and with each
+``tool_completed`` and ``run_terminal``; never twice, since it reads its own ledger's fold.
+
 **Children that stop without finishing.** A child waiting for a human decision makes the parent record
 ``agent_process_changed(waiting_input)`` then ``suspended(P, reason="sub_agent_await", pending_calls)``
 (once every delegating call of the group has stopped); a cancelled or fenced child, ``suspended``. The
@@ -110,6 +117,8 @@ __all__ = [
     "abort_children",
     "awaited_children",
     "child_session_id",
+    "finished_children",
+    "release_events",
     "spawner",
     "subagent",
     "waiting_on_children",
@@ -660,16 +669,35 @@ def _termination(state: KernelState) -> str:
 
 
 def _settle(call: _Call, child: KernelState) -> None:
-    """Record the child's exit and its usage under the grant (once)."""
+    """Record the child's exit and its usage under the grant (once: nothing when the parent's fold already
+    holds its release, :func:`finished_children` may have written it)."""
     if call.parent.state.delegation.is_released(call.agent_id):
         return
     grant = call.parent.state.delegation.grants[call.agent_id]
+    operation_id, _reservation_id = call.ids()
+    call.parent.append(*release_events(grant, call.process("running"), child, operation_id))
+    crash_point("subagent.settled")
+
+
+def release_events(
+    grant: Grant, entry: AgentProcessChanged, child: KernelState, operation_id: str
+) -> list[AgentProcessChanged | BudgetUsageReported | Custom]:
+    """The records settling a finished child's grant, for one transaction of its parent (module docs):
+    ``agent_process_changed(joined|failed, result_termination)`` (``entry``'s fields, the grant's turn),
+    ``budget_usage_reported`` (tokens and model turns: the child's own plus its released children's;
+    ``subagents``: its released children's plus itself) and ``Custom("budget_grant_released", {reservation_id,
+    agent_id, returned, cost?})`` (``returned``: the unused grant per limited axis, never below 0).
+
+    Args:
+        grant: The parent's recorded grant of the child.
+        entry: A process-table entry of the child (its role, isolation, inheritance, capabilities).
+        child: The child's fold; its run has ended (``phase == "terminal"``).
+        operation_id: ``<run_id>:turn-<turn>:agent-<call_id>`` of the delegating call.
+    """
     tokens, rounds, subagents = child.delegation.subtree()
-    released = child.delegation.released_cost.values()
     used_tokens, used_rounds = child.tokens_used + tokens, child.turn + rounds
-    cost = child.cost_used + sum(released)
+    cost = child.cost_used + sum(child.delegation.released_cost.values())
     termination = _termination(child)
-    operation_id, reservation_id = call.ids()
     returned: dict[str, Any] = {}
     if grant.tokens is not None:
         returned["tokens"] = max(0, grant.tokens - used_tokens)
@@ -678,25 +706,57 @@ def _settle(call: _Call, child: KernelState) -> None:
     if grant.cost is not None:
         returned["cost"] = max(0.0, grant.cost - cost)
     payload: dict[str, Any] = {
-        "reservation_id": reservation_id,
-        "agent_id": call.agent_id,
+        "reservation_id": grant.reservation_id,
+        "agent_id": grant.agent_id,
         "returned": returned,
     }
     if cost:
         payload["cost"] = cost
-    call.parent.append(
-        call.process("joined" if termination == "completed" else "failed", termination),
+    exit_state = "joined" if termination == "completed" else "failed"
+    update = {"turn": grant.turn, "state": exit_state, "result_termination": termination}
+    return [
+        entry.model_copy(update=update),
         BudgetUsageReported(
-            turn=call.turn,
+            turn=grant.turn,
             operation_id=operation_id,
-            reservation_id=reservation_id,
+            reservation_id=grant.reservation_id,
             tokens=used_tokens,
             subagents=subagents + 1,
             rounds=used_rounds,
         ),
         Custom(custom_kind=BUDGET_GRANT_RELEASED, payload=payload),
-    )
-    crash_point("subagent.settled")
+    ]
+
+
+def finished_children(
+    store: Store, state: KernelState
+) -> list[AgentProcessChanged | BudgetUsageReported | Custom]:
+    """The release records (:func:`release_events`) of every child of ``state``'s session whose run has
+    ended while its parent's ledger still holds its grant open, in grant order; ``[]`` when there is none
+    (the usual case: only open grants are looked at, one child fold each).
+
+    The process holding the parent appends them (fenced by its epoch, so exactly once): on resume, and with
+    each ``tool_completed`` and ``run_terminal``. A child can end without its delegating call settling it:
+    it was driven to its end by a process fenced off in the parent meanwhile (its release was refused),
+    or the call's outcome was recorded otherwise (an error result, a completion recorded earlier). A
+    session holding a child's derived id that is not this parent's child is left alone (never adopted).
+    """
+    events: list[AgentProcessChanged | BudgetUsageReported | Custom] = []
+    delegation = state.delegation
+    for agent_id, grant in delegation.grants.items():
+        entry = delegation.processes.get(agent_id)
+        if delegation.is_released(agent_id) or entry is None:
+            continue
+        try:
+            if not _exists(store, agent_id, state.session_id):
+                continue
+        except SubAgentFailed:
+            continue
+        child = load_state(store, agent_id)
+        if child.phase == "terminal":
+            operation_id = f"{state.run_id}:turn-{grant.turn}:agent-{grant.call_id}"
+            events += release_events(grant, entry, child, operation_id)
+    return events
 
 
 def _answer(call: _Call, child: KernelState) -> str:
