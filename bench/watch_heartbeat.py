@@ -11,7 +11,9 @@ session id, their times set older than ``RECENT_S``. A real ``flightlog watch FO
 * ``polled``: once it imported every file (old: none followed, no live record, no heartbeat): what polling
   N files costs alone;
 * ``followed``: then every file grows by the sample's next line (its turn goes on), so the watch follows
-  every session live: one live record each, heartbeated every ``HEARTBEAT_S`` (5 s).
+  every session live: one live record each, heartbeated every ``HEARTBEAT_S`` (5 s). The watch runs with
+  ``--silent-after 86400`` (a tree that has the option): by default it stops heartbeating a session
+  mid-turn 30 s after its file last changed, and a grow of many files takes longer than that to import.
 
 Each side waits one heartbeat period, then reads ``/proc/PID/stat`` (user + system CPU) and
 ``/proc/PID/io`` (write syscalls, bytes sent to storage) at the start and end of a ``--window`` seconds
@@ -47,6 +49,7 @@ from _tree import ROOT, measured_tree  # bench/ is sys.path[0] when a script run
 SRC = measured_tree(sys.argv[1:])  # --src DIR (checked: a path without flightlog is refused)
 sys.path.insert(0, str(SRC))
 
+from flightlog.importers import watch as watch_module  # noqa: E402
 from flightlog.importers.watch import HEARTBEAT_S, RECENT_S  # noqa: E402
 from flightlog.live import LiveRegistry  # noqa: E402
 from flightlog.runs.model import RunState  # noqa: E402
@@ -151,6 +154,8 @@ def measure(folder: Path, count: int, window_s: float) -> dict[str, dict[str, fl
     env.update(FLIGHTLOG_KEY_DIR=str(folder / "keys"), FLIGHTLOG_HEAD_DIR=str(folder / "heads"))
     paths = write_transcripts(folder / "projects", count)
     command = [sys.executable, "-m", "flightlog", "--db", str(db), "watch", str(folder / "projects")]
+    if hasattr(watch_module, "SILENT_S"):  # heartbeat every followed session however long the imports take
+        command += ["--silent-after", "86400"]
     with (folder / "watch.log").open("wb") as log:
         proc = subprocess.Popen(command, env=env, stdout=log, stderr=subprocess.STDOUT)
     try:

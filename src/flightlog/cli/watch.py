@@ -8,12 +8,15 @@ Mounting (the ``flightlog`` app adds it at top level)::
 It follows the folders agent tools write to (:func:`flightlog.importers.watch.default_folders`) or the
 folders given, importing each transcript again when it changes (:class:`flightlog.importers.watch.Watcher`):
 one stdout line per import that recorded events (``--json``: one JSON object a line), one stderr line per
-file it could not import. It runs until SIGINT (Ctrl-C) or SIGTERM, and is itself recorded as a run of
+file it could not import. It runs until SIGINT (Ctrl-C) or SIGTERM, heeded between files (also during a
+first poll over many transcripts: what it imported stays recorded), and is itself recorded as a run of
 source ``core_job`` (job ``watch``): ended ``cancelled`` when stopped so, and ``interrupted`` by the next
 ``watch`` when it was killed. A folder that does not exist yet (a typo, or an agent tool never run) is
 still followed, in case it appears, with one warning on stderr naming it at the start; a path that exists
 and is a file is refused. While it runs, the sessions it follows are live (``ls``: ``running``; ``runs``:
-``running``/``waiting_input`` · live); when it stops, each says what its ledger holds
+``running``/``waiting_input`` · live) while it hears from them: a session mid-turn whose transcript has not
+changed for ``--silent-after`` seconds (30) is no longer heartbeated, so ``runs`` flags it ``abandoned``
+once the lease lapses, until the file changes again; when it stops, each says what its ledger holds
 (:mod:`flightlog.importers.watch`), and one stderr line says what it left: its run ``cancelled``, the
 followed sessions counted by the word ``ls`` gives them (``interrupted``: an open run, not sealed); with
 ``--json``, also one closing JSON object on stdout (:func:`_print_stopped_json`); what a killed watch left
@@ -68,6 +71,17 @@ def register(app: typer.Typer, open_db: OpenDb) -> None:
         interval: Annotated[
             float, typer.Option("--interval", help="Seconds between polls.", min=0.05, max=60.0)
         ] = 0.25,
+        silent_after: Annotated[
+            float,
+            typer.Option(
+                "--silent-after",
+                help="Seconds a followed session mid-turn stays live after its transcript last changed; past "
+                "them the watch stops heartbeating it (runs: abandoned once the 30 s lease lapses; live again "
+                "when the file changes). Raise it for tool calls that write nothing for longer.",
+                min=1.0,
+                max=86400.0,
+            ),
+        ] = 30.0,
         json_out: Annotated[
             bool,
             typer.Option(
@@ -105,7 +119,7 @@ def register(app: typer.Typer, open_db: OpenDb) -> None:
                 if not folder.is_dir():  # a typo, or a tool not run yet: watched, it may appear later
                     err.print(f"flightlog: warning: {folder} does not exist (yet); watching for it to appear")
             err.print(f"flightlog: watching {', '.join(str(f) for f in chosen)} (run {job.session_id})")
-            watcher = Watcher(store, chosen, notary=notary, interval_s=interval)
+            watcher = Watcher(store, chosen, notary=notary, interval_s=interval, silent_s=silent_after)
 
             def report(item: WatchReport) -> None:
                 _print_report(item, out, err, json_out)

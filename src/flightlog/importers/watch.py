@@ -9,6 +9,9 @@ those of its ``<sessionId>/subagents/agent-*.jsonl`` files; for an OpenHands V1 
 conversation's ``events/*.json``): :func:`~flightlog.importers.import_file` (with ``live=True`` for a
 file it may follow, below), which appends only the new settled events of each session and waits for a torn
 last line. A line landing is recorded by the next poll: within ``interval_s`` plus the import's time.
+A poll imports one file at a time (:meth:`Watcher.polling`), each in its own transaction; :meth:`Watcher.run`
+heartbeats between them when a heartbeat is due, and stops before the next file once told to stop, so a
+first poll over many transcripts (minutes) is stopped promptly by Ctrl-C, keeping what it recorded.
 
 Restart without duplicates: the watcher keeps no state of its own. After a restart (or a SIGKILL: an
 import is one transaction, so it recorded all of a file's new events or none) it imports every file again,
@@ -33,10 +36,20 @@ every :data:`HEARTBEAT_S` seconds while :meth:`Watcher.run` runs (all of them in
 round: :meth:`Watcher.heartbeat`): ``running`` while the file is mid-turn, ``waiting_input`` when it
 shows the last run ended and its end waits for the next import (a Claude Code session idle between
 prompts: ``ImportResult.idle``). So ``ls`` says ``running`` and ``runs`` says ``running``/
-``waiting_input`` · live, never ``abandoned`` while the watch goes on, however old the transcript's own
-times are. When :meth:`Watcher.run` returns (Ctrl-C, SIGTERM, an error) it clears those live records and
-sets each such row back to ``incomplete``: what the ledger holds decides again (``ls``: ``interrupted``,
-``runs``: ``terminal · interrupted`` until an import records the end or ``--seal``).
+``waiting_input`` · live, not ``abandoned``, however old the transcript's own times are, while the watch
+hears from it. A heartbeat is evidence, so only a session the watch has heard from is heartbeated: one
+waiting for input (no process is needed for that state), or one whose file changed within ``silent_s``
+seconds (:data:`SILENT_S`, the read model's 30 s lease). An agent that died mid-turn (its file stops
+growing, its process gone) is not heartbeated past that window, so once the lease lapses too ``runs``
+and the dashboard flag it ``abandoned`` (:func:`flightlog.live.is_abandoned`: nothing heard within the
+lease) in the state its events give, no outcome invented; ``ls`` still says ``running``, with the note
+on stderr. A live agent in a tool call that writes nothing for as long (a long build) reads the same
+until its file changes: then it is published live again (``flightlog watch --silent-after`` widens
+the window). A file found at start that was last modified longer ago than the window is followed
+(``running``) but not published live. When :meth:`Watcher.run` returns (Ctrl-C, SIGTERM, an error) it
+clears those live records and sets each such row back to ``incomplete``: what the ledger holds decides
+again (``ls``: ``interrupted``, ``runs``: ``terminal · interrupted`` until an import records the end or
+``--seal``).
 
 **Killed** (``kill -9``: no :meth:`Watcher.release`). Its rows stay ``running`` and its live records stop
 being heartbeated: ``runs`` and the dashboard show the live state (``live (Ns ago)``) until the 30 s lease
@@ -59,7 +72,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from ..errors import ImportFormatError, SessionNotFound
-from ..live import LiveRegistry
+from ..live import DEFAULT_LEASE_MS, LiveRegistry
 from ..runs.model import RunState
 from ..runs.projection import no_run_sessions
 from . import FORMATS, ImportResult, claude_code, import_file, iter_transcripts, openhands_v1
@@ -68,7 +81,15 @@ if TYPE_CHECKING:
     from ..integrity.notary import Notary
     from ..store.base import Store
 
-__all__ = ["HEARTBEAT_S", "RECENT_S", "WatchReport", "Watcher", "default_folders", "release_abandoned"]
+__all__ = [
+    "HEARTBEAT_S",
+    "RECENT_S",
+    "SILENT_S",
+    "WatchReport",
+    "Watcher",
+    "default_folders",
+    "release_abandoned",
+]
 
 HEARTBEAT_S = 5.0
 """Seconds between heartbeats of the followed sessions' live records (well inside the 30 s lease)."""
@@ -78,6 +99,12 @@ RECENT_S = 600.0
 modified within this many seconds of being found: a session in use, perhaps idle between prompts. Older
 ones are imported and left to what their ledger holds (an old session is not "running" because a watch
 started); one that grows later is followed from then on."""
+
+SILENT_S = DEFAULT_LEASE_MS / 1000
+"""Seconds a followed session mid-turn is heartbeated after its transcript last changed (the read model's
+lease, :data:`flightlog.live.DEFAULT_LEASE_MS`): past it the watch has no sign that the agent is alive (it
+may have died mid-turn, or be in a long silent tool call), so it stops vouching for it, and the lease later
+the read model flags it ``abandoned``; the file changing again makes it live again."""
 
 Signature = tuple[tuple[str, int, int], ...]
 """What a poll compares: (name, size in bytes, mtime in ns) of a transcript and its companion files."""
@@ -115,26 +142,38 @@ class Watcher:
         *,
         notary: Notary | None = None,
         interval_s: float = 0.25,
+        silent_s: float = SILENT_S,
+        clock: Callable[[], int] = time.time_ns,
     ) -> None:
         """Args:
         store: Where sessions are recorded.
         folders: Folders to follow (missing ones are looked at again at each poll).
         notary: Sign what is recorded (None: unsigned).
         interval_s: Seconds between polls (> 0).
+        silent_s: Seconds a followed session mid-turn is heartbeated after its file last changed (> 0;
+            :data:`SILENT_S`).
+        clock: Wall clock in epoch ns: compared with the files' modification times, and the live records'
+            times (tests inject one).
 
         Raises:
-            ValueError: ``interval_s`` is not positive.
+            ValueError: ``interval_s`` or ``silent_s`` is not positive.
         """
         if interval_s <= 0:
             raise ValueError("interval_s must be > 0")
+        if silent_s <= 0:
+            raise ValueError("silent_s must be > 0")
         self.store = store
         self.folders = folders
         self.notary = notary
         self.interval_s = interval_s
+        self.silent_s = silent_s
+        self._clock = clock
         self._seen: dict[Path, Signature] = {}
         self.imported_events = 0
-        self.live = LiveRegistry(store)
+        self.live = LiveRegistry(store, clock=lambda: clock() // 1_000_000)
         self._followed: set[str] = set()  # sessions this watch set running and publishes live
+        self._changed_ns: dict[str, int] = {}  # followed session -> newest mtime of its file (epoch ns)
+        self._idle: set[str] = set()  # followed sessions published waiting_input (no process needed)
         self.released: list[str] = []  # the sessions the last release() stopped following, sorted
 
     def files(self) -> Iterator[Path]:
@@ -146,19 +185,29 @@ class Watcher:
 
     def poll(self) -> list[WatchReport]:
         """Import every file whose signature changed since the last poll; one report per import tried."""
-        reports: list[WatchReport] = []
+        return list(self.polling())
+
+    def polling(self, stop: threading.Event | None = None) -> Iterator[WatchReport]:
+        """:meth:`poll` one file at a time: each report is yielded as soon as its import ended (committed:
+        one transaction per file), and no further file is imported once ``stop`` is set, so a caller can
+        heartbeat and stop between the files of a long poll (a first poll over many transcripts). A file
+        the stop left unread is read by the next watch (nothing of it is recorded yet)."""
         for path in self.files():
+            if stop is not None and stop.is_set():
+                return
             signature = _signature(path)
             if signature is None or self._seen.get(path) == signature:
                 continue
             grew = path in self._seen  # changed while watched; else found already written
-            reports.append(self._import(path, grew=grew, recent=_recent(signature)))
+            report = self._import(path, signature, grew=grew)
             self._seen[path] = signature
-        return reports
+            yield report
 
-    def _import(self, path: Path, *, grew: bool, recent: bool) -> WatchReport:
+    def _import(self, path: Path, signature: Signature, *, grew: bool) -> WatchReport:
         """Import ``path`` (``live`` when it grew while watched or is recent) and follow its sessions when
         it grew while watched, or is recent and holds bytes no import recorded yet (module docstring)."""
+        changed_ns = max(mtime_ns for _name, _size, mtime_ns in signature)
+        recent = self._clock() - changed_ns <= RECENT_S * 1e9
         try:
             result = import_file(self.store, path, notary=self.notary, live=grew or recent)
         except ImportFormatError as exc:
@@ -167,12 +216,14 @@ class Watcher:
             return WatchReport(path, error="vanished while being read")
         self.imported_events += result.events
         if grew or (recent and not result.duplicate):
-            self._follow(result)
+            self._follow(result, changed_ns)
         return WatchReport(path, result=result)
 
-    def _follow(self, result: ImportResult) -> None:
-        """Publish each session of ``result`` whose ledger holds an open run as live (module docstring);
-        a row an earlier watch left ``incomplete`` (its bytes imported already) reads ``running`` again."""
+    def _follow(self, result: ImportResult, changed_ns: int) -> None:
+        """Follow each session of ``result`` whose ledger holds an open run (module docstring): its row
+        reads ``running`` (one an earlier watch left ``incomplete`` again), and its live record is
+        published when :meth:`_heard` (its file, last modified at ``changed_ns`` epoch ns, changed within
+        :attr:`silent_s`, or it waits for input), else cleared: no sign of life, nothing live claimed."""
         idle = set(result.idle)
         for session_id in result.session_ids:
             status = self.store.get_session(session_id).status
@@ -180,11 +231,25 @@ class Watcher:
                 continue
             if status == "incomplete":
                 self.store.set_session_status(session_id, "running")
-            state = RunState.WAITING_INPUT if session_id in idle else RunState.RUNNING
-            if result.events:
-                self.live.clear(session_id)  # a fresh publication: newer than the events just recorded
-            self.live.publish(session_id, state)
             self._followed.add(session_id)
+            self._changed_ns[session_id] = changed_ns
+            if session_id in idle:
+                self._idle.add(session_id)
+            else:
+                self._idle.discard(session_id)
+            heard = self._heard(session_id, self._clock())
+            if result.events or not heard:
+                self.live.clear(session_id)  # a fresh publication: newer than the events just recorded
+            if heard:
+                state = RunState.WAITING_INPUT if session_id in idle else RunState.RUNNING
+                self.live.publish(session_id, state)
+
+    def _heard(self, session_id: str, now_ns: int) -> bool:
+        """Whether the watch has evidence that followed session ``session_id`` is alive at ``now_ns``: it
+        waits for input (a state no process is needed for), or its file changed within :attr:`silent_s`."""
+        if session_id in self._idle:
+            return True
+        return now_ns - self._changed_ns.get(session_id, 0) <= self.silent_s * 1e9
 
     def release(self) -> None:
         """Stop publishing the followed sessions: clear their live records and set each row this watch
@@ -199,25 +264,40 @@ class Watcher:
             except SessionNotFound:  # erased or moved by another process meanwhile: nothing to set back
                 continue
         self._followed.clear()
+        self._changed_ns.clear()
+        self._idle.clear()
 
     def heartbeat(self) -> int:
-        """Refresh the heartbeat of every followed session's live record, in one store transaction (one
-        commit per round, not one per session: ``bench/watch_heartbeat.py``); returns how many."""
-        return len(self.live.heartbeat_many(sorted(self._followed)))
+        """Refresh the heartbeat of each followed session the watch has heard from (:meth:`_heard`: its
+        file changed within :attr:`silent_s`, or it waits for input), in one store transaction (one commit
+        per round, not one per session: ``bench/watch_heartbeat.py``); returns how many. A session mid-turn
+        whose file went silent is left unbeaten: once the lease lapses the read model flags it
+        ``abandoned`` (:func:`flightlog.live.is_abandoned`); its file changing again publishes it anew."""
+        now_ns = self._clock()
+        heard = sorted(sid for sid in self._followed if self._heard(sid, now_ns))
+        return len(self.live.heartbeat_many(heard))
 
     def run(
         self, stop: threading.Event, on_report: Callable[[WatchReport], None] = lambda report: None
     ) -> None:
         """Poll until ``stop`` is set, handing each report to ``on_report``; heartbeat the followed
-        sessions every :data:`HEARTBEAT_S` seconds, and :meth:`release` them when it returns or raises."""
+        sessions every :data:`HEARTBEAT_S` seconds, also between the files of a poll (a first poll over
+        many transcripts takes minutes), stop between files once ``stop`` is set, and :meth:`release` the
+        followed sessions when it returns or raises."""
         beat = time.monotonic()
+
+        def beat_when_due() -> None:
+            nonlocal beat
+            if time.monotonic() - beat >= HEARTBEAT_S:
+                beat = time.monotonic()
+                self.heartbeat()
+
         try:
             while not stop.is_set():
-                for report in self.poll():
+                for report in self.polling(stop):
                     on_report(report)
-                if time.monotonic() - beat >= HEARTBEAT_S:
-                    beat = time.monotonic()
-                    self.heartbeat()
+                    beat_when_due()
+                beat_when_due()
                 stop.wait(self.interval_s)
         finally:
             self.release()
@@ -258,12 +338,6 @@ def release_abandoned(store: Store, pids: Collection[int]) -> list[str]:
                 store.set_session_status(record.run_id, "incomplete")
             released.append(record.run_id)
     return sorted(released)
-
-
-def _recent(signature: Signature) -> bool:
-    """Whether the newest file of ``signature`` was modified within :data:`RECENT_S` seconds of now."""
-    newest_ns = max(mtime_ns for _name, _size, mtime_ns in signature)
-    return time.time_ns() - newest_ns <= RECENT_S * 1e9
 
 
 def _signature(path: Path) -> Signature | None:
