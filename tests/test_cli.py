@@ -89,11 +89,11 @@ def test_import_prints_a_line_per_file_and_every_session_verifies(imported: Path
     code, out, _ = run(imported, "verify", "--all", "--record")
     assert code == 0, out
     assert out.count("ok") >= len(rows)
-    # core_job runs: the folder import, then this verify sweep (recorded once done)
+    # core_job runs, newest first as ls lists: this verify sweep (recorded once done), then the folder import
     jobs = _jobs(imported)
     assert [(j["status"], str(j["session_id"]).split(":")[1]) for j in jobs] == [
-        ("completed", "import"),
         ("completed", "verify"),
+        ("completed", "import"),
     ]
 
 

@@ -49,7 +49,7 @@ def test_a_run_the_user_ended_reads_cancelled_everywhere(tmp_path: Path) -> None
     code, out, err = invoke("--db", str(db), "show", ABORTED)
     assert code == 0, err
     assert out.splitlines()[0].startswith(f"session {ABORTED}  [cancelled]")
-    assert "run ended: cancelled after 1 turn(s)" in out and "aborted" not in out
+    assert "run ended: cancelled after 1 step" in out and "aborted" not in out
     code, out, err = invoke("--db", str(db), "show", ABORTED, "--json")
     assert json.loads(out.splitlines()[-2])["event"]["reason"] == "aborted"  # the wire form is unchanged
     code, out, err = invoke("--db", str(db), "runs")

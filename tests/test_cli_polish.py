@@ -314,7 +314,7 @@ def _ls(db: Path, *args: str) -> list[str]:
 def test_ls_limit_and_filters(imported_db: Path) -> None:
     everything = _ls(imported_db)
     assert len(everything) == 3
-    assert _ls(imported_db, "--limit", "2") == everything[-2:] == _ls(imported_db, "-n", "2")
+    assert _ls(imported_db, "--limit", "2") == everything[:2] == _ls(imported_db, "-n", "2")
     assert _ls(imported_db, "--limit", "0") == []
     # unsealed imports: their last runs' ends wait for the sources to end, so each ledger holds an open run
     assert _ls(imported_db, "--status", "completed") == []
@@ -322,7 +322,7 @@ def test_ls_limit_and_filters(imported_db: Path) -> None:
     assert _ls(imported_db, "--since", "2026-02-23T13:00:00Z") == [
         "codex:019c8bfe-ec25-79e0-97d7-bda6a9c575ff"
     ]
-    assert _ls(imported_db, "--since", "2026-02-23") == everything[1:]
+    assert _ls(imported_db, "--since", "2026-02-23") == everything[:-1]
     assert _ls(imported_db, "--since", "100000d") == everything
     assert _ls(imported_db, "--since", "1s") == []  # imported sessions keep their transcripts' times
     assert _ls(imported_db, "--task", "safe LINE") == ["codex:66666666-6666-4666-8666-666666666666"]
@@ -358,10 +358,15 @@ def test_ls_says_no_run_for_a_session_that_holds_none(tmp_path: Path) -> None:
 
     db = tmp_path / "ls.db"
     with SqliteStore(db) as store:
-        Recorder.create(store, session_id="items", notary=None).append(Custom(custom_kind="item", payload={}))
-        Recorder.create(store, session_id="empty", notary=None)
-        Recorder.create(store, session_id="a-run", notary=None).append(RunStarted(run_id="r", goal="go"))
-        done = Recorder.create(store, session_id="ended", notary=None)
+        at = 1_780_000_000_000  # one ms apart: ls lists newest first
+        Recorder.create(store, session_id="items", notary=None, created_at_ms=at).append(
+            Custom(custom_kind="item", payload={})
+        )
+        Recorder.create(store, session_id="empty", notary=None, created_at_ms=at + 1)
+        Recorder.create(store, session_id="a-run", notary=None, created_at_ms=at + 2).append(
+            RunStarted(run_id="r", goal="go")
+        )
+        done = Recorder.create(store, session_id="ended", notary=None, created_at_ms=at + 3)
         done.append(Custom(custom_kind="item", payload={}))
         done.finish("completed")
     code, out, err = invoke("--db", str(db), "ls", "--json")
@@ -378,7 +383,27 @@ def test_ls_says_no_run_for_a_session_that_holds_none(tmp_path: Path) -> None:
     assert "no run" in lines["items"] and "running" not in lines["items"]
     assert "running" in lines["a-run"]
     assert _ls(db, "--status", "running") == ["a-run"]
-    assert _ls(db, "--status", "no run") == ["items", "empty"]
+    assert _ls(db, "--status", "no run") == ["empty", "items"]
+
+
+def test_ls_lists_newest_first_as_runs_does(tmp_path: Path) -> None:
+    """``ls`` listed oldest first while ``runs`` lists the latest first: both newest first now, in the table
+    and ``--json``; ``--limit N`` keeps the N newest; a tie in creation time goes by id, descending."""
+    from flightlog.events import RunStarted
+
+    db = tmp_path / "order.db"
+    at = 1_780_000_000_000
+    with SqliteStore(db) as store:
+        for offset, sid in ((0, "old"), (5, "new"), (2, "mid-b"), (2, "mid-a")):
+            rec = Recorder.create(store, session_id=sid, notary=None, created_at_ms=at + offset)
+            rec.append(RunStarted(run_id="r", goal=sid))
+    assert _ls(db) == ["new", "mid-b", "mid-a", "old"]
+    code, out, err = invoke("--db", str(db), "ls")
+    assert code == 0, err
+    assert [line.split()[0] for line in out.splitlines()[1:]] == ["new", "mid-b", "mid-a", "old"]
+    assert _ls(db, "-n", "2") == ["new", "mid-b"] and _ls(db, "-n", "0") == []
+    code, out, err = invoke("--db", str(db), "ls", "--help")
+    assert "newest first" in " ".join(out.split()), out
 
 
 @pytest.fixture(params=["sqlite", "postgres"])
@@ -598,6 +623,17 @@ def test_ui_token_on_the_command_line_is_warned_about(taken_port: int, tmp_path:
     assert "cannot listen" in result.stderr
     code, out, _ = invoke("ui", "--help")
     assert "FLIGHTLOG_UI_TOKEN" in out and "visible to other" in " ".join(out.split())
+
+
+def test_ui_help_gives_the_token_minimum_the_command_enforces() -> None:
+    """``ui --help`` did not say how long a token must be, though a shorter one is refused: the help gives
+    the minimum, the same number the CLI check and the dashboard's Auth use."""
+    from flightlog.cli.ui import MIN_TOKEN_CHARS
+    from flightlog.web.security import MIN_TOKEN_CHARS as WEB_MIN
+
+    assert MIN_TOKEN_CHARS == WEB_MIN == 8
+    code, out, _ = invoke("ui", "--help")
+    assert code == 0 and "at least 8 characters" in " ".join(out.split())
 
 
 def test_a_short_ui_token_from_the_environment_names_the_variable(tmp_path: Path) -> None:

@@ -339,6 +339,52 @@ def test_custom_events_narrate_with_a_short_hint() -> None:
     assert narrate(Custom(custom_kind="x", payload=[1, 2])) == "x"
 
 
+def test_provider_retries_narrate_their_number_delay_and_error() -> None:
+    """``provider_retry`` read as its kind alone (``provider_retry``) though it carries the attempt, the
+    delay and the error; a record written before ``max_retries`` was gives no total; an untrusted payload
+    of other types is not believed."""
+    from flightlog.events import Custom
+    from flightlog.narration import narrate
+
+    def line(**payload: object) -> str:
+        return narrate(Custom(custom_kind="provider_retry", payload=payload))
+
+    full = {"turn": 3, "attempt": 2, "max_retries": 5, "delay_s": 1.2, "error": "503 overloaded"}
+    assert line(**full) == "turn 3: retry 2/5 after 1.2 s (503 overloaded)"
+    assert line(**{**full, "max_retries": None}) == "turn 3: retry 2 after 1.2 s (503 overloaded)"
+    older = {k: v for k, v in full.items() if k != "max_retries"}
+    assert line(**{**older, "delay_s": 0.125}) == "turn 3: retry 2 after 0.12 s (503 overloaded)"
+    assert line(turn=1, attempt=True, delay_s="soon", error="x\x1b[2J") == (
+        "turn 1: retry ? after ? s (x[U+001B][2J)"
+    )
+    assert line(**{**full, "error": "e" * 200}).endswith("e…)")
+
+
+def test_run_started_leads_with_the_session_id_commands_take() -> None:
+    """``show``/``tail`` led a run with its ``run_started.run_id`` (a kernel run's random hex), which no
+    command takes; given the session, the line leads with it, whole."""
+    from flightlog.events import RunStarted
+    from flightlog.narration import narrate
+
+    started = RunStarted(run_id="94fb2dbd2168467dbf050da1c1b2c3d4", goal="find it", criteria=["a", "b"])
+    sid = "claude-code:55604662-cf2a-4331-851a-ec234028f8ca"
+    assert narrate(started, sid) == f"run {sid} started: find it (2 criteria)"
+    assert narrate(started) == "run 94fb2dbd2168467dbf050da… started: find it (2 criteria)"
+
+
+def test_run_terminal_counts_steps_as_runs_does() -> None:
+    """``run ended: ... after N turn(s)`` beside ``runs``' ``steps``: one word for ``turns_used``."""
+    from flightlog.events import RunTerminal
+    from flightlog.narration import narrate
+
+    assert narrate(RunTerminal(reason="failed", turns_used=1, total_tokens=2)) == (
+        "run ended: failed after 1 step, 2 tokens"
+    )
+    assert narrate(RunTerminal(reason="aborted", turns_used=3, total_tokens=1)) == (
+        "run ended: cancelled after 3 steps, 1 token"
+    )
+
+
 def test_agents_sdk_items_narrate_their_content() -> None:
     """An Agents SDK session's items read as the conversation (flightlog.integrations.openai_agents)."""
     from flightlog.events import Custom

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import unicodedata
 from collections.abc import Callable
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, cast
 
 if TYPE_CHECKING:  # annotations only: the CLI imports plural/short without loading the event models
     from . import events as ev
@@ -83,9 +83,14 @@ def short(text: str, limit: int = 80) -> str:
     return flat if len(flat) <= limit else flat[: limit - 1] + "…"
 
 
-def _run_started(e: ev.RunStarted) -> str:
+def _run_started(e: ev.RunStarted, session_id: str | None = None) -> str:
+    """``run SESSION started: GOAL (N criteria)``: led by the session id, whole, so it pastes into ``show``,
+    ``resume``, ``runs --parent`` (``runs`` lists it as the run); the event's own ``run_id`` (a kernel run's
+    random hex, an import's source position, a LangGraph checkpoint id), which no command takes, is left to
+    ``--json``. Without a session: ``run RUN_ID started: …``, the run id cut to 24 characters."""
     extra = f" ({plural(len(e.criteria), 'criterion')})" if e.criteria else ""
-    return f"run {short(e.run_id, 24)} started: {short(e.goal)}{extra}"
+    who = printable(session_id) if session_id is not None else short(e.run_id, 24)
+    return f"run {who} started: {short(e.goal)}{extra}"
 
 
 def _llm(e: ev.LlmCompleted) -> str:
@@ -226,6 +231,31 @@ def _agents(kind: str, payload: dict[str, Any]) -> str | None:
     return None
 
 
+def _count(value: Any) -> int | None:
+    """``value`` when it is a non-negative int (not a bool: payloads are untrusted), else None."""
+    return value if isinstance(value, int) and not isinstance(value, bool) and value >= 0 else None
+
+
+def _seconds(value: Any) -> str | None:
+    """A payload's seconds as ``1.2``, ``2``, ``0.05`` (two decimals at most); None for what is no number."""
+    if isinstance(value, bool) or not isinstance(value, int | float) or value != value or value < 0:
+        return None
+    return f"{value:.2f}".rstrip("0").rstrip(".")
+
+
+def _provider_retry(payload: dict[str, Any]) -> str:
+    """``provider_retry`` (kernel record, :mod:`flightlog.kernel.records`): ``turn 3: retry 2/5 after 1.2 s
+    (503 overloaded)``; ``retry 2`` without the ``/5`` for a record written before ``max_retries`` was, ``?``
+    for what the payload lacks; the error cut to 80 characters."""
+    attempt = _count(payload.get("attempt"))
+    most = _count(payload.get("max_retries"))
+    nth = ("?" if attempt is None else str(attempt)) + (f"/{most}" if most is not None else "")
+    delay = _seconds(payload.get("delay_s"))
+    line = f"turn {payload.get('turn', '?')}: retry {nth} after {'?' if delay is None else delay} s"
+    error = payload.get("error")
+    return line + (f" ({short(printable(error), 80)})" if isinstance(error, str) and error else "")
+
+
 def _custom(e: ev.Custom) -> str:
     payload = e.payload if isinstance(e.payload, dict) else {}
     agents = _agents(e.custom_kind, payload) if e.custom_kind.startswith("openai_agents.") else None
@@ -233,6 +263,8 @@ def _custom(e: ev.Custom) -> str:
         return agents
     if e.custom_kind == "approval_decision":
         return _approval_decision(payload)
+    if e.custom_kind == "provider_retry":
+        return _provider_retry(payload)
     if e.custom_kind == "abort_requested":  # kernel record: who asked for the abort beside it
         who = short(printable(str(payload.get("requested_by", "?"))), 80)
         return f"turn {payload.get('turn', '?')}: abort requested by {who}"
@@ -313,13 +345,13 @@ def _langgraph(kind: str, payload: dict[str, Any]) -> str | None:
 
 
 _NARRATORS: dict[str, Callable[[Any], str]] = {
-    "run_started": _run_started,
     "llm_completed": _llm,
     "tool_requested": _tool_requested,
     "tool_completed": _tool_completed,
     "custom": _custom,
+    # turns_used is what runs and the dashboard count as steps (runs.adapters: steps_taken)
     "run_terminal": lambda e: (
-        f"run ended: {state_word(e.reason)} after {e.turns_used} turn(s), {plural(e.total_tokens, 'token')}"
+        f"run ended: {state_word(e.reason)} after {plural(e.turns_used, 'step')}, {plural(e.total_tokens, 'token')}"
     ),
     "compressed": lambda e: (
         f"turn {e.turn}: compressed seqs {e.archived_seq_range[0]}..{e.archived_seq_range[1]}"
@@ -384,8 +416,16 @@ _NARRATORS: dict[str, Callable[[Any], str]] = {
 }
 
 
-def narrate(event: ev.Event) -> str:
-    """A one-line human description of ``event`` (at most a few hundred characters)."""
+def narrate(event: ev.Event, session_id: str | None = None) -> str:
+    """A one-line human description of ``event`` (at most a few hundred characters plus the session id).
+
+    Args:
+        event: The decoded event.
+        session_id: The session holding it, when the caller knows it: a ``run_started`` line then leads
+            with it (:func:`_run_started`), the id every command takes.
+    """
+    if event.kind == "run_started":
+        return _run_started(cast("ev.RunStarted", event), session_id)
     narrator = _NARRATORS.get(event.kind)
     return narrator(event) if narrator else event.kind
 

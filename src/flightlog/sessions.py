@@ -77,8 +77,9 @@ def find_sessions(
     status_of: Callable[[SessionRecord], str] | None = None,
     records: Iterable[SessionRecord] | None = None,
 ) -> list[SessionRecord]:
-    """Sessions that pass every filter given, oldest first (what ``flightlog ls`` lists); a row whose id is
-    not text names no session and is not among them (:meth:`~flightlog.store.base.Store.unnamed_sessions`).
+    """Sessions that pass every filter given, newest first (what ``flightlog ls`` lists, in the order ``runs``
+    lists runs: latest first; by creation time, then id descending); a row whose id is not text names no
+    session and is not among them (:meth:`~flightlog.store.base.Store.unnamed_sessions`).
 
     Args:
         store: The store.
@@ -87,7 +88,7 @@ def find_sessions(
             passes one that says ``no run`` for a session holding no run).
         since_ms: Keep sessions created at or after this epoch time, in ms.
         task: Keep sessions whose task contains this text (case-insensitive).
-        limit: Keep only the ``limit`` most recently created of those (still oldest first); None keeps all.
+        limit: Keep only the ``limit`` most recently created of those (the first ``limit``); None keeps all.
         records: The sessions to filter, as ``store.list_sessions()`` yields them (its default; ``ls``
             passes the list it already read, so 100,000 rows are read and decoded once).
 
@@ -106,9 +107,8 @@ def find_sessions(
         and (since_ms is None or record.created_at_ms >= since_ms)
         and (needle is None or needle in record.task.casefold())
     ]
-    if limit is None:
-        return kept
-    return kept[len(kept) - limit :] if limit else []
+    kept.reverse()  # records come oldest first (Store.list_sessions): one pass, then newest first
+    return kept if limit is None else kept[:limit]
 
 
 def iter_events(

@@ -101,9 +101,9 @@ def test_ls_lists_the_sessions_and_names_a_row_whose_id_is_not_text(db: str, edi
         code, out, err = cli(db, *args)
         assert code == 1, (args, out, err)
         if "--json" in args:
-            assert [row["session_id"] for row in json.loads(out)] == ["a", "b"], (args, out)
+            assert [row["session_id"] for row in json.loads(out)] == ["b", "a"], (args, out)  # newest first
         else:
-            assert [line.split()[0] for line in out.splitlines()[1:]] == ["a", "b"], (args, out)
+            assert [line.split()[0] for line in out.splitlines()[1:]] == ["b", "a"], (args, out)
         lines = err.strip().splitlines()
         assert len(lines) == 1 and "a sessions row whose id is " in lines[0], (args, err)
         assert "it names no session, not listed (see `flightlog verify --all`)" in lines[0], lines[0]

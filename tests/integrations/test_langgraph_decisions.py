@@ -261,7 +261,7 @@ def test_a_finished_interrupt_thread_counts_the_steps_its_nodes_ran(tmp_path: Pa
         ends = [e for _, e in iter_events(store, sid) if isinstance(e, RunTerminal)]
         assert [(e.reason, e.turns_used) for e in ends] == [("completed", 3), ("interrupted", 2)]
     shown = CliRunner().invoke(app, ["--db", str(db), "show", sid])
-    assert "run ended: completed after 3 turn(s), 0 tokens" in shown.output
+    assert "run ended: completed after 3 steps, 0 tokens" in shown.output
     runs = CliRunner().invoke(app, ["--db", str(db), "runs", "--json"])
     (row,) = [r for r in json.loads(runs.output) if r["run_id"] == sid]
     assert row["budget"]["steps_taken"] == 5  # 3 + 2 closed; the open third run has run no node yet

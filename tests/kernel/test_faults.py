@@ -83,6 +83,7 @@ def test_retryable_errors_back_off_exponentially_honouring_retry_after_capped(st
             "model": "scripted-model",
             "route_position": 0,
             "attempt": 1,
+            "max_retries": 2,
             "delay_s": 2.0,
             "retry_after_s": 2.0,
             "error": "429 slow down",
@@ -92,6 +93,7 @@ def test_retryable_errors_back_off_exponentially_honouring_retry_after_capped(st
             "model": "scripted-model",
             "route_position": 0,
             "attempt": 2,
+            "max_retries": 2,
             "delay_s": 1.0,
             "error": "503",
         },
@@ -101,6 +103,11 @@ def test_retryable_errors_back_off_exponentially_honouring_retry_after_capped(st
     # no note after a provider failure, as upstream (kernel.activation.TIMEOUT_NOTE): the same request again
     assert provider.requests[2].messages == provider.requests[1].messages == provider.requests[0].messages
     assert customs(store, sid, "kernel_note") == []
+    # show's lines give each retry's number out of the agent's max_retries, its delay and why
+    lines = [
+        narrate(e) for e in events(store, sid) if isinstance(e, Custom) and e.custom_kind == "provider_retry"
+    ]
+    assert lines == ["turn 1: retry 1/2 after 2 s (429 slow down)", "turn 1: retry 2/2 after 1 s (503)"]
 
 
 def test_retry_after_is_capped(store: SqliteStore) -> None:

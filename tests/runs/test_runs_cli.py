@@ -194,11 +194,11 @@ def test_tail_prints_narrated_lines_and_json(imported: Path) -> None:
     code, out, _ = run(imported, "tail", "kernel-1")
     assert code == 0
     lines = out.splitlines()
-    assert len(lines) == 2 and "run_started" in lines[0] and "run r1 started: do the thing" in lines[0]
+    assert len(lines) == 2 and "run_started" in lines[0] and "run kernel-1 started: do the thing" in lines[0]
     code, out, _ = run(imported, "tail", "kernel-1", "--json")
     first = json.loads(out.splitlines()[0])
     assert first["seq"] == 0 and first["kind"] == "run_started" and first["event"]["goal"] == "do the thing"
-    assert first["text"].startswith("run r1 started")
+    assert first["text"].startswith("run kernel-1 started")  # the session id, as the text line
     code, out, _ = run(imported, "tail", PARENT, "-f")  # imported: already ended, -f returns
     assert code == 0 and out.splitlines()[-1].split()[2] == "run_terminal"
 

@@ -168,6 +168,52 @@ def test_every_action_refuses_a_forged_request_and_records_nothing(
         assert load_state(store, "a4").phase != "terminal"
 
 
+@pytest.mark.parametrize(
+    ("path", "fields", "heading", "error"),
+    [
+        pytest.param(
+            "/signals/send",
+            {"kind": "message", "text": "look again", "operator": ""},
+            "Signal not sent",
+            "invalid operator name: empty",
+            id="signal-without-operator",
+        ),
+        pytest.param(
+            "/runs/abort",
+            {"operator": "ada"},
+            "Run not aborted",
+            "tick the box: an abort stops the run",
+            id="abort-unconfirmed",
+        ),
+    ],
+)
+def test_a_form_posted_without_javascript_gets_a_readable_error_page(
+    client: TestClient, db_path: Path, path: str, fields: dict[str, str], heading: str, error: str
+) -> None:
+    """The session page's signal and abort forms work without JavaScript; a refusal landed on a page headed
+    only "400" whose one link led to the runs: it now says what did not happen and why, and links back to
+    the page the form was on (its ``next``). Nothing is recorded."""
+    run_gated(db_path, "a6")
+    before = _kinds(db_path, "a6")
+    back = "/session?id=a6"
+    form = {"csrf": AUTH.csrf, "session_id": "a6", "next": back, **fields}
+    response = client.post(path, data=form, headers=ORIGIN, follow_redirects=False)  # a browser's post
+    assert response.status_code == 400 and response.headers["content-type"].startswith("text/html")
+    page = response.text
+    assert f"<h1>{heading}</h1>" in page and "400 Bad Request" in page and error in page
+    assert '<a href="/session?id=a6">Back to the page you came from</a>' in page
+    assert '<a href="/">Back to the runs</a>' in page
+    assert _kinds(db_path, "a6") == before
+    scripted = client.post(path, data=form, headers={**ORIGIN, "Accept": "application/json"})
+    assert scripted.status_code == 400 and scripted.json()["ok"] is False  # app.js still gets JSON
+    assert error in scripted.json()["error"]
+    elsewhere = client.post(path, data={**form, "next": "//evil.example/x"}, headers=ORIGIN)
+    assert (
+        elsewhere.status_code == 400 and "evil.example" not in elsewhere.text
+    )  # back stays on the dashboard
+    assert "Back to the page you came from" not in elsewhere.text
+
+
 def test_the_integrity_document(client: TestClient, db_path: Path) -> None:
     assert client.get("/api/integrity?session=nope").status_code == 404
     with SqliteStore(db_path) as store:

@@ -73,7 +73,7 @@ class Progress:
         if event.kind in ("permission_resolved", "tool_argument_repaired") and not self.console.is_terminal:
             return
         style = {"tool_gated": "bold yellow", "suspended": "bold yellow", "rollbacked": "red"}.get(event.kind)
-        self.console.print(f"[{row.seq:>4}] {narrate(event)}", style=style)
+        self.console.print(f"[{row.seq:>4}] {narrate(event, row.session_id)}", style=style)
         if event.kind == "tool_gated":
             call_id = getattr(event, "call_id", "")
             self.console.print(

@@ -382,11 +382,11 @@ def ls_cmd(
     ] = None,
     limit: Annotated[
         int | None,
-        count_option("--limit", "-n", help="Show the N most recently created (oldest first)."),
+        count_option("--limit", "-n", help="Show the N most recently created."),
     ] = None,
     json_out: Annotated[bool, typer.Option("--json", help="Print a JSON array.")] = False,
 ) -> None:
-    """List sessions: id, task, status, events, head hash, creation time (oldest first).
+    """List sessions: id, task, status, events, head hash, creation time (newest first, as `runs` lists).
 
     The status is the word `runs` and the dashboard use: "no run" for a session that never started a run
     (custom events only), "paused" for a run `flightlog abort` stopped (`flightlog resume` continues it),
@@ -607,7 +607,7 @@ def show_cmd(
                 continue
             out.print(
                 f"{row.seq:>6}  {(iso_time(row.recorded_at_ms) or '')[11:19]}  {row.kind:<24} "
-                f"{narrate(event)}"
+                f"{narrate(event, sid)}"
             )
             if isinstance(event, RunStarted) and event.system_prompt and event.system_prompt != prompt:
                 prompt = event.system_prompt

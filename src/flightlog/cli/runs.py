@@ -140,7 +140,8 @@ def _runs_command(open_db: OpenDb) -> Callable[..., None]:
             bool, typer.Option("--entropy", help="Add each run's entropy score per turn (table and tree).")
         ] = False,
     ) -> None:
-        """List agent runs: state, outcome, budget and liveness (durable ledger, refined by live heartbeats)."""
+        """List agent runs, most recently updated first: state, outcome, budget and liveness (durable ledger,
+        refined by live heartbeats)."""
         from ..kernel.rowheld import SETTLED_BY_ROW, held_in, listed_with_held
         from ..live import list_run_views, list_runs_json_live
         from ..runs import projection_ready, rebuild_projection
@@ -342,8 +343,11 @@ def _entropy(store: Store, views: list[RunView]) -> dict[str, str]:
 
 def _waits(store: Store, views: list[RunView]) -> dict[str, str]:
     """Per waiting run (``waiting_input``/``paused``): what it waits for, from its folded ledger
-    (:func:`flightlog.kernel.memory.wait_detail`); the detail column of a run that has no terminal detail."""
+    (:func:`flightlog.kernel.memory.wait_detail`); the detail column of a run that has no terminal detail. A
+    LangGraph thread's interrupt is answered in the graph, not by ``approve`` (``pending`` says so too): its
+    detail names that call instead of ``flightlog pending``."""
     from ..errors import EventDecodeError
+    from ..kernel.approvals import LANGGRAPH_SOURCE, resume_hint
     from ..kernel.memory import wait_detail
     from ..kernel.state import load_state
 
@@ -351,8 +355,11 @@ def _waits(store: Store, views: list[RunView]) -> dict[str, str]:
     for view in views:
         if view.snapshot.state.value not in ("waiting_input", "paused"):
             continue
+        run_id = view.snapshot.run_id
+        source = store.get_session(run_id).source
+        answered_in = resume_hint(source, run_id) if source == LANGGRAPH_SOURCE else None
         try:
-            detail = wait_detail(load_state(store, view.snapshot.run_id))
+            detail = wait_detail(load_state(store, run_id), answered_in)
         except EventDecodeError as exc:  # what it waits for is unknown: say why, the listing goes on
             detail = f"wait unknown: seq {exc.seq} does not decode (see flightlog verify)"
         if detail is not None:
@@ -418,10 +425,16 @@ def _tokens_cell(own: int | None, limit: int | None, tree: int | None) -> str:
     return f"tokens {spent}/{limit} (with sub-agents {tree}/{limit}{over})"
 
 
+TREE_DETAIL_CHARS = 80
+"""Characters of a terminal run's detail a ``runs --tree`` line shows (the table shows 120)."""
+
+
 def _label(view: RunView, now: int, context: ContextUse | None, tree_tokens: int | None = None) -> str:
     """A tree line: spent/limit (a sub-agent's limits are its grant), ``(no limit)`` where the run records
     none, as the dashboard shows it; a run whose listed sub-agents used tokens also shows the tree's total
-    against its limit (:func:`_tokens_cell`)."""
+    against its limit (:func:`_tokens_cell`); last, ``detail: <text>``, the terminal detail (seed 002
+    ``TerminalSummary.detail``, such as ``failed: provider_failure: <error>``) cut to
+    :data:`TREE_DETAIL_CHARS`, when it says more than the outcome already in the line."""
     cells = view_line(view, now, context)
     budget = view.snapshot.budget
     parts = [
@@ -434,6 +447,9 @@ def _label(view: RunView, now: int, context: ContextUse | None, tree_tokens: int
         parts.append(f"context {cells[6]}")
     if cells[_LIVE]:
         parts.append(cells[_LIVE])
+    terminal = view.snapshot.terminal
+    if terminal and terminal.detail and state_word(terminal.detail) != terminal.outcome.value:
+        parts.append(f"detail: {short(state_word(terminal.detail), TREE_DETAIL_CHARS)}")
     return "  ".join(parts)
 
 
@@ -514,7 +530,7 @@ def _tail_command(open_db: OpenDb) -> Callable[..., None]:
 
                 events = follow_events(store, session_id, follow=follow, poll_s=interval, sleep=wait)
                 for row, event in events:
-                    line = tail_line(row, narrate(event), as_json=json_out)
+                    line = tail_line(row, narrate(event, row.session_id), as_json=json_out)
                     if json_out:
                         sys.stdout.write(line + "\n")
                     else:

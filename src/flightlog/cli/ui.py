@@ -22,12 +22,15 @@ from .console import console
 if TYPE_CHECKING:
     from ..store.base import Store
 
-__all__ = ["OpenDb", "register"]
+__all__ = ["MIN_TOKEN_CHARS", "OpenDb", "register"]
 
 OpenDb = Callable[[bool], AbstractContextManager["Store"]]
 """``open_db(read_only)``: a context manager yielding an open store, closed on exit."""
 
 ENV_TOKEN = "FLIGHTLOG_UI_TOKEN"
+MIN_TOKEN_CHARS = 8
+"""Shortest access token, in characters: :data:`flightlog.web.security.MIN_TOKEN_CHARS`, repeated so ``--help``
+and the check do not load the web extra (``tests/test_cli_polish.py`` checks they agree)."""
 LOOPBACK = frozenset({"127.0.0.1", "localhost", "::1"})
 
 
@@ -50,8 +53,9 @@ def _ui_command(open_db: OpenDb) -> Callable[..., None]:
             typer.Option(
                 "--token",
                 envvar=ENV_TOKEN,
-                help=f"Access token; prefer ${ENV_TOKEN}: a token on the command line is visible to other "
-                "users (ps, /proc) and kept in shell history. Default: a new random one, printed at start.",
+                help=f"Access token, at least {MIN_TOKEN_CHARS} characters; prefer ${ENV_TOKEN}: a token on the "
+                "command line is visible to other users (ps, /proc) and kept in shell history. Default: a new "
+                "random one, printed at start.",
                 show_default=False,
                 show_envvar=False,
             ),
@@ -70,8 +74,10 @@ def _ui_command(open_db: OpenDb) -> Callable[..., None]:
                 f"installed): {install_hint('web')}"
             )
             raise typer.Exit(1) from None
-        if token is not None and len(token) < 8:
-            raise typer.BadParameter("must be at least 8 characters", param_hint=f"--token / ${ENV_TOKEN}")
+        if token is not None and len(token) < MIN_TOKEN_CHARS:
+            raise typer.BadParameter(
+                f"must be at least {MIN_TOKEN_CHARS} characters", param_hint=f"--token / ${ENV_TOKEN}"
+            )
         source = ctx.get_parameter_source("token")
         if token is not None and source is not None and source.name == "COMMANDLINE":
             err.print(

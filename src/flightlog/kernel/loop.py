@@ -400,6 +400,7 @@ class _Activation(ContextActivation):
                 "model": provider.model,
                 "route_position": position,
                 "attempt": attempt,
+                "max_retries": self.agent.max_retries,  # "retry 2/5" in show (narration)
                 "delay_s": delay,
                 "error": failure.error,
             }

@@ -576,10 +576,13 @@ def waiting_query(state: KernelState) -> str | None:
     return suspension.pending_calls[0] if suspension.pending_calls else None
 
 
-def wait_detail(state: KernelState) -> str | None:
+def wait_detail(state: KernelState, answered_in: str | None = None) -> str | None:
     """What a suspended run waits for, in a few words (``flightlog runs``' detail column); None when it does
     not wait. A memory wait: ``waiting for memory retrieval <query id> (resume once the service answers)``;
-    a wait on calls: ``waiting for a decision on <call ids> (flightlog pending)``; else its reason."""
+    a wait on calls: ``waiting for a decision on <call ids> (flightlog pending)``, or, given ``answered_in``
+    (where a runtime that decides its own waits answers them, a LangGraph interrupt's
+    :func:`flightlog.kernel.approvals.resume_hint`, as ``pending`` says it), ``waiting for a decision on
+    <call ids> (answered where it runs: <answered_in>)``; else its reason."""
     if state.phase != "suspended" or state.suspension is None:
         return None
     query = waiting_query(state)
@@ -587,7 +590,8 @@ def wait_detail(state: KernelState) -> str | None:
         return f"waiting for memory retrieval {query} (resume once the service answers)"
     calls = state.suspension.pending_calls
     if calls:
-        return f"waiting for a decision on {', '.join(calls)} (flightlog pending)"
+        where = "flightlog pending" if answered_in is None else f"answered where it runs: {answered_in}"
+        return f"waiting for a decision on {', '.join(calls)} ({where})"
     return f"waiting: {state.suspension.reason}"
 
 

@@ -24,8 +24,10 @@ transaction as the seed events they complete:
                                            ``operation_cancelled`` when a requester is named)
 ``grant_policy``                           the signed grant at run start (:func:`flightlog.integrity.grants.record_grant`;
                                            see :mod:`flightlog.kernel.ceiling`)
-``provider_retry``                         ``{turn, model, route_position, attempt, delay_s,
-                                           retry_after_s?}``: a failed call is retried after ``delay_s``
+``provider_retry``                         ``{turn, model, route_position, attempt, max_retries, delay_s,
+                                           error, retry_after_s?}``: a failed call is retried after
+                                           ``delay_s`` seconds, retry ``attempt`` of ``max_retries``
+                                           (``Agent.max_retries``; absent before 2026-12-06)
 ``route_failover``                         ``{from_model, to_model, cause, from_position, to_position}``
                                            (seed 003 ``RouteFailover`` plus positions)
 ``effect_reconciled``                      ``{turn, call_id, key, outcome: "completed" | "not_done"}``

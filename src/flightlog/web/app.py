@@ -65,6 +65,7 @@ import logging
 import threading
 from collections.abc import AsyncIterator, Callable, Iterator
 from contextlib import AbstractContextManager, asynccontextmanager, contextmanager
+from http import HTTPStatus
 from pathlib import Path
 from typing import Any
 from urllib.parse import parse_qsl, urlencode
@@ -185,11 +186,27 @@ class _Dashboard:
         return HTMLResponse(html, status_code=http_status)
 
     def error(
-        self, http_status: int, message: str, links: list[dict[str, str]] | None = None
+        self,
+        http_status: int,
+        message: str,
+        links: list[dict[str, str]] | None = None,
+        *,
+        heading: str | None = None,
+        back: str | None = None,
     ) -> HTMLResponse:
-        """An error page; ``links`` (``{"href", "label"}``) are listed under the message."""
+        """An error page; ``links`` (``{"href", "label"}``) are listed under the message. ``heading``: what
+        failed, in words (``Signal not sent``), then the status line (``400 Bad Request``) under it; else
+        the status code is the heading. ``back``: a dashboard path (:func:`_local`) linked as "Back to the
+        page you came from" above the link to the runs."""
+        phrase = f"{http_status} {HTTPStatus(http_status).phrase}" if heading else None
         return self.page(
-            "error.html", http_status, title=str(http_status), message=message, links=links or []
+            "error.html",
+            http_status,
+            title=heading or str(http_status),
+            status_line=phrase,
+            message=message,
+            links=links or [],
+            back=back if back and back != "/" else None,
         )
 
     def resolve_page(self, path: str, session_id: str, params: dict[str, str | None]) -> Response | None:
@@ -581,15 +598,20 @@ def _routes(app: FastAPI, dash: _Dashboard) -> None:
         return _stream(body())
 
     async def posted(
-        request: Request,
+        request: Request, heading: str
     ) -> tuple[dict[str, str], Callable[[int, str], Response], Response | None]:
-        """A posted form after the size, type and CSRF checks; the failure responder; a refusal or None."""
+        """A posted form after the size, type and CSRF checks; the failure responder; a refusal or None.
+
+        The responder answers a script (``Accept: application/json``) with ``{"ok": false, "error"}``, and a
+        form posted without one (no JavaScript) with an error page headed ``heading`` (what did not happen,
+        ``Signal not sent``), the error, and a link back to the form's ``next`` page (a dashboard path)."""
         wants_json = "application/json" in request.headers.get("accept", "")
+        back: list[str] = []  # the form's next page, once the form is read
 
         def fail(status: int, message: str) -> Response:
             if wants_json:
                 return JSONResponse({"ok": False, "error": views.visible(message)}, status_code=status)
-            return dash.error(status, message)
+            return dash.error(status, message, heading=heading, back=back[0] if back else None)
 
         body = await request.body()
         if len(body) > MAX_FORM_BYTES:
@@ -598,6 +620,7 @@ def _routes(app: FastAPI, dash: _Dashboard) -> None:
         if content_type != "application/x-www-form-urlencoded":
             return {}, fail, fail(415, "send the form as application/x-www-form-urlencoded")
         form = dict(parse_qsl(body.decode("utf-8", errors="replace"), keep_blank_values=True))
+        back.append(_local(form.get("next")))
         if request.state.auth != "bearer" and not dash.auth.csrf_ok(
             form.get("csrf") or request.headers.get("x-csrf-token")
         ):
@@ -608,7 +631,7 @@ def _routes(app: FastAPI, dash: _Dashboard) -> None:
     async def decide(request: Request) -> Response:
         """Approve or deny a waiting call; records the decision, runs nothing (see the module docs)."""
         wants_json = "application/json" in request.headers.get("accept", "")
-        form, fail, refused = await posted(request)
+        form, fail, refused = await posted(request, "Decision not recorded")
         if refused is not None:
             return refused
         session_id, call_id = form.get("session_id", ""), form.get("call_id", "")
@@ -656,7 +679,7 @@ def _routes(app: FastAPI, dash: _Dashboard) -> None:
     @app.post("/signals/send")
     async def send(request: Request) -> Response:
         """Queue a signal for a running or suspended run (:func:`flightlog.kernel.send_signal`)."""
-        form, fail, refused = await posted(request)
+        form, fail, refused = await posted(request, "Signal not sent")
         if refused is not None:
             return refused
         session_id, kind = form.get("session_id", ""), form.get("kind", "")
@@ -687,7 +710,7 @@ def _routes(app: FastAPI, dash: _Dashboard) -> None:
     async def abort_run(request: Request) -> Response:
         """Abort a run: fence its writer, audit it, record ``operation_cancelled`` and who asked
         (:func:`flightlog.kernel.abort`, signed with the user's key as ``flightlog abort``)."""
-        form, fail, refused = await posted(request)
+        form, fail, refused = await posted(request, "Run not aborted")
         if refused is not None:
             return refused
         session_id, operator = form.get("session_id", ""), form.get("operator", "").strip(" ")

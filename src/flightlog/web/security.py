@@ -36,7 +36,7 @@ from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 log = logging.getLogger("flightlog.web")
 
-__all__ = ["CSP", "SAFE_METHODS", "Auth", "Guard", "new_token", "unauthorized_text"]
+__all__ = ["CSP", "MIN_TOKEN_CHARS", "SAFE_METHODS", "Auth", "Guard", "new_token", "unauthorized_text"]
 
 CSP = (
     "default-src 'none'; script-src 'self'; style-src 'self'; img-src 'self'; connect-src 'self'; "
@@ -45,6 +45,8 @@ CSP = (
 """The Content-Security-Policy of every response: nothing inline, nothing from elsewhere."""
 
 SAFE_METHODS = frozenset({"GET", "HEAD", "OPTIONS"})
+MIN_TOKEN_CHARS = 8
+"""Shortest access token :class:`Auth` takes, in characters (``flightlog ui --help`` says it)."""
 
 SECURITY_HEADERS: tuple[tuple[bytes, bytes], ...] = (
     (b"content-security-policy", CSP.encode()),
@@ -84,8 +86,8 @@ class Auth:
     token: str
 
     def __post_init__(self) -> None:
-        if len(self.token) < 8:
-            raise ValueError("the access token must be at least 8 characters")
+        if len(self.token) < MIN_TOKEN_CHARS:
+            raise ValueError(f"the access token must be at least {MIN_TOKEN_CHARS} characters")
 
     @property
     def cookie_value(self) -> str:

@@ -856,7 +856,7 @@ def event_row(
 ) -> dict[str, Any]:
     """One timeline row: seq, time, kind, narration, raw JSON preview (with the size of the whole)."""
     pretty = _pretty(row.event_bytes)
-    text = narrate(event) if event is not None else f"undecodable: {error}"
+    text = narrate(event, session_id) if event is not None else f"undecodable: {error}"
     return {
         "seq": row.seq,
         "time": _clock(row.recorded_at_ms),
