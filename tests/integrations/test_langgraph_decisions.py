@@ -188,6 +188,24 @@ def test_interrupts_answered_by_id_are_listed_as_decided_until_none_is_left(
         assert verify_session(store, sid).ok
 
 
+def test_runs_points_an_interrupt_where_pending_does(tmp_path: Path) -> None:
+    """``runs`` sent a thread waiting at an ``interrupt()`` to ``flightlog pending``, which says the graph
+    answers it, not ``approve``: the run's detail names the graph's call, as ``pending`` does."""
+    db = tmp_path / "lg.db"
+    cfg: RunnableConfig = {"configurable": {"thread_id": "ask"}}
+    sid = session_id_for("ask")
+    with flightlog.open_store(str(db)) as store:
+        _fan_out(FlightlogSaver(store, notary=None)).invoke({"out": []}, cfg)
+    where = "graph.invoke(Command(resume=...), config) in the LangGraph app"
+    listed = CliRunner().invoke(app, ["--db", str(db), "runs"])
+    assert listed.exit_code == 0, listed.output
+    (line,) = [row for row in listed.output.splitlines() if row.startswith(sid)]
+    assert "waiting for a decision on " in line and line.endswith(f"(answered where it runs: {where})"), line
+    assert "flightlog pending" not in line
+    pending = CliRunner().invoke(app, ["--db", str(db), "pending"])
+    assert pending.exit_code == 0 and f"answered where it runs, not here: {where}" in pending.output
+
+
 def _open_calls(db: Path) -> list[str]:
     result = CliRunner().invoke(app, ["--db", str(db), "pending", "--json"])
     assert result.exit_code == 0, result.output

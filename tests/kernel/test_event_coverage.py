@@ -409,6 +409,7 @@ def retry_then_failover(store: SqliteStore, tmp_path: Path) -> Outcome:
                     "model": MODEL,
                     "route_position": 0,
                     "attempt": 1,
+                    "max_retries": 2,
                     "delay_s": 2.0,
                     "error": "rate limited",
                     "retry_after_s": 2.0,

@@ -74,6 +74,26 @@ def test_runs_says_why_a_kernel_run_failed(db_path: Path) -> None:
     }
 
 
+def test_runs_tree_ends_a_failed_runs_line_with_its_detail_cut(db_path: Path) -> None:
+    """``runs --tree`` printed no terminal detail (the table did): a failed run's line ends with it, cut to
+    80 characters; a completed run's detail (``completed``) says nothing its outcome does not, and is left
+    out, as on the dashboard's tree."""
+    long_error = "Error code: 500 - " + "the upstream model server crashed " * 4
+    with SqliteStore(db_path) as store:
+        sid = fail_a_run(store)
+        provider = ScriptedProvider([ProviderError(long_error, retryable=False)], by_turn=False)
+        long_sid = (
+            Kernel(store, Agent(name="g", route=[provider])).run_sync("go", handle_signals=False).session_id
+        )
+        done = Kernel(store, Agent(name="d", route=[ScriptedProvider([reply("ok")])])).run_sync("go")
+    code, out, err = runs(db_path, "--tree")
+    assert code == 0 and err == "", err
+    assert row_of(out, sid).endswith(f"  detail: {WHY}")
+    cut = f"failed: provider_failure: {long_error}"[:79] + "…"
+    assert row_of(out, long_sid).endswith(f"  detail: {cut}")
+    assert "detail" not in row_of(out, done.session_id) and "(completed)" in row_of(out, done.session_id)
+
+
 def test_the_reason_survives_a_rebuild_and_verify_checks_the_row(db_path: Path) -> None:
     with SqliteStore(db_path) as store:
         sid = fail_a_run(store)
