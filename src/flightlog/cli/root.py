@@ -24,7 +24,7 @@ from typing import TYPE_CHECKING, Annotated, Any
 import typer
 
 from .. import __version__
-from ..errors import ImportFormatError, SessionNotFound, install_hint
+from ..errors import FlightlogError, ImportFormatError, SessionNotFound, install_hint
 from ..narration import narrate, plural, short, state_word
 from .lazy import LazyTyper
 from .options import (
@@ -993,7 +993,14 @@ def _warn_heads_ahead() -> None:
     from ..ops.restore import heads_not_extended
 
     with open_db(read_only=True) as store:
-        ahead = heads_not_extended(store, HeadStore.default())
+        try:
+            ahead = heads_not_extended(store, HeadStore.default())
+        except FlightlogError as exc:  # the repair is done: say what could not be compared, do not fail it
+            err.print(
+                f"flightlog: warning: the retained heads could not be compared with the repaired database "
+                f"({exc}); `flightlog verify --all` says whether they cover discarded commits"
+            )
+            return
     if not ahead:
         return
     sessions = [h.session_id for h in ahead if h.session_id is not None]
@@ -1033,17 +1040,29 @@ def accept_restore_cmd(
     flightlog:restores) and retains this database's heads. Warns of sessions the replaced heads had more
     events of (effects they ran may run again). Nothing to accept: says so, writes nothing."""
     from ..integrity.notary import Notary
+    from ..narration import operator_problem
     from ..ops.restore import RESTORE_LOG, accept_restore
 
     if not reason.strip():
         raise typer.BadParameter("give --reason TEXT: it is recorded in the ledger", param_hint="--reason")
+    problem = operator_problem(operator)
+    if problem is not None:
+        raise typer.BadParameter(f"invalid operator name: {problem}", param_hint="--as")
     with open_db(read_only=False) as store:
-        try:
-            record = accept_restore(
-                store, reason=reason, operator=operator, notary=Notary.from_env(), accept_fork=accept_fork
+        # Anything else it raises (a damaged head history is a NoteError, a ValueError too) is an error of
+        # the store or its heads, named as such, not of --as.
+        record = accept_restore(
+            store, reason=reason, operator=operator, notary=Notary.from_env(), accept_fork=accept_fork
+        )
+    for head in record.replaced:
+        if head.history_missing:
+            err.print(
+                f"flightlog: warning: {head.what}: its head history ({head.path.name.removesuffix('.json')}"
+                ".history.jsonl) is missing: only the latest retained head was checked, so a rewritten "
+                "history that ends below it is not told from an older copy (heads retained before head "
+                "histories have none; whoever can write the heads folder can delete one: a witness is the "
+                "stronger guard)"
             )
-        except ValueError as exc:
-            raise typer.BadParameter(str(exc), param_hint="--as") from exc
     for head in record.behind:
         err.print(
             f"flightlog: warning: session {head.session_id}: the replaced head covered "

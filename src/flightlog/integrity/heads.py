@@ -18,9 +18,13 @@ rewritten and truncated (the chain recomputed, the checkpoints and index leaves 
 than the head. The history can: an older copy's tree has the retained root at every retained size it
 reaches (RFC 9162 §2.1.4 consistency), a rewrite does not (``flightlog db accept-restore`` refuses it).
 Appended with ``O_APPEND`` and not fsynced (a power failure can only lose its latest lines, which the head
-file, written after it, still holds); bounded: past :data:`HISTORY_LIMIT` entries the older half is
-thinned to every other entry (the first and the newest kept), so recent sizes stay dense and old ones
-sparser.
+file, written after it, still holds); bounded: past :data:`HISTORY_LIMIT` entries' worth of bytes it is
+compacted (identical lines kept once, lines that are not an entry dropped) and, past :data:`HISTORY_LIMIT`
+entries, the older half is thinned to every other entry (the first and the newest kept), so recent sizes
+stay dense and old ones sparser. It is opened without following a symlink or blocking on a FIFO, only as a
+regular file, and at most :data:`HISTORY_MAX_BYTES` of it is ever read (a larger one is refused unread).
+It is not signed: whoever can write the heads folder can edit or delete it (a witness is the stronger
+guard).
 
 A retained head moves forward only onto a tree that extends it (RFC 9162 §2.1.4: the new tree's root at the
 retained size is the retained root). Every checkpoint and index-log append checks that inside its
@@ -41,6 +45,7 @@ import hashlib
 import json
 import os
 import re
+import stat
 from collections.abc import Callable, Iterable, Iterator, Mapping
 from contextlib import contextmanager
 from dataclasses import dataclass
@@ -66,6 +71,7 @@ __all__ = [
     "ENV_HEAD_DIR",
     "HEADS_AHEAD",
     "HISTORY_LIMIT",
+    "HISTORY_MAX_BYTES",
     "INDEX_SCOPE",
     "WHY_COPIES",
     "HeadStore",
@@ -90,6 +96,10 @@ _LEDGER_ID = re.compile(r"[0-9a-f]{8,64}")
 
 HISTORY_LIMIT = 4096
 """Entries a head history holds before its older half is thinned (module docstring)."""
+
+HISTORY_MAX_BYTES = HISTORY_LIMIT * 1024
+"""Bytes of a head history read at most: far more than :data:`HISTORY_LIMIT` entries take (about 100
+bytes each); a larger file was not written by this module and is refused unread."""
 
 _HISTORY_SUFFIX = ".history.jsonl"
 
@@ -539,23 +549,46 @@ def prefix_root(
 
 
 def _append_history(path: Path, size: int, root: bytes) -> None:
-    """Append ``(size, root)`` to the head history ``path``; past :data:`HISTORY_LIMIT` entries, thin it
-    (module docstring)."""
+    """Append ``(size, root)`` to the head history ``path``; past :data:`HISTORY_LIMIT` entries' worth of
+    bytes, compact it (module docstring).
+
+    Raises:
+        NoteError: ``path`` is not a regular file (a symlink, a FIFO, a folder: refused, nothing written),
+            or cannot be written.
+    """
     path.parent.mkdir(parents=True, exist_ok=True, mode=0o700)
     line = json.dumps({"size": size, "root": root.hex()}) + "\n"
-    fd = os.open(path, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o600)
+    fd = _open_history(path, os.O_WRONLY | os.O_APPEND | os.O_CREAT)
     try:
         os.write(fd, line.encode("ascii"))
         grown = os.fstat(fd).st_size
+    except OSError as exc:
+        raise NoteError(reason=f"head history {path} cannot be written: {exc}") from exc
     finally:
         os.close(fd)
-    if grown > HISTORY_LIMIT * len(line):
-        try:
-            entries = sorted(read_history(path).items())
-        except NoteError:
-            return  # kept as it is: whoever reads it is told
-        if len(entries) > HISTORY_LIMIT:
-            _write_history(path, thinned(entries))
+    if HISTORY_LIMIT * len(line) < grown <= HISTORY_MAX_BYTES:  # larger: left for the reader to refuse
+        _compact(path)
+
+
+def _compact(path: Path) -> None:
+    """Rewrite the history ``path`` as its distinct entries (identical lines once, lines that are not an
+    entry dropped), thinned (:func:`thinned`) until at most :data:`HISTORY_LIMIT` remain; kept as it is
+    when one size has two roots (whoever reads it is told) or it cannot be read."""
+    try:
+        lines = _history_lines(path)
+    except NoteError:
+        return
+    found: dict[int, bytes] = {}
+    for _, entry in lines:
+        if entry is None:
+            continue
+        if found.setdefault(entry[0], entry[1]) != entry[1]:
+            return
+    entries = sorted(found.items())
+    while len(entries) > HISTORY_LIMIT:
+        entries = thinned(entries)
+    if len(entries) < len(lines):
+        _write_history(path, entries)
 
 
 def thinned(entries: list[tuple[int, bytes]]) -> list[tuple[int, bytes]]:
@@ -574,39 +607,110 @@ def _write_history(path: Path, entries: list[tuple[int, bytes]]) -> None:
         path.unlink(missing_ok=True)
         return
     tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
-    tmp.write_text(
-        "".join(json.dumps({"size": size, "root": root.hex()}) + "\n" for size, root in entries),
-        encoding="ascii",
-    )
+    tmp.unlink(missing_ok=True)
+    text = "".join(json.dumps({"size": size, "root": root.hex()}) + "\n" for size, root in entries)
+    fd = _open_history(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL)
+    try:
+        os.write(fd, text.encode("ascii"))
+    finally:
+        os.close(fd)
     os.replace(tmp, path)
+
+
+def _open_history(path: Path, flags: int) -> int:
+    """A descriptor of the head history ``path``, opened without following a symlink or blocking on a
+    FIFO, and only when it is a regular file.
+
+    Raises:
+        NoteError: it is a symlink, a FIFO, a folder or anything else not a regular file, or cannot be
+            opened (names the file). FileNotFoundError: it does not exist (``flags`` without ``O_CREAT``).
+    """
+    try:
+        fd = os.open(path, flags | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC, 0o600)
+    except FileNotFoundError:
+        raise
+    except OSError as exc:  # ELOOP: a symlink; ENXIO: a FIFO no one reads
+        raise NoteError(reason=f"head history {path} cannot be opened (a symlink? a FIFO?): {exc}") from exc
+    mode = os.fstat(fd).st_mode
+    if not stat.S_ISREG(mode):
+        os.close(fd)
+        raise NoteError(
+            reason=f"head history {path} is not a regular file (mode {stat.filemode(mode)}): refused"
+        )
+    return fd
+
+
+def _history_lines(path: Path) -> list[tuple[int, tuple[int, bytes] | None]]:
+    """The lines of the history ``path``: ``(line number, (size, root))``, the entry None for a line that
+    is not one; a last line with no newline after it that is not an entry (torn by a crash mid-append) is
+    left out. Reads at most
+    :data:`HISTORY_MAX_BYTES`.
+
+    Raises:
+        NoteError: not a regular file, larger than :data:`HISTORY_MAX_BYTES`, or unreadable (names the
+            file). FileNotFoundError: it does not exist.
+    """
+    fd = _open_history(path, os.O_RDONLY)
+    try:
+        size = os.fstat(fd).st_size
+        if size > HISTORY_MAX_BYTES:
+            raise NoteError(
+                reason=f"head history {path} is {size} bytes, more than the {HISTORY_MAX_BYTES} a history is "
+                "ever kept to: refused unread (written by hand? move it aside)"
+            )
+        chunks, left = [], HISTORY_MAX_BYTES + 1
+        while left > 0:
+            chunk = os.read(fd, min(left, 1 << 20))
+            if not chunk:
+                break
+            chunks.append(chunk)
+            left -= len(chunk)
+    except OSError as exc:
+        raise NoteError(reason=f"head history {path} is unreadable: {exc}") from exc
+    finally:
+        os.close(fd)
+    data = b"".join(chunks)
+    if len(data) > HISTORY_MAX_BYTES:
+        raise NoteError(reason=f"head history {path} grew past {HISTORY_MAX_BYTES} bytes while read: refused")
+    raw = data.split(b"\n")
+    lines = [(number, _entry(line)) for number, line in enumerate(raw, 1) if line]
+    if lines and lines[-1][0] == len(raw) and lines[-1][1] is None:  # no newline after it: torn
+        lines.pop()
+    return lines
+
+
+def _entry(line: bytes) -> tuple[int, bytes] | None:
+    """``(size, root)`` of one history line, or None when it is not ``{"size": int, "root": 64 hex}``."""
+    try:
+        doc = json.loads(line)
+        size, root = doc["size"], bytes.fromhex(doc["root"])
+    except (ValueError, KeyError, TypeError):
+        return None
+    if type(size) is not int or size < 0 or len(root) != 32:
+        return None
+    return size, root
 
 
 def read_history(path: Path) -> dict[int, bytes]:
     """The head history ``path`` by size (an unreadable torn last line, a crash mid-append, is skipped).
+    Opened without following a symlink or blocking on a FIFO; at most :data:`HISTORY_MAX_BYTES` read.
 
     Raises:
-        NoteError: another line is not an entry, or one size has two roots (names the file and line).
+        NoteError: another line is not an entry, or one size has two roots (names the file and line); the
+            file is not a regular file, is larger than :data:`HISTORY_MAX_BYTES` or unreadable.
     """
     try:
-        text = path.read_text(encoding="utf-8")
+        lines = _history_lines(path)
     except FileNotFoundError:
         return {}
-    except (OSError, ValueError) as exc:
-        raise NoteError(reason=f"head history {path} is unreadable: {exc}") from exc
-    lines = text.split("\n")
     found: dict[int, bytes] = {}
-    for number, line in enumerate(lines, 1):
-        if not line:
-            continue
-        try:
-            doc = json.loads(line)
-            size, root = doc["size"], bytes.fromhex(doc["root"])
-            if type(size) is not int or size < 0 or len(root) != 32:
-                raise ValueError("not a size and a 32-byte root")
-        except (ValueError, KeyError, TypeError) as exc:
-            if number == len(lines):  # no newline after it: torn
-                continue
-            raise NoteError(reason=f"head history {path} line {number} is not an entry: {exc}") from exc
+    for number, entry in lines:
+        if entry is None:
+            raise NoteError(
+                reason=f"head history {path} line {number} is not an entry "
+                '({"size": int, "root": 64 hex digits})'
+            )
+        size, root = entry
         if found.setdefault(size, root) != root:
             raise NoteError(reason=f"head history {path} line {number} gives size {size} a second root")
     return found

@@ -17,25 +17,34 @@ on record:
    None: nothing to accept, nothing written.
 4. Tell an older copy from a rewrite, with the **head history** (every (size, root) each head was moved
    to, :meth:`~flightlog.integrity.heads.HeadStore.history`): an older copy is a prefix of what was
-   retained, so its tree has the retained root at every retained size it reaches (RFC 9162 §2.1.4); and a
-   session that had a signed checkpoint retained at such a size still holds a signed checkpoint covering
-   it. Anything else is a **fork** (a copy that went on apart, or a history rewritten by someone who can
-   write the file and deleted its checkpoints and index leaves, the chain recomputed): refused, naming the
-   session, the size and both roots, unless ``--accept-fork`` (``accept_fork=True``) keeps it anyway,
-   recorded as a fork. What this cannot see: rows past the largest retained size the copy reaches are
-   checked against no retained root (an unanchored tail is rewritable by whoever writes the file; so are
-   rows between two retained sizes when the copy ends between them), and the history is thinned past
-   :data:`~flightlog.integrity.heads.HISTORY_LIMIT` entries. A witness's cosigned head is never replaced.
+   retained, so its tree has the retained root at every retained size it reaches (RFC 9162 §2.1.4); and
+   every row it holds past its latest signed checkpoint lies above every retained size (each retained size
+   was signed: a row below one that no signed checkpoint of the copy covers cannot be shown to be the row
+   signed there, whether the copy ends at, between or below the retained sizes). Anything else is a
+   **fork** (a copy that went on apart, or a history rewritten by someone who can write the file and
+   deleted its checkpoints and index leaves, the chain recomputed) or **unsigned**: refused, naming the
+   session (or the index log), the size and both roots or the first unsigned seq, unless
+   ``--accept-fork`` (``accept_fork=True``) keeps it anyway, recorded as a fork. A true prefix ending at
+   a retained size with its checkpoint, or whose rows its own checkpoints all cover, is an older copy.
+   What this cannot see: rows past the largest retained size are checked against nothing retained (an
+   unanchored tail there is rewritable by whoever writes the file); the history is thinned past
+   :data:`~flightlog.integrity.heads.HISTORY_LIMIT` entries; and it is unsigned, kept in the heads folder:
+   whoever can write that folder can delete or edit it (a head without a history, as one retained before
+   histories existed, is checked against the latest head only, and the CLI warns). A witness's cosigned
+   head is the stronger guard, and is never replaced.
 5. Move those head files, and their histories, aside into ``<head dir>/<ledger id>/replaced-<ms>/``
    (renamed, never deleted: the other copy's evidence stays readable).
 6. Record the decision in the ledger: a ``Custom`` event ``heads_replaced`` appended to the ledger-wide
    **restore log**, the session ``flightlog:restores`` (hash-chained; signed, indexed and witnessable like
    any session; never sealed; every entry checkpointed in its transaction, so ``verify`` refuses an
    unanchored tail there), payload ``{reason, operator, replaced_at_ms, set_aside, accept_fork, heads:
-   [{session_id, retained_size, retained_root, size, root, fork, unsigned}], index: {...} | null}``
+   [{session_id, retained_size, retained_root, size, root, fork, unsigned, history_missing}], index: {...} |
+   null}``
    (``size``/``root``: what the database holds; ``root`` at the retained size, null when it holds fewer;
    ``fork``: ``{size, retained_root, root}`` at the first retained size whose root differs, else null;
-   ``unsigned``: the retained signed size no checkpoint of the database covers, else null). On failure the
+   ``unsigned``: the smallest retained signed size above the database's latest signed checkpoint when it
+   holds rows past that checkpoint, else null; ``history_missing``: the head had no history file, only
+   the latest head was checked). On failure the
    files are moved back, unless a writer retained a new head meanwhile (a head never moves backwards:
    the set-aside file then stays where it is) and an emptied folder is removed.
 7. Retain each affected session's latest verified checkpoint; the restore log's own commit retains the
@@ -70,7 +79,7 @@ from ..integrity.audit import Auditor
 from ..integrity.checkpoints import Checkpoint, open_checkpoint, origin_for
 from ..integrity.heads import HeadStore, prefix_root, read_history, write_history
 from ..integrity.indexlog import index_tree
-from ..integrity.notes import parse_note
+from ..integrity.notes import NoteError, parse_note
 from ..integrity.retirement import load_retirement
 from ..integrity.verify import RESTORE_LOG
 from ..ledger import CompactRange, leaf_hash
@@ -127,10 +136,15 @@ class ReplacedHead:
         root: The database's root at ``retained_size``, hex; None when it holds fewer.
         path: The head file (before it was moved).
         fork: Where the database is not a prefix of the head history (None: it is an older copy).
-        unsigned: The largest retained (signed) size the database reaches when no signed checkpoint of
-            it covers that size (the checkpoints were deleted); None otherwise.
+        unsigned: The smallest retained (signed) size above the database's latest signed checkpoint,
+            when the database holds rows past that checkpoint (``anchored..size-1``): the retained history
+            says those seqs were signed and no signed checkpoint of the database shows its rows are the
+            ones signed (rewritten, the checkpoints deleted?); None otherwise.
         agreed: The head history entries ``(size, root)`` the database has (its root at that size is the
             retained one): the new history starts from them.
+        anchored: Rows the database's latest signed checkpoint covers (None: not known).
+        history_missing: The head had no history file beside it (a head retained before head histories
+            existed, or the file deleted): only the latest head was checked.
     """
 
     session_id: str | None
@@ -142,6 +156,8 @@ class ReplacedHead:
     fork: Fork | None = None
     unsigned: int | None = None
     agreed: tuple[tuple[int, bytes], ...] = field(default=(), repr=False, compare=False)
+    anchored: int | None = None
+    history_missing: bool = False
 
     @property
     def what(self) -> str:
@@ -156,9 +172,11 @@ class ReplacedHead:
                 f"retained root is {self.fork.retained_root[:16]}, this database's {self.fork.root[:16]}"
             )
         if self.unsigned is not None:
+            signed = self.anchored or 0
             return (
                 f"{self.what} had a signed checkpoint retained at size {self.unsigned}; no signed checkpoint "
-                "of this database covers it (deleted?)"
+                f"of this database covers it (deleted?): its events {signed}..{self.size - 1} lie past its "
+                f"latest signed checkpoint (size {signed}), so it cannot show they are the events signed there"
             )
         return None
 
@@ -172,6 +190,7 @@ class ReplacedHead:
             "root": self.root,
             "fork": None if self.fork is None else self.fork.to_json(),
             "unsigned": self.unsigned,
+            "history_missing": self.history_missing,
         }
 
 
@@ -246,8 +265,8 @@ def accept_restore(
             "accept here"
         )
     ledger_id = store.ledger_id()
-    held = _verified(store, Auditor(notary.keyring, None, [], online=False))
-    replaced = list(_disagreeing(store, notary.heads, ledger_id, held))
+    held, index_anchored = _verified(store, Auditor(notary.keyring, None, [], online=False))
+    replaced = list(_disagreeing(store, notary.heads, ledger_id, held, index_anchored))
     record = RestoreRecord(replaced)
     if not replaced:
         return record
@@ -301,7 +320,7 @@ def _fork_refused(forks: list[ReplacedHead]) -> LedgerIntegrityError:
     more = f" (and {len(forks) - 1} more head(s))" if len(forks) > 1 else ""
     divergences = [
         Divergence(
-            (h.fork.size if h.fork is not None else h.unsigned or 1) - 1,  # the retained size's last seq
+            _refused_seq(h),
             "fork" if h.fork is not None else "unsigned",
             h.problem() or "",
         )
@@ -320,9 +339,17 @@ def _fork_refused(forks: list[ReplacedHead]) -> LedgerIntegrityError:
     )
 
 
-def _verified(store: Store, auditor: Auditor) -> dict[str, _Held]:
-    """Every session's tree and anchoring, each session and the index log verified without retained
-    heads; raises on the first divergence."""
+def _refused_seq(head: ReplacedHead) -> int:
+    """The seq a refusal names: a fork's retained size's last seq; for ``unsigned``, the first row past
+    the database's latest signed checkpoint."""
+    if head.fork is not None:
+        return head.fork.size - 1
+    return head.anchored or 0
+
+
+def _verified(store: Store, auditor: Auditor) -> tuple[dict[str, _Held], int]:
+    """Every session's tree and anchoring, and the leaves the index log's latest signed checkpoint covers,
+    each session and the index log verified without retained heads; raises on the first divergence."""
     index = auditor.index(store, sessions=True, retired=None)
     if index.divergences or index.missing:
         gone = [
@@ -348,12 +375,14 @@ def _verified(store: Store, auditor: Auditor) -> dict[str, _Held]:
                 divergences=report.divergences,
             )
         held[session.session_id] = _Held(report.tree, report.anchored)
-    return held
+    return held, index.anchored
 
 
 def _disagreeing(
-    store: Store, heads: HeadStore, ledger_id: str, held: dict[str, _Held]
+    store: Store, heads: HeadStore, ledger_id: str, held: dict[str, _Held], index_anchored: int | None = None
 ) -> Iterator[ReplacedHead]:
+    """The retained heads the database does not extend, each judged (:func:`_judged`); ``index_anchored``:
+    leaves the index log's latest signed checkpoint covers (None: not known, no ``unsigned`` check)."""
     for head in heads.sessions(ledger_id):
         cp = Checkpoint.parse(parse_note(head.note).text)
         ours = held.get(head.session_id)
@@ -389,7 +418,7 @@ def _disagreeing(
         if root != cp.root:
             path = heads.index_path(ledger_id)
             history = heads.history(ledger_id, None)
-            yield _judged(None, cp, tree, _hex(root), path, history, leaves, None)
+            yield _judged(None, cp, tree, _hex(root), path, history, leaves, index_anchored)
 
 
 def _judged(
@@ -409,11 +438,25 @@ def _judged(
     fork = next(
         (Fork(size, want.hex(), ours[size].hex()) for size, want in reached if ours.get(size) != want), None
     )
-    largest = max((size for size, _ in agreed), default=0)
-    unsigned = (
-        largest if fork is None and anchored is not None and largest > 0 and anchored < largest else None
+    unsigned = None if fork is not None else _unsigned([size for size, _ in history], tree.size, anchored)
+    missing = not os.path.lexists(HeadStore.history_path(path))
+    return ReplacedHead(
+        session_id, cp.size, cp.root.hex(), tree.size, root, path, fork, unsigned, agreed, anchored, missing
     )
-    return ReplacedHead(session_id, cp.size, cp.root.hex(), tree.size, root, path, fork, unsigned, agreed)
+
+
+def _unsigned(retained: list[int], size: int, anchored: int | None) -> int | None:
+    """The smallest retained size covering a row past the database's latest signed checkpoint, or None.
+
+    ``retained``: the head history's sizes (each signed when it was retained); ``size``: the rows the
+    database holds; ``anchored``: the size its latest signed checkpoint covers (None: not known, no
+    check). Rows ``anchored..size-1`` are signed by no checkpoint the database holds; when one of them lies
+    below a retained size, the retained history says that seq was signed and the database cannot show its
+    row is the one signed (it may have been rewritten, the checkpoints covering it deleted).
+    """
+    if anchored is None or size <= anchored:
+        return None
+    return min((s for s in retained if s > anchored), default=None)
 
 
 def _roots_at(sizes: list[int], hashes: Callable[[int, int], Iterable[bytes]]) -> dict[int, bytes]:
@@ -455,7 +498,8 @@ def _move_aside(replaced: list[ReplacedHead], folder: Path) -> list[tuple[Path, 
 def _put_back(moved: list[tuple[Path, Path]], folder: Path) -> None:
     """Undo :func:`_move_aside` without moving a head backwards: a head file a writer retained meanwhile is
     kept (the set-aside one stays in ``folder`` as evidence), a history written meanwhile gets the
-    set-aside entries appended; ``folder`` is removed when emptied."""
+    set-aside entries merged into it (both kept as they are when either is damaged); ``folder`` is removed
+    when emptied."""
     for source, target in moved:
         if source.name.endswith(".json"):
             try:
@@ -469,8 +513,14 @@ def _put_back(moved: list[tuple[Path, Path]], folder: Path) -> None:
                 continue
             target.unlink()
         else:
-            with target.open("rb") as old, source.open("ab") as live:
-                live.write(old.read())
+            try:
+                live = read_history(source)  # written meanwhile by a writer retaining a head
+                if not live:
+                    os.replace(target, source)
+                    continue
+                write_history(source, sorted({**read_history(target), **live}.items()))
+            except NoteError:  # one of them is damaged: the set-aside one stays in ``folder``
+                continue
             target.unlink()
     with contextlib.suppress(OSError):  # not empty: a head kept aside, a newer one retained meanwhile
         folder.rmdir()
