@@ -49,14 +49,26 @@ def described(result: Result) -> str:
 
 
 def refused(db: Path, *args: str, reason: str) -> str:
-    """Run a command that must refuse the session: exit 1 and one stderr line naming ``reason``."""
+    """Run a command that must refuse the session: exit 1 and a stderr error naming ``reason``.
+
+    A ledger that fails its own checks is refused in one line (``ledger of session ... diverges``); one the
+    retained heads outrun is refused in one block (``refusing to act on session ...``, then ``found:``,
+    ``next:`` and ``why:`` lines wrapped at 100 columns). Returns the error as one line (the block's lines
+    unwrapped and joined by spaces), so ``reason`` may span a wrap.
+    """
     code, out, err = cli(db, *args)
     assert code == 1, (code, out, err)
     lines = err.strip().splitlines()
-    assert len(lines) == 1, err
-    assert lines[0].startswith("flightlog: error: ledger of session "), lines[0]
-    assert reason in lines[0], lines[0]
-    return lines[0]
+    assert lines[0].startswith(
+        ("flightlog: error: ledger of session ", "flightlog: error: refusing to act on session ")
+    ), lines[0]
+    if lines[0].startswith("flightlog: error: ledger of session "):
+        assert len(lines) == 1, err
+    else:
+        assert all(len(line) <= 100 for line in lines), err
+    said = " ".join(line.strip() for line in lines)
+    assert reason in said, said
+    return said
 
 
 def suspended_run(db: Path | str) -> str:
