@@ -110,6 +110,7 @@ REPRODUCE: dict[str, Callable[[Path, int], list[str]]] = {
         "--message",
         "stop",
     ],
+    "an abort nothing would act on": lambda db, _: ["--db", str(_langgraph(db)), "abort", "langgraph:t1"],
     "bad agent spec": lambda db, _: [
         "--db",
         str(db),

@@ -126,3 +126,75 @@ def test_the_dashboard_offers_signal_and_abort_only_where_a_kernel_runs_the_sess
         kernel = client.get("/session", params={"id": sid}).text
     assert '<section id="signal" hidden>' in thread and '<section id="abort" hidden>' in thread
     assert '<section id="signal">' in kernel and '<section id="abort">' in kernel
+
+
+def _ledger(db: Path, session_id: str) -> tuple[int, int, str]:
+    """(event count, authority epoch, status) of a session: what an abort would change."""
+    with SqliteStore(db, read_only=True) as store:
+        record = store.get_session(session_id)
+        return record.events, store.authority_epoch(session_id), record.status
+
+
+def test_an_abort_of_a_langgraph_thread_or_an_import_is_refused_and_changes_nothing(tmp_path: Path) -> None:
+    """``flightlog abort`` of a session no flightlog kernel runs recorded ``operation_cancelled`` and the
+    status ``cancelled`` though its own app would read neither (the graph goes on with its next invoke):
+    refused like a signal, exit 2, one line naming what works instead, nothing bumped or written."""
+    db = tmp_path / "lg.db"
+    _waiting_thread(db)
+    before = _ledger(db, "langgraph:t1")
+    code, out, err = flightlog_cli(db, "abort", "langgraph:t1", "--as", "ada")
+    assert (code, out) == (2, ""), err
+    (line,) = err.splitlines()
+    assert line.startswith(
+        "flightlog: error: session langgraph:t1: abort refused: session langgraph:t1 is a "
+    )
+    assert (
+        "LangGraph thread (source langgraph) and its app runs it: the flightlog kernel does not run it"
+        in line
+    )
+    assert "nothing would stop; stop it where it runs: the graph advances only inside your app's" in line
+    assert _ledger(db, "langgraph:t1") == before  # no fence, no operation_cancelled, no cancelled status
+    assert flightlog_cli(db, "import", str(SAMPLES / "spotter_short.jsonl"))[0] == 0
+    (imported,) = [
+        r["session_id"]
+        for r in json.loads(flightlog_cli(db, "ls", "--json")[1])
+        if r["source"] == "import:claude-code"
+    ]
+    before = _ledger(db, imported)
+    code, out, err = flightlog_cli(db, "abort", imported, "--json")
+    assert (code, out) == (2, "") and len(err.splitlines()) == 1, err
+    assert f"session {imported}: abort refused: session {imported} is an imported claude-code" in err
+    assert "stop that agent where it runs" in err and _ledger(db, imported) == before
+
+
+def test_the_python_abort_and_the_dashboards_abort_refuse_a_langgraph_thread(tmp_path: Path) -> None:
+    from flightlog.kernel.abort import abort
+    from flightlog.kernel.errors import AbortRefused
+
+    db = tmp_path / "lg.db"
+    _waiting_thread(db)
+    before = _ledger(db, "langgraph:t1")
+    with SqliteStore(db) as store:
+        try:
+            abort(store, "langgraph:t1", requested_by="ada")
+        except AbortRefused as exc:
+            assert (exc.session_id, exc.source) == ("langgraph:t1", "langgraph")
+            assert "graph.invoke or graph.stream" in exc.reason
+        else:
+            raise AssertionError("abort of a LangGraph thread was not refused")
+    assert _ledger(db, "langgraph:t1") == before
+    with TestClient(create_app(_opener(db), token=TOKEN), base_url="http://127.0.0.1:8000") as client:
+        client.cookies.set("flightlog_ui_8000", Auth(TOKEN).cookie_value)
+        response = client.post(
+            "/runs/abort",
+            data={
+                "csrf": Auth(TOKEN).csrf,
+                "session_id": "langgraph:t1",
+                "operator": "ada",
+                "confirm": "yes",
+            },
+            headers={"Origin": "http://127.0.0.1:8000", "Accept": "application/json"},
+        )
+    assert response.status_code == 409, response.text
+    assert "not aborted: session langgraph:t1: abort refused" in response.text
+    assert _ledger(db, "langgraph:t1") == before

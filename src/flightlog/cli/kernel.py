@@ -464,13 +464,19 @@ def register(app: typer.Typer, open_db: OpenDb) -> None:
         ] = False,
     ) -> None:
         """Fence off a running writer of the session and cancel its pending operation: the run is paused
-        (ls, runs and the dashboard say paused) until flightlog resume continues it."""
+        (ls, runs and the dashboard say paused) until flightlog resume continues it. A session no flightlog
+        kernel runs (a LangGraph thread, another integration's session, an import) is refused, exit 2,
+        naming what works instead."""
         from ..kernel.abort import abort
+        from ..kernel.errors import AbortRefused
 
         _operator(err, requested_by)
         with open_db(False) as store:
             sid = store.resolve_session(session)
-            done = abort(store, sid, requested_by=requested_by)
+            try:
+                done = abort(store, sid, requested_by=requested_by)
+            except AbortRefused as exc:  # the wrong command for this session, as `signal` to it is
+                _wrong_session(str(exc))
         if json_out:
             sys.stdout.write(json.dumps({"session_id": sid, "aborted": done}) + "\n")
             return

@@ -13,6 +13,12 @@ A run with unfinished sub-agents (:mod:`flightlog.kernel.subagents`) aborts each
 (recursively, after fencing itself), then records, with its own ``operation_cancelled``, an
 ``agent_process_changed(state="killed", result_termination="user_abort")`` per child; resuming the parent
 later resumes them.
+
+Only a session the kernel runs (source ``kernel``) is aborted: any other (a LangGraph thread, an Agents SDK
+or Pydantic AI session, an imported transcript) is refused before anything is bumped or written
+(:func:`no_abort_target`, :class:`~flightlog.kernel.errors.AbortRefused`): its own app runs it and would
+read neither the fence nor the ``operation_cancelled``, so recording one would say a run stopped that did
+not.
 """
 
 from __future__ import annotations
@@ -21,11 +27,37 @@ from ..events import CancellationReason, Custom, OperationCancelled
 from ..integrity.audit import Auditor, require_intact
 from ..integrity.notary import USER_NOTARY, Notary, UserNotary, resolve_notary
 from ..recorder import Recorder
-from ..store.base import Store
+from ..store.base import SessionRecord, Store
+from .errors import AbortRefused
 from .records import ABORT_REQUESTED
 from .state import KernelState, load_state
 
-__all__ = ["abort"]
+__all__ = ["abort", "no_abort_target"]
+
+_INSTEAD = {
+    "langgraph": "stop it where it runs: the graph advances only inside your app's graph.invoke or "
+    "graph.stream call, so stop that call (or its process); an interrupt() in the graph pauses it for a decision",
+    "langgraph.subgraph": "stop its parent graph where it runs: it advances only inside your app's "
+    "graph.invoke or graph.stream call",
+    "openai-agents": "stop the Agents SDK app's Runner.run with this session where it runs",
+    "pydantic-ai": "stop the Pydantic AI app's agent run (FlightlogHistory.run) where it runs",
+}
+"""What works instead of an abort, by the source of a session its own framework runs."""
+
+
+def no_abort_target(record: SessionRecord) -> str | None:
+    """Why an abort of ``record``'s session would stop nothing, with what works instead; None when the
+    flightlog kernel runs it (source ``kernel``: ``Kernel.run``, a fleet ``submit``, a kernel sub-agent).
+    One sentence, no trailing period (:func:`flightlog.kernel.elsewhere.run_elsewhere`)."""
+    from .elsewhere import run_elsewhere
+
+    return run_elsewhere(
+        record,
+        unread="the flightlog kernel does not run it, so an abort would fence off no writer of it and "
+        "nothing would stop",
+        instead=_INSTEAD,
+        imported="stop that agent where it runs",
+    )
 
 
 def _unanswered(state: KernelState) -> list[str]:
@@ -55,9 +87,15 @@ def abort(
 
     Raises:
         SessionNotFound: no such session.
+        AbortRefused: no flightlog kernel runs the session (:func:`no_abort_target`: an integration's
+            session, an imported transcript); nothing is bumped or written.
         LedgerIntegrityError: the session fails the full check (the epoch is bumped all the same:
             whatever wrote it is fenced off; nothing is written).
     """
+    record = store.get_session(session_id)
+    elsewhere = no_abort_target(record)
+    if elsewhere is not None:  # before the fence: its own app's writer would not notice one anyway
+        raise AbortRefused(session_id=session_id, source=record.source, reason=elsewhere)
     signer = resolve_notary(notary)
     store.bump_authority_epoch(session_id)
     require_intact(store, session_id, auditor=Auditor.for_notary(signer))

@@ -303,35 +303,22 @@ _INSTEAD = {
 }
 """What works instead of a signal, by the source of a session its own framework runs."""
 
-_FRAMEWORK = {
-    "langgraph": "a LangGraph thread",
-    "langgraph.subgraph": "a LangGraph subgraph run",
-    "openai-agents": "an OpenAI Agents SDK session",
-    "pydantic-ai": "a Pydantic AI history",
-}
-
 
 def no_signal_reader(record: SessionRecord) -> str | None:
     """Why a signal to ``record``'s session would never be delivered, with what works instead; None when
     the flightlog kernel runs it (source ``kernel``: ``Kernel.run``, a fleet ``submit``, a kernel
-    sub-agent), the only runtime that reads the signal queue (module docs). One sentence, no trailing period.
+    sub-agent), the only runtime that reads the signal queue (module docs). One sentence, no trailing period
+    (:func:`flightlog.kernel.elsewhere.run_elsewhere`).
     """
-    from .approvals import IMPORT_SOURCE_PREFIX
-    from .state import KERNEL_SOURCE
+    from .elsewhere import run_elsewhere
 
-    source, sid = record.source, record.session_id
-    if source == KERNEL_SOURCE:
-        return None
-    unread = "the flightlog kernel, the only runtime that reads signals, does not run it, so nothing would deliver one"
-    if source in _FRAMEWORK:
-        return f"session {sid} is {_FRAMEWORK[source]} (source {source}) and its app runs it: {unread}; {_INSTEAD[source]}"
-    if source.startswith(IMPORT_SOURCE_PREFIX):
-        fmt = source[len(IMPORT_SOURCE_PREFIX) :] or "?"
-        return (
-            f"session {sid} is an imported {fmt} transcript (source {source}), a record of another agent's "
-            f"run: {unread}; write to that agent where it runs"
-        )
-    return f"session {sid} (source {source}): {unread}"
+    return run_elsewhere(
+        record,
+        unread="the flightlog kernel, the only runtime that reads signals, does not run it, so nothing would "
+        "deliver one",
+        instead=_INSTEAD,
+        imported="write to that agent where it runs",
+    )
 
 
 def send_signal(

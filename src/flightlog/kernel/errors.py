@@ -10,6 +10,8 @@
         +-- CommandRefused(ValueError)     command, construct: not one plain command (kernel.shell)
         +-- SignalRefused                  session_id, reason: a signal to a finished run (kernel.attention)
         |   `-- NoSignalReader             source: no flightlog kernel runs the session, nothing reads it
+        +-- AbortRefused                   session_id, source, reason: no flightlog kernel runs the session
+                                           (kernel.abort), so an abort would stop nothing
         `-- OutsideCeiling(PermissionError) value, reason: a path or command outside the grant, found
                                            when the tool opens or runs it (kernel.confine)
 
@@ -24,6 +26,7 @@ from ..events import FATAL_RESULT_PREFIX
 
 __all__ = [
     "FATAL_RESULT_PREFIX",
+    "AbortRefused",
     "AgentSpecError",
     "CommandRefused",
     "DecidedByItsRuntime",
@@ -161,6 +164,27 @@ class NoSignalReader(SignalRefused):
             session_id=session_id,
             reason=reason,
             source=source,
+        )
+
+
+class AbortRefused(KernelError):
+    """An abort of a session no flightlog kernel runs (an integration's, whose app runs it; an imported
+    transcript; anything else not of source ``kernel``): its writer takes no notice of the kernel's fence
+    and nothing reads the ``operation_cancelled`` an abort records, so nothing would stop; nothing is
+    written and the authority epoch is not bumped (:func:`flightlog.kernel.abort.abort`). ``reason`` says
+    what the session is and what works instead (:func:`flightlog.kernel.abort.no_abort_target`); the CLI
+    reports it as a usage mistake (exit 2), as a signal to such a session."""
+
+    session_id: str
+    source: str
+    reason: str
+
+    def __init__(self, *, session_id: str, source: str, reason: str) -> None:
+        super().__init__(
+            f"session {session_id}: abort refused: {reason}",
+            session_id=session_id,
+            source=source,
+            reason=reason,
         )
 
 
