@@ -19,7 +19,7 @@ import pytest
 
 from flightlog.errors import LedgerIntegrityError
 from flightlog.integrity.checkpoints import origin_for
-from flightlog.integrity.heads import ACCEPT_RESTORE_STEP, HEADS_AHEAD, HeadStore
+from flightlog.integrity.heads import ACCEPT_FORK_STEP, ACCEPT_RESTORE_STEP, HEADS_AHEAD, HeadStore
 from flightlog.integrity.keys import LogSigner
 from flightlog.integrity.notary import Notary
 from flightlog.ops.restore import RESTORE_LOG
@@ -31,7 +31,7 @@ from .helpers import SPEC, backup, cli, head_files, suspended_run
 def refused_for_heads(db: Path, *args: str, reason: str) -> str:
     """Run a command the retained heads make refuse: exit 1, the refusal said in a few lines of at most 100
     columns (it was one line of 700 characters): the session and what the heads mean first, then what was
-    found (``reason``), then the next step, ``ls`` and ``pending``'s words. Returns the lines joined."""
+    found (``reason``), then the next step, ``ls`` and ``pending``'s words (for a fork, ``--accept-fork``). Returns the lines joined."""
     code, out, err = cli(db, *args)
     assert code == 1, (code, out, err)
     lines = err.rstrip("\n").splitlines()
@@ -39,7 +39,10 @@ def refused_for_heads(db: Path, *args: str, reason: str) -> str:
     assert 5 <= len(lines) <= 14 and max(map(len, lines)) <= 100, err
     said = " ".join(line.strip() for line in lines)
     assert "found: at seq " in said and f": {reason}: " in said, err
-    assert f"next: {ACCEPT_RESTORE_STEP} (it records that decision" in said, err
+    # a fork: plain accept-restore refuses it, so the step names --accept-fork and what it means
+    step = ACCEPT_FORK_STEP if reason == "fork" else ACCEPT_RESTORE_STEP
+    assert f"next: {step} (it records that decision" in said, err
+    assert ("--accept-fork" in said) == (reason == "fork"), err
     return said
 
 
@@ -247,3 +250,27 @@ def test_pending_names_a_session_whose_own_head_is_ahead_when_the_index_agrees(t
     assert said.startswith(f"flightlog: warning: approve, deny, resume and abort refuse session {sid}: "), err
     assert HEADS_AHEAD in said and f"next: {ACCEPT_RESTORE_STEP}" in said, err
     assert cli(db, "approve", sid, "n1")[0] == 1
+
+
+def test_pending_names_accept_fork_for_a_head_of_the_stores_size_with_another_root(tmp_path: Path) -> None:
+    """A retained head of the session's own size but another root is a fork, which plain ``db
+    accept-restore`` refuses: ``pending`` names ``--accept-fork`` as the next step (a head merely ahead, in the
+    test above, names plain accept-restore), and approve's refusal says the same."""
+    db = tmp_path / "one.db"
+    sid = suspended_run(db)
+    with SqliteStore(db, read_only=True) as store:
+        ledger_id = store.ledger_id()
+        events = store.get_session(sid).events
+    heads = HeadStore(Path(os.environ["FLIGHTLOG_HEAD_DIR"]))
+    path = heads.path(ledger_id, sid)
+    doc = json.loads(path.read_text())
+    notary = Notary.for_signer(LogSigner.generate("test.example/log"), HeadStore(tmp_path / "other"))
+    doc["checkpoint"] = notary.sign(origin_for(ledger_id, sid), events, bytes(32), None).note
+    path.write_text(json.dumps(doc))
+    code, out, err = cli(db, "pending")
+    assert code == 0 and out.startswith(f"{sid}  turn 2  n1  note("), err
+    lines = err.splitlines()
+    said = " ".join(line.strip() for line in lines)
+    assert max(map(len, lines)) <= 100, err
+    assert said.startswith(f"flightlog: warning: approve, deny, resume and abort refuse session {sid}: "), err
+    assert f"next: {ACCEPT_FORK_STEP}" in said and "without --accept-fork it refuses a fork" in said, err

@@ -445,19 +445,14 @@ def error_lines(exc: FlightlogError) -> list[str]:
     retained heads disagree with the database (:data:`~flightlog.integrity.heads.HEADS_AHEAD` in its
     reason): that message ran to 700 characters on one line, so it is said as the refusal and what it
     means, what was found, whether every session is refused, the next step
-    (:data:`~flightlog.integrity.heads.ACCEPT_RESTORE_STEP`, as ``ls`` and ``pending`` say it) and why
+    (:func:`~flightlog.integrity.heads.accept_step`: for a fork, ``--accept-fork``, as plain accept-restore
+    refuses one; else as ``ls`` and ``pending`` say it) and why
     copies do this, each wrapped at :data:`LINE_WIDTH` columns."""
     from ..errors import LedgerIntegrityError
 
     if not isinstance(exc, LedgerIntegrityError):
         return [f"flightlog: error: {exc}"]
-    from ..integrity.heads import (
-        ACCEPT_RESTORE_DOES,
-        ACCEPT_RESTORE_STEP,
-        HEADS_AHEAD,
-        INDEX_SCOPE,
-        WHY_COPIES,
-    )
+    from ..integrity.heads import ACCEPT_RESTORE_DOES, HEADS_AHEAD, INDEX_SCOPE, WHY_COPIES, accept_step
 
     found, hinted, _ = exc.reason.partition(f"; {HEADS_AHEAD}")
     if not hinted:
@@ -468,7 +463,7 @@ def error_lines(exc: FlightlogError) -> list[str]:
         f"flightlog: error: refusing to act on session {exc.session_id}: {HEADS_AHEAD}",
         f"  found: {where}{found}{more}",
         *([f"  {INDEX_SCOPE}"] if INDEX_SCOPE in exc.reason else []),
-        f"  next: {ACCEPT_RESTORE_STEP}",
+        f"  next: {accept_step(exc.divergences)}",
         f"    ({ACCEPT_RESTORE_DOES})",
         "  `flightlog verify --all` names each divergence",
         f"  why: {WHY_COPIES}",
@@ -480,10 +475,11 @@ def heads_ahead_lines(store: Store, records: Iterable[SessionRecord] = ()) -> li
     """What ``ls`` and ``pending`` print up front (stderr) when acting on what they list will be refused
     for the retained heads (:func:`flightlog.integrity.heads.heads_ahead`: the index log's head, then those
     of the sessions of ``records``): one warning saying which sessions are refused and why
-    (:data:`~flightlog.integrity.heads.HEADS_AHEAD`), then the next step, as the refusal words it; wrapped at
+    (:data:`~flightlog.integrity.heads.HEADS_AHEAD`), then the next step, as the refusal words it (for a head
+    of the store's own size and another root, a fork: ``--accept-fork``); wrapped at
     :data:`LINE_WIDTH`. Nothing for a store whose heads agree, or a retired store (its own note says that
     acting there is refused)."""
-    from ..integrity.heads import ACCEPT_RESTORE_STEP, HEADS_AHEAD, HeadStore, heads_ahead
+    from ..integrity.heads import ACCEPT_FORK_STEP, ACCEPT_RESTORE_STEP, HEADS_AHEAD, HeadStore, heads_ahead
     from ..store.base import retired_notice
 
     if retired_notice(store) is not None:
@@ -499,7 +495,7 @@ def heads_ahead_lines(store: Store, records: Iterable[SessionRecord] = ()) -> li
         whom += f" and {len(ahead.sessions) - 3} more" if len(ahead.sessions) > 3 else ""
     return [
         *wrapped(f"flightlog: warning: approve, deny, resume and abort refuse {whom}: {HEADS_AHEAD}"),
-        f"  next: {ACCEPT_RESTORE_STEP}",
+        *wrapped(f"  next: {ACCEPT_FORK_STEP if ahead.fork else ACCEPT_RESTORE_STEP}", indent="    "),
         "    (`flightlog verify --all` names each divergence)",
     ]
 

@@ -66,6 +66,7 @@ if TYPE_CHECKING:
     from ..store.base import SessionRecord, Store
 
 __all__ = [
+    "ACCEPT_FORK_STEP",
     "ACCEPT_RESTORE_DOES",
     "ACCEPT_RESTORE_STEP",
     "ENV_HEAD_DIR",
@@ -79,6 +80,7 @@ __all__ = [
     "IndexedHead",
     "RetainedHead",
     "WitnessedHead",
+    "accept_step",
     "copy_hint",
     "extension_problem",
     "heads_ahead",
@@ -374,6 +376,23 @@ what ``ls``/``pending`` say up front of a store whose heads are ahead (the CLI f
 ACCEPT_RESTORE_STEP = "to keep THIS file as the truth: flightlog db accept-restore --reason TEXT"
 """The next step out of such a refusal, as :func:`copy_hint`, the CLI's refusal and its listings say it."""
 
+ACCEPT_FORK_STEP = (
+    "to keep THIS file as the truth: flightlog db accept-restore --reason TEXT --accept-fork; without "
+    "--accept-fork it refuses a fork (this file is not an older copy of what was retained but another "
+    "history of it): --accept-fork keeps it all the same, recorded as a fork, the other heads moved aside, "
+    "never deleted"
+)
+"""The next step out of a refusal for a ``fork`` from a retained head: plain :data:`ACCEPT_RESTORE_STEP`
+refuses one (:func:`flightlog.ops.restore.accept_restore` keeps only an older copy unless ``accept_fork``)."""
+
+
+def accept_step(divergences: Iterable[Divergence]) -> str:
+    """:data:`ACCEPT_FORK_STEP` when a divergence is a ``fork`` from a retained head, else
+    :data:`ACCEPT_RESTORE_STEP`."""
+    forked = any(d.reason == "fork" and "retained" in d.detail for d in divergences)
+    return ACCEPT_FORK_STEP if forked else ACCEPT_RESTORE_STEP
+
+
 ACCEPT_RESTORE_DOES = "it records that decision in the ledger and re-anchors the retained heads"
 """What :data:`ACCEPT_RESTORE_STEP` does, said beside it."""
 
@@ -389,7 +408,8 @@ WHY_COPIES = (
 
 def copy_hint(divergences: Iterable[Divergence], *, index: bool = False, unknown_head: bool = False) -> str:
     """What a divergence from a retained head means and what to do, or "" for any other divergence:
-    :data:`HEADS_AHEAD`, why copies do that, :data:`ACCEPT_RESTORE_STEP` (which records the decision in the
+    :data:`HEADS_AHEAD`, why copies do that, :func:`accept_step` (for a fork :data:`ACCEPT_FORK_STEP`: plain
+    accept-restore refuses one; which records the decision in the
     ledger and re-anchors the retained heads), then :data:`INDEX_SCOPE` with ``index``.
 
     Args:
@@ -401,11 +421,12 @@ def copy_hint(divergences: Iterable[Divergence], *, index: bool = False, unknown
     Returns:
         One sentence without a trailing period, or "".
     """
+    divergences = list(divergences)
     named = any(d.reason in _HEAD_REASONS and "retained" in d.detail for d in divergences)
     if not named and not unknown_head:
         return ""
     scope = f"; {INDEX_SCOPE}" if index else ""
-    return f"{HEADS_AHEAD} ({WHY_COPIES}); {ACCEPT_RESTORE_STEP} ({ACCEPT_RESTORE_DOES}){scope}"
+    return f"{HEADS_AHEAD} ({WHY_COPIES}); {accept_step(divergences)} ({ACCEPT_RESTORE_DOES}){scope}"
 
 
 @dataclass(frozen=True)
@@ -417,10 +438,14 @@ class HeadsAhead:
             check refuses every session of the store (:data:`INDEX_SCOPE`).
         sessions: Sessions (of those asked about) whose own retained head is ahead or forked; empty with
             ``index`` (every session is refused then).
+        fork: A head read is of the store's own size with another root: a fork, which plain
+            ``db accept-restore`` refuses (:data:`ACCEPT_FORK_STEP`). False says only that none was seen
+            this cheaply (a head ahead may still be a fork: the refusal's full check tells).
     """
 
     index: bool
     sessions: tuple[str, ...] = ()
+    fork: bool = False
 
 
 def heads_ahead(store: Store, heads: HeadStore, records: Iterable[SessionRecord] = ()) -> HeadsAhead | None:
@@ -448,22 +473,21 @@ def heads_ahead(store: Store, heads: HeadStore, records: Iterable[SessionRecord]
     if index is not None:
         size = store.index_size()
         kept = store.latest_index_checkpoint(max_size=index.size) if index.size <= size else None
-        if index.size > size or (
-            kept is not None and kept.size == index.size and kept.root != index.root.hex()
-        ):
-            return HeadsAhead(index=True)
-    ahead = []
+        forked = kept is not None and kept.size == index.size and kept.root != index.root.hex()
+        if index.size > size or forked:
+            return HeadsAhead(index=True, fork=forked)
+    ahead, fork = [], False
     for record in records:
         try:
             head = heads.load(ledger_id, record.session_id)
             cp = None if head is None else _head_of(head.note)
         except NoteError:
             continue
-        if cp is not None and (
-            cp.size > record.events or (cp.size == record.events and record.merkle_root != cp.root.hex())
-        ):
+        forked = cp is not None and cp.size == record.events and record.merkle_root != cp.root.hex()
+        if cp is not None and (cp.size > record.events or forked):
             ahead.append(record.session_id)
-    return HeadsAhead(index=False, sessions=tuple(dict.fromkeys(ahead))) if ahead else None
+            fork = fork or forked
+    return HeadsAhead(index=False, sessions=tuple(dict.fromkeys(ahead)), fork=fork) if ahead else None
 
 
 def _head_of(note: str | None) -> Checkpoint | None:
