@@ -175,3 +175,42 @@ def test_a_live_runs_call_in_flight_is_not_in_doubt(tmp_path: Path, monkeypatch:
         release.set()
         worker.join(120)
     assert status == ["completed"]
+
+
+def test_the_session_page_of_a_killed_run_lists_its_call_in_doubt_in_pendings_words(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The dashboard's approvals queue reads an index of waiting runs, and a killed run's in-doubt call has
+    no gate open yet, so the queue does not list it; the run's page (its Abandoned section) does, as
+    ``pending`` words it: in doubt, and that ``flightlog resume`` comes first."""
+    from contextlib import contextmanager
+
+    from fastapi.testclient import TestClient
+
+    import flightlog.web.views
+    from flightlog.kernel.approvals import abandoned_in_doubt_words
+    from flightlog.web.app import create_app
+    from flightlog.web.security import Auth
+
+    db = tmp_path / "k.db"
+    sid, died = _killed_mid_call(db)
+
+    @contextmanager
+    def open_db(read_only: bool) -> Iterator[SqliteStore]:
+        with SqliteStore(db, read_only=read_only) as store:
+            yield store
+
+    token = "test-token-0123456789abcdef"
+    said, todo = abandoned_in_doubt_words(sid)
+    with TestClient(create_app(open_db, token=token), base_url="http://127.0.0.1:8000") as client:
+        client.cookies.set("flightlog_ui_8000", Auth(token).cookie_value)
+        monkeypatch.setattr(flightlog.web.views, "wall_ms", lambda: died)  # within the lease: maybe live
+        page = client.get("/session", params={"id": sid}).text
+        assert '<ul class="in-doubt">' not in page and '<section id="abandoned" hidden>' in page
+        monkeypatch.setattr(flightlog.web.views, "wall_ms", lambda: died + 60_000)  # a minute later
+        page = client.get("/session", params={"id": sid}).text
+    assert '<section id="abandoned">' in page
+    (listed,) = page.split('<ul class="in-doubt">')[1].split("</ul>")[0].split("<li>")[1:]
+    assert listed.startswith("<code>note n1 (turn 2)</code>: in doubt: its run was killed mid-call"), listed
+    assert "flightlog resume " + sid in listed and "approve runs it again, deny marks it failed" in listed
+    assert IN_DOUBT_WARNING.split(":")[0] in listed and todo.split(":")[0] in listed and said[:40] in listed

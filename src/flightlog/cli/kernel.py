@@ -150,14 +150,10 @@ def _in_doubt_lines(row: PendingCall) -> list[str]:
         head += f"  (sub-agent of {row.parent_session_id})"
     sid, root = row.session_id, row.root_session_id or row.session_id
     if row.run_abandoned:
-        said = (
-            "its run was killed mid-call: the effect started, no completion is recorded, and nothing "
-            f"drives the run; {IN_DOUBT_WARNING}"
-        )
-        todo = [
-            f"  nothing to approve yet: `flightlog resume {root}` settles it (the tool's reconcile) or stops "
-            "on it for a decision: approve runs it again, deny marks it failed"
-        ]
+        from ..kernel.approvals import abandoned_in_doubt_words
+
+        said, step = abandoned_in_doubt_words(root)
+        todo = [f"  {step}"]
     else:
         said = f"the effect started, no completion is recorded; {IN_DOUBT_WARNING}"
         todo = [

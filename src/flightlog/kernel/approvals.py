@@ -51,6 +51,7 @@ __all__ = [
     "MAX_OPERATOR",
     "PendingCall",
     "abandoned_in_doubt",
+    "abandoned_in_doubt_words",
     "approve",
     "check_operator",
     "continue_hint",
@@ -61,6 +62,7 @@ __all__ = [
     "pending",
     "resume_hint",
     "resumed_by_its_app",
+    "session_in_doubt",
     "tree_of",
     "waiting_calls",
 ]
@@ -304,6 +306,40 @@ def abandoned_in_doubt(
             replace(c, parent_session_id=parent, root_session_id=root) if parent else c for c in calls
         )
     return rows
+
+
+def abandoned_in_doubt_words(root_session_id: str) -> tuple[str, str]:
+    """What an :func:`abandoned_in_doubt` call means and what to do, as ``pending`` and the dashboard's
+    session page say it: ``(said, todo)``, ``said`` ending with
+    :data:`~flightlog.kernel.execution.IN_DOUBT_WARNING`, ``todo`` naming ``flightlog resume ROOT`` (the run
+    tree's root, which a resume drives) and what approve and deny do once it stops on the call."""
+    from .execution import IN_DOUBT_WARNING
+
+    said = (
+        "its run was killed mid-call: the effect started, no completion is recorded, and nothing "
+        f"drives the run; {IN_DOUBT_WARNING}"
+    )
+    todo = (
+        f"nothing to approve yet: `flightlog resume {root_session_id}` settles it (the tool's reconcile) or "
+        "stops on it for a decision: approve runs it again, deny marks it failed"
+    )
+    return said, todo
+
+
+def session_in_doubt(store: Store, session_id: str) -> list[PendingCall]:
+    """The current turn's calls of one kernel session whose effect intent has no completion (what
+    :func:`abandoned_in_doubt` lists for it, without asking whether its run is abandoned: the caller knows),
+    ``run_abandoned`` set; [] for a session of another source, a suspended or ended run.
+
+    Raises:
+        SessionNotFound: no such session.
+        EventDecodeError: a stored event does not decode.
+    """
+    from .state import KERNEL_SOURCE
+
+    if store.get_session(session_id).source != KERNEL_SOURCE:
+        return []
+    return _unfinished_effects(load_state(store, session_id))
 
 
 def _unfinished_effects(state: KernelState) -> list[PendingCall]:

@@ -80,7 +80,14 @@ from starlette.staticfiles import StaticFiles
 
 from ..errors import EventDecodeError, FlightlogError, SessionNotFound
 from ..kernel.abort import abort
-from ..kernel.approvals import approve, deny, operator_problem
+from ..kernel.approvals import (
+    abandoned_in_doubt_words,
+    approve,
+    deny,
+    operator_problem,
+    session_in_doubt,
+    tree_of,
+)
 from ..kernel.attention import no_signal_reader, send_signal
 from ..kernel.errors import NotPending
 from ..kernel.rowheld import LEDGER_STATUS, held_state
@@ -383,6 +390,7 @@ def _session_status(dash: _Dashboard, session_id: str) -> dict[str, Any]:
     stored = LEDGER_STATUS if held is not None else record.status
     word = listed_word(record, no_run=no_run_sessions(store, [record]), resumable=resumable)
     kernel = no_signal_reader(record) is None  # a LangGraph thread's graph, an import's agent: not ours
+    abandoned = state.endswith(" (abandoned)") and record.source == "kernel"
     return {
         "status": views.show(state_word(stored) if held is not None else word, 60),
         # only where a kernel runs the session: it alone reads signals, and an abort stops only its runs
@@ -393,7 +401,9 @@ def _session_status(dash: _Dashboard, session_id: str) -> dict[str, Any]:
         and session_id not in resumable,
         "aborted": session_id in resumable,
         # a kernel run nothing drove within the lease (killed, crashed): resume continues it
-        "abandoned": state.endswith(" (abandoned)") and record.source == "kernel",
+        "abandoned": abandoned,
+        # its calls in doubt, as `pending` lists them (the approvals queue does not: it reads waiting runs)
+        "in_doubt": _in_doubt(store, session_id) if abandoned and not unread else [],
         "row_warning": views.show(warning, views.LINE_LIMIT),
         "state": state,
         "ended": ended,
@@ -404,6 +414,27 @@ def _session_status(dash: _Dashboard, session_id: str) -> dict[str, Any]:
         "pending": views.pending_rows(calls, store),
         "waiting": views.waiting_rows(suspended, decided, store),
     }
+
+
+def _in_doubt(store: Store, session_id: str) -> list[dict[str, str]]:
+    """An abandoned kernel run's calls in doubt (:func:`flightlog.kernel.approvals.session_in_doubt`), each
+    ``{call, said, todo}`` in ``pending``'s words (:func:`~flightlog.kernel.approvals.abandoned_in_doubt_words`):
+    no gate is open, so the approvals queue, which lists waiting runs, does not show them; a resume comes
+    first. A ledger that does not decode gives [] (the page's warning says it)."""
+    try:
+        calls = session_in_doubt(store, session_id)
+        root = tree_of(store, session_id)[1] if calls else session_id
+    except EventDecodeError:
+        return []
+    said, todo = abandoned_in_doubt_words(root)
+    return [
+        {
+            "call": views.show(f"{c.tool} {c.call_id} (turn {c.turn})", views.LINE_LIMIT),
+            "said": views.show(said, views.LINE_LIMIT),
+            "todo": views.show(todo, views.LINE_LIMIT),
+        }
+        for c in calls
+    ]
 
 
 def _new_rows(dash: _Dashboard, session_id: str, start: int) -> list[dict[str, Any]]:
