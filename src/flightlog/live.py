@@ -59,6 +59,7 @@ __all__ = [
     "list_runs_json_live",
     "live_records",
     "merge",
+    "other_holder",
     "wall_ms",
 ]
 
@@ -264,6 +265,44 @@ def _max(a: int | None, b: int | None) -> int | None:
 def is_abandoned(state: RunState, last_seen_ms: int | None, *, now_ms: int, lease_ms: int) -> bool:
     """True when ``state`` needs a driving process and nothing was heard within ``lease_ms`` of ``now_ms``."""
     return state in DRIVEN_STATES and (last_seen_ms is None or now_ms - last_seen_ms > lease_ms)
+
+
+def other_holder(
+    store: Store,
+    session_id: str,
+    own: LiveRegistry | None,
+    *,
+    now_ms: int,
+    lease_ms: int = DEFAULT_LEASE_MS,
+) -> LiveRunRecord | None:
+    """The live record of another activation still driving ``session_id``, else None.
+
+    Another: not the record ``own`` (this kernel's registry) published. Still driving: its heartbeat is
+    within ``lease_ms`` of ``now_ms`` (epoch ms) and its process exists (a ``pid`` of this host that no
+    longer exists is a crashed holder whose record was never cleared; a record without a pid, or of this
+    process, counts as alive while fresh). A holder on another host whose pid happens to be free here is
+    taken for crashed: the lease is the only cross-host signal and the pid check errs that way.
+    """
+    record = next((r for r in store.live_runs() if r.run_id == session_id), None)
+    if record is None or (own is not None and own.get(session_id) == record):
+        return None
+    if now_ms - record.heartbeat_at_ms > lease_ms or not _process_exists(record.pid):
+        return None
+    return record
+
+
+def _process_exists(pid: int | None) -> bool:
+    if pid is None or pid == os.getpid():
+        return True
+    try:
+        os.kill(pid, 0)  # signal 0: an existence check, nothing is sent
+    except ProcessLookupError:
+        return False
+    except PermissionError:  # exists, owned by another user
+        return True
+    except OSError:  # e.g. a pid out of range for this platform
+        return False
+    return True
 
 
 def _fresh_state(live: LiveRunRecord | None, *, now_ms: int, lease_ms: int) -> RunState | None:

@@ -137,6 +137,7 @@ from .signals import run_blocking
 from .spec import AGENT_SPEC
 from .state import KERNEL_SOURCE, KernelState, load_state
 from .subagents import finished_children, require_children_intact, waiting_on_children
+from .takeover import await_previous_holder
 from .transcript import Transcript
 from .watch import watch_events
 
@@ -677,7 +678,9 @@ class Kernel:
             SessionBusy: another process appended to the session while this one checked it to take it
                 over (a live writer holds it, e.g. a racing resume): nothing written, that writer goes on
                 undisturbed (its authority is not taken); from the CLI one ``flightlog: error:`` line,
-                exit code 1.
+                exit code 1. Also when another live process still drives the session with one of its
+                side effects in doubt after :data:`~flightlog.kernel.takeover.HOLDER_WAIT_S` (nothing
+                reconciled or re-run; see :mod:`flightlog.kernel.takeover`).
         """
         # The full check first, even when there is nothing to write: the caller must not act on a
         # suspension or a result read from a history `audit` rejects (a dropped seal, a rollback...).
@@ -696,7 +699,11 @@ class Kernel:
         ceiling = resume_ceiling(self.store, session_id, state.grant, self.agent)
         # Every row was just checked in full: the recorder re-verifies only what may have moved since, the
         # rows after the latest signed checkpoint (Recorder.attach full=False; in full without a notary).
+        # Never settle an effect another process may still be running (kernel.takeover): before taking
+        # authority (that holder finishes it), and after (one that began an effect in between is fenced off).
+        await await_previous_holder(self.store, session_id, self.agent, self.live, seq=len(state.events))
         recorder = Recorder.attach(self.store, session_id, notary=self.notary, full=self.notary is None)
+        await await_previous_holder(self.store, session_id, self.agent, self.live, seq=recorder.next_seq)
         if recorder.next_seq != len(state.events):  # it moved on before we took authority: refold
             state = load_state(self.store, session_id)
             waits = _idle(state) or waiting_on_children(self.store, state)

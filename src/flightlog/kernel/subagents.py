@@ -41,6 +41,8 @@ nothing it does there can be recorded) is taken over: its resume is retried whil
 :class:`~flightlog.errors.SessionBusy` (up to :data:`CHILD_TAKEOVER_ATTEMPTS` times, a short growing pause
 between tries) until it catches the child between two appends and takes its authority, fencing that
 process off. Still busy after that, the error stops the parent's activation fenced off (never a tool result).
+The resume never settles a child's in-doubt effect that the process it takes the child from may still be
+running (fencing stops its appends, not its tool): it waits for that process first (:mod:`flightlog.kernel.takeover`).
 
 **Budgets.** A grant is the child's requested :class:`~flightlog.kernel.budgets.Budgets` capped by what the
 parent has left (its limits minus its own usage and what its children hold or used, see

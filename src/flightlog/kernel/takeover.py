@@ -1,0 +1,108 @@
+"""Taking a session over from a process that may still be running one of its side effects.
+
+A resume fences the previous holder off (``Recorder.attach`` bumps the authority epoch): its *appends* are
+refused from then on, but a tool it already started runs on, and its effect may land after the resume
+asked ``reconcile`` about it. Answered ``not_done`` too early, the call would run a second time (found
+looping racing resumes of a sub-agent tree: a child taken over by the holder of its parent while the
+child's tool ran in the process it was taken from).
+
+So before a resume reconciles anything, :func:`await_previous_holder` waits while both hold:
+
+* the session has an in-doubt effect (intent without completion) that is not a sub-agent delegation (a
+  delegating call is safe to settle at once: re-running it resumes the same child, which takes this
+  same care for its own effects);
+* another activation still drives the session (:func:`flightlog.live.other_holder`: its live record's
+  heartbeat is within the lease and its process exists; a crashed holder's record does not count).
+
+Kernel.resume calls it twice: before it attaches (the holder is not fenced off yet: it finishes the
+effect and records its completion itself) and right after (a holder that recorded an intent between the
+two is fenced off now: its tool ends, its completion is refused, its activation stops and clears its
+record). Then the in-doubt effect, if any is left, is the previous holder's to no one: ``reconcile`` sees
+what it did. The wait is bounded (:data:`HOLDER_WAIT_S`); past it the resume gives up with
+:class:`~flightlog.errors.SessionBusy`, the call left in doubt for a later resume (a sub-agent's parent
+retries, see :mod:`flightlog.kernel.subagents`). Slower in a rare race, never twice.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import logging
+import time
+
+from ..errors import SessionBusy
+from ..live import LiveRegistry, other_holder, wall_ms
+from ..store.base import Store
+from .agent import Agent
+from .subagents import SubAgentTool
+
+__all__ = ["HOLDER_WAIT_LOG", "HOLDER_WAIT_S", "await_previous_holder", "undelegated_in_doubt"]
+
+log = logging.getLogger("flightlog.kernel")
+
+HOLDER_WAIT_S = 30.0
+"""How long (seconds) a resume waits for a previous holder still running an in-doubt effect (module docs)."""
+
+HOLDER_WAIT_LOG = "waits for the process still running it"
+"""Part of the INFO record logged once when a resume starts waiting (tests wait on it, not on a timer)."""
+
+
+def undelegated_in_doubt(store: Store, session_id: str, agent: Agent) -> list[str]:
+    """The keys of ``session_id``'s in-doubt effects whose tool is not one of ``agent``'s sub-agent tools
+    (an intent that does not decode counts: it is in doubt all the same), oldest first."""
+    delegating = {t.name for t in agent.tools if isinstance(t, SubAgentTool)}
+    keys: list[str] = []
+    for effect in store.pending_effects(session_id):
+        try:
+            intent = json.loads(effect.intent_json)
+        except ValueError:
+            intent = None
+        name = intent.get("tool") if isinstance(intent, dict) else None
+        if name not in delegating:
+            keys.append(effect.idempotency_key)
+    return keys
+
+
+async def await_previous_holder(
+    store: Store,
+    session_id: str,
+    agent: Agent,
+    own: LiveRegistry | None,
+    *,
+    seq: int,
+    wait_s: float = HOLDER_WAIT_S,
+) -> None:
+    """Return once no other live activation may still be running an in-doubt effect of ``session_id``.
+
+    Args:
+        store: The session's store (its ``live_runs`` and effect rows are read).
+        session_id: The session being resumed.
+        agent: The resuming kernel's agent (which tools delegate).
+        own: The resuming kernel's live registry (its own record is not another holder), or None.
+        seq: The head the resume read (named in the error).
+        wait_s: The bound on the wait (seconds, monotonic).
+
+    Raises:
+        SessionBusy: the other holder still drives the session with an effect in doubt after ``wait_s``.
+    """
+    deadline = time.monotonic() + wait_s
+    pause, logged = 0.02, False
+    while True:
+        keys = undelegated_in_doubt(store, session_id, agent)
+        holder = other_holder(store, session_id, own, now_ms=wall_ms()) if keys else None
+        if holder is None:
+            return
+        if not logged:
+            logged = True
+            log.info(  # not a warning: a resume that waits its turn is working as designed (CLI stays quiet)
+                "resume of %s %s (pid %s): effect %s in doubt; waiting up to %.0f s",
+                session_id,
+                HOLDER_WAIT_LOG,
+                holder.pid,
+                keys[0],
+                wait_s,
+            )
+        if time.monotonic() >= deadline:
+            raise SessionBusy(session_id=session_id, seq=seq)
+        await asyncio.sleep(pause)
+        pause = min(pause * 2, 0.5)

@@ -1,0 +1,193 @@
+"""A resume that takes a session over from a process still running one of its side effects must not run
+that effect a second time (found by the ``race`` helper looping ``test_racing_resumes``: a sub-agent's
+child taken over by the holder of its parent, one finding written twice).
+
+The sequence, deterministic (an event the tool waits on, no timers): process A records the effect's
+intent and its tool starts; process B resumes the session (its attach fences A off: A's *appends* are
+refused, not A's tool already running). Before: B's reconciler answered ``not_done`` (A had not performed
+yet), B ran the tool, then A's tool performed its effect too: twice, only A's completion refused.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import subprocess
+import sys
+import threading
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from flightlog.errors import SessionBusy
+from flightlog.integrity.keys import now_ms
+from flightlog.kernel import Kernel, current_effect_key, tool
+from flightlog.kernel.scripted import ScriptedProvider, call, calls, reply
+from flightlog.kernel.takeover import HOLDER_WAIT_LOG
+from flightlog.live import LiveRegistry, LiveRunRecord, other_holder
+from flightlog.recorder import verify_session
+from flightlog.store import SqliteStore
+
+from .helpers import agent, customs
+
+WAIT_S = 60.0
+"""Generous bound on waiting for a state another thread reaches (never expected to run out)."""
+
+
+def test_a_resume_while_the_previous_holder_still_runs_an_effect_never_runs_it_twice(db_path: Path) -> None:
+    performed: list[str | None] = []
+    started = threading.Event()  # A's tool is running (its intent is durable)
+    release = threading.Event()  # A's tool may perform its effect
+    first = [True]
+
+    def done(intent: dict[str, Any]) -> str | None:
+        return "published" if current_effect_key() in performed else None
+
+    @tool(effect="side_effect", reconcile=done, in_thread=True)
+    def publish(text: str) -> str:
+        """Publish ``text`` (the effect: once per call)."""
+        if first[0]:  # process A's call: held until process B has taken the session over
+            first[0] = False
+            started.set()
+            assert release.wait(WAIT_S)
+        performed.append(current_effect_key())
+        return "published"
+
+    def kernel(store: SqliteStore, provider: ScriptedProvider) -> Kernel:
+        return Kernel(store, agent(provider, tools=[publish]), notary=None, heartbeat_s=30.0)
+
+    results: dict[str, Any] = {}
+    waiting, hook = _waiting_log(HOLDER_WAIT_LOG)
+    with SqliteStore(db_path) as store_a, SqliteStore(db_path) as store_b:
+        provider_a = ScriptedProvider([calls(call("publish", {"text": "t"}, id="p1")), reply("A done")])
+        k_a = kernel(store_a, provider_a)
+
+        def run_a() -> None:
+            results["a"] = k_a.run_sync("go", session_id="s", handle_signals=False)
+
+        thread_a = threading.Thread(target=run_a)
+        thread_a.start()
+        assert started.wait(WAIT_S)
+
+        k_b = kernel(
+            store_b, ScriptedProvider([calls(call("publish", {"text": "t"}, id="p1")), reply("B done")])
+        )
+        b_done = threading.Event()
+
+        def run_b() -> None:
+            try:
+                results["b"] = k_b.resume_sync("s", handle_signals=False)
+            except BaseException as exc:  # reported by the assertions below
+                results["b"] = exc
+            finally:
+                b_done.set()
+
+        thread_b = threading.Thread(target=run_b)
+        thread_b.start()
+        # B either finishes (it did not wait for A: the bug) or says it waits for A: then A may go on.
+        while not (b_done.is_set() or waiting.is_set()):
+            b_done.wait(0.01)
+        release.set()
+        thread_b.join(WAIT_S)
+        thread_a.join(WAIT_S)
+        assert not thread_a.is_alive() and not thread_b.is_alive()
+
+        assert performed == ["s:1:p1"], f"the effect ran {len(performed)} times"
+        assert waiting.is_set()  # B waited for A (before: it reconciled at once, "not_done")
+        # Whoever carried the run on after A's effect, its one completion is the performed one.
+        effect = store_b.get_effect("s", "s:1:p1")
+        assert (
+            effect is not None
+            and effect.status == "completed"
+            and '"published"' in (effect.result_json or "")
+        )
+        assert [p["key"] for p in customs(store_b, "s", "effect_reconciled")] in ([], ["s:1:p1"])
+        assert all(p["outcome"] == "completed" for p in customs(store_b, "s", "effect_reconciled"))
+        assert results["a"].status in ("completed", "cancelled"), results["a"]
+        assert isinstance(results["b"], SessionBusy) or results["b"].status == "completed", results["b"]
+        assert verify_session(store_b, "s").ok
+    _unhook(hook)
+
+
+def _waiting_log(message: str) -> tuple[threading.Event, logging.Handler]:
+    """An event set when the kernel logs a record containing ``message`` (a printed line, not a timer)."""
+    seen = threading.Event()
+
+    class Hook(logging.Handler):
+        def emit(self, record: logging.LogRecord) -> None:
+            if message in record.getMessage():
+                seen.set()
+
+    handler = Hook()
+    logger = logging.getLogger("flightlog.kernel")
+    logger.addHandler(handler)
+    logger.setLevel(logging.INFO)  # the wait is logged at INFO
+    return seen, handler
+
+
+def _unhook(handler: logging.Handler) -> None:
+    logger = logging.getLogger("flightlog.kernel")
+    logger.removeHandler(handler)
+    logger.setLevel(logging.NOTSET)
+
+
+def test_another_holder_is_a_fresh_record_of_a_process_that_exists(store: SqliteStore) -> None:
+    dead_pid = _gone_pid()
+    mine = LiveRegistry(store, clock=lambda: 1_000)
+    mine.publish("own", "running")
+    for run_id, beat, pid in (("fresh", 1_000, os.getpid()), ("stale", 1_000 - 30_001, os.getpid())):
+        store.put_live_run(LiveRunRecord(run_id, "running", beat, beat, pid=pid))
+    store.put_live_run(LiveRunRecord("crashed", "running", 1_000, 1_000, pid=dead_pid))
+
+    def holder(run_id: str) -> str | None:
+        record = other_holder(store, run_id, mine, now_ms=1_000, lease_ms=30_000)
+        return None if record is None else record.run_id
+
+    assert holder("fresh") == "fresh"  # another kernel (here: of this process) drives it
+    assert holder("own") is None  # this kernel's own record
+    assert holder("stale") is None  # past the lease
+    assert holder("crashed") is None  # its process is gone (killed: the record was never cleared)
+    assert holder("nobody") is None
+    assert other_holder(store, "own", None, now_ms=1_000) is not None  # another registry's record
+
+
+def test_a_resume_does_not_wait_for_a_crashed_holder(db_path: Path, store: SqliteStore) -> None:
+    """A holder killed mid-effect leaves its live record fresh: its pid is gone, so the resume reconciles
+    at once (the ordinary crash recovery is not slowed down by the lease)."""
+    performed: list[str | None] = []
+    crash = [True]
+
+    @tool(effect="side_effect", reconcile=lambda intent: None, in_thread=False)
+    def publish(text: str) -> str:
+        """Publish ``text`` (the first call: the process dies before it acts)."""
+        if crash[0]:
+            crash[0] = False
+            raise SystemExit("killed before the effect")
+        performed.append(current_effect_key())
+        return "published"
+
+    provider = ScriptedProvider([calls(call("publish", {"text": "t"}, id="p1")), reply("done")])
+    k = Kernel(store, agent(provider, tools=[publish]), notary=None, heartbeat_s=None)
+    with pytest.raises(SystemExit):
+        k.run_sync("go", session_id="s", handle_signals=False)
+    gone = _gone_pid()
+    store.put_live_run(LiveRunRecord("s", "waiting_tool", now_ms(), now_ms(), pid=gone))
+    seen, hook = _waiting_log(HOLDER_WAIT_LOG)
+    try:
+        result = Kernel(store, agent(provider, tools=[publish]), notary=None).resume_sync(
+            "s", handle_signals=False
+        )
+    finally:
+        _unhook(hook)
+    assert result.status == "completed", result.detail
+    assert performed == ["s:1:p1"] and not seen.is_set()
+    assert [p["outcome"] for p in customs(store, "s", "effect_reconciled")] == ["not_done"]
+
+
+def _gone_pid() -> int:
+    """The pid of a process that ran and was reaped: no such process any more."""
+    out = subprocess.run(
+        [sys.executable, "-c", "import os; print(os.getpid())"], capture_output=True, text=True
+    )
+    return int(out.stdout)
