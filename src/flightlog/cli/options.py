@@ -443,7 +443,7 @@ def wrapped(text: str, *, indent: str = "  ", width: int = LINE_WIDTH) -> list[s
 def error_lines(exc: FlightlogError) -> list[str]:
     """What ``flightlog: error:`` prints for ``exc``: one line, except a session refused because the
     retained heads disagree with the database (:data:`~flightlog.integrity.heads.HEADS_AHEAD` in its
-    reason): that message ran to 700 characters on one line, so it is said as the refusal and what it
+    reason and its first divergence :func:`~flightlog.integrity.heads.from_retained_head`): that message ran to 700 characters on one line, so it is said as the refusal and what it
     means, what was found, whether every session is refused, the next step
     (:func:`~flightlog.integrity.heads.accept_step`: for a fork, ``--accept-fork``, as plain accept-restore
     refuses one; else as ``ls`` and ``pending`` say it) and why
@@ -452,10 +452,19 @@ def error_lines(exc: FlightlogError) -> list[str]:
 
     if not isinstance(exc, LedgerIntegrityError):
         return [f"flightlog: error: {exc}"]
-    from ..integrity.heads import ACCEPT_RESTORE_DOES, HEADS_AHEAD, INDEX_SCOPE, WHY_COPIES, accept_step
+    from ..integrity.heads import (
+        ACCEPT_RESTORE_DOES,
+        HEADS_AHEAD,
+        INDEX_SCOPE,
+        WHY_COPIES,
+        accept_step,
+        from_retained_head,
+    )
 
     found, hinted, _ = exc.reason.partition(f"; {HEADS_AHEAD}")
-    if not hinted:
+    if not hinted or not exc.divergences or not from_retained_head(exc.divergences[0]):
+        # The database fails its own checks first (a rechained or edited row): that is the news, in one
+        # line, not "restored from an older copy".
         return [f"flightlog: error: {exc}"]
     where = f"at seq {exc.seq}: " if exc.seq is not None else ""
     more = f" (+{len(exc.divergences) - 1} more divergent)" if len(exc.divergences) > 1 else ""

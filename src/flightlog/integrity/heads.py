@@ -83,6 +83,7 @@ __all__ = [
     "accept_step",
     "copy_hint",
     "extension_problem",
+    "from_retained_head",
     "heads_ahead",
     "prefix_root",
     "read_history",
@@ -366,6 +367,14 @@ def _extends(
 
 _HEAD_REASONS = frozenset({"rollback", "fork", "stale_head"})
 
+
+def from_retained_head(divergence: Divergence) -> bool:
+    """Whether ``divergence`` is one a retained head found (a ``rollback``, ``fork`` or ``stale_head`` whose
+    detail names a retained head), not one the database shows on its own (a broken chain, a checkpoint
+    whose signed root differs from the rows)."""
+    return divergence.reason in _HEAD_REASONS and "retained" in divergence.detail
+
+
 HEADS_AHEAD = (
     "the heads retained outside this database record a state it does not hold: it was restored from an "
     "older copy, or another copy of it (same ledger id) was written to"
@@ -422,7 +431,7 @@ def copy_hint(divergences: Iterable[Divergence], *, index: bool = False, unknown
         One sentence without a trailing period, or "".
     """
     divergences = list(divergences)
-    named = any(d.reason in _HEAD_REASONS and "retained" in d.detail for d in divergences)
+    named = any(from_retained_head(d) for d in divergences)
     if not named and not unknown_head:
         return ""
     scope = f"; {INDEX_SCOPE}" if index else ""
