@@ -138,3 +138,63 @@ def test_an_abandoned_run_reads_the_same_on_every_page(client: TestClient, db_pa
     runs = client.get("/api/runs/page").json()["runs"]
     assert {r["run_id"]: r["abandoned"] for r in runs} == {"dead": True, "alive": False}
     assert client.get("/runs", params={"state": "running"}).text.count("running (abandoned)") == 1
+
+
+def _text(fragment: str) -> str:
+    """An HTML fragment as the words a reader sees."""
+    return " ".join(html.unescape(re.sub("<[^>]+>", "", fragment)).split())
+
+
+def test_the_session_page_names_the_goal_of_a_session_recorded_without_a_task(
+    client: TestClient, db_path: Path
+) -> None:
+    with SqliteStore(db_path) as store:
+        Recorder.create(store, session_id="untasked").append(
+            ev.RunStarted(run_id="untasked", goal="sort the socks")
+        )
+        Recorder.create(store, session_id="tasked", task="the row task").append(
+            ev.RunStarted(run_id="tasked", goal="the event goal")
+        )
+    untasked = client.get("/session", params={"id": "untasked"}).text
+    assert '<p class="task">sort the socks</p>' in untasked  # as the runs list names it
+    tasked = client.get("/session", params={"id": "tasked"}).text
+    assert '<p class="task">the row task</p>' in tasked  # the row's task wins, as there
+
+
+def _run_line(page: str) -> str | None:
+    """The conversation header's line on how the run stands now, as text (None: the page has none)."""
+    found = re.search(r'<p id="conv-run"[^>]*>(.*?)</p>', page)
+    return None if found is None else _text(found.group(1))
+
+
+def test_every_conversation_page_says_the_run_ended_and_when(
+    client: TestClient, db_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr(conv, "MAX_MESSAGES", 4)
+    _tool_chat(db_path, "done", 10)  # 11 rows: three pages of 4
+    ended_ms = 1_800_000_000_123  # 2027-01-15 08:00:00.123 UTC: after the rows the test wrote now
+    with SqliteStore(db_path) as store:
+        end = ev.RunTerminal(reason="provider exploded: 503", turns_used=10, total_tokens=50)
+        Recorder.attach(store, "done").append_many([end], recorded_at_ms=[ended_ms])
+        head = store.get_session("done").head_seq
+    said = "The run ended: failed (provider exploded: 503), at 2027-01-15 08:00:00.123 UTC."
+    latest = client.get("/conversation", params={"id": "done"}).text
+    assert _run_line(latest) == said and _ended(latest) is not None
+    earlier = re.search(r'id="conv-earlier" href="([^"]+)"', latest)
+    assert earlier is not None
+    paged_back = client.get(html.unescape(earlier.group(1))).text
+    assert _ended(paged_back) is None  # the transcript's own ended line stays on the latest page
+    assert _run_line(paged_back) == said  # the header says it on every page
+    before_end = client.get("/conversation", params={"id": "done", "at": str(head - 5)}).text
+    assert _ended(before_end) is None and _run_line(before_end) == said  # as of an earlier seq too
+
+
+def test_an_open_run_s_conversation_says_its_state(client: TestClient, db_path: Path) -> None:
+    run_gated(db_path, "gated")
+    page = client.get("/conversation", params={"id": "gated"}).text
+    assert _run_line(page) == "The run is waiting_input."
+    dead_and_alive(db_path)
+    assert (
+        _run_line(client.get("/conversation", params={"id": "dead"}).text)
+        == "The run is running (abandoned)."
+    )

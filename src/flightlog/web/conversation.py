@@ -716,6 +716,7 @@ def register(app: FastAPI, dash: _Dashboard) -> None:
         return dash.page(
             "conversation.html",
             title="Conversation",
+            run=views.run_now(dash.reader, id),  # the header's: how the run stands now, on every page
             session_id=id,
             exact_id=views.Exact(id),
             session_href=views.session_href(id),

@@ -92,12 +92,15 @@ __all__ = [
     "raw_event",
     "resume_command",
     "run_goal",
+    "run_now",
     "run_tree",
     "sanitize",
+    "session_goal",
     "session_href",
     "session_page",
     "session_status",
     "show",
+    "state_text",
     "unreadable_rows",
     "unreadable_waits",
     "verification",
@@ -253,7 +256,15 @@ def _task(store: Store, run_id: str) -> tuple[str, str] | None:
         record = store.get_session(run_id)
     except SessionNotFound:
         return None
-    return record.task or ledger_goal(store, run_id), record.source
+    return session_goal(store, record), record.source
+
+
+def session_goal(store: Store, record: SessionRecord) -> str:
+    """What a session is about, as every dashboard view names it: its row's task (what ``flightlog ls``
+    lists), else (a session recorded without one, ``Recorder.create`` given none) its first ``run_started``'s
+    goal (:func:`ledger_goal`); ``""`` when it has neither. Raw text: callers make it display-safe
+    (:func:`task_text`)."""
+    return record.task or ledger_goal(store, record.session_id)
 
 
 def ledger_goal(store: Store, session_id: str) -> str:
@@ -989,9 +1000,10 @@ class SessionPage:
         return session_href(self.session_id, artifacts_from=after) if after < self.artifacts_total else ""
 
 
-def _header(record: SessionRecord) -> dict[str, str]:
+def _header(store: Store, record: SessionRecord) -> dict[str, str]:
+    """The session page's header cells; its task is :func:`session_goal`'s, as the runs list names the run."""
     return {
-        "task": task_text(record.task, record.source, 600),
+        "task": task_text(session_goal(store, record), record.source, 600),
         "status": show(state_word(record.status), 60),
         "source": show(record.source, 60),
         **_created(record),
@@ -1061,14 +1073,45 @@ def session_status(
         return "", {"tokens": "", "steps": "", "duration": ""}, ""
     b = view.snapshot.budget
     terminal = view.snapshot.terminal
-    outcome = f" · {terminal.outcome.value}" if terminal and view.snapshot.state.is_terminal() else ""
-    state = view.snapshot.state.value + outcome + (" (abandoned)" if view.abandoned else "")
+    outcome = terminal is not None and view.snapshot.state.is_terminal()
+    state = state_text(view)
     cells = {
         "tokens": "" if b.tokens_used is None else str(b.tokens_used),
         "steps": "" if b.steps_taken is None else str(b.steps_taken),
         "duration": _budget_time(store, session_id, b.duration_ms, undecodable),
     }
     return state, cells, ended_detail(terminal) if outcome else ""
+
+
+def run_now(store: Store, session_id: str) -> dict[str, str] | None:
+    """The run's state now (as of the session's head, not of a page's seq), for a page header.
+
+    Returns:
+        None when the session holds no run the read model knows (or its state is unknown: its events do not
+        decode, which the page's fold names); else ``state`` (:func:`state_text`), and for a terminal run
+        ``outcome`` (seed 002's word), ``detail`` (:func:`ended_detail`) and ``ended_at`` (``YYYY-MM-DD
+        HH:MM:SS.mmm`` UTC, "" when the run's end recorded no time); all "" for a run still open.
+    """
+    view = run_view(store, session_id, undecodable=[])
+    if view is None:
+        return None
+    terminal = view.snapshot.terminal if view.snapshot.state.is_terminal() else None
+    ended_at = terminal.ended_at_ms if terminal is not None else None
+    return {
+        "state": state_text(view),
+        "outcome": terminal.outcome.value if terminal is not None else "",
+        "detail": ended_detail(terminal),
+        "ended_at": _clock(ended_at) if ended_at is not None else "",
+    }
+
+
+def state_text(view: RunView) -> str:
+    """A run's state as every dashboard page writes it: the seed 002 state, a terminal run's outcome after
+    `` · `` (``terminal · interrupted``), `` (abandoned)`` after a run whose heartbeat lapsed
+    (``running (abandoned)``), as ``flightlog runs`` prints it."""
+    s = view.snapshot
+    outcome = f" · {s.terminal.outcome.value}" if s.terminal and s.state.is_terminal() else ""
+    return s.state.value + outcome + (" (abandoned)" if view.abandoned else "")
 
 
 def ended_detail(terminal: TerminalSummary | None) -> str:
@@ -1149,7 +1192,7 @@ def session_page(
     if start is None:
         start = max(0, head - EVENT_PAGE + 1)
     start = max(0, min(start, max(head, 0)))
-    page = SessionPage(session_id, _header(record), head, start)
+    page = SessionPage(session_id, _header(store, record), head, start)
     # a run the row ended whose events do not decode: state unknown (the timeline names the seq)
     page.state, page.budget, page.ended = session_status(store, session_id, undecodable=[])
     calls: OrderedDict[str, _Call] = OrderedDict()
