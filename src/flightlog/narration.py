@@ -84,10 +84,11 @@ def short(text: str, limit: int = 80) -> str:
 
 
 def _run_started(e: ev.RunStarted, session_id: str | None = None) -> str:
-    """``run SESSION started: GOAL (N criteria)``: led by the session id, whole, so it pastes into ``show``,
-    ``resume``, ``runs --parent`` (``runs`` lists it as the run); the event's own ``run_id`` (a kernel run's
-    random hex, an import's source position, a LangGraph checkpoint id), which no command takes, is left to
-    ``--json``. Without a session: ``run RUN_ID started: …``, the run id cut to 24 characters."""
+    """``run SESSION started: GOAL (N criteria)``: led by the session id as the caller gives it (``show`` and
+    ``tail`` give its shortest unique prefix, ``flightlog.cli.options.short_session``), so it pastes into
+    ``show``, ``resume``, ``runs --parent`` (``runs`` lists it as the run); the event's own ``run_id`` (a
+    kernel run's random hex, an import's source position, a LangGraph checkpoint id), which no command
+    takes, is left to ``--json``. Without a session: ``run RUN_ID started: …``, the run id cut to 24 characters."""
     extra = f" ({plural(len(e.criteria), 'criterion')})" if e.criteria else ""
     who = printable(session_id) if session_id is not None else short(e.run_id, 24)
     return f"run {who} started: {short(e.goal)}{extra}"

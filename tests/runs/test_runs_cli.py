@@ -21,7 +21,7 @@ from flightlog.runs import AgentRunSnapshot, list_runs
 from flightlog.store import SqliteStore
 
 from .cli_app import make_app
-from .conftest import checkpoint, record, started
+from .conftest import checkpoint, gated, llm, record, requested, started, suspended
 
 HERE = Path(__file__).resolve().parent
 SAMPLES = HERE.parent / "data" / "samples"
@@ -298,3 +298,69 @@ def test_a_parents_tree_line_shows_what_its_sub_agents_spent_of_its_budget() -> 
     assert _tokens_cell(30, None, None) == "tokens 30 (no limit)"
     assert _tokens_cell(30, None, 60) == "tokens 30 (no limit; with sub-agents 60)"
     assert _tokens_cell(None, None, None) == "tokens - (no limit)"
+
+
+def _cells(out: str, run_id: str) -> list[str]:
+    """The ``runs`` table's cells of ``run_id``'s row (columns are two or more spaces apart)."""
+    import re
+
+    rows = [line for line in out.splitlines() if line.startswith(run_id + " ")]
+    assert len(rows) == 1, out
+    return re.split(r"\s{2,}", rows[0])
+
+
+def test_the_state_column_says_a_run_is_abandoned_as_the_dashboard_does(imported: Path) -> None:
+    """The dashboard's session page and runs list read ``waiting_model (abandoned)`` for a run whose holder
+    is gone; ``runs`` and ``runs --tree`` say the same in their state, not only in the live column."""
+    code, out, _ = run(imported, "runs", "--lease", "0")  # kernel-1: no heartbeat within a lease of 0 s
+    assert code == 0
+    cells = _cells(out, "kernel-1")
+    assert cells[1] == "waiting_model (abandoned)" and cells[-1].startswith("abandoned (last seen "), cells
+    code, out, _ = run(imported, "runs", "--tree", "--lease", "0")
+    assert code == 0 and "kernel-1  waiting_model (abandoned)  tokens" in out, out
+    with SqliteStore(imported) as store:
+        LiveRegistry(store).publish("kernel-1", "waiting_model")  # a holder again: not abandoned
+    assert _cells(run(imported, "runs")[1], "kernel-1")[1] == "waiting_model"
+
+
+def test_the_tree_says_what_a_waiting_run_waits_for_as_the_table_does(db_path: Path) -> None:
+    with SqliteStore(db_path) as store:
+        events = [
+            started(),
+            checkpoint(),
+            llm(1, "c1"),
+            requested("c1"),
+            gated("c1"),
+            suspended("approval", "c1"),
+        ]
+        record(store, "gated-1", events, source="kernel")
+    wait = "waiting for a decision on c1 (flightlog pending)"
+    code, out, _ = run(db_path, "runs")
+    assert code == 0 and _cells(out, "gated-1")[-1] == wait, out
+    code, out, _ = run(db_path, "runs", "--tree")
+    assert code == 0 and out.splitlines() == [
+        f"gated-1  waiting_input  tokens - (no limit)  steps 1 (no limit)  {wait}"
+    ], out
+
+
+def test_show_and_tail_shorten_the_session_id_of_a_run_line_to_a_prefix_that_pastes(imported: Path) -> None:
+    """``show``'s header names the session whole; its timeline's ``run … started`` line, and ``tail``'s,
+    the shortest prefix (at least 8 characters past ``claude-code:``) that names it, as git shortens a
+    hash; a sub-agent's ``<id>:agent:<x>`` no prefix short of the parent's id names stays whole."""
+    short = PARENT[: len("claude-code:") + 8]
+
+    def show(*args: str) -> tuple[int, str]:
+        result = runner.invoke(flightlog_app, ["--db", str(imported), "show", *args])
+        return result.exit_code, result.stdout
+
+    code, out = show(PARENT)
+    assert code == 0 and out.splitlines()[0].startswith(f"session {PARENT}  ")
+    assert f"run {short} started: " in out and f"run {PARENT} started" not in out, out
+    code, tailed, _ = run(imported, "tail", PARENT)
+    assert code == 0 and f"run {short} started: " in tailed, tailed
+    code, again = show(short)  # it pastes
+    assert code == 0 and again == out
+    code, out = show(CHILD)
+    assert code == 0 and f"run {CHILD} started: " in out, out
+    code, out = show(PARENT, "--json")  # --json keeps the events as stored
+    assert code == 0 and "started: " not in out

@@ -655,3 +655,28 @@ def ago(ms: int | None, now: int) -> str:
         if seconds >= size:
             return f"{seconds // size}{unit} ago"
     return f"{seconds}s ago"
+
+
+SHORT_ID_CHARS = 12
+"""The fewest characters :func:`short_session` shortens a session id to (the demos print ``sid[:12]``); an
+id with a format part keeps 8 characters after it (``claude-code:491e126e``)."""
+
+
+def short_session(store: Store, session_id: str) -> str:
+    """``session_id`` shortened for a line that repeats it (``show``'s and ``tail``'s ``run … started``):
+    its shortest prefix of at least :data:`SHORT_ID_CHARS` characters (8 past a ``format:`` part) that names
+    it today (:meth:`~flightlog.store.base.Store.resolve_session` gives it back), so it still pastes into
+    any command that takes a session; the whole id when no prefix at least 8 characters shorter does, or
+    when only a prefix running into a second ``:`` part would (a sub-agent's ``<id>:agent:<x>``). A
+    later session can make a prefix ambiguous, as a short git hash: the whole id stays in ``show``'s header
+    and ``--json``. One ``resolve_session`` per length tried."""
+    head = session_id.find(":") + 1  # past a format part (0: none)
+    stream = session_id.find(":", head)  # a stream of another session (<id>:agent:<x>): cut before it
+    most = len(session_id) - 8 if stream < 0 else min(stream, len(session_id) - 8)
+    for size in range(max(SHORT_ID_CHARS, head + 8), most + 1):
+        try:
+            if store.resolve_session(session_id[:size]) == session_id:
+                return session_id[:size]
+        except SessionNotFound:  # shared by several sessions: longer
+            continue
+    return session_id

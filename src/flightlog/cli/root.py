@@ -48,6 +48,7 @@ from .options import (
     progress_bar,
     refuse_quietly_diverged,
     session_arg,
+    short_session,
     state,
 )
 
@@ -599,6 +600,7 @@ def show_cmd(
         if not json_out:
             out.print(f"session {sid}  [{_listed_status(store, record)}]  {short(record.task, 70)}")
         prompt: str | None = None
+        who = sid if json_out else short_session(store, sid)  # the header names it whole
         for row, event in iter_events(store, sid):
             if json_out:
                 sys.stdout.write(
@@ -607,7 +609,7 @@ def show_cmd(
                 continue
             out.print(
                 f"{row.seq:>6}  {(iso_time(row.recorded_at_ms) or '')[11:19]}  {row.kind:<24} "
-                f"{narrate(event, sid)}"
+                f"{narrate(event, who)}"
             )
             if isinstance(event, RunStarted) and event.system_prompt and event.system_prompt != prompt:
                 prompt = event.system_prompt

@@ -26,7 +26,15 @@ import typer
 from ..errors import SessionNotFound
 from ..narration import narrate, short, spent_of, state_word
 from .console import console
-from .options import STALE_PROJECTION_NOTE, abandoned_notes, ago, count_option, session_arg, warn_diverged
+from .options import (
+    STALE_PROJECTION_NOTE,
+    abandoned_notes,
+    ago,
+    count_option,
+    session_arg,
+    short_session,
+    warn_diverged,
+)
 
 if TYPE_CHECKING:  # the read model and the store load inside the commands: `flightlog --version` stays fast
     from ..live import RunView
@@ -221,12 +229,12 @@ def _runs_command(open_db: OpenDb) -> Callable[..., None]:
             views, held = listed_with_held(store, fetch, state, extra, limit, undecodable=unheld)
             uses = {} if json_out else context_uses(store, [v.snapshot.run_id for v in views])
             scores = _entropy(store, views) if entropy else None
-            waits = {} if json_out or tree else _waits(store, views)
+            waits = {} if json_out else _waits(store, views)
             notes = [] if json_out else abandoned_notes(store, views=views)
         if json_out:
             sys.stdout.write("[" + ",".join(v.snapshot.model_dump_json() for v in views) + "]\n")
         elif tree:
-            _print_tree(views, uses, scores)
+            _print_tree(views, uses, scores, waits)
         else:
             _print_table(views, uses, scores, waits)
         if notes:  # what to do about each abandoned run listed (resume a kernel run)
@@ -294,8 +302,10 @@ def _duration(ms: int | None) -> str:
 
 
 def view_line(view: RunView, now: int, context: ContextUse | None = None) -> list[str]:
-    """The table cells of one run: id, state, outcome, tokens, steps, duration, context use (fill of the
-    latest model call / usable window, ``-`` when none was recorded), parent, liveness, detail (the terminal
+    """The table cells of one run: id, state (`` (abandoned)`` after it when its heartbeat lapsed:
+    ``running (abandoned)``, as the dashboard's session page and runs list write it), outcome, tokens, steps,
+    duration, context use (fill of the latest model call / usable window, ``-`` when none was recorded),
+    parent, liveness, detail (the terminal
     detail, seed 002 ``TerminalSummary.detail``, whole: at most 120 characters, such as a failed run's
     ``failed: provider_failure: <the provider's error>``; a stored reason that spells the outcome another
     way, ``aborted``, as its term: ``narration.state_word``)."""
@@ -303,7 +313,7 @@ def view_line(view: RunView, now: int, context: ContextUse | None = None) -> lis
     terminal = s.terminal
     return [
         s.run_id,
-        s.state.value,
+        s.state.value + (" (abandoned)" if view.abandoned else ""),
         terminal.outcome.value if terminal else "",
         str(s.budget.tokens_used) if s.budget.tokens_used is not None else "-",
         str(s.budget.steps_taken) if s.budget.steps_taken is not None else "-",
@@ -429,12 +439,20 @@ TREE_DETAIL_CHARS = 80
 """Characters of a terminal run's detail a ``runs --tree`` line shows (the table shows 120)."""
 
 
-def _label(view: RunView, now: int, context: ContextUse | None, tree_tokens: int | None = None) -> str:
+def _label(
+    view: RunView,
+    now: int,
+    context: ContextUse | None,
+    tree_tokens: int | None = None,
+    wait: str | None = None,
+) -> str:
     """A tree line: spent/limit (a sub-agent's limits are its grant), ``(no limit)`` where the run records
     none, as the dashboard shows it; a run whose listed sub-agents used tokens also shows the tree's total
     against its limit (:func:`_tokens_cell`); last, ``detail: <text>``, the terminal detail (seed 002
     ``TerminalSummary.detail``, such as ``failed: provider_failure: <error>``) cut to
-    :data:`TREE_DETAIL_CHARS`, when it says more than the outcome already in the line."""
+    :data:`TREE_DETAIL_CHARS`, when it says more than the outcome already in the line, or for a run that
+    waits, ``wait`` (:func:`_waits`: ``waiting for a decision on <call ids> (flightlog pending)``), as the
+    table's detail column gives it, cut to 120 characters as that column cuts a terminal detail."""
     cells = view_line(view, now, context)
     budget = view.snapshot.budget
     parts = [
@@ -450,12 +468,20 @@ def _label(view: RunView, now: int, context: ContextUse | None, tree_tokens: int
     terminal = view.snapshot.terminal
     if terminal and terminal.detail and state_word(terminal.detail) != terminal.outcome.value:
         parts.append(f"detail: {short(state_word(terminal.detail), TREE_DETAIL_CHARS)}")
+    elif wait:
+        parts.append(short(wait, 120))
     return "  ".join(parts)
 
 
-def _print_tree(views: list[RunView], uses: Uses, entropy: dict[str, str] | None = None) -> None:
-    """One line per run, children indented under their parent with tree guides; children whose parent the
-    listing left out (``--limit``, a filter) under a ``(parent ID not listed)`` line, not drawn as roots."""
+def _print_tree(
+    views: list[RunView],
+    uses: Uses,
+    entropy: dict[str, str] | None = None,
+    waits: dict[str, str] | None = None,
+) -> None:
+    """One line per run (:func:`_label`; ``waits``: what each waiting run waits for, :func:`_waits`),
+    children indented under their parent with tree guides; children whose parent the listing left out
+    (``--limit``, a filter) under a ``(parent ID not listed)`` line, not drawn as roots."""
     from ..live import wall_ms
     from ..runs import build_tree, unlisted_parents
 
@@ -469,7 +495,8 @@ def _print_tree(views: list[RunView], uses: Uses, entropy: dict[str, str] | None
         guide = "" if root else ("└── " if last else "├── ")
         run_id = node.snapshot.run_id
         extra = f"  entropy {entropy[run_id]}" if entropy else ""
-        _out.print(prefix + guide + _label(by_id[run_id], now, uses.get(run_id), _tree_tokens(node)) + extra)
+        label = _label(by_id[run_id], now, uses.get(run_id), _tree_tokens(node), (waits or {}).get(run_id))
+        _out.print(prefix + guide + label + extra)
         inner = prefix if root else prefix + ("    " if last else "│   ")
         for index, child in enumerate(node.children):
             walk(child, inner, index == len(node.children) - 1, False)
@@ -529,8 +556,9 @@ def _tail_command(open_db: OpenDb) -> Callable[..., None]:
                     store.wait_for_events(seconds, session_id=sid)
 
                 events = follow_events(store, session_id, follow=follow, poll_s=interval, sleep=wait)
+                who = session_id if json_out else short_session(store, session_id)  # as show's timeline
                 for row, event in events:
-                    line = tail_line(row, narrate(event, row.session_id), as_json=json_out)
+                    line = tail_line(row, narrate(event, who), as_json=json_out)
                     if json_out:
                         sys.stdout.write(line + "\n")
                     else:
