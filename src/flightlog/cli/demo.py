@@ -8,7 +8,7 @@
 2. Verify every imported session's chain and tree head; with the user's notary (``flightlog demo`` passes
    it) the imports are signed and sealed, and verification also checks the signed checkpoints, the seal
    and the retained head.
-3. List the sessions.
+3. List the imported sessions, newest first (as ``flightlog ls``).
 4. Replay the Claude Code session (the messages a model would see).
 5. Copy the database to a scratch file, flip one byte of one stored event there, and show that ``verify``
    names that sequence and that ``attach`` refuses to resume. The user's database is never touched.
@@ -37,7 +37,7 @@ from ..integrity.verify import AuditReport, audit_session
 from ..ledger import VerifyReport
 from ..narration import plural, short, state_word, summarize_message
 from ..recorder import Recorder, verify_session
-from ..sessions import replay_session
+from ..sessions import find_sessions, replay_session
 from ..store import SqliteStore, Store
 from .demo_capabilities import run_capabilities_demo
 from .demo_context import run_context_demo
@@ -46,7 +46,7 @@ from .demo_memory import run_memory_demo
 from .demo_subagents import run_subagents_demo
 from .demo_watch import run_watch_demo
 
-__all__ = ["example_transcripts", "run_demo", "tamper_one_byte"]
+__all__ = ["example_transcripts", "list_step", "run_demo", "tamper_one_byte"]
 
 
 def example_transcripts() -> list[Path]:
@@ -110,13 +110,7 @@ def run_demo(store: Store, console: Console, *, notary: Notary | None = None) ->
         )
         if not report.ok:
             return 1
-    console.print("\n3. list sessions")
-    for record in store.list_sessions():
-        if record.session_id in session_ids:
-            console.print(
-                f"   {record.session_id}  {state_word(record.status):<10} {record.events:>4} events  "
-                f"{short(record.task, 50)}"
-            )
+    list_step(store, session_ids, console)
     claude = next((s for s in session_ids if s.startswith("claude-code:")), session_ids[0])
     console.print(f"\n4. replay {claude} (the transcript a model would be given)")
     for index, message in enumerate(replay_session(store, claude, max_part_bytes=400)):
@@ -140,6 +134,21 @@ def run_demo(store: Store, console: Console, *, notary: Notary | None = None) ->
         if code:
             return code
     return 0
+
+
+def list_step(store: Store, session_ids: list[str], console: Console) -> None:
+    """Step 3: the sessions of ``session_ids`` (those the demo imported; the rest of the database is not
+    listed, so the step stays a few lines), newest first as ``flightlog ls`` lists them
+    (:func:`flightlog.sessions.find_sessions`: creation time, then id, descending), one line each: id,
+    status word, events, task cut to 50 characters."""
+    console.print("\n3. list sessions (newest first, as `flightlog ls`)")
+    wanted = set(session_ids)
+    for record in find_sessions(store):
+        if record.session_id in wanted:
+            console.print(
+                f"   {record.session_id}  {state_word(record.status):<10} {record.events:>4} events  "
+                f"{short(record.task, 50)}"
+            )
 
 
 def _tamper_step(store: Store, session_id: str, console: Console, notary: Notary | None) -> int:

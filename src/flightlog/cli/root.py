@@ -1115,7 +1115,7 @@ def demo_cmd() -> None:
         import` of the same files leaves them open (58 and 15 events,
         interrupted, not sealed). A second demo imports nothing twice.
      2. verify every chain and tree head (with your key: signatures, seals)
-     3. list the sessions
+     3. list the sessions it imported, newest first (as `flightlog ls`)
      4. replay the Claude Code session (what a model would be given)
      5. flip one byte in a scratch copy of the database: verify names the
         seq, attach refuses it (your database is not touched)
