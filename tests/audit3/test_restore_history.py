@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import json
 import os
+from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
@@ -19,11 +20,11 @@ import pytest
 from flightlog.encoding import canonical_json
 from flightlog.errors import StoreError
 from flightlog.integrity import heads as heads_module
-from flightlog.integrity.checkpoints import origin_for
+from flightlog.integrity.checkpoints import Checkpoint, origin_for
 from flightlog.integrity.heads import HISTORY_LIMIT, HeadStore, thinned
 from flightlog.integrity.keys import LogSigner
 from flightlog.integrity.notary import Notary
-from flightlog.integrity.notes import NoteError
+from flightlog.integrity.notes import NoteError, parse_note
 from flightlog.ledger import chain_hash
 from flightlog.ops import restore
 from flightlog.ops.restore import RESTORE_LOG, accept_restore
@@ -215,6 +216,50 @@ def test_a_failed_attempt_never_moves_a_head_backwards_and_leaves_no_empty_folde
     [folder] = aside_folders()
     assert [p.name for p in folder.iterdir()] == [newer.name]  # the old head stays aside as evidence
     assert (folder / newer.name).read_bytes() == before[str(newer.relative_to(heads.directory))]
+
+
+def test_a_head_a_writer_moves_while_accept_restore_judges_it_is_never_set_aside(
+    copies: tuple[Path, Path, str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The hook runs between the judging (which read the head) and the moving aside: a writer retains a
+    newer head there. Moving that one aside would record the older one in the payload; it is refused, and
+    the next attempt judges and records the newer head."""
+    a, _, sid = copies
+    notary = Notary.from_env()
+    judge = restore._disagreeing
+    written: dict[str, bytes] = {}
+    newer: list[int] = []
+
+    def then_a_writer_moves_the_head(
+        store: object, heads: HeadStore, ledger_id: str, *args: object
+    ) -> Iterator[restore.ReplacedHead]:
+        judged = list(judge(store, heads, ledger_id, *args))  # type: ignore[arg-type]
+        head = heads.load(ledger_id, sid)
+        assert head is not None
+        cp = Checkpoint.parse(parse_note(head.note).text)
+        signed = notary.sign(origin_for(ledger_id, sid), cp.size + 1, bytes([7]) * 32, None)
+        assert heads.save(ledger_id, sid, signed, sealed=False, roots={cp.size: cp.root})
+        newer.append(cp.size + 1)
+        written.update(head_files())
+        return iter(judged)
+
+    monkeypatch.setattr(restore, "_disagreeing", then_a_writer_moves_the_head)
+    with open_store(str(a)) as store, pytest.raises(StoreError) as refused:
+        accept_restore(store, reason="r", operator="ops", notary=notary)
+    assert f"the retained head of session {sid} moved while accept-restore judged it" in str(refused.value)
+    assert f"it is now at size {newer[0]}" in str(refused.value) and "run accept-restore again" in str(
+        refused.value
+    )
+    assert head_files() == written and not aside_folders()  # the newer head stays, nothing set aside
+    with open_store(str(a)) as store:
+        assert RESTORE_LOG not in {s.session_id for s in store.list_sessions()}  # nothing recorded
+
+    monkeypatch.setattr(restore, "_disagreeing", judge)
+    with open_store(str(a)) as store:
+        record = accept_restore(store, reason="r", operator="ops", notary=notary)
+    [head] = [h for h in record.replaced if h.session_id == sid]
+    assert head.retained_size == newer[0]  # what was set aside is what the ledger records
+    assert record.set_aside is not None and (record.set_aside / head.path.name).exists()
 
 
 def test_the_head_history_keeps_every_size_and_is_thinned_past_its_limit(tmp_path: Path) -> None:

@@ -17,14 +17,31 @@ The latest head alone cannot tell a database restored from an older copy from on
 rewritten and truncated (the chain recomputed, the checkpoints and index leaves deleted): both are smaller
 than the head. The history can: an older copy's tree has the retained root at every retained size it
 reaches (RFC 9162 §2.1.4 consistency), a rewrite does not (``flightlog db accept-restore`` refuses it).
-Appended with ``O_APPEND`` and not fsynced (a power failure can only lose its latest lines, which the head
-file, written after it, still holds); bounded: past :data:`HISTORY_LIMIT` entries' worth of bytes it is
-compacted (identical lines kept once, lines that are not an entry dropped) and, past :data:`HISTORY_LIMIT`
-entries, the older half is thinned to every other entry (the first and the newest kept), so recent sizes
+Appended with ``O_APPEND`` and, for a session's head, fsynced before the head file that holds the same
+entry is replaced (itself written to a temporary file, fsynced, renamed; the folder fsynced when a file
+in it is created or renamed), so after a power failure the history holds every entry the head file has
+held; the index log's head and its history are not fsynced (one checkpoint in 64 events pays for it
+otherwise): a power failure can leave that head lagging or the history short of its latest lines, both
+safe (the head's own entry is read from the head file). Bounded: past :data:`HISTORY_LIMIT` entries' worth
+of bytes it is compacted (identical lines kept once, lines that are not an entry dropped) and, past
+:data:`HISTORY_LIMIT` entries, the older half is thinned to every other entry (the first and the newest
+kept), so recent sizes
 stay dense and old ones sparser. It is opened without following a symlink or blocking on a FIFO, only as a
 regular file, and at most :data:`HISTORY_MAX_BYTES` of it is ever read (a larger one is refused unread).
 It is not signed: whoever can write the heads folder can edit or delete it (a witness is the stronger
 guard).
+
+**Locking.** Each head file and its history are written under one exclusive advisory lock
+(``fcntl.flock``) on a sidecar file beside them, ``.<name>.lock`` (the index log's: ``.index.lock``;
+:func:`head_lock`): the compare-and-write of :meth:`HeadStore.save` / :meth:`HeadStore.save_index`, every
+append, every rewrite (compaction, thinning, :func:`write_history` through a temporary file, fsync and
+rename) and ``flightlog db accept-restore``'s judge-and-move-aside, so a line appended while another process
+rewrites the history is never lost and a head is never set aside after another writer moved it. The lock is
+re-entrant within a thread. ``fcntl`` is POSIX (Linux, macOS): where Python has none (Windows) no retained
+head is written at all (:class:`~flightlog.errors.StoreUnavailable`, logged as one warning line per
+commit) rather than written unlocked. On macOS ``fsync`` leaves the data in the drive's cache
+(``F_FULLFSYNC`` would flush it), as SQLite's does for the database (``PRAGMA fullfsync`` is off by
+default).
 
 A retained head moves forward only onto a tree that extends it (RFC 9162 §2.1.4: the new tree's root at the
 retained size is the retained root). Every checkpoint and index-log append checks that inside its
@@ -41,13 +58,15 @@ record.
 
 from __future__ import annotations
 
+import errno
 import hashlib
 import json
 import os
 import re
 import stat
+import threading
 from collections.abc import Callable, Iterable, Iterator, Mapping
-from contextlib import contextmanager
+from contextlib import AbstractContextManager, contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -84,6 +103,7 @@ __all__ = [
     "copy_hint",
     "extension_problem",
     "from_retained_head",
+    "head_lock",
     "heads_ahead",
     "prefix_root",
     "read_history",
@@ -185,7 +205,7 @@ class HeadStore:
             if path.name == self.INDEX_FILE:
                 continue
             try:
-                doc = json.loads(path.read_text(encoding="utf-8"))
+                doc = json.loads(_read_regular(path))
                 heads.append(
                     RetainedHead(
                         str(doc["session_id"]), str(doc["checkpoint"]), bool(doc.get("sealed")), path
@@ -204,7 +224,9 @@ class HeadStore:
         sealed: bool,
         roots: Mapping[int, bytes] | None = None,
     ) -> bool:
-        """Retain ``signed`` when it extends the retained head. Atomic (write, fsync, rename).
+        """Retain ``signed`` when it extends the retained head: under :func:`head_lock`, its history line
+        appended and fsynced, then the head file written atomically (temporary file, fsync, rename, folder
+        fsync).
 
         A head moves forward only onto a tree that extends it (RFC 9162 §2.1.4: the new tree's root at the
         retained size is the retained root). ``roots`` gives what the writer knows of its own tree: its root
@@ -225,27 +247,30 @@ class HeadStore:
         Raises:
             LedgerIntegrityError: the retained head is a fork of ``signed`` (its root differs from the
                 writer's at its size): the file is kept as the evidence it is; ``seq`` is its last event.
-            NoteError: the retained file is unreadable.
+            NoteError: the retained file (or its history) is unreadable or not a regular file.
+            StoreError: the head or its history cannot be written (names the file and the OS error).
+            StoreUnavailable: no file locking on this platform (module docstring).
         """
         path = self.path(ledger_id, session_id)
-        current = self.load(ledger_id, session_id)
-        if current is not None:
-            cp = Checkpoint.parse(parse_note(current.note).text)
-            if not _extends(cp, signed, roots, session_id, "the retained head", "events"):
-                return False
-            if cp.size == signed.size and current.sealed and not sealed:
-                return False
-        doc = {
-            "format": self.FORMAT,
-            "ledger_id": ledger_id,
-            "session_id": session_id,
-            "size": signed.size,
-            "root": signed.root.hex(),
-            "sealed": sealed,
-            "checkpoint": signed.note,
-        }
-        _append_history(self.history_path(path), signed.size, signed.root)
-        _write_atomic(path, doc)
+        with head_lock(path):
+            current = self.load(ledger_id, session_id)
+            if current is not None:
+                cp = Checkpoint.parse(parse_note(current.note).text)
+                if not _extends(cp, signed, roots, session_id, "the retained head", "events"):
+                    return False
+                if cp.size == signed.size and current.sealed and not sealed:
+                    return False
+            doc = {
+                "format": self.FORMAT,
+                "ledger_id": ledger_id,
+                "session_id": session_id,
+                "size": signed.size,
+                "root": signed.root.hex(),
+                "sealed": sealed,
+                "checkpoint": signed.note,
+            }
+            _append_history(self.history_path(path), signed.size, signed.root)  # fsynced first
+            _write_head(path, doc, fsync=True)
         return True
 
     @staticmethod
@@ -314,11 +339,12 @@ class HeadStore:
         Raises:
             LedgerIntegrityError: the retained index head is a fork of ``signed`` (kept; ``seq`` is its last
                 leaf, the session id ``(index log)``).
-            NoteError: the retained file is unreadable.
+            NoteError: the retained file (or its history) is unreadable or not a regular file.
+            StoreError: the head or its history cannot be written (names the file and the OS error).
             StoreUnavailable: no file locking on this platform.
         """
         path = self.index_path(ledger_id)
-        with _file_lock(path.with_name(".index.lock")):
+        with head_lock(path):
             current = self.load_index(ledger_id)
             if current is not None:
                 cp = Checkpoint.parse(parse_note(current).text)
@@ -333,9 +359,10 @@ class HeadStore:
                 "checkpoint": signed.note,
             }
             # Not fsynced (one checkpoint in 64 events pays for it otherwise): a power failure can only
-            # leave this head lagging, which is safe; checks compare the database against it, never back.
-            _append_history(self.history_path(path), signed.size, signed.root)
-            _write_atomic(path, doc, fsync=False)
+            # leave this head lagging or its history short, which is safe; checks compare the database
+            # against them, never back.
+            _append_history(self.history_path(path), signed.size, signed.root, fsync=False)
+            _write_head(path, doc, fsync=False)
         return True
 
 
@@ -581,47 +608,66 @@ def prefix_root(
     return rebuilt.root()
 
 
-def _append_history(path: Path, size: int, root: bytes) -> None:
-    """Append ``(size, root)`` to the head history ``path``; past :data:`HISTORY_LIMIT` entries' worth of
+def _append_history(path: Path, size: int, root: bytes, *, fsync: bool = True) -> None:
+    """Append ``(size, root)`` to the head history ``path`` under its :func:`head_lock`, fsynced (and the
+    folder when the file is created) unless told not to; past :data:`HISTORY_LIMIT` entries' worth of
     bytes, compact it (module docstring).
 
     Raises:
-        NoteError: ``path`` is not a regular file (a symlink, a FIFO, a folder: refused, nothing written),
-            or cannot be written.
+        NoteError: ``path`` is not a regular file (a symlink, a FIFO, a folder: refused, nothing written).
+        StoreError: it cannot be written or fsynced (names the file and the OS error).
+        StoreUnavailable: no file locking on this platform.
     """
-    path.parent.mkdir(parents=True, exist_ok=True, mode=0o700)
     line = json.dumps({"size": size, "root": root.hex()}) + "\n"
-    fd = _open_history(path, os.O_WRONLY | os.O_APPEND | os.O_CREAT)
-    try:
-        os.write(fd, line.encode("ascii"))
-        grown = os.fstat(fd).st_size
-    except OSError as exc:
-        raise NoteError(reason=f"head history {path} cannot be written: {exc}") from exc
-    finally:
-        os.close(fd)
-    if HISTORY_LIMIT * len(line) < grown <= HISTORY_MAX_BYTES:  # larger: left for the reader to refuse
-        _compact(path)
+    with head_lock(path):
+        _make_dirs(path.parent)
+        created = not os.path.lexists(path)
+        fd = _open_history(path, os.O_WRONLY | os.O_APPEND | os.O_CREAT)
+        try:
+            os.write(fd, line.encode("ascii"))
+            if fsync:
+                os.fsync(fd)
+            grown = os.fstat(fd).st_size
+        except OSError as exc:
+            raise StoreError(f"head history {path} cannot be written: {exc}") from exc
+        finally:
+            os.close(fd)
+        if created and fsync:
+            _fsync_dir(path.parent)
+        if HISTORY_LIMIT * len(line) < grown <= HISTORY_MAX_BYTES:  # larger: left for the reader to refuse
+            _compact(path)
 
 
-def _compact(path: Path) -> None:
+def _compact(path: Path) -> bool:
     """Rewrite the history ``path`` as its distinct entries (identical lines once, lines that are not an
-    entry dropped), thinned (:func:`thinned`) until at most :data:`HISTORY_LIMIT` remain; kept as it is
-    when one size has two roots (whoever reads it is told) or it cannot be read."""
-    try:
-        lines = _history_lines(path)
-    except NoteError:
-        return
-    found: dict[int, bytes] = {}
-    for _, entry in lines:
-        if entry is None:
-            continue
-        if found.setdefault(entry[0], entry[1]) != entry[1]:
-            return
-    entries = sorted(found.items())
-    while len(entries) > HISTORY_LIMIT:
-        entries = thinned(entries)
-    if len(entries) < len(lines):
+    entry dropped), thinned (:func:`thinned`) until at most :data:`HISTORY_LIMIT` remain, under its
+    :func:`head_lock` (a line another process appends meanwhile waits for the rewrite, then lands in the
+    new file); kept as it is when one size has two roots (whoever reads it is told) or it cannot be read.
+
+    Returns:
+        True when the file was rewritten.
+
+    Raises:
+        StoreError: the rewrite cannot be written (names the file); StoreUnavailable: no file locking.
+    """
+    with head_lock(path):
+        try:
+            lines = _history_lines(path)
+        except (NoteError, FileNotFoundError):
+            return False
+        found: dict[int, bytes] = {}
+        for _, entry in lines:
+            if entry is None:
+                continue
+            if found.setdefault(entry[0], entry[1]) != entry[1]:
+                return False
+        entries = sorted(found.items())
+        while len(entries) > HISTORY_LIMIT:
+            entries = thinned(entries)
+        if len(entries) >= len(lines):
+            return False
         _write_history(path, entries)
+        return True
 
 
 def thinned(entries: list[tuple[int, bytes]]) -> list[tuple[int, bytes]]:
@@ -630,24 +676,103 @@ def thinned(entries: list[tuple[int, bytes]]) -> list[tuple[int, bytes]]:
     return [e for i, e in enumerate(entries[:half]) if i % 2 == 0] + entries[half:]
 
 
+def head_lock(path: Path) -> AbstractContextManager[None]:
+    """The exclusive advisory lock of the head file ``path`` and its history (either path may be given):
+    ``fcntl.flock`` on ``.<name>.lock`` beside them (the index log's: ``.index.lock``), held for the
+    ``with`` block; re-entrant within a thread (module docstring, **Locking**).
+
+    Raises:
+        StoreUnavailable: the platform has no ``fcntl`` (Windows).
+        OSError: the lock file cannot be created or opened.
+    """
+    base = path.name.removesuffix(_HISTORY_SUFFIX).removesuffix(".json")
+    return _file_lock(path.with_name(f".{base}.lock"))
+
+
 def write_history(path: Path, entries: Iterable[tuple[int, bytes]]) -> None:
-    """Replace the head history ``path`` with ``entries`` (atomically; removed when there are none)."""
+    """Replace the head history ``path`` with ``entries`` under its :func:`head_lock` (a temporary file,
+    fsync, rename, folder fsync; removed when there are none). Hold the lock around it to merge with what
+    the file held (:func:`read_history` then this).
+
+    Raises:
+        NoteError: the temporary file cannot be created as a regular file.
+        StoreError: it cannot be written (names the file and the OS error).
+        StoreUnavailable: no file locking on this platform.
+    """
     _write_history(path, list(entries))
 
 
 def _write_history(path: Path, entries: list[tuple[int, bytes]]) -> None:
-    if not entries:
-        path.unlink(missing_ok=True)
-        return
-    tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
-    tmp.unlink(missing_ok=True)
     text = "".join(json.dumps({"size": size, "root": root.hex()}) + "\n" for size, root in entries)
-    fd = _open_history(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL)
+    with head_lock(path):
+        try:
+            if entries:
+                _replace_durably(path, text.encode("ascii"), fsync=True)
+            elif os.path.lexists(path):
+                path.unlink()
+                _fsync_dir(path.parent)
+        except OSError as exc:
+            raise StoreError(f"head history {path} cannot be written: {exc}") from exc
+
+
+def _replace_durably(path: Path, data: bytes, *, fsync: bool) -> None:
+    """Replace ``path`` with ``data``: a temporary file beside it (created anew, never followed), written,
+    fsynced, renamed over ``path``, the folder fsynced (without ``fsync``: written and renamed only).
+
+    Raises:
+        OSError: any step failed (the temporary file is removed).
+    """
+    _make_dirs(path.parent)
+    tmp = path.with_name(f".{path.name}.{os.getpid()}.{threading.get_ident()}.tmp")
+    tmp.unlink(missing_ok=True)
+    fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | os.O_CLOEXEC, 0o600)
     try:
-        os.write(fd, text.encode("ascii"))
+        try:
+            view = memoryview(data)
+            while view:
+                view = view[os.write(fd, view) :]
+            if fsync:
+                os.fsync(fd)
+        finally:
+            os.close(fd)
+        os.replace(tmp, path)
+    except BaseException:
+        tmp.unlink(missing_ok=True)
+        raise
+    if fsync:
+        _fsync_dir(path.parent)
+
+
+def _fsync_dir(folder: Path) -> None:
+    """fsync the folder ``folder`` so a file created, renamed or removed in it stays so after a power
+    failure. Not on Windows (a folder cannot be opened there); a filesystem that refuses to fsync a folder
+    (EINVAL) is passed over, as SQLite's unix VFS does (``os_unix.c``, ``unixSync``).
+
+    Raises:
+        OSError: the folder cannot be opened, or fsync fails otherwise.
+    """
+    if os.name == "nt":
+        return
+    fd = os.open(folder, os.O_RDONLY | os.O_CLOEXEC)
+    try:
+        os.fsync(fd)
+    except OSError as exc:
+        if exc.errno != errno.EINVAL:
+            raise
     finally:
         os.close(fd)
-    os.replace(tmp, path)
+
+
+def _make_dirs(folder: Path) -> None:
+    """Create ``folder`` and any missing parent (mode 0700), fsyncing the parent of each one created."""
+    if folder.is_dir():
+        return
+    _make_dirs(folder.parent)
+    try:
+        folder.mkdir(mode=0o700)
+    except FileExistsError:
+        return
+    _fsync_dir(folder.parent)
 
 
 def _open_history(path: Path, flags: int) -> int:
@@ -749,27 +874,39 @@ def read_history(path: Path) -> dict[int, bytes]:
     return found
 
 
-def _write_atomic(path: Path, doc: dict[str, Any], *, fsync: bool = True) -> None:
-    """Write JSON to ``path`` atomically: a temporary file, fsync (unless told not to), rename."""
-    path.parent.mkdir(parents=True, exist_ok=True, mode=0o700)
-    tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
-    with tmp.open("w", encoding="utf-8") as fh:
-        fh.write(json.dumps(doc, indent=2, ensure_ascii=False) + "\n")
-        if fsync:
-            fh.flush()
-            os.fsync(fh.fileno())
-    os.replace(tmp, path)
+def _write_head(path: Path, doc: dict[str, Any], *, fsync: bool) -> None:
+    """Write the head document ``doc`` to ``path`` atomically (:func:`_replace_durably`).
+
+    Raises:
+        StoreError: it cannot be written (names the file and the OS error).
+    """
+    data = (json.dumps(doc, indent=2, ensure_ascii=False) + "\n").encode("utf-8")
+    try:
+        _replace_durably(path, data, fsync=fsync)
+    except OSError as exc:
+        raise StoreError(f"retained head {path} cannot be written: {exc}") from exc
+
+
+_HELD = threading.local()
+"""The lock files this thread holds (``paths``: a set of absolute paths), for re-entry."""
 
 
 @contextmanager
 def _file_lock(path: Path) -> Iterator[None]:
-    """An exclusive advisory lock on ``path`` (``fcntl.flock``), held for the block.
+    """An exclusive advisory lock on ``path`` (``fcntl.flock``), held for the block; re-entrant within a
+    thread (a nested block for the same path takes nothing more).
 
     Raises:
         StoreUnavailable: the platform has no ``fcntl`` (Windows): a compare-and-write of retained heads
             without the lock could let one process overwrite another's newer head, so it is refused
             rather than done unlocked.
+        OSError: the lock file cannot be created or opened.
     """
+    held: set[str] = _HELD.__dict__.setdefault("paths", set())  # this thread's own set
+    key = os.path.abspath(path)
+    if key in held:
+        yield
+        return
     try:
         import fcntl
     except ImportError:
@@ -778,13 +915,18 @@ def _file_lock(path: Path) -> Iterator[None]:
             reason="no file locking here (Python has no fcntl module on this platform); retained heads "
             "and witness state are only updated under an exclusive lock",
         ) from None
-    path.parent.mkdir(parents=True, exist_ok=True, mode=0o700)
-    with path.open("a") as fh:
-        fcntl.flock(fh.fileno(), fcntl.LOCK_EX)
+    _make_dirs(path.parent)
+    fd = os.open(path, os.O_RDWR | os.O_CREAT | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC, 0o600)
+    try:
+        fcntl.flock(fd, fcntl.LOCK_EX)
+        held.add(key)
         try:
             yield
         finally:
-            fcntl.flock(fh.fileno(), fcntl.LOCK_UN)
+            held.discard(key)
+            fcntl.flock(fd, fcntl.LOCK_UN)
+    finally:
+        os.close(fd)
 
 
 @dataclass(frozen=True)
@@ -848,7 +990,7 @@ def _read_head(path: Path, what: str, expect: dict[str, str], meant: str) -> dic
             would switch rollback detection off).
     """
     try:
-        doc = json.loads(path.read_text(encoding="utf-8"))
+        doc = json.loads(_read_regular(path))
     except FileNotFoundError:
         return None
     except (OSError, ValueError) as exc:
@@ -860,3 +1002,26 @@ def _read_head(path: Path, what: str, expect: dict[str, str], meant: str) -> dic
     ):
         raise NoteError(reason=f"{what} {path} is not {meant}")
     return doc
+
+
+def _read_regular(path: Path) -> str:
+    """The text (UTF-8) of the head file ``path``, opened without blocking on a FIFO, only when it is a
+    regular file.
+
+    Raises:
+        FileNotFoundError: it does not exist.
+        OSError: it is not a regular file (a folder, a FIFO: ``EISDIR``/``EINVAL``, naming it) or cannot be read.
+        ValueError: it is not UTF-8.
+    """
+    fd = os.open(path, os.O_RDONLY | getattr(os, "O_NONBLOCK", 0) | getattr(os, "O_CLOEXEC", 0))
+    try:
+        mode = os.fstat(fd).st_mode
+    except OSError:
+        os.close(fd)
+        raise
+    if not stat.S_ISREG(mode):
+        os.close(fd)
+        code = errno.EISDIR if stat.S_ISDIR(mode) else errno.EINVAL
+        raise OSError(code, f"not a regular file (mode {stat.filemode(mode)})", str(path))
+    with open(fd, "rb") as fh:  # closes fd
+        return fh.read().decode("utf-8")

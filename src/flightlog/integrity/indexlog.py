@@ -217,8 +217,13 @@ def _extends_retained(
 def _retain(heads: HeadStore, ledger_id: str, head: SignedCheckpoint, proved: dict[int, bytes]) -> None:
     try:
         heads.save_index(ledger_id, head, proved)
-    except (OSError, FlightlogError):
-        log.exception("could not retain the index head of ledger %s at size %d", ledger_id, head.size)
+    except (OSError, FlightlogError) as exc:  # one line naming the file and the OS error; goes on
+        log.warning(
+            "could not retain the index head of ledger %s at size %d (it lags until a later commit): %s",
+            ledger_id,
+            head.size,
+            str(exc).replace("\n", " "),
+        )
 
 
 # ─── streaming proofs over the stored leaves ─────────────────────────────────────────────────

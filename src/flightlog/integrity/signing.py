@@ -195,8 +195,10 @@ class SessionNotary:
         self.sealed = True
 
     def retain(self) -> None:
-        """After commit: write the pending checkpoint to the head store (a failure only logs: a lagging
-        retained head is safe, a raised error would make a committed append look failed)."""
+        """After commit: write the pending checkpoint to the head store. A failure (the head file is a
+        folder or a FIFO, the disk is full, no file locking here) logs one warning line naming the file and
+        the OS error, and the commit goes on: a lagging retained head is safe, a raised error would make a
+        committed append look failed."""
         if self.pending is None:
             return
         signed, self.pending = self.pending, None
@@ -204,8 +206,13 @@ class SessionNotary:
             self.notary.heads.save(
                 self.ledger_id, self.session_id, signed, sealed=self.sealed, roots=self.proved
             )
-        except (OSError, FlightlogError):
-            log.exception("could not retain the head of %s at size %d", self.session_id, signed.size)
+        except (OSError, FlightlogError) as exc:
+            log.warning(
+                "could not retain the head of session %s at size %d (it lags until a later commit): %s",
+                self.session_id,
+                signed.size,
+                str(exc).replace("\n", " "),
+            )
 
 
 # ─── resume ───────────────────────────────────────────────────────────────────────────────────

@@ -33,7 +33,11 @@ on record:
    histories existed, is checked against the latest head only, and the CLI warns). A witness's cosigned
    head is the stronger guard, and is never replaced.
 5. Move those head files, and their histories, aside into ``<head dir>/<ledger id>/replaced-<ms>/``
-   (renamed, never deleted: the other copy's evidence stays readable).
+   (renamed, never deleted: the other copy's evidence stays readable), each compared-and-set: under the
+   head's lock (:func:`~flightlog.integrity.heads.head_lock`, which every writer of it holds), it is read
+   again and set aside only when it is still the head judged in 3-4; one a writer moved meanwhile is
+   refused (a ``StoreError`` naming it; what was moved goes back, nothing is recorded), since setting it
+   aside would record the older head it replaced.
 6. Record the decision in the ledger: a ``Custom`` event ``heads_replaced`` appended to the ledger-wide
    **restore log**, the session ``flightlog:restores`` (hash-chained; signed, indexed and witnessable like
    any session; never sealed; every entry checkpointed in its transaction, so ``verify`` refuses an
@@ -77,7 +81,7 @@ from typing import TYPE_CHECKING, Any
 from ..errors import Divergence, FlightlogError, LedgerIntegrityError, SessionNotFound, StoreError
 from ..integrity.audit import Auditor
 from ..integrity.checkpoints import Checkpoint, open_checkpoint, origin_for
-from ..integrity.heads import HeadStore, prefix_root, read_history, write_history
+from ..integrity.heads import HeadStore, head_lock, prefix_root, read_history, write_history
 from ..integrity.indexlog import index_tree
 from ..integrity.notes import NoteError, parse_note
 from ..integrity.retirement import load_retirement
@@ -246,7 +250,9 @@ def accept_restore(
 
     Raises:
         ValueError: an empty reason or an invalid operator name.
-        StoreError: the store is retired (its ledger lives elsewhere); a head could not be re-anchored.
+        StoreError: the store is retired (its ledger lives elsewhere); a head could not be re-anchored; a
+            head moved between its judging and its setting aside (another process retained one
+            meanwhile: nothing is moved or written, run it again).
         LedgerIntegrityError: the database diverges apart from its retained heads (names the session and
             seq), or, without ``accept_fork``, is not an older copy of what was retained (a ``fork`` at the
             retained size's last seq, or ``unsigned``); nothing is moved or written.
@@ -275,7 +281,7 @@ def accept_restore(
         raise _fork_refused(forks)
     record.accepted_fork = bool(forks)
     record.set_aside = notary.heads.index_path(ledger_id).parent / f"replaced-{time.time_ns() // 1_000_000}"
-    moved = _move_aside(replaced, record.set_aside)
+    moved = _move_aside(replaced, record.set_aside, notary.heads, ledger_id)
     try:
         record.log_seq = _ledger(store, notary, reason, operator, record)
     except BaseException:
@@ -478,21 +484,61 @@ def _hex(root: bytes | None) -> str | None:
     return None if root is None else root.hex()
 
 
-def _move_aside(replaced: list[ReplacedHead], folder: Path) -> list[tuple[Path, Path]]:
-    """Move each head file and its history into ``folder``; the (source, target) pairs moved."""
+def _move_aside(
+    replaced: list[ReplacedHead], folder: Path, heads: HeadStore, ledger_id: str
+) -> list[tuple[Path, Path]]:
+    """Move each head file and its history into ``folder``, each head compared-and-set: under its
+    :func:`~flightlog.integrity.heads.head_lock` (which every writer of a head holds), the head is read
+    again and moved only when it is still the one judged; the (source, target) pairs moved.
+
+    Raises:
+        StoreError: a head moved (or went) since it was judged: everything moved is put back, nothing is
+            recorded.
+        NoteError: a head file became unreadable.
+    """
     folder.mkdir(mode=0o700)
-    moved = []
-    for head in replaced:
-        for source in (head.path, HeadStore.history_path(head.path)):
-            target = folder / source.name
-            try:
-                os.replace(source, target)
-            except FileNotFoundError:
-                if source == head.path:
-                    raise
-                continue
-            moved.append((source, target))
+    moved: list[tuple[Path, Path]] = []
+    try:
+        for head in replaced:
+            with head_lock(head.path):
+                _still_judged(head, heads, ledger_id)
+                for source in (head.path, HeadStore.history_path(head.path)):
+                    target = folder / source.name
+                    try:
+                        os.replace(source, target)
+                    except FileNotFoundError:
+                        if source == head.path:
+                            raise
+                        continue
+                    moved.append((source, target))
+    except BaseException:
+        _put_back(moved, folder)
+        raise
     return moved
+
+
+def _still_judged(head: ReplacedHead, heads: HeadStore, ledger_id: str) -> None:
+    """Refuse when ``head``'s file no longer holds the checkpoint it was judged by (a writer retained a
+    newer one meanwhile: setting that aside would record the older one; call under its lock).
+
+    Raises:
+        StoreError: it moved or is gone (names the head, both sizes).
+        NoteError: it is unreadable.
+    """
+    if head.session_id is None:
+        note = heads.load_index(ledger_id)
+    else:
+        kept = heads.load(ledger_id, head.session_id)
+        note = None if kept is None else kept.note
+    cp = None if note is None else Checkpoint.parse(parse_note(note).text)
+    if cp is not None and (cp.size, cp.root.hex()) == (head.retained_size, head.retained_root):
+        return
+    now = "is gone" if cp is None else f"is now at size {cp.size}, root {cp.root.hex()[:16]}"
+    raise StoreError(
+        f"the retained head of {head.what} moved while accept-restore judged it (judged at size "
+        f"{head.retained_size}, root {head.retained_root[:16]}; it {now}: another process retained a head "
+        f"meanwhile): nothing was set aside or recorded; run accept-restore again ({head.path})"
+    )
 
 
 def _put_back(moved: list[tuple[Path, Path]], folder: Path) -> None:
@@ -501,29 +547,35 @@ def _put_back(moved: list[tuple[Path, Path]], folder: Path) -> None:
     set-aside entries merged into it (both kept as they are when either is damaged); ``folder`` is removed
     when emptied."""
     for source, target in moved:
-        if source.name.endswith(".json"):
-            try:
-                os.link(target, source)  # fails when a writer retained a head meanwhile: theirs is newer
-            except FileExistsError:
-                continue
-            except OSError:  # no hard links here: a check, then a rename (a writer may win the gap)
-                if source.exists():
-                    continue
-                os.replace(target, source)
-                continue
-            target.unlink()
-        else:
-            try:
-                live = read_history(source)  # written meanwhile by a writer retaining a head
-                if not live:
-                    os.replace(target, source)
-                    continue
-                write_history(source, sorted({**read_history(target), **live}.items()))
-            except NoteError:  # one of them is damaged: the set-aside one stays in ``folder``
-                continue
-            target.unlink()
+        with head_lock(source):
+            _put_back_one(source, target)
     with contextlib.suppress(OSError):  # not empty: a head kept aside, a newer one retained meanwhile
         folder.rmdir()
+
+
+def _put_back_one(source: Path, target: Path) -> None:
+    """Put one set-aside file back (:func:`_put_back`; called under its head's lock, which a writer of it
+    holds too)."""
+    if source.name.endswith(".json"):
+        try:
+            os.link(target, source)  # fails when a writer retained a head meanwhile: theirs is newer
+        except FileExistsError:
+            return
+        except OSError:  # no hard links here: the lock keeps writers out between the check and the rename
+            if not source.exists():
+                os.replace(target, source)
+            return
+        target.unlink()
+        return
+    try:
+        live = read_history(source)  # written meanwhile by a writer retaining a head
+        if not live:
+            os.replace(target, source)
+            return
+        write_history(source, sorted({**read_history(target), **live}.items()))
+    except NoteError:  # one of them is damaged: the set-aside one stays in ``folder``
+        return
+    target.unlink()
 
 
 def _restart_histories(replaced: list[ReplacedHead]) -> None:
@@ -532,7 +584,8 @@ def _restart_histories(replaced: list[ReplacedHead]) -> None:
     for head in replaced:
         if head.agreed:
             path = HeadStore.history_path(head.path)
-            write_history(path, sorted({**dict(head.agreed), **read_history(path)}.items()))
+            with head_lock(path):  # what a writer appends meanwhile waits, then lands in the new file
+                write_history(path, sorted({**dict(head.agreed), **read_history(path)}.items()))
 
 
 def _ledger(store: Store, notary: Notary, reason: str, operator: str, record: RestoreRecord) -> int:
