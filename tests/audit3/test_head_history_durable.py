@@ -27,6 +27,7 @@ from flightlog.integrity.checkpoints import origin_for
 from flightlog.integrity.heads import HeadStore, head_lock, read_history
 from flightlog.integrity.keys import LogSigner
 from flightlog.integrity.notary import Notary
+from flightlog.integrity.notes import NoteError
 from flightlog.recorder import Recorder
 from flightlog.store import SqliteStore
 
@@ -218,3 +219,17 @@ def test_a_head_that_cannot_be_saved_logs_one_warning_line_and_the_commit_goes_o
     assert not head.exists()  # lagging (safe), the history left as it was
     assert stat.S_ISDIR(history.lstat().st_mode) == (kind == "folder")
     assert stat.S_ISFIFO(history.lstat().st_mode) == (kind == "fifo")
+
+
+def test_a_head_file_that_is_a_fifo_or_a_folder_is_refused_naming_it_never_waited_on(tmp_path: Path) -> None:
+    heads = HeadStore(tmp_path / "heads")
+    head = heads.path(LID, "s")
+    head.parent.mkdir(parents=True)
+    os.mkfifo(head)  # opened for reading without O_NONBLOCK, this waits for a writer forever
+    with pytest.raises(NoteError, match=rf"retained head {head} is unreadable: .*not a regular file"):
+        heads.load(LID, "s")
+    assert heads.sessions(LID) == []  # passed over, as any unreadable head
+    head.unlink()
+    head.mkdir()
+    with pytest.raises(NoteError, match=r"is unreadable: .*not a regular file \(mode d"):
+        heads.load(LID, "s")

@@ -19,15 +19,15 @@ than the head. The history can: an older copy's tree has the retained root at ev
 reaches (RFC 9162 §2.1.4 consistency), a rewrite does not (``flightlog db accept-restore`` refuses it).
 Appended with ``O_APPEND`` and, for a session's head, fsynced before the head file that holds the same
 entry is replaced (itself written to a temporary file, fsynced, renamed; the folder fsynced when a file
-in it is created or renamed), so after a power failure the history holds every entry the head file has
-held; the index log's head and its history are not fsynced (one checkpoint in 64 events pays for it
-otherwise): a power failure can leave that head lagging or the history short of its latest lines, both
+in it is created or renamed), so a head file that survives a power failure never holds an entry its
+history lost; the index log's head and its history are not fsynced (one checkpoint in 64 events pays for
+it otherwise): a power failure can leave that head lagging or the history short of its latest lines, both
 safe (the head's own entry is read from the head file). Bounded: past :data:`HISTORY_LIMIT` entries' worth
 of bytes it is compacted (identical lines kept once, lines that are not an entry dropped) and, past
 :data:`HISTORY_LIMIT` entries, the older half is thinned to every other entry (the first and the newest
-kept), so recent sizes
-stay dense and old ones sparser. It is opened without following a symlink or blocking on a FIFO, only as a
-regular file, and at most :data:`HISTORY_MAX_BYTES` of it is ever read (a larger one is refused unread).
+kept), so recent sizes stay dense and old ones sparser. It is opened without following a symlink or
+blocking on a FIFO, only as a regular file, and at most :data:`HISTORY_MAX_BYTES` of it is ever read (a
+larger one is refused unread); a head file is read only as a regular file too, without blocking on a FIFO.
 It is not signed: whoever can write the heads folder can edit or delete it (a witness is the stronger
 guard).
 
@@ -1010,7 +1010,7 @@ def _read_regular(path: Path) -> str:
 
     Raises:
         FileNotFoundError: it does not exist.
-        OSError: it is not a regular file (a folder, a FIFO: ``EISDIR``/``EINVAL``, naming it) or cannot be read.
+        OSError: it is not a regular file (a folder, a FIFO: ``EISDIR``/``EINVAL``) or cannot be read.
         ValueError: it is not UTF-8.
     """
     fd = os.open(path, os.O_RDONLY | getattr(os, "O_NONBLOCK", 0) | getattr(os, "O_CLOEXEC", 0))
@@ -1022,6 +1022,6 @@ def _read_regular(path: Path) -> str:
     if not stat.S_ISREG(mode):
         os.close(fd)
         code = errno.EISDIR if stat.S_ISDIR(mode) else errno.EINVAL
-        raise OSError(code, f"not a regular file (mode {stat.filemode(mode)})", str(path))
+        raise OSError(code, f"not a regular file (mode {stat.filemode(mode)})")
     with open(fd, "rb") as fh:  # closes fd
         return fh.read().decode("utf-8")
