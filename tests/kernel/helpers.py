@@ -1,16 +1,23 @@
-"""Shared helpers for the kernel tests: reading a session's events, tools, fake sleep and clock."""
+"""Shared helpers for the kernel tests: reading a session's events, tools, fake sleep and clock, the CLI run
+in this process, waiting for a logged line."""
 
 from __future__ import annotations
 
 import asyncio
+import logging
 import subprocess
 import sys
+import threading
 from collections.abc import Coroutine, Iterator
 from contextlib import contextmanager
 from pathlib import Path
 from typing import Any, TypeVar
 
+import typer
+from typer.testing import CliRunner
+
 from child_lines import read_line
+from flightlog.cli import app as flightlog_app
 from flightlog.events import Custom, Event, SessionEvent
 from flightlog.kernel import Agent, Kernel, tool
 from flightlog.kernel.scripted import ScriptedProvider
@@ -19,11 +26,42 @@ from flightlog.store import Store
 
 T = TypeVar("T")
 E = TypeVar("E", bound=Event)
+_runner = CliRunner()
 
 
 def run(coro: Coroutine[Any, Any, T]) -> T:
     """Run a coroutine in a fresh event loop."""
     return asyncio.run(coro)
+
+
+def cli(db: Path | str, *args: str, app: typer.Typer = flightlog_app) -> tuple[int, str, str]:
+    """``flightlog --db DB ARGS...`` in this process (``app``: another Typer app taking ``--db``, as the
+    standalone ``kernel_app``): its exit code, stdout and stderr."""
+    result = _runner.invoke(app, ["--db", str(db), *args])
+    return result.exit_code, result.stdout, result.stderr
+
+
+@contextmanager
+def logged(message: str, logger: str = "flightlog.kernel") -> Iterator[threading.Event]:
+    """An event set once ``logger`` logs a record (INFO or above) whose message contains ``message``: a
+    state to wait for (a printed line, not a timer). The handler is removed and the logger's level
+    restored on exit."""
+    seen = threading.Event()
+
+    class Hook(logging.Handler):
+        def emit(self, record: logging.LogRecord) -> None:
+            if message in record.getMessage():
+                seen.set()
+
+    hook, log = Hook(), logging.getLogger(logger)
+    level = log.level
+    log.addHandler(hook)
+    log.setLevel(logging.INFO)
+    try:
+        yield seen
+    finally:
+        log.removeHandler(hook)
+        log.setLevel(level)
 
 
 def events(store: Store, session_id: str) -> list[SessionEvent]:

@@ -14,22 +14,16 @@ from typer.testing import CliRunner
 from flightlog.cli.kernel import EXIT_CODES, kernel_app, register
 from flightlog.store import Store, open_store
 
-from . import cli_agents
+from . import cli_agents, helpers
 
 AGENTS = Path(cli_agents.__file__)
 runner = CliRunner()
+pytestmark = pytest.mark.usefixtures("fresh_notes")
 
 
 def cli(db: Path, *args: str) -> tuple[int, str, str]:
-    result = runner.invoke(kernel_app, ["--db", str(db), *args])
-    return result.exit_code, result.stdout, result.stderr
-
-
-@pytest.fixture(autouse=True)
-def _notes() -> Iterator[None]:
-    cli_agents.NOTES.clear()
-    yield
-    cli_agents.NOTES.clear()
+    """The standalone ``kernel_app`` (not the whole ``flightlog`` CLI)."""
+    return helpers.cli(db, *args, app=kernel_app)
 
 
 def _session(out: str) -> str:

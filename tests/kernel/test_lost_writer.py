@@ -11,7 +11,6 @@ that runs in a worker thread (found by the runtime attack pass: racing resumes, 
 
 from __future__ import annotations
 
-import logging
 import threading
 from pathlib import Path
 
@@ -25,7 +24,7 @@ from flightlog.kernel.scripted import ScriptedProvider, call, calls, reply
 from flightlog.recorder import verify_session
 from flightlog.store import SqliteStore, StoredEvent
 
-from .helpers import FakeClock, agent, customs, kinds, of
+from .helpers import FakeClock, agent, customs, kinds, logged, of
 
 WAIT_S = 60.0
 """Generous bound on waiting for a state another thread reaches (never expected to run out)."""
@@ -62,20 +61,6 @@ def test_a_session_lost_through_a_tool_stops_the_run_fenced_off_with_the_effect_
     assert verify_session(store, "s").ok
 
 
-def _waiting_log(message: str) -> tuple[threading.Event, logging.Handler]:
-    """An event set when the kernel logs a record containing ``message`` (a printed line, not a timer)."""
-    seen = threading.Event()
-
-    class Hook(logging.Handler):
-        def emit(self, record: logging.LogRecord) -> None:
-            if message in record.getMessage():
-                seen.set()
-
-    handler = Hook()
-    logging.getLogger("flightlog.kernel").addHandler(handler)
-    return seen, handler
-
-
 def test_a_deadline_during_a_thread_effect_waits_for_it_and_records_its_completion(
     store: SqliteStore, tmp_path: Path
 ) -> None:
@@ -83,7 +68,6 @@ def test_a_deadline_during_a_thread_effect_waits_for_it_and_records_its_completi
     acts: its completion is recorded before ``operation_cancelled``, and only then is the run sealed.
     Before: sealed at once with the intent never completed, the effect done a moment after the seal."""
     out = tmp_path / "effect.txt"
-    waiting, handler = _waiting_log("waiting up to")
 
     @tool(effect="side_effect")
     def slow(line: str) -> str:
@@ -100,10 +84,8 @@ def test_a_deadline_during_a_thread_effect_waits_for_it_and_records_its_completi
         notary=None,
         heartbeat_s=None,
     )
-    try:
+    with logged("waiting up to") as waiting:  # what ``slow`` waits for
         result = k.run_sync("go", session_id="s", handle_signals=False)
-    finally:
-        logging.getLogger("flightlog.kernel").removeHandler(handler)
     assert result.status == "budget_exhausted" and out.read_text() == "A"
     assert store.pending_effects("s") == []
     order = kinds(store, "s")

@@ -15,9 +15,7 @@ from pathlib import Path
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
-from typer.testing import CliRunner
 
-from flightlog.cli import app
 from flightlog.events import Custom, PermissionResolved
 from flightlog.kernel import InvalidOperator, approve, deny, operator_problem, pending
 from flightlog.narration import printable
@@ -26,18 +24,9 @@ from flightlog.store import SqliteStore
 from flightlog.web.views import visible
 
 from . import cli_agents
+from .helpers import cli
 
-runner = CliRunner()
-
-
-def cli(db: Path, *args: str) -> tuple[int, str, str]:
-    result = runner.invoke(app, ["--db", str(db), *args])
-    return result.exit_code, result.stdout, result.stderr
-
-
-@pytest.fixture(autouse=True)
-def _notes() -> None:
-    cli_agents.NOTES.clear()
+pytestmark = pytest.mark.usefixtures("fresh_notes")
 
 
 def _suspended(db: Path) -> str:

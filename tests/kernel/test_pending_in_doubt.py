@@ -24,32 +24,19 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
-from typer.testing import CliRunner
 
 import flightlog.live
-from flightlog.cli import app
 from flightlog.kernel import Agent, Kernel, tool
 from flightlog.kernel.execution import IN_DOUBT_WARNING
 from flightlog.kernel.scripted import ScriptedProvider, call, calls, reply
 from flightlog.store import SqliteStore
 
 from . import cli_agents
+from .helpers import cli
 
 TESTS = Path(__file__).parents[1]
 SPEC = "kernel.cli_agents:noting_agent"
-runner = CliRunner()
-
-
-def flightlog_cli(db: Path, *args: str) -> tuple[int, str, str]:
-    result = runner.invoke(app, ["--db", str(db), *args])
-    return result.exit_code, result.stdout, result.stderr
-
-
-@pytest.fixture(autouse=True)
-def _notes() -> Iterator[None]:
-    cli_agents.NOTES.clear()
-    yield
-    cli_agents.NOTES.clear()
+pytestmark = pytest.mark.usefixtures("fresh_notes")
 
 
 def _killed_mid_call(db: Path) -> tuple[str, int]:
@@ -89,11 +76,11 @@ def test_a_killed_runs_call_is_in_doubt_before_any_resume(
     sid, died = _killed_mid_call(db)
 
     _clock_at(monkeypatch, died)  # within the lease: the read model cannot tell it from a live run yet
-    code, out, err = flightlog_cli(db, "pending")
+    code, out, err = cli(db, "pending")
     assert (code, out) == (0, "nothing is waiting for a decision\n"), err
 
     _clock_at(monkeypatch, died + 60_000)  # a minute later: abandoned
-    code, out, err = flightlog_cli(db, "pending")
+    code, out, err = cli(db, "pending")
     assert code == 0, err
     lines = out.splitlines()
     assert lines[0] == f'{sid}  turn 2  n1  note({{"text": "hello"}})'
@@ -104,7 +91,7 @@ def test_a_killed_runs_call_is_in_doubt_before_any_resume(
         "tool's reconcile) or stops on it for a decision: approve runs it again, deny marks it failed"
     )
     assert max(map(len, lines)) <= 100
-    (row,) = json.loads(flightlog_cli(db, "pending", "--json")[1])
+    (row,) = json.loads(cli(db, "pending", "--json")[1])
     assert (row["call_id"], row["kind"], row["decision"], row["run_abandoned"]) == (
         "n1",
         "effect_in_doubt",
@@ -113,17 +100,15 @@ def test_a_killed_runs_call_is_in_doubt_before_any_resume(
     )
     assert row["arguments"] == '{"text": "hello"}' and "killed or crashed mid-call" in row["reason"]
 
-    code, out, err = flightlog_cli(
-        db, "approve", sid, "n1"
-    )  # no gate is open: refused, saying what comes first
+    code, out, err = cli(db, "approve", sid, "n1")  # no gate is open: refused, saying what comes first
     assert code == 2 and out == "", err
     assert "is in doubt (its effect started, no completion is recorded) but no gate is open yet" in err
     assert f"`flightlog resume {sid}` settles it" in err
 
-    code, out, err = flightlog_cli(db, "resume", sid, "--spec", SPEC, "-q")  # no reconcile: a human decides
+    code, out, err = cli(db, "resume", sid, "--spec", SPEC, "-q")  # no reconcile: a human decides
     assert code == 3 and "suspended (effect_in_doubt)" in out, err
     assert cli_agents.NOTES == []  # never silently re-run
-    code, out, err = flightlog_cli(db, "pending")
+    code, out, err = cli(db, "pending")
     assert code == 0, err
     lines = out.splitlines()
     assert lines[0] == f'{sid}  turn 2  n1  note({{"text": "hello"}})' and max(map(len, lines)) <= 100
@@ -131,9 +116,9 @@ def test_a_killed_runs_call_is_in_doubt_before_any_resume(
         f"  approve runs it again: flightlog approve {sid} n1",
         f"  deny marks it failed, never run again: flightlog deny {sid} n1",
     ]
-    assert json.loads(flightlog_cli(db, "pending", "--json")[1])[0]["run_abandoned"] is False
-    assert flightlog_cli(db, "approve", sid, "n1", "--as", "ops")[0] == 0
-    code, out, err = flightlog_cli(db, "resume", sid, "--spec", SPEC, "-q")
+    assert json.loads(cli(db, "pending", "--json")[1])[0]["run_abandoned"] is False
+    assert cli(db, "approve", sid, "n1", "--as", "ops")[0] == 0
+    code, out, err = cli(db, "resume", sid, "--spec", SPEC, "-q")
     assert code == 0 and "completed" in out, err
     assert cli_agents.NOTES == ["hello"]  # run again once, as approved
 
@@ -169,7 +154,7 @@ def test_a_live_runs_call_in_flight_is_not_in_doubt(tmp_path: Path, monkeypatch:
         _clock_at(monkeypatch, flightlog.live.wall_ms())
         with SqliteStore(db, read_only=True) as store:
             assert [e.idempotency_key for e in store.pending_effects("live")] == ["live:1:h1"]
-        code, out, err = flightlog_cli(db, "pending", "--json")
+        code, out, err = cli(db, "pending", "--json")
         assert (code, json.loads(out)) == (0, []), err
     finally:
         release.set()

@@ -10,7 +10,6 @@ yet), B ran the tool, then A's tool performed its effect too: twice, only A's co
 
 from __future__ import annotations
 
-import logging
 import os
 import subprocess
 import sys
@@ -29,7 +28,7 @@ from flightlog.live import LiveRegistry, LiveRunRecord, other_holder
 from flightlog.recorder import verify_session
 from flightlog.store import SqliteStore
 
-from .helpers import agent, customs
+from .helpers import agent, customs, logged
 
 WAIT_S = 60.0
 """Generous bound on waiting for a state another thread reaches (never expected to run out)."""
@@ -58,8 +57,7 @@ def test_a_resume_while_the_previous_holder_still_runs_an_effect_never_runs_it_t
         return Kernel(store, agent(provider, tools=[publish]), notary=None, heartbeat_s=30.0)
 
     results: dict[str, Any] = {}
-    waiting, hook = _waiting_log(HOLDER_WAIT_LOG)
-    with SqliteStore(db_path) as store_a, SqliteStore(db_path) as store_b:
+    with logged(HOLDER_WAIT_LOG) as waiting, SqliteStore(db_path) as store_a, SqliteStore(db_path) as store_b:
         provider_a = ScriptedProvider([calls(call("publish", {"text": "t"}, id="p1")), reply("A done")])
         k_a = kernel(store_a, provider_a)
 
@@ -107,29 +105,6 @@ def test_a_resume_while_the_previous_holder_still_runs_an_effect_never_runs_it_t
         assert results["a"].status in ("completed", "cancelled"), results["a"]
         assert isinstance(results["b"], SessionBusy) or results["b"].status == "completed", results["b"]
         assert verify_session(store_b, "s").ok
-    _unhook(hook)
-
-
-def _waiting_log(message: str) -> tuple[threading.Event, logging.Handler]:
-    """An event set when the kernel logs a record containing ``message`` (a printed line, not a timer)."""
-    seen = threading.Event()
-
-    class Hook(logging.Handler):
-        def emit(self, record: logging.LogRecord) -> None:
-            if message in record.getMessage():
-                seen.set()
-
-    handler = Hook()
-    logger = logging.getLogger("flightlog.kernel")
-    logger.addHandler(handler)
-    logger.setLevel(logging.INFO)  # the wait is logged at INFO
-    return seen, handler
-
-
-def _unhook(handler: logging.Handler) -> None:
-    logger = logging.getLogger("flightlog.kernel")
-    logger.removeHandler(handler)
-    logger.setLevel(logging.NOTSET)
 
 
 def test_another_holder_is_a_fresh_record_of_a_process_that_exists(store: SqliteStore) -> None:
@@ -173,13 +148,10 @@ def test_a_resume_does_not_wait_for_a_crashed_holder(db_path: Path, store: Sqlit
         k.run_sync("go", session_id="s", handle_signals=False)
     gone = _gone_pid()
     store.put_live_run(LiveRunRecord("s", "waiting_tool", now_ms(), now_ms(), pid=gone))
-    seen, hook = _waiting_log(HOLDER_WAIT_LOG)
-    try:
+    with logged(HOLDER_WAIT_LOG) as seen:  # the wait is logged at INFO
         result = Kernel(store, agent(provider, tools=[publish]), notary=None).resume_sync(
             "s", handle_signals=False
         )
-    finally:
-        _unhook(hook)
     assert result.status == "completed", result.detail
     assert performed == ["s:1:p1"] and not seen.is_set()
     assert [p["outcome"] for p in customs(store, "s", "effect_reconciled")] == ["not_done"]
