@@ -8,47 +8,22 @@ still takes one."""
 from __future__ import annotations
 
 import json
-import operator
-from collections.abc import Callable, Iterator
-from contextlib import AbstractContextManager, contextmanager
 from pathlib import Path
-from typing import Annotated, Any, TypedDict
 
 from fastapi.testclient import TestClient
-from langgraph.graph import END, START, StateGraph
-from langgraph.types import interrupt
 from typer.testing import CliRunner
 
-import flightlog
 from flightlog.cli import app
-from flightlog.integrations.langgraph import FlightlogSaver
-from flightlog.store import SqliteStore, Store
+from flightlog.store import SqliteStore
 from flightlog.store.signals import pending_signals
 from flightlog.web.app import create_app
 from flightlog.web.security import Auth
+from web.conftest import TOKEN, opener
+
+from .langgraph_waiting import waiting_thread
 
 SAMPLES = Path(__file__).parents[1] / "data" / "samples" / "claude-code"
-TOKEN = "test-token-0123456789abcdef"
 runner = CliRunner()
-
-
-class _Steps(TypedDict):
-    steps: Annotated[list[str], operator.add]
-
-
-def _ask(state: _Steps) -> dict[str, Any]:
-    return {"steps": [f"asked: {interrupt('ok to act?')}"]}
-
-
-def _waiting_thread(db: Path) -> None:
-    """A thread ``t1`` recorded by the saver, stopped at its interrupt (its run open: no ``run_terminal``)."""
-    builder = StateGraph(_Steps)
-    builder.add_node("ask", _ask)
-    builder.add_edge(START, "ask")
-    builder.add_edge("ask", END)
-    with flightlog.open_store(str(db)) as store:
-        graph = builder.compile(checkpointer=FlightlogSaver(store))
-        graph.invoke({"steps": []}, {"configurable": {"thread_id": "t1"}})
 
 
 def flightlog_cli(db: Path, *args: str) -> tuple[int, str, str]:
@@ -63,7 +38,7 @@ def _queued(db: Path, session_id: str) -> int:
 
 def test_a_signal_to_a_langgraph_thread_is_refused_naming_the_graphs_own_api(tmp_path: Path) -> None:
     db = tmp_path / "lg.db"
-    _waiting_thread(db)
+    waiting_thread(db)
     code, out, err = flightlog_cli(db, "signal", "langgraph:t1", "--message", "stop what you are doing")
     assert (code, out) == (2, ""), err
     (line,) = err.splitlines()
@@ -98,29 +73,15 @@ def test_a_kernel_run_still_takes_a_signal_and_an_import_is_refused(tmp_path: Pa
     assert "write to that agent where it runs" in err and _queued(db, imported) == 0
 
 
-def _opener(path: Path) -> Callable[[bool], AbstractContextManager[Store]]:
-    """``open_db(read_only)`` for a database file, as the CLI's is."""
-
-    @contextmanager
-    def open_db(read_only: bool) -> Iterator[Store]:
-        store = SqliteStore(path, read_only=read_only)
-        try:
-            yield store
-        finally:
-            store.close()
-
-    return open_db
-
-
 def test_the_dashboard_offers_signal_and_abort_only_where_a_kernel_runs_the_session(tmp_path: Path) -> None:
     db = tmp_path / "both.db"
-    _waiting_thread(db)
+    waiting_thread(db)
     code, out, err = flightlog_cli(
         db, "run", "kernel.cli_agents:approval_agent", "--goal", "note", "-q", "--json"
     )
     assert code == 3, err
     sid = json.loads(out)["session_id"]
-    with TestClient(create_app(_opener(db), token=TOKEN), base_url="http://127.0.0.1:8000") as client:
+    with TestClient(create_app(opener(db), token=TOKEN), base_url="http://127.0.0.1:8000") as client:
         client.cookies.set("flightlog_ui_8000", Auth(TOKEN).cookie_value)
         thread = client.get("/session", params={"id": "langgraph:t1"}).text
         kernel = client.get("/session", params={"id": sid}).text
@@ -140,7 +101,7 @@ def test_an_abort_of_a_langgraph_thread_or_an_import_is_refused_and_changes_noth
     status ``cancelled`` though its own app would read neither (the graph goes on with its next invoke):
     refused like a signal, exit 2, one line naming what works instead, nothing bumped or written."""
     db = tmp_path / "lg.db"
-    _waiting_thread(db)
+    waiting_thread(db)
     before = _ledger(db, "langgraph:t1")
     code, out, err = flightlog_cli(db, "abort", "langgraph:t1", "--as", "ada")
     assert (code, out) == (2, ""), err
@@ -172,7 +133,7 @@ def test_the_python_abort_and_the_dashboards_abort_refuse_a_langgraph_thread(tmp
     from flightlog.kernel.errors import AbortRefused
 
     db = tmp_path / "lg.db"
-    _waiting_thread(db)
+    waiting_thread(db)
     before = _ledger(db, "langgraph:t1")
     with SqliteStore(db) as store:
         try:
@@ -183,7 +144,7 @@ def test_the_python_abort_and_the_dashboards_abort_refuse_a_langgraph_thread(tmp
         else:
             raise AssertionError("abort of a LangGraph thread was not refused")
     assert _ledger(db, "langgraph:t1") == before
-    with TestClient(create_app(_opener(db), token=TOKEN), base_url="http://127.0.0.1:8000") as client:
+    with TestClient(create_app(opener(db), token=TOKEN), base_url="http://127.0.0.1:8000") as client:
         client.cookies.set("flightlog_ui_8000", Auth(TOKEN).cookie_value)
         response = client.post(
             "/runs/abort",
