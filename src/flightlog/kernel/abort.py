@@ -27,7 +27,7 @@ from ..events import CancellationReason, Custom, OperationCancelled
 from ..integrity.audit import Auditor, require_intact
 from ..integrity.notary import USER_NOTARY, Notary, UserNotary, resolve_notary
 from ..recorder import Recorder
-from ..store.base import SessionRecord, Store, retired_error
+from ..store.base import SessionRecord, Store
 from .errors import AbortRefused
 from .records import ABORT_REQUESTED
 from .state import KernelState, load_state
@@ -88,19 +88,15 @@ def abort(
     Raises:
         SessionNotFound: no such session.
         LedgerRetired: ``flightlog db copy`` retired this store (a read-only stale copy): nothing written;
-            checked first, as every write is refused there.
+            checked first (:meth:`~flightlog.store.base.Store.refuse_if_retired`, the rule every write
+            transaction there obeys), in the words every refused write there uses.
         AbortRefused: no flightlog kernel runs the session (:func:`no_abort_target`: an integration's
             session, an imported transcript); nothing is bumped or written.
         LedgerIntegrityError: the session fails the full check (the epoch is bumped all the same:
             whatever wrote it is fenced off; nothing is written).
     """
     record = store.get_session(session_id)
-    try:
-        retired = store.retirement()
-    except NotImplementedError:  # a backend that is never retired
-        retired = None
-    if retired is not None:  # the write would be refused: say where the ledger went, whatever runs it
-        raise retired_error(store.url, retired)
+    store.refuse_if_retired()  # the write would be refused: say where the ledger went, whatever runs it
     elsewhere = no_abort_target(record)
     if elsewhere is not None:  # before the fence: its own app's writer would not notice one anyway
         raise AbortRefused(session_id=session_id, source=record.source, reason=elsewhere)

@@ -1278,12 +1278,27 @@ class Store(abc.ABC):
         """
 
     # ─── retirement (flightlog db copy; see flightlog.integrity.retirement) ───────────────────────────
-    # A retired store refuses every write transaction with ``LedgerRetired`` (it names where to write),
-    # checked inside the transaction so a writer racing the retirement cannot slip past it. Backends
-    # without ledger ids are never retired (the defaults).
+    # A retired store refuses every write transaction with ``LedgerRetired`` (it names where to write):
+    # ``refuse_if_retired``, called inside the transaction so a writer racing the retirement cannot slip
+    # past it. Backends without ledger ids are never retired (the defaults).
     def retirement(self) -> str | None:
         """The retirement summary (JSON ``{"state", "peer", "at_ms"}``), or None when the store is live."""
         return None
+
+    def refuse_if_retired(self) -> None:
+        """The rule every write obeys: refuse when ``flightlog db copy`` retired this store, naming where the
+        ledger went. Backends call it inside each write transaction (so its answer holds at the commit); an
+        operation that must refuse before anything else it checks (``abort``) calls it first. Reads the
+        retirement summary (in this thread's transaction when one is open); nothing else.
+
+        Raises:
+            LedgerRetired: retired (``url``, and ``state``, ``peer``, ``at_ms`` from the summary; an
+                unreadable summary still refuses, saying so).
+            StoreError: the summary could not be read.
+        """
+        summary = self.retirement()
+        if summary is not None:
+            raise retired_error(self.url, summary)
 
     def retirement_record(self) -> str | None:
         """The signed retirement record (a C2SP signed note, :mod:`flightlog.integrity.retirement`), or None."""

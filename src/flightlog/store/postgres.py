@@ -74,7 +74,6 @@ from .base import (
     RunRow,
     SessionHead,
     StoredEvent,
-    retired_error,
     row_stamps,
 )
 from .ddl import (
@@ -603,7 +602,8 @@ class PostgresStore(SqlStore):
             tx.retiring, tx.begun, tx.swap, tx.redo, tx.pending = False, True, None, None, None
             try:
                 yield
-                self._refuse_if_retired(conn, tx)
+                if not tx.retiring:  # after its writes, so after any SHARE lock a retiring copy held
+                    self.refuse_if_retired()  # on ``conn``: this thread's transaction (read committed)
                 if joined:
                     conn.execute("RELEASE SAVEPOINT flightlog_member")
             except BaseException as exc:
@@ -763,15 +763,17 @@ class PostgresStore(SqlStore):
                 self._finish_lone(conn, tx, None, tx.swap, tx.redo)
             else:
                 self._pipelined(conn, tx, self._tail(tx))
-        except psycopg.Error:
-            if not tx.retiring:
-                with suppress(psycopg.Error):
-                    conn.execute("ROLLBACK")
-                row = self._run(conn, "SELECT value FROM ledger_meta WHERE key = 'retired'").fetchone()
-                if row is not None:
-                    raise retired_error(self.url, str(row[0])) from None
-            raise
-        crash_point("commit.after")
+        except psycopg.Error as exc:
+            if tx.retiring:
+                raise
+            with suppress(psycopg.Error):
+                conn.execute("ROLLBACK")
+            failed = exc
+        else:
+            crash_point("commit.after")
+            return
+        self.refuse_if_retired()  # retired (the pipeline's check failed): say where the ledger went
+        raise failed  # any other failure stands
 
     @staticmethod
     def _tail(tx: _Tx, *, checked: bool = False) -> list[tuple[str, _Params]]:
@@ -1271,15 +1273,6 @@ class PostgresStore(SqlStore):
     )
     """What ``db copy`` reads (and the authority epochs an attach bumps): held in SHARE mode while a copy
     retires the store, so no write to them commits meanwhile."""
-
-    def _refuse_if_retired(self, conn: psycopg.Connection[Any], tx: _Tx) -> None:
-        """Checked just before a transaction commits (after its writes, so after any SHARE lock a retiring
-        copy held: read committed reads the retirement it committed)."""
-        if tx.retiring:
-            return
-        row = self._run(conn, "SELECT value FROM ledger_meta WHERE key = 'retired'").fetchone()
-        if row is not None:
-            raise retired_error(self.url, str(row[0]))
 
     def _before_retire(self) -> None:
         self._tx.retiring = True

@@ -35,7 +35,7 @@ from ..errors import (
     StoreUnavailable,
 )
 from ..testing.crashpoints import crash_point
-from .base import NO_SCHEMA, NewEvent, RunRow, SessionHead, retired_error, row_stamps
+from .base import NO_SCHEMA, NewEvent, RunRow, SessionHead, row_stamps
 from .ddl import (
     RUNS_FOLD_2,
     RUNS_FOLD_3,
@@ -176,8 +176,8 @@ class SqliteStore(SqlStore):
         self._conn = self._connect(synchronous.upper(), busy_timeout_ms)
         self._run = self._conn.cursor().execute
         """``execute`` of one cursor kept for the statements of the write path whose result is read at
-        once (BEGIN, COMMIT, the retirement check, the append's and the runs row's writes): it spares a
-        cursor object per statement. Used with the gate held only, and never handed out."""
+        once (BEGIN, COMMIT, the append's and the runs row's writes): it spares a cursor object per
+        statement. Used with the gate held only, and never handed out."""
         try:
             if not read_only:
                 self._migrate()
@@ -623,11 +623,6 @@ class SqliteStore(SqlStore):
                 raise _translate(exc, self.url) from exc
         return (int(frames), int(copied)) if frames >= 0 else (0, 0)
 
-    def _refuse_if_retired(self) -> None:
-        rows = self._run("SELECT value FROM ledger_meta WHERE key = 'retired'").fetchall()  # 0 or 1 row
-        if rows:
-            raise retired_error(self.url, str(rows[0][0]))
-
 
 class _Transaction:
     """One block of :meth:`SqliteStore.transaction` (enter once): the outermost opens the transaction (or
@@ -671,7 +666,7 @@ class _Transaction:
         self._group, self._joined = group, joined
         if store._guard_retired:  # under the write lock: a retirement commits before or not at all
             try:
-                store._refuse_if_retired()
+                store.refuse_if_retired()
             except BaseException as exc:
                 self._fail(exc)  # rolls back and releases the gate
                 raise

@@ -40,7 +40,8 @@ their queries and the status trigger; live-run heartbeats; the index log, cosign
 artifacts; ``wait_for_events`` (returns on a commit to the session, times out otherwise); and fleet leases
 (open/get, a claim bumps the epoch in its transaction, a held lease is claimable only once expired, renewal
 by the holder only, release with and without parking, claims of one session, the limit, runnable statuses,
-and concurrent claimers never sharing a session); long-term memory (issue 14: records per scope, full-text
+and concurrent claimers never sharing a session); a retired store (``retire``) refuses every write in
+the words of ``refuse_if_retired``, writing nothing; long-term memory (issue 14: records per scope, full-text
 ranking on a small corpus, filters, update, delete; :mod:`flightlog.testing.memory_contract`).
 
 Backend-specific checks (pragmas, triggers, URLs, driver error mapping) belong in the backend's own
@@ -69,6 +70,7 @@ from ..encoding import canonical_json
 from ..errors import (
     AppendConflict,
     EffectConflict,
+    LedgerRetired,
     ReadOnlyStore,
     SessionNotFound,
     StaleWriter,
@@ -188,6 +190,13 @@ _WRITES: dict[str, Callable[[Store], object]] = {
     "claim_sessions": lambda s: s.claim_sessions("w", ttl_ms=1000),
     "renew_lease": lambda s: s.renew_lease("s-1", "w", ttl_ms=1000),
     "release_lease": lambda s: s.release_lease("s-1", "w"),
+}
+
+
+# Every write a retired store must refuse: those of a read-only handle, and an append that chains on.
+_RETIRED_WRITES: dict[str, Callable[[Store], object]] = {
+    **_WRITES,
+    "append_events": lambda s: _append(s, "s-1", ["b"]),
 }
 
 
@@ -1021,6 +1030,29 @@ class StoreContract(MemoryContract):
         below = store.latest_checkpoint("s-1", max_size=11)
         assert below is not None and below.size == 8
         assert store.latest_checkpoint("s-1", max_size=3) is None
+
+    # ─── retirement (flightlog db copy) ───────────────────────────────────────────────────
+    @pytest.mark.parametrize("write", sorted(_RETIRED_WRITES))
+    def test_a_retired_store_refuses_early_as_every_write_does(self, store: Store, write: str) -> None:
+        _new_session(store)
+        _append(store, "s-1", ["a"])
+        store.record_intent("s-1", "k", "aa" * 32, "{}")
+        store.open_lease("s-1")
+        store.refuse_if_retired()  # live: nothing to refuse
+        before = (_snapshot(store, "s-1"), store.authority_epoch("s-1"), store.get_effect("s-1", "k"))
+        store.retire('{"state": "moved", "peer": "/live/ledger.db", "at_ms": 1700000000000}', "record")
+        with pytest.raises(LedgerRetired) as early:
+            store.refuse_if_retired()
+        assert (early.value.url, early.value.state, early.value.peer) == (
+            store.url,
+            "moved",
+            "/live/ledger.db",
+        )
+        with pytest.raises(LedgerRetired) as refused:
+            _RETIRED_WRITES[write](store)
+        assert str(refused.value) == str(early.value)  # one rule, one wording
+        assert (_snapshot(store, "s-1"), store.authority_epoch("s-1"), store.get_effect("s-1", "k")) == before
+        assert [r.session_id for r in store.list_sessions()] == ["s-1"]
 
     # ─── runs projection ──────────────────────────────────────────────────────────────────
     def test_run_rows_upsert_query_and_follow_the_session_status(self, store: Store) -> None:
