@@ -5,8 +5,9 @@ Mounting (the ``flightlog`` app adds it at top level)::
     from .signal import register as register_signal
     register_signal(app, open_db)     # open_db(read_only: bool) -> context manager yielding a Store
 
-Exit codes: **0** queued (stdout names the signal and when it is delivered); **1** refused (the run has
-finished: one stderr line naming the session); **2** usage (no or several of
+Exit codes: **0** queued (stdout names the signal and when it is delivered); **1** refused (the session
+fails the full check ``flightlog audit`` makes, run before anything stored is read, its source included: one
+line naming the first divergent seq; or the run has finished: one stderr line naming the session); **2** usage (no or several of
 ``--message``/``--steer``/``--interrupt``, a text over 65536 UTF-8 bytes, an unknown session, a bad
 ``--priority`` or ``--as``, a session no flightlog kernel runs: a LangGraph thread, another integration's
 session, an imported transcript, which nothing would deliver a signal to; one ``flightlog: error:`` line

@@ -1,8 +1,9 @@
 """The full check ``flightlog audit`` makes, as one library function every entry point runs before acting.
 
-:func:`require_intact` is what ``resume``, ``approve``, ``deny``, ``abort``, the fleet ``worker`` and the
-dashboard's decisions call first (through :class:`~flightlog.kernel.Kernel`, :func:`~flightlog.kernel.approve`,
-:func:`~flightlog.kernel.deny`, :func:`~flightlog.kernel.abort`, :func:`~flightlog.kernel.spec.recorded_spec`):
+:func:`require_intact` is what ``resume``, ``approve``, ``deny``, ``abort``, ``signal``, the fleet ``worker``
+and the dashboard's decisions, signals and aborts call first (through :class:`~flightlog.kernel.Kernel`,
+:func:`~flightlog.kernel.approve`, :func:`~flightlog.kernel.deny`, :func:`~flightlog.kernel.abort`,
+:func:`~flightlog.kernel.attention.send_signal`, :func:`~flightlog.kernel.spec.recorded_spec`):
 nothing the ledger names (a module to import, a call to run, a status to report) is acted on before the
 session passes it. It checks, in one streaming pass over the session's rows:
 

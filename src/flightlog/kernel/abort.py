@@ -1,9 +1,11 @@
 """Stopping a run from outside: fence off its writer and record why.
 
-``abort`` first bumps the session's authority epoch, so a kernel still running the session fails its next
-append with ``StaleWriter`` and stops without writing (fencing trusts nothing the ledger says); then it runs
-the full check ``flightlog audit`` makes (:func:`flightlog.integrity.audit.require_intact`) on the now settled ledger,
-and only then reads it, attaches (taking authority) and records ``operation_cancelled(turn,
+``abort`` first runs the full check ``flightlog audit`` makes (:func:`flightlog.integrity.audit.require_intact`):
+nothing the session's row or ledger says (its ``source`` included) is trusted before it passes, so a tampered
+session is refused as tampered (``LedgerIntegrityError``, naming the first divergent seq), never by what a
+forged ``source`` says. Then it bumps the session's authority epoch, so a kernel still running the session
+fails its next append with ``StaleWriter`` and stops without writing, runs the full check again on the now
+settled ledger, and only then reads it, attaches (taking authority) and records ``operation_cancelled(turn,
 operation_id="{run_id}:abort", reason, pending_call_ids)`` with the session status ``cancelled``, signed by
 the notary (the user's log key by default). Given ``requested_by`` (the dashboard passes its operator name),
 a ``Custom("abort_requested", {turn, operation_id, requested_by})`` in the same transaction records who
@@ -15,14 +17,18 @@ A run with unfinished sub-agents (:mod:`flightlog.kernel.subagents`) aborts each
 later resumes them.
 
 Only a session the kernel runs (source ``kernel``) is aborted: any other (a LangGraph thread, an Agents SDK
-or Pydantic AI session, an imported transcript) is refused before anything is bumped or written
-(:func:`no_abort_target`, :class:`~flightlog.kernel.errors.AbortRefused`): its own app runs it and would
-read neither the fence nor the ``operation_cancelled``, so recording one would say a run stopped that did
-not.
+or Pydantic AI session, an imported transcript) that passes the full check is refused before anything is
+bumped or written (:func:`no_abort_target`, :class:`~flightlog.kernel.errors.AbortRefused`): its own app
+runs it and would read neither the fence nor the ``operation_cancelled``, so recording one would say a run
+stopped that did not. A session whose writer keeps appending through the first check (``SessionBusy``:
+nothing diverged in what was read) is fenced off first and checked once it stands still, as an abort must
+stop a runaway writer; a non-kernel one refused then has had its epoch bumped (its writer re-reads and
+retries, or fails its next append).
 """
 
 from __future__ import annotations
 
+from ..errors import SessionBusy
 from ..events import CancellationReason, Custom, OperationCancelled
 from ..integrity.audit import Auditor, require_intact
 from ..integrity.notary import USER_NOTARY, Notary, UserNotary, resolve_notary
@@ -60,6 +66,14 @@ def no_abort_target(record: SessionRecord) -> str | None:
     )
 
 
+def _refuse_elsewhere(record: SessionRecord) -> None:
+    """Raise :class:`~flightlog.kernel.errors.AbortRefused` when no flightlog kernel runs ``record``'s
+    session (:func:`no_abort_target`); call it only once the session passed the full check."""
+    elsewhere = no_abort_target(record)
+    if elsewhere is not None:
+        raise AbortRefused(session_id=record.session_id, source=record.source, reason=elsewhere)
+
+
 def _unanswered(state: KernelState) -> list[str]:
     """Call ids of the current turn's plan (they have no result: a result clears the plan)."""
     return [plan.call_id for plan in state.plans]
@@ -90,19 +104,28 @@ def abort(
         LedgerRetired: ``flightlog db copy`` retired this store (a read-only stale copy): nothing written;
             checked first (:meth:`~flightlog.store.base.Store.refuse_if_retired`, the rule every write
             transaction there obeys), in the words every refused write there uses.
-        AbortRefused: no flightlog kernel runs the session (:func:`no_abort_target`: an integration's
-            session, an imported transcript); nothing is bumped or written.
-        LedgerIntegrityError: the session fails the full check (the epoch is bumped all the same:
-            whatever wrote it is fenced off; nothing is written).
+        LedgerIntegrityError: the session fails the full check, run before its row's ``source`` is read
+            (the first check: nothing is bumped or written; the check after the fence: the epoch is
+            bumped, whatever wrote it is fenced off, nothing is written).
+        AbortRefused: the session passes the full check and no flightlog kernel runs it
+            (:func:`no_abort_target`: an integration's session, an imported transcript); nothing is
+            written, and nothing bumped unless its writer kept it busy through the first check.
+        SessionBusy: a writer still appends after the fence (it does not heed the epoch).
     """
-    record = store.get_session(session_id)
+    store.get_session(session_id)  # SessionNotFound before anything else
     store.refuse_if_retired()  # the write would be refused: say where the ledger went, whatever runs it
-    elsewhere = no_abort_target(record)
-    if elsewhere is not None:  # before the fence: its own app's writer would not notice one anyway
-        raise AbortRefused(session_id=session_id, source=record.source, reason=elsewhere)
     signer = resolve_notary(notary)
-    store.bump_authority_epoch(session_id)
-    require_intact(store, session_id, auditor=Auditor.for_notary(signer))
+    auditor = Auditor.for_notary(signer)
+    try:
+        require_intact(store, session_id, auditor=auditor)  # before anything stored is trusted
+    except SessionBusy:  # nothing diverged in what was read: fence the writer, check the settled ledger
+        store.bump_authority_epoch(session_id)
+        require_intact(store, session_id, auditor=auditor)
+        _refuse_elsewhere(store.get_session(session_id))
+    else:
+        _refuse_elsewhere(store.get_session(session_id))  # before the fence: its app's writer ignores one
+        store.bump_authority_epoch(session_id)
+        require_intact(store, session_id, auditor=auditor)  # again: what the fenced writer appended meanwhile
     if load_state(store, session_id).phase == "terminal":
         return False
     recorder = Recorder.attach(store, session_id, notary=signer)

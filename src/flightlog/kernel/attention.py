@@ -46,7 +46,10 @@ transactions); its caller was told it was queued.
 record ``signal_delivery_disposed`` (seed 000) for the session they run. So a signal is accepted only for a
 session of source ``kernel`` (``Kernel.run``, a fleet ``submit``, a kernel sub-agent); any other (a LangGraph
 thread, an Agents SDK or Pydantic AI session, an imported transcript) is refused with what works instead
-(:func:`no_signal_reader`, :class:`NoSignalReader`): a queued row nothing ever delivers would be a lie.
+(:func:`no_signal_reader`, :class:`NoSignalReader`): a queued row nothing ever delivers would be a lie. That
+rule reads the session row's ``source``, which no hash covers, so :func:`send_signal` first runs the full
+check ``flightlog audit`` makes (:func:`flightlog.integrity.audit.require_intact`): a tampered session is
+refused as tampered (``LedgerIntegrityError``, naming the first divergent seq), never by its row's word.
 
 A signal to a finished run, or with an empty text or one over :data:`~flightlog.store.signals.MAX_TEXT_BYTES`,
 is refused (:class:`SignalRefused`).
@@ -57,7 +60,7 @@ from __future__ import annotations
 import asyncio
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
-from typing import Literal
+from typing import TYPE_CHECKING, Literal
 
 from ..events import CheckpointTaken, Custom, Event, SignalDeliveryDisposed, Suspended
 from ..integrity.keys import now_ms
@@ -75,6 +78,9 @@ from ..store.signals import (
 from ..testing.crashpoints import crash_point
 from .errors import NoSignalReader, SignalRefused
 from .state import KernelState
+
+if TYPE_CHECKING:  # the full check loads with send_signal, not with every reader of this module
+    from ..integrity.audit import Auditor
 
 __all__ = [
     "DEFAULT_URGENCY",
@@ -330,8 +336,10 @@ def send_signal(
     urgency: Urgency | None = None,
     sender: str = "user",
     dedupe_key: str | None = None,
+    auditor: Auditor | None = None,
 ) -> SignalRecord:
-    """Queue a signal for a running or suspended kernel run (the Python API of ``flightlog signal``).
+    """Queue a signal for a running or suspended kernel run (the Python API of ``flightlog signal``), once
+    the session passes the full check ``flightlog audit`` makes (before its row or ledger is read).
 
     Args:
         store: The store holding the session.
@@ -342,18 +350,24 @@ def send_signal(
         urgency: Priority hint; default by kind (:data:`DEFAULT_URGENCY`).
         sender: Who sends it (an operator name, :func:`flightlog.kernel.approvals.check_operator`).
         dedupe_key: Signals repeating a delivered key are ignored.
+        auditor: What the full check trusts (default :meth:`Auditor.from_env`: the user's keys, retained
+            heads and witnesses).
 
     Returns:
         The queued record (``state`` ``dropped`` when the run's queue already held 64 signals).
 
     Raises:
         SessionNotFound: no such session.
+        LedgerIntegrityError: the session fails the full check (``seq`` and ``reason`` name the first
+            divergence); nothing is queued.
+        SessionBusy: another writer kept appending through every check; nothing is queued, try again.
         NoSignalReader: no flightlog kernel runs the session (:func:`no_signal_reader`: an integration's
             session, an imported transcript): nothing would deliver the signal; nothing is queued.
         SignalRefused: the run has finished (``run_terminal``), or the session holds no kernel run (no
             ``run_started``), or ``text`` is empty or longer than 65536 UTF-8 bytes.
         InvalidOperator: ``sender`` breaks the operator-name rule.
     """
+    from ..integrity.audit import require_intact
     from .approvals import check_operator
     from .state import load_state
 
@@ -365,6 +379,8 @@ def send_signal(
         raise SignalRefused(
             session_id=session_id, reason=f"the signal text is {size} bytes; at most {MAX_TEXT_BYTES}"
         )
+    store.get_session(session_id)  # SessionNotFound before the check
+    require_intact(store, session_id, auditor=auditor)  # nothing stored is trusted before it passes
     record = store.get_session(session_id)
     unread = no_signal_reader(record)
     if unread is not None:  # its last run may be open (no run_terminal), but no kernel reads its queue
