@@ -162,15 +162,17 @@ def test_a_live_runs_call_in_flight_is_not_in_doubt(tmp_path: Path, monkeypatch:
     assert status == ["completed"]
 
 
-def test_the_session_page_of_a_killed_run_lists_its_call_in_doubt_in_pendings_words(
+def test_the_dashboard_lists_a_killed_runs_call_in_doubt_in_pendings_words(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    """The dashboard's approvals queue reads an index of waiting runs, and a killed run's in-doubt call has
-    no gate open yet, so the queue does not list it; the run's page (its Abandoned section) does, as
-    ``pending`` words it: in doubt, and that ``flightlog resume`` comes first."""
+    """A killed run's in-doubt call has no gate open yet; the run's page (its Abandoned section) lists it
+    as ``pending`` words it: in doubt, and that ``flightlog resume`` comes first. The approvals queue
+    (``/`` and ``/api/runs``) lists it too, in the same words, marked in doubt (no Approve/Deny form) with
+    a link to the session; on main it did not (it read only the index of waiting runs)."""
     from contextlib import contextmanager
 
     from fastapi.testclient import TestClient
+    from markupsafe import escape
 
     import flightlog.web.views
     from flightlog.kernel.approvals import abandoned_in_doubt_words
@@ -192,10 +194,134 @@ def test_the_session_page_of_a_killed_run_lists_its_call_in_doubt_in_pendings_wo
         monkeypatch.setattr(flightlog.web.views, "wall_ms", lambda: died)  # within the lease: maybe live
         page = client.get("/session", params={"id": sid}).text
         assert '<ul class="in-doubt">' not in page and '<section id="abandoned" hidden>' in page
+        assert 'class="in-doubt' not in client.get("/").text  # maybe live: not in the queue either
+        assert client.get("/api/runs").json()["in_doubt"] == []
         monkeypatch.setattr(flightlog.web.views, "wall_ms", lambda: died + 60_000)  # a minute later
         page = client.get("/session", params={"id": sid}).text
+        queue = client.get("/").text
+        (data,) = client.get("/api/runs").json()["in_doubt"]
+    approvals = queue.split('<section id="approvals">')[1].split("</section>")[0]
+    (item,) = approvals.split('<li class="in-doubt warn">')[1:]
+    item = item.split("</li>")[0]
+    href = f"/session?id={sid}"
+    assert item == (
+        f'<code>note n1 (turn 2)</code> of <a href="{href}">{sid}</a> (abandoned): in doubt: '
+        f"{escape(said)}. {escape(todo)}"
+    )
+    assert 'name="decision"' not in approvals  # nothing to approve: no form
+    assert data == {
+        "session": sid,
+        "href": href,
+        "call": "note n1 (turn 2)",
+        "said": said,
+        "todo": todo,
+        "run": "abandoned",
+    }
     assert '<section id="abandoned">' in page
     (listed,) = page.split('<ul class="in-doubt">')[1].split("</ul>")[0].split("<li>")[1:]
     assert listed.startswith("<code>note n1 (turn 2)</code>: in doubt: its run was killed mid-call"), listed
     assert "flightlog resume " + sid in listed and "approve runs it again, deny marks it failed" in listed
     assert IN_DOUBT_WARNING.split(":")[0] in listed and todo.split(":")[0] in listed and said[:40] in listed
+
+
+def test_an_aborted_runs_call_in_flight_is_listed_in_doubt_until_a_resume(tmp_path: Path) -> None:
+    """A run ``flightlog abort`` stopped while its side effect ran (intent durable, completion refused: the
+    writer was fenced off) is paused with that call in doubt. On main ``pending`` listed nothing; now it
+    lists the call, says the run was aborted mid-call and that ``flightlog resume`` settles it first."""
+    db = tmp_path / "paused.db"
+    started, release = threading.Event(), threading.Event()
+
+    @tool(effect="side_effect")
+    def hold(text: str) -> str:
+        """Wait until the test lets go."""
+        started.set()
+        assert release.wait(120)
+        return f"held {text}"
+
+    provider = ScriptedProvider([calls(call("hold", {"text": "x"}, id="h1")), reply("done")], by_turn=True)
+    agent = Agent(name="holder", route=[provider], tools=[hold])
+    status: list[str] = []
+    errors: list[BaseException] = []
+
+    def drive() -> None:
+        try:
+            with SqliteStore(db) as store:
+                status.append(
+                    Kernel(store, agent).run_sync("hold on", session_id="held", handle_signals=False).status
+                )
+        except BaseException as exc:  # the fenced writer's error, kept for the assertion below
+            errors.append(exc)
+
+    worker = threading.Thread(target=drive)
+    worker.start()
+    try:
+        assert started.wait(120)  # the tool runs: its intent is durable, its completion is not
+        code, out, err = flightlog_cli(db, "abort", "held", "--as", "ops")
+        assert code == 0 and out.startswith("aborted held: its run is paused"), err
+    finally:
+        release.set()
+        worker.join(120)
+    assert not worker.is_alive() and (status or errors)  # its completion was refused: nothing recorded
+    with SqliteStore(db, read_only=True) as store:
+        assert [e.idempotency_key for e in store.pending_effects("held")] == ["held:1:h1"]
+    code, out, err = flightlog_cli(db, "ls")
+    assert code == 0 and "paused" in out, (out, err)
+
+    code, out, err = flightlog_cli(db, "pending")
+    assert code == 0, err
+    lines = out.splitlines()
+    assert lines[0] == 'held  turn 1  h1  hold({"text": "x"})'
+    said = " ".join(line.strip() for line in lines[1:])
+    assert said == (
+        "in doubt: its run was aborted mid-call (paused): the effect started, no completion is recorded, and "
+        f"nothing drives the run; {IN_DOUBT_WARNING} nothing to approve yet: `flightlog resume held` settles "
+        "it (the tool's reconcile) or stops on it for a decision: approve runs it again, deny marks it failed"
+    )
+    assert max(map(len, lines)) <= 100
+    (row,) = json.loads(flightlog_cli(db, "pending", "--json")[1])
+    assert (row["call_id"], row["kind"], row["decision"], row["run_abandoned"], row["run_paused"]) == (
+        "h1",
+        "effect_in_doubt",
+        None,
+        False,
+        True,
+    )
+    assert row["reason"].startswith("effect_in_doubt: its run was aborted mid-call (paused")
+    # the dashboard: the approvals queue and the run's page (its Aborted section) list it in the same words
+    from contextlib import contextmanager
+
+    from fastapi.testclient import TestClient
+    from markupsafe import escape
+
+    from flightlog.kernel.approvals import abandoned_in_doubt_words
+    from flightlog.web.app import create_app
+    from flightlog.web.security import Auth
+
+    @contextmanager
+    def open_db(read_only: bool) -> Iterator[SqliteStore]:
+        with SqliteStore(db, read_only=read_only) as store:
+            yield store
+
+    token = "test-token-0123456789abcdef"
+    said, todo = abandoned_in_doubt_words("held", paused=True)
+    assert said.startswith("its run was aborted mid-call (paused): the effect started")
+    with TestClient(create_app(open_db, token=token), base_url="http://127.0.0.1:8000") as client:
+        client.cookies.set("flightlog_ui_8000", Auth(token).cookie_value)
+        queue = client.get("/").text
+        (data,) = client.get("/api/runs").json()["in_doubt"]
+        page = client.get("/session", params={"id": "held"}).text
+    assert (data["session"], data["call"], data["run"], data["said"], data["todo"]) == (
+        "held",
+        "hold h1 (turn 1)",
+        "paused",
+        said,
+        todo,
+    )
+    approvals = queue.split('<section id="approvals">')[1].split("</section>")[0]
+    assert (
+        '<li class="in-doubt warn"><code>hold h1 (turn 1)</code> of <a href="/session?id=held">held</a> '
+        f"(paused): in doubt: {escape(said)}. {escape(todo)}</li>"
+    ) in approvals
+    aborted = page.split('<section id="aborted">')[1].split("</section>")[0]
+    (listed,) = aborted.split('<ul class="in-doubt">')[1].split("</ul>")[0].split("<li>")[1:]
+    assert listed == f"<code>hold h1 (turn 1)</code>: in doubt: {escape(said)}. {escape(todo)}</li>"

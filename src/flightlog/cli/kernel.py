@@ -139,8 +139,8 @@ def _in_doubt_lines(row: PendingCall) -> list[str]:
     """``pending``'s block for an undecided in-doubt call, each line at most 100 columns for the usual
     ids (the arguments are cut to fit; a longer word is not broken): the call, then what in doubt means
     (:data:`~flightlog.kernel.execution.IN_DOUBT_WARNING`, as ``resume`` says it), then what each decision
-    does with its command line; for a run killed mid-call (``run_abandoned``: no gate is open yet) the
-    resume that settles it or opens it for those decisions. The ``reason`` (the intent's key) is in
+    does with its command line; for a run killed mid-call (``run_abandoned``) or aborted mid-call
+    (``run_paused``), no gate is open yet: the resume that settles it or opens it for those decisions. The ``reason`` (the intent's key) is in
     ``--json``."""
     from ..kernel.execution import IN_DOUBT_WARNING  # loaded already: `pending` imported the kernel
 
@@ -149,10 +149,10 @@ def _in_doubt_lines(row: PendingCall) -> list[str]:
     if row.parent_session_id:
         head += f"  (sub-agent of {row.parent_session_id})"
     sid, root = row.session_id, row.root_session_id or row.session_id
-    if row.run_abandoned:
+    if row.run_abandoned or row.run_paused:
         from ..kernel.approvals import abandoned_in_doubt_words
 
-        said, step = abandoned_in_doubt_words(root)
+        said, step = abandoned_in_doubt_words(root, paused=row.run_paused)
         todo = [f"  {step}"]
     else:
         said = f"the effect started, no completion is recorded; {IN_DOUBT_WARNING}"
@@ -280,15 +280,16 @@ def register(app: typer.Typer, open_db: OpenDb) -> None:
         json_out: Annotated[bool, typer.Option("--json", help="Print a JSON array.")] = False,
     ) -> None:
         """List tool calls waiting for a decision, and those decided (by whom) waiting for a resume; an
-        effect in doubt in a run that was killed mid-call (abandoned) too, which a resume settles or opens
-        for a decision. Says first when acting on this store is refused (its retained heads are ahead)."""
+        effect in doubt in a run that was killed mid-call (abandoned) or aborted mid-call (paused) too,
+        which a resume settles or opens for a decision. Says first when acting on this store is refused (its retained heads are ahead)."""
         from ..kernel import pending
-        from ..kernel.approvals import abandoned_in_doubt, continue_hint, memory_waits
+        from ..kernel.approvals import abandoned_in_doubt, continue_hint, memory_waits, paused_in_doubt
 
         undecodable: list[tuple[str, EventDecodeError]] = []
         with open_db(True) as store:
             rows = pending(store, decided=True, undecodable=undecodable)
             rows += abandoned_in_doubt(store, undecodable=undecodable)
+            rows += paused_in_doubt(store, undecodable=undecodable)
             memory = memory_waits(store, undecodable)
             listed = dict.fromkeys([*(r.session_id for r in rows), *(sid for sid, _, _ in memory)])
             records = [store.get_session(sid) for sid in listed]

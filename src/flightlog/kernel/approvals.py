@@ -27,6 +27,7 @@ variation selector (U+FE00..U+FE0F, U+E0100..U+E01EF). A name is shown wherever 
 from __future__ import annotations
 
 import json
+from collections.abc import Sequence
 from dataclasses import dataclass, replace
 
 from ..decisions import denial_reason
@@ -37,7 +38,7 @@ from ..integrity.grants import session_policy_digest
 from ..integrity.notary import USER_NOTARY, Notary, UserNotary, resolve_notary
 from ..narration import MAX_OPERATOR, operator_problem
 from ..recorder import Recorder
-from ..runs.projection import pass_over
+from ..runs.projection import pass_over, resumable_sessions
 from ..store.base import RUNNABLE_STATUSES, SessionRecord, Store
 from .effects import effect_key
 from .errors import DecidedByItsRuntime, InvalidOperator, NotPending
@@ -102,6 +103,8 @@ class PendingCall:
         run_abandoned: An in-doubt call of a run nothing drives any more (killed or crashed mid-call:
             :func:`abandoned_in_doubt`): no gate is open yet, so ``approve``/``deny`` refuse it until a
             ``resume`` settles it (the tool's reconcile) or opens its gate.
+        run_paused: An in-doubt call of a run ``flightlog abort`` stopped mid-call (paused, resumable:
+            :func:`paused_in_doubt`): no gate is open either, and a ``resume`` settles it or opens its gate.
     """
 
     session_id: str
@@ -116,6 +119,7 @@ class PendingCall:
     parent_session_id: str | None = None
     root_session_id: str | None = None
     run_abandoned: bool = False
+    run_paused: bool = False
 
     def to_wire(self) -> dict[str, object]:
         """JSON-ready dict (the CLI's ``pending --json`` rows)."""
@@ -132,6 +136,7 @@ class PendingCall:
             "parent_session_id": self.parent_session_id,
             "root_session_id": self.root_session_id or self.session_id,
             "run_abandoned": self.run_abandoned,
+            "run_paused": self.run_paused,
         }
 
 
@@ -308,15 +313,86 @@ def abandoned_in_doubt(
     return rows
 
 
-def abandoned_in_doubt_words(root_session_id: str) -> tuple[str, str]:
-    """What an :func:`abandoned_in_doubt` call means and what to do, as ``pending`` and the dashboard's
-    session page say it: ``(said, todo)``, ``said`` ending with
-    :data:`~flightlog.kernel.execution.IN_DOUBT_WARNING`, ``todo`` naming ``flightlog resume ROOT`` (the run
-    tree's root, which a resume drives) and what approve and deny do once it stops on the call."""
+PAUSED_IN_DOUBT = (
+    "effect_in_doubt: its run was aborted mid-call (paused: `flightlog abort` fenced its writer off): the "
+    "intent is recorded, no completion"
+)
+"""The ``reason`` of a :func:`paused_in_doubt` row."""
+
+
+def paused_in_doubt(
+    store: Store,
+    *,
+    records: Sequence[SessionRecord] | None = None,
+    undecodable: list[tuple[str, EventDecodeError]] | None = None,
+) -> list[PendingCall]:
+    """In-doubt calls of kernel runs ``flightlog abort`` stopped mid-call (paused: the row says
+    ``cancelled`` and the run has not ended, :func:`flightlog.runs.projection.resumable_sessions`, as
+    ``ls`` and ``runs`` say ``paused``): a side effect whose ``external_effect_intent`` the ledger holds
+    without its ``external_effect_completed``, in the run's current turn, its call unanswered (the same
+    fold as :func:`abandoned_in_doubt`). Each row has ``kind`` ``effect_in_doubt``, ``reason``
+    :data:`PAUSED_IN_DOUBT` and ``run_paused`` set: no gate is open, so a ``resume`` comes first (the tool's
+    reconcile settles it, or the run stops on it for approve/deny).
+
+    Args:
+        store: The store.
+        records: The sessions to look among (default: every session); only kernel ones are folded.
+        undecodable: A session whose stored events do not decode is added here (and passed over); None:
+            the error propagates.
+
+    Returns:
+        One row per such call, sessions in ``records``' order, calls in plan order.
+
+    Raises:
+        EventDecodeError: a stored event does not decode and ``undecodable`` is None.
+    """
+    from .state import KERNEL_SOURCE
+
+    kernel = [r for r in (store.list_sessions() if records is None else records) if r.source == KERNEL_SOURCE]
+    try:
+        paused = resumable_sessions(store, kernel)
+    except EventDecodeError:  # a stale projection folds them: decide each on its own, to name the one
+        if undecodable is None:
+            raise
+        paused = set()
+        for record in kernel:
+            try:
+                paused |= resumable_sessions(store, [record])
+            except EventDecodeError as exc:
+                pass_over(undecodable, record.session_id, exc)
+    rows: list[PendingCall] = []
+    for record in (r for r in kernel if r.session_id in paused):
+        try:
+            calls = _unfinished_effects(load_state(store, record.session_id))
+        except EventDecodeError as exc:
+            pass_over(undecodable, record.session_id, exc)
+            continue
+        parent, root = tree_of(store, record.session_id, record=record)
+        rows.extend(
+            replace(
+                c,
+                reason=PAUSED_IN_DOUBT,
+                run_abandoned=False,
+                run_paused=True,
+                parent_session_id=parent,
+                root_session_id=root if parent else None,
+            )
+            for c in calls
+        )
+    return rows
+
+
+def abandoned_in_doubt_words(root_session_id: str, *, paused: bool = False) -> tuple[str, str]:
+    """What an :func:`abandoned_in_doubt` call (``paused``: a :func:`paused_in_doubt` one) means and what
+    to do, as ``pending`` and the dashboard's session page and approvals queue say it: ``(said, todo)``,
+    ``said`` ending with :data:`~flightlog.kernel.execution.IN_DOUBT_WARNING`, ``todo`` naming ``flightlog
+    resume ROOT`` (the run tree's root, which a resume drives) and what approve and deny do once it stops
+    on the call."""
     from .execution import IN_DOUBT_WARNING
 
+    how = "aborted mid-call (paused)" if paused else "killed mid-call"
     said = (
-        "its run was killed mid-call: the effect started, no completion is recorded, and nothing "
+        f"its run was {how}: the effect started, no completion is recorded, and nothing "
         f"drives the run; {IN_DOUBT_WARNING}"
     )
     todo = (

@@ -60,6 +60,7 @@ every ``poll_s``).
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 import json
 import logging
 import threading
@@ -80,14 +81,7 @@ from starlette.staticfiles import StaticFiles
 
 from ..errors import EventDecodeError, FlightlogError, SessionNotFound
 from ..kernel.abort import abort
-from ..kernel.approvals import (
-    abandoned_in_doubt_words,
-    approve,
-    deny,
-    operator_problem,
-    session_in_doubt,
-    tree_of,
-)
+from ..kernel.approvals import approve, deny, operator_problem, session_in_doubt
 from ..kernel.attention import no_signal_reader, send_signal
 from ..kernel.errors import NotPending
 from ..kernel.rowheld import LEDGER_STATUS, held_state
@@ -360,6 +354,7 @@ def _runs_data(
         "unreadable": views.unreadable_rows(unreadable),
         "pending": views.pending_rows([c for calls in queue.suspended.values() for c in calls], store),
         "waiting": views.waiting_rows(queue.suspended, queue.decided, store),
+        "in_doubt": views.in_doubt_rows(store, queue.in_doubt),  # no gate open yet: a resume comes first
         "queue": views.queue_nav(queue, lambda start: "/?" + urlencode({**filters, "queue_from": start})),
     }
 
@@ -402,8 +397,10 @@ def _session_status(dash: _Dashboard, session_id: str) -> dict[str, Any]:
         "aborted": session_id in resumable,
         # a kernel run nothing drove within the lease (killed, crashed): resume continues it
         "abandoned": abandoned,
-        # its calls in doubt, as `pending` lists them (the approvals queue does not: it reads waiting runs)
-        "in_doubt": _in_doubt(store, session_id) if abandoned and not unread else [],
+        # its calls in doubt (killed or aborted mid-call), as `pending` and the approvals queue list them
+        "in_doubt": _in_doubt(store, session_id, session_id in resumable)
+        if (abandoned or session_id in resumable) and not unread
+        else [],
         "row_warning": views.show(warning, views.LINE_LIMIT),
         "state": state,
         "ended": ended,
@@ -416,25 +413,16 @@ def _session_status(dash: _Dashboard, session_id: str) -> dict[str, Any]:
     }
 
 
-def _in_doubt(store: Store, session_id: str) -> list[dict[str, str]]:
-    """An abandoned kernel run's calls in doubt (:func:`flightlog.kernel.approvals.session_in_doubt`), each
-    ``{call, said, todo}`` in ``pending``'s words (:func:`~flightlog.kernel.approvals.abandoned_in_doubt_words`):
-    no gate is open, so the approvals queue, which lists waiting runs, does not show them; a resume comes
-    first. A ledger that does not decode gives [] (the page's warning says it)."""
+def _in_doubt(store: Store, session_id: str, paused: bool) -> list[dict[str, str]]:
+    """An abandoned (or, ``paused``, aborted) kernel run's calls in doubt
+    (:func:`flightlog.kernel.approvals.session_in_doubt`), each ``{call, said, todo}`` in ``pending``'s
+    words (:func:`flightlog.web.views.in_doubt_rows`, as the approvals queue lists them): no gate is open, a
+    resume comes first. A ledger that does not decode gives [] (the page's warning says it)."""
     try:
-        calls = session_in_doubt(store, session_id)
-        root = tree_of(store, session_id)[1] if calls else session_id
+        calls = [dataclasses.replace(c, run_paused=paused) for c in session_in_doubt(store, session_id)]
+        return views.in_doubt_rows(store, calls)
     except EventDecodeError:
         return []
-    said, todo = abandoned_in_doubt_words(root)
-    return [
-        {
-            "call": views.show(f"{c.tool} {c.call_id} (turn {c.turn})", views.LINE_LIMIT),
-            "said": views.show(said, views.LINE_LIMIT),
-            "todo": views.show(todo, views.LINE_LIMIT),
-        }
-        for c in calls
-    ]
 
 
 def _new_rows(dash: _Dashboard, session_id: str, start: int) -> list[dict[str, Any]]:

@@ -11,6 +11,7 @@ be something else on screen. HTML escaping is the renderer's job (Jinja2 autoesc
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import logging
 import operator
@@ -41,7 +42,17 @@ from ..events import (
     decode_event,
 )
 from ..importers.base import TASK_CHARS
-from ..kernel.approvals import LANGGRAPH_SOURCE, PendingCall, continue_hint, resume_hint, waiting_calls
+from ..kernel.approvals import (
+    LANGGRAPH_SOURCE,
+    PendingCall,
+    abandoned_in_doubt_words,
+    continue_hint,
+    paused_in_doubt,
+    resume_hint,
+    session_in_doubt,
+    tree_of,
+    waiting_calls,
+)
 from ..kernel.rowcheck import row_warning, sessions_may_wait
 from ..kernel.rowheld import held_by_ledger, held_in, listed_with_held
 from ..kernel.state import KERNEL_SOURCE, active_time
@@ -658,7 +669,8 @@ class PendingCache:
         self, store: Store, session_id: str | None = None, *, start: int = 0, limit: int | None = None
     ) -> Queue:
         """The approvals queue of every session (or of ``session_id``): open gates and decided calls by
-        session whose ledger waits, and the row warnings.
+        session whose ledger waits, and the row warnings; of every session, also the calls in doubt no gate
+        lists yet (:attr:`Queue.in_doubt`: :func:`queue_in_doubt`, one indexed read when none is in doubt).
 
         Paged (``limit`` not None): of the sessions that may wait (:attr:`Queue.total` counts them), in
         :meth:`~flightlog.store.base.Store.list_sessions` order (oldest first), the first ``limit`` whose
@@ -713,6 +725,11 @@ class PendingCache:
         earlier = before - limit if paged and limit and before >= limit else None
         later = before + limit if paged and limit is not None and len(after) > limit else None
         at = self._positions(store, found, [i for i in (earlier, later) if i is not None])
+        unread: Undecodable = []
+        doubt = [] if session_id is not None else queue_in_doubt(store, unread)
+        unreadable = self.unreadable(folded)
+        for sid, exc in unread:
+            unreadable.setdefault(sid, unreadable_waits(sid, str(exc)))
         return Queue(
             {sid: [c for c in calls if c.decision is None] for sid, calls in waits.items()},
             {sid: [c for c in calls if c.decision is not None] for sid, calls in waits.items()},
@@ -724,7 +741,8 @@ class PendingCache:
             at[earlier] if earlier is not None else (0 if before else None),
             at[later] if later is not None else None,
             marks,
-            self.unreadable(folded),
+            unreadable,
+            doubt,
         )
 
     @staticmethod
@@ -764,6 +782,9 @@ class Queue(NamedTuple):
         unreadable: Sessions folded for this answer whose stored events do not decode (a tampered or
             corrupt row), each with its warning naming the seq (:func:`unreadable_waits`): their waits are
             not listed, as ``flightlog pending`` passes over them.
+        in_doubt: Of a store-wide call (no ``session_id``): the calls in doubt no gate lists yet, of
+            abandoned or paused kernel runs (:func:`queue_in_doubt`, every page: they are not paged), as
+            ``flightlog pending`` lists them; [] for one session's queue (its page lists its own).
     """
 
     suspended: dict[str, list[PendingCall]]
@@ -777,6 +798,7 @@ class Queue(NamedTuple):
     later: int | None
     marks: Callable[[Collection[str]], tuple[set[str], dict[str, str], dict[str, str]]]
     unreadable: dict[str, str]
+    in_doubt: list[PendingCall]
 
 
 def queue_nav(queue: Queue, href: Callable[[int], str]) -> dict[str, Any]:
@@ -821,6 +843,71 @@ def pending_rows(calls: list[PendingCall], store: Store | None = None) -> list[d
         }
         for c in calls
     ]
+
+
+def in_doubt_rows(store: Store, calls: list[PendingCall]) -> list[dict[str, Any]]:
+    """Display rows of calls in doubt no gate lists (abandoned or paused runs: :func:`queue_in_doubt`,
+    the session page's), each ``{session, href, call, said, todo, run}`` in ``flightlog pending``'s words
+    (:func:`~flightlog.kernel.approvals.abandoned_in_doubt_words`; ``run`` is ``abandoned`` or ``paused``).
+
+    Raises:
+        SessionNotFound: a call's session is gone.
+    """
+    rows = []
+    for c in calls:
+        root = c.root_session_id or tree_of(store, c.session_id)[1]
+        said, todo = abandoned_in_doubt_words(root, paused=c.run_paused)
+        rows.append(
+            {
+                "session": show(c.session_id, 120),
+                "href": session_href(c.session_id),
+                "call": show(f"{c.tool} {c.call_id} (turn {c.turn})", LINE_LIMIT),
+                "said": show(said, LINE_LIMIT),
+                "todo": show(todo, LINE_LIMIT),
+                "run": "paused" if c.run_paused else "abandoned",
+            }
+        )
+    return rows
+
+
+def queue_in_doubt(store: Store, undecodable: Undecodable) -> list[PendingCall]:
+    """The approvals queue's calls in doubt that no gate lists yet, as ``flightlog pending`` lists them: of
+    kernel runs killed mid-call (abandoned: :func:`run_view`'s liveness at :func:`wall_ms`) or aborted
+    mid-call (paused: :func:`~flightlog.kernel.approvals.paused_in_doubt`), ledger folded only for the
+    sessions the ``external_effects_pending`` index names (:meth:`Store.pending_effects`: intents without
+    a completion row), so a store of 100,000 runs with none in doubt reads one index range. That table is a
+    pre-filter: the fold of the verified events decides what is listed (a pending row whose ledger holds
+    the completion lists nothing). A session whose events do not decode is added to ``undecodable``.
+
+    Returns:
+        The calls, sessions oldest intent first, ``run_abandoned`` or ``run_paused`` set.
+    """
+    records = []
+    for sid in dict.fromkeys(e.session_id for e in store.pending_effects()):
+        try:
+            records.append(store.get_session(sid))
+        except SessionNotFound:  # an effect row whose session is gone: nothing to fold
+            continue
+    kernel = [r for r in records if r.source == KERNEL_SOURCE]
+    found = paused_in_doubt(store, records=kernel, undecodable=undecodable)
+    paused = {c.session_id for c in found}
+    for record in kernel:
+        sid = record.session_id
+        if sid in paused:
+            continue
+        try:
+            view = run_view(store, sid, undecodable=undecodable)
+            calls = session_in_doubt(store, sid) if view is not None and view.abandoned else []
+        except EventDecodeError as exc:
+            undecodable.append((sid, exc))
+            continue
+        if calls:
+            parent, root = tree_of(store, sid, record=record)
+            found.extend(
+                dataclasses.replace(c, parent_session_id=parent, root_session_id=root if parent else None)
+                for c in calls
+            )
+    return found
 
 
 def waiting_rows(

@@ -155,6 +155,25 @@
     box.replaceChildren(list);
   }
 
+  function renderInDoubt(rows) {
+    const box = doc.getElementById("in-doubt");
+    if (!box || !rows) return;
+    const list = el("ul", { class: "in-doubt-list" });
+    for (const row of rows) {
+      list.append(
+        el(
+          "li",
+          { class: "in-doubt warn" },
+          el("code", { text: row.call }),
+          " of ",
+          el("a", { href: row.href, text: row.session }),
+          " (" + row.run + "): in doubt: " + row.said + ". " + row.todo
+        )
+      );
+    }
+    box.replaceChildren(...(rows.length ? [list] : []));
+  }
+
   function renderUnreadable(rows) {
     const box = doc.getElementById("unreadable");
     if (!box || !rows) return;
@@ -347,6 +366,7 @@
       const data = JSON.parse(message.data);
       box.replaceChildren(data.runs.length ? runTree(data.runs) : el("p", { class: "empty", text: "No runs." }));
       renderUnreadable(data.unreadable);
+      renderInDoubt(data.in_doubt);
       renderPending(data.pending, next);
       renderWaiting(data.waiting);
       renderQueueNav(data.queue);
