@@ -1,10 +1,10 @@
-"""``signal`` and ``abort`` run the full check before they read the session row's ``source``.
+"""``signal``, ``abort`` and ``resume`` run the full check before they read the session row's ``source``.
 
-On main both read the row's ``source`` (which no hash covers) to refuse a session no flightlog kernel runs
-before any check: a kernel run whose row was edited to ``source = 'langgraph'`` and one of whose rows'
+On main they read the row's ``source`` (which no hash covers) to refuse a session no flightlog kernel runs
+before any check (``signal`` ran none at all): a kernel run whose row was edited to ``source = 'langgraph'`` and one of whose rows'
 bytes was changed made ``abort`` refuse with exit 2 naming the forged source ("a LangGraph thread ... its
-app runs it"), and ``signal`` likewise, so the tampering went unsaid. Now both run the full check
-``flightlog audit`` makes first and refuse the session as tampered (exit 1, as README's exit-code paragraph
+app runs it"), ``signal`` likewise, and ``resume`` with "a langgraph session, run by its own app", so the
+tampering went unsaid. Now they run the full check ``flightlog audit`` makes first and refuse the session as tampered (exit 1, as README's exit-code paragraph
 gives a divergence), naming the seq, never the source; the source rule comes after, on a session that
 passed. The dashboard's Signal and Abort forms answer the same (HTTP 409). On SQLite and PostgreSQL.
 """
@@ -85,6 +85,9 @@ def test_abort_and_signal_name_the_tamper_not_a_forged_source(url: str) -> None:
     _says_tampered(err, sid, seq)
     code, out, _ = cli(url, "abort", sid, "--json")
     assert (code, out) == (1, "")
+    code, out, err = cli(url, "resume", sid)  # its LangGraph refusal (exit 2) came before the check on main
+    assert (code, out) == (1, ""), err
+    _says_tampered(err, sid, seq)
 
 
 def test_the_dashboard_refuses_them_as_tampered(url: str) -> None:

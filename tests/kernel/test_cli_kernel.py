@@ -59,6 +59,7 @@ def test_run_approve_resume_with_a_dotted_spec(tmp_path: Path) -> None:
             "parent_session_id": None,  # a top-level run: its own root
             "root_session_id": sid,
             "run_abandoned": False,  # a gate is open: approve/deny decide it now
+            "run_paused": False,
             "answer_in": None,  # `approve` decides it (a LangGraph interrupt names its graph's call)
         }
     ]

@@ -108,7 +108,14 @@ def test_bearer_header_is_accepted(anonymous: TestClient) -> None:
     response = anonymous.get("/api/runs", headers={"Authorization": f"Bearer {TOKEN}"})
     assert response.status_code == 200
     queue = {"total": 0, "exact": True, "first": 0, "last": 0, "more": 0, "earlier": "", "later": ""}
-    assert response.json() == {"runs": [], "unreadable": [], "pending": [], "waiting": [], "queue": queue}
+    assert response.json() == {
+        "runs": [],
+        "unreadable": [],
+        "pending": [],
+        "waiting": [],
+        "in_doubt": [],
+        "queue": queue,
+    }
 
 
 def test_a_foreign_host_header_is_refused(client: TestClient) -> None:

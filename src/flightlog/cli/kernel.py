@@ -227,7 +227,8 @@ def register(app: typer.Typer, open_db: OpenDb) -> None:
         with its result, and the exit code is its status's (0 completed, 1 failed or budget exhausted);
         no agent spec is needed or imported for it. An imported transcript (``flightlog import``/``watch``)
         records another agent's runs: once it passes the full check it is refused (exit 2), naming its
-        format and file (a tampered one is refused as tampered, exit 1).
+        format and file; a LangGraph thread or another integration's session likewise, naming what continues
+        it (a tampered session of any source is refused as tampered, exit 1, before its source is read).
 
         The session must pass the full check ``flightlog audit`` makes before anything it names is
         imported: the recorded spec only as a signed ``module:attribute``."""
@@ -235,26 +236,25 @@ def register(app: typer.Typer, open_db: OpenDb) -> None:
         from ..integrity.notary import Notary
         from ..kernel import Kernel
         from ..kernel.approvals import imported_transcript, resume_hint, resumed_by_its_app
-        from ..kernel.spec import recorded_spec
+        from ..kernel.spec import spec_of_checked
 
         with open_db(False) as store:
             sid = _tree_root(store, store.resolve_session(session), err)
+            notary = Notary.from_env()
+            auditor = Auditor.for_notary(notary)
+            report = require_intact(store, sid, auditor=auditor)  # before anything stored: its source too
             record = store.get_session(sid)
             source = record.source
-            imported = imported_transcript(record)  # refused below, once the full check has passed
             if resumed_by_its_app(source):  # no spec to give: its framework runs it, not the kernel
                 _wrong_session(
                     f"session {sid} is a {source} session, run by its own app; it continues with "
                     f"{resume_hint(source, sid)}, not with flightlog resume"
                 )
-            notary = Notary.from_env()
-            auditor = Auditor.for_notary(notary)
-            if spec is None and imported is None:
-                spec = recorded_spec(store, sid, auditor=auditor)  # the full check, then the signed spec
-            else:
-                require_intact(store, sid, auditor=auditor)  # your own --spec, but not for a tampered session
+            imported = imported_transcript(record)
             if imported is not None:  # no agent spec to ask for, no run of the kernel's to report
                 _wrong_session(f"{imported}; `flightlog show {sid}` shows what it recorded")
+            if spec is None:
+                spec = spec_of_checked(store, sid, report)  # the signed spec the check just covered
             ended = _ended(store, sid)  # read after the full check; no agent is imported for an ended run
             if ended is not None:
                 result, seq = ended

@@ -61,6 +61,7 @@ from typing import Any
 from ..encoding import decode_stored
 from ..events import Custom
 from ..integrity.audit import Auditor, require_intact
+from ..integrity.verify import AuditReport
 from ..providers.base import ModelProvider, ProviderError
 from ..store.base import Store
 from .agent import Agent
@@ -71,7 +72,15 @@ from .memory import MemoryPolicy, MemoryService
 from .policy import Policy
 from .tools import Tool, tool
 
-__all__ = ["AGENT_SPEC", "agent_from_dict", "is_logical", "load_agent", "recorded_spec", "resolve"]
+__all__ = [
+    "AGENT_SPEC",
+    "agent_from_dict",
+    "is_logical",
+    "load_agent",
+    "recorded_spec",
+    "resolve",
+    "spec_of_checked",
+]
 
 _SCALARS = frozenset(
     {
@@ -317,7 +326,17 @@ def recorded_spec(store: Store, session_id: str, *, auditor: Auditor | None = No
             checkpoint covers it; the message names the seq and the field (``agent_spec`` payload
             ``spec``).
     """
-    report = require_intact(store, session_id, auditor=auditor)
+    return spec_of_checked(store, session_id, require_intact(store, session_id, auditor=auditor))
+
+
+def spec_of_checked(store: Store, session_id: str, report: AuditReport) -> str | None:
+    """:func:`recorded_spec` of a session that has just passed the full check (``report``: what
+    :func:`~flightlog.integrity.audit.require_intact` returned for it), for a caller that ran the check
+    itself before reading anything else the session stores (``flightlog resume``: its source).
+
+    Raises:
+        AgentSpecError: as :func:`recorded_spec`.
+    """
     for row in store.read_events(session_id, stop=_SPEC_WINDOW):
         if row.kind != "custom":
             continue
