@@ -14,7 +14,9 @@ from __future__ import annotations
 import json
 from collections.abc import Callable, Iterator
 from contextlib import AbstractContextManager, contextmanager
+from typing import Any
 
+import pytest
 from fastapi.testclient import TestClient
 
 from flightlog.store import Store, open_store
@@ -136,3 +138,32 @@ def _client(url: str) -> Iterator[TestClient]:
     with TestClient(create_app(opener(), token=TOKEN), base_url=BASE) as client:
         client.cookies.set("flightlog_ui_8000", Auth(TOKEN).cookie_value)
         yield client
+
+
+def test_an_abort_of_a_session_busy_through_the_first_check_fences_it_then_checks(
+    url: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A writer that keeps appending through every pass of the first check (``SessionBusy``, simulated
+    here by the first check's answer) must not make the emergency brake fail: the abort fences the writer
+    off, checks the settled ledger, then applies the source rule and records the abort."""
+    import importlib
+
+    from flightlog.errors import SessionBusy
+
+    abort_module = importlib.import_module("flightlog.kernel.abort")  # the package's `abort` is the function
+
+    sid = suspended_run(url)
+    real = abort_module.require_intact
+    checks: list[int] = []
+
+    def busy_first(store: Store, session_id: str, **kw: Any) -> Any:
+        checks.append(store.authority_epoch(session_id))
+        if len(checks) == 1:
+            raise SessionBusy(session_id=session_id, seq=0)
+        return real(store, session_id, **kw)
+
+    monkeypatch.setattr(abort_module, "require_intact", busy_first)
+    before = _epoch(url, sid)
+    code, out, err = cli(url, "abort", sid, "--json")
+    assert (code, json.loads(out)) == (0, {"session_id": sid, "aborted": True}), err
+    assert checks == [before, before + 1]  # the second check ran on the fenced ledger

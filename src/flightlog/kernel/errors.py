@@ -170,8 +170,10 @@ class NoSignalReader(SignalRefused):
 class AbortRefused(KernelError):
     """An abort of a session no flightlog kernel runs (an integration's, whose app runs it; an imported
     transcript; anything else not of source ``kernel``): its writer takes no notice of the kernel's fence
-    and nothing reads the ``operation_cancelled`` an abort records, so nothing would stop; nothing is
-    written and the authority epoch is not bumped (:func:`flightlog.kernel.abort.abort`). ``reason`` says
+    and nothing reads the ``operation_cancelled`` an abort records, so nothing would stop; raised only once
+    the session passed the full check (a tampered one is refused as tampered, whatever its row's source);
+    nothing is written and the authority epoch is not bumped, unless a writer kept the session busy
+    through the first check (:func:`flightlog.kernel.abort.abort`). ``reason`` says
     what the session is and what works instead (:func:`flightlog.kernel.abort.no_abort_target`); the CLI
     reports it as a usage mistake (exit 2), as a signal to such a session."""
 
