@@ -378,11 +378,12 @@ def register(app: typer.Typer, open_db: OpenDb) -> None:
 
     def _warn_row_status(store: Store, rows: list[PendingCall]) -> None:
         """One stderr line per listed session whose ``sessions`` row says it neither waits nor runs: the
-        listing comes from its ledger, the row contradicts it (``flightlog verify`` says ``row_mismatch``)."""
+        listing comes from its ledger, the row contradicts it (``flightlog verify`` says ``row_mismatch``).
+        A paused run's call in doubt is not such a row: its ``cancelled`` is what lists it paused."""
         from ..kernel.rowcheck import row_warning
         from ..store.base import RUNNABLE_STATUSES
 
-        for sid in dict.fromkeys(r.session_id for r in rows):
+        for sid in dict.fromkeys(r.session_id for r in rows if not r.run_paused):
             status = store.get_session(sid).status
             if status not in RUNNABLE_STATUSES:
                 err.print(f"flightlog: warning: {sid}: {row_warning(sid, status)}")
