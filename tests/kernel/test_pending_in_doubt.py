@@ -287,6 +287,10 @@ def test_an_aborted_runs_call_in_flight_is_listed_in_doubt_until_a_resume(tmp_pa
         True,
     )
     assert row["reason"].startswith("effect_in_doubt: its run was aborted mid-call (paused")
+    code, out, err = flightlog_cli(db, "approve", "held", "h1")  # no gate is open: refused, resume first
+    assert (code, out) == (2, ""), err
+    assert "is in doubt (its effect started, no completion is recorded) but no gate is open yet" in err
+    assert "killed or aborted, `flightlog resume held` settles it" in " ".join(err.split())
     # the dashboard: the approvals queue and the run's page (its Aborted section) list it in the same words
     from contextlib import contextmanager
 

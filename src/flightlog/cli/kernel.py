@@ -140,8 +140,8 @@ def _in_doubt_lines(row: PendingCall) -> list[str]:
     ids (the arguments are cut to fit; a longer word is not broken): the call, then what in doubt means
     (:data:`~flightlog.kernel.execution.IN_DOUBT_WARNING`, as ``resume`` says it), then what each decision
     does with its command line; for a run killed mid-call (``run_abandoned``) or aborted mid-call
-    (``run_paused``), no gate is open yet: the resume that settles it or opens it for those decisions. The ``reason`` (the intent's key) is in
-    ``--json``."""
+    (``run_paused``), no gate is open yet: the resume that settles it or opens it for those decisions. The
+    ``reason`` (the intent's key) is in ``--json``."""
     from ..kernel.execution import IN_DOUBT_WARNING  # loaded already: `pending` imported the kernel
 
     call = f"{row.session_id}  turn {row.turn}  {row.call_id}  {row.tool}"

@@ -56,14 +56,14 @@ class NotPending(KernelError, LookupError):
         """``decided``: how the call was already decided while its wait is still the current one (e.g.
         ``"approved by alice"``), said in the message; None when it was never gated or the run moved on.
         ``unsettled``: the call's effect has an intent and no completion and no gate is open (its run was
-        killed mid-call, or is still running it): the message says a resume comes first."""
+        killed or aborted mid-call, or is still running it): the message says a resume comes first."""
         if decided:
             reason = f"call {call_id!r} was already {decided}; it no longer waits for a decision"
         elif unsettled:
             reason = (
                 f"call {call_id!r} is in doubt (its effect started, no completion is recorded) but no gate is "
-                f"open yet: if its run was killed, `flightlog resume {session_id}` settles it or stops on it "
-                "for approve/deny"
+                f"open yet: if its run was killed or aborted, `flightlog resume {session_id}` settles it or "
+                "stops on it for approve/deny"
             )
         else:
             reason = f"no call {call_id!r} is waiting for a decision"
