@@ -256,7 +256,7 @@ def test_an_aborted_runs_call_in_flight_is_listed_in_doubt_until_a_resume(tmp_pa
     worker.start()
     try:
         assert started.wait(120)  # the tool runs: its intent is durable, its completion is not
-        code, out, err = flightlog_cli(db, "abort", "held", "--as", "ops")
+        code, out, err = cli(db, "abort", "held", "--as", "ops")
         assert code == 0 and out.startswith("aborted held: its run is paused"), err
     finally:
         release.set()
@@ -264,10 +264,10 @@ def test_an_aborted_runs_call_in_flight_is_listed_in_doubt_until_a_resume(tmp_pa
     assert not worker.is_alive() and (status or errors)  # its completion was refused: nothing recorded
     with SqliteStore(db, read_only=True) as store:
         assert [e.idempotency_key for e in store.pending_effects("held")] == ["held:1:h1"]
-    code, out, err = flightlog_cli(db, "ls")
+    code, out, err = cli(db, "ls")
     assert code == 0 and "paused" in out, (out, err)
 
-    code, out, err = flightlog_cli(db, "pending")
+    code, out, err = cli(db, "pending")
     assert (code, err) == (0, "")  # its row's 'cancelled' is what makes it paused: no row warning
     lines = out.splitlines()
     assert lines[0] == 'held  turn 1  h1  hold({"text": "x"})'
@@ -278,7 +278,7 @@ def test_an_aborted_runs_call_in_flight_is_listed_in_doubt_until_a_resume(tmp_pa
         "it (the tool's reconcile) or stops on it for a decision: approve runs it again, deny marks it failed"
     )
     assert max(map(len, lines)) <= 100
-    (row,) = json.loads(flightlog_cli(db, "pending", "--json")[1])
+    (row,) = json.loads(cli(db, "pending", "--json")[1])
     assert (row["call_id"], row["kind"], row["decision"], row["run_abandoned"], row["run_paused"]) == (
         "h1",
         "effect_in_doubt",
@@ -287,7 +287,7 @@ def test_an_aborted_runs_call_in_flight_is_listed_in_doubt_until_a_resume(tmp_pa
         True,
     )
     assert row["reason"].startswith("effect_in_doubt: its run was aborted mid-call (paused")
-    code, out, err = flightlog_cli(db, "approve", "held", "h1")  # no gate is open: refused, resume first
+    code, out, err = cli(db, "approve", "held", "h1")  # no gate is open: refused, resume first
     assert (code, out) == (2, ""), err
     assert "is in doubt (its effect started, no completion is recorded) but no gate is open yet" in err
     assert "killed or aborted, `flightlog resume held` settles it" in " ".join(err.split())
