@@ -8,7 +8,6 @@ hashed), 5 (refuse, don't guess: attach names the divergent sequence), 6 (single
 from __future__ import annotations
 
 import itertools
-import logging
 import math
 import sqlite3
 from collections.abc import Iterator
@@ -283,28 +282,31 @@ def test_subscriber_gets_the_row_and_the_event(recorder: Recorder) -> None:
     assert len(heard) == 1
 
 
-def test_a_raising_subscriber_is_logged_and_isolated(
-    store: SqliteStore, recorder: Recorder, caplog: pytest.LogCaptureFixture
+def test_a_raising_subscriber_fails_the_append_after_every_subscriber_heard(
+    store: SqliteStore, recorder: Recorder
 ) -> None:
+    """A subscriber's failure is never swallowed: the events are durable and every other subscriber hears of
+    each of them, then the append raises the first failure, saying where it failed and that the events are
+    durable (a subscriber folding the session, as the kernel's does, must not go on without an event)."""
     heard: list[int] = []
 
     def broken(row: StoredEvent, event: SessionEvent) -> None:
-        raise RuntimeError("subscriber bug")
+        raise RuntimeError(f"subscriber bug at {row.seq}")
 
     recorder.subscribe(lambda row, event: heard.append(row.seq))
     recorder.subscribe(broken)
     recorder.subscribe(lambda row, event: heard.append(row.seq * 10))
-    with caplog.at_level(logging.ERROR, logger="flightlog.recorder"):
-        rows = recorder.append_many([_event(0), _event(1)])
-    assert [r.seq for r in rows] == [0, 1]
+    with pytest.raises(RuntimeError, match="subscriber bug at 0") as failed:
+        recorder.append_many([_event(0), _event(1)])
     assert heard == [0, 0, 1, 10]
-    assert [e.seq for e in _events(store)] == [0, 1]
-    failures = [r for r in caplog.records if r.name == "flightlog.recorder" and r.levelno == logging.ERROR]
-    assert len(failures) == 2
-    assert f"{SID} seq 0" in failures[0].getMessage()
-    assert failures[0].exc_info is not None
-    assert isinstance(failures[0].exc_info[1], RuntimeError)
-    assert recorder.append(_event(2)).seq == 2
+    assert [e.seq for e in _events(store)] == [0, 1]  # durable
+    notes = failed.value.__notes__
+    assert f"failed on {SID} seq 0; the event is durable" in notes[0]
+    assert f"{SID} seq 1" in notes[1] and "subscriber bug at 1" in notes[1]
+    recorder.subscribe(lambda row, event: None)
+    with pytest.raises(RuntimeError, match="subscriber bug at 2"):
+        recorder.append(_event(2))
+    assert recorder.next_seq == 3  # the head moved past the durable row
 
 
 # ─── atomic() ─────────────────────────────────────────────────────────────────────────────

@@ -21,6 +21,7 @@ from ._moved import install as _install_moved
 if TYPE_CHECKING:
     from .errors import (
         AppendConflict,
+        ArtifactIntegrityError,
         EffectConflict,
         EncodingError,
         EventDecodeError,
@@ -48,6 +49,7 @@ __version__ = "0.1.0"
 
 _ERRORS = (
     "AppendConflict",
+    "ArtifactIntegrityError",
     "EffectConflict",
     "EncodingError",
     "EventDecodeError",
@@ -76,6 +78,7 @@ _HOMES: dict[str, str] = {
 
 __all__ = [
     "AppendConflict",
+    "ArtifactIntegrityError",
     "AsyncRecorder",
     "EffectConflict",
     "EncodingError",

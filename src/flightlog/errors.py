@@ -7,6 +7,7 @@ One base, with a builtin second base where callers expect one (``except ValueErr
     |   `-- ItemEncodingError(TypeError)     field (items[i]...)
     +-- EventDecodeError(ValueError)         seq, reason
     +-- LedgerIntegrityError                 session_id, seq, reason, divergences
+    +-- ArtifactIntegrityError               handle, reason, session_id, seq
     +-- StoreError
     |   +-- SessionNotFound(LookupError)     session_id (or prefix), ambiguous matches, exact
     |   +-- AppendConflict                   session_id, seq
@@ -34,6 +35,7 @@ from typing import Any
 
 __all__ = [
     "AppendConflict",
+    "ArtifactIntegrityError",
     "Divergence",
     "EffectConflict",
     "EncodingError",
@@ -203,6 +205,51 @@ class LedgerIntegrityError(FlightlogError):
             seq=seq,
             reason=reason,
             divergences=tuple(Divergence(*d) for d in divergences),
+        )
+
+
+class ArtifactIntegrityError(FlightlogError):
+    """An artifact a reader needs is not what its handle names: the stored bytes of a content-addressed
+    artifact (``sha256:<hex>``) hash otherwise, a salted one's content and salt do not hash to its handle
+    (``salted:sha256:<hex>``), or the bytes are not what the reference promises (a message archive that
+    does not parse). Raised by the store's reads (:meth:`flightlog.store.base.Store.get_artifact`) and the
+    readers above them, never swallowed: acting on altered bytes would act on what was never recorded.
+
+    ``session_id`` and ``seq`` name the event that references the artifact when the reader knows it
+    (:meth:`named_by` fills them in as the error travels up: the store knows neither, the replay fold
+    knows the seq, the session's loader the session); None when unknown.
+    """
+
+    handle: str
+    reason: str
+    session_id: str | None
+    seq: int | None
+
+    def __init__(
+        self, *, handle: str, reason: str, session_id: str | None = None, seq: int | None = None
+    ) -> None:
+        where = ""
+        if session_id is not None or seq is not None:
+            parts = ([f"session {session_id}"] if session_id is not None else []) + (
+                [f"seq {seq}"] if seq is not None else []
+            )
+            where = f" (referenced by {' at '.join(parts)})"
+        super().__init__(
+            f"artifact {handle}{where} {reason}; refusing to use it (`flightlog audit` names every such artifact)",
+            handle=handle,
+            reason=reason,
+            session_id=session_id,
+            seq=seq,
+        )
+
+    def named_by(self, *, session_id: str | None = None, seq: int | None = None) -> ArtifactIntegrityError:
+        """This error with the referencing session and seq filled in where still unknown (a new error; the
+        caller raises it ``from`` this one)."""
+        return ArtifactIntegrityError(
+            handle=self.handle,
+            reason=self.reason,
+            session_id=self.session_id if self.session_id is not None else session_id,
+            seq=self.seq if self.seq is not None else seq,
         )
 
 

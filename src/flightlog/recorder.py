@@ -8,7 +8,10 @@ Modelled on seed 003 (``Psp9Recorder``):
   It then takes authority: the epoch is bumped, so a writer still holding the old epoch is fenced off.
 * ``append`` is write-ahead: stage (encode, hash) → persist durably in one transaction → only then advance
   the in-memory head. A failed write leaves the head unchanged and nothing half-written behind.
-* Live subscribers hear of an event only after its durable commit; their exceptions are logged and isolated.
+* Live subscribers hear of an event only after its durable commit; one that raises does not keep the others
+  (nor the later events) from being delivered, and the first failure is then raised from the append, the
+  events being durable (never swallowed: a subscriber folding the session, as the kernel's does, would
+  otherwise go on without an event the ledger holds).
 
 Thread-safe: one lock serialises appends of a recorder.
 """
@@ -18,7 +21,6 @@ from __future__ import annotations
 import hashlib
 import importlib
 import json
-import logging
 import threading
 import uuid
 from collections.abc import Callable, Iterable, Sequence
@@ -55,7 +57,6 @@ __all__ = [
     "verify_session",
 ]
 
-log = logging.getLogger("flightlog.recorder")
 
 Subscriber = Callable[[StoredEvent, SessionEvent], None]
 """Called with each durable row and its event, after commit, in append order."""
@@ -585,7 +586,10 @@ class Recorder:
 
     # ─── live subscribers ─────────────────────────────────────────────────────────────────
     def subscribe(self, subscriber: Subscriber) -> Callable[[], None]:
-        """Call ``subscriber`` after each durable append; returns a function that unsubscribes."""
+        """Call ``subscriber`` after each durable append; returns a function that unsubscribes.
+
+        An exception ``subscriber`` raises is raised from the append that committed the event (after every
+        other subscriber heard of it; the event stays durable), never swallowed."""
         self._subscribers.append(subscriber)
 
         def unsubscribe() -> None:
@@ -595,12 +599,25 @@ class Recorder:
         return unsubscribe
 
     def _notify(self, queued: Iterable[tuple[StoredEvent, Event]]) -> None:
+        """Deliver each committed event to every subscriber, in order, even after one raised; then raise the
+        first failure, noting the session and seq it failed on, that the events are durable, and each later
+        failure (as :func:`flightlog.store.group.run_all` does for commit callbacks)."""
+        failure: Exception | None = None
         for row, event in queued:
             for subscriber in list(self._subscribers):
                 try:
                     subscriber(row, event)  # type: ignore[arg-type]
-                except Exception:
-                    log.exception("subscriber %r failed on %s seq %d", subscriber, self.session_id, row.seq)
+                except Exception as exc:
+                    note = f"subscriber {subscriber!r} failed on {self.session_id} seq {row.seq}"
+                    if failure is None:
+                        failure = exc
+                        failure.add_note(
+                            f"{note}; the event is durable (committed before subscribers hear of it)"
+                        )
+                    else:
+                        failure.add_note(f"a later {note} too: {exc!r}")
+        if failure is not None:
+            raise failure
 
     # ─── artifacts ────────────────────────────────────────────────────────────────────────
     def put_artifact(self, content: bytes, media_type: str = "application/octet-stream") -> str:

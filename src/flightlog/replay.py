@@ -67,6 +67,7 @@ from typing import Any, TypeVar
 
 from pydantic import BaseModel
 
+from .errors import ArtifactIntegrityError
 from .events import (
     Compressed,
     ContextRenewed,
@@ -197,7 +198,8 @@ upstream's snip and micro tiers)."""
 
 ArchiveLoader = Callable[[str], Sequence[Message] | None]
 """Maps an artifact ref (``context_renewed.handoff_ref``, ``page_out.archive_ref``) to its messages;
-``None`` or ``LookupError`` when unknown."""
+``None`` or ``LookupError`` when unknown; :class:`~flightlog.errors.ArtifactIntegrityError` when the artifact is
+there but cannot be used (altered, not an archive), which the fold raises again naming the event's seq."""
 
 Events = Iterable[tuple[int, SessionEvent]]
 _Handler = Callable[[Any, int, Any], None]
@@ -694,17 +696,22 @@ class Rebuilder:
             )  # never in place: fork()
 
     def _on_context_renewed(self, seq: int, event: ContextRenewed) -> None:
-        handoff = self._load(event.handoff_ref)
+        handoff = self._load(event.handoff_ref, seq)
         messages = list(handoff) if handoff else [renewal_message(event)]
         self.entries = [_Entry.clipped(message, self._limit, seq) for message in messages]
 
-    def _load(self, ref: str | None) -> Sequence[Message] | None:
+    def _load(self, ref: str | None, seq: int) -> Sequence[Message] | None:
+        """What the loader gives for ``ref`` (None: no ref, no loader, or ``LookupError``: unknown); an
+        :class:`~flightlog.errors.ArtifactIntegrityError` it raises is raised again naming ``seq``, the event
+        that references the artifact."""
         if not ref or self._loader is None:
             return None
         try:
             return self._loader(ref)
         except LookupError:
             return None
+        except ArtifactIntegrityError as exc:
+            raise exc.named_by(seq=seq) from exc
 
     def _on_rollbacked(self, seq: int, event: Rollbacked) -> None:
         del self.entries[event.checkpoint_history_len :]
@@ -716,7 +723,7 @@ class Rebuilder:
         for hit in event.hits:
             content = hit.record.content
             if content.startswith("salted:"):
-                loaded = self._load(content)
+                loaded = self._load(content, seq)
                 text = loaded[0].text_content() if loaded else MEMORY_ERASED
             else:
                 text = content
@@ -776,7 +783,8 @@ def reconstruct(
       before it (same ``turn``) replace the named text or tool output in place; without one, nothing.
     * ``context_renewed``: the history restarts from the handoff: the messages ``archive_loader`` returns
       for ``handoff_ref``; with none (no ref, no loader, ``None``, empty, or a ``LookupError``),
-      :func:`renewal_message`. Other loader errors propagate.
+      :func:`renewal_message`. Other loader errors propagate (an
+      :class:`~flightlog.errors.ArtifactIntegrityError` naming the event's seq).
     * ``rollbacked``: the history is truncated to its first ``checkpoint_history_len`` messages (no-op
       when it is not longer).
     * ``custom`` of kind ``signal_message`` (:data:`SIGNAL_MESSAGE`) or ``kernel_note``

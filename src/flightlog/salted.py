@@ -16,8 +16,6 @@ import re
 import secrets
 from typing import TYPE_CHECKING
 
-from .errors import StoreError
-
 if TYPE_CHECKING:
     from .store.base import Store
 
@@ -84,13 +82,8 @@ def get_personal_artifact(store: Store, handle: str) -> bytes | None:
 
     Raises:
         ValueError: a malformed handle.
-        StoreError: the stored content and salt do not hash to the handle (tampered).
+        ArtifactIntegrityError: the stored content and salt do not hash to the handle (tampered; the store's
+            read checks it, :meth:`~flightlog.store.base.Store.get_salted_artifact`).
     """
-    digest = parse_handle(handle)
-    found = store.get_salted_artifact(digest)
-    if found is None:
-        return None
-    content, salt = found
-    if salted_digest(salt, content) != digest:
-        raise StoreError(f"salted artifact {handle} does not match its digest")
-    return content
+    found = store.get_salted_artifact(parse_handle(handle))
+    return None if found is None else found[0]

@@ -7,14 +7,16 @@ them. Everything streams: memory is bounded by the output (the replayed messages
 from __future__ import annotations
 
 import json
+import re
 from collections.abc import Callable, Iterable, Iterator, Sequence
 from typing import IO, NamedTuple
 
 from .encoding import decode_rows, decode_stored
+from .errors import ArtifactIntegrityError
 from .events import SessionEvent
 from .messages import Message
 from .replay import Rebuilder, collector_paused
-from .salted import get_personal_artifact
+from .salted import SALTED_PREFIX, get_personal_artifact, parse_handle
 from .store.base import SessionRecord, Store, StoredEvent
 
 __all__ = [
@@ -28,6 +30,8 @@ __all__ = [
     "replay_session",
     "replay_session_cuts",
 ]
+
+_HEX64 = re.compile(r"[0-9a-f]{64}")
 
 
 class CreatedAt(NamedTuple):
@@ -123,34 +127,73 @@ def iter_events(
         yield row, decode_stored(row.event_bytes, seq=row.seq)
 
 
-def archive_loader(store: Store) -> Callable[[str], list[Message] | None]:
+def archive_loader(store: Store, session_id: str | None = None) -> Callable[[str], list[Message] | None]:
     """A replay archive loader resolving ``sha256:<hex>`` refs to artifacts holding a JSON message list,
     and ``salted:sha256:<hex>`` refs (a memory's text, :mod:`flightlog.kernel.memory_bank`) to one user message with
-    the text.
+    the text. Every artifact read is checked against its digest by the store
+    (:meth:`~flightlog.store.base.Store.get_artifact`, :meth:`~flightlog.store.base.Store.get_salted_artifact`).
 
-    Returns None (so replay falls back to the summary, or marks a memory erased) when the ref is unknown,
-    erased, or not such an artifact.
+    Args:
+        store: Where the artifacts are.
+        session_id: The session whose events name the refs (named in the errors raised; None: unknown).
+
+    Returns:
+        The loader: a ref's messages; None (so replay falls back to a note naming the ref, or marks a memory
+        erased) when the ref names nothing this store holds: not a ``sha256:<64 hex>``/``salted:sha256:<64
+        hex>`` handle, a content-addressed artifact not stored, or a salted one erased (the erasure is
+        recorded). It never drops an artifact it cannot read.
+
+    The loader raises:
+        ArtifactIntegrityError: naming the handle and ``session_id`` (the replay fold adds the seq): the
+            stored bytes hash otherwise (altered in the store); a salted artifact is gone without an erasure
+            record; or a content-addressed one is not a message archive (not JSON, not a list, or an item
+            that is not a message).
     """
 
     def load(ref: str) -> list[Message] | None:
-        if ref.startswith("salted:"):
-            try:
-                text = get_personal_artifact(store, ref)
-            except ValueError:
-                return None
-            return None if text is None else [Message.text("user", text.decode("utf-8", errors="replace"))]
-        data = store.get_artifact(ref)
-        if data is None:
-            return None
         try:
-            raw = json.loads(data)
-        except ValueError:
-            return None
-        if not isinstance(raw, list):
-            return None
-        return [Message.model_validate(item) for item in raw]
+            return _load_archive(store, ref)
+        except ArtifactIntegrityError as exc:
+            raise exc.named_by(session_id=session_id) from exc
 
     return load
+
+
+def _load_archive(store: Store, ref: str) -> list[Message] | None:
+    if ref.startswith(SALTED_PREFIX):
+        return _load_salted(store, ref)
+    digest = ref.removeprefix("sha256:")
+    if not ref.startswith("sha256:") or not _HEX64.fullmatch(digest):
+        return None  # not a handle: names no artifact of this store
+    data = store.get_artifact(digest)
+    if data is None:
+        return None
+    try:
+        raw = json.loads(data)
+        if not isinstance(raw, list):
+            raise ValueError(f"a JSON {type(raw).__name__}, not a list")
+        return [Message.model_validate(item) for item in raw]
+    except ValueError as exc:  # json's JSONDecodeError, pydantic's ValidationError: both ValueErrors
+        why = " ".join(str(exc).split())[:200]
+        raise ArtifactIntegrityError(
+            handle=ref, reason=f"is not a message archive (a JSON list of messages): {why}"
+        ) from exc
+
+
+def _load_salted(store: Store, ref: str) -> list[Message] | None:
+    try:
+        digest = parse_handle(ref)
+    except ValueError:
+        return None  # not a handle: names no artifact of this store
+    text = get_personal_artifact(store, ref)
+    if text is None:
+        if store.erasure(digest) is None:
+            raise ArtifactIntegrityError(
+                handle=ref,
+                reason="is missing from the store, with no erasure record (deleted outside flightlog)",
+            )
+        return None  # erased, and the erasure is recorded
+    return [Message.text("user", text.decode("utf-8", errors="replace"))]
 
 
 def replay_session(
@@ -195,7 +238,9 @@ def replay_session_cuts(
 def _rebuilt(
     store: Store, session_id: str, at: int | None, max_part_bytes: int | None, mark_cuts: bool
 ) -> Rebuilder:
-    rebuilder = Rebuilder(archive_loader(store), max_part_bytes, keep_replay=False, mark_cuts=mark_cuts)
+    rebuilder = Rebuilder(
+        archive_loader(store, session_id), max_part_bytes, keep_replay=False, mark_cuts=mark_cuts
+    )
     stop = None if at is None else max(at + 1, 0)
     read = False
     with collector_paused():  # the kept transcript is many small containers (replay.collector_paused)

@@ -56,6 +56,15 @@ class TestPostgresStore(StoreContract):
         return _insert
 
     @pytest.fixture
+    def store_alter_artifact(self) -> Callable[[Store, str, bytes], None]:
+        def _alter(store: Store, sha256: str, content: bytes) -> None:
+            assert isinstance(store, PostgresStore)
+            with _raw(store) as raw:
+                raw.execute("UPDATE artifacts SET content = %s WHERE sha256 = %s", (content, sha256))
+
+        return _alter
+
+    @pytest.fixture
     def reopen(self, open_pg: Callable[..., PostgresStore]) -> Callable[[Store], Store]:
         return lambda _store: open_pg()
 

@@ -61,6 +61,15 @@ class TestSqliteStore(StoreContract):
         return _insert
 
     @pytest.fixture
+    def store_alter_artifact(self) -> Callable[[Store, str, bytes], None]:
+        def _alter(store: Store, sha256: str, content: bytes) -> None:
+            assert isinstance(store, SqliteStore)
+            with store.transaction():
+                store._conn.execute("UPDATE artifacts SET content = ? WHERE sha256 = ?", (content, sha256))
+
+        return _alter
+
+    @pytest.fixture
     def store_null_id(self) -> Callable[[Store, int, str], None]:
         def _insert(store: Store, created_at_ms: int, status: str) -> None:
             assert isinstance(store, SqliteStore)

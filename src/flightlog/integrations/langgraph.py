@@ -255,6 +255,7 @@ import random
 import struct
 import threading
 from collections.abc import AsyncIterator, Callable, Iterator, Mapping, Sequence
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, NamedTuple, TypeVar
 
@@ -290,7 +291,14 @@ except ImportError as exc:  # pragma: no cover - exercised in a subprocess witho
 
 from ..decisions import APPROVAL_DECISION, approval_decision, denial_reason
 from ..encoding import canonical_json, parse_json
-from ..errors import AppendConflict, EncodingError, LedgerIntegrityError, SessionNotFound, StaleWriter
+from ..errors import (
+    AppendConflict,
+    ArtifactIntegrityError,
+    EncodingError,
+    LedgerIntegrityError,
+    SessionNotFound,
+    StaleWriter,
+)
 from ..events import (
     AgentProcessChanged,
     CancellationReason,
@@ -572,6 +580,19 @@ class _Thread:
         self.writes.pop((ns, checkpoint_id), None)
         self.raw_writes.pop((ns, checkpoint_id), None)
         self.write_seqs.pop((ns, checkpoint_id), None)
+
+
+@contextmanager
+def _refusing(thread: _Thread, seq: int, what: str = "") -> Iterator[None]:
+    """A store read of the artifacts named by row ``seq``: the store refusing bytes that hash otherwise
+    (:class:`ArtifactIntegrityError`) is the thread's :class:`LedgerIntegrityError` naming ``seq``, as
+    :func:`_checked` says it (``artifact <handle><what> is altered``)."""
+    try:
+        yield
+    except ArtifactIntegrityError as exc:
+        raise LedgerIntegrityError(
+            session_id=thread.session_id, seq=seq, reason=f"artifact {exc.handle}{what} is altered"
+        ) from exc
 
 
 def _checked(thread: _Thread, seq: int, digest: str, content: bytes | None, what: str) -> bytes:
@@ -1817,9 +1838,9 @@ class FlightlogSaver(BaseCheckpointSaver[str]):
     def _load(self, thread: _Thread, ref: _Ref) -> Any:
         """Deserialize an artifact after checking that its bytes hash to its handle (:data:`NULL_HANDLE`:
         the empty bytes, not read)."""
-        return self._loads(
-            thread, ref, b"" if ref.handle == NULL_HANDLE else self.store.get_artifact(ref.handle)
-        )
+        with _refusing(thread, ref.seq):
+            content = b"" if ref.handle == NULL_HANDLE else self.store.get_artifact(ref.handle)
+        return self._loads(thread, ref, content)
 
     def _loads(self, thread: _Thread, ref: _Ref, content: bytes | None) -> Any:
         """Deserialize the bytes read for ``ref`` after checking that they hash to its handle (the empty
@@ -1898,7 +1919,12 @@ class FlightlogSaver(BaseCheckpointSaver[str]):
         if not chain:
             return None if ref is None else self._load(thread, ref)
         refs = [*([] if ref is None else [ref]), *reversed(chain)]
-        contents = self.store.get_artifacts([r.handle for r in refs])  # one read for the whole chain
+        try:
+            contents = self.store.get_artifacts([r.handle for r in refs])  # one read for the whole chain
+        except ArtifactIntegrityError as exc:
+            seq = next((r.seq for r in refs if r.handle == exc.handle), refs[-1].seq)  # the row naming it
+            with _refusing(thread, seq):
+                raise
         value: Any = []
         with collector_paused():
             for r in refs:
@@ -1932,7 +1958,9 @@ class FlightlogSaver(BaseCheckpointSaver[str]):
             )
 
         while True:
-            header = _split_delta(checked(handle, self.store.get_artifact(handle)))
+            with _refusing(thread, ref.seq, f" of channel value {ref.handle}"):
+                content = self.store.get_artifact(handle)
+            header = _split_delta(checked(handle, content))
             if header is None:
                 raise bad(handle, "not a content-linked delta")
             kind, elements, base, step = header.get("t"), header.get("e"), header.get("b"), header.get("d")
@@ -1965,7 +1993,8 @@ class FlightlogSaver(BaseCheckpointSaver[str]):
             handle, depth = base, step - 1
         if not isinstance(root_type, str):
             raise bad(handle, "the link to the whole list does not name its type")
-        contents = self.store.get_artifacts([root, *(e for _, e in parts)])
+        with _refusing(thread, ref.seq, f" of channel value {ref.handle}"):
+            contents = self.store.get_artifacts([root, *(e for _, e in parts)])
         loaded = [(root_type, checked(root, contents.get(root)))]
         loaded.extend((kind, checked(e, contents.get(e))) for kind, e in reversed(parts))
         with collector_paused():
@@ -2700,7 +2729,12 @@ class FlightlogSaver(BaseCheckpointSaver[str]):
             ref = None if ref.base is None else thread.blobs.get((ns, channel, ref.base))
         if ref is None or len(links) < SEGMENT - 1 or ref.depth != (depth - SEGMENT or None):
             return {}
-        contents = self.store.get_artifacts([r.handle for r in links])
+        try:
+            contents = self.store.get_artifacts([r.handle for r in links])
+        except (
+            ArtifactIntegrityError
+        ):  # a link below was altered: no anchor; a read follows the links and refuses it
+            return {}
         run, kinds = [header["e"]], {header["t"]}
         for i, r in enumerate(links):
             content = contents.get(r.handle)

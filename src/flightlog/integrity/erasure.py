@@ -30,9 +30,11 @@ appending to a live session would take its authority epoch from the writer recor
 table is never touched: every chain, tree head and signed checkpoint still verifies.
 
 **Verification** (:func:`check_artifacts`, called by :func:`~flightlog.integrity.verify.audit_session`): every
-salted handle a session's events mention is reported ``present``, ``erased`` (the erasure log event is
-read back and must name the handle) or ``missing``: gone without an erasure record, the divergence
-``artifact_missing`` at the first referencing seq.
+salted handle a session's events mention is reported ``present`` (its content and salt hash to the
+handle), ``erased`` (the erasure log event is read back and must name the handle), ``missing``: gone
+without an erasure record, the divergence ``artifact_missing`` at the first referencing seq, or
+``corrupt``: stored content or salt altered, the divergence ``artifact_corrupt``. The archives the kernel's
+events name (``sha256:`` handles) are checked the same way (no erasure for them).
 
 Source: ARCHITECTURE.md invariants 1 (append-only) and 8 (references are logical ids, never secrets).
 """
@@ -41,7 +43,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
-from ..errors import Divergence, EventDecodeError, SessionNotFound, StoreError
+from ..errors import ArtifactIntegrityError, Divergence, EventDecodeError, SessionNotFound, StoreError
 from ..recorder import Recorder
 from ..salted import (
     SALT_BYTES,
@@ -57,7 +59,7 @@ from .keys import now_ms
 if TYPE_CHECKING:
     from ..store.base import Store
     from .notary import Notary
-    from .verify import AuditReport
+    from .verify import ArtifactRef, AuditReport
 
 __all__ = [
     "ERASED_KIND",
@@ -156,19 +158,29 @@ def _forget_memories(store: Store, handle: str) -> None:
 
 
 def check_artifacts(store: Store, report: AuditReport) -> None:
-    """Set the state of each salted artifact ``report`` lists; a missing one is a divergence.
+    """Set the state of each artifact ``report`` lists (salted ones, and the archives kernel events name);
+    a missing or corrupt one is a divergence at the first referencing seq.
 
-    ``present``: content stored. ``erased``: an erasure record whose erasure log event names the handle.
-    ``missing``: neither (``artifact_missing`` at the first referencing seq). ``unchecked``: the store
-    keeps no salted artifacts.
+    ``present``: stored, and its bytes hash to the handle (each is read once). ``erased`` (salted only): an
+    erasure record whose erasure log event names the handle. ``missing``: neither (``artifact_missing``).
+    ``corrupt``: stored bytes that hash otherwise (``artifact_corrupt``). ``unchecked``: the store keeps no
+    salted artifacts.
     """
     for ref in report.artifacts:
         try:
-            present = store.salted_artifact_info(ref.digest) is not None
+            present = _stored(store, ref)
         except NotImplementedError:
+            continue
+        except ArtifactIntegrityError as exc:
+            ref.state, ref.detail = "corrupt", exc.reason
+            report.divergences.append(Divergence(ref.seq, "artifact_corrupt", f"{ref.handle}: {exc.reason}"))
             continue
         if present:
             ref.state = "present"
+            continue
+        if not ref.salted:
+            ref.state, ref.detail = "missing", "not in the store"
+            report.divergences.append(Divergence(ref.seq, "artifact_missing", f"{ref.handle}: {ref.detail}"))
             continue
         erasure = store.erasure(ref.digest)
         problem = _erasure_problem(store, ref.handle, erasure)
@@ -179,6 +191,18 @@ def check_artifacts(store: Store, report: AuditReport) -> None:
         ref.state, ref.detail = "missing", problem or "gone without an erasure record"
         report.divergences.append(Divergence(ref.seq, "artifact_missing", f"{ref.handle}: {ref.detail}"))
     report.divergences.sort(key=lambda d: d.seq)
+
+
+def _stored(store: Store, ref: ArtifactRef) -> bool:
+    """Whether ``ref``'s artifact is stored; the store's read checks its bytes against the handle.
+
+    Raises:
+        ArtifactIntegrityError: stored bytes that hash otherwise.
+        NotImplementedError: the store keeps no salted artifacts.
+    """
+    if ref.salted:
+        return store.get_salted_artifact(ref.digest) is not None
+    return store.get_artifact(ref.digest) is not None
 
 
 def _erasure_problem(store: Store, handle: str, erasure: ErasureRecord | None) -> str | None:

@@ -15,8 +15,12 @@ diverges; :func:`flightlog.integrity.audit.require_intact` (the check every entr
 
 **Erasable artifacts.** Events referencing personal data do so by salted digest
 (``salted:sha256:<hex>``, :mod:`flightlog.integrity.erasure`); verification lists each such reference (a JSON string
-value that is exactly a handle, not a mention inside longer text) as present, erased (with the erasure
-log seq) or missing (``artifact_missing``, a divergence).
+value that is exactly a handle, not a mention inside longer text) as present (stored, and its content and
+salt hash to the handle), erased (with the erasure log seq), missing (``artifact_missing``, a divergence) or
+corrupt (``artifact_corrupt``, a divergence). The archives kernel events name (``page_out.archive_ref``,
+``context_renewed.handoff_ref``: ``sha256:<hex>`` handles of content-addressed artifacts, which
+``page_in`` and ``replay`` read back) are listed and checked the same way: present and hashing to the
+handle, else ``artifact_missing`` or ``artifact_corrupt``.
 
 **Limits.** The ledger id lives in the database: an attacker who rewrites it *and* deletes every
 checkpoint turns sessions into wholly unanchored ones (reported so, never as signed) with no retained
@@ -29,9 +33,9 @@ Divergence reasons added here (on top of :func:`flightlog.ledger.verify_rows`'s)
 checkpoint covers more events than stored), ``rollback`` (the retained head covers more events than
 stored), ``stale_head`` (the database's latest checkpoint is older than the retained head), ``fork`` (the
 stored rows disagree with the retained head), ``after_seal``, ``bad_seal``, ``artifact_missing`` (a
-salted artifact referenced by an event is gone without an erasure record, or a linked artifact is not
-stored: :mod:`flightlog.integrity.linked`) and ``artifact_corrupt`` (a linked artifact's bytes hash
-otherwise), ``ref_unreadable`` (a linking record's ``"ref"`` is not a ``sha256:<64 lowercase hex>``
+salted artifact or archive referenced by an event is gone without an erasure record, or a linked artifact
+is not stored: :mod:`flightlog.integrity.linked`) and ``artifact_corrupt`` (a salted artifact's, an
+archive's or a linked artifact's bytes hash otherwise), ``ref_unreadable`` (a linking record's ``"ref"`` is not a ``sha256:<64 lowercase hex>``
 handle: :func:`~flightlog.store.links.unreadable_refs`), ``unanchored_restore`` (events of the restore log
 :data:`RESTORE_LOG` no signed checkpoint covers: ``db accept-restore`` checkpoints each entry in the
 transaction that records it, so such a tail was not written by it). ``flightlog verify`` and ``audit`` add ``row_mismatch`` to a report that passes: the unhashed
@@ -85,16 +89,20 @@ the transaction that records it, so an unanchored tail in it is a divergence (``
 
 _SEAL_MARK = b'"custom_kind":"session_sealed"'
 _SALTED = re.compile(rb'"salted:sha256:([0-9a-f]{64})"')  # a JSON string that is exactly a handle
+_ARCHIVE_KINDS = re.compile(rb'"kind":"(?:page_out|context_renewed)"')  # may be one: decode to know
+_PLAIN = re.compile(r"sha256:([0-9a-f]{64})")
 
 
 @dataclass
 class ArtifactRef:
-    """A salted (erasable) artifact referenced by a session's events.
+    """An artifact referenced by a session's events: a salted (erasable) one, or a content-addressed one a
+    kernel event names as stored beside the ledger (``page_out.archive_ref``, ``context_renewed.handoff_ref``).
 
     Attributes:
-        handle: ``salted:sha256:<hex>``.
+        handle: ``salted:sha256:<hex>`` or ``sha256:<hex>``.
         seq: The first event referencing it.
-        state: ``present``, ``erased``, ``missing`` or ``unchecked`` (no store to look in).
+        state: ``present`` (stored, and its bytes hash to the handle), ``erased`` (salted only),
+            ``missing``, ``corrupt`` (its bytes hash otherwise) or ``unchecked`` (no store to look in).
         detail: Where the erasure is ledgered, or what is wrong.
     """
 
@@ -104,9 +112,14 @@ class ArtifactRef:
     detail: str = ""
 
     @property
+    def salted(self) -> bool:
+        """Whether it is a salted (erasable) artifact."""
+        return self.handle.startswith(SALTED_PREFIX)
+
+    @property
     def digest(self) -> str:
-        """The salted digest, hex."""
-        return self.handle.removeprefix(SALTED_PREFIX)
+        """The digest, hex (salted: of salt and content)."""
+        return self.handle.removeprefix(SALTED_PREFIX).removeprefix("sha256:")
 
 
 @dataclass
@@ -213,9 +226,12 @@ class AuditReport:
             parts.append(f"witnessed up to size {self.witnessed} by {self.witnessed_by}")
         if self.indexed is not None:
             parts.append(f"in the index log up to size {self.indexed}")
-        erased = [a for a in self.artifacts if a.state == "erased"]
-        if self.artifacts:
-            parts.append(f"{len(self.artifacts)} salted artifact(s), {len(erased)} erased")
+        salted = [a for a in self.artifacts if a.salted]
+        if salted:
+            erased = [a for a in salted if a.state == "erased"]
+            parts.append(f"{len(salted)} salted artifact(s), {len(erased)} erased")
+        if len(salted) < len(self.artifacts):
+            parts.append(f"{len(self.artifacts) - len(salted)} archive artifact(s)")
         if self.linked:
             parts.append(f"{self.linked} artifact(s) of linking records and their links checked")
         if self.retired is not None:
@@ -275,6 +291,7 @@ class _Tee:
     roots: dict[int, tuple[bytes, str]] = field(default_factory=dict)
     seals: list[_Seal] = field(default_factory=list)
     salted: dict[str, int] = field(default_factory=dict)
+    archives: dict[str, int] = field(default_factory=dict)
     linking: dict[str, int] = field(default_factory=dict)
     unreadable: list[tuple[int, str]] = field(default_factory=list)
 
@@ -294,6 +311,9 @@ class _Tee:
             if b"salted:sha256:" in data:
                 for match in _SALTED.finditer(data):
                     self.salted.setdefault(match.group(1).decode("ascii"), row.seq)
+            if _ARCHIVE_KINDS.search(data):
+                for digest in archive_refs(row):
+                    self.archives.setdefault(digest, row.seq)
             if data.startswith(LINKING_PREFIX):
                 for digest in linking_refs(data):
                     self.linking.setdefault(digest, row.seq)
@@ -312,6 +332,28 @@ class _Tee:
         payload = seal_payload(row)
         if payload is not None:
             self.seals.append(_Seal(row.seq, payload, self.tree.root().hex()))
+
+
+def archive_refs(row: StoredEvent) -> list[str]:
+    """The content-addressed artifacts (hex digests) a kernel event at ``row`` names as stored beside the
+    ledger: ``page_out.archive_ref`` and ``context_renewed.handoff_ref`` when they are ``sha256:<64 hex>``
+    handles (another value, a path or a note, names no artifact of the store); ``[]`` for any other event
+    (or one that does not decode: ``undecodable`` is reported by the chain check)."""
+    from ..encoding import decode_stored
+    from ..events import ContextRenewed, PageOut
+
+    try:
+        event = decode_stored(row.event_bytes, seq=row.seq)
+    except EventDecodeError:
+        return []
+    if isinstance(event, PageOut):
+        ref = event.archive_ref
+    elif isinstance(event, ContextRenewed):
+        ref = event.handoff_ref
+    else:
+        return []
+    match = _PLAIN.fullmatch(ref or "")
+    return [match.group(1)] if match else []
 
 
 def seal_payload(row: StoredEvent) -> Any:
@@ -556,9 +598,13 @@ def audit_rows(
         _match_head(report, head.checkpoint, tee, f"the head witness {head.witness} cosigned", stale)
     _match_indexed(report, indexed, tee, stale)
     _match_seal(report, tee)
-    report.artifacts = [
-        ArtifactRef(SALTED_PREFIX + d, seq) for d, seq in sorted(tee.salted.items(), key=lambda i: i[1])
-    ]
+    report.artifacts = sorted(
+        [
+            *(ArtifactRef(SALTED_PREFIX + d, seq) for d, seq in tee.salted.items()),
+            *(ArtifactRef("sha256:" + d, seq) for d, seq in tee.archives.items()),
+        ],
+        key=lambda a: a.seq,
+    )
     report.linking = tee.linking
     report.divergences.extend(
         Divergence(

@@ -121,7 +121,7 @@ class Activation:
         self._fenced: str | None = None
         self.notes = Notes()
         self.memory_context: MemoryContext | None = None
-        self._loader = archive_loader(kernel.store)
+        self._loader = archive_loader(kernel.store, recorder.session_id)
         self.surface = ToolSurface(self.agent, ceiling, self.append, recorder.checkpoint)
         self.milestones = Milestones(
             self.agent.milestones, self.surface, self.append, self.agent.context_policy

@@ -63,8 +63,10 @@ nor complete. Resuming runs the turn's calls again (a completed effect returns i
 A ``StaleWriter`` or ``AppendConflict`` (including ``SessionBusy``) raised through a tool
 (a built-in tool's append, a sub-agent's child session taken or held by another process) means this
 process lost a session it writes: it is re-raised, nothing is recorded for the call (a side effect stays
-in doubt, its completion unwritten) and the loop stops as fenced off. Any other exception is an error
-result.
+in doubt, its completion unwritten) and the loop stops as fenced off. An ``ArtifactIntegrityError`` (a
+tool read an artifact the store holds altered, e.g. ``page_in`` of a tampered archive) is re-raised too:
+nothing is recorded for the call and the run stops with the error, as on any store failure. Any other
+exception is an error result.
 """
 
 from __future__ import annotations
@@ -73,7 +75,7 @@ import asyncio
 from collections.abc import Sequence
 from typing import Protocol
 
-from ..errors import AppendConflict, StaleWriter
+from ..errors import AppendConflict, ArtifactIntegrityError, StaleWriter
 from ..events import Custom, Event, Rollbacked, RollbackReason, RunTerminal, ToolCompleted
 from ..messages import ToolResult
 from ..recorder import Recorder
@@ -164,6 +166,10 @@ async def _invoke(tool: Tool, plan: CallPlan, ceiling: Ceiling | None) -> Outcom
     except (StaleWriter, AppendConflict):
         # This process lost a session it writes (this one, or a sub-agent's child the tool drives) to
         # another writer: the activation stops as fenced off, never a tool result nor a completed effect.
+        raise
+    except ArtifactIntegrityError:
+        # The store handed back an artifact that is not what its handle names (page_in of an altered
+        # archive): the store was tampered with, which no model can fix; the run stops with the error.
         raise
     except ToolArgumentsError as exc:
         return Outcome(str(exc), True)

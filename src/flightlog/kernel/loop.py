@@ -641,7 +641,9 @@ class Kernel:
                 parent_session_id=parent_session_id,
             )
             ceiling = None if grant is None else Ceiling(grant.policy, grant.digest)
-            state = KernelState(recorder.session_id, transcript=Transcript(archive_loader(self.store)))
+            state = KernelState(
+                recorder.session_id, transcript=Transcript(archive_loader(self.store, recorder.session_id))
+            )
             activation = _Activation(self, recorder, state, ceiling)
             activation.append(started, *evidence, limits, *named)
             activation.append(*memory.start_events(self.store, self.agent.memory, goal))

@@ -434,4 +434,4 @@ def check_session(store: Store, session_id: str) -> RequestCheck:
         EventDecodeError: a stored event does not decode.
     """
     pairs = ((row.seq, event) for row, event in iter_events(store, session_id))
-    return check_requests(pairs, loader=archive_loader(store))
+    return check_requests(pairs, loader=archive_loader(store, session_id))

@@ -550,5 +550,5 @@ def load_state(store: Store, session_id: str) -> KernelState:
     return fold(
         session_id,
         ((row.seq, row.recorded_at_ms, event) for row, event in iter_events(store, session_id)),
-        loader=archive_loader(store),
+        loader=archive_loader(store, session_id),
     )

@@ -64,7 +64,6 @@ went on in the live store as ``stale_copy``, not ``rollback`` / ``missing``.
 
 from __future__ import annotations
 
-import hashlib
 import re
 from collections.abc import Callable, Iterator, Sequence
 from contextlib import nullcontext
@@ -72,7 +71,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from ..encoding import decode_stored
-from ..errors import Divergence, FlightlogError, LedgerIntegrityError, StoreError
+from ..errors import ArtifactIntegrityError, Divergence, FlightlogError, LedgerIntegrityError, StoreError
 from ..events import Custom
 from ..integrity.checkpoints import encode_frontier, origin_for
 from ..integrity.heads import HeadStore, WitnessedHead
@@ -662,7 +661,14 @@ def _copy_artifacts(
             continue
         seen.add(digest)
         info = src.artifact_info(digest)
-        content = src.get_artifact(digest) if info is not None else None
+        try:
+            content = src.get_artifact(digest) if info is not None else None
+        except ArtifactIntegrityError as exc:  # the source's bytes hash otherwise: never carried on
+            raise CopyNotVerified(
+                session_id=session_id,
+                seq=handles.get((False, digest)),
+                reason=f"artifact sha256:{digest} in the source {exc.reason}",
+            ) from exc
         if info is None or content is None:
             seq = handles.get((False, digest))
             if parent is None and seq is not None and digest not in linking:
@@ -721,7 +727,12 @@ def _check_artifacts(dst: Store, session_id: str, roots: Sequence[str]) -> None:
 def _copy_salted(src: Store, dst: Store, session_id: str, digest: str) -> int:
     if not src.index_supported() or not dst.index_supported():
         return 0
-    stored = src.get_salted_artifact(digest)
+    try:
+        stored = src.get_salted_artifact(digest)
+    except ArtifactIntegrityError as exc:
+        raise CopyNotVerified(
+            session_id=session_id, reason=f"artifact {exc.handle} in the source {exc.reason}"
+        ) from exc
     info = src.salted_artifact_info(digest)
     if stored is not None and info is not None:
         dst.put_salted_artifact(digest, stored[1], stored[0], info.media_type, session_id=session_id)
@@ -802,14 +813,17 @@ def _memory_text(src: Store, record_id: str, handle: str) -> tuple[bytes, bytes]
     where = f"memory {record_id}"
     if not handle.startswith(SALTED_PREFIX):
         raise CopyNotVerified(session_id=where, reason=f"its content {handle[:80]!r} is not a salted handle")
-    stored = src.get_salted_artifact(handle.removeprefix(SALTED_PREFIX))
+    try:
+        stored = src.get_salted_artifact(handle.removeprefix(SALTED_PREFIX))
+    except ArtifactIntegrityError as exc:  # the store's read checks the digest
+        raise CopyNotVerified(
+            session_id=where, reason=f"its text does not hash to {handle} in the source"
+        ) from exc
     if stored is None:
         raise CopyNotVerified(
             session_id=where, reason=f"its text {handle} is not in the source (erased or never stored)"
         )
     content, salt = stored
-    if hashlib.sha256(salt + content).hexdigest() != handle.removeprefix(SALTED_PREFIX):
-        raise CopyNotVerified(session_id=where, reason=f"its text does not hash to {handle} in the source")
     try:
         content.decode("utf-8")
     except UnicodeDecodeError as exc:

@@ -852,7 +852,14 @@ class Store(abc.ABC):
 
     @abc.abstractmethod
     def get_artifact(self, sha256: str) -> bytes | None:
-        """The bytes of an artifact (by hex digest), or None."""
+        """The bytes of an artifact (by hex digest or ``sha256:<hex>`` handle), or None when not stored.
+
+        Every backend checks the bytes against the digest before returning them
+        (:func:`flightlog.store.rows.checked_artifact`).
+
+        Raises:
+            ArtifactIntegrityError: the stored bytes hash otherwise (altered in the store), naming the handle.
+        """
 
     @abc.abstractmethod
     def artifact_info(self, sha256: str) -> ArtifactRecord | None:
@@ -861,7 +868,12 @@ class Store(abc.ABC):
     def get_artifacts(self, handles: Sequence[str]) -> dict[str, bytes]:
         """The bytes of several artifacts at once: ``{handle: bytes}`` for each one stored (a missing one
         is left out), keyed by the handle as given (``sha256:<hex>`` or the hex digest). Backends read them
-        in a few statements; this default calls :meth:`get_artifact` per handle."""
+        in a few statements; this default calls :meth:`get_artifact` per handle. Each is checked against its
+        digest as :meth:`get_artifact` checks it.
+
+        Raises:
+            ArtifactIntegrityError: a stored one hashes otherwise (the first found), naming its handle.
+        """
         found: dict[str, bytes] = {}
         for handle in handles:
             content = self.get_artifact(handle)
@@ -1133,7 +1145,14 @@ class Store(abc.ABC):
 
     @abc.abstractmethod
     def get_salted_artifact(self, digest: str) -> tuple[bytes, bytes] | None:
-        """``(content, salt)`` of a salted artifact, or None (never stored, or erased)."""
+        """``(content, salt)`` of a salted artifact, or None (never stored, or erased).
+
+        Every backend checks ``sha256(salt || content)`` against ``digest`` before returning them
+        (:func:`flightlog.store.rows.checked_salted`).
+
+        Raises:
+            ArtifactIntegrityError: they hash otherwise (altered in the store), naming the handle.
+        """
 
     @abc.abstractmethod
     def salted_artifact_info(self, digest: str) -> SaltedArtifactRecord | None:

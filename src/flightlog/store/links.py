@@ -31,7 +31,6 @@ reads such roots and everything they link to, in batches, each artifact once.
 
 from __future__ import annotations
 
-import hashlib
 import re
 from collections import deque
 from collections.abc import Iterator, Mapping
@@ -39,6 +38,7 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
 from ..encoding import canonical_json, parse_json
+from ..errors import ArtifactIntegrityError
 
 if TYPE_CHECKING:
     from .base import Store
@@ -201,7 +201,7 @@ class Linked:
             ``corrupt`` (its bytes hash otherwise; its links are not followed).
         parent: The artifact whose content links to it (hex), None for a root (named by an event).
         seq: The first event naming the root it was reached from.
-        content: Its bytes (None when missing).
+        content: Its bytes (None when missing or corrupt: the store never hands out bytes that hash otherwise).
     """
 
     digest: str
@@ -236,20 +236,36 @@ class LinkWalk:
         self.parents.update(dict.fromkeys(self.roots))
         while pending:
             taken = [pending.popleft() for _ in range(min(self.batch, len(pending)))]
-            found = self.store.get_artifacts([d for d, _, _ in taken])
+            found, corrupt = self._read([d for d, _, _ in taken])
             for digest, parent, seq in taken:
                 content = found.get(digest)
+                if digest in corrupt:
+                    yield Linked(digest, "corrupt", parent, seq, None)
+                    continue
                 if content is None:
                     yield Linked(digest, "missing", parent, seq, None)
-                    continue
-                if hashlib.sha256(content).hexdigest() != digest:
-                    yield Linked(digest, "corrupt", parent, seq, content)
                     continue
                 for link in artifact_links(content):
                     if link not in self.parents:
                         self.parents[link] = digest
                         pending.append((link, digest, seq))
                 yield Linked(digest, "present", parent, seq, content)
+
+    def _read(self, digests: list[str]) -> tuple[dict[str, bytes], set[str]]:
+        """The batch's stored contents (each checked against its digest by the store) and the digests whose
+        bytes hash otherwise: the store's read raises on the first such one
+        (:class:`~flightlog.errors.ArtifactIntegrityError`), which is set aside and the rest read again."""
+        corrupt: set[str] = set()
+        wanted = list(digests)
+        while True:
+            try:
+                return self.store.get_artifacts(wanted), corrupt
+            except ArtifactIntegrityError as exc:
+                bad = exc.handle.removeprefix("sha256:")
+                if bad not in wanted:  # not one of this batch: nothing to set aside
+                    raise
+                corrupt.add(bad)
+                wanted.remove(bad)
 
     def path(self, digest: str) -> list[str]:
         """The digests from a root down to the artifact that links to ``digest`` (``[]`` for a root or an

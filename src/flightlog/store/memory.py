@@ -26,9 +26,12 @@ Tables: ``memories`` (+ ``memories_fts`` on SQLite), created by a new migration 
 from __future__ import annotations
 
 import abc
+import json
 import re
 from collections.abc import Collection, Iterator
 from dataclasses import dataclass
+
+from pydantic import ValidationError
 
 from ..errors import StoreError
 from ..events import MemoryKind, MemoryRecord, MemoryScope
@@ -37,6 +40,7 @@ __all__ = [
     "MemoryConflict",
     "MemoryHit",
     "MemoryIndex",
+    "MemoryRecordInvalid",
     "MemoryRow",
     "query_terms",
     "recalled_json",
@@ -89,9 +93,59 @@ class MemoryRow:
         return self.record.content
 
 
-def row_of(stored_json: str) -> MemoryRow:
-    """The row of a stored ``record_json`` column."""
-    return MemoryRow(MemoryRecord.model_validate_json(stored_json))
+class MemoryRecordInvalid(StoreError):
+    """A stored ``record_json`` is not an upstream ``MemoryRecord``: the ``memories`` table was written
+    outside flightlog (which stores only records it validated). ``record_id`` names the memory (the
+    column's id, else the JSON's ``record_id``, else ``?``), ``field`` the first invalid field (a dotted
+    path, ``record_json`` when the JSON itself does not parse) and ``reason`` what is wrong with it."""
+
+    record_id: str
+    field: str
+    reason: str
+
+    def __init__(self, *, record_id: str, field: str, reason: str) -> None:
+        super().__init__(
+            f"memory {record_id!r}: its stored record is invalid at {field}: {reason} (the memories table was "
+            "edited outside flightlog)",
+            record_id=record_id,
+            field=field,
+            reason=reason,
+        )
+
+
+def row_of(stored_json: str, record_id: str | None = None) -> MemoryRow:
+    """The row of a stored ``record_json`` column.
+
+    Args:
+        stored_json: The column.
+        record_id: The row's ``record_id`` column when the caller read it (named in the error).
+
+    Raises:
+        MemoryRecordInvalid: the JSON is not a valid record, naming the memory and the first bad field.
+    """
+    try:
+        return MemoryRow(MemoryRecord.model_validate_json(stored_json))
+    except ValidationError as exc:
+        first = exc.errors()[0]
+        field = ".".join(str(part) for part in first["loc"]) or "record_json"
+        more = f" (+{exc.error_count() - 1} more invalid)" if exc.error_count() > 1 else ""
+        shown = repr(first.get("input"))
+        reason = f"{first['msg']} (stored {shown[:80]}){more}"
+        if first["type"] == "json_invalid":
+            field, reason = "record_json", f"not JSON: {first['msg']}"
+        raise MemoryRecordInvalid(
+            record_id=record_id or _stored_id(stored_json), field=field, reason=reason
+        ) from exc
+
+
+def _stored_id(stored_json: str) -> str:
+    """The ``record_id`` a stored record names, ``?`` when it names none readable."""
+    try:
+        found = json.loads(stored_json)
+    except ValueError:
+        return "?"
+    value = found.get("record_id") if isinstance(found, dict) else None
+    return value if isinstance(value, str) else "?"
 
 
 def record_json(record: MemoryRecord) -> str:

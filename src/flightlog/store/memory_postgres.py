@@ -90,7 +90,7 @@ class PostgresMemory(MemoryIndex):
 
     def get(self, record_id: str) -> MemoryRow | None:
         row = self._store._one("SELECT record_json FROM memories WHERE record_id = %s", (record_id,))
-        return row_of(row[0]) if row else None
+        return row_of(row[0], record_id) if row else None
 
     def find(self, scope: MemoryScope, kind: MemoryKind, name: str) -> MemoryRow | None:
         row = self._store._one(

@@ -103,7 +103,7 @@ class SqliteMemory(MemoryIndex):
         if not self._store._has_table("memories"):
             return None
         row = self._store._one("SELECT record_json FROM memories WHERE record_id = ?", (record_id,))
-        return row_of(row[0]) if row else None
+        return row_of(row[0], record_id) if row else None
 
     def find(self, scope: MemoryScope, kind: MemoryKind, name: str) -> MemoryRow | None:
         if not self._store._has_table("memories"):

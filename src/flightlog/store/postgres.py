@@ -88,7 +88,7 @@ from .ddl import (
     RUNS_FOLD_6,
     RUNS_FOLD_7,
 )
-from .group import CommitGroup, Gate
+from .group import CommitGroup, Gate, run_all
 from .memory_postgres import MIGRATION as MEMORY_MIGRATION
 from .memory_postgres import PostgresMemory
 from .pglisten import Listener
@@ -585,8 +585,7 @@ class PostgresStore(SqlStore):
             raise
         callbacks = tx.after_commit
         self._end(tx, conn, rollback=False)
-        for callback in callbacks:
-            callback()
+        run_all(callbacks)  # every one runs, then the first failure is raised (a recorder's subscriber)
 
     def _group_transaction(self, tx: _Tx, gate: Gate) -> Iterator[None]:
         """The outermost block with group commit: on the shared writer connection, opening the group

@@ -14,6 +14,7 @@ from collections.abc import Sequence
 from dataclasses import fields
 from typing import Any
 
+from ..errors import ArtifactIntegrityError
 from .base import IndexCheckpointRecord, NewEvent, RunRow, SessionRecord
 
 __all__ = [
@@ -178,3 +179,34 @@ def digest(content: bytes | str) -> str:
     """sha256 of ``content`` (text as UTF-8), 64 lowercase hex chars."""
     data = content.encode("utf-8") if isinstance(content, str) else content
     return hashlib.sha256(data).hexdigest()
+
+
+def checked_artifact(sha256: str, content: bytes) -> bytes:
+    """``content`` read for the artifact of hex digest ``sha256``, when it hashes to it: the one check every
+    backend's content-addressed read makes (:meth:`flightlog.store.base.Store.get_artifact`).
+
+    Raises:
+        ArtifactIntegrityError: ``content`` hashes otherwise (altered in the store); names ``sha256:<hex>``.
+    """
+    found = hashlib.sha256(content).hexdigest()
+    if found != sha256:
+        raise ArtifactIntegrityError(
+            handle=f"sha256:{sha256}",
+            reason=f"holds {len(content)} bytes of another sha256 (sha256:{found[:16]}...): altered in the store",
+        )
+    return content
+
+
+def checked_salted(digest: str, content: bytes, salt: bytes) -> tuple[bytes, bytes]:
+    """``(content, salt)`` read for the salted artifact of hex digest ``digest``, when ``sha256(salt ||
+    content)`` is it (:meth:`flightlog.store.base.Store.get_salted_artifact`).
+
+    Raises:
+        ArtifactIntegrityError: they hash otherwise (altered in the store); names ``salted:sha256:<hex>``.
+    """
+    if hashlib.sha256(salt + content).hexdigest() != digest:
+        raise ArtifactIntegrityError(
+            handle=f"salted:sha256:{digest}",
+            reason="does not match its digest (its content or salt was altered in the store)",
+        )
+    return content, salt

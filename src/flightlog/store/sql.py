@@ -969,8 +969,9 @@ class SqlStore(Store):
         return info
 
     def get_artifact(self, sha256: str) -> bytes | None:
-        row = self._one("SELECT content FROM artifacts WHERE sha256 = ?", (sha256.removeprefix("sha256:"),))
-        return bytes(row[0]) if row else None
+        digest = sha256.removeprefix("sha256:")
+        row = self._one("SELECT content FROM artifacts WHERE sha256 = ?", (digest,))
+        return R.checked_artifact(digest, bytes(row[0])) if row else None
 
     def get_artifacts(self, handles: Sequence[str]) -> dict[str, bytes]:
         by_digest = {h.removeprefix("sha256:"): h for h in handles}
@@ -982,7 +983,7 @@ class SqlStore(Store):
             for digest, content in self._all(
                 f"SELECT sha256, content FROM artifacts WHERE sha256 IN ({marks})", batch
             ):
-                found[by_digest[digest]] = bytes(content)
+                found[by_digest[digest]] = R.checked_artifact(digest, bytes(content))
         return found
 
     def artifact_info(self, sha256: str) -> ArtifactRecord | None:
@@ -1332,7 +1333,7 @@ class SqlStore(Store):
         row = self._one_in(
             "salted_artifacts", "SELECT content, salt FROM salted_artifacts WHERE digest = ?", (digest,)
         )
-        return (bytes(row[0]), bytes(row[1])) if row else None
+        return R.checked_salted(digest, bytes(row[0]), bytes(row[1])) if row else None
 
     def salted_artifact_info(self, digest: str) -> SaltedArtifactRecord | None:
         row = self._one_in(

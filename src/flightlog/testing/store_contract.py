@@ -69,6 +69,7 @@ except ImportError as exc:  # STYLE.md (b) 13: a missing extra fails with an Imp
 from ..encoding import canonical_json
 from ..errors import (
     AppendConflict,
+    ArtifactIntegrityError,
     EffectConflict,
     LedgerRetired,
     ReadOnlyStore,
@@ -100,6 +101,9 @@ __all__ = ["StoreContract", "chained_rows"]
 Reopen = Callable[[Store], Store]
 PastHead = Callable[[Store, str, NewEvent], None]
 """``store_past_head(store, session_id, row)``: store ``row`` without moving the head (an outside edit)."""
+AlterArtifact = Callable[[Store, str, bytes], None]
+"""``store_alter_artifact(store, sha256, content)``: replace the stored bytes of artifact ``sha256`` (hex) with
+``content``, keeping its digest (an outside edit)."""
 NullId = Callable[[Store, int, str], None]
 """``store_null_id(store, created_at_ms, status)``: write a ``sessions`` row with a NULL id (an outside edit)."""
 OddId = Callable[[Store, str, bytes, bool], None]
@@ -218,6 +222,10 @@ class StoreContract(MemoryContract):
     @pytest.fixture
     def store_past_head(self) -> PastHead:
         pytest.skip("the backend's test class supplies no `store_past_head` fixture (an outside edit)")
+
+    @pytest.fixture
+    def store_alter_artifact(self) -> AlterArtifact:
+        pytest.skip("the backend's test class supplies no `store_alter_artifact` fixture (an outside edit)")
 
     @pytest.fixture
     def store_null_id(self) -> NullId:
@@ -817,6 +825,26 @@ class StoreContract(MemoryContract):
         assert all(found[h] == contents[2 * i] for i, h in enumerate(wanted[:600]))
         assert store.get_artifacts([]) == {}
 
+    def test_an_altered_artifact_is_never_read(
+        self, store: Store, store_alter_artifact: AlterArtifact
+    ) -> None:
+        """Bytes that do not hash to their digest are refused by every read, naming the artifact; the
+        other artifacts of a batch read as before."""
+        kept = store.put_artifact(b"kept", "text/plain")
+        altered = store.put_artifact(b"original", "text/plain")
+        store_alter_artifact(store, altered.sha256, b"forged")
+        reads = (
+            lambda: store.get_artifact(altered.sha256),
+            lambda: store.get_artifact(altered.handle),
+            lambda: store.get_artifacts([kept.handle, altered.handle]),
+        )
+        for read in reads:
+            with pytest.raises(ArtifactIntegrityError) as caught:
+                read()
+            assert caught.value.handle == altered.handle
+            assert "altered in the store" in str(caught.value)
+        assert store.get_artifacts([kept.handle]) == {kept.handle: b"kept"}
+
     def test_empty_artifact(self, store: Store) -> None:
         record = store.put_artifact(b"", "text/plain")
         assert record.sha256 == hashlib.sha256(b"").hexdigest()
@@ -1244,15 +1272,25 @@ class StoreContract(MemoryContract):
     def test_salted_artifacts_are_erasable(self, store: Store) -> None:
         if not store.index_supported():
             pytest.skip("this backend keeps no salted artifacts")
-        record = store.put_salted_artifact("dd" * 32, b"salt", b"personal", "text/plain", session_id="s-1")
-        assert record.handle == f"salted:sha256:{'dd' * 32}"
-        assert store.get_salted_artifact("dd" * 32) == (b"personal", b"salt")
-        assert store.artifact_sessions("dd" * 32) == ["s-1"]
-        erasure = ErasureRecord("dd" * 32, 123, "log", 0)
+        dd = hashlib.sha256(b"salt" + b"personal").hexdigest()
+        record = store.put_salted_artifact(dd, b"salt", b"personal", "text/plain", session_id="s-1")
+        assert record.handle == f"salted:sha256:{dd}"
+        assert store.get_salted_artifact(dd) == (b"personal", b"salt")
+        assert store.artifact_sessions(dd) == ["s-1"]
+        erasure = ErasureRecord(dd, 123, "log", 0)
         assert store.erase_salted_artifact(erasure) is True
         assert store.erase_salted_artifact(erasure) is False
-        assert store.get_salted_artifact("dd" * 32) is None
-        assert store.erasure("dd" * 32) == erasure
+        assert store.get_salted_artifact(dd) is None
+        assert store.erasure(dd) == erasure
+
+    def test_a_salted_artifact_that_does_not_hash_to_its_digest_is_never_read(self, store: Store) -> None:
+        if not store.index_supported():
+            pytest.skip("this backend keeps no salted artifacts")
+        store.put_salted_artifact("ee" * 32, b"salt", b"forged", "text/plain")  # as an outside edit leaves it
+        with pytest.raises(ArtifactIntegrityError) as caught:
+            store.get_salted_artifact("ee" * 32)
+        assert caught.value.handle == f"salted:sha256:{'ee' * 32}"
+        assert "does not match its digest" in str(caught.value)
 
     # ─── fleet leases ─────────────────────────────────────────────────────────────────────
     def test_open_lease_makes_a_free_lease_once(self, store: Store) -> None:

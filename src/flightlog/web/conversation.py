@@ -46,7 +46,6 @@ import binascii
 import bisect
 import copy
 import difflib
-import hashlib
 import json
 import re
 import threading
@@ -58,7 +57,7 @@ from fastapi import FastAPI, Query, Response
 from fastapi.responses import HTMLResponse, PlainTextResponse
 
 from ..encoding import decode_stored
-from ..errors import FlightlogError, SessionNotFound
+from ..errors import ArtifactIntegrityError, FlightlogError, SessionNotFound
 from ..events import Custom, RunStarted, SessionEvent, ToolCompleted, ToolDenied, ToolGated
 from ..messages import (
     ImagePart,
@@ -215,7 +214,9 @@ def transcripts(
             state = kept.fork()
         if state is None:
             state = _State(
-                -1, Rebuilder(archive_loader(store), PART_BYTES), SessionFold(SessionHeader.of(record))
+                -1,
+                Rebuilder(archive_loader(store, session_id), PART_BYTES),
+                SessionFold(SessionHeader.of(record)),
             )
         state = _fold_to(store, session_id, seq, folds, state)
         found[seq] = _keyed(state.rebuilder, seq, state.prompt)
@@ -634,7 +635,10 @@ def image_bytes(store: Store, part: ImagePart) -> tuple[bytes, str] | None:
     """The bytes and media type of an image part the route may serve, or None (see the module docs).
 
     A ``data:`` URI must be base64 of an :data:`IMAGE_TYPES` type; an artifact handle must name stored
-    bytes that hash to it, of such a type (the part's ``media_type``, else the artifact's).
+    bytes of such a type (the part's ``media_type``, else the artifact's).
+
+    Raises:
+        ArtifactIntegrityError: the stored bytes do not hash to the handle (altered in the store).
     """
     match = _DATA_URI.fullmatch(part.ref)
     if match is not None:
@@ -649,8 +653,8 @@ def image_bytes(store: Store, part: ImagePart) -> tuple[bytes, str] | None:
     if handle is None:
         return None
     digest = handle.group(1)
-    data = store.get_artifact(digest)
-    if data is None or hashlib.sha256(data).hexdigest() != digest:
+    data = store.get_artifact(digest)  # checked against the digest (ArtifactIntegrityError when altered)
+    if data is None:
         return None
     info = store.artifact_info(digest)
     media = (part.media_type or (info.media_type if info is not None else "")).lower()
@@ -738,12 +742,14 @@ def register(app: FastAPI, dash: _Dashboard) -> None:
             return PlainTextResponse("give at, m and p as integers >= 0\n", status_code=400)
         try:
             part = _image_part(dash.reader, id, at_v, m_v, p_v)
+            served = None if part is None else image_bytes(dash.reader, part)
         except SessionNotFound:
             return PlainTextResponse("no such session\n", status_code=404)
-        served = None if part is None else image_bytes(dash.reader, part)
+        except ArtifactIntegrityError as exc:  # altered bytes are never served
+            return PlainTextResponse(f"{exc}\n", status_code=409)
         if served is None:
             return PlainTextResponse(
-                "no servable image there (remote, missing, altered or not a raster image)\n", status_code=404
+                "no servable image there (remote, missing or not a raster image)\n", status_code=404
             )
         data, media = served
         return Response(data, media_type=media, headers={"Content-Disposition": "inline"})
