@@ -11,7 +11,7 @@ import pytest
 from typer.testing import CliRunner
 
 from flightlog.cli import app
-from flightlog.errors import StoreError
+from flightlog.errors import ArtifactIntegrityError
 from flightlog.events import Custom, RunStarted
 from flightlog.integrity.bundle import export_bundle
 from flightlog.integrity.erasure import (
@@ -183,8 +183,12 @@ def test_tampered_content_does_not_match_its_handle(
 ) -> None:
     _, handle, _ = referenced
     tamper(db_path, "UPDATE salted_artifacts SET content = CAST('someone else' AS BLOB)")
-    with pytest.raises(StoreError, match="does not match"):
+    with pytest.raises(ArtifactIntegrityError, match="does not match") as refused:
         get_personal_artifact(store, handle)
+    assert refused.value.handle == handle
+    result = runner.invoke(app, ["--db", str(db_path), "verify", SID])  # it said "present"
+    assert result.exit_code == 1, result.output
+    assert f"artifact {handle}: corrupt" in result.stdout and "artifact_corrupt" in result.stdout
 
 
 def test_cli_erase_then_verify(
