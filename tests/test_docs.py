@@ -169,6 +169,10 @@ ERRORS = [
         reason="hash_mismatch",
         divergences=[errors.Divergence(2, "hash_mismatch", "x")],
     ),
+    errors.ArtifactIntegrityError(handle="sha256:" + "a" * 64, reason="holds bytes of another sha256"),
+    errors.ArtifactIntegrityError(
+        handle="salted:sha256:" + "b" * 64, reason="altered", session_id="s", seq=5
+    ),
     errors.SessionNotFound(session_id="ab", matches=["abc", "abd"]),
     errors.SessionNotFound(session_id="ab", exact=True),
     errors.AppendConflict(session_id="s", seq=4),
@@ -200,6 +204,11 @@ def test_errors_keep_their_builtin_bases() -> None:
     assert isinstance(errors.ImportFormatError(path="p", reason="r"), ValueError)
     assert "seq 2" not in str(errors.LedgerIntegrityError(session_id="s", reason="empty"))
     assert "sequence 5" in str(errors.LedgerIntegrityError(session_id="s", seq=5, reason="gap"))
+    bare = errors.ArtifactIntegrityError(handle="sha256:ab", reason="is altered")
+    assert "referenced by" not in str(bare)
+    named = bare.named_by(session_id="s").named_by(seq=7, session_id="other")
+    assert (named.handle, named.session_id, named.seq) == ("sha256:ab", "s", 7)
+    assert "artifact sha256:ab (referenced by session s at seq 7) is altered" in str(named)
 
 
 def test_readme_python_example_runs(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:

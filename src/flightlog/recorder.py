@@ -588,8 +588,8 @@ class Recorder:
     def subscribe(self, subscriber: Subscriber) -> Callable[[], None]:
         """Call ``subscriber`` after each durable append; returns a function that unsubscribes.
 
-        An exception ``subscriber`` raises is raised from the append that committed the event (after every
-        other subscriber heard of it; the event stays durable), never swallowed."""
+        An exception ``subscriber`` raises is raised from the append whose commit delivered the event (after
+        every other subscriber heard of it; the event stays durable), never swallowed."""
         self._subscribers.append(subscriber)
 
         def unsubscribe() -> None:
@@ -626,7 +626,11 @@ class Recorder:
         return record.handle
 
     def get_artifact(self, handle: str) -> bytes | None:
-        """The bytes behind a handle (``sha256:<hex>`` or bare hex), or None."""
+        """The bytes behind a handle (``sha256:<hex>`` or bare hex), or None.
+
+        Raises:
+            ArtifactIntegrityError: the stored bytes do not hash to the handle (altered in the store).
+        """
         return self.store.get_artifact(handle)
 
     # ─── external effects (seed 003) ──────────────────────────────────────────────────────

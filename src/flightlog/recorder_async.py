@@ -198,7 +198,8 @@ class AsyncRecorder:
     def subscribe(self, subscriber: Subscriber) -> Callable[[], None]:
         """Call ``subscriber`` after each durable append, **off the event loop**: on the thread whose commit
         made it durable (this recorder's worker; with group commit possibly another writer's thread). Use
-        ``loop.call_soon_threadsafe`` to reach the loop. Returns a function that unsubscribes."""
+        ``loop.call_soon_threadsafe`` to reach the loop. Returns a function that unsubscribes. An exception it
+        raises is raised from the append whose commit delivered the event (:meth:`Recorder.subscribe`)."""
         return self.recorder.subscribe(subscriber)
 
     # ─── reads ────────────────────────────────────────────────────────────────────────────
@@ -212,7 +213,8 @@ class AsyncRecorder:
         return await self._run("session", self.store.get_session, self.session_id)
 
     async def get_artifact(self, handle: str) -> bytes | None:
-        """The bytes behind a handle (``sha256:<hex>`` or bare hex), or None."""
+        """The bytes behind a handle (``sha256:<hex>`` or bare hex), or None; ``ArtifactIntegrityError``
+        when the stored bytes do not hash to it (as :meth:`Recorder.get_artifact`)."""
         return await self._run("get_artifact", self.store.get_artifact, handle)
 
     # ─── the worker ───────────────────────────────────────────────────────────────────────

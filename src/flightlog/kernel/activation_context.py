@@ -499,7 +499,12 @@ class ContextActivation(Activation):
 
     # ─── what the built-in tools and tool execution need ──────────────────────────────────
     def load_archive(self, ref: str) -> list[Message] | None:
-        """The messages of an archive artifact (``sha256:<hex>``), None when unknown."""
+        """The messages of an archive artifact (``sha256:<hex>``), None when unknown.
+
+        Raises:
+            ArtifactIntegrityError: the archive is stored altered, or is not a message list
+                (:func:`flightlog.sessions.archive_loader`); the tool call re-raises it and the run stops.
+        """
         return self._loader(ref)
 
     def settle_results(self, results: list[ToolResult]) -> tuple[list[ToolResult], list[Event]]:

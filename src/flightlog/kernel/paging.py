@@ -68,7 +68,8 @@ class ContextAccess(Protocol):
     notes: Notes
 
     def load_archive(self, ref: str) -> list[Message] | None:
-        """The messages of an archive ref, or None when unknown."""
+        """The messages of an archive ref, or None when unknown (``ArtifactIntegrityError`` when stored
+        altered: ``page_in`` then stops the run, never answers with forged messages)."""
         ...
 
 
