@@ -177,6 +177,7 @@ ERRORS = [
     errors.SessionNotFound(session_id="ab", exact=True),
     errors.AppendConflict(session_id="s", seq=4),
     errors.SessionBusy(session_id="s", seq=4),
+    errors.HolderBusy(session_id="s", seq=4, effect="s:1:p1", holder="pid 7", fenced=True, waited_s=30.0),
     errors.StaleWriter(session_id="s", epoch=1, current_epoch=2),
     errors.ReadOnlyStore(url="sqlite:///x"),
     errors.StoreUnavailable(url="sqlite:///x", reason="gone"),

@@ -12,6 +12,7 @@ One base, with a builtin second base where callers expect one (``except ValueErr
     |   +-- SessionNotFound(LookupError)     session_id (or prefix), ambiguous matches, exact
     |   +-- AppendConflict                   session_id, seq
     |   |   `-- SessionBusy                  session_id, seq
+    |   |       `-- HolderBusy               session_id, seq, effect, holder, fenced, waited_s
     |   +-- StaleWriter                      session_id, epoch, current_epoch
     |   +-- ReadOnlyStore                    url
     |   |   `-- LedgerRetired                url, state, peer, at_ms
@@ -43,6 +44,7 @@ __all__ = [
     "ExportFailed",
     "FlightlogError",
     "GrantError",
+    "HolderBusy",
     "ImportFormatError",
     "InvalidSessionId",
     "ItemEncodingError",
@@ -331,6 +333,50 @@ class SessionBusy(AppendConflict):
             "process verified the session); nothing written, that writer goes on",
             session_id=session_id,
             seq=seq,
+        )
+
+
+class HolderBusy(SessionBusy):
+    """A resume waited its bound (``waited_s``, seconds) for the session's previous holder, a live process
+    still driving it (``holder``: its pid, and host when not this one) with an effect in doubt (``effect``,
+    its idempotency key), and gives up (:mod:`flightlog.kernel.takeover`). Nothing was reconciled or re-run
+    and no event written; the effect stays in doubt for a later resume. ``seq`` is the head the resume read.
+
+    ``fenced`` tells which of the resume's two waits ran out. False: the wait before it takes authority;
+    that process still holds the session and may still be writing to it. True: the wait after it took
+    authority (the epoch is bumped); that process is fenced off, its appends refused, but the tool running
+    the effect may still be running, so its outcome is unknown yet.
+    """
+
+    effect: str
+    holder: str
+    fenced: bool
+    waited_s: float
+
+    def __init__(
+        self, *, session_id: str, seq: int, effect: str, holder: str, fenced: bool, waited_s: float
+    ) -> None:
+        if fenced:
+            detail = (
+                f"its previous holder ({holder}) is fenced off (its appends are refused) but its effect "
+                f"{effect} may still be running after {waited_s:g} s; nothing reconciled, the effect stays "
+                "in doubt (resume again once that process has ended)"
+            )
+        else:
+            detail = (
+                f"another process ({holder}) still drives it with effect {effect} in doubt after {waited_s:g} s;"
+                " its authority was not taken, nothing written, and it may still be writing (resume again"
+                " when it is idle)"
+            )
+        StoreError.__init__(
+            self,
+            f"session {session_id}: {detail}",
+            session_id=session_id,
+            seq=seq,
+            effect=effect,
+            holder=holder,
+            fenced=fenced,
+            waited_s=waited_s,
         )
 
 

@@ -31,13 +31,17 @@ process, so it sees events as soon as they are durable.
 
 from __future__ import annotations
 
+import functools
 import logging
 import os
+import secrets
+import socket
 import threading
 import time
 from collections.abc import Callable, Iterable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass, replace
+from pathlib import Path
 
 from .encoding import decode_stored
 from .events import SessionEvent
@@ -54,6 +58,7 @@ __all__ = [
     "RunView",
     "ends_session",
     "follow_events",
+    "host_id",
     "is_abandoned",
     "list_run_views",
     "list_runs_json_live",
@@ -87,6 +92,31 @@ def wall_ms() -> int:
     return time.time_ns() // 1_000_000
 
 
+@functools.cache
+def host_id() -> str:
+    """Where this process's pid means something, as a live record's ``host`` names it.
+
+    On Linux ``hostname/boot_id/pid-namespace`` (``/proc/sys/kernel/random/boot_id``, the inode number of
+    ``/proc/self/ns/pid``); elsewhere, or when ``/proc`` cannot be read, the host name alone
+    (``socket.gethostname()``). Not the host name alone: a pid names a process of one pid namespace during
+    one boot, and two containers sharing a host name (host networking) have separate pid spaces, as have
+    two VMs cloned with the same name; a reader that took such a holder for one of its own host would probe
+    a pid of its own space and could find a live holder crashed. Not ``/etc/machine-id`` either: images copy
+    it into every container made from them, and it outlives a reboot, which ends every pid. The host name
+    leads so a person reading the row sees the machine.
+
+    Returns:
+        A string; equal for two processes when a pid check by one is true of the other's pids.
+    """
+    name = socket.gethostname()
+    try:
+        boot = Path("/proc/sys/kernel/random/boot_id").read_text(encoding="ascii").strip()
+        namespace = os.readlink("/proc/self/ns/pid")  # "pid:[4026531836]"
+    except OSError:  # not Linux, or /proc hidden: the host name is what is known of this pid space
+        return name
+    return f"{name}/{boot}/{namespace.removeprefix('pid:[').removesuffix(']')}"
+
+
 # ─── publishing ───────────────────────────────────────────────────────────────────────────────
 
 
@@ -94,15 +124,24 @@ class LiveRegistry:
     """Where a running kernel publishes live state: this process's registry and (with a store) the
     ``live_runs`` table other processes read.
 
+    Each record it writes names this process (``pid``), where that pid means something (``host``,
+    :func:`host_id`) and this registry (``owner``, a random token drawn here): :meth:`clear` deletes a
+    stored record only while it is still this registry's, so a holder fenced off and ending does not
+    delete the record of the activation that took the run over.
+
     Args:
         store: A writable store shared with readers, or None for in-process only.
         clock: Epoch-ms clock (tests inject one).
+
+    Attributes:
+        owner: This registry's token (32 hex chars), the ``owner`` of every record it writes.
 
     Thread-safe.
     """
 
     def __init__(self, store: Store | None = None, *, clock: Callable[[], int] = wall_ms) -> None:
         self.store = store
+        self.owner = secrets.token_hex(16)
         self._clock = clock
         self._lock = threading.Lock()
         self._records: dict[str, LiveRunRecord] = {}
@@ -136,7 +175,9 @@ class LiveRegistry:
         at = self._clock()
         with self._lock:
             previous = self._records.get(session_id)
-            record = LiveRunRecord(session_id, value.value, at, at, tokens_used, steps_taken, os.getpid())
+            record = LiveRunRecord(
+                session_id, value.value, at, at, tokens_used, steps_taken, os.getpid(), host_id(), self.owner
+            )
             if previous is not None:
                 record = replace(
                     record,
@@ -177,11 +218,17 @@ class LiveRegistry:
         return records
 
     def clear(self, session_id: str) -> None:
-        """Forget a run's live state (call when the run ends or the process leaves it)."""
+        """Forget a run's live state (call when the run ends or the process leaves it): this registry's
+        record, and the stored one while this registry wrote it (a record another registry has published
+        since, e.g. of the resume that took the run over, stays).
+
+        Raises:
+            StoreError: the store refused the delete (this registry's in-process record is gone already).
+        """
         with self._lock:
             self._records.pop(session_id, None)
         if self.store is not None:
-            self.store.delete_live_run(session_id)
+            self.store.delete_live_run(session_id, owner=self.owner)
 
     def get(self, session_id: str) -> LiveRunRecord | None:
         """This process's live record of a run, or None."""
@@ -277,16 +324,21 @@ def other_holder(
 ) -> LiveRunRecord | None:
     """The live record of another activation still driving ``session_id``, else None.
 
-    Another: not the record ``own`` (this kernel's registry) published. Still driving: its heartbeat is
-    within ``lease_ms`` of ``now_ms`` (epoch ms) and its process exists (a ``pid`` of this host that no
-    longer exists is a crashed holder whose record was never cleared; a record without a pid, or of this
-    process, counts as alive while fresh). A holder on another host whose pid happens to be free here is
-    taken for crashed: the lease is the only cross-host signal and the pid check errs that way.
+    Another: not written by ``own`` (this kernel's registry: its ``owner`` token). Still driving: its
+    heartbeat is within ``lease_ms`` of ``now_ms`` (epoch ms), and, when its ``host`` is this process's
+    (:func:`host_id`), its ``pid`` exists: a pid of this host that no longer exists is a crashed holder
+    whose record was never cleared. A record of another host is judged by its heartbeat alone (its pid
+    cannot be probed from here: a pid free here may be alive there, one alive here may be another process),
+    as is a record that names no host (written before the store's ``LIVE_RUNS_OWNER`` migration: where it
+    ran is unknown) or no pid. So a crashed holder of another host counts until its lease runs out:
+    slower, never taken for crashed while it runs.
     """
     record = next((r for r in store.live_runs() if r.run_id == session_id), None)
-    if record is None or (own is not None and own.get(session_id) == record):
+    if record is None or (own is not None and record.owner == own.owner):
         return None
-    if now_ms - record.heartbeat_at_ms > lease_ms or not _process_exists(record.pid):
+    if now_ms - record.heartbeat_at_ms > lease_ms:
+        return None
+    if record.host == host_id() and not _process_exists(record.pid):
         return None
     return record
 

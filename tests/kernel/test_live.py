@@ -208,3 +208,56 @@ def test_a_resumed_activation_starts_in_the_state_of_its_phase(
         gate.release.set()
         thread.join(TIMEOUT_S)
     assert results[0].status == "completed" and reader.live_runs() == []
+
+
+def test_a_fenced_holder_ending_leaves_the_new_holders_live_record(
+    db_path: Path, store: SqliteStore, reader: SqliteStore
+) -> None:
+    """Kernel A runs a tool; kernel B (its own store handle, as another process) resumes the run, fencing A
+    off, and runs the call again. A's tool then returns, its completion is refused and its activation ends:
+    its record is cleared, not B's. Before: A's clear deleted B's record (the run read as not live while B
+    drove it)."""
+    gates = [Blocked(), Blocked()]  # A's call, then B's
+    calls_made = [0]
+
+    @tool(effect="read_only", in_thread=True)
+    def slow_tool() -> str:
+        """Take a while."""
+        gate = gates[calls_made[0]]
+        calls_made[0] += 1
+        gate.wait()
+        return "ok"
+
+    def kernel(handle: SqliteStore) -> Kernel:
+        script = [calls(call("slow_tool", {}, id="t1")), reply("done")]
+        # a heartbeat longer than the test: only the activations' publications write the record
+        return Kernel(
+            handle, agent(ScriptedProvider(script, by_turn=True), tools=[slow_tool]), heartbeat_s=600.0
+        )
+
+    k_a = kernel(store)
+    thread_a, results_a = start(k_a)
+    with SqliteStore(db_path) as store_b:
+        k_b = kernel(store_b)
+        assert k_a.live is not None and k_b.live is not None
+        results_b: list[RunResult] = []
+        thread_b = threading.Thread(
+            target=lambda: results_b.append(k_b.resume_sync(SID, handle_signals=False))
+        )
+        try:
+            assert gates[0].entered.wait(TIMEOUT_S)
+            thread_b.start()
+            assert gates[1].entered.wait(TIMEOUT_S)
+            (record,) = reader.live_runs()
+            assert record.owner == k_b.live.owner
+            gates[0].release.set()
+            thread_a.join(TIMEOUT_S)
+            assert results_a[0].status == "cancelled" and results_a[0].detail.startswith("fenced off")
+            assert reader.live_runs() == [record]  # A ended: B's record stays
+        finally:
+            for gate in gates:
+                gate.release.set()
+            thread_a.join(TIMEOUT_S)
+            if thread_b.ident is not None:  # started
+                thread_b.join(TIMEOUT_S)
+        assert results_b[0].status == "completed" and reader.live_runs() == []

@@ -10,21 +10,23 @@ yet), B ran the tool, then A's tool performed its effect too: twice, only A's co
 
 from __future__ import annotations
 
+import asyncio
 import os
 import subprocess
 import sys
 import threading
+from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
 import pytest
 
-from flightlog.errors import SessionBusy
+from flightlog.errors import HolderBusy, SessionBusy
 from flightlog.integrity.keys import now_ms
 from flightlog.kernel import Kernel, current_effect_key, tool
 from flightlog.kernel.scripted import ScriptedProvider, call, calls, reply
-from flightlog.kernel.takeover import HOLDER_WAIT_LOG
-from flightlog.live import LiveRegistry, LiveRunRecord, other_holder
+from flightlog.kernel.takeover import HOLDER_WAIT_LOG, await_previous_holder
+from flightlog.live import LiveRegistry, LiveRunRecord, host_id, other_holder
 from flightlog.recorder import verify_session
 from flightlog.store import SqliteStore
 
@@ -108,12 +110,12 @@ def test_a_resume_while_the_previous_holder_still_runs_an_effect_never_runs_it_t
 
 
 def test_another_holder_is_a_fresh_record_of_a_process_that_exists(store: SqliteStore) -> None:
-    dead_pid = _gone_pid()
+    dead_pid, here = _gone_pid(), host_id()
     mine = LiveRegistry(store, clock=lambda: 1_000)
     mine.publish("own", "running")
     for run_id, beat, pid in (("fresh", 1_000, os.getpid()), ("stale", 1_000 - 30_001, os.getpid())):
-        store.put_live_run(LiveRunRecord(run_id, "running", beat, beat, pid=pid))
-    store.put_live_run(LiveRunRecord("crashed", "running", 1_000, 1_000, pid=dead_pid))
+        store.put_live_run(LiveRunRecord(run_id, "running", beat, beat, pid=pid, host=here))
+    store.put_live_run(LiveRunRecord("crashed", "running", 1_000, 1_000, pid=dead_pid, host=here))
 
     def holder(run_id: str) -> str | None:
         record = other_holder(store, run_id, mine, now_ms=1_000, lease_ms=30_000)
@@ -125,6 +127,83 @@ def test_another_holder_is_a_fresh_record_of_a_process_that_exists(store: Sqlite
     assert holder("crashed") is None  # its process is gone (killed: the record was never cleared)
     assert holder("nobody") is None
     assert other_holder(store, "own", None, now_ms=1_000) is not None  # another registry's record
+    assert other_holder(store, "own", LiveRegistry(store), now_ms=1_000) is not None
+
+
+def test_a_holder_of_another_host_is_judged_by_its_heartbeat_alone(store: SqliteStore) -> None:
+    """A pid names a process of its own host: one free here may be alive there, so a record of another
+    host (or of no named host: written before the host column) lives while its heartbeat is fresh."""
+    dead_pid = _gone_pid()
+    records = {
+        "there-pid-free-here": ("elsewhere/boot/1", dead_pid, 1_000),
+        "there-stale": ("elsewhere/boot/1", os.getpid(), 1_000 - 30_001),
+        "unnamed-host": (None, dead_pid, 1_000),
+        "here-pid-free": (host_id(), dead_pid, 1_000),
+    }
+    for run_id, (host, pid, beat) in records.items():
+        store.put_live_run(LiveRunRecord(run_id, "running", beat, beat, pid=pid, host=host))
+
+    def alive(run_id: str) -> bool:
+        return other_holder(store, run_id, None, now_ms=1_000, lease_ms=30_000) is not None
+
+    assert alive("there-pid-free-here")  # before: its pid was probed here, found free: "crashed"
+    assert not alive("there-stale")  # past the lease, whatever pid exists here
+    assert alive("unnamed-host")  # where it runs is unknown: the heartbeat decides
+    assert not alive("here-pid-free")  # this host, pid gone: crashed
+
+
+def test_a_publisher_in_another_process_is_alive_until_it_dies(db_path: Path, store: SqliteStore) -> None:
+    """A real second process publishes through its own registry: its record names the host this process
+    names (same pid space), so once it is killed its fresh record is no other holder any more; the same
+    record claiming another host still is (its pid cannot be probed from here)."""
+    script = (
+        "import sys\n"
+        "from flightlog.live import LiveRegistry\n"
+        "from flightlog.store import SqliteStore\n"
+        "with SqliteStore(sys.argv[1]) as s:\n"
+        "    LiveRegistry(s).publish('s', 'waiting_tool')\n"
+        "    print('published', flush=True)\n"
+        "    sys.stdin.read()\n"
+    )
+    with subprocess.Popen(
+        [sys.executable, "-c", script, str(db_path)], stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True
+    ) as child:
+        try:
+            assert child.stdout is not None and child.stdout.readline() == "published\n"
+            (record,) = store.live_runs()
+            assert (record.pid, record.host) == (child.pid, host_id())
+            assert other_holder(store, "s", LiveRegistry(store), now_ms=record.heartbeat_at_ms) == record
+        finally:
+            child.kill()  # dies without clearing its record, as a crashed holder
+            child.wait()
+    assert other_holder(store, "s", None, now_ms=record.heartbeat_at_ms) is None  # killed: crashed
+    store.put_live_run(replace(record, host="elsewhere/boot/1"))
+    assert other_holder(store, "s", None, now_ms=record.heartbeat_at_ms) is not None
+
+
+@pytest.mark.parametrize("fenced", [False, True], ids=["before_attach", "after_attach"])
+def test_a_wait_that_runs_out_says_what_the_other_holder_may_still_do(
+    store: SqliteStore, fenced: bool
+) -> None:
+    """Before: "that writer goes on" for both waits, where after the attach it is fenced off."""
+    store.record_intent("s", "s:1:p1", "a" * 64, '{"tool": "publish"}')
+    store.put_live_run(LiveRunRecord("s", "waiting_tool", now_ms(), now_ms(), pid=4242, host="elsewhere"))
+    provider = ScriptedProvider([reply("unused")])
+    with pytest.raises(HolderBusy) as raised:
+        asyncio.run(
+            await_previous_holder(store, "s", agent(provider), None, seq=3, fenced=fenced, wait_s=0.0)
+        )
+    error = raised.value
+    assert isinstance(error, SessionBusy)  # callers retrying SessionBusy (sub-agent parents) still do
+    assert (error.session_id, error.seq, error.effect, error.fenced) == ("s", 3, "s:1:p1", fenced)
+    assert error.holder == "pid 4242 on elsewhere"
+    assert "goes on" not in str(error)
+    if fenced:
+        assert "is fenced off (its appends are refused) but its effect s:1:p1 may still be running" in str(
+            error
+        )
+    else:
+        assert "its authority was not taken, nothing written, and it may still be writing" in str(error)
 
 
 def test_a_resume_does_not_wait_for_a_crashed_holder(db_path: Path, store: SqliteStore) -> None:
@@ -147,7 +226,7 @@ def test_a_resume_does_not_wait_for_a_crashed_holder(db_path: Path, store: Sqlit
     with pytest.raises(SystemExit):
         k.run_sync("go", session_id="s", handle_signals=False)
     gone = _gone_pid()
-    store.put_live_run(LiveRunRecord("s", "waiting_tool", now_ms(), now_ms(), pid=gone))
+    store.put_live_run(LiveRunRecord("s", "waiting_tool", now_ms(), now_ms(), pid=gone, host=host_id()))
     with logged(HOLDER_WAIT_LOG) as seen:  # the wait is logged at INFO
         result = Kernel(store, agent(provider, tools=[publish]), notary=None).resume_sync(
             "s", handle_signals=False

@@ -29,6 +29,7 @@ SQLITE = [
     "d74bca2e771205ceb6706ced715cb8721a635d42425b1c167546da9a807fee84",  # runs fold rules 6 (ddl.RUNS_FOLD_6)
     "042c9fa7a84f8011a5f1d08c19ff3d70a51805df8bf72e87da56abba155ebefc",  # runs fold rules 7 (ddl.RUNS_FOLD_7)
     "f7a9da5785ec3d97baa0dfee24e2bf27163b338d5a3df99bbee3fe70e7821380",  # wait-mark index (ddl.SQLITE_EVENTS_SUSPENDED)
+    "8fcb6d6a23358080be538e827b36df1ba3f0d7b10e277e77dd5794082f9a7026",  # live record host, owner (ddl.LIVE_RUNS_OWNER)
 ]
 POSTGRES = [
     "444ebb775f784a74816dc21fb6f9d2dfc5abc2ea66031eabf69ab6856626b231",
@@ -44,6 +45,7 @@ POSTGRES = [
     "d74bca2e771205ceb6706ced715cb8721a635d42425b1c167546da9a807fee84",  # runs fold rules 6 (ddl.RUNS_FOLD_6)
     "042c9fa7a84f8011a5f1d08c19ff3d70a51805df8bf72e87da56abba155ebefc",  # runs fold rules 7 (ddl.RUNS_FOLD_7)
     "d6fb37e4b5bf23ee46b3c4c28707cd6e378903689d924629b350df8c17cb214d",  # wait-mark index (ddl.POSTGRES_EVENTS_SUSPENDED)
+    "8fcb6d6a23358080be538e827b36df1ba3f0d7b10e277e77dd5794082f9a7026",  # live record host, owner (ddl.LIVE_RUNS_OWNER)
 ]
 
 

@@ -72,7 +72,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from ..errors import ImportFormatError, SessionNotFound
-from ..live import DEFAULT_LEASE_MS, LiveRegistry
+from ..live import DEFAULT_LEASE_MS, LiveRegistry, host_id
 from ..runs.model import RunState
 from ..runs.projection import no_run_sessions
 from . import FORMATS, ImportResult, claude_code, import_file, iter_transcripts, openhands_v1
@@ -307,7 +307,8 @@ def release_abandoned(store: Store, pids: Collection[int]) -> list[str]:
     """Set back what killed watches left live: :meth:`Watcher.release` for the processes ``pids`` (gone
     without running it: ``kill -9``). Each live record one of them published for an imported session
     (source ``import:*``) is cleared and the session's row, when ``running``, set to ``incomplete`` (what
-    its ledger holds); one transaction. Live records of other processes, and of sessions that are not
+    its ledger holds); one transaction. Live records of other processes (a record naming another host,
+    :func:`flightlog.live.host_id`, is of another process whatever its pid), and of sessions that are not
     imports (kernel runs), are left alone. Call it before a new :class:`Watcher` polls: the watch follows
     again the sessions its rule picks (module docstring).
 
@@ -325,7 +326,7 @@ def release_abandoned(store: Store, pids: Collection[int]) -> list[str]:
     wanted, released = set(pids), []
     with store.transaction():
         for record in store.live_runs():
-            if record.pid not in wanted:
+            if record.pid not in wanted or record.host not in (None, host_id()):  # a pid of another host
                 continue
             try:
                 session = store.get_session(record.run_id)
@@ -333,7 +334,7 @@ def release_abandoned(store: Store, pids: Collection[int]) -> list[str]:
                 continue
             if not session.source.startswith("import:"):
                 continue
-            store.delete_live_run(record.run_id)
+            store.delete_live_run(record.run_id, owner=record.owner)  # that record, not a newer one
             if session.status == "running":
                 store.set_session_status(record.run_id, "incomplete")
             released.append(record.run_id)

@@ -680,9 +680,11 @@ class Kernel:
             SessionBusy: another process appended to the session while this one checked it to take it
                 over (a live writer holds it, e.g. a racing resume): nothing written, that writer goes on
                 undisturbed (its authority is not taken); from the CLI one ``flightlog: error:`` line,
-                exit code 1. Also when another live process still drives the session with one of its
-                side effects in doubt after :data:`~flightlog.kernel.takeover.HOLDER_WAIT_S` (nothing
-                reconciled or re-run; see :mod:`flightlog.kernel.takeover`).
+                exit code 1. Also (:class:`~flightlog.errors.HolderBusy`) when another live process
+                still drives the session with one of its side effects in doubt after
+                :data:`~flightlog.kernel.takeover.HOLDER_WAIT_S`: nothing reconciled or re-run; before
+                this resume took authority that process may still be writing, after it that process is
+                fenced off but its effect may still be running (:mod:`flightlog.kernel.takeover`).
         """
         # The full check first, even when there is nothing to write: the caller must not act on a
         # suspension or a result read from a history `audit` rejects (a dropped seal, a rollback...).
@@ -703,9 +705,13 @@ class Kernel:
         # rows after the latest signed checkpoint (Recorder.attach full=False; in full without a notary).
         # Never settle an effect another process may still be running (kernel.takeover): before taking
         # authority (that holder finishes it), and after (one that began an effect in between is fenced off).
-        await await_previous_holder(self.store, session_id, self.agent, self.live, seq=len(state.events))
+        await await_previous_holder(
+            self.store, session_id, self.agent, self.live, seq=len(state.events), fenced=False
+        )
         recorder = Recorder.attach(self.store, session_id, notary=self.notary, full=self.notary is None)
-        await await_previous_holder(self.store, session_id, self.agent, self.live, seq=recorder.next_seq)
+        await await_previous_holder(
+            self.store, session_id, self.agent, self.live, seq=recorder.next_seq, fenced=True
+        )
         if recorder.next_seq != len(state.events):  # it moved on before we took authority: refold
             state = load_state(self.store, session_id)
             waits = _idle(state) or waiting_on_children(self.store, state)

@@ -12,14 +12,17 @@ So before a resume reconciles anything, :func:`await_previous_holder` waits whil
   delegating call is safe to settle at once: re-running it resumes the same child, which takes this
   same care for its own effects);
 * another activation still drives the session (:func:`flightlog.live.other_holder`: its live record's
-  heartbeat is within the lease and its process exists; a crashed holder's record does not count).
+  heartbeat is within the lease and, on this host, its process exists; a crashed holder's record on this
+  host does not count, one on another host counts until its lease runs out).
 
 Kernel.resume calls it twice: before it attaches (the holder is not fenced off yet: it finishes the
 effect and records its completion itself) and right after (a holder that recorded an intent between the
 two is fenced off now: its tool ends, its completion is refused, its activation stops and clears its
 record). Then the in-doubt effect, if any is left, is the previous holder's to no one: ``reconcile`` sees
 what it did. The wait is bounded (:data:`HOLDER_WAIT_S`); past it the resume gives up with
-:class:`~flightlog.errors.SessionBusy`, the call left in doubt for a later resume (a sub-agent's parent
+:class:`~flightlog.errors.HolderBusy` (a ``SessionBusy``, saying which wait ran out: before, that process
+still holds the session and may be writing; after, it is fenced off but its effect may still be running),
+the call left in doubt for a later resume (a sub-agent's parent
 retries, see :mod:`flightlog.kernel.subagents`). Slower in a rare race, never twice.
 """
 
@@ -30,8 +33,8 @@ import json
 import logging
 import time
 
-from ..errors import SessionBusy
-from ..live import LiveRegistry, other_holder, wall_ms
+from ..errors import HolderBusy
+from ..live import LiveRegistry, LiveRunRecord, host_id, other_holder, wall_ms
 from ..store.base import Store
 from .agent import Agent
 from .subagents import SubAgentTool
@@ -70,6 +73,7 @@ async def await_previous_holder(
     own: LiveRegistry | None,
     *,
     seq: int,
+    fenced: bool,
     wait_s: float = HOLDER_WAIT_S,
 ) -> None:
     """Return once no other live activation may still be running an in-doubt effect of ``session_id``.
@@ -80,10 +84,13 @@ async def await_previous_holder(
         agent: The resuming kernel's agent (which tools delegate).
         own: The resuming kernel's live registry (its own record is not another holder), or None.
         seq: The head the resume read (named in the error).
+        fenced: Whether the resume has taken authority already (the other holder is fenced off): the
+            second wait. Only the error's words depend on it.
         wait_s: The bound on the wait (seconds, monotonic).
 
     Raises:
-        SessionBusy: the other holder still drives the session with an effect in doubt after ``wait_s``.
+        HolderBusy: the other holder still drives the session with an effect in doubt after ``wait_s``
+            (``fenced`` as given).
     """
     deadline = time.monotonic() + wait_s
     pause, logged = 0.02, False
@@ -103,6 +110,21 @@ async def await_previous_holder(
                 wait_s,
             )
         if time.monotonic() >= deadline:
-            raise SessionBusy(session_id=session_id, seq=seq)
+            raise HolderBusy(
+                session_id=session_id,
+                seq=seq,
+                effect=keys[0],
+                holder=_holder_words(holder),
+                fenced=fenced,
+                waited_s=wait_s,
+            )
         await asyncio.sleep(pause)
         pause = min(pause * 2, 0.5)
+
+
+def _holder_words(record: LiveRunRecord) -> str:
+    """``pid N`` (``pid unknown`` when the record names none), then `` on HOST`` unless it is this host's."""
+    words = f"pid {record.pid}" if record.pid is not None else "pid unknown"
+    if record.host != host_id():
+        words += f" on {record.host or 'an unknown host'}"
+    return words

@@ -384,7 +384,12 @@ class LiveRunRecord:
         changed_at_ms: Epoch ms when ``state`` was last published.
         tokens_used: Tokens spent so far as the kernel counts them, or None.
         steps_taken: Steps (model turns) so far, or None.
-        pid: Process id of the publisher, or None.
+        pid: Process id of the publisher, or None. It names a process of ``host`` only.
+        host: Where ``pid`` means something: the publisher's :func:`flightlog.live.host_id` (host name, and
+            on Linux its boot and pid namespace), or None (a row written before the store's
+            ``LIVE_RUNS_OWNER`` migration, or a publisher that does not say).
+        owner: Token of the :class:`flightlog.live.LiveRegistry` that wrote the record (random, one per
+            registry): a registry clears its own record only. None for a row written before that migration.
     """
 
     run_id: str
@@ -394,6 +399,8 @@ class LiveRunRecord:
     tokens_used: int | None = None
     steps_taken: int | None = None
     pid: int | None = None
+    host: str | None = None
+    owner: str | None = None
 
 
 @dataclass(frozen=True)
@@ -1075,8 +1082,9 @@ class Store(abc.ABC):
         """Insert or replace the live record of a run."""
 
     @abc.abstractmethod
-    def delete_live_run(self, run_id: str) -> None:
-        """Forget the live record of a run (no error when absent)."""
+    def delete_live_run(self, run_id: str, *, owner: str | None) -> None:
+        """Forget the live record of a run if ``owner`` wrote it (its ``owner`` equals ``owner``, None
+        matching a row that names no owner); no error when absent or another owner's (then it stays)."""
 
     @abc.abstractmethod
     def live_runs(self) -> list[LiveRunRecord]:

@@ -12,6 +12,7 @@ definitions are written twice; everything that reads or writes those tables is w
 from __future__ import annotations
 
 __all__ = [
+    "LIVE_RUNS_OWNER",
     "POSTGRES_EVENTS_SUSPENDED",
     "POSTGRES_MIGRATIONS",
     "POSTGRES_RUNS_HOT",
@@ -620,3 +621,17 @@ POSTGRES_EVENTS_SUSPENDED: tuple[str, str] = (
 """PostgreSQL, after :data:`RUNS_FOLD_7`: as :data:`SQLITE_EVENTS_SUSPENDED` (``position`` on ``bytea`` is
 immutable, as an index predicate must be; the planner proves the index usable from the query's identical
 clause: https://www.postgresql.org/docs/current/indexes-partial.html)."""
+
+LIVE_RUNS_OWNER: tuple[str, str] = (
+    "live_runs: the publisher's host (pid space) and owner token",
+    """
+    ALTER TABLE live_runs ADD COLUMN host TEXT;
+    ALTER TABLE live_runs ADD COLUMN owner TEXT;
+    """,
+)
+"""Both backends, last: a live record names where its ``pid`` means something (``host``,
+:func:`flightlog.live.host_id`), so liveness is judged by a pid check on that host only and by the
+heartbeat elsewhere, and which :class:`flightlog.live.LiveRegistry` wrote it (``owner``, a random token per
+registry), so a registry clears its own record only (a fenced holder ending no longer deletes its
+successor's). Rows written before it keep NULL in both: read as records of an unknown host (heartbeat only)
+that no registry owns."""

@@ -77,6 +77,7 @@ from .base import (
     row_stamps,
 )
 from .ddl import (
+    LIVE_RUNS_OWNER,
     POSTGRES_EVENTS_SUSPENDED,
     POSTGRES_MIGRATIONS,
     POSTGRES_RUNS_HOT,
@@ -117,9 +118,10 @@ MIGRATIONS: list[tuple[str, str]] = [
     RUNS_FOLD_6,
     RUNS_FOLD_7,
     POSTGRES_EVENTS_SUSPENDED,
+    LIVE_RUNS_OWNER,
 ]
 """Ordered migrations (:data:`flightlog.store.ddl.POSTGRES_MIGRATIONS`, then long-term memory's, then the signal queue's, then the paged runs list's, then
-:data:`flightlog.store.ddl.POSTGRES_RUNS_HOT`, then :data:`flightlog.store.ddl.RUNS_FOLD_2`, then :data:`flightlog.store.ddl.RUNS_FOLD_3`, then :data:`flightlog.store.ddl.RUNS_FOLD_4`, then :data:`flightlog.store.ddl.RUNS_FOLD_5`, then :data:`flightlog.store.ddl.RUNS_FOLD_6`, then :data:`flightlog.store.ddl.RUNS_FOLD_7`, then :data:`flightlog.store.ddl.POSTGRES_EVENTS_SUSPENDED`): list index + 1 is the
+:data:`flightlog.store.ddl.POSTGRES_RUNS_HOT`, then :data:`flightlog.store.ddl.RUNS_FOLD_2`, then :data:`flightlog.store.ddl.RUNS_FOLD_3`, then :data:`flightlog.store.ddl.RUNS_FOLD_4`, then :data:`flightlog.store.ddl.RUNS_FOLD_5`, then :data:`flightlog.store.ddl.RUNS_FOLD_6`, then :data:`flightlog.store.ddl.RUNS_FOLD_7`, then :data:`flightlog.store.ddl.POSTGRES_EVENTS_SUSPENDED`, then :data:`flightlog.store.ddl.LIVE_RUNS_OWNER`): list index + 1 is the
 schema version."""
 
 _MIGRATION_LOCK: Final = (
@@ -492,6 +494,8 @@ class PostgresStore(SqlStore):
         self._writer: psycopg.Connection[Any] | None = None
         self._notifications = Listener(self._connect, CHANNEL, self._translate)
         self._closed = False
+        self._columns: set[tuple[str, str]] = set()
+        """Columns seen to exist (:meth:`_has_column`), as (table, column)."""
         options = [f"-c synchronous_commit={synchronous_commit}"]
         if self.schema:
             options.append(f"-c search_path={self.schema}")
@@ -960,6 +964,20 @@ class PostgresStore(SqlStore):
 
     def _text_match(self, column: str) -> str:
         return f"{column} ILIKE ?{self.LIKE_ESCAPE}"
+
+    def _has_column(self, table: str, column: str) -> bool:
+        """Asked once per column until it exists (``information_schema.columns`` of the schema the
+        connection's ``search_path`` names first; no migration drops a column this is asked about)."""
+        if (table, column) in self._columns:
+            return True
+        found = self._one(
+            "SELECT 1 FROM information_schema.columns"
+            " WHERE table_schema = current_schema() AND table_name = ? AND column_name = ?",
+            (table, column),
+        )
+        if found is not None:
+            self._columns.add((table, column))
+        return found is not None
 
     def _all(self, sql: str, params: Sequence[Any] = ()) -> list[Any]:
         with self._conn() as conn:

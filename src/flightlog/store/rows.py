@@ -26,6 +26,7 @@ __all__ = [
     "INDEX_LEAF_COLUMNS",
     "LEASE_COLUMNS",
     "LIVE_RUN_COLUMNS",
+    "LIVE_RUN_COLUMNS_BEFORE_OWNER",
     "MAX_SEQ",
     "RUN_COLUMNS",
     "RUN_FIELDS",
@@ -55,7 +56,10 @@ EFFECT_COLUMNS = "session_id, idempotency_key, intent_hash, intent_json, status,
 CHECKPOINT_COLUMNS = "session_id, checkpoint_id, size, root, body, created_at_ms"
 IMPORT_COLUMNS = "source_sha256, session_id, importer, importer_version, source_name, imported_at_ms"
 LEASE_COLUMNS = "session_id, holder, epoch, expires_at_ms, acquired_at_ms, parked_seq"
-LIVE_RUN_COLUMNS = "run_id, state, heartbeat_at_ms, changed_at_ms, tokens_used, steps_taken, pid"
+LIVE_RUN_COLUMNS_BEFORE_OWNER = "run_id, state, heartbeat_at_ms, changed_at_ms, tokens_used, steps_taken, pid"
+"""``live_runs`` columns before ``ddl.LIVE_RUNS_OWNER`` added ``host`` and ``owner`` (a read-only handle on an
+older database reads these)."""
+LIVE_RUN_COLUMNS = f"{LIVE_RUN_COLUMNS_BEFORE_OWNER}, host, owner"
 INDEX_LEAF_COLUMNS = "idx, session_id, checkpoint_id, leaf, recorded_at_ms"
 INDEX_CHECKPOINT_COLUMNS = "checkpoint_id, size, root, body, frontier, created_at_ms"
 RUN_COLUMNS = (

@@ -326,6 +326,11 @@ class SqlStore(Store):
         """Whether ``name`` exists (a read-only handle may see a database from before its migration)."""
         return True
 
+    def _has_column(self, table: str, column: str) -> bool:
+        """Whether ``table`` (known to exist) has ``column`` (a read-only handle may see a database from
+        before the migration that added it). Default True, as :meth:`_has_table`."""
+        return True
+
     def _has_index(self, name: str) -> bool:
         """Whether the index ``name`` exists (a read-only handle may see a database from before the
         migration that added it; an index may be dropped by hand). Default True: a backend whose planner
@@ -1214,23 +1219,28 @@ class SqlStore(Store):
     # ─── live runs ───────────────────────────────────────────────────────────────────────
     def put_live_run(self, record: LiveRunRecord) -> None:
         self._write(
-            f"INSERT INTO live_runs ({R.LIVE_RUN_COLUMNS}) VALUES (?, ?, ?, ?, ?, ?, ?) "
+            f"INSERT INTO live_runs ({R.LIVE_RUN_COLUMNS}) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?) "
             "ON CONFLICT (run_id) DO UPDATE SET state = excluded.state, heartbeat_at_ms = excluded.heartbeat_at_ms,"
             " changed_at_ms = excluded.changed_at_ms, tokens_used = excluded.tokens_used,"
-            " steps_taken = excluded.steps_taken, pid = excluded.pid",
+            " steps_taken = excluded.steps_taken, pid = excluded.pid, host = excluded.host, owner = excluded.owner",
             (
                 record.run_id, record.state, record.heartbeat_at_ms, record.changed_at_ms, record.tokens_used,
-                record.steps_taken, record.pid,
+                record.steps_taken, record.pid, record.host, record.owner,
             ),
         )  # fmt: skip
 
-    def delete_live_run(self, run_id: str) -> None:
-        self._write("DELETE FROM live_runs WHERE run_id = ?", (run_id,))
+    def delete_live_run(self, run_id: str, *, owner: str | None) -> None:
+        self._write(
+            f"DELETE FROM live_runs WHERE run_id = ? AND owner {self.NULL_SAFE_EQ} ?", (run_id, owner)
+        )
 
     def live_runs(self) -> list[LiveRunRecord]:
         if not self._has_table("live_runs"):
             return []
-        rows = self._all(f"SELECT {R.LIVE_RUN_COLUMNS} FROM live_runs ORDER BY run_id")
+        if self._has_column("live_runs", "owner"):
+            rows = self._all(f"SELECT {R.LIVE_RUN_COLUMNS} FROM live_runs ORDER BY run_id")
+        else:  # a read-only handle on a database from before ddl.LIVE_RUNS_OWNER: no host, no owner
+            rows = self._all(f"SELECT {R.LIVE_RUN_COLUMNS_BEFORE_OWNER} FROM live_runs ORDER BY run_id")
         return [LiveRunRecord(*row) for row in rows]
 
     # ─── index log, cosignatures ─────────────────────────────────────────────────────────

@@ -37,6 +37,7 @@ from ..errors import (
 from ..testing.crashpoints import crash_point
 from .base import NO_SCHEMA, NewEvent, RunRow, SessionHead, row_stamps
 from .ddl import (
+    LIVE_RUNS_OWNER,
     RUNS_FOLD_2,
     RUNS_FOLD_3,
     RUNS_FOLD_4,
@@ -76,8 +77,9 @@ MIGRATIONS: list[tuple[str, str]] = [
     RUNS_FOLD_6,
     RUNS_FOLD_7,
     SQLITE_EVENTS_SUSPENDED,
+    LIVE_RUNS_OWNER,
 ]
-"""Ordered migrations (:data:`flightlog.store.ddl.SQLITE_MIGRATIONS`, then long-term memory's, then the signal queue's, then the paged runs list's, then the fold rules' :data:`flightlog.store.ddl.RUNS_FOLD_2`, then :data:`flightlog.store.ddl.RUNS_FOLD_3`, then :data:`flightlog.store.ddl.RUNS_FOLD_4`, then :data:`flightlog.store.ddl.RUNS_FOLD_5`, then :data:`flightlog.store.ddl.RUNS_FOLD_6`, then :data:`flightlog.store.ddl.RUNS_FOLD_7`, then :data:`flightlog.store.ddl.SQLITE_EVENTS_SUSPENDED`): list index + 1
+"""Ordered migrations (:data:`flightlog.store.ddl.SQLITE_MIGRATIONS`, then long-term memory's, then the signal queue's, then the paged runs list's, then the fold rules' :data:`flightlog.store.ddl.RUNS_FOLD_2`, then :data:`flightlog.store.ddl.RUNS_FOLD_3`, then :data:`flightlog.store.ddl.RUNS_FOLD_4`, then :data:`flightlog.store.ddl.RUNS_FOLD_5`, then :data:`flightlog.store.ddl.RUNS_FOLD_6`, then :data:`flightlog.store.ddl.RUNS_FOLD_7`, then :data:`flightlog.store.ddl.SQLITE_EVENTS_SUSPENDED`, then :data:`flightlog.store.ddl.LIVE_RUNS_OWNER`): list index + 1
 is the schema version."""
 
 
@@ -156,6 +158,8 @@ class SqliteStore(SqlStore):
         self.url = f"sqlite:///{self.path}"
         self.read_only = read_only
         self._tables: set[str] = set()
+        self._columns: set[tuple[str, str]] = set()
+        """Columns seen to exist (:meth:`_has_column`), as (table, column)."""
         """Tables seen to exist (:meth:`_has_table`)."""
         self._indexes: dict[str, bool] = {}
         """Whether each index asked about exists (:meth:`_has_index`), asked once per handle."""
@@ -479,6 +483,16 @@ class SqliteStore(SqlStore):
         )
         if found:
             self._tables.add(name)
+        return found
+
+    def _has_column(self, table: str, column: str) -> bool:
+        """Asked once per column until it exists (``PRAGMA table_info``; no migration drops a column this is
+        asked about)."""
+        if (table, column) in self._columns:
+            return True
+        found = any(row[1] == column for row in self._all(f"PRAGMA table_info({table})"))
+        if found:
+            self._columns.add((table, column))
         return found
 
     def _has_index(self, name: str) -> bool:

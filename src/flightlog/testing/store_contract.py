@@ -1228,15 +1228,20 @@ class StoreContract(MemoryContract):
         assert store.get_run_rows(["r"]) == {"r": first}
 
     def test_live_runs_are_upserted_and_deleted(self, store: Store) -> None:
-        first = LiveRunRecord("r-1", "waiting_model", 1000, 900, tokens_used=5, steps_taken=1, pid=42)
+        first = LiveRunRecord("r-1", "waiting_model", 1000, 900, 5, 1, pid=42, host="h1", owner="a")
         store.put_live_run(first)
         store.put_live_run(LiveRunRecord("r-0", "running", 1000, 1000))
-        later = LiveRunRecord("r-1", "waiting_tool", 2000, 1900, tokens_used=9, steps_taken=2, pid=42)
+        later = LiveRunRecord("r-1", "waiting_tool", 2000, 1900, 9, 2, pid=7, host="h2", owner="b")
         store.put_live_run(later)
         assert store.live_runs() == [LiveRunRecord("r-0", "running", 1000, 1000), later]
-        store.delete_live_run("r-1")
-        store.delete_live_run("never")
+        store.delete_live_run("r-1", owner="a")  # no longer a's record: it stays
+        store.delete_live_run("r-0", owner="a")  # a record that names no owner is not a's
+        assert [r.run_id for r in store.live_runs()] == ["r-0", "r-1"]
+        store.delete_live_run("r-1", owner="b")
+        store.delete_live_run("never", owner="b")
         assert [r.run_id for r in store.live_runs()] == ["r-0"]
+        store.delete_live_run("r-0", owner=None)  # None matches a record that names no owner
+        assert store.live_runs() == []
 
     # ─── index log, cosignatures, salted artifacts ────────────────────────────────────────
     def test_index_log_is_dense_and_streams(self, store: Store) -> None:
