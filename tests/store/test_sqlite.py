@@ -22,7 +22,8 @@ from flightlog.events import Custom
 from flightlog.recorder import Recorder, verify_session
 from flightlog.store import SessionRecord, SqliteStore, Store, open_store
 from flightlog.store import sqlite as sqlite_module
-from flightlog.store.base import LeaseClaim, LeaseRecord, NewEvent
+from flightlog.live import LiveRegistry, other_holder
+from flightlog.store.base import LeaseClaim, LeaseRecord, LiveRunRecord, NewEvent
 from flightlog.store.sqlite import MIGRATIONS
 from flightlog.testing.store_contract import StoreContract, chained_rows
 
@@ -227,6 +228,34 @@ def test_an_upgrade_carries_fleet_leases_over(db_path: Path, monkeypatch: pytest
         Recorder.attach(store, "parked", take_authority=False).record_custom("decision", 1)
         (again,) = store.claim_sessions("new-worker", ttl_ms=60_000)
         assert again == LeaseClaim("parked", 2, None, "suspended")
+
+
+def test_live_records_from_before_the_host_column_are_still_read(
+    db_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A record an older version wrote names no host and no owner: read (by a read-only handle before the
+    upgrade, and after it), it counts as another holder while fresh (where its pid lives is unknown), and
+    no registry's clear deletes it; a later publication replaces it whole."""
+    with monkeypatch.context() as patch:
+        patch.setattr(sqlite_module, "MIGRATIONS", MIGRATIONS[: len(MIGRATIONS) - 1])
+        with closing(SqliteStore(db_path)) as old:
+            old._write(
+                "INSERT INTO live_runs VALUES ('r', 'waiting_tool', 1000, 900, 5, 1, 2147483646)"
+            )  # as the old code wrote it: seven columns
+    legacy = LiveRunRecord("r", "waiting_tool", 1000, 900, 5, 1, 2147483646)
+    with closing(SqliteStore(db_path, read_only=True)) as before:
+        assert before.schema_version() == len(MIGRATIONS) - 1
+        assert before.live_runs() == [legacy]
+    with closing(SqliteStore(db_path)) as store:
+        assert store.live_runs() == [legacy]  # host and owner NULL
+        assert other_holder(store, "r", None, now_ms=1000) == legacy  # pid free here, host unknown: alive
+        registry = LiveRegistry(store)
+        registry.clear("r")
+        assert store.live_runs() == [legacy]
+        published = registry.publish("r", "running")
+        assert store.live_runs() == [published] and published.host is not None
+        registry.clear("r")
+        assert store.live_runs() == []
 
 
 def test_an_upgrade_without_fleet_leases_creates_an_empty_lease_table(
