@@ -375,8 +375,8 @@ def test_a_killed_watch_reads_abandoned_after_the_lease_and_the_next_one_sets_it
 
 
 def test_release_abandoned_clears_only_the_imports_the_killed_processes_published(tmp_path: Path) -> None:
-    """A live record of another process, or of a session that is not an import (a kernel run), is not a
-    killed watch's to set back."""
+    """A live record of another process (another pid, or the same pid on another host), or of a session
+    that is not an import (a kernel run), is not a killed watch's to set back."""
     folder = tmp_path / "projects"
     folder.mkdir()
     (folder / SAMPLE.name).write_bytes(b"".join(SAMPLE.read_bytes().splitlines(keepends=True)[:10]))
@@ -386,6 +386,10 @@ def test_release_abandoned_clears_only_the_imports_the_killed_processes_publishe
         LiveRegistry(store).publish("kernel-run", RunState.WAITING_MODEL)
         mine = os.getpid()
         assert release_abandoned(store, [mine + 1]) == []
+        (published,) = (r for r in store.live_runs() if r.run_id == SESSION)
+        store.put_live_run(replace(published, host="elsewhere/boot/1"))  # the same pid on another host
+        assert release_abandoned(store, [mine]) == []
+        store.put_live_run(published)
         assert release_abandoned(store, [mine]) == [SESSION]
         assert store.get_session(SESSION).status == "incomplete"
         assert [r.run_id for r in store.live_runs()] == ["kernel-run"]

@@ -34,10 +34,12 @@ WHY = f"failed: provider_failure: {ERROR}"
 runner = CliRunner()
 
 
-def fail_a_run(store: SqliteStore) -> str:
-    """A kernel run whose only provider refuses (not retryable, no other route position): it fails."""
+def fail_a_run(store: SqliteStore, *, heartbeat_s: float | None = 5.0) -> str:
+    """A kernel run whose only provider refuses (not retryable, no other route position): it fails.
+    ``heartbeat_s`` as ``Kernel`` takes it (None: no live record is written)."""
     provider = ScriptedProvider([ProviderError(ERROR, retryable=False)], by_turn=False)
-    result = Kernel(store, Agent(name="f", route=[provider])).run_sync("go", handle_signals=False)
+    kernel = Kernel(store, Agent(name="f", route=[provider]), heartbeat_s=heartbeat_s)
+    result = kernel.run_sync("go", handle_signals=False)
     assert (result.status, result.detail) == ("failed", f"provider_failure: {ERROR}")
     return result.session_id
 
@@ -201,7 +203,7 @@ def test_a_store_of_fold_rules_6_is_migrated_and_rebuilt_with_the_reason(
     monkeypatch.setattr(sqlite_backend, "MIGRATIONS", sqlite_backend.MIGRATIONS[:mine])
     monkeypatch.setitem(adapters._HANDLERS, "rollbacked", _fold_rules_6)
     with SqliteStore(db_path) as store:  # a database, and its projection, made by fold rules 6
-        sid = fail_a_run(store)
+        sid = fail_a_run(store, heartbeat_s=None)  # no live record: that schema's table lacks host, owner
         assert store.run_projection_version() == 6 and projection_ready(store) is False
         assert "failure" not in json.loads(store.get_run_rows([sid])[sid].fold)["session"]
         assert json.loads(store.get_run_rows([sid])[sid].snapshot)["terminal"]["detail"] == "failed"
