@@ -190,15 +190,19 @@ class LiveRegistry:
         return record
 
     def heartbeat(self, session_id: str) -> LiveRunRecord | None:
-        """Refresh the heartbeat of a published run; None (nothing written) when it was never published."""
+        """Refresh the heartbeat of a published run; None (nothing written) when it was never published or
+        the stored record is another registry's (:meth:`heartbeat_many`)."""
         written = self.heartbeat_many([session_id])
         return written[0] if written else None
 
     def heartbeat_many(self, session_ids: Iterable[str]) -> list[LiveRunRecord]:
         """Refresh the heartbeats of several published runs, all at one clock reading, in one store
         transaction (one commit, where :meth:`heartbeat` commits once per run: on SQLite with
-        ``synchronous=FULL`` each commit is an fsync). Runs never published are skipped; returns the
-        records written, in the order of ``session_ids``.
+        ``synchronous=FULL`` each commit is an fsync). Runs never published are skipped; so, in the store,
+        is a run whose stored record another registry has published since (the activation that took it
+        over: a fenced-off holder beating on does not take its record back; its own record here is kept).
+        Returns the records written (this registry's alone without a store), in the order of
+        ``session_ids``.
 
         Raises:
             StoreError: the store refused the write (no heartbeat of this call is stored then).
@@ -211,11 +215,10 @@ class LiveRegistry:
                 if previous is not None
             ]
             self._records.update((record.run_id, record) for record in records)
-        if self.store is not None and records:
-            with self.store.transaction():
-                for record in records:
-                    self.store.put_live_run(record)
-        return records
+        if self.store is None or not records:
+            return records
+        with self.store.transaction():
+            return [record for record in records if self.store.put_live_run(record, own_only=True)]
 
     def clear(self, session_id: str) -> None:
         """Forget a run's live state (call when the run ends or the process leaves it): this registry's

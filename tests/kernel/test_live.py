@@ -20,7 +20,7 @@ import pytest
 
 from flightlog.kernel import Kernel, RunResult, tool
 from flightlog.kernel.scripted import ScriptedProvider, call, calls, reply
-from flightlog.live import LiveRunRecord, is_abandoned, list_run_views
+from flightlog.live import LiveRegistry, LiveRunRecord, is_abandoned, list_run_views
 from flightlog.providers.base import ModelRequest, ModelResponse
 from flightlog.runs.model import RunState
 from flightlog.store import SqliteStore
@@ -214,9 +214,10 @@ def test_a_fenced_holder_ending_leaves_the_new_holders_live_record(
     db_path: Path, store: SqliteStore, reader: SqliteStore
 ) -> None:
     """Kernel A runs a tool; kernel B (its own store handle, as another process) resumes the run, fencing A
-    off, and runs the call again. A's tool then returns, its completion is refused and its activation ends:
-    its record is cleared, not B's. Before: A's clear deleted B's record (the run read as not live while B
-    drove it)."""
+    off, and runs the call again. A's heartbeat beats on while its tool runs, and does not take the stored
+    record back; then A's tool returns, its completion is refused and its activation ends: its clear leaves
+    B's record. Before: A's heartbeat overwrote B's record and A's clear deleted it (the run read as not
+    live while B drove it)."""
     gates = [Blocked(), Blocked()]  # A's call, then B's
     calls_made = [0]
 
@@ -230,16 +231,16 @@ def test_a_fenced_holder_ending_leaves_the_new_holders_live_record(
 
     def kernel(handle: SqliteStore) -> Kernel:
         script = [calls(call("slow_tool", {}, id="t1")), reply("done")]
-        # a heartbeat longer than the test: only the activations' publications write the record
         return Kernel(
-            handle, agent(ScriptedProvider(script, by_turn=True), tools=[slow_tool]), heartbeat_s=600.0
+            handle, agent(ScriptedProvider(script, by_turn=True), tools=[slow_tool]), heartbeat_s=0.05
         )
 
     k_a = kernel(store)
     thread_a, results_a = start(k_a)
     with SqliteStore(db_path) as store_b:
         k_b = kernel(store_b)
-        assert k_a.live is not None and k_b.live is not None
+        live_a, live_b = k_a.live, k_b.live
+        assert live_a is not None and live_b is not None
         results_b: list[RunResult] = []
         thread_b = threading.Thread(
             target=lambda: results_b.append(k_b.resume_sync(SID, handle_signals=False))
@@ -248,12 +249,16 @@ def test_a_fenced_holder_ending_leaves_the_new_holders_live_record(
             assert gates[0].entered.wait(TIMEOUT_S)
             thread_b.start()
             assert gates[1].entered.wait(TIMEOUT_S)
-            (record,) = reader.live_runs()
-            assert record.owner == k_b.live.owner
+            (taken,) = reader.live_runs()
+            assert taken.owner == live_b.owner
+            for _ in range(2):  # two beats of A after B's publication: the first one's write is done
+                beat = _own_beat(live_a)
+                wait_for(lambda beat=beat: _own_beat(live_a) > beat, "a heartbeat of the fenced holder")
+            assert [r.owner for r in reader.live_runs()] == [live_b.owner]  # A's beats did not take it
             gates[0].release.set()
             thread_a.join(TIMEOUT_S)
             assert results_a[0].status == "cancelled" and results_a[0].detail.startswith("fenced off")
-            assert reader.live_runs() == [record]  # A ended: B's record stays
+            assert [r.owner for r in reader.live_runs()] == [live_b.owner]  # A ended: B's record stays
         finally:
             for gate in gates:
                 gate.release.set()
@@ -261,3 +266,9 @@ def test_a_fenced_holder_ending_leaves_the_new_holders_live_record(
             if thread_b.ident is not None:  # started
                 thread_b.join(TIMEOUT_S)
         assert results_b[0].status == "completed" and reader.live_runs() == []
+
+
+def _own_beat(registry: LiveRegistry) -> int:
+    """The heartbeat (epoch ms) of ``registry``'s own record of the run (-1 once it has none)."""
+    record = registry.get(SID)
+    return -1 if record is None else record.heartbeat_at_ms

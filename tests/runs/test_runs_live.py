@@ -304,13 +304,16 @@ def test_live_state_crosses_processes_through_the_store(db_path: Path) -> None:
 
 def test_a_registry_clears_only_the_record_it_wrote(db_path: Path) -> None:
     """Two holders of one run in two handles (as two processes): the one that published last owns the
-    stored record; the other ending (a fenced-off holder) leaves it. Before: its clear deleted the live
-    holder's record, and the dashboard showed a running run as not live."""
+    stored record; the other's heartbeat does not replace it, and its ending (a fenced-off holder) leaves
+    it. Before: its beat took the record back and its clear deleted the live holder's record, and the
+    dashboard showed a running run as not live."""
     with SqliteStore(db_path) as first_store, SqliteStore(db_path) as second_store:
         old, new = LiveRegistry(first_store), LiveRegistry(second_store)
         assert old.owner != new.owner
         old.publish("s1", "waiting_tool")
         published = new.publish("s1", "running")  # the resume that took the run over
+        assert old.heartbeat("s1") is None  # a beat of the old holder does not take the record back
+        assert first_store.live_runs() == [published] and old.get("s1") is not None
         old.clear("s1")
         assert old.get("s1") is None
         assert first_store.live_runs() == [published] and published.owner == new.owner

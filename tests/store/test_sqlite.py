@@ -19,10 +19,10 @@ import pytest
 
 from flightlog.errors import AppendConflict, ReadOnlyStore, StoreError, StoreUnavailable
 from flightlog.events import Custom
+from flightlog.live import LiveRegistry, other_holder
 from flightlog.recorder import Recorder, verify_session
 from flightlog.store import SessionRecord, SqliteStore, Store, open_store
 from flightlog.store import sqlite as sqlite_module
-from flightlog.live import LiveRegistry, other_holder
 from flightlog.store.base import LeaseClaim, LeaseRecord, LiveRunRecord, NewEvent
 from flightlog.store.sqlite import MIGRATIONS
 from flightlog.testing.store_contract import StoreContract, chained_rows

@@ -1078,8 +1078,15 @@ class Store(abc.ABC):
 
     # ─── live runs (heartbeats; not durable facts) ─────────────────────────────────────────
     @abc.abstractmethod
-    def put_live_run(self, record: LiveRunRecord) -> None:
-        """Insert or replace the live record of a run."""
+    def put_live_run(self, record: LiveRunRecord, *, own_only: bool = False) -> bool:
+        """Insert or replace the live record of a run; whether it was written.
+
+        Args:
+            record: The record (its ``run_id`` keys the row).
+            own_only: Replace a stored record only when its ``owner`` is ``record.owner`` (a heartbeat:
+                a record another registry published since, e.g. of the activation that took the run
+                over, stays, and False is returned); a run with no stored record gets this one.
+        """
 
     @abc.abstractmethod
     def delete_live_run(self, run_id: str, *, owner: str | None) -> None:

@@ -1217,17 +1217,19 @@ class SqlStore(Store):
         return self._all(sql, params)
 
     # ─── live runs ───────────────────────────────────────────────────────────────────────
-    def put_live_run(self, record: LiveRunRecord) -> None:
-        self._write(
+    def put_live_run(self, record: LiveRunRecord, *, own_only: bool = False) -> bool:
+        written = self._write(
             f"INSERT INTO live_runs ({R.LIVE_RUN_COLUMNS}) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?) "
             "ON CONFLICT (run_id) DO UPDATE SET state = excluded.state, heartbeat_at_ms = excluded.heartbeat_at_ms,"
             " changed_at_ms = excluded.changed_at_ms, tokens_used = excluded.tokens_used,"
-            " steps_taken = excluded.steps_taken, pid = excluded.pid, host = excluded.host, owner = excluded.owner",
+            " steps_taken = excluded.steps_taken, pid = excluded.pid, host = excluded.host, owner = excluded.owner"
+            + (f" WHERE live_runs.owner {self.NULL_SAFE_EQ} excluded.owner" if own_only else ""),
             (
                 record.run_id, record.state, record.heartbeat_at_ms, record.changed_at_ms, record.tokens_used,
                 record.steps_taken, record.pid, record.host, record.owner,
             ),
         )  # fmt: skip
+        return written > 0
 
     def delete_live_run(self, run_id: str, *, owner: str | None) -> None:
         self._write(

@@ -1234,6 +1234,15 @@ class StoreContract(MemoryContract):
         later = LiveRunRecord("r-1", "waiting_tool", 2000, 1900, 9, 2, pid=7, host="h2", owner="b")
         store.put_live_run(later)
         assert store.live_runs() == [LiveRunRecord("r-0", "running", 1000, 1000), later]
+        assert not store.put_live_run(
+            dataclasses.replace(first, heartbeat_at_ms=3000), own_only=True
+        )  # b's: kept
+        beat = dataclasses.replace(later, heartbeat_at_ms=3000)
+        assert store.put_live_run(beat, own_only=True)
+        fresh = LiveRunRecord("r-2", "running", 3000, 3000, owner="c")
+        assert store.put_live_run(fresh, own_only=True)  # none stored: written
+        assert store.live_runs() == [LiveRunRecord("r-0", "running", 1000, 1000), beat, fresh]
+        store.delete_live_run("r-2", owner="c")
         store.delete_live_run("r-1", owner="a")  # no longer a's record: it stays
         store.delete_live_run("r-0", owner="a")  # a record that names no owner is not a's
         assert [r.run_id for r in store.live_runs()] == ["r-0", "r-1"]
