@@ -299,7 +299,13 @@ def db_copy_command() -> Callable[..., None]:
         from ..store.sqlite import now_ms
         from .options import record_finished_job
 
+        from .options import check_new_db
+
         created = _refuse_same_database(src, dst)
+        check_new_db(src, read_only=True, name="SRC")  # a mistyped SRC is not created (empty) and copied
+        check_new_db(
+            dst, read_only=False, name="DST"
+        )  # nor a DST in a directory that does not exist (exit 2)
         started_ms = now_ms()
         goal = f"db copy to {redact_url(dst)}"
         with _remove_on_failure(created), open_store(src) as source, open_store(dst) as target:

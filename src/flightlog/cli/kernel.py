@@ -610,8 +610,11 @@ def _options(
 @contextmanager
 def _open_db(read_only: bool) -> Iterator[Store]:
     from ..store import open_store
+    from .options import check_new_db, say_created  # the same --db checks as the flightlog app's
 
+    new = check_new_db(_db.path, read_only=read_only)
     store = open_store(_db.path, read_only=read_only)
+    say_created(new)
     try:
         yield store
     finally:

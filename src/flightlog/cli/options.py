@@ -211,10 +211,11 @@ def local_db_path(db: str) -> Path | None:
     return Path(db) if db else None
 
 
-def check_new_db(db: str, *, read_only: bool, create_dirs: bool = False) -> Path | None:
+def check_new_db(db: str, *, read_only: bool, create_dirs: bool = False, name: str = "--db") -> Path | None:
     """Refuse a ``--db`` a user most likely mistyped, before anything is created (exit 2, one line): a
     directory, a file in a directory that does not exist (unless ``create_dirs``: the default location),
-    or, read-only, a file that does not exist yet.
+    or, read-only, a file that does not exist yet. ``name`` is what the line calls it (``--db``, or an
+    argument's metavar: ``db copy``'s ``SRC``, ``DST``).
 
     Returns:
         The path of the SQLite file a writable open is about to create (say so once it is), else None.
@@ -226,7 +227,7 @@ def check_new_db(db: str, *, read_only: bool, create_dirs: bool = False) -> Path
         return None
     problem = None
     if local.is_dir():
-        problem = f"--db {redact_url(db)} is a directory (give a database file)"
+        problem = f"{name} {redact_url(db)} is a directory (give a database file)"
     elif read_only and not local.exists():
         problem = (
             f"no database at {redact_url(db)} yet (create one with `flightlog import PATH` "
@@ -234,7 +235,7 @@ def check_new_db(db: str, *, read_only: bool, create_dirs: bool = False) -> Path
         )
     elif not local.exists() and not create_dirs and not local.absolute().parent.is_dir():
         problem = (
-            f"no directory {local.absolute().parent} for --db {redact_url(db)} (a typo? create the "
+            f"no directory {local.absolute().parent} for {name} {redact_url(db)} (a typo? create the "
             "directory first to start a new database there)"
         )
     if problem is not None:
