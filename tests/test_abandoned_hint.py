@@ -39,7 +39,8 @@ def test_an_abandoned_kernel_run_says_how_to_resume_it(tmp_path: Path) -> None:
         LiveRegistry(store).publish(ALIVE, "waiting_tool")  # its process heartbeats: not abandoned
     hint = re.compile(
         rf"flightlog: note: {DEAD} is abandoned \(last seen 1m ago; killed or crashed\?\): "
-        rf"`flightlog resume {DEAD}` continues it from its ledger"
+        rf"`flightlog resume {DEAD} --spec MODULE:ATTR` continues it from its ledger \(the run recorded no "
+        r"agent spec, as a run started from Python does"  # recorded by hand here: no agent_spec custom
     )
     for command in (["ls"], ["show", DEAD], ["runs"]):
         code, out, err = invoke(db, *command)

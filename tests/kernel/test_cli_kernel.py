@@ -85,7 +85,8 @@ def test_deny_and_resume_with_a_file_spec(tmp_path: Path) -> None:
     assert code == 3
     sid = _session(out)
     code, _, err = cli(db, "resume", sid)
-    assert code == 2 and "(a run from an agent.toml or a .py path records none); give --spec" in err
+    said = " ".join(err.split())
+    assert code == 2 and "or from an agent.toml or a .py path records none); give --spec MODULE:ATTR" in said
     assert cli(db, "deny", sid, "n1", "--reason", "not today")[0] == 0
     code, out, _ = cli(db, "resume", sid, "--spec", spec, "--json")
     assert code == 0 and json.loads(out)["status"] == "completed"

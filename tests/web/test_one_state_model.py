@@ -174,7 +174,8 @@ def test_an_abandoned_kernel_run_says_how_to_resume_it_on_its_page(db_path: Path
     section naming ``flightlog resume``; a run heard from (a fresh heartbeat) has that section hidden."""
     dead_and_alive(db_path)
     dead = client.get("/session", params={"id": "dead"}).text
-    assert '<section id="abandoned">' in dead and "<code>flightlog resume dead</code>" in dead
+    assert '<section id="abandoned">' in dead  # recorded by hand, no agent spec: resume needs --spec
+    assert "<code>flightlog resume dead --spec MODULE:ATTR</code>" in dead and "started from Python" in dead
     assert "running (abandoned)" in dead
     alive = client.get("/session", params={"id": "alive"}).text
     assert '<section id="abandoned" hidden>' in alive

@@ -32,6 +32,7 @@ from flightlog.events import (
     ToolGated,
 )
 from flightlog.kernel import Agent, Kernel, pending
+from flightlog.kernel.approvals import NO_SPEC_NOTE
 from flightlog.kernel.context import ContextPolicy, ContextWindow
 from flightlog.kernel.scripted import ScriptedProvider, call, calls, reply
 from flightlog.messages import Message, TextPart, ThinkingPart
@@ -201,7 +202,8 @@ def test_deny_with_a_reason_over_json(client: TestClient, db_path: Path) -> None
         headers={**ORIGIN, "Accept": "application/json"},
     )
     assert response.status_code == 200
-    assert response.json() == {"ok": True, "message": "denied w1 as bob", "resume": "flightlog resume g2"}
+    resume = f"flightlog resume g2 --spec MODULE:ATTR ({NO_SPEC_NOTE})"  # run from Python: no spec recorded
+    assert response.json() == {"ok": True, "message": "denied w1 as bob", "resume": resume}
     with SqliteStore(db_path, read_only=True) as store:
         kinds = [e.kind for _r, e in _events(store, "g2")]
     assert kinds[-3:] == ["permission_resolved", "tool_denied", "custom"]

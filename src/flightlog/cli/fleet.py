@@ -297,9 +297,7 @@ def db_copy_command() -> Callable[..., None]:
         from ..ops.dbcopy import copy_store
         from ..store import open_store, redact_url
         from ..store.sqlite import now_ms
-        from .options import record_finished_job
-
-        from .options import check_new_db
+        from .options import check_new_db, record_finished_job
 
         created = _refuse_same_database(src, dst)
         check_new_db(src, read_only=True, name="SRC")  # a mistyped SRC is not created (empty) and copied

@@ -135,13 +135,14 @@ def _wrong_session(message: str) -> NoReturn:
     raise typer.Exit(2)
 
 
-def _in_doubt_lines(row: PendingCall) -> list[str]:
+def _in_doubt_lines(row: PendingCall, resume: str | None = None) -> list[str]:
     """``pending``'s block for an undecided in-doubt call, each line at most 100 columns for the usual
     ids (the arguments are cut to fit; a longer word is not broken): the call, then what in doubt means
     (:data:`~flightlog.kernel.execution.IN_DOUBT_WARNING`, as ``resume`` says it), then what each decision
     does with its command line; for a run killed mid-call (``run_abandoned``) or aborted mid-call
-    (``run_paused``), no gate is open yet: the resume that settles it or opens it for those decisions. The
-    ``reason`` (the intent's key) is in ``--json``."""
+    (``run_paused``), no gate is open yet: the resume that settles it or opens it for those decisions
+    (``resume``: its command, default ``flightlog resume ROOT``). The ``reason`` (the intent's key) is in
+    ``--json``."""
     from ..kernel.execution import IN_DOUBT_WARNING  # loaded already: `pending` imported the kernel
 
     call = f"{row.session_id}  turn {row.turn}  {row.call_id}  {row.tool}"
@@ -152,7 +153,7 @@ def _in_doubt_lines(row: PendingCall) -> list[str]:
     if row.run_abandoned or row.run_paused:
         from ..kernel.approvals import abandoned_in_doubt_words
 
-        said, step = abandoned_in_doubt_words(root, paused=row.run_paused)
+        said, step = abandoned_in_doubt_words(root, paused=row.run_paused, resume=resume)
         todo = [f"  {step}"]
     else:
         said = f"the effect started, no completion is recorded; {IN_DOUBT_WARNING}"
@@ -266,8 +267,9 @@ def register(app: typer.Typer, open_db: OpenDb) -> None:
                 raise typer.Exit(_code(result))
             if not spec:
                 raise typer.BadParameter(
-                    "no agent spec recorded for this session (a run from an agent.toml or a .py path "
-                    "records none); give --spec"
+                    "no agent spec recorded for this session (a run started from Python, "
+                    "Kernel(...).run_sync, or from an agent.toml or a .py path records none); give "
+                    f"--spec MODULE:ATTR, or resume it from Python: Kernel(store, agent).resume_sync({sid!r})"
                 )
             progress = None if quiet else Progress(err, lambda: sid)
             result = Kernel(store, _agent(spec), on_event=progress, notary=notary).resume_sync(sid)
@@ -283,7 +285,13 @@ def register(app: typer.Typer, open_db: OpenDb) -> None:
         effect in doubt in a run that was killed mid-call (abandoned) or aborted mid-call (paused) too,
         which a resume settles or opens for a decision. Says first when acting on this store is refused (its retained heads are ahead)."""
         from ..kernel import pending
-        from ..kernel.approvals import abandoned_in_doubt, continue_hint, memory_waits, paused_in_doubt
+        from ..kernel.approvals import (
+            abandoned_in_doubt,
+            continue_hint,
+            memory_waits,
+            paused_in_doubt,
+            resume_command,
+        )
 
         undecodable: list[tuple[str, EventDecodeError]] = []
         with open_db(True) as store:
@@ -305,13 +313,19 @@ def register(app: typer.Typer, open_db: OpenDb) -> None:
                 sid: continue_hint(store, sid)
                 for sid in {r.root_session_id or r.session_id for r in rows if r.decision is not None}
             }
+            resumes = {  # a run killed or aborted mid-call: the resume that settles it (--spec if it needs one)
+                sid: resume_command(store, sid)
+                for sid in {
+                    r.root_session_id or r.session_id for r in rows if r.run_abandoned or r.run_paused
+                }
+            }
             elsewhere = _answered_elsewhere(store, rows)
         if json_out:
             waits = [_memory_row(sid, turn, query) for sid, turn, query in memory]
             calls = [{**r.to_wire(), "answer_in": elsewhere.get(r.session_id)} for r in rows]
             sys.stdout.write(json.dumps([*calls, *waits], indent=2, ensure_ascii=False) + "\n")
         else:
-            _print_pending(rows, hints, elsewhere, not memory)
+            _print_pending(rows, hints, elsewhere, not memory, resumes)
             for sid, turn, query in memory:
                 out.print(
                     f"{sid}  turn {turn}  {query}  memory_query  [memory_retrieval] waiting for the memory "
@@ -349,12 +363,16 @@ def register(app: typer.Typer, open_db: OpenDb) -> None:
         return {sid: resume_hint(src, sid) for sid, src in sources.items() if src == LANGGRAPH_SOURCE}
 
     def _print_pending(
-        rows: list[PendingCall], hints: dict[str, str], elsewhere: dict[str, str], alone: bool = True
+        rows: list[PendingCall],
+        hints: dict[str, str],
+        elsewhere: dict[str, str],
+        alone: bool = True,
+        resumes: dict[str, str] | None = None,
     ) -> None:
         """``pending``'s text: one line per call (``hints``: each decided session's continue command;
         ``elsewhere``: where the waits of a session `approve` cannot decide are answered); ``alone``: nothing
         else waits (then an empty listing says so). An undecided in-doubt call is a block instead
-        (:func:`_in_doubt_lines`)."""
+        (:func:`_in_doubt_lines`; ``resumes``: each abandoned or paused run tree root's resume command)."""
         if not rows and alone:
             out.print("nothing is waiting for a decision")
         for row in rows:
@@ -366,7 +384,9 @@ def register(app: typer.Typer, open_db: OpenDb) -> None:
                     f"{elsewhere[row.session_id]}"
                 )
             elif row.decision is None and row.kind == "effect_in_doubt":
-                out.print_lines(_in_doubt_lines(row))
+                out.print_lines(
+                    _in_doubt_lines(row, (resumes or {}).get(row.root_session_id or row.session_id))
+                )
             elif row.decision is None:
                 out.print(f"{head}  [{row.kind}] {short(row.reason, 60)}{tree}")
             else:

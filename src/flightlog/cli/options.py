@@ -622,7 +622,11 @@ def abandoned_notes(
         except SessionNotFound:  # a run id that names no session (a fleet run): no session hint
             source = ""
         if source == "kernel":
-            hint = f"`flightlog resume {sid}` continues it from its ledger"
+            from ..kernel.approvals import NO_SPEC_NOTE, resume_command
+
+            command = resume_command(store, sid)
+            hint = f"`{command}` continues it from its ledger"
+            hint += "" if command == f"flightlog resume {sid}" else f" ({NO_SPEC_NOTE})"
         elif source.startswith("import:"):
             hint = (
                 "the watch recording it stopped: `flightlog watch` follows it again, `import --seal` ends it"

@@ -45,11 +45,12 @@ from .errors import DecidedByItsRuntime, InvalidOperator, NotPending
 from .memory import waiting_query
 from .records import APPROVAL_DECISION, GateKind, Verdict
 from .rowcheck import session_may_wait, sessions_may_wait
-from .state import Gate, KernelState, load_state
+from .state import KERNEL_SOURCE, Gate, KernelState, load_state
 
 __all__ = [
     "IMPORT_SOURCE_PREFIX",
     "MAX_OPERATOR",
+    "NO_SPEC_NOTE",
     "PendingCall",
     "abandoned_in_doubt",
     "abandoned_in_doubt_words",
@@ -61,6 +62,7 @@ __all__ = [
     "memory_waits",
     "operator_problem",
     "pending",
+    "resume_command",
     "resume_hint",
     "resumed_by_its_app",
     "session_in_doubt",
@@ -287,7 +289,6 @@ def abandoned_in_doubt(
         EventDecodeError: a stored event does not decode and ``undecodable`` is None.
     """
     from ..live import DEFAULT_LEASE_MS, list_run_views
-    from .state import KERNEL_SOURCE
 
     views = list_run_views(
         store, abandoned_only=True, lease_ms=lease_ms or DEFAULT_LEASE_MS, undecodable=undecodable
@@ -382,12 +383,15 @@ def paused_in_doubt(
     return rows
 
 
-def abandoned_in_doubt_words(root_session_id: str, *, paused: bool = False) -> tuple[str, str]:
+def abandoned_in_doubt_words(
+    root_session_id: str, *, paused: bool = False, resume: str | None = None
+) -> tuple[str, str]:
     """What an :func:`abandoned_in_doubt` call (``paused``: a :func:`paused_in_doubt` one) means and what
     to do, as ``pending`` and the dashboard's session page and approvals queue say it: ``(said, todo)``,
-    ``said`` ending with :data:`~flightlog.kernel.execution.IN_DOUBT_WARNING`, ``todo`` naming ``flightlog
-    resume ROOT`` (the run tree's root, which a resume drives) and what approve and deny do once it stops
-    on the call."""
+    ``said`` ending with :data:`~flightlog.kernel.execution.IN_DOUBT_WARNING`, ``todo`` naming ``resume``
+    (default ``flightlog resume ROOT``, the run tree's root, which a resume drives; :func:`resume_command`
+    gives it for a store: ``--spec`` for a run that recorded no agent spec) and what approve and deny do
+    once it stops on the call."""
     from .execution import IN_DOUBT_WARNING
 
     how = "aborted mid-call (paused)" if paused else "killed mid-call"
@@ -396,10 +400,33 @@ def abandoned_in_doubt_words(root_session_id: str, *, paused: bool = False) -> t
         f"drives the run; {IN_DOUBT_WARNING}"
     )
     todo = (
-        f"nothing to approve yet: `flightlog resume {root_session_id}` settles it (the tool's reconcile) or "
-        "stops on it for a decision: approve runs it again, deny marks it failed"
+        f"nothing to approve yet: `{resume or f'flightlog resume {root_session_id}'}` settles it (the tool's "
+        "reconcile) or stops on it for a decision: approve runs it again, deny marks it failed"
     )
     return said, todo
+
+
+NO_SPEC_NOTE = (
+    "the run recorded no agent spec, as a run started from Python does: name its agent, or resume it from "
+    "Python with Kernel(store, agent).resume_sync(session_id)"
+)
+"""Why :func:`resume_command` names ``--spec``: said after it wherever a hint names that command."""
+
+
+def resume_command(store: Store, session_id: str) -> str:
+    """The command that continues the kernel run ``session_id`` (give its run tree's root):
+    ``flightlog resume SESSION``, or, when its ledger records no agent spec
+    (:func:`flightlog.kernel.spec.records_spec`: a run started from Python), ``flightlog resume SESSION
+    --spec MODULE:ATTR`` (without it ``resume`` refuses: :data:`NO_SPEC_NOTE` says why).
+
+    Raises:
+        SessionNotFound: no such session.
+    """
+    from .spec import records_spec
+
+    if records_spec(store, session_id):
+        return f"flightlog resume {session_id}"
+    return f"flightlog resume {session_id} --spec MODULE:ATTR"
 
 
 def session_in_doubt(store: Store, session_id: str) -> list[PendingCall]:
@@ -411,7 +438,6 @@ def session_in_doubt(store: Store, session_id: str) -> list[PendingCall]:
         SessionNotFound: no such session.
         EventDecodeError: a stored event does not decode.
     """
-    from .state import KERNEL_SOURCE
 
     if store.get_session(session_id).source != KERNEL_SOURCE:
         return []
@@ -548,7 +574,8 @@ def continue_hint(store: Store, session_id: str) -> str:
     drives. A fleet run (a lease row, :mod:`flightlog.fleet`) whose status a worker claims (``queued``,
     ``running``, ``suspended``: ``RUNNABLE_STATUSES``) is resumed by a worker once a decision lands in it
     or in a sub-agent (``Store.wake_lease``), so the hint names the worker; an aborted one (``cancelled``)
-    no worker claims: ``flightlog resume``.
+    no worker claims: ``flightlog resume`` (with ``--spec MODULE:ATTR`` and :data:`NO_SPEC_NOTE` for a
+    kernel run whose ledger records no agent spec: :func:`resume_command`).
 
     Raises:
         SessionNotFound: no such session.
@@ -556,7 +583,10 @@ def continue_hint(store: Store, session_id: str) -> str:
     _, root = tree_of(store, session_id)
     session = store.get_session(root)
     fleet = session.status in RUNNABLE_STATUSES and store.get_lease(root) is not None
-    return resume_hint(session.source, root, fleet=fleet)
+    if fleet or session.source != KERNEL_SOURCE:
+        return resume_hint(session.source, root, fleet=fleet)
+    command = resume_command(store, root)
+    return command if command == f"flightlog resume {root}" else f"{command} ({NO_SPEC_NOTE})"
 
 
 def resumed_by_its_app(source: str) -> bool:

@@ -59,6 +59,7 @@ from pathlib import Path
 from typing import Any
 
 from ..encoding import decode_stored
+from ..errors import EventDecodeError
 from ..events import Custom
 from ..integrity.audit import Auditor, require_intact
 from ..integrity.verify import AuditReport
@@ -78,6 +79,7 @@ __all__ = [
     "is_logical",
     "load_agent",
     "recorded_spec",
+    "records_spec",
     "resolve",
     "spec_of_checked",
 ]
@@ -344,6 +346,28 @@ def spec_of_checked(store: Store, session_id: str, report: AuditReport) -> str |
         if isinstance(event, Custom) and event.custom_kind == AGENT_SPEC:
             return _checked_spec(event.payload, row.seq, report.anchored)
     return None
+
+
+def records_spec(store: Store, session_id: str) -> bool:
+    """Whether a session holds an ``agent_spec`` custom among its first events (what ``flightlog resume``
+    runs without ``--spec``): False for a run started from Python (``Kernel(...).run_sync``), an
+    ``agent.toml`` or a ``.py`` path. A hint's question only: nothing read here is trusted or imported
+    (:func:`recorded_spec` checks the session first); an event that does not decode is not read as a spec
+    (``resume`` refuses that session at its full check anyway).
+
+    Raises:
+        SessionNotFound: no such session.
+    """
+    for row in store.read_events(session_id, stop=_SPEC_WINDOW):
+        if row.kind != "custom":
+            continue
+        try:
+            event = decode_stored(row.event_bytes, seq=row.seq)
+        except EventDecodeError:
+            continue
+        if isinstance(event, Custom) and event.custom_kind == AGENT_SPEC:
+            return True
+    return False
 
 
 def _checked_spec(payload: Any, seq: int, anchored: int) -> str:

@@ -81,7 +81,7 @@ from starlette.staticfiles import StaticFiles
 
 from ..errors import EventDecodeError, FlightlogError, SessionNotFound
 from ..kernel.abort import abort
-from ..kernel.approvals import approve, deny, operator_problem, session_in_doubt
+from ..kernel.approvals import approve, deny, operator_problem, resume_command, session_in_doubt
 from ..kernel.attention import no_signal_reader, send_signal
 from ..kernel.errors import NotPending
 from ..kernel.rowheld import LEDGER_STATUS, held_state
@@ -401,6 +401,8 @@ def _session_status(dash: _Dashboard, session_id: str) -> dict[str, Any]:
         "in_doubt": _in_doubt(store, session_id, session_id in resumable)
         if (abandoned or session_id in resumable) and not unread
         else [],
+        # the command the aborted/abandoned sections name (with --spec when the ledger records no agent spec)
+        "resume": views.show(_resume_command(store, session_id, abandoned or session_id in resumable), 200),
         "row_warning": views.show(warning, views.LINE_LIMIT),
         "state": state,
         "ended": ended,
@@ -411,6 +413,13 @@ def _session_status(dash: _Dashboard, session_id: str) -> dict[str, Any]:
         "pending": views.pending_rows(calls, store),
         "waiting": views.waiting_rows(suspended, decided, store),
     }
+
+
+def _resume_command(store: Store, session_id: str, resumable: bool) -> str:
+    """``flightlog resume SESSION``, naming ``--spec MODULE:ATTR`` for a ``resumable`` kernel run whose
+    ledger records no agent spec (:func:`~flightlog.kernel.approvals.resume_command`; a run started from
+    Python); only a resumable run's events are read for it."""
+    return resume_command(store, session_id) if resumable else f"flightlog resume {session_id}"
 
 
 def _in_doubt(store: Store, session_id: str, paused: bool) -> list[dict[str, str]]:

@@ -53,6 +53,7 @@ from ..kernel.approvals import (
     tree_of,
     waiting_calls,
 )
+from ..kernel.approvals import resume_command as spec_resume
 from ..kernel.rowcheck import row_warning, sessions_may_wait
 from ..kernel.rowheld import held_by_ledger, held_in, listed_with_held
 from ..kernel.state import KERNEL_SOURCE, active_time
@@ -848,7 +849,8 @@ def pending_rows(calls: list[PendingCall], store: Store | None = None) -> list[d
 def in_doubt_rows(store: Store, calls: list[PendingCall]) -> list[dict[str, Any]]:
     """Display rows of calls in doubt no gate lists (abandoned or paused runs: :func:`queue_in_doubt`,
     the session page's), each ``{session, href, call, said, todo, run}`` in ``flightlog pending``'s words
-    (:func:`~flightlog.kernel.approvals.abandoned_in_doubt_words`; ``run`` is ``abandoned`` or ``paused``).
+    (:func:`~flightlog.kernel.approvals.abandoned_in_doubt_words`, naming ``--spec`` for a run that recorded
+    no agent spec: :func:`~flightlog.kernel.approvals.resume_command`; ``run`` is ``abandoned`` or ``paused``).
 
     Raises:
         SessionNotFound: a call's session is gone.
@@ -856,7 +858,7 @@ def in_doubt_rows(store: Store, calls: list[PendingCall]) -> list[dict[str, Any]
     rows = []
     for c in calls:
         root = c.root_session_id or tree_of(store, c.session_id)[1]
-        said, todo = abandoned_in_doubt_words(root, paused=c.run_paused)
+        said, todo = abandoned_in_doubt_words(root, paused=c.run_paused, resume=spec_resume(store, root))
         rows.append(
             {
                 "session": show(c.session_id, 120),
