@@ -168,6 +168,15 @@ def _in_doubt_lines(row: PendingCall, resume: str | None = None) -> list[str]:
     ]
 
 
+def _say_loading(err: Console, spec: str, quiet: bool) -> None:
+    """One stderr line before an agent spec is imported, on a terminal only (not with ``--quiet``): its
+    module and the model SDK it builds (the Anthropic SDK alone: about 1.5 s of CPU) can keep ``run`` silent
+    for seconds before its first progress line. Not in a pipe or a log, where nobody watches the wait and
+    the line would only add noise before the progress lines that follow."""
+    if not quiet and err.is_terminal:
+        err.print(f"loading agent {spec} (importing its code and model SDK can take a few seconds)")
+
+
 def _agent(spec: str) -> Any:
     from ..kernel.errors import AgentSpecError
     from ..kernel.spec import load_agent
@@ -198,6 +207,7 @@ def register(app: typer.Typer, open_db: OpenDb) -> None:
         quiet: Annotated[bool, typer.Option("--quiet", "-q", help="No live progress on stderr.")] = False,
     ) -> None:
         """Run an agent on a goal; exit 0 completed, 3 waiting for approval, 1 otherwise."""
+        _say_loading(err, spec, quiet)
         from ..integrity.notary import Notary
         from ..kernel import Kernel
         from ..kernel.spec import is_logical
@@ -272,6 +282,7 @@ def register(app: typer.Typer, open_db: OpenDb) -> None:
                     f"--spec MODULE:ATTR, or resume it from Python: Kernel(store, agent).resume_sync({sid!r})"
                 )
             progress = None if quiet else Progress(err, lambda: sid)
+            _say_loading(err, spec, quiet)
             result = Kernel(store, _agent(spec), on_event=progress, notary=notary).resume_sync(sid)
             word = _listed(store, result)
         _report(out, result, json_out, word)
