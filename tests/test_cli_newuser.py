@@ -3,11 +3,16 @@ exit code and the words a user reads."""
 
 from __future__ import annotations
 
+import io
 from pathlib import Path
 
+from rich.console import Console
 from typer.testing import CliRunner
 
 from flightlog.cli import app
+from flightlog.cli.demo import _tamper_step
+from flightlog.integrity.notary import Notary
+from flightlog.store import SqliteStore
 
 runner = CliRunner()
 SAMPLES = Path(__file__).parent / "data" / "samples"
@@ -48,3 +53,26 @@ def test_db_copy_from_a_missing_source_is_refused(tmp_path: Path) -> None:
     code, _, err = invoke("db", "copy", str(src), str(dst))
     assert code == 2 and err.startswith(f"flightlog: error: no database at {src} yet"), err
     assert not src.exists() and not dst.exists()
+
+
+# ─── 4. demo step 5: attach's refusal, one short line ─────────────────────────────────────────
+
+
+def test_demo_tamper_step_says_attach_refused_in_one_short_line(tmp_path: Path) -> None:
+    """It printed the whole ~900-character refusal (restored-copy advice, --accept-fork) under the verify
+    lines; now the first divergent seq, its reason and the count of the others."""
+    db = _ledger(tmp_path)
+    screen = io.StringIO()
+    with SqliteStore(db) as store:
+        sid = str(next(iter(store.list_sessions())).session_id)
+        code = _tamper_step(store, sid, Console(file=screen, width=1000), Notary.from_env())
+    assert code == 0
+    lines = screen.getvalue().splitlines()
+    (attach,) = [line for line in lines if line.startswith("   attach:")]
+    first = next(line for line in lines if line.startswith("   verify: seq "))
+    seq = first.split()[2].rstrip(":")
+    assert attach.startswith(
+        f"   attach: refused at seq {seq}: hash_mismatch: stored hash does not match the stored bytes"
+    ), attach
+    assert attach.endswith("; a tampered ledger is never resumed") and len(attach) <= 160, attach
+    assert "accept-fork" not in attach and "accept-restore" not in attach

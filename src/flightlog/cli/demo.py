@@ -151,6 +151,19 @@ def list_step(store: Store, session_ids: list[str], console: Console) -> None:
             )
 
 
+def _refusal_headline(exc: LedgerIntegrityError) -> str:
+    """What step 5 prints for ``attach``'s refusal, in one short line under the verify lines it agrees with:
+    the first divergent seq and its reason, the count of the others. Not the advice on restored copies
+    the full message carries (about 900 characters): the scratch copy shares the demo database's retained
+    heads only because the demo made it, not because a user restored one."""
+    from ..integrity.heads import HEADS_AHEAD
+
+    found = exc.reason.partition(f"; {HEADS_AHEAD}")[0]
+    where = f" at seq {exc.seq}" if exc.seq is not None else ""
+    more = f" (+{len(exc.divergences) - 1} more divergent)" if len(exc.divergences) > 1 else ""
+    return f"refused{where}: {found}{more}; a tampered ledger is never resumed"
+
+
 def _tamper_step(store: Store, session_id: str, console: Console, notary: Notary | None) -> int:
     record = store.get_session(session_id)
     seq = random.Random(session_id).randrange(1, record.events)
@@ -183,7 +196,7 @@ def _tamper_step(store: Store, session_id: str, console: Console, notary: Notary
                 console.print("   attach: accepted a tampered ledger (unexpected)")
                 return 1
             except LedgerIntegrityError as exc:
-                console.print(f"   attach: {exc}")
+                console.print(f"   attach: {_refusal_headline(exc)}")
         finally:
             copy.close()
     caught = any(d.seq == seq and d.reason == "hash_mismatch" for d in divergences)
