@@ -76,3 +76,21 @@ def test_demo_tamper_step_says_attach_refused_in_one_short_line(tmp_path: Path) 
     ), attach
     assert attach.endswith("; a tampered ledger is never resumed") and len(attach) <= 160, attach
     assert "accept-fork" not in attach and "accept-restore" not in attach
+
+
+# ─── 5. ls --status with a word no status is ──────────────────────────────────────────────────
+
+
+def test_ls_status_with_an_unknown_word_is_a_usage_error_listing_the_statuses(tmp_path: Path) -> None:
+    db = _ledger(tmp_path)
+    code, out, err = invoke("--db", str(db), "ls", "--status", "bogus")
+    assert (code, out) == (2, ""), err
+    said = " ".join(err.split())
+    assert said.startswith(
+        "flightlog: error: Invalid value for --status: 'bogus' is not a status (ls prints: "
+    )
+    assert "completed, failed, running, suspended, paused, cancelled, interrupted, queued" in said
+    code, out, err = invoke("--db", str(db), "ls", "--status", "failed")  # a status no session has: a note
+    assert (code, out) == (0, "") and "no session has status 'failed'" in err
+    code, out, err = invoke("--db", str(db), "ls", "--status", "aborted")  # a stored spelling
+    assert code == 0, err

@@ -418,26 +418,34 @@ def store_url(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[str]:
 
 def test_ls_names_the_statuses_present_for_one_no_session_has_and_says_no_sessions(store_url: str) -> None:
     """Statuses are open-ended (``Recorder.finish`` takes any word, an import keeps its source's), so a
-    ``--status`` no session has is no usage error (exit 0), but a note names the statuses present; an empty
-    listing says so. Both on stderr: ``--json`` stays a parsable array. Before, a bare header, exit 0."""
+    ``--status`` that ls prints, or that a session of the store has, but no session has, is no usage error
+    (exit 0), but a note names the statuses present; an empty listing says so. Both on stderr: ``--json``
+    stays a parsable array. Before, a bare header, exit 0. A word that is neither (``bogus``) is a usage
+    error naming the statuses (session 18: it read as "no sessions match")."""
     for args in ((), ("--json",)):
         code, out, err = invoke("--db", store_url, "ls", *args)
         assert (code, err) == (0, "flightlog: note: no sessions\n"), (args, out)
     with open_store(store_url) as store:
         Recorder.create(store, session_id="s1", notary=None).finish("InternalServerError")
         Recorder.create(store, session_id="s2", notary=None).finish("completed")
-    code, out, err = invoke("--db", store_url, "ls", "--json", "--status", "bogus", "--status", "completed")
+    code, out, err = invoke("--db", store_url, "ls", "--json", "--status", "failed", "--status", "completed")
     assert code == 0 and [row["session_id"] for row in json.loads(out)] == ["s2"], err
     assert (
         err
-        == "flightlog: note: no session has status 'bogus' (statuses present: InternalServerError, completed)\n"
+        == "flightlog: note: no session has status 'failed' (statuses present: InternalServerError, completed)\n"
     )
-    code, out, err = invoke("--db", store_url, "ls", "--status", "bogus")
+    code, out, err = invoke("--db", store_url, "ls", "--status", "failed")
     assert (code, out) == (0, ""), out  # as the help says: an empty listing says "no sessions", no header
     assert err.splitlines() == [
-        "flightlog: note: no sessions match the filters; no session has status 'bogus'"
+        "flightlog: note: no sessions match the filters; no session has status 'failed'"
         " (statuses present: InternalServerError, completed)",
     ]
+    code, out, err = invoke("--db", store_url, "ls", "--status", "InternalServerError")  # a word it has
+    assert code == 0 and "s1" in out, err
+    code, out, err = invoke("--db", store_url, "ls", "--status", "bogus")
+    assert (code, out) == (2, ""), out
+    assert "'bogus' is not a status (ls prints: completed," in " ".join(err.split())
+    assert "also present in this store: InternalServerError)" in " ".join(err.split())
     code, out, err = invoke("--db", store_url, "ls", "--json", "--task", "nothing like it")
     assert (code, out.strip(), err) == (0, "[]", "flightlog: note: no sessions match the filters\n")
     for args in (("-n", "0"), ("-n", "0", "--json")):  # none asked for: no note that the store has none

@@ -393,7 +393,8 @@ def ls_cmd(
     (custom events only), "paused" for a run `flightlog abort` stopped (`flightlog resume` continues it),
     "suspended" for a run waiting for a decision even if its row says it ended (a warning on stderr says
     so), "cancelled" for an import's "aborted", "interrupted" for a transcript that ends mid-run. --status
-    takes the word shown or the stored one; --json gives both (`status`, `session_status`).
+    takes the word shown or the stored one (another word: exit 2, listing them); --json gives both
+    (`status`, `session_status`).
 
     An imported session's creation time is its transcript's first timestamp; "(import)" marks the import
     time when the transcript has no zone-aware time. Nothing matched: "no sessions" on stderr, nothing on
@@ -426,6 +427,7 @@ def ls_cmd(
             return listed_word(record, no_run=no_run, resumable=resumable)
 
         wanted = [state_word(value) for value in status or ()]  # --status aborted finds what shows cancelled
+        _refuse_unknown_status(status or [], {shown(r) for r in named} | {str(r.status) for r in named})
         found = find_sessions(
             store, statuses=wanted, since_ms=since_ms, task=task, limit=limit, status_of=shown, records=named
         )
@@ -524,6 +526,40 @@ def _listed_status(store: Store, record: SessionRecord) -> str:
     except EventDecodeError:
         resumable = set()  # iter_events raises it below, naming the seq
     return listed_word(record, no_run=no_run_sessions(store, [record]), resumable=resumable)
+
+
+LS_STATUSES = (
+    "completed",
+    "failed",
+    "running",
+    "suspended",
+    "paused",
+    "cancelled",
+    "interrupted",
+    "queued",
+    "budget_exhausted",
+    "no run",
+)
+"""The statuses ``ls`` prints for flightlog's own runs and imports (``--status`` takes them, their stored
+spellings: :data:`flightlog.narration.STATE_SYNONYMS`, and any other word a session of the store has)."""
+
+
+def _refuse_unknown_status(values: list[str], present: set[str]) -> None:
+    """Exit 2 (one ``flightlog: error:`` line, as a bad ``--since``) for a ``--status`` value that is no
+    status ``ls`` prints (:data:`LS_STATUSES`), no stored spelling of one, and no status a session of this
+    store has (``present``: statuses are open-ended, an import keeps its source's words); it lists the
+    valid ones. A valid status no session has is not an error (a note says so)."""
+    from ..narration import STATE_SYNONYMS
+
+    known = {*LS_STATUSES, *STATE_SYNONYMS, *present}
+    unknown = [value for value in dict.fromkeys(values) if value not in known]
+    if unknown:
+        others = sorted(present - set(LS_STATUSES) - set(STATE_SYNONYMS))
+        extra = f"; also present in this store: {', '.join(others)}" if others else ""
+        raise typer.BadParameter(
+            f"{unknown[0]!r} is not a status (ls prints: {', '.join(LS_STATUSES)}{extra})",
+            param_hint="--status",
+        )
 
 
 def _ls_notes(
