@@ -11,6 +11,7 @@ from typer.testing import CliRunner
 
 from flightlog.cli import app
 from flightlog.cli.demo import _tamper_step
+from flightlog.importers import describe_difference
 from flightlog.integrity.notary import Notary
 from flightlog.store import SqliteStore
 
@@ -94,3 +95,33 @@ def test_ls_status_with_an_unknown_word_is_a_usage_error_listing_the_statuses(tm
     assert (code, out) == (0, "") and "no session has status 'failed'" in err
     code, out, err = invoke("--db", str(db), "ls", "--status", "aborted")  # a stored spelling
     assert code == 0, err
+
+
+# ─── 7. a changed transcript: what differs, and where in the file ─────────────────────────────
+
+
+def test_a_changed_transcript_is_refused_naming_the_field_and_the_source_line(tmp_path: Path) -> None:
+    """It said "(recorded custom, read now custom)": neither what changed nor where."""
+    source = tmp_path / "t.jsonl"
+    source.write_bytes((SAMPLES / "codex" / "claudecodelog_malformed_rollout-66666666.jsonl").read_bytes())
+    db = tmp_path / "a.db"
+    assert invoke("--db", str(db), "import", str(source))[0] == 0
+    source.write_text(source.read_text().replace("{synthetic malformed json", "{synthetic malformed JSON"))
+    code, _, err = invoke("--db", str(db), "import", str(source))
+    assert code == 1
+    said = " ".join(err.split())
+    assert said.startswith(
+        f"flightlog: error: {source}:3: codex:66666666-6666-4666-8666-666666666666 differs from this source "
+        'at seq 3 (custom codex.unparsed_line, payload.text: recorded "{synthetic malformed json", read now '
+        '"{synthetic malformed JSON"): the source changed what an earlier import recorded'
+    ), said
+
+
+def test_a_difference_in_kind_names_both_kinds_and_long_values_are_cut() -> None:
+    recorded = b'{"custom_kind":"codex.session_meta","kind":"custom","payload":{}}'
+    assert describe_difference(recorded, b'{"goal":"g","kind":"run_started"}') == (
+        "recorded custom codex.session_meta, read now run_started"
+    )
+    long = '{"kind":"custom","custom_kind":"k","payload":{"text":"' + "x" * 100 + '"}}'
+    said = describe_difference(long.encode(), b'{"kind":"custom","custom_kind":"k","payload":{}}')
+    assert said == 'custom k, payload.text: recorded "' + "x" * 38 + "…, read now nothing"

@@ -281,8 +281,12 @@ def _import_files(
             except (ImportFormatError, OSError) as exc:
                 failed += 1
                 reason = exc.reason if isinstance(exc, ImportFormatError) else exc.strerror or str(exc)
-                err.print(f"flightlog: error: {shown(path)}: {reason}")
-                results.append({"path": shown(path), "error": reason})
+                line = exc.line if isinstance(exc, ImportFormatError) else None
+                where = (
+                    shown(path) if line is None else f"{shown(path)}:{line}"
+                )  # the source line, when known
+                err.print(f"flightlog: error: {where}: {reason}")
+                results.append({"path": shown(path), "error": reason, **({"line": line} if line else {})})
                 _advance(advance, job, events, failed=1)
                 continue
             events += result.events

@@ -70,6 +70,7 @@ as they are, readable and verifiable: a grown copy of their source is recorded a
 from __future__ import annotations
 
 import hashlib
+import json
 from collections.abc import Iterable, Iterator, Sequence
 from contextlib import nullcontext
 from dataclasses import dataclass, field, replace
@@ -116,6 +117,7 @@ __all__ = [
     "ImportWarning",
     "ImportedSession",
     "check_prefix",
+    "describe_difference",
     "detect_format",
     "identity_key",
     "import_file",
@@ -773,10 +775,11 @@ def check_prefix(
         head = chain_hash(head, seq, _event_bytes(events, seq - 1))
     if head == rows[count].hash:
         return
-    seq, recorded, now = _first_difference(store, session_id, events, count)
+    seq, what, line = _first_difference(store, session_id, events, count)
     raise ImportFormatError(
         path=str(path),
-        reason=f"{session_id} differs from this source at seq {seq} (recorded {recorded}, read now {now}): "
+        line=line,
+        reason=f"{session_id} differs from this source at seq {seq} ({what}): "
         "the source changed what an earlier import recorded; refusing to fork the session (nothing "
         f"recorded). What was recorded stays (`flightlog show {session_id}`); to record this version as well, "
         f"import it into another database (`flightlog --db OTHER.db import {path}`); once the file starts "
@@ -786,12 +789,82 @@ def check_prefix(
 
 def _first_difference(
     store: Store, session_id: str, events: Sequence[SessionEvent], count: int
-) -> tuple[int, str, str]:
-    """The first seq in ``1..count`` whose stored bytes differ from the event read now, and both kinds."""
+) -> tuple[int, str, int | None]:
+    """The first seq in ``1..count`` whose stored bytes differ from the event read now: ``(seq, what, line)``,
+    ``what`` saying how (:func:`describe_difference`), ``line`` the source file's line of the event read now
+    when the importer recorded one (its ``payload.line``, 1-based), else None."""
     for row in store.read_events(session_id, start=1, stop=count + 1):
-        if _event_bytes(events, row.seq - 1) != row.event_bytes:
-            return row.seq, row.kind, events[row.seq - 1].kind
-    return count, "?", "?"  # pragma: no cover - the chain said they differ
+        now = _event_bytes(events, row.seq - 1)
+        if now != row.event_bytes:
+            return row.seq, describe_difference(row.event_bytes, now), _source_line(now)
+    return count, "no difference found", None  # pragma: no cover - the chain said they differ
+
+
+_SHOWN = 40
+"""Characters of each differing value :func:`describe_difference` shows."""
+
+
+def describe_difference(recorded: bytes, now: bytes) -> str:
+    """How an event read now differs from the one recorded, in one short clause for an import's refusal:
+    both kinds when they differ (a ``custom`` event by its ``custom_kind``), else the first differing field
+    by its dotted path (``payload.text``) with both values cut to 40 characters each.
+
+    Args:
+        recorded: The stored canonical bytes (a JSON object).
+        now: The canonical bytes of the event read from the source now.
+
+    Returns:
+        ``recorded custom codex.session_meta, read now run_started``, or ``custom codex.unparsed_line,
+        payload.text: recorded "{bad json", read now "{bad JSON"``.
+    """
+    old, new = parse_json(recorded), parse_json(now)
+    kinds = _kind_name(old), _kind_name(new)
+    if kinds[0] != kinds[1]:
+        return f"recorded {kinds[0]}, read now {kinds[1]}"
+    path, was, is_now = _first_field_difference(old, new, "")
+    return f"{kinds[0]}, {path or 'the event'}: recorded {_shown(was)}, read now {_shown(is_now)}"
+
+
+def _kind_name(event: object) -> str:
+    if not isinstance(event, dict):
+        return "?"
+    kind = str(event.get("kind", "?"))
+    return f"{kind} {event['custom_kind']}" if kind == "custom" and "custom_kind" in event else kind
+
+
+_MISSING = object()
+
+
+def _first_field_difference(old: object, new: object, path: str) -> tuple[str, object, object]:
+    """The dotted path (``a.b``, ``a[2]``) of the first differing value, in key order, and both values
+    (:data:`_MISSING` for an absent key or item)."""
+    if isinstance(old, dict) and isinstance(new, dict):
+        for key in sorted(old.keys() | new.keys()):
+            a, b = old.get(key, _MISSING), new.get(key, _MISSING)
+            if a != b:
+                return _first_field_difference(a, b, f"{path}.{key}" if path else str(key))
+    elif isinstance(old, list) and isinstance(new, list):
+        for index in range(max(len(old), len(new))):
+            a = old[index] if index < len(old) else _MISSING
+            b = new[index] if index < len(new) else _MISSING
+            if a != b:
+                return _first_field_difference(a, b, f"{path}[{index}]")
+    return path, old, new
+
+
+def _shown(value: object) -> str:
+    if value is _MISSING:
+        return "nothing"
+    text = json.dumps(value, ensure_ascii=False, sort_keys=True, separators=(",", ":"))
+    return text if len(text) <= _SHOWN else text[: _SHOWN - 1] + "…"
+
+
+def _source_line(now: bytes) -> int | None:
+    """The source line an importer recorded in the event (``payload.line``, a positive int), else None."""
+    event = parse_json(now)
+    payload = event.get("payload") if isinstance(event, dict) else None
+    line = payload.get("line") if isinstance(payload, dict) else None
+    return line if isinstance(line, int) and not isinstance(line, bool) and line > 0 else None
 
 
 def _event_bytes(events: Sequence[SessionEvent], index: int) -> bytes:
