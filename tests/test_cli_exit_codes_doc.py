@@ -94,6 +94,14 @@ REPRODUCE: dict[str, Callable[[Path, int], list[str]]] = {
     "unknown session": lambda db, _: ["--db", str(db), "show", "no-such-session"],
     "ambiguous session": lambda db, _: ["--db", str(db), "show", "claude-code"],
     "missing file": lambda db, _: ["--db", str(db), "import", str(db.with_name("missing.jsonl"))],
+    "a non-empty bundle directory": lambda db, _: [  # the directory holds the database itself
+        "--db",
+        str(db),
+        "export",
+        "claude-code:s1",
+        "--bundle",
+        str(db.parent),
+    ],
     "a session resumed elsewhere": lambda db, _: ["--db", str(_langgraph(db)), "resume", "langgraph:t1"],
     "a call answered elsewhere": lambda db, _: [
         "--db",

@@ -125,3 +125,22 @@ def test_a_difference_in_kind_names_both_kinds_and_long_values_are_cut() -> None
     long = '{"kind":"custom","custom_kind":"k","payload":{"text":"' + "x" * 100 + '"}}'
     said = describe_difference(long.encode(), b'{"kind":"custom","custom_kind":"k","payload":{}}')
     assert said == 'custom k, payload.text: recorded "' + "x" * 38 + "…, read now nothing"
+
+
+# ─── 8. export --bundle into a directory that holds files ──────────────────────────────────────
+
+
+def test_export_bundle_into_a_non_empty_directory_is_a_usage_error(tmp_path: Path) -> None:
+    db = _ledger(tmp_path)
+    taken = tmp_path / "taken"
+    taken.mkdir()
+    (taken / "notes.txt").write_text("mine\n")
+    code, out, err = invoke("--db", str(db), "export", "codex:6", "--bundle", str(taken))
+    assert (code, out) == (2, ""), err
+    assert " ".join(err.split()) == (
+        f"flightlog: error: --bundle {taken} is not empty: a bundle is written into a directory of its own "
+        "(name a new directory, which export creates, or an empty one)"
+    )
+    assert [p.name for p in taken.iterdir()] == ["notes.txt"]
+    code, _, err = invoke("--db", str(db), "export", "codex:6", "--bundle", str(tmp_path / "new"))
+    assert code == 0 and (tmp_path / "new" / "entries.jsonl").exists(), err

@@ -931,6 +931,11 @@ def export_cmd(
     problem = None
     if bundle is not None and bundle.exists() and not bundle.is_dir():
         problem = f"--bundle {bundle} exists and is not a directory"
+    elif bundle is not None and bundle.is_dir() and any(bundle.iterdir()):
+        problem = (
+            f"--bundle {bundle} is not empty: a bundle is written into a directory of its own "
+            "(name a new directory, which export creates, or an empty one)"
+        )
     elif output is not None and output.is_dir():
         problem = f"--output {output} is a directory (give a file path)"
     elif output is not None and not output.absolute().parent.is_dir():
