@@ -144,3 +144,21 @@ def test_export_bundle_into_a_non_empty_directory_is_a_usage_error(tmp_path: Pat
     assert [p.name for p in taken.iterdir()] == ["notes.txt"]
     code, _, err = invoke("--db", str(db), "export", "codex:6", "--bundle", str(tmp_path / "new"))
     assert code == 0 and (tmp_path / "new" / "entries.jsonl").exists(), err
+
+
+# ─── 9. import -f FORMAT of a file of another format ──────────────────────────────────────────
+
+
+def test_import_with_the_wrong_format_creates_no_database_and_suggests_auto(tmp_path: Path) -> None:
+    """It said "created a new database at f.db", then refused the file (exit 1): an empty ledger stayed."""
+    source = SAMPLES / "codex" / "localpush_rollout-2026-02-23T20-34-25-019c8bfe.jsonl"
+    db = tmp_path / "f.db"
+    code, out, err = invoke("--db", str(db), "import", "-f", "gemini-cli", str(source))
+    assert (code, out) == (1, ""), err
+    assert " ".join(err.split()) == (
+        f"flightlog: error: {source}: not a gemini-cli transcript: the gemini-cli importer recognises nothing "
+        "of it (it reads as codex: `-f auto` (the default) imports it)"
+    )
+    assert not db.exists()
+    code, out, err = invoke("--db", str(db), "import", "-f", "codex", str(source))
+    assert code == 0 and "created a new database" in err, err

@@ -195,6 +195,8 @@ def _import_paths(
     def shown(path: Path) -> str:
         return "-" if path == stdin else str(path)
 
+    if format != "auto":
+        _refuse_other_formats(paths, format, shown, json_out)
     with open_db() as store:
         notary = Notary.from_env()  # the user's log key, created on first use; imports are signed
         files: list[Path] = []
@@ -229,6 +231,32 @@ def _import_paths(
     if json_out:
         print_json(results)
     if failed:
+        raise typer.Exit(1)
+
+
+def _refuse_other_formats(
+    paths: list[Path], format: str, shown: Callable[[Path], str], json_out: bool
+) -> None:
+    """With ``--format`` other than auto, when the importer recognises none of the files under ``paths``:
+    each one's refusal (naming the format it reads as, suggesting ``-f auto``), exit 1, before the database
+    is opened, so a mismatched format never leaves a new, empty database behind. When it recognises some,
+    nothing here: the others are refused one by one as they come, as without ``--format``. ``--json``
+    prints the results an import prints for refused files (``{path, error}`` each)."""
+    from ..importers import check_format, iter_transcripts
+
+    refusals: list[dict[str, Any]] = []
+    for path in iter_transcripts(paths):
+        try:
+            check_format(path, format)
+        except ImportFormatError as exc:
+            refusals.append({"path": shown(path), "error": exc.reason})
+        else:
+            return
+    if refusals:
+        for row in refusals:
+            err.print(f"flightlog: error: {row['path']}: {row['error']}")
+        if json_out:
+            print_json(refusals)
         raise typer.Exit(1)
 
 

@@ -116,6 +116,7 @@ __all__ = [
     "ImportResult",
     "ImportWarning",
     "ImportedSession",
+    "check_format",
     "check_prefix",
     "describe_difference",
     "detect_format",
@@ -490,11 +491,32 @@ def _importer(path: Path, format: str) -> tuple[str, ModuleType]:
         raise ImportFormatError(
             path=str(path), reason=f"unknown format {fmt!r} (choose {', '.join(FORMATS)})"
         )
-    if format != "auto" and not recognises(module, path):
-        raise ImportFormatError(
-            path=str(path), reason=f"not a {fmt} transcript: the {fmt} importer recognises nothing of it"
-        )
+    if format != "auto":
+        check_format(path, fmt)
     return fmt, module
+
+
+def check_format(path: Path, format: str) -> None:
+    """Check that the importer ``format`` (a name in :data:`FORMATS`) recognises anything of the file
+    (:func:`recognises`), before anything is written for it.
+
+    Raises:
+        ImportFormatError: it does not; the reason names the format the file reads as
+            (:func:`detect_format`) and suggests ``-f auto``, or says no format recognises it.
+        KeyError: ``format`` is not in :data:`FORMATS`.
+    """
+    if recognises(FORMATS[format], path):
+        return
+    try:
+        detected = detect_format(path)
+    except ImportFormatError:
+        hint = "no format recognises it"
+    else:
+        hint = f"it reads as {detected}: `-f auto` (the default) imports it"
+    raise ImportFormatError(
+        path=str(path),
+        reason=f"not a {format} transcript: the {format} importer recognises nothing of it ({hint})",
+    )
 
 
 def _dedup_sha(module: ModuleType, path: Path, sha: str) -> str:
