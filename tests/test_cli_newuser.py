@@ -4,13 +4,14 @@ exit code and the words a user reads."""
 from __future__ import annotations
 
 import io
+import json
 from pathlib import Path
 
 from rich.console import Console
 from typer.testing import CliRunner
 
 from flightlog.cli import app
-from flightlog.cli.demo import _tamper_step
+from flightlog.cli.demo import _tamper_step, tamper_one_byte
 from flightlog.importers import describe_difference
 from flightlog.integrity.notary import Notary
 from flightlog.store import SqliteStore
@@ -162,3 +163,22 @@ def test_import_with_the_wrong_format_creates_no_database_and_suggests_auto(tmp_
     assert not db.exists()
     code, out, err = invoke("--db", str(db), "import", "-f", "codex", str(source))
     assert code == 0 and "created a new database" in err, err
+
+
+# ─── 10. verify on a tampered session counts its checkpoint truly ──────────────────────────────
+
+
+def test_verify_counts_a_signed_checkpoint_that_does_not_match_the_rows(tmp_path: Path) -> None:
+    """It said "0 signed checkpoint(s), anchored through 0 event(s)" over "seq N: checkpoint_mismatch"."""
+    db = tmp_path / "a.db"
+    source = SAMPLES / "codex" / "localpush_rollout-2026-02-23T20-34-25-019c8bfe.jsonl"
+    assert invoke("--db", str(db), "import", str(source))[0] == 0
+    sid = "codex:019c8bfe-ec25-79e0-97d7-bda6a9c575ff"
+    tamper_one_byte(db, sid, 14)
+    code, out, err = invoke("--db", str(db), "verify", sid)
+    assert code == 1, err
+    assert "; 1 signed checkpoint, not anchored: it does not match the rows; unanchored tail: seqs 0.." in out
+    assert ": checkpoint_mismatch (signed root at size" in out
+    code, out, _ = invoke("--db", str(db), "verify", sid, "--json")
+    (report,) = json.loads(out)
+    assert (report["checkpoints"], report["checkpoints_mismatched"], report["anchored"]) == (0, 1, 0)

@@ -56,7 +56,7 @@ from ..errors import (
     StoreError,
 )
 from ..ledger import GENESIS, CompactRange, verify_rows
-from ..narration import state_word
+from ..narration import plural, state_word
 from ..notarization import SEAL_KIND
 from ..salted import SALTED_PREFIX
 from ..store.links import LINKING_PREFIX, linking_refs, unreadable_refs
@@ -134,6 +134,8 @@ class AuditReport:
         root: RFC 9162 root over every row, hex.
         divergences: Every problem found, by seq (empty when intact).
         checkpoints: Signed checkpoints that verified and match the rows.
+        mismatched: Signed checkpoints that verified but do not match the rows (their root or chain hash
+            differs, or they cover more events than the rows hold): each has a divergence.
         anchored: Events covered by the largest such checkpoint (0 when none).
         sealed: The last event is a valid seal and a verified checkpoint covers it.
         seal_status: The status in the seal, when sealed.
@@ -168,6 +170,7 @@ class AuditReport:
     root: str = ""
     divergences: list[Divergence] = field(default_factory=list)
     checkpoints: int = 0
+    mismatched: int = 0
     anchored: int = 0
     sealed: bool = False
     seal_status: str | None = None
@@ -215,7 +218,7 @@ class AuditReport:
     def summary(self) -> str:
         """One line: state, anchoring, unanchored tail, retained head, witness, erased artifacts."""
         parts = [self.state() + (f" ({state_word(self.seal_status)})" if self.seal_status else "")]
-        parts.append(f"{self.checkpoints} signed checkpoint(s), anchored through {self.anchored} event(s)")
+        parts.append(self._anchoring())
         tail = self.unanchored
         if tail is not None:
             parts.append(f"unanchored tail: seqs {tail[0]}..{tail[1]}")
@@ -238,6 +241,21 @@ class AuditReport:
             parts.append(f"read-only: {self.retired}")
         return "; ".join(parts)
 
+    def _anchoring(self) -> str:
+        """The summary's clause on signed checkpoints: how many are stored with a valid signature, how
+        many of those do not anchor the rows (:attr:`mismatched`: a checkpoint_mismatch or truncated
+        divergence says which), and how far the others anchor."""
+        if not self.mismatched:
+            return f"{self.checkpoints} signed checkpoint(s), anchored through {self.anchored} event(s)"
+        total = self.checkpoints + self.mismatched
+        differ = "it does not match" if self.mismatched == 1 else "they do not match"
+        if not self.checkpoints:
+            return f"{plural(total, 'signed checkpoint')}, not anchored: {differ} the rows"
+        return (
+            f"{total} signed checkpoints, {self.mismatched} not anchoring ({differ} the rows), "
+            f"anchored through {self.anchored} event(s)"
+        )
+
     def to_json(self) -> dict[str, Any]:
         """Stable JSON fields for ``--json`` output."""
         tail = self.unanchored
@@ -252,6 +270,7 @@ class AuditReport:
             "head": self.head,
             "root": self.root,
             "checkpoints": self.checkpoints,
+            "checkpoints_mismatched": self.mismatched,
             "anchored": self.anchored,
             "unanchored": None if tail is None else {"first": tail[0], "last": tail[1]},
             "retained": self.retained,
@@ -629,6 +648,7 @@ def _match_checkpoints(report: AuditReport, signed: list[SignedCheckpoint], tee:
                     f"a signed checkpoint covers {cp.size} events, the database holds {report.events}",
                 )
             )
+            report.mismatched += 1
             continue
         root, chain = tee.roots[cp.size]
         if root != cp.root or (cp.checkpoint.chain is not None and cp.checkpoint.chain != chain):
@@ -640,6 +660,7 @@ def _match_checkpoints(report: AuditReport, signed: list[SignedCheckpoint], tee:
                     f"signed {what} at size {cp.size} differs from the rows",
                 )
             )
+            report.mismatched += 1
             continue
         report.checkpoints += 1
         if cp.size >= report.anchored:
