@@ -18,6 +18,7 @@ import flightlog
 from flightlog.cli import app
 from flightlog.web.app import create_app
 from flightlog.web.security import Auth
+from flightlog.web.views import STATES
 
 from .conftest import TOKEN, dead_and_alive, opener, resume_gated, run_gated
 
@@ -153,9 +154,13 @@ def test_the_dashboard_runs_list_points_an_outcome_at_terminal(client: TestClien
     page = client.get("/runs", params={"state": "bogus"})
     assert (
         page.status_code == 400
-        and "unknown state &#39;bogus&#39;" in page.text
+        and "unknown state &#39;bogus&#39; (one of: queued, initializing, running" in page.text
         and "outcome" not in page.text
     )
+    for state in STATES:  # the valid states listed, as `runs --state` lists them (session 18)
+        assert state in page.text
+    page = client.get("/runs", params={"source": "bogus"})
+    assert page.status_code == 400 and "unknown source &#39;bogus&#39; (one of: " in page.text
 
 
 def test_a_folder_import_says_what_seal_adds_once(db_path: Path) -> None:

@@ -89,9 +89,9 @@ def runs_page_data(dash: _Dashboard, params: dict[str, str]) -> dict[str, Any]:
     if state and state not in STATES:
         word = state_word(state)  # a session's word ls prints ("cancelled") names a terminal run's outcome
         hint = f": {word} is an outcome, use outcome={word}" if word in OUTCOMES else ""
-        raise ValueError(f"unknown state {state[:40]!r}{hint}")
+        raise ValueError(f"unknown state {state[:40]!r} (one of: {', '.join(STATES)}){hint}")
     if source and source not in SOURCES:
-        raise ValueError(f"unknown source {source[:40]!r}")
+        raise ValueError(f"unknown source {source[:40]!r} (one of: {', '.join(SOURCES)})")
     if sort and sort not in SORTS:
         raise ValueError(f"sort must be one of {', '.join(SORTS)}")
     if order and order not in ("desc", "asc"):
