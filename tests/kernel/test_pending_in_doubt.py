@@ -274,9 +274,10 @@ def test_an_aborted_runs_call_in_flight_is_listed_in_doubt_until_a_resume(tmp_pa
     said = " ".join(line.strip() for line in lines[1:])
     assert said == (
         "in doubt: its run was aborted mid-call (paused): the effect started, no completion is recorded, and "
-        f"nothing drives the run; {IN_DOUBT_WARNING} nothing to approve yet: `flightlog resume held` settles "
-        "it (the tool's reconcile) or stops on it for a decision: approve runs it again, deny marks it failed"
-    )
+        f"nothing drives the run; {IN_DOUBT_WARNING} nothing to approve yet: `flightlog resume held --spec "
+        "MODULE:ATTR` settles it (the tool's reconcile) or stops on it for a decision: approve runs it again, "
+        "deny marks it failed"
+    )  # a run started from Python records no agent spec: its resume needs --spec
     assert max(map(len, lines)) <= 100
     (row,) = json.loads(cli(db, "pending", "--json")[1])
     assert (row["call_id"], row["kind"], row["decision"], row["run_abandoned"], row["run_paused"]) == (
@@ -307,7 +308,9 @@ def test_an_aborted_runs_call_in_flight_is_listed_in_doubt_until_a_resume(tmp_pa
             yield store
 
     token = "test-token-0123456789abcdef"
-    said, todo = abandoned_in_doubt_words("held", paused=True)
+    said, todo = abandoned_in_doubt_words(
+        "held", paused=True, resume="flightlog resume held --spec MODULE:ATTR"
+    )
     assert said.startswith("its run was aborted mid-call (paused): the effect started")
     with TestClient(create_app(open_db, token=token), base_url="http://127.0.0.1:8000") as client:
         client.cookies.set("flightlog_ui_8000", Auth(token).cookie_value)
