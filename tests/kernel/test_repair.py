@@ -70,6 +70,30 @@ def test_what_the_whitelist_does_not_cover_is_refused(text: str, error: str) -> 
     assert error in (outcome.error or "")
 
 
+@pytest.mark.parametrize(
+    ("text", "field", "reason"),
+    [
+        ('{"content": "bad \\ud800 text"}', "$.content", "lone surrogate"),
+        ('{"a": [1, {"\\udfff": 2}]}', "$.a[1].\\udfff", "lone surrogate"),  # the key, as escape text
+        ('{"n": NaN}', "$.n", "not representable"),
+        ('{"n": -Infinity}', "$.n", "not representable"),
+        ('{"n": 9007199254740992}', "$.n", "beyond"),
+        ("{'c': 'x \\ud83d'}", "$.c", "lone surrogate"),  # also after a repair (single quotes)
+    ],
+)
+def test_an_object_the_ledger_cannot_hold_is_refused_naming_the_field(
+    text: str, field: str, reason: str
+) -> None:
+    outcome = repair_arguments(text)
+    assert outcome.arguments is None and outcome.repaired_text is None
+    assert f"arguments cannot be recorded: {field}: " in (outcome.error or ""), outcome.error
+    assert reason in (outcome.error or "")
+
+
+def test_a_valid_surrogate_pair_is_one_character_and_kept() -> None:
+    assert repair_arguments('{"c": "\\ud83d\\ude00"}').arguments == {"c": "\U0001f600"}
+
+
 def test_blank_arguments_mean_no_arguments_without_a_repair() -> None:
     assert repair_arguments("") == repair_arguments("  \n") == repair_arguments("{}")
     assert repair_arguments("").arguments == {} and not repair_arguments("").repaired
@@ -78,7 +102,7 @@ def test_blank_arguments_mean_no_arguments_without_a_repair() -> None:
 _json = st.recursive(
     st.none()
     | st.booleans()
-    | st.integers(-(2**53), 2**53)
+    | st.integers(-(2**53 - 1), 2**53 - 1)  # what a ledger holds (longer ones: the test below)
     | st.floats(allow_nan=False, allow_infinity=False)
     | st.text(),
     lambda children: st.lists(children, max_size=4) | st.dictionaries(st.text(), children, max_size=4),

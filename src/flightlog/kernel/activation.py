@@ -59,6 +59,9 @@ class ModelFailure:
     retryable: bool
     retry_after_s: float | None = None
     context_overflow: bool = False
+    spent: tuple[Custom, ...] = ()
+    """The call's ``model_usage``, when the model answered and the answer cannot be recorded: recorded first
+    in the rollback's transaction, so the tokens the call cost are charged (empty when no answer came)."""
 
     def retry_note(self, turn: int) -> list[Event]:
         """What the kernel tells the model before ``turn`` is taken again after this failure (retried or

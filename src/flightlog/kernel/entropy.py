@@ -14,7 +14,8 @@ rolling turns back, running out of context headroom). The terms, names, weights 
     does not launder the evidence) with the same *turn signature*: the calls whose name is not one of the
     built-in context tools (``page_in``, ``pin``, ``renew_context``), each rendered ``name`` or
     ``name(<args>)``, joined by ``", "``. ``<args>`` is the call's arguments as compact JSON (keys sorted,
-    separators ``,``/``:``, non-ASCII kept; arguments that are not JSON are used as written), empty for
+    separators ``,``/``:``, non-ASCII kept; arguments that are not JSON, or hold a lone surrogate, which
+    upstream's serde_json refuses, are used as written), empty for
     ``null``/``{}``, and when longer than 48 characters: its first 48 characters, ``…#`` and 8 hex digits of
     FNV-1a 64 over the UTF-8 bytes folded to 32 bits (``h ^ (h >> 32)``). A request of only built-in calls
     neither advances nor resets the streak; a different signature restarts it at 1.
@@ -153,6 +154,14 @@ def _fnv32(text: str) -> int:
     return (h ^ (h >> 32)) & 0xFFFFFFFF
 
 
+def _utf8(text: str) -> bool:
+    try:
+        text.encode("utf-8")
+    except UnicodeEncodeError:
+        return False
+    return True
+
+
 def compact_args(arguments: str) -> str:
     """A call's arguments as the turn signature renders them (module docs, ``repeat_pressure``)."""
     try:
@@ -163,6 +172,8 @@ def compact_args(arguments: str) -> str:
         if value is None:
             return ""
         text = json.dumps(value, sort_keys=True, separators=(",", ":"), ensure_ascii=False)
+        if not _utf8(text):  # a lone surrogate: upstream's serde_json refuses such JSON, so its raw text
+            text = arguments
     if text == "{}":
         return ""
     if len(text) <= _ARGS_MAX:

@@ -78,7 +78,7 @@ from collections.abc import Awaitable, Callable, Mapping, Sequence
 from contextlib import AbstractContextManager, nullcontext
 from typing import Any
 
-from ..errors import AppendConflict, StaleWriter
+from ..errors import AppendConflict, EncodingError, StaleWriter
 from ..events import (
     BudgetExceeded,
     CancellationReason,
@@ -332,7 +332,33 @@ class _Activation(ContextActivation):
         elif isinstance(outcome, ModelFailure):
             await self._on_failure(turn, provider, outcome)
         else:
-            self._on_response(turn, provider, outcome, reservation)
+            try:
+                self._on_response(turn, provider, outcome, reservation)
+            except EncodingError as exc:  # nothing was written (the append encodes first): roll it back
+                failure = self._unrecordable(turn, provider, outcome, reservation, exc)
+                await self._on_failure(turn, provider, failure)
+
+    def _unrecordable(
+        self,
+        turn: int,
+        provider: ModelProvider,
+        response: ModelResponse,
+        reservation: Reservation,
+        exc: EncodingError,
+    ) -> ModelFailure:
+        """A model answer the ledger cannot hold (a lone surrogate in its text or its native payload, a NaN
+        or a long integer: RFC 8785 refuses them), as a failed call: rolled back with
+        ``MalformedReplay(reason)`` naming the field, retried, failed over, or ending the run ``failed``,
+        as any malformed answer (upstream's serde_json refuses such JSON when the answer arrives), with the
+        call's ``model_usage`` recorded first: the tokens it cost are charged. Arguments of a call that
+        parse to such a value never get here: they are an error result (:mod:`flightlog.kernel.repair`)."""
+        field = exc.field.encode("utf-8", "backslashreplace").decode("utf-8")  # a key may hold one too
+        problem = f"the model's answer cannot be recorded: {field}: {exc.reason}"
+        prices = self.limits.price_for(provider.model)
+        cost = prices.cost(response.usage) if prices is not None else None
+        position, cap = self.state.route_position, reservation.max_tokens
+        usage = model_usage(turn, provider, position, response.usage, cost, cap)
+        return ModelFailure(RollbackReason.MalformedReplay(reason=problem), problem, True, spent=(usage,))
 
     def _attend(self, *before: Event) -> bool:
         """Dispose of the queued signals in one transaction with ``before`` (:mod:`.attention`); True when
@@ -392,7 +418,7 @@ class _Activation(ContextActivation):
                 "route_position": position,
                 "error": failure.error,
             }
-            self.append(rollback, Custom(custom_kind=CONTEXT_OVERFLOW, payload=overflow))
+            self.append(*failure.spent, rollback, Custom(custom_kind=CONTEXT_OVERFLOW, payload=overflow))
             return
         if failure.retryable and attempt <= self.agent.max_retries:
             delay = self._backoff(attempt, failure.retry_after_s)
@@ -408,17 +434,21 @@ class _Activation(ContextActivation):
             if failure.retry_after_s is not None:
                 retry["retry_after_s"] = failure.retry_after_s
             self.append(
-                rollback, Custom(custom_kind=PROVIDER_RETRY, payload=retry), *failure.retry_note(turn)
+                *failure.spent,
+                rollback,
+                Custom(custom_kind=PROVIDER_RETRY, payload=retry),
+                *failure.retry_note(turn),
             )
             await self.kernel.sleep(delay)
             return
         if position + 1 < len(self.agent.route):
             target = self.agent.route[position + 1]
             failover = route_failover(provider, target, failure.error, position, position + 1)
-            self.append(rollback, failover, *failure.retry_note(turn))
+            self.append(*failure.spent, rollback, failover, *failure.retry_note(turn))
             return
-        terminal = RunTerminal(reason="failed", turns_used=st.turn, total_tokens=st.tokens_used)
-        self.append(rollback, terminal, status="failed")
+        tokens = st.tokens_used + sum(int(usage.payload["total_tokens"]) for usage in failure.spent)
+        terminal = RunTerminal(reason="failed", turns_used=st.turn, total_tokens=tokens)
+        self.append(*failure.spent, rollback, terminal, status="failed")
 
     def _on_response(
         self, turn: int, provider: ModelProvider, response: ModelResponse, reservation: Reservation

@@ -11,6 +11,13 @@ on the output of the previous one, stopping as soon as the text parses as a JSON
 Text that already parses as a JSON object is never touched (a property the tests check with hypothesis).
 Empty or blank text means "no arguments" (``{}``), without a repair. Anything else (Python literals,
 comments, unquoted keys, truncated JSON) is not guessed at: the call gets an error result instead.
+
+An object the ledger cannot hold is unusable too, with the field named: a lone surrogate (``"\\ud800"``,
+half of a pair), ``NaN``/``Infinity`` or an integer beyond ±(2**53-1), which Python's ``json`` accepts and
+RFC 8785 refuses (:func:`flightlog.encoding.canonical_json`). Upstream's serde_json refuses such text at
+parse; here the call gets an error result the model can act on, and the raw text stays recorded as the model
+wrote it (``tool_requested``). Running the tool with it instead would put the value in records (the plan,
+an approval request) that cannot be written, and leave the turn, its usage with it, unrecorded.
 """
 
 from __future__ import annotations
@@ -20,6 +27,9 @@ import re
 from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
+
+from ..encoding import canonical_json
+from ..errors import EncodingError
 
 __all__ = ["REPAIRS", "RepairOutcome", "repair_arguments"]
 
@@ -149,6 +159,9 @@ REPAIRS: tuple[tuple[str, Callable[[str], str]], ...] = (
 """The whitelist, in application order: ``(name, text -> text)``."""
 
 
+_UNRECORDABLE = "arguments cannot be recorded: "
+
+
 def _as_object(text: str) -> tuple[dict[str, Any] | None, str | None]:
     try:
         value = json.loads(text)
@@ -156,6 +169,11 @@ def _as_object(text: str) -> tuple[dict[str, Any] | None, str | None]:
         return None, f"arguments are not valid JSON: {exc}"
     if not isinstance(value, dict):
         return None, f"arguments must be a JSON object, not {type(value).__name__}"
+    try:
+        canonical_json(value)
+    except EncodingError as exc:  # a lone surrogate, NaN, a long integer (module docs)
+        field = exc.field.encode("utf-8", "backslashreplace").decode("utf-8")  # a key may hold one too
+        return None, f"{_UNRECORDABLE}{field}: {exc.reason}"
     return value, None
 
 
@@ -182,7 +200,11 @@ def repair_arguments(text: str) -> RepairOutcome:
             continue
         current = fixed
         steps.append(name)
-        repaired, _ = _as_object(current)
+        repaired, why = _as_object(current)
         if repaired is not None:
             return RepairOutcome(arguments=repaired, repaired_text=current, steps=tuple(steps))
+        if why is not None and why.startswith(_UNRECORDABLE):
+            error = (
+                why  # the repair made an object, one the ledger cannot hold: say that, not the parse error
+            )
     return RepairOutcome(arguments=None, steps=tuple(steps), error=error)
