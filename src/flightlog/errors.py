@@ -14,6 +14,7 @@ One base, with a builtin second base where callers expect one (``except ValueErr
     |   |   `-- SessionBusy                  session_id, seq
     |   |       `-- HolderBusy               session_id, seq, effect, holder, fenced, waited_s
     |   +-- StaleWriter                      session_id, epoch, current_epoch
+    |   +-- SignalRowInvalid(ValueError)     signal_id, field, reason
     |   +-- ReadOnlyStore                    url
     |   |   `-- LedgerRetired                url, state, peer, at_ms
     |   `-- StoreUnavailable                 url (password removed), reason
@@ -54,6 +55,7 @@ __all__ = [
     "RepairError",
     "SessionBusy",
     "SessionNotFound",
+    "SignalRowInvalid",
     "StaleWriter",
     "StoreError",
     "StoreUnavailable",
@@ -394,6 +396,26 @@ class StaleWriter(StoreError):
             session_id=session_id,
             epoch=epoch,
             current_epoch=current_epoch,
+        )
+
+
+class SignalRowInvalid(StoreError, ValueError):
+    """A row of the signal queue (``signals``, which no hash covers) is not one flightlog writes: ``field``
+    holds a value of the wrong type or outside its vocabulary (an unknown ``kind``, ``urgency`` or ``state``,
+    a ``queued_at_ms`` that is not an integer). Nothing was delivered, disposed or recorded for it: the
+    kernel refuses to act on it (:mod:`flightlog.store.signals`). ``signal_id`` is the row's id as text."""
+
+    signal_id: str
+    field: str
+    reason: str
+
+    def __init__(self, *, signal_id: str, field: str, reason: str) -> None:
+        super().__init__(
+            f"signal {signal_id}: field {field} {reason}; the signals row is not one flightlog writes: "
+            "nothing was delivered or recorded (fix or delete the row, then resume)",
+            signal_id=signal_id,
+            field=field,
+            reason=reason,
         )
 
 

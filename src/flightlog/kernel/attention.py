@@ -53,6 +53,12 @@ refused as tampered (``LedgerIntegrityError``, naming the first divergent seq), 
 
 A signal to a finished run, or with an empty text or one over :data:`~flightlog.store.signals.MAX_TEXT_BYTES`,
 is refused (:class:`SignalRefused`).
+
+**A queue row flightlog never writes** (an unknown kind, urgency or state, a ``queued_at_ms`` that is not an
+integer: the table is not hashed) is refused when read, naming the signal and the field
+(:class:`~flightlog.errors.SignalRowInvalid`, :mod:`flightlog.store.signals`): ``Kernel.resume`` reads the
+queue before writing anything, and a boundary that meets one stops the activation before its transaction.
+Nothing is guessed (delivered as ``observe``) or dropped; fixed or deleted, the run resumes.
 """
 
 from __future__ import annotations

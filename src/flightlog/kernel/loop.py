@@ -104,6 +104,7 @@ from ..recorder import Recorder, Subscriber
 from ..runs.model import RunState
 from ..sessions import archive_loader
 from ..store.base import Store
+from ..store.signals import pending_signals
 from ..testing.crashpoints import crash_point
 from . import memory
 from .activation import ModelFailure
@@ -707,6 +708,9 @@ class Kernel:
                 kernel run), nothing written; the agent brings a grant
                 other than the ledgered one, or the stored grant disagrees with the ledger.
             GrantError: the session's grant no longer verifies (untrusted key, expired); nothing written.
+            SignalRowInvalid: a row of the session's signal queue is not one flightlog writes (names the
+                signal and the field, :mod:`flightlog.store.signals`); nothing written. Also from a later
+                turn boundary, should a row be spoiled while the run goes on.
             SessionBusy: another process appended to the session while this one checked it to take it
                 over (a live writer holds it, e.g. a racing resume): nothing written, that writer goes on
                 undisturbed (its authority is not taken); from the CLI one ``flightlog: error:`` line,
@@ -730,6 +734,7 @@ class Kernel:
         waits = _idle(state) or waiting_on_children(self.store, state)  # on humans, in all of the tree
         if waits and not needs_reopening(self.store, state):
             return result_of(state)
+        pending_signals(self.store, session_id)  # a garbage queue row refuses the resume, nothing written
         ceiling = resume_ceiling(self.store, session_id, state.grant, self.agent)
         # Every row was just checked in full: the recorder re-verifies only what may have moved since, the
         # rows after the latest signed checkpoint (Recorder.attach full=False; in full without a notary).

@@ -13,6 +13,15 @@ Backends supply one hook, ``Store.signal_sql(sql, params)`` (run one statement i
 transaction, or one of its own; return the rows, ``[]`` for writes), and append :data:`SQLITE_MIGRATION` /
 :data:`POSTGRES_MIGRATION` to their migrations. SQL here uses ``?`` placeholders; the PostgreSQL hook turns them
 into ``%s``.
+
+**Rows are checked when read.** The table is not hashed: any writer of the database can put anything in it.
+Every read (:func:`pending_signals`, :func:`signal_record`) checks each row against what
+:func:`enqueue_signal` writes (text fields are text, ``kind``/``urgency``/``state`` in their vocabularies,
+``queued_at_ms`` an integer) and raises :class:`~flightlog.errors.SignalRowInvalid` naming the signal and the
+field for the first that is not, before the kernel disposes of anything. So a garbage row is refused, not
+delivered under a guessed kind or urgency nor dropped: a disposition is permanent in the ledger, and what the
+sender meant cannot be known from a row that is not what flightlog wrote. The run stays resumable, with
+nothing lost, once the row is fixed or deleted (``Kernel.resume`` reads the queue before writing anything).
 """
 
 from __future__ import annotations
@@ -21,7 +30,7 @@ import uuid
 from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any, Literal, NamedTuple
 
-from ..errors import StoreError
+from ..errors import SignalRowInvalid, StoreError
 
 if TYPE_CHECKING:
     from .base import Store
@@ -32,10 +41,12 @@ __all__ = [
     "QUEUE_SIZE",
     "SIGNAL_KINDS",
     "SQLITE_MIGRATION",
+    "STATES",
     "URGENCIES",
     "SignalKind",
     "SignalRecord",
     "Urgency",
+    "checked_record",
     "enqueue_signal",
     "mark_disposed",
     "pending_signals",
@@ -123,8 +134,56 @@ class SignalRecord(NamedTuple):
         return self._asdict()
 
 
+STATES = ("queued", "dropped", "disposed")
+"""Every ``signals.state`` (:class:`SignalRecord`)."""
+
+_VOCABULARY: dict[str, tuple[str, ...]] = {"kind": SIGNAL_KINDS, "urgency": URGENCIES, "state": STATES}
+_TEXT = ("session_id", "text", "sender")
+_OPTIONAL_TEXT = ("dedupe_key", "disposition")
+
+
+def _shown(value: Any) -> str:
+    text = repr(value)
+    return text if len(text) <= 60 else f"{text[:57]}..."
+
+
+def _problem(record: SignalRecord) -> tuple[str, str] | None:
+    """The first field of ``record`` that :func:`enqueue_signal` would never write, with why; None if none."""
+    for field, allowed in _VOCABULARY.items():
+        value = getattr(record, field)
+        if value not in allowed:
+            return field, f"is {_shown(value)}, not one of {', '.join(allowed)}"
+    for field in _TEXT:
+        if not isinstance(getattr(record, field), str):
+            return field, f"is {_shown(getattr(record, field))}, not text"
+    for field in _OPTIONAL_TEXT:
+        if not isinstance(getattr(record, field), str | None):
+            return field, f"is {_shown(getattr(record, field))}, not text or NULL"
+    if type(record.queued_at_ms) is not int:
+        return "queued_at_ms", f"is {_shown(record.queued_at_ms)}, not an integer (epoch ms)"
+    return None
+
+
+def checked_record(row: Sequence[Any]) -> SignalRecord:
+    """A ``signals`` row (the columns of :class:`SignalRecord`, in order) as a record, checked.
+
+    Raises:
+        SignalRowInvalid: a field holds what :func:`enqueue_signal` never writes (module docs); names the
+            signal id (as text) and the field.
+    """
+    record = SignalRecord(*row)
+    if not isinstance(record.signal_id, str) or not record.signal_id:
+        raise SignalRowInvalid(
+            signal_id=str(record.signal_id), field="signal_id", reason=f"is {_shown(record.signal_id)}"
+        )
+    problem = _problem(record)
+    if problem is not None:
+        raise SignalRowInvalid(signal_id=record.signal_id, field=problem[0], reason=problem[1])
+    return record
+
+
 def _rows(store: Store, sql: str, params: Sequence[Any]) -> list[SignalRecord]:
-    return [SignalRecord(*row) for row in store.signal_sql(sql, tuple(params))]
+    return [checked_record(row) for row in store.signal_sql(sql, tuple(params))]
 
 
 def enqueue_signal(
@@ -164,17 +223,25 @@ def enqueue_signal(
 
 def pending_signals(store: Store, session_id: str) -> list[SignalRecord]:
     """The signals of ``session_id`` not disposed yet (``queued`` and ``dropped``), in the order they were
-    queued (a per-session counter taken in the enqueue transaction)."""
+    queued (a per-session counter taken in the enqueue transaction).
+
+    Raises:
+        SignalRowInvalid: one of them (any row of the session not ``disposed``, so a garbage ``state`` too)
+            is not a row flightlog writes (module docs).
+    """
     return _rows(
         store,
-        f"SELECT {_COLUMNS} FROM signals WHERE session_id = ? AND state IN ('queued', 'dropped') "
-        "ORDER BY ord, signal_id",
+        f"SELECT {_COLUMNS} FROM signals WHERE session_id = ? AND state <> 'disposed' ORDER BY ord, signal_id",
         (session_id,),
     )
 
 
 def signal_record(store: Store, signal_id: str) -> SignalRecord | None:
-    """One signal by id, or None."""
+    """One signal by id, or None.
+
+    Raises:
+        SignalRowInvalid: its row is not one flightlog writes (module docs).
+    """
     rows = _rows(store, f"SELECT {_COLUMNS} FROM signals WHERE signal_id = ?", (signal_id,))
     return rows[0] if rows else None
 
