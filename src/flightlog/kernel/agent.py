@@ -18,7 +18,10 @@ from .paging import builtin_tools
 from .policy import Policy
 from .tools import Tool
 
-__all__ = ["Agent"]
+__all__ = ["DEFAULT_MAX_SPAWN_DEPTH", "Agent"]
+
+DEFAULT_MAX_SPAWN_DEPTH = 8
+"""The default :attr:`Agent.max_spawn_depth`: sub-agents of sub-agents, eight levels down at most."""
 
 
 @dataclass(frozen=True)
@@ -64,6 +67,13 @@ class Agent:
             are appended to ``tools``. None: no memory.
         entropy_watch: The opt-in entropy alert and its action (:mod:`flightlog.kernel.entropy`); None:
             samples are still recorded at every completed turn, no alert.
+        max_spawn_depth: How deep a tree of sub-agents may grow below a run of this agent (upstream's
+            ``ResourceQuota.max_spawn_depth``: the root's direct children are depth 1); a delegating call
+            that would start a child deeper is answered with an error result naming the depth, no child
+            started (:mod:`flightlog.kernel.subagents`). A child runs under the smaller of its parent's
+            and its own, so the root's bounds the whole tree. Default
+            :data:`DEFAULT_MAX_SPAWN_DEPTH` (8); at least 1; None: no bound (an agent that is its own
+            sub-agent then recurses until a budget stops it).
     """
 
     name: str
@@ -87,6 +97,7 @@ class Agent:
     milestones: Sequence[Phase] = field(default_factory=tuple)
     memory: MemoryPolicy | None = None
     entropy_watch: EntropyWatch | None = None
+    max_spawn_depth: int | None = DEFAULT_MAX_SPAWN_DEPTH
 
     def __post_init__(self) -> None:
         object.__setattr__(self, "route", tuple(self.route))
@@ -114,6 +125,14 @@ class Agent:
                 check(self)
         if self.max_retries < 0 or self.max_tokens < 1:
             raise ValueError("max_retries must be >= 0 and max_tokens >= 1")
+        if self.max_spawn_depth is not None and (
+            isinstance(self.max_spawn_depth, bool) or not isinstance(self.max_spawn_depth, int)
+        ):
+            raise TypeError(f"max_spawn_depth must be an int or None, not {self.max_spawn_depth!r}")
+        if self.max_spawn_depth is not None and self.max_spawn_depth < 1:
+            raise ValueError(
+                f"max_spawn_depth must be at least 1 (None: no bound), not {self.max_spawn_depth}"
+            )
         if self.on_fatal_tool_error not in ("retry", "fail"):
             raise ValueError("on_fatal_tool_error must be 'retry' or 'fail'")
         if self.budgets.cost is not None:

@@ -512,6 +512,10 @@ class Kernel:
     Attributes:
         live: The :class:`~flightlog.live.LiveRegistry` on ``store`` the kernel publishes to (None when
             ``heartbeat_s`` is None).
+        spawn_depth: How deep in its run tree the kernel's runs are: 0 for a run started or resumed by
+            the caller, ``n`` for a sub-agent ``n`` levels down (set by the delegating call that creates
+            the child's kernel, :mod:`flightlog.kernel.subagents`); checked against
+            ``Agent.max_spawn_depth`` when a run delegates.
     """
 
     EFFECT_GRACE_S: float = 30.0
@@ -538,6 +542,7 @@ class Kernel:
         self.heartbeat_s = heartbeat_s
         self.effect_grace_s = self.EFFECT_GRACE_S
         self.signal_poll_s = signal_poll_s
+        self.spawn_depth = 0
         self.live = LiveRegistry(store) if heartbeat_s is not None else None
         self.agent = agent
         self.notary = resolve_notary(notary)

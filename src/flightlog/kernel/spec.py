@@ -16,7 +16,7 @@
         system_prompt = "You are careful."
         max_retries = 2                       # any scalar Agent field: backoff_base_s, backoff_max_s,
                                               # model_timeout_s, max_tokens, stream, on_fatal_tool_error,
-                                              # parallel_read_only
+                                              # parallel_read_only, max_spawn_depth
         tools = ["mypkg.tools:read_file",     # a Tool (made with @tool) ...
                  {ref = "mypkg.tools:grep", effect = "read_only"}]   # ... or a plain function + effect
         route = ["mypkg.models:primary",      # a ModelProvider, or a zero-argument factory of one ...
@@ -95,6 +95,7 @@ _SCALARS = frozenset(
         "stream",
         "on_fatal_tool_error",
         "parallel_read_only",
+        "max_spawn_depth",
     }
 )
 _KEYS = _SCALARS | {"name", "tools", "route", "budgets", "policy", "context", "memory"}

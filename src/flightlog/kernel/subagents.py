@@ -50,6 +50,14 @@ parent has left (its limits minus its own usage and what its children hold or us
 and is settled before its parent's own deadline); it becomes the child's recorded limits. An axis with nothing left
 refuses the spawn (``budget_exceeded(operation_id, reservation_id, budget)``, an error result).
 
+**Depth.** A delegating call that would start a child deeper than ``Agent.max_spawn_depth`` (default 8;
+the root's children are depth 1, as upstream's ``ResourceQuota.max_spawn_depth``) is answered with an error
+result naming the depth: no grant, no child. A child runs under the smaller of its parent's bound and its
+own, so the root's bounds the tree; the depth is the kernel's ``spawn_depth``, which the delegating call sets
+on the child's kernel (a tree is driven from its root: ``flightlog resume`` of a child resumes the root). A
+child spawned already (its grant recorded) is resumed whatever the bound. Upstream's gate counts every
+child at depth 1 (its lineage is future work there); flightlog counts the real lineage.
+
 **Capabilities.** A child's tools must be a subset of its parent's (by name; its own sub-agent tools and
 the built-in context tools aside), and its mountable capabilities (MCP servers, skill packs, locked tools)
 its parent's by ``<Kind>:<id>`` and identical definition, checked when the parent ``Agent`` is built; ``isolation="readonly"``
@@ -563,7 +571,13 @@ def _child_agent(call: _Call, grant: Grant) -> Agent:
         grant=grant_env,
         grant_keys=keys,
         system_prompt=_system_prompt(call),
+        max_spawn_depth=_stricter(parent.max_spawn_depth, sub.agent.max_spawn_depth),
     )
+
+
+def _stricter(parent: int | None, own: int | None) -> int | None:
+    """The smaller depth bound (None: no bound)."""
+    return own if parent is None else parent if own is None else min(parent, own)
 
 
 def _system_prompt(call: _Call) -> str | None:
@@ -625,6 +639,7 @@ async def _drive_child(call: _Call, grant: Grant, task: str) -> None:
         notary=parent_kernel.notary,
         heartbeat_s=parent_kernel.heartbeat_s,
     )
+    kernel.spawn_depth = parent_kernel.spawn_depth + 1
     if _exists(call.store, call.agent_id, call.parent.session_id):
         await _resume_child(kernel, call.agent_id, parent_kernel.sleep)
         return
@@ -770,9 +785,24 @@ def _answer(call: _Call, child: KernelState) -> str:
     raise SubAgentFailed(f"sub-agent {call.agent_id} ended: {termination}" + (f": {final}" if final else ""))
 
 
+def _check_depth(call: _Call) -> None:
+    """Refuse a new child deeper than the parent's ``max_spawn_depth`` (module docs, "Depth").
+
+    Raises:
+        SubAgentFailed: it would be; nothing recorded, no child started.
+    """
+    limit, depth = call.parent.agent.max_spawn_depth, call.parent.kernel.spawn_depth + 1
+    if limit is not None and depth > limit and call.agent_id not in call.parent.state.delegation.grants:
+        raise SubAgentFailed(
+            f"not spawned: a sub-agent here would run at depth {depth}, beyond max_spawn_depth={limit} "
+            "(the root's sub-agents are depth 1); do this part of the task yourself"
+        )
+
+
 async def _delegate(tool: SubAgentTool, role: str, task: str) -> str:
     """The body of a delegating call (see the module docs)."""
     call = _this_call(tool, role)
+    _check_depth(call)
     grant = _open_grant(call)
     child = (
         load_state(call.store, call.agent_id)

@@ -1,0 +1,139 @@
+"""A sub-agent tree's depth bound and its token grants (the attack pass: an agent whose sub-agent is itself
+created sessions until Python's RecursionError; with a token budget the tree overran it by one call)."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+from typer.testing import CliRunner
+
+from flightlog.cli import app
+from flightlog.events import ToolCompleted
+from flightlog.kernel import Agent, Kernel
+from flightlog.kernel.agent import DEFAULT_MAX_SPAWN_DEPTH
+from flightlog.kernel.budgets import Budgets
+from flightlog.kernel.scripted import ScriptedProvider, call, calls, reply
+from flightlog.kernel.spec import load_agent
+from flightlog.kernel.state import KernelState, load_state
+from flightlog.kernel.subagents import subagent
+from flightlog.store import SqliteStore
+
+from .helpers import Sleeps, customs, of
+
+runner = CliRunner()
+
+
+def recursive_agent(budgets: Budgets | None = None, **fields: object) -> Agent:
+    """An agent whose one tool is itself as a sub-agent: each run delegates once, then answers."""
+    model = ScriptedProvider([calls(call("deeper", {"task": "go deeper"}, id="d1")), reply("bottom")])
+    agent = Agent(name="bomb", route=[model], budgets=budgets or Budgets(), **fields)  # type: ignore[arg-type]
+    object.__setattr__(agent, "tools", (subagent(agent, name="deeper"),))
+    return agent
+
+
+def chain(store: SqliteStore, root: str) -> list[KernelState]:
+    """The runs of a one-child-per-run tree, root first."""
+    states = [load_state(store, root)]
+    while grants := list(states[-1].delegation.grants.values()):
+        states.append(load_state(store, grants[0].agent_id))
+    return states
+
+
+def _refusal(state: KernelState) -> str:
+    (completed,) = [e for _, e in state.events if isinstance(e, ToolCompleted)]
+    (result,) = completed.results
+    assert result.is_error
+    return result.output
+
+
+def test_a_self_recursive_agent_stops_at_the_default_depth_with_an_error_result(store: SqliteStore) -> None:
+    result = Kernel(store, recursive_agent(), notary=None, sleep=Sleeps()).run_sync("go", session_id="root")
+    assert result.status == "completed"
+    states = chain(store, "root")
+    assert len(states) == DEFAULT_MAX_SPAWN_DEPTH + 1 == 9  # the root and eight levels of children
+    assert all(s.terminal is not None and s.terminal.reason == "completed" for s in states)
+    deepest = states[-1]
+    assert "depth 9, beyond max_spawn_depth=8" in _refusal(deepest)
+    assert deepest.delegation.grants == {} and customs(store, deepest.session_id, "budget_grant") == []
+
+
+def test_the_roots_bound_holds_for_the_tree_and_a_childs_own_may_be_stricter(store: SqliteStore) -> None:
+    Kernel(store, recursive_agent(max_spawn_depth=2), notary=None, sleep=Sleeps()).run_sync(
+        "go", session_id="r2"
+    )
+    states = chain(store, "r2")
+    assert len(states) == 3 and "depth 3, beyond max_spawn_depth=2" in _refusal(states[-1])
+
+    inner = recursive_agent(max_spawn_depth=1)  # the child's own bound: its children would be too deep
+    model = ScriptedProvider([calls(call("inner", {"task": "t"}, id="i1")), reply("top")])
+    root = Agent(name="lead", route=[model], tools=[subagent(inner, name="inner")], max_spawn_depth=5)
+    Kernel(store, root, notary=None, sleep=Sleeps()).run_sync("go", session_id="r3")
+    states = chain(store, "r3")
+    assert len(states) == 2 and "depth 2, beyond max_spawn_depth=1" in _refusal(states[-1])
+
+
+@pytest.mark.parametrize(
+    ("value", "error"), [(0, ValueError), (-1, ValueError), ("8", TypeError), (True, TypeError)]
+)
+def test_a_depth_bound_below_one_or_not_an_int_is_refused(value: object, error: type[Exception]) -> None:
+    with pytest.raises(error, match="max_spawn_depth"):
+        Agent(name="a", route=[ScriptedProvider([])], max_spawn_depth=value)  # type: ignore[arg-type]
+
+
+def test_grants_never_exceed_the_parents_remainder_and_only_the_last_call_overruns(
+    store: SqliteStore,
+) -> None:
+    """Each child's grant is its parent's limit minus what the parent used when it spawned; the whole tree
+    overruns its 400 tokens by the leaf's one call only: admitted with 10 tokens left, its output reservation
+    capped to those 10 (as upstream admits a call while any budget is left and charges what it used), the
+    scripted model reports 15 (its prompt tokens cannot be known before the call)."""
+    agent = recursive_agent(Budgets(tokens=400), max_spawn_depth=None)
+    result = Kernel(store, agent, notary=None, sleep=Sleeps()).run_sync("go", session_id="b")
+    assert result.status == "budget_exhausted"
+    states = chain(store, "b")
+    limits = [customs(store, s.session_id, "budget_limits")[0]["tokens"] for s in states]
+    for parent, child_limit, state in zip(limits, limits[1:], states, strict=False):
+        (first_call,) = customs(store, state.session_id, "model_usage")[:1]
+        assert child_limit == parent - first_call["total_tokens"]  # the remainder, never more
+    leaf = states[-1]
+    (usage,) = customs(store, leaf.session_id, "model_usage")
+    assert usage["reserved_tokens"] == limits[-1] == 10  # output capped to what was left
+    spent = sum(int(u["total_tokens"]) for s in states for u in customs(store, s.session_id, "model_usage"))
+    assert spent - 400 == usage["total_tokens"] - limits[-1] == 5  # the overrun is that call's excess alone
+    assert of(store, "b", ToolCompleted)  # the root's delegating call was answered
+
+
+SPEC = """
+from flightlog.kernel import Agent
+from flightlog.kernel.scripted import ScriptedProvider, call, calls, reply
+from flightlog.kernel.spec import load_agent
+from flightlog.kernel.subagents import subagent
+
+model = ScriptedProvider([calls(call("deeper", {"task": "go deeper"}, id="d1")), reply("bottom")])
+agent = Agent(name="bomb", route=[model], max_spawn_depth=3)
+object.__setattr__(agent, "tools", (subagent(agent, name="deeper"),))
+"""
+
+
+def test_the_cli_run_of_a_self_recursive_agent_ends_and_shows_the_refusal(
+    store: SqliteStore, db_path: Path, tmp_path: Path
+) -> None:
+    spec = tmp_path / "bomb_agent.py"
+    spec.write_text(SPEC)
+    db = ["--db", str(db_path)]
+    ran = runner.invoke(app, [*db, "run", f"{spec}:agent", "--goal", "g", "--session", "cli", "--json"])
+    assert ran.exit_code == 0, ran.output
+    assert json.loads(ran.stdout)["status"] == "completed"
+    deepest = chain(store, "cli")[-1]
+    assert len(chain(store, "cli")) == 4
+    shown = runner.invoke(app, [*db, "show", "--json", deepest.session_id])
+    assert shown.exit_code == 0 and "max_spawn_depth=3" in shown.output
+
+
+def test_an_agent_toml_sets_the_depth_bound(tmp_path: Path) -> None:
+    (tmp_path / "agent.toml").write_text(
+        'name = "t"\nmax_spawn_depth = 2\nroute = ["flightlog.kernel.scripted:ScriptedProvider"]\n'
+    )
+    assert load_agent(str(tmp_path / "agent.toml")).max_spawn_depth == 2
