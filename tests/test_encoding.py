@@ -24,6 +24,7 @@ from flightlog.encoding import (
     canonical_json,
     decode_stored,
     model_bytes,
+    recordable_text,
 )
 from flightlog.errors import EncodingError
 from flightlog.events import CancellationReason, Custom, Event, LlmCompleted, ProviderReplay
@@ -634,3 +635,10 @@ def test_plain_values_nested_past_the_plain_walk_still_encode_exactly() -> None:
         assert "nested too deeply" in caught.reason
     else:
         assert data == b"[" * n + b"1" + b"]" * n
+
+
+def test_recordable_text_escapes_lone_surrogates_only() -> None:
+    assert recordable_text("plain ascii") == "plain ascii"
+    assert recordable_text("é \U0001f600") == "é \U0001f600"  # a valid pair is one character: kept
+    assert recordable_text("a\ud800b\udfff") == "a\\ud800b\\udfff"
+    canonical_json({"x": recordable_text("\ud83d")})  # encodes

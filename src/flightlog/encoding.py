@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import json
 import math
+import re
 import typing
 from collections.abc import Callable, Iterable, Iterator, Sequence
 from typing import Any
@@ -53,6 +54,7 @@ __all__ = [
     "model_bytes",
     "operation_cancelled_bytes",
     "parse_json",
+    "recordable_text",
     "register_upcaster",
     "run_started_bytes",
     "run_terminal_bytes",
@@ -88,6 +90,22 @@ def canonical_json(value: Any) -> bytes:
     except (rfc8785.CanonicalizationError, TypeError, UnicodeError) as exc:
         path, reason = _find_unencodable(value, "$") or ("$", str(exc))
         raise EncodingError(field=path, reason=reason) from exc
+
+
+_LONE_SURROGATE = re.compile("[\ud800-\udfff]")
+
+
+def recordable_text(text: str) -> str:
+    """``text`` with each lone surrogate written as its ``\\udXXX`` escape text (the six characters), so it
+    can be recorded: UTF-8, and so RFC 8785, cannot carry one. Text without one comes back as it is (an
+    ASCII check, a regex scan of other text). The importers keep a transcript's lone surrogates the same way.
+
+    Used for what the kernel writes from text it did not make: a tool's output, an exception's message, a
+    JSON path naming a key the model wrote.
+    """
+    if text.isascii() or _LONE_SURROGATE.search(text) is None:
+        return text
+    return text.encode("utf-8", "backslashreplace").decode("utf-8")
 
 
 _FAST = json.JSONEncoder(sort_keys=True, separators=(",", ":"), ensure_ascii=False, allow_nan=False)

@@ -13,6 +13,7 @@ from typer.testing import CliRunner
 
 from flightlog.cli import app
 from flightlog.events import Rollbacked, RunTerminal, ToolCompleted, ToolRequested
+from flightlog.kernel import tool
 from flightlog.kernel.scripted import ScriptedProvider, call, calls, reply
 from flightlog.store import SqliteStore
 
@@ -82,6 +83,7 @@ def test_an_answer_that_never_can_be_recorded_ends_the_run_failed_with_every_cal
 
 AGENT = """
 from flightlog.kernel import Agent, tool
+from flightlog.kernel import tool
 from flightlog.kernel.scripted import ScriptedProvider, call, calls, reply
 
 
@@ -109,3 +111,23 @@ def test_the_cli_run_of_a_surrogate_argument_finishes_and_verifies(tmp_path: Pat
     shown = runner.invoke(app, [*db, "show", "s4"])
     assert shown.exit_code == 0 and "arguments cannot be recorded" in shown.output
     assert runner.invoke(app, [*db, "verify", "s4"]).exit_code == 0
+
+
+@tool(effect="read_only")
+def half_emoji(fail: bool = False) -> str:
+    """Return (or fail with) text holding a lone surrogate, as a tool decoding bytes badly may."""
+    if fail:
+        raise RuntimeError("cannot read \udc80 here")
+    return "before \ud83d after"
+
+
+def test_a_tool_output_with_a_lone_surrogate_is_kept_as_escape_text(store: SqliteStore) -> None:
+    provider = ScriptedProvider(
+        [calls(call("half_emoji", {}, id="h1"), call("half_emoji", {"fail": True}, id="h2")), reply("done")]
+    )
+    result = kernel(store, provider, tools=[half_emoji]).run_sync("task", session_id="s5")
+    assert result.status == "completed"
+    (completed,) = of(store, "s5", ToolCompleted)
+    ok, failed = completed.results
+    assert (ok.output, ok.is_error) == ("before \\ud83d after", False)  # six characters of escape text
+    assert failed.is_error and failed.output == "RuntimeError: cannot read \\udc80 here"

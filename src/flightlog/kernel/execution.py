@@ -75,6 +75,7 @@ import asyncio
 from collections.abc import Sequence
 from typing import Protocol
 
+from ..encoding import recordable_text
 from ..errors import AppendConflict, ArtifactIntegrityError, StaleWriter
 from ..events import Custom, Event, Rollbacked, RollbackReason, RunTerminal, ToolCompleted
 from ..messages import ToolResult
@@ -172,9 +173,9 @@ async def _invoke(tool: Tool, plan: CallPlan, ceiling: Ceiling | None) -> Outcom
         # archive): the store was tampered with, which no model can fix; the run stops with the error.
         raise
     except ToolArgumentsError as exc:
-        return Outcome(str(exc), True)
+        return Outcome(recordable_text(str(exc)), True)
     except Exception as exc:
-        return Outcome(f"{type(exc).__name__}: {exc}", True)
+        return Outcome(recordable_text(f"{type(exc).__name__}: {exc}"), True)
     return Outcome(render_output(value))
 
 

@@ -78,6 +78,7 @@ from collections.abc import Awaitable, Callable, Mapping, Sequence
 from contextlib import AbstractContextManager, nullcontext
 from typing import Any
 
+from ..encoding import recordable_text
 from ..errors import AppendConflict, EncodingError, StaleWriter
 from ..events import (
     BudgetExceeded,
@@ -353,8 +354,7 @@ class _Activation(ContextActivation):
         as any malformed answer (upstream's serde_json refuses such JSON when the answer arrives), with the
         call's ``model_usage`` recorded first: the tokens it cost are charged. Arguments of a call that
         parse to such a value never get here: they are an error result (:mod:`flightlog.kernel.repair`)."""
-        field = exc.field.encode("utf-8", "backslashreplace").decode("utf-8")  # a key may hold one too
-        problem = f"the model's answer cannot be recorded: {field}: {exc.reason}"
+        problem = f"the model's answer cannot be recorded: {recordable_text(exc.field)}: {exc.reason}"
         prices = self.limits.price_for(provider.model)
         cost = prices.cost(response.usage) if prices is not None else None
         position, cap = self.state.route_position, reservation.max_tokens

@@ -28,7 +28,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
-from ..encoding import canonical_json
+from ..encoding import canonical_json, recordable_text
 from ..errors import EncodingError
 
 __all__ = ["REPAIRS", "RepairOutcome", "repair_arguments"]
@@ -172,8 +172,7 @@ def _as_object(text: str) -> tuple[dict[str, Any] | None, str | None]:
     try:
         canonical_json(value)
     except EncodingError as exc:  # a lone surrogate, NaN, a long integer (module docs)
-        field = exc.field.encode("utf-8", "backslashreplace").decode("utf-8")  # a key may hold one too
-        return None, f"{_UNRECORDABLE}{field}: {exc.reason}"
+        return None, f"{_UNRECORDABLE}{recordable_text(exc.field)}: {exc.reason}"  # a key may hold one too
     return value, None
 
 

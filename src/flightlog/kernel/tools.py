@@ -50,6 +50,7 @@ from typing import Any, Literal, get_args, get_type_hints, overload
 import pydantic_core
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, create_model
 
+from ..encoding import recordable_text
 from ..providers.base import ToolSpec
 
 __all__ = [
@@ -126,14 +127,16 @@ def render_output(value: Any) -> str:
 
     Returns:
         ``value`` itself for a ``str``, ``""`` for None, else compact JSON (keys sorted, UTF-8 kept) of
-        its JSON-able form (pydantic models, dataclasses, paths, datetimes... via ``pydantic_core``).
+        its JSON-able form (pydantic models, dataclasses, paths, datetimes... via ``pydantic_core``);
+        a lone surrogate in it as its ``\\udXXX`` escape text (:func:`~flightlog.encoding.recordable_text`:
+        the ledger cannot hold one, and a result it cannot record would stop the turn).
     """
     if isinstance(value, str):
-        return value
+        return recordable_text(value)
     if value is None:
         return ""
     jsonable = pydantic_core.to_jsonable_python(value, fallback=str)
-    return json.dumps(jsonable, ensure_ascii=False, sort_keys=True, separators=(",", ":"))
+    return recordable_text(json.dumps(jsonable, ensure_ascii=False, sort_keys=True, separators=(",", ":")))
 
 
 @dataclass(frozen=True, eq=False)
