@@ -26,6 +26,7 @@ import pytest
 from fastapi.testclient import TestClient
 
 from flightlog.events import RunStarted
+from flightlog.kernel.rowcheck import row_warning
 from flightlog.ops.dbcopy import copy_store
 from flightlog.recorder import Recorder
 from flightlog.store import SqliteStore, Store, open_store
@@ -194,7 +195,10 @@ def test_a_wait_an_abort_closed_must_say_cancelled(tmp_path: Path, status: str) 
         f"{waits} (gates: n1)"
     )
     says_row_mismatch(str(db), sid, waits, detail)
-    assert cli(db, "pending")[1:] == ("nothing is waiting for a decision\n", "")
+    # pending lists the gate from the ledger, as paused (the abort closed the wait), and warns of the row
+    code, out, err = cli(db, "pending")
+    assert code == 0 and out.startswith(f"{sid}  turn ") and "\n  paused: " in out, out
+    assert err == f"flightlog: warning: {sid}: {row_warning(sid, status)}\n"
 
 
 def test_export_bundle_holds_the_ledger_a_row_mismatch_contradicts(tmp_path: Path) -> None:

@@ -17,6 +17,8 @@ from pathlib import Path
 
 import pytest
 
+from flightlog.kernel.rowcheck import row_warning
+
 from .helpers import cli, connect, execute, rechain, suspended_run, swap_goal
 
 PAD = " " * 10
@@ -116,17 +118,21 @@ def test_a_sealed_session_whose_row_names_another_status(tmp_path: Path) -> None
 
 
 def test_an_aborted_wait_is_cancelled_in_the_ledger(tmp_path: Path) -> None:
-    """An abort closes the wait (``operation_cancelled``, status ``cancelled``): ``pending`` lists it no
-    more; a row saying it completed contradicts the ledger."""
+    """An abort closes the wait (``operation_cancelled``, status ``cancelled``): ``pending`` lists its gate
+    as paused (still open: approve decides it, resume continues the run), decided from the ledger; a row
+    saying it completed hides nothing and contradicts the ledger."""
     db = tmp_path / "flightlog.db"
     sid = suspended_run(db)
     waits = last_seq(str(db), sid)
     assert cli(db, "abort", sid)[0] == 0
-    assert cli(db, "pending")[1].strip() == "nothing is waiting for a decision"
+    code, out, err = cli(db, "pending")
+    assert (code, err) == (0, "") and out.startswith(f"{sid}  turn ") and "\n  paused: " in out, out
     assert cli(db, "verify", sid)[0] == 0
 
     set_status(str(db), sid, "completed")
-    assert cli(db, "pending")[1:] == ("nothing is waiting for a decision\n", "")
+    code, listed, err = cli(db, "pending")
+    assert (code, listed) == (0, out)
+    assert err == f"flightlog: warning: {sid}: {row_warning(sid, 'completed')}\n"
     detail = (
         f"sessions row status 'completed', the ledger's 'cancelled': an abort closed the wait opened at seq "
         f"{waits} (gates: n1)"

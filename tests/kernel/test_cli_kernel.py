@@ -60,6 +60,7 @@ def test_run_approve_resume_with_a_dotted_spec(tmp_path: Path) -> None:
             "root_session_id": sid,
             "run_abandoned": False,  # a gate is open: approve/deny decide it now
             "run_paused": False,
+            "paused_wait": False,  # its run was not aborted while it waited
             "answer_in": None,  # `approve` decides it (a LangGraph interrupt names its graph's call)
         }
     ]
@@ -193,8 +194,9 @@ def test_runs_show_one_approval_per_gated_call_closed_by_an_abort(tmp_path: Path
     assert code == 3 and _approval_refs(db, sid) == [(f"approval:{sid}:n1", "note: pending")]
     assert cli(db, "abort", sid)[0] == 0
     assert _approval_refs(db, sid) == [(f"approval:{sid}:n1", "note: cancelled")]
-    # `pending` lists suspended sessions, not a cancelled one
-    assert cli(db, "pending", "--json")[1] == "[]\n"
+    # `pending` lists its gate, still open, marked as a wait the abort closed (the run is paused)
+    (row,) = json.loads(cli(db, "pending", "--json")[1])
+    assert (row["session_id"], row["call_id"], row["decision"], row["paused_wait"]) == (sid, "n1", None, True)
     # the run stays resumable: its call can still be decided, and the resume runs it
     assert cli(db, "approve", sid, "n1", "--as", "alice")[0] == 0
     code, out, err = cli(db, "resume", sid, "--json", "-q")

@@ -290,10 +290,19 @@ def register(app: typer.Typer, open_db: OpenDb) -> None:
 
     @app.command("pending")
     def pending_cmd(
+        session: Annotated[
+            str | None,
+            typer.Argument(
+                metavar="[SESSION]",
+                help="Only this session's run tree (a unique prefix names it): its waits and its sub-agents'.",
+                show_default=False,
+            ),
+        ] = None,
         json_out: Annotated[bool, typer.Option("--json", help="Print a JSON array.")] = False,
     ) -> None:
-        """List tool calls waiting for a decision, and those decided (by whom) waiting for a resume; an
-        effect in doubt in a run that was killed mid-call (abandoned) or aborted mid-call (paused) too,
+        """List tool calls waiting for a decision, and those decided (by whom) waiting for a resume; those
+        of a run aborted while it waited (paused: approve or deny records a decision, resume continues it);
+        an effect in doubt in a run that was killed mid-call (abandoned) or aborted mid-call (paused) too,
         which a resume settles or opens for a decision. Says first when acting on this store is refused (its retained heads are ahead)."""
         from ..kernel import pending
         from ..kernel.approvals import (
@@ -306,17 +315,22 @@ def register(app: typer.Typer, open_db: OpenDb) -> None:
 
         undecodable: list[tuple[str, EventDecodeError]] = []
         with open_db(True) as store:
-            rows = pending(store, decided=True, undecodable=undecodable)
+            sid = None if session is None else store.resolve_session(session)
+            rows = pending(store, decided=True, undecodable=undecodable, paused=True)
             rows += abandoned_in_doubt(store, undecodable=undecodable)
             rows += paused_in_doubt(store, undecodable=undecodable)
             memory = memory_waits(store, undecodable)
+            if sid is not None:  # its run tree's rows (a sub-agent's name its root)
+                rows = [r for r in rows if sid in (r.session_id, r.root_session_id)]
+                memory = [m for m in memory if m[0] == sid]
+                undecodable = [u for u in undecodable if u[0] == sid]
             listed = dict.fromkeys([*(r.session_id for r in rows), *(sid for sid, _, _ in memory)])
             records = [store.get_session(sid) for sid in listed]
             for line in heads_ahead_lines(store, records):  # up front: approve would refuse what is listed
                 err.print(line)
-            for sid, exc in undecodable:  # listed without them: say so, exit 1 after the listing
+            for bad, exc in undecodable:  # listed without them: say so, exit 1 after the listing
                 err.print(
-                    f"flightlog: warning: {sid}: its waits cannot be read: {exc} (see `flightlog verify {sid}`)"
+                    f"flightlog: warning: {bad}: its waits cannot be read: {exc} (see `flightlog verify {bad}`)"
                 )
             _warn_row_status(store, rows)
             _note_retired(store)
@@ -361,6 +375,9 @@ def register(app: typer.Typer, open_db: OpenDb) -> None:
             "decided_by": None,
             "parent_session_id": None,
             "root_session_id": session_id,
+            "run_abandoned": False,
+            "run_paused": False,
+            "paused_wait": False,
             "answer_in": None,
         }
 
@@ -400,24 +417,37 @@ def register(app: typer.Typer, open_db: OpenDb) -> None:
                 )
             elif row.decision is None:
                 out.print(f"{head}  [{row.kind}] {short(row.reason, 60)}{tree}")
+                if row.paused_wait:
+                    out.print_lines(wrapped(_paused_words(row), indent="    "))
             else:
                 who = short(printable(row.decided_by or "?"), 80)
+                paused = " (its run is paused)" if row.paused_wait else ""
                 out.print(
                     f"{head}  [{row.kind}] {row.decision} by {who}; "
-                    f"waiting for: {hints[row.root_session_id or row.session_id]}{tree}"
+                    f"waiting for: {hints[row.root_session_id or row.session_id]}{paused}{tree}"
                 )
+
+    def _paused_words(row: PendingCall) -> str:
+        """What an open gate of a run an abort stopped while it waited (``paused_wait``) means, under its
+        line: a decision is recorded now, the resume of its run tree continues it."""
+        root = row.root_session_id or row.session_id
+        return (
+            "  paused: `flightlog abort` stopped its run while it waited; approve or deny records a decision "
+            f"now, then `flightlog resume {root}` continues the run"
+        )
 
     def _warn_row_status(store: Store, rows: list[PendingCall]) -> None:
         """One stderr line per listed session whose ``sessions`` row says it neither waits nor runs: the
         listing comes from its ledger, the row contradicts it (``flightlog verify`` says ``row_mismatch``).
-        A paused run's call in doubt is not such a row: its ``cancelled`` is what lists it paused."""
+        A paused run's call in doubt is not such a row: its ``cancelled`` is what lists it paused; a wait
+        an abort closed (``paused_wait``) is listed from its ledger, and its row must say ``cancelled``."""
         from ..kernel.rowcheck import row_warning
         from ..store.base import RUNNABLE_STATUSES
 
-        for sid in dict.fromkeys(r.session_id for r in rows if not r.run_paused):
-            status = store.get_session(sid).status
-            if status not in RUNNABLE_STATUSES:
-                err.print(f"flightlog: warning: {sid}: {row_warning(sid, status)}")
+        for row in {r.session_id: r for r in rows if not r.run_paused}.values():
+            status = store.get_session(row.session_id).status
+            if status != "cancelled" if row.paused_wait else status not in RUNNABLE_STATUSES:
+                err.print(f"flightlog: warning: {row.session_id}: {row_warning(row.session_id, status)}")
 
     def _note_retired(store: Store) -> None:
         """When the store was retired by ``db copy`` (``open_db`` said where the ledger went, from the

@@ -107,6 +107,10 @@ class PendingCall:
             ``resume`` settles it (the tool's reconcile) or opens its gate.
         run_paused: An in-doubt call of a run ``flightlog abort`` stopped mid-call (paused, resumable:
             :func:`paused_in_doubt`): no gate is open either, and a ``resume`` settles it or opens its gate.
+        paused_wait: A call of a run ``flightlog abort`` stopped while it waited (paused: the abort closed
+            the wait, :meth:`~flightlog.kernel.state.KernelState.wait_closed`): its gate is still open, so
+            ``approve``/``deny`` record a decision now (or it is one decided since the wait began), and
+            ``flightlog resume`` continues the run (it waits again while a call is undecided).
     """
 
     session_id: str
@@ -122,6 +126,7 @@ class PendingCall:
     root_session_id: str | None = None
     run_abandoned: bool = False
     run_paused: bool = False
+    paused_wait: bool = False
 
     def to_wire(self) -> dict[str, object]:
         """JSON-ready dict (the CLI's ``pending --json`` rows)."""
@@ -139,6 +144,7 @@ class PendingCall:
             "root_session_id": self.root_session_id or self.session_id,
             "run_abandoned": self.run_abandoned,
             "run_paused": self.run_paused,
+            "paused_wait": self.paused_wait,
         }
 
 
@@ -148,6 +154,7 @@ def pending(
     *,
     decided: bool = False,
     undecodable: list[tuple[str, EventDecodeError]] | None = None,
+    paused: bool = False,
 ) -> list[PendingCall]:
     """Calls waiting for a decision, across sessions or in one session, decided from each session's
     ledger (its events folded: :func:`~flightlog.kernel.state.load_state`), never from the ``sessions``
@@ -157,7 +164,9 @@ def pending(
     Across sessions, a session whose row says ``suspended`` is folded; any other only when its stored
     events may hold a wait (:func:`~flightlog.kernel.rowcheck.sessions_may_wait`: the store's events holding
     the wait mark, then at most three rows decoded per session that ever suspended), so a store of
-    finished runs is not folded. A wait an ``abort`` closed (status ``cancelled``) is listed only for its own ``session_id``.
+    finished runs is not folded. A wait an ``abort`` closed (the run paused: its gates stay open, ``approve``
+    and ``deny`` decide them, ``flightlog resume`` continues it) is listed for its own ``session_id``, and
+    across sessions with ``paused``; its rows have ``paused_wait`` set.
 
     Args:
         store: The store.
@@ -167,6 +176,8 @@ def pending(
         undecodable: Across sessions, when given: a session whose stored events do not decode (a tampered
             or corrupt row) is added here as ``(session id, error naming the seq)`` and the other sessions
             are still listed; when None, that error propagates.
+        paused: Across sessions, also list the waits an abort closed (``flightlog pending`` does; the
+            dashboard's approvals queue, through :func:`waiting_calls`, does not).
 
     Returns:
         One entry per open gate (then, with ``decided``, per decided call), sessions oldest first, gates in
@@ -178,7 +189,10 @@ def pending(
     """
     if session_id is not None:
         state = load_state(store, session_id)
-        return _calls(store, state, decided) if state.phase == "suspended" else []
+        if state.phase != "suspended":
+            return []
+        gates = _calls(store, state, decided)
+        return [replace(c, paused_wait=True) for c in gates] if state.wait_closed() else gates
     found: list[PendingCall] = []
     records = list(store.list_sessions())
     try:  # after the listing: a session that moved since is folded as it is now
@@ -190,7 +204,11 @@ def pending(
     for record in records:
         try:
             calls = waiting_calls(
-                store, record, decided=decided, may_wait=None if may is None else record.session_id in may
+                store,
+                record,
+                decided=decided,
+                may_wait=None if may is None else record.session_id in may,
+                closed=paused,
             )
         except EventDecodeError as exc:
             pass_over(undecodable, record.session_id, exc)
@@ -200,7 +218,12 @@ def pending(
 
 
 def waiting_calls(
-    store: Store, record: SessionRecord, *, decided: bool = False, may_wait: bool | None = None
+    store: Store,
+    record: SessionRecord,
+    *,
+    decided: bool = False,
+    may_wait: bool | None = None,
+    closed: bool = False,
 ) -> list[PendingCall] | None:
     """What :func:`pending` lists for one session across sessions, or None when its ledger holds no
     open wait (the dashboard's approvals queue asks this per session, so it lists what ``flightlog
@@ -208,7 +231,7 @@ def waiting_calls(
 
     The session is folded when its row says ``suspended`` or its stored events may hold a wait
     (:func:`~flightlog.kernel.rowcheck.session_may_wait`); never decided from the row alone. A wait an
-    ``abort`` closed is None here (:func:`pending` with ``session_id`` still lists it).
+    ``abort`` closed is None here unless ``closed`` (then its rows have ``paused_wait`` set).
 
     Args:
         store: The store.
@@ -217,6 +240,7 @@ def waiting_calls(
         may_wait: :func:`~flightlog.kernel.rowcheck.session_may_wait`'s answer when the caller has it
             (:func:`~flightlog.kernel.rowcheck.sessions_may_wait` for a whole store, read after
             ``record``); None: read it here.
+        closed: Also answer a wait an ``abort`` closed (the run paused), ``paused_wait`` set on its rows.
 
     Returns:
         None (no open wait), else one entry per open gate (then, with ``decided``, per decided call),
@@ -231,8 +255,12 @@ def waiting_calls(
     ):
         return None
     state = load_state(store, record.session_id)
-    if state.phase != "suspended" or state.wait_closed():
-        return None  # across sessions, a wait an abort closed is not listed (its status: cancelled)
+    if state.phase != "suspended":
+        return None
+    if state.wait_closed():  # the run is paused: listed when asked for (``flightlog pending``)
+        return (
+            [replace(c, paused_wait=True) for c in _calls(store, state, decided, record)] if closed else None
+        )
     return _calls(store, state, decided, record)
 
 

@@ -582,13 +582,22 @@ def wait_detail(state: KernelState, answered_in: str | None = None) -> str | Non
     a wait on calls: ``waiting for a decision on <call ids> (flightlog pending)``, or, given ``answered_in``
     (where a runtime that decides its own waits answers them, a LangGraph interrupt's
     :func:`flightlog.kernel.approvals.resume_hint`, as ``pending`` says it), ``waiting for a decision on
-    <call ids> (answered where it runs: <answered_in>)``; else its reason."""
+    <call ids> (answered where it runs: <answered_in>)``; a wait an abort closed (the run paused, which
+    ``pending`` lists too, :func:`flightlog.kernel.approvals.paused_waits`): ``waiting for a decision on
+    <call ids> (paused by an abort: flightlog pending <session> lists it; flightlog resume <session>
+    continues the run)``; else its reason."""
     if state.phase != "suspended" or state.suspension is None:
         return None
     query = waiting_query(state)
     if query is not None:
         return f"waiting for memory retrieval {query} (resume once the service answers)"
     calls = state.suspension.pending_calls
+    if calls and state.wait_closed() and answered_in is None:
+        sid = state.session_id
+        return (
+            f"waiting for a decision on {', '.join(calls)} (paused by an abort: flightlog pending {sid} lists "
+            f"it; flightlog resume {sid} continues the run)"
+        )
     if calls:
         where = "flightlog pending" if answered_in is None else f"answered where it runs: {answered_in}"
         return f"waiting for a decision on {', '.join(calls)} ({where})"
