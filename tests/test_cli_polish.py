@@ -165,6 +165,36 @@ def test_usage_mistakes_are_one_line_exit_2(args: list[str], says: str) -> None:
     assert says in lines[0]
 
 
+@pytest.mark.parametrize(
+    ("args", "says"),
+    [
+        (
+            ["import", "t.jsonl", "--db", "x.db"],
+            "--db goes before the command: flightlog --db PATH|URL import ... (an option of flightlog itself, "
+            "not of import)",
+        ),
+        (
+            ["db", "copy", "a.db", "b.db", "--db=x.db"],
+            "--db goes before the command: flightlog --db PATH|URL db copy ... (an option of flightlog "
+            "itself, not of db copy)",
+        ),
+        (["ls", "--debug"], "--debug goes before the command: flightlog --debug ls ..."),
+    ],
+)
+def test_a_global_option_after_the_command_says_it_goes_before(args: list[str], says: str) -> None:
+    """``flightlog import FILE --db X`` said only ``No such option: --db`` (new-user pass, session 18)."""
+    code, out, err = invoke(*args)
+    assert (code, out) == (2, "")
+    (line,) = err.splitlines()
+    assert line.startswith(f"flightlog: error: {says}"), err
+
+
+def test_worker_takes_the_global_db_after_the_command_too(tmp_path: Path) -> None:
+    """The one command documented to take ``--db`` after it (scripts write it so): no hint, it runs."""
+    code, out, err = invoke("worker", "--db", str(tmp_path / "w.db"), "--idle-exit", "0")
+    assert code == 0 and "goes before" not in err and "claimed 0" in err, (out, err)
+
+
 def test_a_group_without_a_command_still_shows_its_help() -> None:
     code, out, err = invoke("keys")
     assert code == 2 and "Usage:" in out + err and "show" in out + err

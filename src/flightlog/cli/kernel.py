@@ -293,7 +293,7 @@ def register(app: typer.Typer, open_db: OpenDb) -> None:
         session: Annotated[
             str | None,
             typer.Argument(
-                metavar="[SESSION]",
+                metavar="SESSION",
                 help="Only this session's run tree (a unique prefix names it): its waits and its sub-agents'.",
                 show_default=False,
             ),

@@ -153,10 +153,33 @@ def cli_errors() -> Iterator[None]:
         hint = f" (see '{ctx.command_path} --help')" if ctx is not None else ""
         text = getattr(exc, "format_message", exc.__str__)()
         message = " ".join(line.strip() for line in text.splitlines() if line.strip()).removesuffix(".")
-        err.print(f"flightlog: error: {message}{hint}")
+        err.print(f"flightlog: error: {_global_option_misplaced(exc, ctx) or message + hint}")
         raise typer.Exit(2) from None
     except BrokenPipeError:
         closed_pipe()
+
+
+def _global_option_misplaced(exc: Exception, ctx: Any) -> str | None:
+    """For an option a command does not take that is one of the ``flightlog`` root's own (``--db``,
+    ``--debug``: click's ``NoSuchOption`` raised under a sub-command), the error saying where it goes:
+    ``--db goes before the command: flightlog --db PATH|URL import ... (an option of flightlog itself, not
+    of import)``; None for any other mistake. Global options are taken in one place, so ``--db`` means one
+    thing on every command (``worker`` alone also takes it after, for scripts written that way)."""
+    name = getattr(exc, "option_name", None)
+    if type(exc).__name__ != "NoSuchOption" or not isinstance(name, str) or ctx is None:
+        return None
+    root = ctx.find_root()
+    if root is ctx:  # given to flightlog itself: a plain unknown option
+        return None
+    for param in root.command.params:
+        if name in getattr(param, "opts", ()):
+            value = f" {param.metavar or 'VALUE'}" if not getattr(param, "is_flag", False) else ""
+            command = ctx.command_path.removeprefix(root.command_path).strip()
+            return (
+                f"{name} goes before the command: flightlog {name}{value} {command} ... (an option of "
+                f"flightlog itself, not of {command})"
+            )
+    return None
 
 
 def closed_pipe() -> NoReturn:
