@@ -65,3 +65,33 @@ def test_a_missing_session_parameter_is_a_400_naming_it(
         answer = client.get(path, params=extra)
     assert answer.status_code == 400, (path, answer.text)
     assert f"missing query parameter {name}=" in html.unescape(answer.text)
+
+
+@pytest.mark.parametrize(
+    ("path", "extra"),
+    [
+        ("/api/waterfall", {}),
+        ("/api/charts", {}),
+        ("/api/integrity", {}),
+        ("/api/proof", {"seq": "0"}),
+        ("/api/event", {"seq": "0"}),
+    ],
+)
+def test_the_json_apis_take_the_pages_id_as_their_session(
+    client: TestClient, path: str, extra: dict[str, str]
+) -> None:
+    """A page's ``?id=`` pasted onto an API was a 400 ``missing query parameter session=`` (new-user pass,
+    session 18): ``id=`` is an alias of ``session=`` there; two different ids are a 400 naming both."""
+    with client:
+        named = client.get(path, params={"session": "xyz-9", **extra})
+        aliased = client.get(path, params={"id": "xyz-9", **extra})
+        both = client.get(path, params={"session": "xyz-9", "id": "xyz-9", **extra})
+        clash = client.get(path, params={"session": "xyz-9", "id": "abc-1", **extra})
+        none = client.get(path, params=extra)
+    assert named.status_code != 400, named.text
+    assert (aliased.status_code, aliased.text) == (named.status_code, named.text)
+    assert (both.status_code, both.text) == (named.status_code, named.text)
+    assert clash.status_code == 400
+    assert "session='xyz-9' and id='abc-1' name different sessions: give one" in html.unescape(clash.text)
+    assert none.status_code == 400
+    assert "missing query parameter session= (the session id) (or id=, as the pages name it)" in none.text

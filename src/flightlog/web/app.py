@@ -538,10 +538,11 @@ def _routes(app: FastAPI, dash: _Dashboard) -> None:
         )
 
     @app.get("/api/event")
-    def event_json(session: str = "", seq: str = "") -> Response:
+    def event_json(session: str = "", seq: str = "", id: str = "") -> Response:
         """One stored event, pretty-printed (served as JSON text, never as HTML)."""
-        if not session:
-            return PlainTextResponse(views.missing("session") + "\n", status_code=400)
+        session, problem = views.api_session(session, id)
+        if problem is not None:
+            return PlainTextResponse(problem + "\n", status_code=400)
         try:
             seq_v = _int(seq)
         except ValueError:

@@ -136,10 +136,11 @@ def register(app: FastAPI, reader: Callable[[], Store]) -> None:
     """Add ``GET /api/charts?session=`` to ``app``; ``reader()`` is the shared read-only store."""
 
     @app.get("/api/charts")
-    def charts_json(session: str = "") -> Response:
+    def charts_json(session: str = "", id: str = "") -> Response:
         """The run's cumulative cost and entropy per turn."""
-        if not session:
-            return JSONResponse({"error": views.missing("session")}, status_code=400)
+        session, problem = views.api_session(session, id)
+        if problem is not None:
+            return JSONResponse({"error": problem}, status_code=400)
         try:
             data = charts(reader(), session)
         except SessionNotFound:

@@ -164,10 +164,11 @@ def register(app: FastAPI, reader: Callable[[], Store]) -> None:
     """Add ``GET /api/integrity?session=`` to ``app``; ``reader()`` is the shared read-only store."""
 
     @app.get("/api/integrity")
-    def integrity_json(session: str = "") -> Response:
+    def integrity_json(session: str = "", id: str = "") -> Response:
         """The session's checkpoints, cosignatures and seals, with the keys the server trusts."""
-        if not session:
-            return JSONResponse({"error": views.missing("session")}, status_code=400)
+        session, problem = views.api_session(session, id)
+        if problem is not None:
+            return JSONResponse({"error": problem}, status_code=400)
         try:
             doc = integrity_document(reader(), session)
         except SessionNotFound:

@@ -77,10 +77,11 @@ def register(app: FastAPI, reader: Callable[[], Store]) -> None:
     """Add ``GET /api/proof?session=&seq=`` to ``app``; ``reader()`` is the shared read-only store."""
 
     @app.get("/api/proof")
-    def proof_json(session: str = "", seq: str = "") -> Response:
+    def proof_json(session: str = "", seq: str = "", id: str = "") -> Response:
         """One event's inclusion proof with the signed checkpoint and the server's trusted keys."""
-        if not session:
-            return JSONResponse({"error": views.missing("session")}, status_code=400)
+        session, problem = views.api_session(session, id)
+        if problem is not None:
+            return JSONResponse({"error": problem}, status_code=400)
         if not seq.isascii() or not seq.isdigit() or len(seq) > 16 or int(seq) > MAX_SEQ:
             return JSONResponse({"error": "seq must be an integer >= 0"}, status_code=400)
         try:

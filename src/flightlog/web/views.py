@@ -216,6 +216,18 @@ def missing(name: str) -> str:
     return f"missing query parameter {name}= (the session id)"
 
 
+def api_session(session: str, alias: str) -> tuple[str, str | None]:
+    """The session a JSON API request names: its ``session=``, or ``id=`` (the pages' name for it, taken
+    as an alias so a page's query pastes onto an API). ``(session id, None)``, or ``("", the 400's
+    message)`` when neither is given (:func:`missing`, saying ``id=`` works too) or the two name different
+    sessions."""
+    if session and alias and session != alias:
+        return "", f"session={session!r} and id={alias!r} name different sessions: give one"
+    if not (session or alias):
+        return "", missing("session") + " (or id=, as the pages name it)"
+    return session or alias, None
+
+
 def session_href(session_id: str, **params: object) -> str:
     """The dashboard URL of a session page (the id is query-encoded, never part of a path)."""
     query = {"id": session_id, **{k: str(v) for k, v in params.items() if v is not None}}

@@ -423,10 +423,11 @@ def register(app: FastAPI, reader: Callable[[], Store]) -> None:
     """Add ``GET /api/waterfall?session=`` to ``app``; ``reader()`` is the shared read-only store."""
 
     @app.get("/api/waterfall")
-    def waterfall_json(session: str = "") -> Response:
+    def waterfall_json(session: str = "", id: str = "") -> Response:
         """The run's spans, marks, sub-agents and per-turn tokens and context fill."""
-        if not session:
-            return JSONResponse({"error": views.missing("session")}, status_code=400)
+        session, problem = views.api_session(session, id)
+        if problem is not None:
+            return JSONResponse({"error": problem}, status_code=400)
         try:
             data = waterfall(reader(), session)
         except SessionNotFound:
