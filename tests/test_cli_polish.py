@@ -222,8 +222,9 @@ def _closed_pipe_run(args: list[str], env: dict[str, str]) -> subprocess.Complet
         os.close(write_end)
 
 
-@pytest.fixture(scope="module")
+@pytest.fixture
 def imported_db(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """Imported (and signed) with this test's own keys: ``show`` checks the session before printing it."""
     db = tmp_path_factory.mktemp("pipe") / "ledger.db"
     files = sorted(str(p) for p in (SAMPLES / "codex").glob("*.jsonl"))  # files: no core_job run of its own
     code, _, err = invoke("--db", str(db), "import", *files)
@@ -241,6 +242,41 @@ def test_a_closed_pipe_exits_141_without_a_word(args: list[str], imported_db: Pa
     done = _closed_pipe_run(args, env)
     assert done.returncode == EXIT_CLOSED_PIPE == 141, done.stderr
     assert done.stderr == ""
+
+
+def test_show_of_a_tampered_session_warns_before_the_timeline_even_into_a_closed_pipe(
+    imported_db: Path, tmp_path: Path
+) -> None:
+    """``flightlog show S | head -5`` of a tampered session never printed the warning: the check ran after
+    the timeline, and the closed pipe ended the command first (new-user pass, session 18). The check now
+    runs first: its warning is on stderr before any of the timeline, and the exit is 141 into a closed pipe,
+    1 otherwise."""
+    import shutil
+    import sqlite3
+
+    db = tmp_path / "tampered.db"
+    shutil.copy(imported_db, db)
+    raw = sqlite3.connect(db)
+    try:
+        (sid,) = raw.execute(
+            "SELECT session_id FROM sessions WHERE session_id LIKE 'codex:019c8a70%'"
+        ).fetchone()
+        raw.execute("DROP TRIGGER events_no_update")
+        raw.execute(
+            "UPDATE events SET event = replace(event, 'a', 'b') WHERE session_id = ? AND seq = 3", (sid,)
+        )
+        raw.commit()
+    finally:
+        raw.close()
+    warning = f"flightlog: warning: {sid} fails verification at seq 3 "
+    follows = f"what follows may not be what was recorded (see `flightlog verify {sid}`)"
+    done = _closed_pipe_run(["show", "codex:019c8a70"], {**os.environ, "FLIGHTLOG_DB": str(db)})
+    assert done.returncode == EXIT_CLOSED_PIPE, done.stderr
+    (line,) = done.stderr.splitlines()
+    assert line.startswith(warning) and line.endswith(follows), line
+    code, out, err = invoke("--db", str(db), "show", sid)
+    assert code == 1 and out.startswith(f"session {sid}  ") and err.splitlines() == [line]
+    assert code == 1 and len(out.splitlines()) > 4  # the whole timeline still follows
 
 
 # ─── completion ───────────────────────────────────────────────────────────────────────────────

@@ -79,9 +79,9 @@ def test_an_edited_status_hides_no_wait_and_verify_reports_it(url: str) -> None:
     # it heads the timeline with what ls lists (the ledger's wait), then says the row disagrees
     code, out, err = cli(db, "show", sid)
     assert code == 1 and out.startswith(f"session {sid}  [suspended]")
-    assert err.splitlines() == [
-        f"flightlog: warning: {sid} fails verification at seq {waits} (row_mismatch): {detail}; what was "
-        f"printed may not be what was recorded (see `flightlog verify {sid}`)"
+    assert err.splitlines() == [  # checked before the timeline: said before it, of what follows
+        f"flightlog: warning: {sid} fails verification at seq {waits} (row_mismatch): {detail}; what "
+        f"follows may not be what was recorded (see `flightlog verify {sid}`)"
     ]
 
     # the decision is still taken from the ledger, and the row put back is no divergence
@@ -160,9 +160,10 @@ def test_a_rechained_session_is_not_printed_silently(url: str, command: list[str
     code, out, err = cli(db, *command, sid)
     assert code == 1
     assert "something else" in out  # printed, then flagged
+    printed = "follows" if command == ["show"] else "was printed"  # show checks first, the others after
     assert err.splitlines() == [
         f"flightlog: warning: {sid} fails verification at seq {size - 1} (checkpoint_mismatch): signed root "
-        f"at size {size} differs from the rows; what was printed may not be what was recorded (see "
+        f"at size {size} differs from the rows; what {printed} may not be what was recorded (see "
         f"`flightlog verify {sid}`)"
     ]
 

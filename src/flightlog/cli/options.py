@@ -398,6 +398,38 @@ def warn_diverged(store: Store, session_ids: Iterable[str], *, rows: bool = Fals
     Raises:
         KeyManifestError: the trusted-key manifest is unreadable or untrusted.
     """
+    check = _quick_check(store)
+    found = False
+    for sid in session_ids:
+        _events, problem = check(sid, rows)
+        if problem is not None:
+            found = True
+            err.print(
+                f"{problem}what was printed may not be what was recorded (see `flightlog verify {sid}`)"
+            )
+    return found
+
+
+def check_before_printing(store: Store, sid: str) -> tuple[bool, int]:
+    """:func:`warn_diverged`'s check of one session and its row, run before the session is printed (``show``):
+    a session that fails gets its warning line on stderr first (``...; what follows may not be what was
+    recorded``), so a reader that stops early (``show S | head``) still sees it. Returns ``(failed, the
+    number of events checked)``: the caller prints those events only, so what it prints is what was checked
+    even while a writer appends, and exits 1 when it failed.
+
+    Raises:
+        KeyManifestError: the trusted-key manifest is unreadable or untrusted.
+    """
+    events, problem = _quick_check(store)(sid, True)
+    if problem is not None:
+        err.print(f"{problem}what follows may not be what was recorded (see `flightlog verify {sid}`)")
+    return problem is not None, events
+
+
+def _quick_check(store: Store) -> Callable[[str, bool], tuple[int, str | None]]:
+    """The check :func:`warn_diverged` describes, keys, heads and retirement loaded once: a function of
+    ``(session id, rows)`` giving ``(events checked, the warning's start or None)``, the start naming the
+    first divergence and ending ``"; "``."""
     from ..integrity.heads import HeadStore
     from ..integrity.keys import load_keyring
     from ..integrity.retirement import load_retirement
@@ -405,8 +437,8 @@ def warn_diverged(store: Store, session_ids: Iterable[str], *, rows: bool = Fals
 
     keyring, heads = load_keyring(), HeadStore.default()
     retired = load_retirement(store, keyring)
-    found = False
-    for sid in session_ids:
+
+    def check(sid: str, rows: bool) -> tuple[int, str | None]:
         report = audit_session(
             store, sid, keyring=keyring, heads=heads, decode=False, retired=retired, artifacts=False
         )
@@ -417,14 +449,14 @@ def warn_diverged(store: Store, session_ids: Iterable[str], *, rows: bool = Fals
         # a stale copy (a retired store's session that went on in the live one) printed what it holds
         problems = [d for d in report.divergences if d.reason != "stale_copy"]
         if not problems:
-            continue
-        first, found = problems[0], True
+            return report.events, None
+        first = problems[0]
         detail = f": {first.detail}" if first.detail else ""
-        err.print(
-            f"flightlog: warning: {sid} fails verification at seq {first.seq} ({first.reason}){detail}; what "
-            f"was printed may not be what was recorded (see `flightlog verify {sid}`)"
+        return report.events, (
+            f"flightlog: warning: {sid} fails verification at seq {first.seq} ({first.reason}){detail}; "
         )
-    return found
+
+    return check
 
 
 _USAGE_ERRORS = (SessionNotFound, ImportFormatError)

@@ -33,6 +33,7 @@ from .options import (
     Advance,
     Group,
     abandoned_notes,
+    check_before_printing,
     closed_pipe,
     count_option,
     data_dir_db,
@@ -654,7 +655,9 @@ def show_cmd(
 ) -> None:
     """Print a session's timeline: seq, time, kind and a one-line narration per event; a run's system
     prompt on a "system prompt:" line under the run_started that sets it, once (a later run with the same
-    prompt does not repeat it), cut to 300 characters. The header line gives the status ``ls`` lists."""
+    prompt does not repeat it), cut to 300 characters. The header line gives the status ``ls`` lists.
+    The session is checked first (chain, signed checkpoints, seal, retained head, its row): one that fails
+    is warned about on stderr before the timeline, the events checked are printed, and the exit is 1."""
     from ..events import RunStarted
     from ..sessions import iter_events
 
@@ -664,12 +667,13 @@ def show_cmd(
         except SessionNotFound:
             _never_started(store, session)
             raise
+        failed, checked = check_before_printing(store, sid)  # first: `show S | head` still warns
         record = store.get_session(sid)
         if not json_out:
             out.print(f"session {sid}  [{_listed_status(store, record)}]  {short(record.task, 70)}")
         prompt: str | None = None
         who = sid if json_out else short_session(store, sid)  # the header names it whole
-        for row, event in iter_events(store, sid):
+        for row, event in iter_events(store, sid, stop=checked):  # what was checked, no more
             if json_out:
                 sys.stdout.write(
                     json.dumps({"seq": row.seq, "kind": row.kind, "event": event.to_wire()}) + "\n"
@@ -682,7 +686,8 @@ def show_cmd(
             if isinstance(event, RunStarted) and event.system_prompt and event.system_prompt != prompt:
                 prompt = event.system_prompt
                 out.print(f"{'':43}system prompt: {short(prompt, 300)}")
-        refuse_quietly_diverged(store, sid)
+        if failed:
+            raise typer.Exit(1)
         if not json_out:
             _warn(abandoned_notes(store, [sid]))
 
