@@ -88,3 +88,20 @@ def test_pending_of_an_unknown_session_is_a_usage_error(tmp_path: Path) -> None:
     _aborted_while_waiting(db)
     code, out, err = cli(db, "pending", "ffffffff")
     assert (code, out) == (2, "") and "no session matches 'ffffffff'" in err
+
+
+def test_a_paused_python_runs_gate_names_the_spec_its_resume_needs(tmp_path: Path) -> None:
+    """A run started from Python records no agent spec: the paused gate's resume names ``--spec``."""
+    from flightlog.kernel import Kernel
+    from flightlog.store import SqliteStore
+
+    db = tmp_path / "py.db"
+    with SqliteStore(db) as store:
+        result = Kernel(store, cli_agents.approval_agent()).run_sync("note", session_id="py-run")
+    assert result.status == "suspended"
+    assert cli(db, "abort", "py-run")[0] == 0
+    code, out, err = cli(db, "pending", "py-run")
+    assert code == 0, err
+    assert " ".join(out.split()).endswith(
+        "then `flightlog resume py-run --spec MODULE:ATTR` continues the run"
+    ), out

@@ -338,10 +338,12 @@ def register(app: typer.Typer, open_db: OpenDb) -> None:
                 sid: continue_hint(store, sid)
                 for sid in {r.root_session_id or r.session_id for r in rows if r.decision is not None}
             }
-            resumes = {  # a run killed or aborted mid-call: the resume that settles it (--spec if it needs one)
+            resumes = {  # a run killed, aborted mid-call or while it waited: its resume (--spec if it needs one)
                 sid: resume_command(store, sid)
                 for sid in {
-                    r.root_session_id or r.session_id for r in rows if r.run_abandoned or r.run_paused
+                    r.root_session_id or r.session_id
+                    for r in rows
+                    if r.run_abandoned or r.run_paused or r.paused_wait
                 }
             }
             elsewhere = _answered_elsewhere(store, rows)
@@ -412,13 +414,15 @@ def register(app: typer.Typer, open_db: OpenDb) -> None:
                     f"{elsewhere[row.session_id]}"
                 )
             elif row.decision is None and row.kind == "effect_in_doubt":
-                out.print_lines(
-                    _in_doubt_lines(row, (resumes or {}).get(row.root_session_id or row.session_id))
-                )
+                resume = (resumes or {}).get(row.root_session_id or row.session_id)
+                out.print_lines(_in_doubt_lines(row, resume))
+                if row.paused_wait:
+                    out.print_lines(wrapped(_paused_words(row, resume), indent="    "))
             elif row.decision is None:
                 out.print(f"{head}  [{row.kind}] {short(row.reason, 60)}{tree}")
                 if row.paused_wait:
-                    out.print_lines(wrapped(_paused_words(row), indent="    "))
+                    resume = (resumes or {}).get(row.root_session_id or row.session_id)
+                    out.print_lines(wrapped(_paused_words(row, resume), indent="    "))
             else:
                 who = short(printable(row.decided_by or "?"), 80)
                 paused = " (its run is paused)" if row.paused_wait else ""
@@ -427,13 +431,14 @@ def register(app: typer.Typer, open_db: OpenDb) -> None:
                     f"waiting for: {hints[row.root_session_id or row.session_id]}{paused}{tree}"
                 )
 
-    def _paused_words(row: PendingCall) -> str:
+    def _paused_words(row: PendingCall, resume: str | None = None) -> str:
         """What an open gate of a run an abort stopped while it waited (``paused_wait``) means, under its
-        line: a decision is recorded now, the resume of its run tree continues it."""
-        root = row.root_session_id or row.session_id
+        line: a decision is recorded now, the resume of its run tree continues it (``resume``: that command,
+        ``--spec MODULE:ATTR`` when the run recorded no spec; default ``flightlog resume ROOT``)."""
+        resume = resume or f"flightlog resume {row.root_session_id or row.session_id}"
         return (
             "  paused: `flightlog abort` stopped its run while it waited; approve or deny records a decision "
-            f"now, then `flightlog resume {root}` continues the run"
+            f"now, then `{resume}` continues the run"
         )
 
     def _warn_row_status(store: Store, rows: list[PendingCall]) -> None:
