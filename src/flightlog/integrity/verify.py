@@ -61,6 +61,7 @@ from ..notarization import SEAL_KIND
 from ..salted import SALTED_PREFIX
 from ..store.links import LINKING_PREFIX, linking_refs, unreadable_refs
 from .checkpoints import SignedCheckpoint, open_checkpoint, open_stored_checkpoints, origin_for
+from .effects import EffectFold, table_divergences
 from .erasure import check_artifacts
 from .heads import HeadStore, IndexedHead, RetainedHead, WitnessedHead
 from .keys import Keyring, load_keyring
@@ -190,6 +191,7 @@ class AuditReport:
     latest: SignedCheckpoint | None = field(default=None, repr=False)
     linking: dict[str, int] = field(default_factory=dict, repr=False)
     seal_seq: int | None = field(default=None, repr=False)
+    effects: EffectFold = field(default_factory=EffectFold, repr=False)
 
     @property
     def ok(self) -> bool:
@@ -313,6 +315,7 @@ class _Tee:
     archives: dict[str, int] = field(default_factory=dict)
     linking: dict[str, int] = field(default_factory=dict)
     unreadable: list[tuple[int, str]] = field(default_factory=list)
+    effects: EffectFold = field(default_factory=EffectFold)
 
     def __post_init__(self) -> None:
         if 0 in self.wanted:
@@ -337,6 +340,7 @@ class _Tee:
                 for digest in linking_refs(data):
                     self.linking.setdefault(digest, row.seq)
                 self.unreadable.extend((row.seq, ref) for ref in unreadable_refs(data))
+            self.effects.feed_row(row)
             last = row.hash
             yield row
         self._snapshot(last)
@@ -474,6 +478,9 @@ def audit_session(
     if retired == "load":
         retired = load_retirement(store, keyring)
     pin, as_retired, found = _retired_pin(retired, session_id)
+    # After the head, before the rows: every effect row read was committed with its intent before the
+    # rows are read, and every event at or before the head with its row (table_divergences' ``through``).
+    effect_rows = store.session_effects(session_id)
     rows: Iterable[StoredEvent] = store.read_events(session_id)
     report = audit_rows(
         session_id,
@@ -502,6 +509,12 @@ def audit_session(
                 "not written by it",
             )
         )
+        report.divergences.sort(key=lambda d: d.seq)
+    found_effects = table_divergences(
+        report.effects, effect_rows, through=record.head_seq, head=report.events - 1
+    )
+    if found_effects:
+        report.divergences.extend(found_effects)
         report.divergences.sort(key=lambda d: d.seq)
     if retired is not None:
         report.retired = retired.describe()
@@ -634,6 +647,8 @@ def audit_rows(
         )
         for seq, ref in tee.unreadable
     )
+    report.effects = tee.effects
+    report.divergences.extend(tee.effects.problems)  # the ledger's own effect records (intent hashes)
     report.divergences.sort(key=lambda d: d.seq)
     return report
 

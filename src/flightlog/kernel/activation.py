@@ -116,7 +116,7 @@ class Activation:
         self.recorder = recorder
         self.state = state
         self.session_id = recorder.session_id
-        self.effects = Effects(recorder)
+        self.effects = Effects(recorder, state.effects)
         self.operation: Operation | None = None
         self._wall_before = 0
         self._t0 = kernel.clock()

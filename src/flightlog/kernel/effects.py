@@ -4,11 +4,21 @@ Protocol for a ``side_effect`` call (key ``f"{session_id}:{turn}:{call_id}"``, i
 ``{"tool": name, "arguments": repaired JSON arguments}``):
 
 1. ``Recorder.record_intent(key, intent)``: the effect row and ``Custom("external_effect_intent")`` commit
-   in one transaction *before* the tool runs.
+   in one transaction *before* the tool runs, with a signed checkpoint covering the intent when the
+   recorder has a notary (``Recorder.checkpoint()``): the intent is anchored before the world changes,
+   so a process killed while the tool runs leaves no unsigned intent to rewrite.
 2. The tool runs.
 3. ``Recorder.complete_effect(key, {"output", "is_error"})``: the result and
    ``Custom("external_effect_completed")`` commit in one transaction. A tool that raises has still
    finished (it says it failed), so its error result is the completion.
+
+What an effect did is decided from the run's ledger (the fold of its events,
+:class:`~flightlog.integrity.effects.EffectFold` in :class:`~flightlog.kernel.state.KernelState`), never from
+the ``external_effects`` row, which no hash covers: the row is a cache that every decision checks against
+the fold first (:func:`~flightlog.integrity.effects.effect_problem`), raising ``LedgerIntegrityError``
+naming the key and the seq when they disagree (a row that says completed with a result the ledger does
+not record is never fed to the model; a deleted row never lets the effect run again). A resume has
+compared every row with the ledger already (``require_intact``: :mod:`flightlog.integrity.effects`).
 
 When the same call comes round again (a resume after a crash, a cancel, a suspension):
 
@@ -42,9 +52,11 @@ from contextvars import ContextVar
 from dataclasses import dataclass
 from typing import Any, Literal
 
-from ..errors import AppendConflict, StaleWriter
+from ..errors import AppendConflict, Divergence, StaleWriter
 from ..events import Custom
-from ..recorder import Recorder
+from ..integrity.effects import EFFECT_MISMATCH, EffectFold, effect_problem, effect_refusal
+from ..recorder import Recorder, intent_hash
+from ..store.base import EffectRecord
 from ..testing.crashpoints import crash_point
 from .records import EFFECT_RECONCILED, CallPlan
 from .tools import Tool, render_output
@@ -95,32 +107,73 @@ def intent_of(plan: CallPlan) -> dict[str, Any]:
 
 
 class Effects:
-    """The exactly-once protocol over one session's recorder (see the module docs)."""
+    """The exactly-once protocol over one session's recorder (see the module docs).
 
-    def __init__(self, recorder: Recorder) -> None:
+    Args:
+        recorder: The session's recorder (this process's writer authority).
+        fold: The session's effects as its ledger records them, kept current with every commit (the
+            activation's :attr:`KernelState.effects <flightlog.kernel.state.KernelState>`).
+    """
+
+    def __init__(self, recorder: Recorder, fold: EffectFold) -> None:
         self._recorder = recorder
-        self._none: set[str] = set()  # keys seen without a row; we are the only writer (epoch fencing)
+        self._fold = fold
+        self._none: set[str] = set()  # keys checked without intent nor row; we are the only writer (epochs)
         self._in_flight: set[asyncio.Task[Outcome]] = set()  # detached effects still running
 
     def state(self, key: str) -> EffectState:
         """``none`` (never started), ``pending`` (in doubt when no run of this process owns it) or
-        ``completed``."""
-        if key in self._none:
+        ``completed``, as the ledger records it.
+
+        Raises:
+            LedgerIntegrityError: the effect's row contradicts the ledger (``effect_mismatch``, or
+                ``intent_hash_mismatch``: the ledger's intent does not hash to its ``intent_hash``), naming
+                the key and the seq.
+        """
+        entry = self._fold.effects.get(key)
+        if entry is None and key in self._none:
             return "none"
-        record = self._recorder.effect(key)
-        if record is None:
+        self._checked(key)
+        if entry is None:
             self._none.add(key)
             return "none"
-        return "completed" if record.status == "completed" else "pending"
+        return "completed" if entry.completed else "pending"
 
     def recorded(self, key: str) -> Outcome | None:
-        """The recorded result of a completed effect, else None."""
-        if key in self._none:
+        """The recorded result of an effect the ledger records as completed, else None (read from its row,
+        once the row is checked to hold the result the ledger's completion records).
+
+        Raises:
+            LedgerIntegrityError: as :meth:`state`.
+        """
+        if self.state(key) != "completed":
             return None
         record = self._recorder.effect(key)
-        if record is None or record.status != "completed":
-            return None
+        assert record is not None  # checked by state(): a completed effect has its row, with its result
         return Outcome.from_json(record.result_json)
+
+    def _checked(self, key: str) -> EffectRecord | None:
+        """The effect's row, once checked against the ledger's fold (raises on a contradiction)."""
+        record = self._recorder.effect(key)
+        problem = effect_problem(key, self._fold.effects.get(key), record)
+        if problem is not None:
+            raise effect_refusal(self._recorder.session_id, problem, self._recorder.next_seq - 1)
+        return record
+
+    def _same_intent(self, key: str, intent: dict[str, Any]) -> None:
+        """Refuse to run ``intent`` under ``key`` when the ledger records another intent for it (an intent
+        rewritten after its call was planned)."""
+        entry = self._fold.effects.get(key)
+        if entry is not None and entry.intent_digest != intent_hash(intent):
+            detail = (
+                f"effect {key}: the call's intent (from its plan) hashes to {intent_hash(intent)[:16]}..., "
+                f"the ledger's intent at seq {entry.intent_seq} to {entry.intent_digest[:16]}...: not run"
+            )
+            raise effect_refusal(
+                self._recorder.session_id,
+                Divergence(entry.intent_seq, EFFECT_MISMATCH, detail),
+                self._recorder.next_seq - 1,
+            )
 
     async def run_once(
         self,
@@ -145,14 +198,18 @@ class Effects:
 
         Raises:
             EffectConflict: ``key`` was recorded with another intent.
+            LedgerIntegrityError: the effect's row contradicts the ledger, or the ledger records another
+                intent for ``key`` (:meth:`state`): nothing runs.
             BaseException: whatever ``run`` raises that is not an ordinary outcome (cancellation, a
                 fatal tool error after its completion was recorded by the caller).
         """
         done = self.recorded(key)
         if done is not None:
             return done
-        self._recorder.checkpoint()  # with a notary: a signed checkpoint before the world changes
-        self._recorder.record_intent(key, intent)
+        self._same_intent(key, intent)
+        with self._recorder.atomic():  # one transaction: the intent is never durable unsigned
+            self._recorder.record_intent(key, intent)
+            self._recorder.checkpoint()  # with a notary: a signed checkpoint over the intent, before the world changes
         self._none.discard(key)
         crash_point("effect.intent")  # test-only fault injection (flightlog.testing.crashpoints)
         token = _CURRENT_KEY.set(key)

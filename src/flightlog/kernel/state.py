@@ -45,6 +45,7 @@ from ..events import (
     ToolGated,
     ToolRequested,
 )
+from ..integrity.effects import EffectFold
 from ..messages import Message, ToolCallPart
 from ..replay import IN_PLACE_ACTIONS, ArchiveLoader
 from ..sessions import archive_loader, iter_events
@@ -251,6 +252,7 @@ class KernelState:
     overflow_compacted: int | None = None
     pinned: list[str] = field(default_factory=list)
     delegation: Delegation = field(default_factory=Delegation)
+    effects: EffectFold = field(default_factory=EffectFold)
     _request_chars: dict[str, int] = field(default_factory=dict)
     _raw_arguments: dict[str, str] = field(default_factory=dict)
     _released: set[str] = field(default_factory=set)
@@ -275,6 +277,7 @@ class KernelState:
         self.wall.feed(event.kind, recorded_at_ms)
         self._fold_wait(event)
         if isinstance(event, Custom):
+            self.effects.feed(seq, event)
             custom = _CUSTOM_HANDLERS.get(event.custom_kind)
             if custom is not None:
                 custom(self, event.payload if isinstance(event.payload, dict) else {})

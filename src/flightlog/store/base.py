@@ -846,6 +846,12 @@ class Store(abc.ABC):
     def pending_effects(self, session_id: str | None = None) -> list[EffectRecord]:
         """Intents without completion (*in doubt* after a crash), oldest first."""
 
+    @abc.abstractmethod
+    def session_effects(self, session_id: str) -> list[EffectRecord]:
+        """Every effect row of ``session_id`` (pending and completed), oldest first: what the full check
+        compares with the session's verified ledger (:mod:`flightlog.integrity.effects`). [] for a session
+        without effects, or without a row."""
+
     # ─── signal queue (flightlog.store.signals) ────────────────────────────────────────────
     @abc.abstractmethod
     def signal_sql(self, sql: str, params: Sequence[Any] = ()) -> list[Any]:

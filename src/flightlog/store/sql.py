@@ -961,6 +961,13 @@ class SqlStore(Store):
             EffectRecord(*r) for r in self._all(f"{sql} ORDER BY created_at_ms, {self.INSERT_ORDER}", params)
         ]
 
+    def session_effects(self, session_id: str) -> list[EffectRecord]:
+        sql = f"SELECT {R.EFFECT_COLUMNS} FROM external_effects WHERE session_id = ?"
+        return [
+            EffectRecord(*r)
+            for r in self._all(f"{sql} ORDER BY created_at_ms, {self.INSERT_ORDER}", (session_id,))
+        ]
+
     # ─── artifacts ───────────────────────────────────────────────────────────────────────
     def put_artifact(self, content: bytes, media_type: str) -> ArtifactRecord:
         sha256 = R.digest(content)
