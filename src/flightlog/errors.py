@@ -154,7 +154,11 @@ class Divergence(tuple[int, str, str]):
       ``sessions`` row, :func:`flightlog.kernel.rowcheck.row_divergences`), ``projection_mismatch`` and
       ``projection_missing`` (the ``runs`` projection, :class:`flightlog.runs.check.ProjectionCheck`; a
       listed ``runs`` row no ledger accounts for is the finding ``projection_extra``,
-      :class:`flightlog.runs.check.RunFinding`, not a session's divergence).
+      :class:`flightlog.runs.check.RunFinding`, not a session's divergence);
+    * side effects (:mod:`flightlog.integrity.effects`, part of the full check every entry point runs):
+      ``effect_mismatch`` (an ``external_effects`` row contradicts the verified ledger, or the ledger records
+      an effect twice or a completion without intent), ``intent_hash_mismatch`` (an intent event's
+      ``intent_hash`` is not its intent's).
     """
 
     __slots__ = ()

@@ -556,7 +556,8 @@ class Recorder:
         return self.append(Custom(custom_kind=kind, payload=payload))
 
     def checkpoint(self) -> SignedHead | None:
-        """Sign a checkpoint over every durable event now (the kernel calls this before side effects).
+        """Sign a checkpoint over every event now (the kernel calls this in the transaction that records a side
+        effect's intent, so the intent is signed before the effect runs).
 
         Returns the latest checkpoint unchanged when it already covers every event; None without a
         notary or with no events. See :mod:`flightlog.integrity.checkpoints` for the format, :mod:`flightlog.integrity.signing` for the cadence.
@@ -672,11 +673,18 @@ class Recorder:
         return done
 
     def effect(self, key: str) -> EffectRecord | None:
-        """The effect record for ``key`` in this session, or None."""
+        """The effect record for ``key`` in this session, or None.
+
+        The row is not hashed: what an effect did is what the ledger's ``external_effect_intent`` /
+        ``external_effect_completed`` events record. The kernel checks the row against them before deciding
+        anything (:func:`flightlog.integrity.effects.effect_problem`), and ``verify``/``audit`` compare every
+        row (``effect_mismatch``).
+        """
         return self.store.get_effect(self.session_id, key)
 
     def pending_effects(self) -> list[EffectRecord]:
-        """This session's intents without completion: *in doubt* after a crash, never silently re-run."""
+        """This session's intents without completion: *in doubt* after a crash, never silently re-run (rows,
+        unhashed: see :meth:`effect`)."""
         return self.store.pending_effects(self.session_id)
 
     def record_grant_policy(

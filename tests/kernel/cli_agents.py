@@ -82,3 +82,29 @@ not_an_agent = 42
 def raising_factory() -> Agent:
     """A factory with a mistake in it, as ``subagent(role="helper")`` raises (a bad agent spec)."""
     raise ValueError("sub-agent role must be one of explore, plan, implement, verify, custom, not 'helper'")
+
+
+@tool(effect="side_effect")
+def charge(amount: int) -> str:
+    """Charge a card: an external effect, one line appended to the file ``$CLI_AGENTS_CHARGES``. With
+    ``$CLI_AGENTS_HOLD`` set it then prints ``CHARGED <amount>`` and waits on stdin for ever (the test
+    SIGKILLs the process once it reads the line: the effect happened, its completion is not recorded)."""
+    import os
+    import sys
+
+    with open(os.environ["CLI_AGENTS_CHARGES"], "a") as fh:
+        fh.write(f"charge {amount}\n")
+        fh.flush()
+        os.fsync(fh.fileno())
+    if os.environ.get("CLI_AGENTS_HOLD"):
+        print(f"CHARGED {amount}", flush=True)
+        sys.stdin.read()  # never returns: stdin stays open until the SIGKILL
+    return f"charged {amount}"
+
+
+def charging_agent() -> Agent:
+    """Charges 5 once (a side effect without reconcile), then answers."""
+    provider = ScriptedProvider(
+        [calls(call("charge", {"amount": 5}, id="c1")), reply("charged")], by_turn=True
+    )
+    return Agent(name="cli-charging", route=[provider], tools=[charge])

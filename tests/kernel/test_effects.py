@@ -2,7 +2,10 @@
 
 from __future__ import annotations
 
-from collections.abc import Callable
+import asyncio
+import sqlite3
+from collections.abc import Awaitable, Callable
+from contextlib import closing
 from pathlib import Path
 from typing import Any
 
@@ -10,6 +13,7 @@ import pytest
 from typer.testing import CliRunner
 
 from flightlog.cli.kernel import kernel_app
+from flightlog.errors import LedgerIntegrityError
 from flightlog.events import (
     Custom,
     PermissionRequested,
@@ -20,10 +24,12 @@ from flightlog.events import (
     ToolGated,
 )
 from flightlog.kernel import Kernel, Tool, approve, deny, pending, tool
+from flightlog.kernel.effects import Effects, Outcome
 from flightlog.kernel.execution import IN_DOUBT_WARNING
 from flightlog.kernel.scripted import ScriptedProvider, call, calls, reply
+from flightlog.kernel.state import load_state
 from flightlog.messages import ToolResult
-from flightlog.recorder import verify_session
+from flightlog.recorder import Recorder, verify_session
 from flightlog.store import SqliteStore, StoredEvent
 
 from .helpers import agent, customs, events, kinds, line_count, of
@@ -242,3 +248,104 @@ def test_an_approved_re_run_that_dies_too_is_in_doubt_again(
     deny(other_store, sid, "a1", reason="the line is there")
     assert _kernel(other_store, appender).resume_sync(sid).status == "completed"
     assert appender.runs == ["one", "one"] and line_count(appender.path, "one") == 1
+
+
+def _intent_seq(store: SqliteStore, sid: str) -> int:
+    (seq,) = [
+        seq
+        for seq, event in load_state(store, sid).events
+        if isinstance(event, Custom) and event.custom_kind == "external_effect_intent"
+    ]
+    return seq
+
+
+def _effects(store: SqliteStore, sid: str) -> Effects:
+    """The exactly-once protocol as a resuming activation holds it (the ledger's fold, a writer)."""
+    return Effects(Recorder.attach(store, sid), load_state(store, sid).effects)
+
+
+ONE = {"tool": "append_line", "arguments": {"line": "one"}}
+
+
+def _never_run(ran: list[str]) -> Callable[[], Awaitable[Outcome]]:
+    async def run() -> Outcome:
+        ran.append("ran")
+        return Outcome("appended one")
+
+    return run
+
+
+@pytest.mark.parametrize(
+    ("edit", "said"),
+    [
+        (
+            "UPDATE external_effects SET status = 'completed', "
+            """result_json = '{"is_error":false,"output":"FORGED"}'""",
+            "its external_effects row says completed, with a result the ledger never recorded",
+        ),
+        ("DELETE FROM external_effects", "no external_effects row for its intent at seq"),
+    ],
+    ids=["forged_completion", "deleted_row"],
+)
+def test_an_effect_row_that_contradicts_the_ledger_decides_nothing(
+    tmp_path: Path, db_path: Path, store: SqliteStore, other_store: SqliteStore, edit: str, said: str
+) -> None:
+    """What the table says is checked against the run's ledger before anything is decided from it (what a
+    resume compared in full already, ``require_intact``; here the protocol itself): the forged result is
+    never returned, the effect never runs again, no second intent is recorded."""
+    appender = Appender(tmp_path / "out.txt", reconcile=True)
+    sid = _crash_run(store, appender, "after")
+    key, seq = f"{sid}:1:a1", _intent_seq(store, sid)
+    with closing(sqlite3.connect(db_path)) as raw:
+        raw.execute(edit)
+        raw.commit()
+    effects, ran = _effects(other_store, sid), []
+    for decide in (effects.state, effects.recorded):
+        with pytest.raises(LedgerIntegrityError) as refused:
+            decide(key)
+        assert (refused.value.session_id, refused.value.seq) == (sid, seq)
+        assert f"effect_mismatch: effect {key}: {said}" in refused.value.reason
+    with pytest.raises(LedgerIntegrityError):
+        asyncio.run(effects.run_once(key, ONE, _never_run(ran)))
+    assert ran == [] and line_count(appender.path, "one") == 1
+    assert len(customs(other_store, sid, "external_effect_intent")) == 1
+    assert "FORGED" not in str(customs(other_store, sid, "external_effect_completed"))
+
+
+def test_a_row_the_ledger_does_not_record_is_refused_at_the_head(
+    tmp_path: Path, store: SqliteStore, other_store: SqliteStore
+) -> None:
+    """A row written for a call that has not run yet (a forged completion waiting for it) is refused when
+    the call comes: the ledger records no intent for its key."""
+    appender = Appender(tmp_path / "out.txt", reconcile=True)
+    sid = _crash_run(store, appender, "after")
+    key = f"{sid}:2:b1"
+    other_store.record_intent(sid, key, "00" * 32, "{}")
+    other_store.complete_effect(sid, key, '{"is_error":false,"output":"FORGED"}')
+    effects, ran = _effects(other_store, sid), []
+    with pytest.raises(LedgerIntegrityError) as refused:
+        asyncio.run(effects.run_once(key, ONE, _never_run(ran)))
+    assert refused.value.seq == len(events(other_store, sid)) - 1  # no seq records the row: the head
+    assert f"effect {key}: its external_effects row (status 'completed') has no external_effect_intent" in (
+        refused.value.reason
+    )
+    assert ran == []
+
+
+def test_a_call_whose_plan_differs_from_its_recorded_intent_is_not_run(
+    tmp_path: Path, store: SqliteStore, other_store: SqliteStore
+) -> None:
+    appender = Appender(tmp_path / "out.txt", reconcile=False)
+    sid = _crash_run(store, appender, "before")
+    key, seq = f"{sid}:1:a1", _intent_seq(store, sid)
+    effects, ran = _effects(other_store, sid), []
+    other = {"tool": "append_line", "arguments": {"line": "two"}}
+    with pytest.raises(LedgerIntegrityError) as refused:
+        asyncio.run(effects.run_once(key, other, _never_run(ran)))
+    assert (
+        refused.value.seq == seq
+        and f"effect {key}: the call's intent (from its plan)" in refused.value.reason
+    )
+    assert ran == []
+    assert asyncio.run(effects.run_once(key, ONE, _never_run(ran))).output == "appended one"  # its own: runs
+    assert ran == ["ran"]

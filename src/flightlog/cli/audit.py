@@ -16,7 +16,9 @@ unhashed rows against the verified ledger: the ``sessions`` row (``row_mismatch`
 :func:`flightlog.kernel.rowcheck.row_divergences`) and the ``runs`` projection
 (:class:`flightlog.runs.check.ProjectionCheck`: ``projection_mismatch`` / ``projection_missing`` per
 session; with ``--all`` sub-agent rows and ``projection_extra`` rows, printed ``DIVERGES`` / ``MISSING`` /
-``EXTRA``; a stale projection is a note, not a problem).
+``EXTRA``; a stale projection is a note, not a problem). The ``external_effects`` rows are compared inside
+the full check itself (``effect_mismatch``, :mod:`flightlog.integrity.effects`), so every entry point that
+acts refuses them too.
 """
 
 from __future__ import annotations
@@ -256,9 +258,10 @@ def audit_cmd(
 
     Use `verify` for the sessions of your own database (the same check); use `audit --bundle DIR` for a
     bundle `flightlog export --bundle` wrote, with no database and no network, trusting only the keys
-    you give (--key, --witness-key). The sessions and runs rows are compared with the verified ledger
-    (projection_mismatch names the run, the column, the stored and the folded value; a stale runs
-    projection is a note). With --all, the index log is checked too, sub-agent and extra runs rows, and
+    you give (--key, --witness-key). The sessions, runs and external_effects rows are compared with the
+    verified ledger (projection_mismatch names the run, the column, the stored and the folded value; a
+    stale runs projection is a note; effect_mismatch names the effect and the seq of its intent or
+    completion). With --all, the index log is checked too, sub-agent and extra runs rows, and
     sessions it (or a retained head) knows but the database no longer holds are listed.
     """
     if sum((bool(session), all_sessions, bundle is not None)) != 1:

@@ -894,7 +894,7 @@ def verify_cmd(
     ] = False,
 ) -> None:
     """Check sessions in this database: chains, tree heads, signed checkpoints, seal, retained and witnessed
-    heads, and the sessions and runs rows against the verified ledger; exit 1 listing every divergent
+    heads, and the sessions, runs and external_effects rows against the verified ledger; exit 1 listing every divergent
     sequence, 0 when intact. Says sealed, or open with the unanchored tail seqs.
 
     The everyday check. `audit` makes the same check on the database and can also check an exported bundle

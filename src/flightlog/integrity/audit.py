@@ -17,6 +17,9 @@ session passes it. It checks, in one streaming pass over the session's rows:
   head file was deleted still disagrees with the index log (``fork``/``stale_head``), and a session whose
   retained head is missing while the index log knows it gets a note saying so;
 * salted artifacts (present, erased with a record, or missing);
+* the session's ``external_effects`` rows against its effect events, and each intent against its
+  ``intent_hash`` (:mod:`flightlog.integrity.effects`): a row that says completed with a result the ledger
+  does not record, a deleted row, a rewritten intent are refused, naming the effect and the seq;
 * the session's ``runs`` row against the fold of the rows verified (:class:`flightlog.runs.check.ProjectionCheck`,
   as ``audit`` compares it): an act appends, and an append rewrites that row from the fold, so acting on an
   edited row would erase the ``projection_mismatch`` evidence; :meth:`Auditor.require` refuses it instead

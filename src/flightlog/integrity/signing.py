@@ -6,8 +6,8 @@ against; the keys, the cadence and the heads come from :class:`flightlog.integri
 
 **Cadence.** A recorder with a :class:`~flightlog.integrity.notary.Notary` signs a checkpoint, in the same transaction as the
 events it covers, at the end of an ``append_many`` once ``every`` (default 64) events have accumulated
-since the last one, whenever ``Recorder.checkpoint()`` is called (the kernel calls it before each
-side-effecting tool call), and when the session is sealed. Ed25519 signing costs ~50 µs, so at the default
+since the last one, whenever ``Recorder.checkpoint()`` is called (the kernel calls it in the transaction that records a
+side effect's intent, before the tool runs), and when the session is sealed. Ed25519 signing costs ~50 µs, so at the default
 cadence it adds < 1 µs per event. Events after the last checkpoint are the *unanchored tail*: chained
 and Merkle-hashed like every event, but with no signature over them yet; verification reports them as such.
 

@@ -38,7 +38,11 @@ is not stored: :mod:`flightlog.integrity.linked`) and ``artifact_corrupt`` (a sa
 archive's or a linked artifact's bytes hash otherwise), ``ref_unreadable`` (a linking record's ``"ref"`` is not a ``sha256:<64 lowercase hex>``
 handle: :func:`~flightlog.store.links.unreadable_refs`), ``unanchored_restore`` (events of the restore log
 :data:`RESTORE_LOG` no signed checkpoint covers: ``db accept-restore`` checkpoints each entry in the
-transaction that records it, so such a tail was not written by it). ``flightlog verify`` and ``audit`` add ``row_mismatch`` to a report that passes: the unhashed
+transaction that records it, so such a tail was not written by it), ``effect_mismatch`` and
+``intent_hash_mismatch`` (the session's ``external_effects`` rows against its effect events, and each
+intent against its own ``intent_hash``: :mod:`flightlog.integrity.effects`; the rows are read after the
+session row and before the events, so a live writer's new effects are never mistaken for a divergence).
+``flightlog verify`` and ``audit`` add ``row_mismatch`` to a report that passes: the unhashed
 ``sessions`` row contradicts the verified ledger (:func:`flightlog.kernel.rowcheck.row_divergences`, above
 this layer).
 """
@@ -439,7 +443,9 @@ def audit_session(
     cosigned or any checkpoint of the session the signed index log holds; the state of every salted
     artifact the events reference; and, where the session holds records of a linking format (a LangGraph
     thread), every artifact they name and every one those link to, present and hashing to its name
-    (:mod:`flightlog.integrity.linked`). Reads every row once (O(n)
+    (:mod:`flightlog.integrity.linked`); that every ``external_effects`` row of the session matches the
+    effect events and every intent its ``intent_hash`` (:mod:`flightlog.integrity.effects`: the ledger
+    decides what an effect did, the row is a cache). Reads every row once (O(n)
     hashing, O(log n) memory for the tree, plus one small record per checkpoint; linked artifacts are read
     in batches, each once).
 

@@ -161,6 +161,17 @@ def _new_session(store: Store, session_id: str = "s-1", **fields: Any) -> str:
     return session_id
 
 
+def _three_effects(store: Store) -> None:
+    """Sessions ``s-1`` (effects ``k1`` completed with ``"done"``, then ``k2`` pending) and ``s-2`` (``k3``
+    pending)."""
+    _new_session(store, "s-1")
+    _new_session(store, "s-2")
+    store.record_intent("s-1", "k1", "aa" * 32, "1")
+    store.record_intent("s-1", "k2", "bb" * 32, "2")
+    store.record_intent("s-2", "k3", "cc" * 32, "3")
+    store.complete_effect("s-1", "k1", "done")
+
+
 def _append(store: Store, session_id: str, payloads: Sequence[Any]) -> list[NewEvent]:
     """Append ``payloads`` after whatever the session holds; returns the rows written."""
     existing = list(store.read_events(session_id))
@@ -786,18 +797,23 @@ class StoreContract(MemoryContract):
         assert store.get_effect("s-1", "never-intended") is None
 
     def test_pending_effects_lists_in_doubt_intents(self, store: Store) -> None:
-        _new_session(store, "s-1")
-        _new_session(store, "s-2")
-        store.record_intent("s-1", "k1", "aa" * 32, "1")
-        store.record_intent("s-1", "k2", "bb" * 32, "2")
-        store.record_intent("s-2", "k3", "cc" * 32, "3")
-        store.complete_effect("s-1", "k1", "done")
+        _three_effects(store)
         assert [e.idempotency_key for e in store.pending_effects("s-1")] == ["k2"]
         assert {(e.session_id, e.idempotency_key) for e in store.pending_effects()} == {
             ("s-1", "k2"),
             ("s-2", "k3"),
         }
         assert all(e.status == "pending" for e in store.pending_effects())
+
+    def test_session_effects_lists_every_row_of_one_session_oldest_first(self, store: Store) -> None:
+        _three_effects(store)
+        rows = store.session_effects("s-1")
+        assert [(e.idempotency_key, e.status, e.result_json) for e in rows] == [
+            ("k1", "completed", "done"),
+            ("k2", "pending", None),
+        ]
+        assert rows == [store.get_effect("s-1", "k1"), store.get_effect("s-1", "k2")]
+        assert store.session_effects("no-such-session") == []
 
     # ─── artifacts ────────────────────────────────────────────────────────────────────────
     def test_artifacts_are_content_addressed_and_deduplicated(self, store: Store) -> None:
