@@ -280,9 +280,6 @@ def _calls(
     return rows
 
 
-EFFECT_INTENT, EFFECT_COMPLETED = "external_effect_intent", "external_effect_completed"
-"""The ``Custom`` kinds :meth:`flightlog.recorder.Recorder.record_intent`/``complete_effect`` write."""
-
 ABANDONED_IN_DOUBT = (
     "effect_in_doubt: its run was killed or crashed mid-call (abandoned: nothing has driven it within the "
     "lease): the intent is recorded, no completion"
@@ -476,14 +473,7 @@ def _unfinished_effects(state: KernelState) -> list[PendingCall]:
     """The current turn's planned calls whose effect intent has no completion in ``state``'s ledger."""
     if state.phase in ("terminal", "suspended"):
         return []
-    started: set[str] = set()
-    for _, event in state.events:
-        if isinstance(event, Custom) and isinstance(event.payload, dict):
-            key = event.payload.get("key")
-            if event.custom_kind == EFFECT_INTENT and isinstance(key, str):
-                started.add(key)
-            elif event.custom_kind == EFFECT_COMPLETED and isinstance(key, str):
-                started.discard(key)
+    started = {key for key, effect in state.effects.effects.items() if not effect.completed}
     rows = []
     for plan in state.plans:
         if effect_key(state.session_id, state.turn, plan.call_id) not in started:

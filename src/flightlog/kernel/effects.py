@@ -130,14 +130,7 @@ class Effects:
                 ``intent_hash_mismatch``: the ledger's intent does not hash to its ``intent_hash``), naming
                 the key and the seq.
         """
-        entry = self._fold.effects.get(key)
-        if entry is None and key in self._none:
-            return "none"
-        self._checked(key)
-        if entry is None:
-            self._none.add(key)
-            return "none"
-        return "completed" if entry.completed else "pending"
+        return self._state(key)[0]
 
     def recorded(self, key: str) -> Outcome | None:
         """The recorded result of an effect the ledger records as completed, else None (read from its row,
@@ -146,19 +139,24 @@ class Effects:
         Raises:
             LedgerIntegrityError: as :meth:`state`.
         """
-        if self.state(key) != "completed":
+        state, record = self._state(key)
+        if state != "completed" or record is None:  # a completed effect's checked row is never None
             return None
-        record = self._recorder.effect(key)
-        assert record is not None  # checked by state(): a completed effect has its row, with its result
         return Outcome.from_json(record.result_json)
 
-    def _checked(self, key: str) -> EffectRecord | None:
-        """The effect's row, once checked against the ledger's fold (raises on a contradiction)."""
+    def _state(self, key: str) -> tuple[EffectState, EffectRecord | None]:
+        """The effect's state from the ledger's fold, and its row once checked against the fold (one read)."""
+        entry = self._fold.effects.get(key)
+        if entry is None and key in self._none:
+            return "none", None
         record = self._recorder.effect(key)
-        problem = effect_problem(key, self._fold.effects.get(key), record)
+        problem = effect_problem(key, entry, record)
         if problem is not None:
             raise effect_refusal(self._recorder.session_id, problem, self._recorder.next_seq - 1)
-        return record
+        if entry is None:
+            self._none.add(key)
+            return "none", None
+        return ("completed" if entry.completed else "pending"), record
 
     def _same_intent(self, key: str, intent: dict[str, Any]) -> None:
         """Refuse to run ``intent`` under ``key`` when the ledger records another intent for it (an intent
