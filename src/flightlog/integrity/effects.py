@@ -24,6 +24,13 @@ model; a deleted row never lets an effect run again).
 Divergence reasons: :data:`EFFECT_MISMATCH` (the row and the ledger disagree, or the ledger records an
 effect inconsistently), :data:`INTENT_HASH_MISMATCH` (an intent event's ``intent_hash`` is not its
 intent's: the intent was rewritten after it was hashed).
+
+Known limit: :meth:`EffectFold.feed_row` decodes only the rows whose bytes hold the canonical spelling of
+the effect kinds (as :mod:`flightlog.kernel.rowcheck` searches for waits). An effect event re-spelled (a JSON
+escape, white space: bytes no flightlog writer makes) and re-chained, possible only where no signature
+covers it, is then missed by the audit's fold but not by the kernel's (it decodes every event): with its row
+present the audit still reports the row (no intent), with its row deleted too the audit passes and the
+kernel's check refuses the missing row when the call comes round.
 """
 
 from __future__ import annotations
