@@ -8,12 +8,13 @@ from pathlib import Path
 
 import pytest
 
-from flightlog.errors import AppendConflict
+from flightlog.errors import AppendConflict, ArtifactIntegrityError
 from flightlog.integrity.checkpoints import Checkpoint
 from flightlog.integrity.heads import HeadStore
 from flightlog.integrity.indexlog import index_origin
 from flightlog.integrity.notary import Notary
 from flightlog.integrity.notes import NoteError
+from flightlog.salted import salted_digest
 from flightlog.store import SqliteStore
 from flightlog.store.base import CosignatureRecord, ErasureRecord
 from flightlog.store.sqlite import MIGRATIONS
@@ -59,15 +60,22 @@ def test_cosignatures_by_origin_and_size(store: SqliteStore) -> None:
 
 
 def test_salted_artifacts_and_erasures(store: SqliteStore) -> None:
-    record_ = store.put_salted_artifact("ab" * 32, b"salt", b"content", "text/plain", session_id="s1")
-    assert record_.handle == "salted:sha256:" + "ab" * 32
-    assert store.get_salted_artifact("ab" * 32) == (b"content", b"salt")
-    assert store.artifact_sessions("ab" * 32) == ["s1"]
-    erased = ErasureRecord("ab" * 32, 5, "log", 0)
+    digest = salted_digest(b"salt", b"content")
+    record_ = store.put_salted_artifact(digest, b"salt", b"content", "text/plain", session_id="s1")
+    assert record_.handle == "salted:sha256:" + digest
+    assert store.get_salted_artifact(digest) == (b"content", b"salt")
+    assert store.artifact_sessions(digest) == ["s1"]
+    erased = ErasureRecord(digest, 5, "log", 0)
     assert store.erase_salted_artifact(erased) is True
-    assert store.get_salted_artifact("ab" * 32) is None and store.erasure("ab" * 32) == erased
+    assert store.get_salted_artifact(digest) is None and store.erasure(digest) == erased
     assert store.erase_salted_artifact(erased) is False
     store.purge_freed_pages()
+
+
+def test_a_salted_artifact_whose_digest_is_not_its_bytes_is_refused_on_read(store: SqliteStore) -> None:
+    store.put_salted_artifact("ab" * 32, b"salt", b"content", "text/plain", session_id="s1")
+    with pytest.raises(ArtifactIntegrityError, match="salted:sha256:" + "ab" * 32):
+        store.get_salted_artifact("ab" * 32)
 
 
 def test_an_older_schema_opened_read_only_keeps_no_index(
