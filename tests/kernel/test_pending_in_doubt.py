@@ -291,7 +291,11 @@ def test_an_aborted_runs_call_in_flight_is_listed_in_doubt_until_a_resume(tmp_pa
     code, out, err = cli(db, "approve", "held", "h1")  # no gate is open: refused, resume first
     assert (code, out) == (2, ""), err
     assert "is in doubt (its effect started, no completion is recorded) but no gate is open yet" in err
-    assert "killed or aborted, `flightlog resume held` settles it" in " ".join(err.split())
+    # a run started from Python records no agent spec: the refusal names the resume that works
+    assert "killed or aborted, `flightlog resume held --spec MODULE:ATTR` settles it" in " ".join(err.split())
+    code, out, err = cli(db, "deny", "held", "h1")  # deny refuses it in the same words
+    assert (code, out) == (2, ""), err
+    assert "killed or aborted, `flightlog resume held --spec MODULE:ATTR` settles it" in " ".join(err.split())
     # the dashboard: the approvals queue and the run's page (its Aborted section) list it in the same words
     from contextlib import contextmanager
 

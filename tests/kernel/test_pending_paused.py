@@ -105,3 +105,55 @@ def test_a_paused_python_runs_gate_names_the_spec_its_resume_needs(tmp_path: Pat
     assert " ".join(out.split()).endswith(
         "then `flightlog resume py-run --spec MODULE:ATTR` continues the run"
     ), out
+
+
+def test_runs_names_the_spec_a_paused_python_run_needs_and_says_what_pending_says_once_decided(
+    tmp_path: Path,
+) -> None:
+    """``runs``' detail of a paused run started from Python names the resume that works (``--spec``); once
+    every call is decided, it says the run waits for a resume, in ``pending``'s words, not for a decision."""
+    from flightlog.kernel import Kernel
+    from flightlog.store import SqliteStore
+
+    db = tmp_path / "py.db"
+    with SqliteStore(db) as store:
+        result = Kernel(store, cli_agents.approval_agent()).run_sync("note", session_id="py-run")
+    assert result.status == "suspended"
+    assert cli(db, "abort", "py-run")[0] == 0
+    code, out, err = cli(db, "runs")
+    assert code == 0, err
+    (row,) = [line for line in out.splitlines() if line.startswith("py-run")]
+    assert row.endswith(
+        "waiting for a decision on n1 (paused by an abort: flightlog pending py-run lists it; "
+        "flightlog resume py-run --spec MODULE:ATTR continues the run)"
+    ), out
+
+    code, out, err = cli(db, "approve", "py-run", "n1", "--as", "alice")
+    assert code == 0, err
+    code, out, err = cli(db, "pending", "py-run")
+    assert code == 0, err
+    waits_for = " ".join(out.split()).split("waiting for: ", 1)[1].removesuffix(" (its run is paused)")
+    assert waits_for.startswith("flightlog resume py-run --spec MODULE:ATTR"), out
+    code, out, err = cli(db, "runs")
+    assert code == 0, err
+    (row,) = [line for line in out.splitlines() if line.startswith("py-run")]
+    assert "waiting for a decision" not in row, out
+    assert row.endswith(f"decided n1; waiting for: {waits_for} (flightlog pending py-run lists them)"), out
+
+
+def test_runs_says_a_cli_run_whose_calls_are_decided_waits_for_its_resume(tmp_path: Path) -> None:
+    """A run that recorded its spec and waits (not aborted): once decided, ``runs`` names plain resume."""
+    db = tmp_path / "decided.db"
+    code, out, err = cli(db, "run", SPEC, "--goal", "take a note", "--json", "-q")
+    assert code == 3, err
+    sid = str(json.loads(out)["session_id"])
+    code, out, err = cli(db, "runs")
+    (row,) = [line for line in out.splitlines() if line.startswith(sid)]
+    assert row.endswith("waiting for a decision on n1 (flightlog pending)"), out
+    assert cli(db, "approve", sid, "n1", "--as", "alice")[0] == 0
+    code, out, err = cli(db, "runs")
+    assert code == 0, err
+    (row,) = [line for line in out.splitlines() if line.startswith(sid)]
+    assert row.endswith(
+        f"decided n1; waiting for: flightlog resume {sid} (flightlog pending {sid} lists them)"
+    ), out

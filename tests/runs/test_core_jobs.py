@@ -19,6 +19,7 @@ from flightlog.cli import app
 from flightlog.cli.options import progress_bar
 from flightlog.encoding import decode_stored
 from flightlog.events import RunTerminal
+from flightlog.runs.host import host_id
 from flightlog.runs.jobs import CoreJob, close_abandoned
 from flightlog.store import SqliteStore
 
@@ -90,14 +91,42 @@ def test_a_killed_job_is_closed_as_interrupted_by_the_next(tmp_path: Path) -> No
         assert close_abandoned(store, "watch") == []
 
 
-def _set_pid(db: Path, session_id: str, pid: int) -> None:
-    """Make a job's recorded pid that of a process that has exited (the metadata column, not the ledger)."""
+def test_a_job_of_another_host_id_is_not_closed_by_its_pid_and_an_old_rows_host_name_still_is(
+    tmp_path: Path,
+) -> None:
+    """A job records :func:`host_id` (host name, boot, pid namespace): a run recorded under this host name
+    but another boot or pid namespace (another container sharing the name) names a pid of another pid space,
+    so a pid check here says nothing of it: it stays running. A row written before host ids (a bare host
+    name) is still judged as it was."""
+    import socket
+
+    dead = subprocess.Popen([sys.executable, "-c", "pass"])
+    dead.wait()
+    with SqliteStore(tmp_path / "a.db") as store:
+        elsewhere = CoreJob.start(store, "watch", "watch 1 folder")
+        old_row = CoreJob.start(store, "watch", "watch 1 folder")
+        assert store.get_session(elsewhere.session_id).metadata["host"] == host_id()
+    other = f"{socket.gethostname()}/another-boot/4026531999"
+    assert other != host_id()
+    _set_pid(tmp_path / "a.db", elsewhere.session_id, dead.pid, host=other)
+    _set_pid(tmp_path / "a.db", old_row.session_id, dead.pid, host=socket.gethostname())
+    with SqliteStore(tmp_path / "a.db") as store:
+        assert close_abandoned(store, "watch") == [old_row.session_id]
+        assert store.get_session(elsewhere.session_id).status == "running"
+        assert store.get_session(old_row.session_id).status == "interrupted"
+
+
+def _set_pid(db: Path, session_id: str, pid: int, host: str | None = None) -> None:
+    """Make a job's recorded pid that of a process that has exited (the metadata column, not the ledger);
+    ``host``: also its recorded host."""
     import sqlite3
 
     conn = sqlite3.connect(db)
     (raw,) = conn.execute("SELECT metadata FROM sessions WHERE session_id = ?", (session_id,)).fetchone()
     meta = json.loads(raw)
     meta["pid"] = pid
+    if host is not None:
+        meta["host"] = host
     conn.execute("UPDATE sessions SET metadata = ? WHERE session_id = ?", (json.dumps(meta), session_id))
     conn.commit()
     conn.close()

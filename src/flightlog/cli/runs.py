@@ -355,11 +355,18 @@ def _waits(store: Store, views: list[RunView]) -> dict[str, str]:
     """Per waiting run (``waiting_input``/``paused``): what it waits for, from its folded ledger
     (:func:`flightlog.kernel.memory.wait_detail`); the detail column of a run that has no terminal detail. A
     LangGraph thread's interrupt is answered in the graph, not by ``approve`` (``pending`` says so too): its
-    detail names that call instead of ``flightlog pending``."""
+    detail names that call instead of ``flightlog pending``. A kernel run's resume is the command
+    ``pending`` names (``--spec MODULE:ATTR`` when it recorded no agent spec), of its run tree's root."""
     from ..errors import EventDecodeError
-    from ..kernel.approvals import LANGGRAPH_SOURCE, resume_hint
+    from ..kernel.approvals import (
+        LANGGRAPH_SOURCE,
+        continue_hint,
+        resume_command,
+        resume_hint,
+        tree_of,
+    )
     from ..kernel.memory import wait_detail
-    from ..kernel.state import load_state
+    from ..kernel.state import KERNEL_SOURCE, load_state
 
     found: dict[str, str] = {}
     for view in views:
@@ -368,8 +375,12 @@ def _waits(store: Store, views: list[RunView]) -> dict[str, str]:
         run_id = view.snapshot.run_id
         source = store.get_session(run_id).source
         answered_in = resume_hint(source, run_id) if source == LANGGRAPH_SOURCE else None
+        resume = waits_for = None
+        if source == KERNEL_SOURCE:
+            resume = resume_command(store, tree_of(store, run_id)[1])
+            waits_for = continue_hint(store, run_id)
         try:
-            detail = wait_detail(load_state(store, run_id), answered_in)
+            detail = wait_detail(load_state(store, run_id), answered_in, resume=resume, waits_for=waits_for)
         except EventDecodeError as exc:  # what it waits for is unknown: say why, the listing goes on
             detail = f"wait unknown: seq {exc.seq} does not decode (see flightlog verify)"
         if detail is not None:

@@ -690,7 +690,7 @@ def deny(
     )
 
 
-def _open_gate(state: KernelState, session_id: str, call_id: str) -> Gate:
+def _open_gate(store: Store, state: KernelState, session_id: str, call_id: str) -> Gate:
     gate = state.gates.get(call_id) if state.phase == "suspended" else None
     if gate is None:
         verdict = state.verdict("approval", call_id) or state.verdict("effect_in_doubt", call_id)
@@ -698,7 +698,10 @@ def _open_gate(state: KernelState, session_id: str, call_id: str) -> Gate:
         if verdict is not None:
             decided = f"{'approved' if verdict.approved else 'denied'} by {verdict.responder}"
         unsettled = decided is None and any(c.call_id == call_id for c in _unfinished_effects(state))
-        raise NotPending(session_id=session_id, call_id=call_id, decided=decided, unsettled=unsettled)
+        resume = resume_command(store, tree_of(store, session_id)[1]) if unsettled else None
+        raise NotPending(
+            session_id=session_id, call_id=call_id, decided=decided, unsettled=unsettled, resume=resume
+        )
     return gate
 
 
@@ -724,11 +727,11 @@ def _decide(
         raise DecidedByItsRuntime(session_id=session_id, source=source, answer_in=answer_in, waiting=waiting)
     # Check the gate before attaching: attaching takes authority, which would fence a run still going.
     state = load_state(store, session_id)
-    _open_gate(state, session_id, call_id)
+    _open_gate(store, state, session_id, call_id)
     recorder = Recorder.attach(store, session_id, notary=signer)
     if recorder.next_seq != len(state.events):  # someone appended in between: decide on the new state
         state = load_state(store, session_id)
-    gate = _open_gate(state, session_id, call_id)
+    gate = _open_gate(store, state, session_id, call_id)
     if not approved and reason is None:
         reason = denial_reason(responder)
     verdict = Verdict(call_id, gate.kind, approved, responder, reason)

@@ -51,18 +51,26 @@ class NotPending(KernelError, LookupError):
     call_id: str
 
     def __init__(
-        self, *, session_id: str, call_id: str, decided: str | None = None, unsettled: bool = False
+        self,
+        *,
+        session_id: str,
+        call_id: str,
+        decided: str | None = None,
+        unsettled: bool = False,
+        resume: str | None = None,
     ) -> None:
         """``decided``: how the call was already decided while its wait is still the current one (e.g.
         ``"approved by alice"``), said in the message; None when it was never gated or the run moved on.
         ``unsettled``: the call's effect has an intent and no completion and no gate is open (its run was
-        killed or aborted mid-call, or is still running it): the message says a resume comes first."""
+        killed or aborted mid-call, or is still running it): the message says a resume comes first, ``resume``
+        (:func:`~flightlog.kernel.approvals.resume_command`: ``--spec MODULE:ATTR`` for a run that recorded
+        no agent spec; default ``flightlog resume SESSION``)."""
         if decided:
             reason = f"call {call_id!r} was already {decided}; it no longer waits for a decision"
         elif unsettled:
             reason = (
                 f"call {call_id!r} is in doubt (its effect started, no completion is recorded) but no gate is "
-                f"open yet: if its run was killed or aborted, `flightlog resume {session_id}` settles it or "
+                f"open yet: if its run was killed or aborted, `{resume or f'flightlog resume {session_id}'}` settles it or "
                 "stops on it for approve/deny"
             )
         else:

@@ -576,31 +576,55 @@ def waiting_query(state: KernelState) -> str | None:
     return suspension.pending_calls[0] if suspension.pending_calls else None
 
 
-def wait_detail(state: KernelState, answered_in: str | None = None) -> str | None:
+def wait_detail(
+    state: KernelState,
+    answered_in: str | None = None,
+    *,
+    resume: str | None = None,
+    waits_for: str | None = None,
+) -> str | None:
     """What a suspended run waits for, in a few words (``flightlog runs``' detail column); None when it does
     not wait. A memory wait: ``waiting for memory retrieval <query id> (resume once the service answers)``;
-    a wait on calls: ``waiting for a decision on <call ids> (flightlog pending)``, or, given ``answered_in``
-    (where a runtime that decides its own waits answers them, a LangGraph interrupt's
+    a wait on calls: ``waiting for a decision on <undecided call ids> (flightlog pending)``, or, given
+    ``answered_in`` (where a runtime that decides its own waits answers them, a LangGraph interrupt's
     :func:`flightlog.kernel.approvals.resume_hint`, as ``pending`` says it), ``waiting for a decision on
     <call ids> (answered where it runs: <answered_in>)``; a wait an abort closed (the run paused, which
     ``pending`` lists too, :func:`flightlog.kernel.approvals.paused_waits`): ``waiting for a decision on
-    <call ids> (paused by an abort: flightlog pending <session> lists it; flightlog resume <session>
-    continues the run)``; else its reason."""
+    <call ids> (paused by an abort: flightlog pending <session> lists it; <resume> continues the run)``; a
+    wait whose every call is decided: ``decided <call ids>; waiting for: <waits_for> (flightlog pending
+    <session> lists them)``, what ``pending`` says of it; else its reason.
+
+    Args:
+        state: The folded run.
+        answered_in: Where a runtime that decides its own waits answers them, or None.
+        resume: The command that continues the run tree
+            (:func:`flightlog.kernel.approvals.resume_command`, ``--spec MODULE:ATTR`` when the run recorded
+            no agent spec); default ``flightlog resume <session>``.
+        waits_for: What a run whose every call is decided waits for, as ``pending`` says it
+            (:func:`flightlog.kernel.approvals.continue_hint`); default ``resume``.
+    """
     if state.phase != "suspended" or state.suspension is None:
         return None
     query = waiting_query(state)
     if query is not None:
         return f"waiting for memory retrieval {query} (resume once the service answers)"
+    sid = state.session_id
+    resume = resume or f"flightlog resume {sid}"
     calls = state.suspension.pending_calls
-    if calls and state.wait_closed() and answered_in is None:
-        sid = state.session_id
+    undecided = [call for call in calls if call in state.gates]
+    if calls and not undecided and answered_in is None:  # every gate decided: the run waits for a resume
         return (
-            f"waiting for a decision on {', '.join(calls)} (paused by an abort: flightlog pending {sid} lists "
-            f"it; flightlog resume {sid} continues the run)"
+            f"decided {', '.join(calls)}; waiting for: {waits_for or resume} "
+            f"(flightlog pending {sid} lists them)"
+        )
+    if undecided and state.wait_closed() and answered_in is None:
+        return (
+            f"waiting for a decision on {', '.join(undecided)} (paused by an abort: flightlog pending {sid} "
+            f"lists it; {resume} continues the run)"
         )
     if calls:
         where = "flightlog pending" if answered_in is None else f"answered where it runs: {answered_in}"
-        return f"waiting for a decision on {', '.join(calls)} ({where})"
+        return f"waiting for a decision on {', '.join(undecided or calls)} ({where})"
     return f"waiting: {state.suspension.reason}"
 
 

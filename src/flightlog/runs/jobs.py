@@ -13,7 +13,9 @@ runs they concern, through the same adapters (:mod:`flightlog.runs.adapters`: on
   ``watch``) or ``interrupted`` (the process died: found by the next job of the same kind, see
   :func:`close_abandoned`).
 
-The session id is ``core_job:<job>:<12 hex>``; metadata holds ``job``, ``host`` and ``pid`` (no paths).
+The session id is ``core_job:<job>:<12 hex>``; metadata holds ``job``, ``host`` and ``pid`` (no paths):
+``host`` is :func:`flightlog.runs.host.host_id` (host name, boot id and pid namespace, the rule live records
+use), where ``pid`` means something; a row written before host ids holds the bare host name.
 With a notary the session is signed like any other and sealed when the job ends.
 """
 
@@ -28,6 +30,7 @@ from typing import TYPE_CHECKING, Any
 from ..errors import SessionNotFound
 from ..events import Custom, RunStarted, RunTerminal
 from ..recorder import Recorder
+from .host import host_id
 
 if TYPE_CHECKING:
     from ..notarization import Notarizer
@@ -87,7 +90,7 @@ class CoreJob:
             StoreError: the store refused the write (read-only, retired, unavailable).
         """
         session_id = f"{JOB_SOURCE}:{job}:{uuid.uuid4().hex[:12]}"
-        facts = {"job": job, "host": socket.gethostname(), "pid": os.getpid(), **(metadata or {})}
+        facts = {"job": job, "host": host_id(), "pid": os.getpid(), **(metadata or {})}
         recorder = Recorder.create(
             store,
             session_id=session_id,
@@ -145,15 +148,27 @@ class CoreJob:
 def close_abandoned(store: Store, job: str, *, notary: Notarizer | None = None) -> list[str]:
     """End, as ``interrupted``, the runs of ``job`` on this host whose process is gone (killed before it
     could record its end); returns their session ids. Runs of other hosts, or of a live process, are
-    left alone."""
+    left alone.
+
+    "This host" is where a pid check by this process is true of the run's pid: its recorded ``host`` is
+    this process's :func:`~flightlog.runs.host.host_id` (same host name, boot and pid namespace; a run of
+    another container or boot sharing the host name is another host's), or, for a row written before host
+    ids (its ``host`` a bare host name, no ``/``), this host name, as that row was judged then.
+
+    Raises:
+        StoreError: the store refused a write (read-only, retired, unavailable).
+    """
     closed: list[str] = []
-    host = socket.gethostname()
+    here = host_id()
+    legacy = socket.gethostname()
     for record in list(store.list_sessions()):
         meta = record.metadata if isinstance(record.metadata, dict) else {}
         if record.source != JOB_SOURCE or meta.get("job") != job or record.status != "running":
             continue
         pid = meta.get("pid")
-        if meta.get("host") != host or not isinstance(pid, int) or _alive(pid):
+        host = meta.get("host")
+        ours = host == here or (isinstance(host, str) and "/" not in host and host == legacy)
+        if not ours or not isinstance(pid, int) or _alive(pid):
             continue
         try:
             recorder = Recorder.attach(store, record.session_id, notary=notary)
