@@ -12,7 +12,8 @@ from __future__ import annotations
 import itertools
 import json
 import os
-import time
+import re
+import threading
 from pathlib import Path
 from typing import Any
 
@@ -232,12 +233,34 @@ def test_a_history_that_is_a_symlink_or_a_fifo_is_refused_never_followed_or_wait
 
     path.unlink()
     os.mkfifo(path)
-    started = time.monotonic()
-    with pytest.raises(NoteError, match=r"history .* (cannot be opened|is not a regular file)"):
-        notary.heads.save(lid, "s", two, sealed=False, roots={1: bytes([1]) * 32})
-    with pytest.raises(NoteError, match=r"history .* is not a regular file"):
-        notary.heads.history(lid, "s")
-    assert time.monotonic() - started < 30  # returned, did not wait for a writer or reader
+    raised: list[BaseException] = []
+
+    def on_the_fifo() -> None:  # in a thread: a blocking open of a FIFO waits for a peer that never comes
+        for call in (
+            lambda: notary.heads.save(lid, "s", two, sealed=False, roots={1: bytes([1]) * 32}),
+            lambda: notary.heads.history(lid, "s"),
+        ):
+            try:
+                call()
+            except BaseException as exc:  # kept for the assertions below, in the test's thread
+                raised.append(exc)
+
+    worker = threading.Thread(target=on_the_fifo, daemon=True)
+    worker.start()
+    worker.join(120)  # generous: fails only when a call waits on the FIFO (hangs), never on its speed
+    hung = worker.is_alive()
+    if hung:  # give the blocked open its peer so the thread ends, then fail
+        os.close(os.open(path, os.O_RDWR | os.O_NONBLOCK))
+        worker.join(120)
+    assert not hung, "a call on the history FIFO waited for a writer or reader"
+    assert len(raised) == 2, f"each call on the FIFO must refuse it: {raised!r}"
+    save_error, history_error = raised
+    assert isinstance(save_error, NoteError) and re.search(
+        r"history .* (cannot be opened|is not a regular file)", str(save_error)
+    ), save_error
+    assert isinstance(history_error, NoteError) and re.search(
+        r"history .* is not a regular file", str(history_error)
+    ), history_error
 
 
 def test_a_history_of_duplicate_lines_is_compacted_and_a_huge_one_never_read(
