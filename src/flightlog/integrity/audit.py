@@ -20,6 +20,9 @@ session passes it. It checks, in one streaming pass over the session's rows:
 * the session's ``external_effects`` rows against its effect events, and each intent against its
   ``intent_hash`` (:mod:`flightlog.integrity.effects`): a row that says completed with a result the ledger
   does not record, a deleted row, a rewritten intent are refused, naming the effect and the seq;
+* the ``source`` the session's row names against the one its first verified events fix (a kernel run's
+  start, an import's ``import_source`` record: :mod:`flightlog.integrity.authorship`), as ``row_mismatch``:
+  ``abort``, ``signal`` and ``resume`` decide from that ``source`` whether the kernel runs the session;
 * the session's ``runs`` row against the fold of the rows verified (:class:`flightlog.runs.check.ProjectionCheck`,
   as ``audit`` compares it): an act appends, and an append rewrites that row from the fold, so acting on an
   edited row would erase the ``projection_mismatch`` evidence; :meth:`Auditor.require` refuses it instead
@@ -41,6 +44,7 @@ from typing import TYPE_CHECKING, Literal
 from ..errors import Divergence, FlightlogError, LedgerIntegrityError, SessionBusy, StoreError
 from ..ledger import ROWS_PAST
 from ..store.base import SessionRecord, Store, StoredEvent
+from .authorship import SourceCheck
 from .checkpoints import origin_for
 from .heads import HeadStore, WitnessedHead, copy_hint
 from .indexlog import IndexReport, audit_index, index_origin, indexed_heads
@@ -170,6 +174,7 @@ class Auditor:
         # make the rows look newer than they are, never older (no false "rollback").
         indexed = indexed_heads(store, session_id, index)
         witnessed, notes = self.witnessed(store, origin_for(ledger_id, session_id) if ledger_id else None)
+        source = SourceCheck()  # the row's source against the first rows, read in the same pass
         report = audit_session(
             store,
             session_id,
@@ -178,9 +183,12 @@ class Auditor:
             witnessed=witnessed,
             retired=retired,
             indexed=indexed,
-            tap=tap,
+            tap=_both(source.tap, tap),
         )
         report.notes.extend(notes)
+        forged = source.divergence() if report.ok else None  # unverified rows are no evidence
+        if forged is not None:  # the source never changes with an append: no live writer can explain it
+            report.divergences.append(forged)
         if own_index:
             report.index_divergences.extend(index.divergences)
             report.notes.extend(f"index: {note}" for note in index.notes)
@@ -345,6 +353,16 @@ def require_intact(store: Store, session_id: str, *, auditor: Auditor | None = N
         KeyManifestError: with the default auditor, an unreadable key manifest or witness list.
     """
     return (auditor or Auditor.from_env()).require(store, session_id)
+
+
+_Tap = Callable[[SessionRecord, Iterable[StoredEvent]], Iterable[StoredEvent]]
+
+
+def _both(first: _Tap, then: _Tap | None) -> _Tap:
+    """One tap running ``then`` (when given) on the rows, then ``first`` on what it yields."""
+    if then is None:
+        return first
+    return lambda record, rows: first(record, then(record, rows))
 
 
 def _written_meanwhile(divergence: Divergence, before: int) -> bool:

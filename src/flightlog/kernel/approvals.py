@@ -34,6 +34,7 @@ from ..decisions import denial_reason
 from ..errors import EventDecodeError, SessionNotFound
 from ..events import Custom, Event, PermissionResolved, ToolDenied, ToolGated
 from ..integrity.audit import Auditor, require_intact
+from ..integrity.authorship import IMPORT_SOURCE_PREFIX
 from ..integrity.grants import session_policy_digest
 from ..integrity.notary import USER_NOTARY, Notary, UserNotary, resolve_notary
 from ..narration import MAX_OPERATOR, operator_problem
@@ -611,10 +612,6 @@ def resumed_by_its_app(source: str) -> bool:
     """Whether a session of ``source`` is an integration's (LangGraph, Agents SDK, Pydantic AI), which its
     framework runs and resumes: ``flightlog resume`` has no agent spec for it."""
     return source in _RESUMED_BY_ITS_APP
-
-
-IMPORT_SOURCE_PREFIX = "import:"
-"""``Session.source`` prefix of a transcript written by :mod:`flightlog.importers` (``import:FORMAT``)."""
 
 
 def imported_transcript(record: SessionRecord) -> str | None:

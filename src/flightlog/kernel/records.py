@@ -65,6 +65,7 @@ from typing import Any, Literal
 
 from ..decisions import APPROVAL_DECISION, GateKind, approval_decision
 from ..events import Custom
+from ..integrity.authorship import BUDGET_LIMITS, CAPABILITY_EVIDENCE
 from ..messages import Message
 from ..providers.base import ModelProvider, ModelRequest, Usage
 from ..runs.context import CONTEXT_BUDGET_EXCEEDED
@@ -97,7 +98,6 @@ __all__ = [
     "route_failover",
 ]
 
-CAPABILITY_EVIDENCE = "provider_capability_evidence"
 PROMPT_PROGRAM_COMPILED = "prompt_program_compiled"
 PROMPT_PROGRAM_INVOKED = "prompt_program_invoked"
 JUDGE_ACTOR = "milestone_judge"
@@ -107,7 +107,6 @@ CONTEXT_OVERFLOW = "context_overflow"
 COMPACTION_STARTED = "compaction_started"
 COMPACTION_FAILED = "compaction_failed"
 CONTEXT_PIN = "context_pin"
-BUDGET_LIMITS = "budget_limits"
 MODEL_USAGE = "model_usage"
 TOOL_DECISIONS = "tool_decisions"
 ABORT_REQUESTED = "abort_requested"

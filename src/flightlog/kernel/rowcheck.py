@@ -21,6 +21,9 @@ the events that change its fold, :meth:`flightlog.kernel.activation.Activation.a
   run: :mod:`flightlog.kernel.reopen`, a resume's ``resumed``), so ``suspended``, ``running`` or
   ``queued`` there contradicts the ledger too.
 
+The row's ``source`` is compared with the one the ledger's first events fix (a kernel run's start, an
+import's ``import_source`` record: :mod:`flightlog.integrity.authorship`; the full check compares it too).
+
 Anything else (the status of an imported session, whose first event is ``import_source``: the
 document's, its waits decided in the app that wrote it; the task, the metadata, the parent) is not fixed
 by the events and is not compared: the row stays the only record of it.
@@ -35,6 +38,7 @@ from typing import TYPE_CHECKING, Any
 from ..encoding import SUSPENDED_MARK, decode_stored, decodes_without
 from ..errors import Divergence
 from ..events import Custom, RunTerminal
+from ..integrity.authorship import IMPORT_SOURCE, ROW_MISMATCH, source_divergence
 from ..notarization import SEAL_KIND
 from ..store.base import RUNNABLE_STATUSES, SessionRecord, Store
 
@@ -50,12 +54,6 @@ __all__ = [
     "sessions_may_wait",
 ]
 
-ROW_MISMATCH = "row_mismatch"
-"""Divergence reason: a field of the ``sessions`` row contradicts the verified ledger."""
-
-IMPORT_SOURCE = "import_source"
-"""``custom_kind`` of an imported session's first event (``flightlog.importers``; the kernel does not
-import the importers)."""
 
 # SUSPENDED_MARK (from ``encoding``): what the canonical bytes of every ``suspended`` event hold (RFC 8785:
 # sorted keys, no spaces). A session without it in any row has never waited, unless its bytes were rewritten
@@ -185,15 +183,26 @@ def row_divergences(store: Store, report: AuditReport) -> list[Divergence]:
     since it was audited (the row's ``head_seq + 1 != report.events``) is not compared: a live writer
     changes the status and the events in one transaction, and the next check sees them together.
 
-    Cost: none for a sealed session; otherwise :func:`session_may_wait` (two rows decoded for a run that
+    The row's ``source`` is compared first (:func:`~flightlog.integrity.authorship.source_divergence`, at
+    the seq that fixes the ledger's; the full check ``Auditor.session`` compares it in its own pass, so a
+    report from it that found a forged source does not pass and comes back here with nothing added).
+
+    Cost: the first rows (seq 0; a kernel run's start after it); then none for a sealed session; otherwise :func:`session_may_wait` (two rows decoded for a run that
     ended, else a byte search of its rows), plus one fold when it may wait.
 
     Raises:
         SessionNotFound: the session is gone.
+        EventDecodeError: a first row read to decide the source does not decode (names its seq).
     """
     if not report.ok:
         return []
     record = store.get_session(report.session_id)
+    forged = source_divergence(store, record)
+    return ([forged] if forged is not None else []) + _status_divergences(store, record, report)
+
+
+def _status_divergences(store: Store, record: SessionRecord, report: AuditReport) -> list[Divergence]:
+    """:func:`row_divergences` of the row's status."""
     sid, status, events = record.session_id, record.status, report.events
     if record.head_seq + 1 != events:
         return []

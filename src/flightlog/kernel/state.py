@@ -45,6 +45,7 @@ from ..events import (
     ToolGated,
     ToolRequested,
 )
+from ..integrity.authorship import KERNEL_SOURCE
 from ..integrity.effects import EffectFold
 from ..messages import Message, ToolCallPart
 from ..replay import IN_PLACE_ACTIONS, ArchiveLoader
@@ -163,9 +164,6 @@ class WallClock:
         else:
             self.touch(at_ms)
 
-
-KERNEL_SOURCE = "kernel"
-"""``Session.source`` of a run the kernel records (``Kernel.run``, a fleet ``submit``)."""
 
 WALL_CLOCK_STARTS = frozenset({"run_started", "resumed"})
 """Row kinds that begin an activation of the wall clock (:class:`WallClock`)."""
