@@ -66,12 +66,15 @@ def _refused_as_tampered(url: str, sid: str, seq: int, detail: str) -> None:
 
 
 def _verify_and_audit_name(url: str, sid: str, seq: int, detail: str) -> None:
-    code, out, _ = cli(url, "verify", sid)
-    assert code == 1 and f"{PAD}seq {seq}: row_mismatch ({detail})" in out.splitlines(), out
-    code, out, _ = cli(url, "audit", sid, "--json")
-    assert code == 1, out
-    (report,) = json.loads(out)["sessions"] if "sessions" in json.loads(out) else [json.loads(out)]
-    assert {"seq": seq, "reason": "row_mismatch", "detail": detail} in report["divergences"], report
+    """``verify``, ``audit`` (text and JSON) and ``show``'s quick check name the ``row_mismatch``."""
+    for command in ("verify", "audit"):
+        code, out, _ = cli(url, command, sid)
+        assert code == 1 and f"{PAD}seq {seq}: row_mismatch ({detail})" in out.splitlines(), out
+        code, out, _ = cli(url, command, sid, "--json")
+        assert code == 1, out
+        assert json.loads(out)[0]["divergences"] == [{"seq": seq, "reason": "row_mismatch", "detail": detail}]
+    code, _, err = cli(url, "show", sid)
+    assert code == 1 and f"fails verification at seq {seq} (row_mismatch): {detail}; " in err, err
 
 
 @pytest.mark.parametrize("forged", ["import:claude-code", "claude-code", "langgraph"])
@@ -111,7 +114,9 @@ def test_an_integration_session_whose_row_names_the_kernel(tmp_path: Path) -> No
     _forge(str(db), "langgraph:t1", "kernel")
     code, out, err = cli(db, "abort", "langgraph:t1")
     assert (code, out) == (1, ""), err
-    assert "row_mismatch: sessions row source 'kernel', the ledger's neither 'kernel' nor an import" in err, err
+    assert "row_mismatch: sessions row source 'kernel', the ledger's neither 'kernel' nor an import" in err, (
+        err
+    )
     assert "refused" not in err
 
 
