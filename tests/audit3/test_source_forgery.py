@@ -106,7 +106,8 @@ def test_an_import_whose_row_names_the_kernel(url: str) -> None:
 
 
 def test_an_integration_session_whose_row_names_the_kernel(tmp_path: Path) -> None:
-    """A ledger that is neither a kernel run nor an import (a LangGraph thread's) contradicts ``kernel``."""
+    """A ledger that is neither a kernel run nor an import (a LangGraph thread's: ``run_started``, then its
+    ``langgraph.checkpoint`` record at seq 1) contradicts ``kernel``."""
     from integrations.langgraph_waiting import waiting_thread
 
     db = tmp_path / "lg.db"
@@ -118,6 +119,23 @@ def test_an_integration_session_whose_row_names_the_kernel(tmp_path: Path) -> No
         err
     )
     assert "refused" not in err
+
+
+def test_a_run_started_without_the_kernel_start_may_be_named_kernel_never_an_import(url: str) -> None:
+    """A ``run_started`` no ``budget_limits`` follows (a run recorded through the ``Recorder`` API, a kernel
+    run built by an older writer) says only that it is no import."""
+    from flightlog.events import RunStarted
+    from flightlog.recorder import Recorder
+
+    with open_store(url) as store:
+        Recorder.create(store, session_id="r", task="t", source="kernel", notary=None).append(
+            RunStarted(run_id="r", goal="g")
+        )
+    assert cli(url, "verify", "r")[0] == 0
+    _forge(url, "r", "import:codex")
+    code, out, _ = cli(url, "verify", "r")
+    detail = "sessions row source 'import:codex', the ledger's not an import: seq 0 is a run_started no kernel budget_limits follows"
+    assert code == 1 and f"{PAD}seq 0: row_mismatch ({detail})" in out.splitlines(), out
 
 
 def test_a_session_with_no_events_keeps_its_row_source(url: str) -> None:

@@ -9,8 +9,13 @@ with its first events, which the chain covers:
   the ledger's source is then :data:`KERNEL_SOURCE`;
 * an importer (:mod:`flightlog.importers`) writes an ``import_source`` record at seq 0 whose payload's
   ``format`` names the document's format: the ledger's source is ``import:FORMAT``;
-* anything else (an integration's first event, a core job's ``run_started`` without ``budget_limits``, an
-  ``api`` recorder's first event) is neither: the row must then name neither ``kernel`` nor an import.
+* a ``run_started`` at seq 0 that an integration's namespaced record follows (``langgraph.checkpoint``: the
+  kernel's record kinds hold no dot) is neither, as below;
+* a ``run_started`` at seq 0 that no ``budget_limits`` follows in the start (a core job, a run recorded
+  through the ``Recorder`` API, a kernel run built by hand or by an older writer) says only that it is no
+  import: the row may name ``kernel`` or any other source, never ``import:...``;
+* anything else (an integration's first event, an ``api`` recorder's first custom event) is neither: the
+  row must then name neither ``kernel`` nor an import.
 
 A session with no events (an integration's session created before its first write, a row without a
 ledger) says nothing: its row is not compared, and the row stays the only record of its source, as before
@@ -70,28 +75,36 @@ class LedgerSource:
         source: ``kernel``, ``import:FORMAT``, or None: neither (an integration, a job, an API recorder).
         seq: The seq that says it (``budget_limits`` for the kernel; 0 otherwise).
         why: A few words naming that evidence (for the divergence's detail).
+        may_be_kernel: With ``source`` None: the ledger starts as a run (``run_started``), so a row naming
+            ``kernel`` does not contradict it (only an import's source does).
     """
 
     source: str | None
     seq: int
     why: str
+    may_be_kernel: bool = False
 
     def contradicts(self, row_source: str) -> bool:
         """Whether a row naming ``row_source`` contradicts this: another source than a kernel's or an
         import's, or ``kernel``/``import:...`` where the ledger is neither."""
         if self.source is not None:
             return row_source != self.source
-        return row_source == KERNEL_SOURCE or row_source.startswith(IMPORT_SOURCE_PREFIX)
+        if row_source == KERNEL_SOURCE:
+            return not self.may_be_kernel
+        return row_source.startswith(IMPORT_SOURCE_PREFIX)
 
     def divergence(self, row_source: str) -> Divergence | None:
         """The ``row_mismatch`` divergence (at :attr:`seq`) when a row naming ``row_source`` contradicts
         this, else None."""
         if not self.contradicts(row_source):
             return None
-        ledger = repr(self.source) if self.source is not None else "neither 'kernel' nor an import"
+        ledger = repr(self.source) if self.source is not None else self._neither()
         return Divergence(
             self.seq, ROW_MISMATCH, f"sessions row source {row_source!r}, the ledger's {ledger}: {self.why}"
         )
+
+    def _neither(self) -> str:
+        return "not an import" if self.may_be_kernel else "neither 'kernel' nor an import"
 
 
 class _Reader:
@@ -120,7 +133,12 @@ class _Reader:
             return True
         if kind == CAPABILITY_EVIDENCE:
             return False
-        self.found = _neither(
+        if kind is not None and "." in kind:  # an integration's namespaced record (``langgraph.checkpoint``)
+            self.found = _neither(
+                f"seq 0 is a run_started an integration's {kind} record follows at seq {seq}", seq
+            )
+            return True
+        self.found = _a_run(
             f"seq 0 is a run_started the kernel's budget_limits does not follow (seq {seq} is {event.kind})"
         )
         return True
@@ -144,14 +162,18 @@ class _Reader:
         return True
 
     def end(self) -> LedgerSource | None:
-        """What was decided; a ``run_started`` the rows end after, with no ``budget_limits``, is neither."""
+        """What was decided; a ``run_started`` the rows end after, with no ``budget_limits``, is a run."""
         if self.found is None and self._kernel_start:
-            return _neither("seq 0 is a run_started no kernel budget_limits follows")
+            return _a_run("seq 0 is a run_started no kernel budget_limits follows")
         return self.found
 
 
-def _neither(why: str) -> LedgerSource:
-    return LedgerSource(None, 0, why)
+def _neither(why: str, seq: int = 0) -> LedgerSource:
+    return LedgerSource(None, seq, why)
+
+
+def _a_run(why: str) -> LedgerSource:
+    return LedgerSource(None, 0, why, may_be_kernel=True)
 
 
 class SourceCheck:
