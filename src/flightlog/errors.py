@@ -151,7 +151,8 @@ class Divergence(tuple[int, str, str]):
       ``bad_leaf``, ``index_mismatch``, and ``bad_checkpoint``, ``truncated``, ``rollback``, ``stale_head``,
       ``fork`` as for a session;
     * the unhashed rows against the verified ledger (``verify``/``audit``): ``row_mismatch`` (the
-      ``sessions`` row, :func:`flightlog.kernel.rowcheck.row_divergences`), ``projection_mismatch`` and
+      ``sessions`` row, :func:`flightlog.kernel.rowcheck.row_divergences`; its ``source`` in the full
+      check too, :mod:`flightlog.integrity.authorship`), ``projection_mismatch`` and
       ``projection_missing`` (the ``runs`` projection, :class:`flightlog.runs.check.ProjectionCheck`; a
       listed ``runs`` row no ledger accounts for is the finding ``projection_extra``,
       :class:`flightlog.runs.check.RunFinding`, not a session's divergence);

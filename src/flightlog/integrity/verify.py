@@ -44,7 +44,8 @@ intent against its own ``intent_hash``: :mod:`flightlog.integrity.effects`; the 
 session row and before the events, so a live writer's new effects are never mistaken for a divergence).
 ``flightlog verify`` and ``audit`` add ``row_mismatch`` to a report that passes: the unhashed
 ``sessions`` row contradicts the verified ledger (:func:`flightlog.kernel.rowcheck.row_divergences`, above
-this layer).
+this layer; its ``source`` is compared by the full check, ``Auditor.session``, with
+:mod:`flightlog.integrity.authorship`).
 """
 
 from __future__ import annotations

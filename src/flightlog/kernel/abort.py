@@ -3,7 +3,9 @@
 ``abort`` first runs the full check ``flightlog audit`` makes (:func:`flightlog.integrity.audit.require_intact`):
 nothing the session's row or ledger says (its ``source`` included) is trusted before it passes, so a tampered
 session is refused as tampered (``LedgerIntegrityError``, naming the first divergent seq), never by what a
-forged ``source`` says. Then it bumps the session's authority epoch, so a kernel still running the session
+forged ``source`` says; the check compares the row's ``source`` with who the first verified events say wrote
+the session (:mod:`flightlog.integrity.authorship`), so a row whose ``source`` alone was edited is a
+``row_mismatch`` refused the same way. Then it bumps the session's authority epoch, so a kernel still running the session
 fails its next append with ``StaleWriter`` and stops without writing, runs the full check again on the now
 settled ledger, and only then reads it, attaches (taking authority) and records ``operation_cancelled(turn,
 operation_id="{run_id}:abort", reason, pending_call_ids)`` with the session status ``cancelled``, signed by
