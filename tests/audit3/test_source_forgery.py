@@ -138,6 +138,43 @@ def test_a_run_started_without_the_kernel_start_may_be_named_kernel_never_an_imp
     assert code == 1 and f"{PAD}seq 0: row_mismatch ({detail})" in out.splitlines(), out
 
 
+@pytest.mark.parametrize(
+    ("first", "seq", "why"),
+    [
+        (
+            ["openai_agents.session"],
+            0,
+            "seq 0 is neither a kernel run's run_started nor an import_source record",
+        ),
+        (
+            ["run_started", "pydantic_ai.request"],
+            1,
+            "seq 0 is a run_started an integration's pydantic_ai.request record follows at seq 1",
+        ),
+    ],
+)
+def test_other_integrations_first_records_contradict_kernel(
+    url: str, first: list[str], seq: int, why: str
+) -> None:
+    """The first records the OpenAI Agents SDK and Pydantic AI integrations write (kinds as they write them)."""
+    from flightlog.events import Custom, RunStarted
+    from flightlog.recorder import Recorder
+
+    events = [
+        RunStarted(run_id="r", goal="g") if k == "run_started" else Custom(custom_kind=k, payload={})
+        for k in first
+    ]
+    with open_store(url) as store:
+        Recorder.create(store, session_id="i", task="t", source="openai-agents", notary=None).append_many(
+            events
+        )
+    assert cli(url, "verify", "i")[0] == 0
+    _forge(url, "i", "kernel")
+    code, out, _ = cli(url, "verify", "i")
+    detail = f"sessions row source 'kernel', the ledger's neither 'kernel' nor an import: {why}"
+    assert code == 1 and f"{PAD}seq {seq}: row_mismatch ({detail})" in out.splitlines(), out
+
+
 def test_a_session_with_no_events_keeps_its_row_source(url: str) -> None:
     """The ledger cannot say: nothing is compared (the row stays the only record of its source)."""
     from flightlog.recorder import Recorder
