@@ -14,8 +14,8 @@ from flightlog.integrity.heads import HeadStore
 from flightlog.integrity.indexlog import index_origin
 from flightlog.integrity.notary import Notary
 from flightlog.integrity.notes import NoteError
-from flightlog.salted import salted_digest
-from flightlog.store import SqliteStore
+from flightlog.salted import SALT_BYTES, salted_digest
+from flightlog.store import SqliteStore, rows
 from flightlog.store.base import CosignatureRecord, ErasureRecord
 from flightlog.store.sqlite import MIGRATIONS
 
@@ -60,16 +60,20 @@ def test_cosignatures_by_origin_and_size(store: SqliteStore) -> None:
 
 
 def test_salted_artifacts_and_erasures(store: SqliteStore) -> None:
-    digest = salted_digest(b"salt", b"content")
-    record_ = store.put_salted_artifact(digest, b"salt", b"content", "text/plain", session_id="s1")
+    digest = salted_digest(b"s" * 32, b"content")
+    record_ = store.put_salted_artifact(digest, b"s" * 32, b"content", "text/plain", session_id="s1")
     assert record_.handle == "salted:sha256:" + digest
-    assert store.get_salted_artifact(digest) == (b"content", b"salt")
+    assert store.get_salted_artifact(digest) == (b"content", b"s" * 32)
     assert store.artifact_sessions(digest) == ["s1"]
     erased = ErasureRecord(digest, 5, "log", 0)
     assert store.erase_salted_artifact(erased) is True
     assert store.get_salted_artifact(digest) is None and store.erasure(digest) == erased
     assert store.erase_salted_artifact(erased) is False
     store.purge_freed_pages()
+
+
+def test_the_store_and_the_salted_layer_agree_on_the_salt_length() -> None:
+    assert rows.SALT_BYTES == SALT_BYTES == 32
 
 
 def test_a_salted_artifact_whose_digest_is_not_its_bytes_is_refused_on_read(store: SqliteStore) -> None:

@@ -201,13 +201,29 @@ def checked_artifact(sha256: str, content: bytes) -> bytes:
     return content
 
 
+SALT_BYTES = 32
+"""Length of a salted artifact's salt, bytes: :data:`flightlog.salted.SALT_BYTES`, restated here because the
+store does not import the layer beside it (tests/audit2/test_store_and_heads.py pins them equal)."""
+
+
 def checked_salted(digest: str, content: bytes, salt: bytes) -> tuple[bytes, bytes]:
-    """``(content, salt)`` read for the salted artifact of hex digest ``digest``, when ``sha256(salt ||
-    content)`` is it (:meth:`flightlog.store.base.Store.get_salted_artifact`).
+    """``(content, salt)`` read for the salted artifact of hex digest ``digest``, when the salt is
+    :data:`SALT_BYTES` long and ``sha256(salt || content)`` is ``digest``
+    (:meth:`flightlog.store.base.Store.get_salted_artifact`). The length is part of the check: without it, bytes
+    moved from the front of the content into the salt hash the same and would read back as a shortened text.
 
     Raises:
-        ArtifactIntegrityError: they hash otherwise (altered in the store); names ``salted:sha256:<hex>``.
+        ArtifactIntegrityError: the salt is not :data:`SALT_BYTES` long, or they hash otherwise (altered in the
+            store); names ``salted:sha256:<hex>``.
     """
+    if len(salt) != SALT_BYTES:
+        raise ArtifactIntegrityError(
+            handle=f"salted:sha256:{digest}",
+            reason=(
+                f"has a salt of {len(salt)} bytes, not {SALT_BYTES} (bytes were moved between its salt and its "
+                "content in the store)"
+            ),
+        )
     if hashlib.sha256(salt + content).hexdigest() != digest:
         raise ArtifactIntegrityError(
             handle=f"salted:sha256:{digest}",

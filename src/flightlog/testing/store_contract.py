@@ -1302,10 +1302,11 @@ class StoreContract(MemoryContract):
     def test_salted_artifacts_are_erasable(self, store: Store) -> None:
         if not store.index_supported():
             pytest.skip("this backend keeps no salted artifacts")
-        dd = hashlib.sha256(b"salt" + b"personal").hexdigest()
-        record = store.put_salted_artifact(dd, b"salt", b"personal", "text/plain", session_id="s-1")
+        salt = b"s" * 32
+        dd = hashlib.sha256(salt + b"personal").hexdigest()
+        record = store.put_salted_artifact(dd, salt, b"personal", "text/plain", session_id="s-1")
         assert record.handle == f"salted:sha256:{dd}"
-        assert store.get_salted_artifact(dd) == (b"personal", b"salt")
+        assert store.get_salted_artifact(dd) == (b"personal", salt)
         assert store.artifact_sessions(dd) == ["s-1"]
         erasure = ErasureRecord(dd, 123, "log", 0)
         assert store.erase_salted_artifact(erasure) is True
@@ -1316,11 +1317,26 @@ class StoreContract(MemoryContract):
     def test_a_salted_artifact_that_does_not_hash_to_its_digest_is_never_read(self, store: Store) -> None:
         if not store.index_supported():
             pytest.skip("this backend keeps no salted artifacts")
-        store.put_salted_artifact("ee" * 32, b"salt", b"forged", "text/plain")  # as an outside edit leaves it
+        store.put_salted_artifact(
+            "ee" * 32, b"s" * 32, b"forged", "text/plain"
+        )  # as an outside edit leaves it
         with pytest.raises(ArtifactIntegrityError) as caught:
             store.get_salted_artifact("ee" * 32)
         assert caught.value.handle == f"salted:sha256:{'ee' * 32}"
         assert "does not match its digest" in str(caught.value)
+
+    def test_a_salted_artifact_whose_bytes_moved_into_its_salt_is_never_read(self, store: Store) -> None:
+        if not store.index_supported():
+            pytest.skip("this backend keeps no salted artifacts")
+        salt, content = b"s" * 32, b"DO NOT wire the money"
+        dd = hashlib.sha256(salt + content).hexdigest()
+        # the same sha256(salt || content) with "DO NOT " moved from the content into the salt, as an outside
+        # edit leaves it: the text would read back shortened, its meaning reversed
+        store.put_salted_artifact(dd, salt + b"DO NOT ", b"wire the money", "text/plain")
+        with pytest.raises(ArtifactIntegrityError) as caught:
+            store.get_salted_artifact(dd)
+        assert caught.value.handle == f"salted:sha256:{dd}"
+        assert "a salt of 39 bytes, not 32" in str(caught.value)
 
     # ─── fleet leases ─────────────────────────────────────────────────────────────────────
     def test_open_lease_makes_a_free_lease_once(self, store: Store) -> None:
