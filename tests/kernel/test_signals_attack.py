@@ -65,3 +65,34 @@ def test_a_signal_to_no_session_is_a_usage_error(
 ) -> None:
     result = runner.invoke(app, ["--db", str(db_path), "signal", session, "--message", "hi"])
     assert result.exit_code == code and f"no session matches {session!r}" in result.stderr
+
+
+def test_a_forged_disposed_row_does_not_silence_a_signal_but_a_real_repeat_is_ignored(
+    store: SqliteStore,
+) -> None:
+    """The keys already used come from deliveries the ledger records, not from the unhashed queue: a row
+    inserted as ``disposed`` with key ``card-stolen`` (no ledger event) must not make a real signal with that
+    key ``ignore`` (attack b4_signal_dedupe); a key a delivered signal carried still makes its repeat ignored."""
+
+    def turn_one(request: ModelRequest) -> ModelResponse:
+        send_signal(store, "s6", "message", "use the test card", dedupe_key="card")
+        return calls(call("echo", {"text": "x"}, id="c1"))
+
+    def turn_two(request: ModelRequest) -> ModelResponse:
+        store.signal_sql(
+            "INSERT INTO signals (signal_id, session_id, kind, urgency, text, sender, dedupe_key, queued_at_ms, "
+            "state, disposition, disposed_seq, ord) VALUES ('sig-forged', 's6', 'message', 'normal', 'x', "
+            "'user', 'card-stolen', 1, 'disposed', 'run', 3, 0)",
+            (),
+        )
+        send_signal(store, "s6", "message", "STOP: the card is stolen", dedupe_key="card-stolen")
+        send_signal(store, "s6", "message", "use the test card (again)", dedupe_key="card")
+        return calls(call("echo", {"text": "y"}, id="c2"))
+
+    provider = ScriptedProvider([turn_one, turn_two, reply("ok")], by_turn=False)
+    assert kernel(store, provider).run_sync("task", session_id="s6").status == "completed"
+    assert [d.disposition for d in of(store, "s6", SignalDeliveryDisposed)] == ["queue", "queue", "ignore"]
+    assert [p["text"] for p in customs(store, "s6", "signal_message")] == [
+        "[SIGNAL] use the test card",
+        "[SIGNAL] STOP: the card is stolen",
+    ]

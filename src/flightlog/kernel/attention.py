@@ -18,7 +18,9 @@ before the commit leaves it queued and the ledger without it, a crash after leav
   boundary that crashed before committing shows as an earlier attempt); ``queue_depth`` = signals still
   queued after this one.
 * Disposition (upstream ``UrgencyBasedPolicy`` and router, UPSTREAM.md §6): a ``dedupe_key`` an earlier
-  delivered signal of the session carried → ``ignore``; a signal queued into a full queue (64) → ``dropped``;
+  delivered signal of the session carried → ``ignore`` (a delivery the verified ledger records: a queue row
+  marked disposed with no ``signal_delivery_disposed`` of its id at its ``disposed_seq`` is not honoured,
+  :func:`seen_dedupe_keys`); a signal queued into a full queue (64) → ``dropped``;
   else by urgency and the run's lifecycle when the signal arrived: ``ready`` (queued before the turn that
   just ended started: nothing was running) gives ``critical``/``high``/``normal`` → ``run``, ``low`` →
   ``observe``; ``running`` (queued after that turn's ``checkpoint_taken``, or while the run was suspended)
@@ -214,14 +216,23 @@ def turn_started_ms(store: Store, state: KernelState) -> int | None:
     return None
 
 
-def seen_dedupe_keys(store: Store, session_id: str) -> set[str]:
-    """Dedupe keys of the session's delivered signals (from the queue)."""
+def seen_dedupe_keys(store: Store, state: KernelState) -> set[str]:
+    """Dedupe keys of the session's delivered signals: the key of each ``disposed`` queue row whose delivery
+    the ledger records (a ``signal_delivery_disposed`` of that signal id with a delivered disposition, at the
+    seq the row names, among ``state``'s events: the verified ledger is the truth, the unhashed table only a
+    queue). A row claiming a delivery the ledger does not hold (one inserted or rewritten by any writer of the
+    database) is not honoured: it cannot silence a real signal."""
+    delivered = {
+        (seq, event.signal_id)
+        for seq, event in state.events
+        if isinstance(event, SignalDeliveryDisposed) and event.disposition in DELIVERED
+    }
     rows = store.signal_sql(
-        "SELECT dedupe_key FROM signals WHERE session_id = ? AND state = 'disposed' AND dedupe_key IS NOT NULL "
-        "AND disposition NOT IN ('ignore', 'dropped')",
-        (session_id,),
+        "SELECT dedupe_key, disposed_seq, signal_id FROM signals WHERE session_id = ? AND state = 'disposed' "
+        "AND dedupe_key IS NOT NULL AND disposition NOT IN ('ignore', 'dropped')",
+        (state.session_id,),
     )
-    return {str(row[0]) for row in rows}
+    return {str(key) for key, seq, signal_id in rows if (seq, signal_id) in delivered}
 
 
 def read_attempts(store: Store, session_id: str) -> list[tuple[SignalRecord, int]]:
@@ -256,7 +267,7 @@ def boundary_events(
         turn=turn,
         run_id=state.run_id,
         turn_started_ms=turn_started_ms(store, state),
-        seen_keys=seen_dedupe_keys(store, state.session_id),
+        seen_keys=seen_dedupe_keys(store, state),
         interrupted=interrupted,
     )
 
