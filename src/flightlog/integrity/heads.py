@@ -37,7 +37,11 @@ guard).
 append, every rewrite (compaction, thinning, :func:`write_history` through a temporary file, fsync and
 rename) and ``flightlog db accept-restore``'s judge-and-move-aside, so a line appended while another process
 rewrites the history is never lost and a head is never set aside after another writer moved it. The lock is
-re-entrant within a thread. ``fcntl`` is POSIX (Linux, macOS): where Python has none (Windows) no retained
+re-entrant within a thread. It is waited for at most :data:`LOCK_WAIT` seconds (tried without blocking,
+with short growing sleeps between tries): a holder that is stopped (``SIGSTOP``, Ctrl-Z) or hung never
+blocks a run silently forever. Past that, :class:`HeadLockBusy` (a ``StoreError`` naming the lock file) is
+raised: a commit's head save logs it as one warning line and goes on (the commit stands; the retained head
+lags, which is safe), ``accept-restore`` refuses with it, nothing set aside or recorded. ``fcntl`` is POSIX (Linux, macOS): where Python has none (Windows) no retained
 head is written at all (:class:`~flightlog.errors.StoreUnavailable`, logged as one warning line per
 commit) rather than written unlocked. On macOS ``fsync`` leaves the data in the drive's cache
 (``F_FULLFSYNC`` would flush it), as SQLite's does for the database (``PRAGMA fullfsync`` is off by
@@ -65,6 +69,7 @@ import os
 import re
 import stat
 import threading
+import time
 from collections.abc import Callable, Iterable, Iterator, Mapping
 from contextlib import AbstractContextManager, contextmanager
 from dataclasses import dataclass
@@ -93,7 +98,9 @@ __all__ = [
     "HISTORY_LIMIT",
     "HISTORY_MAX_BYTES",
     "INDEX_SCOPE",
+    "LOCK_WAIT",
     "WHY_COPIES",
+    "HeadLockBusy",
     "HeadStore",
     "HeadsAhead",
     "IndexedHead",
@@ -125,6 +132,30 @@ HISTORY_MAX_BYTES = HISTORY_LIMIT * 1024
 bytes each); a larger file was not written by this module and is refused unread."""
 
 _HISTORY_SUFFIX = ".history.jsonl"
+
+LOCK_WAIT = 30.0
+"""Seconds :func:`head_lock` waits at most for a lock another process holds before raising
+:class:`HeadLockBusy` (module docstring, **Locking**)."""
+
+_LOCK_FIRST_SLEEP = 0.005
+_LOCK_MAX_SLEEP = 0.5
+"""Sleeps between tries for a held lock, seconds: the first, doubled each try up to the largest."""
+
+
+class HeadLockBusy(StoreError):
+    """A head's lock file (``lock``) stayed held by another process for ``waited`` seconds
+    (:data:`LOCK_WAIT`): that process is stopped, hung or slow. Nothing was written under it."""
+
+    lock: Path
+    waited: float
+
+    def __init__(self, *, lock: Path, waited: float) -> None:
+        super().__init__(
+            f"lock file {lock} is held by another process (waited {waited:g} s for it; a flightlog process "
+            "stopped or hung inside a head save holds it until it goes on or exits)",
+            lock=lock,
+            waited=waited,
+        )
 
 
 # ─── retained heads ───────────────────────────────────────────────────────────────────────────
@@ -682,6 +713,7 @@ def head_lock(path: Path) -> AbstractContextManager[None]:
     ``with`` block; re-entrant within a thread (module docstring, **Locking**).
 
     Raises:
+        HeadLockBusy: another process held it for :data:`LOCK_WAIT` seconds (names the lock file).
         StoreUnavailable: the platform has no ``fcntl`` (Windows).
         OSError: the lock file cannot be created or opened.
     """
@@ -894,9 +926,11 @@ _HELD = threading.local()
 @contextmanager
 def _file_lock(path: Path) -> Iterator[None]:
     """An exclusive advisory lock on ``path`` (``fcntl.flock``), held for the block; re-entrant within a
-    thread (a nested block for the same path takes nothing more).
+    thread (a nested block for the same path takes nothing more). Tried without blocking, with sleeps
+    growing from 5 ms to 0.5 s between tries, for at most :data:`LOCK_WAIT` seconds.
 
     Raises:
+        HeadLockBusy: another process held it all that time (names ``path``).
         StoreUnavailable: the platform has no ``fcntl`` (Windows): a compare-and-write of retained heads
             without the lock could let one process overwrite another's newer head, so it is refused
             rather than done unlocked.
@@ -918,7 +952,7 @@ def _file_lock(path: Path) -> Iterator[None]:
     _make_dirs(path.parent)
     fd = os.open(path, os.O_RDWR | os.O_CREAT | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC, 0o600)
     try:
-        fcntl.flock(fd, fcntl.LOCK_EX)
+        _acquire(fd, path, fcntl)
         held.add(key)
         try:
             yield
@@ -927,6 +961,30 @@ def _file_lock(path: Path) -> Iterator[None]:
             fcntl.flock(fd, fcntl.LOCK_UN)
     finally:
         os.close(fd)
+
+
+def _acquire(fd: int, path: Path, fcntl: Any) -> None:
+    """Take ``fcntl.flock(fd, LOCK_EX)`` within :data:`LOCK_WAIT` seconds (:func:`_file_lock`).
+
+    Raises:
+        HeadLockBusy: still held by another process when the wait is over.
+        OSError: ``flock`` failed for another reason than the lock being held.
+    """
+    limit = LOCK_WAIT
+    deadline = time.monotonic() + limit
+    pause = _LOCK_FIRST_SLEEP
+    while True:
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+            return
+        except OSError as exc:
+            if exc.errno not in (errno.EWOULDBLOCK, errno.EAGAIN, errno.EACCES):
+                raise
+        left = deadline - time.monotonic()
+        if left <= 0:
+            raise HeadLockBusy(lock=path, waited=limit)
+        time.sleep(min(pause, left))
+        pause = min(pause * 2, _LOCK_MAX_SLEEP)
 
 
 @dataclass(frozen=True)

@@ -37,7 +37,9 @@ on record:
    head's lock (:func:`~flightlog.integrity.heads.head_lock`, which every writer of it holds), it is read
    again and set aside only when it is still the head judged in 3-4; one a writer moved meanwhile is
    refused (a ``StoreError`` naming it; what was moved goes back, nothing is recorded), since setting it
-   aside would record the older head it replaced.
+   aside would record the older head it replaced. A head whose lock another process holds past
+   :data:`~flightlog.integrity.heads.LOCK_WAIT` seconds (stopped or hung in a head save) is refused the
+   same way, the ``StoreError`` naming the lock file.
 6. Record the decision in the ledger: a ``Custom`` event ``heads_replaced`` appended to the ledger-wide
    **restore log**, the session ``flightlog:restores`` (hash-chained; signed, indexed and witnessable like
    any session; never sealed; every entry checkpointed in its transaction, so ``verify`` refuses an
@@ -81,7 +83,7 @@ from typing import TYPE_CHECKING, Any
 from ..errors import Divergence, FlightlogError, LedgerIntegrityError, SessionNotFound, StoreError
 from ..integrity.audit import Auditor
 from ..integrity.checkpoints import Checkpoint, open_checkpoint, origin_for
-from ..integrity.heads import HeadStore, head_lock, prefix_root, read_history, write_history
+from ..integrity.heads import HeadLockBusy, HeadStore, head_lock, prefix_root, read_history, write_history
 from ..integrity.indexlog import index_tree
 from ..integrity.notes import NoteError, parse_note
 from ..integrity.retirement import load_retirement
@@ -492,15 +494,16 @@ def _move_aside(
     again and moved only when it is still the one judged; the (source, target) pairs moved.
 
     Raises:
-        StoreError: a head moved (or went) since it was judged: everything moved is put back, nothing is
-            recorded.
+        StoreError: a head moved (or went) since it was judged, or its lock stayed held by another process
+            (:class:`~flightlog.integrity.heads.HeadLockBusy`, naming the lock file): everything moved is
+            put back, nothing is recorded.
         NoteError: a head file became unreadable.
     """
     folder.mkdir(mode=0o700)
     moved: list[tuple[Path, Path]] = []
     try:
         for head in replaced:
-            with head_lock(head.path):
+            with _locked(head):
                 _still_judged(head, heads, ledger_id)
                 for source in (head.path, HeadStore.history_path(head.path)):
                     target = folder / source.name
@@ -515,6 +518,25 @@ def _move_aside(
         _put_back(moved, folder)
         raise
     return moved
+
+
+@contextlib.contextmanager
+def _locked(head: ReplacedHead) -> Iterator[None]:
+    """``head``'s :func:`~flightlog.integrity.heads.head_lock`, held for the block.
+
+    Raises:
+        StoreError: another process held the lock for ``LOCK_WAIT`` seconds (names the head and the lock
+            file; from :class:`~flightlog.integrity.heads.HeadLockBusy`).
+    """
+    with contextlib.ExitStack() as stack:
+        try:
+            stack.enter_context(head_lock(head.path))
+        except HeadLockBusy as exc:
+            raise StoreError(
+                f"cannot set aside the retained head of {head.what}: {exc}: nothing was set aside or "
+                "recorded; run accept-restore again once that process goes on or exits"
+            ) from exc
+        yield
 
 
 def _still_judged(head: ReplacedHead, heads: HeadStore, ledger_id: str) -> None:
