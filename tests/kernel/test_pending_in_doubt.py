@@ -123,11 +123,9 @@ def test_a_killed_runs_call_is_in_doubt_before_any_resume(
     assert cli_agents.NOTES == ["hello"]  # run again once, as approved
 
 
-def test_a_live_runs_call_in_flight_is_not_in_doubt(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    """A run whose side effect is running right now (intent durable, completion not yet): ``pending`` lists
-    nothing (the read model's clock held at the moment the tool started); once the tool returns, the run
-    completes."""
-    db = tmp_path / "live.db"
+def holding_agent() -> tuple[Agent, threading.Event, threading.Event]:
+    """An agent whose one side-effect call ``h1`` (tool ``hold``) sets ``started`` and then waits for
+    ``release`` (at most 120 s), then answers "done": its intent is durable while the test holds it."""
     started, release = threading.Event(), threading.Event()
 
     @tool(effect="side_effect")
@@ -138,7 +136,15 @@ def test_a_live_runs_call_in_flight_is_not_in_doubt(tmp_path: Path, monkeypatch:
         return f"held {text}"
 
     provider = ScriptedProvider([calls(call("hold", {"text": "x"}, id="h1")), reply("done")], by_turn=True)
-    agent = Agent(name="holder", route=[provider], tools=[hold])
+    return Agent(name="holder", route=[provider], tools=[hold]), started, release
+
+
+def test_a_live_runs_call_in_flight_is_not_in_doubt(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """A run whose side effect is running right now (intent durable, completion not yet): ``pending`` lists
+    nothing (the read model's clock held at the moment the tool started); once the tool returns, the run
+    completes."""
+    db = tmp_path / "live.db"
+    agent, started, release = holding_agent()
     status: list[str] = []
 
     def drive() -> None:
@@ -229,17 +235,7 @@ def test_an_aborted_runs_call_in_flight_is_listed_in_doubt_until_a_resume(tmp_pa
     writer was fenced off) is paused with that call in doubt. On main ``pending`` listed nothing; now it
     lists the call, says the run was aborted mid-call and that ``flightlog resume`` settles it first."""
     db = tmp_path / "paused.db"
-    started, release = threading.Event(), threading.Event()
-
-    @tool(effect="side_effect")
-    def hold(text: str) -> str:
-        """Wait until the test lets go."""
-        started.set()
-        assert release.wait(120)
-        return f"held {text}"
-
-    provider = ScriptedProvider([calls(call("hold", {"text": "x"}, id="h1")), reply("done")], by_turn=True)
-    agent = Agent(name="holder", route=[provider], tools=[hold])
+    agent, started, release = holding_agent()
     status: list[str] = []
     errors: list[BaseException] = []
 
