@@ -66,6 +66,7 @@ Nothing is guessed (delivered as ``observe``) or dropped; fixed or deleted, the 
 from __future__ import annotations
 
 import asyncio
+from bisect import bisect_left
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Literal
@@ -222,17 +223,28 @@ def seen_dedupe_keys(store: Store, state: KernelState) -> set[str]:
     seq the row names, among ``state``'s events: the verified ledger is the truth, the unhashed table only a
     queue). A row claiming a delivery the ledger does not hold (one inserted or rewritten by any writer of the
     database) is not honoured: it cannot silence a real signal."""
-    delivered = {
-        (seq, event.signal_id)
-        for seq, event in state.events
-        if isinstance(event, SignalDeliveryDisposed) and event.disposition in DELIVERED
-    }
     rows = store.signal_sql(
         "SELECT dedupe_key, disposed_seq, signal_id FROM signals WHERE session_id = ? AND state = 'disposed' "
         "AND dedupe_key IS NOT NULL AND disposition NOT IN ('ignore', 'dropped')",
         (state.session_id,),
     )
-    return {str(key) for key, seq, signal_id in rows if (seq, signal_id) in delivered}
+    return {str(key) for key, seq, signal_id in rows if _delivered_at(state, seq, signal_id)}
+
+
+def _delivered_at(state: KernelState, seq: object, signal_id: object) -> bool:
+    """Whether ``state``'s event at ``seq`` is a delivered ``signal_delivery_disposed`` of ``signal_id``: one
+    binary search of the folded events (in seq order), not a scan of the run at every boundary."""
+    if not isinstance(seq, int):
+        return False
+    at = bisect_left(state.events, seq, key=lambda item: item[0])
+    if at == len(state.events) or state.events[at][0] != seq:
+        return False
+    event = state.events[at][1]
+    return (
+        isinstance(event, SignalDeliveryDisposed)
+        and event.signal_id == signal_id
+        and event.disposition in DELIVERED
+    )
 
 
 def read_attempts(store: Store, session_id: str) -> list[tuple[SignalRecord, int]]:
