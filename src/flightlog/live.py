@@ -43,7 +43,7 @@ from dataclasses import dataclass, replace
 from .encoding import decode_stored
 from .events import SessionEvent
 from .runs.adapters import STATUS_OUTCOMES
-from .runs.host import host_id
+from .runs.host import host_id, pid_exists
 from .runs.model import AgentRunSnapshot, RunSource, RunState
 from .runs.projection import RunEntry, Undecodable, parse_wires, run_entries
 from .store.base import LiveRunRecord, Store, StoredEvent
@@ -320,8 +320,7 @@ def other_holder(
 
 
 def _process_exists(pid: int | None) -> bool:
-    if pid is None or pid == os.getpid():
-        return True
+    return pid is None or pid_exists(pid)
     try:
         os.kill(pid, 0)  # signal 0: an existence check, nothing is sent
     except ProcessLookupError:

@@ -1,4 +1,5 @@
-"""Where a process id means something: the host id live records and core job runs name their process by.
+"""Where a process id means something: the host id live records and core job runs name their process by, and
+the one check of whether a pid of this host still runs.
 
 Below :mod:`flightlog.live` (which re-exports :func:`host_id`) so that :mod:`flightlog.runs.jobs`, a layer
 under it, judges a job's liveness by the same rule.
@@ -11,7 +12,7 @@ import os
 import socket
 from pathlib import Path
 
-__all__ = ["host_id"]
+__all__ = ["host_id", "pid_exists"]
 
 
 @functools.cache
@@ -37,3 +38,20 @@ def host_id() -> str:
     except OSError:  # not Linux, or /proc hidden: the host name is what is known of this pid space
         return name
     return f"{name}/{boot}/{namespace.removeprefix('pid:[').removesuffix(']')}"
+
+
+def pid_exists(pid: int) -> bool:
+    """Whether a process with id ``pid`` exists on this host (:func:`host_id`): ``os.kill(pid, 0)``, which
+    sends nothing; this process's own pid is alive, one owned by another user exists (``PermissionError``),
+    and a pid the platform rejects (an ``OSError``, e.g. out of range) is none."""
+    if pid == os.getpid():
+        return True
+    try:
+        os.kill(pid, 0)  # signal 0: an existence check, nothing is sent
+    except ProcessLookupError:
+        return False
+    except PermissionError:  # exists, owned by another user
+        return True
+    except OSError:  # e.g. a pid out of range for this platform
+        return False
+    return True

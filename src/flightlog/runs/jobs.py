@@ -30,7 +30,7 @@ from typing import TYPE_CHECKING, Any
 from ..errors import SessionNotFound
 from ..events import Custom, RunStarted, RunTerminal
 from ..recorder import Recorder
-from .host import host_id
+from .host import host_id, pid_exists
 
 if TYPE_CHECKING:
     from ..notarization import Notarizer
@@ -168,7 +168,7 @@ def close_abandoned(store: Store, job: str, *, notary: Notarizer | None = None) 
         pid = meta.get("pid")
         host = meta.get("host")
         ours = host == here or (isinstance(host, str) and "/" not in host and host == legacy)
-        if not ours or not isinstance(pid, int) or _alive(pid):
+        if not ours or not isinstance(pid, int) or pid_exists(pid):
             continue
         try:
             recorder = Recorder.attach(store, record.session_id, notary=notary)
@@ -180,16 +180,3 @@ def close_abandoned(store: Store, job: str, *, notary: Notarizer | None = None) 
             recorder.finish("interrupted")
         closed.append(record.session_id)
     return closed
-
-
-def _alive(pid: int) -> bool:
-    """Whether a process with this id exists on this host."""
-    if pid == os.getpid():
-        return True
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return False
-    except PermissionError:
-        return True  # it exists, owned by someone else
-    return True
