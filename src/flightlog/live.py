@@ -321,15 +321,6 @@ def other_holder(
 
 def _process_exists(pid: int | None) -> bool:
     return pid is None or pid_exists(pid)
-    try:
-        os.kill(pid, 0)  # signal 0: an existence check, nothing is sent
-    except ProcessLookupError:
-        return False
-    except PermissionError:  # exists, owned by another user
-        return True
-    except OSError:  # e.g. a pid out of range for this platform
-        return False
-    return True
 
 
 def _fresh_state(live: LiveRunRecord | None, *, now_ms: int, lease_ms: int) -> RunState | None:
