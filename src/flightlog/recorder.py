@@ -18,6 +18,7 @@ Thread-safe: one lock serialises appends of a recorder.
 
 from __future__ import annotations
 
+import functools
 import hashlib
 import importlib
 import json
@@ -43,6 +44,7 @@ from .store.base import (
     Store,
     StoredEvent,
 )
+from .store.group import run_all
 from .testing.crashpoints import crash_point
 
 __all__ = [
@@ -602,23 +604,18 @@ class Recorder:
     def _notify(self, queued: Iterable[tuple[StoredEvent, Event]]) -> None:
         """Deliver each committed event to every subscriber, in order, even after one raised; then raise the
         first failure, noting the session and seq it failed on, that the events are durable, and each later
-        failure (as :func:`flightlog.store.group.run_all` does for commit callbacks)."""
-        failure: Exception | None = None
-        for row, event in queued:
-            for subscriber in list(self._subscribers):
-                try:
-                    subscriber(row, event)  # type: ignore[arg-type]
-                except Exception as exc:
-                    note = f"subscriber {subscriber!r} failed on {self.session_id} seq {row.seq}"
-                    if failure is None:
-                        failure = exc
-                        failure.add_note(
-                            f"{note}; the event is durable (committed before subscribers hear of it)"
-                        )
-                    else:
-                        failure.add_note(f"a later {note} too: {exc!r}")
-        if failure is not None:
-            raise failure
+        failure (:func:`flightlog.store.group.run_all`, as for commit callbacks)."""
+        run_all(
+            (
+                (
+                    functools.partial(subscriber, row, event),  # type: ignore[arg-type]
+                    f"subscriber {subscriber!r} failed on {self.session_id} seq {row.seq}",
+                )
+                for row, event in queued
+                for subscriber in list(self._subscribers)
+            ),
+            first_note="the event is durable (committed before subscribers hear of it)",
+        )
 
     # ─── artifacts ────────────────────────────────────────────────────────────────────────
     def put_artifact(self, content: bytes, media_type: str = "application/octet-stream") -> str:

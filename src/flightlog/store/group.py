@@ -190,22 +190,33 @@ class Gate:
                     self.release()
 
 
-def run_all(callbacks: Iterable[Callable[[], None]]) -> None:
+def run_all(
+    callbacks: Iterable[Callable[[], None] | tuple[Callable[[], None], str]], *, first_note: str | None = None
+) -> None:
     """Run every callback in order, even after one raised, then raise the first failure (each later one
     added to it as a note): what was committed is committed, so every callback that reflects it runs.
 
+    Args:
+        callbacks: Each a callback, or ``(callback, what)``: ``what`` names its failure in the notes
+            (default ``"commit callback failed"``; the recorder's: ``"subscriber S failed on SESSION seq N"``).
+        first_note: Also note on the first failure ``"{what}; {first_note}"`` (None: the first failure is
+            raised as it is).
+
     Raises:
-        Exception: the first callback's failure (a ``BaseException`` such as ``KeyboardInterrupt`` stops at
-            once).
+        Exception: the first callback's failure, each later one noted ``"a later {what} too: {error!r}"``
+            (a ``BaseException`` such as ``KeyboardInterrupt`` stops at once).
     """
     failure: Exception | None = None
-    for callback in callbacks:
+    for item in callbacks:
+        callback, what = item if isinstance(item, tuple) else (item, "commit callback failed")
         try:
             callback()
         except Exception as exc:
             if failure is None:
                 failure = exc
+                if first_note is not None:
+                    failure.add_note(f"{what}; {first_note}")
             else:
-                failure.add_note(f"a later commit callback failed too: {exc!r}")
+                failure.add_note(f"a later {what} too: {exc!r}")
     if failure is not None:
         raise failure
