@@ -307,6 +307,7 @@ def check_sessions(
         # --all: a row whose id is not text (NULL, BLOB: a raw write) names no session to verify; named below
         unnamed = store.unnamed_sessions() if all_sessions else []
         orphans = store.orphan_events() if all_sessions else []  # events rows no sessions row owns
+        stray = store.orphan_effects() if all_sessions else []  # external_effects rows of no session
         ids = (
             [s.session_id for s in store.list_sessions()]  # every id text (a row whose id is not: unnamed)
             if all_sessions
@@ -342,7 +343,7 @@ def check_sessions(
         retained = missing_sessions(store, auditor.heads) if all_sessions else []
     retained, elsewhere = split_missing(retained, retired)
     missing = _missing_rows(retained, index) + _stale_rows(elsewhere, retired) + _unnamed_rows(unnamed)
-    missing += _orphan_rows(orphans)
+    missing += _orphan_rows(orphans) + _orphan_effect_rows(stray)
     if json_out:
         gone = [{k: v for k, v in row.items() if k != "why"} for row in missing]
         gone += [f.to_json() for f in findings] + _projection_rows(stale, runs_notes, all_sessions)
@@ -353,7 +354,7 @@ def check_sessions(
                 _say(f"STALE     {row['session_id']}  {row['why']}")
             elif row["state"] == "unnamed_row":
                 _say(f"UNNAMED   {row['why']}")
-            elif row["state"] == "orphan_events":
+            elif row["state"] in ("orphan_events", "orphan_effects"):
                 _say(f"ORPHAN    {row['session_id']}  {row['why']}")
             else:
                 _say(f"MISSING   {row['session_id']}  {row['why']}, but the database has no such session")
@@ -470,6 +471,24 @@ def _orphan_rows(orphans: list[tuple[str, int]]) -> list[dict[str, Any]]:
             "flightlog, no session holds them, so nothing of them is verified",
         }
         for sid, rows in orphans
+    ]
+
+
+def _orphan_effect_rows(stray: list[tuple[str, int]]) -> list[dict[str, Any]]:
+    """``external_effects`` rows whose session id has no ``sessions`` row
+    (:meth:`flightlog.store.base.Store.orphan_effects`): no session's check compares them with a ledger, so
+    ``verify --all`` names them (by id and row count)."""
+    return [
+        {
+            "session_id": sid,
+            "ok": False,
+            "state": "orphan_effects",
+            "rows": rows,
+            "why": f"{rows} external_effects row(s) of session id {sid!r} with no sessions row: no ledger "
+            "records these effects (written outside flightlog, or their session deleted under them), so "
+            "nothing of them is verified and no resume decides from them",
+        }
+        for sid, rows in stray
     ]
 
 

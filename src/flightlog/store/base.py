@@ -632,6 +632,15 @@ class Store(abc.ABC):
         them. The id as text (bytes that are not UTF-8, or a BLOB's, decoded with ``backslashreplace``).
         Cost: one pass over the events' primary-key index, one ``sessions`` key lookup per distinct id."""
 
+    @abc.abstractmethod
+    def orphan_effects(self) -> list[tuple[str, int]]:
+        """The ``external_effects`` rows whose ``session_id`` matches no ``sessions`` row (a raw write, or a
+        session's rows deleted under them), as ``(id, row count)`` per such id, ordered by id: no session's
+        check reads them (:func:`flightlog.integrity.verify.audit_session` compares a session's own rows
+        with its ledger), so ``flightlog verify --all`` names them and ``db copy`` refuses them. The id as
+        :meth:`orphan_events` gives it. Cost: one pass over the effects' primary-key index, one
+        ``sessions`` key lookup per distinct id."""
+
     def ledger_marks(self, ids: Collection[str]) -> dict[str, tuple[int, int, str, int]]:
         """Per session of ``ids`` that has stored events, what its ``events`` rows themselves say, whatever
         its ``sessions`` row says: ``(row count, last seq, the last row's stored hash, a sum over the rows

@@ -587,9 +587,18 @@ class SqlStore(Store):
         """:meth:`Store.orphan_events`: the events' ids grouped (their primary key's index, covering), each
         looked up in ``sessions``' primary key; an id is compared as stored (a BLOB id matches only a BLOB
         id)."""
+        return self._orphans("events")
+
+    def orphan_effects(self) -> list[tuple[str, int]]:
+        """:meth:`Store.orphan_effects`: as :meth:`orphan_events`, over ``external_effects``."""
+        return self._orphans("external_effects")
+
+    def _orphans(self, table: str) -> list[tuple[str, int]]:
+        """``(id as text, row count)`` per ``session_id`` of ``table`` (a constant of this module's callers)
+        that no ``sessions`` row has, ordered by id."""
         ids = self.TEXT_BYTES_OF.format(column="g.sid")
         rows = self._all(
-            f"SELECT {ids}, g.n FROM (SELECT session_id AS sid, count(*) AS n FROM events GROUP BY session_id) g "
+            f"SELECT {ids}, g.n FROM (SELECT session_id AS sid, count(*) AS n FROM {table} GROUP BY session_id) g "
             "WHERE NOT EXISTS (SELECT 1 FROM sessions s WHERE s.session_id = g.sid) ORDER BY g.sid"
         )
         return [(bytes(sid).decode("utf-8", "backslashreplace"), int(n)) for sid, n in rows]

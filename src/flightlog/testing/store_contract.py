@@ -431,6 +431,18 @@ class StoreContract(MemoryContract):
         assert store.orphan_events() == [("b-ghost", 1), ("ghost", 2)]
         assert [r.session_id for r in store.list_sessions()] == ["a", "empty"]
 
+    def test_orphan_effects_names_effect_rows_no_session_holds(self, store: Store) -> None:
+        """``external_effects`` rows whose session id has no ``sessions`` row (an outside write, or a session
+        deleted under them) are named with their count, ordered by id; a session's own rows are not."""
+        _new_session(store, "a")
+        store.record_intent("a", "a:1:c1", "a" * 64, "{}")
+        assert store.orphan_effects() == []
+        for key in ("g:1", "g:2"):
+            store.record_intent("ghost", key, "b" * 64, "{}")
+        store.record_intent("b-ghost", "b:1", "c" * 64, "{}")
+        store.complete_effect("ghost", "g:2", "{}")  # completed or pending: no session holds it
+        assert store.orphan_effects() == [("b-ghost", 1), ("ghost", 2)]
+
     def test_ledger_marks_move_with_the_events_rows_not_the_session_row(
         self, store: Store, store_past_head: PastHead
     ) -> None:
