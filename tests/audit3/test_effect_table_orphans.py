@@ -72,3 +72,50 @@ def test_verify_all_names_effect_rows_of_no_session(db: str, command: str) -> No
     assert code == 1, (out, err)
     rows = [(r["session_id"], r["rows"]) for r in json.loads(out) if r.get("state") == "orphan_effects"]
     assert rows == [("ghost", 2), ("gone", 1)]
+
+
+def _copy(db: str, tmp_path: Path) -> tuple[int, str, str, Path]:
+    target = tmp_path / "copy.db"
+    code, out, err = cli(db, "db", "copy", db, str(target), "--offline")
+    return code, out, err, target
+
+
+def test_a_copy_carries_the_effect_rows_its_ledger_records(db: str, tmp_path: Path) -> None:
+    code, out, err, target = _copy(db, tmp_path)
+    assert code == 0 and "1 effect(s)" in out, (out, err)
+    with open_store(str(target)) as copied:
+        (row,) = copied.session_effects("a")
+        assert (row.idempotency_key, row.status) == ("a:1:c1", "completed")
+
+
+def test_a_copy_refuses_a_pending_row_its_ledger_does_not_record(db: str, tmp_path: Path) -> None:
+    """Before: the orphan was copied, then the arrival check called the copy divergent ("s does not verify
+    ... a row the ledger does not record" with nothing saying the source is at fault)."""
+    execute(
+        db,
+        "INSERT INTO external_effects (session_id, idempotency_key, intent_hash, intent_json, status, "
+        f"created_at_ms) VALUES ('b', 'b:9:forged', '{'c' * 64}', '{{}}', 'pending', 1)",
+    )
+    code, out, err, target = _copy(db, tmp_path)
+    assert code == 1, (out, err)
+    said = " ".join(err.split())
+    assert "db copy: b does not verify" in said and "effect b:9:forged" in said, said
+    assert "the source's external_effects rows are copied only as its verified ledger records them" in said
+    assert "nothing copied" in said and "staged b" not in err, err  # refused before b's arrival check
+    if target.exists():
+        with open_store(str(target)) as copied:
+            assert not list(copied.list_sessions())
+    with open_store(db) as source:  # the source is not retired: the copy did not happen
+        assert source.retirement() is None
+
+
+def test_a_whole_copy_refuses_effect_rows_of_no_session(db: str, tmp_path: Path) -> None:
+    """Before: exit 0, the rows left behind in the retired source, unnamed."""
+    _stray_rows(db)
+    code, out, err, _target = _copy(db, tmp_path)
+    assert code == 1, (out, err)
+    said = " ".join(err.split())
+    assert "orphan_effects (2 external_effects row(s) of session id 'ghost' (and 1 more" in said, said
+    assert "nothing copied" in said
+    with open_store(db) as source:
+        assert source.retirement() is None

@@ -13,7 +13,10 @@ retained heads outside the database are filed under that id. So:
   (stored bytes, chain hashes and ``recorded_at_ms`` verbatim, streamed in batches; the chain and the
   RFC 9162 tree are recomputed from the source rows as they stream, so a source row that does not link is
   refused before it is written); grant policies; external effects (intent, then completion when
-  completed); signed checkpoints with their frontiers; witness cosignatures of its origin; import
+  completed), each row checked first against the effect events of the rows just verified
+  (:func:`~flightlog.integrity.effects.table_divergences`): a row the source's ledger does not record or
+  contradicts refuses the copy naming its key (:class:`CopyNotVerified`, the source's row at fault), and
+  so, for a whole copy, do rows under a session id the source has no session of; signed checkpoints with their frontiers; witness cosignatures of its origin; import
   records; the artifacts and salted (erasable) artifacts its events reference, with erasure records, and
   every artifact those artifacts link to, transitively, by a link format declared in
   :mod:`flightlog.store.links` (a LangGraph thread's content-linked list deltas). A linked artifact the
@@ -70,10 +73,9 @@ from contextlib import nullcontext
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from ..encoding import decode_stored
 from ..errors import ArtifactIntegrityError, Divergence, FlightlogError, LedgerIntegrityError, StoreError
-from ..events import Custom
 from ..integrity.checkpoints import encode_frontier, origin_for
+from ..integrity.effects import EffectFold, table_divergences
 from ..integrity.heads import HeadStore, WitnessedHead
 from ..integrity.indexlog import audit_index, index_origin
 from ..integrity.keys import Keyring, load_keyring, now_ms
@@ -244,6 +246,8 @@ def copy_store(
             ids = list(sessions) if sessions is not None else every
             whole = set(ids) >= set(every)
         with dst.transaction():
+            if whole:  # the source retires: rows no session of it holds would be left behind unnamed
+                _refuse_stray_effects(src)
             existing = [sid for sid in ids if _exists(dst, sid)]
             if existing:
                 more = f" (+{len(existing) - 1} more)" if len(existing) > 1 else ""
@@ -439,10 +443,14 @@ def _copy_one(src: Store, dst: Store, tables: _Tables, session_id: str, report: 
         )
     )
     pin = Pin(0, CompactRange().root())
-    for batch, head in _verified_batches(src, record, handles, linking):
+    # Before the events: every row read was committed with its intent, so the events read hold it.
+    effect_rows = src.session_effects(session_id)
+    effects = EffectFold()
+    for batch, head in _verified_batches(src, record, handles, linking, effects):
         tables.append_copied(session_id, batch, head)
         report.events += len(batch)
         pin = Pin(head.seq + 1, bytes.fromhex(head.root))
+    _copy_effects(dst, session_id, _proven_effects(record, effects, effect_rows), report)
     _copy_side_tables(src, dst, tables, session_id, handles, linking, report)
     if report.ledger_id is not None:
         report.cosignatures += _copy_cosignatures(src, dst, origin_for(report.ledger_id, session_id))
@@ -543,10 +551,15 @@ def _verify(
 
 
 def _verified_batches(
-    src: Store, record: SessionRecord, handles: dict[tuple[bool, str], int], linking: set[str]
+    src: Store,
+    record: SessionRecord,
+    handles: dict[tuple[bool, str], int],
+    linking: set[str],
+    effects: EffectFold,
 ) -> Iterator[tuple[list[StoredEvent], SessionHead]]:
     """The source rows in batches with the head each moves to, checked link by link as they stream; fills
-    ``handles`` (every ``[salted:]sha256:<hex>`` the rows quote, with its first seq) and ``linking``."""
+    ``handles`` (every ``[salted:]sha256:<hex>`` the rows quote, with its first seq) and ``linking``, and
+    folds the effect events into ``effects`` (each row once it links)."""
     tree, prev, expected = CompactRange(), GENESIS, 0
     batch: list[StoredEvent] = []
     for row in src.read_events(record.session_id):
@@ -558,6 +571,7 @@ def _verified_batches(
             handles.setdefault((bool(m.group(1)), m.group(2).decode()), row.seq)
         if row.event_bytes.startswith(LINKING_PREFIX):
             linking.update(linking_refs(row.event_bytes))
+        effects.feed_row(row)
         batch.append(row)
         prev, expected = row.hash, row.seq + 1
         if len(batch) >= _BATCH:
@@ -593,11 +607,6 @@ def _copy_side_tables(
 ) -> None:
     for policy_id, policy_json in src.grant_policies(session_id):
         dst.record_grant_policy(session_id, policy_id, policy_json)
-    for effect in _effects(src, session_id):
-        dst.record_intent(session_id, effect.idempotency_key, effect.intent_hash, effect.intent_json)
-        if effect.status == "completed":
-            dst.complete_effect(session_id, effect.idempotency_key, effect.result_json or "")
-        report.effects += 1
     for checkpoint in src.checkpoints(session_id):
         new_id = dst.record_checkpoint(session_id, checkpoint.size, checkpoint.root, checkpoint.body)
         frontier = src.checkpoint_frontier(checkpoint.checkpoint_id)
@@ -610,18 +619,60 @@ def _copy_side_tables(
     report.artifacts += _copy_artifacts(src, dst, session_id, handles, linking, report)
 
 
-def _effects(src: Store, session_id: str) -> list[EffectRecord]:
-    """The session's effects: those its ledger names (``external_effect_intent``) and any pending one."""
-    keys: dict[str, None] = {}
-    for row in src.read_events(session_id):
-        if row.kind == "custom" and b"external_effect_intent" in row.event_bytes:
-            event = decode_stored(row.event_bytes, seq=row.seq)
-            if isinstance(event, Custom) and event.custom_kind == "external_effect_intent":
-                payload = event.payload if isinstance(event.payload, dict) else {}
-                keys[str(payload.get("key"))] = None
-    found = [e for k in keys if (e := src.get_effect(session_id, k)) is not None]
-    seen = {e.idempotency_key for e in found}
-    return found + [e for e in src.pending_effects(session_id) if e.idempotency_key not in seen]
+def _proven_effects(
+    record: SessionRecord, effects: EffectFold, rows: list[EffectRecord]
+) -> list[EffectRecord]:
+    """The session's effect rows once each is checked against its verified ledger (``effects``: the fold of
+    the rows the copy verified link by link; :func:`~flightlog.integrity.effects.table_divergences`, the
+    full check's comparison): every row, as the ledger records it.
+
+    Raises:
+        CopyNotVerified: a row the ledger does not record, or contradicts (another intent or result, a
+            completion it never recorded), or an intent without its row: the source's row is at fault, so
+            it is named (session, seq, key) and nothing is copied, rather than carry a row the ledger does
+            not prove into the copy (whose arrival check would then call the copy divergent) or leave it
+            behind unnamed.
+    """
+    found = table_divergences(effects, rows, through=record.head_seq, head=record.events - 1)
+    if found:
+        first = found[0]
+        raise CopyNotVerified(
+            session_id=record.session_id,
+            seq=first.seq,
+            reason=f"{first.reason} ({first.detail}): the source's external_effects rows are copied only "
+            f"as its verified ledger records them (see `flightlog audit {record.session_id}` on the source)",
+            divergences=found,
+        )
+    return rows
+
+
+def _copy_effects(dst: Store, session_id: str, rows: list[EffectRecord], report: CopyReport) -> None:
+    """Write the checked effect rows (intent, then completion when completed)."""
+    for effect in rows:
+        dst.record_intent(session_id, effect.idempotency_key, effect.intent_hash, effect.intent_json)
+        if effect.status == "completed":
+            dst.complete_effect(session_id, effect.idempotency_key, effect.result_json or "")
+        report.effects += 1
+
+
+def _refuse_stray_effects(src: Store) -> None:
+    """A whole copy retires the source: ``external_effects`` rows under a session id no ``sessions`` row of
+    it has (:meth:`~flightlog.store.base.Store.orphan_effects`) would stay behind in a read-only store, so
+    the copy refuses naming the first id.
+
+    Raises:
+        CopyNotVerified: such rows exist (nothing written).
+    """
+    stray = src.orphan_effects()
+    if stray:
+        sid, rows = stray[0]
+        more = f" (and {len(stray) - 1} more session id(s))" if len(stray) > 1 else ""
+        raise CopyNotVerified(
+            session_id=sid,
+            reason=f"orphan_effects ({rows} external_effects row(s) of session id {sid!r}{more} with no "
+            "sessions row in the source: no ledger records these effects, and the source retires with the "
+            "copy, so they would be left behind; `flightlog verify --all` names them)",
+        )
 
 
 def _copy_artifacts(
