@@ -45,6 +45,7 @@ __all__ = [
     "inclusion_proof",
     "kind_mismatch",
     "leaf_hash",
+    "link_problem",
     "merkle_root",
     "node_hash",
     "verify_consistency",
@@ -341,6 +342,21 @@ def kind_mismatch(seq: int, stored: str, decoded: str) -> Divergence:
     return Divergence(
         seq, "kind_mismatch", f"kind column {stored!r}, the stored bytes are a {decoded!r} event"
     )
+
+
+def link_problem(row: ChainRow, expected_seq: int, prev: str) -> str | None:
+    """Whether ``row`` is the next link of a chain whose last row has seq ``expected_seq - 1`` and stored hash
+    ``prev`` (``GENESIS`` before seq 0): ``"gap"`` (another seq), ``"broken_link"`` (its ``prev_hash`` is not
+    ``prev``), ``"hash_mismatch"`` (its hash is not :func:`chain_hash` of its own bytes), None when it links.
+    For a reader that follows a chain row by row from a point already verified (:class:`ChainCheck` does
+    the same checks, reporting every divergence, from seq 0)."""
+    if row.seq != expected_seq:
+        return "gap"
+    if row.prev_hash != prev:
+        return "broken_link"
+    if chain_hash(prev, row.seq, row.event_bytes) != row.hash:
+        return "hash_mismatch"
+    return None
 
 
 def _kinds_apart(rows: Iterable[tuple[Any, ...]], current: list[str | None]) -> Iterator[ChainTuple]:

@@ -12,22 +12,25 @@ from __future__ import annotations
 
 import asyncio
 import os
+import sqlite3
 import subprocess
 import sys
 import threading
+from contextlib import closing
 from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
 import pytest
 
-from flightlog.errors import HolderBusy, SessionBusy
+from flightlog.errors import HolderBusy, LedgerIntegrityError, SessionBusy
+from flightlog.integrity.effects import EffectFold, EffectTail
 from flightlog.integrity.keys import now_ms
 from flightlog.kernel import Kernel, current_effect_key, tool
 from flightlog.kernel.scripted import ScriptedProvider, call, calls, reply
-from flightlog.kernel.takeover import HOLDER_WAIT_LOG, await_previous_holder
+from flightlog.kernel.takeover import HOLDER_WAIT_LOG, await_previous_holder, undelegated_in_doubt
 from flightlog.live import LiveRegistry, LiveRunRecord, host_id, other_holder
-from flightlog.recorder import verify_session
+from flightlog.recorder import Recorder, verify_session
 from flightlog.store import SqliteStore
 
 from .helpers import agent, customs, logged
@@ -186,13 +189,10 @@ def test_a_wait_that_runs_out_says_what_the_other_holder_may_still_do(
     store: SqliteStore, fenced: bool
 ) -> None:
     """Before: "that writer goes on" for both waits, where after the attach it is fenced off."""
-    store.record_intent("s", "s:1:p1", "a" * 64, '{"tool": "publish"}')
+    effects = _in_doubt_publish(store)
     store.put_live_run(LiveRunRecord("s", "waiting_tool", now_ms(), now_ms(), pid=4242, host="elsewhere"))
-    provider = ScriptedProvider([reply("unused")])
     with pytest.raises(HolderBusy) as raised:
-        asyncio.run(
-            await_previous_holder(store, "s", agent(provider), None, seq=3, fenced=fenced, wait_s=0.0)
-        )
+        _wait(store, effects, fenced=fenced)
     error = raised.value
     assert isinstance(error, SessionBusy)  # callers retrying SessionBusy (sub-agent parents) still do
     assert (error.session_id, error.seq, error.effect, error.fenced) == ("s", 3, "s:1:p1", fenced)
@@ -234,6 +234,77 @@ def test_a_resume_does_not_wait_for_a_crashed_holder(db_path: Path, store: Sqlit
     assert result.status == "completed", result.detail
     assert performed == ["s:1:p1"] and not seen.is_set()
     assert [p["outcome"] for p in customs(store, "s", "effect_reconciled")] == ["not_done"]
+
+
+def _in_doubt_publish(store: SqliteStore) -> EffectTail:
+    """Session ``s`` whose ledger records effect ``s:1:p1`` (tool ``publish``) in doubt; its tail from seq 0."""
+    recorder = Recorder.create(store, session_id="s")
+    recorder.record_intent("s:1:p1", {"tool": "publish", "arguments": {"text": "t"}})
+    return EffectTail(store, "s", EffectFold(), next_seq=0)
+
+
+def _wait(store: SqliteStore, effects: EffectTail, *, fenced: bool = False) -> None:
+    """``await_previous_holder`` for ``s`` with no time to wait (HolderBusy at once when it would wait)."""
+    provider = ScriptedProvider([reply("unused")])
+    asyncio.run(
+        await_previous_holder(
+            store, "s", agent(provider), None, effects=effects, seq=3, fenced=fenced, wait_s=0.0
+        )
+    )
+
+
+def _raw(db_path: Path, sql: str) -> None:
+    with closing(sqlite3.connect(db_path)) as raw, raw:
+        raw.execute(sql)
+
+
+@pytest.mark.parametrize(
+    "edit",
+    [
+        "DELETE FROM external_effects",
+        "UPDATE external_effects SET status = 'completed', result_json = '{\"output\": \"forged\"}'",
+    ],
+    ids=["row_deleted", "row_forged_completed"],
+)
+def test_a_forged_effect_row_does_not_spare_the_wait(store: SqliteStore, db_path: Path, edit: str) -> None:
+    """The ledger records the effect in doubt while another process holds the session: the resume waits,
+    whatever the ``external_effects`` row says. Before: the decision read the table, so a deleted row or
+    one set to completed let the resume go on at once (and reconcile an effect that may still be running)."""
+    effects = _in_doubt_publish(store)
+    store.put_live_run(LiveRunRecord("s", "waiting_tool", now_ms(), now_ms(), pid=4242, host="elsewhere"))
+    _raw(db_path, edit)
+    assert store.pending_effects("s") == []  # the table no longer says in doubt
+    with pytest.raises(HolderBusy) as raised:
+        _wait(store, effects)
+    assert raised.value.effect == "s:1:p1"
+
+
+def test_a_row_the_ledger_does_not_record_makes_no_one_wait(store: SqliteStore) -> None:
+    """A pending row written beside the ledger (no intent event) is no effect in doubt: no wait."""
+    Recorder.create(store, session_id="s")
+    store.record_intent("s", "s:9:forged", "a" * 64, '{"tool": "publish"}')
+    store.put_live_run(LiveRunRecord("s", "waiting_tool", now_ms(), now_ms(), pid=4242, host="elsewhere"))
+    _wait(store, EffectTail(store, "s", EffectFold(), next_seq=0))  # returns: nothing in doubt
+
+
+def test_the_wait_follows_the_holders_appends_through_the_chain(store: SqliteStore, db_path: Path) -> None:
+    """The tail folds what the holder appends after the check (its completion ends the wait), and refuses a
+    row appended since that does not link, naming its seq."""
+    effects = _in_doubt_publish(store)
+    provider = ScriptedProvider([reply("unused")])
+    assert undelegated_in_doubt(effects.refresh(), agent(provider)) == ["s:1:p1"]
+    recorder = Recorder.attach(store, "s")
+    recorder.complete_effect("s:1:p1", {"output": "published", "is_error": False})
+    assert undelegated_in_doubt(effects.refresh(), agent(provider)) == []
+    seq = recorder.next_seq  # a row inserted beside the writer, linking to nothing it wrote
+    _raw(
+        db_path,
+        "INSERT INTO events (session_id, seq, kind, event, prev_hash, hash, recorded_at_ms) VALUES "
+        f"('s', {seq}, 'custom', CAST('{{}}' AS BLOB), '{'f' * 64}', '{'e' * 64}', 1)",
+    )
+    with pytest.raises(LedgerIntegrityError) as raised:
+        effects.refresh()
+    assert raised.value.seq == seq and "broken_link" in str(raised.value)
 
 
 def _gone_pid() -> int:

@@ -13,7 +13,10 @@ index and a cache of what the ledger records, never the evidence:
   intent whose ``intent_hash`` is not the sha256 of its intent, a second intent or completion of a key, a
   completion without intent, a payload without its fields);
 * :func:`effect_problem` compares one row with its key's ledger entry; :func:`table_divergences` every row
-  of a session, and every recorded intent with its row.
+  of a session, and every recorded intent with its row;
+* :class:`EffectTail` keeps a verified prefix's fold current while another process appends, each new row
+  folded once it links to the chain (a resume waiting for a previous holder's in-doubt effect,
+  :mod:`flightlog.kernel.takeover`).
 
 :func:`flightlog.integrity.verify.audit_session` (the full check ``audit``, ``verify`` and every entry point
 run, :func:`flightlog.integrity.audit.require_intact`) reports each problem as a divergence, and the
@@ -37,13 +40,14 @@ from __future__ import annotations
 
 import hashlib
 from collections.abc import Iterable
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any
 
 from ..encoding import canonical_json, decode_stored
 from ..errors import Divergence, EventDecodeError, LedgerIntegrityError
 from ..events import Custom, SessionEvent
-from ..store.base import EffectRecord, StoredEvent
+from ..ledger import GENESIS, link_problem
+from ..store.base import EffectRecord, Store, StoredEvent
 
 __all__ = [
     "EFFECT_COMPLETED",
@@ -51,6 +55,7 @@ __all__ = [
     "EFFECT_MISMATCH",
     "INTENT_HASH_MISMATCH",
     "EffectFold",
+    "EffectTail",
     "LedgerEffect",
     "effect_problem",
     "effect_refusal",
@@ -87,6 +92,8 @@ class LedgerEffect:
         intent_digest: sha256 hex of the RFC 8785 bytes of the intent that event carries.
         completed_seq: The seq of its ``external_effect_completed``, None while in doubt.
         result_digest: sha256 hex of the RFC 8785 bytes of the completion's result, None while in doubt.
+        tool: The intent's ``tool`` (:func:`flightlog.kernel.effects.intent_of`), None when the intent is
+            not an object with a text ``tool``.
     """
 
     key: str
@@ -95,6 +102,7 @@ class LedgerEffect:
     intent_digest: str
     completed_seq: int | None = None
     result_digest: str | None = None
+    tool: str | None = None
 
     @property
     def completed(self) -> bool:
@@ -138,6 +146,14 @@ class EffectFold:
             return
         self.feed(row.seq, event)
 
+    def copy(self) -> EffectFold:
+        """An independent copy (feeding either leaves the other as it was)."""
+        return EffectFold({k: replace(v) for k, v in self.effects.items()}, list(self.problems))
+
+    def in_doubt(self) -> list[LedgerEffect]:
+        """The effects whose intent the ledger records without a completion, oldest intent first."""
+        return sorted((e for e in self.effects.values() if not e.completed), key=lambda e: e.intent_seq)
+
     def tap(self, rows: Iterable[StoredEvent]) -> Iterable[StoredEvent]:
         """Yield ``rows`` unchanged, folding each on the way (to fold the rows a check verifies)."""
         for row in rows:
@@ -161,8 +177,12 @@ class EffectFold:
         if not isinstance(claimed, str) or "intent" not in payload:
             self._problem(seq, f"effect {key}: external_effect_intent without its intent_hash and intent")
             return
-        digest = _digest(canonical_json(payload["intent"]))
-        self.effects[key] = LedgerEffect(key, seq, claimed, digest)
+        intent = payload["intent"]
+        digest = _digest(canonical_json(intent))
+        tool = intent.get("tool") if isinstance(intent, dict) else None
+        self.effects[key] = LedgerEffect(
+            key, seq, claimed, digest, tool=tool if isinstance(tool, str) else None
+        )
         if digest != claimed:
             self._problem(seq, _hash_detail(key, digest, claimed), INTENT_HASH_MISMATCH)
 
@@ -305,6 +325,58 @@ def table_divergences(
         if problem is not None:
             found.append(problem)
     return sorted(found, key=lambda d: d.seq)
+
+
+class EffectTail:
+    """A session's effects as its ledger records them, kept current while another process appends.
+
+    Starts from the fold of a prefix the caller verified (``fold``, of the rows before ``next_seq``: a
+    resume's after ``require_intact``); each :meth:`refresh` reads the rows appended since and folds each
+    once it links to the one before it (:func:`flightlog.ledger.link_problem`, from the stored hash of row
+    ``next_seq - 1``), so what it says comes from the chained ledger, never from the ``external_effects``
+    rows (which no hash covers). What the tail reads is chained, not signed: a signed checkpoint covering
+    it is checked when the reader attaches (:meth:`flightlog.recorder.Recorder.attach`).
+
+    Args:
+        store: The session's store.
+        session_id: The session.
+        fold: Its effects through seq ``next_seq - 1`` (copied: the caller's fold is left as it is).
+        next_seq: The first seq ``fold`` has not seen.
+    """
+
+    def __init__(self, store: Store, session_id: str, fold: EffectFold, *, next_seq: int) -> None:
+        self.store, self.session_id = store, session_id
+        self.fold = fold.copy()
+        self.next_seq = next_seq
+        self._prev = GENESIS
+        if next_seq > 0:
+            last = next(iter(store.read_events(session_id, start=next_seq - 1, stop=next_seq)), None)
+            if last is None:
+                raise LedgerIntegrityError(
+                    session_id=session_id,
+                    seq=next_seq - 1,
+                    reason=f"truncated: seq {next_seq - 1}, read a moment ago, is no longer stored",
+                )
+            self._prev = last.hash
+
+    def refresh(self) -> EffectFold:
+        """Fold the rows appended since the last call (or construction); the fold, current.
+
+        Raises:
+            LedgerIntegrityError: a row read does not link to the one before it (``gap``, ``broken_link``,
+                ``hash_mismatch``), naming its seq; nothing of it or after it is folded.
+        """
+        for row in self.store.read_events(self.session_id, start=self.next_seq):
+            problem = link_problem(row, self.next_seq, self._prev)
+            if problem is not None:
+                raise LedgerIntegrityError(
+                    session_id=self.session_id,
+                    seq=row.seq,
+                    reason=f"{problem}: a row appended since the check does not link to the ledger before it",
+                )
+            self.fold.feed_row(row)
+            self.next_seq, self._prev = row.seq + 1, row.hash
+        return self.fold
 
 
 def effect_refusal(session_id: str, problem: Divergence, head: int) -> LedgerIntegrityError:

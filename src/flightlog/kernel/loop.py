@@ -95,6 +95,7 @@ from ..events import (
     RunTerminal,
 )
 from ..integrity.audit import Auditor, require_intact
+from ..integrity.effects import EffectTail
 from ..integrity.grants import record_grant
 from ..integrity.keys import now_ms
 from ..integrity.notary import USER_NOTARY, Notary, UserNotary, resolve_notary
@@ -745,12 +746,20 @@ class Kernel:
         # rows after the latest signed checkpoint (Recorder.attach full=False; in full without a notary).
         # Never settle an effect another process may still be running (kernel.takeover): before taking
         # authority (that holder finishes it), and after (one that began an effect in between is fenced off).
+        # Its in-doubt effects come from the ledger: the fold just checked, followed as that holder appends.
+        effects = EffectTail(self.store, session_id, state.effects, next_seq=len(state.events))
         await await_previous_holder(
-            self.store, session_id, self.agent, self.live, seq=len(state.events), fenced=False
+            self.store,
+            session_id,
+            self.agent,
+            self.live,
+            effects=effects,
+            seq=len(state.events),
+            fenced=False,
         )
         recorder = Recorder.attach(self.store, session_id, notary=self.notary, full=self.notary is None)
         await await_previous_holder(
-            self.store, session_id, self.agent, self.live, seq=recorder.next_seq, fenced=True
+            self.store, session_id, self.agent, self.live, effects=effects, seq=recorder.next_seq, fenced=True
         )
         if recorder.next_seq != len(state.events):  # it moved on before we took authority: refold
             state = load_state(self.store, session_id)

@@ -8,7 +8,9 @@ child's tool ran in the process it was taken from).
 
 So before a resume reconciles anything, :func:`await_previous_holder` waits while both hold:
 
-* the session has an in-doubt effect (intent without completion) that is not a sub-agent delegation (a
+* the session's ledger records an in-doubt effect (intent without completion: the verified fold, followed
+  as the holder appends, :class:`~flightlog.integrity.effects.EffectTail`; never the ``external_effects``
+  rows, which no hash covers) that is not a sub-agent delegation (a
   delegating call is safe to settle at once: re-running it resumes the same child, which takes this
   same care for its own effects);
 * another activation still drives the session (:func:`flightlog.live.other_holder`: its live record's
@@ -29,11 +31,11 @@ retries, see :mod:`flightlog.kernel.subagents`). Slower in a rare race, never tw
 from __future__ import annotations
 
 import asyncio
-import json
 import logging
 import time
 
 from ..errors import HolderBusy
+from ..integrity.effects import EffectFold, EffectTail
 from ..live import LiveRegistry, LiveRunRecord, host_id, other_holder, wall_ms
 from ..store.base import Store
 from .agent import Agent
@@ -50,20 +52,13 @@ HOLDER_WAIT_LOG = "waits for the process still running it"
 """Part of the INFO record logged once when a resume starts waiting (tests wait on it, not on a timer)."""
 
 
-def undelegated_in_doubt(store: Store, session_id: str, agent: Agent) -> list[str]:
-    """The keys of ``session_id``'s in-doubt effects whose tool is not one of ``agent``'s sub-agent tools
-    (an intent that does not decode counts: it is in doubt all the same), oldest first."""
+def undelegated_in_doubt(effects: EffectFold, agent: Agent) -> list[str]:
+    """The keys of the in-doubt effects (intent without completion) ``effects`` records whose tool is not one
+    of ``agent``'s sub-agent tools (an intent without a text ``tool`` counts: it is in doubt all the same),
+    oldest intent first. ``effects`` is the session's ledger fold (:class:`EffectTail`), never the
+    ``external_effects`` rows: a row deleted or forged cannot make a resume skip the wait, or wait."""
     delegating = {t.name for t in agent.tools if isinstance(t, SubAgentTool)}
-    keys: list[str] = []
-    for effect in store.pending_effects(session_id):
-        try:
-            intent = json.loads(effect.intent_json)
-        except ValueError:
-            intent = None
-        name = intent.get("tool") if isinstance(intent, dict) else None
-        if name not in delegating:
-            keys.append(effect.idempotency_key)
-    return keys
+    return [e.key for e in effects.in_doubt() if e.tool not in delegating]
 
 
 async def await_previous_holder(
@@ -72,6 +67,7 @@ async def await_previous_holder(
     agent: Agent,
     own: LiveRegistry | None,
     *,
+    effects: EffectTail,
     seq: int,
     fenced: bool,
     wait_s: float = HOLDER_WAIT_S,
@@ -79,10 +75,12 @@ async def await_previous_holder(
     """Return once no other live activation may still be running an in-doubt effect of ``session_id``.
 
     Args:
-        store: The session's store (its ``live_runs`` and effect rows are read).
+        store: The session's store (its ``live_runs`` are read).
         session_id: The session being resumed.
         agent: The resuming kernel's agent (which tools delegate).
         own: The resuming kernel's live registry (its own record is not another holder), or None.
+        effects: The session's effects as its verified ledger records them, refreshed at each look (the
+            previous holder's completion ends the wait).
         seq: The head the resume read (named in the error).
         fenced: Whether the resume has taken authority already (the other holder is fenced off): the
             second wait. Only the error's words depend on it.
@@ -91,11 +89,13 @@ async def await_previous_holder(
     Raises:
         HolderBusy: the other holder still drives the session with an effect in doubt after ``wait_s``
             (``fenced`` as given).
+        LedgerIntegrityError: a row appended since ``effects`` was verified does not link
+            (:meth:`EffectTail.refresh`).
     """
     deadline = time.monotonic() + wait_s
     pause, logged = 0.02, False
     while True:
-        keys = undelegated_in_doubt(store, session_id, agent)
+        keys = undelegated_in_doubt(effects.refresh(), agent)
         holder = other_holder(store, session_id, own, now_ms=wall_ms()) if keys else None
         if holder is None:
             return

@@ -83,7 +83,7 @@ from ..integrity.notary import Notary
 from ..integrity.retirement import Pin, Retirement, sign_retirement
 from ..integrity.verify import audit_session, missing_sessions
 from ..integrity.witness_client import TrustedWitness, load_witnesses, witnessed_heads
-from ..ledger import GENESIS, CompactRange, chain_hash, leaf_hash
+from ..ledger import GENESIS, CompactRange, leaf_hash, link_problem
 from ..salted import SALTED_PREFIX
 from ..store.base import (
     EffectRecord,
@@ -563,7 +563,7 @@ def _verified_batches(
     tree, prev, expected = CompactRange(), GENESIS, 0
     batch: list[StoredEvent] = []
     for row in src.read_events(record.session_id):
-        problem = _problem(row, expected, prev)
+        problem = link_problem(row, expected, prev)
         if problem is not None:
             raise CopyNotVerified(session_id=record.session_id, seq=row.seq, reason=problem)
         tree.append(leaf_hash(row.event_bytes))
@@ -584,16 +584,6 @@ def _verified_batches(
     if batch:
         last = batch[-1]
         yield batch, SessionHead(last.seq, last.hash, tree.root().hex())
-
-
-def _problem(row: StoredEvent, expected: int, prev: str) -> str | None:
-    if row.seq != expected:
-        return "gap"
-    if row.prev_hash != prev:
-        return "broken_link"
-    if chain_hash(prev, row.seq, row.event_bytes) != row.hash:
-        return "hash_mismatch"
-    return None
 
 
 def _copy_side_tables(
