@@ -15,11 +15,13 @@ from typer.testing import CliRunner
 
 from flightlog.cli import app
 from flightlog.errors import ArtifactIntegrityError
-from flightlog.events import PageOut
+from flightlog.events import LlmCompleted, PageOut, RunStarted
 from flightlog.kernel import Agent, Kernel
 from flightlog.kernel.requests import program_of
 from flightlog.kernel.scripted import ScriptedProvider, call, calls, reply
+from flightlog.messages import Message, TextPart
 from flightlog.providers.base import Usage
+from flightlog.recorder import Recorder
 from flightlog.sessions import archive_loader
 from flightlog.store import SqliteStore
 
@@ -202,3 +204,28 @@ def test_a_garbage_memory_row_is_an_error_naming_the_memory_and_field(db_path: P
         [line] = done.stderr.strip().splitlines()
         assert line.startswith(f"flightlog: error: memory '{record_id}': its stored record is invalid at ")
         assert "provenance.trust" in line and "'trusted'" in line
+
+
+@pytest.mark.parametrize("command", ["show", "replay"])
+def test_an_altered_archive_the_printing_never_reads_fails_show_and_replay(
+    store: SqliteStore, db_path: Path, command: str
+) -> None:
+    """A page-out archive altered (its digest kept): ``replay`` prints the page-out's stub and ``show`` the
+    event, neither reads the archive, so both exited 0 (their check skipped artifacts). Now both check the
+    artifacts the events name before printing: a warning naming ``artifact_corrupt``, the seq and the
+    archive first on stderr, exit 1; untouched, exit 0."""
+    recorder = Recorder.create(store, session_id="paged")
+    ref = recorder.put_artifact(b'[{"role": "user", "content": []}]', "application/json")
+    recorder.append(RunStarted(run_id="paged", goal="page"))
+    recorder.append(LlmCompleted(turn=1, message=Message(role="assistant", content=[TextPart(text="hi")])))
+    seq = recorder.next_seq
+    recorder.append(PageOut(turn=1, message_count=1, archive_ref=ref))
+    base = ["--db", str(db_path), command, "paged"]
+    assert runner.invoke(app, base).exit_code == 0
+    _set(db_path, "UPDATE artifacts SET content = ? WHERE sha256 = ?", (FORGED.encode(), ref[7:]))
+    done = runner.invoke(app, base)
+    assert done.exit_code == 1, done.output
+    warning = " ".join(done.stderr.split())
+    assert f"paged fails verification at seq {seq} (artifact_corrupt): {ref}" in warning, warning
+    assert "what follows may not be what was recorded" in warning
+    assert "FORGED" not in done.stdout

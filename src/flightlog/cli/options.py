@@ -411,25 +411,29 @@ def warn_diverged(store: Store, session_ids: Iterable[str], *, rows: bool = Fals
 
 
 def check_before_printing(store: Store, sid: str) -> tuple[bool, int]:
-    """:func:`warn_diverged`'s check of one session and its row, run before the session is printed (``show``):
-    a session that fails gets its warning line on stderr first (``...; what follows may not be what was
-    recorded``), so a reader that stops early (``show S | head``) still sees it. Returns ``(failed, the
-    number of events checked)``: the caller prints those events only, so what it prints is what was checked
-    even while a writer appends, and exits 1 when it failed.
+    """:func:`warn_diverged`'s check of one session and its row, plus the artifacts its events name (each
+    archive and salted text read and hashed, as ``audit`` does: ``artifact_corrupt``, ``artifact_missing``),
+    run before the session is printed (``show``, ``replay``): a session that fails gets its warning line on
+    stderr first (``...; what follows may not be what was recorded``), so a reader that stops early
+    (``show S | head``) still sees it, and an archive the printing never reads (a page-out ``replay``
+    shows as its stub) is checked all the same. Returns ``(failed, the number of events checked)``: the
+    caller prints those events only, so what it prints is what was checked even while a writer appends,
+    and exits 1 when it failed.
 
     Raises:
         KeyManifestError: the trusted-key manifest is unreadable or untrusted.
     """
-    events, problem = _quick_check(store)(sid, True)
+    events, problem = _quick_check(store, artifacts=True)(sid, True)
     if problem is not None:
         err.print(f"{problem}what follows may not be what was recorded (see `flightlog verify {sid}`)")
     return problem is not None, events
 
 
-def _quick_check(store: Store) -> Callable[[str, bool], tuple[int, str | None]]:
+def _quick_check(store: Store, *, artifacts: bool = False) -> Callable[[str, bool], tuple[int, str | None]]:
     """The check :func:`warn_diverged` describes, keys, heads and retirement loaded once: a function of
     ``(session id, rows)`` giving ``(events checked, the warning's start or None)``, the start naming the
-    first divergence and ending ``"; "``."""
+    first divergence and ending ``"; "``. With ``artifacts``, the artifacts the events name are read and
+    hashed too (:func:`~flightlog.integrity.verify.audit_session`'s ``artifacts``)."""
     from ..integrity.heads import HeadStore
     from ..integrity.keys import load_keyring
     from ..integrity.retirement import load_retirement
@@ -440,7 +444,7 @@ def _quick_check(store: Store) -> Callable[[str, bool], tuple[int, str | None]]:
 
     def check(sid: str, rows: bool) -> tuple[int, str | None]:
         report = audit_session(
-            store, sid, keyring=keyring, heads=heads, decode=False, retired=retired, artifacts=False
+            store, sid, keyring=keyring, heads=heads, decode=False, retired=retired, artifacts=artifacts
         )
         if rows:
             from ..kernel.rowcheck import row_divergences

@@ -656,8 +656,9 @@ def show_cmd(
     """Print a session's timeline: seq, time, kind and a one-line narration per event; a run's system
     prompt on a "system prompt:" line under the run_started that sets it, once (a later run with the same
     prompt does not repeat it), cut to 300 characters. The header line gives the status ``ls`` lists.
-    The session is checked first (chain, signed checkpoints, seal, retained head, its row): one that fails
-    is warned about on stderr before the timeline, the events checked are printed, and the exit is 1."""
+    The session is checked first (chain, signed checkpoints, seal, retained head, its row, the archives
+    and salted texts its events name, read and hashed): one that fails is warned about on stderr before the
+    timeline, the events checked are printed, and the exit is 1."""
     from ..events import RunStarted
     from ..sessions import iter_events
 
@@ -748,7 +749,9 @@ def replay_cmd(
 ) -> None:
     """Reconstruct the messages a model would see, at the head or at any sequence (after the run's
     system prompt, when it has one: that of the last run_started up to there). --json prints an object:
-    system_prompt (the full text, or null) and messages (the array of messages)."""
+    system_prompt (the full text, or null) and messages (the array of messages). The session and the
+    artifacts it names are checked first, as show does: one that fails is warned about on stderr before
+    the messages, and the exit is 1."""
     from ..replay import system_prompt, truncate_utf8
     from ..sessions import iter_events, replay_session_cuts
 
@@ -766,6 +769,10 @@ def replay_cmd(
             if at > last:
                 head = f"last seq {last}" if last >= 0 else "the session has no events"
                 raise typer.BadParameter(f"seq {at} is past the head ({head})", param_hint="--at")
+        # first, artifacts included: an archive the replay never reads (a page-out's stub) is checked too
+        failed, checked = check_before_printing(store, sid)
+        if checked and (at is None or at >= checked):
+            at = checked - 1  # what was checked, no more (a writer may append meanwhile)
         messages, cuts = replay_session_cuts(
             store, sid, at=at, max_part_bytes=max_part_bytes, mark_cuts=False
         )
@@ -787,7 +794,8 @@ def replay_cmd(
                 out.print(f"    {_shown(prompt, prompt_cut)}")
             for index, (message, cut) in enumerate(zip(messages, cuts, strict=True)):
                 _print_message(index, message, cut)
-        refuse_quietly_diverged(store, sid)
+        if failed:
+            raise typer.Exit(1)
 
 
 def _check_requests(session: str, json_out: bool) -> None:
