@@ -160,7 +160,7 @@ def test_a_rechained_session_is_not_printed_silently(url: str, command: list[str
     code, out, err = cli(db, *command, sid)
     assert code == 1
     assert "something else" in out  # printed, then flagged
-    printed = "follows" if command == ["show"] else "was printed"  # show checks first, the others after
+    printed = "was printed" if command == ["export"] else "follows"  # show and replay check first
     assert err.splitlines() == [
         f"flightlog: warning: {sid} fails verification at seq {size - 1} (checkpoint_mismatch): signed root "
         f"at size {size} differs from the rows; what {printed} may not be what was recorded (see "
