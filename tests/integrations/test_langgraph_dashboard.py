@@ -63,7 +63,7 @@ def test_artifacts_only_a_link_names_are_listed_with_their_link_path(tmp_path: P
     assert linked <= set(rows)  # every link target is listed, named by an event or only by a link
     only = [row for row in page.artifacts if row["via"]]
     for row in only:
-        assert row["state"] == "present" and row["size"] and row["via"].startswith("sha256:")
+        assert row["state"] == "present and intact" and row["size"] and row["via"].startswith("sha256:")
         first = row["via"].split(" → ")[0].removeprefix("sha256:").removesuffix("…")
         assert any(h.startswith(f"sha256:{first}") and not rows[h]["via"] for h in rows)  # an event names it
     assert all(not row["via"] for row in page.artifacts[: len(page.artifacts) - len(only)])

@@ -467,7 +467,7 @@ def audit_session(
             re-chained or rolled-back session. :func:`flightlog.integrity.audit.require_intact` passes them.
         artifacts: Also look up the salted artifacts and read the linked ones (False: the rows, checkpoints,
             seal and heads only; ``report.artifacts`` then stay ``unchecked`` and ``report.linked`` 0: the
-            check ``show``/``replay`` make after printing).
+            check ``export``, ``tail`` and ``runs`` make; ``show`` and ``replay`` check artifacts too).
         tap: ``tap(record, rows)`` wraps the stream of stored rows the check reads (it must yield them
             unchanged, in order; ``record`` is the session row read before them), so a caller can fold the
             very rows that are verified in the same pass (``verify``/``audit``'s

@@ -27,7 +27,7 @@ from typing import Any, NamedTuple
 from urllib.parse import quote, urlencode
 
 from ..encoding import decode_stored
-from ..errors import EventDecodeError, FlightlogError, SessionNotFound
+from ..errors import ArtifactIntegrityError, EventDecodeError, FlightlogError, SessionNotFound
 from ..events import (
     Custom,
     EntropyAlert,
@@ -1248,7 +1248,16 @@ def _budget_time(
     return " · ".join([f"active {_duration(active.used_ms)}{limit}", *([elapsed] if elapsed else [])])
 
 
-def _artifact(store: Store, salted: bool, digest: str, seq: int) -> dict[str, Any]:
+ARTIFACT_STATES = {"present": "present and intact", "corrupt": "digest mismatch"}
+"""How the Artifacts table words a digest check's result (:func:`_artifact`; the link walk's ``present`` and
+``corrupt``); ``missing``, ``erased`` and ``unchecked`` (a store without salted artifacts) as they are."""
+
+
+def _artifact(store: Store, salted: bool, digest: str, seq: int, *, check: bool = True) -> dict[str, Any]:
+    """One row of the Artifacts table: its metadata, and its state from the digest check (``check``: the bytes
+    read and hashed against the handle, as every reader does: ``present and intact``, ``digest mismatch``,
+    ``missing``; a salted one gone with its erasure record: ``erased``). ``check=False``: the caller sets the
+    state (the link walk hashed it already)."""
     handle = ("salted:" if salted else "") + "sha256:" + digest
     row: dict[str, Any] = {
         "handle": handle,
@@ -1268,9 +1277,21 @@ def _artifact(store: Store, salted: bool, digest: str, seq: int) -> dict[str, An
     except NotImplementedError:
         row["state"] = "unchecked"
         return row
-    if info is not None:
-        row.update(size=f"{info.size_bytes:,}", media_type=show(info.media_type, 80), state="present")
+    if info is None:
+        return row
+    row.update(size=f"{info.size_bytes:,}", media_type=show(info.media_type, 80))
+    row["state"] = _digest_state(store, salted, digest) if check else ARTIFACT_STATES["present"]
     return row
+
+
+def _digest_state(store: Store, salted: bool, digest: str) -> str:
+    """The state of a stored artifact's bytes: read and hashed against its handle (the store's checked
+    reads); ``missing`` when it went between the metadata and the bytes."""
+    try:
+        found = store.get_salted_artifact(digest) if salted else store.get_artifact(digest)
+    except ArtifactIntegrityError:
+        return ARTIFACT_STATES["corrupt"]
+    return ARTIFACT_STATES["present"] if found is not None else "missing"
 
 
 def session_page(
@@ -1351,7 +1372,8 @@ def _artifact_page(
     ]
     for row in rows:
         if not row["handle"].startswith("salted:"):
-            row["state"] = linked.states.get(row["handle"].removeprefix("sha256:"), row["state"])
+            walked = linked.states.get(row["handle"].removeprefix("sha256:"))
+            row["state"] = row["state"] if walked is None else ARTIFACT_STATES.get(walked, walked)
     page.artifacts = rows + linked.rows
     page.artifacts_from, page.artifacts_total = first, len(handles) + linked.count
 
@@ -1379,8 +1401,9 @@ def linked_artifacts(
     sha256 hex -> first seq of the linking record naming it) and keep: the walk's state for each one an
     event names (``named``) that is not present, the number reached that no event names, and rows for
     those, in the order reached, within ``window`` (``(first, end)``: indices among them, end exclusive;
-    None: all): ``handle``, ``seq`` (the record's), ``size``, ``media_type``, ``state`` (``present``,
-    ``missing`` or ``corrupt``: bytes of another sha256) and ``via``: how it was reached, from the record's
+    None: all): ``handle``, ``seq`` (the record's), ``size``, ``media_type``, ``state`` (the walk's hash
+    result as :data:`ARTIFACT_STATES` words it: ``present and intact``, ``missing`` or ``digest mismatch``)
+    and ``via``: how it was reached, from the record's
     artifact down to the one linking to it (short handles joined by arrows; past :data:`VIA_SHOWN` steps
     the first and the last, with the number between: bounded, whatever the depth).
 
@@ -1403,9 +1426,9 @@ def linked_artifacts(
                 states[item.digest] = item.state
             continue
         if lo <= count and (hi < 0 or count < hi):
-            row = _artifact(store, False, item.digest, item.seq)
+            row = _artifact(store, False, item.digest, item.seq, check=False)  # the walk hashed it
             if item.state != "present":
-                row["state"] = item.state
+                row["state"] = ARTIFACT_STATES.get(item.state, item.state)
             row["via"] = _via(walk, item, depth, root)
             rows.append(row)
         count += 1
