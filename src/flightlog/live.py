@@ -25,6 +25,14 @@ abandoned. The snapshot keeps the ledger's state, because no owner recorded an e
 would be invented; the flag travels beside it in :class:`RunView` (``runs --abandoned`` lists them, the
 table shows ``abandoned``). ``runs --json`` stays the seed wire format.
 
+Two liveness rules. Display (:func:`merge`, :func:`is_abandoned`: ``live``/``abandoned`` in ``runs``,
+``pending`` and the dashboard) compares a heartbeat, stamped by its writer's wall clock, with the reader's
+wall clock: across hosts whose clocks differ by more than the lease it shows a live run abandoned, or a dead
+one live for the skew longer. Safety (:func:`other_holder`, before a resume settles an effect another
+process may still be running) compares no clocks: :class:`HolderWatch` takes a record for gone only once
+this process has watched it unchanged for a lease on its own monotonic clock (on this host a record whose
+pid no longer exists is gone at once).
+
 :func:`follow_events` is the read side of ``flightlog tail``: it polls the ``events`` table by seq from any
 process, so it sees events as soon as they are durable.
 """
@@ -51,6 +59,7 @@ from .store.base import LiveRunRecord, Store, StoredEvent
 __all__ = [
     "DEFAULT_LEASE_MS",
     "DRIVEN_STATES",
+    "HolderWatch",
     "LiveRegistry",
     "LiveRunRecord",
     "RunView",
@@ -286,8 +295,62 @@ def _max(a: int | None, b: int | None) -> int | None:
 
 
 def is_abandoned(state: RunState, last_seen_ms: int | None, *, now_ms: int, lease_ms: int) -> bool:
-    """True when ``state`` needs a driving process and nothing was heard within ``lease_ms`` of ``now_ms``."""
+    """True when ``state`` needs a driving process and nothing was heard within ``lease_ms`` of ``now_ms``.
+
+    A display judgement (``runs``, ``pending``, the dashboard): ``last_seen_ms`` was stamped by its
+    writer's wall clock and ``now_ms`` is the reader's, so clocks skewed by more than the lease misjudge
+    it. Nothing that may run an effect acts on it (a resume waits by :class:`HolderWatch`)."""
     return state in DRIVEN_STATES and (last_seen_ms is None or now_ms - last_seen_ms > lease_ms)
+
+
+class HolderWatch:
+    """Clock-free liveness of other activations' live records, as this process watches them: the rule
+    behind every decision that may lead to running a side effect (:func:`other_holder`, used by
+    :mod:`flightlog.kernel.takeover`).
+
+    A heartbeat is stamped by its writer's wall clock; comparing it with the reader's wall clock (as
+    :func:`is_abandoned` does for display) takes a live holder whose clock is a lease behind for crashed
+    (its effect would run twice) and keeps a dead one whose clock is ahead alive for the skew. So here no
+    wall-clock value is compared with any clock: a record counts as *gone* (:meth:`lapsed`) only once this
+    watch has seen it unchanged (equal in every field: same ``owner``, same ``heartbeat_at_ms`` value, ...)
+    for ``lease_ms`` on its own monotonic clock. Any change, a later or an earlier heartbeat value (the
+    writer's clock may be stepped back) or another owner (another activation took the run over), means
+    someone wrote it: alive, and the watch restarts from that sighting. A writer must therefore change its
+    record more often than the lease (the kernel heartbeats every ``Kernel.heartbeat_s``, 5 s, against
+    :data:`DEFAULT_LEASE_MS`, 30 s); one whose wall clock stands still between beats would look gone.
+
+    The cost: a holder that died on another host is taken for gone one lease after this process first
+    looked, whatever its record's age (a new watch, e.g. in a new process, starts over).
+
+    Args:
+        lease_ms: How long (ms) a record must stay unchanged under watch to count as gone.
+        monotonic: The clock (seconds, monotonic) the watch measures with; tests inject one.
+
+    Raises:
+        ValueError: ``lease_ms`` is not positive.
+
+    Not thread-safe: one watch per waiting task.
+    """
+
+    def __init__(
+        self, lease_ms: int = DEFAULT_LEASE_MS, *, monotonic: Callable[[], float] = time.monotonic
+    ) -> None:
+        if lease_ms <= 0:
+            raise ValueError(f"lease_ms must be > 0 ms, not {lease_ms}")
+        self.lease_ms = lease_ms
+        self._monotonic = monotonic
+        self._seen: dict[str, tuple[LiveRunRecord, float]] = {}
+
+    def lapsed(self, record: LiveRunRecord) -> bool:
+        """Whether ``record`` is what this watch last saw of its run and has been for at least the lease
+        (then its writer counts as gone); else the sighting is noted (a changed or first-seen record
+        starts the watch now) and False is returned."""
+        now = self._monotonic()
+        seen = self._seen.get(record.run_id)
+        if seen is None or seen[0] != record:
+            self._seen[record.run_id] = (record, now)
+            return False
+        return (now - seen[1]) * 1000 >= self.lease_ms
 
 
 def other_holder(
@@ -295,26 +358,27 @@ def other_holder(
     session_id: str,
     own: LiveRegistry | None,
     *,
-    now_ms: int,
-    lease_ms: int = DEFAULT_LEASE_MS,
+    watch: HolderWatch,
 ) -> LiveRunRecord | None:
     """The live record of another activation still driving ``session_id``, else None.
 
-    Another: not written by ``own`` (this kernel's registry: its ``owner`` token). Still driving: its
-    heartbeat is within ``lease_ms`` of ``now_ms`` (epoch ms), and, when its ``host`` is this process's
-    (:func:`host_id`), its ``pid`` exists: a pid of this host that no longer exists is a crashed holder
-    whose record was never cleared. A record of another host is judged by its heartbeat alone (its pid
-    cannot be probed from here: a pid free here may be alive there, one alive here may be another process),
-    as is a record that names no host (written before the store's ``LIVE_RUNS_OWNER`` migration: where it
-    ran is unknown) or no pid. So a crashed holder of another host counts until its lease runs out:
-    slower, never taken for crashed while it runs.
+    Another: not written by ``own`` (this kernel's registry: its ``owner`` token). Still driving, judged
+    without comparing clocks (:class:`HolderWatch`): when its ``host`` is this process's (:func:`host_id`)
+    and its ``pid`` no longer exists, it is a crashed holder whose record was never cleared, gone at once;
+    otherwise it drives the session until ``watch`` has seen the record unchanged for its lease. A record of
+    another host has no pid check (a pid free here may be alive there, one alive here may be another
+    process), nor has one that names no host (written before the store's ``LIVE_RUNS_OWNER`` migration:
+    where it ran is unknown) or no pid. So a crashed holder of another host counts until watched unchanged
+    for a lease: slower, never taken for crashed while it runs, whatever its clock says.
+
+    Each call is a sighting for ``watch``: call it repeatedly (a poll) with the same watch.
     """
     record = next((r for r in store.live_runs() if r.run_id == session_id), None)
     if record is None or (own is not None and record.owner == own.owner):
         return None
-    if now_ms - record.heartbeat_at_ms > lease_ms:
-        return None
     if record.host == host_id() and not _process_exists(record.pid):
+        return None
+    if watch.lapsed(record):
         return None
     return record
 

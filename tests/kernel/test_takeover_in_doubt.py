@@ -29,7 +29,7 @@ from flightlog.integrity.keys import now_ms
 from flightlog.kernel import Kernel, current_effect_key, tool
 from flightlog.kernel.scripted import ScriptedProvider, call, calls, reply
 from flightlog.kernel.takeover import HOLDER_WAIT_LOG, await_previous_holder, undelegated_in_doubt
-from flightlog.live import LiveRegistry, LiveRunRecord, host_id, other_holder
+from flightlog.live import HolderWatch, LiveRegistry, LiveRunRecord, host_id, other_holder
 from flightlog.recorder import Recorder, verify_session
 from flightlog.store import SqliteStore
 
@@ -112,47 +112,56 @@ def test_a_resume_while_the_previous_holder_still_runs_an_effect_never_runs_it_t
         assert verify_session(store_b, "s").ok
 
 
-def test_another_holder_is_a_fresh_record_of_a_process_that_exists(store: SqliteStore) -> None:
+def test_another_holder_is_a_record_of_another_registry_not_found_gone(store: SqliteStore) -> None:
     dead_pid, here = _gone_pid(), host_id()
     mine = LiveRegistry(store, clock=lambda: 1_000)
     mine.publish("own", "running")
-    for run_id, beat, pid in (("fresh", 1_000, os.getpid()), ("stale", 1_000 - 30_001, os.getpid())):
+    for run_id, beat, pid in (("fresh", 1_000, os.getpid()), ("old", 1_000 - 30_001, os.getpid())):
         store.put_live_run(LiveRunRecord(run_id, "running", beat, beat, pid=pid, host=here))
     store.put_live_run(LiveRunRecord("crashed", "running", 1_000, 1_000, pid=dead_pid, host=here))
+    watch = HolderWatch(30_000, monotonic=lambda: 5.0)  # a clock that stands: nothing watched a lease yet
 
     def holder(run_id: str) -> str | None:
-        record = other_holder(store, run_id, mine, now_ms=1_000, lease_ms=30_000)
+        record = other_holder(store, run_id, mine, watch=watch)
         return None if record is None else record.run_id
 
     assert holder("fresh") == "fresh"  # another kernel (here: of this process) drives it
     assert holder("own") is None  # this kernel's own record
-    assert holder("stale") is None  # past the lease
+    assert holder("old") == "old"  # an old heartbeat is no proof of a crash (the writer's clock may lag)
     assert holder("crashed") is None  # its process is gone (killed: the record was never cleared)
     assert holder("nobody") is None
-    assert other_holder(store, "own", None, now_ms=1_000) is not None  # another registry's record
-    assert other_holder(store, "own", LiveRegistry(store), now_ms=1_000) is not None
+    assert other_holder(store, "own", None, watch=watch) is not None  # another registry's record
+    assert other_holder(store, "own", LiveRegistry(store), watch=watch) is not None
 
 
-def test_a_holder_of_another_host_is_judged_by_its_heartbeat_alone(store: SqliteStore) -> None:
+def test_a_holder_not_found_crashed_by_its_pid_is_judged_by_the_watch_alone(store: SqliteStore) -> None:
     """A pid names a process of its own host: one free here may be alive there, so a record of another
-    host (or of no named host: written before the host column) lives while its heartbeat is fresh."""
+    host (or of no named host: written before the host column), like one of this host whose pid exists,
+    lives until this process has watched it unchanged for a lease, whatever its heartbeat's wall-clock
+    value (tests/kernel/test_takeover_skew.py)."""
     dead_pid = _gone_pid()
     records = {
         "there-pid-free-here": ("elsewhere/boot/1", dead_pid, 1_000),
-        "there-stale": ("elsewhere/boot/1", os.getpid(), 1_000 - 30_001),
+        "there-old-heartbeat": ("elsewhere/boot/1", os.getpid(), 1_000 - 30_001),
         "unnamed-host": (None, dead_pid, 1_000),
         "here-pid-free": (host_id(), dead_pid, 1_000),
+        "here-pid-alive": (host_id(), os.getpid(), 1_000),
     }
     for run_id, (host, pid, beat) in records.items():
         store.put_live_run(LiveRunRecord(run_id, "running", beat, beat, pid=pid, host=host))
+    now = [0.0]
+    watch = HolderWatch(30_000, monotonic=lambda: now[0])
 
     def alive(run_id: str) -> bool:
-        return other_holder(store, run_id, None, now_ms=1_000, lease_ms=30_000) is not None
+        return other_holder(store, run_id, None, watch=watch) is not None
 
     assert alive("there-pid-free-here")  # before: its pid was probed here, found free: "crashed"
-    assert not alive("there-stale")  # past the lease, whatever pid exists here
-    assert alive("unnamed-host")  # where it runs is unknown: the heartbeat decides
-    assert not alive("here-pid-free")  # this host, pid gone: crashed
+    assert alive("there-old-heartbeat")  # before: past the lease by this host's clock, "crashed"
+    assert alive("unnamed-host")  # where it runs is unknown: the watch decides
+    assert not alive("here-pid-free")  # this host, pid gone: crashed, at once
+    assert alive("here-pid-alive")
+    now[0] = 30.0  # a lease later, nothing changed: gone
+    assert not any(alive(run_id) for run_id in records)
 
 
 def test_a_publisher_in_another_process_is_alive_until_it_dies(db_path: Path, store: SqliteStore) -> None:
@@ -175,13 +184,13 @@ def test_a_publisher_in_another_process_is_alive_until_it_dies(db_path: Path, st
             assert child.stdout is not None and child.stdout.readline() == "published\n"
             (record,) = store.live_runs()
             assert (record.pid, record.host) == (child.pid, host_id())
-            assert other_holder(store, "s", LiveRegistry(store), now_ms=record.heartbeat_at_ms) == record
+            assert other_holder(store, "s", LiveRegistry(store), watch=HolderWatch()) == record
         finally:
             child.kill()  # dies without clearing its record, as a crashed holder
             child.wait()
-    assert other_holder(store, "s", None, now_ms=record.heartbeat_at_ms) is None  # killed: crashed
+    assert other_holder(store, "s", None, watch=HolderWatch()) is None  # killed: crashed
     store.put_live_run(replace(record, host="elsewhere/boot/1"))
-    assert other_holder(store, "s", None, now_ms=record.heartbeat_at_ms) is not None
+    assert other_holder(store, "s", None, watch=HolderWatch()) is not None
 
 
 @pytest.mark.parametrize("fenced", [False, True], ids=["before_attach", "after_attach"])

@@ -19,7 +19,7 @@ import pytest
 
 from flightlog.errors import AppendConflict, ReadOnlyStore, StoreError, StoreUnavailable
 from flightlog.events import Custom
-from flightlog.live import LiveRegistry, other_holder
+from flightlog.live import HolderWatch, LiveRegistry, other_holder
 from flightlog.recorder import Recorder, verify_session
 from flightlog.store import SessionRecord, SqliteStore, Store, open_store
 from flightlog.store import sqlite as sqlite_module
@@ -234,8 +234,8 @@ def test_live_records_from_before_the_host_column_are_still_read(
     db_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     """A record an older version wrote names no host and no owner: read (by a read-only handle before the
-    upgrade, and after it), it counts as another holder while fresh (where its pid lives is unknown), and
-    no registry's clear deletes it; a later publication replaces it whole."""
+    upgrade, and after it), it counts as another holder until watched unchanged for a lease (where its pid
+    lives is unknown), and no registry's clear deletes it; a later publication replaces it whole."""
     with monkeypatch.context() as patch:
         patch.setattr(sqlite_module, "MIGRATIONS", MIGRATIONS[: len(MIGRATIONS) - 1])
         with closing(SqliteStore(db_path)) as old:
@@ -248,7 +248,8 @@ def test_live_records_from_before_the_host_column_are_still_read(
         assert before.live_runs() == [legacy]
     with closing(SqliteStore(db_path)) as store:
         assert store.live_runs() == [legacy]  # host and owner NULL
-        assert other_holder(store, "r", None, now_ms=1000) == legacy  # pid free here, host unknown: alive
+        # pid free here, host unknown: alive until watched unchanged for a lease
+        assert other_holder(store, "r", None, watch=HolderWatch()) == legacy
         registry = LiveRegistry(store)
         registry.clear("r")
         assert store.live_runs() == [legacy]

@@ -99,7 +99,7 @@ from ..integrity.effects import EffectTail
 from ..integrity.grants import record_grant
 from ..integrity.keys import now_ms
 from ..integrity.notary import USER_NOTARY, Notary, UserNotary, resolve_notary
-from ..live import LiveRegistry
+from ..live import DEFAULT_LEASE_MS, HolderWatch, LiveRegistry
 from ..messages import ContentPart
 from ..providers.base import ModelProvider, ModelRequest, ModelResponse, TokenCallback
 from ..recorder import Recorder, Subscriber
@@ -513,6 +513,12 @@ class Kernel:
     Attributes:
         live: The :class:`~flightlog.live.LiveRegistry` on ``store`` the kernel publishes to (None when
             ``heartbeat_s`` is None).
+        lease_ms: How long (ms) a resume watches another activation's live record unchanged before it
+            takes that holder for gone (:mod:`flightlog.kernel.takeover`: no clocks compared); default
+            :data:`flightlog.live.DEFAULT_LEASE_MS`, 30 s. Its resume waits at most
+            :data:`~flightlog.kernel.takeover.HOLDER_WAIT_LEASES` times as long for such a holder. Keep it
+            well over the ``heartbeat_s`` of every kernel that may hold the session (set it on an instance:
+            tests shorten it).
         spawn_depth: How deep in its run tree the kernel's runs are: 0 for a run started or resumed by
             the caller, ``n`` for a sub-agent ``n`` levels down (set by the delegating call that creates
             the child's kernel, :mod:`flightlog.kernel.subagents`); checked against
@@ -545,6 +551,7 @@ class Kernel:
         self.signal_poll_s = signal_poll_s
         self.spawn_depth = 0
         self.live = LiveRegistry(store) if heartbeat_s is not None else None
+        self.lease_ms = DEFAULT_LEASE_MS
         self.agent = agent
         self.notary = resolve_notary(notary)
         self.sleep = sleep
@@ -722,7 +729,9 @@ class Kernel:
                 undisturbed (its authority is not taken); from the CLI one ``flightlog: error:`` line,
                 exit code 1. Also (:class:`~flightlog.errors.HolderBusy`) when another live process
                 still drives the session with one of its side effects in doubt after
-                :data:`~flightlog.kernel.takeover.HOLDER_WAIT_S`: nothing reconciled or re-run; before
+                :data:`~flightlog.kernel.takeover.HOLDER_WAIT_LEASES` times ``lease_ms``
+                (:data:`~flightlog.kernel.takeover.HOLDER_WAIT_S`, 60 s, by default): nothing reconciled
+                or re-run; before
                 this resume took authority that process may still be writing, after it that process is
                 fenced off but its effect may still be running (:mod:`flightlog.kernel.takeover`).
         """
@@ -748,6 +757,7 @@ class Kernel:
         # authority (that holder finishes it), and after (one that began an effect in between is fenced off).
         # Its in-doubt effects come from the ledger: the fold just checked, followed as that holder appends.
         effects = EffectTail(self.store, session_id, state.effects, next_seq=len(state.events))
+        watch = HolderWatch(self.lease_ms)  # one watch for both waits: a record watched gone stays gone
         await await_previous_holder(
             self.store,
             session_id,
@@ -756,10 +766,18 @@ class Kernel:
             effects=effects,
             seq=len(state.events),
             fenced=False,
+            watch=watch,
         )
         recorder = Recorder.attach(self.store, session_id, notary=self.notary, full=self.notary is None)
         await await_previous_holder(
-            self.store, session_id, self.agent, self.live, effects=effects, seq=recorder.next_seq, fenced=True
+            self.store,
+            session_id,
+            self.agent,
+            self.live,
+            effects=effects,
+            seq=recorder.next_seq,
+            fenced=True,
+            watch=watch,
         )
         if recorder.next_seq != len(state.events):  # it moved on before we took authority: refold
             state = load_state(self.store, session_id)

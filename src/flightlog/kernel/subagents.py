@@ -640,6 +640,7 @@ async def _drive_child(call: _Call, grant: Grant, task: str) -> None:
         heartbeat_s=parent_kernel.heartbeat_s,
     )
     kernel.spawn_depth = parent_kernel.spawn_depth + 1
+    kernel.lease_ms = parent_kernel.lease_ms  # its resume judges a previous holder as the parent's does
     if _exists(call.store, call.agent_id, call.parent.session_id):
         await _resume_child(kernel, call.agent_id, parent_kernel.sleep)
         return

@@ -13,19 +13,34 @@ So before a resume reconciles anything, :func:`await_previous_holder` waits whil
   rows, which no hash covers) that is not a sub-agent delegation (a
   delegating call is safe to settle at once: re-running it resumes the same child, which takes this
   same care for its own effects);
-* another activation still drives the session (:func:`flightlog.live.other_holder`: its live record's
-  heartbeat is within the lease and, on this host, its process exists; a crashed holder's record on this
-  host does not count, one on another host counts until its lease runs out).
+* another activation still drives the session (:func:`flightlog.live.other_holder`): its live record is
+  not gone by the clock-free rule of :class:`flightlog.live.HolderWatch`. On this host a record whose pid
+  no longer exists is a crashed holder, gone at once. Any other record (another host's, one naming no
+  host or no pid, or this host's of a process that exists) is gone only once this resume has watched it
+  unchanged (same owner, same heartbeat value) for a lease (``Kernel.lease_ms``, default
+  :data:`flightlog.live.DEFAULT_LEASE_MS`, 30 s) on its own monotonic clock; any change restarts the
+  watch. No heartbeat is compared with this host's wall clock: a holder whose clock is a lease behind
+  looked crashed while its tool ran, and the effect ran twice (attack pass, session 18).
 
 Kernel.resume calls it twice: before it attaches (the holder is not fenced off yet: it finishes the
 effect and records its completion itself) and right after (a holder that recorded an intent between the
 two is fenced off now: its tool ends, its completion is refused, its activation stops and clears its
-record). Then the in-doubt effect, if any is left, is the previous holder's to no one: ``reconcile`` sees
+record). Both waits share one watch, so a record already watched unchanged for a lease is not watched
+again. Then the in-doubt effect, if any is left, is the previous holder's to no one: ``reconcile`` sees
 what it did. The wait is bounded (:data:`HOLDER_WAIT_S`); past it the resume gives up with
 :class:`~flightlog.errors.HolderBusy` (a ``SessionBusy``, saying which wait ran out: before, that process
 still holds the session and may be writing; after, it is fenced off but its effect may still be running),
 the call left in doubt for a later resume (a sub-agent's parent
 retries, see :mod:`flightlog.kernel.subagents`). Slower in a rare race, never twice.
+
+The numbers. A dead holder of another host is found gone one lease after the first look, plus at most one
+poll pause (0.5 s) and a store read; the bound is :data:`HOLDER_WAIT_LEASES` leases (60 s by default), so
+it is found long before the bound, which would otherwise turn every such takeover into ``HolderBusy``
+(a bound equal to the lease, 30 s before, would). The cost of the rule: a resume behind a holder that died
+on another host (or, on this host, whose pid was reused) waits one lease, whatever the record's age; a
+holder killed on this host is still detected at once by its pid, and a cleared record means no holder.
+A live holder must change its record more often than the lease (the kernel heartbeats every
+``Kernel.heartbeat_s``, 5 s); one whose effect outlasts the bound makes the resume give up, never run it.
 """
 
 from __future__ import annotations
@@ -36,17 +51,27 @@ import time
 
 from ..errors import HolderBusy
 from ..integrity.effects import EffectFold, EffectTail
-from ..live import LiveRegistry, LiveRunRecord, host_id, other_holder, wall_ms
+from ..live import DEFAULT_LEASE_MS, HolderWatch, LiveRegistry, LiveRunRecord, host_id, other_holder
 from ..store.base import Store
 from .agent import Agent
 from .subagents import SubAgentTool
 
-__all__ = ["HOLDER_WAIT_LOG", "HOLDER_WAIT_S", "await_previous_holder", "undelegated_in_doubt"]
+__all__ = [
+    "HOLDER_WAIT_LEASES",
+    "HOLDER_WAIT_LOG",
+    "HOLDER_WAIT_S",
+    "await_previous_holder",
+    "undelegated_in_doubt",
+]
 
 log = logging.getLogger("flightlog.kernel")
 
-HOLDER_WAIT_S = 30.0
-"""How long (seconds) a resume waits for a previous holder still running an in-doubt effect (module docs)."""
+HOLDER_WAIT_LEASES = 2
+"""How many leases a resume waits for a previous holder still running an in-doubt effect: one to watch a
+dead holder's record unchanged, one more of margin for polling and slow store reads (module docs)."""
+
+HOLDER_WAIT_S = HOLDER_WAIT_LEASES * DEFAULT_LEASE_MS / 1000
+"""The wait's bound (seconds) at the default lease: 60 s (module docs)."""
 
 HOLDER_WAIT_LOG = "waits for the process still running it"
 """Part of the INFO record logged once when a resume starts waiting (tests wait on it, not on a timer)."""
@@ -70,7 +95,8 @@ async def await_previous_holder(
     effects: EffectTail,
     seq: int,
     fenced: bool,
-    wait_s: float = HOLDER_WAIT_S,
+    watch: HolderWatch | None = None,
+    wait_s: float | None = None,
 ) -> None:
     """Return once no other live activation may still be running an in-doubt effect of ``session_id``.
 
@@ -84,19 +110,25 @@ async def await_previous_holder(
         seq: The head the resume read (named in the error).
         fenced: Whether the resume has taken authority already (the other holder is fenced off): the
             second wait. Only the error's words depend on it.
-        wait_s: The bound on the wait (seconds, monotonic).
+        watch: What decides that a record is gone (module docs); pass the same one to both waits of a
+            resume. None: a new one with the default lease.
+        wait_s: The bound on the wait (seconds, monotonic); None: :data:`HOLDER_WAIT_LEASES` times the
+            watch's lease. A bound under the lease never finds a holder of another host gone (the resume
+            then gives up, never runs the effect twice).
 
     Raises:
-        HolderBusy: the other holder still drives the session with an effect in doubt after ``wait_s``
-            (``fenced`` as given).
+        HolderBusy: the other holder still drives the session with an effect in doubt after the bound
+            (``fenced`` as given, ``waited_s`` the bound).
         LedgerIntegrityError: a row appended since ``effects`` was verified does not link
             (:meth:`EffectTail.refresh`).
     """
-    deadline = time.monotonic() + wait_s
+    watch = HolderWatch() if watch is None else watch
+    bound = HOLDER_WAIT_LEASES * watch.lease_ms / 1000 if wait_s is None else wait_s
+    deadline = time.monotonic() + bound
     pause, logged = 0.02, False
     while True:
         keys = undelegated_in_doubt(effects.refresh(), agent)
-        holder = other_holder(store, session_id, own, now_ms=wall_ms()) if keys else None
+        holder = other_holder(store, session_id, own, watch=watch) if keys else None
         if holder is None:
             return
         if not logged:
@@ -107,7 +139,7 @@ async def await_previous_holder(
                 HOLDER_WAIT_LOG,
                 holder.pid,
                 keys[0],
-                wait_s,
+                bound,
             )
         if time.monotonic() >= deadline:
             raise HolderBusy(
@@ -116,7 +148,7 @@ async def await_previous_holder(
                 effect=keys[0],
                 holder=_holder_words(holder),
                 fenced=fenced,
-                waited_s=wait_s,
+                waited_s=bound,
             )
         await asyncio.sleep(pause)
         pause = min(pause * 2, 0.5)
