@@ -134,7 +134,7 @@ async def await_previous_holder(
         if not logged:
             logged = True
             log.info(  # not a warning: a resume that waits its turn is working as designed (CLI stays quiet)
-                "resume of %s %s (pid %s): effect %s in doubt; waiting up to %.0f s",
+                "resume of %s %s (pid %s): effect %s in doubt; waiting up to %g s",
                 session_id,
                 HOLDER_WAIT_LOG,
                 holder.pid,
