@@ -400,6 +400,71 @@ def test_a_thread_written_in_the_forms_before_2026_12_05_still_reads(
         assert audit_session(other, session_id_for("t"), keyring=notary.keyring, heads=notary.heads).ok
 
 
+def _payloads(db: Path, kind: str) -> list[dict[str, Any]]:
+    return [json.loads(data)["payload"] for _, data in _rows(db, kind)]
+
+
+def _head_as_before(self: FlightlogSaver, thread: Any) -> dict[str, Any] | None:
+    """``FlightlogSaver._head_payload`` as released before 2026-12-06: an empty channel a body row stores
+    is named again (its body rows forgotten for the test of emptiness)."""
+    head = _head_payload(self, thread)
+    if head is None:
+        return None
+    cp = thread.checkpoints[""][head["checkpoint_id"]]
+    versions = self._body(thread, cp.body)["channel_versions"]
+    for channel, version in versions.items():
+        if thread.blobs.get(("", channel, version), False) is None:
+            head["values"].setdefault(channel, {"type": "empty"})
+    return head
+
+
+_head_payload = FlightlogSaver._head_payload
+
+
+def test_a_thread_written_in_the_forms_before_2026_12_06_still_reads(
+    db: Path, store: Store, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Since 2026-12-06 the channels of a checkpoint that share a version (every channel a step updates)
+    hold it once, as the payload's ``version``, and a head record leaves out the empty channels its body
+    rows store themselves. A thread written before (every entry with its version, head records naming
+    every empty channel) reads the same from a new process, head read and full fold, and written on in
+    the new forms; ``audit`` passes."""
+    with monkeypatch.context() as m:
+        m.setattr(lg, "_shared_version", lambda channels: {"channels": channels})
+        m.setattr(FlightlogSaver, "_head_payload", _head_as_before)
+        want = _write_thread(store, 6, ask=False)
+    before = _payloads(db, CHECKPOINT_KIND)
+    assert all("version" not in p and all("version" in e for e in p["channels"].values()) for p in before)
+    assert all(any(e == {"type": "empty"} for e in p["values"].values()) for p in _payloads(db, HEAD_KIND))
+    with _fresh(db) as (fresh, _, counting):
+        assert _snapshot(fresh.get_state(_cfg())) == _snapshot(want)
+        assert counting.rows <= 100  # the head read
+        assert _snapshot(next(iter(fresh.get_state_history(_cfg())))) == _snapshot(want)  # the full fold
+    graph = _graph(FlightlogSaver(store))
+    for turn in range(6):
+        graph.invoke({"messages": [HumanMessage(f"later question {turn}")]}, _cfg())
+    want = graph.get_state(_cfg())
+    wrote = _payloads(db, CHECKPOINT_KIND)[len(before) :]
+    shared = [p for p in wrote if "version" in p]
+    assert shared and all(
+        sum("version" not in e for e in p["channels"].values()) >= 2 for p in shared
+    )  # the version once, for two or more entries
+    heads = _payloads(db, HEAD_KIND)[-6:]
+    assert all(e != {"type": "empty"} for p in heads for e in p["values"].values())
+    with _fresh(db) as (fresh, other, counting):
+        assert _snapshot(fresh.get_state(_cfg())) == _snapshot(want)
+        assert counting.rows <= 100
+        history = list(fresh.get_state_history(_cfg()))
+        assert _snapshot(history[0]) == _snapshot(want)
+        assert len(history) == len(before) + len(wrote)
+        for state in history[:: max(1, len(history) // 8)]:  # older checkpoints, by id: what the fold holds
+            assert _snapshot(fresh.get_state(state.config)) == _snapshot(state)
+        notary = fresh.checkpointer.notary
+        assert notary is not None
+        assert audit_session(other, session_id_for("t"), keyring=notary.keyring, heads=notary.heads).ok
+    assert _snapshot(graph.get_state(_cfg())) == _snapshot(want)  # the writer's own index agrees
+
+
 def _typed_as_before(self: FlightlogSaver, rec: Any, value: Any) -> dict[str, str]:
     """``FlightlogSaver._typed`` as released before 2026-12-05: every value an artifact, ``None`` too."""
     kind, data = self.serde.dumps_typed(value)

@@ -59,8 +59,9 @@ Ledger layout (one flightlog session per LangGraph ``thread_id``, id ``langgraph
   just before the signature: what the root namespace's latest checkpoint reads from (the seqs of its body's
   events and of its writes events, and the reference of each channel value the body's events do not name
   themselves: since 2026-12-05 a value stored by one of those events, such as a ``MessagesState`` list that
-  changes every step, is read from that event's entry, not repeated), so a new process reads it without
-  folding the thread (reads, below).
+  changes every step, is read from that event's entry, not repeated; since 2026-12-06 so is a channel a
+  patch body's event itself stores as ``empty``, such as a ``branch:to:*`` channel the step consumed), so a
+  new process reads it without folding the thread (reads, below).
 * ``langgraph.thread_deleted`` (``delete_thread``): ``thread_id``. The fold forgets the thread's
   checkpoints, writes and open interrupts (gates, decisions, interrupt-call links): its next run starts
   with none.
@@ -254,6 +255,7 @@ import json
 import random
 import struct
 import threading
+from collections import Counter
 from collections.abc import AsyncIterator, Callable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass, field
@@ -452,7 +454,8 @@ class _Body:
     """A checkpoint body (the checkpoint without ``channel_values``) as stored: whole (``val``: inline JSON
     or an artifact) or a ``patch`` on ``base``, the body of the checkpoint it extends (bound when the event
     is folded), after :func:`_rebased` sets what the event itself says (``id`` and the stored ``channels``
-    entries, read by :func:`_over`: the checkpoint id, the channels it changed and their versions). ``resolved`` caches the whole JSON body once built (shared: copied before it is handed out);
+    entries, read by :func:`_over`: the checkpoint id, the channels it changed and their versions; a whole
+    body keeps its event's entries too, for :meth:`FlightlogSaver._head_payload`). ``resolved`` caches the whole JSON body once built (shared: copied before it is handed out);
     ``depth`` counts the patches back to a whole body (at most :data:`KEYFRAME` - 1)."""
 
     __slots__ = ("base", "channels", "depth", "id", "patch", "resolved", "seq", "val")
@@ -877,6 +880,37 @@ def _writes_key(data: bytes) -> tuple[str, str] | None:
     except ValueError:
         return None
     return ns, checkpoint_id
+
+
+def _shared_version(channels: dict[str, Any]) -> dict[str, Any]:
+    """A ``langgraph.checkpoint`` payload's ``channels`` member as stored (module docstring): when two or
+    more entries have one ``version`` (LangGraph gives every channel a step updates the same new version),
+    ``{"version": v, "channels": ...}`` with that version left out of those entries; else
+    ``{"channels": channels}``. :func:`_with_versions` reads both."""
+    counts = Counter(e["version"] for e in channels.values())
+    version, n = counts.most_common(1)[0] if counts else (None, 0)
+    if n < 2:
+        return {"channels": channels}
+    return {
+        "version": version,
+        "channels": {
+            c: {k: v for k, v in e.items() if k != "version"} if e["version"] == version else e
+            for c, e in channels.items()
+        },
+    }
+
+
+def _with_versions(payload: dict[str, Any]) -> dict[str, Any]:
+    """The ``channels`` entries of a parsed ``langgraph.checkpoint`` ``payload``, each with its ``version``:
+    an entry stored without one (since 2026-12-06) takes the payload's ``version`` (:func:`_shared_version`);
+    filled in place, so every later reader of the payload sees whole entries."""
+    channels: dict[str, Any] = payload["channels"]
+    shared = payload.get("version")
+    if shared is not None:
+        for entry in channels.values():
+            if "version" not in entry:
+                entry["version"] = shared
+    return channels
 
 
 def _over(checkpoint_id: str, channels: dict[str, Any]) -> dict[str, Any]:
@@ -1548,7 +1582,7 @@ class FlightlogSaver(BaseCheckpointSaver[str]):
                 ):
                     return False
                 self._add_checkpoint(thread, seq, payload)
-                for channel, entry in payload["channels"].items():  # what the body rows name themselves
+                for channel, entry in _with_versions(payload).items():  # what the body rows name themselves
                     if "base" not in entry or "depth" in entry:  # (not a delta of the older form)
                         thread.blobs[("", channel, entry["version"])] = _blob_ref(entry, seq)
             roots = thread.checkpoints[""]
@@ -1778,7 +1812,7 @@ class FlightlogSaver(BaseCheckpointSaver[str]):
         ``__new__`` frame)."""
         ns, checkpoint_id = payload.get("checkpoint_ns", ""), payload["checkpoint_id"]
         blobs, new = thread.blobs, tuple.__new__
-        for channel, entry in payload["channels"].items():
+        for channel, entry in _with_versions(payload).items():
             kind = entry["type"]
             blobs[(ns, channel, entry["version"])] = (
                 None
@@ -1812,7 +1846,8 @@ class FlightlogSaver(BaseCheckpointSaver[str]):
                 seq, None, payload["patch"], base.body, payload["checkpoint_id"], payload["channels"]
             )
         else:
-            body = _Body(seq, val=self._val(payload["checkpoint"], seq))
+            # (its stored channel entries kept too: a head record leaves out the empty ones, _head_payload)
+            body = _Body(seq, val=self._val(payload["checkpoint"], seq), channels=payload.get("channels"))
         checkpoints[payload["checkpoint_id"]] = _Cp(
             body, metadata, parent, None if "json" in entry else entry
         )
@@ -2310,9 +2345,12 @@ class FlightlogSaver(BaseCheckpointSaver[str]):
         latest = max(roots)
         cp = roots[latest]
         bodies: builtins.list[int] = []
+        # (channel, version) a body row itself stores as empty (its entries: _Body.channels)
+        empties: set[tuple[str, Any]] = set()
         b: _Body | None = cp.body
         while b is not None:
             bodies.append(b.seq)
+            empties.update((c, e["version"]) for c, e in (b.channels or {}).items() if e["type"] == "empty")
             b = b.base
         values: dict[str, Any] = {}
         named = set(bodies)  # rows a reader folds anyway: their own channel entries are not repeated
@@ -2323,7 +2361,7 @@ class FlightlogSaver(BaseCheckpointSaver[str]):
             ref = thread.blobs[key]
             if ref is not None and ref.base is not None and ref.depth is None:
                 return None
-            if ref is not None and ref.seq in named:
+            if (ref.seq in named) if ref is not None else ((channel, version) in empties):
                 continue
             values[channel] = {"type": "empty"} if ref is None else _value_entry(ref)
         head: dict[str, Any] = {
@@ -2407,7 +2445,7 @@ class FlightlogSaver(BaseCheckpointSaver[str]):
                 "checkpoint_id": checkpoint["id"],
                 **self._body_entry(thread, rec, ns, parent, body, checkpoint["id"], channels),
                 "metadata": self._inline_or_ref(rec, meta),
-                "channels": channels,
+                **_shared_version(channels),
             }
             if parent:
                 payload["parent_checkpoint_id"] = parent
