@@ -326,6 +326,9 @@ def _langgraph(kind: str, payload: dict[str, Any]) -> str | None:
         return f"langgraph thread copied from {source}: {plural(len(_of(payload.get('checkpoints'), list)), 'checkpoint')}"
     if kind == "langgraph.head":
         values = plural(len(_of(payload.get("values"), dict)), "channel value")
+        if "checkpoint_id" not in payload:  # since 2026-12-06: the checkpoint of the last body row
+            last = _of(payload.get("bodies"), list)[-1:]
+            checkpoint = f"of seq {short(printable(str(last[0])), 20)}" if last else "?"
         return (
             f"langgraph head: checkpoint {checkpoint}{where} reads bodies at seqs {_seqs(payload.get('bodies'))},"
             f" writes at {_seqs(payload.get('writes'))}, {values}"

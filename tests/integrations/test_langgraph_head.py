@@ -405,12 +405,14 @@ def _payloads(db: Path, kind: str) -> list[dict[str, Any]]:
 
 
 def _head_as_before(self: FlightlogSaver, thread: Any) -> dict[str, Any] | None:
-    """``FlightlogSaver._head_payload`` as released before 2026-12-06: an empty channel a body row stores
-    is named again (its body rows forgotten for the test of emptiness)."""
+    """``FlightlogSaver._head_payload`` as released before 2026-12-06: the latest checkpoint's id, its
+    writes and values always named, an empty channel a body row stores too."""
     head = _head_payload(self, thread)
     if head is None:
         return None
-    cp = thread.checkpoints[""][head["checkpoint_id"]]
+    latest = max(thread.checkpoints[""])
+    head.update(checkpoint_id=latest, writes=head.get("writes", []), values=head.get("values", {}))
+    cp = thread.checkpoints[""][latest]
     versions = self._body(thread, cp.body)["channel_versions"]
     for channel, version in versions.items():
         if thread.blobs.get(("", channel, version), False) is None:
@@ -426,8 +428,8 @@ def test_a_thread_written_in_the_forms_before_2026_12_06_still_reads(
 ) -> None:
     """Since 2026-12-06 the channels of a checkpoint that share a version (every channel a step updates)
     hold it once, as the payload's ``version``, and a head record leaves out the empty channels its body
-    rows store themselves. A thread written before (every entry with its version, head records naming
-    every empty channel) reads the same from a new process, head read and full fold, and written on in
+    rows store themselves, the checkpoint id (its last body row's) and empty writes and values. A thread
+    written before (every entry with its version, head records naming all of it) reads the same from a new process, head read and full fold, and written on in
     the new forms; ``audit`` passes."""
     with monkeypatch.context() as m:
         m.setattr(lg, "_shared_version", lambda channels: {"channels": channels})
@@ -435,7 +437,10 @@ def test_a_thread_written_in_the_forms_before_2026_12_06_still_reads(
         want = _write_thread(store, 6, ask=False)
     before = _payloads(db, CHECKPOINT_KIND)
     assert all("version" not in p and all("version" in e for e in p["channels"].values()) for p in before)
-    assert all(any(e == {"type": "empty"} for e in p["values"].values()) for p in _payloads(db, HEAD_KIND))
+    assert all(
+        "checkpoint_id" in p and any(e == {"type": "empty"} for e in p["values"].values())
+        for p in _payloads(db, HEAD_KIND)
+    )
     with _fresh(db) as (fresh, _, counting):
         assert _snapshot(fresh.get_state(_cfg())) == _snapshot(want)
         assert counting.rows <= 100  # the head read
@@ -450,7 +455,8 @@ def test_a_thread_written_in_the_forms_before_2026_12_06_still_reads(
         sum("version" not in e for e in p["channels"].values()) >= 2 for p in shared
     )  # the version once, for two or more entries
     heads = _payloads(db, HEAD_KIND)[-6:]
-    assert all(e != {"type": "empty"} for p in heads for e in p["values"].values())
+    assert all("checkpoint_id" not in p and "writes" not in p for p in heads)  # none pending at these stops
+    assert all(e != {"type": "empty"} for p in heads for e in p.get("values", {}).values())
     with _fresh(db) as (fresh, other, counting):
         assert _snapshot(fresh.get_state(_cfg())) == _snapshot(want)
         assert counting.rows <= 100
@@ -545,7 +551,11 @@ def test_writes_saved_before_their_checkpoint_are_named_by_the_head_record(db: P
         {"source": "loop", "step": 101},
         {"branch:to:n": second["channel_versions"]["branch:to:n"]},
     )
-    assert json.loads(_rows(db, HEAD_KIND)[-1][1])["payload"]["checkpoint_id"] != second["id"]
+    head = json.loads(_rows(db, HEAD_KIND)[-1][1])["payload"]  # its checkpoint: its last body row's
+    assert (
+        json.loads(dict(_rows(db, CHECKPOINT_KIND))[head["bodies"][-1]])["payload"]["checkpoint_id"]
+        != second["id"]
+    )
     want = saver.get_tuple(_cfg())
     assert want is not None and want.pending_writes == [("task", "x", 2)]
     with _fresh(db) as (fresh, _, counting):

@@ -156,7 +156,7 @@ def _a_head_naming_another_threads_messages(db: Path, store: Store) -> bytes:
     ][-1]
     theirs = {k: stored[k] for k in ("depth", "ref", "type")}
     record = json.loads(_kind_rows(db, lg.HEAD_KIND)[-1][1])
-    record["payload"]["values"]["messages"] = theirs
+    record["payload"].setdefault("values", {})["messages"] = theirs
     return _canonical(record)
 
 

@@ -26,7 +26,10 @@ Ledger layout (one flightlog session per LangGraph ``thread_id``, id ``langgraph
   ``type`` the serde's type tag; a channel in ``new_versions`` without a value is ``{"version", "type":
   "empty"}``. The serde's ``None`` (type ``null``, no bytes) is ``{"version", "type": "null"}``, without
   ``ref`` and without an artifact (:data:`NULL_HANDLE`; since 2026-12-05: an entry written before names
-  the empty artifact by ``ref`` and reads the same); so is such a value in a write or a head record. A list value that begins with the parent checkpoint's value of the channel (the same
+  the empty artifact by ``ref`` and reads the same); so is such a value in a write or a head record. Since
+  2026-12-06 a ``version`` two or more entries share (LangGraph gives every channel a step updates one new
+  version) is stored once, as the payload's ``version``, and left out of those entries; an entry read
+  without one takes it (one written before holds its own, and reads the same). A list value that begins with the parent checkpoint's value of the channel (the same
   elements, serialized one by one and compared by sha256) is stored as a delta, ``{"version", "type",
   "ref", "base", "depth"}``: only the new elements are stored, and ``base`` is the version it
   extends, so a ``MessagesState`` thread grows by its new messages per step, not by its whole history. The
@@ -56,8 +59,11 @@ Ledger layout (one flightlog session per LangGraph ``thread_id``, id ``langgraph
 * ``langgraph.writes`` (one per ``put_writes`` that adds something): ``checkpoint_ns``,
   ``checkpoint_id``, ``task_id``, ``task_path`` and ``writes``: ``[{"idx", "channel", "type", "ref"}]``.
 * ``langgraph.head`` (:data:`HEAD_KIND`; since 2026-12-02): the last event of each write that stops the graph,
-  just before the signature: what the root namespace's latest checkpoint reads from (the seqs of its body's
-  events and of its writes events, and the reference of each channel value the body's events do not name
+  just before the signature: what the root namespace's latest checkpoint reads from (``bodies``, the seqs of
+  its body's events, the last one the checkpoint's own event, which names it (since 2026-12-06 the record
+  does not repeat its ``checkpoint_id``, and leaves out ``writes`` and ``values`` when they are empty; a
+  record written before holds all three and reads the same); ``writes``, the seqs of its writes events;
+  ``values``, the reference of each channel value the body's events do not name
   themselves: since 2026-12-05 a value stored by one of those events, such as a ``MessagesState`` list that
   changes every step, is read from that event's entry, not repeated; since 2026-12-06 so is a channel a
   patch body's event itself stores as ``empty``, such as a ``branch:to:*`` channel the step consumed), so a
@@ -1497,7 +1503,7 @@ class FlightlogSaver(BaseCheckpointSaver[str]):
             at = self._last_head(rows, signed)
         try:
             head = parse_json(rows[at][1])["payload"]
-            bodies, writes, early = head["bodies"], head["writes"], head.get("early", [])
+            bodies, writes, early = head["bodies"], head.get("writes", []), head.get("early", [])
             if (
                 head.get("checkpoint_ns", "") != ""
                 or not bodies
@@ -1572,11 +1578,13 @@ class FlightlogSaver(BaseCheckpointSaver[str]):
         after it is one the partial index cannot fold (a marker that rewrites the thread, a checkpoint
         whose parent it does not hold, ...): the caller then folds the thread whole."""
         try:
+            latest_id = ""
             for seq in head["bodies"]:
                 data = rows[seq - start][1]
                 if not data.startswith(_CHECKPOINT_PREFIX):
                     return False
                 payload = parse_json(data)["payload"]
+                latest_id = payload["checkpoint_id"]
                 if payload.get("checkpoint_ns", "") != "" or ("patch" in payload) == (
                     seq == head["bodies"][0]
                 ):
@@ -1585,23 +1593,24 @@ class FlightlogSaver(BaseCheckpointSaver[str]):
                 for channel, entry in _with_versions(payload).items():  # what the body rows name themselves
                     if "base" not in entry or "depth" in entry:  # (not a delta of the older form)
                         thread.blobs[("", channel, entry["version"])] = _blob_ref(entry, seq)
-            roots = thread.checkpoints[""]
-            cp = roots[head["checkpoint_id"]]
+            # the latest checkpoint: the last body row's (a record before 2026-12-06 names it as well)
+            checkpoint_id = head.get("checkpoint_id", latest_id)
+            cp = thread.checkpoints[""][checkpoint_id]
             if cp.body.seq != head["bodies"][-1]:
                 return False
-            thread.checkpoints[""] = {head["checkpoint_id"]: cp}
+            thread.checkpoints[""] = {checkpoint_id: cp}
             versions = self._body(thread, cp.body)["channel_versions"]
             h = rows[at][0]
-            for channel, entry in head["values"].items():  # the values the body rows do not name
+            for channel, entry in head.get("values", {}).items():  # the values the body rows do not name
                 thread.blobs.setdefault(
                     ("", channel, versions[channel]),
                     None
                     if entry["type"] == "empty"
                     else _Ref(entry["type"], _handle(entry), h, None, entry.get("depth")),
                 )
-            key = ("", head["checkpoint_id"])
+            key = ("", checkpoint_id)
             early = head.get("early", ())
-            for seq in sorted({*head["writes"], *early}):
+            for seq in sorted({*head.get("writes", ()), *early}):
                 data = rows[seq - start][1]
                 found = _writes_key(data) if data.startswith(_WRITES_PREFIX) else None
                 if found is None or found[0] != "" or (found != key and seq not in early):
@@ -2364,13 +2373,12 @@ class FlightlogSaver(BaseCheckpointSaver[str]):
             if (ref.seq in named) if ref is not None else ((channel, version) in empties):
                 continue
             values[channel] = {"type": "empty"} if ref is None else _value_entry(ref)
-        head: dict[str, Any] = {
-            **_ns_entry(""),
-            "checkpoint_id": latest,
-            "bodies": bodies[::-1],
-            "writes": builtins.list(thread.write_seqs.get(("", latest), ())),
-            "values": values,
-        }
+        # the latest checkpoint is the last body row's; writes and values only when there are some
+        head: dict[str, Any] = {**_ns_entry(""), "bodies": bodies[::-1]}
+        if writes := builtins.list(thread.write_seqs.get(("", latest), ())):
+            head["writes"] = writes
+        if values:
+            head["values"] = values
         # writes saved before their checkpoint (LangGraph saves in the background): a checkpoint put
         # after this record may own them. Only ids above the latest: a head read serves the highest id,
         # and writes whose checkpoint never came (a writer killed between the two) would otherwise be
