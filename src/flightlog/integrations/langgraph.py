@@ -29,10 +29,12 @@ Ledger layout (one flightlog session per LangGraph ``thread_id``, id ``langgraph
   the empty artifact by ``ref`` and reads the same); so is such a value in a write or a head record. Since
   2026-12-06 a ``version`` two or more entries share (LangGraph gives every channel a step updates one new
   version) is stored once, as the payload's ``version``, and left out of those entries; an entry read
-  without one takes it (one written before holds its own, and reads the same). A list value that begins with the parent checkpoint's value of the channel (the same
-  elements, serialized one by one and compared by sha256) is stored as a delta, ``{"version", "type",
-  "ref", "base", "depth"}``: only the new elements are stored, and ``base`` is the version it
-  extends, so a ``MessagesState`` thread grows by its new messages per step, not by its whole history. The
+  without one takes it (one written before holds its own, and reads the same; a release before 2026-12-06
+  folds no such checkpoint, reading or writing the thread fails with ``KeyError: 'version'``, and writes
+  nothing: the rule below, upgrade readers and writers together).
+  A list value that begins with the parent checkpoint's value of the channel (the same elements, serialized
+  one by one and compared by sha256) is stored as a delta, ``{"version", "type", "ref", "base", "depth"}``:
+  only the new elements are stored, and ``base`` is the version it extends, so a ``MessagesState`` thread grows by its new messages per step, not by its whole history. The
   artifact is a content link (:data:`DELTA_MAGIC`): it names the artifact of the new elements (serialized as
   a plain value, so shared with the write that added them) and the artifact it extends, by their handles, so
   the newest delta's handle alone authenticates the whole list (``depth``: deltas above the whole list; every
