@@ -846,6 +846,51 @@ def subagent_waits_for_approval(store: SqliteStore, tmp_path: Path) -> Outcome:
     )
 
 
+def subagent_records_its_parent(store: SqliteStore, tmp_path: Path) -> Outcome:
+    """A child's own start names the parent that spawned it, its depth and the limit its tree sets
+    (``spawned_by``, flightlog.integrity.lineage), right after its budget limits; checked on the child."""
+    first = calls(call("helper", {"task": "sum up"}, id="h1"))
+    child = dataclasses.replace(
+        agent(ScriptedProvider([reply("summed")]), tools=[], system_prompt="child"), name="helper"
+    )
+    parent = agent(
+        ScriptedProvider([first, reply("done")], by_turn=True),
+        tools=[subagent(child)],
+        budgets=Budgets(tokens=1000),
+        max_spawn_depth=3,
+    )
+    assert Kernel(store, parent, notary=None).run_sync("delegate", session_id="cov-10").status == "completed"
+    child_id = hashlib.sha256(b"flightlog-subagent:cov-10:1:h1").hexdigest()[:32]
+    return Outcome(
+        child_id,
+        [
+            RunStarted(
+                run_id=run_id_of(events(store, child_id)),
+                goal="sum up",
+                agent_id="helper",
+                system_prompt="child",
+            ),
+            evidence(0),
+            limits(tokens=985),  # the parent's 1000 less its first call's 15
+            Custom(
+                custom_kind="spawned_by",
+                # the root's max_spawn_depth=3 counted from the root (depth 0): its tree's limit
+                payload={
+                    "parent_session_id": "cov-10",
+                    "turn": 1,
+                    "call_id": "h1",
+                    "depth": 1,
+                    "depth_limit": 3,
+                },
+            ),
+            CheckpointTaken(turn=1, history_len=1),
+            completed(reply("summed"), 1),
+            usage(1, reserved=985),
+            RunTerminal(reason="completed", turns_used=1, total_tokens=15),
+        ],
+    )
+
+
 SCENARIOS: list[Scenario] = [
     repaired_and_invalid_calls,
     approval_then_side_effect,
@@ -856,6 +901,7 @@ SCENARIOS: list[Scenario] = [
     signed_grant_and_seal,
     phased_run,
     subagent_waits_for_approval,
+    subagent_records_its_parent,
 ]
 
 

@@ -55,23 +55,36 @@ def test_a_self_recursive_agent_stops_at_the_default_depth_with_an_error_result(
     assert len(states) == DEFAULT_MAX_SPAWN_DEPTH + 1 == 9  # the root and eight levels of children
     assert all(s.terminal is not None and s.terminal.reason == "completed" for s in states)
     deepest = states[-1]
-    assert "depth 9, beyond max_spawn_depth=8" in _refusal(deepest)
+    assert "depth 9, beyond the depth limit 8 of its run tree" in _refusal(deepest)
     assert deepest.delegation.grants == {} and customs(store, deepest.session_id, "budget_grant") == []
 
 
-def test_the_roots_bound_holds_for_the_tree_and_a_childs_own_may_be_stricter(store: SqliteStore) -> None:
+def test_the_roots_bound_holds_for_the_tree_and_a_childs_own_counts_below_its_own_run(
+    store: SqliteStore,
+) -> None:
+    """Each agent's max_spawn_depth bounds the tree below its own run (Agent docs): the root's bounds the
+    whole tree, a child's own narrows its subtree counted from the child, never from the root."""
     Kernel(store, recursive_agent(max_spawn_depth=2), notary=None, sleep=Sleeps()).run_sync(
         "go", session_id="r2"
     )
     states = chain(store, "r2")
-    assert len(states) == 3 and "depth 3, beyond max_spawn_depth=2" in _refusal(states[-1])
+    assert len(states) == 3 and "depth 3, beyond the depth limit 2" in _refusal(states[-1])
 
-    inner = recursive_agent(max_spawn_depth=1)  # the child's own bound: its children would be too deep
+    inner = recursive_agent(max_spawn_depth=1)  # at depth 1: its sub-agents at depth 2, theirs too deep
     model = ScriptedProvider([calls(call("inner", {"task": "t"}, id="i1")), reply("top")])
     root = Agent(name="lead", route=[model], tools=[subagent(inner, name="inner")], max_spawn_depth=5)
     Kernel(store, root, notary=None, sleep=Sleeps()).run_sync("go", session_id="r3")
     states = chain(store, "r3")
-    assert len(states) == 2 and "depth 2, beyond max_spawn_depth=1" in _refusal(states[-1])
+    assert len(states) == 3 and "depth 3, beyond the depth limit 2" in _refusal(states[-1])
+    assert [customs(store, s.session_id, "spawned_by")[0]["depth_limit"] for s in states[1:]] == [5, 2]
+
+    # an inner bound looser than what is left of the root's changes nothing: the root's 2 holds
+    loose = recursive_agent(max_spawn_depth=6)
+    model = ScriptedProvider([calls(call("inner", {"task": "t"}, id="i1")), reply("top")])
+    root = Agent(name="lead", route=[model], tools=[subagent(loose, name="inner")], max_spawn_depth=2)
+    Kernel(store, root, notary=None, sleep=Sleeps()).run_sync("go", session_id="r4")
+    states = chain(store, "r4")
+    assert len(states) == 3 and "depth 3, beyond the depth limit 2" in _refusal(states[-1])
 
 
 @pytest.mark.parametrize(
@@ -129,7 +142,7 @@ def test_the_cli_run_of_a_self_recursive_agent_ends_and_shows_the_refusal(
     deepest = chain(store, "cli")[-1]
     assert len(chain(store, "cli")) == 4
     shown = runner.invoke(app, [*db, "show", "--json", deepest.session_id])
-    assert shown.exit_code == 0 and "max_spawn_depth=3" in shown.output
+    assert shown.exit_code == 0 and "depth 4, beyond the depth limit 3" in shown.output
 
 
 def test_an_agent_toml_sets_the_depth_bound(tmp_path: Path) -> None:

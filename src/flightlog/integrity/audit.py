@@ -23,6 +23,10 @@ session passes it. It checks, in one streaming pass over the session's rows:
 * the ``source`` the session's row names against the one its first verified events fix (a kernel run's
   start, an import's ``import_source`` record: :mod:`flightlog.integrity.authorship`), as ``row_mismatch``:
   ``abort``, ``signal`` and ``resume`` decide from that ``source`` whether the kernel runs the session;
+* a kernel run's ``parent_session_id`` against its parent's ledger (checked in full too: it must record
+  spawning this session) and the session's own ``spawned_by`` start record, as ``row_mismatch``
+  (:mod:`flightlog.integrity.lineage`): ``resume`` and the depth bound decide from the parent where a run
+  sits in its tree;
 * the session's ``runs`` row against the fold of the rows verified (:class:`flightlog.runs.check.ProjectionCheck`,
   as ``audit`` compares it): an act appends, and an append rewrites that row from the fold, so acting on an
   edited row would erase the ``projection_mismatch`` evidence; :meth:`Auditor.require` refuses it instead
@@ -49,6 +53,7 @@ from .checkpoints import origin_for
 from .heads import HeadStore, WitnessedHead, copy_hint
 from .indexlog import IndexReport, audit_index, index_origin, indexed_heads
 from .keys import Keyring, load_keyring
+from .lineage import ParentCheck, Tap
 from .notary import Notary
 from .verify import AuditReport, audit_session
 from .witness_client import TrustedWitness, load_witnesses, witnessed_heads
@@ -148,6 +153,7 @@ class Auditor:
         index: IndexReport | None = None,
         retired: RetirementCheck | Literal["load"] | None = "load",
         tap: Callable[[SessionRecord, Iterable[StoredEvent]], Iterable[StoredEvent]] | None = None,
+        lineage: bool = True,
     ) -> AuditReport:
         """The full check of one session (see the module docs); never raises on a divergence.
 
@@ -160,6 +166,8 @@ class Auditor:
             retired: The store's retirement (:meth:`retirement`; loaded when ``"load"``; pass it when
                 checking many sessions): on a retired store, heads beyond what it held are ``stale_copy``.
             tap: Wraps the stream of the session's rows (:func:`~flightlog.integrity.verify.audit_session`).
+            lineage: Also prove the row's ``parent_session_id`` by the parent's ledger, checked with
+                :meth:`settled` (:mod:`flightlog.integrity.lineage`); False when this check is that proof.
 
         Raises:
             SessionNotFound: no such session.
@@ -175,6 +183,7 @@ class Auditor:
         indexed = indexed_heads(store, session_id, index)
         witnessed, notes = self.witnessed(store, origin_for(ledger_id, session_id) if ledger_id else None)
         source = SourceCheck()  # the row's source against the first rows, read in the same pass
+        parent = ParentCheck()  # and its parent, which the parent's ledger must prove
         report = audit_session(
             store,
             session_id,
@@ -183,12 +192,21 @@ class Auditor:
             witnessed=witnessed,
             retired=retired,
             indexed=indexed,
-            tap=_both(source.tap, tap),
+            tap=_both(source.tap, _both(parent.tap, tap)),
         )
         report.notes.extend(notes)
         forged = source.divergence() if report.ok else None  # unverified rows are no evidence
         if forged is not None:  # the source never changes with an append: no live writer can explain it
             report.divergences.append(forged)
+        if report.ok and lineage:  # the parent never changes with an append either
+            shared, pinned = index, retired
+
+            def verify(parent_id: str, scan: Tap) -> str | None:
+                return self._parent_failure(store, parent_id, scan, shared, pinned)
+
+            moved = parent.divergence(verify)
+            if moved is not None:
+                report.divergences.append(moved)
         if own_index:
             report.index_divergences.extend(index.divergences)
             report.notes.extend(f"index: {note}" for note in index.notes)
@@ -196,6 +214,28 @@ class Auditor:
         if missing is not None:
             report.notes.append(missing)
         return report
+
+    def _parent_failure(
+        self,
+        store: Store,
+        parent_id: str,
+        scan: Tap,
+        index: IndexReport,
+        retired: RetirementCheck | None,
+    ) -> str | None:
+        """The full check of a session's parent (its rows through ``scan``, its own parent not proven here):
+        None when it passes, else its first divergence."""
+        report = self.settled(
+            store, parent_id, index=index, retired=retired, tap=scan, shared_index=False, lineage=False
+        )
+        if report.ok:
+            return None
+        if not report.divergences:
+            return (
+                "another writer kept appending to it during every check" if report.moved else report.verdict()
+            )
+        first = report.divergences[0]
+        return f"seq {first.seq}: {_reason(first)}"
 
     def _missing_head(self, ledger_id: str | None, session_id: str, report: AuditReport) -> str | None:
         """A note when the index log knows the session but no retained head file exists for it."""
@@ -253,6 +293,7 @@ class Auditor:
         retired: RetirementCheck | Literal["load"] | None = "load",
         tap: Callable[[SessionRecord, Iterable[StoredEvent]], Iterable[StoredEvent]] | None = None,
         shared_index: bool = True,
+        lineage: bool = True,
     ) -> AuditReport:
         """:meth:`session` until it passes or the session's head stands still during a check, so a live
         writer that appends while the rows are read is never mistaken for tampering.
@@ -280,13 +321,14 @@ class Auditor:
             shared_index: With ``index``, count its divergences and notes against the session (as
                 :meth:`session` does with its own); False when they are reported once elsewhere
                 (``audit --all``).
+            lineage: As :meth:`session`.
 
         Raises:
             SessionNotFound: no such session.
         """
         for attempt in range(_ATTEMPTS):
             before = store.get_session(session_id).head_seq
-            report = self.session(store, session_id, index=index, retired=retired, tap=tap)
+            report = self.session(store, session_id, index=index, retired=retired, tap=tap, lineage=lineage)
             if index is not None and shared_index:
                 report.index_divergences.extend(index.divergences)
                 report.notes.extend(f"index: {note}" for note in index.notes)

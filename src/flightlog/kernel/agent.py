@@ -67,11 +67,13 @@ class Agent:
             are appended to ``tools``. None: no memory.
         entropy_watch: The opt-in entropy alert and its action (:mod:`flightlog.kernel.entropy`); None:
             samples are still recorded at every completed turn, no alert.
-        max_spawn_depth: How deep a tree of sub-agents may grow below a run of this agent (upstream's
-            ``ResourceQuota.max_spawn_depth``: the root's direct children are depth 1); a delegating call
-            that would start a child deeper is answered with an error result naming the depth, no child
-            started (:mod:`flightlog.kernel.subagents`). A child runs under the smaller of its parent's
-            and its own, so the root's bounds the whole tree. Default
+        max_spawn_depth: How deep a tree of sub-agents may grow below a run of this agent, counted from
+            that run (its own sub-agents are 1 below it, as upstream's ``ResourceQuota.max_spawn_depth``
+            counts the children of the agent whose quota it is); a delegating call that would start a
+            child deeper than this bound, or than any ancestor's (each counted from its own run), is
+            answered with an error result naming the depth, no child started
+            (:mod:`flightlog.kernel.subagents`, "Depth"). The root's therefore bounds the whole tree (its
+            children are depth 1), and a sub-agent's own can only narrow its subtree. Default
             :data:`DEFAULT_MAX_SPAWN_DEPTH` (8); at least 1; None: no bound (an agent that is its own
             sub-agent then recurses until a budget stops it).
     """

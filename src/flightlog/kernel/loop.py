@@ -98,6 +98,7 @@ from ..integrity.audit import Auditor, require_intact
 from ..integrity.effects import EffectTail
 from ..integrity.grants import record_grant
 from ..integrity.keys import now_ms
+from ..integrity.lineage import SPAWNED_BY
 from ..integrity.notary import USER_NOTARY, Notary, UserNotary, resolve_notary
 from ..live import DEFAULT_LEASE_MS, HolderWatch, LiveRegistry
 from ..messages import ContentPart
@@ -139,7 +140,7 @@ from .result import RunResult, result_of
 from .signals import run_blocking
 from .spec import AGENT_SPEC
 from .state import KERNEL_SOURCE, KernelState, load_state
-from .subagents import finished_children, require_children_intact, waiting_on_children
+from .subagents import finished_children, place, require_children_intact, waiting_on_children
 from .takeover import await_previous_holder
 from .transcript import Transcript
 from .watch import watch_events
@@ -519,10 +520,18 @@ class Kernel:
             :data:`~flightlog.kernel.takeover.HOLDER_WAIT_LEASES` times as long for such a holder. Keep it
             well over the ``heartbeat_s`` of every kernel that may hold the session (set it on an instance:
             tests shorten it).
-        spawn_depth: How deep in its run tree the kernel's runs are: 0 for a run started or resumed by
-            the caller, ``n`` for a sub-agent ``n`` levels down (set by the delegating call that creates
-            the child's kernel, :mod:`flightlog.kernel.subagents`); checked against
-            ``Agent.max_spawn_depth`` when a run delegates.
+        spawn_depth: How deep in its run tree the kernel's run is: 0 for a root, ``n`` for a sub-agent
+            ``n`` levels down. Set by the delegating call that creates the child's kernel
+            (:mod:`flightlog.kernel.subagents`); :meth:`resume` of a session no delegating call placed
+            derives it from the verified tree (its parent links proven by the parents' ledgers, counted up
+            to the root: :func:`~flightlog.kernel.subagents.tree_position`). A run delegates only while the
+            new child's depth is at most ``spawn_depth + Agent.max_spawn_depth`` and :attr:`depth_limit`.
+        depth_limit: The deepest depth its ancestors' ``max_spawn_depth`` let a run of this kernel's subtree
+            reach (None: no bound; a root has none). Set with :attr:`spawn_depth`; on resume also read from
+            the run's verified ``spawned_by`` record (the stricter wins).
+        spawned_by: The ``spawned_by`` payload the delegating call sets for the child's :meth:`run` to
+            record in its start (:mod:`flightlog.integrity.lineage`); None for a kernel no delegating call
+            created.
     """
 
     EFFECT_GRACE_S: float = 30.0
@@ -550,6 +559,8 @@ class Kernel:
         self.effect_grace_s = self.EFFECT_GRACE_S
         self.signal_poll_s = signal_poll_s
         self.spawn_depth = 0
+        self.depth_limit: int | None = None
+        self.spawned_by: dict[str, Any] | None = None
         self.live = LiveRegistry(store) if heartbeat_s is not None else None
         self.lease_ms = DEFAULT_LEASE_MS
         self.agent = agent
@@ -644,7 +655,9 @@ class Kernel:
             session_id: The session id to create (default: a random hex id).
             metadata: Extra session metadata (JSON-ready; no paths or secrets).
             parent_session_id: The session that spawned this one (a sub-agent's parent, see
-                :mod:`flightlog.kernel.subagents`), else None.
+                :mod:`flightlog.kernel.subagents`), else None. The parent's ledger must record the spawn
+                (its delegating call does): ``audit`` reports a parent it does not prove as
+                ``row_mismatch`` and ``resume`` refuses the run (:mod:`flightlog.integrity.lineage`).
 
         Returns:
             The :class:`RunResult` (any status; ``suspended`` and ``cancelled`` runs are resumable).
@@ -670,6 +683,12 @@ class Kernel:
         )
         evidence = [capability_evidence(p, i) for i, p in enumerate(self.agent.route)]
         limits = Custom(custom_kind=BUDGET_LIMITS, payload=self.agent.budgets.to_wire())
+        placed = self.spawned_by
+        lineage = (
+            [Custom(custom_kind=SPAWNED_BY, payload=placed)]
+            if placed is not None and parent_session_id == placed.get("parent_session_id")
+            else []
+        )
         spec = meta.get("agent_spec")
         # The spec `resume` will import is read back from the verified ledger, never from the session row
         # (which no hash covers): a database writer must not be able to pick code for the operator to run.
@@ -689,7 +708,7 @@ class Kernel:
                 recorder.session_id, transcript=Transcript(archive_loader(self.store, recorder.session_id))
             )
             activation = _Activation(self, recorder, state, ceiling)
-            activation.append(started, *evidence, limits, *named)
+            activation.append(started, *evidence, limits, *lineage, *named)
             activation.append(*memory.start_events(self.store, self.agent.memory, goal))
             if grant is not None:
                 record_grant(recorder, grant.envelope, [grant.key], at_ms=at_ms)
@@ -738,7 +757,7 @@ class Kernel:
         # The full check first, even when there is nothing to write: the caller must not act on a
         # suspension or a result read from a history `audit` rejects (a dropped seal, a rollback...).
         auditor = Auditor.for_notary(self.notary)
-        report = require_intact(self.store, session_id, auditor=auditor)
+        report = require_intact(self.store, session_id, auditor=auditor)  # its parent link proven too
         imported = imported_transcript(self.store.get_session(session_id))
         if imported is not None:  # another agent's recorded runs: nothing of the kernel's to continue
             raise KernelError(imported)
@@ -746,6 +765,7 @@ class Kernel:
         require_children_intact(self.store, state, auditor)  # a tampered child stops its whole tree
         if state.run is None:
             raise KernelError(f"session {session_id} has no run_started: not a kernel run")
+        place(self, session_id, auditor)  # its depth in the verified tree, before it can delegate
         waits = _idle(state) or waiting_on_children(self.store, state)  # on humans, in all of the tree
         if waits and not needs_reopening(self.store, state):
             return result_of(state)

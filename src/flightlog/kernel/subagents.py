@@ -50,13 +50,20 @@ parent has left (its limits minus its own usage and what its children hold or us
 and is settled before its parent's own deadline); it becomes the child's recorded limits. An axis with nothing left
 refuses the spawn (``budget_exceeded(operation_id, reservation_id, budget)``, an error result).
 
-**Depth.** A delegating call that would start a child deeper than ``Agent.max_spawn_depth`` (default 8;
-the root's children are depth 1, as upstream's ``ResourceQuota.max_spawn_depth``) is answered with an error
-result naming the depth: no grant, no child. A child runs under the smaller of its parent's bound and its
-own, so the root's bounds the tree; the depth is the kernel's ``spawn_depth``, which the delegating call sets
-on the child's kernel (a tree is driven from its root: ``flightlog resume`` of a child resumes the root). A
-child spawned already (its grant recorded) is resumed whatever the bound. Upstream's gate counts every
-child at depth 1 (its lineage is future work there); flightlog counts the real lineage.
+**Depth.** ``Agent.max_spawn_depth`` (default 8) bounds how deep a tree may grow *below a run of that
+agent*: its own sub-agents are 1 below it, as upstream's ``ResourceQuota.max_spawn_depth`` counts the
+children of the agent whose quota it is (its gate puts every child at depth 1). The root's bound
+therefore bounds the whole tree (the root's children are depth 1), and a child's own bound only
+narrows its subtree: a delegating call is answered with an error result naming the depth (no grant, no
+child) when the new child would run deeper than ``spawn_depth + max_spawn_depth`` of the delegating
+run's agent, or deeper than the kernel's ``depth_limit``, the bound its ancestors set (the stricter of
+each ancestor's ``its depth + its max_spawn_depth``). The delegating call sets the child kernel's
+``spawn_depth`` and ``depth_limit``, and the child records both in its start
+(``Custom("spawned_by")``, :mod:`flightlog.integrity.lineage`); a kernel that resumes a session no
+delegating call placed (``Kernel(store, agent).resume(child)`` from Python) derives them from the
+verified tree: :func:`tree_position` counts the child's parent links up to the root, each proven by the
+parent's verified ledger, and reads the limit from the child's verified ``spawned_by``. A child spawned
+already (its grant recorded) is resumed whatever the bound.
 
 **Capabilities.** A child's tools must be a subset of its parent's (by name; its own sub-agent tools and
 the built-in context tools aside), and its mountable capabilities (MCP servers, skill packs, locked tools)
@@ -86,9 +93,10 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Protocol, runtime_checkable
 
-from ..errors import SessionBusy, SessionNotFound
+from ..errors import LedgerIntegrityError, SessionBusy, SessionNotFound
 from ..events import AgentProcessChanged, BudgetExceeded, BudgetUsageReported, Custom, Suspended
 from ..integrity.audit import Auditor, require_intact
+from ..integrity.lineage import SpawnedBy, read_start
 from ..messages import ContentPart, Message, TextPart
 from ..store.base import Store
 from ..testing.crashpoints import crash_point
@@ -124,13 +132,16 @@ __all__ = [
     "SubAgent",
     "SubAgentFailed",
     "SubAgentTool",
+    "TreePosition",
     "abort_children",
     "awaited_children",
     "child_session_id",
     "finished_children",
+    "place",
     "release_events",
     "spawner",
     "subagent",
+    "tree_position",
     "waiting_on_children",
 ]
 
@@ -571,13 +582,20 @@ def _child_agent(call: _Call, grant: Grant) -> Agent:
         grant=grant_env,
         grant_keys=keys,
         system_prompt=_system_prompt(call),
-        max_spawn_depth=_stricter(parent.max_spawn_depth, sub.agent.max_spawn_depth),
     )
 
 
-def _stricter(parent: int | None, own: int | None) -> int | None:
+def _stricter(first: int | None, second: int | None) -> int | None:
     """The smaller depth bound (None: no bound)."""
-    return own if parent is None else parent if own is None else min(parent, own)
+    return second if first is None else first if second is None else min(first, second)
+
+
+def _subtree_limit(kernel: Kernel, agent: Agent) -> int | None:
+    """The deepest depth a descendant of ``kernel``'s run may reach: the stricter of its ancestors'
+    :attr:`~flightlog.kernel.Kernel.depth_limit` and its own ``spawn_depth + max_spawn_depth`` (module
+    docs, "Depth")."""
+    own = agent.max_spawn_depth
+    return _stricter(kernel.depth_limit, None if own is None else kernel.spawn_depth + own)
 
 
 def _system_prompt(call: _Call) -> str | None:
@@ -641,6 +659,10 @@ async def _drive_child(call: _Call, grant: Grant, task: str) -> None:
     )
     kernel.spawn_depth = parent_kernel.spawn_depth + 1
     kernel.lease_ms = parent_kernel.lease_ms  # its resume judges a previous holder as the parent's does
+    kernel.depth_limit = _subtree_limit(parent_kernel, call.parent.agent)
+    kernel.spawned_by = SpawnedBy(
+        0, call.parent.session_id, call.turn, call.plan.call_id, kernel.spawn_depth, kernel.depth_limit
+    ).payload()
     if _exists(call.store, call.agent_id, call.parent.session_id):
         await _resume_child(kernel, call.agent_id, parent_kernel.sleep)
         return
@@ -787,17 +809,24 @@ def _answer(call: _Call, child: KernelState) -> str:
 
 
 def _check_depth(call: _Call) -> None:
-    """Refuse a new child deeper than the parent's ``max_spawn_depth`` (module docs, "Depth").
+    """Refuse a new child deeper than the bounds of the delegating run and its ancestors allow (module
+    docs, "Depth"; the run's own bound, at least 1, always lets its children be, so only its ancestors'
+    limit and, for its descendants, its own can refuse).
 
     Raises:
         SubAgentFailed: it would be; nothing recorded, no child started.
     """
-    limit, depth = call.parent.agent.max_spawn_depth, call.parent.kernel.spawn_depth + 1
-    if limit is not None and depth > limit and call.agent_id not in call.parent.state.delegation.grants:
-        raise SubAgentFailed(
-            f"not spawned: a sub-agent here would run at depth {depth}, beyond max_spawn_depth={limit} "
-            "(the root's sub-agents are depth 1); do this part of the task yourself"
-        )
+    if call.agent_id in call.parent.state.delegation.grants:
+        return  # spawned already: resumed whatever the bound
+    kernel = call.parent.kernel
+    depth, limit = kernel.spawn_depth + 1, _subtree_limit(kernel, call.parent.agent)
+    if limit is None or depth <= limit:
+        return
+    raise SubAgentFailed(
+        f"not spawned: a sub-agent here would run at depth {depth}, beyond the depth limit {limit} of its "
+        "run tree (each agent's max_spawn_depth bounds the tree below its own run; the root's sub-agents "
+        "are depth 1); do this part of the task yourself"
+    )
 
 
 async def _delegate(tool: SubAgentTool, role: str, task: str) -> str:
@@ -918,3 +947,70 @@ def _reconcile_for(holder: list[SubAgentTool]) -> Any:
         return _answer(call, child)
 
     return reconcile
+
+
+@dataclass(frozen=True)
+class TreePosition:
+    """Where a session sits in its run tree, as the verified ledgers prove it (:func:`tree_position`).
+
+    Attributes:
+        ancestors: Its parent, its parent's parent... up to the root (empty for a root).
+        depth_limit: The limit its verified ``spawned_by`` record holds (None: none recorded, or no bound).
+    """
+
+    ancestors: tuple[str, ...]
+    depth_limit: int | None
+
+    @property
+    def depth(self) -> int:
+        """Its depth: the number of proven parent links up to the root (the root's children are 1)."""
+        return len(self.ancestors)
+
+
+def tree_position(store: Store, session_id: str, auditor: Auditor, *, checked: bool = False) -> TreePosition:
+    """Walk ``session_id``'s parent links up to its tree's root, each proven by the parent's verified
+    ledger: every session on the way passes :func:`~flightlog.integrity.audit.require_intact`, whose full
+    check proves the session's ``parent_session_id`` by its parent's ledger
+    (:mod:`flightlog.integrity.lineage`). ``checked``: ``session_id`` itself passed it just now (not
+    checked again). Cost: two full checks per level (each session's, and its parent's within it).
+
+    Raises:
+        SessionNotFound: no such session.
+        LedgerIntegrityError: a session on the way fails the full check, its parent link included (names
+            that session, the seq and the field), or the links loop back (names the session met twice).
+        SessionBusy: as :func:`~flightlog.integrity.audit.require_intact`.
+    """
+    ancestors: list[str] = []
+    seen, current = {session_id}, session_id
+    if not checked:
+        require_intact(store, current, auditor=auditor)
+    _, spawned = read_start(store, session_id)
+    while (parent := store.get_session(current).parent_session_id) is not None:
+        if parent in seen:
+            raise LedgerIntegrityError(
+                session_id=current,
+                reason=f"row_mismatch: parent_session_id {parent!r} is met twice going up from {session_id}",
+            )
+        require_intact(store, parent, auditor=auditor)  # its own link proven with it
+        seen.add(parent)
+        ancestors.append(parent)
+        current = parent
+    return TreePosition(tuple(ancestors), spawned.depth_limit if spawned is not None else None)
+
+
+def place(kernel: Kernel, session_id: str, auditor: Auditor) -> None:
+    """Set ``kernel``'s :attr:`~flightlog.kernel.Kernel.spawn_depth` and ``depth_limit`` for resuming
+    ``session_id`` (module docs, "Depth"): from :func:`tree_position` when no delegating call placed the
+    kernel (``spawned_by`` is None), else the delegating call's, its ``depth_limit`` narrowed by the one
+    the session's verified ``spawned_by`` record holds. Call once the session passed its full check.
+
+    Raises:
+        LedgerIntegrityError, SessionBusy: as :func:`tree_position`.
+    """
+    if kernel.spawned_by is None:
+        position = tree_position(kernel.store, session_id, auditor, checked=True)
+        kernel.spawn_depth, kernel.depth_limit = position.depth, position.depth_limit
+        return
+    _, spawned = read_start(kernel.store, session_id)
+    if spawned is not None:
+        kernel.depth_limit = _stricter(kernel.depth_limit, spawned.depth_limit)

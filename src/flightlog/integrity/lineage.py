@@ -1,0 +1,343 @@
+"""A kernel sub-agent's parent, as the verified ledgers prove it, against the ``parent_session_id`` its
+``sessions`` row names.
+
+The row's ``parent_session_id`` is covered by no hash, yet it decides where a session sits in its run
+tree: ``flightlog resume`` of a sub-agent resumes its tree's root, and the depth a run delegates at
+(``Agent.max_spawn_depth``) counts its ancestors. A row edited to name no parent would make a child a root
+(resumed at depth 0, free of its tree's bound); a row edited to name another session would move it to
+another tree. The ledgers say it, covered by their chains:
+
+* the parent's ledger records every child it spawns: ``agent_process_changed`` (first ``spawned``) whose
+  ``agent_id`` is the child's session id and whose ``parent_session_id`` is the parent
+  (:mod:`flightlog.kernel.subagents`);
+* the child's own start names its parent: a kernel sub-agent's first transaction holds, right after the
+  kernel's ``budget_limits``, ``Custom("spawned_by", {parent_session_id, turn, call_id, depth,
+  depth_limit})`` (:data:`SPAWNED_BY`; written since this check exists, so a child recorded before it has
+  none and is proven by its parent's ledger alone).
+
+What is compared, for a session whose verified first events are a kernel run's start (``run_started``,
+``provider_capability_evidence``..., ``budget_limits``: :mod:`flightlog.integrity.authorship`):
+
+* a ``spawned_by`` record naming ``P`` while the row names another parent or none: ``row_mismatch`` at
+  that record's seq;
+* a parent the row names (the record's, when both agree) that the parent's ledger does not prove: the
+  parent is no session, its ledger fails the check, or its verified events hold no
+  ``agent_process_changed`` naming this session as its child: ``row_mismatch`` (at the ``spawned_by``
+  record's seq, else at the start's ``budget_limits``), the detail saying which;
+* a row naming no parent with no ``spawned_by`` record: a root, nothing to prove.
+
+A session that is not a kernel run (an import, an integration's session, a run recorded through the
+``Recorder`` API or a core job) is not compared: their parents (a Claude Code sidechain's, a LangGraph
+subgraph's, a background task's) are not fixed by a record the kernel writes, and the row stays the only
+record of them. A kernel child whose row was edited to name no parent and whose ledger predates the
+``spawned_by`` record is not caught by the check of that session alone (nothing in its own ledger names a
+parent, and finding the parent that spawned it means reading every ledger).
+
+:class:`ParentCheck` reads the child's first rows as the full check streams them (``Auditor.session``'s
+tap), then the parent's rows through a check the caller gives (:data:`ParentVerifier`: the full check for
+``audit``, ``verify`` and ``require_intact``; the quick chain check for ``show`` and ``runs --rebuild``),
+never trusting a parent's row it has not verified.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterable, Iterator
+from dataclasses import dataclass
+from typing import Any, TypeGuard
+
+from ..encoding import decode_stored, decodes_without
+from ..errors import Divergence, EventDecodeError, SessionNotFound
+from ..events import AgentProcessChanged, Custom, RunStarted
+from ..store.base import SessionRecord, Store, StoredEvent
+from .authorship import BUDGET_LIMITS, CAPABILITY_EVIDENCE, ROW_MISMATCH
+
+__all__ = [
+    "PARENT_FIELD",
+    "SPAWNED_BY",
+    "ParentCheck",
+    "ParentVerifier",
+    "SpawnScan",
+    "SpawnedBy",
+    "Tap",
+    "lineage_divergence",
+    "parent_divergence",
+    "read_start",
+]
+
+SPAWNED_BY = "spawned_by"
+"""``custom_kind`` of a kernel sub-agent's start record, right after its ``budget_limits`` (module docs)."""
+PARENT_FIELD = "parent_session_id"
+"""The ``sessions`` row's field this module compares."""
+
+Tap = Callable[[SessionRecord, Iterable[StoredEvent]], Iterable[StoredEvent]]
+"""Wraps the stream of a session's rows a check reads (``Auditor.session``'s ``tap``)."""
+ParentVerifier = Callable[[str, Tap], str | None]
+"""``verify(parent_id, tap)``: check the session ``parent_id``, its rows streamed through ``tap``; None when
+it passes, else a few words saying why not (its first divergence). Raises ``SessionNotFound`` when there is
+no such session."""
+
+_START_SPELLINGS = (b"run_started",)
+_PROCESS_SPELLING = b"agent_process_changed"
+
+
+@dataclass(frozen=True)
+class SpawnedBy:
+    """A kernel sub-agent's ``spawned_by`` record (its start's, module docs).
+
+    Attributes:
+        seq: Its seq in the child's ledger.
+        parent: ``parent_session_id``: the session whose delegating call spawned the child.
+        turn: The parent's turn of that call.
+        call_id: The delegating call's id.
+        depth: The child's depth in its run tree when spawned (the root's children are 1).
+        depth_limit: The deepest depth its ancestors' ``max_spawn_depth`` let any run of its subtree reach
+            (None: no bound), as its parent computed it (:mod:`flightlog.kernel.subagents`, "Depth").
+    """
+
+    seq: int
+    parent: str
+    turn: int
+    call_id: str
+    depth: int
+    depth_limit: int | None
+
+    def payload(self) -> dict[str, Any]:
+        """The record's payload (``seq`` is where it is, not what it says)."""
+        return {
+            "parent_session_id": self.parent,
+            "turn": self.turn,
+            "call_id": self.call_id,
+            "depth": self.depth,
+            "depth_limit": self.depth_limit,
+        }
+
+    @classmethod
+    def of(cls, seq: int, payload: Any) -> SpawnedBy:
+        """The record a ``spawned_by`` payload at ``seq`` holds.
+
+        Raises:
+            ValueError: a field is missing or of another type; the message names the field and the seq.
+        """
+        data = payload if isinstance(payload, dict) else {}
+        parent, turn, call_id = data.get("parent_session_id"), data.get("turn"), data.get("call_id")
+        depth, limit = data.get("depth"), data.get("depth_limit")
+        if not (isinstance(parent, str) and parent):
+            raise ValueError(_malformed(seq, "parent_session_id", parent))
+        if not isinstance(call_id, str):
+            raise ValueError(_malformed(seq, "call_id", call_id))
+        if not _count(turn):
+            raise ValueError(_malformed(seq, "turn", turn))
+        if not (_count(depth) and depth >= 1):
+            raise ValueError(_malformed(seq, "depth", depth))
+        if limit is not None and not _count(limit):
+            raise ValueError(_malformed(seq, "depth_limit", limit))
+        return cls(seq, parent, turn, call_id, depth, limit)
+
+
+def _count(value: Any) -> TypeGuard[int]:
+    return isinstance(value, int) and not isinstance(value, bool) and value >= 0
+
+
+def _malformed(seq: int, name: str, value: Any) -> str:
+    return f"the {SPAWNED_BY} record at seq {seq}: payload field {name!r} is {value!r}"
+
+
+@dataclass
+class _Start:
+    """What a session's first rows say about its parent: fed rows in seq order (:meth:`feed` returns True
+    once decided)."""
+
+    kernel: bool = False
+    limits_seq: int | None = None
+    spawned: SpawnedBy | None = None
+    malformed: str | None = None
+    done: bool = False
+    _run: bool = False
+
+    def feed(self, seq: int, data: bytes) -> bool:
+        """Read one more row; True (and :attr:`done`) once decided.
+
+        Raises:
+            EventDecodeError: a row read to decide does not decode (names its seq).
+        """
+        self.done = self._feed(seq, data)
+        return self.done
+
+    def _feed(self, seq: int, data: bytes) -> bool:
+        if seq == 0:
+            if decodes_without(data, _START_SPELLINGS):
+                return True
+            self._run = isinstance(decode_stored(data, seq=0), RunStarted)
+            return not self._run
+        if not self._run:  # a gap before seq 0: nothing decided (the audit reports the gap)
+            return True
+        event = decode_stored(data, seq=seq)
+        kind = event.custom_kind if isinstance(event, Custom) else None
+        if not self.kernel:
+            if kind == CAPABILITY_EVIDENCE:
+                return False
+            if kind == BUDGET_LIMITS:
+                self.kernel, self.limits_seq = True, seq
+                return False
+            return True  # not a kernel run's start
+        if kind == SPAWNED_BY and isinstance(event, Custom):
+            try:
+                self.spawned = SpawnedBy.of(seq, event.payload)
+            except ValueError as exc:
+                self.malformed = str(exc)
+        return True
+
+
+def read_start(store: Store, session_id: str) -> tuple[bool, SpawnedBy | None]:
+    """``(whether the session's first rows are a kernel run's start, its spawned_by record or None)``, read
+    from its first rows (a few: seq 0 to the row after ``budget_limits``). Call on a session that passed
+    its check (these rows are then the verified ones).
+
+    Raises:
+        EventDecodeError: a row read does not decode (names its seq).
+        ValueError: the ``spawned_by`` record is malformed (names the field and the seq).
+    """
+    start = _Start()
+    for page in store.read_chain(session_id):
+        if any(start.feed(row[0], row[1]) for row in page):
+            break
+    if start.malformed is not None:
+        raise ValueError(start.malformed)
+    return start.kernel, start.spawned
+
+
+class SpawnScan:
+    """The children a session's ledger records spawning: wraps the stream of its rows (a :data:`Tap`) and
+    keeps, per child session id, the seq of the first ``agent_process_changed`` naming it whose
+    ``parent_session_id`` is this session. A row that does not decode is skipped (the check reading the
+    stream reports it ``undecodable``, and its verdict decides whether :attr:`children` is evidence)."""
+
+    def __init__(self) -> None:
+        self.children: dict[str, int] = {}
+        self.events = 0
+
+    def tap(self, record: SessionRecord, stream: Iterable[StoredEvent]) -> Iterator[StoredEvent]:
+        """Yield ``stream`` unchanged, noting the process-table entries of ``record``'s session."""
+        self.children, self.events = {}, 0
+        sid = record.session_id
+        for row in stream:
+            self.events += 1
+            data = row.event_bytes
+            if _PROCESS_SPELLING in data or b"\\" in data:
+                try:
+                    event = decode_stored(data, seq=row.seq)
+                except EventDecodeError:
+                    event = None
+                if isinstance(event, AgentProcessChanged) and event.parent_session_id == sid:
+                    self.children.setdefault(event.agent_id, row.seq)
+            yield row
+
+
+def _proof(child: str, parent: str, verify: ParentVerifier) -> tuple[int | None, str]:
+    """``(the seq of the parent's entry naming child, '')`` when ``parent``'s verified ledger records
+    spawning ``child``; else ``(None, why not)``."""
+    scan = SpawnScan()
+    try:
+        failure = verify(parent, scan.tap)
+    except SessionNotFound:
+        return None, f"there is no session {parent!r}"
+    if failure is not None:
+        return None, f"session {parent!r} fails its check ({failure}), so its ledger proves nothing"
+    seq = scan.children.get(child)
+    if seq is None:
+        return None, (
+            f"the verified ledger of {parent!r} ({scan.events} events) records no spawn of this session "
+            "(no agent_process_changed names it)"
+        )
+    return seq, ""
+
+
+def parent_divergence(
+    record: SessionRecord, kernel: bool, spawned: SpawnedBy | None, limits_seq: int, verify: ParentVerifier
+) -> Divergence | None:
+    """The ``row_mismatch`` of ``record``'s ``parent_session_id`` (module docs), or None.
+
+    Args:
+        record: The session's row.
+        kernel: Whether its verified first events are a kernel run's start (else nothing is compared).
+        spawned: Its start's ``spawned_by`` record, or None.
+        limits_seq: The seq of its start's ``budget_limits`` (where a finding without a record points).
+        verify: Checks a parent, its rows through a tap (:data:`ParentVerifier`).
+    """
+    if not kernel:
+        return None
+    row = record.parent_session_id
+    if spawned is not None and row != spawned.parent:
+        return Divergence(
+            spawned.seq,
+            ROW_MISMATCH,
+            f"sessions row {PARENT_FIELD} {row!r}, the ledger's {spawned.parent!r}: the {SPAWNED_BY} record "
+            f"at seq {spawned.seq} names it (depth {spawned.depth}, the call {spawned.call_id!r} of its turn "
+            f"{spawned.turn})",
+        )
+    if row is None:
+        return None
+    if type(row) is not str:  # SQLite keeps what a raw write gives (a BLOB)
+        return Divergence(
+            limits_seq,
+            ROW_MISMATCH,
+            f"sessions row {PARENT_FIELD} holds {type(row).__name__}, not a session id",
+        )
+    seq, why = _proof(record.session_id, row, verify)
+    if seq is not None:
+        return None
+    at = spawned.seq if spawned is not None else limits_seq
+    named = f"; its {SPAWNED_BY} record at seq {at} names it" if spawned is not None else ""
+    return Divergence(at, ROW_MISMATCH, f"sessions row {PARENT_FIELD} {row!r} is not proven: {why}{named}")
+
+
+class ParentCheck:
+    """The row's ``parent_session_id`` against the first rows the full check streams (``Auditor.session``)
+    and the parent's verified ledger."""
+
+    def __init__(self) -> None:
+        self._record: SessionRecord | None = None
+        self._start = _Start()
+        self._broken = False
+
+    def tap(self, record: SessionRecord, stream: Iterable[StoredEvent]) -> Iterator[StoredEvent]:
+        """Wrap the audit's row stream of ``record``'s session: read the first rows until the start is
+        decided, rows unchanged, same order. A row that does not decode leaves the check undecided (the
+        audit reports it ``undecodable``)."""
+        self._record, self._start, self._broken = record, _Start(), False
+        decided = False
+        for row in stream:
+            if not decided and not self._broken:
+                try:
+                    decided = self._start.feed(row.seq, row.event_bytes)
+                except EventDecodeError:
+                    self._broken = True
+            yield row
+
+    @property
+    def decided(self) -> bool:
+        """Whether the rows read so far decide the start (or one did not decode)."""
+        return self._start.done or self._broken
+
+    def divergence(self, verify: ParentVerifier) -> Divergence | None:
+        """The ``row_mismatch`` of the session :meth:`tap` read last (call once its audit passed), or None."""
+        start = self._start
+        if self._record is None or self._broken or start.limits_seq is None:
+            return None
+        if start.malformed is not None:
+            return Divergence(start.limits_seq + 1, ROW_MISMATCH, f"{PARENT_FIELD}: {start.malformed}")
+        return parent_divergence(self._record, start.kernel, start.spawned, start.limits_seq, verify)
+
+
+def lineage_divergence(store: Store, record: SessionRecord, verify: ParentVerifier) -> Divergence | None:
+    """:class:`ParentCheck` for ``record``'s session, reading its first rows itself (the quick check
+    ``show`` and ``runs --rebuild`` run, after its chain passed).
+
+    Raises:
+        EventDecodeError: a row read to decide does not decode (names its seq).
+    """
+    check = ParentCheck()
+    for _ in check.tap(record, store.read_events(record.session_id)):
+        if check.decided:
+            break
+    return check.divergence(verify)
