@@ -108,3 +108,42 @@ def charging_agent() -> Agent:
         [calls(call("charge", {"amount": 5}, id="c1")), reply("charged")], by_turn=True
     )
     return Agent(name="cli-charging", route=[provider], tools=[charge])
+
+
+def tree_worker() -> Agent:
+    """The run tree's grandchild (:func:`tree_agent`): asks before its note ``n1`` (the tree then waits),
+    then delegates to ``leaf`` (refused: depth 3 is beyond the root's bound of 2), then answers."""
+    from flightlog.kernel.subagents import subagent
+
+    leaf = Agent(name="leaf", route=[ScriptedProvider([reply("leaf done")], by_turn=True)], tools=[])
+    script = [
+        calls(call("note", {"text": "deep"}, id="n1")),
+        calls(call("leaf", {"task": "go deeper"}, id="l1")),
+        reply("worker done"),
+    ]
+    return Agent(
+        name="worker",
+        route=[ScriptedProvider(script, by_turn=True)],
+        tools=[note, subagent(leaf)],
+        policy=Policy(rules=(Rule("ask", tool="note", reason="notes need a human"),)),
+    )
+
+
+def tree_agent() -> Agent:
+    """A run tree three deep under ``max_spawn_depth=2``: this root delegates to ``lead`` (depth 1), which
+    delegates to ``worker`` (depth 2, :func:`tree_worker`)."""
+    from flightlog.kernel.subagents import subagent
+
+    lead = Agent(
+        name="lead",
+        route=[
+            ScriptedProvider(
+                [calls(call("worker", {"task": "work"}, id="w1")), reply("lead done")], by_turn=True
+            )
+        ],
+        tools=[note, subagent(tree_worker())],
+    )
+    root = ScriptedProvider(
+        [calls(call("lead", {"task": "lead"}, id="d1")), reply("root done")], by_turn=True
+    )
+    return Agent(name="tree-root", route=[root], tools=[note, subagent(lead)], max_spawn_depth=2)

@@ -4,23 +4,27 @@ created sessions until Python's RecursionError; with a token budget the tree ove
 from __future__ import annotations
 
 import json
+import sqlite3
 from pathlib import Path
 
 import pytest
 from typer.testing import CliRunner
 
 from flightlog.cli import app
-from flightlog.events import ToolCompleted
-from flightlog.kernel import Agent, Kernel
+from flightlog.errors import LedgerIntegrityError
+from flightlog.events import Custom, ToolCompleted
+from flightlog.kernel import Agent, Kernel, approve, pending
 from flightlog.kernel.agent import DEFAULT_MAX_SPAWN_DEPTH
 from flightlog.kernel.budgets import Budgets
+from flightlog.kernel.effects import effect_key
 from flightlog.kernel.scripted import ScriptedProvider, call, calls, reply
 from flightlog.kernel.spec import load_agent
 from flightlog.kernel.state import KernelState, load_state
-from flightlog.kernel.subagents import subagent
+from flightlog.kernel.subagents import child_session_id, subagent
 from flightlog.store import SqliteStore
 
-from .helpers import Sleeps, customs, of
+from .cli_agents import tree_agent, tree_worker
+from .helpers import Sleeps, customs, events, of
 
 runner = CliRunner()
 
@@ -39,6 +43,13 @@ def chain(store: SqliteStore, root: str) -> list[KernelState]:
     while grants := list(states[-1].delegation.grants.values()):
         states.append(load_state(store, grants[0].agent_id))
     return states
+
+
+def customs_seq(store: SqliteStore, session_id: str, kind: str) -> int:
+    """The seq of the session's first ``Custom`` of ``kind``."""
+    return next(
+        i for i, e in enumerate(events(store, session_id)) if isinstance(e, Custom) and e.custom_kind == kind
+    )
 
 
 def _refusal(state: KernelState) -> str:
@@ -122,7 +133,8 @@ SPEC = """
 from flightlog.kernel import Agent
 from flightlog.kernel.scripted import ScriptedProvider, call, calls, reply
 from flightlog.kernel.spec import load_agent
-from flightlog.kernel.subagents import subagent
+from flightlog.kernel.effects import effect_key
+from flightlog.kernel.subagents import child_session_id, subagent
 
 model = ScriptedProvider([calls(call("deeper", {"task": "go deeper"}, id="d1")), reply("bottom")])
 agent = Agent(name="bomb", route=[model], max_spawn_depth=3)
@@ -150,3 +162,68 @@ def test_an_agent_toml_sets_the_depth_bound(tmp_path: Path) -> None:
         'name = "t"\nmax_spawn_depth = 2\nroute = ["flightlog.kernel.scripted:ScriptedProvider"]\n'
     )
     assert load_agent(str(tmp_path / "agent.toml")).max_spawn_depth == 2
+
+
+def _waiting_tree(store: SqliteStore) -> tuple[str, str]:
+    """``cli_agents.tree_agent`` run until its grandchild ``worker`` waits for ``n1``: (lead, worker) ids."""
+    result = Kernel(store, tree_agent(), notary=None, sleep=Sleeps()).run_sync("go", session_id="t")
+    assert result.status == "suspended"
+    lead = child_session_id(effect_key("t", 1, "d1"))
+    worker = child_session_id(effect_key(lead, 1, "w1"))
+    assert [(p.session_id, p.call_id) for p in pending(store)] == [(worker, "n1")]
+    return lead, worker
+
+
+def test_a_child_resumed_from_python_keeps_its_depth_and_its_trees_bound(store: SqliteStore) -> None:
+    """The attack pass: ``Kernel(store, agent).resume(child)`` ran the child at depth 0, so it could spawn
+    ``max_spawn_depth`` more levels. Its depth now comes from the verified tree (2 proven parent links),
+    its limit from its verified ``spawned_by`` record (the root's bound of 2)."""
+    _, worker = _waiting_tree(store)
+    approve(store, worker, "n1")
+    kernel = Kernel(store, tree_worker(), notary=None, sleep=Sleeps())
+    assert kernel.resume_sync(worker).status == "completed"
+    assert (kernel.spawn_depth, kernel.depth_limit) == (2, 2)
+    state = load_state(store, worker)
+    refused = [
+        r for e in state.events if isinstance(e[1], ToolCompleted) for r in e[1].results if r.call_id == "l1"
+    ]
+    assert len(refused) == 1 and refused[0].is_error
+    assert "would run at depth 3, beyond the depth limit 2 of its run tree" in refused[0].output
+    assert state.delegation.grants == {} and customs(store, worker, "budget_grant") == []
+    assert [s.session_id for s in store.list_sessions() if s.parent_session_id == worker] == []
+
+
+def test_a_root_resumed_from_python_is_at_depth_zero_under_its_own_bound(store: SqliteStore) -> None:
+    _, worker = _waiting_tree(store)
+    approve(store, worker, "n1")
+    kernel = Kernel(store, tree_agent(), notary=None, sleep=Sleeps())
+    assert kernel.resume_sync("t").status == "completed"  # the tree, driven from its root
+    assert (kernel.spawn_depth, kernel.depth_limit) == (0, None)
+    assert "beyond the depth limit 2" in next(
+        r.output
+        for _, e in load_state(store, worker).events
+        if isinstance(e, ToolCompleted)
+        for r in e.results
+        if r.call_id == "l1"
+    )
+
+
+def test_a_child_whose_row_names_no_parent_is_refused_never_resumed_as_a_root(
+    store: SqliteStore, db_path: Path
+) -> None:
+    lead, worker = _waiting_tree(store)
+    approve(store, worker, "n1")
+    seq = customs_seq(store, worker, "spawned_by")
+    before = store.get_session(worker).head_seq
+    raw = sqlite3.connect(db_path)
+    raw.execute("UPDATE sessions SET parent_session_id = NULL WHERE session_id = ?", (worker,))
+    raw.commit()
+    raw.close()
+    with pytest.raises(LedgerIntegrityError) as raised:
+        Kernel(store, tree_worker(), notary=None, sleep=Sleeps()).resume_sync(worker)
+    assert (raised.value.session_id, raised.value.seq) == (worker, seq)
+    assert raised.value.reason.startswith(
+        f"row_mismatch: sessions row parent_session_id None, the ledger's {lead!r}: the spawned_by record at "
+        f"seq {seq} names it (depth 2, the call 'w1' of its turn 1)"
+    ), raised.value.reason
+    assert store.get_session(worker).head_seq == before  # nothing written

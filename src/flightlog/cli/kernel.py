@@ -35,6 +35,7 @@ from .options import error_lines, heads_ahead_lines, operator_option, session_ar
 
 if TYPE_CHECKING:  # imported inside the commands at run time: `flightlog --version` stays fast
     from ..events import SessionEvent
+    from ..integrity.audit import Auditor
     from ..kernel import PendingCall, RunResult
     from ..kernel.records import Verdict
     from ..store import Store, StoredEvent
@@ -250,9 +251,9 @@ def register(app: typer.Typer, open_db: OpenDb) -> None:
         from ..kernel.spec import spec_of_checked
 
         with open_db(False) as store:
-            sid = _tree_root(store, store.resolve_session(session), err)
             notary = Notary.from_env()
             auditor = Auditor.for_notary(notary)
+            sid = _tree_root(store, store.resolve_session(session), err, auditor)
             report = require_intact(store, sid, auditor=auditor)  # before anything stored: its source too
             record = store.get_session(sid)
             source = record.source
@@ -563,15 +564,23 @@ def _capture_session(
     return on_event
 
 
-def _tree_root(store: Store, sid: str, err: Console) -> str:
+def _tree_root(store: Store, sid: str, err: Console, auditor: Auditor) -> str:
     """The session ``resume`` drives: a kernel sub-agent's run-tree root (resuming it resumes the child
-    from its own ledger, then the parent: :mod:`flightlog.kernel.subagents`), else ``sid`` itself."""
-    from ..kernel.approvals import tree_of
+    from its own ledger, then the parent: :mod:`flightlog.kernel.subagents`), else ``sid`` itself. The way
+    up follows only parent links the verified ledgers prove (:func:`~flightlog.kernel.subagents.tree_position`):
+    a sub-agent whose row names no parent, or another one, is refused as tampered, never resumed as a root.
+
+    Raises:
+        LedgerIntegrityError: a session on the way up fails the full check (its parent link included).
+        SessionBusy: as :func:`~flightlog.integrity.audit.require_intact`.
+    """
+    from ..kernel.subagents import tree_position
 
     metadata = store.get_session(sid).metadata
     if not (isinstance(metadata, dict) and "subagent" in metadata):
-        return sid
-    _, root = tree_of(store, sid)
+        return sid  # its own full check next still proves a parent its ledger names (a row edited to none)
+    ancestors = tree_position(store, sid, auditor).ancestors
+    root = ancestors[-1] if ancestors else sid
     if root != sid:
         err.print(f"{sid} is a sub-agent; resuming its run tree from {root}")
     return root

@@ -31,6 +31,7 @@ from ..errors import (
 from .console import console
 
 if TYPE_CHECKING:  # the store and the recorder load inside the functions: start-up stays light
+    from ..integrity.lineage import Tap
     from ..live import RunView
     from ..store import Store
     from ..store.base import SessionRecord
@@ -384,7 +385,8 @@ def warn_diverged(store: Store, session_ids: Iterable[str], *, rows: bool = Fals
     seq, reason and detail; returns whether any did (the caller exits 1).
 
     With ``rows``, a session whose ledger passes is also checked against its ``sessions`` row
-    (:func:`flightlog.kernel.rowcheck.row_divergences`: the status ``show`` prints, ``row_mismatch``).
+    (:func:`flightlog.kernel.rowcheck.row_divergences`: the status ``show`` prints, the source, a kernel
+    sub-agent's parent, proven by its parent's ledger under this same check: ``row_mismatch``).
 
     The check is :func:`flightlog.integrity.verify.audit_session` without decoding or artifact lookups:
     the chain and tree head, and every stored signed checkpoint, the seal and the retained head (under the user's trusted
@@ -442,6 +444,14 @@ def _quick_check(store: Store, *, artifacts: bool = False) -> Callable[[str, boo
     keyring, heads = load_keyring(), HeadStore.default()
     retired = load_retirement(store, keyring)
 
+    def parent(sid: str, scan: Tap) -> str | None:
+        """The same check of a sub-agent's parent, its rows through ``scan`` (its spawns read there)."""
+        report = audit_session(
+            store, sid, keyring=keyring, heads=heads, decode=False, retired=retired, artifacts=False, tap=scan
+        )
+        problems = [d for d in report.divergences if d.reason != "stale_copy"]
+        return f"seq {problems[0].seq}: {problems[0].reason}" if problems else None
+
     def check(sid: str, rows: bool) -> tuple[int, str | None]:
         report = audit_session(
             store, sid, keyring=keyring, heads=heads, decode=False, retired=retired, artifacts=artifacts
@@ -449,7 +459,7 @@ def _quick_check(store: Store, *, artifacts: bool = False) -> Callable[[str, boo
         if rows:
             from ..kernel.rowcheck import row_divergences
 
-            report.divergences.extend(row_divergences(store, report))
+            report.divergences.extend(row_divergences(store, report, parents=parent))
         # a stale copy (a retired store's session that went on in the live one) printed what it holds
         problems = [d for d in report.divergences if d.reason != "stale_copy"]
         if not problems:

@@ -22,11 +22,14 @@ the events that change its fold, :meth:`flightlog.kernel.activation.Activation.a
   ``queued`` there contradicts the ledger too.
 
 The row's ``source`` is compared with the one the ledger's first events fix (a kernel run's start, an
-import's ``import_source`` record: :mod:`flightlog.integrity.authorship`; the full check compares it too).
+import's ``import_source`` record: :mod:`flightlog.integrity.authorship`; the full check compares it too),
+and a kernel run's ``parent_session_id`` with the parent its parent's ledger and its own ``spawned_by``
+record prove (:mod:`flightlog.integrity.lineage`).
 
 Anything else (the status of an imported session, whose first event is ``import_source``: the
-document's, its waits decided in the app that wrote it; the task, the metadata, the parent) is not fixed
-by the events and is not compared: the row stays the only record of it.
+document's, its waits decided in the app that wrote it; the task, the metadata, the parent of a session
+that is not a kernel run) is not fixed by the events and is not compared: the row stays the only record
+of it.
 """
 
 from __future__ import annotations
@@ -39,6 +42,7 @@ from ..encoding import SUSPENDED_MARK, decode_stored, decodes_without
 from ..errors import Divergence
 from ..events import Custom, RunTerminal
 from ..integrity.authorship import IMPORT_SOURCE, ROW_MISMATCH, source_divergence
+from ..integrity.lineage import ParentVerifier, lineage_divergence
 from ..notarization import SEAL_KIND
 from ..store.base import RUNNABLE_STATUSES, SessionRecord, Store
 
@@ -174,7 +178,9 @@ def _is_import(seq: int, data: bytes) -> bool:
     return isinstance(event, Custom) and event.custom_kind == IMPORT_SOURCE
 
 
-def row_divergences(store: Store, report: AuditReport) -> list[Divergence]:
+def row_divergences(
+    store: Store, report: AuditReport, *, parents: ParentVerifier | None = None
+) -> list[Divergence]:
     """Every field of the session's row that contradicts its verified ledger, as ``row_mismatch``
     divergences naming the field, the row's value and the ledger's, at the seq that fixes the ledger's.
 
@@ -186,8 +192,12 @@ def row_divergences(store: Store, report: AuditReport) -> list[Divergence]:
     The row's ``source`` is compared first (:func:`~flightlog.integrity.authorship.source_divergence`, at
     the seq that fixes the ledger's; the full check ``Auditor.session`` compares it in its own pass, so a
     report from it that found a forged source does not pass and comes back here with nothing added).
+    With ``parents`` (the quick check's, whose report did not compare it), a kernel run's
+    ``parent_session_id`` next, proven by the parent's ledger checked with ``parents``
+    (:func:`~flightlog.integrity.lineage.lineage_divergence`; the full check compares it in its own pass).
 
-    Cost: the first rows (seq 0; a kernel run's start after it); then none for a sealed session; otherwise :func:`session_may_wait` (two rows decoded for a run that
+    Cost: the first rows (seq 0; a kernel run's start after it; with ``parents``, one check of a kernel
+    sub-agent's parent); then none for a sealed session; otherwise :func:`session_may_wait` (two rows decoded for a run that
     ended, else a byte search of its rows), plus one fold when it may wait.
 
     Raises:
@@ -198,7 +208,10 @@ def row_divergences(store: Store, report: AuditReport) -> list[Divergence]:
         return []
     record = store.get_session(report.session_id)
     forged = source_divergence(store, record)
-    return ([forged] if forged is not None else []) + _status_divergences(store, record, report)
+    found = [forged] if forged is not None else []
+    moved = lineage_divergence(store, record, parents) if parents is not None else None
+    found += [moved] if moved is not None else []
+    return found + _status_divergences(store, record, report)
 
 
 def _status_divergences(store: Store, record: SessionRecord, report: AuditReport) -> list[Divergence]:

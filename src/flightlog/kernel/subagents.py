@@ -900,16 +900,28 @@ def require_children_intact(store: Store, state: KernelState, auditor: Auditor) 
     session a resume may read or drive (each not yet ``joined``, ``failed`` or ``killed``), and on theirs,
     before the parent writes anything. Cost: one audit per unfinished descendant, O(its rows).
 
+    A child whose row names another parent (or none) is checked too: its full check proves its parent by
+    the ledgers (:mod:`flightlog.integrity.lineage`), so an edited row refuses the tree, while a session
+    of another tree holding the id (created beforehand) passes and is left alone, never adopted.
+
     Raises:
-        LedgerIntegrityError: a descendant's ledger fails it; the message names that session and the
-            sequence (without this, the child's own resume raised inside the parent's delegating call,
-            which recorded it as an error result and went on).
+        LedgerIntegrityError: a descendant's ledger fails it, its parent link included; the message names
+            that session and the sequence (without this, the child's own resume raised inside the
+            parent's delegating call, which recorded it as an error result and went on).
     """
     for agent_id, entry in state.delegation.processes.items():
-        if entry.state in (*_EXITS, "killed") or not _exists(store, agent_id, state.session_id):
+        if entry.state in (*_EXITS, "killed"):
             continue
-        require_intact(store, agent_id, auditor=auditor)
-        require_children_intact(store, load_state(store, agent_id), auditor)
+        try:
+            ours = _exists(store, agent_id, state.session_id)
+        except SubAgentFailed:  # its row names another parent, or none
+            # a row edited so is refused here, naming the field (its ledger proves this parent:
+            # flightlog.integrity.lineage); a session of another tree that holds the id passes and is left alone
+            require_intact(store, agent_id, auditor=auditor)
+            continue
+        if ours:
+            require_intact(store, agent_id, auditor=auditor)
+            require_children_intact(store, load_state(store, agent_id), auditor)
 
 
 def abort_children(

@@ -1,0 +1,153 @@
+"""A kernel sub-agent's ``parent_session_id`` is proven by the verified ledgers, never taken from the row.
+
+The attack pass (last session): a child's row edited to ``parent_session_id = NULL`` made ``audit`` say only
+``projection_mismatch``; following its hint (``flightlog runs --rebuild``) rewrote the runs row from the
+edited sessions row, so ``audit`` passed, and the child resumed as a root at depth 0, free of its tree's
+``max_spawn_depth`` (the attack reached depth 16). Now the full check proves a kernel run's parent by the
+parent's verified ledger (its ``agent_process_changed`` naming the child) and by the child's own
+``spawned_by`` start record (:mod:`flightlog.integrity.lineage`): ``verify``/``audit`` and ``show``'s quick
+check name a ``row_mismatch`` of the field at the seq of the proving record, ``runs --rebuild`` warns of it
+and exits 1 and leaves it named, and ``resume`` refuses (exit 1, the README's divergence) the child, the
+tree it was cut from, and a root grafted under another run. On SQLite and PostgreSQL.
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+from flightlog.kernel.effects import effect_key
+from flightlog.kernel.subagents import child_session_id
+from flightlog.store import open_store
+
+from .helpers import cli, described, execute, invoke
+
+TREE = "kernel.cli_agents:tree_agent"
+"""Root ``tree-root`` -> ``lead`` (depth 1) -> ``worker`` (depth 2), which waits for a decision on ``n1``."""
+SAMPLE = Path(__file__).parents[1] / "data" / "samples" / "claude-code" / "spotter_subagent_parent.jsonl"
+PAD = " " * 10
+
+
+def _tree(url: str) -> tuple[str, str, str]:
+    """``flightlog run`` the tree until its worker waits: (root, lead, worker) session ids."""
+    result = invoke(url, "run", TREE, "--goal", "go", "--json", "--quiet")
+    assert result.exit_code == 3, described(result)
+    root = str(json.loads(result.stdout)["session_id"])
+    lead = child_session_id(effect_key(root, 1, "d1"))
+    return root, lead, child_session_id(effect_key(lead, 1, "w1"))
+
+
+def _set_parent(url: str, sid: str, parent: str | None) -> None:
+    value = "NULL" if parent is None else f"'{parent}'"
+    execute(url, f"UPDATE sessions SET parent_session_id = {value} WHERE session_id = '{sid}'")
+
+
+def _seq_of(url: str, sid: str, marker: str) -> int:
+    """The seq of the session's first event whose stored bytes hold ``marker``."""
+    code, out, _ = cli(url, "export", sid)
+    assert code == 0
+    return next(i for i, line in enumerate(out.splitlines()) if marker in line)
+
+
+def _named(url: str, sid: str, seq: int, detail: str) -> None:
+    """``verify``, ``audit`` (text and JSON) and ``show``'s quick check name the ``row_mismatch``."""
+    for command in ("verify", "audit"):
+        code, out, _ = cli(url, command, sid)
+        assert code == 1 and f"{PAD}seq {seq}: row_mismatch ({detail})" in out.splitlines(), out
+        code, out, _ = cli(url, command, sid, "--json")
+        assert code == 1, out
+        assert {"seq": seq, "reason": "row_mismatch", "detail": detail} in json.loads(out)[0]["divergences"]
+    code, _, err = cli(url, "show", sid)
+    assert code == 1 and f"fails verification at seq {seq} (row_mismatch): {detail}; " in err, err
+
+
+def _resume_refused(url: str, asked: str, sid: str, seq: int, detail: str) -> None:
+    """``resume ASKED`` exits 1 with the one error line naming ``sid``'s ``row_mismatch``; nothing written."""
+    with open_store(url, read_only=True) as store:
+        heads = {r.session_id: r.head_seq for r in store.list_sessions()}
+    code, out, err = cli(url, "resume", asked)
+    assert (code, out) == (1, ""), err
+    assert err.splitlines()[-1] == (
+        f"flightlog: error: ledger of session {sid} diverges at sequence {seq}: row_mismatch: {detail}; "
+        "refusing to act on it"
+    ), err
+    with open_store(url, read_only=True) as store:
+        assert {r.session_id: r.head_seq for r in store.list_sessions()} == heads
+
+
+def test_an_honest_tree_and_imports_with_and_without_a_parent_audit_clean(url: str) -> None:
+    """No false positive: a root, its child and grandchild (each proven by its parent's spawn), an imported
+    transcript (no parent) and its imported sub-agent (a parent the row alone records: not compared)."""
+    root, lead, worker = _tree(url)
+    assert cli(url, "import", str(SAMPLE))[0] == 0
+    code, out, _ = cli(url, "audit", "--all", "--json")
+    assert code == 0, out
+    rows = {r["session_id"]: r for r in json.loads(out) if isinstance(r.get("session_id"), str)}
+    assert {root, lead, worker} <= set(rows)
+    imported = [s for s, r in rows.items() if s.startswith("claude-code:")]
+    assert len(imported) == 2 and all(rows[s]["divergences"] == [] for s in (root, lead, worker, *imported))
+    with open_store(url, read_only=True) as store:
+        parents = {s: store.get_session(s).parent_session_id for s in (root, lead, worker, *imported)}
+    assert (parents[root], parents[lead], parents[worker]) == (None, root, lead)
+    assert sorted(str(parents[s]) for s in imported) == [str(None), min(imported, key=len)]
+
+
+@pytest.mark.parametrize("who", ["lead", "worker"])
+def test_a_child_whose_row_names_no_parent(url: str, who: str) -> None:
+    root, lead, worker = _tree(url)
+    sid, parent, depth, call = (lead, root, 1, "d1") if who == "lead" else (worker, lead, 2, "w1")
+    seq = _seq_of(url, sid, '"custom_kind":"spawned_by"')
+    _set_parent(url, sid, None)
+    detail = (
+        f"sessions row parent_session_id None, the ledger's {parent!r}: the spawned_by record at seq {seq} "
+        f"names it (depth {depth}, the call {call!r} of its turn 1)"
+    )
+    _named(url, sid, seq, detail)
+    # audit's projection hint does not launder it: the rebuild warns and exits 1, and the finding stays
+    code, _, err = cli(url, "runs", "--rebuild")
+    assert code == 1 and f"{sid} fails verification at seq {seq} (row_mismatch): {detail}; " in err, err
+    code, out, _ = cli(url, "audit", "--all")
+    assert code == 1 and f"{PAD}seq {seq}: row_mismatch ({detail})" in out.splitlines(), out
+    assert "projection_mismatch" not in out  # the runs row now says what the sessions row says
+    _resume_refused(url, sid, sid, seq, detail)  # never resumed as a root
+    _resume_refused(url, root, sid, seq, detail)  # nor its tree, whose ledgers name it
+    _set_parent(url, sid, parent)  # the row put back: only the runs row rebuilt from the edit is left
+    code, out, _ = cli(url, "audit", "--all")
+    assert code == 1 and "row_mismatch" not in out, out
+    assert f"projection_mismatch (runs row {sid!r} column fold" in out, out
+    assert cli(url, "runs", "--rebuild")[0] == 0
+    assert cli(url, "audit", "--all")[0] == 0
+
+
+def test_a_child_whose_row_names_another_parent(url: str) -> None:
+    root, lead, worker = _tree(url)
+    seq = _seq_of(url, worker, '"custom_kind":"spawned_by"')
+    _set_parent(url, worker, root)  # moved up one level: depth 1 instead of 2
+    detail = (
+        f"sessions row parent_session_id {root!r}, the ledger's {lead!r}: the spawned_by record at seq {seq} "
+        "names it (depth 2, the call 'w1' of its turn 1)"
+    )
+    _named(url, worker, seq, detail)
+    _resume_refused(url, worker, worker, seq, detail)
+
+
+def test_a_root_grafted_under_another_run(url: str) -> None:
+    """A root's row given a parent: no spawned_by record to compare, so the named parent's verified ledger
+    must prove it, and it records no spawn of the root (nor does a session that does not exist)."""
+    _, lead, _ = _tree(url)
+    other, _, _ = _tree(url)
+    seq = _seq_of(url, other, '"custom_kind":"budget_limits"')
+    with open_store(url, read_only=True) as store:
+        events = store.get_session(lead).head_seq + 1
+    _set_parent(url, other, lead)
+    detail = (
+        f"sessions row parent_session_id {lead!r} is not proven: the verified ledger of {lead!r} ({events} "
+        "events) records no spawn of this session (no agent_process_changed names it)"
+    )
+    _named(url, other, seq, detail)
+    _resume_refused(url, other, other, seq, detail)
+    _set_parent(url, other, "nosuch")
+    detail = "sessions row parent_session_id 'nosuch' is not proven: there is no session 'nosuch'"
+    _named(url, other, seq, detail)
