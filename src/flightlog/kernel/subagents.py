@@ -592,7 +592,7 @@ def _stricter(first: int | None, second: int | None) -> int | None:
 
 def _subtree_limit(kernel: Kernel, agent: Agent) -> int | None:
     """The deepest depth a descendant of ``kernel``'s run may reach: the stricter of its ancestors'
-    :attr:`~flightlog.kernel.Kernel.depth_limit` and its own ``spawn_depth + max_spawn_depth`` (module
+    ``Kernel.depth_limit`` and its own ``spawn_depth + max_spawn_depth`` (module
     docs, "Depth")."""
     own = agent.max_spawn_depth
     return _stricter(kernel.depth_limit, None if own is None else kernel.spawn_depth + own)
@@ -1011,7 +1011,7 @@ def tree_position(store: Store, session_id: str, auditor: Auditor, *, checked: b
 
 
 def place(kernel: Kernel, session_id: str, auditor: Auditor) -> None:
-    """Set ``kernel``'s :attr:`~flightlog.kernel.Kernel.spawn_depth` and ``depth_limit`` for resuming
+    """Set ``kernel``'s ``Kernel.spawn_depth`` and ``depth_limit`` for resuming
     ``session_id`` (module docs, "Depth"): from :func:`tree_position` when no delegating call placed the
     kernel (``spawned_by`` is None), else the delegating call's, its ``depth_limit`` narrowed by the one
     the session's verified ``spawned_by`` record holds. Call once the session passed its full check.
