@@ -151,3 +151,32 @@ def test_a_root_grafted_under_another_run(url: str) -> None:
     _set_parent(url, other, "nosuch")
     detail = "sessions row parent_session_id 'nosuch' is not proven: there is no session 'nosuch'"
     _named(url, other, seq, detail)
+
+
+def test_a_parent_whose_ledger_was_edited_proves_no_child(tmp_path: Path) -> None:
+    """``audit --all`` checks a parent once for all its children (``Auditor.parent_proofs``), but only a
+    parent that passes: one whose event was edited names its own ``hash_mismatch``, and each child's parent
+    link is unproven, as a resume of the child finds it."""
+    db = str(tmp_path / "edited.db")
+    root, lead, worker = _tree(db)
+    seq = _seq_of(db, worker, '"custom_kind":"spawned_by"')
+    execute(
+        db,
+        'UPDATE events SET event = CAST(replace(CAST(event AS TEXT), \'"goal":"lead"\', \'"goal":"evil"\') '
+        f"AS BLOB) WHERE session_id = '{lead}' AND seq = 0",
+    )
+    code, out, _ = cli(db, "audit", "--all", "--json")
+    assert code == 1, out
+    found = {
+        r["session_id"]: r["divergences"] for r in json.loads(out) if isinstance(r.get("session_id"), str)
+    }
+    assert found[root] == []
+    assert [d["reason"] for d in found[lead]][:1] == ["hash_mismatch"]
+    (unproven,) = [d for d in found[worker] if d["reason"] == "row_mismatch"]
+    assert unproven["seq"] == seq and unproven["detail"].startswith(
+        f"sessions row parent_session_id {lead!r} is not proven: session {lead!r} fails its check (seq 0: "
+        "hash_mismatch"
+    ), unproven
+    assert unproven["detail"].endswith(f"; its spawned_by record at seq {seq} names it")
+    code, _, err = cli(db, "resume", worker)
+    assert code == 1 and f"ledger of session {worker} diverges at sequence {seq}: row_mismatch: " in err, err

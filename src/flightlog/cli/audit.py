@@ -301,6 +301,8 @@ def check_sessions(
     from .options import progress_bar, record_finished_job
 
     auditor = Auditor.from_env(online=not offline)
+    if all_sessions:  # a parent of many sub-agents is checked once to prove them all (its own check too)
+        auditor.parent_proofs = {}
     reports: list[AuditReport] = []
     started_ms = now_ms()
     with _store() as store:

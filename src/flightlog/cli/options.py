@@ -31,7 +31,7 @@ from ..errors import (
 from .console import console
 
 if TYPE_CHECKING:  # the store and the recorder load inside the functions: start-up stays light
-    from ..integrity.lineage import Tap
+    from ..integrity.lineage import ParentLedger
     from ..live import RunView
     from ..store import Store
     from ..store.base import SessionRecord
@@ -444,13 +444,24 @@ def _quick_check(store: Store, *, artifacts: bool = False) -> Callable[[str, boo
     keyring, heads = load_keyring(), HeadStore.default()
     retired = load_retirement(store, keyring)
 
-    def parent(sid: str, scan: Tap) -> str | None:
-        """The same check of a sub-agent's parent, its rows through ``scan`` (its spawns read there)."""
+    def parent(sid: str) -> ParentLedger:
+        """The same check of a sub-agent's parent, and the children its ledger spawned."""
+        from ..integrity.lineage import ParentLedger, SpawnScan
+
+        scan = SpawnScan()
         report = audit_session(
-            store, sid, keyring=keyring, heads=heads, decode=False, retired=retired, artifacts=False, tap=scan
+            store,
+            sid,
+            keyring=keyring,
+            heads=heads,
+            decode=False,
+            retired=retired,
+            artifacts=False,
+            tap=scan.tap,
         )
         problems = [d for d in report.divergences if d.reason != "stale_copy"]
-        return f"seq {problems[0].seq}: {problems[0].reason}" if problems else None
+        failure = f"seq {problems[0].seq}: {problems[0].reason}" if problems else None
+        return ParentLedger({} if problems else scan.children, report.events, failure)
 
     def check(sid: str, rows: bool) -> tuple[int, str | None]:
         report = audit_session(

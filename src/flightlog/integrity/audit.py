@@ -53,7 +53,7 @@ from .checkpoints import origin_for
 from .heads import HeadStore, WitnessedHead, copy_hint
 from .indexlog import IndexReport, audit_index, index_origin, indexed_heads
 from .keys import Keyring, load_keyring
-from .lineage import ParentCheck, Tap
+from .lineage import ParentCheck, ParentLedger, SpawnScan
 from .notary import Notary
 from .verify import AuditReport, audit_session
 from .witness_client import TrustedWitness, load_witnesses, witnessed_heads
@@ -77,12 +77,19 @@ class Auditor:
         heads: Retained heads (None: that check is skipped, e.g. for a database from elsewhere).
         witnesses: Trusted witnesses; those with a URL are asked for their latest heads when ``online``.
         online: Ask witnesses over the network (False: stored cosignatures only).
+        parent_proofs: When not None, the parents whose full check passed while proving a sub-agent's
+            parent (:mod:`flightlog.integrity.lineage`), each with its head seq and the children its
+            verified ledger spawned, kept to prove its other children without checking it again while its
+            head stands still. For one sweep (``audit --all``, a resume's checks of one tree): a row
+            rewritten in place after the parent was kept goes unseen by its children's checks (the
+            parent's own check in that sweep still names it). None (default): every proof checks the parent.
     """
 
     keyring: Keyring
     heads: HeadStore | None
     witnesses: Sequence[TrustedWitness] = field(default_factory=list)
     online: bool = True
+    parent_proofs: dict[str, tuple[int, dict[str, int]]] | None = None
 
     @classmethod
     def from_env(cls, *, online: bool = True) -> Auditor:
@@ -201,8 +208,8 @@ class Auditor:
         if report.ok and lineage:  # the parent never changes with an append either
             shared, pinned = index, retired
 
-            def verify(parent_id: str, scan: Tap) -> str | None:
-                return self._parent_failure(store, parent_id, scan, shared, pinned)
+            def verify(parent_id: str) -> ParentLedger:
+                return self._parent_ledger(store, parent_id, shared, pinned)
 
             moved = parent.divergence(verify)
             if moved is not None:
@@ -215,27 +222,31 @@ class Auditor:
             report.notes.append(missing)
         return report
 
-    def _parent_failure(
-        self,
-        store: Store,
-        parent_id: str,
-        scan: Tap,
-        index: IndexReport,
-        retired: RetirementCheck | None,
-    ) -> str | None:
-        """The full check of a session's parent (its rows through ``scan``, its own parent not proven here):
-        None when it passes, else its first divergence."""
+    def _parent_ledger(
+        self, store: Store, parent_id: str, index: IndexReport, retired: RetirementCheck | None
+    ) -> ParentLedger:
+        """The full check of a session's parent (its own parent not proven here) and the children its
+        verified ledger spawned; from :attr:`parent_proofs` when it holds the parent at its current head."""
+        proofs = self.parent_proofs
+        kept = proofs.get(parent_id) if proofs is not None else None
+        if kept is not None and kept[0] == store.get_session(parent_id).head_seq:
+            return ParentLedger(kept[1], kept[0] + 1)
+        scan = SpawnScan()
         report = self.settled(
-            store, parent_id, index=index, retired=retired, tap=scan, shared_index=False, lineage=False
+            store, parent_id, index=index, retired=retired, tap=scan.tap, shared_index=False, lineage=False
         )
         if report.ok:
-            return None
-        if not report.divergences:
-            return (
+            if proofs is not None:
+                proofs[parent_id] = (report.events - 1, dict(scan.children))
+            return ParentLedger(scan.children, report.events)
+        if report.divergences:
+            first = report.divergences[0]
+            failure = f"seq {first.seq}: {_reason(first)}"
+        else:
+            failure = (
                 "another writer kept appending to it during every check" if report.moved else report.verdict()
             )
-        first = report.divergences[0]
-        return f"seq {first.seq}: {_reason(first)}"
+        return ParentLedger({}, report.events, failure)
 
     def _missing_head(self, ledger_id: str | None, session_id: str, report: AuditReport) -> str | None:
         """A note when the index log knows the session but no retained head file exists for it."""

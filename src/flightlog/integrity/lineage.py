@@ -34,14 +34,16 @@ record of them. A kernel child whose row was edited to name no parent and whose 
 parent, and finding the parent that spawned it means reading every ledger).
 
 :class:`ParentCheck` reads the child's first rows as the full check streams them (``Auditor.session``'s
-tap), then the parent's rows through a check the caller gives (:data:`ParentVerifier`: the full check for
-``audit``, ``verify`` and ``require_intact``; the quick chain check for ``show`` and ``runs --rebuild``),
-never trusting a parent's row it has not verified.
+tap), then the parent's through a check the caller gives (:data:`ParentVerifier`: the full check for
+``audit``, ``verify`` and ``require_intact``, whose :class:`~flightlog.integrity.audit.Auditor` may keep
+the spawns of the parents it proved while their heads stand still (``audit --all``, a resume's checks of
+a tree); the quick chain check for ``show`` and ``runs --rebuild``), never trusting a parent's row it has
+not verified.
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterable, Iterator
+from collections.abc import Callable, Iterable, Iterator, Mapping
 from dataclasses import dataclass
 from typing import Any, TypeGuard
 
@@ -55,10 +57,10 @@ __all__ = [
     "PARENT_FIELD",
     "SPAWNED_BY",
     "ParentCheck",
+    "ParentLedger",
     "ParentVerifier",
     "SpawnScan",
     "SpawnedBy",
-    "Tap",
     "lineage_divergence",
     "parent_divergence",
     "read_start",
@@ -69,12 +71,27 @@ SPAWNED_BY = "spawned_by"
 PARENT_FIELD = "parent_session_id"
 """The ``sessions`` row's field this module compares."""
 
-Tap = Callable[[SessionRecord, Iterable[StoredEvent]], Iterable[StoredEvent]]
-"""Wraps the stream of a session's rows a check reads (``Auditor.session``'s ``tap``)."""
-ParentVerifier = Callable[[str, Tap], str | None]
-"""``verify(parent_id, tap)``: check the session ``parent_id``, its rows streamed through ``tap``; None when
-it passes, else a few words saying why not (its first divergence). Raises ``SessionNotFound`` when there is
-no such session."""
+
+@dataclass(frozen=True)
+class ParentLedger:
+    """What a parent's check found (:data:`ParentVerifier`).
+
+    Attributes:
+        children: Per child session id its verified ledger records spawning, the seq of its first
+            ``agent_process_changed`` naming it (:class:`SpawnScan`); empty when the check failed.
+        events: How many events the check read.
+        failure: None when the parent passed its check, else a few words saying why not (its first
+            divergence): its ledger then proves nothing.
+    """
+
+    children: Mapping[str, int]
+    events: int
+    failure: str | None = None
+
+
+ParentVerifier = Callable[[str], ParentLedger]
+"""``verify(parent_id)``: check the session ``parent_id`` and read its spawns (its rows through a
+:class:`SpawnScan`). Raises ``SessionNotFound`` when there is no such session."""
 
 _START_SPELLINGS = (b"run_started",)
 _PROCESS_SPELLING = b"agent_process_changed"
@@ -207,7 +224,7 @@ def read_start(store: Store, session_id: str) -> tuple[bool, SpawnedBy | None]:
 
 
 class SpawnScan:
-    """The children a session's ledger records spawning: wraps the stream of its rows (a :data:`Tap`) and
+    """The children a session's ledger records spawning: wraps the stream of its rows (a check's ``tap``) and
     keeps, per child session id, the seq of the first ``agent_process_changed`` naming it whose
     ``parent_session_id`` is this session. A row that does not decode is skipped (the check reading the
     stream reports it ``undecodable``, and its verdict decides whether :attr:`children` is evidence)."""
@@ -236,17 +253,16 @@ class SpawnScan:
 def _proof(child: str, parent: str, verify: ParentVerifier) -> tuple[int | None, str]:
     """``(the seq of the parent's entry naming child, '')`` when ``parent``'s verified ledger records
     spawning ``child``; else ``(None, why not)``."""
-    scan = SpawnScan()
     try:
-        failure = verify(parent, scan.tap)
+        found = verify(parent)
     except SessionNotFound:
         return None, f"there is no session {parent!r}"
-    if failure is not None:
-        return None, f"session {parent!r} fails its check ({failure}), so its ledger proves nothing"
-    seq = scan.children.get(child)
+    if found.failure is not None:
+        return None, f"session {parent!r} fails its check ({found.failure}), so its ledger proves nothing"
+    seq = found.children.get(child)
     if seq is None:
         return None, (
-            f"the verified ledger of {parent!r} ({scan.events} events) records no spawn of this session "
+            f"the verified ledger of {parent!r} ({found.events} events) records no spawn of this session "
             "(no agent_process_changed names it)"
         )
     return seq, ""

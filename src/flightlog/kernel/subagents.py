@@ -898,7 +898,9 @@ def awaited_children(state: KernelState) -> list[str]:
 def require_children_intact(store: Store, state: KernelState, auditor: Auditor) -> None:
     """The full check of :func:`~flightlog.integrity.audit.require_intact` on every child of ``state``'s
     session a resume may read or drive (each not yet ``joined``, ``failed`` or ``killed``), and on theirs,
-    before the parent writes anything. Cost: one audit per unfinished descendant, O(its rows).
+    before the parent writes anything. Cost: one audit per unfinished descendant, O(its rows); each
+    child's parent link is proven by ``state`` (the fold of its parent's verified ledger), not by checking
+    the parent again, unless the parent's head moved since.
 
     A child whose row names another parent (or none) is checked too: its full check proves its parent by
     the ledgers (:mod:`flightlog.integrity.lineage`), so an edited row refuses the tree, while a session
@@ -909,6 +911,14 @@ def require_children_intact(store: Store, state: KernelState, auditor: Auditor) 
             that session and the sequence (without this, the child's own resume raised inside the
             parent's delegating call, which recorded it as an error result and went on).
     """
+    # the parent's fold is of its verified ledger: it proves each child's parent link without another check
+    # of the parent while its head stands still (Auditor.parent_proofs)
+    spawned: dict[str, int] = {}
+    for seq, event in state.events:
+        if isinstance(event, AgentProcessChanged) and event.parent_session_id == state.session_id:
+            spawned.setdefault(event.agent_id, seq)
+    proofs = {**(auditor.parent_proofs or {}), state.session_id: (len(state.events) - 1, spawned)}
+    auditor = dataclasses.replace(auditor, parent_proofs=proofs)
     for agent_id, entry in state.delegation.processes.items():
         if entry.state in (*_EXITS, "killed"):
             continue
