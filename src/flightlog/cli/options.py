@@ -444,10 +444,16 @@ def _quick_check(store: Store, *, artifacts: bool = False) -> Callable[[str, boo
     keyring, heads = load_keyring(), HeadStore.default()
     retired = load_retirement(store, keyring)
 
+    proven: dict[str, ParentLedger] = {}  # parents that passed, by id: checked once for all their children
+
     def parent(sid: str) -> ParentLedger:
-        """The same check of a sub-agent's parent, and the children its ledger spawned."""
+        """The same check of a sub-agent's parent, and the children its ledger spawned (kept while the
+        parent's head stands still, as ``Auditor.parent_proofs`` keeps them)."""
         from ..integrity.lineage import ParentLedger, SpawnScan
 
+        kept = proven.get(sid)
+        if kept is not None and kept.events == store.get_session(sid).head_seq + 1:
+            return kept
         scan = SpawnScan()
         report = audit_session(
             store,
@@ -460,8 +466,10 @@ def _quick_check(store: Store, *, artifacts: bool = False) -> Callable[[str, boo
             tap=scan.tap,
         )
         problems = [d for d in report.divergences if d.reason != "stale_copy"]
-        failure = f"seq {problems[0].seq}: {problems[0].reason}" if problems else None
-        return ParentLedger({} if problems else scan.children, report.events, failure)
+        if problems:
+            return ParentLedger({}, report.events, f"seq {problems[0].seq}: {problems[0].reason}")
+        proven[sid] = ParentLedger(scan.children, report.events)
+        return proven[sid]
 
     def check(sid: str, rows: bool) -> tuple[int, str | None]:
         report = audit_session(

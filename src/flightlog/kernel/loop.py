@@ -731,10 +731,12 @@ class Kernel:
 
         Raises:
             SessionNotFound: no such session.
-            LedgerIntegrityError: the session, or an unfinished sub-agent of its tree, fails the full
-                check ``flightlog audit`` makes (chain, signed checkpoints, seal, retained, witnessed and
-                indexed heads), checked before anything is read from it, even for a finished or waiting
-                session (refuse, don't guess).
+            LedgerIntegrityError: the session, an unfinished sub-agent of its tree, or an ancestor on
+                its way up to its tree's root, fails the full check ``flightlog audit`` makes (chain,
+                signed checkpoints, seal, retained, witnessed and indexed heads, a ``parent_session_id``
+                its parent's ledger does not prove: :mod:`flightlog.integrity.lineage`), checked before
+                anything is read from it, even for a finished or waiting session (refuse, don't guess;
+                a sub-agent whose row was edited to name no parent is never run as a root).
             KernelError: the session is an imported transcript (source ``import:FORMAT``:
                 :func:`~flightlog.kernel.approvals.imported_transcript`) or has no ``run_started`` (not a
                 kernel run), nothing written; the agent brings a grant
