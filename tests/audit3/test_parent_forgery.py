@@ -18,6 +18,7 @@ from pathlib import Path
 
 import pytest
 
+from flightlog.integrity.lineage import SpawnedBy
 from flightlog.kernel.effects import effect_key
 from flightlog.kernel.subagents import child_session_id
 from flightlog.store import open_store
@@ -180,3 +181,51 @@ def test_a_parent_whose_ledger_was_edited_proves_no_child(tmp_path: Path) -> Non
     assert unproven["detail"].endswith(f"; its spawned_by record at seq {seq} names it")
     code, _, err = cli(db, "resume", worker)
     assert code == 1 and f"ledger of session {worker} diverges at sequence {seq}: row_mismatch: " in err, err
+
+
+def test_a_child_recorded_before_spawned_by(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """A tree recorded by a kernel that wrote no ``spawned_by`` (its children's starts end at
+    ``budget_limits``) audits clean. Its child's row edited to name no parent is found through the parent
+    the row's metadata names (unhashed: only where to look; that parent's verified ledger proves it), and,
+    with the metadata cleared too, by ``audit --all``, which reads every ledger (the check of the child
+    alone then sees a root)."""
+    db = str(tmp_path / "legacy.db")
+    with monkeypatch.context() as patched:
+        patched.setattr(SpawnedBy, "payload", lambda self: None)  # the kernel before this record
+        _, lead, worker = _tree(db)
+    assert cli(db, "export", worker)[1].count('"spawned_by"') == 0
+    assert cli(db, "audit", "--all")[0] == 0
+    at = _seq_of(db, worker, '"custom_kind":"budget_limits"')
+    code, out, _ = cli(db, "export", lead)
+    lines = out.splitlines()
+    spawn = next(i for i, line in enumerate(lines) if "agent_process_changed" in line and worker in line)
+    _set_parent(db, worker, None)
+    detail = (
+        f"sessions row parent_session_id None, but the verified ledger of {lead!r} records spawning this session "
+        f"(agent_process_changed at seq {spawn}; the row's metadata names it, its start holds no spawned_by)"
+    )
+    _named(db, worker, at, detail)
+    _resume_refused(db, worker, worker, at, detail)
+
+    execute(db, f"UPDATE sessions SET metadata = '{{}}' WHERE session_id = '{worker}'")
+    assert cli(db, "runs", "--rebuild")[0] == 0  # nothing its own check can tell
+    assert cli(db, "audit", worker)[0] == 0
+    code, out, _ = cli(db, "audit", "--all")
+    assert code == 1, out
+    why = (
+        f"sessions row parent_session_id None, but the verified ledger of {lead!r} records spawning this "
+        f"session (agent_process_changed at seq {spawn}); its start (to seq {at}) holds no spawned_by record "
+        "(a sub-agent recorded before it), so only that ledger names its parent"
+    )
+    assert f"PARENT    {worker}  seq {at}: row_mismatch ({why})" in out.splitlines(), out
+    code, out, _ = cli(db, "audit", "--all", "--json")
+    assert code == 1
+    (row,) = [r for r in json.loads(out) if r.get("state") == "row_mismatch"]
+    assert row == {
+        "session_id": worker,
+        "ok": False,
+        "state": "row_mismatch",
+        "seq": at,
+        "parent": lead,
+        "parent_seq": spawn,
+    }

@@ -191,6 +191,9 @@ def test_a_child_resumed_from_python_keeps_its_depth_and_its_trees_bound(store: 
     assert "would run at depth 3, beyond the depth limit 2 of its run tree" in refused[0].output
     assert state.delegation.grants == {} and customs(store, worker, "budget_grant") == []
     assert [s.session_id for s in store.list_sessions() if s.parent_session_id == worker] == []
+    # the same kernel then starts a new root: depth 0 again, no limit of the tree it resumed in
+    assert kernel.run_sync("go", session_id="fresh").status == "suspended"  # its own note waits
+    assert (kernel.spawn_depth, kernel.depth_limit) == (0, None)
 
 
 def test_a_root_resumed_from_python_is_at_depth_zero_under_its_own_bound(store: SqliteStore) -> None:

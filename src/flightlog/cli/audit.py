@@ -44,6 +44,7 @@ if TYPE_CHECKING:  # imported inside the commands at run time: `flightlog --vers
     from ..integrity.bundle import BundleReport
     from ..integrity.heads import RetainedHead
     from ..integrity.indexlog import IndexReport
+    from ..integrity.lineage import CutOff
     from ..integrity.retirement import RetirementCheck
     from ..integrity.verify import AuditReport
     from ..store import Store
@@ -293,6 +294,7 @@ def check_sessions(
             projection alone is a note, exit 0).
     """
     from ..integrity.audit import Auditor
+    from ..integrity.lineage import TreeProofs
     from ..integrity.retirement import split_missing
     from ..integrity.verify import missing_sessions
     from ..kernel.rowcheck import row_divergences
@@ -301,8 +303,8 @@ def check_sessions(
     from .options import progress_bar, record_finished_job
 
     auditor = Auditor.from_env(online=not offline)
-    if all_sessions:  # a parent of many sub-agents is checked once to prove them all (its own check too)
-        auditor.parent_proofs = {}
+    if all_sessions:  # each session's spawns, kept: a parent proves its sub-agents without another check
+        auditor.trees = TreeProofs()
     reports: list[AuditReport] = []
     started_ms = now_ms()
     with _store() as store:
@@ -346,6 +348,7 @@ def check_sessions(
     retained, elsewhere = split_missing(retained, retired)
     missing = _missing_rows(retained, index) + _stale_rows(elsewhere, retired) + _unnamed_rows(unnamed)
     missing += _orphan_rows(orphans) + _orphan_effect_rows(stray)
+    missing += _cut_off_rows(auditor.trees.cut_off() if auditor.trees is not None else [])
     if json_out:
         gone = [{k: v for k, v in row.items() if k != "why"} for row in missing]
         gone += [f.to_json() for f in findings] + _projection_rows(stale, runs_notes, all_sessions)
@@ -358,6 +361,8 @@ def check_sessions(
                 _say(f"UNNAMED   {row['why']}")
             elif row["state"] in ("orphan_events", "orphan_effects"):
                 _say(f"ORPHAN    {row['session_id']}  {row['why']}")
+            elif row["state"] == "row_mismatch":
+                _say(f"PARENT    {row['session_id']}  seq {row['seq']}: row_mismatch ({row['why']})")
             else:
                 _say(f"MISSING   {row['session_id']}  {row['why']}, but the database has no such session")
         for finding in findings:
@@ -491,6 +496,24 @@ def _orphan_effect_rows(stray: list[tuple[str, int]]) -> list[dict[str, Any]]:
             "nothing of them is verified and no resume decides from them",
         }
         for sid, rows in stray
+    ]
+
+
+def _cut_off_rows(found: list[CutOff]) -> list[dict[str, Any]]:
+    """Kernel runs whose row names no parent while a verified ledger of the sweep records spawning them
+    (:meth:`flightlog.integrity.lineage.TreeProofs.cut_off`): their own check cannot tell (no ``spawned_by``
+    in their start), the sweep can."""
+    return [
+        {
+            "session_id": cut.session_id,
+            "ok": False,
+            "state": "row_mismatch",
+            "seq": cut.at,
+            "parent": cut.parent,
+            "parent_seq": cut.seq,
+            "why": cut.why(),
+        }
+        for cut in found
     ]
 
 

@@ -448,7 +448,7 @@ def _quick_check(store: Store, *, artifacts: bool = False) -> Callable[[str, boo
 
     def parent(sid: str) -> ParentLedger:
         """The same check of a sub-agent's parent, and the children its ledger spawned (kept while the
-        parent's head stands still, as ``Auditor.parent_proofs`` keeps them)."""
+        parent's head stands still, as ``Auditor.trees`` keeps them)."""
         from ..integrity.lineage import ParentLedger, SpawnScan
 
         kept = proven.get(sid)

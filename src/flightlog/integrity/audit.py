@@ -53,7 +53,7 @@ from .checkpoints import origin_for
 from .heads import HeadStore, WitnessedHead, copy_hint
 from .indexlog import IndexReport, audit_index, index_origin, indexed_heads
 from .keys import Keyring, load_keyring
-from .lineage import ParentCheck, ParentLedger, SpawnScan
+from .lineage import ParentCheck, ParentLedger, SpawnScan, TreeProofs
 from .notary import Notary
 from .verify import AuditReport, audit_session
 from .witness_client import TrustedWitness, load_witnesses, witnessed_heads
@@ -77,19 +77,18 @@ class Auditor:
         heads: Retained heads (None: that check is skipped, e.g. for a database from elsewhere).
         witnesses: Trusted witnesses; those with a URL are asked for their latest heads when ``online``.
         online: Ask witnesses over the network (False: stored cosignatures only).
-        parent_proofs: When not None, the parents whose full check passed while proving a sub-agent's
-            parent (:mod:`flightlog.integrity.lineage`), each with its head seq and the children its
-            verified ledger spawned, kept to prove its other children without checking it again while its
-            head stands still. For one sweep (``audit --all``, a resume's checks of one tree): a row
-            rewritten in place after the parent was kept goes unseen by its children's checks (the
-            parent's own check in that sweep still names it). None (default): every proof checks the parent.
+        trees: When not None, what the checks learn about run trees, kept for one sweep
+            (:class:`~flightlog.integrity.lineage.TreeProofs`): each session that passes its check keeps
+            the children its ledger spawned, which proves their parent links without checking it again
+            while its head stands still (``audit --all``, a resume's checks of one tree). None (default):
+            every proof checks the parent.
     """
 
     keyring: Keyring
     heads: HeadStore | None
     witnesses: Sequence[TrustedWitness] = field(default_factory=list)
     online: bool = True
-    parent_proofs: dict[str, tuple[int, dict[str, int]]] | None = None
+    trees: TreeProofs | None = None
 
     @classmethod
     def from_env(cls, *, online: bool = True) -> Auditor:
@@ -191,6 +190,8 @@ class Auditor:
         witnessed, notes = self.witnessed(store, origin_for(ledger_id, session_id) if ledger_id else None)
         source = SourceCheck()  # the row's source against the first rows, read in the same pass
         parent = ParentCheck()  # and its parent, which the parent's ledger must prove
+        own = SpawnScan() if self.trees is not None else None  # its children, to prove their links
+        taps = _both(source.tap, _both(parent.tap, tap))
         report = audit_session(
             store,
             session_id,
@@ -199,8 +200,12 @@ class Auditor:
             witnessed=witnessed,
             retired=retired,
             indexed=indexed,
-            tap=_both(source.tap, _both(parent.tap, tap)),
+            tap=taps if own is None else _both(taps, own.tap),
         )
+        if own is not None and self.trees is not None and report.ok:
+            self.trees.spawns[session_id] = (report.events - 1, dict(own.children))
+            if parent.root_at is not None:
+                self.trees.roots[session_id] = parent.root_at
         report.notes.extend(notes)
         forged = source.divergence() if report.ok else None  # unverified rows are no evidence
         if forged is not None:  # the source never changes with an append: no live writer can explain it
@@ -227,8 +232,8 @@ class Auditor:
     ) -> ParentLedger:
         """The full check of a session's parent (its own parent not proven here) and the children its
         verified ledger spawned; from :attr:`parent_proofs` when it holds the parent at its current head."""
-        proofs = self.parent_proofs
-        kept = proofs.get(parent_id) if proofs is not None else None
+        trees = self.trees
+        kept = trees.spawns.get(parent_id) if trees is not None else None
         if kept is not None and kept[0] == store.get_session(parent_id).head_seq:
             return ParentLedger(kept[1], kept[0] + 1)
         scan = SpawnScan()
@@ -236,8 +241,8 @@ class Auditor:
             store, parent_id, index=index, retired=retired, tap=scan.tap, shared_index=False, lineage=False
         )
         if report.ok:
-            if proofs is not None:
-                proofs[parent_id] = (report.events - 1, dict(scan.children))
+            if trees is not None:
+                trees.spawns[parent_id] = (report.events - 1, dict(scan.children))
             return ParentLedger(scan.children, report.events)
         if report.divergences:
             first = report.divergences[0]

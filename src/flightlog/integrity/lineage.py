@@ -24,14 +24,18 @@ What is compared, for a session whose verified first events are a kernel run's s
   parent is no session, its ledger fails the check, or its verified events hold no
   ``agent_process_changed`` naming this session as its child: ``row_mismatch`` (at the ``spawned_by``
   record's seq, else at the start's ``budget_limits``), the detail saying which;
-* a row naming no parent with no ``spawned_by`` record: a root, nothing to prove.
+* a row naming no parent with no ``spawned_by`` record: a root, unless the parent the row's metadata
+  names (``subagent.parent``, unhashed: only where to look) records spawning it in its verified ledger
+  (a sub-agent recorded before ``spawned_by``, its row edited): ``row_mismatch`` at the start's
+  ``budget_limits``.
 
 A session that is not a kernel run (an import, an integration's session, a run recorded through the
 ``Recorder`` API or a core job) is not compared: their parents (a Claude Code sidechain's, a LangGraph
 subgraph's, a background task's) are not fixed by a record the kernel writes, and the row stays the only
-record of them. A kernel child whose row was edited to name no parent and whose ledger predates the
-``spawned_by`` record is not caught by the check of that session alone (nothing in its own ledger names a
-parent, and finding the parent that spawned it means reading every ledger).
+record of them. A kernel child whose ledger predates the ``spawned_by`` record, its row edited to name no
+parent *and* its metadata cleared, is not caught by the check of that session alone (nothing it holds
+names a parent, and finding the one that spawned it means reading every ledger); ``audit --all``, which
+reads them all, names it (:meth:`TreeProofs.cut_off`), and its ``resume`` runs it as a root.
 
 :class:`ParentCheck` reads the child's first rows as the full check streams them (``Auditor.session``'s
 tap), then the parent's through a check the caller gives (:data:`ParentVerifier`: the full check for
@@ -44,7 +48,7 @@ not verified.
 from __future__ import annotations
 
 from collections.abc import Callable, Iterable, Iterator, Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any, TypeGuard
 
 from ..encoding import decode_stored, decodes_without
@@ -56,11 +60,13 @@ from .authorship import BUDGET_LIMITS, CAPABILITY_EVIDENCE, ROW_MISMATCH
 __all__ = [
     "PARENT_FIELD",
     "SPAWNED_BY",
+    "CutOff",
     "ParentCheck",
     "ParentLedger",
     "ParentVerifier",
     "SpawnScan",
     "SpawnedBy",
+    "TreeProofs",
     "lineage_divergence",
     "parent_divergence",
     "read_start",
@@ -95,6 +101,9 @@ ParentVerifier = Callable[[str], ParentLedger]
 
 _START_SPELLINGS = (b"run_started",)
 _PROCESS_SPELLING = b"agent_process_changed"
+_ESCAPE = b"\\u"
+"""The only JSON escape that can spell a letter or ``_`` (a decoded ``agent_process_changed`` is these
+bytes, or holds one); RFC 8785 writes it only for control characters, so rows holding it are rare."""
 
 
 @dataclass(frozen=True)
@@ -226,8 +235,9 @@ def read_start(store: Store, session_id: str) -> tuple[bool, SpawnedBy | None]:
 class SpawnScan:
     """The children a session's ledger records spawning: wraps the stream of its rows (a check's ``tap``) and
     keeps, per child session id, the seq of the first ``agent_process_changed`` naming it whose
-    ``parent_session_id`` is this session. A row that does not decode is skipped (the check reading the
-    stream reports it ``undecodable``, and its verdict decides whether :attr:`children` is evidence)."""
+    ``parent_session_id`` is this session. Only rows holding that kind's bytes or a ``\\u`` escape are
+    decoded. A row that does not decode is skipped (the check reading the stream reports it
+    ``undecodable``, and its verdict decides whether :attr:`children` is evidence)."""
 
     def __init__(self) -> None:
         self.children: dict[str, int] = {}
@@ -240,7 +250,7 @@ class SpawnScan:
         for row in stream:
             self.events += 1
             data = row.event_bytes
-            if _PROCESS_SPELLING in data or b"\\" in data:
+            if _PROCESS_SPELLING in data or _ESCAPE in data:
                 try:
                     event = decode_stored(data, seq=row.seq)
                 except EventDecodeError:
@@ -278,7 +288,7 @@ def parent_divergence(
         kernel: Whether its verified first events are a kernel run's start (else nothing is compared).
         spawned: Its start's ``spawned_by`` record, or None.
         limits_seq: The seq of its start's ``budget_limits`` (where a finding without a record points).
-        verify: Checks a parent, its rows through a tap (:data:`ParentVerifier`).
+        verify: Checks a parent and reads its spawns (:data:`ParentVerifier`).
     """
     if not kernel:
         return None
@@ -292,7 +302,7 @@ def parent_divergence(
             f"{spawned.turn})",
         )
     if row is None:
-        return None
+        return _hinted_parent(record, limits_seq, verify) if spawned is None else None
     if type(row) is not str:  # SQLite keeps what a raw write gives (a BLOB)
         return Divergence(
             limits_seq,
@@ -305,6 +315,83 @@ def parent_divergence(
     at = spawned.seq if spawned is not None else limits_seq
     named = f"; its {SPAWNED_BY} record at seq {at} names it" if spawned is not None else ""
     return Divergence(at, ROW_MISMATCH, f"sessions row {PARENT_FIELD} {row!r} is not proven: {why}{named}")
+
+
+def _hinted_parent(record: SessionRecord, limits_seq: int, verify: ParentVerifier) -> Divergence | None:
+    """A kernel run whose row names no parent and whose start holds no ``spawned_by`` (a root, or a
+    sub-agent recorded before that record): the parent its row's metadata names (``subagent.parent``, which
+    the delegating call writes; no hash covers it) is only a place to look, and a ``row_mismatch`` only when
+    that parent's verified ledger records spawning this session."""
+    meta = record.metadata if isinstance(record.metadata, dict) else {}
+    sub = meta.get("subagent")
+    hint = sub.get("parent") if isinstance(sub, dict) else None
+    if not isinstance(hint, str) or hint == record.session_id:
+        return None
+    seq, _ = _proof(record.session_id, hint, verify)
+    if seq is None:
+        return None  # the metadata names no parent that spawned it: it proves nothing either way
+    return Divergence(
+        limits_seq,
+        ROW_MISMATCH,
+        f"sessions row {PARENT_FIELD} None, but the verified ledger of {hint!r} records spawning this session "
+        f"(agent_process_changed at seq {seq}; the row's metadata names it, its start holds no {SPAWNED_BY})",
+    )
+
+
+@dataclass
+class TreeProofs:
+    """What checks of many sessions learn about their run trees, kept for one sweep (``audit --all``, a
+    resume's checks of one tree: :attr:`flightlog.integrity.audit.Auditor.trees`).
+
+    Attributes:
+        spawns: Per session whose check passed, ``(its head seq then, {child id: seq of the first
+            agent_process_changed naming it})``: proves its children's parent links while its head stands
+            still (a row rewritten in place after it was kept goes unseen by its children's checks; its own
+            check in that sweep still names it).
+        roots: Kernel runs whose row names no parent and whose start holds no ``spawned_by`` (roots, or
+            sub-agents recorded before that record existed), each with the seq of its start's
+            ``budget_limits``.
+    """
+
+    spawns: dict[str, tuple[int, dict[str, int]]] = field(default_factory=dict)
+    roots: dict[str, int] = field(default_factory=dict)
+
+    def cut_off(self) -> list[CutOff]:
+        """The kernel runs of :attr:`roots` a kept verified ledger records spawning: sub-agents whose row
+        was edited to name no parent (the only evidence, for one recorded before ``spawned_by``), by id."""
+        found = [
+            CutOff(child, parent, seq, self.roots[child])
+            for parent, (_, children) in self.spawns.items()
+            for child, seq in children.items()
+            if child in self.roots
+        ]
+        return sorted(found, key=lambda c: (c.session_id, c.parent))
+
+
+@dataclass(frozen=True)
+class CutOff:
+    """A kernel run whose row names no parent while a verified ledger records spawning it
+    (:meth:`TreeProofs.cut_off`).
+
+    Attributes:
+        session_id: The run.
+        parent: The session whose verified ledger spawned it.
+        seq: The seq of the parent's first ``agent_process_changed`` naming it.
+        at: The seq of the run's own ``budget_limits`` (the end of its start, where no ``spawned_by`` is).
+    """
+
+    session_id: str
+    parent: str
+    seq: int
+    at: int
+
+    def why(self) -> str:
+        """One line naming the field, both sessions and the proving seq."""
+        return (
+            f"sessions row {PARENT_FIELD} None, but the verified ledger of {self.parent!r} records spawning "
+            f"this session (agent_process_changed at seq {self.seq}); its start (to seq {self.at}) holds no "
+            f"{SPAWNED_BY} record (a sub-agent recorded before it), so only that ledger names its parent"
+        )
 
 
 class ParentCheck:
@@ -329,6 +416,15 @@ class ParentCheck:
                 except EventDecodeError:
                     self._broken = True
             yield row
+
+    @property
+    def root_at(self) -> int | None:
+        """For a kernel run whose row names no parent and whose start holds no ``spawned_by`` (a root, or a
+        sub-agent recorded before that record, cut off by an edit): the seq of its ``budget_limits``."""
+        start, record = self._start, self._record
+        if record is None or self._broken or not start.kernel or start.spawned is not None:
+            return None
+        return start.limits_seq if record.parent_session_id is None and start.malformed is None else None
 
     @property
     def decided(self) -> bool:

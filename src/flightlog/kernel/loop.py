@@ -684,6 +684,8 @@ class Kernel:
         evidence = [capability_evidence(p, i) for i, p in enumerate(self.agent.route)]
         limits = Custom(custom_kind=BUDGET_LIMITS, payload=self.agent.budgets.to_wire())
         placed = self.spawned_by
+        if placed is None:  # a root: whatever a resume of another session on this kernel placed it at
+            self.spawn_depth, self.depth_limit = 0, None
         lineage = (
             [Custom(custom_kind=SPAWNED_BY, payload=placed)]
             if placed is not None and parent_session_id == placed.get("parent_session_id")

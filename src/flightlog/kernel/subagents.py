@@ -96,7 +96,7 @@ from typing import TYPE_CHECKING, Any, Protocol, runtime_checkable
 from ..errors import LedgerIntegrityError, SessionBusy, SessionNotFound
 from ..events import AgentProcessChanged, BudgetExceeded, BudgetUsageReported, Custom, Suspended
 from ..integrity.audit import Auditor, require_intact
-from ..integrity.lineage import SpawnedBy, read_start
+from ..integrity.lineage import SpawnedBy, TreeProofs, read_start
 from ..messages import ContentPart, Message, TextPart
 from ..store.base import Store
 from ..testing.crashpoints import crash_point
@@ -912,13 +912,14 @@ def require_children_intact(store: Store, state: KernelState, auditor: Auditor) 
             parent's delegating call, which recorded it as an error result and went on).
     """
     # the parent's fold is of its verified ledger: it proves each child's parent link without another check
-    # of the parent while its head stands still (Auditor.parent_proofs)
+    # of the parent while its head stands still (Auditor.trees)
     spawned: dict[str, int] = {}
     for seq, event in state.events:
         if isinstance(event, AgentProcessChanged) and event.parent_session_id == state.session_id:
             spawned.setdefault(event.agent_id, seq)
-    proofs = {**(auditor.parent_proofs or {}), state.session_id: (len(state.events) - 1, spawned)}
-    auditor = dataclasses.replace(auditor, parent_proofs=proofs)
+    trees = auditor.trees if auditor.trees is not None else TreeProofs()
+    trees.spawns[state.session_id] = (len(state.events) - 1, spawned)
+    auditor = dataclasses.replace(auditor, trees=trees)
     for agent_id, entry in state.delegation.processes.items():
         if entry.state in (*_EXITS, "killed"):
             continue
