@@ -13,7 +13,9 @@ witness with a URL is asked, unless ``--offline``), the index log and the sessio
 salted artifacts), the same check every command that acts on a session runs first; with ``--all`` the
 index log is reported once, with the sessions it (or a retained head) knows but the database lost. Then the
 unhashed rows against the verified ledger: the ``sessions`` row (``row_mismatch``,
-:func:`flightlog.kernel.rowcheck.row_divergences`) and the ``runs`` projection
+:func:`flightlog.kernel.rowcheck.row_divergences`; a kernel sub-agent's parent in the full check,
+:mod:`flightlog.integrity.lineage`, and with ``--all`` a sub-agent whose row names no parent while a
+verified ledger spawned it, printed ``PARENT``) and the ``runs`` projection
 (:class:`flightlog.runs.check.ProjectionCheck`: ``projection_mismatch`` / ``projection_missing`` per
 session; with ``--all`` sub-agent rows and ``projection_extra`` rows, printed ``DIVERGES`` / ``MISSING`` /
 ``EXTRA``; a stale projection is a note, not a problem). The ``external_effects`` rows are compared inside
