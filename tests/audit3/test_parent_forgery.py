@@ -114,6 +114,11 @@ def test_a_child_whose_row_names_no_parent(url: str, who: str) -> None:
     assert "projection_mismatch" not in out  # the runs row now says what the sessions row says
     _resume_refused(url, sid, sid, seq, detail)  # never resumed as a root
     _resume_refused(url, root, sid, seq, detail)  # nor its tree, whose ledgers name it
+    code, out, err = cli(url, "abort", root)  # an abort of the tree names it (it raised, unnamed)
+    assert (code, out) == (1, "") and err.splitlines()[-1] == (
+        f"flightlog: error: ledger of session {sid} diverges at sequence {seq}: row_mismatch: {detail}; "
+        "refusing to act on it"
+    ), err
     _set_parent(url, sid, parent)  # the row put back: only the runs row rebuilt from the edit is left
     code, out, _ = cli(url, "audit", "--all")
     assert code == 1 and "row_mismatch" not in out, out

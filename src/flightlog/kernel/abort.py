@@ -136,7 +136,12 @@ def abort(
         return False
     from .subagents import abort_children  # the delegation runtime loads only when a run is aborted
 
-    killed = abort_children(store, state, lambda child: abort(store, child, reason=reason, notary=signer))
+    killed = abort_children(
+        store,
+        state,
+        lambda child: abort(store, child, reason=reason, notary=signer),
+        lambda child: require_intact(store, child, auditor=auditor),  # a child whose row names no parent
+    )
     event = OperationCancelled(
         turn=state.turn,
         operation_id=f"{state.run_id}:abort",

@@ -936,16 +936,34 @@ def require_children_intact(store: Store, state: KernelState, auditor: Auditor) 
 
 
 def abort_children(
-    store: Store, state: KernelState, abort_one: Callable[[str], bool]
+    store: Store,
+    state: KernelState,
+    abort_one: Callable[[str], bool],
+    check: Callable[[str], object] | None = None,
 ) -> list[AgentProcessChanged]:
     """Abort every unfinished child of ``state``'s session with ``abort_one(child_id)`` (which recurses into
     its own children); returns the ``agent_process_changed(killed, result_termination="user_abort")`` entries
-    the parent records with its own ``operation_cancelled``."""
+    the parent records with its own ``operation_cancelled``.
+
+    A session holding a child's id whose row names another parent (or none) is not aborted: ``check``
+    (the full check, :func:`~flightlog.integrity.audit.require_intact`) runs on it first, so a child whose
+    row was edited is refused as tampered, naming it (its ledger proves this parent:
+    :mod:`flightlog.integrity.lineage`), while a session of another tree holding the id is left alone.
+
+    Raises:
+        LedgerIntegrityError: from ``check``, for a child whose row names another parent.
+    """
     killed: list[AgentProcessChanged] = []
     for agent_id, entry in state.delegation.processes.items():
         if entry.state in (*_EXITS, "killed"):
             continue
-        if _exists(store, agent_id, state.session_id):
+        try:
+            ours = _exists(store, agent_id, state.session_id)
+        except SubAgentFailed:
+            if check is not None:
+                check(agent_id)
+            ours = False
+        if ours:
             abort_one(agent_id)
         update = {"turn": state.turn, "state": "killed", "result_termination": "user_abort"}
         killed.append(entry.model_copy(update=update))
