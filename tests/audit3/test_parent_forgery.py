@@ -19,11 +19,12 @@ from pathlib import Path
 import pytest
 
 from flightlog.integrity.lineage import SpawnedBy
+from flightlog.kernel import Kernel
 from flightlog.kernel.effects import effect_key
 from flightlog.kernel.subagents import child_session_id
-from flightlog.store import open_store
+from flightlog.store import SqliteStore, open_store
 
-from .helpers import cli, described, execute, invoke
+from .helpers import cli, described, execute, invoke, rechain
 
 TREE = "kernel.cli_agents:tree_agent"
 """Root ``tree-root`` -> ``lead`` (depth 1) -> ``worker`` (depth 2), which waits for a decision on ``n1``."""
@@ -234,3 +235,27 @@ def test_a_child_recorded_before_spawned_by(tmp_path: Path, monkeypatch: pytest.
         "parent": lead,
         "parent_seq": spawn,
     }
+
+
+def test_a_spawned_by_record_that_does_not_hold_its_fields(tmp_path: Path) -> None:
+    """A ``spawned_by`` record whose payload is not what the kernel writes (here re-chained into an unsigned
+    ledger, which the chain alone cannot tell from the original) is named, field and seq, and refused."""
+    from kernel.cli_agents import tree_agent
+
+    db = tmp_path / "unsigned.db"
+    with SqliteStore(db) as store:
+        kernel = Kernel(store, tree_agent(), notary=None, heartbeat_s=None)
+        assert kernel.run_sync("go", session_id="u").status == "suspended"
+    lead = child_session_id(effect_key("u", 1, "d1"))
+    assert cli(db, "verify", lead)[0] == 0
+    seq = _seq_of(str(db), lead, '"custom_kind":"spawned_by"')
+
+    def edit(at: int, data: bytes) -> bytes:
+        return data.replace(b'"depth":1,', b'"depth":"1",') if at == seq else data
+
+    rechain(db, lead, edit)
+    detail = f"parent_session_id: the spawned_by record at seq {seq}: payload field 'depth' is '1'"
+    code, out, _ = cli(db, "verify", lead)
+    assert code == 1 and f"{PAD}seq {seq}: row_mismatch ({detail})" in out.splitlines(), out
+    code, _, err = cli(db, "resume", lead, "--spec", "kernel.cli_agents:tree_agent")
+    assert code == 1 and f"diverges at sequence {seq}: row_mismatch: {detail}; " in err, err

@@ -231,7 +231,9 @@ class Auditor:
         self, store: Store, parent_id: str, index: IndexReport, retired: RetirementCheck | None
     ) -> ParentLedger:
         """The full check of a session's parent (its own parent not proven here) and the children its
-        verified ledger spawned; from :attr:`parent_proofs` when it holds the parent at its current head."""
+        verified ledger spawned; from :attr:`trees` when it holds the parent at its current head. A parent
+        a live writer kept appending to through every check, with nothing diverging in what was read
+        (:meth:`settled`'s ``moved``), proves the spawns those verified rows hold (not kept)."""
         trees = self.trees
         kept = trees.spawns.get(parent_id) if trees is not None else None
         if kept is not None and kept[0] == store.get_session(parent_id).head_seq:
@@ -240,18 +242,12 @@ class Auditor:
         report = self.settled(
             store, parent_id, index=index, retired=retired, tap=scan.tap, shared_index=False, lineage=False
         )
-        if report.ok:
-            if trees is not None:
-                trees.spawns[parent_id] = (report.events - 1, dict(scan.children))
-            return ParentLedger(scan.children, report.events)
-        if report.divergences:
+        if report.divergences:  # (its index log's problems are the checked session's, not counted here)
             first = report.divergences[0]
-            failure = f"seq {first.seq}: {_reason(first)}"
-        else:
-            failure = (
-                "another writer kept appending to it during every check" if report.moved else report.verdict()
-            )
-        return ParentLedger({}, report.events, failure)
+            return ParentLedger({}, report.events, f"seq {first.seq}: {_reason(first)}")
+        if report.ok and trees is not None:  # settled: kept (a moving head only proves what was read)
+            trees.spawns[parent_id] = (report.events - 1, dict(scan.children))
+        return ParentLedger(scan.children, report.events)
 
     def _missing_head(self, ledger_id: str | None, session_id: str, report: AuditReport) -> str | None:
         """A note when the index log knows the session but no retained head file exists for it."""
