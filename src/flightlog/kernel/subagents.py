@@ -11,7 +11,8 @@ What a delegating call does (parent ledger on the left, ``P`` = parent turn, ``c
     external_effect_intent(key)                               write-ahead: the child id derives from key
     Custom("budget_grant"), agent_process_changed(spawned)    one transaction: the grant is reserved
     agent_process_changed(running)                            the child session is created (or resumed)
-        ... the child runs in its own session: run_started ... run_terminal, sealed like any run
+        ... the child runs in its own session: run_started ... budget_limits, Custom("spawned_by") (its
+        parent, the call, its depth and depth limit: flightlog.integrity.lineage) ... run_terminal, sealed
     agent_process_changed(joined|failed, result_termination), budget_usage_reported, Custom(
         "budget_grant_released")                              one transaction: usage settled
     external_effect_completed(key), tool_completed            the child's final answer is the result
@@ -55,9 +56,9 @@ agent*: its own sub-agents are 1 below it, as upstream's ``ResourceQuota.max_spa
 children of the agent whose quota it is (its gate puts every child at depth 1). The root's bound
 therefore bounds the whole tree (the root's children are depth 1), and a child's own bound only
 narrows its subtree: a delegating call is answered with an error result naming the depth (no grant, no
-child) when the new child would run deeper than ``spawn_depth + max_spawn_depth`` of the delegating
-run's agent, or deeper than the kernel's ``depth_limit``, the bound its ancestors set (the stricter of
-each ancestor's ``its depth + its max_spawn_depth``). The delegating call sets the child kernel's
+child) when the new child would run deeper than the kernel's ``depth_limit``, the bound its ancestors set
+(the stricter of each ancestor's ``its depth + its max_spawn_depth``; the delegating run's own bound, at
+least 1, always admits its own children and limits their descendants). The delegating call sets the child kernel's
 ``spawn_depth`` and ``depth_limit``, and the child records both in its start
 (``Custom("spawned_by")``, :mod:`flightlog.integrity.lineage`); a kernel that resumes a session no
 delegating call placed (``Kernel(store, agent).resume(child)`` from Python) derives them from the
