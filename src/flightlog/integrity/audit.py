@@ -231,10 +231,14 @@ class Auditor:
         self, store: Store, parent_id: str, index: IndexReport, retired: RetirementCheck | None
     ) -> ParentLedger:
         """The full check of a session's parent (its own parent not proven here) and the children its
-        verified ledger spawned; from :attr:`trees` when it holds the parent at its current head. A parent
+        verified ledger spawned; from :attr:`trees` when it holds the parent's fold, or its spawns at its
+        current head. A parent
         a live writer kept appending to through every check, with nothing diverging in what was read
         (:meth:`settled`'s ``moved``), proves the spawns those verified rows hold (not kept)."""
         trees = self.trees
+        if trees is not None and parent_id in trees.held:
+            head, children = trees.held[parent_id]
+            return ParentLedger(children, head + 1)
         kept = trees.spawns.get(parent_id) if trees is not None else None
         if kept is not None and kept[0] == store.get_session(parent_id).head_seq:
             return ParentLedger(kept[1], kept[0] + 1)

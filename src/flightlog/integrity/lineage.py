@@ -351,10 +351,14 @@ class TreeProofs:
         roots: Kernel runs whose row names no parent and whose start holds no ``spawned_by`` (roots, or
             sub-agents recorded before that record existed), each with the seq of its start's
             ``budget_limits``.
+        held: As :attr:`spawns`, from the kernel's fold of a parent's ledger that passed the full check (a
+            resume's) or that this process holds and appends to (a delegating call's): proof whatever the
+            parent's head does since (its own appends move it while its children start).
     """
 
     spawns: dict[str, tuple[int, dict[str, int]]] = field(default_factory=dict)
     roots: dict[str, int] = field(default_factory=dict)
+    held: dict[str, tuple[int, dict[str, int]]] = field(default_factory=dict)
 
     def cut_off(self) -> list[CutOff]:
         """The kernel runs of :attr:`roots` a kept verified ledger records spawning: sub-agents whose row

@@ -98,7 +98,7 @@ from ..integrity.audit import Auditor, require_intact
 from ..integrity.effects import EffectTail
 from ..integrity.grants import record_grant
 from ..integrity.keys import now_ms
-from ..integrity.lineage import SPAWNED_BY
+from ..integrity.lineage import SPAWNED_BY, TreeProofs
 from ..integrity.notary import USER_NOTARY, Notary, UserNotary, resolve_notary
 from ..live import DEFAULT_LEASE_MS, HolderWatch, LiveRegistry
 from ..messages import ContentPart
@@ -532,6 +532,9 @@ class Kernel:
         spawned_by: The ``spawned_by`` payload the delegating call sets for the child's :meth:`run` to
             record in its start (:mod:`flightlog.integrity.lineage`); None for a kernel no delegating call
             created.
+        trees: Set by the delegating call too: the parent's spawns from its own fold (the ledger it holds),
+            so the child's full check on :meth:`resume` proves its parent link without checking the parent
+            again (:class:`~flightlog.integrity.lineage.TreeProofs`); None: the check reads the parent.
     """
 
     EFFECT_GRACE_S: float = 30.0
@@ -561,6 +564,7 @@ class Kernel:
         self.spawn_depth = 0
         self.depth_limit: int | None = None
         self.spawned_by: dict[str, Any] | None = None
+        self.trees: TreeProofs | None = None
         self.live = LiveRegistry(store) if heartbeat_s is not None else None
         self.lease_ms = DEFAULT_LEASE_MS
         self.agent = agent
@@ -761,6 +765,7 @@ class Kernel:
         # The full check first, even when there is nothing to write: the caller must not act on a
         # suspension or a result read from a history `audit` rejects (a dropped seal, a rollback...).
         auditor = Auditor.for_notary(self.notary)
+        auditor.trees = self.trees  # a delegating call's: its parent's fold proves the child's parent link
         report = require_intact(self.store, session_id, auditor=auditor)  # its parent link proven too
         imported = imported_transcript(self.store.get_session(session_id))
         if imported is not None:  # another agent's recorded runs: nothing of the kernel's to continue

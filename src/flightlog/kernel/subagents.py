@@ -664,6 +664,7 @@ async def _drive_child(call: _Call, grant: Grant, task: str) -> None:
     kernel.spawned_by = SpawnedBy(
         0, call.parent.session_id, call.turn, call.plan.call_id, kernel.spawn_depth, kernel.depth_limit
     ).payload()
+    kernel.trees = _spawns_of(call.parent.state)
     if _exists(call.store, call.agent_id, call.parent.session_id):
         await _resume_child(kernel, call.agent_id, parent_kernel.sleep)
         return
@@ -901,7 +902,7 @@ def require_children_intact(store: Store, state: KernelState, auditor: Auditor) 
     session a resume may read or drive (each not yet ``joined``, ``failed`` or ``killed``), and on theirs,
     before the parent writes anything. Cost: one audit per unfinished descendant, O(its rows); each
     child's parent link is proven by ``state`` (the fold of its parent's verified ledger), not by checking
-    the parent again, unless the parent's head moved since.
+    the parent again.
 
     A child whose row names another parent (or none) is checked too: its full check proves its parent by
     the ledgers (:mod:`flightlog.integrity.lineage`), so an edited row refuses the tree, while a session
@@ -913,14 +914,8 @@ def require_children_intact(store: Store, state: KernelState, auditor: Auditor) 
             parent's delegating call, which recorded it as an error result and went on).
     """
     # the parent's fold is of its verified ledger: it proves each child's parent link without another check
-    # of the parent while its head stands still (Auditor.trees)
-    spawned: dict[str, int] = {}
-    for seq, event in state.events:
-        if isinstance(event, AgentProcessChanged) and event.parent_session_id == state.session_id:
-            spawned.setdefault(event.agent_id, seq)
-    trees = auditor.trees if auditor.trees is not None else TreeProofs()
-    trees.spawns[state.session_id] = (len(state.events) - 1, spawned)
-    auditor = dataclasses.replace(auditor, trees=trees)
+    # of the parent (Auditor.trees)
+    auditor = dataclasses.replace(auditor, trees=_spawns_of(state, auditor.trees))
     for agent_id, entry in state.delegation.processes.items():
         if entry.state in (*_EXITS, "killed"):
             continue
@@ -934,6 +929,19 @@ def require_children_intact(store: Store, state: KernelState, auditor: Auditor) 
         if ours:
             require_intact(store, agent_id, auditor=auditor)
             require_children_intact(store, load_state(store, agent_id), auditor)
+
+
+def _spawns_of(state: KernelState, trees: TreeProofs | None = None) -> TreeProofs:
+    """``trees`` (a new one when None) holding (:attr:`~flightlog.integrity.lineage.TreeProofs.held`) the
+    children ``state``'s fold records spawning: a session's fold of its verified ledger, or of the ledger
+    this process holds and appends to."""
+    spawned: dict[str, int] = {}
+    for seq, event in state.events:
+        if isinstance(event, AgentProcessChanged) and event.parent_session_id == state.session_id:
+            spawned.setdefault(event.agent_id, seq)
+    kept = trees if trees is not None else TreeProofs()
+    kept.held[state.session_id] = (len(state.events) - 1, spawned)
+    return kept
 
 
 def abort_children(
