@@ -80,8 +80,9 @@ class Auditor:
         trees: When not None, what the checks learn about run trees, kept for one sweep
             (:class:`~flightlog.integrity.lineage.TreeProofs`): each session that passes its check keeps
             the children its ledger spawned, which proves their parent links without checking it again
-            while its head stands still (``audit --all``, a resume's checks of one tree). None (default):
-            every proof checks the parent.
+            while its head stands still (``audit --all``); a kernel adds its fold of a parent it checked or
+            holds, which proves them whatever the head does (a resume's checks of a tree, a delegating
+            call's resume of its child). None (default): every proof checks the parent.
     """
 
     keyring: Keyring
