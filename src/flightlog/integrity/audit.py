@@ -233,9 +233,9 @@ class Auditor:
     ) -> ParentLedger:
         """The full check of a session's parent (its own parent not proven here) and the children its
         verified ledger spawned; from :attr:`trees` when it holds the parent's fold, or its spawns at its
-        current head. A parent
-        a live writer kept appending to through every check, with nothing diverging in what was read
-        (:meth:`settled`'s ``moved``), proves the spawns those verified rows hold (not kept)."""
+        current head. A parent a live writer kept appending to through every check, with nothing diverging
+        in what was read (:meth:`settled`'s ``moved``), proves the spawns those verified rows hold (not
+        kept)."""
         trees = self.trees
         if trees is not None and parent_id in trees.held:
             head, children = trees.held[parent_id]
