@@ -206,21 +206,23 @@ def test_a_garbage_memory_row_is_an_error_naming_the_memory_and_field(db_path: P
         assert "provenance.trust" in line and "'trusted'" in line
 
 
-@pytest.mark.parametrize("command", ["show", "replay"])
+@pytest.mark.parametrize("command", ["show", "replay", "replay --check"])
 def test_an_altered_archive_the_printing_never_reads_fails_show_and_replay(
     store: SqliteStore, db_path: Path, command: str
 ) -> None:
     """A page-out archive altered (its digest kept): ``replay`` prints the page-out's stub and ``show`` the
     event, neither reads the archive, so both exited 0 (their check skipped artifacts). Now both check the
     artifacts the events name before printing: a warning naming ``artifact_corrupt``, the seq and the
-    archive first on stderr, exit 1; untouched, exit 0."""
+    archive first on stderr, exit 1; untouched, exit 0. ``replay --check`` too (attack pass atk3: it ran
+    only the check without artifacts and said "all reproduce", exit 0)."""
     recorder = Recorder.create(store, session_id="paged")
     ref = recorder.put_artifact(b'[{"role": "user", "content": []}]', "application/json")
     recorder.append(RunStarted(run_id="paged", goal="page"))
     recorder.append(LlmCompleted(turn=1, message=Message(role="assistant", content=[TextPart(text="hi")])))
     seq = recorder.next_seq
     recorder.append(PageOut(turn=1, message_count=1, archive_ref=ref))
-    base = ["--db", str(db_path), command, "paged"]
+    name, *flags = command.split()
+    base = ["--db", str(db_path), name, "paged", *flags]
     assert runner.invoke(app, base).exit_code == 0
     _set(db_path, "UPDATE artifacts SET content = ? WHERE sha256 = ?", (FORGED.encode(), ref[7:]))
     done = runner.invoke(app, base)
