@@ -178,6 +178,7 @@ ERRORS = [
     errors.AppendConflict(session_id="s", seq=4),
     errors.SessionBusy(session_id="s", seq=4),
     errors.HolderBusy(session_id="s", seq=4, effect="s:1:p1", holder="pid 7", fenced=True, waited_s=30.0),
+    errors.KernelBusy(session_id="s", threads=1),
     errors.StaleWriter(session_id="s", epoch=1, current_epoch=2),
     errors.SignalRowInvalid(signal_id="sig-1", field="kind", reason="is 'zzz'"),
     errors.ReadOnlyStore(url="sqlite:///x"),

@@ -12,7 +12,8 @@ One base, with a builtin second base where callers expect one (``except ValueErr
     |   +-- SessionNotFound(LookupError)     session_id (or prefix), ambiguous matches, exact
     |   +-- AppendConflict                   session_id, seq
     |   |   `-- SessionBusy                  session_id, seq
-    |   |       `-- HolderBusy               session_id, seq, effect, holder, fenced, waited_s
+    |   |       +-- HolderBusy               session_id, seq, effect, holder, fenced, waited_s
+    |   |       `-- KernelBusy               session_id, seq (None), threads
     |   +-- StaleWriter                      session_id, epoch, current_epoch
     |   +-- SignalRowInvalid(ValueError)     signal_id, field, reason
     |   +-- ReadOnlyStore                    url
@@ -49,6 +50,7 @@ __all__ = [
     "ImportFormatError",
     "InvalidSessionId",
     "ItemEncodingError",
+    "KernelBusy",
     "LedgerIntegrityError",
     "LedgerRetired",
     "ReadOnlyStore",
@@ -384,6 +386,32 @@ class HolderBusy(SessionBusy):
             holder=holder,
             fenced=fenced,
             waited_s=waited_s,
+        )
+
+
+class KernelBusy(SessionBusy):
+    """A ``Kernel`` was asked to resume a session it still holds itself: an activation of that same instance
+    still drives it, or ``threads`` worker threads of its stopped activation still run (one may be performing
+    a side effect in doubt). Its own live record is not another holder's, so the takeover would not wait for
+    it (:meth:`flightlog.kernel.Kernel.resume`); refused before anything is read or written (``seq`` None).
+    Resume once that activation has stopped and its threads have returned, or from another ``Kernel``
+    (which waits for it as for any live holder)."""
+
+    threads: int
+
+    def __init__(self, *, session_id: str, threads: int) -> None:
+        doing = (
+            f"{threads} worker thread(s) of its stopped activation still run"
+            if threads
+            else "an activation of it still drives the session"
+        )
+        StoreError.__init__(
+            self,
+            f"session {session_id} is held by this Kernel instance itself ({doing}); nothing read or written "
+            "(resume once it has stopped and its threads returned, or from another Kernel, which waits for it)",
+            session_id=session_id,
+            seq=None,
+            threads=threads,
         )
 
 

@@ -186,6 +186,12 @@ async def _side_effect(ctx: TurnContext, tool: Tool, plan: CallPlan) -> Outcome:
         outcome = Outcome(f"effect in doubt and not run again ({verdict.reason or 'denied'})", True)
         ctx.effects.complete(key, outcome)
         return outcome
+    if verdict is not None and tool.reconcile is not None and ctx.effects.state(key) == "pending":
+        # Approved to run again: a gate opened while its worker thread still ran (a wall-clock deadline)
+        # may have seen the effect land since; its reconciler is asked first (done: its answer is the
+        # completion, run_once returns it; not done: it runs).
+        with active(ctx.ceiling):
+            await ctx.effects.reconcile(tool, plan, key, ctx.state.turn)
     fatal: list[_Fatal] = []
 
     async def run() -> Outcome:

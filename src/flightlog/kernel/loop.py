@@ -75,11 +75,10 @@ import logging
 import time
 import uuid
 from collections.abc import Awaitable, Callable, Mapping, Sequence
-from contextlib import AbstractContextManager, nullcontext
 from typing import Any
 
 from ..encoding import recordable_text
-from ..errors import AppendConflict, EncodingError, StaleWriter
+from ..errors import AppendConflict, EncodingError, KernelBusy, StaleWriter
 from ..events import (
     BudgetExceeded,
     CancellationReason,
@@ -122,6 +121,7 @@ from .denials import denial_rollback
 from .effects import effect_key
 from .errors import KernelError
 from .execution import execute_turn, in_doubt_gates
+from .holding import Hold
 from .operations import DeadlineHit, Operation
 from .paging import Notes, current_access
 from .planning import calls_in, plan_calls
@@ -161,9 +161,13 @@ class _Activation(ContextActivation):
 
     # ─── the loop ─────────────────────────────────────────────────────────────────────────
     async def drive(self) -> RunResult:
-        """Step until the run stops (terminal, suspended, cancelled, fenced off)."""
+        """Step until the run stops (terminal, suspended, cancelled, fenced off). The live record outlives
+        the last durable event of the activation, and any worker thread it started (:mod:`.holding`)."""
         self.begin_clock()
-        with self._live():  # the live record outlives the last durable event of the activation
+        hold = self.kernel.hold(self.session_id)
+        unbind = hold.bind()  # the tools' worker threads are counted by this hold
+        try:
+            self._publish(hold)
             try:
                 await self.surface.open(self.state)  # a resume: remount what the ledger has mounted
                 while self.state.phase not in ("terminal", "suspended"):
@@ -182,18 +186,17 @@ class _Activation(ContextActivation):
                 self.effects.abandon_in_flight()  # what still runs in a worker thread stays in doubt
                 self.close()
                 await self.surface.close()
+        finally:
+            unbind()
+            hold.end()  # cleared now, or once the last worker thread returns
         return self.result()
 
-    def _live(self) -> AbstractContextManager[None]:
-        """Publish the live record, heartbeat it while the block runs, then delete it (module docs)."""
-        live, every = self.kernel.live, self.kernel.heartbeat_s
-        if live is None or every is None:
-            return nullcontext()
+    def _publish(self, hold: Hold) -> None:
+        """Publish the live record in the state the ledger's phase gives, heartbeated by ``hold``."""
         st = self.state
         state = _LIVE_STATES.get(st.phase, RunState.RUNNING)
         steps = st.turn - 1 if st.phase == "calling" else st.turn  # model turns completed
-        live.publish(self.session_id, state, tokens_used=st.tokens_used, steps_taken=steps)
-        return live.pulse(self.session_id, every_s=every)
+        hold.publish(state, tokens_used=st.tokens_used, steps_taken=steps)
 
     def _guarded(self, record: Callable[[], None]) -> None:
         try:
@@ -577,6 +580,17 @@ class Kernel:
         self._token_subscribers: list[TokenCallback] = [on_token] if on_token is not None else []
         self._task: asyncio.Task[Any] | None = None
         self._surface: ToolSurface | None = None
+        self._holds: dict[str, Hold] = {}  # by session: this kernel's activations and their worker threads
+
+    # ─── holds ────────────────────────────────────────────────────────────────────────────
+    def hold(self, session_id: str) -> Hold:
+        """A new hold for an activation of ``session_id`` (:mod:`flightlog.kernel.holding`), remembered so
+        this kernel refuses to resume a session it still holds (:meth:`resume`) and its sync wrappers wait
+        for the worker threads (:meth:`run_sync`)."""
+        self._holds = {sid: h for sid, h in self._holds.items() if h.holding}
+        hold = Hold(session_id, self.live, self.heartbeat_s)
+        self._holds[session_id] = hold
+        return hold
 
     # ─── streaming ────────────────────────────────────────────────────────────────────────
     def subscribe_tokens(self, callback: TokenCallback) -> Callable[[], None]:
@@ -762,6 +776,7 @@ class Kernel:
                 this resume took authority that process may still be writing, after it that process is
                 fenced off but its effect may still be running (:mod:`flightlog.kernel.takeover`).
         """
+        self._refuse_own_hold(session_id)
         # The full check first, even when there is nothing to write: the caller must not act on a
         # suspension or a result read from a history `audit` rejects (a dropped seal, a rollback...).
         auditor = Auditor.for_notary(self.notary)
@@ -839,6 +854,19 @@ class Kernel:
         activation.append(self._resumed(state), *(arrived or []), *released, status="running")
         return await self._drive(activation)
 
+    def _refuse_own_hold(self, session_id: str) -> None:
+        """Refuse to resume a session this kernel still holds: its own live record is no "other holder"
+        (:func:`flightlog.live.other_holder` skips this registry's records), so the takeover would not wait
+        for the activation still driving it, or for a worker thread of a stopped one still running an
+        effect (attack pass atk3: a server's "retry" handler sharing one Kernel ran an effect twice).
+
+        Raises:
+            KernelBusy: this kernel holds ``session_id`` (nothing read or written).
+        """
+        hold = self._holds.get(session_id)
+        if hold is not None and hold.holding:
+            raise KernelBusy(session_id=session_id, threads=hold.threads if hold.ended else 0)
+
     @staticmethod
     def _resumed(state: KernelState) -> Resumed:
         approved: list[str] = []
@@ -874,12 +902,20 @@ class Kernel:
         metadata: Mapping[str, Any] | None = None,
         handle_signals: bool = True,
     ) -> RunResult:
-        """:meth:`run` in a fresh event loop; SIGINT/SIGTERM cancel it cleanly (``user``/``host_shutdown``)."""
+        """:meth:`run` in a fresh event loop; SIGINT/SIGTERM cancel it cleanly (``user``/``host_shutdown``).
+
+        Returns only once every worker thread the run started has returned (a sync tool cannot be stopped;
+        a cancel or a deadline leaves one running): meanwhile the run's live record is kept, so a resume
+        elsewhere waits for it, and a warning says so; a second SIGINT/SIGTERM then ends the process at
+        once, the effect left in doubt as after a crash (:mod:`flightlog.kernel.holding`,
+        :func:`~flightlog.kernel.signals.run_blocking`).
+        """
         return run_blocking(
             lambda: self.run(goal, criteria, attachments, session_id=session_id, metadata=metadata),
             self.cancel if handle_signals else None,
         )
 
     def resume_sync(self, session_id: str, *, handle_signals: bool = True) -> RunResult:
-        """:meth:`resume` in a fresh event loop, with the same signal handling as :meth:`run_sync`."""
+        """:meth:`resume` in a fresh event loop, with the same signal handling and the same wait for worker
+        threads as :meth:`run_sync`."""
         return run_blocking(lambda: self.resume(session_id), self.cancel if handle_signals else None)

@@ -52,6 +52,7 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError, create_model
 
 from ..encoding import recordable_text
 from ..providers.base import ToolSpec
+from .holding import current_hold
 
 __all__ = [
     "EFFECTS",
@@ -219,6 +220,9 @@ class Tool:
         if inspect.iscoroutinefunction(self.fn):
             return await self.fn(**kwargs)
         if self.in_thread:
+            hold = current_hold()  # the activation's: counted until the thread returns (kernel.holding)
+            if hold is not None:
+                return await hold.run_in_thread(self.fn, kwargs)
             return await asyncio.to_thread(self.fn, **kwargs)
         return self.fn(**kwargs)
 
