@@ -27,8 +27,9 @@ When the same call comes round again (a resume after a crash, a cancel, a suspen
   ``reconcile(intent)`` decides: a result means done (recorded as the completion, plus
   ``Custom("effect_reconciled", outcome="completed")``); None means not done
   (``effect_reconciled``, ``outcome="not_done"``) and the call runs. Without a reconciler the run
-  suspends (``suspended(reason="effect_in_doubt")``) and a human decides: approve runs it again, deny marks
-  it failed. Nothing is ever silently re-run.
+  suspends (``suspended(reason="effect_in_doubt")``) and a human decides: approve runs it again (asking its
+  reconciler first when it has one: a deadline gates a call whose thread may land it later), deny marks it
+  failed. Nothing is ever silently re-run.
 
 **Worker threads.** A sync tool run in a worker thread cannot be stopped once started. Its effect is run
 *detached* (``run_once(..., detached=True)``): in a task of its own that a cancellation of the turn does
@@ -36,6 +37,8 @@ not reach, which records the completion when the thread returns. On a wall-clock
 a bounded grace for such effects (:meth:`Effects.settle_in_flight`) and records their completions before
 it ends the run; what is still running then is abandoned in doubt (its task cancelled, its intent without
 completion) and the run is suspended ``effect_in_doubt`` rather than sealed (:mod:`flightlog.kernel.loop`).
+The thread runs on: the activation's live record is kept until it returns (:mod:`flightlog.kernel.holding`),
+so a resume waits for it before it reconciles or runs the effect.
 
 While a side-effect tool runs, and while its ``reconcile`` runs, :func:`current_effect_key` returns the
 call's key: stable across crashes and resumes and unique per call, so the tool can stamp it on what it

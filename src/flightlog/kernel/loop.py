@@ -41,8 +41,9 @@ kernel waits up to ``Kernel.effect_grace_s`` (default 30 s) for it and records i
 the run as above. One still running after the grace is in doubt (intent, no completion; the thread may act
 later): the run is then *not* sealed but records ``operation_cancelled(reason="deadline")`` and, in its
 transaction, ``tool_gated`` + ``permission_requested`` per such call and ``suspended(reason=
-"effect_in_doubt")``, so ``flightlog pending`` lists it; approve (it is run again) or deny (marked failed),
-then a resume settles it and, the clock being out, ends the run ``budget_exhausted`` (seed 003: an effect
+"effect_in_doubt")``, so ``flightlog pending`` lists it; approve (its reconciler, when it has one, is asked
+first, the thread having maybe performed it since; else, or when not done, it is run again) or deny (marked
+failed), then a resume settles it and, the clock being out, ends the run ``budget_exhausted`` (seed 003: an effect
 is never left unsettled nor silently re-run). A
 signal or ``Kernel.cancel`` records ``operation_cancelled(reason=user|host_shutdown, pending_call_ids)``
 and leaves the run resumable. A ``StaleWriter`` (another process took authority, e.g. ``abort``) or an
@@ -60,7 +61,10 @@ While an activation drives a run it keeps a live record (:class:`flightlog.live.
 store's ``live_runs`` table): published once when the activation starts (its phase's state: ``running``,
 ``waiting_model`` or ``waiting_tool``; the ledger's token and turn counts), then heartbeated every
 ``heartbeat_s`` seconds from a background thread, and deleted when the activation stops (ended, suspended,
-cancelled, fenced off). The ledger already says which state the run is in as it moves (every event that
+cancelled, fenced off) *and* every worker thread it started has returned (:mod:`flightlog.kernel.holding`:
+a sync tool a cancel or a deadline left running keeps the record, so a resume elsewhere waits for it; the
+sync wrappers return only once those threads have, and a ``Kernel`` refuses to resume a session it still
+holds, ``KernelBusy``). The ledger already says which state the run is in as it moves (every event that
 changes it is durable first, and a durable event newer than a live state outranks it), so the record is
 about liveness: a run whose model call or tool outlasts the lease is still seen alive by ``runs`` and the
 dashboard, and a process that dies leaves a heartbeat that goes stale, so its run is flagged abandoned.
