@@ -1016,6 +1016,8 @@ def _called_name(node: ast.Call) -> str | None:
     if isinstance(func, ast.Name):
         return func.id
     if isinstance(func, ast.Attribute):
+        if isinstance(func.value, ast.Name) and func.value.id in ("threading", "asyncio"):
+            return None  # threading.Event(), asyncio.Event(): synchronisation, not a ledger event
         return func.attr
     return None
 

@@ -25,6 +25,7 @@ from __future__ import annotations
 import asyncio
 import logging
 import threading
+import weakref
 from collections.abc import Callable, Mapping
 from contextvars import ContextVar
 from typing import Any
@@ -37,15 +38,19 @@ __all__ = ["Hold", "collecting", "current_hold", "threads_returned"]
 log = logging.getLogger("flightlog.kernel")
 
 _CURRENT: ContextVar[Hold | None] = ContextVar("flightlog_kernel_hold", default=None)
-_COLLECTED: ContextVar[list[Hold] | None] = ContextVar("flightlog_kernel_holds", default=None)
+_COLLECTED: weakref.WeakKeyDictionary[asyncio.AbstractEventLoop, list[Hold]] = weakref.WeakKeyDictionary()
 
 
 def collecting() -> list[Hold]:
-    """Collect, into the returned list, every :class:`Hold` created from now on in the current context and
-    the tasks it starts (a sub-agent's kernel included): what a sync wrapper waits for
-    (:func:`threads_returned`)."""
+    """Collect, into the returned list, every :class:`Hold` created from now on in the running event loop
+    (a sub-agent's kernel included, which runs in a context of its own): what a sync wrapper waits for
+    (:func:`threads_returned`).
+
+    Raises:
+        RuntimeError: no event loop is running.
+    """
     holds: list[Hold] = []
-    _COLLECTED.set(holds)
+    _COLLECTED[asyncio.get_running_loop()] = holds
     return holds
 
 
@@ -95,7 +100,10 @@ class Hold:
         self._stop = threading.Event()
         self._beat: threading.Thread | None = None
         self._clear_in_beat = False  # the last returning thread leaves the clear to the heartbeat thread
-        collected = _COLLECTED.get()
+        try:
+            collected = _COLLECTED.get(asyncio.get_running_loop())
+        except RuntimeError:  # created outside an event loop: nothing collects it
+            collected = None
         if collected is not None:
             collected.append(self)
 
