@@ -252,3 +252,52 @@ def test_one_kernel_refuses_to_resume_a_session_it_still_holds(store: SqliteStor
     asyncio.run(scenario())
     assert performed == ["s:1:p1"]
     assert [p["outcome"] for p in customs(store, "s", "effect_reconciled")] == ["completed"]
+
+
+def test_a_call_cancelled_before_its_thread_started_never_runs_and_holds_nothing(store: SqliteStore) -> None:
+    """A worker thread is counted from the moment the call is handed to the executor; a call cancelled while
+    still queued (every worker busy) never runs its function and is uncounted at once, so the activation's
+    record is cleared as it ends (it would otherwise be heartbeated for ever)."""
+    from concurrent.futures import ThreadPoolExecutor
+
+    from flightlog.kernel.holding import Hold
+    from flightlog.live import LiveRegistry
+    from flightlog.runs.model import RunState
+
+    ran: list[str] = []
+    busy, free = threading.Event(), threading.Event()
+
+    def occupy() -> None:
+        busy.set()
+        assert free.wait(WAIT_S)
+
+    async def scenario() -> None:
+        loop = asyncio.get_running_loop()
+        loop.set_default_executor(ThreadPoolExecutor(max_workers=1))
+        occupied = loop.run_in_executor(None, occupy)  # the executor's one worker, until `free`
+        deadline = time.monotonic() + WAIT_S
+        while not busy.is_set():  # polled here: a to_thread wait would queue behind `occupy` itself
+            assert time.monotonic() < deadline
+            await asyncio.sleep(0.01)
+        hold = Hold("s", LiveRegistry(store), heartbeat_s=0.2)
+        hold.publish(RunState.WAITING_TOOL, tokens_used=0, steps_taken=0)
+        queued = asyncio.ensure_future(hold.run_in_thread(lambda: ran.append("ran"), {}))
+        await asyncio.sleep(0)  # the call reaches the executor's queue
+        assert hold.threads == 1
+        queued.cancel()
+        try:
+            await queued
+            raise AssertionError("the queued call was not cancelled")
+        except asyncio.CancelledError:
+            pass
+        assert hold.threads == 0
+        assert hold.end() == 0 and not hold.holding
+        assert store.live_runs() == []  # cleared as the activation ended
+        free.set()
+        await occupied
+
+    try:
+        asyncio.run(scenario())
+    finally:
+        free.set()  # never leave the executor's worker waiting, whatever failed
+    assert ran == []
