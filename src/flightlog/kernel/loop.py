@@ -684,8 +684,9 @@ class Kernel:
         Returns:
             The :class:`RunResult` (any status; ``suspended`` and ``cancelled`` runs are resumable).
             Cancelling the task that awaits ``run`` (or :meth:`cancel`) records
-            ``operation_cancelled(reason="user")`` and returns ``cancelled`` instead of raising.
-            One activation at a time per ``Kernel``.
+            ``operation_cancelled(reason="user")`` and returns ``cancelled`` instead of raising; a sync
+            tool's worker thread it leaves running keeps the run's live record until it returns
+            (:mod:`flightlog.kernel.holding`). One activation at a time per ``Kernel``.
 
         Raises:
             AppendConflict: ``session_id`` exists already (nothing is written).
@@ -779,6 +780,9 @@ class Kernel:
                 or re-run; before
                 this resume took authority that process may still be writing, after it that process is
                 fenced off but its effect may still be running (:mod:`flightlog.kernel.takeover`).
+                :class:`~flightlog.errors.KernelBusy` at once, nothing read or written, when this very
+                ``Kernel`` still holds the session (its activation drives it, or a worker thread of its
+                stopped one still runs): its own live record is no other holder to wait for.
         """
         self._refuse_own_hold(session_id)
         # The full check first, even when there is nothing to write: the caller must not act on a
