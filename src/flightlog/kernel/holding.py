@@ -183,8 +183,9 @@ class Hold:
 
     async def released(self, poll_s: float = 0.05) -> None:
         """Return once :attr:`holding` is False (polled every ``poll_s`` seconds, never bounded: a sync
-        wrapper's wait for the threads; ``run_blocking``'s second signal ends the process instead)."""
-        while self.holding:
+        wrapper's wait for the threads; ``run_blocking``'s second signal ends the process instead), and the
+        heartbeat thread has cleared the record (so a process exiting right after leaves none behind)."""
+        while self.holding or (self._beat is not None and self._beat.is_alive()):
             await asyncio.sleep(poll_s)
 
     # ─── worker threads ───────────────────────────────────────────────────────────────────
