@@ -149,9 +149,9 @@ def test_the_dashboard_lists_what_only_a_link_names_with_the_path(store_url: str
         page = session_page(store, sid)
     short = {k: f"sha256:{v[:12]}…" for k, v in d.items()}
     assert [(a["handle"], a["seq"], a["state"], a["via"]) for a in page.artifacts] == [
-        (f"sha256:{d['top']}", 1, "present", ""),
-        (f"sha256:{d['elements']}", 1, "present", short["top"]),
-        (f"sha256:{d['base']}", 1, "present", short["top"]),
+        (f"sha256:{d['top']}", 1, "present and intact", ""),
+        (f"sha256:{d['elements']}", 1, "present and intact", short["top"]),
+        (f"sha256:{d['base']}", 1, "present and intact", short["top"]),
         (f"sha256:{d['deep']}", 1, "missing", f"{short['top']} → {short['base']}"),
     ]
     assert page.artifacts[1]["size"] == "12" and page.artifacts[1]["media_type"] == "application/octet-stream"
@@ -225,9 +225,13 @@ def test_the_dashboard_shows_the_state_the_check_found_for_an_event_named_artifa
     assert {x.reason for x in report.divergences} == {"artifact_corrupt"} and corrupt == {a, b}
     assert len(rows) == page.artifacts_total
     for digest in (a, b):
-        assert rows[f"sha256:{digest}"]["state"] == "corrupt" and rows[f"sha256:{digest}"]["via"] == ""
+        assert (
+            rows[f"sha256:{digest}"]["state"] == "digest mismatch" and rows[f"sha256:{digest}"]["via"] == ""
+        )
     assert all(
-        row["state"] == "present" for h, row in rows.items() if h.removeprefix("sha256:") not in corrupt
+        row["state"] == "present and intact"
+        for h, row in rows.items()
+        if h.removeprefix("sha256:") not in corrupt
     )
 
 
@@ -251,7 +255,7 @@ def test_a_deep_delta_chain_gives_a_bounded_artifacts_page(tmp_path: Path) -> No
     assert len(page.artifacts) == ARTIFACT_PAGE and page.artifacts_total == 3001 and page.artifacts_from == 0
     assert page.artifacts[0]["handle"] == f"sha256:{below}" and page.artifacts[0]["via"] == ""
     for row in page.artifacts[1:]:
-        assert row["state"] == "present" and row["via"].count("sha256:") <= VIA_SHOWN, row["via"]
+        assert row["state"] == "present and intact" and row["via"].count("sha256:") <= VIA_SHOWN, row["via"]
     assert page.artifacts_later.endswith("artifacts_from=100") and not page.artifacts_earlier
     ((deepest),) = last.artifacts
     assert deepest["handle"] == f"sha256:{first}" and not last.artifacts_later
