@@ -73,6 +73,7 @@ __all__ = [
     "merge",
     "other_holder",
     "wall_ms",
+    "watched_holder",
 ]
 
 log = logging.getLogger("flightlog.live")
@@ -225,16 +226,57 @@ class LiveRegistry:
         with self._lock:
             return dict(self._records)
 
+    def reclaim(self, session_id: str, holds: Callable[[], bool]) -> LiveRunRecord | None:
+        """Write this registry's record of ``session_id`` over the stored one, in one store transaction,
+        when ``holds()`` (read in that transaction) says this registry's activation still holds the session
+        (its authority epoch is the session's: no successor has taken it over), and log a WARNING naming the
+        session and the stored record's owner and pid; the record written, else None (nothing written or
+        logged: never published here, no store, or fenced off: a successor's record stays).
+
+        For a heartbeat refused although no successor took over (the stored record was edited under its
+        holder, e.g. its ``owner``): left so, the record would freeze and a resume watching it would take
+        the live holder for gone (attack pass, session 19).
+
+        Raises:
+            StoreError: the store refused the read or the write.
+        """
+        with self._lock:
+            record = self._records.get(session_id)
+        if record is None or self.store is None:
+            return None
+        with self.store.transaction():
+            if not holds():
+                return None
+            stored = next((r for r in self.store.live_runs() if r.run_id == session_id), None)
+            self.store.put_live_run(record)
+        log.warning(
+            "live record of %s was changed under its holder (stored owner %s, pid %s; this holder's owner "
+            "%s): heartbeat refused, record written back",
+            session_id,
+            stored.owner if stored is not None else None,
+            stored.pid if stored is not None else None,
+            self.owner,
+        )
+        return record
+
     @contextmanager
-    def pulse(self, session_id: str, *, every_s: float = 5.0) -> Iterator[None]:
+    def pulse(
+        self, session_id: str, *, every_s: float = 5.0, holds: Callable[[], bool] | None = None
+    ) -> Iterator[None]:
         """Heartbeat ``session_id`` every ``every_s`` seconds from a daemon thread while the block runs,
-        then :meth:`clear` it. Publish a state first (a run never published is not heartbeated)."""
+        then :meth:`clear` it. Publish a state first (a run never published is not heartbeated).
+
+        ``holds``: whether this activation still holds the session (its authority epoch is current). When a
+        heartbeat is refused (the stored record is not this registry's) and ``holds()`` says so, the record is
+        written back with a WARNING (:meth:`reclaim`); a holder fenced off leaves its successor's record as it
+        is. None: a refused heartbeat is left refused."""
         stop = threading.Event()
 
         def beat() -> None:
             while not stop.wait(every_s):
                 try:
-                    self.heartbeat(session_id)
+                    if self.heartbeat(session_id) is None and holds is not None:
+                        self.reclaim(session_id, holds)
                 except Exception:  # a missed beat is not fatal to the run; the next one retries
                     log.warning("live heartbeat of %s failed", session_id, exc_info=True)
 
@@ -339,16 +381,26 @@ class HolderWatch:
             raise ValueError(f"lease_ms must be > 0 ms, not {lease_ms}")
         self.lease_ms = lease_ms
         self._monotonic = monotonic
-        self._seen: dict[str, tuple[LiveRunRecord, float]] = {}
+        self._seen: dict[str, tuple[LiveRunRecord | None, float]] = {}
 
     def lapsed(self, record: LiveRunRecord) -> bool:
         """Whether ``record`` is what this watch last saw of its run and has been for at least the lease
         (then its writer counts as gone); else the sighting is noted (a changed or first-seen record
         starts the watch now) and False is returned."""
+        return self._lapsed(record.run_id, record)
+
+    def lapsed_absence(self, run_id: str) -> bool:
+        """Whether this watch has seen no record of ``run_id`` for at least the lease (every look since the
+        first one without a record found none); else the sighting is noted and False is returned. For a
+        holder the verified ledger names on another host: a record deleted under it is not taken for its
+        end at once."""
+        return self._lapsed(run_id, None)
+
+    def _lapsed(self, run_id: str, record: LiveRunRecord | None) -> bool:
         now = self._monotonic()
-        seen = self._seen.get(record.run_id)
+        seen = self._seen.get(run_id)
         if seen is None or seen[0] != record:
-            self._seen[record.run_id] = (record, now)
+            self._seen[run_id] = (record, now)
             return False
         return (now - seen[1]) * 1000 >= self.lease_ms
 
@@ -381,6 +433,33 @@ def other_holder(
     if watch.lapsed(record):
         return None
     return record
+
+
+def watched_holder(
+    store: Store,
+    session_id: str,
+    own: LiveRegistry | None,
+    *,
+    watch: HolderWatch,
+) -> tuple[bool, LiveRunRecord | None]:
+    """Whether another activation may still drive ``session_id``, judged by watching alone: for a holder the
+    verified ledger names on another host, where no pid can be checked.
+
+    Returns ``(held, record)``: the session's live record not written by ``own`` (None when there is
+    none), and whether it still counts: until ``watch`` has seen it unchanged for its lease
+    (:meth:`HolderWatch.lapsed`), or, with no record at all, until it has seen none for its lease
+    (:meth:`HolderWatch.lapsed_absence`). Unlike :func:`other_holder` no pid or host a record names is
+    believed (the record is not hashed: anyone who can write the database can forge or delete it). A record
+    of ``own`` counts as no other holder.
+
+    Each call is a sighting for ``watch``: call it repeatedly (a poll) with the same watch.
+    """
+    record = next((r for r in store.live_runs() if r.run_id == session_id), None)
+    if record is None:
+        return not watch.lapsed_absence(session_id), None
+    if own is not None and record.owner == own.owner:
+        return False, None
+    return not watch.lapsed(record), record
 
 
 def _process_exists(pid: int | None) -> bool:

@@ -632,8 +632,13 @@ class Recorder:
         return self.store.get_artifact(handle)
 
     # ─── external effects (seed 003) ──────────────────────────────────────────────────────
-    def record_intent(self, key: str, intent: Any) -> bool:
+    def record_intent(self, key: str, intent: Any, *, holder: dict[str, Any] | None = None) -> bool:
         """Durably record an external-effect intent before the effect runs, then ledger it.
+
+        ``holder`` (the identity of the process about to run the effect,
+        :meth:`flightlog.runs.host.ProcessId.to_wire`) is ledgered beside the intent in the event's payload
+        when given; it is not part of the intent (nor of its hash, nor of the row), so the same call
+        re-recorded by another process is the same intent.
 
         Returns True when new, False when this exact intent was already recorded (a no-op).
 
@@ -648,9 +653,10 @@ class Recorder:
                 self.session_id, key, digest, canonical_json(intent).decode(), epoch=self._epoch
             )
             if created:
-                self.record_custom(
-                    "external_effect_intent", {"key": key, "intent_hash": digest, "intent": intent}
-                )
+                payload: dict[str, Any] = {"key": key, "intent_hash": digest, "intent": intent}
+                if holder is not None:
+                    payload["holder"] = holder
+                self.record_custom("external_effect_intent", payload)
         return created
 
     def complete_effect(self, key: str, result: Any) -> bool:

@@ -2,7 +2,8 @@
 (``tests/kernel/test_takeover_skew.py``).
 
 Run as ``python -m kernel.skew_agents DB PERFORMED SKEW_MS HEARTBEAT_S`` (``tests`` on ``PYTHONPATH``): the
-holder starts session ``s``; its live records name :data:`OTHER_HOST` and are stamped by its wall clock
+holder starts session ``s``; its live records and the holder its intents record name :data:`OTHER_HOST`
+(its pid is never probed here), and its records are stamped by its wall clock
 shifted by ``SKEW_MS`` ms (negative: behind). Its one side-effect call prints ``started`` once its intent is
 durable, then waits for a line on stdin before it performs the effect (a line appended to ``PERFORMED``);
 the process prints ``ended STATUS`` when its run ends.
@@ -50,9 +51,11 @@ def publishing_agent(performed: Path, *, hold: bool) -> Agent:
 def hold(db: Path, performed: Path, skew_ms: int, heartbeat_s: float) -> str:
     """Run session ``s`` as the skewed holder of another host (module docs); its result's status."""
     import flightlog.live
+    import flightlog.runs.host
     from flightlog.store import SqliteStore
 
-    flightlog.live.host_id = lambda: OTHER_HOST  # its records are written as another host writes them
+    # its records are written as another host writes them, and its intents name it as a process there
+    flightlog.live.host_id = flightlog.runs.host.host_id = lambda: OTHER_HOST
     with SqliteStore(db) as store:
         kernel = Kernel(store, publishing_agent(performed, hold=True), notary=None, heartbeat_s=heartbeat_s)
         kernel.live = flightlog.live.LiveRegistry(store, clock=lambda: flightlog.live.wall_ms() + skew_ms)

@@ -30,6 +30,7 @@ from flightlog.kernel.scripted import ScriptedProvider, call, calls, reply
 from flightlog.kernel.state import load_state
 from flightlog.messages import ToolResult
 from flightlog.recorder import Recorder, verify_session
+from flightlog.runs.host import this_process
 from flightlog.store import SqliteStore, StoredEvent
 
 from .helpers import agent, customs, events, kinds, line_count, of
@@ -100,6 +101,7 @@ def test_crash_after_the_write_reconciles_to_exactly_one_line(
             "key": key,
             "intent_hash": other_store.get_effect(sid, key).intent_hash,  # type: ignore[union-attr]
             "intent": {"tool": "append_line", "arguments": {"line": "one"}},
+            "holder": this_process().to_wire(),  # the process about to run the tool: this one
         }
     ]
 

@@ -26,6 +26,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
+from unittest import mock
 
 import pytest
 import rfc8785
@@ -70,6 +71,7 @@ from flightlog.ledger import leaf_hash, merkle_root
 from flightlog.messages import ToolResult
 from flightlog.providers.base import ModelRequest, ModelResponse, ProviderError
 from flightlog.recorder import verify_session
+from flightlog.runs.host import ProcessId, host_id, this_process
 from flightlog.store import SqliteStore
 
 from .helpers import add, agent, echo, events
@@ -145,8 +147,10 @@ def completed(response: ModelResponse, turn: int) -> LlmCompleted:
 def intent(key: str, tool_name: str, arguments: dict[str, Any]) -> Custom:
     body = {"tool": tool_name, "arguments": arguments}
     digest = hashlib.sha256(rfc8785.dumps(body)).hexdigest()  # seed 003 content_hash over RFC 8785 bytes
+    holder = this_process().to_wire()  # the scenarios run their tools in this process
     return Custom(
-        custom_kind="external_effect_intent", payload={"key": key, "intent_hash": digest, "intent": body}
+        custom_kind="external_effect_intent",
+        payload={"key": key, "intent_hash": digest, "intent": body, "holder": holder},
     )
 
 
@@ -584,6 +588,87 @@ def crash_then_reconcile(store: SqliteStore, tmp_path: Path) -> Outcome:
     )
 
 
+def rerun_by_another_process(store: SqliteStore, tmp_path: Path) -> Outcome:
+    """A process that recorded an intent died before its tool ran; the resume (another process: this one,
+    the first named by a pid that no longer exists) finds it not done and runs it, naming itself first."""
+    out = tmp_path / "out.txt"
+    crash = {"before": True}
+    gone = ProcessId(host_id(), 2**22 + 1, 1)  # above Linux's pid_max: no process of this host has it
+
+    def check(intent: dict[str, Any]) -> str | None:
+        line = intent["arguments"]["line"]
+        return f"appended {line}" if out.exists() and line in out.read_text().splitlines() else None
+
+    @tool(effect="side_effect", name="append_line", reconcile=check, in_thread=False)
+    def append_line(line: str) -> str:
+        """Append one line to the file."""
+        if crash.pop("before", False):
+            raise SystemExit("killed before the write")
+        with out.open("a") as fh:
+            fh.write(line + "\n")
+        return f"appended {line}"
+
+    first = calls(call("append_line", {"line": "one"}, id="a1"))
+    last = reply("done")
+
+    def kernel() -> Kernel:
+        return Kernel(
+            store, agent(ScriptedProvider([first, last], by_turn=True), tools=[append_line]), notary=None
+        )
+
+    with pytest.raises(SystemExit), mock.patch("flightlog.kernel.effects.this_process", return_value=gone):
+        kernel().run_sync("append", session_id="cov-rerun")
+    assert kernel().resume_sync("cov-rerun").status == "completed"
+    assert out.read_text() == "one\n"  # exactly once
+    rid = run_id_of(events(store, "cov-rerun"))
+    key = "cov-rerun:1:a1"
+    first_intent = intent(key, "append_line", {"line": "one"})
+    assert isinstance(first_intent.payload, dict)
+    return Outcome(
+        "cov-rerun",
+        [
+            RunStarted(run_id=rid, goal="append", agent_id="test-agent"),
+            evidence(0),
+            limits(),
+            CheckpointTaken(turn=1, history_len=1),
+            completed(first, 1),
+            usage(1, reserved=4096),
+            ToolRequested(turn=1, calls=list(first.message.tool_calls)),
+            decisions(
+                1,
+                {
+                    "call_id": "a1",
+                    "tool": "append_line",
+                    "effect": "side_effect",
+                    "decision": "allow",
+                    "reason": "policy default (allow)",
+                    "arguments": {"line": "one"},
+                },
+            ),
+            allowed(1),
+            Custom(
+                custom_kind="external_effect_intent",
+                payload={**first_intent.payload, "holder": gone.to_wire()},
+            ),
+            # -- the process died here; a fresh activation resumes --
+            Resumed(turn=1, approved=[], denied=[]),
+            Custom(
+                custom_kind="effect_reconciled",
+                payload={"turn": 1, "call_id": "a1", "key": key, "outcome": "not_done"},
+            ),
+            Custom(
+                custom_kind="external_effect_holder", payload={"key": key, "holder": this_process().to_wire()}
+            ),
+            effect_done(key, "appended one"),
+            ToolCompleted(turn=1, results=[ToolResult(call_id="a1", output="appended one")]),
+            CheckpointTaken(turn=2, history_len=3),
+            completed(last, 2),
+            usage(2, reserved=4096),
+            RunTerminal(reason="completed", turns_used=2, total_tokens=30),
+        ],
+    )
+
+
 GRANT = GrantPolicy(policy_id="coverage", tools_allow=["echo"], approval_required=[], authority_epoch=0)
 
 
@@ -898,6 +983,7 @@ SCENARIOS: list[Scenario] = [
     turn_budget,
     cancel_and_resume,
     crash_then_reconcile,
+    rerun_by_another_process,
     signed_grant_and_seal,
     phased_run,
     subagent_waits_for_approval,

@@ -1,17 +1,22 @@
 """The ``external_effects`` table against the verified ledger: the ledger decides what an effect did.
 
 :meth:`flightlog.recorder.Recorder.record_intent` writes an effect's row and its
-``Custom("external_effect_intent", {key, intent_hash, intent})`` in one transaction, and
+``Custom("external_effect_intent", {key, intent_hash, intent, holder})`` in one transaction (``holder``: the
+identity of the process about to run the effect, :class:`~flightlog.runs.host.ProcessId` as
+:meth:`~flightlog.runs.host.ProcessId.to_wire` writes it; absent in intents recorded before it existed),
+``Custom("external_effect_holder", {key, holder})`` when another process runs an in-doubt effect again
+(the row and the intent stay as they were), and
 :meth:`~flightlog.recorder.Recorder.complete_effect` its completion and
 ``Custom("external_effect_completed", {key, result})`` in one transaction. The events carry everything the
 row holds (the intent, its hash, the result), and the chain, the tree head and the signed checkpoints cover
 them; nothing covers the row, which anyone with write access to the database can change. So the row is an
 index and a cache of what the ledger records, never the evidence:
 
-* :class:`EffectFold` folds a session's effect events into, per key, the seqs and digests they fix
-  (:class:`LedgerEffect`), and notes what the ledger itself gets wrong (:attr:`EffectFold.problems`: an
-  intent whose ``intent_hash`` is not the sha256 of its intent, a second intent or completion of a key, a
-  completion without intent, a payload without its fields);
+* :class:`EffectFold` folds a session's effect events into, per key, the seqs and digests they fix and the
+  process that last took it up (:class:`LedgerEffect`), and notes what the ledger itself gets wrong
+  (:attr:`EffectFold.problems`: an intent whose ``intent_hash`` is not the sha256 of its intent, a second
+  intent or completion of a key, a completion without intent, a holder without an in-doubt intent, a
+  payload without its fields or with a malformed ``holder``);
 * :func:`effect_problem` compares one row with its key's ledger entry; :func:`table_divergences` every row
   of a session, and every recorded intent with its row;
 * :class:`EffectTail` keeps a verified prefix's fold current while another process appends, each new row
@@ -47,10 +52,12 @@ from ..encoding import canonical_json, decode_stored
 from ..errors import Divergence, EventDecodeError, LedgerIntegrityError
 from ..events import Custom, SessionEvent
 from ..ledger import GENESIS, link_problem
+from ..runs.host import ProcessId
 from ..store.base import EffectRecord, Store, StoredEvent
 
 __all__ = [
     "EFFECT_COMPLETED",
+    "EFFECT_HOLDER",
     "EFFECT_INTENT",
     "EFFECT_MISMATCH",
     "INTENT_HASH_MISMATCH",
@@ -66,6 +73,9 @@ EFFECT_INTENT = "external_effect_intent"
 """``custom_kind`` of an effect's intent event (:meth:`flightlog.recorder.Recorder.record_intent`)."""
 EFFECT_COMPLETED = "external_effect_completed"
 """``custom_kind`` of an effect's completion event (:meth:`flightlog.recorder.Recorder.complete_effect`)."""
+EFFECT_HOLDER = "external_effect_holder"
+"""``custom_kind`` of the event naming the process that runs an in-doubt effect again
+(``{"key", "holder"}``, written by :meth:`flightlog.kernel.effects.Effects.run_once`)."""
 
 EFFECT_MISMATCH = "effect_mismatch"
 """Divergence reason: an ``external_effects`` row contradicts the verified ledger, or the ledger records an
@@ -94,6 +104,9 @@ class LedgerEffect:
         result_digest: sha256 hex of the RFC 8785 bytes of the completion's result, None while in doubt.
         tool: The intent's ``tool`` (:func:`flightlog.kernel.effects.intent_of`), None when the intent is
             not an object with a text ``tool``.
+        holder: The process that last took the effect up (its intent's ``holder``, or a later
+            ``external_effect_holder``), None when the ledger names none (an intent recorded before
+            holders were).
     """
 
     key: str
@@ -103,6 +116,7 @@ class LedgerEffect:
     completed_seq: int | None = None
     result_digest: str | None = None
     tool: str | None = None
+    holder: ProcessId | None = None
 
     @property
     def completed(self) -> bool:
@@ -124,7 +138,11 @@ class EffectFold:
 
     def feed(self, seq: int, event: SessionEvent) -> None:
         """Fold one event (any kind: all but the two effect ``Custom`` kinds are passed over)."""
-        if not isinstance(event, Custom) or event.custom_kind not in (EFFECT_INTENT, EFFECT_COMPLETED):
+        if not isinstance(event, Custom) or event.custom_kind not in (
+            EFFECT_INTENT,
+            EFFECT_COMPLETED,
+            EFFECT_HOLDER,
+        ):
             return
         payload = event.payload if isinstance(event.payload, dict) else {}
         key = payload.get("key")
@@ -132,6 +150,8 @@ class EffectFold:
             self._problem(seq, f"{event.custom_kind} without a text key: no effect row can match it")
         elif event.custom_kind == EFFECT_INTENT:
             self._intent(seq, key, payload)
+        elif event.custom_kind == EFFECT_HOLDER:
+            self._holder(seq, key, payload)
         else:
             self._completion(seq, key, payload)
 
@@ -180,11 +200,28 @@ class EffectFold:
         intent = payload["intent"]
         digest = _digest(canonical_json(intent))
         tool = intent.get("tool") if isinstance(intent, dict) else None
+        holder = ProcessId.from_wire(payload.get("holder"))
         self.effects[key] = LedgerEffect(
-            key, seq, claimed, digest, tool=tool if isinstance(tool, str) else None
+            key, seq, claimed, digest, tool=tool if isinstance(tool, str) else None, holder=holder
         )
         if digest != claimed:
             self._problem(seq, _hash_detail(key, digest, claimed), INTENT_HASH_MISMATCH)
+        if "holder" in payload and holder is None:
+            self._problem(seq, f"effect {key}: external_effect_intent with a malformed holder")
+
+    def _holder(self, seq: int, key: str, payload: dict[str, Any]) -> None:
+        entry = self.effects.get(key)
+        holder = ProcessId.from_wire(payload.get("holder"))
+        if entry is None:
+            self._problem(seq, f"effect {key}: {EFFECT_HOLDER} without an intent before it")
+        elif entry.completed_seq is not None:
+            self._problem(
+                seq, f"effect {key}: {EFFECT_HOLDER} after its completion at seq {entry.completed_seq}"
+            )
+        elif holder is None:
+            self._problem(seq, f"effect {key}: {EFFECT_HOLDER} without a well-formed holder")
+        else:
+            entry.holder = holder
 
     def _completion(self, seq: int, key: str, payload: dict[str, Any]) -> None:
         entry = self.effects.get(key)

@@ -3,8 +3,14 @@
 Protocol for a ``side_effect`` call (key ``f"{session_id}:{turn}:{call_id}"``, intent
 ``{"tool": name, "arguments": repaired JSON arguments}``):
 
-1. ``Recorder.record_intent(key, intent)``: the effect row and ``Custom("external_effect_intent")`` commit
-   in one transaction *before* the tool runs, with a signed checkpoint covering the intent when the
+1. ``Recorder.record_intent(key, intent, holder=...)``: the effect row and
+   ``Custom("external_effect_intent")``, naming the process about to run the tool
+   (``holder``: :class:`~flightlog.runs.host.ProcessId`, host, pid and start time; not part of the intent
+   nor of its hash), commit in one transaction *before* the tool runs; an in-doubt effect run again (a
+   reconcile said not done, a human approved) keeps its intent and row and records
+   ``Custom("external_effect_holder", {key, holder})`` instead when another process runs it. A resume reads
+   the holder from the verified ledger to know whether the effect may still be running
+   (:mod:`flightlog.kernel.takeover`); with a signed checkpoint covering the intent when the
    recorder has a notary (``Recorder.checkpoint()``): the intent is anchored before the world changes,
    so a process killed while the tool runs leaves no unsigned intent to rewrite.
 2. The tool runs.
@@ -51,24 +57,25 @@ from __future__ import annotations
 import asyncio
 import json
 from collections.abc import Awaitable, Callable
-from contextvars import ContextVar
 from dataclasses import dataclass
 from typing import Any, Literal
 
 from ..errors import AppendConflict, Divergence, StaleWriter
 from ..events import Custom
-from ..integrity.effects import EFFECT_MISMATCH, EffectFold, effect_problem, effect_refusal
+from ..integrity.effects import EFFECT_HOLDER, EFFECT_MISMATCH, EffectFold, effect_problem, effect_refusal
 from ..recorder import Recorder, intent_hash
+from ..runs.host import this_process
 from ..store.base import EffectRecord
 from ..testing.crashpoints import crash_point
 from .records import EFFECT_RECONCILED, CallPlan
+from .running import CURRENT_KEY, claim, release
 from .tools import Tool, render_output
 
 __all__ = ["EffectState", "Effects", "Outcome", "current_effect_key", "effect_key", "intent_of"]
 
 EffectState = Literal["none", "pending", "completed"]
 
-_CURRENT_KEY: ContextVar[str | None] = ContextVar("flightlog_effect_key", default=None)
+_CURRENT_KEY = CURRENT_KEY
 
 
 def current_effect_key() -> str | None:
@@ -187,7 +194,11 @@ class Effects:
         """Run an effect exactly once: recorded result if completed, else intent → ``run()`` → completion.
 
         Also used to re-run an in-doubt effect a human or ``reconcile`` released: the intent is already
-        recorded with the same bytes, so recording it again is a no-op.
+        recorded with the same bytes, so recording it again is a no-op; an ``external_effect_holder`` naming
+        this process is recorded instead when the ledger names another holder (module docs).
+
+        The key counts as running in this process (:mod:`flightlog.kernel.running`) from before its intent
+        is recorded until ``run`` ends (a worker thread's until the thread returns).
 
         Args:
             key: The effect's idempotency key (:func:`effect_key`).
@@ -208,11 +219,14 @@ class Effects:
         if done is not None:
             return done
         self._same_intent(key, intent)
-        with self._recorder.atomic():  # one transaction: the intent is never durable unsigned
-            self._recorder.record_intent(key, intent)
-            self._recorder.checkpoint()  # with a notary: a signed checkpoint over the intent, before the world changes
-        self._none.discard(key)
-        crash_point("effect.intent")  # test-only fault injection (flightlog.testing.crashpoints)
+        claim(key)  # running here before the ledger names this process; released when run ends (_finish)
+        try:
+            self._record_intent(key, intent)
+            self._none.discard(key)
+            crash_point("effect.intent")  # test-only fault injection (flightlog.testing.crashpoints)
+        except BaseException:
+            release(key)
+            raise
         token = _CURRENT_KEY.set(key)
         try:
             if detached:  # the task copies this context: the tool sees its key
@@ -224,8 +238,26 @@ class Effects:
         finally:
             _CURRENT_KEY.reset(token)
 
+    def _record_intent(self, key: str, intent: dict[str, Any]) -> None:
+        """Record ``intent`` naming this process as its holder, or (recorded already: a re-run) an
+        ``external_effect_holder`` when the ledger names another process (module docs)."""
+        holder = this_process()
+        entry = self._fold.effects.get(key)
+        with self._recorder.atomic():  # one transaction: the intent is never durable unsigned
+            created = self._recorder.record_intent(key, intent, holder=holder.to_wire())
+            if not created and (entry is None or entry.holder != holder):
+                self._recorder.append(
+                    Custom(custom_kind=EFFECT_HOLDER, payload={"key": key, "holder": holder.to_wire()})
+                )
+            self._recorder.checkpoint()  # with a notary: a signed checkpoint over it, before the world changes
+
     async def _finish(self, key: str, run: Callable[[], Awaitable[Outcome]]) -> Outcome:
-        outcome = await run()
+        """Run the effect and record its completion; ``key`` stops counting as running here (claimed by
+        :meth:`run_once`) once ``run`` ends."""
+        try:
+            outcome = await run()
+        finally:
+            release(key)
         crash_point("effect.ran")
         self.complete(key, outcome)
         return outcome

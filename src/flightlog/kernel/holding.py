@@ -100,6 +100,7 @@ class Hold:
         self._stop = threading.Event()
         self._beat: threading.Thread | None = None
         self._clear_in_beat = False  # the last returning thread leaves the clear to the heartbeat thread
+        self._holds: Callable[[], bool] | None = None  # whether the activation still holds the session
         try:
             collected = _COLLECTED.get(asyncio.get_running_loop())
         except RuntimeError:  # created outside an event loop: nothing collects it
@@ -108,8 +109,19 @@ class Hold:
             collected.append(self)
 
     # ─── the record ───────────────────────────────────────────────────────────────────────
-    def publish(self, state: RunState, *, tokens_used: int, steps_taken: int) -> None:
+    def publish(
+        self,
+        state: RunState,
+        *,
+        tokens_used: int,
+        steps_taken: int,
+        holds: Callable[[], bool] | None = None,
+    ) -> None:
         """Publish the live record and start heartbeating it (nothing without a registry).
+
+        ``holds``: whether the activation still holds the session (its authority epoch is current); a
+        heartbeat refused while it does (the stored record was edited under it) writes the record back,
+        with a WARNING (:meth:`flightlog.live.LiveRegistry.reclaim`). None: a refused heartbeat stays so.
 
         Raises:
             StoreError: the store refused the record (nothing heartbeats then).
@@ -117,6 +129,7 @@ class Hold:
         if self._live is None:
             return
         self._live.publish(self.session_id, state, tokens_used=tokens_used, steps_taken=steps_taken)
+        self._holds = holds
         self._beat = threading.Thread(
             target=self._beating, name=f"flightlog-pulse-{self.session_id}", daemon=True
         )
@@ -126,7 +139,8 @@ class Hold:
         assert self._live is not None
         while not self._stop.wait(self._every):
             try:
-                self._live.heartbeat(self.session_id)
+                if self._live.heartbeat(self.session_id) is None and self._holds is not None:
+                    self._live.reclaim(self.session_id, self._holds)
             except Exception:  # a missed beat is not fatal to the run; the next one retries
                 log.warning("live heartbeat of %s failed", self.session_id, exc_info=True)
         if self._clear_in_beat:  # the activation ended earlier; its last thread has just returned

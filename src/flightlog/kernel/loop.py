@@ -200,7 +200,12 @@ class _Activation(ContextActivation):
         st = self.state
         state = _LIVE_STATES.get(st.phase, RunState.RUNNING)
         steps = st.turn - 1 if st.phase == "calling" else st.turn  # model turns completed
-        hold.publish(state, tokens_used=st.tokens_used, steps_taken=steps)
+        store, recorder = self.kernel.store, self.recorder
+
+        def holds() -> bool:  # not fenced off: no successor took the session's authority
+            return store.authority_epoch(recorder.session_id) == recorder.epoch
+
+        hold.publish(state, tokens_used=st.tokens_used, steps_taken=steps, holds=holds)
 
     def _guarded(self, record: Callable[[], None]) -> None:
         try:
@@ -510,7 +515,10 @@ class Kernel:
             (resolved here, creating the key on first use); None records an unsigned, unsealed chain.
         heartbeat_s: Seconds between heartbeats of the run's live record while an activation drives it
             (module docs; keep it well under the lease, :data:`flightlog.live.DEFAULT_LEASE_MS`); None
-            publishes no live state (the run's liveness is then judged by its durable events alone).
+            publishes no live state: ``runs`` and the dashboard then judge the run's liveness by its durable
+            events alone, and a resume finds a holder still running a side effect by the process its
+            intent names (:mod:`flightlog.kernel.takeover`: on this host at once by its pid and start
+            time; of another host only after watching the absent record for a lease).
         signal_poll_s: Seconds between two looks at the signal queue while a model call is in flight (a
             critical signal cuts it short, :mod:`flightlog.kernel.attention`); None: signals are read at
             turn boundaries only.

@@ -6,41 +6,63 @@ asked ``reconcile`` about it. Answered ``not_done`` too early, the call would ru
 looping racing resumes of a sub-agent tree: a child taken over by the holder of its parent while the
 child's tool ran in the process it was taken from).
 
-So before a resume reconciles anything, :func:`await_previous_holder` waits while both hold:
+So before a resume reconciles anything, :func:`await_previous_holder` waits while the session's ledger
+records an in-doubt effect (intent without completion: the verified fold, followed as the holder appends,
+:class:`~flightlog.integrity.effects.EffectTail`; never the ``external_effects`` rows, which no hash covers)
+that is not a sub-agent delegation (a delegating call is safe to settle at once: re-running it resumes the
+same child, which takes this same care for its own effects) and whose holder may still be running it.
 
-* the session's ledger records an in-doubt effect (intent without completion: the verified fold, followed
-  as the holder appends, :class:`~flightlog.integrity.effects.EffectTail`; never the ``external_effects``
-  rows, which no hash covers) that is not a sub-agent delegation (a
-  delegating call is safe to settle at once: re-running it resumes the same child, which takes this
-  same care for its own effects);
-* another activation still drives the session (:func:`flightlog.live.other_holder`): its live record is
-  not gone by the clock-free rule of :class:`flightlog.live.HolderWatch`. On this host a record whose pid
-  no longer exists is a crashed holder, gone at once. Any other record (another host's, one naming no
-  host or no pid, or this host's of a process that exists) is gone only once this resume has watched it
-  unchanged (same owner, same heartbeat value) for a lease (``Kernel.lease_ms``, default
-  :data:`flightlog.live.DEFAULT_LEASE_MS`, 30 s) on its own monotonic clock; any change restarts the
-  watch. No heartbeat is compared with this host's wall clock: a holder whose clock is a lease behind
-  looked crashed while its tool ran, and the effect ran twice (attack pass, session 18).
+Who holds an effect is read from the verified ledger: the process that recorded its intent, or the last
+that recorded an ``external_effect_holder`` for it (it ran the in-doubt effect again), each written before
+its tool ran (:mod:`flightlog.kernel.effects`): a :class:`~flightlog.runs.host.ProcessId` (host, pid,
+process start time). The ``live_runs`` row, which no hash covers, decides nothing a ledger holder of this
+host can decide (attack pass, session 19: deleting the row, forging its pid or its owner, a holder with no
+heartbeat or one stopped by SIGSTOP each had the effect run twice). Per in-doubt effect:
+
+* **holder of this host** (its ``host`` is :func:`~flightlog.runs.host.host_id`): it may be running the
+  effect iff a process with its pid *and* start time exists (:func:`~flightlog.runs.host.process_alive`:
+  a stopped process counts, a zombie or a reused pid does not) and that process still runs the effect's
+  tool (:func:`~flightlog.kernel.running.runs_in`: it holds the effect's mark, an anonymous memory file
+  the kernel keeps open from before the intent until the tool returns, a worker thread's included;
+  assumed when its descriptors cannot be read), no lease watched. When that process is this one (another
+  kernel of this process, a parent taking a child over), its own count decides. When the start time is
+  unknown (not Linux) and the pid exists, the live record decides as for an intent without holder.
+* **holder of another host** (no pid of it can be checked here): the session's live record, watched by the
+  clock-free rule of :class:`flightlog.live.HolderWatch` (:func:`flightlog.live.watched_holder`): gone once
+  watched unchanged (same owner, same heartbeat value) for a lease (``Kernel.lease_ms``, default
+  :data:`flightlog.live.DEFAULT_LEASE_MS`, 30 s) on this process's monotonic clock; no record at all is
+  gone only once watched absent for a lease; no pid or host the record names is believed. No heartbeat is
+  compared with this host's wall clock: a holder whose clock is a lease behind looked crashed while its
+  tool ran, and the effect ran twice (attack pass, session 18).
+* **no holder** (an intent recorded before holders were): the live record, as before
+  (:func:`flightlog.live.other_holder`): on this host a record whose pid no longer exists is a crashed
+  holder, gone at once; any other record counts until watched unchanged for a lease; no record, no holder.
 
 Kernel.resume calls it twice: before it attaches (the holder is not fenced off yet: it finishes the
-effect and records its completion itself) and right after (a holder that recorded an intent between the
-two is fenced off now: its tool ends, its completion is refused, its activation stops and clears its
-record). Both waits share one watch, so a record already watched unchanged for a lease is not watched
-again. Then the in-doubt effect, if any is left, is the previous holder's to no one: ``reconcile`` sees
-what it did. The wait is bounded (:data:`HOLDER_WAIT_S`); past it the resume gives up with
+effect and records its completion itself) and right after (a process that recorded an intent or a holder
+between the two is fenced off now and named by the ledger: its tool ends, its completion is refused). Both
+waits share one watch, so a record already watched unchanged for a lease is not watched again. Then the
+in-doubt effect, if any is left, is the previous holder's to no one: ``reconcile`` sees what it did. The
+wait is bounded (:data:`HOLDER_WAIT_S`); past it the resume gives up with
 :class:`~flightlog.errors.HolderBusy` (a ``SessionBusy``, saying which wait ran out: before, that process
 still holds the session and may be writing; after, it is fenced off but its effect may still be running),
-the call left in doubt for a later resume (a sub-agent's parent
-retries, see :mod:`flightlog.kernel.subagents`). Slower in a rare race, never twice.
+the call left in doubt for a later resume (a sub-agent's parent retries, see
+:mod:`flightlog.kernel.subagents`). Slower in a rare race, never twice.
 
-The numbers. A dead holder of another host is found gone one lease after the first look, plus at most one
-poll pause (0.5 s) and a store read; the bound is :data:`HOLDER_WAIT_LEASES` leases (60 s by default), so
-it is found long before the bound, which would otherwise turn every such takeover into ``HolderBusy``
-(a bound equal to the lease, 30 s before, would). The cost of the rule: a resume behind a holder that died
-on another host (or, on this host, whose pid was reused) waits one lease, whatever the record's age; a
-holder killed on this host is still detected at once by its pid, and a cleared record means no holder.
-A live holder must change its record more often than the lease (the kernel heartbeats every
-``Kernel.heartbeat_s``, 5 s); one whose effect outlasts the bound makes the resume give up, never run it.
+The numbers. A holder of this host that died (SIGKILL, a crash) is found gone at the first look. A dead
+holder of another host is found gone one lease after the first look, plus at most one poll pause (0.5 s)
+and a store read; the bound is :data:`HOLDER_WAIT_LEASES` leases (60 s by default), so it is found long
+before the bound. The costs: a resume behind a holder that died on another host waits one lease, whatever
+its record's age (also when its record was cleared). A holder process of this host that lives on after its
+run stopped with the effect in doubt (a server whose run was fenced off, hit its deadline or was cancelled
+while a tool ran) frees the effect once its tool returns. A live holder of another host must
+change its record more often than the lease (the kernel heartbeats every ``Kernel.heartbeat_s``, 5 s);
+one whose effect outlasts the bound makes the resume give up, never run it.
+
+Known limit: a holder of another host is known alive only by its live record. Someone who can write the
+database can delete or freeze that record (the ledger still names the holder, but its pid means nothing
+here); one lease later a resume takes it for gone, and an effect that outlasts the lease then runs twice
+(``docs/attacks.md``, known limits).
 """
 
 from __future__ import annotations
@@ -48,12 +70,23 @@ from __future__ import annotations
 import asyncio
 import logging
 import time
+from dataclasses import dataclass
 
 from ..errors import HolderBusy
-from ..integrity.effects import EffectFold, EffectTail
-from ..live import DEFAULT_LEASE_MS, HolderWatch, LiveRegistry, LiveRunRecord, host_id, other_holder
+from ..integrity.effects import EffectFold, EffectTail, LedgerEffect
+from ..live import (
+    DEFAULT_LEASE_MS,
+    HolderWatch,
+    LiveRegistry,
+    LiveRunRecord,
+    host_id,
+    other_holder,
+    watched_holder,
+)
+from ..runs.host import ProcessId, process_alive
 from ..store.base import Store
 from .agent import Agent
+from .running import runs_in
 from .subagents import SubAgentTool
 
 __all__ = [
@@ -82,8 +115,44 @@ def undelegated_in_doubt(effects: EffectFold, agent: Agent) -> list[str]:
     of ``agent``'s sub-agent tools (an intent without a text ``tool`` counts: it is in doubt all the same),
     oldest intent first. ``effects`` is the session's ledger fold (:class:`EffectTail`), never the
     ``external_effects`` rows: a row deleted or forged cannot make a resume skip the wait, or wait."""
+    return [e.key for e in _undelegated(effects, agent)]
+
+
+def _undelegated(effects: EffectFold, agent: Agent) -> list[LedgerEffect]:
+    """:func:`undelegated_in_doubt`'s effects, each with its holder."""
     delegating = {t.name for t in agent.tools if isinstance(t, SubAgentTool)}
-    return [e.key for e in effects.in_doubt() if e.tool not in delegating]
+    return [e for e in effects.in_doubt() if e.tool not in delegating]
+
+
+@dataclass(frozen=True)
+class _Held:
+    """An in-doubt effect whose holder may still be running it: its key, the holder's pid (None: unknown)
+    and how the error names the holder."""
+
+    key: str
+    pid: int | None
+    words: str
+
+
+def _held(
+    effect: LedgerEffect, store: Store, session_id: str, own: LiveRegistry | None, watch: HolderWatch
+) -> _Held | None:
+    """Whether ``effect``'s holder may still be running it, by the module docs' rule; each call is a
+    sighting for ``watch`` where a live record decides."""
+    holder = effect.holder
+    if holder is not None and holder.host == host_id():
+        alive = process_alive(holder)
+        if alive is not None:  # that process exists: does it still run the tool (its mark)?
+            held = alive and runs_in(holder.pid, effect.key) is not False
+            return _Held(effect.key, holder.pid, _process_words(holder)) if held else None
+    elif holder is not None:
+        held, record = watched_holder(store, session_id, own, watch=watch)
+        if not held:
+            return None
+        words = _holder_words(record) if record is not None else f"{_process_words(holder)}, no live record"
+        return _Held(effect.key, holder.pid if record is None else record.pid, words)
+    record = other_holder(store, session_id, own, watch=watch)  # no holder named, or its start unknown
+    return None if record is None else _Held(effect.key, record.pid, _holder_words(record))
 
 
 async def await_previous_holder(
@@ -127,31 +196,39 @@ async def await_previous_holder(
     deadline = time.monotonic() + bound
     pause, logged = 0.02, False
     while True:
-        keys = undelegated_in_doubt(effects.refresh(), agent)
-        holder = other_holder(store, session_id, own, watch=watch) if keys else None
-        if holder is None:
+        held = None
+        for effect in _undelegated(effects.refresh(), agent):
+            held = _held(effect, store, session_id, own, watch)
+            if held is not None:
+                break
+        if held is None:
             return
         if not logged:
             logged = True
             log.info(  # not a warning: a resume that waits its turn is working as designed (CLI stays quiet)
-                "resume of %s %s (pid %s): effect %s in doubt; waiting up to %g s",
+                "resume of %s %s (%s): effect %s in doubt; waiting up to %g s",
                 session_id,
                 HOLDER_WAIT_LOG,
-                holder.pid,
-                keys[0],
+                held.words,
+                held.key,
                 bound,
             )
         if time.monotonic() >= deadline:
             raise HolderBusy(
                 session_id=session_id,
                 seq=seq,
-                effect=keys[0],
-                holder=_holder_words(holder),
+                effect=held.key,
+                holder=held.words,
                 fenced=fenced,
                 waited_s=bound,
             )
         await asyncio.sleep(pause)
         pause = min(pause * 2, 0.5)
+
+
+def _process_words(process: ProcessId) -> str:
+    """``pid N`` (the process the ledger names), then `` on HOST`` unless it is this host's."""
+    return f"pid {process.pid}" + ("" if process.host == host_id() else f" on {process.host}")
 
 
 def _holder_words(record: LiveRunRecord) -> str:

@@ -39,7 +39,6 @@ Example::
 
 from __future__ import annotations
 
-import asyncio
 import inspect
 import json
 import re
@@ -53,6 +52,7 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError, create_model
 from ..encoding import recordable_text
 from ..providers.base import ToolSpec
 from .holding import current_hold
+from .running import in_thread
 
 __all__ = [
     "EFFECTS",
@@ -221,9 +221,8 @@ class Tool:
             return await self.fn(**kwargs)
         if self.in_thread:
             hold = current_hold()  # the activation's: counted until the thread returns (kernel.holding)
-            if hold is not None:
-                return await hold.run_in_thread(self.fn, kwargs)
-            return await asyncio.to_thread(self.fn, **kwargs)
+            # in_thread: a running side effect's mark is kept until the thread returns (kernel.running)
+            return await in_thread(self.fn, kwargs, run=None if hold is None else hold.run_in_thread)
         return self.fn(**kwargs)
 
     async def check_intent(self, intent: dict[str, Any]) -> Any:
