@@ -335,3 +335,29 @@ def test_the_fold_takes_the_last_holder_and_reports_a_holder_it_cannot_place() -
     assert [(d.seq, d.reason) for d in fold.problems] == [(s, EFFECT_MISMATCH) for s in (2, 3, 4, 6)]
     assert "external_effect_holder without an intent before it" in fold.problems[0].detail
     assert "after its completion at seq 5" in fold.problems[3].detail
+
+
+def test_a_holder_of_another_host_without_a_record_counts_until_its_absence_is_watched_a_lease(
+    tmp_path: Path,
+) -> None:
+    """For a holder the ledger names on another host, a missing (deleted) record is not its end: it counts
+    until this process has watched the absence for a lease; a record appearing restarts the watch, and no
+    host or pid the record names is believed (a forged dead pid of this host is watched like any other)."""
+    from flightlog.live import HolderWatch, LiveRunRecord, watched_holder
+
+    now = [100.0]
+    watch = HolderWatch(1_000, monotonic=lambda: now[0])
+    with SqliteStore(tmp_path / "s.db") as store:
+        assert watched_holder(store, "s", None, watch=watch) == (True, None)
+        now[0] += 0.9
+        assert watched_holder(store, "s", None, watch=watch) == (True, None)
+        forged = LiveRunRecord("s", "waiting_tool", 5, 5, pid=_dead_pid(), host=host_id(), owner="f" * 32)
+        store.put_live_run(forged)
+        now[0] += 0.2  # 1.1 s since the first look: the record's appearance restarted the watch
+        assert watched_holder(store, "s", None, watch=watch) == (True, forged)
+        now[0] += 1.0
+        assert watched_holder(store, "s", None, watch=watch) == (False, forged)  # unchanged for a lease
+        store.delete_live_run("s", owner="f" * 32)
+        assert watched_holder(store, "s", None, watch=watch) == (True, None)  # gone: watched afresh
+        now[0] += 1.0
+        assert watched_holder(store, "s", None, watch=watch) == (False, None)
