@@ -15,6 +15,9 @@ the activation has ended (:meth:`Hold.end`) and every such thread has returned; 
 any live holder (bounded: ``HolderBusy`` past the bound). A thread never outlives its process: once the
 process exits (or is killed) the record names a pid that no longer exists and a resume on this host takes it
 for gone at once (:func:`flightlog.live.other_holder`; on another host, once watched unchanged for a lease).
+Where the verified ledger names the process that runs an in-doubt effect (the intent's ``holder``), a resume
+on this host does not read the record at all: it asks that process whether it still holds the effect's mark
+(:mod:`flightlog.kernel.running`), which a worker thread keeps open until its tool returns.
 
 A call cancelled before its thread started never starts it (the thread finds the call dropped), so nothing
 it does can land after the hold is released.
