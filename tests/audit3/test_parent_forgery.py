@@ -18,10 +18,13 @@ from pathlib import Path
 
 import pytest
 
+from flightlog.events import AgentProcessChanged
 from flightlog.integrity.lineage import SpawnedBy
 from flightlog.kernel import Kernel
 from flightlog.kernel.effects import effect_key
+from flightlog.kernel.state import load_state
 from flightlog.kernel.subagents import child_session_id
+from flightlog.recorder import Recorder
 from flightlog.store import SqliteStore, open_store
 
 from .helpers import cli, described, execute, invoke, rechain
@@ -151,13 +154,55 @@ def test_a_root_grafted_under_another_run(url: str) -> None:
     _set_parent(url, other, lead)
     detail = (
         f"sessions row parent_session_id {lead!r} is not proven: the verified ledger of {lead!r} ({events} "
-        "events) records no spawn of this session (no agent_process_changed names it)"
+        "events) records no spawn of this session (no agent_process_changed of one of its delegating calls "
+        "names it)"
     )
     _named(url, other, seq, detail)
     _resume_refused(url, other, other, seq, detail)
     _set_parent(url, other, "nosuch")
     detail = "sessions row parent_session_id 'nosuch' is not proven: there is no session 'nosuch'"
     _named(url, other, seq, detail)
+
+
+def test_a_root_moved_into_a_tree_by_a_spawn_appended_to_its_unsigned_tail(url: str) -> None:
+    """atk4 b06: a chain-valid ``agent_process_changed(spawned)`` naming another root, appended to the open
+    tree root's unsigned tail (no key needed), and the other root's row edited to name that tree root. The
+    root has no ``spawned_by`` (as a sub-agent recorded before that record would not), but its id is no
+    sub-agent id of the tree root's calls (``sha256`` of a call's effect key): the entry proves nothing, so
+    ``verify``/``audit`` name the row (field, seq of its ``budget_limits``, the forged entry's seq), ``runs
+    --rebuild`` leaves it named, ``audit --all`` names it, and ``resume`` refuses it."""
+    root, _, _ = _tree(url)
+    other, _, _ = _tree(url)
+    at = _seq_of(url, other, '"custom_kind":"budget_limits"')
+    with open_store(url) as store:
+        genuine = next(e for _, e in load_state(store, root).events if isinstance(e, AgentProcessChanged))
+        forger = Recorder.attach(store, root, notary=None, take_authority=False, retain=False)
+        forger.append(genuine.model_copy(update={"agent_id": other, "state": "spawned"}))
+        forged = forger.next_seq - 1
+        events = forger.next_seq
+    _set_parent(url, other, root)
+    detail = (
+        f"sessions row parent_session_id {root!r} is not proven: the verified ledger of {root!r} ({events} "
+        f"events) names this session in the agent_process_changed at seq {forged}, but no "
+        f"external_effect_intent before it has a key of {root!r}'s calls this session id derives from, so it "
+        "records no spawn of this session"
+    )
+    _named(url, other, at, detail)
+    assert cli(url, "runs", "--rebuild")[0] == 1
+    code, out, _ = cli(url, "audit", "--all", "--json")
+    assert code == 1, out
+    found = {r["session_id"]: r for r in json.loads(out) if isinstance(r.get("session_id"), str)}
+    assert found[root]["ok"] and found[root]["divergences"] == []  # the append itself is chain-valid
+    assert found[other]["divergences"] == [{"seq": at, "reason": "row_mismatch", "detail": detail}]
+    _resume_refused(url, other, other, at, detail)
+    # the tree root's resume checks the children its own fold records (TreeProofs.held): the forged entry
+    # proves nothing there either, so the moved root is named and nothing is run
+    held = (
+        f"sessions row parent_session_id {root!r} is not proven: the verified ledger of {root!r} ({events} "
+        "events) records no spawn of this session (no agent_process_changed of one of its delegating calls "
+        "names it)"
+    )
+    _resume_refused(url, root, other, at, held)
 
 
 def test_a_parent_whose_ledger_was_edited_proves_no_child(tmp_path: Path) -> None:

@@ -468,7 +468,7 @@ def _quick_check(store: Store, *, artifacts: bool = False) -> Callable[[str, boo
         problems = [d for d in report.divergences if d.reason != "stale_copy"]
         if problems:
             return ParentLedger({}, report.events, f"seq {problems[0].seq}: {problems[0].reason}")
-        proven[sid] = ParentLedger(scan.children, report.events)
+        proven[sid] = ParentLedger(scan.children, report.events, unkeyed=scan.unkeyed)
         return proven[sid]
 
     def check(sid: str, rows: bool) -> tuple[int, str | None]:

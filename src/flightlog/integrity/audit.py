@@ -205,6 +205,7 @@ class Auditor:
         )
         if own is not None and self.trees is not None and report.ok:
             self.trees.spawns[session_id] = (report.events - 1, dict(own.children))
+            self.trees.unkeyed[session_id] = dict(own.unkeyed)
             if parent.root_at is not None:
                 self.trees.roots[session_id] = parent.root_at
         report.notes.extend(notes)
@@ -242,7 +243,9 @@ class Auditor:
             return ParentLedger(children, head + 1)
         kept = trees.spawns.get(parent_id) if trees is not None else None
         if kept is not None and kept[0] == store.get_session(parent_id).head_seq:
-            return ParentLedger(kept[1], kept[0] + 1)
+            return ParentLedger(
+                kept[1], kept[0] + 1, unkeyed=trees.unkeyed.get(parent_id, {}) if trees else {}
+            )
         scan = SpawnScan()
         report = self.settled(
             store, parent_id, index=index, retired=retired, tap=scan.tap, shared_index=False, lineage=False
@@ -252,7 +255,8 @@ class Auditor:
             return ParentLedger({}, report.events, f"seq {first.seq}: {_reason(first)}")
         if report.ok and trees is not None:  # settled: kept (a moving head only proves what was read)
             trees.spawns[parent_id] = (report.events - 1, dict(scan.children))
-        return ParentLedger(scan.children, report.events)
+            trees.unkeyed[parent_id] = dict(scan.unkeyed)
+        return ParentLedger(scan.children, report.events, unkeyed=scan.unkeyed)
 
     def _missing_head(self, ledger_id: str | None, session_id: str, report: AuditReport) -> str | None:
         """A note when the index log knows the session but no retained head file exists for it."""

@@ -9,7 +9,11 @@ another tree. The ledgers say it, covered by their chains:
 
 * the parent's ledger records every child it spawns: ``agent_process_changed`` (first ``spawned``) whose
   ``agent_id`` is the child's session id and whose ``parent_session_id`` is the parent
-  (:mod:`flightlog.kernel.subagents`);
+  (:mod:`flightlog.kernel.subagents`), after the delegating call's ``external_effect_intent``, from whose
+  key the child's id derives (:func:`child_session_id`). Only such an entry proves a child
+  (:class:`Spawns`): one naming any other session (a database writer can append a chain-valid one to an
+  open session's unsigned tail) proves nothing, so a run started as a root, which has no ``spawned_by``
+  either, cannot be moved under another run by such an append (atk4 b06);
 * the child's own start names its parent: a kernel sub-agent's first transaction holds, right after the
   kernel's ``budget_limits``, ``Custom("spawned_by", {parent_session_id, turn, call_id, depth,
   depth_limit})`` (:data:`SPAWNED_BY`; written since this check exists, so a child recorded before it has
@@ -47,6 +51,7 @@ not verified.
 
 from __future__ import annotations
 
+import hashlib
 from collections.abc import Callable, Iterable, Iterator, Mapping
 from dataclasses import dataclass, field
 from typing import Any, TypeGuard
@@ -56,6 +61,7 @@ from ..errors import Divergence, EventDecodeError, SessionNotFound
 from ..events import AgentProcessChanged, Custom, RunStarted
 from ..store.base import SessionRecord, Store, StoredEvent
 from .authorship import BUDGET_LIMITS, CAPABILITY_EVIDENCE, ROW_MISMATCH
+from .effects import EFFECT_INTENT
 
 __all__ = [
     "PARENT_FIELD",
@@ -66,7 +72,9 @@ __all__ = [
     "ParentVerifier",
     "SpawnScan",
     "SpawnedBy",
+    "Spawns",
     "TreeProofs",
+    "child_session_id",
     "lineage_divergence",
     "parent_divergence",
     "read_start",
@@ -83,16 +91,19 @@ class ParentLedger:
     """What a parent's check found (:data:`ParentVerifier`).
 
     Attributes:
-        children: Per child session id its verified ledger records spawning, the seq of its first
-            ``agent_process_changed`` naming it (:class:`SpawnScan`); empty when the check failed.
+        children: Per child session id its verified ledger proves spawning, the seq of its first
+            ``agent_process_changed`` naming it (:class:`Spawns`); empty when the check failed.
         events: How many events the check read.
         failure: None when the parent passed its check, else a few words saying why not (its first
             divergence): its ledger then proves nothing.
+        unkeyed: Per session id an ``agent_process_changed`` names that no delegating call's key derives
+            (:attr:`Spawns.unkeyed`), the seq of the first: named in a finding (empty when not read).
     """
 
     children: Mapping[str, int]
     events: int
     failure: str | None = None
+    unkeyed: Mapping[str, int] = field(default_factory=dict)
 
 
 ParentVerifier = Callable[[str], ParentLedger]
@@ -101,6 +112,7 @@ ParentVerifier = Callable[[str], ParentLedger]
 
 _START_SPELLINGS = (b"run_started",)
 _PROCESS_SPELLING = b"agent_process_changed"
+_INTENT_SPELLING = EFFECT_INTENT.encode()
 _ESCAPE = b"\\u"
 """The only JSON escape that can spell a letter or ``_`` (a decoded ``agent_process_changed`` is these
 bytes, or holds one); RFC 8785 writes it only for control characters, so rows holding it are rare."""
@@ -232,31 +244,83 @@ def read_start(store: Store, session_id: str) -> tuple[bool, SpawnedBy | None]:
     return start.kernel, start.spawned
 
 
+def child_session_id(key: str) -> str:
+    """The session id of the sub-agent a delegating call with effect key ``key`` (``"{parent session id}:
+    {turn}:{call id}"``, :func:`flightlog.kernel.effects.effect_key`) spawns: the first 32 lowercase hex
+    characters of ``sha256("flightlog-subagent:" + key)``. Every kernel sub-agent's id is made so (since
+    sub-agents exist: :mod:`flightlog.kernel.subagents`, "Exactly once"), which is what lets a parent's
+    ledger prove a child without trusting whatever session id an entry names (:class:`Spawns`)."""
+    return hashlib.sha256(f"flightlog-subagent:{key}".encode()).hexdigest()[:32]
+
+
+class Spawns:
+    """The children one session's ledger proves it spawned, fed its events in seq order (:meth:`note`).
+
+    A child counts when an ``agent_process_changed`` whose ``parent_session_id`` is this session names it
+    (``agent_id``) *and* an earlier ``external_effect_intent`` of this session (the delegating call's
+    write-ahead intent) has a key this session's calls use (``"{session id}:..."``) from which the child's id
+    derives (:func:`child_session_id`). An entry naming any other session id proves nothing: a database
+    writer can append a chain-valid ``agent_process_changed`` to an unsigned tail, but not find a key whose
+    hash is the id of a session that already exists (atk4 b06: a root moved under another run).
+
+    Attributes:
+        children: Per proven child id, the seq of the first entry naming it.
+        unkeyed: Per id named by an entry no intent key derives, the seq of the first such entry (shown in
+            a finding, never evidence).
+    """
+
+    def __init__(self, session_id: str) -> None:
+        self.session_id = session_id
+        self.children: dict[str, int] = {}
+        self.unkeyed: dict[str, int] = {}
+        self._derived: set[str] = set()
+        self._prefix = f"{session_id}:"
+
+    def note(self, seq: int, event: object) -> None:
+        """Read one event of the session (at ``seq``)."""
+        if isinstance(event, AgentProcessChanged):
+            if event.parent_session_id != self.session_id:
+                return
+            if event.agent_id in self._derived:
+                self.children.setdefault(event.agent_id, seq)
+            else:
+                self.unkeyed.setdefault(event.agent_id, seq)
+        elif isinstance(event, Custom) and event.custom_kind == EFFECT_INTENT:
+            key = event.payload.get("key") if isinstance(event.payload, dict) else None
+            if isinstance(key, str) and key.startswith(self._prefix):
+                self._derived.add(child_session_id(key))
+
+
 class SpawnScan:
-    """The children a session's ledger records spawning: wraps the stream of its rows (a check's ``tap``) and
-    keeps, per child session id, the seq of the first ``agent_process_changed`` naming it whose
-    ``parent_session_id`` is this session. Only rows holding that kind's bytes or a ``\\u`` escape are
-    decoded. A row that does not decode is skipped (the check reading the stream reports it
-    ``undecodable``, and its verdict decides whether :attr:`children` is evidence)."""
+    """The children a session's ledger records spawning (:class:`Spawns`): wraps the stream of its rows (a
+    check's ``tap``). Only rows holding the bytes of ``agent_process_changed``, of ``external_effect_intent``
+    or a ``\\u`` escape are decoded. A row that does not decode is skipped (the check reading the stream
+    reports it ``undecodable``, and its verdict decides whether :attr:`children` is evidence).
+
+    Attributes:
+        children: As :attr:`Spawns.children`, of the stream :meth:`tap` read last.
+        unkeyed: As :attr:`Spawns.unkeyed`.
+        events: How many rows it read.
+    """
 
     def __init__(self) -> None:
         self.children: dict[str, int] = {}
+        self.unkeyed: dict[str, int] = {}
         self.events = 0
 
     def tap(self, record: SessionRecord, stream: Iterable[StoredEvent]) -> Iterator[StoredEvent]:
         """Yield ``stream`` unchanged, noting the process-table entries of ``record``'s session."""
-        self.children, self.events = {}, 0
-        sid = record.session_id
+        spawns = Spawns(record.session_id)
+        self.children, self.unkeyed, self.events = spawns.children, spawns.unkeyed, 0
         for row in stream:
             self.events += 1
             data = row.event_bytes
-            if _PROCESS_SPELLING in data or _ESCAPE in data:
+            if _PROCESS_SPELLING in data or _INTENT_SPELLING in data or _ESCAPE in data:
                 try:
-                    event = decode_stored(data, seq=row.seq)
-                except EventDecodeError:
+                    event: object = decode_stored(data, seq=row.seq)
+                except EventDecodeError:  # the check reading this stream reports it (``undecodable``)
                     event = None
-                if isinstance(event, AgentProcessChanged) and event.parent_session_id == sid:
-                    self.children.setdefault(event.agent_id, row.seq)
+                spawns.note(row.seq, event)
             yield row
 
 
@@ -270,12 +334,19 @@ def _proof(child: str, parent: str, verify: ParentVerifier) -> tuple[int | None,
     if found.failure is not None:
         return None, f"session {parent!r} fails its check ({found.failure}), so its ledger proves nothing"
     seq = found.children.get(child)
-    if seq is None:
+    if seq is not None:
+        return seq, ""
+    forged = found.unkeyed.get(child)
+    if forged is not None:
         return None, (
-            f"the verified ledger of {parent!r} ({found.events} events) records no spawn of this session "
-            "(no agent_process_changed names it)"
+            f"the verified ledger of {parent!r} ({found.events} events) names this session in the "
+            f"agent_process_changed at seq {forged}, but no external_effect_intent before it has a key of "
+            f"{parent!r}'s calls this session id derives from, so it records no spawn of this session"
         )
-    return seq, ""
+    return None, (
+        f"the verified ledger of {parent!r} ({found.events} events) records no spawn of this session "
+        "(no agent_process_changed of one of its delegating calls names it)"
+    )
 
 
 def parent_divergence(
@@ -348,6 +419,8 @@ class TreeProofs:
             agent_process_changed naming it})``: proves its children's parent links while its head stands
             still (a row rewritten in place after it was kept goes unseen by its children's checks; its own
             check in that sweep still names it).
+        unkeyed: Per session of :attr:`spawns`, its :attr:`Spawns.unkeyed` (entries that prove nothing,
+            kept to name them in a child's finding).
         roots: Kernel runs whose row names no parent and whose start holds no ``spawned_by`` (roots, or
             sub-agents recorded before that record existed), each with the seq of its start's
             ``budget_limits``.
@@ -357,6 +430,7 @@ class TreeProofs:
     """
 
     spawns: dict[str, tuple[int, dict[str, int]]] = field(default_factory=dict)
+    unkeyed: dict[str, dict[str, int]] = field(default_factory=dict)
     roots: dict[str, int] = field(default_factory=dict)
     held: dict[str, tuple[int, dict[str, int]]] = field(default_factory=dict)
 

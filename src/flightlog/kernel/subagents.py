@@ -89,7 +89,6 @@ from __future__ import annotations
 import asyncio
 import contextvars
 import dataclasses
-import hashlib
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Protocol, runtime_checkable
@@ -97,7 +96,7 @@ from typing import TYPE_CHECKING, Any, Protocol, runtime_checkable
 from ..errors import LedgerIntegrityError, SessionBusy, SessionNotFound
 from ..events import AgentProcessChanged, BudgetExceeded, BudgetUsageReported, Custom, Suspended
 from ..integrity.audit import Auditor, require_intact
-from ..integrity.lineage import SpawnedBy, TreeProofs, read_start
+from ..integrity.lineage import SpawnedBy, Spawns, TreeProofs, child_session_id, read_start
 from ..messages import ContentPart, Message, TextPart
 from ..store.base import Store
 from ..testing.crashpoints import crash_point
@@ -422,11 +421,6 @@ def _parent() -> ParentRun:
     if not isinstance(access, ParentRun) or current_effect_key() is None:
         raise RuntimeError("sub-agent tools run inside a kernel turn (the model calls them)")
     return access
-
-
-def child_session_id(key: str) -> str:
-    """The child session id of the delegating call with effect key ``key``: 32 lowercase hex chars."""
-    return hashlib.sha256(f"flightlog-subagent:{key}".encode()).hexdigest()[:32]
 
 
 @dataclass(frozen=True)
@@ -933,14 +927,14 @@ def require_children_intact(store: Store, state: KernelState, auditor: Auditor) 
 
 def _spawns_of(state: KernelState, trees: TreeProofs | None = None) -> TreeProofs:
     """``trees`` (a new one when None) holding (:attr:`~flightlog.integrity.lineage.TreeProofs.held`) the
-    children ``state``'s fold records spawning: a session's fold of its verified ledger, or of the ledger
-    this process holds and appends to."""
-    spawned: dict[str, int] = {}
+    children ``state``'s fold proves it spawned (:class:`~flightlog.integrity.lineage.Spawns`: an entry
+    whose child id one of its calls' keys derives): a session's fold of its verified ledger, or of the
+    ledger this process holds and appends to."""
+    spawns = Spawns(state.session_id)  # an entry proves a child only with its call's key (atk4 b06)
     for seq, event in state.events:
-        if isinstance(event, AgentProcessChanged) and event.parent_session_id == state.session_id:
-            spawned.setdefault(event.agent_id, seq)
+        spawns.note(seq, event)
     kept = trees if trees is not None else TreeProofs()
-    kept.held[state.session_id] = (len(state.events) - 1, spawned)
+    kept.held[state.session_id] = (len(state.events) - 1, spawns.children)
     return kept
 
 
