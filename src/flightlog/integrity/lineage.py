@@ -26,7 +26,8 @@ What is compared, for a session whose verified first events are a kernel run's s
   that record's seq;
 * a parent the row names (the record's, when both agree) that the parent's ledger does not prove: the
   parent is no session, its ledger fails the check, or its verified events hold no
-  ``agent_process_changed`` naming this session as its child: ``row_mismatch`` (at the ``spawned_by``
+  ``agent_process_changed`` of one of its delegating calls naming this session as its child (one naming it
+  without such a call's key is named in the detail): ``row_mismatch`` (at the ``spawned_by``
   record's seq, else at the start's ``budget_limits``), the detail saying which;
 * a row naming no parent with no ``spawned_by`` record: a root, unless the parent the row's metadata
   names (``subagent.parent``, unhashed: only where to look) records spawning it in its verified ledger
