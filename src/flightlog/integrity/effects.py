@@ -13,10 +13,10 @@ them; nothing covers the row, which anyone with write access to the database can
 index and a cache of what the ledger records, never the evidence:
 
 * :class:`EffectFold` folds a session's effect events into, per key, the seqs and digests they fix and the
-  process that last took it up (:class:`LedgerEffect`), and notes what the ledger itself gets wrong
+  processes that took it up (:class:`LedgerEffect`), and notes what the ledger itself gets wrong
   (:attr:`EffectFold.problems`: an intent whose ``intent_hash`` is not the sha256 of its intent, a second
   intent or completion of a key, a completion without intent, a holder without an in-doubt intent, a
-  payload without its fields or with a malformed ``holder``);
+  payload without its fields or with a malformed ``holder``, the member at fault named);
 * :func:`effect_problem` compares one row with its key's ledger entry; :func:`table_divergences` every row
   of a session, and every recorded intent with its row;
 * :class:`EffectTail` keeps a verified prefix's fold current while another process appends, each new row
@@ -107,6 +107,11 @@ class LedgerEffect:
         holder: The process that last took the effect up (its intent's ``holder``, or a later
             ``external_effect_holder``), None when the ledger names none (an intent recorded before
             holders were).
+        holders: Every process the ledger names as its holder, in seq order, each once (the intent's, then
+            each well-formed ``external_effect_holder`` before its completion). A resume waits while *any*
+            of them may still run it (:mod:`flightlog.kernel.takeover`): a later holder record, which
+            anyone who can write the database can append at an unsigned tail, cannot hide an earlier
+            holder that still runs the effect (attack pass atk4 b05).
     """
 
     key: str
@@ -117,6 +122,7 @@ class LedgerEffect:
     result_digest: str | None = None
     tool: str | None = None
     holder: ProcessId | None = None
+    holders: tuple[ProcessId, ...] = ()
 
     @property
     def completed(self) -> bool:
@@ -202,12 +208,19 @@ class EffectFold:
         tool = intent.get("tool") if isinstance(intent, dict) else None
         holder = ProcessId.from_wire(payload.get("holder"))
         self.effects[key] = LedgerEffect(
-            key, seq, claimed, digest, tool=tool if isinstance(tool, str) else None, holder=holder
+            key,
+            seq,
+            claimed,
+            digest,
+            tool=tool if isinstance(tool, str) else None,
+            holder=holder,
+            holders=() if holder is None else (holder,),
         )
         if digest != claimed:
             self._problem(seq, _hash_detail(key, digest, claimed), INTENT_HASH_MISMATCH)
         if "holder" in payload and holder is None:
-            self._problem(seq, f"effect {key}: external_effect_intent with a malformed holder")
+            why = ProcessId.wire_problem(payload["holder"])
+            self._problem(seq, f"effect {key}: external_effect_intent with a malformed holder ({why})")
 
     def _holder(self, seq: int, key: str, payload: dict[str, Any]) -> None:
         entry = self.effects.get(key)
@@ -219,9 +232,12 @@ class EffectFold:
                 seq, f"effect {key}: {EFFECT_HOLDER} after its completion at seq {entry.completed_seq}"
             )
         elif holder is None:
-            self._problem(seq, f"effect {key}: {EFFECT_HOLDER} without a well-formed holder")
+            why = "holder is missing" if "holder" not in payload else ProcessId.wire_problem(payload["holder"])
+            self._problem(seq, f"effect {key}: {EFFECT_HOLDER} without a well-formed holder ({why})")
         else:
             entry.holder = holder
+            if holder not in entry.holders:
+                entry.holders += (holder,)
 
     def _completion(self, seq: int, key: str, payload: dict[str, Any]) -> None:
         entry = self.effects.get(key)

@@ -32,6 +32,8 @@ from collections.abc import Awaitable, Callable, Mapping
 from contextvars import ContextVar
 from typing import Any, TypeVar, cast
 
+from ..runs.host import pid_exists, proc_is_own
+
 __all__ = [
     "CURRENT_KEY",
     "MARK_PREFIX",
@@ -64,15 +66,20 @@ def mark_name(key: str) -> str:
 
 def runs_in(pid: int, key: str) -> bool | None:
     """Whether process ``pid`` of this host is running the side effect ``key``: True when it holds the
-    effect's mark open (module docs), False when it holds none (or no longer exists); None when its file
-    descriptors cannot be read (another user's process, ``/proc`` hidden: the caller assumes it runs)."""
+    effect's mark open (module docs), False when it holds none (or no longer exists: ``os.kill(pid, 0)``
+    finds no such pid); None when its file descriptors cannot be read while the pid exists (another user's
+    process; ``/proc`` mounted ``hidepid=2``, which hides the entry, attack pass atk4 b02; no ``/proc`` of
+    this pid namespace, :func:`~flightlog.runs.host.proc_is_own`, b12; not Linux): the caller assumes it
+    runs, or judges it another way, never takes it for ended."""
     if pid == os.getpid():
         return running_here(key)
+    if not proc_is_own():  # /proc/<pid> would be another namespace's process, or there is none
+        return None if pid_exists(pid) else False
     target = f"/memfd:{mark_name(key)} (deleted)"
     try:
         fds = os.listdir(f"/proc/{pid}/fd")
-    except (FileNotFoundError, ProcessLookupError):
-        return False
+    except (FileNotFoundError, ProcessLookupError):  # ended; or hidden from this user while it runs
+        return None if pid_exists(pid) else False
     except OSError:
         return None
     for fd in fds:

@@ -83,7 +83,7 @@ from ..live import (
     other_holder,
     watched_holder,
 )
-from ..runs.host import ProcessId, process_alive
+from ..runs.host import ProcessId, proc_is_own, process_alive
 from ..store.base import Store
 from .agent import Agent
 from .running import runs_in
@@ -137,22 +137,34 @@ class _Held:
 def _held(
     effect: LedgerEffect, store: Store, session_id: str, own: LiveRegistry | None, watch: HolderWatch
 ) -> _Held | None:
-    """Whether ``effect``'s holder may still be running it, by the module docs' rule; each call is a
-    sighting for ``watch`` where a live record decides."""
-    holder = effect.holder
-    if holder is not None and holder.host == host_id():
+    """Whether any holder the ledger names for ``effect`` may still be running it, by the module docs'
+    rule; each call is a sighting for ``watch`` where a live record decides."""
+    elsewhere = by_record = False
+    for holder in effect.holders:
+        if holder.host != host_id():
+            elsewhere = True  # no pid of it can be checked here: the live record, watched
+            continue
         alive = process_alive(holder)
-        if alive is not None:  # that process exists: does it still run the tool (its mark)?
-            held = alive and runs_in(holder.pid, effect.key) is not False
-            return _Held(effect.key, holder.pid, _process_words(holder)) if held else None
-    elif holder is not None:
+        if alive is False:
+            continue
+        if alive is None and not proc_is_own():  # neither its start nor its mark can be read here
+            by_record = True
+            continue
+        # alive, or its pid exists with its start unknown or unreadable: its mark decides (a pid reused by
+        # a process without the mark runs nothing of it); marks that cannot be read: assume it runs
+        if runs_in(holder.pid, effect.key) is not False:
+            return _Held(effect.key, holder.pid, _process_words(holder))
+    if elsewhere:
         held, record = watched_holder(store, session_id, own, watch=watch)
-        if not held:
-            return None
-        words = _holder_words(record) if record is not None else f"{_process_words(holder)}, no live record"
-        return _Held(effect.key, holder.pid if record is None else record.pid, words)
-    record = other_holder(store, session_id, own, watch=watch)  # no holder named, or its start unknown
-    return None if record is None else _Held(effect.key, record.pid, _holder_words(record))
+        if held:
+            last = next(h for h in reversed(effect.holders) if h.host != host_id())
+            words = _holder_words(record) if record is not None else f"{_process_words(last)}, no live record"
+            return _Held(effect.key, last.pid if record is None else record.pid, words)
+    if by_record or not effect.holders:  # no holder named, or one of this host judged by its record
+        record = other_holder(store, session_id, own, watch=watch)
+        if record is not None:
+            return _Held(effect.key, record.pid, _holder_words(record))
+    return None
 
 
 async def await_previous_holder(

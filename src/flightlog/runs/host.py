@@ -15,7 +15,15 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-__all__ = ["ProcessId", "host_id", "pid_exists", "process_alive", "process_start", "this_process"]
+__all__ = [
+    "ProcessId",
+    "host_id",
+    "pid_exists",
+    "proc_is_own",
+    "process_alive",
+    "process_start",
+    "this_process",
+]
 
 
 @functools.cache
@@ -60,20 +68,40 @@ def pid_exists(pid: int) -> bool:
     return True
 
 
+def proc_is_own() -> bool:
+    """Whether ``/proc`` shows this process's pid namespace: ``/proc/self`` links to ``os.getpid()``.
+
+    False when there is no ``/proc`` (not Linux) or it belongs to another pid namespace (a process started
+    by ``unshare --pid --fork`` without ``--mount-proc``, a sandbox that did not remount it: ``/proc/<pid>``
+    is then the *outer* namespace's process with that number, attack pass atk4 b12). Read at every call: a
+    fork or an ``unshare`` changes the answer."""
+    try:
+        return os.readlink("/proc/self") == str(os.getpid())
+    except OSError:
+        return False
+
+
 def process_start(pid: int) -> int | None:
     """When process ``pid`` of this host started: field 22 (``starttime``, clock ticks since boot) of
     ``/proc/<pid>/stat`` (proc(5)); None when it cannot be read (no such process, not Linux, ``/proc``
-    hidden) or the process is a zombie (state ``Z``/``X``: it has ended, only its exit status is left).
+    hidden, ``/proc`` of another pid namespace: :func:`proc_is_own`) or the process is a zombie (state
+    ``Z``/``X``: it has ended, only its exit status is left).
 
     Fields are counted after the last ``)``: the command name (field 2) may hold spaces and parentheses."""
+    if not proc_is_own():
+        return None
+    stat = _stat_fields(pid)
+    return None if stat is None or stat[0] in ("Z", "X") else int(stat[19])
+
+
+def _stat_fields(pid: int) -> list[str] | None:
+    """Fields 3 (state) onwards of ``/proc/<pid>/stat``, None when it cannot be read or is malformed."""
     try:
         text = Path(f"/proc/{pid}/stat").read_text(encoding="ascii", errors="replace")
     except OSError:
         return None
-    fields = text[text.rfind(")") + 1 :].split()  # fields 3 (state) onwards
-    if len(fields) < 20 or fields[0] in ("Z", "X") or not fields[19].isdigit():
-        return None
-    return int(fields[19])
+    fields = text[text.rfind(")") + 1 :].split()
+    return fields if len(fields) >= 20 and fields[19].isdigit() else None
 
 
 @dataclass(frozen=True)
@@ -95,14 +123,30 @@ class ProcessId:
 
     @classmethod
     def from_wire(cls, value: object) -> ProcessId | None:
-        """The identity :meth:`to_wire` wrote, or None when ``value`` is not one (another shape, a bool
-        where an int belongs, a negative pid or start)."""
+        """The identity :meth:`to_wire` wrote, or None when ``value`` is not one (:meth:`wire_problem`)."""
+        if cls.wire_problem(value) is not None:
+            return None
+        assert isinstance(value, dict)
+        return cls(value["host"], value["pid"], value.get("start"))
+
+    @staticmethod
+    def wire_problem(value: object) -> str | None:
+        """What makes ``value`` not an identity :meth:`to_wire` wrote, naming the member (``host`` not a
+        string; ``pid`` missing, a bool or negative; ``start`` neither absent, null nor a non-negative
+        int; a member :meth:`to_wire` never writes), or None when it is one."""
         if not isinstance(value, dict):
-            return None
-        host, pid, start = value.get("host"), _count(value.get("pid")), value.get("start")
-        if not isinstance(host, str) or pid is None or (start is not None and _count(start) is None):
-            return None
-        return cls(host, pid, _count(start))
+            return f"not an object but {type(value).__name__}"
+        extra = sorted(str(k) for k in value if k not in ("host", "pid", "start"))
+        if extra:
+            return f"unknown member(s) {', '.join(extra)}"
+        if not isinstance(value.get("host"), str):
+            return "host is not a string"
+        if _count(value.get("pid")) is None:
+            return "pid is not a non-negative integer"
+        start = value.get("start")  # absent: unknown, as null
+        if start is not None and _count(start) is None:
+            return "start is neither null nor a non-negative integer"
+        return None
 
 
 def _count(value: object) -> int | None:
@@ -121,16 +165,18 @@ def process_alive(process: ProcessId) -> bool | None:
 
     Returns:
         None when it cannot be told: ``process`` is another host's (its pid means nothing here), or its pid
-        exists and a start time (``process.start`` or the running process's) is unknown, so a process
-        reusing the pid cannot be told apart. Else True when a process with its pid and start time runs
-        (stopped, e.g. by SIGSTOP, counts: it resumes where it was), False when none does (the pid is free,
-        a zombie, or now another process's).
+        exists (``os.kill(pid, 0)``, :func:`pid_exists`) and a start time is unknown (``process.start``
+        None) or cannot be read (no ``/proc`` of this pid namespace, :func:`proc_is_own`; the process's
+        ``/proc/<pid>/stat`` unreadable, e.g. ``/proc`` mounted ``hidepid=2`` and the process another
+        user's, attack pass atk4 b02), so a process reusing the pid cannot be told apart. Else True when a
+        process with its pid and start time runs (stopped, e.g. by SIGSTOP, counts: it resumes where it
+        was), False when none does (the pid is free, a zombie, or now another process's).
     """
     if process.host != host_id():
         return None
-    if process.start is None:
+    if process.start is None or not proc_is_own():
         return None if pid_exists(process.pid) else False
-    start = process_start(process.pid)
-    if start is None:  # no such process, or a zombie; unless /proc cannot be read here at all
-        return None if not Path("/proc/self/stat").exists() and pid_exists(process.pid) else False
-    return start == process.start
+    stat = _stat_fields(process.pid)
+    if stat is None:  # no such process; or its entry is hidden from this user: unknown while the pid exists
+        return None if pid_exists(process.pid) else False
+    return stat[0] not in ("Z", "X") and int(stat[19]) == process.start
