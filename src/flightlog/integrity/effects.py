@@ -232,7 +232,9 @@ class EffectFold:
                 seq, f"effect {key}: {EFFECT_HOLDER} after its completion at seq {entry.completed_seq}"
             )
         elif holder is None:
-            why = "holder is missing" if "holder" not in payload else ProcessId.wire_problem(payload["holder"])
+            why = (
+                "holder is missing" if "holder" not in payload else ProcessId.wire_problem(payload["holder"])
+            )
             self._problem(seq, f"effect {key}: {EFFECT_HOLDER} without a well-formed holder ({why})")
         else:
             entry.holder = holder

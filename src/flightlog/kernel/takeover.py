@@ -12,12 +12,16 @@ records an in-doubt effect (intent without completion: the verified fold, follow
 that is not a sub-agent delegation (a delegating call is safe to settle at once: re-running it resumes the
 same child, which takes this same care for its own effects) and whose holder may still be running it.
 
-Who holds an effect is read from the verified ledger: the process that recorded its intent, or the last
-that recorded an ``external_effect_holder`` for it (it ran the in-doubt effect again), each written before
+Who holds an effect is read from the verified ledger: the process that recorded its intent, and each that
+recorded an ``external_effect_holder`` for it since (it ran the in-doubt effect again), each written before
 its tool ran (:mod:`flightlog.kernel.effects`): a :class:`~flightlog.runs.host.ProcessId` (host, pid,
-process start time). The ``live_runs`` row, which no hash covers, decides nothing a ledger holder of this
-host can decide (attack pass, session 19: deleting the row, forging its pid or its owner, a holder with no
-heartbeat or one stopped by SIGSTOP each had the effect run twice). Per in-doubt effect:
+process start time). The effect is held while *any* of them may still run it (:attr:`LedgerEffect.holders
+<flightlog.integrity.effects.LedgerEffect.holders>`), not only the last: a later holder record, which
+someone who can write the database can append at the unsigned tail, cannot hide an earlier holder still
+running the tool (attack pass atk4 b05: a forged last holder naming a dead pid had the effect run twice).
+The ``live_runs`` row, which no hash covers, decides nothing a ledger holder of this host can decide
+(attack pass, session 19: deleting the row, forging its pid or its owner, a holder with no heartbeat or one
+stopped by SIGSTOP each had the effect run twice). Per holder of an in-doubt effect:
 
 * **holder of this host** (its ``host`` is :func:`~flightlog.runs.host.host_id`): it may be running the
   effect iff a process with its pid *and* start time exists (:func:`~flightlog.runs.host.process_alive`:
@@ -25,8 +29,15 @@ heartbeat or one stopped by SIGSTOP each had the effect run twice). Per in-doubt
   tool (:func:`~flightlog.kernel.running.runs_in`: it holds the effect's mark, an anonymous memory file
   the kernel keeps open from before the intent until the tool returns, a worker thread's included;
   assumed when its descriptors cannot be read), no lease watched. When that process is this one (another
-  kernel of this process, a parent taking a child over), its own count decides. When the start time is
-  unknown (not Linux) and the pid exists, the live record decides as for an intent without holder.
+  kernel of this process, a parent taking a child over), its own count decides. When its pid exists but
+  its start time is unknown or cannot be read (``/proc`` mounted ``hidepid=2`` and the holder another
+  user's, atk4 b02), its mark decides, and a mark that cannot be read either is taken to run: unreadable
+  is unknown, never ended. When ``/proc`` is not this pid namespace's (:func:`~flightlog.runs.host.proc_is_own`:
+  a pid namespace without its own ``/proc``, atk4 b12, where ``/proc/<pid>`` is another process) or there
+  is none (not Linux), neither its start nor its mark can be read: the live record decides, as for an
+  intent without holder (the record's pid is checked with ``kill(pid, 0)``, which is this namespace's;
+  assuming a holder whose pid exists runs would make a process that lives on after its tool returned
+  block every resume until the bound).
 * **holder of another host** (no pid of it can be checked here): the session's live record, watched by the
   clock-free rule of :class:`flightlog.live.HolderWatch` (:func:`flightlog.live.watched_holder`): gone once
   watched unchanged (same owner, same heartbeat value) for a lease (``Kernel.lease_ms``, default
