@@ -21,22 +21,44 @@ on this host does not read the record at all: it asks that process whether it st
 
 A call cancelled before its thread started never starts it (the thread finds the call dropped), so nothing
 it does can land after the hold is released.
+
+An async tool may hand blocking work to a thread itself (``await asyncio.to_thread(...)``,
+``loop.run_in_executor(None, ...)``); cancelled while that thread runs, the tool's coroutine ends at once.
+Before (attack pass atk4 b01), its effect's mark was then closed and the hold did not count that thread: a
+resume reconciled and ran the effect again while the thread still performed it. So an activation makes the
+event loop's default executor a :class:`CountingExecutor` (:func:`count_default_executor`, when the
+application has not set one of its own): each call submitted to it from an activation's context is counted
+by that activation's hold, and from inside a side effect keeps the effect's mark
+(:func:`flightlog.kernel.running.claim`) until the call returns; one cancelled before it started stops
+counting at once. An executor of the application's own (``loop.set_default_executor``, or one passed to
+``run_in_executor``) is not counted: ``docs/attacks.md``, known limits.
 """
 
 from __future__ import annotations
 
 import asyncio
+import concurrent.futures
 import logging
 import threading
 import weakref
 from collections.abc import Callable, Mapping
 from contextvars import ContextVar
-from typing import Any
+from typing import Any, TypeVar
 
 from ..live import LiveRegistry
 from ..runs.model import RunState
+from .running import CURRENT_KEY, claim, release
 
-__all__ = ["Hold", "collecting", "current_hold", "threads_returned"]
+__all__ = [
+    "CountingExecutor",
+    "Hold",
+    "collecting",
+    "count_default_executor",
+    "current_hold",
+    "threads_returned",
+]
+
+T = TypeVar("T")
 
 log = logging.getLogger("flightlog.kernel")
 
@@ -244,6 +266,15 @@ class Hold:
                 self._returned()
             raise
 
+    def count_thread(self) -> bool:
+        """Count one more worker thread (ended by one :meth:`_returned`); False, nothing counted, when the
+        hold has already let go (its activation ended and every thread returned: its record is cleared)."""
+        with self._lock:
+            if self._idle.is_set():
+                return False
+            self._threads += 1
+            return True
+
     def _returned(self) -> None:
         with self._lock:
             self._threads -= 1
@@ -254,3 +285,61 @@ class Hold:
         if last:
             log.info("session %s: the last worker thread of the stopped activation returned", self.session_id)
             self._stop.set()  # the heartbeat thread, if any (a record was published), clears it as it leaves
+
+
+class CountingExecutor(concurrent.futures.ThreadPoolExecutor):
+    """A thread pool whose calls, submitted from an activation's context, are counted by its :class:`Hold`
+    and, from inside a side effect (:data:`~flightlog.kernel.running.CURRENT_KEY` set), keep the effect's
+    mark until they return (module docs). A call submitted elsewhere runs as in any thread pool.
+
+    Raises (from :meth:`submit`): OSError when the effect's mark cannot be made (nothing submitted), and
+    whatever :class:`concurrent.futures.ThreadPoolExecutor` raises (e.g. after shutdown).
+    """
+
+    def submit(self, fn: Callable[..., T], /, *args: Any, **kwargs: Any) -> concurrent.futures.Future[T]:
+        hold, key = current_hold(), CURRENT_KEY.get()
+        if hold is None and key is None:
+            return super().submit(fn, *args, **kwargs)
+        if key is not None:
+            claim(key)  # the tool's own claim holds the mark already: this one keeps it past the tool
+        try:
+            counted = hold is not None and hold.count_thread()
+        except BaseException:
+            if key is not None:
+                release(key)
+            raise
+        pending = threading.Lock()  # held until one side (the call's return, its cancel) ends the count
+
+        def done() -> None:
+            if pending.acquire(blocking=False):
+                if key is not None:
+                    release(key)
+                if counted and hold is not None:
+                    hold._returned()
+
+        def body() -> T:
+            try:
+                return fn(*args, **kwargs)
+            finally:
+                done()
+
+        try:
+            future = super().submit(body)
+        except BaseException:
+            done()
+            raise
+        future.add_done_callback(lambda f: done() if f.cancelled() else None)  # never started
+        return future
+
+
+def count_default_executor(loop: asyncio.AbstractEventLoop) -> bool:
+    """Make ``loop``'s default executor a :class:`CountingExecutor` unless the application set one of its
+    own (module docs); whether the loop's default executor counts now. The loop shuts it down as it closes
+    (``asyncio.run``), as it does its own."""
+    current = getattr(loop, "_default_executor", None)  # CPython's; no public reader
+    if isinstance(current, CountingExecutor):
+        return True
+    if current is not None:
+        return False
+    loop.set_default_executor(CountingExecutor(thread_name_prefix="flightlog-tool"))
+    return True

@@ -125,7 +125,7 @@ from .denials import denial_rollback
 from .effects import effect_key
 from .errors import KernelError
 from .execution import execute_turn, in_doubt_gates
-from .holding import Hold
+from .holding import Hold, count_default_executor
 from .operations import DeadlineHit, Operation
 from .paging import Notes, current_access
 from .planning import calls_in, plan_calls
@@ -170,6 +170,7 @@ class _Activation(ContextActivation):
         self.begin_clock()
         hold = self.kernel.hold(self.session_id)
         unbind = hold.bind()  # the tools' worker threads are counted by this hold
+        count_default_executor(asyncio.get_running_loop())  # and those an async tool starts itself
         try:
             self._publish(hold)
             try:
