@@ -259,6 +259,18 @@ class LiveRegistry:
         )
         return record
 
+    def beat(self, session_id: str, holds: Callable[[], bool] | None) -> None:
+        """One heartbeat of a background heartbeat loop (:meth:`pulse`, the kernel's
+        :class:`~flightlog.kernel.holding.Hold`): :meth:`heartbeat`, and when it is refused (the stored
+        record is not this registry's) and ``holds()`` says this activation still holds the session,
+        :meth:`reclaim`. Never raises: a failure is logged as a WARNING (a missed beat is not fatal to the
+        run; the next one retries)."""
+        try:
+            if self.heartbeat(session_id) is None and holds is not None:
+                self.reclaim(session_id, holds)
+        except Exception:
+            log.warning("live heartbeat of %s failed", session_id, exc_info=True)
+
     @contextmanager
     def pulse(
         self, session_id: str, *, every_s: float = 5.0, holds: Callable[[], bool] | None = None
@@ -274,11 +286,7 @@ class LiveRegistry:
 
         def beat() -> None:
             while not stop.wait(every_s):
-                try:
-                    if self.heartbeat(session_id) is None and holds is not None:
-                        self.reclaim(session_id, holds)
-                except Exception:  # a missed beat is not fatal to the run; the next one retries
-                    log.warning("live heartbeat of %s failed", session_id, exc_info=True)
+                self.beat(session_id, holds)
 
         thread = threading.Thread(target=beat, name=f"flightlog-pulse-{session_id}", daemon=True)
         thread.start()

@@ -163,11 +163,7 @@ class Hold:
     def _beating(self) -> None:
         assert self._live is not None
         while not self._stop.wait(self._every):
-            try:
-                if self._live.heartbeat(self.session_id) is None and self._holds is not None:
-                    self._live.reclaim(self.session_id, self._holds)
-            except Exception:  # a missed beat is not fatal to the run; the next one retries
-                log.warning("live heartbeat of %s failed", self.session_id, exc_info=True)
+            self._live.beat(self.session_id, self._holds)
         if self._clear_in_beat:  # the activation ended earlier; its last thread has just returned
             try:
                 self._live.clear(self.session_id)
